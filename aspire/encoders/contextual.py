@@ -1,0 +1,395 @@
+"""Contextual sentence encoder: one transformer pass over `title [SEP] s_1 … s_n`, word pieces mean-pooled
+per sentence.
+
+The title and the abstract go in as a text pair, so the tokenizer adds its own special tokens (`[CLS] title
+[SEP] abstract [SEP]` for BERT, `<s> title </s></s> abstract </s>` for MPNet). Which word piece belongs to
+which sentence comes from the tokenizer's character offsets, so any fast tokenizer works.
+
+Long abstracts: the pair is cut at `max_length` tokens (default: the model's limit). With
+`overflow="window"` (default) the rest of the abstract is encoded in further windows, each again preceded
+by the title, so every sentence gets a vector; with `overflow="truncate"` sentences past the limit are left
+out of the mask. Either way `truncation_report` lists, per paper, every sentence that did not fit in the
+first window, and `encode` logs a warning naming them: no sentence is lost silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+from transformers import AutoModel, AutoTokenizer
+
+from aspire.batch import DocBatch
+from aspire.data.papers import Paper
+from aspire.encoders.models import resolve_model
+
+log = logging.getLogger(__name__)
+
+SETTINGS_FILE = "aspire_encoder.json"
+Overflow = Literal["window", "truncate"]
+
+
+@dataclass
+class TruncationRecord:
+    """Sentences of one paper that did not fit in the first window of `max_length` tokens."""
+
+    paper_id: str
+    cut: list[int]  # sentence positions entirely past the first window
+    partial: list[int]  # sentence positions split across the first window's end
+    handled_by: Overflow  # "window": encoded in a continuation window; "truncate": cut ones left out
+
+
+@dataclass
+class EncoderInputs:
+    """Tokenised papers ready for `ContextualSentenceEncoder.forward`.
+
+    R rows (one per window; a paper has one row unless it overflowed), T word pieces, B papers, S sentences.
+    """
+
+    input_ids: Tensor  # (R, T)
+    attention_mask: Tensor  # (R, T)
+    sent_index: Tensor  # (R, T) long: the piece's sentence position within its paper, -1 = not pooled
+    row_paper: Tensor  # (R,) long: the paper each row belongs to
+    n_sentences: list[int]  # B sentence counts
+    paper_ids: list[str]
+    sentences: list[list[str]]
+    truncation: list[TruncationRecord] = field(default_factory=list)
+    token_type_ids: Tensor | None = None  # (R, T) where the model uses them
+
+    def to(self, device: torch.device) -> "EncoderInputs":
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return EncoderInputs(
+            move(self.input_ids), move(self.attention_mask), move(self.sent_index), move(self.row_paper),
+            self.n_sentences, self.paper_ids, self.sentences, self.truncation, move(self.token_type_ids),
+        )
+
+
+def paper_sentences(paper: Paper, include_title: bool) -> list[str]:
+    """The sentence set of a paper: its abstract sentences, with the title first if `include_title`.
+
+    A paper with a title but no abstract sentences is represented by its title alone.
+    """
+    if include_title or not paper.sentences:
+        return [paper.title, *paper.sentences]
+    return list(paper.sentences)
+
+
+def masked_mean(hidden: Tensor, mask: Tensor) -> Tensor:
+    """Mean of hidden (N, T, D) over positions where mask (N, T) is true -> (N, D)."""
+    weights = mask.to(hidden.dtype).unsqueeze(-1)  # (N, T, 1)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
+
+
+class ContextualSentenceEncoder(nn.Module):
+    """Any Hugging Face encoder turned into a contextual sentence encoder returning `DocBatch`.
+
+    Args:
+        model: a transformers encoder (BERT, MPNet, MiniLM, …) returning `last_hidden_state`.
+        tokenizer: its fast tokenizer (offsets are required).
+        max_length: word pieces per window; default the model's limit.
+        include_title: add the title as sentence 0 of the sentence set (default: context only).
+        overflow: "window" (encode the rest in further windows) or "truncate" (leave it out).
+        max_title_tokens: the title is cut to this many pieces so it never crowds out the abstract.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer,
+        *,
+        max_length: int | None = None,
+        include_title: bool = False,
+        overflow: Overflow = "window",
+        max_title_tokens: int = 64,
+        name: str = "",
+    ) -> None:
+        super().__init__()
+        if not getattr(tokenizer, "is_fast", False):
+            raise ValueError("ContextualSentenceEncoder needs a fast tokenizer (character offsets)")
+        if overflow not in ("window", "truncate"):
+            raise ValueError(f"overflow must be 'window' or 'truncate', got {overflow!r}")
+        self.model = model
+        self.tokenizer = tokenizer
+        limit = getattr(model.config, "max_position_embeddings", 512)
+        if getattr(model.config, "model_type", "") in ("roberta", "mpnet", "xlm-roberta", "camembert"):
+            limit -= 2  # these position ids start after the padding index
+        limit = min(limit, tokenizer.model_max_length or limit)
+        self.max_length = min(max_length or limit, limit)
+        self.include_title = include_title
+        self.overflow = overflow
+        self.max_title_tokens = max_title_tokens
+        self.name = name
+        self.train(model.training)  # the wrapper starts in the wrapped model's mode
+
+    # ---- loading and saving -----------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, **settings) -> "ContextualSentenceEncoder":
+        """Load `minilm`, `mpnet` or a local HF directory; settings saved beside a trained model apply
+        unless overridden by keyword."""
+        path = resolve_model(name_or_path)
+        saved = path / SETTINGS_FILE
+        stored = json.loads(saved.read_text()) if saved.is_file() else {}
+        stored.update(settings)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModel.from_pretrained(path)
+        model.eval()
+        return cls(model, tokenizer, name=str(name_or_path), **stored)
+
+    def settings(self) -> dict:
+        return {
+            "max_length": self.max_length,
+            "include_title": self.include_title,
+            "overflow": self.overflow,
+            "max_title_tokens": self.max_title_tokens,
+        }
+
+    def save_pretrained(self, path: str | Path) -> None:
+        """Save model + tokenizer in Hugging Face format (plain `AutoModel` opens it) and the settings."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        (path / SETTINGS_FILE).write_text(json.dumps(self.settings(), indent=2))
+
+    def fingerprint(self) -> str:
+        """A hash of the weights, the model type, the vocabulary size and the encoding settings (keys caches and indexes)."""
+        digest = hashlib.sha256()
+        digest.update(json.dumps(self.settings(), sort_keys=True).encode())
+        digest.update(f"{self.model.config.model_type}/{len(self.tokenizer)}".encode())
+        for name, tensor in sorted(self.model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        return digest.hexdigest()[:16]
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dim(self) -> int:
+        return self.model.config.hidden_size
+
+    # ---- tokenisation -----------------------------------------------------------------------------
+    def _cut_title(self, title: str) -> str:
+        enc = self.tokenizer(title, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = enc["offset_mapping"]
+        if len(offsets) <= self.max_title_tokens:
+            return title
+        return title[: offsets[self.max_title_tokens - 1][1]]
+
+    def tokenize(self, papers: Sequence[Paper]) -> EncoderInputs:
+        """Tokenise `title [SEP] abstract` pairs and map every word piece to its sentence."""
+        sents = [paper_sentences(p, self.include_title) for p in papers]
+        shift = [1 if (self.include_title or not p.sentences) else 0 for p in papers]  # title is sentence 0
+        texts, starts = [], []
+        for paper_sents, k in zip(sents, shift):
+            body = paper_sents[k:]
+            begins = np.cumsum([0] + [len(s) + 1 for s in body[:-1]]) if body else np.zeros(0, dtype=int)
+            texts.append(" ".join(body))
+            starts.append(begins)
+        titles = [self._cut_title(p.title) for p in papers]
+        enc = self.tokenizer(
+            titles,
+            texts,
+            truncation="only_second",
+            max_length=self.max_length,
+            stride=0,
+            return_overflowing_tokens=True,
+            return_offsets_mapping=True,
+            padding=True,
+            return_tensors="pt",
+        )
+        row_paper = enc["overflow_to_sample_mapping"].long()
+        offsets = enc["offset_mapping"].numpy()
+        sent_index = np.full(enc["input_ids"].shape, -1, dtype=np.int64)
+        first_row = np.ones(len(row_paper), dtype=bool)
+        first_row[1:] = row_paper[1:].numpy() != row_paper[:-1].numpy()
+        for r, b in enumerate(row_paper.tolist()):
+            seq = np.array([-1 if s is None else s for s in enc.sequence_ids(r)])
+            in_abstract = seq == 1
+            last_char = offsets[r, :, 1] - 1
+            sent_index[r, in_abstract] = np.searchsorted(starts[b], last_char[in_abstract], side="right") - 1 + shift[b]
+            if shift[b]:
+                sent_index[r, (seq == 0) & (offsets[r, :, 1] > offsets[r, :, 0])] = 0  # title pieces
+        keep = np.ones(len(row_paper), dtype=bool) if self.overflow == "window" else first_row
+        truncation = self._truncation_records(papers, sents, sent_index, row_paper.numpy(), first_row)
+        self._check_every_sentence_has_pieces(papers, sents, sent_index[keep], row_paper.numpy()[keep], truncation)
+        return EncoderInputs(
+            input_ids=enc["input_ids"][keep],
+            attention_mask=enc["attention_mask"][keep],
+            sent_index=torch.from_numpy(sent_index[keep]),
+            row_paper=row_paper[torch.from_numpy(keep)],
+            n_sentences=[len(s) for s in sents],
+            paper_ids=[p.paper_id for p in papers],
+            sentences=sents,
+            truncation=truncation,
+            token_type_ids=enc["token_type_ids"][keep] if "token_type_ids" in enc else None,
+        )
+
+    def _truncation_records(self, papers, sents, sent_index, row_paper, first_row) -> list[TruncationRecord]:
+        records = []
+        for b in np.unique(row_paper[~first_row]).tolist():
+            in_first = set(sent_index[first_row & (row_paper == b)].ravel().tolist()) - {-1}
+            in_later = set(sent_index[~first_row & (row_paper == b)].ravel().tolist()) - {-1}
+            records.append(
+                TruncationRecord(
+                    paper_id=papers[b].paper_id,
+                    cut=sorted(in_later - in_first),
+                    partial=sorted(in_later & in_first),
+                    handled_by=self.overflow,
+                )
+            )
+        return records
+
+    @staticmethod
+    def _check_every_sentence_has_pieces(papers, sents, sent_index, row_paper, truncation) -> None:
+        cut = {(rec.paper_id, i) for rec in truncation if rec.handled_by == "truncate" for i in rec.cut}
+        for b, paper in enumerate(papers):
+            seen = set(sent_index[row_paper == b].ravel().tolist())
+            empty = [i for i in range(len(sents[b])) if i not in seen and (paper.paper_id, i) not in cut]
+            if empty:
+                raise ValueError(
+                    f"paper {paper.paper_id}: sentence(s) {empty} produced no word pieces "
+                    f"(e.g. {sents[b][empty[0]]!r}); remove or fix them"
+                )
+
+    # ---- the forward pass -------------------------------------------------------------------------
+    def forward(self, inputs: EncoderInputs) -> DocBatch:
+        """Contextual sentence vectors (differentiable): DocBatch with emb (B, S, D)."""
+        extra = {} if inputs.token_type_ids is None else {"token_type_ids": inputs.token_type_ids}
+        hidden = self.model(
+            input_ids=inputs.input_ids, attention_mask=inputs.attention_mask, **extra
+        ).last_hidden_state  # (R, T, D)
+        B, S, D = len(inputs.n_sentences), max(inputs.n_sentences), hidden.shape[-1]
+        valid = inputs.sent_index >= 0  # (R, T)
+        slot = (inputs.row_paper[:, None] * S + inputs.sent_index)[valid]  # (P,) flat (paper, sentence) slot
+        sums = hidden.new_zeros(B * S, D).index_add(0, slot, hidden[valid])
+        counts = hidden.new_zeros(B * S).index_add(0, slot, hidden.new_ones(slot.shape[0]))
+        emb = (sums / counts.clamp_min(1.0)[:, None]).view(B, S, D)
+        mask = (counts > 0).view(B, S)
+        return DocBatch(emb, mask, list(inputs.paper_ids), inputs.sentences)
+
+    # ---- batched inference ------------------------------------------------------------------------
+    def truncation_report(self, papers: Sequence[Paper], batch_size: int = 64) -> list[TruncationRecord]:
+        """Every paper with sentences past the first window, and what happened to them."""
+        out = []
+        for i in range(0, len(papers), batch_size):
+            out.extend(self.tokenize(papers[i : i + batch_size]).truncation)
+        return out
+
+    @torch.inference_mode()
+    def encode(self, papers: Sequence[Paper], batch_size: int = 32, progress: bool = False) -> DocBatch:
+        """Contextual sentence vectors of `papers`, in input order, on the CPU.
+
+        Papers are bucketed by length (longest first) so padding stays small; the device is the model's.
+        """
+        if not papers:
+            raise ValueError("encode: no papers given")
+        was_training = self.training
+        self.eval()
+        order = np.argsort([-(len(p.title) + sum(len(s) for s in p.sentences)) for p in papers], kind="stable")
+        vectors: list[Tensor | None] = [None] * len(papers)
+        masks: list[Tensor | None] = [None] * len(papers)
+        truncated: list[TruncationRecord] = []
+        bar = tqdm(total=len(papers), desc="encoding papers", unit="paper", disable=not progress)
+        for start in range(0, len(papers), batch_size):
+            chunk = order[start : start + batch_size].tolist()
+            inputs = self.tokenize([papers[i] for i in chunk])
+            truncated.extend(inputs.truncation)
+            batch = self.forward(inputs.to(self.device))
+            emb, mask = batch.emb.float().cpu(), batch.mask.cpu()
+            for row, i in enumerate(chunk):
+                vectors[i] = emb[row, : inputs.n_sentences[row]]
+                masks[i] = mask[row, : inputs.n_sentences[row]]
+            bar.update(len(chunk))
+        bar.close()
+        self.train(was_training)
+        if truncated:
+            log.warning(
+                "%d paper(s) longer than %d word pieces (%s): sentences past the limit were %s; "
+                "see truncation_report() for the list",
+                len(truncated), self.max_length, ", ".join(r.paper_id for r in truncated[:5]),
+                "encoded in continuation windows" if self.overflow == "window" else "left out of the mask",
+            )
+        out = DocBatch.from_list(vectors, [p.paper_id for p in papers], [paper_sentences(p, self.include_title) for p in papers])
+        mask = torch.nn.utils.rnn.pad_sequence(masks, batch_first=True)  # (B, S): False where cut (truncate)
+        return out.with_mask(mask)
+
+    @torch.inference_mode()
+    def embed_texts(
+        self,
+        texts: Sequence[str],
+        pairs: Sequence[str] | None = None,
+        *,
+        pooling: Literal["mean", "cls"] = "mean",
+        normalize: bool = False,
+        max_length: int | None = None,
+        batch_size: int = 64,
+        progress: bool = False,
+    ) -> Tensor:
+        """One vector per text (or text pair) -> (N, D) on the CPU, sentence-transformers style pooling
+        ("mean" over all pieces under the attention mask, special tokens included, or "cls")."""
+        if pooling not in ("mean", "cls"):
+            raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
+        was_training = self.training
+        self.eval()
+        order = np.argsort([-len(t) - (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)], kind="stable")
+        out = torch.empty(len(texts), self.dim)
+        bar = tqdm(total=len(texts), desc="encoding texts", unit="text", disable=not progress)
+        for start in range(0, len(texts), batch_size):
+            idx = order[start : start + batch_size].tolist()
+            enc = self.tokenizer(
+                [texts[i] for i in idx],
+                [pairs[i] for i in idx] if pairs else None,
+                truncation="longest_first" if pairs else True,
+                max_length=max_length or self.max_length,
+                padding=True,
+                return_tensors="pt",
+            ).to(self.device)
+            hidden = self.model(**enc).last_hidden_state  # (N, T, D)
+            vec = hidden[:, 0] if pooling == "cls" else masked_mean(hidden, enc["attention_mask"])
+            if normalize:
+                vec = nn.functional.normalize(vec, dim=-1)
+            out[idx] = vec.float().cpu()
+            bar.update(len(idx))
+        bar.close()
+        self.train(was_training)
+        return out
+
+    def encode_independent(self, papers: Sequence[Paper], *, normalize: bool = False, **kwargs) -> DocBatch:
+        """Each sentence encoded alone, without its abstract as context (the "sentence model" baseline)."""
+        sents = [paper_sentences(p, self.include_title) for p in papers]
+        flat = [s for paper_sents in sents for s in paper_sents]
+        vecs = self.embed_texts(flat, normalize=normalize, **kwargs)  # (N, D)
+        parts = list(torch.split(vecs, [len(s) for s in sents]))
+        return DocBatch.from_list(parts, [p.paper_id for p in papers], sents)
+
+    def encode_abstract(
+        self,
+        papers: Sequence[Paper],
+        *,
+        pooling: Literal["mean", "cls"] = "mean",
+        joiner: str | None = None,
+        normalize: bool = False,
+        **kwargs,
+    ) -> Tensor:
+        """One vector per paper -> (B, D). `joiner=None` encodes (title, abstract) as a text pair
+        (`[CLS] title [SEP] abstract [SEP]`); a string joins them into one text instead."""
+        abstracts = [" ".join(p.sentences) for p in papers]
+        if joiner is None:
+            return self.embed_texts([p.title for p in papers], abstracts, pooling=pooling, normalize=normalize, **kwargs)
+        texts = [joiner.join(x for x in (p.title, a) if x) for p, a in zip(papers, abstracts)]
+        return self.embed_texts(texts, pooling=pooling, normalize=normalize, **kwargs)
+
+
+def load_encoder(name_or_path: str | Path = "minilm", **settings) -> ContextualSentenceEncoder:
+    """`minilm` (default), `mpnet`, or a local Hugging Face directory -> ContextualSentenceEncoder."""
+    return ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)

