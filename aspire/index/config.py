@@ -1,0 +1,72 @@
+"""Configs for building a sentence index and searching it (nested dataclasses, see `aspire.config`).
+
+`IndexBuildConfig` is what `configs/index*.yaml` hold and what is saved, resolved, beside every index:
+
+    index:  which faiss structure stores the sentence vectors (flat / HNSW / IVF(-PQ))
+    encode: how the corpus is encoded (batch size, papers per chunk)
+    search: defaults for queries against this index (k, re-ranking, shortlist size)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass
+class IndexConfig:
+    """The faiss structure over all sentence vectors (L2 metric).
+
+    kind: "flat" (exact), "hnsw", "ivf" (IVF-Flat, or IVF-PQ when `pq_m > 0`), or "auto":
+        flat up to `flat_max_sentences` sentence vectors, ivf above.
+    vector_dtype: dtype of the exact sentence vectors stored beside the faiss index (used for
+        exact re-scoring, OT re-ranking and explanations); float16 halves their size.
+    """
+
+    kind: Literal["auto", "flat", "hnsw", "ivf"] = "auto"
+    flat_max_sentences: int = 200_000
+    hnsw_m: int = 32
+    hnsw_ef_construction: int = 80
+    hnsw_ef_search: int = 128
+    ivf_nlist: int = 0  # 0: about 4 * sqrt(number of sentence vectors)
+    ivf_nprobe: int = 32
+    ivf_train_size: int = 100_000  # sentence vectors sampled to train the coarse quantizer / PQ
+    pq_m: int = 0  # 0: IVF-Flat; > 0: IVF-PQ with this many sub-quantizers (must divide D)
+    pq_nbits: int = 8
+    vector_dtype: Literal["float32", "float16"] = "float32"
+    seed: int = 0
+
+
+@dataclass
+class EncodeConfig:
+    """Corpus encoding: papers are encoded `chunk_papers` at a time (bounded memory, progress)."""
+
+    batch_size: int = 32
+    chunk_papers: int = 1024
+
+
+@dataclass
+class SearchConfig:
+    """Query defaults.
+
+    rerank: "none" ranks by the ANN single-match distances; "minl2" re-scores the shortlist with
+        the exact min-L2 scorer on the stored vectors; "ot" re-ranks it with the OT scorer.
+    sentence_k: neighbours fetched per selected query sentence; 0 picks `shortlist` when
+        re-ranking, else `k` (times `sentence_k_factor`).
+    """
+
+    k: int = 10
+    rerank: Literal["none", "minl2", "ot"] = "none"
+    shortlist: int = 1000
+    sentence_k: int = 0
+    sentence_k_factor: float = 1.0
+    exclude_query: bool = True
+    ot_tau: float = 1.0
+    ot_eps: float = 0.05
+
+
+@dataclass
+class IndexBuildConfig:
+    index: IndexConfig = field(default_factory=IndexConfig)
+    encode: EncodeConfig = field(default_factory=EncodeConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)

@@ -1,0 +1,313 @@
+"""An encoded corpus: every sentence vector of every paper, flat, with per-paper offsets.
+
+`EncodedCorpus` is what encoding produces and what an index stores: `vectors (N, D)` holds the
+sentence vectors paper after paper, and paper p owns rows `offsets[p]:offsets[p + 1]`. The same
+layout is written as a shard by each rank of a sharded (torchrun) encoding and merged back in rank
+order. Every input record ends up either encoded or in `rejected` with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from aspire.batch import DocBatch
+from aspire.data.papers import Paper
+from aspire.index.config import EncodeConfig
+
+SHARD_FORMAT_VERSION = 1
+
+
+@dataclass
+class EncodedCorpus:
+    """Sentence vectors of P papers, flat.
+
+    Attributes:
+        vectors: (N, D) float sentence vectors, paper after paper (N = total sentence count).
+        offsets: (P + 1,) int64; paper p's sentences are rows `offsets[p]:offsets[p + 1]`.
+        paper_ids, titles, sentences: per paper; `len(sentences[p]) == offsets[p+1] - offsets[p]`.
+        rejected: records that were not encoded, each `{"paper_id", "reason", ...}`.
+    """
+
+    vectors: np.ndarray
+    offsets: np.ndarray
+    paper_ids: list[str]
+    titles: list[str]
+    sentences: list[list[str]]
+    rejected: list[dict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        P = len(self.paper_ids)
+        if self.vectors.ndim != 2:
+            raise ValueError(f"vectors must be (N, D), got shape {self.vectors.shape}")
+        if self.offsets.shape != (P + 1,) or self.offsets[0] != 0 or self.offsets[-1] != len(self.vectors):
+            raise ValueError(
+                f"offsets {self.offsets.shape} do not describe {P} papers over {len(self.vectors)} vectors"
+            )
+        if len(self.titles) != P or len(self.sentences) != P:
+            raise ValueError("paper_ids, titles and sentences must have one entry per paper")
+        counts = np.diff(self.offsets)
+        if (counts <= 0).any():
+            raise ValueError("every paper needs at least one sentence vector")
+        if any(len(s) != c for s, c in zip(self.sentences, counts.tolist())):
+            raise ValueError("sentence texts do not match the sentence-vector counts in offsets")
+
+    def __len__(self) -> int:
+        return len(self.paper_ids)
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    @classmethod
+    def empty(cls, dim: int, rejected: Sequence[dict] = ()) -> "EncodedCorpus":
+        return cls(np.zeros((0, dim), np.float32), np.zeros(1, np.int64), [], [], [], list(rejected))
+
+    @classmethod
+    def from_docbatch(cls, batch: DocBatch, titles: Sequence[str]) -> "EncodedCorpus":
+        """Flatten a DocBatch `(B, S, D)` + mask `(B, S)` into rows; sentence texts from the batch."""
+        if not batch.paper_ids or not batch.sentences:
+            raise ValueError("from_docbatch needs a DocBatch carrying paper_ids and sentences")
+        lengths = batch.lengths.cpu().numpy().astype(np.int64)  # (B,)
+        vectors = batch.emb[batch.mask].detach().float().cpu().numpy()  # (N, D), row-major = paper order
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        sentences = [list(s[:n]) for s, n in zip(batch.sentences, lengths.tolist())]
+        return cls(vectors, offsets, list(batch.paper_ids), list(titles), sentences)
+
+    @classmethod
+    def concat(cls, parts: Sequence["EncodedCorpus"]) -> "EncodedCorpus":
+        """Join corpora in order; a paper id seen earlier is moved to `rejected` (first one wins)."""
+        if not parts:
+            raise ValueError("EncodedCorpus.concat needs at least one part")
+        dims = {p.dim for p in parts if len(p)}
+        if len(dims) > 1:
+            raise ValueError(f"cannot concatenate corpora of different dimensions {sorted(dims)}")
+        dim = dims.pop() if dims else parts[0].dim
+        seen: set[str] = set()
+        rejected = [r for p in parts for r in p.rejected]
+        keep_parts = []
+        for part in parts:
+            keep = []
+            for i, pid in enumerate(part.paper_ids):
+                if pid in seen:
+                    rejected.append({"paper_id": pid, "reason": "duplicate paper_id"})
+                else:
+                    seen.add(pid)
+                    keep.append(i)
+            keep_parts.append(part.subset(keep))
+        keep_parts = [p for p in keep_parts if len(p)]
+        if not keep_parts:
+            return cls.empty(dim, rejected)
+        vectors = np.concatenate([p.vectors for p in keep_parts])
+        counts = np.concatenate([np.diff(p.offsets) for p in keep_parts])
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return cls(
+            vectors,
+            offsets,
+            [x for p in keep_parts for x in p.paper_ids],
+            [x for p in keep_parts for x in p.titles],
+            [x for p in keep_parts for x in p.sentences],
+            rejected,
+        )
+
+    def subset(self, papers: Sequence[int]) -> "EncodedCorpus":
+        """The papers at positions `papers`, in that order (rejected list kept)."""
+        idx = np.asarray(papers, dtype=np.int64)
+        if len(idx) == len(self) and (idx == np.arange(len(self))).all():
+            return self
+        rows, lengths = paper_rows(self.offsets, idx)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return EncodedCorpus(
+            self.vectors[rows],
+            offsets,
+            [self.paper_ids[i] for i in idx.tolist()],
+            [self.titles[i] for i in idx.tolist()],
+            [self.sentences[i] for i in idx.tolist()],
+            list(self.rejected),
+        )
+
+    # ---- shard files ----------------------------------------------------------------------------
+    def save_shard(self, path: str | Path, meta: dict) -> Path:
+        """Write this corpus as a shard directory (atomically: temp dir, then rename)."""
+        path = Path(path)
+        tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir(parents=True)
+        np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
+        np.save(tmp / "offsets.npy", self.offsets)
+        write_papers_jsonl(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences)
+        write_jsonl(tmp / "rejected.jsonl", self.rejected)
+        info = {"shard_format_version": SHARD_FORMAT_VERSION, "n_papers": len(self),
+                "n_sentences": int(len(self.vectors)), "dim": self.dim, **meta}
+        (tmp / "shard.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+        if path.exists():
+            shutil.rmtree(path)
+        os.rename(tmp, path)
+        return path
+
+    @classmethod
+    def load_shard(cls, path: str | Path) -> tuple["EncodedCorpus", dict]:
+        """Read a shard directory written by `save_shard`; returns (corpus, shard metadata)."""
+        path = Path(path)
+        meta_path = path / "shard.json"
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{path} is not a complete shard (no shard.json)")
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("shard_format_version") != SHARD_FORMAT_VERSION:
+            raise ValueError(
+                f"shard {path} has format version {meta.get('shard_format_version')}, "
+                f"this code reads version {SHARD_FORMAT_VERSION}"
+            )
+        ids, titles, sentences = read_papers_jsonl(path / "papers.jsonl")
+        corpus = cls(np.load(path / "vectors.npy"), np.load(path / "offsets.npy"), ids, titles, sentences,
+                     read_jsonl(path / "rejected.jsonl"))
+        return corpus, meta
+
+
+def paper_rows(offsets: np.ndarray, papers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row numbers of the sentences of `papers (C,)`, concatenated, and each paper's count (C,)."""
+    starts = offsets[papers]
+    lengths = offsets[papers + 1] - starts
+    total = int(lengths.sum())
+    # row r of paper c = starts[c] + (r - first row of c in the output)
+    firsts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    rows = np.repeat(starts - firsts, lengths) + np.arange(total, dtype=np.int64)
+    return rows, lengths
+
+
+def gather_docbatch(
+    vectors: np.ndarray,
+    offsets: np.ndarray,
+    papers: np.ndarray,
+    paper_ids: Sequence[str] = (),
+    sentences: Sequence[Sequence[str]] = (),
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> DocBatch:
+    """The papers at `papers (C,)` as a padded DocBatch `(C, S, D)`, S = their longest abstract.
+
+    `vectors (N, D)` may be a memory map; only the needed rows are read.
+    """
+    papers = np.asarray(papers, dtype=np.int64)
+    starts = offsets[papers]  # (C,)
+    lengths = offsets[papers + 1] - starts  # (C,)
+    S = int(lengths.max()) if len(papers) else 0
+    pos = np.arange(S, dtype=np.int64)  # (S,)
+    mask = pos[None, :] < lengths[:, None]  # (C, S)
+    rows = np.where(mask, starts[:, None] + pos[None, :], 0)  # (C, S); padding reads row 0, zeroed below
+    emb = torch.from_numpy(np.asarray(vectors[rows.reshape(-1)], dtype=np.float32))  # (C*S, D)
+    emb = emb.reshape(len(papers), S, vectors.shape[1]).to(device=device, dtype=dtype)  # (C, S, D)
+    mask_t = torch.from_numpy(mask).to(emb.device)
+    emb = emb * mask_t.unsqueeze(-1)
+    return DocBatch(emb, mask_t, list(paper_ids), [list(s) for s in sentences])
+
+
+def encode_corpus(
+    encoder,
+    papers: Sequence[Paper],
+    config: EncodeConfig | None = None,
+    skip_ids: Iterable[str] = (),
+    progress: bool = True,
+) -> EncodedCorpus:
+    """Encode `papers` with `encoder.encode(...) -> DocBatch`, `config.chunk_papers` at a time.
+
+    Papers without sentences, papers whose id is in `skip_ids` (already indexed) or repeated, and
+    papers for which the encoder returns no sentence vector go to `rejected` with a reason.
+    """
+    config = config or EncodeConfig()
+    seen = set(skip_ids)
+    rejected: list[dict] = []
+    todo: list[Paper] = []
+    for paper in papers:
+        if paper.paper_id in seen:
+            rejected.append({"paper_id": paper.paper_id, "reason": "duplicate paper_id"})
+        elif not paper.sentences:
+            rejected.append({"paper_id": paper.paper_id, "reason": "no abstract sentences"})
+        else:
+            seen.add(paper.paper_id)
+            todo.append(paper)
+    parts: list[EncodedCorpus] = []
+    bar = tqdm(total=len(todo), desc="encoding papers", unit="paper", disable=not progress)
+    for start in range(0, len(todo), config.chunk_papers):
+        chunk = todo[start : start + config.chunk_papers]
+        batch = encoder.encode(chunk, batch_size=config.batch_size, progress=False)
+        if len(batch) != len(chunk):
+            raise ValueError(f"encoder returned {len(batch)} papers for {len(chunk)}")
+        if not batch.paper_ids:
+            batch = DocBatch(batch.emb, batch.mask, [p.paper_id for p in chunk], batch.sentences)
+        if not batch.sentences:
+            batch = DocBatch(batch.emb, batch.mask, batch.paper_ids, [p.sentences for p in chunk])
+        counts = batch.lengths.tolist()
+        empty = [i for i, n in enumerate(counts) if n == 0]
+        rejected += [{"paper_id": chunk[i].paper_id, "reason": "encoder produced no sentence vectors"}
+                     for i in empty]
+        keep = [i for i, n in enumerate(counts) if n > 0]
+        if keep:
+            part = batch if len(keep) == len(chunk) else batch.index(keep)
+            parts.append(EncodedCorpus.from_docbatch(part, [chunk[i].title for i in keep]))
+        bar.update(len(chunk))
+    bar.close()
+    if not parts:
+        dim = int(getattr(encoder, "dim", 0) or 0)
+        return EncodedCorpus.empty(dim, rejected)
+    corpus = EncodedCorpus.concat(parts)
+    corpus.rejected = rejected + corpus.rejected
+    return corpus
+
+
+# ---- small JSONL helpers ------------------------------------------------------------------------
+def write_jsonl(path: Path, records: Iterable[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_papers_jsonl(path: Path, paper_ids, titles, sentences) -> None:
+    write_jsonl(path, ({"paper_id": p, "title": t, "sentences": s} for p, t, s in zip(paper_ids, titles, sentences)))
+
+
+def read_papers_jsonl(path: Path) -> tuple[list[str], list[str], list[list[str]]]:
+    records = read_jsonl(path)
+    return [r["paper_id"] for r in records], [r["title"] for r in records], [r["sentences"] for r in records]
+
+
+def read_corpus(path: str | Path) -> tuple[list[Paper], list[dict]]:
+    """Papers from a JSONL file (`paper_id`, `title`, `abstract` or `sentences`), and the records that
+    could not be read, each `{"line", "paper_id", "reason"}`."""
+    papers: list[Paper] = []
+    rejected: list[dict] = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                rejected.append({"line": line_no, "paper_id": None, "reason": f"invalid JSON: {err.msg}"})
+                continue
+            if not isinstance(record, dict):
+                rejected.append({"line": line_no, "paper_id": None, "reason": "record is not a JSON object"})
+                continue
+            pid = record.get("paper_id")
+            sentences = record.get("sentences", record.get("abstract"))
+            if not isinstance(pid, (str, int)) or pid == "":
+                rejected.append({"line": line_no, "paper_id": None, "reason": "missing paper_id"})
+            elif not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
+                rejected.append({"line": line_no, "paper_id": str(pid), "reason": "abstract is not a list of sentences"})
+            else:
+                labels = record.get("pred_labels", record.get("labels"))
+                papers.append(Paper(str(pid), str(record.get("title") or ""), sentences, labels))
+    return papers, rejected

@@ -1,0 +1,339 @@
+"""`SentenceIndex`: every sentence vector of a corpus in faiss, with paper/sentence offsets.
+
+On disk an index is a directory holding generations and a pointer to the live one:
+
+    DIR/CURRENT                 one line: the name of the live generation, e.g. "gen-000002"
+    DIR/gen-000002/manifest.json    format version, model fingerprint, sizes, file list (written last)
+                  /config.yaml      the resolved IndexBuildConfig
+                  /sentences.faiss  the faiss index over all sentence vectors (L2)
+                  /vectors.npy      (N, D) exact sentence vectors (re-scoring, OT, explanations)
+                  /offsets.npy      (P + 1,) paper p owns sentence rows offsets[p]:offsets[p+1]
+                  /papers.jsonl     paper_id, title, sentences per paper (row order)
+                  /rejected.jsonl   input records that were not indexed, with reasons
+
+Saving writes a complete new generation in a temporary directory, renames it into place and only
+then replaces CURRENT (an atomic rename), so an interrupted save leaves the previous index
+loadable. One writer at a time is assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import Sequence
+
+import faiss
+import numpy as np
+import torch
+
+import aspire
+from aspire.batch import DocBatch
+from aspire.config import load_config, save_config
+from aspire.index.config import IndexBuildConfig, IndexConfig
+from aspire.index.corpus import EncodedCorpus, gather_docbatch, read_jsonl, read_papers_jsonl, write_jsonl, write_papers_jsonl
+
+FORMAT_VERSION = 1
+_FILES = ("config.yaml", "sentences.faiss", "vectors.npy", "offsets.npy", "papers.jsonl", "rejected.jsonl")
+
+
+class IndexFormatError(ValueError):
+    """The directory holds no index, an incomplete one, or one written by an incompatible version."""
+
+
+class ModelMismatchError(ValueError):
+    """The index was built with a different model (or encoding settings) than the one in use."""
+
+
+def resolve_kind(config: IndexConfig, n_sentences: int) -> str:
+    """The faiss structure `config` asks for at this size: "flat", "hnsw" or "ivf"."""
+    if config.kind == "auto":
+        return "flat" if n_sentences <= config.flat_max_sentences else "ivf"
+    return config.kind
+
+
+def build_faiss(vectors: np.ndarray, config: IndexConfig) -> tuple[faiss.Index, str]:
+    """A faiss L2 index over `vectors (N, D)` of the kind `config` resolves to; returns (index, kind)."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    n, d = vectors.shape
+    kind = resolve_kind(config, n)
+    if kind == "flat":
+        index = faiss.IndexFlatL2(d)
+    elif kind == "hnsw":
+        index = faiss.IndexHNSWFlat(d, config.hnsw_m)
+        index.hnsw.efConstruction = config.hnsw_ef_construction
+        index.hnsw.efSearch = config.hnsw_ef_search
+    elif kind == "ivf":
+        nlist = config.ivf_nlist or max(1, int(4 * math.sqrt(max(n, 1))))
+        if n < nlist:
+            raise ValueError(f"IVF index with nlist={nlist} needs at least that many vectors, got {n}")
+        quantizer = faiss.IndexFlatL2(d)
+        if config.pq_m > 0:
+            if d % config.pq_m:
+                raise ValueError(f"pq_m={config.pq_m} must divide the vector dimension {d}")
+            index = faiss.IndexIVFPQ(quantizer, d, nlist, config.pq_m, config.pq_nbits)
+        else:
+            index = faiss.IndexIVFFlat(quantizer, d, nlist)
+        rng = np.random.default_rng(config.seed)
+        sample = vectors if n <= config.ivf_train_size else vectors[rng.choice(n, config.ivf_train_size, replace=False)]
+        index.cp.seed = config.seed
+        index.train(sample)
+        index.nprobe = config.ivf_nprobe
+    else:
+        raise ValueError(f"unknown index kind {kind!r}; valid kinds: ['auto', 'flat', 'hnsw', 'ivf']")
+    if n:
+        index.add(vectors)
+    return index, kind
+
+
+class SentenceIndex:
+    """Sentence vectors of P papers in a faiss index plus the exact vectors and offsets.
+
+    Attributes:
+        faiss_index: L2 index whose row r is sentence vector r.
+        vectors: (N, D) exact sentence vectors (a read-only memory map after `load`).
+        offsets: (P + 1,) int64; paper p owns rows offsets[p]:offsets[p + 1].
+        paper_ids, titles, sentences: per paper, in row order.
+        rejected: input records that were not indexed, with reasons (accumulated over adds).
+        config: the resolved build config; kind: the faiss structure actually built.
+        model_fingerprint, model_name: the encoder that produced the vectors.
+    """
+
+    def __init__(self, faiss_index, vectors, offsets, paper_ids, titles, sentences, rejected,
+                 config: IndexBuildConfig, kind: str, model_fingerprint: str, model_name: str) -> None:
+        self.faiss_index = faiss_index
+        self.vectors = vectors
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.paper_ids = list(paper_ids)
+        self.titles = list(titles)
+        self.sentences = [list(s) for s in sentences]
+        self.rejected = list(rejected)
+        self.config = config
+        self.kind = kind
+        self.model_fingerprint = model_fingerprint
+        self.model_name = model_name
+        self._positions: dict[str, int] | None = None
+        if faiss_index.ntotal != len(vectors) or self.offsets[-1] != len(vectors):
+            raise IndexFormatError(
+                f"inconsistent index: faiss holds {faiss_index.ntotal} vectors, vectors.npy "
+                f"{len(vectors)}, offsets end at {self.offsets[-1]}"
+            )
+
+    # ---- construction -----------------------------------------------------------------------------
+    @classmethod
+    def build(cls, corpus: EncodedCorpus, config: IndexBuildConfig, model_fingerprint: str,
+              model_name: str = "") -> "SentenceIndex":
+        """Index an encoded corpus with the faiss structure `config.index` asks for."""
+        if len(corpus) == 0:
+            raise ValueError(f"nothing to index: all {len(corpus.rejected)} records were rejected")
+        faiss_index, kind = build_faiss(corpus.vectors, config.index)
+        vectors = np.ascontiguousarray(corpus.vectors, dtype=config.index.vector_dtype)
+        return cls(faiss_index, vectors, corpus.offsets, corpus.paper_ids, corpus.titles, corpus.sentences,
+                   corpus.rejected, config, kind, model_fingerprint, model_name)
+
+    def add(self, corpus: EncodedCorpus, model_fingerprint: str) -> "SentenceIndex":
+        """Add newly encoded papers (in place); ids already indexed go to `rejected`.
+
+        Raises ModelMismatchError when `model_fingerprint` differs from the index's.
+        """
+        self.check_model(model_fingerprint)
+        if len(corpus) and corpus.dim != self.dim:
+            raise ValueError(f"new vectors have dimension {corpus.dim}, the index {self.dim}")
+        known = self.positions
+        keep = [i for i, pid in enumerate(corpus.paper_ids) if pid not in known]
+        dupes = [{"paper_id": corpus.paper_ids[i], "reason": "duplicate paper_id (already indexed)"}
+                 for i in range(len(corpus)) if corpus.paper_ids[i] in known]
+        self.rejected += corpus.rejected + dupes
+        if not keep:
+            return self
+        new = corpus.subset(keep)
+        self.faiss_index.add(np.ascontiguousarray(new.vectors, dtype=np.float32))
+        self.vectors = np.concatenate([np.asarray(self.vectors), new.vectors.astype(self.vectors.dtype)])
+        self.offsets = np.concatenate([self.offsets, self.offsets[-1] + new.offsets[1:]])
+        self.paper_ids += new.paper_ids
+        self.titles += new.titles
+        self.sentences += new.sentences
+        self._positions = None
+        return self
+
+    # ---- views --------------------------------------------------------------------------------------
+    @property
+    def n_papers(self) -> int:
+        return len(self.paper_ids)
+
+    @property
+    def n_sentences(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    @property
+    def positions(self) -> dict[str, int]:
+        """paper_id -> position (row order)."""
+        if self._positions is None:
+            self._positions = {pid: i for i, pid in enumerate(self.paper_ids)}
+        return self._positions
+
+    def position(self, paper_id: str) -> int:
+        if paper_id not in self.positions:
+            raise KeyError(f"paper {paper_id!r} is not in the index ({self.n_papers} papers)")
+        return self.positions[paper_id]
+
+    def check_model(self, model_fingerprint: str) -> None:
+        if model_fingerprint != self.model_fingerprint:
+            raise ModelMismatchError(
+                f"the index was built with model {self.model_name!r} (fingerprint "
+                f"{self.model_fingerprint!r}); the encoder in use has fingerprint {model_fingerprint!r}. "
+                "Rebuild the index with this model or search with the model it was built with."
+            )
+
+    def sentence_papers(self, rows: np.ndarray) -> np.ndarray:
+        """Paper position of each sentence row (any shape); rows < 0 (no result) map to -1."""
+        papers = np.searchsorted(self.offsets, rows, side="right") - 1
+        return np.where(rows < 0, -1, papers)
+
+    def gather(self, papers: Sequence[int] | np.ndarray, device=None, dtype: torch.dtype = torch.float32) -> DocBatch:
+        """The indexed papers at positions `papers (C,)` as a DocBatch `(C, S, D)` of exact vectors."""
+        papers = np.asarray(papers, dtype=np.int64)
+        return gather_docbatch(self.vectors, self.offsets, papers, [self.paper_ids[i] for i in papers.tolist()],
+                               [self.sentences[i] for i in papers.tolist()], device=device, dtype=dtype)
+
+    def search_sentences(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The `k` nearest indexed sentences of each query vector, one faiss call for all.
+
+        Args: queries (n, D). Returns (dist (n, k) L2 distances, rows (n, k) sentence rows, -1 = none).
+        """
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        k = min(k, self.n_sentences)
+        params = None
+        if self.kind == "hnsw":
+            params = faiss.SearchParametersHNSW(efSearch=max(self.config.index.hnsw_ef_search, k))
+        elif self.kind == "ivf":
+            params = faiss.SearchParametersIVF(nprobe=self.config.index.ivf_nprobe)
+        sq, rows = self.faiss_index.search(queries, k, params=params)  # squared L2 (n, k), rows (n, k)
+        return np.sqrt(np.maximum(sq, 0.0)), rows
+
+    # ---- disk ---------------------------------------------------------------------------------------
+    def save(self, root: str | Path) -> Path:
+        """Write a new generation under `root` and make it live atomically; returns its directory."""
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True)
+        live = _live_generation(root)
+        if live is None and any(not p.name.startswith(".") for p in root.iterdir()):
+            raise IndexFormatError(f"{root} is not empty and holds no index; refusing to write an index into it")
+        gens = [int(p.name[4:]) for p in root.glob("gen-*") if p.name[4:].isdigit()]
+        name = f"gen-{max(gens, default=0) + 1:06d}"
+        tmp = root / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        self._write_generation(tmp)
+        os.rename(tmp, root / name)
+        _write_atomic(root / "CURRENT", name + "\n")
+        for old in root.iterdir():  # previous generations and leftovers of interrupted saves
+            if old.is_dir() and old.name != name and (old.name.startswith("gen-") or old.name.startswith(".tmp-")):
+                shutil.rmtree(old)
+        return root / name
+
+    def _write_generation(self, path: Path) -> None:
+        save_config(self.config, path / "config.yaml")
+        faiss.write_index(self.faiss_index, str(path / "sentences.faiss"))
+        np.save(path / "vectors.npy", np.asarray(self.vectors))
+        np.save(path / "offsets.npy", self.offsets)
+        write_papers_jsonl(path / "papers.jsonl", self.paper_ids, self.titles, self.sentences)
+        write_jsonl(path / "rejected.jsonl", self.rejected)
+        for name in _FILES:
+            _fsync(path / name)
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "aspire_version": aspire.__version__,
+            "model_name": self.model_name,
+            "model_fingerprint": self.model_fingerprint,
+            "kind": self.kind,
+            "faiss_index": type(self.faiss_index).__name__,
+            "dim": self.dim,
+            "n_papers": self.n_papers,
+            "n_sentences": self.n_sentences,
+            "n_rejected": len(self.rejected),
+            "vector_dtype": str(np.asarray(self.vectors[:0]).dtype),
+            "saved_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "files": {name: (path / name).stat().st_size for name in _FILES},
+        }
+        _write_atomic(path / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+
+    @staticmethod
+    def read_manifest(root: str | Path) -> dict:
+        """The live generation's manifest (checked: present, complete, compatible format)."""
+        root = Path(root)
+        live = _live_generation(root)
+        if live is None:
+            raise IndexFormatError(f"{root} holds no index (no CURRENT file); build one with `python -m aspire.index build`")
+        gen = root / live
+        if not (gen / "manifest.json").is_file():
+            raise IndexFormatError(f"{gen} is incomplete: no manifest.json")
+        manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise IndexFormatError(
+                f"{root} has index format version {manifest.get('format_version')!r} (written by aspire "
+                f"{manifest.get('aspire_version')}); this aspire {aspire.__version__} reads version "
+                f"{FORMAT_VERSION}. Rebuild the index."
+            )
+        for name, size in manifest["files"].items():
+            if not (gen / name).is_file() or (gen / name).stat().st_size != size:
+                raise IndexFormatError(f"{gen / name} is missing or does not have the size the manifest records")
+        manifest["path"] = str(gen)
+        return manifest
+
+    @classmethod
+    def load(cls, root: str | Path, model_fingerprint: str | None = None, mmap: bool = True) -> "SentenceIndex":
+        """Load the live index under `root`; exact vectors are memory-mapped when `mmap`.
+
+        Raises IndexFormatError for a missing/incomplete/incompatible index and ModelMismatchError
+        when `model_fingerprint` is given and differs from the one the index was built with.
+        """
+        manifest = cls.read_manifest(root)
+        gen = Path(manifest["path"])
+        if model_fingerprint is not None and model_fingerprint != manifest["model_fingerprint"]:
+            raise ModelMismatchError(
+                f"index {root} was built with model {manifest['model_name']!r} (fingerprint "
+                f"{manifest['model_fingerprint']!r}); the encoder in use has fingerprint {model_fingerprint!r}. "
+                "Rebuild the index with this model or search with the model it was built with."
+            )
+        config = load_config(IndexBuildConfig, gen / "config.yaml")
+        ids, titles, sentences = read_papers_jsonl(gen / "papers.jsonl")
+        return cls(
+            faiss.read_index(str(gen / "sentences.faiss")),
+            np.load(gen / "vectors.npy", mmap_mode="r" if mmap else None),
+            np.load(gen / "offsets.npy"),
+            ids, titles, sentences, read_jsonl(gen / "rejected.jsonl"),
+            config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"],
+        )
+
+
+def model_fingerprint(encoder) -> str:
+    """The encoder's fingerprint string (`fingerprint` is a method on ContextualSentenceEncoder)."""
+    fp = encoder.fingerprint
+    return fp() if callable(fp) else str(fp)
+
+
+def _live_generation(root: Path) -> str | None:
+    current = root / "CURRENT"
+    return current.read_text(encoding="utf-8").strip() if current.is_file() else None
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
