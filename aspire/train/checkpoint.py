@@ -1,0 +1,108 @@
+"""Atomic checkpoints: a checkpoint is complete before anything can read it.
+
+Layout under `out_dir`:
+    checkpoint-000120/model/           the DocumentModel in Hugging Face format (+ tokenizer)
+    checkpoint-000120/trainer_state.pt optimizer, scheduler, per-rank RNG states, step/epoch/position
+    checkpoint-000120/config.yaml      the resolved config
+    latest                             JSON {"checkpoint": "checkpoint-000120", "step": 120}
+    best                               JSON {"checkpoint": ..., "step": ..., "dev_loss": ...}
+
+A checkpoint is written into a hidden temp directory, fsynced, then renamed into place; the
+`latest` pointer (itself written by temp file + rename) is updated last. A run killed at any
+moment leaves either the previous `latest` or the new one, never a half-written checkpoint behind
+a pointer; leftover temp directories are removed on the next start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+LATEST, BEST, STATE_FILE, MODEL_DIR = "latest", "best", "trainer_state.pt", "model"
+_TMP_PREFIX = ".tmp-checkpoint-"
+
+
+def checkpoint_name(step: int) -> str:
+    return f"checkpoint-{step:06d}"
+
+
+def _fsync_tree(path: Path) -> None:
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        with open(file, "rb") as handle:
+            os.fsync(handle.fileno())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_pointer(out_dir: Path, name: str, record: dict) -> None:
+    """Write `out_dir/name` (a small JSON file) atomically."""
+    tmp = out_dir / f".{name}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, out_dir / name)
+
+
+def read_pointer(out_dir: str | Path, name: str = LATEST) -> dict | None:
+    """The record of pointer `name` (`latest` or `best`), or None if the run has none yet."""
+    path = Path(out_dir) / name
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if not (Path(out_dir) / record["checkpoint"] / STATE_FILE).is_file():
+        raise FileNotFoundError(f"{path} points at {record['checkpoint']}, which has no {STATE_FILE}")
+    return record
+
+
+def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Path], None], state: dict[str, Any]) -> Path:
+    """Write checkpoint `step` atomically and point `latest` at it.
+
+    Args:
+        write_contents: writes the model (and config) into the directory it is given.
+        state: the trainer state, saved as `trainer_state.pt`.
+    Returns the checkpoint directory.
+    """
+    out_dir = Path(out_dir)
+    final = out_dir / checkpoint_name(step)
+    tmp = out_dir / f"{_TMP_PREFIX}{step:06d}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    write_contents(tmp)
+    torch.save(state, tmp / STATE_FILE)
+    _fsync_tree(tmp)
+    if final.exists():  # re-saving the same step (e.g. after a resume): replace it whole
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    write_pointer(out_dir, LATEST, {"checkpoint": final.name, "step": step})
+    return final
+
+
+def clean_temp(out_dir: str | Path) -> None:
+    """Remove half-written checkpoints left by a killed run."""
+    for path in Path(out_dir).glob(f"{_TMP_PREFIX}*"):
+        shutil.rmtree(path)
+
+
+def prune_checkpoints(out_dir: str | Path, keep: int) -> None:
+    """Keep the newest `keep` checkpoints plus the ones `latest` and `best` point at."""
+    out_dir = Path(out_dir)
+    protected = {rec["checkpoint"] for rec in (read_pointer(out_dir, LATEST), read_pointer(out_dir, BEST)) if rec}
+    ckpts = sorted(p.name for p in out_dir.glob("checkpoint-*") if p.is_dir())
+    for name in ckpts[: max(len(ckpts) - keep, 0)]:
+        if name not in protected:
+            shutil.rmtree(out_dir / name)
+
+
+def load_state(checkpoint_dir: str | Path) -> dict[str, Any]:
+    """The trainer state of a checkpoint (on the CPU)."""
+    return torch.load(Path(checkpoint_dir) / STATE_FILE, map_location="cpu", weights_only=False)

@@ -1,0 +1,112 @@
+"""The training config: nested dataclasses read from `configs/*.yaml` by `aspire.config.load_config`.
+
+`configs/base.yaml` holds the shared defaults; each paper model's file names `base: base.yaml` and
+sets only what differs (mostly `model.kind`). Unknown keys anywhere are a `ConfigError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+ModelKind = Literal["ts", "ot", "ts+ot", "max", "att", "abs", "cocite_vector"]
+
+
+@dataclass
+class ModelConfig:
+    """Which document model to train.
+
+    `kind` picks the loss path (see `aspire.train.models.KINDS`); `encoder` is `minilm`, `mpnet` or
+    a Hugging Face directory. `ot_*` are the Sinkhorn settings of the OT distance (the entropic
+    regulariser `ot_eps` and the score temperature/scale `ot_tau`); `att_tau` is the attention
+    scorer's softmax temperature; `pooling` only matters for `cocite_vector` (one vector a paper).
+    `max_length` (0 = the model's limit) and `include_title` are the encoder's settings.
+    """
+
+    kind: ModelKind = "ts"
+    encoder: str = "minilm"
+    ot_eps: float = 0.05
+    ot_tau: float = 1.0
+    ot_iters: int = 100
+    att_tau: float = 1.0
+    pooling: Literal["mean"] = "mean"
+    max_length: int = 0
+    include_title: bool = False
+
+
+@dataclass
+class LossConfig:
+    """Triplet margin loss over distances: max(0, d(a, p) - d(a, n) + margin).
+
+    `negatives`: `all` averages the loss over every allowed in-batch negative of an anchor;
+    `one` takes a single in-batch negative per anchor (the next allowed example of the seeded
+    batch order, i.e. a random one), as in the paper's triples.
+    """
+
+    margin: float = 1.0
+    negatives: Literal["all", "one"] = "one"
+
+
+@dataclass
+class DataConfig:
+    """The co-citation examples directory written by `aspire.data.cocite` (`examples.{train,dev}.jsonl`
+    + `abstracts.jsonl`); the dev split (held-out co-cited sets) gives the model-selection loss.
+
+    `align`: which alignment field (`cc_align` / `abs_align`) gives the aligned sentence pair of
+    the `ts` loss (kind `abs` is `ts` with `abs_align`). `both_directions`: train on (p, p') and
+    (p', p). `hard_negatives`: optional JSONL `{"paper_id": ..., "negatives": [...]}`; with
+    `example_negatives` the examples' own `negative_ids` serve as extra negatives too.
+    `max_sentences` cuts long abstracts; `max_examples` (0 = all) and `dev_batches` (0 = all) cap
+    the data for quick runs; `use_dev: false` trains without dev loss / model selection.
+    """
+
+    examples_dir: str = "runs/cocite/5_examples"
+    align: Literal["cc_align", "abs_align"] = "cc_align"
+    both_directions: bool = True
+    hard_negatives: str | None = None
+    example_negatives: bool = False
+    max_sentences: int = 24
+    max_examples: int = 0
+    dev_batches: int = 0
+    use_dev: bool = True
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation, schedule, checkpointing and logging.
+
+    The schedule runs for `max_steps` optimizer steps (0: `epochs` epochs); `stop_after` (0 = off)
+    ends this invocation after that many steps with a checkpoint, to be continued by `--resume`.
+    A step is `grad_accum` micro-batches of `batch_size` pairs on each DDP rank. `eval_every`
+    (0 = only at the end) computes the dev loss and checkpoints; `save_every` checkpoints between.
+    `device: auto` takes the local GPU under torchrun when there is one, else the CPU.
+    """
+
+    out_dir: str = "runs/aspire"
+    seed: int = 0
+    batch_size: int = 16
+    grad_accum: int = 1
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    max_steps: int = 0
+    stop_after: int = 0
+    epochs: int = 1
+    clip_norm: float = 1.0
+    log_every: int = 10
+    eval_every: int = 500
+    save_every: int = 500
+    keep_checkpoints: int = 2
+    num_workers: int = 0
+    device: str = "auto"
+    progress: bool = True
+
+
+@dataclass
+class Config:
+    """The whole training config (sections `model`, `loss`, `data`, `train`)."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)

@@ -1,0 +1,177 @@
+"""Training data for the document models: co-cited pairs -> tokenised `TripletBatch`es.
+
+Reads the examples directory written by `aspire.data.cocite` (stage `examples`):
+`examples.{train,dev}.jsonl`, one unordered co-cited pair a line
+(`query_id`, `positive_id`, `negative_ids`, `set_ids`, contexts, and — once `aspire.data.align`
+has run — `cc_align` / `abs_align`: `[i, j]`, the aligned sentence in the query and in the
+positive), and `abstracts.jsonl` in the `Paper` format.
+
+Batches come from `EpochBatchSampler`: a seeded permutation per epoch, cut into micro-batches,
+sharded over DDP ranks, resumable from any micro-batch position. Tokenisation happens in the
+collate function, so DataLoader workers do it in parallel with training.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import torch
+from torch.utils.data import Dataset, Sampler
+
+from aspire.data.cocite import iter_jsonl, read_papers, require
+from aspire.data.papers import Paper
+from aspire.train.config import DataConfig
+from aspire.train.models import TripletBatch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One (anchor, positive) pair: `members` is every paper of every co-cited set holding the pair;
+    `negative` an optional hard negative; `align` the aligned sentence pair or None."""
+
+    query_id: str
+    positive_id: str
+    members: tuple[str, ...]
+    negative: str | None
+    align: tuple[int, int] | None
+
+
+def _read_hard_negatives(path: str | Path) -> dict[str, list[str]]:
+    """`{"paper_id": ..., "negatives": [...]}` JSONL -> {paper_id: negatives}."""
+    out: dict[str, list[str]] = {}
+    for lineno, obj in iter_jsonl(path):
+        require(obj, ("paper_id", "negatives"), path, lineno)
+        out[obj["paper_id"]] = list(obj["negatives"])
+    return out
+
+
+def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
+                  hard: dict[str, list[str]] | None = None) -> list[Example]:
+    """Examples of one split file, both directions if `cfg.both_directions`.
+
+    The hard negative of an anchor is the first of `hard[anchor]` (the hard-negatives file) that is
+    not in its co-cited sets, else, with `cfg.example_negatives`, the example's first `negative_ids`.
+    Raises ValueError naming the example if a paper has no abstract.
+    """
+    path = Path(path)
+    out: list[Example] = []
+    for lineno, obj in iter_jsonl(path):
+        require(obj, ("query_id", "positive_id", "set_ids"), path, lineno)
+        q, p = obj["query_id"], obj["positive_id"]
+        members = tuple(sorted({pid for sid in obj["set_ids"] for pid in sid.split("|")} | {q, p}))
+        align = obj.get(cfg.align)
+        directions = [(q, p, align), (p, q, None if align is None else [align[1], align[0]])]
+        for anchor, positive, al in directions[: 2 if cfg.both_directions else 1]:
+            negative = None
+            candidates = list((hard or {}).get(anchor, ()))
+            if cfg.example_negatives:
+                candidates += list(obj.get("negative_ids", ()))
+            negative = next((n for n in candidates if n not in members), None)
+            for pid in (anchor, positive) + ((negative,) if negative else ()):
+                if pid not in papers:
+                    raise ValueError(f"{path}:{lineno}: paper {pid!r} has no abstract in abstracts.jsonl")
+            out.append(Example(anchor, positive, members, negative, None if al is None else (int(al[0]), int(al[1]))))
+        if cfg.max_examples and len(out) >= cfg.max_examples:
+            break
+    return out[: cfg.max_examples] if cfg.max_examples else out
+
+
+class TripletDataset(Dataset):
+    """Examples plus the abstracts they name; item i is `Example` i."""
+
+    def __init__(self, examples: list[Example], papers: dict[str, Paper]) -> None:
+        if not examples:
+            raise ValueError("no training examples")
+        self.examples, self.papers = examples, papers
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> Example:
+        return self.examples[i]
+
+    @property
+    def aligned_share(self) -> float:
+        return sum(e.align is not None for e in self.examples) / len(self.examples)
+
+
+def load_split(cfg: DataConfig, split: str) -> TripletDataset:
+    """`examples.{split}.jsonl` of `cfg.examples_dir` with its abstracts (cut to `cfg.max_sentences`)."""
+    root = Path(cfg.examples_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"data.examples_dir {root} does not exist; build it with `python -m aspire.data run-all`")
+    papers = {
+        pid: Paper(p.paper_id, p.title, p.sentences[: cfg.max_sentences] if cfg.max_sentences else p.sentences)
+        for pid, p in read_papers(root / "abstracts.jsonl").items()
+    }
+    hard = _read_hard_negatives(cfg.hard_negatives) if cfg.hard_negatives else None
+    return TripletDataset(read_examples(root / f"examples.{split}.jsonl", cfg, papers, hard), papers)
+
+
+class TripletCollator:
+    """Examples -> `TripletBatch`: one tokenised input of the B anchors, B positives and hard negatives.
+
+    Args:
+        tokenize: the encoder's `tokenize(list[Paper])`.
+        papers: every paper the examples name.
+    """
+
+    def __init__(self, tokenize: Callable[[Sequence[Paper]], object], papers: dict[str, Paper]) -> None:
+        self.tokenize = tokenize
+        self.papers = papers
+        self.index = {pid: i for i, pid in enumerate(sorted(papers))}
+
+    def __call__(self, examples: Sequence[Example]) -> TripletBatch:
+        hard = [e.negative for e in examples if e.negative is not None]
+        ids = [e.query_id for e in examples] + [e.positive_id for e in examples] + hard
+        inputs = self.tokenize([self.papers[i] for i in ids])
+        G = max(len(e.members) for e in examples)
+        group = torch.full((len(examples), G), -1, dtype=torch.long)
+        for b, e in enumerate(examples):
+            group[b, : len(e.members)] = torch.tensor([self.index[m] for m in e.members])
+        pos = torch.tensor([self.index[e.positive_id] for e in examples])
+        align = torch.tensor([e.align if e.align is not None else (-1, -1) for e in examples], dtype=torch.long)
+        hard_rows = torch.full((len(examples),), -1, dtype=torch.long)
+        has = torch.tensor([e.negative is not None for e in examples])
+        hard_rows[has] = torch.arange(int(has.sum()))
+        return TripletBatch(inputs, group, pos, align, hard_rows)
+
+
+class EpochBatchSampler(Sampler[list[int]]):
+    """Micro-batches of one epoch: a seeded permutation, cut into global batches, sharded over ranks.
+
+    Global batch k holds `perm[k * B * W : (k + 1) * B * W]` (B = batch size, W = world size); rank r
+    takes the r-th contiguous slice of B. The tail that does not fill a global batch is dropped, so
+    every rank sees the same number of equal-sized micro-batches. Iteration starts at micro-batch
+    `start`, which is how a resumed run continues mid-epoch.
+    """
+
+    def __init__(self, n: int, batch_size: int, seed: int, epoch: int, start: int = 0,
+                 rank: int = 0, world_size: int = 1, limit: int | None = None) -> None:
+        self.n, self.batch_size, self.seed, self.epoch = n, batch_size, seed, epoch
+        self.start, self.rank, self.world_size = start, rank, world_size
+        self.num_batches = n // (batch_size * world_size)
+        if limit is not None:
+            self.num_batches = min(self.num_batches, limit)
+        if self.num_batches == 0:
+            raise ValueError(f"{n} examples do not fill one batch of {batch_size} x {world_size} rank(s)")
+
+    @staticmethod
+    def permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        return torch.randperm(n, generator=gen)
+
+    def __len__(self) -> int:
+        return self.num_batches - self.start
+
+    def __iter__(self) -> Iterator[list[int]]:
+        perm = self.permutation(self.n, self.seed, self.epoch)
+        B, W = self.batch_size, self.world_size
+        for k in range(self.start, self.num_batches):
+            lo = k * B * W + self.rank * B
+            yield perm[lo : lo + B].tolist()

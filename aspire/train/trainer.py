@@ -1,0 +1,364 @@
+"""The trainer: one loop for single-process and `torchrun` (DDP) training of any `DocumentModel`.
+
+AdamW with linear warm-up then linear decay, gradient accumulation, gradient clipping, seeded
+epochs (`EpochBatchSampler`), dev loss on the held-out co-cited sets for model selection (`best`
+pointer), atomic checkpoints (`aspire.train.checkpoint`) holding everything needed to continue
+exactly (optimizer, scheduler, per-rank RNG states, step, epoch, position within the epoch),
+a tqdm bar and a JSONL metrics log (`metrics.jsonl`). Under DDP only rank 0 writes files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+from aspire.config import save_config
+from aspire.train import checkpoint as ckpt
+from aspire.train.config import Config
+from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_split
+from aspire.train.models import DocumentModel
+
+log = logging.getLogger(__name__)
+METRICS = "metrics.jsonl"
+
+
+# ---- process set-up -------------------------------------------------------------------------------
+def init_distributed() -> tuple[int, int, int]:
+    """(rank, world size, local rank); starts the process group when launched by `torchrun`."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    if world > 1:
+        return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0"))
+    return 0, 1, 0
+
+
+def resolve_device(name: str, local_rank: int) -> torch.device:
+    if name == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
+    """LR factor: 0 -> 1 linearly over `warmup` steps, then linearly down to 0 at `total`."""
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+    return factor
+
+
+def weights_digest(model: nn.Module) -> str:
+    """sha256 of every parameter's bytes, in name order (equal digests = bit-identical weights)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def build_model(cfg: Config, path: str | None = None) -> DocumentModel:
+    """The config's DocumentModel from the pretrained encoder, or from a saved checkpoint `path`."""
+    from aspire.encoders import ContextualSentenceEncoder
+
+    if path is not None:
+        return DocumentModel.from_pretrained(path, cfg.loss)
+    settings = {"include_title": cfg.model.include_title}
+    if cfg.model.max_length:
+        settings["max_length"] = cfg.model.max_length
+    return DocumentModel(ContextualSentenceEncoder.from_pretrained(cfg.model.encoder, **settings), cfg.model, cfg.loss)
+
+
+class Trainer:
+    """Train `model` on `train_data`, selecting on `dev_data`, writing to `cfg.train.out_dir`.
+
+    Args:
+        cfg: the resolved config (saved beside every checkpoint).
+        model: the DocumentModel (on the CPU; moved to the configured device here).
+        train_data, dev_data: datasets of examples (`dev_data` may be None: no model selection).
+        resume_state: the trainer state of the checkpoint the model was loaded from, to continue.
+    """
+
+    def __init__(self, cfg: Config, model: DocumentModel, train_data: TripletDataset,
+                 dev_data: TripletDataset | None = None, resume_state: dict | None = None) -> None:
+        self.cfg, self.tc = cfg, cfg.train
+        self.rank, self.world, local_rank = init_distributed()
+        self.device = resolve_device(self.tc.device, local_rank)
+        self.out_dir = Path(self.tc.out_dir)
+        self.model = model.to(self.device)
+        self.model.train()
+        self.train_data, self.dev_data = train_data, dev_data
+        self.collate = TripletCollator(model.encoder.tokenize, {**train_data.papers, **(dev_data.papers if dev_data else {})})
+        self.ddp = DistributedDataParallel(self.model) if self.world > 1 else None
+        micro = len(EpochBatchSampler(len(train_data), self.tc.batch_size, self.tc.seed, 0, 0, self.rank, self.world))
+        self.steps_per_epoch = micro // self.tc.grad_accum
+        if self.steps_per_epoch == 0:
+            raise ValueError(f"{micro} micro-batches per epoch < grad_accum {self.tc.grad_accum}")
+        self.total_steps = self.tc.max_steps or self.tc.epochs * self.steps_per_epoch
+        decay = [p for n, p in model.named_parameters() if p.ndim > 1 and "LayerNorm" not in n]
+        no_decay = [p for n, p in model.named_parameters() if not (p.ndim > 1 and "LayerNorm" not in n)]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": self.tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=self.tc.lr,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, linear_schedule(self.tc.warmup_steps, self.total_steps))
+        self.step = self.epoch = self.position = 0
+        self.best_dev = float("inf")
+        self._saved_step = -1
+        if resume_state is not None:
+            self._restore(resume_state)
+        else:
+            seed_everything(self.tc.seed + self.rank)
+
+    # ---- state --------------------------------------------------------------------------------------
+    def _restore(self, state: dict) -> None:
+        if state["world_size"] != self.world:
+            raise ValueError(f"checkpoint was written by {state['world_size']} process(es), resuming with {self.world}")
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        self.best_dev = state["best_dev_loss"]
+        set_rng_state(state["rng"][self.rank])
+
+    def _state(self) -> dict:
+        rngs = [None] * self.world
+        if self.world > 1:
+            dist.all_gather_object(rngs, rng_state())
+        else:
+            rngs[0] = rng_state()
+        return {
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "step": self.step, "epoch": self.epoch, "position": self.position,
+            "best_dev_loss": self.best_dev, "rng": rngs, "world_size": self.world,
+        }
+
+    def save(self) -> None:
+        """Checkpoint the current step (once per step)."""
+        if self._saved_step == self.step:
+            return
+        self._saved_step = self.step
+        state = self._state()  # collective under DDP: every rank takes part
+        if self.rank == 0:
+            def contents(path: Path) -> None:
+                self.model.save_pretrained(path / ckpt.MODEL_DIR)
+                save_config(self.cfg, path / "config.yaml")
+            ckpt.save_checkpoint(self.out_dir, self.step, contents, state)
+            ckpt.prune_checkpoints(self.out_dir, self.tc.keep_checkpoints)
+        self._barrier()
+
+    def _barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def _log(self, record: dict) -> None:
+        if self.rank == 0:
+            with open(self.out_dir / METRICS, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+    # ---- loops --------------------------------------------------------------------------------------
+    def _loader(self, data: TripletDataset, sampler: EpochBatchSampler, seed: int) -> DataLoader:
+        # the loader's own generator keeps worker seeding off the global RNG, so resuming is exact
+        return DataLoader(data, batch_sampler=sampler, collate_fn=self.collate, num_workers=self.tc.num_workers,
+                          generator=torch.Generator().manual_seed(seed))
+
+    @torch.no_grad()
+    def dev_loss(self) -> float:
+        """Mean loss over the dev examples (fixed batches, eval mode), weighted by triples."""
+        was_training = self.model.training
+        self.model.eval()
+        sampler = EpochBatchSampler(len(self.dev_data), self.tc.batch_size, self.tc.seed, 0,
+                                    limit=self.cfg.data.dev_batches or None)
+        total, count = 0.0, 0
+        for batch in self._loader(self.dev_data, sampler, self.tc.seed):
+            out = self.model(batch.to(self.device))
+            n = int(out["triples"])
+            total, count = total + float(out["loss"]) * n, count + n
+        self.model.train(was_training)
+        return total / max(count, 1)
+
+    def evaluate(self) -> None:
+        """Dev loss on rank 0, then a checkpoint; a new best moves the `best` pointer to it."""
+        if self.dev_data is None:
+            self.save()
+            return
+        value = self.dev_loss() if self.rank == 0 else 0.0
+        if self.world > 1:
+            box = [value]
+            dist.broadcast_object_list(box, src=0)
+            value = box[0]
+        self._log({"step": self.step, "epoch": self.epoch, "dev_loss": value})
+        improved = value < self.best_dev
+        self.best_dev = min(self.best_dev, value)
+        self.save()
+        if improved and self.rank == 0:
+            ckpt.write_pointer(self.out_dir, ckpt.BEST, {"checkpoint": ckpt.checkpoint_name(self.step),
+                                                         "step": self.step, "dev_loss": value})
+
+    def train(self) -> dict:
+        """Run to `total_steps`; returns the last logged metrics plus the weights digest of every rank."""
+        tc = self.tc
+        if self.rank == 0:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            save_config(self.cfg, self.out_dir / "config.yaml")
+        bar = tqdm(total=self.total_steps, initial=self.step, desc="training", unit="step",
+                   disable=not tc.progress or self.rank != 0)
+        module = self.ddp or self.model
+        last: dict = {}
+        window = {"loss": 0.0, "triples": 0, "micro": 0, "t0": time.perf_counter()}
+        stop_at = min(self.total_steps, self.step + tc.stop_after) if tc.stop_after else self.total_steps
+        while self.step < stop_at:
+            sampler = EpochBatchSampler(len(self.train_data), tc.batch_size, tc.seed, self.epoch, self.position,
+                                        self.rank, self.world, limit=self.steps_per_epoch * tc.grad_accum)
+            for batch in self._loader(self.train_data, sampler, tc.seed * 1_000_003 + self.epoch):
+                sync = (self.position + 1) % tc.grad_accum == 0
+                with module.no_sync() if (self.ddp is not None and not sync) else _null():
+                    out = module(batch.to(self.device))
+                    (out["loss"] / tc.grad_accum).backward()
+                self.position += 1
+                window["loss"] += float(out["loss"].detach())
+                window["triples"] += int(out["triples"])
+                window["micro"] += 1
+                if not sync:
+                    continue
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm)
+                self.optimizer.step()
+                self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.step += 1
+                bar.update(1)
+                if self.step % tc.log_every == 0 or self.step == self.total_steps:
+                    last = self._log_train(window, float(grad_norm))
+                    bar.set_postfix(loss=f"{last['loss']:.4f}")
+                    window = {"loss": 0.0, "triples": 0, "micro": 0, "t0": time.perf_counter()}
+                if self.position == sampler.num_batches:  # epoch done: the checkpoint says "next epoch"
+                    self.epoch, self.position = self.epoch + 1, 0
+                if tc.eval_every and self.step % tc.eval_every == 0:
+                    self.evaluate()
+                elif tc.save_every and self.step % tc.save_every == 0:
+                    self.save()
+                if self.step >= stop_at:
+                    break
+            else:
+                continue
+            break
+        bar.close()
+        if self.step < self.total_steps:  # stopped by `stop_after`: checkpoint for --resume
+            self.save()
+        elif self._saved_step != self.step:  # the last step is always evaluated and saved
+            self.evaluate()
+        digests = [None] * self.world
+        if self.world > 1:
+            dist.all_gather_object(digests, weights_digest(self.model))
+        else:
+            digests[0] = weights_digest(self.model)
+        final = {"event": "end", "step": self.step, "weights_digest": digests, "best_dev_loss": self.best_dev}
+        self._log(final)
+        return {**last, **final}
+
+    def _log_train(self, window: dict, grad_norm: float) -> dict:
+        stats = torch.tensor([window["loss"], window["triples"], window["micro"]], dtype=torch.float64)
+        if self.world > 1:
+            dist.all_reduce(stats)
+        seconds = time.perf_counter() - window["t0"]
+        record = {"step": self.step, "epoch": self.epoch, "loss": float(stats[0] / stats[2]),
+                  "lr": self.scheduler.get_last_lr()[0], "grad_norm": grad_norm,
+                  "triples_per_s": float(stats[1]) / max(seconds, 1e-9)}
+        self._log(record)
+        return record
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def trim_metrics(out_dir: Path, step: int) -> None:
+    """Drop metrics logged after `step` (by a run that was then killed) and any torn last line."""
+    path = out_dir / METRICS
+    if not path.is_file():
+        return
+    keep = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("step", 0) <= step and record.get("event") != "end":
+            keep.append(line)
+    tmp = path.with_name(f".{METRICS}.tmp")
+    tmp.write_text("".join(k + "\n" for k in keep), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str | None], DocumentModel] = build_model) -> dict:
+    """Load data and model (fresh, or from `latest` with `resume`), train, and return the final metrics.
+
+    A fresh run refuses an `out_dir` that already holds checkpoints; `resume` refuses one without.
+    """
+    if (cfg.model.kind == "abs") != (cfg.data.align == "abs_align"):
+        raise ValueError(f"model.kind={cfg.model.kind} with data.align={cfg.data.align}: kind `abs` and "
+                         "data.align=abs_align go together (`ts` uses cc_align)")
+    out_dir = Path(cfg.train.out_dir)
+    record = ckpt.read_pointer(out_dir) if out_dir.is_dir() else None
+    if resume and record is None:
+        raise FileNotFoundError(f"--resume: no checkpoint under {out_dir} (no `latest` pointer)")
+    if not resume and record is not None:
+        raise FileExistsError(f"{out_dir} already holds checkpoints; pass --resume to continue or choose another train.out_dir")
+    rank = int(os.environ.get("RANK", "0"))
+    state = None
+    if resume:
+        if rank == 0:
+            ckpt.clean_temp(out_dir)
+            trim_metrics(out_dir, record["step"])
+        state = ckpt.load_state(out_dir / record["checkpoint"])
+        model = model_loader(cfg, str(out_dir / record["checkpoint"] / ckpt.MODEL_DIR))
+    else:
+        model = model_loader(cfg, None)
+    train_data = load_split(cfg.data, "train")
+    dev_data = load_split(cfg.data, "dev") if cfg.data.use_dev else None
+    needs_align = "aligned" in model.terms
+    if needs_align and train_data.aligned_share == 0.0:
+        raise ValueError(f"model.kind={cfg.model.kind} needs `{cfg.data.align}` alignments in the examples; "
+                         "none found (run aspire.data.align first)")
+    if needs_align and train_data.aligned_share < 1.0:
+        log.warning("%.1f%% of training examples lack `%s`: they add no aligned-pair loss",
+                    100 * (1 - train_data.aligned_share), cfg.data.align)
+    return Trainer(cfg, model, train_data, dev_data, state).train()

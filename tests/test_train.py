@@ -1,0 +1,201 @@
+"""The trainer on a tiny random BERT: loss goes down, resume is exact, checkpoints are atomic."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from aspire.config import ConfigError, load_config
+from aspire.train import checkpoint as ckpt
+from aspire.train.config import Config
+from aspire.train.data import EpochBatchSampler, TripletCollator, load_split
+from aspire.train.trainer import METRICS, build_model, linear_schedule, run, weights_digest
+
+REPO = Path(__file__).resolve().parents[1]
+WORDS = ("the model method result data learning neural network language text sentence document "
+         "similarity scientific abstract citation aspect task performance approach").split()
+
+
+def write_examples_dir(root: Path, n_sets: int = 12, seed: int = 0) -> Path:
+    """A small examples directory in the `aspire.data.cocite` format, with `cc_align` / `abs_align`."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    papers, sets = [], []
+    for s in range(n_sets):
+        size = 3 if s % 3 == 0 else 2
+        members = [f"p{s}_{k}" for k in range(size)]
+        sets.append(members)
+        for pid in members:
+            sents = [" ".join(rng.choices(WORDS, k=rng.randint(4, 9))) + "." for _ in range(rng.randint(2, 4))]
+            papers.append({"paper_id": pid, "title": " ".join(rng.choices(WORDS, k=4)), "abstract": sents})
+    n_sents = {p["paper_id"]: len(p["abstract"]) for p in papers}
+    (root / "abstracts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in papers))
+    for split, chosen in (("train", sets[: n_sets - 3]), ("dev", sets[n_sets - 3 :])):
+        lines = []
+        for members in chosen:
+            for i, a in enumerate(members):
+                for b in members[i + 1 :]:
+                    align = [rng.randrange(n_sents[a]), rng.randrange(n_sents[b])]
+                    lines.append({"example_id": f"{a}|{b}", "query_id": a, "positive_id": b,
+                                  "negative_ids": [], "set_ids": ["|".join(members)],
+                                  "cc_align": align, "abs_align": align[::-1]})
+        (root / f"examples.{split}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return root
+
+
+@pytest.fixture(scope="module")
+def examples_dir(tmp_path_factory) -> Path:
+    return write_examples_dir(tmp_path_factory.mktemp("examples"))
+
+
+def tiny_config(model_dir: Path, examples_dir: Path, out_dir: Path, *overrides: str) -> Config:
+    base = [
+        f"model.encoder={model_dir}", f"data.examples_dir={examples_dir}", f"train.out_dir={out_dir}",
+        "train.batch_size=4", "train.lr=1e-3", "train.warmup_steps=2", "train.max_steps=6",
+        "train.log_every=1", "train.eval_every=3", "train.save_every=2", "train.progress=false",
+        "train.device=cpu", "data.max_sentences=4",
+    ]
+    return load_config(Config, REPO / "configs" / "base.yaml", base + list(overrides))
+
+
+def read_metrics(out_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (out_dir / METRICS).read_text().splitlines()]
+
+
+# ---- configs ------------------------------------------------------------------------------------------
+def test_every_paper_config_loads_and_differs_from_base_only_where_needed():
+    base = load_config(Config, REPO / "configs" / "base.yaml")
+    kinds = {}
+    for path in sorted((REPO / "configs").glob("*.yaml")):
+        if path.name in ("base.yaml", "cosentbert.yaml", "data_cocite.yaml"):
+            continue
+        cfg = load_config(Config, path)
+        kinds[cfg.model.kind] = path.name
+        assert cfg.train.lr == base.train.lr and cfg.loss == base.loss
+        assert len(path.read_text().splitlines()) <= 8, f"{path.name} should only set what differs"
+    assert set(kinds) == {"ts", "ot", "ts+ot", "max", "att", "abs", "cocite_vector"}
+
+
+def test_unknown_keys_are_errors(tmp_path):
+    with pytest.raises(ConfigError, match="bogus"):
+        load_config(Config, REPO / "configs" / "ts_aspire.yaml", ["train.bogus=1"])
+    from aspire.train.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main(["--config", str(REPO / "configs" / "ts_aspire.yaml"), "--model.kindd=ot"])
+
+
+# ---- data ---------------------------------------------------------------------------------------------
+def test_sampler_shards_are_disjoint_and_resumable():
+    full = [i for b in EpochBatchSampler(50, 4, seed=3, epoch=1) for i in b]
+    assert len(full) == 48 and len(set(full)) == 48
+    shards = [list(EpochBatchSampler(50, 4, 3, 1, rank=r, world_size=2)) for r in range(2)]
+    flat = [i for s in shards for b in s for i in b]
+    assert len(flat) == len(set(flat)) == 48
+    assert list(EpochBatchSampler(50, 4, 3, 1, start=5)) == list(EpochBatchSampler(50, 4, 3, 1))[5:]
+    assert list(EpochBatchSampler(50, 4, 3, 2)) != list(EpochBatchSampler(50, 4, 3, 1))
+
+
+def test_collate_marks_own_set_and_alignment(tiny_model_dir, examples_dir, tmp_path):
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=cocite_vector")
+    data = load_split(cfg.data, "train")
+    assert len(data) == 2 * sum(1 for _ in open(examples_dir / "examples.train.jsonl"))  # both directions
+    model = build_model(cfg)
+    collate = TripletCollator(model.encoder.tokenize, data.papers)
+    batch = collate([data[i] for i in range(4)])
+    names = sorted(data.papers)
+    for b in range(4):
+        own = {names[i] for i in batch.group_ids[b].tolist() if i >= 0}
+        assert set(data[b].members) == own and data[b].query_id in own
+        assert names[batch.pos_ids[b]] == data[b].positive_id
+    assert batch.align[0].tolist() == list(data[0].align)
+    assert batch.align[1].tolist() == list(data[0].align)[::-1]  # the reversed direction
+
+
+def test_linear_schedule_shape():
+    f = linear_schedule(warmup=4, total=10)
+    assert [round(f(s), 3) for s in (0, 3, 4, 7, 10)] == [0.25, 1.0, 1.0, 0.5, 0.0]
+
+
+# ---- training -----------------------------------------------------------------------------------------
+def test_loss_decreases_on_repeated_batch(tiny_model_dir, examples_dir, tmp_path):
+    kind = "cocite_vector"
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, f"model.kind={kind}")
+    model = build_model(cfg)
+    model.train()
+    data = load_split(cfg.data, "train")
+    spread = [data[i] for i in range(0, len(data), 3)][:8]  # pairs from several co-cited sets
+    batch = TripletCollator(model.encoder.tokenize, data.papers)(spread)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    torch.manual_seed(0)
+    for _ in range(8):
+        out = model(batch)
+        opt.zero_grad()
+        out["loss"].backward()
+        opt.step()
+        losses.append(out["loss"].item())
+    assert losses[0] > 0
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_run_writes_checkpoints_metrics_and_best(tiny_model_dir, examples_dir, tmp_path):
+    out = tmp_path / "run"
+    result = run(tiny_config(tiny_model_dir, examples_dir, out, "model.kind=cocite_vector"))
+    assert result["step"] == 6
+    latest = ckpt.read_pointer(out)
+    assert latest["checkpoint"] == "checkpoint-000006"
+    best = ckpt.read_pointer(out, ckpt.BEST)
+    assert best["step"] in (3, 6)
+    metrics = read_metrics(out)
+    assert [m["step"] for m in metrics if "loss" in m] == [1, 2, 3, 4, 5, 6]
+    assert [m["step"] for m in metrics if "dev_loss" in m] == [3, 6]
+    assert min(m["dev_loss"] for m in metrics if "dev_loss" in m) == pytest.approx(best["dev_loss"])
+    from transformers import AutoModel
+
+    AutoModel.from_pretrained(out / latest["checkpoint"] / "model")  # plain HF opens it
+    kept = sorted(p.name for p in out.glob("checkpoint-*"))
+    assert len(kept) <= 3 and "checkpoint-000006" in kept
+
+
+def test_resume_gives_the_same_weights(tiny_model_dir, examples_dir, tmp_path):
+    straight = run(tiny_config(tiny_model_dir, examples_dir, tmp_path / "a", "model.kind=cocite_vector"))
+    part = run(tiny_config(tiny_model_dir, examples_dir, tmp_path / "b", "model.kind=cocite_vector",
+                           "train.stop_after=4"))
+    assert part["step"] == 4 and part["weights_digest"] != straight["weights_digest"]
+    resumed = run(tiny_config(tiny_model_dir, examples_dir, tmp_path / "b", "model.kind=cocite_vector"), resume=True)
+    assert resumed["step"] == 6
+    assert resumed["weights_digest"] == straight["weights_digest"]
+    losses = lambda d: [m["loss"] for m in read_metrics(d) if "loss" in m]  # noqa: E731
+    assert losses(tmp_path / "b") == losses(tmp_path / "a")
+
+
+def test_fresh_run_refuses_existing_checkpoints_and_resume_needs_one(tiny_model_dir, examples_dir, tmp_path):
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "c", "model.kind=cocite_vector", "train.max_steps=2")
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        run(cfg, resume=True)
+    run(cfg)
+    with pytest.raises(FileExistsError):
+        run(cfg)
+
+
+def test_half_written_checkpoint_is_never_read(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    ckpt.save_checkpoint(out, 2, lambda p: (p / "model").mkdir(), {"step": 2})
+
+    def crash(path: Path) -> None:
+        (path / "model").mkdir()
+        raise KeyboardInterrupt  # killed while writing checkpoint 4
+
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save_checkpoint(out, 4, crash, {"step": 4})
+    assert ckpt.read_pointer(out)["checkpoint"] == "checkpoint-000002"
+    assert ckpt.load_state(out / "checkpoint-000002")["step"] == 2
+    assert not (out / "checkpoint-000004").exists()
+    ckpt.clean_temp(out)
+    assert [p.name for p in out.iterdir() if p.name.startswith(".tmp")] == []
