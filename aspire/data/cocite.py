@@ -31,8 +31,9 @@ Formats (all JSONL, one object a line, UTF-8)
     The examples directory also holds `abstracts.jsonl` for every paper the examples name.
 
 Tokens (for the length filters) are counted by a named tokenizer from `TOKENIZERS`:
-`regex` (default: words, numbers and hyphen/apostrophe compounds are one token, each other
-non-space character one token, close to spaCy's English tokenizer), `whitespace`, or
+`regex` (default: words, numbers and hyphen/apostrophe compounds are one token, so is a
+bracketed upper-case tag such as the placeholder "[CIT]", each other non-space character is one
+token; close to spaCy's English tokenizer), `whitespace`, or
 `spacy_blank` (spaCy's rule-based English tokenizer, no model). Context lengths are counted on
 `text_clean` by default (`filter.count_on`), so a citation marker like "(Brants, 2000)" counts
 as one token rather than five.
@@ -221,7 +222,7 @@ def _paper_record(paper_id: str, title: str, abstract: list[str]) -> dict:
 
 
 def _regex_tokens(text: str) -> list[str]:
-    return re.findall(r"\w+(?:['’-]\w+)*|[^\w\s]", text)
+    return re.findall(r"\[[A-Z]+\]|\w+(?:['’-]\w+)*|[^\w\s]", text)
 
 
 @functools.lru_cache(maxsize=1)
@@ -553,7 +554,7 @@ def split_groups(in_dir: str | Path, out_dir: str | Path, cfg: SplitConfig = Spl
             break
     assignment = {sid: ("dev" if i in in_dev else "train") for i, sid in enumerate(set_ids)}
 
-    counts = {s: Counter() for s in SPLITS}
+    counts = {s: Counter(sets=0, contexts=0) for s in SPLITS}
     split_pairs: dict[str, set] = {s: set() for s in SPLITS}
     writers = {s: AtomicJsonl(out_dir / f"groups.{s}.jsonl") for s in SPLITS}
     with writers["train"], writers["dev"]:
