@@ -1,0 +1,45 @@
+"""Scoring two papers' sentence sets: single match (min L2), multi match (Sinkhorn OT), attention.
+
+Scorers return similarities (higher is better, = -distance); functions returning distances say
+`dist`. `SCORERS` maps names to scorer classes; `get_scorer(name, **kwargs)` builds one.
+`sinkhorn(cost, a, b, eps)` is the batched entropic OT kernel behind the `"ot"` scorer.
+"""
+
+from aspire.scoring.scorers import (
+    SCORERS,
+    AttentionMatch,
+    AttentionScorer,
+    MinL2Match,
+    MinL2Scorer,
+    OTMatch,
+    OTScorer,
+    attention_dist,
+    attention_match,
+    cross_l2_cost,
+    get_scorer,
+    l2_cost,
+    minl2_dist,
+    minl2_match,
+    ot_dist,
+    ot_match,
+    ot_weights,
+    pairwise_attention_dist,
+    pairwise_attention_match,
+    pairwise_minl2_dist,
+    pairwise_minl2_match,
+    pairwise_ot_dist,
+    pairwise_ot_match,
+    triplet_margin_loss,
+)
+from aspire.scoring.sinkhorn import GRAD_MODES, SinkhornConvergenceWarning, SinkhornResult, sinkhorn, sinkhorn_dist
+
+__all__ = [
+    "SCORERS", "get_scorer", "MinL2Scorer", "OTScorer", "AttentionScorer",
+    "MinL2Match", "OTMatch", "AttentionMatch",
+    "l2_cost", "cross_l2_cost", "ot_weights",
+    "minl2_match", "pairwise_minl2_match", "minl2_dist", "pairwise_minl2_dist",
+    "ot_match", "pairwise_ot_match", "ot_dist", "pairwise_ot_dist",
+    "attention_match", "pairwise_attention_match", "attention_dist", "pairwise_attention_dist",
+    "triplet_margin_loss",
+    "sinkhorn", "sinkhorn_dist", "SinkhornResult", "SinkhornConvergenceWarning", "GRAD_MODES",
+]

@@ -1,0 +1,306 @@
+"""Scorers comparing two papers' sentence sets: single match, OT multi match, attention.
+
+Sign convention, stated once: a scorer's `score` / `pairwise_score` return a *similarity* (higher
+is better) equal to minus a distance; every function or method returning a distance has `dist` in
+its name. All-pairs forms compare every query with every candidate, `(Bq, Bc)`; `pairwise_` forms
+compare row i with row i, `(B,)`. The cost between two sentences is their L2 distance.
+
+Padding: padded (or, for aspect-conditional queries, unselected) sentences carry zero mass in OT
+and attention and are masked with `torch.finfo(dtype).max` in min-L2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from aspire.batch import DocBatch
+from aspire.scoring.sinkhorn import sinkhorn
+
+
+# ---- cost -------------------------------------------------------------------------------------
+def _safe_sqrt(sq: Tensor) -> Tensor:
+    """sqrt(max(sq, 0)) whose gradient is 0 (not NaN/inf) where sq <= 0."""
+    pos = sq > 0
+    return torch.where(pos, torch.sqrt(torch.where(pos, sq, 1.0)), 0.0)
+
+
+def l2_cost(x: Tensor, y: Tensor) -> Tensor:
+    """Aligned pairwise L2 distances: x (B, N, D), y (B, M, D) -> (B, N, M).
+
+    Computed as sqrt(|x|^2 + |y|^2 - 2 x.y) (one batched matmul); the gradient is 0 where two
+    vectors coincide, never NaN.
+    """
+    sq = (x * x).sum(-1)[:, :, None] + (y * y).sum(-1)[:, None, :] - 2.0 * torch.bmm(x, y.transpose(1, 2))
+    return _safe_sqrt(sq)
+
+
+def cross_l2_cost(x: Tensor, y: Tensor) -> Tensor:
+    """All-pairs L2 distances: x (Bq, S, D), y (Bc, T, D) -> (Bq, Bc, S, T), one GEMM."""
+    Bq, S, D = x.shape
+    Bc, T, _ = y.shape
+    xf, yf = x.reshape(Bq * S, D), y.reshape(Bc * T, D)
+    sq = (xf * xf).sum(-1)[:, None] + (yf * yf).sum(-1)[None, :] - 2.0 * (xf @ yf.T)  # (Bq S, Bc T)
+    return _safe_sqrt(sq).reshape(Bq, S, Bc, T).permute(0, 2, 1, 3)
+
+
+def _check_masks(q_mask: Tensor, c_mask: Tensor) -> None:
+    for name, mask in (("query", q_mask), ("candidate", c_mask)):
+        empty = ~mask.any(-1)
+        if bool(empty.any()):
+            raise ValueError(f"{name} rows {empty.nonzero().flatten()[:5].tolist()} have no sentence selected")
+
+
+def _all_pairs(q_mask: Tensor, c_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Masks (Bq, S), (Bc, T) -> broadcast (Bq, Bc, S), (Bq, Bc, T)."""
+    Bq, Bc = q_mask.shape[0], c_mask.shape[0]
+    return q_mask[:, None, :].expand(Bq, Bc, -1), c_mask[None, :, :].expand(Bq, Bc, -1)
+
+
+# ---- single match: minimum L2 ------------------------------------------------------------------
+@dataclass
+class MinL2Match:
+    """Min-L2 distances with the matched sentence pair. Shapes (...) = (Bq, Bc) or (B,)."""
+
+    dist: Tensor  # (...) min over valid sentence pairs of the L2 distance
+    query_sent: Tensor  # (...) long, index of the matched query sentence
+    cand_sent: Tensor  # (...) long, index of the matched candidate sentence
+
+
+def _minl2_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor) -> MinL2Match:
+    """cost (..., S, T), q_mask (..., S), c_mask (..., T) -> MinL2Match of shape (...)."""
+    valid = q_mask[..., :, None] & c_mask[..., None, :]  # (..., S, T)
+    masked = cost.masked_fill(~valid, torch.finfo(cost.dtype).max)
+    dist, flat = masked.flatten(-2).min(dim=-1)  # (...)
+    T = cost.shape[-1]
+    return MinL2Match(dist, flat // T, flat % T)
+
+
+def minl2_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> MinL2Match:
+    """All pairs: q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T) -> (Bq, Bc)."""
+    _check_masks(q_mask, c_mask)
+    return _minl2_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask))
+
+
+def pairwise_minl2_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> MinL2Match:
+    """Aligned rows: q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T) -> (B,)."""
+    _check_masks(q_mask, c_mask)
+    return _minl2_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask)
+
+
+def minl2_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> Tensor:
+    """(Bq, Bc) minimum L2 distance over valid sentence pairs (see `minl2_match`)."""
+    return minl2_match(q_emb, q_mask, c_emb, c_mask).dist
+
+
+def pairwise_minl2_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> Tensor:
+    """(B,) minimum L2 distance of aligned rows (see `pairwise_minl2_match`)."""
+    return pairwise_minl2_match(q_emb, q_mask, c_emb, c_mask).dist
+
+
+# ---- multi match: optimal transport ------------------------------------------------------------
+@dataclass
+class OTMatch:
+    """OT distances with what is needed to show the alignment. (...) = (Bq, Bc) or (B,)."""
+
+    dist: Tensor  # (...) <cost, plan>
+    plan: Tensor  # (..., S, T) transport plan (zero on padding)
+    query_weights: Tensor  # (..., S) sentence masses of the query (sum 1)
+    cand_weights: Tensor  # (..., T) sentence masses of the candidate (sum 1)
+    cost: Tensor  # (..., S, T) L2 distances between sentences
+    err: Tensor  # (...) L1 marginal error reached by Sinkhorn
+    n_iter: Tensor  # (...) Sinkhorn iterations used
+
+
+def ot_weights(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float) -> tuple[Tensor, Tensor]:
+    """Sentence masses x = softmax(-min_j D_ij / tau) over each side's valid sentences.
+
+    cost (..., S, T), q_mask (..., S), c_mask (..., T) -> x (..., S), y (..., T); zero on padding,
+    uniform over valid sentences as tau -> inf.
+    """
+    valid = q_mask[..., :, None] & c_mask[..., None, :]
+    far = cost.masked_fill(~valid, torch.inf)
+    x = torch.softmax((-far.amin(-1) / tau).masked_fill(~q_mask, -torch.inf), dim=-1)  # (..., S)
+    y = torch.softmax((-far.amin(-2) / tau).masked_fill(~c_mask, -torch.inf), dim=-1)  # (..., T)
+    return x, y
+
+
+def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps: float, **sinkhorn_kw) -> OTMatch:
+    """cost (..., S, T) with masks (..., S), (..., T) -> OTMatch of shape (...)."""
+    lead, (S, T) = cost.shape[:-2], cost.shape[-2:]
+    x, y = ot_weights(cost, q_mask, c_mask, tau)
+    res = sinkhorn(cost.reshape(-1, S, T), x.reshape(-1, S), y.reshape(-1, T), eps, **sinkhorn_kw)
+    return OTMatch(
+        res.value.reshape(lead), res.plan.reshape(cost.shape), x, y, cost,
+        res.err.reshape(lead), res.n_iter.reshape(lead),
+    )
+
+
+def ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0,
+             eps: float = 0.05, **sinkhorn_kw) -> OTMatch:
+    """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T).
+
+    `sinkhorn_kw` go to `aspire.scoring.sinkhorn` (tol, max_iter, check_every, grad).
+    """
+    _check_masks(q_mask, c_mask)
+    return _ot_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask), tau, eps, **sinkhorn_kw)
+
+
+def pairwise_ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0,
+                      eps: float = 0.05, **sinkhorn_kw) -> OTMatch:
+    """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
+    _check_masks(q_mask, c_mask)
+    return _ot_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask, tau, eps, **sinkhorn_kw)
+
+
+def ot_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, **kw) -> Tensor:
+    """(Bq, Bc) OT distance <D, P> (see `ot_match`)."""
+    return ot_match(q_emb, q_mask, c_emb, c_mask, **kw).dist
+
+
+def pairwise_ot_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, **kw) -> Tensor:
+    """(B,) OT distance <D, P> of aligned rows (see `pairwise_ot_match`)."""
+    return pairwise_ot_match(q_emb, q_mask, c_emb, c_mask, **kw).dist
+
+
+# ---- attention aggregation (the paper's ablation) -----------------------------------------------
+@dataclass
+class AttentionMatch:
+    """Attention-aggregated distances. (...) = (Bq, Bc) or (B,)."""
+
+    dist: Tensor  # (...) <D, A>
+    attention: Tensor  # (..., S, T) A = softmax(-D / tau) over valid pairs (sums to 1)
+
+
+def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float) -> AttentionMatch:
+    valid = q_mask[..., :, None] & c_mask[..., None, :]  # (..., S, T)
+    logits = (-cost / tau).masked_fill(~valid, -torch.inf)
+    att = torch.softmax(logits.flatten(-2), dim=-1).reshape(cost.shape)  # (..., S, T)
+    return AttentionMatch((att * cost).sum((-2, -1)), att)
+
+
+def attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0) -> AttentionMatch:
+    """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T)."""
+    _check_masks(q_mask, c_mask)
+    return _attention_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask), tau)
+
+
+def pairwise_attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *,
+                             tau: float = 1.0) -> AttentionMatch:
+    """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
+    _check_masks(q_mask, c_mask)
+    return _attention_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask, tau)
+
+
+def attention_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0) -> Tensor:
+    """(Bq, Bc) attention-aggregated distance <D, softmax(-D / tau)>."""
+    return attention_match(q_emb, q_mask, c_emb, c_mask, tau=tau).dist
+
+
+def pairwise_attention_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *,
+                            tau: float = 1.0) -> Tensor:
+    """(B,) attention-aggregated distance of aligned rows."""
+    return pairwise_attention_match(q_emb, q_mask, c_emb, c_mask, tau=tau).dist
+
+
+# ---- scorer modules -------------------------------------------------------------------------------
+class _Scorer(nn.Module):
+    """Base: `score` (Bq, Bc) and `pairwise_score` (B,) are similarities = -distance.
+
+    Subclasses define `dist_details` / `pairwise_dist_details` (a match object with `.dist`).
+    """
+
+    def dist_details(self, queries: DocBatch, cands: DocBatch):
+        raise NotImplementedError
+
+    def pairwise_dist_details(self, queries: DocBatch, cands: DocBatch):
+        raise NotImplementedError
+
+    def dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
+        """(Bq, Bc) distances, lower is closer."""
+        return self.dist_details(queries, cands).dist
+
+    def pairwise_dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
+        """(B,) distances of aligned rows, lower is closer."""
+        return self.pairwise_dist_details(queries, cands).dist
+
+    def score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
+        """(Bq, Bc) similarity, higher is better (= -dist)."""
+        return -self.dist(queries, cands)
+
+    def pairwise_score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
+        """(B,) similarity of aligned rows, higher is better (= -pairwise_dist)."""
+        if len(queries) != len(cands):
+            raise ValueError(f"pairwise scoring needs equal batch sizes, got {len(queries)} and {len(cands)}")
+        return -self.pairwise_dist(queries, cands)
+
+
+class MinL2Scorer(_Scorer):
+    """Single match: distance = min L2 over (query sentence, candidate sentence) pairs."""
+
+    def dist_details(self, queries: DocBatch, cands: DocBatch) -> MinL2Match:
+        return minl2_match(queries.emb, queries.mask, cands.emb, cands.mask)
+
+    def pairwise_dist_details(self, queries: DocBatch, cands: DocBatch) -> MinL2Match:
+        return pairwise_minl2_match(queries.emb, queries.mask, cands.emb, cands.mask)
+
+
+class OTScorer(_Scorer):
+    """Multi match: distance = <D, P> with P the entropic OT plan between softmax-weighted sentences.
+
+    Args:
+        tau: weight temperature, x = softmax(-min_j D_ij / tau) (tau = inf: uniform weights).
+        eps: entropic regularisation (paper: lambda = 20, eps = 0.05).
+        tol, max_iter, check_every, grad: passed to `aspire.scoring.sinkhorn`.
+    """
+
+    def __init__(self, tau: float = 1.0, eps: float = 0.05, tol: float = 1e-4, max_iter: int = 1000,
+                 check_every: int = 10, grad: str = "implicit") -> None:
+        super().__init__()
+        self.tau, self.eps = tau, eps
+        self.sinkhorn_kw = dict(tol=tol, max_iter=max_iter, check_every=check_every, grad=grad)
+
+    def extra_repr(self) -> str:
+        return f"tau={self.tau}, eps={self.eps}, " + ", ".join(f"{k}={v}" for k, v in self.sinkhorn_kw.items())
+
+    def dist_details(self, queries: DocBatch, cands: DocBatch) -> OTMatch:
+        return ot_match(queries.emb, queries.mask, cands.emb, cands.mask, tau=self.tau, eps=self.eps,
+                        **self.sinkhorn_kw)
+
+    def pairwise_dist_details(self, queries: DocBatch, cands: DocBatch) -> OTMatch:
+        return pairwise_ot_match(queries.emb, queries.mask, cands.emb, cands.mask, tau=self.tau, eps=self.eps,
+                                 **self.sinkhorn_kw)
+
+
+class AttentionScorer(_Scorer):
+    """Attention aggregation (ablation): distance = <D, softmax(-D / tau)> over valid pairs."""
+
+    def __init__(self, tau: float = 1.0) -> None:
+        super().__init__()
+        self.tau = tau
+
+    def extra_repr(self) -> str:
+        return f"tau={self.tau}"
+
+    def dist_details(self, queries: DocBatch, cands: DocBatch) -> AttentionMatch:
+        return attention_match(queries.emb, queries.mask, cands.emb, cands.mask, tau=self.tau)
+
+    def pairwise_dist_details(self, queries: DocBatch, cands: DocBatch) -> AttentionMatch:
+        return pairwise_attention_match(queries.emb, queries.mask, cands.emb, cands.mask, tau=self.tau)
+
+
+SCORERS: dict[str, type[_Scorer]] = {"minl2": MinL2Scorer, "ot": OTScorer, "attention": AttentionScorer}
+
+
+def get_scorer(name: str, **kwargs) -> _Scorer:
+    """The scorer registered as `name`, built with `kwargs`; ValueError lists the valid names."""
+    if name not in SCORERS:
+        raise ValueError(f"unknown scorer {name!r}; valid: {', '.join(SCORERS)}")
+    return SCORERS[name](**kwargs)
+
+
+def triplet_margin_loss(dist_pos: Tensor, dist_neg: Tensor, margin: float = 1.0) -> Tensor:
+    """Mean of max(0, dist_pos - dist_neg + margin) over (B,) distances (lower = closer)."""
+    return torch.relu(dist_pos - dist_neg + margin).mean()
