@@ -51,8 +51,10 @@ class SearchConfig:
 
     rerank: "none" ranks by the ANN single-match distances; "minl2" re-scores the shortlist with
         the exact min-L2 scorer on the stored vectors; "ot" re-ranks it with the OT scorer.
-    sentence_k: neighbours fetched per selected query sentence; 0 picks `shortlist` when
-        re-ranking, else `k` (times `sentence_k_factor`).
+    sentence_k: neighbours fetched per selected query sentence; 0 picks
+        max(`sentence_k_min`, `sentence_k_factor` x (`shortlist` when re-ranking, else `k`)).
+        A paper is found when one of its sentences is among some selected query sentence's
+        `sentence_k` nearest, so larger values approach the exhaustive single-match ranking.
     """
 
     k: int = 10
@@ -60,6 +62,7 @@ class SearchConfig:
     shortlist: int = 1000
     sentence_k: int = 0
     sentence_k_factor: float = 1.0
+    sentence_k_min: int = 100
     exclude_query: bool = True
     ot_tau: float = 1.0
     ot_eps: float = 0.05

@@ -117,6 +117,7 @@ class SentenceIndex:
         self.model_fingerprint = model_fingerprint
         self.model_name = model_name
         self._positions: dict[str, int] | None = None
+        self._row_papers: np.ndarray | None = None
         if faiss_index.ntotal != len(vectors) or self.offsets[-1] != len(vectors):
             raise IndexFormatError(
                 f"inconsistent index: faiss holds {faiss_index.ntotal} vectors, vectors.npy "
@@ -192,6 +193,13 @@ class SentenceIndex:
                 f"{self.model_fingerprint!r}); the encoder in use has fingerprint {model_fingerprint!r}. "
                 "Rebuild the index with this model or search with the model it was built with."
             )
+
+    @property
+    def row_papers(self) -> np.ndarray:
+        """(N,) paper position of every sentence row."""
+        if self._row_papers is None or len(self._row_papers) != self.n_sentences:
+            self._row_papers = np.repeat(np.arange(self.n_papers, dtype=np.int64), np.diff(self.offsets))
+        return self._row_papers
 
     def sentence_papers(self, rows: np.ndarray) -> np.ndarray:
         """Paper position of each sentence row (any shape); rows < 0 (no result) map to -1."""

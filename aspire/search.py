@@ -1,0 +1,371 @@
+"""Corpus search: ANN single match over a sentence index, then an optional re-ranking of the shortlist.
+
+    query DocBatch (1, S, D), mask = the selected sentences (aspect-conditional search)
+      │  one faiss lookup per selected sentence: its `sentence_k` nearest indexed sentences
+      ▼
+    aggregate_min_l2: per paper, the minimum L2 over the retrieved (query, hit) sentence pairs
+      │  the `shortlist` best papers
+      ▼
+    re-rank (optional): exact min-L2 or the batched OT scorer over the shortlist's stored vectors
+      ▼
+    k hits, each with its score (higher is better) and the aligned sentence pairs that explain it
+
+Python API: `Searcher.open(index_dir).search(query)`; CLI: `python -m aspire.search --index DIR
+(--query-id ID | --query-file F) [--sentences 0,2] [--k 10] [--rerank ot --shortlist 1000] [--json]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from aspire.batch import DocBatch
+from aspire.config import parse_overrides, _from_dict, to_dict, _merge
+from aspire.data.papers import Paper
+from aspire.index.config import SearchConfig
+from aspire.index.corpus import papers_from_lines
+from aspire.index.store import SentenceIndex, model_fingerprint
+from aspire.scoring import get_scorer
+
+RERANKERS = ("none", "minl2", "ot")
+
+
+@dataclass
+class AlignedPair:
+    """One query sentence aligned with one sentence of a hit.
+
+    `dist` is the L2 distance of the two sentence vectors; `weight` is the share of the query
+    sentence's transport mass sent to this hit sentence (OT), or 1.0 for a nearest-sentence pair.
+    """
+
+    query_sentence: int
+    hit_sentence: int
+    dist: float
+    weight: float
+    query_text: str = ""
+    hit_text: str = ""
+
+
+@dataclass
+class Hit:
+    """One retrieved paper: `score` is a similarity (higher is better) of the ranking method used."""
+
+    rank: int
+    paper_id: str
+    title: str
+    score: float
+    pairs: list[AlignedPair] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Candidates:
+    """Papers retrieved by ANN, best first, with the sentence pair achieving each one's minimum.
+
+    All arrays are (U,): paper position, min L2 distance, query sentence row (in the query's
+    selected-sentence order), and the indexed sentence row of the best pair.
+    """
+
+    papers: np.ndarray
+    dist: np.ndarray
+    query_rows: np.ndarray
+    hit_rows: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.papers)
+
+    def take(self, keep: np.ndarray) -> "Candidates":
+        return Candidates(self.papers[keep], self.dist[keep], self.query_rows[keep], self.hit_rows[keep])
+
+
+def aggregate_min_l2(dist: np.ndarray, rows: np.ndarray, papers: np.ndarray) -> Candidates:
+    """Per paper, the minimum L2 over its retrieved sentence pairs; papers sorted by that minimum.
+
+    Args:
+        dist: (n, k) L2 distance of query sentence i to its j-th retrieved sentence.
+        rows: (n, k) indexed sentence rows (-1 = no result).
+        papers: (n, k) paper position of each retrieved row (-1 = no result).
+    Returns: Candidates, ascending distance (ties: lower paper position first).
+    """
+    n, k = dist.shape
+    flat_p = papers.reshape(-1)
+    valid = flat_p >= 0
+    flat_p, flat_d = flat_p[valid], dist.reshape(-1)[valid]
+    flat_q = np.repeat(np.arange(n), k)[valid]
+    flat_r = rows.reshape(-1)[valid]
+    order = np.lexsort((flat_d, flat_p))  # by paper, then distance
+    sorted_p = flat_p[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = sorted_p[1:] != sorted_p[:-1]
+    best = order[first]  # (U,) entry holding each paper's minimum
+    best = best[np.lexsort((flat_p[best], flat_d[best]))]
+    return Candidates(flat_p[best], flat_d[best], flat_q[best], flat_r[best])
+
+
+def nearest_pairs(q: DocBatch, c: DocBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each selected query sentence, its nearest sentence in each candidate.
+
+    Args: q (1, Sq, D) query, c (C, Sc, D) candidates.
+    Returns: (dist (C, Sq), idx (C, Sq)); padded/unselected query rows hold +inf.
+    """
+    dist = torch.cdist(q.emb.expand(len(c), -1, -1).float(), c.emb.float())  # (C, Sq, Sc)
+    dist = dist.masked_fill(~c.mask[:, None, :], float("inf"))
+    best, idx = dist.min(dim=2)  # (C, Sq)
+    return best.masked_fill(~q.mask, float("inf")), idx
+
+
+class Searcher:
+    """Searches a `SentenceIndex`; `encoder` is needed only to encode queries that are not indexed.
+
+    Args:
+        index: the sentence index.
+        config: search defaults (the index's saved `search` section when None).
+        encoder: a ContextualSentenceEncoder whose fingerprint must match the index's.
+    """
+
+    def __init__(self, index: SentenceIndex, config: SearchConfig | None = None, encoder=None) -> None:
+        self.index = index
+        self.config = config or index.config.search
+        self.encoder = encoder
+        if encoder is not None:
+            index.check_model(model_fingerprint(encoder))
+        self._scorers: dict = {}
+
+    @classmethod
+    def open(cls, index_dir: str | Path, overrides: Sequence[str] = (), model: str | None = None,
+             load_model: bool = False) -> "Searcher":
+        """Load an index; `overrides` like `["k=20", "rerank=ot"]` adjust its saved search config.
+
+        With `load_model` (or a `model` named), the encoder is loaded (default: the model the index was
+        built with) and checked against the index's fingerprint.
+        """
+        index = SentenceIndex.load(index_dir)
+        data = _merge(to_dict(index.config.search), parse_overrides(overrides))
+        config = _from_dict(SearchConfig, data, "search")
+        encoder = None
+        if load_model or model is not None:
+            from aspire.encoders import load_encoder
+
+            encoder = load_encoder(model or index.model_name)
+        return cls(index, config, encoder)
+
+    # ---- queries ------------------------------------------------------------------------------------
+    def query_from_index(self, paper_id: str, sentences: Sequence[int] | None = None) -> DocBatch:
+        """An indexed paper as a query (its stored contextual vectors), optionally only `sentences`."""
+        query = self.index.gather([self.index.position(paper_id)])
+        return query if sentences is None else query.select_sentences([list(sentences)])
+
+    def query_from_paper(self, paper: Paper, sentences: Sequence[int] | None = None) -> DocBatch:
+        """Encode `paper` (all sentences in the context of the whole abstract), then select `sentences`."""
+        if self.encoder is None:
+            raise ValueError("encoding a query needs an encoder: Searcher.open(..., load_model=True)")
+        query = self.encoder.encode([paper], progress=False)
+        return query if sentences is None else query.select_sentences([list(sentences)])
+
+    # ---- search -------------------------------------------------------------------------------------
+    def search(self, query: DocBatch, k: int | None = None, rerank: str | None = None,
+               shortlist: int | None = None, exclude: Sequence[str] | None = None) -> list[Hit]:
+        """The `k` best papers for one query DocBatch `(1, S, D)` (its mask selects the sentences).
+
+        `exclude` paper ids are left out (default: the query's own id when `config.exclude_query`).
+        """
+        cfg = replace(self.config, **{n: v for n, v in (("k", k), ("rerank", rerank), ("shortlist", shortlist))
+                                      if v is not None})
+        if cfg.rerank not in RERANKERS:
+            raise ValueError(f"unknown rerank {cfg.rerank!r}; valid: {list(RERANKERS)}")
+        if len(query) != 1:
+            raise ValueError(f"search takes one query paper, got a batch of {len(query)}")
+        if exclude is None:
+            exclude = query.paper_ids[:1] if cfg.exclude_query and query.paper_ids else []
+        candidates = self.retrieve(query, cfg, exclude)
+        if cfg.rerank == "none":
+            top = candidates.take(np.arange(min(cfg.k, len(candidates))))
+            return self._explain_min_l2(query, top.papers, -top.dist)
+        pool = self.index.gather(candidates.papers, device=query.device, dtype=query.emb.dtype)
+        details = self.scorer(cfg.rerank, cfg).dist_details(query, pool)  # (1, C) distances + alignment
+        top_scores, top = torch.topk(-details.dist[0], min(cfg.k, len(pool)))  # similarity = -distance
+        papers = candidates.papers[top.cpu().numpy()]
+        if cfg.rerank == "ot":
+            return self._explain_ot(query, papers, top_scores.cpu().numpy(), details.plan[0, top], details.cost[0, top])
+        return self._explain_min_l2(query, papers, top_scores.cpu().numpy())
+
+    def retrieve(self, query: DocBatch, config: SearchConfig, exclude: Sequence[str] = ()) -> Candidates:
+        """ANN stage: one faiss lookup per selected query sentence, aggregated per paper by min L2.
+
+        Returns up to `shortlist` (re-ranking) or `k` candidates, excluded ids removed.
+        """
+        selected = query.mask[0].nonzero()[:, 0]  # (n,) positions of the selected sentences
+        if len(selected) == 0:
+            raise ValueError("the query has no selected sentence")
+        vectors = query.emb[0, selected].detach().float().cpu().numpy()  # (n, D)
+        wanted = (config.shortlist if config.rerank != "none" else config.k) + len(exclude)
+        sentence_k = config.sentence_k or max(config.sentence_k_min, math.ceil(wanted * config.sentence_k_factor))
+        dist, rows = self.index.search_sentences(vectors, sentence_k)  # (n, k') each
+        candidates = aggregate_min_l2(dist, rows, self.index.sentence_papers(rows))
+        if exclude:
+            drop = np.array([self.index.positions.get(pid, -1) for pid in exclude])
+            candidates = candidates.take(~np.isin(candidates.papers, drop))
+        limit = config.shortlist if config.rerank != "none" else config.k
+        return candidates.take(np.arange(min(limit, len(candidates))))
+
+    def exhaustive(self, query: DocBatch, method: str = "minl2", k: int = 10, chunk: int = 4096,
+                   exclude: Sequence[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Exact ranking of every indexed paper by scorer `method` ("minl2", "ot", ...), no ANN.
+
+        "minl2" scans all sentence vectors (`chunk` x 64 rows at a time) and takes each paper's
+        minimum; other scorers score the papers `chunk` at a time. Returns (papers (k,) positions,
+        scores (k,) similarities), best first.
+        """
+        if exclude is None:
+            exclude = query.paper_ids[:1] if self.config.exclude_query and query.paper_ids else []
+        if method == "minl2":
+            scores = -self._scan_min_l2(query, chunk * 64)
+        else:
+            scorer = self.scorer(method, self.config)
+            scores = torch.empty(self.index.n_papers)
+            for start in range(0, self.index.n_papers, chunk):
+                papers = np.arange(start, min(start + chunk, self.index.n_papers))
+                pool = self.index.gather(papers, device=query.device, dtype=query.emb.dtype)
+                scores[start : start + len(papers)] = scorer.score(query, pool)[0].float().cpu()
+        for pid in exclude:
+            if pid in self.index.positions:
+                scores[self.index.positions[pid]] = -float("inf")
+        top_scores, top = torch.topk(scores, min(k, self.index.n_papers - len(exclude)))
+        return top.numpy(), top_scores.numpy()
+
+    def _scan_min_l2(self, query: DocBatch, rows_per_step: int) -> torch.Tensor:
+        """(P,) min L2 distance of every indexed paper to the selected query sentences (CPU)."""
+        q = query.emb[0, query.mask[0]].detach().float().cpu()  # (n, D)
+        q_sq = (q * q).sum(1)  # (n,)
+        owners = torch.from_numpy(self.index.row_papers)  # (N,)
+        best = torch.full((self.index.n_papers,), float("inf"))
+        for start in range(0, self.index.n_sentences, rows_per_step):
+            v = torch.from_numpy(np.asarray(self.index.vectors[start : start + rows_per_step], dtype=np.float32))
+            sq = q_sq[:, None] + (v * v).sum(1)[None, :] - 2.0 * (q @ v.T)  # (n, chunk) squared L2
+            d = sq.clamp_min(0).amin(0).sqrt()  # (chunk,) nearest query sentence per row
+            best.scatter_reduce_(0, owners[start : start + len(v)], d, reduce="amin")
+        return best
+
+    def scorer(self, method: str, config: SearchConfig):
+        """The scorer behind a re-ranking method (cached)."""
+        key = (method, config.ot_tau, config.ot_eps)
+        if key not in self._scorers:
+            kwargs = {"tau": config.ot_tau, "eps": config.ot_eps} if method == "ot" else {}
+            self._scorers[key] = get_scorer(method, **kwargs)
+        return self._scorers[key]
+
+    # ---- explanations -------------------------------------------------------------------------------
+    def _texts(self, query: DocBatch, i: int, paper: int, j: int) -> tuple[str, str]:
+        q_text = query.sentences[0][i] if query.sentences and i < len(query.sentences[0]) else ""
+        return q_text, self.index.sentences[paper][j]
+
+    def _explain_min_l2(self, query: DocBatch, papers: np.ndarray, scores: np.ndarray) -> list[Hit]:
+        """Hits whose pairs are each selected query sentence with its nearest hit sentence, nearest first."""
+        if len(papers) == 0:
+            return []
+        hits = self.index.gather(papers, device=query.device, dtype=query.emb.dtype)
+        dist, idx = nearest_pairs(query, hits)  # (C, Sq)
+        n = int(query.mask[0].sum())
+        order = torch.argsort(dist, dim=1)[:, :n]  # (C, n) selected query sentences, nearest first
+        out = []
+        for c, paper in enumerate(papers.tolist()):
+            pairs = []
+            for i in order[c].tolist():
+                j = int(idx[c, i])
+                pairs.append(AlignedPair(i, j, float(dist[c, i]), 1.0, *self._texts(query, i, paper, j)))
+            out.append(Hit(c + 1, self.index.paper_ids[paper], self.index.titles[paper], float(scores[c]), pairs))
+        return out
+
+    def _explain_ot(self, query: DocBatch, papers: np.ndarray, scores: np.ndarray, plan: torch.Tensor,
+                    cost: torch.Tensor) -> list[Hit]:
+        """Hits whose pairs follow the transport plan `(C, Sq, Sc)`: each selected query sentence with
+        the hit sentence receiving most of its mass (`weight` = that share), largest mass first."""
+        row_mass = plan.sum(dim=2).clamp_min(torch.finfo(plan.dtype).tiny)  # (C, Sq)
+        mass, idx = plan.max(dim=2)  # (C, Sq)
+        mass = mass.masked_fill(~query.mask, -1.0)
+        share = mass / row_mass  # (C, Sq)
+        n = int(query.mask[0].sum())
+        order = torch.argsort(mass, dim=1, descending=True)[:, :n]  # (C, n)
+        out = []
+        for c, paper in enumerate(papers.tolist()):
+            pairs = []
+            for i in order[c].tolist():
+                j = int(idx[c, i])
+                pairs.append(AlignedPair(i, j, float(cost[c, i, j]), float(share[c, i]), *self._texts(query, i, paper, j)))
+            out.append(Hit(c + 1, self.index.paper_ids[paper], self.index.titles[paper], float(scores[c]), pairs))
+        return out
+
+def _read_query_papers(path: str | Path) -> list[Paper]:
+    """Papers from a query file: one JSON object, or JSONL (one paper a line)."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        whole = json.loads(text)  # one (possibly pretty-printed) JSON object
+    except json.JSONDecodeError:
+        whole = None
+    lines = [json.dumps(whole)] if isinstance(whole, dict) else text.splitlines()
+    papers, rejected = papers_from_lines(lines)
+    if rejected:
+        raise ValueError(f"{path}: unreadable query record(s): {rejected}")
+    return papers
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m aspire.search", description="Search a sentence index.")
+    parser.add_argument("--index", required=True, help="index directory (python -m aspire.index build)")
+    parser.add_argument("--query-id", help="an indexed paper as the query, or the paper to take from --query-file")
+    parser.add_argument("--query-file", help="JSON/JSONL paper(s) to encode as the query")
+    parser.add_argument("--sentences", help="comma-separated query sentence positions (default: all)")
+    parser.add_argument("--k", type=int)
+    parser.add_argument("--rerank", choices=RERANKERS)
+    parser.add_argument("--shortlist", type=int)
+    parser.add_argument("--model", help="encoder for --query-file (default: the index's model)")
+    parser.add_argument("--json", action="store_true", help="print the hits as JSON")
+    parser.add_argument("overrides", nargs="*", help="search config overrides, e.g. ot_eps=0.1 sentence_k=500")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.query_id is None and args.query_file is None:
+        raise SystemExit("give --query-id ID (an indexed paper) or --query-file F")
+    selection = [int(x) for x in args.sentences.split(",")] if args.sentences else None
+    searcher = Searcher.open(args.index, args.overrides, model=args.model, load_model=args.query_file is not None)
+    if args.query_file is None:
+        query = searcher.query_from_index(args.query_id, selection)
+    else:
+        papers = _read_query_papers(args.query_file)
+        if args.query_id is not None:
+            papers = [p for p in papers if p.paper_id == args.query_id]
+        if len(papers) != 1:
+            raise SystemExit(f"{args.query_file}: {len(papers)} matching papers; pick one with --query-id")
+        query = searcher.query_from_paper(papers[0], selection)
+    hits = searcher.search(query, k=args.k, rerank=args.rerank, shortlist=args.shortlist)
+    selected = query.mask[0].nonzero()[:, 0].tolist()
+    if args.json:
+        out = {"query_id": query.paper_ids[0] if query.paper_ids else None, "query_sentences": selected,
+               "rerank": args.rerank or searcher.config.rerank, "hits": [h.to_dict() for h in hits]}
+        print(json.dumps(out, ensure_ascii=False, indent=1))
+        return 0
+    print(f"query {query.paper_ids[0] if query.paper_ids else ''} sentences {selected}")
+    for hit in hits:
+        print(f"{hit.rank:3d}. {hit.score:+.4f}  {hit.paper_id}  {hit.title}")
+        for pair in hit.pairs[:3]:
+            print(f"       q{pair.query_sentence} <-> s{pair.hit_sentence}  L2 {pair.dist:.3f}  weight {pair.weight:.2f}")
+            print(f"         q: {pair.query_text[:110]}")
+            print(f"         s: {pair.hit_text[:110]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
