@@ -124,7 +124,8 @@ class Trainer:
         self.model.train()
         self.train_data, self.dev_data = train_data, dev_data
         self.collate = TripletCollator(model.encoder.tokenize, {**train_data.papers, **(dev_data.papers if dev_data else {})})
-        self.ddp = DistributedDataParallel(self.model) if self.world > 1 else None
+        # the encoder's pooler (and, per kind, other heads) gets no gradient: let DDP find unused parameters
+        self.ddp = DistributedDataParallel(self.model, find_unused_parameters=True) if self.world > 1 else None
         micro = len(EpochBatchSampler(len(train_data), self.tc.batch_size, self.tc.seed, 0, 0, self.rank, self.world))
         self.steps_per_epoch = micro // self.tc.grad_accum
         if self.steps_per_epoch == 0:

@@ -1,0 +1,85 @@
+"""The trainer as separate processes: SIGKILL mid-epoch then --resume, and 2-process torchrun (gloo, CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from aspire.train import checkpoint as ckpt
+from aspire.train.trainer import METRICS
+from test_train import REPO, write_examples_dir
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
+
+
+def write_config(path: Path, model_dir: Path, examples_dir: Path, out_dir: Path, **train) -> Path:
+    cfg = {
+        "base": str(REPO / "configs" / "base.yaml"),
+        "model": {"kind": "cocite_vector", "encoder": str(model_dir)},
+        "data": {"examples_dir": str(examples_dir), "max_sentences": 4},
+        "train": {"out_dir": str(out_dir), "batch_size": 4, "lr": 1e-3, "warmup_steps": 2, "max_steps": 8,
+                  "log_every": 1, "eval_every": 0, "save_every": 1, "progress": False, "device": "cpu", **train},
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def train_cmd(config: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "aspire.train", "--config", str(config), *extra]
+
+
+def final_record(out_dir: Path) -> dict:
+    records = [json.loads(line) for line in (out_dir / METRICS).read_text().splitlines()]
+    ends = [r for r in records if r.get("event") == "end"]
+    assert len(ends) == 1, ends
+    return ends[0]
+
+
+def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tiny_model_dir, tmp_path):
+    examples = write_examples_dir(tmp_path / "examples")
+    straight = write_config(tmp_path / "a.yaml", tiny_model_dir, examples, tmp_path / "a")
+    subprocess.run(train_cmd(straight), env=ENV, check=True, capture_output=True, timeout=300)
+
+    killed = write_config(tmp_path / "b.yaml", tiny_model_dir, examples, tmp_path / "b")
+    proc = subprocess.Popen(train_cmd(killed), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        record = ckpt.read_pointer(tmp_path / "b") if (tmp_path / "b" / ckpt.LATEST).is_file() else None
+        if record and record["step"] >= 3:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    assert proc.wait(timeout=60) == -signal.SIGKILL, "the run should have been killed before finishing"
+    stopped_at = ckpt.read_pointer(tmp_path / "b")["step"]
+    assert 3 <= stopped_at < 8  # 7 micro-batches an epoch: killed mid-epoch 1
+
+    subprocess.run(train_cmd(killed, "--resume"), env=ENV, check=True, capture_output=True, timeout=300)
+    assert final_record(tmp_path / "b")["weights_digest"] == final_record(tmp_path / "a")["weights_digest"]
+    losses = lambda d: [(m["step"], m["loss"]) for m in map(json.loads, (d / METRICS).read_text().splitlines()) if "loss" in m]  # noqa: E731
+    assert losses(tmp_path / "b") == losses(tmp_path / "a")
+
+
+def test_torchrun_two_processes_finish_with_equal_weights(tiny_model_dir, tmp_path):
+    examples = write_examples_dir(tmp_path / "examples")
+    config = write_config(tmp_path / "ddp.yaml", tiny_model_dir, examples, tmp_path / "ddp",
+                          max_steps=4, save_every=2, eval_every=4)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "aspire.train", "--config", str(config)]
+    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    end = final_record(tmp_path / "ddp")
+    assert end["step"] == 4
+    assert len(end["weights_digest"]) == 2 and end["weights_digest"][0] == end["weights_digest"][1]
+    steps = [m["step"] for m in map(json.loads, (tmp_path / "ddp" / METRICS).read_text().splitlines()) if "loss" in m]
+    assert steps == [1, 2, 3, 4]  # only rank 0 writes
+    state = ckpt.load_state(tmp_path / "ddp" / "checkpoint-000004")
+    assert state["world_size"] == 2 and len(state["rng"]) == 2
+    assert state["rng"][0]["torch"].tolist() != state["rng"][1]["torch"].tolist()  # each rank's own RNG kept
