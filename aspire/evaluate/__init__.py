@@ -1,0 +1,21 @@
+"""Evaluation: pool re-ranking metrics (ranx + NDCG at a pool fraction), the CSFCube benchmark under its
+published two-fold protocol, and a general evaluator for ASPIRE-style pool sets.
+
+`python -m aspire.evaluate csfcube --model minilm --scorer minl2 --out DIR` — see `__main__.py`.
+"""
+
+from aspire.evaluate.metrics import check_rankings, evaluate_rankings, mean_metrics, ndcg_at_k, pool_cutoff
+from aspire.evaluate.pools import PoolSet, load_pool_set, read_ranked, summarize, write_ranked
+
+__all__ = [
+    "PoolSet",
+    "check_rankings",
+    "evaluate_rankings",
+    "load_pool_set",
+    "mean_metrics",
+    "ndcg_at_k",
+    "pool_cutoff",
+    "read_ranked",
+    "summarize",
+    "write_ranked",
+]

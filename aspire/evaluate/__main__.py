@@ -1,0 +1,124 @@
+"""Command line: `python -m aspire.evaluate {csfcube,pools} ...`.
+
+    # rank CSFCube with a model and a scorer, then score it
+    python -m aspire.evaluate csfcube --model minilm --scorer minl2 --out runs/minilm-minl2
+    python -m aspire.evaluate csfcube --model mpnet --scorer ot --tau 5000 --out runs/mpnet-ot
+    # score ranked files that already exist (e.g. the shipped SPECTER pools)
+    python -m aspire.evaluate csfcube --ranked ../shared/data/csfcube/sample_ranked_pools --exp specter --out DIR
+    # any ASPIRE-style pool set (RELISH, TRECCOVID-RF, SciDocs-style)
+    python -m aspire.evaluate pools --data DIR --name relish --threshold 1 --model minilm --scorer minl2 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import sys
+from pathlib import Path
+
+from aspire.evaluate import csfcube
+from aspire.evaluate.cache import default_cache_dir
+from aspire.evaluate.rank import ENCODINGS, SCORERS
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_DATA = REPO.parent / "shared" / "data"
+POOL_METRICS = ("MAP", "NDCG%20", "nDCG@10", "P@5", "P@10", "MRR", "bpref")
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="minilm, mpnet or a local Hugging Face model directory")
+    p.add_argument("--scorer", choices=SCORERS, help="how a query's sentences meet a candidate's")
+    p.add_argument("--encoding", choices=[e for e in ENCODINGS if e != "abstract"], default="contextual",
+                   help="sentence vectors in the abstract's context, or each sentence alone (default contextual)")
+    p.add_argument("--tau", type=float, help="OT scorer temperature (passed to the scorer as tau)")
+    p.add_argument("--eps", type=float, help="OT scorer entropic regularisation (passed as eps)")
+    p.add_argument("--ranked", help="score existing ranked files in this folder instead of running a model")
+    p.add_argument("--exp", help="experiment name in the ranked file names (default from model/encoding/scorer)")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--cache-dir", default=str(default_cache_dir()), help="sentence-vector cache (default %(default)s)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", help="torch device for encoding and scoring (default: the model's)")
+    p.add_argument("--abstract-max-length", type=int,
+                   help="word-piece limit for the whole-abstract vector (sentence-transformers: 256 MiniLM, 384 MPNet)")
+
+
+def _scorer_options(args) -> dict:
+    return {k: v for k, v in (("tau", args.tau), ("eps", args.eps)) if v is not None}
+
+
+def _check_model_args(parser, args) -> None:
+    if args.ranked:
+        if not args.exp:
+            parser.error("--ranked needs --exp (the name in test-pid2pool-NAME-EXP-...-ranked.json)")
+        if args.model or args.scorer:
+            parser.error("--ranked scores existing files; leave out --model/--scorer")
+    elif not (args.model and args.scorer):
+        parser.error("give --model and --scorer, or --ranked and --exp")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aspire.evaluate", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    pc = sub.add_parser("csfcube", help="CSFCube aspect-conditional benchmark (two-fold test + dev protocol)")
+    pc.add_argument("--data", default=str(DEFAULT_DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
+    _model_args(pc)
+
+    pp = sub.add_parser("pools", help="any ASPIRE-style pool re-ranking set")
+    pp.add_argument("--data", required=True, help="folder with abstracts-NAME.jsonl and test-pid2anns-NAME*.json")
+    pp.add_argument("--name", required=True, help="data set name in the file names")
+    pp.add_argument("--facets", default="", help="comma-separated facets (test-pid2anns-NAME-FACET.json each)")
+    pp.add_argument("--splits", help="splits JSON ({split: [query]} or {query: split})")
+    pp.add_argument("--abstracts", help="papers file (default DATA/abstracts-NAME.jsonl)")
+    pp.add_argument("--threshold", type=int, default=1, help="grade >= this is relevant (default 1)")
+    pp.add_argument("--metrics", default=",".join(POOL_METRICS), help="comma-separated (default %(default)s)")
+    pp.add_argument("--skip-no-relevant", action="store_true",
+                    help="leave out (and list) queries with no relevant candidate instead of failing")
+    _model_args(pp)
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    _check_model_args(parser, args)
+    cache_dir = None if args.no_cache else args.cache_dir
+    abstract_options = {} if args.abstract_max_length is None else {"max_length": args.abstract_max_length}
+    out = Path(args.out)
+    try:
+        if args.command == "csfcube":
+            if args.ranked:
+                results, per_query = csfcube.evaluate_ranked_dir(args.data, args.ranked, args.exp)
+                csfcube.write_results(out, args.data, args.exp, results, per_query)
+            else:
+                results = csfcube.run_csfcube(
+                    args.data, args.model, args.scorer, out, exp=args.exp, encoding=args.encoding,
+                    scorer_options=_scorer_options(args), cache_dir=cache_dir, batch_size=args.batch_size,
+                    device=args.device, abstract_options=abstract_options,
+                )
+            print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
+            print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}")
+        else:
+            from aspire.evaluate.pool_run import run_pools
+
+            results = run_pools(
+                args.data, args.name, out, facets=[f for f in args.facets.split(",") if f],
+                splits_file=args.splits, abstracts_file=args.abstracts, threshold=args.threshold,
+                metrics=[m for m in args.metrics.split(",") if m], skip_no_relevant=args.skip_no_relevant,
+                ranked_dir=args.ranked, exp=args.exp, model=args.model, scorer=args.scorer,
+                encoding=args.encoding, scorer_options=_scorer_options(args), cache_dir=cache_dir,
+                batch_size=args.batch_size, device=args.device, abstract_options=abstract_options,
+            )
+            writer = csv.writer(sys.stdout, delimiter="\t")
+            names = list(results["metrics"])
+            writer.writerow(["group", "n_queries", *names])
+            for group, vals in results["summary"].items():
+                writer.writerow([group, vals["n_queries"], *(f"{vals[m]:.2f}" for m in names)])
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""On-disk cache of encoded papers, so re-scoring with another scorer does not re-encode.
+
+An entry is keyed by the encoder's fingerprint, the encoding mode (with its options) and a hash of
+the papers' ids and texts. It is written to a temporary file and renamed into place, so a partial
+file is never read back; a file whose paper ids do not match the request is refused.
+Sentences are stored packed (N_sentences, D) rather than padded (B, S, D).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from aspire.batch import DocBatch
+from aspire.data.papers import Paper
+
+log = logging.getLogger(__name__)
+
+
+def default_cache_dir() -> Path:
+    """`$ASPIRE_CACHE/vectors`, else `~/.cache/aspire/vectors`."""
+    root = os.environ.get("ASPIRE_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "aspire") / "vectors"
+
+
+def papers_digest(papers: Sequence[Paper]) -> str:
+    """A hash of the papers' ids, titles and sentences, in order."""
+    digest = hashlib.sha256()
+    for p in papers:
+        digest.update(json.dumps([p.paper_id, p.title, p.sentences], ensure_ascii=False).encode())
+    return digest.hexdigest()[:16]
+
+
+def cache_path(cache_dir: Path, fingerprint: str, mode: str, options: dict, papers: Sequence[Paper]) -> Path:
+    opts = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:8]
+    return Path(cache_dir) / f"{fingerprint}-{mode}-{opts}-{papers_digest(papers)}.pt"
+
+
+def _save(path: Path, batch: DocBatch) -> None:
+    lengths = torch.tensor([len(s) for s in batch.sentences], dtype=torch.long)
+    S = batch.emb.shape[1]
+    keep = torch.arange(S)[None, :] < lengths[:, None]  # (B, S) real sentence slots
+    payload = {
+        "emb": batch.emb[keep].cpu(),  # (N, D)
+        "mask": batch.mask[keep].cpu(),  # (N,)
+        "lengths": lengths,
+        "paper_ids": list(batch.paper_ids),
+        "sentences": [list(s) for s in batch.sentences],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _load(path: Path, papers: Sequence[Paper]) -> DocBatch:
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    ids = [p.paper_id for p in papers]
+    if payload["paper_ids"] != ids:
+        raise ValueError(f"cache file {path} holds other papers than requested; delete it")
+    lengths = payload["lengths"].tolist()
+    parts = torch.split(payload["emb"], lengths)
+    batch = DocBatch.from_list(list(parts), ids, payload["sentences"])
+    masks = torch.split(payload["mask"], lengths)
+    return batch.with_mask(torch.nn.utils.rnn.pad_sequence(list(masks), batch_first=True))
+
+
+def cached_encode(
+    encode: Callable[[Sequence[Paper]], DocBatch],
+    papers: Sequence[Paper],
+    fingerprint: str,
+    mode: str,
+    options: dict | None = None,
+    cache_dir: str | Path | None = None,
+) -> tuple[DocBatch, bool]:
+    """`encode(papers)` through the cache; `cache_dir=None` disables it.
+
+    Every paper must have at least one sentence slot in the result (`DocBatch.sentences` set).
+    Returns:
+        (DocBatch of `papers` in order, True when it came from the cache).
+    """
+    if cache_dir is None:
+        return encode(papers), False
+    path = cache_path(Path(cache_dir), fingerprint, mode, options or {}, papers)
+    if path.is_file():
+        log.info("reading cached vectors %s", path)
+        return _load(path, papers), True
+    batch = encode(papers)
+    if not batch.sentences or len(batch.sentences) != len(papers):
+        raise ValueError("cached_encode: the encoder must return DocBatch.sentences for every paper")
+    _save(path, batch)
+    log.info("cached vectors in %s", path)
+    return batch, False

@@ -1,0 +1,188 @@
+"""Ranking metrics for pool re-ranking: ranx for every metric it computes, plus NDCG at a pool fraction.
+
+A pool re-ranking is judged by `qrels` (`{query: {candidate: grade}}`, grades are integers >= 0, every
+candidate of the pool judged) and `rankings` (`{query: [candidate, ...]}`, best first, a permutation of
+that query's pool). Metric names (case-insensitive; the caller's spelling is kept in the output):
+
+- binary, relevant = grade >= `threshold` (ranx `-l<threshold>`): `map`, `mrr`, `bpref`, `r-precision`
+  (precision at R, R = number of relevant), `p@K`, `r@K`.
+- graded, gains = grades, threshold ignored: `ndcg@K` (ranx / trec_eval: linear gains, rank i
+  discounted by log2(i + 1)) and `ndcg%P`, the CSFCube / ASPIRE measure: NDCG at
+  k = floor(P% of the pool size) (at least 1), linear gains, rank 1 undiscounted and rank i >= 2
+  divided by log2(i) (Jarvelin & Kekalainen 2002, as in the published evaluation script). ranx has no
+  pool-relative cut-off nor that discount, so this one is computed here (`ndcg_at_k`).
+
+Bad input is refused with a `ValueError` naming the query: a ranking that misses a pool candidate,
+holds an id outside the pool or repeats one; a query ranked but not judged or judged but not ranked;
+a negative grade. A query with no candidate at grade >= `threshold` is refused too, unless
+`skip_no_relevant=True`, which leaves it out of the returned scores (callers record which).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping, Sequence
+
+import numpy as np
+
+BINARY_METRICS = {"map": "map", "mrr": "mrr", "bpref": "bpref", "r-precision": "r-precision"}
+AT_K_METRICS = {"p": "precision", "r": "recall", "ndcg": "ndcg"}
+DISCOUNTS = ("csfcube", "trec")
+
+_AT_K = re.compile(r"^(p|r|ndcg)@(\d+)$")
+_POOL_FRACTION = re.compile(r"^ndcg%(\d+)$")
+
+
+def _parse_metric(name: str) -> tuple[str, int]:
+    """('map'|'mrr'|'bpref'|'r-precision'|'p'|'r'|'ndcg'|'ndcg%', k or percent or 0)."""
+    low = name.strip().lower()
+    if low in BINARY_METRICS:
+        return low, 0
+    m = _AT_K.match(low)
+    if m and int(m.group(2)) > 0:
+        return m.group(1), int(m.group(2))
+    m = _POOL_FRACTION.match(low)
+    if m and 0 < int(m.group(1)) <= 100:
+        return "ndcg%", int(m.group(1))
+    raise ValueError(
+        f"unknown metric {name!r}; valid: {sorted(BINARY_METRICS)}, 'p@K', 'r@K', 'ndcg@K' (K >= 1), "
+        "'ndcg%P' (0 < P <= 100)"
+    )
+
+
+def pool_cutoff(pool_size: int, percent: int) -> int:
+    """k = floor(percent% of pool_size), at least 1 (integer arithmetic: no 0.2 * n rounding)."""
+    return max(1, (percent * pool_size) // 100)
+
+
+def ndcg_at_k(ranked_gains: Sequence[float], k: int, discount: str = "csfcube") -> float:
+    """NDCG@k of one ranking with linear gains; the ideal ranking sorts the same gains.
+
+    Args:
+        ranked_gains: (N,) gains of the ranked candidates, best-ranked first (the whole pool).
+        k: cut-off, >= 1.
+        discount: 'csfcube' (rank 1 undiscounted, rank i >= 2 divided by log2(i), the published
+            CSFCube script) or 'trec' (rank i divided by log2(i + 1), as ranx and trec_eval).
+    Returns:
+        NDCG in [0, 1]; 0.0 when every gain is 0.
+    """
+    if discount not in DISCOUNTS:
+        raise ValueError(f"unknown discount {discount!r}; valid: {list(DISCOUNTS)}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    gains = np.asarray(ranked_gains, dtype=np.float64)[:k] if len(ranked_gains) else np.zeros(0)
+    ideal = np.sort(np.asarray(ranked_gains, dtype=np.float64))[::-1][:k]
+    ranks = np.arange(1, len(gains) + 1, dtype=np.float64)
+    disc = np.maximum(1.0, np.log2(ranks)) if discount == "csfcube" else np.log2(ranks + 1.0)
+    ideal_dcg = float((ideal / disc).sum())
+    if ideal_dcg == 0.0:
+        return 0.0
+    return float((gains / disc).sum()) / ideal_dcg
+
+
+def check_rankings(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str, Sequence[str]]) -> None:
+    """Raise ValueError unless every judged query is ranked and each ranking is a permutation of its pool."""
+    unknown = sorted(set(rankings) - set(qrels))
+    if unknown:
+        raise ValueError(f"rankings hold {len(unknown)} queries without judgements: {unknown[:10]}")
+    missing = sorted(set(qrels) - set(rankings))
+    if missing:
+        raise ValueError(f"{len(missing)} judged queries have no ranking: {missing[:10]}")
+    for qid, ranked in rankings.items():
+        pool = qrels[qid]
+        bad = [g for g in pool.values() if g < 0]
+        if bad:
+            raise ValueError(f"query {qid}: negative relevance grades {sorted(set(bad))}; grades must be >= 0")
+        if len(set(ranked)) != len(ranked):
+            dup = sorted({c for c in ranked if list(ranked).count(c) > 1})
+            raise ValueError(f"query {qid}: ranking repeats candidates {dup[:10]}")
+        outside = [c for c in ranked if c not in pool]
+        if outside:
+            raise ValueError(f"query {qid}: ranking holds {len(outside)} ids outside the pool: {outside[:10]}")
+        ranked_set = set(ranked)
+        absent = [c for c in pool if c not in ranked_set]
+        if absent:
+            raise ValueError(
+                f"query {qid}: ranking misses {len(absent)} of {len(pool)} pool candidates: {absent[:10]} "
+                "(a pool re-ranking must rank the whole pool)"
+            )
+
+
+def queries_without_relevant(qrels: Mapping[str, Mapping[str, int]], threshold: int) -> list[str]:
+    """Queries none of whose candidates has grade >= threshold."""
+    return [q for q, pool in qrels.items() if not any(g >= threshold for g in pool.values())]
+
+
+def evaluate_rankings(
+    qrels: Mapping[str, Mapping[str, int]],
+    rankings: Mapping[str, Sequence[str]],
+    metrics: Sequence[str],
+    threshold: int = 1,
+    skip_no_relevant: bool = False,
+) -> dict[str, dict[str, float]]:
+    """Score each query's pool ranking.
+
+    Args:
+        qrels: `{query: {candidate: grade}}`, the whole pool judged.
+        rankings: `{query: [candidate, ...]}` best first, each a permutation of its pool.
+        metrics: names as in the module docstring, e.g. `["MAP", "NDCG%20", "P@20"]`.
+        threshold: grade at or above which a candidate counts as relevant for binary metrics.
+        skip_no_relevant: leave out (instead of refusing) queries with no relevant candidate.
+    Returns:
+        `{query: {metric name as given: value in [0, 1]}}`, queries in `rankings` order.
+    """
+    from ranx import Qrels, Run, evaluate  # imported here: ranx's numba start-up is slow
+
+    if threshold < 1:
+        raise ValueError(f"threshold must be >= 1 (grade 0 means not relevant), got {threshold}")
+    parsed = {name: _parse_metric(name) for name in metrics}
+    check_rankings(qrels, rankings)
+    empty = set(queries_without_relevant(qrels, threshold))
+    if empty and not skip_no_relevant:
+        raise ValueError(
+            f"{len(empty)} queries have no candidate with grade >= {threshold}: {sorted(empty)[:10]}; "
+            "their precision-based metrics are undefined (pass skip_no_relevant=True to leave them out)"
+        )
+    qids = [q for q in rankings if q not in empty]
+    out: dict[str, dict[str, float]] = {q: {} for q in qids}
+    if not qids:
+        return out
+
+    ranx_names: dict[str, str] = {}
+    for name, (kind, k) in parsed.items():
+        if kind in BINARY_METRICS:
+            ranx_names[name] = f"{BINARY_METRICS[kind]}-l{threshold}"
+        elif kind in ("p", "r"):
+            ranx_names[name] = f"{AT_K_METRICS[kind]}@{k}-l{threshold}"
+        elif kind == "ndcg":
+            ranx_names[name] = f"ndcg@{k}"  # graded gains, grade 0 contributes nothing
+    if ranx_names:
+        # Distinct scores n, n-1, ..., 1 make ranx's order exactly the given order (no tie-breaking).
+        run = Run.from_dict({q: {c: float(len(rankings[q]) - i) for i, c in enumerate(rankings[q])} for q in qids})
+        judged = Qrels.from_dict({q: {c: int(g) for c, g in qrels[q].items()} for q in qids})
+        wanted = list(dict.fromkeys(ranx_names.values()))
+        if len(wanted) == 1:  # ranx 0.3.21 cannot return per-query scores of a single metric (KeyError)
+            wanted.append("hits" if wanted[0] != "hits" else "mrr")
+        scores = evaluate(judged, run, wanted, return_mean=False, save_results_in_run=False)
+        order = list(run.get_query_ids())
+        for name, rname in ranx_names.items():
+            for q, v in zip(order, scores[rname]):
+                out[q][name] = float(v)
+    for name, (kind, percent) in parsed.items():
+        if kind != "ndcg%":
+            continue
+        for q in qids:
+            gains = [qrels[q][c] for c in rankings[q]]
+            out[q][name] = ndcg_at_k(gains, pool_cutoff(len(gains), percent), discount="csfcube")
+    return {q: {name: out[q][name] for name in metrics} for q in qids}
+
+
+def mean_metrics(per_query: Mapping[str, Mapping[str, float]], qids: Sequence[str]) -> dict[str, float]:
+    """Mean of each metric over `qids` (each must be in `per_query`)."""
+    missing = [q for q in qids if q not in per_query]
+    if missing:
+        raise ValueError(f"no scores for {len(missing)} queries: {missing[:10]}")
+    if not qids:
+        raise ValueError("mean over an empty query list")
+    names = list(per_query[qids[0]])
+    return {m: float(np.mean([per_query[q][m] for q in qids])) for m in names}

@@ -1,0 +1,95 @@
+"""Evaluate any ASPIRE-style pool re-ranking set: rank it with a model (or read ranked files), score it.
+
+Writes `out/results.json` (`summary`: mean per group — `all`, `facet:F`, `split:S` — in percent,
+with `n_queries`), `out/perq.csv` (one row per query, metrics in percent) and, when a model ran,
+the ranked files `out/test-pid2pool-NAME-EXP[-FACET]-ranked.json`.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Sequence
+
+from aspire.evaluate.pools import (
+    evaluate_pool_set,
+    load_pool_set,
+    read_papers_jsonl,
+    read_ranked_pool_set,
+    summarize,
+    write_json_atomic,
+)
+
+
+def facet_label_map(facets: Sequence[str]) -> dict[str, str]:
+    """`FACET_label` -> FACET for each facet; `objective_label` counts as background (CSFCube rule)."""
+    mapping = {f"{f}_label": f for f in facets}
+    if "background" in facets:
+        mapping["objective_label"] = "background"
+    return mapping
+
+
+def run_pools(
+    data: str | Path,
+    name: str,
+    out: str | Path,
+    facets: Sequence[str] = (),
+    splits_file: str | Path | None = None,
+    abstracts_file: str | Path | None = None,
+    threshold: int = 1,
+    metrics: Sequence[str] = ("MAP", "NDCG%20", "nDCG@10", "P@5", "P@10", "MRR", "bpref"),
+    skip_no_relevant: bool = False,
+    ranked_dir: str | Path | None = None,
+    exp: str | None = None,
+    model: str | None = None,
+    scorer: str | None = None,
+    encoding: str = "contextual",
+    scorer_options: dict | None = None,
+    cache_dir=None,
+    batch_size: int = 32,
+    device: str | None = None,
+    abstract_options: dict | None = None,
+) -> dict:
+    """Score ranked files from `ranked_dir` (with `exp`), or rank with `model` + `scorer` first."""
+    data, out = Path(data), Path(out)
+    pool_set = load_pool_set(data, name, facets, splits_file)
+    info: dict = {}
+    if ranked_dir is not None:
+        if exp is None:
+            raise ValueError("scoring ranked files needs the experiment name (exp)")
+        rankings = read_ranked_pool_set(pool_set, ranked_dir, exp)
+        info = {"experiment": exp, "ranked_dir": str(ranked_dir)}
+    else:
+        if not (model and scorer):
+            raise ValueError("give a model and a scorer, or a folder of ranked files")
+        from aspire.evaluate.rank import rank_pool_set
+
+        papers = read_papers_jsonl(abstracts_file or data / f"abstracts-{name}.jsonl", ids=pool_set.paper_ids())
+        exp = exp or f"{Path(str(model)).name}-{'abstract' if scorer == 'abstract' else encoding}-{scorer}"
+        rankings, info = rank_pool_set(
+            pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
+            device, abstract_options, facet_label_map(facets),
+        )
+    per_query, skipped = evaluate_pool_set(pool_set, rankings, metrics, threshold, skip_no_relevant)
+    summary = {
+        g: {k: (v if k == "n_queries" else 100.0 * v) for k, v in vals.items()}
+        for g, vals in summarize(pool_set, per_query).items()
+    }
+    results = {
+        "dataset": name,
+        "scale": "percent",
+        "relevance_threshold": threshold,
+        "metrics": list(metrics),
+        "summary": summary,
+        "skipped_no_relevant": skipped,
+        "self_in_pool_removed": pool_set.self_in_pool,
+        **info,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "perq.csv", "w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["query", *metrics])
+        for key, vals in per_query.items():
+            writer.writerow([key, *(f"{100.0 * vals[m]:.4f}" for m in metrics)])
+    write_json_atomic(out / "results.json", results)
+    return results

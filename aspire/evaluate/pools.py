@@ -1,0 +1,253 @@
+"""Pool re-ranking data sets in the ASPIRE file layout, and ranked-pool files.
+
+A data set NAME in a folder holds
+- `abstracts-NAME.jsonl` (or another file given): one paper a line, `paper_id`, `title`, `abstract`
+  (list of sentences), optional `pred_labels` (one facet label a sentence);
+- `test-pid2anns-NAME.json`, or one `test-pid2anns-NAME-FACET.json` per facet:
+  `{query_pid: {"cands": [...], "relevance_adju": [grade, ...], ...}}`;
+- optionally a splits file: `{split: [query_key, ...]}`, `{query_key: split}` (ASPIRE's
+  `NAME-evaluation_splits.json`) or one level of nesting `{group: {split: [query_key, ...]}}`
+  (CSFCube's `evaluation_splits.json`), flattened to split names `group/split`.
+
+A query key is the query pid, or `pid_facet` for a faceted set (CSFCube's convention). Rule for a
+query found in its own pool: it is removed from that pool (a paper is not its own candidate) and its
+key recorded in `PoolSet.self_in_pool`; a ranked file must then leave it out too.
+
+Ranked files: `test-pid2pool-NAME-EXP[-FACET]-ranked.json` = `{query_pid: [[cand_pid, score], ...]}`,
+best first. Only the order is read back: scores may be similarities or distances.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from aspire.data.papers import Paper
+from aspire.evaluate.metrics import evaluate_rankings, mean_metrics, queries_without_relevant
+
+
+def query_key(query_pid: str, facet: str | None) -> str:
+    """`pid` for an unfaceted set, `pid_facet` for a faceted one."""
+    return f"{query_pid}_{facet}" if facet else query_pid
+
+
+@dataclass(frozen=True)
+class PoolSet:
+    """Judged pools of one data set.
+
+    Attributes:
+        name: data set name as in the file names (`csfcube`, `relish`, ...).
+        pools: `{facet: {query_pid: {cand_pid: grade}}}` in pool order; the facet is `""` for an
+            unfaceted set.
+        splits: `{split name: [query key, ...]}`; empty when no splits file was given.
+        self_in_pool: query keys whose own pid was removed from their pool.
+    """
+
+    name: str
+    pools: dict[str, dict[str, dict[str, int]]]
+    splits: dict[str, list[str]] = field(default_factory=dict)
+    self_in_pool: list[str] = field(default_factory=list)
+
+    @property
+    def facets(self) -> list[str]:
+        return list(self.pools)
+
+    def qrels(self, facet: str) -> dict[str, dict[str, int]]:
+        """`{query key: {cand_pid: grade}}` for one facet."""
+        if facet not in self.pools:
+            raise ValueError(f"unknown facet {facet!r}; valid: {self.facets}")
+        return {query_key(q, facet): dict(p) for q, p in self.pools[facet].items()}
+
+    def query_keys(self) -> list[str]:
+        return [query_key(q, f) for f in self.pools for q in self.pools[f]]
+
+    def paper_ids(self) -> set[str]:
+        """Every query and candidate pid."""
+        return {pid for pools in self.pools.values() for q, p in pools.items() for pid in (q, *p)}
+
+
+def _load_splits(path: Path) -> dict[str, list[str]]:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(raw, dict) or not raw:
+        raise ValueError(f"{path}: a splits file must be a non-empty JSON object")
+    values = list(raw.values())
+    if all(isinstance(v, str) for v in values):  # {query_key: split}
+        splits: dict[str, list[str]] = {}
+        for key, split in raw.items():
+            splits.setdefault(split, []).append(key)
+        return splits
+    if all(isinstance(v, list) for v in values):  # {split: [query_key]}
+        return {k: [str(q) for q in v] for k, v in raw.items()}
+    if all(isinstance(v, dict) and all(isinstance(x, list) for x in v.values()) for v in values):
+        return {f"{group}/{split}": [str(q) for q in qs] for group, inner in raw.items() for split, qs in inner.items()}
+    raise ValueError(
+        f"{path}: splits must be {{split: [query_key]}}, {{query_key: split}} or {{group: {{split: [query_key]}}}}"
+    )
+
+
+def load_pool_set(
+    root: str | Path,
+    name: str,
+    facets: Sequence[str] = (),
+    splits_file: str | Path | None = None,
+    relevance_field: str = "relevance_adju",
+) -> PoolSet:
+    """Read `test-pid2anns-NAME[-FACET].json` (and a splits file when given) from `root`.
+
+    Raises ValueError for a missing file, ragged `cands` / grades, repeated candidates, or split
+    entries naming queries the pools do not hold.
+    """
+    root = Path(root)
+    pools: dict[str, dict[str, dict[str, int]]] = {}
+    self_in_pool: list[str] = []
+    for facet in list(facets) or [""]:
+        path = root / (f"test-pid2anns-{name}-{facet}.json" if facet else f"test-pid2anns-{name}.json")
+        if not path.is_file():
+            raise ValueError(f"annotation file not found: {path}")
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        pools[facet] = {}
+        for qid, ann in raw.items():
+            if relevance_field not in ann:
+                raise ValueError(f"{path}: query {qid} has no {relevance_field!r}; fields: {sorted(ann)}")
+            cands, grades = ann["cands"], ann[relevance_field]
+            if len(cands) != len(grades):
+                raise ValueError(f"{path}: query {qid} has {len(cands)} cands but {len(grades)} grades")
+            if len(set(cands)) != len(cands):
+                raise ValueError(f"{path}: query {qid} repeats candidates")
+            if qid in cands:
+                self_in_pool.append(query_key(qid, facet))
+            pools[facet][qid] = {str(c): int(g) for c, g in zip(cands, grades) if c != qid}
+    splits = _load_splits(Path(splits_file)) if splits_file is not None else {}
+    known = {query_key(q, f) for f in pools for q in pools[f]}
+    for split, keys in splits.items():
+        unknown = [k for k in keys if k not in known]
+        if unknown:
+            raise ValueError(f"split {split!r} names {len(unknown)} unknown queries: {unknown[:10]}")
+    return PoolSet(name, pools, splits, self_in_pool)
+
+
+def read_papers_jsonl(path: str | Path, ids: set[str] | None = None) -> dict[str, Paper]:
+    """`{paper_id: Paper}` from an ASPIRE `abstracts-*.jsonl` (labels from `pred_labels` when present).
+
+    With `ids`, only those papers are kept and a missing one raises ValueError.
+    """
+    papers: dict[str, Paper] = {}
+    with open(path, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            pid = str(rec["paper_id"])
+            if ids is not None and pid not in ids:
+                continue
+            sentences = rec["abstract"]
+            if isinstance(sentences, str):
+                raise ValueError(f"{path}:{line_no}: 'abstract' must be a list of sentences")
+            labels = rec.get("pred_labels")
+            if labels is not None and len(labels) != len(sentences):
+                raise ValueError(f"{path}:{line_no}: {len(labels)} pred_labels for {len(sentences)} sentences")
+            papers[pid] = Paper(pid, rec.get("title", ""), list(sentences), labels)
+    if ids is not None:
+        missing = sorted(ids - set(papers))
+        if missing:
+            raise ValueError(f"{path}: {len(missing)} pooled papers missing: {missing[:10]}")
+    return papers
+
+
+def ranked_path(folder: str | Path, name: str, exp: str, facet: str) -> Path:
+    """`folder/test-pid2pool-NAME-EXP[-FACET]-ranked.json`."""
+    stem = f"test-pid2pool-{name}-{exp}-{facet}-ranked.json" if facet else f"test-pid2pool-{name}-{exp}-ranked.json"
+    return Path(folder) / stem
+
+
+def read_ranked(path: str | Path) -> dict[str, list[str]]:
+    """`{query_pid: [cand_pid, ...]}` best first, from a ranked-pool file."""
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    out: dict[str, list[str]] = {}
+    for qid, ranked in raw.items():
+        if not all(isinstance(x, (list, tuple)) and len(x) == 2 for x in ranked):
+            raise ValueError(f"{path}: query {qid}: entries must be [cand_pid, score] pairs")
+        out[str(qid)] = [str(c) for c, _ in ranked]
+    return out
+
+
+def write_json_atomic(path: str | Path, obj) -> None:
+    """Write JSON to a temporary file beside `path`, then rename: a partial file never appears."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_ranked(path: str | Path, ranked: Mapping[str, Sequence[tuple[str, float]]]) -> None:
+    """Write `{query_pid: [[cand_pid, score], ...]}` (best first), atomically."""
+    write_json_atomic(path, {q: [[c, float(s)] for c, s in r] for q, r in ranked.items()})
+
+
+def evaluate_pool_set(
+    pool_set: PoolSet,
+    rankings: Mapping[str, Mapping[str, Sequence[str]]],
+    metrics: Sequence[str],
+    threshold: int = 1,
+    skip_no_relevant: bool = False,
+) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """Score rankings `{facet: {query_pid: [cand_pid, ...]}}` of every facet of `pool_set`.
+
+    Returns:
+        (`{query key: {metric: value}}`, query keys left out for having no relevant candidate —
+        empty unless `skip_no_relevant`).
+    """
+    per_query: dict[str, dict[str, float]] = {}
+    skipped: list[str] = []
+    for facet in pool_set.facets:
+        if facet not in rankings:
+            raise ValueError(f"no rankings for facet {facet!r}")
+        qrels = pool_set.qrels(facet)
+        ranked = {query_key(q, facet): list(r) for q, r in rankings[facet].items()}
+        per_query.update(evaluate_rankings(qrels, ranked, metrics, threshold, skip_no_relevant))
+        if skip_no_relevant:
+            skipped += queries_without_relevant(qrels, threshold)
+    return per_query, skipped
+
+
+def read_ranked_pool_set(pool_set: PoolSet, folder: str | Path, exp: str) -> dict[str, dict[str, list[str]]]:
+    """Read every facet's ranked file `test-pid2pool-NAME-EXP[-FACET]-ranked.json` from `folder`."""
+    out = {}
+    for facet in pool_set.facets:
+        path = ranked_path(folder, pool_set.name, exp, facet)
+        if not path.is_file():
+            raise ValueError(f"ranked file not found: {path}")
+        out[facet] = read_ranked(path)
+    return out
+
+
+def summarize(
+    pool_set: PoolSet, per_query: Mapping[str, Mapping[str, float]]
+) -> dict[str, dict[str, float | int]]:
+    """Mean metrics over all queries, each facet, and each split (queries left out are not counted).
+
+    Returns `{group: {metric: mean, ..., "n_queries": count}}` with groups `all`, `facet:F` per facet
+    of a faceted set, and `split:S` per split.
+    """
+    groups: dict[str, list[str]] = {"all": list(per_query)}
+    if pool_set.facets != [""]:
+        for facet in pool_set.facets:
+            groups[f"facet:{facet}"] = [query_key(q, facet) for q in pool_set.pools[facet]]
+    for split, keys in pool_set.splits.items():
+        groups[f"split:{split}"] = keys
+    out: dict[str, dict[str, float | int]] = {}
+    for group, keys in groups.items():
+        kept = [k for k in keys if k in per_query]
+        if kept:
+            out[group] = {**mean_metrics(per_query, kept), "n_queries": len(kept)}
+    return out

@@ -1,0 +1,211 @@
+"""Rank judged pools with an encoder and a scorer.
+
+Encoding modes (each cached by `aspire.evaluate.cache`):
+- `contextual`: `encoder.encode` — one pass over `title [SEP] abstract`, a vector per sentence;
+- `independent`: `encoder.encode_independent` — each sentence encoded alone;
+- `abstract`: `encoder.encode_abstract` — one vector per paper, kept as a one-sentence DocBatch.
+
+Scorers: `minl2`, `ot`, `attention` from `aspire.scoring` (sentence sets), and `abstract`: cosine
+similarity of the single vectors (`AbstractCosine`). All are similarities, higher is better.
+A facet-conditional query keeps only the query's sentences whose label maps to the facet, still
+encoded in the context of the whole abstract (`facet_queries`).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from aspire.batch import DocBatch
+from aspire.data.papers import Paper
+from aspire.evaluate.cache import cached_encode
+
+ENCODINGS = ("contextual", "independent", "abstract")
+SENTENCE_SCORERS = ("minl2", "ot", "attention")
+SCORERS = SENTENCE_SCORERS + ("abstract",)
+
+
+class AbstractCosine:
+    """Cosine similarity of one vector per paper (the first sentence slot): (Bq, Bc), higher is better."""
+
+    def score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
+        q = F.normalize(queries.emb[:, 0], dim=-1)  # (Bq, D)
+        c = F.normalize(cands.emb[:, 0], dim=-1)  # (Bc, D)
+        return q @ c.T  # (Bq, Bc)
+
+
+def get_eval_scorer(name: str, **kwargs):
+    """`abstract` -> AbstractCosine; `minl2` / `ot` / `attention` -> `aspire.scoring.get_scorer(name, **kwargs)`."""
+    if name not in SCORERS:
+        raise ValueError(f"unknown scorer {name!r}; valid: {list(SCORERS)}")
+    if name == "abstract":
+        if kwargs:
+            raise ValueError(f"scorer 'abstract' takes no options, got {sorted(kwargs)}")
+        return AbstractCosine()
+    from aspire.scoring import get_scorer
+
+    return get_scorer(name, **kwargs)
+
+
+def encode_papers(
+    encoder,
+    papers: Sequence[Paper],
+    encoding: str,
+    cache_dir=None,
+    batch_size: int = 32,
+    abstract_options: dict | None = None,
+) -> tuple[DocBatch, bool]:
+    """Encode `papers` in one of `ENCODINGS` through the cache -> (DocBatch, from_cache)."""
+    if encoding not in ENCODINGS:
+        raise ValueError(f"unknown encoding {encoding!r}; valid: {list(ENCODINGS)}")
+    abstract_options = dict(abstract_options or {})
+    if encoding == "contextual":
+        fn, options = (lambda ps: encoder.encode(list(ps), batch_size=batch_size, progress=True)), {}
+    elif encoding == "independent":
+        fn, options = (lambda ps: encoder.encode_independent(list(ps), batch_size=batch_size, progress=True)), {}
+    else:
+
+        def fn(ps):
+            vecs = encoder.encode_abstract(list(ps), batch_size=batch_size, progress=True, **abstract_options)
+            return DocBatch(
+                vecs[:, None, :],  # (B, 1, D)
+                torch.ones(len(ps), 1, dtype=torch.bool),
+                [p.paper_id for p in ps],
+                [[" ".join(p.sentences)] for p in ps],
+            )
+
+        options = abstract_options
+    return cached_encode(fn, papers, encoder.fingerprint(), encoding, options, cache_dir)
+
+
+def facet_queries(
+    batch: DocBatch, papers: Mapping[str, Paper], facet: str, label_to_facet: Mapping[str, str]
+) -> DocBatch:
+    """Narrow each row's mask to the sentences whose label maps to `facet`.
+
+    `batch` rows must hold exactly the paper's abstract sentences (labels align by position).
+    Raises ValueError naming the paper when labels are missing or misaligned, or nothing is left.
+    """
+    mask = torch.zeros_like(batch.mask)
+    for i, pid in enumerate(batch.paper_ids):
+        labels = papers[pid].labels
+        if labels is None:
+            raise ValueError(f"paper {pid} has no sentence labels; a facet-conditional query needs them")
+        if len(labels) != len(batch.sentences[i]):
+            raise ValueError(
+                f"paper {pid}: {len(labels)} labels for {len(batch.sentences[i])} encoded sentences "
+                "(is the title included as a sentence?)"
+            )
+        chosen = [j for j, lab in enumerate(labels) if label_to_facet.get(lab) == facet]
+        mask[i, chosen] = True
+    mask &= batch.mask
+    empty = [pid for pid, row in zip(batch.paper_ids, mask.any(dim=1).tolist()) if not row]
+    if empty:
+        raise ValueError(f"no encoded sentence of facet {facet!r} in queries {empty}")
+    return batch.with_mask(mask)
+
+
+def rank_pools(
+    queries: DocBatch,
+    candidates: DocBatch,
+    pools: Mapping[str, Sequence[str]],
+    scorer,
+) -> dict[str, list[tuple[str, float]]]:
+    """Rank each query's pool by `scorer.score` (similarity, higher first; ties keep pool order).
+
+    Args:
+        queries: one row per query pid of `pools` (masks possibly narrowed to a facet).
+        candidates: rows holding every pooled candidate (looked up by paper id).
+        pools: `{query_pid: [cand_pid, ...]}`.
+        scorer: object with `.score(DocBatch (1, S, D), DocBatch (P, S, D)) -> (1, P)`.
+    Returns:
+        `{query_pid: [(cand_pid, similarity), ...]}` best first.
+    """
+    qrow = {pid: i for i, pid in enumerate(queries.paper_ids)}
+    crow = {pid: i for i, pid in enumerate(candidates.paper_ids)}
+    missing = sorted({c for pool in pools.values() for c in pool if c not in crow} | (set(pools) - set(qrow)))
+    if missing:
+        raise ValueError(f"{len(missing)} pooled papers were not encoded: {missing[:10]}")
+    out: dict[str, list[tuple[str, float]]] = {}
+    for qid, pool in pools.items():
+        sims = scorer.score(queries.index([qrow[qid]]), candidates.index([crow[c] for c in pool]))[0]  # (P,)
+        order = torch.sort(-sims.float(), stable=True).indices.tolist()
+        out[qid] = [(pool[j], float(sims[j])) for j in order]
+    return out
+
+
+def rank_pool_set(
+    pool_set,
+    papers: Mapping[str, Paper],
+    model: str,
+    scorer: str,
+    out,
+    exp: str,
+    encoding: str = "contextual",
+    scorer_options: dict | None = None,
+    cache_dir=None,
+    batch_size: int = 32,
+    device: str | None = None,
+    abstract_options: dict | None = None,
+    label_to_facet: Mapping[str, str] | None = None,
+) -> tuple[dict[str, dict[str, list[str]]], dict]:
+    """Encode every pooled paper once, rank each facet's pools, write the ranked files to `out`.
+
+    A faceted set (facet != "") narrows each query to its facet's sentences through
+    `label_to_facet`, except with the `abstract` scorer (one vector, facet ignored).
+    Returns:
+        (`{facet: {query_pid: [cand_pid, ...]}}`, run info with the encoder fingerprint and the
+        seconds spent loading, encoding and scoring).
+    """
+    import time
+    from pathlib import Path
+
+    from aspire.encoders import load_encoder
+    from aspire.evaluate.pools import ranked_path, write_ranked
+
+    if scorer == "abstract":
+        encoding = "abstract"
+    elif encoding == "abstract":
+        raise ValueError("encoding 'abstract' only goes with scorer 'abstract'")
+    score_fn = get_eval_scorer(scorer, **(scorer_options or {}))
+    ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
+
+    t0 = time.perf_counter()
+    encoder = load_encoder(model)
+    if device:
+        encoder.to(device)
+    t_load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    batch, from_cache = encode_papers(encoder, ordered, encoding, cache_dir, batch_size, abstract_options)
+    t_encode = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    batch = batch.to(torch.device(device) if device else encoder.device)
+    row = {pid: i for i, pid in enumerate(batch.paper_ids)}
+    rankings: dict[str, dict[str, list[str]]] = {}
+    for facet in pool_set.facets:
+        pools = {q: list(p) for q, p in pool_set.pools[facet].items()}
+        queries = batch.index([row[q] for q in pools])
+        if facet and encoding != "abstract":
+            if label_to_facet is None:
+                raise ValueError(f"facet {facet!r} needs a label_to_facet mapping")
+            queries = facet_queries(queries, papers, facet, label_to_facet)
+        ranked = rank_pools(queries, batch, pools, score_fn)
+        write_ranked(ranked_path(Path(out), pool_set.name, exp, facet), ranked)
+        rankings[facet] = {q: [c for c, _ in r] for q, r in ranked.items()}
+    t_score = time.perf_counter() - t0
+    info = {
+        "experiment": exp,
+        "model": str(model),
+        "encoder_fingerprint": encoder.fingerprint(),
+        "encoding": encoding,
+        "scorer": scorer,
+        "scorer_options": dict(scorer_options or {}),
+        "abstract_options": dict(abstract_options or {}) if encoding == "abstract" else {},
+        "n_papers": len(ordered),
+        "timings_s": {"load_model": t_load, "encode": t_encode, "encode_from_cache": from_cache, "score": t_score},
+    }
+    return rankings, info

@@ -1,0 +1,82 @@
+"""CSFCube evaluator against the known answer: the shipped SPECTER ranked pools."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from aspire.evaluate import csfcube
+from aspire.evaluate.__main__ import main
+
+# data README: SPECTER sample pools, test protocol, MAP / NDCG%20
+SPECTER = {
+    "background": (43.95, 66.70),
+    "method": (22.44, 37.41),
+    "result": (36.79, 56.67),
+    "all": (34.23, 53.28),
+}
+
+
+@pytest.fixture(scope="module")
+def specter(shared_data):
+    root = shared_data / "csfcube"
+    return root, csfcube.evaluate_ranked_dir(root, root / "sample_ranked_pools", "specter")
+
+
+@pytest.mark.slow
+def test_specter_known_answer(specter):
+    _, (results, per_query) = specter
+    for group, (map_, ndcg) in SPECTER.items():
+        assert results["test"][group]["MAP"] == pytest.approx(map_, abs=0.005), group
+        assert results["test"][group]["NDCG%20"] == pytest.approx(ndcg, abs=0.005), group
+    assert len(per_query) == 50
+    assert results["self_in_pool_removed"] == ["8781666_background", "8781666_result"]
+
+
+@pytest.mark.slow
+def test_protocol_structure(specter):
+    root, (results, per_query) = specter
+    pool_set = csfcube.load_csfcube(root)
+    for group in csfcube.GROUPS:
+        folds = results["folds"][group]
+        assert results["test"][group]["MAP"] == pytest.approx((folds["fold1_test"]["MAP"] + folds["fold2_test"]["MAP"]) / 2)
+        assert results["dev"][group] == folds["fold1_dev"]
+        assert set(results["test"][group]) == set(csfcube.METRICS)
+    # `all` is the mean over every facet-query of the fold, not the mean of the facet means
+    keys = pool_set.splits["all/fold1_test"]
+    assert results["folds"]["all"]["fold1_test"]["MAP"] == pytest.approx(
+        100 * sum(per_query[k]["MAP"] for k in keys) / len(keys)
+    )
+
+
+@pytest.mark.slow
+def test_cli_writes_outputs_and_rejects_incomplete_ranking(shared_data, tmp_path, capsys):
+    root = shared_data / "csfcube"
+    out = tmp_path / "out"
+    assert main(["csfcube", "--data", str(root), "--ranked", str(root / "sample_ranked_pools"),
+                 "--exp", "specter", "--out", str(out)]) == 0
+    assert "all: 34.23 / 53.28" in capsys.readouterr().out
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["test"]["method"]["MAP"] == pytest.approx(22.44, abs=0.005)
+    lines = (out / "test-pid2pool-csfcube-specter-perq.csv").read_text().splitlines()
+    assert len(lines) == 51 and lines[0].startswith("query,paper_id,facet,test_fold")
+
+    # a ranked file missing one pool candidate is a clear error naming the query
+    bad = tmp_path / "bad"
+    shutil.copytree(root / "sample_ranked_pools", bad)
+    path = bad / "test-pid2pool-csfcube-specter-method-ranked.json"
+    ranked = json.loads(path.read_text())
+    qid = next(iter(ranked))
+    ranked[qid] = ranked[qid][:-1]
+    path.write_text(json.dumps(ranked))
+    assert main(["csfcube", "--data", str(root), "--ranked", str(bad), "--exp", "specter", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"query {qid}_method: ranking misses 1" in err
+
+    # an unknown candidate id
+    ranked[qid] = ranked[qid] + [["not-a-paper", 0.0]]
+    path.write_text(json.dumps(ranked))
+    assert main(["csfcube", "--data", str(root), "--ranked", str(bad), "--exp", "specter", "--out", str(out)]) == 2
+    assert "outside the pool" in capsys.readouterr().err

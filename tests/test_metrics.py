@@ -1,0 +1,148 @@
+"""Ranking metrics: known answers, a brute-force NDCG, agreement with ranx, and the bad-input rules."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from aspire.evaluate.metrics import check_rankings, evaluate_rankings, mean_metrics, ndcg_at_k, pool_cutoff
+
+QRELS = {"q": {"a": 3, "b": 0, "c": 2, "d": 0, "e": 1}}
+RANKED = {"q": ["a", "b", "c", "d", "e"]}
+
+
+def brute_ndcg(gains, k):
+    """Loop version of the CSFCube formula: rank 1 undiscounted, rank i >= 2 divided by log2(i)."""
+
+    def dcg(g):
+        return sum(x if i == 1 else x / math.log2(i) for i, x in enumerate(g[:k], start=1))
+
+    ideal = dcg(sorted(gains, reverse=True))
+    return 0.0 if ideal == 0 else dcg(gains) / ideal
+
+
+def test_ndcg_known_answer_from_published_rank_metrics():
+    # rank_metrics.ndcg_at_k([2, 1, 2, 0], 4) (method 0, used by the CSFCube script) = 0.9203032077642922
+    assert ndcg_at_k([2, 1, 2, 0], 4) == pytest.approx(0.9203032077642922, abs=1e-12)
+    assert ndcg_at_k([3, 2, 3, 0, 0, 1, 2, 2, 3, 0], 1) == pytest.approx(1.0)
+    assert ndcg_at_k([0, 0, 0], 2) == 0.0
+
+
+def test_ndcg_matches_brute_force_loop():
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(1, 40)
+        gains = [rng.choice([0, 0, 0, 1, 2, 3]) for _ in range(n)]
+        k = rng.randint(1, n + 3)
+        assert ndcg_at_k(gains, k) == pytest.approx(brute_ndcg(gains, k), abs=1e-12)
+
+
+def test_trec_discount_matches_ranx_ndcg():
+    rng = random.Random(1)
+    qrels, run, ours = {}, {}, {}
+    for qi in range(12):
+        n = rng.randint(3, 30)
+        gains = [rng.choice([0, 1, 2, 3]) for _ in range(n)]
+        gains[0] = max(gains[0], 1)  # at least one relevant
+        cands = [f"c{j}" for j in range(n)]
+        rng.shuffle(cands)
+        q = f"q{qi}"
+        qrels[q] = dict(zip(cands, gains))
+        run[q] = cands
+        ours[q] = ndcg_at_k([qrels[q][c] for c in cands], 10, discount="trec")
+    got = evaluate_rankings(qrels, run, ["ndcg@10"])
+    for q in qrels:
+        assert got[q]["ndcg@10"] == pytest.approx(ours[q], abs=1e-9)
+
+
+def test_csfcube_and_trec_discounts_differ():
+    assert ndcg_at_k([0, 1, 2], 3, "csfcube") != pytest.approx(ndcg_at_k([0, 1, 2], 3, "trec"))
+    with pytest.raises(ValueError, match="discount"):
+        ndcg_at_k([1], 1, discount="burges")
+
+
+def test_pool_cutoff_equals_published_int_rounding():
+    for n in range(5, 3000):
+        assert pool_cutoff(n, 20) == int(0.2 * n)
+    assert pool_cutoff(3, 20) == 1  # never 0
+
+
+def test_binary_metrics_known_answers():
+    got = evaluate_rankings(QRELS, RANKED, ["MAP", "P@2", "R@2", "R-precision", "MRR", "bpref"], threshold=2)["q"]
+    # relevant (grade >= 2) at ranks 1 and 3; non-relevant a grade 0 at 2, 0 at 4, grade 1 at 5
+    assert got["MAP"] == pytest.approx((1 / 1 + 2 / 3) / 2)
+    assert got["P@2"] == pytest.approx(0.5)
+    assert got["R@2"] == pytest.approx(0.5)
+    assert got["R-precision"] == pytest.approx(0.5)
+    assert got["MRR"] == pytest.approx(1.0)
+    # bpref: rank 1 has 0 non-relevant above, rank 3 has 1 of min(R=2, N=3) = 2
+    assert got["bpref"] == pytest.approx((1.0 + (1 - 1 / 2)) / 2)
+    assert list(got) == ["MAP", "P@2", "R@2", "R-precision", "MRR", "bpref"]  # caller's names and order
+
+
+def test_threshold_changes_binary_metrics_not_ndcg():
+    at1 = evaluate_rankings(QRELS, RANKED, ["MAP", "NDCG%60", "ndcg@3"], threshold=1)["q"]
+    at2 = evaluate_rankings(QRELS, RANKED, ["MAP", "NDCG%60", "ndcg@3"], threshold=2)["q"]
+    assert at1["MAP"] == pytest.approx((1 + 2 / 3 + 3 / 5) / 3)
+    assert at1["MAP"] != pytest.approx(at2["MAP"])
+    assert at1["NDCG%60"] == pytest.approx(at2["NDCG%60"])
+    assert at1["ndcg@3"] == pytest.approx(at2["ndcg@3"])
+    # NDCG%60 of a 5-pool = NDCG@3 with the CSFCube discount
+    assert at1["NDCG%60"] == pytest.approx(brute_ndcg([3, 0, 2, 0, 1], 3))
+
+
+def test_order_matters_and_given_order_is_used():
+    best = evaluate_rankings(QRELS, {"q": ["a", "c", "e", "b", "d"]}, ["MAP", "NDCG%40"], threshold=2)["q"]
+    worst = evaluate_rankings(QRELS, {"q": ["d", "b", "e", "c", "a"]}, ["MAP", "NDCG%40"], threshold=2)["q"]
+    assert best["MAP"] == pytest.approx(1.0)
+    assert best["NDCG%40"] == pytest.approx(1.0)
+    assert worst["MAP"] < 0.5
+    assert worst["NDCG%40"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "ranked, message",
+    [
+        (["a", "b", "c", "d"], "misses 1 of 5"),
+        (["a", "b", "c", "d", "e", "zz"], "outside the pool"),
+        (["a", "b", "c", "d", "e", "a"], "repeats"),
+    ],
+)
+def test_bad_rankings_raise(ranked, message):
+    with pytest.raises(ValueError, match=message):
+        evaluate_rankings(QRELS, {"q": ranked}, ["MAP"])
+
+
+def test_unknown_or_unranked_queries_raise():
+    with pytest.raises(ValueError, match="without judgements"):
+        check_rankings(QRELS, {**RANKED, "other": ["x"]})
+    with pytest.raises(ValueError, match="no ranking"):
+        check_rankings({**QRELS, "q2": {"x": 1}}, RANKED)
+    with pytest.raises(ValueError, match="negative"):
+        check_rankings({"q": {"a": -1}}, {"q": ["a"]})
+
+
+def test_query_without_relevant_is_refused_or_skipped():
+    qrels = {**QRELS, "dead": {"x": 0, "y": 1}}
+    rankings = {**RANKED, "dead": ["x", "y"]}
+    with pytest.raises(ValueError, match="no candidate with grade >= 2.*dead"):
+        evaluate_rankings(qrels, rankings, ["MAP"], threshold=2)
+    got = evaluate_rankings(qrels, rankings, ["MAP"], threshold=2, skip_no_relevant=True)
+    assert set(got) == {"q"}
+    assert set(evaluate_rankings(qrels, rankings, ["MAP"], threshold=1)) == {"q", "dead"}
+
+
+def test_unknown_metric_lists_valid_ones():
+    with pytest.raises(ValueError, match="valid"):
+        evaluate_rankings(QRELS, RANKED, ["ndcg@0"])
+    with pytest.raises(ValueError, match="valid"):
+        evaluate_rankings(QRELS, RANKED, ["recall"])
+
+
+def test_mean_metrics():
+    per_query = {"a": {"m": 0.2}, "b": {"m": 0.6}, "c": {"m": 1.0}}
+    assert mean_metrics(per_query, ["a", "b"])["m"] == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="no scores"):
+        mean_metrics(per_query, ["a", "zz"])
