@@ -223,7 +223,7 @@ class Searcher:
         """Exact ranking of every indexed paper by scorer `method` ("minl2", "ot", ...), no ANN.
 
         "minl2" scans all sentence vectors (`chunk` x 64 rows at a time) and takes each paper's
-        minimum; other scorers score the papers `chunk` at a time. Returns (papers (k,) positions,
+        minimum; other scorers score the papers `chunk` at a time, grouped by sentence count. Returns (papers (k,) positions,
         scores (k,) similarities), best first.
         """
         if exclude is None:
@@ -233,10 +233,11 @@ class Searcher:
         else:
             scorer = self.scorer(method, self.config)
             scores = torch.empty(self.index.n_papers)
+            by_length = np.argsort(np.diff(self.index.offsets), kind="stable")  # chunks of similar length pad little
             for start in range(0, self.index.n_papers, chunk):
-                papers = np.arange(start, min(start + chunk, self.index.n_papers))
+                papers = by_length[start : start + chunk]
                 pool = self.index.gather(papers, device=query.device, dtype=query.emb.dtype)
-                scores[start : start + len(papers)] = scorer.score(query, pool)[0].float().cpu()
+                scores[torch.from_numpy(papers)] = scorer.score(query, pool)[0].float().cpu()
         for pid in exclude:
             if pid in self.index.positions:
                 scores[self.index.positions[pid]] = -float("inf")
@@ -258,9 +259,11 @@ class Searcher:
 
     def scorer(self, method: str, config: SearchConfig):
         """The scorer behind a re-ranking method (cached)."""
-        key = (method, config.ot_tau, config.ot_eps)
+        key = (method, config.ot_tau, config.ot_eps, config.ot_tol, config.ot_max_iter)
         if key not in self._scorers:
-            kwargs = {"tau": config.ot_tau, "eps": config.ot_eps} if method == "ot" else {}
+            kwargs = {}
+            if method == "ot":
+                kwargs = dict(tau=config.ot_tau, eps=config.ot_eps, tol=config.ot_tol, max_iter=config.ot_max_iter)
             self._scorers[key] = get_scorer(method, **kwargs)
         return self._scorers[key]
 

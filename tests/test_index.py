@@ -274,3 +274,11 @@ def test_torchrun_two_ranks_encode_shards_and_merge(tmp_path, tiny_model_dir):
     single = encode_corpus(load_encoder(tiny_model_dir), papers, progress=False)
     np.testing.assert_allclose(np.asarray(index.vectors), single.vectors, atol=1e-5)
     assert index.offsets.tolist() == single.offsets.tolist()
+
+
+@pytest.mark.parametrize("name", ["index.yaml", "index-large.yaml", "index-bench.yaml"])
+def test_shipped_configs_load(name):
+    cfg = load_config(IndexBuildConfig, REPO / "configs" / name)
+    assert cfg.index.kind in ("auto", "flat", "hnsw", "ivf")
+    if name == "index.yaml":
+        assert cfg == IndexBuildConfig()  # the file spells out the defaults

@@ -186,3 +186,16 @@ def test_cli_search_by_id_and_by_file(tmp_path, tiny_model_dir, capsys):
     assert search_main(["--index", str(out), "--query-file", str(query), "--k", "2"]) == 0
     text = capsys.readouterr().out
     assert text.count("a model of text") == 2 and "q0 <-> s0" in text
+
+
+def test_encoder_of_another_model_is_refused(searcher):
+    from aspire.index import ModelMismatchError
+
+    class OtherEncoder:
+        def fingerprint(self) -> str:
+            return "another-model"
+
+    with pytest.raises(ModelMismatchError, match="another-model"):
+        Searcher(searcher.index, encoder=OtherEncoder())
+    with pytest.raises(ValueError, match="needs an encoder"):
+        searcher.query_from_paper(None)

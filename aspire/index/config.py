@@ -64,8 +64,10 @@ class SearchConfig:
     sentence_k_factor: float = 1.0
     sentence_k_min: int = 100
     exclude_query: bool = True
-    ot_tau: float = 1.0
-    ot_eps: float = 0.05
+    ot_tau: float = 1.0  # OT sentence-weight temperature (aspire.scoring.OTScorer)
+    ot_eps: float = 0.05  # entropic regularisation
+    ot_tol: float = 1e-4  # Sinkhorn marginal tolerance
+    ot_max_iter: int = 1000
 
 
 @dataclass
