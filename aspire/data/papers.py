@@ -1,8 +1,50 @@
-"""Papers: the unit of input. `Paper` holds an id, a title and the abstract as a list of sentences."""
+"""Papers: the unit of input, read from and written to JSONL.
+
+`Paper` holds an id, a title and the abstract as a list of sentences. `read_papers(path)` reads a
+JSONL file of papers and accounts for every line: each becomes a `Paper`, a `RejectedRecord`
+(file, line, paper id if known, reason) or a blank line. Without `skip_bad` the first bad record
+raises `BadRecordError` (a `ValueError`) naming the file and line; with `skip_bad=True` every bad
+record is listed in `ReadResult.rejected` and reading goes on. `iter_papers` streams the same
+records for files too big to hold.
+
+Record rules (one JSON object a line):
+- The file is read as bytes and each line decoded as UTF-8 on its own, so an undecodable byte is
+  reported with its line. A UTF-8 byte-order mark at the very start of the file is ignored. Files
+  ending in `.gz` are read through gzip. Lines end at `\\n`; a trailing `\\r` is whitespace.
+- Blank (whitespace-only) lines are not records: they are skipped and listed in `blank_lines`.
+- `paper_id`: a non-blank string, kept as given, or an integer (not a bool), converted with
+  `str()`. Anything else is an error. Repeating the id of a paper already read (after conversion)
+  is an error naming the line of its first occurrence; a rejected record does not claim its id.
+- `title`: a string, possibly empty (it is context for the encoder, never a sentence to match).
+- `abstract`: either a list of sentences, kept exactly as given (each must be a string with some
+  non-whitespace character), or one string, split into sentences by the splitter (default
+  `aspire.data.sentences.DEFAULT_SPLITTER`). An empty title together with an empty abstract is an
+  error; so is an empty abstract alone (a paper needs at least one sentence to be matched).
+  One sentence is fine. There is no length limit unless asked: `max_sentences` and
+  `max_sentence_chars` turn over-long abstracts and sentences into bad records.
+- `pred_labels` (optional): a list of strings, one a sentence, stored as `Paper.labels`. It needs a
+  list abstract of the same length (labels cannot follow a split the file did not give).
+- Any other field is kept in `Paper.extra` and written back by `write_papers`.
+
+CLI: `python -m aspire.data.papers check FILE [--skip-bad] [--splitter NAME]` prints the counts and
+every rejected record; it exits 1 when a record was rejected.
+"""
 
 from __future__ import annotations
 
+import argparse
+import gzip
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from aspire.data.sentences import DEFAULT_SPLITTER, SentenceSplitter, resolve_splitter
+
+RESERVED_FIELDS = ("paper_id", "title", "abstract", "pred_labels")
 
 
 @dataclass(frozen=True)
@@ -14,3 +56,285 @@ class Paper:
     sentences: list[str]
     labels: list[str] | None = None
     extra: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class RejectedRecord:
+    """A line of a papers file that did not become a `Paper`, and why."""
+
+    path: str
+    line: int  # 1-based
+    paper_id: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        pid = f" (paper_id {self.paper_id!r})" if self.paper_id is not None else ""
+        return f"{self.path}:{self.line}{pid}: {self.reason}"
+
+
+class BadRecordError(ValueError):
+    """A bad record in a papers file; the message names the file, the line and the paper id if known."""
+
+    def __init__(self, record: RejectedRecord) -> None:
+        super().__init__(str(record))
+        self.record = record
+
+
+@dataclass
+class ReadResult:
+    """Everything `read_papers` made of a file: `papers` (with `paper_lines`, the line of each),
+    `rejected` and `blank_lines`; together they account for all `n_lines` lines."""
+
+    path: str
+    papers: list[Paper]
+    paper_lines: list[int]
+    rejected: list[RejectedRecord]
+    blank_lines: list[int]
+    n_lines: int
+
+    def summary(self) -> str:
+        """One line of counts."""
+        return (
+            f"{self.path}: {self.n_lines} lines: {len(self.papers)} papers, "
+            f"{len(self.rejected)} rejected, {len(self.blank_lines)} blank"
+        )
+
+
+class _Bad(Exception):
+    """Internal: a record is bad for `reason`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _parse_id(record: dict) -> str:
+    if "paper_id" not in record:
+        raise _Bad("missing field 'paper_id'")
+    pid = record["paper_id"]
+    if isinstance(pid, bool) or not isinstance(pid, (str, int)):
+        raise _Bad(f"paper_id must be a string or an integer, got {_type_name(pid)}")
+    pid = str(pid)
+    if not pid.strip():
+        raise _Bad("paper_id is empty")
+    return pid
+
+
+def _id_despite_bad_bytes(raw: bytes) -> str | None:
+    """The paper id of a line that is not valid UTF-8, if it can be read with the bad bytes replaced."""
+    try:
+        record = json.loads(raw.decode("utf-8", errors="replace"))
+        return _parse_id(record) if isinstance(record, dict) else None
+    except (json.JSONDecodeError, _Bad):
+        return None
+
+
+def _parse_sentences(
+    record: dict, splitter: Callable[[], SentenceSplitter], max_sentences: int | None, max_sentence_chars: int | None
+) -> tuple[str, list[str], list[str] | None]:
+    """(title, sentences, labels) of a record whose id is valid; raises `_Bad`."""
+    for key in ("title", "abstract"):
+        if key not in record:
+            raise _Bad(f"missing field {key!r}")
+    title, abstract = record["title"], record["abstract"]
+    if not isinstance(title, str):
+        raise _Bad(f"title must be a string, got {_type_name(title)}")
+    if isinstance(abstract, str):
+        sentences = splitter().split(abstract)
+    elif isinstance(abstract, list):
+        for i, sent in enumerate(abstract):
+            if not isinstance(sent, str):
+                raise _Bad(f"abstract[{i}] must be a string, got {_type_name(sent)}")
+            if not sent.strip():
+                raise _Bad(f"abstract[{i}] is empty")
+        sentences = list(abstract)
+    else:
+        raise _Bad(f"abstract must be a string or a list of strings, got {_type_name(abstract)}")
+    if not sentences:
+        raise _Bad("empty title and abstract" if not title.strip() else "abstract is empty (no sentences)")
+    if max_sentences is not None and len(sentences) > max_sentences:
+        raise _Bad(f"abstract has {len(sentences)} sentences, more than max_sentences={max_sentences}")
+    if max_sentence_chars is not None:
+        longest = max(range(len(sentences)), key=lambda i: len(sentences[i]))
+        if len(sentences[longest]) > max_sentence_chars:
+            raise _Bad(
+                f"sentence {longest} has {len(sentences[longest])} characters, "
+                f"more than max_sentence_chars={max_sentence_chars}"
+            )
+    labels = record.get("pred_labels")
+    if labels is not None:
+        if not isinstance(abstract, list):
+            raise _Bad("pred_labels needs the abstract as a list of sentences, got a string")
+        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+            raise _Bad("pred_labels must be a list of strings")
+        if len(labels) != len(sentences):
+            raise _Bad(f"pred_labels has {len(labels)} labels for {len(sentences)} sentences")
+    return title, sentences, labels
+
+
+def _open_bytes(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+
+
+def iter_lines(
+    path: str | Path,
+    *,
+    splitter: str | SentenceSplitter = DEFAULT_SPLITTER,
+    max_sentences: int | None = None,
+    max_sentence_chars: int | None = None,
+) -> Iterator[tuple[int, Paper | RejectedRecord | None]]:
+    """(line number, outcome) for every line of a papers file: a `Paper`, a `RejectedRecord`, or
+    None for a blank line. Never raises for a bad record; the splitter is built on first need."""
+    path = Path(path)
+    name = str(path)
+    built: list[SentenceSplitter] = []
+
+    def get_splitter() -> SentenceSplitter:
+        if not built:
+            built.append(resolve_splitter(splitter))
+        return built[0]
+
+    first_line: dict[str, int] = {}
+    with _open_bytes(path) as f:
+        for line_no, raw in enumerate(f, start=1):
+            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            pid = None
+            try:
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    pid = _id_despite_bad_bytes(raw)
+                    raise _Bad(f"not valid UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}") from None
+                if not text.strip():
+                    yield line_no, None
+                    continue
+                try:
+                    record = json.loads(text)
+                except json.JSONDecodeError as e:
+                    raise _Bad(f"invalid JSON: {e.msg} (column {e.colno})") from None
+                if not isinstance(record, dict):
+                    raise _Bad(f"expected a JSON object, got {_type_name(record)}")
+                pid = _parse_id(record)
+                if pid in first_line:
+                    raise _Bad(f"duplicate paper_id, first seen on line {first_line[pid]}")
+                title, sentences, labels = _parse_sentences(
+                    record, get_splitter, max_sentences, max_sentence_chars
+                )
+            except _Bad as bad:
+                yield line_no, RejectedRecord(name, line_no, pid, bad.reason)
+                continue
+            first_line[pid] = line_no
+            extra = {k: v for k, v in record.items() if k not in RESERVED_FIELDS}
+            yield line_no, Paper(pid, title, sentences, labels, extra)
+
+
+def iter_papers(
+    path: str | Path,
+    *,
+    splitter: str | SentenceSplitter = DEFAULT_SPLITTER,
+    on_reject: Callable[[RejectedRecord], None] | None = None,
+    max_sentences: int | None = None,
+    max_sentence_chars: int | None = None,
+) -> Iterator[Paper]:
+    """Stream the papers of a file. A bad record raises `BadRecordError`, unless `on_reject` is
+    given: then it is called with each `RejectedRecord` and reading goes on. Blank lines are skipped."""
+    for _, outcome in iter_lines(
+        path, splitter=splitter, max_sentences=max_sentences, max_sentence_chars=max_sentence_chars
+    ):
+        if isinstance(outcome, Paper):
+            yield outcome
+        elif isinstance(outcome, RejectedRecord):
+            if on_reject is None:
+                raise BadRecordError(outcome)
+            on_reject(outcome)
+
+
+def read_papers(
+    path: str | Path,
+    *,
+    splitter: str | SentenceSplitter = DEFAULT_SPLITTER,
+    skip_bad: bool = False,
+    max_sentences: int | None = None,
+    max_sentence_chars: int | None = None,
+) -> ReadResult:
+    """Read a JSONL papers file (rules in the module docstring).
+
+    Without `skip_bad`, the first bad record raises `BadRecordError`; with it, bad records are
+    listed in `ReadResult.rejected`. `splitter` (a registry name or a `SentenceSplitter`) splits
+    string abstracts; it is only loaded if one is met.
+    """
+    result = ReadResult(str(path), [], [], [], [], 0)
+    for line_no, outcome in iter_lines(
+        path, splitter=splitter, max_sentences=max_sentences, max_sentence_chars=max_sentence_chars
+    ):
+        result.n_lines = line_no
+        if outcome is None:
+            result.blank_lines.append(line_no)
+        elif isinstance(outcome, RejectedRecord):
+            if not skip_bad:
+                raise BadRecordError(outcome)
+            result.rejected.append(outcome)
+        else:
+            result.papers.append(outcome)
+            result.paper_lines.append(line_no)
+    return result
+
+
+def paper_to_record(paper: Paper) -> dict:
+    """The JSON object `read_papers` reads back as `paper` (abstract as its sentence list)."""
+    clash = sorted(set(paper.extra) & set(RESERVED_FIELDS))
+    if clash:
+        raise ValueError(f"paper {paper.paper_id!r}: extra fields clash with reserved fields {clash}")
+    record = {"paper_id": paper.paper_id, "title": paper.title, "abstract": list(paper.sentences)}
+    if paper.labels is not None:
+        record["pred_labels"] = list(paper.labels)
+    record.update(paper.extra)
+    return record
+
+
+def write_papers(path: str | Path, papers: Iterable[Paper]) -> int:
+    """Write papers as JSONL (UTF-8, one object a line), atomically: a temporary file in the same
+    folder is renamed over `path` only once complete. Returns the number of papers written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    n = 0
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            for paper in papers:
+                f.write(json.dumps(paper_to_record(paper), ensure_ascii=False) + "\n")
+                n += 1
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return n
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`check FILE [--skip-bad] [--splitter NAME]`: print counts and rejected records; 1 if any."""
+    parser = argparse.ArgumentParser(prog="python -m aspire.data.papers", description="Check a JSONL papers file.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="read FILE and report papers, rejected records and blank lines")
+    check.add_argument("file", type=Path)
+    check.add_argument("--skip-bad", action="store_true", help="list every bad record instead of stopping at the first")
+    check.add_argument("--splitter", default=DEFAULT_SPLITTER, help="sentence splitter for string abstracts")
+    args = parser.parse_args(argv)
+    try:
+        result = read_papers(args.file, splitter=args.splitter, skip_bad=args.skip_bad)
+    except BadRecordError as e:
+        print(f"bad record: {e}", file=sys.stderr)
+        return 1
+    print(result.summary())
+    for rejected in result.rejected:
+        print(f"rejected: {rejected}")
+    return 1 if result.rejected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,303 @@
+"""Reading papers from JSONL: every bad record is reported with its file and line, every line is accounted for."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from aspire.data.papers import (
+    BadRecordError,
+    Paper,
+    ReadResult,
+    RejectedRecord,
+    iter_papers,
+    main,
+    read_papers,
+    write_papers,
+)
+from aspire.data.sentences import SentenceSplitter, get_splitter
+
+GOOD = {"paper_id": "p1", "title": "A title", "abstract": ["First sentence.", "Second sentence."]}
+
+
+def line(**fields) -> bytes:
+    record = {**GOOD, **fields}
+    record = {k: v for k, v in record.items() if v is not _DROP}
+    return json.dumps(record).encode("utf-8")
+
+
+_DROP = object()
+_LATIN1 = '{"paper_id": "b", "title": "café", "abstract": ["x."]}'.encode("latin-1")
+
+
+def write_lines(path: Path, lines: list[bytes]) -> Path:
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def assert_accounted(result: ReadResult) -> None:
+    lines = result.paper_lines + [r.line for r in result.rejected] + result.blank_lines
+    assert sorted(lines) == list(range(1, result.n_lines + 1))
+
+
+# (bad line, paper id the error should name or None, words the reason must contain)
+BAD_RECORDS = [
+    (b'{"paper_id": "x", "title": "t", ', None, "invalid JSON"),
+    (b'["paper_id", "x"]', None, "expected a JSON object, got list"),
+    (b'"just a string"', None, "expected a JSON object, got str"),
+    (line(paper_id=_DROP), None, "missing field 'paper_id'"),
+    (line(paper_id=""), None, "paper_id is empty"),
+    (line(paper_id="   "), None, "paper_id is empty"),
+    (line(paper_id=None), None, "paper_id must be a string or an integer, got null"),
+    (line(paper_id=1.5), None, "got float"),
+    (line(paper_id=True), None, "got bool"),
+    (line(paper_id="b", title="", abstract=[]), "b", "empty title and abstract"),
+    (line(paper_id="b", title="  ", abstract="   "), "b", "empty title and abstract"),
+    (line(paper_id="b", abstract=[]), "b", "abstract is empty"),
+    (line(paper_id="b", title=_DROP), "b", "missing field 'title'"),
+    (line(paper_id="b", abstract=_DROP), "b", "missing field 'abstract'"),
+    (line(paper_id="b", title=7), "b", "title must be a string, got int"),
+    (line(paper_id="b", abstract=42), "b", "abstract must be a string or a list of strings, got int"),
+    (line(paper_id="b", abstract={"text": "x"}), "b", "got dict"),
+    (line(paper_id="b", abstract=["Fine.", 3]), "b", "abstract[1] must be a string, got int"),
+    (line(paper_id="b", abstract=["Fine.", ["nested"]]), "b", "abstract[1] must be a string, got list"),
+    (line(paper_id="b", abstract=["Fine.", "  "]), "b", "abstract[1] is empty"),
+    (line(paper_id="b", pred_labels=["method_label"]), "b", "pred_labels has 1 labels for 2 sentences"),
+    (line(paper_id="b", pred_labels="method_label"), "b", "pred_labels must be a list of strings"),
+    (line(paper_id="b", pred_labels=["a", 1]), "b", "pred_labels must be a list of strings"),
+    (line(paper_id="b", abstract="One. Two.", pred_labels=["a", "b"]), "b", "needs the abstract as a list"),
+    (_LATIN1, "b", f"not valid UTF-8: byte 0xe9 at column {_LATIN1.index(0xE9) + 1}"),
+]
+
+
+@pytest.mark.parametrize("bad, pid, reason", BAD_RECORDS, ids=[r for _, _, r in BAD_RECORDS])
+def test_bad_record_raises_naming_file_line_and_id(tmp_path, bad, pid, reason):
+    path = write_lines(tmp_path / "papers.jsonl", [line(paper_id="ok1"), b"", bad, line(paper_id="ok2")])
+    with pytest.raises(BadRecordError) as err:
+        read_papers(path)
+    assert isinstance(err.value, ValueError)
+    message = str(err.value)
+    assert message.startswith(f"{path}:3")
+    assert reason in message
+    assert err.value.record.line == 3
+    assert err.value.record.paper_id == pid
+    if pid is not None:
+        assert repr(pid) in message
+
+
+def test_skip_bad_lists_every_bad_record(tmp_path):
+    lines = [line(paper_id=f"ok{i}") for i in range(3)]
+    for bad, _, _ in BAD_RECORDS:
+        lines.append(bad)
+        lines.append(b"   ")
+    path = write_lines(tmp_path / "papers.jsonl", lines)
+    result = read_papers(path, skip_bad=True)
+    assert [p.paper_id for p in result.papers] == ["ok0", "ok1", "ok2"]
+    assert [r.line for r in result.rejected] == [4 + 2 * i for i in range(len(BAD_RECORDS))]
+    for rejected, (_, pid, reason) in zip(result.rejected, BAD_RECORDS):
+        assert reason in rejected.reason
+        assert rejected.paper_id == pid
+        assert rejected.path == str(path)
+    assert result.blank_lines == [5 + 2 * i for i in range(len(BAD_RECORDS))]
+    assert result.n_lines == 3 + 2 * len(BAD_RECORDS)
+    assert_accounted(result)
+
+
+def test_duplicate_id_names_first_line(tmp_path):
+    path = write_lines(
+        tmp_path / "dup.jsonl",
+        [line(paper_id="a"), line(paper_id="b"), line(paper_id="a"), line(paper_id=7), line(paper_id="7")],
+    )
+    with pytest.raises(BadRecordError, match=r"dup.jsonl:3 \(paper_id 'a'\): duplicate paper_id, first seen on line 1"):
+        read_papers(path)
+    result = read_papers(path, skip_bad=True)
+    assert [p.paper_id for p in result.papers] == ["a", "b", "7"]
+    assert [(r.line, r.reason) for r in result.rejected] == [
+        (3, "duplicate paper_id, first seen on line 1"),
+        (5, "duplicate paper_id, first seen on line 4"),
+    ]
+
+
+def test_a_rejected_record_does_not_claim_its_id(tmp_path):
+    path = write_lines(tmp_path / "p.jsonl", [line(paper_id="a", abstract=[]), line(paper_id="a")])
+    result = read_papers(path, skip_bad=True)
+    assert [p.paper_id for p in result.papers] == ["a"]
+    assert result.paper_lines == [2]
+    assert [r.line for r in result.rejected] == [1]
+
+
+def test_integer_ids_become_strings(tmp_path):
+    path = write_lines(tmp_path / "p.jsonl", [line(paper_id=10010426)])
+    assert read_papers(path).papers[0].paper_id == "10010426"
+
+
+def test_list_abstracts_are_kept_exactly_as_given(tmp_path):
+    sentences = ["  Odd  spacing stays.", "e.g. this is kept whole. Even with two sentences inside."]
+    path = write_lines(tmp_path / "p.jsonl", [line(abstract=sentences)])
+    assert read_papers(path).papers[0].sentences == sentences
+
+
+def test_string_abstracts_are_split(tmp_path):
+    text = "We follow Smith et al. (2020) closely. Results in Fig. 2 are strong (p < 0.05). We conclude."
+    path = write_lines(tmp_path / "p.jsonl", [line(abstract=text)])
+    paper = read_papers(path).papers[0]
+    assert paper.sentences == [
+        "We follow Smith et al. (2020) closely.",
+        "Results in Fig. 2 are strong (p < 0.05).",
+        "We conclude.",
+    ]
+    assert paper.labels is None
+
+
+class _Recording(SentenceSplitter):
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def starts(self, text: str) -> list[int]:
+        self.texts.append(text)
+        return [i + 1 for i, c in enumerate(text) if c == ";"]
+
+
+def test_splitter_is_swappable_and_only_used_for_strings(tmp_path):
+    splitter = _Recording()
+    path = write_lines(tmp_path / "p.jsonl", [line(paper_id="a", abstract="one; two; three"), line(paper_id="b")])
+    papers = read_papers(path, splitter=splitter).papers
+    assert papers[0].sentences == ["one;", "two;", "three"]
+    assert papers[1].sentences == GOOD["abstract"]
+    assert splitter.texts == ["one; two; three"]
+    with pytest.raises(ValueError, match="unknown sentence splitter"):
+        read_papers(path, splitter="no_such_splitter")
+
+
+def test_labels_and_extra_fields_are_kept(tmp_path):
+    labels = ["background_label", "method_label"]
+    path = write_lines(tmp_path / "p.jsonl", [line(pred_labels=labels, year=2020, venue="ACL")])
+    paper = read_papers(path).papers[0]
+    assert paper.labels == labels
+    assert paper.extra == {"year": 2020, "venue": "ACL"}
+
+
+def test_empty_title_with_an_abstract_is_fine(tmp_path):
+    path = write_lines(tmp_path / "p.jsonl", [line(title="")])
+    assert read_papers(path).papers[0].title == ""
+
+
+def test_length_rules(tmp_path):
+    one = line(paper_id="one", abstract=["Only one sentence."])
+    many = line(paper_id="many", abstract=[f"Sentence {i}." for i in range(200)])
+    huge = line(paper_id="huge", abstract=["word " * 2000 + "end.", "Short."])
+    path = write_lines(tmp_path / "p.jsonl", [one, many, huge])
+    result = read_papers(path)
+    assert [len(p.sentences) for p in result.papers] == [1, 200, 2]
+    assert len(result.papers[2].sentences[0]) > 10_000
+    limited = read_papers(path, skip_bad=True, max_sentences=100, max_sentence_chars=5000)
+    assert [p.paper_id for p in limited.papers] == ["one"]
+    assert [r.reason for r in limited.rejected] == [
+        "abstract has 200 sentences, more than max_sentences=100",
+        "sentence 0 has 10004 characters, more than max_sentence_chars=5000",
+    ]
+
+
+def test_blank_lines_bom_crlf_and_missing_final_newline(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + line(paper_id="a") + b"\r\n\r\n  \t\n" + line(paper_id="b"))
+    result = read_papers(path)
+    assert [p.paper_id for p in result.papers] == ["a", "b"]
+    assert result.blank_lines == [2, 3]
+    assert result.n_lines == 4
+    assert_accounted(result)
+
+
+def test_bom_after_the_first_line_is_an_error(tmp_path):
+    path = write_lines(tmp_path / "p.jsonl", [line(paper_id="a"), b"\xef\xbb\xbf" + line(paper_id="b")])
+    with pytest.raises(BadRecordError, match=r"p.jsonl:2: invalid JSON"):
+        read_papers(path)
+
+
+def test_gzip_files_are_read(tmp_path):
+    path = tmp_path / "p.jsonl.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(line(paper_id="a") + b"\n" + b"{oops\n")
+    result = read_papers(path, skip_bad=True)
+    assert [p.paper_id for p in result.papers] == ["a"]
+    assert str(result.rejected[0]).startswith(f"{path}:2: invalid JSON")
+
+
+def test_iter_papers_streams_and_reports(tmp_path):
+    path = write_lines(tmp_path / "p.jsonl", [line(paper_id="a"), b"{", line(paper_id="b")])
+    seen: list[RejectedRecord] = []
+    assert [p.paper_id for p in iter_papers(path, on_reject=seen.append)] == ["a", "b"]
+    assert [r.line for r in seen] == [2]
+    stream = iter_papers(path)
+    assert next(stream).paper_id == "a"
+    with pytest.raises(BadRecordError, match="p.jsonl:2"):
+        next(stream)
+
+
+def test_write_then_read_round_trip(tmp_path):
+    papers = [
+        Paper("a", "Café résumé", ["Naïve sentence.", "Another one."], ["background_label", "result_label"]),
+        Paper("b", "", ["Only one."], None, {"year": 2021}),
+    ]
+    path = tmp_path / "out" / "papers.jsonl"
+    assert write_papers(path, papers) == 2
+    back = read_papers(path).papers
+    assert back == papers
+    assert back[1].extra == {"year": 2021}
+    assert "Café" in path.read_text(encoding="utf-8")
+
+
+def test_write_is_atomic(tmp_path):
+    path = tmp_path / "papers.jsonl"
+    write_papers(path, [Paper("a", "t", ["s."])])
+    before = path.read_bytes()
+    clashing = Paper("b", "t", ["s."], None, {"abstract": "sneaky"})
+    with pytest.raises(ValueError, match="clash with reserved fields"):
+        write_papers(path, [Paper("c", "t", ["s."]), clashing])
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["papers.jsonl"]
+
+
+def test_check_cli_reports_counts_and_every_rejected_record(tmp_path, capsys):
+    path = write_lines(tmp_path / "p.jsonl", [line(paper_id="a"), b"[1]", b"", line(paper_id="a")])
+    assert main(["check", str(path), "--skip-bad", "--splitter", "spacy_sentencizer"]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}: 4 lines: 1 papers, 2 rejected, 1 blank" in out
+    assert f"rejected: {path}:2: expected a JSON object, got list" in out
+    assert f"rejected: {path}:4 (paper_id 'a'): duplicate paper_id, first seen on line 1" in out
+    assert main(["check", str(path)]) == 1
+    assert f"{path}:2" in capsys.readouterr().err
+    clean = write_lines(tmp_path / "clean.jsonl", [line(paper_id="a")])
+    assert main(["check", str(clean)]) == 0
+
+
+@pytest.mark.slow
+def test_real_csfcube_file_reads_completely(shared_data):
+    path = shared_data / "csfcube" / "abstracts-csfcube-preds.jsonl"
+    result = read_papers(path, splitter=get_splitter("spacy_sentencizer"))
+    assert len(result.papers) == 4205
+    assert result.rejected == [] and result.blank_lines == []
+    assert all(p.labels is not None and len(p.labels) == len(p.sentences) for p in result.papers)
+    assert_accounted(result)
+
+
+@pytest.mark.slow
+def test_real_abstracts_as_strings_are_split_like_the_gold(shared_data, tmp_path):
+    """Re-joined CSFCube abstracts, read as strings, mostly come back as the gold sentence lists."""
+    src = read_papers(shared_data / "csfcube" / "abstracts-csfcube-preds.jsonl")
+    sample = [p for p in src.papers[:200]]
+    path = tmp_path / "joined.jsonl"
+    path.write_text(
+        "".join(json.dumps({"paper_id": p.paper_id, "title": p.title, "abstract": " ".join(p.sentences)}) + "\n"
+                for p in sample),
+        encoding="utf-8",
+    )
+    back = read_papers(path).papers
+    assert [p.paper_id for p in back] == [p.paper_id for p in sample]
+    same = sum(b.sentences == [s.strip() for s in p.sentences] for b, p in zip(back, sample))
+    assert same / len(sample) > 0.85
