@@ -40,8 +40,13 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", help="torch device for encoding and scoring (default: the model's)")
-    p.add_argument("--abstract-max-length", type=int,
-                   help="word-piece limit for the whole-abstract vector (sentence-transformers: 256 MiniLM, 384 MPNet)")
+    p.add_argument("--max-length", type=int,
+                   help="word-piece limit for independent sentences / the whole-abstract vector "
+                        "(sentence-transformers pipelines: 256 for minilm, 384 for mpnet)")
+    p.add_argument("--normalize", action="store_true",
+                   help="L2-normalise independent-sentence / whole-abstract vectors (sentence-transformers pipelines do)")
+    p.add_argument("--joiner", help="whole-abstract vector: join title and abstract with this text "
+                                    "(default: encode them as a text pair, [CLS] title [SEP] abstract [SEP])")
 
 
 def _scorer_options(args) -> dict:
@@ -82,7 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     _check_model_args(parser, args)
     cache_dir = None if args.no_cache else args.cache_dir
-    abstract_options = {} if args.abstract_max_length is None else {"max_length": args.abstract_max_length}
+    encode_options = {
+        k: v for k, v in (("max_length", args.max_length), ("normalize", args.normalize or None), ("joiner", args.joiner))
+        if v is not None
+    }
+    if encode_options and args.encoding == "contextual" and args.scorer != "abstract":
+        parser.error("--max-length/--normalize/--joiner apply to --encoding independent or --scorer abstract")
     out = Path(args.out)
     try:
         if args.command == "csfcube":
@@ -93,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 results = csfcube.run_csfcube(
                     args.data, args.model, args.scorer, out, exp=args.exp, encoding=args.encoding,
                     scorer_options=_scorer_options(args), cache_dir=cache_dir, batch_size=args.batch_size,
-                    device=args.device, abstract_options=abstract_options,
+                    device=args.device, encode_options=encode_options,
                 )
             print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
             print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}")
@@ -106,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                 metrics=[m for m in args.metrics.split(",") if m], skip_no_relevant=args.skip_no_relevant,
                 ranked_dir=args.ranked, exp=args.exp, model=args.model, scorer=args.scorer,
                 encoding=args.encoding, scorer_options=_scorer_options(args), cache_dir=cache_dir,
-                batch_size=args.batch_size, device=args.device, abstract_options=abstract_options,
+                batch_size=args.batch_size, device=args.device, encode_options=encode_options,
             )
             writer = csv.writer(sys.stdout, delimiter="\t")
             names = list(results["metrics"])

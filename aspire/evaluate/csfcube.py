@@ -134,7 +134,7 @@ def run_csfcube(
     cache_dir: str | Path | None = None,
     batch_size: int = 32,
     device: str | None = None,
-    abstract_options: dict | None = None,
+    encode_options: dict | None = None,
 ) -> dict:
     """Encode CSFCube with `model`, rank every facet's pools with `scorer`, write and return results.
 
@@ -152,7 +152,7 @@ def run_csfcube(
     exp = exp or f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}"
     rankings, info = rank_pool_set(
         pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
-        device, abstract_options, LABEL_TO_FACET,
+        device, encode_options, LABEL_TO_FACET,
     )
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(info)

@@ -48,7 +48,7 @@ def run_pools(
     cache_dir=None,
     batch_size: int = 32,
     device: str | None = None,
-    abstract_options: dict | None = None,
+    encode_options: dict | None = None,
 ) -> dict:
     """Score ranked files from `ranked_dir` (with `exp`), or rank with `model` + `scorer` first."""
     data, out = Path(data), Path(out)
@@ -68,7 +68,7 @@ def run_pools(
         exp = exp or f"{Path(str(model)).name}-{'abstract' if scorer == 'abstract' else encoding}-{scorer}"
         rankings, info = rank_pool_set(
             pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
-            device, abstract_options, facet_label_map(facets),
+            device, encode_options, facet_label_map(facets),
         )
     per_query, skipped = evaluate_pool_set(pool_set, rankings, metrics, threshold, skip_no_relevant)
     summary = {

@@ -217,6 +217,8 @@ def evaluate_pool_set(
         per_query.update(evaluate_rankings(qrels, ranked, metrics, threshold, skip_no_relevant))
         if skip_no_relevant:
             skipped += queries_without_relevant(qrels, threshold)
+    if not per_query:
+        raise ValueError(f"no query has a candidate with grade >= {threshold}: nothing to evaluate")
     return per_query, skipped
 
 

@@ -56,20 +56,32 @@ def encode_papers(
     encoding: str,
     cache_dir=None,
     batch_size: int = 32,
-    abstract_options: dict | None = None,
+    encode_options: dict | None = None,
 ) -> tuple[DocBatch, bool]:
-    """Encode `papers` in one of `ENCODINGS` through the cache -> (DocBatch, from_cache)."""
+    """Encode `papers` in one of `ENCODINGS` through the cache -> (DocBatch, from_cache).
+
+    `encode_options` go to `encode_independent` / `encode_abstract` (e.g. `normalize`,
+    `max_length`, `joiner`) and into the cache key; the contextual encoding takes none.
+    """
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding!r}; valid: {list(ENCODINGS)}")
-    abstract_options = dict(abstract_options or {})
+    options = dict(encode_options or {})
     if encoding == "contextual":
-        fn, options = (lambda ps: encoder.encode(list(ps), batch_size=batch_size, progress=True)), {}
+        if options:
+            raise ValueError(f"the contextual encoding takes no options, got {sorted(options)}")
+
+        def fn(ps):
+            return encoder.encode(list(ps), batch_size=batch_size, progress=True)
+
     elif encoding == "independent":
-        fn, options = (lambda ps: encoder.encode_independent(list(ps), batch_size=batch_size, progress=True)), {}
+
+        def fn(ps):
+            return encoder.encode_independent(list(ps), batch_size=batch_size, progress=True, **options)
+
     else:
 
         def fn(ps):
-            vecs = encoder.encode_abstract(list(ps), batch_size=batch_size, progress=True, **abstract_options)
+            vecs = encoder.encode_abstract(list(ps), batch_size=batch_size, progress=True, **options)
             return DocBatch(
                 vecs[:, None, :],  # (B, 1, D)
                 torch.ones(len(ps), 1, dtype=torch.bool),
@@ -77,7 +89,6 @@ def encode_papers(
                 [[" ".join(p.sentences)] for p in ps],
             )
 
-        options = abstract_options
     return cached_encode(fn, papers, encoder.fingerprint(), encoding, options, cache_dir)
 
 
@@ -149,7 +160,7 @@ def rank_pool_set(
     cache_dir=None,
     batch_size: int = 32,
     device: str | None = None,
-    abstract_options: dict | None = None,
+    encode_options: dict | None = None,
     label_to_facet: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, dict[str, list[str]]], dict]:
     """Encode every pooled paper once, rank each facet's pools, write the ranked files to `out`.
@@ -179,7 +190,7 @@ def rank_pool_set(
         encoder.to(device)
     t_load = time.perf_counter() - t0
     t0 = time.perf_counter()
-    batch, from_cache = encode_papers(encoder, ordered, encoding, cache_dir, batch_size, abstract_options)
+    batch, from_cache = encode_papers(encoder, ordered, encoding, cache_dir, batch_size, encode_options)
     t_encode = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -204,7 +215,7 @@ def rank_pool_set(
         "encoding": encoding,
         "scorer": scorer,
         "scorer_options": dict(scorer_options or {}),
-        "abstract_options": dict(abstract_options or {}) if encoding == "abstract" else {},
+        "encode_options": dict(encode_options or {}),
         "n_papers": len(ordered),
         "timings_s": {"load_model": t_load, "encode": t_encode, "encode_from_cache": from_cache, "score": t_score},
     }

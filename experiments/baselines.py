@@ -1,0 +1,115 @@
+"""CSFCube baseline table: pretrained minilm / mpnet under each scorer, beside SPECTER's published row.
+
+    python experiments/baselines.py run --models minilm mpnet     # encode once per mode (cached), score, save
+    python experiments/baselines.py table                         # experiments/results/baselines.md
+
+Every row is one `python -m aspire.evaluate csfcube ...` command (printed in the table); `run` calls the
+same function in-process and keeps each row's results.json under experiments/results/baselines/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from aspire.evaluate import csfcube  # noqa: E402
+
+DATA = REPO.parent / "shared" / "data" / "csfcube"
+RESULTS = REPO / "experiments" / "results" / "baselines"
+# sentence-transformers pipelines of these models: word-piece limit, and a final Normalize layer
+ST_MAX_LENGTH = {"minilm": 256, "mpnet": 384}
+
+ROWS = {
+    # key: (label, encoding, scorer, scorer options, whether the ST pipeline's limit/normalisation apply)
+    "independent-minl2": ("(a) sentences encoded independently, min-L2", "independent", "minl2", {}, True),
+    "contextual-minl2": ("(b) contextual sentences, min-L2", "contextual", "minl2", {}, False),
+    "contextual-ot-tau0.5": ("(c) contextual sentences, OT tau=0.5", "contextual", "ot", {"tau": 0.5}, False),
+    "contextual-ot-tau5000": ("(c) contextual sentences, OT tau=5000", "contextual", "ot", {"tau": 5000.0}, False),
+    "abstract": ("(d) whole-abstract vector (title + abstract), cosine", "abstract", "abstract", {}, True),
+}
+# SPECTER's published row (data README / CSFCube paper), MAP / NDCG%20
+SPECTER = {"background": (43.95, 66.70), "method": (22.44, 37.41), "result": (36.79, 56.67), "all": (34.23, 53.28)}
+
+
+def row_settings(model: str, key: str) -> tuple[dict, list[str]]:
+    """(run_csfcube keyword arguments, the equivalent CLI command)."""
+    _, encoding, scorer, opts, st_pipeline = ROWS[key]
+    encode_options = {"max_length": ST_MAX_LENGTH[model], "normalize": True} if st_pipeline else {}
+    exp = f"{model}-{key}"
+    cmd = ["python", "-m", "aspire.evaluate", "csfcube", "--model", model, "--scorer", scorer]
+    if scorer != "abstract":
+        cmd += ["--encoding", encoding]
+    for k, v in opts.items():
+        cmd += [f"--{k}", f"{v:g}"]
+    if encode_options:
+        cmd += ["--max-length", str(encode_options["max_length"]), "--normalize"]
+    cmd += ["--exp", exp, "--out", f"runs/csfcube/{exp}"]
+    kwargs = dict(model=model, scorer=scorer, exp=exp, encoding=encoding if scorer != "abstract" else "contextual",
+                  scorer_options=opts, encode_options=encode_options)
+    return kwargs, cmd
+
+
+def run(models: list[str], rows: list[str], cache_dir: str | None, batch_size: int) -> None:
+    from aspire.evaluate.cache import default_cache_dir
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for model in models:
+        for key in rows:
+            kwargs, cmd = row_settings(model, key)
+            with tempfile.TemporaryDirectory() as tmp:
+                res = csfcube.run_csfcube(DATA, out=tmp, cache_dir=cache_dir or default_cache_dir(),
+                                          batch_size=batch_size, **kwargs)
+            res["command"] = shlex.join(cmd)
+            (RESULTS / f"{model}-{key}.json").write_text(json.dumps(res, indent=1))
+            print(f"{model:7s} {key:24s} {csfcube.format_table(res)}  timings {res['timings_s']}", flush=True)
+
+
+def table() -> str:
+    groups = csfcube.GROUPS
+    head = "| model | setting | " + " | ".join(f"{g} MAP | {g} NDCG%20" for g in groups) + " |"
+    lines = [head, "|" + "---|" * (2 + 2 * len(groups))]
+    lines.append("| SPECTER (published; shipped ranked pools) | whole-abstract vector | "
+                 + " | ".join(f"{SPECTER[g][0]:.2f} | {SPECTER[g][1]:.2f}" for g in groups) + " |")
+    commands = []
+    for path in sorted(RESULTS.glob("*.json")):
+        res = json.loads(path.read_text())
+        key = path.stem.split("-", 1)[1]
+        label = ROWS[key][0] if key in ROWS else key
+        t = res["test"]
+        lines.append(f"| {res['model']} | {label} | "
+                     + " | ".join(f"{t[g]['MAP']:.2f} | {t[g]['NDCG%20']:.2f}" for g in groups) + " |")
+        commands.append(f"- {res['model']} {label}: `{res['command']}` (encode {res['timings_s']['encode']:.0f} s"
+                        f"{' from cache' if res['timings_s']['encode_from_cache'] else ''}, "
+                        f"score {res['timings_s']['score']:.0f} s)")
+    return "\n".join(lines) + "\n\nCommands (run from the repository root):\n\n" + "\n".join(commands) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    pr = sub.add_parser("run")
+    pr.add_argument("--models", nargs="+", default=["minilm", "mpnet"], choices=sorted(ST_MAX_LENGTH))
+    pr.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    pr.add_argument("--cache-dir")
+    pr.add_argument("--batch-size", type=int, default=32)
+    sub.add_parser("table")
+    args = parser.parse_args()
+    if args.cmd == "run":
+        run(args.models, args.rows, args.cache_dir, args.batch_size)
+    else:
+        text = table()
+        (REPO / "experiments" / "results" / "baselines.md").write_text(
+            "# CSFCube baselines (test protocol: mean of the two folds; MAP and NDCG%20 in percent)\n\n" + text
+        )
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

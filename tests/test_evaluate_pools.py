@@ -1,0 +1,175 @@
+"""General pool re-ranking evaluator on a small ASPIRE-style set built here; ranking, facets and the cache."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from aspire.batch import DocBatch
+from aspire.data.papers import Paper
+from aspire.evaluate.__main__ import main
+from aspire.evaluate.cache import cached_encode
+from aspire.evaluate.pool_run import facet_label_map, run_pools
+from aspire.evaluate.pools import load_pool_set, read_ranked, summarize
+from aspire.evaluate.rank import facet_queries, rank_pools
+
+SENTS = {
+    "p1": ["we propose a new neural model of text", "the model improves the state of the art"],
+    "p2": ["a language model for scientific documents", "we show results on two tasks"],
+    "p3": ["citation data is based on the paper title", "this method is new"],
+    "p4": ["sentence similarity with a neural network", "results show the approach performs well"],
+    "p5": ["an aspect of the abstract"],
+    "p6": ["document similarity by matching sentences", "we use a neural method", "performance improves"],
+    "p7": ["scientific text similarity", "our method uses citation data"],
+    "p8": ["the task is data learning", "results improve"],
+}
+LABELS = {p: (["background_label", "method_label", "result_label"] * 2)[: len(s)] for p, s in SENTS.items()}
+POOLS = {
+    "p1": {"cands": ["p1", "p2", "p3", "p4", "p5"], "relevance_adju": [3, 2, 0, 1, 0]},  # p1 in its own pool
+    "p6": {"cands": ["p2", "p3", "p7", "p8"], "relevance_adju": [0, 1, 2, 0]},
+}
+
+
+@pytest.fixture()
+def toy(tmp_path):
+    root = tmp_path / "toy"
+    root.mkdir()
+    with open(root / "abstracts-toy.jsonl", "w") as fh:
+        for pid, sents in SENTS.items():
+            fh.write(json.dumps({"paper_id": pid, "title": f"title {pid}", "abstract": sents,
+                                 "pred_labels": LABELS[pid]}) + "\n")
+    (root / "test-pid2anns-toy.json").write_text(json.dumps(POOLS))
+    (root / "test-pid2anns-toy-method.json").write_text(json.dumps(POOLS))
+    (root / "toy-evaluation_splits.json").write_text(json.dumps({"p1": "dev", "p6": "test"}))
+    ranked = {"p1": [["p4", 0.9], ["p2", 0.8], ["p3", 0.7], ["p5", 0.1]],
+              "p6": [["p2", -1.0], ["p7", -2.0], ["p3", -3.0], ["p8", -4.0]]}
+    (root / "test-pid2pool-toy-manual-ranked.json").write_text(json.dumps(ranked))
+    return root
+
+
+def test_load_pool_set_removes_query_from_own_pool(toy):
+    ps = load_pool_set(toy, "toy", splits_file=toy / "toy-evaluation_splits.json")
+    assert ps.self_in_pool == ["p1"]
+    assert list(ps.pools[""]["p1"]) == ["p2", "p3", "p4", "p5"]
+    assert ps.splits == {"dev": ["p1"], "test": ["p6"]}
+    with pytest.raises(ValueError, match="annotation file not found"):
+        load_pool_set(toy, "nope")
+    (toy / "bad-splits.json").write_text(json.dumps({"test": ["p1", "ghost"]}))
+    with pytest.raises(ValueError, match="unknown queries.*ghost"):
+        load_pool_set(toy, "toy", splits_file=toy / "bad-splits.json")
+
+
+def test_cli_scores_ranked_files_with_threshold(toy, tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["pools", "--data", str(toy), "--name", "toy", "--splits", str(toy / "toy-evaluation_splits.json"),
+            "--ranked", str(toy), "--exp", "manual", "--out", str(out)]
+    assert main(args + ["--threshold", "1"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    # p1: relevant p4, p2 at ranks 1, 2 -> AP 1; p6: relevant p7, p3 at ranks 2, 3 -> AP (1/2 + 2/3) / 2
+    assert res["summary"]["split:dev"]["MAP"] == pytest.approx(100.0)
+    assert res["summary"]["split:test"]["MAP"] == pytest.approx(100 * (1 / 2 + 2 / 3) / 2)
+    assert res["summary"]["split:test"]["MRR"] == pytest.approx(50.0)
+    assert res["summary"]["all"]["n_queries"] == 2
+    assert set(res["metrics"]) == {"MAP", "NDCG%20", "nDCG@10", "P@5", "P@10", "MRR", "bpref"}
+    assert "split:test" in capsys.readouterr().out
+
+    assert main(args + ["--threshold", "2"]) == 0
+    res2 = json.loads((out / "results.json").read_text())
+    assert res2["summary"]["split:dev"]["MAP"] == pytest.approx(50.0)  # only p2 (rank 2) is relevant at 2
+    assert res2["summary"]["split:test"]["MAP"] == pytest.approx(50.0)  # only p7 (rank 2)
+
+    # a threshold nothing reaches: refused, or left out and listed
+    assert main(args + ["--threshold", "3"]) == 2
+    assert "no candidate with grade >= 3" in capsys.readouterr().err
+    assert main(args + ["--threshold", "3", "--skip-no-relevant"]) == 2  # p6 and p1 both empty at 3
+    assert "outside" not in capsys.readouterr().err
+
+
+def test_skip_no_relevant_lists_the_queries(toy, tmp_path):
+    pools = dict(POOLS, p6={"cands": ["p2", "p3", "p7", "p8"], "relevance_adju": [0, 1, 1, 0]})
+    (toy / "test-pid2anns-toy.json").write_text(json.dumps(pools))
+    with pytest.raises(ValueError, match="no candidate with grade >= 2"):
+        run_pools(toy, "toy", tmp_path / "o", threshold=2, ranked_dir=toy, exp="manual")
+    res = run_pools(toy, "toy", tmp_path / "o", threshold=2, ranked_dir=toy, exp="manual", skip_no_relevant=True)
+    assert res["skipped_no_relevant"] == ["p6"]
+    assert res["summary"]["all"]["n_queries"] == 1
+
+
+def test_ranked_file_with_the_query_itself_is_refused(toy, tmp_path):
+    ranked = json.loads((toy / "test-pid2pool-toy-manual-ranked.json").read_text())
+    ranked["p1"].append(["p1", 0.0])
+    (toy / "test-pid2pool-toy-manual-ranked.json").write_text(json.dumps(ranked))
+    with pytest.raises(ValueError, match=r"query p1: ranking holds 1 ids outside the pool: \['p1'\]"):
+        run_pools(toy, "toy", tmp_path / "o", ranked_dir=toy, exp="manual")
+
+
+class DotScorer:
+    """Stand-in scorer: similarity = dot product of the first selected sentence vectors."""
+
+    def score(self, queries: DocBatch, cands: DocBatch):
+        q = (queries.emb * queries.mask[..., None]).sum(1)  # (Bq, D)
+        c = (cands.emb * cands.mask[..., None]).sum(1)  # (Bc, D)
+        return q @ c.T
+
+
+def test_rank_pools_orders_by_similarity_and_keeps_pool_order_on_ties():
+    emb = torch.tensor([[[1.0, 0.0]], [[3.0, 0.0]], [[1.0, 0.0]], [[2.0, 0.0]], [[1.0, 0.0]]])
+    batch = DocBatch(emb, torch.ones(5, 1, dtype=torch.bool), ["q", "a", "b", "c", "d"], [["s"]] * 5)
+    ranked = rank_pools(batch.index([0]), batch, {"q": ["b", "a", "d", "c"]}, DotScorer())
+    assert [c for c, _ in ranked["q"]] == ["a", "c", "b", "d"]
+    assert [s for _, s in ranked["q"]] == [3.0, 2.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="not encoded"):
+        rank_pools(batch.index([0]), batch, {"q": ["a", "zz"]}, DotScorer())
+
+
+def test_facet_queries_narrows_the_mask():
+    papers = {"x": Paper("x", "t", ["s0", "s1", "s2"], ["background_label", "method_label", "objective_label"])}
+    batch = DocBatch(torch.randn(1, 3, 4), torch.ones(1, 3, dtype=torch.bool), ["x"], [["s0", "s1", "s2"]])
+    mapping = facet_label_map(["background", "method", "result"])
+    assert facet_queries(batch, papers, "background", mapping).mask.tolist() == [[True, False, True]]
+    assert facet_queries(batch, papers, "method", mapping).mask.tolist() == [[False, True, False]]
+    with pytest.raises(ValueError, match="no encoded sentence of facet 'result'"):
+        facet_queries(batch, papers, "result", mapping)
+
+
+def test_cache_round_trip_and_keys(tmp_path):
+    papers = [Paper("a", "t", ["x", "y"]), Paper("b", "t", ["z"])]
+    calls = []
+
+    def encode(ps):
+        calls.append(len(ps))
+        return DocBatch.from_list([torch.randn(len(p.sentences), 3) for p in ps], [p.paper_id for p in ps],
+                                  [p.sentences for p in ps])
+
+    first, hit1 = cached_encode(encode, papers, "fp", "contextual", {}, tmp_path)
+    again, hit2 = cached_encode(encode, papers, "fp", "contextual", {}, tmp_path)
+    assert (hit1, hit2) == (False, True) and calls == [2]
+    assert torch.equal(first.emb, again.emb) and torch.equal(first.mask, again.mask)
+    assert again.sentences == [["x", "y"], ["z"]]
+    cached_encode(encode, papers, "fp", "independent", {}, tmp_path)  # another mode: encodes again
+    cached_encode(encode, [papers[0]], "fp", "contextual", {}, tmp_path)  # other papers: encodes again
+    assert calls == [2, 2, 1]
+    assert not list(tmp_path.glob(".*tmp"))  # no temporary file left behind
+
+
+@pytest.mark.parametrize("scorer", ["minl2", "abstract"])
+def test_model_run_end_to_end_with_cache(toy, tmp_path, tiny_model_dir, scorer):
+    kw = dict(facets=["method"], model=str(tiny_model_dir), scorer=scorer, cache_dir=tmp_path / "cache",
+              batch_size=4, exp="tiny")
+    res = run_pools(toy, "toy", tmp_path / "o1", **kw)
+    assert res["timings_s"]["encode_from_cache"] is False
+    ranked = read_ranked(tmp_path / "o1" / "test-pid2pool-toy-tiny-method-ranked.json")
+    assert sorted(ranked["p1"]) == ["p2", "p3", "p4", "p5"] and sorted(ranked["p6"]) == ["p2", "p3", "p7", "p8"]
+    res2 = run_pools(toy, "toy", tmp_path / "o2", **kw)
+    assert res2["timings_s"]["encode_from_cache"] is True
+    assert read_ranked(tmp_path / "o2" / "test-pid2pool-toy-tiny-method-ranked.json") == ranked
+    assert res2["summary"] == res["summary"]
+
+
+def test_summarize_groups(toy):
+    ps = load_pool_set(toy, "toy", facets=["method"])
+    per_query = {"p1_method": {"m": 0.5}, "p6_method": {"m": 1.0}}
+    got = summarize(ps, per_query)
+    assert got["all"]["m"] == pytest.approx(0.75) and got["facet:method"]["n_queries"] == 2
