@@ -178,12 +178,13 @@ class ContextualSentenceEncoder(nn.Module):
         return self.model.config.hidden_size
 
     # ---- tokenisation -----------------------------------------------------------------------------
-    def _cut_title(self, title: str) -> str:
-        enc = self.tokenizer(title, add_special_tokens=False, return_offsets_mapping=True)
-        offsets = enc["offset_mapping"]
-        if len(offsets) <= self.max_title_tokens:
-            return title
-        return title[: offsets[self.max_title_tokens - 1][1]]
+    def _cut_titles(self, titles: list[str]) -> list[str]:
+        """Titles cut to `max_title_tokens` word pieces (at a piece boundary)."""
+        enc = self.tokenizer(titles, add_special_tokens=False, return_offsets_mapping=True)
+        return [
+            t if len(offsets) <= self.max_title_tokens else t[: offsets[self.max_title_tokens - 1][1]]
+            for t, offsets in zip(titles, enc["offset_mapping"])
+        ]
 
     def tokenize(self, papers: Sequence[Paper]) -> EncoderInputs:
         """Tokenise `title [SEP] abstract` pairs and map every word piece to its sentence."""
@@ -195,7 +196,7 @@ class ContextualSentenceEncoder(nn.Module):
             begins = np.cumsum([0] + [len(s) + 1 for s in body[:-1]]) if body else np.zeros(0, dtype=int)
             texts.append(" ".join(body))
             starts.append(begins)
-        titles = [self._cut_title(p.title) for p in papers]
+        titles = self._cut_titles([p.title for p in papers])
         enc = self.tokenizer(
             titles,
             texts,
@@ -205,11 +206,11 @@ class ContextualSentenceEncoder(nn.Module):
             return_overflowing_tokens=True,
             return_offsets_mapping=True,
             padding=True,
-            return_tensors="pt",
-        )
-        row_paper = enc["overflow_to_sample_mapping"].long()
-        offsets = enc["offset_mapping"].numpy()
-        sent_index = np.full(enc["input_ids"].shape, -1, dtype=np.int64)
+        )  # plain lists: converting them with numpy is much faster than return_tensors="pt"
+        row_paper = torch.tensor(enc["overflow_to_sample_mapping"], dtype=torch.long)
+        offsets = np.asarray(enc["offset_mapping"], dtype=np.int64)  # (R, T, 2)
+        input_ids = torch.from_numpy(np.asarray(enc["input_ids"], dtype=np.int64))
+        sent_index = np.full(input_ids.shape, -1, dtype=np.int64)
         first_row = np.ones(len(row_paper), dtype=bool)
         first_row[1:] = row_paper[1:].numpy() != row_paper[:-1].numpy()
         for r, b in enumerate(row_paper.tolist()):
@@ -222,16 +223,18 @@ class ContextualSentenceEncoder(nn.Module):
         keep = np.ones(len(row_paper), dtype=bool) if self.overflow == "window" else first_row
         truncation = self._truncation_records(papers, sents, sent_index, row_paper.numpy(), first_row)
         self._check_every_sentence_has_pieces(papers, sents, sent_index[keep], row_paper.numpy()[keep], truncation)
+        keep_t = torch.from_numpy(keep)
+        as_tensor = lambda key: torch.from_numpy(np.asarray(enc[key], dtype=np.int64))[keep_t]  # noqa: E731
         return EncoderInputs(
-            input_ids=enc["input_ids"][keep],
-            attention_mask=enc["attention_mask"][keep],
+            input_ids=input_ids[keep_t],
+            attention_mask=as_tensor("attention_mask"),
             sent_index=torch.from_numpy(sent_index[keep]),
-            row_paper=row_paper[torch.from_numpy(keep)],
+            row_paper=row_paper[keep_t],
             n_sentences=[len(s) for s in sents],
             paper_ids=[p.paper_id for p in papers],
             sentences=sents,
             truncation=truncation,
-            token_type_ids=enc["token_type_ids"][keep] if "token_type_ids" in enc else None,
+            token_type_ids=as_tensor("token_type_ids") if "token_type_ids" in enc else None,
         )
 
     def _truncation_records(self, papers, sents, sent_index, row_paper, first_row) -> list[TruncationRecord]:
