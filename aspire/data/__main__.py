@@ -7,9 +7,11 @@
     python -m aspire.data split    --in runs/cc/3_group  --out runs/cc/4_split
     python -m aspire.data examples --in runs/cc/4_split  --out runs/cc/5_examples
     python -m aspire.data run-all  --in cocitations.jsonl --out runs/cc
+    python -m aspire.data align    --examples runs/cc/5_examples --teacher runs/cosentbert/model --out runs/cc/6_aligned
 
-Every stage takes `--config configs/data_cocite.yaml` (optional; defaults are embedded) and
-dotted overrides such as `filter.max_cited=4 split.seed=1`. Each prints its report (JSON).
+Every co-citation stage takes `--config configs/data_cocite.yaml` (optional; defaults are embedded)
+and dotted overrides such as `filter.max_cited=4 split.seed=1`; `align` takes `AlignConfig`
+overrides such as `text_field=contexts`. Each prints its report (JSON).
 """
 
 from __future__ import annotations
@@ -42,13 +44,25 @@ def _parser() -> argparse.ArgumentParser:
     stage("split", "train/dev split by co-cited set (no pair in both)", **{"in": "a group directory"})
     stage("examples", "pairs of each set with contexts and negatives", **{"in": "a split directory"})
     stage("run-all", "input A end to end", **{"in": "records JSONL"})
+    stage("align", "cc_align / abs_align sentence indices by a teacher encoder",
+          examples="an examples directory", teacher="a sentence-transformers model directory (CoSentBert)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    cfg = cocite.load_cocite_config(args.config, args.overrides)
     stage = args.stage
+    if stage == "align":
+        from aspire.config import load_config
+        from aspire.data.align import AlignConfig, align_examples
+        from aspire.encoders.cosentbert import load_sentence_model
+
+        align_cfg = load_config(AlignConfig, args.config, args.overrides)
+        report = align_examples(args.examples, load_sentence_model(args.teacher), args.out, align_cfg)
+        json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    cfg = cocite.load_cocite_config(args.config, args.overrides)
     if stage == "cocite-from-records":
         report = cocite.ingest_records(getattr(args, "in"), args.out, cfg.ingest)
     elif stage == "cocite-from-s2orc":

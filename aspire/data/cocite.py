@@ -28,7 +28,8 @@ Formats (all JSONL, one object a line, UTF-8)
      "negative_ids": [n, ...] (seeded; never a member of any set holding the pair),
      "set_ids": sets holding the pair, "context_ids", "contexts", "contexts_clean": every
      context of the split citing both p and p'}
-    The examples directory also holds `abstracts.jsonl` for every paper the examples name.
+    The examples directory also holds `abstracts.jsonl` for every paper the examples name and a
+    copy of `groups.{train,dev}.jsonl`, so it is self-contained.
 
 Tokens (for the length filters) are counted by a named tokenizer from `TOKENIZERS`:
 `regex` (default: words, numbers and hyphen/apostrophe compounds are one token, so is a
@@ -654,6 +655,8 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
         )
         report[split] = {**counts, "papers": len(split_papers), "negative_pool": len(pool)}
     report["papers_named"] = _copy_jsonl(in_dir / "abstracts.jsonl", out_dir / "abstracts.jsonl", lambda o: o["paper_id"] in named)
+    for split in SPLITS:  # the co-cited sets travel with the examples (CoSentBert trains on them)
+        _copy_jsonl(in_dir / f"groups.{split}.jsonl", out_dir / f"groups.{split}.jsonl")
     write_json(out_dir / REPORT, report)
     return report
 

