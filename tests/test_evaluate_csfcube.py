@@ -80,3 +80,48 @@ def test_cli_writes_outputs_and_rejects_incomplete_ranking(shared_data, tmp_path
     path.write_text(json.dumps(ranked))
     assert main(["csfcube", "--data", str(root), "--ranked", str(bad), "--exp", "specter", "--out", str(out)]) == 2
     assert "outside the pool" in capsys.readouterr().err
+
+
+@pytest.fixture()
+def small_csfcube(shared_data, tmp_path):
+    """CSFCube with every pool cut to 8 candidates (at least one relevant), all queries and splits kept."""
+    src, root = shared_data / "csfcube", tmp_path / "csfcube"
+    root.mkdir()
+    keep = set()
+    for facet in csfcube.FACETS:
+        anns = json.loads((src / f"test-pid2anns-csfcube-{facet}.json").read_text())
+        for qid, ann in anns.items():
+            pairs = [(c, g) for c, g in zip(ann["cands"], ann["relevance_adju"]) if c != qid]
+            first_rel = next(p for p in pairs if p[1] >= 2)
+            pairs = [first_rel] + [p for p in pairs if p != first_rel][:7]
+            ann.update(cands=[c for c, _ in pairs], relevance_adju=[g for _, g in pairs])
+            keep |= {qid, *ann["cands"]}
+        (root / f"test-pid2anns-csfcube-{facet}.json").write_text(json.dumps(anns))
+    for name in ("evaluation_splits.json", "queries-release.csv"):
+        shutil.copy(src / name, root / name)
+    with open(src / csfcube.ABSTRACTS_FILE) as fh, open(root / csfcube.ABSTRACTS_FILE, "w") as out:
+        out.writelines(line for line in fh if json.loads(line)["paper_id"] in keep)
+    return root
+
+
+@pytest.mark.slow
+def test_model_run_on_real_data_rescoring_reads_the_cache(small_csfcube, tmp_path, tiny_model_dir):
+    common = ["csfcube", "--data", str(small_csfcube), "--model", str(tiny_model_dir),
+              "--cache-dir", str(tmp_path / "cache"), "--batch-size", "16"]
+    assert main(common + ["--scorer", "minl2", "--exp", "tiny", "--out", str(tmp_path / "a")]) == 0
+    assert main(common + ["--scorer", "ot", "--tau", "5000", "--exp", "tiny", "--out", str(tmp_path / "b")]) == 0
+    first = json.loads((tmp_path / "a" / "results.json").read_text())
+    second = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert first["timings_s"]["encode_from_cache"] is False
+    assert second["timings_s"]["encode_from_cache"] is True
+    assert second["scorer_options"] == {"tau": 5000.0}
+    for facet in csfcube.FACETS:
+        ranked = json.loads((tmp_path / "a" / f"test-pid2pool-csfcube-tiny-{facet}-ranked.json").read_text())
+        assert len(ranked) == len(json.loads((small_csfcube / f"test-pid2anns-csfcube-{facet}.json").read_text()))
+        scores = [s for r in ranked.values() for s in [x[1] for x in r]]
+        assert all(len(r) == 8 for r in ranked.values())
+        assert all(a >= b for r in ranked.values() for a, b in zip([x[1] for x in r], [x[1] for x in r][1:]))
+        assert len(set(scores)) > 1
+    for split in ("test", "dev"):
+        assert set(first[split]) == set(csfcube.GROUPS)
+        assert all(0.0 <= v <= 100.0 for g in first[split].values() for v in g.values())

@@ -2,7 +2,9 @@
 
 Protocol (`../shared/data/README.md`): per query, MAP with relevance binarised at grade >= 2 and
 NDCG%20 (NDCG at 20 % of the pool, linear gains, CSFCube discount); also P@20, R@20, R-precision
-(binarised at 2) and NDCG@20 (ranx / trec_eval NDCG, graded). A query found in its own pool is left
+(binarised at 2) and NDCG@20 (ranx / trec_eval NDCG, graded). Note two names the published script
+uses differently: its `r_precision` is the precision at the last relevant item (here: precision at
+R, the usual definition) and its `ndcg@20` uses the CSFCube discount (here: trec_eval's). A query found in its own pool is left
 out of it. Test figure = mean of the fold1_test mean and the fold2_test mean, per facet and for `all`
 (every facet-query of the fold's `all` list). Dev figure = the fold1_dev mean, as in the published
 script (fold2_dev is fold1_test). Results are written as percentages.
