@@ -1,0 +1,302 @@
+"""Plots that show why two papers match (matplotlib; notebooks only call these).
+
+    pair_alignment(query (1, S, D), cand (1, T, D), ot_settings) -> PairAlignment
+        the sentence L2 distances (S, T), the single-match (min-L2) pair, and one OT plan per setting
+    plot_distances(cost, query_texts, cand_texts)   heatmap of sentence distances, texts on the axes,
+                                                    optionally one pair outlined (the single match)
+    plot_plan(plan, query_texts, cand_texts)        a transport plan: mass moved between sentence pairs
+    plot_alignment(alignment)                       distances + single-match pair, then each OT plan
+    plot_ranked_list(hits)                          ranked papers with their aligned sentence pairs
+    plot_grades_by_rank(rankings)                   relevance grade at each rank, one row per ranking
+
+Query sentences outside the query's mask (aspect-conditional retrieval: not selected) are drawn
+hatched and their labels greyed; they carry no mass in the plans and cannot be the single match.
+Every plot takes an optional `ax` and returns the matplotlib Figure it drew on.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from aspire.batch import DocBatch
+from aspire.scoring import get_scorer
+
+UNSELECTED_COLOR = "#9a9a9a"
+PAIR_COLOR = "#d62728"
+
+
+@dataclass
+class PlanView:
+    """One OT plan between a query and a candidate: `plan (S, T)`, `dist = <cost, plan>`."""
+
+    label: str
+    plan: np.ndarray
+    dist: float
+    settings: dict = field(default_factory=dict)
+
+
+@dataclass
+class PairAlignment:
+    """How one query paper aligns with one candidate paper.
+
+    Attributes:
+        query_texts, cand_texts: S query and T candidate sentence texts.
+        query_mask: (S,) bool, the query sentences taking part (the aspect selection).
+        cost: (S, T) L2 distance of every sentence pair (unselected query rows included).
+        pair: (i, j) the single-match pair, the selected pair of least distance.
+        minl2_dist: the single-match distance `cost[i, j]`.
+        plans: one PlanView per OT setting.
+        query_id, cand_id: the papers' ids.
+    """
+
+    query_texts: list[str]
+    cand_texts: list[str]
+    query_mask: np.ndarray
+    cost: np.ndarray
+    pair: tuple[int, int]
+    minl2_dist: float
+    plans: list[PlanView]
+    query_id: str = ""
+    cand_id: str = ""
+
+
+def _numpy(t) -> np.ndarray:
+    return t.detach().float().cpu().numpy()
+
+
+def pair_alignment(query: DocBatch, cand: DocBatch, ot_settings: Sequence[Mapping] = ({"eps": 0.05},)) -> PairAlignment:
+    """Distances, single-match pair and OT plans between one query `(1, S, D)` and one candidate `(1, T, D)`.
+
+    The query's mask selects the sentences that are matched (all sentences still get a row in
+    `cost`). `ot_settings` are keyword arguments of the "ot" scorer (`tau`, `eps`, ...), one plan each.
+    """
+    if len(query) != 1 or len(cand) != 1:
+        raise ValueError(f"pair_alignment takes one query and one candidate, got {len(query)} and {len(cand)}")
+    if not ot_settings:
+        raise ValueError("give at least one OT setting, e.g. [{'eps': 0.05}]")
+    S = int(len(query.sentences[0])) if query.sentences else int(query.mask.shape[1])
+    T = int(cand.lengths[0])
+    single = get_scorer("minl2").pairwise_dist_details(query, cand)
+    plans, cost = [], None
+    for settings in ot_settings:
+        match = get_scorer("ot", **settings).pairwise_dist_details(query, cand)
+        cost = _numpy(match.cost[0, :S, :T])  # (S, T)
+        label = ", ".join(f"{k}={v}" for k, v in settings.items())
+        plans.append(PlanView(f"OT plan ({label})", _numpy(match.plan[0, :S, :T]), float(match.dist[0]), dict(settings)))
+    return PairAlignment(
+        query_texts=list(query.sentences[0]) if query.sentences else [f"sentence {i}" for i in range(S)],
+        cand_texts=list(cand.sentences[0][:T]) if cand.sentences else [f"sentence {j}" for j in range(T)],
+        query_mask=query.mask[0, :S].cpu().numpy(),
+        cost=cost,
+        pair=(int(single.query_sent[0]), int(single.cand_sent[0])),
+        minl2_dist=float(single.dist[0]),
+        plans=plans,
+        query_id=query.paper_ids[0] if query.paper_ids else "",
+        cand_id=cand.paper_ids[0] if cand.paper_ids else "",
+    )
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+def sentence_label(prefix: str, i: int, text: str, width: int = 48, lines: int = 2,
+                   facet: str | None = None) -> str:
+    """`"q3 [method] first words…"` wrapped to `width` characters, at most `lines` lines."""
+    head = f"{prefix}{i}" + (f" [{facet}]" if facet else "")
+    wrapped = textwrap.wrap(f"{head} {text}", width=width) or [head]
+    if len(wrapped) > lines:
+        wrapped = wrapped[:lines]
+        wrapped[-1] = wrapped[-1][: max(0, width - 1)].rstrip() + "…"
+    return "\n".join(wrapped)
+
+
+def _short_facet(label: str | None) -> str | None:
+    return label.removesuffix("_label") if label else None
+
+
+def _new_ax(ax, size: tuple[float, float]):
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=size)
+        return fig, ax
+    return ax.figure, ax
+
+
+def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence[str], ax, *, cmap: str,
+            query_mask: np.ndarray | None, fmt: str, annotate: bool, title: str, colorbar_label: str,
+            query_labels: Sequence[str | None] | None, cand_labels: Sequence[str | None] | None,
+            show_query_texts: bool, vmin: float | None = None, vmax: float | None = None,
+            hide_below: float = -np.inf):
+    """Draw one (S, T) matrix with sentence texts on the axes; returns the AxesImage."""
+    S, T = values.shape
+    if len(query_texts) != S or len(cand_texts) != T:
+        raise ValueError(f"matrix is {S}x{T} but got {len(query_texts)} query and {len(cand_texts)} candidate texts")
+    mask = np.ones(S, dtype=bool) if query_mask is None else np.asarray(query_mask, dtype=bool)
+    image = ax.imshow(values, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax, interpolation="nearest")
+    ax.figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label=colorbar_label)
+    for i in np.flatnonzero(~mask):  # unselected query sentences: hatched, not matched
+        ax.add_patch(_patch((-0.5, i - 0.5), T, 1, fill=False, hatch="///", edgecolor=UNSELECTED_COLOR, lw=0))
+    if annotate:
+        hi = np.nanmax(values) if values.size else 0.0
+        lo = np.nanmin(values) if values.size else 0.0
+        mid = (hi + lo) / 2
+        for i in np.flatnonzero(mask):  # unselected rows stay clean
+            for j in range(T):
+                v = values[i, j]
+                if v < hide_below:
+                    continue
+                dark = (v > mid) if cmap in ("Blues", "Greens", "Purples") else (v < mid)
+                ax.text(j, i, format(v, fmt), ha="center", va="center", fontsize=7,
+                        color="white" if dark else "black")
+    ql = query_labels or [None] * S
+    cl = cand_labels or [None] * T
+    ax.set_yticks(range(S))
+    if show_query_texts:
+        ax.set_yticklabels([sentence_label("q", i, t, facet=_short_facet(ql[i])) for i, t in enumerate(query_texts)],
+                           fontsize=7)
+        for i, tick in enumerate(ax.get_yticklabels()):
+            if not mask[i]:
+                tick.set_color(UNSELECTED_COLOR)
+    else:
+        ax.set_yticklabels([f"q{i}" for i in range(S)], fontsize=7)
+    ax.set_xticks(range(T))
+    ax.set_xticklabels([sentence_label("c", j, t, width=32, lines=3, facet=_short_facet(cl[j]))
+                        for j, t in enumerate(cand_texts)], fontsize=6.5, rotation=55, ha="right",
+                       rotation_mode="anchor")
+    ax.set_title(title, fontsize=9)
+    return image
+
+
+def _patch(xy, w, h, **kw):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle(xy, w, h, **kw)
+
+
+# ---- plots ------------------------------------------------------------------------------------------
+def plot_distances(cost: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence[str], *, ax=None,
+                   pair: tuple[int, int] | None = None, query_mask: np.ndarray | None = None,
+                   query_labels: Sequence[str | None] | None = None, cand_labels: Sequence[str | None] | None = None,
+                   title: str = "sentence L2 distances", annotate: bool = True, show_query_texts: bool = True):
+    """Heatmap of the sentence distances `cost (S, T)` (darker = closer), texts on the axes.
+
+    `pair` (i, j), when given, is outlined in red: the single-match pair. Returns the Figure.
+    """
+    cost = np.asarray(cost, dtype=float)
+    fig, ax = _new_ax(ax, (2.0 + 0.9 * cost.shape[1], 1.5 + 0.45 * cost.shape[0]))
+    _matrix(cost, query_texts, cand_texts, ax, cmap="viridis", query_mask=query_mask, fmt=".2f",
+            annotate=annotate, title=title, colorbar_label="L2 distance", query_labels=query_labels,
+            cand_labels=cand_labels, show_query_texts=show_query_texts)
+    if pair is not None:
+        i, j = pair
+        ax.add_patch(_patch((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor=PAIR_COLOR, lw=2.5,
+                            label="single match (min L2)"))
+    return fig
+
+
+def plot_plan(plan: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence[str], *, ax=None,
+              query_mask: np.ndarray | None = None, query_labels: Sequence[str | None] | None = None,
+              cand_labels: Sequence[str | None] | None = None, title: str = "OT plan",
+              annotate: bool = True, show_query_texts: bool = True):
+    """Heatmap of a transport plan `plan (S, T)` (mass moved between sentence pairs, sums to 1).
+
+    Cells holding at least 0.5% of the mass are annotated with that share in percent. Returns the Figure.
+    """
+    plan = np.asarray(plan, dtype=float)
+    fig, ax = _new_ax(ax, (2.0 + 0.9 * plan.shape[1], 1.5 + 0.45 * plan.shape[0]))
+    _matrix(100.0 * plan, query_texts, cand_texts, ax, cmap="Blues", query_mask=query_mask, fmt=".0f",
+            annotate=annotate, title=title, colorbar_label="% of mass", query_labels=query_labels,
+            cand_labels=cand_labels, show_query_texts=show_query_texts, vmin=0.0, hide_below=0.5)
+    return fig
+
+
+def plot_alignment(alignment: PairAlignment, *, query_labels: Sequence[str | None] | None = None,
+                   cand_labels: Sequence[str | None] | None = None, title: str | None = None,
+                   annotate: bool = True):
+    """One row of panels: the distances with the single-match pair outlined, then each OT plan.
+
+    Panel titles give the single-match and OT distances. Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    S, T = alignment.cost.shape
+    n = 1 + len(alignment.plans)
+    fig, axes = plt.subplots(1, n, figsize=(3.2 + n * (1.2 + 0.55 * T), 2.6 + 0.42 * S), squeeze=False,
+                             gridspec_kw={"wspace": 0.3})
+    axes = axes[0]
+    plot_distances(alignment.cost, alignment.query_texts, alignment.cand_texts, ax=axes[0], pair=alignment.pair,
+                   query_mask=alignment.query_mask, query_labels=query_labels, cand_labels=cand_labels,
+                   title=f"L2 distances; single match q{alignment.pair[0]}-c{alignment.pair[1]} "
+                         f"= {alignment.minl2_dist:.3f}", annotate=annotate)
+    for ax, view in zip(axes[1:], alignment.plans):
+        plot_plan(view.plan, alignment.query_texts, alignment.cand_texts, ax=ax, query_mask=alignment.query_mask,
+                  query_labels=query_labels, cand_labels=cand_labels,
+                  title=f"{view.label}; <D, P> = {view.dist:.3f}", annotate=annotate, show_query_texts=False)
+    if title is None:
+        title = f"query {alignment.query_id} vs candidate {alignment.cand_id}".strip()
+    fig.suptitle(title, fontsize=10, x=0.5, y=1.0, va="bottom")
+    return fig
+
+
+def plot_ranked_list(hits: Sequence, *, ax=None, max_pairs: int = 2, grades: Mapping[str, int] | None = None,
+                     title: str = "ranked papers", width: int = 110):
+    """Ranked papers (aspire.search `Hit`s), each with its best aligned sentence pairs.
+
+    One block per hit: rank, score, paper id, title (and relevance grade when `grades` maps the id),
+    then up to `max_pairs` lines "q_i -> s_j (L2, weight)" with both sentences. Returns the Figure.
+    """
+    blocks = []
+    for hit in hits:
+        grade = f"  [grade {grades[hit.paper_id]}]" if grades and hit.paper_id in grades else ""
+        lines = [("head", f"{hit.rank}. {hit.score:+.3f}  {hit.paper_id}  {textwrap.shorten(hit.title, width - 30)}{grade}")]
+        for p in hit.pairs[:max_pairs]:
+            lines.append(("pair", f"q{p.query_sentence} -> s{p.hit_sentence}   L2 {p.dist:.3f}   weight {p.weight:.2f}"))
+            lines.append(("q", "q: " + textwrap.shorten(p.query_text or "", width)))
+            lines.append(("s", "s: " + textwrap.shorten(p.hit_text or "", width)))
+        blocks.append(lines)
+    n_lines = sum(len(b) for b in blocks) + len(blocks)
+    fig, ax = _new_ax(ax, (11.0, 0.6 + 0.19 * max(n_lines, 1)))
+    ax.set_axis_off()
+    ax.set_title(title, fontsize=10, loc="left")
+    style = {"head": dict(fontsize=8.5, weight="bold", color="black"),
+             "pair": dict(fontsize=7.5, color=PAIR_COLOR),
+             "q": dict(fontsize=7.5, color="#1f4e79"),
+             "s": dict(fontsize=7.5, color="#333333")}
+    y, step = 1.0, 1.0 / max(n_lines, 1)
+    for block in blocks:
+        for kind, text in block:
+            ax.text(0.0 if kind == "head" else 0.03, y, text, transform=ax.transAxes, va="top", **style[kind])
+            y -= step
+        y -= step
+    if not blocks:
+        ax.text(0.0, 1.0, "no hits", transform=ax.transAxes, va="top")
+    return fig
+
+
+def plot_grades_by_rank(rankings: Mapping[str, Sequence[int | None]], *, ax=None, max_grade: int = 3,
+                        title: str = "relevance grade at each rank"):
+    """Relevance grades down each ranking: one row per ranking (e.g. per query facet), one cell per rank.
+
+    `rankings` maps a name to the grades of its ranked papers, best first (None = not graded, drawn
+    blank). Row labels give the number of papers graded >= 2 in the shown ranks. Returns the Figure.
+    """
+    names = list(rankings)
+    depth = max((len(g) for g in rankings.values()), default=0)
+    grid = np.full((len(names), depth), np.nan)
+    for r, name in enumerate(names):
+        for c, g in enumerate(rankings[name]):
+            grid[r, c] = np.nan if g is None else g
+    fig, ax = _new_ax(ax, (1.5 + 0.32 * depth, 0.9 + 0.45 * len(names)))
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap="YlOrRd", vmin=0, vmax=max_grade, aspect="auto")
+    ax.figure.colorbar(image, ax=ax, fraction=0.03, pad=0.01, ticks=range(max_grade + 1), label="grade")
+    ax.set_yticks(range(len(names)))
+    ax.set_yticklabels([f"{n}  ({int(np.nansum(grid[r] >= 2))} with grade >= 2)" for r, n in enumerate(names)],
+                       fontsize=8)
+    ax.set_xticks(range(depth))
+    ax.set_xticklabels([str(i + 1) for i in range(depth)], fontsize=7)
+    ax.set_xlabel("rank")
+    ax.set_title(title, fontsize=9)
+    return fig
