@@ -175,6 +175,9 @@ def test_resume_gives_the_same_weights(tiny_model_dir, examples_dir, tmp_path):
     assert resumed["weights_digest"] == straight["weights_digest"]
     losses = lambda d: [m["loss"] for m in read_metrics(d) if "loss" in m]  # noqa: E731
     assert losses(tmp_path / "b") == losses(tmp_path / "a")
+    with pytest.raises(ValueError, match="train.batch_size: 4 -> 2"):
+        run(tiny_config(tiny_model_dir, examples_dir, tmp_path / "b", "model.kind=cocite_vector",
+                        "train.batch_size=2", "train.max_steps=9"), resume=True)
 
 
 def test_fresh_run_refuses_existing_checkpoints_and_resume_needs_one(tiny_model_dir, examples_dir, tmp_path):

@@ -26,7 +26,9 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from aspire.config import save_config
+import yaml
+
+from aspire.config import save_config, to_dict
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_split
@@ -41,6 +43,8 @@ def init_distributed() -> tuple[int, int, int]:
     """(rank, world size, local rank); starts the process group when launched by `torchrun`."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     if world > 1:
         return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0"))
@@ -268,10 +272,12 @@ class Trainer:
                     window = {"loss": 0.0, "triples": 0, "micro": 0, "t0": time.perf_counter()}
                 if self.position == sampler.num_batches:  # epoch done: the checkpoint says "next epoch"
                     self.epoch, self.position = self.epoch + 1, 0
+                paused = time.perf_counter()  # evaluation and saving stay out of the throughput figure
                 if tc.eval_every and self.step % tc.eval_every == 0:
                     self.evaluate()
                 elif tc.save_every and self.step % tc.save_every == 0:
                     self.save()
+                window["t0"] += time.perf_counter() - paused
                 if self.step >= stop_at:
                     break
             else:
@@ -329,6 +335,25 @@ def trim_metrics(out_dir: Path, step: int) -> None:
     os.replace(tmp, path)
 
 
+# what must not change between a run and its --resume (the data order and the loss depend on them)
+RESUME_FIXED = ("model.kind", "model.encoder", "data", "loss", "train.seed", "train.batch_size", "train.grad_accum",
+                "train.max_steps", "train.epochs", "train.warmup_steps", "train.lr")
+
+
+def check_resume_config(saved: dict, cfg: Config) -> None:
+    """Raise ValueError naming every `RESUME_FIXED` setting that differs from the checkpoint's config."""
+    now = to_dict(cfg)
+
+    def get(tree: dict, dotted: str):
+        for key in dotted.split("."):
+            tree = tree[key]
+        return tree
+
+    changed = [f"{k}: {get(saved, k)!r} -> {get(now, k)!r}" for k in RESUME_FIXED if get(saved, k) != get(now, k)]
+    if changed:
+        raise ValueError("--resume with a changed config would not continue the same run: " + "; ".join(changed))
+
+
 def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str | None], DocumentModel] = build_model) -> dict:
     """Load data and model (fresh, or from `latest` with `resume`), train, and return the final metrics.
 
@@ -349,6 +374,8 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
         if rank == 0:
             ckpt.clean_temp(out_dir)
             trim_metrics(out_dir, record["step"])
+        saved = yaml.safe_load((out_dir / record["checkpoint"] / "config.yaml").read_text(encoding="utf-8"))
+        check_resume_config(saved, cfg)
         state = ckpt.load_state(out_dir / record["checkpoint"])
         model = model_loader(cfg, str(out_dir / record["checkpoint"] / ckpt.MODEL_DIR))
     else:
