@@ -202,11 +202,11 @@ def gather_docbatch(
     S = int(lengths.max()) if len(papers) else 0
     pos = np.arange(S, dtype=np.int64)  # (S,)
     mask = pos[None, :] < lengths[:, None]  # (C, S)
-    rows = np.where(mask, starts[:, None] + pos[None, :], 0)  # (C, S); padding reads row 0, zeroed below
-    emb = torch.from_numpy(np.asarray(vectors[rows.reshape(-1)], dtype=np.float32))  # (C*S, D)
-    emb = emb.reshape(len(papers), S, vectors.shape[1]).to(device=device, dtype=dtype)  # (C, S, D)
-    mask_t = torch.from_numpy(mask).to(emb.device)
-    emb = emb * mask_t.unsqueeze(-1)
+    rows = (starts[:, None] + pos[None, :])[mask]  # (n,) the real sentences, row-major
+    mask_t = torch.from_numpy(mask)
+    emb = torch.zeros(len(papers), S, vectors.shape[1], dtype=dtype)  # (C, S, D), padding stays zero
+    emb[mask_t] = torch.from_numpy(np.asarray(vectors[rows])).to(dtype)  # one gather of (n, D)
+    emb, mask_t = emb.to(device), mask_t.to(device)
     return DocBatch(emb, mask_t, list(paper_ids), [list(s) for s in sentences])
 
 
