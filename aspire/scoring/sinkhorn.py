@@ -54,8 +54,8 @@ class SinkhornResult:
     Attributes:
         plan: (B, N, M) transport plan; padded rows/columns are zero.
         value: (B,) transport cost `<cost, plan>` (a distance when the cost is one).
-        f: (B, N) dual potential of the rows (geomloss convention, see module docstring).
-        g: (B, M) dual potential of the columns.
+        f: (B, N) dual potential of the rows (geomloss convention, see module docstring); 0 on padding.
+        g: (B, M) dual potential of the columns; 0 on padding.
         err: (B,) L1 marginal error of `plan`: `|plan 1 - a|_1 + |plan^T 1 - b|_1`.
         n_iter: (B,) long, Sinkhorn iterations (one row and one column update each) used per problem.
         converged: (B,) bool, whether the problem met `tol` before `max_iter`.
@@ -146,7 +146,7 @@ def _check_inputs(cost, a, b, eps, tol, max_iter, check_every, grad) -> None:
                          f"{max_iter}, {check_every}")
     with torch.no_grad():
         mass_a, mass_b = a.sum(1), b.sum(1)
-        rtol = math.sqrt(torch.finfo(cost.dtype).eps)
+        rtol = max(1e-5, math.sqrt(torch.finfo(cost.dtype).eps))
         bad = (mass_a <= 0) | ((mass_a - mass_b).abs() > rtol * torch.maximum(mass_a, mass_b))
         bad |= (a < 0).any(1) | (b < 0).any(1)
         if bool(bad.any()):
@@ -188,13 +188,17 @@ def _exp_chunk(Ce, a, b, F, G, k, log_limit):
     `ok` (B,) is False where a scaling overflowed, vanished or moved more than `log_limit` in log
     scale (the chunk is then not trusted and the caller redoes it in the log domain).
     """
-    K = torch.exp(F[:, :, None] + G[:, None, :] - Ce)  # (B, N, M) = plan / (a b^T) at (F, G)
+    row_pad = torch.where(a > 0, 0.0, -math.inf)  # (B, N): the kernel is zero on padding (the
+    col_pad = torch.where(b > 0, 0.0, -math.inf)  # potentials there may be large)
+    K = torch.exp((F + row_pad)[:, :, None] + (G + col_pad)[:, None, :] - Ce)  # (B, N, M) = plan / (a b^T)
     Kt = K.transpose(1, 2).contiguous()  # (B, M, N): contiguous for a fast batched mat-vec
+    row_one = (a <= 0).to(a.dtype)[:, :, None]  # (B, N, 1): 1 on padded rows, so u = 0 / 1 there
+    col_one = (b <= 0).to(b.dtype)[:, :, None]  # (B, M, 1)
     v = b  # (B, M) scaled column factors, b * exp(dG)
     u = a  # (B, N) scaled row factors, a * exp(dF)
     for _ in range(k):
-        u = a / torch.bmm(K, v[:, :, None])[:, :, 0]  # row update: u = a / (K v)
-        v = b / torch.bmm(Kt, u[:, :, None])[:, :, 0]  # column update: v = b / (K^T u)
+        u = a / torch.baddbmm(row_one, K, v[:, :, None])[:, :, 0]  # row update: u = a / (K v)
+        v = b / torch.baddbmm(col_one, Kt, u[:, :, None])[:, :, 0]  # column update: v = b / (K^T u)
     err = (u * torch.bmm(K, v[:, :, None])[:, :, 0] - a).abs().sum(1)  # rows of diag(u) K diag(v)
     dF = _log_ratio(u, a)  # absorb: F += log(u / a) on real rows
     dG = _log_ratio(v, b)
@@ -254,12 +258,21 @@ def _solve(cost, a, b, eps, tol, max_iter, check_every):
         finished = err[active] <= tol
         converged = converged.index_fill(0, active[finished], True)
         active = active[~finished]
+    F, G = torch.where(a > 0, F, 0.0), torch.where(b > 0, G, 0.0)  # potentials are 0 on padding
     return F * eps, G * eps, n_iter, converged
 
 
 def _plan(cost: Tensor, a: Tensor, b: Tensor, f: Tensor, g: Tensor, eps: float) -> Tensor:
-    """P_ij = a_i b_j exp((f_i + g_j - C_ij) / eps), (B, N, M); zero on padding."""
-    return a[:, :, None] * b[:, None, :] * torch.exp((f[:, :, None] + g[:, None, :] - cost) / eps)
+    """P_ij = a_i b_j exp((f_i + g_j - C_ij) / eps), (B, N, M); zero on padding.
+
+    Computed as exp(log a_i + f_i / eps + log b_j + g_j / eps - C_ij / eps) so that large
+    potentials on padded points (weight 0) cannot overflow into 0 * inf.
+    """
+    return torch.exp((_safe_log(a) + f / eps)[:, :, None] + (_safe_log(b) + g / eps)[:, None, :] - cost / eps)
+
+
+# Eigenvalues of the implicit-gradient system below this fraction of max(b) are treated as 0.
+_PINV_RTOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 
 
 class _ImplicitPlan(torch.autograd.Function):
@@ -268,7 +281,7 @@ class _ImplicitPlan(torch.autograd.Function):
     With P = P(C, a, b) defined by P_ij = exp((f~_i + g~_j - C_ij)/eps), P 1 = a, P^T 1 = b, and
     an upstream gradient Gbar = dL/dP (value's gradient adds gv * C), let GP = Gbar * P and solve
         [[diag(a), P], [P^T, diag(b)]] [w_f; w_g] = [GP 1; GP^T 1] / eps
-    (singular along (1, -1); fixed by b^T w_g = 0). Then
+    (singular along (1, -1); solved by a pseudo-inverse, see `backward`). Then
         dL/dC = P * (w_f_i + w_g_j) - GP / eps + gv P,   dL/da = eps w_f,   dL/db = eps w_g.
     The gradients in a and b are defined up to adding c to one and -c to the other (masses stay
     equal), which any weights normalised to a fixed mass (e.g. a softmax) do not see.
@@ -293,11 +306,17 @@ class _ImplicitPlan(torch.autograd.Function):
         GP = gbar * P  # (B, N, M)
         rf, rg = GP.sum(2) / eps, GP.sum(1) / eps  # (B, N), (B, M)
         inv_a = torch.where(a > 0, 1.0 / a, 0.0)  # (B, N)
-        # Schur complement on the columns: (diag(b) - P^T diag(1/a) P) w_g = rg - P^T (rf / a)
+        # Schur complement on the columns: (diag(b) - P^T diag(1/a) P) w_g = rg - P^T (rf / a).
+        # S is symmetric PSD, singular along the gauge direction (1 on real columns) and on padded
+        # columns, and nearly singular when the plan is nearly a permutation (small eps): solve it
+        # by its pseudo-inverse (the minimum-norm solution; the rhs is orthogonal to the gauge).
         S = torch.diag_embed(b) - torch.bmm(P.transpose(1, 2), inv_a[:, :, None] * P)  # (B, M, M)
-        S = S + b[:, :, None] * b[:, None, :] + torch.diag_embed((b <= 0).to(b.dtype))  # gauge, padding
         rhs = rg - torch.bmm(P.transpose(1, 2), (rf * inv_a)[:, :, None])[:, :, 0]  # (B, M)
-        wg = torch.linalg.solve(S, rhs)  # (B, M)
+        lam, vec = torch.linalg.eigh(S)  # (B, M), (B, M, M)
+        cutoff = _PINV_RTOL[P.dtype] * b.amax(1, keepdim=True)  # relative to S's scale, diag(b)
+        inv_lam = torch.where(lam > cutoff, 1.0 / torch.where(lam > cutoff, lam, 1.0), 0.0)
+        wg = torch.bmm(vec, (inv_lam * torch.bmm(vec.transpose(1, 2), rhs[:, :, None])[:, :, 0])[:, :, None])
+        wg = wg[:, :, 0]  # (B, M)
         wf = (rf - torch.bmm(P, wg[:, :, None])[:, :, 0]) * inv_a  # (B, N)
         grad_cost = P * (wf[:, :, None] + wg[:, None, :]) - GP / eps + gv[:, None, None] * P
         return grad_cost, eps * wf, eps * wg, None, None, None

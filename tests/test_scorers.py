@@ -1,0 +1,193 @@
+"""Scorers over DocBatch: brute-force checks, sign convention, masks, gradients, the triplet direction."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from aspire import DocBatch
+from aspire.scoring import (
+    SCORERS,
+    attention_dist,
+    cross_l2_cost,
+    get_scorer,
+    l2_cost,
+    minl2_match,
+    ot_match,
+    ot_weights,
+    pairwise_minl2_match,
+    pairwise_ot_dist,
+    sinkhorn,
+    triplet_margin_loss,
+)
+
+F64 = torch.float64
+
+
+def random_batch(lengths, dim=6, seed=0, dtype=F64):
+    g = torch.Generator().manual_seed(seed)
+    return DocBatch.from_list([0.4 * torch.randn(n, dim, generator=g, dtype=dtype) for n in lengths],
+                              paper_ids=[f"p{i}" for i in range(len(lengths))])
+
+
+def test_registry_names_and_unknown_name():
+    assert set(SCORERS) == {"minl2", "ot", "attention"}
+    assert get_scorer("ot", tau=2.0, eps=0.1).tau == 2.0
+    with pytest.raises(ValueError, match="valid: minl2, ot, attention"):
+        get_scorer("cosine")
+
+
+def test_l2_costs_equal_brute_force_and_have_finite_gradient_at_zero():
+    q, c = random_batch([3, 4], seed=1), random_batch([5, 2, 4], seed=2)
+    cross = cross_l2_cost(q.emb, c.emb)  # (2, 3, S, T)
+    for i in range(2):
+        for j in range(3):
+            for s in range(q.emb.shape[1]):
+                for t in range(c.emb.shape[1]):
+                    assert abs(cross[i, j, s, t] - (q.emb[i, s] - c.emb[j, t]).norm()) < 1e-10
+    aligned = l2_cost(q.emb, c.emb[:2, :4])
+    torch.testing.assert_close(aligned, torch.stack([cross[0, 0, :, :4], cross[1, 1, :, :4]]))
+    x = torch.randn(2, 3, 5, dtype=F64, requires_grad=True)
+    d = l2_cost(x, x.detach().clone())  # zero distances on the diagonal
+    (grad,) = torch.autograd.grad(d.sum(), x)
+    assert torch.isfinite(grad).all()
+
+
+def test_minl2_equals_brute_force_double_loop():
+    q, c = random_batch([3, 5, 1], seed=3), random_batch([4, 2], seed=4)
+    q = q.with_mask(q.mask & ~torch.tensor([[False, True, False, False, False]] * 3))  # drop sentence 1
+    m = minl2_match(q.emb, q.mask, c.emb, c.mask)
+    for i in range(3):
+        for j in range(2):
+            best, arg = math.inf, None
+            for s in range(q.emb.shape[1]):
+                for t in range(c.emb.shape[1]):
+                    if q.mask[i, s] and c.mask[j, t]:
+                        d = (q.emb[i, s] - c.emb[j, t]).norm().item()
+                        if d < best:
+                            best, arg = d, (s, t)
+            assert abs(m.dist[i, j].item() - best) < 1e-10
+            assert (m.query_sent[i, j].item(), m.cand_sent[i, j].item()) == arg
+    pm = pairwise_minl2_match(q.emb[:2], q.mask[:2], c.emb, c.mask)
+    torch.testing.assert_close(pm.dist, torch.stack([m.dist[0, 0], m.dist[1, 1]]))
+
+
+@pytest.mark.parametrize("name", ["minl2", "ot", "attention"])
+def test_score_is_minus_dist_and_all_pairs_match_aligned(name):
+    scorer = get_scorer(name)
+    q, c = random_batch([3, 5, 2], seed=5), random_batch([4, 2, 6], seed=6)
+    score = scorer.score(q, c)
+    assert score.shape == (3, 3)
+    torch.testing.assert_close(score, -scorer.dist(q, c))
+    torch.testing.assert_close(scorer.pairwise_score(q, c), torch.diagonal(score), atol=1e-6, rtol=0)
+    torch.testing.assert_close(scorer.pairwise_dist(q, c), -torch.diagonal(score), atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="equal batch sizes"):
+        scorer.pairwise_score(q, c.index([0, 1]))
+
+
+@pytest.mark.parametrize("name", ["minl2", "ot", "attention"])
+def test_narrower_query_mask_equals_dropping_the_sentences(name):
+    """Aspect-conditional query = narrower mask; padding and unselected sentences are ignored."""
+    scorer = get_scorer(name)
+    q, c = random_batch([5, 4], seed=7), random_batch([3, 6, 2], seed=8)
+    keep = [[0, 3], [1, 2, 3]]
+    narrowed = q.select_sentences(keep)
+    dropped = DocBatch.from_list([q.emb[i, k] for i, k in enumerate(keep)])
+    torch.testing.assert_close(scorer.score(narrowed, c), scorer.score(dropped, c), atol=1e-6, rtol=0)
+    assert not torch.allclose(scorer.score(narrowed, c), scorer.score(q, c))
+    extra_pad = DocBatch.concat([c, random_batch([9], seed=9)]).index([0, 1, 2])  # more padding columns
+    torch.testing.assert_close(scorer.score(q, extra_pad), scorer.score(q, c), atol=1e-6, rtol=0)
+
+
+def test_empty_selection_is_refused():
+    q, c = random_batch([3], seed=10), random_batch([2], seed=11)
+    for name in SCORERS:
+        with pytest.raises(ValueError, match="no sentence selected"):
+            get_scorer(name).score(q.with_mask(torch.zeros_like(q.mask)), c)
+
+
+def test_ot_weights_softmax_of_min_distance_and_uniform_limit():
+    q, c = random_batch([4], seed=12), random_batch([3], seed=13)
+    cost = l2_cost(q.emb, c.emb)
+    x, y = ot_weights(cost, q.mask, c.mask, tau=0.5)
+    torch.testing.assert_close(x, torch.softmax(-cost.amin(2) / 0.5, 1))
+    torch.testing.assert_close(y, torch.softmax(-cost.amin(1) / 0.5, 1))
+    qp, cp = random_batch([4, 2], seed=12), random_batch([3, 1], seed=13)
+    x, y = ot_weights(l2_cost(qp.emb, cp.emb), qp.mask, cp.mask, tau=math.inf)
+    torch.testing.assert_close(x, qp.mask / qp.mask.sum(1, keepdim=True).to(F64))
+    torch.testing.assert_close(y, cp.mask / cp.mask.sum(1, keepdim=True).to(F64))
+
+
+def test_ot_match_is_sinkhorn_on_the_l2_cost():
+    q, c = random_batch([4, 3], seed=14), random_batch([5, 2], seed=15)
+    m = ot_match(q.emb, q.mask, c.emb, c.mask, tau=2.0, eps=0.05, tol=1e-10, max_iter=50_000)
+    assert m.plan.shape == (2, 2, 4, 5) and m.dist.shape == (2, 2)
+    for i in range(2):
+        for j in range(2):
+            cost = torch.cdist(q.emb[i, : q.mask[i].sum()], c.emb[j, : c.mask[j].sum()])[None]
+            x = torch.softmax(-cost.amin(2) / 2.0, 1)
+            y = torch.softmax(-cost.amin(1) / 2.0, 1)
+            ref = sinkhorn(cost, x, y, 0.05, tol=1e-10, max_iter=50_000)
+            assert abs(m.dist[i, j] - ref.value[0]) < 1e-8
+            torch.testing.assert_close(m.plan[i, j, : cost.shape[1], : cost.shape[2]], ref.plan[0], atol=1e-8, rtol=0)
+            assert m.plan[i, j].sum() == pytest.approx(1.0, abs=1e-6)
+    assert (m.err <= 1e-10 * 2).all()
+
+
+def test_attention_equals_formula_and_tends_to_minl2():
+    q, c = random_batch([3, 4], seed=16), random_batch([2, 5], seed=17)
+    att = attention_dist(q.emb, q.mask, c.emb, c.mask, tau=0.7)
+    for i in range(2):
+        for j in range(2):
+            d = torch.cdist(q.emb[i, : q.mask[i].sum()], c.emb[j, : c.mask[j].sum()]).flatten()
+            assert abs(att[i, j] - (torch.softmax(-d / 0.7, 0) * d).sum()) < 1e-10
+    sharp = attention_dist(q.emb, q.mask, c.emb, c.mask, tau=1e-4)
+    torch.testing.assert_close(sharp, minl2_match(q.emb, q.mask, c.emb, c.mask).dist, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("grad", ["autograd", "implicit"])
+def test_ot_distance_gradients_are_finite_for_identical_papers(grad):
+    g = torch.Generator().manual_seed(22)
+    x = torch.randn(40, 4, 6, generator=g, dtype=torch.float32, requires_grad=True)
+    mask = torch.ones(40, 4, dtype=torch.bool)
+    mask[::2, 3] = False
+    d = pairwise_ot_dist(x, mask, x, mask, tau=1.0, eps=0.05, grad=grad)
+    (grad_x,) = torch.autograd.grad(d.sum(), x)
+    assert torch.isfinite(grad_x).all() and torch.isfinite(d).all()
+
+
+def test_all_pairs_memory_sane_shapes():
+    q, c = random_batch([7], dim=32, seed=18, dtype=torch.float32), random_batch([3 + i % 9 for i in range(250)], dim=32, seed=19, dtype=torch.float32)
+    assert get_scorer("ot").score(q, c).shape == (1, 250)
+    b = random_batch([2 + i % 10 for i in range(64)], dim=32, seed=20, dtype=torch.float32)
+    assert get_scorer("ot").score(b, b).shape == (64, 64)
+
+
+@pytest.mark.parametrize("name", ["minl2", "ot", "attention"])
+def test_triplet_direction_known_answer(name):
+    """Anchor near the positive, far from the negative: zero loss at a small margin; with a large
+    margin a gradient step must bring the positive closer (guards against training backwards)."""
+    scorer = get_scorer(name)
+    g = torch.Generator().manual_seed(21)
+    anchor = torch.randn(1, 3, 8, generator=g, dtype=F64)
+    positive = (anchor + 0.05 * torch.randn(1, 3, 8, generator=g, dtype=F64)).requires_grad_()
+    negative = anchor + 3.0 + torch.randn(1, 3, 8, generator=g, dtype=F64)
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    A, N = DocBatch(anchor, mask), DocBatch(negative, mask)
+
+    def dists():
+        P = DocBatch(positive, mask)
+        return scorer.pairwise_dist(A, P), scorer.pairwise_dist(A, N)
+
+    d_pos, d_neg = dists()
+    assert (scorer.pairwise_score(A, DocBatch(positive, mask)) > scorer.pairwise_score(A, N)).all()
+    assert triplet_margin_loss(d_pos, d_neg, margin=0.1).item() == 0.0
+    loss = triplet_margin_loss(d_pos, d_neg, margin=100.0)
+    assert loss.item() > 0
+    (grad,) = torch.autograd.grad(loss, positive)
+    with torch.no_grad():
+        positive -= 0.01 * grad
+    new_pos, _ = dists()
+    assert new_pos.item() < d_pos.item()

@@ -1,0 +1,198 @@
+"""The batched Sinkhorn kernel against POT and geomloss, and its properties and gradients."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from unittest import mock
+
+import numpy as np
+import ot
+import pytest
+import torch
+
+from aspire.scoring import GRAD_MODES, SinkhornConvergenceWarning, sinkhorn
+
+F64 = torch.float64
+
+
+def random_problem(B, N, M, seed, dtype=F64, ragged=True, scale=1.0):
+    """Cost (B, N, M) and weights with random padding per row (at least one real point per side)."""
+    g = torch.Generator().manual_seed(seed)
+    cost = scale * torch.rand(B, N, M, generator=g, dtype=dtype)
+    n_real = torch.randint(1, N + 1, (B,), generator=g) if ragged else torch.full((B,), N)
+    m_real = torch.randint(1, M + 1, (B,), generator=g) if ragged else torch.full((B,), M)
+    a = torch.rand(B, N, generator=g, dtype=dtype) + 0.1
+    b = torch.rand(B, M, generator=g, dtype=dtype) + 0.1
+    a = a * (torch.arange(N) < n_real[:, None])
+    b = b * (torch.arange(M) < m_real[:, None])
+    return cost, a / a.sum(1, keepdim=True), b / b.sum(1, keepdim=True)
+
+
+def pot_plan(cost, a, b, eps):
+    """POT's log-domain Sinkhorn on the real (unpadded) part, run to convergence, padded back."""
+    ra, rb = a > 0, b > 0
+    plan = np.zeros(cost.shape)
+    sub = ot.sinkhorn(a[ra].numpy(), b[rb].numpy(), cost[ra][:, rb].numpy(), eps, method="sinkhorn_log",
+                      stopThr=1e-14, numItermax=200_000)
+    plan[np.ix_(ra.numpy(), rb.numpy())] = sub
+    return plan
+
+
+@pytest.mark.parametrize("shape,eps,seed", [((6, 4, 7), 0.05, 0), ((5, 10, 10), 0.05, 1), ((4, 20, 13), 0.1, 2),
+                                            ((3, 9, 5), 0.02, 3), ((4, 6, 6), 1.0, 4)])
+def test_matches_pot_sinkhorn_log_with_ragged_padding(shape, eps, seed):
+    cost, a, b = random_problem(*shape, seed=seed)
+    res = sinkhorn(cost, a, b, eps, tol=1e-12, max_iter=200_000)
+    assert res.converged.all()
+    for i in range(shape[0]):
+        ref = pot_plan(cost[i], a[i], b[i], eps)
+        np.testing.assert_allclose(res.plan[i].numpy(), ref, atol=1e-5, rtol=0)
+        assert abs(res.value[i].item() - (ref * cost[i].numpy()).sum()) < 1e-5
+    # padding carries no mass
+    assert (res.plan[a == 0] == 0).all() and (res.plan.transpose(1, 2)[b == 0] == 0).all()
+
+
+def test_matches_geomloss_at_constant_eps():
+    """geomloss.ot.solve_batch with its annealing replaced by a constant eps (plain symmetric Sinkhorn)."""
+    import geomloss.ot
+    import geomloss.ot._implementations.matrix as gm
+
+    cost, a, b = random_problem(5, 8, 6, seed=5)
+    eps = 0.05
+    res = sinkhorn(cost, a, b, eps, tol=1e-12, max_iter=100_000)
+    real = gm.annealing_parameters
+    with mock.patch.object(gm, "annealing_parameters", lambda **kw: real(**{**kw, "scaling": 1.0})):
+        ref = geomloss.ot.solve_batch(cost, reg=eps, a=a, b=b, max_iter=2000)
+    torch.testing.assert_close(res.plan, ref.plan, atol=1e-8, rtol=0)
+    # geomloss reports the entropic objective <C, P> + eps KL(P | a b^T) = <a, f> + <b, g>
+    dual = (a * res.f).sum(1) + (b * res.g).sum(1)
+    torch.testing.assert_close(dual, ref.value, atol=1e-8, rtol=0)
+
+
+def test_value_approaches_emd_as_eps_shrinks():
+    cost, a, b = random_problem(3, 6, 5, seed=6, ragged=False)
+    exact = torch.tensor([ot.emd2(a[i].numpy(), b[i].numpy(), cost[i].numpy()) for i in range(3)], dtype=F64)
+    gaps = []
+    for eps in (0.3, 0.03, 0.003):
+        res = sinkhorn(cost, a, b, eps, tol=1e-10, max_iter=500_000)
+        gap = (res.value - exact).abs().max().item()
+        assert gap <= eps * math.log(6 * 5)  # entropic bias is O(eps log(NM))
+        gaps.append(gap)
+    assert gaps[2] < gaps[1] < gaps[0]
+    assert gaps[2] < 2e-3
+
+
+def test_plans_meet_marginals_float32():
+    cost, a, b = random_problem(200, 10, 10, seed=7, dtype=torch.float32, scale=2.0)
+    res = sinkhorn(cost, a, b, 0.05, tol=1e-4, max_iter=5000)
+    assert res.plan.dtype == torch.float32 and res.converged.all()
+    assert (res.err <= 2e-4).all()  # err is of the rebuilt plan; the stop test used the iterates
+    err = (res.plan.sum(2) - a).abs().sum(1) + (res.plan.sum(1) - b).abs().sum(1)
+    torch.testing.assert_close(err, res.err)
+    a64, b64 = a.double() / a.double().sum(1, keepdim=True), b.double() / b.double().sum(1, keepdim=True)
+    ref = sinkhorn(cost.double(), a64, b64, 0.05, tol=1e-9, max_iter=100_000)
+    assert (res.value.double() - ref.value).abs().max() < 1e-3
+
+
+def test_symmetric_cost_gives_symmetric_value():
+    cost, a, b = random_problem(6, 7, 7, seed=8)
+    cost = cost + cost.transpose(1, 2)
+    ab = sinkhorn(cost, a, b, 0.05, tol=1e-12, max_iter=100_000)
+    ba = sinkhorn(cost, b, a, 0.05, tol=1e-12, max_iter=100_000)
+    torch.testing.assert_close(ab.value, ba.value, atol=1e-9, rtol=0)
+    torch.testing.assert_close(ab.plan, ba.plan.transpose(1, 2), atol=1e-9, rtol=0)
+
+
+def test_permutation_cost_recovers_the_permutation():
+    g = torch.Generator().manual_seed(9)
+    B, n = 8, 7
+    perms = torch.stack([torch.randperm(n, generator=g) for _ in range(B)])  # (B, n)
+    cost = 1.0 + torch.rand(B, n, n, generator=g, dtype=F64)
+    cost.scatter_(2, perms[:, :, None], 0.0)  # zero cost on i -> perm[i]
+    w = torch.full((B, n), 1.0 / n, dtype=F64)
+    res = sinkhorn(cost, w, w, 0.01, tol=1e-10, max_iter=10_000)
+    assert (res.plan.argmax(2) == perms).all()
+    assert res.value.abs().max() < 1e-6
+
+
+def test_exp_domain_overflow_falls_back_to_log_domain():
+    """eps far below the cost scale: exp-domain scalings would overflow; the result must match POT."""
+    cost, a, b = random_problem(4, 5, 6, seed=10, scale=200.0)
+    eps = 0.5
+    res = sinkhorn(cost, a, b, eps, tol=1e-11, max_iter=200_000)
+    assert torch.isfinite(res.plan).all() and res.converged.all()
+    for i in range(4):
+        np.testing.assert_allclose(res.plan[i].numpy(), pot_plan(cost[i], a[i], b[i], eps), atol=1e-6, rtol=0)
+    res32 = sinkhorn(cost.float(), a.float(), b.float(), eps, tol=1e-4, max_iter=200_000)
+    assert torch.isfinite(res32.plan).all() and res32.converged.all()
+
+
+def test_batch_equals_problems_solved_alone():
+    """Per-problem early stop: each problem's answer does not depend on its batch mates."""
+    cost, a, b = random_problem(6, 8, 9, seed=11, scale=3.0)
+    res = sinkhorn(cost, a, b, 0.05, tol=1e-9, max_iter=50_000)
+    assert len(set(res.n_iter.tolist())) > 1  # problems stopped at different iterations
+    for i in range(6):
+        alone = sinkhorn(cost[i : i + 1], a[i : i + 1], b[i : i + 1], 0.05, tol=1e-9, max_iter=50_000)
+        assert alone.n_iter.item() == res.n_iter[i].item()
+        torch.testing.assert_close(alone.plan[0], res.plan[i], atol=1e-12, rtol=0)
+
+
+def test_warns_when_stopped_unconverged():
+    cost, a, b = random_problem(4, 10, 10, seed=12, scale=5.0)
+    with pytest.warns(SinkhornConvergenceWarning, match="max_iter=5"):
+        res = sinkhorn(cost, a, b, 0.01, tol=1e-9, max_iter=5)
+    assert not res.converged.all() and (res.n_iter == 5).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sinkhorn(cost, a, b, 0.5, tol=1e-6, max_iter=10_000)
+
+
+def test_rejects_bad_inputs():
+    cost, a, b = random_problem(2, 3, 4, seed=13)
+    with pytest.raises(ValueError, match="equal positive mass"):
+        sinkhorn(cost, a, 2 * b)
+    with pytest.raises(ValueError, match="equal positive mass"):
+        sinkhorn(cost, torch.zeros_like(a), torch.zeros_like(b))
+    with pytest.raises(ValueError, match="valid: autograd, implicit"):
+        sinkhorn(cost, a, b, grad="unrolled")
+    with pytest.raises(ValueError, match=r"cost \(B, N, M\)"):
+        sinkhorn(cost, b, a)
+
+
+def _softmax_weights(logits, mask):
+    return torch.softmax(logits.masked_fill(~mask, -torch.inf), dim=1)
+
+
+@pytest.mark.parametrize("grad", GRAD_MODES)
+def test_gradcheck_cost_and_weights(grad):
+    g = torch.Generator().manual_seed(14)
+    B, N, M = 3, 3, 4
+    cost = torch.rand(B, N, M, generator=g, dtype=F64).requires_grad_()
+    la = torch.randn(B, N, generator=g, dtype=F64).requires_grad_()
+    lb = torch.randn(B, M, generator=g, dtype=F64).requires_grad_()
+    ma = torch.ones(B, N, dtype=torch.bool)
+    ma[1, 2] = False
+    mb = torch.ones(B, M, dtype=torch.bool)
+    mb[2, 3:] = False
+
+    def fn(cost, la, lb):  # weights stay on the simplex under finite differences
+        res = sinkhorn(cost, _softmax_weights(la, ma), _softmax_weights(lb, mb), 0.2, tol=1e-12,
+                       max_iter=100_000, grad=grad)
+        return res.value, res.plan
+
+    assert torch.autograd.gradcheck(fn, (cost, la, lb), atol=1e-6, rtol=1e-5)
+
+
+def test_implicit_and_autograd_gradients_agree_float32():
+    cost, a, b = random_problem(50, 10, 10, seed=15, dtype=torch.float32, scale=1.5)
+    grads = {}
+    for grad in GRAD_MODES:
+        c = cost.clone().requires_grad_()
+        la = a.log().clone().requires_grad_()
+        res = sinkhorn(c, torch.softmax(la, 1), b, 0.05, tol=1e-6, max_iter=10_000, grad=grad)
+        grads[grad] = torch.autograd.grad(res.value.sum(), (c, la))
+    for g_auto, g_impl in zip(grads["autograd"], grads["implicit"]):
+        assert torch.isfinite(g_impl).all()
+        torch.testing.assert_close(g_impl, g_auto, atol=2e-3, rtol=0)
