@@ -240,3 +240,28 @@ def test_hard_negatives_from_file_join_the_loss(tiny_model_dir, examples_dir, tm
     plain = load_split(tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=max").data, "train")
     no_hard = TripletCollator(model.encoder.tokenize, plain.papers)([plain[i] for i in range(4)])
     assert int(model(no_hard)["triples"]) == 0
+
+
+@pytest.mark.parametrize("negatives", ["all", "one"])
+def test_model_loss_matches_a_hand_computation(negatives, tiny_model_dir, examples_dir, tmp_path):
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=cocite_vector", f"loss.negatives={negatives}")
+    model = build_model(cfg).eval()
+    data = load_split(cfg.data, "train")
+    examples = [data[i] for i in range(0, 12)]  # the first sets: several anchors share a set (masked out)
+    batch = TripletCollator(model.encoder.tokenize, data.papers)(examples)
+    with torch.no_grad():
+        out = model(batch)
+        docs = model.embed(batch.inputs)
+    B = len(examples)
+    a, p = docs.emb[:B, 0], docs.emb[B : 2 * B, 0]
+    dist = torch.cdist(a, p)
+    per_anchor = []
+    for i, e in enumerate(examples):
+        allowed = [j for j in range(B) if examples[j].positive_id not in e.members]
+        if negatives == "one":
+            after = [(i + k) % B for k in range(1, B + 1)]
+            allowed = [j for j in after if j in allowed][:1]
+        if allowed:
+            per_anchor.append(torch.stack([torch.relu(dist[i, i] - dist[i, j] + 1.0) for j in allowed]).mean())
+    assert int(out["triples"]) == len(per_anchor) == B
+    assert out["loss"].item() == pytest.approx(torch.stack(per_anchor).mean().item(), rel=1e-5)

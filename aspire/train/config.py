@@ -63,7 +63,7 @@ class DataConfig:
     the data for quick runs; `use_dev: false` trains without dev loss / model selection.
     """
 
-    examples_dir: str = "runs/cc/6_aligned"
+    examples_dir: str = "runs/cocite-acl/6_aligned"
     align: Literal["cc_align", "abs_align"] = "cc_align"
     both_directions: bool = True
     hard_negatives: str | None = None
