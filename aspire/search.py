@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -29,9 +30,8 @@ import torch
 
 from aspire.batch import DocBatch
 from aspire.config import parse_overrides, _from_dict, to_dict, _merge
-from aspire.data.papers import Paper
+from aspire.data.papers import Paper, read_papers
 from aspire.index.config import SearchConfig
-from aspire.index.corpus import papers_from_lines
 from aspire.index.store import SentenceIndex, model_fingerprint
 from aspire.scoring import get_scorer
 
@@ -309,17 +309,20 @@ class Searcher:
         return out
 
 def _read_query_papers(path: str | Path) -> list[Paper]:
-    """Papers from a query file: one JSON object, or JSONL (one paper a line)."""
-    text = Path(path).read_text(encoding="utf-8")
+    """Papers from a query file: JSONL (one paper a line) or one pretty-printed JSON object, read
+    with the papers-file rules (`aspire.data.papers.read_papers`; a string abstract is split)."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
     try:
         whole = json.loads(text)  # one (possibly pretty-printed) JSON object
     except json.JSONDecodeError:
         whole = None
-    lines = [json.dumps(whole)] if isinstance(whole, dict) else text.splitlines()
-    papers, rejected = papers_from_lines(lines)
-    if rejected:
-        raise ValueError(f"{path}: unreadable query record(s): {rejected}")
-    return papers
+    if not isinstance(whole, dict):
+        return read_papers(path).papers
+    with tempfile.TemporaryDirectory() as tmp:
+        one_line = Path(tmp) / path.with_suffix(".jsonl").name
+        one_line.write_text(json.dumps(whole) + "\n", encoding="utf-8")
+        return read_papers(one_line).papers
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -203,7 +203,7 @@ def test_every_input_record_is_indexed_or_rejected(tmp_path):
         json.dumps({"title": "no id", "abstract": ["x."]}),
         json.dumps({"paper_id": "b", "title": "B", "abstract": []}),
         json.dumps({"paper_id": "a", "title": "A again", "abstract": ["three."]}),
-        json.dumps({"paper_id": "c", "title": "C", "abstract": "not a list"}),
+        json.dumps({"paper_id": "c", "title": "C", "abstract": 42}),
         json.dumps({"paper_id": "d", "title": "D", "abstract": ["four.", "five.", "six."]}),
     ]
     path = tmp_path / "papers.jsonl"
@@ -213,10 +213,15 @@ def test_every_input_record_is_indexed_or_rejected(tmp_path):
     papers, unreadable = read_corpus(path)
     corpus = encode_corpus(HashEncoder(), papers, progress=False)
     assert corpus.paper_ids == ["a", "d"] and corpus.offsets.tolist() == [0, 2, 5]
-    reasons = sorted(r["reason"] for r in unreadable + corpus.rejected)
-    assert len(reasons) == len(lines) - 2
-    assert any("invalid JSON" in r for r in reasons) and "duplicate paper_id" in reasons
-    assert "no abstract sentences" in reasons and "missing paper_id" in reasons
+    rejected = unreadable + corpus.rejected
+    assert sorted(r["line"] for r in rejected) == [2, 3, 4, 5, 6]  # every other line, once
+    assert all(r["reason"] for r in rejected)
+    # papers the reader accepts but the index cannot hold are rejected at encoding time
+    more = encode_corpus(HashEncoder(), [Paper("e", "E", []), Paper("a", "A", ["x."]), Paper("f", "F", ["y."])],
+                         skip_ids=["a"], progress=False)
+    assert more.paper_ids == ["f"]
+    assert sorted((r["paper_id"], r["reason"]) for r in more.rejected) == [
+        ("a", "duplicate paper_id"), ("e", "no abstract sentences")]
 
 
 def test_cli_build_add_info_and_model_check(tmp_path, tiny_model_dir, capsys):

@@ -21,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from aspire.batch import DocBatch
-from aspire.data.papers import Paper
+from aspire.data.papers import Paper, read_papers
 from aspire.index.config import EncodeConfig
 
 SHARD_FORMAT_VERSION = 1
@@ -285,34 +285,8 @@ def read_papers_jsonl(path: Path) -> tuple[list[str], list[str], list[list[str]]
 
 
 def read_corpus(path: str | Path) -> tuple[list[Paper], list[dict]]:
-    """Papers from a JSONL file (`paper_id`, `title`, `abstract` or `sentences`), and the records that
-    could not be read, each `{"line", "paper_id", "reason"}`."""
-    with open(path, encoding="utf-8") as f:
-        return papers_from_lines(f)
-
-
-def papers_from_lines(lines: Iterable[str]) -> tuple[list[Paper], list[dict]]:
-    """`read_corpus` on JSON lines already in memory."""
-    papers: list[Paper] = []
-    rejected: list[dict] = []
-    for line_no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            rejected.append({"line": line_no, "paper_id": None, "reason": f"invalid JSON: {err.msg}"})
-            continue
-        if not isinstance(record, dict):
-            rejected.append({"line": line_no, "paper_id": None, "reason": "record is not a JSON object"})
-            continue
-        pid = record.get("paper_id")
-        sentences = record.get("sentences", record.get("abstract"))
-        if not isinstance(pid, (str, int)) or pid == "":
-            rejected.append({"line": line_no, "paper_id": None, "reason": "missing paper_id"})
-        elif not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
-            rejected.append({"line": line_no, "paper_id": str(pid), "reason": "abstract is not a list of sentences"})
-        else:
-            labels = record.get("pred_labels", record.get("labels"))
-            papers.append(Paper(str(pid), str(record.get("title") or ""), sentences, labels))
-    return papers, rejected
+    """Papers from a JSONL papers file (`aspire.data.papers.read_papers` rules), and every record
+    that could not be read as `{"line", "paper_id", "reason"}`."""
+    result = read_papers(path, skip_bad=True)
+    rejected = [{"line": r.line, "paper_id": r.paper_id, "reason": r.reason} for r in result.rejected]
+    return result.papers, rejected
