@@ -1,0 +1,296 @@
+"""The aspect-selection page's server: request checks (4xx with a message), answers equal to the Searcher's,
+facet labels from a corpus file, only known routes served, and a bounded loopback load test."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from aspire.data.papers import Paper, write_papers
+from aspire.encoders import load_encoder
+from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex, encode_corpus, model_fingerprint
+from aspire.serve import RequestError, make_server, open_service
+from aspire.serve.server import MAX_BODY
+
+L = ("background_label", "method_label", "result_label", "objective_label")
+PAPERS = [
+    Paper("q", "a parser for documents", ["we study scientific documents.", "we propose a new neural parser.",
+                                          "the parser improves the state of the art."], [L[0], L[1], L[2]]),
+    Paper("a", "neural parsing", ["parsing is a task.", "we propose a neural network parser."], [L[0], L[1]]),
+    Paper("b", "document similarity", ["scientific documents are many.", "we show similarity results."],
+          [L[3], L[2]]),
+    Paper("c", "citation text", ["citation sentences in a paper.", "a model of citation.", "results improve."],
+          [L[0], L[1], L[2]]),
+    Paper("d", "aspects", ["an aspect of a title.", "we use data."], [L[0], "other_label"]),
+]
+
+
+def build_index(encoder, papers, out: Path, name: str) -> Path:
+    corpus = encode_corpus(encoder, papers, progress=False)
+    index = SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), model_fingerprint(encoder), name)
+    index.save(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def index_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("serve")
+    write_papers(root / "papers.jsonl", PAPERS)
+    return build_index(load_encoder(tiny_model_dir), PAPERS, root / "index", str(tiny_model_dir))
+
+
+@pytest.fixture(scope="module")
+def service(index_dir):
+    return open_service(index_dir, ["rerank=ot", "k=3", "ot_max_iter=100"], index_dir.parent / "papers.jsonl")
+
+
+@pytest.fixture(scope="module")
+def server(service):
+    srv = make_server(service, "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def request(srv, method, path, body=None, headers=None):
+    host, port = srv.server_address[:2]
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+    hdrs = {"Content-Type": "application/json"} if data is not None else {}
+    hdrs.update(headers or {})
+    conn.request(method, path, body=data, headers=hdrs)
+    resp = conn.getresponse()
+    raw = resp.read()
+    conn.close()
+    return resp.status, resp.getheader("Content-Type"), raw
+
+
+def raw_request(srv, data: bytes) -> tuple[int, bytes]:
+    """Send bytes as they are; returns (status, body)."""
+    with socket.create_connection(srv.server_address[:2], timeout=10) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    reply = b"".join(chunks)
+    status = int(reply.split(b" ", 2)[1])
+    return status, reply.split(b"\r\n\r\n", 1)[1]
+
+
+# ---- service ------------------------------------------------------------------------------------------
+def test_paper_has_sentences_and_facets(service):
+    paper = service.paper("b")
+    assert paper["title"] == "document similarity"
+    assert [s["text"] for s in paper["sentences"]] == PAPERS[2].sentences
+    assert [s["facet"] for s in paper["sentences"]] == ["background", "result"]  # objective counts as background
+    assert service.paper("d")["sentences"][1]["facet"] is None
+
+
+def test_labels_are_left_out_when_counts_differ(index_dir, tmp_path):
+    from aspire.serve import read_labels
+    from aspire.index import SentenceIndex
+
+    index = SentenceIndex.load(index_dir)
+    wrong = [Paper("a", "t", ["one.", "two.", "three."], [L[0]] * 3), PAPERS[2]]
+    write_papers(tmp_path / "p.jsonl", wrong)
+    labels, counts = read_labels(tmp_path / "p.jsonl", index.paper_ids, index.sentences)
+    assert list(labels) == ["b"] and counts["mismatched"] == 1 and counts["unlabelled"] == 4
+
+
+def test_search_equals_the_searcher_and_explains_with_the_plan(service):
+    out = service.search({"paper_id": "q", "sentences": [2, 1], "k": 3})
+    assert out["plan_rows"] == [1, 2] and out["rerank"] == "ot"
+    query = service.searcher.query_from_index("q", [1, 2])
+    expected = service.searcher.search(query, k=3, rerank="ot")
+    assert [h["paper_id"] for h in out["hits"]] == [h.paper_id for h in expected]
+    np.testing.assert_allclose([h["score"] for h in out["hits"]], [h.score for h in expected], rtol=1e-5)
+    assert "q" not in [h["paper_id"] for h in out["hits"]]
+    for hit in out["hits"]:
+        plan = np.array(hit["plan"])
+        assert plan.shape == (2, len(hit["sentences"]))
+        assert plan.sum() == pytest.approx(1.0, abs=1e-3)
+        assert -hit["score"] == pytest.approx(float((plan * np.array(hit["dist"])).sum()), rel=1e-3, abs=1e-4)
+        rows = {1: 0, 2: 1}
+        for p in hit["pairs"]:  # each aligned pair is the plan's largest entry in its query row
+            assert p["hit_sentence"] == int(np.argmax(plan[rows[p["query_sentence"]]]))
+    minl2 = service.search({"paper_id": "q", "sentences": [1], "k": 2, "rerank": "minl2"})
+    direct = service.searcher.search(service.searcher.query_from_index("q", [1]), k=2, rerank="minl2")
+    assert [h["paper_id"] for h in minl2["hits"]] == [h.paper_id for h in direct]
+
+
+@pytest.mark.parametrize("body, status, message", [
+    ({"paper_id": "nope", "sentences": [0]}, 404, "unknown paper_id"),
+    ({"paper_id": "q", "sentences": []}, 400, "empty selection"),
+    ({"paper_id": "q", "sentences": [0, 3]}, 400, "out of range 0..2"),
+    ({"paper_id": "q", "sentences": [-1]}, 400, "out of range"),
+    ({"paper_id": "q", "sentences": [True]}, 400, "integers"),
+    ({"paper_id": "q", "sentences": "0,1"}, 400, "list of sentence positions"),
+    ({"paper_id": "q", "sentences": list(range(300))}, 400, "too many sentences"),
+    ({"paper_id": "q", "sentences": [0], "k": 0}, 400, "k must be"),
+    ({"paper_id": "q", "sentences": [0], "k": 51}, 400, "k must be"),
+    ({"paper_id": "q", "sentences": [0], "k": "3"}, 400, "k must be"),
+    ({"paper_id": "q", "sentences": [0], "rerank": "bm25"}, 400, "unknown rerank"),
+    ({"paper_id": "q", "sentences": [0], "extra": 1}, 400, "unknown field"),
+    ({"paper_id": 7, "sentences": [0]}, 400, "non-empty string"),
+    ({"paper_id": "x" * 300, "sentences": [0]}, 400, "too long"),
+    ([1, 2], 400, "JSON object"),
+])
+def test_bad_search_requests_are_refused(service, body, status, message):
+    with pytest.raises(RequestError, match=message) as err:
+        service.search(body)
+    assert err.value.status == status
+
+
+def test_find_papers(service):
+    assert [p["paper_id"] for p in service.find_papers("PARS")["papers"]] == ["q", "a"]
+    assert [p["paper_id"] for p in service.find_papers("c")["papers"]][0] == "c"  # exact id first
+    assert len(service.find_papers("", limit=2)["papers"]) == 2
+    with pytest.raises(RequestError, match="too long"):
+        service.find_papers("x" * 201)
+
+
+# ---- HTTP -----------------------------------------------------------------------------------------------
+def test_http_routes_and_static_files(server):
+    status, ctype, body = request(server, "GET", "/")
+    assert status == 200 and ctype.startswith("text/html") and b"/static/app.js" in body
+    status, ctype, body = request(server, "GET", "/static/app.js")
+    assert status == 200 and ctype.startswith("text/javascript") and b"textContent" in body
+    status, ctype, body = request(server, "GET", "/api/info")
+    assert status == 200 and json.loads(body)["n_papers"] == 5 and json.loads(body)["labelled_papers"] == 5
+    status, _, body = request(server, "GET", "/api/paper?id=a")
+    assert status == 200 and json.loads(body)["sentences"][1]["facet"] == "method"
+    status, _, body = request(server, "POST", "/api/search", {"paper_id": "q", "sentences": [0, 1]})
+    hits = json.loads(body)["hits"]
+    assert status == 200 and len(hits) == 3  # k=3 from the server's overrides
+
+
+@pytest.mark.parametrize("raw", [
+    b"GET /../../etc/passwd HTTP/1.0\r\n\r\n",
+    b"GET /static/../service.py HTTP/1.0\r\n\r\n",
+    b"GET /static/%2e%2e/server.py HTTP/1.0\r\n\r\n",
+    b"GET /static/ HTTP/1.0\r\n\r\n",
+    b"GET //etc/passwd HTTP/1.0\r\n\r\n",
+    b"GET /static/index.html HTTP/1.0\r\n\r\n",
+])
+def test_nothing_outside_the_known_files_is_served(server, raw):
+    status, body = raw_request(server, raw)
+    assert status == 404 and "no such route" in json.loads(body)["error"]
+
+
+@pytest.mark.parametrize("method, path, body, headers, status, message", [
+    ("GET", "/api/paper?id=zzz", None, None, 404, "unknown paper_id"),
+    ("GET", "/api/paper", None, None, 400, "?id="),
+    ("GET", "/api/papers?limit=abc", None, None, 400, "limit"),
+    ("GET", "/api/papers?q=" + "x" * 300, None, None, 400, "too long"),
+    ("GET", "/api/papers?" + "&".join(f"a{i}=1" for i in range(20)), None, None, 400, "query string"),
+    ("GET", "/api/paper?id=a&id=b", None, None, 400, "repeated"),
+    ("POST", "/api/search", b"{not json", None, 400, "not valid JSON"),
+    ("POST", "/api/search", b"\xff\xfe", None, 400, "not valid JSON"),
+    ("POST", "/api/search", b'{"paper_id": "q"}', {"Content-Type": "text/plain"}, 415, "JSON"),
+    ("POST", "/api/search", b"x" * (MAX_BODY + 1), None, 413, "too large"),
+    ("POST", "/api/search", {"paper_id": "q", "sentences": []}, None, 400, "empty selection"),
+    ("GET", "/api/search", None, None, 405, "not allowed"),
+    ("DELETE", "/api/info", None, None, 405, "not allowed"),
+    ("BREW", "/", None, None, 405, "not allowed"),
+    ("GET", "/admin", None, None, 404, "no such route"),
+])
+def test_bad_http_requests_get_4xx_json(server, method, path, body, headers, status, message):
+    got, ctype, raw = request(server, method, path, body, headers)
+    assert got == status and ctype.startswith("application/json")
+    assert message in json.loads(raw)["error"]
+
+
+def test_post_without_length_and_garbage_request_lines(server):
+    status, body = raw_request(server, b"POST /api/search HTTP/1.0\r\nContent-Type: application/json\r\n\r\n{}")
+    assert status == 411 and "Content-Length" in json.loads(body)["error"]
+    status, body = raw_request(server, b"\x00\x01garbage\r\n\r\n")
+    assert status == 400 and json.loads(body)["error"].startswith("Bad request")
+    status, body = raw_request(server, b"GET / HTTP/7.1\r\n\r\n")
+    assert status == 400 and "version" in json.loads(body)["error"]
+    status, _ = raw_request(server, b"GET /" + b"a" * 70000 + b" HTTP/1.0\r\n\r\n")
+    assert status == 414
+
+
+# ---- load ----------------------------------------------------------------------------------------------
+MALFORMED = [
+    ("POST", "/api/search", b"{oops", {}),
+    ("POST", "/api/search", b'{"paper_id": "nope", "sentences": [0]}', {}),
+    ("POST", "/api/search", b'{"paper_id": "q", "sentences": []}', {}),
+    ("POST", "/api/search", b'{"paper_id": "q", "sentences": [99]}', {}),
+    ("POST", "/api/search", b"x" * (MAX_BODY + 10), {}),
+    ("GET", "/api/paper?id=" + "z" * 400, None, {}),
+    ("GET", "/static/../../etc/passwd", None, {}),
+    ("PUT", "/api/search", b"{}", {}),
+    ("RAW", None, b"GET / HTTP/7.1\r\n\r\n", {}),
+    ("RAW", None, b"\x00\x01garbage\r\n\r\n", {}),
+    ("RAW", None, b"POST /api/search HTTP/1.0\r\nContent-Length: 99\r\nContent-Type: application/json\r\n\r\n{", {}),
+]
+
+
+@pytest.mark.slow
+def test_load_loopback_no_5xx_bounded_memory_correct_results(index_dir):
+    """A fixed number of mixed requests from 4 client threads, within a time limit, to a server process."""
+    psutil = pytest.importorskip("psutil")
+    proc = subprocess.Popen([sys.executable, "-m", "aspire.serve", "--index", str(index_dir), "--port", "0",
+                             "--corpus", str(index_dir.parent / "papers.jsonl"), "--log-level", "WARNING",
+                             "rerank=ot", "k=3", "ot_max_iter=100"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("serving http://127.0.0.1:"), line
+        host, port = line.split()[1].removeprefix("http://").rstrip("/").split(":")
+        srv = type("S", (), {"server_address": (host, int(port))})()
+        valid = [{"paper_id": "q", "sentences": [0, 1]}, {"paper_id": "a", "sentences": [1], "rerank": "minl2"},
+                 {"paper_id": "c", "sentences": [0, 2], "k": 2, "rerank": "none"}]
+        expected = [json.loads(request(srv, "POST", "/api/search", b)[2]) for b in valid]
+        for _ in range(20):  # warm up before measuring memory
+            request(srv, "POST", "/api/search", valid[0])
+        rss_before = psutil.Process(proc.pid).memory_info().rss
+        n_requests, deadline = 400, time.monotonic() + 90
+
+        def one(i):
+            if time.monotonic() > deadline:
+                return "late", None
+            if i % 2 == 0:
+                j = (i // 2) % len(valid)
+                status, _, raw = request(srv, "POST", "/api/search", valid[j])
+                same = [h["paper_id"] for h in json.loads(raw)["hits"]] == [h["paper_id"] for h in expected[j]["hits"]]
+                return status, same
+            method, path, body, headers = MALFORMED[(i // 2) % len(MALFORMED)]
+            if method == "RAW":
+                return raw_request(srv, body)[0], None
+            status, _, _ = request(srv, method, path, body, headers)
+            return status, None
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            results = list(pool.map(one, range(n_requests)))
+        elapsed = time.monotonic() - started
+        rss_after = psutil.Process(proc.pid).memory_info().rss
+        statuses = [s for s, _ in results]
+        print(f"load: {n_requests} requests in {elapsed:.1f} s, statuses "
+              f"{dict(sorted(Counter(map(str, statuses)).items()))}, server RSS {rss_before / 2**20:.0f} -> "
+              f"{rss_after / 2**20:.0f} MiB")
+        assert "late" not in statuses, f"{statuses.count('late')} requests not sent within the time limit"
+        assert not [s for s in statuses if s >= 500]
+        assert all(s == 200 for s, _ in results[0::2]) and all(same for _, same in results[0::2])
+        assert all(400 <= s < 500 for s in statuses[1::2])
+        assert rss_after - rss_before < 50 * 2**20, f"server memory grew by {(rss_after - rss_before) / 2**20:.1f} MiB"
+        assert proc.poll() is None  # still serving
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
