@@ -1,0 +1,130 @@
+"""End to end: the aspect-selection page in headless Chromium against a small CSFCube index (minilm).
+
+Picks a paper, selects two of its sentences, searches, and checks the ranked list and the
+highlighted aligned sentences against the server's own answer; saves docs/screenshot.png.
+Needs Debian's `chromium` (driven through playwright's Python package, which never downloads a
+browser here: the system binary is passed as `executable_path`); skips when it is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOT = REPO / "docs" / "screenshot.png"
+QUERY = "2468783"  # CSFCube query "Similarity of Semantic Relations" (method and result facets)
+SELECTED = [5, 9]  # its two method sentences
+N_CANDIDATES = 24
+
+
+def chromium_path() -> str | None:
+    return os.environ.get("ASPIRE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(chromium_path() is None,
+                       reason="headless Chromium not installed (apt-get install -y chromium)"),
+]
+
+
+@pytest.fixture(scope="module")
+def page_server(shared_data, tmp_path_factory):
+    from aspire.data.papers import read_papers, write_papers
+    from aspire.encoders import load_encoder
+    from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex, encode_corpus, model_fingerprint
+    from aspire.serve import make_server, open_service
+
+    csf = shared_data / "csfcube"
+    pool = json.loads((csf / "test-pid2anns-csfcube-method.json").read_text())[QUERY]
+    graded = sorted(zip(pool["relevance_adju"], pool["cands"]), key=lambda g: (-g[0], g[1]))
+    keep = {QUERY} | {pid for _, pid in graded[: N_CANDIDATES // 2]} | {pid for _, pid in graded[-N_CANDIDATES // 2:]}
+    papers = [p for p in read_papers(csf / "abstracts-csfcube-preds.jsonl").papers if p.paper_id in keep]
+    root = tmp_path_factory.mktemp("page")
+    write_papers(root / "papers.jsonl", papers)
+    encoder = load_encoder("minilm")
+    index = SentenceIndex.build(encode_corpus(encoder, papers, progress=False),
+                                IndexBuildConfig(index=IndexConfig(kind="flat")), model_fingerprint(encoder), "minilm")
+    index.save(root / "index")
+    service = open_service(root / "index", ["rerank=ot"], root / "papers.jsonl")
+    server = make_server(service, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_select_two_sentences_search_and_see_alignments(page_server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            errors = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(page_server.url)
+            page.wait_for_selector(".paper-item")
+            page.fill("#paper-filter", "semantic relations")
+            page.click(f'.paper-item[data-id="{QUERY}"]')
+            page.wait_for_selector('#query-sentences .sentence[data-index="0"]')
+            labels = page.locator("#query-sentences .sentence .facet").all_inner_texts()
+            assert labels[SELECTED[0]] == "method" and labels[SELECTED[1]] == "method"
+            for i in SELECTED:
+                page.click(f'#query-sentences .sentence[data-index="{i}"]')
+            selected = page.locator("#query-sentences .sentence.selected")
+            assert [int(x) for x in selected.evaluate_all("ns => ns.map(n => n.dataset.index)")] == SELECTED
+            page.select_option("#k", "5")
+            page.click("#search-btn")
+            page.wait_for_selector("#results .hit")
+
+            expected = page_server.service.search({"paper_id": QUERY, "sentences": SELECTED, "k": 5, "rerank": "ot"})
+            hits = page.locator("#results .hit")
+            assert hits.count() == 5
+            shown_ids = hits.evaluate_all("ns => ns.map(n => n.dataset.id)")
+            assert shown_ids == [h["paper_id"] for h in expected["hits"]] and QUERY not in shown_ids
+            for n, hit in enumerate(expected["hits"]):
+                card = hits.nth(n)
+                assert card.locator(".hit-title").inner_text() == hit["title"]
+                aligned = card.locator(".hit-sentence.aligned").evaluate_all("ns => ns.map(n => Number(n.dataset.index))")
+                assert aligned == sorted({p["hit_sentence"] for p in hit["pairs"]})
+                tags = card.locator(".align-tag").all_inner_texts()
+                assert sorted(t.split()[0] for t in tags) == sorted(f"q{i}" for i in SELECTED)
+                assert card.locator(".plan th.qlabel").all_inner_texts() == [f"q{i}" for i in SELECTED]
+                assert card.locator(".plan td").count() == len(SELECTED) * len(hit["sentences"])
+            assert page.locator("#status").inner_text().startswith("5 papers in")
+            assert errors == []
+
+            page.locator("#query-sentences .sentence.selected").first.evaluate("n => n.scrollIntoView({block: 'center'})")
+            SCREENSHOT.parent.mkdir(exist_ok=True)
+            page.screenshot(path=str(SCREENSHOT))
+            assert SCREENSHOT.stat().st_size > 20_000
+        finally:
+            browser.close()
+
+
+def test_page_reports_a_bad_request(page_server):
+    """The page shows the server's 4xx message instead of failing silently."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(page_server.url)
+            page.wait_for_selector(".paper-item")
+            status = page.evaluate("""async () => {
+                const r = await fetch('/api/search', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                                       body: JSON.stringify({paper_id: 'no-such-paper', sentences: [0]})});
+                return [r.status, (await r.json()).error];
+            }""")
+            assert status[0] == 404 and "unknown paper_id" in status[1]
+        finally:
+            browser.close()
