@@ -9,6 +9,7 @@ a tqdm bar and a JSONL metrics log (`metrics.jsonl`). Under DDP only rank 0 writ
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -244,19 +245,19 @@ class Trainer:
                    disable=not tc.progress or self.rank != 0)
         module = self.ddp or self.model
         last: dict = {}
-        window = {"loss": 0.0, "triples": 0, "micro": 0, "t0": time.perf_counter()}
+        window = self._new_window()
         stop_at = min(self.total_steps, self.step + tc.stop_after) if tc.stop_after else self.total_steps
         while self.step < stop_at:
             sampler = EpochBatchSampler(len(self.train_data), tc.batch_size, tc.seed, self.epoch, self.position,
                                         self.rank, self.world, limit=self.steps_per_epoch * tc.grad_accum)
             for batch in self._loader(self.train_data, sampler, tc.seed * 1_000_003 + self.epoch):
                 sync = (self.position + 1) % tc.grad_accum == 0
-                with module.no_sync() if (self.ddp is not None and not sync) else _null():
+                with module.no_sync() if (self.ddp is not None and not sync) else contextlib.nullcontext():
                     out = module(batch.to(self.device))
                     (out["loss"] / tc.grad_accum).backward()
                 self.position += 1
-                window["loss"] += float(out["loss"].detach())
-                window["triples"] += int(out["triples"])
+                window["loss"] = window["loss"] + out["loss"].detach().double()  # on the device: no host sync
+                window["triples"] = window["triples"] + out["triples"].double()
                 window["micro"] += 1
                 if not sync:
                     continue
@@ -269,7 +270,7 @@ class Trainer:
                 if self.step % tc.log_every == 0 or self.step == self.total_steps:
                     last = self._log_train(window, float(grad_norm))
                     bar.set_postfix(loss=f"{last['loss']:.4f}")
-                    window = {"loss": 0.0, "triples": 0, "micro": 0, "t0": time.perf_counter()}
+                    window = self._new_window()
                 if self.position == sampler.num_batches:  # epoch done: the checkpoint says "next epoch"
                     self.epoch, self.position = self.epoch + 1, 0
                 paused = time.perf_counter()  # evaluation and saving stay out of the throughput figure
@@ -280,9 +281,6 @@ class Trainer:
                 window["t0"] += time.perf_counter() - paused
                 if self.step >= stop_at:
                     break
-            else:
-                continue
-            break
         bar.close()
         if self.step < self.total_steps:  # stopped by `stop_after`: checkpoint for --resume
             self.save()
@@ -297,24 +295,22 @@ class Trainer:
         self._log(final)
         return {**last, **final}
 
+    def _new_window(self) -> dict:
+        zero = torch.zeros((), dtype=torch.float64, device=self.device)
+        return {"loss": zero, "triples": zero, "micro": 0, "t0": time.perf_counter()}
+
     def _log_train(self, window: dict, grad_norm: float) -> dict:
-        stats = torch.tensor([window["loss"], window["triples"], window["micro"]], dtype=torch.float64)
+        micro = torch.tensor(float(window["micro"]), dtype=torch.float64, device=self.device)
+        stats = torch.stack([window["loss"], window["triples"], micro])
         if self.world > 1:
             dist.all_reduce(stats)
+        stats = stats.cpu()
         seconds = time.perf_counter() - window["t0"]
         record = {"step": self.step, "epoch": self.epoch, "loss": float(stats[0] / stats[2]),
                   "lr": self.scheduler.get_last_lr()[0], "grad_norm": grad_norm,
                   "triples_per_s": float(stats[1]) / max(seconds, 1e-9)}
         self._log(record)
         return record
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def trim_metrics(out_dir: Path, step: int) -> None:
