@@ -22,10 +22,18 @@ $(STAMP): requirements.txt requirements-models.txt setup.cfg pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+# Debian's chromium for the page's browser test (playwright drives it; no browser is downloaded)
+BROWSER_STAMP := $(VENV)/.aspire-chromium
+$(BROWSER_STAMP): $(STAMP)
+	command -v chromium >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+	touch $(BROWSER_STAMP)
+
 demo: $(STAMP)
 	$(PY) -m aspire.demo
 
-test: $(STAMP)
+test: $(STAMP) $(BROWSER_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 clean-venv:
