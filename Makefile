@@ -12,7 +12,7 @@ install: $(STAMP)
 
 $(STAMP): requirements.txt requirements-models.txt setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q pip==26.3
 	# torch first, pinned: the CPU build on disk (an unpinned torch pulls a multi-GB CUDA build)
 	$(PY) -m pip install -q torch==2.13.0
 	# numpy<2 (scispacy) and the rest, pinned
