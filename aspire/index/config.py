@@ -49,8 +49,9 @@ class EncodeConfig:
 class SearchConfig:
     """Query defaults.
 
-    rerank: "none" ranks by the ANN single-match distances; "minl2" re-scores the shortlist with
-        the exact min-L2 scorer on the stored vectors; "ot" re-ranks it with the OT scorer.
+    rerank: "none" ranks by the ANN single-match distances (exact L2 for flat, HNSW and IVF-Flat;
+        approximate with IVF-PQ codes); "minl2" re-scores the shortlist with the exact min-L2
+        scorer on the stored vectors; "ot" re-ranks it with the OT scorer (aspire.scoring).
     sentence_k: neighbours fetched per selected query sentence; 0 picks
         max(`sentence_k_min`, `sentence_k_factor` x (`shortlist` when re-ranking, else `k`)).
         A paper is found when one of its sentences is among some selected query sentence's
