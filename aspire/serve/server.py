@@ -185,6 +185,8 @@ class Handler(BaseHTTPRequestHandler):
             return json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise RequestError(400, f"the body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise RequestError(400, "the body's JSON is nested too deeply") from None
 
 
 class AspireServer(ThreadingHTTPServer):
