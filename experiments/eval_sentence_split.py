@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import re
 import sys
 import time
@@ -129,21 +130,25 @@ def _aggregate(rows: list[tuple[int, int, int, bool]]) -> dict:
     }
 
 
-def evaluate(splitter_name: str, datasets: dict[str, list[list[str]]]) -> dict:
+def evaluate(splitter_name: str, datasets: dict[str, list[list[str]]]) -> tuple[dict, dict[str, list[list[int]]]]:
     """Per data set, boundary P/R/F1 and exact-split share on all abstracts and on those without
-    suspect gold, and the count of abstracts whose split lost text; ms per abstract on the first set."""
+    suspect gold, and the count of abstracts whose split lost text; ms per abstract on the first set.
+    Also returns the predicted boundaries, per data set and abstract."""
     splitter = get_splitter(splitter_name)
     t0 = time.perf_counter()
     splitter.split("Warm-up sentence one. Warm-up sentence two.")
     out = {"splitter": splitter_name, "load_s": time.perf_counter() - t0}
+    predictions: dict[str, list[list[int]]] = {}
     for k, (set_name, gold) in enumerate(datasets.items()):
         rows, lost, elapsed = [], 0, 0.0
+        predictions[set_name] = preds = []
         for sentences in gold:
             text, gold_starts = join_with_starts(sentences)
             t0 = time.perf_counter()
             spans = splitter.spans(text)
             elapsed += time.perf_counter() - t0
             pred_starts = [a for a, _ in spans[1:]]
+            preds.append(pred_starts)
             hits = len(set(pred_starts) & set(gold_starts))
             rows.append((hits, len(pred_starts), len(gold_starts), pred_starts == gold_starts))
             lost += _squash("".join(text[a:b] for a, b in spans)) != _squash(text)
@@ -155,7 +160,29 @@ def evaluate(splitter_name: str, datasets: dict[str, list[list[str]]]) -> dict:
         }
         if k == 0:
             out["ms_per_abstract"] = 1000 * elapsed / len(gold)
-    return out
+    return out, predictions
+
+
+def sample_disagreements(
+    gold: list[list[str]], pred_a: list[list[int]], pred_b: list[list[int]], n: int, seed: int
+) -> tuple[int, list[dict]]:
+    """(number of boundaries found by exactly one of two splitters, a seeded sample of `n` of them
+    with their context), for judging by reading which splitter is right."""
+    found = []
+    for i, (sentences, a, b) in enumerate(zip(gold, pred_a, pred_b)):
+        text, gold_starts = join_with_starts(sentences)
+        for x in sorted(set(a) ^ set(b)):
+            found.append(
+                {
+                    "abstract": i,
+                    "offset": x,
+                    "cut_by": "first" if x in a else "second",
+                    "in_gold": x in gold_starts,
+                    "context": f"{text[max(0, x - 50):x]} ‖ {text[x:x + 30]}",
+                }
+            )
+    rng = random.Random(seed)
+    return len(found), sorted(rng.sample(found, min(n, len(found))), key=lambda d: (d["abstract"], d["offset"]))
 
 
 def run_hard_cases(splitter_names: list[str]) -> list[dict]:
@@ -177,7 +204,7 @@ def run_hard_cases(splitter_names: list[str]) -> list[dict]:
     return rows
 
 
-def to_markdown(results: list[dict], hard: list[dict], set_names: list[str]) -> str:
+def to_markdown(results: list[dict], hard: list[dict], set_names: list[str], compare: dict | None) -> str:
     """The results tables, the hard-case scoreboard and each wrong hard-case output as markdown."""
     lines = [
         "# Sentence splitting on real abstracts",
@@ -192,6 +219,9 @@ def to_markdown(results: list[dict], hard: list[dict], set_names: list[str]) -> 
     for set_name in set_names:
         for key, title in (("all", "all abstracts"), ("clean_gold", "clean gold")):
             m0 = results[0][set_name][key]
+            if key == "clean_gold" and m0["abstracts"] == results[0][set_name]["all"]["abstracts"]:
+                lines += ["", f"({set_name}: no abstract has a rule-wrong gold cut; clean gold = all.)"]
+                continue
             lines += [
                 "",
                 f"## {set_name}, {title}: {m0['abstracts']} abstracts, {m0['gold_boundaries']} gold boundaries",
@@ -215,11 +245,29 @@ def to_markdown(results: list[dict], hard: list[dict], set_names: list[str]) -> 
     for h in hard:
         lines.append(f"| {h['case']} | " + " | ".join("yes" if h["correct"][n] else "**no**" for n in names) + " |")
     lines += ["", "## Wrong hard-case outputs", ""]
+    if all(all(h["correct"].values()) for h in hard):
+        lines.append("(none)")
     for h in hard:
         for n in names:
             if not h["correct"][n]:
                 shown = " ‖ ".join(h["outputs"][n])
                 lines.append(f"- `{n}` on *{h['case']}*: {shown}")
+    if compare is not None:
+        a, b = compare["splitters"]
+        lines += [
+            "",
+            f"## Where `{a}` and `{b}` disagree ({compare['data']})",
+            "",
+            f"{compare['total']} boundaries are cut by exactly one of them; a sample of {len(compare['sample'])} "
+            f"(seed {compare['seed']}), to judge by reading (‖ marks the cut):",
+            "",
+            "| abstract | cut by | in gold | context |",
+            "|---:|---|---|---|",
+        ]
+        for d in compare["sample"]:
+            who = a if d["cut_by"] == "first" else b
+            ctx = d["context"].replace("|", "\\|")
+            lines.append(f"| {d['abstract']} | {who} | {'yes' if d['in_gold'] else 'no'} | {ctx} |")
     return "\n".join(lines) + "\n"
 
 
@@ -228,15 +276,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N abstracts of each data set only")
     parser.add_argument("--splitters", default=",".join(SPLITTERS), help="comma-separated registry names")
     parser.add_argument("--out-dir", type=Path, default=REPO / "experiments" / "results")
+    parser.add_argument(
+        "--compare", default="pysbd_rule_guarded,pysbd_guarded", help="two splitters whose disagreements to sample"
+    )
+    parser.add_argument("--sample", type=int, default=40, help="disagreements to sample (on the first data set)")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     missing = [str(p) for p in DATASETS.values() if not p.is_file()]
     if missing:
         raise SystemExit(f"data not found: {missing}")
     names = [n for n in args.splitters.split(",") if n]
     datasets = {name: load_gold(path, args.limit) for name, path in DATASETS.items()}
-    results = [evaluate(n, datasets) for n in names]
+    evaluated = {n: evaluate(n, datasets) for n in names}
+    results = [evaluated[n][0] for n in names]
+    compare = None
+    pair = [n for n in args.compare.split(",") if n]
+    if len(pair) == 2 and all(n in evaluated for n in pair):
+        first = next(iter(datasets))
+        preds = [evaluated[n][1][first] for n in pair]
+        total, sample = sample_disagreements(datasets[first], *preds, args.sample, args.seed)
+        compare = {"splitters": pair, "data": first, "seed": args.seed, "total": total, "sample": sample}
     hard = run_hard_cases(names)
-    md = to_markdown(results, hard, list(datasets))
+    md = to_markdown(results, hard, list(datasets), compare)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     payload = {
         "data": {name: path.name for name, path in DATASETS.items()},
@@ -244,6 +305,7 @@ def main(argv: list[str] | None = None) -> None:
         "python": platform.python_version(),
         "results": results,
         "hard_cases": hard,
+        "disagreements": compare,
     }
     (args.out_dir / "sentence_split.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
     (args.out_dir / "sentence_split.md").write_text(md)
