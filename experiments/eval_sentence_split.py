@@ -11,7 +11,11 @@ cut that is wrong by rule (`suspect_gold`). Time is wall-clock milliseconds per 
 after the pipeline is loaded (one process on a shared CPU; compare within a run). Every prediction
 is also checked to keep the text: its sentences, joined, equal the input up to whitespace.
 
-    python experiments/eval_sentence_split.py [--limit N] [--splitters a,b] [--out-dir DIR]
+    python experiments/eval_sentence_split.py [--limit N] [--splitters a,b,...] [--out-dir DIR]
+        [--compare A,B --sample 40 --seed 0]
+
+`--compare` also lists a seeded sample of the CSFCube boundaries cut by exactly one of two splitters
+(default: `pysbd_rule_guarded` and `pysbd_guarded`), for judging by reading.
 
 Writes `sentence_split.json` and `sentence_split.md` under `experiments/results/` and prints the tables.
 """
