@@ -175,12 +175,6 @@ def test_default_splitter_on_scientific_hard_cases(splitters, text, expected):
     assert splitters[DEFAULT_SPLITTER].split(text) == expected
 
 
-def test_plain_sentencizer_gets_abbreviations_wrong(splitters):
-    """The motivation for the default: spaCy's plain sentencizer cuts after "Fig." before a number."""
-    text, expected = HARD_CASES[4]
-    assert splitters["spacy_sentencizer"].split(text) != expected
-
-
 class _CutEverywhere(SentenceSplitter):
     """Proposes a cut at every non-space character that follows a space."""
 
