@@ -102,7 +102,7 @@ def test_select_two_sentences_search_and_see_alignments(page_server):
             assert page.locator("#status").inner_text().startswith("5 papers in")
             assert errors == []
 
-            page.locator("#query-sentences .sentence.selected").first.evaluate("n => n.scrollIntoView({block: 'center'})")
+            page.locator("#query-sentences .sentence.selected").last.evaluate("n => n.scrollIntoView({block: 'end'})")
             SCREENSHOT.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(SCREENSHOT))
             assert SCREENSHOT.stat().st_size > 20_000
