@@ -1,7 +1,8 @@
 """End to end: the aspect-selection page in headless Chromium against a small CSFCube index (minilm).
 
 Picks a paper, selects two of its sentences, searches, and checks the ranked list and the
-highlighted aligned sentences against the server's own answer; saves docs/screenshot.png.
+highlighted aligned sentences against the server's own answer; saves a screenshot (to the test's
+temporary folder, or to docs/screenshot.png when ASPIRE_UPDATE_SCREENSHOT=1).
 Needs Debian's `chromium` (driven through playwright's Python package, which never downloads a
 browser here: the system binary is passed as `executable_path`); skips when it is absent.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOT = REPO / "docs" / "screenshot.png"
+DOCS_SCREENSHOT = REPO / "docs" / "screenshot.png"
 QUERY = "2468783"  # CSFCube query "Similarity of Semantic Relations" (method and result facets)
 SELECTED = [5, 9]  # its two method sentences
 N_CANDIDATES = 24
@@ -61,7 +62,7 @@ def page_server(shared_data, tmp_path_factory):
     server.server_close()
 
 
-def test_select_two_sentences_search_and_see_alignments(page_server):
+def test_select_two_sentences_search_and_see_alignments(page_server, tmp_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -103,9 +104,10 @@ def test_select_two_sentences_search_and_see_alignments(page_server):
             assert errors == []
 
             page.locator("#query-sentences .sentence.selected").last.evaluate("n => n.scrollIntoView({block: 'end'})")
-            SCREENSHOT.parent.mkdir(exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT))
-            assert SCREENSHOT.stat().st_size > 20_000
+            shot = DOCS_SCREENSHOT if os.environ.get("ASPIRE_UPDATE_SCREENSHOT") == "1" else tmp_path / "page.png"
+            shot.parent.mkdir(exist_ok=True)
+            page.screenshot(path=str(shot))
+            assert shot.stat().st_size > 20_000
         finally:
             browser.close()
 
