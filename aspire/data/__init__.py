@@ -1,5 +1,15 @@
-"""Data in: papers from JSONL (`papers`), sentence splitting (`sentences`), co-citation training data."""
+"""Data in: papers from JSONL (`papers`), sentence splitting (`sentences`), co-citation training data
+(`cocite`, `s2orc`, `align`).
 
-from aspire.data.papers import Paper
+`Paper` is re-exported lazily, so `python -m aspire.data.papers` does not import its own module twice.
+"""
 
 __all__ = ["Paper"]
+
+
+def __getattr__(name: str):
+    if name == "Paper":
+        from aspire.data.papers import Paper
+
+        return Paper
+    raise AttributeError(f"module 'aspire.data' has no attribute {name!r}")
