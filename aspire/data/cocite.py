@@ -670,7 +670,8 @@ STAGE_DIRS = ("1_ingest", "2_filter", "3_group", "4_split", "5_examples")
 def run_all(records_path: str | Path, out_dir: str | Path, cfg: CociteConfig | None = None) -> Path:
     """Input A end to end: `out_dir/{1_ingest,...,5_examples}` and `out_dir/pipeline_report.json`.
 
-    Returns the examples directory (`examples.{train,dev}.jsonl` + `abstracts.jsonl`).
+    Returns the examples directory (`examples.{train,dev}.jsonl`, `abstracts.jsonl`,
+    `groups.{train,dev}.jsonl`); `python -m aspire.data align` adds the sentence alignments.
     """
     cfg = cfg or CociteConfig()
     out_dir = Path(out_dir)
