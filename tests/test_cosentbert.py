@@ -64,6 +64,7 @@ def test_distinct_set_batch_sampler_never_mixes_a_set_or_a_text():
         assert len({groups[i] for i in b}) == len(b)
         assert len({anchors[i] for i in b}) == len(b)
     assert sum(len(b) == 5 for b in batches) >= 8
+    assert len(sampler) == len(batches)  # the trainer runs exactly the batches the sampler yields
     sampler.set_epoch(1)
     assert list(sampler) != batches  # reshuffled each epoch
     sampler.set_epoch(0)

@@ -22,7 +22,6 @@ import functools
 import importlib.util
 import itertools
 import json
-import math
 import random
 import sys
 import time
@@ -148,9 +147,9 @@ class DistinctSetBatchSampler(DefaultBatchSampler):
             yield from (rows for rows, _ in open_batches)
 
     def __len__(self) -> int:
-        """The number of batches if every batch were full (the count the learning-rate schedule uses)."""
-        n = len(self.keys)
-        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+        """The number of batches this epoch yields (counted by running the linear-time packing), so
+        the trainer's step count and learning-rate schedule cover every batch."""
+        return sum(1 for _ in self)
 
 
 # --------------------------------------------------------------------------- evaluation
