@@ -29,13 +29,14 @@ Formats (all JSONL, one object a line, UTF-8)
      "set_ids": sets holding the pair, "context_ids", "contexts", "contexts_clean": every
      context of the split citing both p and p'}
     The examples directory also holds `abstracts.jsonl` for every paper the examples name and a
-    copy of `groups.{train,dev}.jsonl`, so it is self-contained.
+    copy of `groups.{train,dev}.jsonl`, so it is self-contained. `aspire.data.align` (CLI
+    `align`) writes the same files with each example's `cc_align` / `abs_align` added.
 
 Tokens (for the length filters) are counted by a named tokenizer from `TOKENIZERS`:
 `regex` (default: words, numbers and hyphen/apostrophe compounds are one token, so is a
 bracketed upper-case tag such as the placeholder "[CIT]", each other non-space character is one
-token; close to spaCy's English tokenizer), `whitespace`, or
-`spacy_blank` (spaCy's rule-based English tokenizer, no model). Context lengths are counted on
+token; close to spaCy's English tokenizer), `whitespace`, or `spacy_blank` (spaCy's rule-based
+English tokenizer, no model; it splits "[CIT]" into three tokens). Context lengths are counted on
 `text_clean` by default (`filter.count_on`), so a citation marker like "(Brants, 2000)" counts
 as one token rather than five.
 
