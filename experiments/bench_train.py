@@ -3,8 +3,9 @@
 Runs the trainer's step (tokenise -> one encoder pass over anchors + positives -> kind's loss ->
 backward -> clip -> AdamW) on real co-cited pairs from `../shared/data/cocite-acl`, built with
 `aspire.data.cocite.run_all` into a temp directory unless `--examples` names one. A triple is an
-(anchor, positive, in-batch negative) that entered the loss. Each kind is timed over `--steps`
-steps after `--warmup` steps, then profiled over `--profile-steps` steps with `torch.profiler`:
+(anchor, positive, in-batch negative) that entered the loss. The kinds are timed over `--steps`
+steps each after `--warmup` steps, one step of each in turn so that machine noise hits them alike,
+then each is profiled over `--profile-steps` steps with `torch.profiler`:
 the OT share is the time under the `dist:ot` forward label plus Sinkhorn's backward
 (`_ImplicitPlanBackward`), over the time of the profiled steps.
 
@@ -54,7 +55,8 @@ def examples_with_alignment(src: Path, dst: Path) -> Path:
     return dst
 
 
-def bench_kind(kind: str, examples: Path, args, out_dir: Path) -> dict:
+def make_step(kind: str, examples: Path, args, out_dir: Path):
+    """A closure running one training step of `kind` (returns the triples it trained on)."""
     cfg = load_config(Config, REPO / "configs" / "base.yaml", [
         f"model.kind={kind}", f"model.encoder={args.model}", f"data.examples_dir={examples}",
         f"train.batch_size={args.batch_size}", f"train.out_dir={out_dir}", "train.device=cpu",
@@ -64,10 +66,8 @@ def bench_kind(kind: str, examples: Path, args, out_dir: Path) -> dict:
     model.train()
     data = load_split(cfg.data, "train")
     collate = TripletCollator(model.encoder.tokenize, data.papers)
-    sampler = EpochBatchSampler(len(data), args.batch_size, seed=0, epoch=0)
-    batches = iter(sampler)
+    batches = iter(EpochBatchSampler(len(data), args.batch_size, seed=0, epoch=0))
     opt = torch.optim.AdamW(model.parameters(), lr=2e-5)
-    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
 
     def step() -> int:
         batch = collate([data[i] for i in next(batches)]).to(torch.device(args.device))
@@ -78,34 +78,47 @@ def bench_kind(kind: str, examples: Path, args, out_dir: Path) -> dict:
         opt.zero_grad(set_to_none=True)
         return int(out["triples"])
 
+    return step
+
+
+def bench(kinds: list[str], examples: Path, args, tmp: Path) -> list[dict]:
+    """Time the kinds step by step in alternation (machine noise hits all alike), then profile each."""
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    steps = {kind: make_step(kind, examples, args, tmp / f"run-{kind}") for kind in kinds}
+    seconds = dict.fromkeys(kinds, 0.0)
+    triples = dict.fromkeys(kinds, 0)
+    rows = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SinkhornConvergenceWarning)
-        for _ in range(args.warmup):
-            step()
-        sync()
-        t0, triples = time.perf_counter(), 0
+        for kind in kinds:
+            for _ in range(args.warmup):
+                steps[kind]()
         for _ in range(args.steps):
-            triples += step()
-        sync()
-        seconds = time.perf_counter() - t0
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
+            for kind in kinds:
+                sync()
+                t0 = time.perf_counter()
+                triples[kind] += steps[kind]()
+                sync()
+                seconds[kind] += time.perf_counter() - t0
+        n_warn = sum(issubclass(w.category, SinkhornConvergenceWarning) for w in caught)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
+    for kind in kinds:
         with profile(activities=activities) as prof:
             for _ in range(args.profile_steps):
                 with record_function("train_step"):
-                    step()
+                    steps[kind]()
             sync()
-    totals = {e.key: e.cpu_time_total for e in prof.key_averages()}
-    step_us = totals.get("train_step", 0.0)
-    ot_us = totals.get("dist:ot", 0.0) + sum(v for k, v in totals.items() if "ImplicitPlanBackward" in k)
-    enc_us = totals.get("encoder", 0.0)
-    return {
-        "kind": kind, "steps": args.steps, "batch_size": args.batch_size, "triples": triples,
-        "seconds": round(seconds, 2), "triples_per_s": round(triples / seconds, 2),
-        "s_per_step": round(seconds / args.steps, 3),
-        "ot_share": round(ot_us / step_us, 4) if step_us else None,
-        "encoder_forward_share": round(enc_us / step_us, 4) if step_us else None,
-        "sinkhorn_warnings": sum(issubclass(w.category, SinkhornConvergenceWarning) for w in caught),
-    }
+        totals = {e.key: e.cpu_time_total for e in prof.key_averages()}
+        step_us = totals["train_step"]
+        ot_us = totals.get("dist:ot", 0.0) + sum(v for k, v in totals.items() if "ImplicitPlanBackward" in k)
+        rows.append({
+            "kind": kind, "steps": args.steps, "batch_size": args.batch_size, "triples": triples[kind],
+            "seconds": round(seconds[kind], 2), "triples_per_s": round(triples[kind] / seconds[kind], 3),
+            "s_per_step": round(seconds[kind] / args.steps, 2),
+            "ot_share": round(ot_us / step_us, 4), "encoder_forward_share": round(totals.get("encoder", 0.0) / step_us, 4),
+            "sinkhorn_warnings_all_kinds": n_warn,
+        })
+    return rows
 
 
 def main() -> None:
@@ -127,23 +140,27 @@ def main() -> None:
         src = args.examples or run_all(RECORDS, tmp / "cocite")
         examples = examples_with_alignment(Path(src), tmp / "aligned")
         had_align = all("cc_align" in json.loads(x) for x in (Path(src) / "examples.train.jsonl").read_text().splitlines())
-        rows = [bench_kind(kind, examples, args, tmp / f"run-{kind}") for kind in args.kinds]
+        rows = bench(args.kinds, examples, args, tmp)
     env = {"device": args.device, "threads": args.threads, "cpu": platform.processor() or platform.machine(),
            "torch": torch.__version__, "load_avg_1min_at_end": round(os.getloadavg()[0], 2),
            "alignment": "cc_align from the examples" if had_align else "stand-in (0, 0)",
            "command": "python experiments/bench_train.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in
-                      (("steps", args.steps), ("batch_size", args.batch_size), ("threads", args.threads)))}
+                      (("steps", args.steps), ("batch_size", args.batch_size), ("threads", args.threads),
+                       ("examples", args.examples or "(built from cocite-acl)")))}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps({"env": env, "rows": rows}, indent=2) + "\n")
     lines = [f"# Training throughput on {args.model} ({args.device}, {args.threads} threads)", "",
              f"`{env['command']}` — torch {env['torch']}; 1-min load average at the end {env['load_avg_1min_at_end']}; "
              f"alignment: {env['alignment']}.", "",
-             "| kind | batch | steps | triples | s/step | triples/s | OT kernel share | encoder fwd share | Sinkhorn warnings |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| kind | batch | steps | triples | s/step | triples/s | OT kernel share | encoder fwd share ",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         share = "—" if r["kind"] == "ts" else f"{100 * r['ot_share']:.1f}%"
         lines.append(f"| {r['kind']} | {r['batch_size']} | {r['steps']} | {r['triples']} | {r['s_per_step']} | "
-                     f"{r['triples_per_s']} | {share} | {100 * r['encoder_forward_share']:.1f}% | {r['sinkhorn_warnings']} |")
+                     f"{r['triples_per_s']} | {share} | {100 * r['encoder_forward_share']:.1f}% |")
+    lines += ["", f"Sinkhorn convergence warnings during the timed steps: {rows[0]['sinkhorn_warnings_all_kinds']}.",
+              "Kinds are timed step by step in alternation; shares come from `torch.profiler` over "
+              f"{args.profile_steps} further steps (OT = `dist:ot` forward + `_ImplicitPlanBackward`)."]
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
