@@ -141,7 +141,7 @@ def test_batch_equals_problems_solved_alone():
 
 def test_warns_when_stopped_unconverged():
     cost, a, b = random_problem(4, 10, 10, seed=12, scale=5.0)
-    with pytest.warns(SinkhornConvergenceWarning, match="max_iter=5"):
+    with pytest.warns(SinkhornConvergenceWarning, match=r"max_iter=5\)"):
         res = sinkhorn(cost, a, b, 0.01, tol=1e-9, max_iter=5)
     assert not res.converged.all() and (res.n_iter == 5).all()
     with warnings.catch_warnings():
@@ -196,3 +196,14 @@ def test_implicit_and_autograd_gradients_agree_float32():
     for g_auto, g_impl in zip(grads["autograd"], grads["implicit"]):
         assert torch.isfinite(g_impl).all()
         torch.testing.assert_close(g_impl, g_auto, atol=2e-3, rtol=0)
+
+
+def test_newton_tail_matches_plain_sinkhorn_in_fewer_iterations():
+    cost, a, b = random_problem(100, 10, 10, seed=16, scale=2.0)
+    plain = sinkhorn(cost, a, b, 0.05, tol=1e-9, max_iter=100_000, newton_after=None)
+    newton = sinkhorn(cost, a, b, 0.05, tol=1e-9, max_iter=100_000, newton_after=50)
+    assert plain.converged.all() and newton.converged.all()
+    assert newton.n_iter.max() < plain.n_iter.max() // 5  # the slow tail is cut short
+    assert (newton.n_iter[plain.n_iter <= 50] == plain.n_iter[plain.n_iter <= 50]).all()
+    torch.testing.assert_close(newton.plan, plain.plan, atol=1e-7, rtol=0)
+    assert (newton.err <= 1e-9).all()
