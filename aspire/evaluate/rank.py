@@ -13,6 +13,8 @@ encoded in the context of the whole abstract (`facet_queries`).
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import torch
@@ -171,9 +173,6 @@ def rank_pool_set(
         (`{facet: {query_pid: [cand_pid, ...]}}`, run info with the encoder fingerprint and the
         seconds spent loading, encoding and scoring: wall clock, and process CPU time as `*_cpu`).
     """
-    import time
-    from pathlib import Path
-
     from aspire.encoders import load_encoder
     from aspire.evaluate.pools import ranked_path, write_ranked
 
