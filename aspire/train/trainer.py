@@ -262,13 +262,14 @@ class Trainer:
                 if not sync:
                     continue
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm)
+                step_lr = self.scheduler.get_last_lr()[0]  # the rate this update used
                 self.optimizer.step()
                 self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
                 self.step += 1
                 bar.update(1)
                 if self.step % tc.log_every == 0 or self.step == self.total_steps:
-                    last = self._log_train(window, float(grad_norm))
+                    last = self._log_train(window, float(grad_norm), step_lr)
                     bar.set_postfix(loss=f"{last['loss']:.4f}")
                     window = self._new_window()
                 if self.position == sampler.num_batches:  # epoch done: the checkpoint says "next epoch"
@@ -299,7 +300,7 @@ class Trainer:
         zero = torch.zeros((), dtype=torch.float64, device=self.device)
         return {"loss": zero, "triples": zero, "micro": 0, "t0": time.perf_counter()}
 
-    def _log_train(self, window: dict, grad_norm: float) -> dict:
+    def _log_train(self, window: dict, grad_norm: float, lr: float) -> dict:
         micro = torch.tensor(float(window["micro"]), dtype=torch.float64, device=self.device)
         stats = torch.stack([window["loss"], window["triples"], micro])
         if self.world > 1:
@@ -307,7 +308,7 @@ class Trainer:
         stats = stats.cpu()
         seconds = time.perf_counter() - window["t0"]
         record = {"step": self.step, "epoch": self.epoch, "loss": float(stats[0] / stats[2]),
-                  "lr": self.scheduler.get_last_lr()[0], "grad_norm": grad_norm,
+                  "lr": lr, "grad_norm": grad_norm,
                   "triples_per_s": float(stats[1]) / max(seconds, 1e-9)}
         self._log(record)
         return record
