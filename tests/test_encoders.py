@@ -182,3 +182,18 @@ def test_mpnet_is_reassembled_from_its_wheels():
     assert enc.dim == 768 and enc.max_length == 512
     batch = enc.encode(PAPERS)
     assert batch.emb.shape[-1] == 768 and torch.isfinite(batch.emb).all()
+
+
+def test_single_segment_option_keeps_every_piece_in_segment_zero(tiny_model_dir, encoder):
+    single = load_encoder(tiny_model_dir, segment_ids=False)
+    assert single.tokenize(PAPERS).token_type_ids is None
+    assert encoder.tokenize(PAPERS).token_type_ids.max() == 1
+    paper = PAPERS[0]
+    tok = single.tokenizer
+    ids = tok(paper.title, " ".join(paper.sentences))["input_ids"]
+    with torch.no_grad():
+        hidden = single.model(input_ids=torch.tensor([ids])).last_hidden_state[0]  # token types default to 0
+    first = len(tok(paper.title, add_special_tokens=False)["input_ids"]) + 2
+    n0 = len(tok(paper.sentences[0], add_special_tokens=False)["input_ids"])
+    torch.testing.assert_close(single.encode([paper]).emb[0, 0], hidden[first : first + n0].mean(0), atol=1e-5, rtol=1e-5)
+    assert single.fingerprint() != encoder.fingerprint()

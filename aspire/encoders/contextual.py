@@ -98,6 +98,8 @@ class ContextualSentenceEncoder(nn.Module):
         include_title: add the title as sentence 0 of the sentence set (default: context only).
         overflow: "window" (encode the rest in further windows) or "truncate" (leave it out).
         max_title_tokens: the title is cut to this many pieces so it never crowds out the abstract.
+        segment_ids: give the abstract the tokenizer's second-segment token type (BERT pairs); False
+            keeps every piece in segment 0, as sentence-transformers models were trained (one text).
     """
 
     def __init__(
@@ -109,6 +111,7 @@ class ContextualSentenceEncoder(nn.Module):
         include_title: bool = False,
         overflow: Overflow = "window",
         max_title_tokens: int = 64,
+        segment_ids: bool = True,
         name: str = "",
     ) -> None:
         super().__init__()
@@ -126,6 +129,7 @@ class ContextualSentenceEncoder(nn.Module):
         self.include_title = include_title
         self.overflow = overflow
         self.max_title_tokens = max_title_tokens
+        self.segment_ids = segment_ids
         self.name = name
         self.train(model.training)  # the wrapper starts in the wrapped model's mode
 
@@ -149,6 +153,7 @@ class ContextualSentenceEncoder(nn.Module):
             "include_title": self.include_title,
             "overflow": self.overflow,
             "max_title_tokens": self.max_title_tokens,
+            "segment_ids": self.segment_ids,
         }
 
     def save_pretrained(self, path: str | Path) -> None:
@@ -234,7 +239,7 @@ class ContextualSentenceEncoder(nn.Module):
             paper_ids=[p.paper_id for p in papers],
             sentences=sents,
             truncation=truncation,
-            token_type_ids=as_tensor("token_type_ids") if "token_type_ids" in enc else None,
+            token_type_ids=as_tensor("token_type_ids") if self.segment_ids and "token_type_ids" in enc else None,
         )
 
     def _truncation_records(self, papers, sents, sent_index, row_paper, first_row) -> list[TruncationRecord]:
