@@ -162,12 +162,18 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--quick", action="store_true", help="skip the POT per-problem loop")
     ap.add_argument("--out", type=Path, default=REPO / "experiments" / "results")
+    ap.add_argument("--pool-cache", type=Path, default=None, help="save/load the sentence pool here (outside the repo)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
     t0 = time.perf_counter()
-    pool = sentence_pool(args.source, n_papers=400, seed=0)
+    if args.pool_cache is not None and args.pool_cache.exists():
+        pool = torch.load(args.pool_cache)
+    else:
+        pool = sentence_pool(args.source, n_papers=400, seed=0)
+        if args.pool_cache is not None:
+            torch.save(pool, args.pool_cache)
     print(f"sentence pool: {tuple(pool.shape)} from {args.source} in {time.perf_counter() - t0:.1f}s")
     per_elem = streaming_rate(args.threads)
     rows, sweeps = [], []

@@ -24,7 +24,9 @@ How it is solved (fast and stable for any eps and cost scale):
    method on the potentials (Sinkhorn-Newton, Brauer et al. 2017): solve
    [[diag(P 1), P], [P^T, diag(P^T 1)]] [dF; dG] = -[P 1 - a; P^T 1 - b] (by a pseudo-inverse;
    the system is singular along (1, -1)) and halve the step until the L1 marginal error falls.
-   It converges quadratically near the solution, in a handful of steps.
+   It converges quadratically near the solution, in a handful of steps; a problem whose error a
+   Newton step cannot reduce goes back to Sinkhorn iterations for good. Newton is used only when
+   the iterations are not taped for autograd.
 4. Problems whose error is <= `tol` stop (they leave the active set, so the rest of the batch runs
    on fewer rows). A problem whose exp-domain scalings overflow, vanish or leave a safe range
    during a chunk is rolled back and continues with log-domain iterations (step 1's updates),
@@ -34,7 +36,8 @@ How it is solved (fast and stable for any eps and cost scale):
 
 Gradients: `grad="autograd"` differentiates through the iterations (memory grows with them);
 `grad="implicit"` runs the no-tape forward and differentiates the fixed point (P 1 = a,
-P^T 1 = b) with one batched linear solve, storing no iterations (exact at convergence).
+P^T 1 = b) with one batched pseudo-inverse solve (symmetric eigendecomposition of an M x M
+Schur complement), storing no iterations (exact at convergence).
 """
 
 from __future__ import annotations
