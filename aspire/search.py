@@ -249,10 +249,11 @@ class Searcher:
         q = query.emb[0, query.mask[0]].detach().float().cpu()  # (n, D)
         q_sq = (q * q).sum(1)  # (n,)
         owners = torch.from_numpy(self.index.row_papers)  # (N,)
+        v_sq = torch.from_numpy(self.index.squared_norms)  # (N,)
         best = torch.full((self.index.n_papers,), float("inf"))
         for start in range(0, self.index.n_sentences, rows_per_step):
             v = torch.from_numpy(np.asarray(self.index.vectors[start : start + rows_per_step], dtype=np.float32))
-            sq = q_sq[:, None] + (v * v).sum(1)[None, :] - 2.0 * (q @ v.T)  # (n, chunk) squared L2
+            sq = q_sq[:, None] + v_sq[start : start + len(v)][None, :] - 2.0 * (q @ v.T)  # (n, chunk) squared L2
             d = sq.clamp_min(0).amin(0).sqrt()  # (chunk,) nearest query sentence per row
             best.scatter_reduce_(0, owners[start : start + len(v)], d, reduce="amin")
         return best

@@ -118,6 +118,7 @@ class SentenceIndex:
         self.model_name = model_name
         self._positions: dict[str, int] | None = None
         self._row_papers: np.ndarray | None = None
+        self._squared_norms: np.ndarray | None = None
         if faiss_index.ntotal != len(vectors) or self.offsets[-1] != len(vectors):
             raise IndexFormatError(
                 f"inconsistent index: faiss holds {faiss_index.ntotal} vectors, vectors.npy "
@@ -200,6 +201,17 @@ class SentenceIndex:
         if self._row_papers is None or len(self._row_papers) != self.n_sentences:
             self._row_papers = np.repeat(np.arange(self.n_papers, dtype=np.int64), np.diff(self.offsets))
         return self._row_papers
+
+    @property
+    def squared_norms(self) -> np.ndarray:
+        """(N,) float32 squared L2 norm of every exact sentence vector (computed once)."""
+        if self._squared_norms is None or len(self._squared_norms) != self.n_sentences:
+            norms = np.empty(self.n_sentences, dtype=np.float32)
+            for start in range(0, self.n_sentences, 65536):
+                v = np.asarray(self.vectors[start : start + 65536], dtype=np.float32)
+                norms[start : start + len(v)] = np.einsum("nd,nd->n", v, v)
+            self._squared_norms = norms
+        return self._squared_norms
 
     def sentence_papers(self, rows: np.ndarray) -> np.ndarray:
         """Paper position of each sentence row (any shape); rows < 0 (no result) map to -1."""
