@@ -69,9 +69,13 @@ def real_abstracts() -> tuple[list[Paper], list[str]]:
     return papers, queries
 
 
-def encoded_pool(model: str) -> EncodedCorpus:
-    """All real abstracts encoded once with `model` (cached by model fingerprint)."""
+def encoded_pool(model: str, path: str | None = None) -> EncodedCorpus:
+    """All real abstracts encoded once with `model` (cached by model fingerprint), or the pool
+    shard at `path` (e.g. one encoded by an earlier version of the encoder)."""
     from aspire.encoders import load_encoder
+
+    if path is not None:
+        return EncodedCorpus.load_shard(path)[0]
 
     encoder = load_encoder(model)
     path = CACHE / f"pool-{model_fingerprint(encoder)}"
@@ -136,6 +140,7 @@ def main() -> None:
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--config", default=str(REPO / "configs" / "index-bench.yaml"))
     parser.add_argument("--truth-queries", type=int, default=20, help="queries ranked by exhaustive OT for recall")
+    parser.add_argument("--pool", help="an encoded pool shard directory to use instead of encoding")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(RESULTS / "bench_search"))
@@ -146,7 +151,7 @@ def main() -> None:
     faiss.omp_set_num_threads(args.threads)
     t_start = time.perf_counter()
 
-    pool = encoded_pool(args.model)
+    pool = encoded_pool(args.model, args.pool)
     _, csfcube_queries = real_abstracts()
     rng = np.random.default_rng(args.seed)
     position = {pid: i for i, pid in enumerate(pool.paper_ids)}
