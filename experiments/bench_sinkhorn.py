@@ -119,7 +119,7 @@ def run_pot_batch(cost, a, b, tol):
     from ot.batch import solve_batch
 
     res = solve_batch(cost, reg=EPS, a=a, b=b, max_iter=100_000, tol=tol, method="log_sinkhorn",
-                      reg_type="KL", grad="detach")
+                      reg_type="kl", grad="detach")
     return res.plan, (res.plan * cost).sum((1, 2))
 
 
