@@ -150,6 +150,12 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequenc
     return _from_dict(cls, data)
 
 
+def apply_overrides(config: T, overrides: Sequence[str], where: str = "") -> T:
+    """A copy of a loaded `config` with dotted `overrides` applied (unknown keys raise ConfigError)."""
+    data = _merge(to_dict(config), parse_overrides(overrides))
+    return _from_dict(type(config), data, where)
+
+
 def to_dict(config: Any) -> dict:
     return dataclasses.asdict(config)
 

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from aspire.batch import DocBatch
-from aspire.config import parse_overrides, _from_dict, to_dict, _merge
+from aspire.config import apply_overrides
 from aspire.data.papers import Paper, read_papers
 from aspire.index.config import SearchConfig
 from aspire.index.store import SentenceIndex, model_fingerprint
@@ -150,8 +150,7 @@ class Searcher:
         built with) and checked against the index's fingerprint.
         """
         index = SentenceIndex.load(index_dir)
-        data = _merge(to_dict(index.config.search), parse_overrides(overrides))
-        config = _from_dict(SearchConfig, data, "search")
+        config = apply_overrides(index.config.search, overrides, "search")
         encoder = None
         if load_model or model is not None:
             from aspire.encoders import load_encoder
