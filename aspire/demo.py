@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from aspire.evaluate import csfcube
+from aspire.evaluate.cache import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SPECTER = {"background": (43.95, 66.70), "method": (22.44, 37.41), "result": (36.79, 56.67), "all": (34.23, 53.28)}
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="minilm", help="minilm (default), mpnet or a local HF directory")
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "csfcube"))
     parser.add_argument("--out", default=str(REPO / "runs" / "demo"))
+    parser.add_argument("--cache-dir", default=str(default_cache_dir()), help="sentence-vector cache (default %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, scorer, options in RUNS:
         print(f"\n== {label}: encoding (cached after the first run) and ranking CSFCube pools", flush=True)
         out = Path(args.out) / scorer
-        results = csfcube.run_csfcube(args.data, args.model, scorer, out, scorer_options=options)
+        results = csfcube.run_csfcube(args.data, args.model, scorer, out, scorer_options=options, cache_dir=args.cache_dir)
         rows.append((f"{args.model} {label}", {g: (results["test"][g]["MAP"], results["test"][g]["NDCG%20"]) for g in SPECTER}))
 
     print(f"\nCSFCube test protocol, MAP / NDCG%20 (ranked pools and results.json under {args.out}):\n")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 import string
 from pathlib import Path
 
@@ -59,3 +61,25 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "csfcube").is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture()
+def small_csfcube(shared_data, tmp_path):
+    """CSFCube with every pool cut to 8 candidates (at least one relevant), all queries and splits kept."""
+    src, root = shared_data / "csfcube", tmp_path / "csfcube"
+    root.mkdir()
+    keep = set()
+    for facet in ("background", "method", "result"):
+        anns = json.loads((src / f"test-pid2anns-csfcube-{facet}.json").read_text())
+        for qid, ann in anns.items():
+            pairs = [(c, g) for c, g in zip(ann["cands"], ann["relevance_adju"]) if c != qid]
+            first_rel = next(p for p in pairs if p[1] >= 2)
+            pairs = [first_rel] + [p for p in pairs if p != first_rel][:7]
+            ann.update(cands=[c for c, _ in pairs], relevance_adju=[g for _, g in pairs])
+            keep |= {qid, *ann["cands"]}
+        (root / f"test-pid2anns-csfcube-{facet}.json").write_text(json.dumps(anns))
+    for name in ("evaluation_splits.json", "queries-release.csv"):
+        shutil.copy(src / name, root / name)
+    with open(src / "abstracts-csfcube-preds.jsonl") as fh, open(root / "abstracts-csfcube-preds.jsonl", "w") as out:
+        out.writelines(line for line in fh if json.loads(line)["paper_id"] in keep)
+    return root

@@ -82,28 +82,6 @@ def test_cli_writes_outputs_and_rejects_incomplete_ranking(shared_data, tmp_path
     assert "outside the pool" in capsys.readouterr().err
 
 
-@pytest.fixture()
-def small_csfcube(shared_data, tmp_path):
-    """CSFCube with every pool cut to 8 candidates (at least one relevant), all queries and splits kept."""
-    src, root = shared_data / "csfcube", tmp_path / "csfcube"
-    root.mkdir()
-    keep = set()
-    for facet in csfcube.FACETS:
-        anns = json.loads((src / f"test-pid2anns-csfcube-{facet}.json").read_text())
-        for qid, ann in anns.items():
-            pairs = [(c, g) for c, g in zip(ann["cands"], ann["relevance_adju"]) if c != qid]
-            first_rel = next(p for p in pairs if p[1] >= 2)
-            pairs = [first_rel] + [p for p in pairs if p != first_rel][:7]
-            ann.update(cands=[c for c, _ in pairs], relevance_adju=[g for _, g in pairs])
-            keep |= {qid, *ann["cands"]}
-        (root / f"test-pid2anns-csfcube-{facet}.json").write_text(json.dumps(anns))
-    for name in ("evaluation_splits.json", "queries-release.csv"):
-        shutil.copy(src / name, root / name)
-    with open(src / csfcube.ABSTRACTS_FILE) as fh, open(root / csfcube.ABSTRACTS_FILE, "w") as out:
-        out.writelines(line for line in fh if json.loads(line)["paper_id"] in keep)
-    return root
-
-
 @pytest.mark.slow
 def test_model_run_on_real_data_rescoring_reads_the_cache(small_csfcube, tmp_path, tiny_model_dir):
     common = ["csfcube", "--data", str(small_csfcube), "--model", str(tiny_model_dir),
