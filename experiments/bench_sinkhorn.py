@@ -17,9 +17,12 @@ criterion is timed (the sweep lists what it tried). |value - ref| compares <C, P
 float64 run of this kernel at tol 1e-11 (checked against POT's `sinkhorn_log` on a sample).
 
 Floor: the arithmetic the fixed point needs at this accuracy: sum over problems of the exact
-iterations to reach 1e-4 (this kernel with `check_every=1`) x 2 mat-vec passes over the N x M
-kernel, costed at the machine's streaming rate for a batched mat-vec (measured on 10^7-element
-batches at the same thread count, so per-call overhead is amortised away).
+Sinkhorn iterations to reach 1e-4 (this kernel with `check_every=1`, no Newton) x 2 mat-vec
+passes over the N x M kernel, costed at the machine's streaming rate for a batched mat-vec
+(measured on 10^7-element batches at the same thread count, so per-call overhead is amortised
+away). The slow tail dominates that sum, and the kernel's Newton tail beats it, so a stricter
+"median floor" is reported as well: every problem costed at the median iteration count, i.e.
+the bulk of the batch with its slow tail for free.
 
 Run: python experiments/bench_sinkhorn.py [--source minilm|synthetic] [--threads 2] [--quick]
 Writes experiments/results/bench_sinkhorn.{json,md}.
@@ -192,8 +195,10 @@ def main() -> None:
                            * cost[i].double().numpy()).sum() - ref.value[i].item()) for i in range(3))
         iters = exact.n_iter.double()
         floor = iters.sum().item() * 2 * N * N * per_elem
+        floor_median = B * iters.median().item() * 2 * N * N * per_elem
         info = {"case": case, "pairs": B, "N": N, "iters_median": iters.median().item(),
-                "iters_max": iters.max().item(), "floor_ms": 1e3 * floor, "ref_vs_pot_dev": pot_dev,
+                "iters_max": iters.max().item(), "floor_ms": 1e3 * floor, "floor_median_ms": 1e3 * floor_median,
+                "ref_vs_pot_dev": pot_dev,
                 "cost_range_median": (cost.amax((1, 2)) - cost.amin((1, 2))).median().item()}
         print(f"\n({case}) {B} pairs of {N}x{N}: exact iterations to 1e-4 median {info['iters_median']:.0f}, "
               f"max {info['iters_max']:.0f}; floor {info['floor_ms']:.2f} ms; ref vs POT {pot_dev:.1e}")
@@ -230,9 +235,10 @@ def main() -> None:
                 return run_geomloss(x, y, cost, a, b, s)
             rows.append({**info, "solver": "geomloss fwd+bwd (loss, w.r.t. points)", "setting": f"scaling={s}",
                          "median_ms": 1e3 * timeit(geo_bwd, 3), "max_err": None, "max_abs_value_dev": None})
-        else:
-            rows.append({**info, "solver": "geomloss SamplesLoss tensorized", "setting": "none met 1e-4",
-                         "median_ms": None, "max_err": sweeps[-1]["max_err"], "max_abs_value_dev": None})
+        else:  # time its most accurate setting anyway: what it costs to get that far
+            last = scalings[-1]
+            record("geomloss SamplesLoss tensorized", f"scaling={last} (none met 1e-4)",
+                   lambda: run_geomloss(x, y, cost, a, b, last), 3)
         tols = [1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7]
         s, _, _ = sweep(case, "POT ot.batch log_sinkhorn", tols, lambda t: run_pot_batch(cost, a, b, t), a, b,
                         ref.value, sweeps)
@@ -257,8 +263,8 @@ def write_results(args, rows, sweeps, per_elem) -> None:
              f"{args.threads} threads, eps = {EPS}, tau = {TAU})", "",
              "Time to a plan whose L1 marginal error (rows + columns) is <= 1e-4 for every problem; "
              "|dv| = max |<C, P> - float64 reference|. Speed-up = baseline time / aspire time.", "",
-             "| case | solver | setting | median ms | max err | max abs dv | aspire speed-up | floor ms | x floor |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| case | solver | setting | median ms | max err | max abs dv | aspire speed-up | floor ms | x floor | median floor ms | x median floor |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     ours = {r["case"]: r["median_ms"] for r in rows if r["solver"] == "aspire sinkhorn"}
     for r in rows:
         t = r["median_ms"]
@@ -266,9 +272,10 @@ def write_results(args, rows, sweeps, per_elem) -> None:
         speed = "-" if t is None or r["solver"].startswith("aspire") else f"{t / ours[r['case']]:.1f}x"
         xfloor = f"{t / r['floor_ms']:.1f}" if r["solver"] == "aspire sinkhorn" else ""
         floor = f"{r['floor_ms']:.2f}" if r["solver"] == "aspire sinkhorn" else ""
+        mfloor = f"{r['floor_median_ms']:.2f} | {t / r['floor_median_ms']:.1f}" if r["solver"] == "aspire sinkhorn" else " | "
         lines.append(f"| ({r['case']}) {r['pairs']} x {r['N']}x{r['N']} | {r['solver']} | {r['setting']} | "
                      f"{fmt(t, '.2f')} | {fmt(r['max_err'], '.1e')} | {fmt(r['max_abs_value_dev'], '.1e')} | "
-                     f"{speed} | {floor} | {xfloor} |")
+                     f"{speed} | {floor} | {xfloor} | {mfloor} |")
     lines += ["", "Iterations to 1e-4 (exact, per problem): " + "; ".join(
         f"({r['case']}) median {r['iters_median']:.0f}, max {r['iters_max']:.0f}"
         for r in rows if r["solver"] == "aspire sinkhorn"),

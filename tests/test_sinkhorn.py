@@ -207,3 +207,30 @@ def test_newton_tail_matches_plain_sinkhorn_in_fewer_iterations():
     assert (newton.n_iter[plain.n_iter <= 50] == plain.n_iter[plain.n_iter <= 50]).all()
     torch.testing.assert_close(newton.plan, plain.plan, atol=1e-7, rtol=0)
     assert (newton.err <= 1e-9).all()
+
+
+def block_problem(dtype, shift):
+    """Two blocks of points 3.0 apart (exp(-60) coupling at eps 0.05) whose masses differ by 2 shift:
+    the potentials must move ~60 units to carry that mass across, and plain Sinkhorn moves them by
+    about log(1 + 4 shift) a step (thousands of iterations for a small shift)."""
+    cost = torch.full((4, 4), 3.0, dtype=dtype)
+    cost[:2, :2] = torch.tensor([[0.0, 0.3], [0.3, 0.0]], dtype=dtype)
+    cost[2:, 2:] = torch.tensor([[0.0, 0.4], [0.4, 0.1]], dtype=dtype)
+    a = torch.tensor([0.25 + shift, 0.25 + shift, 0.25 - shift, 0.25 - shift], dtype=dtype)
+    b = torch.full((4,), 0.25, dtype=dtype)
+    return cost[None], a[None], b[None]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_newton_tail_moves_mass_between_weakly_joined_blocks(dtype):
+    cost, a, b = block_problem(dtype, shift=0.002)
+    tol = 1e-4 if dtype == torch.float32 else 1e-10
+    with pytest.warns(SinkhornConvergenceWarning):
+        plain = sinkhorn(cost, a, b, 0.05, tol=tol, max_iter=2000, newton_after=None)
+    assert not plain.converged.any()  # plain Sinkhorn is still far off after 2,000 iterations
+    res = sinkhorn(cost, a, b, 0.05, tol=tol, max_iter=2000)
+    assert res.converged.all() and res.n_iter.item() < 60 and res.err.item() <= tol
+    # the 0.004 of extra mass on rows 0-1 crosses to columns 2-3
+    assert abs(res.plan[0, :2, 2:].sum().item() - 0.004) < 1e-4
+    ref = pot_plan(cost[0].double(), a[0].double(), b[0].double(), 0.05)
+    np.testing.assert_allclose(res.plan[0].double().numpy(), ref, atol=2e-4 if dtype == torch.float32 else 1e-9, rtol=0)
