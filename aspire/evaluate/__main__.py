@@ -1,10 +1,12 @@
-"""Command line: `python -m aspire.evaluate {csfcube,pools} ...`.
+"""Command line: `python -m aspire.evaluate {csfcube,pools,fuse} ...`.
 
     # rank CSFCube with a model and a scorer, then score it
     python -m aspire.evaluate csfcube --model minilm --scorer minl2 --out runs/minilm-minl2
     python -m aspire.evaluate csfcube --model mpnet --scorer ot --tau 5000 --out runs/mpnet-ot
     # score ranked files that already exist (e.g. the shipped SPECTER pools)
     python -m aspire.evaluate csfcube --ranked ../shared/data/csfcube/sample_ranked_pools --exp specter --out DIR
+    # an ensemble of ranked CSFCube runs (per-query z-scored scores, weighted sum)
+    python -m aspire.evaluate fuse --run runs/abstract:EXP1 --run runs/ot:EXP2 --exp fused --out DIR
     # any ASPIRE-style pool set (RELISH, TRECCOVID-RF, SciDocs-style)
     python -m aspire.evaluate pools --data DIR --name relish --threshold 1 --model minilm --scorer minl2 --out DIR
 """
@@ -83,7 +85,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="leave out (and list) queries with no relevant candidate instead of failing")
     _model_args(pp)
 
+    pf = sub.add_parser("fuse", help="ensemble of ranked CSFCube runs (score fusion), scored")
+    pf.add_argument("--data", default=str(DEFAULT_DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
+    pf.add_argument("--run", action="append", required=True, metavar="DIR:EXP",
+                    help="a folder of ranked files and their experiment name; give two or more")
+    pf.add_argument("--weights", help="comma-separated, one per --run (default equal)")
+    pf.add_argument("--norm", default="zmuv", help="per-query score normalisation (ranx; default zmuv)")
+    pf.add_argument("--exp", required=True, help="experiment name of the fused ranked files")
+    pf.add_argument("--out", required=True, help="output folder")
+
     args = parser.parse_args(argv)
+    if args.command == "fuse":
+        return _fuse(parser, args)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     _check_model_args(parser, args)
     cache_dir = None if args.no_cache else args.cache_dir
@@ -127,6 +140,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"wrote {out / 'results.json'}")
+    return 0
+
+
+def _fuse(parser, args) -> int:
+    from aspire.evaluate.csfcube import fuse_csfcube
+
+    inputs = []
+    for spec in args.run:
+        folder, sep, exp = spec.rpartition(":")
+        if not sep or not folder or not exp:
+            parser.error(f"--run takes DIR:EXP, got {spec!r}")
+        inputs.append((folder, exp))
+    try:
+        weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+        results = fuse_csfcube(args.data, inputs, args.out, args.exp, weights, args.norm)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
+    print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}")
+    print(f"wrote {Path(args.out) / 'results.json'}")
     return 0
 
 

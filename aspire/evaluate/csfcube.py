@@ -163,6 +163,26 @@ def run_csfcube(
     return results
 
 
+def fuse_csfcube(
+    root: str | Path,
+    inputs: list[tuple[str | Path, str]],
+    out: str | Path,
+    exp: str,
+    weights: list[float] | None = None,
+    norm: str = "zmuv",
+) -> dict:
+    """Ensemble of ranked CSFCube runs [(folder, exp), ...] (see `aspire.evaluate.fuse`), scored."""
+    from aspire.evaluate.fuse import fuse_pool_set
+
+    out = Path(out)
+    rankings = fuse_pool_set(load_csfcube(root), inputs, out, exp, weights, norm)
+    results, per_query = evaluate_csfcube_rankings(root, rankings)
+    results.update(experiment=exp, fused_from=[f"{folder}:{e}" for folder, e in inputs],
+                   fusion={"norm": norm, "method": "wsum", "weights": weights or "equal"})
+    write_results(out, root, exp, results, per_query)
+    return results
+
+
 def format_table(results: dict, split: str = "test") -> str:
     """MAP / NDCG%20 per facet and aggregated, one line."""
     return "  ".join(

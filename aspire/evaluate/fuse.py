@@ -1,0 +1,121 @@
+"""Ensembles: fuse several rankings of the same pools into one (score fusion with ranx).
+
+Each input is a folder of ranked files in the official format (`{query_pid: [[cand_pid, score],
+...]}`, best first; similarities or distances, told apart by their order) and its experiment name. Per query, every run's scores
+are normalised (default `zmuv`: zero mean, unit variance over the pool) and summed with weights
+(`wsum`), so a whole-abstract vector and an aspect-conditional sentence matcher, whose scores live
+on different scales, can be combined. The runs must rank exactly the same candidates for the same
+queries; anything else is an error naming the query, so nothing is silently dropped.
+
+    python -m aspire.evaluate fuse --run runs/csfcube/abstract:minilm-abstract \
+        --run runs/csfcube/ts-ot:model-contextual-ot-tau1 --exp fused --out runs/csfcube/fused
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from aspire.evaluate.pools import PoolSet, ranked_path, write_ranked
+
+NORMS = ("zmuv", "min-max", "max", "sum", "rank")
+
+
+def read_scored(path: str | Path) -> dict[str, dict[str, float]]:
+    """`{query_pid: {cand_pid: similarity}}` from a ranked-pool file (best first).
+
+    Files written by this framework hold similarities (falling down each list); others, like
+    the shipped SPECTER pools, hold distances (rising down each list). The direction is read
+    from the order: a file whose every list is non-decreasing is taken as distances and negated;
+    a file whose lists disagree with the order they are in is an error.
+    """
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    out: dict[str, dict[str, float]] = {}
+    rising = falling = True
+    for qid, ranked in raw.items():
+        scores: dict[str, float] = {}
+        for entry in ranked:
+            if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], (int, float))):
+                raise ValueError(f"{path}: query {qid}: entries must be [cand_pid, score] pairs, got {entry!r}")
+            cand, score = str(entry[0]), float(entry[1])
+            if score != score or score in (float("inf"), float("-inf")):
+                raise ValueError(f"{path}: query {qid}: candidate {cand} has a non-finite score {score}")
+            if cand in scores:
+                raise ValueError(f"{path}: query {qid}: candidate {cand} is ranked twice")
+            scores[cand] = score
+        values = list(scores.values())
+        rising &= all(x <= y for x, y in zip(values, values[1:]))
+        falling &= all(x >= y for x, y in zip(values, values[1:]))
+        out[str(qid)] = scores
+    if rising and not falling:  # distances, best first: turn them into similarities
+        out = {q: {c: -s for c, s in scores.items()} for q, scores in out.items()}
+    elif not falling:
+        raise ValueError(f"{path}: scores neither fall (similarities) nor rise (distances) down every list")
+    return out
+
+
+def fuse_scores(
+    runs: Sequence[Mapping[str, Mapping[str, float]]],
+    weights: Sequence[float] | None = None,
+    norm: str = "zmuv",
+    names: Sequence[str] | None = None,
+) -> dict[str, list[tuple[str, float]]]:
+    """Weighted sum of per-query normalised scores -> `{query: [(cand, fused score), ...]}` best first."""
+    from ranx import Run, fuse
+
+    if len(runs) < 2:
+        raise ValueError(f"fusion needs at least two runs, got {len(runs)}")
+    names = list(names or [f"run{i}" for i in range(len(runs))])
+    weights = [1.0 / len(runs)] * len(runs) if weights is None else list(weights)
+    if len(weights) != len(runs):
+        raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
+    if norm not in NORMS:
+        raise ValueError(f"unknown norm {norm!r}; valid: {', '.join(NORMS)}")
+    first = runs[0]
+    for name, run in zip(names[1:], runs[1:]):
+        if set(run) != set(first):
+            diff = sorted(set(run) ^ set(first))[:5]
+            raise ValueError(f"runs {names[0]} and {name} rank different queries (e.g. {diff})")
+        for qid, scores in run.items():
+            if set(scores) != set(first[qid]):
+                diff = sorted(set(scores) ^ set(first[qid]))[:5]
+                raise ValueError(f"query {qid}: runs {names[0]} and {name} rank different candidates (e.g. {diff})")
+    ranx_runs = [Run({q: dict(s) for q, s in run.items()}, name=name) for name, run in zip(names, runs)]
+    with warnings.catch_warnings():  # ranx's numba kernels warn about a uint64 -> int64 index cast
+        warnings.filterwarnings("ignore", message="unsafe cast")
+        fused = fuse(runs=ranx_runs, norm=norm, method="wsum", params={"weights": weights}).to_dict()
+    out = {}
+    for qid in first:
+        scores = fused.get(qid, {})
+        if set(scores) != set(first[qid]):  # ranx drops nothing here; checked all the same
+            raise ValueError(f"query {qid}: fusion lost candidates {sorted(set(first[qid]) - set(scores))[:5]}")
+        out[qid] = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    return out
+
+
+def fuse_pool_set(
+    pool_set: PoolSet,
+    inputs: Sequence[tuple[str | Path, str]],
+    out: str | Path,
+    exp: str,
+    weights: Sequence[float] | None = None,
+    norm: str = "zmuv",
+) -> dict[str, dict[str, list[str]]]:
+    """Fuse every facet's ranked files of `inputs` [(folder, exp), ...]; write `out`'s ranked files.
+
+    Returns `{facet: {query: [cand, ...]}}`, ready for the pool evaluator.
+    """
+    rankings = {}
+    for facet in pool_set.facets:
+        runs = []
+        for folder, run_exp in inputs:
+            path = ranked_path(folder, pool_set.name, run_exp, facet)
+            if not path.is_file():
+                raise ValueError(f"ranked file not found: {path}")
+            runs.append(read_scored(path))
+        fused = fuse_scores(runs, weights, norm, names=[f"{f}:{e}" for f, e in inputs])
+        write_ranked(ranked_path(out, pool_set.name, exp, facet), fused)
+        rankings[facet] = {q: [c for c, _ in r] for q, r in fused.items()}
+    return rankings
