@@ -21,6 +21,8 @@ from aspire.scoring.sinkhorn import sinkhorn
 
 
 # ---- cost -------------------------------------------------------------------------------------
+_HALF = (torch.float16, torch.bfloat16)
+
 def _safe_sqrt(sq: Tensor) -> Tensor:
     """sqrt(max(sq, 0)) whose gradient is 0 (not NaN/inf) where sq <= 0."""
     pos = sq > 0
@@ -33,12 +35,16 @@ def l2_cost(x: Tensor, y: Tensor) -> Tensor:
     Computed as sqrt(|x|^2 + |y|^2 - 2 x.y) (one batched matmul); the gradient is 0 where two
     vectors coincide, never NaN.
     """
+    if x.dtype in _HALF:  # squared norms overflow float16 from |x| ~ 256: expand in float32
+        return l2_cost(x.float(), y.float()).to(x.dtype)
     sq = (x * x).sum(-1)[:, :, None] + (y * y).sum(-1)[:, None, :] - 2.0 * torch.bmm(x, y.transpose(1, 2))
     return _safe_sqrt(sq)
 
 
 def cross_l2_cost(x: Tensor, y: Tensor) -> Tensor:
     """All-pairs L2 distances: x (Bq, S, D), y (Bc, T, D) -> (Bq, Bc, S, T), one GEMM."""
+    if x.dtype in _HALF:  # as in l2_cost
+        return cross_l2_cost(x.float(), y.float()).to(x.dtype)
     Bq, S, D = x.shape
     Bc, T, _ = y.shape
     xf, yf = x.reshape(Bq * S, D), y.reshape(Bc * T, D)
@@ -128,14 +134,24 @@ def ot_weights(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float) -> tupl
 
 
 def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps: float, **sinkhorn_kw) -> OTMatch:
-    """cost (..., S, T) with masks (..., S), (..., T) -> OTMatch of shape (...)."""
+    """cost (..., S, T) with masks (..., S), (..., T) -> OTMatch of shape (...).
+
+    float16 / bfloat16 costs get their weights and plan in float32 (a half-precision softmax does
+    not even sum to 1 within the solver's mass check); the outputs come back in the input dtype.
+    """
     lead, (S, T) = cost.shape[:-2], cost.shape[-2:]
-    x, y = ot_weights(cost, q_mask, c_mask, tau)
-    res = sinkhorn(cost.reshape(-1, S, T), x.reshape(-1, S), y.reshape(-1, T), eps, **sinkhorn_kw)
-    return OTMatch(
+    half = cost.dtype if cost.dtype in _HALF else None
+    work = cost.float() if half else cost
+    x, y = ot_weights(work, q_mask, c_mask, tau)
+    res = sinkhorn(work.reshape(-1, S, T), x.reshape(-1, S), y.reshape(-1, T), eps, **sinkhorn_kw)
+    out = OTMatch(
         res.value.reshape(lead), res.plan.reshape(cost.shape), x, y, cost,
         res.err.reshape(lead), res.n_iter.reshape(lead),
     )
+    if half:
+        out.dist, out.plan, out.query_weights, out.cand_weights, out.err = (
+            t.to(half) for t in (out.dist, out.plan, out.query_weights, out.cand_weights, out.err))
+    return out
 
 
 def ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0,
@@ -175,6 +191,9 @@ class AttentionMatch:
 
 
 def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float) -> AttentionMatch:
+    if cost.dtype in _HALF:  # -cost / tau overflows float16 for small tau: weigh in float32
+        match = _attention_from_cost(cost.float(), q_mask, c_mask, tau)
+        return AttentionMatch(match.dist.to(cost.dtype), match.attention.to(cost.dtype))
     valid = q_mask[..., :, None] & c_mask[..., None, :]  # (..., S, T)
     logits = (-cost / tau).masked_fill(~valid, -torch.inf)
     att = torch.softmax(logits.flatten(-2), dim=-1).reshape(cost.shape)  # (..., S, T)

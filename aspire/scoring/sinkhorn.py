@@ -51,6 +51,7 @@ import torch
 from torch import Tensor
 
 GRAD_MODES = ("autograd", "implicit")
+_HALF = (torch.float16, torch.bfloat16)
 
 
 class SinkhornConvergenceWarning(RuntimeWarning):
@@ -96,7 +97,8 @@ def sinkhorn(
     """Entropy-regularised OT for a batch of problems (see the module docstring for the method).
 
     Args:
-        cost: (B, N, M) float cost matrices (any scale; device and dtype are taken from it).
+        cost: (B, N, M) float cost matrices (any scale; device and dtype are taken from it;
+            float16 and bfloat16 problems are solved in float32 and the results cast back).
         a: (B, N) non-negative row weights; zeros mark padding (log-weight -inf).
         b: (B, M) non-negative column weights with the same total mass as `a` per problem.
         eps: entropic regularisation (> 0); the ASPIRE paper uses lambda = 20, i.e. eps = 0.05.
@@ -118,7 +120,19 @@ def sinkhorn(
     _check_inputs(cost, a, b, eps, tol, max_iter, check_every, grad)
     if newton_after is not None and newton_after < 1:
         raise ValueError(f"newton_after must be >= 1 or None, got {newton_after}")
+    if cost.dtype in _HALF:  # 8-11 bit mantissas cannot carry the iterations: solve in float32
+        a32, b32 = a.float(), b.float()
+        b32 = b32 * (a32.sum(1, keepdim=True) / b32.sum(1, keepdim=True))  # equal up to half rounding (checked)
+        res = sinkhorn(cost.float(), a32, b32, eps, tol=tol, max_iter=max_iter,
+                       check_every=check_every, grad=grad, newton_after=newton_after)
+        half = cost.dtype
+        return SinkhornResult(res.plan.to(half), res.value.to(half), res.f.to(half), res.g.to(half),
+                              res.err.to(half), res.n_iter, res.converged)
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (cost, a, b))
+    # Denormal weights (a softmax at a small temperature underflows there) carry no mass that
+    # float arithmetic can see, but their logs' gradients (1 / w) overflow: make them padding.
+    tiny = torch.finfo(cost.dtype).tiny
+    a, b = torch.where(a >= tiny, a, 0.0), torch.where(b >= tiny, b, 0.0)
     if needs_grad and grad == "implicit":
         with torch.no_grad():
             f, g, n_iter, converged = _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after)
@@ -448,15 +462,19 @@ class _ImplicitPlan(torch.autograd.Function):
         gv = torch.zeros_like(a[:, 0]) if grad_value is None else grad_value  # (B,)
         gbar = gbar + gv[:, None, None] * cost
         GP = gbar * P  # (B, N, M)
-        rf, rg = GP.sum(2) / eps, GP.sum(1) / eps  # (B, N), (B, M)
-        inv_a = torch.where(a > 0, 1.0 / a, 0.0)  # (B, N)
+        rg = GP.sum(1) / eps  # (B, M)
+        # P / a row by row, never 1 / a: a weight that underflowed to a denormal would make 1 / a
+        # infinite (softmax weights at a small temperature). At the fixed point the rows of P / a
+        # sum to 1; clamping at 1 keeps a barely-converged row of near-zero mass from blowing up.
+        Pa = torch.where(a[:, :, None] > 0, P / torch.where(a > 0, a, 1.0)[:, :, None], 0.0).clamp(max=1.0)
+        rf_a = (gbar * Pa).sum(2) / eps  # (B, N): (GP 1 / eps) / a
         # Schur complement on the columns: (diag(b) - P^T diag(1/a) P) w_g = rg - P^T (rf / a).
         # S is symmetric PSD, singular along the gauge direction (1 on real columns) and on padded
         # columns, and nearly singular when the plan is nearly a permutation (small eps): solve it
         # by its pseudo-inverse (the minimum-norm solution; the rhs is orthogonal to the gauge).
-        S = torch.diag_embed(b) - torch.bmm(P.transpose(1, 2), inv_a[:, :, None] * P)  # (B, M, M)
-        rhs = rg - torch.bmm(P.transpose(1, 2), (rf * inv_a)[:, :, None])[:, :, 0]  # (B, M)
+        S = torch.diag_embed(b) - torch.bmm(P.transpose(1, 2), Pa)  # (B, M, M)
+        rhs = rg - torch.bmm(P.transpose(1, 2), rf_a[:, :, None])[:, :, 0]  # (B, M)
         wg = _pinv_solve(S, rhs, b.amax(1, keepdim=True))  # (B, M); S's scale is diag(b)
-        wf = (rf - torch.bmm(P, wg[:, :, None])[:, :, 0]) * inv_a  # (B, N)
+        wf = rf_a - torch.bmm(Pa, wg[:, :, None])[:, :, 0]  # (B, N)
         grad_cost = P * (wf[:, :, None] + wg[:, None, :]) - GP / eps + gv[:, None, None] * P
         return grad_cost, eps * wf, eps * wg, None, None, None
