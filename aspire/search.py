@@ -344,17 +344,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.query_id is None and args.query_file is None:
         raise SystemExit("give --query-id ID (an indexed paper) or --query-file F")
-    selection = [int(x) for x in args.sentences.split(",")] if args.sentences else None
+    try:
+        selection = [int(x) for x in args.sentences.split(",")] if args.sentences else None
+    except ValueError:
+        raise SystemExit(f"--sentences takes comma-separated integers, got {args.sentences!r}") from None
     searcher = Searcher.open(args.index, args.overrides, model=args.model, load_model=args.query_file is not None)
-    if args.query_file is None:
-        query = searcher.query_from_index(args.query_id, selection)
-    else:
-        papers = _read_query_papers(args.query_file)
-        if args.query_id is not None:
-            papers = [p for p in papers if p.paper_id == args.query_id]
-        if len(papers) != 1:
-            raise SystemExit(f"{args.query_file}: {len(papers)} matching papers; pick one with --query-id")
-        query = searcher.query_from_paper(papers[0], selection)
+    try:  # a query id not in the index, sentence positions out of range, a bad query file
+        if args.query_file is None:
+            query = searcher.query_from_index(args.query_id, selection)
+        else:
+            papers = _read_query_papers(args.query_file)
+            if args.query_id is not None:
+                papers = [p for p in papers if p.paper_id == args.query_id]
+            if len(papers) != 1:
+                raise SystemExit(f"{args.query_file}: {len(papers)} matching papers; pick one with --query-id")
+            query = searcher.query_from_paper(papers[0], selection)
+    except (KeyError, ValueError) as err:
+        raise SystemExit(f"error: {err.args[0] if err.args else err}") from None
     hits = searcher.search(query, k=args.k, rerank=args.rerank, shortlist=args.shortlist)
     selected = query.mask[0].nonzero()[:, 0].tolist()
     if args.json:

@@ -199,3 +199,29 @@ def test_encoder_of_another_model_is_refused(searcher):
         Searcher(searcher.index, encoder=OtherEncoder())
     with pytest.raises(ValueError, match="needs an encoder"):
         searcher.query_from_paper(None)
+
+
+def test_cli_bad_queries_get_clear_errors(tmp_path, tiny_model_dir, capsys):
+    """A query id absent from the index, sentence indices out of range, a malformed query file."""
+    from aspire.index.__main__ import main as index_main
+
+    corpus = tmp_path / "papers.jsonl"
+    corpus.write_text("".join(json.dumps({"paper_id": f"p{i}", "title": "a model of text",
+                                          "abstract": ["we propose a new method.", "the data is scientific."]}) + "\n"
+                              for i in range(4)))
+    out = tmp_path / "idx"
+    index_main(["build", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(out)])
+    capsys.readouterr()
+
+    def error_of(*argv) -> str:
+        with pytest.raises(SystemExit) as exc:
+            search_main(["--index", str(out), *argv])
+        return str(exc.value.code) + capsys.readouterr().err
+
+    assert "p99" in error_of("--query-id", "p99")
+    msg = error_of("--query-id", "p1", "--sentences", "0,5")
+    assert "[5] out of range 0..1" in msg
+    assert "-1" in error_of("--query-id", "p1", "--sentences", "-1")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"paper_id": "x", "title": "t", "abstract": ["a sentence."]}\n{not json\n')
+    assert "bad.jsonl:2: invalid JSON" in error_of("--query-file", str(bad))
