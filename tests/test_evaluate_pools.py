@@ -173,3 +173,25 @@ def test_summarize_groups(toy):
     per_query = {"p1_method": {"m": 0.5}, "p6_method": {"m": 1.0}}
     got = summarize(ps, per_query)
     assert got["all"]["m"] == pytest.approx(0.75) and got["facet:method"]["n_queries"] == 2
+
+
+@pytest.mark.parametrize("line,message", [
+    ("{not json", "abstracts-toy.jsonl:9: invalid JSON"),
+    ('{"paper_id": "p1", "title": "again", "abstract": ["dup"]}', "(paper_id 'p1'): duplicate paper_id, first seen on line 1"),
+    ('{"paper_id": 7.5, "title": "t", "abstract": ["s"]}', "abstracts-toy.jsonl:9"),
+    ('{"paper_id": "p9", "title": "", "abstract": []}', "paper_id 'p9'"),
+])
+def test_bad_abstract_records_stop_a_model_run_naming_the_line(toy, tmp_path, tiny_model_dir, capsys, line, message):
+    with open(toy / "abstracts-toy.jsonl", "a") as fh:
+        fh.write(line + "\n")
+    code = main(["pools", "--data", str(toy), "--name", "toy", "--model", str(tiny_model_dir), "--scorer", "minl2",
+                 "--no-cache", "--out", str(tmp_path / "o")])
+    assert code == 2 and message in capsys.readouterr().err
+
+
+def test_non_utf8_abstracts_file_is_refused(toy, tmp_path, tiny_model_dir, capsys):
+    with open(toy / "abstracts-toy.jsonl", "ab") as fh:
+        fh.write(b'{"paper_id": "p9", "title": "caf\xe9", "abstract": ["s"]}\n')
+    assert main(["pools", "--data", str(toy), "--name", "toy", "--model", str(tiny_model_dir), "--scorer", "minl2",
+                 "--no-cache", "--out", str(tmp_path / "o")]) == 2
+    assert "abstracts-toy.jsonl:9" in capsys.readouterr().err

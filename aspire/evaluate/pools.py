@@ -133,24 +133,13 @@ def load_pool_set(
 def read_papers_jsonl(path: str | Path, ids: set[str] | None = None) -> dict[str, Paper]:
     """`{paper_id: Paper}` from an ASPIRE `abstracts-*.jsonl` (labels from `pred_labels` when present).
 
-    With `ids`, only those papers are kept and a missing one raises ValueError.
+    Every record is validated by `aspire.data.papers.read_papers` (a bad one raises a ValueError
+    naming file, line and paper id). With `ids`, only those papers are kept and a missing one
+    raises ValueError.
     """
-    papers: dict[str, Paper] = {}
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            rec = json.loads(line)
-            pid = str(rec["paper_id"])
-            if ids is not None and pid not in ids:
-                continue
-            sentences = rec["abstract"]
-            if isinstance(sentences, str):
-                raise ValueError(f"{path}:{line_no}: 'abstract' must be a list of sentences")
-            labels = rec.get("pred_labels")
-            if labels is not None and len(labels) != len(sentences):
-                raise ValueError(f"{path}:{line_no}: {len(labels)} pred_labels for {len(sentences)} sentences")
-            papers[pid] = Paper(pid, rec.get("title", ""), list(sentences), labels)
+    from aspire.data.papers import read_papers
+
+    papers = {p.paper_id: p for p in read_papers(path).papers if ids is None or p.paper_id in ids}
     if ids is not None:
         missing = sorted(ids - set(papers))
         if missing:
