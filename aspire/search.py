@@ -209,6 +209,9 @@ class Searcher:
         vectors = query.emb[0, selected].detach().float().cpu().numpy()  # (n, D)
         wanted = (config.shortlist if config.rerank != "none" else config.k) + len(exclude)
         sentence_k = config.sentence_k or max(config.sentence_k_min, math.ceil(wanted * config.sentence_k_factor))
+        # an excluded paper (the query itself) can fill a lookup with its own sentences: look further
+        excluded = [self.index.positions[pid] for pid in exclude if pid in self.index.positions]
+        sentence_k += int(sum(self.index.offsets[p + 1] - self.index.offsets[p] for p in excluded))
         dist, rows = self.index.search_sentences(vectors, sentence_k)  # (n, k') each
         candidates = aggregate_min_l2(dist, rows, self.index.sentence_papers(rows))
         if exclude:
