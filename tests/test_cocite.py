@@ -120,6 +120,16 @@ def test_bad_lines_name_file_and_line_or_are_skipped_and_counted(tmp_path):
     assert ":2:" in report["bad_line_messages"][0] and ":3:" in report["bad_line_messages"][1]
 
 
+def test_non_utf8_line_is_named_or_skipped_and_counted(tmp_path):
+    path = _write_jsonl(tmp_path / "in.jsonl", [_record(LONG_CONTEXT, "A", "B")])
+    with open(path, "ab") as fh:
+        fh.write(b'{"citing_paper_id": "x", "context": "caf\xe9 [CIT]", "cited": []}\n')
+    with pytest.raises(DataError, match=r"in\.jsonl:2: not UTF-8"):
+        ingest_records(path, tmp_path / "out")
+    report = ingest_records(path, tmp_path / "out", IngestConfig(on_error="skip"))
+    assert report["bad_lines"] == 1 and report["counts"]["contexts"] == 1
+
+
 # --------------------------------------------------------------------------- filters
 
 

@@ -133,7 +133,7 @@ def load_cocite_config(path: str | Path | None = None, overrides: Iterable[str] 
 def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None = None) -> Iterator[tuple[int, dict]]:
     """Yield `(line_number, object)` for each non-blank line of a JSONL file, streaming.
 
-    A line that is not a JSON object raises `DataError("FILE:LINE: ...")`, or with
+    A line that is not UTF-8 or not a JSON object raises `DataError("FILE:LINE: ...")`, or with
     `on_error="skip"` is appended to `bad` (which must then be given) and skipped.
     """
     if on_error not in ("raise", "skip"):
@@ -141,11 +141,19 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
     if on_error == "skip" and bad is None:
         raise ValueError("on_error='skip' needs a `bad` list to record the skipped lines")
     path = Path(path)
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
+    with path.open("rb") as handle:  # decoded line by line, so a bad byte is named by its line
+        for lineno, raw in enumerate(handle, start=1):
             try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                line, decode_error = "", f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
+            else:
+                decode_error = None
+                if not line.strip():
+                    continue
+            try:
+                if decode_error:
+                    raise DataError(decode_error)
                 obj = json.loads(line)
                 if not isinstance(obj, dict):
                     raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
