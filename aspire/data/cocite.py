@@ -145,25 +145,23 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
         for lineno, raw in enumerate(handle, start=1):
             try:
                 line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                line, decode_error = "", f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
-            else:
-                decode_error = None
                 if not line.strip():
                     continue
-            try:
-                if decode_error:
-                    raise DataError(decode_error)
                 obj = json.loads(line)
                 if not isinstance(obj, dict):
                     raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            except (json.JSONDecodeError, DataError) as err:
-                message = str(err) if isinstance(err, DataError) else f"{path}:{lineno}: invalid JSON: {err}"
-                if on_error == "raise":
-                    raise DataError(message) from None
-                bad.append(message)
+            except UnicodeDecodeError as err:
+                message = f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
+            except json.JSONDecodeError as err:
+                message = f"{path}:{lineno}: invalid JSON: {err}"
+            except DataError as err:
+                message = str(err)
+            else:
+                yield lineno, obj
                 continue
-            yield lineno, obj
+            if on_error == "raise":
+                raise DataError(message) from None
+            bad.append(message)
 
 
 def require(obj: dict, keys: Iterable[str], path: str | Path, lineno: int) -> None:

@@ -17,12 +17,10 @@ import torch
 from torch import Tensor, nn
 
 from aspire.batch import DocBatch
-from aspire.scoring.sinkhorn import sinkhorn
+from aspire.scoring.sinkhorn import _HALF, sinkhorn
 
 
 # ---- cost -------------------------------------------------------------------------------------
-_HALF = (torch.float16, torch.bfloat16)
-
 def _safe_sqrt(sq: Tensor) -> Tensor:
     """sqrt(max(sq, 0)) whose gradient is 0 (not NaN/inf) where sq <= 0."""
     pos = sq > 0

@@ -104,8 +104,8 @@ def sinkhorn(
         eps: entropic regularisation (> 0); the ASPIRE paper uses lambda = 20, i.e. eps = 0.05.
         tol: stop a problem once the L1 marginal error of its plan is <= tol (the iterates are
             stopped at 0.9 tol, a margin for the rounding of the rebuilt plan).
-        max_iter: at most this many iterations; problems still above `tol` then (or when a
-            Newton step can no longer reduce their error) raise a `SinkhornConvergenceWarning`.
+        max_iter: at most this many iterations (Sinkhorn iterations plus Newton steps); problems
+            still above `tol` then raise a `SinkhornConvergenceWarning`.
         check_every: iterations between convergence checks (and absorptions of the scalings).
         grad: "autograd" (differentiate through the iterations) or "implicit" (differentiate
             the fixed point; no iterations stored). Ignored when no input requires a gradient.
@@ -267,8 +267,8 @@ def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     The step length is backtracked until the dual increases or the marginal error falls (near
     the solution the dual's change drops below float64 resolution). A problem whose error has
     not fallen by 10 % in 20 steps is handed back to Sinkhorn (the precision floor, or Newton
-    is not getting anywhere). The work is done in float64 (few problems get here), so it also
-    serves float32 and float16 inputs.
+    is not getting anywhere). The work is done in float64 (few problems get here), whatever the
+    input's float dtype.
     """
     out_dtype = F.dtype
     work = torch.float64 if cost.device.type != "mps" else torch.float32
@@ -277,7 +277,6 @@ def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     G_out = torch.where(b > 0, G, 0.0).to(work)
     err_out = torch.zeros(n, dtype=work, device=device)
     steps_out = torch.zeros(n, dtype=torch.long, device=device)
-    ok_out = torch.zeros(n, dtype=torch.bool, device=device)
 
     def plan_dual(Ce, la, lb, a, b, F, G):
         P = torch.exp((la + F)[:, :, None] + (lb + G)[:, None, :] - Ce)
@@ -337,8 +336,7 @@ def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
         F, G = F + t[:, None] * dF, G + t[:, None] * dG
         P, r, c, e, d = new
         c_mu = torch.where(t == 1, c_mu / 10, c_mu * 4).clamp(1e-8, 1e4)
-    ok_out = ok_out.index_fill(0, torch.nonzero(err_out <= tol).flatten(), True)
-    return F_out.to(out_dtype), G_out.to(out_dtype), err_out.to(out_dtype), steps_out, ok_out
+    return F_out.to(out_dtype), G_out.to(out_dtype), err_out.to(out_dtype), steps_out, err_out <= tol
 
 
 def _safe_log(w: Tensor) -> Tensor:
