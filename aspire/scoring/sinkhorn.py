@@ -287,6 +287,10 @@ def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     # the live problems' state, compacted as problems finish
     idx = torch.arange(n, device=device)
     Ce, a, b, F, G = cost.to(work) / eps, a.to(work), b.to(work), F_out, G_out
+    # Masses that differ by float rounding give the dual a slope along the gauge direction
+    # (F + c, G - c), which no plan sees but a lightly damped step follows a long way (potentials
+    # in the thousands lose the plan's precision in float32): solve with b at a's exact mass.
+    b = b * (a.sum(1, keepdim=True) / b.sum(1, keepdim=True))
     la, lb = _safe_log(a), _safe_log(b)
     P, r, c, e, d = plan_dual(Ce, la, lb, a, b, F, G)
     c_mu = torch.full((n,), 0.1, dtype=work, device=device)
@@ -414,8 +418,20 @@ def _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after):
         converged = converged.index_fill(0, stepped[finished], True)
         out_of_budget = n_iter[active] >= max_iter
         active = active[~converged[active] & ~out_of_budget]
-    F, G = torch.where(a > 0, F, 0.0), torch.where(b > 0, G, 0.0)  # potentials are 0 on padding
+    F, G = _centre(F, G, a, b)
     return F * eps, G * eps, n_iter, converged
+
+
+def _centre(F: Tensor, G: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """(F - s, G + s) with s balancing the real rows' and columns' mean potentials; 0 on padding.
+
+    The plan is unchanged (it depends on F_i + G_j only); potentials near 0 keep the most
+    precision when the plan is rebuilt from them.
+    """
+    ra, rb = (a > 0).to(F.dtype), (b > 0).to(G.dtype)
+    F, G = torch.where(a > 0, F, 0.0), torch.where(b > 0, G, 0.0)
+    s = 0.5 * (F.sum(1, keepdim=True) / ra.sum(1, keepdim=True) - G.sum(1, keepdim=True) / rb.sum(1, keepdim=True))
+    return torch.where(a > 0, F - s, 0.0), torch.where(b > 0, G + s, 0.0)
 
 
 def _plan(cost: Tensor, a: Tensor, b: Tensor, f: Tensor, g: Tensor, eps: float) -> Tensor:
