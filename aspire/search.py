@@ -315,10 +315,9 @@ def _read_query_papers(path: str | Path) -> list[Paper]:
     """Papers from a query file: JSONL (one paper a line) or one pretty-printed JSON object, read
     with the papers-file rules (`aspire.data.papers.read_papers`; a string abstract is split)."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
     try:
-        whole = json.loads(text)  # one (possibly pretty-printed) JSON object
-    except json.JSONDecodeError:
+        whole = json.loads(path.read_bytes().decode("utf-8"))  # one (possibly pretty-printed) JSON object
+    except (UnicodeDecodeError, json.JSONDecodeError):  # the line reader names the bad line
         whole = None
     if not isinstance(whole, dict):
         return read_papers(path).papers

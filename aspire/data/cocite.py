@@ -205,12 +205,40 @@ def write_json(path: str | Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _describe(value: Any) -> str:
+    return "an empty string" if isinstance(value, str) else _type_name(value)
+
+
 def read_papers(path: str | Path) -> dict[str, Paper]:
-    """`abstracts.jsonl` -> {paper_id: Paper}."""
-    papers = {}
+    """`abstracts.jsonl` -> {paper_id: Paper}.
+
+    A paper_id that is not a non-empty string or an integer, a title that is not a string, an
+    abstract that is not a list of strings, and a repeated paper_id raise `DataError` naming the
+    file, the line and the paper id.
+    """
+    papers: dict = {}
+    first_line: dict = {}
     for lineno, obj in iter_jsonl(path):
         require(obj, ("paper_id", "title", "abstract"), path, lineno)
-        papers[obj["paper_id"]] = Paper(obj["paper_id"], obj["title"], list(obj["abstract"]))
+        pid, title, abstract = obj["paper_id"], obj["title"], obj["abstract"]
+        if isinstance(pid, bool) or not isinstance(pid, (str, int)) or (isinstance(pid, str) and not pid.strip()):
+            raise DataError(f"{path}:{lineno}: paper_id must be a non-empty string or an integer, got {_describe(pid)}")
+        where = f"{path}:{lineno} (paper_id {pid!r})"
+        if pid in first_line:
+            raise DataError(f"{where}: duplicate paper_id, first seen on line {first_line[pid]}")
+        if not isinstance(title, str):
+            raise DataError(f"{where}: title must be a string, got {_type_name(title)}")
+        if not isinstance(abstract, list):
+            raise DataError(f"{where}: abstract must be a list of sentences, got {_type_name(abstract)}")
+        for j, sentence in enumerate(abstract):
+            if not isinstance(sentence, str):
+                raise DataError(f"{where}: abstract[{j}] must be a string, got {_type_name(sentence)}")
+        first_line[pid] = lineno
+        papers[pid] = Paper(pid, title, list(abstract))
     return papers
 
 
@@ -294,6 +322,32 @@ def finish_marks(text: str, placeholder: str) -> str:
 # --------------------------------------------------------------------------- stage 1a: ingest records
 
 
+def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
+    """Raise `DataError("FILE:LINE: ...")` if a field of a co-citation record has the wrong type."""
+    def bad(message: str) -> DataError:
+        return DataError(f"{path}:{lineno}: {message}")
+
+    if not isinstance(rec["citing_paper_id"], str) or not rec["citing_paper_id"].strip():
+        raise bad(f"citing_paper_id must be a non-empty string, got {_describe(rec['citing_paper_id'])}")
+    if not isinstance(rec["context"], str):
+        raise bad(f"context must be a string, got {_type_name(rec['context'])}")
+    if not isinstance(rec["cited"], list):
+        raise bad(f"cited must be a list of papers, got {_type_name(rec['cited'])}")
+    for i, cited in enumerate(rec["cited"]):
+        if not isinstance(cited, dict):
+            raise bad(f"cited[{i}] is not an object")
+        require(cited, ("paper_id", "title", "abstract"), path, lineno)
+        if not isinstance(cited["paper_id"], str) or not cited["paper_id"].strip():
+            raise bad(f"cited[{i}].paper_id must be a non-empty string, got {_describe(cited['paper_id'])}")
+        if not isinstance(cited["title"], str):
+            raise bad(f"cited[{i}].title must be a string, got {_type_name(cited['title'])}")
+        if not isinstance(cited["abstract"], list):
+            raise bad(f"cited[{i}].abstract must be a list of sentences")
+        for j, sentence in enumerate(cited["abstract"]):
+            if not isinstance(sentence, str):
+                raise bad(f"cited[{i}].abstract[{j}] must be a string, got {_type_name(sentence)}")
+
+
 def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestConfig = IngestConfig()) -> dict:
     """Input A: co-citation records -> `contexts.jsonl` + `abstracts.jsonl` + `report.json`.
 
@@ -309,12 +363,7 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
         for lineno, rec in iter_jsonl(records_path, cfg.on_error, bad):
             try:
                 require(rec, ("citing_paper_id", "context", "cited"), records_path, lineno)
-                for i, cited in enumerate(rec["cited"]):
-                    if not isinstance(cited, dict):
-                        raise DataError(f"{records_path}:{lineno}: cited[{i}] is not an object")
-                    require(cited, ("paper_id", "title", "abstract"), records_path, lineno)
-                    if not isinstance(cited["abstract"], list):
-                        raise DataError(f"{records_path}:{lineno}: cited[{i}].abstract must be a list of sentences")
+                _check_record(rec, records_path, lineno)
             except DataError as err:
                 if cfg.on_error == "raise":
                     raise

@@ -10,7 +10,9 @@ Layout under `out_dir`:
 A checkpoint is written into a hidden temp directory, fsynced, then renamed into place; the
 `latest` pointer (itself written by temp file + rename) is updated last. A run killed at any
 moment leaves either the previous `latest` or the new one, never a half-written checkpoint behind
-a pointer; leftover temp directories are removed on the next start.
+a pointer; leftover temp directories are removed on the next start. Re-saving a step that already
+has a checkpoint (after a resume) moves the old copy aside before the new one is renamed into
+place; if the run dies between the two renames, reading the pointer puts the old copy back.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 
 LATEST, BEST, STATE_FILE, MODEL_DIR = "latest", "best", "trainer_state.pt", "model"
 _TMP_PREFIX = ".tmp-checkpoint-"
+_ASIDE_PREFIX = ".replaced-"
 
 
 def checkpoint_name(step: int) -> str:
@@ -58,7 +61,11 @@ def read_pointer(out_dir: str | Path, name: str = LATEST) -> dict | None:
     if not path.is_file():
         return None
     record = json.loads(path.read_text(encoding="utf-8"))
-    if not (Path(out_dir) / record["checkpoint"] / STATE_FILE).is_file():
+    final = Path(out_dir) / record["checkpoint"]
+    aside = Path(out_dir) / f"{_ASIDE_PREFIX}{record['checkpoint']}"
+    if not final.exists() and (aside / STATE_FILE).is_file():  # killed mid re-save: the old copy is whole
+        os.replace(aside, final)
+    if not (final / STATE_FILE).is_file():
         raise FileNotFoundError(f"{path} points at {record['checkpoint']}, which has no {STATE_FILE}")
     return record
 
@@ -80,17 +87,26 @@ def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Pa
     write_contents(tmp)
     torch.save(state, tmp / STATE_FILE)
     _fsync_tree(tmp)
-    if final.exists():  # re-saving the same step (e.g. after a resume): replace it whole
-        shutil.rmtree(final)
+    aside = out_dir / f"{_ASIDE_PREFIX}{final.name}"
+    if final.exists():  # re-saving the same step (e.g. after a resume): the old copy goes aside first
+        if aside.exists():
+            shutil.rmtree(aside)
+        os.replace(final, aside)
     os.replace(tmp, final)
+    if aside.exists():
+        shutil.rmtree(aside)
     write_pointer(out_dir, LATEST, {"checkpoint": final.name, "step": step})
     return final
 
 
 def clean_temp(out_dir: str | Path) -> None:
-    """Remove half-written checkpoints left by a killed run."""
-    for path in Path(out_dir).glob(f"{_TMP_PREFIX}*"):
+    """Remove half-written checkpoints, and old copies a finished re-save left aside, of a killed run."""
+    out_dir = Path(out_dir)
+    for path in out_dir.glob(f"{_TMP_PREFIX}*"):
         shutil.rmtree(path)
+    for path in out_dir.glob(f"{_ASIDE_PREFIX}*"):
+        if (out_dir / path.name[len(_ASIDE_PREFIX):]).exists():
+            shutil.rmtree(path)
 
 
 def prune_checkpoints(out_dir: str | Path, keep: int) -> None:
