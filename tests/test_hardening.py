@@ -251,13 +251,15 @@ def test_search_query_file_with_extreme_papers_is_searchable(extreme_index, tmp_
 
 
 # ---- the page: extreme papers, and a labels file with bad records ----------------------------------------
-def test_page_serves_extreme_papers_and_counts_rejected_label_records(extreme_index, tmp_path):
+def test_page_serves_extreme_papers_and_lists_rejected_label_records(extreme_index, tmp_path):
     from aspire.serve import RequestError, open_service, read_labels
 
     labels_file = extreme_index.parent / "papers.jsonl"  # the corpus itself, with its 4 bad lines
     index = SentenceIndex.load(extreme_index)
     labels, counts = read_labels(labels_file, index.paper_ids, index.sentences)
+    rejected = counts.pop("rejected")
     assert counts == {"labelled": 1, "mismatched": 0, "unlabelled": 3, "rejected_records": 4}
+    assert len(rejected) == 4 and all(r.startswith(f"{labels_file}:") and ": " in r for r in rejected)
     service = open_service(extreme_index, ["rerank=ot", "k=3", "ot_max_iter=200"], labels_file)
     many = service.paper("many")
     assert len(many["sentences"]) == 200

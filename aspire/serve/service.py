@@ -65,7 +65,9 @@ def read_labels(path: str | Path, paper_ids: Sequence[str], sentences: Sequence[
     """Facet labels per indexed paper from a papers JSONL: ({paper_id: [label per sentence]}, counts).
 
     Counts: `labelled` papers, `mismatched` (labels whose count differs from the indexed sentences,
-    left out), `unlabelled` (indexed papers without labels in the file).
+    left out), `unlabelled` (indexed papers without labels in the file), `rejected_records` (lines
+    of the file that are not valid papers; each is listed in `rejected` as "FILE:LINE: reason" and
+    logged as a warning).
     """
     result = read_papers(path, skip_bad=True)
     wanted = {pid: len(s) for pid, s in zip(paper_ids, sentences)}
@@ -78,7 +80,9 @@ def read_labels(path: str | Path, paper_ids: Sequence[str], sentences: Sequence[
             continue
         labels[paper.paper_id] = list(paper.labels)
     counts = {"labelled": len(labels), "mismatched": mismatched, "unlabelled": len(wanted) - len(labels),
-              "rejected_records": len(result.rejected)}
+              "rejected_records": len(result.rejected), "rejected": [str(r) for r in result.rejected]}
+    for record in result.rejected:
+        log.warning("facet labels: rejected %s", record)
     return labels, counts
 
 
@@ -231,5 +235,5 @@ def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_fr
     labels = {}
     if labels_from is not None:
         labels, counts = read_labels(labels_from, searcher.index.paper_ids, searcher.index.sentences)
-        log.info("facet labels from %s: %s", labels_from, counts)
+        log.info("facet labels from %s: %s", labels_from, {k: v for k, v in counts.items() if k != "rejected"})
     return SearchService(searcher, labels)
