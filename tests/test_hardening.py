@@ -478,7 +478,12 @@ def test_property_scores_of_random_padded_sets_are_finite_and_self_is_best(data,
             continue
         assert (dist >= -1e-6).all(), name  # a distance: nothing scores better than 0
         if name == "minl2":
-            assert (dist.diagonal() == 0).all(), name  # a paper with itself: exactly the best possible
+            # a paper with itself: 0 up to the rounding of the one-GEMM expansion |x|^2 + |y|^2 - 2 x.y
+            # (sqrt of a few float32 ulps of |x|^2), so no other paper scores better beyond that
+            sq_norm = float((batch.emb.detach().double() ** 2).sum(-1).amax())
+            rounding = math.sqrt(8 * torch.finfo(torch.float32).eps * max(sq_norm, 1e-30))
+            assert (dist.diagonal() <= rounding).all(), (name, dist.diagonal().max().item(), rounding)
+            assert (dist.diagonal()[:, None] <= dist + rounding).all(), name
         elif name == "ot":
             # entropic OT of a paper with itself: at most eps * log(S) above the exact optimum, 0
             max_cost = float(details.cost.detach().amax())

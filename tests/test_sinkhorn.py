@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import warnings
 from unittest import mock
@@ -198,7 +199,7 @@ def test_implicit_and_autograd_gradients_agree_float32():
         torch.testing.assert_close(g_impl, g_auto, atol=2e-3, rtol=0)
 
 
-def test_newton_tail_matches_plain_sinkhorn_in_fewer_iterations():
+def test_newton_tail_matches_plain_sinkhorn_in_fewer_iterations(newton_tail):
     cost, a, b = random_problem(100, 10, 10, seed=16, scale=2.0)
     plain = sinkhorn(cost, a, b, 0.05, tol=1e-9, max_iter=100_000, newton_after=None)
     newton = sinkhorn(cost, a, b, 0.05, tol=1e-9, max_iter=100_000, newton_after=50)
@@ -221,8 +222,18 @@ def block_problem(dtype, shift):
     return cost[None], a[None], b[None]
 
 
+@pytest.fixture(params=["compiled", "batched"])
+def newton_tail(request, monkeypatch):
+    """Run the test with the CPU's compiled Newton tail and with the batched torch one (other devices')."""
+    sk = importlib.import_module("aspire.scoring.sinkhorn")  # the module (the package re-exports the function)
+
+    if request.param == "batched":
+        monkeypatch.setattr(sk, "_newton_tail", sk._newton_tail_torch)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_newton_tail_moves_mass_between_weakly_joined_blocks(dtype):
+def test_newton_tail_moves_mass_between_weakly_joined_blocks(dtype, newton_tail):
     cost, a, b = block_problem(dtype, shift=0.002)
     tol = 1e-4 if dtype == torch.float32 else 1e-10
     with pytest.warns(SinkhornConvergenceWarning):
@@ -236,7 +247,7 @@ def test_newton_tail_moves_mass_between_weakly_joined_blocks(dtype):
     np.testing.assert_allclose(res.plan[0].double().numpy(), ref, atol=2e-4 if dtype == torch.float32 else 1e-9, rtol=0)
 
 
-def test_newton_tail_keeps_potentials_centred_when_masses_differ_by_rounding():
+def test_newton_tail_keeps_potentials_centred_when_masses_differ_by_rounding(newton_tail):
     # float32 weights whose masses differ in the last bits (as a softmax's do): the dual then has a
     # slope along the gauge direction (f + c, g - c), which a lightly damped Newton step follows a
     # long way; potentials far from 0 lose the plan's precision when it is rebuilt in float32.
@@ -248,3 +259,22 @@ def test_newton_tail_keeps_potentials_centred_when_masses_differ_by_rounding():
         assert res.converged.all() and res.err.item() <= 1e-4, (extra, res.err.item())
         scale = float(cost.amax())
         assert res.f.abs().max() <= 2 * scale and res.g.abs().max() <= 2 * scale  # centred, not drifted
+
+
+@pytest.mark.parametrize("N,M,scale", [(10, 10, 2.0), (20, 13, 3.0), (7, 25, 1.5)])
+def test_compiled_and_batched_newton_tails_agree(N, M, scale):
+    # the same damped Newton method, per problem in compiled code (CPU) and batched in torch
+    sk = importlib.import_module("aspire.scoring.sinkhorn")  # the module (the package re-exports the function)
+
+    cost, a, b = random_problem(40, N, M, seed=N + M, scale=scale)
+    eps = 0.05
+    Ce = cost / eps
+    F = sk._log_rows(Ce, sk._safe_log(b), torch.zeros_like(b))  # one log-domain iteration as a start
+    G = sk._log_cols(Ce, sk._safe_log(a), F)
+    out = {}
+    for name, tail in (("compiled", sk._newton_tail), ("batched", sk._newton_tail_torch)):
+        Fn, Gn, err, steps, ok = tail(cost, a, b, F, G, eps, 1e-10, 200)
+        assert ok.all() and (err <= 1e-10).all() and (steps >= 5).any()  # real Newton work was done
+        out[name] = (sk._plan(cost, a, b, Fn * eps, Gn * eps, eps), steps)
+    torch.testing.assert_close(out["compiled"][0], out["batched"][0], atol=1e-9, rtol=0)
+    assert (out["compiled"][1] - out["batched"][1]).abs().max() <= 1  # same steps (but for rounding)

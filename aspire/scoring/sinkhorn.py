@@ -26,8 +26,11 @@ How it is solved (fast and stable for any eps and cost scale):
    2017) with a Levenberg-Marquardt damping mu I (mu proportional to the marginal error) that
    keeps the nearly singular direction between blocks solvable, and a backtracking line search
    on the concave dual. It runs in float64 and converges in about 5-15 steps where Sinkhorn
-   needs thousands (see `_newton_tail`); a problem Newton stalls on goes back to Sinkhorn
-   iterations. Newton is used only when the iterations are not taped for autograd.
+   needs thousands (see `_newton_tail_torch`); a problem Newton stalls on goes back to Sinkhorn
+   iterations. Newton is used only when the iterations are not taped for autograd. At these
+   sizes a batched step costs its ~150 tensor operations' dispatch, not their arithmetic, so on
+   a CPU each problem runs its steps in compiled code instead (`aspire.scoring._newton_cpu`,
+   numba; tested to agree with the batched version, which other devices use).
 4. Problems whose error is <= `tol` stop (they leave the active set, so the rest of the batch runs
    on fewer rows). A problem whose exp-domain scalings overflow, vanish or leave a safe range
    during a chunk is rolled back and continues with log-domain iterations (step 1's updates),
@@ -220,18 +223,17 @@ def _exp_chunk(Ce, a, b, F, G, k, log_limit):
     `ok` (B,) is False where a scaling overflowed, vanished or moved more than `log_limit` in log
     scale (the chunk is then not trusted and the caller redoes it in the log domain).
     """
-    row_pad = torch.where(a > 0, 0.0, -math.inf)  # (B, N): the kernel is zero on padding (the
-    col_pad = torch.where(b > 0, 0.0, -math.inf)  # potentials there may be large)
-    K = torch.exp((F + row_pad)[:, :, None] + (G + col_pad)[:, None, :] - Ce)  # (B, N, M) = plan / (a b^T)
-    Kt = K.transpose(1, 2).contiguous()  # (B, M, N): contiguous for a fast batched mat-vec
-    row_one = (a <= 0).to(a.dtype)[:, :, None]  # (B, N, 1): 1 on padded rows, so u = 0 / 1 there
-    col_one = (b <= 0).to(b.dtype)[:, :, None]  # (B, M, 1)
+    # K = plan / (a b^T) (B, N, M). On padding the potentials may be anything: K is set to 1 there
+    # so a padded row's K v (and column's K^T u) is positive and its scaling 0 / positive = 0.
+    pad = (a <= 0)[:, :, None] | (b <= 0)[:, None, :]
+    K = torch.exp((F[:, :, None] + G[:, None, :] - Ce).masked_fill(pad, 0.0))  # masked before exp: no inf * 0 in grads
+    Kt = K.transpose(1, 2).contiguous()  # (B, M, N)
     v = b  # (B, M) scaled column factors, b * exp(dG)
     u = a  # (B, N) scaled row factors, a * exp(dF)
-    for _ in range(k):
-        u = a / torch.baddbmm(row_one, K, v[:, :, None])[:, :, 0]  # row update: u = a / (K v)
-        v = b / torch.baddbmm(col_one, Kt, u[:, :, None])[:, :, 0]  # column update: v = b / (K^T u)
-    err = (u * torch.bmm(K, v[:, :, None])[:, :, 0] - a).abs().sum(1)  # rows of diag(u) K diag(v)
+    for _ in range(k):  # mat-vecs as row vector x matrix: the faster batched product at these sizes
+        u = a / torch.bmm(v[:, None, :], Kt)[:, 0, :]  # row update: u = a / (K v)
+        v = b / torch.bmm(u[:, None, :], K)[:, 0, :]  # column update: v = b / (K^T u)
+    err = (u * torch.bmm(v[:, None, :], Kt)[:, 0, :] - a).abs().sum(1)  # rows of diag(u) K diag(v)
     dF = _log_ratio(u, a)  # absorb: F += log(u / a) on real rows
     dG = _log_ratio(v, b)
     ok = torch.isfinite(err)
@@ -251,8 +253,55 @@ def _pinv_solve(S: Tensor, rhs: Tensor, scale: Tensor) -> Tensor:
     return torch.bmm(vec, (inv_lam * proj)[:, :, None])[:, :, 0]
 
 
+# Step lengths tried at once when a Newton step's full length fails the line search (2^-1 ... 2^-10).
+_BACKTRACK = tuple(0.5 ** k for k in range(1, 11))
+# Newton steps a problem may take before it is handed back to Sinkhorn iterations (the benchmark's
+# hardest problems need 10-15; more means Newton is not getting anywhere, or tol is below the
+# precision floor).
+_NEWTON_STEPS = 40
+
+
+def _dual_terms(Ce, la, lb, a, b, F, G):
+    """Plan, its row and column sums, L1 marginal error and the dual, over any leading dims.
+
+    Ce (..., N, M); la, a, F (..., N); lb, b, G (..., M) (broadcast against each other).
+    Returns P (..., N, M), r (..., N), c (..., M), err (...), dual (...).
+    """
+    P = torch.exp((la + F)[..., :, None] + (lb + G)[..., None, :] - Ce)
+    r, c = P.sum(-1), P.sum(-2)
+    err = (r - a).abs().sum(-1) + (c - b).abs().sum(-1)
+    return P, r, c, err, (a * F).sum(-1) + (b * G).sum(-1) - r.sum(-1)
+
+
 def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     """Levenberg-Marquardt Newton steps on the scaled potentials of the hard problems.
+
+    Returns F, G (in the input dtype), the L1 marginal error, the steps taken and `ok` (B,) bool
+    (False: the method gave up on that problem, which then goes back to Sinkhorn iterations).
+    On a CPU the steps run per problem in compiled code (`aspire.scoring._newton_cpu`, numba);
+    on other devices as batched tensor operations (`_newton_tail_torch`, which documents the
+    method). Both solve in float64 with b scaled to a's exact mass (see `_newton_tail_torch`).
+    """
+    if cost.device.type != "cpu":
+        return _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps)
+    import numba
+
+    from aspire.scoring._newton_cpu import newton_tail
+
+    a64, b64 = a.detach().double(), b.detach().double()
+    b64 = b64 * (a64.sum(1, keepdim=True) / b64.sum(1, keepdim=True))
+    F64 = torch.where(a > 0, F, 0.0).detach().double().contiguous()  # updated in place
+    G64 = torch.where(b > 0, G, 0.0).detach().double().contiguous()
+    Ce = (cost.detach().double() / eps).contiguous()
+    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+    err, steps = newton_tail(Ce.numpy(), a64.numpy(), b64.contiguous().numpy(), F64.numpy(), G64.numpy(),
+                             float(tol), int(min(max_steps, _NEWTON_STEPS)))
+    err, steps = torch.from_numpy(err), torch.from_numpy(steps)
+    return F64.to(F.dtype), G64.to(G.dtype), err.to(F.dtype), steps, err <= tol
+
+
+def _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps):
+    """Levenberg-Marquardt Newton steps on the scaled potentials of the hard problems, batched.
 
     Returns F, G (in the input dtype), the L1 marginal error, the steps taken and `ok` (B,) bool
     (False: the method gave up on that problem, which then goes back to Sinkhorn iterations).
@@ -264,82 +313,103 @@ def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     that moves mass between the blocks, so a plain (pseudo-inverse) Newton step cannot move
     there. Adding mu I to the Hessian (mu = c * error, c adapted per problem: /10 after a full
     step, *4 otherwise) keeps every step finite and still converges quadratically as mu -> 0.
-    The step length is backtracked until the dual increases or the marginal error falls (near
-    the solution the dual's change drops below float64 resolution). A problem whose error has
-    not fallen by 10 % in 20 steps is handed back to Sinkhorn (the precision floor, or Newton
-    is not getting anywhere). The work is done in float64 (few problems get here), whatever the
-    input's float dtype.
+    Line search: the full step is taken where the dual increases or the marginal error falls
+    (near the solution the dual's change drops below float64 resolution); where it does not,
+    the lengths 2^-1 ... 2^-10 are tried in one batched evaluation and the longest that passes
+    is taken (none: no move, and more damping). A problem still above tol after
+    `_NEWTON_STEPS` steps is handed back to Sinkhorn. The work is done in float64 (few problems
+    get here), whatever the input's float dtype. At these sizes a step costs its number of
+    tensor operations, not their arithmetic: finished problems are frozen in place (their step
+    is zeroed) and the arrays compacted only once half of them are done.
     """
     out_dtype = F.dtype
     work = torch.float64 if cost.device.type != "mps" else torch.float32
     n, device = a.shape[0], a.device
-    F_out = torch.where(a > 0, F, 0.0).to(work)
-    G_out = torch.where(b > 0, G, 0.0).to(work)
-    err_out = torch.zeros(n, dtype=work, device=device)
-    steps_out = torch.zeros(n, dtype=torch.long, device=device)
-
-    def plan_dual(Ce, la, lb, a, b, F, G):
-        P = torch.exp((la + F)[:, :, None] + (lb + G)[:, None, :] - Ce)
-        r, c = P.sum(2), P.sum(1)
-        err = (r - a).abs().sum(1) + (c - b).abs().sum(1)
-        return P, r, c, err, (a * F).sum(1) + (b * G).sum(1) - r.sum(1)
-
-    # the live problems' state, compacted as problems finish
-    idx = torch.arange(n, device=device)
-    Ce, a, b, F, G = cost.to(work) / eps, a.to(work), b.to(work), F_out, G_out
+    max_steps = min(max_steps, _NEWTON_STEPS)
+    Ce, a, b = cost.to(work) / eps, a.to(work), b.to(work)
     # Masses that differ by float rounding give the dual a slope along the gauge direction
     # (F + c, G - c), which no plan sees but a lightly damped step follows a long way (potentials
     # in the thousands lose the plan's precision in float32): solve with b at a's exact mass.
     b = b * (a.sum(1, keepdim=True) / b.sum(1, keepdim=True))
     la, lb = _safe_log(a), _safe_log(b)
-    P, r, c, e, d = plan_dual(Ce, la, lb, a, b, F, G)
+    F, G = torch.where(a > 0, F, 0.0).to(work), torch.where(b > 0, G, 0.0).to(work)
+    F_out, G_out = F, G
+    err_out = torch.zeros(n, dtype=work, device=device)
+    steps_out = torch.zeros(n, dtype=torch.long, device=device)
+    lengths = torch.tensor(_BACKTRACK, dtype=work, device=device)  # (K,)
+    zero = torch.zeros((), dtype=work, device=device)
+
+    # the state of the rows still held; `live`: still stepping (a finished row is frozen in place
+    # and written out when the arrays are compacted, once half of them are frozen, or at the end)
+    idx = torch.arange(n, device=device)
+    live = torch.ones(n, dtype=torch.bool, device=device)
+    steps = torch.zeros(n, dtype=torch.long, device=device)
+    P, r, c, e, d = _dual_terms(Ce, la, lb, a, b, F, G)
+    mu_floor = 1e-12 * b.amax(1)
     c_mu = torch.full((n,), 0.1, dtype=work, device=device)
-    best = torch.full((n,), math.inf, dtype=work, device=device)  # lowest error so far
-    since = torch.zeros(n, dtype=torch.long, device=device)  # steps since it last fell by 10 %
-    patience = 20
-    for step in range(max_steps + 1):
-        improved = e <= 0.9 * best
-        best = torch.where(improved, e, best)
-        since = torch.where(improved, 0, since + 1)
-        finished = (e <= tol) | ~torch.isfinite(e) | (since > patience) | (step == max_steps)
-        if bool(finished.any()):
-            done = idx[finished]
-            F_out, G_out = F_out.index_copy(0, done, F[finished]), G_out.index_copy(0, done, G[finished])
-            err_out = err_out.index_copy(0, done, e[finished])
-            steps_out = steps_out.index_fill(0, done, step)
-            keep = torch.nonzero(~finished).flatten()
-            if keep.numel() == 0:
-                break
-            idx, Ce, a, b, la, lb, F, G, P, r, c, e, d, c_mu, best, since = (
-                x.index_select(0, keep) for x in (idx, Ce, a, b, la, lb, F, G, P, r, c, e, d, c_mu, best, since))
-        mu = torch.maximum(c_mu * e, 1e-12 * b.amax(1))[:, None]  # (L, 1)
-        inv_r = 1.0 / (r + mu)
+
+    def write_out(rows):
+        nonlocal F_out, G_out, err_out, steps_out
+        done = idx[rows]
+        F_out, G_out = F_out.index_copy(0, done, F[rows]), G_out.index_copy(0, done, G[rows])
+        err_out, steps_out = err_out.index_copy(0, done, e[rows]), steps_out.index_copy(0, done, steps[rows])
+
+    for step in range(max_steps):
+        live = live & (e > tol)  # a row stops at tol, or on a non-finite error (NaN > tol is False)
+        n_live = int(live.sum())
+        if n_live == 0:
+            break
+        if 2 * n_live <= len(live):  # compact: write out the frozen rows, keep the live ones
+            write_out(~live)
+            keep = torch.nonzero(live).flatten()
+            idx, Ce, a, b, la, lb, F, G, P, r, c, e, d, c_mu, mu_floor, live, steps = (
+                x.index_select(0, keep)
+                for x in (idx, Ce, a, b, la, lb, F, G, P, r, c, e, d, c_mu, mu_floor, live, steps))
+        steps = steps + live
+        # damped Newton direction through the Schur complement on the columns
+        mu = torch.maximum(c_mu * e, mu_floor)[:, None]  # (L, 1)
+        inv_r = 1.0 / (r + mu)  # (L, N)
+        ga, gb = a - r, b - c  # the dual's gradient
         Pt = P.transpose(1, 2)
-        S = torch.diag_embed(c + mu) - torch.bmm(Pt, inv_r[:, :, None] * P)  # Schur complement, SPD
-        rhs = (b - c) - torch.bmm(Pt, ((a - r) * inv_r)[:, :, None])[:, :, 0]
-        L, info = torch.linalg.cholesky_ex(S)
-        dG = torch.cholesky_solve(rhs[:, :, None], L)[:, :, 0]
-        dF = ((a - r) - torch.bmm(P, dG[:, :, None])[:, :, 0]) * inv_r
-        solved = (info == 0) & torch.isfinite(dF).all(1) & torch.isfinite(dG).all(1)
-        dF, dG = torch.where(solved[:, None], dF, 0.0), torch.where(solved[:, None], dG, 0.0)
-        t = torch.ones_like(e)
-        accepted = torch.zeros_like(solved)
-        new = (P, r, c, e, d)
-        for _ in range(40):  # backtrack until the dual increases or the marginal error falls
-            trial = plan_dual(Ce, la, lb, a, b, F + t[:, None] * dF, G + t[:, None] * dG)
-            now = ~accepted & solved & ((trial[4] > d) | (trial[3] < e))  # NaN compares False
-            if bool(now.all()):  # the usual case: every full step is taken
-                new = trial
-            else:
-                new = tuple(torch.where(now.view(-1, *([1] * (x.dim() - 1))), y, x) for x, y in zip(new, trial))
-            accepted |= now
-            if bool((accepted | ~solved).all()):
-                break
-            t = torch.where(accepted, t, t / 2)
-        t = torch.where(accepted, t, 0.0)
-        F, G = F + t[:, None] * dF, G + t[:, None] * dG
-        P, r, c, e, d = new
-        c_mu = torch.where(t == 1, c_mu / 10, c_mu * 4).clamp(1e-8, 1e4)
+        S = torch.diag_embed(c + mu) - torch.bmm(Pt, inv_r[:, :, None] * P)  # (L, M, M), SPD
+        rhs = gb - torch.bmm(Pt, (ga * inv_r)[:, :, None])[:, :, 0]
+        chol, info = torch.linalg.cholesky_ex(S)
+        dG = torch.cholesky_solve(rhs[:, :, None], chol)[:, :, 0]
+        dF = (ga - torch.bmm(P, dG[:, :, None])[:, :, 0]) * inv_r
+        solved = live & (info == 0) & torch.isfinite(dF.sum(1) + dG.sum(1))
+        dF, dG = torch.where(solved[:, None], dF, zero), torch.where(solved[:, None], dG, zero)
+        # line search: the full step (the usual case), then the shorter lengths at once
+        full = _dual_terms(Ce, la, lb, a, b, F + dF, G + dG)
+        passed = solved & ((full[4] > d) | (full[3] < e))  # NaN compares False
+        if bool(passed.all()):
+            t = None
+            P, r, c, e, d = full
+        else:
+            t = passed.to(work)
+            P, r, c, e, d = (torch.where(passed.view(-1, *([1] * (y.dim() - 1))), y, x)
+                             for x, y in zip((P, r, c, e, d), full))
+            retry = torch.nonzero(solved & ~passed).flatten()
+            if retry.numel() > 0:
+                Fk = F[retry, None, :] + lengths[:, None] * dF[retry, None, :]  # (R, K, N)
+                Gk = G[retry, None, :] + lengths[:, None] * dG[retry, None, :]  # (R, K, M)
+                short = _dual_terms(Ce[retry, None], la[retry, None], lb[retry, None], a[retry, None],
+                                    b[retry, None], Fk, Gk)
+                ok = (short[4] > d[retry, None]) | (short[3] < e[retry, None])  # (R, K)
+                k = ok.to(torch.uint8).argmax(1)  # the longest length that passed (0 if none did)
+                moved = ok.any(1)
+                rows = torch.arange(len(retry), device=device)
+                t = t.index_copy(0, retry, torch.where(moved, lengths[k], zero))
+                P, r, c, e, d = (
+                    x.index_copy(0, retry, torch.where(moved.view(-1, *([1] * (x.dim() - 1))), y[rows, k], x[retry]))
+                    for x, y in zip((P, r, c, e, d), short))
+        if t is None:  # every live row took its full step
+            F, G = F + dF, G + dG
+            c_mu = c_mu / 10
+        else:
+            F, G = F + t[:, None] * dF, G + t[:, None] * dG
+            c_mu = torch.where(t == 1, c_mu / 10, c_mu * 4)
+        c_mu = c_mu.clamp(1e-8, 1e4)
+    write_out(torch.ones_like(live))
     return F_out.to(out_dtype), G_out.to(out_dtype), err_out.to(out_dtype), steps_out, err_out <= tol
 
 
