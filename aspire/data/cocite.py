@@ -213,6 +213,18 @@ def _describe(value: Any) -> str:
     return "an empty string" if isinstance(value, str) else _type_name(value)
 
 
+def _text_fields_problem(title: Any, abstract: Any) -> str | None:
+    """What is wrong with a paper's title (a string) and abstract (a list of strings), or None."""
+    if not isinstance(title, str):
+        return f"title must be a string, got {_type_name(title)}"
+    if not isinstance(abstract, list):
+        return f"abstract must be a list of sentences, got {_type_name(abstract)}"
+    for j, sentence in enumerate(abstract):
+        if not isinstance(sentence, str):
+            return f"abstract[{j}] must be a string, got {_type_name(sentence)}"
+    return None
+
+
 def read_papers(path: str | Path) -> dict[str, Paper]:
     """`abstracts.jsonl` -> {paper_id: Paper}.
 
@@ -230,13 +242,9 @@ def read_papers(path: str | Path) -> dict[str, Paper]:
         where = f"{path}:{lineno} (paper_id {pid!r})"
         if pid in first_line:
             raise DataError(f"{where}: duplicate paper_id, first seen on line {first_line[pid]}")
-        if not isinstance(title, str):
-            raise DataError(f"{where}: title must be a string, got {_type_name(title)}")
-        if not isinstance(abstract, list):
-            raise DataError(f"{where}: abstract must be a list of sentences, got {_type_name(abstract)}")
-        for j, sentence in enumerate(abstract):
-            if not isinstance(sentence, str):
-                raise DataError(f"{where}: abstract[{j}] must be a string, got {_type_name(sentence)}")
+        problem = _text_fields_problem(title, abstract)
+        if problem:
+            raise DataError(f"{where}: {problem}")
         first_line[pid] = lineno
         papers[pid] = Paper(pid, title, list(abstract))
     return papers
@@ -339,14 +347,9 @@ def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
         require(cited, ("paper_id", "title", "abstract"), path, lineno)
         if not isinstance(cited["paper_id"], str) or not cited["paper_id"].strip():
             raise bad(f"cited[{i}].paper_id must be a non-empty string, got {_describe(cited['paper_id'])}")
-        if not isinstance(cited["title"], str):
-            raise bad(f"cited[{i}].title must be a string, got {_type_name(cited['title'])}")
-        if not isinstance(cited["abstract"], list):
-            raise bad(f"cited[{i}].abstract must be a list of sentences")
-        for j, sentence in enumerate(cited["abstract"]):
-            if not isinstance(sentence, str):
-                raise bad(f"cited[{i}].abstract[{j}] must be a string, got {_type_name(sentence)}")
-
+        problem = _text_fields_problem(cited["title"], cited["abstract"])
+        if problem:
+            raise bad(f"cited[{i}].{problem}")
 
 def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestConfig = IngestConfig()) -> dict:
     """Input A: co-citation records -> `contexts.jsonl` + `abstracts.jsonl` + `report.json`.
