@@ -56,12 +56,10 @@ NOTES = """Notes:
   abstract) as a text pair instead (the abstract in segment 1) gives 39.03 / 59.51.
 - The mpnet whole-abstract row reproduces its reference to 0.01 on every facet (41.52 / 62.15). Its contextual
   rows read vectors encoded once by the first contextual command (4,722 s wall; the whole-abstract encoding
-  took 6,938 s): both on the shared 2-core machine, paused for other benchmarks in between, so these are not
+  took 6,938 s, the independent sentences 8,798 s): all on the shared 2-core machine, paused for other benchmarks in between, so these are not
   speed figures (mpnet costs about 8x minilm to encode).
 - Untrained, mpnet's contextual sentences match its whole-abstract vector (min-L2 41.29 / 63.15), unlike
   MiniLM's; OT temperatures and fusions are in mpnet_sentence_matching.md.
-- Rows marked "not run" did not fit the CPU time available when the table was made; their commands are
-  listed below.
 """
 
 
