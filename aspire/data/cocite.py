@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal
 
 from aspire.config import load_config, to_dict
-from aspire.data.papers import Paper
+from aspire.data.papers import Paper, _type_name
 
 REPORT = "report.json"
 SPLITS = ("train", "dev")
@@ -203,10 +203,6 @@ def write_json(path: str | Path, obj: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
-
-
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
 
 
 def _describe(value: Any) -> str:

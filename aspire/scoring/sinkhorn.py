@@ -273,6 +273,19 @@ def _dual_terms(Ce, la, lb, a, b, F, G):
     return P, r, c, err, (a * F).sum(-1) + (b * G).sum(-1) - r.sum(-1)
 
 
+def _tail_inputs(cost, a, b, F, G, eps, work):
+    """The Newton tail's inputs in dtype `work`: Ce = cost / eps, a, b, F, G (0 on padding).
+
+    Masses that differ by float rounding give the dual a slope along the gauge direction
+    (F + c, G - c), which no plan sees but a lightly damped step follows a long way (potentials
+    in the thousands lose the plan's precision in float32): b is scaled to a's exact mass.
+    """
+    a, b = a.to(work), b.to(work)
+    b = b * (a.sum(1, keepdim=True) / b.sum(1, keepdim=True))
+    F, G = torch.where(a > 0, F.to(work), 0.0), torch.where(b > 0, G.to(work), 0.0)
+    return cost.to(work) / eps, a, b, F, G
+
+
 def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     """Levenberg-Marquardt Newton steps on the scaled potentials of the hard problems.
 
@@ -280,7 +293,7 @@ def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     (False: the method gave up on that problem, which then goes back to Sinkhorn iterations).
     On a CPU the steps run per problem in compiled code (`aspire.scoring._newton_cpu`, numba);
     on other devices as batched tensor operations (`_newton_tail_torch`, which documents the
-    method). Both solve in float64 with b scaled to a's exact mass (see `_newton_tail_torch`).
+    method). Both solve in float64 on the inputs `_tail_inputs` prepares.
     """
     if cost.device.type != "cpu":
         return _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps)
@@ -288,13 +301,9 @@ def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
 
     from aspire.scoring._newton_cpu import newton_tail
 
-    a64, b64 = a.detach().double(), b.detach().double()
-    b64 = b64 * (a64.sum(1, keepdim=True) / b64.sum(1, keepdim=True))
-    F64 = torch.where(a > 0, F, 0.0).detach().double().contiguous()  # updated in place
-    G64 = torch.where(b > 0, G, 0.0).detach().double().contiguous()
-    Ce = (cost.detach().double() / eps).contiguous()
+    Ce, a64, b64, F64, G64 = (x.detach().contiguous() for x in _tail_inputs(cost, a, b, F, G, eps, torch.float64))
     numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
-    err, steps = newton_tail(Ce.numpy(), a64.numpy(), b64.contiguous().numpy(), F64.numpy(), G64.numpy(),
+    err, steps = newton_tail(Ce.numpy(), a64.numpy(), b64.numpy(), F64.numpy(), G64.numpy(),  # F64, G64 in place
                              float(tol), int(min(max_steps, _NEWTON_STEPS)))
     err, steps = torch.from_numpy(err), torch.from_numpy(steps)
     return F64.to(F.dtype), G64.to(G.dtype), err.to(F.dtype), steps, err <= tol
@@ -326,13 +335,8 @@ def _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps):
     work = torch.float64 if cost.device.type != "mps" else torch.float32
     n, device = a.shape[0], a.device
     max_steps = min(max_steps, _NEWTON_STEPS)
-    Ce, a, b = cost.to(work) / eps, a.to(work), b.to(work)
-    # Masses that differ by float rounding give the dual a slope along the gauge direction
-    # (F + c, G - c), which no plan sees but a lightly damped step follows a long way (potentials
-    # in the thousands lose the plan's precision in float32): solve with b at a's exact mass.
-    b = b * (a.sum(1, keepdim=True) / b.sum(1, keepdim=True))
+    Ce, a, b, F, G = _tail_inputs(cost, a, b, F, G, eps, work)
     la, lb = _safe_log(a), _safe_log(b)
-    F, G = torch.where(a > 0, F, 0.0).to(work), torch.where(b > 0, G, 0.0).to(work)
     F_out, G_out = F, G
     err_out = torch.zeros(n, dtype=work, device=device)
     steps_out = torch.zeros(n, dtype=torch.long, device=device)
