@@ -19,10 +19,7 @@ from pathlib import Path
 from aspire.evaluate.__main__ import DEFAULT_DATA
 from aspire.evaluate.csfcube import GROUPS, fuse_csfcube
 from select_two_fold import select_two_fold
-
-
-def cells(results: dict, split: str) -> list[str]:
-    return [f"{results[split][g]['MAP']:.2f} / {results[split][g]['NDCG%20']:.2f}" for g in GROUPS]
+from training_table import cells
 
 
 def main() -> None:

@@ -16,7 +16,8 @@ import glob
 import json
 from pathlib import Path
 
-GROUPS = ("background", "method", "result", "all")
+from aspire.evaluate.csfcube import GROUPS
+
 FOLDS = ("fold1", "fold2")
 
 
