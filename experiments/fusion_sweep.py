@@ -16,10 +16,14 @@ import argparse
 import json
 from pathlib import Path
 
-from aspire.evaluate.__main__ import DEFAULT_DATA
-from aspire.evaluate.csfcube import GROUPS, fuse_csfcube
+from aspire.evaluate.__main__ import DEFAULT_DATA, parse_run
+from aspire.evaluate.csfcube import format_table, fuse_csfcube
 from select_two_fold import select_two_fold
 from training_table import cells
+
+
+def label(weights: list[float]) -> str:
+    return ", ".join(f"{w:g}" for w in weights)
 
 
 def main() -> None:
@@ -32,12 +36,10 @@ def main() -> None:
     ap.add_argument("--table", type=Path, help="also write the Markdown table here")
     args = ap.parse_args()
 
-    inputs = []
-    for spec in args.run:
-        folder, sep, exp = spec.rpartition(":")
-        if not sep or not folder or not exp:
-            ap.error(f"--run takes DIR:EXP, got {spec!r}")
-        inputs.append((folder, exp))
+    try:
+        inputs = [parse_run(spec) for spec in args.run]
+    except ValueError as err:
+        ap.error(str(err))
     grids = []
     for spec in args.grid:
         weights = [float(w) for w in spec.split(",")]
@@ -49,26 +51,22 @@ def main() -> None:
     rows = []
     for weights in grids:
         name = "w" + "-".join(f"{w:g}" for w in weights)
-        results = fuse_csfcube(args.data, inputs, args.out / name, "fused", weights)
-        rows.append((weights, results, results["dev"][group][metric]))
-    choice = select_two_fold({", ".join(f"{w:g}" for w in weights): results for weights, results, _ in rows},
-                             group, metric)
+        rows.append((weights, fuse_csfcube(args.data, inputs, args.out / name, "fused", weights)))
+    choice = select_two_fold({label(weights): results for weights, results in rows}, group, metric)
 
     lines = ["runs: " + ", ".join(f"`{folder}` ({exp})" for folder, exp in inputs), "",
              "| weights | dev all | test background | test method | test result | test all |",
              "|---|---|---|---|---|---|"]
-    for weights, results, _ in rows:
-        lines.append(f"| {', '.join(f'{w:g}' for w in weights)} | {cells(results, 'dev')[-1]} | "
-                     + " | ".join(cells(results, "test")) + " |")
-    test = choice["test"]
+    for weights, results in rows:
+        lines.append(f"| {label(weights)} | {cells(results, 'dev')[-1]} | " + " | ".join(cells(results, "test")) + " |")
     lines += ["", f"chosen by {group} {metric}: weights {choice['chosen']['fold1']} on fold1_dev, "
               f"{choice['chosen']['fold2']} on fold2_dev; test (each fold's test half with its own choice): "
-              + "  ".join(f"{g} {test[g]['MAP']:.2f} / {test[g]['NDCG%20']:.2f}" for g in GROUPS)]
+              + format_table(choice, "test")]
     text = "\n".join(lines) + "\n"
     print(text)
     (args.out / "sweep.json").write_text(json.dumps(
         {"runs": args.run, "select": args.select, "two_fold": choice,
-         "rows": [{"weights": w, "dev": r["dev"], "test": r["test"]} for w, r, _ in rows]}, indent=1),
+         "rows": [{"weights": w, "dev": r["dev"], "test": r["test"]} for w, r in rows]}, indent=1),
         encoding="utf-8")
     if args.table:
         args.table.parent.mkdir(parents=True, exist_ok=True)

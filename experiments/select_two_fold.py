@@ -3,8 +3,8 @@
 CSFCube's folds are two halves of one query set: `fold1_dev` is `fold2_test` and `fold2_dev` is
 `fold1_test`. The evaluator's `dev` figure (the fold1_dev mean, as in the published script) thus
 scores half of the test queries, and choosing on it chooses on test. Here the run best on
-`foldK_dev` is scored on `foldK_test`, for each K; the test figure is the mean of the two folds' test means, each from the
-run chosen on its own fold's dev half (the two choices may differ).
+`foldK_dev` is scored on `foldK_test`, for each K; the test figure is the mean of the two folds'
+test means, each from the run chosen on its own fold's dev half (the two choices may differ).
 
     python experiments/select_two_fold.py --candidate 'runs/csfcube/sweep-abstract-*/w*' --candidate runs/csfcube/X
 """
@@ -16,7 +16,7 @@ import glob
 import json
 from pathlib import Path
 
-from aspire.evaluate.csfcube import GROUPS
+from aspire.evaluate.csfcube import GROUPS, format_table
 
 FOLDS = ("fold1", "fold2")
 
@@ -52,7 +52,7 @@ def main() -> None:
     print(f"{len(folders)} candidates; chosen on fold1_dev: {result['chosen']['fold1']}; "
           f"on fold2_dev: {result['chosen']['fold2']}")
     print("test (mean of the two folds' test halves, each with its own fold's choice), MAP / NDCG%20:")
-    print("  ".join(f"{g}: {result['test'][g]['MAP']:.2f} / {result['test'][g]['NDCG%20']:.2f}" for g in GROUPS))
+    print(format_table(result, "test"))
     if args.out:
         args.out.write_text(json.dumps({"candidates": folders, "select": args.select, **result}, indent=1),
                             encoding="utf-8")

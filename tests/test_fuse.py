@@ -74,3 +74,12 @@ def test_read_scored_turns_distances_into_similarities(tmp_path):
     path.write_text(json.dumps({"q": [["c1", 0.9], ["c2", 0.5]], "p": [["c1", 0.1], ["c2", 0.5]]}))
     with pytest.raises(ValueError, match="neither fall"):
         read_scored(path)
+
+
+@pytest.mark.parametrize("spec", ["nocolon", ":exp", "dir:"])
+def test_a_run_spec_needs_a_folder_and_an_experiment(spec):
+    from aspire.evaluate.__main__ import parse_run
+
+    assert parse_run("runs/csfcube/a:b:exp") == ("runs/csfcube/a:b", "exp")
+    with pytest.raises(ValueError, match="--run takes DIR:EXP"):
+        parse_run(spec)

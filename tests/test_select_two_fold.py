@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from aspire.evaluate.csfcube import GROUPS
+
 spec = importlib.util.spec_from_file_location(
     "select_two_fold", Path(__file__).resolve().parents[1] / "experiments" / "select_two_fold.py")
 select_two_fold = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(select_two_fold)
-
-GROUPS = ("background", "method", "result", "all")
 
 
 def run(fold1: float, fold2: float) -> dict:

@@ -145,15 +145,21 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def parse_run(spec: str) -> tuple[str, str]:
+    """`DIR:EXP` (a folder of ranked files and their experiment name) as (folder, exp)."""
+    folder, sep, exp = spec.rpartition(":")
+    if not sep or not folder or not exp:
+        raise ValueError(f"--run takes DIR:EXP, got {spec!r}")
+    return folder, exp
+
+
 def _fuse(parser, args) -> int:
     from aspire.evaluate.csfcube import fuse_csfcube
 
-    inputs = []
-    for spec in args.run:
-        folder, sep, exp = spec.rpartition(":")
-        if not sep or not folder or not exp:
-            parser.error(f"--run takes DIR:EXP, got {spec!r}")
-        inputs.append((folder, exp))
+    try:
+        inputs = [parse_run(spec) for spec in args.run]
+    except ValueError as err:
+        parser.error(str(err))
     try:
         weights = [float(w) for w in args.weights.split(",")] if args.weights else None
         results = fuse_csfcube(args.data, inputs, args.out, args.exp, weights, args.norm)
