@@ -103,3 +103,25 @@ def test_model_run_on_real_data_rescoring_reads_the_cache(small_csfcube, tmp_pat
     for split in ("test", "dev"):
         assert set(first[split]) == set(csfcube.GROUPS)
         assert all(0.0 <= v <= 100.0 for g in first[split].values() for v in g.values())
+
+
+@pytest.mark.slow
+def test_facet_query_text_on_real_data(small_csfcube, tmp_path, tiny_model_dir, capsys):
+    """Every CSFCube query has sentences of its facet; the facet text changes the query, not the candidates."""
+    common = ["csfcube", "--data", str(small_csfcube), "--model", str(tiny_model_dir), "--scorer", "abstract",
+              "--cache-dir", str(tmp_path / "cache"), "--batch-size", "16", "--max-length", "128", "--normalize",
+              "--joiner", " "]
+    assert main(common + ["--exp", "whole", "--out", str(tmp_path / "a")]) == 0
+    assert main(common + ["--query-text", "facet", "--out", str(tmp_path / "b")]) == 0
+    assert "CSFCube test MAP / NDCG%20" in capsys.readouterr().out
+    results = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert results["query_text"] == "facet" and results["timings_s"]["encode_from_cache"] is True
+    exp = f"{tiny_model_dir.name}-abstract-abstract-query-facet"
+    changed = 0
+    for facet in csfcube.FACETS:
+        whole = json.loads((tmp_path / "a" / f"test-pid2pool-csfcube-whole-{facet}-ranked.json").read_text())
+        ranked = json.loads((tmp_path / "b" / f"test-pid2pool-csfcube-{exp}-{facet}-ranked.json").read_text())
+        assert set(ranked) == set(whole)
+        assert all(sorted(c for c, _ in ranked[q]) == sorted(c for c, _ in whole[q]) for q in whole)
+        changed += sum(ranked[q] != whole[q] for q in whole)
+    assert changed > 0

@@ -195,3 +195,54 @@ def test_non_utf8_abstracts_file_is_refused(toy, tmp_path, tiny_model_dir, capsy
     assert main(["pools", "--data", str(toy), "--name", "toy", "--model", str(tiny_model_dir), "--scorer", "minl2",
                  "--no-cache", "--out", str(tmp_path / "o")]) == 2
     assert "abstracts-toy.jsonl:9" in capsys.readouterr().err
+
+
+def test_facet_text_queries_encode_only_the_facet_sentences(tiny_model_dir):
+    from aspire.encoders import load_encoder
+    from aspire.evaluate.rank import facet_text_queries
+
+    encoder = load_encoder(str(tiny_model_dir))
+    papers = [Paper(p, f"title {p}", SENTS[p], LABELS[p]) for p in ("p1", "p6")]
+    mapping = facet_label_map(["method"])
+    opts = {"max_length": 64, "normalize": True, "joiner": " "}
+    alone = facet_text_queries(encoder, papers, "method", mapping, "facet", opts)
+    assert alone.paper_ids == ["p1", "p6"] and alone.emb.shape[:2] == (2, 1) and alone.mask.all()
+    # p1's only method sentence is its second; p6's its second too
+    expected = encoder.embed_texts([SENTS["p1"][1], SENTS["p6"][1]], max_length=64, normalize=True)
+    torch.testing.assert_close(alone.emb[:, 0], expected)
+    titled = facet_text_queries(encoder, papers, "method", mapping, "title+facet", opts)
+    expected = encoder.embed_texts(["title p1 " + SENTS["p1"][1], "title p6 " + SENTS["p6"][1]], max_length=64,
+                                   normalize=True)
+    torch.testing.assert_close(titled.emb[:, 0], expected)
+    assert not torch.allclose(titled.emb, alone.emb)
+
+    lone = Paper("p5", "t", SENTS["p5"], LABELS["p5"])  # one background sentence: no method
+    with pytest.raises(ValueError, match=r"no sentence of facet 'method' in queries \['p5'\]"):
+        facet_text_queries(encoder, [papers[0], lone], "method", mapping)
+    with pytest.raises(ValueError, match="paper p9 has no sentence labels"):
+        facet_text_queries(encoder, [Paper("p9", "t", ["s"])], "method", mapping)
+    with pytest.raises(ValueError, match="facet query text must be one of"):
+        facet_text_queries(encoder, papers, "method", mapping, "abstract")
+
+
+def test_model_run_with_a_facet_query_text(toy, tmp_path, tiny_model_dir, capsys):
+    kw = dict(facets=["method"], model=str(tiny_model_dir), scorer="abstract", cache_dir=tmp_path / "cache",
+              batch_size=4, exp="tiny", encode_options={"max_length": 64, "normalize": True, "joiner": " "})
+    whole = run_pools(toy, "toy", tmp_path / "o1", **kw)
+    facet = run_pools(toy, "toy", tmp_path / "o2", query_text="facet", **kw)
+    assert facet["query_text"] == "facet" and whole["query_text"] == "abstract"
+    assert facet["timings_s"]["encode_from_cache"] is True  # the candidates' vectors are the same
+    ranked = json.loads((tmp_path / "o2" / "test-pid2pool-toy-tiny-method-ranked.json").read_text())
+    assert sorted(c for c, _ in ranked["p1"]) == ["p2", "p3", "p4", "p5"]
+    assert ranked != json.loads((tmp_path / "o1" / "test-pid2pool-toy-tiny-method-ranked.json").read_text())
+
+    with pytest.raises(ValueError, match="goes with scorer 'abstract'"):
+        run_pools(toy, "toy", tmp_path / "o3", **{**kw, "scorer": "minl2", "encode_options": None}, query_text="facet")
+    with pytest.raises(ValueError, match="needs a faceted pool set"):
+        run_pools(toy, "toy", tmp_path / "o3", **{**kw, "facets": []}, query_text="title+facet")
+    with pytest.raises(ValueError, match="unknown query text"):
+        run_pools(toy, "toy", tmp_path / "o3", **kw, query_text="title")
+    with pytest.raises(SystemExit):
+        main(["pools", "--data", str(toy), "--name", "toy", "--facets", "method", "--model", str(tiny_model_dir),
+              "--scorer", "minl2", "--query-text", "facet", "--out", str(tmp_path / "o4")])
+    assert "--query-text goes with --scorer abstract" in capsys.readouterr().err

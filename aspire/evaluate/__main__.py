@@ -3,6 +3,9 @@
     # rank CSFCube with a model and a scorer, then score it
     python -m aspire.evaluate csfcube --model minilm --scorer minl2 --out runs/minilm-minl2
     python -m aspire.evaluate csfcube --model mpnet --scorer ot --tau 5000 --out runs/mpnet-ot
+    # one vector for the query's facet sentences against the candidates' whole-abstract vectors
+    python -m aspire.evaluate csfcube --model mpnet --scorer abstract --query-text facet \
+        --max-length 384 --normalize --joiner ' ' --out runs/mpnet-facet
     # score ranked files that already exist (e.g. the shipped SPECTER pools)
     python -m aspire.evaluate csfcube --ranked ../shared/data/csfcube/sample_ranked_pools --exp specter --out DIR
     # an ensemble of ranked CSFCube runs (per-query z-scored scores, weighted sum)
@@ -21,7 +24,7 @@ from pathlib import Path
 
 from aspire.evaluate import csfcube
 from aspire.evaluate.cache import default_cache_dir
-from aspire.evaluate.rank import ENCODINGS, SCORERS
+from aspire.evaluate.rank import ENCODINGS, QUERY_TEXTS, SCORERS
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -49,6 +52,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                         "(sentence-transformers pipelines: 256 for minilm, 384 for mpnet)")
     p.add_argument("--normalize", action="store_true",
                    help="L2-normalise independent-sentence / whole-abstract vectors (sentence-transformers pipelines do)")
+    p.add_argument("--query-text", choices=QUERY_TEXTS, default="abstract",
+                   help="scorer abstract on a faceted set: the query's vector from its whole abstract (default, "
+                        "facet ignored), its facet sentences alone, or its title and facet sentences")
     p.add_argument("--joiner", help="whole-abstract vector: join title and abstract with this text "
                                     "(default: encode them as a text pair, [CLS] title [SEP] abstract [SEP])")
 
@@ -65,6 +71,8 @@ def _check_model_args(parser, args) -> None:
             parser.error("--ranked scores existing files; leave out --model/--scorer")
     elif not (args.model and args.scorer):
         parser.error("give --model and --scorer, or --ranked and --exp")
+    if args.query_text != "abstract" and args.scorer != "abstract":
+        parser.error("--query-text goes with --scorer abstract (sentence scorers select the facet's sentences)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                 results = csfcube.run_csfcube(
                     args.data, args.model, args.scorer, out, exp=args.exp, encoding=args.encoding,
                     scorer_options=_scorer_options(args), cache_dir=cache_dir, batch_size=args.batch_size,
-                    device=args.device, encode_options=encode_options,
+                    device=args.device, encode_options=encode_options, query_text=args.query_text,
                 )
             print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
             print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}  {DEV_NOTE}")
@@ -132,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 ranked_dir=args.ranked, exp=args.exp, model=args.model, scorer=args.scorer,
                 encoding=args.encoding, scorer_options=_scorer_options(args), cache_dir=cache_dir,
                 batch_size=args.batch_size, device=args.device, encode_options=encode_options,
+                query_text=args.query_text,
             )
             writer = csv.writer(sys.stdout, delimiter="\t")
             names = list(results["metrics"])

@@ -137,10 +137,12 @@ def run_csfcube(
     batch_size: int = 32,
     device: str | None = None,
     encode_options: dict | None = None,
+    query_text: str = "abstract",
 ) -> dict:
     """Encode CSFCube with `model`, rank every facet's pools with `scorer`, write and return results.
 
-    `scorer="abstract"` always uses the `abstract` encoding (one vector per paper, facet ignored).
+    `scorer="abstract"` always uses the `abstract` encoding (one vector per paper); the facet is
+    ignored unless `query_text` is `facet` or `title+facet` (see `aspire.evaluate.rank`).
     Writes `out/test-pid2pool-csfcube-EXP-{facet}-ranked.json` (similarities, best first), the
     per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
     """
@@ -151,10 +153,11 @@ def run_csfcube(
     papers = read_papers_jsonl(root / ABSTRACTS_FILE, ids=pool_set.paper_ids())
     enc_name = "abstract" if scorer == "abstract" else encoding
     opts = "".join(f"-{k}{v:g}" for k, v in sorted((scorer_options or {}).items()))
-    exp = exp or f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}"
+    query = "" if query_text == "abstract" else f"-query-{query_text.replace('+', '-')}"
+    exp = exp or f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}{query}"
     rankings, info = rank_pool_set(
         pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
-        device, encode_options, LABEL_TO_FACET,
+        device, encode_options, LABEL_TO_FACET, query_text,
     )
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(info)

@@ -49,8 +49,10 @@ def run_pools(
     batch_size: int = 32,
     device: str | None = None,
     encode_options: dict | None = None,
+    query_text: str = "abstract",
 ) -> dict:
-    """Score ranked files from `ranked_dir` (with `exp`), or rank with `model` + `scorer` first."""
+    """Score ranked files from `ranked_dir` (with `exp`), or rank with `model` + `scorer` first
+    (`query_text`: see `aspire.evaluate.rank.rank_pool_set`)."""
     data, out = Path(data), Path(out)
     pool_set = load_pool_set(data, name, facets, splits_file)
     info: dict = {}
@@ -68,7 +70,7 @@ def run_pools(
         exp = exp or f"{Path(str(model)).name}-{'abstract' if scorer == 'abstract' else encoding}-{scorer}"
         rankings, info = rank_pool_set(
             pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
-            device, encode_options, facet_label_map(facets),
+            device, encode_options, facet_label_map(facets), query_text,
         )
     per_query, skipped = evaluate_pool_set(pool_set, rankings, metrics, threshold, skip_no_relevant)
     summary = {

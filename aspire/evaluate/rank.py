@@ -8,7 +8,10 @@ Encoding modes (each cached by `aspire.evaluate.cache`):
 Scorers: `minl2`, `ot`, `attention` from `aspire.scoring` (sentence sets), and `abstract`: cosine
 similarity of the single vectors (`AbstractCosine`). All are similarities, higher is better.
 A facet-conditional query keeps only the query's sentences whose label maps to the facet, still
-encoded in the context of the whole abstract (`facet_queries`).
+encoded in the context of the whole abstract (`facet_queries`). The `abstract` scorer ignores the
+facet unless a facet query text is asked for (`QUERY_TEXTS`): then the query's vector is the
+encoder's one vector of its facet sentences alone (`facet`) or of its title and them
+(`title+facet`), matched against the candidates' whole-abstract vectors (`facet_text_queries`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from aspire.evaluate.cache import cached_encode
 ENCODINGS = ("contextual", "independent", "abstract")
 SENTENCE_SCORERS = ("minl2", "ot", "attention")
 SCORERS = SENTENCE_SCORERS + ("abstract",)
+QUERY_TEXTS = ("abstract", "facet", "title+facet")
 
 
 class AbstractCosine:
@@ -94,6 +98,23 @@ def encode_papers(
     return cached_encode(fn, papers, encoder.fingerprint(), encoding, options, cache_dir)
 
 
+def facet_positions(paper: Paper, n_encoded: int, facet: str, label_to_facet: Mapping[str, str]) -> list[int]:
+    """Positions of `paper`'s sentences whose label maps to `facet` (possibly none).
+
+    Raises ValueError naming the paper when it has no labels or they do not align with the
+    `n_encoded` sentences.
+    """
+    labels = paper.labels
+    if labels is None:
+        raise ValueError(f"paper {paper.paper_id} has no sentence labels; a facet-conditional query needs them")
+    if len(labels) != n_encoded:
+        raise ValueError(
+            f"paper {paper.paper_id}: {len(labels)} labels for {n_encoded} encoded sentences "
+            "(is the title included as a sentence?)"
+        )
+    return [j for j, lab in enumerate(labels) if label_to_facet.get(lab) == facet]
+
+
 def facet_queries(
     batch: DocBatch, papers: Mapping[str, Paper], facet: str, label_to_facet: Mapping[str, str]
 ) -> DocBatch:
@@ -104,21 +125,48 @@ def facet_queries(
     """
     mask = torch.zeros_like(batch.mask)
     for i, pid in enumerate(batch.paper_ids):
-        labels = papers[pid].labels
-        if labels is None:
-            raise ValueError(f"paper {pid} has no sentence labels; a facet-conditional query needs them")
-        if len(labels) != len(batch.sentences[i]):
-            raise ValueError(
-                f"paper {pid}: {len(labels)} labels for {len(batch.sentences[i])} encoded sentences "
-                "(is the title included as a sentence?)"
-            )
-        chosen = [j for j, lab in enumerate(labels) if label_to_facet.get(lab) == facet]
-        mask[i, chosen] = True
+        mask[i, facet_positions(papers[pid], len(batch.sentences[i]), facet, label_to_facet)] = True
     mask &= batch.mask
     empty = [pid for pid, row in zip(batch.paper_ids, mask.any(dim=1).tolist()) if not row]
     if empty:
         raise ValueError(f"no encoded sentence of facet {facet!r} in queries {empty}")
     return batch.with_mask(mask)
+
+
+def facet_text_queries(
+    encoder,
+    papers: Sequence[Paper],
+    facet: str,
+    label_to_facet: Mapping[str, str],
+    query_text: str = "facet",
+    encode_options: dict | None = None,
+) -> DocBatch:
+    """One vector per query from its facet sentences alone, as a one-sentence DocBatch.
+
+    `query_text="facet"` encodes the facet sentences joined by spaces as one text;
+    `"title+facet"` encodes the title and them as `encode_abstract` does the whole abstract (same
+    `encode_options`: `max_length`, `normalize`, `joiner`), so the vectors sit beside the
+    candidates' whole-abstract vectors. Raises ValueError naming the papers with no facet sentence.
+    """
+    if query_text not in QUERY_TEXTS[1:]:
+        raise ValueError(f"facet query text must be one of {list(QUERY_TEXTS[1:])}, got {query_text!r}")
+    options = dict(encode_options or {})
+    chosen = {p.paper_id: facet_positions(p, len(p.sentences), facet, label_to_facet) for p in papers}
+    empty = [pid for pid, pos in chosen.items() if not pos]
+    if empty:
+        raise ValueError(f"no sentence of facet {facet!r} in queries {empty}")
+    narrowed = [Paper(p.paper_id, p.title, [p.sentences[j] for j in chosen[p.paper_id]]) for p in papers]
+    if query_text == "facet":
+        options.pop("joiner", None)
+        vecs = encoder.embed_texts([" ".join(p.sentences) for p in narrowed], **options)
+    else:
+        vecs = encoder.encode_abstract(narrowed, **options)
+    return DocBatch(
+        vecs[:, None, :],  # (B, 1, D)
+        torch.ones(len(narrowed), 1, dtype=torch.bool),
+        [p.paper_id for p in narrowed],
+        [[" ".join(p.sentences)] for p in narrowed],
+    )
 
 
 def rank_pools(
@@ -164,11 +212,14 @@ def rank_pool_set(
     device: str | None = None,
     encode_options: dict | None = None,
     label_to_facet: Mapping[str, str] | None = None,
+    query_text: str = "abstract",
 ) -> tuple[dict[str, dict[str, list[str]]], dict]:
     """Encode every pooled paper once, rank each facet's pools, write the ranked files to `out`.
 
     A faceted set (facet != "") narrows each query to its facet's sentences through
-    `label_to_facet`, except with the `abstract` scorer (one vector, facet ignored).
+    `label_to_facet`. The `abstract` scorer ignores the facet with `query_text="abstract"`; with
+    `"facet"` or `"title+facet"` each query is re-encoded from its facet sentences
+    (`facet_text_queries`) and the candidates keep their whole-abstract vectors.
     Returns:
         (`{facet: {query_pid: [cand_pid, ...]}}`, run info with the encoder fingerprint and the
         seconds spent loading, encoding and scoring: wall clock, and process CPU time as `*_cpu`).
@@ -180,6 +231,14 @@ def rank_pool_set(
         encoding = "abstract"
     elif encoding == "abstract":
         raise ValueError("encoding 'abstract' only goes with scorer 'abstract'")
+    if query_text not in QUERY_TEXTS:
+        raise ValueError(f"unknown query text {query_text!r}; valid: {list(QUERY_TEXTS)}")
+    if query_text != "abstract":
+        if scorer != "abstract":
+            raise ValueError(f"query text {query_text!r} goes with scorer 'abstract'; sentence scorers select "
+                             "the facet's sentences themselves")
+        if pool_set.facets == [""]:
+            raise ValueError(f"query text {query_text!r} needs a faceted pool set")
     score_fn = get_eval_scorer(scorer, **(scorer_options or {}))
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
 
@@ -199,10 +258,13 @@ def rank_pool_set(
     for facet in pool_set.facets:
         pools = {q: list(p) for q, p in pool_set.pools[facet].items()}
         queries = batch.index([row[q] for q in pools])
+        if facet and (encoding != "abstract" or query_text != "abstract") and label_to_facet is None:
+            raise ValueError(f"facet {facet!r} needs a label_to_facet mapping")
         if facet and encoding != "abstract":
-            if label_to_facet is None:
-                raise ValueError(f"facet {facet!r} needs a label_to_facet mapping")
             queries = facet_queries(queries, papers, facet, label_to_facet)
+        elif facet and query_text != "abstract":
+            queries = facet_text_queries(encoder, [papers[q] for q in pools], facet, label_to_facet,
+                                         query_text, encode_options).to(batch.emb.device)
         ranked = rank_pools(queries, batch, pools, score_fn)
         write_ranked(ranked_path(Path(out), pool_set.name, exp, facet), ranked)
         rankings[facet] = {q: [c for c, _ in r] for q, r in ranked.items()}
@@ -215,6 +277,7 @@ def rank_pool_set(
         "scorer": scorer,
         "scorer_options": dict(scorer_options or {}),
         "encode_options": dict(encode_options or {}),
+        "query_text": query_text,
         "n_papers": len(ordered),
         "timings_s": {"load_model": t_load, "encode": t_encode, "encode_from_cache": from_cache, "score": t_score,
                       "encode_cpu": c_encode, "score_cpu": c_score},
