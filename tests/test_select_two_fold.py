@@ -31,3 +31,41 @@ def test_each_fold_is_scored_with_the_run_chosen_on_its_own_dev_half():
 def test_no_candidates_is_an_error():
     with pytest.raises(ValueError, match="no candidate"):
         select_two_fold.select_two_fold({})
+
+
+def test_per_facet_choice_scores_each_facets_test_half_with_its_own_dev_choice(tmp_path):
+    # Two queries a facet and fold half; run `m` is good on method only, run `r` on result only.
+    keys = {(f, h): [f"q{f[0]}{h}{i}_{f}" for i in range(2)] for f in select_two_fold.FACETS for h in (1, 2)}
+
+    def write(name: str, good: str) -> dict:
+        rows, folds = [], {}
+        for (facet, half), qs in keys.items():
+            value = 80.0 if facet == good else 10.0
+            rows += [f"{q},{q.split('_')[0]},{facet},fold{half}_test,5,t,{value},{value + 5},0,0,0,0" for q in qs]
+            means = {"MAP": value, "NDCG%20": value + 5}
+            folds[facet] = {f"fold{half}_test": means, f"fold{3 - half}_dev": means, **folds.get(facet, {})}
+        all_halves = {}
+        for half in (1, 2):  # `all`: each half's mean over its 6 queries
+            mean = sum(80.0 if f == good else 10.0 for f in select_two_fold.FACETS) / 3
+            all_halves[f"fold{half}_test"] = all_halves[f"fold{3 - half}_dev"] = {"MAP": mean, "NDCG%20": mean + 5}
+        folds["all"] = all_halves
+        folder = tmp_path / name
+        folder.mkdir()
+        header = "query,paper_id,facet,test_fold,pool_size,title,MAP,NDCG%20,P@20,R@20,R-precision,NDCG@20"
+        (folder / f"test-pid2pool-csfcube-{name}-perq.csv").write_text("\n".join([header, *rows]) + "\n")
+        return {"folds": folds}
+
+    candidates = {"m": write("m", "method"), "r": write("r", "result")}
+    per_query = {name: select_two_fold.load_per_query(tmp_path / name) for name in candidates}
+    result = select_two_fold.select_per_facet(candidates, per_query)
+    assert result["chosen"]["fold1"]["method"] == "m" and result["chosen"]["fold2"]["result"] == "r"
+    assert result["test"]["method"]["MAP"] == result["test"]["result"]["MAP"] == 80.0
+    assert result["test"]["background"]["MAP"] == 10.0  # a tie: both runs score 10 there
+    assert result["test"]["all"] == {"MAP": (80 + 80 + 10) / 3, "NDCG%20": (85 + 85 + 15) / 3}
+    # one choice for all facets can only take one of the two strengths
+    assert select_two_fold.select_two_fold(candidates)["test"]["all"]["MAP"] == (80 + 10 + 10) / 3
+
+
+def test_per_query_csv_must_be_unique(tmp_path):
+    with pytest.raises(ValueError, match="expected one \\*-perq.csv, found 0"):
+        select_two_fold.load_per_query(tmp_path)
