@@ -56,6 +56,16 @@ def get_eval_scorer(name: str, **kwargs):
     return get_scorer(name, **kwargs)
 
 
+def single_vector_batch(vecs: Tensor, papers: Sequence[Paper]) -> DocBatch:
+    """One vector per paper (B, D) as a DocBatch of one-sentence papers (the sentence: the joined abstract)."""
+    return DocBatch(
+        vecs[:, None, :],  # (B, 1, D)
+        torch.ones(len(papers), 1, dtype=torch.bool),
+        [p.paper_id for p in papers],
+        [[" ".join(p.sentences)] for p in papers],
+    )
+
+
 def encode_papers(
     encoder,
     papers: Sequence[Paper],
@@ -87,13 +97,7 @@ def encode_papers(
     else:
 
         def fn(ps):
-            vecs = encoder.encode_abstract(list(ps), batch_size=batch_size, progress=True, **options)
-            return DocBatch(
-                vecs[:, None, :],  # (B, 1, D)
-                torch.ones(len(ps), 1, dtype=torch.bool),
-                [p.paper_id for p in ps],
-                [[" ".join(p.sentences)] for p in ps],
-            )
+            return single_vector_batch(encoder.encode_abstract(list(ps), batch_size=batch_size, progress=True, **options), ps)
 
     return cached_encode(fn, papers, encoder.fingerprint(), encoding, options, cache_dir)
 
@@ -161,12 +165,7 @@ def facet_text_queries(
         vecs = encoder.embed_texts([" ".join(p.sentences) for p in narrowed], **options)
     else:
         vecs = encoder.encode_abstract(narrowed, **options)
-    return DocBatch(
-        vecs[:, None, :],  # (B, 1, D)
-        torch.ones(len(narrowed), 1, dtype=torch.bool),
-        [p.paper_id for p in narrowed],
-        [[" ".join(p.sentences)] for p in narrowed],
-    )
+    return single_vector_batch(vecs, narrowed)
 
 
 def rank_pools(
