@@ -97,7 +97,8 @@ def encode_papers(
     else:
 
         def fn(ps):
-            return single_vector_batch(encoder.encode_abstract(list(ps), batch_size=batch_size, progress=True, **options), ps)
+            vecs = encoder.encode_abstract(list(ps), batch_size=batch_size, progress=True, **options)
+            return single_vector_batch(vecs, ps)
 
     return cached_encode(fn, papers, encoder.fingerprint(), encoding, options, cache_dir)
 
