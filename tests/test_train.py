@@ -14,7 +14,7 @@ from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.models import KINDS, DocumentModel
 from aspire.train.data import EpochBatchSampler, TripletCollator, load_split
-from aspire.train.trainer import METRICS, build_model, linear_schedule, run, weights_digest
+from aspire.train.trainer import METRICS, Trainer, build_model, linear_schedule, run, weights_digest
 
 REPO = Path(__file__).resolve().parents[1]
 # a random tiny model's sentence distances are far from the paper's scale: Sinkhorn is capped in tests
@@ -165,6 +165,20 @@ def test_run_writes_checkpoints_metrics_and_best(tiny_model_dir, examples_dir, t
     AutoModel.from_pretrained(out / latest["checkpoint"] / "model")  # plain HF opens it
     kept = sorted(p.name for p in out.glob("checkpoint-*"))
     assert len(kept) <= 3 and "checkpoint-000006" in kept
+
+
+def test_dev_before_logs_the_starting_dev_loss_and_leaves_training_alone(tiny_model_dir, examples_dir, tmp_path):
+    plain = run(tiny_config(tiny_model_dir, examples_dir, tmp_path / "a", "model.kind=cocite_vector"))
+    with_ref = run(tiny_config(tiny_model_dir, examples_dir, tmp_path / "b", "model.kind=cocite_vector",
+                               "train.dev_before=true"))
+    assert with_ref["weights_digest"] == plain["weights_digest"]
+    dev = [m for m in read_metrics(tmp_path / "b") if "dev_loss" in m]
+    assert [m["step"] for m in dev] == [0, 3, 6]
+    assert dev[1:] == [m for m in read_metrics(tmp_path / "a") if "dev_loss" in m]
+    assert not (tmp_path / "b" / "checkpoint-000000").exists()
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "c", "model.kind=cocite_vector")
+    untouched = Trainer(cfg, build_model(cfg), load_split(cfg.data, "train"), load_split(cfg.data, "dev"))
+    assert dev[0]["dev_loss"] == pytest.approx(untouched.dev_loss())
 
 
 def test_resume_gives_the_same_weights(tiny_model_dir, examples_dir, tmp_path):

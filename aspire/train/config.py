@@ -82,6 +82,8 @@ class TrainConfig:
     ends this invocation after that many steps with a checkpoint, to be continued by `--resume`.
     A step is `grad_accum` micro-batches of `batch_size` pairs on each DDP rank. `eval_every`
     (0 = only at the end) computes the dev loss and checkpoints; `save_every` checkpoints between.
+    `dev_before` also logs the dev loss of the starting weights as step 0, the reference that
+    tells whether training helped at all (no checkpoint is written for it).
     `device: auto` takes the local GPU under torchrun when there is one, else the CPU.
     """
 
@@ -98,6 +100,7 @@ class TrainConfig:
     clip_norm: float = 1.0
     log_every: int = 10
     eval_every: int = 500
+    dev_before: bool = False
     save_every: int = 500
     keep_checkpoints: int = 2
     num_workers: int = 0

@@ -245,6 +245,8 @@ class Trainer:
                    disable=not tc.progress or self.rank != 0)
         module = self.ddp or self.model
         last: dict = {}
+        if tc.dev_before and self.step == 0 and self.dev_data is not None and self.rank == 0:
+            self._log({"step": 0, "epoch": 0, "dev_loss": self.dev_loss()})
         window = self._new_window()
         stop_at = min(self.total_steps, self.step + tc.stop_after) if tc.stop_after else self.total_steps
         while self.step < stop_at:
