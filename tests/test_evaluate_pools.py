@@ -13,7 +13,7 @@ from aspire.evaluate.__main__ import main
 from aspire.evaluate.cache import cached_encode
 from aspire.evaluate.pool_run import facet_label_map, run_pools
 from aspire.evaluate.pools import load_pool_set, read_ranked, summarize
-from aspire.evaluate.rank import facet_queries, rank_pools
+from aspire.evaluate.rank import QUERY_TEXTS, default_exp, facet_queries, rank_pools
 
 SENTS = {
     "p1": ["we propose a new neural model of text", "the model improves the state of the art"],
@@ -246,3 +246,15 @@ def test_model_run_with_a_facet_query_text(toy, tmp_path, tiny_model_dir, capsys
         main(["pools", "--data", str(toy), "--name", "toy", "--facets", "method", "--model", str(tiny_model_dir),
               "--scorer", "minl2", "--query-text", "facet", "--out", str(tmp_path / "o4")])
     assert "--query-text goes with --scorer abstract" in capsys.readouterr().err
+
+
+def test_default_experiment_names_are_shared_and_tell_runs_apart(toy, tmp_path, tiny_model_dir):
+    assert default_exp("runs/m/model", "ot", scorer_options={"tau": 0.1}) == "model-contextual-ot-tau0.1"
+    assert default_exp("m", "minl2", encoding="independent") == "m-independent-minl2"
+    kw = dict(facets=["method"], model=str(tiny_model_dir), scorer="abstract", cache_dir=tmp_path / "cache",
+              batch_size=4, encode_options={"max_length": 64, "normalize": True, "joiner": " "})
+    names = [run_pools(toy, "toy", tmp_path / "o", query_text=q, **kw)["experiment"] for q in QUERY_TEXTS]
+    assert names == [default_exp(str(tiny_model_dir), "abstract", query_text=q) for q in QUERY_TEXTS]
+    assert len(set(names)) == 3  # one folder holds all three runs without overwriting
+    for name in names:
+        assert (tmp_path / "o" / f"test-pid2pool-toy-{name}-method-ranked.json").is_file()

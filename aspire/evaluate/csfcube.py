@@ -146,15 +146,12 @@ def run_csfcube(
     Writes `out/test-pid2pool-csfcube-EXP-{facet}-ranked.json` (similarities, best first), the
     per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
     """
-    from aspire.evaluate.rank import rank_pool_set
+    from aspire.evaluate.rank import default_exp, rank_pool_set
 
     root, out = Path(root), Path(out)
     pool_set = load_csfcube(root)
     papers = read_papers_jsonl(root / ABSTRACTS_FILE, ids=pool_set.paper_ids())
-    enc_name = "abstract" if scorer == "abstract" else encoding
-    opts = "".join(f"-{k}{v:g}" for k, v in sorted((scorer_options or {}).items()))
-    query = "" if query_text == "abstract" else f"-query-{query_text.replace('+', '-')}"
-    exp = exp or f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}{query}"
+    exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text)
     rankings, info = rank_pool_set(
         pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
         device, encode_options, LABEL_TO_FACET, query_text,

@@ -64,10 +64,10 @@ def run_pools(
     else:
         if not (model and scorer):
             raise ValueError("give a model and a scorer, or a folder of ranked files")
-        from aspire.evaluate.rank import rank_pool_set
+        from aspire.evaluate.rank import default_exp, rank_pool_set
 
         papers = read_papers_jsonl(abstracts_file or data / f"abstracts-{name}.jsonl", ids=pool_set.paper_ids())
-        exp = exp or f"{Path(str(model)).name}-{'abstract' if scorer == 'abstract' else encoding}-{scorer}"
+        exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text)
         rankings, info = rank_pool_set(
             pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
             device, encode_options, facet_label_map(facets), query_text,

@@ -43,6 +43,19 @@ class AbstractCosine:
         return q @ c.T  # (Bq, Bc)
 
 
+def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_options: dict | None = None,
+                query_text: str = "abstract") -> str:
+    """The experiment name of a run given no `exp`: model, encoding, scorer, its options and query text.
+
+    >>> default_exp("runs/x/model", "abstract", query_text="title+facet")
+    'model-abstract-abstract-query-title-facet'
+    """
+    enc_name = "abstract" if scorer == "abstract" else encoding
+    opts = "".join(f"-{k}{v:g}" for k, v in sorted((scorer_options or {}).items()))
+    query = "" if query_text == "abstract" else f"-query-{query_text.replace('+', '-')}"
+    return f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}{query}"
+
+
 def get_eval_scorer(name: str, **kwargs):
     """`abstract` -> AbstractCosine; `minl2` / `ot` / `attention` -> `aspire.scoring.get_scorer(name, **kwargs)`."""
     if name not in SCORERS:
