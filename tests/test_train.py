@@ -181,6 +181,17 @@ def test_dev_before_logs_the_starting_dev_loss_and_leaves_training_alone(tiny_mo
     assert dev[0]["dev_loss"] == pytest.approx(untouched.dev_loss())
 
 
+def test_dev_loss_uses_the_same_dev_batches_whatever_the_training_seed(tiny_model_dir, examples_dir, tmp_path):
+    losses = []
+    for seed in (0, 1, 7):
+        cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / str(seed), "model.kind=ts",
+                          f"train.seed={seed}", "data.dev_batches=1")
+        trainer = Trainer(cfg, build_model(cfg), load_split(cfg.data, "train"), load_split(cfg.data, "dev"))
+        losses.append(trainer.dev_loss())
+    assert losses[0] > 0
+    assert losses == pytest.approx([losses[0]] * 3, rel=1e-6)
+
+
 def test_resume_gives_the_same_weights(tiny_model_dir, examples_dir, tmp_path):
     straight = run(tiny_config(tiny_model_dir, examples_dir, tmp_path / "a", "model.kind=cocite_vector"))
     part = run(tiny_config(tiny_model_dir, examples_dir, tmp_path / "b", "model.kind=cocite_vector",

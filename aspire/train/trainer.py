@@ -97,6 +97,10 @@ def weights_digest(model: nn.Module) -> str:
     return digest.hexdigest()
 
 
+# the dev batches' seed, whatever train.seed is (0: the dev figures of seed-0 runs are unchanged)
+DEV_SEED = 0
+
+
 def build_model(cfg: Config, path: str | None = None) -> DocumentModel:
     """The config's DocumentModel from the pretrained encoder, or from a saved checkpoint `path`."""
     from aspire.encoders import ContextualSentenceEncoder
@@ -204,13 +208,17 @@ class Trainer:
 
     @torch.no_grad()
     def dev_loss(self) -> float:
-        """Mean loss over the dev examples (fixed batches, eval mode), weighted by triples."""
+        """Mean loss over the dev examples (fixed batches, eval mode), weighted by triples.
+
+        The batches come from `DEV_SEED`, not `train.seed`: runs with other seeds, or started from another
+        run's checkpoint, are selected and compared on the same dev triples and in-batch negatives.
+        """
         was_training = self.model.training
         self.model.eval()
-        sampler = EpochBatchSampler(len(self.dev_data), self.tc.batch_size, self.tc.seed, 0,
+        sampler = EpochBatchSampler(len(self.dev_data), self.tc.batch_size, DEV_SEED, 0,
                                     limit=self.cfg.data.dev_batches or None)
         total, count = 0.0, 0
-        for batch in self._loader(self.dev_data, sampler, self.tc.seed):
+        for batch in self._loader(self.dev_data, sampler, DEV_SEED):
             out = self.model(batch.to(self.device))
             n = int(out["triples"])
             total, count = total + float(out["loss"]) * n, count + n
