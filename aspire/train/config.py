@@ -60,7 +60,8 @@ class DataConfig:
     (p', p). `hard_negatives`: optional JSONL `{"paper_id": ..., "negatives": [...]}`; with
     `example_negatives` the examples' own `negative_ids` serve as extra negatives too.
     `max_sentences` cuts long abstracts; `max_examples` (0 = all) and `dev_batches` (0 = all) cap
-    the data for quick runs; `use_dev: false` trains without dev loss / model selection.
+    the data for quick runs (the capped dev batches are the same whatever `train.seed` is);
+    `use_dev: false` trains without dev loss / model selection.
     """
 
     examples_dir: str = "runs/cocite-acl/6_aligned"
