@@ -125,3 +125,29 @@ def test_facet_query_text_on_real_data(small_csfcube, tmp_path, tiny_model_dir, 
         assert all(sorted(c for c, _ in ranked[q]) == sorted(c for c, _ in whole[q]) for q in whole)
         changed += sum(ranked[q] != whole[q] for q in whole)
     assert changed > 0
+
+
+@pytest.mark.slow
+def test_facet_candidates_on_real_data(small_csfcube, tmp_path, tiny_model_dir):
+    """Candidates narrowed to the query's facet: same pools, changed rankings, fallbacks counted from the labels."""
+    common = ["csfcube", "--data", str(small_csfcube), "--model", str(tiny_model_dir), "--scorer", "ot", "--tau", "1",
+              "--cache-dir", str(tmp_path / "cache"), "--batch-size", "16"]
+    assert main(common + ["--exp", "all", "--out", str(tmp_path / "a")]) == 0
+    assert main(common + ["--exp", "cf", "--cand-sentences", "facet", "--out", str(tmp_path / "b")]) == 0
+    results = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert results["cand_sentences"] == "facet" and results["timings_s"]["encode_from_cache"] is True
+    labels = {}
+    with open(small_csfcube / "abstracts-csfcube-preds.jsonl") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            labels[rec["paper_id"]] = {csfcube.LABEL_TO_FACET.get(lab) for lab in rec["pred_labels"]}
+    changed = 0
+    for facet in csfcube.FACETS:
+        whole = json.loads((tmp_path / "a" / f"test-pid2pool-csfcube-all-{facet}-ranked.json").read_text())
+        ranked = json.loads((tmp_path / "b" / f"test-pid2pool-csfcube-cf-{facet}-ranked.json").read_text())
+        assert {q: sorted(c for c, _ in r) for q, r in ranked.items()} == {
+            q: sorted(c for c, _ in r) for q, r in whole.items()}
+        pooled = {c for r in whole.values() for c, _ in r}
+        assert results["cands_kept_whole"][facet] == sum(facet not in labels[c] for c in pooled)
+        changed += sum(ranked[q] != whole[q] for q in whole)
+    assert changed > 0

@@ -258,3 +258,55 @@ def test_default_experiment_names_are_shared_and_tell_runs_apart(toy, tmp_path, 
     assert len(set(names)) == 3  # one folder holds all three runs without overwriting
     for name in names:
         assert (tmp_path / "o" / f"test-pid2pool-toy-{name}-method-ranked.json").is_file()
+
+
+def test_facet_candidates_match_only_the_facet_sentences_and_keep_whole_those_with_none():
+    from aspire.evaluate.rank import facet_candidates
+    from aspire.scoring import get_scorer
+
+    papers = {p: Paper(p, f"title {p}", SENTS[p], LABELS[p]) for p in ("p1", "p5", "p6")}
+    mapping = facet_label_map(["method"])
+    # p6's background sentence sits on p1's method sentence; p6's method sentence is 3 away from it
+    p1 = torch.tensor([[0.0, 0.0], [1.0, 0.0]])  # background, method
+    p5 = torch.tensor([[5.0, 5.0]])  # its only sentence: background
+    p6 = torch.tensor([[1.0, 0.0], [4.0, 0.0], [9.0, 9.0]])  # background, method, result
+    batch = DocBatch.from_list([p1, p5, p6], ["p1", "p5", "p6"], [SENTS["p1"], SENTS["p5"], SENTS["p6"]])
+    cands, kept_whole = facet_candidates(batch, papers, "method", mapping)
+    assert kept_whole == ["p5"]
+    assert cands.mask.tolist() == [[False, True, False], [True, False, False], [False, True, False]]
+    query = facet_queries(batch.index([0]), papers, "method", mapping)
+    minl2 = get_scorer("minl2")
+    all_sents = minl2.score(query, batch.index([2]))
+    facet_only = minl2.score(query, cands.index([2]))
+    torch.testing.assert_close(all_sents, torch.tensor([[0.0]]), atol=1e-3, rtol=0)
+    torch.testing.assert_close(facet_only, torch.tensor([[-3.0]]), atol=1e-3, rtol=0)
+    with pytest.raises(ValueError, match="paper p9 has no sentence labels"):
+        facet_candidates(DocBatch.from_list([p1], ["p9"], [["a", "b"]]),
+                         {"p9": Paper("p9", "t", ["a", "b"])}, "method", mapping)
+
+
+def test_model_run_with_facet_candidates(toy, tmp_path, tiny_model_dir, capsys):
+    kw = dict(facets=["method"], model=str(tiny_model_dir), scorer="minl2", cache_dir=tmp_path / "cache", batch_size=4)
+    whole = run_pools(toy, "toy", tmp_path / "o1", **kw)
+    facet = run_pools(toy, "toy", tmp_path / "o2", cand_sentences="facet", **kw)
+    assert whole["cand_sentences"] == "all" and "cands_kept_whole" not in whole
+    assert facet["experiment"] == default_exp(str(tiny_model_dir), "minl2", cand_sentences="facet")
+    assert facet["timings_s"]["encode_from_cache"] is True
+    # pooled candidates: p2, p3, p4, p5 (p1's pool) and p2, p3, p7, p8 (p6's); only p5 has no method sentence
+    assert facet["cands_kept_whole"] == {"method": 1}
+    read = lambda d, exp: json.loads((tmp_path / d / f"test-pid2pool-toy-{exp}-method-ranked.json").read_text())
+    a, b = read("o1", whole["experiment"]), read("o2", facet["experiment"])
+    assert {q: sorted(c for c, _ in r) for q, r in a.items()} == {q: sorted(c for c, _ in r) for q, r in b.items()}
+    assert dict(a["p1"])["p5"] == pytest.approx(dict(b["p1"])["p5"])  # kept whole: the same score
+    assert a != b
+
+    with pytest.raises(ValueError, match="go with a sentence scorer"):
+        run_pools(toy, "toy", tmp_path / "o3", **{**kw, "scorer": "abstract"}, cand_sentences="facet")
+    with pytest.raises(ValueError, match="need a faceted pool set"):
+        run_pools(toy, "toy", tmp_path / "o3", **{**kw, "facets": []}, cand_sentences="facet")
+    with pytest.raises(ValueError, match="unknown candidate sentences 'method'"):
+        run_pools(toy, "toy", tmp_path / "o3", **kw, cand_sentences="method")
+    with pytest.raises(SystemExit):
+        main(["pools", "--data", str(toy), "--name", "toy", "--facets", "method", "--model", str(tiny_model_dir),
+              "--scorer", "abstract", "--cand-sentences", "facet", "--out", str(tmp_path / "o4")])
+    assert "--cand-sentences goes with a sentence scorer" in capsys.readouterr().err

@@ -6,6 +6,8 @@
     # one vector for the query's facet sentences against the candidates' whole-abstract vectors
     python -m aspire.evaluate csfcube --model mpnet --scorer abstract --query-text facet \
         --max-length 384 --normalize --joiner ' ' --out runs/mpnet-facet
+    # match the query's facet sentences only with the candidates' sentences of that facet
+    python -m aspire.evaluate csfcube --model minilm --scorer ot --tau 1 --cand-sentences facet --out runs/minilm-ot-cf
     # score ranked files that already exist (e.g. the shipped SPECTER pools)
     python -m aspire.evaluate csfcube --ranked ../shared/data/csfcube/sample_ranked_pools --exp specter --out DIR
     # an ensemble of ranked CSFCube runs (per-query z-scored scores, weighted sum)
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from aspire.evaluate import csfcube
 from aspire.evaluate.cache import default_cache_dir
-from aspire.evaluate.rank import ENCODINGS, QUERY_TEXTS, SCORERS
+from aspire.evaluate.rank import CAND_SENTENCES, ENCODINGS, QUERY_TEXTS, SCORERS
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -55,6 +57,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--query-text", choices=QUERY_TEXTS, default="abstract",
                    help="scorer abstract on a faceted set: the query's vector from its whole abstract (default, "
                         "facet ignored), its facet sentences alone, or its title and facet sentences")
+    p.add_argument("--cand-sentences", choices=CAND_SENTENCES, default="all",
+                   help="sentence scorers on a faceted set: match all of a candidate's sentences (default, the "
+                        "published protocol) or only those of the query's facet (a candidate with none keeps all)")
     p.add_argument("--joiner", help="whole-abstract vector: join title and abstract with this text "
                                     "(default: encode them as a text pair, [CLS] title [SEP] abstract [SEP])")
 
@@ -73,6 +78,8 @@ def _check_model_args(parser, args) -> None:
         parser.error("give --model and --scorer, or --ranked and --exp")
     if args.query_text != "abstract" and args.scorer != "abstract":
         parser.error("--query-text goes with --scorer abstract (sentence scorers select the facet's sentences)")
+    if args.cand_sentences != "all" and args.scorer == "abstract":
+        parser.error("--cand-sentences goes with a sentence scorer (minl2, ot, attention)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.data, args.model, args.scorer, out, exp=args.exp, encoding=args.encoding,
                     scorer_options=_scorer_options(args), cache_dir=cache_dir, batch_size=args.batch_size,
                     device=args.device, encode_options=encode_options, query_text=args.query_text,
+                    cand_sentences=args.cand_sentences,
                 )
             print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
             print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}  {DEV_NOTE}")
@@ -140,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 ranked_dir=args.ranked, exp=args.exp, model=args.model, scorer=args.scorer,
                 encoding=args.encoding, scorer_options=_scorer_options(args), cache_dir=cache_dir,
                 batch_size=args.batch_size, device=args.device, encode_options=encode_options,
-                query_text=args.query_text,
+                query_text=args.query_text, cand_sentences=args.cand_sentences,
             )
             writer = csv.writer(sys.stdout, delimiter="\t")
             names = list(results["metrics"])

@@ -138,11 +138,13 @@ def run_csfcube(
     device: str | None = None,
     encode_options: dict | None = None,
     query_text: str = "abstract",
+    cand_sentences: str = "all",
 ) -> dict:
     """Encode CSFCube with `model`, rank every facet's pools with `scorer`, write and return results.
 
     `scorer="abstract"` always uses the `abstract` encoding (one vector per paper); the facet is
-    ignored unless `query_text` is `facet` or `title+facet` (see `aspire.evaluate.rank`).
+    ignored unless `query_text` is `facet` or `title+facet`. `cand_sentences="facet"` matches only
+    the candidates' sentences of the query's facet (see `aspire.evaluate.rank`).
     Writes `out/test-pid2pool-csfcube-EXP-{facet}-ranked.json` (similarities, best first), the
     per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
     """
@@ -151,10 +153,10 @@ def run_csfcube(
     root, out = Path(root), Path(out)
     pool_set = load_csfcube(root)
     papers = read_papers_jsonl(root / ABSTRACTS_FILE, ids=pool_set.paper_ids())
-    exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text)
+    exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
     rankings, info = rank_pool_set(
         pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
-        device, encode_options, LABEL_TO_FACET, query_text,
+        device, encode_options, LABEL_TO_FACET, query_text, cand_sentences,
     )
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(info)

@@ -12,6 +12,10 @@ encoded in the context of the whole abstract (`facet_queries`). The `abstract` s
 facet unless a facet query text is asked for (`QUERY_TEXTS`): then the query's vector is the
 encoder's one vector of its facet sentences alone (`facet`) or of its title and them
 (`title+facet`), matched against the candidates' whole-abstract vectors (`facet_text_queries`).
+Candidates keep all their sentences (the published protocol) unless `cand_sentences="facet"`
+asks sentence scorers to match only the candidate's sentences of the query's facet too
+(`facet_candidates`); a candidate with no sentence of that facet keeps all of its sentences, and
+how many did so is counted in the run info.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ ENCODINGS = ("contextual", "independent", "abstract")
 SENTENCE_SCORERS = ("minl2", "ot", "attention")
 SCORERS = SENTENCE_SCORERS + ("abstract",)
 QUERY_TEXTS = ("abstract", "facet", "title+facet")
+CAND_SENTENCES = ("all", "facet")
 
 
 class AbstractCosine:
@@ -44,16 +49,20 @@ class AbstractCosine:
 
 
 def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_options: dict | None = None,
-                query_text: str = "abstract") -> str:
-    """The experiment name of a run given no `exp`: model, encoding, scorer, its options and query text.
+                query_text: str = "abstract", cand_sentences: str = "all") -> str:
+    """The experiment name of a run given no `exp`: model, encoding, scorer, its options, query text
+    and candidate sentences.
 
     >>> default_exp("runs/x/model", "abstract", query_text="title+facet")
     'model-abstract-abstract-query-title-facet'
+    >>> default_exp("minilm", "ot", scorer_options={"tau": 1}, cand_sentences="facet")
+    'minilm-contextual-ot-tau1-cands-facet'
     """
     enc_name = "abstract" if scorer == "abstract" else encoding
     opts = "".join(f"-{k}{v:g}" for k, v in sorted((scorer_options or {}).items()))
     query = "" if query_text == "abstract" else f"-query-{query_text.replace('+', '-')}"
-    return f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}{query}"
+    cands = "" if cand_sentences == "all" else f"-cands-{cand_sentences}"
+    return f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}{query}{cands}"
 
 
 def get_eval_scorer(name: str, **kwargs):
@@ -133,22 +142,48 @@ def facet_positions(paper: Paper, n_encoded: int, facet: str, label_to_facet: Ma
     return [j for j, lab in enumerate(labels) if label_to_facet.get(lab) == facet]
 
 
-def facet_queries(
+def facet_mask(
     batch: DocBatch, papers: Mapping[str, Paper], facet: str, label_to_facet: Mapping[str, str]
-) -> DocBatch:
-    """Narrow each row's mask to the sentences whose label maps to `facet`.
+) -> tuple[Tensor, list[str]]:
+    """`batch.mask` narrowed to the sentences whose label maps to `facet` -> (mask (B, S), ids of rows left empty).
 
     `batch` rows must hold exactly the paper's abstract sentences (labels align by position).
-    Raises ValueError naming the paper when labels are missing or misaligned, or nothing is left.
+    Raises ValueError naming the paper when labels are missing or misaligned.
     """
     mask = torch.zeros_like(batch.mask)
     for i, pid in enumerate(batch.paper_ids):
         mask[i, facet_positions(papers[pid], len(batch.sentences[i]), facet, label_to_facet)] = True
     mask &= batch.mask
     empty = [pid for pid, row in zip(batch.paper_ids, mask.any(dim=1).tolist()) if not row]
+    return mask, empty
+
+
+def facet_queries(
+    batch: DocBatch, papers: Mapping[str, Paper], facet: str, label_to_facet: Mapping[str, str]
+) -> DocBatch:
+    """Narrow each row's mask to the sentences whose label maps to `facet`.
+
+    Raises ValueError naming the paper when labels are missing or misaligned, or nothing is left.
+    """
+    mask, empty = facet_mask(batch, papers, facet, label_to_facet)
     if empty:
         raise ValueError(f"no encoded sentence of facet {facet!r} in queries {empty}")
     return batch.with_mask(mask)
+
+
+def facet_candidates(
+    batch: DocBatch, papers: Mapping[str, Paper], facet: str, label_to_facet: Mapping[str, str]
+) -> tuple[DocBatch, list[str]]:
+    """Narrow each candidate to its sentences of `facet`; one with none keeps all its sentences.
+
+    Returns (the narrowed batch, ids of the candidates that kept all their sentences).
+    Raises ValueError naming the paper when labels are missing or misaligned.
+    """
+    mask, empty = facet_mask(batch, papers, facet, label_to_facet)
+    whole = set(empty)
+    rows = [i for i, pid in enumerate(batch.paper_ids) if pid in whole]
+    mask[rows] = batch.mask[rows]
+    return batch.with_mask(mask), empty
 
 
 def facet_text_queries(
@@ -226,16 +261,20 @@ def rank_pool_set(
     encode_options: dict | None = None,
     label_to_facet: Mapping[str, str] | None = None,
     query_text: str = "abstract",
+    cand_sentences: str = "all",
 ) -> tuple[dict[str, dict[str, list[str]]], dict]:
     """Encode every pooled paper once, rank each facet's pools, write the ranked files to `out`.
 
     A faceted set (facet != "") narrows each query to its facet's sentences through
     `label_to_facet`. The `abstract` scorer ignores the facet with `query_text="abstract"`; with
     `"facet"` or `"title+facet"` each query is re-encoded from its facet sentences
-    (`facet_text_queries`) and the candidates keep their whole-abstract vectors.
+    (`facet_text_queries`) and the candidates keep their whole-abstract vectors. With a sentence
+    scorer, `cand_sentences="facet"` narrows the candidates to the facet too (`facet_candidates`).
     Returns:
-        (`{facet: {query_pid: [cand_pid, ...]}}`, run info with the encoder fingerprint and the
-        seconds spent loading, encoding and scoring: wall clock, and process CPU time as `*_cpu`).
+        (`{facet: {query_pid: [cand_pid, ...]}}`, run info with the encoder fingerprint, the
+        seconds spent loading, encoding and scoring (wall clock, and process CPU time as `*_cpu`)
+        and, with `cand_sentences="facet"`, per facet the number of pooled candidates that had no
+        sentence of it and kept all theirs (`cands_kept_whole`).
     """
     from aspire.encoders import load_encoder
     from aspire.evaluate.pools import ranked_path, write_ranked
@@ -252,6 +291,14 @@ def rank_pool_set(
                              "the facet's sentences themselves")
         if pool_set.facets == [""]:
             raise ValueError(f"query text {query_text!r} needs a faceted pool set")
+    if cand_sentences not in CAND_SENTENCES:
+        raise ValueError(f"unknown candidate sentences {cand_sentences!r}; valid: {list(CAND_SENTENCES)}")
+    if cand_sentences != "all":
+        if scorer not in SENTENCE_SCORERS:
+            raise ValueError(f"candidate sentences {cand_sentences!r} go with a sentence scorer "
+                             f"{list(SENTENCE_SCORERS)}, not {scorer!r}")
+        if pool_set.facets == [""]:
+            raise ValueError(f"candidate sentences {cand_sentences!r} need a faceted pool set")
     score_fn = get_eval_scorer(scorer, **(scorer_options or {}))
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
 
@@ -268,6 +315,7 @@ def rank_pool_set(
     batch = batch.to(torch.device(device) if device else encoder.device)
     row = {pid: i for i, pid in enumerate(batch.paper_ids)}
     rankings: dict[str, dict[str, list[str]]] = {}
+    kept_whole: dict[str, int] = {}
     for facet in pool_set.facets:
         pools = {q: list(p) for q, p in pool_set.pools[facet].items()}
         queries = batch.index([row[q] for q in pools])
@@ -278,7 +326,12 @@ def rank_pool_set(
         elif facet and query_text != "abstract":
             queries = facet_text_queries(encoder, [papers[q] for q in pools], facet, label_to_facet,
                                          query_text, encode_options).to(batch.emb.device)
-        ranked = rank_pools(queries, batch, pools, score_fn)
+        cands = batch
+        if cand_sentences == "facet":
+            cands, empty = facet_candidates(batch, papers, facet, label_to_facet)
+            pooled = {c for pool in pools.values() for c in pool}
+            kept_whole[facet] = len(pooled & set(empty))
+        ranked = rank_pools(queries, cands, pools, score_fn)
         write_ranked(ranked_path(Path(out), pool_set.name, exp, facet), ranked)
         rankings[facet] = {q: [c for c, _ in r] for q, r in ranked.items()}
     t_score, c_score = time.perf_counter() - t0, time.process_time() - c0
@@ -291,6 +344,8 @@ def rank_pool_set(
         "scorer_options": dict(scorer_options or {}),
         "encode_options": dict(encode_options or {}),
         "query_text": query_text,
+        "cand_sentences": cand_sentences,
+        **({"cands_kept_whole": kept_whole} if cand_sentences != "all" else {}),
         "n_papers": len(ordered),
         "timings_s": {"load_model": t_load, "encode": t_encode, "encode_from_cache": from_cache, "score": t_score,
                       "encode_cpu": c_encode, "score_cpu": c_score},
