@@ -225,7 +225,7 @@ def test_facet_text_queries_encode_only_the_facet_sentences(tiny_model_dir):
         facet_text_queries(encoder, papers, "method", mapping, "abstract")
 
 
-def test_model_run_with_a_facet_query_text(toy, tmp_path, tiny_model_dir, capsys):
+def test_model_run_with_a_facet_query_text(toy, tmp_path, tiny_model_dir):
     kw = dict(facets=["method"], model=str(tiny_model_dir), scorer="abstract", cache_dir=tmp_path / "cache",
               batch_size=4, exp="tiny", encode_options={"max_length": 64, "normalize": True, "joiner": " "})
     whole = run_pools(toy, "toy", tmp_path / "o1", **kw)
@@ -235,17 +235,6 @@ def test_model_run_with_a_facet_query_text(toy, tmp_path, tiny_model_dir, capsys
     ranked = json.loads((tmp_path / "o2" / "test-pid2pool-toy-tiny-method-ranked.json").read_text())
     assert sorted(c for c, _ in ranked["p1"]) == ["p2", "p3", "p4", "p5"]
     assert ranked != json.loads((tmp_path / "o1" / "test-pid2pool-toy-tiny-method-ranked.json").read_text())
-
-    with pytest.raises(ValueError, match="goes with scorer 'abstract'"):
-        run_pools(toy, "toy", tmp_path / "o3", **{**kw, "scorer": "minl2", "encode_options": None}, query_text="facet")
-    with pytest.raises(ValueError, match="needs a faceted pool set"):
-        run_pools(toy, "toy", tmp_path / "o3", **{**kw, "facets": []}, query_text="title+facet")
-    with pytest.raises(ValueError, match="unknown query text"):
-        run_pools(toy, "toy", tmp_path / "o3", **kw, query_text="title")
-    with pytest.raises(SystemExit):
-        main(["pools", "--data", str(toy), "--name", "toy", "--facets", "method", "--model", str(tiny_model_dir),
-              "--scorer", "minl2", "--query-text", "facet", "--out", str(tmp_path / "o4")])
-    assert "--query-text goes with --scorer abstract" in capsys.readouterr().err
 
 
 def test_default_experiment_names_are_shared_and_tell_runs_apart(toy, tmp_path, tiny_model_dir):
@@ -285,7 +274,7 @@ def test_facet_candidates_match_only_the_facet_sentences_and_keep_whole_those_wi
                          {"p9": Paper("p9", "t", ["a", "b"])}, "method", mapping)
 
 
-def test_model_run_with_facet_candidates(toy, tmp_path, tiny_model_dir, capsys):
+def test_model_run_with_facet_candidates(toy, tmp_path, tiny_model_dir):
     kw = dict(facets=["method"], model=str(tiny_model_dir), scorer="minl2", cache_dir=tmp_path / "cache", batch_size=4)
     whole = run_pools(toy, "toy", tmp_path / "o1", **kw)
     facet = run_pools(toy, "toy", tmp_path / "o2", cand_sentences="facet", **kw)
@@ -300,13 +289,28 @@ def test_model_run_with_facet_candidates(toy, tmp_path, tiny_model_dir, capsys):
     assert dict(a["p1"])["p5"] == pytest.approx(dict(b["p1"])["p5"])  # kept whole: the same score
     assert a != b
 
-    with pytest.raises(ValueError, match="go with a sentence scorer"):
-        run_pools(toy, "toy", tmp_path / "o3", **{**kw, "scorer": "abstract"}, cand_sentences="facet")
-    with pytest.raises(ValueError, match="need a faceted pool set"):
-        run_pools(toy, "toy", tmp_path / "o3", **{**kw, "facets": []}, cand_sentences="facet")
-    with pytest.raises(ValueError, match="unknown candidate sentences 'method'"):
-        run_pools(toy, "toy", tmp_path / "o3", **kw, cand_sentences="method")
+
+@pytest.mark.parametrize("options, message", [
+    ({"scorer": "minl2", "query_text": "facet"}, "goes with scorer 'abstract'"),
+    ({"facets": [], "query_text": "title+facet"}, "needs a faceted pool set"),
+    ({"query_text": "title"}, "unknown query text"),
+    ({"cand_sentences": "facet"}, "go with a sentence scorer"),
+    ({"scorer": "minl2", "facets": [], "cand_sentences": "facet"}, "need a faceted pool set"),
+    ({"scorer": "minl2", "cand_sentences": "method"}, "unknown candidate sentences 'method'"),
+])
+def test_query_and_candidate_options_that_do_not_fit_are_refused(toy, tmp_path, tiny_model_dir, options, message):
+    kw = dict(facets=["method"], model=str(tiny_model_dir), scorer="abstract", cache_dir=tmp_path / "cache",
+              batch_size=4)
+    with pytest.raises(ValueError, match=message):
+        run_pools(toy, "toy", tmp_path / "o", **{**kw, **options})
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--scorer", "minl2", "--query-text", "facet"], "--query-text goes with --scorer abstract"),
+    (["--scorer", "abstract", "--cand-sentences", "facet"], "--cand-sentences goes with a sentence scorer"),
+])
+def test_cli_refuses_options_that_do_not_fit(toy, tmp_path, tiny_model_dir, capsys, flags, message):
     with pytest.raises(SystemExit):
         main(["pools", "--data", str(toy), "--name", "toy", "--facets", "method", "--model", str(tiny_model_dir),
-              "--scorer", "abstract", "--cand-sentences", "facet", "--out", str(tmp_path / "o4")])
-    assert "--cand-sentences goes with a sentence scorer" in capsys.readouterr().err
+              *flags, "--out", str(tmp_path / "o")])
+    assert message in capsys.readouterr().err
