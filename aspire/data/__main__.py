@@ -8,10 +8,12 @@
     python -m aspire.data examples --in runs/cc/4_split  --out runs/cc/5_examples
     python -m aspire.data run-all  --in cocitations.jsonl --out runs/cc
     python -m aspire.data align    --examples runs/cc/5_examples --teacher runs/cosentbert/model --out runs/cc/6_aligned
+    python -m aspire.data hard-negatives --examples runs/cc/6_aligned --out runs/cc/hard_citation [method=nearest ...]
 
 Every co-citation stage takes `--config configs/data_cocite.yaml` (optional; defaults are embedded)
 and dotted overrides such as `filter.max_cited=4 split.seed=1`; `align` takes `AlignConfig`
-overrides such as `text_field=contexts`. Each prints its report (JSON).
+overrides such as `text_field=contexts`, and `hard-negatives` `HardNegativesConfig` overrides such as
+`method=nearest model=mpnet skip=2` (`aspire.data.negatives`). Each prints its report (JSON).
 """
 
 from __future__ import annotations
@@ -46,45 +48,61 @@ def _parser() -> argparse.ArgumentParser:
     stage("run-all", "input A end to end", **{"in": "records JSONL"})
     stage("align", "cc_align / abs_align sentence indices by a teacher encoder",
           examples="an examples directory", teacher="a sentence-transformers model directory (CoSentBert)")
+    stage("hard-negatives", "a hard-negatives file for training (citation-graph or nearest-neighbour)",
+          examples="an examples directory")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     stage = args.stage
-    if stage == "align":
-        from aspire.config import load_config
-        from aspire.data.align import AlignConfig, align_examples
-        from aspire.encoders.cosentbert import load_sentence_model
-
-        align_cfg = load_config(AlignConfig, args.config, args.overrides)
-        report = align_examples(args.examples, load_sentence_model(args.teacher), args.out, align_cfg)
-        json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
-        return 0
-    cfg = cocite.load_cocite_config(args.config, args.overrides)
-    if stage == "cocite-from-records":
-        report = cocite.ingest_records(getattr(args, "in"), args.out, cfg.ingest)
-    elif stage == "cocite-from-s2orc":
-        from aspire.data.s2orc import mine_s2orc
-
-        report = mine_s2orc(args.fulltext, args.abstracts, args.out, cfg.ingest)
-    elif stage == "filter":
-        report = cocite.filter_contexts(getattr(args, "in"), args.out, cfg.filter)
-    elif stage == "group":
-        report = cocite.group_contexts(getattr(args, "in"), args.out)
-    elif stage == "split":
-        report = cocite.split_groups(getattr(args, "in"), args.out, cfg.split)
-    elif stage == "examples":
-        report = cocite.build_examples(getattr(args, "in"), args.out, cfg.examples)
-    elif stage == "run-all":
-        examples_dir = cocite.run_all(getattr(args, "in"), args.out, cfg)
-        report = json.loads((examples_dir.parent / "pipeline_report.json").read_text(encoding="utf-8"))
-    else:  # argparse restricts the choices; kept so a new stage cannot fall through silently
-        raise ValueError(f"unknown stage {stage!r}")
+    if stage in ("align", "hard-negatives"):
+        report = _model_stage(args)
+    else:
+        report = _cocite_stage(args)
     json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
     sys.stdout.write("\n")
     return 0
+
+
+def _model_stage(args) -> dict:
+    """`align` and `hard-negatives`: stages with their own config class."""
+    from aspire.config import load_config
+
+    if args.stage == "align":
+        from aspire.data.align import AlignConfig, align_examples
+        from aspire.encoders.cosentbert import load_sentence_model
+
+        cfg = load_config(AlignConfig, args.config, args.overrides)
+        return align_examples(args.examples, load_sentence_model(args.teacher), args.out, cfg)
+    from aspire.data.negatives import HardNegativesConfig, mine_hard_negatives
+
+    return mine_hard_negatives(args.examples, args.out, load_config(HardNegativesConfig, args.config, args.overrides))
+
+
+def _cocite_stage(args) -> dict:
+    """The co-citation stages, configured by `CociteConfig`."""
+    stage = args.stage
+    cfg = cocite.load_cocite_config(args.config, args.overrides)
+    if stage == "cocite-from-records":
+        return cocite.ingest_records(getattr(args, "in"), args.out, cfg.ingest)
+    if stage == "cocite-from-s2orc":
+        from aspire.data.s2orc import mine_s2orc
+
+        return mine_s2orc(args.fulltext, args.abstracts, args.out, cfg.ingest)
+    if stage == "filter":
+        return cocite.filter_contexts(getattr(args, "in"), args.out, cfg.filter)
+    if stage == "group":
+        return cocite.group_contexts(getattr(args, "in"), args.out)
+    if stage == "split":
+        return cocite.split_groups(getattr(args, "in"), args.out, cfg.split)
+    if stage == "examples":
+        return cocite.build_examples(getattr(args, "in"), args.out, cfg.examples)
+    if stage == "run-all":
+        examples_dir = cocite.run_all(getattr(args, "in"), args.out, cfg)
+        return json.loads((examples_dir.parent / "pipeline_report.json").read_text(encoding="utf-8"))
+    # argparse restricts the choices; kept so a new stage cannot fall through silently
+    raise ValueError(f"unknown stage {stage!r}")
 
 
 if __name__ == "__main__":
