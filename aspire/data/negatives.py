@@ -78,7 +78,7 @@ def citation_negatives(groups: list[dict], paper_ids: list[str], k: int) -> dict
                 citing_of[pid].add(citing)
     out = {}
     for pid in paper_ids:
-        shared = Counter(n for c in citing_of[pid] for n in cited_by[c] if n not in partners[pid] and n != pid)
+        shared = Counter(n for c in citing_of[pid] for n in cited_by[c] if n not in partners[pid])
         out[pid] = [n for n, _ in sorted(shared.items(), key=lambda kv: (-kv[1], kv[0]))][:k]
     return out
 
