@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
+import subprocess
+import sys
 import warnings
 from unittest import mock
 
@@ -259,6 +262,30 @@ def test_newton_tail_keeps_potentials_centred_when_masses_differ_by_rounding(new
         assert res.converged.all() and res.err.item() <= 1e-4, (extra, res.err.item())
         scale = float(cost.amax())
         assert res.f.abs().max() <= 2 * scale and res.g.abs().max() <= 2 * scale  # centred, not drifted
+
+
+def test_compiled_newton_tail_leaves_torch_thread_count_alone():
+    # numba's OpenMP pool starts on the compiled tail's first use and sets the calling thread's
+    # OpenMP count, which torch shares, to NUMBA_NUM_THREADS: a fresh process shows whether torch
+    # keeps the count it was started with (a training run's resume is bit-exact only if it does)
+    code = """
+import torch
+from aspire.scoring import sinkhorn
+cost = torch.full((1, 4, 4), 3.0, dtype=torch.float64)
+cost[0, :2, :2] = torch.tensor([[0.0, 0.3], [0.3, 0.0]])
+cost[0, 2:, 2:] = torch.tensor([[0.0, 0.4], [0.4, 0.1]])
+a = torch.tensor([[0.252, 0.252, 0.248, 0.248]], dtype=torch.float64)
+b = torch.full((1, 4), 0.25, dtype=torch.float64)
+before = torch.get_num_threads()
+res = sinkhorn(cost, a, b, 0.05, tol=1e-10, max_iter=2000)
+print(before, torch.get_num_threads(), bool(res.converged.all()), int(res.n_iter.max()))
+"""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, after, converged, n_iter = out.stdout.split()
+    assert converged == "True" and int(n_iter) < 60  # converged this fast only through the Newton tail
+    assert (before, after) == ("1", "1")
 
 
 @pytest.mark.parametrize("N,M,scale", [(10, 10, 2.0), (20, 13, 3.0), (7, 25, 1.5)])

@@ -20,10 +20,11 @@ from test_train import REPO, write_examples_dir
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
 
 
-def write_config(path: Path, model_dir: Path, examples_dir: Path, out_dir: Path, **train) -> Path:
+def write_config(path: Path, model_dir: Path, examples_dir: Path, out_dir: Path, kind: str = "cocite_vector",
+                 **train) -> Path:
     cfg = {
         "base": str(REPO / "configs" / "base.yaml"),
-        "model": {"kind": "cocite_vector", "encoder": str(model_dir)},
+        "model": {"kind": kind, "encoder": str(model_dir)},
         "data": {"examples_dir": str(examples_dir), "max_sentences": 4},
         "train": {"out_dir": str(out_dir), "batch_size": 4, "lr": 1e-3, "warmup_steps": 2, "max_steps": 8,
                   "log_every": 1, "eval_every": 0, "save_every": 1, "progress": False, "device": "cpu", **train},
@@ -83,3 +84,23 @@ def test_torchrun_two_processes_finish_with_equal_weights(tiny_model_dir, tmp_pa
     state = ckpt.load_state(tmp_path / "ddp" / "checkpoint-000004")
     assert state["world_size"] == 2 and len(state["rng"]) == 2
     assert state["rng"][0]["torch"].tolist() != state["rng"][1]["torch"].tolist()  # each rank's own RNG kept
+
+
+def test_torchrun_stop_then_resume_matches_uninterrupted(tiny_model_dir, tmp_path):
+    # otAspire: the OT loss runs Sinkhorn (and on hard problems its compiled Newton tail) on every rank
+    examples = write_examples_dir(tmp_path / "examples")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "aspire.train"]
+    finals = {}
+    for name, stops in (("straight", [0]), ("stopped", [2, 0])):
+        config = write_config(tmp_path / f"{name}.yaml", tiny_model_dir, examples, tmp_path / name, kind="ot",
+                              max_steps=4, save_every=2, eval_every=2)
+        for i, stop_after in enumerate(stops):
+            extra = [f"--train.stop_after={stop_after}"] + (["--resume"] if i else [])
+            done = subprocess.run(cmd + ["--config", str(config), *extra], env=ENV, capture_output=True, text=True,
+                                  timeout=300)
+            assert done.returncode == 0, done.stderr[-3000:]
+        finals[name] = final_record(tmp_path / name)
+    assert ckpt.load_state(tmp_path / "stopped" / "checkpoint-000002")["step"] == 2
+    assert finals["stopped"]["step"] == finals["straight"]["step"] == 4
+    assert finals["stopped"]["weights_digest"] == finals["straight"]["weights_digest"]
+    assert len(set(finals["straight"]["weights_digest"])) == 1

@@ -302,9 +302,16 @@ def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     from aspire.scoring._newton_cpu import newton_tail
 
     Ce, a64, b64, F64, G64 = (x.detach().contiguous() for x in _tail_inputs(cost, a, b, F, G, eps, torch.float64))
-    numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
-    err, steps = newton_tail(Ce.numpy(), a64.numpy(), b64.numpy(), F64.numpy(), G64.numpy(),  # F64, G64 in place
-                             float(tol), int(min(max_steps, _NEWTON_STEPS)))
+    threads = torch.get_num_threads()
+    try:
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+        err, steps = newton_tail(Ce.numpy(), a64.numpy(), b64.numpy(), F64.numpy(), G64.numpy(),  # F64, G64 in place
+                                 float(tol), int(min(max_steps, _NEWTON_STEPS)))
+    finally:
+        # numba's OpenMP pool, launched on first use, sets the calling thread's OpenMP count to
+        # NUMBA_NUM_THREADS, which is torch's count too: give torch back the count it had
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
     err, steps = torch.from_numpy(err), torch.from_numpy(steps)
     return F64.to(F.dtype), G64.to(G.dtype), err.to(F.dtype), steps, err <= tol
 
