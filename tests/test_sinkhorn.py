@@ -271,16 +271,15 @@ def test_compiled_newton_tail_leaves_torch_thread_count_alone():
     code = """
 import torch
 from aspire.scoring import sinkhorn
-cost = torch.full((1, 4, 4), 3.0, dtype=torch.float64)
-cost[0, :2, :2] = torch.tensor([[0.0, 0.3], [0.3, 0.0]])
-cost[0, 2:, 2:] = torch.tensor([[0.0, 0.4], [0.4, 0.1]])
-a = torch.tensor([[0.252, 0.252, 0.248, 0.248]], dtype=torch.float64)
-b = torch.full((1, 4), 0.25, dtype=torch.float64)
+from test_sinkhorn import block_problem
+cost, a, b = block_problem(torch.float64, shift=0.002)
 before = torch.get_num_threads()
 res = sinkhorn(cost, a, b, 0.05, tol=1e-10, max_iter=2000)
 print(before, torch.get_num_threads(), bool(res.converged.all()), int(res.n_iter.max()))
 """
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "2"}
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "2",
+           "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     before, after, converged, n_iter = out.stdout.split()

@@ -18,6 +18,7 @@ from aspire.train.trainer import METRICS
 from test_train import REPO, write_examples_dir
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "aspire.train"]
 
 
 def write_config(path: Path, model_dir: Path, examples_dir: Path, out_dir: Path, kind: str = "cocite_vector",
@@ -72,9 +73,7 @@ def test_torchrun_two_processes_finish_with_equal_weights(tiny_model_dir, tmp_pa
     examples = write_examples_dir(tmp_path / "examples")
     config = write_config(tmp_path / "ddp.yaml", tiny_model_dir, examples, tmp_path / "ddp",
                           max_steps=4, save_every=2, eval_every=4)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "aspire.train", "--config", str(config)]
-    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*TORCHRUN, "--config", str(config)], env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     end = final_record(tmp_path / "ddp")
     assert end["step"] == 4
@@ -89,14 +88,13 @@ def test_torchrun_two_processes_finish_with_equal_weights(tiny_model_dir, tmp_pa
 def test_torchrun_stop_then_resume_matches_uninterrupted(tiny_model_dir, tmp_path):
     # otAspire: the OT loss runs Sinkhorn (and on hard problems its compiled Newton tail) on every rank
     examples = write_examples_dir(tmp_path / "examples")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "aspire.train"]
     finals = {}
     for name, stops in (("straight", [0]), ("stopped", [2, 0])):
         config = write_config(tmp_path / f"{name}.yaml", tiny_model_dir, examples, tmp_path / name, kind="ot",
                               max_steps=4, save_every=2, eval_every=2)
         for i, stop_after in enumerate(stops):
             extra = [f"--train.stop_after={stop_after}"] + (["--resume"] if i else [])
-            done = subprocess.run(cmd + ["--config", str(config), *extra], env=ENV, capture_output=True, text=True,
+            done = subprocess.run([*TORCHRUN, "--config", str(config), *extra], env=ENV, capture_output=True, text=True,
                                   timeout=300)
             assert done.returncode == 0, done.stderr[-3000:]
         finals[name] = final_record(tmp_path / name)
