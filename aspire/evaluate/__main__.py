@@ -1,4 +1,6 @@
-"""Command line: `python -m aspire.evaluate {csfcube,pools,fuse} ...`.
+"""Command line: `python -m aspire.evaluate {csfcube,pools,fuse,reviewers,context2doc,compare,suite} ...`.
+
+The last four are described in `aspire.evaluate.bench_cli`.
 
     # rank CSFCube with a model and a scorer, then score it
     python -m aspire.evaluate csfcube --model minilm --scorer minl2 --out runs/minilm-minl2
@@ -111,7 +113,13 @@ def main(argv: list[str] | None = None) -> int:
     pf.add_argument("--exp", required=True, help="experiment name of the fused ranked files")
     pf.add_argument("--out", required=True, help="output folder")
 
+    from aspire.evaluate import bench_cli
+
+    bench_cli.add_parsers(sub)
     args = parser.parse_args(argv)
+    if args.command in ("reviewers", "context2doc", "compare", "suite"):
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        return bench_cli.run_command(parser, args)
     if args.command == "fuse":
         return _fuse(parser, args)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

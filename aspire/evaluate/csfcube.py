@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Mapping
 
 from aspire.evaluate.metrics import mean_metrics
+from aspire.evaluate.stats import UnitScores
 from aspire.evaluate.pools import (
     PoolSet,
     evaluate_pool_set,
@@ -125,6 +126,24 @@ def write_results(out: Path, root: str | Path, exp: str, results: dict, per_quer
     write_json_atomic(out / "results.json", results)
 
 
+def write_trec(out: Path, pool_set: PoolSet, rankings: Mapping[str, Mapping[str, list[str]]], exp: str) -> None:
+    """`out/run.trec` (query keys `pid_facet`, score = pool size - rank + 1) and `out/qrels.trec`."""
+    from aspire.evaluate.runs import write_qrels, write_run
+
+    run = {query_key(q, f): [(c, float(len(r) - i)) for i, c in enumerate(r)]
+           for f, ranked in rankings.items() for q, r in ranked.items()}
+    write_run(out / "run.trec", run, exp)
+    write_qrels(out / "qrels.trec", {k: v for f in pool_set.facets for k, v in pool_set.qrels(f).items()})
+
+
+def test_units(pool_set: PoolSet, per_query: Mapping[str, Mapping[str, float]], metric: str,
+               group: str = "all") -> UnitScores:
+    """A metric's two-fold test figure (percent) as `UnitScores`: groups = the two test folds."""
+    folds = {f: pool_set.splits[f"{group}/{f}"] for f in ("fold1_test", "fold2_test")}
+    keys = {k for ks in folds.values() for k in ks}
+    return UnitScores.means({k: 100.0 * per_query[k][metric] for k in keys}, folds)
+
+
 def run_csfcube(
     root: str | Path,
     model: str,
@@ -161,6 +180,7 @@ def run_csfcube(
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(info)
     write_results(out, root, exp, results, per_query)
+    write_trec(out, pool_set, rankings, exp)
     log.info("wrote %s", out / "results.json")
     return results
 
@@ -182,6 +202,7 @@ def fuse_csfcube(
     results.update(experiment=exp, fused_from=[f"{folder}:{e}" for folder, e in inputs],
                    fusion={"norm": norm, "method": "wsum", "weights": weights or "equal"})
     write_results(out, root, exp, results, per_query)
+    write_trec(out, load_csfcube(root), rankings, exp)
     return results
 
 

@@ -164,18 +164,23 @@ def read_ranked(path: str | Path) -> dict[str, list[str]]:
     return out
 
 
-def write_json_atomic(path: str | Path, obj) -> None:
-    """Write JSON to a temporary file beside `path`, then rename: a partial file never appears."""
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write `text` to a temporary file beside `path`, then rename: a partial file never appears."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh)
+            fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def write_json_atomic(path: str | Path, obj) -> None:
+    """Write `obj` as JSON, atomically (`write_text_atomic`)."""
+    write_text_atomic(path, json.dumps(obj))
 
 
 def write_ranked(path: str | Path, ranked: Mapping[str, Sequence[tuple[str, float]]]) -> None:

@@ -1,0 +1,186 @@
+"""Command line of the benchmarks beyond CSFCube: `reviewers`, `context2doc`, `compare`, `suite`.
+
+    python -m aspire.evaluate reviewers --predictions ../shared/data/reviewer-matching/predictions:specter
+    python -m aspire.evaluate reviewers --model minilm --scorer abstract --aggregate topk:3 --out runs/rev
+    python -m aspire.evaluate context2doc --bm25 --out runs/c2d-bm25
+    python -m aspire.evaluate context2doc --model minilm --scorer abstract --normalize --joiner ' ' \
+        --bm25-alpha 0.815 --out runs/c2d-fused
+    python -m aspire.evaluate compare runs/c2d-fused runs/c2d-bm25
+    python -m aspire.evaluate suite --model minilm --scorer minl2 --out runs/suite-minilm-minl2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def _encoder_args(p: argparse.ArgumentParser, scorers, scorer_help: str = "how two papers' sentences are compared",
+                  out_required: bool = True) -> None:
+    from aspire.evaluate.cache import default_cache_dir
+
+    p.add_argument("--model", help="minilm, mpnet or a local model directory")
+    p.add_argument("--scorer", choices=scorers, help=scorer_help)
+    p.add_argument("--encoding", choices=("contextual", "independent"), default="contextual",
+                   help="sentence vectors in context (default) or each sentence alone")
+    p.add_argument("--tau", type=float, help="OT scorer temperature")
+    p.add_argument("--eps", type=float, help="OT scorer entropic regularisation")
+    p.add_argument("--max-length", type=int, help="word-piece limit of the whole-abstract vector")
+    p.add_argument("--normalize", action="store_true", help="L2-normalise whole-abstract vectors")
+    p.add_argument("--joiner", help="whole-abstract vector: join title and abstract with this text")
+    p.add_argument("--cache-dir", default=str(default_cache_dir()), help="vector cache (default %(default)s)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
+    p.add_argument("--batch-size", type=int, default=32, help="papers per encoder batch (default 32)")
+    p.add_argument("--device", help="torch device (default: the model's)")
+    p.add_argument("--out", required=out_required, help="output folder")
+
+
+def _options(args) -> dict:
+    encode = {k: v for k, v in (("max_length", args.max_length), ("normalize", args.normalize or None),
+                                ("joiner", args.joiner)) if v is not None}
+    if encode and args.scorer != "abstract" and args.encoding == "contextual":
+        raise ValueError("--max-length/--normalize/--joiner apply to --scorer abstract or --encoding independent")
+    return {"encoding": args.encoding,
+            "scorer_options": {k: v for k, v in (("tau", args.tau), ("eps", args.eps)) if v is not None},
+            "cache_dir": None if args.no_cache else args.cache_dir, "batch_size": args.batch_size,
+            "device": args.device, "encode_options": encode}
+
+
+def add_parsers(sub) -> None:
+    from aspire.evaluate.rank import SCORERS
+
+    pr = sub.add_parser("reviewers", help="reviewer matching (Stelmakh et al. 2023): weighted Kendall-tau loss",
+                        description="Score published predictions (--predictions DIR:EXP) or a model's.")
+    pr.add_argument("--data", default=str(DATA / "reviewer-matching"), help="data folder (default %(default)s)")
+    pr.add_argument("--predictions", metavar="DIR:EXP", help="score the files DIR/EXP_d_20_N_ta.json as given")
+    pr.add_argument("--aggregate", default="max", help="over a reviewer's papers: max (default), mean, topk:K")
+    pr.add_argument("--weights", help="comma-separated weights when --scorer lists several (fused)")
+    pr.add_argument("--exp", help="experiment name of the written predictions (default model-scorer-aggregate)")
+    _encoder_args(pr, None, f"one of {', '.join(SCORERS)}, or several comma-separated (fused by z-score)",
+                  out_required=False)
+
+    pc = sub.add_parser("context2doc", help="citation-context retrieval on the committed split",
+                        description="Each citing sentence a query, its cited abstracts relevant, all 768 candidates.")
+    pc.add_argument("--data", default=str(DATA / "cocite-acl"), help="co-citation folder (default %(default)s)")
+    pc.add_argument("--split", choices=("train", "dev", "test"), default="test", help="default test")
+    pc.add_argument("--bm25", action="store_true", help="BM25 over title + abstract (alone, or fused with --model)")
+    pc.add_argument("--bm25-alpha", type=float, help="fuse the model with BM25: z-scores, this weight on the model")
+    pc.add_argument("--k1", type=float, default=1.25, help="BM25 k1 (default 1.25)")
+    pc.add_argument("--b", type=float, default=0.75, help="BM25 b (default 0.75)")
+    pc.add_argument("--depth", type=int, default=100, help="documents written per query (default 100)")
+    pc.add_argument("--exp", help="run tag (default from model/scorer)")
+    _encoder_args(pc, SCORERS)
+
+    pm = sub.add_parser("compare", help="paired test of two runs of one benchmark",
+                        description=(__import__("aspire.evaluate.compare", fromlist=["x"]).__doc__ or "").split("\n")[0])
+    pm.add_argument("run_a", help="run file, results folder, or reviewer predictions DIR:EXP")
+    pm.add_argument("run_b", help="the other run")
+    pm.add_argument("--qrels", help="TREC qrels (for run files)")
+    pm.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP)")
+    pm.add_argument("--data", default=str(DATA / "reviewer-matching"), help="reviewer-matching folder")
+    pm.add_argument("--permutations", type=int, default=10000, help="randomisation test samples (default 10000)")
+    pm.add_argument("--out", help="write the comparison (with per-query deltas) as JSON here")
+
+    ps = sub.add_parser("suite", help="CSFCube two-fold test, reviewer matching and context2doc test in one table")
+    ps.add_argument("--data", default=str(DATA), help="folder holding csfcube/, reviewer-matching/, cocite-acl/")
+    ps.add_argument("--aggregate", default="max", help="reviewer matching aggregate (default max)")
+    ps.add_argument("--bm25-alpha", type=float, help="context2doc: fuse with BM25 at this weight on the model")
+    _encoder_args(ps, SCORERS)
+
+
+def _fail(err: Exception) -> int:
+    print(f"error: {err}", file=sys.stderr)
+    return 2
+
+
+def run_command(parser, args) -> int:
+    """Run one of this module's subcommands; a user error is one line on stderr and exit status 2."""
+    try:
+        return {"reviewers": _reviewers, "context2doc": _context2doc, "compare": _compare, "suite": _suite}[
+            args.command](parser, args)
+    except ValueError as err:
+        return _fail(err)
+
+
+def _reviewers(parser, args) -> int:
+    from aspire.evaluate.reviewer_run import format_result, run_reviewers
+    from aspire.evaluate.reviewers import load_reviewer_set, prediction_files, read_predictions, reviewer_units, summarize
+
+    rset = load_reviewer_set(args.data)
+    if args.predictions:
+        if args.model or args.scorer:
+            parser.error("--predictions scores given files; leave out --model/--scorer")
+        folder, sep, exp = args.predictions.rpartition(":")
+        if not sep:
+            parser.error("--predictions takes DIR:EXP")
+        preds = [read_predictions(p) for p in prediction_files(folder, exp, rset)]
+        results = summarize(*reviewer_units(rset, preds))
+        print(f"{exp}: {format_result(results)}")
+        print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
+        if args.out:
+            from aspire.evaluate.pools import write_json_atomic
+
+            write_json_atomic(Path(args.out) / "results.json", {"benchmark": "reviewer-matching", "experiment": exp,
+                                                               "predictions": folder, **results})
+        return 0
+    if not (args.model and args.scorer and args.out):
+        parser.error("give --predictions DIR:EXP, or --model, --scorer and --out")
+    scorers = args.scorer.split(",")
+    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    exp = args.exp or f"{Path(args.model).name}-{'+'.join(scorers)}-{args.aggregate.replace(':', '')}"
+    opts = _options(argparse.Namespace(**{**vars(args), "scorer": scorers[0] if len(scorers) == 1 else "abstract"}))
+    results = run_reviewers(rset, args.model, scorers, args.out, exp, args.aggregate, weights, **opts)
+    print(f"{exp}: {format_result(results)}")
+    print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
+    print(f"papers {results['texts']['papers']}, empty abstracts {results['texts']['empty_abstract']} (title only), "
+          f"no text {results['texts']['no_text']} (left out); wrote {args.out}")
+    return 0
+
+
+def _context2doc(parser, args) -> int:
+    from aspire.evaluate.context2doc import load_context2doc
+    from aspire.evaluate.context2doc_run import format_result, run_context2doc
+
+    if args.model and not args.scorer:
+        parser.error("--model needs --scorer")
+    if args.bm25_alpha is not None and not args.model:
+        parser.error("--bm25-alpha fuses a model with BM25: give --model and --scorer")
+    bench = load_context2doc(args.data, args.split)
+    fused = args.bm25_alpha is not None
+    exp = args.exp or ("bm25" if not args.model else f"{Path(args.model).name}-{args.scorer}"
+                       + (f"-bm25-a{args.bm25_alpha:g}" if fused else ""))
+    dense = _options(args) if args.model else {}
+    results = run_context2doc(bench, args.out, exp, args.model, args.scorer, bm25=args.bm25 or fused,
+                              alpha=args.bm25_alpha, k1=args.k1, b=args.b, depth=args.depth, **dense)
+    print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
+    print(f"wrote {Path(args.out) / 'run.trec'}")
+    return 0
+
+
+def _compare(parser, args) -> int:
+    from aspire.evaluate.compare import DEFAULT_METRICS, compare, format_comparison
+    from aspire.evaluate.pools import write_json_atomic
+
+    result = compare(args.run_a, args.run_b, args.qrels, args.metric or DEFAULT_METRICS, args.data,
+                     n_perm=args.permutations)
+    print("\n".join(format_comparison(result)))
+    if args.out:
+        write_json_atomic(args.out, result)
+    return 0
+
+
+def _suite(parser, args) -> int:
+    from aspire.evaluate.suite import format_rows, run_suite
+
+    if not args.model or (args.model != "bm25" and not args.scorer):
+        parser.error("give --model and --scorer (or --model bm25)")
+    opts = _options(args) if args.model != "bm25" else {}
+    suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, **opts)
+    print("\n".join(format_rows(suite["rows"])))
+    print(json.dumps(suite["seconds"]))
+    print(f"wrote {Path(args.out) / 'suite.json'}")
+    return 0

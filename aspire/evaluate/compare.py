@@ -1,0 +1,86 @@
+"""Paired comparison of two runs of one benchmark: per-query deltas, a p-value, a bootstrap interval.
+
+A run is a TREC run file (with `--qrels`), a results folder holding `run.trec` and `qrels.trec`
+(what every benchmark of `aspire.evaluate` writes), or reviewer-matching predictions: a results
+folder of `reviewers` (its `results.json` names the experiment) or `FOLDER:EXP` for files named
+`EXP_d_20_N_ta.json` (the published predictions). Both runs must cover the same queries.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from aspire.evaluate.runs import per_query, read_qrels, read_run
+from aspire.evaluate.stats import UnitScores, paired_test
+
+DEFAULT_METRICS = ("MRR", "nDCG@10", "MAP")
+
+
+def _trec(spec: str, qrels_path: str | None):
+    path = Path(spec)
+    if path.is_dir():
+        run_file, qrels_file = path / "run.trec", path / "qrels.trec"
+        return read_run(run_file), read_qrels(qrels_path or qrels_file)
+    if not qrels_path:
+        raise ValueError(f"{spec} is a run file: give --qrels")
+    return read_run(path), read_qrels(qrels_path)
+
+
+def _reviewer_spec(spec: str) -> tuple[Path, str] | None:
+    """(predictions folder, exp) when `spec` names reviewer predictions, else None."""
+    path = Path(spec)
+    results = path / "results.json"
+    if path.is_dir() and results.is_file():
+        meta = json.loads(results.read_text(encoding="utf-8"))
+        if meta.get("benchmark") == "reviewer-matching":
+            return path / "predictions", meta["experiment"]
+        return None
+    folder, sep, exp = spec.rpartition(":")
+    if sep and Path(folder).is_dir():
+        return Path(folder), exp
+    return None
+
+
+def compare_reviewers(a: tuple[Path, str], b: tuple[Path, str], data: str, n_perm: int, seed: int) -> dict:
+    from aspire.evaluate.reviewers import load_reviewer_set, prediction_files, read_predictions, reviewer_units
+
+    rset = load_reviewer_set(data)
+    units = []
+    for folder, exp in (a, b):
+        preds = [read_predictions(p) for p in prediction_files(folder, exp, rset)]
+        units.append(reviewer_units(rset, preds)[0])
+    test = paired_test(units[0], units[1], n_perm=n_perm, seed=seed)
+    deltas = (units[0].num - units[1].num).sum(axis=0) / units[0].den.sum(axis=0).clip(min=1e-12)
+    return {"loss": {**test, "per_unit_delta": dict(zip(units[0].units, deltas.tolist()))}}
+
+
+def compare(a: str, b: str, qrels: str | None = None, metrics=DEFAULT_METRICS, data: str | None = None,
+            n_perm: int = 10000, seed: int = 0) -> dict:
+    """`{metric: paired_test(...) + per_unit_delta}` for two runs of the same benchmark."""
+    ra, rb = _reviewer_spec(a), _reviewer_spec(b)
+    if (ra is None) != (rb is None):
+        raise ValueError("cannot compare reviewer predictions with a ranked run")
+    if ra is not None:
+        if not data:
+            raise ValueError("reviewer predictions need the reviewer-matching folder (--data)")
+        return compare_reviewers(ra, rb, data, n_perm, seed)
+    (run_a, qrels_a), (run_b, qrels_b) = _trec(a, qrels), _trec(b, qrels)
+    if qrels_a != qrels_b:
+        raise ValueError(f"{a} and {b} are judged by different qrels: not runs of one benchmark")
+    out = {}
+    values_a, values_b = per_query(qrels_a, run_a, metrics), per_query(qrels_a, run_b, metrics)
+    for m in metrics:
+        ua, ub = UnitScores.means(values_a[m]), UnitScores.means(values_b[m])
+        test = paired_test(ua, ub, n_perm=n_perm, seed=seed)
+        out[m] = {**test, "per_unit_delta": {q: values_a[m][q] - values_b[m][q] for q in sorted(values_a[m])}}
+    return out
+
+
+def format_comparison(result: dict) -> list[str]:
+    """One line per metric: A, B, delta, its interval and the p-value."""
+    lines = [f"{'metric':<10} {'A':>8} {'B':>8} {'A-B':>8}  95% interval        p"]
+    for m, r in result.items():
+        lo, hi = r["ci95"]
+        lines.append(f"{m:<10} {r['a']:8.4f} {r['b']:8.4f} {r['delta']:8.4f}  [{lo:7.4f}, {hi:7.4f}]  {r['p_value']:.4f}")
+    return lines

@@ -1,0 +1,179 @@
+"""Citation-context retrieval (context2doc), built from `../shared/data/cocite-acl/cocitations.jsonl`.
+
+Each citing sentence, its citation markers removed (`query_text`), is a query; the papers it cites
+are its relevant documents (grade 1); every cited abstract of the file (768) is a candidate. A
+query id is `L` + the record's 1-based line number.
+
+The split is by citing paper: citing papers that share an identical citing sentence (the file has
+21 such repeats across papers) are tied into one group, and each group goes to train / dev / test
+by a hash of its smallest citing-paper id (buckets 0-69 / 70-79 / 80-99 of 100), so no citing paper
+and no sentence text sits in two splits. The split is committed as `splits/context2doc.json`
+(query and citing-paper ids per split, their sizes, the source file's SHA-256 and a checksum of the
+split itself); `load_split` refuses a source or a split file that does not match.
+`held_out_sentences` gives the test queries' texts, which the training pipeline leaves out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from aspire.data.papers import Paper
+
+SPLIT_FILE = Path(__file__).with_name("splits") / "context2doc.json"
+SPLIT_NAMES = ("train", "dev", "test")
+BUCKETS = (70, 80, 100)  # cumulative upper bounds of train, dev, test among 100 buckets
+SOURCE = "cocite-acl/cocitations.jsonl"
+
+
+@dataclass
+class Context2Doc:
+    """Queries `{qid: text}`, qrels `{qid: {paper_id: 1}}` and the candidate papers of one split."""
+
+    split: str
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    candidates: list[Paper]
+    citing: dict[str, str]  # qid -> citing paper id
+
+
+def query_text(context: str) -> str:
+    """The citing sentence without its citation markers (`aspire.data.cocite.clean_citations`).
+
+    >>> query_text("For example, Petrov et al (2012) build taggers using TNT (Brants, 2000), with 95%.")
+    'For example, build taggers using TNT, with 95%.'
+    """
+    from aspire.data.cocite import clean_citations
+
+    text = clean_citations(context, "")
+    text = re.sub(r"\s+([,.;:])", r"\1", text)
+    text = re.sub(r"([,;:])(?=[,.;:])", "", text)
+    text = re.sub(r"\(\s*\)|\[\s*\]", "", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_records(path: Path) -> list[tuple[str, dict]]:
+    """`[(qid, record), ...]` of a co-citation file; raises ValueError naming a bad line."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            try:
+                rec = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{line}: not JSON ({err})") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("context"), str) or \
+                    not isinstance(rec.get("citing_paper_id"), str) or not isinstance(rec.get("cited"), list):
+                raise ValueError(f"{path}:{line}: needs string 'context', 'citing_paper_id' and a list 'cited'")
+            for cited in rec["cited"]:
+                if not isinstance(cited, dict) or not isinstance(cited.get("paper_id"), str):
+                    raise ValueError(f"{path}:{line}: every cited paper needs a string 'paper_id'")
+            out.append((f"L{line}", rec))
+    return out
+
+
+def _bucket(key: str) -> str:
+    b = int(hashlib.sha256(key.encode()).hexdigest(), 16) % 100
+    return next(name for name, top in zip(SPLIT_NAMES, BUCKETS) if b < top)
+
+
+def _checksum(splits: dict) -> str:
+    return hashlib.sha256(json.dumps(splits, sort_keys=True).encode()).hexdigest()
+
+
+def make_split(path: str | Path) -> dict:
+    """The split of a co-citation file (see the module docstring), as the JSON object to commit."""
+    path = Path(path)
+    records = read_records(path)
+    parent = {r["citing_paper_id"]: r["citing_paper_id"] for _, r in records}
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    by_text: dict[str, str] = {}
+    for _, rec in records:  # tie citing papers that share a sentence
+        first = by_text.setdefault(rec["context"].strip(), rec["citing_paper_id"])
+        a, b = find(first), find(rec["citing_paper_id"])
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    splits = {name: {"queries": [], "citing_papers": set()} for name in SPLIT_NAMES}
+    excluded = []
+    for qid, rec in records:
+        if not query_text(rec["context"]) or not rec["cited"]:
+            excluded.append(qid)
+            continue
+        part = splits[_bucket(find(rec["citing_paper_id"]))]
+        part["queries"].append(qid)
+        part["citing_papers"].add(rec["citing_paper_id"])
+    body = {
+        name: {"n_queries": len(p["queries"]), "n_citing_papers": len(p["citing_papers"]),
+               "queries": p["queries"], "citing_papers": sorted(p["citing_papers"])}
+        for name, p in splits.items()
+    }
+    return {
+        "source": SOURCE,
+        "source_sha256": sha256_file(path),
+        "rule": "groups of citing papers sharing a sentence; sha256(smallest id) % 100: <70 train, <80 dev, else test",
+        "excluded_queries": excluded,
+        "splits": body,
+        "checksum": _checksum(body),
+    }
+
+
+def load_split(split_file: str | Path = SPLIT_FILE, source: str | Path | None = None) -> dict:
+    """The committed split, checked against its checksum and (given `source`) the data file's SHA-256."""
+    split_file = Path(split_file)
+    if not split_file.is_file():
+        raise ValueError(f"context2doc split file not found: {split_file}")
+    data = json.loads(split_file.read_text(encoding="utf-8"))
+    if _checksum(data["splits"]) != data["checksum"]:
+        raise ValueError(f"{split_file}: checksum mismatch (the split was edited)")
+    if source is not None and sha256_file(Path(source)) != data["source_sha256"]:
+        raise ValueError(f"{source} differs from the file the split {split_file} was made from "
+                         "(source_sha256 mismatch); rebuild the split with make_split")
+    return data
+
+
+def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str | Path = SPLIT_FILE) -> Context2Doc:
+    """One split's queries and qrels, with every cited paper of the file as a candidate."""
+    if split not in SPLIT_NAMES:
+        raise ValueError(f"unknown split {split!r}; valid: {list(SPLIT_NAMES)}")
+    source = Path(data_dir) / "cocitations.jsonl"
+    if not source.is_file():
+        raise ValueError(f"co-citation file not found: {source}")
+    meta = load_split(split_file, source)
+    wanted = set(meta["splits"][split]["queries"])
+    queries, qrels, citing, cands = {}, {}, {}, {}
+    for qid, rec in read_records(source):
+        for cited in rec["cited"]:
+            abstract = cited.get("abstract") or []
+            cands.setdefault(cited["paper_id"], Paper(cited["paper_id"], cited.get("title") or "", list(abstract)))
+        if qid in wanted:
+            queries[qid] = query_text(rec["context"])
+            qrels[qid] = {c["paper_id"]: 1 for c in rec["cited"]}
+            citing[qid] = rec["citing_paper_id"]
+    if set(queries) != wanted:
+        raise ValueError(f"split {split}: {len(wanted - set(queries))} queries of the split are not in {source}")
+    return Context2Doc(split, queries, qrels, [cands[k] for k in sorted(cands)], citing)
+
+
+def held_out_sentences(data_dir: str | Path, split_file: str | Path = SPLIT_FILE) -> set[str]:
+    """The raw citing sentences (stripped) of the test split: training must not see them."""
+    meta = load_split(split_file)
+    test = set(meta["splits"]["test"]["queries"])
+    return {rec["context"].strip() for qid, rec in read_records(Path(data_dir) / "cocitations.jsonl") if qid in test}

@@ -1,0 +1,240 @@
+"""Reviewer matching: the gold-standard expertise set of Stelmakh et al. (2023), OpenReview format.
+
+A folder holds `evaluations.csv` (tab-separated: `ParticipantID`, `Paper1..Paper10`,
+`Expertise1..Expertise10`) and draws `d_20_1 … d_20_10`, each with `submissions.json`
+(`{paper_id: {"id", "content": {"title", "abstract"}}}`) and `archives/~REVIEWER.jsonl` (the
+reviewer's own papers, one record a line). A prediction is `{reviewer: {paper: similarity}}`.
+
+The loss of one draw (lower is better): for every reviewer of the prediction and every pair of the
+papers they rated (both in the draw's submissions), the pair costs |e1 - e2| when the predicted
+similarities order it against the ratings, half of that on a tie, nothing otherwise; the sum over
+reviewers divided by the sum of |e1 - e2| over the same pairs. The reported figure is the mean over
+draws (`reviewer_units`: one unit a reviewer, so `aspire.evaluate.stats` bootstraps over reviewers).
+
+A rated paper absent from a draw's submissions leaves its pairs out, counted in `skipped_pairs`; a
+rated paper that is a submission but has no prediction is an error naming the reviewer and paper.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from aspire.evaluate.stats import UnitScores
+
+_DRAW = re.compile(r"^d_(\d+)_(\d+)$")
+
+
+@dataclass
+class Draw:
+    """One draw: submission and archive records as (title, abstract) text, keyed by paper id."""
+
+    name: str
+    submissions: dict[str, tuple[str, str]]
+    archives: dict[str, list[tuple[str, str, str]]]  # reviewer -> [(paper_id, title, abstract)]
+
+
+@dataclass
+class ReviewerSet:
+    """Ratings `{reviewer: [(paper, expertise), ...]}` in file order, and the draws."""
+
+    root: Path
+    ratings: dict[str, list[tuple[str, float]]]
+    draws: list[Draw] = field(default_factory=list)
+
+
+def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
+    """`evaluations.csv` -> `{reviewer: [(paper, expertise), ...]}` (empty cells skipped).
+
+    Expertise is a number in 1-5 (half points occur). Raises ValueError naming the line and
+    reviewer when a paper has no expertise or it is out of range.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"reviewer ratings file not found: {path}")
+    ratings: dict[str, list[tuple[str, float]]] = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        for line, row in enumerate(csv.DictReader(fh, delimiter="\t"), start=2):
+            reviewer = (row.get("ParticipantID") or "").strip()
+            if not reviewer:
+                raise ValueError(f"{path}:{line}: no ParticipantID")
+            rated = []
+            for i in range(1, 11):
+                paper = (row.get(f"Paper{i}") or "").strip()
+                if not paper:
+                    continue
+                value = (row.get(f"Expertise{i}") or "").strip()
+                try:
+                    expertise = float(value)
+                except ValueError:
+                    expertise = float("nan")
+                if not 1.0 <= expertise <= 5.0:
+                    raise ValueError(f"{path}:{line}: reviewer {reviewer} paper {paper}: expertise {value!r} is not in 1-5")
+                rated.append((paper, expertise))
+            ratings.setdefault(reviewer, []).extend(rated)
+    if not ratings:
+        raise ValueError(f"{path}: no ratings")
+    return ratings
+
+
+def _text(record: dict, where: str) -> tuple[str, str, str]:
+    if not isinstance(record, dict) or not isinstance(record.get("content"), dict):
+        raise ValueError(f"{where}: a record needs an object field 'content'")
+    pid = record.get("id")
+    if not isinstance(pid, str) or not pid.strip():
+        raise ValueError(f"{where}: a record needs a string 'id'")
+    content = record["content"]
+    title, abstract = content.get("title") or "", content.get("abstract") or ""
+    if not isinstance(title, str) or not isinstance(abstract, str):
+        raise ValueError(f"{where}: paper {pid}: title and abstract must be strings")
+    return pid, title.strip(), abstract.strip()
+
+
+def read_json(path: Path, what: str):
+    """A JSON file's content; ValueError naming the file when it is missing or not JSON."""
+    if not path.is_file():
+        raise ValueError(f"{what} not found: {path}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+
+
+def load_draw(folder: Path, reviewers) -> Draw:
+    """One draw's submissions and the archives of `reviewers` (a missing archive is an error)."""
+    subs_path = folder / "submissions.json"
+    raw = read_json(subs_path, f"draw {folder.name}: submissions file")
+    if not isinstance(raw, dict):
+        raise ValueError(f"{subs_path}: expected {{paper_id: record}}")
+    submissions = {}
+    for key, record in raw.items():
+        pid, title, abstract = _text(record, f"{subs_path} [{key!r}]")
+        submissions[key] = (title, abstract)
+    archives = {}
+    for reviewer in reviewers:
+        path = folder / "archives" / f"~{reviewer}.jsonl"
+        if not path.is_file():
+            raise ValueError(f"draw {folder.name}: reviewer {reviewer} has no archive ({path} not found)")
+        papers = []
+        for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if text.strip():
+                try:
+                    record = json.loads(text)
+                except json.JSONDecodeError as err:
+                    raise ValueError(f"{path}:{line}: not JSON ({err})") from None
+                papers.append(_text(record, f"{path}:{line}"))
+        if not papers:
+            raise ValueError(f"draw {folder.name}: reviewer {reviewer}'s archive {path} is empty")
+        archives[reviewer] = papers
+    return Draw(folder.name, submissions, archives)
+
+
+def draw_dirs(root: Path) -> list[Path]:
+    """The draw folders `d_A_B` of `root`, ordered by their numbers."""
+    found = [p for p in root.iterdir() if p.is_dir() and _DRAW.match(p.name)]
+    return sorted(found, key=lambda p: tuple(int(x) for x in _DRAW.match(p.name).groups()))
+
+
+def load_reviewer_set(root: str | Path, draws: int | None = None) -> ReviewerSet:
+    """Ratings and draws (the first `draws` of them, default all). Raises ValueError on a missing
+    folder, ratings file or draw, and on a rated reviewer without an archive in a draw."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"reviewer-matching folder not found: {root}")
+    ratings = load_ratings(root / "evaluations.csv")
+    folders = draw_dirs(root)
+    if not folders:
+        raise ValueError(f"{root}: no draw folders (d_20_1 ...)")
+    if draws is not None:
+        if not 1 <= draws <= len(folders):
+            raise ValueError(f"draws must be in 1..{len(folders)}, got {draws}")
+        folders = folders[:draws]
+    return ReviewerSet(root, ratings, [load_draw(f, ratings) for f in folders])
+
+
+def reviewer_loss(rated: list[tuple[str, float]], predicted: Mapping[str, float] | None, submissions,
+                  reviewer: str = "?") -> tuple[float, float, int]:
+    """One reviewer's (loss, max loss, skipped pairs) for one draw.
+
+    `rated` in file order; pairs with a paper outside `submissions` are skipped and counted.
+    `predicted` None (the reviewer is not in the prediction) scores nothing and skips nothing.
+    """
+    if predicted is None:
+        return 0.0, 0.0, 0
+    loss = top = 0.0
+    skipped = 0
+    for (p1, e1), (p2, e2) in combinations(rated, 2):
+        if p1 not in submissions or p2 not in submissions:
+            skipped += 1
+            continue
+        for p in (p1, p2):
+            if p not in predicted:
+                raise ValueError(f"reviewer {reviewer}: no prediction for rated submission {p}")
+        truth = e1 - e2
+        diff = float(predicted[p1]) - float(predicted[p2])
+        top += abs(truth)
+        if diff * truth == 0:
+            loss += abs(truth) / 2
+        elif diff * truth < 0:
+            loss += abs(truth)
+    return loss, top, skipped
+
+
+def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str, float]]]) -> tuple[UnitScores, dict]:
+    """Per-draw, per-reviewer (loss, max loss) as `UnitScores` (groups = draws, units = reviewers),
+    and counts: reviewers absent from each prediction, pairs skipped."""
+    if len(predictions) != len(rset.draws):
+        raise ValueError(f"{len(predictions)} predictions for {len(rset.draws)} draws")
+    units = sorted(rset.ratings)
+    num = np.zeros((len(rset.draws), len(units)))
+    den = np.zeros_like(num)
+    absent, skipped = [], 0
+    for g, (draw, pred) in enumerate(zip(rset.draws, predictions)):
+        absent.append(sorted(set(units) - set(pred)))
+        for u, reviewer in enumerate(units):
+            loss, top, skip = reviewer_loss(rset.ratings[reviewer], pred.get(reviewer), draw.submissions, reviewer)
+            num[g, u], den[g, u] = loss, top
+            skipped += skip
+    return UnitScores(units, num, den), {"reviewers_not_predicted": absent, "skipped_pairs": skipped}
+
+
+def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:
+    """A `{reviewer: {paper: similarity}}` JSON file (reviewer ids with or without a leading `~`)."""
+    path = Path(path)
+    raw = read_json(path, "prediction file")
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected {{reviewer: {{paper: similarity}}}}")
+    out = {}
+    for reviewer, scores in raw.items():
+        if not isinstance(scores, dict):
+            raise ValueError(f"{path}: reviewer {reviewer}: expected {{paper: similarity}}")
+        for paper, value in scores.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ValueError(f"{path}: reviewer {reviewer} paper {paper}: similarity {value!r} is not a number")
+        out[reviewer.lstrip("~")] = {p: float(v) for p, v in scores.items()}
+    return out
+
+
+def prediction_files(folder: str | Path, exp: str, rset: ReviewerSet) -> list[Path]:
+    """`{exp}_{draw}_ta.json` in `folder` for every draw of `rset` (the published files' naming)."""
+    return [Path(folder) / f"{exp}_{draw.name}_ta.json" for draw in rset.draws]
+
+
+def summarize(scores: UnitScores, counts: dict, n_boot: int = 2000, seed: int = 0) -> dict:
+    """The loss (mean over draws), a bootstrap 95% interval over reviewers, and the per-draw losses."""
+    lo, hi = scores.bootstrap(n_boot, seed)
+    return {
+        "loss": scores.value(),
+        "ci95": [lo, hi],
+        "per_draw": scores.per_group(),
+        "n_reviewers": int((scores.den.sum(axis=0) > 0).sum()),
+        "n_draws": scores.num.shape[0],
+        **counts,
+    }

@@ -1,0 +1,129 @@
+"""TREC run and qrels files, and ranking metrics on them through ranx.
+
+Run file: one line a ranked document, `qid Q0 docid rank score tag`, ranks from 1, scores falling.
+Qrels file: `qid 0 docid grade`. Metric names (case-insensitive): `map`, `map@K` (MAP@20 is the KDD
+Cup AQA metric), `mrr`, `bpref`, `p@K`, `r@K` / `recall@K`, `ndcg@K`; a `-lN` suffix counts grade >= N
+as relevant for the binary ones (ranx's convention; default 1). Scoring uses the order of the run
+(ties in score keep the run's order), and a judged query the run does not rank is an error, as is a
+ranked query that has no judgement.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+_METRIC = re.compile(r"^(map|mrr|bpref|p|r|recall|ndcg)(?:@(\d+))?(-l\d+)?$")
+_RANX = {"p": "precision", "r": "recall", "recall": "recall", "map": "map", "mrr": "mrr", "bpref": "bpref",
+         "ndcg": "ndcg"}
+
+
+def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> None:
+    """Write `{qid: [(docid, score), ...] best first}` as a TREC run file (atomically)."""
+    from aspire.evaluate.pools import write_text_atomic
+
+    if not tag or any(c.isspace() for c in tag):
+        raise ValueError(f"run tag must be one word, got {tag!r}")
+    lines = []
+    for qid, ranked in run.items():
+        for rank, (doc, score) in enumerate(ranked, start=1):
+            if not math.isfinite(score):
+                raise ValueError(f"query {qid}: document {doc} has a non-finite score {score}")
+            lines.append(f"{qid} Q0 {doc} {rank} {score:.6g} {tag}")
+    write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
+    """A TREC run file -> `{qid: [(docid, score), ...]}` ordered by rank (then by score)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"run file not found: {path}")
+    rows: dict[str, list[tuple[int, float, str]]] = {}
+    seen = set()
+    for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        parts = text.split()
+        if len(parts) != 6:
+            raise ValueError(f"{path}:{line}: expected 'qid Q0 docid rank score tag', got {text!r}")
+        qid, _, doc, rank, score, _ = parts
+        try:
+            rank_i, score_f = int(rank), float(score)
+        except ValueError:
+            raise ValueError(f"{path}:{line}: rank and score must be numbers, got {rank!r} {score!r}") from None
+        if (qid, doc) in seen:
+            raise ValueError(f"{path}:{line}: query {qid} ranks {doc} twice")
+        seen.add((qid, doc))
+        rows.setdefault(qid, []).append((rank_i, -score_f, doc))
+    return {q: [(doc, -neg) for _, neg, doc in sorted(r)] for q, r in rows.items()}
+
+
+def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> None:
+    """Write `{qid: {docid: grade}}` as a TREC qrels file (atomically)."""
+    from aspire.evaluate.pools import write_text_atomic
+
+    lines = [f"{q} 0 {d} {int(g)}" for q, docs in qrels.items() for d, g in docs.items()]
+    write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """A TREC qrels file -> `{qid: {docid: grade}}`."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"qrels file not found: {path}")
+    out: dict[str, dict[str, int]] = {}
+    for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        parts = text.split()
+        if len(parts) != 4 or not re.fullmatch(r"-?\d+", parts[3]):
+            raise ValueError(f"{path}:{line}: expected 'qid 0 docid grade' with an integer grade, got {text!r}")
+        out.setdefault(parts[0], {})[parts[2]] = int(parts[3])
+    return out
+
+
+def ranx_name(metric: str) -> str:
+    """`P@10` -> `precision@10`, `MAP@20` -> `map@20`, `r@100-l2` -> `recall@100-l2`."""
+    m = _METRIC.match(metric.strip().lower())
+    if not m or (m.group(2) is not None and int(m.group(2)) < 1) or (m.group(1) in ("p", "r", "recall", "ndcg")
+                                                                      and m.group(2) is None):
+        raise ValueError(f"unknown metric {metric!r}; valid: map, map@K, mrr, bpref, p@K, r@K, ndcg@K "
+                         "(K >= 1), each with an optional -lN relevance level")
+    name = _RANX[m.group(1)] + (f"@{m.group(2)}" if m.group(2) else "")
+    return name + (m.group(3) or "")
+
+
+def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence[tuple[str, float]]],
+              metrics: Sequence[str]) -> dict[str, dict[str, float]]:
+    """`{metric: {qid: value}}` (the caller's metric spelling) for every judged query."""
+    from ranx import Qrels, Run, evaluate
+
+    missing = sorted(set(qrels) - set(run))
+    extra = sorted(set(run) - set(qrels))
+    if missing or extra:
+        raise ValueError(f"run and qrels disagree: {len(missing)} judged queries not ranked (e.g. {missing[:3]}), "
+                         f"{len(extra)} ranked queries not judged (e.g. {extra[:3]})")
+    names = {m: ranx_name(m) for m in metrics}
+    qids = sorted(qrels)
+    # scores from the run's order, so ties keep it: rank r of n -> n - r
+    ranked = {q: {doc: float(len(run[q]) - r) for r, (doc, _) in enumerate(run[q])} for q in qids}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="unsafe cast")
+        judged = {q: {d: int(g) for d, g in qrels[q].items()} for q in qids}
+        empty = [q for q in qids if not any(g > 0 for g in judged[q].values())]
+        if empty:
+            raise ValueError(f"{len(empty)} queries have no relevant document (e.g. {empty[:3]})")
+        values = evaluate(Qrels(judged), Run(ranked), list(names.values()), return_mean=False, make_comparable=False)
+    if len(names) == 1:
+        values = {next(iter(names.values())): values}
+    return {m: dict(zip(qids, np.asarray(values[r], dtype=np.float64).tolist())) for m, r in names.items()}
+
+
+def mean_scores(values: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Mean over queries of each metric."""
+    return {m: float(np.mean(list(v.values()))) for m, v in values.items()}

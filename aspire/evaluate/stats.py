@@ -1,0 +1,112 @@
+"""How sure a benchmark figure is: bootstrap intervals and paired tests over its units.
+
+Every figure here is a mean over groups of a ratio of sums over units,
+
+    value = mean_g ( sum_u num[g, u] / sum_u den[g, u] ),
+
+which covers a plain mean over queries (one group, `den` = 1), CSFCube's two-fold figure (groups =
+folds, `den` = 1 for the fold's queries, 0 elsewhere: the mean of the fold means) and the reviewer
+loss (groups = draws, units = reviewers, loss over maximum loss). Resampling draws units (queries or
+reviewers) with replacement and keeps each unit's numbers in every group, so the structure of the
+figure is kept; a group left with no unit in a resample is left out of that resample's mean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+
+@dataclass
+class UnitScores:
+    """`num`, `den`: (G, U) per group and unit; `units`: the U unit ids."""
+
+    units: list[str]
+    num: np.ndarray
+    den: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.num = np.atleast_2d(np.asarray(self.num, dtype=np.float64))
+        self.den = np.atleast_2d(np.asarray(self.den, dtype=np.float64))
+        if self.num.shape != self.den.shape or self.num.shape[1] != len(self.units):
+            raise ValueError(f"num {self.num.shape} and den {self.den.shape} must be (G, {len(self.units)})")
+        if np.isnan(self.num).any() or (self.den < 0).any():
+            raise ValueError("unit scores must be numbers and denominators non-negative")
+
+    @classmethod
+    def means(cls, values: Mapping[str, float], groups: Mapping[str, Sequence[str]] | None = None) -> "UnitScores":
+        """Per-unit values; with `groups` ({name: [unit, ...]}) the figure is the mean of group means."""
+        units = sorted(values)
+        if groups is None:
+            groups = {"all": units}
+        missing = sorted({u for us in groups.values() for u in us} - set(values))
+        if missing:
+            raise ValueError(f"no value for units {missing[:10]}")
+        col = {u: i for i, u in enumerate(units)}
+        den = np.zeros((len(groups), len(units)))
+        for g, us in enumerate(groups.values()):
+            den[g, [col[u] for u in us]] = 1.0
+        vals = np.array([values[u] for u in units], dtype=np.float64)
+        return cls(units, den * vals, den)
+
+    def value(self, weights: np.ndarray | None = None) -> float:
+        """The figure; `weights` (U,) counts each unit that many times (a bootstrap resample)."""
+        w = np.ones(len(self.units)) if weights is None else weights
+        num, den = self.num @ w, self.den @ w
+        keep = den > 0
+        return float((num[keep] / den[keep]).mean()) if keep.any() else float("nan")
+
+    def per_group(self) -> list[float]:
+        """The ratio of each group (NaN for a group with no unit)."""
+        den = self.den.sum(axis=1)
+        return [float(n / d) if d > 0 else float("nan") for n, d in zip(self.num.sum(axis=1), den)]
+
+    def _weights(self, n_boot: int, seed: int) -> np.ndarray:
+        rng = np.random.default_rng(seed)
+        n = len(self.units)
+        draws = rng.integers(0, n, size=(n_boot, n))
+        return np.stack([np.bincount(d, minlength=n) for d in draws]).astype(np.float64)  # (n_boot, U)
+
+    def bootstrap(self, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+        """Percentile bootstrap interval of the figure over units."""
+        stats = np.array([self.value(w) for w in self._weights(n_boot, seed)])
+        alpha = (1 - level) / 2
+        return float(np.nanquantile(stats, alpha)), float(np.nanquantile(stats, 1 - alpha))
+
+
+def _aligned(a: UnitScores, b: UnitScores) -> None:
+    if a.units != b.units or a.num.shape != b.num.shape:
+        raise ValueError("paired comparison needs the same units and groups in both runs")
+    if not np.allclose(a.den, b.den):
+        raise ValueError("paired comparison needs the same denominators (same pairs or queries) in both runs")
+
+
+def paired_test(a: UnitScores, b: UnitScores, n_perm: int = 10000, n_boot: int = 2000, seed: int = 0,
+                level: float = 0.95) -> dict:
+    """Paired randomisation test and bootstrap interval of `a - b` over units.
+
+    The test swaps the two runs' numbers unit by unit at random; the p-value is the share of
+    swaps (the observed assignment counted in) whose |difference| reaches the observed one, so
+    two identical runs give p = 1.
+    """
+    _aligned(a, b)
+    observed = a.value() - b.value()
+    rng = np.random.default_rng(seed)
+    hits = 1
+    for _ in range(n_perm):
+        swap = rng.random(len(a.units)) < 0.5
+        na, nb = np.where(swap, b.num, a.num), np.where(swap, a.num, b.num)
+        delta = UnitScores(a.units, na, a.den).value() - UnitScores(a.units, nb, a.den).value()
+        hits += abs(delta) >= abs(observed) - 1e-12
+    deltas = np.array([a.value(w) - b.value(w) for w in a._weights(n_boot, seed)])
+    alpha = (1 - level) / 2
+    return {
+        "a": a.value(),
+        "b": b.value(),
+        "delta": observed,
+        "p_value": hits / (n_perm + 1),
+        "ci95": [float(np.nanquantile(deltas, alpha)), float(np.nanquantile(deltas, 1 - alpha))],
+        "n_units": len(a.units),
+    }

@@ -1,0 +1,279 @@
+"""Benchmarks beyond CSFCube: reviewer matching, context2doc, TREC runs, intervals and paired tests."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from aspire.evaluate import context2doc as c2d
+from aspire.evaluate.compare import compare
+from aspire.evaluate.reviewers import (
+    load_reviewer_set,
+    prediction_files,
+    read_predictions,
+    reviewer_loss,
+    reviewer_units,
+    summarize,
+)
+from aspire.evaluate.runs import per_query, read_qrels, read_run, ranx_name, write_qrels, write_run
+from aspire.evaluate.stats import UnitScores, paired_test
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------ reviewer matching
+
+
+def make_reviewer_set(root: Path, draws: int = 1) -> Path:
+    """Three reviewers, four submissions (s1..s4), two archive papers each."""
+    root.mkdir(parents=True, exist_ok=True)
+    header = ["ParticipantID"] + [f"Paper{i}" for i in range(1, 11)] + [f"Expertise{i}" for i in range(1, 11)]
+    rows = {"r1": (["s1", "s2", "s3"], ["5", "3", "1"]),
+            "r2": (["s1", "s4"], ["2", "4.5"]),
+            "r3": (["s2", "s3", "s9"], ["1", "1", "5"])}  # s9 is not a submission: its pairs are skipped
+    lines = ["\t".join(header)]
+    for r, (papers, exp) in rows.items():
+        lines.append("\t".join([r, *(papers + [""] * (10 - len(papers))), *(exp + [""] * (10 - len(exp)))]))
+    (root / "evaluations.csv").write_text("\n".join(lines) + "\n")
+    words = "the model of text learning neural data task method result".split()
+    for d in range(1, draws + 1):
+        draw = root / f"d_20_{d}"
+        (draw / "archives").mkdir(parents=True)
+        subs = {f"s{i}": {"id": f"s{i}", "content": {"title": f"paper {words[i]}",
+                                                      "abstract": f"the {words[i]} model. a {words[i + 1]} task."}}
+                for i in range(1, 5)}
+        (draw / "submissions.json").write_text(json.dumps(subs))
+        for r in rows:
+            recs = [{"id": f"{r}-a{j}", "content": {"title": f"{r} {words[j]}", "abstract": f"the {words[j]} data."}}
+                    for j in range(2)]
+            (draw / "archives" / f"~{r}.jsonl").write_text("\n".join(json.dumps(x) for x in recs) + "\n")
+    return root
+
+
+def test_reviewer_loss_by_hand(tmp_path):
+    rset = load_reviewer_set(make_reviewer_set(tmp_path / "rm"))
+    subs = rset.draws[0].submissions
+    # r1 rated s1=5, s2=3, s3=1: predicted order s2 > s1 > s3.
+    # (s1,s2): truth +2, pred -0.1 -> wrong, costs 2; (s1,s3): right; (s2,s3): right. Max 2+4+2 = 8.
+    assert reviewer_loss(rset.ratings["r1"], {"s1": 0.5, "s2": 0.6, "s3": 0.1}, subs) == (2.0, 8.0, 0)
+    # r2: a tie costs half of |2 - 4.5|
+    assert reviewer_loss(rset.ratings["r2"], {"s1": 0.3, "s4": 0.3}, subs) == (1.25, 2.5, 0)
+    # r3: equal ratings cost nothing either way; the two pairs with s9 are skipped and counted
+    assert reviewer_loss(rset.ratings["r3"], {"s2": 0.9, "s3": 0.1}, subs) == (0.0, 0.0, 2)
+    preds = [{"r1": {"s1": 0.5, "s2": 0.6, "s3": 0.1}, "r2": {"s1": 0.3, "s4": 0.3}, "r3": {"s2": 0.9, "s3": 0.1}}]
+    units, counts = reviewer_units(rset, preds)
+    assert units.value() == pytest.approx((2.0 + 1.25) / (8.0 + 2.5))
+    assert counts["skipped_pairs"] == 2
+    # a rated submission without a prediction is an error naming the reviewer and the paper
+    with pytest.raises(ValueError, match="reviewer r1: no prediction for rated submission s3"):
+        reviewer_units(rset, [{"r1": {"s1": 0.5, "s2": 0.6}}])
+
+
+def test_reviewer_set_bad_inputs(tmp_path):
+    root = make_reviewer_set(tmp_path / "rm")
+    (root / "d_20_1" / "archives" / "~r2.jsonl").unlink()
+    with pytest.raises(ValueError, match="reviewer r2 has no archive"):
+        load_reviewer_set(root)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "evaluations.csv").write_text((root / "evaluations.csv").read_text())
+    with pytest.raises(ValueError, match="no draw folders"):
+        load_reviewer_set(empty)
+    with pytest.raises(ValueError, match="folder not found"):
+        load_reviewer_set(tmp_path / "absent")
+    bad = make_reviewer_set(tmp_path / "bad")
+    text = (bad / "evaluations.csv").read_text().replace("\t4.5", "\t7")
+    (bad / "evaluations.csv").write_text(text)
+    with pytest.raises(ValueError, match="reviewer r2 paper s4: expertise '7' is not in 1-5"):
+        load_reviewer_set(bad)
+
+
+@pytest.mark.slow
+def test_published_predictions_known_answers(shared_data):
+    rset = load_reviewer_set(shared_data / "reviewer-matching")
+    expected = {"specter": 0.2689, "elmo": 0.3447}
+    for exp, value in expected.items():
+        preds = [read_predictions(p) for p in prediction_files(rset.root / "predictions", exp, rset)]
+        result = summarize(*reviewer_units(rset, preds), n_boot=200)
+        assert result["loss"] == pytest.approx(value, abs=5e-5)
+        assert result["n_reviewers"] == 58 and len(result["per_draw"]) == 10
+        lo, hi = result["ci95"]
+        assert lo < result["loss"] < hi
+
+
+def test_model_predictions_tiny(tmp_path, tiny_model_dir):
+    from aspire.evaluate.reviewer_run import aggregate, run_reviewers
+
+    import torch
+
+    sims = torch.tensor([[0.1, 0.9, 0.5], [0.3, 0.2, 0.1]])
+    assert aggregate(sims, "max").tolist() == pytest.approx([0.9, 0.3])
+    assert aggregate(sims, "topk:2").tolist() == pytest.approx([0.7, 0.25])
+    assert aggregate(sims, "mean").tolist() == pytest.approx([0.5, 0.2])
+    with pytest.raises(ValueError, match="unknown aggregate"):
+        aggregate(sims, "topk:0")
+    rset = load_reviewer_set(make_reviewer_set(tmp_path / "rm", draws=2))
+    out = tmp_path / "out"
+    res = run_reviewers(rset, str(tiny_model_dir), ["minl2", "abstract"], out, "tiny", "topk:2", cache_dir=None)
+    assert res["n_draws"] == 2 and 0.0 <= res["loss"] <= 1.0
+    assert res["texts"] == {"papers": 10, "empty_abstract": 0, "empty_abstract_ids": [], "no_text": 0,
+                            "no_text_ids": []}
+    written = read_predictions(out / "predictions" / "tiny_d_20_2_ta.json")
+    assert set(written) == {"r1", "r2", "r3"} and set(written["r1"]) == {"s1", "s2", "s3"}
+    assert set(written["r3"]) == {"s2", "s3"}  # s9 is not a submission
+    # the written files score to the reported loss
+    units, _ = reviewer_units(rset, [read_predictions(p) for p in prediction_files(out / "predictions", "tiny", rset)])
+    assert units.value() == pytest.approx(res["loss"])
+
+
+# ------------------------------------------------------------------ runs, metrics, intervals, tests
+
+
+def test_run_and_qrels_round_trip(tmp_path):
+    run = {"q1": [("d3", 2.5), ("d1", 1.0), ("d2", 1.0)], "q2": [("d2", 0.7)]}
+    write_run(tmp_path / "run.trec", run, "mytag")
+    assert read_run(tmp_path / "run.trec") == run
+    assert (tmp_path / "run.trec").read_text().splitlines()[0] == "q1 Q0 d3 1 2.5 mytag"
+    qrels = {"q1": {"d1": 1, "d2": 0}, "q2": {"d2": 2}}
+    write_qrels(tmp_path / "qrels.trec", qrels)
+    assert read_qrels(tmp_path / "qrels.trec") == qrels
+    values = per_query(qrels, run, ["MRR", "P@1", "MAP@20", "nDCG@10", "r@2", "bpref"])
+    assert values["MRR"] == {"q1": 0.5, "q2": 1.0}
+    assert values["P@1"] == {"q1": 0.0, "q2": 1.0}
+    assert values["r@2"]["q1"] == 1.0
+    with pytest.raises(ValueError, match="1 judged queries not ranked"):
+        per_query({**qrels, "q3": {"d1": 1}}, run, ["MRR"])
+    (tmp_path / "bad.trec").write_text("q1 Q0 d1 1\n")
+    with pytest.raises(ValueError, match="bad.trec:1"):
+        read_run(tmp_path / "bad.trec")
+    assert ranx_name("MAP@20") == "map@20" and ranx_name("P@5-l2") == "precision@5-l2"
+    with pytest.raises(ValueError, match="unknown metric"):
+        ranx_name("ndcg")
+
+
+def test_unit_scores_structure():
+    # two folds: the figure is the mean of the fold means, not the mean over queries
+    units = UnitScores.means({"a": 1.0, "b": 0.0, "c": 0.0}, {"f1": ["a"], "f2": ["b", "c"]})
+    assert units.value() == pytest.approx(0.5)
+    assert units.per_group() == pytest.approx([1.0, 0.0])
+    lo, hi = units.bootstrap(500)
+    assert 0.0 <= lo <= hi <= 1.0
+
+
+def test_paired_test_identical_and_different():
+    rng = np.random.default_rng(1)
+    values = {f"q{i}": float(v) for i, v in enumerate(rng.random(40))}
+    a = UnitScores.means(values)
+    same = paired_test(a, UnitScores.means(dict(values)), n_perm=500)
+    assert same["p_value"] == 1.0 and same["delta"] == 0.0 and same["ci95"] == [0.0, 0.0]
+    better = paired_test(UnitScores.means({q: v + 0.2 for q, v in values.items()}), a, n_perm=500)
+    assert better["delta"] == pytest.approx(0.2) and better["p_value"] < 0.01
+    assert better["ci95"][0] == pytest.approx(0.2) and better["ci95"][1] == pytest.approx(0.2)
+
+
+def test_compare_runs(tmp_path):
+    qrels = {f"q{i}": {"d1": 1} for i in range(12)}
+    good = {q: [("d1", 2.0), ("d2", 1.0)] for q in qrels}
+    bad = {q: [("d2", 2.0), ("d1", 1.0)] for q in qrels}
+    for name, run in (("good", good), ("bad", bad)):
+        (tmp_path / name).mkdir()
+        write_run(tmp_path / name / "run.trec", run, name)
+        write_qrels(tmp_path / name / "qrels.trec", qrels)
+    same = compare(str(tmp_path / "good"), str(tmp_path / "good"), n_perm=200)
+    assert all(r["p_value"] == 1.0 for r in same.values())
+    diff = compare(str(tmp_path / "good"), str(tmp_path / "bad"), metrics=["MRR"], n_perm=2000)
+    assert diff["MRR"]["delta"] == pytest.approx(0.5) and diff["MRR"]["p_value"] < 0.01
+    assert set(diff["MRR"]["per_unit_delta"].values()) == {0.5}
+
+
+# ------------------------------------------------------------------ context2doc
+
+
+def test_query_text_strips_markers():
+    assert c2d.query_text("As shown by Huang and Sagae (2010) and (Collins and Roark, 2004), parsing [3] helps.") \
+        == "As shown by, parsing helps."
+    assert c2d.query_text("(Han et al,2004), (Gamon et al, 2008)") == ""
+
+
+def test_committed_split_is_disjoint_and_checked(tmp_path):
+    meta = c2d.load_split()
+    splits = meta["splits"]
+    for name, part in splits.items():
+        assert part["n_queries"] == len(part["queries"]) == len(set(part["queries"]))
+        assert part["n_citing_papers"] == len(part["citing_papers"])
+    for a in splits:
+        for b in splits:
+            if a < b:
+                assert not set(splits[a]["citing_papers"]) & set(splits[b]["citing_papers"])
+                assert not set(splits[a]["queries"]) & set(splits[b]["queries"])
+    edited = json.loads(c2d.SPLIT_FILE.read_text())
+    edited["splits"]["test"]["queries"].pop()
+    (tmp_path / "split.json").write_text(json.dumps(edited))
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        c2d.load_split(tmp_path / "split.json")
+
+
+@pytest.mark.slow
+def test_split_rebuilds_from_data_and_keeps_sentences_apart(shared_data):
+    source = shared_data / "cocite-acl" / "cocitations.jsonl"
+    assert c2d.make_split(source) == c2d.load_split(source=source)
+    test = c2d.held_out_sentences(shared_data / "cocite-acl")
+    train = c2d.load_context2doc(shared_data / "cocite-acl", "train")
+    raw = {qid: rec["context"].strip() for qid, rec in c2d.read_records(source)}
+    assert not {raw[q] for q in train.queries} & test
+    bench = c2d.load_context2doc(shared_data / "cocite-acl", "test")
+    assert len(bench.candidates) == 768 and len(bench.queries) == meta_size(source)
+
+
+def meta_size(source) -> int:
+    return c2d.load_split(source=source)["splits"]["test"]["n_queries"]
+
+
+def make_cocite(path: Path) -> Path:
+    words = "text learning neural data task method result sentence document citation".split()
+    recs = []
+    for i in range(30):  # ten papers, each the only one with its word; a context names its first cited paper's
+        cited = [{"paper_id": f"p{(i + k) % 10}", "title": f"{words[(i + k) % 10]} paper",
+                  "abstract": [f"the {words[(i + k) % 10]} model.", "we show results."], "link": "aan"} for k in (0, 1)]
+        recs.append({"citing_paper_id": f"c{i % 9}", "context": f"Prior work (Smith, 2001) uses {words[i % 10]} well.",
+                     "source": "x", "all_links_confirmed": True, "cited": cited})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    return path
+
+
+def test_context2doc_run_tiny(tmp_path, tiny_model_dir):
+    from aspire.evaluate.context2doc_run import run_context2doc
+
+    source = make_cocite(tmp_path / "cc" / "cocitations.jsonl")
+    split_file = tmp_path / "split.json"
+    meta = c2d.make_split(source)
+    split_file.write_text(json.dumps(meta))
+    # citing papers c0..c8 share sentences (record i and i + 10 have one text), so all go to one split
+    sizes = {name: part["n_queries"] for name, part in meta["splits"].items()}
+    assert sorted(sizes.values()) == [0, 0, 30]
+    bench = c2d.load_context2doc(tmp_path / "cc", max(sizes, key=sizes.get), split_file)
+    assert all("(Smith" not in q for q in bench.queries.values())
+    res = run_context2doc(bench, tmp_path / "fused", "fused", str(tiny_model_dir), "minl2", bm25=True, alpha=0.8,
+                          cache_dir=None)
+    assert res["n_candidates"] == 10 and set(res["metrics"]) >= {"MRR", "nDCG@10", "R@100", "MAP"}
+    assert all(0.0 <= v <= 1.0 for v in res["metrics"].values())
+    run = read_run(tmp_path / "fused" / "run.trec")
+    assert set(run) == set(bench.queries) and all(len(r) == 10 for r in run.values())
+    lexical = run_context2doc(bench, tmp_path / "bm25", "bm25", bm25=True)
+    # a query naming the distinct word of one of its cited papers finds that paper first
+    assert lexical["metrics"]["MRR"] == 1.0
+    with pytest.raises(ValueError, match="needs the fusion weight"):
+        run_context2doc(bench, tmp_path / "x", "x", str(tiny_model_dir), "minl2", bm25=True)
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "aspire.evaluate", "reviewers", "--data", str(tmp_path / "none"),
+                           "--predictions", f"{tmp_path}:x"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"error: reviewer-matching folder not found: {tmp_path / 'none'}"]
