@@ -230,6 +230,21 @@ def test_split_rebuilds_from_data_and_keeps_sentences_apart(shared_data):
     assert len(bench.candidates) == 768 and len(bench.queries) == meta_size(source)
 
 
+@pytest.mark.slow
+def test_training_data_leaves_out_test_sentences(shared_data, tmp_path):
+    from aspire.data.cocite import IngestConfig, ingest_records
+
+    source = shared_data / "cocite-acl" / "cocitations.jsonl"
+    held_out = c2d.held_out_sentences(shared_data / "cocite-acl")
+    report = ingest_records(source, tmp_path / "kept")
+    # every test query's record goes (463 records, 463 distinct sentences)
+    assert report["counts"]["dropped_benchmark_test"] == meta_size(source) == len(held_out)
+    texts = [json.loads(line)["text"].strip() for line in open(tmp_path / "kept" / "contexts.jsonl")]
+    assert not set(texts) & held_out
+    everything = ingest_records(source, tmp_path / "all", IngestConfig(exclude_benchmark_test=False))
+    assert everything["counts"]["contexts"] - report["counts"]["contexts"] == report["counts"]["dropped_benchmark_test"]
+
+
 def meta_size(source) -> int:
     return c2d.load_split(source=source)["splits"]["test"]["n_queries"]
 

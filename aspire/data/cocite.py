@@ -80,6 +80,8 @@ class IngestConfig:
     placeholder: str = "[CIT]"  # replaces citation markers in `text_clean`
     splitter: str = "pysbd"  # input B only: a name in aspire.data.sentences.SPLITTERS, or "regex"
     on_error: Literal["raise", "skip"] = "raise"  # bad lines: stop, or skip and count them
+    # leave out the context2doc benchmark's test sentences (aspire.evaluate.context2doc), wherever they occur
+    exclude_benchmark_test: bool = True
 
 
 @dataclass
@@ -347,16 +349,30 @@ def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
         if problem:
             raise bad(f"cited[{i}].{problem}")
 
+def _benchmark_test_sentences(records_path: Path) -> set[str]:
+    """The context2doc test sentences: from `records_path` when the split was made from it, else from
+    the shared co-citation file beside the repository (empty when neither is there)."""
+    from aspire.evaluate.context2doc import SPLIT_FILE, held_out_sentences, load_split, sha256_file
+
+    source = Path(__file__).resolve().parents[3] / "shared" / "data" / "cocite-acl"
+    if sha256_file(records_path) == load_split(SPLIT_FILE)["source_sha256"]:
+        source = records_path.parent
+    return held_out_sentences(source) if (source / "cocitations.jsonl").is_file() else set()
+
+
 def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestConfig = IngestConfig()) -> dict:
     """Input A: co-citation records -> `contexts.jsonl` + `abstracts.jsonl` + `report.json`.
 
     Each record becomes one context citing its distinct cited paper ids (records citing fewer
     than two distinct papers are counted and dropped); each cited paper's first-seen title and
     abstract go to `abstracts.jsonl` (a later record giving a different abstract is counted).
+    With `exclude_benchmark_test`, a record whose sentence is one of the context2doc test split's
+    is dropped and counted (`dropped_benchmark_test`), so training never sees a test query.
     """
     records_path, out_dir = Path(records_path), Path(out_dir)
     bad: list[str] = []
     counts: Counter = Counter()
+    held_out = _benchmark_test_sentences(records_path) if cfg.exclude_benchmark_test else set()
     seen_abstracts: dict[str, str] = {}
     with AtomicJsonl(out_dir / "contexts.jsonl") as contexts, AtomicJsonl(out_dir / "abstracts.jsonl") as abstracts:
         for lineno, rec in iter_jsonl(records_path, cfg.on_error, bad):
@@ -369,6 +385,9 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
                 bad.append(str(err))
                 continue
             counts["records"] += 1
+            if rec["context"].strip() in held_out:
+                counts["dropped_benchmark_test"] += 1
+                continue
             cited_ids = sorted({c["paper_id"] for c in rec["cited"]})
             if len(cited_ids) < 2:
                 counts["dropped_fewer_than_2_cited"] += 1

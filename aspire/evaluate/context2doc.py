@@ -174,6 +174,6 @@ def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str 
 
 def held_out_sentences(data_dir: str | Path, split_file: str | Path = SPLIT_FILE) -> set[str]:
     """The raw citing sentences (stripped) of the test split: training must not see them."""
-    meta = load_split(split_file)
+    meta = load_split(split_file, Path(data_dir) / "cocitations.jsonl")
     test = set(meta["splits"]["test"]["queries"])
     return {rec["context"].strip() for qid, rec in read_records(Path(data_dir) / "cocitations.jsonl") if qid in test}
