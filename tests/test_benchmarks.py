@@ -292,3 +292,17 @@ def test_cli_errors_are_one_line(tmp_path):
                            "--predictions", f"{tmp_path}:x"], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"error: reviewer-matching folder not found: {tmp_path / 'none'}"]
+
+
+def test_fuse_runs_rrf_and_wsum():
+    from aspire.evaluate.fuse import fuse_runs
+
+    a = {"q": [("d1", 3.0), ("d2", 1.0)]}
+    b = {"q": [("d2", 5.0), ("d3", 1.0)]}
+    rrf = dict(fuse_runs([a, b], method="rrf"))
+    assert [d for d, _ in rrf["q"]] == ["d2", "d1", "d3"]  # d2 is ranked by both
+    assert rrf["q"][0][1] == pytest.approx(1 / 62 + 1 / 61)
+    heavy_a = fuse_runs([a, b], weights=[0.9, 0.1])
+    assert heavy_a["q"][0][0] == "d1"
+    with pytest.raises(ValueError, match="different queries"):
+        fuse_runs([a, {"x": [("d1", 1.0)]}])

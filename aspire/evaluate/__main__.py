@@ -1,4 +1,4 @@
-"""Command line: `python -m aspire.evaluate {csfcube,pools,fuse,reviewers,context2doc,compare,suite} ...`.
+"""Command line: `python -m aspire.evaluate {csfcube,pools,fuse,reviewers,context2doc,compare,fuse-runs,suite} ...`.
 
 The last four are described in `aspire.evaluate.bench_cli`.
 
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
     bench_cli.add_parsers(sub)
     args = parser.parse_args(argv)
-    if args.command in ("reviewers", "context2doc", "compare", "suite"):
+    if args.command in bench_cli.COMMANDS:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         return bench_cli.run_command(parser, args)
     if args.command == "fuse":

@@ -1,4 +1,4 @@
-"""Command line of the benchmarks beyond CSFCube: `reviewers`, `context2doc`, `compare`, `suite`.
+"""Command line of the benchmarks beyond CSFCube: `reviewers`, `context2doc`, `compare`, `fuse-runs`, `suite`.
 
     python -m aspire.evaluate reviewers --predictions ../shared/data/reviewer-matching/predictions:specter
     python -m aspire.evaluate reviewers --model minilm --scorer abstract --aggregate topk:3 --out runs/rev
@@ -6,6 +6,7 @@
     python -m aspire.evaluate context2doc --model minilm --scorer abstract --normalize --joiner ' ' \
         --bm25-alpha 0.815 --out runs/c2d-fused
     python -m aspire.evaluate compare runs/c2d-fused runs/c2d-bm25
+    python -m aspire.evaluate fuse-runs runs/c2d-dense runs/c2d-bm25 --weights 0.815,0.185 --out runs/c2d-fused2
     python -m aspire.evaluate suite --model minilm --scorer minl2 --out runs/suite-minilm-minl2
 """
 
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+COMMANDS = ("reviewers", "context2doc", "compare", "fuse-runs", "suite")
 
 
 def _encoder_args(p: argparse.ArgumentParser, scorers, scorer_help: str = "how two papers' sentences are compared",
@@ -85,6 +87,15 @@ def add_parsers(sub) -> None:
     pm.add_argument("--permutations", type=int, default=10000, help="randomisation test samples (default 10000)")
     pm.add_argument("--out", help="write the comparison (with per-query deltas) as JSON here")
 
+    pu = sub.add_parser("fuse-runs", help="fuse TREC runs of one benchmark (weighted normalised scores or RRF)")
+    pu.add_argument("runs", nargs="+", help="two or more run files or results folders (run.trec + qrels.trec)")
+    pu.add_argument("--weights", help="comma-separated, one per run (default equal; wsum only)")
+    pu.add_argument("--norm", default="zmuv", help="per-query score normalisation for wsum (default zmuv)")
+    pu.add_argument("--method", choices=("wsum", "rrf"), default="wsum", help="default wsum")
+    pu.add_argument("--qrels", help="TREC qrels to score the fused run (default: the first folder's)")
+    pu.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP)")
+    pu.add_argument("--out", required=True, help="output folder (run.trec, qrels.trec, results.json)")
+
     ps = sub.add_parser("suite", help="CSFCube two-fold test, reviewer matching and context2doc test in one table")
     ps.add_argument("--data", default=str(DATA), help="folder holding csfcube/, reviewer-matching/, cocite-acl/")
     ps.add_argument("--aggregate", default="max", help="reviewer matching aggregate (default max)")
@@ -100,7 +111,8 @@ def _fail(err: Exception) -> int:
 def run_command(parser, args) -> int:
     """Run one of this module's subcommands; a user error is one line on stderr and exit status 2."""
     try:
-        return {"reviewers": _reviewers, "context2doc": _context2doc, "compare": _compare, "suite": _suite}[
+        return {"reviewers": _reviewers, "context2doc": _context2doc, "compare": _compare, "suite": _suite,
+                "fuse-runs": _fuse_runs}[
             args.command](parser, args)
     except ValueError as err:
         return _fail(err)
@@ -170,6 +182,31 @@ def _compare(parser, args) -> int:
     print("\n".join(format_comparison(result)))
     if args.out:
         write_json_atomic(args.out, result)
+    return 0
+
+
+def _fuse_runs(parser, args) -> int:
+    from aspire.evaluate.compare import DEFAULT_METRICS
+    from aspire.evaluate.fuse import fuse_runs
+    from aspire.evaluate.pools import write_json_atomic
+    from aspire.evaluate.runs import mean_scores, per_query, read_qrels, read_run, write_qrels, write_run
+
+    if len(args.runs) < 2:
+        parser.error("give two or more runs")
+    paths = [Path(r) / "run.trec" if Path(r).is_dir() else Path(r) for r in args.runs]
+    qrels_path = args.qrels or (Path(args.runs[0]) / "qrels.trec" if Path(args.runs[0]).is_dir() else None)
+    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    fused = fuse_runs([read_run(p) for p in paths], weights, args.norm, args.method)
+    out = Path(args.out)
+    write_run(out / "run.trec", fused, "fused")
+    results = {"fused_from": [str(p) for p in paths], "method": args.method, "norm": args.norm, "weights": weights}
+    if qrels_path:
+        qrels = read_qrels(qrels_path)
+        write_qrels(out / "qrels.trec", qrels)
+        results["metrics"] = mean_scores(per_query(qrels, fused, args.metric or DEFAULT_METRICS))
+        print("  ".join(f"{m} {v:.4f}" for m, v in results["metrics"].items()))
+    write_json_atomic(out / "results.json", results)
+    print(f"wrote {out / 'run.trec'}")
     return 0
 
 
