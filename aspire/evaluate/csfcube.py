@@ -30,6 +30,7 @@ from aspire.evaluate.pools import (
     ranked_path,
     write_json_atomic,
     write_ranked,
+    write_trec,
 )
 
 log = logging.getLogger(__name__)
@@ -124,16 +125,6 @@ def write_results(out: Path, root: str | Path, exp: str, results: dict, per_quer
     pool_set = load_csfcube(root)
     write_per_query_csv(out / f"test-pid2pool-{NAME}-{exp}-perq.csv", pool_set, per_query, query_titles(root))
     write_json_atomic(out / "results.json", results)
-
-
-def write_trec(out: Path, pool_set: PoolSet, rankings: Mapping[str, Mapping[str, list[str]]], exp: str) -> None:
-    """`out/run.trec` (query keys `pid_facet`, score = pool size - rank + 1) and `out/qrels.trec`."""
-    from aspire.evaluate.runs import write_qrels, write_run
-
-    run = {query_key(q, f): [(c, float(len(r) - i)) for i, c in enumerate(r)]
-           for f, ranked in rankings.items() for q, r in ranked.items()}
-    write_run(out / "run.trec", run, exp)
-    write_qrels(out / "qrels.trec", {k: v for f in pool_set.facets for k, v in pool_set.qrels(f).items()})
 
 
 def test_units(pool_set: PoolSet, per_query: Mapping[str, Mapping[str, float]], metric: str,

@@ -18,6 +18,7 @@ from aspire.evaluate.pools import (
     read_ranked_pool_set,
     summarize,
     write_json_atomic,
+    write_trec,
 )
 
 
@@ -95,4 +96,5 @@ def run_pools(
         for key, vals in per_query.items():
             writer.writerow([key, *(f"{100.0 * vals[m]:.4f}" for m in metrics)])
     write_json_atomic(out / "results.json", results)
+    write_trec(out, pool_set, rankings, exp)
     return results

@@ -188,6 +188,16 @@ def write_ranked(path: str | Path, ranked: Mapping[str, Sequence[tuple[str, floa
     write_json_atomic(path, {q: [[c, float(s)] for c, s in r] for q, r in ranked.items()})
 
 
+def write_trec(out: Path, pool_set: PoolSet, rankings: Mapping[str, Mapping[str, list[str]]], exp: str) -> None:
+    """`out/run.trec` (query keys as `query_key`, score = pool size - rank + 1) and `out/qrels.trec`."""
+    from aspire.evaluate.runs import write_qrels, write_run
+
+    run = {query_key(q, f): [(c, float(len(r) - i)) for i, c in enumerate(r)]
+           for f, ranked in rankings.items() for q, r in ranked.items()}
+    write_run(out / "run.trec", run, exp)
+    write_qrels(out / "qrels.trec", {k: v for f in pool_set.facets for k, v in pool_set.qrels(f).items()})
+
+
 def evaluate_pool_set(
     pool_set: PoolSet,
     rankings: Mapping[str, Mapping[str, Sequence[str]]],
