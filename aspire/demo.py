@@ -10,12 +10,11 @@ and prints the test-protocol MAP / NDCG%20 per facet beside SPECTER's published 
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
 import sys
 from pathlib import Path
 
+from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
 from aspire.evaluate import csfcube
 from aspire.evaluate.cache import default_cache_dir
 
@@ -29,17 +28,28 @@ RUNS = (
 # the whole-abstract vector as sentence-transformers' encode makes it: one string, L2-normalised,
 # cut at the pipeline's word-piece limit
 ST_MAX_LENGTH = {"minilm": 256, "mpnet": 384}
+EXAMPLES = """\
+  aspire demo
+  aspire demo --model mpnet --out runs/demo-mpnet
+  aspire demo --data ../shared/data/csfcube --device cuda --batch-size 64 --quiet
+"""
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aspire.demo", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="minilm", help="minilm (default), mpnet or a local HF directory")
-    parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "csfcube"))
-    parser.add_argument("--out", default=str(REPO / "runs" / "demo"))
-    parser.add_argument("--cache-dir", default=str(default_cache_dir()), help="sentence-vector cache (default %(default)s)")
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.demo") -> int:
+    parser = command_parser(prog, __doc__, EXAMPLES)
+    parser.add_argument("--model", default="minilm", help="minilm, mpnet or a local Hugging Face model directory")
+    parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "csfcube"), help="CSFCube folder")
+    parser.add_argument("--out", default=str(REPO / "runs" / "demo"), help="folder for ranked pools and results.json")
+    parser.add_argument("--cache-dir", default=str(default_cache_dir()), help="sentence-vector cache")
+    add_common_options(parser, device=True, batch_size=True, batch_size_default=32,
+                       device_help="torch device for encoding and scoring (default: the model's, CPU)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    setup_logging(args)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return run_command(lambda: _demo(args), args)
+
+
+def _demo(args) -> int:
     if not Path(args.data).is_dir():
         print(f"error: CSFCube not found at {args.data} (see ../shared/data/README.md)", file=sys.stderr)
         return 2
@@ -54,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.model in ST_MAX_LENGTH:
                 encode["max_length"] = ST_MAX_LENGTH[args.model]
         results = csfcube.run_csfcube(args.data, args.model, scorer, out, scorer_options=options,
-                                      cache_dir=args.cache_dir, encode_options=encode)
+                                      cache_dir=args.cache_dir, encode_options=encode, batch_size=args.batch_size,
+                                      device=args.device)
         rows.append((f"{args.model} {label}", {g: (results["test"][g]["MAP"], results["test"][g]["NDCG%20"]) for g in SPECTER}))
 
     print(f"\nCSFCube test protocol, MAP / NDCG%20 (ranked pools and results.json under {args.out}):\n")

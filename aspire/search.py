@@ -10,17 +10,19 @@
       ▼
     k hits, each with its score (higher is better) and the aligned sentence pairs that explain it
 
-Python API: `Searcher.open(index_dir).search(query)`; CLI: `python -m aspire.search --index DIR
-(--query-id ID | --query-file F) [--sentences 0,2] [--k 10] [--rerank ot --shortlist 1000] [--json]`.
+`k` means k papers: when the selected sentences' nearest neighbours fall in fewer than k (or
+`shortlist`) distinct papers, the sentence lookups are widened until enough papers are found or the
+index has no more to give (then fewer come back, and a warning says why).
+
+Python API: `Searcher.open(index_dir).search(query)`; command line: `aspire search` (`aspire.search_cli`).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import logging
 import math
 import sys
-import tempfile
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -30,12 +32,14 @@ import torch
 
 from aspire.batch import DocBatch
 from aspire.config import apply_overrides
-from aspire.data.papers import Paper, read_papers
+from aspire.data.facets import resolve_selection
+from aspire.data.papers import Paper
 from aspire.index.config import SearchConfig
 from aspire.index.store import SentenceIndex, model_fingerprint
 from aspire.scoring import get_scorer
 
 RERANKERS = ("none", "minl2", "ot")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -159,17 +163,24 @@ class Searcher:
         return cls(index, config, encoder)
 
     # ---- queries ------------------------------------------------------------------------------------
-    def query_from_index(self, paper_id: str, sentences: Sequence[int] | None = None) -> DocBatch:
-        """An indexed paper as a query (its stored contextual vectors), optionally only `sentences`."""
-        query = self.index.gather([self.index.position(paper_id)])
-        return query if sentences is None else query.select_sentences([list(sentences)])
+    def query_from_index(self, paper_id: str, sentences: str | Sequence[int | str] | None = None) -> DocBatch:
+        """An indexed paper as a query (its stored contextual vectors), optionally only `sentences`:
+        0-based positions and/or facet names (`"method"`, from the labels the index keeps)."""
+        position = self.index.position(paper_id)
+        query = self.index.gather([position])
+        if sentences is None:
+            return query
+        return query.select_sentences([resolve_selection(sentences, self.index.labels[position], paper_id)])
 
-    def query_from_paper(self, paper: Paper, sentences: Sequence[int] | None = None) -> DocBatch:
-        """Encode `paper` (all sentences in the context of the whole abstract), then select `sentences`."""
+    def query_from_paper(self, paper: Paper, sentences: str | Sequence[int | str] | None = None) -> DocBatch:
+        """Encode `paper` (all sentences in the context of the whole abstract), then select `sentences`
+        (0-based positions and/or facet names, from `paper.labels`)."""
         if self.encoder is None:
             raise ValueError("encoding a query needs an encoder: Searcher.open(..., load_model=True)")
         query = self.encoder.encode([paper], progress=False)
-        return query if sentences is None else query.select_sentences([list(sentences)])
+        if sentences is None:
+            return query
+        return query.select_sentences([resolve_selection(sentences, paper.labels, paper.paper_id)])
 
     # ---- search -------------------------------------------------------------------------------------
     def search(self, query: DocBatch, k: int | None = None, rerank: str | None = None,
@@ -201,23 +212,34 @@ class Searcher:
     def retrieve(self, query: DocBatch, config: SearchConfig, exclude: Sequence[str] = ()) -> Candidates:
         """ANN stage: one faiss lookup per selected query sentence, aggregated per paper by min L2.
 
-        Returns up to `shortlist` (re-ranking) or `k` candidates, excluded ids removed.
+        Returns `shortlist` (re-ranking) or `k` candidates, excluded ids removed. When the lookups
+        reach fewer papers, `sentence_k` is widened (about in proportion to what is missing) until
+        they do, or until the index gives no more (every sentence reached, or the ANN structure
+        returns fewer rows than asked); then fewer come back and a warning says so.
         """
         selected = query.mask[0].nonzero()[:, 0]  # (n,) positions of the selected sentences
         if len(selected) == 0:
             raise ValueError("the query has no selected sentence")
         vectors = query.emb[0, selected].detach().float().cpu().numpy()  # (n, D)
-        wanted = (config.shortlist if config.rerank != "none" else config.k) + len(exclude)
+        limit = config.shortlist if config.rerank != "none" else config.k
+        wanted = limit + len(exclude)
         sentence_k = config.sentence_k or max(config.sentence_k_min, math.ceil(wanted * config.sentence_k_factor))
         # an excluded paper (the query itself) can fill a lookup with its own sentences: look further
         excluded = [self.index.positions[pid] for pid in exclude if pid in self.index.positions]
         sentence_k += int(sum(self.index.offsets[p + 1] - self.index.offsets[p] for p in excluded))
-        dist, rows = self.index.search_sentences(vectors, sentence_k)  # (n, k') each
-        candidates = aggregate_min_l2(dist, rows, self.index.sentence_papers(rows))
-        if exclude:
-            drop = np.array([self.index.positions.get(pid, -1) for pid in exclude])
+        drop = np.array([self.index.positions.get(pid, -1) for pid in exclude], dtype=np.int64)
+        while True:
+            sentence_k = min(sentence_k, self.index.n_sentences)
+            dist, rows = self.index.search_sentences(vectors, sentence_k)  # (n, k') each
+            candidates = aggregate_min_l2(dist, rows, self.index.sentence_papers(rows))
             candidates = candidates.take(~np.isin(candidates.papers, drop))
-        limit = config.shortlist if config.rerank != "none" else config.k
+            exhausted = sentence_k >= self.index.n_sentences or bool((rows < 0).any())
+            if len(candidates) >= limit or exhausted:
+                break
+            sentence_k = max(2 * sentence_k, math.ceil(sentence_k * limit / max(len(candidates), 1)))
+        if len(candidates) < config.k:
+            log.warning("found %d of the k=%d papers asked for: %s", len(candidates), config.k,
+                        exhaustion_reason(self.index, len(exclude)))
         return candidates.take(np.arange(min(limit, len(candidates))))
 
     def exhaustive(self, query: DocBatch, method: str = "minl2", k: int = 10, chunk: int = 4096,
@@ -254,7 +276,9 @@ class Searcher:
         v_sq = torch.from_numpy(self.index.squared_norms)  # (N,)
         best = torch.full((self.index.n_papers,), float("inf"))
         for start in range(0, self.index.n_sentences, rows_per_step):
-            v = torch.from_numpy(np.asarray(self.index.vectors[start : start + rows_per_step], dtype=np.float32))
+            with warnings.catch_warnings():  # a read-only memory map, only ever read here
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+                v = torch.from_numpy(np.asarray(self.index.vectors[start : start + rows_per_step], dtype=np.float32))
             sq = q_sq[:, None] + v_sq[start : start + len(v)][None, :] - 2.0 * (q @ v.T)  # (n, chunk) squared L2
             d = sq.clamp_min(0).amin(0).sqrt()  # (chunk,) nearest query sentence per row
             best.scatter_reduce_(0, owners[start : start + len(v)], d, reduce="amin")
@@ -311,75 +335,22 @@ class Searcher:
             out.append(Hit(c + 1, self.index.paper_ids[paper], self.index.titles[paper], float(scores[c]), pairs))
         return out
 
-def _read_query_papers(path: str | Path) -> list[Paper]:
-    """Papers from a query file: JSONL (one paper a line) or one pretty-printed JSON object, read
-    with the papers-file rules (`aspire.data.papers.read_papers`; a string abstract is split)."""
-    path = Path(path)
-    try:
-        whole = json.loads(path.read_bytes().decode("utf-8"))  # one (possibly pretty-printed) JSON object
-    except (UnicodeDecodeError, json.JSONDecodeError):  # the line reader names the bad line
-        whole = None
-    if not isinstance(whole, dict):
-        return read_papers(path).papers
-    with tempfile.TemporaryDirectory() as tmp:
-        one_line = Path(tmp) / path.with_suffix(".jsonl").name
-        one_line.write_text(json.dumps(whole) + "\n", encoding="utf-8")
-        return read_papers(one_line).papers
+def exhaustion_reason(index: SentenceIndex, n_excluded: int) -> str:
+    """Why a search returned fewer papers than asked: the index is that small, or its ANN structure
+    reaches no more (IVF probes too few lists, HNSW's graph search stops)."""
+    available = index.n_papers - n_excluded
+    if index.kind == "flat":
+        return f"the index holds {available} paper(s) besides the excluded ones"
+    return (f"the {index.kind} index reached no more of its {available} paper(s); raise index.ivf_nprobe or "
+            "index.hnsw_ef_search when building it, or rerank from a smaller shortlist")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m aspire.search", description="Search a sentence index.")
-    parser.add_argument("--index", required=True, help="index directory (python -m aspire.index build)")
-    parser.add_argument("--query-id", help="an indexed paper as the query, or the paper to take from --query-file")
-    parser.add_argument("--query-file", help="JSON/JSONL paper(s) to encode as the query")
-    parser.add_argument("--sentences", help="comma-separated query sentence positions (default: all)")
-    parser.add_argument("--k", type=int)
-    parser.add_argument("--rerank", choices=RERANKERS)
-    parser.add_argument("--shortlist", type=int)
-    parser.add_argument("--model", help="encoder for --query-file (default: the index's model)")
-    parser.add_argument("--json", action="store_true", help="print the hits as JSON")
-    parser.add_argument("overrides", nargs="*", help="search config overrides, e.g. ot_eps=0.1 sentence_k=500")
-    return parser
+def main(argv: Sequence[str] | None = None, prog: str = "python -m aspire.search") -> int:
+    """The search command line (`aspire.search_cli`)."""
+    from aspire.search_cli import main as cli_main
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.query_id is None and args.query_file is None:
-        raise SystemExit("give --query-id ID (an indexed paper) or --query-file F")
-    try:
-        selection = [int(x) for x in args.sentences.split(",")] if args.sentences else None
-    except ValueError:
-        raise SystemExit(f"--sentences takes comma-separated integers, got {args.sentences!r}") from None
-    searcher = Searcher.open(args.index, args.overrides, model=args.model, load_model=args.query_file is not None)
-    try:  # a query id not in the index, sentence positions out of range, a bad query file
-        if args.query_file is None:
-            query = searcher.query_from_index(args.query_id, selection)
-        else:
-            papers = _read_query_papers(args.query_file)
-            if args.query_id is not None:
-                papers = [p for p in papers if p.paper_id == args.query_id]
-            if len(papers) != 1:
-                raise SystemExit(f"{args.query_file}: {len(papers)} matching papers; pick one with --query-id")
-            query = searcher.query_from_paper(papers[0], selection)
-    except (KeyError, ValueError) as err:
-        raise SystemExit(f"error: {err.args[0] if err.args else err}") from None
-    hits = searcher.search(query, k=args.k, rerank=args.rerank, shortlist=args.shortlist)
-    selected = query.mask[0].nonzero()[:, 0].tolist()
-    if args.json:
-        out = {"query_id": query.paper_ids[0] if query.paper_ids else None, "query_sentences": selected,
-               "rerank": args.rerank or searcher.config.rerank, "hits": [h.to_dict() for h in hits]}
-        print(json.dumps(out, ensure_ascii=False, indent=1))
-        return 0
-    print(f"query {query.paper_ids[0] if query.paper_ids else ''} sentences {selected}")
-    for hit in hits:
-        print(f"{hit.rank:3d}. {hit.score:+.4f}  {hit.paper_id}  {hit.title}")
-        for pair in hit.pairs[:3]:
-            print(f"       q{pair.query_sentence} <-> s{pair.hit_sentence}  L2 {pair.dist:.3f}  weight {pair.weight:.2f}")
-            print(f"         q: {pair.query_text[:110]}")
-            print(f"         s: {pair.hit_text[:110]}")
-    return 0
+    return cli_main(argv, prog)
 
 
 if __name__ == "__main__":
     sys.exit(main())
-

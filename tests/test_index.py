@@ -234,8 +234,8 @@ def test_cli_build_add_info_and_model_check(tmp_path, tiny_model_dir, capsys):
                        "encode.batch_size=4", "index.kind=flat"]) == 0
     text = capsys.readouterr().out
     assert "6 papers" in text and "1 record(s) rejected" in text
-    with pytest.raises(SystemExit, match="already holds an index"):
-        index_main(["build", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(out)])
+    assert index_main(["build", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(out)]) == 2
+    assert "already holds an index" in capsys.readouterr().err
     more = tmp_path / "more.jsonl"
     more.write_text(json.dumps({"paper_id": "q", "title": "t", "abstract": ["the data."]}) + "\n")
     assert index_main(["add", "--index", str(out), "--corpus", str(more)]) == 0
@@ -251,8 +251,11 @@ def test_cli_build_add_info_and_model_check(tmp_path, tiny_model_dir, capsys):
     with torch.no_grad():
         next(enc.model.parameters()).add_(1.0)
     enc.save_pretrained(other)
-    with pytest.raises(ModelMismatchError):
-        index_main(["add", "--index", str(out), "--corpus", str(more), "--model", str(other)])
+    capsys.readouterr()
+    assert index_main(["add", "--index", str(out), "--corpus", str(more), "--model", str(other)]) == 2
+    assert "the index was built with model" in capsys.readouterr().err  # ModelMismatchError, one line
+    with pytest.raises(ModelMismatchError):  # with --log-level DEBUG the exception (and its traceback) shows
+        index_main(["add", "--index", str(out), "--corpus", str(more), "--model", str(other), "--log-level", "debug"])
 
 
 @pytest.mark.slow  # two fresh interpreters importing torch + transformers: ~30 s on 2 cores

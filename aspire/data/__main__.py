@@ -1,4 +1,4 @@
-"""`python -m aspire.data STAGE ...`: the co-citation data pipeline, one stage a command.
+"""Build training data: the co-citation pipeline, one stage a command (`aspire data STAGE ...`).
 
     python -m aspire.data cocite-from-records --in cocitations.jsonl --out runs/cc/1_ingest
     python -m aspire.data cocite-from-s2orc --fulltext pdf_parses.jsonl --abstracts abstracts.jsonl --out DIR
@@ -22,20 +22,33 @@ import argparse
 import json
 import sys
 
+from aspire.cliutil import OVERRIDES_HELP, Formatter, add_common_options, normalize_overrides, run_command, setup_logging
 from aspire.data import cocite
 
+EXAMPLES = """\
+  aspire data run-all --in cocitations.jsonl --out runs/cc
+  aspire data filter --in runs/cc/1_ingest --out runs/cc/2_filter filter.max_cited=4
+  aspire data hard-negatives --examples runs/cc/6_aligned --out runs/cc/hard_citation method=nearest model=mpnet
+"""
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m aspire.data", description=__doc__.split("\n\n")[0])
-    stages = parser.add_subparsers(dest="stage", required=True)
+
+def _parser(prog: str = "python -m aspire.data") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0], formatter_class=Formatter,
+                                     epilog="stages, in order:\n" + __doc__.split("\n\n")[1] + "\n\nexamples:\n"
+                                     + EXAMPLES, allow_abbrev=False)
+    stages = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
 
     def stage(name: str, help_: str, **inputs: str) -> argparse.ArgumentParser:
-        sub = stages.add_parser(name, help=help_)
+        examples = [line for line in __doc__.split("\n") if f" aspire.data {name} " in line]
+        sub = stages.add_parser(name, help=help_, description=help_, formatter_class=Formatter,
+                                epilog="example:\n" + "\n".join(examples), allow_abbrev=False)
         for flag, what in inputs.items():
             sub.add_argument(f"--{flag}", dest=flag, required=True, help=what)
         sub.add_argument("--out", required=True, help="output directory")
         sub.add_argument("--config", default=None, help="YAML config (CociteConfig); defaults are embedded")
-        sub.add_argument("overrides", nargs="*", help="dotted overrides, e.g. filter.max_cited=4")
+        sub.add_argument("overrides", nargs="*", metavar="section.key=value",
+                         help=OVERRIDES_HELP + ", e.g. filter.max_cited=4")
+        add_common_options(sub)
         return sub
 
     stage("cocite-from-records", "input A: co-citation records -> contexts + abstracts", **{"in": "records JSONL"})
@@ -53,8 +66,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.data") -> int:
+    args = _parser(prog).parse_args(argv)
+    args.overrides = normalize_overrides(args.overrides)
+    setup_logging(args)
+    return run_command(lambda: _run(args), args)
+
+
+def _run(args) -> int:
     stage = args.stage
     if stage in ("align", "hard-negatives"):
         report = _model_stage(args)

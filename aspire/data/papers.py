@@ -285,6 +285,51 @@ def read_papers(
     return result
 
 
+def paper_from_record(record: object, splitter: str | SentenceSplitter = DEFAULT_SPLITTER, where: str = "") -> Paper:
+    """One record (a dict, as one line of a papers file holds) as a `Paper`, by the same rules.
+
+    Raises ValueError naming `where` (e.g. "item 3") and the paper id when the record is bad.
+    """
+    pid = None
+    try:
+        if not isinstance(record, dict):
+            raise _Bad(f"expected a JSON object, got {_type_name(record)}")
+        pid = _parse_id(record)
+        title, sentences, labels = _parse_sentences(record, lambda: resolve_splitter(splitter), None, None)
+    except _Bad as bad:
+        who = " ".join(x for x in (where, f"(paper_id {pid!r})" if pid is not None else "") if x)
+        raise ValueError(f"{who}: {bad.reason}" if who else bad.reason) from None
+    return Paper(pid, title, sentences, labels, {k: v for k, v in record.items() if k not in RESERVED_FIELDS})
+
+
+def as_papers(items: Iterable[Paper | dict | str], splitter: str | SentenceSplitter = DEFAULT_SPLITTER) -> list[Paper]:
+    """Papers from `Paper`s, records (dicts with paper_id, title, abstract) or plain abstract strings.
+
+    A string becomes a paper with an empty title, split into sentences by `splitter`, and its
+    position in `items` as its id ("0", "1", ...). A bad record raises ValueError naming its item.
+    """
+    built: list[SentenceSplitter] = []
+
+    def get_splitter() -> SentenceSplitter:
+        if not built:
+            built.append(resolve_splitter(splitter))
+        return built[0]
+
+    papers = []
+    for i, item in enumerate(items):
+        if isinstance(item, Paper):
+            papers.append(item)
+        elif isinstance(item, str):
+            papers.append(paper_from_record({"paper_id": str(i), "title": "", "abstract": item}, get_splitter(),
+                                            f"item {i}"))
+        elif isinstance(item, dict):
+            papers.append(paper_from_record(item, get_splitter() if isinstance(item.get("abstract"), str) else splitter,
+                                            f"item {i}"))
+        else:
+            raise TypeError(f"item {i}: expected a Paper, a dict or a string, got {type(item).__name__}")
+    return papers
+
+
 def paper_to_record(paper: Paper) -> dict:
     """The JSON object `read_papers` reads back as `paper` (abstract as its sentence list)."""
     clash = sorted(set(paper.extra) & set(RESERVED_FIELDS))

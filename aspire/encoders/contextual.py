@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Sequence
 
@@ -28,48 +27,13 @@ from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer
 
 from aspire.batch import DocBatch
-from aspire.data.papers import Paper
+from aspire.data.papers import Paper, as_papers
+from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
 from aspire.encoders.models import resolve_model
 
 log = logging.getLogger(__name__)
 
 SETTINGS_FILE = "aspire_encoder.json"
-Overflow = Literal["window", "truncate"]
-
-
-@dataclass
-class TruncationRecord:
-    """Sentences of one paper that did not fit in the first window of `max_length` tokens."""
-
-    paper_id: str
-    cut: list[int]  # sentence positions entirely past the first window
-    partial: list[int]  # sentence positions split across the first window's end
-    handled_by: Overflow  # "window": encoded in a continuation window; "truncate": cut ones left out
-
-
-@dataclass
-class EncoderInputs:
-    """Tokenised papers ready for `ContextualSentenceEncoder.forward`.
-
-    R rows (one per window; a paper has one row unless it overflowed), T word pieces, B papers, S sentences.
-    """
-
-    input_ids: Tensor  # (R, T)
-    attention_mask: Tensor  # (R, T)
-    sent_index: Tensor  # (R, T) long: the piece's sentence position within its paper, -1 = not pooled
-    row_paper: Tensor  # (R,) long: the paper each row belongs to
-    n_sentences: list[int]  # B sentence counts
-    paper_ids: list[str]
-    sentences: list[list[str]]
-    truncation: list[TruncationRecord] = field(default_factory=list)
-    token_type_ids: Tensor | None = None  # (R, T) where the model uses them
-
-    def to(self, device: torch.device) -> "EncoderInputs":
-        move = lambda t: None if t is None else t.to(device)  # noqa: E731
-        return EncoderInputs(
-            move(self.input_ids), move(self.attention_mask), move(self.sent_index), move(self.row_paper),
-            self.n_sentences, self.paper_ids, self.sentences, self.truncation, move(self.token_type_ids),
-        )
 
 
 def paper_sentences(paper: Paper, include_title: bool) -> list[str]:
@@ -286,19 +250,22 @@ class ContextualSentenceEncoder(nn.Module):
         return DocBatch(emb, mask, list(inputs.paper_ids), inputs.sentences)
 
     # ---- batched inference ------------------------------------------------------------------------
-    def truncation_report(self, papers: Sequence[Paper], batch_size: int = 64) -> list[TruncationRecord]:
+    def truncation_report(self, papers: Sequence[Paper | dict | str], batch_size: int = 64) -> list[TruncationRecord]:
         """Every paper with sentences past the first window, and what happened to them."""
-        out = []
+        papers, out = as_papers(papers), []
         for i in range(0, len(papers), batch_size):
             out.extend(self.tokenize(papers[i : i + batch_size]).truncation)
         return out
 
     @torch.inference_mode()
-    def encode(self, papers: Sequence[Paper], batch_size: int = 32, progress: bool = False) -> DocBatch:
+    def encode(self, papers: Sequence[Paper | dict | str], batch_size: int = 32, progress: bool = False) -> DocBatch:
         """Contextual sentence vectors of `papers`, in input order, on the CPU.
 
-        Papers are bucketed by length (longest first) so padding stays small; the device is the model's.
+        `papers` may mix `Paper`s, records (dicts as in a papers file) and plain abstract strings
+        (`aspire.data.papers.as_papers`). Papers are bucketed by length (longest first) so padding
+        stays small; the device is the model's.
         """
+        papers = as_papers(papers)
         if not papers:
             raise ValueError("encode: no papers given")
         was_training = self.training
@@ -398,6 +365,8 @@ class ContextualSentenceEncoder(nn.Module):
         return self.embed_texts(texts, pooling=pooling, normalize=normalize, **kwargs)
 
 
-def load_encoder(name_or_path: str | Path = "minilm", **settings) -> ContextualSentenceEncoder:
-    """`minilm` (default), `mpnet`, or a local Hugging Face directory -> ContextualSentenceEncoder."""
-    return ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)
+def load_encoder(name_or_path: str | Path = "minilm", device: str | torch.device | None = None,
+                 **settings) -> ContextualSentenceEncoder:
+    """`minilm` (default), `mpnet`, or a local Hugging Face directory -> ContextualSentenceEncoder on `device`."""
+    encoder = ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)
+    return encoder if device is None else encoder.to(device)

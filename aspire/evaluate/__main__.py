@@ -1,6 +1,7 @@
-"""Command line: `python -m aspire.evaluate {csfcube,pools,fuse,reviewers,context2doc,compare,fuse-runs,suite} ...`.
+"""Evaluate a model on a benchmark, or fuse or compare runs (`aspire evaluate COMMAND`).
 
-The last four are described in `aspire.evaluate.bench_cli`.
+csfcube, pools and fuse are below; reviewers, context2doc, compare, fuse-runs and suite are described
+in `aspire.evaluate.bench_cli`.
 
     # rank CSFCube with a model and a scorer, then score it
     python -m aspire.evaluate csfcube --model minilm --scorer minl2 --out runs/minilm-minl2
@@ -22,10 +23,10 @@ from __future__ import annotations
 
 import argparse
 import csv
-import logging
 import sys
 from pathlib import Path
 
+from aspire.cliutil import Formatter, add_common_options, command_parser, device_name, positive_int, run_command, setup_logging
 from aspire.evaluate import csfcube
 from aspire.evaluate.cache import default_cache_dir
 from aspire.evaluate.rank import CAND_SENTENCES, ENCODINGS, QUERY_TEXTS, SCORERS
@@ -49,8 +50,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--cache-dir", default=str(default_cache_dir()), help="sentence-vector cache (default %(default)s)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--device", help="torch device for encoding and scoring (default: the model's)")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="papers encoded per forward pass")
+    p.add_argument("--device", type=device_name, help="torch device for encoding and scoring (default: the model's)")
     p.add_argument("--max-length", type=int,
                    help="word-piece limit for independent sentences / the whole-abstract vector "
                         "(sentence-transformers pipelines: 256 for minilm, 384 for mpnet)")
@@ -84,15 +85,35 @@ def _check_model_args(parser, args) -> None:
         parser.error("--cand-sentences goes with a sentence scorer (minl2, ot, attention)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aspire.evaluate", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+EXAMPLES = {
+    "csfcube": """\
+  aspire evaluate csfcube --model minilm --scorer minl2 --out runs/minilm-minl2
+  aspire evaluate csfcube --model mpnet --scorer ot --tau 5000 --device cuda --out runs/mpnet-ot
+  aspire evaluate csfcube --ranked ../shared/data/csfcube/sample_ranked_pools --exp specter --out runs/specter""",
+    "pools": """\
+  aspire evaluate pools --data DIR --name relish --threshold 1 --model minilm --scorer minl2 --out runs/relish
+  aspire evaluate pools --data DIR --name treccovid --facets a,b --model mpnet --scorer ot --out runs/tc""",
+    "fuse": """\
+  aspire evaluate fuse --run runs/abstract:EXP1 --run runs/ot:EXP2 --exp fused --out runs/fused
+  aspire evaluate fuse --run runs/a:E1 --run runs/b:E2 --weights 0.7,0.3 --exp fused --out runs/fused""",
+}
 
-    pc = sub.add_parser("csfcube", help="CSFCube aspect-conditional benchmark (two-fold test + dev protocol)")
+
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate") -> int:
+    parser = command_parser(prog, __doc__, "\n".join(e.split("\n")[0] for e in EXAMPLES.values()))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, purpose: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=purpose, description=purpose, epilog="examples:\n" + EXAMPLES[name],
+                           formatter_class=Formatter, allow_abbrev=False)
+        add_common_options(p)
+        return p
+
+    pc = command("csfcube", "CSFCube aspect-conditional benchmark (two-fold test + dev protocol)")
     pc.add_argument("--data", default=str(DEFAULT_DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
     _model_args(pc)
 
-    pp = sub.add_parser("pools", help="any ASPIRE-style pool re-ranking set")
+    pp = command("pools", "any ASPIRE-style pool re-ranking set")
     pp.add_argument("--data", required=True, help="folder with abstracts-NAME.jsonl and test-pid2anns-NAME*.json")
     pp.add_argument("--name", required=True, help="data set name in the file names")
     pp.add_argument("--facets", default="", help="comma-separated facets (test-pid2anns-NAME-FACET.json each)")
@@ -104,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="leave out (and list) queries with no relevant candidate instead of failing")
     _model_args(pp)
 
-    pf = sub.add_parser("fuse", help="ensemble of ranked CSFCube runs (score fusion), scored")
+    pf = command("fuse", "ensemble of ranked CSFCube runs (score fusion), scored")
     pf.add_argument("--data", default=str(DEFAULT_DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
     pf.add_argument("--run", action="append", required=True, metavar="DIR:EXP",
                     help="a folder of ranked files and their experiment name; give two or more")
@@ -116,14 +137,23 @@ def main(argv: list[str] | None = None) -> int:
     from aspire.evaluate import bench_cli
 
     bench_cli.add_parsers(sub)
+    for name in bench_cli.COMMANDS:  # their help as the others': examples (bench_cli's docstring), common options
+        examples = [line.strip().replace("python -m aspire.evaluate", "aspire evaluate")
+                    for line in bench_cli.__doc__.split("\n") if f"aspire.evaluate {name} " in line]
+        sub.choices[name].formatter_class = Formatter
+        sub.choices[name].epilog = "examples:\n" + "\n".join("  " + line for line in examples)
+        add_common_options(sub.choices[name])
     args = parser.parse_args(argv)
+    setup_logging(args)
     if args.command in bench_cli.COMMANDS:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        return bench_cli.run_command(parser, args)
+        return run_command(lambda: bench_cli.run_command(parser, args), args)
     if args.command == "fuse":
-        return _fuse(parser, args)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        return run_command(lambda: _fuse(parser, args), args)
     _check_model_args(parser, args)
+    return run_command(lambda: _evaluate(parser, args), args)
+
+
+def _evaluate(parser, args) -> int:
     cache_dir = None if args.no_cache else args.cache_dir
     encode_options = {
         k: v for k, v in (("max_length", args.max_length), ("normalize", args.normalize or None), ("joiner", args.joiner))

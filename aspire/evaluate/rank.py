@@ -20,6 +20,7 @@ how many did so is counted in the run info.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -104,22 +105,23 @@ def encode_papers(
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding!r}; valid: {list(ENCODINGS)}")
     options = dict(encode_options or {})
+    progress = logging.getLogger(__name__).isEnabledFor(logging.INFO)  # `--quiet` (WARNING) hides the bars
     if encoding == "contextual":
         if options:
             raise ValueError(f"the contextual encoding takes no options, got {sorted(options)}")
 
         def fn(ps):
-            return encoder.encode(list(ps), batch_size=batch_size, progress=True)
+            return encoder.encode(list(ps), batch_size=batch_size, progress=progress)
 
     elif encoding == "independent":
 
         def fn(ps):
-            return encoder.encode_independent(list(ps), batch_size=batch_size, progress=True, **options)
+            return encoder.encode_independent(list(ps), batch_size=batch_size, progress=progress, **options)
 
     else:
 
         def fn(ps):
-            vecs = encoder.encode_abstract(list(ps), batch_size=batch_size, progress=True, **options)
+            vecs = encoder.encode_abstract(list(ps), batch_size=batch_size, progress=progress, **options)
             return single_vector_batch(vecs, ps)
 
     return cached_encode(fn, papers, encoder.fingerprint(), encoding, options, cache_dir)

@@ -1,6 +1,6 @@
-"""`python -m aspire.index {build,add,encode-shard,merge,info}`: build and maintain a sentence index.
+"""Build and maintain a sentence index of a papers JSONL (`aspire index` / `python -m aspire.index`).
 
-    build         --model M --corpus papers.jsonl --out DIR [--config configs/index.yaml] [key=value ...]
+    build         --model M --corpus papers.jsonl --out DIR [--config configs/index.yaml] [section.key=value ...]
     add           --index DIR --corpus more.jsonl [--model M]   (model defaults to the index's)
     encode-shard  --model M --corpus papers.jsonl --shards SHARDS [--merge-into DIR]   (under torchrun)
     merge         --shards SHARDS --out DIR
@@ -16,43 +16,94 @@ import json
 import sys
 from pathlib import Path
 
-from aspire.config import load_config
+from aspire.cliutil import (
+    OVERRIDES_HELP,
+    Formatter,
+    add_common_options,
+    command_parser,
+    normalize_overrides,
+    run_command,
+    setup_logging,
+    show_progress,
+)
+from aspire.config import apply_overrides, load_config
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import encode_corpus, read_corpus
 from aspire.index.shards import merge_shards, run_encode_shard
-from aspire.index.store import SentenceIndex, model_fingerprint
+from aspire.index.store import SentenceIndex, describe_rejected, model_fingerprint
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m aspire.index", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def load_encoder(name: str, device: str | None = None):
+    """The encoder, imported only where a model is used (transformers is a heavy import)."""
+    from aspire.encoders import load_encoder as load
+
+    return load(name, device=device)
+
+
+EXAMPLES = {
+    "build": """\
+  aspire index build --model minilm --corpus papers.jsonl --out runs/index
+  aspire index build --model mpnet --corpus papers.jsonl --out runs/index index.kind=hnsw --device cuda
+  aspire index build --model minilm --corpus papers.jsonl --out runs/index --config configs/index-large.yaml""",
+    "add": """\
+  aspire index add --index runs/index --corpus more.jsonl
+  aspire index add --index runs/index --corpus more.jsonl --batch-size 64 --quiet""",
+    "encode-shard": """\
+  torchrun --nproc_per_node 2 -m aspire.index encode-shard --model minilm --corpus papers.jsonl --shards runs/shards
+  torchrun --nproc_per_node 2 -m aspire.index encode-shard --model minilm --corpus papers.jsonl \\
+      --shards runs/shards --merge-into runs/index""",
+    "merge": """\
+  aspire index merge --shards runs/shards --out runs/index
+  aspire index merge --shards runs/shards --out runs/index index.kind=ivf""",
+    "info": """\
+  aspire index info --index runs/index
+  aspire index info --index runs/index > manifest.json""",
+}
+OVERRIDE_EXAMPLE = "e.g. index.kind=hnsw encode.chunk_papers=256 search.rerank=ot"
+
+
+def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
+    parser = command_parser(prog, __doc__, "\n".join(e.split("\n")[0] for e in EXAMPLES.values()))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, purpose: str, encodes: bool = False) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=purpose, description=purpose, epilog="examples:\n" + EXAMPLES[name],
+                           formatter_class=Formatter, allow_abbrev=False)
+        if encodes:
+            add_common_options(p, device=name != "encode-shard", batch_size=True,
+                               batch_size_help="papers encoded per forward pass (default: the config's "
+                                               "encode.batch_size, 32)")
+        else:
+            add_common_options(p)
+        return p
 
     def with_config(p):
-        p.add_argument("--config", help="YAML build config (default: built-in defaults)")
-        p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. index.kind=hnsw")
+        p.add_argument("--config", help="YAML build config, e.g. configs/index.yaml (default: built-in defaults)")
+        p.add_argument("overrides", nargs="*", metavar="section.key=value",
+                       help=f"{OVERRIDES_HELP}, {OVERRIDE_EXAMPLE}")
 
-    p = sub.add_parser("build", help="encode a corpus and index it")
-    p.add_argument("--model", required=True)
-    p.add_argument("--corpus", required=True)
-    p.add_argument("--out", required=True)
+    p = command("build", "encode a papers JSONL and index its sentence vectors", encodes=True)
+    p.add_argument("--model", required=True, help="minilm, mpnet or a local Hugging Face model directory")
+    p.add_argument("--corpus", required=True, help="papers JSONL (paper_id, title, abstract[, pred_labels])")
+    p.add_argument("--out", required=True, help="index directory to create")
     p.add_argument("--overwrite", action="store_true", help="replace an existing index at --out")
     with_config(p)
-    p = sub.add_parser("add", help="encode more papers and add them to an index")
-    p.add_argument("--index", required=True)
-    p.add_argument("--corpus", required=True)
+    p = command("add", "encode more papers and add them to an index", encodes=True)
+    p.add_argument("--index", required=True, help="the index directory to extend")
+    p.add_argument("--corpus", required=True, help="papers JSONL; ids already indexed are rejected as duplicates")
     p.add_argument("--model", help="default: the model the index was built with")
-    p = sub.add_parser("encode-shard", help="encode this rank's slice of a corpus (run under torchrun)")
-    p.add_argument("--model", required=True)
-    p.add_argument("--corpus", required=True)
-    p.add_argument("--shards", required=True)
+    p = command("encode-shard", "encode this rank's slice of a corpus (run under torchrun)", encodes=True)
+    p.add_argument("--model", required=True, help="minilm, mpnet or a local Hugging Face model directory")
+    p.add_argument("--corpus", required=True, help="papers JSONL")
+    p.add_argument("--shards", required=True, help="directory for the shards, one per rank")
     p.add_argument("--merge-into", help="rank 0 merges all shards into an index here when every rank is done")
     with_config(p)
-    p = sub.add_parser("merge", help="merge the shards of a sharded encoding into one index")
-    p.add_argument("--shards", required=True)
-    p.add_argument("--out", required=True)
+    p = command("merge", "merge the shards of a sharded encoding into one index")
+    p.add_argument("--shards", required=True, help="directory holding every rank's shard")
+    p.add_argument("--out", required=True, help="index directory to write")
     with_config(p)
-    p = sub.add_parser("info", help="print an index's manifest")
-    p.add_argument("--index", required=True)
+    p = command("info", "print an index's manifest (JSON)")
+    p.add_argument("--index", required=True, help="the index directory")
     return parser
 
 
@@ -66,31 +117,42 @@ def _summary(index: SentenceIndex, path: Path, n_new: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    from aspire.encoders import load_encoder  # heavy import, only where a model is used
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.index") -> int:
+    args = _parser(prog).parse_args(argv)
+    setup_logging(args)
+    return run_command(lambda: _run(args), args)
 
+
+def _run(args) -> int:
+    overrides = normalize_overrides(getattr(args, "overrides", []))
+    if getattr(args, "batch_size", None) is not None:
+        overrides.append(f"encode.batch_size={args.batch_size}")
+    progress = show_progress(args)
     if args.command in ("build", "encode-shard", "merge"):
-        config = load_config(IndexBuildConfig, args.config, args.overrides)
+        config = load_config(IndexBuildConfig, args.config, overrides)
     if args.command == "build":
         out = Path(args.out)
         if (out / "CURRENT").exists() and not args.overwrite:
-            raise SystemExit(f"{out} already holds an index; use `add` to extend it or --overwrite to replace it")
-        encoder = load_encoder(args.model)
+            raise ValueError(f"{out} already holds an index; use `add` to extend it or --overwrite to replace it")
         papers, unreadable = read_corpus(args.corpus)
-        corpus = encode_corpus(encoder, papers, config.encode)
+        if not papers:  # before loading a model
+            raise ValueError(f"nothing to index: all {len(unreadable)} records of {args.corpus} were rejected"
+                             + describe_rejected(unreadable))
+        encoder = load_encoder(args.model, device=args.device)
+        corpus = encode_corpus(encoder, papers, config.encode, progress=progress)
         corpus.rejected = unreadable + corpus.rejected
         index = SentenceIndex.build(corpus, config, model_fingerprint(encoder), args.model)
         gen = index.save(out)
         print(_summary(index, gen, len(index.paper_ids)))
     elif args.command == "add":
         index = SentenceIndex.load(args.index, mmap=False)
-        encoder = load_encoder(args.model or index.model_name)
+        encode_config = apply_overrides(index.config, overrides).encode  # --batch-size: this run only
+        papers, unreadable = read_corpus(args.corpus)
+        encoder = load_encoder(args.model or index.model_name, device=args.device)
         fingerprint = model_fingerprint(encoder)
         index.check_model(fingerprint)
-        papers, unreadable = read_corpus(args.corpus)
         before = index.n_papers
-        corpus = encode_corpus(encoder, papers, index.config.encode, skip_ids=index.positions)
+        corpus = encode_corpus(encoder, papers, encode_config, skip_ids=index.positions, progress=progress)
         corpus.rejected = unreadable + corpus.rejected
         index.add(corpus, fingerprint)
         gen = index.save(args.index)

@@ -36,6 +36,8 @@ class EncodedCorpus:
         offsets: (P + 1,) int64; paper p's sentences are rows `offsets[p]:offsets[p + 1]`.
         paper_ids, titles, sentences: per paper; `len(sentences[p]) == offsets[p+1] - offsets[p]`.
         rejected: records that were not encoded, each `{"paper_id", "reason", ...}`.
+        labels: per paper, its sentences' facet labels (`Paper.labels`, one a sentence) or None;
+            an empty list (the default) means no paper has labels.
     """
 
     vectors: np.ndarray
@@ -44,9 +46,11 @@ class EncodedCorpus:
     titles: list[str]
     sentences: list[list[str]]
     rejected: list[dict] = field(default_factory=list)
+    labels: list[list[str] | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         P = len(self.paper_ids)
+        self.labels = list(self.labels) or [None] * P
         if self.vectors.ndim != 2:
             raise ValueError(f"vectors must be (N, D), got shape {self.vectors.shape}")
         if self.offsets.shape != (P + 1,) or self.offsets[0] != 0 or self.offsets[-1] != len(self.vectors):
@@ -60,6 +64,8 @@ class EncodedCorpus:
             raise ValueError("every paper needs at least one sentence vector")
         if any(len(s) != c for s, c in zip(self.sentences, counts.tolist())):
             raise ValueError("sentence texts do not match the sentence-vector counts in offsets")
+        if len(self.labels) != P or any(lab is not None and len(lab) != c for lab, c in zip(self.labels, counts.tolist())):
+            raise ValueError("labels must hold, per paper, None or one label per sentence vector")
 
     def __len__(self) -> int:
         return len(self.paper_ids)
@@ -73,15 +79,18 @@ class EncodedCorpus:
         return cls(np.zeros((0, dim), np.float32), np.zeros(1, np.int64), [], [], [], list(rejected))
 
     @classmethod
-    def from_docbatch(cls, batch: DocBatch, titles: Sequence[str]) -> "EncodedCorpus":
-        """Flatten a DocBatch `(B, S, D)` + mask `(B, S)` into rows; sentence texts from the batch."""
+    def from_docbatch(cls, batch: DocBatch, titles: Sequence[str],
+                      labels: Sequence[list[str] | None] = ()) -> "EncodedCorpus":
+        """Flatten a DocBatch `(B, S, D)` + mask `(B, S)` into rows; sentence texts from the batch,
+        `labels` (per paper: one label a sentence, or None) cut like the texts."""
         if not batch.paper_ids or not batch.sentences:
             raise ValueError("from_docbatch needs a DocBatch carrying paper_ids and sentences")
         lengths = batch.lengths.cpu().numpy().astype(np.int64)  # (B,)
         vectors = batch.emb[batch.mask].detach().float().cpu().numpy()  # (N, D), row-major = paper order
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         sentences = [list(s[:n]) for s, n in zip(batch.sentences, lengths.tolist())]
-        return cls(vectors, offsets, list(batch.paper_ids), list(titles), sentences)
+        cut = [None if lab is None else list(lab[:n]) for lab, n in zip(labels, lengths.tolist())]
+        return cls(vectors, offsets, list(batch.paper_ids), list(titles), sentences, labels=cut)
 
     @classmethod
     def concat(cls, parts: Sequence["EncodedCorpus"]) -> "EncodedCorpus":
@@ -94,7 +103,7 @@ class EncodedCorpus:
         dim = dims.pop() if dims else parts[0].dim
         seen: set[str] = set()
         rejected = [r for p in parts for r in p.rejected]
-        keep_parts = []
+        keep_parts: list[EncodedCorpus] = []
         for part in parts:
             keep = []
             for i, pid in enumerate(part.paper_ids):
@@ -117,6 +126,7 @@ class EncodedCorpus:
             [x for p in keep_parts for x in p.titles],
             [x for p in keep_parts for x in p.sentences],
             rejected,
+            [x for p in keep_parts for x in p.labels],
         )
 
     def subset(self, papers: Sequence[int]) -> "EncodedCorpus":
@@ -133,6 +143,7 @@ class EncodedCorpus:
             [self.titles[i] for i in idx.tolist()],
             [self.sentences[i] for i in idx.tolist()],
             list(self.rejected),
+            [self.labels[i] for i in idx.tolist()],
         )
 
     # ---- shard files ----------------------------------------------------------------------------
@@ -143,7 +154,7 @@ class EncodedCorpus:
         tmp.mkdir(parents=True)
         np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
         np.save(tmp / "offsets.npy", self.offsets)
-        write_papers_jsonl(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences)
+        write_papers_jsonl(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
         write_jsonl(tmp / "rejected.jsonl", self.rejected)
         info = {"shard_format_version": SHARD_FORMAT_VERSION, "n_papers": len(self),
                 "n_sentences": int(len(self.vectors)), "dim": self.dim, **meta}
@@ -166,9 +177,9 @@ class EncodedCorpus:
                 f"shard {path} has format version {meta.get('shard_format_version')}, "
                 f"this code reads version {SHARD_FORMAT_VERSION}"
             )
-        ids, titles, sentences = read_papers_jsonl(path / "papers.jsonl")
+        ids, titles, sentences, labels = read_papers_jsonl(path / "papers.jsonl")
         corpus = cls(np.load(path / "vectors.npy"), np.load(path / "offsets.npy"), ids, titles, sentences,
-                     read_jsonl(path / "rejected.jsonl"))
+                     read_jsonl(path / "rejected.jsonl"), labels)
         return corpus, meta
 
 
@@ -252,7 +263,8 @@ def encode_corpus(
         keep = [i for i, n in enumerate(counts) if n > 0]
         if keep:
             part = batch if len(keep) == len(chunk) else batch.index(keep)
-            parts.append(EncodedCorpus.from_docbatch(part, [chunk[i].title for i in keep]))
+            labels = [_title_labelled(chunk[i].labels, len(part.sentences[j])) for j, i in enumerate(keep)]
+            parts.append(EncodedCorpus.from_docbatch(part, [chunk[i].title for i in keep], labels))
         bar.update(len(chunk))
     bar.close()
     if not parts:
@@ -261,6 +273,12 @@ def encode_corpus(
     corpus = EncodedCorpus.concat(parts)
     corpus.rejected = rejected + corpus.rejected
     return corpus
+
+
+def _title_labelled(labels: list[str] | None, n_sentences: int) -> list[str] | None:
+    """A paper's labels for its encoded sentences: an encoder that adds the title as sentence 0
+    (`include_title`) gives it the label "title"."""
+    return ["title", *labels] if labels is not None and n_sentences == len(labels) + 1 else labels
 
 
 # ---- small JSONL helpers ------------------------------------------------------------------------
@@ -275,13 +293,18 @@ def read_jsonl(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def write_papers_jsonl(path: Path, paper_ids, titles, sentences) -> None:
-    write_jsonl(path, ({"paper_id": p, "title": t, "sentences": s} for p, t, s in zip(paper_ids, titles, sentences)))
+def write_papers_jsonl(path: Path, paper_ids, titles, sentences, labels=None) -> None:
+    """One record a paper: paper_id, title, sentences, and `labels` (one a sentence) where known."""
+    labels = labels or [None] * len(paper_ids)
+    write_jsonl(path, ({"paper_id": p, "title": t, "sentences": s, **({"labels": lab} if lab is not None else {})}
+                       for p, t, s, lab in zip(paper_ids, titles, sentences, labels)))
 
 
-def read_papers_jsonl(path: Path) -> tuple[list[str], list[str], list[list[str]]]:
+def read_papers_jsonl(path: Path) -> tuple[list[str], list[str], list[list[str]], list[list[str] | None]]:
+    """(paper ids, titles, sentences, labels or None) per paper, as `write_papers_jsonl` wrote them."""
     records = read_jsonl(path)
-    return [r["paper_id"] for r in records], [r["title"] for r in records], [r["sentences"] for r in records]
+    return ([r["paper_id"] for r in records], [r["title"] for r in records], [r["sentences"] for r in records],
+            [r.get("labels") for r in records])
 
 
 def read_corpus(path: str | Path) -> tuple[list[Paper], list[dict]]:

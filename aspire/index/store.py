@@ -8,7 +8,7 @@ On disk an index is a directory holding generations and a pointer to the live on
                   /sentences.faiss  the faiss index over all sentence vectors (L2)
                   /vectors.npy      (N, D) exact sentence vectors (re-scoring, OT, explanations)
                   /offsets.npy      (P + 1,) paper p owns sentence rows offsets[p]:offsets[p+1]
-                  /papers.jsonl     paper_id, title, sentences per paper (row order)
+                  /papers.jsonl     paper_id, title, sentences (and facet labels, where known) per paper
                   /rejected.jsonl   input records that were not indexed, with reasons
 
 Saving writes a complete new generation in a temporary directory, renames it into place and only
@@ -98,19 +98,22 @@ class SentenceIndex:
         vectors: (N, D) exact sentence vectors (a read-only memory map after `load`).
         offsets: (P + 1,) int64; paper p owns rows offsets[p]:offsets[p + 1].
         paper_ids, titles, sentences: per paper, in row order.
+        labels: per paper, its sentences' facet labels (`Paper.labels`) or None.
         rejected: input records that were not indexed, with reasons (accumulated over adds).
         config: the resolved build config; kind: the faiss structure actually built.
         model_fingerprint, model_name: the encoder that produced the vectors.
     """
 
     def __init__(self, faiss_index, vectors, offsets, paper_ids, titles, sentences, rejected,
-                 config: IndexBuildConfig, kind: str, model_fingerprint: str, model_name: str) -> None:
+                 config: IndexBuildConfig, kind: str, model_fingerprint: str, model_name: str,
+                 labels: Sequence[list[str] | None] = ()) -> None:
         self.faiss_index = faiss_index
         self.vectors = vectors
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.paper_ids = list(paper_ids)
         self.titles = list(titles)
         self.sentences = [list(s) for s in sentences]
+        self.labels = list(labels) or [None] * len(self.paper_ids)
         self.rejected = list(rejected)
         self.config = config
         self.kind = kind
@@ -131,11 +134,12 @@ class SentenceIndex:
               model_name: str = "") -> "SentenceIndex":
         """Index an encoded corpus with the faiss structure `config.index` asks for."""
         if len(corpus) == 0:
-            raise ValueError(f"nothing to index: all {len(corpus.rejected)} records were rejected")
+            raise ValueError(f"nothing to index: all {len(corpus.rejected)} records were rejected"
+                             + describe_rejected(corpus.rejected))
         faiss_index, kind = build_faiss(corpus.vectors, config.index)
         vectors = np.ascontiguousarray(corpus.vectors, dtype=config.index.vector_dtype)
         return cls(faiss_index, vectors, corpus.offsets, corpus.paper_ids, corpus.titles, corpus.sentences,
-                   corpus.rejected, config, kind, model_fingerprint, model_name)
+                   corpus.rejected, config, kind, model_fingerprint, model_name, corpus.labels)
 
     def add(self, corpus: EncodedCorpus, model_fingerprint: str) -> "SentenceIndex":
         """Add newly encoded papers (in place); ids already indexed go to `rejected`.
@@ -159,6 +163,7 @@ class SentenceIndex:
         self.paper_ids += new.paper_ids
         self.titles += new.titles
         self.sentences += new.sentences
+        self.labels += new.labels
         self._positions = None
         return self
 
@@ -264,7 +269,7 @@ class SentenceIndex:
         faiss.write_index(self.faiss_index, str(path / "sentences.faiss"))
         np.save(path / "vectors.npy", np.asarray(self.vectors))
         np.save(path / "offsets.npy", self.offsets)
-        write_papers_jsonl(path / "papers.jsonl", self.paper_ids, self.titles, self.sentences)
+        write_papers_jsonl(path / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
         write_jsonl(path / "rejected.jsonl", self.rejected)
         for name in _FILES:
             _fsync(path / name)
@@ -324,14 +329,25 @@ class SentenceIndex:
                 "Rebuild the index with this model or search with the model it was built with."
             )
         config = load_config(IndexBuildConfig, gen / "config.yaml")
-        ids, titles, sentences = read_papers_jsonl(gen / "papers.jsonl")
+        ids, titles, sentences, labels = read_papers_jsonl(gen / "papers.jsonl")
         return cls(
             faiss.read_index(str(gen / "sentences.faiss")),
             np.load(gen / "vectors.npy", mmap_mode="r" if mmap else None),
             np.load(gen / "offsets.npy"),
             ids, titles, sentences, read_jsonl(gen / "rejected.jsonl"),
-            config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"],
+            config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"], labels,
         )
+
+
+def describe_rejected(rejected: Sequence[dict], shown: int = 5) -> str:
+    """`: why` for the first `shown` rejected records (line, paper id, reason), then how many more."""
+    parts = []
+    for record in rejected[:shown]:
+        where = [f"line {record['line']}"] if record.get("line") is not None else []
+        where += [f"paper {record['paper_id']!r}"] if record.get("paper_id") is not None else []
+        parts.append(f"{' '.join(where) or 'a record'}: {record.get('reason', 'no reason recorded')}")
+    more = f"; and {len(rejected) - shown} more" if len(rejected) > shown else ""
+    return (": " + "; ".join(parts) + more) if parts else ""
 
 
 def model_fingerprint(encoder) -> str:

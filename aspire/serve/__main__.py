@@ -1,26 +1,42 @@
-"""`python -m aspire.serve --index DIR [--corpus papers.jsonl] [--host 127.0.0.1] [--port 8000] [key=value ...]`."""
+"""Serve the aspect-selection page over an index: pick a paper, select its sentences, see what matches.
+
+`aspire serve --index DIR [--corpus papers.jsonl] [--host 127.0.0.1] [--port 8000] [section.key=value ...]`
+"""
 
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 
-from aspire.serve.server import make_server
-from aspire.serve.service import open_service
+from aspire.cliutil import OVERRIDES_HELP, add_common_options, command_parser, normalize_overrides, run_command, setup_logging
+
+EXAMPLES = """\
+  aspire serve --index runs/index                                  # http://127.0.0.1:8000
+  aspire serve --index runs/index --corpus papers.jsonl search.rerank=ot search.shortlist=200
+  aspire serve --index runs/index --host 0.0.0.0 --port 8080 --quiet
+"""
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aspire.serve", description="Serve the aspect-selection page.")
-    parser.add_argument("--index", required=True, help="index directory (python -m aspire.index build)")
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.serve") -> int:
+    parser = command_parser(prog, __doc__, EXAMPLES)
+    parser.add_argument("--index", required=True, help="index directory (made by `aspire index build`)")
     parser.add_argument("--corpus", help="papers JSONL with pred_labels: facet labels shown beside the sentences")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
-    parser.add_argument("--log-level", default="INFO")
-    parser.add_argument("overrides", nargs="*", help="search config overrides, e.g. rerank=ot shortlist=200")
+    add_common_options(parser)
+    parser.add_argument("overrides", nargs="*", metavar="section.key=value",
+                        help=OVERRIDES_HELP + ": the index's search section, e.g. search.rerank=ot")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    service = open_service(args.index, args.overrides, args.corpus)
+    if not 0 <= args.port <= 65535:
+        parser.error(f"--port must be 0..65535, got {args.port}")
+    setup_logging(args)
+    return run_command(lambda: _serve(args), args)
+
+
+def _serve(args) -> int:
+    from aspire.serve.server import make_server
+    from aspire.serve.service import open_service
+
+    service = open_service(args.index, normalize_overrides(args.overrides, section="search"), args.corpus)
     server = make_server(service, args.host, args.port)
     print(f"serving {server.url} ({service.index.n_papers} papers, {len(service.labels)} with facet labels)",
           flush=True)

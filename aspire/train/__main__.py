@@ -1,38 +1,66 @@
-"""`python -m aspire.train --config configs/NAME.yaml [--section.key=value ...] [--resume]`.
+"""Train a document model (tsAspire, otAspire, ts+otAspire, ablations) from a YAML config.
 
-Under `torchrun --nproc_per_node N -m aspire.train ...` the same command trains with DDP.
-Unknown config keys are errors (`aspire.config.ConfigError`).
+`python -m aspire.train --config configs/NAME.yaml [section.key=value ...] [--resume]`; under
+`torchrun --nproc_per_node N -m aspire.train ...` the same command trains with DDP.
+Unknown config keys are errors (`aspire.config.ConfigError`). The final metrics are printed as JSON.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import logging
 import sys
 
+from aspire.cliutil import (
+    OVERRIDES_HELP,
+    add_common_options,
+    command_parser,
+    normalize_overrides,
+    run_command,
+    setup_logging,
+)
 from aspire.config import ConfigError, load_config
 from aspire.train.config import Config
-from aspire.train.trainer import run
+
+EXAMPLES = """\
+  aspire train --config configs/ts_aspire.yaml train.max_steps=200 train.out_dir=runs/ts
+  aspire train --config configs/ot_aspire.yaml data.hard_negatives=runs/cc/hard_citation/hard_negatives.jsonl
+  aspire train --config configs/ot_aspire.yaml train.out_dir=runs/ot --resume
+  torchrun --nproc_per_node 2 -m aspire.train --config configs/ot_aspire.yaml     # DDP
+"""
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m aspire.train", description=__doc__.split("\n")[0], allow_abbrev=False)
-    parser.add_argument("--config", required=True, help="configs/NAME.yaml")
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.train") -> int:
+    parser = command_parser(prog, __doc__, EXAMPLES)
+    parser.add_argument("--config", required=True, help="configs/NAME.yaml (each extends configs/base.yaml)")
     parser.add_argument("--resume", action="store_true", help="continue from train.out_dir/latest")
-    args, overrides = parser.parse_known_args(argv)
-    bad = [o for o in overrides if not (o.startswith("--") and "=" in o)]
+    add_common_options(parser, device=True, batch_size=True,
+                       device_help="torch device; sets train.device (default: the config's, auto)",
+                       batch_size_help="pairs per micro-batch on each rank; sets train.batch_size (default: the "
+                                       "config's)")
+    parser.add_argument("overrides", nargs="*", metavar="section.key=value", help=OVERRIDES_HELP)
+    args, old_style = parser.parse_known_args(argv)
+    bad = [o for o in old_style if not (o.startswith("--") and "=" in o)]
     if bad:
-        parser.error(f"overrides must look like --section.key=value, got {bad}")
+        parser.error(f"unrecognized arguments: {' '.join(bad)}")
+    overrides = normalize_overrides(old_style + args.overrides)
+    overrides += [f"train.{key}={value}" for key, value in (("device", args.device), ("batch_size", args.batch_size))
+                  if value is not None]
+    if args.quiet:
+        overrides.append("train.progress=false")
     try:
         cfg = load_config(Config, args.config, overrides)
     except ConfigError as err:
         parser.error(str(err))
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    result = run(cfg, resume=args.resume)
-    print(json.dumps(result))
-    return result
+    setup_logging(args)
+    return run_command(lambda: _train(cfg, args.resume), args)
+
+
+def _train(cfg: Config, resume: bool) -> int:
+    from aspire.train.trainer import run
+
+    print(json.dumps(run(cfg, resume=resume)))
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""The `aspire` command: one entry point whose subcommands run the package's command lines.
+
+`aspire COMMAND ...` runs the same code as `python -m aspire.MODULE ...` (both keep working);
+`aspire COMMAND --help` shows the command's options and examples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+import aspire
+
+# command -> (module whose `main(argv, prog)` runs it, one-line purpose)
+COMMANDS = {
+    "index": ("aspire.index.__main__", "build, extend and inspect a sentence index of a papers JSONL"),
+    "search": ("aspire.search_cli", "search an index by a paper's selected sentences (aspect-conditional)"),
+    "serve": ("aspire.serve.__main__", "serve the aspect-selection web page over an index"),
+    "train": ("aspire.train.__main__", "train a document model from a YAML config"),
+    "evaluate": ("aspire.evaluate.__main__", "evaluate on CSFCube or ASPIRE-style pools, or fuse runs"),
+    "encode": ("aspire.encoders.__main__", "encode a papers JSONL into sentence vectors (arrays on disk)"),
+    "demo": ("aspire.demo", "encode and evaluate CSFCube end to end on embedded defaults"),
+    "data": ("aspire.data.__main__", "build co-citation training data, one pipeline stage a command"),
+}
+EXAMPLES = """\
+  aspire index build --model minilm --corpus papers.jsonl --out runs/index
+  aspire search --index runs/index --query-id 2468783 --sentences method --k 10
+  aspire serve --index runs/index search.rerank=ot
+  aspire train --config configs/ts_aspire.yaml train.max_steps=200
+  aspire evaluate csfcube --model minilm --scorer minl2 --out runs/csfcube
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    listing = "\n".join(f"  {name:<9} {purpose}" for name, (_, purpose) in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog="aspire", description=__doc__.split("\n")[0] + "\n\ncommands:\n" + listing,
+        epilog="config overrides are section.key=value (dotted keys of the command's YAML config)\n\nexamples:\n"
+        + EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=f"aspire {aspire.__version__}")
+    parser.add_argument("command", choices=list(COMMANDS), metavar="COMMAND", help="one of: " + ", ".join(COMMANDS))
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the command's options (aspire COMMAND --help)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    module = importlib.import_module(COMMANDS[args.command][0])
+    return int(module.main(args.args, prog=f"aspire {args.command}") or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""What every `aspire` command shares: common options, one config-override form, quiet libraries,
+and user errors reported as one line.
+
+- Common options (`add_common_options`): `--device`, `--batch-size` where they apply, and everywhere
+  `--quiet` (no progress bars or info messages) and `--log-level` (DEBUG also shows the traceback of
+  an error).
+- Config overrides have one form, `section.key=value`: the dotted path of the key in the command's
+  YAML config (`train.lr=1e-5`, `index.kind=hnsw`, `search.rerank=ot`). `normalize_overrides` also
+  reads two older forms, each with a one-line deprecation note on stderr: `--section.key=value`
+  (once `python -m aspire.train`'s) and, for commands whose config is one section of a file (search
+  and serve read the index's `search:` section), the bare `key=value`.
+- `setup_logging` sends log records and progress bars to stderr (results go to stdout) and silences
+  library noise: transformers' weight-loading bars and advisory warnings, Hugging Face hub bars,
+  the tokenizers fork warning and spaCy's regex FutureWarning.
+- `run_command` turns a user error (bad option value, missing file, bad JSON, unknown model or paper
+  id, bad config key) into `error: <message>` on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+
+EXIT_USER_ERROR = 2
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help text keeps the layout of descriptions and epilogs (examples) and shows each option's
+    default where it has a value and its help does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if ("default" not in text and action.default not in (None, False, argparse.SUPPRESS)
+                and action.option_strings and action.nargs != 0):
+            text += " (default: %(default)s)"
+        return text
+
+
+def command_parser(prog: str, doc: str | None, examples: str, **kwargs) -> argparse.ArgumentParser:
+    """An argparse parser whose description is the first line of `doc` and whose epilog lists `examples`."""
+    purpose = (doc or "").strip().split("\n")[0]
+    return argparse.ArgumentParser(prog=prog, description=purpose, epilog="examples:\n" + examples.rstrip(),
+                                   formatter_class=Formatter, allow_abbrev=False, **kwargs)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def device_name(text: str) -> str:
+    """argparse type: a torch device that exists here (`cpu`, `cuda`, `cuda:1`, `mps`)."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"unknown device {text!r}; use cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count()
+        if count == 0:
+            raise argparse.ArgumentTypeError(f"device {text!r}: no CUDA device is available here")
+        if device.index is not None and device.index >= count:
+            raise argparse.ArgumentTypeError(f"device {text!r}: only {count} CUDA device(s) here")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise argparse.ArgumentTypeError(f"device {text!r}: MPS is not available here")
+    return text
+
+
+def log_level(text: str) -> str:
+    """argparse type: a logging level name, any case."""
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"log level must be one of {', '.join(LOG_LEVELS)}, got {text!r}")
+    return text.upper()
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, device: bool = False, batch_size: bool = False,
+                       device_help: str = "torch device (cpu, cuda, cuda:N, mps); default: cpu",
+                       batch_size_help: str = "papers encoded per forward pass", batch_size_default: int | None = None,
+                       ) -> None:
+    """Add `--quiet` and `--log-level`, plus `--device` and `--batch-size` when asked."""
+    group = parser.add_argument_group("common options")
+    if device:
+        group.add_argument("--device", type=device_name, help=device_help)
+    if batch_size:
+        group.add_argument("--batch-size", type=positive_int, default=batch_size_default, help=batch_size_help)
+    group.add_argument("-q", "--quiet", action="store_true",
+                       help="no progress bars or info messages: only results, warnings and errors")
+    group.add_argument("--log-level", type=log_level, default="INFO",
+                       help="DEBUG, INFO, WARNING or ERROR; DEBUG also prints the traceback of an error")
+
+
+def quiet_libraries() -> None:
+    """Silence third-party noise. Environment variables are only defaults: a user's own settings win."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # also transformers' "Loading weights" bar
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # tokenizer length / advisory warnings
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the fork warning
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"spacy(\.|$)")
+    if "transformers" in sys.modules:  # already imported: the environment is read only at import
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+
+
+class _TqdmHandler(logging.StreamHandler):
+    """Writes log records with `tqdm.write`, so a message never lands in the middle of a progress bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from tqdm.auto import tqdm
+
+        try:
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # noqa: BLE001 - logging's own contract: report, never raise
+            self.handleError(record)
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    """aspire's log records to stderr at `--log-level` (WARNING under `--quiet`), other libraries'
+    from WARNING up (at DEBUG, theirs too), and quiet libraries."""
+    quiet_libraries()
+    level = "WARNING" if getattr(args, "quiet", False) and args.log_level in ("DEBUG", "INFO") else args.log_level
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, _TqdmHandler):
+            root.removeHandler(handler)
+    handler = _TqdmHandler()
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root.addHandler(handler)
+    root.setLevel("DEBUG" if level == "DEBUG" else max(logging.WARNING, logging.getLevelName(level)))
+    logging.getLogger("aspire").setLevel(level)
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    return not getattr(args, "quiet", False)
+
+
+def error_message(err: BaseException) -> str:
+    """One line saying what went wrong, from an exception a user's input caused."""
+    if isinstance(err, KeyError) and err.args:
+        return str(err.args[0])
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        return f"{err.strerror}: {err.filename}"
+    if isinstance(err, json.JSONDecodeError):
+        return f"invalid JSON: {err}"
+    return str(err) or type(err).__name__
+
+
+# Exceptions that report a user's mistake (a file, a value, an id). Others are bugs: they keep their traceback.
+USER_ERRORS = (ValueError, KeyError, OSError)
+
+
+def run_command(run: Callable[[], int], args: argparse.Namespace | None = None) -> int:
+    """Call `run()`; a user error becomes one `error:` line on stderr and exit status 2.
+
+    With `--log-level DEBUG` the exception propagates instead, traceback and all.
+    """
+    try:
+        return run()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except USER_ERRORS as err:
+        if args is not None and getattr(args, "log_level", None) == "DEBUG":
+            raise
+        print(f"error: {error_message(err)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+
+def normalize_overrides(items: Sequence[str], section: str | None = None) -> list[str]:
+    """Config overrides in the form the config loader takes, from what the user typed.
+
+    The one documented form is `section.key=value`. `--section.key=value` is read with a deprecation
+    note. With `section` (the command reads only that section of a config file), `section.key=value`
+    becomes `key=value` for the loader, and a bare `key=value` is read as `section.key=value` with a
+    deprecation note. An item without `=` raises ValueError.
+    """
+    out = []
+    for item in items:
+        text = item
+        if text.startswith("--"):
+            text = text[2:]
+            _deprecated(item, text)
+        if "=" not in text:
+            raise ValueError(f"config override {item!r} must look like section.key=value")
+        key, value = text.split("=", 1)
+        if section is not None:
+            if key.startswith(section + "."):
+                key = key[len(section) + 1 :]
+            else:
+                _deprecated(item, f"{section}.{key}={value}")
+        out.append(f"{key}={value}")
+    return out
+
+
+def _deprecated(typed: str, canonical: str) -> None:
+    print(f"note: override {typed!r} is read as {canonical!r}; write it that way "
+          "(section.key=value), the old form will go", file=sys.stderr)
+
+
+OVERRIDES_HELP = "config overrides, section.key=value (dotted keys of the command's YAML config)"

@@ -1,0 +1,73 @@
+"""Facet labels of abstract sentences, and choosing a query's sentences by facet or by position.
+
+Papers may carry one label a sentence (`Paper.labels`, read from `pred_labels`; CSFCube's are
+`background_label`, `objective_label`, `method_label`, `result_label`). `FACETS` groups stored
+labels into the three facets a user asks for; `objective` counts as background, as in CSFCube.
+
+`resolve_selection("method,3", labels)` -> sorted 0-based sentence positions: each comma-separated
+item is a 0-based position or a name (a facet, or a stored label itself, any case).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+FACETS = {
+    "background": ("background_label", "objective_label", "background", "objective"),
+    "method": ("method_label", "method"),
+    "result": ("result_label", "result"),
+}
+
+
+def facet_of(label: str | None) -> str | None:
+    """The facet ("background", "method", "result") of a stored label, else None."""
+    for facet, names in FACETS.items():
+        if label in names:
+            return facet
+    return None
+
+
+def parse_selection(spec: str | Sequence[int | str]) -> list[int | str]:
+    """`"0,2"` / `"method"` / `["method", 3]` -> items: ints (0-based positions) and lower-case names."""
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    out: list[int | str] = []
+    for item in items:
+        if isinstance(item, bool):
+            raise ValueError(f"sentence selection: expected a position or a facet name, got {item!r}")
+        if isinstance(item, int):
+            out.append(item)
+            continue
+        text = str(item).strip()
+        if not text:
+            raise ValueError(f"sentence selection {spec!r} has an empty item")
+        out.append(int(text) if text.lstrip("-").isdigit() else text.lower())
+    if not out:
+        raise ValueError("empty sentence selection")
+    return out
+
+
+def resolve_selection(spec: str | Sequence[int | str], labels: Sequence[str] | None,
+                      paper_id: str = "") -> list[int]:
+    """0-based positions of the sentences `spec` selects (ints pass through unchecked, in order given;
+    names add every sentence whose label is that facet or that label). Raises ValueError naming the
+    paper when a name selects nothing or the paper has no labels."""
+    items = parse_selection(spec)
+    names = [x for x in items if isinstance(x, str)]
+    if not names:
+        return [int(x) for x in items]
+    who = f"paper {paper_id!r}" if paper_id else "the query paper"
+    if labels is None:
+        raise ValueError(f"{who} has no facet labels (give papers with pred_labels), so {names[0]!r} selects "
+                         "nothing; select its sentences by 0-based position instead, e.g. 0,2")
+    chosen: list[int] = []
+    for item in items:
+        if isinstance(item, int):
+            chosen.append(item)
+            continue
+        hits = [i for i, lab in enumerate(labels) if lab.lower() == item or facet_of(lab) == item]
+        if not hits:
+            known = sorted(set(labels))
+            raise ValueError(f"{who} has no {item!r} sentence; its labels: {', '.join(known)} "
+                             f"(facets: {', '.join(FACETS)})")
+        chosen += hits
+    return sorted(set(chosen), key=chosen.index)

@@ -1,0 +1,270 @@
+"""Search a sentence index by a paper's selected sentences: one query, a file of queries, or interactively.
+
+A query is an indexed paper (`--query-id`, its stored vectors: no model is loaded) or a paper to
+encode (`--query-file`, or a JSON object line in `--queries` / `--interactive`: the index's model
+is loaded once, on first need). `--sentences` picks the sentences to match, by 0-based position or
+by facet name from the papers' labels (the index keeps `pred_labels`). Each query returns k papers
+(see `aspire.search`), printed to stdout as text or `--json`; `--run-out` also writes a TREC run
+file (`qid Q0 docid rank score tag`). Progress and warnings go to stderr.
+
+Line format of `--queries FILE` and `--interactive` (blank lines and `#` comments are skipped):
+
+    2468783                 an indexed paper, sentences from --sentences (default: all)
+    2468783 method          an indexed paper, its method sentences
+    2468783 0,2             an indexed paper, its sentences 0 and 2 (0-based)
+    {"paper_id": "new", "title": "...", "abstract": "..."}   a paper to encode (papers-file rules)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from aspire.batch import DocBatch
+from aspire.cliutil import (
+    OVERRIDES_HELP,
+    add_common_options,
+    command_parser,
+    error_message,
+    normalize_overrides,
+    positive_int,
+    run_command,
+    setup_logging,
+)
+from aspire.data.papers import paper_from_record, read_papers
+
+EXAMPLES = """\
+  aspire search --index runs/index --query-id 2468783 --sentences method --k 10
+  aspire search --index runs/index --query-file query.json --rerank ot search.shortlist=500 --json
+  aspire search --index runs/index --queries queries.txt --run-out runs/index.run --quiet
+  aspire search --index runs/index --interactive          # then type lines such as: 2468783 method
+"""
+RERANK_HELP = ("none: rank by the ANN single match; minl2: re-score the shortlist with exact min-L2; "
+               "ot: re-rank the shortlist by optimal transport (default: the index's search.rerank)")
+
+
+def build_parser(prog: str):
+    parser = command_parser(prog, __doc__, EXAMPLES)
+    parser.add_argument("--index", required=True, help="index directory (made by `aspire index build`)")
+    source = parser.add_argument_group("queries (give one kind)")
+    source.add_argument("--query-id", help="an indexed paper as the query, or the paper to take from --query-file")
+    source.add_argument("--query-file", help="JSON or JSONL paper(s) to encode and search with, one search each")
+    source.add_argument("--queries", metavar="FILE",
+                        help="one query a line: ID [SENTENCES] for an indexed paper, or a JSON paper ('-': stdin)")
+    source.add_argument("--interactive", action="store_true",
+                        help="read query lines (as in --queries) from stdin until EOF and answer each; the index "
+                             "and model load once")
+    parser.add_argument("--sentences",
+                        help="query sentences to match: comma-separated 0-based positions and/or facet names from "
+                             "the papers' labels (background, method, result, or a stored label), e.g. 0,2 or "
+                             "method (default: all sentences)")
+    parser.add_argument("--k", type=positive_int, help="papers to return per query (default: the index's search.k)")
+    parser.add_argument("--rerank", choices=("none", "minl2", "ot"), help=RERANK_HELP)
+    parser.add_argument("--shortlist", type=positive_int,
+                        help="papers the ANN stage passes to re-ranking (default: the index's search.shortlist)")
+    parser.add_argument("--model", help="encoder for papers to encode (default: the model the index was built with)")
+    output = parser.add_argument_group("output")
+    output.add_argument("--json", action="store_true",
+                        help="print hits as JSON: one indented object for one query, one line per query otherwise")
+    output.add_argument("--run-out", metavar="FILE", help="also write a TREC run file: qid Q0 docid rank score tag")
+    output.add_argument("--run-tag", default="aspire", help="the tag column of --run-out")
+    add_common_options(parser, device=True, device_help="torch device for encoding queries and re-ranking "
+                                                        "(default: cpu)")
+    parser.add_argument("overrides", nargs="*", metavar="section.key=value",
+                        help=OVERRIDES_HELP + ": the index's search section, e.g. search.sentence_k_min=500")
+    return parser
+
+
+@dataclass
+class Query:
+    """One query to run: its id (the run file's qid) and its DocBatch `(1, S, D)` with the selection as mask."""
+
+    qid: str
+    batch: DocBatch
+
+
+class QueryMaker:
+    """Turns indexed ids and papers into query DocBatches, loading the encoder once, on first need."""
+
+    def __init__(self, searcher, args) -> None:
+        self.searcher, self.args = searcher, args
+
+    def load_encoder(self) -> None:
+        if self.searcher.encoder is None:
+            from aspire.encoders import load_encoder
+            from aspire.index.store import model_fingerprint
+
+            encoder = load_encoder(self.args.model or self.searcher.index.model_name, device=self.args.device)
+            self.searcher.index.check_model(model_fingerprint(encoder))
+            self.searcher.encoder = encoder
+
+    def _placed(self, batch: DocBatch) -> DocBatch:
+        return batch if self.args.device is None else batch.to(self.args.device)
+
+    def from_id(self, paper_id: str, sentences: str | None) -> Query:
+        return Query(paper_id, self._placed(self.searcher.query_from_index(paper_id, sentences)))
+
+    def from_paper(self, paper, sentences: str | None) -> Query:
+        self.load_encoder()
+        return Query(paper.paper_id, self._placed(self.searcher.query_from_paper(paper, sentences)))
+
+    def from_line(self, text: str) -> Query | None:
+        """A query line (module docstring); None for a blank line or a comment."""
+        text = text.strip()
+        if not text or text.startswith("#"):
+            return None
+        if text.startswith("{"):
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"invalid JSON: {err.msg} (column {err.colno})") from None
+            return self.from_paper(paper_from_record(record), self.args.sentences)
+        paper_id, _, selection = text.partition(" ")
+        return self.from_id(paper_id, selection.strip() or self.args.sentences)
+
+
+def read_query_papers(path: str | Path) -> list:
+    """Papers from a query file: JSONL (one paper a line) or one pretty-printed JSON object, read
+    with the papers-file rules (`aspire.data.papers.read_papers`; a string abstract is split)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(2, "query file not found", str(path))
+    try:
+        whole = json.loads(path.read_bytes().decode("utf-8"))  # one (possibly pretty-printed) JSON object
+    except (UnicodeDecodeError, json.JSONDecodeError):  # the line reader names the bad line
+        whole = None
+    if not isinstance(whole, dict):
+        return read_papers(path).papers
+    with tempfile.TemporaryDirectory() as tmp:
+        one_line = Path(tmp) / path.with_suffix(".jsonl").name
+        one_line.write_text(json.dumps(whole) + "\n", encoding="utf-8")
+        return read_papers(one_line).papers
+
+
+def file_queries(maker: QueryMaker, args) -> list[Query]:
+    """Every query the options name, built before any search (a bad one stops the run naming it)."""
+    if args.queries is not None:
+        lines = sys.stdin if args.queries == "-" else _lines(args.queries)
+        queries = []
+        for line_no, text in enumerate(lines, start=1):
+            try:
+                query = maker.from_line(text)
+            except (KeyError, ValueError) as err:
+                raise ValueError(f"{args.queries}:{line_no}: {error_message(err)}") from None
+            if query is not None:
+                queries.append(query)
+        if not queries:
+            raise ValueError(f"{args.queries}: no queries in the file")
+        return queries
+    if args.query_file is None:
+        return [maker.from_id(args.query_id, args.sentences)]
+    papers = read_query_papers(args.query_file)
+    if args.query_id is not None:
+        papers = [p for p in papers if p.paper_id == args.query_id]
+        if not papers:
+            raise ValueError(f"{args.query_file}: no paper with paper_id {args.query_id!r}")
+    return [maker.from_paper(paper, args.sentences) for paper in papers]
+
+
+def _lines(path: str) -> list[str]:
+    if not Path(path).is_file():
+        raise FileNotFoundError(2, "queries file not found", path)
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def run_query(searcher, query: Query, args) -> list:
+    return searcher.search(query.batch, k=args.k, rerank=args.rerank, shortlist=args.shortlist)
+
+
+def print_hits(searcher, query: Query, hits: list, args, one_of_many: bool) -> None:
+    selected = query.batch.mask[0].nonzero()[:, 0].tolist()
+    if args.json:
+        out = {"query_id": query.qid, "query_sentences": selected, "rerank": args.rerank or searcher.config.rerank,
+               "hits": [h.to_dict() for h in hits]}
+        print(json.dumps(out, ensure_ascii=False, indent=None if one_of_many else 1), flush=True)
+        return
+    print(f"query {query.qid} sentences {selected}")
+    for hit in hits:
+        print(f"{hit.rank:3d}. {hit.score:+.4f}  {hit.paper_id}  {hit.title}")
+        for pair in hit.pairs[:3]:
+            print(f"       q{pair.query_sentence} <-> s{pair.hit_sentence}  L2 {pair.dist:.3f}  weight {pair.weight:.2f}")
+            print(f"         q: {pair.query_text[:110]}")
+            print(f"         s: {pair.hit_text[:110]}")
+    sys.stdout.flush()
+
+
+def run_lines(qid: str, hits: Sequence, tag: str) -> list[str]:
+    """TREC run lines for one query's hits: `qid Q0 docid rank score tag` (rank from 1)."""
+    return [f"{qid} Q0 {hit.paper_id} {hit.rank} {hit.score:.6f} {tag}" for hit in hits]
+
+
+def write_run(path: str | Path, lines: Iterable[str]) -> None:
+    """Write a run file atomically (a temporary name in the same folder, then renamed)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    tmp.replace(path)
+
+
+def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
+    """Answer query lines from `stream` (stdin) until EOF; a bad line gets an error and the loop goes on."""
+    stream = sys.stdin if stream is None else stream
+    if not args.quiet:
+        print(f"ready: {searcher.index.n_papers} papers. Type a query id [sentences] or a JSON paper a line; "
+              "end with EOF (Ctrl-D).", file=sys.stderr, flush=True)
+    run: list[str] = []
+    failed = 0
+    for line in stream:
+        try:
+            query = maker.from_line(line)
+            if query is None:
+                continue
+            hits = run_query(searcher, query, args)
+        except (KeyError, ValueError) as err:
+            failed += 1
+            print(f"error: {error_message(err)}", file=sys.stderr, flush=True)
+            continue
+        print_hits(searcher, query, hits, args, one_of_many=True)
+        run += run_lines(query.qid, hits, args.run_tag)
+    if args.run_out:
+        write_run(args.run_out, run)
+    return 0 if not failed else 1
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "aspire search") -> int:
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    given = [name for name, value in (("--query-id", args.query_id and not args.query_file),
+                                      ("--query-file", args.query_file), ("--queries", args.queries),
+                                      ("--interactive", args.interactive)) if value]
+    if len(given) != 1:
+        parser.error("give one kind of query: --query-id ID, --query-file F (with --query-id to pick one), "
+                     "--queries FILE or --interactive" + (f"; got {' and '.join(given)}" if given else ""))
+    setup_logging(args)
+    return run_command(lambda: _run(args), args)
+
+
+def _run(args) -> int:
+    from aspire.search import Searcher
+
+    overrides = normalize_overrides(args.overrides, section="search")
+    searcher = Searcher.open(args.index, overrides)
+    maker = QueryMaker(searcher, args)
+    if args.query_file is not None or (args.model is not None and args.interactive):
+        maker.load_encoder()  # load it now: a wrong model name is reported before any query
+    if args.interactive:
+        return interactive(searcher, maker, args)
+    queries = file_queries(maker, args)
+    run: list[str] = []
+    for query in queries:
+        hits = run_query(searcher, query, args)
+        print_hits(searcher, query, hits, args, one_of_many=len(queries) > 1)
+        run += run_lines(query.qid, hits, args.run_tag)
+    if args.run_out:
+        write_run(args.run_out, run)
+    return 0
