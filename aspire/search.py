@@ -239,7 +239,7 @@ class Searcher:
             sentence_k = max(2 * sentence_k, math.ceil(sentence_k * limit / max(len(candidates), 1)))
         if len(candidates) < config.k:
             log.warning("found %d of the k=%d papers asked for: %s", len(candidates), config.k,
-                        exhaustion_reason(self.index, len(exclude)))
+                        exhaustion_reason(self.index, len(excluded)))
         return candidates.take(np.arange(min(limit, len(candidates))))
 
     def exhaustive(self, query: DocBatch, method: str = "minl2", k: int = 10, chunk: int = 4096,

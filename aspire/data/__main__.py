@@ -36,7 +36,7 @@ def _parser(prog: str = "python -m aspire.data") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0], formatter_class=Formatter,
                                      epilog="stages, in order:\n" + __doc__.split("\n\n")[1] + "\n\nexamples:\n"
                                      + EXAMPLES, allow_abbrev=False)
-    stages = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
+    stages = parser.add_subparsers(dest="stage", required=True, metavar="STAGE", help="STAGE --help for its options")
 
     def stage(name: str, help_: str, **inputs: str) -> argparse.ArgumentParser:
         examples = [line for line in __doc__.split("\n") if f" aspire.data {name} " in line]

@@ -101,7 +101,7 @@ EXAMPLES = {
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate") -> int:
     parser = command_parser(prog, __doc__, "\n".join(e.split("\n")[0] for e in EXAMPLES.values()))
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="COMMAND --help for its options")
 
     def command(name: str, purpose: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=purpose, description=purpose, epilog="examples:\n" + EXAMPLES[name],

@@ -64,7 +64,7 @@ OVERRIDE_EXAMPLE = "e.g. index.kind=hnsw encode.chunk_papers=256 search.rerank=o
 
 def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     parser = command_parser(prog, __doc__, "\n".join(e.split("\n")[0] for e in EXAMPLES.values()))
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="COMMAND --help for its options")
 
     def command(name: str, purpose: str, encodes: bool = False) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=purpose, description=purpose, epilog="examples:\n" + EXAMPLES[name],
