@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt requirements-models.txt setup.cfg pyproject.toml
+$(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q pip==26.3
 	# torch first, pinned: the CPU build on disk (an unpinned torch pulls a multi-GB CUDA build)

@@ -283,7 +283,9 @@ def test_model_run_with_facet_candidates(toy, tmp_path, tiny_model_dir):
     assert facet["timings_s"]["encode_from_cache"] is True
     # pooled candidates: p2, p3, p4, p5 (p1's pool) and p2, p3, p7, p8 (p6's); only p5 has no method sentence
     assert facet["cands_kept_whole"] == {"method": 1}
-    read = lambda d, exp: json.loads((tmp_path / d / f"test-pid2pool-toy-{exp}-method-ranked.json").read_text())
+    def read(d, exp):
+        return json.loads((tmp_path / d / f"test-pid2pool-toy-{exp}-method-ranked.json").read_text())
+
     a, b = read("o1", whole["experiment"]), read("o2", facet["experiment"])
     assert {q: sorted(c for c, _ in r) for q, r in a.items()} == {q: sorted(c for c, _ in r) for q, r in b.items()}
     assert dict(a["p1"])["p5"] == pytest.approx(dict(b["p1"])["p5"])  # kept whole: the same score

@@ -27,7 +27,7 @@ from aspire.index import (
     encode_corpus,
 )
 from aspire.index.__main__ import main as index_main
-from aspire.index.corpus import gather_docbatch, paper_rows
+from aspire.index.corpus import paper_rows
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,13 @@ import pytest
 import torch
 
 from aspire.data.__main__ import main
-from aspire.data.negatives import (HardNegativesConfig, citation_negatives, mine_hard_negatives, nearest_negatives,
-                                   read_groups)
+from aspire.data.negatives import (
+    HardNegativesConfig,
+    citation_negatives,
+    mine_hard_negatives,
+    nearest_negatives,
+    read_groups,
+)
 from aspire.train.data import _read_hard_negatives
 
 # X cites A with B, and C with D, in two sentences; Y cites A with E, and C with F. So A's citing papers

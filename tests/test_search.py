@@ -4,7 +4,6 @@ re-ranking with the OT scorer, explanations, CLI."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +11,8 @@ import torch
 
 from aspire.batch import DocBatch
 from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SearchConfig, SentenceIndex
-from aspire.search import Searcher, aggregate_min_l2, main as search_main
+from aspire.search import Searcher, aggregate_min_l2
+from aspire.search import main as search_main
 
 
 def corpus_from(papers: dict[str, list[list[float]]]) -> EncodedCorpus:

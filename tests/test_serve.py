@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from aspire.data.papers import Paper, write_papers
 from aspire.encoders import load_encoder
@@ -102,8 +101,8 @@ def test_paper_has_sentences_and_facets(service):
 
 
 def test_labels_are_left_out_when_counts_differ(index_dir, tmp_path):
-    from aspire.serve import read_labels
     from aspire.index import SentenceIndex
+    from aspire.serve import read_labels
 
     index = SentenceIndex.load(index_dir)
     wrong = [Paper("a", "t", ["one.", "two.", "three."], [L[0]] * 3), PAPERS[2]]

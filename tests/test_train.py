@@ -12,9 +12,9 @@ import torch
 from aspire.config import ConfigError, load_config
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
-from aspire.train.models import KINDS, DocumentModel
 from aspire.train.data import EpochBatchSampler, TripletCollator, load_split
-from aspire.train.trainer import METRICS, Trainer, build_model, linear_schedule, run, weights_digest
+from aspire.train.models import KINDS, DocumentModel
+from aspire.train.trainer import METRICS, Trainer, build_model, linear_schedule, run
 
 REPO = Path(__file__).resolve().parents[1]
 # a random tiny model's sentence distances are far from the paper's scale: Sinkhorn is capped in tests

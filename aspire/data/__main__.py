@@ -22,7 +22,14 @@ import argparse
 import json
 import sys
 
-from aspire.cliutil import OVERRIDES_HELP, Formatter, add_common_options, normalize_overrides, run_command, setup_logging
+from aspire.cliutil import (
+    OVERRIDES_HELP,
+    Formatter,
+    add_common_options,
+    normalize_overrides,
+    run_command,
+    setup_logging,
+)
 from aspire.data import cocite
 
 EXAMPLES = """\

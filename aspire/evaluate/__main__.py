@@ -26,7 +26,15 @@ import csv
 import sys
 from pathlib import Path
 
-from aspire.cliutil import Formatter, add_common_options, command_parser, device_name, positive_int, run_command, setup_logging
+from aspire.cliutil import (
+    Formatter,
+    add_common_options,
+    command_parser,
+    device_name,
+    positive_int,
+    run_command,
+    setup_logging,
+)
 from aspire.evaluate import csfcube
 from aspire.evaluate.cache import default_cache_dir
 from aspire.evaluate.rank import CAND_SENTENCES, ENCODINGS, QUERY_TEXTS, SCORERS

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Mapping
 
 from aspire.evaluate.metrics import mean_metrics
-from aspire.evaluate.stats import UnitScores
 from aspire.evaluate.pools import (
     PoolSet,
     evaluate_pool_set,
@@ -27,11 +26,10 @@ from aspire.evaluate.pools import (
     query_key,
     read_papers_jsonl,
     read_ranked_pool_set,
-    ranked_path,
     write_json_atomic,
-    write_ranked,
     write_trec,
 )
+from aspire.evaluate.stats import UnitScores
 
 log = logging.getLogger(__name__)
 

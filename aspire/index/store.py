@@ -35,7 +35,14 @@ import aspire
 from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
 from aspire.index.config import IndexBuildConfig, IndexConfig
-from aspire.index.corpus import EncodedCorpus, gather_docbatch, read_jsonl, read_papers_jsonl, write_jsonl, write_papers_jsonl
+from aspire.index.corpus import (
+    EncodedCorpus,
+    gather_docbatch,
+    read_jsonl,
+    read_papers_jsonl,
+    write_jsonl,
+    write_papers_jsonl,
+)
 
 FORMAT_VERSION = 1
 _FILES = ("config.yaml", "sentences.faiss", "vectors.npy", "offsets.npy", "papers.jsonl", "rejected.jsonl")

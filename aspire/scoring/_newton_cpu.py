@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import numba
+import numpy as np
 
 _LINE_SEARCH_HALVINGS = 10  # lengths 1, 1/2, ..., 2^-10, as the torch version's _BACKTRACK
 

@@ -365,7 +365,7 @@ def _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps):
         F_out, G_out = F_out.index_copy(0, done, F[rows]), G_out.index_copy(0, done, G[rows])
         err_out, steps_out = err_out.index_copy(0, done, e[rows]), steps_out.index_copy(0, done, steps[rows])
 
-    for step in range(max_steps):
+    for _ in range(max_steps):
         live = live & (e > tol)  # a row stops at tol, or on a non-finite error (NaN > tol is False)
         n_live = int(live.sum())
         if n_live == 0:

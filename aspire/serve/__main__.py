@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import sys
 
-from aspire.cliutil import OVERRIDES_HELP, add_common_options, command_parser, normalize_overrides, run_command, setup_logging
+from aspire.cliutil import (
+    OVERRIDES_HELP,
+    add_common_options,
+    command_parser,
+    normalize_overrides,
+    run_command,
+    setup_logging,
+)
 
 EXAMPLES = """\
   aspire serve --index runs/index                                  # http://127.0.0.1:8000

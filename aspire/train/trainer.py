@@ -22,12 +22,11 @@ from typing import Callable
 import numpy as np
 import torch
 import torch.distributed as dist
+import yaml
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
-
-import yaml
 
 from aspire.config import save_config, to_dict
 from aspire.train import checkpoint as ckpt
