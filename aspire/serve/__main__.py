@@ -7,14 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from aspire.cliutil import (
-    OVERRIDES_HELP,
-    add_common_options,
-    command_parser,
-    normalize_overrides,
-    run_command,
-    setup_logging,
-)
+from aspire import cliutil
 
 EXAMPLES = """\
   aspire serve --index runs/index                                  # http://127.0.0.1:8000
@@ -24,26 +17,26 @@ EXAMPLES = """\
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.serve") -> int:
-    parser = command_parser(prog, __doc__, EXAMPLES)
+    parser = cliutil.command_parser(prog, __doc__, EXAMPLES)
     parser.add_argument("--index", required=True, help="index directory (made by `aspire index build`)")
     parser.add_argument("--corpus", help="papers JSONL with pred_labels: facet labels shown beside the sentences")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
-    add_common_options(parser)
+    cliutil.add_common_options(parser)
     parser.add_argument("overrides", nargs="*", metavar="section.key=value",
-                        help=OVERRIDES_HELP + ": the index's search section, e.g. search.rerank=ot")
+                        help=cliutil.OVERRIDES_HELP + ": the index's search section, e.g. search.rerank=ot")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be 0..65535, got {args.port}")
-    setup_logging(args)
-    return run_command(lambda: _serve(args), args)
+    cliutil.setup_logging(args)
+    return cliutil.run_command(lambda: _serve(args), args)
 
 
 def _serve(args) -> int:
     from aspire.serve.server import make_server
     from aspire.serve.service import open_service
 
-    service = open_service(args.index, normalize_overrides(args.overrides, section="search"), args.corpus)
+    service = open_service(args.index, cliutil.normalize_overrides(args.overrides, section="search"), args.corpus)
     server = make_server(service, args.host, args.port)
     print(f"serving {server.url} ({service.index.n_papers} papers, {len(service.labels)} with facet labels)",
           flush=True)
