@@ -20,7 +20,7 @@ from aspire.evaluate.reviewers import (
     reviewer_units,
     summarize,
 )
-from aspire.evaluate.runs import per_query, read_qrels, read_run, ranx_name, write_qrels, write_run
+from aspire.evaluate.runs import per_query, ranx_name, read_qrels, read_run, write_qrels, write_run
 from aspire.evaluate.stats import UnitScores, paired_test
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,9 +107,9 @@ def test_published_predictions_known_answers(shared_data):
 
 
 def test_model_predictions_tiny(tmp_path, tiny_model_dir):
-    from aspire.evaluate.reviewer_run import aggregate, run_reviewers
-
     import torch
+
+    from aspire.evaluate.reviewer_run import aggregate, run_reviewers
 
     sims = torch.tensor([[0.1, 0.9, 0.5], [0.3, 0.2, 0.1]])
     assert aggregate(sims, "max").tolist() == pytest.approx([0.9, 0.3])
@@ -203,7 +203,7 @@ def test_query_text_strips_markers():
 def test_committed_split_is_disjoint_and_checked(tmp_path):
     meta = c2d.load_split()
     splits = meta["splits"]
-    for name, part in splits.items():
+    for part in splits.values():
         assert part["n_queries"] == len(part["queries"]) == len(set(part["queries"]))
         assert part["n_citing_papers"] == len(part["citing_papers"])
     for a in splits:

@@ -145,10 +145,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate")
     from aspire.evaluate import bench_cli
 
     bench_cli.add_parsers(sub)
+    purposes = {action.dest: action.help for action in sub._choices_actions}
     for name in bench_cli.COMMANDS:  # their help as the others': examples (bench_cli's docstring), common options
         examples = [line.strip().replace("python -m aspire.evaluate", "aspire evaluate")
                     for line in bench_cli.__doc__.split("\n") if f"aspire.evaluate {name} " in line]
         sub.choices[name].formatter_class = Formatter
+        sub.choices[name].description = sub.choices[name].description or purposes[name]
         sub.choices[name].epilog = "examples:\n" + "\n".join("  " + line for line in examples)
         add_common_options(sub.choices[name])
     args = parser.parse_args(argv)

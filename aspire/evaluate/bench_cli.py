@@ -6,8 +6,10 @@
     python -m aspire.evaluate context2doc --model minilm --scorer abstract --normalize --joiner ' ' \
         --bm25-alpha 0.815 --out runs/c2d-fused
     python -m aspire.evaluate compare runs/c2d-fused runs/c2d-bm25
+    python -m aspire.evaluate compare runs/a.run runs/b.run --qrels qrels.txt --metric MAP --out runs/a-vs-b.json
     python -m aspire.evaluate fuse-runs runs/c2d-dense runs/c2d-bm25 --weights 0.815,0.185 --out runs/c2d-fused2
     python -m aspire.evaluate suite --model minilm --scorer minl2 --out runs/suite-minilm-minl2
+    python -m aspire.evaluate suite --model mpnet --scorer abstract --bm25-alpha 0.815 --out runs/suite-mpnet
 """
 
 from __future__ import annotations
@@ -120,7 +122,13 @@ def run_command(parser, args) -> int:
 
 def _reviewers(parser, args) -> int:
     from aspire.evaluate.reviewer_run import format_result, run_reviewers
-    from aspire.evaluate.reviewers import load_reviewer_set, prediction_files, read_predictions, reviewer_units, summarize
+    from aspire.evaluate.reviewers import (
+        load_reviewer_set,
+        prediction_files,
+        read_predictions,
+        reviewer_units,
+        summarize,
+    )
 
     rset = load_reviewer_set(args.data)
     if args.predictions:
