@@ -80,6 +80,11 @@ def device_name(text: str) -> str:
     return text
 
 
+def device_or_auto(text: str) -> str:
+    """argparse type: `auto` (the trainer picks: the local GPU under torchrun when there is one) or a device."""
+    return text if text == "auto" else device_name(text)
+
+
 def log_level(text: str) -> str:
     """argparse type: a logging level name, any case."""
     if text.upper() not in LOG_LEVELS:
@@ -87,14 +92,16 @@ def log_level(text: str) -> str:
     return text.upper()
 
 
-def add_common_options(parser: argparse.ArgumentParser, *, device: bool = False, batch_size: bool = False,
+def add_common_options(parser: argparse.ArgumentParser, *, device: bool | Callable[[str], str] = False,
+                       batch_size: bool = False,
                        device_help: str = "torch device (cpu, cuda, cuda:N, mps); default: cpu",
                        batch_size_help: str = "papers encoded per forward pass", batch_size_default: int | None = None,
                        ) -> None:
-    """Add `--quiet` and `--log-level`, plus `--device` and `--batch-size` when asked."""
+    """Add `--quiet` and `--log-level`, plus `--device` (checked by `device_name`, or by `device` when it
+    is a function) and `--batch-size` when asked."""
     group = parser.add_argument_group("common options")
     if device:
-        group.add_argument("--device", type=device_name, help=device_help)
+        group.add_argument("--device", type=device if callable(device) else device_name, help=device_help)
     if batch_size:
         group.add_argument("--batch-size", type=positive_int, default=batch_size_default, help=batch_size_help)
     group.add_argument("-q", "--quiet", action="store_true",

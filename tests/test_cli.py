@@ -160,3 +160,22 @@ def test_console_command_prints_results_only_on_stdout_and_no_library_noise(tmp_
                             capture_output=True, text=True, env=env, check=False)
     assert search.returncode == 0 and search.stderr == "", search.stderr
     assert len(json.loads(search.stdout)["hits"]) == 2
+
+
+def test_train_common_options_and_both_override_forms_reach_the_config(monkeypatch, capsys):
+    seen = {}
+
+    def fake_run(cfg, resume=False):
+        seen.update(cfg=cfg, resume=resume)
+        return {"step": 0}
+
+    monkeypatch.setattr("aspire.train.trainer.run", fake_run)
+    assert aspire_main(["train", "--config", "configs/ts_aspire.yaml", "--device", "cpu", "--batch-size", "4", "-q",
+                        "train.max_steps=3", "--train.lr=0.5", "--resume"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"step": 0}
+    cfg = seen["cfg"].train
+    assert (cfg.device, cfg.batch_size, cfg.progress, cfg.max_steps, cfg.lr) == ("cpu", 4, False, 3, 0.5)
+    assert seen["resume"] is True
+    with pytest.raises(SystemExit):
+        aspire_main(["train", "--config", "configs/ts_aspire.yaml", "--device", "gpu0"])
+    assert "unknown device 'gpu0'" in capsys.readouterr().err

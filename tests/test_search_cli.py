@@ -154,3 +154,15 @@ def test_cli_needs_exactly_one_kind_of_query(cli_index, capsys):
             search_main(["--index", str(cli_index), *argv])
         assert exc.value.code == 2
         assert "give one kind of query" in capsys.readouterr().err
+
+
+def test_exhaustive_search_over_a_memory_mapped_index_warns_nothing(tmp_path):
+    import warnings
+
+    SentenceIndex.build(crowded_corpus(), IndexBuildConfig(index=IndexConfig(kind="flat")), "fp").save(tmp_path / "i")
+    searcher = Searcher(SentenceIndex.load(tmp_path / "i"))  # vectors: a read-only memory map
+    assert isinstance(searcher.index.vectors, np.memmap)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        papers, _ = searcher.exhaustive(e0_query(), "minl2", k=3)
+    assert len(papers) == 3

@@ -14,6 +14,7 @@ from aspire.cliutil import (
     OVERRIDES_HELP,
     add_common_options,
     command_parser,
+    device_or_auto,
     normalize_overrides,
     run_command,
     setup_logging,
@@ -33,8 +34,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train") ->
     parser = command_parser(prog, __doc__, EXAMPLES)
     parser.add_argument("--config", required=True, help="configs/NAME.yaml (each extends configs/base.yaml)")
     parser.add_argument("--resume", action="store_true", help="continue from train.out_dir/latest")
-    add_common_options(parser, device=True, batch_size=True,
-                       device_help="torch device; sets train.device (default: the config's, auto)",
+    add_common_options(parser, device=device_or_auto, batch_size=True,
+                       device_help="auto, cpu, cuda, cuda:N or mps; sets train.device (default: the config's, auto)",
                        batch_size_help="pairs per micro-batch on each rank; sets train.batch_size (default: the "
                                        "config's)")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value", help=OVERRIDES_HELP)
