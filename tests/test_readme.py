@@ -45,3 +45,56 @@ def example_folder(tmp_path, tiny_model_dir, monkeypatch):
 def test_readme_python_example_runs(number, example_folder):
     code = compile(BLOCKS[number], f"README.md python block {number + 1}", "exec")
     exec(code, {"__name__": "readme_example"})
+
+
+COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:python -m aspire(?:\.(\w+))?|aspire) (.*)$")
+
+
+def readme_commands() -> list[tuple[str, list[str]]]:
+    """(line, argv for `aspire`) of every README shell line that runs an `aspire` command; optional
+    `[...]` parts and `# comments` are left out."""
+    import shlex
+
+    from aspire.cli import COMMANDS
+
+    modules = {name: name for name in COMMANDS} | {"encoders": "encode"}  # python -m aspire.X -> aspire command
+    found = []
+    for block in re.findall(r"^```(?:bash|sh|console)\n(.*?)^```", README.read_text(encoding="utf-8"), flags=re.M | re.S):
+        for line in block.splitlines():
+            match = COMMAND.match(re.sub(r"\s+#.*$", "", line.strip()))
+            if match is None:
+                continue
+            module, rest = match.groups()
+            if module is not None and module not in modules:
+                continue  # another module's command line (e.g. aspire.encoders.cosentbert)
+            argv = shlex.split(re.sub(r"\[[^\]]*\]", "", rest))
+            found.append((line, ([modules[module]] if module else []) + argv))
+    return found
+
+
+class Parsed(Exception):
+    """Raised once a command's own parser has read its arguments without error."""
+
+
+def test_readme_commands_parse(monkeypatch):
+    import argparse
+
+    from aspire.cli import main as aspire_main
+
+    commands = readme_commands()
+    assert len(commands) >= 5
+    original = argparse.ArgumentParser.parse_known_args
+
+    def parse_then_stop(self, args=None, namespace=None):
+        result = original(self, args, namespace)
+        if self.prog.startswith("aspire "):
+            unknown = [x for x in result[1] if not (x.startswith("--") and "=" in x)]  # old override form
+            if unknown:
+                self.error(f"unrecognized arguments: {' '.join(unknown)}")
+            raise Parsed
+        return result
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", parse_then_stop)
+    for line, argv in commands:
+        with pytest.raises(Parsed):
+            aspire_main(argv)
