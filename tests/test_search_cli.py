@@ -166,3 +166,11 @@ def test_exhaustive_search_over_a_memory_mapped_index_warns_nothing(tmp_path):
         warnings.simplefilter("error")
         papers, _ = searcher.exhaustive(e0_query(), "minl2", k=3)
     assert len(papers) == 3
+
+
+def test_the_page_service_uses_the_labels_the_index_keeps(cli_index):
+    from aspire.serve import open_service
+
+    service = open_service(cli_index)
+    assert len(service.labels) == 8
+    assert service.labels["p0"] == ["background_label", "result_label", "method_label"]

@@ -11,9 +11,9 @@
 Bad input raises `RequestError(status, message)` (a 4xx answer), never a 5xx: unknown ids (404),
 empty or out-of-range selections, wrong types, oversized values (400).
 
-Facet labels: an index stores paper ids, titles and sentences but not `Paper.labels`; they are read
-from a corpus JSONL (`pred_labels` per sentence, e.g. CSFCube's) given with `labels_from`, and
-kept for a paper only when its sentence count equals the indexed paper's.
+Facet labels: an index built from papers with `pred_labels` keeps them (`SentenceIndex.labels`);
+a corpus JSONL given with `labels_from` is read instead (e.g. for an index built without them), a
+paper's labels kept only when their count equals the indexed paper's sentence count.
 """
 
 from __future__ import annotations
@@ -232,7 +232,8 @@ class SearchService:
 def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_from: str | Path | None = None) -> SearchService:
     """A SearchService over the index at `index_dir`; `overrides` adjust its search config (e.g. "rerank=ot")."""
     searcher = Searcher.open(index_dir, overrides)
-    labels = {}
+    index = searcher.index  # the labels the index keeps, unless a labels file is given
+    labels = {pid: list(lab) for pid, lab in zip(index.paper_ids, index.labels) if lab is not None}
     if labels_from is not None:
         labels, counts = read_labels(labels_from, searcher.index.paper_ids, searcher.index.sentences)
         log.info("facet labels from %s: %s", labels_from, {k: v for k, v in counts.items() if k != "rejected"})
