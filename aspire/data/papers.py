@@ -5,7 +5,8 @@ JSONL file of papers and accounts for every line: each becomes a `Paper`, a `Rej
 (file, line, paper id if known, reason) or a blank line. Without `skip_bad` the first bad record
 raises `BadRecordError` (a `ValueError`) naming the file and line; with `skip_bad=True` every bad
 record is listed in `ReadResult.rejected` and reading goes on. `iter_papers` streams the same
-records for files too big to hold.
+records for files too big to hold. `paper_from_record` applies the same rules to one record (a dict),
+and `as_papers` makes Papers of Papers, records or plain abstract strings (what `encoder.encode` takes).
 
 Record rules (one JSON object a line):
 - The file is read as bytes and each line decoded as UTF-8 on its own, so an undecodable byte is
