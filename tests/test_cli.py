@@ -18,7 +18,7 @@ from aspire.cliutil import normalize_overrides
 
 # every command line a user can ask --help of: the command, and each subcommand of the grouped ones
 HELP_ARGVS = [[c] for c in COMMANDS] + [["index", s] for s in ("build", "add", "encode-shard", "merge", "info")] + [
-    ["evaluate", s] for s in ("csfcube", "pools", "fuse", "reviewers", "context2doc", "compare", "suite")] + [["data", "run-all"], ["data", "hard-negatives"]]
+    ["evaluate", s] for s in ("csfcube", "pools", "fuse", "reviewers", "context2doc", "compare", "fuse-runs", "suite")] + [["data", "run-all"], ["data", "hard-negatives"]]
 
 
 def parsers_printing_help(argv, monkeypatch, capsys) -> tuple[argparse.ArgumentParser, str]:

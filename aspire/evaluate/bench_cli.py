@@ -8,6 +8,7 @@
     python -m aspire.evaluate compare runs/c2d-fused runs/c2d-bm25
     python -m aspire.evaluate compare runs/a.run runs/b.run --qrels qrels.txt --metric MAP --out runs/a-vs-b.json
     python -m aspire.evaluate fuse-runs runs/c2d-dense runs/c2d-bm25 --weights 0.815,0.185 --out runs/c2d-fused2
+    python -m aspire.evaluate fuse-runs runs/a.run runs/b.run runs/c.run --method rrf --qrels qrels.txt --out runs/rrf
     python -m aspire.evaluate suite --model minilm --scorer minl2 --out runs/suite-minilm-minl2
     python -m aspire.evaluate suite --model mpnet --scorer abstract --bm25-alpha 0.815 --out runs/suite-mpnet
 """
