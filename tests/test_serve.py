@@ -22,7 +22,7 @@ from aspire.data.papers import Paper, write_papers
 from aspire.encoders import load_encoder
 from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex, encode_corpus, model_fingerprint
 from aspire.serve import RequestError, make_server, open_service
-from aspire.serve.server import MAX_BODY
+from aspire.serve.app import MAX_BODY
 
 L = ("background_label", "method_label", "result_label", "objective_label")
 PAPERS = [
@@ -139,7 +139,13 @@ def test_search_equals_the_searcher_and_explains_with_the_plan(service):
     ({"paper_id": "q", "sentences": [0, 3]}, 400, "out of range 0..2"),
     ({"paper_id": "q", "sentences": [-1]}, 400, "out of range"),
     ({"paper_id": "q", "sentences": [True]}, 400, "integers"),
-    ({"paper_id": "q", "sentences": "0,1"}, 400, "list of sentence positions"),
+    ({"paper_id": "q", "sentences": "0,1"}, 400, "sentence positions \\(integers\\); got '0,1'"),
+    ({"paper_id": "q", "sentences": [0], "k": 3.0}, 400, "k must be"),
+    ({"paper_id": "q", "sentences": [0], "shortlist": 0}, 400, "shortlist must be"),
+    ({"paper_id": "q", "sentences": [0], "k": 5, "shortlist": 4}, 400, "shortlist \\(4\\) must be at least k \\(5\\)"),
+    ({"paper_id": "q", "sentences": [0], "tau": 0}, 400, "tau must be a finite number"),
+    ({"paper_id": "q", "sentences": [0], "tau": float("nan")}, 400, "tau must be a finite number"),
+    ({"sentences": [0]}, 400, "paper_id is required"),
     ({"paper_id": "q", "sentences": list(range(300))}, 400, "too many sentences"),
     ({"paper_id": "q", "sentences": [0], "k": 0}, 400, "k must be"),
     ({"paper_id": "q", "sentences": [0], "k": 51}, 400, "k must be"),
@@ -220,11 +226,13 @@ def test_post_without_length_and_garbage_request_lines(server):
     status, body = raw_request(server, b"POST /api/search HTTP/1.0\r\nContent-Type: application/json\r\n\r\n{}")
     assert status == 411 and "Content-Length" in json.loads(body)["error"]
     status, body = raw_request(server, b"\x00\x01garbage\r\n\r\n")
-    assert status == 400 and json.loads(body)["error"].startswith("Bad request")
+    assert status == 400 and json.loads(body)["error"].startswith("bad request: illegal request line")
     status, body = raw_request(server, b"GET / HTTP/7.1\r\n\r\n")
     assert status == 400 and "version" in json.loads(body)["error"]
-    status, _ = raw_request(server, b"GET /" + b"a" * 70000 + b" HTTP/1.0\r\n\r\n")
-    assert status == 414
+    status, body = raw_request(server, b"GET /" + b"a" * 70000 + b" HTTP/1.0\r\n\r\n")
+    assert status == 414 and "longer than" in json.loads(body)["error"]
+    status, body = raw_request(server, b"GET / HTTP/1.0\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n")
+    assert status == 431 and "too long" in json.loads(body)["error"]  # h11's limit on a request head
 
 
 # ---- load ----------------------------------------------------------------------------------------------
