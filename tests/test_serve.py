@@ -3,12 +3,9 @@ facet labels from a corpus file, only known routes served, and a bounded loopbac
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -16,32 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
+from serve_support import L, PAPERS, build_index, raw_request, request, running
 
 from aspire.data.papers import Paper, write_papers
 from aspire.encoders import load_encoder
-from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex, encode_corpus, model_fingerprint
-from aspire.serve import RequestError, make_server, open_service
+from aspire.serve import RequestError, open_service
 from aspire.serve.app import MAX_BODY
-
-L = ("background_label", "method_label", "result_label", "objective_label")
-PAPERS = [
-    Paper("q", "a parser for documents", ["we study scientific documents.", "we propose a new neural parser.",
-                                          "the parser improves the state of the art."], [L[0], L[1], L[2]]),
-    Paper("a", "neural parsing", ["parsing is a task.", "we propose a neural network parser."], [L[0], L[1]]),
-    Paper("b", "document similarity", ["scientific documents are many.", "we show similarity results."],
-          [L[3], L[2]]),
-    Paper("c", "citation text", ["citation sentences in a paper.", "a model of citation.", "results improve."],
-          [L[0], L[1], L[2]]),
-    Paper("d", "aspects", ["an aspect of a title.", "we use data."], [L[0], "other_label"]),
-]
-
-
-def build_index(encoder, papers, out: Path, name: str) -> Path:
-    corpus = encode_corpus(encoder, papers, progress=False)
-    index = SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), model_fingerprint(encoder), name)
-    index.save(out)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -58,38 +35,8 @@ def service(index_dir):
 
 @pytest.fixture(scope="module")
 def server(service):
-    srv = make_server(service, "127.0.0.1", 0)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-
-
-def request(srv, method, path, body=None, headers=None):
-    host, port = srv.server_address[:2]
-    conn = http.client.HTTPConnection(host, port, timeout=10)
-    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-    hdrs = {"Content-Type": "application/json"} if data is not None else {}
-    hdrs.update(headers or {})
-    conn.request(method, path, body=data, headers=hdrs)
-    resp = conn.getresponse()
-    raw = resp.read()
-    conn.close()
-    return resp.status, resp.getheader("Content-Type"), raw
-
-
-def raw_request(srv, data: bytes) -> tuple[int, bytes]:
-    """Send bytes as they are; returns (status, body)."""
-    with socket.create_connection(srv.server_address[:2], timeout=10) as sock:
-        sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    reply = b"".join(chunks)
-    status = int(reply.split(b" ", 2)[1])
-    return status, reply.split(b"\r\n\r\n", 1)[1]
+    with running(service) as srv:
+        yield srv
 
 
 # ---- service ------------------------------------------------------------------------------------------
