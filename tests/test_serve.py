@@ -117,12 +117,39 @@ def test_find_papers(service):
         service.find_papers("x" * 201)
 
 
+def test_every_paper_is_reachable_a_page_at_a_time(service):
+    ids, offset = [], 0
+    while offset is not None:
+        page = service.find_papers("", limit=2, offset=offset)
+        assert len(page["papers"]) == (2 if page["next_offset"] is not None else 1)
+        ids += [p["paper_id"] for p in page["papers"]]
+        offset = page["next_offset"]
+    assert ids == ["q", "a", "b", "c", "d"]
+    assert service.find_papers("", limit=2, offset=5)["papers"] == []
+    page = service.find_papers("c", limit=1)  # the exact id first, then titles containing "c"
+    assert [p["paper_id"] for p in page["papers"]] == ["c"] and page["next_offset"] == 1
+    assert [p["paper_id"] for p in service.find_papers("c", limit=5, offset=1)["papers"]] == ["q", "b", "d"]
+
+
+def test_min_l2_answers_carry_distances_and_no_plan(service):
+    out = service.search({"paper_id": "q", "sentences": [0, 2], "k": 5, "rerank": "minl2"})
+    for hit in out["hits"]:
+        dist = np.array(hit["dist"])
+        assert hit["plan"] is None and dist.shape == (2, len(hit["sentences"]))
+        assert -hit["score"] == pytest.approx(dist.min(), abs=1e-4)  # the closest pair decides
+        for p in hit["pairs"]:  # each pair: a selected sentence and its nearest hit sentence
+            assert p["weight"] == 1.0 and p["hit_sentence"] == int(np.argmin(dist[[0, 2].index(p["query_sentence"])]))
+    assert out["note"] == "the index holds only 4 other papers"
+
+
 # ---- HTTP -----------------------------------------------------------------------------------------------
 def test_http_routes_and_static_files(server):
     status, ctype, body = request(server, "GET", "/")
     assert status == 200 and ctype.startswith("text/html") and b"/static/app.js" in body
     status, ctype, body = request(server, "GET", "/static/app.js")
     assert status == 200 and ctype.startswith("text/javascript") and b"textContent" in body
+    status, ctype, body = request(server, "GET", "/favicon.ico")
+    assert status == 200 and ctype == "image/svg+xml" and body.startswith(b"<svg")
     status, ctype, body = request(server, "GET", "/api/info")
     assert status == 200 and json.loads(body)["n_papers"] == 5 and json.loads(body)["labelled_papers"] == 5
     status, _, body = request(server, "GET", "/api/paper?id=a")

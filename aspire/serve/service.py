@@ -187,6 +187,7 @@ class SearchService:
         if len(out) < req.k:
             others = self.index.n_papers - 1
             note = (f"the index holds no other paper than {req.paper_id!r}" if others <= 0 else
+                    f"the index holds only {others} other papers" if len(out) == others else
                     f"{len(out)} of the {req.k} papers asked for were found")
         cfg = searcher.config
         return {"paper_id": req.paper_id, "sentences": req.sentences, "k": req.k, "rerank": req.rerank,

@@ -1,8 +1,11 @@
 """End to end: the aspect-selection page in headless Chromium against a small CSFCube index (minilm).
 
-Picks a paper, selects two of its sentences, searches, and checks the ranked list and the
-highlighted aligned sentences against the server's own answer; saves a screenshot (to the test's
-temporary folder, or to docs/screenshot.png when ASPIRE_UPDATE_SCREENSHOT=1).
+Picks a paper, selects two of its sentences (one by mouse, one by keyboard), searches, and checks the
+ranked list, the highlighted aligned sentences, their facet chips and the legend against the server's
+own answer; then the single-match mode (no transport plan, no percentage), the "more papers" button
+(more than one page of papers), a narrow window (nothing wider than the screen) and the favicon;
+saves a screenshot (to the test's temporary folder, or to docs/screenshot.png when
+ASPIRE_UPDATE_SCREENSHOT=1).
 Needs Debian's `chromium` (driven through playwright's Python package, which never downloads a
 browser here: the system binary is passed as `executable_path`); skips when it is absent.
 """
@@ -21,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 DOCS_SCREENSHOT = REPO / "docs" / "screenshot.png"
 QUERY = "2468783"  # CSFCube query "Similarity of Semantic Relations" (method and result facets)
 SELECTED = [5, 9]  # its two method sentences
-N_CANDIDATES = 24
+N_CANDIDATES = 40  # with the query, more papers than the page lists at once (30)
 
 
 def chromium_path() -> str | None:
@@ -40,7 +43,7 @@ def page_server(shared_data, tmp_path_factory):
     from aspire.data.papers import read_papers, write_papers
     from aspire.encoders import load_encoder
     from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex, encode_corpus, model_fingerprint
-    from aspire.serve import make_server, open_service
+    from aspire.serve import ServiceHolder, make_server
 
     csf = shared_data / "csfcube"
     pool = json.loads((csf / "test-pid2anns-csfcube-method.json").read_text())[QUERY]
@@ -53,8 +56,7 @@ def page_server(shared_data, tmp_path_factory):
     index = SentenceIndex.build(encode_corpus(encoder, papers, progress=False),
                                 IndexBuildConfig(index=IndexConfig(kind="flat")), model_fingerprint(encoder), "minilm")
     index.save(root / "index")
-    service = open_service(root / "index", ["rerank=ot"], root / "papers.jsonl")
-    server = make_server(service, "127.0.0.1", 0)
+    server = make_server(ServiceHolder(root / "index", ["rerank=ot"], root / "papers.jsonl"), "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -78,10 +80,12 @@ def test_select_two_sentences_search_and_see_alignments(page_server, tmp_path):
             page.wait_for_selector('#query-sentences .sentence[data-index="0"]')
             labels = page.locator("#query-sentences .sentence .facet").all_inner_texts()
             assert labels[SELECTED[0]] == "method" and labels[SELECTED[1]] == "method"
-            for i in SELECTED:
-                page.click(f'#query-sentences .sentence[data-index="{i}"]')
+            page.click(f'#query-sentences .sentence[data-index="{SELECTED[0]}"]')  # by mouse
+            page.focus(f'#query-sentences .sentence[data-index="{SELECTED[1]}"]')  # by keyboard
+            page.keyboard.press("Space")
             selected = page.locator("#query-sentences .sentence.selected")
             assert [int(x) for x in selected.evaluate_all("ns => ns.map(n => n.dataset.index)")] == SELECTED
+            assert selected.evaluate_all("ns => ns.map(n => n.getAttribute('aria-checked'))") == ["true", "true"]
             page.select_option("#k", "5")
             page.click("#search-btn")
             page.wait_for_selector("#results .hit")
@@ -100,7 +104,16 @@ def test_select_two_sentences_search_and_see_alignments(page_server, tmp_path):
                 assert sorted(t.split()[0] for t in tags) == sorted(f"q{i}" for i in SELECTED)
                 assert card.locator(".plan th.qlabel").all_inner_texts() == [f"q{i}" for i in SELECTED]
                 assert card.locator(".plan td").count() == len(SELECTED) * len(hit["sentences"])
+                shown = sorted((t.split()[0], int(t.split()[1])) for t in tags)  # "q5 62 %": share of q5's mass
+                want = sorted((f"q{p['query_sentence']}", 100 * p["weight"]) for p in hit["pairs"])
+                assert all(a[0] == b[0] and abs(a[1] - b[1]) <= 0.51 for a, b in zip(shown, want))
+                chips = card.locator(".hit-sentence .facet").all_inner_texts()
+                assert chips and set(chips) <= {"background", "method", "result", "other"}
             assert page.locator("#status").inner_text().startswith("5 papers in")
+            assert page.locator("#legend .legend-q").all_inner_texts() == [f"q{i}" for i in SELECTED]
+            assert "share of one selected sentence's mass" in page.locator("#mode-help").inner_text()
+            gen = page_server.service.generation
+            assert gen and page.locator("#generation").inner_text() == f"index {gen}"
             assert errors == []
 
             page.locator("#query-sentences .sentence.selected").last.evaluate("n => n.scrollIntoView({block: 'end'})")
@@ -108,6 +121,46 @@ def test_select_two_sentences_search_and_see_alignments(page_server, tmp_path):
             shot.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(shot))
             assert shot.stat().st_size > 20_000
+        finally:
+            browser.close()
+
+
+def test_single_match_mode_more_papers_narrow_window_and_favicon(page_server):
+    """Min-L2 answers show nearest sentences with distances (no plan, no percentage); every paper is
+    reachable from the list; at 420 px nothing is wider than the window; the favicon is served."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 420, "height": 900})
+            errors = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(page_server.url)
+            page.wait_for_selector(".paper-item")
+            assert page.locator(".paper-item").count() == 30
+            page.focus("#more-papers")
+            page.keyboard.press("Enter")
+            page.wait_for_function("document.querySelectorAll('.paper-item').length > 30")
+            n_papers = page_server.service.index.n_papers
+            assert page.locator(".paper-item").count() == n_papers and page.locator("#more-papers").is_hidden()
+            page.click(f'.paper-item[data-id="{QUERY}"]')
+            page.wait_for_selector('#query-sentences .sentence[data-index="0"]')
+            page.click('.facet-btn[data-facet="method"]')
+            page.select_option("#rerank", "minl2")
+            assert page.locator("#tau-label").is_hidden() and "no transport plan" in page.locator("#mode-help").inner_text()
+            page.click("#search-btn")
+            page.wait_for_selector("#results .hit")
+            assert page.locator(".plan").count() == 0 and page.locator(".grid.dist").count() > 0
+            tags = page.locator(".align-tag").all_inner_texts()
+            assert tags and all("%" not in t and " · L2 " in t for t in tags)
+            assert "%" not in page.locator("#legend").inner_text()
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 420, f"the page is {width} px wide in a 420 px window"
+            icon = page.request.get(page_server.url + "favicon.ico")
+            assert icon.status == 200 and icon.headers["content-type"] == "image/svg+xml"
+            assert page.locator('link[rel="icon"]').get_attribute("href") == "/static/favicon.svg"
+            assert errors == []
         finally:
             browser.close()
 
