@@ -24,9 +24,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="search config overrides, e.g. rerank=ot shortlist=200")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    holder = ServiceHolder(args.index, args.overrides, args.corpus,
-                           check_every=None if args.no_auto_reload else max(args.check_every, 0.0))
-    server = make_server(holder, args.host, args.port)
+    try:
+        holder = ServiceHolder(args.index, args.overrides, args.corpus,
+                               check_every=None if args.no_auto_reload else max(args.check_every, 0.0))
+        server = make_server(holder, args.host, args.port)
+    except (OSError, ValueError, KeyError) as exc:  # a missing or broken index, a bad override, a busy port
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     service = holder.service
     print(f"serving {server.url} ({service.index.n_papers} papers, {len(service.labels)} with facet labels, "
           f"index {service.generation})", flush=True)

@@ -26,32 +26,30 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from aspire.index import SentenceIndex
-from aspire.serve.service import SearchService, open_service
+from aspire.serve.service import SearchService, live_generation, open_service
 
 log = logging.getLogger(__name__)
 
 OPEN_ATTEMPTS = 3
 
 
-def live_generation(index_dir: Path) -> str:
-    """The name of the live generation under `index_dir` (its manifest checked)."""
-    return Path(SentenceIndex.read_manifest(index_dir)["path"]).name
-
-
 class ServiceHolder:
     """Holds the SearchService of an index directory's live generation and reloads it on change.
 
     Args:
-        index_dir, overrides, labels_from: as for `open_service`.
+        index_dir, overrides, labels_from: as for `open_service`; index_dir None: serve `service` only.
         check_every: seconds between two checks of `CURRENT` by `get()`; None: only `reload()` reloads.
         retry_after: seconds before a generation that failed to open is tried again by a check.
+        service: a service already opened (of `index_dir`'s live generation, or of no directory).
     Opening the first generation raises what `open_service` raises (a missing or broken index).
     """
 
-    def __init__(self, index_dir: str | Path, overrides: Sequence[str] = (), labels_from: str | Path | None = None,
-                 check_every: float | None = 0.0, retry_after: float = 5.0) -> None:
-        self.index_dir = Path(index_dir)
+    def __init__(self, index_dir: str | Path | None, overrides: Sequence[str] = (),
+                 labels_from: str | Path | None = None, check_every: float | None = 0.0, retry_after: float = 5.0,
+                 service: SearchService | None = None) -> None:
+        if index_dir is None and service is None:
+            raise ValueError("ServiceHolder needs an index directory or a service")
+        self.index_dir = Path(index_dir) if index_dir is not None else None
         self.overrides = list(overrides)
         self.labels_from = labels_from
         self.check_every = check_every
@@ -60,16 +58,7 @@ class ServiceHolder:
         self._lock = threading.Lock()  # one load at a time
         self._next_check = 0.0
         self._stamp = self._current_stamp()
-        self._service = self._open()
-
-    @classmethod
-    def of(cls, service: SearchService) -> "ServiceHolder":
-        """A holder that serves `service` and never reloads (an index opened by the caller)."""
-        holder = cls.__new__(cls)
-        holder.index_dir, holder.overrides, holder.labels_from = None, [], None
-        holder.check_every, holder.retry_after, holder.reload_error = None, 0.0, None
-        holder._lock, holder._next_check, holder._stamp, holder._service = threading.Lock(), 0.0, None, service
-        return holder
+        self._service = service if service is not None else self._open()
 
     @property
     def service(self) -> SearchService:
@@ -115,6 +104,8 @@ class ServiceHolder:
 
     def _current_stamp(self) -> tuple | None:
         """(inode, mtime, size) of `CURRENT`: a rebuild replaces the file, so any change shows here."""
+        if self.index_dir is None:
+            return None
         try:
             st = os.stat(self.index_dir / "CURRENT")
         except OSError:
@@ -124,13 +115,12 @@ class ServiceHolder:
     def _open(self) -> SearchService:
         """The live generation opened, read again when a build replaced it while it was being read."""
         for attempt in range(1, OPEN_ATTEMPTS + 1):
-            gen = live_generation(self.index_dir)
             try:
-                service = open_service(self.index_dir, self.overrides, self.labels_from, gen)
+                service = open_service(self.index_dir, self.overrides, self.labels_from)
             except FileNotFoundError:  # the generation was replaced and deleted while it was read
                 if attempt == OPEN_ATTEMPTS:
                     raise
                 continue
-            if live_generation(self.index_dir) == gen:
+            if live_generation(self.index_dir) == service.generation:  # CURRENT did not move while it was read
                 return service
         raise RuntimeError(f"{self.index_dir}: the live generation changed {OPEN_ATTEMPTS} times while it was read")

@@ -74,5 +74,5 @@ def make_server(service: SearchService | ServiceHolder, host: str = "127.0.0.1",
                 **options) -> AspireServer:
     """A server bound to (host, port); a SearchService is served as it is (no reloads), a
     ServiceHolder with its reloads. `options`: AspireServer's timeouts. Call `serve_forever()`."""
-    holder = service if isinstance(service, ServiceHolder) else ServiceHolder.of(service)
+    holder = service if isinstance(service, ServiceHolder) else ServiceHolder(None, service=service)
     return AspireServer(holder, host, port, **options)

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from aspire.data.papers import read_papers
+from aspire.index import SentenceIndex
 from aspire.search import RERANKERS, Searcher
 from aspire.serve.models import (MAX_K, MAX_SHORTLIST, MAX_TAU, PaperQuery, PapersQuery,
                                   RequestError, SearchBody, check)
@@ -218,12 +219,18 @@ class SearchService:
                 for c, t in enumerate(lengths)]
 
 
-def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_from: str | Path | None = None,
-                 generation: str | None = None) -> SearchService:
+def live_generation(index_dir: str | Path) -> str:
+    """The name of the live generation under `index_dir` (its manifest checked), e.g. "gen-000002"."""
+    return Path(SentenceIndex.read_manifest(index_dir)["path"]).name
+
+
+def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_from: str | Path | None = None) -> SearchService:
     """A SearchService over the index at `index_dir`; `overrides` adjust its search config (e.g. "rerank=ot").
 
-    `generation` names the generation being opened (aspire.serve.reload reads it from the index).
+    Its `generation` is the live generation read just before opening (a build finishing meanwhile can
+    make it stale: aspire.serve.reload checks it again after opening).
     """
+    generation = live_generation(index_dir)
     searcher = Searcher.open(index_dir, overrides)
     labels = {}
     if labels_from is not None:
