@@ -6,6 +6,7 @@ shorter than their declared length; and an index of one paper searched with ever
 from __future__ import annotations
 
 import json
+import math
 import time
 from urllib.parse import quote
 
@@ -108,6 +109,23 @@ def test_a_stalled_body_is_a_408_within_the_body_timeout(encoder, tmp_path):
         assert raw_exchange(srv, b"GET /api/info HTTP/1.1\r\nHost: x\r\n", half_close=False) == b""
         assert 0.9 < time.monotonic() - started < 5
     assert logs.tracebacks() == []
+
+
+@SETTINGS
+@given(paper=st.sampled_from(PAPERS), rerank=st.sampled_from(RERANKERS), k=st.integers(1, 50),
+       shortlist=st.integers(50, 5000), tau=st.floats(0.001, 100), data=st.data())
+def test_requests_at_the_edges_of_every_range_answer_finite_numbers(server, paper, rerank, k, shortlist, tau, data):
+    chosen = data.draw(st.lists(st.integers(0, len(paper.sentences) - 1), min_size=1, max_size=256))
+    body = {"paper_id": paper.paper_id, "sentences": chosen, "k": k, "shortlist": shortlist, "tau": tau,
+            "rerank": rerank}
+    status, _, raw = request(server, "POST", "/api/search", body)
+    out = json.loads(raw)  # json.loads takes NaN: check finiteness below
+    assert status == 200, out
+    assert len(out["hits"]) == min(k, len(PAPERS) - 1)
+    numbers = [h["score"] for h in out["hits"]] + [x for h in out["hits"] for row in h["dist"] for x in row]
+    numbers += [x for h in out["hits"] if h["plan"] for row in h["plan"] for x in row]
+    assert all(math.isfinite(x) for x in numbers)
+    assert server.logs.tracebacks() == []
 
 
 @pytest.fixture(scope="module")

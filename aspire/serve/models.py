@@ -20,6 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 MAX_K = 50
 MAX_SHORTLIST = 5000
+MIN_TAU = 0.001  # smaller temperatures overflow the sentence-weight softmax (NaN scores)
 MAX_TAU = 100.0
 MAX_SELECTED = 256
 MAX_ID_CHARS = 256
@@ -90,7 +91,7 @@ class SearchBody(BaseModel):
     k: Annotated[int, Field(ge=1, le=MAX_K)] | None = None
     rerank: Literal["none", "minl2", "ot"] | None = None
     shortlist: Annotated[int, Field(ge=1, le=MAX_SHORTLIST)] | None = None
-    tau: Annotated[float, Field(gt=0, le=MAX_TAU, allow_inf_nan=False)] | None = None
+    tau: Annotated[float, Field(ge=MIN_TAU, le=MAX_TAU, allow_inf_nan=False)] | None = None
 
     @model_validator(mode="after")
     def _shortlist_holds_k(self) -> "SearchBody":
@@ -109,7 +110,7 @@ RULES = {  # field -> what a valid value is (the message's second half)
     "k": f"an integer in 1..{MAX_K}",
     "rerank": "one of 'none', 'minl2', 'ot'",
     "shortlist": f"an integer in 1..{MAX_SHORTLIST}",
-    "tau": f"a finite number in (0, {MAX_TAU:g}]",
+    "tau": f"a number in [{MIN_TAU:g}, {MAX_TAU:g}]",
 }
 
 

@@ -33,7 +33,7 @@ import torch
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
 from aspire.search import RERANKERS, Searcher
-from aspire.serve.models import (MAX_K, MAX_SHORTLIST, MAX_TAU, PaperQuery, PapersQuery,
+from aspire.serve.models import (MAX_K, MAX_SHORTLIST, MAX_TAU, MIN_TAU, PaperQuery, PapersQuery,
                                   RequestError, SearchBody, check)
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class SearchService:
         return {"n_papers": self.index.n_papers, "n_sentences": self.index.n_sentences,
                 "model": self.index.model_name, "rerank": cfg.rerank, "rerankers": list(RERANKERS),
                 "k": cfg.k, "max_k": MAX_K, "shortlist": cfg.shortlist, "max_shortlist": MAX_SHORTLIST,
-                "max_tau": MAX_TAU, "labelled_papers": len(self.labels),
+                "min_tau": MIN_TAU, "max_tau": MAX_TAU, "labelled_papers": len(self.labels),
                 "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps}, "generation": self.generation}
 
     def find_papers(self, text: str = "", limit: int = 20, offset: int = 0) -> dict:

@@ -83,6 +83,7 @@ async function loadInfo() {
   if (!$("rerank").dataset.touched) $("rerank").value = info.rerank;
   $("shortlist").max = info.max_shortlist;
   if (!$("shortlist").value) $("shortlist").value = Math.min(info.shortlist, info.max_shortlist);
+  $("tau").min = info.min_tau;
   $("tau").max = info.max_tau;
   if (!$("tau").value) $("tau").value = info.ot.tau;
   showMode();
