@@ -98,6 +98,26 @@ def test_a_body_shorter_than_its_content_length_is_a_400(server, body, missing):
     assert reply_headers(reply)["connection"] == "close"
 
 
+@SETTINGS
+@given(method=st.sampled_from([b"GET", b"HEAD", b"POST", b"PUT", b"G\xc3\xa9T"]),
+       route=st.sampled_from([b"/", b"/api/info", b"/api/papers?q=", b"/api/paper?id=", b"/api/search", b"/api/reload"]),
+       path=st.binary(max_size=40), headers=st.lists(st.tuples(st.binary(min_size=1, max_size=16),
+                                                               st.binary(max_size=40)), max_size=3),
+       body=st.binary(max_size=64))
+def test_any_complete_request_gets_an_answer_and_no_traceback(server, method, route, path, headers, body):
+    """Random bytes in the target, headers and body of a request the client then half-closes: always
+    an answer (the old server's guarantee for half-closing clients), JSON for every error, no traceback."""
+    head = b"".join(k.replace(b"\n", b"") + b": " + v.replace(b"\n", b"") + b"\r\n" for k, v in headers)
+    data = method + b" " + route + path.replace(b" ", b"") + b" HTTP/1.1\r\nHost: t\r\n" + head + b"\r\n" + body
+    reply = raw_exchange(server, data)
+    assert reply.startswith(b"HTTP/1.1 "), (data[:200], reply[:200])
+    status = int(reply.split(b" ", 2)[1])
+    assert status < 500, (data[:200], reply[:300])
+    if status >= 400 and method != b"HEAD":
+        assert_refused(status, reply.split(b"\r\n\r\n", 1)[1], server)
+    assert server.logs.tracebacks() == []
+
+
 def test_a_stalled_body_is_a_408_within_the_body_timeout(encoder, tmp_path):
     index = build_index(encoder, PAPERS[:2], tmp_path / "index", "tiny")
     with LogRecords() as logs, running(ServiceHolder(index), body_timeout=0.5, head_timeout=1.0) as srv:

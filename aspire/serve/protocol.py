@@ -5,9 +5,10 @@
   431, ...), not uvicorn's plain-text 400.
 - A connection must deliver a complete request head within `head_timeout` seconds of opening (or of
   its previous response): slow or idle clients cannot hold connections open.
-- A client that half-closes its side before its body is complete (it will send no more) is marked
-  in the ASGI scope (`CLIENT_EOF`), so the app can answer "body shorter than Content-Length" (400)
-  instead of waiting for bytes that cannot come.
+- A client that half-closes its side (it will send no more) still gets its answer, then the
+  connection closes; when its body is not complete the ASGI scope is marked (`CLIENT_EOF`), so the
+  app can answer "body shorter than Content-Length" (400) instead of waiting for bytes that cannot come.
+- Upgrade requests (WebSocket) are answered as plain HTTP requests, without a warning.
 """
 
 from __future__ import annotations
@@ -77,11 +78,16 @@ class JSONErrorsH11Protocol(H11Protocol):
     # ---- half-close and errors ----------------------------------------------------------------------
     def eof_received(self) -> bool | None:
         cycle = self.cycle
-        if cycle is not None and not cycle.response_complete and cycle.more_body:
+        if cycle is None or cycle.response_complete:
+            return None  # between requests: close
+        cycle.keep_alive = False  # the client sends no more: answer this request, then close
+        if cycle.more_body:
             cycle.scope[CLIENT_EOF] = True  # type: ignore[typeddict-unknown-key]
             cycle.message_event.set()
-            return True  # keep our side open to answer
-        return None
+        return True  # keep our side open to answer
+
+    def _unsupported_upgrade_warning(self) -> None:  # an upgrade request is answered as plain HTTP
+        self.logger.debug("upgrade request answered without upgrading")
 
     def send_400_response(self, msg: str) -> None:
         exc = self._protocol_error
