@@ -90,7 +90,7 @@ def test_search_equals_the_searcher_and_explains_with_the_plan(service):
     ({"paper_id": "q", "sentences": [0], "k": 3.0}, 400, "k must be"),
     ({"paper_id": "q", "sentences": [0], "shortlist": 0}, 400, "shortlist must be"),
     ({"paper_id": "q", "sentences": [0], "k": 5, "shortlist": 4}, 400, "shortlist \\(4\\) must be at least k \\(5\\)"),
-    ({"paper_id": "q", "sentences": [0], "tau": 0}, 400, "tau must be a number in \\[0.001, 100\\]"),
+    ({"paper_id": "q", "sentences": [0], "tau": 0}, 400, "tau must be a number in \\[1e-06, 10000\\]"),
     ({"paper_id": "q", "sentences": [0], "tau": 1e-300}, 400, "tau must be a number in"),
     ({"paper_id": "q", "sentences": [0], "tau": float("nan")}, 400, "tau must be a number in"),
     ({"sentences": [0]}, 400, "paper_id is required"),

@@ -20,8 +20,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 MAX_K = 50
 MAX_SHORTLIST = 5000
-MIN_TAU = 0.001  # smaller temperatures overflow the sentence-weight softmax (NaN scores)
-MAX_TAU = 100.0
+MIN_TAU = 1e-6  # the range over which OT scores are tested finite (tests/test_numerics.py); 1e-300 gives NaN
+MAX_TAU = 1e4
 MAX_SELECTED = 256
 MAX_ID_CHARS = 256
 MAX_FILTER_CHARS = 200
