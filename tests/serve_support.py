@@ -12,7 +12,13 @@ import threading
 from pathlib import Path
 
 from aspire.data.papers import Paper
-from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex, encode_corpus, model_fingerprint
+from aspire.index import (
+    IndexBuildConfig,
+    IndexConfig,
+    SentenceIndex,
+    encode_corpus,
+    model_fingerprint,
+)
 from aspire.serve import make_server
 
 L = ("background_label", "method_label", "result_label", "objective_label")
@@ -105,7 +111,7 @@ class LogRecords(logging.Handler):
         return [f"{r.name} {r.levelname}: {r.getMessage()}" for r in self.records
                 if r.exc_info or r.levelno >= logging.ERROR or "Traceback" in r.getMessage()]
 
-    def __enter__(self) -> "LogRecords":
+    def __enter__(self):
         logging.getLogger().addHandler(self)
         return self
 

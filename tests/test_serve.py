@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from serve_support import L, PAPERS, build_index, raw_request, request, running
+from serve_support import PAPERS, L, build_index, raw_request, request, running
 
 from aspire.data.papers import Paper, write_papers
 from aspire.encoders import load_encoder
@@ -49,8 +49,8 @@ def test_paper_has_sentences_and_facets(service):
 
 
 def test_labels_are_left_out_when_counts_differ(index_dir, tmp_path):
-    from aspire.serve import read_labels
     from aspire.index import SentenceIndex
+    from aspire.serve import read_labels
 
     index = SentenceIndex.load(index_dir)
     wrong = [Paper("a", "t", ["one.", "two.", "three."], [L[0]] * 3), PAPERS[2]]

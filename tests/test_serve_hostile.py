@@ -14,7 +14,16 @@ from urllib.parse import quote
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from serve_support import PAPERS, LogRecords, build_index, raw_exchange, raw_request, reply_headers, request, running
+from serve_support import (
+    PAPERS,
+    LogRecords,
+    build_index,
+    raw_exchange,
+    raw_request,
+    reply_headers,
+    request,
+    running,
+)
 
 from aspire.encoders import load_encoder
 from aspire.search import RERANKERS

@@ -53,7 +53,7 @@ def test_a_rebuild_under_load_changes_the_generation_and_no_request_fails(encode
         stop.set()
         for t in threads:
             t.join(20)
-        status, gen, header, info = generation_of(srv)
+        _, gen, header, info = generation_of(srv)
     assert (gen, header, info["n_papers"], info["reload_error"]) == ("gen-000003", "gen-000003", 5, None)
     assert len(seen) > 30 and all(s[0] == 200 for s in seen), [s for s in seen if s[0] != 200][:5]
     assert all(s[1] == s[2] for s in seen)  # the header names the generation the body came from

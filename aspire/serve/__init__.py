@@ -18,5 +18,5 @@ from aspire.serve.reload import ServiceHolder
 from aspire.serve.server import AspireServer, make_server
 from aspire.serve.service import SearchService, open_service, read_labels
 
-__all__ = ["AspireServer", "make_server", "RequestError", "SearchBody", "SearchService", "ServiceHolder",
+__all__ = ["AspireServer", "RequestError", "SearchBody", "SearchService", "ServiceHolder", "make_server",
            "open_service", "read_labels"]

@@ -16,7 +16,14 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 MAX_K = 50
 MAX_SHORTLIST = 5000
@@ -28,7 +35,7 @@ MAX_FILTER_CHARS = 200
 MAX_LIST = 100
 MAX_OFFSET = 10**9
 MAX_INT_DIGITS = 18  # larger integers are no count a client means (and int() of 4,301 digits fails)
-_ASCII_INT = re.compile(r"[0-9]{1,%d}" % MAX_INT_DIGITS)
+_ASCII_INT = re.compile(rf"[0-9]{{1,{MAX_INT_DIGITS}}}")
 
 
 class RequestError(ValueError):
@@ -94,7 +101,7 @@ class SearchBody(BaseModel):
     tau: Annotated[float, Field(ge=MIN_TAU, le=MAX_TAU, allow_inf_nan=False)] | None = None
 
     @model_validator(mode="after")
-    def _shortlist_holds_k(self) -> "SearchBody":
+    def _shortlist_holds_k(self) -> SearchBody:
         if self.shortlist is not None and self.k is not None and self.shortlist < self.k:
             raise ValueError(f"shortlist ({self.shortlist}) must be at least k ({self.k})")
         return self

@@ -23,8 +23,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from aspire.serve.service import SearchService, live_generation, open_service
 
@@ -92,7 +92,7 @@ class ServiceHolder:
                 self._service = self._open()
                 log.info("index %s: now serving %s (was %s)", self.index_dir, self._service.generation, previous)
             self._stamp, self.reload_error = stamp, None
-        except Exception as exc:  # a broken or half-written index: keep serving the old generation, say why
+        except Exception as exc:  # noqa: BLE001 - a broken or half-written index: keep serving the old one, say why
             self.reload_error = f"{type(exc).__name__}: {exc}"
             self._next_check = time.monotonic() + self.retry_after
             log.warning("index %s: could not open its live generation (still serving %s): %s",

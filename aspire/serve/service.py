@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,8 +34,17 @@ import torch
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
 from aspire.search import RERANKERS, Searcher
-from aspire.serve.models import (MAX_K, MAX_SHORTLIST, MAX_TAU, MIN_TAU, PaperQuery, PapersQuery,
-                                  RequestError, SearchBody, check)
+from aspire.serve.models import (
+    MAX_K,
+    MAX_SHORTLIST,
+    MAX_TAU,
+    MIN_TAU,
+    PaperQuery,
+    PapersQuery,
+    RequestError,
+    SearchBody,
+    check,
+)
 
 log = logging.getLogger(__name__)
 

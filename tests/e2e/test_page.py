@@ -43,7 +43,13 @@ pytestmark = [
 def page_server(shared_data, tmp_path_factory):
     from aspire.data.papers import read_papers, write_papers
     from aspire.encoders import load_encoder
-    from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex, encode_corpus, model_fingerprint
+    from aspire.index import (
+        IndexBuildConfig,
+        IndexConfig,
+        SentenceIndex,
+        encode_corpus,
+        model_fingerprint,
+    )
     from aspire.serve import ServiceHolder, make_server
 
     csf = shared_data / "csfcube"
@@ -171,3 +177,4 @@ def test_page_reports_a_bad_request(page_server):
             return [r.status, (await r.json()).error];
         }""")
         assert status[0] == 404 and "unknown paper_id" in status[1]
+        assert errors == []
