@@ -4,6 +4,8 @@ aspire.serve.protocol (JSON protocol errors, a request-head deadline, half-close
 `make_server(service_or_holder, host, port)` binds the socket at once (port 0: any free port, see
 `.url`); `serve_forever()` runs uvicorn in the calling thread until `shutdown()` (from another
 thread) or SIGINT / SIGTERM (in the main thread); `server_close()` releases the socket.
+Beyond MAX_CONNECTIONS open connections uvicorn itself answers 503 (plain text: an overload, not a
+client's mistake).
 """
 
 from __future__ import annotations
