@@ -37,7 +37,8 @@ class AspireServer:
     def __init__(self, holder: ServiceHolder, host: str = "127.0.0.1", port: int = 0,
                  body_timeout: float = BODY_TIMEOUT, head_timeout: float = HEAD_TIMEOUT) -> None:
         self.holder = holder
-        self.socket = socket.create_server((host, port), backlog=128)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET  # "::1" binds IPv6, names and dotted IPv4
+        self.socket = socket.create_server((host, port), family=family, backlog=128)
         self.server_address = self.socket.getsockname()[:2]
         protocol = type("AspireH11Protocol", (JSONErrorsH11Protocol,), {"head_timeout": head_timeout})
         config = uvicorn.Config(Guard(create_app(holder, body_timeout), holder), http=protocol, ws="none",
