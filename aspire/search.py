@@ -198,6 +198,8 @@ class Searcher:
         if exclude is None:
             exclude = query.paper_ids[:1] if cfg.exclude_query and query.paper_ids else []
         candidates = self.retrieve(query, cfg, exclude)
+        if len(candidates) == 0:  # nothing to rank, e.g. an index holding only the query paper
+            return []
         if cfg.rerank == "none":
             top = candidates.take(np.arange(min(cfg.k, len(candidates))))
             return self._explain_min_l2(query, top.papers, -top.dist)

@@ -3,12 +3,9 @@ facet labels from a corpus file, only known routes served, and a bounded loopbac
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -16,31 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from serve_support import PAPERS, L, build_index, raw_request, request, running
 
 from aspire.data.papers import Paper, write_papers
 from aspire.encoders import load_encoder
-from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex, encode_corpus, model_fingerprint
-from aspire.serve import RequestError, make_server, open_service
-from aspire.serve.server import MAX_BODY
-
-L = ("background_label", "method_label", "result_label", "objective_label")
-PAPERS = [
-    Paper("q", "a parser for documents", ["we study scientific documents.", "we propose a new neural parser.",
-                                          "the parser improves the state of the art."], [L[0], L[1], L[2]]),
-    Paper("a", "neural parsing", ["parsing is a task.", "we propose a neural network parser."], [L[0], L[1]]),
-    Paper("b", "document similarity", ["scientific documents are many.", "we show similarity results."],
-          [L[3], L[2]]),
-    Paper("c", "citation text", ["citation sentences in a paper.", "a model of citation.", "results improve."],
-          [L[0], L[1], L[2]]),
-    Paper("d", "aspects", ["an aspect of a title.", "we use data."], [L[0], "other_label"]),
-]
-
-
-def build_index(encoder, papers, out: Path, name: str) -> Path:
-    corpus = encode_corpus(encoder, papers, progress=False)
-    index = SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), model_fingerprint(encoder), name)
-    index.save(out)
-    return out
+from aspire.serve import RequestError, open_service
+from aspire.serve.app import MAX_BODY
 
 
 @pytest.fixture(scope="module")
@@ -57,38 +35,8 @@ def service(index_dir):
 
 @pytest.fixture(scope="module")
 def server(service):
-    srv = make_server(service, "127.0.0.1", 0)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-
-
-def request(srv, method, path, body=None, headers=None):
-    host, port = srv.server_address[:2]
-    conn = http.client.HTTPConnection(host, port, timeout=10)
-    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-    hdrs = {"Content-Type": "application/json"} if data is not None else {}
-    hdrs.update(headers or {})
-    conn.request(method, path, body=data, headers=hdrs)
-    resp = conn.getresponse()
-    raw = resp.read()
-    conn.close()
-    return resp.status, resp.getheader("Content-Type"), raw
-
-
-def raw_request(srv, data: bytes) -> tuple[int, bytes]:
-    """Send bytes as they are; returns (status, body)."""
-    with socket.create_connection(srv.server_address[:2], timeout=10) as sock:
-        sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    reply = b"".join(chunks)
-    status = int(reply.split(b" ", 2)[1])
-    return status, reply.split(b"\r\n\r\n", 1)[1]
+    with running(service) as srv:
+        yield srv
 
 
 # ---- service ------------------------------------------------------------------------------------------
@@ -138,7 +86,14 @@ def test_search_equals_the_searcher_and_explains_with_the_plan(service):
     ({"paper_id": "q", "sentences": [0, 3]}, 400, "out of range 0..2"),
     ({"paper_id": "q", "sentences": [-1]}, 400, "out of range"),
     ({"paper_id": "q", "sentences": [True]}, 400, "integers"),
-    ({"paper_id": "q", "sentences": "0,1"}, 400, "list of sentence positions"),
+    ({"paper_id": "q", "sentences": "0,1"}, 400, "sentence positions \\(integers\\); got '0,1'"),
+    ({"paper_id": "q", "sentences": [0], "k": 3.0}, 400, "k must be"),
+    ({"paper_id": "q", "sentences": [0], "shortlist": 0}, 400, "shortlist must be"),
+    ({"paper_id": "q", "sentences": [0], "k": 5, "shortlist": 4}, 400, "shortlist \\(4\\) must be at least k \\(5\\)"),
+    ({"paper_id": "q", "sentences": [0], "tau": 0}, 400, "tau must be a number in \\[1e-06, 10000\\]"),
+    ({"paper_id": "q", "sentences": [0], "tau": 1e-300}, 400, "tau must be a number in"),
+    ({"paper_id": "q", "sentences": [0], "tau": float("nan")}, 400, "tau must be a number in"),
+    ({"sentences": [0]}, 400, "paper_id is required"),
     ({"paper_id": "q", "sentences": list(range(300))}, 400, "too many sentences"),
     ({"paper_id": "q", "sentences": [0], "k": 0}, 400, "k must be"),
     ({"paper_id": "q", "sentences": [0], "k": 51}, 400, "k must be"),
@@ -163,12 +118,39 @@ def test_find_papers(service):
         service.find_papers("x" * 201)
 
 
+def test_every_paper_is_reachable_a_page_at_a_time(service):
+    ids, offset = [], 0
+    while offset is not None:
+        page = service.find_papers("", limit=2, offset=offset)
+        assert len(page["papers"]) == (2 if page["next_offset"] is not None else 1)
+        ids += [p["paper_id"] for p in page["papers"]]
+        offset = page["next_offset"]
+    assert ids == ["q", "a", "b", "c", "d"]
+    assert service.find_papers("", limit=2, offset=5)["papers"] == []
+    page = service.find_papers("c", limit=1)  # the exact id first, then titles containing "c"
+    assert [p["paper_id"] for p in page["papers"]] == ["c"] and page["next_offset"] == 1
+    assert [p["paper_id"] for p in service.find_papers("c", limit=5, offset=1)["papers"]] == ["q", "b", "d"]
+
+
+def test_min_l2_answers_carry_distances_and_no_plan(service):
+    out = service.search({"paper_id": "q", "sentences": [0, 2], "k": 5, "rerank": "minl2"})
+    for hit in out["hits"]:
+        dist = np.array(hit["dist"])
+        assert hit["plan"] is None and dist.shape == (2, len(hit["sentences"]))
+        assert -hit["score"] == pytest.approx(dist.min(), abs=1e-4)  # the closest pair decides
+        for p in hit["pairs"]:  # each pair: a selected sentence and its nearest hit sentence
+            assert p["weight"] == 1.0 and p["hit_sentence"] == int(np.argmin(dist[[0, 2].index(p["query_sentence"])]))
+    assert out["note"] == "the index holds only 4 other papers"
+
+
 # ---- HTTP -----------------------------------------------------------------------------------------------
 def test_http_routes_and_static_files(server):
     status, ctype, body = request(server, "GET", "/")
     assert status == 200 and ctype.startswith("text/html") and b"/static/app.js" in body
     status, ctype, body = request(server, "GET", "/static/app.js")
     assert status == 200 and ctype.startswith("text/javascript") and b"textContent" in body
+    status, ctype, body = request(server, "GET", "/favicon.ico")
+    assert status == 200 and ctype == "image/svg+xml" and body.startswith(b"<svg")
     status, ctype, body = request(server, "GET", "/api/info")
     assert status == 200 and json.loads(body)["n_papers"] == 5 and json.loads(body)["labelled_papers"] == 5
     status, _, body = request(server, "GET", "/api/paper?id=a")
@@ -219,11 +201,13 @@ def test_post_without_length_and_garbage_request_lines(server):
     status, body = raw_request(server, b"POST /api/search HTTP/1.0\r\nContent-Type: application/json\r\n\r\n{}")
     assert status == 411 and "Content-Length" in json.loads(body)["error"]
     status, body = raw_request(server, b"\x00\x01garbage\r\n\r\n")
-    assert status == 400 and json.loads(body)["error"].startswith("Bad request")
+    assert status == 400 and json.loads(body)["error"].startswith("bad request: illegal request line")
     status, body = raw_request(server, b"GET / HTTP/7.1\r\n\r\n")
     assert status == 400 and "version" in json.loads(body)["error"]
-    status, _ = raw_request(server, b"GET /" + b"a" * 70000 + b" HTTP/1.0\r\n\r\n")
-    assert status == 414
+    status, body = raw_request(server, b"GET /" + b"a" * 70000 + b" HTTP/1.0\r\n\r\n")
+    assert status == 414 and "longer than" in json.loads(body)["error"]
+    status, body = raw_request(server, b"GET / HTTP/1.0\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n")
+    assert status == 431 and "too long" in json.loads(body)["error"]  # h11's limit on a request head
 
 
 # ---- load ----------------------------------------------------------------------------------------------

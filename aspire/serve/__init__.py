@@ -3,13 +3,20 @@
 `python -m aspire.serve --index DIR [--corpus papers.jsonl] [--port 8000]` serves the page over an
 index built by `python -m aspire.index build`. The page lists a paper's sentences (with facet labels
 when the corpus file gives `pred_labels`), searches by the selected ones, and shows the ranked papers
-with the aligned sentences highlighted and the OT plan as a heatmap.
+with the aligned sentences highlighted and, when ranked by OT, the transport plan as a heatmap.
+A rebuilt index is picked up while the server runs; every answer names the generation it came from.
 
-- `service`: SearchService, the checked requests (JSON in, JSON out), RequestError
-- `server`: the HTTP routes (standard library ThreadingHTTPServer), make_server
+- `models`: the pydantic request models, strict JSON parsing, RequestError
+- `service`: SearchService, the checked requests (JSON in, JSON out)
+- `reload`: ServiceHolder, the live generation and its reloads
+- `app`: the HTTP routes (FastAPI); `protocol`: uvicorn's h11 protocol with JSON errors and deadlines
+- `server`: make_server, the app on uvicorn
 """
 
+from aspire.serve.models import RequestError, SearchBody
+from aspire.serve.reload import ServiceHolder
 from aspire.serve.server import AspireServer, make_server
-from aspire.serve.service import RequestError, SearchService, open_service, read_labels
+from aspire.serve.service import SearchService, open_service, read_labels
 
-__all__ = ["AspireServer", "make_server", "RequestError", "SearchService", "open_service", "read_labels"]
+__all__ = ["AspireServer", "RequestError", "SearchBody", "SearchService", "ServiceHolder", "make_server",
+           "open_service", "read_labels"]

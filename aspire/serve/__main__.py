@@ -12,7 +12,7 @@ from aspire import cliutil
 EXAMPLES = """\
   aspire serve --index runs/index                                  # http://127.0.0.1:8000
   aspire serve --index runs/index --corpus papers.jsonl search.rerank=ot search.shortlist=200
-  aspire serve --index runs/index --host 0.0.0.0 --port 8080 --quiet
+  aspire serve --index runs/index --host 0.0.0.0 --port 8080 --no-auto-reload --quiet
 """
 
 
@@ -22,24 +22,32 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.serve") ->
     parser.add_argument("--corpus", help="papers JSONL with pred_labels: facet labels shown beside the sentences")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
+    parser.add_argument("--check-every", type=float, default=0.0, metavar="SECONDS",
+                        help="how often a request checks whether the index was rebuilt (default 0: every request)")
+    parser.add_argument("--no-auto-reload", action="store_true",
+                        help="serve one generation until POST /api/reload asks for the live one")
     cliutil.add_common_options(parser)
     parser.add_argument("overrides", nargs="*", metavar="section.key=value",
                         help=cliutil.OVERRIDES_HELP + ": the index's search section, e.g. search.rerank=ot")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be 0..65535, got {args.port}")
+    if not args.check_every >= 0:
+        parser.error(f"--check-every must be >= 0 seconds, got {args.check_every}")
     cliutil.setup_logging(args)
     return cliutil.run_command(lambda: _serve(args), args)
 
 
 def _serve(args) -> int:
+    from aspire.serve.reload import ServiceHolder
     from aspire.serve.server import make_server
-    from aspire.serve.service import open_service
 
-    service = open_service(args.index, cliutil.normalize_overrides(args.overrides, section="search"), args.corpus)
-    server = make_server(service, args.host, args.port)
-    print(f"serving {server.url} ({service.index.n_papers} papers, {len(service.labels)} with facet labels)",
-          flush=True)
+    holder = ServiceHolder(args.index, cliutil.normalize_overrides(args.overrides, section="search"), args.corpus,
+                           check_every=None if args.no_auto_reload else args.check_every)
+    server = make_server(holder, args.host, args.port)
+    service = holder.service
+    print(f"serving {server.url} ({service.index.n_papers} papers, {len(service.labels)} with facet labels, "
+          f"index {service.generation})", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -2,14 +2,17 @@
 
 `SearchService` wraps a `Searcher` (aspire.search) and answers three questions in JSON-ready dicts:
 
-    find_papers(text, limit)      papers whose id or title contains `text` (to pick a query paper)
-    paper(paper_id)               a paper's sentences with their facet labels (when known)
-    search(request)               {"paper_id", "sentences": [positions], "k", "rerank"} -> ranked hits,
-                                  each with its sentences, the aligned pairs and the OT plan (n, T)
-                                  between the n selected query sentences and its T sentences
+    find_papers(text, limit, offset)  papers whose id or title contains `text`, a page at a time
+    paper(paper_id)                   a paper's sentences with their facet labels (when known)
+    search(body)                      a `SearchBody` (or its dict) -> ranked hits, each with its
+                                      sentences, the aligned pairs, the L2 distances (n, T) between
+                                      the n selected query sentences and its T sentences and, when
+                                      ranked by OT, the transport plan (n, T)
 
+Every answer names the index generation it came from (`generation`, see aspire.serve.reload).
 Bad input raises `RequestError(status, message)` (a 4xx answer), never a 5xx: unknown ids (404),
-empty or out-of-range selections, wrong types, oversized values (400).
+empty or out-of-range selections, wrong types, oversized values (400); the rules live in
+aspire.serve.models.
 
 Facet labels: an index built from papers with `pred_labels` keeps them (`SentenceIndex.labels`);
 a corpus JSONL given with `labels_from` is read instead (e.g. for an index built without them), a
@@ -20,37 +23,36 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from aspire.data.papers import read_papers
+from aspire.index import SentenceIndex
 from aspire.search import RERANKERS, Searcher
+from aspire.serve.models import (
+    MAX_K,
+    MAX_SHORTLIST,
+    MAX_TAU,
+    MIN_TAU,
+    PaperQuery,
+    PapersQuery,
+    RequestError,
+    SearchBody,
+    check,
+)
 
 log = logging.getLogger(__name__)
 
-MAX_K = 50
-MAX_SELECTED = 256
-MAX_ID_CHARS = 256
-MAX_FILTER_CHARS = 200
-MAX_LIST = 100
 FACETS = {  # page facet -> the stored labels it groups (objective counts as background, as in CSFCube)
     "background": ("background_label", "objective_label", "background", "objective"),
     "method": ("method_label", "method"),
     "result": ("result_label", "result"),
 }
-
-
-class RequestError(ValueError):
-    """A request the service refuses: `status` is the HTTP status to answer (4xx), `message` says why."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def facet_of(label: str | None) -> str | None:
@@ -86,29 +88,22 @@ def read_labels(path: str | Path, paper_ids: Sequence[str], sentences: Sequence[
     return labels, counts
 
 
-@dataclass
-class SearchRequest:
-    """A checked search request."""
-
-    paper_id: str
-    sentences: list[int]
-    k: int
-    rerank: str
-
-
 class SearchService:
     """Answers the page's requests from one index.
 
     Args:
         searcher: an opened `Searcher`.
         labels: {paper_id: facet label per sentence} (see `read_labels`); papers without stay unlabelled.
+        generation: the name of the index generation the searcher holds (e.g. "gen-000002").
     Searches run one at a time (a lock): the index, the scorers and torch's threads are shared.
     """
 
-    def __init__(self, searcher: Searcher, labels: Mapping[str, list[str]] | None = None) -> None:
+    def __init__(self, searcher: Searcher, labels: Mapping[str, list[str]] | None = None,
+                 generation: str | None = None) -> None:
         self.searcher = searcher
         self.index = searcher.index
         self.labels = dict(labels or {})
+        self.generation = generation
         self._lower_titles = [t.lower() for t in self.index.titles]
         self._lock = threading.Lock()
 
@@ -117,40 +112,40 @@ class SearchService:
         cfg = self.searcher.config
         return {"n_papers": self.index.n_papers, "n_sentences": self.index.n_sentences,
                 "model": self.index.model_name, "rerank": cfg.rerank, "rerankers": list(RERANKERS),
-                "k": cfg.k, "max_k": MAX_K, "labelled_papers": len(self.labels),
-                "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps}}
+                "k": cfg.k, "max_k": MAX_K, "shortlist": cfg.shortlist, "max_shortlist": MAX_SHORTLIST,
+                "min_tau": MIN_TAU, "max_tau": MAX_TAU, "labelled_papers": len(self.labels),
+                "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps}, "generation": self.generation}
 
-    def find_papers(self, text: str = "", limit: int = 20) -> dict:
-        """Papers whose id equals `text` or whose title contains it (case-insensitive), index order."""
-        if len(text) > MAX_FILTER_CHARS:
-            raise RequestError(400, f"filter text too long: {len(text)} characters (at most {MAX_FILTER_CHARS})")
-        if not 1 <= limit <= MAX_LIST:
-            raise RequestError(400, f"limit must be in 1..{MAX_LIST}, got {limit}")
-        needle = text.strip().lower()
+    def find_papers(self, text: str = "", limit: int = 20, offset: int = 0) -> dict:
+        """Papers whose id equals `text` (first) or whose title contains it (case-insensitive), index
+        order, `limit` of them from `offset`; `next_offset` is where the next page starts (None: no more)."""
+        query = check(PapersQuery, {"q": text, "limit": limit, "offset": offset})
+        needle = query.q.strip().lower()
         found = []
-        exact = self.index.positions.get(text.strip())
+        exact = self.index.positions.get(query.q.strip())
         if exact is not None:
             found.append(exact)
+        end = query.offset + query.limit + 1  # one more than the page: is there a next page?
         for pos, title in enumerate(self._lower_titles):
-            if len(found) >= limit:
+            if len(found) >= end:
                 break
             if needle in title and pos != exact:
                 found.append(pos)
-        return {"papers": [self._summary(p) for p in found[:limit]], "query": text}
+        page = found[query.offset : query.offset + query.limit]
+        more = len(found) > query.offset + query.limit
+        return {"papers": [self._summary(p) for p in page], "query": query.q, "offset": query.offset,
+                "next_offset": query.offset + len(page) if more else None, "generation": self.generation}
 
     def _summary(self, pos: int) -> dict:
         pid = self.index.paper_ids[pos]
         return {"paper_id": pid, "title": self.index.titles[pos], "n_sentences": len(self.index.sentences[pos]),
                 "labelled": pid in self.labels}
 
-    def _position(self, paper_id: Any) -> int:
-        if not isinstance(paper_id, str) or not paper_id:
-            raise RequestError(400, "paper_id must be a non-empty string")
-        if len(paper_id) > MAX_ID_CHARS:
-            raise RequestError(400, f"paper_id too long: {len(paper_id)} characters (at most {MAX_ID_CHARS})")
+    def _position(self, paper_id: str) -> int:
         pos = self.index.positions.get(paper_id)
         if pos is None:
-            raise RequestError(404, f"unknown paper_id {paper_id!r}: not in this index")
+            raise RequestError(404, f"unknown paper_id {paper_id!r}: not in this index"
+                                    + (f" ({self.generation})" if self.generation else ""))
         return pos
 
     def _sentences(self, pos: int) -> list[dict]:
@@ -159,82 +154,97 @@ class SearchService:
                 for i, text in enumerate(self.index.sentences[pos])]
 
     def paper(self, paper_id: Any) -> dict:
-        pos = self._position(paper_id)
+        pos = self._position(check(PaperQuery, {"id": paper_id}).id)
         return {"paper_id": self.index.paper_ids[pos], "title": self.index.titles[pos],
-                "sentences": self._sentences(pos)}
+                "sentences": self._sentences(pos), "generation": self.generation}
 
     # ---- search -----------------------------------------------------------------------------------
-    def check(self, body: Any) -> SearchRequest:
-        """A search request body -> SearchRequest, or RequestError saying what is wrong."""
-        if not isinstance(body, dict):
-            raise RequestError(400, "the request body must be a JSON object")
-        unknown = sorted(set(body) - {"paper_id", "sentences", "k", "rerank"})
-        if unknown:
-            raise RequestError(400, f"unknown field(s) {unknown}; valid: paper_id, sentences, k, rerank")
-        pos = self._position(body.get("paper_id"))
-        chosen = body.get("sentences")
-        if not isinstance(chosen, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in chosen):
-            raise RequestError(400, "sentences must be a list of sentence positions (integers)")
-        if not chosen:
-            raise RequestError(400, "empty selection: select at least one sentence")
-        if len(chosen) > MAX_SELECTED:
-            raise RequestError(400, f"too many sentences selected: {len(chosen)} (at most {MAX_SELECTED})")
+    def check(self, body: Any) -> SearchBody:
+        """A search request (dict or SearchBody) -> SearchBody with every default filled, or RequestError."""
+        req = body if isinstance(body, SearchBody) else check(SearchBody, body)
+        pos = self._position(req.paper_id)
         n = len(self.index.sentences[pos])
-        bad = sorted({i for i in chosen if not 0 <= i < n})
+        bad = sorted({i for i in req.sentences if not 0 <= i < n})
         if bad:
-            raise RequestError(400, f"sentence positions {bad[:10]} out of range 0..{n - 1} for paper {body['paper_id']!r}")
-        k = body.get("k", self.searcher.config.k)
-        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
-            raise RequestError(400, f"k must be an integer in 1..{MAX_K}")
-        rerank = body.get("rerank", self.searcher.config.rerank)
-        if rerank not in RERANKERS:
-            raise RequestError(400, f"unknown rerank {rerank!r}; valid: {list(RERANKERS)}")
-        return SearchRequest(body["paper_id"], sorted(set(chosen)), k, rerank)
+            raise RequestError(400, f"sentence positions {bad[:10]} out of range 0..{n - 1} for paper {req.paper_id!r}")
+        cfg = self.searcher.config
+        k = req.k if req.k is not None else min(cfg.k, MAX_K)
+        shortlist = req.shortlist if req.shortlist is not None else max(min(cfg.shortlist, MAX_SHORTLIST), k)
+        if shortlist < k:
+            raise RequestError(400, f"shortlist ({shortlist}) must be at least k ({k})")
+        return SearchBody.model_construct(
+            paper_id=req.paper_id, sentences=sorted(set(req.sentences)), k=k, shortlist=shortlist,
+            rerank=req.rerank or cfg.rerank, tau=req.tau if req.tau is not None else cfg.ot_tau)
 
     def search(self, body: Any) -> dict:
         """Check `body`, rank the index's papers by the selected sentences, explain each hit."""
         req = self.check(body)
+        searcher = self.searcher
+        if req.tau != searcher.config.ot_tau:  # a request's own temperature: scorers apart from the shared ones
+            searcher = Searcher(self.index, replace(searcher.config, ot_tau=req.tau))
         with self._lock, torch.no_grad():
-            query = self.searcher.query_from_index(req.paper_id, req.sentences)
-            hits = self.searcher.search(query, k=req.k, rerank=req.rerank)
-            plans = self._plans(query, [h.paper_id for h in hits])
+            query = searcher.query_from_index(req.paper_id, req.sentences)
+            hits = searcher.search(query, k=req.k, rerank=req.rerank, shortlist=req.shortlist)
+            grids = self._grids(searcher, query, [h.paper_id for h in hits], req.rerank == "ot")
         out = []
-        for hit, (plan, dist) in zip(hits, plans):
+        for hit, (plan, dist) in zip(hits, grids):
             pos = self.index.positions[hit.paper_id]
             out.append({"rank": hit.rank, "paper_id": hit.paper_id, "title": hit.title, "score": hit.score,
                         "sentences": self._sentences(pos),
                         "pairs": [{"query_sentence": p.query_sentence, "hit_sentence": p.hit_sentence,
                                    "dist": p.dist, "weight": p.weight} for p in hit.pairs],
                         "plan": plan, "dist": dist})
-        cfg = self.searcher.config
+        note = None
+        if len(out) < req.k:
+            others = self.index.n_papers - 1
+            note = (f"the index holds no other paper than {req.paper_id!r}" if others <= 0 else
+                    f"the index holds only {others} other papers" if len(out) == others else
+                    f"{len(out)} of the {req.k} papers asked for were found")
+        cfg = searcher.config
         return {"paper_id": req.paper_id, "sentences": req.sentences, "k": req.k, "rerank": req.rerank,
-                "plan_rows": req.sentences, "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps}, "hits": out}
+                "shortlist": req.shortlist, "plan_rows": req.sentences, "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps},
+                "hits": out, "note": note, "generation": self.generation}
 
-    def _plans(self, query, paper_ids: list[str]) -> list[tuple[list, list]]:
-        """Per hit, the OT plan and distances between the selected query sentences and its sentences.
+    def _grids(self, searcher: Searcher, query, paper_ids: list[str], with_plan: bool) -> list[tuple]:
+        """Per hit, (OT plan or None, L2 distances) between the selected query sentences and its sentences.
 
-        Returns [(plan (n, T_h) as nested lists, dist (n, T_h))], rounded to 5 decimals.
+        Returns [(plan (n, T_h) or None, dist (n, T_h))] as nested lists rounded to 5 decimals; the plan
+        only `with_plan` (OT ranking), the OT scorer's own cost matrix as `dist` then.
         """
         if not paper_ids:
             return []
         cands = self.index.gather([self.index.positions[p] for p in paper_ids], device=query.device,
                                   dtype=query.emb.dtype)
-        details = self.searcher.scorer("ot", self.searcher.config).dist_details(query, cands)
         rows = query.mask[0].nonzero()[:, 0]  # (n,) selected query positions
-        plan = details.plan[0][:, rows]  # (C, n, T) mass of the selected rows
-        cost = details.cost[0][:, rows]  # (C, n, T)
-        lengths = cands.lengths.tolist()
-        plan_np = np.round(plan.detach().float().cpu().numpy(), 5)
+        if with_plan:
+            details = searcher.scorer("ot", searcher.config).dist_details(query, cands)
+            plan_np = np.round(details.plan[0][:, rows].detach().float().cpu().numpy(), 5)  # (C, n, T)
+            cost = details.cost[0][:, rows]  # (C, n, T)
+        else:
+            q = query.emb[0, rows].float()  # (n, D)
+            cost = torch.cdist(q.expand(len(cands), -1, -1).contiguous(), cands.emb.float())  # (C, n, T)
         cost_np = np.round(cost.detach().float().cpu().numpy(), 5)
-        return [(plan_np[c, :, :t].tolist(), cost_np[c, :, :t].tolist()) for c, t in enumerate(lengths)]
+        lengths = cands.lengths.tolist()
+        return [(plan_np[c, :, :t].tolist() if with_plan else None, cost_np[c, :, :t].tolist())
+                for c, t in enumerate(lengths)]
+
+
+def live_generation(index_dir: str | Path) -> str:
+    """The name of the live generation under `index_dir` (its manifest checked), e.g. "gen-000002"."""
+    return Path(SentenceIndex.read_manifest(index_dir)["path"]).name
 
 
 def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_from: str | Path | None = None) -> SearchService:
-    """A SearchService over the index at `index_dir`; `overrides` adjust its search config (e.g. "rerank=ot")."""
+    """A SearchService over the index at `index_dir`; `overrides` adjust its search config (e.g. "rerank=ot").
+
+    Its `generation` is the live generation read just before opening (a build finishing meanwhile can
+    make it stale: aspire.serve.reload checks it again after opening).
+    """
+    generation = live_generation(index_dir)
     searcher = Searcher.open(index_dir, overrides)
     index = searcher.index  # the labels the index keeps, unless a labels file is given
     labels = {pid: list(lab) for pid, lab in zip(index.paper_ids, index.labels) if lab is not None}
     if labels_from is not None:
         labels, counts = read_labels(labels_from, searcher.index.paper_ids, searcher.index.sentences)
         log.info("facet labels from %s: %s", labels_from, {k: v for k, v in counts.items() if k != "rejected"})
-    return SearchService(searcher, labels)
+    return SearchService(searcher, labels, generation)

@@ -1,14 +1,18 @@
 """End to end: the aspect-selection page in headless Chromium against a small CSFCube index (minilm).
 
-Picks a paper, selects two of its sentences, searches, and checks the ranked list and the
-highlighted aligned sentences against the server's own answer; saves a screenshot (to the test's
-temporary folder, or to docs/screenshot.png when ASPIRE_UPDATE_SCREENSHOT=1).
+Picks a paper, selects two of its sentences (one by mouse, one by keyboard), searches, and checks the
+ranked list, the highlighted aligned sentences, their facet chips and the legend against the server's
+own answer; then the single-match mode (no transport plan, no percentage), the "more papers" button
+(more than one page of papers), a narrow window (nothing wider than the screen) and the favicon;
+saves a screenshot (to the test's temporary folder, or to docs/screenshot.png when
+ASPIRE_UPDATE_SCREENSHOT=1).
 Needs Debian's `chromium` (driven through playwright's Python package, which never downloads a
 browser here: the system binary is passed as `executable_path`); skips when it is absent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 DOCS_SCREENSHOT = REPO / "docs" / "screenshot.png"
 QUERY = "2468783"  # CSFCube query "Similarity of Semantic Relations" (method and result facets)
 SELECTED = [5, 9]  # its two method sentences
-N_CANDIDATES = 24
+N_CANDIDATES = 40  # with the query, more papers than the page lists at once (30)
 
 
 def chromium_path() -> str | None:
@@ -39,8 +43,14 @@ pytestmark = [
 def page_server(shared_data, tmp_path_factory):
     from aspire.data.papers import read_papers, write_papers
     from aspire.encoders import load_encoder
-    from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex, encode_corpus, model_fingerprint
-    from aspire.serve import make_server, open_service
+    from aspire.index import (
+        IndexBuildConfig,
+        IndexConfig,
+        SentenceIndex,
+        encode_corpus,
+        model_fingerprint,
+    )
+    from aspire.serve import ServiceHolder, make_server
 
     csf = shared_data / "csfcube"
     pool = json.loads((csf / "test-pid2anns-csfcube-method.json").read_text())[QUERY]
@@ -53,8 +63,7 @@ def page_server(shared_data, tmp_path_factory):
     index = SentenceIndex.build(encode_corpus(encoder, papers, progress=False),
                                 IndexBuildConfig(index=IndexConfig(kind="flat")), model_fingerprint(encoder), "minilm")
     index.save(root / "index")
-    service = open_service(root / "index", ["rerank=ot"], root / "papers.jsonl")
-    server = make_server(service, "127.0.0.1", 0)
+    server = make_server(ServiceHolder(root / "index", ["rerank=ot"], root / "papers.jsonl"), "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -62,71 +71,110 @@ def page_server(shared_data, tmp_path_factory):
     server.server_close()
 
 
-def test_select_two_sentences_search_and_see_alignments(page_server, tmp_path):
+@contextlib.contextmanager
+def open_page(server, viewport=None):
+    """The page in headless Chromium, its list of papers loaded: yields (page, uncaught page errors)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
         try:
-            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page = browser.new_page(viewport=viewport or {"width": 1280, "height": 800})
             errors = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(page_server.url)
+            page.goto(server.url)
             page.wait_for_selector(".paper-item")
-            page.fill("#paper-filter", "semantic relations")
-            page.click(f'.paper-item[data-id="{QUERY}"]')
-            page.wait_for_selector('#query-sentences .sentence[data-index="0"]')
-            labels = page.locator("#query-sentences .sentence .facet").all_inner_texts()
-            assert labels[SELECTED[0]] == "method" and labels[SELECTED[1]] == "method"
-            for i in SELECTED:
-                page.click(f'#query-sentences .sentence[data-index="{i}"]')
-            selected = page.locator("#query-sentences .sentence.selected")
-            assert [int(x) for x in selected.evaluate_all("ns => ns.map(n => n.dataset.index)")] == SELECTED
-            page.select_option("#k", "5")
-            page.click("#search-btn")
-            page.wait_for_selector("#results .hit")
-
-            expected = page_server.service.search({"paper_id": QUERY, "sentences": SELECTED, "k": 5, "rerank": "ot"})
-            hits = page.locator("#results .hit")
-            assert hits.count() == 5
-            shown_ids = hits.evaluate_all("ns => ns.map(n => n.dataset.id)")
-            assert shown_ids == [h["paper_id"] for h in expected["hits"]] and QUERY not in shown_ids
-            for n, hit in enumerate(expected["hits"]):
-                card = hits.nth(n)
-                assert card.locator(".hit-title").inner_text() == hit["title"]
-                aligned = card.locator(".hit-sentence.aligned").evaluate_all("ns => ns.map(n => Number(n.dataset.index))")
-                assert aligned == sorted({p["hit_sentence"] for p in hit["pairs"]})
-                tags = card.locator(".align-tag").all_inner_texts()
-                assert sorted(t.split()[0] for t in tags) == sorted(f"q{i}" for i in SELECTED)
-                assert card.locator(".plan th.qlabel").all_inner_texts() == [f"q{i}" for i in SELECTED]
-                assert card.locator(".plan td").count() == len(SELECTED) * len(hit["sentences"])
-            assert page.locator("#status").inner_text().startswith("5 papers in")
-            assert errors == []
-
-            page.locator("#query-sentences .sentence.selected").last.evaluate("n => n.scrollIntoView({block: 'end'})")
-            shot = DOCS_SCREENSHOT if os.environ.get("ASPIRE_UPDATE_SCREENSHOT") == "1" else tmp_path / "page.png"
-            shot.parent.mkdir(exist_ok=True)
-            page.screenshot(path=str(shot))
-            assert shot.stat().st_size > 20_000
+            yield page, errors
         finally:
             browser.close()
+
+
+def test_select_two_sentences_search_and_see_alignments(page_server, tmp_path):
+    with open_page(page_server, {"width": 1440, "height": 1000}) as (page, errors):
+        page.fill("#paper-filter", "semantic relations")
+        page.click(f'.paper-item[data-id="{QUERY}"]')
+        page.wait_for_selector('#query-sentences .sentence[data-index="0"]')
+        labels = page.locator("#query-sentences .sentence .facet").all_inner_texts()
+        assert labels[SELECTED[0]] == "method" and labels[SELECTED[1]] == "method"
+        page.click(f'#query-sentences .sentence[data-index="{SELECTED[0]}"]')  # by mouse
+        page.focus(f'#query-sentences .sentence[data-index="{SELECTED[1]}"]')  # by keyboard
+        page.keyboard.press("Space")
+        selected = page.locator("#query-sentences .sentence.selected")
+        assert [int(x) for x in selected.evaluate_all("ns => ns.map(n => n.dataset.index)")] == SELECTED
+        assert selected.evaluate_all("ns => ns.map(n => n.getAttribute('aria-checked'))") == ["true", "true"]
+        page.select_option("#k", "5")
+        page.click("#search-btn")
+        page.wait_for_selector("#results .hit")
+
+        expected = page_server.service.search({"paper_id": QUERY, "sentences": SELECTED, "k": 5, "rerank": "ot"})
+        hits = page.locator("#results .hit")
+        assert hits.count() == 5
+        shown_ids = hits.evaluate_all("ns => ns.map(n => n.dataset.id)")
+        assert shown_ids == [h["paper_id"] for h in expected["hits"]] and QUERY not in shown_ids
+        for n, hit in enumerate(expected["hits"]):
+            card = hits.nth(n)
+            assert card.locator(".hit-title").inner_text() == hit["title"]
+            aligned = card.locator(".hit-sentence.aligned").evaluate_all("ns => ns.map(n => Number(n.dataset.index))")
+            assert aligned == sorted({p["hit_sentence"] for p in hit["pairs"]})
+            tags = card.locator(".align-tag").all_inner_texts()
+            assert sorted(t.split()[0] for t in tags) == sorted(f"q{i}" for i in SELECTED)
+            assert card.locator(".plan th.qlabel").all_inner_texts() == [f"q{i}" for i in SELECTED]
+            assert card.locator(".plan td").count() == len(SELECTED) * len(hit["sentences"])
+            shown = sorted((t.split()[0], int(t.split()[1])) for t in tags)  # "q5 62 %": share of q5's mass
+            want = sorted((f"q{p['query_sentence']}", 100 * p["weight"]) for p in hit["pairs"])
+            assert all(a[0] == b[0] and abs(a[1] - b[1]) <= 0.51 for a, b in zip(shown, want))
+            chips = card.locator(".hit-sentence .facet").all_inner_texts()
+            assert chips and set(chips) <= {"background", "method", "result", "other"}
+        assert page.locator("#status").inner_text().startswith("5 papers in")
+        assert page.locator("#legend .legend-q").all_inner_texts() == [f"q{i}" for i in SELECTED]
+        assert "share of one selected sentence's mass" in page.locator("#mode-help").inner_text()
+        gen = page_server.service.generation
+        assert gen and page.locator("#generation").inner_text() == f"index {gen}"
+        assert errors == []
+
+        page.locator("#query-sentences .sentence.selected").last.evaluate("n => n.scrollIntoView({block: 'end'})")
+        shot = DOCS_SCREENSHOT if os.environ.get("ASPIRE_UPDATE_SCREENSHOT") == "1" else tmp_path / "page.png"
+        shot.parent.mkdir(exist_ok=True)
+        page.screenshot(path=str(shot))
+        assert shot.stat().st_size > 20_000
+
+
+def test_single_match_mode_more_papers_narrow_window_and_favicon(page_server):
+    """Min-L2 answers show nearest sentences with distances (no plan, no percentage); every paper is
+    reachable from the list; at 420 px nothing is wider than the window; the favicon is served."""
+    with open_page(page_server, {"width": 420, "height": 900}) as (page, errors):
+        assert page.locator(".paper-item").count() == 30
+        page.focus("#more-papers")
+        page.keyboard.press("Enter")
+        page.wait_for_function("document.querySelectorAll('.paper-item').length > 30")
+        n_papers = page_server.service.index.n_papers
+        assert page.locator(".paper-item").count() == n_papers and page.locator("#more-papers").is_hidden()
+        page.click(f'.paper-item[data-id="{QUERY}"]')
+        page.wait_for_selector('#query-sentences .sentence[data-index="0"]')
+        page.click('.facet-btn[data-facet="method"]')
+        page.select_option("#rerank", "minl2")
+        assert page.locator("#tau-label").is_hidden() and "no transport plan" in page.locator("#mode-help").inner_text()
+        page.click("#search-btn")
+        page.wait_for_selector("#results .hit")
+        assert page.locator(".plan").count() == 0 and page.locator(".grid.dist").count() > 0
+        tags = page.locator(".align-tag").all_inner_texts()
+        assert tags and all("%" not in t and " · L2 " in t for t in tags)
+        assert "%" not in page.locator("#legend").inner_text()
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 420, f"the page is {width} px wide in a 420 px window"
+        icon = page.request.get(page_server.url + "favicon.ico")
+        assert icon.status == 200 and icon.headers["content-type"] == "image/svg+xml"
+        assert page.locator('link[rel="icon"]').get_attribute("href") == "/static/favicon.svg"
+        assert errors == []
 
 
 def test_page_reports_a_bad_request(page_server):
     """The page shows the server's 4xx message instead of failing silently."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            page.goto(page_server.url)
-            page.wait_for_selector(".paper-item")
-            status = page.evaluate("""async () => {
-                const r = await fetch('/api/search', {method: 'POST', headers: {'Content-Type': 'application/json'},
-                                                       body: JSON.stringify({paper_id: 'no-such-paper', sentences: [0]})});
-                return [r.status, (await r.json()).error];
-            }""")
-            assert status[0] == 404 and "unknown paper_id" in status[1]
-        finally:
-            browser.close()
+    with open_page(page_server) as (page, errors):
+        status = page.evaluate("""async () => {
+            const r = await fetch('/api/search', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                                                   body: JSON.stringify({paper_id: 'no-such-paper', sentences: [0]})});
+            return [r.status, (await r.json()).error];
+        }""")
+        assert status[0] == 404 and "unknown paper_id" in status[1]
+        assert errors == []

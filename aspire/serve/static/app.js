@@ -1,10 +1,33 @@
-// The aspect-selection page: pick a paper, select sentences, search, read the alignments.
+// The aspect-selection page: pick a paper, select sentences, search, read why each paper matched.
 // Every text from the server is inserted with textContent (never as HTML).
 "use strict";
 
 const PALETTE = ["#2166ac", "#d6604d", "#1b9e77", "#7570b3", "#e6ab02", "#e7298a", "#66a61e", "#a6761d"];
 const TINTS = ["#e3edf7", "#fbe7e3", "#e0f3ee", "#ebeaf5", "#fbf1d5", "#fae1ee", "#e7f2dc", "#f1e8dc"];
-const state = { paper: null, selected: new Set(), filterTimer: null };
+const PAGE = 30;  // papers listed per request; "more papers" fetches the next ones
+const MODES = {
+  ot: {
+    name: "multi match (OT)",
+    help: "Multi match: each selected sentence sends its mass to the hit's sentences along an optimal-" +
+      "transport plan, and the score is minus the plan's total L2 cost, so several of your sentences can " +
+      "match several of the hit's. A percentage is always the share of one selected sentence's mass: " +
+      "\u201cq5 62 %\u201d marks the hit sentence that receives 62 % of q5's mass.",
+  },
+  minl2: {
+    name: "single match (min L2)",
+    help: "Single match: the score is minus the L2 distance of the closest pair between your selected " +
+      "sentences and the hit's, computed exactly over the shortlist. \u201cq5 \u00b7 L2 0.83\u201d marks " +
+      "the hit sentence nearest to q5; there is no transport plan and no percentage.",
+  },
+  none: {
+    name: "ANN single match",
+    help: "Approximate single match: papers ranked straight from the nearest-neighbour index (no re-" +
+      "scoring; the fastest mode). \u201cq5 \u00b7 L2 0.83\u201d marks the hit sentence nearest to q5; there " +
+      "is no transport plan and no percentage.",
+  },
+};
+const FACETS = ["background", "method", "result"];
+const state = { paper: null, selected: new Set(), filterTimer: null, info: null, generation: null, nextOffset: null };
 const $ = (id) => document.getElementById(id);
 
 function el(tag, cls, text) {
@@ -25,37 +48,70 @@ function status(message, isError) {
   box.classList.toggle("error", Boolean(isError));
 }
 
+function facetChip(s) {
+  if (!s.facet && !s.label) return null;
+  return el("span", `facet facet-${s.facet || "other"}`, s.facet || s.label.replace(/_label$/, ""));
+}
+
 async function api(path, options) {
   const response = await fetch(path, options);
   let body;
   try { body = await response.json(); } catch (e) { body = { error: `HTTP ${response.status}` }; }
+  noteGeneration(body.generation || response.headers.get("X-Aspire-Generation"));
   if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
   return body;
+}
+
+function noteGeneration(gen) {  // every answer names the index generation it came from
+  if (!gen || gen === state.generation) return;
+  const rebuilt = state.generation !== null;
+  state.generation = gen;
+  $("generation").textContent = `index ${gen}`;
+  if (rebuilt) {
+    $("generation").classList.add("changed");
+    $("generation").title = `the index was rebuilt while this page was open; answers now come from ${gen}`;
+    loadInfo().catch((err) => status(err.message, true));
+  }
 }
 
 // ---- papers ---------------------------------------------------------------------------------------
 async function loadInfo() {
   const info = await api("/api/info");
+  state.info = info;
   $("index-info").textContent = `${info.n_papers} papers · ${info.n_sentences} sentences · model ${info.model}` +
     (info.labelled_papers ? ` · ${info.labelled_papers} with facet labels` : "");
-  $("rerank").value = info.rerank;
+  if (!$("rerank").dataset.touched) $("rerank").value = info.rerank;
+  $("shortlist").max = info.max_shortlist;
+  if (!$("shortlist").value) $("shortlist").value = Math.min(info.shortlist, info.max_shortlist);
+  $("tau").min = info.min_tau;
+  $("tau").max = info.max_tau;
+  if (!$("tau").value) $("tau").value = info.ot.tau;
+  showMode();
 }
 
-async function filterPapers() {
+async function filterPapers(append) {
   const q = $("paper-filter").value;
+  const offset = append ? state.nextOffset : 0;
   try {
-    const found = await api(`/api/papers?q=${encodeURIComponent(q)}&limit=30`);
+    const found = await api(`/api/papers?q=${encodeURIComponent(q)}&limit=${PAGE}&offset=${offset}`);
     const list = $("paper-list");
-    list.replaceChildren();
+    if (!append) list.replaceChildren();
     for (const p of found.papers) {
-      const item = el("li", "paper-item");
-      item.dataset.id = p.paper_id;
-      item.append(el("span", "pid", p.paper_id), document.createTextNode(p.title || "(untitled)"));
-      if (state.paper && state.paper.paper_id === p.paper_id) item.classList.add("current");
-      item.addEventListener("click", () => pickPaper(p.paper_id));
+      const item = el("li");
+      const button = el("button", "paper-item");
+      button.type = "button";
+      button.dataset.id = p.paper_id;
+      button.append(el("span", "pid", p.paper_id), document.createTextNode(p.title || "(untitled)"));
+      if (state.paper && state.paper.paper_id === p.paper_id) button.classList.add("current");
+      button.addEventListener("click", () => pickPaper(p.paper_id));
+      item.append(button);
       list.append(item);
     }
-    if (!found.papers.length) list.append(el("li", "muted", "no paper matches"));
+    if (!list.children.length) list.append(el("li", "muted", "no paper matches"));
+    state.nextOffset = found.next_offset;
+    $("more-papers").hidden = found.next_offset === null;
+    const shown = list.querySelectorAll(".paper-item").length;
+    $("paper-count").textContent = shown ? `${shown} shown${found.next_offset === null ? "" : ", more match"}` : "";
   } catch (err) { status(err.message, true); }
 }
 
@@ -72,10 +128,16 @@ async function pickPaper(id) {
   state.paper.sentences.forEach((s, i) => {
     const item = el("li", "sentence");
     item.dataset.index = i;
+    item.tabIndex = 0;
+    item.setAttribute("role", "checkbox");
     item.append(el("span", "qid", `q${i}`));
-    if (s.facet || s.label) item.append(el("span", `facet facet-${s.facet || "other"}`, s.facet || s.label.replace(/_label$/, "")));
+    const chip = facetChip(s);
+    if (chip) item.append(chip);
     item.append(el("span", "text", s.text));
     item.addEventListener("click", () => toggle(i));
+    item.addEventListener("keydown", (e) => {
+      if (e.key === " " || e.key === "Enter") { e.preventDefault(); toggle(i); }
+    });
     list.append(item);
   });
   const hasFacets = state.paper.sentences.some((s) => s.facet);
@@ -108,17 +170,27 @@ function renderSelection() {
     const i = Number(node.dataset.index);
     const on = state.selected.has(i);
     node.classList.toggle("selected", on);
-    node.setAttribute("aria-selected", on ? "true" : "false");
+    node.setAttribute("aria-checked", on ? "true" : "false");
     if (on) colour(node, slotOf(i));
   });
   $("search-btn").disabled = state.selected.size === 0;
 }
 
+function showMode() {
+  const mode = $("rerank").value;
+  $("mode-help").textContent = MODES[mode].help;
+  $("shortlist-label").hidden = mode === "none";
+  $("tau-label").hidden = mode !== "ot";
+}
+
 // ---- search ---------------------------------------------------------------------------------------
 async function search() {
   if (!state.paper || state.selected.size === 0) { status("select at least one sentence", true); return; }
+  const rerank = $("rerank").value;
   const body = { paper_id: state.paper.paper_id, sentences: [...state.selected].sort((a, b) => a - b),
-                 k: Number($("k").value), rerank: $("rerank").value };
+                 k: Number($("k").value), rerank };
+  if (rerank !== "none") body.shortlist = Math.max(Number($("shortlist").value), body.k);
+  if (rerank === "ot") body.tau = Number($("tau").value);
   status("searching…");
   const started = performance.now();
   let result;
@@ -127,16 +199,41 @@ async function search() {
                                         body: JSON.stringify(body) });
   } catch (err) { status(err.message, true); return; }
   const ms = Math.round(performance.now() - started);
-  status(`${result.hits.length} papers in ${ms} ms`);
+  status(`${result.hits.length} papers in ${ms} ms` + (result.note ? ` (${result.note})` : ""));
   renderResults(result);
 }
 
+function renderLegend(result) {
+  const box = $("legend");
+  box.replaceChildren();
+  const ot = result.rerank === "ot";
+  const mine = el("div", "legend-row");
+  mine.append(el("span", "legend-key", "your sentences"));
+  result.plan_rows.forEach((q, r) => {
+    const chip = el("span", "legend-q", `q${q}`);
+    colour(chip, r);
+    chip.title = state.paper.sentences[q].text;
+    mine.append(chip);
+  });
+  const scale = el("div", "legend-row");
+  scale.append(el("span", "legend-key", ot ? "heatmap: share of a row's mass" : "heatmap: L2 distance"),
+               el("span", "muted", ot ? "0 %" : "far"), el("span", ot ? "ramp" : "ramp ramp-dist"),
+               el("span", "muted", ot ? "100 %" : "near (outlined: nearest)"));
+  const facets = el("div", "legend-row");
+  facets.append(el("span", "legend-key", "facets"));
+  FACETS.forEach((f) => facets.append(el("span", `facet facet-${f}`, f)));
+  box.append(mine, scale, facets);
+  box.hidden = false;
+}
+
 function renderResults(result) {
-  const rows = result.plan_rows;  // selected query positions, in plan row order
+  const rows = result.plan_rows;  // selected query positions, in the grids' row order
   const slot = new Map(rows.map((q, r) => [q, r]));
-  $("results-head").textContent = `Ranked by ${$("rerank").selectedOptions[0].textContent} using ` +
-    `${rows.map((q) => "q" + q).join(", ")} of ${state.paper.paper_id}. Highlighted: the sentence each selected ` +
-    `query sentence is aligned to. Heatmap: OT plan (eps ${result.ot.eps}, tau ${result.ot.tau}), rows = query sentences.`;
+  const ot = result.rerank === "ot";
+  $("results-head").textContent = `Ranked by ${MODES[result.rerank].name} using ` +
+    `${rows.map((q) => "q" + q).join(", ")} of ${state.paper.paper_id}` +
+    (ot ? ` (OT eps ${result.ot.eps}, temperature ${result.ot.tau}). ` : ". ") + MODES[result.rerank].help;
+  renderLegend(result);
   const list = $("results");
   list.replaceChildren();
   for (const hit of result.hits) {
@@ -155,14 +252,18 @@ function renderResults(result) {
       const item = el("li", "hit-sentence");
       item.dataset.index = j;
       item.append(el("span", "sid", `s${j}`));
+      const chip = facetChip(s);
+      if (chip) item.append(chip);
       const pairs = aligned.get(j);
       if (pairs) {
         item.classList.add("aligned");
         colour(item, slot.get(pairs[0].query_sentence));
         for (const p of pairs) {
-          const tag = el("span", "align-tag", `q${p.query_sentence} ${Math.round(100 * p.weight)}%`);
+          const pct = Math.round(100 * p.weight);
+          const tag = el("span", "align-tag", ot ? `q${p.query_sentence} ${pct} %` : `q${p.query_sentence} · L2 ${p.dist.toFixed(2)}`);
           colour(tag, slot.get(p.query_sentence));
-          tag.title = `q${p.query_sentence} → s${j}: L2 ${p.dist.toFixed(3)}, ${Math.round(100 * p.weight)}% of its mass`;
+          tag.title = ot ? `${pct} % of q${p.query_sentence}'s mass goes to s${j} (L2 ${p.dist.toFixed(3)})`
+            : `s${j} is the sentence nearest to q${p.query_sentence} (L2 ${p.dist.toFixed(3)})`;
           item.append(tag);
         }
       }
@@ -170,47 +271,63 @@ function renderResults(result) {
       sentences.append(item);
     });
     const body = el("div", "hit-body");
-    body.append(sentences, planTable(hit, rows));
+    body.append(sentences, ot ? planTable(hit, rows) : distTable(hit, rows));
     card.append(head, body);
     list.append(card);
   }
 }
 
-function planTable(hit, rows) {
-  const box = el("div", "plan-box", "transport plan");
-  const table = el("table", "plan");
+function gridTable(hit, rows, cls, caption, cell) {
+  const box = el("div", "grid-box", caption);
+  const table = el("table", `grid ${cls}`);
   const head = el("tr");
   head.append(el("th"));
   hit.sentences.forEach((_, j) => head.append(el("th", null, `s${j}`)));
   table.append(head);
-  const peak = Math.max(1e-12, ...hit.plan.flat());
-  hit.plan.forEach((row, r) => {
+  rows.forEach((q, r) => {
     const tr = el("tr");
-    const label = el("th", "qlabel", `q${rows[r]}`);
+    const label = el("th", "qlabel", `q${q}`);
     colour(label, r);
     tr.append(label);
-    row.forEach((mass, j) => {
-      const td = el("td");
-      td.style.backgroundColor = `rgba(33, 96, 168, ${(mass / peak).toFixed(3)})`;
-      td.title = `q${rows[r]} → s${j}: ${(100 * mass).toFixed(1)}% of the mass, L2 ${hit.dist[r][j].toFixed(3)}`;
-      td.dataset.mass = mass;
-      tr.append(td);
-    });
+    hit.sentences.forEach((_, j) => { const td = el("td"); cell(td, r, j, q); tr.append(td); });
     table.append(tr);
   });
   box.append(table);
   return box;
 }
 
+function planTable(hit, rows) {  // shade and percentage: share of the row's (query sentence's) mass
+  const rowMass = hit.plan.map((row) => Math.max(1e-12, row.reduce((a, b) => a + b, 0)));
+  return gridTable(hit, rows, "plan", "transport plan", (td, r, j, q) => {
+    const share = hit.plan[r][j] / rowMass[r];
+    td.style.backgroundColor = `rgba(33, 96, 168, ${share.toFixed(3)})`;
+    td.title = `q${q} → s${j}: ${(100 * share).toFixed(1)} % of q${q}'s mass, L2 ${hit.dist[r][j].toFixed(3)}`;
+    td.dataset.share = share.toFixed(4);
+  });
+}
+
+function distTable(hit, rows) {  // shade: nearness within the hit; outlined: each row's nearest sentence
+  const all = hit.dist.flat();
+  const lo = Math.min(...all), span = Math.max(1e-12, Math.max(...all) - lo);
+  return gridTable(hit, rows, "dist", "L2 distances", (td, r, j, q) => {
+    const d = hit.dist[r][j];
+    td.style.backgroundColor = `rgba(33, 96, 168, ${(1 - (d - lo) / span).toFixed(3)})`;
+    if (d === Math.min(...hit.dist[r])) td.classList.add("nearest");
+    td.title = `q${q} → s${j}: L2 ${d.toFixed(3)}`;
+  });
+}
+
 // ---- wiring ---------------------------------------------------------------------------------------
 $("paper-filter").addEventListener("input", () => {
   clearTimeout(state.filterTimer);
-  state.filterTimer = setTimeout(filterPapers, 200);
+  state.filterTimer = setTimeout(() => filterPapers(false), 200);
 });
+$("more-papers").addEventListener("click", () => filterPapers(true));
 $("search-btn").addEventListener("click", search);
+$("rerank").addEventListener("change", () => { $("rerank").dataset.touched = "1"; showMode(); });
 $("clear-selection").addEventListener("click", () => selectWhere(() => false));
 $("select-all").addEventListener("click", () => selectWhere(() => true));
 document.querySelectorAll(".facet-btn").forEach((b) =>
   b.addEventListener("click", () => selectWhere((s) => s.facet === b.dataset.facet)));
 
-loadInfo().then(filterPapers).catch((err) => status(err.message, true));
+loadInfo().then(() => filterPapers(false)).catch((err) => status(err.message, true));

@@ -1,0 +1,248 @@
+"""The page's HTTP routes: a FastAPI app over a `ServiceHolder`.
+
+Routes (anything else is 404, a known route with another method 405; every error is JSON
+`{"error": message}` with a 4xx status for any client mistake):
+
+    GET  /                            the page (static/index.html); /static/<file> only the files in STATIC
+    GET  /api/info                    index size, model, search defaults, generation, reload error
+    GET  /api/papers?q=&limit=&offset=   papers whose title contains q (or whose id is q), a page at a time
+    GET  /api/paper?id=               one paper's sentences with facet labels
+    POST /api/search                  JSON `SearchBody` (aspire.serve.models) -> ranked, explained hits
+    POST /api/reload                  open the index's live generation now if it is not the one served
+
+Every answer carries `X-Aspire-Generation` (the index generation it was answered from; JSON
+answers also say it as `generation`), `Cache-Control: no-store` and the SECURITY_HEADERS.
+Bounds: a request target of at most MAX_TARGET bytes (414), headers of at most MAX_HEADERS bytes
+(431), query strings of at most MAX_QUERY_FIELDS fields, no repeated fields; a POST body needs a
+Content-Length (411), at most MAX_BODY bytes (413), JSON (415), complete within `body_timeout`
+seconds (408) and not cut short by the client (400). Unexpected failures are logged with their
+traceback (the only tracebacks the server logs) and answered 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from pathlib import Path
+from urllib.parse import parse_qs
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from aspire.serve.models import PaperQuery, PapersQuery, RequestError, check, parse_json
+from aspire.serve.protocol import CLIENT_EOF
+from aspire.serve.reload import ServiceHolder
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).with_name("static")
+STATIC = {  # route -> (file under static/, content type)
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/static/style.css": ("style.css", "text/css; charset=utf-8"),
+    "/static/favicon.svg": ("favicon.svg", "image/svg+xml"),
+    "/favicon.ico": ("favicon.svg", "image/svg+xml"),
+}
+MAX_BODY = 16 * 1024
+MAX_QUERY_FIELDS = 8
+MAX_TARGET = 4096  # bytes of path and query string
+MAX_HEADERS = 16 * 1024  # bytes of header lines (h11 refuses a head it holds incomplete at this size)
+BODY_TIMEOUT = 10.0
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+CLOSE_AFTER = {400, 408, 411, 413, 415}  # a body may be left unread: the connection is not reused
+GENERATION = "aspire.generation"  # scope key: the generation a route answered from
+_LENGTH = re.compile(r"[0-9]{1,20}")
+
+
+def load_static() -> dict[str, tuple[bytes, str]]:
+    """The STATIC files' bytes, read once: {route: (body, content type)}."""
+    return {route: ((STATIC_DIR / name).read_bytes(), ctype) for route, (name, ctype) in STATIC.items()}
+
+
+def json_response(status: int, payload: dict, headers: dict | None = None) -> Response:
+    """JSON with finite numbers only (a NaN in an answer is a bug, raised here, not sent)."""
+    body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    return Response(body, status, headers, media_type="application/json; charset=utf-8")
+
+
+def error_response(status: int, message: str, headers: dict | None = None) -> Response:
+    extra = dict(headers or {})
+    if status in CLOSE_AFTER:
+        extra["Connection"] = "close"
+    return json_response(status, {"error": message}, extra)
+
+
+def query_args(request: Request) -> dict[str, str]:
+    """The query string as {name: value}: at most MAX_QUERY_FIELDS fields, none repeated."""
+    try:
+        fields = parse_qs(request.scope["query_string"].decode("latin-1"), keep_blank_values=True,
+                          max_num_fields=MAX_QUERY_FIELDS)
+    except ValueError as exc:
+        raise RequestError(400, f"bad query string: {exc}") from None
+    repeated = sorted(k for k, v in fields.items() if len(v) > 1)
+    if repeated:
+        raise RequestError(400, f"repeated query parameter(s) {repeated[:5]}")
+    return {k: v[0] for k, v in fields.items()}
+
+
+async def read_json(request: Request, timeout: float):
+    """The request's JSON body, read within `timeout` seconds; RequestError for every way it can be wrong."""
+    length = request.headers.get("content-length")
+    if length is None:
+        raise RequestError(411, "a POST needs a Content-Length header (chunked bodies are not taken)")
+    if not _LENGTH.fullmatch(length):  # h11 checks this too; the app does not rely on it
+        raise RequestError(400, "Content-Length must be a non-negative integer of ASCII digits")
+    size = int(length)
+    if size > MAX_BODY:
+        raise RequestError(413, f"request body of {size} bytes is too large (at most {MAX_BODY})")
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise RequestError(415, "the body must be JSON (Content-Type: application/json)")
+    body = bytearray()
+    deadline = asyncio.get_running_loop().time() + timeout
+    while len(body) < size:
+        remaining = deadline - asyncio.get_running_loop().time()
+        try:
+            message = await asyncio.wait_for(request.receive(), max(remaining, 0.0))
+        except TimeoutError:
+            raise RequestError(408, f"body ended after {len(body)} of {size} bytes: no more within {timeout:g} s") from None
+        if message["type"] == "http.disconnect":
+            raise RequestError(400, f"the client left after {len(body)} of {size} bytes")
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            break
+        if request.scope.get(CLIENT_EOF):
+            raise RequestError(400, f"body ended after {len(body)} of {size} bytes (the client sent no more)")
+    if len(body) != size:
+        raise RequestError(400, f"body ended after {len(body)} of {size} bytes")
+    return parse_json(bytes(body))
+
+
+def static_file(body: bytes, ctype: str):
+    """A route endpoint answering one static file."""
+    async def endpoint(request: Request) -> Response:
+        return Response(body, 200, media_type=ctype)
+
+    return endpoint
+
+
+def create_app(holder: ServiceHolder, body_timeout: float = BODY_TIMEOUT) -> FastAPI:
+    """The FastAPI app answering the page's routes from `holder`'s live service."""
+    app = FastAPI(title="aspire", docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
+    static = load_static()
+
+    def use(request: Request):
+        service = holder.get()
+        request.scope[GENERATION] = service.generation
+        return service
+
+    for route, (body, ctype) in static.items():
+        app.add_route(route, static_file(body, ctype), methods=["GET", "HEAD"], include_in_schema=False)
+
+    @app.get("/api/info")
+    def info(request: Request) -> Response:
+        query_args(request)
+        return json_response(200, {**use(request).info(), "reload_error": holder.reload_error})
+
+    @app.get("/api/papers")
+    def papers(request: Request) -> Response:
+        query = check(PapersQuery, query_args(request))
+        return json_response(200, use(request).find_papers(query.q, query.limit, query.offset))
+
+    @app.get("/api/paper")
+    def paper(request: Request) -> Response:
+        args = query_args(request)
+        if "id" not in args:
+            raise RequestError(400, "give the paper as ?id=PAPER_ID")
+        return json_response(200, use(request).paper(check(PaperQuery, args).id))
+
+    @app.post("/api/search")
+    async def search(request: Request) -> Response:
+        body = await read_json(request, body_timeout)
+        service = use(request)
+        return json_response(200, await run_in_threadpool(service.search, body))
+
+    @app.post("/api/reload")
+    async def reload(request: Request) -> Response:
+        result = await run_in_threadpool(holder.reload)
+        request.scope[GENERATION] = result["generation"]
+        if result["error"]:
+            return error_response(503, f"could not open the index's live generation ({result['error']}); "
+                                       f"still serving {result['generation']}")
+        return json_response(200, result)
+
+    @app.exception_handler(RequestError)
+    async def refused(request: Request, exc: RequestError) -> Response:
+        return error_response(exc.status, exc.message)
+
+    @app.exception_handler(HTTPException)
+    async def routing(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 404:
+            return error_response(404, f"no such route {request.url.path[:100]!r}")
+        if exc.status_code == 405:
+            allow = (exc.headers or {}).get("Allow", "")
+            return error_response(405, f"method {request.method[:20]} not allowed here; use {allow}",
+                                  {"Allow": allow})
+        return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        return error_response(400, f"invalid request: {exc.errors()[:1]}")
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, exc: Exception) -> Response:  # logged once by Guard
+        return error_response(500, "internal error (logged by the server)")
+
+    return app
+
+
+class Guard:
+    """Outermost ASGI layer: refuses HTTP versions other than 1.0 / 1.1, request targets over
+    MAX_TARGET bytes (414) and headers over MAX_HEADERS bytes (431), adds the common headers and
+    the generation to every answer, and logs an unexpected failure's traceback once."""
+
+    def __init__(self, app, holder: ServiceHolder) -> None:
+        self.app = app
+        self.holder = holder
+        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_with_headers(message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+                gen = scope.get(GENERATION) or self.holder.service.generation or ""
+                message = {**message, "headers": [*message.get("headers", []), *self.headers,
+                                                  (b"x-aspire-generation", gen.encode("ascii", "replace"))]}
+            await send(message)
+
+        refused = None
+        if scope.get("http_version") not in ("1.0", "1.1"):
+            refused = error_response(400, f"unsupported HTTP version {scope.get('http_version', '')[:10]!r}")
+        elif len(scope.get("raw_path", b"")) + len(scope.get("query_string", b"")) > MAX_TARGET:
+            refused = error_response(414, f"request target longer than {MAX_TARGET} bytes")
+        elif sum(len(k) + len(v) + 4 for k, v in scope.get("headers", [])) > MAX_HEADERS:
+            refused = error_response(431, f"request headers too long (at most {MAX_HEADERS} bytes)")
+        if refused is not None:
+            await refused(scope, receive, send_with_headers)
+            return
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            log.exception("request %s %s failed", scope.get("method"), scope.get("path", "")[:200])
+            if not started:
+                await error_response(500, "internal error (logged by the server)")(scope, receive, send_with_headers)

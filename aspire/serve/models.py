@@ -1,0 +1,184 @@
+"""The page's requests as pydantic models, and the one way client input is parsed and checked.
+
+Every check failure becomes `RequestError(status, message)`: a 4xx answer whose message names the
+field, the rule and (shortened) the value given. Numbers are judged as a client would expect:
+
+- JSON bodies are parsed with `parse_json`: integers of more than MAX_INT_DIGITS digits, non-finite
+  numbers (`NaN`, `Infinity`, `1e400`) and non-ASCII digits are refused before any model sees them;
+- query-string integers must be plain ASCII digits (`int()` alone would take "١٢" or " 12 ");
+- the models are strict: `k` is an integer, not `3.0`, `"3"` or `true`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+MAX_K = 50
+MAX_SHORTLIST = 5000
+MIN_TAU = 1e-6  # the range over which OT scores are tested finite (tests/test_numerics.py); 1e-300 gives NaN
+MAX_TAU = 1e4
+MAX_SELECTED = 256
+MAX_ID_CHARS = 256
+MAX_FILTER_CHARS = 200
+MAX_LIST = 100
+MAX_OFFSET = 10**9
+MAX_INT_DIGITS = 18  # larger integers are no count a client means (and int() of 4,301 digits fails)
+_ASCII_INT = re.compile(rf"[0-9]{{1,{MAX_INT_DIGITS}}}")
+
+
+class RequestError(ValueError):
+    """A request the service refuses: `status` is the HTTP status to answer (4xx), `message` says why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """A value for an error message, at most `limit` characters (never the full text of a huge input)."""
+    if isinstance(value, str):
+        text = repr(value[: limit + 1])
+    elif isinstance(value, (list, dict)):
+        text = f"a {'list' if isinstance(value, list) else 'JSON object'} of {len(value)}"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _query_int(value: Any) -> Any:
+    """A query-string integer: 1 to MAX_INT_DIGITS ASCII digits, nothing else."""
+    if isinstance(value, str):
+        if not _ASCII_INT.fullmatch(value):
+            raise ValueError("not a plain integer")
+        return int(value)
+    return value
+
+
+QueryInt = Annotated[int, BeforeValidator(_query_int)]
+
+
+class PapersQuery(BaseModel):
+    """`GET /api/papers?q=&limit=&offset=`: papers whose title contains q (or whose id is q)."""
+
+    model_config = ConfigDict(extra="forbid")
+    q: Annotated[str, Field(max_length=MAX_FILTER_CHARS)] = ""
+    limit: Annotated[QueryInt, Field(ge=1, le=MAX_LIST)] = 20
+    offset: Annotated[QueryInt, Field(ge=0, le=MAX_OFFSET)] = 0
+
+
+class PaperQuery(BaseModel):
+    """`GET /api/paper?id=`: one paper."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+
+
+class SearchBody(BaseModel):
+    """`POST /api/search`: rank papers by the selected sentences of an indexed paper.
+
+    `k`, `rerank`, `shortlist` and `tau` (the OT temperature) default to the server's search config.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    paper_id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+    sentences: Annotated[list[int], Field(min_length=1, max_length=MAX_SELECTED)]
+    k: Annotated[int, Field(ge=1, le=MAX_K)] | None = None
+    rerank: Literal["none", "minl2", "ot"] | None = None
+    shortlist: Annotated[int, Field(ge=1, le=MAX_SHORTLIST)] | None = None
+    tau: Annotated[float, Field(ge=MIN_TAU, le=MAX_TAU, allow_inf_nan=False)] | None = None
+
+    @model_validator(mode="after")
+    def _shortlist_holds_k(self) -> SearchBody:
+        if self.shortlist is not None and self.k is not None and self.shortlist < self.k:
+            raise ValueError(f"shortlist ({self.shortlist}) must be at least k ({self.k})")
+        return self
+
+
+RULES = {  # field -> what a valid value is (the message's second half)
+    "q": f"a string of at most {MAX_FILTER_CHARS} characters",
+    "limit": f"an integer in 1..{MAX_LIST}",
+    "offset": f"an integer in 0..{MAX_OFFSET}",
+    "id": f"a non-empty paper id of at most {MAX_ID_CHARS} characters",
+    "paper_id": f"a non-empty string of at most {MAX_ID_CHARS} characters",
+    "sentences": f"a non-empty list of at most {MAX_SELECTED} sentence positions (integers)",
+    "k": f"an integer in 1..{MAX_K}",
+    "rerank": "one of 'none', 'minl2', 'ot'",
+    "shortlist": f"an integer in 1..{MAX_SHORTLIST}",
+    "tau": f"a number in [{MIN_TAU:g}, {MAX_TAU:g}]",
+}
+
+
+def check(model: type[BaseModel], data: Any) -> BaseModel:
+    """`data` validated as `model`, or RequestError(400) naming the first bad field and its rule."""
+    if not isinstance(data, dict):
+        raise RequestError(400, f"the request must be a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(model.model_fields))
+    if unknown:
+        raise RequestError(400, f"unknown field(s) {[_short(u) for u in unknown][:10]}; valid: "
+                                f"{', '.join(model.model_fields)}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        field = str(err["loc"][0]) if err["loc"] else ""
+        if not field:  # a model-level rule (e.g. shortlist >= k): its own message
+            raise RequestError(400, str(err["msg"]).removeprefix("Value error, ")) from None
+        raise RequestError(400, _message(field, err["type"], data.get(field))) from None
+
+
+def _message(field: str, kind: str, value: Any) -> str:
+    """A ValidationError's first error as one sentence a user can act on."""
+    if field not in RULES:
+        return f"invalid request: {kind}"
+    if kind == "missing":
+        return f"{field} is required: {RULES[field]}"
+    if field == "sentences" and kind == "too_short":
+        return "empty selection: select at least one sentence"
+    if field == "sentences" and kind == "too_long":
+        return f"too many sentences selected: {len(value)} (at most {MAX_SELECTED})"
+    if kind == "string_too_long":
+        return f"{field} too long: {len(value)} characters; it must be {RULES[field]}"
+    if field == "rerank" and kind == "literal_error":
+        return f"unknown rerank {_short(value)}; valid: ['none', 'minl2', 'ot']"
+    return f"{field} must be {RULES[field]}; got {_short(value)}"
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise RequestError(400, f"the body holds an integer of {len(text.lstrip('-'))} digits "
+                                f"(at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise RequestError(400, f"the body holds the number {_short(text)}, which is not finite")
+    return value
+
+
+def _constant(name: str):
+    raise RequestError(400, f"the body holds {name}, which is not JSON (numbers must be finite)")
+
+
+def parse_json(raw: bytes) -> Any:
+    """Strict JSON from a request body: UTF-8, finite numbers, bounded integers; RequestError(400) else."""
+    try:
+        return json.loads(raw.decode("utf-8"), parse_int=_int, parse_float=_float, parse_constant=_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RequestError(400, f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RequestError(400, "the body's JSON is nested too deeply") from None

@@ -1,0 +1,106 @@
+"""uvicorn's h11 protocol with the page server's connection rules.
+
+- A request h11 cannot parse (a bad request line, header or Content-Length, too long a head) is
+  answered with JSON `{"error": "bad request: <h11's reason>"}` and the status h11 suggests (400,
+  431, ...), not uvicorn's plain-text 400.
+- A connection must deliver a complete request head within `head_timeout` seconds of opening (or of
+  its previous response): slow or idle clients cannot hold connections open.
+- A client that half-closes its side (it will send no more) still gets its answer, then the
+  connection closes; when its body is not complete the ASGI scope is marked (`CLIENT_EOF`), so the
+  app can answer "body shorter than Content-Length" (400) instead of waiting for bytes that cannot come.
+- Upgrade requests (WebSocket) are answered as plain HTTP requests, without a warning.
+"""
+
+from __future__ import annotations
+
+import json
+
+import h11
+from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
+
+CLIENT_EOF = "aspire.client_eof"  # scope key set when the client half-closes during its request
+HEAD_TIMEOUT = 15.0
+
+
+class JSONErrorsH11Protocol(H11Protocol):
+    """H11Protocol answering protocol errors in JSON, with a request-head deadline and half-close handling."""
+
+    head_timeout = HEAD_TIMEOUT
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._protocol_error: h11.RemoteProtocolError | None = None
+        self._head_timer = None
+        next_event = self.conn.next_event
+
+        def recording_next_event():  # remember why h11 refused, for send_400_response
+            try:
+                return next_event()
+            except h11.RemoteProtocolError as exc:
+                self._protocol_error = exc
+                raise
+
+        self.conn.next_event = recording_next_event
+
+    # ---- head deadline ------------------------------------------------------------------------------
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing():
+            self.transport.close()
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._cancel_head_timer()  # a request is being answered; the app bounds its body read
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm_head_timer()
+
+    # ---- half-close and errors ----------------------------------------------------------------------
+    def eof_received(self) -> bool | None:
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            return None  # between requests: close
+        cycle.keep_alive = False  # the client sends no more: answer this request, then close
+        if cycle.more_body:
+            cycle.scope[CLIENT_EOF] = True  # type: ignore[typeddict-unknown-key]
+            cycle.message_event.set()
+        return True  # keep our side open to answer
+
+    def _unsupported_upgrade_warning(self) -> None:  # an upgrade request is answered as plain HTTP
+        self.logger.debug("upgrade request answered without upgrading")
+
+    def send_400_response(self, msg: str) -> None:
+        exc = self._protocol_error
+        status = getattr(exc, "error_status_hint", 400) if exc is not None else 400
+        status = status if 400 <= status < 500 else 400
+        reason = (str(exc) if exc is not None and str(exc) else msg)[:200]
+        body = json.dumps({"error": f"bad request: {reason}"}).encode("utf-8")
+        headers = [(b"content-type", b"application/json; charset=utf-8"), (b"connection", b"close"),
+                   (b"content-length", str(len(body)).encode())]
+        try:
+            output = self.conn.send(h11.Response(status_code=status, headers=headers, reason=STATUS_PHRASES[status]))
+            output += self.conn.send(h11.Data(data=body)) + self.conn.send(h11.EndOfMessage())
+        except h11.LocalProtocolError:  # a response was already under way: nothing more can be said
+            output = b""
+        self.transport.write(output)
+        self.transport.close()
