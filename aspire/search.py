@@ -1,10 +1,8 @@
 """Corpus search: ANN single match over a sentence index, then an optional re-ranking of the shortlist.
 
     query DocBatch (1, S, D), mask = the selected sentences (aspect-conditional search)
-      │  one faiss lookup per selected sentence: its `sentence_k` nearest indexed sentences
-      ▼
-    aggregate_min_l2: per paper, the minimum L2 over the retrieved (query, hit) sentence pairs
-      │  the `shortlist` best papers
+      │  ANN: one faiss lookup per selected sentence, per paper the minimum L2 (`aggregate_min_l2`);
+      │  and/or BM25 over titles + sentences (`stages`), fused (`fuse`): the `shortlist` best papers
       ▼
     re-rank (optional): exact min-L2 or the batched OT scorer over the shortlist's stored vectors
       ▼
@@ -39,6 +37,7 @@ from aspire.index.store import SentenceIndex, model_fingerprint
 from aspire.scoring import get_scorer
 
 RERANKERS = ("none", "minl2", "ot")
+STAGES = ("ann", "bm25", "ann,bm25")
 log = logging.getLogger(__name__)
 
 
@@ -67,6 +66,7 @@ class Hit:
     title: str
     score: float
     pairs: list[AlignedPair] = field(default_factory=list)
+    stages: dict[str, float] = field(default_factory=dict)  # first-stage scores: ann (-min L2), bm25, fused
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -184,32 +184,58 @@ class Searcher:
 
     # ---- search -------------------------------------------------------------------------------------
     def search(self, query: DocBatch, k: int | None = None, rerank: str | None = None,
-               shortlist: int | None = None, exclude: Sequence[str] | None = None) -> list[Hit]:
+               shortlist: int | None = None, exclude: Sequence[str] | None = None, stages: str | None = None,
+               fuse: str | None = None) -> list[Hit]:
         """The `k` best papers for one query DocBatch `(1, S, D)` (its mask selects the sentences).
 
-        `exclude` paper ids are left out (default: the query's own id when `config.exclude_query`).
+        `exclude` paper ids are left out (default: the query's own id when `config.exclude_query`);
+        `stages` / `fuse` override the config's first stage (see `SearchConfig`).
         """
-        cfg = replace(self.config, **{n: v for n, v in (("k", k), ("rerank", rerank), ("shortlist", shortlist))
-                                      if v is not None})
+        given = (("k", k), ("rerank", rerank), ("shortlist", shortlist), ("stages", stages), ("fuse", fuse))
+        cfg = replace(self.config, **{n: v for n, v in given if v is not None})
         if cfg.rerank not in RERANKERS:
             raise ValueError(f"unknown rerank {cfg.rerank!r}; valid: {list(RERANKERS)}")
+        if cfg.stages not in STAGES:
+            raise ValueError(f"unknown stages {cfg.stages!r}; valid: {list(STAGES)}")
         if len(query) != 1:
             raise ValueError(f"search takes one query paper, got a batch of {len(query)}")
         if exclude is None:
             exclude = query.paper_ids[:1] if cfg.exclude_query and query.paper_ids else []
-        candidates = self.retrieve(query, cfg, exclude)
-        if len(candidates) == 0:  # nothing to rank, e.g. an index holding only the query paper
+        papers, first_scores, stage_scores = self.first_stage(query, cfg, exclude)
+        if len(papers) == 0:  # nothing to rank, e.g. an index holding only the query paper
             return []
         if cfg.rerank == "none":
-            top = candidates.take(np.arange(min(cfg.k, len(candidates))))
-            return self._explain_min_l2(query, top.papers, -top.dist)
-        pool = self.index.gather(candidates.papers, device=query.device, dtype=query.emb.dtype)
-        details = self.scorer(cfg.rerank, cfg).dist_details(query, pool)  # (1, C) distances + alignment
-        top_scores, top = torch.topk(-details.dist[0], min(cfg.k, len(pool)))  # similarity = -distance
-        papers = candidates.papers[top.cpu().numpy()]
-        if cfg.rerank == "ot":
-            return self._explain_ot(query, papers, top_scores.cpu().numpy(), details.plan[0, top], details.cost[0, top])
-        return self._explain_min_l2(query, papers, top_scores.cpu().numpy())
+            keep = slice(0, min(cfg.k, len(papers)))
+            hits = self._explain_min_l2(query, papers[keep], first_scores[keep])
+        else:
+            pool = self.index.gather(papers, device=query.device, dtype=query.emb.dtype)
+            details = self.scorer(cfg.rerank, cfg).dist_details(query, pool)  # (1, C) distances + alignment
+            top_scores, top = torch.topk(-details.dist[0], min(cfg.k, len(pool)))  # similarity = -distance
+            chosen = papers[top.cpu().numpy()]
+            if cfg.rerank == "ot":
+                hits = self._explain_ot(query, chosen, top_scores.cpu().numpy(), details.plan[0, top],
+                                        details.cost[0, top])
+            else:
+                hits = self._explain_min_l2(query, chosen, top_scores.cpu().numpy())
+        for hit in hits:
+            hit.stages = stage_scores.get(hit.paper_id, {})
+        return hits
+
+    def first_stage(self, query: DocBatch, cfg: SearchConfig,
+                    exclude: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[str, dict[str, float]]]:
+        """ANN, BM25 or both fused (`aspire.index.lexical.first_stage`)."""
+        from aspire.index.lexical import first_stage
+
+        return first_stage(self, query, cfg, exclude)
+
+    def lexical(self, cfg: SearchConfig):
+        """The BM25 stage over this index (built on first use, kept per k1 / b)."""
+        from aspire.index.lexical import LexicalStage
+
+        key = ("bm25", cfg.bm25_k1, cfg.bm25_b)
+        if key not in self._scorers:
+            self._scorers[key] = LexicalStage(self.index, cfg.bm25_k1, cfg.bm25_b)
+        return self._scorers[key]
 
     def retrieve(self, query: DocBatch, config: SearchConfig, exclude: Sequence[str] = ()) -> Candidates:
         """ANN stage: one faiss lookup per selected query sentence, aggregated per paper by min L2.

@@ -63,6 +63,11 @@ def build_parser(prog: str):
                              "the papers' labels (background, method, result, or a stored label), e.g. 0,2 or "
                              "method (default: all sentences)")
     parser.add_argument("--k", type=positive_int, help="papers to return per query (default: the index's search.k)")
+    parser.add_argument("--stages", choices=("ann", "bm25", "ann,bm25"),
+                        help="first stage: the sentence index (ann), BM25 over titles and sentences, or both fused "
+                             "(default: the index's search.stages)")
+    parser.add_argument("--fuse", help="with --stages ann,bm25: z:ALPHA or minmax:ALPHA (weight on ann) or rrf[:K] "
+                                       "(default: the index's search.fuse, z:0.815)")
     parser.add_argument("--rerank", choices=("none", "minl2", "ot"), help=RERANK_HELP)
     parser.add_argument("--shortlist", type=positive_int,
                         help="papers the ANN stage passes to re-ranking (default: the index's search.shortlist)")
@@ -177,7 +182,8 @@ def _lines(path: str) -> list[str]:
 
 
 def run_query(searcher, query: Query, args) -> list:
-    return searcher.search(query.batch, k=args.k, rerank=args.rerank, shortlist=args.shortlist)
+    return searcher.search(query.batch, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
+                           stages=args.stages, fuse=args.fuse)
 
 
 def print_hits(searcher, query: Query, hits: list, args, one_of_many: bool) -> None:

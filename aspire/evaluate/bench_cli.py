@@ -93,7 +93,8 @@ def add_parsers(sub) -> None:
     pu = sub.add_parser("fuse-runs", help="fuse TREC runs of one benchmark (weighted normalised scores or RRF)")
     pu.add_argument("runs", nargs="+", help="two or more run files or results folders (run.trec + qrels.trec)")
     pu.add_argument("--weights", help="comma-separated, one per run (default equal; wsum only)")
-    pu.add_argument("--norm", default="zmuv", help="per-query score normalisation for wsum (default zmuv)")
+    pu.add_argument("--norm", choices=("zmuv", "min-max"), default="zmuv",
+                    help="per-query score normalisation for wsum (default zmuv)")
     pu.add_argument("--method", choices=("wsum", "rrf"), default="wsum", help="default wsum")
     pu.add_argument("--qrels", help="TREC qrels to score the fused run (default: the first folder's)")
     pu.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP)")

@@ -122,6 +122,7 @@ def fuse_pool_set(
 
 
 FUSION_METHODS = ("wsum", "rrf")
+_NORM_TO_FUSION = {"zmuv": "z", "min-max": "minmax"}
 
 
 def fuse_runs(
@@ -133,29 +134,25 @@ def fuse_runs(
 ) -> dict[str, list[tuple[str, float]]]:
     """Fuse ranked runs `{query: [(doc, score), ...]}` that may rank different documents.
 
-    `wsum`: the weighted sum of per-query normalised scores (a document a run does not rank adds
-    nothing from it); `rrf`: reciprocal-rank fusion, sum of 1 / (rrf_k + rank), weights ignored.
+    `wsum`: the weighted sum of per-query normalised scores (`zmuv` or `min-max`; a document a run
+    does not rank adds nothing from it); `rrf`: reciprocal-rank fusion, sum of 1 / (rrf_k + rank) (weights default to 1).
+    The same code as the search pipeline's fusion (`aspire.scoring.fusion`), equal to ranx's `fuse`.
     Every run must hold the same queries. Returns best-first lists (ties by document id).
     """
-    from ranx import Run, fuse
+    from aspire.scoring.fusion import fuse_ranked
 
     if len(runs) < 2:
         raise ValueError(f"fusion needs at least two runs, got {len(runs)}")
     if method not in FUSION_METHODS:
         raise ValueError(f"unknown fusion method {method!r}; valid: {', '.join(FUSION_METHODS)}")
-    if method == "wsum" and norm not in NORMS:
-        raise ValueError(f"unknown norm {norm!r}; valid: {', '.join(NORMS)}")
-    weights = [1.0 / len(runs)] * len(runs) if weights is None else list(weights)
+    if method == "wsum" and norm not in _NORM_TO_FUSION:
+        raise ValueError(f"unknown norm {norm!r} for fuse-runs; valid: {', '.join(_NORM_TO_FUSION)}")
+    if weights is None:
+        weights = [1.0 if method == "rrf" else 1.0 / len(runs)] * len(runs)
     if len(weights) != len(runs):
         raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
     for i, run in enumerate(runs[1:], start=1):
         if set(run) != set(runs[0]):
             raise ValueError(f"runs 0 and {i} rank different queries (e.g. {sorted(set(run) ^ set(runs[0]))[:5]})")
-    ranx_runs = [Run({q: dict(r) for q, r in run.items()}, name=f"run{i}") for i, run in enumerate(runs)]
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="unsafe cast")
-        if method == "rrf":
-            fused = fuse(runs=ranx_runs, norm=None, method="rrf", params={"k": rrf_k}).to_dict()
-        else:
-            fused = fuse(runs=ranx_runs, norm=norm, method="wsum", params={"weights": weights}).to_dict()
-    return {q: sorted(fused.get(q, {}).items(), key=lambda kv: (-kv[1], kv[0])) for q in runs[0]}
+    fusion = "rrf" if method == "rrf" else _NORM_TO_FUSION[norm]
+    return {q: fuse_ranked([dict(run[q]) for run in runs], weights, fusion, rrf_k) for q in runs[0]}

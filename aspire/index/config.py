@@ -52,6 +52,9 @@ class SearchConfig:
     rerank: "none" ranks by the ANN single-match distances (exact L2 for flat, HNSW and IVF-Flat;
         approximate with IVF-PQ codes); "minl2" re-scores the shortlist with the exact min-L2
         scorer on the stored vectors; "ot" re-ranks it with the OT scorer (aspire.scoring).
+    stages: the first stage: "ann" (the sentence index, single match), "bm25" (lexical, over each
+        paper's title and sentences, the query's selected sentences as text) or "ann,bm25" (both,
+        fused by `fuse`: `z:ALPHA` / `minmax:ALPHA`, weight ALPHA on ANN, or `rrf[:K]`).
     sentence_k: neighbours fetched per selected query sentence; 0 picks
         max(`sentence_k_min`, `sentence_k_factor` x (`shortlist` when re-ranking, else `k`)).
         A paper is found when one of its sentences is among some selected query sentence's
@@ -59,6 +62,10 @@ class SearchConfig:
     """
 
     k: int = 10
+    stages: Literal["ann", "bm25", "ann,bm25"] = "ann"
+    fuse: str = "z:0.815"  # z-score fusion, 0.815 on the dense scores (the published setting)
+    bm25_k1: float = 1.25
+    bm25_b: float = 0.75
     rerank: Literal["none", "minl2", "ot"] = "none"
     shortlist: int = 1000
     sentence_k: int = 0

@@ -1,0 +1,74 @@
+"""Fusion of ranked lists from several stages or runs: normalised weighted sums and reciprocal-rank fusion.
+
+A ranked list is `{doc: score}` (higher is better). Per list, scores are normalised (`z`: zero mean,
+unit variance over the list; `minmax`: onto [0, 1]) and summed with weights; a document a list does not
+hold adds nothing from it (ranx's `wsum` convention). `rrf` sums 1 / (k + rank), rank from 1, and
+ignores the weights' scale except as multipliers. `parse_fusion("z:0.8")` reads the command-line form:
+`z:ALPHA` / `minmax:ALPHA` put weight ALPHA on the first list and 1 - ALPHA on the second; `rrf[:K]`.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+METHODS = ("z", "minmax", "rrf")
+
+
+def parse_fusion(spec: str) -> tuple[str, float]:
+    """`z:0.815` -> ("z", 0.815); `minmax:0.5`; `rrf` -> ("rrf", 60); `rrf:20` -> ("rrf", 20)."""
+    method, _, value = spec.partition(":")
+    if method not in METHODS:
+        raise ValueError(f"unknown fusion {spec!r}; valid: z:ALPHA, minmax:ALPHA (0 <= ALPHA <= 1), rrf[:K]")
+    try:
+        number = float(value) if value else (60.0 if method == "rrf" else float("nan"))
+    except ValueError:
+        number = float("nan")
+    if method == "rrf" and not number > 0:
+        raise ValueError(f"rrf's K must be > 0, got {value!r}")
+    if method != "rrf" and not 0.0 <= number <= 1.0:
+        raise ValueError(f"fusion {spec!r}: the weight on the first list must be in [0, 1]")
+    return method, number
+
+
+def _normalise(values: np.ndarray, method: str) -> np.ndarray:
+    if method == "z":
+        sd = values.std()
+        return (values - values.mean()) / sd if sd > 0 else np.zeros_like(values)
+    lo, hi = values.min(), values.max()
+    return (values - lo) / (hi - lo) if hi > lo else np.zeros_like(values)
+
+
+def fuse_ranked(lists: Sequence[Mapping[str, float]], weights: Sequence[float] | None = None,
+                method: str = "z", rrf_k: float = 60.0) -> list[tuple[str, float]]:
+    """One fused list `[(doc, score), ...]` best first (ties by document id)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown fusion method {method!r}; valid: {', '.join(METHODS)}")
+    weights = [1.0] * len(lists) if weights is None else list(weights)
+    if len(weights) != len(lists):
+        raise ValueError(f"{len(weights)} weights for {len(lists)} lists")
+    fused: dict[str, float] = {}
+    for scores, w in zip(lists, weights):
+        if not scores:
+            continue
+        docs = list(scores)
+        values = np.array([scores[d] for d in docs], dtype=np.float64)
+        if not np.isfinite(values).all():
+            raise ValueError("fusion needs finite scores")
+        if method == "rrf":
+            order = np.argsort(-values, kind="stable")
+            contrib = np.empty_like(values)
+            contrib[order] = 1.0 / (rrf_k + np.arange(1, len(values) + 1))
+        else:
+            contrib = _normalise(values, method)
+        for d, c in zip(docs, contrib.tolist()):
+            fused[d] = fused.get(d, 0.0) + w * c
+    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def fusion_weights(method: str, value: float, n: int) -> list[float]:
+    """Weights for `n` lists: ALPHA and 1 - ALPHA for two lists with z / minmax, else equal."""
+    if method != "rrf" and n == 2:
+        return [value, 1.0 - value]
+    return [1.0] * n
