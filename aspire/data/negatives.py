@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Literal
 
 from aspire.config import to_dict
-from aspire.data.cocite import SPLITS, AtomicJsonl, iter_jsonl, read_papers, require, write_json
+from aspire.data.cocite.config import SPLITS
+from aspire.io import AtomicJsonl, iter_jsonl, read_paper_map, require, write_json
 
 OUT_FILE = "hard_negatives.jsonl"
 
@@ -107,7 +108,7 @@ def mine_hard_negatives(examples_dir: str | Path, out_dir: str | Path,
     if cfg.k < 1 or cfg.skip < 0:
         raise ValueError(f"k must be at least 1 and skip at least 0, got k={cfg.k}, skip={cfg.skip}")
     examples_dir, out_dir = Path(examples_dir), Path(out_dir)
-    papers = read_papers(examples_dir / "abstracts.jsonl")
+    papers = read_paper_map(examples_dir / "abstracts.jsonl", split_strings=False)
     groups = read_groups(examples_dir)
     unknown = sorted({pid for g in groups for pid in g["paper_ids"]} - set(papers))
     if unknown:

@@ -24,17 +24,9 @@ from collections import Counter
 from pathlib import Path
 
 from aspire.config import to_dict
-from aspire.data.cocite import (
-    MARK,
-    REPORT,
-    AtomicJsonl,
-    DataError,
-    IngestConfig,
-    finish_marks,
-    iter_jsonl,
-    require,
-    write_json,
-)
+from aspire.data.cocite.config import REPORT, IngestConfig
+from aspire.data.cocite.text import MARK, finish_marks
+from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, write_json
 
 
 class RegexSentenceSplitter:

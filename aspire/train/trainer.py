@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from aspire.config import save_config, to_dict
+from aspire.io import write_text
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_split
@@ -336,9 +337,7 @@ def trim_metrics(out_dir: Path, step: int) -> None:
             continue
         if record.get("step", 0) <= step and record.get("event") != "end":
             keep.append(line)
-    tmp = path.with_name(f".{METRICS}.tmp")
-    tmp.write_text("".join(k + "\n" for k in keep), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, "".join(k + "\n" for k in keep))
 
 
 # what must not change between a run and its --resume (the data order and the loss depend on them)
