@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from aspire import DocBatch
+from aspire.losses import triplet_margin_dist_loss
 from aspire.scoring import (
     SCORERS,
     attention_dist,
@@ -20,7 +21,6 @@ from aspire.scoring import (
     pairwise_minl2_match,
     pairwise_ot_dist,
     sinkhorn,
-    triplet_margin_loss,
 )
 
 F64 = torch.float64
@@ -181,10 +181,14 @@ def test_triplet_direction_known_answer(name):
         P = DocBatch(positive, mask)
         return scorer.pairwise_dist(A, P), scorer.pairwise_dist(A, N)
 
+    def loss_at(margin):  # the loss training uses (aspire.train.models), one allowed negative an anchor
+        d_pos, d_neg = dists()
+        return triplet_margin_dist_loss(d_pos, d_neg[:, None], torch.ones(1, 1, dtype=torch.bool), margin)
+
     d_pos, d_neg = dists()
     assert (scorer.pairwise_score(A, DocBatch(positive, mask)) > scorer.pairwise_score(A, N)).all()
-    assert triplet_margin_loss(d_pos, d_neg, margin=0.1).item() == 0.0
-    loss = triplet_margin_loss(d_pos, d_neg, margin=100.0)
+    assert loss_at(0.1).item() == 0.0
+    loss = loss_at(100.0)
     assert loss.item() > 0
     (grad,) = torch.autograd.grad(loss, positive)
     with torch.no_grad():
