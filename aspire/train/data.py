@@ -21,8 +21,8 @@ from typing import Callable, Iterator, Sequence
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from aspire.io import iter_jsonl, read_paper_map, require
 from aspire.data.papers import Paper
+from aspire.io import iter_jsonl, read_paper_map, require
 from aspire.train.config import DataConfig
 from aspire.train.models import TripletBatch
 
