@@ -21,15 +21,20 @@ def _safe_sqrt(sq: Tensor) -> Tensor:
     return torch.where(pos, torch.sqrt(torch.where(pos, sq, 1.0)), 0.0)
 
 
+def _sq_norms(x: Tensor) -> Tensor:
+    """Squared L2 norms over the last dim, (...,), summed as the matrix product sums (so |x - x| is 0)."""
+    return (x * x).sum(-1)
+
+
 def l2_cost(x: Tensor, y: Tensor) -> Tensor:
     """Aligned pairwise L2 distances: x (B, N, D), y (B, M, D) -> (B, N, M).
 
-    Computed as sqrt(|x|^2 + |y|^2 - 2 x.y) (one batched matmul); the gradient is 0 where two
-    vectors coincide, never NaN.
+    Computed as sqrt(|x|^2 + |y|^2 - 2 x.y) (one batched matmul adding into the norms); the
+    gradient is 0 where two vectors coincide, never NaN.
     """
     if x.dtype in _HALF:  # squared norms overflow float16 from |x| ~ 256: expand in float32
         return l2_cost(x.float(), y.float()).to(x.dtype)
-    sq = (x * x).sum(-1)[:, :, None] + (y * y).sum(-1)[:, None, :] - 2.0 * torch.bmm(x, y.transpose(1, 2))
+    sq = torch.baddbmm(_sq_norms(x)[:, :, None] + _sq_norms(y)[:, None, :], x, y.transpose(1, 2), alpha=-2.0)
     return _safe_sqrt(sq)
 
 
@@ -40,5 +45,5 @@ def cross_l2_cost(x: Tensor, y: Tensor) -> Tensor:
     Bq, S, D = x.shape
     Bc, T, _ = y.shape
     xf, yf = x.reshape(Bq * S, D), y.reshape(Bc * T, D)
-    sq = (xf * xf).sum(-1)[:, None] + (yf * yf).sum(-1)[None, :] - 2.0 * (xf @ yf.T)  # (Bq S, Bc T)
+    sq = torch.addmm(_sq_norms(xf)[:, None] + _sq_norms(yf)[None, :], xf, yf.T, alpha=-2.0)  # (Bq S, Bc T)
     return _safe_sqrt(sq).reshape(Bq, S, Bc, T).permute(0, 2, 1, 3)
