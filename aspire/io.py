@@ -8,7 +8,8 @@ thus never sees a partial file.
 
 Reading:
 - JSONL, any objects: `iter_jsonl` (streaming, `(line, object)`, errors name FILE:LINE, optional
-  skip-and-record) and `read_jsonl` (a list); `require` checks an object's keys.
+  skip-and-record), `iter_checked_jsonl` (the same with a record check) and `read_jsonl` (a list);
+  `require` checks an object's keys.
 - Papers JSONL (the input format, `abstracts*.jsonl`): `read_papers` / `iter_papers` /
   `write_papers` (from `aspire.data.papers`, which holds the record rules) and `read_paper_map`,
   `{paper_id: Paper}`, optionally restricted to the ids a caller needs.
@@ -22,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -139,6 +140,22 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
             if on_error == "raise":
                 raise DataError(message) from None
             bad.append(message)
+
+
+def iter_checked_jsonl(path: str | Path, check: Callable[[dict, Path, int], None], on_error: str = "raise",
+                       bad: list[str] | None = None) -> Iterator[tuple[int, dict]]:
+    """`iter_jsonl`, then `check(obj, path, line)` on each object; `check` raises `DataError` for a
+    bad record, which stops reading, or with `on_error="skip"` is appended to `bad` and skipped."""
+    path = Path(path)
+    for lineno, obj in iter_jsonl(path, on_error, bad):
+        try:
+            check(obj, path, lineno)
+        except DataError as err:
+            if on_error == "raise":
+                raise
+            bad.append(str(err))
+            continue
+        yield lineno, obj
 
 
 def read_jsonl(path: str | Path) -> list[dict]:

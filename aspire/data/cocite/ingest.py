@@ -15,7 +15,7 @@ from aspire.config import to_dict
 from aspire.data.cocite.config import REPORT, FilterConfig, IngestConfig
 from aspire.data.cocite.text import clean_citations, get_tokenizer
 from aspire.data.papers import _type_name
-from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, write_json
+from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, write_json
 
 
 def _describe(value: Any) -> str:
@@ -42,7 +42,8 @@ def _paper_record(paper_id: str, title: str, abstract: list[str]) -> dict:
 
 # ---- stage 1a: ingest records -------------------------------------------------------------------
 def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
-    """Raise `DataError("FILE:LINE: ...")` if a field of a co-citation record has the wrong type."""
+    """Raise `DataError("FILE:LINE: ...")` if a co-citation record lacks a key or has a wrongly typed field."""
+    require(rec, ("citing_paper_id", "context", "cited"), path, lineno)
     def bad(message: str) -> DataError:
         return DataError(f"{path}:{lineno}: {message}")
 
@@ -88,15 +89,7 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
     held_out = _benchmark_test_sentences(records_path) if cfg.exclude_benchmark_test else set()
     seen_abstracts: dict[str, str] = {}
     with AtomicJsonl(out_dir / "contexts.jsonl") as contexts, AtomicJsonl(out_dir / "abstracts.jsonl") as abstracts:
-        for lineno, rec in iter_jsonl(records_path, cfg.on_error, bad):
-            try:
-                require(rec, ("citing_paper_id", "context", "cited"), records_path, lineno)
-                _check_record(rec, records_path, lineno)
-            except DataError as err:
-                if cfg.on_error == "raise":
-                    raise
-                bad.append(str(err))
-                continue
+        for lineno, rec in iter_checked_jsonl(records_path, _check_record, cfg.on_error, bad):
             counts["records"] += 1
             if rec["context"].strip() in held_out:
                 counts["dropped_benchmark_test"] += 1
