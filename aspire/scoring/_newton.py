@@ -36,9 +36,6 @@ class NewtonSettings:
 
 
 NEWTON = NewtonSettings()
-# Step lengths tried at once when a Newton step's full length fails the line search (2^-1 ... 2^-10).
-_BACKTRACK = tuple(0.5 ** k for k in range(1, NEWTON.halvings + 1))
-_NEWTON_STEPS = NEWTON.max_steps
 
 
 def _dual_terms(Ce, la, lb, a, b, F, G):
@@ -87,7 +84,7 @@ def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     try:  # numba's count follows torch's for this call only, and is set back after it
         numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
         err, steps = newton_tail(Ce.numpy(), a64.numpy(), b64.numpy(), F64.numpy(), G64.numpy(),  # F64, G64 in place
-                                 float(tol), int(min(max_steps, _NEWTON_STEPS)), NEWTON.halvings,
+                                 float(tol), int(min(max_steps, NEWTON.max_steps)), NEWTON.halvings,
                                  NEWTON.c_start, NEWTON.c_down, NEWTON.c_up, NEWTON.c_min, NEWTON.c_max,
                                  NEWTON.mu_floor)
     finally:
@@ -117,7 +114,7 @@ def _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps):
     (near the solution the dual's change drops below float64 resolution); where it does not,
     the lengths 2^-1 ... 2^-10 are tried in one batched evaluation and the longest that passes
     is taken (none: no move, and more damping). A problem still above tol after
-    `_NEWTON_STEPS` steps is handed back to Sinkhorn. The work is done in float64 (few problems
+    `NEWTON.max_steps` steps is handed back to Sinkhorn. The work is done in float64 (few problems
     get here), whatever the input's float dtype. At these sizes a step costs its number of
     tensor operations, not their arithmetic: finished problems are frozen in place (their step
     is zeroed) and the arrays compacted only once half of them are done.
@@ -125,13 +122,14 @@ def _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps):
     out_dtype = F.dtype
     work = torch.float64 if cost.device.type != "mps" else torch.float32
     n, device = a.shape[0], a.device
-    max_steps = min(max_steps, _NEWTON_STEPS)
+    max_steps = min(max_steps, NEWTON.max_steps)
     Ce, a, b, F, G = _tail_inputs(cost, a, b, F, G, eps, work)
     la, lb = _safe_log(a), _safe_log(b)
     F_out, G_out = F, G
     err_out = torch.zeros(n, dtype=work, device=device)
     steps_out = torch.zeros(n, dtype=torch.long, device=device)
-    lengths = torch.tensor(_BACKTRACK, dtype=work, device=device)  # (K,)
+    # the step lengths tried at once when a full step fails the line search: 2^-1 ... 2^-halvings
+    lengths = torch.tensor([0.5 ** k for k in range(1, NEWTON.halvings + 1)], dtype=work, device=device)  # (K,)
     zero = torch.zeros((), dtype=work, device=device)
 
     # the state of the rows still held; `live`: still stepping (a finished row is frozen in place
