@@ -1,9 +1,9 @@
 """Benchmark: what a search re-rank costs, stage by stage, and the cost matrices old vs new.
 
 A query of 10 sentence vectors is re-ranked against a shortlist of 1,000 candidate papers of 10
-sentences each (1,000 10x10 blocks), D = 384 (MiniLM's width), float32, vectors drawn at random
-(the timings do not depend on their values; Sinkhorn's iteration counts do a little, so the OT
-stage is also given on real-shaped distances: unit vectors, as the encoders return).
+sentences each (1,000 10x10 blocks), D = 384 (MiniLM's width), float32, vectors drawn at random on
+the unit sphere (the cost timings do not depend on their values; Sinkhorn's do, through its
+iteration count, which is reported).
 
 1. Cost matrices, the three ways in one run, interleaved, on the same tensors:
    - `cdist, expanded`: `torch.cdist(q.expand(C, -1, -1), c)`, the search re-rank's call before
@@ -15,7 +15,10 @@ stage is also given on real-shaped distances: unit vectors, as the encoders retu
    gather the shortlist's stored vectors from the index arrays, cost matrix, OT weights,
    Sinkhorn, top-k; min-L2: gather, cost, minimum.
 
-    nice python experiments/bench_rerank.py [--threads 2] [--repeat 200] [--out experiments/results/bench_rerank.md]
+    nice python experiments/bench_rerank.py [--threads 1,2] [--repeat 300] [--out experiments/results/bench_rerank.md]
+
+Each thread count gets its own section; the functions of a table run interleaved, round by round,
+so a busy machine slows them alike (the minimum is the figure least disturbed by other work).
 """
 
 from __future__ import annotations
@@ -114,21 +117,14 @@ def table(rows: dict[str, dict[str, float]], ref: str | None = None) -> list[str
     return lines
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=200)
-    ap.add_argument("--candidates", type=int, default=1000)
-    ap.add_argument("--sentences", type=int, default=10)
-    ap.add_argument("--dim", type=int, default=384)
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--out", type=Path, help="also write the tables here (markdown)")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+def section(threads: int, args) -> list[str]:
+    """Both measurements with `threads` torch threads, as markdown."""
+    torch.set_num_threads(threads)
     g = torch.Generator().manual_seed(0)
     C, S, D = args.candidates, args.sentences, args.dim
     q = torch.nn.functional.normalize(torch.randn(1, S, D, generator=g), dim=-1)
     c = torch.nn.functional.normalize(torch.randn(C, S, D, generator=g), dim=-1)
+    load = os.getloadavg()
     costs = cost_matrices(q, c, args.repeat)
 
     # an index-like store: 20 x the shortlist's papers, the shortlist spread over it
@@ -138,26 +134,18 @@ def main() -> None:
     shortlist = np.sort(np.random.default_rng(0).choice(n_papers, C, replace=False))
     query = DocBatch(q, torch.ones(1, S, dtype=torch.bool))
     stages = rerank_stages(vectors, offsets, shortlist, query, args.k, max(20, args.repeat // 4))
-
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    load = os.getloadavg()
-    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-               f"{args.threads} torch threads; load average {load[0]:.1f} / {load[1]:.1f} (1 / 5 min) at the start")
-    command = "nice python experiments/bench_rerank.py " + " ".join(sys.argv[1:])
-    cost_rows = costs["timings"]
     new = "cross_l2_cost (the one routine)"
-    lines = [
-        "# Re-rank cost: cost matrices old vs new, and the re-rank per stage",
+    return [
+        f"## {threads} torch thread{'s' if threads > 1 else ''} (load average {load[0]:.1f} / {load[1]:.1f} "
+        "over 1 / 5 min at the start)",
         "",
-        f"Command: `{command}` · {when} · {machine}.",
+        f"Cost matrices on {C:,} {S}x{S} blocks (D = {D}), the three interleaved round by round:",
         "",
-        f"## Cost matrices on {C:,} {S}x{S} blocks (D = {D}), one run, interleaved",
-        "",
-        *table(cost_rows, new),
+        *table(costs["timings"], new),
         "",
         f"The three agree to {costs['max_abs_difference']:.1e} (max absolute difference).",
         "",
-        f"## The re-rank per stage ({C:,} candidates, {S} sentences each, top {args.k})",
+        f"The re-rank per stage ({C:,} candidates, {S} sentences each, top {args.k}):",
         "",
         *table(stages["stages"]),
         "",
@@ -165,6 +153,29 @@ def main() -> None:
         f"max {stages['sinkhorn_iterations']['max']}.",
         "",
     ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", default="1,2", help="torch thread counts, one section each")
+    ap.add_argument("--repeat", type=int, default=200)
+    ap.add_argument("--candidates", type=int, default=1000)
+    ap.add_argument("--sentences", type=int, default=10)
+    ap.add_argument("--dim", type=int, default=384)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--out", type=Path, help="also write the tables here (markdown)")
+    args = ap.parse_args()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
+    command = "nice python experiments/bench_rerank.py " + " ".join(sys.argv[1:])
+    lines = [
+        "# Re-rank cost: cost matrices old vs new, and the re-rank per stage",
+        "",
+        f"Command: `{command}` · {when} · {machine}.",
+        "",
+    ]
+    for threads in (int(t) for t in args.threads.split(",")):
+        lines += section(threads, args)
     text = "\n".join(lines)
     print(text)
     if args.out:
