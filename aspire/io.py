@@ -1,10 +1,12 @@
 """Files in and out: one reader per format, one atomic writer.
 
-Writing: every file aspire writes goes through `atomic_write` (a context manager yielding an open
-handle on a new temporary file beside the target, renamed over the target only when the block
-ends without an exception; on an exception the temporary file is removed and the target is left
-as it was). `write_text`, `write_json`, `write_jsonl` and `AtomicJsonl` are built on it. A reader
-thus never sees a partial file.
+Writing: every file aspire writes in place goes through `atomic_write` (a context manager
+yielding an open handle on a new temporary file beside the target, renamed over the target only
+when the block ends without an exception; on an exception the temporary file is removed and the
+target is left as it was). `write_text`, `write_json`, `write_jsonl` and `AtomicJsonl` are built on
+it. A reader thus never sees a partial file. (Folders written whole, such as index generations,
+encoded shards, checkpoints and downloaded models, are filled under a temporary name and renamed
+as a folder; the training metrics log is append-only.)
 
 Reading:
 - JSONL, any objects: `iter_jsonl` (streaming, `(line, object)`, errors name FILE:LINE, optional

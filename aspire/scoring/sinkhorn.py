@@ -26,11 +26,12 @@ How it is solved (fast and stable for any eps and cost scale):
    2017) with a Levenberg-Marquardt damping mu I (mu proportional to the marginal error) that
    keeps the nearly singular direction between blocks solvable, and a backtracking line search
    on the concave dual. It runs in float64 and converges in about 5-15 steps where Sinkhorn
-   needs thousands (see `_newton_tail_torch`); a problem Newton stalls on goes back to Sinkhorn
+   needs thousands (`aspire.scoring._newton`); a problem Newton stalls on goes back to Sinkhorn
    iterations. Newton is used only when the iterations are not taped for autograd. At these
    sizes a batched step costs its ~150 tensor operations' dispatch, not their arithmetic, so on
    a CPU each problem runs its steps in compiled code instead (`aspire.scoring._newton_cpu`,
-   numba; tested to agree with the batched version, which other devices use).
+   numba; tested to agree with the batched version, which other devices use). Both versions
+   take every setting of the method from `aspire.scoring._newton.NEWTON`.
 4. Problems whose error is <= `tol` stop (they leave the active set, so the rest of the batch runs
    on fewer rows). A problem whose exp-domain scalings overflow, vanish or leave a safe range
    during a chunk is rolled back and continues with log-domain iterations (step 1's updates),
@@ -41,7 +42,7 @@ How it is solved (fast and stable for any eps and cost scale):
 Gradients: `grad="autograd"` differentiates through the iterations (memory grows with them);
 `grad="implicit"` runs the no-tape forward and differentiates the fixed point (P 1 = a,
 P^T 1 = b) with one batched pseudo-inverse solve (symmetric eigendecomposition of an M x M
-Schur complement), storing no iterations (exact at convergence).
+Schur complement), storing no iterations (exact at convergence; `aspire.scoring._implicit`).
 """
 
 from __future__ import annotations
