@@ -97,7 +97,7 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
     counts: Counter = Counter()
     cited_kept: set[str] = set()
     with AtomicJsonl(out_dir / "contexts.jsonl") as out:
-        for lineno, paper in iter_checked_jsonl(fulltext_path, _check_paper, cfg.on_error, bad):
+        for _, paper in iter_checked_jsonl(fulltext_path, _check_paper, cfg.on_error, bad):
             counts["papers"] += 1
             bib = paper["bib_entries"]
             for p_idx, para in enumerate(paper["body_text"]):

@@ -74,7 +74,7 @@ def select_per_facet(candidates: dict[str, dict], per_query: dict[str, dict[str,
     for fold in FOLDS:
         rows = {g: [] for g in GROUPS}
         for facet in FACETS:
-            for key, row in per_query[chosen[fold][facet]].items():
+            for row in per_query[chosen[fold][facet]].values():
                 if row["facet"] == facet and row["test_fold"] == f"{fold}_test":
                     rows[facet].append(row)
                     rows["all"].append(row)

@@ -19,6 +19,7 @@ import math
 import numba
 import numpy as np
 
+
 @numba.njit(cache=True, fastmath=False)
 def _dual_terms(Ce, la, lb, a, b, F, G, P, r, c):
     """Fill P (N, M), r (N), c (M) for potentials (F, G); return (L1 marginal error, dual)."""
