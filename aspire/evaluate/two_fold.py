@@ -105,8 +105,8 @@ def choose(folders: list[str | Path], select: str = "all:MAP", per_facet: bool =
     return select_two_fold(candidates, group, metric)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m aspire.evaluate.two_fold", description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate.two_fold") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     ap.add_argument("--candidate", action="append", required=True,
                     help="a folder holding results.json, or a glob of such folders")
     ap.add_argument("--select", default="all:MAP", help="GROUP:METRIC of each dev fold to maximise")
