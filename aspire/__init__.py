@@ -5,7 +5,7 @@ compared by a single match (minimum L2 over sentence pairs) or a multi match (en
 optimal transport between the two sentence sets).
 """
 
+from aspire._version import __version__
 from aspire.batch import DocBatch
 
-__all__ = ["DocBatch"]
-__version__ = "0.1.0"
+__all__ = ["DocBatch", "__version__"]

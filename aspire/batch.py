@@ -113,18 +113,29 @@ class DocBatch:
     def select_sentences(self, selection: Sequence[Sequence[int]]) -> "DocBatch":
         """Keep, per paper, only the sentence positions in `selection[i]` (aspect-conditional query).
 
-        Raises ValueError naming the paper when an index is out of range or a selection is empty.
+        Positions are 0-based within the paper. A position must be one of the paper's sentences
+        that this batch still selects: it is checked against the mask itself, not against the
+        number of selected sentences (after an earlier selection, position 2 of {1, 2} is valid
+        although only two sentences are selected) nor against the padded length (padding is never
+        a sentence). Raises ValueError naming the paper when a position is out of range, not
+        selected in this batch, or a selection is empty.
         """
         if len(selection) != len(self):
             raise ValueError(f"{len(selection)} selections for {len(self)} papers")
+        S = self.mask.shape[1]
         mask = torch.zeros_like(self.mask)
-        lengths = self.lengths.tolist()
         for i, chosen in enumerate(selection):
             name = self.paper_ids[i] if self.paper_ids else f"row {i}"
             if len(chosen) == 0:
                 raise ValueError(f"paper {name}: empty sentence selection")
-            bad = [j for j in chosen if not 0 <= j < lengths[i]]
+            n = len(self.sentences[i]) if self.sentences else S  # the paper's sentences (padding excluded)
+            bad = [j for j in chosen if not 0 <= j < n]
             if bad:
-                raise ValueError(f"paper {name}: sentence indices {bad} out of range 0..{lengths[i] - 1}")
+                raise ValueError(f"paper {name}: sentence indices {bad} out of range 0..{n - 1}")
+            selected = self.mask[i].tolist()
+            off = [j for j in chosen if j >= S or not selected[j]]
+            if off:
+                raise ValueError(f"paper {name}: sentences {off} are not selected in this batch (padding, or left "
+                                 "out by an earlier selection); a selection can only narrow the mask")
             mask[i, list(chosen)] = True
         return self.with_mask(mask)

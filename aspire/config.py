@@ -17,6 +17,8 @@ from typing import Any, Sequence, TypeVar
 
 import yaml
 
+from aspire.io import write_text
+
 T = TypeVar("T")
 
 
@@ -161,9 +163,5 @@ def to_dict(config: Any) -> dict:
 
 
 def save_config(config: Any, path: str | Path) -> None:
-    """Write the resolved config as YAML (atomically: temp file, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(yaml.safe_dump(json.loads(json.dumps(to_dict(config))), sort_keys=False), encoding="utf-8")
-    tmp.replace(path)
+    """Write the resolved config as YAML (atomically: `aspire.io.write_text`)."""
+    write_text(path, yaml.safe_dump(json.loads(json.dumps(to_dict(config))), sort_keys=False))

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from aspire.batch import DocBatch
+from aspire.scoring.distance import cross_l2_cost
 
 
 def triplet_margin_dist_loss(pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tensor, margin: float = 1.0) -> Tensor:
@@ -115,7 +116,7 @@ def mean_pool_doc(batch: DocBatch) -> DocBatch:
 
 def vector_l2_dist(a: DocBatch, b: DocBatch) -> Tensor:
     """All-pairs L2 distance between single-vector papers: (Bq, 1, D), (Bc, 1, D) -> (Bq, Bc)."""
-    return torch.cdist(a.emb[:, 0], b.emb[:, 0])
+    return cross_l2_cost(a.emb, b.emb)[:, :, 0, 0]
 
 
 def pairwise_vector_l2_dist(a: DocBatch, b: DocBatch) -> Tensor:

@@ -34,7 +34,7 @@ from aspire.data.facets import resolve_selection
 from aspire.data.papers import Paper
 from aspire.index.config import SearchConfig
 from aspire.index.store import SentenceIndex, model_fingerprint
-from aspire.scoring import get_scorer
+from aspire.scoring import cross_l2_cost, get_scorer
 
 RERANKERS = ("none", "minl2", "ot")
 STAGES = ("ann", "bm25", "ann,bm25")
@@ -122,7 +122,7 @@ def nearest_pairs(q: DocBatch, c: DocBatch) -> tuple[torch.Tensor, torch.Tensor]
     Args: q (1, Sq, D) query, c (C, Sc, D) candidates.
     Returns: (dist (C, Sq), idx (C, Sq)); padded/unselected query rows hold +inf.
     """
-    dist = torch.cdist(q.emb.expand(len(c), -1, -1).float(), c.emb.float())  # (C, Sq, Sc)
+    dist = cross_l2_cost(q.emb.float(), c.emb.float())[0]  # (C, Sq, Sc): one GEMM, no query copies
     dist = dist.masked_fill(~c.mask[:, None, :], float("inf"))
     best, idx = dist.min(dim=2)  # (C, Sq)
     return best.masked_fill(~q.mask, float("inf")), idx

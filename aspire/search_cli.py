@@ -36,6 +36,7 @@ from aspire.cliutil import (
     setup_logging,
 )
 from aspire.data.papers import paper_from_record, read_papers
+from aspire.io import write_text
 
 EXAMPLES = """\
   aspire search --index runs/index --query-id 2468783 --sentences method --k 10
@@ -209,12 +210,8 @@ def run_lines(qid: str, hits: Sequence, tag: str) -> list[str]:
 
 
 def write_run(path: str | Path, lines: Iterable[str]) -> None:
-    """Write a run file atomically (a temporary name in the same folder, then renamed)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    tmp.replace(path)
+    """Write a run file atomically (`aspire.io.write_text`)."""
+    write_text(path, "".join(line + "\n" for line in lines))
 
 
 def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:

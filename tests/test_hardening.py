@@ -343,8 +343,8 @@ def _data_cfg(examples: Path, **kw):
     ({"paper_id": "s", "title": "T", "abstract": "One sentence. Another one."}, "abstract must be a list of sentences"),
     ({"paper_id": "s", "title": "T", "abstract": ["ok.", 3]}, "abstract[1] must be a string, got int"),
     ({"paper_id": "s", "title": 3, "abstract": ["ok."]}, "title must be a string, got int"),
-    ({"paper_id": ["s"], "title": "T", "abstract": ["ok."]}, "paper_id must be a non-empty string or an integer, got list"),
-    ({"title": "T", "abstract": ["ok."]}, "missing key(s) ['paper_id']"),
+    ({"paper_id": ["s"], "title": "T", "abstract": ["ok."]}, "paper_id must be a string or an integer, got list"),
+    ({"title": "T", "abstract": ["ok."]}, "missing field 'paper_id'"),
 ], ids=["duplicate", "string-abstract", "abstract-int", "title-int", "pid-list", "no-id"])
 def test_training_abstracts_bad_records_name_the_line(tmp_path, bad, message):
     from aspire.train.data import load_split
@@ -563,7 +563,7 @@ def test_index_save_sigkilled_at_any_point_leaves_previous_index_loadable(tmp_pa
     real_write_atomic = store._write_atomic
 
     def kill_mid_generation():
-        store.write_papers_jsonl = _die  # after faiss index and vectors are written
+        store.write_index_papers = _die  # after faiss index and vectors are written
         bigger.save(root)
 
     def kill_before_current():  # the new generation is complete and renamed; CURRENT half-written
@@ -597,8 +597,9 @@ def test_cache_write_sigkilled_is_never_read_back(tmp_path):
                                   [p.paper_id for p in ps], [p.sentences for p in ps])
 
     def killed_mid_save():
-        def partial(obj, f):
-            Path(f).write_bytes(b"PK\x03\x04 half a file")
+        def partial(obj, f):  # f: the open temporary file
+            f.write(b"PK\x03\x04 half a file")
+            f.flush()
             _die()
         cache.torch.save = partial
         cache.cached_encode(encode, papers, "fp", "contextual", {}, tmp_path)

@@ -136,7 +136,7 @@ def test_interrupted_save_leaves_old_index_loadable(tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise KeyboardInterrupt("killed mid-save")
 
-    monkeypatch.setattr("aspire.index.store.write_papers_jsonl", crash)
+    monkeypatch.setattr("aspire.index.store.write_index_papers", crash)
     with pytest.raises(KeyboardInterrupt):
         bigger.save(root)
     assert any(p.name.startswith(".tmp-") for p in root.iterdir())  # the half-written generation

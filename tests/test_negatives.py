@@ -66,6 +66,50 @@ def test_nearest_negatives_rank_by_cosine_after_partners_and_skip(examples_dir):
     assert negatives["G"] == ["F", "E"]
 
 
+def test_nearest_method_encodes_through_the_function_passed_in(examples_dir, tmp_path):
+    angles = {pid: 0.1 * i for i, pid in enumerate(PAPERS)}
+    seen = []
+
+    def encode(papers):  # a paper's vector is its angle on the circle, as in the test above
+        seen.append([p.paper_id for p in papers])
+        a = torch.tensor([angles[p.paper_id] for p in papers])
+        return torch.stack([a.cos(), a.sin()], dim=1)
+
+    cfg = HardNegativesConfig(method="nearest", k=2)
+    report = mine_hard_negatives(examples_dir, tmp_path / "near", cfg, encode)
+    assert seen == [PAPERS] and report["papers"] == 7
+    assert _read_hard_negatives(tmp_path / "near" / "hard_negatives.jsonl")["A"] == ["C", "D"]
+    with pytest.raises(ValueError, match="method 'nearest' need an `encode` function"):
+        mine_hard_negatives(examples_dir, tmp_path / "near2", cfg)
+
+
+def test_data_modules_load_no_encoder_code():
+    """Every `aspire.data` module but the CLI (which loads the models a stage needs) imports no encoder."""
+    import pkgutil
+    import subprocess
+    import sys
+
+    import aspire.data
+
+    names = sorted(m.name for m in pkgutil.walk_packages(aspire.data.__path__, "aspire.data.")
+                   if m.name != "aspire.data.__main__")
+    assert "aspire.data.cocite.ingest" in names and "aspire.data.negatives" in names
+    code = ("import importlib, sys\n"
+            f"for name in {names!r}: importlib.import_module(name)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('aspire.encoders')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    # nor later, inside a function: no import statement of theirs names aspire.encoders
+    import ast
+    import importlib.util
+
+    for name in names:
+        tree = ast.parse(open(importlib.util.find_spec(name).origin, encoding="utf-8").read())
+        imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        assert not [m for m in imported if m and m.startswith("aspire.encoders")], name
+
+
 def test_cli_writes_the_trainers_file_and_a_report(examples_dir, tmp_path, capsys):
     out = tmp_path / "hard"
     assert main(["hard-negatives", "--examples", str(examples_dir), "--out", str(out), "k=2"]) == 0

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from aspire import DocBatch
+from aspire.losses import triplet_margin_dist_loss
 from aspire.scoring import (
     SCORERS,
     attention_dist,
@@ -20,7 +21,6 @@ from aspire.scoring import (
     pairwise_minl2_match,
     pairwise_ot_dist,
     sinkhorn,
-    triplet_margin_loss,
 )
 
 F64 = torch.float64
@@ -99,6 +99,26 @@ def test_narrower_query_mask_equals_dropping_the_sentences(name):
     assert not torch.allclose(scorer.score(narrowed, c), scorer.score(q, c))
     extra_pad = DocBatch.concat([c, random_batch([9], seed=9)]).index([0, 1, 2])  # more padding columns
     torch.testing.assert_close(scorer.score(q, extra_pad), scorer.score(q, c), atol=1e-6, rtol=0)
+
+
+def test_select_sentences_checks_positions_against_the_mask_not_the_selected_count():
+    """Positions are the paper's own (0-based): after narrowing {0, 1, 2} to {1, 2}, position 2 is still
+    a selected sentence although only two are selected (a check against mask.sum() refused it), and a
+    padded position is refused, naming the paper (a check against the padded length let it through)."""
+    q = random_batch([3, 5], seed=12)  # paper 0 has 3 sentences, padded to 5
+    q = DocBatch(q.emb, q.mask, ["a", "b"], [["s0", "s1", "s2"], ["t0", "t1", "t2", "t3", "t4"]])
+    narrowed = q.select_sentences([[1, 2], [0, 4]])
+    again = narrowed.select_sentences([[2], [4]])
+    assert again.mask.tolist() == [[False, False, True, False, False], [False, False, False, False, True]]
+    with pytest.raises(ValueError, match=r"paper a: sentence indices \[3\] out of range 0..2"):
+        q.select_sentences([[3], [0]])  # padding of paper a (a padded-length check accepts it)
+    with pytest.raises(ValueError, match=r"paper a: sentences \[0\] are not selected in this batch"):
+        narrowed.select_sentences([[0], [0]])  # left out by the first selection: cannot come back
+    without_texts = DocBatch(q.emb, q.mask)
+    with pytest.raises(ValueError, match=r"paper row 0: sentences \[4\] are not selected in this batch"):
+        without_texts.select_sentences([[4], [4]])
+    with pytest.raises(ValueError, match="out of range"):
+        without_texts.select_sentences([[-1], [0]])
 
 
 def test_empty_selection_is_refused():
@@ -181,10 +201,14 @@ def test_triplet_direction_known_answer(name):
         P = DocBatch(positive, mask)
         return scorer.pairwise_dist(A, P), scorer.pairwise_dist(A, N)
 
+    def loss_at(margin):  # the loss training uses (aspire.train.models), one allowed negative an anchor
+        d_pos, d_neg = dists()
+        return triplet_margin_dist_loss(d_pos, d_neg[:, None], torch.ones(1, 1, dtype=torch.bool), margin)
+
     d_pos, d_neg = dists()
     assert (scorer.pairwise_score(A, DocBatch(positive, mask)) > scorer.pairwise_score(A, N)).all()
-    assert triplet_margin_loss(d_pos, d_neg, margin=0.1).item() == 0.0
-    loss = triplet_margin_loss(d_pos, d_neg, margin=100.0)
+    assert loss_at(0.1).item() == 0.0
+    loss = loss_at(100.0)
     assert loss.item() > 0
     (grad,) = torch.autograd.grad(loss, positive)
     with torch.no_grad():

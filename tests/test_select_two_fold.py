@@ -1,16 +1,14 @@
-"""experiments/select_two_fold.py: each fold's test half is scored with the run chosen on its own dev half."""
+"""aspire.evaluate.two_fold: each fold's test half is scored with the run chosen on its own dev half."""
 
-import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from aspire.evaluate import two_fold as select_two_fold
 from aspire.evaluate.csfcube import GROUPS
-
-spec = importlib.util.spec_from_file_location(
-    "select_two_fold", Path(__file__).resolve().parents[1] / "experiments" / "select_two_fold.py")
-select_two_fold = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(select_two_fold)
 
 
 def run(fold1: float, fold2: float) -> dict:
@@ -69,3 +67,25 @@ def test_per_facet_choice_scores_each_facets_test_half_with_its_own_dev_choice(t
 def test_per_query_csv_must_be_unique(tmp_path):
     with pytest.raises(ValueError, match="expected one \\*-perq.csv, found 0"):
         select_two_fold.load_per_query(tmp_path)
+
+
+def test_cli_and_script_choose_from_folders_and_write_the_choice(tmp_path, capsys):
+    for name, halves in {"a": (60, 20), "b": (20, 60), "c": (45, 45)}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(run(*halves)))
+    out = tmp_path / "choice.json"
+    assert select_two_fold.main(["--candidate", str(tmp_path / "*"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"chosen on fold1_dev: {tmp_path / 'b'}; on fold2_dev: {tmp_path / 'a'}" in printed
+    written = json.loads(out.read_text())
+    assert written["test"]["all"] == {"MAP": 20.0, "NDCG%20": 30.0} and len(written["candidates"]) == 3
+    with pytest.raises(SystemExit) as err:  # a user error is one line, exit status 2
+        select_two_fold.main(["--candidate", str(tmp_path / "a"), "--select", "all:F1"])
+    assert err.value.code == 2 and "--select must be GROUP:METRIC" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        select_two_fold.main(["--candidate", str(tmp_path / "nowhere")])
+    assert "no results.json in" in capsys.readouterr().err
+    script = Path(__file__).resolve().parents[1] / "experiments" / "select_two_fold.py"
+    done = subprocess.run([sys.executable, str(script), "--candidate", str(tmp_path / "[abc]")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "chosen on fold1_dev" in done.stdout, done.stderr[-500:]

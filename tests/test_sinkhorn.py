@@ -304,3 +304,25 @@ def test_compiled_and_batched_newton_tails_agree(N, M, scale):
         out[name] = (sk._plan(cost, a, b, Fn * eps, Gn * eps, eps), steps)
     torch.testing.assert_close(out["compiled"][0], out["batched"][0], atol=1e-9, rtol=0)
     assert (out["compiled"][1] - out["batched"][1]).abs().max() <= 1  # same steps (but for rounding)
+
+
+def test_both_newton_tails_take_their_settings_from_one_place(monkeypatch):
+    # a step budget and a damping set in `_newton.NEWTON` bind the compiled (CPU) and the batched tail alike
+    import dataclasses
+
+    sk = importlib.import_module("aspire.scoring.sinkhorn")
+    nt = importlib.import_module("aspire.scoring._newton")
+    cost, a, b = random_problem(40, 10, 10, seed=20, scale=2.0)
+    eps = 0.05
+    F = sk._log_rows(cost / eps, sk._safe_log(b), torch.zeros_like(b))
+    G = sk._log_cols(cost / eps, sk._safe_log(a), F)
+    tails = {"compiled": nt._newton_tail, "batched": nt._newton_tail_torch}
+    free = {name: tail(cost, a, b, F, G, eps, 1e-10, 200)[3] for name, tail in tails.items()}
+    assert all(int(steps.max()) > 3 for steps in free.values())
+    monkeypatch.setattr(nt, "NEWTON", dataclasses.replace(nt.NEWTON, max_steps=3))
+    for name, tail in tails.items():
+        assert int(tail(cost, a, b, F, G, eps, 1e-10, 200)[3].max()) == 3, name
+    monkeypatch.setattr(nt, "NEWTON", dataclasses.replace(nt.NEWTON, c_start=1e4, c_min=1e4))  # damped to a crawl
+    for name, tail in tails.items():
+        slow = tail(cost, a, b, F, G, eps, 1e-10, 200)
+        assert not slow[4].all() and int(slow[3].max()) == nt.NEWTON.max_steps, name

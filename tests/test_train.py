@@ -181,6 +181,29 @@ def test_dev_before_logs_the_starting_dev_loss_and_leaves_training_alone(tiny_mo
     assert dev[0]["dev_loss"] == pytest.approx(untouched.dev_loss())
 
 
+def test_building_a_trainer_changes_no_process_wide_state(tiny_model_dir, examples_dir, tmp_path, monkeypatch):
+    import random
+
+    import numpy as np
+
+    from aspire.train.trainer import process_ranks
+
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "t", "model.kind=cocite_vector", "train.seed=5")
+    model, train, dev = build_model(cfg), load_split(cfg.data, "train"), load_split(cfg.data, "dev")
+    torch.manual_seed(123)
+    random.seed(123)
+    np.random.seed(123)
+    before = (torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
+    Trainer(cfg, model, train, dev)  # no seeding: the entry point (`run`) seeds a fresh run
+    assert torch.equal(torch.get_rng_state(), before[0]) and random.getstate() == before[1]
+    assert (np.random.get_state()[1] == before[2]).all()
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as under torchrun, with no process group started
+    with pytest.raises(RuntimeError, match="no process group is started: call .*init_distributed"):
+        Trainer(cfg, model, train, dev)
+    with pytest.raises(RuntimeError, match="no process group"):
+        process_ranks()
+
+
 def test_dev_loss_uses_the_same_dev_batches_whatever_the_training_seed(tiny_model_dir, examples_dir, tmp_path):
     losses = []
     for seed in (0, 1, 7):

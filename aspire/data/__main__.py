@@ -92,7 +92,8 @@ def _run(args) -> int:
 
 
 def _model_stage(args) -> dict:
-    """`align` and `hard-negatives`: stages with their own config class."""
+    """`align` and `hard-negatives`: stages with their own config class, and the only ones needing a
+    model, which is loaded here and passed in (the `aspire.data` modules import no encoder code)."""
     from aspire.config import load_config
 
     if args.stage == "align":
@@ -103,7 +104,17 @@ def _model_stage(args) -> dict:
         return align_examples(args.examples, load_sentence_model(args.teacher), args.out, cfg)
     from aspire.data.negatives import HardNegativesConfig, mine_hard_negatives
 
-    return mine_hard_negatives(args.examples, args.out, load_config(HardNegativesConfig, args.config, args.overrides))
+    cfg = load_config(HardNegativesConfig, args.config, args.overrides)
+    encode = None
+    if cfg.method == "nearest":  # the model is loaded here, at the entry point: aspire.data loads none
+        from aspire.encoders import load_encoder
+
+        encoder = load_encoder(cfg.model)
+
+        def encode(papers):
+            return encoder.encode_abstract(papers, joiner=" ", normalize=True, max_length=cfg.max_length,
+                                           batch_size=cfg.batch_size, progress=True)
+    return mine_hard_negatives(args.examples, args.out, cfg, encode)
 
 
 def _cocite_stage(args) -> dict:

@@ -26,7 +26,8 @@ from torch import Tensor
 
 from aspire.batch import DocBatch
 from aspire.config import to_dict
-from aspire.data.cocite import SPLITS, AtomicJsonl, iter_jsonl, read_papers, write_json
+from aspire.data.cocite.config import SPLITS
+from aspire.io import AtomicJsonl, iter_jsonl, read_paper_map, write_json
 
 
 @dataclass
@@ -94,7 +95,7 @@ def align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg: 
     examples_dir, out_dir = Path(examples_dir), Path(out_dir)
     if cfg.max_seq_length is not None:
         teacher.max_seq_length = cfg.max_seq_length
-    papers = read_papers(examples_dir / "abstracts.jsonl")
+    papers = read_paper_map(examples_dir / "abstracts.jsonl", split_strings=False)
     empty = [pid for pid, p in papers.items() if not p.sentences]
     if empty:
         raise ValueError(f"papers without abstract sentences cannot be aligned: {empty[:5]}")

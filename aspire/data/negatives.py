@@ -21,10 +21,16 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 from aspire.config import to_dict
-from aspire.data.cocite import SPLITS, AtomicJsonl, iter_jsonl, read_papers, require, write_json
+from aspire.data.cocite.config import SPLITS
+from aspire.io import AtomicJsonl, iter_jsonl, read_paper_map, require, write_json
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from aspire.data.papers import Paper
 
 OUT_FILE = "hard_negatives.jsonl"
 
@@ -102,12 +108,18 @@ def nearest_negatives(vectors, groups: list[dict], paper_ids: list[str], k: int,
 
 
 def mine_hard_negatives(examples_dir: str | Path, out_dir: str | Path,
-                        cfg: HardNegativesConfig = HardNegativesConfig()) -> dict:
-    """Write `out_dir/hard_negatives.jsonl` and `report.json` for the papers of `examples_dir`."""
+                        cfg: HardNegativesConfig = HardNegativesConfig(),
+                        encode: Callable[[list[Paper]], Tensor] | None = None) -> dict:
+    """Write `out_dir/hard_negatives.jsonl` and `report.json` for the papers of `examples_dir`.
+
+    `encode` (needed by `method="nearest"` only) maps papers to their whole-abstract vectors (N, D);
+    `python -m aspire.data hard-negatives` builds it from `cfg.model` (cosine-ready: normalised,
+    `cfg.max_length`, `cfg.batch_size`). It is passed in so that this module loads no model code.
+    """
     if cfg.k < 1 or cfg.skip < 0:
         raise ValueError(f"k must be at least 1 and skip at least 0, got k={cfg.k}, skip={cfg.skip}")
     examples_dir, out_dir = Path(examples_dir), Path(out_dir)
-    papers = read_papers(examples_dir / "abstracts.jsonl")
+    papers = read_paper_map(examples_dir / "abstracts.jsonl", split_strings=False)
     groups = read_groups(examples_dir)
     unknown = sorted({pid for g in groups for pid in g["paper_ids"]} - set(papers))
     if unknown:
@@ -116,11 +128,10 @@ def mine_hard_negatives(examples_dir: str | Path, out_dir: str | Path,
     if cfg.method == "citation":
         negatives = citation_negatives(groups, order, cfg.k)
     elif cfg.method == "nearest":
-        from aspire.encoders import load_encoder
-
-        encoder = load_encoder(cfg.model)
-        vectors = encoder.encode_abstract([papers[pid] for pid in order], joiner=" ", normalize=True,
-                                          max_length=cfg.max_length, batch_size=cfg.batch_size, progress=True)
+        if encode is None:
+            raise ValueError("hard negatives by method 'nearest' need an `encode` function (papers -> vectors); "
+                             "the CLI builds one from `model`")
+        vectors = encode([papers[pid] for pid in order])
         negatives = nearest_negatives(vectors, groups, order, cfg.k, cfg.skip)
     else:
         raise ValueError(f"unknown hard-negative method {cfg.method!r}; valid: ['citation', 'nearest']")

@@ -36,14 +36,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from aspire.data.sentences import DEFAULT_SPLITTER, SentenceSplitter, resolve_splitter
+from aspire.io import DataError, atomic_write
 
 RESERVED_FIELDS = ("paper_id", "title", "abstract", "pred_labels")
 
@@ -73,7 +72,7 @@ class RejectedRecord:
         return f"{self.path}:{self.line}{pid}: {self.reason}"
 
 
-class BadRecordError(ValueError):
+class BadRecordError(DataError):
     """A bad record in a papers file; the message names the file, the line and the paper id if known."""
 
     def __init__(self, record: RejectedRecord) -> None:
@@ -135,7 +134,7 @@ def _id_despite_bad_bytes(raw: bytes) -> str | None:
 
 
 def _parse_sentences(
-    record: dict, splitter: Callable[[], SentenceSplitter], max_sentences: int | None, max_sentence_chars: int | None
+    record: dict, splitter: Callable[[], SentenceSplitter | None], max_sentences: int | None, max_sentence_chars: int | None
 ) -> tuple[str, list[str], list[str] | None]:
     """(title, sentences, labels) of a record whose id is valid; raises `_Bad`."""
     for key in ("title", "abstract"):
@@ -145,7 +144,10 @@ def _parse_sentences(
     if not isinstance(title, str):
         raise _Bad(f"title must be a string, got {_type_name(title)}")
     if isinstance(abstract, str):
-        sentences = splitter().split(abstract)
+        split = splitter()
+        if split is None:
+            raise _Bad("abstract must be a list of sentences, got a string (this file is read without a splitter)")
+        sentences = split.split(abstract)
     elif isinstance(abstract, list):
         for i, sent in enumerate(abstract):
             if not isinstance(sent, str):
@@ -184,17 +186,20 @@ def _open_bytes(path: Path):
 def iter_lines(
     path: str | Path,
     *,
-    splitter: str | SentenceSplitter = DEFAULT_SPLITTER,
+    splitter: str | SentenceSplitter | None = DEFAULT_SPLITTER,
     max_sentences: int | None = None,
     max_sentence_chars: int | None = None,
 ) -> Iterator[tuple[int, Paper | RejectedRecord | None]]:
     """(line number, outcome) for every line of a papers file: a `Paper`, a `RejectedRecord`, or
-    None for a blank line. Never raises for a bad record; the splitter is built on first need."""
+    None for a blank line. Never raises for a bad record; the splitter is built on first need.
+    `splitter=None`: a string abstract is a bad record (only sentence lists are accepted)."""
     path = Path(path)
     name = str(path)
     built: list[SentenceSplitter] = []
 
-    def get_splitter() -> SentenceSplitter:
+    def get_splitter() -> SentenceSplitter | None:
+        if splitter is None:
+            return None
         if not built:
             built.append(resolve_splitter(splitter))
         return built[0]
@@ -237,7 +242,7 @@ def iter_lines(
 def iter_papers(
     path: str | Path,
     *,
-    splitter: str | SentenceSplitter = DEFAULT_SPLITTER,
+    splitter: str | SentenceSplitter | None = DEFAULT_SPLITTER,
     on_reject: Callable[[RejectedRecord], None] | None = None,
     max_sentences: int | None = None,
     max_sentence_chars: int | None = None,
@@ -258,7 +263,7 @@ def iter_papers(
 def read_papers(
     path: str | Path,
     *,
-    splitter: str | SentenceSplitter = DEFAULT_SPLITTER,
+    splitter: str | SentenceSplitter | None = DEFAULT_SPLITTER,
     skip_bad: bool = False,
     max_sentences: int | None = None,
     max_sentence_chars: int | None = None,
@@ -267,7 +272,8 @@ def read_papers(
 
     Without `skip_bad`, the first bad record raises `BadRecordError`; with it, bad records are
     listed in `ReadResult.rejected`. `splitter` (a registry name or a `SentenceSplitter`) splits
-    string abstracts; it is only loaded if one is met.
+    string abstracts; it is only loaded if one is met. With `splitter=None` a string abstract is a
+    bad record.
     """
     result = ReadResult(str(path), [], [], [], [], 0)
     for line_no, outcome in iter_lines(
@@ -346,19 +352,11 @@ def paper_to_record(paper: Paper) -> dict:
 def write_papers(path: str | Path, papers: Iterable[Paper]) -> int:
     """Write papers as JSONL (UTF-8, one object a line), atomically: a temporary file in the same
     folder is renamed over `path` only once complete. Returns the number of papers written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     n = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for paper in papers:
-                f.write(json.dumps(paper_to_record(paper), ensure_ascii=False) + "\n")
-                n += 1
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_write(path) as f:
+        for paper in papers:
+            f.write(json.dumps(paper_to_record(paper), ensure_ascii=False) + "\n")
+            n += 1
     return n
 
 

@@ -24,17 +24,9 @@ from collections import Counter
 from pathlib import Path
 
 from aspire.config import to_dict
-from aspire.data.cocite import (
-    MARK,
-    REPORT,
-    AtomicJsonl,
-    DataError,
-    IngestConfig,
-    finish_marks,
-    iter_jsonl,
-    require,
-    write_json,
-)
+from aspire.data.cocite.config import REPORT, IngestConfig
+from aspire.data.cocite.text import MARK, finish_marks
+from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, write_json
 
 
 class RegexSentenceSplitter:
@@ -88,14 +80,7 @@ def merge_spans_across_citations(spans: list[tuple[int, int]], cites: list[tuple
 
 def _abstract_ids(path: Path, cfg: IngestConfig, bad: list[str]) -> set[str]:
     ids = set()
-    for lineno, obj in iter_jsonl(path, cfg.on_error, bad):
-        try:
-            require(obj, ("paper_id", "abstract"), path, lineno)
-        except DataError as err:
-            if cfg.on_error == "raise":
-                raise
-            bad.append(str(err))
-            continue
+    for _, obj in iter_checked_jsonl(path, lambda o, p, n: require(o, ("paper_id", "abstract"), p, n), cfg.on_error, bad):
         abstract = obj["abstract"]
         if (isinstance(abstract, str) and abstract.strip()) or (isinstance(abstract, list) and abstract):
             ids.add(obj["paper_id"])
@@ -112,14 +97,7 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
     counts: Counter = Counter()
     cited_kept: set[str] = set()
     with AtomicJsonl(out_dir / "contexts.jsonl") as out:
-        for lineno, paper in iter_jsonl(fulltext_path, cfg.on_error, bad):
-            try:
-                _check_paper(paper, fulltext_path, lineno)
-            except DataError as err:
-                if cfg.on_error == "raise":
-                    raise
-                bad.append(str(err))
-                continue
+        for _, paper in iter_checked_jsonl(fulltext_path, _check_paper, cfg.on_error, bad):
             counts["papers"] += 1
             bib = paper["bib_entries"]
             for p_idx, para in enumerate(paper["body_text"]):

@@ -30,6 +30,7 @@ from aspire.batch import DocBatch
 from aspire.data.papers import Paper, as_papers
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
 from aspire.encoders.models import resolve_model
+from aspire.encoders.pooling import masked_mean
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,6 @@ def paper_sentences(paper: Paper, include_title: bool) -> list[str]:
     if include_title or not paper.sentences:
         return [paper.title, *paper.sentences]
     return list(paper.sentences)
-
-
-def masked_mean(hidden: Tensor, mask: Tensor) -> Tensor:
-    """Mean of hidden (N, T, D) over positions where mask (N, T) is true -> (N, D)."""
-    weights = mask.to(hidden.dtype).unsqueeze(-1)  # (N, T, 1)
-    return (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
 
 
 class ContextualSentenceEncoder(nn.Module):

@@ -34,7 +34,7 @@ from sentence_transformers.base.sampler import DefaultBatchSampler
 from torch import Tensor
 
 from aspire.config import load_config, save_config, to_dict
-from aspire.data.cocite import iter_jsonl, write_json
+from aspire.io import iter_jsonl, write_json
 
 TEXT_FIELDS = ("contexts_clean", "contexts")
 

@@ -12,7 +12,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -20,6 +19,7 @@ import torch
 
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
+from aspire.io import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +54,8 @@ def _save(path: Path, batch: DocBatch) -> None:
         "paper_ids": list(batch.paper_ids),
         "sentences": [list(s) for s in batch.sentences],
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_write(path, "wb") as handle:
+        torch.save(payload, handle)
 
 
 def _load(path: Path, papers: Sequence[Paper]) -> DocBatch:

@@ -30,6 +30,7 @@ from aspire.evaluate.pools import (
     write_trec,
 )
 from aspire.evaluate.stats import UnitScores
+from aspire.io import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def write_per_query_csv(path: Path, pool_set: PoolSet, per_query: Mapping[str, M
     """One row per facet-query: key, pid, facet, its test fold, title, metrics in percent."""
     test_fold = {k: fold for fold in ("fold1_test", "fold2_test") for k in pool_set.splits[f"all/{fold}"]}
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as fh:
+    with atomic_write(path) as fh:
         writer = csv.writer(fh)
         writer.writerow(["query", "paper_id", "facet", "test_fold", "pool_size", "title", *METRICS])
         for facet in FACETS:

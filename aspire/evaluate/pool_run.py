@@ -20,6 +20,7 @@ from aspire.evaluate.pools import (
     write_json_atomic,
     write_trec,
 )
+from aspire.io import atomic_write
 
 
 def facet_label_map(facets: Sequence[str]) -> dict[str, str]:
@@ -90,7 +91,7 @@ def run_pools(
         **info,
     }
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "perq.csv", "w", encoding="utf-8", newline="") as fh:
+    with atomic_write(out / "perq.csv") as fh:
         writer = csv.writer(fh)
         writer.writerow(["query", *metrics])
         for key, vals in per_query.items():

@@ -20,14 +20,13 @@ best first. Only the order is read back: scores may be similarities or distances
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from aspire.data.papers import Paper
 from aspire.evaluate.metrics import evaluate_rankings, mean_metrics, queries_without_relevant
+from aspire.io import read_paper_map, write_json, write_text
 
 
 def query_key(query_pid: str, facet: str | None) -> str:
@@ -131,20 +130,9 @@ def load_pool_set(
 
 
 def read_papers_jsonl(path: str | Path, ids: set[str] | None = None) -> dict[str, Paper]:
-    """`{paper_id: Paper}` from an ASPIRE `abstracts-*.jsonl` (labels from `pred_labels` when present).
-
-    Every record is validated by `aspire.data.papers.read_papers` (a bad one raises a ValueError
-    naming file, line and paper id). With `ids`, only those papers are kept and a missing one
-    raises ValueError.
-    """
-    from aspire.data.papers import read_papers
-
-    papers = {p.paper_id: p for p in read_papers(path).papers if ids is None or p.paper_id in ids}
-    if ids is not None:
-        missing = sorted(ids - set(papers))
-        if missing:
-            raise ValueError(f"{path}: {len(missing)} pooled papers missing: {missing[:10]}")
-    return papers
+    """`{paper_id: Paper}` from an ASPIRE `abstracts-*.jsonl` (`aspire.io.read_paper_map`: every record
+    checked by the papers-file rules; with `ids`, only those papers, and a missing one is an error)."""
+    return read_paper_map(path, ids, needed_by="pooled")
 
 
 def ranked_path(folder: str | Path, name: str, exp: str, facet: str) -> Path:
@@ -165,22 +153,13 @@ def read_ranked(path: str | Path) -> dict[str, list[str]]:
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, then rename: a partial file never appears."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write `text` atomically (`aspire.io.write_text`): a partial file never appears."""
+    write_text(path, text)
 
 
 def write_json_atomic(path: str | Path, obj) -> None:
-    """Write `obj` as JSON, atomically (`write_text_atomic`)."""
-    write_text_atomic(path, json.dumps(obj))
+    """Write JSON atomically (`aspire.io.write_json`): a partial file never appears."""
+    write_json(path, obj, indent=None)
 
 
 def write_ranked(path: str | Path, ranked: Mapping[str, Sequence[tuple[str, float]]]) -> None:

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper, read_papers
 from aspire.index.config import EncodeConfig
+from aspire.io import read_jsonl, write_jsonl
 
 SHARD_FORMAT_VERSION = 1
 
@@ -154,7 +155,7 @@ class EncodedCorpus:
         tmp.mkdir(parents=True)
         np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
         np.save(tmp / "offsets.npy", self.offsets)
-        write_papers_jsonl(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
+        write_index_papers(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
         write_jsonl(tmp / "rejected.jsonl", self.rejected)
         info = {"shard_format_version": SHARD_FORMAT_VERSION, "n_papers": len(self),
                 "n_sentences": int(len(self.vectors)), "dim": self.dim, **meta}
@@ -177,7 +178,7 @@ class EncodedCorpus:
                 f"shard {path} has format version {meta.get('shard_format_version')}, "
                 f"this code reads version {SHARD_FORMAT_VERSION}"
             )
-        ids, titles, sentences, labels = read_papers_jsonl(path / "papers.jsonl")
+        ids, titles, sentences, labels = read_index_papers(path / "papers.jsonl")
         corpus = cls(np.load(path / "vectors.npy"), np.load(path / "offsets.npy"), ids, titles, sentences,
                      read_jsonl(path / "rejected.jsonl"), labels)
         return corpus, meta
@@ -281,27 +282,16 @@ def _title_labelled(labels: list[str] | None, n_sentences: int) -> list[str] | N
     return ["title", *labels] if labels is not None and n_sentences == len(labels) + 1 else labels
 
 
-# ---- small JSONL helpers ------------------------------------------------------------------------
-def write_jsonl(path: Path, records: Iterable[dict]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        for record in records:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def write_papers_jsonl(path: Path, paper_ids, titles, sentences, labels=None) -> None:
+# ---- the papers file of a shard or index (`{"paper_id", "title", "sentences"[, "labels"]}` a line) ----
+def write_index_papers(path: Path, paper_ids, titles, sentences, labels=None) -> None:
     """One record a paper: paper_id, title, sentences, and `labels` (one a sentence) where known."""
     labels = labels or [None] * len(paper_ids)
     write_jsonl(path, ({"paper_id": p, "title": t, "sentences": s, **({"labels": lab} if lab is not None else {})}
                        for p, t, s, lab in zip(paper_ids, titles, sentences, labels)))
 
 
-def read_papers_jsonl(path: Path) -> tuple[list[str], list[str], list[list[str]], list[list[str] | None]]:
-    """(paper ids, titles, sentences, labels or None) per paper, as `write_papers_jsonl` wrote them."""
+def read_index_papers(path: Path) -> tuple[list[str], list[str], list[list[str]], list[list[str] | None]]:
+    """(paper ids, titles, sentences, labels or None) per paper, as `write_index_papers` wrote them."""
     records = read_jsonl(path)
     return ([r["paper_id"] for r in records], [r["title"] for r in records], [r["sentences"] for r in records],
             [r.get("labels") for r in records])

@@ -31,18 +31,12 @@ import faiss
 import numpy as np
 import torch
 
-import aspire
+from aspire._version import __version__
 from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
 from aspire.index.config import IndexBuildConfig, IndexConfig
-from aspire.index.corpus import (
-    EncodedCorpus,
-    gather_docbatch,
-    read_jsonl,
-    read_papers_jsonl,
-    write_jsonl,
-    write_papers_jsonl,
-)
+from aspire.index.corpus import EncodedCorpus, gather_docbatch, read_index_papers, write_index_papers
+from aspire.io import read_jsonl, write_jsonl, write_text
 
 FORMAT_VERSION = 1
 _FILES = ("config.yaml", "sentences.faiss", "vectors.npy", "offsets.npy", "papers.jsonl", "rejected.jsonl")
@@ -276,13 +270,13 @@ class SentenceIndex:
         faiss.write_index(self.faiss_index, str(path / "sentences.faiss"))
         np.save(path / "vectors.npy", np.asarray(self.vectors))
         np.save(path / "offsets.npy", self.offsets)
-        write_papers_jsonl(path / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
+        write_index_papers(path / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
         write_jsonl(path / "rejected.jsonl", self.rejected)
         for name in _FILES:
             _fsync(path / name)
         manifest = {
             "format_version": FORMAT_VERSION,
-            "aspire_version": aspire.__version__,
+            "aspire_version": __version__,
             "model_name": self.model_name,
             "model_fingerprint": self.model_fingerprint,
             "kind": self.kind,
@@ -311,7 +305,7 @@ class SentenceIndex:
         if manifest.get("format_version") != FORMAT_VERSION:
             raise IndexFormatError(
                 f"{root} has index format version {manifest.get('format_version')!r} (written by aspire "
-                f"{manifest.get('aspire_version')}); this aspire {aspire.__version__} reads version "
+                f"{manifest.get('aspire_version')}); this aspire {__version__} reads version "
                 f"{FORMAT_VERSION}. Rebuild the index."
             )
         for name, size in manifest["files"].items():
@@ -336,7 +330,7 @@ class SentenceIndex:
                 "Rebuild the index with this model or search with the model it was built with."
             )
         config = load_config(IndexBuildConfig, gen / "config.yaml")
-        ids, titles, sentences, labels = read_papers_jsonl(gen / "papers.jsonl")
+        ids, titles, sentences, labels = read_index_papers(gen / "papers.jsonl")
         return cls(
             faiss.read_index(str(gen / "sentences.faiss")),
             np.load(gen / "vectors.npy", mmap_mode="r" if mmap else None),
@@ -374,9 +368,4 @@ def _fsync(path: Path) -> None:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_text(path, text, fsync=True)

@@ -2,9 +2,11 @@
 
 Scorers return similarities (higher is better, = -distance); functions returning distances say
 `dist`. `SCORERS` maps names to scorer classes; `get_scorer(name, **kwargs)` builds one.
-`sinkhorn(cost, a, b, eps)` is the batched entropic OT kernel behind the `"ot"` scorer.
+`sinkhorn(cost, a, b, eps)` is the batched entropic OT kernel behind the `"ot"` scorer; `l2_cost` /
+`cross_l2_cost` (`aspire.scoring.distance`) are the one distance routine every caller uses.
 """
 
+from aspire.scoring.distance import cross_l2_cost, l2_cost
 from aspire.scoring.scorers import (
     SCORERS,
     AttentionMatch,
@@ -15,9 +17,7 @@ from aspire.scoring.scorers import (
     OTScorer,
     attention_dist,
     attention_match,
-    cross_l2_cost,
     get_scorer,
-    l2_cost,
     minl2_dist,
     minl2_match,
     ot_dist,
@@ -29,7 +29,6 @@ from aspire.scoring.scorers import (
     pairwise_minl2_match,
     pairwise_ot_dist,
     pairwise_ot_match,
-    triplet_margin_loss,
 )
 from aspire.scoring.sinkhorn import GRAD_MODES, SinkhornConvergenceWarning, SinkhornResult, sinkhorn, sinkhorn_dist
 
@@ -40,6 +39,5 @@ __all__ = [
     "minl2_match", "pairwise_minl2_match", "minl2_dist", "pairwise_minl2_dist",
     "ot_match", "pairwise_ot_match", "ot_dist", "pairwise_ot_dist",
     "attention_match", "pairwise_attention_match", "attention_dist", "pairwise_attention_dist",
-    "triplet_margin_loss",
     "sinkhorn", "sinkhorn_dist", "SinkhornResult", "SinkhornConvergenceWarning", "GRAD_MODES",
 ]

@@ -1,10 +1,12 @@
 """The Newton tail of `sinkhorn` for CPU tensors, compiled with numba.
 
-Same method as `aspire.scoring.sinkhorn._newton_tail` (its docstring has the derivation): damped
-(Levenberg-Marquardt) Newton steps on the scaled dual potentials through the Schur complement on
-the columns, a backtracking line search accepting a length where the dual increases or the
-marginal error falls, mu = c * error with c divided by 10 after a full step and multiplied by 4
-otherwise. On a CPU the batched torch version spends its time dispatching ~150 small tensor
+Same method as `aspire.scoring._newton._newton_tail_torch` (its docstring has the derivation):
+damped (Levenberg-Marquardt) Newton steps on the scaled dual potentials through the Schur
+complement on the columns, a backtracking line search accepting a length where the dual increases
+or the marginal error falls, mu = c * error with c divided after a full step and multiplied
+otherwise. Every constant of the method comes in as an argument, from the one place both versions
+read them (`aspire.scoring._newton.NEWTON`); as arguments, not globals, a change to them cannot be
+hidden by numba's on-disk cache of this file's compiled code. On a CPU the batched torch version spends its time dispatching ~150 small tensor
 operations a step on a handful of problems; here each problem runs its own loop in compiled code
 (problems in parallel), so a step costs its arithmetic. `tests/test_sinkhorn.py` checks the two
 agree.
@@ -16,8 +18,6 @@ import math
 
 import numba
 import numpy as np
-
-_LINE_SEARCH_HALVINGS = 10  # lengths 1, 1/2, ..., 2^-10, as the torch version's _BACKTRACK
 
 
 @numba.njit(cache=True, fastmath=False)
@@ -76,10 +76,11 @@ def _cholesky_solve(S, rhs, out):
 
 
 @numba.njit(cache=True, parallel=True)
-def newton_tail(Ce, a, b, F, G, tol, max_steps):
+def newton_tail(Ce, a, b, F, G, tol, max_steps, halvings, c_start, c_down, c_up, c_min, c_max, mu_floor):
     """Damped Newton steps for each problem, in place on F (L, N) and G (L, M) (float64).
 
     Ce (L, N, M) = cost / eps; a (L, N), b (L, M) weights of equal mass (zeros: padding).
+    `halvings` ... `mu_floor`: the method's constants (`aspire.scoring._newton.NewtonSettings`).
     Returns the L1 marginal error (L,) and the steps taken (L,) per problem.
     """
     L, N, M = Ce.shape
@@ -102,11 +103,11 @@ def newton_tail(Ce, a, b, F, G, tol, max_steps):
         for j in range(M):
             bmax = max(bmax, bp[j])
         e, d = _dual_terms(Cp, la, lb, ap, bp, Fp, Gp, P, r, c)
-        c_mu = 0.1
+        c_mu = c_start
         steps = 0
         while steps < max_steps and e > tol:  # NaN > tol is False: a non-finite error stops
             steps += 1
-            mu = max(c_mu * e, 1e-12 * bmax)
+            mu = max(c_mu * e, mu_floor * bmax)
             # Schur complement S = diag(c + mu) - P^T diag(1 / (r + mu)) P (one BLAS product) and
             # rhs = gb - P^T (ga / (r + mu))
             for i in range(N):
@@ -135,9 +136,9 @@ def newton_tail(Ce, a, b, F, G, tol, max_steps):
                 for j in range(M):
                     solved = solved and math.isfinite(dG[j])
             t = 0.0
-            if solved:  # backtracking: 1, 1/2, ..., 2^-10; accept where the dual rises or the error falls
+            if solved:  # backtracking: 1, 1/2, ..., 2^-halvings; accept where the dual rises or the error falls
                 length = 1.0
-                for _ in range(_LINE_SEARCH_HALVINGS + 1):
+                for _ in range(halvings + 1):
                     for i in range(N):
                         Ft[i] = Fp[i] + length * dF[i]
                     for j in range(M):
@@ -154,8 +155,8 @@ def newton_tail(Ce, a, b, F, G, tol, max_steps):
                 r, rt = rt, r
                 c, ct = ct, c
                 e, d = et, dt
-            c_mu = c_mu / 10.0 if t == 1.0 else c_mu * 4.0
-            c_mu = min(max(c_mu, 1e-8), 1e4)
+            c_mu = c_mu / c_down if t == 1.0 else c_mu * c_up
+            c_mu = min(max(c_mu, c_min), c_max)
         err_out[p] = e
         steps_out[p] = steps
     return err_out, steps_out

@@ -17,37 +17,8 @@ import torch
 from torch import Tensor, nn
 
 from aspire.batch import DocBatch
-from aspire.scoring.sinkhorn import _HALF, sinkhorn
-
-
-# ---- cost -------------------------------------------------------------------------------------
-def _safe_sqrt(sq: Tensor) -> Tensor:
-    """sqrt(max(sq, 0)) whose gradient is 0 (not NaN/inf) where sq <= 0."""
-    pos = sq > 0
-    return torch.where(pos, torch.sqrt(torch.where(pos, sq, 1.0)), 0.0)
-
-
-def l2_cost(x: Tensor, y: Tensor) -> Tensor:
-    """Aligned pairwise L2 distances: x (B, N, D), y (B, M, D) -> (B, N, M).
-
-    Computed as sqrt(|x|^2 + |y|^2 - 2 x.y) (one batched matmul); the gradient is 0 where two
-    vectors coincide, never NaN.
-    """
-    if x.dtype in _HALF:  # squared norms overflow float16 from |x| ~ 256: expand in float32
-        return l2_cost(x.float(), y.float()).to(x.dtype)
-    sq = (x * x).sum(-1)[:, :, None] + (y * y).sum(-1)[:, None, :] - 2.0 * torch.bmm(x, y.transpose(1, 2))
-    return _safe_sqrt(sq)
-
-
-def cross_l2_cost(x: Tensor, y: Tensor) -> Tensor:
-    """All-pairs L2 distances: x (Bq, S, D), y (Bc, T, D) -> (Bq, Bc, S, T), one GEMM."""
-    if x.dtype in _HALF:  # as in l2_cost
-        return cross_l2_cost(x.float(), y.float()).to(x.dtype)
-    Bq, S, D = x.shape
-    Bc, T, _ = y.shape
-    xf, yf = x.reshape(Bq * S, D), y.reshape(Bc * T, D)
-    sq = (xf * xf).sum(-1)[:, None] + (yf * yf).sum(-1)[None, :] - 2.0 * (xf @ yf.T)  # (Bq S, Bc T)
-    return _safe_sqrt(sq).reshape(Bq, S, Bc, T).permute(0, 2, 1, 3)
+from aspire.scoring.distance import _HALF, cross_l2_cost, l2_cost
+from aspire.scoring.sinkhorn import sinkhorn
 
 
 def _check_masks(q_mask: Tensor, c_mask: Tensor) -> None:
@@ -317,7 +288,3 @@ def get_scorer(name: str, **kwargs) -> _Scorer:
         raise ValueError(f"unknown scorer {name!r}; valid: {', '.join(SCORERS)}")
     return SCORERS[name](**kwargs)
 
-
-def triplet_margin_loss(dist_pos: Tensor, dist_neg: Tensor, margin: float = 1.0) -> Tensor:
-    """Mean of max(0, dist_pos - dist_neg + margin) over (B,) distances (lower = closer)."""
-    return torch.relu(dist_pos - dist_neg + margin).mean()

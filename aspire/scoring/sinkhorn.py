@@ -26,11 +26,12 @@ How it is solved (fast and stable for any eps and cost scale):
    2017) with a Levenberg-Marquardt damping mu I (mu proportional to the marginal error) that
    keeps the nearly singular direction between blocks solvable, and a backtracking line search
    on the concave dual. It runs in float64 and converges in about 5-15 steps where Sinkhorn
-   needs thousands (see `_newton_tail_torch`); a problem Newton stalls on goes back to Sinkhorn
+   needs thousands (`aspire.scoring._newton`); a problem Newton stalls on goes back to Sinkhorn
    iterations. Newton is used only when the iterations are not taped for autograd. At these
    sizes a batched step costs its ~150 tensor operations' dispatch, not their arithmetic, so on
    a CPU each problem runs its steps in compiled code instead (`aspire.scoring._newton_cpu`,
-   numba; tested to agree with the batched version, which other devices use).
+   numba; tested to agree with the batched version, which other devices use). Both versions
+   take every setting of the method from `aspire.scoring._newton.NEWTON`.
 4. Problems whose error is <= `tol` stop (they leave the active set, so the rest of the batch runs
    on fewer rows). A problem whose exp-domain scalings overflow, vanish or leave a safe range
    during a chunk is rolled back and continues with log-domain iterations (step 1's updates),
@@ -41,7 +42,7 @@ How it is solved (fast and stable for any eps and cost scale):
 Gradients: `grad="autograd"` differentiates through the iterations (memory grows with them);
 `grad="implicit"` runs the no-tape forward and differentiates the fixed point (P 1 = a,
 P^T 1 = b) with one batched pseudo-inverse solve (symmetric eigendecomposition of an M x M
-Schur complement), storing no iterations (exact at convergence).
+Schur complement), storing no iterations (exact at convergence; `aspire.scoring._implicit`).
 """
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from aspire.scoring._implicit import _ImplicitPlan, _plan, _safe_log
+from aspire.scoring._newton import _newton_tail, _newton_tail_torch  # noqa: F401  (tests swap one for the other)
+from aspire.scoring.distance import _HALF
+
 GRAD_MODES = ("autograd", "implicit")
-_HALF = (torch.float16, torch.bfloat16)
 
 
 class SinkhornConvergenceWarning(RuntimeWarning):
@@ -241,195 +245,6 @@ def _exp_chunk(Ce, a, b, F, G, k, log_limit):
     return F + dF, G + dG, err, ok
 
 
-def _pinv_solve(S: Tensor, rhs: Tensor, scale: Tensor) -> Tensor:
-    """Minimum-norm solution of S w = rhs for symmetric PSD S (B, M, M), rhs (B, M).
-
-    Eigenvalues below `_PINV_RTOL[dtype] * scale` (scale (B, 1)) are treated as zero.
-    """
-    lam, vec = torch.linalg.eigh(S)  # (B, M), (B, M, M)
-    keep = lam > _PINV_RTOL[S.dtype] * scale
-    inv_lam = torch.where(keep, 1.0 / torch.where(keep, lam, 1.0), 0.0)
-    proj = torch.bmm(vec.transpose(1, 2), rhs[:, :, None])[:, :, 0]  # (B, M)
-    return torch.bmm(vec, (inv_lam * proj)[:, :, None])[:, :, 0]
-
-
-# Step lengths tried at once when a Newton step's full length fails the line search (2^-1 ... 2^-10).
-_BACKTRACK = tuple(0.5 ** k for k in range(1, 11))
-# Newton steps a problem may take before it is handed back to Sinkhorn iterations (the benchmark's
-# hardest problems need 10-15; more means Newton is not getting anywhere, or tol is below the
-# precision floor).
-_NEWTON_STEPS = 40
-
-
-def _dual_terms(Ce, la, lb, a, b, F, G):
-    """Plan, its row and column sums, L1 marginal error and the dual, over any leading dims.
-
-    Ce (..., N, M); la, a, F (..., N); lb, b, G (..., M) (broadcast against each other).
-    Returns P (..., N, M), r (..., N), c (..., M), err (...), dual (...).
-    """
-    P = torch.exp((la + F)[..., :, None] + (lb + G)[..., None, :] - Ce)
-    r, c = P.sum(-1), P.sum(-2)
-    err = (r - a).abs().sum(-1) + (c - b).abs().sum(-1)
-    return P, r, c, err, (a * F).sum(-1) + (b * G).sum(-1) - r.sum(-1)
-
-
-def _tail_inputs(cost, a, b, F, G, eps, work):
-    """The Newton tail's inputs in dtype `work`: Ce = cost / eps, a, b, F, G (0 on padding).
-
-    Masses that differ by float rounding give the dual a slope along the gauge direction
-    (F + c, G - c), which no plan sees but a lightly damped step follows a long way (potentials
-    in the thousands lose the plan's precision in float32): b is scaled to a's exact mass.
-    """
-    a, b = a.to(work), b.to(work)
-    b = b * (a.sum(1, keepdim=True) / b.sum(1, keepdim=True))
-    F, G = torch.where(a > 0, F.to(work), 0.0), torch.where(b > 0, G.to(work), 0.0)
-    return cost.to(work) / eps, a, b, F, G
-
-
-def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
-    """Levenberg-Marquardt Newton steps on the scaled potentials of the hard problems.
-
-    Returns F, G (in the input dtype), the L1 marginal error, the steps taken and `ok` (B,) bool
-    (False: the method gave up on that problem, which then goes back to Sinkhorn iterations).
-    On a CPU the steps run per problem in compiled code (`aspire.scoring._newton_cpu`, numba);
-    on other devices as batched tensor operations (`_newton_tail_torch`, which documents the
-    method). Both solve in float64 on the inputs `_tail_inputs` prepares.
-    """
-    if cost.device.type != "cpu":
-        return _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps)
-    import numba
-
-    from aspire.scoring._newton_cpu import newton_tail
-
-    Ce, a64, b64, F64, G64 = (x.detach().contiguous() for x in _tail_inputs(cost, a, b, F, G, eps, torch.float64))
-    threads = torch.get_num_threads()
-    try:
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-        err, steps = newton_tail(Ce.numpy(), a64.numpy(), b64.numpy(), F64.numpy(), G64.numpy(),  # F64, G64 in place
-                                 float(tol), int(min(max_steps, _NEWTON_STEPS)))
-    finally:
-        # numba's OpenMP pool, launched on first use, sets the calling thread's OpenMP count to
-        # NUMBA_NUM_THREADS, which is torch's count too: give torch back the count it had
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
-    err, steps = torch.from_numpy(err), torch.from_numpy(steps)
-    return F64.to(F.dtype), G64.to(G.dtype), err.to(F.dtype), steps, err <= tol
-
-
-def _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps):
-    """Levenberg-Marquardt Newton steps on the scaled potentials of the hard problems, batched.
-
-    Returns F, G (in the input dtype), the L1 marginal error, the steps taken and `ok` (B,) bool
-    (False: the method gave up on that problem, which then goes back to Sinkhorn iterations).
-
-    The dual  D(F, G) = <a, F> + <b, G> - sum_ij P_ij,  P = exp(log a + F + log b + G - C / eps),
-    is concave with gradient (a - P 1, b - P^T 1) and Hessian -[[diag(r), P], [P^T, diag(c)]].
-    The slow Sinkhorn problems are those whose plan is split into blocks joined by entries of
-    exp(-30) or less: the Hessian is singular far below working precision along the direction
-    that moves mass between the blocks, so a plain (pseudo-inverse) Newton step cannot move
-    there. Adding mu I to the Hessian (mu = c * error, c adapted per problem: /10 after a full
-    step, *4 otherwise) keeps every step finite and still converges quadratically as mu -> 0.
-    Line search: the full step is taken where the dual increases or the marginal error falls
-    (near the solution the dual's change drops below float64 resolution); where it does not,
-    the lengths 2^-1 ... 2^-10 are tried in one batched evaluation and the longest that passes
-    is taken (none: no move, and more damping). A problem still above tol after
-    `_NEWTON_STEPS` steps is handed back to Sinkhorn. The work is done in float64 (few problems
-    get here), whatever the input's float dtype. At these sizes a step costs its number of
-    tensor operations, not their arithmetic: finished problems are frozen in place (their step
-    is zeroed) and the arrays compacted only once half of them are done.
-    """
-    out_dtype = F.dtype
-    work = torch.float64 if cost.device.type != "mps" else torch.float32
-    n, device = a.shape[0], a.device
-    max_steps = min(max_steps, _NEWTON_STEPS)
-    Ce, a, b, F, G = _tail_inputs(cost, a, b, F, G, eps, work)
-    la, lb = _safe_log(a), _safe_log(b)
-    F_out, G_out = F, G
-    err_out = torch.zeros(n, dtype=work, device=device)
-    steps_out = torch.zeros(n, dtype=torch.long, device=device)
-    lengths = torch.tensor(_BACKTRACK, dtype=work, device=device)  # (K,)
-    zero = torch.zeros((), dtype=work, device=device)
-
-    # the state of the rows still held; `live`: still stepping (a finished row is frozen in place
-    # and written out when the arrays are compacted, once half of them are frozen, or at the end)
-    idx = torch.arange(n, device=device)
-    live = torch.ones(n, dtype=torch.bool, device=device)
-    steps = torch.zeros(n, dtype=torch.long, device=device)
-    P, r, c, e, d = _dual_terms(Ce, la, lb, a, b, F, G)
-    mu_floor = 1e-12 * b.amax(1)
-    c_mu = torch.full((n,), 0.1, dtype=work, device=device)
-
-    def write_out(rows):
-        nonlocal F_out, G_out, err_out, steps_out
-        done = idx[rows]
-        F_out, G_out = F_out.index_copy(0, done, F[rows]), G_out.index_copy(0, done, G[rows])
-        err_out, steps_out = err_out.index_copy(0, done, e[rows]), steps_out.index_copy(0, done, steps[rows])
-
-    for _ in range(max_steps):
-        live = live & (e > tol)  # a row stops at tol, or on a non-finite error (NaN > tol is False)
-        n_live = int(live.sum())
-        if n_live == 0:
-            break
-        if 2 * n_live <= len(live):  # compact: write out the frozen rows, keep the live ones
-            write_out(~live)
-            keep = torch.nonzero(live).flatten()
-            idx, Ce, a, b, la, lb, F, G, P, r, c, e, d, c_mu, mu_floor, live, steps = (
-                x.index_select(0, keep)
-                for x in (idx, Ce, a, b, la, lb, F, G, P, r, c, e, d, c_mu, mu_floor, live, steps))
-        steps = steps + live
-        # damped Newton direction through the Schur complement on the columns
-        mu = torch.maximum(c_mu * e, mu_floor)[:, None]  # (L, 1)
-        inv_r = 1.0 / (r + mu)  # (L, N)
-        ga, gb = a - r, b - c  # the dual's gradient
-        Pt = P.transpose(1, 2)
-        S = torch.diag_embed(c + mu) - torch.bmm(Pt, inv_r[:, :, None] * P)  # (L, M, M), SPD
-        rhs = gb - torch.bmm(Pt, (ga * inv_r)[:, :, None])[:, :, 0]
-        chol, info = torch.linalg.cholesky_ex(S)
-        dG = torch.cholesky_solve(rhs[:, :, None], chol)[:, :, 0]
-        dF = (ga - torch.bmm(P, dG[:, :, None])[:, :, 0]) * inv_r
-        solved = live & (info == 0) & torch.isfinite(dF.sum(1) + dG.sum(1))
-        dF, dG = torch.where(solved[:, None], dF, zero), torch.where(solved[:, None], dG, zero)
-        # line search: the full step (the usual case), then the shorter lengths at once
-        full = _dual_terms(Ce, la, lb, a, b, F + dF, G + dG)
-        passed = solved & ((full[4] > d) | (full[3] < e))  # NaN compares False
-        if bool(passed.all()):
-            t = None
-            P, r, c, e, d = full
-        else:
-            t = passed.to(work)
-            P, r, c, e, d = (torch.where(passed.view(-1, *([1] * (y.dim() - 1))), y, x)
-                             for x, y in zip((P, r, c, e, d), full))
-            retry = torch.nonzero(solved & ~passed).flatten()
-            if retry.numel() > 0:
-                Fk = F[retry, None, :] + lengths[:, None] * dF[retry, None, :]  # (R, K, N)
-                Gk = G[retry, None, :] + lengths[:, None] * dG[retry, None, :]  # (R, K, M)
-                short = _dual_terms(Ce[retry, None], la[retry, None], lb[retry, None], a[retry, None],
-                                    b[retry, None], Fk, Gk)
-                ok = (short[4] > d[retry, None]) | (short[3] < e[retry, None])  # (R, K)
-                k = ok.to(torch.uint8).argmax(1)  # the longest length that passed (0 if none did)
-                moved = ok.any(1)
-                rows = torch.arange(len(retry), device=device)
-                t = t.index_copy(0, retry, torch.where(moved, lengths[k], zero))
-                P, r, c, e, d = (
-                    x.index_copy(0, retry, torch.where(moved.view(-1, *([1] * (x.dim() - 1))), y[rows, k], x[retry]))
-                    for x, y in zip((P, r, c, e, d), short))
-        if t is None:  # every live row took its full step
-            F, G = F + dF, G + dG
-            c_mu = c_mu / 10
-        else:
-            F, G = F + t[:, None] * dF, G + t[:, None] * dG
-            c_mu = torch.where(t == 1, c_mu / 10, c_mu * 4)
-        c_mu = c_mu.clamp(1e-8, 1e4)
-    write_out(torch.ones_like(live))
-    return F_out.to(out_dtype), G_out.to(out_dtype), err_out.to(out_dtype), steps_out, err_out <= tol
-
-
-def _safe_log(w: Tensor) -> Tensor:
-    """log(w) with -inf (and a zero, not NaN, gradient) where w == 0."""
-    pos = w > 0
-    return torch.where(pos, torch.log(torch.where(pos, w, 1.0)), -math.inf)
-
-
 def _log_ratio(x: Tensor, w: Tensor) -> Tensor:
     """log(x / w) where w > 0, else 0 (padding), with NaN-free gradients."""
     pos = w > 0
@@ -513,63 +328,3 @@ def _centre(F: Tensor, G: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]
     F, G = torch.where(a > 0, F, 0.0), torch.where(b > 0, G, 0.0)
     s = 0.5 * (F.sum(1, keepdim=True) / ra.sum(1, keepdim=True) - G.sum(1, keepdim=True) / rb.sum(1, keepdim=True))
     return torch.where(a > 0, F - s, 0.0), torch.where(b > 0, G + s, 0.0)
-
-
-def _plan(cost: Tensor, a: Tensor, b: Tensor, f: Tensor, g: Tensor, eps: float) -> Tensor:
-    """P_ij = a_i b_j exp((f_i + g_j - C_ij) / eps), (B, N, M); zero on padding.
-
-    Computed as exp(log a_i + f_i / eps + log b_j + g_j / eps - C_ij / eps) so that large
-    potentials on padded points (weight 0) cannot overflow into 0 * inf.
-    """
-    return torch.exp((_safe_log(a) + f / eps)[:, :, None] + (_safe_log(b) + g / eps)[:, None, :] - cost / eps)
-
-
-# Eigenvalues of the implicit-gradient system below this fraction of max(b) are treated as 0.
-_PINV_RTOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 1e-2}
-
-
-class _ImplicitPlan(torch.autograd.Function):
-    """Plan and value at the Sinkhorn fixed point, differentiated implicitly.
-
-    With P = P(C, a, b) defined by P_ij = exp((f~_i + g~_j - C_ij)/eps), P 1 = a, P^T 1 = b, and
-    an upstream gradient Gbar = dL/dP (value's gradient adds gv * C), let GP = Gbar * P and solve
-        [[diag(a), P], [P^T, diag(b)]] [w_f; w_g] = [GP 1; GP^T 1] / eps
-    (singular along (1, -1); solved by a pseudo-inverse, see `backward`). Then
-        dL/dC = P * (w_f_i + w_g_j) - GP / eps + gv P,   dL/da = eps w_f,   dL/db = eps w_g.
-    The gradients in a and b are defined up to adding c to one and -c to the other (masses stay
-    equal), which any weights normalised to a fixed mass (e.g. a softmax) do not see.
-    """
-
-    @staticmethod
-    def forward(ctx, cost, a, b, f, g, eps):
-        plan = _plan(cost, a, b, f, g, eps)
-        value = (plan * cost).sum(dim=(1, 2))
-        ctx.save_for_backward(cost, a, b, plan)
-        ctx.eps = eps
-        return plan, value
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_plan, grad_value):
-        cost, a, b, P = ctx.saved_tensors
-        eps = ctx.eps
-        gbar = torch.zeros_like(P) if grad_plan is None else grad_plan
-        gv = torch.zeros_like(a[:, 0]) if grad_value is None else grad_value  # (B,)
-        gbar = gbar + gv[:, None, None] * cost
-        GP = gbar * P  # (B, N, M)
-        rg = GP.sum(1) / eps  # (B, M)
-        # P / a row by row, never 1 / a: a weight that underflowed to a denormal would make 1 / a
-        # infinite (softmax weights at a small temperature). At the fixed point the rows of P / a
-        # sum to 1; clamping at 1 keeps a barely-converged row of near-zero mass from blowing up.
-        Pa = torch.where(a[:, :, None] > 0, P / torch.where(a > 0, a, 1.0)[:, :, None], 0.0).clamp(max=1.0)
-        rf_a = (gbar * Pa).sum(2) / eps  # (B, N): (GP 1 / eps) / a
-        # Schur complement on the columns: (diag(b) - P^T diag(1/a) P) w_g = rg - P^T (rf / a).
-        # S is symmetric PSD, singular along the gauge direction (1 on real columns) and on padded
-        # columns, and nearly singular when the plan is nearly a permutation (small eps): solve it
-        # by its pseudo-inverse (the minimum-norm solution; the rhs is orthogonal to the gauge).
-        S = torch.diag_embed(b) - torch.bmm(P.transpose(1, 2), Pa)  # (B, M, M)
-        rhs = rg - torch.bmm(P.transpose(1, 2), rf_a[:, :, None])[:, :, 0]  # (B, M)
-        wg = _pinv_solve(S, rhs, b.amax(1, keepdim=True))  # (B, M); S's scale is diag(b)
-        wf = rf_a - torch.bmm(Pa, wg[:, :, None])[:, :, 0]  # (B, N)
-        grad_cost = P * (wf[:, :, None] + wg[:, None, :]) - GP / eps + gv[:, None, None] * P
-        return grad_cost, eps * wf, eps * wg, None, None, None

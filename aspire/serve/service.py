@@ -33,6 +33,7 @@ import torch
 
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
+from aspire.scoring import cross_l2_cost
 from aspire.search import RERANKERS, Searcher
 from aspire.serve.models import (
     MAX_K,
@@ -222,7 +223,7 @@ class SearchService:
             cost = details.cost[0][:, rows]  # (C, n, T)
         else:
             q = query.emb[0, rows].float()  # (n, D)
-            cost = torch.cdist(q.expand(len(cands), -1, -1).contiguous(), cands.emb.float())  # (C, n, T)
+            cost = cross_l2_cost(q[None], cands.emb.float())[0]  # (C, n, T): the scorers' distance routine
         cost_np = np.round(cost.detach().float().cpu().numpy(), 5)
         lengths = cands.lengths.tolist()
         return [(plan_np[c, :, :t].tolist() if with_plan else None, cost_np[c, :, :t].tolist())

@@ -25,6 +25,8 @@ from typing import Any, Callable
 
 import torch
 
+from aspire.io import write_text
+
 LATEST, BEST, STATE_FILE, MODEL_DIR = "latest", "best", "trainer_state.pt", "model"
 _TMP_PREFIX = ".tmp-checkpoint-"
 _ASIDE_PREFIX = ".replaced-"
@@ -47,12 +49,7 @@ def _fsync_tree(path: Path) -> None:
 
 def write_pointer(out_dir: Path, name: str, record: dict) -> None:
     """Write `out_dir/name` (a small JSON file) atomically."""
-    tmp = out_dir / f".{name}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, out_dir / name)
+    write_text(out_dir / name, json.dumps(record) + "\n", fsync=True)
 
 
 def read_pointer(out_dir: str | Path, name: str = LATEST) -> dict | None:

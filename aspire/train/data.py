@@ -21,8 +21,8 @@ from typing import Callable, Iterator, Sequence
 import torch
 from torch.utils.data import Dataset, Sampler
 
-from aspire.data.cocite import iter_jsonl, read_papers, require
 from aspire.data.papers import Paper
+from aspire.io import iter_jsonl, read_paper_map, require
 from aspire.train.config import DataConfig
 from aspire.train.models import TripletBatch
 
@@ -107,7 +107,7 @@ def load_split(cfg: DataConfig, split: str) -> TripletDataset:
         raise FileNotFoundError(f"data.examples_dir {root} does not exist; build it with `python -m aspire.data run-all`")
     papers = {
         pid: Paper(p.paper_id, p.title, p.sentences[: cfg.max_sentences] if cfg.max_sentences else p.sentences)
-        for pid, p in read_papers(root / "abstracts.jsonl").items()
+        for pid, p in read_paper_map(root / "abstracts.jsonl", split_strings=False).items()
     }
     hard = _read_hard_negatives(cfg.hard_negatives) if cfg.hard_negatives else None
     return TripletDataset(read_examples(root / f"examples.{split}.jsonl", cfg, papers, hard), papers)

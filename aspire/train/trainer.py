@@ -13,13 +13,10 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
-import random
 import time
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import yaml
@@ -29,53 +26,22 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from aspire.config import save_config, to_dict
+from aspire.io import write_text
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_split
 from aspire.train.models import DocumentModel
+from aspire.train.process import (  # the process set-up steps, used by `run` and re-exported
+    init_distributed,
+    process_ranks,
+    resolve_device,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+)
 
 log = logging.getLogger(__name__)
 METRICS = "metrics.jsonl"
-
-
-# ---- process set-up -------------------------------------------------------------------------------
-def init_distributed() -> tuple[int, int, int]:
-    """(rank, world size, local rank); starts the process group when launched by `torchrun`."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not dist.is_initialized():
-        if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    if world > 1:
-        return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0"))
-    return 0, 1, 0
-
-
-def resolve_device(name: str, local_rank: int) -> torch.device:
-    if name == "auto":
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    return torch.device(name)
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
@@ -115,6 +81,11 @@ def build_model(cfg: Config, path: str | None = None) -> DocumentModel:
 class Trainer:
     """Train `model` on `train_data`, selecting on `dev_data`, writing to `cfg.train.out_dir`.
 
+    Construction changes no process-wide state: under `torchrun` the process group is started
+    before (`init_distributed`), and a fresh run's global RNGs are seeded by the caller
+    (`seed_everything(train.seed + rank)`, as `run` does); a resumed run's RNG states are restored
+    from `resume_state` here.
+
     Args:
         cfg: the resolved config (saved beside every checkpoint).
         model: the DocumentModel (on the CPU; moved to the configured device here).
@@ -125,7 +96,7 @@ class Trainer:
     def __init__(self, cfg: Config, model: DocumentModel, train_data: TripletDataset,
                  dev_data: TripletDataset | None = None, resume_state: dict | None = None) -> None:
         self.cfg, self.tc = cfg, cfg.train
-        self.rank, self.world, local_rank = init_distributed()
+        self.rank, self.world, local_rank = process_ranks()
         self.device = resolve_device(self.tc.device, local_rank)
         self.out_dir = Path(self.tc.out_dir)
         self.model = model.to(self.device)
@@ -151,8 +122,6 @@ class Trainer:
         self._saved_step = -1
         if resume_state is not None:
             self._restore(resume_state)
-        else:
-            seed_everything(self.tc.seed + self.rank)
 
     # ---- state --------------------------------------------------------------------------------------
     def _restore(self, state: dict) -> None:
@@ -336,9 +305,7 @@ def trim_metrics(out_dir: Path, step: int) -> None:
             continue
         if record.get("step", 0) <= step and record.get("event") != "end":
             keep.append(line)
-    tmp = path.with_name(f".{METRICS}.tmp")
-    tmp.write_text("".join(k + "\n" for k in keep), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, "".join(k + "\n" for k in keep))
 
 
 # what must not change between a run and its --resume (the data order and the loss depend on them)
@@ -374,7 +341,7 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
         raise FileNotFoundError(f"--resume: no checkpoint under {out_dir} (no `latest` pointer)")
     if not resume and record is not None:
         raise FileExistsError(f"{out_dir} already holds checkpoints; pass --resume to continue or choose another train.out_dir")
-    rank = int(os.environ.get("RANK", "0"))
+    rank, _, _ = init_distributed()
     state = None
     if resume:
         if rank == 0:
@@ -395,4 +362,6 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
     if needs_align and train_data.aligned_share < 1.0:
         log.warning("%.1f%% of training examples lack `%s`: they add no aligned-pair loss",
                     100 * (1 - train_data.aligned_share), cfg.data.align)
+    if state is None:  # a fresh run: each rank's RNGs start from its own seed (a resume restores them)
+        seed_everything(cfg.train.seed + rank)
     return Trainer(cfg, model, train_data, dev_data, state).train()

@@ -1,0 +1,66 @@
+"""Co-citation pipeline settings: one dataclass a stage, nested in `CociteConfig` (`configs/data_cocite.yaml`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Literal
+
+from aspire.config import load_config
+
+REPORT = "report.json"  # each stage's counts; written last, so its presence marks a finished stage
+SPLITS = ("train", "dev")
+
+
+@dataclass
+class IngestConfig:
+    placeholder: str = "[CIT]"  # replaces citation markers in `text_clean`
+    splitter: str = "pysbd"  # input B only: a name in aspire.data.sentences.SPLITTERS, or "regex"
+    on_error: Literal["raise", "skip"] = "raise"  # bad lines: stop, or skip and count them
+    # leave out the context2doc benchmark's test sentences (aspire.evaluate.context2doc), wherever they occur
+    exclude_benchmark_test: bool = True
+
+
+@dataclass
+class FilterConfig:
+    """Each filter is switched off by setting its bound to null (None)."""
+
+    confirmed_only: bool = False  # keep only contexts whose every citation link is confirmed
+    max_cited: int | None = 3  # co-cited sets of at most this many papers
+    min_context_tokens: int | None = 5
+    max_context_tokens: int | None = 60
+    count_on: Literal["text", "text_clean"] = "text_clean"  # which context text the bounds count
+    tokenizer: str = "regex"  # a name in TOKENIZERS
+    min_abstract_sentences: int | None = 3
+    max_abstract_sentences: int | None = 20
+    max_sentence_tokens: int | None = 80  # no abstract sentence longer than this
+    # a context citing a paper whose abstract fails: drop that paper from the context's set
+    # (the context stays if >= 2 cited papers remain) or drop the whole context
+    bad_abstract: Literal["drop_paper", "drop_context"] = "drop_paper"
+    dedup: Literal["text", "text_and_set", "none"] = "text"  # key for dropping repeated contexts
+
+
+@dataclass
+class SplitConfig:
+    dev_fraction: float = 0.1  # share of co-cited sets placed in dev (whole components at a time)
+    seed: int = 13
+
+
+@dataclass
+class ExamplesConfig:
+    num_negatives: int = 1
+    negatives_from: Literal["split", "all"] = "split"  # papers of the same split, or every paper
+    seed: int = 13
+
+
+@dataclass
+class CociteConfig:
+    ingest: IngestConfig = field(default_factory=IngestConfig)
+    filter: FilterConfig = field(default_factory=FilterConfig)
+    split: SplitConfig = field(default_factory=SplitConfig)
+    examples: ExamplesConfig = field(default_factory=ExamplesConfig)
+
+
+def load_cocite_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> CociteConfig:
+    """Defaults, then the YAML file (e.g. `configs/data_cocite.yaml`), then dotted overrides."""
+    return load_config(CociteConfig, path, list(overrides))

@@ -1,0 +1,224 @@
+"""Stages 1-2 of the co-citation pipeline: ingest co-citation records (input A), then filter.
+
+Formats and the order of the filters: `aspire.data.cocite`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from aspire.config import to_dict
+from aspire.data.cocite.config import REPORT, FilterConfig, IngestConfig
+from aspire.data.cocite.text import clean_citations, get_tokenizer
+from aspire.data.papers import _type_name
+from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, write_json
+
+
+def _describe(value: Any) -> str:
+    return "an empty string" if isinstance(value, str) else _type_name(value)
+
+
+def _text_fields_problem(title: Any, abstract: Any) -> str | None:
+    """What is wrong with a paper's title (a string) and abstract (a list of strings), or None."""
+    if not isinstance(title, str):
+        return f"title must be a string, got {_type_name(title)}"
+    if not isinstance(abstract, list):
+        return f"abstract must be a list of sentences, got {_type_name(abstract)}"
+    for j, sentence in enumerate(abstract):
+        if not isinstance(sentence, str):
+            return f"abstract[{j}] must be a string, got {_type_name(sentence)}"
+    return None
+
+
+
+def _paper_record(paper_id: str, title: str, abstract: list[str]) -> dict:
+    return {"paper_id": paper_id, "title": title, "abstract": abstract}
+
+
+
+# ---- stage 1a: ingest records -------------------------------------------------------------------
+def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
+    """Raise `DataError("FILE:LINE: ...")` if a co-citation record lacks a key or has a wrongly typed field."""
+    require(rec, ("citing_paper_id", "context", "cited"), path, lineno)
+    def bad(message: str) -> DataError:
+        return DataError(f"{path}:{lineno}: {message}")
+
+    if not isinstance(rec["citing_paper_id"], str) or not rec["citing_paper_id"].strip():
+        raise bad(f"citing_paper_id must be a non-empty string, got {_describe(rec['citing_paper_id'])}")
+    if not isinstance(rec["context"], str):
+        raise bad(f"context must be a string, got {_type_name(rec['context'])}")
+    if not isinstance(rec["cited"], list):
+        raise bad(f"cited must be a list of papers, got {_type_name(rec['cited'])}")
+    for i, cited in enumerate(rec["cited"]):
+        if not isinstance(cited, dict):
+            raise bad(f"cited[{i}] is not an object")
+        require(cited, ("paper_id", "title", "abstract"), path, lineno)
+        if not isinstance(cited["paper_id"], str) or not cited["paper_id"].strip():
+            raise bad(f"cited[{i}].paper_id must be a non-empty string, got {_describe(cited['paper_id'])}")
+        problem = _text_fields_problem(cited["title"], cited["abstract"])
+        if problem:
+            raise bad(f"cited[{i}].{problem}")
+
+def _benchmark_test_sentences(records_path: Path) -> set[str]:
+    """The context2doc test sentences: from `records_path` when the split was made from it, else from
+    the shared co-citation file beside the repository (empty when neither is there)."""
+    from aspire.evaluate.context2doc import SPLIT_FILE, held_out_sentences, load_split, sha256_file
+
+    source = Path(__file__).resolve().parents[4] / "shared" / "data" / "cocite-acl"
+    if sha256_file(records_path) == load_split(SPLIT_FILE)["source_sha256"]:
+        source = records_path.parent
+    return held_out_sentences(source) if (source / "cocitations.jsonl").is_file() else set()
+
+
+def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestConfig = IngestConfig()) -> dict:
+    """Input A: co-citation records -> `contexts.jsonl` + `abstracts.jsonl` + `report.json`.
+
+    Each record becomes one context citing its distinct cited paper ids (records citing fewer
+    than two distinct papers are counted and dropped); each cited paper's first-seen title and
+    abstract go to `abstracts.jsonl` (a later record giving a different abstract is counted).
+    With `exclude_benchmark_test`, a record whose sentence is one of the context2doc test split's
+    is dropped and counted (`dropped_benchmark_test`), so training never sees a test query.
+    """
+    records_path, out_dir = Path(records_path), Path(out_dir)
+    bad: list[str] = []
+    counts: Counter = Counter()
+    held_out = _benchmark_test_sentences(records_path) if cfg.exclude_benchmark_test else set()
+    seen_abstracts: dict[str, str] = {}
+    with AtomicJsonl(out_dir / "contexts.jsonl") as contexts, AtomicJsonl(out_dir / "abstracts.jsonl") as abstracts:
+        for lineno, rec in iter_checked_jsonl(records_path, _check_record, cfg.on_error, bad):
+            counts["records"] += 1
+            if rec["context"].strip() in held_out:
+                counts["dropped_benchmark_test"] += 1
+                continue
+            cited_ids = sorted({c["paper_id"] for c in rec["cited"]})
+            if len(cited_ids) < 2:
+                counts["dropped_fewer_than_2_cited"] += 1
+                continue
+            for c in rec["cited"]:
+                digest = hashlib.sha1(json.dumps([c["title"], c["abstract"]]).encode()).hexdigest()
+                if c["paper_id"] not in seen_abstracts:
+                    seen_abstracts[c["paper_id"]] = digest
+                    abstracts.write(_paper_record(c["paper_id"], c["title"], list(c["abstract"])))
+                elif seen_abstracts[c["paper_id"]] != digest:
+                    counts["conflicting_abstracts_ignored"] += 1
+            contexts.write(
+                {
+                    "context_id": f"{rec['citing_paper_id']}#L{lineno}",
+                    "citing_paper_id": rec["citing_paper_id"],
+                    "text": rec["context"],
+                    "text_clean": clean_citations(rec["context"], cfg.placeholder),
+                    "cited_ids": cited_ids,
+                    "source": rec.get("source", ""),
+                    "links_confirmed": bool(rec.get("all_links_confirmed", False)),
+                }
+            )
+        counts["contexts"] = contexts.count
+        counts["papers"] = abstracts.count
+    report = {"stage": "ingest", "input": str(records_path), "counts": dict(counts),
+              "bad_lines": len(bad), "bad_line_messages": bad[:20], "config": to_dict(cfg)}
+    write_json(out_dir / REPORT, report)
+    return report
+
+
+# ---- stage 2: filter ----------------------------------------------------------------------------
+def _abstract_failure(sentences: list[str], cfg: FilterConfig, tokenize) -> str | None:
+    """The first abstract filter `sentences` fails, or None when it passes."""
+    if cfg.min_abstract_sentences is not None and len(sentences) < cfg.min_abstract_sentences:
+        return "too_few_sentences"
+    if cfg.max_abstract_sentences is not None and len(sentences) > cfg.max_abstract_sentences:
+        return "too_many_sentences"
+    if cfg.max_sentence_tokens is not None and any(len(tokenize(s)) > cfg.max_sentence_tokens for s in sentences):
+        return "sentence_too_long"
+    return None
+
+
+def filter_contexts(in_dir: str | Path, out_dir: str | Path, cfg: FilterConfig = FilterConfig()) -> dict:
+    """Apply the paper's filters, in this order, counting what each removes.
+
+    Abstracts first: a paper passes with `min..max_abstract_sentences` sentences, none over
+    `max_sentence_tokens` tokens. Then each context, in order: `confirmed_only`; `max_cited`
+    (on the ingested set); `context_tokens` (`min..max_context_tokens` on `count_on`);
+    `bad_abstract` (drop the failing papers or the context); `min_cited` (>= 2 papers left);
+    `dedup` (the first of repeated contexts is kept). Writes the kept contexts and the abstracts of
+    the papers they cite.
+    """
+    in_dir, out_dir = Path(in_dir), Path(out_dir)
+    tokenize = get_tokenizer(cfg.tokenizer)
+    paper_counts: Counter = Counter()
+    good_papers: set[str] = set()
+    for lineno, obj in iter_jsonl(in_dir / "abstracts.jsonl"):
+        require(obj, ("paper_id", "abstract"), in_dir / "abstracts.jsonl", lineno)
+        paper_counts["papers_in"] += 1
+        failure = _abstract_failure(obj["abstract"], cfg, tokenize)
+        if failure is None:
+            good_papers.add(obj["paper_id"])
+        else:
+            paper_counts[f"removed_{failure}"] += 1
+    paper_counts["papers_passing"] = len(good_papers)
+
+    order = ["confirmed_only", "max_cited", "context_tokens", "bad_abstract", "min_cited", "dedup"]
+    removed = dict.fromkeys(order, 0)
+    trimmed = 0  # contexts that lost papers to `bad_abstract="drop_paper"` (not removed by it)
+    seen: set[bytes] = set()
+    cited_papers: set[str] = set()
+    n_in = 0
+    with AtomicJsonl(out_dir / "contexts.jsonl") as out:
+        for lineno, ctx in iter_jsonl(in_dir / "contexts.jsonl"):
+            require(ctx, ("context_id", "text", "text_clean", "cited_ids"), in_dir / "contexts.jsonl", lineno)
+            n_in += 1
+            if cfg.confirmed_only and not ctx.get("links_confirmed", False):
+                removed["confirmed_only"] += 1
+                continue
+            if cfg.max_cited is not None and len(ctx["cited_ids"]) > cfg.max_cited:
+                removed["max_cited"] += 1
+                continue
+            n_tokens = len(tokenize(ctx[cfg.count_on]))
+            if (cfg.min_context_tokens is not None and n_tokens < cfg.min_context_tokens) or (
+                cfg.max_context_tokens is not None and n_tokens > cfg.max_context_tokens
+            ):
+                removed["context_tokens"] += 1
+                continue
+            kept_ids = [p for p in ctx["cited_ids"] if p in good_papers]
+            if len(kept_ids) < len(ctx["cited_ids"]):
+                if cfg.bad_abstract == "drop_context":
+                    removed["bad_abstract"] += 1
+                    continue
+                ctx = {**ctx, "cited_ids": kept_ids}
+                trimmed += 1
+            if len(kept_ids) < 2:
+                removed["min_cited"] += 1
+                continue
+            if cfg.dedup != "none":
+                key = " ".join(ctx["text"].lower().split())
+                if cfg.dedup == "text_and_set":
+                    key += "\t" + "|".join(kept_ids)
+                digest = hashlib.sha1(key.encode("utf-8")).digest()
+                if digest in seen:
+                    removed["dedup"] += 1
+                    continue
+                seen.add(digest)
+            cited_papers.update(kept_ids)
+            out.write(ctx)
+        n_out = out.count
+    with AtomicJsonl(out_dir / "abstracts.jsonl") as abstracts:
+        for _, obj in iter_jsonl(in_dir / "abstracts.jsonl"):
+            if obj["paper_id"] in cited_papers:
+                abstracts.write(obj)
+    report = {
+        "stage": "filter",
+        "input": str(in_dir),
+        "papers": dict(paper_counts),
+        "contexts_in": n_in,
+        "removed_in_order": [{"filter": name, "removed": removed[name]} for name in order],
+        "contexts_trimmed_by_bad_abstract": trimmed,
+        "contexts_out": n_out,
+        "papers_out": len(cited_papers),
+        "config": to_dict(cfg),
+    }
+    write_json(out_dir / REPORT, report)
+    return report
+

@@ -1,0 +1,235 @@
+"""Stages 3-5 of the co-citation pipeline: group contexts by co-cited set, split the sets into
+train and dev with no pair in both, and build one example per co-cited pair.
+
+Formats: `aspire.data.cocite`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from aspire.config import to_dict
+from aspire.data.cocite.config import REPORT, SPLITS, ExamplesConfig, SplitConfig
+from aspire.io import AtomicJsonl, iter_jsonl, require, write_json
+
+
+def iter_examples(examples_dir: str | Path, split: str) -> Iterator[dict]:
+    """Stream the training examples of one split (`examples.{split}.jsonl`)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid: {list(SPLITS)}")
+    for _, obj in iter_jsonl(Path(examples_dir) / f"examples.{split}.jsonl"):
+        yield obj
+
+
+
+# ---- stage 3: group -----------------------------------------------------------------------------
+def set_id(paper_ids: Iterable[str]) -> str:
+    """The id of a co-cited set: its sorted paper ids joined by '|'."""
+    return "|".join(sorted(paper_ids))
+
+
+def group_contexts(in_dir: str | Path, out_dir: str | Path) -> dict:
+    """Group the filtered contexts by co-cited set -> `groups.jsonl` (sorted by set id)."""
+    in_dir, out_dir = Path(in_dir), Path(out_dir)
+    groups: dict[str, dict] = {}
+    for lineno, ctx in iter_jsonl(in_dir / "contexts.jsonl"):
+        require(ctx, ("context_id", "text", "text_clean", "cited_ids"), in_dir / "contexts.jsonl", lineno)
+        sid = set_id(ctx["cited_ids"])
+        group = groups.setdefault(
+            sid, {"set_id": sid, "paper_ids": sorted(ctx["cited_ids"]), "context_ids": [], "contexts": [], "contexts_clean": []}
+        )
+        group["context_ids"].append(ctx["context_id"])
+        group["contexts"].append(ctx["text"])
+        group["contexts_clean"].append(ctx["text_clean"])
+    with AtomicJsonl(out_dir / "groups.jsonl") as out:
+        for sid in sorted(groups):
+            out.write(groups[sid])
+    _copy_jsonl(in_dir / "abstracts.jsonl", out_dir / "abstracts.jsonl")
+    report = {
+        "stage": "group",
+        "input": str(in_dir),
+        "sets": len(groups),
+        "contexts": sum(len(g["context_ids"]) for g in groups.values()),
+        "set_size_histogram": _histogram(len(g["paper_ids"]) for g in groups.values()),
+        "contexts_per_set_histogram": _histogram(len(g["context_ids"]) for g in groups.values()),
+    }
+    write_json(out_dir / REPORT, report)
+    return report
+
+
+def _histogram(values: Iterable[int]) -> dict[str, int]:
+    return {str(k): v for k, v in sorted(Counter(values).items())}
+
+
+def _copy_jsonl(src: Path, dst: Path, keep: Callable[[dict], bool] = lambda obj: True) -> int:
+    with AtomicJsonl(dst) as out:
+        for _, obj in iter_jsonl(src):
+            if keep(obj):
+                out.write(obj)
+        return out.count
+
+# ---- stage 4: split -----------------------------------------------------------------------------
+def pairs_of(paper_ids: Iterable[str]) -> list[tuple[str, str]]:
+    """Every unordered pair of a set, each as a sorted tuple."""
+    return list(itertools.combinations(sorted(set(paper_ids)), 2))
+
+
+def pair_components(sets: list[list[str]]) -> list[int]:
+    """Union-find over co-cited sets: sets sharing an unordered pair land in one component.
+
+    Returns, for each set, the index of its component's root (the smallest set index in it).
+    """
+    parent = list(range(len(sets)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]  # path halving
+            i = parent[i]
+        return i
+
+    first_with_pair: dict[tuple[str, str], int] = {}
+    for i, paper_ids in enumerate(sets):
+        for pair in pairs_of(paper_ids):
+            j = first_with_pair.setdefault(pair, i)
+            ri, rj = find(i), find(j)
+            if ri != rj:
+                parent[max(ri, rj)] = min(ri, rj)
+    return [find(i) for i in range(len(sets))]
+
+
+def split_groups(in_dir: str | Path, out_dir: str | Path, cfg: SplitConfig = SplitConfig()) -> dict:
+    """Split co-cited sets into train and dev so that no unordered pair is in both.
+
+    Sets sharing a pair (e.g. {A,B} and {A,B,C}) form one component (`pair_components`); the
+    components are shuffled with `cfg.seed` and put in dev while dev stays within
+    `dev_fraction` of the sets, the rest in train. Deterministic for a given input and seed.
+    """
+    if not 0.0 <= cfg.dev_fraction < 1.0:
+        raise ValueError(f"split.dev_fraction must be in [0, 1), got {cfg.dev_fraction}")
+    in_dir, out_dir = Path(in_dir), Path(out_dir)
+    set_ids, sets = [], []
+    for lineno, group in iter_jsonl(in_dir / "groups.jsonl"):
+        require(group, ("set_id", "paper_ids"), in_dir / "groups.jsonl", lineno)
+        set_ids.append(group["set_id"])
+        sets.append(group["paper_ids"])
+    roots = pair_components(sets)
+    members: dict[int, list[int]] = defaultdict(list)
+    for i, root in enumerate(roots):
+        members[root].append(i)
+    components = sorted(members)  # roots in input (set id) order, then a seeded shuffle
+    random.Random(cfg.seed).shuffle(components)
+    target = round(cfg.dev_fraction * len(sets))
+    in_dev: set[int] = set()
+    for root in components:
+        if len(in_dev) + len(members[root]) <= target:
+            in_dev.update(members[root])
+        if len(in_dev) == target:
+            break
+    assignment = {sid: ("dev" if i in in_dev else "train") for i, sid in enumerate(set_ids)}
+
+    counts = {s: Counter(sets=0, contexts=0) for s in SPLITS}
+    split_pairs: dict[str, set] = {s: set() for s in SPLITS}
+    writers = {s: AtomicJsonl(out_dir / f"groups.{s}.jsonl") for s in SPLITS}
+    with writers["train"], writers["dev"]:
+        for _, group in iter_jsonl(in_dir / "groups.jsonl"):
+            split = assignment[group["set_id"]]
+            writers[split].write(group)
+            counts[split]["sets"] += 1
+            counts[split]["contexts"] += len(group["context_ids"])
+            split_pairs[split].update(pairs_of(group["paper_ids"]))
+    shared = split_pairs["train"] & split_pairs["dev"]
+    if shared:  # pair_components guarantees this cannot happen; a guard against regressions
+        raise AssertionError(f"split leaks {len(shared)} pair(s) into both train and dev, e.g. {sorted(shared)[:3]}")
+    _copy_jsonl(in_dir / "abstracts.jsonl", out_dir / "abstracts.jsonl")
+    report = {
+        "stage": "split",
+        "input": str(in_dir),
+        "components": len(members),
+        "largest_component_sets": max((len(m) for m in members.values()), default=0),
+        **{s: {**counts[s], "pairs": len(split_pairs[s])} for s in SPLITS},
+        "pairs_in_both": 0,
+        "config": to_dict(cfg),
+    }
+    write_json(out_dir / REPORT, report)
+    return report
+
+# ---- stage 5: examples --------------------------------------------------------------------------
+def _pick_negatives(pool: list[str], pool_set: frozenset[str], exclude: set[str], k: int,
+                    rng: random.Random) -> list[str] | None:
+    """`k` distinct papers from `pool` outside `exclude`, or None when fewer than `k` exist."""
+    if len(pool_set) - len(exclude & pool_set) < k:
+        return None
+    picked: list[str] = []
+    while len(picked) < k:
+        candidate = pool[rng.randrange(len(pool))]
+        if candidate not in exclude and candidate not in picked:
+            picked.append(candidate)
+    return picked
+
+
+def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig = ExamplesConfig()) -> dict:
+    """One example per unordered co-cited pair of a split, with its contexts and negatives.
+
+    The contexts of a pair are all contexts of the split whose co-cited set holds both papers.
+    Negatives are drawn from the split's papers (`negatives_from="split"`) or all papers, never
+    from any set holding the pair, with a generator seeded by `(seed, pair)`: the same pair gets
+    the same negatives whatever the input order. A pair with too few candidates is dropped and
+    counted.
+    """
+    in_dir, out_dir = Path(in_dir), Path(out_dir)
+    all_papers = sorted(obj["paper_id"] for _, obj in iter_jsonl(in_dir / "abstracts.jsonl"))
+    report: dict[str, Any] = {"stage": "examples", "input": str(in_dir), "config": to_dict(cfg)}
+    named: set[str] = set()
+    for split in SPLITS:
+        pairs: dict[tuple[str, str], dict] = {}
+        split_papers: set[str] = set()
+        for _, group in iter_jsonl(in_dir / f"groups.{split}.jsonl"):
+            split_papers.update(group["paper_ids"])
+            for pair in pairs_of(group["paper_ids"]):
+                entry = pairs.setdefault(
+                    pair, {"set_ids": [], "members": set(), "context_ids": [], "contexts": [], "contexts_clean": []}
+                )
+                entry["set_ids"].append(group["set_id"])
+                entry["members"].update(group["paper_ids"])
+                for key in ("context_ids", "contexts", "contexts_clean"):
+                    entry[key].extend(group[key])
+        pool = sorted(split_papers) if cfg.negatives_from == "split" else all_papers
+        pool_set = frozenset(pool)
+        counts: Counter = Counter()
+        with AtomicJsonl(out_dir / f"examples.{split}.jsonl") as out:
+            for (a, b) in sorted(pairs):
+                entry = pairs[(a, b)]
+                rng = random.Random(f"{cfg.seed}|{a}|{b}")
+                negatives = _pick_negatives(pool, pool_set, entry["members"], cfg.num_negatives, rng)
+                if negatives is None:
+                    counts["dropped_no_negative"] += 1
+                    continue
+                named.update((a, b, *negatives))
+                out.write(
+                    {
+                        "example_id": f"{a}|{b}",
+                        "split": split,
+                        "query_id": a,
+                        "positive_id": b,
+                        "negative_ids": negatives,
+                        "set_ids": entry["set_ids"],
+                        "context_ids": entry["context_ids"],
+                        "contexts": entry["contexts"],
+                        "contexts_clean": entry["contexts_clean"],
+                    }
+                )
+            counts["examples"] = out.count
+        counts["contexts_per_example_mean"] = round(
+            sum(len(e["context_ids"]) for e in pairs.values()) / max(len(pairs), 1), 3
+        )
+        report[split] = {**counts, "papers": len(split_papers), "negative_pool": len(pool)}
+    report["papers_named"] = _copy_jsonl(in_dir / "abstracts.jsonl", out_dir / "abstracts.jsonl", lambda o: o["paper_id"] in named)
+    for split in SPLITS:  # the co-cited sets travel with the examples (CoSentBert trains on them)
+        _copy_jsonl(in_dir / f"groups.{split}.jsonl", out_dir / f"groups.{split}.jsonl")
+    write_json(out_dir / REPORT, report)
+    return report
+

@@ -1,0 +1,137 @@
+"""Choose among CSFCube runs by the two-fold protocol and report the choice's test figures.
+
+CSFCube's folds are two halves of one query set: `fold1_dev` is `fold2_test` and `fold2_dev` is
+`fold1_test`. The evaluator's `dev` figure (the fold1_dev mean, as in the published script) thus
+scores half of the test queries, and choosing on it chooses on test. Here the run best on
+`foldK_dev` is scored on `foldK_test`, for each K; the test figure is the mean of the two folds'
+test means, each from the run chosen on its own fold's dev half (the two choices may differ).
+
+With `--per-facet` each facet gets its own choice (the facet of a query is known when it is
+asked): for each fold, the run best on the facet's `foldK_dev` queries ranks that facet's
+`foldK_test` queries, and `all` is the mean over every test query, read from the runs' per-query
+CSVs.
+
+    python -m aspire.evaluate.two_fold --candidate 'runs/csfcube/sweep-abstract-*/w*' --candidate runs/csfcube/X
+    python -m aspire.evaluate.two_fold --candidate 'runs/csfcube/*' --per-facet --out choice.json
+
+Library: `select_two_fold(candidates)` and `select_per_facet(candidates, per_query)` on loaded
+`results.json` documents (`load`, `load_per_query`); `choose(folders, ...)` does both from folders.
+(`experiments/select_two_fold.py` runs this CLI.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import json
+from pathlib import Path
+
+from aspire.evaluate.csfcube import FACETS, GROUPS, format_table
+from aspire.io import write_json
+
+FOLDS = ("fold1", "fold2")
+REPORTED = ("MAP", "NDCG%20")
+
+
+def load(folder: str | Path) -> dict:
+    return json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
+
+
+def load_per_query(folder: str | Path) -> dict[str, dict]:
+    """`{query key: {"facet", "test_fold", metric: percent}}` from the folder's one `*-perq.csv`."""
+    found = sorted(Path(folder).glob("*-perq.csv"))
+    if len(found) != 1:
+        raise ValueError(f"{folder}: expected one *-perq.csv, found {len(found)}")
+    with open(found[0], encoding="utf-8", newline="") as fh:
+        return {row["query"]: {"facet": row["facet"], "test_fold": row["test_fold"],
+                               **{m: float(row[m]) for m in REPORTED}} for row in csv.DictReader(fh)}
+
+
+def select_two_fold(candidates: dict[str, dict], group: str = "all", metric: str = "MAP") -> dict:
+    """{fold: chosen label} and the cross-fitted test figures {group: {metric: value}}."""
+    if not candidates:
+        raise ValueError("no candidate runs to choose from")
+    chosen = {fold: max(candidates, key=lambda name: candidates[name]["folds"][group][f"{fold}_dev"][metric])
+              for fold in FOLDS}
+    test = {g: {m: sum(candidates[chosen[fold]]["folds"][g][f"{fold}_test"][m] for fold in FOLDS) / len(FOLDS)
+                for m in REPORTED} for g in GROUPS}
+    return {"chosen": chosen, "test": test}
+
+
+def select_per_facet(candidates: dict[str, dict], per_query: dict[str, dict[str, dict]], metric: str = "MAP") -> dict:
+    """Per fold and facet, the run best on the facet's dev half ranks its test half.
+
+    `per_query` holds each candidate's `load_per_query`. Returns `{"chosen": {fold: {facet:
+    label}}, "test": {group: {metric: value}}}`; `all` is the mean over every test query of a fold
+    (each ranked by its facet's choice), then over the two folds, as the evaluator computes it.
+    """
+    if not candidates:
+        raise ValueError("no candidate runs to choose from")
+    chosen = {fold: {f: max(candidates, key=lambda name: candidates[name]["folds"][f][f"{fold}_dev"][metric])
+                     for f in FACETS} for fold in FOLDS}
+    fold_means: dict[str, dict[str, dict[str, float]]] = {g: {} for g in GROUPS}
+    for fold in FOLDS:
+        rows = {g: [] for g in GROUPS}
+        for facet in FACETS:
+            for row in per_query[chosen[fold][facet]].values():
+                if row["facet"] == facet and row["test_fold"] == f"{fold}_test":
+                    rows[facet].append(row)
+                    rows["all"].append(row)
+        for g in GROUPS:
+            if not rows[g]:
+                raise ValueError(f"no {g} queries in {fold}_test")
+            fold_means[g][fold] = {m: sum(r[m] for r in rows[g]) / len(rows[g]) for m in REPORTED}
+    test = {g: {m: sum(fold_means[g][fold][m] for fold in FOLDS) / len(FOLDS) for m in REPORTED} for g in GROUPS}
+    return {"chosen": chosen, "test": test}
+
+
+def choose(folders: list[str | Path], select: str = "all:MAP", per_facet: bool = False) -> dict:
+    """Load each folder's `results.json` (and per-query CSV with `per_facet`) and choose among them.
+
+    `select` is `GROUP:METRIC` (per facet only METRIC is used). Returns the `select_two_fold` /
+    `select_per_facet` result; a folder without `results.json` raises FileNotFoundError naming it.
+    """
+    missing = [str(f) for f in folders if not (Path(f) / "results.json").is_file()]
+    if missing:
+        raise FileNotFoundError(f"no results.json in {', '.join(missing)}")
+    group, _, metric = select.partition(":")
+    if group not in GROUPS or metric not in REPORTED:
+        raise ValueError(f"--select must be GROUP:METRIC with GROUP in {list(GROUPS)} and METRIC in "
+                         f"{list(REPORTED)}, got {select!r}")
+    candidates = {str(f): load(f) for f in folders}
+    if per_facet:
+        return select_per_facet(candidates, {str(f): load_per_query(f) for f in folders}, metric)
+    return select_two_fold(candidates, group, metric)
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate.two_fold") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    ap.add_argument("--candidate", action="append", required=True,
+                    help="a folder holding results.json, or a glob of such folders")
+    ap.add_argument("--select", default="all:MAP", help="GROUP:METRIC of each dev fold to maximise")
+    ap.add_argument("--per-facet", action="store_true",
+                    help="choose for each facet on its own dev queries (METRIC of --select; its GROUP is unused)")
+    ap.add_argument("--out", type=Path, help="write the choice and figures here as JSON")
+    args = ap.parse_args(argv)
+    folders = sorted({f for spec in args.candidate for f in (glob.glob(spec) or [spec])})
+    try:
+        result = choose(folders, args.select, args.per_facet)
+    except (FileNotFoundError, ValueError) as err:
+        ap.error(str(err))
+    if args.per_facet:
+        for fold in FOLDS:
+            print(f"chosen on {fold}_dev per facet: " + "; ".join(f"{k}: {v}" for k, v in result["chosen"][fold].items()))
+    else:
+        print(f"{len(folders)} candidates; chosen on fold1_dev: {result['chosen']['fold1']}; "
+              f"on fold2_dev: {result['chosen']['fold2']}")
+    print("test (mean of the two folds' test halves, each with its own fold's choice), MAP / NDCG%20:")
+    print(format_table(result, "test"))
+    if args.out:
+        write_json(args.out, {"candidates": folders, "select": args.select, "per_facet": args.per_facet, **result},
+                   indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

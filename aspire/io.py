@@ -1,0 +1,206 @@
+"""Files in and out: one reader per format, one atomic writer.
+
+Writing: every file aspire writes in place goes through `atomic_write` (a context manager
+yielding an open handle on a new temporary file beside the target, renamed over the target only
+when the block ends without an exception; on an exception the temporary file is removed and the
+target is left as it was). `write_text`, `write_json`, `write_jsonl` and `AtomicJsonl` are built on
+it. A reader thus never sees a partial file. (Folders written whole, such as index generations,
+encoded shards, checkpoints and downloaded models, are filled under a temporary name and renamed
+as a folder; the training metrics log is append-only.)
+
+Reading:
+- JSONL, any objects: `iter_jsonl` (streaming, `(line, object)`, errors name FILE:LINE, optional
+  skip-and-record), `iter_checked_jsonl` (the same with a record check) and `read_jsonl` (a list);
+  `require` checks an object's keys.
+- Papers JSONL (the input format, `abstracts*.jsonl`): `read_papers` / `iter_papers` /
+  `write_papers` (from `aspire.data.papers`, which holds the record rules) and `read_paper_map`,
+  `{paper_id: Paper}`, optionally restricted to the ids a caller needs.
+
+This module imports nothing from aspire at import time; the papers functions are loaded on first
+use, so `aspire.data.papers` can itself write through `atomic_write`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+
+class DataError(ValueError):
+    """A malformed input line; the message names the file and the line."""
+
+
+# ---- writing ------------------------------------------------------------------------------------
+@contextmanager
+def atomic_write(path: str | Path, mode: str = "w", *, fsync: bool = False, encoding: str = "utf-8") -> Iterator[IO]:
+    """Open a new temporary file beside `path` for writing; rename it onto `path` on a clean exit.
+
+    Args:
+        path: the target; its folder is created if needed.
+        mode: "w" (text, UTF-8, "\\n" line ends) or "wb" (bytes).
+        fsync: flush the file to disk before the rename (for files that must survive a power cut,
+            such as checkpoint pointers and index manifests).
+    The temporary name is unique (`.NAME.<random>.tmp`), so concurrent writers of one target do
+    not share a temporary file: the last rename wins, and each rename installs a whole file.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_write mode must be 'w' or 'wb', got {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
+    text = mode == "w"
+    handle = open(tmp, "x" if text else "xb", **({"encoding": encoding, "newline": "\n"} if text else {}))
+    try:
+        with handle:
+            yield handle
+            if fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: str | Path, text: str, *, fsync: bool = False) -> None:
+    """Write `text` (UTF-8) to `path` atomically."""
+    with atomic_write(path, fsync=fsync) as handle:
+        handle.write(text)
+
+
+def write_json(path: str | Path, obj: Any, *, indent: int | None = 2, fsync: bool = False) -> None:
+    """Write one JSON document (UTF-8, non-ASCII kept as is) to `path` atomically."""
+    write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n", fsync=fsync)
+
+
+def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:
+    """Write `records` as JSONL (one object a line) atomically; returns the number written."""
+    with AtomicJsonl(path) as out:
+        for record in records:
+            out.write(record)
+        return out.count
+
+
+class AtomicJsonl:
+    """Write JSONL through `atomic_write`: `with AtomicJsonl(path) as out: out.write(obj)`.
+
+    `count` is the number of objects written so far.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.count = 0
+
+    def __enter__(self) -> "AtomicJsonl":
+        self._context = atomic_write(self.path)
+        self._handle = self._context.__enter__()
+        return self
+
+    def write(self, obj: dict) -> None:
+        self._handle.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.count += 1
+
+    def __exit__(self, exc_type, exc, tb) -> bool | None:
+        return self._context.__exit__(exc_type, exc, tb)
+
+
+# ---- reading ------------------------------------------------------------------------------------
+def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None = None) -> Iterator[tuple[int, dict]]:
+    """Yield `(line_number, object)` for each non-blank line of a JSONL file, streaming.
+
+    A line that is not UTF-8 or not a JSON object raises `DataError("FILE:LINE: ...")`, or with
+    `on_error="skip"` is appended to `bad` (which must then be given) and skipped.
+    """
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+    if on_error == "skip" and bad is None:
+        raise ValueError("on_error='skip' needs a `bad` list to record the skipped lines")
+    path = Path(path)
+    with path.open("rb") as handle:  # decoded line by line, so a bad byte is named by its line
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+                if not line.strip():
+                    continue
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            except UnicodeDecodeError as err:
+                message = f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
+            except json.JSONDecodeError as err:
+                message = f"{path}:{lineno}: invalid JSON: {err}"
+            except DataError as err:
+                message = str(err)
+            else:
+                yield lineno, obj
+                continue
+            if on_error == "raise":
+                raise DataError(message) from None
+            bad.append(message)
+
+
+def iter_checked_jsonl(path: str | Path, check: Callable[[dict, Path, int], None], on_error: str = "raise",
+                       bad: list[str] | None = None) -> Iterator[tuple[int, dict]]:
+    """`iter_jsonl`, then `check(obj, path, line)` on each object; `check` raises `DataError` for a
+    bad record, which stops reading, or with `on_error="skip"` is appended to `bad` and skipped."""
+    path = Path(path)
+    for lineno, obj in iter_jsonl(path, on_error, bad):
+        try:
+            check(obj, path, lineno)
+        except DataError as err:
+            if on_error == "raise":
+                raise
+            bad.append(str(err))
+            continue
+        yield lineno, obj
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Every object of a JSONL file (blank lines skipped; a bad line raises `DataError`)."""
+    return [obj for _, obj in iter_jsonl(path)]
+
+
+def require(obj: dict, keys: Iterable[str], path: str | Path, lineno: int) -> None:
+    """Raise `DataError` naming the file and line if `obj` lacks any of `keys`."""
+    missing = [k for k in keys if k not in obj]
+    if missing:
+        raise DataError(f"{path}:{lineno}: missing key(s) {missing}")
+
+
+def read_paper_map(path: str | Path, ids: Iterable[str] | None = None, *, split_strings: bool = True,
+                   needed_by: str = "requested") -> dict:
+    """`{paper_id: Paper}` from a papers JSONL file, every record checked by `read_papers`' rules.
+
+    Args:
+        ids: keep only these papers; one missing from the file raises ValueError naming it (and
+            `needed_by`, e.g. "pooled": "FILE: 2 pooled papers missing: [...]").
+        split_strings: split a string abstract into sentences (the papers-file rule); False makes a
+            string abstract a bad record (files written by a pipeline stage hold sentence lists).
+    A bad record raises `BadRecordError` (a `DataError`) naming the file, the line and the paper id.
+    """
+    from aspire.data.papers import read_papers
+
+    wanted = None if ids is None else set(ids)
+    result = read_papers(path) if split_strings else read_papers(path, splitter=None)
+    papers = {p.paper_id: p for p in result.papers if wanted is None or p.paper_id in wanted}
+    if wanted is not None:
+        missing = sorted(wanted - set(papers))
+        if missing:
+            raise ValueError(f"{path}: {len(missing)} {needed_by} papers missing: {missing[:10]}")
+    return papers
+
+
+_PAPERS = ("Paper", "read_papers", "iter_papers", "write_papers", "BadRecordError", "RejectedRecord", "ReadResult")
+
+
+def __getattr__(name: str):
+    if name in _PAPERS:  # loaded on first use: aspire.data.papers imports this module
+        from aspire.data import papers
+
+        return getattr(papers, name)
+    raise AttributeError(f"module 'aspire.io' has no attribute {name!r}")
