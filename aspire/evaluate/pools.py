@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 
 from aspire.data.papers import Paper
 from aspire.evaluate.metrics import evaluate_rankings, mean_metrics, queries_without_relevant
-from aspire.io import read_paper_map, write_json, write_text
+from aspire.io import read_paper_map, write_json
 
 
 def query_key(query_pid: str, facet: str | None) -> str:
@@ -150,11 +150,6 @@ def read_ranked(path: str | Path) -> dict[str, list[str]]:
             raise ValueError(f"{path}: query {qid}: entries must be [cand_pid, score] pairs")
         out[str(qid)] = [str(c) for c, _ in ranked]
     return out
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write `text` atomically (`aspire.io.write_text`): a partial file never appears."""
-    write_text(path, text)
 
 
 def write_json_atomic(path: str | Path, obj) -> None:

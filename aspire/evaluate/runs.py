@@ -25,7 +25,7 @@ _RANX = {"p": "precision", "r": "recall", "recall": "recall", "map": "map", "mrr
 
 def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> None:
     """Write `{qid: [(docid, score), ...] best first}` as a TREC run file (atomically)."""
-    from aspire.evaluate.pools import write_text_atomic
+    from aspire.io import write_text
 
     if not tag or any(c.isspace() for c in tag):
         raise ValueError(f"run tag must be one word, got {tag!r}")
@@ -35,7 +35,7 @@ def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], 
             if not math.isfinite(score):
                 raise ValueError(f"query {qid}: document {doc} has a non-finite score {score}")
             lines.append(f"{qid} Q0 {doc} {rank} {score:.6g} {tag}")
-    write_text_atomic(path, "\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
@@ -65,10 +65,10 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
 
 def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> None:
     """Write `{qid: {docid: grade}}` as a TREC qrels file (atomically)."""
-    from aspire.evaluate.pools import write_text_atomic
+    from aspire.io import write_text
 
     lines = [f"{q} 0 {d} {int(g)}" for q, docs in qrels.items() for d, g in docs.items()]
-    write_text_atomic(path, "\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
