@@ -11,8 +11,6 @@ run file beside the qrels, and the metrics are computed from that file's ranking
 
 from __future__ import annotations
 
-import shlex
-import sys
 import time
 from pathlib import Path
 from typing import Mapping
@@ -23,7 +21,7 @@ import torch
 from aspire.data.papers import Paper
 from aspire.evaluate.context2doc import Context2Doc
 from aspire.evaluate.pools import write_json_atomic
-from aspire.evaluate.runs import mean_scores, per_query, write_qrels, write_run
+from aspire.evaluate.runs import invocation, mean_scores, per_query, write_qrels, write_run
 from aspire.evaluate.stats import UnitScores
 
 METRICS = ("MRR", "nDCG@10", "R@100", "MAP", "MAP@20")
@@ -106,7 +104,7 @@ def score_and_write(bench: Context2Doc, run: Mapping, out: Path, exp: str, info:
         "metrics": mean_scores(values),
         "ci95": {m: list(ci) for m, ci in intervals.items()},
         "per_query": values,
-        "command": shlex.join(sys.argv),
+        "command": invocation(),
     }
     write_json_atomic(out / "results.json", results)
     return results

@@ -15,8 +15,6 @@ gets no prediction and its pairs are skipped (both counted in the results).
 from __future__ import annotations
 
 import re
-import shlex
-import sys
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -28,6 +26,7 @@ from aspire.data.papers import Paper
 from aspire.evaluate.pools import write_json_atomic
 from aspire.evaluate.rank import encode_papers, get_eval_scorer
 from aspire.evaluate.reviewers import ReviewerSet, prediction_files, reviewer_units, summarize
+from aspire.evaluate.runs import invocation
 
 _TOPK = re.compile(r"^topk:(\d+)$")
 
@@ -151,7 +150,7 @@ def run_reviewers(rset: ReviewerSet, model: str, scorers: Sequence[str], out, ex
         **summarize(units, unit_counts, n_boot),
         "texts": counts,
         "seconds": time.perf_counter() - t0,
-        "command": shlex.join(sys.argv),
+        "command": invocation(),
     }
     out = Path(out)
     for path, pred in zip(prediction_files(out / "predictions", exp, rset), preds):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
+import sys
 import warnings
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -21,6 +23,15 @@ import numpy as np
 _METRIC = re.compile(r"^(map|mrr|bpref|p|r|recall|ndcg)(?:@(\d+))?(-l\d+)?$")
 _RANX = {"p": "precision", "r": "recall", "recall": "recall", "map": "map", "mrr": "mrr", "bpref": "bpref",
          "ndcg": "ndcg"}
+
+
+def invocation() -> str:
+    """The command line of this process as a user would type it (`python -m PKG ...` for a package main)."""
+    argv = list(sys.argv)
+    if argv and argv[0].endswith("__main__.py"):
+        package = ".".join(Path(argv[0]).resolve().parent.relative_to(Path(__file__).resolve().parents[2]).parts)
+        argv = ["python", "-m", package, *argv[1:]]
+    return shlex.join(argv)
 
 
 def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> None:

@@ -9,12 +9,11 @@ scorer on the same model re-uses them.
 
 from __future__ import annotations
 
-import shlex
-import sys
 import time
 from pathlib import Path
 
 from aspire.evaluate.pools import write_json_atomic
+from aspire.evaluate.runs import invocation
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
@@ -88,7 +87,7 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
     suite = {"model": str(model), "scorer": scorer, "encoder_fingerprint": fingerprint, "aggregate": aggregate,
              "bm25_alpha": bm25_alpha, "encoding": encoding, "scorer_options": dict(scorer_options or {}),
              "encode_options": dict(encode_options or {}), "rows": rows, "seconds": timings,
-             "command": shlex.join(sys.argv)}
+             "command": invocation()}
     write_json_atomic(out / "suite.json", suite)
     return suite
 
