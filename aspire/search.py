@@ -21,7 +21,7 @@ import logging
 import math
 import sys
 import warnings
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -32,11 +32,16 @@ from aspire.batch import DocBatch
 from aspire.config import apply_overrides
 from aspire.data.facets import resolve_selection
 from aspire.data.papers import Paper
-from aspire.index.config import SearchConfig
+from aspire.index.config import (  # the argument checks every entry point (API, CLI, page, server) shares
+    RERANKERS,
+    SearchArgumentError,
+    SearchConfig,
+    check_selection,
+    checked_search_config,
+)
 from aspire.index.store import SentenceIndex, model_fingerprint
 from aspire.scoring import cross_l2_cost, get_scorer
 
-RERANKERS = ("none", "minl2", "ot")
 STAGES = ("ann", "bm25", "ann,bm25")
 log = logging.getLogger(__name__)
 
@@ -139,7 +144,7 @@ class Searcher:
 
     def __init__(self, index: SentenceIndex, config: SearchConfig | None = None, encoder=None) -> None:
         self.index = index
-        self.config = config or index.config.search
+        self.config = checked_search_config(config or index.config.search)
         self.encoder = encoder
         if encoder is not None:
             index.check_model(model_fingerprint(encoder))
@@ -170,7 +175,8 @@ class Searcher:
         query = self.index.gather([position])
         if sentences is None:
             return query
-        return query.select_sentences([resolve_selection(sentences, self.index.labels[position], paper_id)])
+        chosen = resolve_selection(sentences, self.index.labels[position], paper_id)
+        return query.select_sentences([check_selection(chosen, int(query.lengths[0]), f"paper {paper_id}")])
 
     def query_from_paper(self, paper: Paper, sentences: str | Sequence[int | str] | None = None) -> DocBatch:
         """Encode `paper` (all sentences in the context of the whole abstract), then select `sentences`
@@ -180,7 +186,8 @@ class Searcher:
         query = self.encoder.encode([paper], progress=False)
         if sentences is None:
             return query
-        return query.select_sentences([resolve_selection(sentences, paper.labels, paper.paper_id)])
+        chosen = resolve_selection(sentences, paper.labels, paper.paper_id)
+        return query.select_sentences([check_selection(chosen, int(query.lengths[0]), f"paper {paper.paper_id}")])
 
     # ---- search -------------------------------------------------------------------------------------
     def search(self, query: DocBatch, k: int | None = None, rerank: str | None = None,
@@ -189,14 +196,10 @@ class Searcher:
         """The `k` best papers for one query DocBatch `(1, S, D)` (its mask selects the sentences).
 
         `exclude` paper ids are left out (default: the query's own id when `config.exclude_query`);
-        `stages` / `fuse` override the config's first stage (see `SearchConfig`).
+        `stages` / `fuse` override the config's first stage (see `SearchConfig`). Arguments are checked
+        by `checked_search_config` (SearchArgumentError naming a bad one).
         """
-        given = (("k", k), ("rerank", rerank), ("shortlist", shortlist), ("stages", stages), ("fuse", fuse))
-        cfg = replace(self.config, **{n: v for n, v in given if v is not None})
-        if cfg.rerank not in RERANKERS:
-            raise ValueError(f"unknown rerank {cfg.rerank!r}; valid: {list(RERANKERS)}")
-        if cfg.stages not in STAGES:
-            raise ValueError(f"unknown stages {cfg.stages!r}; valid: {list(STAGES)}")
+        cfg = checked_search_config(self.config, k=k, rerank=rerank, shortlist=shortlist, stages=stages, fuse=fuse)
         if len(query) != 1:
             raise ValueError(f"search takes one query paper, got a batch of {len(query)}")
         if exclude is None:
@@ -278,6 +281,7 @@ class Searcher:
         minimum; other scorers score the papers `chunk` at a time, grouped by sentence count. Returns (papers (k,) positions,
         scores (k,) similarities), best first.
         """
+        checked_search_config(self.config, k=k)
         if exclude is None:
             exclude = query.paper_ids[:1] if self.config.exclude_query and query.paper_ids else []
         if method == "minl2":
