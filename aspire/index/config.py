@@ -41,10 +41,20 @@ class IndexConfig:
 
 @dataclass
 class EncodeConfig:
-    """Corpus encoding: papers are encoded `chunk_papers` at a time (bounded memory, progress)."""
+    """Corpus reading and encoding, bounded per paper (memory does not grow with the worst paper).
 
-    batch_size: int = 32
-    chunk_papers: int = 1024
+    Papers are encoded `chunk_papers` at a time, `batch_size` papers (and windows) a pass. The rule
+    for an over-long paper is rejection with its reason (listed in `rejected.jsonl`), never silent
+    truncation: a line longer than `max_line_bytes` (default 1 MiB) is skipped unread; a paper with
+    more than `max_sentences` (default 1000) sentences or a sentence longer than
+    `max_sentence_chars` (default 20,000 characters) is rejected. 0 lifts a limit.
+    """
+
+    batch_size: int = ranged(32, ge=1)
+    chunk_papers: int = ranged(1024, ge=1)
+    max_sentences: int = ranged(1000, ge=0)
+    max_sentence_chars: int = ranged(20_000, ge=0)
+    max_line_bytes: int = ranged(1 << 20, ge=0)
 
 
 RERANKERS = ("none", "minl2", "ot")
