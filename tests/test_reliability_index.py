@@ -21,14 +21,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_hardening import _die, _in_child_killed
+from test_index import HashEncoder, random_corpus
 
 from aspire.index import IndexBuildConfig, IndexConfig, IndexFormatError, SentenceIndex
 from aspire.index.__main__ import main as index_main
 from aspire.index.build import IndexExistsError, build_index
 from aspire.index.disk import IndexLockedError, index_lock
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_index import HashEncoder, random_corpus  # noqa: E402
 
 FILES = ("config.yaml", "sentences.faiss", "vectors.npy", "offsets.npy", "papers.jsonl", "rejected.jsonl",
          "manifest.json")
@@ -171,22 +170,6 @@ def test_lock_is_reentrant_within_one_process(tmp_path):
 
 
 # ---- item 7: a build killed at any step ------------------------------------------------------------------
-def _die(*args, **kwargs):
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _killed_child(target) -> int:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            target()
-            os._exit(0)
-        except BaseException:
-            os._exit(3)
-    _, status = os.waitpid(pid, 0)
-    return os.WTERMSIG(status) if os.WIFSIGNALED(status) else -os.WEXITSTATUS(status)
-
-
 class _DyingEncoder(HashEncoder):
     def encode(self, papers, batch_size=32, progress=False):
         _die()
@@ -234,7 +217,7 @@ def test_build_killed_at_each_step_leaves_a_directory_the_next_build_uses_or_cle
         encoder = _DyingEncoder() if step == "encoding" else HashEncoder()
         build_index(root, "m", corpus, FLAT, overwrite=existing, load_encoder=lambda m: encoder)
 
-    assert _killed_child(killed_build) == signal.SIGKILL
+    assert _in_child_killed(killed_build) == signal.SIGKILL
     if existing or live_after:  # a live index survives every crash: the old one, or the new one once recorded
         assert SentenceIndex.load(root, verify=True).n_papers == (5 if live_after else 3)
     loads = []

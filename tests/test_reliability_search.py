@@ -14,7 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SentenceIndex
-from aspire.search import SearchArgumentError, Searcher, check_selection, checked_search_config
+from aspire.search import (
+    SearchArgumentError,
+    Searcher,
+    check_selection,
+    checked_search_config,
+)
 from aspire.search import main as search_main
 
 N_PAPERS = 12
