@@ -165,3 +165,16 @@ def test_empty_dev_split_is_refused_unless_evaluation_is_off(tmp_path, tiny_mode
     assert not (tmp_path / "run").exists() or not list((tmp_path / "run").glob("checkpoint-*"))
     off = tiny_config(tiny_model_dir, examples, tmp_path / "run-off", "data.use_dev=false")
     assert load_dev_split(off.data) is None
+
+
+@pytest.mark.parametrize("override, message", [
+    ("batch_size=1", "batch_size: must be >= 2, got 1"),
+    ("warmup=1.5", "warmup: must be <= 1, got 1.5"),
+    ("epochs=0", "epochs: must be > 0, got 0.0"),
+    ("learning_rate=.nan", "learning_rate: must be a finite number, got nan"),
+])
+def test_sentence_model_training_config_is_range_checked_at_load(override, message):
+    from aspire.encoders.cosentbert import CoSentBertConfig
+
+    with pytest.raises(ConfigError, match=message):
+        load_config(CoSentBertConfig, None, [override])
