@@ -133,10 +133,12 @@ def write_results(out: Path, root: str | Path, exp: str, results: dict, per_quer
 
 def test_units(pool_set: PoolSet, per_query: Mapping[str, Mapping[str, float]], metric: str,
                group: str = "all") -> UnitScores:
-    """A metric's two-fold test figure (percent) as `UnitScores`: groups = the two test folds."""
+    """A metric's two-fold test figure (percent) as `UnitScores`: groups = the two test folds
+    (a query for which the metric is undefined, None, is left out)."""
     folds = {f: pool_set.splits[f"{group}/{f}"] for f in ("fold1_test", "fold2_test")}
     keys = {k for ks in folds.values() for k in ks}
-    return UnitScores.means({k: 100.0 * per_query[k][metric] for k in keys}, folds)
+    values = {k: 100.0 * v for k in keys if (v := per_query[k][metric]) is not None}
+    return UnitScores.means(values, {f: [k for k in ks if k in values] for f, ks in folds.items()})
 
 
 def run_csfcube(
