@@ -41,6 +41,7 @@ from aspire.index.config import (  # the argument checks every entry point (API,
 )
 from aspire.index.store import SentenceIndex, model_fingerprint
 from aspire.scoring import cross_l2_cost, get_scorer
+from aspire.scoring.chunked import score_chunked
 
 STAGES = ("ann", "bm25", "ann,bm25")
 log = logging.getLogger(__name__)
@@ -293,7 +294,7 @@ class Searcher:
             for start in range(0, self.index.n_papers, chunk):
                 papers = by_length[start : start + chunk]
                 pool = self.index.gather(papers, device=query.device, dtype=query.emb.dtype)
-                scores[torch.from_numpy(papers)] = scorer.score(query, pool)[0].float().cpu()
+                scores[torch.from_numpy(papers)] = score_chunked(scorer, query, pool)[0].float().cpu()
         for pid in exclude:
             if pid in self.index.positions:
                 scores[self.index.positions[pid]] = -float("inf")

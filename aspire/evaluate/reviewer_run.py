@@ -28,6 +28,7 @@ from aspire.data.papers import Paper
 from aspire.evaluate.pools import write_json_atomic
 from aspire.evaluate.rank import encode_papers, get_eval_scorer
 from aspire.evaluate.reviewers import ReviewerSet, prediction_files, reviewer_units, summarize
+from aspire.scoring.chunked import score_chunked
 
 _TOPK = re.compile(r"^topk:(\d+)$")
 
@@ -90,7 +91,7 @@ def predict(rset: ReviewerSet, batch, scorer, agg: str) -> list[dict[str, dict[s
                 arch = [pid for pid, _, _ in draw.archives[reviewer] if pid in row]
                 if not subs or not arch:
                     continue
-                sims = scorer.score(batch.index([row[p] for p in subs]), batch.index([row[p] for p in arch]))
+                sims = score_chunked(scorer, batch.index([row[p] for p in subs]), batch.index([row[p] for p in arch]))
                 pred[reviewer] = dict(zip(subs, aggregate(sims.float(), agg).tolist()))
             out.append(pred)
     return out
