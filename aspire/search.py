@@ -213,12 +213,13 @@ class Searcher:
             hits = self._explain_min_l2(query, papers[keep], first_scores[keep])
         else:
             pool = self.index.gather(papers, device=query.device, dtype=query.emb.dtype)
-            details = self.scorer(cfg.rerank, cfg).dist_details(query, pool)  # (1, C) distances + alignment
-            top_scores, top = torch.topk(-details.dist[0], min(cfg.k, len(pool)))  # similarity = -distance
+            scorer = self.scorer(cfg.rerank, cfg)
+            top_scores, top = torch.topk(score_chunked(scorer, query, pool)[0], min(cfg.k, len(pool)))  # memory-bounded
             chosen = papers[top.cpu().numpy()]
-            if cfg.rerank == "ot":
-                hits = self._explain_ot(query, chosen, top_scores.cpu().numpy(), details.plan[0, top],
-                                        details.cost[0, top])
+            if cfg.rerank == "ot":  # alignments of the k hits only: (1, k) plans and costs
+                best = self.index.gather(chosen, device=query.device, dtype=query.emb.dtype)
+                details = scorer.dist_details(query, best)
+                hits = self._explain_ot(query, chosen, top_scores.cpu().numpy(), details.plan[0], details.cost[0])
             else:
                 hits = self._explain_min_l2(query, chosen, top_scores.cpu().numpy())
         for hit in hits:
