@@ -135,10 +135,15 @@ def write_table(args, rows: list[dict]) -> None:
             continue
         status = "none" if r["size"] == 0 else "indexed" if r["worst_indexed"] else f"rejected: {r['reason'][:70]}"
         lines.append(f"| {r['shape']} | {r['size']:,} | {r['mode']} | {status} | {r['peak_rss_mb']:.0f} | {r['seconds']:.1f} |")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n")
-    args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    save(args.out, lines, rows)
+
+
+def save(out: Path, lines: list[str], rows: list[dict]) -> None:
+    """The table as `out` (markdown) and the rows beside it as JSON."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

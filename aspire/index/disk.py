@@ -16,7 +16,6 @@ them all.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 from contextlib import contextmanager
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Iterator
 
 from filelock import FileLock, Timeout
+
+from aspire.checksum import file_sha256
 
 LOCK_FILE = ".lock"
 GENERATION = re.compile(r"^gen-\d{6}$")
@@ -79,14 +80,6 @@ def confined(root: Path, path: Path) -> Path:
     if real != real_root and real_root not in real.parents:
         raise IndexFormatError(f"{path} resolves to {real}, outside the index directory {real_root}")
     return path
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_files(gen: Path, manifest: dict, expected: tuple[str, ...], full: bool = False) -> None:
