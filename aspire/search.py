@@ -33,8 +33,8 @@ from aspire.config import apply_overrides
 from aspire.data.facets import resolve_selection
 from aspire.data.papers import Paper
 from aspire.index.config import (  # the argument checks every entry point (API, CLI, page, server) shares
-    RERANKERS,
-    SearchArgumentError,
+    RERANKERS,  # noqa: F401  (re-exported: aspire.search.RERANKERS)
+    SearchArgumentError,  # noqa: F401  (re-exported for callers that catch it)
     SearchConfig,
     check_selection,
     checked_search_config,

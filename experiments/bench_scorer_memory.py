@@ -21,6 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "experiments"))
 from bench_worst_paper import save  # noqa: E402  (the same table writer)
+
 RESULTS = REPO / "experiments" / "results"
 
 CHILD = r"""
