@@ -22,14 +22,10 @@ Record rules (one JSON object a line):
   `aspire.data.sentences.DEFAULT_SPLITTER`). An empty title together with an empty abstract is an
   error; so is an empty abstract alone (a paper needs at least one sentence to be matched).
   One sentence is fine. There is no length limit unless asked: `max_sentences` and
-  `max_sentence_chars` turn over-long abstracts and sentences into bad records (the index build
-  asks, see `aspire.index.config.EncodeConfig`).
-- Text no encoder can see is a bad record: an id, title or sentence with a lone surrogate (a
-  `\\ud800`-style escape, not Unicode text), a sentence with no visible character (only controls,
-  format characters such as zero-width spaces, marks without a base, private-use, unassigned or
-  U+FFFD). The tokenizer's own verdict is taken when encoding (`aspire.index.corpus.encode_corpus`).
-- A line longer than `max_line_bytes` (default 1 MiB, None = no limit) is a bad record, skipped
-  unread: memory per line is bounded.
+  `max_sentence_chars` turn over-long abstracts and sentences into bad records (the index build asks).
+- Text no encoder can see is a bad record (`aspire.data.guards`): a lone surrogate in an id, title
+  or sentence; a sentence with no visible character. A line over `max_line_bytes` (default 1 MiB,
+  None = no limit) is a bad record, skipped unread.
 - `pred_labels` (optional): a list of strings, one a sentence, stored as `Paper.labels`. It needs a
   list abstract of the same length (labels cannot follow a split the file did not give).
 - Any other field is kept in `Paper.extra` and written back by `write_papers`.
@@ -171,11 +167,9 @@ def _parse_sentences(
         raise _Bad(f"abstract must be a string or a list of strings, got {_type_name(abstract)}")
     if not sentences:
         raise _Bad("empty title and abstract" if not title.strip() else "abstract is empty (no sentences)")
-    for i, sent in enumerate(sentences):
-        reason = invisible_text_reason(sent)
+    for i, reason in ((i, invisible_text_reason(s)) for i, s in enumerate(sentences)):
         if reason:
-            where = f"abstract[{i}]" if isinstance(abstract, list) else f"sentence {i} of the split abstract"
-            raise _Bad(f"{where} {reason}")
+            raise _Bad(f"abstract[{i}] {reason}" if isinstance(abstract, list) else f"sentence {i} {reason}")
     if max_sentences is not None and len(sentences) > max_sentences:
         raise _Bad(f"abstract has {len(sentences)} sentences, more than max_sentences={max_sentences}")
     if max_sentence_chars is not None:
@@ -210,8 +204,7 @@ def iter_lines(
 ) -> Iterator[tuple[int, Paper | RejectedRecord | None]]:
     """(line number, outcome) for every line of a papers file: a `Paper`, a `RejectedRecord`, or
     None for a blank line. Never raises for a bad record; the splitter is built on first need.
-    `splitter=None`: a string abstract is a bad record (only sentence lists are accepted).
-    Memory per line is bounded by `max_line_bytes` (longer lines are rejected unread)."""
+    `splitter=None`: a string abstract is a bad record (only sentence lists are accepted)."""
     path = Path(path)
     name = str(path)
     built: list[SentenceSplitter] = []
@@ -228,10 +221,9 @@ def iter_lines(
         for line_no, (raw, too_long) in enumerate(bounded_lines(f, max_line_bytes), start=1):
             if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
-            pid = None
+            pid = id_in_head(raw) if too_long else None
             try:
-                if too_long:
-                    pid = id_in_head(raw)
+                if too_long:  # skipped unread; the id is taken from the line's first bytes
                     raise _Bad(f"line has {too_long} bytes, more than max_line_bytes={max_line_bytes} (skipped unread)")
                 try:
                     text = raw.decode("utf-8")
@@ -273,8 +265,7 @@ def iter_papers(
     """Stream the papers of a file. A bad record raises `BadRecordError`, unless `on_reject` is
     given: then it is called with each `RejectedRecord` and reading goes on. Blank lines are skipped."""
     for _, outcome in iter_lines(
-        path, splitter=splitter, max_sentences=max_sentences, max_sentence_chars=max_sentence_chars,
-        max_line_bytes=max_line_bytes,
+        path, splitter=splitter, max_sentences=max_sentences, max_sentence_chars=max_sentence_chars, max_line_bytes=max_line_bytes
     ):
         if isinstance(outcome, Paper):
             yield outcome
@@ -302,8 +293,7 @@ def read_papers(
     """
     result = ReadResult(str(path), [], [], [], [], 0)
     for line_no, outcome in iter_lines(
-        path, splitter=splitter, max_sentences=max_sentences, max_sentence_chars=max_sentence_chars,
-        max_line_bytes=max_line_bytes,
+        path, splitter=splitter, max_sentences=max_sentences, max_sentence_chars=max_sentence_chars, max_line_bytes=max_line_bytes
     ):
         result.n_lines = line_no
         if outcome is None:
