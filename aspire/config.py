@@ -3,13 +3,17 @@
 A config is a dataclass whose fields are plain values or further dataclasses. `load_config(cls,
 path, overrides)` reads a YAML file (which may name a `base:` file it extends), applies
 `section.key=value` overrides, and fails with `ConfigError` on any unknown key, so a typo never
-silently falls back to a default. `save_config` writes the resolved config beside an artifact.
+silently falls back to a default. Numeric fields declared with `ranged(default, ge=..., gt=...,
+le=..., lt=...)` are checked against their bounds when loaded (a float must also be finite), so an
+out-of-range value fails at load time naming its key. `save_config` writes the resolved config
+beside an artifact.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from pathlib import Path
@@ -24,6 +28,43 @@ T = TypeVar("T")
 
 class ConfigError(ValueError):
     """A config file or override names an unknown key or holds a value of the wrong type."""
+
+
+def ranged(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+           lt: float | None = None) -> Any:
+    """A dataclass field with bounds, checked by `check_ranges` (None is allowed where the type allows it)."""
+    bounds = {k: v for k, v in (("ge", ge), ("gt", gt), ("le", le), ("lt", lt)) if v is not None}
+    return dataclasses.field(default=default, metadata={"range": bounds})
+
+
+_BOUND_TESTS = {"ge": (lambda v, b: v >= b, ">="), "gt": (lambda v, b: v > b, ">"),
+                "le": (lambda v, b: v <= b, "<="), "lt": (lambda v, b: v < b, "<")}
+
+
+def range_problem(value: Any, bounds: dict) -> str | None:
+    """Why `value` breaks `bounds` (a `ranged` field's), or None when it is within them."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be a number, got {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value!r}"
+    broken = [f"{sign} {bound}" for key, bound in bounds.items()
+              for test, sign in [_BOUND_TESTS[key]] if not test(value, bound)]
+    return f"must be {' and '.join(broken)}, got {value!r}" if broken else None
+
+
+def check_ranges(config: Any, where: str = "") -> None:
+    """Raise ConfigError naming the first `ranged` field of `config` (one level) outside its bounds."""
+    for f in dataclasses.fields(config):
+        if "range" not in f.metadata:
+            continue
+        value = getattr(config, f.name)
+        problem = range_problem(value, f.metadata["range"])
+        if problem is None and f.type in (int, "int") and value is not None and not isinstance(value, int):
+            problem = f"must be an integer, got {value!r}"
+        if problem:
+            raise ConfigError(f"{where + '.' if where else ''}{f.name}: {problem}")
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -100,7 +141,9 @@ def _from_dict(cls: type[T], data: dict, where: str = "") -> T:
             f"{where or 'the top level'}: {sorted(types_)}"
         )
     kwargs = {k: _coerce(v, types_[k], f"{where}.{k}" if where else k) for k, v in data.items()}
-    return cls(**kwargs)
+    config = cls(**kwargs)
+    check_ranges(config, where)
+    return config
 
 
 def _merge(base: dict, update: dict) -> dict:

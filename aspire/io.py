@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from aspire.jsonsafe import dumps
+
 
 class DataError(ValueError):
     """A malformed input line; the message names the file and the line."""
@@ -74,8 +76,9 @@ def write_text(path: str | Path, text: str, *, fsync: bool = False) -> None:
 
 
 def write_json(path: str | Path, obj: Any, *, indent: int | None = 2, fsync: bool = False) -> None:
-    """Write one JSON document (UTF-8, non-ASCII kept as is) to `path` atomically."""
-    write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n", fsync=fsync)
+    """Write one JSON document (UTF-8, non-ASCII kept as is) to `path` atomically, as strict JSON:
+    a non-finite float is written as null, its path under "non_finite" (`aspire.jsonsafe.dumps`)."""
+    write_text(path, dumps(obj, indent=indent, ensure_ascii=False) + "\n", fsync=fsync)
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:

@@ -21,7 +21,7 @@ import logging
 import math
 import sys
 import warnings
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -32,11 +32,17 @@ from aspire.batch import DocBatch
 from aspire.config import apply_overrides
 from aspire.data.facets import resolve_selection
 from aspire.data.papers import Paper
-from aspire.index.config import SearchConfig
+from aspire.index.config import (  # the argument checks every entry point (API, CLI, page, server) shares
+    RERANKERS,  # noqa: F401  (re-exported: aspire.search.RERANKERS)
+    SearchArgumentError,  # noqa: F401  (re-exported for callers that catch it)
+    SearchConfig,
+    check_selection,
+    checked_search_config,
+)
 from aspire.index.store import SentenceIndex, model_fingerprint
 from aspire.scoring import cross_l2_cost, get_scorer
+from aspire.scoring.chunked import score_chunked
 
-RERANKERS = ("none", "minl2", "ot")
 STAGES = ("ann", "bm25", "ann,bm25")
 log = logging.getLogger(__name__)
 
@@ -139,7 +145,7 @@ class Searcher:
 
     def __init__(self, index: SentenceIndex, config: SearchConfig | None = None, encoder=None) -> None:
         self.index = index
-        self.config = config or index.config.search
+        self.config = checked_search_config(config or index.config.search)
         self.encoder = encoder
         if encoder is not None:
             index.check_model(model_fingerprint(encoder))
@@ -170,7 +176,8 @@ class Searcher:
         query = self.index.gather([position])
         if sentences is None:
             return query
-        return query.select_sentences([resolve_selection(sentences, self.index.labels[position], paper_id)])
+        chosen = resolve_selection(sentences, self.index.labels[position], paper_id)
+        return query.select_sentences([check_selection(chosen, int(query.lengths[0]), f"paper {paper_id}")])
 
     def query_from_paper(self, paper: Paper, sentences: str | Sequence[int | str] | None = None) -> DocBatch:
         """Encode `paper` (all sentences in the context of the whole abstract), then select `sentences`
@@ -180,7 +187,8 @@ class Searcher:
         query = self.encoder.encode([paper], progress=False)
         if sentences is None:
             return query
-        return query.select_sentences([resolve_selection(sentences, paper.labels, paper.paper_id)])
+        chosen = resolve_selection(sentences, paper.labels, paper.paper_id)
+        return query.select_sentences([check_selection(chosen, int(query.lengths[0]), f"paper {paper.paper_id}")])
 
     # ---- search -------------------------------------------------------------------------------------
     def search(self, query: DocBatch, k: int | None = None, rerank: str | None = None,
@@ -189,14 +197,10 @@ class Searcher:
         """The `k` best papers for one query DocBatch `(1, S, D)` (its mask selects the sentences).
 
         `exclude` paper ids are left out (default: the query's own id when `config.exclude_query`);
-        `stages` / `fuse` override the config's first stage (see `SearchConfig`).
+        `stages` / `fuse` override the config's first stage (see `SearchConfig`). Arguments are checked
+        by `checked_search_config` (SearchArgumentError naming a bad one).
         """
-        given = (("k", k), ("rerank", rerank), ("shortlist", shortlist), ("stages", stages), ("fuse", fuse))
-        cfg = replace(self.config, **{n: v for n, v in given if v is not None})
-        if cfg.rerank not in RERANKERS:
-            raise ValueError(f"unknown rerank {cfg.rerank!r}; valid: {list(RERANKERS)}")
-        if cfg.stages not in STAGES:
-            raise ValueError(f"unknown stages {cfg.stages!r}; valid: {list(STAGES)}")
+        cfg = checked_search_config(self.config, k=k, rerank=rerank, shortlist=shortlist, stages=stages, fuse=fuse)
         if len(query) != 1:
             raise ValueError(f"search takes one query paper, got a batch of {len(query)}")
         if exclude is None:
@@ -209,12 +213,13 @@ class Searcher:
             hits = self._explain_min_l2(query, papers[keep], first_scores[keep])
         else:
             pool = self.index.gather(papers, device=query.device, dtype=query.emb.dtype)
-            details = self.scorer(cfg.rerank, cfg).dist_details(query, pool)  # (1, C) distances + alignment
-            top_scores, top = torch.topk(-details.dist[0], min(cfg.k, len(pool)))  # similarity = -distance
+            scorer = self.scorer(cfg.rerank, cfg)
+            top_scores, top = torch.topk(score_chunked(scorer, query, pool)[0], min(cfg.k, len(pool)))  # memory-bounded
             chosen = papers[top.cpu().numpy()]
-            if cfg.rerank == "ot":
-                hits = self._explain_ot(query, chosen, top_scores.cpu().numpy(), details.plan[0, top],
-                                        details.cost[0, top])
+            if cfg.rerank == "ot":  # alignments of the k hits only: (1, k) plans and costs
+                best = self.index.gather(chosen, device=query.device, dtype=query.emb.dtype)
+                details = scorer.dist_details(query, best)
+                hits = self._explain_ot(query, chosen, top_scores.cpu().numpy(), details.plan[0], details.cost[0])
             else:
                 hits = self._explain_min_l2(query, chosen, top_scores.cpu().numpy())
         for hit in hits:
@@ -278,6 +283,7 @@ class Searcher:
         minimum; other scorers score the papers `chunk` at a time, grouped by sentence count. Returns (papers (k,) positions,
         scores (k,) similarities), best first.
         """
+        checked_search_config(self.config, k=k)
         if exclude is None:
             exclude = query.paper_ids[:1] if self.config.exclude_query and query.paper_ids else []
         if method == "minl2":
@@ -289,7 +295,7 @@ class Searcher:
             for start in range(0, self.index.n_papers, chunk):
                 papers = by_length[start : start + chunk]
                 pool = self.index.gather(papers, device=query.device, dtype=query.emb.dtype)
-                scores[torch.from_numpy(papers)] = scorer.score(query, pool)[0].float().cpu()
+                scores[torch.from_numpy(papers)] = score_chunked(scorer, query, pool)[0].float().cpu()
         for pid in exclude:
             if pid in self.index.positions:
                 scores[self.index.positions[pid]] = -float("inf")

@@ -253,10 +253,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "aspire search") -> int:
 
 
 def _run(args) -> int:
-    from aspire.search import Searcher
+    from aspire.search import Searcher, checked_search_config
 
     overrides = normalize_overrides(args.overrides, section="search")
     searcher = Searcher.open(args.index, overrides)
+    checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
+                          stages=args.stages, fuse=args.fuse)  # out-of-range arguments stop before any query
     maker = QueryMaker(searcher, args)
     if args.query_file is not None or (args.model is not None and args.interactive):
         maker.load_encoder()  # load it now: a wrong model name is reported before any query

@@ -9,6 +9,7 @@ import pytest
 
 from aspire.evaluate import csfcube
 from aspire.evaluate.__main__ import main
+from aspire.jsonsafe import strict_loads  # results files must be strict JSON: no bare NaN
 
 # data README: SPECTER sample pools, test protocol, MAP / NDCG%20
 SPECTER = {
@@ -58,7 +59,7 @@ def test_cli_writes_outputs_and_rejects_incomplete_ranking(shared_data, tmp_path
     assert main(["csfcube", "--data", str(root), "--ranked", str(root / "sample_ranked_pools"),
                  "--exp", "specter", "--out", str(out)]) == 0
     assert "all: 34.23 / 53.28" in capsys.readouterr().out
-    saved = json.loads((out / "results.json").read_text())
+    saved = strict_loads((out / "results.json").read_text())
     assert saved["test"]["method"]["MAP"] == pytest.approx(22.44, abs=0.005)
     lines = (out / "test-pid2pool-csfcube-specter-perq.csv").read_text().splitlines()
     assert len(lines) == 51 and lines[0].startswith("query,paper_id,facet,test_fold")
@@ -67,7 +68,7 @@ def test_cli_writes_outputs_and_rejects_incomplete_ranking(shared_data, tmp_path
     bad = tmp_path / "bad"
     shutil.copytree(root / "sample_ranked_pools", bad)
     path = bad / "test-pid2pool-csfcube-specter-method-ranked.json"
-    ranked = json.loads(path.read_text())
+    ranked = strict_loads(path.read_text())
     qid = next(iter(ranked))
     ranked[qid] = ranked[qid][:-1]
     path.write_text(json.dumps(ranked))
@@ -88,14 +89,14 @@ def test_model_run_on_real_data_rescoring_reads_the_cache(small_csfcube, tmp_pat
               "--cache-dir", str(tmp_path / "cache"), "--batch-size", "16"]
     assert main(common + ["--scorer", "minl2", "--exp", "tiny", "--out", str(tmp_path / "a")]) == 0
     assert main(common + ["--scorer", "ot", "--tau", "5000", "--exp", "tiny", "--out", str(tmp_path / "b")]) == 0
-    first = json.loads((tmp_path / "a" / "results.json").read_text())
-    second = json.loads((tmp_path / "b" / "results.json").read_text())
+    first = strict_loads((tmp_path / "a" / "results.json").read_text())
+    second = strict_loads((tmp_path / "b" / "results.json").read_text())
     assert first["timings_s"]["encode_from_cache"] is False
     assert second["timings_s"]["encode_from_cache"] is True
     assert second["scorer_options"] == {"tau": 5000.0}
     for facet in csfcube.FACETS:
-        ranked = json.loads((tmp_path / "a" / f"test-pid2pool-csfcube-tiny-{facet}-ranked.json").read_text())
-        assert len(ranked) == len(json.loads((small_csfcube / f"test-pid2anns-csfcube-{facet}.json").read_text()))
+        ranked = strict_loads((tmp_path / "a" / f"test-pid2pool-csfcube-tiny-{facet}-ranked.json").read_text())
+        assert len(ranked) == len(strict_loads((small_csfcube / f"test-pid2anns-csfcube-{facet}.json").read_text()))
         scores = [s for r in ranked.values() for s in [x[1] for x in r]]
         assert all(len(r) == 8 for r in ranked.values())
         assert all(a >= b for r in ranked.values() for a, b in zip([x[1] for x in r], [x[1] for x in r][1:]))
@@ -114,13 +115,13 @@ def test_facet_query_text_on_real_data(small_csfcube, tmp_path, tiny_model_dir, 
     assert main(common + ["--exp", "whole", "--out", str(tmp_path / "a")]) == 0
     assert main(common + ["--query-text", "facet", "--out", str(tmp_path / "b")]) == 0
     assert "CSFCube test MAP / NDCG%20" in capsys.readouterr().out
-    results = json.loads((tmp_path / "b" / "results.json").read_text())
+    results = strict_loads((tmp_path / "b" / "results.json").read_text())
     assert results["query_text"] == "facet" and results["timings_s"]["encode_from_cache"] is True
     exp = f"{tiny_model_dir.name}-abstract-abstract-query-facet"
     changed = 0
     for facet in csfcube.FACETS:
-        whole = json.loads((tmp_path / "a" / f"test-pid2pool-csfcube-whole-{facet}-ranked.json").read_text())
-        ranked = json.loads((tmp_path / "b" / f"test-pid2pool-csfcube-{exp}-{facet}-ranked.json").read_text())
+        whole = strict_loads((tmp_path / "a" / f"test-pid2pool-csfcube-whole-{facet}-ranked.json").read_text())
+        ranked = strict_loads((tmp_path / "b" / f"test-pid2pool-csfcube-{exp}-{facet}-ranked.json").read_text())
         assert set(ranked) == set(whole)
         assert all(sorted(c for c, _ in ranked[q]) == sorted(c for c, _ in whole[q]) for q in whole)
         changed += sum(ranked[q] != whole[q] for q in whole)
@@ -134,17 +135,17 @@ def test_facet_candidates_on_real_data(small_csfcube, tmp_path, tiny_model_dir):
               "--cache-dir", str(tmp_path / "cache"), "--batch-size", "16"]
     assert main(common + ["--exp", "all", "--out", str(tmp_path / "a")]) == 0
     assert main(common + ["--exp", "cf", "--cand-sentences", "facet", "--out", str(tmp_path / "b")]) == 0
-    results = json.loads((tmp_path / "b" / "results.json").read_text())
+    results = strict_loads((tmp_path / "b" / "results.json").read_text())
     assert results["cand_sentences"] == "facet" and results["timings_s"]["encode_from_cache"] is True
     labels = {}
     with open(small_csfcube / "abstracts-csfcube-preds.jsonl") as fh:
         for line in fh:
-            rec = json.loads(line)
+            rec = strict_loads(line)
             labels[rec["paper_id"]] = {csfcube.LABEL_TO_FACET.get(lab) for lab in rec["pred_labels"]}
     changed = 0
     for facet in csfcube.FACETS:
-        whole = json.loads((tmp_path / "a" / f"test-pid2pool-csfcube-all-{facet}-ranked.json").read_text())
-        ranked = json.loads((tmp_path / "b" / f"test-pid2pool-csfcube-cf-{facet}-ranked.json").read_text())
+        whole = strict_loads((tmp_path / "a" / f"test-pid2pool-csfcube-all-{facet}-ranked.json").read_text())
+        ranked = strict_loads((tmp_path / "b" / f"test-pid2pool-csfcube-cf-{facet}-ranked.json").read_text())
         assert {q: sorted(c for c, _ in r) for q, r in ranked.items()} == {
             q: sorted(c for c, _ in r) for q, r in whole.items()}
         pooled = {c for r in whole.values() for c, _ in r}

@@ -14,6 +14,7 @@ from aspire.evaluate.cache import cached_encode
 from aspire.evaluate.pool_run import facet_label_map, run_pools
 from aspire.evaluate.pools import load_pool_set, read_ranked, summarize
 from aspire.evaluate.rank import QUERY_TEXTS, default_exp, facet_queries, rank_pools
+from aspire.jsonsafe import strict_loads  # results files must be strict JSON: no bare NaN
 
 SENTS = {
     "p1": ["we propose a new neural model of text", "the model improves the state of the art"],
@@ -66,7 +67,7 @@ def test_cli_scores_ranked_files_with_threshold(toy, tmp_path, capsys):
     args = ["pools", "--data", str(toy), "--name", "toy", "--splits", str(toy / "toy-evaluation_splits.json"),
             "--ranked", str(toy), "--exp", "manual", "--out", str(out)]
     assert main(args + ["--threshold", "1"]) == 0
-    res = json.loads((out / "results.json").read_text())
+    res = strict_loads((out / "results.json").read_text())
     # p1: relevant p4, p2 at ranks 1, 2 -> AP 1; p6: relevant p7, p3 at ranks 2, 3 -> AP (1/2 + 2/3) / 2
     assert res["summary"]["split:dev"]["MAP"] == pytest.approx(100.0)
     assert res["summary"]["split:test"]["MAP"] == pytest.approx(100 * (1 / 2 + 2 / 3) / 2)
@@ -76,7 +77,7 @@ def test_cli_scores_ranked_files_with_threshold(toy, tmp_path, capsys):
     assert "split:test" in capsys.readouterr().out
 
     assert main(args + ["--threshold", "2"]) == 0
-    res2 = json.loads((out / "results.json").read_text())
+    res2 = strict_loads((out / "results.json").read_text())
     assert res2["summary"]["split:dev"]["MAP"] == pytest.approx(50.0)  # only p2 (rank 2) is relevant at 2
     assert res2["summary"]["split:test"]["MAP"] == pytest.approx(50.0)  # only p7 (rank 2)
 
@@ -98,7 +99,7 @@ def test_skip_no_relevant_lists_the_queries(toy, tmp_path):
 
 
 def test_ranked_file_with_the_query_itself_is_refused(toy, tmp_path):
-    ranked = json.loads((toy / "test-pid2pool-toy-manual-ranked.json").read_text())
+    ranked = strict_loads((toy / "test-pid2pool-toy-manual-ranked.json").read_text())
     ranked["p1"].append(["p1", 0.0])
     (toy / "test-pid2pool-toy-manual-ranked.json").write_text(json.dumps(ranked))
     with pytest.raises(ValueError, match=r"query p1: ranking holds 1 ids outside the pool: \['p1'\]"):
@@ -232,9 +233,9 @@ def test_model_run_with_a_facet_query_text(toy, tmp_path, tiny_model_dir):
     facet = run_pools(toy, "toy", tmp_path / "o2", query_text="facet", **kw)
     assert facet["query_text"] == "facet" and whole["query_text"] == "abstract"
     assert facet["timings_s"]["encode_from_cache"] is True  # the candidates' vectors are the same
-    ranked = json.loads((tmp_path / "o2" / "test-pid2pool-toy-tiny-method-ranked.json").read_text())
+    ranked = strict_loads((tmp_path / "o2" / "test-pid2pool-toy-tiny-method-ranked.json").read_text())
     assert sorted(c for c, _ in ranked["p1"]) == ["p2", "p3", "p4", "p5"]
-    assert ranked != json.loads((tmp_path / "o1" / "test-pid2pool-toy-tiny-method-ranked.json").read_text())
+    assert ranked != strict_loads((tmp_path / "o1" / "test-pid2pool-toy-tiny-method-ranked.json").read_text())
 
 
 def test_default_experiment_names_are_shared_and_tell_runs_apart(toy, tmp_path, tiny_model_dir):
@@ -284,7 +285,7 @@ def test_model_run_with_facet_candidates(toy, tmp_path, tiny_model_dir):
     # pooled candidates: p2, p3, p4, p5 (p1's pool) and p2, p3, p7, p8 (p6's); only p5 has no method sentence
     assert facet["cands_kept_whole"] == {"method": 1}
     def read(d, exp):
-        return json.loads((tmp_path / d / f"test-pid2pool-toy-{exp}-method-ranked.json").read_text())
+        return strict_loads((tmp_path / d / f"test-pid2pool-toy-{exp}-method-ranked.json").read_text())
 
     a, b = read("o1", whole["experiment"]), read("o2", facet["experiment"])
     assert {q: sorted(c for c, _ in r) for q, r in a.items()} == {q: sorted(c for c, _ in r) for q, r in b.items()}

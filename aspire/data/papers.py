@@ -22,7 +22,10 @@ Record rules (one JSON object a line):
   `aspire.data.sentences.DEFAULT_SPLITTER`). An empty title together with an empty abstract is an
   error; so is an empty abstract alone (a paper needs at least one sentence to be matched).
   One sentence is fine. There is no length limit unless asked: `max_sentences` and
-  `max_sentence_chars` turn over-long abstracts and sentences into bad records.
+  `max_sentence_chars` turn over-long abstracts and sentences into bad records (the index build asks).
+- Text no encoder can see is a bad record (`aspire.data.guards`): a lone surrogate in an id, title
+  or sentence; a sentence with no visible character. A line over `max_line_bytes` (default 1 MiB,
+  None = no limit) is a bad record, skipped unread.
 - `pred_labels` (optional): a list of strings, one a sentence, stored as `Paper.labels`. It needs a
   list abstract of the same length (labels cannot follow a split the file did not give).
 - Any other field is kept in `Paper.extra` and written back by `write_papers`.
@@ -41,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aspire.data.guards import DEFAULT_MAX_LINE_BYTES, SURROGATE, bounded_lines, id_in_head, invisible_text_reason
 from aspire.data.sentences import DEFAULT_SPLITTER, SentenceSplitter, resolve_splitter
 from aspire.io import DataError, atomic_write
 
@@ -121,6 +125,8 @@ def _parse_id(record: dict) -> str:
     pid = str(pid)
     if not pid.strip():
         raise _Bad("paper_id is empty")
+    if SURROGATE.search(pid):
+        raise _Bad("paper_id holds a lone surrogate (not Unicode text)")
     return pid
 
 
@@ -143,6 +149,8 @@ def _parse_sentences(
     title, abstract = record["title"], record["abstract"]
     if not isinstance(title, str):
         raise _Bad(f"title must be a string, got {_type_name(title)}")
+    if SURROGATE.search(title):
+        raise _Bad("title " + invisible_text_reason(title))
     if isinstance(abstract, str):
         split = splitter()
         if split is None:
@@ -159,6 +167,9 @@ def _parse_sentences(
         raise _Bad(f"abstract must be a string or a list of strings, got {_type_name(abstract)}")
     if not sentences:
         raise _Bad("empty title and abstract" if not title.strip() else "abstract is empty (no sentences)")
+    for i, reason in ((i, invisible_text_reason(s)) for i, s in enumerate(sentences)):
+        if reason:
+            raise _Bad(f"abstract[{i}] {reason}" if isinstance(abstract, list) else f"sentence {i} {reason}")
     if max_sentences is not None and len(sentences) > max_sentences:
         raise _Bad(f"abstract has {len(sentences)} sentences, more than max_sentences={max_sentences}")
     if max_sentence_chars is not None:
@@ -189,6 +200,7 @@ def iter_lines(
     splitter: str | SentenceSplitter | None = DEFAULT_SPLITTER,
     max_sentences: int | None = None,
     max_sentence_chars: int | None = None,
+    max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[tuple[int, Paper | RejectedRecord | None]]:
     """(line number, outcome) for every line of a papers file: a `Paper`, a `RejectedRecord`, or
     None for a blank line. Never raises for a bad record; the splitter is built on first need.
@@ -206,11 +218,13 @@ def iter_lines(
 
     first_line: dict[str, int] = {}
     with _open_bytes(path) as f:
-        for line_no, raw in enumerate(f, start=1):
+        for line_no, (raw, too_long) in enumerate(bounded_lines(f, max_line_bytes), start=1):
             if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
-            pid = None
+            pid = id_in_head(raw) if too_long else None
             try:
+                if too_long:  # skipped unread; the id is taken from the line's first bytes
+                    raise _Bad(f"line has {too_long} bytes, more than max_line_bytes={max_line_bytes} (skipped unread)")
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
@@ -246,11 +260,12 @@ def iter_papers(
     on_reject: Callable[[RejectedRecord], None] | None = None,
     max_sentences: int | None = None,
     max_sentence_chars: int | None = None,
+    max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[Paper]:
     """Stream the papers of a file. A bad record raises `BadRecordError`, unless `on_reject` is
     given: then it is called with each `RejectedRecord` and reading goes on. Blank lines are skipped."""
     for _, outcome in iter_lines(
-        path, splitter=splitter, max_sentences=max_sentences, max_sentence_chars=max_sentence_chars
+        path, splitter=splitter, max_sentences=max_sentences, max_sentence_chars=max_sentence_chars, max_line_bytes=max_line_bytes
     ):
         if isinstance(outcome, Paper):
             yield outcome
@@ -267,6 +282,7 @@ def read_papers(
     skip_bad: bool = False,
     max_sentences: int | None = None,
     max_sentence_chars: int | None = None,
+    max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES,
 ) -> ReadResult:
     """Read a JSONL papers file (rules in the module docstring).
 
@@ -277,7 +293,7 @@ def read_papers(
     """
     result = ReadResult(str(path), [], [], [], [], 0)
     for line_no, outcome in iter_lines(
-        path, splitter=splitter, max_sentences=max_sentences, max_sentence_chars=max_sentence_chars
+        path, splitter=splitter, max_sentences=max_sentences, max_sentence_chars=max_sentence_chars, max_line_bytes=max_line_bytes
     ):
         result.n_lines = line_no
         if outcome is None:

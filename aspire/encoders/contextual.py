@@ -30,6 +30,7 @@ from aspire.batch import DocBatch
 from aspire.data.papers import Paper, as_papers
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
 from aspire.encoders.models import resolve_model
+from aspire.encoders.pieces import budget_batches, raise_if_unseen, truncation_records, unseen_sentences
 from aspire.encoders.pooling import masked_mean
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,18 @@ class ContextualSentenceEncoder(nn.Module):
         ]
 
     def tokenize(self, papers: Sequence[Paper]) -> EncoderInputs:
-        """Tokenise `title [SEP] abstract` pairs and map every word piece to its sentence."""
+        """Tokenise `title [SEP] abstract` pairs and map every word piece to its sentence; a paper with a
+        sentence that gets no word piece is refused (ValueError naming it, see `unseen_sentences`)."""
+        inputs, unseen = self._tokenize(papers)
+        raise_if_unseen(inputs.paper_ids, inputs.sentences, unseen)
+        return inputs
+
+    def unseen_sentences(self, papers: Sequence[Paper], batch_size: int = 64) -> list[list[int]]:
+        """Per paper, the positions of its sentences that get no word piece, judged by this tokenizer
+        exactly as `tokenize` does (empty lists for papers that can be encoded)."""
+        return [u for i in range(0, len(papers), batch_size) for u in self._tokenize(papers[i : i + batch_size])[1]]
+
+    def _tokenize(self, papers: Sequence[Paper]) -> tuple[EncoderInputs, list[list[int]]]:
         sents = [paper_sentences(p, self.include_title) for p in papers]
         shift = [1 if (self.include_title or not p.sentences) else 0 for p in papers]  # title is sentence 0
         texts, starts = [], []
@@ -185,8 +197,9 @@ class ContextualSentenceEncoder(nn.Module):
             if shift[b]:
                 sent_index[r, (seq == 0) & (offsets[r, :, 1] > offsets[r, :, 0])] = 0  # title pieces
         keep = np.ones(len(row_paper), dtype=bool) if self.overflow == "window" else first_row
-        truncation = self._truncation_records(papers, sents, sent_index, row_paper.numpy(), first_row)
-        self._check_every_sentence_has_pieces(papers, sents, sent_index[keep], row_paper.numpy()[keep], truncation)
+        ids = [p.paper_id for p in papers]
+        truncation = truncation_records(ids, sent_index, row_paper.numpy(), first_row, self.overflow)
+        unseen = unseen_sentences(ids, [len(s) for s in sents], sent_index[keep], row_paper.numpy()[keep], truncation)
         keep_t = torch.from_numpy(keep)
         as_tensor = lambda key: torch.from_numpy(np.asarray(enc[key], dtype=np.int64))[keep_t]  # noqa: E731
         return EncoderInputs(
@@ -199,47 +212,26 @@ class ContextualSentenceEncoder(nn.Module):
             sentences=sents,
             truncation=truncation,
             token_type_ids=as_tensor("token_type_ids") if self.segment_ids and "token_type_ids" in enc else None,
-        )
-
-    def _truncation_records(self, papers, sents, sent_index, row_paper, first_row) -> list[TruncationRecord]:
-        records = []
-        for b in np.unique(row_paper[~first_row]).tolist():
-            in_first = set(sent_index[first_row & (row_paper == b)].ravel().tolist()) - {-1}
-            in_later = set(sent_index[~first_row & (row_paper == b)].ravel().tolist()) - {-1}
-            records.append(
-                TruncationRecord(
-                    paper_id=papers[b].paper_id,
-                    cut=sorted(in_later - in_first),
-                    partial=sorted(in_later & in_first),
-                    handled_by=self.overflow,
-                )
-            )
-        return records
-
-    @staticmethod
-    def _check_every_sentence_has_pieces(papers, sents, sent_index, row_paper, truncation) -> None:
-        cut = {(rec.paper_id, i) for rec in truncation if rec.handled_by == "truncate" for i in rec.cut}
-        for b, paper in enumerate(papers):
-            seen = set(sent_index[row_paper == b].ravel().tolist())
-            empty = [i for i in range(len(sents[b])) if i not in seen and (paper.paper_id, i) not in cut]
-            if empty:
-                raise ValueError(
-                    f"paper {paper.paper_id}: sentence(s) {empty} produced no word pieces "
-                    f"(e.g. {sents[b][empty[0]]!r}); remove or fix them"
-                )
+        ), unseen
 
     # ---- the forward pass -------------------------------------------------------------------------
-    def forward(self, inputs: EncoderInputs) -> DocBatch:
-        """Contextual sentence vectors (differentiable): DocBatch with emb (B, S, D)."""
-        extra = {} if inputs.token_type_ids is None else {"token_type_ids": inputs.token_type_ids}
-        hidden = self.model(
-            input_ids=inputs.input_ids, attention_mask=inputs.attention_mask, **extra
-        ).last_hidden_state  # (R, T, D)
-        B, S, D = len(inputs.n_sentences), max(inputs.n_sentences), hidden.shape[-1]
-        valid = inputs.sent_index >= 0  # (R, T)
-        slot = (inputs.row_paper[:, None] * S + inputs.sent_index)[valid]  # (P,) flat (paper, sentence) slot
-        sums = hidden.new_zeros(B * S, D).index_add(0, slot, hidden[valid])
-        counts = hidden.new_zeros(B * S).index_add(0, slot, hidden.new_ones(slot.shape[0]))
+    def forward(self, inputs: EncoderInputs, max_rows: int | None = None) -> DocBatch:
+        """Contextual sentence vectors (differentiable): DocBatch with emb (B, S, D).
+
+        `max_rows` windows pass through the model at a time (default all): bounds activation memory
+        however many continuation windows a long paper has."""
+        R, B, S, D = len(inputs.input_ids), len(inputs.n_sentences), max(inputs.n_sentences), self.dim
+        sums, counts = None, None
+        for lo in range(0, R, max_rows or R):
+            rows = slice(lo, lo + (max_rows or R))
+            extra = {} if inputs.token_type_ids is None else {"token_type_ids": inputs.token_type_ids[rows]}
+            hidden = self.model(
+                input_ids=inputs.input_ids[rows], attention_mask=inputs.attention_mask[rows], **extra
+            ).last_hidden_state  # (r, T, D)
+            valid = inputs.sent_index[rows] >= 0  # (r, T)
+            slot = (inputs.row_paper[rows, None] * S + inputs.sent_index[rows])[valid]  # (P,) flat (paper, sentence) slot
+            sums = (hidden.new_zeros(B * S, D) if sums is None else sums).index_add(0, slot, hidden[valid])
+            counts = (hidden.new_zeros(B * S) if counts is None else counts).index_add(0, slot, hidden.new_ones(len(slot)))
         emb = (sums / counts.clamp_min(1.0)[:, None]).view(B, S, D)
         mask = (counts > 0).view(B, S)
         return DocBatch(emb, mask, list(inputs.paper_ids), inputs.sentences)
@@ -253,28 +245,31 @@ class ContextualSentenceEncoder(nn.Module):
         return out
 
     @torch.inference_mode()
-    def encode(self, papers: Sequence[Paper | dict | str], batch_size: int = 32, progress: bool = False) -> DocBatch:
+    def encode(self, papers: Sequence[Paper | dict | str], batch_size: int = 32, progress: bool = False,
+               max_batch_chars: int = 1 << 20) -> DocBatch:
         """Contextual sentence vectors of `papers`, in input order, on the CPU.
 
         `papers` may mix `Paper`s, records (dicts as in a papers file) and plain abstract strings
         (`aspire.data.papers.as_papers`). Papers are bucketed by length (longest first) so padding
-        stays small; the device is the model's.
+        stays small; the device is the model's. Memory is bounded per batch: a batch holds at most
+        `batch_size` papers and `max_batch_chars` characters (a longer paper goes alone), and at most
+        `batch_size` windows go through the model at a time.
         """
         papers = as_papers(papers)
         if not papers:
             raise ValueError("encode: no papers given")
         was_training = self.training
         self.eval()
-        order = np.argsort([-(len(p.title) + sum(len(s) for s in p.sentences)) for p in papers], kind="stable")
+        chars = [len(p.title) + sum(len(s) for s in p.sentences) for p in papers]
+        order = np.argsort([-c for c in chars], kind="stable").tolist()
         vectors: list[Tensor | None] = [None] * len(papers)
         masks: list[Tensor | None] = [None] * len(papers)
         truncated: list[TruncationRecord] = []
         bar = tqdm(total=len(papers), desc="encoding papers", unit="paper", disable=not progress)
-        for start in range(0, len(papers), batch_size):
-            chunk = order[start : start + batch_size].tolist()
+        for chunk in budget_batches(order, chars, batch_size, max_batch_chars):
             inputs = self.tokenize([papers[i] for i in chunk])
             truncated.extend(inputs.truncation)
-            batch = self.forward(inputs.to(self.device))
+            batch = self.forward(inputs.to(self.device), max_rows=batch_size)
             emb, mask = batch.emb.float().cpu(), batch.mask.cpu()
             for row, i in enumerate(chunk):
                 vectors[i] = emb[row, : inputs.n_sentences[row]]

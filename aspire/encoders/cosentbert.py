@@ -33,7 +33,7 @@ import torch
 from sentence_transformers.base.sampler import DefaultBatchSampler
 from torch import Tensor
 
-from aspire.config import load_config, save_config, to_dict
+from aspire.config import load_config, ranged, save_config, to_dict
 from aspire.io import iter_jsonl, write_json
 
 TEXT_FIELDS = ("contexts_clean", "contexts")
@@ -43,16 +43,16 @@ TEXT_FIELDS = ("contexts_clean", "contexts")
 class CoSentBertConfig:
     base_model: str = ""  # a sentence-transformers or plain HF directory; "" = packaged all-MiniLM-L6-v2
     text_field: Literal["contexts_clean", "contexts"] = "contexts_clean"  # cleaned: no author-year shortcuts
-    max_pairs_per_set: int = 10  # a set with many contexts gives at most this many pairs (seeded sample)
-    max_seq_length: int = 64
-    epochs: float = 1.0
-    batch_size: int = 32
-    learning_rate: float = 2e-5
-    warmup: float = 0.1  # share of the steps spent warming up the learning rate
-    scale: float = 20.0  # MultipleNegativesRankingLoss: cosine similarities times this (1 / temperature)
+    max_pairs_per_set: int = ranged(10, ge=1)  # a set with many contexts gives at most this many pairs (seeded sample)
+    max_seq_length: int = ranged(64, ge=1)
+    epochs: float = ranged(1.0, gt=0)
+    batch_size: int = ranged(32, ge=2)  # in-batch negatives need a second pair
+    learning_rate: float = ranged(2e-5, gt=0)
+    warmup: float = ranged(0.1, ge=0, le=1)  # share of the steps spent warming up the learning rate
+    scale: float = ranged(20.0, gt=0)  # MultipleNegativesRankingLoss: cosine similarities times this (1 / temperature)
     symmetric: bool = True  # also rank anchors for each positive ("doc_to_query")
-    seed: int = 13
-    logging_steps: int = 5
+    seed: int = ranged(13, ge=0)
+    logging_steps: int = ranged(5, ge=1)
 
 
 def default_base_model() -> Path:

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from aspire.checksum import file_sha256 as sha256_file
 from aspire.data.papers import Paper
 
 SPLIT_FILE = Path(__file__).with_name("splits") / "context2doc.json"
@@ -53,14 +54,6 @@ def query_text(context: str) -> str:
     text = re.sub(r"([,;:])(?=[,.;:])", "", text)
     text = re.sub(r"\(\s*\)|\[\s*\]", "", text)
     return re.sub(r"\s+", " ", text).strip()
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_records(path: Path) -> list[tuple[str, dict]]:

@@ -23,6 +23,7 @@ from aspire.evaluate.context2doc import Context2Doc
 from aspire.evaluate.pools import write_json_atomic
 from aspire.evaluate.runs import invocation, mean_scores, per_query, write_qrels, write_run
 from aspire.evaluate.stats import UnitScores
+from aspire.scoring.chunked import score_chunked
 
 METRICS = ("MRR", "nDCG@10", "R@100", "MAP", "MAP@20")
 
@@ -50,7 +51,7 @@ def dense_scores(bench: Context2Doc, model: str, scorer_name: str, encoding: str
     with torch.no_grad():
         for start in range(0, len(queries), chunk):
             rows = list(range(start, min(start + chunk, len(queries))))
-            out[rows] = scorer.score(qb.index(rows), cb).float().cpu().numpy()
+            out[rows] = score_chunked(scorer, qb.index(rows), cb).float().cpu().numpy()
     return out, encoder.fingerprint()
 
 

@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import Mapping
 
-from aspire.evaluate.metrics import mean_metrics
+from aspire.evaluate.metrics import mean_metrics, undefined_metrics
 from aspire.evaluate.pools import (
     PoolSet,
     evaluate_pool_set,
@@ -54,6 +54,10 @@ def load_csfcube(root: str | Path) -> PoolSet:
     return load_pool_set(root, NAME, FACETS, splits_file=root / "evaluation_splits.json")
 
 
+def _percent(value: float | None) -> float | None:
+    return None if value is None else 100.0 * value
+
+
 def protocol_scores(pool_set: PoolSet, per_query: Mapping[str, Mapping[str, float]]) -> dict:
     """Test (two-fold mean) and dev (fold1_dev) figures in percent, and every fold's mean.
 
@@ -64,11 +68,11 @@ def protocol_scores(pool_set: PoolSet, per_query: Mapping[str, Mapping[str, floa
     dev: dict[str, dict[str, float]] = {}
     for group in GROUPS:
         folds[group] = {
-            fold: {m: 100.0 * v for m, v in mean_metrics(per_query, pool_set.splits[f"{group}/{fold}"]).items()}
+            fold: {m: _percent(v) for m, v in mean_metrics(per_query, pool_set.splits[f"{group}/{fold}"]).items()}
             for fold in ("fold1_test", "fold2_test", "fold1_dev", "fold2_dev")
         }
         f1, f2 = folds[group]["fold1_test"], folds[group]["fold2_test"]
-        test[group] = {m: (f1[m] + f2[m]) / 2.0 for m in f1}
+        test[group] = {m: None if None in (f1[m], f2[m]) else (f1[m] + f2[m]) / 2.0 for m in f1}
         dev[group] = dict(folds[group]["fold1_dev"])
     return {"test": test, "dev": dev, "folds": folds}
 
@@ -92,7 +96,7 @@ def write_per_query_csv(path: Path, pool_set: PoolSet, per_query: Mapping[str, M
         for facet in FACETS:
             for qid, pool in pool_set.pools[facet].items():
                 key = query_key(qid, facet)
-                row = [f"{100.0 * per_query[key][m]:.4f}" for m in METRICS]
+                row = ["" if per_query[key][m] is None else f"{100.0 * per_query[key][m]:.4f}" for m in METRICS]
                 writer.writerow([key, qid, facet, test_fold.get(key, ""), len(pool), titles.get(key, ""), *row])
 
 
@@ -106,6 +110,7 @@ def evaluate_csfcube_rankings(root: str | Path, rankings: Mapping[str, Mapping[s
         "relevance_threshold": THRESHOLD,
         "metrics": list(METRICS),
         "self_in_pool_removed": pool_set.self_in_pool,
+        "undefined_metrics": undefined_metrics(per_query),
         **protocol_scores(pool_set, per_query),
     }
     return results, per_query
@@ -128,10 +133,12 @@ def write_results(out: Path, root: str | Path, exp: str, results: dict, per_quer
 
 def test_units(pool_set: PoolSet, per_query: Mapping[str, Mapping[str, float]], metric: str,
                group: str = "all") -> UnitScores:
-    """A metric's two-fold test figure (percent) as `UnitScores`: groups = the two test folds."""
+    """A metric's two-fold test figure (percent) as `UnitScores`: groups = the two test folds
+    (a query for which the metric is undefined, None, is left out)."""
     folds = {f: pool_set.splits[f"{group}/{f}"] for f in ("fold1_test", "fold2_test")}
     keys = {k for ks in folds.values() for k in ks}
-    return UnitScores.means({k: 100.0 * per_query[k][metric] for k in keys}, folds)
+    values = {k: 100.0 * v for k in keys if (v := per_query[k][metric]) is not None}
+    return UnitScores.means(values, {f: [k for k in ks if k in values] for f, ks in folds.items()})
 
 
 def run_csfcube(

@@ -16,6 +16,11 @@ Bad input is refused with a `ValueError` naming the query: a ranking that misses
 holds an id outside the pool or repeats one; a query ranked but not judged or judged but not ranked;
 a negative grade. A query with no candidate at grade >= `threshold` is refused too, unless
 `skip_no_relevant=True`, which leaves it out of the returned scores (callers record which).
+
+A metric undefined for one query (bpref when every candidate is relevant: no non-relevant one to
+rank below) is None in that query's scores, never NaN; means are taken over the queries where it is
+defined (None when it is defined for none), and `undefined_metrics` lists each one's queries with
+the reason, for results files to report.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ BINARY_METRICS = {"map": "map", "mrr": "mrr", "bpref": "bpref", "r-precision": "
 AT_K_METRICS = {"p": "precision", "r": "recall", "ndcg": "ndcg"}
 DISCOUNTS = ("csfcube", "trec")
 
+UNDEFINED_REASONS = {
+    "bpref": "bpref is undefined when every candidate of the pool is relevant (no non-relevant one to rank below)",
+}
 _AT_K = re.compile(r"^(p|r|ndcg)@(\d+)$")
 _POOL_FRACTION = re.compile(r"^ndcg%(\d+)$")
 
@@ -129,7 +137,8 @@ def evaluate_rankings(
         threshold: grade at or above which a candidate counts as relevant for binary metrics.
         skip_no_relevant: leave out (instead of refusing) queries with no relevant candidate.
     Returns:
-        `{query: {metric name as given: value in [0, 1]}}`, queries in `rankings` order.
+        `{query: {metric name as given: value in [0, 1], or None where undefined for that query}}`,
+        queries in `rankings` order.
     """
     from ranx import Qrels, Run, evaluate  # imported here: ranx's numba start-up is slow
 
@@ -167,7 +176,7 @@ def evaluate_rankings(
         order = list(run.get_query_ids())
         for name, rname in ranx_names.items():
             for q, v in zip(order, scores[rname]):
-                out[q][name] = float(v)
+                out[q][name] = float(v) if np.isfinite(v) else None  # e.g. bpref with no non-relevant
     for name, (kind, percent) in parsed.items():
         if kind != "ndcg%":
             continue
@@ -177,12 +186,27 @@ def evaluate_rankings(
     return {q: {name: out[q][name] for name in metrics} for q in qids}
 
 
-def mean_metrics(per_query: Mapping[str, Mapping[str, float]], qids: Sequence[str]) -> dict[str, float]:
-    """Mean of each metric over `qids` (each must be in `per_query`)."""
+def mean_metrics(per_query: Mapping[str, Mapping[str, float | None]], qids: Sequence[str]) -> dict[str, float | None]:
+    """Mean of each metric over those of `qids` where it is defined (each query must be in
+    `per_query`); None for a metric defined for none of them."""
     missing = [q for q in qids if q not in per_query]
     if missing:
         raise ValueError(f"no scores for {len(missing)} queries: {missing[:10]}")
     if not qids:
         raise ValueError("mean over an empty query list")
-    names = list(per_query[qids[0]])
-    return {m: float(np.mean([per_query[q][m] for q in qids])) for m in names}
+    out: dict[str, float | None] = {}
+    for m in per_query[qids[0]]:
+        values = [per_query[q][m] for q in qids if per_query[q][m] is not None]
+        out[m] = float(np.mean(values)) if values else None
+    return out
+
+
+def undefined_metrics(per_query: Mapping[str, Mapping[str, float | None]]) -> dict[str, dict]:
+    """`{metric: {"queries": [...], "reason": ...}}` for every metric undefined (None) for some query."""
+    out: dict[str, dict] = {}
+    for q, scores in per_query.items():
+        for m, v in scores.items():
+            if v is None:
+                reason = UNDEFINED_REASONS.get(_parse_metric(m)[0], f"{m} is undefined for this query")
+                out.setdefault(m, {"queries": [], "reason": reason})["queries"].append(q)
+    return out

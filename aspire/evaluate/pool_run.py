@@ -1,7 +1,9 @@
 """Evaluate any ASPIRE-style pool re-ranking set: rank it with a model (or read ranked files), score it.
 
 Writes `out/results.json` (`summary`: mean per group — `all`, `facet:F`, `split:S` — in percent,
-with `n_queries`), `out/perq.csv` (one row per query, metrics in percent) and, when a model ran,
+with `n_queries`; `undefined_metrics` lists, per metric, the queries it is undefined for and why,
+and groups count them in `n_undefined`), `out/perq.csv` (one row per query, metrics in percent, an
+empty cell where undefined) and, when a model ran,
 the ranked files `out/test-pid2pool-NAME-EXP[-FACET]-ranked.json`.
 """
 
@@ -11,6 +13,7 @@ import csv
 from pathlib import Path
 from typing import Sequence
 
+from aspire.evaluate.metrics import undefined_metrics
 from aspire.evaluate.pools import (
     evaluate_pool_set,
     load_pool_set,
@@ -77,7 +80,7 @@ def run_pools(
         )
     per_query, skipped = evaluate_pool_set(pool_set, rankings, metrics, threshold, skip_no_relevant)
     summary = {
-        g: {k: (v if k == "n_queries" else 100.0 * v) for k, v in vals.items()}
+        g: {k: (v if k in ("n_queries", "n_undefined") or v is None else 100.0 * v) for k, v in vals.items()}
         for g, vals in summarize(pool_set, per_query).items()
     }
     results = {
@@ -87,6 +90,7 @@ def run_pools(
         "metrics": list(metrics),
         "summary": summary,
         "skipped_no_relevant": skipped,
+        "undefined_metrics": undefined_metrics(per_query),
         "self_in_pool_removed": pool_set.self_in_pool,
         **info,
     }
@@ -95,7 +99,7 @@ def run_pools(
         writer = csv.writer(fh)
         writer.writerow(["query", *metrics])
         for key, vals in per_query.items():
-            writer.writerow([key, *(f"{100.0 * vals[m]:.4f}" for m in metrics)])
+            writer.writerow([key, *("" if vals[m] is None else f"{100.0 * vals[m]:.4f}" for m in metrics)])
     write_json_atomic(out / "results.json", results)
     write_trec(out, pool_set, rankings, exp)
     return results

@@ -20,6 +20,7 @@ best first. Only the order is read back: scores may be similarities or distances
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -153,13 +154,16 @@ def read_ranked(path: str | Path) -> dict[str, list[str]]:
 
 
 def write_json_atomic(path: str | Path, obj) -> None:
-    """Write JSON atomically (`aspire.io.write_json`): a partial file never appears."""
+    """Write JSON atomically (`aspire.io.write_json`): a partial file never appears, and the file is
+    strict JSON (a non-finite float is written as null)."""
     write_json(path, obj, indent=None)
 
 
 def write_ranked(path: str | Path, ranked: Mapping[str, Sequence[tuple[str, float]]]) -> None:
-    """Write `{query_pid: [[cand_pid, score], ...]}` (best first), atomically."""
-    write_json_atomic(path, {q: [[c, float(s)] for c, s in r] for q, r in ranked.items()})
+    """Write `{query_pid: [[cand_pid, score], ...]}` (best first), atomically; a score that is not a
+    finite number is written as null (the order is kept as given)."""
+    finite = lambda s: float(s) if math.isfinite(float(s)) else None  # noqa: E731
+    write_json_atomic(path, {q: [[c, finite(s)] for c, s in r] for q, r in ranked.items()})
 
 
 def write_trec(out: Path, pool_set: PoolSet, rankings: Mapping[str, Mapping[str, list[str]]], exp: str) -> None:
@@ -217,7 +221,8 @@ def summarize(
     """Mean metrics over all queries, each facet, and each split (queries left out are not counted).
 
     Returns `{group: {metric: mean, ..., "n_queries": count}}` with groups `all`, `facet:F` per facet
-    of a faceted set, and `split:S` per split.
+    of a faceted set, and `split:S` per split. A metric undefined for some queries of a group is the
+    mean over the others (None if none), and the group gets `"n_undefined": {metric: count}`.
     """
     groups: dict[str, list[str]] = {"all": list(per_query)}
     if pool_set.facets != [""]:
@@ -230,4 +235,7 @@ def summarize(
         kept = [k for k in keys if k in per_query]
         if kept:
             out[group] = {**mean_metrics(per_query, kept), "n_queries": len(kept)}
+            undefined = {m: n for m in per_query[kept[0]] if (n := sum(per_query[k][m] is None for k in kept))}
+            if undefined:
+                out[group]["n_undefined"] = undefined
     return out

@@ -32,6 +32,7 @@ from torch import Tensor
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
 from aspire.evaluate.cache import cached_encode
+from aspire.scoring.chunked import score_chunked
 
 ENCODINGS = ("contextual", "independent", "abstract")
 SENTENCE_SCORERS = ("minl2", "ot", "attention")
@@ -231,7 +232,8 @@ def rank_pools(
         queries: one row per query pid of `pools` (masks possibly narrowed to a facet).
         candidates: rows holding every pooled candidate (looked up by paper id).
         pools: `{query_pid: [cand_pid, ...]}`.
-        scorer: object with `.score(DocBatch (1, S, D), DocBatch (P, S, D)) -> (1, P)`.
+        scorer: object with `.score(DocBatch (1, S, D), DocBatch (P, S, D)) -> (1, P)`, called on
+            length-bucketed chunks under a memory budget (`aspire.scoring.chunked.score_chunked`).
     Returns:
         `{query_pid: [(cand_pid, similarity), ...]}` best first.
     """
@@ -242,7 +244,7 @@ def rank_pools(
         raise ValueError(f"{len(missing)} pooled papers were not encoded: {missing[:10]}")
     out: dict[str, list[tuple[str, float]]] = {}
     for qid, pool in pools.items():
-        sims = scorer.score(queries.index([qrow[qid]]), candidates.index([crow[c] for c in pool]))[0]  # (P,)
+        sims = score_chunked(scorer, queries.index([qrow[qid]]), candidates.index([crow[c] for c in pool]))[0]  # (P,)
         order = torch.sort(-sims.float(), stable=True).indices.tolist()
         out[qid] = [(pool[j], float(sims[j])) for j in order]
     return out

@@ -27,6 +27,7 @@ from aspire.evaluate.pools import write_json_atomic
 from aspire.evaluate.rank import encode_papers, get_eval_scorer
 from aspire.evaluate.reviewers import ReviewerSet, prediction_files, reviewer_units, summarize
 from aspire.evaluate.runs import invocation
+from aspire.scoring.chunked import score_chunked
 
 _TOPK = re.compile(r"^topk:(\d+)$")
 
@@ -89,7 +90,7 @@ def predict(rset: ReviewerSet, batch, scorer, agg: str) -> list[dict[str, dict[s
                 arch = [pid for pid, _, _ in draw.archives[reviewer] if pid in row]
                 if not subs or not arch:
                     continue
-                sims = scorer.score(batch.index([row[p] for p in subs]), batch.index([row[p] for p in arch]))
+                sims = score_chunked(scorer, batch.index([row[p] for p in subs]), batch.index([row[p] for p in arch]))
                 pred[reviewer] = dict(zip(subs, aggregate(sims.float(), agg).tolist()))
             out.append(pred)
     return out

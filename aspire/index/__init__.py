@@ -2,9 +2,11 @@
 
 - `config`: IndexBuildConfig (index structure, encoding, search defaults), read from configs/index*.yaml
 - `corpus`: EncodedCorpus (flat sentence vectors + offsets), `encode_corpus`, shard files
-- `store`:  SentenceIndex (build, add, save/load with format and model checks)
+- `store`:  SentenceIndex (build, add, save/load with format, checksum and model checks)
+- `disk`:   the directory on disk: live-generation pointer confined to it, checksums, writers' lock
+- `build`:  build/add a directory under its lock, refusing or cleaning it before any encoding
 - `shards`: torchrun-sharded encoding and merging of shards into one index
-CLI: `python -m aspire.index {build,add,encode-shard,merge,info}`.
+CLI: `python -m aspire.index {build,add,encode-shard,merge,info [--verify]}`.
 """
 
 from aspire.index.config import EncodeConfig, IndexBuildConfig, IndexConfig, SearchConfig

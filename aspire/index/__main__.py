@@ -4,7 +4,7 @@
     add           --index DIR --corpus more.jsonl [--model M]   (model defaults to the index's)
     encode-shard  --model M --corpus papers.jsonl --shards SHARDS [--merge-into DIR]   (under torchrun)
     merge         --shards SHARDS --out DIR
-    info          --index DIR
+    info          --index DIR [--verify]   (--verify: check every file's SHA-256)
 
 Overrides are dotted config keys, e.g. `index.kind=hnsw encode.batch_size=64`.
 """
@@ -26,11 +26,11 @@ from aspire.cliutil import (
     setup_logging,
     show_progress,
 )
-from aspire.config import apply_overrides, load_config
+from aspire.config import load_config
+from aspire.index.build import add_to_index, build_index
 from aspire.index.config import IndexBuildConfig
-from aspire.index.corpus import encode_corpus, read_corpus
 from aspire.index.shards import merge_shards, run_encode_shard
-from aspire.index.store import SentenceIndex, describe_rejected, model_fingerprint
+from aspire.index.store import SentenceIndex
 
 
 def load_encoder(name: str, device: str | None = None):
@@ -104,6 +104,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     with_config(p)
     p = command("info", "print an index's manifest (JSON)")
     p.add_argument("--index", required=True, help="the index directory")
+    p.add_argument("--verify", action="store_true", help="check every file's SHA-256 (loading checks files up to 64 MiB)")
     return parser
 
 
@@ -130,33 +131,15 @@ def _run(args) -> int:
     progress = show_progress(args)
     if args.command in ("build", "encode-shard", "merge"):
         config = load_config(IndexBuildConfig, args.config, overrides)
-    if args.command == "build":
-        out = Path(args.out)
-        if (out / "CURRENT").exists() and not args.overwrite:
-            raise ValueError(f"{out} already holds an index; use `add` to extend it or --overwrite to replace it")
-        papers, unreadable = read_corpus(args.corpus)
-        if not papers:  # before loading a model
-            raise ValueError(f"nothing to index: all {len(unreadable)} records of {args.corpus} were rejected"
-                             + describe_rejected(unreadable))
-        encoder = load_encoder(args.model, device=args.device)
-        corpus = encode_corpus(encoder, papers, config.encode, progress=progress)
-        corpus.rejected = unreadable + corpus.rejected
-        index = SentenceIndex.build(corpus, config, model_fingerprint(encoder), args.model)
-        gen = index.save(out)
+    device = getattr(args, "device", None)
+    if args.command == "build":  # under the directory's lock, refused or cleaned before any encoding
+        index, gen = build_index(args.out, args.model, args.corpus, config, args.overwrite,
+                                 lambda name: load_encoder(name, device=device), progress)
         print(_summary(index, gen, len(index.paper_ids)))
-    elif args.command == "add":
-        index = SentenceIndex.load(args.index, mmap=False)
-        encode_config = apply_overrides(index.config, overrides).encode  # --batch-size: this run only
-        papers, unreadable = read_corpus(args.corpus)
-        encoder = load_encoder(args.model or index.model_name, device=args.device)
-        fingerprint = model_fingerprint(encoder)
-        index.check_model(fingerprint)
-        before = index.n_papers
-        corpus = encode_corpus(encoder, papers, encode_config, skip_ids=index.positions, progress=progress)
-        corpus.rejected = unreadable + corpus.rejected
-        index.add(corpus, fingerprint)
-        gen = index.save(args.index)
-        print(_summary(index, gen, index.n_papers - before))
+    elif args.command == "add":  # overrides (--batch-size) hold for this run only
+        index, gen, n_new = add_to_index(args.index, args.corpus, args.model,
+                                         lambda name: load_encoder(name, device=device), overrides, progress)
+        print(_summary(index, gen, n_new))
     elif args.command == "encode-shard":
         path = run_encode_shard(args.model, args.corpus, args.shards, config, args.merge_into)
         print(f"wrote {path}")
@@ -164,7 +147,9 @@ def _run(args) -> int:
         index = merge_shards(args.shards, args.out, config)
         print(_summary(index, Path(SentenceIndex.read_manifest(args.out)["path"]), index.n_papers))
     elif args.command == "info":
-        print(json.dumps(SentenceIndex.read_manifest(args.index), indent=1))
+        print(json.dumps(SentenceIndex.read_manifest(args.index, verify=args.verify), indent=1))
+        if args.verify:
+            print("verified: every file's size and SHA-256 match the manifest", file=sys.stderr)
     return 0
 
 

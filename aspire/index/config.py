@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, fields, replace
+from typing import Literal, Sequence, get_args, get_origin, get_type_hints
+
+from aspire.config import ConfigError, check_ranges, ranged
 
 
 @dataclass
@@ -39,10 +41,23 @@ class IndexConfig:
 
 @dataclass
 class EncodeConfig:
-    """Corpus encoding: papers are encoded `chunk_papers` at a time (bounded memory, progress)."""
+    """Corpus reading and encoding, bounded per paper (memory does not grow with the worst paper).
 
-    batch_size: int = 32
-    chunk_papers: int = 1024
+    Papers are encoded `chunk_papers` at a time, `batch_size` papers (and windows) a pass. The rule
+    for an over-long paper is rejection with its reason (listed in `rejected.jsonl`), never silent
+    truncation: a line longer than `max_line_bytes` (default 1 MiB) is skipped unread; a paper with
+    more than `max_sentences` (default 1000) sentences or a sentence longer than
+    `max_sentence_chars` (default 20,000 characters) is rejected. 0 lifts a limit.
+    """
+
+    batch_size: int = ranged(32, ge=1)
+    chunk_papers: int = ranged(1024, ge=1)
+    max_sentences: int = ranged(1000, ge=0)
+    max_sentence_chars: int = ranged(20_000, ge=0)
+    max_line_bytes: int = ranged(1 << 20, ge=0)
+
+
+RERANKERS = ("none", "minl2", "ot")
 
 
 @dataclass
@@ -61,21 +76,68 @@ class SearchConfig:
         `sentence_k` nearest, so larger values approach the exhaustive single-match ranking.
     """
 
-    k: int = 10
+    k: int = ranged(10, ge=1)
     stages: Literal["ann", "bm25", "ann,bm25"] = "ann"
     fuse: str = "z:0.815"  # z-score fusion, 0.815 on the dense scores (the published setting)
-    bm25_k1: float = 1.25
-    bm25_b: float = 0.75
+    bm25_k1: float = ranged(1.25, ge=0)
+    bm25_b: float = ranged(0.75, ge=0, le=1)
     rerank: Literal["none", "minl2", "ot"] = "none"
-    shortlist: int = 1000
-    sentence_k: int = 0
-    sentence_k_factor: float = 1.0
-    sentence_k_min: int = 100
+    shortlist: int = ranged(1000, ge=1)
+    sentence_k: int = ranged(0, ge=0)
+    sentence_k_factor: float = ranged(1.0, gt=0)
+    sentence_k_min: int = ranged(100, ge=1)
     exclude_query: bool = True
-    ot_tau: float = 1.0  # OT sentence-weight temperature (aspire.scoring.OTScorer)
-    ot_eps: float = 0.05  # entropic regularisation
-    ot_tol: float = 1e-4  # Sinkhorn marginal tolerance
-    ot_max_iter: int = 1000
+    ot_tau: float = ranged(1.0, gt=0)  # OT sentence-weight temperature (aspire.scoring.OTScorer)
+    ot_eps: float = ranged(0.05, gt=0)  # entropic regularisation
+    ot_tol: float = ranged(1e-4, gt=0)  # Sinkhorn marginal tolerance
+    ot_max_iter: int = ranged(1000, ge=1)
+
+
+class SearchArgumentError(ValueError):
+    """A search argument outside its valid range; the message names the argument and the range."""
+
+
+def checked_search_config(base: SearchConfig, **changes) -> SearchConfig:
+    """`base` with `changes` applied (None values leave a field as it is), every field checked.
+
+    The one validation of search arguments for every entry point (Python API, CLI, page, server):
+    `k`, `shortlist`, `sentence_k_min`, `ot_max_iter` >= 1 and `sentence_k` >= 0 (integers);
+    `ot_tau`, `ot_eps`, `ot_tol`, `sentence_k_factor` finite and > 0; `bm25_k1` >= 0, `bm25_b` in
+    [0, 1]; `rerank` and `stages` one of their values.
+    Raises SearchArgumentError naming the first bad (or unknown) argument.
+    """
+    names = [f.name for f in fields(SearchConfig)]
+    unknown = sorted(set(changes) - set(names))
+    if unknown:
+        raise SearchArgumentError(f"unknown search argument(s) {unknown}; valid: {names}")
+    config = replace(base, **{k: v for k, v in changes.items() if v is not None})
+    for name, tp in get_type_hints(SearchConfig).items():  # rerank, stages: one of their values
+        if get_origin(tp) is Literal and getattr(config, name) not in get_args(tp):
+            raise SearchArgumentError(f"{name}: unknown {name} {getattr(config, name)!r}; valid: {list(get_args(tp))}")
+    try:
+        check_ranges(config)
+    except ConfigError as err:
+        raise SearchArgumentError(str(err)) from None
+    return config
+
+
+def check_selection(selection: Sequence[int] | None, n_sentences: int, paper: str = "the query") -> list[int] | None:
+    """A query-sentence selection as a list of positions, checked against the paper's `n_sentences`:
+    non-empty, integers, each in 0..n_sentences-1 (repeats are merged). None selects every sentence.
+    Raises SearchArgumentError naming the paper and the bad positions."""
+    if selection is None:
+        return None
+    chosen = list(selection)
+    if not chosen:
+        raise SearchArgumentError(f"sentences: the selection for {paper} is empty; give at least one position")
+    bad_type = [j for j in chosen if isinstance(j, bool) or not isinstance(j, int)]
+    if bad_type:
+        raise SearchArgumentError(f"sentences: positions must be integers, got {bad_type[:5]}")
+    bad = [j for j in chosen if not 0 <= j < n_sentences]
+    if bad:
+        raise SearchArgumentError(f"sentences: positions {bad[:10]} out of range 0..{n_sentences - 1} for {paper} "
+                                  f"({n_sentences} sentence(s))")
+    return sorted(set(chosen))
 
 
 @dataclass

@@ -21,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from aspire.batch import DocBatch
+from aspire.data.guards import invisible_text_reason
 from aspire.data.papers import Paper, read_papers
 from aspire.index.config import EncodeConfig
 from aspire.io import read_jsonl, write_jsonl
@@ -231,18 +232,24 @@ def encode_corpus(
 ) -> EncodedCorpus:
     """Encode `papers` with `encoder.encode(...) -> DocBatch`, `config.chunk_papers` at a time.
 
-    Papers without sentences, papers whose id is in `skip_ids` (already indexed) or repeated, and
-    papers for which the encoder returns no sentence vector go to `rejected` with a reason.
+    Papers without sentences, papers whose id is in `skip_ids` (already indexed) or repeated,
+    papers with a sentence no encoder can see (`aspire.data.guards.invisible_text_reason`) or, when
+    the encoder can tell (`encoder.unseen_sentences`), one its tokenizer gives no word piece, and
+    papers for which the encoder returns no sentence vector go to `rejected` with a reason; every
+    other paper is encoded.
     """
     config = config or EncodeConfig()
     seen = set(skip_ids)
     rejected: list[dict] = []
     todo: list[Paper] = []
     for paper in papers:
+        invisible = next(((i, r) for i, s in enumerate(paper.sentences) if (r := invisible_text_reason(s))), None)
         if paper.paper_id in seen:
             rejected.append({"paper_id": paper.paper_id, "reason": "duplicate paper_id"})
         elif not paper.sentences:
             rejected.append({"paper_id": paper.paper_id, "reason": "no abstract sentences"})
+        elif invisible:
+            rejected.append({"paper_id": paper.paper_id, "reason": f"sentence {invisible[0]} {invisible[1]}"})
         else:
             seen.add(paper.paper_id)
             todo.append(paper)
@@ -250,6 +257,15 @@ def encode_corpus(
     bar = tqdm(total=len(todo), desc="encoding papers", unit="paper", disable=not progress)
     for start in range(0, len(todo), config.chunk_papers):
         chunk = todo[start : start + config.chunk_papers]
+        if hasattr(encoder, "unseen_sentences"):  # judged by what the encoder's tokenizer will see
+            unseen = encoder.unseen_sentences(chunk, batch_size=config.batch_size)
+            texts = lambda p: [p.title, *p.sentences] if getattr(encoder, "include_title", False) else p.sentences  # noqa: E731
+            rejected += [{"paper_id": p.paper_id, "reason": f"sentence(s) {u} give the encoder's tokenizer no word "
+                          f"piece (e.g. {texts(p)[u[0]][:40]!r})"} for p, u in zip(chunk, unseen) if u]
+            bar.update(sum(1 for u in unseen if u))
+            chunk = [p for p, u in zip(chunk, unseen) if not u]
+            if not chunk:
+                continue
         batch = encoder.encode(chunk, batch_size=config.batch_size, progress=False)
         if len(batch) != len(chunk):
             raise ValueError(f"encoder returned {len(batch)} papers for {len(chunk)}")
@@ -297,9 +313,12 @@ def read_index_papers(path: Path) -> tuple[list[str], list[str], list[list[str]]
             [r.get("labels") for r in records])
 
 
-def read_corpus(path: str | Path) -> tuple[list[Paper], list[dict]]:
-    """Papers from a JSONL papers file (`aspire.data.papers.read_papers` rules), and every record
-    that could not be read as `{"line", "paper_id", "reason"}`."""
-    result = read_papers(path, skip_bad=True)
+def read_corpus(path: str | Path, config: EncodeConfig | None = None) -> tuple[list[Paper], list[dict]]:
+    """Papers from a JSONL papers file (`aspire.data.papers.read_papers` rules, with the per-paper
+    limits of `config`), and every record that could not be read as `{"line", "paper_id", "reason"}`."""
+    config = config or EncodeConfig()
+    result = read_papers(path, skip_bad=True, max_sentences=config.max_sentences or None,
+                         max_sentence_chars=config.max_sentence_chars or None,
+                         max_line_bytes=config.max_line_bytes or None)
     rejected = [{"line": r.line, "paper_id": r.paper_id, "reason": r.reason} for r in result.rejected]
     return result.papers, rejected

@@ -41,7 +41,7 @@ def encode_shard(encoder, corpus_path: str | Path, shards_dir: str | Path, confi
     """Encode this rank's slice of the corpus and write it as `shards_dir/shard-RRRRR-of-WWWWW`."""
     if not 0 <= rank < world:
         raise ValueError(f"rank {rank} outside world of size {world}")
-    papers, unreadable = read_corpus(corpus_path)
+    papers, unreadable = read_corpus(corpus_path, config.encode)
     lo, hi = rank * len(papers) // world, (rank + 1) * len(papers) // world
     corpus = encode_corpus(encoder, papers[lo:hi], config.encode, progress=rank == 0)
     if rank == 0:

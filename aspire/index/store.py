@@ -13,7 +13,10 @@ On disk an index is a directory holding generations and a pointer to the live on
 
 Saving writes a complete new generation in a temporary directory, renames it into place and only
 then replaces CURRENT (an atomic rename), so an interrupted save leaves the previous index
-loadable. One writer at a time is assumed.
+loadable. A save holds DIR/.lock (`aspire.index.disk.index_lock`): a second writer fails at once.
+The manifest records every file's size and SHA-256; loading checks them (`aspire.index.disk`:
+sizes always, checksums of files up to 64 MiB, all with `verify=True`) and confines every path
+to DIR.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import time
 import uuid
 from pathlib import Path
@@ -36,14 +38,20 @@ from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
 from aspire.index.config import IndexBuildConfig, IndexConfig
 from aspire.index.corpus import EncodedCorpus, gather_docbatch, read_index_papers, write_index_papers
+from aspire.index.disk import (
+    IndexFormatError,
+    check_files,
+    check_index_dir,
+    clear_leftovers,
+    confined,
+    file_sha256,
+    index_lock,
+)
+from aspire.index.disk import live_generation as _live_generation
 from aspire.io import read_jsonl, write_jsonl, write_text
 
 FORMAT_VERSION = 1
 _FILES = ("config.yaml", "sentences.faiss", "vectors.npy", "offsets.npy", "papers.jsonl", "rejected.jsonl")
-
-
-class IndexFormatError(ValueError):
-    """The directory holds no index, an incomplete one, or one written by an incompatible version."""
 
 
 class ModelMismatchError(ValueError):
@@ -248,21 +256,16 @@ class SentenceIndex:
     # ---- disk ---------------------------------------------------------------------------------------
     def save(self, root: str | Path) -> Path:
         """Write a new generation under `root` and make it live atomically; returns its directory."""
-        root = Path(root)
-        root.mkdir(parents=True, exist_ok=True)
-        live = _live_generation(root)
-        if live is None and any(not p.name.startswith(".") for p in root.iterdir()):
-            raise IndexFormatError(f"{root} is not empty and holds no index; refusing to write an index into it")
-        gens = [int(p.name[4:]) for p in root.glob("gen-*") if p.name[4:].isdigit()]
-        name = f"gen-{max(gens, default=0) + 1:06d}"
-        tmp = root / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
-        self._write_generation(tmp)
-        os.rename(tmp, root / name)
-        _write_atomic(root / "CURRENT", name + "\n")
-        for old in root.iterdir():  # previous generations and leftovers of interrupted saves
-            if old.is_dir() and old.name != name and (old.name.startswith("gen-") or old.name.startswith(".tmp-")):
-                shutil.rmtree(old)
+        with index_lock(root) as root:
+            check_index_dir(root)  # only an index's own files (and crash leftovers) may be there
+            gens = [int(p.name[4:]) for p in root.glob("gen-*") if p.name[4:].isdigit()]
+            name = f"gen-{max(gens, default=0) + 1:06d}"
+            tmp = root / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
+            tmp.mkdir()
+            self._write_generation(tmp)
+            os.rename(tmp, root / name)
+            _write_atomic(root / "CURRENT", name + "\n")
+            clear_leftovers(root, keep=name)  # previous generations and leftovers of interrupted saves
         return root / name
 
     def _write_generation(self, path: Path) -> None:
@@ -288,40 +291,47 @@ class SentenceIndex:
             "vector_dtype": str(np.asarray(self.vectors[:0]).dtype),
             "saved_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "files": {name: (path / name).stat().st_size for name in _FILES},
+            "sha256": {name: file_sha256(path / name) for name in _FILES},
         }
         _write_atomic(path / "manifest.json", json.dumps(manifest, indent=1) + "\n")
 
     @staticmethod
-    def read_manifest(root: str | Path) -> dict:
-        """The live generation's manifest (checked: present, complete, compatible format)."""
+    def read_manifest(root: str | Path, verify: bool = False) -> dict:
+        """The live generation's manifest, checked: present, compatible format, every file inside the
+        index with its recorded size and checksum (`aspire.index.disk.check_files`; all checksums
+        with `verify`, else those of files up to 64 MiB)."""
         root = Path(root)
         live = _live_generation(root)
         if live is None:
             raise IndexFormatError(f"{root} holds no index (no CURRENT file); build one with `python -m aspire.index build`")
         gen = root / live
-        if not (gen / "manifest.json").is_file():
+        if not confined(gen, gen / "manifest.json").is_file():
             raise IndexFormatError(f"{gen} is incomplete: no manifest.json")
-        manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
-        if manifest.get("format_version") != FORMAT_VERSION:
+        try:
+            manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise IndexFormatError(f"{gen}/manifest.json is corrupted: {err}") from None
+        if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
+            manifest = manifest if isinstance(manifest, dict) else {}
             raise IndexFormatError(
                 f"{root} has index format version {manifest.get('format_version')!r} (written by aspire "
                 f"{manifest.get('aspire_version')}); this aspire {__version__} reads version "
                 f"{FORMAT_VERSION}. Rebuild the index."
             )
-        for name, size in manifest["files"].items():
-            if not (gen / name).is_file() or (gen / name).stat().st_size != size:
-                raise IndexFormatError(f"{gen / name} is missing or does not have the size the manifest records")
+        check_files(gen, manifest, _FILES, full=verify)
         manifest["path"] = str(gen)
         return manifest
 
     @classmethod
-    def load(cls, root: str | Path, model_fingerprint: str | None = None, mmap: bool = True) -> "SentenceIndex":
+    def load(cls, root: str | Path, model_fingerprint: str | None = None, mmap: bool = True,
+             verify: bool = False) -> "SentenceIndex":
         """Load the live index under `root`; exact vectors are memory-mapped when `mmap`.
 
-        Raises IndexFormatError for a missing/incomplete/incompatible index and ModelMismatchError
-        when `model_fingerprint` is given and differs from the one the index was built with.
+        Raises IndexFormatError for a missing/incomplete/corrupted/incompatible index (`verify`: check
+        every file's checksum, see `read_manifest`) and ModelMismatchError when `model_fingerprint`
+        is given and differs from the one the index was built with.
         """
-        manifest = cls.read_manifest(root)
+        manifest = cls.read_manifest(root, verify=verify)
         gen = Path(manifest["path"])
         if model_fingerprint is not None and model_fingerprint != manifest["model_fingerprint"]:
             raise ModelMismatchError(
@@ -355,11 +365,6 @@ def model_fingerprint(encoder) -> str:
     """The encoder's fingerprint string (`fingerprint` is a method on ContextualSentenceEncoder)."""
     fp = encoder.fingerprint
     return fp() if callable(fp) else str(fp)
-
-
-def _live_generation(root: Path) -> str | None:
-    current = root / "CURRENT"
-    return current.read_text(encoding="utf-8").strip() if current.is_file() else None
 
 
 def _fsync(path: Path) -> None:

@@ -1,13 +1,17 @@
 """The training config: nested dataclasses read from `configs/*.yaml` by `aspire.config.load_config`.
 
 `configs/base.yaml` holds the shared defaults; each paper model's file names `base: base.yaml` and
-sets only what differs (mostly `model.kind`). Unknown keys anywhere are a `ConfigError`.
+sets only what differs (mostly `model.kind`). Unknown keys anywhere are a `ConfigError`, and so is
+a numeric field outside its range (each declared with `ranged`: counts >= 0 or >= 1, rates and
+temperatures > 0, floats finite), reported when the config loads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
+
+from aspire.config import ranged
 
 ModelKind = Literal["ts", "ot", "ts+ot", "max", "att", "abs", "cocite_vector"]
 
@@ -26,14 +30,14 @@ class ModelConfig:
 
     kind: ModelKind = "ts"
     encoder: str = "minilm"
-    ot_eps: float = 0.05
-    ot_tau: float = 1.0
-    ot_tol: float = 1e-4
-    ot_max_iter: int = 1000
+    ot_eps: float = ranged(0.05, gt=0)
+    ot_tau: float = ranged(1.0, gt=0)
+    ot_tol: float = ranged(1e-4, gt=0)
+    ot_max_iter: int = ranged(1000, ge=1)
     ot_grad: Literal["implicit", "autograd"] = "implicit"
-    att_tau: float = 1.0
+    att_tau: float = ranged(1.0, gt=0)
     pooling: Literal["mean"] = "mean"
-    max_length: int = 0
+    max_length: int = ranged(0, ge=0)
     include_title: bool = False
 
 
@@ -46,7 +50,7 @@ class LossConfig:
     batch order, i.e. a random one), as in the paper's triples.
     """
 
-    margin: float = 1.0
+    margin: float = ranged(1.0, ge=0)
     negatives: Literal["all", "one"] = "one"
 
 
@@ -69,9 +73,9 @@ class DataConfig:
     both_directions: bool = True
     hard_negatives: str | None = None
     example_negatives: bool = False
-    max_sentences: int = 24
-    max_examples: int = 0
-    dev_batches: int = 0
+    max_sentences: int = ranged(24, ge=0)
+    max_examples: int = ranged(0, ge=0)
+    dev_batches: int = ranged(0, ge=0)
     use_dev: bool = True
 
 
@@ -89,22 +93,22 @@ class TrainConfig:
     """
 
     out_dir: str = "runs/aspire"
-    seed: int = 0
-    batch_size: int = 16
-    grad_accum: int = 1
-    lr: float = 2e-5
-    weight_decay: float = 0.01
-    warmup_steps: int = 100
-    max_steps: int = 0
-    stop_after: int = 0
-    epochs: int = 1
-    clip_norm: float = 1.0
-    log_every: int = 10
-    eval_every: int = 500
+    seed: int = ranged(0, ge=0)
+    batch_size: int = ranged(16, ge=1)
+    grad_accum: int = ranged(1, ge=1)
+    lr: float = ranged(2e-5, gt=0)
+    weight_decay: float = ranged(0.01, ge=0)
+    warmup_steps: int = ranged(100, ge=0)
+    max_steps: int = ranged(0, ge=0)
+    stop_after: int = ranged(0, ge=0)
+    epochs: int = ranged(1, ge=1)
+    clip_norm: float = ranged(1.0, gt=0)
+    log_every: int = ranged(10, ge=1)
+    eval_every: int = ranged(500, ge=0)
     dev_before: bool = False
-    save_every: int = 500
-    keep_checkpoints: int = 2
-    num_workers: int = 0
+    save_every: int = ranged(500, ge=0)
+    keep_checkpoints: int = ranged(2, ge=0)
+    num_workers: int = ranged(0, ge=0)
     device: str = "auto"
     progress: bool = True
 

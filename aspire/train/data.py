@@ -101,7 +101,8 @@ class TripletDataset(Dataset):
 
 
 def load_split(cfg: DataConfig, split: str) -> TripletDataset:
-    """`examples.{split}.jsonl` of `cfg.examples_dir` with its abstracts (cut to `cfg.max_sentences`)."""
+    """`examples.{split}.jsonl` of `cfg.examples_dir` with its abstracts (cut to `cfg.max_sentences`).
+    A split without examples is refused with a ValueError naming it."""
     root = Path(cfg.examples_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"data.examples_dir {root} does not exist; build it with `python -m aspire.data run-all`")
@@ -110,7 +111,16 @@ def load_split(cfg: DataConfig, split: str) -> TripletDataset:
         for pid, p in read_paper_map(root / "abstracts.jsonl", split_strings=False).items()
     }
     hard = _read_hard_negatives(cfg.hard_negatives) if cfg.hard_negatives else None
-    return TripletDataset(read_examples(root / f"examples.{split}.jsonl", cfg, papers, hard), papers)
+    examples = read_examples(root / f"examples.{split}.jsonl", cfg, papers, hard)
+    if not examples:  # an empty dev split would give a dev loss of 0.0 and mark any weights as best
+        hint = "; add some, or set data.use_dev=false to train without dev loss" if split == "dev" else ""
+        raise ValueError(f"the {split} split {root / f'examples.{split}.jsonl'} holds no examples{hint}")
+    return TripletDataset(examples, papers)
+
+
+def load_dev_split(cfg: DataConfig) -> TripletDataset | None:
+    """The dev split when `cfg.use_dev` (refused when empty, see `load_split`), else None."""
+    return load_split(cfg, "dev") if cfg.use_dev else None
 
 
 class TripletCollator:

@@ -27,9 +27,10 @@ from tqdm.auto import tqdm
 
 from aspire.config import save_config, to_dict
 from aspire.io import write_text
+from aspire.jsonsafe import dumps
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
-from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_split
+from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_dev_split, load_split
 from aspire.train.models import DocumentModel
 from aspire.train.process import (  # the process set-up steps, used by `run` and re-exported
     init_distributed,
@@ -166,7 +167,7 @@ class Trainer:
     def _log(self, record: dict) -> None:
         if self.rank == 0:
             with open(self.out_dir / METRICS, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(record) + "\n")
+                handle.write(dumps(record) + "\n")  # a NaN loss is written as null, with its reason
 
     # ---- loops --------------------------------------------------------------------------------------
     def _loader(self, data: TripletDataset, sampler: EpochBatchSampler, seed: int) -> DataLoader:
@@ -183,15 +184,16 @@ class Trainer:
         """
         was_training = self.model.training
         self.model.eval()
-        sampler = EpochBatchSampler(len(self.dev_data), self.tc.batch_size, DEV_SEED, 0,
-                                    limit=self.cfg.data.dev_batches or None)
+        sampler = EpochBatchSampler(len(self.dev_data), self.tc.batch_size, DEV_SEED, 0, limit=self.cfg.data.dev_batches or None)
         total, count = 0.0, 0
         for batch in self._loader(self.dev_data, sampler, DEV_SEED):
             out = self.model(batch.to(self.device))
             n = int(out["triples"])
             total, count = total + float(out["loss"]) * n, count + n
         self.model.train(was_training)
-        return total / max(count, 1)
+        if count == 0:
+            raise ValueError("the dev batches hold no triples to select a model by; set data.use_dev=false")
+        return total / count
 
     def evaluate(self) -> None:
         """Dev loss on rank 0, then a checkpoint; a new best moves the `best` pointer to it."""
@@ -265,11 +267,10 @@ class Trainer:
             self.save()
         elif self._saved_step != self.step:  # the last step is always evaluated and saved
             self.evaluate()
-        digests = [None] * self.world
+        digests = [weights_digest(self.model)]
         if self.world > 1:
+            digests = [None] * self.world
             dist.all_gather_object(digests, weights_digest(self.model))
-        else:
-            digests[0] = weights_digest(self.model)
         final = {"event": "end", "step": self.step, "weights_digest": digests, "best_dev_loss": self.best_dev}
         self._log(final)
         return {**last, **final}
@@ -354,7 +355,7 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
     else:
         model = model_loader(cfg, None)
     train_data = load_split(cfg.data, "train")
-    dev_data = load_split(cfg.data, "dev") if cfg.data.use_dev else None
+    dev_data = load_dev_split(cfg.data)
     needs_align = "aligned" in model.terms
     if needs_align and train_data.aligned_share == 0.0:
         raise ValueError(f"model.kind={cfg.model.kind} needs `{cfg.data.align}` alignments in the examples; "

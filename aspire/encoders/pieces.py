@@ -1,0 +1,63 @@
+"""Which word pieces a contextual encoder gives each sentence: sentences past the first window
+(`TruncationRecord`) and sentences that get no word piece at all (`unseen_sentences`); and the
+memory-bounded batches papers are encoded in (`budget_batches`).
+
+A sentence that gets no word piece (only characters the tokenizer drops or cannot represent) has no
+vector; `ContextualSentenceEncoder.tokenize` refuses a batch holding one, and
+`ContextualSentenceEncoder.unseen_sentences` finds them beforehand, so a corpus can reject those
+papers with a reason and encode the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from aspire.encoders.inputs import Overflow, TruncationRecord
+
+
+def truncation_records(paper_ids: Sequence[str], sent_index: np.ndarray, row_paper: np.ndarray,
+                       first_row: np.ndarray, overflow: Overflow) -> list[TruncationRecord]:
+    """One record per paper with rows past its first: `sent_index (R, T)` sentence of each piece
+    (-1 = none), `row_paper (R,)` paper of each row, `first_row (R,)` whether a row is its paper's first."""
+    records = []
+    for b in np.unique(row_paper[~first_row]).tolist():
+        in_first = set(sent_index[first_row & (row_paper == b)].ravel().tolist()) - {-1}
+        in_later = set(sent_index[~first_row & (row_paper == b)].ravel().tolist()) - {-1}
+        records.append(TruncationRecord(paper_ids[b], sorted(in_later - in_first), sorted(in_later & in_first), overflow))
+    return records
+
+
+def unseen_sentences(paper_ids: Sequence[str], n_sentences: Sequence[int], sent_index: np.ndarray,
+                     row_paper: np.ndarray, truncation: Sequence[TruncationRecord]) -> list[list[int]]:
+    """Per paper, the positions of its sentences that no kept row gives a word piece (sentences
+    left out by `overflow="truncate"` do not count)."""
+    cut = {(rec.paper_id, i) for rec in truncation if rec.handled_by == "truncate" for i in rec.cut}
+    out = []
+    for b, pid in enumerate(paper_ids):
+        seen = set(sent_index[row_paper == b].ravel().tolist())
+        out.append([i for i in range(n_sentences[b]) if i not in seen and (pid, i) not in cut])
+    return out
+
+
+def raise_if_unseen(paper_ids: Sequence[str], sentences: Sequence[Sequence[str]], unseen: Sequence[list[int]]) -> None:
+    """Refuse the first paper with a sentence that gets no word piece, naming it and the sentence."""
+    for pid, sents, empty in zip(paper_ids, sentences, unseen):
+        if empty:
+            raise ValueError(f"paper {pid}: sentence(s) {empty} produced no word pieces "
+                             f"(e.g. {sents[empty[0]]!r}); remove or fix them")
+
+
+def budget_batches(order: Sequence[int], sizes: Sequence[int], max_items: int, max_total: int) -> list[list[int]]:
+    """Consecutive runs of `order`, each at most `max_items` long and at most `max_total` in summed
+    `sizes` (an item larger than `max_total` forms a batch of its own)."""
+    batches: list[list[int]] = []
+    total = 0
+    for i in order:
+        if not batches or len(batches[-1]) >= max_items or total + sizes[i] > max_total:
+            batches.append([])
+            total = 0
+        batches[-1].append(i)
+        total += sizes[i]
+    return batches

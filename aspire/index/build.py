@@ -1,0 +1,93 @@
+"""Building and extending an index directory, safe against a second writer and against crashes.
+
+`build_index` and `add_to_index` hold the directory's lock (`aspire.index.disk.index_lock`) from
+the first check to the last write, so a second build or add into the same directory fails at once
+with `IndexLockedError`. Before any encoding, `prepare_build_dir` decides what the directory allows:
+a directory holding a live index is refused at once (unless `overwrite`), one holding anything an
+index never writes is refused at once, and whatever a crashed build left (a half-written or
+unrecorded generation, a half-written pointer) is removed at once. A crash at any point of a build
+therefore leaves a directory that the next build either uses (the live index, complete and
+loadable) or cleans up before encoding anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Sequence
+
+from aspire.config import apply_overrides
+from aspire.index.config import IndexBuildConfig
+from aspire.index.corpus import encode_corpus, read_corpus
+from aspire.index.disk import IndexFormatError, clear_leftovers, index_lock
+from aspire.index.store import SentenceIndex, describe_rejected, model_fingerprint
+
+
+class IndexExistsError(FileExistsError):
+    """The output directory already holds a live index (use `add`, or overwrite it)."""
+
+
+def prepare_build_dir(out: Path, overwrite: bool = False) -> list[str]:
+    """Check and clean `out` for a new build (call with its lock held); returns the names removed.
+
+    Raises IndexExistsError when `out` holds a live index and not `overwrite`, IndexFormatError when
+    it holds anything an index never writes. A broken live index (its pointer or files damaged) is
+    refused like a sound one, with the reason, unless `overwrite`.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    live = None
+    try:
+        live = Path(SentenceIndex.read_manifest(out)["path"]).name if (out / "CURRENT").exists() else None
+    except IndexFormatError as err:
+        if not overwrite:
+            raise IndexExistsError(f"{out} holds a damaged index ({err}); use --overwrite to replace it") from None
+        (out / "CURRENT").unlink()  # replaced wholesale: the damaged generation is removed below
+    if live is not None and not overwrite:
+        raise IndexExistsError(f"{out} already holds an index; use `add` to extend it or --overwrite to replace it")
+    return clear_leftovers(out, keep=live)
+
+
+def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBuildConfig, overwrite: bool = False,
+                load_encoder: Callable | None = None, progress: bool = True) -> tuple[SentenceIndex, Path]:
+    """Encode the papers file `corpus` with `model` and save the index under `out` (lock held
+    throughout); returns the index and its generation directory. `load_encoder(model)` defaults to
+    `aspire.encoders.load_encoder`. A corpus with no readable paper is refused before any model loads."""
+    out = Path(out)
+    with index_lock(out):
+        prepare_build_dir(out, overwrite)
+        papers, unreadable = read_corpus(corpus, config.encode)
+        if not papers:
+            raise ValueError(f"nothing to index: all {len(unreadable)} records of {corpus} were rejected"
+                             + describe_rejected(unreadable))
+        encoder = _loader(load_encoder)(model)
+        encoded = encode_corpus(encoder, papers, config.encode, progress=progress)
+        encoded.rejected = unreadable + encoded.rejected
+        index = SentenceIndex.build(encoded, config, model_fingerprint(encoder), model)
+        return index, index.save(out)
+
+
+def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None, load_encoder: Callable | None = None,
+                 overrides: Sequence[str] = (), progress: bool = True) -> tuple[SentenceIndex, Path, int]:
+    """Encode the papers of `corpus` not yet indexed and add them to the index under `root` (lock
+    held throughout); returns the index, its new generation directory and the number added.
+    `overrides` (e.g. `encode.batch_size=64`) change the saved config for this run only."""
+    root = Path(root)
+    with index_lock(root):
+        index = SentenceIndex.load(root, mmap=False)
+        encode_config = apply_overrides(index.config, overrides).encode
+        papers, unreadable = read_corpus(corpus, encode_config)
+        encoder = _loader(load_encoder)(model or index.model_name)
+        fingerprint = model_fingerprint(encoder)
+        index.check_model(fingerprint)
+        before = index.n_papers
+        encoded = encode_corpus(encoder, papers, encode_config, skip_ids=index.positions, progress=progress)
+        encoded.rejected = unreadable + encoded.rejected
+        index.add(encoded, fingerprint)
+        return index, index.save(root), index.n_papers - before
+
+
+def _loader(load_encoder: Callable | None) -> Callable:
+    if load_encoder is not None:
+        return load_encoder
+    from aspire.encoders import load_encoder as load  # heavy import, only where a model is used
+
+    return load

@@ -1,0 +1,120 @@
+"""An index directory on disk: the live-generation pointer, per-file checksums, the writers' lock and
+the clean-up of what a crashed writer left behind.
+
+    DIR/.lock                 held (filelock) by the process writing DIR: build, add, merge, save
+    DIR/CURRENT               the live generation's name, `gen-NNNNNN`, a directory inside DIR
+    DIR/gen-NNNNNN/           generations (only the live one survives a completed save)
+    DIR/.tmp-gen-NNNNNN-XXXX  a generation being written (left behind by a crash)
+    DIR/.CURRENT.XXXX.tmp     a pointer being written (left behind by a crash)
+
+Every path read is confined to DIR: the pointer must name `gen-NNNNNN`, the generation and its
+files must resolve inside DIR (no symbolic link out), and the manifest may list only the known
+file names. Checksums: the manifest records each file's size and SHA-256; loading checks every
+size and the checksum of every file up to `FAST_VERIFY_BYTES` (fast path), `verify=True` checks
+them all.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from filelock import FileLock, Timeout
+
+from aspire.checksum import file_sha256
+
+LOCK_FILE = ".lock"
+GENERATION = re.compile(r"^gen-\d{6}$")
+FAST_VERIFY_BYTES = 64 << 20  # loading checksums files up to 64 MiB; larger ones with verify=True
+_LEFTOVER = re.compile(r"^(\.tmp-gen-\d{6}-.+|\.CURRENT\..+\.tmp)$")
+
+
+class IndexFormatError(ValueError):
+    """The directory holds no index, an incomplete or corrupted one, or one written by an incompatible version."""
+
+
+class IndexLockedError(OSError):
+    """Another process is writing the index directory (an OSError: the command line reports it in one line)."""
+
+
+@contextmanager
+def index_lock(root: str | Path) -> Iterator[Path]:
+    """Hold `root/.lock` while writing `root` (created if needed); re-entrant within a process.
+
+    Raises IndexLockedError at once (no waiting) when another process holds it.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(root / LOCK_FILE, timeout=0, is_singleton=True)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise IndexLockedError(
+            f"{root} is being written by another process (it holds {root / LOCK_FILE}); wait until that "
+            "build/add finishes, or write to another directory"
+        ) from None
+    try:
+        yield root
+    finally:
+        lock.release()
+
+
+def live_generation(root: Path) -> str | None:
+    """The live generation's name from `root/CURRENT` (None when there is no pointer), confined to `root`."""
+    current = root / "CURRENT"
+    if not current.is_file():
+        return None
+    name = current.read_text(encoding="utf-8", errors="replace").strip()
+    if not GENERATION.match(name):
+        raise IndexFormatError(f"{current} names {name[:80]!r}, not a generation of this index (gen-NNNNNN)")
+    confined(root, root / name)
+    return name
+
+
+def confined(root: Path, path: Path) -> Path:
+    """`path`, after checking it resolves inside `root` (no symbolic link or `..` out of it)."""
+    real_root, real = root.resolve(), path.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise IndexFormatError(f"{path} resolves to {real}, outside the index directory {real_root}")
+    return path
+
+
+def check_files(gen: Path, manifest: dict, expected: tuple[str, ...], full: bool = False) -> None:
+    """Check the generation's files against the manifest: the known names only, each inside `gen`
+    with its recorded size, and its SHA-256 when recorded and (`full` or small enough)."""
+    files, sums = manifest.get("files", {}), manifest.get("sha256", {})
+    if not isinstance(files, dict) or set(files) != set(expected):
+        raise IndexFormatError(f"{gen}/manifest.json lists files {sorted(files)}, expected {sorted(expected)}")
+    for name in expected:
+        path = confined(gen, gen / name)
+        if not path.is_file() or path.stat().st_size != files[name]:
+            raise IndexFormatError(f"{path} is missing or does not have the size the manifest records")
+        if name in sums and (full or files[name] <= FAST_VERIFY_BYTES) and file_sha256(path) != sums[name]:
+            raise IndexFormatError(f"{path} is corrupted: its SHA-256 differs from the one the manifest records")
+
+
+def check_index_dir(root: Path) -> list[str]:
+    """The names in `root`; raises IndexFormatError when one is anything an index never writes
+    (then `root` is not an index directory and nothing may be written or removed there)."""
+    names = [p.name for p in root.iterdir()] if root.is_dir() else []
+    foreign = [n for n in names if n not in ("CURRENT", LOCK_FILE) and not GENERATION.match(n) and not _LEFTOVER.match(n)]
+    if foreign:
+        raise IndexFormatError(f"{root} is not empty and holds no index (found {sorted(foreign)[:5]}); "
+                               "refusing to write an index into it")
+    return names
+
+
+def clear_leftovers(root: Path, keep: str | None) -> list[str]:
+    """Remove what interrupted writes left in `root`: generations other than `keep`, temporary
+    generations and pointers (after `check_index_dir`). Returns the names removed."""
+    removed = [n for n in check_index_dir(root) if n not in ("CURRENT", LOCK_FILE, keep)]
+    for name in removed:
+        path = root / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return removed
