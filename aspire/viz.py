@@ -5,13 +5,15 @@
     plot_distances(cost, query_texts, cand_texts)   heatmap of sentence distances, texts on the axes,
                                                     optionally one pair outlined (the single match)
     plot_plan(plan, query_texts, cand_texts)        a transport plan: mass moved between sentence pairs
-    plot_alignment(alignment)                       distances + single-match pair, then each OT plan
+                                                    (optionally only some query rows, e.g. the selected)
+    plot_alignment(alignment)                       distances + single-match pair, then each OT plan below
     plot_ranked_list(hits)                          ranked papers with their aligned sentence pairs
     plot_grades_by_rank(rankings)                   relevance grade at each rank, one row per ranking
 
 Query sentences outside the query's mask (aspect-conditional retrieval: not selected) are drawn
 hatched and their labels greyed; they carry no mass in the plans and cannot be the single match.
-Every plot takes an optional `ax` and returns the matplotlib Figure it drew on.
+Every plot takes an optional `ax` and returns the matplotlib Figure it drew on. Figures drawn here fit
+a screen (at most `MAX_WIDTH` inches wide) and no text is smaller than `FONT` points.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from aspire.scoring import get_scorer
 
 UNSELECTED_COLOR = "#9a9a9a"
 PAIR_COLOR = "#d62728"
+MAX_WIDTH = 10.0  # inches: about 1000 pixels at matplotlib's default 100 dpi
+FONT, TITLE_FONT = 9, 10  # points: tick labels, numbers in cells and list lines; titles
 
 
 @dataclass
@@ -101,6 +105,10 @@ def pair_alignment(query: DocBatch, cand: DocBatch, ot_settings: Sequence[Mappin
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+MAX_ANNOTATED_COLUMNS = 16  # past this many candidate sentences, 9-pt numbers no longer fit in a cell
+ROW_INCHES = 0.34  # one matrix row: room for a two-line 9-pt sentence label
+
+
 def sentence_label(prefix: str, i: int, text: str, width: int = 48, lines: int = 2,
                    facet: str | None = None) -> str:
     """`"q3 [method] first words…"` wrapped to `width` characters, at most `lines` lines."""
@@ -116,11 +124,16 @@ def _short_facet(label: str | None) -> str | None:
     return label.removesuffix("_label") if label else None
 
 
+def _matrix_width(T: int) -> float:
+    """Inches for a matrix of T columns with sentence labels on its left and a colour bar on its right."""
+    return min(MAX_WIDTH, 4.4 + 0.45 * T)
+
+
 def _new_ax(ax, size: tuple[float, float]):
     import matplotlib.pyplot as plt
 
     if ax is None:
-        fig, ax = plt.subplots(figsize=size)
+        fig, ax = plt.subplots(figsize=size, layout="constrained")
         return fig, ax
     return ax.figure, ax
 
@@ -128,45 +141,48 @@ def _new_ax(ax, size: tuple[float, float]):
 def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence[str], ax, *, cmap: str,
             query_mask: np.ndarray | None, fmt: str, annotate: bool, title: str, colorbar_label: str,
             query_labels: Sequence[str | None] | None, cand_labels: Sequence[str | None] | None,
-            show_query_texts: bool, vmin: float | None = None, vmax: float | None = None,
-            hide_below: float = -np.inf):
-    """Draw one (S, T) matrix with sentence texts on the axes; returns the AxesImage."""
+            show_query_texts: bool, rows: Sequence[int] | None = None, vmin: float | None = None,
+            vmax: float | None = None, hide_below: float = -np.inf):
+    """Draw the query rows `rows` (default all) of one (S, T) matrix, sentence texts on the axes; returns the AxesImage."""
     S, T = values.shape
     if len(query_texts) != S or len(cand_texts) != T:
         raise ValueError(f"matrix is {S}x{T} but got {len(query_texts)} query and {len(cand_texts)} candidate texts")
-    mask = np.ones(S, dtype=bool) if query_mask is None else np.asarray(query_mask, dtype=bool)
-    image = ax.imshow(values, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax, interpolation="nearest")
-    ax.figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label=colorbar_label)
-    for i in np.flatnonzero(~mask):  # unselected query sentences: hatched, not matched
-        ax.add_patch(_patch((-0.5, i - 0.5), T, 1, fill=False, hatch="///", edgecolor=UNSELECTED_COLOR, lw=0))
-    if annotate:
-        hi = np.nanmax(values) if values.size else 0.0
-        lo = np.nanmin(values) if values.size else 0.0
+    rows = np.arange(S) if rows is None else np.asarray(rows, dtype=int)
+    mask = (np.ones(S, dtype=bool) if query_mask is None else np.asarray(query_mask, dtype=bool))[rows]
+    shown = values[rows]  # (R, T)
+    image = ax.imshow(shown, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax, interpolation="nearest")
+    bar = ax.figure.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
+    bar.set_label(colorbar_label, fontsize=FONT)
+    bar.ax.tick_params(labelsize=FONT)
+    for r in np.flatnonzero(~mask):  # unselected query sentences: hatched, not matched
+        ax.add_patch(_patch((-0.5, r - 0.5), T, 1, fill=False, hatch="///", edgecolor=UNSELECTED_COLOR, lw=0))
+    if annotate and T <= MAX_ANNOTATED_COLUMNS:
+        hi = np.nanmax(shown) if shown.size else 0.0
+        lo = np.nanmin(shown) if shown.size else 0.0
         mid = (hi + lo) / 2
-        for i in np.flatnonzero(mask):  # unselected rows stay clean
+        for r in np.flatnonzero(mask):  # unselected rows stay clean
             for j in range(T):
-                v = values[i, j]
+                v = shown[r, j]
                 if v < hide_below:
                     continue
                 dark = (v > mid) if cmap in ("Blues", "Greens", "Purples") else (v < mid)
-                ax.text(j, i, format(v, fmt), ha="center", va="center", fontsize=7,
+                ax.text(j, r, format(v, fmt), ha="center", va="center", fontsize=FONT,
                         color="white" if dark else "black")
     ql = query_labels or [None] * S
     cl = cand_labels or [None] * T
-    ax.set_yticks(range(S))
+    ax.set_yticks(range(len(rows)))
     if show_query_texts:
-        ax.set_yticklabels([sentence_label("q", i, t, facet=_short_facet(ql[i])) for i, t in enumerate(query_texts)],
-                           fontsize=7)
-        for i, tick in enumerate(ax.get_yticklabels()):
-            if not mask[i]:
+        ax.set_yticklabels([sentence_label("q", i, query_texts[i], width=44, facet=_short_facet(ql[i]))
+                            for i in rows], fontsize=FONT)
+        for r, tick in enumerate(ax.get_yticklabels()):
+            if not mask[r]:
                 tick.set_color(UNSELECTED_COLOR)
     else:
-        ax.set_yticklabels([f"q{i}" for i in range(S)], fontsize=7)
+        ax.set_yticklabels([f"q{i}" for i in rows], fontsize=FONT)
     ax.set_xticks(range(T))
-    ax.set_xticklabels([sentence_label("c", j, t, width=32, lines=3, facet=_short_facet(cl[j]))
-                        for j, t in enumerate(cand_texts)], fontsize=6.5, rotation=55, ha="right",
-                       rotation_mode="anchor")
-    ax.set_title(title, fontsize=9)
+    ax.set_xticklabels([sentence_label("c", j, t, width=30, lines=2 if T <= 20 else 1, facet=_short_facet(cl[j]))
+                        for j, t in enumerate(cand_texts)], fontsize=FONT, rotation=90)
+    ax.set_title(title, fontsize=TITLE_FONT)
     return image
 
 
@@ -183,10 +199,12 @@ def plot_distances(cost: np.ndarray, query_texts: Sequence[str], cand_texts: Seq
                    title: str = "sentence L2 distances", annotate: bool = True, show_query_texts: bool = True):
     """Heatmap of the sentence distances `cost (S, T)` (darker = closer), texts on the axes.
 
-    `pair` (i, j), when given, is outlined in red: the single-match pair. Returns the Figure.
+    `pair` (i, j), when given, is outlined in red: the single-match pair. `annotate` writes each
+    distance in its cell (up to 16 candidate sentences; past that the numbers no longer fit). Returns the Figure.
     """
     cost = np.asarray(cost, dtype=float)
-    fig, ax = _new_ax(ax, (2.0 + 0.9 * cost.shape[1], 1.5 + 0.45 * cost.shape[0]))
+    S, T = cost.shape
+    fig, ax = _new_ax(ax, (_matrix_width(T), 2.8 + ROW_INCHES * S))
     _matrix(cost, query_texts, cand_texts, ax, cmap="viridis", query_mask=query_mask, fmt=".2f",
             annotate=annotate, title=title, colorbar_label="L2 distance", query_labels=query_labels,
             cand_labels=cand_labels, show_query_texts=show_query_texts)
@@ -200,71 +218,81 @@ def plot_distances(cost: np.ndarray, query_texts: Sequence[str], cand_texts: Seq
 def plot_plan(plan: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence[str], *, ax=None,
               query_mask: np.ndarray | None = None, query_labels: Sequence[str | None] | None = None,
               cand_labels: Sequence[str | None] | None = None, title: str = "OT plan",
-              annotate: bool = True, show_query_texts: bool = True):
+              annotate: bool = True, show_query_texts: bool = True, rows: Sequence[int] | None = None):
     """Heatmap of a transport plan `plan (S, T)` (mass moved between sentence pairs, sums to 1).
 
-    Cells holding at least 0.5% of the mass are annotated with that share in percent. Returns the Figure.
+    `rows` draws only those query sentences (e.g. the selected ones; default all). Cells holding at
+    least 0.5% of the mass are annotated with that share in percent (up to 16 candidate sentences).
+    Returns the Figure.
     """
     plan = np.asarray(plan, dtype=float)
-    fig, ax = _new_ax(ax, (2.0 + 0.9 * plan.shape[1], 1.5 + 0.45 * plan.shape[0]))
+    n_rows = plan.shape[0] if rows is None else len(rows)
+    fig, ax = _new_ax(ax, (_matrix_width(plan.shape[1]), 2.8 + ROW_INCHES * n_rows))
     _matrix(100.0 * plan, query_texts, cand_texts, ax, cmap="Blues", query_mask=query_mask, fmt=".0f",
             annotate=annotate, title=title, colorbar_label="% of mass", query_labels=query_labels,
-            cand_labels=cand_labels, show_query_texts=show_query_texts, vmin=0.0, hide_below=0.5)
+            cand_labels=cand_labels, show_query_texts=show_query_texts, rows=rows, vmin=0.0, hide_below=0.5)
     return fig
 
 
 def plot_alignment(alignment: PairAlignment, *, query_labels: Sequence[str | None] | None = None,
                    cand_labels: Sequence[str | None] | None = None, title: str | None = None,
                    annotate: bool = True):
-    """One row of panels: the distances with the single-match pair outlined, then each OT plan.
+    """Panels stacked top to bottom: the distances with the single-match pair outlined, then each OT plan.
 
-    Panel titles give the single-match and OT distances. Returns the Figure.
+    The distance panel has every query sentence (unselected ones hatched); the plan panels only the
+    selected ones (the others carry no mass). The panels share the candidate-sentence axis, labelled
+    once at the bottom. Panel titles give the single-match and OT distances. Returns the Figure.
     """
     import matplotlib.pyplot as plt
 
     S, T = alignment.cost.shape
-    n = 1 + len(alignment.plans)
-    fig, axes = plt.subplots(1, n, figsize=(3.2 + n * (1.2 + 0.55 * T), 2.6 + 0.42 * S), squeeze=False,
-                             gridspec_kw={"wspace": 0.3})
-    axes = axes[0]
+    selected = np.flatnonzero(alignment.query_mask)
+    heights = [S] + [max(len(selected), 1)] * len(alignment.plans)
+    size = (_matrix_width(T), 2.9 + 0.45 * len(heights) + ROW_INCHES * sum(heights))
+    fig, axes = plt.subplots(len(heights), 1, figsize=size, sharex=True, squeeze=False, layout="constrained",
+                             gridspec_kw={"height_ratios": heights})
+    axes = axes[:, 0]
     plot_distances(alignment.cost, alignment.query_texts, alignment.cand_texts, ax=axes[0], pair=alignment.pair,
                    query_mask=alignment.query_mask, query_labels=query_labels, cand_labels=cand_labels,
                    title=f"L2 distances; single match q{alignment.pair[0]}-c{alignment.pair[1]} "
                          f"= {alignment.minl2_dist:.3f}", annotate=annotate)
     for ax, view in zip(axes[1:], alignment.plans):
         plot_plan(view.plan, alignment.query_texts, alignment.cand_texts, ax=ax, query_mask=alignment.query_mask,
-                  query_labels=query_labels, cand_labels=cand_labels,
-                  title=f"{view.label}; <D, P> = {view.dist:.3f}", annotate=annotate, show_query_texts=False)
+                  query_labels=query_labels, cand_labels=cand_labels, rows=selected,
+                  title=f"{view.label}; <D, P> = {view.dist:.3f}", annotate=annotate)
+    for ax in axes[:-1]:
+        ax.tick_params(labelbottom=False)
     if title is None:
         title = f"query {alignment.query_id} vs candidate {alignment.cand_id}".strip()
-    fig.suptitle(title, fontsize=10, x=0.5, y=1.0, va="bottom")
+    fig.suptitle(title, fontsize=TITLE_FONT + 1)
     return fig
 
 
 def plot_ranked_list(hits: Sequence, *, ax=None, max_pairs: int = 2, grades: Mapping[str, int] | None = None,
-                     title: str = "ranked papers", width: int = 110):
+                     title: str = "ranked papers", width: int = 100):
     """Ranked papers (aspire.search `Hit`s), each with its best aligned sentence pairs.
 
     One block per hit: rank, score, paper id, title (and relevance grade when `grades` maps the id),
-    then up to `max_pairs` lines "q_i -> s_j (L2, weight)" with both sentences. Returns the Figure.
+    then up to `max_pairs` lines "q_i -> s_j (L2, weight)" with both sentences, each cut to `width`
+    characters. Returns the Figure.
     """
     blocks = []
     for hit in hits:
         grade = f"  [grade {grades[hit.paper_id]}]" if grades and hit.paper_id in grades else ""
-        lines = [("head", f"{hit.rank}. {hit.score:+.3f}  {hit.paper_id}  {textwrap.shorten(hit.title, width - 30)}{grade}")]
+        lines = [("head", f"{hit.rank}. {hit.score:+.3f}  {hit.paper_id}  {textwrap.shorten(hit.title, width - 35)}{grade}")]
         for p in hit.pairs[:max_pairs]:
             lines.append(("pair", f"q{p.query_sentence} -> s{p.hit_sentence}   L2 {p.dist:.3f}   weight {p.weight:.2f}"))
             lines.append(("q", "q: " + textwrap.shorten(p.query_text or "", width)))
             lines.append(("s", "s: " + textwrap.shorten(p.hit_text or "", width)))
         blocks.append(lines)
     n_lines = sum(len(b) for b in blocks) + len(blocks)
-    fig, ax = _new_ax(ax, (11.0, 0.6 + 0.19 * max(n_lines, 1)))
+    fig, ax = _new_ax(ax, (MAX_WIDTH - 1, 0.6 + 0.2 * max(n_lines, 1)))
     ax.set_axis_off()
-    ax.set_title(title, fontsize=10, loc="left")
-    style = {"head": dict(fontsize=8.5, weight="bold", color="black"),
-             "pair": dict(fontsize=7.5, color=PAIR_COLOR),
-             "q": dict(fontsize=7.5, color="#1f4e79"),
-             "s": dict(fontsize=7.5, color="#333333")}
+    ax.set_title(title, fontsize=TITLE_FONT + 1, loc="left")
+    style = {"head": dict(fontsize=TITLE_FONT, weight="bold", color="black"),
+             "pair": dict(fontsize=FONT, color=PAIR_COLOR),
+             "q": dict(fontsize=FONT, color="#1f4e79"),
+             "s": dict(fontsize=FONT, color="#333333")}
     y, step = 1.0, 1.0 / max(n_lines, 1)
     for block in blocks:
         for kind, text in block:
@@ -272,7 +300,7 @@ def plot_ranked_list(hits: Sequence, *, ax=None, max_pairs: int = 2, grades: Map
             y -= step
         y -= step
     if not blocks:
-        ax.text(0.0, 1.0, "no hits", transform=ax.transAxes, va="top")
+        ax.text(0.0, 1.0, "no hits", transform=ax.transAxes, va="top", fontsize=FONT)
     return fig
 
 
@@ -289,14 +317,16 @@ def plot_grades_by_rank(rankings: Mapping[str, Sequence[int | None]], *, ax=None
     for r, name in enumerate(names):
         for c, g in enumerate(rankings[name]):
             grid[r, c] = np.nan if g is None else g
-    fig, ax = _new_ax(ax, (1.5 + 0.32 * depth, 0.9 + 0.45 * len(names)))
+    fig, ax = _new_ax(ax, (min(MAX_WIDTH, 4.0 + 0.3 * depth), 1.2 + 0.4 * len(names)))
     image = ax.imshow(np.ma.masked_invalid(grid), cmap="YlOrRd", vmin=0, vmax=max_grade, aspect="auto")
-    ax.figure.colorbar(image, ax=ax, fraction=0.03, pad=0.01, ticks=range(max_grade + 1), label="grade")
+    bar = ax.figure.colorbar(image, ax=ax, fraction=0.03, pad=0.01, ticks=range(max_grade + 1))
+    bar.set_label("grade", fontsize=FONT)
+    bar.ax.tick_params(labelsize=FONT)
     ax.set_yticks(range(len(names)))
     ax.set_yticklabels([f"{n}  ({int(np.nansum(grid[r] >= 2))} with grade >= 2)" for r, n in enumerate(names)],
-                       fontsize=8)
+                       fontsize=FONT)
     ax.set_xticks(range(depth))
-    ax.set_xticklabels([str(i + 1) for i in range(depth)], fontsize=7)
-    ax.set_xlabel("rank")
-    ax.set_title(title, fontsize=9)
+    ax.set_xticklabels([str(i + 1) for i in range(depth)], fontsize=FONT)
+    ax.set_xlabel("rank", fontsize=FONT)
+    ax.set_title(title, fontsize=TITLE_FONT)
     return fig

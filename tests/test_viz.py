@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -12,10 +14,14 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
 from aspire.batch import DocBatch  # noqa: E402
 from aspire.search import AlignedPair, Hit  # noqa: E402
 from aspire.viz import (  # noqa: E402
+    FONT,
+    MAX_ANNOTATED_COLUMNS,
+    MAX_WIDTH,
     PAIR_COLOR,
     UNSELECTED_COLOR,
     pair_alignment,
@@ -141,3 +147,51 @@ def test_sentence_label_wraps_and_cuts():
     lines = label.split("\n")
     assert lines[0].startswith("q4 [result]") and len(lines) == 2 and lines[1].endswith("…")
     assert all(len(line) <= 20 for line in lines)
+
+
+WORDS = "relational similarity between pairs of words is measured by latent analysis of the patterns in a corpus".split()
+
+
+def _long_texts(n: int, seed: int) -> list[str]:
+    return [" ".join(WORDS[(seed + i) % 7:] + WORDS[: (seed + i) % 7]) for i in range(n)]
+
+
+def _rendered(fig) -> tuple[int, list[float]]:
+    """Width in pixels as a notebook shows it (100 dpi, tight box), and the size of every visible text."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    width = int.from_bytes(buf.getvalue()[16:20], "big")
+    return width, [t.get_fontsize() for t in fig.findobj(Text) if t.get_text() and t.get_visible()]
+
+
+@pytest.mark.parametrize("T", [4, 12, 30])
+def test_figures_fit_a_screen_and_no_text_is_small(T):
+    g = torch.Generator().manual_seed(T)
+    q = DocBatch.from_list([torch.randn(12, 5, generator=g)], ["Q"], [_long_texts(12, 0)]).select_sentences([[5, 9]])
+    c = DocBatch.from_list([torch.randn(T, 5, generator=g)], ["C"], [_long_texts(T, 3)])
+    al = pair_alignment(q, c, [{"tau": 0.5}, {"tau": 5000.0}])
+    pairs = [AlignedPair(5, 1, 0.9, 0.5, " ".join(WORDS * 3), " ".join(WORDS * 3))]
+    figs = [plot_alignment(al, title="a long title " * 4),
+            plot_distances(al.cost, al.query_texts, al.cand_texts, pair=al.pair, query_mask=al.query_mask),
+            plot_plan(al.plans[0].plan, al.query_texts, al.cand_texts, rows=[5, 9]),
+            plot_ranked_list([Hit(r, f"P{r}", " ".join(WORDS * 2), -0.5, pairs) for r in range(1, 6)]),
+            plot_grades_by_rank({name: [3, 0, 2, 1] * (T // 2) for name in ("all sentences", "method", "result")})]
+    for fig in figs:
+        assert fig.get_size_inches()[0] <= MAX_WIDTH
+        width, sizes = _rendered(fig)
+        assert width <= 1.05 * 100 * MAX_WIDTH, f"{width} px wide"
+        assert sizes and min(sizes) >= FONT
+    numbers = [t for t in figs[1].axes[0].texts]
+    assert len(numbers) == (2 * T if T <= MAX_ANNOTATED_COLUMNS else 0)  # the two selected rows, when they fit
+
+
+def test_plan_rows_draw_only_the_chosen_query_sentences():
+    q, c = batches([0, 2])
+    al = pair_alignment(q, c)
+    fig = plot_plan(al.plans[0].plan, al.query_texts, al.cand_texts, query_mask=al.query_mask, rows=[0, 2])
+    ax = fig.axes[0]
+    np.testing.assert_allclose(ax.images[0].get_array(), 100 * al.plans[0].plan[[0, 2]])
+    assert [t.get_text().split(" ")[0] for t in ax.get_yticklabels()] == ["q0", "q2"]
+    fig = plot_alignment(al)
+    panels = [a for a in fig.axes if a.images]
+    assert [a.images[0].get_array().shape[0] for a in panels] == [3, 2]  # distances: every row; plan: the selected
