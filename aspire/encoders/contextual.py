@@ -125,10 +125,11 @@ class ContextualSentenceEncoder(nn.Module):
         (path / SETTINGS_FILE).write_text(json.dumps(self.settings(), indent=2))
 
     def fingerprint(self) -> str:
-        """A hash of the weights, the model type, the vocabulary size and the encoding settings (keys caches and indexes)."""
+        """A hash of the weights, model type, vocabulary size, encoding settings and backend (keys caches, indexes)."""
         digest = hashlib.sha256()
         digest.update(json.dumps(self.settings(), sort_keys=True).encode())
         digest.update(f"{self.model.config.model_type}/{len(self.tokenizer)}".encode())
+        digest.update(getattr(self.model, "backend_tag", "").encode())  # fast backends only ("" adds nothing)
         for name, tensor in sorted(self.model.state_dict().items()):
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
@@ -353,10 +354,3 @@ class ContextualSentenceEncoder(nn.Module):
             return self.embed_texts([p.title for p in papers], abstracts, pooling=pooling, normalize=normalize, **kwargs)
         texts = [joiner.join(x for x in (p.title, a) if x) for p, a in zip(papers, abstracts)]
         return self.embed_texts(texts, pooling=pooling, normalize=normalize, **kwargs)
-
-
-def load_encoder(name_or_path: str | Path = "minilm", device: str | torch.device | None = None,
-                 **settings) -> ContextualSentenceEncoder:
-    """`minilm` (default), `mpnet`, or a local Hugging Face directory -> ContextualSentenceEncoder on `device`."""
-    encoder = ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)
-    return encoder if device is None else encoder.to(device)

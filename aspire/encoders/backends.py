@@ -1,0 +1,216 @@
+"""Inference backends for the contextual sentence encoder: the exact torch model, or ONNX Runtime.
+
+`load_encoder(name, backend="onnx", quantize=None | "int8")` moves only the transformer's forward pass
+(word pieces -> `last_hidden_state`, (R, T, D)) into ONNX Runtime. Tokenisation, the windows of long
+abstracts and the mean pooling of word pieces per sentence stay in torch, in `ContextualSentenceEncoder`,
+unchanged: the exported graph holds no sentence pooling, which is done outside it. The fast path
+therefore differs from the exact one by the runtime's arithmetic only (fp32), or by the int8 dynamic
+quantization of the linear layers' weights (`quantize="int8"`; activations are quantized per batch).
+
+The exported graph is cached under `$ASPIRE_CACHE/onnx/` (default `~/.cache/aspire/onnx/`), keyed by the
+exact encoder's fingerprint, the opset and the quantization; it is written to a temporary file and renamed
+into place, so an interrupted export is never read back. The fast encoder's fingerprint differs from the
+exact one's and between quantizations, so vector caches and indexes keyed by it never mix exact and fast
+vectors. The ONNX backend runs on the CPU and only for inference: training keeps `backend="torch"`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+from transformers.modeling_outputs import BaseModelOutput
+
+from aspire.encoders.contextual import ContextualSentenceEncoder
+from aspire.encoders.models import cache_dir
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("torch", "onnx")
+QUANTIZATIONS = ("int8",)
+OPSET = 17
+
+
+class _LastHiddenState(nn.Module):
+    """The transformer as a function of tensors -> last_hidden_state, the form `torch.onnx.export` traces."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
+
+
+def _takes_token_types(model: nn.Module) -> bool:
+    return "token_type_ids" in inspect.signature(model.forward).parameters
+
+
+def export_onnx(model: nn.Module, path: Path) -> None:
+    """Export `model`'s forward (input_ids, attention_mask[, token_type_ids]) -> last_hidden_state to `path`,
+    batch and sequence axes dynamic. The example batch holds padding, so the traced graph keeps the mask."""
+    ids = torch.tensor([[1, 5, 6, 7, 2], [1, 8, 2, 0, 0]])  # (2, 5), ids in any vocabulary
+    mask = (ids != 0).long()
+    args = (ids, mask, torch.zeros_like(ids)) if _takes_token_types(model) else (ids, mask)
+    names = ["input_ids", "attention_mask", "token_type_ids"][: len(args)]
+    axes = {name: {0: "batch", 1: "sequence"} for name in [*names, "last_hidden_state"]}
+    with torch.inference_mode(False), torch.no_grad():
+        torch.onnx.export(
+            _LastHiddenState(model).eval(), args, str(path), input_names=names, output_names=["last_hidden_state"],
+            dynamic_axes=axes, opset_version=OPSET, dynamo=False,
+        )
+
+
+def quantize_int8(src: Path, dst: Path) -> None:
+    """Dynamic int8 quantization of `src`'s weights (MatMul, embedding Gather), per output channel;
+    activations are quantized per call at run time."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(
+        str(src), str(dst), weight_type=QuantType.QInt8,
+        per_channel=True,  # one scale per output column: per-tensor scales cost MiniLM ~0.05 in sentence cosine
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # shape inference misses some BERT outputs
+    )
+
+
+def onnx_model_path(fingerprint: str, quantize: str | None) -> Path:
+    """Where the export of the exact encoder with `fingerprint` is cached."""
+    return cache_dir() / "onnx" / f"{fingerprint}-opset{OPSET}-{quantize or 'fp32'}.onnx"
+
+
+def _write_atomically(path: Path, write) -> Path:
+    """`write(tmp_path)`, then rename the temporary file to `path` (same folder, so the rename is atomic)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None) -> Path:
+    """The ONNX file of `encoder`'s transformer (exported, and quantized, on first use; then read back)."""
+    fingerprint = encoder.fingerprint()
+    path = onnx_model_path(fingerprint, quantize)
+    if path.is_file():
+        log.info("reading cached ONNX model %s", path)
+        return path
+    fp32 = onnx_model_path(fingerprint, None)
+    if not fp32.is_file():
+        log.info("exporting %s to ONNX (%s)", encoder.name or "the encoder", fp32)
+        _write_atomically(fp32, lambda tmp: export_onnx(encoder.model, tmp))
+    if quantize == "int8":
+        log.info("quantizing %s to int8 (%s)", fp32.name, path)
+        _write_atomically(path, lambda tmp: quantize_int8(fp32, tmp))
+    return path
+
+
+def length_groups(lengths: list[int], slack: float = 0.05) -> list[list[int]]:
+    """Row positions grouped by length, longest first, so that padding every row of a group to its first
+    (longest) row adds at most `slack` times the group's real word pieces."""
+    groups: list[list[int]] = []
+    real = 0
+    for r in sorted(range(len(lengths)), key=lambda r: -lengths[r]):
+        if groups and lengths[groups[-1][0]] * (len(groups[-1]) + 1) <= (1 + slack) * (real + lengths[r]):
+            groups[-1].append(r)
+            real += lengths[r]
+        else:
+            groups.append([r])
+            real = lengths[r]
+    return groups
+
+
+class OnnxTransformer(nn.Module):
+    """Stands in for a Hugging Face encoder inside `ContextualSentenceEncoder`: the same call, the
+    `last_hidden_state` computed by an ONNX Runtime session on the CPU.
+
+    No padding is computed: the rows of a right-padded batch are run in `length_groups`, each cut to its
+    longest row, and positions past a row's length come back as zeros (pooling never reads them).
+    The exact torch model is kept (`exact`) for its config and weights: the encoder's fingerprint hashes
+    them together with `backend_tag`, and `save_pretrained` saves the exact weights.
+    """
+
+    def __init__(self, model: nn.Module, session, backend_tag: str) -> None:
+        super().__init__()
+        self.exact = model.eval()
+        self.config = model.config
+        self.session = session
+        self.backend_tag = backend_tag
+        self.input_names = [i.name for i in session.get_inputs()]
+        super().train(False)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> BaseModelOutput:
+        if input_ids.device.type != "cpu":
+            raise ValueError(f"the {self.backend_tag} backend runs on the CPU; inputs are on {input_ids.device}")
+        given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        if token_type_ids is None:
+            given["token_type_ids"] = torch.zeros_like(input_ids)  # what the torch model assumes
+        lengths = attention_mask.sum(1)  # (R,)
+        if not torch.equal(attention_mask.bool(), torch.arange(input_ids.shape[1]) < lengths[:, None]):
+            raise ValueError("the onnx backend needs right-padded batches (tokenizer padding_side='right')")
+        hidden = torch.zeros(*input_ids.shape, self.config.hidden_size)  # (R, T, D)
+        for rows in length_groups(lengths.tolist()):
+            n = int(lengths[rows[0]])
+            feed = {name: given[name][rows, :n].numpy() for name in self.input_names}
+            (out,) = self.session.run(["last_hidden_state"], feed)  # (len(rows), n, D)
+            hidden[rows, :n] = torch.from_numpy(out)
+        return BaseModelOutput(last_hidden_state=hidden)
+
+    def save_pretrained(self, path, **kwargs) -> None:
+        self.exact.save_pretrained(path, **kwargs)
+
+
+class InferenceEncoder(ContextualSentenceEncoder):
+    """A `ContextualSentenceEncoder` over a fast backend: the same encoding methods; `train()` refuses."""
+
+    def train(self, mode: bool = True) -> "InferenceEncoder":
+        if mode:
+            raise RuntimeError(f"the {self.model.backend_tag} backend is for inference only; train with backend='torch'")
+        return super().train(False)
+
+
+def onnx_session(path: Path):
+    """An ONNX Runtime CPU session on `path` using torch's thread count (`OMP_NUM_THREADS`)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def load_encoder(
+    name_or_path: str | Path = "minilm", device: str | torch.device | None = None, *, backend: str = "torch",
+    quantize: str | None = None, **settings,
+) -> ContextualSentenceEncoder:
+    """`minilm` (default), `mpnet`, or a local Hugging Face directory -> ContextualSentenceEncoder on `device`.
+
+    `backend="torch"` (default) is the exact model; `"onnx"` runs the transformer in ONNX Runtime on the
+    CPU (`device` None or "cpu"), with `quantize="int8"` for dynamic int8 weights. `settings` are the
+    encoder's (see `ContextualSentenceEncoder`).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown encoder backend {backend!r}; valid: {list(BACKENDS)}")
+    if quantize is not None and quantize not in QUANTIZATIONS:
+        raise ValueError(f"unknown quantization {quantize!r}; valid: {list(QUANTIZATIONS)} or None")
+    if quantize is not None and backend != "onnx":
+        raise ValueError(f"quantize={quantize!r} needs backend='onnx' (the torch backend is the exact model)")
+    if backend == "onnx" and device is not None and torch.device(device).type != "cpu":
+        raise ValueError(f"the onnx backend runs on the CPU; got device {str(device)!r}")
+    exact = ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)
+    if backend == "torch":
+        return exact if device is None else exact.to(device)
+    tag = f"onnx-opset{OPSET}-{quantize or 'fp32'}"
+    fast = OnnxTransformer(exact.model, onnx_session(cached_onnx_model(exact, quantize)), tag)
+    return InferenceEncoder(fast, exact.tokenizer, name=exact.name, **exact.settings())

@@ -1,0 +1,128 @@
+"""Inference backends on a tiny random BERT: ONNX Runtime (fp32, int8) against the exact torch encoder."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aspire.data import Paper
+from aspire.encoders import backends, load_encoder
+
+LONG = " ".join(["The document similarity of scientific text is based on citation data."] * 6)
+PAPERS = [
+    Paper("p1", "A new model", ["We propose a new model.", "It improves the results, e.g. on text.", "Fig 2."]),
+    Paper("p2", "Citation similarity", ["The document similarity of scientific text is based on citation data."]),
+    Paper("p3", "Two", ["Data.", "The paper show results."]),
+    Paper("long", "A long abstract", [LONG, "We show results.", LONG, "Two new methods improve performance."]),
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A private $ASPIRE_CACHE, so exports land in a temporary folder."""
+    root = tmp_path_factory.mktemp("aspire-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASPIRE_CACHE", str(root))
+        yield root
+
+
+@pytest.fixture(scope="module")
+def exact(tiny_model_dir, cache):
+    return load_encoder(tiny_model_dir)
+
+
+@pytest.fixture(scope="module")
+def fast(tiny_model_dir, cache):
+    return load_encoder(tiny_model_dir, backend="onnx")
+
+
+@pytest.fixture(scope="module")
+def fast_int8(tiny_model_dir, cache):
+    return load_encoder(tiny_model_dir, backend="onnx", quantize="int8")
+
+
+def sentence_cosines(a, b) -> torch.Tensor:
+    """Cosine of every real sentence vector of DocBatch `a` to the same slot of `b` -> (N,)."""
+    assert torch.equal(a.mask, b.mask)
+    return torch.nn.functional.cosine_similarity(a.emb[a.mask], b.emb[b.mask], dim=-1)
+
+
+def test_onnx_fp32_vectors_match_torch(exact, fast):
+    # batch_size=3 gives two batches of different shapes; the long paper overflows into a second window
+    assert exact.truncation_report(PAPERS)[0].paper_id == "long"
+    want, got = exact.encode(PAPERS, batch_size=3), fast.encode(PAPERS, batch_size=3)
+    assert got.paper_ids == want.paper_ids and got.sentences == want.sentences
+    assert sentence_cosines(want, got).min() > 0.9999
+    torch.testing.assert_close(got.emb, want.emb, atol=1e-4, rtol=1e-4)
+    abstract = fast.encode_abstract(PAPERS, batch_size=2)  # the text-pair path goes through the backend too
+    torch.testing.assert_close(abstract, exact.encode_abstract(PAPERS, batch_size=2), atol=1e-4, rtol=1e-4)
+
+
+def test_onnx_int8_vectors_close_to_torch(exact, fast_int8):
+    want, got = exact.encode(PAPERS, batch_size=3), fast_int8.encode(PAPERS, batch_size=3)
+    cos = sentence_cosines(want, got)
+    assert cos.min() > 0.98, cos  # int8 weights: a looser bound (real MiniLM: bench_backends.md)
+    assert cos.min() < 0.99999  # and it is indeed the quantized graph, not the fp32 one
+
+
+def test_fingerprint_differs_by_backend_and_quantization(tiny_model_dir, exact, fast, fast_int8):
+    from aspire.encoders import ContextualSentenceEncoder
+
+    prints = {exact.fingerprint(), fast.fingerprint(), fast_int8.fingerprint()}
+    assert len(prints) == 3
+    assert exact.fingerprint() == ContextualSentenceEncoder.from_pretrained(tiny_model_dir).fingerprint()
+    assert fast.fingerprint() == load_encoder(tiny_model_dir, backend="onnx").fingerprint()  # stable
+
+
+def test_cached_export_is_reused(tiny_model_dir, exact, fast, fast_int8, monkeypatch):
+    files = {q: backends.onnx_model_path(exact.fingerprint(), q) for q in (None, "int8")}
+    assert all(path.is_file() for path in files.values())
+    before = {q: path.stat().st_mtime_ns for q, path in files.items()}
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("exported again instead of reading the cache")
+
+    monkeypatch.setattr(backends, "export_onnx", refuse)
+    monkeypatch.setattr(backends, "quantize_int8", refuse)
+    again = load_encoder(tiny_model_dir, backend="onnx", quantize="int8")
+    assert {q: path.stat().st_mtime_ns for q, path in files.items()} == before
+    assert torch.equal(again.encode(PAPERS[:2]).emb, fast_int8.encode(PAPERS[:2]).emb)
+    assert not list(files[None].parent.glob("*.tmp"))  # no temporary file left behind
+
+
+def test_settings_pass_through_to_the_onnx_encoder(tiny_model_dir, fast):
+    other = load_encoder(tiny_model_dir, backend="onnx", include_title=True)
+    assert other.include_title and other.fingerprint() != fast.fingerprint()
+    assert backends.onnx_model_path(load_encoder(tiny_model_dir, include_title=True).fingerprint(), None).is_file()
+    want = load_encoder(tiny_model_dir, include_title=True).encode(PAPERS)
+    assert sentence_cosines(want, other.encode(PAPERS)).min() > 0.9999
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"backend": "tensorrt"}, "unknown encoder backend 'tensorrt'; valid: ['torch', 'onnx']"),
+        ({"backend": "onnx", "quantize": "int4"}, "unknown quantization 'int4'"),
+        ({"quantize": "int8"}, "needs backend='onnx'"),
+    ],
+)
+def test_bad_backend_options_are_clear_errors(tiny_model_dir, kwargs, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_encoder(tiny_model_dir, **kwargs)
+
+
+def test_onnx_backend_refuses_training(fast):
+    with pytest.raises(RuntimeError, match="inference only; train with backend='torch'"):
+        fast.train()
+    assert not fast.training
+
+
+def test_length_groups_cover_every_row_once_within_the_padding_slack():
+    lengths = [512, 30, 200, 198, 7, 512, 199, 31, 100, 3]
+    groups = backends.length_groups(lengths, slack=0.05)
+    assert sorted(r for g in groups for r in g) == list(range(len(lengths)))
+    for g in groups:
+        assert lengths[g[0]] == max(lengths[r] for r in g)
+        assert lengths[g[0]] * len(g) <= 1.05 * sum(lengths[r] for r in g)
+    assert [sorted(g) for g in groups[:2]] == [[0, 5], [2, 3, 6]]  # equal-ish lengths share a call
+    assert len(backends.length_groups(lengths, slack=0.0)) == 9  # only the two 512s pad to each other
