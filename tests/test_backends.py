@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -56,6 +58,17 @@ def test_onnx_fp32_vectors_match_torch(exact, fast):
     torch.testing.assert_close(got.emb, want.emb, atol=1e-4, rtol=1e-4)
     abstract = fast.encode_abstract(PAPERS, batch_size=2)  # the text-pair path goes through the backend too
     torch.testing.assert_close(abstract, exact.encode_abstract(PAPERS, batch_size=2), atol=1e-4, rtol=1e-4)
+
+
+def test_exported_graph_honours_the_attention_mask_of_a_padded_batch(exact, fast):
+    texts = ["a model", "the document similarity of scientific text is based on citation data"]
+    enc = exact.tokenizer(texts, padding=True, return_tensors="pt")  # row 0 padded
+    assert not enc["attention_mask"][0].all()
+    (got,) = fast.model.session.run(["last_hidden_state"], {k: v.numpy() for k, v in enc.items()})
+    with torch.inference_mode():
+        want = exact.model(**enc).last_hidden_state
+    real = enc["attention_mask"].bool()
+    torch.testing.assert_close(torch.from_numpy(got)[real], want[real], atol=1e-4, rtol=1e-4)
 
 
 def test_onnx_int8_vectors_close_to_torch(exact, fast_int8):
@@ -126,3 +139,37 @@ def test_length_groups_cover_every_row_once_within_the_padding_slack():
         assert lengths[g[0]] * len(g) <= 1.05 * sum(lengths[r] for r in g)
     assert [sorted(g) for g in groups[:2]] == [[0, 5], [2, 3, 6]]  # equal-ish lengths share a call
     assert len(backends.length_groups(lengths, slack=0.0)) == 9  # only the two 512s pad to each other
+
+
+def test_evaluate_cli_encodes_with_the_chosen_backend(small_csfcube, tiny_model_dir, fast_int8, tmp_path):
+    from aspire.evaluate.__main__ import main
+
+    common = ["csfcube", "--data", str(small_csfcube), "--model", str(tiny_model_dir), "--scorer", "minl2",
+              "--cache-dir", str(tmp_path / "vectors")]
+    assert main([*common, "--backend", "onnx", "--quantize", "int8", "--out", str(tmp_path / "int8")]) == 0
+    saved = json.loads((tmp_path / "int8" / "results.json").read_text())
+    assert saved["encoder_fingerprint"] == fast_int8.fingerprint()
+    assert saved["encoder_options"] == {"backend": "onnx", "quantize": "int8"}
+    assert main([*common, "--out", str(tmp_path / "exact")]) == 0  # the exact run gets its own cache entry
+    assert len(list((tmp_path / "vectors").glob("*.pt"))) == 2
+    with pytest.raises(SystemExit):
+        main([*common, "--quantize", "int8", "--out", str(tmp_path / "bad")])  # int8 needs --backend onnx
+
+
+def test_index_cli_builds_with_onnx_and_add_checks_the_backend(tmp_path, tiny_model_dir, fast, cache, capsys):
+    from aspire.index import SentenceIndex
+    from aspire.index.__main__ import main as index_main
+
+    corpus = tmp_path / "papers.jsonl"
+    corpus.write_text("".join(json.dumps({"paper_id": p.paper_id, "title": p.title, "abstract": p.sentences}) + "\n"
+                              for p in PAPERS))
+    out = tmp_path / "idx"
+    assert index_main(["build", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(out),
+                       "--backend", "onnx", "index.kind=flat"]) == 0
+    assert SentenceIndex.load(out).model_fingerprint == fast.fingerprint()
+    capsys.readouterr()
+    # exact vectors are not added to an index of fast ones (ModelMismatchError, one error line)
+    assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--backend", "torch"]) == 2
+    assert "the index was built with model" in capsys.readouterr().err
+    assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--quantize", "int8"]) == 2
+    assert "quantize='int8' needs backend='onnx'" in capsys.readouterr().err

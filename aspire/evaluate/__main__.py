@@ -60,6 +60,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
     p.add_argument("--batch-size", type=positive_int, default=32, help="papers encoded per forward pass")
     p.add_argument("--device", type=device_name, help="torch device for encoding and scoring (default: the model's)")
+    p.add_argument("--backend", choices=("torch", "onnx"), default="torch",
+                   help="encoder inference: torch (exact, default) or onnx (ONNX Runtime on the CPU, faster)")
+    p.add_argument("--quantize", choices=("int8",), help="with --backend onnx: int8 dynamic quantization")
     p.add_argument("--max-length", type=int,
                    help="word-piece limit for independent sentences / the whole-abstract vector "
                         "(sentence-transformers pipelines: 256 for minilm, 384 for mpnet)")
@@ -79,6 +82,10 @@ def _scorer_options(args) -> dict:
     return {k: v for k, v in (("tau", args.tau), ("eps", args.eps)) if v is not None}
 
 
+def _encoder_options(args) -> dict:
+    return {"backend": args.backend, "quantize": args.quantize} if args.backend != "torch" else {}
+
+
 def _check_model_args(parser, args) -> None:
     if args.ranked:
         if not args.exp:
@@ -89,6 +96,10 @@ def _check_model_args(parser, args) -> None:
         parser.error("give --model and --scorer, or --ranked and --exp")
     if args.query_text != "abstract" and args.scorer != "abstract":
         parser.error("--query-text goes with --scorer abstract (sentence scorers select the facet's sentences)")
+    if args.quantize and args.backend != "onnx":
+        parser.error("--quantize goes with --backend onnx")
+    if args.backend != "torch" and (args.ranked or args.device not in (None, "cpu")):
+        parser.error(f"--backend {args.backend} encodes with a model on the CPU (no --ranked; --device cpu only)")
     if args.cand_sentences != "all" and args.scorer == "abstract":
         parser.error("--cand-sentences goes with a sentence scorer (minl2, ot, attention)")
 
@@ -182,7 +193,7 @@ def _evaluate(parser, args) -> int:
                     args.data, args.model, args.scorer, out, exp=args.exp, encoding=args.encoding,
                     scorer_options=_scorer_options(args), cache_dir=cache_dir, batch_size=args.batch_size,
                     device=args.device, encode_options=encode_options, query_text=args.query_text,
-                    cand_sentences=args.cand_sentences,
+                    cand_sentences=args.cand_sentences, encoder_options=_encoder_options(args),
                 )
             print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
             print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}  {DEV_NOTE}")
@@ -197,6 +208,7 @@ def _evaluate(parser, args) -> int:
                 encoding=args.encoding, scorer_options=_scorer_options(args), cache_dir=cache_dir,
                 batch_size=args.batch_size, device=args.device, encode_options=encode_options,
                 query_text=args.query_text, cand_sentences=args.cand_sentences,
+                encoder_options=_encoder_options(args),
             )
             writer = csv.writer(sys.stdout, delimiter="\t")
             names = list(results["metrics"])

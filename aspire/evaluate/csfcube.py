@@ -155,12 +155,14 @@ def run_csfcube(
     encode_options: dict | None = None,
     query_text: str = "abstract",
     cand_sentences: str = "all",
+    encoder_options: dict | None = None,
 ) -> dict:
     """Encode CSFCube with `model`, rank every facet's pools with `scorer`, write and return results.
 
     `scorer="abstract"` always uses the `abstract` encoding (one vector per paper); the facet is
     ignored unless `query_text` is `facet` or `title+facet`. `cand_sentences="facet"` matches only
-    the candidates' sentences of the query's facet (see `aspire.evaluate.rank`).
+    the candidates' sentences of the query's facet (see `aspire.evaluate.rank`). `encoder_options` go to
+    `load_encoder` (the inference backend: `backend="onnx"`, `quantize="int8"`).
     Writes `out/test-pid2pool-csfcube-EXP-{facet}-ranked.json` (similarities, best first), the
     per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
     """
@@ -172,7 +174,7 @@ def run_csfcube(
     exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
     rankings, info = rank_pool_set(
         pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
-        device, encode_options, LABEL_TO_FACET, query_text, cand_sentences,
+        device, encode_options, LABEL_TO_FACET, query_text, cand_sentences, encoder_options,
     )
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(info)

@@ -56,9 +56,10 @@ def run_pools(
     encode_options: dict | None = None,
     query_text: str = "abstract",
     cand_sentences: str = "all",
+    encoder_options: dict | None = None,
 ) -> dict:
     """Score ranked files from `ranked_dir` (with `exp`), or rank with `model` + `scorer` first
-    (`query_text`, `cand_sentences`: see `aspire.evaluate.rank.rank_pool_set`)."""
+    (`query_text`, `cand_sentences`, `encoder_options`: see `aspire.evaluate.rank.rank_pool_set`)."""
     data, out = Path(data), Path(out)
     pool_set = load_pool_set(data, name, facets, splits_file)
     info: dict = {}
@@ -76,7 +77,7 @@ def run_pools(
         exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
         rankings, info = rank_pool_set(
             pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
-            device, encode_options, facet_label_map(facets), query_text, cand_sentences,
+            device, encode_options, facet_label_map(facets), query_text, cand_sentences, encoder_options,
         )
     per_query, skipped = evaluate_pool_set(pool_set, rankings, metrics, threshold, skip_no_relevant)
     summary = {

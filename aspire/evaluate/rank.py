@@ -266,6 +266,7 @@ def rank_pool_set(
     label_to_facet: Mapping[str, str] | None = None,
     query_text: str = "abstract",
     cand_sentences: str = "all",
+    encoder_options: dict | None = None,
 ) -> tuple[dict[str, dict[str, list[str]]], dict]:
     """Encode every pooled paper once, rank each facet's pools, write the ranked files to `out`.
 
@@ -274,6 +275,7 @@ def rank_pool_set(
     `"facet"` or `"title+facet"` each query is re-encoded from its facet sentences
     (`facet_text_queries`) and the candidates keep their whole-abstract vectors. With a sentence
     scorer, `cand_sentences="facet"` narrows the candidates to the facet too (`facet_candidates`).
+    `encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`).
     Returns:
         (`{facet: {query_pid: [cand_pid, ...]}}`, run info with the encoder fingerprint, the
         seconds spent loading, encoding and scoring (wall clock, and process CPU time as `*_cpu`)
@@ -307,7 +309,7 @@ def rank_pool_set(
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
 
     t0 = time.perf_counter()
-    encoder = load_encoder(model)
+    encoder = load_encoder(model, **(encoder_options or {}))
     if device:
         encoder.to(device)
     t_load = time.perf_counter() - t0
@@ -347,6 +349,7 @@ def rank_pool_set(
         "scorer": scorer,
         "scorer_options": dict(scorer_options or {}),
         "encode_options": dict(encode_options or {}),
+        "encoder_options": dict(encoder_options or {}),
         "query_text": query_text,
         "cand_sentences": cand_sentences,
         **({"cands_kept_whole": kept_whole} if cand_sentences != "all" else {}),

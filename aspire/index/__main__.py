@@ -2,6 +2,8 @@
 
     build         --model M --corpus papers.jsonl --out DIR [--config configs/index.yaml] [section.key=value ...]
     add           --index DIR --corpus more.jsonl [--model M]   (model defaults to the index's)
+                  (build, add: [--backend onnx [--quantize int8]] encodes with ONNX Runtime on the CPU;
+                  add must use the backend the index was built with, its fingerprint is checked)
     encode-shard  --model M --corpus papers.jsonl --shards SHARDS [--merge-into DIR]   (under torchrun)
     merge         --shards SHARDS --out DIR
     info          --index DIR [--verify]   (--verify: check every file's SHA-256)
@@ -33,11 +35,11 @@ from aspire.index.shards import merge_shards, run_encode_shard
 from aspire.index.store import SentenceIndex
 
 
-def load_encoder(name: str, device: str | None = None):
+def load_encoder(name: str, device: str | None = None, **backend):
     """The encoder, imported only where a model is used (transformers is a heavy import)."""
     from aspire.encoders import load_encoder as load
 
-    return load(name, device=device)
+    return load(name, device=device, **backend)
 
 
 EXAMPLES = {
@@ -77,6 +79,11 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
             add_common_options(p)
         return p
 
+    def with_backend(p):
+        p.add_argument("--backend", choices=("torch", "onnx"), default="torch",
+                       help="encoder inference: torch (exact, default) or onnx (ONNX Runtime on the CPU)")
+        p.add_argument("--quantize", choices=("int8",), help="with --backend onnx: int8 dynamic quantization")
+
     def with_config(p):
         p.add_argument("--config", help="YAML build config, e.g. configs/index.yaml (default: built-in defaults)")
         p.add_argument("overrides", nargs="*", metavar="section.key=value",
@@ -87,11 +94,13 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p.add_argument("--corpus", required=True, help="papers JSONL (paper_id, title, abstract[, pred_labels])")
     p.add_argument("--out", required=True, help="index directory to create")
     p.add_argument("--overwrite", action="store_true", help="replace an existing index at --out")
+    with_backend(p)
     with_config(p)
     p = command("add", "encode more papers and add them to an index", encodes=True)
     p.add_argument("--index", required=True, help="the index directory to extend")
     p.add_argument("--corpus", required=True, help="papers JSONL; ids already indexed are rejected as duplicates")
     p.add_argument("--model", help="default: the model the index was built with")
+    with_backend(p)
     p = command("encode-shard", "encode this rank's slice of a corpus (run under torchrun)", encodes=True)
     p.add_argument("--model", required=True, help="minilm, mpnet or a local Hugging Face model directory")
     p.add_argument("--corpus", required=True, help="papers JSONL")
@@ -132,13 +141,14 @@ def _run(args) -> int:
     if args.command in ("build", "encode-shard", "merge"):
         config = load_config(IndexBuildConfig, args.config, overrides)
     device = getattr(args, "device", None)
+    backend = {"backend": args.backend, "quantize": args.quantize} if hasattr(args, "backend") else {}
     if args.command == "build":  # under the directory's lock, refused or cleaned before any encoding
         index, gen = build_index(args.out, args.model, args.corpus, config, args.overwrite,
-                                 lambda name: load_encoder(name, device=device), progress)
+                                 lambda name: load_encoder(name, device=device, **backend), progress)
         print(_summary(index, gen, len(index.paper_ids)))
     elif args.command == "add":  # overrides (--batch-size) hold for this run only
         index, gen, n_new = add_to_index(args.index, args.corpus, args.model,
-                                         lambda name: load_encoder(name, device=device), overrides, progress)
+                                         lambda name: load_encoder(name, device=device, **backend), overrides, progress)
         print(_summary(index, gen, n_new))
     elif args.command == "encode-shard":
         path = run_encode_shard(args.model, args.corpus, args.shards, config, args.merge_into)
