@@ -71,11 +71,11 @@ def test_exported_graph_honours_the_attention_mask_of_a_padded_batch(exact, fast
     torch.testing.assert_close(torch.from_numpy(got)[real], want[real], atol=1e-4, rtol=1e-4)
 
 
-def test_onnx_int8_vectors_close_to_torch(exact, fast_int8):
+def test_onnx_int8_vectors_close_to_torch(exact, fast, fast_int8):
     want, got = exact.encode(PAPERS, batch_size=3), fast_int8.encode(PAPERS, batch_size=3)
-    cos = sentence_cosines(want, got)
-    assert cos.min() > 0.98, cos  # int8 weights: a looser bound (real MiniLM: bench_backends.md)
-    assert cos.min() < 0.99999  # and it is indeed the quantized graph, not the fp32 one
+    assert sentence_cosines(want, got).min() > 0.999  # int8 weights: a looser bound (real MiniLM: bench_backends.md)
+    fp32 = fast.encode(PAPERS, batch_size=3)  # and it is the quantized graph, not the fp32 one
+    assert (got.emb - fp32.emb).abs().max() > 10 * (fp32.emb - want.emb).abs().max()
 
 
 def test_fingerprint_differs_by_backend_and_quantization(tiny_model_dir, exact, fast, fast_int8):

@@ -8,14 +8,15 @@ therefore differs from the exact one by the runtime's arithmetic only (fp32), or
 quantization of the linear layers' weights (`quantize="int8"`; activations are quantized per batch).
 
 The exported graph is cached under `$ASPIRE_CACHE/onnx/` (default `~/.cache/aspire/onnx/`), keyed by the
-exact encoder's fingerprint, the opset and the quantization; it is written to a temporary file and renamed
-into place, so an interrupted export is never read back. The fast encoder's fingerprint differs from the
-exact one's and between quantizations, so vector caches and indexes keyed by it never mix exact and fast
-vectors. The ONNX backend runs on the CPU and only for inference: training keeps `backend="torch"`.
+exact encoder's fingerprint, the opset and the quantization recipe; it is written to a temporary file and
+renamed into place, so an interrupted export is never read back. The fast encoder's fingerprint adds the
+backend, the quantization and a hash of the ONNX graph to the exact one's, so vector caches and indexes
+keyed by it never mix exact and fast vectors, nor vectors of two quantizations. The ONNX backend runs on the CPU and only for inference: training keeps `backend="torch"`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import logging
 import os
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnx")
 QUANTIZATIONS = ("int8",)
 OPSET = 17
+INT8_RECIPE = "mm-pc-r2"  # names the cached int8 file: change it whenever `quantize_int8` changes
 
 
 class _LastHiddenState(nn.Module):
@@ -70,22 +72,37 @@ def export_onnx(model: nn.Module, path: Path) -> None:
         )
 
 
+def down_projections(path: Path) -> list[str]:
+    """MatMul nodes whose constant weight narrows the width: the feed-forward output (intermediate -> hidden)."""
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    shapes = {t.name: tuple(t.dims) for t in graph.initializer}
+    return [
+        node.name for node in graph.node
+        if node.op_type == "MatMul" and len(shape := shapes.get(node.input[1], ())) == 2 and shape[0] > shape[1]
+    ]
+
+
 def quantize_int8(src: Path, dst: Path) -> None:
-    """Dynamic int8 quantization of `src`'s weights (MatMul, embedding Gather), per output channel;
-    activations are quantized per call at run time."""
+    """Dynamic int8 quantization of `src`'s MatMul weights, per output channel; activations are quantized
+    per call at run time. The embeddings and the feed-forward output projections stay fp32: on MiniLM,
+    quantizing them too took the median sentence cosine to the exact vectors from 0.998 to 0.994 and
+    CSFCube MAP down 0.5 points (experiments/results/bench_backends.md)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     quantize_dynamic(
-        str(src), str(dst), weight_type=QuantType.QInt8,
-        per_channel=True,  # one scale per output column: per-tensor scales cost MiniLM ~0.05 in sentence cosine
+        str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
+        op_types_to_quantize=["MatMul"], nodes_to_exclude=down_projections(src),
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # shape inference misses some BERT outputs
     )
 
 
 def onnx_model_path(fingerprint: str, quantize: str | None) -> Path:
     """Where the export of the exact encoder with `fingerprint` is cached."""
-    return cache_dir() / "onnx" / f"{fingerprint}-opset{OPSET}-{quantize or 'fp32'}.onnx"
+    variant = f"{quantize}-{INT8_RECIPE}" if quantize else "fp32"
+    return cache_dir() / "onnx" / f"{fingerprint}-opset{OPSET}-{variant}.onnx"
 
 
 def _write_atomically(path: Path, write) -> Path:
@@ -183,6 +200,15 @@ class InferenceEncoder(ContextualSentenceEncoder):
         return super().train(False)
 
 
+def file_digest(path: Path) -> str:
+    """A short hash of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:12]
+
+
 def onnx_session(path: Path):
     """An ONNX Runtime CPU session on `path` using torch's thread count (`OMP_NUM_THREADS`)."""
     import onnxruntime as ort
@@ -214,6 +240,7 @@ def load_encoder(
     exact = ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)
     if backend == "torch":
         return exact if device is None else exact.to(device)
-    tag = f"onnx-opset{OPSET}-{quantize or 'fp32'}"
-    fast = OnnxTransformer(exact.model, onnx_session(cached_onnx_model(exact, quantize)), tag)
+    path = cached_onnx_model(exact, quantize)
+    tag = f"onnx-{path.stem.split('-', 1)[1]}-{file_digest(path)}"  # e.g. onnx-opset17-fp32-<hash of the graph>
+    fast = OnnxTransformer(exact.model, onnx_session(path), tag)
     return InferenceEncoder(fast, exact.tokenizer, name=exact.name, **exact.settings())
