@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from aspire.data.facets import facet_of
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
 from aspire.scoring import cross_l2_cost
@@ -48,21 +49,6 @@ from aspire.serve.models import (
 )
 
 log = logging.getLogger(__name__)
-
-FACETS = {  # page facet -> the stored labels it groups (objective counts as background, as in CSFCube)
-    "background": ("background_label", "objective_label", "background", "objective"),
-    "method": ("method_label", "method"),
-    "result": ("result_label", "result"),
-}
-
-
-def facet_of(label: str | None) -> str | None:
-    """The page facet ("background", "method", "result") of a stored label, else None."""
-    for facet, names in FACETS.items():
-        if label in names:
-            return facet
-    return None
-
 
 def read_labels(path: str | Path, paper_ids: Sequence[str], sentences: Sequence[Sequence[str]]) -> tuple[dict, dict]:
     """Facet labels per indexed paper from a papers JSONL: ({paper_id: [label per sentence]}, counts).

@@ -146,7 +146,7 @@ def test_single_match_mode_more_papers_narrow_window_and_favicon(page_server):
         assert page.locator(".paper-item").count() == 30
         page.focus("#more-papers")
         page.keyboard.press("Enter")
-        page.wait_for_function("document.querySelectorAll('.paper-item').length > 30")
+        page.locator(".paper-item").nth(30).wait_for()  # a selector, not a script: the page's CSP forbids eval
         n_papers = page_server.service.index.n_papers
         assert page.locator(".paper-item").count() == n_papers and page.locator("#more-papers").is_hidden()
         page.click(f'.paper-item[data-id="{QUERY}"]')
