@@ -317,3 +317,16 @@ def test_cli_refuses_options_that_do_not_fit(toy, tmp_path, tiny_model_dir, caps
         main(["pools", "--data", str(toy), "--name", "toy", "--facets", "method", "--model", str(tiny_model_dir),
               *flags, "--out", str(tmp_path / "o")])
     assert message in capsys.readouterr().err
+
+
+def test_eval_options_are_checked_once_for_the_scorer():
+    from aspire.evaluate.options import EvalOptions
+
+    assert EvalOptions().checked("abstract", faceted=False).encoding == "abstract"
+    assert EvalOptions(encoding="independent").checked("minl2", faceted=False).encoding == "independent"
+    with pytest.raises(ValueError, match="goes with scorer 'abstract'"):
+        EvalOptions(query_text="facet").checked("ot", faceted=True)
+    with pytest.raises(ValueError, match="need a faceted pool set"):
+        EvalOptions(cand_sentences="facet").checked("minl2", faceted=False)
+    with pytest.raises(ValueError, match="only goes with scorer 'abstract'"):
+        EvalOptions(encoding="abstract").checked("minl2", faceted=False)

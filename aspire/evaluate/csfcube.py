@@ -166,16 +166,16 @@ def run_csfcube(
     Writes `out/test-pid2pool-csfcube-EXP-{facet}-ranked.json` (similarities, best first), the
     per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
     """
+    from aspire.evaluate.options import EvalOptions
     from aspire.evaluate.rank import default_exp, rank_pool_set
 
     root, out = Path(root), Path(out)
     pool_set = load_csfcube(root)
     papers = read_papers_jsonl(root / ABSTRACTS_FILE, ids=pool_set.paper_ids())
     exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
-    rankings, info = rank_pool_set(
-        pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
-        device, encode_options, LABEL_TO_FACET, query_text, cand_sentences, encoder_options,
-    )
+    options = EvalOptions(encoding, dict(scorer_options or {}), cache_dir, batch_size, device,
+                          dict(encode_options or {}), query_text, cand_sentences, dict(encoder_options or {}))
+    rankings, info = rank_pool_set(pool_set, papers, model, scorer, out, exp, options, LABEL_TO_FACET)
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(info)
     write_results(out, root, exp, results, per_query)

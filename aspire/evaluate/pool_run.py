@@ -71,14 +71,14 @@ def run_pools(
     else:
         if not (model and scorer):
             raise ValueError("give a model and a scorer, or a folder of ranked files")
+        from aspire.evaluate.options import EvalOptions
         from aspire.evaluate.rank import default_exp, rank_pool_set
 
         papers = read_papers_jsonl(abstracts_file or data / f"abstracts-{name}.jsonl", ids=pool_set.paper_ids())
         exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
-        rankings, info = rank_pool_set(
-            pool_set, papers, model, scorer, out, exp, encoding, scorer_options, cache_dir, batch_size,
-            device, encode_options, facet_label_map(facets), query_text, cand_sentences, encoder_options,
-        )
+        options = EvalOptions(encoding, dict(scorer_options or {}), cache_dir, batch_size, device,
+                              dict(encode_options or {}), query_text, cand_sentences, dict(encoder_options or {}))
+        rankings, info = rank_pool_set(pool_set, papers, model, scorer, out, exp, options, facet_label_map(facets))
     per_query, skipped = evaluate_pool_set(pool_set, rankings, metrics, threshold, skip_no_relevant)
     summary = {
         g: {k: (v if k in ("n_queries", "n_undefined") or v is None else 100.0 * v) for k, v in vals.items()}

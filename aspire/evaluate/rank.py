@@ -32,6 +32,7 @@ from torch import Tensor
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
 from aspire.evaluate.cache import cached_encode
+from aspire.evaluate.options import EvalOptions
 from aspire.scoring.chunked import score_chunked
 
 ENCODINGS = ("contextual", "independent", "abstract")
@@ -257,25 +258,17 @@ def rank_pool_set(
     scorer: str,
     out,
     exp: str,
-    encoding: str = "contextual",
-    scorer_options: dict | None = None,
-    cache_dir=None,
-    batch_size: int = 32,
-    device: str | None = None,
-    encode_options: dict | None = None,
+    options: EvalOptions,
     label_to_facet: Mapping[str, str] | None = None,
-    query_text: str = "abstract",
-    cand_sentences: str = "all",
-    encoder_options: dict | None = None,
 ) -> tuple[dict[str, dict[str, list[str]]], dict]:
     """Encode every pooled paper once, rank each facet's pools, write the ranked files to `out`.
 
     A faceted set (facet != "") narrows each query to its facet's sentences through
-    `label_to_facet`. The `abstract` scorer ignores the facet with `query_text="abstract"`; with
-    `"facet"` or `"title+facet"` each query is re-encoded from its facet sentences
+    `label_to_facet`. The `abstract` scorer ignores the facet with `options.query_text="abstract"`;
+    with `"facet"` or `"title+facet"` each query is re-encoded from its facet sentences
     (`facet_text_queries`) and the candidates keep their whole-abstract vectors. With a sentence
-    scorer, `cand_sentences="facet"` narrows the candidates to the facet too (`facet_candidates`).
-    `encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`).
+    scorer, `options.cand_sentences="facet"` narrows the candidates to the facet too (`facet_candidates`).
+    `options.encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`).
     Returns:
         (`{facet: {query_pid: [cand_pid, ...]}}`, run info with the encoder fingerprint, the
         seconds spent loading, encoding and scoring (wall clock, and process CPU time as `*_cpu`)
@@ -285,31 +278,15 @@ def rank_pool_set(
     from aspire.encoders import load_encoder
     from aspire.evaluate.pools import ranked_path, write_ranked
 
-    if scorer == "abstract":
-        encoding = "abstract"
-    elif encoding == "abstract":
-        raise ValueError("encoding 'abstract' only goes with scorer 'abstract'")
-    if query_text not in QUERY_TEXTS:
-        raise ValueError(f"unknown query text {query_text!r}; valid: {list(QUERY_TEXTS)}")
-    if query_text != "abstract":
-        if scorer != "abstract":
-            raise ValueError(f"query text {query_text!r} goes with scorer 'abstract'; sentence scorers select "
-                             "the facet's sentences themselves")
-        if pool_set.facets == [""]:
-            raise ValueError(f"query text {query_text!r} needs a faceted pool set")
-    if cand_sentences not in CAND_SENTENCES:
-        raise ValueError(f"unknown candidate sentences {cand_sentences!r}; valid: {list(CAND_SENTENCES)}")
-    if cand_sentences != "all":
-        if scorer not in SENTENCE_SCORERS:
-            raise ValueError(f"candidate sentences {cand_sentences!r} go with a sentence scorer "
-                             f"{list(SENTENCE_SCORERS)}, not {scorer!r}")
-        if pool_set.facets == [""]:
-            raise ValueError(f"candidate sentences {cand_sentences!r} need a faceted pool set")
+    opts = options.checked(scorer, faceted=pool_set.facets != [""])
+    encoding, scorer_options, cache_dir, batch_size, device, encode_options, query_text, cand_sentences = (
+        opts.encoding, opts.scorer_options, opts.cache_dir, opts.batch_size, opts.device, opts.encode_options,
+        opts.query_text, opts.cand_sentences)
     score_fn = get_eval_scorer(scorer, **(scorer_options or {}))
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
 
     t0 = time.perf_counter()
-    encoder = load_encoder(model, **(encoder_options or {}))
+    encoder = load_encoder(model, **opts.encoder_options)
     if device:
         encoder.to(device)
     t_load = time.perf_counter() - t0
@@ -349,7 +326,7 @@ def rank_pool_set(
         "scorer": scorer,
         "scorer_options": dict(scorer_options or {}),
         "encode_options": dict(encode_options or {}),
-        "encoder_options": dict(encoder_options or {}),
+        "encoder_options": dict(opts.encoder_options),
         "query_text": query_text,
         "cand_sentences": cand_sentences,
         **({"cands_kept_whole": kept_whole} if cand_sentences != "all" else {}),

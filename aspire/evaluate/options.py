@@ -1,0 +1,52 @@
+"""How a model is run on a benchmark, as one object passed down instead of a dozen keyword parameters.
+
+`EvalOptions` holds everything but the model, the scorer and the data: the encoding, the scorer's and
+encoder's options, the vector cache, batch size and device, and the facet handling of pool sets
+(`query_text`, `cand_sentences`; see `aspire.evaluate.rank`). `checked(scorer, faceted)` validates the
+combination once, at the top, and returns the options to run with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    encoding: str = "contextual"  # contextual | independent (abstract: set by the abstract scorer)
+    scorer_options: dict = field(default_factory=dict)  # e.g. {"tau": 1.0} for OT
+    cache_dir: str | Path | None = None  # vector cache; None: no cache
+    batch_size: int = 32
+    device: str | None = None  # torch device; None: the model's
+    encode_options: dict = field(default_factory=dict)  # independent / abstract encodings: max_length, normalize, joiner
+    query_text: str = "abstract"  # abstract scorer on a faceted set: abstract | facet | title+facet
+    cand_sentences: str = "all"  # sentence scorers on a faceted set: all | facet
+    encoder_options: dict = field(default_factory=dict)  # load_encoder: backend, quantize
+
+    def checked(self, scorer: str, faceted: bool) -> "EvalOptions":
+        """These options for `scorer` on a faceted (or not) set; ValueError naming what does not fit."""
+        from aspire.evaluate.rank import CAND_SENTENCES, QUERY_TEXTS, SENTENCE_SCORERS
+
+        encoding = self.encoding
+        if scorer == "abstract":
+            encoding = "abstract"
+        elif encoding == "abstract":
+            raise ValueError("encoding 'abstract' only goes with scorer 'abstract'")
+        if self.query_text not in QUERY_TEXTS:
+            raise ValueError(f"unknown query text {self.query_text!r}; valid: {list(QUERY_TEXTS)}")
+        if self.query_text != "abstract":
+            if scorer != "abstract":
+                raise ValueError(f"query text {self.query_text!r} goes with scorer 'abstract'; sentence scorers "
+                                 "select the facet's sentences themselves")
+            if not faceted:
+                raise ValueError(f"query text {self.query_text!r} needs a faceted pool set")
+        if self.cand_sentences not in CAND_SENTENCES:
+            raise ValueError(f"unknown candidate sentences {self.cand_sentences!r}; valid: {list(CAND_SENTENCES)}")
+        if self.cand_sentences != "all":
+            if scorer not in SENTENCE_SCORERS:
+                raise ValueError(f"candidate sentences {self.cand_sentences!r} go with a sentence scorer "
+                                 f"{list(SENTENCE_SCORERS)}, not {scorer!r}")
+            if not faceted:
+                raise ValueError(f"candidate sentences {self.cand_sentences!r} need a faceted pool set")
+        return replace(self, encoding=encoding)
