@@ -44,10 +44,12 @@ def _encoder_args(p: argparse.ArgumentParser, scorers, scorer_help: str = "how t
     p.add_argument("--out", required=out_required, help="output folder")
 
 
-def _options(args) -> dict:
+def _options(args, scorers: list[str] | None = None) -> dict:
+    """The runners' keyword options from the parsed arguments; `scorers` (default: `--scorer`) decide
+    whether the whole-abstract options (`--max-length`, `--normalize`, `--joiner`) apply."""
     encode = {k: v for k, v in (("max_length", args.max_length), ("normalize", args.normalize or None),
                                 ("joiner", args.joiner)) if v is not None}
-    if encode and args.scorer != "abstract" and args.encoding == "contextual":
+    if encode and "abstract" not in (scorers or [args.scorer]) and args.encoding == "contextual":
         raise ValueError("--max-length/--normalize/--joiner apply to --scorer abstract or --encoding independent")
     return {"encoding": args.encoding,
             "scorer_options": {k: v for k, v in (("tau", args.tau), ("eps", args.eps)) if v is not None},
@@ -154,7 +156,7 @@ def _reviewers(parser, args) -> int:
     scorers = args.scorer.split(",")
     weights = [float(w) for w in args.weights.split(",")] if args.weights else None
     exp = args.exp or f"{Path(args.model).name}-{'+'.join(scorers)}-{args.aggregate.replace(':', '')}"
-    opts = _options(argparse.Namespace(**{**vars(args), "scorer": scorers[0] if len(scorers) == 1 else "abstract"}))
+    opts = _options(args, scorers)
     results = run_reviewers(rset, args.model, scorers, args.out, exp, args.aggregate, weights, **opts)
     print(f"{exp}: {format_result(results)}")
     print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
