@@ -20,7 +20,8 @@ import json
 import sys
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+from aspire.evaluate.suite import DATA
+
 COMMANDS = ("reviewers", "context2doc", "compare", "fuse-runs", "suite")
 
 

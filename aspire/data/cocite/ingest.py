@@ -67,8 +67,9 @@ def _benchmark_test_sentences(records_path: Path) -> set[str]:
     """The context2doc test sentences: from `records_path` when the split was made from it, else from
     the shared co-citation file beside the repository (empty when neither is there)."""
     from aspire.evaluate.context2doc import SPLIT_FILE, held_out_sentences, load_split, sha256_file
+    from aspire.evaluate.suite import DATA
 
-    source = Path(__file__).resolve().parents[4] / "shared" / "data" / "cocite-acl"
+    source = DATA / "cocite-acl"
     if sha256_file(records_path) == load_split(SPLIT_FILE)["source_sha256"]:
         source = records_path.parent
     return held_out_sentences(source) if (source / "cocitations.jsonl").is_file() else set()
