@@ -155,7 +155,7 @@ CIRCLE = torch.stack([torch.tensor([0.1 * i for i in range(7)]).cos(), torch.ten
 
 def test_margin_guard_drops_candidates_within_margin_of_the_partner_similarity():
     only_a = {"A": {"A", "B", "E"}}  # A's partners B (angle 0.1) and E (angle 0.4); no one else has any
-    mined = nearest_negatives(CIRCLE, only_a, PAPERS, k=2, margin=0.0)  # reference: E, the least similar partner
+    mined = nearest_negatives(CIRCLE, only_a, PAPERS, k=2, margin=0.0, reference="min")  # E: the least similar
     assert mined.negatives["A"] == ["F", "G"]  # C and D score above cos(0.4): dropped
     assert mined.dropped == {"partner": 2, "margin": 2} and mined.notes["margin_guarded_anchors"] == 1
     assert sorted(mined.negatives["B"]) == ["A", "C"]  # no partners: no guard (A and C tie, up to rounding)

@@ -65,7 +65,7 @@ class HardNegativesConfig:
     seed: int = 0  # random, coverage (k-means and draws), svd
     skip: int = ranged(0, ge=0)  # nearest, svd: the nearest guarded candidates left out first
     margin: float | None = None  # nearest, svd: the margin guard (None: off)
-    margin_reference: Literal["min", "max"] = "min"  # nearest, svd: the least or most similar partner
+    margin_reference: Literal["min", "max"] = "max"  # nearest, svd: the most (or least) similar partner
     clusters: int = ranged(16, ge=2)  # coverage: k-means clusters
     dim: int = ranged(64, ge=1)  # svd: components
     model: str = "minilm"  # nearest, coverage: the encoder of the whole-abstract vectors

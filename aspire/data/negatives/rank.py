@@ -41,7 +41,7 @@ def partner_mask(partners: dict[str, set[str]], paper_ids: list[str], rows: rang
 
 
 def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[str], k: int, skip: int = 0,
-                      margin: float | None = None, reference: Literal["min", "max"] = "min",
+                      margin: float | None = None, reference: Literal["min", "max"] = "max",
                       chunk: int = 1024) -> Mined:
     """Nearest guarded candidates by cosine of `vectors` (N, D) (numpy or torch, rows in `paper_ids`
     order; norms do not matter); exact ties go to the earlier paper of `paper_ids`. A paper whose
