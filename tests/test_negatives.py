@@ -172,7 +172,8 @@ def test_margin_guard_drops_candidates_within_margin_of_the_partner_similarity()
 def test_a_paper_without_vector_has_no_neighbours_and_is_no_ones():
     vecs = CIRCLE.clone()
     vecs[2] = 0.0  # C
-    mined = nearest_negatives(vecs, {}, PAPERS, k=2)
+    mined = nearest_negatives(vecs.double().requires_grad_(), {}, PAPERS, k=2)  # any dtype, even with grad
+    assert mined == nearest_negatives(vecs.numpy(), {}, PAPERS, k=2)
     assert mined.negatives["C"] == [] and mined.negatives["B"] == ["A", "D"]
     assert mined.notes["papers_without_vector"] == ["C"]
 

@@ -30,6 +30,13 @@ class Mined:
     notes: dict = field(default_factory=dict)
 
 
+def as_matrix(vectors) -> np.ndarray:
+    """(N, D) float32 numpy array of `vectors` (numpy, or a torch tensor on any device)."""
+    if hasattr(vectors, "detach"):
+        vectors = vectors.detach().float().cpu().numpy()
+    return np.asarray(vectors, dtype=np.float32)
+
+
 def partner_mask(partners: dict[str, set[str]], paper_ids: list[str], rows: range) -> np.ndarray:
     """(len(rows), N) bool: column j is a partner (or the paper itself) of the paper of each row."""
     index = {pid: i for i, pid in enumerate(paper_ids)}
@@ -46,7 +53,7 @@ def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[st
     """Nearest guarded candidates by cosine of `vectors` (N, D) (numpy or torch, rows in `paper_ids`
     order; norms do not matter); exact ties go to the earlier paper of `paper_ids`. A paper whose
     vector is zero has no neighbours and is no one's; `notes["papers_without_vector"]` lists them."""
-    vecs = np.asarray(vectors, dtype=np.float32)
+    vecs = as_matrix(vectors)
     if vecs.ndim != 2 or len(vecs) != len(paper_ids):
         raise ValueError(f"vectors must be (N, D) with N = {len(paper_ids)} papers, got shape {vecs.shape}")
     norms = np.linalg.norm(vecs, axis=1)

@@ -10,7 +10,7 @@ from collections import Counter
 
 import numpy as np
 
-from aspire.data.negatives.rank import Mined
+from aspire.data.negatives.rank import Mined, as_matrix
 
 
 def _first_non_partners(draws, paper_ids: list[str], anchor: str, partners: set[str],
@@ -45,7 +45,7 @@ def kmeans_clusters(vectors, n_clusters: int, seed: int) -> np.ndarray:
     vectors (cosine geometry), seeded, 10 initialisations."""
     from sklearn.cluster import KMeans
 
-    vecs = np.asarray(vectors, dtype=np.float32)
+    vecs = as_matrix(vectors)
     if not 2 <= n_clusters <= len(vecs):
         raise ValueError(f"coverage needs 2 <= clusters <= papers ({len(vecs)}), got clusters={n_clusters}")
     vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
