@@ -11,9 +11,15 @@ from aspire.data.__main__ import main
 from aspire.data.negatives import (
     HardNegativesConfig,
     citation_negatives,
+    cocitation_matrix,
+    cocitation_partners,
+    coverage_negatives,
+    kmeans_clusters,
     mine_hard_negatives,
     nearest_negatives,
+    random_negatives,
     read_groups,
+    svd_vectors,
 )
 from aspire.train.data import _read_hard_negatives
 
@@ -44,25 +50,28 @@ def examples_dir(tmp_path):
 
 def test_citation_negatives_follow_the_citing_papers_and_skip_partners(examples_dir):
     groups = read_groups(examples_dir)
-    negatives = citation_negatives(groups, PAPERS, k=10)
+    mined = citation_negatives(groups, PAPERS, k=10)
+    negatives = mined.negatives
     assert negatives["A"] == ["C", "D", "F"]  # C shares both citing papers with A
     assert negatives["B"] == ["C", "D"]  # X only
     assert negatives["F"] == ["A", "E"]  # Y only; C is F's partner
     assert negatives["G"] == []
-    assert citation_negatives(groups, PAPERS, k=1)["A"] == ["C"]
+    assert mined.dropped == {"partner": 8}  # A: B, E; B: A; C: D, F; D: C; E: A; F: C
+    assert citation_negatives(groups, PAPERS, k=1).negatives["A"] == ["C"]
     bad = [{"set_id": "A|B", "paper_ids": ["A", "B"], "context_ids": ["L7"]}]
     with pytest.raises(ValueError, match=r"co-cited set A\|B: context id 'L7' does not name its citing paper"):
         citation_negatives(bad, PAPERS, k=10)
 
 
 def test_nearest_negatives_rank_by_cosine_after_partners_and_skip(examples_dir):
-    groups = read_groups(examples_dir)
+    partners = cocitation_partners(read_groups(examples_dir))
     # on a circle, A's neighbours by angle: B (partner), C, D, E (partner), F, G
     angles = torch.tensor([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
     vecs = torch.stack([angles.cos(), angles.sin()], dim=1) * torch.arange(1, 8)[:, None]  # norms do not matter
-    negatives = nearest_negatives(vecs, groups, PAPERS, k=2)
+    mined = nearest_negatives(vecs, partners, PAPERS, k=2)
+    negatives = mined.negatives
     assert negatives["A"] == ["C", "D"]
-    assert nearest_negatives(vecs, groups, PAPERS, k=2, skip=1)["A"] == ["D", "F"]
+    assert nearest_negatives(vecs, partners, PAPERS, k=2, skip=1).negatives["A"] == ["D", "F"]
     assert negatives["G"] == ["F", "E"]
 
 
@@ -126,8 +135,8 @@ def test_cli_writes_the_trainers_file_and_a_report(examples_dir, tmp_path, capsy
 def test_bad_inputs_are_named(examples_dir, tmp_path):
     with pytest.raises(ValueError, match="k must be at least 1"):
         mine_hard_negatives(examples_dir, tmp_path / "o", HardNegativesConfig(k=0))
-    with pytest.raises(ValueError, match="unknown hard-negative method 'random'"):
-        mine_hard_negatives(examples_dir, tmp_path / "o", HardNegativesConfig(method="random"))
+    with pytest.raises(ValueError, match="unknown hard-negative method 'bogus'"):
+        mine_hard_negatives(examples_dir, tmp_path / "o", HardNegativesConfig(method="bogus"))
     with open(examples_dir / "groups.dev.jsonl", "a") as fh:
         fh.write(json.dumps({"set_id": "A|Z", "paper_ids": ["A", "Z"], "context_ids": ["Y#L3"]}) + "\n")
     with pytest.raises(ValueError, match=r"co-cited papers without an abstract in abstracts.jsonl: \['Z'\]"):
@@ -136,3 +145,160 @@ def test_bad_inputs_are_named(examples_dir, tmp_path):
         (examples_dir / name).unlink()
     with pytest.raises(ValueError, match="no groups.train.jsonl or groups.dev.jsonl"):
         read_groups(examples_dir)
+
+
+# ---- the false-negative guards, the sampled methods and the citation SVD ------------------------------
+
+CIRCLE = torch.stack([torch.tensor([0.1 * i for i in range(7)]).cos(), torch.tensor([0.1 * i for i in range(7)]).sin()],
+                     dim=1)  # paper i of PAPERS at angle 0.1 i
+
+
+def test_margin_guard_drops_candidates_within_margin_of_the_partner_similarity():
+    only_a = {"A": {"A", "B", "E"}}  # A's partners B (angle 0.1) and E (angle 0.4); no one else has any
+    mined = nearest_negatives(CIRCLE, only_a, PAPERS, k=2, margin=0.0, reference="min")  # E: the least similar
+    assert mined.negatives["A"] == ["F", "G"]  # C and D score above cos(0.4): dropped
+    assert mined.dropped == {"partner": 2, "margin": 2} and mined.notes["margin_guarded_anchors"] == 1
+    assert sorted(mined.negatives["B"]) == ["A", "C"]  # no partners: no guard (A and C tie, up to rounding)
+    # against the most similar partner B (cos 0.1 = 0.995), a margin of 0.03 drops C (0.980) but keeps D (0.955)
+    mined = nearest_negatives(CIRCLE, only_a, PAPERS, k=2, margin=0.03, reference="max")
+    assert mined.negatives["A"] == ["D", "F"] and mined.dropped == {"partner": 2, "margin": 1}  # B, E above F
+    # without the margin guard only partners go; E (0.4) lies below the last kept D (0.3), so only B counts
+    mined = nearest_negatives(CIRCLE, only_a, PAPERS, k=2)
+    assert mined.negatives["A"] == ["C", "D"] and mined.dropped == {"partner": 1}
+    with pytest.raises(ValueError, match=r"vectors must be \(N, D\) with N = 7 papers, got shape \(6, 2\)"):
+        nearest_negatives(CIRCLE[:6], only_a, PAPERS, k=2)
+
+
+def test_a_paper_without_vector_has_no_neighbours_and_is_no_ones():
+    vecs = CIRCLE.clone()
+    vecs[2] = 0.0  # C
+    mined = nearest_negatives(vecs.double().requires_grad_(), {}, PAPERS, k=2)  # any dtype, even with grad
+    assert mined == nearest_negatives(vecs.numpy(), {}, PAPERS, k=2)
+    assert mined.negatives["C"] == [] and mined.negatives["B"] == ["A", "D"]
+    assert mined.notes["papers_without_vector"] == ["C"]
+
+
+def test_random_negatives_are_seeded_uniform_non_partners(examples_dir):
+    partners = cocitation_partners(read_groups(examples_dir))
+    mined = random_negatives(partners, PAPERS, k=4, seed=0)
+    assert sorted(mined.negatives["A"]) == ["C", "D", "F", "G"]  # every non-partner, since k = their number
+    for pid, negs in mined.negatives.items():
+        assert len(negs) == len(set(negs)) and pid not in negs and not set(negs) & partners.get(pid, set())
+    assert random_negatives(partners, PAPERS, k=4, seed=0) == mined
+    draws = [random_negatives(partners, PAPERS, k=4, seed=s) for s in range(5)]
+    assert len({tuple(m.negatives["A"]) for m in draws}) > 1  # the seed changes the draw order
+    assert sum(m.dropped["partner"] for m in draws) > 0  # partners were drawn and dropped
+    # G has no partner: nothing to drop however often it is drawn from
+    lone = random_negatives({}, PAPERS, k=6, seed=1)
+    assert lone.dropped == {"partner": 0} and sorted(lone.negatives["G"]) == ["A", "B", "C", "D", "E", "F"]
+
+
+def _four_clusters():
+    """Twenty papers P00..P19 in four tight clusters (P00-P04 around axis 0, P05-P09 axis 1, ...)."""
+    ids = [f"P{i:02d}" for i in range(20)]
+    gen = torch.Generator().manual_seed(0)
+    vecs = torch.eye(4).repeat_interleave(5, dim=0) + 0.01 * torch.randn(20, 4, generator=gen)
+    return ids, vecs
+
+
+def test_coverage_draws_one_negative_per_other_cluster():
+    ids, vecs = _four_clusters()
+    clusters = kmeans_clusters(vecs, 4, seed=0)
+    truth = [i // 5 for i in range(20)]
+    assert len({(c, t) for c, t in zip(clusters.tolist(), truth)}) == 4  # k-means recovers the four groups
+    mined = coverage_negatives(clusters, {}, ids, k=3, seed=0)
+    for i, pid in enumerate(ids):
+        spread = sorted(truth[ids.index(n)] for n in mined.negatives[pid])
+        assert spread == sorted({0, 1, 2, 3} - {truth[i]})  # one from each other cluster, none from its own
+    assert mined.notes == {"clusters": 4, "cluster_sizes": [5, 5, 5, 5]} and mined.dropped == {"partner": 0}
+    assert coverage_negatives(clusters, {}, ids, k=3, seed=0) == mined
+    assert coverage_negatives(clusters, {}, ids, k=3, seed=1) != mined
+    # P00's partners fill the whole of the second cluster: it is passed over, its five partners dropped
+    partners = {"P00": {"P00", *ids[5:10]}}
+    guarded = coverage_negatives(clusters, partners, ids, k=3, seed=0)
+    assert sorted(truth[ids.index(n)] for n in guarded.negatives["P00"]) == [2, 3]
+    assert guarded.dropped == {"partner": 5}
+    with pytest.raises(ValueError, match=r"clusters must be \(N,\) with N = 20 papers"):
+        coverage_negatives(clusters[:5], {}, ids, k=3, seed=0)
+    with pytest.raises(ValueError, match=r"coverage needs 2 <= clusters <= papers \(20\), got clusters=21"):
+        kmeans_clusters(vecs, 21, seed=0)
+
+
+# A and D are both co-cited with B and with C, never with each other; E..H form a second such square.
+SQUARE = [{"set_id": s, "paper_ids": s.split("|"), "context_ids": [f"X#{s}"]}
+          for s in ("A|B", "A|C", "B|D", "C|D", "E|F", "F|G", "G|H", "E|H")]
+
+
+def test_svd_negatives_are_close_in_the_cocitation_space_but_unlinked():
+    ids = list("ABCDEFGH")
+    matrix = cocitation_matrix(SQUARE + [SQUARE[0]], ids)  # A|B twice
+    assert matrix.shape == (8, 8) and matrix[0, 1] == 2 and matrix[1, 0] == 2 and matrix[0, 2] == 1
+    assert matrix[0, 3] == 0 and matrix.diagonal().sum() == 0
+    vectors, notes = svd_vectors(cocitation_matrix(SQUARE, ids), dim=4, seed=0)
+    assert vectors.shape == (8, 4) and notes == {"dim": 4, "explained_variance_ratio": pytest.approx(1.0, abs=1e-3)}
+    mined = nearest_negatives(vectors, cocitation_partners(SQUARE), ids, k=1)
+    assert mined.negatives == {"A": ["D"], "B": ["C"], "C": ["B"], "D": ["A"],
+                               "E": ["G"], "F": ["H"], "G": ["E"], "H": ["F"]}
+    with pytest.raises(ValueError, match=r"co-cited set A\|B: papers \['B'\] are not among the papers"):
+        cocitation_matrix(SQUARE, ["A", "C", "D"])
+
+
+def _encode_by_circle(papers):
+    return CIRCLE[[PAPERS.index(p.paper_id) for p in papers]]
+
+
+@pytest.mark.parametrize("method, options", [("random", {}), ("coverage", {"clusters": 3, "k": 2}),
+                                             ("svd", {"dim": 3}), ("nearest", {"margin": 0.02})])
+def test_every_method_gives_every_paper_a_line_and_is_deterministic(examples_dir, tmp_path, method, options):
+    cfg = HardNegativesConfig(method=method, **options)
+    first = mine_hard_negatives(examples_dir, tmp_path / "a", cfg, _encode_by_circle)
+    again = mine_hard_negatives(examples_dir, tmp_path / "b", cfg, _encode_by_circle)
+    text = (tmp_path / "a" / "hard_negatives.jsonl").read_text()
+    assert text == (tmp_path / "b" / "hard_negatives.jsonl").read_text() and first == again
+    lines = _read_hard_negatives(tmp_path / "a" / "hard_negatives.jsonl")
+    assert sorted(lines) == PAPERS and first["papers"] == 7
+    partners = cocitation_partners(read_groups(examples_dir))
+    for pid, negs in lines.items():
+        assert pid not in negs and not set(negs) & partners.get(pid, set())
+    assert set(first["dropped"]) >= {"partner"}
+
+
+def test_options_a_method_does_not_read_are_refused(examples_dir, tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"method 'random' does not use the option\(s\) \['margin'\]"):
+        mine_hard_negatives(examples_dir, tmp_path / "o", HardNegativesConfig(method="random", margin=0.1))
+    with pytest.raises(ValueError, match="method 'coverage' need an `encode` function"):
+        mine_hard_negatives(examples_dir, tmp_path / "o", HardNegativesConfig(method="coverage", clusters=3))
+    out = tmp_path / "svd"
+    assert main(["hard-negatives", "--examples", str(examples_dir), "--out", str(out), "method=svd", "dim=2",
+                 "k=1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["config"]["method"] == "svd" and report["dim"] == 2 and report["negatives_per_paper_mean"] <= 1
+    assert main(["hard-negatives", "--examples", str(examples_dir), "--out", str(out), "method=svd",
+                 "clusters=4"]) == 2
+    assert "method 'svd' does not use the option(s) ['clusters']" in capsys.readouterr().err
+
+
+def test_the_negatives_configs_load_and_name_a_method():
+    from pathlib import Path
+
+    from aspire.config import load_config
+    from aspire.data.negatives import METHODS, check_config
+
+    paths = sorted((Path(__file__).parents[1] / "configs").glob("negatives_*.yaml"))
+    assert paths
+    for path in paths:
+        cfg = load_config(HardNegativesConfig, path)
+        check_config(cfg)
+        assert path.stem == f"negatives_{cfg.method}" and cfg.method in METHODS
+
+
+def test_cli_encodes_through_the_vector_cache(examples_dir, tmp_path, tiny_model_dir, monkeypatch, capsys):
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
+    args = ["hard-negatives", "--examples", str(examples_dir), f"model={tiny_model_dir}", "k=2"]
+    assert main(args + ["method=coverage", "clusters=3", "--out", str(tmp_path / "a")]) == 0
+    assert len(list((tmp_path / "cache" / "vectors").glob("*.pt"))) == 1
+    assert main(args + ["method=nearest", "--out", str(tmp_path / "b")]) == 0
+    assert len(list((tmp_path / "cache" / "vectors").glob("*.pt"))) == 1  # the same vectors, read back
+    capsys.readouterr()
+    near = _read_hard_negatives(tmp_path / "b" / "hard_negatives.jsonl")
+    assert sorted(near) == PAPERS and all(len(n) == 2 for pid, n in near.items() if pid != "A")

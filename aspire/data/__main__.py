@@ -8,12 +8,12 @@
     python -m aspire.data examples --in runs/cc/4_split  --out runs/cc/5_examples
     python -m aspire.data run-all  --in cocitations.jsonl --out runs/cc
     python -m aspire.data align    --examples runs/cc/5_examples --teacher runs/cosentbert/model --out runs/cc/6_aligned
-    python -m aspire.data hard-negatives --examples runs/cc/6_aligned --out runs/cc/hard_citation [method=nearest ...]
+    python -m aspire.data hard-negatives --examples runs/cc/6_aligned --out runs/cc/hard_citation [method=nearest|random|coverage|svd ...]
 
 Every co-citation stage takes `--config configs/data_cocite.yaml` (optional; defaults are embedded)
 and dotted overrides such as `filter.max_cited=4 split.seed=1`; `align` takes `AlignConfig`
 overrides such as `text_field=contexts`, and `hard-negatives` `HardNegativesConfig` overrides such as
-`method=nearest model=mpnet skip=2` (`aspire.data.negatives`). Each prints its report (JSON).
+`method=nearest model=mpnet margin=0.05` (`aspire.data.negatives`). Each prints its report (JSON).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def _parser(prog: str = "python -m aspire.data") -> argparse.ArgumentParser:
     stage("run-all", "input A end to end", **{"in": "records JSONL"})
     stage("align", "cc_align / abs_align sentence indices by a teacher encoder",
           examples="an examples directory", teacher="a sentence-transformers model directory (CoSentBert)")
-    stage("hard-negatives", "a hard-negatives file for training (citation-graph or nearest-neighbour)",
+    stage("hard-negatives", "a negatives file for training (citation, nearest, random, coverage, svd)",
           examples="an examples directory")
     return parser
 
@@ -102,18 +102,21 @@ def _model_stage(args) -> dict:
 
         cfg = load_config(AlignConfig, args.config, args.overrides)
         return align_examples(args.examples, load_sentence_model(args.teacher), args.out, cfg)
-    from aspire.data.negatives import HardNegativesConfig, mine_hard_negatives
+    from aspire.data.negatives import ENCODED, HardNegativesConfig, mine_hard_negatives
 
     cfg = load_config(HardNegativesConfig, args.config, args.overrides)
     encode = None
-    if cfg.method == "nearest":  # the model is loaded here, at the entry point: aspire.data loads none
+    if cfg.method in ENCODED:  # the model is loaded here, at the entry point: aspire.data loads none
         from aspire.encoders import load_encoder
+        from aspire.evaluate.cache import default_cache_dir
+        from aspire.evaluate.rank import encode_papers
 
         encoder = load_encoder(cfg.model)
+        options = {"joiner": " ", "normalize": True, "max_length": cfg.max_length}
 
-        def encode(papers):
-            return encoder.encode_abstract(papers, joiner=" ", normalize=True, max_length=cfg.max_length,
-                                           batch_size=cfg.batch_size, progress=True)
+        def encode(papers):  # through the vector cache, so a second sampler over the same papers encodes nothing
+            batch, _ = encode_papers(encoder, papers, "abstract", default_cache_dir(), cfg.batch_size, options)
+            return batch.emb[:, 0]  # (N, D)
     return mine_hard_negatives(args.examples, args.out, cfg, encode)
 
 

@@ -1,0 +1,157 @@
+"""Negatives for training, written as the file the trainer reads (`data.hard_negatives`).
+
+    python -m aspire.data hard-negatives --examples runs/cocite-acl/5_examples --out runs/neg/citation
+    python -m aspire.data hard-negatives --examples runs/cocite-acl/5_examples --out runs/neg/nearest \
+        method=nearest model=minilm margin=0.05
+    python -m aspire.data hard-negatives --examples runs/cocite-acl/5_examples --out runs/neg/svd method=svd
+
+Five samplers over the papers of an examples directory (`abstracts.jsonl`, `groups.{train,dev}.jsonl`):
+- `citation` (SPECTER-style citation-graph negatives): the papers that a paper citing the anchor
+  also cites, but never in one sentence with the anchor; most shared citing papers first. The
+  citing paper of a context is the part of its id before `#` (`W03-0407#L271`).
+- `nearest`: the anchor's nearest papers by an encoder's whole-abstract vector (cosine), after the
+  false-negative guards of `aspire.data.negatives.rank` (partners; with `margin`, candidates
+  scoring within `margin` of the anchor's partner similarity) and the `skip` nearest survivors.
+- `random`: `k` papers drawn uniformly (`seed`).
+- `coverage`: one paper from each of `k` k-means clusters (`clusters`, over the encoder's
+  whole-abstract vectors) other than the anchor's, so the negatives spread over the corpus (`seed`).
+- `svd` (bibliographic IR): the nearest papers in the space of a truncated SVD (`dim`) of the
+  co-citation matrix, never linked to the anchor; `margin` and `skip` as for `nearest`.
+An anchor's co-citation partners (every paper sharing a co-cited set with it, in either split) are
+never its negatives. Every paper gets a line `{"paper_id", "negatives": [...]}`, at most `k`
+negatives, best first (for the sampled methods, in draw order); `report.json` counts the papers
+left with none and lists them, and counts what each guard dropped (`dropped`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Literal
+
+from aspire.config import ranged, to_dict
+from aspire.data.negatives.graph import (
+    citation_negatives,
+    cocitation_matrix,
+    cocitation_partners,
+    read_groups,
+    svd_vectors,
+)
+from aspire.data.negatives.rank import Mined, nearest_negatives
+from aspire.data.negatives.sampled import coverage_negatives, kmeans_clusters, random_negatives
+from aspire.io import AtomicJsonl, read_paper_map, write_json
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from aspire.data.papers import Paper
+
+__all__ = [
+    "METHODS", "OUT_FILE", "HardNegativesConfig", "Mined", "citation_negatives", "cocitation_matrix",
+    "cocitation_partners", "coverage_negatives", "kmeans_clusters", "mine_hard_negatives", "nearest_negatives",
+    "random_negatives", "read_groups", "svd_vectors",
+]
+
+OUT_FILE = "hard_negatives.jsonl"
+METHODS = ("citation", "nearest", "random", "coverage", "svd")
+ENCODED = ("nearest", "coverage")  # the methods that need whole-abstract vectors
+
+
+@dataclass
+class HardNegativesConfig:
+    method: Literal["citation", "nearest", "random", "coverage", "svd"] = "citation"
+    k: int = ranged(10, ge=1)  # negatives kept per paper
+    seed: int = 0  # random, coverage (k-means and draws), svd
+    skip: int = ranged(0, ge=0)  # nearest, svd: the nearest guarded candidates left out first
+    margin: float | None = None  # nearest, svd: the margin guard (None: off)
+    margin_reference: Literal["min", "max"] = "max"  # nearest, svd: the most (or least) similar partner
+    clusters: int = ranged(16, ge=2)  # coverage: k-means clusters
+    dim: int = ranged(64, ge=1)  # svd: components
+    model: str = "minilm"  # nearest, coverage: the encoder of the whole-abstract vectors
+    max_length: int | None = None  # nearest, coverage: word pieces per abstract (None: the model's limit)
+    batch_size: int = 32  # nearest, coverage
+
+
+# the options that only some methods read; setting one for another method is an error, not ignored
+METHOD_OPTIONS = {
+    "seed": ("random", "coverage", "svd"), "skip": ("nearest", "svd"), "margin": ("nearest", "svd"),
+    "margin_reference": ("nearest", "svd"), "clusters": ("coverage",), "dim": ("svd",),
+    "model": ENCODED, "max_length": ENCODED, "batch_size": ENCODED,
+}
+
+
+def check_config(cfg: HardNegativesConfig) -> None:
+    """ValueError for an unknown method, or an option set away from its default that the method does not read."""
+    if cfg.method not in METHODS:
+        raise ValueError(f"unknown hard-negative method {cfg.method!r}; valid: {list(METHODS)}")
+    if cfg.k < 1 or cfg.skip < 0:
+        raise ValueError(f"k must be at least 1 and skip at least 0, got k={cfg.k}, skip={cfg.skip}")
+    default = HardNegativesConfig()
+    unused = [name for name, methods in METHOD_OPTIONS.items()
+              if cfg.method not in methods and getattr(cfg, name) != getattr(default, name)]
+    if unused:
+        raise ValueError(f"method {cfg.method!r} does not use the option(s) {unused}")
+
+
+def _mine(cfg: HardNegativesConfig, groups: list[dict], order: list[str], vectors) -> Mined:
+    partners = cocitation_partners(groups)
+    if cfg.method == "citation":
+        return citation_negatives(groups, order, cfg.k)
+    if cfg.method == "random":
+        return random_negatives(partners, order, cfg.k, cfg.seed)
+    if cfg.method == "coverage":
+        return coverage_negatives(kmeans_clusters(vectors, cfg.clusters, cfg.seed), partners, order, cfg.k, cfg.seed)
+    notes = {}
+    if cfg.method == "svd":
+        vectors, notes = svd_vectors(cocitation_matrix(groups, order), cfg.dim, cfg.seed)
+    mined = nearest_negatives(vectors, partners, order, cfg.k, cfg.skip, cfg.margin, cfg.margin_reference)
+    mined.notes.update(notes)
+    return mined
+
+
+def mine_hard_negatives(examples_dir: str | Path, out_dir: str | Path,
+                        cfg: HardNegativesConfig = HardNegativesConfig(),
+                        encode: Callable[[list[Paper]], Tensor] | None = None) -> dict:
+    """Write `out_dir/hard_negatives.jsonl` and `report.json` for the papers of `examples_dir`.
+
+    `encode` (needed by the methods `nearest` and `coverage` only) maps papers to their
+    whole-abstract vectors (N, D); `python -m aspire.data hard-negatives` builds it from `cfg.model`
+    (cosine-ready: normalised, `cfg.max_length`, `cfg.batch_size`). It is passed in so that this
+    module loads no model code.
+    """
+    check_config(cfg)
+    examples_dir, out_dir = Path(examples_dir), Path(out_dir)
+    papers = read_paper_map(examples_dir / "abstracts.jsonl", split_strings=False)
+    groups = read_groups(examples_dir)
+    unknown = sorted({pid for g in groups for pid in g["paper_ids"]} - set(papers))
+    if unknown:
+        raise ValueError(f"{examples_dir}: co-cited papers without an abstract in abstracts.jsonl: {unknown[:10]}")
+    order = sorted(papers, key=str)
+    vectors = None
+    if cfg.method in ENCODED:
+        if encode is None:
+            raise ValueError(f"hard negatives by method {cfg.method!r} need an `encode` function (papers -> "
+                             "vectors); the CLI builds one from `model`")
+        vectors = encode([papers[pid] for pid in order])
+    mined = _mine(cfg, groups, order, vectors)
+    negatives = mined.negatives
+    with AtomicJsonl(out_dir / OUT_FILE) as out:
+        for pid in order:
+            out.write({"paper_id": pid, "negatives": negatives[pid]})
+    counts = [len(negatives[pid]) for pid in order]
+    none = [pid for pid in order if not negatives[pid]]
+    report = {
+        "stage": "hard-negatives",
+        "input": str(examples_dir),
+        "config": to_dict(cfg),
+        "papers": len(order),
+        "papers_with_negatives": len(order) - len(none),
+        "papers_without_negatives": none,
+        "negatives_per_paper_mean": sum(counts) / len(order),
+        "negatives_per_paper_histogram": {str(n): c for n, c in sorted(Counter(counts).items())},
+        "dropped": mined.dropped,
+        **mined.notes,
+    }
+    write_json(out_dir / "report.json", report)
+    return report

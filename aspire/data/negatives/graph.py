@@ -1,0 +1,98 @@
+"""The co-citation graph of an examples directory: its co-cited sets, each paper's partners, the
+SPECTER-style citation negatives and the truncated-SVD paper vectors of the co-citation matrix."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from aspire.data.cocite.config import SPLITS
+from aspire.data.negatives.rank import Mined
+from aspire.io import iter_jsonl, require
+
+
+def read_groups(examples_dir: str | Path) -> list[dict]:
+    """The co-cited sets of both splits (`groups.train.jsonl`, `groups.dev.jsonl` where present)."""
+    groups = []
+    for split in SPLITS:
+        path = Path(examples_dir) / f"groups.{split}.jsonl"
+        if path.is_file():
+            for lineno, obj in iter_jsonl(path):
+                require(obj, ("set_id", "paper_ids", "context_ids"), path, lineno)
+                groups.append(obj)
+    if not groups:
+        raise ValueError(f"{examples_dir}: no groups.train.jsonl or groups.dev.jsonl")
+    return groups
+
+
+def cocitation_partners(groups: list[dict]) -> dict[str, set[str]]:
+    """`{paper: every paper sharing a co-cited set with it, itself included}`."""
+    partners: dict[str, set[str]] = defaultdict(set)
+    for g in groups:
+        for pid in g["paper_ids"]:
+            partners[pid].update(g["paper_ids"])
+    return partners
+
+
+def citation_negatives(groups: list[dict], paper_ids: list[str], k: int) -> Mined:
+    """Citation-graph negatives of each paper: cited by a paper that cites it, never co-cited with it,
+    most shared citing papers first. `dropped["partner"]` counts the partners so left out."""
+    partners = cocitation_partners(groups)
+    citing_of: dict[str, set[str]] = defaultdict(set)  # paper -> the papers citing it
+    cited_by: dict[str, set[str]] = defaultdict(set)  # citing paper -> the papers it cites
+    for g in groups:
+        for ctx in g["context_ids"]:
+            citing, sep, _ = str(ctx).partition("#")
+            if not sep or not citing:
+                raise ValueError(f"co-cited set {g['set_id']}: context id {ctx!r} does not name its citing paper "
+                                 "(CITING_ID#...)")
+            cited_by[citing].update(g["paper_ids"])
+            for pid in g["paper_ids"]:
+                citing_of[pid].add(citing)
+    out, dropped = {}, 0
+    for pid in paper_ids:
+        cited = {n for c in citing_of[pid] for n in cited_by[c]}
+        dropped += len(cited & partners[pid] - {pid})
+        shared = Counter(n for c in citing_of[pid] for n in cited_by[c] if n not in partners[pid])
+        out[pid] = [n for n, _ in sorted(shared.items(), key=lambda kv: (-kv[1], kv[0]))][:k]
+    return Mined(out, {"partner": dropped})
+
+
+def cocitation_matrix(groups: list[dict], paper_ids: list[str]):
+    """(N, N) symmetric `scipy.sparse.csr_matrix`, rows and columns in `paper_ids` order: entry (i, j),
+    i != j, is the number of co-cited sets holding both papers. A paper of a set that is not in
+    `paper_ids` raises ValueError naming the set."""
+    from scipy import sparse
+
+    index = {pid: i for i, pid in enumerate(paper_ids)}
+    rows, cols = [], []
+    for g in groups:
+        missing = [pid for pid in g["paper_ids"] if pid not in index]
+        if missing:
+            raise ValueError(f"co-cited set {g['set_id']}: papers {missing} are not among the papers")
+        members = sorted({index[pid] for pid in g["paper_ids"]})
+        for i in members:
+            for j in members:
+                if i != j:
+                    rows.append(i)
+                    cols.append(j)
+    n = len(paper_ids)
+    ones = np.ones(len(rows), dtype=np.float32)
+    return sparse.coo_matrix((ones, (rows, cols)), shape=(n, n)).tocsr()  # duplicates are summed
+
+
+def svd_vectors(matrix, dim: int, seed: int) -> tuple[np.ndarray, dict]:
+    """(N, d) paper vectors U·Σ of a truncated SVD of `matrix` (scikit-learn `TruncatedSVD`, randomized,
+    seeded), d = min(dim, N - 1); and a note of d and the variance share it explains. A paper with no
+    link gets the zero vector."""
+    from sklearn.decomposition import TruncatedSVD
+
+    n = matrix.shape[0]
+    if n < 2:
+        raise ValueError(f"a truncated SVD needs at least 2 papers, got {n}")
+    d = min(dim, n - 1)
+    svd = TruncatedSVD(n_components=d, algorithm="randomized", n_iter=10, random_state=seed)
+    vectors = svd.fit_transform(matrix).astype(np.float32)
+    return vectors, {"dim": d, "explained_variance_ratio": round(float(svd.explained_variance_ratio_.sum()), 4)}

@@ -1,0 +1,94 @@
+"""Nearest-neighbour negatives by cosine of paper vectors, behind the two false-negative guards.
+
+For an anchor, every other paper with a non-zero vector is a candidate, ranked by cosine
+similarity. Two guards drop candidates that are likely unlabelled positives:
+- `partner`: a co-citation partner of the anchor (it shares a co-cited set with it) is never its
+  negative;
+- `margin` (when `margin` is set): a candidate whose similarity to the anchor is above
+  `reference - margin`, where `reference` is the anchor's similarity to its least (`min`) or most
+  (`max`) similar partner. An anchor without partners has no reference and is not margin-guarded.
+Then the `skip` nearest survivors are left out and the next `k` kept, nearest first. `dropped`
+counts, per guard, the candidates it removed from above the last negative kept (all of them when
+fewer than `k` are kept): the papers that would have been negatives but for the guard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+
+@dataclass
+class Mined:
+    """What a miner found: `negatives` {paper_id: negatives, best first}, `dropped` {guard: candidates
+    it removed}, `notes` method details for the report."""
+
+    negatives: dict[str, list[str]]
+    dropped: dict[str, int] = field(default_factory=dict)
+    notes: dict = field(default_factory=dict)
+
+
+def as_matrix(vectors) -> np.ndarray:
+    """(N, D) float32 numpy array of `vectors` (numpy, or a torch tensor on any device)."""
+    if hasattr(vectors, "detach"):
+        vectors = vectors.detach().float().cpu().numpy()
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def partner_mask(partners: dict[str, set[str]], paper_ids: list[str], rows: range) -> np.ndarray:
+    """(len(rows), N) bool: column j is a partner (or the paper itself) of the paper of each row."""
+    index = {pid: i for i, pid in enumerate(paper_ids)}
+    mask = np.zeros((len(rows), len(paper_ids)), dtype=bool)
+    for r, i in enumerate(rows):
+        mask[r, [index[p] for p in partners.get(paper_ids[i], ()) if p in index]] = True
+        mask[r, i] = True
+    return mask
+
+
+def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[str], k: int, skip: int = 0,
+                      margin: float | None = None, reference: Literal["min", "max"] = "max",
+                      chunk: int = 1024) -> Mined:
+    """Nearest guarded candidates by cosine of `vectors` (N, D) (numpy or torch, rows in `paper_ids`
+    order; norms do not matter); exact ties go to the earlier paper of `paper_ids`. A paper whose
+    vector is zero has no neighbours and is no one's; `notes["papers_without_vector"]` lists them."""
+    vecs = as_matrix(vectors)
+    if vecs.ndim != 2 or len(vecs) != len(paper_ids):
+        raise ValueError(f"vectors must be (N, D) with N = {len(paper_ids)} papers, got shape {vecs.shape}")
+    norms = np.linalg.norm(vecs, axis=1)
+    has_vec = norms > 0
+    vecs = vecs / np.where(has_vec, norms, 1.0)[:, None]
+    out: dict[str, list[str]] = {}
+    dropped = {"partner": 0, "margin": 0}
+    guarded = 0
+    for lo in range(0, len(paper_ids), chunk):
+        rows = range(lo, min(lo + chunk, len(paper_ids)))
+        sims = vecs[rows.start : rows.stop] @ vecs.T  # (R, N)
+        is_partner = partner_mask(partners, paper_ids, rows)
+        self_ = np.zeros_like(is_partner)
+        self_[np.arange(len(rows)), np.arange(rows.start, rows.stop)] = True
+        others = is_partner & ~self_ & has_vec[None, :]  # the partners proper
+        candidate = ~is_partner & has_vec[None, :] & has_vec[rows.start : rows.stop, None]
+        too_close = np.zeros_like(candidate)
+        if margin is not None:
+            pick = np.min if reference == "min" else np.max
+            with_ref = others.any(axis=1)
+            fill = np.inf if reference == "min" else -np.inf
+            ref = pick(np.where(others, sims, fill), axis=1)  # (R,), ±inf where no partner
+            too_close = candidate & with_ref[:, None] & (sims > (ref - margin)[:, None])
+            guarded += int(with_ref.sum())
+        scores = np.where(candidate & ~too_close, sims, -np.inf)
+        order = np.argsort(-scores, axis=1, kind="stable")[:, : skip + k]
+        for r, i in enumerate(rows):
+            kept = [j for j in order[r] if np.isfinite(scores[r, j])][skip:]
+            out[paper_ids[i]] = [paper_ids[j] for j in kept]
+            floor = scores[r, kept[-1]] if len(kept) == k else -np.inf
+            dropped["partner"] += int((others[r] & (sims[r] > floor)).sum())
+            dropped["margin"] += int(too_close[r].sum())
+    notes = {"papers_without_vector": [pid for pid, ok in zip(paper_ids, has_vec) if not ok]}
+    if margin is not None:
+        notes["margin_guarded_anchors"] = guarded
+    else:
+        del dropped["margin"]
+    return Mined(out, dropped, notes)
