@@ -144,3 +144,30 @@ def test_context2doc_rerank_tiny(tmp_path, tiny_model_dir):
     assert res["rerank"]["speed"]["pairs"] == 4 * len(bench.queries) and res["rerank"]["top_n"] == 4
     with pytest.raises(ValueError, match="rerank weight"):
         RerankOptions("m", 4, 2.0)
+
+
+def test_self_training_rounds_end_to_end(tmp_path, tiny_model_dir, monkeypatch):
+    from test_benchmarks import make_cocite
+
+    from aspire.evaluate import context2doc as c2d
+    from aspire.train.self_training import self_train
+
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
+    source = make_cocite(tmp_path / "cc" / "cocitations.jsonl")
+    meta = c2d.make_split(source)
+    queries = [q for part in meta["splits"].values() for q in part["queries"]]
+    meta["splits"] = {name: {"n_queries": len(qs), "queries": qs, "citing_papers": [], "n_citing_papers": 0}
+                      for name, qs in (("train", queries[:20]), ("dev", queries[20:]), ("test", []))}
+    meta["checksum"] = c2d._checksum(meta["splits"])
+    (tmp_path / "split.json").write_text(json.dumps(meta))
+    cfg = load_config(SelfTrainingConfig, None, [
+        f"start_model={tiny_model_dir}", "label_with_start=true", "max_queries=8", "rounds=2", "shortlist=6",
+        "positives=2", "band_from=4", "band_to=6", "negatives=2", f"train.first_stage_model={tiny_model_dir}",
+        "train.max_length=32", "train.max_steps=2", "train.batch_size=8", "train.dev_top_n=3", "train.logging_steps=1"])
+    log = self_train(tmp_path / "cc", tmp_path / "st", cfg, split_file=tmp_path / "split.json")
+    assert [r["round"] for r in log] == [1, 2] and all(r["steps"] == 2 for r in log)
+    assert all(r["pairs"] == 8 * (2 + 2) and r["positives"] == 16 for r in log)
+    assert all(0.0 <= r["pseudo_positive_precision"] <= 1.0 for r in log)
+    assert all(r["dev"]["top_n"] == 3 and "MRR" in r["dev"]["reranked"] for r in log)
+    saved = json.loads((tmp_path / "st" / "rounds.json").read_text())
+    assert saved["rounds"] == json.loads(json.dumps(log)) and (tmp_path / "st" / "round-2" / "model").is_dir()

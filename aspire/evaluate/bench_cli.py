@@ -87,7 +87,8 @@ def add_parsers(sub) -> None:
     pc.add_argument("--rerank-top", type=int, default=50, help="documents re-scored per query (default 50)")
     pc.add_argument("--rerank-weight", type=float, default=1.0,
                     help="weight on the cross-encoder's z-scores against the first stage's (default 1: replace)")
-    pc.add_argument("--rerank-max-length", type=int, default=128, help="cross-encoder word pieces (default 128)")
+    pc.add_argument("--rerank-max-length", type=int,
+                    help="cross-encoder word pieces (default: the length the model was trained with)")
     _encoder_args(pc, SCORERS)
 
     pm = sub.add_parser("compare", help="paired test of two runs of one benchmark",
@@ -192,7 +193,7 @@ def _context2doc(parser, args) -> int:
 
         rerank = RerankOptions(args.rerank, args.rerank_top, args.rerank_weight, args.rerank_max_length)
         exp += f"-ce{args.rerank_top}-w{args.rerank_weight:g}"
-    elif (args.rerank_top, args.rerank_weight, args.rerank_max_length) != (50, 1.0, 128):
+    elif (args.rerank_top, args.rerank_weight, args.rerank_max_length) != (50, 1.0, None):
         parser.error("--rerank-top/--rerank-weight/--rerank-max-length go with --rerank MODEL")
     results = run_context2doc(bench, args.out, exp, args.model, args.scorer, bm25=args.bm25 or fused,
                               alpha=args.bm25_alpha, k1=args.k1, b=args.b, depth=args.depth, rerank=rerank, **dense)

@@ -43,7 +43,7 @@ class RerankOptions:
     model: str
     top_n: int = 50
     weight: float = 1.0
-    max_length: int = 128
+    max_length: int | None = None  # None: the length the model was saved with
     batch_size: int = 32
 
     def __post_init__(self) -> None:
@@ -51,7 +51,7 @@ class RerankOptions:
             raise ValueError(f"rerank top N must be >= 1, got {self.top_n}")
         if not 0.0 <= self.weight <= 1.0:
             raise ValueError(f"rerank weight must be in [0, 1], got {self.weight}")
-        if self.max_length < 8 or self.batch_size < 1:
+        if (self.max_length is not None and self.max_length < 8) or self.batch_size < 1:
             raise ValueError(f"rerank max length must be >= 8 and batch size >= 1, got {self.max_length}, "
                              f"{self.batch_size}")
 

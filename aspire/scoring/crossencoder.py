@@ -31,6 +31,7 @@ def load_cross_encoder(model, max_length: int | None = None, device: str | None 
     """A `CrossEncoder` from a directory or a model name of `aspire.encoders.models` (`minilm`, `mpnet`).
 
     A plain encoder (no classification head) gets a fresh one-logit head: the starting point for training.
+    `max_length` None keeps the length the model was saved with (a trained cross-encoder's own).
     """
     import transformers
     from sentence_transformers.cross_encoder import CrossEncoder
@@ -86,7 +87,7 @@ def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, flo
 class CrossEncoderReranker:
     """A cross-encoder over (query, document text) pairs; `score` gives raw logits (higher is better)."""
 
-    def __init__(self, model, max_length: int | None = 256, batch_size: int = 32, device: str | None = None) -> None:
+    def __init__(self, model, max_length: int | None = None, batch_size: int = 32, device: str | None = None) -> None:
         self.model = load_cross_encoder(model, max_length, device)
         self.batch_size = batch_size
         self.pairs_scored = 0

@@ -39,6 +39,7 @@ class CrossEncoderConfig:
     batch_size: int = ranged(16, ge=1)
     learning_rate: float = ranged(2e-5, gt=0)
     warmup: float = ranged(0.1, ge=0, le=1)
+    first_stage_model: str = "minilm"  # first stage: this model's whole-abstract vector z-fused with BM25
     alpha: float = ranged(0.815, ge=0, le=1)  # first stage: weight on the dense z-scores against BM25
     dev_top_n: int = ranged(20, ge=0)  # rerank this many per dev query after training (0 = skip)
     dev_weight: float = ranged(1.0, ge=0, le=1)  # cross-encoder weight in that dev check
@@ -95,16 +96,16 @@ def fit_cross_encoder(model, pairs: Sequence[tuple[str, str, float]], out_dir: P
             "loss_history": [{"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h]}
 
 
-def dev_check(model, data_dir, cfg: CrossEncoderConfig, top_n: int | None = None) -> dict:
+def dev_check(model, data_dir, cfg: CrossEncoderConfig, top_n: int | None = None, split_file=None) -> dict:
     """The dev split's first stage and its rerank of the top `top_n` (default `cfg.dev_top_n`) by `model`."""
-    from aspire.evaluate.context2doc import load_context2doc
+    from aspire.evaluate.context2doc import SPLIT_FILE, load_context2doc
     from aspire.evaluate.context2doc_run import to_run
     from aspire.evaluate.rerank_run import cross_scores, first_stage_scores, metrics_of, rerank_run
     from aspire.scoring.crossencoder import CrossEncoderReranker
 
     top_n = cfg.dev_top_n if top_n is None else top_n
-    bench = load_context2doc(data_dir, "dev")
-    first = to_run(bench, first_stage_scores(bench, cfg.alpha), 100)
+    bench = load_context2doc(data_dir, "dev", split_file or SPLIT_FILE)
+    first = to_run(bench, first_stage_scores(bench, cfg.alpha, cfg.first_stage_model), 100)
     reranker = CrossEncoderReranker(model, cfg.max_length)
     cross = cross_scores(bench, first, reranker, top_n)
     return {"top_n": top_n, "weight": cfg.dev_weight, "first_stage": metrics_of(bench, first),
@@ -124,7 +125,7 @@ def train_on_context2doc(data_dir, out_dir, cfg: CrossEncoderConfig = CrossEncod
         keep = random.Random(cfg.seed).sample(sorted(bench.queries), min(cfg.max_queries, len(bench.queries)))
         bench.queries = {q: bench.queries[q] for q in sorted(keep)}
         bench.qrels = {q: bench.qrels[q] for q in bench.queries}
-    ranked = {q: [d for d, _ in r] for q, r in to_run(bench, first_stage_scores(bench, cfg.alpha),
+    ranked = {q: [d for d, _ in r] for q, r in to_run(bench, first_stage_scores(bench, cfg.alpha, cfg.first_stage_model),
                                                       cfg.negative_depth).items()}
     positives = {q: sorted(rel) for q, rel in bench.qrels.items()}
     negatives = sample_negatives(ranked, positives, cfg.negatives, cfg.negative_depth, cfg.seed)

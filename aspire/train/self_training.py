@@ -83,21 +83,21 @@ def label_precision(pos: Mapping[str, Sequence[str]], qrels: Mapping[str, Mappin
     return sum(1 for q, docs in pos.items() for d in docs if qrels[q].get(d, 0) > 0) / max(total, 1)
 
 
-def self_train(data_dir, out_dir, cfg: SelfTrainingConfig) -> list[dict]:
+def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> list[dict]:
     """Run `cfg.rounds` rounds (see the module docstring); returns the rounds' log, also in `OUT/rounds.json`."""
-    from aspire.evaluate.context2doc import load_context2doc
+    from aspire.evaluate.context2doc import SPLIT_FILE, load_context2doc
     from aspire.evaluate.context2doc_run import to_run
     from aspire.evaluate.rerank_run import candidate_texts, cross_scores, first_stage_scores, rerank_run
     from aspire.scoring.crossencoder import CrossEncoderReranker, load_cross_encoder
 
     cfg.check()
     out_dir = Path(out_dir)
-    bench = load_context2doc(data_dir, "train")
+    bench = load_context2doc(data_dir, "train", split_file or SPLIT_FILE)
     keep = sorted(random.Random(cfg.seed).sample(sorted(bench.queries), min(cfg.max_queries, len(bench.queries))))
     bench.queries = {q: bench.queries[q] for q in keep}
     qrels, bench.qrels = {q: bench.qrels[q] for q in keep}, {}  # kept apart: only label_precision reads them
     texts = candidate_texts(bench)
-    first = to_run(bench, first_stage_scores(bench, cfg.train.alpha), cfg.shortlist)
+    first = to_run(bench, first_stage_scores(bench, cfg.train.alpha, cfg.train.first_stage_model), cfg.shortlist)
     model = load_cross_encoder(cfg.start_model, cfg.train.max_length)
     labeller = model if cfg.label_with_start else None
     log: list[dict] = []
@@ -117,7 +117,7 @@ def self_train(data_dir, out_dir, cfg: SelfTrainingConfig) -> list[dict]:
                  "queries": len(keep), "pseudo_positive_precision": label_precision(pos, qrels),
                  **{k: v for k, v in fit.items() if k != "loss_history"}}
         if cfg.train.dev_top_n:
-            entry["dev"] = dev_check(model, data_dir, cfg.train)
+            entry["dev"] = dev_check(model, data_dir, cfg.train, split_file=split_file)
         log.append(entry)
         write_json(out_dir / "rounds.json", {"config": to_dict(cfg), "rounds": log})
         labeller = model
