@@ -46,13 +46,14 @@ def main() -> None:
     scores_path = Path(args.scores or Path(args.out).with_suffix(".scores.json"))
     speed = None
     if scores_path.is_file():
-        cross = json.loads(scores_path.read_text())["scores"]
+        saved = json.loads(scores_path.read_text())
+        cross, speed = saved["scores"], saved.get("speed")
     else:
         reranker = CrossEncoderReranker(args.model, args.max_length)
         cross = cross_scores(bench, first, reranker, args.max_top)
         speed = reranker.speed()
         speed["ms_per_query"] = round(1000 * speed["seconds"] / len(bench.queries), 1)
-        scores_path.write_text(json.dumps({"model": args.model, "top": args.max_top, "scores": cross}))
+        scores_path.write_text(json.dumps({"model": args.model, "top": args.max_top, "scores": cross, "speed": speed}))
     if args.split == "test":
         if not (args.apply and args.run_dir):
             ap.error("--split test needs --apply N:W (chosen on dev) and --run-dir")
