@@ -141,23 +141,33 @@ def train_on_context2doc(data_dir, out_dir, cfg: CrossEncoderConfig = CrossEncod
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
+def config_cli(argv, prog: str, doc: str, config_cls, example: str, run) -> int:
+    """`prog --data DIR --config YAML --out DIR key=value ...`: load `config_cls`, print `run(data, out, cfg)`'s
+    result as JSON; a user error (bad config or data) is one line on stderr and exit status 2."""
     from aspire.evaluate.suite import DATA
 
-    parser = argparse.ArgumentParser(prog="python -m aspire.train.crossencoder", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
     parser.add_argument("--data", default=str(DATA / "cocite-acl"), help="co-citation folder (default %(default)s)")
-    parser.add_argument("--config", help="YAML (CrossEncoderConfig), e.g. configs/crossencoder.yaml")
+    parser.add_argument("--config", help=f"YAML ({config_cls.__name__})")
     parser.add_argument("--out", required=True)
-    parser.add_argument("overrides", nargs="*", help="e.g. max_steps=200 negatives=2")
+    parser.add_argument("overrides", nargs="*", help=f"e.g. {example}")
     args = parser.parse_args(argv)
     try:
-        report = train_on_context2doc(args.data, args.out, load_config(CrossEncoderConfig, args.config, args.overrides))
+        result = run(args.data, args.out, load_config(config_cls, args.config, args.overrides))
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    json.dump({k: v for k, v in report.items() if k != "loss_history"}, sys.stdout, indent=2)
+    json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    def run(data, out, cfg):
+        return {k: v for k, v in train_on_context2doc(data, out, cfg).items() if k != "loss_history"}
+
+    return config_cli(argv, "python -m aspire.train.crossencoder", __doc__, CrossEncoderConfig,
+                      "max_steps=200 negatives=2", run)
 
 
 if __name__ == "__main__":

@@ -18,17 +18,14 @@ seeded). Test sentences are never read.
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aspire.config import ConfigError, load_config, ranged, save_config, to_dict
+from aspire.config import ConfigError, ranged, save_config, to_dict
 from aspire.io import write_json
-from aspire.train.crossencoder import CrossEncoderConfig, dev_check, fit_cross_encoder, labelled_pairs
+from aspire.train.crossencoder import CrossEncoderConfig, config_cli, dev_check, fit_cross_encoder, labelled_pairs
 
 
 @dataclass
@@ -125,22 +122,8 @@ def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> l
 
 
 def main(argv: list[str] | None = None) -> int:
-    from aspire.evaluate.suite import DATA
-
-    parser = argparse.ArgumentParser(prog="python -m aspire.train.self_training", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", default=str(DATA / "cocite-acl"), help="co-citation folder (default %(default)s)")
-    parser.add_argument("--config", help="YAML (SelfTrainingConfig), e.g. configs/self_training.yaml")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("overrides", nargs="*", help="e.g. rounds=3 positives=3 band_from=6 train.max_steps=30")
-    args = parser.parse_args(argv)
-    try:
-        log = self_train(args.data, args.out, load_config(SelfTrainingConfig, args.config, args.overrides))
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    json.dump(log, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0
+    return config_cli(argv, "python -m aspire.train.self_training", __doc__, SelfTrainingConfig,
+                      "rounds=3 positives=3 band_from=6 train.max_steps=30", self_train)
 
 
 if __name__ == "__main__":
