@@ -5,6 +5,8 @@
     python -m aspire.evaluate context2doc --bm25 --out runs/c2d-bm25
     python -m aspire.evaluate context2doc --model minilm --scorer abstract --normalize --joiner ' ' \
         --bm25-alpha 0.815 --out runs/c2d-fused
+    python -m aspire.evaluate context2doc --model minilm --scorer abstract --max-length 256 --normalize \
+        --joiner ' ' --bm25-alpha 0.815 --rerank runs/crossencoder/model --rerank-top 30 --out runs/c2d-ce
     python -m aspire.evaluate compare runs/c2d-fused runs/c2d-bm25
     python -m aspire.evaluate compare runs/a.run runs/b.run --qrels qrels.txt --metric MAP --out runs/a-vs-b.json
     python -m aspire.evaluate fuse-runs runs/c2d-dense runs/c2d-bm25 --weights 0.815,0.185 --out runs/c2d-fused2
@@ -81,6 +83,12 @@ def add_parsers(sub) -> None:
     pc.add_argument("--b", type=float, default=0.75, help="BM25 b (default 0.75)")
     pc.add_argument("--depth", type=int, default=100, help="documents written per query (default 100)")
     pc.add_argument("--exp", help="run tag (default from model/scorer)")
+    pc.add_argument("--rerank", metavar="MODEL", help="re-score the top N with this cross-encoder (a directory)")
+    pc.add_argument("--rerank-top", type=int, default=50, help="documents re-scored per query (default 50)")
+    pc.add_argument("--rerank-weight", type=float, default=1.0,
+                    help="weight on the cross-encoder's z-scores against the first stage's (default 1: replace)")
+    pc.add_argument("--rerank-max-length", type=int,
+                    help="cross-encoder word pieces (default: the length the model was trained with)")
     _encoder_args(pc, SCORERS)
 
     pm = sub.add_parser("compare", help="paired test of two runs of one benchmark",
@@ -179,9 +187,21 @@ def _context2doc(parser, args) -> int:
     exp = args.exp or ("bm25" if not args.model else f"{Path(args.model).name}-{args.scorer}"
                        + (f"-bm25-a{args.bm25_alpha:g}" if fused else ""))
     dense = _options(args) if args.model else {}
+    rerank = None
+    if args.rerank:
+        from aspire.evaluate.rerank_run import RerankOptions
+
+        rerank = RerankOptions(args.rerank, args.rerank_top, args.rerank_weight, args.rerank_max_length)
+        exp += f"-ce{args.rerank_top}-w{args.rerank_weight:g}"
+    elif (args.rerank_top, args.rerank_weight, args.rerank_max_length) != (50, 1.0, None):
+        parser.error("--rerank-top/--rerank-weight/--rerank-max-length go with --rerank MODEL")
     results = run_context2doc(bench, args.out, exp, args.model, args.scorer, bm25=args.bm25 or fused,
-                              alpha=args.bm25_alpha, k1=args.k1, b=args.b, depth=args.depth, **dense)
+                              alpha=args.bm25_alpha, k1=args.k1, b=args.b, depth=args.depth, rerank=rerank, **dense)
     print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
+    if rerank is not None:
+        speed = results["rerank"]["speed"]
+        print(f"cross-encoder: {speed['pairs']} pairs, {speed['pairs_per_second']} pairs/s, "
+              f"{speed['ms_per_query']} ms a query")
     print(f"wrote {Path(args.out) / 'run.trec'}")
     return 0
 

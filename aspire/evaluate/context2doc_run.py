@@ -6,7 +6,9 @@ candidate (sentence scorers match the query's sentence against the candidate's s
 `abstract` scorer compares one vector each). BM25 (`aspire.scoring.lexical`) indexes each candidate's
 title and abstract. With both, per-query z-scored scores are summed with weight `alpha` on the dense
 run (`aspire.evaluate.fuse.fuse_scores`). The run (top `depth` of each query) is written as a TREC
-run file beside the qrels, and the metrics are computed from that file's ranking.
+run file beside the qrels, and the metrics are computed from that file's ranking. Given `rerank`
+(`aspire.evaluate.rerank_run.RerankOptions`), a cross-encoder re-scores each query's top N of that
+ranking, mixed with its scores by a weight (`aspire.scoring.crossencoder`); its speed is recorded.
 """
 
 from __future__ import annotations
@@ -113,8 +115,9 @@ def score_and_write(bench: Context2Doc, run: Mapping, out: Path, exp: str, info:
 
 def run_context2doc(bench: Context2Doc, out, exp: str, model: str | None = None, scorer: str | None = None,
                     bm25: bool = False, alpha: float | None = None, k1: float = 1.25, b: float = 0.75,
-                    depth: int = 100, **dense_options) -> dict:
-    """BM25 alone (`bm25=True`, no model), a model alone, or both fused with weight `alpha` on the model."""
+                    depth: int = 100, rerank=None, **dense_options) -> dict:
+    """BM25 alone (`bm25=True`, no model), a model alone, or both fused with weight `alpha` on the model;
+    then, given `rerank` (a `RerankOptions`), its top N re-scored by a cross-encoder."""
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
     if model is None and not bm25:
@@ -138,8 +141,13 @@ def run_context2doc(bench: Context2Doc, out, exp: str, model: str | None = None,
         info["fusion"] = {"norm": "zmuv", "alpha_dense": alpha}
     else:
         scores = dense if dense is not None else lexical
+    run = to_run(bench, scores, depth)
+    if rerank is not None:
+        from aspire.evaluate.rerank_run import apply_rerank
+
+        run, info["rerank"] = apply_rerank(bench, run, rerank, Path(out))
     info["seconds"] = time.perf_counter() - t0
-    return score_and_write(bench, to_run(bench, scores, depth), Path(out), exp, info)
+    return score_and_write(bench, run, Path(out), exp, info)
 
 
 def format_result(results: dict) -> str:

@@ -1,0 +1,126 @@
+"""Cross-encoder reranking: re-score the top N of a first stage with a (query, document) pair model.
+
+A cross-encoder (sentence-transformers' `CrossEncoder`, one logit a pair) reads the query and a
+document's text together, so it is far slower than a vector comparison and is only run on a first
+stage's top `top_n`. Its logits are mixed with the first stage's scores over those N documents:
+per list z-scored (`aspire.scoring.fusion`) and summed with weight `weight` on the cross-encoder and
+1 - weight on the first stage (weight 1 replaces the first-stage order, weight 0 keeps it). Documents
+below the top N keep their first-stage order, all after the reranked ones.
+
+    reranker = CrossEncoderReranker("runs/crossencoder/model")
+    ranked = reranker.rerank("citing sentence", first_stage, texts, top_n=50, weight=0.5)
+
+`first_stage` is `[(doc, score), ...]` best first; `texts` maps a document to the text the model reads
+(`paper_text`: title and abstract sentences joined by spaces). Scores are similarities (higher is better).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from aspire.scoring.fusion import fuse_ranked
+
+NORMS = ("z", "minmax")
+
+
+def load_cross_encoder(model, max_length: int | None = None, device: str | None = None):
+    """A `CrossEncoder` from a directory or a model name of `aspire.encoders.models` (`minilm`, `mpnet`).
+
+    A plain encoder (no classification head) gets a fresh one-logit head: the starting point for training.
+    `max_length` None keeps the length the model was saved with (a trained cross-encoder's own).
+    """
+    import transformers
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    if isinstance(model, CrossEncoder):
+        return model
+    from aspire.encoders.models import resolve_model
+
+    path = Path(resolve_model(str(model)))
+    if not (path / "config.json").is_file():
+        raise ValueError(f"cross-encoder model {model!r}: no config.json under {path}")
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # a plain encoder's missing head is expected, not news
+    try:
+        return CrossEncoder(str(path), num_labels=1, max_length=max_length, device=device or "cpu",
+                            local_files_only=True)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+
+
+def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, float], top_n: int,
+               weight: float, norm: str = "z") -> list[tuple[str, float]]:
+    """The first stage with its top `top_n` re-ordered by `weight` * cross + (1 - weight) * first stage.
+
+    `first_stage` is best first; `cross` holds a cross-encoder score for each of its top `top_n`
+    documents. Scores of the head are the normalised mix; the tail keeps its first-stage order with
+    scores shifted below the head's lowest. Returns `[(doc, score), ...]` best first.
+    """
+    if top_n < 1:
+        raise ValueError(f"top_n must be >= 1, got {top_n}")
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"the cross-encoder weight must be in [0, 1], got {weight}")
+    if norm not in NORMS:
+        raise ValueError(f"unknown norm {norm!r}; valid: {', '.join(NORMS)}")
+    head, tail = list(first_stage[:top_n]), list(first_stage[top_n:])
+    if not head:
+        return []
+    missing = [d for d, _ in head if d not in cross]
+    if missing:
+        raise ValueError(f"no cross-encoder score for {len(missing)} of the top {top_n} (e.g. {missing[:3]})")
+    first = {d: float(s) for d, s in head}
+    mixed = fuse_ranked([{d: float(cross[d]) for d in first}, first], [weight, 1.0 - weight], norm)
+    if weight == 0.0:  # keep the first stage's order exactly, ties included
+        position = {d: i for i, (d, _) in enumerate(head)}
+        mixed = sorted(mixed, key=lambda kv: position[kv[0]])
+    if not tail:
+        return mixed
+    floor = min(s for _, s in mixed)
+    top_tail = tail[0][1]
+    return mixed + [(d, floor - 1.0 - (top_tail - s)) for d, s in tail]
+
+
+class CrossEncoderReranker:
+    """A cross-encoder over (query, document text) pairs; `score` gives raw logits (higher is better)."""
+
+    def __init__(self, model, max_length: int | None = None, batch_size: int = 32, device: str | None = None) -> None:
+        self.model = load_cross_encoder(model, max_length, device)
+        self.batch_size = batch_size
+        self.pairs_scored = 0
+        self.seconds = 0.0
+
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """(P,) float32 logits of `[(query, document text), ...]`."""
+        from torch import nn
+
+        if not pairs:
+            return np.zeros(0, dtype=np.float32)
+        start = time.perf_counter()
+        out = self.model.predict(list(pairs), batch_size=self.batch_size, activation_fn=nn.Identity(),
+                                 show_progress_bar=False, convert_to_numpy=True)
+        self.seconds += time.perf_counter() - start
+        self.pairs_scored += len(pairs)
+        return np.asarray(out, dtype=np.float32).reshape(len(pairs))
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """(N,) logits of one query against each text."""
+        return self.score_pairs([(query, t) for t in texts])
+
+    def rerank(self, query: str, first_stage: Sequence[tuple[str, float]], texts: Mapping[str, str],
+               top_n: int = 50, weight: float = 1.0, norm: str = "z") -> list[tuple[str, float]]:
+        """`mix_rerank` of `first_stage` with this model's scores of its top `top_n` (see the module)."""
+        head = [d for d, _ in first_stage[:top_n]]
+        missing = [d for d in head if d not in texts]
+        if missing:
+            raise ValueError(f"no text for documents {missing[:5]} of the first stage")
+        cross = dict(zip(head, self.score(query, [texts[d] for d in head]).tolist()))
+        return mix_rerank(first_stage, cross, top_n, weight, norm)
+
+    def speed(self) -> dict:
+        """Pairs scored so far, their seconds and pairs per second."""
+        rate = self.pairs_scored / self.seconds if self.seconds else float("nan")
+        return {"pairs": self.pairs_scored, "seconds": round(self.seconds, 2), "pairs_per_second": round(rate, 2)}

@@ -1,0 +1,174 @@
+"""Train a cross-encoder reranker on context2doc's train split (citing sentence, cited abstract) pairs.
+
+Positives: each train query's cited papers. Negatives: `negatives` papers drawn (seeded) from the first
+stage's top `negative_depth` (`aspire.evaluate.rerank_run.first_stage_scores`) minus the positives, so the
+model learns to tell apart exactly the near misses it will rerank. sentence-transformers'
+`CrossEncoderTrainer` with `BinaryCrossEntropyLoss`, from all-MiniLM-L6-v2's weights and a fresh head.
+Only the train split is read for training; the dev split's reranked MRR is measured after training.
+
+    python -m aspire.train.crossencoder --config configs/crossencoder.yaml --out runs/crossencoder [key=value ...]
+
+Writes `OUT/model` (a sentence-transformers CrossEncoder directory), `OUT/crossencoder.yaml` (the resolved
+config) and `OUT/report.json` (pairs, seconds, loss history, dev metrics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from aspire.config import load_config, ranged, save_config, to_dict
+from aspire.io import write_json
+
+
+@dataclass
+class CrossEncoderConfig:
+    base_model: str = "minilm"  # a name of aspire.encoders.models or a directory (a CrossEncoder to continue)
+    max_length: int = ranged(128, ge=16)  # word pieces of query + abstract
+    negatives: int = ranged(3, ge=0)  # negatives per query
+    negative_depth: int = ranged(30, ge=1)  # drawn from the first stage's top this many, positives removed
+    max_queries: int = ranged(0, ge=0)  # 0 = every train query
+    epochs: float = ranged(1.0, gt=0)
+    max_steps: int = ranged(0, ge=0)  # 0 = as the epochs say
+    batch_size: int = ranged(16, ge=1)
+    learning_rate: float = ranged(2e-5, gt=0)
+    warmup: float = ranged(0.1, ge=0, le=1)
+    first_stage_model: str = "minilm"  # first stage: this model's whole-abstract vector z-fused with BM25
+    alpha: float = ranged(0.815, ge=0, le=1)  # first stage: weight on the dense z-scores against BM25
+    dev_top_n: int = ranged(20, ge=0)  # rerank this many per dev query after training (0 = skip)
+    dev_weight: float = ranged(1.0, ge=0, le=1)  # cross-encoder weight in that dev check
+    seed: int = ranged(13, ge=0)
+    logging_steps: int = ranged(20, ge=1)
+
+
+def labelled_pairs(queries: Mapping[str, str], positives: Mapping[str, Sequence[str]],
+                   negatives: Mapping[str, Sequence[str]], texts: Mapping[str, str]) -> list[tuple[str, str, float]]:
+    """`[(query, document text, 1.0 | 0.0), ...]`; a document named but without text is an error naming it."""
+    pairs = []
+    for qid, query in queries.items():
+        for docs, label in ((positives.get(qid, ()), 1.0), (negatives.get(qid, ()), 0.0)):
+            for doc in docs:
+                if doc not in texts:
+                    raise ValueError(f"query {qid}: document {doc} has no text")
+                pairs.append((query, texts[doc], label))
+    return pairs
+
+
+def sample_negatives(ranked: Mapping[str, Sequence[str]], positives: Mapping[str, Sequence[str]], n: int,
+                     depth: int, seed: int) -> dict[str, list[str]]:
+    """Per query, `n` documents drawn (seeded) from the top `depth` of `ranked` that are not positives."""
+    rng = random.Random(seed)
+    out = {}
+    for qid, docs in ranked.items():
+        pool = [d for d in docs[:depth] if d not in set(positives.get(qid, ()))]
+        out[qid] = rng.sample(pool, min(n, len(pool)))
+    return out
+
+
+def fit_cross_encoder(model, pairs: Sequence[tuple[str, str, float]], out_dir: Path, cfg: CrossEncoderConfig) -> dict:
+    """Train `model` (a CrossEncoder) on labelled pairs with BCE; returns steps, seconds and loss history."""
+    from datasets import Dataset
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
+
+    if not pairs:
+        raise ValueError("no training pairs")
+    data = Dataset.from_dict({"query": [q for q, _, _ in pairs], "document": [d for _, d, _ in pairs],
+                              "label": [y for _, _, y in pairs]})
+    args = CrossEncoderTrainingArguments(
+        output_dir=str(out_dir / "trainer"), num_train_epochs=cfg.epochs, max_steps=cfg.max_steps or -1,
+        per_device_train_batch_size=cfg.batch_size, learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup,
+        seed=cfg.seed, logging_steps=cfg.logging_steps, save_strategy="no", report_to="none", disable_tqdm=True,
+        use_cpu=True,
+    )
+    trainer = CrossEncoderTrainer(model=model, args=args, train_dataset=data.shuffle(seed=cfg.seed),
+                                  loss=BinaryCrossEntropyLoss(model))
+    start = time.perf_counter()
+    result = trainer.train()
+    return {"pairs": len(pairs), "positives": sum(1 for p in pairs if p[2] > 0), "steps": result.global_step,
+            "train_seconds": round(time.perf_counter() - start, 1), "training_loss_mean": result.training_loss,
+            "loss_history": [{"step": h["step"], "loss": h["loss"]} for h in trainer.state.log_history if "loss" in h]}
+
+
+def dev_check(model, data_dir, cfg: CrossEncoderConfig, top_n: int | None = None, split_file=None) -> dict:
+    """The dev split's first stage and its rerank of the top `top_n` (default `cfg.dev_top_n`) by `model`."""
+    from aspire.evaluate.context2doc import SPLIT_FILE, load_context2doc
+    from aspire.evaluate.context2doc_run import to_run
+    from aspire.evaluate.rerank_run import cross_scores, first_stage_scores, metrics_of, rerank_run
+    from aspire.scoring.crossencoder import CrossEncoderReranker
+
+    top_n = cfg.dev_top_n if top_n is None else top_n
+    bench = load_context2doc(data_dir, "dev", split_file or SPLIT_FILE)
+    first = to_run(bench, first_stage_scores(bench, cfg.alpha, cfg.first_stage_model), 100)
+    reranker = CrossEncoderReranker(model, cfg.max_length)
+    cross = cross_scores(bench, first, reranker, top_n)
+    return {"top_n": top_n, "weight": cfg.dev_weight, "first_stage": metrics_of(bench, first),
+            "reranked": metrics_of(bench, rerank_run(first, cross, top_n, cfg.dev_weight)), "speed": reranker.speed()}
+
+
+def train_on_context2doc(data_dir, out_dir, cfg: CrossEncoderConfig = CrossEncoderConfig()) -> dict:
+    """Build the train split's pairs, train from `cfg.base_model`, save, check on dev; returns the report."""
+    from aspire.evaluate.context2doc import load_context2doc
+    from aspire.evaluate.context2doc_run import to_run
+    from aspire.evaluate.rerank_run import candidate_texts, first_stage_scores
+    from aspire.scoring.crossencoder import load_cross_encoder
+
+    out_dir = Path(out_dir)
+    bench = load_context2doc(data_dir, "train")
+    if cfg.max_queries:
+        keep = random.Random(cfg.seed).sample(sorted(bench.queries), min(cfg.max_queries, len(bench.queries)))
+        bench.queries = {q: bench.queries[q] for q in sorted(keep)}
+        bench.qrels = {q: bench.qrels[q] for q in bench.queries}
+    ranked = {q: [d for d, _ in r] for q, r in to_run(bench, first_stage_scores(bench, cfg.alpha, cfg.first_stage_model),
+                                                      cfg.negative_depth).items()}
+    positives = {q: sorted(rel) for q, rel in bench.qrels.items()}
+    negatives = sample_negatives(ranked, positives, cfg.negatives, cfg.negative_depth, cfg.seed)
+    pairs = labelled_pairs(bench.queries, positives, negatives, candidate_texts(bench))
+    model = load_cross_encoder(cfg.base_model, cfg.max_length)
+    report = {"base_model": cfg.base_model, "train_queries": len(bench.queries), **fit_cross_encoder(model, pairs, out_dir, cfg)}
+    model.save_pretrained(str(out_dir / "model"))
+    save_config(cfg, out_dir / "crossencoder.yaml")
+    if cfg.dev_top_n:
+        report["dev"] = dev_check(model, data_dir, cfg)
+    report["config"] = to_dict(cfg)
+    write_json(out_dir / "report.json", report)
+    return report
+
+
+def config_cli(argv, prog: str, doc: str, config_cls, example: str, run) -> int:
+    """`prog --data DIR --config YAML --out DIR key=value ...`: load `config_cls`, print `run(data, out, cfg)`'s
+    result as JSON; a user error (bad config or data) is one line on stderr and exit status 2."""
+    from aspire.evaluate.suite import DATA
+
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    parser.add_argument("--data", default=str(DATA / "cocite-acl"), help="co-citation folder (default %(default)s)")
+    parser.add_argument("--config", help=f"YAML ({config_cls.__name__})")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("overrides", nargs="*", help=f"e.g. {example}")
+    args = parser.parse_args(argv)
+    try:
+        result = run(args.data, args.out, load_config(config_cls, args.config, args.overrides))
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    def run(data, out, cfg):
+        return {k: v for k, v in train_on_context2doc(data, out, cfg).items() if k != "loss_history"}
+
+    return config_cli(argv, "python -m aspire.train.crossencoder", __doc__, CrossEncoderConfig,
+                      "max_steps=200 negatives=2", run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""Self-training of the cross-encoder reranker on unlabelled citing sentences, round after round.
+
+Each round labels queries with the current pipeline — the first stage (`aspire.evaluate.rerank_run`)
+with its top `shortlist` reranked by the current cross-encoder at weight `rerank_weight` (round 1: by
+`start_model` when `label_with_start`, else the first stage alone) — taking the top `positives` as pseudo
+positives and `negatives` documents drawn from ranks `band_from`..`band_to` (1-based, inclusive) as
+pseudo negatives (the published setting: top 3 / bottom 15 of a shortlist of 20). The model is then
+trained on those pairs (`aspire.train.crossencoder.fit_cross_encoder`, the `train` section's settings),
+saved as `OUT/round-R/model`, and measured on the context2doc dev split. Every round's dev metrics, and
+the share of pseudo positives that the train split's real labels confirm (a diagnostic only: the labels
+are never used for training), are logged to `OUT/rounds.json`.
+
+Queries: the citing sentences of context2doc's train split, their labels dropped (`max_queries` of them,
+seeded). Test sentences are never read.
+
+    python -m aspire.train.self_training --config configs/self_training.yaml --out runs/self-training [key=value ...]
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aspire.config import ConfigError, ranged, save_config, to_dict
+from aspire.io import write_json
+from aspire.train.crossencoder import CrossEncoderConfig, config_cli, dev_check, fit_cross_encoder, labelled_pairs
+
+
+@dataclass
+class SelfTrainingConfig:
+    start_model: str = "minilm"  # the cross-encoder of round 1: a trained directory, or minilm (fresh head)
+    label_with_start: bool = False  # round 1 labels with start_model's rerank (else with the first stage alone)
+    max_queries: int = ranged(200, ge=1)  # unlabelled train-split citing sentences, seeded sample
+    rounds: int = ranged(2, ge=1)
+    shortlist: int = ranged(20, ge=2)  # pipeline depth the labels come from
+    positives: int = ranged(3, ge=1)  # top k of the shortlist: pseudo positives
+    band_from: int = ranged(6, ge=2)  # pseudo negatives: ranks band_from..band_to of the shortlist (1-based)
+    band_to: int = ranged(20, ge=2)
+    negatives: int = ranged(3, ge=0)  # drawn per query from the band (0 = the whole band)
+    rerank_weight: float = ranged(1.0, ge=0, le=1)  # cross-encoder weight in the labelling pipeline
+    seed: int = ranged(7, ge=0)
+    train: CrossEncoderConfig = field(default_factory=CrossEncoderConfig)
+
+    def check(self) -> SelfTrainingConfig:
+        """Raise ConfigError unless positives < band_from <= band_to <= shortlist."""
+        if not self.positives < self.band_from:
+            raise ConfigError(f"band_from ({self.band_from}) must come after the {self.positives} positives")
+        if not self.band_from <= self.band_to:
+            raise ConfigError(f"band_from ({self.band_from}) must be <= band_to ({self.band_to})")
+        if not self.band_to <= self.shortlist:
+            raise ConfigError(f"band_to ({self.band_to}) must be within the shortlist ({self.shortlist})")
+        return self
+
+
+def pseudo_labels(ranked: Mapping[str, Sequence[str]], positives: int, band: tuple[int, int], negatives: int,
+                  seed: int) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Per query, the top `positives` documents and `negatives` drawn (seeded) from ranks band[0]..band[1].
+
+    Ranks are 1-based and inclusive; `negatives` 0 takes the whole band. A query ranking fewer than
+    band[0] documents gets no negatives; fewer than `positives` is an error naming it."""
+    lo, hi = band
+    if not 1 <= positives < lo <= hi:
+        raise ValueError(f"need 1 <= positives ({positives}) < band start ({lo}) <= band end ({hi})")
+    rng = random.Random(seed)
+    pos, neg = {}, {}
+    for qid, docs in ranked.items():
+        if len(docs) < positives:
+            raise ValueError(f"query {qid}: {len(docs)} ranked documents, fewer than {positives} positives")
+        pos[qid] = list(docs[:positives])
+        pool = list(docs[lo - 1:hi])
+        neg[qid] = pool if negatives == 0 else rng.sample(pool, min(negatives, len(pool)))
+    return pos, neg
+
+
+def label_precision(pos: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]]) -> float:
+    """Share of pseudo positives that are really cited (a diagnostic; labels never reach training)."""
+    total = sum(len(d) for d in pos.values())
+    return sum(1 for q, docs in pos.items() for d in docs if qrels[q].get(d, 0) > 0) / max(total, 1)
+
+
+def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> list[dict]:
+    """Run `cfg.rounds` rounds (see the module docstring); returns the rounds' log, also in `OUT/rounds.json`."""
+    from aspire.evaluate.context2doc import SPLIT_FILE, load_context2doc
+    from aspire.evaluate.context2doc_run import to_run
+    from aspire.evaluate.rerank_run import candidate_texts, cross_scores, first_stage_scores, rerank_run
+    from aspire.scoring.crossencoder import CrossEncoderReranker, load_cross_encoder
+
+    cfg.check()
+    out_dir = Path(out_dir)
+    bench = load_context2doc(data_dir, "train", split_file or SPLIT_FILE)
+    keep = sorted(random.Random(cfg.seed).sample(sorted(bench.queries), min(cfg.max_queries, len(bench.queries))))
+    bench.queries = {q: bench.queries[q] for q in keep}
+    qrels, bench.qrels = {q: bench.qrels[q] for q in keep}, {}  # kept apart: only label_precision reads them
+    texts = candidate_texts(bench)
+    first = to_run(bench, first_stage_scores(bench, cfg.train.alpha, cfg.train.first_stage_model), cfg.shortlist)
+    model = load_cross_encoder(cfg.start_model, cfg.train.max_length)
+    labeller = model if cfg.label_with_start else None
+    log: list[dict] = []
+    save_config(cfg, out_dir / "self_training.yaml")
+    for r in range(1, cfg.rounds + 1):
+        ranked = first
+        if labeller is not None:
+            reranker = CrossEncoderReranker(labeller, cfg.train.max_length)
+            ranked = rerank_run(first, cross_scores(bench, first, reranker, cfg.shortlist), cfg.shortlist,
+                                cfg.rerank_weight)
+        pos, neg = pseudo_labels({q: [d for d, _ in ranked[q]] for q in keep}, cfg.positives,
+                                 (cfg.band_from, cfg.band_to), cfg.negatives, cfg.seed + r)
+        round_dir = out_dir / f"round-{r}"
+        fit = fit_cross_encoder(model, labelled_pairs(bench.queries, pos, neg, texts), round_dir, cfg.train)
+        model.save_pretrained(str(round_dir / "model"))
+        entry = {"round": r, "labelled_by": "first stage" if labeller is None else "cross-encoder rerank",
+                 "queries": len(keep), "pseudo_positive_precision": label_precision(pos, qrels),
+                 **{k: v for k, v in fit.items() if k != "loss_history"}}
+        if cfg.train.dev_top_n:
+            entry["dev"] = dev_check(model, data_dir, cfg.train, split_file=split_file)
+        log.append(entry)
+        write_json(out_dir / "rounds.json", {"config": to_dict(cfg), "rounds": log})
+        labeller = model
+    return log
+
+
+def main(argv: list[str] | None = None) -> int:
+    return config_cli(argv, "python -m aspire.train.self_training", __doc__, SelfTrainingConfig,
+                      "rounds=3 positives=3 band_from=6 train.max_steps=30", self_train)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
