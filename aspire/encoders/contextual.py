@@ -36,13 +36,11 @@ from aspire.encoders import adapters
 from aspire.encoders.codes import code_id, encoding_with_code, with_code
 from aspire.encoders.formats import TaskFormats
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
-from aspire.encoders.models import resolve_model
+from aspire.encoders.models import SETTINGS_FILE, resolve_model, saved_settings
 from aspire.encoders.pieces import budget_batches, raise_if_unseen, truncation_records, unseen_sentences
 from aspire.encoders.pooling import masked_mean
 
 log = logging.getLogger(__name__)
-
-SETTINGS_FILE = "aspire_encoder.json"
 
 
 def paper_sentences(paper: Paper, include_title: bool) -> list[str]:
@@ -114,9 +112,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         """Load `minilm`, `mpnet` or a local HF directory; settings saved beside a trained model apply
         unless overridden by keyword."""
         path = resolve_model(name_or_path)
-        saved = path / SETTINGS_FILE
-        stored = json.loads(saved.read_text()) if saved.is_file() else {}
-        stored.update(settings)
+        stored = {**saved_settings(path), **settings}
         adapter = stored.pop("adapter", None)
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModel.from_pretrained(path)
