@@ -255,3 +255,20 @@ def test_bad_format_config_names_the_key(override, key):
 def test_codes_with_ia3_are_refused_naming_both_keys():
     with pytest.raises(ConfigError, match=r"model\.control_codes=facet with model\.adapter\.kind=ia3"):
         load_config(Config, None, ["model.control_codes=facet", "model.adapter.kind=ia3"])
+
+
+def test_merged_export_cli_writes_a_plain_model_with_the_same_outputs(tiny_model_dir, examples_dir, tmp_path, capsys):
+    from aspire.train.export import main as export_main
+
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=max", "model.adapter.kind=lora")
+    model = build_model(cfg)
+    perturb_adapters(model.encoder)
+    model.save_pretrained(tmp_path / "adapted")
+    assert export_main(["--model", str(tmp_path / "adapted"), "--out", str(tmp_path / "merged"), "--quiet"]) == 0
+    assert not (tmp_path / "merged" / ADAPTER_DIR).exists()
+    assert type(AutoModel.from_pretrained(tmp_path / "merged")).__name__ == "BertModel"
+    merged = DocumentModel.from_pretrained(tmp_path / "merged")
+    assert merged.model_cfg.adapter.kind == "none" and merged.inference_name == model.inference_name
+    assert torch.allclose(merged.encode(PAPERS).emb, model.encode(PAPERS).emb, atol=1e-5)
+    assert export_main(["--model", str(tmp_path / "merged"), "--out", str(tmp_path / "again"), "--quiet"]) == 2
+    assert "has no adapters" in capsys.readouterr().err
