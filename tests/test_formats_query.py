@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from test_search_cli import build_labelled_index
 
 from aspire.data.facets import selection_facet
 from aspire.encoders import ContextualSentenceEncoder
@@ -84,17 +85,7 @@ def test_facet_code_errors_and_the_doc_code_option(small_csfcube, tiny_model_dir
 
 @pytest.fixture(scope="module")
 def coded_index(tmp_path_factory, coded_model_dir):
-    from aspire.index.__main__ import main as index_main
-
-    root = tmp_path_factory.mktemp("coded-index")
-    corpus = root / "papers.jsonl"
-    corpus.write_text("".join(json.dumps({
-        "paper_id": f"p{i}", "title": "a model of text",
-        "abstract": ["we propose a new method.", f"results {i} improve the task.", "the data is scientific."],
-        "pred_labels": ["background_label", "result_label", "method_label"]}) + "\n" for i in range(8)))
-    assert index_main(["build", "--model", str(coded_model_dir), "--corpus", str(corpus), "--out",
-                       str(root / "idx"), "--quiet"]) == 0
-    return root / "idx"
+    return build_labelled_index(tmp_path_factory.mktemp("coded-index"), coded_model_dir)
 
 
 def search_scores(index, capsys, *extra) -> list[tuple[str, float]]:
