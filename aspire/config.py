@@ -146,6 +146,11 @@ def _from_dict(cls: type[T], data: dict, where: str = "") -> T:
     return config
 
 
+def from_dict(cls: type[T], data: dict) -> T:
+    """Build config `cls` from a plain nested dict (e.g. one saved beside a model), checked as a file is."""
+    return _from_dict(cls, data)
+
+
 def _merge(base: dict, update: dict) -> dict:
     out = dict(base)
     for key, value in update.items():

@@ -7,6 +7,10 @@ by facet name from the papers' labels (the index keeps `pred_labels`). Each quer
 (see `aspire.search`), printed to stdout as text or `--json`; `--run-out` also writes a TREC run
 file (`qid Q0 docid rank score tag`). Progress and warnings go to stderr.
 
+With a model trained with facet control codes (`aspire.encoders.codes`), a query selecting one facet's
+sentences is encoded with that facet's code (`--facet-code`, default auto; an indexed paper is then
+re-encoded from its stored text, as the index holds its vectors under the candidates' code).
+
 Line format of `--queries FILE` and `--interactive` (blank lines and `#` comments are skipped):
 
     2468783                 an indexed paper, sentences from --sentences (default: all)
@@ -17,6 +21,7 @@ Line format of `--queries FILE` and `--interactive` (blank lines and `#` comment
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
@@ -35,7 +40,9 @@ from aspire.cliutil import (
     run_command,
     setup_logging,
 )
-from aspire.data.papers import paper_from_record, read_papers
+from aspire.data.facets import selection_facet
+from aspire.data.papers import Paper, paper_from_record, read_papers
+from aspire.encoders.codes import FACET_CODE_CHOICES, query_code
 from aspire.io import write_text
 
 EXAMPLES = """\
@@ -73,6 +80,9 @@ def build_parser(prog: str):
     parser.add_argument("--shortlist", type=positive_int,
                         help="papers the ANN stage passes to re-ranking (default: the index's search.shortlist)")
     parser.add_argument("--model", help="encoder for papers to encode (default: the model the index was built with)")
+    parser.add_argument("--facet-code", choices=FACET_CODE_CHOICES, default="auto",
+                        help="model with facet control codes: the code a query is encoded with; auto (default): "
+                             "the facet's when --sentences names one facet, none: the candidates' code, or a facet")
     output = parser.add_argument_group("output")
     output.add_argument("--json", action="store_true",
                         help="print hits as JSON: one indented object for one query, one line per query otherwise")
@@ -111,12 +121,30 @@ class QueryMaker:
     def _placed(self, batch: DocBatch) -> DocBatch:
         return batch if self.args.device is None else batch.to(self.args.device)
 
+    def code(self, sentences: str | None) -> str | None:
+        """The control code of a query selecting `sentences` (`--facet-code`; `aspire.encoders.codes.query_code`)."""
+        if self.searcher.encoder is not None:
+            codes = self.searcher.encoder.codes
+        else:  # read from the model's saved settings: no model is loaded for an indexed query without a code
+            from aspire.encoders.models import saved_settings
+
+            codes = saved_settings(self.args.model or self.searcher.index.model_name).get("codes", [])
+        return query_code(codes, self.args.facet_code, selection_facet(sentences))
+
     def from_id(self, paper_id: str, sentences: str | None) -> Query:
-        return Query(paper_id, self._placed(self.searcher.query_from_index(paper_id, sentences)))
+        if self.code(sentences) is None:
+            return Query(paper_id, self._placed(self.searcher.query_from_index(paper_id, sentences)))
+        self.load_encoder()
+        index, i = self.searcher.index, self.searcher.index.position(paper_id)
+        first = 1 if self.searcher.encoder.include_title else 0  # the stored sentences then start with the title
+        labels = index.labels[i][first:] if index.labels[i] is not None else None
+        return self.from_paper(Paper(paper_id, index.titles[i], index.sentences[i][first:], labels), sentences)
 
     def from_paper(self, paper, sentences: str | None) -> Query:
         self.load_encoder()
-        return Query(paper.paper_id, self._placed(self.searcher.query_from_paper(paper, sentences)))
+        code = self.code(sentences)
+        with self.searcher.encoder.using_code(code) if code else contextlib.nullcontext():
+            return Query(paper.paper_id, self._placed(self.searcher.query_from_paper(paper, sentences)))
 
     def from_line(self, text: str) -> Query | None:
         """A query line (module docstring); None for a blank line or a comment."""

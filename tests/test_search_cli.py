@@ -85,19 +85,23 @@ def test_index_keeps_labels_and_search_selects_sentences_by_facet(tmp_path):
     assert len(loaded.labels) == loaded.n_papers == 3
 
 
-@pytest.fixture(scope="module")
-def cli_index(tmp_path_factory, tiny_model_dir):
+def build_labelled_index(root, model_dir):
+    """An index of eight labelled papers built by `aspire index build` with `model_dir`: root/idx."""
     from aspire.index.__main__ import main as index_main
 
-    root = tmp_path_factory.mktemp("search-cli")
     corpus = root / "papers.jsonl"
     corpus.write_text("".join(json.dumps({
         "paper_id": f"p{i}", "title": "a model of text",
         "abstract": ["we propose a new method.", f"results {i} improve the task.", "the data is scientific."],
         "pred_labels": ["background_label", "result_label", "method_label"]}) + "\n" for i in range(8)))
-    assert index_main(["build", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(root / "idx"),
+    assert index_main(["build", "--model", str(model_dir), "--corpus", str(corpus), "--out", str(root / "idx"),
                        "--quiet"]) == 0
     return root / "idx"
+
+
+@pytest.fixture(scope="module")
+def cli_index(tmp_path_factory, tiny_model_dir):
+    return build_labelled_index(tmp_path_factory.mktemp("search-cli"), tiny_model_dir)
 
 
 def test_cli_sentences_by_facet_name(cli_index, capsys):

@@ -46,6 +46,16 @@ def parse_selection(spec: str | Sequence[int | str]) -> list[int | str]:
     return out
 
 
+def selection_facet(spec: str | Sequence[int | str] | None) -> str | None:
+    """The one facet a selection asks for (`"method"`, `"method_label"` -> method), or None when it
+    names positions, several facets or none (the facet whose control code a query gets)."""
+    if spec is None:
+        return None
+    items = parse_selection(spec)
+    facets = {facet_of(x) if isinstance(x, str) else None for x in items}
+    return facets.pop() if len(facets) == 1 else None
+
+
 def resolve_selection(spec: str | Sequence[int | str], labels: Sequence[str] | None,
                       paper_id: str = "") -> list[int]:
     """0-based positions of the sentences `spec` selects (ints pass through unchecked, in order given;

@@ -10,6 +10,10 @@ Long abstracts: the pair is cut at `max_length` tokens (default: the model's lim
 by the title, so every sentence gets a vector; with `overflow="truncate"` sentences past the limit are left
 out of the mask. Either way `truncation_report` lists, per paper, every sentence that did not fit in the
 first window, and `encode` logs a warning naming them: no sentence is lost silently.
+
+Task formats (SPECTER2): an encoder may carry control codes (`codes`, special tokens of its tokenizer;
+`code` is the one every paper gets, switched per query with `using_code`; see `aspire.encoders.codes`)
+and peft adapters on its transformer (`aspire.encoders.adapters`); both are saved with the model.
 """
 
 from __future__ import annotations
@@ -28,14 +32,15 @@ from transformers import AutoModel, AutoTokenizer
 
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper, as_papers
+from aspire.encoders import adapters
+from aspire.encoders.codes import code_id, encoding_with_code, with_code
+from aspire.encoders.formats import TaskFormats
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
-from aspire.encoders.models import resolve_model
+from aspire.encoders.models import SETTINGS_FILE, resolve_model, saved_settings
 from aspire.encoders.pieces import budget_batches, raise_if_unseen, truncation_records, unseen_sentences
 from aspire.encoders.pooling import masked_mean
 
 log = logging.getLogger(__name__)
-
-SETTINGS_FILE = "aspire_encoder.json"
 
 
 def paper_sentences(paper: Paper, include_title: bool) -> list[str]:
@@ -48,7 +53,7 @@ def paper_sentences(paper: Paper, include_title: bool) -> list[str]:
     return list(paper.sentences)
 
 
-class ContextualSentenceEncoder(nn.Module):
+class ContextualSentenceEncoder(TaskFormats, nn.Module):
     """Any Hugging Face encoder turned into a contextual sentence encoder returning `DocBatch`.
 
     Args:
@@ -60,6 +65,8 @@ class ContextualSentenceEncoder(nn.Module):
         max_title_tokens: the title is cut to this many pieces so it never crowds out the abstract.
         segment_ids: give the abstract the tokenizer's second-segment token type (BERT pairs); False
             keeps every piece in segment 0, as sentence-transformers models were trained (one text).
+        codes: control codes the tokenizer holds (`add_codes` adds them); `code`: the one every paper
+            gets after `[CLS]` (None: no code).
     """
 
     def __init__(
@@ -72,6 +79,8 @@ class ContextualSentenceEncoder(nn.Module):
         overflow: Overflow = "window",
         max_title_tokens: int = 64,
         segment_ids: bool = True,
+        codes: Sequence[str] = (),
+        code: str | None = None,
         name: str = "",
     ) -> None:
         super().__init__()
@@ -90,6 +99,10 @@ class ContextualSentenceEncoder(nn.Module):
         self.overflow = overflow
         self.max_title_tokens = max_title_tokens
         self.segment_ids = segment_ids
+        self.codes = list(codes)
+        for c in self.codes:
+            code_id(tokenizer, c)  # ValueError naming a code the tokenizer lacks
+        self.code = self._checked_code(code)
         self.name = name
         self.train(model.training)  # the wrapper starts in the wrapped model's mode
 
@@ -99,11 +112,12 @@ class ContextualSentenceEncoder(nn.Module):
         """Load `minilm`, `mpnet` or a local HF directory; settings saved beside a trained model apply
         unless overridden by keyword."""
         path = resolve_model(name_or_path)
-        saved = path / SETTINGS_FILE
-        stored = json.loads(saved.read_text()) if saved.is_file() else {}
-        stored.update(settings)
+        stored = {**saved_settings(path), **settings}
+        adapter = stored.pop("adapter", None)
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModel.from_pretrained(path)
+        if adapter:
+            model = adapters.load_adapted(model, path, adapter)
         model.eval()
         return cls(model, tokenizer, name=str(name_or_path), **stored)
 
@@ -114,15 +128,22 @@ class ContextualSentenceEncoder(nn.Module):
             "overflow": self.overflow,
             "max_title_tokens": self.max_title_tokens,
             "segment_ids": self.segment_ids,
+            **({"codes": self.codes, "code": self.code} if self.codes else {}),  # none: old fingerprints hold
         }
 
     def save_pretrained(self, path: str | Path) -> None:
-        """Save model + tokenizer in Hugging Face format (plain `AutoModel` opens it) and the settings."""
+        """Save model + tokenizer in Hugging Face format (plain `AutoModel` opens it) and the settings; an
+        adapted model saves its base weights so, and its adapters in peft format under `path/adapter`."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(path)
+        settings = self.settings()
+        if adapters.is_adapted(self.model):  # base weights here, adapters in path/adapter (peft format)
+            adapters.save_adapted(self.model, path)
+            settings["adapter"] = adapters.adapter_settings(self.model)
+        else:
+            self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
-        (path / SETTINGS_FILE).write_text(json.dumps(self.settings(), indent=2))
+        (path / SETTINGS_FILE).write_text(json.dumps(settings, indent=2))
 
     def fingerprint(self) -> str:
         """A hash of the weights, model type, vocabulary size, encoding settings and backend (keys caches, indexes)."""
@@ -130,6 +151,8 @@ class ContextualSentenceEncoder(nn.Module):
         digest.update(json.dumps(self.settings(), sort_keys=True).encode())
         digest.update(f"{self.model.config.model_type}/{len(self.tokenizer)}".encode())
         digest.update(getattr(self.model, "backend_tag", "").encode())  # fast backends only ("" adds nothing)
+        if adapters.is_adapted(self.model):
+            digest.update(f"adapter/{self.model.active_adapter}".encode())
         for name, tensor in sorted(self.model.state_dict().items()):
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
@@ -178,7 +201,7 @@ class ContextualSentenceEncoder(nn.Module):
             titles,
             texts,
             truncation="only_second",
-            max_length=self.max_length,
+            max_length=self.max_length - (self.code is not None),  # room for the control code
             stride=0,
             return_overflowing_tokens=True,
             return_offsets_mapping=True,
@@ -203,7 +226,7 @@ class ContextualSentenceEncoder(nn.Module):
         unseen = unseen_sentences(ids, [len(s) for s in sents], sent_index[keep], row_paper.numpy()[keep], truncation)
         keep_t = torch.from_numpy(keep)
         as_tensor = lambda key: torch.from_numpy(np.asarray(enc[key], dtype=np.int64))[keep_t]  # noqa: E731
-        return EncoderInputs(
+        inputs = EncoderInputs(
             input_ids=input_ids[keep_t],
             attention_mask=as_tensor("attention_mask"),
             sent_index=torch.from_numpy(sent_index[keep]),
@@ -213,7 +236,8 @@ class ContextualSentenceEncoder(nn.Module):
             sentences=sents,
             truncation=truncation,
             token_type_ids=as_tensor("token_type_ids") if self.segment_ids and "token_type_ids" in enc else None,
-        ), unseen
+        )
+        return (inputs if self.code is None else with_code(inputs, self.tokenizer, self.code)), unseen
 
     # ---- the forward pass -------------------------------------------------------------------------
     def forward(self, inputs: EncoderInputs, max_rows: int | None = None) -> DocBatch:
@@ -316,10 +340,12 @@ class ContextualSentenceEncoder(nn.Module):
                 [texts[i] for i in idx],
                 [pairs[i] for i in idx] if pairs else None,
                 truncation="longest_first" if pairs else True,
-                max_length=max_length or self.max_length,
+                max_length=(max_length or self.max_length) - (self.code is not None),
                 padding=True,
                 return_tensors="pt",
-            ).to(self.device)
+            )
+            enc = (dict(enc) if self.code is None else encoding_with_code(dict(enc), self.tokenizer, self.code))
+            enc = {k: v.to(self.device) for k, v in enc.items()}
             hidden = self.model(**enc).last_hidden_state  # (N, T, D)
             vec = hidden[:, 0] if pooling == "cls" else masked_mean(hidden, enc["attention_mask"])
             if normalize:

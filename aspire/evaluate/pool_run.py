@@ -57,9 +57,10 @@ def run_pools(
     query_text: str = "abstract",
     cand_sentences: str = "all",
     encoder_options: dict | None = None,
+    facet_code: str = "auto",
 ) -> dict:
     """Score ranked files from `ranked_dir` (with `exp`), or rank with `model` + `scorer` first
-    (`query_text`, `cand_sentences`, `encoder_options`: see `aspire.evaluate.rank.rank_pool_set`)."""
+    (`query_text`, `cand_sentences`, `encoder_options`, `facet_code`: see `aspire.evaluate.rank.rank_pool_set`)."""
     data, out = Path(data), Path(out)
     pool_set = load_pool_set(data, name, facets, splits_file)
     info: dict = {}
@@ -77,7 +78,8 @@ def run_pools(
         papers = read_papers_jsonl(abstracts_file or data / f"abstracts-{name}.jsonl", ids=pool_set.paper_ids())
         exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
         options = EvalOptions(encoding, dict(scorer_options or {}), cache_dir, batch_size, device,
-                              dict(encode_options or {}), query_text, cand_sentences, dict(encoder_options or {}))
+                              dict(encode_options or {}), query_text, cand_sentences, dict(encoder_options or {}),
+                              facet_code)
         rankings, info = rank_pool_set(pool_set, papers, model, scorer, out, exp, options, facet_label_map(facets))
     per_query, skipped = evaluate_pool_set(pool_set, rankings, metrics, threshold, skip_no_relevant)
     summary = {

@@ -16,10 +16,14 @@ Candidates keep all their sentences (the published protocol) unless `cand_senten
 asks sentence scorers to match only the candidate's sentences of the query's facet too
 (`facet_candidates`); a candidate with no sentence of that facet keeps all of its sentences, and
 how many did so is counted in the run info.
+With a model trained with facet control codes (`aspire.encoders.codes`), a facet's queries are
+re-encoded with that facet's code (`options.facet_code`, default `auto`) while the candidates keep the
+model's own code (`[DOC]`); the codes used are in the run info.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -31,6 +35,7 @@ from torch import Tensor
 
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
+from aspire.encoders.codes import query_code
 from aspire.evaluate.cache import cached_encode
 from aspire.evaluate.options import EvalOptions
 from aspire.scoring.chunked import score_chunked
@@ -299,16 +304,24 @@ def rank_pool_set(
     row = {pid: i for i, pid in enumerate(batch.paper_ids)}
     rankings: dict[str, dict[str, list[str]]] = {}
     kept_whole: dict[str, int] = {}
+    codes: dict[str, str] = {}
     for facet in pool_set.facets:
         pools = {q: list(p) for q, p in pool_set.pools[facet].items()}
-        queries = batch.index([row[q] for q in pools])
         if facet and (encoding != "abstract" or query_text != "abstract") and label_to_facet is None:
             raise ValueError(f"facet {facet!r} needs a label_to_facet mapping")
-        if facet and encoding != "abstract":
-            queries = facet_queries(queries, papers, facet, label_to_facet)
-        elif facet and query_text != "abstract":
-            queries = facet_text_queries(encoder, [papers[q] for q in pools], facet, label_to_facet,
-                                         query_text, encode_options).to(batch.emb.device)
+        code = query_code(getattr(encoder, "codes", ()), opts.facet_code, facet)
+        with encoder.using_code(code) if code else contextlib.nullcontext():
+            if code:  # the queries again, with their facet's code; the candidates keep the model's code
+                codes[facet] = code
+                queries = encode_papers(encoder, [papers[q] for q in pools], encoding, cache_dir, batch_size,
+                                        encode_options)[0].to(batch.emb.device)
+            else:
+                queries = batch.index([row[q] for q in pools])
+            if facet and encoding != "abstract":
+                queries = facet_queries(queries, papers, facet, label_to_facet)
+            elif facet and query_text != "abstract":
+                queries = facet_text_queries(encoder, [papers[q] for q in pools], facet, label_to_facet,
+                                             query_text, encode_options).to(batch.emb.device)
         cands = batch
         if cand_sentences == "facet":
             cands, empty = facet_candidates(batch, papers, facet, label_to_facet)
@@ -330,6 +343,7 @@ def rank_pool_set(
         "query_text": query_text,
         "cand_sentences": cand_sentences,
         **({"cands_kept_whole": kept_whole} if cand_sentences != "all" else {}),
+        **({"query_codes": codes, "doc_code": encoder.code} if codes else {}),
         "n_papers": len(ordered),
         "timings_s": {"load_model": t_load, "encode": t_encode, "encode_from_cache": from_cache, "score": t_score,
                       "encode_cpu": c_encode, "score_cpu": c_score},

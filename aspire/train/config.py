@@ -11,9 +11,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from aspire.config import ranged
+from aspire.config import ConfigError, ranged
 
 ModelKind = Literal["ts", "ot", "ts+ot", "max", "att", "abs", "cocite_vector"]
+
+
+@dataclass
+class AdapterConfig:
+    """peft adapters on the encoder (`aspire.encoders.adapters`); the base weights stay frozen.
+
+    `kind`: `none`, `lora` or `ia3` (peft has no Houlsby bottleneck adapter; IA3's learned rescaling
+    vectors are its light-weight stand-in). `r`, `alpha`, `dropout` are LoRA's rank, scale and dropout
+    (IA3 has none); `target_modules` (empty: peft's default for the model type, `query`/`value` for
+    BERT). `per_task`: one named adapter per training task, switched per batch; else one shared
+    adapter named `default`.
+    """
+
+    kind: Literal["none", "lora", "ia3"] = "none"
+    r: int = ranged(8, ge=1)
+    alpha: float = ranged(16.0, gt=0)
+    dropout: float = ranged(0.0, ge=0, lt=1)
+    target_modules: list[str] = field(default_factory=list)
+    per_task: bool = False
 
 
 @dataclass
@@ -26,6 +45,12 @@ class ModelConfig:
     iteration cap and gradient mode); `att_tau` is the attention
     scorer's softmax temperature; `pooling` only matters for `cocite_vector` (one vector a paper).
     `max_length` (0 = the model's limit) and `include_title` are the encoder's settings.
+
+    Task formats (SPECTER2, `aspire.train.formats`): `control_codes` `task` prepends a code per
+    training task (`[COCITE]`), `facet` adds `[BACKGROUND]` `[METHOD]` `[RESULT]` for facet queries at
+    inference and `[DOC]` for every other paper (training papers included: the co-citation data has no
+    facet labels). `adapter` trains peft adapters instead of the whole encoder (with codes: LoRA only,
+    the codes' embeddings train beside it).
     """
 
     kind: ModelKind = "ts"
@@ -39,6 +64,13 @@ class ModelConfig:
     pooling: Literal["mean"] = "mean"
     max_length: int = ranged(0, ge=0)
     include_title: bool = False
+    control_codes: Literal["none", "task", "facet"] = "none"
+    adapter: AdapterConfig = field(default_factory=AdapterConfig)
+
+    def __post_init__(self) -> None:
+        if self.control_codes != "none" and self.adapter.kind == "ia3":
+            raise ConfigError(f"model.control_codes={self.control_codes} with model.adapter.kind=ia3: IA3 cannot "
+                              "train the codes' embeddings; use model.adapter.kind=lora or no codes")
 
 
 @dataclass

@@ -22,7 +22,7 @@ the kind's inference scorer.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -31,6 +31,7 @@ from torch import Tensor, nn
 from torch.profiler import record_function
 
 from aspire.batch import DocBatch
+from aspire.config import from_dict, to_dict
 from aspire.data.papers import Paper
 from aspire.losses import (
     aligned_sentence_dist,
@@ -42,6 +43,7 @@ from aspire.losses import (
     vector_l2_dist,
 )
 from aspire.train.config import LossConfig, ModelConfig
+from aspire.train.formats import DEFAULT_TASK, use_task
 
 MODEL_FILE = "document_model.json"
 
@@ -58,6 +60,7 @@ class TripletBatch:
         pos_ids: (B,) long, integer id of each positive.
         align: (B, 2) long, aligned sentence positions (in anchor, in positive); -1 where unknown.
         hard_rows: (B,) long, row of the anchor's hard negative among the H (-1 = none).
+        task: the training task the batch belongs to (its control code and adapter, `aspire.train.formats`).
     """
 
     inputs: object
@@ -65,6 +68,7 @@ class TripletBatch:
     pos_ids: Tensor
     align: Tensor
     hard_rows: Tensor
+    task: str = field(default=DEFAULT_TASK)
 
     def __len__(self) -> int:
         return self.pos_ids.shape[0]
@@ -72,7 +76,7 @@ class TripletBatch:
     def to(self, device: torch.device) -> "TripletBatch":
         return TripletBatch(
             self.inputs.to(device), self.group_ids.to(device), self.pos_ids.to(device),
-            self.align.to(device), self.hard_rows.to(device),
+            self.align.to(device), self.hard_rows.to(device), self.task,
         )
 
 
@@ -178,6 +182,7 @@ class DocumentModel(nn.Module):
         and `triples` () the number of (anchor, positive) pairs that had a negative.
         """
         B = len(batch)
+        use_task(self.encoder, self.model_cfg, batch.task)  # its adapter; its code went in at tokenisation
         docs = self.embed(batch.inputs)  # (2B + H, S, D)
         anchors = docs.index(torch.arange(B))
         positives = docs.index(torch.arange(B, 2 * B))
@@ -245,9 +250,10 @@ class DocumentModel(nn.Module):
         """Encoder in Hugging Face format under `path`, plus `document_model.json` (kind, scorer, settings)
         and the scorers' parameters if they have any."""
         path = Path(path)
+        use_task(self.encoder, self.model_cfg, DEFAULT_TASK)  # inference uses the first task's code and adapter
         self.encoder.save_pretrained(path)
         meta = {"kind": self.model_cfg.kind, "inference_scorer": self.inference_name,
-                "model": {k: v for k, v in vars(self.model_cfg).items()}}
+                "model": to_dict(self.model_cfg)}
         (path / MODEL_FILE).write_text(json.dumps(meta, indent=2))
         scorer_state = self._scorers.state_dict()
         if scorer_state:
@@ -265,7 +271,7 @@ class DocumentModel(nn.Module):
             from aspire.encoders import ContextualSentenceEncoder
 
             encoder_loader = ContextualSentenceEncoder.from_pretrained
-        model = cls(encoder_loader(str(path)), ModelConfig(**meta["model"]), loss_cfg)
+        model = cls(encoder_loader(str(path)), from_dict(ModelConfig, meta["model"]), loss_cfg)
         if (path / "scorers.pt").is_file():
             model._scorers.load_state_dict(torch.load(path / "scorers.pt", map_location="cpu"))
         return model

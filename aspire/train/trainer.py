@@ -31,6 +31,7 @@ from aspire.jsonsafe import dumps
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_dev_split, load_split
+from aspire.train.formats import apply_formats, task_names
 from aspire.train.models import DocumentModel
 from aspire.train.process import (  # the process set-up steps, used by `run` and re-exported
     init_distributed,
@@ -68,7 +69,8 @@ DEV_SEED = 0
 
 
 def build_model(cfg: Config, path: str | None = None) -> DocumentModel:
-    """The config's DocumentModel from the pretrained encoder, or from a saved checkpoint `path`."""
+    """The config's DocumentModel from the pretrained encoder (with the config's control codes and
+    adapters), or from a saved checkpoint `path` (which holds them)."""
     from aspire.encoders import ContextualSentenceEncoder
 
     if path is not None:
@@ -76,7 +78,9 @@ def build_model(cfg: Config, path: str | None = None) -> DocumentModel:
     settings = {"include_title": cfg.model.include_title}
     if cfg.model.max_length:
         settings["max_length"] = cfg.model.max_length
-    return DocumentModel(ContextualSentenceEncoder.from_pretrained(cfg.model.encoder, **settings), cfg.model, cfg.loss)
+    encoder = ContextualSentenceEncoder.from_pretrained(cfg.model.encoder, **settings)
+    apply_formats(encoder, cfg.model, task_names(cfg))
+    return DocumentModel(encoder, cfg.model, cfg.loss)
 
 
 class Trainer:
@@ -310,7 +314,7 @@ def trim_metrics(out_dir: Path, step: int) -> None:
 
 
 # what must not change between a run and its --resume (the data order and the loss depend on them)
-RESUME_FIXED = ("model.kind", "model.encoder", "data", "loss", "train.seed", "train.batch_size", "train.grad_accum",
+RESUME_FIXED = ("model.kind", "model.encoder", "model.control_codes", "model.adapter", "data", "loss", "train.seed", "train.batch_size", "train.grad_accum",
                 "train.max_steps", "train.epochs", "train.warmup_steps", "train.lr")
 
 

@@ -1,0 +1,130 @@
+"""Adapters on the encoder's transformer (SPECTER2's per-task adapters), with `peft`.
+
+`attach_adapters(model, "lora", ["default"])` wraps a transformers model in a `peft.PeftModel`: the base
+weights are frozen and only the adapters train. Kinds: `lora` (low-rank updates of the attention
+projections, `peft.LoraConfig`) and `ia3` (learned rescaling vectors of keys, values and the feed-forward
+output, `peft.IA3Config`). peft has no Houlsby-style bottleneck adapter (a small MLP inserted after each
+sub-layer); IA3 is its closest light-weight alternative, so `ia3` stands in for the "bottleneck" option.
+
+Several named adapters (one per task) live in one model; `PeftModel.set_adapter(name)` switches the
+active one, and only the active adapter trains.
+
+On disk (`save_adapted`): the base weights in plain Hugging Face format at the model directory (the
+adapter layers taken out, so `AutoModel.from_pretrained(dir)` opens the unadapted model), and the adapters
+under `dir/adapter/` in peft's format: `PeftModel.from_pretrained(AutoModel.from_pretrained(dir),
+dir/"adapter")` opens the adapted one (an adapter not named `default` is in `adapter/NAME/`).
+`merged(model)` folds the active adapter into the weights for a model plain `transformers` opens alone.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Sequence
+
+from torch import nn
+
+ADAPTER_DIR = "adapter"
+ADAPTER_KINDS = ("lora", "ia3")
+# target modules for model types peft has no default for: kind -> model type -> (targets, feed-forward targets)
+EXTRA_TARGETS = {
+    "lora": {"mpnet": (["q", "v"], [])},
+    "ia3": {"mpnet": (["k", "v", "output.dense"], ["output.dense"])},
+}
+
+
+def adapter_config(kind: str, model_type: str, r: int = 8, alpha: float = 16.0, dropout: float = 0.0,
+                   target_modules: Sequence[str] = (), trainable_tokens: Sequence[int] = ()):
+    """The peft config of an adapter `kind` for a transformers `model_type` (peft's default targets
+    unless `target_modules` are given). `r`, `alpha` and `dropout` are LoRA's; IA3 has none.
+    `trainable_tokens`: vocabulary ids whose input embeddings train beside a LoRA adapter (the control
+    codes, added after the base model was trained; peft's `trainable_token_indices`)."""
+    from peft import IA3Config, LoraConfig
+
+    if kind not in ADAPTER_KINDS:
+        raise ValueError(f"unknown adapter kind {kind!r}; valid: {list(ADAPTER_KINDS)}")
+    targets, feed_forward = EXTRA_TARGETS[kind].get(model_type, (None, None))
+    targets = list(target_modules) or targets  # None: peft's default for the model type
+    if kind == "lora":
+        return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets,
+                          trainable_token_indices=list(trainable_tokens) or None)
+    if trainable_tokens:
+        raise ValueError("ia3 adapters cannot train token embeddings (control codes): use lora, or no codes")
+    if target_modules:  # given targets are all scaled at their output (none treated as feed-forward)
+        feed_forward = []
+    return IA3Config(target_modules=targets, feedforward_modules=feed_forward)
+
+
+def attach_adapters(model: nn.Module, kind: str, names: Sequence[str], **options) -> nn.Module:
+    """`model` wrapped in a PeftModel holding one adapter per name (the first active); the base is frozen."""
+    from peft import get_peft_model
+
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"adapter names must be distinct and at least one, got {list(names)}")
+    try:
+        config = adapter_config(kind, model.config.model_type, **options)
+        adapted = get_peft_model(model, config, adapter_name=names[0])
+    except ValueError as err:  # peft: no default targets for this model type
+        raise ValueError(f"{kind} adapter on a {model.config.model_type!r} model: {err} "
+                         "(set model.adapter.target_modules)") from None
+    for name in names[1:]:
+        adapted.add_adapter(name, copy.deepcopy(config))
+    adapted.set_adapter(names[0])
+    return adapted
+
+
+def is_adapted(model: nn.Module) -> bool:
+    from peft import PeftModel
+
+    return isinstance(model, PeftModel)
+
+
+def adapter_settings(model: nn.Module) -> dict:
+    """What the saved settings record of an adapted model: adapter names and kind."""
+    names = list(model.peft_config)
+    return {"kind": model.peft_config[names[0]].peft_type.value.lower(), "names": names}
+
+
+def adapter_path(root: Path, name: str) -> Path:
+    """Where peft's `save_pretrained(root)` puts adapter `name`."""
+    return root if name == "default" else root / name
+
+
+def base_state_dict(model: nn.Module) -> dict:
+    """The adapted model's base weights under their original names (adapter layers left out)."""
+    prefix = model.base_model.prefix  # "lora_", "ia3_"
+    wrappers = ("base_layer", "token_adapter")  # peft's wrapping modules around a base layer
+    out = {}
+    for key, value in model.get_base_model().state_dict().items():
+        parts = key.split(".")
+        if any(p.startswith(prefix) or p == "trainable_tokens_delta" for p in parts):
+            continue
+        out[".".join(p for p in parts if p not in wrappers)] = value
+    return out
+
+
+def save_adapted(model: nn.Module, path: Path) -> None:
+    """Base weights (plain HF format) at `path`, every adapter under `path/adapter` (peft format)."""
+    base = model.get_base_model()
+    base.save_pretrained(path, state_dict=base_state_dict(model))
+    # the resized embeddings are in the base weights already: the adapter keeps only the codes' deltas
+    model.save_pretrained(path / ADAPTER_DIR, selected_adapters=list(model.peft_config), save_embedding_layers=False)
+
+
+def load_adapted(base: nn.Module, path: Path, settings: dict, active: str | None = None) -> nn.Module:
+    """`base` with the adapters saved under `path/adapter` (trainable, so a run can resume), `active`
+    (default: the first) switched on."""
+    from peft import PeftModel
+
+    names = list(settings["names"])
+    root = Path(path) / ADAPTER_DIR
+    model = PeftModel.from_pretrained(base, adapter_path(root, names[0]), adapter_name=names[0], is_trainable=True)
+    for name in names[1:]:
+        model.load_adapter(adapter_path(root, name), adapter_name=name, is_trainable=True)
+    model.set_adapter(active or names[0])
+    return model
+
+
+def merged(model: nn.Module) -> nn.Module:
+    """A plain transformers model: a copy of `model` with its active adapter folded into the weights."""
+    return copy.deepcopy(model).merge_and_unload(adapter_names=[model.active_adapter])

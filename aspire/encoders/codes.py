@@ -1,0 +1,123 @@
+"""Control codes (SPECTER2's task formats): a special token naming a task or a facet, prepended to the input.
+
+A code is one added special token (`[COCITE]`, `[METHOD]`, …) placed right after the tokenizer's first
+special token: `[CLS] [CODE] title [SEP] abstract [SEP]`. It is inserted into the token ids after
+tokenisation (`with_code`), so no word piece moves to another sentence: the code's position has sentence
+index -1 and is never pooled into a sentence vector, and the tokenizer is asked for one piece fewer so
+the window still fits the model.
+
+Two kinds of codes (`codes_for`):
+- task codes, `[TASK]` per training task (`[COCITE]` for the co-citation triples): every paper of a
+  task is encoded with its code, and at inference every paper gets the first task's code;
+- facet codes, `[BACKGROUND]` `[METHOD]` `[RESULT]` for queries asked about one facet, and `[DOC]` for
+  everything else (training papers and search candidates): an aspect-conditional query is encoded
+  with its facet's code (`query_code`), its candidates with `[DOC]`.
+
+A new code's embedding starts as the mean embedding of the word pieces of its name (`[METHOD]` from
+"method", `[COCITE]` from "cocite"), not at random, so an untrained code already points at its word.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from aspire.data.facets import FACETS
+from aspire.encoders.inputs import EncoderInputs
+
+CODE_MODES = ("none", "task", "facet")
+DOC_CODE = "[DOC]"
+FACET_CODE_CHOICES = ("auto", "none", *FACETS)  # what a query may ask for (`query_code`)
+
+
+def code_token(name: str) -> str:
+    """The code of a task or facet name: `method` -> `[METHOD]`."""
+    return f"[{name.upper()}]"
+
+
+def codes_for(mode: str, tasks: Sequence[str]) -> tuple[list[str], str | None]:
+    """(the codes to add, the code every paper gets by default) for a `model.control_codes` mode."""
+    if mode not in CODE_MODES:
+        raise ValueError(f"unknown control-code mode {mode!r}; valid: {list(CODE_MODES)}")
+    if mode == "none":
+        return [], None
+    if mode == "task":
+        if not tasks:
+            raise ValueError("task control codes need at least one task name")
+        return [code_token(t) for t in tasks], code_token(tasks[0])
+    return [*(code_token(f) for f in FACETS), DOC_CODE], DOC_CODE
+
+
+def code_id(tokenizer, code: str) -> int:
+    """The vocabulary id of `code`; ValueError when the tokenizer does not hold it as one token."""
+    idx = tokenizer.convert_tokens_to_ids(code)
+    if idx is None or idx == tokenizer.unk_token_id:
+        raise ValueError(f"control code {code!r} is not in the tokenizer's vocabulary (add it with add_codes)")
+    return idx
+
+
+@torch.no_grad()
+def add_control_codes(model: nn.Module, tokenizer, codes: Sequence[str]) -> list[str]:
+    """Add `codes` as special tokens, resize `model`'s embeddings, and start each new code's embedding at
+    the mean embedding of its name's word pieces. Returns the codes that were new."""
+    new = [c for c in codes if tokenizer.convert_tokens_to_ids(c) in (None, tokenizer.unk_token_id)]
+    if not new:
+        return []
+    tokenizer.add_tokens(new, special_tokens=True)
+    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    table = model.get_input_embeddings().weight  # (V, D)
+    for code in new:
+        pieces = tokenizer(code.strip("[]").lower(), add_special_tokens=False)["input_ids"]
+        table[code_id(tokenizer, code)] = table[pieces].mean(0) if pieces else table[: -len(new)].mean(0)
+    return new
+
+
+def insert_after_first(t: Tensor, value: int) -> Tensor:
+    """(R, T) -> (R, T + 1) with `value` in column 1 (after each row's first token)."""
+    return torch.cat([t[:, :1], t.new_full((t.shape[0], 1), value), t[:, 1:]], dim=1)
+
+
+def check_first_special(input_ids: Tensor, tokenizer) -> None:
+    """Every row must start with the tokenizer's first special token (CLS / BOS): the code goes after it."""
+    first = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    if first is None or not bool((input_ids[:, 0] == first).all()):
+        raise ValueError("control codes need inputs that start with the tokenizer's [CLS]/<s> token "
+                         f"(padding side {tokenizer.padding_side!r})")
+
+
+def with_code(inputs: EncoderInputs, tokenizer, code: str) -> EncoderInputs:
+    """`inputs` with `code` after the first token of every row: attention 1, segment 0, sentence -1 (not pooled)."""
+    check_first_special(inputs.input_ids, tokenizer)
+    types = None if inputs.token_type_ids is None else insert_after_first(inputs.token_type_ids, 0)
+    return replace(
+        inputs,
+        input_ids=insert_after_first(inputs.input_ids, code_id(tokenizer, code)),
+        attention_mask=insert_after_first(inputs.attention_mask, 1),
+        sent_index=insert_after_first(inputs.sent_index, -1),
+        token_type_ids=types,
+    )
+
+
+def encoding_with_code(enc: dict, tokenizer, code: str) -> dict:
+    """A tokenizer's tensor output (`input_ids`, `attention_mask`[, `token_type_ids`]) with `code` inserted."""
+    check_first_special(enc["input_ids"], tokenizer)
+    fill = {"input_ids": code_id(tokenizer, code), "attention_mask": 1, "token_type_ids": 0}
+    return {k: insert_after_first(v, fill[k]) for k, v in enc.items()}
+
+
+def query_code(codes: Sequence[str], choice: str, facet: str) -> str | None:
+    """The code a query asked about `facet` gets, or None (the same code as every other paper).
+
+    `choice`: `auto` (the facet's code when the model has facet codes, else None), `none`, or a facet
+    name (that facet's code for every query; ValueError when the model lacks it)."""
+    if choice not in FACET_CODE_CHOICES:
+        raise ValueError(f"unknown facet code {choice!r}; valid: {list(FACET_CODE_CHOICES)}")
+    if choice == "none" or (choice == "auto" and (not facet or code_token(facet) not in codes)):
+        return None
+    code = code_token(facet if choice == "auto" else choice)
+    if code not in codes:
+        raise ValueError(f"facet code {code} asked for, but the model's control codes are {list(codes) or 'none'}")
+    return code
