@@ -172,4 +172,4 @@ def test_index_cli_builds_with_onnx_and_add_checks_the_backend(tmp_path, tiny_mo
     assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--backend", "torch"]) == 2
     assert "the index was built with model" in capsys.readouterr().err
     assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--quantize", "int8"]) == 2
-    assert "quantize='int8' needs backend='onnx'" in capsys.readouterr().err
+    assert "--quantize goes with --backend onnx" in capsys.readouterr().err

@@ -28,7 +28,9 @@ from pathlib import Path
 
 from aspire.cliutil import (
     Formatter,
+    add_backend_options,
     add_common_options,
+    backend_options,
     command_parser,
     device_name,
     positive_int,
@@ -60,9 +62,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
     p.add_argument("--batch-size", type=positive_int, default=32, help="papers encoded per forward pass")
     p.add_argument("--device", type=device_name, help="torch device for encoding and scoring (default: the model's)")
-    p.add_argument("--backend", choices=("torch", "onnx"), default="torch",
-                   help="encoder inference: torch (exact, default) or onnx (ONNX Runtime on the CPU, faster)")
-    p.add_argument("--quantize", choices=("int8",), help="with --backend onnx: int8 dynamic quantization")
+    add_backend_options(p)
     p.add_argument("--max-length", type=int,
                    help="word-piece limit for independent sentences / the whole-abstract vector "
                         "(sentence-transformers pipelines: 256 for minilm, 384 for mpnet)")
@@ -80,10 +80,6 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 def _scorer_options(args) -> dict:
     return {k: v for k, v in (("tau", args.tau), ("eps", args.eps)) if v is not None}
-
-
-def _encoder_options(args) -> dict:
-    return {"backend": args.backend, "quantize": args.quantize} if args.backend != "torch" else {}
 
 
 def _check_model_args(parser, args) -> None:
@@ -193,7 +189,7 @@ def _evaluate(parser, args) -> int:
                     args.data, args.model, args.scorer, out, exp=args.exp, encoding=args.encoding,
                     scorer_options=_scorer_options(args), cache_dir=cache_dir, batch_size=args.batch_size,
                     device=args.device, encode_options=encode_options, query_text=args.query_text,
-                    cand_sentences=args.cand_sentences, encoder_options=_encoder_options(args),
+                    cand_sentences=args.cand_sentences, encoder_options=backend_options(args),
                 )
             print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
             print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}  {DEV_NOTE}")
@@ -208,7 +204,7 @@ def _evaluate(parser, args) -> int:
                 encoding=args.encoding, scorer_options=_scorer_options(args), cache_dir=cache_dir,
                 batch_size=args.batch_size, device=args.device, encode_options=encode_options,
                 query_text=args.query_text, cand_sentences=args.cand_sentences,
-                encoder_options=_encoder_options(args),
+                encoder_options=backend_options(args),
             )
             writer = csv.writer(sys.stdout, delimiter="\t")
             names = list(results["metrics"])
