@@ -21,15 +21,6 @@ INT8 = ["--backend", "onnx", "--quantize", "int8"]
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """A private $ASPIRE_CACHE, so exports land in a temporary folder."""
-    root = tmp_path_factory.mktemp("aspire-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ASPIRE_CACHE", str(root))
-        yield root
-
-
-@pytest.fixture(scope="module")
 def fast_int8(tiny_model_dir, cache):
     return load_encoder(tiny_model_dir, backend="onnx", quantize="int8")
 
