@@ -10,7 +10,8 @@ each written when done, so an interrupted run keeps its finished shards and a re
 
 This script then merges the finished shards into one index (`merge_shards`, `--allow-missing` when
 the encoding is not complete) and measures, with 2 threads: merge (faiss build + save) time, the index
-files per abstract, resident memory per abstract (index loaded fully into RAM, and memory-mapped),
+files per abstract, resident memory per abstract (anonymous memory a fresh process adds by loading the index
+fully into RAM, and with memory-mapped exact vectors),
 p50 / p95 latency of (b) ANN single match and (c) ANN + OT re-rank of 1,000 for facet-selected queries
 (positional stand-ins, see scale_common.py), and recall@10 of both against the exhaustive OT ranking
 (bench_search.exact_ot_top) on a sample of the queries.
@@ -34,8 +35,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "experiments"))
 
-from bench_search import _positions, exact_ot_top  # noqa: E402
-from scale_common import facet_queries, latency_rows, memory_mb, set_threads, time_queries, timed  # noqa: E402
+from bench_search import exact_ot_top  # noqa: E402
+from scale_common import (  # noqa: E402
+    facet_queries,
+    fresh_load_memory,
+    latency_rows,
+    memory_mb,
+    search_methods,
+    set_threads,
+    time_queries,
+    timed,
+)
 
 from aspire.config import load_config  # noqa: E402
 from aspire.index import IndexBuildConfig, SentenceIndex  # noqa: E402
@@ -91,21 +101,13 @@ def main() -> None:
     gen = Path(SentenceIndex.read_manifest(index_dir)["path"])
     files = {f.name: f.stat().st_size for f in gen.iterdir()}
 
-    before = memory_mb()
-    full, load_s, _ = timed(SentenceIndex.load, index_dir, None, False)
-    in_ram = memory_mb()
-    n_papers, n_sentences = full.n_papers, full.n_sentences
-    del full
-    base = memory_mb()
-    searcher = Searcher(SentenceIndex.load(index_dir))  # memory-mapped exact vectors, as `aspire search` loads it
-    mapped = memory_mb()
+    fresh = {"in_ram": fresh_load_memory(index_dir, mmap=False), "mmap": fresh_load_memory(index_dir, mmap=True)}
+    searcher, load_s, _ = timed(lambda: Searcher(SentenceIndex.load(index_dir)))  # mmap, as `aspire search` loads it
+    n_papers, n_sentences = searcher.index.n_papers, searcher.index.n_sentences
 
     rng = np.random.default_rng(args.seed)
     queries = facet_queries(searcher, rng.choice(n_papers, args.queries, replace=False))
-    methods = {
-        "(b) ANN single match": lambda q: _positions(searcher, searcher.search(q, k=10, rerank="none")),
-        "(c) ANN + OT re-rank 1000": lambda q: _positions(searcher, searcher.search(q, k=10, rerank="ot", shortlist=1000)),
-    }
+    methods = search_methods(searcher)
     timing = time_queries(methods, queries)
     after_queries = memory_mb()
     n_truth = min(args.truth_queries, len(queries))
@@ -118,12 +120,11 @@ def main() -> None:
         "date": dt.date.today().isoformat(), "machine": "shared 2-core CPU, loaded by other jobs (timings are upper bounds)",
         "encoding": encoding, "config": args.config, "index_kind": searcher.index.kind,
         "faiss_index": type(searcher.index.faiss_index).__name__, "papers": n_papers, "sentences": n_sentences,
-        "dim": searcher.index.dim, "read_shards_s": read_s, "merge_s": merge_s, "load_in_ram_s": load_s,
+        "dim": searcher.index.dim, "read_shards_s": read_s, "merge_s": merge_s, "load_s": load_s,
         "disk_bytes": files, "disk_bytes_per_abstract": sum(files.values()) / n_papers,
-        "memory_mb": {"before_load": before, "loaded_in_ram": in_ram, "base": base, "mmap_loaded": mapped,
-                      "after_queries": after_queries},
-        "ram_bytes_per_abstract": (in_ram["rss"] - before["rss"]) * 2**20 / n_papers,
-        "mmap_anon_bytes_per_abstract": (mapped["anon"] - base["anon"]) * 2**20 / n_papers,
+        "memory_mb": {"fresh_process": fresh, "after_queries": after_queries},
+        "ram_bytes_per_abstract": {k: (v["loaded"]["anon"] - v["before"]["anon"]) * 2**20 / n_papers
+                                   for k, v in fresh.items()},
         "queries": len(queries), "query_facets": [f for _, f, _ in queries],
         "query_sentences_mean": float(np.mean([int(q.mask.sum()) for _, _, q in queries])),
         "threads": args.threads, "rows": rows, "truth_queries": n_truth, "exhaustive_ot_s_per_query": truth_s,
@@ -132,7 +133,7 @@ def main() -> None:
     out = Path(args.out)
     out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps({k: report[k] for k in ("encoding", "merge_s", "disk_bytes_per_abstract", "ram_bytes_per_abstract",
-                                             "mmap_anon_bytes_per_abstract", "rows")}, indent=1))
+                                             "rows")}, indent=1))
 
 
 if __name__ == "__main__":

@@ -39,16 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "experiments"))
 
-from bench_search import _positions  # noqa: E402
-from scale_common import (  # noqa: E402
-    exact_pipeline_top,
-    facet_queries,
-    latency_rows,
-    memory_mb,
-    set_threads,
-    time_queries,
-    timed,
-)
+import scale_common as sc  # noqa: E402
 
 from aspire.config import load_config  # noqa: E402
 from aspire.index import EncodedCorpus, IndexBuildConfig, SentenceIndex  # noqa: E402
@@ -114,7 +105,7 @@ def main() -> None:
     parser.add_argument("--index", default=str(REPO / "runs" / "million" / "index"))
     parser.add_argument("--out", default=str(RESULTS / "bench_million"))
     args = parser.parse_args()
-    set_threads(args.threads)
+    sc.set_threads(args.threads)
     overrides = list(args.overrides)
     config = load_config(IndexBuildConfig, args.config, overrides)
 
@@ -128,9 +119,9 @@ def main() -> None:
     index_dir = Path(args.index)
     if index_dir.exists():
         shutil.rmtree(index_dir)
-    index, build_s, _ = timed(SentenceIndex.build, corpus, config, meta["model_fingerprint"], meta["model_name"])
-    _, save_s, _ = timed(index.save, index_dir)
-    build_peak = memory_mb()
+    index, build_s, _ = sc.timed(SentenceIndex.build, corpus, config, meta["model_fingerprint"], meta["model_name"])
+    _, save_s, _ = sc.timed(index.save, index_dir)
+    build_peak = sc.memory_mb()
     del index, corpus
     gc.collect()
     gen = Path(SentenceIndex.read_manifest(index_dir)["path"])
@@ -149,22 +140,19 @@ def main() -> None:
 
 def serve(index_dir: str, out: str, n_queries: int, n_truth: int, threads: int, seed: int, n_real: int) -> None:
     """Load the index (memory-mapped vectors) in a fresh process; time queries; recall vs the exact pipeline."""
-    set_threads(threads)
-    before = memory_mb()
-    searcher, load_s, _ = timed(lambda: Searcher(SentenceIndex.load(index_dir)))
-    loaded = memory_mb()
+    sc.set_threads(threads)
+    before = sc.memory_mb()
+    searcher, load_s, _ = sc.timed(lambda: Searcher(SentenceIndex.load(index_dir)))
+    loaded = sc.memory_mb()
     rng = np.random.default_rng(seed)
-    queries = facet_queries(searcher, rng.choice(n_real, n_queries, replace=False))  # real papers, facet-like
-    methods = {
-        "(b) ANN single match": lambda q: _positions(searcher, searcher.search(q, k=10, rerank="none")),
-        "(c) ANN + OT re-rank 1000": lambda q: _positions(searcher, searcher.search(q, k=10, rerank="ot", shortlist=1000)),
-    }
-    timing = time_queries(methods, queries)
-    after = memory_mb()
+    queries = sc.facet_queries(searcher, rng.choice(n_real, n_queries, replace=False))  # real papers, facet-like
+    methods = sc.search_methods(searcher)
+    timing = sc.time_queries(methods, queries)
+    after = sc.memory_mb()
     t0 = time.perf_counter()
-    truth = [exact_pipeline_top(searcher, q, 1000, 10) for _, _, q in queries[:n_truth]]
+    truth = [sc.exact_pipeline_top(searcher, q, 1000, 10) for _, _, q in queries[:n_truth]]
     truth_s = (time.perf_counter() - t0) / max(n_truth, 1)
-    after_truth = memory_mb()
+    after_truth = sc.memory_mb()
     report = json.loads(Path(out).with_suffix(".build.json").read_text())
     index = searcher.index
     report.update({
@@ -176,7 +164,7 @@ def serve(index_dir: str, out: str, n_queries: int, n_truth: int, threads: int, 
         "queries": n_queries, "query_sentences_mean": float(np.mean([int(q.mask.sum()) for _, _, q in queries])),
         "threads": threads, "load_average_1min": timing["load_average_1min"], "truth_queries": n_truth,
         "exact_pipeline_s_per_query": truth_s,
-        "rows": latency_rows(timing, truth, "recall_at_10_vs_exact_pipeline"),
+        "rows": sc.latency_rows(timing, truth, "recall_at_10_vs_exact_pipeline"),
     })
     Path(out).with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps({k: report[k] for k in ("papers", "sentences", "build_s", "memory_mb", "rows")}, indent=1))

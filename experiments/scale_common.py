@@ -112,3 +112,33 @@ def latency_rows(timing: dict, truth: list, recall_name: str) -> list[dict]:
              "cpu_p50_ms": pct_ms(timing["cpu"][m], 50),
              recall_name: float(np.mean([recall_at(f, t) for f, t in zip(timing["found"][m], truth)]))}
             for m in timing["wall"]]
+
+
+def fresh_load_memory(index_dir, mmap: bool) -> dict:
+    """Resident memory (MiB, `memory_mb`) of a fresh Python process before and after `SentenceIndex.load`
+    of `index_dir` (memory-mapped exact vectors or read into RAM): in the measuring process, memory
+    freed earlier would be reused and hide what loading costs."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    code = (f"import sys, json; sys.path[:0] = [{str(here.parent)!r}, {str(here)!r}]\n"
+            "from scale_common import memory_mb\nfrom aspire.index import SentenceIndex\nimport aspire.search\n"
+            f"before = memory_mb(); index = SentenceIndex.load({str(index_dir)!r}, mmap={mmap!r})\n"
+            "print(json.dumps({'before': before, 'loaded': memory_mb()}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def search_methods(searcher) -> dict:
+    """The two timed pipelines, each query -> the positions of its top 10: (b) ANN single match and
+    (c) ANN + OT re-rank of a 1,000-paper shortlist."""
+    def positions(hits) -> np.ndarray:
+        return np.array([searcher.index.position(h.paper_id) for h in hits])
+
+    return {
+        "(b) ANN single match": lambda q: positions(searcher.search(q, k=10, rerank="none")),
+        "(c) ANN + OT re-rank 1000": lambda q: positions(searcher.search(q, k=10, rerank="ot", shortlist=1000)),
+    }
