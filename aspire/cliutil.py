@@ -220,3 +220,24 @@ def _deprecated(typed: str, canonical: str) -> None:
 
 
 OVERRIDES_HELP = "config overrides, section.key=value (dotted keys of the command's YAML config)"
+
+
+def add_backend_options(parser: argparse.ArgumentParser) -> None:
+    """`--backend torch|onnx` and `--quantize int8`: the encoder's inference backend (`backend_options`)."""
+    parser.add_argument("--backend", choices=("torch", "onnx"), default="torch",
+                        help="encoder inference: torch (the exact model, default) or onnx (ONNX Runtime on the CPU, "
+                             "faster; its vectors carry their own fingerprint)")
+    parser.add_argument("--quantize", choices=("int8",), help="with --backend onnx: int8 dynamic quantization")
+
+
+def backend_options(args: argparse.Namespace) -> dict:
+    """The `load_encoder` keywords of `--backend/--quantize` ({} for the exact torch model); a fast
+    backend with a non-CPU `--device`, or `--quantize` without `--backend onnx`, raises ValueError."""
+    if args.quantize and args.backend != "onnx":
+        raise ValueError("--quantize goes with --backend onnx")
+    if args.backend == "torch":
+        return {}
+    device = getattr(args, "device", None)
+    if device not in (None, "cpu"):
+        raise ValueError(f"--backend {args.backend} encodes on the CPU; got --device {device}")
+    return {"backend": args.backend, "quantize": args.quantize}

@@ -153,11 +153,12 @@ class Searcher:
 
     @classmethod
     def open(cls, index_dir: str | Path, overrides: Sequence[str] = (), model: str | None = None,
-             load_model: bool = False) -> "Searcher":
+             load_model: bool = False, encoder_options: dict | None = None) -> "Searcher":
         """Load an index; `overrides` like `["k=20", "rerank=ot"]` adjust its saved search config.
 
         With `load_model` (or a `model` named), the encoder is loaded (default: the model the index was
-        built with) and checked against the index's fingerprint.
+        built with) with `encoder_options` (e.g. `backend="onnx", quantize="int8"`: an index built with a
+        fast backend needs the same one for its queries) and checked against the index's fingerprint.
         """
         index = SentenceIndex.load(index_dir)
         config = apply_overrides(index.config.search, overrides, "search")
@@ -165,7 +166,7 @@ class Searcher:
         if load_model or model is not None:
             from aspire.encoders import load_encoder
 
-            encoder = load_encoder(model or index.model_name)
+            encoder = load_encoder(model or index.model_name, **dict(encoder_options or {}))
         return cls(index, config, encoder)
 
     # ---- queries ------------------------------------------------------------------------------------

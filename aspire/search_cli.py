@@ -2,7 +2,8 @@
 
 A query is an indexed paper (`--query-id`, its stored vectors: no model is loaded) or a paper to
 encode (`--query-file`, or a JSON object line in `--queries` / `--interactive`: the index's model
-is loaded once, on first need). `--sentences` picks the sentences to match, by 0-based position or
+is loaded once, on first need; an index built with `--backend onnx [--quantize int8]` encodes with the
+same `--backend/--quantize`, its fingerprint is checked). `--sentences` picks the sentences to match, by 0-based position or
 by facet name from the papers' labels (the index keeps `pred_labels`). Each query returns k papers
 (see `aspire.search`), printed to stdout as text or `--json`; `--run-out` also writes a TREC run
 file (`qid Q0 docid rank score tag`). Progress and warnings go to stderr.
@@ -32,7 +33,9 @@ from pathlib import Path
 from aspire.batch import DocBatch
 from aspire.cliutil import (
     OVERRIDES_HELP,
+    add_backend_options,
     add_common_options,
+    backend_options,
     command_parser,
     error_message,
     normalize_overrides,
@@ -50,6 +53,7 @@ EXAMPLES = """\
   aspire search --index runs/index --query-file query.json --rerank ot search.shortlist=500 --json
   aspire search --index runs/index --queries queries.txt --run-out runs/index.run --quiet
   aspire search --index runs/index --interactive          # then type lines such as: 2468783 method
+  aspire search --index runs/index-int8 --query-file query.json --backend onnx --quantize int8
 """
 RERANK_HELP = ("none: rank by the ANN single match; minl2: re-score the shortlist with exact min-L2; "
                "ot: re-rank the shortlist by optimal transport (default: the index's search.rerank)")
@@ -80,9 +84,13 @@ def build_parser(prog: str):
     parser.add_argument("--shortlist", type=positive_int,
                         help="papers the ANN stage passes to re-ranking (default: the index's search.shortlist)")
     parser.add_argument("--model", help="encoder for papers to encode (default: the model the index was built with)")
+<<<<<<< HEAD
     parser.add_argument("--facet-code", choices=FACET_CODE_CHOICES, default="auto",
                         help="model with facet control codes: the code a query is encoded with; auto (default): "
                              "the facet's when --sentences names one facet, none: the candidates' code, or a facet")
+=======
+    add_backend_options(parser)  # an index built with --backend onnx [--quantize int8] needs the same for papers
+>>>>>>> speed
     output = parser.add_argument_group("output")
     output.add_argument("--json", action="store_true",
                         help="print hits as JSON: one indented object for one query, one line per query otherwise")
@@ -114,7 +122,8 @@ class QueryMaker:
             from aspire.encoders import load_encoder
             from aspire.index.store import model_fingerprint
 
-            encoder = load_encoder(self.args.model or self.searcher.index.model_name, device=self.args.device)
+            encoder = load_encoder(self.args.model or self.searcher.index.model_name, device=self.args.device,
+                                   **backend_options(self.args))
             self.searcher.index.check_model(model_fingerprint(encoder))
             self.searcher.encoder = encoder
 

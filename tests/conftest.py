@@ -55,6 +55,15 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-bert"))
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A private $ASPIRE_CACHE for a test module, so ONNX exports land in a temporary folder."""
+    root = tmp_path_factory.mktemp("aspire-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ASPIRE_CACHE", str(root))
+        yield root
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """`../shared/data`; tests needing it skip with a clear message when it is absent."""

@@ -20,15 +20,6 @@ PAPERS = [
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    """A private $ASPIRE_CACHE, so exports land in a temporary folder."""
-    root = tmp_path_factory.mktemp("aspire-cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ASPIRE_CACHE", str(root))
-        yield root
-
-
-@pytest.fixture(scope="module")
 def exact(tiny_model_dir, cache):
     return load_encoder(tiny_model_dir)
 
@@ -172,4 +163,4 @@ def test_index_cli_builds_with_onnx_and_add_checks_the_backend(tmp_path, tiny_mo
     assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--backend", "torch"]) == 2
     assert "the index was built with model" in capsys.readouterr().err
     assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--quantize", "int8"]) == 2
-    assert "quantize='int8' needs backend='onnx'" in capsys.readouterr().err
+    assert "--quantize goes with --backend onnx" in capsys.readouterr().err

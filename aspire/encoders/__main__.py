@@ -11,12 +11,21 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging, show_progress
+from aspire.cliutil import (
+    add_backend_options,
+    add_common_options,
+    backend_options,
+    command_parser,
+    run_command,
+    setup_logging,
+    show_progress,
+)
 
 EXAMPLES = """\
   aspire encode --model minilm --corpus papers.jsonl --out runs/vectors
   aspire encode --model mpnet --corpus papers.jsonl --out runs/vectors-mpnet --device cuda --batch-size 64
   aspire encode --model runs/ts/model --corpus papers.jsonl --out runs/vectors-ts --quiet
+  aspire encode --model minilm --corpus papers.jsonl --out runs/vectors-int8 --backend onnx --quantize int8
 """
 
 
@@ -26,6 +35,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders")
     parser.add_argument("--corpus", required=True, help="papers JSONL (paper_id, title, abstract[, pred_labels])")
     parser.add_argument("--out", required=True, help="output directory (replaced if it exists)")
     add_common_options(parser, device=True, batch_size=True, batch_size_default=32)
+    add_backend_options(parser)
     args = parser.parse_args(argv)
     setup_logging(args)
     return run_command(lambda: _encode(args), args)
@@ -41,7 +51,7 @@ def _encode(args) -> int:
     if not papers:  # before loading a model
         raise ValueError(f"nothing to encode: all {len(unreadable)} records of {args.corpus} were rejected"
                          + describe_rejected(unreadable))
-    encoder = load_encoder(args.model, device=args.device)
+    encoder = load_encoder(args.model, device=args.device, **backend_options(args))
     corpus = encode_corpus(encoder, papers, EncodeConfig(batch_size=args.batch_size), progress=show_progress(args))
     corpus.rejected = unreadable + corpus.rejected
     if len(corpus) == 0:

@@ -28,7 +28,9 @@ from pathlib import Path
 
 from aspire.cliutil import (
     Formatter,
+    add_backend_options,
     add_common_options,
+    backend_options,
     command_parser,
     device_name,
     positive_int,
@@ -61,9 +63,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
     p.add_argument("--batch-size", type=positive_int, default=32, help="papers encoded per forward pass")
     p.add_argument("--device", type=device_name, help="torch device for encoding and scoring (default: the model's)")
-    p.add_argument("--backend", choices=("torch", "onnx"), default="torch",
-                   help="encoder inference: torch (exact, default) or onnx (ONNX Runtime on the CPU, faster)")
-    p.add_argument("--quantize", choices=("int8",), help="with --backend onnx: int8 dynamic quantization")
+    add_backend_options(p)
     p.add_argument("--max-length", type=int,
                    help="word-piece limit for independent sentences / the whole-abstract vector "
                         "(sentence-transformers pipelines: 256 for minilm, 384 for mpnet)")
@@ -89,7 +89,8 @@ def _scorer_options(args) -> dict:
 
 
 def _encoder_options(args) -> dict:
-    options = {"backend": args.backend, "quantize": args.quantize} if args.backend != "torch" else {}
+    """`load_encoder` keywords: the backend's, and the candidates' control code when `--doc-code` is given."""
+    options = backend_options(args)
     if args.doc_code is not None:
         options["code"] = None if args.doc_code == "none" else args.doc_code
     return options

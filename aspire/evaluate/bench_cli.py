@@ -13,6 +13,7 @@
     python -m aspire.evaluate fuse-runs runs/a.run runs/b.run runs/c.run --method rrf --qrels qrels.txt --out runs/rrf
     python -m aspire.evaluate suite --model minilm --scorer minl2 --out runs/suite-minilm-minl2
     python -m aspire.evaluate suite --model mpnet --scorer abstract --bm25-alpha 0.815 --out runs/suite-mpnet
+    python -m aspire.evaluate suite --model minilm --scorer ot --backend onnx --quantize int8 --out runs/suite-int8
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import sys
 from pathlib import Path
 
+from aspire.cliutil import add_backend_options, backend_options
 from aspire.evaluate.suite import DATA
 
 COMMANDS = ("reviewers", "context2doc", "compare", "fuse-runs", "suite")
@@ -44,6 +46,7 @@ def _encoder_args(p: argparse.ArgumentParser, scorers, scorer_help: str = "how t
     p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
     p.add_argument("--batch-size", type=int, default=32, help="papers per encoder batch (default 32)")
     p.add_argument("--device", help="torch device (default: the model's)")
+    add_backend_options(p)
     p.add_argument("--out", required=out_required, help="output folder")
 
 
@@ -54,7 +57,8 @@ def _options(args, scorers: list[str] | None = None) -> dict:
                                 ("joiner", args.joiner)) if v is not None}
     if encode and "abstract" not in (scorers or [args.scorer]) and args.encoding == "contextual":
         raise ValueError("--max-length/--normalize/--joiner apply to --scorer abstract or --encoding independent")
-    return {"encoding": args.encoding,
+    return {"encoder_options": backend_options(args),
+            "encoding": args.encoding,
             "scorer_options": {k: v for k, v in (("tau", args.tau), ("eps", args.eps)) if v is not None},
             "cache_dir": None if args.no_cache else args.cache_dir, "batch_size": args.batch_size,
             "device": args.device, "encode_options": encode}
@@ -248,6 +252,8 @@ def _suite(parser, args) -> int:
 
     if not args.model or (args.model != "bm25" and not args.scorer):
         parser.error("give --model and --scorer (or --model bm25)")
+    if args.model == "bm25" and args.backend != "torch":
+        parser.error("--backend chooses a model's encoder; --model bm25 has none")
     opts = _options(args) if args.model != "bm25" else {}
     suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, **opts)
     print("\n".join(format_rows(suite["rows"])))

@@ -33,15 +33,16 @@ METRICS = ("MRR", "nDCG@10", "R@100", "MAP", "MAP@20")
 def dense_scores(bench: Context2Doc, model: str, scorer_name: str, encoding: str = "contextual",
                  scorer_options: dict | None = None, cache_dir=None, batch_size: int = 32,
                  device: str | None = None, encode_options: dict | None = None,
-                 chunk: int = 16) -> tuple[np.ndarray, str]:
-    """(Q, N) similarities of the queries (in `bench.queries` order) to the candidates, and the fingerprint."""
+                 chunk: int = 16, encoder_options: dict | None = None) -> tuple[np.ndarray, str]:
+    """(Q, N) similarities of the queries (in `bench.queries` order) to the candidates, and the fingerprint.
+    `encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`)."""
     from aspire.encoders import load_encoder
     from aspire.evaluate.rank import encode_papers, get_eval_scorer
 
     scorer = get_eval_scorer(scorer_name, **({} if scorer_name == "abstract" else dict(scorer_options or {})))
     enc = "abstract" if scorer_name == "abstract" else encoding
     opts = None if enc == "contextual" else encode_options
-    encoder = load_encoder(model)
+    encoder = load_encoder(model, **dict(encoder_options or {}))
     if device:
         encoder.to(device)
     queries = [Paper(qid, "", [text]) for qid, text in bench.queries.items()]

@@ -115,8 +115,10 @@ def fuse_predictions(preds: Sequence[Sequence[Mapping]], weights: Sequence[float
 def run_reviewers(rset: ReviewerSet, model: str, scorers: Sequence[str], out, exp: str, agg: str = "max",
                   weights: Sequence[float] | None = None, encoding: str = "contextual",
                   scorer_options: dict | None = None, cache_dir=None, batch_size: int = 32,
-                  device: str | None = None, encode_options: dict | None = None, n_boot: int = 2000) -> dict:
-    """Predict with `model` and each of `scorers` (fused when several), score, write predictions and results."""
+                  device: str | None = None, encode_options: dict | None = None, n_boot: int = 2000,
+                  encoder_options: dict | None = None) -> dict:
+    """Predict with `model` and each of `scorers` (fused when several), score, write predictions and results.
+    `encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`)."""
     from aspire.encoders import load_encoder
 
     parse_aggregate(agg)
@@ -124,7 +126,7 @@ def run_reviewers(rset: ReviewerSet, model: str, scorers: Sequence[str], out, ex
         raise ValueError(f"{len(weights)} weights for {len(scorers)} scorers")
     papers, counts = reviewer_papers(rset)
     t0 = time.perf_counter()
-    encoder = load_encoder(model)
+    encoder = load_encoder(model, **dict(encoder_options or {}))
     if device:
         encoder.to(device)
     runs, batches = [], {}
@@ -148,6 +150,7 @@ def run_reviewers(rset: ReviewerSet, model: str, scorers: Sequence[str], out, ex
         "encoding": encoding,
         "scorer_options": dict(scorer_options or {}),
         "encode_options": dict(encode_options or {}),
+        "encoder_options": dict(encoder_options or {}),
         **summarize(units, unit_counts, n_boot),
         "texts": counts,
         "seconds": time.perf_counter() - t0,

@@ -4,7 +4,9 @@
 `out`), and returns one row per benchmark figure with its bootstrap 95% interval; `out/suite.json`
 keeps the rows, the model's fingerprint and the command. `model="bm25"` runs the lexical baseline
 where the benchmark has text queries (context2doc). Encodings are cached by fingerprint, so a second
-scorer on the same model re-uses them.
+scorer on the same model re-uses them. `encoder_options` choose the inference backend of every
+benchmark's encoder (`{"backend": "onnx", "quantize": "int8"}`; default the exact torch model); the
+fast encoder's fingerprint differs from the exact one's, so their cached vectors never mix.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def context2doc_rows(data: Path, model: str | None, scorer: str | None, out: Pat
 def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggregate: str = "max",
               bm25_alpha: float | None = None, encoding: str = "contextual", scorer_options: dict | None = None,
               cache_dir=None, batch_size: int = 32, device: str | None = None,
-              encode_options: dict | None = None) -> dict:
+              encode_options: dict | None = None, encoder_options: dict | None = None) -> dict:
     """Run every benchmark that applies to `model` (`bm25`: context2doc only) and write `out/suite.json`."""
     data, out = Path(data), Path(out)
     t0 = time.perf_counter()
@@ -76,7 +78,7 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
         if scorer is None:
             raise ValueError("a model needs a scorer")
         common = dict(encoding=encoding, scorer_options=scorer_options, cache_dir=cache_dir, batch_size=batch_size,
-                      device=device, encode_options=encode_options)
+                      device=device, encode_options=encode_options, encoder_options=dict(encoder_options or {}))
         csf_rows, fingerprint = csfcube_rows(data / "csfcube", model, scorer, out / "csfcube", **common)
         rows += csf_rows
         timings["csfcube"] = time.perf_counter() - t0
@@ -86,7 +88,8 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
         timings["context2doc"] = time.perf_counter() - t0 - sum(timings.values())
     suite = {"model": str(model), "scorer": scorer, "encoder_fingerprint": fingerprint, "aggregate": aggregate,
              "bm25_alpha": bm25_alpha, "encoding": encoding, "scorer_options": dict(scorer_options or {}),
-             "encode_options": dict(encode_options or {}), "rows": rows, "seconds": timings,
+             "encode_options": dict(encode_options or {}), "encoder_options": dict(encoder_options or {}),
+             "rows": rows, "seconds": timings,
              "command": invocation()}
     write_json_atomic(out / "suite.json", suite)
     return suite

@@ -2,10 +2,11 @@
 
     build         --model M --corpus papers.jsonl --out DIR [--config configs/index.yaml] [section.key=value ...]
     add           --index DIR --corpus more.jsonl [--model M]   (model defaults to the index's)
-                  (build, add: [--backend onnx [--quantize int8]] encodes with ONNX Runtime on the CPU;
-                  add must use the backend the index was built with, its fingerprint is checked)
-    encode-shard  --model M --corpus papers.jsonl --shards SHARDS [--merge-into DIR]   (under torchrun)
-    merge         --shards SHARDS --out DIR
+                  (build, add, encode-shard: [--backend onnx [--quantize int8]] encodes with ONNX Runtime
+                  on the CPU; add must use the backend the index was built with, its fingerprint is checked)
+    encode-shard  --model M --corpus papers.jsonl --shards SHARDS [--num-shards S] [--merge-into DIR]
+                  (under torchrun; a re-run encodes only the shards not yet finished)
+    merge         --shards SHARDS --out DIR [--allow-missing]
     info          --index DIR [--verify]   (--verify: check every file's SHA-256)
 
 Overrides are dotted config keys, e.g. `index.kind=hnsw encode.batch_size=64`.
@@ -21,9 +22,12 @@ from pathlib import Path
 from aspire.cliutil import (
     OVERRIDES_HELP,
     Formatter,
+    add_backend_options,
     add_common_options,
+    backend_options,
     command_parser,
     normalize_overrides,
+    positive_int,
     run_command,
     setup_logging,
     show_progress,
@@ -53,10 +57,13 @@ EXAMPLES = {
     "encode-shard": """\
   torchrun --nproc_per_node 2 -m aspire.index encode-shard --model minilm --corpus papers.jsonl --shards runs/shards
   torchrun --nproc_per_node 2 -m aspire.index encode-shard --model minilm --corpus papers.jsonl \\
-      --shards runs/shards --merge-into runs/index""",
+      --shards runs/shards --merge-into runs/index
+  OMP_NUM_THREADS=1 torchrun --nproc_per_node 2 -m aspire.index encode-shard --model minilm --corpus papers.jsonl \\
+      --shards runs/shards --num-shards 32 --backend onnx --quantize int8""",
     "merge": """\
   aspire index merge --shards runs/shards --out runs/index
-  aspire index merge --shards runs/shards --out runs/index index.kind=ivf""",
+  aspire index merge --shards runs/shards --out runs/index index.kind=ivf
+  aspire index merge --shards runs/shards --out runs/index-partial --allow-missing""",
     "info": """\
   aspire index info --index runs/index
   aspire index info --index runs/index > manifest.json""",
@@ -79,11 +86,6 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
             add_common_options(p)
         return p
 
-    def with_backend(p):
-        p.add_argument("--backend", choices=("torch", "onnx"), default="torch",
-                       help="encoder inference: torch (exact, default) or onnx (ONNX Runtime on the CPU)")
-        p.add_argument("--quantize", choices=("int8",), help="with --backend onnx: int8 dynamic quantization")
-
     def with_config(p):
         p.add_argument("--config", help="YAML build config, e.g. configs/index.yaml (default: built-in defaults)")
         p.add_argument("overrides", nargs="*", metavar="section.key=value",
@@ -94,22 +96,27 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p.add_argument("--corpus", required=True, help="papers JSONL (paper_id, title, abstract[, pred_labels])")
     p.add_argument("--out", required=True, help="index directory to create")
     p.add_argument("--overwrite", action="store_true", help="replace an existing index at --out")
-    with_backend(p)
+    add_backend_options(p)
     with_config(p)
     p = command("add", "encode more papers and add them to an index", encodes=True)
     p.add_argument("--index", required=True, help="the index directory to extend")
     p.add_argument("--corpus", required=True, help="papers JSONL; ids already indexed are rejected as duplicates")
     p.add_argument("--model", help="default: the model the index was built with")
-    with_backend(p)
+    add_backend_options(p)
     p = command("encode-shard", "encode this rank's slice of a corpus (run under torchrun)", encodes=True)
     p.add_argument("--model", required=True, help="minilm, mpnet or a local Hugging Face model directory")
     p.add_argument("--corpus", required=True, help="papers JSONL")
     p.add_argument("--shards", required=True, help="directory for the shards, one per rank")
     p.add_argument("--merge-into", help="rank 0 merges all shards into an index here when every rank is done")
+    p.add_argument("--num-shards", type=positive_int,
+                   help="cut the corpus into this many shards, each written when done (default: one a rank)")
+    add_backend_options(p)
     with_config(p)
     p = command("merge", "merge the shards of a sharded encoding into one index")
     p.add_argument("--shards", required=True, help="directory holding every rank's shard")
     p.add_argument("--out", required=True, help="index directory to write")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="index the finished shards when some are missing (they are named in a warning)")
     with_config(p)
     p = command("info", "print an index's manifest (JSON)")
     p.add_argument("--index", required=True, help="the index directory")
@@ -141,7 +148,7 @@ def _run(args) -> int:
     if args.command in ("build", "encode-shard", "merge"):
         config = load_config(IndexBuildConfig, args.config, overrides)
     device = getattr(args, "device", None)
-    backend = {"backend": args.backend, "quantize": args.quantize} if hasattr(args, "backend") else {}
+    backend = backend_options(args) if hasattr(args, "backend") else {}
     if args.command == "build":  # under the directory's lock, refused or cleaned before any encoding
         index, gen = build_index(args.out, args.model, args.corpus, config, args.overwrite,
                                  lambda name: load_encoder(name, device=device, **backend), progress)
@@ -151,10 +158,11 @@ def _run(args) -> int:
                                          lambda name: load_encoder(name, device=device, **backend), overrides, progress)
         print(_summary(index, gen, n_new))
     elif args.command == "encode-shard":
-        path = run_encode_shard(args.model, args.corpus, args.shards, config, args.merge_into)
-        print(f"wrote {path}")
+        paths = run_encode_shard(args.model, args.corpus, args.shards, config, args.merge_into, args.num_shards,
+                                 backend)
+        print("\n".join(f"wrote {path}" for path in paths))
     elif args.command == "merge":
-        index = merge_shards(args.shards, args.out, config)
+        index = merge_shards(args.shards, args.out, config, args.allow_missing)
         print(_summary(index, Path(SentenceIndex.read_manifest(args.out)["path"]), index.n_papers))
     elif args.command == "info":
         print(json.dumps(SentenceIndex.read_manifest(args.index, verify=args.verify), indent=1))
