@@ -234,12 +234,12 @@ class Searcher:
         return first_stage(self, query, cfg, exclude)
 
     def lexical(self, cfg: SearchConfig):
-        """The BM25 stage over this index (built on first use, kept per k1 / b)."""
-        from aspire.index.lexical import LexicalStage
+        """The BM25 stage over this index: the stored one, or one built on first use (kept per k1 / b)."""
+        from aspire.index.lexical import LexicalStage, stored_bm25
 
         key = ("bm25", cfg.bm25_k1, cfg.bm25_b)
         if key not in self._scorers:
-            self._scorers[key] = LexicalStage(self.index, cfg.bm25_k1, cfg.bm25_b)
+            self._scorers[key] = LexicalStage(stored_bm25(self.index, cfg.bm25_k1, cfg.bm25_b))
         return self._scorers[key]
 
     def retrieve(self, query: DocBatch, config: SearchConfig, exclude: Sequence[str] = ()) -> Candidates:
