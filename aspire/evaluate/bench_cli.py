@@ -20,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 
+from aspire.cliutil import positive_int
+from aspire.evaluate.options import scorer_options
 from aspire.evaluate.suite import DATA
 
 COMMANDS = ("reviewers", "context2doc", "compare", "fuse-runs", "suite")
@@ -35,6 +37,7 @@ def _encoder_args(p: argparse.ArgumentParser, scorers, scorer_help: str = "how t
                    help="sentence vectors in context (default) or each sentence alone")
     p.add_argument("--tau", type=float, help="OT scorer temperature")
     p.add_argument("--eps", type=float, help="OT scorer entropic regularisation")
+    p.add_argument("--window", type=positive_int, help="maxpassage scorer: sentences per passage (default 1)")
     p.add_argument("--max-length", type=int, help="word-piece limit of the whole-abstract vector")
     p.add_argument("--normalize", action="store_true", help="L2-normalise whole-abstract vectors")
     p.add_argument("--joiner", help="whole-abstract vector: join title and abstract with this text")
@@ -53,7 +56,7 @@ def _options(args, scorers: list[str] | None = None) -> dict:
     if encode and "abstract" not in (scorers or [args.scorer]) and args.encoding == "contextual":
         raise ValueError("--max-length/--normalize/--joiner apply to --scorer abstract or --encoding independent")
     return {"encoding": args.encoding,
-            "scorer_options": {k: v for k, v in (("tau", args.tau), ("eps", args.eps)) if v is not None},
+            "scorer_options": scorer_options(",".join(scorers or [args.scorer or ""]), args.tau, args.eps, args.window),
             "cache_dir": None if args.no_cache else args.cache_dir, "batch_size": args.batch_size,
             "device": args.device, "encode_options": encode}
 
