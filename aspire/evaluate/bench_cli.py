@@ -11,6 +11,7 @@
     python -m aspire.evaluate fuse-runs runs/a.run runs/b.run runs/c.run --method rrf --qrels qrels.txt --out runs/rrf
     python -m aspire.evaluate suite --model minilm --scorer minl2 --out runs/suite-minilm-minl2
     python -m aspire.evaluate suite --model mpnet --scorer abstract --bm25-alpha 0.815 --out runs/suite-mpnet
+    python -m aspire.evaluate suite --ensemble configs/ensemble_minilm.yaml --out runs/suite-ensemble
 """
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ def add_parsers(sub) -> None:
     ps.add_argument("--data", default=str(DATA), help="folder holding csfcube/, reviewer-matching/, cocite-acl/")
     ps.add_argument("--aggregate", default="max", help="reviewer matching aggregate (default max)")
     ps.add_argument("--bm25-alpha", type=float, help="context2doc: fuse with BM25 at this weight on the model")
+    ps.add_argument("--ensemble", metavar="YAML",
+                    help="an ensemble (configs/ensemble_*.yaml: members, weights, fusion) instead of --model/--scorer")
     _encoder_args(ps, SCORERS)
 
 
@@ -229,11 +232,31 @@ def _fuse_runs(parser, args) -> int:
 def _suite(parser, args) -> int:
     from aspire.evaluate.suite import format_rows, run_suite
 
+    if args.ensemble:
+        return _ensemble_suite(parser, args)
     if not args.model or (args.model != "bm25" and not args.scorer):
         parser.error("give --model and --scorer (or --model bm25)")
     opts = _options(args) if args.model != "bm25" else {}
     suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, **opts)
     print("\n".join(format_rows(suite["rows"])))
     print(json.dumps(suite["seconds"]))
+    print(f"wrote {Path(args.out) / 'suite.json'}")
+    return 0
+
+
+def _ensemble_suite(parser, args) -> int:
+    from aspire.evaluate.ensemble import run_ensemble_suite
+    from aspire.evaluate.suite import format_rows
+
+    given = [flag for flag, value in (("--model", args.model), ("--scorer", args.scorer), ("--tau", args.tau),
+                                      ("--eps", args.eps), ("--window", args.window), ("--bm25-alpha", args.bm25_alpha),
+                                      ("--max-length", args.max_length), ("--joiner", args.joiner)) if value is not None]
+    if given or args.normalize or args.encoding != "contextual":
+        parser.error(f"--ensemble takes each member's model and options from its YAML; leave out {given or '--encoding/--normalize'}")
+    suite = run_ensemble_suite(args.ensemble, args.out, args.data, args.aggregate,
+                               None if args.no_cache else args.cache_dir, args.batch_size, args.device)
+    print("\n".join(format_rows(suite["rows"])))
+    for line in suite["skipped"]:
+        print(f"skipped: {line}")
     print(f"wrote {Path(args.out) / 'suite.json'}")
     return 0

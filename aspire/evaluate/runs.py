@@ -29,7 +29,8 @@ def invocation() -> str:
     """The command line of this process as a user would type it (`python -m PKG ...` for a package main)."""
     argv = list(sys.argv)
     if argv and argv[0].endswith("__main__.py"):
-        package = ".".join(Path(argv[0]).resolve().parent.relative_to(Path(__file__).resolve().parents[2]).parts)
+        here, root = Path(argv[0]).resolve().parent, Path(__file__).resolve().parents[2]
+        package = ".".join(here.relative_to(root).parts) if here.is_relative_to(root) else here.name  # e.g. pytest
         argv = ["python", "-m", package, *argv[1:]]
     return shlex.join(argv)
 
