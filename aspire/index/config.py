@@ -93,8 +93,8 @@ class SearchConfig:
     ot_eps: float = ranged(0.05, gt=0)  # entropic regularisation
     ot_tol: float = ranged(1e-4, gt=0)  # Sinkhorn marginal tolerance
     ot_max_iter: int = ranged(1000, ge=1)
-    passage_window: int = ranged(1, ge=1)  # sentences per passage of the maxpassage re-ranker
-    passage_beta: float = ranged(0.5, ge=0, le=1)  # maxpassage: weight of the first stage's z-score
+    passage_window: int = ranged(2, ge=1)  # sentences per passage of the maxpassage re-ranker (chosen on context2doc dev)
+    passage_beta: float = ranged(0.9, ge=0, le=1)  # maxpassage: weight of the first stage's z-score (context2doc dev)
 
 
 class SearchArgumentError(ValueError):
