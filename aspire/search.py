@@ -4,7 +4,8 @@
       │  ANN: one faiss lookup per selected sentence, per paper the minimum L2 (`aggregate_min_l2`);
       │  and/or BM25 over titles + sentences (`stages`), fused (`fuse`): the `shortlist` best papers
       ▼
-    re-rank (optional): exact min-L2 or the batched OT scorer over the shortlist's stored vectors
+    re-rank (optional, `aspire.index.rerank`): exact min-L2, the batched OT scorer or the best passage
+      (mixed with the first stage by β) over the shortlist's stored vectors
       ▼
     k hits, each with its score (higher is better) and the aligned sentence pairs that explain it
 
@@ -72,7 +73,7 @@ class Hit:
     title: str
     score: float
     pairs: list[AlignedPair] = field(default_factory=list)
-    stages: dict[str, float] = field(default_factory=dict)  # first-stage scores: ann (-min L2), bm25, fused
+    stages: dict[str, float] = field(default_factory=dict)  # ann (-min L2), bm25, fused; the re-ranker's own score
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -194,14 +195,17 @@ class Searcher:
     # ---- search -------------------------------------------------------------------------------------
     def search(self, query: DocBatch, k: int | None = None, rerank: str | None = None,
                shortlist: int | None = None, exclude: Sequence[str] | None = None, stages: str | None = None,
-               fuse: str | None = None) -> list[Hit]:
+               fuse: str | None = None, passage_window: int | None = None,
+               passage_beta: float | None = None) -> list[Hit]:
         """The `k` best papers for one query DocBatch `(1, S, D)` (its mask selects the sentences).
 
         `exclude` paper ids are left out (default: the query's own id when `config.exclude_query`);
-        `stages` / `fuse` override the config's first stage (see `SearchConfig`). Arguments are checked
+        `stages` / `fuse` override the config's first stage, `passage_window` / `passage_beta` its maxpassage
+        re-ranker (see `SearchConfig`). Arguments are checked
         by `checked_search_config` (SearchArgumentError naming a bad one).
         """
-        cfg = checked_search_config(self.config, k=k, rerank=rerank, shortlist=shortlist, stages=stages, fuse=fuse)
+        cfg = checked_search_config(self.config, k=k, rerank=rerank, shortlist=shortlist, stages=stages, fuse=fuse,
+                                    passage_window=passage_window, passage_beta=passage_beta)
         if len(query) != 1:
             raise ValueError(f"search takes one query paper, got a batch of {len(query)}")
         if exclude is None:
@@ -213,16 +217,17 @@ class Searcher:
             keep = slice(0, min(cfg.k, len(papers)))
             hits = self._explain_min_l2(query, papers[keep], first_scores[keep])
         else:
-            pool = self.index.gather(papers, device=query.device, dtype=query.emb.dtype)
-            scorer = self.scorer(cfg.rerank, cfg)
-            top_scores, top = torch.topk(score_chunked(scorer, query, pool)[0], min(cfg.k, len(pool)))  # memory-bounded
-            chosen = papers[top.cpu().numpy()]
+            from aspire.index.rerank import rerank
+
+            chosen, top_scores, reranked = rerank(self, query, papers, first_scores, cfg)
             if cfg.rerank == "ot":  # alignments of the k hits only: (1, k) plans and costs
                 best = self.index.gather(chosen, device=query.device, dtype=query.emb.dtype)
-                details = scorer.dist_details(query, best)
-                hits = self._explain_ot(query, chosen, top_scores.cpu().numpy(), details.plan[0], details.cost[0])
+                details = self.scorer("ot", cfg).dist_details(query, best)
+                hits = self._explain_ot(query, chosen, top_scores, details.plan[0], details.cost[0])
             else:
-                hits = self._explain_min_l2(query, chosen, top_scores.cpu().numpy())
+                hits = self._explain_min_l2(query, chosen, top_scores)
+            for hit, own in zip(hits, reranked):
+                stage_scores.setdefault(hit.paper_id, {}).update(own)
         for hit in hits:
             hit.stages = stage_scores.get(hit.paper_id, {})
         return hits
@@ -235,12 +240,12 @@ class Searcher:
         return first_stage(self, query, cfg, exclude)
 
     def lexical(self, cfg: SearchConfig):
-        """The BM25 stage over this index (built on first use, kept per k1 / b)."""
-        from aspire.index.lexical import LexicalStage
+        """The BM25 stage over this index: the stored one, or one built on first use (kept per k1 / b)."""
+        from aspire.index.lexical import LexicalStage, stored_bm25
 
         key = ("bm25", cfg.bm25_k1, cfg.bm25_b)
         if key not in self._scorers:
-            self._scorers[key] = LexicalStage(self.index, cfg.bm25_k1, cfg.bm25_b)
+            self._scorers[key] = LexicalStage(stored_bm25(self.index, cfg.bm25_k1, cfg.bm25_b))
         return self._scorers[key]
 
     def retrieve(self, query: DocBatch, config: SearchConfig, exclude: Sequence[str] = ()) -> Candidates:
@@ -321,11 +326,13 @@ class Searcher:
 
     def scorer(self, method: str, config: SearchConfig):
         """The scorer behind a re-ranking method (cached)."""
-        key = (method, config.ot_tau, config.ot_eps, config.ot_tol, config.ot_max_iter)
+        key = (method, config.ot_tau, config.ot_eps, config.ot_tol, config.ot_max_iter, config.passage_window)
         if key not in self._scorers:
             kwargs = {}
             if method == "ot":
                 kwargs = dict(tau=config.ot_tau, eps=config.ot_eps, tol=config.ot_tol, max_iter=config.ot_max_iter)
+            elif method == "maxpassage":
+                kwargs = dict(window=config.passage_window)
             self._scorers[key] = get_scorer(method, **kwargs)
         return self._scorers[key]
 

@@ -46,17 +46,21 @@ from aspire.cliutil import (
 from aspire.data.facets import selection_facet
 from aspire.data.papers import Paper, paper_from_record, read_papers
 from aspire.encoders.codes import FACET_CODE_CHOICES, query_code
+from aspire.index.config import RERANKERS
 from aspire.io import write_text
 
 EXAMPLES = """\
   aspire search --index runs/index --query-id 2468783 --sentences method --k 10
   aspire search --index runs/index --query-file query.json --rerank ot search.shortlist=500 --json
+  aspire search --index runs/index --query-id 2468783 --stages ann,bm25 --rerank maxpassage search.passage_window=2
   aspire search --index runs/index --queries queries.txt --run-out runs/index.run --quiet
   aspire search --index runs/index --interactive          # then type lines such as: 2468783 method
   aspire search --index runs/index-int8 --query-file query.json --backend onnx --quantize int8
 """
-RERANK_HELP = ("none: rank by the ANN single match; minl2: re-score the shortlist with exact min-L2; "
-               "ot: re-rank the shortlist by optimal transport (default: the index's search.rerank)")
+RERANK_HELP = ("none: rank by the first stage; minl2: re-score the shortlist with exact min-L2; "
+               "ot: re-rank the shortlist by optimal transport; maxpassage: by its best window of "
+               "search.passage_window sentences, mixed with the first stage by search.passage_beta "
+               "(default: the index's search.rerank)")
 
 
 def build_parser(prog: str):
@@ -80,7 +84,7 @@ def build_parser(prog: str):
                              "(default: the index's search.stages)")
     parser.add_argument("--fuse", help="with --stages ann,bm25: z:ALPHA or minmax:ALPHA (weight on ann) or rrf[:K] "
                                        "(default: the index's search.fuse, z:0.815)")
-    parser.add_argument("--rerank", choices=("none", "minl2", "ot"), help=RERANK_HELP)
+    parser.add_argument("--rerank", choices=RERANKERS, help=RERANK_HELP)
     parser.add_argument("--shortlist", type=positive_int,
                         help="papers the ANN stage passes to re-ranking (default: the index's search.shortlist)")
     parser.add_argument("--model", help="encoder for papers to encode (default: the model the index was built with)")

@@ -10,12 +10,18 @@ companions). Encoding 100k abstracts with MiniLM on 2 cores would take hours, he
 Queries: held-out real abstracts (the CSFCube query papers first, then random others), never part of
 the pool the corpus is built from; their sentence vectors come from the same contextual encoding.
 
-Measured (2 CPU threads): index build time, index size on disk and resident memory, query latency
-p50/p95 for (a) exhaustive min-L2 over all sentence vectors, (b) ANN single match, (c) ANN + OT
-re-rank of the 1,000-paper shortlist, and recall@10 of (b) and (c) against the exhaustive OT
-ranking. Query encoding is timed separately (one abstract through MiniLM).
+Measured (2 CPU threads): index build time, index size on disk (BM25 files included) and resident
+memory, query latency p50/p95 for (a) exhaustive min-L2 over all sentence vectors, (b) ANN single
+match, (c) ANN + OT re-rank of the 1,000-paper shortlist, (d) BM25 alone, (e) ANN and BM25 fused
+(z-scores, 0.815 on ANN), (f) fused + OT re-rank of 1,000, (g) fused + max-passage re-rank of 1,000,
+and recall@10 of each against the exhaustive OT ranking; and each stage alone (the ANN lookup of a
+1,000-paper shortlist, the BM25 top 1,000, their fusion, the OT and max-passage re-ranks of 1,000).
+The BM25 query text is the query abstract's sentences. Query encoding is timed separately (one abstract
+through MiniLM).
 
     nice python experiments/bench_search.py [--papers 100000] [--queries 50] [--config configs/index-bench.yaml]
+    # the pool from the evaluators' vector cache (CSFCube abstracts, minilm contextual) instead of encoding:
+    python experiments/bench_search.py --pool-cache ~/.cache/aspire/vectors/FINGERPRINT-contextual-...pt
 """
 
 from __future__ import annotations
@@ -89,6 +95,21 @@ def encoded_pool(model: str, path: str | None = None) -> EncodedCorpus:
     return corpus
 
 
+def pool_from_vector_cache(path: str | Path) -> EncodedCorpus:
+    """The real abstracts of an `aspire.evaluate.cache` file (contextual sentence vectors) as a pool;
+    titles from the CSFCube abstracts where the ids are CSFCube's (else empty)."""
+    payload = torch.load(path, weights_only=False)
+    titles = {}
+    with open(DATA / "csfcube" / "abstracts-csfcube-preds.jsonl", encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            titles[r["paper_id"]] = r["title"]
+    offsets = np.concatenate([[0], np.cumsum(payload["lengths"].numpy())]).astype(np.int64)
+    ids = list(payload["paper_ids"])
+    return EncodedCorpus(payload["emb"].float().numpy(), offsets, ids, [titles.get(i, "") for i in ids],
+                         payload["sentences"])
+
+
 def recombined_corpus(pool: EncodedCorpus, sources: np.ndarray, n_papers: int, seed: int) -> EncodedCorpus:
     """`n_papers` synthetic abstracts: the first h sentences of real abstract A then the last t of
     real abstract B (h + t drawn from the real lengths), vectors kept from their real context."""
@@ -141,6 +162,7 @@ def main() -> None:
     parser.add_argument("--config", default=str(REPO / "configs" / "index-bench.yaml"))
     parser.add_argument("--truth-queries", type=int, default=20, help="queries ranked by exhaustive OT for recall")
     parser.add_argument("--pool", help="an encoded pool shard directory to use instead of encoding")
+    parser.add_argument("--pool-cache", help="an aspire.evaluate.cache file of contextual vectors to use as the pool")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(RESULTS / "bench_search"))
@@ -151,7 +173,7 @@ def main() -> None:
     faiss.omp_set_num_threads(args.threads)
     t_start = time.perf_counter()
 
-    pool = encoded_pool(args.model, args.pool)
+    pool = pool_from_vector_cache(args.pool_cache) if args.pool_cache else encoded_pool(args.model, args.pool)
     _, csfcube_queries = real_abstracts()
     rng = np.random.default_rng(args.seed)
     position = {pid: i for i, pid in enumerate(pool.paper_ids)}
@@ -192,9 +214,16 @@ def main() -> None:
         "(a) exhaustive min-L2": lambda q: searcher.exhaustive(q, "minl2", k=10)[0],
         "(b) ANN single match": lambda q: _positions(searcher, searcher.search(q, k=10, rerank="none")),
         "(c) ANN + OT re-rank 1000": lambda q: _positions(searcher, searcher.search(q, k=10, rerank="ot", shortlist=1000)),
+        "(d) BM25": lambda q: _positions(searcher, searcher.search(q, k=10, stages="bm25")),
+        "(e) ANN + BM25 fused": lambda q: _positions(searcher, searcher.search(q, k=10, stages="ann,bm25")),
+        "(f) fused + OT re-rank 1000": lambda q: _positions(searcher, searcher.search(
+            q, k=10, stages="ann,bm25", rerank="ot", shortlist=1000)),
+        "(g) fused + max-passage re-rank 1000": lambda q: _positions(searcher, searcher.search(
+            q, k=10, stages="ann,bm25", rerank="maxpassage", shortlist=1000)),
     }
+    stage_methods = stage_timers(searcher)
     for q in qbatches[:2]:  # warm-up
-        for run in methods.values():
+        for run in [*methods.values(), *stage_methods.values()]:
             run(q)
     latency = {name: [] for name in methods}
     cpu = {name: [] for name in methods}
@@ -206,18 +235,26 @@ def main() -> None:
             results[name].append(run(q))
             latency[name].append(time.perf_counter() - t0)
             cpu[name].append(time.process_time() - c0)
+    stage_latency = {name: [] for name in stage_methods}
+    stage_cpu = {name: [] for name in stage_methods}
+    for q in qbatches:
+        for name, run in stage_methods.items():
+            stage_latency[name].append(run(q))
+            stage_cpu[name].append(run.cpu)
     load_after = os.getloadavg()[0]
     n_truth = min(args.truth_queries, len(qbatches))
     truth_path = CACHE / f"truth-{args.papers}-{args.seed}-{n_truth}-{cache_tag(pool, config)}.npy"
     t0 = time.perf_counter()
-    if truth_path.is_file():
+    if n_truth == 0:
+        truth, truth_s = [], float("nan")
+    elif truth_path.is_file():
         truth, truth_s = list(np.load(truth_path)), float("nan")
     else:
         truth = [exact_ot_top(searcher, q, 10) for q in qbatches[:n_truth]]
         truth_s = (time.perf_counter() - t0) / n_truth
         np.save(truth_path, np.stack(truth))
     recall = {name: float(np.mean([len(set(r.tolist()) & set(t.tolist())) / 10 for r, t in zip(res, truth)]))
-              for name, res in results.items()}
+              if n_truth else float("nan") for name, res in results.items()}  # --truth-queries 0: not measured
 
     from aspire.encoders import load_encoder
 
@@ -242,6 +279,8 @@ def main() -> None:
         "faiss_index": type(searcher.index.faiss_index).__name__,
         "build_s": build_s, "save_s": save_s, "load_s": load_s, "disk_mb": files_mb, "resident_mb": index_rss,
         "rows": rows, "exhaustive_ot_s_per_query": truth_s, "truth_queries": n_truth,
+        "stages": [{"stage": name, "p50_ms": pct(stage_latency[name], 50), "p95_ms": pct(stage_latency[name], 95),
+                    "cpu_p50_ms": pct(stage_cpu[name], 50)} for name in stage_methods],
         "load_average_1min": [load_before, load_after],
         "query_encoding_p50_ms": pct(encode_times, 50), "total_s": time.perf_counter() - t_start,
     }
@@ -250,6 +289,51 @@ def main() -> None:
     out.with_suffix(".json").write_text(json.dumps(report, indent=1) + "\n")
     out.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
+
+
+def stage_timers(searcher: Searcher) -> dict:
+    """One timer per pipeline stage: `timer(query)` runs the stage (after what it needs, untimed) and
+    returns its wall seconds; `timer.cpu` then holds its process seconds."""
+    from aspire.index.config import checked_search_config
+    from aspire.index.rerank import rerank
+    from aspire.scoring.fusion import fuse_ranked
+
+    cfg = checked_search_config(searcher.config, k=10, shortlist=1000, stages="ann,bm25", rerank="ot")
+
+    def inputs(q):
+        text = " ".join(q.sentences[0])
+        candidates = searcher.retrieve(q, cfg)
+        dense = {searcher.index.paper_ids[p]: -float(d) for p, d in zip(candidates.papers, candidates.dist)}
+        papers, scores = searcher.lexical(cfg).top(text, cfg.shortlist)
+        lexical = {searcher.index.paper_ids[p]: float(x) for p, x in zip(papers, scores)}
+        fused = fuse_ranked([dense, lexical], [0.815, 0.185], "z")[: cfg.shortlist]
+        return text, dense, lexical, fused
+
+    def timed(fn):
+        def run(q):
+            args = inputs(q)
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn(q, *args)
+            run.cpu = time.process_time() - c0
+            return time.perf_counter() - t0
+        return run
+
+    def rerank_by(name):
+        stage_cfg = checked_search_config(cfg, rerank=name)
+
+        def go(q, text, dense, lexical, fused):
+            papers = np.array([searcher.index.positions[pid] for pid, _ in fused])
+            rerank(searcher, q, papers, np.array([x for _, x in fused]), stage_cfg)
+        return go
+
+    return {
+        "ANN shortlist (1000 papers)": timed(lambda q, *a: searcher.retrieve(q, cfg)),
+        "BM25 top 1000": timed(lambda q, text, *a: searcher.lexical(cfg).top(text, cfg.shortlist)),
+        "fusion (z, two lists)": timed(lambda q, text, dense, lexical, fused: fuse_ranked(
+            [dense, lexical], [0.815, 0.185], "z")),
+        "OT re-rank of 1000": timed(rerank_by("ot")),
+        "max-passage re-rank of 1000": timed(rerank_by("maxpassage")),
+    }
 
 
 def exact_ot_top(searcher: Searcher, query, k: int, step: int = 2048) -> np.ndarray:
@@ -310,6 +394,12 @@ def markdown(r: dict) -> str:
         lines.append(f"| {row['method']} | {row['p50_ms']:.1f} | {row['p95_ms']:.1f} | {row['cpu_p50_ms']:.1f} | "
                      f"{row['recall_at_10_vs_exhaustive_ot']:.3f} |")
     lines += [
+        "",
+        "Each stage alone (its inputs computed beforehand, untimed):",
+        "",
+        "| stage | p50 ms | p95 ms | CPU time p50 ms |",
+        "|---|---:|---:|---:|",
+        *[f"| {s['stage']} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} | {s['cpu_p50_ms']:.1f} |" for s in r["stages"]],
         "",
         f"Reference: the exact top 10 of the exhaustive OT ranking over all {r['papers']:,} papers, computed with the "
         "bound OT >= min-L2 (papers are OT-scored in min-L2 order until none left can enter the top 10), "

@@ -311,6 +311,8 @@ def test_query_and_candidate_options_that_do_not_fit_are_refused(toy, tmp_path, 
 @pytest.mark.parametrize("flags, message", [
     (["--scorer", "minl2", "--query-text", "facet"], "--query-text goes with --scorer abstract"),
     (["--scorer", "abstract", "--cand-sentences", "facet"], "--cand-sentences goes with a sentence scorer"),
+    (["--scorer", "minl2", "--window", "2"], "--window goes with --scorer maxpassage"),
+    (["--scorer", "maxpassage", "--window", "0"], "--window"),
 ])
 def test_cli_refuses_options_that_do_not_fit(toy, tmp_path, tiny_model_dir, capsys, flags, message):
     with pytest.raises(SystemExit):
@@ -330,3 +332,12 @@ def test_eval_options_are_checked_once_for_the_scorer():
         EvalOptions(cand_sentences="facet").checked("minl2", faceted=False)
     with pytest.raises(ValueError, match="only goes with scorer 'abstract'"):
         EvalOptions(encoding="abstract").checked("minl2", faceted=False)
+
+
+def test_maxpassage_pool_run_with_a_window_names_its_experiment(toy, tmp_path, tiny_model_dir, capsys):
+    code = main(["pools", "--data", str(toy), "--name", "toy", "--facets", "method", "--model", str(tiny_model_dir),
+                 "--scorer", "maxpassage", "--window", "2", "--no-cache", "--out", str(tmp_path / "o")])
+    assert code == 0, capsys.readouterr().err
+    name = f"test-pid2pool-toy-{tiny_model_dir.name}-contextual-maxpassage-window2-method-ranked.json"
+    ranked = read_ranked(tmp_path / "o" / name)
+    assert sorted(ranked["p1"]) == ["p2", "p3", "p4", "p5"]

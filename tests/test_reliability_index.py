@@ -30,6 +30,7 @@ from aspire.index.build import IndexExistsError, build_index
 from aspire.index.disk import IndexLockedError, index_lock
 
 FILES = ("config.yaml", "sentences.faiss", "vectors.npy", "offsets.npy", "papers.jsonl", "rejected.jsonl",
+         "bm25.data.npy", "bm25.indices.npy", "bm25.indptr.npy", "bm25.vocab.json", "bm25.params.json",
          "manifest.json")
 FLAT = IndexBuildConfig(index=IndexConfig(kind="flat"))
 
@@ -192,6 +193,7 @@ def _step_patches(store):
     return {  # step -> (patch the child applies, whether the killed build's index is live afterwards)
         "encoding": (lambda: None, False),
         "writing-generation": (lambda: setattr(store, "write_index_papers", _die), False),
+        "writing-bm25": (lambda: setattr(store.BM25Index, "save", _die), False),
         "writing-manifest": (lambda: setattr(store, "file_sha256", _die), False),
         "renamed-not-recorded": (lambda: setattr(store, "_write_atomic", pointer_unwritten), False),
         "pointer-half-written": (lambda: setattr(store, "_write_atomic", partial_pointer), False),
@@ -199,8 +201,8 @@ def _step_patches(store):
     }
 
 
-@pytest.mark.parametrize("step", ["encoding", "writing-generation", "writing-manifest", "renamed-not-recorded",
-                                  "pointer-half-written", "recorded-not-cleaned"])
+@pytest.mark.parametrize("step", ["encoding", "writing-generation", "writing-bm25", "writing-manifest",
+                                  "renamed-not-recorded", "pointer-half-written", "recorded-not-cleaned"])
 @pytest.mark.parametrize("existing", [False, True], ids=["first-build", "overwrite"])
 def test_build_killed_at_each_step_leaves_a_directory_the_next_build_uses_or_cleans_at_once(tmp_path, step, existing):
     import aspire.index.store as store

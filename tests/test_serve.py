@@ -280,3 +280,32 @@ def test_load_loopback_no_5xx_bounded_memory_correct_results(index_dir):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("stages, rerank, keys", [
+    ("ann", "none", {"ann"}),
+    ("bm25", "none", {"bm25"}),
+    ("ann,bm25", "none", {"ann", "bm25", "fused"}),
+    ("ann,bm25", "maxpassage", {"ann", "bm25", "fused", "maxpassage"}),
+    ("ann", "ot", {"ann", "ot"}),
+])
+def test_search_takes_the_pipeline_and_shows_each_hits_stage_scores(service, stages, rerank, keys):
+    out = service.search({"paper_id": "q", "sentences": [0, 1, 2], "k": 3, "stages": stages, "rerank": rerank})
+    direct = service.searcher.search(service.searcher.query_from_index("q", [0, 1, 2]), k=3, stages=stages,
+                                     rerank=rerank)
+    assert out["stages"] == stages and out["rerank"] == rerank
+    assert [h["paper_id"] for h in out["hits"]] == [h.paper_id for h in direct] and out["hits"]
+    for hit, expected in zip(out["hits"], direct):
+        assert set(hit["stages"]) <= keys and hit["stages"] == pytest.approx(expected.stages)
+    assert keys - {"bm25", "fused"} <= set(out["hits"][0]["stages"])  # a lexical score only where words meet
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"paper_id": "q", "sentences": [0], "stages": "sparse"}, "unknown stages 'sparse'; valid: 'ann', 'bm25'"),
+    ({"paper_id": "q", "sentences": [0], "stages": ["ann"]}, "unknown stages"),
+    ({"paper_id": "q", "sentences": [0], "rerank": "crossencoder"}, "unknown rerank 'crossencoder'"),
+])
+def test_bad_pipeline_choices_are_refused(service, body, message):
+    with pytest.raises(RequestError, match=message) as err:
+        service.search(body)
+    assert err.value.status == 400

@@ -9,6 +9,8 @@ in `aspire.evaluate.bench_cli`.
     # one vector for the query's facet sentences against the candidates' whole-abstract vectors
     python -m aspire.evaluate csfcube --model mpnet --scorer abstract --query-text facet \
         --max-length 384 --normalize --joiner ' ' --out runs/mpnet-facet
+    # each candidate scored by its best window of two sentences (max over passages)
+    python -m aspire.evaluate csfcube --model minilm --scorer maxpassage --window 2 --out runs/minilm-maxp2
     # match the query's facet sentences only with the candidates' sentences of that facet
     python -m aspire.evaluate csfcube --model minilm --scorer ot --tau 1 --cand-sentences facet --out runs/minilm-ot-cf
     # score ranked files that already exist (e.g. the shipped SPECTER pools)
@@ -40,6 +42,7 @@ from aspire.cliutil import (
 from aspire.encoders.codes import FACET_CODE_CHOICES
 from aspire.evaluate import csfcube
 from aspire.evaluate.cache import default_cache_dir
+from aspire.evaluate.options import scorer_options
 from aspire.evaluate.rank import CAND_SENTENCES, ENCODINGS, QUERY_TEXTS, SCORERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,6 +59,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="sentence vectors in the abstract's context, or each sentence alone (default contextual)")
     p.add_argument("--tau", type=float, help="OT scorer temperature (passed to the scorer as tau)")
     p.add_argument("--eps", type=float, help="OT scorer entropic regularisation (passed as eps)")
+    p.add_argument("--window", type=positive_int, help="maxpassage scorer: sentences per passage (default 1)")
     p.add_argument("--ranked", help="score existing ranked files in this folder instead of running a model")
     p.add_argument("--exp", help="experiment name in the ranked file names (default from model/encoding/scorer)")
     p.add_argument("--out", required=True, help="output folder")
@@ -85,7 +89,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
 
 
 def _scorer_options(args) -> dict:
-    return {k: v for k, v in (("tau", args.tau), ("eps", args.eps)) if v is not None}
+    return scorer_options(args.scorer, args.tau, args.eps, args.window)
 
 
 def _encoder_options(args) -> dict:
@@ -106,6 +110,10 @@ def _check_model_args(parser, args) -> None:
             parser.error("--facet-code/--doc-code choose how a model encodes: not with --ranked")
     elif not (args.model and args.scorer):
         parser.error("give --model and --scorer, or --ranked and --exp")
+    try:
+        _scorer_options(args)
+    except ValueError as err:
+        parser.error(str(err))
     if args.query_text != "abstract" and args.scorer != "abstract":
         parser.error("--query-text goes with --scorer abstract (sentence scorers select the facet's sentences)")
     if args.quantize and args.backend != "onnx":

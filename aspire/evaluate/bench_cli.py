@@ -13,7 +13,11 @@
     python -m aspire.evaluate fuse-runs runs/a.run runs/b.run runs/c.run --method rrf --qrels qrels.txt --out runs/rrf
     python -m aspire.evaluate suite --model minilm --scorer minl2 --out runs/suite-minilm-minl2
     python -m aspire.evaluate suite --model mpnet --scorer abstract --bm25-alpha 0.815 --out runs/suite-mpnet
+<<<<<<< HEAD
     python -m aspire.evaluate suite --model minilm --scorer ot --backend onnx --quantize int8 --out runs/suite-int8
+=======
+    python -m aspire.evaluate suite --ensemble configs/ensemble_minilm.yaml --out runs/suite-ensemble
+>>>>>>> pipeline
 """
 
 from __future__ import annotations
@@ -23,7 +27,12 @@ import json
 import sys
 from pathlib import Path
 
+<<<<<<< HEAD
 from aspire.cliutil import add_backend_options, backend_options
+=======
+from aspire.cliutil import positive_int
+from aspire.evaluate.options import scorer_options
+>>>>>>> pipeline
 from aspire.evaluate.suite import DATA
 
 COMMANDS = ("reviewers", "context2doc", "compare", "fuse-runs", "suite")
@@ -39,6 +48,7 @@ def _encoder_args(p: argparse.ArgumentParser, scorers, scorer_help: str = "how t
                    help="sentence vectors in context (default) or each sentence alone")
     p.add_argument("--tau", type=float, help="OT scorer temperature")
     p.add_argument("--eps", type=float, help="OT scorer entropic regularisation")
+    p.add_argument("--window", type=positive_int, help="maxpassage scorer: sentences per passage (default 1)")
     p.add_argument("--max-length", type=int, help="word-piece limit of the whole-abstract vector")
     p.add_argument("--normalize", action="store_true", help="L2-normalise whole-abstract vectors")
     p.add_argument("--joiner", help="whole-abstract vector: join title and abstract with this text")
@@ -57,9 +67,14 @@ def _options(args, scorers: list[str] | None = None) -> dict:
                                 ("joiner", args.joiner)) if v is not None}
     if encode and "abstract" not in (scorers or [args.scorer]) and args.encoding == "contextual":
         raise ValueError("--max-length/--normalize/--joiner apply to --scorer abstract or --encoding independent")
+<<<<<<< HEAD
     return {"encoder_options": backend_options(args),
             "encoding": args.encoding,
             "scorer_options": {k: v for k, v in (("tau", args.tau), ("eps", args.eps)) if v is not None},
+=======
+    return {"encoding": args.encoding,
+            "scorer_options": scorer_options(",".join(scorers or [args.scorer or ""]), args.tau, args.eps, args.window),
+>>>>>>> pipeline
             "cache_dir": None if args.no_cache else args.cache_dir, "batch_size": args.batch_size,
             "device": args.device, "encode_options": encode}
 
@@ -119,6 +134,8 @@ def add_parsers(sub) -> None:
     ps.add_argument("--data", default=str(DATA), help="folder holding csfcube/, reviewer-matching/, cocite-acl/")
     ps.add_argument("--aggregate", default="max", help="reviewer matching aggregate (default max)")
     ps.add_argument("--bm25-alpha", type=float, help="context2doc: fuse with BM25 at this weight on the model")
+    ps.add_argument("--ensemble", metavar="YAML",
+                    help="an ensemble (configs/ensemble_*.yaml: members, weights, fusion) instead of --model/--scorer")
     _encoder_args(ps, SCORERS)
 
 
@@ -250,6 +267,8 @@ def _fuse_runs(parser, args) -> int:
 def _suite(parser, args) -> int:
     from aspire.evaluate.suite import format_rows, run_suite
 
+    if args.ensemble:
+        return _ensemble_suite(parser, args)
     if not args.model or (args.model != "bm25" and not args.scorer):
         parser.error("give --model and --scorer (or --model bm25)")
     if args.model == "bm25" and args.backend != "torch":
@@ -258,5 +277,23 @@ def _suite(parser, args) -> int:
     suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, **opts)
     print("\n".join(format_rows(suite["rows"])))
     print(json.dumps(suite["seconds"]))
+    print(f"wrote {Path(args.out) / 'suite.json'}")
+    return 0
+
+
+def _ensemble_suite(parser, args) -> int:
+    from aspire.evaluate.ensemble import run_ensemble_suite
+    from aspire.evaluate.suite import format_rows
+
+    given = [flag for flag, value in (("--model", args.model), ("--scorer", args.scorer), ("--tau", args.tau),
+                                      ("--eps", args.eps), ("--window", args.window), ("--bm25-alpha", args.bm25_alpha),
+                                      ("--max-length", args.max_length), ("--joiner", args.joiner)) if value is not None]
+    if given or args.normalize or args.encoding != "contextual":
+        parser.error(f"--ensemble takes each member's model and options from its YAML; leave out {given or '--encoding/--normalize'}")
+    suite = run_ensemble_suite(args.ensemble, args.out, args.data, args.aggregate,
+                               None if args.no_cache else args.cache_dir, args.batch_size, args.device)
+    print("\n".join(format_rows(suite["rows"])))
+    for line in suite["skipped"]:
+        print(f"skipped: {line}")
     print(f"wrote {Path(args.out) / 'suite.json'}")
     return 0

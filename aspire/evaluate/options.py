@@ -55,3 +55,13 @@ class EvalOptions:
             if not faceted:
                 raise ValueError(f"candidate sentences {self.cand_sentences!r} need a faceted pool set")
         return replace(self, encoding=encoding)
+
+
+def scorer_options(scorer: str | None, tau: float | None = None, eps: float | None = None,
+                   window: int | None = None) -> dict:
+    """The scorer's keyword options from the command line's `--tau`, `--eps` (OT) and `--window`
+    (maxpassage); ValueError when one is given for a scorer (or scorers, comma-separated) it does not fit."""
+    names = (scorer or "").split(",")
+    if window is not None and "maxpassage" not in names:
+        raise ValueError(f"--window goes with --scorer maxpassage, not {scorer!r}")
+    return {k: v for k, v in (("tau", tau), ("eps", eps), ("window", window)) if v is not None}

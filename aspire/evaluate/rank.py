@@ -5,7 +5,7 @@ Encoding modes (each cached by `aspire.evaluate.cache`):
 - `independent`: `encoder.encode_independent` — each sentence encoded alone;
 - `abstract`: `encoder.encode_abstract` — one vector per paper, kept as a one-sentence DocBatch.
 
-Scorers: `minl2`, `ot`, `attention` from `aspire.scoring` (sentence sets), and `abstract`: cosine
+Scorers: `minl2`, `ot`, `attention`, `maxpassage` from `aspire.scoring` (sentence sets), and `abstract`: cosine
 similarity of the single vectors (`AbstractCosine`). All are similarities, higher is better.
 A facet-conditional query keeps only the query's sentences whose label maps to the facet, still
 encoded in the context of the whole abstract (`facet_queries`). The `abstract` scorer ignores the
@@ -41,7 +41,7 @@ from aspire.evaluate.options import EvalOptions
 from aspire.scoring.chunked import score_chunked
 
 ENCODINGS = ("contextual", "independent", "abstract")
-SENTENCE_SCORERS = ("minl2", "ot", "attention")
+SENTENCE_SCORERS = ("minl2", "ot", "attention", "maxpassage")
 SCORERS = SENTENCE_SCORERS + ("abstract",)
 QUERY_TEXTS = ("abstract", "facet", "title+facet")
 CAND_SENTENCES = ("all", "facet")
@@ -74,7 +74,7 @@ def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_op
 
 
 def get_eval_scorer(name: str, **kwargs):
-    """`abstract` -> AbstractCosine; `minl2` / `ot` / `attention` -> `aspire.scoring.get_scorer(name, **kwargs)`."""
+    """`abstract` -> AbstractCosine; a sentence scorer -> `aspire.scoring.get_scorer(name, **kwargs)`."""
     if name not in SCORERS:
         raise ValueError(f"unknown scorer {name!r}; valid: {list(SCORERS)}")
     if name == "abstract":

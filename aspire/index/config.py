@@ -57,7 +57,7 @@ class EncodeConfig:
     max_line_bytes: int = ranged(1 << 20, ge=0)
 
 
-RERANKERS = ("none", "minl2", "ot")
+RERANKERS = ("none", "minl2", "ot", "maxpassage")  # the stages: aspire.index.rerank.RERANK_STAGES
 
 
 @dataclass
@@ -66,7 +66,9 @@ class SearchConfig:
 
     rerank: "none" ranks by the ANN single-match distances (exact L2 for flat, HNSW and IVF-Flat;
         approximate with IVF-PQ codes); "minl2" re-scores the shortlist with the exact min-L2
-        scorer on the stored vectors; "ot" re-ranks it with the OT scorer (aspire.scoring).
+        scorer on the stored vectors; "ot" re-ranks it with the OT scorer (aspire.scoring);
+        "maxpassage" by the best window of `passage_window` sentences, mixed with the first stage's
+        score by weight `passage_beta` on the first stage (z-scores over the shortlist).
     stages: the first stage: "ann" (the sentence index, single match), "bm25" (lexical, over each
         paper's title and sentences, the query's selected sentences as text) or "ann,bm25" (both,
         fused by `fuse`: `z:ALPHA` / `minmax:ALPHA`, weight ALPHA on ANN, or `rrf[:K]`).
@@ -81,7 +83,7 @@ class SearchConfig:
     fuse: str = "z:0.815"  # z-score fusion, 0.815 on the dense scores (the published setting)
     bm25_k1: float = ranged(1.25, ge=0)
     bm25_b: float = ranged(0.75, ge=0, le=1)
-    rerank: Literal["none", "minl2", "ot"] = "none"
+    rerank: Literal["none", "minl2", "ot", "maxpassage"] = "none"
     shortlist: int = ranged(1000, ge=1)
     sentence_k: int = ranged(0, ge=0)
     sentence_k_factor: float = ranged(1.0, gt=0)
@@ -91,6 +93,8 @@ class SearchConfig:
     ot_eps: float = ranged(0.05, gt=0)  # entropic regularisation
     ot_tol: float = ranged(1e-4, gt=0)  # Sinkhorn marginal tolerance
     ot_max_iter: int = ranged(1000, ge=1)
+    passage_window: int = ranged(2, ge=1)  # sentences per passage of the maxpassage re-ranker (chosen on context2doc dev)
+    passage_beta: float = ranged(0.9, ge=0, le=1)  # maxpassage: weight of the first stage's z-score (context2doc dev)
 
 
 class SearchArgumentError(ValueError):

@@ -1,27 +1,49 @@
 """The lexical (BM25) stage of search: BM25 over each indexed paper's title and sentences.
 
 Built from the texts the index keeps (`SentenceIndex.titles`, `.sentences`), in index position
-order, with `aspire.scoring.lexical.BM25Index` (bm25s; k1, b from the search config). A query's text
-is its selected sentences, so an aspect-conditional query is matched by its aspect's words.
+order, with `aspire.scoring.lexical.BM25Index` (bm25s; k1, b from the search config). `aspire index
+build` (any save) writes it into the index generation with the build config's `search.bm25_k1` /
+`search.bm25_b`; `stored_bm25` uses that stored one when a search asks for the same k1 and b, and
+builds one (logging why) otherwise, or for an index saved before BM25 was stored. A query's text is
+its selected sentences, so an aspect-conditional query is matched by its aspect's words.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 import numpy as np
 
 from aspire.scoring.fusion import fuse_ranked, fusion_weights, parse_fusion
-from aspire.scoring.lexical import BM25Index
+from aspire.scoring.lexical import BM25Index, join_text
+
+log = logging.getLogger(__name__)
+
+
+def index_bm25(index, k1: float = 1.25, b: float = 0.75) -> BM25Index:
+    """A new BM25 index over a `SentenceIndex`'s papers (title + sentences); its ids are positions."""
+    texts = [join_text(title, sents) for title, sents in zip(index.titles, index.sentences)]
+    return BM25Index(texts, [str(i) for i in range(len(texts))], k1=k1, b=b)
+
+
+def stored_bm25(index, k1: float, b: float) -> BM25Index:
+    """The index's stored BM25 when it has these k1 and b, else one built now (with a log line why)."""
+    stored = index.bm25
+    if stored is not None and (stored.k1, stored.b) == (k1, b):
+        return stored
+    why = ("the index holds no stored BM25 (saved before aspire kept it; rebuild or re-save it to store one)"
+           if stored is None else f"the stored BM25 has k1={stored.k1:g}, b={stored.b:g}")
+    log.info("building BM25 (k1=%g, b=%g) over %d papers at query time: %s", k1, b, index.n_papers, why)
+    return index_bm25(index, k1, b)
 
 
 class LexicalStage:
     """BM25 over an index's papers; `top` returns index positions and scores, best first."""
 
-    def __init__(self, index, k1: float = 1.25, b: float = 0.75) -> None:
-        texts = [" ".join(x for x in (title, *sents) if x) for title, sents in zip(index.titles, index.sentences)]
-        self.bm25 = BM25Index(texts, [str(i) for i in range(len(texts))], k1=k1, b=b)
-        self.n_papers = len(texts)
+    def __init__(self, bm25: BM25Index) -> None:
+        self.bm25 = bm25
+        self.n_papers = len(bm25.ids)
 
     def top(self, text: str, n: int, exclude: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
         """The `n` best papers for `text` with a positive BM25 score, `exclude` positions left out."""

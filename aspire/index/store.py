@@ -10,13 +10,15 @@ On disk an index is a directory holding generations and a pointer to the live on
                   /offsets.npy      (P + 1,) paper p owns sentence rows offsets[p]:offsets[p+1]
                   /papers.jsonl     paper_id, title, sentences (and facet labels, where known) per paper
                   /rejected.jsonl   input records that were not indexed, with reasons
+                  /bm25.*           BM25 over each paper's title + sentences (bm25s files; `aspire.index.lexical`)
 
 Saving writes a complete new generation in a temporary directory, renames it into place and only
 then replaces CURRENT (an atomic rename), so an interrupted save leaves the previous index
 loadable. A save holds DIR/.lock (`aspire.index.disk.index_lock`): a second writer fails at once.
 The manifest records every file's size and SHA-256; loading checks them (`aspire.index.disk`:
 sizes always, checksums of files up to 64 MiB, all with `verify=True`) and confines every path
-to DIR.
+to DIR. An index saved before the BM25 files existed has no `bm25` manifest entry and still loads; its
+BM25 is then built when first searched (`aspire.index.lexical.stored_bm25`, with a log line).
 """
 
 from __future__ import annotations
@@ -48,10 +50,14 @@ from aspire.index.disk import (
     index_lock,
 )
 from aspire.index.disk import live_generation as _live_generation
+from aspire.index.lexical import index_bm25
 from aspire.io import read_jsonl, write_jsonl, write_text
+from aspire.scoring.lexical import FILES as LEXICAL_FILES
+from aspire.scoring.lexical import BM25Index
 
 FORMAT_VERSION = 1
 _FILES = ("config.yaml", "sentences.faiss", "vectors.npy", "offsets.npy", "papers.jsonl", "rejected.jsonl")
+BM25_FILES = tuple(LEXICAL_FILES.values())
 
 
 class ModelMismatchError(ValueError):
@@ -111,11 +117,12 @@ class SentenceIndex:
         rejected: input records that were not indexed, with reasons (accumulated over adds).
         config: the resolved build config; kind: the faiss structure actually built.
         model_fingerprint, model_name: the encoder that produced the vectors.
+        bm25: the BM25 index over the papers (`BM25Index`, ids = positions), or None until saved or loaded.
     """
 
     def __init__(self, faiss_index, vectors, offsets, paper_ids, titles, sentences, rejected,
                  config: IndexBuildConfig, kind: str, model_fingerprint: str, model_name: str,
-                 labels: Sequence[list[str] | None] = ()) -> None:
+                 labels: Sequence[list[str] | None] = (), bm25=None) -> None:
         self.faiss_index = faiss_index
         self.vectors = vectors
         self.offsets = np.asarray(offsets, dtype=np.int64)
@@ -128,6 +135,7 @@ class SentenceIndex:
         self.kind = kind
         self.model_fingerprint = model_fingerprint
         self.model_name = model_name
+        self.bm25 = bm25
         self._positions: dict[str, int] | None = None
         self._row_papers: np.ndarray | None = None
         self._squared_norms: np.ndarray | None = None
@@ -173,7 +181,7 @@ class SentenceIndex:
         self.titles += new.titles
         self.sentences += new.sentences
         self.labels += new.labels
-        self._positions = None
+        self._positions, self.bm25 = None, None  # BM25 is rebuilt over all papers when saved
         return self
 
     # ---- views --------------------------------------------------------------------------------------
@@ -275,7 +283,11 @@ class SentenceIndex:
         np.save(path / "offsets.npy", self.offsets)
         write_index_papers(path / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
         write_jsonl(path / "rejected.jsonl", self.rejected)
-        for name in _FILES:
+        search = self.config.search
+        if self.bm25 is None or (self.bm25.k1, self.bm25.b) != (search.bm25_k1, search.bm25_b):
+            self.bm25 = index_bm25(self, search.bm25_k1, search.bm25_b)
+        files = _FILES + tuple(self.bm25.save(path))
+        for name in files:
             _fsync(path / name)
         manifest = {
             "format_version": FORMAT_VERSION,
@@ -290,8 +302,9 @@ class SentenceIndex:
             "n_rejected": len(self.rejected),
             "vector_dtype": str(np.asarray(self.vectors[:0]).dtype),
             "saved_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "files": {name: (path / name).stat().st_size for name in _FILES},
-            "sha256": {name: file_sha256(path / name) for name in _FILES},
+            "bm25": {**self.bm25.settings(), "text": "title + sentences"},
+            "files": {name: (path / name).stat().st_size for name in files},
+            "sha256": {name: file_sha256(path / name) for name in files},
         }
         _write_atomic(path / "manifest.json", json.dumps(manifest, indent=1) + "\n")
 
@@ -318,7 +331,7 @@ class SentenceIndex:
                 f"{manifest.get('aspire_version')}); this aspire {__version__} reads version "
                 f"{FORMAT_VERSION}. Rebuild the index."
             )
-        check_files(gen, manifest, _FILES, full=verify)
+        check_files(gen, manifest, _FILES + (BM25_FILES if "bm25" in manifest else ()), full=verify)
         manifest["path"] = str(gen)
         return manifest
 
@@ -341,12 +354,18 @@ class SentenceIndex:
             )
         config = load_config(IndexBuildConfig, gen / "config.yaml")
         ids, titles, sentences, labels = read_index_papers(gen / "papers.jsonl")
+        bm25 = None
+        if "bm25" in manifest:
+            try:
+                bm25 = BM25Index.load(gen, [str(i) for i in range(len(ids))], manifest["bm25"].get("stopwords"))
+            except (ValueError, KeyError, AttributeError) as err:
+                raise IndexFormatError(f"{gen}: the stored BM25 index does not load: {err}") from None
         return cls(
             faiss.read_index(str(gen / "sentences.faiss")),
             np.load(gen / "vectors.npy", mmap_mode="r" if mmap else None),
             np.load(gen / "offsets.npy"),
             ids, titles, sentences, read_jsonl(gen / "rejected.jsonl"),
-            config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"], labels,
+            config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"], labels, bm25,
         )
 
 

@@ -1,4 +1,5 @@
-"""Scoring two papers' sentence sets: single match (min L2), multi match (Sinkhorn OT), attention.
+"""Scoring two papers' sentence sets: single match (min L2), multi match (Sinkhorn OT), attention,
+max over passages (`aspire.scoring.passage`).
 
 Scorers return similarities (higher is better, = -distance); functions returning distances say
 `dist`. `SCORERS` maps names to scorer classes; `get_scorer(name, **kwargs)` builds one.
@@ -7,6 +8,7 @@ Scorers return similarities (higher is better, = -distance); functions returning
 """
 
 from aspire.scoring.distance import cross_l2_cost, l2_cost
+from aspire.scoring.passage import MaxPassageScorer, PassageMatch, maxpassage_match
 from aspire.scoring.scorers import (
     SCORERS,
     AttentionMatch,
@@ -33,7 +35,8 @@ from aspire.scoring.scorers import (
 from aspire.scoring.sinkhorn import GRAD_MODES, SinkhornConvergenceWarning, SinkhornResult, sinkhorn, sinkhorn_dist
 
 __all__ = [
-    "SCORERS", "get_scorer", "MinL2Scorer", "OTScorer", "AttentionScorer",
+    "SCORERS", "get_scorer", "MinL2Scorer", "OTScorer", "AttentionScorer", "MaxPassageScorer", "PassageMatch",
+    "maxpassage_match",
     "MinL2Match", "OTMatch", "AttentionMatch",
     "l2_cost", "cross_l2_cost", "ot_weights",
     "minl2_match", "pairwise_minl2_match", "minl2_dist", "pairwise_minl2_dist",

@@ -32,7 +32,8 @@ def parse_fusion(spec: str) -> tuple[str, float]:
     return method, number
 
 
-def _normalise(values: np.ndarray, method: str) -> np.ndarray:
+def normalise(values: np.ndarray, method: str) -> np.ndarray:
+    """`z`: zero mean, unit variance; `minmax`: onto [0, 1] (constant values: all 0)."""
     if method == "z":
         sd = values.std()
         return (values - values.mean()) / sd if sd > 0 else np.zeros_like(values)
@@ -61,7 +62,7 @@ def fuse_ranked(lists: Sequence[Mapping[str, float]], weights: Sequence[float] |
             contrib = np.empty_like(values)
             contrib[order] = 1.0 / (rrf_k + np.arange(1, len(values) + 1))
         else:
-            contrib = _normalise(values, method)
+            contrib = normalise(values, method)
         for d, c in zip(docs, contrib.tolist()):
             fused[d] = fused.get(d, 0.0) + w * c
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))

@@ -4,18 +4,32 @@
 removed by default) and `scores(queries)` returns the (Q, N) BM25 scores of every query against every
 document, in the order of `ids`. Defaults k1 = 1.25, b = 0.75 (the bibliographic-IR setting).
 `paper_text` is the text a paper is indexed by: its title and abstract sentences joined by spaces.
+
+`save(directory)` writes bm25s' own files (`FILES`: the sparse score matrix, vocabulary and
+parameters) and `BM25Index.load(directory, ids, stopwords)` reads them back (memory-mapped), so an
+index directory can keep its BM25 beside the faiss index instead of rebuilding it per process.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+# bm25s' files, under the names an index generation keeps them (see `aspire.index.store`)
+FILES = {"data_name": "bm25.data.npy", "indices_name": "bm25.indices.npy", "indptr_name": "bm25.indptr.npy",
+         "vocab_name": "bm25.vocab.json", "params_name": "bm25.params.json"}
+
+
+def join_text(title: str, sentences: Sequence[str]) -> str:
+    """A title and sentences joined by spaces (empty parts left out)."""
+    return " ".join(x for x in (title, *sentences) if x)
+
 
 def paper_text(paper) -> str:
     """Title and abstract sentences of a `Paper`, joined by spaces."""
-    return " ".join(x for x in (paper.title, *paper.sentences) if x)
+    return join_text(paper.title, paper.sentences)
 
 
 class BM25Index:
@@ -31,12 +45,36 @@ class BM25Index:
             raise ValueError("BM25 needs at least one document")
         if not (k1 >= 0 and 0 <= b <= 1):
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
-        self.ids = list(ids)
-        self.k1, self.b, self.stopwords = k1, b, stopwords
         tokens = bm25s.tokenize(list(texts), stopwords=stopwords, show_progress=False)
-        self._vocab = tokens.vocab
-        self._retriever = bm25s.BM25(k1=k1, b=b)
-        self._retriever.index(tokens, show_progress=False)
+        retriever = bm25s.BM25(k1=k1, b=b)
+        # bm25s cannot index a corpus without a single word (e.g. all stop words): index one empty
+        # token per document instead, which no query holds, so every query scores 0 as it should
+        retriever.index(tokens if tokens.vocab else [[""]] * len(texts), show_progress=False)
+        self._set(retriever, retriever.vocab_dict, ids, stopwords)
+
+    def _set(self, retriever, vocab: dict, ids: Sequence[str], stopwords: str | None) -> None:
+        self._retriever, self._vocab = retriever, vocab
+        self.ids = list(ids)
+        self.k1, self.b, self.stopwords = float(retriever.k1), float(retriever.b), stopwords
+
+    def save(self, directory: str | Path) -> list[str]:
+        """Write bm25s' files into `directory` (an existing folder); returns their names (`FILES`)."""
+        self._retriever.save(str(directory), show_progress=False, **FILES)
+        return list(FILES.values())
+
+    @classmethod
+    def load(cls, directory: str | Path, ids: Sequence[str], stopwords: str | None = "en",
+             mmap: bool = True) -> "BM25Index":
+        """The BM25 index `save` wrote into `directory`, for documents `ids` (checked against its size)."""
+        import bm25s
+
+        retriever = bm25s.BM25.load(str(directory), mmap=mmap, show_progress=False, **FILES)
+        if retriever.scores["num_docs"] != len(ids):
+            raise ValueError(f"{directory}: the stored BM25 index holds {retriever.scores['num_docs']} "
+                             f"documents, expected {len(ids)}")
+        index = cls.__new__(cls)
+        index._set(retriever, retriever.vocab_dict, ids, stopwords)
+        return index
 
     def _query_ids(self, query: str) -> list[int]:
         import bm25s

@@ -14,18 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from aspire.batch import DocBatch
+from aspire.scoring.base import _check_masks, _Scorer
 from aspire.scoring.distance import _HALF, cross_l2_cost, l2_cost
+from aspire.scoring.passage import MaxPassageScorer
 from aspire.scoring.sinkhorn import sinkhorn
-
-
-def _check_masks(q_mask: Tensor, c_mask: Tensor) -> None:
-    for name, mask in (("query", q_mask), ("candidate", c_mask)):
-        empty = ~mask.any(-1)
-        if bool(empty.any()):
-            raise ValueError(f"{name} rows {empty.nonzero().flatten()[:5].tolist()} have no sentence selected")
 
 
 def _all_pairs(q_mask: Tensor, c_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -194,37 +189,6 @@ def pairwise_attention_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask
 
 
 # ---- scorer modules -------------------------------------------------------------------------------
-class _Scorer(nn.Module):
-    """Base: `score` (Bq, Bc) and `pairwise_score` (B,) are similarities = -distance.
-
-    Subclasses define `dist_details` / `pairwise_dist_details` (a match object with `.dist`).
-    """
-
-    def dist_details(self, queries: DocBatch, cands: DocBatch):
-        raise NotImplementedError
-
-    def pairwise_dist_details(self, queries: DocBatch, cands: DocBatch):
-        raise NotImplementedError
-
-    def dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
-        """(Bq, Bc) distances, lower is closer."""
-        return self.dist_details(queries, cands).dist
-
-    def pairwise_dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
-        """(B,) distances of aligned rows, lower is closer."""
-        return self.pairwise_dist_details(queries, cands).dist
-
-    def score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
-        """(Bq, Bc) similarity, higher is better (= -dist)."""
-        return -self.dist(queries, cands)
-
-    def pairwise_score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
-        """(B,) similarity of aligned rows, higher is better (= -pairwise_dist)."""
-        if len(queries) != len(cands):
-            raise ValueError(f"pairwise scoring needs equal batch sizes, got {len(queries)} and {len(cands)}")
-        return -self.pairwise_dist(queries, cands)
-
-
 class MinL2Scorer(_Scorer):
     """Single match: distance = min L2 over (query sentence, candidate sentence) pairs."""
 
@@ -279,7 +243,8 @@ class AttentionScorer(_Scorer):
         return pairwise_attention_match(queries.emb, queries.mask, cands.emb, cands.mask, tau=self.tau)
 
 
-SCORERS: dict[str, type[_Scorer]] = {"minl2": MinL2Scorer, "ot": OTScorer, "attention": AttentionScorer}
+SCORERS: dict[str, type[_Scorer]] = {"minl2": MinL2Scorer, "ot": OTScorer, "attention": AttentionScorer,
+                                     "maxpassage": MaxPassageScorer}
 
 
 def get_scorer(name: str, **kwargs) -> _Scorer:

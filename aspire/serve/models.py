@@ -89,14 +89,16 @@ class PaperQuery(BaseModel):
 class SearchBody(BaseModel):
     """`POST /api/search`: rank papers by the selected sentences of an indexed paper.
 
-    `k`, `rerank`, `shortlist` and `tau` (the OT temperature) default to the server's search config.
+    `k`, `stages` (the first stage: dense "ann", lexical "bm25" or fused "ann,bm25"), `rerank`,
+    `shortlist` and `tau` (the OT temperature) default to the server's search config.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
     paper_id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
     sentences: Annotated[list[int], Field(min_length=1, max_length=MAX_SELECTED)]
     k: Annotated[int, Field(ge=1, le=MAX_K)] | None = None
-    rerank: Literal["none", "minl2", "ot"] | None = None
+    stages: Literal["ann", "bm25", "ann,bm25"] | None = None
+    rerank: Literal["none", "minl2", "ot", "maxpassage"] | None = None
     shortlist: Annotated[int, Field(ge=1, le=MAX_SHORTLIST)] | None = None
     tau: Annotated[float, Field(ge=MIN_TAU, le=MAX_TAU, allow_inf_nan=False)] | None = None
 
@@ -115,7 +117,8 @@ RULES = {  # field -> what a valid value is (the message's second half)
     "paper_id": f"a non-empty string of at most {MAX_ID_CHARS} characters",
     "sentences": f"a non-empty list of at most {MAX_SELECTED} sentence positions (integers)",
     "k": f"an integer in 1..{MAX_K}",
-    "rerank": "one of 'none', 'minl2', 'ot'",
+    "stages": "one of 'ann', 'bm25', 'ann,bm25'",
+    "rerank": "one of 'none', 'minl2', 'ot', 'maxpassage'",
     "shortlist": f"an integer in 1..{MAX_SHORTLIST}",
     "tau": f"a number in [{MIN_TAU:g}, {MAX_TAU:g}]",
 }
@@ -151,8 +154,8 @@ def _message(field: str, kind: str, value: Any) -> str:
         return f"too many sentences selected: {len(value)} (at most {MAX_SELECTED})"
     if kind == "string_too_long":
         return f"{field} too long: {len(value)} characters; it must be {RULES[field]}"
-    if field == "rerank" and kind == "literal_error":
-        return f"unknown rerank {_short(value)}; valid: ['none', 'minl2', 'ot']"
+    if field in ("rerank", "stages") and kind == "literal_error":
+        return f"unknown {field} {_short(value)}; valid: {RULES[field].removeprefix('one of ')}"
     return f"{field} must be {RULES[field]}; got {_short(value)}"
 
 

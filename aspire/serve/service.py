@@ -35,7 +35,7 @@ from aspire.data.facets import facet_of
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
 from aspire.scoring import cross_l2_cost
-from aspire.search import RERANKERS, Searcher
+from aspire.search import RERANKERS, STAGES, Searcher
 from aspire.serve.models import (
     MAX_K,
     MAX_SHORTLIST,
@@ -99,6 +99,7 @@ class SearchService:
         cfg = self.searcher.config
         return {"n_papers": self.index.n_papers, "n_sentences": self.index.n_sentences,
                 "model": self.index.model_name, "rerank": cfg.rerank, "rerankers": list(RERANKERS),
+                "stages": cfg.stages, "pipelines": list(STAGES),
                 "k": cfg.k, "max_k": MAX_K, "shortlist": cfg.shortlist, "max_shortlist": MAX_SHORTLIST,
                 "min_tau": MIN_TAU, "max_tau": MAX_TAU, "labelled_papers": len(self.labels),
                 "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps}, "generation": self.generation}
@@ -161,7 +162,8 @@ class SearchService:
             raise RequestError(400, f"shortlist ({shortlist}) must be at least k ({k})")
         return SearchBody.model_construct(
             paper_id=req.paper_id, sentences=sorted(set(req.sentences)), k=k, shortlist=shortlist,
-            rerank=req.rerank or cfg.rerank, tau=req.tau if req.tau is not None else cfg.ot_tau)
+            rerank=req.rerank or cfg.rerank, tau=req.tau if req.tau is not None else cfg.ot_tau,
+            stages=req.stages or cfg.stages)
 
     def search(self, body: Any) -> dict:
         """Check `body`, rank the index's papers by the selected sentences, explain each hit."""
@@ -171,7 +173,7 @@ class SearchService:
             searcher = Searcher(self.index, replace(searcher.config, ot_tau=req.tau))
         with self._lock, torch.no_grad():
             query = searcher.query_from_index(req.paper_id, req.sentences)
-            hits = searcher.search(query, k=req.k, rerank=req.rerank, shortlist=req.shortlist)
+            hits = searcher.search(query, k=req.k, rerank=req.rerank, shortlist=req.shortlist, stages=req.stages)
             grids = self._grids(searcher, query, [h.paper_id for h in hits], req.rerank == "ot")
         out = []
         for hit, (plan, dist) in zip(hits, grids):
@@ -180,7 +182,7 @@ class SearchService:
                         "sentences": self._sentences(pos),
                         "pairs": [{"query_sentence": p.query_sentence, "hit_sentence": p.hit_sentence,
                                    "dist": p.dist, "weight": p.weight} for p in hit.pairs],
-                        "plan": plan, "dist": dist})
+                        "plan": plan, "dist": dist, "stages": hit.stages})
         note = None
         if len(out) < req.k:
             others = self.index.n_papers - 1
@@ -189,6 +191,7 @@ class SearchService:
                     f"{len(out)} of the {req.k} papers asked for were found")
         cfg = searcher.config
         return {"paper_id": req.paper_id, "sentences": req.sentences, "k": req.k, "rerank": req.rerank,
+                "stages": req.stages, "fuse": cfg.fuse,
                 "shortlist": req.shortlist, "plan_rows": req.sentences, "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps},
                 "hits": out, "note": note, "generation": self.generation}
 

@@ -168,6 +168,32 @@ def test_single_match_mode_more_papers_narrow_window_and_favicon(page_server):
         assert errors == []
 
 
+def test_pipeline_choice_and_each_hits_stage_scores(page_server):
+    """The user picks the fused first stage and the best-passage re-ranker; each hit shows its stage scores."""
+    with open_page(page_server, {"width": 1280, "height": 900}) as (page, errors):
+        page.click(f'.paper-item[data-id="{QUERY}"]')
+        page.wait_for_selector('#query-sentences .sentence[data-index="0"]')
+        for i in SELECTED:
+            page.click(f'#query-sentences .sentence[data-index="{i}"]')
+        page.select_option("#stages", "ann,bm25")
+        page.select_option("#rerank", "maxpassage")
+        assert "best window of sentences" in page.locator("#mode-help").inner_text()
+        page.click("#search-btn")
+        page.wait_for_selector("#results .hit .stage-score")
+        expected = page_server.service.search({"paper_id": QUERY, "sentences": SELECTED, "k": 10,
+                                               "stages": "ann,bm25", "rerank": "maxpassage"})
+        hits = page.locator("#results .hit")
+        assert hits.evaluate_all("ns => ns.map(n => n.dataset.id)") == [h["paper_id"] for h in expected["hits"]]
+        for n, hit in enumerate(expected["hits"]):
+            chips = hits.nth(n).locator(".stage-score")
+            assert chips.evaluate_all("ns => ns.map(n => n.dataset.stage)") == list(hit["stages"])
+            shown = [float(t.split()[-1]) for t in chips.all_inner_texts()]
+            assert len(shown) == len(hit["stages"]) and all(abs(a - b) <= 6e-4 for a, b in zip(shown, hit["stages"].values()))
+        assert "maxpassage" in expected["hits"][0]["stages"] and "ann" in expected["hits"][0]["stages"]
+        assert "fused (dense + lexical)" in page.locator("#results-head").inner_text()
+        assert errors == []
+
+
 def test_page_reports_a_bad_request(page_server):
     """The page shows the server's 4xx message instead of failing silently."""
     with open_page(page_server) as (page, errors):

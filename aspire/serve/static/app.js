@@ -19,13 +19,25 @@ const MODES = {
       "sentences and the hit's, computed exactly over the shortlist. \u201cq5 \u00b7 L2 0.83\u201d marks " +
       "the hit sentence nearest to q5; there is no transport plan and no percentage.",
   },
+  maxpassage: {
+    name: "best passage",
+    help: "Best passage: each shortlisted paper scores as its best window of sentences (cosine with the " +
+      "mean of your selected sentences), mixed with the first stage's score; the stage scores under each " +
+      "hit show both. \u201cq5 \u00b7 L2 0.83\u201d marks the hit sentence nearest to q5.",
+  },
   none: {
-    name: "ANN single match",
-    help: "Approximate single match: papers ranked straight from the nearest-neighbour index (no re-" +
-      "scoring; the fastest mode). \u201cq5 \u00b7 L2 0.83\u201d marks the hit sentence nearest to q5; there " +
+    name: "first stage only",
+    help: "No re-ranking: papers ranked straight by the first stage (the nearest-neighbour index's " +
+      "approximate single match, BM25, or their fusion; the fastest mode). \u201cq5 \u00b7 L2 0.83\u201d marks the hit sentence nearest to q5; there " +
       "is no transport plan and no percentage.",
   },
 };
+const PIPELINES = {  // first stages: what finds the shortlist
+  ann: "dense (sentence vectors)",
+  bm25: "lexical (BM25 over your selected sentences' words)",
+  "ann,bm25": "fused (dense + lexical)",
+};
+const STAGE_NAMES = { ann: "dense", bm25: "BM25", fused: "fused", minl2: "min L2", ot: "OT", maxpassage: "passage" };
 const FACETS = ["background", "method", "result"];
 const state = { paper: null, selected: new Set(), filterTimer: null, info: null, generation: null, nextOffset: null };
 const $ = (id) => document.getElementById(id);
@@ -81,6 +93,7 @@ async function loadInfo() {
   $("index-info").textContent = `${info.n_papers} papers · ${info.n_sentences} sentences · model ${info.model}` +
     (info.labelled_papers ? ` · ${info.labelled_papers} with facet labels` : "");
   if (!$("rerank").dataset.touched) $("rerank").value = info.rerank;
+  if (!$("stages").dataset.touched) $("stages").value = info.stages;
   $("shortlist").max = info.max_shortlist;
   if (!$("shortlist").value) $("shortlist").value = Math.min(info.shortlist, info.max_shortlist);
   $("tau").min = info.min_tau;
@@ -188,7 +201,7 @@ async function search() {
   if (!state.paper || state.selected.size === 0) { status("select at least one sentence", true); return; }
   const rerank = $("rerank").value;
   const body = { paper_id: state.paper.paper_id, sentences: [...state.selected].sort((a, b) => a - b),
-                 k: Number($("k").value), rerank };
+                 k: Number($("k").value), rerank, stages: $("stages").value };
   if (rerank !== "none") body.shortlist = Math.max(Number($("shortlist").value), body.k);
   if (rerank === "ot") body.tau = Number($("tau").value);
   status("searching…");
@@ -230,7 +243,8 @@ function renderResults(result) {
   const rows = result.plan_rows;  // selected query positions, in the grids' row order
   const slot = new Map(rows.map((q, r) => [q, r]));
   const ot = result.rerank === "ot";
-  $("results-head").textContent = `Ranked by ${MODES[result.rerank].name} using ` +
+  $("results-head").textContent = `First stage ${PIPELINES[result.stages]}` +
+    (result.stages === "ann,bm25" ? ` (fusion ${result.fuse})` : "") + `; ranked by ${MODES[result.rerank].name} using ` +
     `${rows.map((q) => "q" + q).join(", ")} of ${state.paper.paper_id}` +
     (ot ? ` (OT eps ${result.ot.eps}, temperature ${result.ot.tau}). ` : ". ") + MODES[result.rerank].help;
   renderLegend(result);
@@ -242,6 +256,7 @@ function renderResults(result) {
     const head = el("div", "hit-head");
     head.append(el("span", "hit-rank", String(hit.rank)), el("span", "hit-title", hit.title || "(untitled)"),
                 el("span", "hit-meta", `${hit.paper_id} · score ${hit.score.toFixed(3)}`));
+    head.append(stageScores(hit.stages));
     const aligned = new Map();  // hit sentence -> [pairs]
     for (const p of hit.pairs) {
       if (!aligned.has(p.hit_sentence)) aligned.set(p.hit_sentence, []);
@@ -306,6 +321,16 @@ function planTable(hit, rows) {  // shade and percentage: share of the row's (qu
   });
 }
 
+function stageScores(stages) {  // each stage's own score of this hit (higher is better in every stage)
+  const box = el("span", "hit-stages");
+  for (const [name, value] of Object.entries(stages || {})) {
+    const chip = el("span", "stage-score", `${STAGE_NAMES[name] || name} ${Number(value).toFixed(3)}`);
+    chip.dataset.stage = name;
+    box.append(chip);
+  }
+  return box;
+}
+
 function distTable(hit, rows) {  // shade: nearness within the hit; outlined: each row's nearest sentence
   const all = hit.dist.flat();
   const lo = Math.min(...all), span = Math.max(1e-12, Math.max(...all) - lo);
@@ -325,6 +350,7 @@ $("paper-filter").addEventListener("input", () => {
 $("more-papers").addEventListener("click", () => filterPapers(true));
 $("search-btn").addEventListener("click", search);
 $("rerank").addEventListener("change", () => { $("rerank").dataset.touched = "1"; showMode(); });
+$("stages").addEventListener("change", () => { $("stages").dataset.touched = "1"; });
 $("clear-selection").addEventListener("click", () => selectWhere(() => false));
 $("select-all").addEventListener("click", () => selectWhere(() => true));
 document.querySelectorAll(".facet-btn").forEach((b) =>

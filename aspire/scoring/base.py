@@ -1,0 +1,49 @@
+"""What every scorer shares: the mask check and the base class whose `score` is minus its distance.
+
+Sign convention (`aspire.scoring.scorers`): `score` / `pairwise_score` return similarities, higher is
+better, equal to minus the `dist` / `pairwise_dist` a subclass's match objects carry.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from aspire.batch import DocBatch
+
+
+def _check_masks(q_mask: Tensor, c_mask: Tensor) -> None:
+    for name, mask in (("query", q_mask), ("candidate", c_mask)):
+        empty = ~mask.any(-1)
+        if bool(empty.any()):
+            raise ValueError(f"{name} rows {empty.nonzero().flatten()[:5].tolist()} have no sentence selected")
+
+
+class _Scorer(nn.Module):
+    """Base: `score` (Bq, Bc) and `pairwise_score` (B,) are similarities = -distance.
+
+    Subclasses define `dist_details` / `pairwise_dist_details` (a match object with `.dist`).
+    """
+
+    def dist_details(self, queries: DocBatch, cands: DocBatch):
+        raise NotImplementedError
+
+    def pairwise_dist_details(self, queries: DocBatch, cands: DocBatch):
+        raise NotImplementedError
+
+    def dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
+        """(Bq, Bc) distances, lower is closer."""
+        return self.dist_details(queries, cands).dist
+
+    def pairwise_dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
+        """(B,) distances of aligned rows, lower is closer."""
+        return self.pairwise_dist_details(queries, cands).dist
+
+    def score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
+        """(Bq, Bc) similarity, higher is better (= -dist)."""
+        return -self.dist(queries, cands)
+
+    def pairwise_score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
+        """(B,) similarity of aligned rows, higher is better (= -pairwise_dist)."""
+        if len(queries) != len(cands):
+            raise ValueError(f"pairwise scoring needs equal batch sizes, got {len(queries)} and {len(cands)}")
+        return -self.pairwise_dist(queries, cands)

@@ -1,0 +1,93 @@
+"""Ensembles configured in YAML (issue 26, item 6): members run on a benchmark and fused per query."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_benchmarks import make_cocite, make_reviewer_set
+
+from aspire.evaluate import context2doc as c2d
+from aspire.evaluate.__main__ import main
+from aspire.evaluate.ensemble import EnsembleConfig, EnsembleMember, context2doc_rows, load_ensemble, reviewer_rows
+from aspire.evaluate.reviewers import load_reviewer_set, prediction_files, read_predictions
+
+
+def _yaml(tmp_path, text: str):
+    path = tmp_path / "ens.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_configs_load():
+    for name in ("ensemble_minilm", "ensemble_rrf"):
+        config = load_ensemble(f"configs/{name}.yaml")
+        assert len(config.members) >= 2 and config.fusion in ("z", "rrf")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("members: [{name: a, model: m, scorer: minl2}]", "at least two members"),
+    ("fusion: sum\nmembers: [{name: a, model: m, scorer: minl2}, {name: b, model: bm25}]", "unknown fusion 'sum'"),
+    ("members: [{name: a, model: m, scorer: minl2}, {name: a, model: bm25}]", "distinct name"),
+    ("members: [{name: a, model: m}, {name: b, model: bm25}]", "a model needs a scorer"),
+    ("members: [{name: a, model: m, scorer: minl2, weight: -1}, {name: b, model: bm25}]", "weight must be >= 0"),
+    ("members: [{name: a, model: m, scorer: minl2, wieght: 1}, {name: b, model: bm25}]", "unknown config key"),
+])
+def test_bad_ensembles_are_refused_naming_the_member(tmp_path, text, message):
+    with pytest.raises(ValueError, match=message):
+        load_ensemble(_yaml(tmp_path, text))
+
+
+def test_cli_refuses_model_options_beside_an_ensemble_and_reports_a_bad_file(tmp_path, capsys):
+    path = _yaml(tmp_path, "members: [{name: a, model: m, scorer: minl2}]")
+    with pytest.raises(SystemExit):
+        main(["suite", "--ensemble", str(path), "--model", "minilm", "--out", str(tmp_path / "o")])
+    assert "--ensemble takes each member's model" in capsys.readouterr().err
+    assert main(["suite", "--ensemble", str(path), "--out", str(tmp_path / "o")]) == 2
+    assert "at least two members" in capsys.readouterr().err
+
+
+def _members(model: str, w2: float) -> list[EnsembleMember]:
+    return [EnsembleMember("minl2", model, "minl2", 1.0), EnsembleMember("abstract", model, "abstract", w2)]
+
+
+def test_reviewer_ensemble_with_zero_weight_equals_its_first_member(tmp_path, tiny_model_dir):
+    data = make_reviewer_set(tmp_path / "rm", draws=2)
+    rset = load_reviewer_set(data)
+    common = dict(cache_dir=None, batch_size=4, device=None)
+    alone = reviewer_rows(EnsembleConfig("z"), _members(str(tiny_model_dir), 0.0), data, tmp_path / "a", "max", **common)
+    member = [read_predictions(p) for p in prediction_files(tmp_path / "a/members/minl2/reviewers/predictions", "minl2", rset)]
+    fused = [read_predictions(p) for p in prediction_files(tmp_path / "a/reviewers/predictions", "ensemble", rset)]
+    for m, f in zip(member, fused):  # weight 0 on the second member: the first member's order for every reviewer
+        assert {r: sorted(s, key=s.get) for r, s in m.items()} == {r: sorted(s, key=s.get) for r, s in f.items()}
+    results = json.loads((tmp_path / "a/members/minl2/reviewers/results.json").read_text())
+    assert alone[0]["value"] == pytest.approx(results["loss"])
+    both = reviewer_rows(EnsembleConfig("rrf"), _members(str(tiny_model_dir), 1.0), data, tmp_path / "b", "max", **common)
+    assert 0.0 <= both[0]["value"] <= 1.0 and "members minl2, abstract" in both[0]["note"]
+
+
+def test_context2doc_ensemble_fuses_bm25_and_a_model(tmp_path, tiny_model_dir):
+    source = make_cocite(tmp_path / "cc" / "cocitations.jsonl")
+    meta = c2d.make_split(source)
+    (tmp_path / "split.json").write_text(json.dumps(meta))
+    split = max(meta["splits"], key=lambda s: meta["splits"][s]["n_queries"])
+    bench = c2d.load_context2doc(tmp_path / "cc", split, tmp_path / "split.json")
+    members = [EnsembleMember("bm25", "bm25", None, 1.0), EnsembleMember("minl2", str(tiny_model_dir), "minl2", 0.0)]
+    rows = context2doc_rows(EnsembleConfig("minmax"), members, bench, tmp_path / "o", cache_dir=None, batch_size=4,
+                            device=None)
+    assert [r["metric"] for r in rows] == ["MRR", "nDCG@10", "R@100", "MAP"]
+    assert rows[0]["value"] == 1.0  # BM25 alone finds each query's paper first (test_benchmarks); weight 0 keeps it
+    members[1].weight = 1.0
+    mixed = context2doc_rows(EnsembleConfig("z"), members, bench, tmp_path / "o2", cache_dir=None, batch_size=4,
+                             device=None)
+    assert 0.0 < mixed[0]["value"] <= 1.0
+
+
+def test_csfcube_ensemble_with_zero_weight_scores_as_its_first_member(small_csfcube, tmp_path, tiny_model_dir):
+    from aspire.evaluate.ensemble import csfcube_rows
+
+    common = dict(cache_dir=tmp_path / "cache", batch_size=8, device=None)
+    rows = csfcube_rows(EnsembleConfig("z"), _members(str(tiny_model_dir), 0.0), small_csfcube, tmp_path / "o", **common)
+    first = json.loads((tmp_path / "o/members/minl2/csfcube/results.json").read_text())
+    assert [r["metric"] for r in rows] == ["MAP", "NDCG%20"]
+    assert rows[0]["value"] == pytest.approx(first["test"]["all"]["MAP"], abs=1e-6)
