@@ -88,13 +88,10 @@ def build_parser(prog: str):
     parser.add_argument("--shortlist", type=positive_int,
                         help="papers the ANN stage passes to re-ranking (default: the index's search.shortlist)")
     parser.add_argument("--model", help="encoder for papers to encode (default: the model the index was built with)")
-<<<<<<< HEAD
     parser.add_argument("--facet-code", choices=FACET_CODE_CHOICES, default="auto",
                         help="model with facet control codes: the code a query is encoded with; auto (default): "
                              "the facet's when --sentences names one facet, none: the candidates' code, or a facet")
-=======
     add_backend_options(parser)  # an index built with --backend onnx [--quantize int8] needs the same for papers
->>>>>>> speed
     output = parser.add_argument_group("output")
     output.add_argument("--json", action="store_true",
                         help="print hits as JSON: one indented object for one query, one line per query otherwise")

@@ -13,11 +13,8 @@
     python -m aspire.evaluate fuse-runs runs/a.run runs/b.run runs/c.run --method rrf --qrels qrels.txt --out runs/rrf
     python -m aspire.evaluate suite --model minilm --scorer minl2 --out runs/suite-minilm-minl2
     python -m aspire.evaluate suite --model mpnet --scorer abstract --bm25-alpha 0.815 --out runs/suite-mpnet
-<<<<<<< HEAD
     python -m aspire.evaluate suite --model minilm --scorer ot --backend onnx --quantize int8 --out runs/suite-int8
-=======
     python -m aspire.evaluate suite --ensemble configs/ensemble_minilm.yaml --out runs/suite-ensemble
->>>>>>> pipeline
 """
 
 from __future__ import annotations
@@ -27,12 +24,8 @@ import json
 import sys
 from pathlib import Path
 
-<<<<<<< HEAD
-from aspire.cliutil import add_backend_options, backend_options
-=======
-from aspire.cliutil import positive_int
+from aspire.cliutil import add_backend_options, backend_options, positive_int
 from aspire.evaluate.options import scorer_options
->>>>>>> pipeline
 from aspire.evaluate.suite import DATA
 
 COMMANDS = ("reviewers", "context2doc", "compare", "fuse-runs", "suite")
@@ -67,14 +60,9 @@ def _options(args, scorers: list[str] | None = None) -> dict:
                                 ("joiner", args.joiner)) if v is not None}
     if encode and "abstract" not in (scorers or [args.scorer]) and args.encoding == "contextual":
         raise ValueError("--max-length/--normalize/--joiner apply to --scorer abstract or --encoding independent")
-<<<<<<< HEAD
     return {"encoder_options": backend_options(args),
             "encoding": args.encoding,
-            "scorer_options": {k: v for k, v in (("tau", args.tau), ("eps", args.eps)) if v is not None},
-=======
-    return {"encoding": args.encoding,
             "scorer_options": scorer_options(",".join(scorers or [args.scorer or ""]), args.tau, args.eps, args.window),
->>>>>>> pipeline
             "cache_dir": None if args.no_cache else args.cache_dir, "batch_size": args.batch_size,
             "device": args.device, "encode_options": encode}
 

@@ -29,15 +29,10 @@ def invocation() -> str:
     """The command line of this process as a user would type it (`python -m PKG ...` for a package main)."""
     argv = list(sys.argv)
     if argv and argv[0].endswith("__main__.py"):
-<<<<<<< HEAD
         folder = Path(argv[0]).resolve().parent
         root = Path(__file__).resolve().parents[2]
         # a package of this repository by its dotted path; another (`python -m pytest`) by its folder's name
         package = ".".join(folder.relative_to(root).parts) if folder.is_relative_to(root) else folder.name
-=======
-        here, root = Path(argv[0]).resolve().parent, Path(__file__).resolve().parents[2]
-        package = ".".join(here.relative_to(root).parts) if here.is_relative_to(root) else here.name  # e.g. pytest
->>>>>>> pipeline
         argv = ["python", "-m", package, *argv[1:]]
     return shlex.join(argv)
 
