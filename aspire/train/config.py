@@ -13,7 +13,7 @@ from typing import Literal
 
 from aspire.config import ConfigError, ranged
 
-ModelKind = Literal["ts", "ot", "ts+ot", "max", "att", "abs", "cocite_vector"]
+ModelKind = Literal["ts", "ot", "ts+ot", "max", "att", "abs", "cocite_vector", "abstract"]
 
 
 @dataclass
@@ -75,15 +75,27 @@ class ModelConfig:
 
 @dataclass
 class LossConfig:
-    """Triplet margin loss over distances: max(0, d(a, p) - d(a, n) + margin).
+    """The loss over the model's similarity (minus its distance; cosine for kind `abstract`).
 
-    `negatives`: `all` averages the loss over every allowed in-batch negative of an anchor;
-    `one` takes a single in-batch negative per anchor (the next allowed example of the seeded
-    batch order, i.e. a random one), as in the paper's triples.
+    `kind: triplet` (the paper's): max(0, d(a, p) - d(a, n) + margin); `negatives`: `all` averages
+    it over every allowed in-batch negative of an anchor, `one` takes a single in-batch negative per
+    anchor (the next allowed example of the seeded batch order, i.e. a random one), as in the
+    paper's triples. The other kinds (`aspire.losses.MATRIX_LOSSES`) always use the whole B x B
+    in-batch matrix plus every hard negative of the batch: `mnrl` (multiple-negatives ranking /
+    InfoNCE, logits `scale` * similarity, `symmetric` adds the positive-to-anchors direction),
+    `multi_similarity` (`ms_alpha`, `ms_beta`, `ms_base`), `bce` (pairs labelled 1 / 0, logits
+    `scale` * (similarity - `bce_threshold`)).
     """
 
+    kind: Literal["triplet", "mnrl", "multi_similarity", "bce"] = "triplet"
     margin: float = ranged(1.0, ge=0)
     negatives: Literal["all", "one"] = "one"
+    scale: float = ranged(20.0, gt=0)
+    symmetric: bool = False
+    ms_alpha: float = ranged(2.0, gt=0)
+    ms_beta: float = ranged(50.0, gt=0)
+    ms_base: float = ranged(0.5)
+    bce_threshold: float = ranged(0.5)
 
 
 @dataclass
@@ -146,10 +158,63 @@ class TrainConfig:
 
 
 @dataclass
+class AbstractConfig:
+    """How kind `abstract` makes one vector a paper, as the `abstract` scorer of `aspire.evaluate` does:
+    the text `title + joiner + abstract` (the title left out when empty), cut to `model.max_length`
+    word pieces (0: the model's limit), mean-pooled over every piece, L2-normalised if `normalize`."""
+
+    joiner: str = " "
+    normalize: bool = True
+
+
+@dataclass
+class TaskConfig:
+    """One source of (anchor, positive) pairs (`aspire.train.tasks`); several make a multi-task run.
+
+    `name`: `cocite` (the co-cited pairs of `data.examples_dir`), `context2doc` (each citing sentence
+    of the context2doc *train* split paired with each paper it cites; the dev split gives the dev
+    loss; `data_dir` holds `cocitations.jsonl`) or `crop` (two random spans of `span_min`..`span_max`
+    sentences of one abstract, `views` pairs per abstract; `sources`: `cocite` (the co-citation
+    abstracts) and/or `acl` (`acl_path`, at most `max_papers` of them, 0 = all); every benchmark paper
+    under `benchmarks_dir` is removed by normalised title (null turns the removal off, with a
+    warning); `dev_share` of the abstracts, by hash, give the dev pairs).
+    `weight` multiplies the task's loss; `ratio` is its share of each batch (`mix.mode: mixed`) or
+    of the batches (`alternating`); `steps` is its stage length in optimizer steps (`sequential`).
+    """
+
+    name: Literal["cocite", "context2doc", "crop"] = "cocite"
+    weight: float = ranged(1.0, ge=0)
+    ratio: float = ranged(1.0, gt=0)
+    steps: int = ranged(0, ge=0)
+    data_dir: str = "../shared/data/cocite-acl"
+    sources: list[str] = field(default_factory=lambda: ["cocite"])
+    acl_path: str = "../shared/data/acl-anthology/papers.jsonl.gz"
+    benchmarks_dir: str | None = "../shared/data"
+    span_min: int = ranged(1, ge=1)
+    span_max: int = ranged(3, ge=1)
+    views: int = ranged(1, ge=1)
+    max_papers: int = ranged(0, ge=0)
+    dev_share: float = ranged(0.05, ge=0, lt=1)
+
+
+@dataclass
+class MixConfig:
+    """How the `tasks` combine (`aspire.train.mixing`): `mixed` (every batch holds each task in
+    proportion to its `ratio`), `alternating` (whole batches of one task, in proportion to `ratio`),
+    `sequential` (stage after stage, each task for its `steps`)."""
+
+    mode: Literal["mixed", "alternating", "sequential"] = "mixed"
+
+
+@dataclass
 class Config:
-    """The whole training config (sections `model`, `loss`, `data`, `train`)."""
+    """The whole training config (sections `model`, `loss`, `data`, `train`; `abstract` for kind
+    `abstract`; `tasks` and `mix` for a multi-task run: with no tasks, the co-cited pairs alone)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     loss: LossConfig = field(default_factory=LossConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    abstract: AbstractConfig = field(default_factory=AbstractConfig)
+    tasks: list[TaskConfig] = field(default_factory=list)
+    mix: MixConfig = field(default_factory=MixConfig)

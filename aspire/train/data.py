@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch.utils.data import Dataset, Sampler
@@ -31,14 +31,24 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Example:
-    """One (anchor, positive) pair: `members` is every paper of every co-cited set holding the pair;
-    `negative` an optional hard negative; `align` the aligned sentence pair or None."""
+    """One (anchor, positive) pair of papers (ids in the dataset's `papers`): `members` is every
+    paper that must not serve as the anchor's negative (for co-cited pairs, every paper of every
+    co-cited set holding the pair); `negative` an optional hard negative; `align` the aligned
+    sentence pair or None; `source` the paper the positive stands for when it is a derived text
+    (a crop: its abstract's id; None: the positive itself); `task` the task's index in a
+    multi-task run (`aspire.train.tasks`)."""
 
     query_id: str
     positive_id: str
     members: tuple[str, ...]
     negative: str | None
     align: tuple[int, int] | None
+    source: str | None = None
+    task: int = 0
+
+    @property
+    def positive_source(self) -> str:
+        return self.source or self.positive_id
 
 
 def _read_hard_negatives(path: str | Path) -> dict[str, list[str]]:
@@ -126,15 +136,22 @@ def load_dev_split(cfg: DataConfig) -> TripletDataset | None:
 class TripletCollator:
     """Examples -> `TripletBatch`: one tokenised input of the B anchors, B positives and hard negatives.
 
+    Integer ids (for the in-batch negative mask) number the papers and every id the examples name
+    as a member or source, in sorted order.
+
     Args:
-        tokenize: the encoder's `tokenize(list[Paper])`.
+        tokenize: the model's `tokenize(list[Paper])`.
         papers: every paper the examples name.
+        weights: the loss weight of each task (default: one task, weight 1).
+        sources: further ids the examples name as members or sources (papers not in `papers`).
     """
 
-    def __init__(self, tokenize: Callable[[Sequence[Paper]], object], papers: dict[str, Paper]) -> None:
+    def __init__(self, tokenize: Callable[[Sequence[Paper]], object], papers: dict[str, Paper],
+                 weights: Sequence[float] = (1.0,), sources: Iterable[str] = ()) -> None:
         self.tokenize = tokenize
         self.papers = papers
-        self.index = {pid: i for i, pid in enumerate(sorted(papers))}
+        self.index = {pid: i for i, pid in enumerate(sorted(set(papers) | set(sources)))}
+        self.weights = torch.tensor(list(weights), dtype=torch.float32)
 
     def __call__(self, examples: Sequence[Example]) -> TripletBatch:
         hard = [e.negative for e in examples if e.negative is not None]
@@ -144,12 +161,16 @@ class TripletCollator:
         group = torch.full((len(examples), G), -1, dtype=torch.long)
         for b, e in enumerate(examples):
             group[b, : len(e.members)] = torch.tensor([self.index[m] for m in e.members])
-        pos = torch.tensor([self.index[e.positive_id] for e in examples])
+        pos = torch.tensor([self.index[e.positive_source] for e in examples])
         align = torch.tensor([e.align if e.align is not None else (-1, -1) for e in examples], dtype=torch.long)
         hard_rows = torch.full((len(examples),), -1, dtype=torch.long)
         has = torch.tensor([e.negative is not None for e in examples])
         hard_rows[has] = torch.arange(int(has.sum()))
-        return TripletBatch(inputs, group, pos, align, hard_rows)
+        hard_ids = torch.tensor([self.index[h] for h in hard], dtype=torch.long)
+        task = torch.tensor([e.task for e in examples], dtype=torch.long)
+        if int(task.max()) >= len(self.weights):
+            raise ValueError(f"an example of task {int(task.max())} but weights for {len(self.weights)} task(s)")
+        return TripletBatch(inputs, group, pos, align, hard_rows, hard_ids=hard_ids, task_ids=task, weights=self.weights)
 
 
 class EpochBatchSampler(Sampler[list[int]]):

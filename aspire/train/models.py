@@ -12,9 +12,15 @@ co-cited positives, optional hard negatives) into a triplet margin loss over a *
 | `max`           | min-L2 (no text supervision)             | min-L2              | `minl2`          |
 | `att`           | attention-aggregated distance            | same                | `attention`      |
 | `cocite_vector` | L2 of mean-pooled paper vectors          | same                | `vector` (L2)    |
+| `abstract`      | 1 - cosine of whole-abstract vectors     | same                | `abstract`       |
 
 Distances are the `pairwise_dist` / `dist` of the `aspire.scoring` scorers (whose similarity
-`score` is minus them), so training and inference share the same maths. `encode` runs the very forward pass used in
+`score` is minus them), so training and inference share the same maths. Kind `abstract` encodes
+each paper as one text (`aspire.train.terms.AbstractText`, the `abstract` scorer's pipeline).
+`loss.kind` other than `triplet` turns the B x B in-batch similarity matrix (plus every hard negative
+of the batch) into a ranking loss (`aspire.losses.MATRIX_LOSSES`); for OT that is a batch of B x B
+transport problems through the batched Sinkhorn kernel. A batch may mix tasks: each task's loss is
+the mean over its own anchors, and `loss` is their sum weighted by `TripletBatch.weights`. `encode` runs the very forward pass used in
 training (no grad, eval mode; mean-pooled to one vector for `cocite_vector`) and `score` applies
 the kind's inference scorer.
 """
@@ -34,16 +40,26 @@ from aspire.batch import DocBatch
 from aspire.config import from_dict, to_dict
 from aspire.data.papers import Paper
 from aspire.losses import (
+    MATRIX_LOSSES,
     aligned_sentence_dist,
     in_batch_negative_mask,
+    masked_anchor_mean,
     mean_pool_doc,
-    pairwise_vector_l2_dist,
     pick_one_negative,
-    triplet_margin_dist_loss,
-    vector_l2_dist,
+    triplet_margin_dist_per_anchor,
 )
-from aspire.train.config import LossConfig, ModelConfig
+from aspire.train.config import AbstractConfig, LossConfig, ModelConfig
 from aspire.train.formats import DEFAULT_TASK, use_task
+from aspire.train.terms import (  # noqa: F401  (KINDS, kind_terms and make_scorer are used from here too)
+    KINDS,
+    NO_SCORER,
+    AbstractText,
+    CosineTerm,
+    ScorerDist,
+    VectorDist,
+    kind_terms,
+    make_scorer,
+)
 
 MODEL_FILE = "document_model.json"
 
@@ -60,7 +76,11 @@ class TripletBatch:
         pos_ids: (B,) long, integer id of each positive.
         align: (B, 2) long, aligned sentence positions (in anchor, in positive); -1 where unknown.
         hard_rows: (B,) long, row of the anchor's hard negative among the H (-1 = none).
-        task: the training task the batch belongs to (its control code and adapter, `aspire.train.formats`).
+        task: the training format task the batch belongs to (its control code and adapter,
+            `aspire.train.formats`).
+        hard_ids: (H,) long, integer id of each hard negative (None: no hard negatives).
+        task_ids: (B,) long, the objective task (`aspire.train.tasks`) of each pair (None: all task 0).
+        weights: (T,) float, the loss weight of each objective task (None: one task, weight 1).
     """
 
     inputs: object
@@ -69,117 +89,81 @@ class TripletBatch:
     align: Tensor
     hard_rows: Tensor
     task: str = field(default=DEFAULT_TASK)
+    hard_ids: Tensor | None = None
+    task_ids: Tensor | None = None
+    weights: Tensor | None = None
 
     def __len__(self) -> int:
         return self.pos_ids.shape[0]
 
     def to(self, device: torch.device) -> "TripletBatch":
-        return TripletBatch(
-            self.inputs.to(device), self.group_ids.to(device), self.pos_ids.to(device),
-            self.align.to(device), self.hard_rows.to(device), self.task,
-        )
-
-
-# ---- distance terms: (pairwise_dist (B,), all-pairs dist (Bq, Bc)) -----------------------------------
-class ScorerDist:
-    """Distances of an `aspire.scoring` scorer (its `score` is minus these), labelled for the profiler."""
-
-    def __init__(self, scorer: nn.Module, name: str) -> None:
-        self.scorer, self.name = scorer, name
-
-    def pairwise_dist(self, a: DocBatch, b: DocBatch) -> Tensor:
-        with record_function(f"dist:{self.name}"):
-            return self.scorer.pairwise_dist(a, b)
-
-    def dist(self, a: DocBatch, b: DocBatch) -> Tensor:
-        with record_function(f"dist:{self.name}"):
-            return self.scorer.dist(a, b)
-
-
-class VectorDist:
-    """L2 between single-vector papers (the co-citation vector baseline)."""
-
-    name = "vector_l2"
-
-    def pairwise_dist(self, a: DocBatch, b: DocBatch) -> Tensor:
-        return pairwise_vector_l2_dist(a, b)
-
-    def dist(self, a: DocBatch, b: DocBatch) -> Tensor:
-        return vector_l2_dist(a, b)
-
-
-def make_scorer(name: str, cfg: ModelConfig) -> nn.Module:
-    """The `aspire.scoring` scorer `name` with the config's settings."""
-    from aspire.scoring import get_scorer
-
-    if name == "ot":
-        return get_scorer("ot", eps=cfg.ot_eps, tau=cfg.ot_tau, tol=cfg.ot_tol, max_iter=cfg.ot_max_iter,
-                          grad=cfg.ot_grad)
-    if name == "attention":
-        return get_scorer("attention", tau=cfg.att_tau)
-    return get_scorer(name)
-
-
-# kind -> (loss terms, inference scorer). A term is "aligned" (aligned pair for the positive,
-# min-L2 for negatives) or a scorer name, or "vector".
-KINDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "ts": (("aligned",), "minl2"),
-    "abs": (("aligned",), "minl2"),
-    "ot": (("ot",), "ot"),
-    "ts+ot": (("aligned", "ot"), "ot"),
-    "max": (("minl2",), "minl2"),
-    "att": (("attention",), "attention"),
-    "cocite_vector": (("vector",), "vector"),
-}
-
-
-def kind_terms(kind: str) -> tuple[tuple[str, ...], str]:
-    if kind not in KINDS:
-        raise ValueError(f"unknown model kind {kind!r}; valid kinds: {sorted(KINDS)}")
-    return KINDS[kind]
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return TripletBatch(self.inputs.to(device), self.group_ids.to(device), self.pos_ids.to(device),
+                            self.align.to(device), self.hard_rows.to(device), self.task, move(self.hard_ids),
+                            move(self.task_ids), move(self.weights))
 
 
 class DocumentModel(nn.Module):
-    """A contextual sentence encoder trained with the triplet margin loss of `model.kind`.
+    """A contextual sentence encoder trained with the loss (`loss.kind`) over the terms of `model.kind`.
 
     Args:
         encoder: `aspire.encoders.ContextualSentenceEncoder` (or anything with `tokenize`,
-            `forward(inputs) -> DocBatch`, `save_pretrained` and an `include_title` flag).
+            `forward(inputs) -> DocBatch`, `save_pretrained` and an `include_title` flag; kind
+            `abstract` also uses its `model`, `tokenizer` and `max_length`).
         model_cfg: the `model` config section (kind, OT/attention settings).
-        loss_cfg: the `loss` config section (margin, negatives).
+        loss_cfg: the `loss` config section (kind, margin, negatives, scale, ...).
+        abstract_cfg: the `abstract` section (kind `abstract`'s text and pooling).
     """
 
-    def __init__(self, encoder: nn.Module, model_cfg: ModelConfig, loss_cfg: LossConfig | None = None) -> None:
+    def __init__(self, encoder: nn.Module, model_cfg: ModelConfig, loss_cfg: LossConfig | None = None,
+                 abstract_cfg: AbstractConfig | None = None) -> None:
         super().__init__()
         self.encoder = encoder
         self.model_cfg = model_cfg
-        self.loss_cfg = loss_cfg or LossConfig()
+        self.loss_cfg = loss_cfg = loss_cfg or LossConfig()
+        self.abstract_cfg = abstract_cfg or AbstractConfig()
+        self.text = AbstractText(encoder, self.abstract_cfg) if model_cfg.kind == "abstract" else None
         terms, inference = kind_terms(model_cfg.kind)
         self.terms = terms
         self.inference_name = inference
         self._scorers = nn.ModuleDict()  # scorers with parameters train with the encoder
-        needed = {"minl2" if t == "aligned" else t for t in (*terms, inference)} - {"vector"}
+        needed = {"minl2" if t == "aligned" else t for t in (*terms, inference)} - NO_SCORER
         for name in sorted(needed):
             self._scorers[name] = make_scorer(name, model_cfg)
+        settings = {"mnrl": dict(scale=loss_cfg.scale, symmetric=loss_cfg.symmetric),
+                    "multi_similarity": dict(alpha=loss_cfg.ms_alpha, beta=loss_cfg.ms_beta, base=loss_cfg.ms_base),
+                    "bce": dict(scale=loss_cfg.scale, threshold=loss_cfg.bce_threshold)}
+        self.matrix_loss = MATRIX_LOSSES[loss_cfg.kind](**settings[loss_cfg.kind]) if loss_cfg.kind != "triplet" else None
 
     # ---- the distances ----------------------------------------------------------------------------
     def _dist(self, term: str):
         if term == "vector":
             return VectorDist()
+        if term in ("cosine", "abstract"):
+            return CosineTerm()
         key = "minl2" if term == "aligned" else term
         return ScorerDist(self._scorers[key], key)
 
+    def tokenize(self, papers: Sequence[Paper]):
+        """The encoder input of `papers` for this kind (whole-abstract texts for kind `abstract`)."""
+        return self.text.tokenize(papers) if self.text is not None else self.encoder.tokenize(papers)
+
     def embed(self, inputs) -> DocBatch:
-        """Encoder forward pass, pooled to one vector a paper for `cocite_vector`: (B, S, D) DocBatch."""
+        """Encoder forward pass: (B, S, D) sentence vectors, or one vector a paper (B, 1, D) for
+        `cocite_vector` (mean-pooled sentences) and `abstract` (the whole text)."""
         with record_function("encoder"):
+            if self.text is not None:
+                return self.text.embed(inputs)
             docs = self.encoder(inputs)
         return mean_pool_doc(docs) if self.model_cfg.kind == "cocite_vector" else docs
 
     def forward(self, batch: TripletBatch) -> dict[str, Tensor]:
         """Loss of one micro-batch.
 
-        Returns a dict with `loss` () (the sum over the kind's terms), one `loss/<term>` per term,
-        and `triples` () the number of (anchor, positive) pairs that had a negative.
+        Returns a dict with `loss` () (the sum over the kind's terms of each task's mean over its
+        anchors, weighted by `batch.weights`), one `loss/<term>` per term (mean over all anchors),
+        `task_loss` (T,) each task's unweighted loss, `task_rows` (T,) its anchors that had a
+        negative, and `triples` () the number of (anchor, positive) pairs that had a negative.
         """
         B = len(batch)
         use_task(self.encoder, self.model_cfg, batch.task)  # its adapter; its code went in at tokenisation
@@ -187,36 +171,60 @@ class DocumentModel(nn.Module):
         anchors = docs.index(torch.arange(B))
         positives = docs.index(torch.arange(B, 2 * B))
         allowed = in_batch_negative_mask(batch.group_ids, batch.pos_ids)  # (B, B)
+        device = docs.emb.device
+        weights = batch.weights if batch.weights is not None else docs.emb.new_ones(1)  # (T,)
+        task = batch.task_ids if batch.task_ids is not None else torch.zeros(B, dtype=torch.long, device=device)
+        of_task = nn.functional.one_hot(task, len(weights)).to(docs.emb.dtype)  # (B, T)
         out: dict[str, Tensor] = {}
-        total = docs.emb.new_zeros(())
-        counted = torch.zeros(B, dtype=torch.bool, device=docs.emb.device)
+        task_loss = docs.emb.new_zeros(len(weights))
+        counted = torch.zeros(B, dtype=torch.bool, device=device)
         for term in self.terms:
-            dist = self._dist(term)
-            anchor_ok = torch.ones(B, dtype=torch.bool, device=docs.emb.device)
-            if term == "aligned":
-                a_idx, p_idx, anchor_ok = self._aligned_positions(batch, anchors, positives)
-                pos_dist = aligned_sentence_dist(anchors, positives, a_idx, p_idx)  # (B,)
-            else:
-                pos_dist = dist.pairwise_dist(anchors, positives)  # (B,)
-            if self.loss_cfg.negatives == "all":
-                neg_dist, neg_mask = dist.dist(anchors, positives), allowed  # (B, B)
-            else:
-                idx, valid = pick_one_negative(allowed)
-                neg_dist = dist.pairwise_dist(anchors, positives.index(idx))[:, None]  # (B, 1)
-                neg_mask = valid[:, None]
-            if len(docs) > 2 * B:  # hard negatives present
-                has = batch.hard_rows >= 0
-                hard = docs.index(2 * B + batch.hard_rows.clamp(min=0))  # (B, S, D); rows without one masked
-                neg_dist = torch.cat([neg_dist, dist.pairwise_dist(anchors, hard)[:, None]], dim=1)
-                neg_mask = torch.cat([neg_mask, has[:, None]], dim=1)
-            neg_mask = neg_mask & anchor_ok[:, None]
-            term_loss = triplet_margin_dist_loss(pos_dist, neg_dist, neg_mask, self.loss_cfg.margin)
-            out[f"loss/{term}"] = term_loss.detach()
-            total = total + term_loss
-            counted |= neg_mask.any(dim=1)
-        out["loss"] = total
+            per_anchor, valid = self._term_loss(term, batch, docs, anchors, positives, allowed)  # (B,), (B,)
+            rows = valid.to(docs.emb.dtype)[:, None] * of_task  # (B, T)
+            task_loss = task_loss + (per_anchor[:, None] * rows).sum(dim=0) / rows.sum(dim=0).clamp(min=1)
+            out[f"loss/{term}"] = masked_anchor_mean(per_anchor, valid).detach()
+            counted |= valid
+        out["loss"] = (weights * task_loss).sum()
+        out["task_loss"] = task_loss.detach()
+        out["task_rows"] = (counted[:, None] & of_task.bool()).sum(dim=0)
         out["triples"] = counted.sum()
         return out
+
+    def _term_loss(self, term: str, batch: TripletBatch, docs: DocBatch, anchors: DocBatch, positives: DocBatch,
+                   allowed: Tensor) -> tuple[Tensor, Tensor]:
+        """Per-anchor loss (B,) of one term and which anchors count (B,) bool."""
+        B = len(batch)
+        dist = self._dist(term)
+        anchor_ok = torch.ones(B, dtype=torch.bool, device=allowed.device)
+        pos_dist = None
+        if term == "aligned":
+            a_idx, p_idx, anchor_ok = self._aligned_positions(batch, anchors, positives)
+            pos_dist = aligned_sentence_dist(anchors, positives, a_idx, p_idx)  # (B,)
+        if self.matrix_loss is not None:  # the whole in-batch matrix plus every hard negative of the batch
+            sim = dist.sim(anchors, positives)  # (B, B)
+            if pos_dist is not None:  # the aligned pair's similarity is the positive
+                sim = torch.where(torch.eye(B, dtype=torch.bool, device=sim.device), -pos_dist[:, None], sim)
+            mask = allowed
+            if len(docs) > 2 * B:
+                hard = docs.index(torch.arange(2 * B, len(docs)))
+                sim = torch.cat([sim, dist.sim(anchors, hard)], dim=1)  # (B, B + H)
+                mask = torch.cat([mask, in_batch_negative_mask(batch.group_ids, batch.hard_ids)], dim=1)
+            per_anchor, valid = self.matrix_loss(sim, mask & anchor_ok[:, None])
+            return per_anchor, valid & anchor_ok
+        if pos_dist is None:
+            pos_dist = dist.pairwise_dist(anchors, positives)  # (B,)
+        if self.loss_cfg.negatives == "all":
+            neg_dist, neg_mask = dist.dist(anchors, positives), allowed  # (B, B)
+        else:
+            idx, valid = pick_one_negative(allowed)
+            neg_dist = dist.pairwise_dist(anchors, positives.index(idx))[:, None]  # (B, 1)
+            neg_mask = valid[:, None]
+        if len(docs) > 2 * B:  # hard negatives present: each anchor's own
+            has = batch.hard_rows >= 0
+            hard = docs.index(2 * B + batch.hard_rows.clamp(min=0))  # (B, S, D); rows without one masked
+            neg_dist = torch.cat([neg_dist, dist.pairwise_dist(anchors, hard)[:, None]], dim=1)
+            neg_mask = torch.cat([neg_mask, has[:, None]], dim=1)
+        return triplet_margin_dist_per_anchor(pos_dist, neg_dist, neg_mask & anchor_ok[:, None], self.loss_cfg.margin)
 
     def _aligned_positions(self, batch: TripletBatch, anchors: DocBatch, positives: DocBatch):
         """Aligned sentence positions (B,), (B,) and (B,) bool: alignment known and both sentences encoded."""
@@ -236,14 +244,14 @@ class DocumentModel(nn.Module):
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
-        parts = [self.embed(self.encoder.tokenize(papers[i : i + batch_size]).to(device))
+        parts = [self.embed(self.tokenize(papers[i : i + batch_size]).to(device))
                  for i in range(0, len(papers), batch_size)]
         self.train(was_training)
         return DocBatch.concat(parts)
 
     def score(self, q: DocBatch, c: DocBatch) -> Tensor:
         """(Bq, Bc) similarities with the kind's inference scorer (higher is better)."""
-        return -self._dist(self.inference_name).dist(q, c)
+        return self._dist(self.inference_name).sim(q, c)
 
     # ---- saving -------------------------------------------------------------------------------------
     def save_pretrained(self, path: str | Path) -> None:
@@ -253,7 +261,7 @@ class DocumentModel(nn.Module):
         use_task(self.encoder, self.model_cfg, DEFAULT_TASK)  # inference uses the first task's code and adapter
         self.encoder.save_pretrained(path)
         meta = {"kind": self.model_cfg.kind, "inference_scorer": self.inference_name,
-                "model": to_dict(self.model_cfg)}
+                "model": to_dict(self.model_cfg), "abstract": vars(self.abstract_cfg)}
         (path / MODEL_FILE).write_text(json.dumps(meta, indent=2))
         scorer_state = self._scorers.state_dict()
         if scorer_state:
@@ -271,7 +279,8 @@ class DocumentModel(nn.Module):
             from aspire.encoders import ContextualSentenceEncoder
 
             encoder_loader = ContextualSentenceEncoder.from_pretrained
-        model = cls(encoder_loader(str(path)), from_dict(ModelConfig, meta["model"]), loss_cfg)
+        model = cls(encoder_loader(str(path)), from_dict(ModelConfig, meta["model"]), loss_cfg,
+                    AbstractConfig(**meta.get("abstract", {})))
         if (path / "scorers.pt").is_file():
             model._scorers.load_state_dict(torch.load(path / "scorers.pt", map_location="cpu"))
         return model

@@ -10,8 +10,6 @@ a tqdm bar and a JSONL metrics log (`metrics.jsonl`). Under DDP only rank 0 writ
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import time
 from pathlib import Path
@@ -20,18 +18,18 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 import yaml
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from aspire.config import save_config, to_dict
-from aspire.io import write_text
+from aspire.config import save_config
+from aspire.io import write_json
 from aspire.jsonsafe import dumps
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_dev_split, load_split
 from aspire.train.formats import apply_formats, task_names
+from aspire.train.mixing import MixSampler
 from aspire.train.models import DocumentModel
 from aspire.train.process import (  # the process set-up steps, used by `run` and re-exported
     init_distributed,
@@ -41,27 +39,17 @@ from aspire.train.process import (  # the process set-up steps, used by `run` an
     seed_everything,
     set_rng_state,
 )
+from aspire.train.state import (  # noqa: F401  (the run bookkeeping, re-exported)
+    METRICS,
+    RESUME_FIXED,
+    check_resume_config,
+    linear_schedule,
+    trim_metrics,
+    weights_digest,
+)
+from aspire.train.tasks import MultiTaskData, build_tasks
 
 log = logging.getLogger(__name__)
-METRICS = "metrics.jsonl"
-
-
-def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
-    """LR factor: 0 -> 1 linearly over `warmup` steps, then linearly down to 0 at `total`."""
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (total - step) / max(1, total - warmup))
-    return factor
-
-
-def weights_digest(model: nn.Module) -> str:
-    """sha256 of every parameter's bytes, in name order (equal digests = bit-identical weights)."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
 
 
 # the dev batches' seed, whatever train.seed is (0: the dev figures of seed-0 runs are unchanged)
@@ -80,7 +68,7 @@ def build_model(cfg: Config, path: str | None = None) -> DocumentModel:
         settings["max_length"] = cfg.model.max_length
     encoder = ContextualSentenceEncoder.from_pretrained(cfg.model.encoder, **settings)
     apply_formats(encoder, cfg.model, task_names(cfg))
-    return DocumentModel(encoder, cfg.model, cfg.loss)
+    return DocumentModel(encoder, cfg.model, cfg.loss, cfg.abstract)
 
 
 class Trainer:
@@ -94,12 +82,13 @@ class Trainer:
     Args:
         cfg: the resolved config (saved beside every checkpoint).
         model: the DocumentModel (on the CPU; moved to the configured device here).
-        train_data, dev_data: datasets of examples (`dev_data` may be None: no model selection).
+        train_data, dev_data: datasets of examples (`dev_data` may be None: no model selection);
+            `MultiTaskData` for a multi-task run (batches from `MixSampler`, per-task losses logged).
         resume_state: the trainer state of the checkpoint the model was loaded from, to continue.
     """
 
-    def __init__(self, cfg: Config, model: DocumentModel, train_data: TripletDataset,
-                 dev_data: TripletDataset | None = None, resume_state: dict | None = None) -> None:
+    def __init__(self, cfg: Config, model: DocumentModel, train_data: TripletDataset | MultiTaskData,
+                 dev_data: TripletDataset | MultiTaskData | None = None, resume_state: dict | None = None) -> None:
         self.cfg, self.tc = cfg, cfg.train
         self.rank, self.world, local_rank = process_ranks()
         self.device = resolve_device(self.tc.device, local_rank)
@@ -107,14 +96,22 @@ class Trainer:
         self.model = model.to(self.device)
         self.model.train()
         self.train_data, self.dev_data = train_data, dev_data
-        self.collate = TripletCollator(model.encoder.tokenize, {**train_data.papers, **(dev_data.papers if dev_data else {})})
+        self.tasks = train_data.names if isinstance(train_data, MultiTaskData) else None
+        papers = {**train_data.papers, **(dev_data.papers if dev_data else {})}
+        sources = set().union(*(getattr(d, "sources", set()) for d in (train_data, dev_data) if d is not None))
+        weights = train_data.weights if self.tasks else (1.0,)
+        self.collate = TripletCollator(model.tokenize, papers, weights, sources)
         # the encoder's pooler (and, per kind, other heads) gets no gradient: let DDP find unused parameters
         self.ddp = DistributedDataParallel(self.model, find_unused_parameters=True) if self.world > 1 else None
-        micro = len(EpochBatchSampler(len(train_data), self.tc.batch_size, self.tc.seed, 0, 0, self.rank, self.world))
+        micro = len(self._sampler(0, 0))
         self.steps_per_epoch = micro // self.tc.grad_accum
         if self.steps_per_epoch == 0:
             raise ValueError(f"{micro} micro-batches per epoch < grad_accum {self.tc.grad_accum}")
-        self.total_steps = self.tc.max_steps or self.tc.epochs * self.steps_per_epoch
+        sequential = cfg.mix.mode == "sequential" and self.tasks
+        self.total_steps = self.tc.max_steps or (1 if sequential else self.tc.epochs) * self.steps_per_epoch
+        if sequential and self.total_steps != self.steps_per_epoch:
+            raise ValueError(f"mix.mode sequential runs the tasks' steps ({self.steps_per_epoch} in all); "
+                             f"train.max_steps must be 0 or that, got {self.tc.max_steps}")
         decay = [p for n, p in model.named_parameters() if p.ndim > 1 and "LayerNorm" not in n]
         no_decay = [p for n, p in model.named_parameters() if not (p.ndim > 1 and "LayerNorm" not in n)]
         self.optimizer = torch.optim.AdamW(
@@ -174,6 +171,15 @@ class Trainer:
                 handle.write(dumps(record) + "\n")  # a NaN loss is written as null, with its reason
 
     # ---- loops --------------------------------------------------------------------------------------
+    def _sampler(self, epoch: int, start: int, limit: int | None = None) -> EpochBatchSampler | MixSampler:
+        """The training micro-batches of `epoch` from micro-batch `start` (a `MixSampler` for tasks)."""
+        tc, data = self.tc, self.train_data
+        if not self.tasks:
+            return EpochBatchSampler(len(data), tc.batch_size, tc.seed, epoch, start, self.rank, self.world, limit=limit)
+        stages = [t.steps * tc.grad_accum for t in data.tasks] if self.cfg.mix.mode == "sequential" else ()
+        return MixSampler(data.sizes, data.offsets, self.cfg.mix.mode, [t.ratio for t in data.tasks], tc.batch_size,
+                          tc.seed, epoch, start, self.rank, self.world, limit=limit, stage_batches=stages)
+
     def _loader(self, data: TripletDataset, sampler: EpochBatchSampler, seed: int) -> DataLoader:
         # the loader's own generator keeps worker seeding off the global RNG, so resuming is exact
         return DataLoader(data, batch_sampler=sampler, collate_fn=self.collate, num_workers=self.tc.num_workers,
@@ -181,23 +187,33 @@ class Trainer:
 
     @torch.no_grad()
     def dev_loss(self) -> float:
-        """Mean loss over the dev examples (fixed batches, eval mode), weighted by triples.
+        """Mean loss over the dev examples (fixed batches, eval mode), weighted by triples; with tasks,
+        the weighted sum of the tasks' dev losses (each task's alone in `self.task_dev_loss`).
 
         The batches come from `DEV_SEED`, not `train.seed`: runs with other seeds, or started from another
         run's checkpoint, are selected and compared on the same dev triples and in-batch negatives.
         """
         was_training = self.model.training
         self.model.eval()
-        sampler = EpochBatchSampler(len(self.dev_data), self.tc.batch_size, DEV_SEED, 0, limit=self.cfg.data.dev_batches or None)
-        total, count = 0.0, 0
-        for batch in self._loader(self.dev_data, sampler, DEV_SEED):
-            out = self.model(batch.to(self.device))
-            n = int(out["triples"])
-            total, count = total + float(out["loss"]) * n, count + n
+        data = self.dev_data
+        parts = list(zip(data.offsets, data.sizes)) if self.tasks else [(0, len(data))]
+        losses = []
+        for t, (offset, size) in enumerate(parts):
+            sampler = EpochBatchSampler(size, self.tc.batch_size, DEV_SEED, 0, limit=self.cfg.data.dev_batches or None)
+            shifted = [[offset + i for i in batch] for batch in sampler]
+            total, count = 0.0, 0
+            for batch in self._loader(data, shifted, DEV_SEED):
+                out = self.model(batch.to(self.device))
+                n = int(out["task_rows"][t])
+                total, count = total + float(out["task_loss"][t]) * n, count + n
+            if count == 0:
+                raise ValueError("the dev batches hold no triples to select a model by; set data.use_dev=false")
+            losses.append(total / count)
         self.model.train(was_training)
-        if count == 0:
-            raise ValueError("the dev batches hold no triples to select a model by; set data.use_dev=false")
-        return total / count
+        if not self.tasks:
+            return losses[0]
+        self.task_dev_loss = dict(zip(self.tasks, losses))
+        return sum(w * x for w, x in zip(data.weights, losses))
 
     def evaluate(self) -> None:
         """Dev loss on rank 0, then a checkpoint; a new best moves the `best` pointer to it."""
@@ -209,13 +225,14 @@ class Trainer:
             box = [value]
             dist.broadcast_object_list(box, src=0)
             value = box[0]
-        self._log({"step": self.step, "epoch": self.epoch, "dev_loss": value})
+        per_task = {f"dev_loss/{k}": v for k, v in getattr(self, "task_dev_loss", {}).items()}
+        self._log({"step": self.step, "epoch": self.epoch, "dev_loss": value, **per_task})
         improved = value < self.best_dev
         self.best_dev = min(self.best_dev, value)
         self.save()
         if improved and self.rank == 0:
             ckpt.write_pointer(self.out_dir, ckpt.BEST, {"checkpoint": ckpt.checkpoint_name(self.step),
-                                                         "step": self.step, "dev_loss": value})
+                                                         "step": self.step, "dev_loss": value, **per_task})
 
     def train(self) -> dict:
         """Run to `total_steps`; returns the last logged metrics plus the weights digest of every rank."""
@@ -228,12 +245,13 @@ class Trainer:
         module = self.ddp or self.model
         last: dict = {}
         if tc.dev_before and self.step == 0 and self.dev_data is not None and self.rank == 0:
-            self._log({"step": 0, "epoch": 0, "dev_loss": self.dev_loss()})
+            value = self.dev_loss()
+            self._log({"step": 0, "epoch": 0, "dev_loss": value,
+                       **{f"dev_loss/{k}": v for k, v in getattr(self, "task_dev_loss", {}).items()}})
         window = self._new_window()
         stop_at = min(self.total_steps, self.step + tc.stop_after) if tc.stop_after else self.total_steps
         while self.step < stop_at:
-            sampler = EpochBatchSampler(len(self.train_data), tc.batch_size, tc.seed, self.epoch, self.position,
-                                        self.rank, self.world, limit=self.steps_per_epoch * tc.grad_accum)
+            sampler = self._sampler(self.epoch, self.position, limit=self.steps_per_epoch * tc.grad_accum)
             for batch in self._loader(self.train_data, sampler, tc.seed * 1_000_003 + self.epoch):
                 sync = (self.position + 1) % tc.grad_accum == 0
                 with module.no_sync() if (self.ddp is not None and not sync) else contextlib.nullcontext():
@@ -242,6 +260,8 @@ class Trainer:
                 self.position += 1
                 window["loss"] = window["loss"] + out["loss"].detach().double()  # on the device: no host sync
                 window["triples"] = window["triples"] + out["triples"].double()
+                window["task_loss"] = window["task_loss"] + (out["task_loss"] * out["task_rows"]).double()
+                window["task_rows"] = window["task_rows"] + out["task_rows"].double()
                 window["micro"] += 1
                 if not sync:
                     continue
@@ -281,55 +301,26 @@ class Trainer:
 
     def _new_window(self) -> dict:
         zero = torch.zeros((), dtype=torch.float64, device=self.device)
-        return {"loss": zero, "triples": zero, "micro": 0, "t0": time.perf_counter()}
+        per_task = torch.zeros(len(self.tasks or [0]), dtype=torch.float64, device=self.device)
+        return {"loss": zero, "triples": zero, "task_loss": per_task, "task_rows": per_task, "micro": 0,
+                "t0": time.perf_counter()}
 
     def _log_train(self, window: dict, grad_norm: float, lr: float) -> dict:
         micro = torch.tensor(float(window["micro"]), dtype=torch.float64, device=self.device)
-        stats = torch.stack([window["loss"], window["triples"], micro])
+        stats = torch.cat([torch.stack([window["loss"], window["triples"], micro]), window["task_loss"], window["task_rows"]])
         if self.world > 1:
             dist.all_reduce(stats)
         stats = stats.cpu()
+        T = len(window["task_rows"])
+        task_loss, task_rows = stats[3 : 3 + T], stats[3 + T :]
         seconds = time.perf_counter() - window["t0"]
         record = {"step": self.step, "epoch": self.epoch, "loss": float(stats[0] / stats[2]),
                   "lr": lr, "grad_norm": grad_norm,
                   "triples_per_s": float(stats[1]) / max(seconds, 1e-9)}
+        for name, total, rows in zip(self.tasks or [], task_loss.tolist(), task_rows.tolist()):
+            record[f"loss/{name}"] = total / rows if rows else None  # None: the task had no batch in the window
         self._log(record)
         return record
-
-
-def trim_metrics(out_dir: Path, step: int) -> None:
-    """Drop metrics logged after `step` (by a run that was then killed) and any torn last line."""
-    path = out_dir / METRICS
-    if not path.is_file():
-        return
-    keep = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if record.get("step", 0) <= step and record.get("event") != "end":
-            keep.append(line)
-    write_text(path, "".join(k + "\n" for k in keep))
-
-
-# what must not change between a run and its --resume (the data order and the loss depend on them)
-RESUME_FIXED = ("model.kind", "model.encoder", "model.control_codes", "model.adapter", "data", "loss", "train.seed", "train.batch_size", "train.grad_accum",
-                "train.max_steps", "train.epochs", "train.warmup_steps", "train.lr")
-
-
-def check_resume_config(saved: dict, cfg: Config) -> None:
-    """Raise ValueError naming every `RESUME_FIXED` setting that differs from the checkpoint's config."""
-    now = to_dict(cfg)
-
-    def get(tree: dict, dotted: str):
-        for key in dotted.split("."):
-            tree = tree[key]
-        return tree
-
-    changed = [f"{k}: {get(saved, k)!r} -> {get(now, k)!r}" for k in RESUME_FIXED if get(saved, k) != get(now, k)]
-    if changed:
-        raise ValueError("--resume with a changed config would not continue the same run: " + "; ".join(changed))
 
 
 def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str | None], DocumentModel] = build_model) -> dict:
@@ -358,8 +349,15 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
         model = model_loader(cfg, str(out_dir / record["checkpoint"] / ckpt.MODEL_DIR))
     else:
         model = model_loader(cfg, None)
-    train_data = load_split(cfg.data, "train")
-    dev_data = load_dev_split(cfg.data)
+    if cfg.tasks:
+        train_data = build_tasks(cfg, "train")
+        dev_data = build_tasks(cfg, "dev") if cfg.data.use_dev else None
+        if rank == 0:  # what each task holds and what was left out of it (benchmark papers, short abstracts)
+            report = {split: {p.name: {"pairs": len(p.examples), **p.stats} for p in data.parts}
+                      for split, data in (("train", train_data), ("dev", dev_data)) if data is not None}
+            write_json(out_dir / "tasks.json", report)
+    else:
+        train_data, dev_data = load_split(cfg.data, "train"), load_dev_split(cfg.data)
     needs_align = "aligned" in model.terms
     if needs_align and train_data.aligned_share == 0.0:
         raise ValueError(f"model.kind={cfg.model.kind} needs `{cfg.data.align}` alignments in the examples; "

@@ -1,4 +1,9 @@
-"""Training losses over distances (lower = closer) and the in-batch negative bookkeeping.
+"""Training losses and the in-batch negative bookkeeping.
+
+This module holds the triplet margin loss over distances (lower = closer) and the helpers every loss
+shares; the in-batch ranking losses, which take a similarity matrix, are one module each:
+`ranking` (multiple-negatives ranking / InfoNCE, optionally symmetric), `multi_similarity`,
+`bce` (binary cross-entropy on labelled pairs). `MATRIX_LOSSES` names them for the trainer.
 
 Sign convention: scorers return similarities (higher is better, `sim = -dist`); every function
 here takes or returns *distances* and says `dist` in its name. The triplet margin loss is
@@ -15,8 +20,9 @@ from aspire.batch import DocBatch
 from aspire.scoring.distance import cross_l2_cost
 
 
-def triplet_margin_dist_loss(pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tensor, margin: float = 1.0) -> Tensor:
-    """Mean triplet margin loss over the allowed (anchor, negative) pairs.
+def triplet_margin_dist_per_anchor(pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tensor,
+                                   margin: float = 1.0) -> tuple[Tensor, Tensor]:
+    """Triplet margin loss of each anchor, averaged over its allowed negatives.
 
     Args:
         pos_dist: (B,) distance of each anchor to its positive.
@@ -25,9 +31,8 @@ def triplet_margin_dist_loss(pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tenso
         margin: the margin (1 in the paper).
 
     Returns:
-        () the mean of `relu(pos_dist[b] - neg_dist[b, k] + margin)` over allowed pairs, each
-        anchor weighted equally (its negatives are averaged first). Anchors without any allowed
-        negative are left out; a batch with none at all gives a zero that keeps the graph.
+        per_anchor (B,): the mean of `relu(pos_dist[b] - neg_dist[b, k] + margin)` over anchor b's
+        allowed negatives (0 where it has none), and valid (B,) bool: the anchor has a negative.
     """
     if neg_dist.shape != neg_mask.shape or neg_dist.shape[0] != pos_dist.shape[0]:
         raise ValueError(f"shapes differ: pos {tuple(pos_dist.shape)}, neg {tuple(neg_dist.shape)}, "
@@ -35,9 +40,22 @@ def triplet_margin_dist_loss(pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tenso
     hinge = torch.relu(pos_dist[:, None] - neg_dist + margin)  # (B, K)
     hinge = hinge.masked_fill(~neg_mask, 0.0)
     count = neg_mask.sum(dim=1)  # (B,)
-    per_anchor = hinge.sum(dim=1) / count.clamp(min=1)  # (B,)
-    valid = count > 0
+    return hinge.sum(dim=1) / count.clamp(min=1), count > 0
+
+
+def masked_anchor_mean(per_anchor: Tensor, valid: Tensor) -> Tensor:
+    """() mean of `per_anchor` (B,) over the `valid` (B,) anchors; zero, keeping the graph, if none is."""
     return (per_anchor * valid).sum() / valid.sum().clamp(min=1)
+
+
+def triplet_margin_dist_loss(pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tensor, margin: float = 1.0) -> Tensor:
+    """Mean triplet margin loss over the allowed (anchor, negative) pairs.
+
+    Shapes as in `triplet_margin_dist_per_anchor`. Returns () the mean over anchors of each anchor's
+    mean over its negatives (each anchor weighted equally). Anchors without any allowed negative are
+    left out; a batch with none at all gives a zero that keeps the graph.
+    """
+    return masked_anchor_mean(*triplet_margin_dist_per_anchor(pos_dist, neg_dist, neg_mask, margin))
 
 
 class TripletMarginDistLoss(nn.Module):
@@ -122,3 +140,11 @@ def vector_l2_dist(a: DocBatch, b: DocBatch) -> Tensor:
 def pairwise_vector_l2_dist(a: DocBatch, b: DocBatch) -> Tensor:
     """Aligned-pair L2 distance between single-vector papers: (B, 1, D), (B, 1, D) -> (B,)."""
     return torch.linalg.vector_norm(a.emb[:, 0] - b.emb[:, 0], dim=-1)
+
+
+from aspire.losses.bce import PairBCELoss  # noqa: E402  (the modules below import the helpers above)
+from aspire.losses.multi_similarity import MultiSimilarityLoss  # noqa: E402
+from aspire.losses.ranking import MultipleNegativesRankingLoss  # noqa: E402
+
+# loss.kind -> the module computing it from a (B, K) similarity matrix (see `aspire.losses.ranking`)
+MATRIX_LOSSES = {"mnrl": MultipleNegativesRankingLoss, "multi_similarity": MultiSimilarityLoss, "bce": PairBCELoss}

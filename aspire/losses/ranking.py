@@ -1,0 +1,51 @@
+"""Multiple-negatives ranking loss (InfoNCE) over an in-batch similarity matrix.
+
+The convention shared by the matrix losses (`MATRIX_LOSSES`): `sim` (B, K), K >= B, holds the
+similarity (higher is better) of anchor b to candidate k; candidate b (< B) is anchor b's positive,
+the other first B columns are the other anchors' positives and any further columns hard negatives.
+`neg_mask` (B, K) says which candidates anchor b may treat as negatives (co-cited papers of its own
+set are not); the positive column is never a negative whatever the mask says. Each loss returns the
+loss of every anchor (B,) and which anchors had a negative (B,) bool, so the trainer can average per
+task. With nothing masked this is the maths of sentence-transformers' `MultipleNegativesRankingLoss`
+(and, `symmetric`, of `MultipleNegativesSymmetricRankingLoss`), tested against them on the same vectors.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+def check_matrix(sim: Tensor, neg_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """(positive (B, K) bool, negatives (B, K) bool) of a candidate matrix; ValueError on bad shapes."""
+    if sim.dim() != 2 or sim.shape != neg_mask.shape or sim.shape[1] < sim.shape[0]:
+        raise ValueError(f"sim and neg_mask must be (B, K) with K >= B, got {tuple(sim.shape)} and {tuple(neg_mask.shape)}")
+    B, K = sim.shape
+    positive = torch.eye(B, K, dtype=torch.bool, device=sim.device)
+    return positive, neg_mask & ~positive
+
+
+class MultipleNegativesRankingLoss(nn.Module):
+    """Cross-entropy of each anchor's positive among its positive and allowed negatives.
+
+    `loss_b = logsumexp_k(scale * sim[b, k]) - scale * sim[b, b]` over k in {b} ∪ negatives(b).
+    `symmetric` adds the other direction (each positive against the anchors, first B columns only)
+    and averages the two log-partitions, as `MultipleNegativesSymmetricRankingLoss` does.
+    `scale` is 1 / temperature (20 for cosine similarities, as in sentence-transformers).
+    """
+
+    def __init__(self, scale: float = 20.0, symmetric: bool = False) -> None:
+        super().__init__()
+        self.scale, self.symmetric = scale, symmetric
+
+    def forward(self, sim: Tensor, neg_mask: Tensor) -> tuple[Tensor, Tensor]:
+        positive, negatives = check_matrix(sim, neg_mask)
+        B = sim.shape[0]
+        logits = sim * self.scale  # (B, K)
+        pos = logits.diagonal()  # (B,)
+        log_z = logits.masked_fill(~(positive | negatives), float("-inf")).logsumexp(dim=1)  # (B,)
+        if self.symmetric:  # positive b against every anchor that may treat it as a negative
+            back = logits[:, :B].T  # (B, B): row b = positive b's similarity to each anchor
+            allowed = (positive | negatives)[:, :B].T
+            log_z = (log_z + back.masked_fill(~allowed, float("-inf")).logsumexp(dim=1)) / 2
+        return log_z - pos, negatives.any(dim=1)

@@ -1,0 +1,125 @@
+"""How the tasks of a multi-task run share the batches (`mix.mode`), as a resumable batch sampler.
+
+Every task keeps its own stream of micro-batches: seeded permutations of its examples, one per
+pass over them, cut into chunks and sharded over DDP ranks exactly as `EpochBatchSampler` does.
+Micro-batch g of the run (g counts from 0 over the whole run) is a pure function of g, so a run
+resumed at any micro-batch continues exactly:
+
+- `mixed`: every micro-batch holds chunk g of every task, task t contributing `b_t` pairs, the
+  batch size split by the tasks' `ratio` (largest remainder; each task at least one pair).
+- `alternating`: micro-batch g is one task's next chunk of the full batch size; the task follows a
+  cycle of `CYCLE` slots filled in proportion to `ratio` and spread evenly (smooth weighted
+  round-robin).
+- `sequential`: stages; task t owns the micro-batches of its `steps` optimizer steps, in order.
+
+An "epoch" of the trainer is `num_batches` micro-batches: the examples of all tasks over the
+global batch (mixed, alternating), or the whole run (sequential).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import torch
+from torch.utils.data import Sampler
+
+CYCLE = 60  # slots of the alternating cycle
+
+
+def split_batch(batch_size: int, ratios: Sequence[float]) -> list[int]:
+    """Pairs per task in a mixed batch: `batch_size` split by `ratios`, largest remainder first.
+
+    >>> split_batch(8, [2, 1, 1])
+    [4, 2, 2]
+    """
+    total = sum(ratios)
+    exact = [batch_size * r / total for r in ratios]
+    sizes = [int(x) for x in exact]
+    for t in sorted(range(len(ratios)), key=lambda t: sizes[t] - exact[t])[: batch_size - sum(sizes)]:
+        sizes[t] += 1
+    if min(sizes) < 1:
+        raise ValueError(f"a batch of {batch_size} gives a task of ratio {min(ratios)} no pair ({sizes}); "
+                         "raise train.batch_size or the task's ratio")
+    return sizes
+
+
+def alternating_cycle(ratios: Sequence[float], length: int = CYCLE) -> list[int]:
+    """The task of each slot of the alternating cycle (smooth weighted round-robin).
+
+    >>> alternating_cycle([2, 1], length=6)
+    [0, 1, 0, 0, 1, 0]
+    """
+    counts = split_batch(length, ratios)
+    current, out = [0] * len(counts), []
+    for _ in range(length):
+        current = [c + n for c, n in zip(current, counts)]
+        best = max(range(len(counts)), key=lambda t: current[t])
+        current[best] -= length
+        out.append(best)
+    return out
+
+
+class MixSampler(Sampler[list[int]]):
+    """Micro-batches (indices into `MultiTaskData`) of one epoch of a multi-task run.
+
+    Args:
+        sizes: examples per task; offsets: index of each task's first example.
+        mode: `mixed`, `alternating` or `sequential`; ratios: per task; stage_batches: micro-batches
+            per task (sequential only: its `steps` times `grad_accum`).
+        batch_size: pairs per micro-batch on one rank; seed, epoch, start, rank, world_size, limit
+            as in `EpochBatchSampler`.
+    """
+
+    def __init__(self, sizes: Sequence[int], offsets: Sequence[int], mode: str, ratios: Sequence[float],
+                 batch_size: int, seed: int, epoch: int, start: int = 0, rank: int = 0, world_size: int = 1,
+                 limit: int | None = None, stage_batches: Sequence[int] = ()) -> None:
+        if mode not in ("mixed", "alternating", "sequential"):
+            raise ValueError(f"unknown mix mode {mode!r}; valid: ['alternating', 'mixed', 'sequential']")
+        self.sizes, self.offsets, self.mode = list(sizes), list(offsets), mode
+        self.batch_size, self.seed, self.epoch, self.start = batch_size, seed, epoch, start
+        self.rank, self.world_size = rank, world_size
+        self.shares = split_batch(batch_size, ratios) if mode == "mixed" else [batch_size] * len(sizes)
+        self.cycle = alternating_cycle(ratios) if mode == "alternating" else []
+        self.stage_ends = [sum(stage_batches[: t + 1]) for t in range(len(stage_batches))]
+        if mode == "sequential":
+            if len(stage_batches) != len(sizes) or min(stage_batches) < 1:
+                raise ValueError(f"mix.mode sequential needs steps >= 1 for every task, got {list(stage_batches)}")
+            self.num_batches = self.stage_ends[-1]
+        else:
+            self.num_batches = max(1, sum(sizes) // (batch_size * world_size))
+        for t, share in enumerate(self.shares):
+            if sizes[t] < share * world_size:
+                raise ValueError(f"task {t}: {sizes[t]} examples do not fill one chunk of {share} x {world_size} rank(s)")
+        if limit is not None:
+            self.num_batches = min(self.num_batches, limit)
+        self._perms: dict[tuple[int, int], torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        return self.num_batches - self.start
+
+    def _chunk(self, t: int, j: int, size: int) -> list[int]:
+        """Chunk j of task t's stream (chunks of `size` pairs per rank)."""
+        per_pass = self.sizes[t] // (size * self.world_size)
+        key = (t, j // per_pass)
+        if key not in self._perms:
+            gen = torch.Generator().manual_seed((self.seed * 1_000_003 + t) * 1_000_003 + key[1])
+            self._perms = {key: torch.randperm(self.sizes[t], generator=gen)}  # one pass at a time
+        lo = (j % per_pass) * size * self.world_size + self.rank * size
+        return (self._perms[key][lo : lo + size] + self.offsets[t]).tolist()
+
+    def batch(self, g: int) -> list[int]:
+        """Micro-batch g of the run (global, from 0)."""
+        if self.mode == "mixed":
+            return [i for t, share in enumerate(self.shares) for i in self._chunk(t, g, share)]
+        if self.mode == "alternating":
+            slot, turns = g % len(self.cycle), g // len(self.cycle)
+            t = self.cycle[slot]
+            j = turns * self.cycle.count(t) + self.cycle[:slot].count(t)
+            return self._chunk(t, j, self.batch_size)
+        t = next(t for t, end in enumerate(self.stage_ends) if g < end)
+        return self._chunk(t, g - (self.stage_ends[t - 1] if t else 0), self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        full = self.stage_ends[-1] if self.mode == "sequential" else max(1, sum(self.sizes) // (self.batch_size * self.world_size))
+        for k in range(self.start, self.num_batches):
+            yield self.batch(self.epoch * full + k)

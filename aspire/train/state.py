@@ -1,0 +1,72 @@
+"""Run bookkeeping of the trainer: the LR schedule, the weights digest, the metrics log trimmed on
+resume, and the settings a resumed run may not change."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from aspire.config import to_dict
+from aspire.io import write_text
+from aspire.train.config import Config
+
+METRICS = "metrics.jsonl"
+
+
+def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
+    """LR factor: 0 -> 1 linearly over `warmup` steps, then linearly down to 0 at `total`."""
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (total - step) / max(1, total - warmup))
+    return factor
+
+
+def weights_digest(model: nn.Module) -> str:
+    """sha256 of every parameter's bytes, in name order (equal digests = bit-identical weights)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def trim_metrics(out_dir: Path, step: int) -> None:
+    """Drop metrics logged after `step` (by a run that was then killed) and any torn last line."""
+    path = out_dir / METRICS
+    if not path.is_file():
+        return
+    keep = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("step", 0) <= step and record.get("event") != "end":
+            keep.append(line)
+    write_text(path, "".join(k + "\n" for k in keep))
+
+
+# what must not change between a run and its --resume (the data order and the loss depend on them)
+RESUME_FIXED = ("model.kind", "model.encoder", "model.control_codes", "model.adapter", "data", "loss", "abstract",
+                "tasks", "mix", "train.seed", "train.batch_size", "train.grad_accum", "train.max_steps", "train.epochs", "train.warmup_steps",
+                "train.lr")
+
+
+def check_resume_config(saved: dict, cfg: Config) -> None:
+    """Raise ValueError naming every `RESUME_FIXED` setting that differs from the checkpoint's config."""
+    now = to_dict(cfg)
+
+    def get(tree: dict, dotted: str):
+        for key in dotted.split("."):
+            tree = tree[key]
+        return tree
+
+    changed = [f"{k}: {get(saved, k)!r} -> {get(now, k)!r}" for k in RESUME_FIXED if get(saved, k) != get(now, k)]
+    if changed:
+        raise ValueError("--resume with a changed config would not continue the same run: " + "; ".join(changed))

@@ -1,0 +1,203 @@
+"""Training tasks: sources of (anchor, positive) pairs for a multi-task run (`tasks:` in the config).
+
+- `cocite`: the co-cited pairs of `data.examples_dir` (`aspire.train.data.load_split`).
+- `context2doc`: each citing sentence of the context2doc *train* split (citation markers removed,
+  `aspire.evaluate.context2doc`) paired with each paper it cites; the dev split gives dev pairs. The
+  test split is refused. The sentence is a one-sentence paper with an empty title, as the benchmark
+  encodes its queries; the other papers the sentence cites are not its negatives.
+- `crop`: independent cropping, an unsupervised pair of two random spans (`span_min`..`span_max`
+  sentences, drawn independently, so they may overlap) of one abstract, `views` pairs an abstract,
+  drawn once from a generator seeded by the paper id (the same pairs every run). Abstracts come from
+  the co-citation set and/or the ACL Anthology; every benchmark paper (CSFCube, reviewer matching,
+  the papers cited by context2doc test sentences) is removed by normalised title first, and the
+  number removed is reported. Abstracts of fewer than two sentences give no pair (counted).
+
+Each builder returns a `TaskData`; `MultiTaskData` concatenates them for the sampler of
+`aspire.train.mixing`.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import json
+import logging
+import random
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from aspire.data.papers import Paper, paper_from_record
+from aspire.train.config import Config, TaskConfig
+from aspire.train.data import Example, TripletDataset, load_split
+
+log = logging.getLogger(__name__)
+SPLITS = ("train", "dev")
+
+
+@dataclass
+class TaskData:
+    """One task's pairs of one split, the papers they name, and what was left out (`stats`)."""
+
+    name: str
+    examples: list[Example]
+    papers: dict[str, Paper]
+    stats: dict = field(default_factory=dict)
+
+
+def normalise_title(title: str) -> str:
+    """Lower case, letters and digits only: `"BERT: Pre-training"` -> `"bertpretraining"`."""
+    return re.sub(r"[^0-9a-z]", "", title.lower())
+
+
+@functools.lru_cache(maxsize=4)  # the train and dev splits of a run read them once
+def benchmark_titles(root: str | Path) -> dict[str, frozenset[str]]:
+    """Normalised titles of every benchmark paper under `root` (`../shared/data`), per benchmark."""
+    from aspire.evaluate.context2doc import load_split as load_c2d_split
+    from aspire.evaluate.context2doc import read_records
+    from aspire.evaluate.reviewers import load_reviewer_set
+
+    root = Path(root)
+    csf = {normalise_title(json.loads(line)["title"])
+           for line in open(root / "csfcube" / "abstracts-csfcube-preds.jsonl", encoding="utf-8") if line.strip()}
+    reviewer = set()
+    for draw in load_reviewer_set(root / "reviewer-matching").draws:
+        reviewer |= {normalise_title(title) for title, _ in draw.submissions.values()}
+        reviewer |= {normalise_title(p[1]) for papers in draw.archives.values() for p in papers}
+    source = root / "cocite-acl" / "cocitations.jsonl"
+    test = set(load_c2d_split(source=source)["splits"]["test"]["queries"])
+    cited = {normalise_title(c.get("title") or "") for qid, rec in read_records(source) if qid in test for c in rec["cited"]}
+    return {name: frozenset(titles - {""}) for name, titles in (("csfcube", csf), ("reviewer", reviewer),
+                                                               ("context2doc_test", cited))}
+
+
+def _cut(paper: Paper, max_sentences: int) -> Paper:
+    return replace(paper, sentences=paper.sentences[:max_sentences]) if max_sentences else paper
+
+
+def cocite_task(cfg: Config, split: str, index: int) -> TaskData:
+    data = load_split(cfg.data, split)
+    return TaskData("cocite", [replace(e, task=index) for e in data.examples], data.papers)
+
+
+def context2doc_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
+    from aspire.evaluate.context2doc import load_context2doc
+
+    if split not in SPLITS:  # never the test split: it is the benchmark
+        raise ValueError(f"context2doc task: split {split!r} is not one of {SPLITS}")
+    bench = load_context2doc(task.data_dir, split)
+    papers = {p.paper_id: _cut(p, cfg.data.max_sentences) for p in bench.candidates}
+    examples = []
+    for qid, text in bench.queries.items():
+        anchor = f"ctx:{qid}"
+        papers[anchor] = Paper(anchor, "", [text])
+        cited = tuple(sorted(bench.qrels[qid]))
+        examples += [Example(anchor, pid, cited + (anchor,), None, None, task=index) for pid in cited]
+    return TaskData("context2doc", examples, papers, {"queries": len(bench.queries)})
+
+
+@functools.lru_cache(maxsize=4)  # the train and dev splits of a run split the abstracts once
+def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tuple[list[Paper], dict]:
+    """ACL Anthology papers without the `exclude`d normalised titles: a seeded sample of `max_papers`
+    (0 = all), their abstracts split into sentences; and the counts read / removed."""
+    records = []
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if line.strip():
+                records.append((lineno, json.loads(line)))
+    kept = [(n, r) for n, r in records if normalise_title(r.get("title") or "") not in exclude]
+    stats = {"read": len(records), "removed_benchmark": len(records) - len(kept)}
+    if max_papers and len(kept) > max_papers:
+        kept = random.Random(0).sample(kept, max_papers)
+    papers = [paper_from_record({k: r[k] for k in ("paper_id", "title", "abstract")}, where=f"{path}:{n}") for n, r in kept]
+    stats["used"] = len(papers)
+    return papers, stats
+
+
+def _in_dev(pid: str, share: float) -> bool:
+    return int(hashlib.sha256(pid.encode()).hexdigest(), 16) % 10_000 < share * 10_000
+
+
+def crop_pairs(paper: Paper, task: TaskConfig, index: int) -> tuple[list[Example], list[Paper]]:
+    """`task.views` pairs of random spans of `paper` (none if it has fewer than two sentences)."""
+    n = len(paper.sentences)
+    if n < 2:
+        return [], []
+    rng = random.Random(f"crop:{paper.paper_id}")
+    examples, crops = [], []
+    for v in range(task.views):
+        ids = []
+        for side in "ab":
+            length = rng.randint(min(task.span_min, n), min(task.span_max, n))
+            start = rng.randint(0, n - length)
+            ids.append(f"{paper.paper_id}#crop{v}{side}")
+            crops.append(Paper(ids[-1], "", list(paper.sentences[start : start + length])))
+        examples.append(Example(ids[0], ids[1], (paper.paper_id,), None, None, source=paper.paper_id, task=index))
+    return examples, crops
+
+
+def crop_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
+    if task.span_max < task.span_min:
+        raise ValueError(f"crop task: span_max {task.span_max} < span_min {task.span_min}")
+    unknown = sorted(set(task.sources) - {"cocite", "acl"})
+    if unknown or not task.sources:
+        raise ValueError(f"crop task: unknown source(s) {unknown or task.sources}; valid: ['acl', 'cocite']")
+    if task.benchmarks_dir is None:
+        log.warning("crop task: tasks[].benchmarks_dir is null: benchmark papers are NOT removed from the crops")
+    exclude_by = benchmark_titles(task.benchmarks_dir) if task.benchmarks_dir is not None else {}
+    exclude = frozenset().union(*exclude_by.values())
+    stats: dict = {"benchmark_titles": {k: len(v) for k, v in exclude_by.items()}}
+    sources: list[Paper] = []
+    if "cocite" in task.sources:
+        cocite = list(load_split(cfg.data, "train").papers.values())
+        kept = [p for p in cocite if normalise_title(p.title) not in exclude]
+        stats["cocite"] = {"read": len(cocite), "removed_benchmark": len(cocite) - len(kept), "used": len(kept)}
+        sources += kept
+    if "acl" in task.sources:
+        acl, acl_stats = read_acl(task.acl_path, exclude, task.max_papers)
+        stats["acl"] = dict(acl_stats)
+        sources += acl
+    examples, papers, short = [], {}, 0
+    for paper in sources:
+        if _in_dev(paper.paper_id, task.dev_share) != (split == "dev"):
+            continue
+        pairs, crops = crop_pairs(_cut(paper, cfg.data.max_sentences), task, index)
+        short += not pairs
+        examples += pairs
+        papers.update((c.paper_id, c) for c in crops)
+    stats["fewer_than_two_sentences"] = short
+    if short:
+        log.info("crop task (%s): %d abstract(s) with fewer than two sentences give no pair", split, short)
+    return TaskData("crop", examples, papers, stats)
+
+
+BUILDERS = {"cocite": lambda cfg, task, split, i: cocite_task(cfg, split, i),
+            "context2doc": context2doc_task, "crop": crop_task}
+
+
+class MultiTaskData(TripletDataset):
+    """The tasks' examples end to end (task t's at `offsets[t]`...), the union of their papers."""
+
+    def __init__(self, parts: list[TaskData], tasks: list[TaskConfig]) -> None:
+        for part in parts:
+            if not part.examples:
+                raise ValueError(f"task {part.name!r} has no examples")
+        super().__init__([e for p in parts for e in p.examples], {pid: x for p in parts for pid, x in p.papers.items()})
+        self.parts, self.tasks = parts, tasks
+        self.names = [p.name for p in parts]
+        self.weights = [t.weight for t in tasks]
+        self.sizes = [len(p.examples) for p in parts]
+        self.offsets = [sum(self.sizes[:t]) for t in range(len(parts))]
+        self.sources = {e.positive_source for e in self.examples} | {m for e in self.examples for m in e.members}
+
+
+def build_tasks(cfg: Config, split: str) -> MultiTaskData:
+    """The configured tasks' pairs of `split` (`train` or `dev`)."""
+    names = [t.name for t in cfg.tasks]
+    if len(set(names)) != len(names):
+        raise ValueError(f"tasks: each task may appear once, got {names}")
+    parts = [BUILDERS[t.name](cfg, t, split, i) for i, t in enumerate(cfg.tasks)]
+    for part in parts:
+        log.info("task %s (%s): %d pairs %s", part.name, split, len(part.examples), part.stats or "")
+    return MultiTaskData(parts, list(cfg.tasks))

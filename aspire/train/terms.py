@@ -1,0 +1,144 @@
+"""The distance terms of the document models and kind `abstract`'s one-vector text encoding.
+
+A term gives the distance of aligned pairs (`pairwise_dist`, (B,)) and of all pairs (`dist`,
+(Bq, Bc)), plus the similarity the ranking losses use (`sim` / `pairwise_sim`: minus the distance,
+except for the cosine term, whose similarity is the cosine itself). `KINDS` maps `model.kind` to
+its terms and inference scorer (the table in `aspire.train.models`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from sentence_transformers.util import cos_sim, pairwise_cos_sim
+from torch import Tensor, nn
+from torch.profiler import record_function
+
+from aspire.batch import DocBatch
+from aspire.data.papers import Paper
+from aspire.encoders.pooling import masked_mean
+from aspire.losses import pairwise_vector_l2_dist, vector_l2_dist
+from aspire.train.config import AbstractConfig, ModelConfig
+
+# kind -> (loss terms, inference scorer). A term is "aligned" (aligned pair for the positive,
+# min-L2 for negatives), a scorer name, "vector" (L2 of mean-pooled vectors) or "cosine".
+KINDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "ts": (("aligned",), "minl2"),
+    "abs": (("aligned",), "minl2"),
+    "ot": (("ot",), "ot"),
+    "ts+ot": (("aligned", "ot"), "ot"),
+    "max": (("minl2",), "minl2"),
+    "att": (("attention",), "attention"),
+    "cocite_vector": (("vector",), "vector"),
+    "abstract": (("cosine",), "abstract"),
+}
+NO_SCORER = {"vector", "cosine", "abstract"}  # terms and inference names computed here, not by aspire.scoring
+
+
+def kind_terms(kind: str) -> tuple[tuple[str, ...], str]:
+    if kind not in KINDS:
+        raise ValueError(f"unknown model kind {kind!r}; valid kinds: {sorted(KINDS)}")
+    return KINDS[kind]
+
+
+def make_scorer(name: str, cfg: ModelConfig) -> nn.Module:
+    """The `aspire.scoring` scorer `name` with the config's settings."""
+    from aspire.scoring import get_scorer
+
+    if name == "ot":
+        return get_scorer("ot", eps=cfg.ot_eps, tau=cfg.ot_tau, tol=cfg.ot_tol, max_iter=cfg.ot_max_iter,
+                          grad=cfg.ot_grad)
+    if name == "attention":
+        return get_scorer("attention", tau=cfg.att_tau)
+    return get_scorer(name)
+
+
+class DistTerm:
+    """Similarities as minus the distances (the sign convention of `aspire.scoring`)."""
+
+    def sim(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return -self.dist(a, b)
+
+    def pairwise_sim(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return -self.pairwise_dist(a, b)
+
+
+class ScorerDist(DistTerm):
+    """Distances of an `aspire.scoring` scorer (its `score` is minus these), labelled for the profiler."""
+
+    def __init__(self, scorer: nn.Module, name: str) -> None:
+        self.scorer, self.name = scorer, name
+
+    def pairwise_dist(self, a: DocBatch, b: DocBatch) -> Tensor:
+        with record_function(f"dist:{self.name}"):
+            return self.scorer.pairwise_dist(a, b)
+
+    def dist(self, a: DocBatch, b: DocBatch) -> Tensor:
+        with record_function(f"dist:{self.name}"):
+            return self.scorer.dist(a, b)
+
+
+class VectorDist(DistTerm):
+    """L2 between single-vector papers (the co-citation vector baseline)."""
+
+    name = "vector_l2"
+
+    def pairwise_dist(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return pairwise_vector_l2_dist(a, b)
+
+    def dist(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return vector_l2_dist(a, b)
+
+
+class CosineTerm:
+    """Cosine between single-vector papers (B, 1, D): similarity cos, distance 1 - cos."""
+
+    name = "cosine"
+
+    def sim(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return cos_sim(a.emb[:, 0], b.emb[:, 0])  # (Bq, Bc)
+
+    def pairwise_sim(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return pairwise_cos_sim(a.emb[:, 0], b.emb[:, 0])  # (B,)
+
+    def dist(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return 1 - self.sim(a, b)
+
+    def pairwise_dist(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return 1 - self.pairwise_sim(a, b)
+
+
+@dataclass
+class TextInputs:
+    """Tokenised whole-abstract texts of B papers (kind `abstract`)."""
+
+    encoding: dict
+    paper_ids: list[str]
+
+    def to(self, device: torch.device) -> "TextInputs":
+        return TextInputs({k: v.to(device) for k, v in self.encoding.items()}, self.paper_ids)
+
+
+class AbstractText:
+    """One vector a paper from the encoder's transformer, as `ContextualSentenceEncoder.encode_abstract`
+    computes it with `joiner`, `normalize` and `max_length=encoder.max_length` (but with gradients)."""
+
+    def __init__(self, encoder: nn.Module, cfg: AbstractConfig) -> None:
+        self.encoder, self.cfg = encoder, cfg
+
+    def tokenize(self, papers: Sequence[Paper]) -> TextInputs:
+        texts = [self.cfg.joiner.join(x for x in (p.title, " ".join(p.sentences)) if x) for p in papers]
+        enc = self.encoder.tokenizer(texts, truncation=True, max_length=self.encoder.max_length, padding=True,
+                                     return_tensors="pt")
+        return TextInputs(dict(enc), [p.paper_id for p in papers])
+
+    def embed(self, inputs: TextInputs) -> DocBatch:
+        """(B, 1, D) DocBatch of the texts' mean-pooled (normalised) vectors."""
+        hidden = self.encoder.model(**inputs.encoding).last_hidden_state  # (B, T, D)
+        vec = masked_mean(hidden, inputs.encoding["attention_mask"])  # (B, D)
+        if self.cfg.normalize:
+            vec = nn.functional.normalize(vec, dim=-1)
+        mask = torch.ones(len(vec), 1, dtype=torch.bool, device=vec.device)
+        return DocBatch(vec[:, None, :], mask, list(inputs.paper_ids))
