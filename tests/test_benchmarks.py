@@ -262,6 +262,15 @@ def make_cocite(path: Path) -> Path:
     return path
 
 
+def tiny_context2doc(tmp_path: Path):
+    """The tiny co-citation file's context2doc benchmark on its one non-empty split (all 30 queries)."""
+    source = make_cocite(tmp_path / "cc" / "cocitations.jsonl")
+    meta = c2d.make_split(source)
+    (tmp_path / "split.json").write_text(json.dumps(meta))
+    split = max(meta["splits"], key=lambda s: meta["splits"][s]["n_queries"])
+    return c2d.load_context2doc(tmp_path / "cc", split, tmp_path / "split.json")
+
+
 def test_context2doc_run_tiny(tmp_path, tiny_model_dir):
     from aspire.evaluate.context2doc_run import run_context2doc
 

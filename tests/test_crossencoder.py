@@ -120,18 +120,13 @@ def test_cli_errors(tmp_path):
 
 
 def test_context2doc_rerank_tiny(tmp_path, tiny_model_dir):
-    from test_benchmarks import make_cocite
+    from test_benchmarks import tiny_context2doc
 
-    from aspire.evaluate import context2doc as c2d
     from aspire.evaluate.context2doc_run import run_context2doc
     from aspire.evaluate.rerank_run import RerankOptions
     from aspire.evaluate.runs import read_run
 
-    source = make_cocite(tmp_path / "cc" / "cocitations.jsonl")
-    meta = c2d.make_split(source)
-    (tmp_path / "split.json").write_text(json.dumps(meta))
-    split = max(meta["splits"], key=lambda s: meta["splits"][s]["n_queries"])
-    bench = c2d.load_context2doc(tmp_path / "cc", split, tmp_path / "split.json")
+    bench = tiny_context2doc(tmp_path)
     base = run_context2doc(bench, tmp_path / "bm25", "bm25", bm25=True)
     same = run_context2doc(bench, tmp_path / "w0", "w0", bm25=True, rerank=RerankOptions(str(tiny_model_dir), 4, 0.0))
     assert same["metrics"] == base["metrics"]  # weight 0 keeps the first stage

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_benchmarks import make_cocite, make_reviewer_set
+from test_benchmarks import make_reviewer_set, tiny_context2doc
 
-from aspire.evaluate import context2doc as c2d
 from aspire.evaluate.__main__ import main
 from aspire.evaluate.ensemble import EnsembleConfig, EnsembleMember, context2doc_rows, load_ensemble, reviewer_rows
 from aspire.evaluate.reviewers import load_reviewer_set, prediction_files, read_predictions
@@ -67,11 +66,7 @@ def test_reviewer_ensemble_with_zero_weight_equals_its_first_member(tmp_path, ti
 
 
 def test_context2doc_ensemble_fuses_bm25_and_a_model(tmp_path, tiny_model_dir):
-    source = make_cocite(tmp_path / "cc" / "cocitations.jsonl")
-    meta = c2d.make_split(source)
-    (tmp_path / "split.json").write_text(json.dumps(meta))
-    split = max(meta["splits"], key=lambda s: meta["splits"][s]["n_queries"])
-    bench = c2d.load_context2doc(tmp_path / "cc", split, tmp_path / "split.json")
+    bench = tiny_context2doc(tmp_path)
     members = [EnsembleMember("bm25", "bm25", None, 1.0), EnsembleMember("minl2", str(tiny_model_dir), "minl2", 0.0)]
     rows = context2doc_rows(EnsembleConfig("minmax"), members, bench, tmp_path / "o", cache_dir=None, batch_size=4,
                             device=None)
