@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -48,6 +49,8 @@ from aspire.data.papers import Paper, paper_from_record, read_papers
 from aspire.encoders.codes import FACET_CODE_CHOICES, query_code
 from aspire.index.config import RERANKERS
 from aspire.io import write_text
+
+log = logging.getLogger(__name__)
 
 EXAMPLES = """\
   aspire search --index runs/index --query-id 2468783 --sentences method --k 10
@@ -133,13 +136,23 @@ class QueryMaker:
 
     def code(self, sentences: str | None) -> str | None:
         """The control code of a query selecting `sentences` (`--facet-code`; `aspire.encoders.codes.query_code`)."""
+        facet = selection_facet(sentences)
+        if self.args.facet_code == "none" or (self.args.facet_code == "auto" and not facet):
+            return None  # no code whatever the model holds: its settings need not be read
         if self.searcher.encoder is not None:
             codes = self.searcher.encoder.codes
         else:  # read from the model's saved settings: no model is loaded for an indexed query without a code
             from aspire.encoders.models import saved_settings
 
-            codes = saved_settings(self.args.model or self.searcher.index.model_name).get("codes", [])
-        return query_code(codes, self.args.facet_code, selection_facet(sentences))
+            model = self.args.model or self.searcher.index.model_name
+            try:
+                codes = saved_settings(model).get("codes", [])
+            except ValueError as err:  # the model is not here: an indexed query is answered from the index
+                if self.args.facet_code != "auto":
+                    raise
+                log.warning("facet code not checked (%s); the query uses its indexed vectors", err)
+                return None
+        return query_code(codes, self.args.facet_code, facet)
 
     def from_id(self, paper_id: str, sentences: str | None) -> Query:
         if self.code(sentences) is None:

@@ -120,3 +120,21 @@ def test_cli_rejects_bad_arguments_with_one_line(tmp_path, capsys, args, message
         code = exit_.code
     err = capsys.readouterr().err.strip()
     assert code == 2 and message in err.splitlines()[-1] and "Traceback" not in err
+
+
+def test_facet_query_on_an_index_whose_model_is_absent(tmp_path, capsys, caplog):
+    """A facet-selected indexed query needs no model unless a code is asked for: `auto` answers from the
+    index with a warning that the code was not checked; an explicit `--facet-code` names the missing model."""
+    labels = [["method_label"] * len(s) for s in INDEX.sentences]
+    rng = np.random.default_rng(1)
+    corpus = EncodedCorpus(rng.standard_normal((int(INDEX.offsets[-1]), 8)).astype(np.float32), INDEX.offsets,
+                           list(INDEX.paper_ids), list(INDEX.titles), [list(s) for s in INDEX.sentences],
+                           labels=labels)
+    SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), "fp", "tiny").save(tmp_path / "idx")
+    args = ["--index", str(tmp_path / "idx"), "--query-id", "p0", "--sentences", "method", "--k", "2", "--json"]
+    with caplog.at_level("WARNING"):
+        assert search_main(args) == 0
+    assert "facet code not checked" in caplog.text and "'tiny'" in caplog.text
+    capsys.readouterr()
+    assert search_main([*args, "--facet-code", "method"]) == 2
+    assert "unknown model 'tiny'" in capsys.readouterr().err
