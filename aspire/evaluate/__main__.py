@@ -110,16 +110,15 @@ def _check_model_args(parser, args) -> None:
             parser.error("--facet-code/--doc-code choose how a model encodes: not with --ranked")
     elif not (args.model and args.scorer):
         parser.error("give --model and --scorer, or --ranked and --exp")
-    try:
+    if args.backend != "torch" and args.ranked:
+        parser.error(f"--backend {args.backend} encodes with a model: not with --ranked")
+    try:  # the options' own checks (--tau/--eps; --quantize and --device against --backend)
         _scorer_options(args)
+        _encoder_options(args)
     except ValueError as err:
         parser.error(str(err))
     if args.query_text != "abstract" and args.scorer != "abstract":
         parser.error("--query-text goes with --scorer abstract (sentence scorers select the facet's sentences)")
-    if args.quantize and args.backend != "onnx":
-        parser.error("--quantize goes with --backend onnx")
-    if args.backend != "torch" and (args.ranked or args.device not in (None, "cpu")):
-        parser.error(f"--backend {args.backend} encodes with a model on the CPU (no --ranked; --device cpu only)")
     if args.cand_sentences != "all" and args.scorer == "abstract":
         parser.error("--cand-sentences goes with a sentence scorer (minl2, ot, attention)")
 
