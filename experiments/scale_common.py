@@ -114,10 +114,10 @@ def latency_rows(timing: dict, truth: list, recall_name: str) -> list[dict]:
             for m in timing["wall"]]
 
 
-def fresh_load_memory(index_dir, mmap: bool) -> dict:
+def fresh_load_memory(index_dir, mmap: bool, texts: str = "auto") -> dict:
     """Resident memory (MiB, `memory_mb`) of a fresh Python process before and after `SentenceIndex.load`
-    of `index_dir` (memory-mapped exact vectors or read into RAM): in the measuring process, memory
-    freed earlier would be reused and hide what loading costs."""
+    of `index_dir` (memory-mapped exact vectors or read into RAM; sentence texts as `texts` says): in the
+    measuring process, memory freed earlier would be reused and hide what loading costs."""
     import json
     import subprocess
     import sys
@@ -126,7 +126,7 @@ def fresh_load_memory(index_dir, mmap: bool) -> dict:
     here = Path(__file__).resolve().parent
     code = (f"import sys, json; sys.path[:0] = [{str(here.parent)!r}, {str(here)!r}]\n"
             "from scale_common import memory_mb\nfrom aspire.index import SentenceIndex\nimport aspire.search\n"
-            f"before = memory_mb(); index = SentenceIndex.load({str(index_dir)!r}, mmap={mmap!r})\n"
+            f"before = memory_mb(); index = SentenceIndex.load({str(index_dir)!r}, mmap={mmap!r}, texts={texts!r})\n"
             "print(json.dumps({'before': before, 'loaded': memory_mb()}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])

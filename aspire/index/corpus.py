@@ -24,6 +24,7 @@ from aspire.batch import DocBatch
 from aspire.data.guards import invisible_text_reason
 from aspire.data.papers import Paper, read_papers
 from aspire.index.config import EncodeConfig
+from aspire.index.texts import read_index_papers
 from aspire.io import read_jsonl, write_jsonl
 
 SHARD_FORMAT_VERSION = 1
@@ -304,13 +305,6 @@ def write_index_papers(path: Path, paper_ids, titles, sentences, labels=None) ->
     labels = labels or [None] * len(paper_ids)
     write_jsonl(path, ({"paper_id": p, "title": t, "sentences": s, **({"labels": lab} if lab is not None else {})}
                        for p, t, s, lab in zip(paper_ids, titles, sentences, labels)))
-
-
-def read_index_papers(path: Path) -> tuple[list[str], list[str], list[list[str]], list[list[str] | None]]:
-    """(paper ids, titles, sentences, labels or None) per paper, as `write_index_papers` wrote them."""
-    records = read_jsonl(path)
-    return ([r["paper_id"] for r in records], [r["title"] for r in records], [r["sentences"] for r in records],
-            [r.get("labels") for r in records])
 
 
 def read_corpus(path: str | Path, config: EncodeConfig | None = None) -> tuple[list[Paper], list[dict]]:

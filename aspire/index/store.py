@@ -39,7 +39,7 @@ from aspire._version import __version__
 from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
 from aspire.index.config import IndexBuildConfig, IndexConfig
-from aspire.index.corpus import EncodedCorpus, gather_docbatch, read_index_papers, write_index_papers
+from aspire.index.corpus import EncodedCorpus, gather_docbatch, write_index_papers
 from aspire.index.disk import (
     IndexFormatError,
     check_files,
@@ -51,6 +51,7 @@ from aspire.index.disk import (
 )
 from aspire.index.disk import live_generation as _live_generation
 from aspire.index.lexical import index_bm25
+from aspire.index.texts import SentencesOnDisk, read_index_papers
 from aspire.io import read_jsonl, write_jsonl, write_text
 from aspire.scoring.lexical import FILES as LEXICAL_FILES
 from aspire.scoring.lexical import BM25Index
@@ -112,7 +113,8 @@ class SentenceIndex:
         faiss_index: L2 index whose row r is sentence vector r.
         vectors: (N, D) exact sentence vectors (a read-only memory map after `load`).
         offsets: (P + 1,) int64; paper p owns rows offsets[p]:offsets[p + 1].
-        paper_ids, titles, sentences: per paper, in row order.
+        paper_ids, titles, sentences: per paper, in row order (`sentences` read from papers.jsonl on demand
+            when loaded with texts on disk: `aspire.index.texts`).
         labels: per paper, its sentences' facet labels (`Paper.labels`) or None.
         rejected: input records that were not indexed, with reasons (accumulated over adds).
         config: the resolved build config; kind: the faiss structure actually built.
@@ -128,7 +130,7 @@ class SentenceIndex:
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.paper_ids = list(paper_ids)
         self.titles = list(titles)
-        self.sentences = [list(s) for s in sentences]
+        self.sentences = sentences if isinstance(sentences, SentencesOnDisk) else [list(s) for s in sentences]
         self.labels = list(labels) or [None] * len(self.paper_ids)
         self.rejected = list(rejected)
         self.config = config
@@ -179,7 +181,7 @@ class SentenceIndex:
         self.offsets = np.concatenate([self.offsets, self.offsets[-1] + new.offsets[1:]])
         self.paper_ids += new.paper_ids
         self.titles += new.titles
-        self.sentences += new.sentences
+        self.sentences = list(self.sentences) + new.sentences
         self.labels += new.labels
         self._positions, self.bm25 = None, None  # BM25 is rebuilt over all papers when saved
         return self
@@ -337,8 +339,9 @@ class SentenceIndex:
 
     @classmethod
     def load(cls, root: str | Path, model_fingerprint: str | None = None, mmap: bool = True,
-             verify: bool = False) -> "SentenceIndex":
-        """Load the live index under `root`; exact vectors are memory-mapped when `mmap`.
+             verify: bool = False, texts: str = "auto") -> "SentenceIndex":
+        """Load the live index under `root`; exact vectors are memory-mapped when `mmap`, sentence texts
+        read from disk when needed with `texts="disk"` (`"auto"`: for a papers file over 64 MiB).
 
         Raises IndexFormatError for a missing/incomplete/corrupted/incompatible index (`verify`: check
         every file's checksum, see `read_manifest`) and ModelMismatchError when `model_fingerprint`
@@ -353,7 +356,7 @@ class SentenceIndex:
                 "Rebuild the index with this model or search with the model it was built with."
             )
         config = load_config(IndexBuildConfig, gen / "config.yaml")
-        ids, titles, sentences, labels = read_index_papers(gen / "papers.jsonl")
+        ids, titles, sentences, labels = read_index_papers(gen / "papers.jsonl", texts)
         bm25 = None
         if "bm25" in manifest:
             try:

@@ -1,0 +1,86 @@
+"""The papers file of an index (`papers.jsonl`): ids, titles and labels in memory, sentence texts in
+memory or read from the file when they are needed.
+
+Sentence texts are the largest part of a loaded index's memory (about 2.9 KB an abstract as Python
+strings and lists, against 0.4 KB of IVF-PQ codes; experiments/results/bench_million.md). Search needs them
+only to show the k hits and to build a query from an indexed paper, so a large index keeps them on disk:
+`SentencesOnDisk` maps the file and decodes one paper's record when it is asked for. `texts="auto"` does this
+when the file is larger than `TEXTS_ON_DISK_BYTES`; `"memory"` and `"disk"` force one or the other.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import operator
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from aspire.index.disk import IndexFormatError
+
+TEXTS_ON_DISK_BYTES = 64 << 20  # papers.jsonl above this (about 60k abstracts) keeps sentence texts on disk
+TEXTS = ("auto", "memory", "disk")
+
+
+class SentencesOnDisk(Sequence):
+    """`sentences[p]` of an index read from `papers.jsonl` on demand; `starts[p]` is the byte offset of
+    paper p's line and `starts[-1]` the end of the last one. The file is memory-mapped, so an index generation
+    removed by a later save stays readable for as long as this object lives."""
+
+    def __init__(self, path: str | Path, starts: np.ndarray) -> None:
+        self.path = Path(path)
+        self._starts = np.asarray(starts, dtype=np.int64)
+        with self.path.open("rb") as handle:
+            size = self.path.stat().st_size
+            self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        if len(self._starts) == 0 or self._starts[-1] > size:
+            raise IndexFormatError(f"{self.path}: line offsets do not fit the file ({size} bytes)")
+
+    def __len__(self) -> int:
+        return len(self._starts) - 1
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            return [self[i] for i in range(*item.indices(len(self)))]
+        i = operator.index(item)
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"paper position {item} out of range for {n} papers")
+        return json.loads(self._map[self._starts[i]:self._starts[i + 1]])["sentences"]
+
+    def __repr__(self) -> str:
+        return f"SentencesOnDisk({str(self.path)!r}, {len(self)} papers)"
+
+
+def read_index_papers(path: str | Path, texts: str = "memory"):
+    """(paper ids, titles, sentences, labels or None) per paper, as `write_index_papers` wrote them,
+    streaming; `sentences` is a list (`texts="memory"`) or a `SentencesOnDisk` (`"disk"`; `"auto"` by size).
+    A line that is not a JSON record with paper_id, title and sentences raises IndexFormatError naming it."""
+    if texts not in TEXTS:
+        raise ValueError(f"unknown texts={texts!r}; valid: {list(TEXTS)}")
+    path = Path(path)
+    on_disk = texts == "disk" or (texts == "auto" and path.stat().st_size > TEXTS_ON_DISK_BYTES)
+    ids, titles, sentences, labels, starts, pos = [], [], [], [], [], 0
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            start, pos = pos, pos + len(raw)
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+                paper_id, title, sents = record["paper_id"], record["title"], record["sentences"]
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+                raise IndexFormatError(f"{path}:{lineno}: not an index paper record ({type(err).__name__}: {err})") from None
+            ids.append(paper_id)
+            titles.append(title)
+            labels.append(record.get("labels"))
+            if not on_disk:
+                sentences.append(sents)
+            starts.append(start)
+    if on_disk:
+        sentences = SentencesOnDisk(path, np.array(starts + [pos], dtype=np.int64))
+    return ids, titles, sentences, labels
