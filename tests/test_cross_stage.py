@@ -33,22 +33,8 @@ TEXTS = {  # paper -> (title, sentences): words of the tiny vocabulary
 
 
 @pytest.fixture(scope="module")
-def cross_dir(tiny_model_dir, tmp_path_factory):
-    """A random BertForSequenceClassification with one label, saved with the tiny tokenizer (a trained
-    cross-encoder's format); the head's weights are widened so the logits differ clearly."""
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
-
-    path = tmp_path_factory.mktemp("tiny-cross")
-    tokenizer = BertTokenizerFast.from_pretrained(tiny_model_dir)
-    tokenizer.save_pretrained(path)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=128, num_labels=1)
-    torch.manual_seed(1)
-    model = BertForSequenceClassification(config).eval()
-    with torch.no_grad():
-        model.classifier.weight.normal_(0.0, 1.0)
-    model.save_pretrained(path)
-    return path
+def cross_dir(tiny_cross_encoder_dir):
+    return tiny_cross_encoder_dir
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +206,12 @@ def test_service_without_a_cross_encoder_refuses_it_clearly(page_index):
         with pytest.raises(RequestError, match=message) as err:
             service.search({"paper_id": "q", "sentences": [0], **body})
         assert err.value.status == 400
+
+
+def test_serve_refuses_a_missing_or_plain_cross_encoder_before_serving(page_index, tiny_model_dir, tmp_path, capsys):
+    from aspire.serve.__main__ import main as serve_main
+
+    assert serve_main(["--index", str(page_index), "--port", "0", "--cross-encoder", str(tmp_path / "nope")]) == 2
+    assert f"cross-encoder '{tmp_path / 'nope'}': no such directory" in capsys.readouterr().err
+    assert serve_main(["--index", str(page_index), "--port", "0", "--cross-encoder", str(tiny_model_dir)]) == 2
+    assert "not a trained cross-encoder" in capsys.readouterr().err
