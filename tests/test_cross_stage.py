@@ -215,3 +215,13 @@ def test_serve_refuses_a_missing_or_plain_cross_encoder_before_serving(page_inde
     assert f"cross-encoder '{tmp_path / 'nope'}': no such directory" in capsys.readouterr().err
     assert serve_main(["--index", str(page_index), "--port", "0", "--cross-encoder", str(tiny_model_dir)]) == 2
     assert "not a trained cross-encoder" in capsys.readouterr().err
+
+
+def test_edges_a_top_of_one_and_an_index_of_one_paper_answer_finite_numbers(cross, tiny_model_dir, tmp_path):
+    hits = Searcher(text_index(), SearchConfig(k=3, cross_top=1, cross_weight=0.5), cross_encoder=cross).search(
+        text_query(), cross_encoder=True)  # one re-scored paper: its z-scores are 0, not NaN
+    assert [h.paper_id for h in hits] == ["P0", "P1", "P2"] and all(np.isfinite(h.score) for h in hits)
+    assert list(hits[0].stages) == ["ann", "crossencoder"] and "crossencoder" not in hits[1].stages
+    alone = build_index(load_encoder(tiny_model_dir), PAPERS[:1], tmp_path / "one", "tiny")
+    out = open_service(alone, cross_encoder=cross).search({"paper_id": "q", "sentences": [0], "cross_encoder": True})
+    assert out["hits"] == [] and out["cross_encoder"]["ms"] == 0.0
