@@ -7,6 +7,9 @@
     re-rank (optional, `aspire.index.rerank`): exact min-L2, the batched OT scorer or the best passage
       (mixed with the first stage by β) over the shortlist's stored vectors
       ▼
+    cross-encoder (optional, `aspire.index.crossrerank`): a trained pair model reads the selected sentences
+      with the title and abstract of the `cross_top` best, mixed with the previous score by `cross_weight`
+      ▼
     k hits, each with its score (higher is better) and the aligned sentence pairs that explain it
 
 `k` means k papers: when the selected sentences' nearest neighbours fall in fewer than k (or
@@ -39,7 +42,9 @@ from aspire.index.config import (  # the argument checks every entry point (API,
     SearchConfig,
     check_selection,
     checked_search_config,
+    exhaustion_reason,
 )
+from aspire.index.crossrerank import cross_depth, cross_rerank
 from aspire.index.store import SentenceIndex, model_fingerprint
 from aspire.scoring import cross_l2_cost, get_scorer
 from aspire.scoring.chunked import score_chunked
@@ -142,10 +147,12 @@ class Searcher:
         index: the sentence index.
         config: search defaults (the index's saved `search` section when None).
         encoder: a ContextualSentenceEncoder whose fingerprint must match the index's.
+        cross_encoder: the cross-encoder stage's model (`aspire.index.crossrerank.load_cross_stage`).
     """
 
-    def __init__(self, index: SentenceIndex, config: SearchConfig | None = None, encoder=None) -> None:
-        self.index = index
+    def __init__(self, index: SentenceIndex, config: SearchConfig | None = None, encoder=None,
+                 cross_encoder=None) -> None:
+        self.index, self.cross_encoder = index, cross_encoder
         self.config = checked_search_config(config or index.config.search)
         self.encoder = encoder
         if encoder is not None:
@@ -196,16 +203,17 @@ class Searcher:
     def search(self, query: DocBatch, k: int | None = None, rerank: str | None = None,
                shortlist: int | None = None, exclude: Sequence[str] | None = None, stages: str | None = None,
                fuse: str | None = None, passage_window: int | None = None,
-               passage_beta: float | None = None) -> list[Hit]:
+               passage_beta: float | None = None, cross_encoder: bool | None = None) -> list[Hit]:
         """The `k` best papers for one query DocBatch `(1, S, D)` (its mask selects the sentences).
 
         `exclude` paper ids are left out (default: the query's own id when `config.exclude_query`);
         `stages` / `fuse` override the config's first stage, `passage_window` / `passage_beta` its maxpassage
-        re-ranker (see `SearchConfig`). Arguments are checked
-        by `checked_search_config` (SearchArgumentError naming a bad one).
+        re-ranker, `cross_encoder` turns the cross-encoder stage on or off (see `SearchConfig`). Arguments
+        are checked by `checked_search_config` (SearchArgumentError naming a bad one).
         """
-        cfg = checked_search_config(self.config, k=k, rerank=rerank, shortlist=shortlist, stages=stages, fuse=fuse,
-                                    passage_window=passage_window, passage_beta=passage_beta)
+        asked = checked_search_config(self.config, k=k, rerank=rerank, shortlist=shortlist, stages=stages, fuse=fuse,
+                                      passage_window=passage_window, passage_beta=passage_beta, cross_encoder=cross_encoder)
+        cfg = cross_depth(self, asked)  # with the cross-encoder stage: the stages before it give cross_top
         if len(query) != 1:
             raise ValueError(f"search takes one query paper, got a batch of {len(query)}")
         if exclude is None:
@@ -230,7 +238,7 @@ class Searcher:
                 stage_scores.setdefault(hit.paper_id, {}).update(own)
         for hit in hits:
             hit.stages = stage_scores.get(hit.paper_id, {})
-        return hits
+        return cross_rerank(self, query, hits, asked) if asked.cross_encoder else hits
 
     def first_stage(self, query: DocBatch, cfg: SearchConfig,
                     exclude: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[str, dict[str, float]]]:
@@ -278,7 +286,7 @@ class Searcher:
             sentence_k = max(2 * sentence_k, math.ceil(sentence_k * limit / max(len(candidates), 1)))
         if len(candidates) < config.k:
             log.warning("found %d of the k=%d papers asked for: %s", len(candidates), config.k,
-                        exhaustion_reason(self.index, len(excluded)))
+                        exhaustion_reason(self.index.kind, self.index.n_papers - len(excluded)))
         return candidates.take(np.arange(min(limit, len(candidates))))
 
     def exhaustive(self, query: DocBatch, method: str = "minl2", k: int = 10, chunk: int = 4096,
@@ -376,15 +384,6 @@ class Searcher:
                 pairs.append(AlignedPair(i, j, float(cost[c, i, j]), float(share[c, i]), *self._texts(query, i, paper, j)))
             out.append(Hit(c + 1, self.index.paper_ids[paper], self.index.titles[paper], float(scores[c]), pairs))
         return out
-
-def exhaustion_reason(index: SentenceIndex, n_excluded: int) -> str:
-    """Why a search returned fewer papers than asked: the index is that small, or its ANN structure
-    reaches no more (IVF probes too few lists, HNSW's graph search stops)."""
-    available = index.n_papers - n_excluded
-    if index.kind == "flat":
-        return f"the index holds {available} paper(s) besides the excluded ones"
-    return (f"the {index.kind} index reached no more of its {available} paper(s); raise index.ivf_nprobe or "
-            "index.hnsw_ef_search when building it, or rerank from a smaller shortlist")
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m aspire.search") -> int:

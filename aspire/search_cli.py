@@ -5,7 +5,8 @@ encode (`--query-file`, or a JSON object line in `--queries` / `--interactive`: 
 is loaded once, on first need; an index built with `--backend onnx [--quantize int8]` encodes with the
 same `--backend/--quantize`, its fingerprint is checked). `--sentences` picks the sentences to match, by 0-based position or
 by facet name from the papers' labels (the index keeps `pred_labels`). Each query returns k papers
-(see `aspire.search`), printed to stdout as text or `--json`; `--run-out` also writes a TREC run
+(see `aspire.search`; with `--cross-encoder DIR` a cross-encoder re-scores the top `--cross-top`
+last, its time reported apart), printed to stdout as text or `--json`; `--run-out` also writes a TREC run
 file (`qid Q0 docid rank score tag`). Progress and warnings go to stderr.
 
 With a model trained with facet control codes (`aspire.encoders.codes`), a query selecting one facet's
@@ -59,6 +60,8 @@ EXAMPLES = """\
   aspire search --index runs/index --queries queries.txt --run-out runs/index.run --quiet
   aspire search --index runs/index --interactive          # then type lines such as: 2468783 method
   aspire search --index runs/index-int8 --query-file query.json --backend onnx --quantize int8
+  aspire search --index runs/index --query-id 2468783 --stages ann,bm25 --cross-encoder runs/crossencoder/model \
+      --cross-top 50 --cross-weight 1 --json
 """
 RERANK_HELP = ("none: rank by the first stage; minl2: re-score the shortlist with exact min-L2; "
                "ot: re-rank the shortlist by optimal transport; maxpassage: by its best window of "
@@ -90,6 +93,14 @@ def build_parser(prog: str):
     parser.add_argument("--rerank", choices=RERANKERS, help=RERANK_HELP)
     parser.add_argument("--shortlist", type=positive_int,
                         help="papers the ANN stage passes to re-ranking (default: the index's search.shortlist)")
+    cross = parser.add_argument_group("cross-encoder stage (after the first stage and any --rerank)")
+    cross.add_argument("--cross-encoder", metavar="DIR",
+                       help="a trained cross-encoder (python -m aspire.train.crossencoder) re-scores the top "
+                            "--cross-top papers from the selected sentences' text and their titles and abstracts")
+    cross.add_argument("--cross-top", type=int, help="papers it re-scores (default: the index's search.cross_top, 50)")
+    cross.add_argument("--cross-weight", type=float,
+                       help="weight in [0, 1] of its z-scored logits against the previous stage's (default: the "
+                            "index's search.cross_weight, 1: its order alone)")
     parser.add_argument("--model", help="encoder for papers to encode (default: the model the index was built with)")
     parser.add_argument("--facet-code", choices=FACET_CODE_CHOICES, default="auto",
                         help="model with facet control codes: the code a query is encoded with; auto (default): "
@@ -233,19 +244,28 @@ def _lines(path: str) -> list[str]:
     return Path(path).read_text(encoding="utf-8").splitlines()
 
 
-def run_query(searcher, query: Query, args) -> list:
-    return searcher.search(query.batch, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
+def run_query(searcher, query: Query, args) -> tuple[list, float | None]:
+    """The query's hits and its cross-encoder milliseconds (None when that stage is off)."""
+    from aspire.index.crossrerank import cross_seconds
+
+    before = cross_seconds(searcher)
+    hits = searcher.search(query.batch, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
                            stages=args.stages, fuse=args.fuse)
+    return hits, round(1000 * (cross_seconds(searcher) - before), 2) if searcher.config.cross_encoder else None
 
 
-def print_hits(searcher, query: Query, hits: list, args, one_of_many: bool) -> None:
+def print_hits(searcher, query: Query, found: tuple[list, float | None], args, one_of_many: bool) -> None:
+    hits, cross_ms = found
     selected = query.batch.mask[0].nonzero()[:, 0].tolist()
+    cfg = searcher.config
+    cross = {"top": cfg.cross_top, "weight": cfg.cross_weight, "ms": cross_ms} if cross_ms is not None else None
     if args.json:
         out = {"query_id": query.qid, "query_sentences": selected, "rerank": args.rerank or searcher.config.rerank,
-               "hits": [h.to_dict() for h in hits]}
+               "cross_encoder": cross, "hits": [h.to_dict() for h in hits]}
         print(json.dumps(out, ensure_ascii=False, indent=None if one_of_many else 1), flush=True)
         return
-    print(f"query {query.qid} sentences {selected}")
+    print(f"query {query.qid} sentences {selected}"
+          + (f"  cross-encoder top {cross['top']} weight {cross['weight']:g}: {cross_ms:.1f} ms" if cross else ""))
     for hit in hits:
         print(f"{hit.rank:3d}. {hit.score:+.4f}  {hit.paper_id}  {hit.title}")
         for pair in hit.pairs[:3]:
@@ -278,13 +298,13 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
             query = maker.from_line(line)
             if query is None:
                 continue
-            hits = run_query(searcher, query, args)
+            found = run_query(searcher, query, args)
         except (KeyError, ValueError) as err:
             failed += 1
             print(f"error: {error_message(err)}", file=sys.stderr, flush=True)
             continue
-        print_hits(searcher, query, hits, args, one_of_many=True)
-        run += run_lines(query.qid, hits, args.run_tag)
+        print_hits(searcher, query, found, args, one_of_many=True)
+        run += run_lines(query.qid, found[0], args.run_tag)
     if args.run_out:
         write_run(args.run_out, run)
     return 0 if not failed else 1
@@ -306,10 +326,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "aspire search") -> int:
 def _run(args) -> int:
     from aspire.search import Searcher, checked_search_config
 
-    overrides = normalize_overrides(args.overrides, section="search")
+    overrides = normalize_overrides(args.overrides, section="search") + cross_overrides(args)
     searcher = Searcher.open(args.index, overrides)
     checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
                           stages=args.stages, fuse=args.fuse)  # out-of-range arguments stop before any query
+    if args.cross_encoder is not None:  # loaded (and its directory checked) before any query
+        from aspire.index.crossrerank import load_cross_stage
+
+        searcher.cross_encoder = load_cross_stage(args.cross_encoder, device=args.device)
     maker = QueryMaker(searcher, args)
     if args.query_file is not None or (args.model is not None and args.interactive):
         maker.load_encoder()  # load it now: a wrong model name is reported before any query
@@ -318,9 +342,19 @@ def _run(args) -> int:
     queries = file_queries(maker, args)
     run: list[str] = []
     for query in queries:
-        hits = run_query(searcher, query, args)
-        print_hits(searcher, query, hits, args, one_of_many=len(queries) > 1)
-        run += run_lines(query.qid, hits, args.run_tag)
+        found = run_query(searcher, query, args)
+        print_hits(searcher, query, found, args, one_of_many=len(queries) > 1)
+        run += run_lines(query.qid, found[0], args.run_tag)
     if args.run_out:
         write_run(args.run_out, run)
     return 0
+
+
+def cross_overrides(args) -> list[str]:
+    """The search-config overrides of the cross-encoder flags: `--cross-encoder` turns the stage on;
+    `--cross-top` / `--cross-weight` set `cross_top` / `cross_weight` (checked, by name, with the config)."""
+    given = [(name, value) for name, value in (("cross_top", args.cross_top), ("cross_weight", args.cross_weight))
+             if value is not None]
+    if given and args.cross_encoder is None:
+        raise ValueError("--cross-top / --cross-weight go with --cross-encoder DIR")
+    return (["cross_encoder=true"] if args.cross_encoder is not None else []) + [f"{k}={v}" for k, v in given]

@@ -17,11 +17,15 @@ match, (c) ANN + OT re-rank of the 1,000-paper shortlist, (d) BM25 alone, (e) AN
 and recall@10 of each against the exhaustive OT ranking; and each stage alone (the ANN lookup of a
 1,000-paper shortlist, the BM25 top 1,000, their fusion, the OT and max-passage re-ranks of 1,000).
 The BM25 query text is the query abstract's sentences. Query encoding is timed separately (one abstract
-through MiniLM).
+through MiniLM). With `--cross-encoder DIR [--cross-top N]` (off by default), two more rows: (h) fused + the
+cross-encoder stage over the top N (`aspire.index.crossrerank`), and the cross-encoder's re-score of N alone
+(the query text is the query abstract's sentences, each candidate's its title and sentences).
 
     nice python experiments/bench_search.py [--papers 100000] [--queries 50] [--config configs/index-bench.yaml]
     # the pool from the evaluators' vector cache (CSFCube abstracts, minilm contextual) instead of encoding:
     python experiments/bench_search.py --pool-cache ~/.cache/aspire/vectors/FINGERPRINT-contextual-...pt
+    # and the cross-encoder stage's latency (a trained model from python -m aspire.train.crossencoder):
+    python experiments/bench_search.py ... --cross-encoder runs/crossencoder/model --cross-top 50
 """
 
 from __future__ import annotations
@@ -166,6 +170,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(RESULTS / "bench_search"))
+    parser.add_argument("--cross-encoder", metavar="DIR", help="also time the cross-encoder stage with this model")
+    parser.add_argument("--cross-top", type=int, default=50, help="papers the cross-encoder re-scores (default 50)")
     args = parser.parse_args()
     import faiss
 
@@ -210,6 +216,12 @@ def main() -> None:
           f"{dir_mb(gen):.0f} MB on disk, +{index_rss:.0f} MB resident")
 
     qbatches = [_as_query(pool.subset([q])) for q in queries]  # (1, S, D) each, all sentences selected
+    if args.cross_encoder:
+        from aspire.index.config import checked_search_config
+        from aspire.index.crossrerank import load_cross_stage
+
+        searcher.cross_encoder = load_cross_stage(args.cross_encoder)
+        searcher.config = checked_search_config(searcher.config, cross_top=args.cross_top)
     methods = {
         "(a) exhaustive min-L2": lambda q: searcher.exhaustive(q, "minl2", k=10)[0],
         "(b) ANN single match": lambda q: _positions(searcher, searcher.search(q, k=10, rerank="none")),
@@ -221,6 +233,9 @@ def main() -> None:
         "(g) fused + max-passage re-rank 1000": lambda q: _positions(searcher, searcher.search(
             q, k=10, stages="ann,bm25", rerank="maxpassage", shortlist=1000)),
     }
+    if args.cross_encoder:
+        methods[f"(h) fused + cross-encoder top {args.cross_top}"] = lambda q: _positions(searcher, searcher.search(
+            q, k=10, stages="ann,bm25", rerank="none", cross_encoder=True))
     stage_methods = stage_timers(searcher)
     for q in qbatches[:2]:  # warm-up
         for run in [*methods.values(), *stage_methods.values()]:
@@ -326,6 +341,15 @@ def stage_timers(searcher: Searcher) -> dict:
             rerank(searcher, q, papers, np.array([x for _, x in fused]), stage_cfg)
         return go
 
+    def cross_go(q, text, dense, lexical, fused):
+        from aspire.index.crossrerank import candidate_text
+
+        top = searcher.config.cross_top
+        texts = {pid: candidate_text(searcher.index, searcher.index.positions[pid]) for pid, _ in fused[:top]}
+        searcher.cross_encoder.head_scores(text, fused, texts, top)
+
+    cross = {} if searcher.cross_encoder is None else {
+        f"cross-encoder re-score of {searcher.config.cross_top}": timed(cross_go)}
     return {
         "ANN shortlist (1000 papers)": timed(lambda q, *a: searcher.retrieve(q, cfg)),
         "BM25 top 1000": timed(lambda q, text, *a: searcher.lexical(cfg).top(text, cfg.shortlist)),
@@ -333,6 +357,7 @@ def stage_timers(searcher: Searcher) -> dict:
             [dense, lexical], [0.815, 0.185], "z")),
         "OT re-rank of 1000": timed(rerank_by("ot")),
         "max-passage re-rank of 1000": timed(rerank_by("maxpassage")),
+        **cross,
     }
 
 

@@ -55,6 +55,30 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-bert"))
 
 
+def build_tiny_cross_encoder(path: Path, tokenizer_dir: Path, seed: int = 1) -> Path:
+    """Save a random one-label BertForSequenceClassification (a trained cross-encoder's format) with the tiny
+    tokenizer of `tokenizer_dir` to `path`; its head's weights are widened so that logits differ clearly."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer = BertTokenizerFast.from_pretrained(tokenizer_dir)
+    tokenizer.save_pretrained(path)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=128, num_labels=1)
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification(config).eval()
+    with torch.no_grad():
+        model.classifier.weight.normal_(0.0, 1.0)
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """A directory holding a tiny random cross-encoder (one logit) in Hugging Face format."""
+    return build_tiny_cross_encoder(tmp_path_factory.mktemp("tiny-cross"), tiny_model_dir)
+
+
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     """A private $ASPIRE_CACHE for a test module, so ONNX exports land in a temporary folder."""

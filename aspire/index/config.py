@@ -4,7 +4,7 @@
 
     index:  which faiss structure stores the sentence vectors (flat / HNSW / IVF(-PQ))
     encode: how the corpus is encoded (batch size, papers per chunk)
-    search: defaults for queries against this index (k, re-ranking, shortlist size)
+    search: defaults for queries against this index (k, re-ranking, shortlist size, the cross-encoder stage)
 """
 
 from __future__ import annotations
@@ -76,6 +76,9 @@ class SearchConfig:
         max(`sentence_k_min`, `sentence_k_factor` x (`shortlist` when re-ranking, else `k`)).
         A paper is found when one of its sentences is among some selected query sentence's
         `sentence_k` nearest, so larger values approach the exhaustive single-match ranking.
+    cross_encoder: a final stage after the first stage and any re-rank (`aspire.index.crossrerank`): a
+        trained cross-encoder reads the query's selected sentences with each of the `cross_top` best
+        papers' title and abstract; its logits are mixed with the previous score by `cross_weight`.
     """
 
     k: int = ranged(10, ge=1)
@@ -95,6 +98,9 @@ class SearchConfig:
     ot_max_iter: int = ranged(1000, ge=1)
     passage_window: int = ranged(2, ge=1)  # sentences per passage of the maxpassage re-ranker (chosen on context2doc dev)
     passage_beta: float = ranged(0.9, ge=0, le=1)  # maxpassage: weight of the first stage's z-score (context2doc dev)
+    cross_encoder: bool = False  # the cross-encoder stage; needs a loaded model (`--cross-encoder DIR`)
+    cross_top: int = ranged(50, ge=1)  # papers of the previous stage's ranking the cross-encoder re-scores
+    cross_weight: float = ranged(1.0, ge=0, le=1)  # weight of its z-scored logits (1: its order alone; 0: none)
 
 
 class SearchArgumentError(ValueError):
@@ -106,8 +112,9 @@ def checked_search_config(base: SearchConfig, **changes) -> SearchConfig:
 
     The one validation of search arguments for every entry point (Python API, CLI, page, server):
     `k`, `shortlist`, `sentence_k_min`, `ot_max_iter` >= 1 and `sentence_k` >= 0 (integers);
-    `ot_tau`, `ot_eps`, `ot_tol`, `sentence_k_factor` finite and > 0; `bm25_k1` >= 0, `bm25_b` in
-    [0, 1]; `rerank` and `stages` one of their values.
+    `ot_tau`, `ot_eps`, `ot_tol`, `sentence_k_factor` finite and > 0; `bm25_k1` >= 0, `bm25_b`,
+    `passage_beta`, `cross_weight` in [0, 1], `passage_window`, `cross_top` >= 1; `rerank` and `stages`
+    one of their values.
     Raises SearchArgumentError naming the first bad (or unknown) argument.
     """
     names = [f.name for f in fields(SearchConfig)]
@@ -123,6 +130,16 @@ def checked_search_config(base: SearchConfig, **changes) -> SearchConfig:
     except ConfigError as err:
         raise SearchArgumentError(str(err)) from None
     return config
+
+
+def exhaustion_reason(kind: str, available: int) -> str:
+    """Why a search returned fewer papers than asked: the index (of faiss `kind`, `available` papers
+    besides the excluded ones) is that small, or its ANN structure reaches no more (IVF probes too few
+    lists, HNSW's graph search stops): the `IndexConfig` keys to raise."""
+    if kind == "flat":
+        return f"the index holds {available} paper(s) besides the excluded ones"
+    return (f"the {kind} index reached no more of its {available} paper(s); raise index.ivf_nprobe or "
+            "index.hnsw_ef_search when building it, or rerank from a smaller shortlist")
 
 
 def check_selection(selection: Sequence[int] | None, n_sentences: int, paper: str = "the query") -> list[int] | None:

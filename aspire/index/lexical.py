@@ -38,6 +38,14 @@ def stored_bm25(index, k1: float, b: float) -> BM25Index:
     return index_bm25(index, k1, b)
 
 
+def selected_text(query) -> str:
+    """A query DocBatch's selected sentences (its mask) joined by spaces: the text BM25 and the
+    cross-encoder stage read for an aspect-conditional query (ValueError when the batch holds no texts)."""
+    if not query.sentences:
+        raise ValueError("the query DocBatch holds no sentence texts, which BM25 and the cross-encoder read")
+    return " ".join(query.sentences[0][i] for i in query.mask[0].nonzero()[:, 0].tolist())
+
+
 class LexicalStage:
     """BM25 over an index's papers; `top` returns index positions and scores, best first."""
 
@@ -68,7 +76,7 @@ def first_stage(searcher, query, cfg, exclude: Sequence[str]) -> tuple[np.ndarra
         candidates = searcher.retrieve(query, cfg, exclude)
         lists.append({searcher.index.paper_ids[p]: -float(d) for p, d in zip(candidates.papers, candidates.dist)})
     if "bm25" in stages:
-        text = " ".join(query.sentences[0][i] for i in query.mask[0].nonzero()[:, 0].tolist())
+        text = selected_text(query)
         drop = [searcher.index.positions[pid] for pid in exclude if pid in searcher.index.positions]
         papers, scores = searcher.lexical(cfg).top(text, limit, drop)
         lists.append({searcher.index.paper_ids[p]: float(x) for p, x in zip(papers, scores)})

@@ -9,10 +9,10 @@ shortlist's index positions `papers (P,)`, registered by name in `RERANK_STAGES`
                 first stage's score: β·z(first stage) + (1 - β)·z(max passage), z over the shortlist,
                 β = `passage_beta` (β = 1: the first stage's order; β = 0: the passages' alone)
 
-A further stage (a cross-encoder over the query's and the papers' texts, say) is one more function
-here and one more name in `aspire.index.config.RERANKERS`; `searcher.index.sentences[p]` and
-`query.sentences[0]` hold the texts. `rerank` returns the k best positions, their final scores and,
-per paper, the stage's own scores (shown beside the first stage's on each hit).
+A further vector re-ranker is one more function here and one more name in
+`aspire.index.config.RERANKERS`. `rerank` returns the k best positions, their final scores and, per
+paper, the stage's own scores (shown beside the first stage's on each hit). The cross-encoder, which
+reads texts rather than vectors, is a separate last stage after this one (`aspire.index.crossrerank`).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ below the top N keep their first-stage order, all after the reranked ones.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -50,6 +51,29 @@ def load_cross_encoder(model, max_length: int | None = None, device: str | None 
                             local_files_only=True)
     finally:
         transformers.logging.set_verbosity(verbosity)
+
+
+def check_trained_cross_encoder(path: str | Path) -> Path:
+    """`path` as a directory holding a trained cross-encoder: a Hugging Face sequence-classification
+    model with one label (what `aspire.train.crossencoder` saves). A missing directory, or a plain
+    encoder (which `load_cross_encoder` would give a random head), raises ValueError naming the path."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ValueError(f"cross-encoder {str(path)!r}: no such directory")
+    config = path / "config.json"
+    if not config.is_file():
+        raise ValueError(f"cross-encoder {str(path)!r}: no config.json (not a Hugging Face model directory)")
+    try:
+        settings = json.loads(config.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"cross-encoder {str(path)!r}: config.json is not valid JSON ({err})") from None
+    heads = [a for a in settings.get("architectures") or [] if str(a).endswith("ForSequenceClassification")]
+    labels = len(settings.get("id2label") or {"0": ""})
+    if not heads or labels != 1:
+        raise ValueError(f"cross-encoder {str(path)!r}: not a trained cross-encoder (config.json: architectures "
+                         f"{settings.get('architectures')}, {labels} label(s); one sequence-classification logit is "
+                         "needed: train one with python -m aspire.train.crossencoder)")
+    return path
 
 
 def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, float], top_n: int,
@@ -110,15 +134,19 @@ class CrossEncoderReranker:
         """(N,) logits of one query against each text."""
         return self.score_pairs([(query, t) for t in texts])
 
-    def rerank(self, query: str, first_stage: Sequence[tuple[str, float]], texts: Mapping[str, str],
-               top_n: int = 50, weight: float = 1.0, norm: str = "z") -> list[tuple[str, float]]:
-        """`mix_rerank` of `first_stage` with this model's scores of its top `top_n` (see the module)."""
+    def head_scores(self, query: str, first_stage: Sequence[tuple[str, float]], texts: Mapping[str, str],
+                    top_n: int) -> dict[str, float]:
+        """`{doc: logit}` of this model over the top `top_n` of `first_stage` (best first), read from `texts`."""
         head = [d for d, _ in first_stage[:top_n]]
         missing = [d for d in head if d not in texts]
         if missing:
             raise ValueError(f"no text for documents {missing[:5]} of the first stage")
-        cross = dict(zip(head, self.score(query, [texts[d] for d in head]).tolist()))
-        return mix_rerank(first_stage, cross, top_n, weight, norm)
+        return dict(zip(head, self.score(query, [texts[d] for d in head]).tolist()))
+
+    def rerank(self, query: str, first_stage: Sequence[tuple[str, float]], texts: Mapping[str, str],
+               top_n: int = 50, weight: float = 1.0, norm: str = "z") -> list[tuple[str, float]]:
+        """`mix_rerank` of `first_stage` with this model's scores of its top `top_n` (see the module)."""
+        return mix_rerank(first_stage, self.head_scores(query, first_stage, texts, top_n), top_n, weight, norm)
 
     def speed(self) -> dict:
         """Pairs scored so far, their seconds and pairs per second."""

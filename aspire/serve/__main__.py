@@ -1,6 +1,7 @@
 """Serve the aspect-selection page over an index: pick a paper, select its sentences, see what matches.
 
-`aspire serve --index DIR [--corpus papers.jsonl] [--host 127.0.0.1] [--port 8000] [section.key=value ...]`
+`aspire serve --index DIR [--corpus papers.jsonl] [--cross-encoder DIR] [--host 127.0.0.1] [--port 8000]
+[section.key=value ...]`; with `--cross-encoder`, the page offers that model as a last stage (off by default).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ EXAMPLES = """\
   aspire serve --index runs/index                                  # http://127.0.0.1:8000
   aspire serve --index runs/index --corpus papers.jsonl search.rerank=ot search.shortlist=200
   aspire serve --index runs/index --host 0.0.0.0 --port 8080 --no-auto-reload --quiet
+  aspire serve --index runs/index --cross-encoder runs/crossencoder/model search.cross_top=20
 """
 
 
@@ -20,6 +22,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.serve") ->
     parser = cliutil.command_parser(prog, __doc__, EXAMPLES)
     parser.add_argument("--index", required=True, help="index directory (made by `aspire index build`)")
     parser.add_argument("--corpus", help="papers JSONL with pred_labels: facet labels shown beside the sentences")
+    parser.add_argument("--cross-encoder", metavar="DIR",
+                        help="a trained cross-encoder the page can add as a last stage over the top "
+                             "search.cross_top hits, mixed by search.cross_weight (off unless a request asks)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
     parser.add_argument("--check-every", type=float, default=0.0, metavar="SECONDS",
@@ -42,12 +47,17 @@ def _serve(args) -> int:
     from aspire.serve.reload import ServiceHolder
     from aspire.serve.server import make_server
 
+    cross = None
+    if args.cross_encoder is not None:  # loaded once (its directory checked) and kept across index generations
+        from aspire.index.crossrerank import load_cross_stage
+
+        cross = load_cross_stage(args.cross_encoder)
     holder = ServiceHolder(args.index, cliutil.normalize_overrides(args.overrides, section="search"), args.corpus,
-                           check_every=None if args.no_auto_reload else args.check_every)
+                           check_every=None if args.no_auto_reload else args.check_every, cross_encoder=cross)
     server = make_server(holder, args.host, args.port)
     service = holder.service
     print(f"serving {server.url} ({service.index.n_papers} papers, {len(service.labels)} with facet labels, "
-          f"index {service.generation})", flush=True)
+          f"index {service.generation}" + (f", cross-encoder {args.cross_encoder}" if cross else "") + ")", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -90,7 +90,8 @@ class SearchBody(BaseModel):
     """`POST /api/search`: rank papers by the selected sentences of an indexed paper.
 
     `k`, `stages` (the first stage: dense "ann", lexical "bm25" or fused "ann,bm25"), `rerank`,
-    `shortlist` and `tau` (the OT temperature) default to the server's search config.
+    `shortlist` and `tau` (the OT temperature) default to the server's search config. `cross_encoder`
+    (true / false, default false) adds the cross-encoder stage last; the server must hold one.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -101,6 +102,7 @@ class SearchBody(BaseModel):
     rerank: Literal["none", "minl2", "ot", "maxpassage"] | None = None
     shortlist: Annotated[int, Field(ge=1, le=MAX_SHORTLIST)] | None = None
     tau: Annotated[float, Field(ge=MIN_TAU, le=MAX_TAU, allow_inf_nan=False)] | None = None
+    cross_encoder: bool | None = None
 
     @model_validator(mode="after")
     def _shortlist_holds_k(self) -> SearchBody:
@@ -121,6 +123,7 @@ RULES = {  # field -> what a valid value is (the message's second half)
     "rerank": "one of 'none', 'minl2', 'ot', 'maxpassage'",
     "shortlist": f"an integer in 1..{MAX_SHORTLIST}",
     "tau": f"a number in [{MIN_TAU:g}, {MAX_TAU:g}]",
+    "cross_encoder": "true or false",
 }
 
 

@@ -37,7 +37,8 @@ class ServiceHolder:
     """Holds the SearchService of an index directory's live generation and reloads it on change.
 
     Args:
-        index_dir, overrides, labels_from: as for `open_service`; index_dir None: serve `service` only.
+        index_dir, overrides, labels_from, cross_encoder: as for `open_service` (the one cross-encoder model
+            serves every generation); index_dir None: serve `service` only.
         check_every: seconds between two checks of `CURRENT` by `get()`; None: only `reload()` reloads.
         retry_after: seconds before a generation that failed to open is tried again by a check.
         service: a service already opened (of `index_dir`'s live generation, or of no directory).
@@ -46,12 +47,13 @@ class ServiceHolder:
 
     def __init__(self, index_dir: str | Path | None, overrides: Sequence[str] = (),
                  labels_from: str | Path | None = None, check_every: float | None = 0.0, retry_after: float = 5.0,
-                 service: SearchService | None = None) -> None:
+                 service: SearchService | None = None, cross_encoder=None) -> None:
         if index_dir is None and service is None:
             raise ValueError("ServiceHolder needs an index directory or a service")
         self.index_dir = Path(index_dir) if index_dir is not None else None
         self.overrides = list(overrides)
         self.labels_from = labels_from
+        self.cross_encoder = cross_encoder
         self.check_every = check_every
         self.retry_after = retry_after
         self.reload_error: str | None = None
@@ -116,7 +118,7 @@ class ServiceHolder:
         """The live generation opened, read again when a build replaced it while it was being read."""
         for attempt in range(1, OPEN_ATTEMPTS + 1):
             try:
-                service = open_service(self.index_dir, self.overrides, self.labels_from)
+                service = open_service(self.index_dir, self.overrides, self.labels_from, self.cross_encoder)
             except FileNotFoundError:  # the generation was replaced and deleted while it was read
                 if attempt == OPEN_ATTEMPTS:
                     raise

@@ -7,7 +7,9 @@
     search(body)                      a `SearchBody` (or its dict) -> ranked hits, each with its
                                       sentences, the aligned pairs, the L2 distances (n, T) between
                                       the n selected query sentences and its T sentences and, when
-                                      ranked by OT, the transport plan (n, T)
+                                      ranked by OT, the transport plan (n, T); with `cross_encoder`
+                                      (a service opened with one), the cross-encoder stage's score
+                                      on each hit and its time for the query (`cross_encoder.ms`)
 
 Every answer names the index generation it came from (`generation`, see aspire.serve.reload).
 Bad input raises `RequestError(status, message)` (a 4xx answer), never a 5xx: unknown ids (404),
@@ -34,6 +36,7 @@ import torch
 from aspire.data.facets import facet_of
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
+from aspire.index.crossrerank import cross_seconds
 from aspire.scoring import cross_l2_cost
 from aspire.search import RERANKERS, STAGES, Searcher
 from aspire.serve.models import (
@@ -97,9 +100,10 @@ class SearchService:
     # ---- papers -----------------------------------------------------------------------------------
     def info(self) -> dict:
         cfg = self.searcher.config
+        cross = {"loaded": self.searcher.cross_encoder is not None, "top": cfg.cross_top, "weight": cfg.cross_weight}
         return {"n_papers": self.index.n_papers, "n_sentences": self.index.n_sentences,
                 "model": self.index.model_name, "rerank": cfg.rerank, "rerankers": list(RERANKERS),
-                "stages": cfg.stages, "pipelines": list(STAGES),
+                "stages": cfg.stages, "pipelines": list(STAGES), "cross_encoder": cross,
                 "k": cfg.k, "max_k": MAX_K, "shortlist": cfg.shortlist, "max_shortlist": MAX_SHORTLIST,
                 "min_tau": MIN_TAU, "max_tau": MAX_TAU, "labelled_papers": len(self.labels),
                 "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps}, "generation": self.generation}
@@ -160,20 +164,27 @@ class SearchService:
         shortlist = req.shortlist if req.shortlist is not None else max(min(cfg.shortlist, MAX_SHORTLIST), k)
         if shortlist < k:
             raise RequestError(400, f"shortlist ({shortlist}) must be at least k ({k})")
+        if req.cross_encoder and self.searcher.cross_encoder is None:
+            raise RequestError(400, "cross_encoder: this server holds no cross-encoder (start it with "
+                                    "--cross-encoder DIR)")
         return SearchBody.model_construct(
             paper_id=req.paper_id, sentences=sorted(set(req.sentences)), k=k, shortlist=shortlist,
             rerank=req.rerank or cfg.rerank, tau=req.tau if req.tau is not None else cfg.ot_tau,
-            stages=req.stages or cfg.stages)
+            stages=req.stages or cfg.stages, cross_encoder=bool(req.cross_encoder))
 
     def search(self, body: Any) -> dict:
         """Check `body`, rank the index's papers by the selected sentences, explain each hit."""
         req = self.check(body)
         searcher = self.searcher
         if req.tau != searcher.config.ot_tau:  # a request's own temperature: scorers apart from the shared ones
-            searcher = Searcher(self.index, replace(searcher.config, ot_tau=req.tau))
+            searcher = Searcher(self.index, replace(searcher.config, ot_tau=req.tau),
+                                cross_encoder=searcher.cross_encoder)
         with self._lock, torch.no_grad():
             query = searcher.query_from_index(req.paper_id, req.sentences)
-            hits = searcher.search(query, k=req.k, rerank=req.rerank, shortlist=req.shortlist, stages=req.stages)
+            before = cross_seconds(searcher)
+            hits = searcher.search(query, k=req.k, rerank=req.rerank, shortlist=req.shortlist, stages=req.stages,
+                                   cross_encoder=req.cross_encoder)
+            cross_ms = round(1000 * (cross_seconds(searcher) - before), 2)
             grids = self._grids(searcher, query, [h.paper_id for h in hits], req.rerank == "ot")
         out = []
         for hit, (plan, dist) in zip(hits, grids):
@@ -190,8 +201,9 @@ class SearchService:
                     f"the index holds only {others} other papers" if len(out) == others else
                     f"{len(out)} of the {req.k} papers asked for were found")
         cfg = searcher.config
+        cross = {"top": cfg.cross_top, "weight": cfg.cross_weight, "ms": cross_ms} if req.cross_encoder else None
         return {"paper_id": req.paper_id, "sentences": req.sentences, "k": req.k, "rerank": req.rerank,
-                "stages": req.stages, "fuse": cfg.fuse,
+                "stages": req.stages, "fuse": cfg.fuse, "cross_encoder": cross,
                 "shortlist": req.shortlist, "plan_rows": req.sentences, "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps},
                 "hits": out, "note": note, "generation": self.generation}
 
@@ -224,14 +236,17 @@ def live_generation(index_dir: str | Path) -> str:
     return Path(SentenceIndex.read_manifest(index_dir)["path"]).name
 
 
-def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_from: str | Path | None = None) -> SearchService:
-    """A SearchService over the index at `index_dir`; `overrides` adjust its search config (e.g. "rerank=ot").
+def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_from: str | Path | None = None,
+                 cross_encoder=None) -> SearchService:
+    """A SearchService over the index at `index_dir`; `overrides` adjust its search config (e.g. "rerank=ot");
+    `cross_encoder` (`aspire.index.crossrerank.load_cross_stage`) is the model a request can add as last stage.
 
     Its `generation` is the live generation read just before opening (a build finishing meanwhile can
     make it stale: aspire.serve.reload checks it again after opening).
     """
     generation = live_generation(index_dir)
     searcher = Searcher.open(index_dir, overrides)
+    searcher.cross_encoder = cross_encoder
     index = searcher.index  # the labels the index keeps, unless a labels file is given
     labels = {pid: list(lab) for pid, lab in zip(index.paper_ids, index.labels) if lab is not None}
     if labels_from is not None:

@@ -204,3 +204,52 @@ def test_page_reports_a_bad_request(page_server):
         }""")
         assert status[0] == 404 and "unknown paper_id" in status[1]
         assert errors == []
+
+
+@pytest.fixture(scope="module")
+def cross_page_server(page_server, tiny_cross_encoder_dir):
+    """The same index served with a (tiny, random) cross-encoder the page can add as its last stage."""
+    from aspire.index.crossrerank import load_cross_stage
+    from aspire.serve import ServiceHolder, make_server
+
+    holder = ServiceHolder(page_server.holder.index_dir, ["rerank=minl2", "cross_top=8"],
+                           cross_encoder=load_cross_stage(tiny_cross_encoder_dir, max_length=128))
+    server = make_server(holder, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_cross_encoder_choice_only_when_loaded_and_its_scores_and_time(page_server, cross_page_server):
+    with open_page(page_server) as (page, errors):  # no cross-encoder: no choice
+        page.click(f'.paper-item[data-id="{QUERY}"]')
+        page.wait_for_selector('#query-sentences .sentence[data-index="0"]')
+        assert page.locator("#rerank").is_visible() and page.locator("#cross-label").is_hidden()
+        assert page.locator("#cross").input_value() == "off"
+        assert errors == []
+    with open_page(cross_page_server, {"width": 1280, "height": 900}) as (page, errors):
+        page.click(f'.paper-item[data-id="{QUERY}"]')
+        page.wait_for_selector('#query-sentences .sentence[data-index="0"]')
+        assert page.locator("#cross-label").is_visible() and page.locator("#cross").input_value() == "off"
+        assert "top 8" in page.locator('#cross option[value="on"]').inner_text()
+        for i in SELECTED:
+            page.click(f'#query-sentences .sentence[data-index="{i}"]')
+        page.select_option("#k", "5")
+        page.select_option("#cross", "on")
+        page.click("#search-btn")
+        page.wait_for_selector("#results .hit .stage-score")
+        expected = cross_page_server.service.search({"paper_id": QUERY, "sentences": SELECTED, "k": 5,
+                                                     "rerank": "minl2", "cross_encoder": True})
+        hits = page.locator("#results .hit")
+        assert hits.evaluate_all("ns => ns.map(n => n.dataset.id)") == [h["paper_id"] for h in expected["hits"]]
+        for n, hit in enumerate(expected["hits"]):
+            chips = hits.nth(n).locator(".stage-score")
+            assert chips.evaluate_all("ns => ns.map(n => n.dataset.stage)") == ["ann", "minl2", "crossencoder"]
+            shown = float(chips.nth(2).inner_text().split()[-1])
+            assert chips.nth(2).inner_text().startswith("cross-encoder ")
+            assert abs(shown - hit["stages"]["crossencoder"]) <= 6e-4
+        assert "of which cross-encoder" in page.locator("#status").inner_text()
+        assert "cross-encoder re-scored the top 8" in page.locator("#results-head").inner_text()
+        assert errors == []

@@ -37,7 +37,11 @@ const PIPELINES = {  // first stages: what finds the shortlist
   bm25: "lexical (BM25 over your selected sentences' words)",
   "ann,bm25": "fused (dense + lexical)",
 };
-const STAGE_NAMES = { ann: "dense", bm25: "BM25", fused: "fused", minl2: "min L2", ot: "OT", maxpassage: "passage" };
+const STAGE_NAMES = { ann: "dense", bm25: "BM25", fused: "fused", minl2: "min L2", ot: "OT", maxpassage: "passage",
+                      crossencoder: "cross-encoder" };
+const CROSS_HELP = "Cross-encoder (last stage): a trained pair model reads your selected sentences with each of " +
+  "the top hits' title and abstract; its logit (\u201ccross-encoder\u201d under each re-scored hit) is mixed " +
+  "with the previous score. It is by far the slowest stage: its time is shown apart.";
 const FACETS = ["background", "method", "result"];
 const state = { paper: null, selected: new Set(), filterTimer: null, info: null, generation: null, nextOffset: null };
 const $ = (id) => document.getElementById(id);
@@ -99,6 +103,10 @@ async function loadInfo() {
   $("tau").min = info.min_tau;
   $("tau").max = info.max_tau;
   if (!$("tau").value) $("tau").value = info.ot.tau;
+  const cross = info.cross_encoder || { loaded: false };
+  $("cross-label").hidden = !cross.loaded;  // offered only when the server holds a cross-encoder
+  $("cross").options[1].textContent = cross.loaded ? `on (top ${cross.top}, weight ${cross.weight})` : "on";
+  if (!cross.loaded) $("cross").value = "off";
   showMode();
 }
 
@@ -204,6 +212,7 @@ async function search() {
                  k: Number($("k").value), rerank, stages: $("stages").value };
   if (rerank !== "none") body.shortlist = Math.max(Number($("shortlist").value), body.k);
   if (rerank === "ot") body.tau = Number($("tau").value);
+  if ($("cross").value === "on") body.cross_encoder = true;
   status("searching…");
   const started = performance.now();
   let result;
@@ -212,7 +221,8 @@ async function search() {
                                         body: JSON.stringify(body) });
   } catch (err) { status(err.message, true); return; }
   const ms = Math.round(performance.now() - started);
-  status(`${result.hits.length} papers in ${ms} ms` + (result.note ? ` (${result.note})` : ""));
+  const cross = result.cross_encoder ? `, of which cross-encoder ${Math.round(result.cross_encoder.ms)} ms` : "";
+  status(`${result.hits.length} papers in ${ms} ms${cross}` + (result.note ? ` (${result.note})` : ""));
   renderResults(result);
 }
 
@@ -246,7 +256,9 @@ function renderResults(result) {
   $("results-head").textContent = `First stage ${PIPELINES[result.stages]}` +
     (result.stages === "ann,bm25" ? ` (fusion ${result.fuse})` : "") + `; ranked by ${MODES[result.rerank].name} using ` +
     `${rows.map((q) => "q" + q).join(", ")} of ${state.paper.paper_id}` +
-    (ot ? ` (OT eps ${result.ot.eps}, temperature ${result.ot.tau}). ` : ". ") + MODES[result.rerank].help;
+    (ot ? ` (OT eps ${result.ot.eps}, temperature ${result.ot.tau}). ` : ". ") + MODES[result.rerank].help +
+    (result.cross_encoder ? ` Then the cross-encoder re-scored the top ${result.cross_encoder.top} ` +
+      `(weight ${result.cross_encoder.weight}, ${result.cross_encoder.ms} ms). ` + CROSS_HELP : "");
   renderLegend(result);
   const list = $("results");
   list.replaceChildren();
