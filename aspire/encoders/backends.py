@@ -4,18 +4,23 @@
 (word pieces -> `last_hidden_state`, (R, T, D)) into ONNX Runtime. Tokenisation, the windows of long
 abstracts and the mean pooling of word pieces per sentence stay in torch, in `ContextualSentenceEncoder`,
 unchanged: the exported graph holds no sentence pooling, which is done outside it. The fast path
-therefore differs from the exact one by the runtime's arithmetic only (fp32), or by the int8 dynamic
-quantization of the linear layers' weights (`quantize="int8"`; activations are quantized per batch).
+therefore differs from the exact one by the runtime's arithmetic only (fp32: the plain export), or by the
+int8 recipe (`quantize="int8"`, `aspire.encoders.onnx_int8`): an eager-attention export fused by ONNX
+Runtime's transformer optimizer; attention and MatMul weights int8 per output channel with activations
+quantized per tensor at run time, but the feed-forward output projections in 8-bit blocks of 32 with
+activations quantized per block (their GELU inputs have outliers).
 
 The exported graph is cached under `$ASPIRE_CACHE/onnx/` (default `~/.cache/aspire/onnx/`), keyed by the
-exact encoder's fingerprint, the opset and the quantization recipe; it is written to a temporary file and
+exact encoder's fingerprint, the opset and the int8 recipe's name; it is written to a temporary file and
 renamed into place, so an interrupted export is never read back. The fast encoder's fingerprint adds the
 backend, the quantization and a hash of the ONNX graph to the exact one's, so vector caches and indexes
-keyed by it never mix exact and fast vectors, nor vectors of two quantizations. The ONNX backend runs on the CPU and only for inference: training keeps `backend="torch"`.
+keyed by it never mix exact and fast vectors, nor vectors of two quantizations. The ONNX backend runs on
+the CPU and only for inference: training keeps `backend="torch"`.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import inspect
 import logging
@@ -28,6 +33,7 @@ import torch
 from torch import Tensor, nn
 from transformers.modeling_outputs import BaseModelOutput
 
+from aspire.encoders import onnx_int8
 from aspire.encoders.contextual import ContextualSentenceEncoder
 from aspire.encoders.models import cache_dir
 
@@ -36,7 +42,7 @@ log = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnx")
 QUANTIZATIONS = ("int8",)
 OPSET = 17
-INT8_RECIPE = "mm-pc-r2"  # names the cached int8 file: change it whenever `quantize_int8` changes
+INT8_RECIPE = onnx_int8.RECIPE  # names the cached int8 file
 
 
 class _LastHiddenState(nn.Module):
@@ -72,31 +78,16 @@ def export_onnx(model: nn.Module, path: Path) -> None:
         )
 
 
-def down_projections(path: Path) -> list[str]:
-    """MatMul nodes whose constant weight narrows the width: the feed-forward output (intermediate -> hidden)."""
-    import onnx
-
-    graph = onnx.load(str(path)).graph
-    shapes = {t.name: tuple(t.dims) for t in graph.initializer}
-    return [
-        node.name for node in graph.node
-        if node.op_type == "MatMul" and len(shape := shapes.get(node.input[1], ())) == 2 and shape[0] > shape[1]
-    ]
-
-
-def quantize_int8(src: Path, dst: Path) -> None:
-    """Dynamic int8 quantization of `src`'s MatMul weights, per output channel; activations are quantized
-    per call at run time. The embeddings and the feed-forward output projections stay fp32: on MiniLM,
-    quantizing them too took the median sentence cosine to the exact vectors from 0.998 to 0.994 and
-    CSFCube MAP down 0.5 points (experiments/results/bench_backends.md)."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    quantize_dynamic(
-        str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True,
-        op_types_to_quantize=["MatMul"], nodes_to_exclude=down_projections(src),
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # shape inference misses some BERT outputs
-    )
+def quantize_int8(model: nn.Module, dst: Path) -> None:
+    """The int8 graph of `model` at `dst` (`aspire.encoders.onnx_int8`): an export with eager attention (on
+    a copy; the model itself is left as it is), ONNX Runtime's transformer fusions, int8 weights per
+    channel, the feed-forward output projections in 8-bit blocks of 32 (activations quantized per block)."""
+    eager = copy.deepcopy(model)
+    eager.set_attn_implementation("eager")  # the SDPA export hides attention from the fusion
+    with tempfile.TemporaryDirectory(dir=dst.parent, prefix=".export-") as tmp:
+        raw = Path(tmp) / "eager.onnx"
+        export_onnx(eager, raw)
+        onnx_int8.build_int8(raw, dst, model.config)
 
 
 def onnx_model_path(fingerprint: str, quantize: str | None) -> Path:
@@ -126,14 +117,12 @@ def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None) 
     if path.is_file():
         log.info("reading cached ONNX model %s", path)
         return path
-    fp32 = onnx_model_path(fingerprint, None)
-    if not fp32.is_file():
-        log.info("exporting %s to ONNX (%s)", encoder.name or "the encoder", fp32)
-        _write_atomically(fp32, lambda tmp: export_onnx(encoder.model, tmp))
+    name = encoder.name or "the encoder"
     if quantize == "int8":
-        log.info("quantizing %s to int8 (%s)", fp32.name, path)
-        _write_atomically(path, lambda tmp: quantize_int8(fp32, tmp))
-    return path
+        log.info("exporting %s to ONNX and quantizing it to int8 (%s)", name, path)
+        return _write_atomically(path, lambda tmp: quantize_int8(encoder.model, tmp))
+    log.info("exporting %s to ONNX (%s)", name, path)
+    return _write_atomically(path, lambda tmp: export_onnx(encoder.model, tmp))
 
 
 def length_groups(lengths: list[int], slack: float = 0.05) -> list[list[int]]:

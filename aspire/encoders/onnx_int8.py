@@ -1,0 +1,124 @@
+"""The int8 recipe of the ONNX backend: a fused transformer graph with int8 weights.
+
+`backends.quantize_int8` exports the transformer with eager attention (the SDPA export hides the
+attention pattern behind NaN guards that ONNX Runtime's fusion does not recognise); `build_int8` here then
+1. fuses it with ONNX Runtime's transformer optimizer (`onnxruntime.transformers.optimizer`, model type
+   "bert", Python fusions only): embeddings + LayerNorm, attention, bias + GELU, residual + LayerNorm
+   become one contrib op each (`EmbedLayerNormalization`, `Attention`, `BiasGelu`, `SkipLayerNormalization`);
+2. quantizes the weights of the attention (-> `QAttention`) and of every MatMul but the feed-forward
+   output projections dynamically (`quantize_dynamic`: int8 weights per output channel, activations
+   quantized per tensor at run time);
+3. gives the feed-forward output projections (`down_projections`) 8-bit block weights instead
+   (`com.microsoft.MatMulNBits`, symmetric scales per block of `BLOCK` input rows, `accuracy_level=4`:
+   activations quantized to int8 per block of each row at run time, so one outlier of the GELU output
+   spoils only its block; one scale per tensor there cost MiniLM 0.5 CSFCube MAP).
+
+MatMulNBits everywhere keeps the vectors closest to the exact ones but ran slower than the dynamic int8
+kernels on the 2-core AMD EPYC measured (experiments/results/bench_backends_shared.md, every recipe tried).
+Where the fusion finds no pattern (another architecture) the graph keeps its MatMuls, quantized the same way.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+BITS, BLOCK = 8, 32
+RECIPE = f"fused-pc-down-nbits{BITS}b{BLOCK}"  # names the cached int8 file: change it whenever this recipe changes
+
+
+def fuse(src: Path, dst: Path, config) -> dict[str, int]:
+    """ONNX Runtime's BERT fusions on `src` -> `dst`; returns how many of each fused op it made."""
+    from onnxruntime.transformers import optimizer
+
+    fused = optimizer.optimize_model(
+        str(src), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size,
+        opt_level=0,  # Python fusions only: the saved graph stays portable, the session optimizes the rest
+    )
+    fused.save_model_to_file(str(dst))
+    return {op: n for op, n in fused.get_fused_operator_statistics().items() if n}
+
+
+def block_quantize(weight: np.ndarray, bits: int = BITS, block: int = BLOCK) -> tuple[np.ndarray, np.ndarray]:
+    """A MatMul weight (K, N) -> MatMulNBits' packed weight (N, ceil(K / block), block * bits / 8) uint8 and
+    scales (N * ceil(K / block),): symmetric, the stored value is round(w / scale) + 2**(bits-1) (the
+    op's default zero point), K padded with zeros to whole blocks."""
+    if bits not in (4, 8):
+        raise ValueError(f"bits must be 4 or 8, got {bits}")
+    k, n = weight.shape
+    blocks = -(-k // block)
+    w = np.pad(weight.T.astype(np.float32), ((0, 0), (0, blocks * block - k))).reshape(n, blocks, block)
+    qmax = 2 ** (bits - 1) - 1
+    scale = np.abs(w).max(-1) / qmax  # (N, blocks)
+    scale[scale == 0] = 1.0
+    q = (np.clip(np.rint(w / scale[..., None]), -qmax - 1, qmax) + 2 ** (bits - 1)).astype(np.uint8)
+    if bits == 4:  # two values a byte, the first in the low nibble
+        q = q[..., 0::2] | (q[..., 1::2] << 4)
+    return q, scale.reshape(-1).astype(np.float32)
+
+
+def matmul_nbits(src: Path, dst: Path, bits: int = BITS, block: int = BLOCK) -> int:
+    """Every MatMul of `src` whose second input is a constant 2-D weight -> MatMulNBits (`block_quantize`,
+    accuracy_level 4: int8 compute); written to `dst`. Returns how many MatMuls were replaced."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(src))
+    graph = model.graph
+    weights = {t.name: t for t in graph.initializer if len(t.dims) == 2}
+    nodes, replaced = [], set()
+    for node in graph.node:
+        if node.op_type != "MatMul" or node.input[1] not in weights:
+            nodes.append(node)
+            continue
+        w = numpy_helper.to_array(weights[node.input[1]])  # (K, N)
+        q, scale = block_quantize(w, bits, block)
+        q_name, s_name = f"{node.input[1]}_q{bits}", f"{node.input[1]}_scales"
+        graph.initializer.extend([numpy_helper.from_array(q, q_name), numpy_helper.from_array(scale, s_name)])
+        nodes.append(helper.make_node(
+            "MatMulNBits", [node.input[0], q_name, s_name], list(node.output), name=f"{node.name}_nbits",
+            domain="com.microsoft", K=w.shape[0], N=w.shape[1], bits=bits, block_size=block, accuracy_level=4,
+        ))
+        replaced.add(node.input[1])
+    del graph.node[:]
+    graph.node.extend(nodes)
+    still_read = {name for node in graph.node for name in node.input}
+    kept = [t for t in graph.initializer if t.name not in replaced or t.name in still_read]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    onnx.save(model, str(dst))
+    return len(replaced)
+
+
+def down_projections(path: Path) -> list[str]:
+    """MatMul nodes whose constant weight narrows the width: the feed-forward output (intermediate -> hidden)."""
+    import onnx
+
+    graph = onnx.load(str(path)).graph
+    shapes = {t.name: tuple(t.dims) for t in graph.initializer}
+    return [
+        node.name for node in graph.node
+        if node.op_type == "MatMul" and len(shape := shapes.get(node.input[1], ())) == 2 and shape[0] > shape[1]
+    ]
+
+
+def build_int8(raw: Path, dst: Path, config) -> None:
+    """The int8 graph at `dst` from `raw`, an eager-attention export of a Hugging Face encoder with `config`:
+    `fuse`, dynamic int8 but for the `down_projections`, then `matmul_nbits` on those. The intermediate
+    graphs live in a temporary folder beside `dst`."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory(dir=dst.parent, prefix=".int8-") as tmp:
+        fused, dynamic = Path(tmp) / "fused.onnx", Path(tmp) / "dynamic.onnx"
+        fuse(raw, fused, config)
+        quantize_dynamic(
+            str(fused), str(dynamic), weight_type=QuantType.QInt8, per_channel=True,
+            op_types_to_quantize=["MatMul", "Attention"], nodes_to_exclude=down_projections(fused),
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # shape inference misses some outputs
+        )
+        matmul_nbits(dynamic, dst)
