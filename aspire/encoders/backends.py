@@ -7,8 +7,7 @@ unchanged: the exported graph holds no sentence pooling, which is done outside i
 therefore differs from the exact one by the runtime's arithmetic only (fp32: the plain export), or by the
 int8 recipe (`quantize="int8"`, `aspire.encoders.onnx_int8`): an eager-attention export fused by ONNX
 Runtime's transformer optimizer; attention and MatMul weights int8 per output channel with activations
-quantized per tensor at run time, but the feed-forward output projections in 8-bit blocks of 32 with
-activations quantized per block (their GELU inputs have outliers).
+quantized per tensor at run time, but the feed-forward output projections fp32.
 
 The exported graph is cached under `$ASPIRE_CACHE/onnx/` (default `~/.cache/aspire/onnx/`), keyed by the
 exact encoder's fingerprint, the opset and the int8 recipe's name; it is written to a temporary file and
@@ -81,7 +80,7 @@ def export_onnx(model: nn.Module, path: Path) -> None:
 def quantize_int8(model: nn.Module, dst: Path) -> None:
     """The int8 graph of `model` at `dst` (`aspire.encoders.onnx_int8`): an export with eager attention (on
     a copy; the model itself is left as it is), ONNX Runtime's transformer fusions, int8 weights per
-    channel, the feed-forward output projections in 8-bit blocks of 32 (activations quantized per block)."""
+    channel but for the feed-forward output projections (fp32)."""
     eager = copy.deepcopy(model)
     eager.set_attn_implementation("eager")  # the SDPA export hides attention from the fusion
     with tempfile.TemporaryDirectory(dir=dst.parent, prefix=".export-") as tmp:
