@@ -62,9 +62,10 @@ def recipes(raw: Path, fused: Path, tmp: Path) -> dict:
         "raw dyn all": lambda: dynamic(raw, tmp / "b.onnx", exclude_down=False),
         "fused fp32": lambda: fused,
         "fused dyn excl-down, attention fp32": lambda: dynamic(fused, tmp / "c.onnx"),
-        "fused dyn excl-down +QAtt": lambda: dynamic(fused, tmp / "d.onnx", ops=("MatMul", "Attention")),
+        "fused dyn excl-down +QAtt (committed recipe fused-qatt-pc)":
+            lambda: dynamic(fused, tmp / "d.onnx", ops=("MatMul", "Attention")),
         "fused dyn all +QAtt": lambda: dynamic(fused, tmp / "e.onnx", exclude_down=False, ops=("MatMul", "Attention")),
-        "fused dyn excl-down +QAtt, down nbits8 b32 (new recipe)":
+        "fused dyn excl-down +QAtt, down nbits8 b32 (dropped: CSFCube)":
             lambda: nbits(dynamic(fused, tmp / "f0.onnx", ops=("MatMul", "Attention")), tmp / "f.onnx"),
         "raw nbits8 b32": lambda: nbits(raw, tmp / "g.onnx"),
         "raw nbits8 b128": lambda: nbits(raw, tmp / "h.onnx", block=128),
