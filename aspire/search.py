@@ -308,7 +308,7 @@ class Searcher:
             by_length = np.argsort(np.diff(self.index.offsets), kind="stable")  # chunks of similar length pad little
             for start in range(0, self.index.n_papers, chunk):
                 papers = by_length[start : start + chunk]
-                pool = self.index.gather(papers, device=query.device, dtype=query.emb.dtype)
+                pool = self.index.gather(papers, device=query.device, dtype=query.emb.dtype, texts=False)
                 scores[torch.from_numpy(papers)] = score_chunked(scorer, query, pool)[0].float().cpu()
         for pid in exclude:
             if pid in self.index.positions:

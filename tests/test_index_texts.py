@@ -81,3 +81,26 @@ def test_blank_lines_do_not_shift_the_offsets(tmp_path):
     assert ids == ["p0", "p1", "p2"] and titles == ["T0", "T1", "T2"] and labels == [None] * 3
     assert list(sentences) == [r["sentences"] for r in records]
     assert np.asarray(sentences._starts).tolist()[-1] == path.stat().st_size
+
+
+@pytest.mark.parametrize("rerank", ["ot", "maxpassage"])
+def test_re_ranking_a_shortlist_reads_the_texts_of_the_hits_only(saved, monkeypatch, rerank):
+    import torch
+
+    from aspire.batch import DocBatch
+    from aspire.index import SearchConfig
+    from aspire.search import Searcher
+
+    corpus, root = saved
+    index = SentenceIndex.load(root, texts="disk")
+    reads = []
+    original = SentencesOnDisk.__getitem__
+    monkeypatch.setattr(SentencesOnDisk, "__getitem__", lambda self, i: reads.append(i) or original(self, i))
+    searcher = Searcher(index, SearchConfig(sentence_k=int(corpus.offsets[-1])))
+    query = DocBatch.from_list([torch.from_numpy(corpus.vectors[:2].copy())])
+    hits = searcher.search(query, k=3, rerank=rerank, shortlist=25)
+    hit_positions = {index.positions[h.paper_id] for h in hits}
+    assert len(hits) == 3 and reads and set(reads) <= hit_positions  # the hits' alignments, not the 25-paper shortlist
+    reads.clear()
+    searcher.exhaustive(query, "ot", k=3)  # scores every paper, chunk by chunk
+    assert reads == []

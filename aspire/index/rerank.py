@@ -27,7 +27,7 @@ from aspire.scoring.fusion import normalise
 
 def _scorer_stage(name: str) -> Callable:
     def stage(searcher, query, papers: np.ndarray, cfg) -> np.ndarray:
-        pool = searcher.index.gather(papers, device=query.device, dtype=query.emb.dtype)
+        pool = searcher.index.gather(papers, device=query.device, dtype=query.emb.dtype, texts=False)
         return score_chunked(searcher.scorer(name, cfg), query, pool)[0].float().cpu().numpy()  # memory-bounded
 
     return stage

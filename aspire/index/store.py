@@ -242,11 +242,13 @@ class SentenceIndex:
         papers = np.searchsorted(self.offsets, rows, side="right") - 1
         return np.where(rows < 0, -1, papers)
 
-    def gather(self, papers: Sequence[int] | np.ndarray, device=None, dtype: torch.dtype = torch.float32) -> DocBatch:
-        """The indexed papers at positions `papers (C,)` as a DocBatch `(C, S, D)` of exact vectors."""
+    def gather(self, papers: Sequence[int] | np.ndarray, device=None, dtype: torch.dtype = torch.float32,
+               texts: bool = True) -> DocBatch:
+        """The papers at positions `papers (C,)` as a DocBatch `(C, S, D)` of exact vectors; `texts`: with sentence texts."""
         papers = np.asarray(papers, dtype=np.int64)
+        sentences = [self.sentences[i] for i in papers.tolist()] if texts else ()
         return gather_docbatch(self.vectors, self.offsets, papers, [self.paper_ids[i] for i in papers.tolist()],
-                               [self.sentences[i] for i in papers.tolist()], device=device, dtype=dtype)
+                               sentences, device=device, dtype=dtype)
 
     def search_sentences(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The `k` nearest indexed sentences of each query vector, one faiss call for all.
