@@ -229,7 +229,7 @@ class Searcher:
 
             chosen, top_scores, reranked = rerank(self, query, papers, first_scores, cfg)
             if cfg.rerank == "ot":  # alignments of the k hits only: (1, k) plans and costs
-                best = self.index.gather(chosen, device=query.device, dtype=query.emb.dtype)
+                best = self.index.gather(chosen, device=query.device, dtype=query.emb.dtype, texts=False)
                 details = self.scorer("ot", cfg).dist_details(query, best)
                 hits = self._explain_ot(query, chosen, top_scores, details.plan[0], details.cost[0])
             else:
@@ -345,24 +345,25 @@ class Searcher:
         return self._scorers[key]
 
     # ---- explanations -------------------------------------------------------------------------------
-    def _texts(self, query: DocBatch, i: int, paper: int, j: int) -> tuple[str, str]:
+    @staticmethod
+    def _texts(query: DocBatch, i: int, hit_sentences: list[str], j: int) -> tuple[str, str]:
         q_text = query.sentences[0][i] if query.sentences and i < len(query.sentences[0]) else ""
-        return q_text, self.index.sentences[paper][j]
+        return q_text, hit_sentences[j]
 
     def _explain_min_l2(self, query: DocBatch, papers: np.ndarray, scores: np.ndarray) -> list[Hit]:
         """Hits whose pairs are each selected query sentence with its nearest hit sentence, nearest first."""
         if len(papers) == 0:
             return []
-        hits = self.index.gather(papers, device=query.device, dtype=query.emb.dtype)
+        hits = self.index.gather(papers, device=query.device, dtype=query.emb.dtype, texts=False)
         dist, idx = nearest_pairs(query, hits)  # (C, Sq)
         n = int(query.mask[0].sum())
         order = torch.argsort(dist, dim=1)[:, :n]  # (C, n) selected query sentences, nearest first
         out = []
         for c, paper in enumerate(papers.tolist()):
-            pairs = []
+            pairs, sentences = [], self.index.sentences[paper]  # read once a hit (it may be on disk)
             for i in order[c].tolist():
                 j = int(idx[c, i])
-                pairs.append(AlignedPair(i, j, float(dist[c, i]), 1.0, *self._texts(query, i, paper, j)))
+                pairs.append(AlignedPair(i, j, float(dist[c, i]), 1.0, *self._texts(query, i, sentences, j)))
             out.append(Hit(c + 1, self.index.paper_ids[paper], self.index.titles[paper], float(scores[c]), pairs))
         return out
 
@@ -378,10 +379,10 @@ class Searcher:
         order = torch.argsort(mass, dim=1, descending=True)[:, :n]  # (C, n)
         out = []
         for c, paper in enumerate(papers.tolist()):
-            pairs = []
+            pairs, sentences = [], self.index.sentences[paper]  # read once a hit (it may be on disk)
             for i in order[c].tolist():
                 j = int(idx[c, i])
-                pairs.append(AlignedPair(i, j, float(cost[c, i, j]), float(share[c, i]), *self._texts(query, i, paper, j)))
+                pairs.append(AlignedPair(i, j, float(cost[c, i, j]), float(share[c, i]), *self._texts(query, i, sentences, j)))
             out.append(Hit(c + 1, self.index.paper_ids[paper], self.index.titles[paper], float(scores[c]), pairs))
         return out
 
