@@ -246,12 +246,10 @@ def _lines(path: str) -> list[str]:
 
 def run_query(searcher, query: Query, args) -> tuple[list, float | None]:
     """The query's hits and its cross-encoder milliseconds (None when that stage is off)."""
-    from aspire.index.crossrerank import cross_seconds
+    from aspire.index.crossrerank import search_timed
 
-    before = cross_seconds(searcher)
-    hits = searcher.search(query.batch, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
-                           stages=args.stages, fuse=args.fuse)
-    return hits, round(1000 * (cross_seconds(searcher) - before), 2) if searcher.config.cross_encoder else None
+    return search_timed(searcher, query.batch, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
+                        stages=args.stages, fuse=args.fuse)
 
 
 def print_hits(searcher, query: Query, found: tuple[list, float | None], args, one_of_many: bool) -> None:

@@ -73,3 +73,12 @@ def cross_rerank(searcher, query, hits: list, cfg: SearchConfig) -> list:
 def cross_seconds(searcher) -> float:
     """Seconds the searcher's cross-encoder has spent scoring so far (0.0 without one)."""
     return searcher.cross_encoder.seconds if searcher.cross_encoder is not None else 0.0
+
+
+def search_timed(searcher, query, cross_encoder: bool | None = None, **options) -> tuple[list, float | None]:
+    """`searcher.search(query, cross_encoder=..., **options)` and the milliseconds its cross-encoder stage took
+    (None when the stage was off for this search: `cross_encoder`, else the searcher's config, says)."""
+    on = searcher.config.cross_encoder if cross_encoder is None else cross_encoder
+    before = cross_seconds(searcher)
+    hits = searcher.search(query, cross_encoder=cross_encoder, **options)
+    return hits, round(1000 * (cross_seconds(searcher) - before), 2) if on else None

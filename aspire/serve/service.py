@@ -36,7 +36,7 @@ import torch
 from aspire.data.facets import facet_of
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
-from aspire.index.crossrerank import cross_seconds
+from aspire.index.crossrerank import search_timed
 from aspire.scoring import cross_l2_cost
 from aspire.search import RERANKERS, STAGES, Searcher
 from aspire.serve.models import (
@@ -181,10 +181,8 @@ class SearchService:
                                 cross_encoder=searcher.cross_encoder)
         with self._lock, torch.no_grad():
             query = searcher.query_from_index(req.paper_id, req.sentences)
-            before = cross_seconds(searcher)
-            hits = searcher.search(query, k=req.k, rerank=req.rerank, shortlist=req.shortlist, stages=req.stages,
-                                   cross_encoder=req.cross_encoder)
-            cross_ms = round(1000 * (cross_seconds(searcher) - before), 2)
+            hits, cross_ms = search_timed(searcher, query, k=req.k, rerank=req.rerank, shortlist=req.shortlist,
+                                          stages=req.stages, cross_encoder=req.cross_encoder)
             grids = self._grids(searcher, query, [h.paper_id for h in hits], req.rerank == "ot")
         out = []
         for hit, (plan, dist) in zip(hits, grids):
