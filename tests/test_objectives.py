@@ -14,7 +14,7 @@ from aspire.data.papers import Paper
 from aspire.train.config import TaskConfig
 from aspire.train.data import TripletCollator, load_split
 from aspire.train.mixing import MixSampler, alternating_cycle, split_batch
-from aspire.train.tasks import build_tasks, crop_pairs, normalise_title, read_acl
+from aspire.train.tasks import author_pairs, build_tasks, crop_pairs, normalise_title, read_acl, title_pair
 from aspire.train.trainer import build_model, run
 from tests.test_train import read_metrics, tiny_config, write_examples_dir
 
@@ -167,6 +167,66 @@ def test_acl_reader_removes_benchmark_titles_and_counts_them(tmp_path):
     assert sorted(p.paper_id for p in papers) == ["P0", "P2", "P4"]
     assert stats == {"read": 5, "removed_benchmark": 2, "used": 3}
     assert len(papers[0].sentences) == 2
+
+
+def test_acl_reader_takes_a_presplit_plain_file_and_keeps_other_fields(tmp_path):
+    path = tmp_path / "papers.split.jsonl"
+    rows = [{"paper_id": "A1", "title": "T one", "abstract": ["One. Not split again.", "Two."], "authors": ["X Y"]},
+            {"paper_id": "A2", "title": "T two", "abstract": "First here. Second there.", "year": 2020}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    papers, stats = read_acl(path, frozenset(), 0)
+    assert [p.sentences for p in papers] == [["One. Not split again.", "Two."], ["First here.", "Second there."]]
+    assert papers[0].extra["authors"] == ["X Y"] and papers[1].extra["year"] == 2020
+    assert stats == {"read": 2, "removed_benchmark": 0, "used": 2}
+
+
+def test_title_pair_is_the_title_against_the_abstract_without_it():
+    example, title, body = title_pair(Paper("p1", "A title", ["s one.", "s two."]), 2)
+    assert (title.title, title.sentences) == ("", ["A title"])
+    assert (body.title, body.sentences) == ("", ["s one.", "s two."])
+    assert (example.query_id, example.positive_id) == (title.paper_id, body.paper_id)
+    assert example.members == ("p1",) and example.positive_source == "p1" and example.task == 2
+    assert title_pair(Paper("p2", "  ", ["s."]), 0) is None and title_pair(Paper("p3", "t", []), 0) is None
+
+
+def test_author_pairs_link_papers_sharing_enough_authors():
+    def paper(pid, *names):
+        return Paper(pid, pid, ["s."], extra={"authors": list(names)})
+
+    papers = [paper("a", "Ann Lee", "Bo Chen"), paper("b", "ann  LEE", "Bo Chen"), paper("c", "Ann Lee", "Cy Dee"),
+              paper("d", "Dan Fox"), paper("e", "Prolific P")] + [paper(f"p{i}", "Prolific P") for i in range(3)]
+    task = TaskConfig(name="author", views=5, max_author_papers=3)
+    examples, stats = author_pairs(papers, task, 1)
+    pairs = {(e.query_id, e.positive_id) for e in examples}
+    assert pairs == {("a", "b"), ("a", "c"), ("b", "a"), ("b", "c"), ("c", "a"), ("c", "b")}
+    assert {e.query_id: e.members for e in examples}["c"] == ("a", "b", "c")
+    assert stats["authors_over_max"] == 1 and stats["papers_without_partner"] == 5
+    strict, _ = author_pairs(papers, TaskConfig(name="author", views=5, min_shared_authors=2), 0)
+    assert {(e.query_id, e.positive_id) for e in strict} == {("a", "b"), ("b", "a")}
+    one, _ = author_pairs(papers, TaskConfig(name="author", views=1, max_author_papers=3), 0)
+    assert len(one) == 3 and one == author_pairs(papers, TaskConfig(name="author", views=1, max_author_papers=3), 0)[0]
+    with pytest.raises(ValueError, match="paper x: 'authors' must be a list"):
+        author_pairs([Paper("x", "t", ["s."], extra={"authors": "Ann Lee"})], task, 0)
+
+
+def test_title_and_author_tasks_train_from_an_acl_file(tiny_model_dir, examples_dir, tmp_path):
+    path = tmp_path / "acl.jsonl"
+    rows = [{"paper_id": f"Q{i}", "title": f"paper title {i}", "abstract": ["model results.", "data task."],
+             "authors": [f"author {i % 4}", "shared person" if i % 2 else "other person"]} for i in range(24)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    src = f"sources: [acl], acl_path: {path}, benchmarks_dir: null, dev_share: 0.25"
+    tasks = f"tasks=[{{name: title, {src}}}, {{name: author, {src}, views: 2}}]"
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "run", "model.kind=abstract", "loss.kind=mnrl", tasks,
+                      "data.dev_batches=1")
+    train, dev = build_tasks(cfg, "train"), build_tasks(cfg, "dev")
+    assert train.names == ["title", "author"] and min(train.sizes) > 0 and min(dev.sizes) > 0
+    train_ids = {e.positive_source for e in train.examples}
+    assert train_ids.isdisjoint({e.positive_source for e in dev.examples})
+    with pytest.raises(ValueError, match=r"author task: unknown source\(s\) \['cocite'\]"):
+        build_tasks(tiny_config(tiny_model_dir, examples_dir, tmp_path / "bad", "tasks=[{name: author, benchmarks_dir: null}]"),
+                    "train")
+    metrics = run(cfg)
+    assert metrics["step"] > 0 and all(k in metrics for k in ("loss/title", "loss/author"))
 
 
 @pytest.mark.slow

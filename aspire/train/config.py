@@ -177,12 +177,14 @@ class TaskConfig:
     sentences of one abstract, `views` pairs per abstract; `sources`: `cocite` (the co-citation
     abstracts) and/or `acl` (`acl_path`, at most `max_papers` of them, 0 = all); every benchmark paper
     under `benchmarks_dir` is removed by normalised title (null turns the removal off, with a
-    warning); `dev_share` of the abstracts, by hash, give the dev pairs).
+    warning); `dev_share` of the abstracts, by hash, give the dev pairs), `title` (a title paired with
+    its abstract; same `sources`) or `author` (two ACL papers sharing at least `min_shared_authors`
+    authors, `views` partners a paper; authors of more than `max_author_papers` papers link nothing).
     `weight` multiplies the task's loss; `ratio` is its share of each batch (`mix.mode: mixed`) or
     of the batches (`alternating`); `steps` is its stage length in optimizer steps (`sequential`).
     """
 
-    name: Literal["cocite", "context2doc", "crop"] = "cocite"
+    name: Literal["cocite", "context2doc", "crop", "title", "author"] = "cocite"
     weight: float = ranged(1.0, ge=0)
     ratio: float = ranged(1.0, gt=0)
     steps: int = ranged(0, ge=0)
@@ -195,6 +197,8 @@ class TaskConfig:
     views: int = ranged(1, ge=1)
     max_papers: int = ranged(0, ge=0)
     dev_share: float = ranged(0.05, ge=0, lt=1)
+    min_shared_authors: int = ranged(1, ge=1)
+    max_author_papers: int = ranged(50, ge=2)
 
 
 @dataclass

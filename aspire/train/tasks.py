@@ -11,6 +11,16 @@
   the co-citation set and/or the ACL Anthology; every benchmark paper (CSFCube, reviewer matching,
   the papers cited by context2doc test sentences) is removed by normalised title first, and the
   number removed is reported. Abstracts of fewer than two sentences give no pair (counted).
+- `title`: a paper's title paired with its abstract without the title (ACL Anthology and/or the
+  co-citation abstracts, benchmark papers removed as for `crop`).
+- `author`: weak supervision from the ACL Anthology's author lists: two papers that share at least
+  `min_shared_authors` authors (names compared lower-cased, spaces collapsed), `views` partners a
+  paper drawn seeded by its id; authors with more than `max_author_papers` papers link nothing
+  (a prolific author's papers span topics). Every other paper sharing an author with the anchor is
+  kept out of its negatives. Benchmark papers are removed first, as for `crop`.
+
+`crop`, `title` and `author` put `dev_share` of their abstracts (by a hash of the paper id) in the dev
+split; a pair never crosses splits.
 
 Each builder returns a `TaskData`; `MultiTaskData` concatenates them for the sampler of
 `aspire.train.mixing`.
@@ -100,9 +110,15 @@ def context2doc_task(cfg: Config, task: TaskConfig, split: str, index: int) -> T
 @functools.lru_cache(maxsize=4)  # the train and dev splits of a run split the abstracts once
 def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tuple[list[Paper], dict]:
     """ACL Anthology papers without the `exclude`d normalised titles: a seeded sample of `max_papers`
-    (0 = all), their abstracts split into sentences; and the counts read / removed."""
+    (0 = all), their abstracts split into sentences (one splitter for the whole file; a file whose
+    abstracts are already lists of sentences is read as is); and the counts read / removed. `path`
+    is JSONL, gzipped when it ends in `.gz`; each paper keeps the record's other fields (`authors`,
+    `year`, ...) in `Paper.extra`."""
+    from aspire.data.sentences import get_splitter
+
+    path = Path(path)
     records = []
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
+    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as handle:
         for lineno, line in enumerate(handle, start=1):
             if line.strip():
                 records.append((lineno, json.loads(line)))
@@ -110,7 +126,8 @@ def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tupl
     stats = {"read": len(records), "removed_benchmark": len(records) - len(kept)}
     if max_papers and len(kept) > max_papers:
         kept = random.Random(0).sample(kept, max_papers)
-    papers = [paper_from_record({k: r[k] for k in ("paper_id", "title", "abstract")}, where=f"{path}:{n}") for n, r in kept]
+    splitter = get_splitter()  # built once: a spaCy pipeline a record cost 0.25 s
+    papers = [paper_from_record(r, splitter, where=f"{path}:{n}") for n, r in kept]
     stats["used"] = len(papers)
     return papers, stats
 
@@ -137,14 +154,14 @@ def crop_pairs(paper: Paper, task: TaskConfig, index: int) -> tuple[list[Example
     return examples, crops
 
 
-def crop_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
-    if task.span_max < task.span_min:
-        raise ValueError(f"crop task: span_max {task.span_max} < span_min {task.span_min}")
-    unknown = sorted(set(task.sources) - {"cocite", "acl"})
+def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, ...]) -> tuple[list[Paper], dict]:
+    """The abstracts of `task.sources` in `split` (by hash, `dev_share`), every benchmark paper removed by
+    normalised title; and what was read, removed and used, per source."""
+    unknown = sorted(set(task.sources) - set(valid))
     if unknown or not task.sources:
-        raise ValueError(f"crop task: unknown source(s) {unknown or task.sources}; valid: ['acl', 'cocite']")
+        raise ValueError(f"{task.name} task: unknown source(s) {unknown or task.sources}; valid: {sorted(valid)}")
     if task.benchmarks_dir is None:
-        log.warning("crop task: tasks[].benchmarks_dir is null: benchmark papers are NOT removed from the crops")
+        log.warning("%s task: tasks[].benchmarks_dir is null: benchmark papers are NOT removed", task.name)
     exclude_by = benchmark_titles(task.benchmarks_dir) if task.benchmarks_dir is not None else {}
     exclude = frozenset().union(*exclude_by.values())
     stats: dict = {"benchmark_titles": {k: len(v) for k, v in exclude_by.items()}}
@@ -158,11 +175,18 @@ def crop_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData
         acl, acl_stats = read_acl(task.acl_path, exclude, task.max_papers)
         stats["acl"] = dict(acl_stats)
         sources += acl
+    in_split = [_cut(p, cfg.data.max_sentences) for p in sources if _in_dev(p.paper_id, task.dev_share) == (split == "dev")]
+    stats["in_split"] = len(in_split)
+    return in_split, stats
+
+
+def crop_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
+    if task.span_max < task.span_min:
+        raise ValueError(f"crop task: span_max {task.span_max} < span_min {task.span_min}")
+    sources, stats = source_papers(cfg, task, split, ("cocite", "acl"))
     examples, papers, short = [], {}, 0
     for paper in sources:
-        if _in_dev(paper.paper_id, task.dev_share) != (split == "dev"):
-            continue
-        pairs, crops = crop_pairs(_cut(paper, cfg.data.max_sentences), task, index)
+        pairs, crops = crop_pairs(paper, task, index)
         short += not pairs
         examples += pairs
         papers.update((c.paper_id, c) for c in crops)
@@ -172,8 +196,75 @@ def crop_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData
     return TaskData("crop", examples, papers, stats)
 
 
+def title_pair(paper: Paper, index: int) -> tuple[Example, Paper, Paper] | None:
+    """(title -> abstract without its title) of `paper`, or None when it lacks a title or an abstract."""
+    if not paper.title.strip() or not paper.sentences:
+        return None
+    title = Paper(f"{paper.paper_id}#title", "", [paper.title])
+    body = Paper(f"{paper.paper_id}#body", "", list(paper.sentences))
+    return Example(title.paper_id, body.paper_id, (paper.paper_id,), None, None, source=paper.paper_id, task=index), title, body
+
+
+def title_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
+    sources, stats = source_papers(cfg, task, split, ("cocite", "acl"))
+    examples, papers = [], {}
+    for paper in sources:
+        made = title_pair(paper, index)
+        if made is not None:
+            examples.append(made[0])
+            papers.update((p.paper_id, p) for p in made[1:])
+    stats["without_title_or_abstract"] = len(sources) - len(examples)
+    return TaskData("title", examples, papers, stats)
+
+
+def author_key(name: str) -> str:
+    """`"  Noah A.  Smith "` -> `"noah a. smith"`."""
+    return " ".join(str(name).lower().split())
+
+
+def author_pairs(papers: list[Paper], task: TaskConfig, index: int) -> tuple[list[Example], dict]:
+    """Pairs of `papers` sharing at least `task.min_shared_authors` authors (module docstring)."""
+    by_author: dict[str, list[int]] = {}
+    authors = []
+    for i, paper in enumerate(papers):
+        names = paper.extra.get("authors")
+        if names is not None and not isinstance(names, list):
+            raise ValueError(f"author task: paper {paper.paper_id}: 'authors' must be a list, got {type(names).__name__}")
+        keys = sorted({author_key(n) for n in names or [] if str(n).strip()})
+        authors.append(keys)
+        for key in keys:
+            by_author.setdefault(key, []).append(i)
+    usable = {a: ids for a, ids in by_author.items() if 2 <= len(ids) <= task.max_author_papers}
+    examples, lonely = [], 0
+    for i, paper in enumerate(papers):
+        shared: dict[int, int] = {}
+        for a in authors[i]:
+            for j in usable.get(a, ()):
+                if j != i:
+                    shared[j] = shared.get(j, 0) + 1
+        partners = sorted(j for j, n in shared.items() if n >= task.min_shared_authors)
+        if not partners:
+            lonely += 1
+            continue
+        rng = random.Random(f"author:{paper.paper_id}")
+        members = tuple(sorted({paper.paper_id} | {papers[j].paper_id for j in shared}))
+        for j in rng.sample(partners, min(task.views, len(partners))):
+            examples.append(Example(paper.paper_id, papers[j].paper_id, members, None, None, task=index))
+    stats = {"authors": len(by_author), "authors_linking": len(usable),
+             "authors_over_max": sum(len(ids) > task.max_author_papers for ids in by_author.values()),
+             "papers_without_partner": lonely}
+    return examples, stats
+
+
+def author_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
+    sources, stats = source_papers(cfg, task, split, ("acl",))
+    examples, more = author_pairs(sources, task, index)
+    stats.update(more)
+    return TaskData("author", examples, {p.paper_id: p for p in sources}, stats)
+
+
 BUILDERS = {"cocite": lambda cfg, task, split, i: cocite_task(cfg, split, i),
-            "context2doc": context2doc_task, "crop": crop_task}
+            "context2doc": context2doc_task, "crop": crop_task, "title": title_task, "author": author_task}
 
 
 class MultiTaskData(TripletDataset):
