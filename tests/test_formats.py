@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -173,7 +174,7 @@ def test_lora_trains_only_the_adapter(tiny_model_dir, examples_dir, tmp_path):
                       "model.adapter.r=4", "train.max_steps=3", "train.eval_every=3")
     model = build_model(cfg)
     data = load_split(cfg.data, "train")
-    batch = TripletCollator(model.encoder.tokenize, data.papers)([data[i] for i in range(0, 24, 3)])
+    batch = TripletCollator(model.tokenize, data.papers)([data[i] for i in range(0, 24, 3)])
     model(batch)["loss"].backward()
     grads = {n: p.grad for n, p in model.named_parameters()}
     lora = [n for n in grads if "lora_" in n]
@@ -238,6 +239,55 @@ def test_saved_document_model_keeps_its_formats(tiny_model_dir, examples_dir, tm
     loaded = DocumentModel.from_pretrained(tmp_path / "saved")
     assert loaded.model_cfg == model.model_cfg and loaded.encoder.codes == ["[COCITE]"]
     assert torch.equal(loaded.encode(PAPERS).emb, model.encode(PAPERS).emb)
+
+
+# ---- task codes and adapters in multi-task runs ---------------------------------------------------------
+CROP_TASK = "{name: crop, sources: [cocite], benchmarks_dir: null, dev_share: 0.4, span_max: 2}"
+
+
+@pytest.mark.parametrize("kind", ["abstract", "max"])
+def test_each_paper_of_a_mixed_batch_gets_its_own_tasks_code(kind, tiny_model_dir, examples_dir, tmp_path):
+    from aspire.train.tasks import build_tasks
+
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, f"model.kind={kind}", "loss.kind=mnrl",
+                      "model.control_codes=task", f"tasks=[{{name: cocite}}, {CROP_TASK}]", "mix.mode=mixed")
+    model = build_model(cfg)
+    assert model.tasks == ["cocite", "crop"] and model.encoder.codes == ["[COCITE]", "[CROP]"]
+    data = build_tasks(cfg, "train")
+    examples = [data.examples[0], data.examples[data.offsets[1]]]  # one pair of each task
+    batch = TripletCollator(model.tokenize, data.papers, data.weights, data.sources, ["cocite", "crop"])(examples)
+    assert batch.task is None  # two tasks: no one adapter
+    tok = model.encoder.tokenizer
+    cocite, crop = tok.convert_tokens_to_ids("[COCITE]"), tok.convert_tokens_to_ids("[CROP]")
+    ids = batch.inputs.encoding["input_ids"] if kind == "abstract" else batch.inputs.input_ids
+    paper_of_row = torch.arange(len(ids)) if kind == "abstract" else batch.inputs.row_paper
+    expected = torch.tensor([cocite, crop, cocite, crop])[paper_of_row]  # anchors, then positives
+    assert torch.equal(ids[:, 1], expected) and (ids[:, 0] == tok.cls_token_id).all()
+    plain = model.tokenize([data.papers[examples[0].query_id]])  # no tasks given: the encoder's own code
+    assert (plain.encoding["input_ids"] if kind == "abstract" else plain.input_ids)[0, 1] == cocite
+    assert torch.isfinite(model(batch)["loss"])
+
+
+def test_abstract_kind_trains_with_the_code_it_is_scored_with(tiny_model_dir, examples_dir, tmp_path):
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=abstract", "model.control_codes=task")
+    model = build_model(cfg).eval()
+    with torch.no_grad():
+        trained = model.embed(model.tokenize(PAPERS)).emb[:, 0]
+    scored = model.encoder.encode_abstract(PAPERS, joiner=cfg.abstract.joiner, normalize=cfg.abstract.normalize)
+    assert torch.allclose(trained, scored, atol=1e-5)
+
+
+def test_per_task_adapters_need_batches_of_one_task(tiny_model_dir, examples_dir, tmp_path):
+    common = ("model.kind=abstract", "loss.kind=mnrl", "model.adapter.kind=lora", "model.adapter.per_task=true",
+              "model.control_codes=task", f"tasks=[{{name: cocite}}, {CROP_TASK}]")
+    with pytest.raises(ConfigError, match="mix.mode alternating or sequential"):
+        build_model(tiny_config(tiny_model_dir, examples_dir, tmp_path / "a", *common, "mix.mode=mixed"))
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "b", *common, "mix.mode=alternating")
+    assert run(cfg)["step"] > 0
+    out = Path(cfg.train.out_dir)
+    saved = DocumentModel.from_pretrained(out / ckpt.read_pointer(out)["checkpoint"] / ckpt.MODEL_DIR)
+    assert saved.tasks == ["cocite", "crop"] and list(saved.encoder.model.peft_config) == ["cocite", "crop"]
+    assert saved.encoder.code == "[COCITE]" and saved.encoder.model.active_adapter == "cocite"
 
 
 # ---- config errors ------------------------------------------------------------------------------------

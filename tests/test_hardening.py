@@ -430,7 +430,7 @@ def test_training_batch_with_extreme_abstracts_gives_finite_loss(tmp_path, tiny_
     assert len(data.papers["p0_0"].sentences) == 200  # max_sentences=0: not cut
     model = build_model(cfg)
     chosen = [e for e in data.examples if {e.query_id, e.positive_id} & {"p0_0", "p0_1", "p0_2"}][:4]
-    batch = TripletCollator(model.encoder.tokenize, data.papers)(chosen)
+    batch = TripletCollator(model.tokenize, data.papers)(chosen)
     out = model(batch)
     assert torch.isfinite(out["loss"]) and out["loss"].requires_grad
     out["loss"].backward()

@@ -156,7 +156,8 @@ def test_crops_are_spans_of_the_abstract_drawn_the_same_every_time():
     assert crop_pairs(Paper("p2", "t", ["one sentence."]), task, 1) == ([], [])
 
 
-def test_acl_reader_removes_benchmark_titles_and_counts_them(tmp_path):
+def test_acl_reader_removes_benchmark_titles_and_counts_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
     assert normalise_title("BERT: Pre-training of Deep (Bidirectional) Transformers!") == "bertpretrainingofdeepbidirectionaltransformers"
     path = tmp_path / "papers.jsonl.gz"
     rows = [{"paper_id": f"P{i}", "title": f"Paper number {i}", "abstract": "First sentence here. Second one there."}
@@ -169,7 +170,27 @@ def test_acl_reader_removes_benchmark_titles_and_counts_them(tmp_path):
     assert len(papers[0].sentences) == 2
 
 
-def test_acl_reader_takes_a_presplit_plain_file_and_keeps_other_fields(tmp_path):
+def test_acl_reader_caches_split_abstracts_and_resplits_a_changed_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "acl.jsonl"
+    rows = [{"paper_id": f"P{i}", "title": f"T {i}", "abstract": f"First {i} here. Second one."} for i in range(3)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    papers, _ = read_acl(path, frozenset(), 0)
+    cache = next((tmp_path / "cache" / "sentences").iterdir())
+    stored = json.loads(cache.read_text())
+    assert sorted(stored) == ["P0", "P1", "P2"] and stored["P1"][1] == ["First 1 here.", "Second one."]
+    stored["P1"][1] = ["From the cache."]  # a hit is read, not re-split
+    cache.write_text(json.dumps(stored))
+    read_acl.cache_clear()
+    assert read_acl(path, frozenset(), 0)[0][1].sentences == ["From the cache."]
+    stored["P2"][0] = "another text"  # a text whose hash differs is split again
+    cache.write_text(json.dumps(stored))
+    read_acl.cache_clear()
+    assert read_acl(path, frozenset(), 0)[0][2].sentences == ["First 2 here.", "Second one."]
+
+
+def test_acl_reader_takes_a_presplit_plain_file_and_keeps_other_fields(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
     path = tmp_path / "papers.split.jsonl"
     rows = [{"paper_id": "A1", "title": "T one", "abstract": ["One. Not split again.", "Two."], "authors": ["X Y"]},
             {"paper_id": "A2", "title": "T two", "abstract": "First here. Second there.", "year": 2020}]

@@ -75,9 +75,11 @@ def add_control_codes(model: nn.Module, tokenizer, codes: Sequence[str]) -> list
     return new
 
 
-def insert_after_first(t: Tensor, value: int) -> Tensor:
-    """(R, T) -> (R, T + 1) with `value` in column 1 (after each row's first token)."""
-    return torch.cat([t[:, :1], t.new_full((t.shape[0], 1), value), t[:, 1:]], dim=1)
+def insert_after_first(t: Tensor, value: int | Tensor) -> Tensor:
+    """(R, T) -> (R, T + 1) with `value` (one for all rows, or (R,) one a row) in column 1, after each
+    row's first token."""
+    column = t.new_full((t.shape[0], 1), value) if isinstance(value, int) else value.to(t)[:, None]
+    return torch.cat([t[:, :1], column, t[:, 1:]], dim=1)
 
 
 def check_first_special(input_ids: Tensor, tokenizer) -> None:
@@ -88,23 +90,34 @@ def check_first_special(input_ids: Tensor, tokenizer) -> None:
                          f"(padding side {tokenizer.padding_side!r})")
 
 
-def with_code(inputs: EncoderInputs, tokenizer, code: str) -> EncoderInputs:
-    """`inputs` with `code` after the first token of every row: attention 1, segment 0, sentence -1 (not pooled)."""
+def _code_ids(tokenizer, code: str | Sequence[str], rows: Tensor | None, n_rows: int) -> int | Tensor:
+    """One code's id, or (R,) the ids of per-paper codes for rows that belong to papers `rows` (None: row i
+    is paper i)."""
+    if isinstance(code, str):
+        return code_id(tokenizer, code)
+    ids = torch.tensor([code_id(tokenizer, c) for c in code], dtype=torch.long)  # (papers,)
+    return ids[rows] if rows is not None else ids[torch.arange(n_rows)]
+
+
+def with_code(inputs: EncoderInputs, tokenizer, code: str | Sequence[str]) -> EncoderInputs:
+    """`inputs` with `code` (one for every paper, or one a paper) after the first token of every row:
+    attention 1, segment 0, sentence -1 (not pooled)."""
     check_first_special(inputs.input_ids, tokenizer)
     types = None if inputs.token_type_ids is None else insert_after_first(inputs.token_type_ids, 0)
     return replace(
         inputs,
-        input_ids=insert_after_first(inputs.input_ids, code_id(tokenizer, code)),
+        input_ids=insert_after_first(inputs.input_ids, _code_ids(tokenizer, code, inputs.row_paper, len(inputs.input_ids))),
         attention_mask=insert_after_first(inputs.attention_mask, 1),
         sent_index=insert_after_first(inputs.sent_index, -1),
         token_type_ids=types,
     )
 
 
-def encoding_with_code(enc: dict, tokenizer, code: str) -> dict:
-    """A tokenizer's tensor output (`input_ids`, `attention_mask`[, `token_type_ids`]) with `code` inserted."""
+def encoding_with_code(enc: dict, tokenizer, code: str | Sequence[str]) -> dict:
+    """A tokenizer's tensor output (`input_ids`, `attention_mask`[, `token_type_ids`]), one row a text, with
+    `code` (one for every row, or one a row) inserted."""
     check_first_special(enc["input_ids"], tokenizer)
-    fill = {"input_ids": code_id(tokenizer, code), "attention_mask": 1, "token_type_ids": 0}
+    fill = {"input_ids": _code_ids(tokenizer, code, None, len(enc["input_ids"])), "attention_mask": 1, "token_type_ids": 0}
     return {k: insert_after_first(v, fill[k]) for k, v in enc.items()}
 
 

@@ -175,10 +175,13 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             for t, offsets in zip(titles, enc["offset_mapping"])
         ]
 
-    def tokenize(self, papers: Sequence[Paper]) -> EncoderInputs:
+    def tokenize(self, papers: Sequence[Paper], codes: Sequence[str] | None = None) -> EncoderInputs:
         """Tokenise `title [SEP] abstract` pairs and map every word piece to its sentence; a paper with a
-        sentence that gets no word piece is refused (ValueError naming it, see `unseen_sentences`)."""
-        inputs, unseen = self._tokenize(papers)
+        sentence that gets no word piece is refused (ValueError naming it, see `unseen_sentences`).
+        `codes`: one control code a paper (a multi-task run's task codes) instead of the encoder's `code`."""
+        if codes is not None and len(codes) != len(papers):
+            raise ValueError(f"{len(codes)} control codes for {len(papers)} papers")
+        inputs, unseen = self._tokenize(papers, codes)
         raise_if_unseen(inputs.paper_ids, inputs.sentences, unseen)
         return inputs
 
@@ -187,7 +190,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         exactly as `tokenize` does (empty lists for papers that can be encoded)."""
         return [u for i in range(0, len(papers), batch_size) for u in self._tokenize(papers[i : i + batch_size])[1]]
 
-    def _tokenize(self, papers: Sequence[Paper]) -> tuple[EncoderInputs, list[list[int]]]:
+    def _tokenize(self, papers: Sequence[Paper], codes: Sequence[str] | None = None) -> tuple[EncoderInputs, list[list[int]]]:
         sents = [paper_sentences(p, self.include_title) for p in papers]
         shift = [1 if (self.include_title or not p.sentences) else 0 for p in papers]  # title is sentence 0
         texts, starts = [], []
@@ -201,7 +204,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             titles,
             texts,
             truncation="only_second",
-            max_length=self.max_length - (self.code is not None),  # room for the control code
+            max_length=self.max_length - (self.code is not None or codes is not None),  # room for the control code
             stride=0,
             return_overflowing_tokens=True,
             return_offsets_mapping=True,
@@ -237,7 +240,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             truncation=truncation,
             token_type_ids=as_tensor("token_type_ids") if self.segment_ids and "token_type_ids" in enc else None,
         )
-        return (inputs if self.code is None else with_code(inputs, self.tokenizer, self.code)), unseen
+        code = self.code if codes is None else list(codes)
+        return (inputs if code is None else with_code(inputs, self.tokenizer, code)), unseen
 
     # ---- the forward pass -------------------------------------------------------------------------
     def forward(self, inputs: EncoderInputs, max_rows: int | None = None) -> DocBatch:

@@ -24,6 +24,7 @@ from torch.utils.data import Dataset, Sampler
 from aspire.data.papers import Paper
 from aspire.io import iter_jsonl, read_paper_map, require
 from aspire.train.config import DataConfig
+from aspire.train.formats import DEFAULT_TASK
 from aspire.train.models import TripletBatch
 
 log = logging.getLogger(__name__)
@@ -140,23 +141,33 @@ class TripletCollator:
     as a member or source, in sorted order.
 
     Args:
-        tokenize: the model's `tokenize(list[Paper])`.
+        tokenize: the model's `tokenize(papers, tasks=...)` (`DocumentModel.tokenize`).
         papers: every paper the examples name.
         weights: the loss weight of each task (default: one task, weight 1).
         sources: further ids the examples name as members or sources (papers not in `papers`).
+        task_names: the name of each task (default: one task, `cocite`); `tokenize` gets each paper's
+            task name (for its control code) and the batch is named after its task when it has one.
     """
 
-    def __init__(self, tokenize: Callable[[Sequence[Paper]], object], papers: dict[str, Paper],
-                 weights: Sequence[float] = (1.0,), sources: Iterable[str] = ()) -> None:
+    def __init__(self, tokenize: Callable[..., object], papers: dict[str, Paper],
+                 weights: Sequence[float] = (1.0,), sources: Iterable[str] = (),
+                 task_names: Sequence[str] = (DEFAULT_TASK,)) -> None:
+        if len(task_names) != len(weights):
+            raise ValueError(f"{len(task_names)} task names for {len(weights)} task weights")
         self.tokenize = tokenize
+        self.task_names = list(task_names)
         self.papers = papers
         self.index = {pid: i for i, pid in enumerate(sorted(set(papers) | set(sources)))}
         self.weights = torch.tensor(list(weights), dtype=torch.float32)
 
     def __call__(self, examples: Sequence[Example]) -> TripletBatch:
-        hard = [e.negative for e in examples if e.negative is not None]
-        ids = [e.query_id for e in examples] + [e.positive_id for e in examples] + hard
-        inputs = self.tokenize([self.papers[i] for i in ids])
+        hard = [e for e in examples if e.negative is not None]
+        ids = [e.query_id for e in examples] + [e.positive_id for e in examples] + [e.negative for e in hard]
+        if max(e.task for e in examples) >= len(self.weights):
+            raise ValueError(f"an example of task {max(e.task for e in examples)} but weights for {len(self.weights)} task(s)")
+        names = [self.task_names[e.task] for e in (*examples, *examples, *hard)]  # each paper's task
+        inputs = self.tokenize([self.papers[i] for i in ids], tasks=names)
+        hard = [e.negative for e in hard]
         G = max(len(e.members) for e in examples)
         group = torch.full((len(examples), G), -1, dtype=torch.long)
         for b, e in enumerate(examples):
@@ -168,9 +179,9 @@ class TripletCollator:
         hard_rows[has] = torch.arange(int(has.sum()))
         hard_ids = torch.tensor([self.index[h] for h in hard], dtype=torch.long)
         task = torch.tensor([e.task for e in examples], dtype=torch.long)
-        if int(task.max()) >= len(self.weights):
-            raise ValueError(f"an example of task {int(task.max())} but weights for {len(self.weights)} task(s)")
-        return TripletBatch(inputs, group, pos, align, hard_rows, hard_ids=hard_ids, task_ids=task, weights=self.weights)
+        one = names[0] if len(set(names)) == 1 else None  # a batch of several tasks has no one adapter
+        return TripletBatch(inputs, group, pos, align, hard_rows, one, hard_ids=hard_ids, task_ids=task,
+                            weights=self.weights)
 
 
 class EpochBatchSampler(Sampler[list[int]]):

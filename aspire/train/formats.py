@@ -1,13 +1,13 @@
 """Task formats of a trained document model (SPECTER2): control codes and adapters, chosen by the `model`
 config section (`ModelConfig.control_codes`, `ModelConfig.adapter`).
 
-`apply_formats` adds them to a fresh encoder before training; `use_task` switches them per batch: with
-task codes every paper of the batch gets its task's code, and with per-task adapters the task's adapter
-is the active (and only trained) one. A saved model keeps its codes and adapters; at inference every
-paper gets the first task's code and adapter (`aspire.encoders.codes`, `aspire.encoders.adapters`).
-
-The co-citation triples are the one task so far (`DEFAULT_TASK`); a config that trains several tasks
-names them in `task_names`.
+`apply_formats` adds them to a fresh encoder before training. With task codes every paper of a batch is
+tokenised with the code of its own task (`[COCITE]`, `[CONTEXT2DOC]`, `[CROP]`, ... one per configured
+task, `task_names`), so they work in every mixing mode; with per-task adapters `use_task` makes the
+batch's task's adapter the active (and only trained) one, which needs batches of one task (`mix.mode`
+alternating or sequential, `check_formats`). A saved model keeps its codes and adapters; at inference
+every paper gets the first task's code and adapter (`aspire.encoders.codes`, `aspire.encoders.adapters`).
+Without `tasks:` the co-citation triples are the one task (`DEFAULT_TASK`).
 """
 
 from __future__ import annotations
@@ -15,15 +15,25 @@ from __future__ import annotations
 from typing import Sequence
 
 from aspire.encoders.codes import code_id, code_token, codes_for
+from aspire.config import ConfigError
 from aspire.train.config import ModelConfig
 
 DEFAULT_TASK = "cocite"
 
 
 def task_names(cfg) -> list[str]:
-    """The training tasks of a whole config, the first being the one inference uses (so far one: the
-    co-citation triples)."""
-    return [DEFAULT_TASK]
+    """The training tasks of a whole config in its order (`tasks:`; without them, the co-citation triples
+    alone), the first being the one inference uses."""
+    return [t.name for t in getattr(cfg, "tasks", ())] or [DEFAULT_TASK]
+
+
+def check_formats(cfg) -> None:
+    """Refuse per-task adapters when a batch can hold several tasks (`mix.mode: mixed`): one forward pass
+    runs one adapter. (Task codes go in per paper, so they work in every mode.)"""
+    tasks = task_names(cfg)
+    if cfg.model.adapter.kind != "none" and cfg.model.adapter.per_task and len(tasks) > 1 and cfg.mix.mode == "mixed":
+        raise ConfigError(f"model.adapter.per_task with {len(tasks)} tasks needs mix.mode alternating or sequential "
+                          "(a mixed batch holds several tasks, a forward pass runs one adapter)")
 
 
 def apply_formats(encoder, cfg: ModelConfig, tasks: Sequence[str]) -> None:
@@ -40,8 +50,11 @@ def apply_formats(encoder, cfg: ModelConfig, tasks: Sequence[str]) -> None:
     )
 
 
-def use_task(encoder, cfg: ModelConfig, task: str) -> None:
-    """Switch `encoder` to `task`'s code (task codes) and adapter (per-task adapters)."""
+def use_task(encoder, cfg: ModelConfig, task: str | None) -> None:
+    """Switch `encoder` to `task`'s code (task codes) and adapter (per-task adapters); None (a batch of
+    several tasks, each paper with its own code) leaves both as they are."""
+    if task is None:
+        return
     if cfg.control_codes == "task":
         encoder.set_code(code_token(task))
     if cfg.adapter.kind != "none" and cfg.adapter.per_task:

@@ -49,6 +49,7 @@ from aspire.losses import (
     triplet_margin_dist_per_anchor,
 )
 from aspire.train.config import AbstractConfig, LossConfig, ModelConfig
+from aspire.encoders.codes import code_token
 from aspire.train.formats import DEFAULT_TASK, use_task
 from aspire.train.terms import (  # noqa: F401  (KINDS, kind_terms and make_scorer are used from here too)
     KINDS,
@@ -76,8 +77,8 @@ class TripletBatch:
         pos_ids: (B,) long, integer id of each positive.
         align: (B, 2) long, aligned sentence positions (in anchor, in positive); -1 where unknown.
         hard_rows: (B,) long, row of the anchor's hard negative among the H (-1 = none).
-        task: the training format task the batch belongs to (its control code and adapter,
-            `aspire.train.formats`).
+        task: the training task all of the batch belongs to (its adapter, `aspire.train.formats`); None
+            when it holds several tasks (each paper's control code went in at tokenisation).
         hard_ids: (H,) long, integer id of each hard negative (None: no hard negatives).
         task_ids: (B,) long, the objective task (`aspire.train.tasks`) of each pair (None: all task 0).
         weights: (T,) float, the loss weight of each objective task (None: one task, weight 1).
@@ -88,7 +89,7 @@ class TripletBatch:
     pos_ids: Tensor
     align: Tensor
     hard_rows: Tensor
-    task: str = field(default=DEFAULT_TASK)
+    task: str | None = field(default=DEFAULT_TASK)
     hard_ids: Tensor | None = None
     task_ids: Tensor | None = None
     weights: Tensor | None = None
@@ -113,12 +114,15 @@ class DocumentModel(nn.Module):
         model_cfg: the `model` config section (kind, OT/attention settings).
         loss_cfg: the `loss` config section (kind, margin, negatives, scale, ...).
         abstract_cfg: the `abstract` section (kind `abstract`'s text and pooling).
+        tasks: the training tasks' names, the first one's control code and adapter used at inference
+            (`aspire.train.formats.task_names`).
     """
 
     def __init__(self, encoder: nn.Module, model_cfg: ModelConfig, loss_cfg: LossConfig | None = None,
-                 abstract_cfg: AbstractConfig | None = None) -> None:
+                 abstract_cfg: AbstractConfig | None = None, tasks: Sequence[str] = (DEFAULT_TASK,)) -> None:
         super().__init__()
         self.encoder = encoder
+        self.tasks = list(tasks)
         self.model_cfg = model_cfg
         self.loss_cfg = loss_cfg = loss_cfg or LossConfig()
         self.abstract_cfg = abstract_cfg or AbstractConfig()
@@ -144,9 +148,12 @@ class DocumentModel(nn.Module):
         key = "minl2" if term == "aligned" else term
         return ScorerDist(self._scorers[key], key)
 
-    def tokenize(self, papers: Sequence[Paper]):
-        """The encoder input of `papers` for this kind (whole-abstract texts for kind `abstract`)."""
-        return self.text.tokenize(papers) if self.text is not None else self.encoder.tokenize(papers)
+    def tokenize(self, papers: Sequence[Paper], tasks: Sequence[str] | None = None):
+        """The encoder input of `papers` for this kind (whole-abstract texts for kind `abstract`); with task
+        control codes and `tasks` (one task name a paper), each paper gets its task's code."""
+        codes = [code_token(t) for t in tasks] if tasks is not None and self.model_cfg.control_codes == "task" else None
+        return (self.text.tokenize(papers, codes) if self.text is not None
+                else self.encoder.tokenize(papers, **({"codes": codes} if codes is not None else {})))
 
     def embed(self, inputs) -> DocBatch:
         """Encoder forward pass: (B, S, D) sentence vectors, or one vector a paper (B, 1, D) for
@@ -166,7 +173,9 @@ class DocumentModel(nn.Module):
         negative, and `triples` () the number of (anchor, positive) pairs that had a negative.
         """
         B = len(batch)
-        use_task(self.encoder, self.model_cfg, batch.task)  # its adapter; its code went in at tokenisation
+        if batch.task is None and self.model_cfg.adapter.kind != "none" and self.model_cfg.adapter.per_task:
+            raise ValueError("a batch of several tasks with per-task adapters (use mix.mode alternating or sequential)")
+        use_task(self.encoder, self.model_cfg, batch.task)  # its adapter; its codes went in at tokenisation
         docs = self.embed(batch.inputs)  # (2B + H, S, D)
         anchors = docs.index(torch.arange(B))
         positives = docs.index(torch.arange(B, 2 * B))
@@ -258,9 +267,9 @@ class DocumentModel(nn.Module):
         """Encoder in Hugging Face format under `path`, plus `document_model.json` (kind, scorer, settings)
         and the scorers' parameters if they have any."""
         path = Path(path)
-        use_task(self.encoder, self.model_cfg, DEFAULT_TASK)  # inference uses the first task's code and adapter
+        use_task(self.encoder, self.model_cfg, self.tasks[0])  # inference uses the first task's code and adapter
         self.encoder.save_pretrained(path)
-        meta = {"kind": self.model_cfg.kind, "inference_scorer": self.inference_name,
+        meta = {"kind": self.model_cfg.kind, "inference_scorer": self.inference_name, "tasks": self.tasks,
                 "model": to_dict(self.model_cfg), "abstract": vars(self.abstract_cfg)}
         (path / MODEL_FILE).write_text(json.dumps(meta, indent=2))
         scorer_state = self._scorers.state_dict()
@@ -280,7 +289,7 @@ class DocumentModel(nn.Module):
 
             encoder_loader = ContextualSentenceEncoder.from_pretrained
         model = cls(encoder_loader(str(path)), from_dict(ModelConfig, meta["model"]), loss_cfg,
-                    AbstractConfig(**meta.get("abstract", {})))
+                    AbstractConfig(**meta.get("abstract", {})), meta.get("tasks", [DEFAULT_TASK]))
         if (path / "scorers.pt").is_file():
             model._scorers.load_state_dict(torch.load(path / "scorers.pt", map_location="cpu"))
         return model

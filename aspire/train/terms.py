@@ -18,6 +18,7 @@ from torch.profiler import record_function
 
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
+from aspire.encoders.codes import encoding_with_code
 from aspire.encoders.pooling import masked_mean
 from aspire.losses import pairwise_vector_l2_dist, vector_l2_dist
 from aspire.train.config import AbstractConfig, ModelConfig
@@ -128,11 +129,17 @@ class AbstractText:
     def __init__(self, encoder: nn.Module, cfg: AbstractConfig) -> None:
         self.encoder, self.cfg = encoder, cfg
 
-    def tokenize(self, papers: Sequence[Paper]) -> TextInputs:
+    def tokenize(self, papers: Sequence[Paper], codes: Sequence[str] | None = None) -> TextInputs:
+        """The papers' texts tokenised as `encode_abstract` does, with the encoder's control code (or
+        `codes`, one a paper) after `[CLS]` and one piece fewer of text to make room for it."""
+        code = getattr(self.encoder, "code", None) if codes is None else list(codes)
+        if codes is not None and len(codes) != len(papers):
+            raise ValueError(f"{len(codes)} control codes for {len(papers)} papers")
         texts = [self.cfg.joiner.join(x for x in (p.title, " ".join(p.sentences)) if x) for p in papers]
-        enc = self.encoder.tokenizer(texts, truncation=True, max_length=self.encoder.max_length, padding=True,
-                                     return_tensors="pt")
-        return TextInputs(dict(enc), [p.paper_id for p in papers])
+        enc = self.encoder.tokenizer(texts, truncation=True, max_length=self.encoder.max_length - (code is not None),
+                                     padding=True, return_tensors="pt")
+        enc = dict(enc) if code is None else encoding_with_code(dict(enc), self.encoder.tokenizer, code)
+        return TextInputs(enc, [p.paper_id for p in papers])
 
     def embed(self, inputs: TextInputs) -> DocBatch:
         """(B, 1, D) DocBatch of the texts' mean-pooled (normalised) vectors."""

@@ -28,7 +28,7 @@ from aspire.jsonsafe import dumps
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_dev_split, load_split
-from aspire.train.formats import apply_formats, task_names
+from aspire.train.formats import apply_formats, check_formats, task_names
 from aspire.train.mixing import MixSampler
 from aspire.train.models import DocumentModel
 from aspire.train.process import (  # the process set-up steps, used by `run` and re-exported
@@ -66,9 +66,10 @@ def build_model(cfg: Config, path: str | None = None) -> DocumentModel:
     settings = {"include_title": cfg.model.include_title}
     if cfg.model.max_length:
         settings["max_length"] = cfg.model.max_length
+    check_formats(cfg)
     encoder = ContextualSentenceEncoder.from_pretrained(cfg.model.encoder, **settings)
     apply_formats(encoder, cfg.model, task_names(cfg))
-    return DocumentModel(encoder, cfg.model, cfg.loss, cfg.abstract)
+    return DocumentModel(encoder, cfg.model, cfg.loss, cfg.abstract, task_names(cfg))
 
 
 class Trainer:
@@ -100,7 +101,7 @@ class Trainer:
         papers = {**train_data.papers, **(dev_data.papers if dev_data else {})}
         sources = set().union(*(getattr(d, "sources", set()) for d in (train_data, dev_data) if d is not None))
         weights = train_data.weights if self.tasks else (1.0,)
-        self.collate = TripletCollator(model.tokenize, papers, weights, sources)
+        self.collate = TripletCollator(model.tokenize, papers, weights, sources, task_names(cfg))
         # the encoder's pooler (and, per kind, other heads) gets no gradient: let DDP find unused parameters
         self.ddp = DistributedDataParallel(self.model, find_unused_parameters=True) if self.world > 1 else None
         micro = len(self._sampler(0, 0))
