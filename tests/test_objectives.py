@@ -166,7 +166,7 @@ def test_acl_reader_removes_benchmark_titles_and_counts_them(tmp_path, monkeypat
         handle.write("".join(json.dumps(r) + "\n" for r in rows))
     papers, stats = read_acl(path, frozenset({normalise_title("PAPER number-1"), normalise_title("paper number 3")}), 0)
     assert sorted(p.paper_id for p in papers) == ["P0", "P2", "P4"]
-    assert stats == {"read": 5, "removed_benchmark": 2, "used": 3}
+    assert stats == {"read": 5, "removed_benchmark": 2, "used": 3, "rejected": {}}
     assert len(papers[0].sentences) == 2
 
 
@@ -198,7 +198,18 @@ def test_acl_reader_takes_a_presplit_plain_file_and_keeps_other_fields(tmp_path,
     papers, stats = read_acl(path, frozenset(), 0)
     assert [p.sentences for p in papers] == [["One. Not split again.", "Two."], ["First here.", "Second there."]]
     assert papers[0].extra["authors"] == ["X Y"] and papers[1].extra["year"] == 2020
-    assert stats == {"read": 2, "removed_benchmark": 0, "used": 2}
+    assert stats == {"read": 2, "removed_benchmark": 0, "used": 2, "rejected": {}}
+
+
+def test_acl_reader_names_a_bad_record_and_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "acl.jsonl"
+    rows = [{"paper_id": "G1", "title": "Good", "abstract": ["Fine."]},
+            {"paper_id": "B2", "title": "Bad", "abstract": ["Fine.", "\ufeff"]}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    papers, stats = read_acl(path, frozenset(), 0)
+    assert [p.paper_id for p in papers] == ["G1"] and stats["used"] == 1
+    assert list(stats["rejected"]) == [f"{path}:2"] and "B2" in stats["rejected"][f"{path}:2"]
 
 
 def test_title_pair_is_the_title_against_the_abstract_without_it():

@@ -123,7 +123,8 @@ def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tupl
     counts read / removed. `path` is JSONL, gzipped when it ends in `.gz`; an abstract that is already
     a list of sentences is kept as is. Split abstracts are cached on disk (`split_cache_path`), so only
     a corpus's first run pays for the splitting (about 10 ms an abstract). Each paper keeps the
-    record's other fields (`authors`, `year`, ...) in `Paper.extra`."""
+    record's other fields (`authors`, `year`, ...) in `Paper.extra`. A record that is not a valid paper
+    is left out, named with its reason in `stats["rejected"]` (and logged)."""
     from aspire.data.sentences import DEFAULT_SPLITTER, get_splitter
     from aspire.io import write_json
 
@@ -152,8 +153,15 @@ def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tupl
     if new:
         write_json(cache, cached, indent=None)
         log.info("split %d abstracts of %s; cached in %s", new, path, cache)
-    papers = [paper_from_record(r, where=f"{path}:{n}") for n, r in kept]
-    stats["used"] = len(papers)
+    papers, rejected = [], {}
+    for n, r in kept:
+        try:
+            papers.append(paper_from_record(r, where=f"{path}:{n}"))
+        except ValueError as bad:  # one bad record does not stop a run: it is named and counted
+            rejected[f"{path}:{n}"] = str(bad)
+    if rejected:
+        log.warning("%s: %d record(s) rejected: %s", path, len(rejected), "; ".join(rejected.values()))
+    stats.update(used=len(papers), rejected=rejected)
     return papers, stats
 
 
