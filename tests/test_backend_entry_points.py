@@ -57,19 +57,20 @@ def test_encode_cli_with_the_fast_backend(tmp_path, tiny_model_dir, corpus, fast
                         "--quantize", "int8"]) == 2  # --quantize without --backend onnx: a one-line error
 
 
-def test_encode_cli_with_torch_bf16(tmp_path, tiny_model_dir, corpus, capsys):
+@pytest.mark.parametrize("backend", ["torch", "openvino"])
+def test_encode_cli_with_bf16(backend, tmp_path, tiny_model_dir, corpus, capsys):
     from aspire.encoders.__main__ import main as encode_main
     from aspire.index.corpus import EncodedCorpus, encode_corpus
 
     common = ["--model", str(tiny_model_dir), "--corpus", str(corpus), "--quiet"]
-    assert encode_main([*common, "--out", str(tmp_path / "v"), "--quantize", "bf16"]) == 0
+    assert encode_main([*common, "--out", str(tmp_path / "v"), "--backend", backend, "--quantize", "bf16"]) == 0
     saved, meta = EncodedCorpus.load_shard(tmp_path / "v")
-    bf16 = load_encoder(tiny_model_dir, quantize="bf16")
+    bf16 = load_encoder(tiny_model_dir, backend=backend, quantize="bf16")
     assert meta["model_fingerprint"] == bf16.fingerprint() != load_encoder(tiny_model_dir).fingerprint()
     np.testing.assert_allclose(saved.vectors, encode_corpus(bf16, PAPERS, progress=False).vectors, atol=1e-6)
     capsys.readouterr()
     assert encode_main([*common, "--out", str(tmp_path / "w"), "--backend", "onnx", "--quantize", "bf16"]) == 2
-    assert "--quantize bf16 goes with --backend torch" in capsys.readouterr().err
+    assert "--quantize bf16 goes with --backend torch or openvino" in capsys.readouterr().err
 
 
 def test_encode_shard_with_the_fast_backend_resumes_and_merges_a_prefix(tmp_path, tiny_model_dir, corpus, fast_int8,

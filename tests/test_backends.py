@@ -1,4 +1,5 @@
-"""Inference backends on a tiny random BERT: torch bf16 and ONNX Runtime (fp32, int8) against the exact torch encoder."""
+"""Inference backends on a tiny random BERT: torch bf16, ONNX Runtime (fp32, int8) and OpenVINO (f32, bf16)
+against the exact torch encoder."""
 
 from __future__ import annotations
 
@@ -38,6 +39,16 @@ def fast_int8(tiny_model_dir, cache):
 @pytest.fixture(scope="module")
 def fast_bf16(tiny_model_dir, cache):
     return load_encoder(tiny_model_dir, quantize="bf16")
+
+
+@pytest.fixture(scope="module")
+def fast_ov(tiny_model_dir, cache):
+    return load_encoder(tiny_model_dir, backend="openvino")
+
+
+@pytest.fixture(scope="module")
+def fast_ov_bf16(tiny_model_dir, cache):
+    return load_encoder(tiny_model_dir, backend="openvino", quantize="bf16")
 
 
 def sentence_cosines(a, b) -> torch.Tensor:
@@ -92,14 +103,38 @@ def test_torch_bf16_vectors_close_to_torch_and_pooled_in_fp32(exact, fast_bf16):
     assert torch.nn.functional.cosine_similarity(abstract, exact.encode_abstract(PAPERS, batch_size=2)).min() > 0.999
 
 
-def test_fingerprint_differs_by_backend_and_quantization(tiny_model_dir, exact, fast, fast_int8, fast_bf16):
+def test_openvino_f32_vectors_match_torch(exact, fast_ov):
+    assert fast_ov.model.backend_tag.startswith("openvino-f32-")
+    want, got = exact.encode(PAPERS, batch_size=3), fast_ov.encode(PAPERS, batch_size=3)
+    assert got.paper_ids == want.paper_ids and got.sentences == want.sentences
+    torch.testing.assert_close(got.emb, want.emb, atol=1e-4, rtol=1e-4)
+    abstract = fast_ov.encode_abstract(PAPERS, batch_size=2)
+    torch.testing.assert_close(abstract, exact.encode_abstract(PAPERS, batch_size=2), atol=1e-4, rtol=1e-4)
+
+
+def test_openvino_bf16_vectors_close_to_torch(exact, fast_ov, fast_ov_bf16):
+    want, got = exact.encode(PAPERS, batch_size=3), fast_ov_bf16.encode(PAPERS, batch_size=3)
+    assert got.emb.dtype == torch.float32
+    assert sentence_cosines(want, got).min() > 0.999  # real MiniLM: bench_backends_bf16.md
+    f32 = fast_ov.encode(PAPERS, batch_size=3)
+    if backends.bf16_is_native():  # it runs at bf16, and says so; a CPU without bf16 runs (and is tagged) f32
+        assert fast_ov_bf16.model.backend_tag.startswith("openvino-bf16-")
+        assert (got.emb - f32.emb).abs().max() > 10 * (f32.emb - want.emb).abs().max()
+    else:
+        assert fast_ov_bf16.model.backend_tag.startswith("openvino-f32-")
+        torch.testing.assert_close(got.emb, f32.emb)
+
+
+def test_fingerprint_differs_by_backend_and_quantization(tiny_model_dir, exact, fast, fast_int8, fast_bf16, fast_ov,
+                                                         fast_ov_bf16):
     from aspire.encoders import ContextualSentenceEncoder
 
-    prints = {exact.fingerprint(), fast.fingerprint(), fast_int8.fingerprint(), fast_bf16.fingerprint()}
-    assert len(prints) == 4
+    encoders = [exact, fast, fast_int8, fast_bf16, fast_ov, fast_ov_bf16]
+    assert len({e.fingerprint() for e in encoders}) == len(encoders) - (not backends.bf16_is_native())
     assert exact.fingerprint() == ContextualSentenceEncoder.from_pretrained(tiny_model_dir).fingerprint()
     assert fast.fingerprint() == load_encoder(tiny_model_dir, backend="onnx").fingerprint()  # stable
     assert fast_bf16.fingerprint() == load_encoder(tiny_model_dir, quantize="bf16").fingerprint()
+    assert fast_ov_bf16.fingerprint() == load_encoder(tiny_model_dir, backend="openvino", quantize="bf16").fingerprint()
 
 
 def test_cli_backend_table_agrees_with_the_backends():
@@ -135,9 +170,11 @@ def test_settings_pass_through_to_the_onnx_encoder(tiny_model_dir, fast):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"backend": "tensorrt"}, "unknown encoder backend 'tensorrt'; valid: ['torch', 'onnx']"),
-        ({"backend": "onnx", "quantize": "int4"},
-         "quantize='int4' does not go with backend='onnx'; valid: 'bf16' (backend='torch'), 'int8' (backend='onnx')"),
+        ({"backend": "tensorrt"}, "unknown encoder backend 'tensorrt'; valid: ['torch', 'onnx', 'openvino']"),
+        ({"backend": "onnx", "quantize": "int4"}, "quantize='int4' does not go with backend='onnx'; valid: 'bf16' "
+                                                  "(backend='torch'), 'int8' (backend='onnx'), 'bf16' (backend='openvino')"),
+        ({"backend": "openvino", "quantize": "int8"}, "quantize='int8' does not go with backend='openvino'"),
+        ({"backend": "openvino", "device": "cuda"}, "the openvino backend runs on the CPU; got device 'cuda'"),
         ({"quantize": "int8"}, "quantize='int8' does not go with backend='torch'"),
         ({"backend": "onnx", "quantize": "bf16"}, "quantize='bf16' does not go with backend='onnx'"),
         ({"backend": "onnx", "device": "cuda"}, "the onnx backend runs on the CPU; got device 'cuda'"),
@@ -148,7 +185,7 @@ def test_bad_backend_options_are_clear_errors(tiny_model_dir, kwargs, message):
         load_encoder(tiny_model_dir, **kwargs)
 
 
-@pytest.mark.parametrize("which", ["fast", "fast_bf16"])
+@pytest.mark.parametrize("which", ["fast", "fast_bf16", "fast_ov_bf16"])
 def test_fast_backends_refuse_training(which, request):
     encoder = request.getfixturevalue(which)
     with pytest.raises(RuntimeError, match=r"inference only; train the exact model \(backend='torch', quantize=None\)"):
