@@ -5,7 +5,8 @@ The feeds are what `encode` gives the backend: the first N CSFCube abstracts, lo
 each batch's rows in `length_groups` cut to their longest row. Every repetition runs every path once
 (interleaved, so machine load hits all alike); the table gives the minimum and median over the repetitions
 and the exact torch forward's minimum over each one's. Only the forward is timed: tokenisation and pooling are
-the same for every path.
+the same for every path. OpenVINO runs one single-thread stream per thread and gets all the feeds at once here
+(in `encode` it gets one batch's at a time).
 
     python experiments/screen_bf16_backends.py [--limit 100] [--reps 3] [--only "torch,openvino"]
 
@@ -81,8 +82,7 @@ def main() -> None:
 
     @torch.inference_mode()
     def run_all(module):
-        for feed in feeds:
-            module.run_rows(feed)
+        module.run_groups(feeds)  # OpenVINO: every feed queued on its streams at once; the others one by one
 
     for module in modules.values():
         run_all(module)  # warm-up (and OpenVINO's first shapes)

@@ -112,6 +112,23 @@ def test_openvino_f32_vectors_match_torch(exact, fast_ov):
     torch.testing.assert_close(abstract, exact.encode_abstract(PAPERS, batch_size=2), atol=1e-4, rtol=1e-4)
 
 
+def test_openvino_streams_run_length_groups_side_by_side_in_order(tiny_model_dir, exact):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        ov2 = load_encoder(tiny_model_dir, backend="openvino")  # one single-thread stream per thread
+    finally:
+        torch.set_num_threads(threads)
+    assert len(ov2.model.queue) == 2
+    texts = ["a model", "the document similarity of scientific text is based on citation data", "we propose a new method",
+             "data", "two new methods improve performance on text"]
+    enc = [exact.tokenizer(t, return_tensors="pt") for t in texts]  # five feeds of five lengths
+    got = ov2.model.run_groups([dict(e) for e in enc])
+    with torch.inference_mode():
+        for e, out in zip(enc, got):
+            torch.testing.assert_close(out, exact.model(**e).last_hidden_state, atol=1e-4, rtol=1e-4)
+
+
 def test_openvino_bf16_vectors_close_to_torch(exact, fast_ov, fast_ov_bf16):
     want, got = exact.encode(PAPERS, batch_size=3), fast_ov_bf16.encode(PAPERS, batch_size=3)
     assert got.emb.dtype == torch.float32
