@@ -222,21 +222,31 @@ def _deprecated(typed: str, canonical: str) -> None:
 OVERRIDES_HELP = "config overrides, section.key=value (dotted keys of the command's YAML config)"
 
 
+# backend -> its --quantize values: `aspire.encoders.backends.QUANTIZATIONS`, written out here so that parsing
+# a command line does not import torch and transformers (tests/test_backends.py checks the two agree)
+QUANTIZATIONS = {"torch": ("bf16",), "onnx": ("int8",), "openvino": ("bf16",)}
+
+
 def add_backend_options(parser: argparse.ArgumentParser) -> None:
-    """`--backend torch|onnx` and `--quantize int8`: the encoder's inference backend (`backend_options`)."""
-    parser.add_argument("--backend", choices=("torch", "onnx"), default="torch",
-                        help="encoder inference: torch (the exact model, default) or onnx (ONNX Runtime on the CPU, "
-                             "faster; its vectors carry their own fingerprint)")
-    parser.add_argument("--quantize", choices=("int8",), help="with --backend onnx: int8 dynamic quantization")
+    """`--backend torch|onnx|openvino` and `--quantize bf16|int8`: the encoder's inference backend
+    (`backend_options`)."""
+    parser.add_argument("--backend", choices=tuple(QUANTIZATIONS), default="torch",
+                        help="encoder inference: torch (the exact model, default), onnx (ONNX Runtime) or openvino "
+                             "(OpenVINO), both on the CPU; a fast backend's vectors carry their own fingerprint")
+    parser.add_argument("--quantize", choices=sorted({q for qs in QUANTIZATIONS.values() for q in qs}),
+                        help="reduced precision, vectors with their own fingerprint: bf16 with --backend torch or "
+                             "openvino (fast on CPUs with AMX or AVX512-BF16; --backend openvino --quantize bf16 is "
+                             "the fastest measured), int8 with --backend onnx (dynamic int8 quantization)")
 
 
 def backend_options(args: argparse.Namespace) -> dict:
-    """The `load_encoder` keywords of `--backend/--quantize` ({} for the exact torch model); a fast
-    backend with a non-CPU `--device`, or `--quantize` without `--backend onnx`, raises ValueError."""
-    if args.quantize and args.backend != "onnx":
-        raise ValueError("--quantize goes with --backend onnx")
+    """The `load_encoder` keywords of `--backend/--quantize` ({} for the exact torch model); `--quantize`
+    with a backend it does not go with, or the onnx backend with a non-CPU `--device`, raises ValueError."""
+    if args.quantize and args.quantize not in QUANTIZATIONS[args.backend]:
+        needs = " or ".join(b for b, qs in QUANTIZATIONS.items() if args.quantize in qs)
+        raise ValueError(f"--quantize {args.quantize} goes with --backend {needs}")
     if args.backend == "torch":
-        return {}
+        return {"quantize": args.quantize} if args.quantize else {}
     device = getattr(args, "device", None)
     if device not in (None, "cpu"):
         raise ValueError(f"--backend {args.backend} encodes on the CPU; got --device {device}")

@@ -1,5 +1,5 @@
-"""The fast inference backend (ONNX Runtime, int8) through every entry point that encodes, on a tiny
-random BERT: `aspire encode`, sharded encoding (resumable, partial merge), search queries, the page
+"""The fast inference backends (ONNX Runtime int8; torch bf16) through every entry point that encodes, on
+a tiny random BERT: `aspire encode`, sharded encoding (resumable, partial merge), search queries, the page
 over a fast-built index, and the evaluation suite. The exact torch model stays the default."""
 
 from __future__ import annotations
@@ -55,6 +55,22 @@ def test_encode_cli_with_the_fast_backend(tmp_path, tiny_model_dir, corpus, fast
                      "--backend", "tensorrt"])
     assert encode_main(["--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(tmp_path / "w"),
                         "--quantize", "int8"]) == 2  # --quantize without --backend onnx: a one-line error
+
+
+@pytest.mark.parametrize("backend", ["torch", "openvino"])
+def test_encode_cli_with_bf16(backend, tmp_path, tiny_model_dir, corpus, capsys):
+    from aspire.encoders.__main__ import main as encode_main
+    from aspire.index.corpus import EncodedCorpus, encode_corpus
+
+    common = ["--model", str(tiny_model_dir), "--corpus", str(corpus), "--quiet"]
+    assert encode_main([*common, "--out", str(tmp_path / "v"), "--backend", backend, "--quantize", "bf16"]) == 0
+    saved, meta = EncodedCorpus.load_shard(tmp_path / "v")
+    bf16 = load_encoder(tiny_model_dir, backend=backend, quantize="bf16")
+    assert meta["model_fingerprint"] == bf16.fingerprint() != load_encoder(tiny_model_dir).fingerprint()
+    np.testing.assert_allclose(saved.vectors, encode_corpus(bf16, PAPERS, progress=False).vectors, atol=1e-6)
+    capsys.readouterr()
+    assert encode_main([*common, "--out", str(tmp_path / "w"), "--backend", "onnx", "--quantize", "bf16"]) == 2
+    assert "--quantize bf16 goes with --backend torch or openvino" in capsys.readouterr().err
 
 
 def test_encode_shard_with_the_fast_backend_resumes_and_merges_a_prefix(tmp_path, tiny_model_dir, corpus, fast_int8,

@@ -1,8 +1,10 @@
-"""Inference backends on a tiny random BERT: ONNX Runtime (fp32, int8) against the exact torch encoder."""
+"""Inference backends on a tiny random BERT: torch bf16, ONNX Runtime (fp32, int8) and OpenVINO (f32, bf16)
+against the exact torch encoder."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -32,6 +34,21 @@ def fast(tiny_model_dir, cache):
 @pytest.fixture(scope="module")
 def fast_int8(tiny_model_dir, cache):
     return load_encoder(tiny_model_dir, backend="onnx", quantize="int8")
+
+
+@pytest.fixture(scope="module")
+def fast_bf16(tiny_model_dir, cache):
+    return load_encoder(tiny_model_dir, quantize="bf16")
+
+
+@pytest.fixture(scope="module")
+def fast_ov(tiny_model_dir, cache):
+    return load_encoder(tiny_model_dir, backend="openvino")
+
+
+@pytest.fixture(scope="module")
+def fast_ov_bf16(tiny_model_dir, cache):
+    return load_encoder(tiny_model_dir, backend="openvino", quantize="bf16")
 
 
 def sentence_cosines(a, b) -> torch.Tensor:
@@ -69,13 +86,78 @@ def test_onnx_int8_vectors_close_to_torch(exact, fast, fast_int8):
     assert (got.emb - fp32.emb).abs().max() > 10 * (fp32.emb - want.emb).abs().max()
 
 
-def test_fingerprint_differs_by_backend_and_quantization(tiny_model_dir, exact, fast, fast_int8):
+def test_torch_bf16_vectors_close_to_torch_and_pooled_in_fp32(exact, fast_bf16):
+    want, got = exact.encode(PAPERS, batch_size=3), fast_bf16.encode(PAPERS, batch_size=3)
+    assert got.paper_ids == want.paper_ids and got.sentences == want.sentences
+    assert got.emb.dtype == torch.float32
+    assert sentence_cosines(want, got).min() > 0.999  # bf16: ~3 significant digits (real MiniLM: bench_backends_bf16.md)
+    assert (got.emb - want.emb).abs().max() > 1e-4  # and it is the bf16 model, not the exact one
+    assert fast_bf16.model.bf16.embeddings.word_embeddings.weight.dtype == torch.bfloat16
+    assert fast_bf16.model.exact.embeddings.word_embeddings.weight.dtype == torch.float32  # the exact weights kept
+    enc = exact.tokenizer(["a model", "the document similarity of scientific text"], padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        hidden = fast_bf16.model(**enc).last_hidden_state  # (2, T, D): fp32 out, zeros past a row's length
+    assert hidden.dtype == torch.float32 and not enc["attention_mask"][0].all()
+    assert not hidden[0][~enc["attention_mask"][0].bool()].any()
+    abstract = fast_bf16.encode_abstract(PAPERS, batch_size=2)  # the text-pair path goes through the backend too
+    assert torch.nn.functional.cosine_similarity(abstract, exact.encode_abstract(PAPERS, batch_size=2)).min() > 0.999
+
+
+def test_openvino_f32_vectors_match_torch(exact, fast_ov):
+    assert fast_ov.model.backend_tag.startswith("openvino-f32-")
+    want, got = exact.encode(PAPERS, batch_size=3), fast_ov.encode(PAPERS, batch_size=3)
+    assert got.paper_ids == want.paper_ids and got.sentences == want.sentences
+    torch.testing.assert_close(got.emb, want.emb, atol=1e-4, rtol=1e-4)
+    abstract = fast_ov.encode_abstract(PAPERS, batch_size=2)
+    torch.testing.assert_close(abstract, exact.encode_abstract(PAPERS, batch_size=2), atol=1e-4, rtol=1e-4)
+
+
+def test_openvino_streams_run_length_groups_side_by_side_in_order(tiny_model_dir, exact):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        ov2 = load_encoder(tiny_model_dir, backend="openvino")  # one single-thread stream per thread
+    finally:
+        torch.set_num_threads(threads)
+    assert len(ov2.model.queue) == 2
+    texts = ["a model", "the document similarity of scientific text is based on citation data", "we propose a new method",
+             "data", "two new methods improve performance on text"]
+    enc = [exact.tokenizer(t, return_tensors="pt") for t in texts]  # five feeds of five lengths
+    got = ov2.model.run_groups([dict(e) for e in enc])
+    with torch.inference_mode():
+        for e, out in zip(enc, got):
+            torch.testing.assert_close(out, exact.model(**e).last_hidden_state, atol=1e-4, rtol=1e-4)
+
+
+def test_openvino_bf16_vectors_close_to_torch(exact, fast_ov, fast_ov_bf16):
+    want, got = exact.encode(PAPERS, batch_size=3), fast_ov_bf16.encode(PAPERS, batch_size=3)
+    assert got.emb.dtype == torch.float32
+    assert sentence_cosines(want, got).min() > 0.999  # real MiniLM: bench_backends_bf16.md
+    f32 = fast_ov.encode(PAPERS, batch_size=3)
+    if backends.bf16_is_native():  # it runs at bf16, and says so; a CPU without bf16 runs (and is tagged) f32
+        assert fast_ov_bf16.model.backend_tag.startswith("openvino-bf16-")
+        assert (got.emb - f32.emb).abs().max() > 10 * (f32.emb - want.emb).abs().max()
+    else:
+        assert fast_ov_bf16.model.backend_tag.startswith("openvino-f32-")
+        torch.testing.assert_close(got.emb, f32.emb)
+
+
+def test_fingerprint_differs_by_backend_and_quantization(tiny_model_dir, exact, fast, fast_int8, fast_bf16, fast_ov,
+                                                         fast_ov_bf16):
     from aspire.encoders import ContextualSentenceEncoder
 
-    prints = {exact.fingerprint(), fast.fingerprint(), fast_int8.fingerprint()}
-    assert len(prints) == 3
+    encoders = [exact, fast, fast_int8, fast_bf16, fast_ov, fast_ov_bf16]
+    assert len({e.fingerprint() for e in encoders}) == len(encoders) - (not backends.bf16_is_native())
     assert exact.fingerprint() == ContextualSentenceEncoder.from_pretrained(tiny_model_dir).fingerprint()
     assert fast.fingerprint() == load_encoder(tiny_model_dir, backend="onnx").fingerprint()  # stable
+    assert fast_bf16.fingerprint() == load_encoder(tiny_model_dir, quantize="bf16").fingerprint()
+    assert fast_ov_bf16.fingerprint() == load_encoder(tiny_model_dir, backend="openvino", quantize="bf16").fingerprint()
+
+
+def test_cli_backend_table_agrees_with_the_backends():
+    from aspire import cliutil
+
+    assert cliutil.QUANTIZATIONS == backends.QUANTIZATIONS and tuple(cliutil.QUANTIZATIONS) == backends.BACKENDS
 
 
 def test_cached_export_is_reused(tiny_model_dir, exact, fast, fast_int8, monkeypatch):
@@ -105,20 +187,27 @@ def test_settings_pass_through_to_the_onnx_encoder(tiny_model_dir, fast):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"backend": "tensorrt"}, "unknown encoder backend 'tensorrt'; valid: ['torch', 'onnx']"),
-        ({"backend": "onnx", "quantize": "int4"}, "unknown quantization 'int4'"),
-        ({"quantize": "int8"}, "needs backend='onnx'"),
+        ({"backend": "tensorrt"}, "unknown encoder backend 'tensorrt'; valid: ['torch', 'onnx', 'openvino']"),
+        ({"backend": "onnx", "quantize": "int4"}, "quantize='int4' does not go with backend='onnx'; valid: 'bf16' "
+                                                  "(backend='torch'), 'int8' (backend='onnx'), 'bf16' (backend='openvino')"),
+        ({"backend": "openvino", "quantize": "int8"}, "quantize='int8' does not go with backend='openvino'"),
+        ({"backend": "openvino", "device": "cuda"}, "the openvino backend runs on the CPU; got device 'cuda'"),
+        ({"quantize": "int8"}, "quantize='int8' does not go with backend='torch'"),
+        ({"backend": "onnx", "quantize": "bf16"}, "quantize='bf16' does not go with backend='onnx'"),
+        ({"backend": "onnx", "device": "cuda"}, "the onnx backend runs on the CPU; got device 'cuda'"),
     ],
 )
 def test_bad_backend_options_are_clear_errors(tiny_model_dir, kwargs, message):
-    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         load_encoder(tiny_model_dir, **kwargs)
 
 
-def test_onnx_backend_refuses_training(fast):
-    with pytest.raises(RuntimeError, match="inference only; train with backend='torch'"):
-        fast.train()
-    assert not fast.training
+@pytest.mark.parametrize("which", ["fast", "fast_bf16", "fast_ov_bf16"])
+def test_fast_backends_refuse_training(which, request):
+    encoder = request.getfixturevalue(which)
+    with pytest.raises(RuntimeError, match=r"inference only; train the exact model \(backend='torch', quantize=None\)"):
+        encoder.train()
+    assert not encoder.training
 
 
 def test_length_groups_cover_every_row_once_within_the_padding_slack():
@@ -132,7 +221,7 @@ def test_length_groups_cover_every_row_once_within_the_padding_slack():
     assert len(backends.length_groups(lengths, slack=0.0)) == 9  # only the two 512s pad to each other
 
 
-def test_evaluate_cli_encodes_with_the_chosen_backend(small_csfcube, tiny_model_dir, fast_int8, tmp_path):
+def test_evaluate_cli_encodes_with_the_chosen_backend(small_csfcube, tiny_model_dir, fast_int8, tmp_path, capsys):
     from aspire.evaluate.__main__ import main
 
     common = ["csfcube", "--data", str(small_csfcube), "--model", str(tiny_model_dir), "--scorer", "minl2",
@@ -143,8 +232,18 @@ def test_evaluate_cli_encodes_with_the_chosen_backend(small_csfcube, tiny_model_
     assert saved["encoder_options"] == {"backend": "onnx", "quantize": "int8"}
     assert main([*common, "--out", str(tmp_path / "exact")]) == 0  # the exact run gets its own cache entry
     assert len(list((tmp_path / "vectors").glob("*.pt"))) == 2
+    assert main([*common, "--quantize", "bf16", "--out", str(tmp_path / "bf16")]) == 0  # and so does bf16
+    saved = json.loads((tmp_path / "bf16" / "results.json").read_text())
+    assert saved["encoder_options"] == {"quantize": "bf16"}
+    assert saved["encoder_fingerprint"] == load_encoder(tiny_model_dir, quantize="bf16").fingerprint()
+    assert len(list((tmp_path / "vectors").glob("*.pt"))) == 3
     with pytest.raises(SystemExit):
         main([*common, "--quantize", "int8", "--out", str(tmp_path / "bad")])  # int8 needs --backend onnx
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["csfcube", "--data", str(small_csfcube), "--ranked", str(tmp_path), "--exp", "x", "--quantize", "bf16",
+              "--out", str(tmp_path / "bad")])  # a ranked run encodes nothing
+    assert "--backend/--quantize choose how a model encodes: not with --ranked" in capsys.readouterr().err
 
 
 def test_index_cli_builds_with_onnx_and_add_checks_the_backend(tmp_path, tiny_model_dir, fast, cache, capsys):
@@ -163,4 +262,4 @@ def test_index_cli_builds_with_onnx_and_add_checks_the_backend(tmp_path, tiny_mo
     assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--backend", "torch"]) == 2
     assert "the index was built with model" in capsys.readouterr().err
     assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--quantize", "int8"]) == 2
-    assert "--quantize goes with --backend onnx" in capsys.readouterr().err
+    assert "--quantize int8 goes with --backend onnx" in capsys.readouterr().err

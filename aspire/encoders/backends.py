@@ -1,20 +1,33 @@
-"""Inference backends for the contextual sentence encoder: the exact torch model, or ONNX Runtime.
+"""Inference backends for the contextual sentence encoder: the exact torch model, torch in bfloat16, ONNX
+Runtime, or OpenVINO.
 
-`load_encoder(name, backend="onnx", quantize=None | "int8")` moves only the transformer's forward pass
-(word pieces -> `last_hidden_state`, (R, T, D)) into ONNX Runtime. Tokenisation, the windows of long
-abstracts and the mean pooling of word pieces per sentence stay in torch, in `ContextualSentenceEncoder`,
-unchanged: the exported graph holds no sentence pooling, which is done outside it. The fast path
-therefore differs from the exact one by the runtime's arithmetic only (fp32: the plain export), or by the
-int8 recipe (`quantize="int8"`, `aspire.encoders.onnx_int8`): an eager-attention export fused by ONNX
-Runtime's transformer optimizer; attention and MatMul weights int8 per output channel with activations
-quantized per tensor at run time, but the feed-forward output projections fp32.
+`load_encoder(name, backend="torch" | "onnx" | "openvino", quantize=None | "bf16" | "int8")` swaps only the transformer's
+forward pass (word pieces -> `last_hidden_state`, (R, T, D)). Tokenisation, the windows of long abstracts and
+the mean pooling of word pieces per sentence stay in torch, in `ContextualSentenceEncoder`, unchanged (in
+fp32: the fast forwards return fp32 hidden states); no exported graph holds the sentence pooling. A fast
+forward (`GroupedRows`) runs a batch's rows in length groups, without computing padding.
 
-The exported graph is cached under `$ASPIRE_CACHE/onnx/` (default `~/.cache/aspire/onnx/`), keyed by the
+- `backend="torch", quantize="bf16"` (`Bf16Transformer`): a bfloat16 copy of the model, on the model's
+  device. On CPUs with AMX or AVX512-BF16 oneDNN computes its matrix products natively (about 3x the fp32
+  forward of all-MiniLM-L6-v2 on a 2-core Sapphire Rapids; sentence cosine to the exact vectors >= 0.9999,
+  experiments/results/bench_backends_bf16.md); elsewhere bf16 is emulated and slow (a warning says so).
+- `backend="openvino"` (`OpenVinoTransformer`; needs `pip install openvino`): the plain ONNX export compiled
+  by OpenVINO's CPU plugin at f32, or with `quantize="bf16"` at bf16 inference precision (OpenVINO keeps
+  what it judges sensitive, e.g. normalisation, in fp32). The fastest path measured on the 2-core Sapphire
+  Rapids, and the one whose speed held under load (its own thread pool; torch's OpenMP threads lose their
+  time to other jobs): experiments/results/bench_backends_bf16.md.
+- `backend="onnx"`: ONNX Runtime on the CPU, the plain export (fp32: differs from the exact model by the
+  runtime's arithmetic only), or the int8 recipe (`quantize="int8"`, `aspire.encoders.onnx_int8`): an
+  eager-attention export fused by ONNX Runtime's transformer optimizer; attention and MatMul weights int8
+  per output channel with activations quantized per tensor at run time, but the feed-forward output
+  projections fp32.
+
+The exported graph (ONNX Runtime's, and OpenVINO's input) is cached under `$ASPIRE_CACHE/onnx/` (default `~/.cache/aspire/onnx/`), keyed by the
 exact encoder's fingerprint, the opset and the int8 recipe's name; it is written to a temporary file and
-renamed into place, so an interrupted export is never read back. The fast encoder's fingerprint adds the
-backend, the quantization and a hash of the ONNX graph to the exact one's, so vector caches and indexes
-keyed by it never mix exact and fast vectors, nor vectors of two quantizations. The ONNX backend runs on
-the CPU and only for inference: training keeps `backend="torch"`.
+renamed into place, so an interrupted export is never read back. A fast encoder's fingerprint adds the
+backend's tag (`torch-bf16`; for ONNX Runtime and OpenVINO the precision and a hash of the graph) to the exact one's, so
+vector caches and indexes keyed by it never mix exact and fast vectors, nor vectors of two precisions.
+The fast backends are for inference only: training keeps the exact model (`backend="torch"`, no quantize).
 """
 
 from __future__ import annotations
@@ -38,8 +51,8 @@ from aspire.encoders.models import cache_dir
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnx")
-QUANTIZATIONS = ("int8",)
+BACKENDS = ("torch", "onnx", "openvino")
+QUANTIZATIONS = {"torch": ("bf16",), "onnx": ("int8",), "openvino": ("bf16",)}  # backend -> its reduced precisions (None: fp32)
 OPSET = 17
 INT8_RECIPE = onnx_int8.RECIPE  # names the cached int8 file
 
@@ -139,9 +152,9 @@ def length_groups(lengths: list[int], slack: float = 0.05) -> list[list[int]]:
     return groups
 
 
-class OnnxTransformer(nn.Module):
+class GroupedRows(nn.Module):
     """Stands in for a Hugging Face encoder inside `ContextualSentenceEncoder`: the same call, the
-    `last_hidden_state` computed by an ONNX Runtime session on the CPU.
+    `last_hidden_state` (fp32) computed by a fast runtime (`run_rows`, one per backend).
 
     No padding is computed: the rows of a right-padded batch are run in `length_groups`, each cut to its
     longest row, and positions past a row's length come back as zeros (pooling never reads them).
@@ -149,34 +162,104 @@ class OnnxTransformer(nn.Module):
     them together with `backend_tag`, and `save_pretrained` saves the exact weights.
     """
 
-    def __init__(self, model: nn.Module, session, backend_tag: str) -> None:
+    slack = 0.05  # `length_groups`' padding bound
+    cpu_only = True  # the runtime reads and writes CPU memory
+
+    def __init__(self, model: nn.Module, backend_tag: str) -> None:
         super().__init__()
         self.exact = model.eval()
         self.config = model.config
-        self.session = session
         self.backend_tag = backend_tag
-        self.input_names = [i.name for i in session.get_inputs()]
         super().train(False)
 
+    def run_rows(self, feed: dict[str, Tensor]) -> Tensor:
+        """input_ids, attention_mask, token_type_ids (r, n) of rows n long -> last_hidden_state (r, n, D) float32."""
+        raise NotImplementedError
+
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> BaseModelOutput:
-        if input_ids.device.type != "cpu":
+        if self.cpu_only and input_ids.device.type != "cpu":
             raise ValueError(f"the {self.backend_tag} backend runs on the CPU; inputs are on {input_ids.device}")
         given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
         if token_type_ids is None:
             given["token_type_ids"] = torch.zeros_like(input_ids)  # what the torch model assumes
         lengths = attention_mask.sum(1)  # (R,)
-        if not torch.equal(attention_mask.bool(), torch.arange(input_ids.shape[1]) < lengths[:, None]):
-            raise ValueError("the onnx backend needs right-padded batches (tokenizer padding_side='right')")
-        hidden = torch.zeros(*input_ids.shape, self.config.hidden_size)  # (R, T, D)
-        for rows in length_groups(lengths.tolist()):
-            n = int(lengths[rows[0]])
-            feed = {name: given[name][rows, :n].numpy() for name in self.input_names}
-            (out,) = self.session.run(["last_hidden_state"], feed)  # (len(rows), n, D)
-            hidden[rows, :n] = torch.from_numpy(out)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        if not torch.equal(attention_mask.bool(), positions < lengths[:, None]):
+            raise ValueError(f"the {self.backend_tag} backend needs right-padded batches (tokenizer padding_side='right')")
+        hidden = input_ids.new_zeros(*input_ids.shape, self.config.hidden_size, dtype=torch.float32)  # (R, T, D)
+        groups = length_groups(lengths.tolist(), self.slack)
+        feeds = [{name: given[name][rows, : int(lengths[rows[0]])] for name in given} for rows in groups]
+        for rows, out in zip(groups, self.run_groups(feeds)):
+            hidden[rows, : out.shape[1]] = out  # (len(rows), n, D)
         return BaseModelOutput(last_hidden_state=hidden)
+
+    def run_groups(self, feeds: list[dict[str, Tensor]]) -> list[Tensor]:
+        """`run_rows` of every feed, in order (one after another; a runtime with streams overrides this)."""
+        return [self.run_rows(feed) for feed in feeds]
 
     def save_pretrained(self, path, **kwargs) -> None:
         self.exact.save_pretrained(path, **kwargs)
+
+
+class OnnxTransformer(GroupedRows):
+    """The transformer's forward in an ONNX Runtime session on the CPU (`GroupedRows`)."""
+
+    def __init__(self, model: nn.Module, session, backend_tag: str) -> None:
+        super().__init__(model, backend_tag)
+        self.session = session
+        self.input_names = [i.name for i in session.get_inputs()]
+
+    def run_rows(self, feed: dict[str, Tensor]) -> Tensor:
+        (out,) = self.session.run(["last_hidden_state"], {name: feed[name].numpy() for name in self.input_names})
+        return torch.from_numpy(out)
+
+
+class Bf16Transformer(GroupedRows):
+    """The transformer's forward in torch with bfloat16 weights and activations (`GroupedRows`): a bf16 copy
+    of the exact model, on the exact model's device. On CPUs with AMX or AVX512-BF16 oneDNN runs its matrix
+    products natively; the hidden states come back as fp32, so sentence pooling sums in fp32."""
+
+    cpu_only = False
+
+    def __init__(self, model: nn.Module, backend_tag: str) -> None:
+        super().__init__(model, backend_tag)
+        self.bf16 = copy.deepcopy(model).to(torch.bfloat16).eval()
+        self.takes_token_types = _takes_token_types(model)
+
+    def run_rows(self, feed: dict[str, Tensor]) -> Tensor:
+        if not self.takes_token_types:
+            feed = {k: v for k, v in feed.items() if k != "token_type_ids"}
+        return self.bf16(**feed).last_hidden_state.float()
+
+
+class OpenVinoTransformer(GroupedRows):
+    """The transformer's forward compiled by OpenVINO's CPU plugin from the plain ONNX export (`GroupedRows`).
+
+    `compiled` has one stream per thread (`openvino_compiled`): a batch's length groups run side by side, one
+    group a stream, each stream on one thread. No thread waits on another inside a matrix product, so the speed
+    holds when other jobs share the cores (a 2-thread stream lost 2-3x of its speed there)."""
+
+    def __init__(self, model: nn.Module, compiled, backend_tag: str) -> None:
+        import openvino
+
+        super().__init__(model, backend_tag)
+        self.queue = openvino.AsyncInferQueue(compiled, int(compiled.get_property("NUM_STREAMS")))
+        self.input_names = [port.get_any_name() for port in compiled.inputs]
+        self._done: dict[int, Tensor] = {}
+        self.queue.set_callback(self._keep)
+
+    def _keep(self, request, index: int) -> None:
+        self._done[index] = torch.from_numpy(request.get_output_tensor(0).data.copy())  # the request reuses its buffer
+
+    def run_groups(self, feeds: list[dict[str, Tensor]]) -> list[Tensor]:
+        self._done = {}
+        for index, feed in enumerate(feeds):
+            self.queue.start_async({name: feed[name].numpy() for name in self.input_names}, index)
+        self.queue.wait_all()
+        return [self._done.pop(index) for index in range(len(feeds))]
+
+    def run_rows(self, feed: dict[str, Tensor]) -> Tensor:
+        return self.run_groups([feed])[0]
 
 
 class InferenceEncoder(ContextualSentenceEncoder):
@@ -184,7 +267,7 @@ class InferenceEncoder(ContextualSentenceEncoder):
 
     def train(self, mode: bool = True) -> InferenceEncoder:
         if mode:
-            raise RuntimeError(f"the {self.model.backend_tag} backend is for inference only; train with backend='torch'")
+            raise RuntimeError(f"the {self.model.backend_tag} backend is for inference only; train the exact model (backend='torch', quantize=None)")
         return super().train(False)
 
 
@@ -210,28 +293,66 @@ def onnx_session(path: Path):
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+def openvino_compiled(path: Path, precision: str):
+    """OpenVINO's CPU plugin compiled from the ONNX file `path` at inference `precision` ("f32" or "bf16", set
+    explicitly: OpenVINO's default is bf16 on CPUs with AMX), with one single-thread stream for each of
+    torch's threads (`OpenVinoTransformer` runs length groups side by side). Returns (compiled model, the
+    precision it runs at: a CPU without bf16 runs f32)."""
+    try:
+        import openvino
+    except ImportError as err:
+        raise ImportError("the openvino backend needs OpenVINO: pip install openvino (or aspire[openvino])") from err
+    threads = torch.get_num_threads()
+    core = openvino.Core()
+    compiled = core.compile_model(core.read_model(str(path)), "CPU", {
+        "INFERENCE_PRECISION_HINT": precision, "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": threads,
+        "PERFORMANCE_HINT": "THROUGHPUT",
+    })
+    actual = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+    if actual != precision:
+        log.warning("OpenVINO runs at %s on this CPU, not %s (no native bf16)", actual, precision)
+    return compiled, actual
+
+
+def bf16_is_native() -> bool:
+    """Whether this CPU computes bfloat16 matrix products natively (AVX512-BF16 or AMX; oneDNN's check)."""
+    return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 def load_encoder(
     name_or_path: str | Path = "minilm", device: str | torch.device | None = None, *, backend: str = "torch",
     quantize: str | None = None, **settings,
 ) -> ContextualSentenceEncoder:
     """`minilm` (default), `mpnet`, or a local Hugging Face directory -> ContextualSentenceEncoder on `device`.
 
-    `backend="torch"` (default) is the exact model; `"onnx"` runs the transformer in ONNX Runtime on the
-    CPU (`device` None or "cpu"), with `quantize="int8"` for dynamic int8 weights. `settings` are the
-    encoder's (see `ContextualSentenceEncoder`).
+    `backend="torch"` (default) is the exact model, with `quantize="bf16"` its forward in bfloat16
+    (`Bf16Transformer`, on `device`). `"onnx"` runs the transformer in ONNX Runtime, with `quantize="int8"`
+    for dynamic int8 weights; `"openvino"` in OpenVINO at f32, with `quantize="bf16"` at bf16 precision; both
+    on the CPU (`device` None or "cpu"). bf16 is fast only on CPUs with AMX or AVX512-BF16. `settings` are
+    the encoder's (see `ContextualSentenceEncoder`).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown encoder backend {backend!r}; valid: {list(BACKENDS)}")
-    if quantize is not None and quantize not in QUANTIZATIONS:
-        raise ValueError(f"unknown quantization {quantize!r}; valid: {list(QUANTIZATIONS)} or None")
-    if quantize is not None and backend != "onnx":
-        raise ValueError(f"quantize={quantize!r} needs backend='onnx' (the torch backend is the exact model)")
-    if backend == "onnx" and device is not None and torch.device(device).type != "cpu":
-        raise ValueError(f"the onnx backend runs on the CPU; got device {str(device)!r}")
+    if quantize is not None and quantize not in QUANTIZATIONS[backend]:
+        valid = ", ".join(f"{q!r} (backend={b!r})" for b, qs in QUANTIZATIONS.items() for q in qs)
+        raise ValueError(f"quantize={quantize!r} does not go with backend={backend!r}; valid: {valid} or None")
+    if backend != "torch" and device is not None and torch.device(device).type != "cpu":
+        raise ValueError(f"the {backend} backend runs on the CPU; got device {str(device)!r}")
     exact = ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)
-    if backend == "torch":
-        return exact if device is None else exact.to(device)
-    path = cached_onnx_model(exact, quantize)
-    tag = f"onnx-{path.stem.split('-', 1)[1]}-{file_digest(path)}"  # e.g. onnx-opset17-fp32-<hash of the graph>
-    fast = OnnxTransformer(exact.model, onnx_session(path), tag)
+    if device is not None:
+        exact = exact.to(device)
+    if quantize is None and backend == "torch":
+        return exact
+    if backend == "torch":  # quantize="bf16"
+        if exact.device.type == "cpu" and not bf16_is_native():
+            log.warning("this CPU has no native bfloat16 (AVX512-BF16 or AMX): --quantize bf16 will be slow")
+        fast = Bf16Transformer(exact.model, "torch-bf16")
+    elif backend == "openvino":
+        path = cached_onnx_model(exact, None)
+        compiled, precision = openvino_compiled(path, quantize or "f32")
+        fast = OpenVinoTransformer(exact.model, compiled, f"openvino-{precision}-{file_digest(path)}")
+    else:
+        path = cached_onnx_model(exact, quantize)
+        tag = f"onnx-{path.stem.split('-', 1)[1]}-{file_digest(path)}"  # e.g. onnx-opset17-fp32-<hash of the graph>
+        fast = OnnxTransformer(exact.model, onnx_session(path), tag)
     return InferenceEncoder(fast, exact.tokenizer, name=exact.name, **exact.settings())

@@ -110,8 +110,8 @@ def _check_model_args(parser, args) -> None:
             parser.error("--facet-code/--doc-code choose how a model encodes: not with --ranked")
     elif not (args.model and args.scorer):
         parser.error("give --model and --scorer, or --ranked and --exp")
-    if args.backend != "torch" and args.ranked:
-        parser.error(f"--backend {args.backend} encodes with a model: not with --ranked")
+    if (args.backend != "torch" or args.quantize) and args.ranked:
+        parser.error("--backend/--quantize choose how a model encodes: not with --ranked")
     try:  # the options' own checks (--tau/--eps; --quantize and --device against --backend)
         _scorer_options(args)
         _encoder_options(args)

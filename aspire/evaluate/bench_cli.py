@@ -259,8 +259,8 @@ def _suite(parser, args) -> int:
         return _ensemble_suite(parser, args)
     if not args.model or (args.model != "bm25" and not args.scorer):
         parser.error("give --model and --scorer (or --model bm25)")
-    if args.model == "bm25" and args.backend != "torch":
-        parser.error("--backend chooses a model's encoder; --model bm25 has none")
+    if args.model == "bm25" and (args.backend != "torch" or args.quantize):
+        parser.error("--backend/--quantize choose a model's encoder; --model bm25 has none")
     opts = _options(args) if args.model != "bm25" else {}
     suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, **opts)
     print("\n".join(format_rows(suite["rows"])))
