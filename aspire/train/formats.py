@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from aspire.encoders.codes import code_id, code_token, codes_for
 from aspire.config import ConfigError
+from aspire.encoders.codes import code_id, code_token, codes_for
 from aspire.train.config import ModelConfig
 
 DEFAULT_TASK = "cocite"

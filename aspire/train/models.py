@@ -39,6 +39,7 @@ from torch.profiler import record_function
 from aspire.batch import DocBatch
 from aspire.config import from_dict, to_dict
 from aspire.data.papers import Paper
+from aspire.encoders.codes import code_token
 from aspire.losses import (
     MATRIX_LOSSES,
     aligned_sentence_dist,
@@ -49,7 +50,6 @@ from aspire.losses import (
     triplet_margin_dist_per_anchor,
 )
 from aspire.train.config import AbstractConfig, LossConfig, ModelConfig
-from aspire.encoders.codes import code_token
 from aspire.train.formats import DEFAULT_TASK, use_task
 from aspire.train.terms import (  # noqa: F401  (KINDS, kind_terms and make_scorer are used from here too)
     KINDS,
