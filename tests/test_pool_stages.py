@@ -124,7 +124,7 @@ def test_pair_scores_name_a_document_without_text():
 def test_reviewer_bm25_fusion_and_rerank(tmp_path, tiny_model_dir):
     from test_benchmarks import make_reviewer_set
 
-    from aspire.evaluate.reviewer_run import reviewer_papers, run_reviewers
+    from aspire.evaluate.reviewer_run import mix_logits, reviewer_papers, run_reviewers
     from aspire.evaluate.reviewers import load_reviewer_set, prediction_files, read_predictions
 
     rset = load_reviewer_set(make_reviewer_set(tmp_path / "rm", draws=2))
@@ -154,6 +154,14 @@ def test_reviewer_bm25_fusion_and_rerank(tmp_path, tiny_model_dir):
     for reviewer, scores in pred.items():
         best = {s: max(logits[s][a] for a, _, _ in rset.draws[1].archives[reviewer]) for s in scores}
         assert sorted(scores, key=lambda s: -scores[s]) == sorted(best, key=lambda s: -best[s])
+    # the saved logits mix again to the same predictions; a missing pair is named
+    first = [read_predictions(p) for p in prediction_files(tmp_path / "bm25" / "predictions", "bm25", rset)]
+    known = {p.paper_id for p in papers}
+    again = mix_logits(rset, known, first, logits, 20, 1.0, "max")
+    assert again == [read_predictions(p) for p in prediction_files(tmp_path / "ce" / "predictions", "ce", rset)]
+    del logits["s1"]
+    with pytest.raises(ValueError, match=r"reviewer r1: no cross-encoder logit for \d+ pairs, e.g. \('s1'"):
+        mix_logits(rset, known, first, logits, 20, 1.0, "max")
     with pytest.raises(ValueError, match="alpha in"):
         run_reviewers(rset, str(tiny_model_dir), ["abstract"], tmp_path / "x", "x", bm25=True, **common)
     with pytest.raises(ValueError, match="a model and its scorers, BM25"):

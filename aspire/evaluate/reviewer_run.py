@@ -134,45 +134,64 @@ def bm25_similarity(papers: Sequence[Paper], k1: float = 1.25, b: float = 0.75):
     return sims
 
 
+def _rerank_lists(rset: ReviewerSet, known: Container[str], preds, top_n: int) -> list[tuple]:
+    """Per draw and reviewer: (draw index, reviewer, first stage best first, its top `top_n`, archive papers)."""
+    lists = []
+    for g, (draw, pred) in enumerate(zip(rset.draws, preds)):
+        for reviewer, scores in pred.items():
+            ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+            arch = [pid for pid, _, _ in draw.archives[reviewer] if pid in known]
+            lists.append((g, reviewer, ranked, [s for s, _ in ranked[:top_n]], arch))
+    return lists
+
+
+def mix_logits(rset: ReviewerSet, known: Container[str], preds: Sequence[Mapping[str, Mapping[str, float]]],
+               logits: Mapping[str, Mapping[str, float]], top_n: int, weight: float, agg: str) -> list[dict]:
+    """`preds` with each reviewer's top `top_n` submissions mixed (`mix_rerank`, weight `weight`) with the
+    cross-encoder's `logits` (`{submission: {archive paper: logit}}`) aggregated over the archive by `agg`;
+    a missing pair is an error naming it."""
+    from aspire.scoring.crossencoder import mix_rerank
+
+    out: list[dict] = [{} for _ in rset.draws]
+    for g, reviewer, ranked, head, arch in _rerank_lists(rset, known, preds, top_n):
+        missing = [(s, a) for s in head for a in arch if a not in logits.get(s, {})]
+        if missing:
+            raise ValueError(f"reviewer {reviewer}: no cross-encoder logit for {len(missing)} pairs, e.g. {missing[0]}")
+        table = torch.tensor([[logits[s][a] for a in arch] for s in head])  # (N, A)
+        cross = dict(zip(head, aggregate(table, agg).tolist()))
+        out[g][reviewer] = dict(mix_rerank(ranked, cross, top_n, weight))
+    return out
+
+
 def cross_rerank(rset: ReviewerSet, papers: Sequence[Paper], preds: Sequence[Mapping[str, Mapping[str, float]]],
                  options, agg: str, out: Path | None = None) -> tuple[list[dict], dict]:
     """Each draw's reviewers' top `options.top_n` submissions (by `preds`) re-scored by a cross-encoder
-    (`aspire.evaluate.rerank_run.RerankOptions`) and mixed with `preds` (`mix_rerank`, weight `options.weight`).
+    (`aspire.evaluate.rerank_run.RerankOptions`) and mixed with `preds` (`mix_logits`, weight `options.weight`).
 
     A submission's cross-encoder score for a reviewer is its (submission, archive paper) logits aggregated over
     the archive by `agg`, as the first stage's similarities are; the texts are title and abstract joined by spaces.
     Each distinct pair is scored once (the draws share papers); with `out`, the logits are written to
-    `out/crossencoder_scores.json` as `{submission: {archive paper: logit}}`. Returns the new predictions and a
-    record of the settings and speed."""
+    `out/crossencoder_scores.json` as `{submission: {archive paper: logit}}` (`mix_logits` mixes them again).
+    Returns the new predictions and a record of the settings and speed."""
     from dataclasses import asdict
 
-    from aspire.scoring.crossencoder import CrossEncoderReranker, mix_rerank
+    from aspire.scoring.crossencoder import CrossEncoderReranker
     from aspire.scoring.lexical import paper_text
 
     texts = {p.paper_id: paper_text(p) for p in papers}
-    lists = []  # (draw index, reviewer, first stage best first, its top N, archive)
-    for g, (draw, pred) in enumerate(zip(rset.draws, preds)):
-        for reviewer, scores in pred.items():
-            ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-            arch = [pid for pid, _, _ in draw.archives[reviewer] if pid in texts]
-            lists.append((g, reviewer, ranked, [s for s, _ in ranked[:options.top_n]], arch))
+    lists = _rerank_lists(rset, texts, preds, options.top_n)
     pairs = sorted({(s, a) for _, _, _, head, arch in lists for s in head for a in arch})
     reranker = CrossEncoderReranker(options.model, options.max_length, options.batch_size)
-    logits = dict(zip(pairs, reranker.score_pairs([(texts[s], texts[a]) for s, a in pairs]).tolist()))
-    out_preds: list[dict] = [{} for _ in rset.draws]
-    for g, reviewer, ranked, head, arch in lists:
-        table = torch.tensor([[logits[(s, a)] for a in arch] for s in head])  # (N, A)
-        cross = dict(zip(head, aggregate(table, agg).tolist()))
-        out_preds[g][reviewer] = dict(mix_rerank(ranked, cross, options.top_n, options.weight))
+    logits: dict[str, dict[str, float]] = {}
+    for (s, a), value in zip(pairs, reranker.score_pairs([(texts[s], texts[a]) for s, a in pairs]).tolist()):
+        logits.setdefault(s, {})[a] = value
     if out is not None:
-        nested: dict[str, dict[str, float]] = {}
-        for (s, a), v in logits.items():
-            nested.setdefault(s, {})[a] = v
-        write_json_atomic(Path(out) / "crossencoder_scores.json", nested)
+        write_json_atomic(Path(out) / "crossencoder_scores.json", logits)
     speed = reranker.speed()
     speed["ms_per_list"] = round(1000 * speed["seconds"] / max(len(lists), 1), 1)
-    return out_preds, {**asdict(options), "aggregate": agg, "lists": len(lists), "distinct_pairs": len(pairs),
-                       "speed": speed}
+    mixed = mix_logits(rset, texts, preds, logits, options.top_n, options.weight, agg)
+    return mixed, {**asdict(options), "aggregate": agg, "lists": len(lists), "distinct_pairs": len(pairs),
+                   "speed": speed}
 
 
 def fuse_predictions(preds: Sequence[Sequence[Mapping]], weights: Sequence[float]) -> list[dict]:
