@@ -166,3 +166,35 @@ def test_self_training_rounds_end_to_end(tmp_path, tiny_model_dir, monkeypatch):
     assert all(r["dev"]["top_n"] == 3 and "MRR" in r["dev"]["reranked"] for r in log)
     saved = json.loads((tmp_path / "st" / "rounds.json").read_text())
     assert saved["rounds"] == json.loads(json.dumps(log)) and (tmp_path / "st" / "round-2" / "model").is_dir()
+
+
+def test_self_training_takes_acl_queries_without_the_candidates(tmp_path, tiny_model_dir, monkeypatch):
+    import gzip
+
+    from test_benchmarks import make_cocite
+
+    from aspire.evaluate import context2doc as c2d
+    from aspire.train.self_training import self_train
+
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
+    source = make_cocite(tmp_path / "cc" / "cocitations.jsonl")
+    meta = c2d.make_split(source)
+    queries = [q for part in meta["splits"].values() for q in part["queries"]]
+    meta["splits"] = {name: {"n_queries": len(qs), "queries": qs, "citing_papers": [], "n_citing_papers": 0}
+                      for name, qs in (("train", queries[:20]), ("dev", queries[20:]), ("test", []))}
+    meta["checksum"] = c2d._checksum(meta["splits"])
+    (tmp_path / "split.json").write_text(json.dumps(meta))
+    acl = tmp_path / "acl.jsonl.gz"
+    records = [{"paper_id": "A1", "title": "Text Paper!", "abstract": "The text model. We show results."},  # a candidate
+               {"paper_id": "A2", "title": "Neural data", "abstract": "A neural model of data. It learns."},
+               {"paper_id": "A3", "title": "Citation task", "abstract": "Citation counts. A task."}]
+    with gzip.open(acl, "wt", encoding="utf-8") as fh:
+        fh.write("\n".join(json.dumps(r) for r in records) + "\n")
+    cfg = load_config(SelfTrainingConfig, None, [
+        f"start_model={tiny_model_dir}", "max_queries=8", "rounds=1", "shortlist=6", "positives=2", "band_from=4",
+        "band_to=6", "negatives=2", "acl_queries=5", f"acl_path={acl}", "benchmarks_dir=null",
+        f"train.first_stage_model={tiny_model_dir}", "train.max_length=32", "train.max_steps=1", "train.batch_size=8",
+        "train.dev_top_n=0"])
+    log = self_train(tmp_path / "cc", tmp_path / "st", cfg, split_file=tmp_path / "split.json")
+    assert log[0]["acl"] == {"read": 3, "removed_benchmark": 1, "used": 2, "excluded_titles": {"candidates": 10}}
+    assert log[0]["queries"] == 8 + 2 and log[0]["pairs"] == 10 * (2 + 2)

@@ -13,6 +13,9 @@ in `aspire.evaluate.bench_cli`.
     python -m aspire.evaluate csfcube --model minilm --scorer maxpassage --window 2 --out runs/minilm-maxp2
     # match the query's facet sentences only with the candidates' sentences of that facet
     python -m aspire.evaluate csfcube --model minilm --scorer ot --tau 1 --cand-sentences facet --out runs/minilm-ot-cf
+    # the search pipeline's stages: BM25 of the facet's sentences, fused with the model, a cross-encoder rerank
+    python -m aspire.evaluate csfcube --model minilm --scorer abstract --max-length 256 --normalize --joiner ' ' \
+        --bm25-alpha 0.815 --rerank runs/ce/model --rerank-top 20 --rerank-weight 0.5 --out runs/csf-ce
     # score ranked files that already exist (e.g. the shipped SPECTER pools)
     python -m aspire.evaluate csfcube --ranked ../shared/data/csfcube/sample_ranked_pools --exp specter --out DIR
     # an ensemble of ranked CSFCube runs (per-query z-scored scores, weighted sum)
@@ -104,12 +107,14 @@ def _check_model_args(parser, args) -> None:
     if args.ranked:
         if not args.exp:
             parser.error("--ranked needs --exp (the name in test-pid2pool-NAME-EXP-...-ranked.json)")
-        if args.model or args.scorer:
-            parser.error("--ranked scores existing files; leave out --model/--scorer")
+        if args.model or args.scorer or getattr(args, "bm25", False) or getattr(args, "rerank", None):
+            parser.error("--ranked scores existing files; leave out --model/--scorer/--bm25/--rerank")
         if args.facet_code != "auto" or args.doc_code is not None:
             parser.error("--facet-code/--doc-code choose how a model encodes: not with --ranked")
-    elif not (args.model and args.scorer):
-        parser.error("give --model and --scorer, or --ranked and --exp")
+    else:
+        lexical_only = getattr(args, "bm25", False) and not (args.model or args.scorer)
+        if not (args.model and args.scorer) and not lexical_only:
+            parser.error("give --model and --scorer (and/or --bm25), or --ranked and --exp")
     if (args.backend != "torch" or args.quantize) and args.ranked:
         parser.error("--backend/--quantize choose how a model encodes: not with --ranked")
     try:  # the options' own checks (--tau/--eps; --quantize and --device against --backend)
@@ -127,7 +132,10 @@ EXAMPLES = {
     "csfcube": """\
   aspire evaluate csfcube --model minilm --scorer minl2 --out runs/minilm-minl2
   aspire evaluate csfcube --model mpnet --scorer ot --tau 5000 --device cuda --out runs/mpnet-ot
-  aspire evaluate csfcube --ranked ../shared/data/csfcube/sample_ranked_pools --exp specter --out runs/specter""",
+  aspire evaluate csfcube --ranked ../shared/data/csfcube/sample_ranked_pools --exp specter --out runs/specter
+  aspire evaluate csfcube --bm25 --out runs/csf-bm25
+  aspire evaluate csfcube --model minilm --scorer abstract --max-length 256 --normalize --joiner ' ' \\
+      --bm25-alpha 0.815 --rerank runs/ce/model --rerank-top 20 --rerank-weight 0.5 --out runs/csf-ce""",
     "pools": """\
   aspire evaluate pools --data DIR --name relish --threshold 1 --model minilm --scorer minl2 --out runs/relish
   aspire evaluate pools --data DIR --name treccovid --facets a,b --model mpnet --scorer ot --out runs/tc""",
@@ -150,6 +158,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate")
     pc = command("csfcube", "CSFCube aspect-conditional benchmark (two-fold test + dev protocol)")
     pc.add_argument("--data", default=str(DEFAULT_DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
     _model_args(pc)
+    from aspire.evaluate.bench_cli import add_stage_args
+
+    add_stage_args(pc, "title + abstract, the query's text its facet sentences")
 
     pp = command("pools", "any ASPIRE-style pool re-ranking set")
     pp.add_argument("--data", required=True, help="folder with abstracts-NAME.jsonl and test-pid2anns-NAME*.json")
@@ -208,13 +219,20 @@ def _evaluate(parser, args) -> int:
                 results, per_query = csfcube.evaluate_ranked_dir(args.data, args.ranked, args.exp)
                 csfcube.write_results(out, args.data, args.exp, results, per_query)
             else:
+                from aspire.evaluate.bench_cli import stage_options
+
+                bm25, alpha, rerank = stage_options(parser, args)
                 results = csfcube.run_csfcube(
                     args.data, args.model, args.scorer, out, exp=args.exp, encoding=args.encoding,
                     scorer_options=_scorer_options(args), cache_dir=cache_dir, batch_size=args.batch_size,
                     device=args.device, encode_options=encode_options, query_text=args.query_text,
                     cand_sentences=args.cand_sentences, encoder_options=_encoder_options(args),
-                    facet_code=args.facet_code,
+                    facet_code=args.facet_code, bm25=bm25, alpha=alpha, k1=args.k1, b=args.b, rerank=rerank,
                 )
+                if rerank is not None:
+                    speed = results["rerank"]["speed"]
+                    print(f"cross-encoder: {speed['pairs']} pairs, {speed['pairs_per_second']} pairs/s, "
+                          f"{speed['ms_per_query']} ms a query")
             print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
             print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}  {DEV_NOTE}")
         else:

@@ -2,6 +2,9 @@
 
     python -m aspire.evaluate reviewers --predictions ../shared/data/reviewer-matching/predictions:specter
     python -m aspire.evaluate reviewers --model minilm --scorer abstract --aggregate topk:3 --out runs/rev
+    python -m aspire.evaluate reviewers --bm25 --out runs/rev-bm25
+    python -m aspire.evaluate reviewers --model minilm --scorer abstract --max-length 256 --normalize --joiner ' ' \
+        --bm25-alpha 0.815 --rerank runs/ce/model --rerank-top 20 --rerank-weight 0.5 --out runs/rev-ce
     python -m aspire.evaluate context2doc --bm25 --out runs/c2d-bm25
     python -m aspire.evaluate context2doc --model minilm --scorer abstract --normalize --joiner ' ' \
         --bm25-alpha 0.815 --out runs/c2d-fused
@@ -67,6 +70,36 @@ def _options(args, scorers: list[str] | None = None) -> dict:
             "device": args.device, "encode_options": encode}
 
 
+def add_stage_args(p: argparse.ArgumentParser, documents: str = "title + abstract") -> None:
+    """The search pipeline's stages as evaluator options: BM25 (alone or fused with the model) and a
+    cross-encoder rerank of the top N (`stage_options` reads them)."""
+    p.add_argument("--bm25", action="store_true", help=f"BM25 over {documents} (alone, or fused with --model)")
+    p.add_argument("--bm25-alpha", type=float, help="fuse the model with BM25: z-scores, this weight on the model")
+    p.add_argument("--k1", type=float, default=1.25, help="BM25 k1 (default 1.25)")
+    p.add_argument("--b", type=float, default=0.75, help="BM25 b (default 0.75)")
+    p.add_argument("--rerank", metavar="MODEL", help="re-score the top N with this cross-encoder (a directory)")
+    p.add_argument("--rerank-top", type=int, default=50, help="documents re-scored per query (default 50)")
+    p.add_argument("--rerank-weight", type=float, default=1.0,
+                   help="weight on the cross-encoder's z-scores against the first stage's (default 1: replace)")
+    p.add_argument("--rerank-max-length", type=int,
+                   help="cross-encoder word pieces (default: the length the model was trained with)")
+
+
+def stage_options(parser, args) -> tuple[bool, float | None, object]:
+    """(BM25 on, fusion weight on the model or None, `RerankOptions` or None) from `add_stage_args`' options;
+    a parser error when they do not fit together or with `--model`."""
+    if args.bm25_alpha is not None and not args.model:
+        parser.error("--bm25-alpha fuses a model with BM25: give --model and --scorer")
+    rerank = None
+    if args.rerank:
+        from aspire.evaluate.rerank_run import RerankOptions
+
+        rerank = RerankOptions(args.rerank, args.rerank_top, args.rerank_weight, args.rerank_max_length)
+    elif (args.rerank_top, args.rerank_weight, args.rerank_max_length) != (50, 1.0, None):
+        parser.error("--rerank-top/--rerank-weight/--rerank-max-length go with --rerank MODEL")
+    return args.bm25 or args.bm25_alpha is not None, args.bm25_alpha, rerank
+
+
 def add_parsers(sub) -> None:
     from aspire.evaluate.rank import SCORERS
 
@@ -77,6 +110,7 @@ def add_parsers(sub) -> None:
     pr.add_argument("--aggregate", default="max", help="over a reviewer's papers: max (default), mean, topk:K")
     pr.add_argument("--weights", help="comma-separated weights when --scorer lists several (fused)")
     pr.add_argument("--exp", help="experiment name of the written predictions (default model-scorer-aggregate)")
+    add_stage_args(pr, "title + abstract (a submission's against each archive paper's)")
     _encoder_args(pr, None, f"one of {', '.join(SCORERS)}, or several comma-separated (fused by z-score)",
                   out_required=False)
 
@@ -84,18 +118,9 @@ def add_parsers(sub) -> None:
                         description="Each citing sentence a query, its cited abstracts relevant, all 768 candidates.")
     pc.add_argument("--data", default=str(DATA / "cocite-acl"), help="co-citation folder (default %(default)s)")
     pc.add_argument("--split", choices=("train", "dev", "test"), default="test", help="default test")
-    pc.add_argument("--bm25", action="store_true", help="BM25 over title + abstract (alone, or fused with --model)")
-    pc.add_argument("--bm25-alpha", type=float, help="fuse the model with BM25: z-scores, this weight on the model")
-    pc.add_argument("--k1", type=float, default=1.25, help="BM25 k1 (default 1.25)")
-    pc.add_argument("--b", type=float, default=0.75, help="BM25 b (default 0.75)")
+    add_stage_args(pc)
     pc.add_argument("--depth", type=int, default=100, help="documents written per query (default 100)")
     pc.add_argument("--exp", help="run tag (default from model/scorer)")
-    pc.add_argument("--rerank", metavar="MODEL", help="re-score the top N with this cross-encoder (a directory)")
-    pc.add_argument("--rerank-top", type=int, default=50, help="documents re-scored per query (default 50)")
-    pc.add_argument("--rerank-weight", type=float, default=1.0,
-                    help="weight on the cross-encoder's z-scores against the first stage's (default 1: replace)")
-    pc.add_argument("--rerank-max-length", type=int,
-                    help="cross-encoder word pieces (default: the length the model was trained with)")
     _encoder_args(pc, SCORERS)
 
     pm = sub.add_parser("compare", help="paired test of two runs of one benchmark",
@@ -154,8 +179,8 @@ def _reviewers(parser, args) -> int:
 
     rset = load_reviewer_set(args.data)
     if args.predictions:
-        if args.model or args.scorer:
-            parser.error("--predictions scores given files; leave out --model/--scorer")
+        if args.model or args.scorer or args.bm25 or args.bm25_alpha is not None or args.rerank:
+            parser.error("--predictions scores given files; leave out --model/--scorer/--bm25/--rerank")
         folder, sep, exp = args.predictions.rpartition(":")
         if not sep:
             parser.error("--predictions takes DIR:EXP")
@@ -169,15 +194,24 @@ def _reviewers(parser, args) -> int:
             write_json_atomic(Path(args.out) / "results.json", {"benchmark": "reviewer-matching", "experiment": exp,
                                                                "predictions": folder, **results})
         return 0
-    if not (args.model and args.scorer and args.out):
-        parser.error("give --predictions DIR:EXP, or --model, --scorer and --out")
-    scorers = args.scorer.split(",")
+    from aspire.evaluate.pool_stages import stage_exp
+
+    bm25, alpha, rerank = stage_options(parser, args)
+    if not args.out or not ((args.model and args.scorer) or (bm25 and not (args.model or args.scorer))):
+        parser.error("give --predictions DIR:EXP, or --model, --scorer (and/or --bm25) and --out")
+    scorers = args.scorer.split(",") if args.scorer else []
     weights = [float(w) for w in args.weights.split(",")] if args.weights else None
-    exp = args.exp or f"{Path(args.model).name}-{'+'.join(scorers)}-{args.aggregate.replace(':', '')}"
-    opts = _options(args, scorers)
-    results = run_reviewers(rset, args.model, scorers, args.out, exp, args.aggregate, weights, **opts)
+    base = f"{Path(args.model).name}-{'+'.join(scorers)}" if args.model else None
+    exp = args.exp or f"{stage_exp(base, bm25, alpha, rerank)}-{args.aggregate.replace(':', '')}"
+    opts = _options(args, scorers) if args.model else {}
+    results = run_reviewers(rset, args.model, scorers, args.out, exp, args.aggregate, weights, **opts, bm25=bm25,
+                            alpha=alpha, k1=args.k1, b=args.b, rerank=rerank)
     print(f"{exp}: {format_result(results)}")
     print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
+    if rerank is not None:
+        speed = results["rerank"]["speed"]
+        print(f"cross-encoder: {results['rerank']['distinct_pairs']} distinct pairs, {speed['pairs_per_second']} "
+              f"pairs/s")
     print(f"papers {results['texts']['papers']}, empty abstracts {results['texts']['empty_abstract']} (title only), "
           f"no text {results['texts']['no_text']} (left out); wrote {args.out}")
     return 0
@@ -186,26 +220,16 @@ def _reviewers(parser, args) -> int:
 def _context2doc(parser, args) -> int:
     from aspire.evaluate.context2doc import load_context2doc
     from aspire.evaluate.context2doc_run import format_result, run_context2doc
+    from aspire.evaluate.pool_stages import stage_exp
 
     if args.model and not args.scorer:
         parser.error("--model needs --scorer")
-    if args.bm25_alpha is not None and not args.model:
-        parser.error("--bm25-alpha fuses a model with BM25: give --model and --scorer")
+    bm25, alpha, rerank = stage_options(parser, args)
     bench = load_context2doc(args.data, args.split)
-    fused = args.bm25_alpha is not None
-    exp = args.exp or ("bm25" if not args.model else f"{Path(args.model).name}-{args.scorer}"
-                       + (f"-bm25-a{args.bm25_alpha:g}" if fused else ""))
+    exp = args.exp or stage_exp(f"{Path(args.model).name}-{args.scorer}" if args.model else None, bm25, alpha, rerank)
     dense = _options(args) if args.model else {}
-    rerank = None
-    if args.rerank:
-        from aspire.evaluate.rerank_run import RerankOptions
-
-        rerank = RerankOptions(args.rerank, args.rerank_top, args.rerank_weight, args.rerank_max_length)
-        exp += f"-ce{args.rerank_top}-w{args.rerank_weight:g}"
-    elif (args.rerank_top, args.rerank_weight, args.rerank_max_length) != (50, 1.0, None):
-        parser.error("--rerank-top/--rerank-weight/--rerank-max-length go with --rerank MODEL")
-    results = run_context2doc(bench, args.out, exp, args.model, args.scorer, bm25=args.bm25 or fused,
-                              alpha=args.bm25_alpha, k1=args.k1, b=args.b, depth=args.depth, rerank=rerank, **dense)
+    results = run_context2doc(bench, args.out, exp, args.model, args.scorer, bm25=bm25,
+                              alpha=alpha, k1=args.k1, b=args.b, depth=args.depth, rerank=rerank, **dense)
     print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
     if rerank is not None:
         speed = results["rerank"]["speed"]

@@ -143,8 +143,8 @@ def test_units(pool_set: PoolSet, per_query: Mapping[str, Mapping[str, float]], 
 
 def run_csfcube(
     root: str | Path,
-    model: str,
-    scorer: str,
+    model: str | None,
+    scorer: str | None,
     out: str | Path,
     exp: str | None = None,
     encoding: str = "contextual",
@@ -157,6 +157,11 @@ def run_csfcube(
     cand_sentences: str = "all",
     encoder_options: dict | None = None,
     facet_code: str = "auto",
+    bm25: bool = False,
+    alpha: float | None = None,
+    k1: float = 1.25,
+    b: float = 0.75,
+    rerank=None,
 ) -> dict:
     """Encode CSFCube with `model`, rank every facet's pools with `scorer`, write and return results.
 
@@ -166,20 +171,34 @@ def run_csfcube(
     `load_encoder` (the inference backend: `backend="onnx"`, `quantize="int8"`; `code`: the control code of
     every paper). `facet_code` is the control code of a facet's queries (default `auto`: the facet's own,
     for a model trained with facet codes; see `aspire.encoders.codes.query_code`).
-    Writes `out/test-pid2pool-csfcube-EXP-{facet}-ranked.json` (similarities, best first), the
-    per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
+    The search pipeline's stages (`aspire.evaluate.pool_stages`): `bm25` ranks by BM25 (k1, b) of the facet's
+    sentences, alone (no model) or fused with the model's run at weight `alpha` on the model; `rerank` (an
+    `aspire.evaluate.rerank_run.RerankOptions`) re-scores each pool's top N with a cross-encoder.
+    Writes `out/test-pid2pool-csfcube-EXP-{facet}-ranked.json` (similarities, best first; each stage's own
+    files beside them), the per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
     """
     from aspire.evaluate.options import EvalOptions
+    from aspire.evaluate.pool_stages import run_stages, stage_exp
     from aspire.evaluate.rank import default_exp, rank_pool_set
 
+    if (model is None) != (scorer is None) or (model is None and not bm25):
+        raise ValueError("give a model and a scorer, BM25, or both")
     root, out = Path(root), Path(out)
     pool_set = load_csfcube(root)
     papers = read_papers_jsonl(root / ABSTRACTS_FILE, ids=pool_set.paper_ids())
-    exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
-    options = EvalOptions(encoding, dict(scorer_options or {}), cache_dir, batch_size, device,
-                          dict(encode_options or {}), query_text, cand_sentences, dict(encoder_options or {}),
-                          facet_code)
-    rankings, info = rank_pool_set(pool_set, papers, model, scorer, out, exp, options, LABEL_TO_FACET)
+    base = None if model is None else default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
+    staged = bm25 or rerank is not None
+    exp = exp or (stage_exp(base, bm25, alpha, rerank) if staged else base)
+    info: dict = {}
+    if model is not None:
+        options = EvalOptions(encoding, dict(scorer_options or {}), cache_dir, batch_size, device,
+                              dict(encode_options or {}), query_text, cand_sentences, dict(encoder_options or {}),
+                              facet_code)
+        rankings, info = rank_pool_set(pool_set, papers, model, scorer, out, base if staged else exp, options,
+                                       LABEL_TO_FACET)
+    if staged:
+        rankings, stages = run_stages(pool_set, papers, LABEL_TO_FACET, out, exp, base, bm25, alpha, k1, b, rerank)
+        info.update(stages, experiment=exp)
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(info)
     write_results(out, root, exp, results, per_query)

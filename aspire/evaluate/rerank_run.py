@@ -61,15 +61,21 @@ def apply_rerank(bench: Context2Doc, run: Mapping[str, Sequence[tuple[str, float
     """`run` with each query's top N reranked, and a record of the settings and speed (pairs/s, ms a query).
 
     With `out`, the cross-encoder's logits are written to `out/crossencoder_scores.json` for later mixes."""
+    return rerank_texts(bench.queries, candidate_texts(bench), run, options, out)
+
+
+def rerank_texts(queries: Mapping[str, str], texts: Mapping[str, str], run: Mapping[str, Sequence[tuple[str, float]]],
+                 options: RerankOptions, out: Path | None = None) -> tuple[dict, dict]:
+    """`apply_rerank` for any benchmark: `queries` `{qid: query text}`, `texts` `{doc: text}` (see `pair_scores`)."""
     from aspire.io import write_json
     from aspire.scoring.crossencoder import CrossEncoderReranker
 
     reranker = CrossEncoderReranker(options.model, options.max_length, options.batch_size)
-    cross = cross_scores(bench, run, reranker, options.top_n)
+    cross = pair_scores(queries, texts, run, reranker, options.top_n)
     if out is not None:
         write_json(Path(out) / "crossencoder_scores.json", cross, indent=None)
     speed = reranker.speed()
-    speed["ms_per_query"] = round(1000 * speed["seconds"] / max(len(bench.queries), 1), 1)
+    speed["ms_per_query"] = round(1000 * speed["seconds"] / max(len(queries), 1), 1)
     return rerank_run(run, cross, options.top_n, options.weight), {**asdict(options), "speed": speed}
 
 
@@ -83,13 +89,21 @@ def candidate_texts(bench: Context2Doc) -> dict[str, str]:
 def cross_scores(bench: Context2Doc, first: Mapping[str, Sequence[tuple[str, float]]], reranker,
                  top_n: int) -> dict[str, dict[str, float]]:
     """`{qid: {doc: logit}}` of the cross-encoder over each query's top `top_n` first-stage documents."""
-    texts = candidate_texts(bench)
+    return pair_scores(bench.queries, candidate_texts(bench), first, reranker, top_n)
+
+
+def pair_scores(queries: Mapping[str, str], texts: Mapping[str, str], first: Mapping[str, Sequence[tuple[str, float]]],
+                reranker, top_n: int) -> dict[str, dict[str, float]]:
+    """`{qid: {doc: logit}}` of `reranker` over the (query text, document text) pairs of each query's top `top_n`
+    in `first`, scored in one pass; a ranked document without text is an error naming the query and document."""
     pairs, keys = [], []
-    for qid, query in bench.queries.items():
+    for qid, query in queries.items():
         for doc, _ in first[qid][:top_n]:
+            if doc not in texts:
+                raise ValueError(f"query {qid}: document {doc} has no text for the cross-encoder")
             pairs.append((query, texts[doc]))
             keys.append((qid, doc))
-    out: dict[str, dict[str, float]] = {q: {} for q in bench.queries}
+    out: dict[str, dict[str, float]] = {q: {} for q in queries}
     for (qid, doc), score in zip(keys, reranker.score_pairs(pairs).tolist()):
         out[qid][doc] = score
     return out

@@ -6,6 +6,13 @@ reviewer's rated submissions with their archive papers, (R, A) similarities, agg
 archive by `max`, `mean` or `topk:K` (mean of the K best). Several scorers are fused by per-reviewer
 z-scored predictions, weighted (`fuse_predictions`).
 
+The search pipeline's stages, as on the other benchmarks: BM25 (`bm25_similarity`: a submission's title and
+abstract as the query against each archive paper's, one bm25s index over every paper of the set, so its IDF is
+the whole set's), aggregated over the archive like a model's similarities, alone or fused with the model's
+predictions (weight `alpha` on the model); and a cross-encoder rerank (`cross_rerank`): each reviewer's top N
+submissions re-scored by the logits of (submission, archive paper) pairs, aggregated the same way, mixed with
+the previous stage by `aspire.scoring.crossencoder.mix_rerank`.
+
 Abstracts are split into sentences by the project's default splitter. A paper with an empty
 abstract is encoded from its title alone (counted as `empty_abstract`); one with neither title nor
 abstract cannot be encoded: an archive paper is left out of its reviewer's profile, a submission
@@ -17,7 +24,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Container, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -78,22 +85,113 @@ def reviewer_papers(rset: ReviewerSet, splitter=None) -> tuple[list[Paper], dict
                     "no_text": len(empty), "no_text_ids": empty}
 
 
-def predict(rset: ReviewerSet, batch, scorer, agg: str) -> list[dict[str, dict[str, float]]]:
-    """`{reviewer: {submission: similarity}}` for every draw, from the encoded `batch`."""
-    row = {pid: i for i, pid in enumerate(batch.paper_ids)}
+def predict(rset: ReviewerSet, known: Container[str], sims: Callable[[list[str], list[str]], torch.Tensor],
+            agg: str) -> list[dict[str, dict[str, float]]]:
+    """`{reviewer: {submission: similarity}}` for every draw: `sims(submissions, archive)` gives the (R, A)
+    similarities of a reviewer's rated submissions to their archive papers, aggregated over A by `agg`;
+    papers not in `known` (no text) are left out."""
     out = []
     with torch.no_grad():
         for draw in rset.draws:
             pred = {}
             for reviewer, rated in rset.ratings.items():
-                subs = [p for p, _ in rated if p in draw.submissions and p in row]
-                arch = [pid for pid, _, _ in draw.archives[reviewer] if pid in row]
+                subs = [p for p, _ in rated if p in draw.submissions and p in known]
+                arch = [pid for pid, _, _ in draw.archives[reviewer] if pid in known]
                 if not subs or not arch:
                     continue
-                sims = score_chunked(scorer, batch.index([row[p] for p in subs]), batch.index([row[p] for p in arch]))
-                pred[reviewer] = dict(zip(subs, aggregate(sims.float(), agg).tolist()))
+                pred[reviewer] = dict(zip(subs, aggregate(sims(subs, arch).float(), agg).tolist()))
             out.append(pred)
     return out
+
+
+def dense_similarity(batch, scorer) -> Callable[[list[str], list[str]], torch.Tensor]:
+    """`sims` for `predict` from an encoded `batch` of every paper and a scorer (all pairs, (R, A))."""
+    row = {pid: i for i, pid in enumerate(batch.paper_ids)}
+
+    def sims(subs: list[str], arch: list[str]) -> torch.Tensor:
+        return score_chunked(scorer, batch.index([row[p] for p in subs]), batch.index([row[p] for p in arch]))
+
+    return sims
+
+
+def bm25_similarity(papers: Sequence[Paper], k1: float = 1.25, b: float = 0.75):
+    """`sims` for `predict`: BM25 of a submission's title and abstract against each archive paper's, from one
+    index over every paper of `papers` (its IDF); a submission's scores are computed once and kept."""
+    from aspire.scoring.lexical import BM25Index, paper_text
+
+    texts = {p.paper_id: paper_text(p) for p in papers}
+    index = BM25Index(list(texts.values()), list(texts), k1, b)
+    column = {pid: j for j, pid in enumerate(texts)}
+    rows: dict[str, np.ndarray] = {}
+
+    def sims(subs: list[str], arch: list[str]) -> torch.Tensor:
+        new = [p for p in subs if p not in rows]
+        for pid, scores in zip(new, index.scores([texts[p] for p in new]) if new else ()):
+            rows[pid] = scores
+        cols = [column[a] for a in arch]
+        return torch.from_numpy(np.stack([rows[p][cols] for p in subs]))
+
+    return sims
+
+
+def _rerank_lists(rset: ReviewerSet, known: Container[str], preds, top_n: int) -> list[tuple]:
+    """Per draw and reviewer: (draw index, reviewer, first stage best first, its top `top_n`, archive papers)."""
+    lists = []
+    for g, (draw, pred) in enumerate(zip(rset.draws, preds)):
+        for reviewer, scores in pred.items():
+            ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+            arch = [pid for pid, _, _ in draw.archives[reviewer] if pid in known]
+            lists.append((g, reviewer, ranked, [s for s, _ in ranked[:top_n]], arch))
+    return lists
+
+
+def mix_logits(rset: ReviewerSet, known: Container[str], preds: Sequence[Mapping[str, Mapping[str, float]]],
+               logits: Mapping[str, Mapping[str, float]], top_n: int, weight: float, agg: str) -> list[dict]:
+    """`preds` with each reviewer's top `top_n` submissions mixed (`mix_rerank`, weight `weight`) with the
+    cross-encoder's `logits` (`{submission: {archive paper: logit}}`) aggregated over the archive by `agg`;
+    a missing pair is an error naming it."""
+    from aspire.scoring.crossencoder import mix_rerank
+
+    out: list[dict] = [{} for _ in rset.draws]
+    for g, reviewer, ranked, head, arch in _rerank_lists(rset, known, preds, top_n):
+        missing = [(s, a) for s in head for a in arch if a not in logits.get(s, {})]
+        if missing:
+            raise ValueError(f"reviewer {reviewer}: no cross-encoder logit for {len(missing)} pairs, e.g. {missing[0]}")
+        table = torch.tensor([[logits[s][a] for a in arch] for s in head])  # (N, A)
+        cross = dict(zip(head, aggregate(table, agg).tolist()))
+        out[g][reviewer] = dict(mix_rerank(ranked, cross, top_n, weight))
+    return out
+
+
+def cross_rerank(rset: ReviewerSet, papers: Sequence[Paper], preds: Sequence[Mapping[str, Mapping[str, float]]],
+                 options, agg: str, out: Path | None = None) -> tuple[list[dict], dict]:
+    """Each draw's reviewers' top `options.top_n` submissions (by `preds`) re-scored by a cross-encoder
+    (`aspire.evaluate.rerank_run.RerankOptions`) and mixed with `preds` (`mix_logits`, weight `options.weight`).
+
+    A submission's cross-encoder score for a reviewer is its (submission, archive paper) logits aggregated over
+    the archive by `agg`, as the first stage's similarities are; the texts are title and abstract joined by spaces.
+    Each distinct pair is scored once (the draws share papers); with `out`, the logits are written to
+    `out/crossencoder_scores.json` as `{submission: {archive paper: logit}}` (`mix_logits` mixes them again).
+    Returns the new predictions and a record of the settings and speed."""
+    from dataclasses import asdict
+
+    from aspire.scoring.crossencoder import CrossEncoderReranker
+    from aspire.scoring.lexical import paper_text
+
+    texts = {p.paper_id: paper_text(p) for p in papers}
+    lists = _rerank_lists(rset, texts, preds, options.top_n)
+    pairs = sorted({(s, a) for _, _, _, head, arch in lists for s in head for a in arch})
+    reranker = CrossEncoderReranker(options.model, options.max_length, options.batch_size)
+    logits: dict[str, dict[str, float]] = {}
+    for (s, a), value in zip(pairs, reranker.score_pairs([(texts[s], texts[a]) for s, a in pairs]).tolist()):
+        logits.setdefault(s, {})[a] = value
+    if out is not None:
+        write_json_atomic(Path(out) / "crossencoder_scores.json", logits)
+    speed = reranker.speed()
+    speed["ms_per_list"] = round(1000 * speed["seconds"] / max(len(lists), 1), 1)
+    mixed = mix_logits(rset, texts, preds, logits, options.top_n, options.weight, agg)
+    return mixed, {**asdict(options), "aggregate": agg, "lists": len(lists), "distinct_pairs": len(pairs),
+                   "speed": speed}
 
 
 def fuse_predictions(preds: Sequence[Sequence[Mapping]], weights: Sequence[float]) -> list[dict]:
@@ -112,51 +210,69 @@ def fuse_predictions(preds: Sequence[Sequence[Mapping]], weights: Sequence[float
     return fused
 
 
-def run_reviewers(rset: ReviewerSet, model: str, scorers: Sequence[str], out, exp: str, agg: str = "max",
+def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], out, exp: str, agg: str = "max",
                   weights: Sequence[float] | None = None, encoding: str = "contextual",
                   scorer_options: dict | None = None, cache_dir=None, batch_size: int = 32,
                   device: str | None = None, encode_options: dict | None = None, n_boot: int = 2000,
-                  encoder_options: dict | None = None) -> dict:
+                  encoder_options: dict | None = None, bm25: bool = False, alpha: float | None = None,
+                  k1: float = 1.25, b: float = 0.75, rerank=None) -> dict:
     """Predict with `model` and each of `scorers` (fused when several), score, write predictions and results.
-    `encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`)."""
-    from aspire.encoders import load_encoder
-
+    `encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`). `bm25` predicts with
+    BM25 (k1, b), alone (no model) or fused with the model's predictions at weight `alpha` on the model;
+    `rerank` (a `RerankOptions`) then re-scores each reviewer's top N by a cross-encoder (`cross_rerank`)."""
     parse_aggregate(agg)
+    if (model is None) != (not scorers) or (model is None and not bm25):
+        raise ValueError("give a model and its scorers, BM25, or both")
+    if model is not None and bm25 and (alpha is None or not 0.0 <= alpha <= 1.0):
+        raise ValueError(f"a model fused with BM25 needs a weight alpha in [0, 1], got {alpha}")
     if weights is not None and len(weights) != len(scorers):
         raise ValueError(f"{len(weights)} weights for {len(scorers)} scorers")
     papers, counts = reviewer_papers(rset)
+    known = {p.paper_id for p in papers}
     t0 = time.perf_counter()
-    encoder = load_encoder(model, **dict(encoder_options or {}))
-    if device:
-        encoder.to(device)
-    runs, batches = [], {}
-    for name in scorers:
-        scorer = get_eval_scorer(name, **({} if name == "abstract" else dict(scorer_options or {})))
-        enc = "abstract" if name == "abstract" else encoding
-        if enc not in batches:
-            opts = encode_options if (enc != "contextual") else None
-            batches[enc], _ = encode_papers(encoder, papers, enc, cache_dir, batch_size, opts)
-        runs.append(predict(rset, batches[enc].to(torch.device(device) if device else encoder.device), scorer, agg))
-    preds = runs[0] if len(runs) == 1 else fuse_predictions(runs, weights or [1.0] * len(runs))
+    info: dict = {"model": None if model is None else str(model)}
+    stages = []
+    if model is not None:
+        from aspire.encoders import load_encoder
+
+        encoder = load_encoder(model, **dict(encoder_options or {}))
+        if device:
+            encoder.to(device)
+        runs, batches = [], {}
+        for name in scorers:
+            scorer = get_eval_scorer(name, **({} if name == "abstract" else dict(scorer_options or {})))
+            enc = "abstract" if name == "abstract" else encoding
+            if enc not in batches:
+                opts = encode_options if (enc != "contextual") else None
+                batches[enc], _ = encode_papers(encoder, papers, enc, cache_dir, batch_size, opts)
+            batch = batches[enc].to(torch.device(device) if device else encoder.device)
+            runs.append(predict(rset, known, dense_similarity(batch, scorer), agg))
+        stages.append(runs[0] if len(runs) == 1 else fuse_predictions(runs, weights or [1.0] * len(runs)))
+        info.update(encoder_fingerprint=encoder.fingerprint(), scorers=list(scorers),
+                    weights=list(weights or [1.0] * len(scorers)), encoding=encoding,
+                    scorer_options=dict(scorer_options or {}), encode_options=dict(encode_options or {}),
+                    encoder_options=dict(encoder_options or {}))
+    if bm25:
+        stages.append(predict(rset, known, bm25_similarity(papers, k1, b), agg))
+        info["bm25"] = {"k1": k1, "b": b, "idf": f"every paper of the set ({len(papers)})",
+                        "text": "title + abstract (submission: the query; archive papers: the documents)"}
+    preds = stages[0] if len(stages) == 1 else fuse_predictions(stages, [alpha, 1.0 - alpha])
+    if len(stages) == 2:
+        info["fusion"] = {"norm": "z per reviewer", "alpha_dense": alpha}
+    out = Path(out)
+    if rerank is not None:
+        preds, info["rerank"] = cross_rerank(rset, papers, preds, rerank, agg, out)
     units, unit_counts = reviewer_units(rset, preds)
     results = {
         "benchmark": "reviewer-matching",
         "experiment": exp,
-        "model": str(model),
-        "encoder_fingerprint": encoder.fingerprint(),
-        "scorers": list(scorers),
-        "weights": list(weights or [1.0] * len(scorers)),
+        **info,
         "aggregate": agg,
-        "encoding": encoding,
-        "scorer_options": dict(scorer_options or {}),
-        "encode_options": dict(encode_options or {}),
-        "encoder_options": dict(encoder_options or {}),
         **summarize(units, unit_counts, n_boot),
         "texts": counts,
         "seconds": time.perf_counter() - t0,
         "command": invocation(),
     }
-    out = Path(out)
     for path, pred in zip(prediction_files(out / "predictions", exp, rset), preds):
         write_json_atomic(path, pred)
     write_json_atomic(out / "results.json", results)

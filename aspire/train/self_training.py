@@ -11,7 +11,10 @@ the share of pseudo positives that the train split's real labels confirm (a diag
 are never used for training), are logged to `OUT/rounds.json`.
 
 Queries: the citing sentences of context2doc's train split, their labels dropped (`max_queries` of them,
-seeded). Test sentences are never read.
+seeded). Test sentences are never read. With `acl_queries`, that many ACL Anthology abstracts (title and
+abstract as the query text, `acl_path`) join them as unlabelled queries; every paper whose normalised title is
+a benchmark paper's (`aspire.train.tasks.benchmark_titles` under `benchmarks_dir`) or one of the candidates'
+(the cited abstracts the queries are matched against) is removed first, and the counts are logged.
 
     python -m aspire.train.self_training --config configs/self_training.yaml --out runs/self-training [key=value ...]
 """
@@ -41,6 +44,9 @@ class SelfTrainingConfig:
     negatives: int = ranged(3, ge=0)  # drawn per query from the band (0 = the whole band)
     rerank_weight: float = ranged(1.0, ge=0, le=1)  # cross-encoder weight in the labelling pipeline
     seed: int = ranged(7, ge=0)
+    acl_queries: int = ranged(0, ge=0)  # ACL Anthology abstracts added as unlabelled queries (0 = none)
+    acl_path: str = "../shared/data/acl-anthology/papers.jsonl.gz"
+    benchmarks_dir: str | None = "../shared/data"  # benchmark papers removed from the ACL queries (None: not removed)
     train: CrossEncoderConfig = field(default_factory=CrossEncoderConfig)
 
     def check(self) -> SelfTrainingConfig:
@@ -80,6 +86,20 @@ def label_precision(pos: Mapping[str, Sequence[str]], qrels: Mapping[str, Mappin
     return sum(1 for q, docs in pos.items() for d in docs if qrels[q].get(d, 0) > 0) / max(total, 1)
 
 
+def add_acl_queries(bench, cfg: SelfTrainingConfig) -> dict:
+    """Add `cfg.acl_queries` ACL Anthology papers to `bench.queries` as `acl:ID` (title and abstract), none whose
+    normalised title is a benchmark paper's or a candidate's; returns the counts read, removed and used."""
+    from aspire.scoring.lexical import paper_text
+    from aspire.train.tasks import benchmark_titles, normalise_title, read_acl
+
+    benchmarks = benchmark_titles(cfg.benchmarks_dir) if cfg.benchmarks_dir is not None else {}
+    candidates = frozenset(normalise_title(p.title) for p in bench.candidates) - {""}
+    exclude = frozenset().union(candidates, *benchmarks.values())
+    papers, stats = read_acl(cfg.acl_path, exclude, cfg.acl_queries)
+    bench.queries.update({f"acl:{p.paper_id}": paper_text(p) for p in papers})
+    return {**stats, "excluded_titles": {"candidates": len(candidates), **{k: len(v) for k, v in benchmarks.items()}}}
+
+
 def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> list[dict]:
     """Run `cfg.rounds` rounds (see the module docstring); returns the rounds' log, also in `OUT/rounds.json`."""
     from aspire.evaluate.context2doc import SPLIT_FILE, load_context2doc
@@ -93,6 +113,8 @@ def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> l
     keep = sorted(random.Random(cfg.seed).sample(sorted(bench.queries), min(cfg.max_queries, len(bench.queries))))
     bench.queries = {q: bench.queries[q] for q in keep}
     qrels, bench.qrels = {q: bench.qrels[q] for q in keep}, {}  # kept apart: only label_precision reads them
+    acl_stats = add_acl_queries(bench, cfg) if cfg.acl_queries else None
+    keep = list(bench.queries)
     texts = candidate_texts(bench)
     first = to_run(bench, first_stage_scores(bench, cfg.train.alpha, cfg.train.first_stage_model), cfg.shortlist)
     model = load_cross_encoder(cfg.start_model, cfg.train.max_length)
@@ -111,7 +133,8 @@ def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> l
         fit = fit_cross_encoder(model, labelled_pairs(bench.queries, pos, neg, texts), round_dir, cfg.train)
         model.save_pretrained(str(round_dir / "model"))
         entry = {"round": r, "labelled_by": "first stage" if labeller is None else "cross-encoder rerank",
-                 "queries": len(keep), "pseudo_positive_precision": label_precision(pos, qrels),
+                 "queries": len(keep), **({"acl": acl_stats} if acl_stats else {}),
+                 "pseudo_positive_precision": label_precision({q: pos[q] for q in qrels}, qrels),
                  **{k: v for k, v in fit.items() if k != "loss_history"}}
         if cfg.train.dev_top_n:
             entry["dev"] = dev_check(model, data_dir, cfg.train, split_file=split_file)
