@@ -4,7 +4,9 @@ A re-ranker is a function `(searcher, query, papers, cfg) -> (P,) scores` (highe
 shortlist's index positions `papers (P,)`, registered by name in `RERANK_STAGES`:
 
     minl2       exact min-L2 single match on the stored sentence vectors
-    ot          the batched Sinkhorn OT scorer (multi match)
+    ot          the batched Sinkhorn OT scorer (multi match), solved only for the papers whose lower bound
+                lets them enter the k best (`aspire.scoring.ot_topk`): the k best and their scores are those of
+                scoring the whole shortlist; every other paper gets an upper bound of its score, below the k-th
     maxpassage  the best window of `passage_window` sentences (`aspire.scoring.passage`), mixed with the
                 first stage's score: β·z(first stage) + (1 - β)·z(max passage), z over the shortlist,
                 β = `passage_beta` (β = 1: the first stage's order; β = 0: the passages' alone)
@@ -20,9 +22,12 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+import torch
 
+from aspire.scoring import cross_l2_cost
 from aspire.scoring.chunked import score_chunked
 from aspire.scoring.fusion import normalise
+from aspire.scoring.ot_topk import ot_top_k_dist
 
 
 def _scorer_stage(name: str) -> Callable:
@@ -33,7 +38,33 @@ def _scorer_stage(name: str) -> Callable:
     return stage
 
 
-RERANK_STAGES: dict[str, Callable] = {name: _scorer_stage(name) for name in ("minl2", "ot", "maxpassage")}
+def shortlist_cost(index, query, papers: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """L2 distances of the query's selected sentences to each shortlisted paper's sentences.
+
+    query (1, S, D); papers (P,) index positions -> cost (P, Sq, T) (Sq selected sentences, T the longest
+    paper, 0 on padding), q_mask (P, Sq), c_mask (P, T). One read of the P papers' rows, one GEMM.
+    """
+    q = query.emb[0, query.mask[0]]  # (Sq, D)
+    vectors, lengths = index.gather_rows(papers, device=q.device, dtype=q.dtype)  # (n, D), (P,)
+    flat = cross_l2_cost(q[None], vectors[None])[0, 0]  # (Sq, n)
+    T = int(lengths.max()) if len(lengths) else 0
+    pos = torch.arange(T, device=q.device)
+    c_mask = pos[None, :] < lengths[:, None]  # (P, T)
+    firsts = torch.cumsum(lengths, 0) - lengths  # (P,) each paper's first column of `flat`
+    cols = torch.where(c_mask, firsts[:, None] + pos[None, :], 0)  # (P, T)
+    cost = flat[:, cols].permute(1, 0, 2).masked_fill(~c_mask[:, None, :], 0.0).contiguous()  # (P, Sq, T)
+    return cost, torch.ones(cost.shape[:2], dtype=torch.bool, device=q.device), c_mask
+
+
+def _ot_stage(searcher, query, papers: np.ndarray, cfg) -> np.ndarray:
+    scorer = searcher.scorer("ot", cfg)
+    cost, q_mask, c_mask = shortlist_cost(searcher.index, query, papers)
+    dist, _ = ot_top_k_dist(cost, q_mask, c_mask, cfg.k, tau=scorer.tau, eps=scorer.eps, **scorer.sinkhorn_kw)
+    return -dist.cpu().numpy()
+
+
+RERANK_STAGES: dict[str, Callable] = {"minl2": _scorer_stage("minl2"), "ot": _ot_stage,
+                                      "maxpassage": _scorer_stage("maxpassage")}
 
 
 def rerank(searcher, query, papers: np.ndarray, first_scores: np.ndarray,
