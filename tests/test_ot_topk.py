@@ -26,9 +26,10 @@ def problems(n_cands=300, dim=16, seed=0, max_len=12, query_len=5, drop_query=()
     return cost, q_mask, c_mask
 
 
-def reference(cost, q_mask, c_mask):
-    """Every candidate solved in one batch, as `OTScorer` does."""
-    return _ot_from_cost(cost, q_mask, c_mask, OT["tau"], OT["eps"], tol=OT["tol"]).dist
+def reference(cost, q_mask, c_mask, plans=False):
+    """Every candidate solved in one batch, as `OTScorer` does: distances (P,) (and plans (P, S, T))."""
+    match = _ot_from_cost(cost, q_mask, c_mask, OT["tau"], OT["eps"], tol=OT["tol"])
+    return (match.dist, match.plan) if plans else match.dist
 
 
 def test_lower_bound_holds_and_is_exact_for_one_query_sentence():
@@ -53,8 +54,9 @@ def test_lower_bound_holds_and_is_exact_for_one_query_sentence():
                                                    (10, (), 64 * 5 * 12 * 7), (50, (), 1 << 28)])
 def test_top_k_equals_solving_every_candidate(k, drop_query, budget):
     cost, q_mask, c_mask = problems(seed=2, drop_query=drop_query)
-    dist, exact = ot_top_k_dist(cost, q_mask, c_mask, k, first=16, budget_bytes=budget, **OT)
-    ref = reference(cost, q_mask, c_mask)
+    res = ot_top_k_dist(cost, q_mask, c_mask, k, first=16, budget_bytes=budget, **OT)
+    dist, exact = res.dist, res.exact
+    ref, ref_plan = reference(cost, q_mask, c_mask, plans=True)
     top = torch.argsort(ref, stable=True)[:k]
     assert torch.equal(torch.argsort(dist, stable=True)[:k], top)
     assert exact[top].all()
@@ -62,18 +64,22 @@ def test_top_k_equals_solving_every_candidate(k, drop_query, budget):
     left_out = ~exact
     assert left_out.sum() > len(dist) // 2  # most candidates never reach Sinkhorn
     assert (dist[left_out] <= ref[left_out]).all() and (dist[left_out] > ref[top[-1]]).all()
+    torch.testing.assert_close(res.plans(top), ref_plan[top], rtol=1e-4, atol=1e-6)  # the hits' alignments
+    with pytest.raises(ValueError, match="not solved"):
+        res.plans(left_out.nonzero()[:1, 0])
 
 
 def test_every_candidate_is_solved_when_k_covers_them():
     cost, q_mask, c_mask = problems(n_cands=40, seed=3)
-    dist, exact = ot_top_k_dist(cost, q_mask, c_mask, 40, first=8, **OT)
+    res = ot_top_k_dist(cost, q_mask, c_mask, 40, first=8, **OT)
+    dist, exact = res.dist, res.exact
     assert exact.all()
     torch.testing.assert_close(dist, reference(cost, q_mask, c_mask), rtol=1e-5, atol=1e-6)
 
 
 def test_half_precision_costs_are_solved_in_float32():
     cost, q_mask, c_mask = problems(n_cands=60, seed=4)
-    dist, exact = ot_top_k_dist(cost.half(), q_mask, c_mask, 5, **OT)
+    dist = ot_top_k_dist(cost.half(), q_mask, c_mask, 5, **OT).dist
     ref = reference(cost.half().float(), q_mask, c_mask)
     assert dist.dtype == torch.float32
     assert torch.equal(torch.argsort(dist, stable=True)[:5], torch.argsort(ref, stable=True)[:5])
