@@ -26,6 +26,11 @@ def problems(n_cands=300, dim=16, seed=0, max_len=12, query_len=5, drop_query=()
     return cost, q_mask, c_mask
 
 
+def far_cost(cost, q_mask, c_mask):
+    """The cost with +inf on invalid pairs."""
+    return cost.masked_fill(~(q_mask[:, :, None] & c_mask[:, None, :]), torch.inf)
+
+
 def reference(cost, q_mask, c_mask, plans=False):
     """Every candidate solved in one batch, as `OTScorer` does: distances (P,) (and plans (P, S, T))."""
     match = _ot_from_cost(cost, q_mask, c_mask, OT["tau"], OT["eps"], tol=OT["tol"])
@@ -36,7 +41,7 @@ def test_lower_bound_holds_and_is_exact_for_one_query_sentence():
     cost, q_mask, c_mask = problems(seed=1)
     minima = valid_minima(cost, q_mask, c_mask)
     x, y = ot_weights(cost, q_mask, c_mask, 1.0, minima)
-    bound = ot_dist_lower_bound(cost, x, y, minima, q_mask, c_mask)
+    bound = ot_dist_lower_bound(far_cost(cost, q_mask, c_mask), x, y, minima, q_mask, c_mask)
     dist = reference(cost, q_mask, c_mask)
     # Sinkhorn's plan meets its marginals to tol (L1): its value may sit below by tol x the largest cost
     c_max = cost.masked_fill(~c_mask[:, None, :], 0.0).flatten(1).amax(1)
@@ -46,7 +51,7 @@ def test_lower_bound_holds_and_is_exact_for_one_query_sentence():
     one = cost[:, :1]
     minima = valid_minima(one, q_mask[:, :1], c_mask)
     x, y = ot_weights(one, q_mask[:, :1], c_mask, 1.0, minima)
-    torch.testing.assert_close(ot_dist_lower_bound(one, x, y, minima, q_mask[:, :1], c_mask),
+    torch.testing.assert_close(ot_dist_lower_bound(far_cost(one, q_mask[:, :1], c_mask), x, y, minima, q_mask[:, :1], c_mask),
                                reference(one, q_mask[:, :1], c_mask), rtol=1e-5, atol=1e-5)
 
 

@@ -32,23 +32,23 @@ from torch import Tensor
 
 from aspire.scoring.chunked import DEFAULT_BUDGET_BYTES, DEFAULT_CELL_BYTES
 from aspire.scoring.distance import _HALF
-from aspire.scoring.scorers import ot_weights, valid_minima
+from aspire.scoring.scorers import ot_weights
 from aspire.scoring.sinkhorn import sinkhorn
 
 
-def ot_dist_lower_bound(cost: Tensor, x: Tensor, y: Tensor, minima: tuple[Tensor, Tensor],
+def ot_dist_lower_bound(far: Tensor, x: Tensor, y: Tensor, minima: tuple[Tensor, Tensor],
                         q_mask: Tensor, c_mask: Tensor) -> Tensor:
     """(...) a lower bound of <cost, P> for every plan P >= 0 with row sums x (..., S) and column sums
     y (..., T): the better of two dual-feasible potential pairs (see the module docstring).
 
-    cost (..., S, T); `minima` = `valid_minima(cost, q_mask, c_mask)`; masks (..., S), (..., T).
+    far (..., S, T): the cost with +inf on invalid pairs; `minima` = its row and column minima
+    (`valid_minima`); masks (..., S), (..., T).
     """
-    valid = q_mask[..., :, None] & c_mask[..., None, :]
     f = minima[0].masked_fill(~q_mask, 0.0)  # (..., S) row minima
-    g = (cost - f[..., :, None]).masked_fill(~valid, torch.inf).amin(-2).masked_fill(~c_mask, 0.0)  # (..., T)
+    g = (far - f[..., :, None]).amin(-2).masked_fill(~c_mask, 0.0)  # (..., T) their c-transform
     by_rows = (x * f).sum(-1) + (y * g).sum(-1)
     g = minima[1].masked_fill(~c_mask, 0.0)  # (..., T) column minima
-    f = (cost - g[..., None, :]).masked_fill(~valid, torch.inf).amin(-1).masked_fill(~q_mask, 0.0)  # (..., S)
+    f = (far - g[..., None, :]).amin(-1).masked_fill(~q_mask, 0.0)  # (..., S)
     by_cols = (x * f).sum(-1) + (y * g).sum(-1)
     return torch.maximum(by_rows, by_cols)
 
@@ -107,12 +107,13 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     if cost.dtype in _HALF:
         cost = cost.float()
     P, S, T = cost.shape
-    minima = valid_minima(cost, q_mask, c_mask)
+    invalid = ~(q_mask[:, :, None] & c_mask[:, None, :])  # (P, S, T)
+    far = cost.masked_fill(invalid, torch.inf)
+    minima = far.amin(-1), far.amin(-2)  # = valid_minima(cost, q_mask, c_mask)
     x, y = ot_weights(cost, q_mask, c_mask, tau, minima)  # (P, S), (P, T)
-    valid = q_mask[:, :, None] & c_mask[:, None, :]
-    c_max = cost.masked_fill(~valid, 0.0).flatten(1).amax(1)  # (P,) costs are >= 0
+    c_max = cost.masked_fill(invalid, 0.0).flatten(1).amax(1)  # (P,) costs are >= 0
     rounding = 32 * torch.finfo(cost.dtype).eps
-    bound = ot_dist_lower_bound(cost, x, y, minima, q_mask, c_mask) - (tol + rounding) * c_max  # (P,)
+    bound = ot_dist_lower_bound(far, x, y, minima, q_mask, c_mask) - (tol + rounding) * c_max  # (P,)
     order = torch.argsort(bound, stable=True)
     dist, solved, plans = bound.clone(), [], []
     per_call = max(1, budget_bytes // (DEFAULT_CELL_BYTES * max(S * T, 1)))
