@@ -49,8 +49,6 @@ def test_l2_costs_equal_brute_force_and_have_finite_gradient_at_zero():
                     assert abs(cross[i, j, s, t] - (q.emb[i, s] - c.emb[j, t]).norm()) < 1e-10
     aligned = l2_cost(q.emb, c.emb[:2, :4])
     torch.testing.assert_close(aligned, torch.stack([cross[0, 0, :, :4], cross[1, 1, :, :4]]))
-    torch.testing.assert_close(cross_l2_cost(q.emb, c.emb, (c.emb**2).sum(-1)), cross)  # norms kept by the caller
-    assert not torch.allclose(cross_l2_cost(q.emb, c.emb, (c.emb**2).sum(-1) + 1.0), cross)  # ... and used
     x = torch.randn(2, 3, 5, dtype=F64, requires_grad=True)
     d = l2_cost(x, x.detach().clone())  # zero distances on the diagonal
     (grad,) = torch.autograd.grad(d.sum(), x)

@@ -44,13 +44,13 @@ def shortlist_cost(index, query, papers: np.ndarray) -> tuple[torch.Tensor, torc
     """L2 distances of the query's sentences to each shortlisted paper's sentences.
 
     query (1, S, D) (its mask: the selected sentences); papers (P,) index positions -> cost (P, S, T) (T the
-    longest paper, 0 on padding), q_mask (P, S), c_mask (P, T). One read of the P papers' rows (their squared
-    norms kept by the index), one GEMM: the distances `cross_l2_cost` gives the padded batch (the norms are the
-    same numbers; each distance one row-column product of the GEMM, equal to the bit on the 100k benchmark).
+    longest paper, 0 on padding), q_mask (P, S), c_mask (P, T). One read of the P papers' rows, one GEMM: the
+    distances `cross_l2_cost` gives the padded batch (the same norms; each distance one row-column product of
+    the GEMM, equal to the bit on the 100k benchmark).
     """
     q = query.emb[0]  # (S, D)
-    vectors, norms, lengths = index.gather_rows(papers, device=q.device, dtype=q.dtype)  # (n, D), (n,), (P,)
-    flat = cross_l2_cost(q[None], vectors[None], norms[None] if q.dtype == torch.float32 else None)[0, 0]  # (S, n)
+    vectors, lengths = index.gather_rows(papers, device=q.device, dtype=q.dtype)  # (n, D), (P,)
+    flat = cross_l2_cost(q[None], vectors[None])[0, 0]  # (S, n)
     T = int(lengths.max()) if len(lengths) else 0
     pos = torch.arange(T, device=q.device)
     c_mask = pos[None, :] < lengths[:, None]  # (P, T)

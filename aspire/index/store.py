@@ -53,7 +53,6 @@ from aspire.index.disk import live_generation as _live_generation
 from aspire.index.lexical import index_bm25
 from aspire.index.texts import SentencesOnDisk, read_index_papers
 from aspire.io import read_jsonl, write_jsonl, write_text
-from aspire.scoring.distance import sq_norms
 from aspire.scoring.lexical import FILES as LEXICAL_FILES
 from aspire.scoring.lexical import BM25Index
 
@@ -229,13 +228,12 @@ class SentenceIndex:
 
     @property
     def squared_norms(self) -> np.ndarray:
-        """(N,) float32 squared L2 norm of every exact sentence vector (computed once, by the distance
-        routine's `sq_norms`: the numbers `cross_l2_cost` computes for these vectors in float32)."""
+        """(N,) float32 squared L2 norm of every exact sentence vector (computed once)."""
         if self._squared_norms is None or len(self._squared_norms) != self.n_sentences:
             norms = np.empty(self.n_sentences, dtype=np.float32)
-            for start in range(0, self.n_sentences, 16384):
-                v = torch.from_numpy(np.array(self.vectors[start : start + 16384], dtype=np.float32))  # a copy
-                norms[start : start + len(v)] = sq_norms(v).numpy()
+            for start in range(0, self.n_sentences, 65536):
+                v = np.asarray(self.vectors[start : start + 65536], dtype=np.float32)
+                norms[start : start + len(v)] = np.einsum("nd,nd->n", v, v)
             self._squared_norms = norms
         return self._squared_norms
 
@@ -253,14 +251,12 @@ class SentenceIndex:
                                sentences, device=device, dtype=dtype)
 
     def gather_rows(self, papers: Sequence[int] | np.ndarray, device=None,
-                    dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                    dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
         """The exact vectors of the papers at positions `papers (C,)`, unpadded, paper after paper:
-        (vectors (n, D), their squared norms (n,) float32 (`squared_norms`), lengths (C,) long); one read
-        of the n rows (`gather` pads them into a DocBatch)."""
+        (vectors (n, D), lengths (C,) long); one read of the n rows (`gather` pads them into a DocBatch)."""
         rows, lengths = paper_rows(self.offsets, np.asarray(papers, dtype=np.int64))
         vectors = torch.from_numpy(np.take(np.asarray(self.vectors), rows, axis=0))  # (n, D), a memory map reads only these
-        norms = torch.from_numpy(np.take(self.squared_norms, rows))
-        return vectors.to(device=device, dtype=dtype), norms.to(device), torch.from_numpy(lengths).to(device)
+        return vectors.to(device=device, dtype=dtype), torch.from_numpy(lengths).to(device)
 
     def search_sentences(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The `k` nearest indexed sentences of each query vector, one faiss call for all.

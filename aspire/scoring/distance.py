@@ -21,7 +21,7 @@ def _safe_sqrt(sq: Tensor) -> Tensor:
     return torch.where(pos, torch.sqrt(torch.where(pos, sq, 1.0)), 0.0)
 
 
-def sq_norms(x: Tensor) -> Tensor:
+def _sq_norms(x: Tensor) -> Tensor:
     """Squared L2 norms over the last dim, (...,), summed as the matrix product sums (so |x - x| is 0)."""
     return (x * x).sum(-1)
 
@@ -34,21 +34,16 @@ def l2_cost(x: Tensor, y: Tensor) -> Tensor:
     """
     if x.dtype in _HALF:  # squared norms overflow float16 from |x| ~ 256: expand in float32
         return l2_cost(x.float(), y.float()).to(x.dtype)
-    sq = torch.baddbmm(sq_norms(x)[:, :, None] + sq_norms(y)[:, None, :], x, y.transpose(1, 2), alpha=-2.0)
+    sq = torch.baddbmm(_sq_norms(x)[:, :, None] + _sq_norms(y)[:, None, :], x, y.transpose(1, 2), alpha=-2.0)
     return _safe_sqrt(sq)
 
 
-def cross_l2_cost(x: Tensor, y: Tensor, y_sq: Tensor | None = None) -> Tensor:
-    """All-pairs L2 distances: x (Bq, S, D), y (Bc, T, D) -> (Bq, Bc, S, T), one GEMM.
-
-    `y_sq` (Bc, T): y's squared norms `sq_norms(y)` when the caller keeps them (an index computes its
-    vectors' once); the same numbers, so the distances are too.
-    """
+def cross_l2_cost(x: Tensor, y: Tensor) -> Tensor:
+    """All-pairs L2 distances: x (Bq, S, D), y (Bc, T, D) -> (Bq, Bc, S, T), one GEMM."""
     if x.dtype in _HALF:  # as in l2_cost
-        return cross_l2_cost(x.float(), y.float(), None if y_sq is None else y_sq.float()).to(x.dtype)
+        return cross_l2_cost(x.float(), y.float()).to(x.dtype)
     Bq, S, D = x.shape
     Bc, T, _ = y.shape
     xf, yf = x.reshape(Bq * S, D), y.reshape(Bc * T, D)
-    yf_sq = sq_norms(yf) if y_sq is None else y_sq.reshape(Bc * T).to(yf.dtype)
-    sq = torch.addmm(sq_norms(xf)[:, None] + yf_sq[None, :], xf, yf.T, alpha=-2.0)  # (Bq S, Bc T)
+    sq = torch.addmm(_sq_norms(xf)[:, None] + _sq_norms(yf)[None, :], xf, yf.T, alpha=-2.0)  # (Bq S, Bc T)
     return _safe_sqrt(sq).reshape(Bq, S, Bc, T).permute(0, 2, 1, 3)
