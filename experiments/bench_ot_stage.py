@@ -1,5 +1,6 @@
 """Benchmark: the OT re-rank stage of search at 100k abstracts, the pruned stage against scoring the
-whole shortlist, query by query in one process (a ratio the machine's drift cannot skew).
+whole shortlist, query by query in one process (a ratio the machine's drift cannot skew), alone and in
+the whole fused search.
 
 The corpus, index and queries are those of `experiments/bench_search.py` (recombined real contextual
 vectors, IVF-Flat, held-out real query abstracts with all sentences selected); the shortlist is the fused
@@ -10,9 +11,13 @@ ANN + BM25 top 1,000. Per query, in alternating order:
     pruned            `aspire.index.rerank` "ot": unpadded gather + one GEMM (`shortlist_cost`), then Sinkhorn
                       only for the papers whose lower bound lets them enter the k best (`ot_top_k_dist`)
 
+and the whole search with each (`Searcher.search`: ANN + BM25, z-fusion, the OT re-rank, the k hits explained;
+the earlier stage's hits gathered and solved again for their plans, as search did before),
+
 and the pruned stage's parts: reading the vectors (`gather_rows`), the cost matrices, the bound + Sinkhorn
 (with the number of papers solved). Each query's k best must be the same papers in the same order, with
-scores within 1e-5 (relative) of the whole shortlist's; the script fails otherwise.
+scores within 1e-5 (relative) of the whole shortlist's, and both searches the same hits with the same aligned
+sentence pairs; the script fails otherwise.
 
     OMP_NUM_THREADS=2 python experiments/bench_ot_stage.py --pool-cache ~/.cache/aspire/vectors/...-contextual-...pt \
         --index-dir runs/bench/index-100k [--papers 100000] [--queries 40] [--k 10]
@@ -55,6 +60,29 @@ def whole_shortlist(searcher, query, papers, cfg) -> tuple[np.ndarray, None]:
     return score_chunked(searcher.scorer("ot", cfg), query, pool)[0].float().cpu().numpy(), None
 
 
+def earlier_ot_stage(searcher, query, papers, cfg) -> tuple[np.ndarray, object]:
+    """The OT stage with the hits' explanation as search did them before: every shortlisted paper scored,
+    then the k hits gathered again and solved again for their plans."""
+    scores, _ = whole_shortlist(searcher, query, papers, cfg)
+
+    def alignment(top):
+        best = searcher.index.gather(papers[top], device=query.device, dtype=query.emb.dtype, texts=False)
+        details = searcher.scorer("ot", cfg).dist_details(query, best)
+        return details.plan[0], details.cost[0]
+
+    return scores, alignment
+
+
+def fused_ot_search(searcher, query, cfg, stage):
+    """The pipeline's search (BM25 + ANN, fused, OT re-rank, explained hits) with `stage` as its OT re-ranker."""
+    pruned = RERANK_STAGES["ot"]
+    RERANK_STAGES["ot"] = stage
+    try:
+        return searcher.search(query, k=cfg.k, stages="ann,bm25", rerank="ot", shortlist=cfg.shortlist)
+    finally:
+        RERANK_STAGES["ot"] = pruned
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pool-cache", required=True)
@@ -92,11 +120,24 @@ def main() -> None:
     pruned = RERANK_STAGES["ot"]
     for q, papers in zip(qbatches[:2], shortlists[:2]):  # warm-up
         whole_shortlist(searcher, q, papers, cfg), pruned(searcher, q, papers, cfg)
+        fused_ot_search(searcher, q, cfg, earlier_ot_stage), fused_ot_search(searcher, q, cfg, pruned)
 
-    times = {name: [] for name in ("whole shortlist", "pruned", "gather_rows", "shortlist_cost", "bound + Sinkhorn")}
+    names = ("search, earlier OT stage", "search, pruned OT stage", "whole shortlist", "pruned", "gather_rows",
+             "shortlist_cost", "bound + Sinkhorn")
+    times = {name: [] for name in names}
     solved, worst = [], 0.0
     load_before = os.getloadavg()[0]
     for i, (q, papers) in enumerate(zip(qbatches, shortlists)):
+        hits = {}
+        searches = [("search, earlier OT stage", earlier_ot_stage), ("search, pruned OT stage", pruned)]
+        for name, stage in searches if i % 2 == 0 else searches[::-1]:
+            t0 = time.perf_counter()
+            hits[name] = fused_ot_search(searcher, q, cfg, stage)
+            times[name].append(time.perf_counter() - t0)
+        before, after = (hits[name] for name, _ in searches)
+        if [(h.paper_id, [(p.query_sentence, p.hit_sentence) for p in h.pairs]) for h in before] != [
+                (h.paper_id, [(p.query_sentence, p.hit_sentence) for p in h.pairs]) for h in after]:
+            raise SystemExit(f"query {i}: the searches' hits or their aligned pairs differ")
         runs = [("whole shortlist", whole_shortlist), ("pruned", pruned)]
         for name, stage in runs if i % 2 == 0 else runs[::-1]:
             t0 = time.perf_counter()
@@ -110,6 +151,8 @@ def main() -> None:
         if not np.array_equal(top_old, top_new):
             raise SystemExit(f"query {i}: the k best differ: {top_old.tolist()} vs {top_new.tolist()}")
         worst = max(worst, float(np.max(np.abs(new[top_new] - old[top_old]) / np.abs(old[top_old]))))
+        if worst > 1e-5:
+            raise SystemExit(f"query {i}: the k best's scores differ by {worst:.2e} (relative)")
         t0 = time.perf_counter()
         searcher.index.gather_rows(papers)
         times["gather_rows"].append(time.perf_counter() - t0)
@@ -126,6 +169,8 @@ def main() -> None:
         "stages": {name: {"p50_ms": float(np.percentile(v, 50) * 1e3), "p95_ms": float(np.percentile(v, 95) * 1e3)}
                    for name, v in times.items()},
         "ratio_p50": float(np.percentile(times["whole shortlist"], 50) / np.percentile(times["pruned"], 50)),
+        "search_ratio_p50": float(np.percentile(times["search, earlier OT stage"], 50)
+                                  / np.percentile(times["search, pruned OT stage"], 50)),
         "solved_per_query": {"p50": float(np.median(solved)), "max": int(max(solved)), "min": int(min(solved))},
         "top_k_identical": True, "max_relative_score_difference": worst,
     }
