@@ -227,11 +227,9 @@ class Searcher:
         else:
             from aspire.index.rerank import rerank
 
-            chosen, top_scores, reranked = rerank(self, query, papers, first_scores, cfg)
-            if cfg.rerank == "ot":  # alignments of the k hits only: (1, k) plans and costs
-                best = self.index.gather(chosen, device=query.device, dtype=query.emb.dtype, texts=False)
-                details = self.scorer("ot", cfg).dist_details(query, best)
-                hits = self._explain_ot(query, chosen, top_scores, details.plan[0], details.cost[0])
+            chosen, top_scores, reranked, aligned = rerank(self, query, papers, first_scores, cfg)
+            if aligned is not None:  # the OT stage's plans and costs of the k hits, (k, S, T) each
+                hits = self._explain_ot(query, chosen, top_scores, *aligned)
             else:
                 hits = self._explain_min_l2(query, chosen, top_scores)
             for hit, own in zip(hits, reranked):

@@ -111,6 +111,9 @@ def test_offsets_map_rows_to_papers_and_gather_pads():
         assert (batch.emb[b, n:] == 0).all()
     rows, lengths = paper_rows(corpus.offsets, np.array([3, 0]))
     assert rows.tolist() == list(range(corpus.offsets[3], corpus.offsets[4])) + list(range(corpus.offsets[1]))
+    vectors, lengths = index.gather_rows([5, 2], dtype=torch.float64)  # unpadded, paper after paper
+    assert lengths.tolist() == [int(batch.mask[0].sum()), int(batch.mask[1].sum())]
+    assert vectors.dtype == torch.float64 and torch.equal(vectors, batch.emb[batch.mask].double())
 
 
 def test_save_load_round_trip(tmp_path):

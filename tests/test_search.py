@@ -11,6 +11,7 @@ import torch
 
 from aspire.batch import DocBatch
 from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SearchConfig, SentenceIndex
+from aspire.index.config import checked_search_config
 from aspire.search import Searcher, aggregate_min_l2
 from aspire.search import main as search_main
 
@@ -226,3 +227,33 @@ def test_cli_bad_queries_get_clear_errors(tmp_path, tiny_model_dir, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"paper_id": "x", "title": "t", "abstract": ["a sentence."]}\n{not json\n')
     assert "bad.jsonl:2: invalid JSON" in error_of("--query-file", str(bad))
+
+
+def test_ot_rerank_keeps_the_order_and_scores_of_scoring_the_whole_shortlist(monkeypatch):
+    """The OT stage runs Sinkhorn only for the papers that can enter the k best (`aspire.scoring.ot_topk`);
+    its hits must be those of the straightforward path: every shortlisted paper scored by the OT scorer."""
+    import aspire.scoring.ot_topk as ot_topk
+    from aspire.scoring.chunked import score_chunked
+
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(1, 13, 400)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    corpus = EncodedCorpus(rng.standard_normal((offsets[-1], 16)).astype(np.float32), offsets,
+                           [f"p{i}" for i in range(400)], [""] * 400, [["s"] * n for n in lengths.tolist()])
+    searcher = Searcher(SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), "fp"))
+    solved = []
+    sinkhorn = ot_topk.sinkhorn
+    monkeypatch.setattr(ot_topk, "sinkhorn", lambda cost, *a, **kw: solved.append(len(cost)) or sinkhorn(cost, *a, **kw))
+    for seed, selection, k in [(0, None, 10), (1, [0, 2, 3], 10), (2, None, 1), (3, [4], 25)]:
+        query = DocBatch.from_list([torch.from_numpy(np.random.default_rng(seed).standard_normal((6, 16)).astype(np.float32))])
+        query = query if selection is None else query.select_sentences([selection])
+        shortlist, _, _ = searcher.first_stage(query, checked_search_config(searcher.config, k=k, rerank="ot",
+                                                                            shortlist=300), [])
+        solved.clear()
+        hits = searcher.search(query, k=k, rerank="ot", shortlist=300)
+        slow = score_chunked(searcher.scorer("ot", searcher.config), query, searcher.index.gather(shortlist))[0]
+        expected = torch.argsort(slow, descending=True, stable=True)[:k]
+        assert [h.paper_id for h in hits] == [f"p{i}" for i in shortlist[expected.numpy()]]
+        np.testing.assert_allclose([h.score for h in hits], slow[expected].numpy(), rtol=1e-5)
+        assert [h.stages["ot"] for h in hits] == [h.score for h in hits]
+        assert 0 < sum(solved) < len(shortlist) // 2, solved  # most of the shortlist never reaches Sinkhorn

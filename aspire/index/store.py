@@ -39,7 +39,7 @@ from aspire._version import __version__
 from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
 from aspire.index.config import IndexBuildConfig, IndexConfig
-from aspire.index.corpus import EncodedCorpus, gather_docbatch, write_index_papers
+from aspire.index.corpus import EncodedCorpus, gather_docbatch, paper_rows, write_index_papers
 from aspire.index.disk import (
     IndexFormatError,
     check_files,
@@ -249,6 +249,14 @@ class SentenceIndex:
         sentences = [self.sentences[i] for i in papers.tolist()] if texts else ()
         return gather_docbatch(self.vectors, self.offsets, papers, [self.paper_ids[i] for i in papers.tolist()],
                                sentences, device=device, dtype=dtype)
+
+    def gather_rows(self, papers: Sequence[int] | np.ndarray, device=None,
+                    dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+        """The exact vectors of the papers at positions `papers (C,)`, unpadded, paper after paper:
+        (vectors (n, D), lengths (C,) long); one read of the n rows (`gather` pads them into a DocBatch)."""
+        rows, lengths = paper_rows(self.offsets, np.asarray(papers, dtype=np.int64))
+        vectors = torch.from_numpy(np.take(np.asarray(self.vectors), rows, axis=0))  # (n, D), a memory map reads only these
+        return vectors.to(device=device, dtype=dtype), torch.from_numpy(lengths).to(device)
 
     def search_sentences(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The `k` nearest indexed sentences of each query vector, one faiss call for all.

@@ -84,16 +84,28 @@ class OTMatch:
     n_iter: Tensor  # (...) Sinkhorn iterations used
 
 
-def ot_weights(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float) -> tuple[Tensor, Tensor]:
-    """Sentence masses x = softmax(-min_j D_ij / tau) over each side's valid sentences.
+def valid_minima(cost: Tensor, q_mask: Tensor, c_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Each sentence's distance to the nearest valid sentence of the other side.
 
-    cost (..., S, T), q_mask (..., S), c_mask (..., T) -> x (..., S), y (..., T); zero on padding,
-    uniform over valid sentences as tau -> inf.
+    cost (..., S, T), q_mask (..., S), c_mask (..., T) -> row minima (..., S), column minima (..., T);
+    +inf where the other side has no valid sentence (and on the padded pairs' rows/columns).
     """
     valid = q_mask[..., :, None] & c_mask[..., None, :]
     far = cost.masked_fill(~valid, torch.inf)
-    x = torch.softmax((-far.amin(-1) / tau).masked_fill(~q_mask, -torch.inf), dim=-1)  # (..., S)
-    y = torch.softmax((-far.amin(-2) / tau).masked_fill(~c_mask, -torch.inf), dim=-1)  # (..., T)
+    return far.amin(-1), far.amin(-2)
+
+
+def ot_weights(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float,
+               minima: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+    """Sentence masses x = softmax(-min_j D_ij / tau) over each side's valid sentences.
+
+    cost (..., S, T), q_mask (..., S), c_mask (..., T) -> x (..., S), y (..., T); zero on padding,
+    uniform over valid sentences as tau -> inf. `minima`: `valid_minima(cost, q_mask, c_mask)` when
+    the caller has them already.
+    """
+    row_min, col_min = minima if minima is not None else valid_minima(cost, q_mask, c_mask)
+    x = torch.softmax((-row_min / tau).masked_fill(~q_mask, -torch.inf), dim=-1)  # (..., S)
+    y = torch.softmax((-col_min / tau).masked_fill(~c_mask, -torch.inf), dim=-1)  # (..., T)
     return x, y
 
 

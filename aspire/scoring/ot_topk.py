@@ -1,0 +1,137 @@
+"""The k nearest of many candidates under OT, running Sinkhorn only on those that can be among them.
+
+For one query against P candidates, any potentials with f_i + g_j <= C_ij on the valid pairs bound
+the cost of every plan P >= 0 with row sums x and column sums y from below (weak duality):
+<C, P> >= sum_ij P_ij (f_i + g_j) = <x, f> + <y, g>. Two such pairs cost a few reductions:
+f_i = min_j C_ij (each unit of row i's mass travels at least that far) with g_j = min_i (C_ij - f_i)
+(what column j's cheapest row still leaves), and the mirror, g_j = min_i C_ij with f_i = min_j (C_ij - g_j):
+
+    lower = max(<x, f> + <y, g>, <x, f'> + <y, g'>)                      (valid pairs only).
+
+The weights x, y are themselves softmaxes of the row and column minima (`ot_weights`). Sinkhorn's
+plan meets its marginals only to `tol` (L1 error of rows and columns together); as 0 <= f, g <=
+max C_ij, its value can sit below `lower` by at most tol x max C_ij: the value `OTScorer` returns
+is at least `bound = lower - (tol + rounding) x max C_ij`.
+
+`ot_top_k_dist` solves the candidates in increasing order of `bound`: first a few (`first`, 2k), which
+give a k-th smallest distance, then, in chunks under a memory budget, only those whose bound does
+not exceed the k-th smallest distance found so far. A candidate left out has a bound above that
+distance, so its own distance is too: the k nearest, and their distances, are those of solving
+every candidate (`_ot_from_cost` over the whole batch), the distances to within float rounding
+(each problem runs the same iterations; only the batch it is solved in differs). The bound holds for
+problems that converge; one that stops at `max_iter` above `tol` (Sinkhorn warns) may have a smaller
+value than its bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from aspire.scoring.chunked import DEFAULT_BUDGET_BYTES, DEFAULT_CELL_BYTES
+from aspire.scoring.distance import _HALF
+from aspire.scoring.scorers import ot_weights
+from aspire.scoring.sinkhorn import sinkhorn
+
+
+def ot_dist_lower_bound(far: Tensor, x: Tensor, y: Tensor, minima: tuple[Tensor, Tensor],
+                        q_mask: Tensor, c_mask: Tensor) -> Tensor:
+    """(...) a lower bound of <cost, P> for every plan P >= 0 with row sums x (..., S) and column sums
+    y (..., T): the better of two dual-feasible potential pairs (see the module docstring).
+
+    far (..., S, T): the cost with +inf on invalid pairs; `minima` = its row and column minima
+    (`valid_minima`); masks (..., S), (..., T).
+    """
+    f = minima[0].masked_fill(~q_mask, 0.0)  # (..., S) row minima
+    g = (far - f[..., :, None]).amin(-2).masked_fill(~c_mask, 0.0)  # (..., T) their c-transform
+    by_rows = (x * f).sum(-1) + (y * g).sum(-1)
+    g = minima[1].masked_fill(~c_mask, 0.0)  # (..., T) column minima
+    f = (far - g[..., None, :]).amin(-1).masked_fill(~q_mask, 0.0)  # (..., S)
+    by_cols = (x * f).sum(-1) + (y * g).sum(-1)
+    return torch.maximum(by_rows, by_cols)
+
+
+@dataclass
+class OTTopK:
+    """`ot_top_k_dist`'s result for P candidates, m of them solved by Sinkhorn.
+
+    Attributes:
+        dist: (P,) the OT distance `<C, P>` of each solved candidate; for the others a lower bound of it
+            that is above the k-th smallest distance.
+        solved: (m,) long, the candidates Sinkhorn ran on (the k nearest among them).
+        plan: (m, S, T) their transport plans (zero on padding), in the order of `solved`.
+    """
+
+    dist: Tensor
+    solved: Tensor
+    plan: Tensor
+
+    @property
+    def exact(self) -> Tensor:
+        """(P,) bool: whether `dist` is the candidate's OT distance (not a bound)."""
+        return torch.zeros(len(self.dist), dtype=torch.bool, device=self.dist.device).index_fill(0, self.solved, True)
+
+    def plans(self, rows: Tensor) -> Tensor:
+        """(len(rows), S, T) the transport plans of candidates `rows`, all of them solved."""
+        where = torch.full((len(self.dist),), -1, dtype=torch.long, device=self.dist.device)
+        where[self.solved] = torch.arange(len(self.solved), device=self.dist.device)
+        picked = where[rows]
+        if bool((picked < 0).any()):
+            raise ValueError(f"candidates {rows[picked < 0].tolist()[:5]} were not solved (they cannot be among the k nearest)")
+        return self.plan[picked]
+
+
+@torch.no_grad()
+def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: float, eps: float,
+                  tol: float = 1e-4, first: int | None = None, budget_bytes: int = DEFAULT_BUDGET_BYTES,
+                  **sinkhorn_kw) -> OTTopK:
+    """OT distances of one query to P candidates, solved only where a candidate can be among the k nearest.
+
+    Args:
+        cost: (P, S, T) sentence distances of the query (rows) to each candidate (columns).
+        q_mask: (P, S), c_mask: (P, T) valid sentences (each row with at least one).
+        k: how many nearest candidates must come out exact.
+        tau, eps: the OT scorer's weight temperature and entropic regularisation (`OTScorer`).
+        tol: Sinkhorn's marginal tolerance (also the bound's slack, see the module docstring).
+        first: candidates solved before any is left out (default 3k; at least k).
+        budget_bytes: working memory of one later Sinkhorn call (`DEFAULT_CELL_BYTES` a cell).
+        sinkhorn_kw: the rest of `aspire.scoring.sinkhorn`'s settings (max_iter, check_every, ...).
+
+    Returns:
+        An `OTTopK`: distances (P,) (exact for the solved candidates, which include the k nearest), the
+        solved candidates and their plans. float16 / bfloat16 costs are solved in float32 (as `OTScorer`
+        does) and the results come back in float32. No gradient is recorded (a ranking).
+    """
+    if cost.dtype in _HALF:
+        cost = cost.float()
+    P, S, T = cost.shape
+    invalid = ~(q_mask[:, :, None] & c_mask[:, None, :])  # (P, S, T)
+    far = cost.masked_fill(invalid, torch.inf)
+    minima = far.amin(-1), far.amin(-2)  # = valid_minima(cost, q_mask, c_mask)
+    x, y = ot_weights(cost, q_mask, c_mask, tau, minima)  # (P, S), (P, T)
+    c_max = cost.masked_fill(invalid, 0.0).flatten(1).amax(1)  # (P,) costs are >= 0
+    rounding = 32 * torch.finfo(cost.dtype).eps
+    bound = ot_dist_lower_bound(far, x, y, minima, q_mask, c_mask) - (tol + rounding) * c_max  # (P,)
+    order = torch.argsort(bound, stable=True)
+    dist, solved, plans = bound.clone(), [], []
+    per_call = max(1, budget_bytes // (DEFAULT_CELL_BYTES * max(S * T, 1)))
+    kth, start, step = float("inf"), 0, min(max(first or 3 * k, k), per_call)
+    while start < P:
+        rows = order[start : start + step]
+        start += len(rows)
+        rows = rows[bound[rows] <= kth]
+        if len(rows) == 0:  # bounds ascend: no later candidate can enter the k nearest either
+            break
+        res = sinkhorn(cost[rows], x[rows], y[rows], eps, tol=tol, **sinkhorn_kw)
+        dist[rows] = res.value
+        solved.append(rows)
+        plans.append(res.plan)
+        done = torch.cat(solved)
+        if len(done) >= k:
+            kth = float(torch.kthvalue(dist[done], k).values)
+        step = per_call
+    if not solved:  # no candidate
+        return OTTopK(dist, order[:0], cost.new_zeros(0, S, T))
+    return OTTopK(dist, torch.cat(solved), torch.cat(plans))
