@@ -42,15 +42,37 @@ def facet_queries(searcher, positions: np.ndarray) -> list[tuple[str, str, objec
     return out
 
 
-def exact_pipeline_top(searcher, query, shortlist: int, k: int) -> np.ndarray:
-    """The ANN + OT pipeline with an exact first stage: the `shortlist` papers nearest by exhaustive
-    min-L2 over the stored vectors, re-ranked by the same OT scorer; the top `k` positions."""
+def exact_pipeline_tops(searcher, queries: list, shortlist: int, k: int,
+                        rows_per_step: int = 1 << 18) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The ANN + OT pipeline with an exact first stage, for several queries in one pass over the stored
+    vectors: per query the `shortlist` papers nearest by exhaustive min-L2 over all of them (the query
+    paper left out), re-ranked by the same OT scorer. Returns per query (the exact min-L2 top `k`, the
+    exact pipeline's top `k`) as index positions, best first."""
     from aspire.scoring.chunked import score_chunked
 
-    papers, _ = searcher.exhaustive(query, "minl2", k=shortlist)
-    pool = searcher.index.gather(papers)
-    scores = score_chunked(searcher.scorer("ot", searcher.config), query, pool)[0]
-    return papers[torch.topk(scores, min(k, len(papers))).indices.numpy()]
+    index = searcher.index
+    q = [query.emb[0, query.mask[0]].detach().float().cpu() for query in queries]  # each (n_i, D)
+    owner = torch.repeat_interleave(torch.arange(len(q)), torch.tensor([len(x) for x in q]))  # (n,) query of each sentence
+    stacked = torch.cat(q)  # (n, D)
+    q_sq = (stacked * stacked).sum(1)
+    best = torch.full((len(q), index.n_papers), float("inf"))  # (Q, P) min L2
+    row_papers = torch.from_numpy(index.row_papers)
+    for start in range(0, index.n_sentences, rows_per_step):
+        v = torch.from_numpy(np.asarray(index.vectors[start : start + rows_per_step], dtype=np.float32))
+        sq = q_sq[:, None] + (v * v).sum(1)[None, :] - 2.0 * (stacked @ v.T)  # (n, chunk) squared L2
+        per_query = torch.full((len(q), len(v)), float("inf")).scatter_reduce_(
+            0, owner[:, None].expand(-1, len(v)), sq, reduce="amin")  # (Q, chunk) nearest sentence of each query
+        owners = row_papers[start : start + len(v)][None, :].expand(len(q), -1)
+        best.scatter_reduce_(1, owners, per_query.clamp_min(0).sqrt(), reduce="amin")
+    tops, pipeline = [], []
+    for i, query in enumerate(queries):
+        if query.paper_ids and query.paper_ids[0] in index.positions:
+            best[i, index.positions[query.paper_ids[0]]] = float("inf")
+        papers = torch.topk(-best[i], shortlist).indices.numpy()  # nearest first
+        tops.append(papers[:k])
+        scores = score_chunked(searcher.scorer("ot", searcher.config), query, index.gather(papers, texts=False))[0]
+        pipeline.append(papers[torch.topk(scores, min(k, len(papers))).indices.numpy()])
+    return tops, pipeline
 
 
 def timed(fn, *args):
@@ -64,11 +86,11 @@ def pct_ms(values, q: float) -> float:
     return float(np.percentile(np.asarray(values) * 1000.0, q))
 
 
-def memory_mb() -> dict:
-    """This process's resident memory now and at peak (MiB): anonymous (heap, arrays read into RAM)
+def memory_mb(pid: int | str = "self") -> dict:
+    """A process's resident memory now and at peak (MiB): anonymous (heap, arrays read into RAM)
     apart from file-backed (memory-mapped files: pages the kernel can drop and read again)."""
     fields = {}
-    with open(f"/proc/{os.getpid()}/status") as fh:
+    with open(f"/proc/{pid}/status") as fh:
         for line in fh:
             key, _, value = line.partition(":")
             if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):

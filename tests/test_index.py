@@ -287,7 +287,7 @@ def test_torchrun_two_ranks_encode_shards_and_merge(tmp_path, tiny_model_dir):
     assert index.offsets.tolist() == single.offsets.tolist()
 
 
-@pytest.mark.parametrize("name", ["index.yaml", "index-large.yaml", "index-bench.yaml"])
+@pytest.mark.parametrize("name", ["index.yaml", "index-large.yaml", "index-bench.yaml", "index-million.yaml"])
 def test_shipped_configs_load(name):
     cfg = load_config(IndexBuildConfig, REPO / "configs" / name)
     assert cfg.index.kind in ("auto", "flat", "hnsw", "ivf")

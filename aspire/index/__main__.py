@@ -6,7 +6,7 @@
                   on the CPU; add must use the backend the index was built with, its fingerprint is checked)
     encode-shard  --model M --corpus papers.jsonl --shards SHARDS [--num-shards S] [--merge-into DIR]
                   (under torchrun; a re-run encodes only the shards not yet finished)
-    merge         --shards SHARDS --out DIR [--allow-missing]
+    merge         --shards SHARDS --out DIR [--allow-missing]   (streaming: shard by shard, never the whole corpus in RAM)
     info          --index DIR [--verify]   (--verify: check every file's SHA-256)
 
 Overrides are dotted config keys, e.g. `index.kind=hnsw encode.batch_size=64`.
@@ -35,8 +35,9 @@ from aspire.cliutil import (
 from aspire.config import load_config
 from aspire.index.build import add_to_index, build_index
 from aspire.index.config import IndexBuildConfig
-from aspire.index.shards import merge_shards, run_encode_shard
+from aspire.index.shards import run_encode_shard
 from aspire.index.store import SentenceIndex
+from aspire.index.stream import merge_streaming
 
 
 def load_encoder(name: str, device: str | None = None, **backend):
@@ -124,13 +125,15 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     return parser
 
 
-def _summary(index: SentenceIndex, path: Path, n_new: int | None = None) -> str:
-    lines = [f"index {path}: {index.n_papers} papers, {index.n_sentences} sentence vectors, "
-             f"{index.kind} faiss index, model {index.model_name!r} ({index.model_fingerprint})"]
+def _summary(path: Path, n_new: int | None = None) -> str:
+    """What the generation `path` holds, from its manifest (a merge never loads the index it wrote)."""
+    m = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    lines = [f"index {path}: {m['n_papers']} papers, {m['n_sentences']} sentence vectors, "
+             f"{m['kind']} faiss index, model {m['model_name']!r} ({m['model_fingerprint']})"]
     if n_new is not None:
         lines.append(f"indexed {n_new} new paper(s)")
-    if index.rejected:
-        lines.append(f"{len(index.rejected)} record(s) rejected, listed in {path / 'rejected.jsonl'}")
+    if m["n_rejected"]:
+        lines.append(f"{m['n_rejected']} record(s) rejected, listed in {path / 'rejected.jsonl'}")
     return "\n".join(lines)
 
 
@@ -152,18 +155,18 @@ def _run(args) -> int:
     if args.command == "build":  # under the directory's lock, refused or cleaned before any encoding
         index, gen = build_index(args.out, args.model, args.corpus, config, args.overwrite,
                                  lambda name: load_encoder(name, device=device, **backend), progress)
-        print(_summary(index, gen, len(index.paper_ids)))
+        print(_summary(gen, index.n_papers))
     elif args.command == "add":  # overrides (--batch-size) hold for this run only
         index, gen, n_new = add_to_index(args.index, args.corpus, args.model,
                                          lambda name: load_encoder(name, device=device, **backend), overrides, progress)
-        print(_summary(index, gen, n_new))
+        print(_summary(gen, n_new))
     elif args.command == "encode-shard":
         paths = run_encode_shard(args.model, args.corpus, args.shards, config, args.merge_into, args.num_shards,
                                  backend)
         print("\n".join(f"wrote {path}" for path in paths))
     elif args.command == "merge":
-        index = merge_shards(args.shards, args.out, config, args.allow_missing)
-        print(_summary(index, Path(SentenceIndex.read_manifest(args.out)["path"]), index.n_papers))
+        gen = merge_streaming(args.shards, args.out, config, args.allow_missing)
+        print(_summary(gen, json.loads((gen / "manifest.json").read_text(encoding="utf-8"))["n_papers"]))
     elif args.command == "info":
         print(json.dumps(SentenceIndex.read_manifest(args.index, verify=args.verify), indent=1))
         if args.verify:

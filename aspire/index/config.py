@@ -23,6 +23,10 @@ class IndexConfig:
         flat up to `flat_max_sentences` sentence vectors, ivf above.
     vector_dtype: dtype of the exact sentence vectors stored beside the faiss index (used for
         exact re-scoring, OT re-ranking and explanations); float16 halves their size.
+    store_bm25: write the BM25 index into every saved generation. Off, an index holds no BM25 and a
+        search that asks for the bm25 stage builds one first (`aspire.index.lexical.stored_bm25`);
+        for millions of abstracts, where bm25s needs gigabytes and many minutes to build it
+        (experiments/results/bench_million.md).
     """
 
     kind: Literal["auto", "flat", "hnsw", "ivf"] = "auto"
@@ -36,6 +40,7 @@ class IndexConfig:
     pq_m: int = 0  # 0: IVF-Flat; > 0: IVF-PQ with this many sub-quantizers (must divide D)
     pq_nbits: int = 8
     vector_dtype: Literal["float32", "float16"] = "float32"
+    store_bm25: bool = True
     seed: int = 0
 
 

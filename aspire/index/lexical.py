@@ -23,7 +23,12 @@ log = logging.getLogger(__name__)
 
 def index_bm25(index, k1: float = 1.25, b: float = 0.75) -> BM25Index:
     """A new BM25 index over a `SentenceIndex`'s papers (title + sentences); its ids are positions."""
-    texts = [join_text(title, sents) for title, sents in zip(index.titles, index.sentences)]
+    return papers_bm25(index.titles, index.sentences, k1, b)
+
+
+def papers_bm25(titles: Sequence[str], sentences: Sequence[Sequence[str]], k1: float, b: float) -> BM25Index:
+    """A new BM25 index over papers given by their titles and sentences; its ids are positions."""
+    texts = [join_text(title, sents) for title, sents in zip(titles, sentences)]
     return BM25Index(texts, [str(i) for i in range(len(texts))], k1=k1, b=b)
 
 

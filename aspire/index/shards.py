@@ -3,7 +3,7 @@ encodes its shards into a shard directory; `merge_shards` joins the shards (in o
 
     torchrun --nproc_per_node 2 -m aspire.index encode-shard --model M --corpus papers.jsonl \\
         --shards SHARDS [--num-shards 32] [--backend onnx --quantize int8] [--merge-into INDEX]
-    python -m aspire.index merge --shards SHARDS --out INDEX [--allow-missing]
+    python -m aspire.index merge --shards SHARDS --out INDEX [--allow-missing] [--config configs/index-million.yaml]
 
 Over several machines, run the same command with torchrun's `--nnodes/--node_rank/--rdzv_*` on a
 shared file system (or copy the shard directories together before `merge`). Shard s of S holds the
@@ -13,6 +13,8 @@ shard a rank). Each shard is written atomically when it is done, so with more sh
 interrupted run keeps every finished shard: running the same command again encodes only the shards
 still missing (a finished shard of another model is an error, never mixed in), and `merge
 --allow-missing` indexes the finished ones. Records the reader rejects are reported once, with shard 0.
+`merge` streams (`aspire.index.stream`): it never holds all the shards' vectors at once, so the merge
+machine needs memory for the faiss index and the training sample, not for the corpus.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from pathlib import Path
 from typing import Sequence
 
@@ -31,9 +32,9 @@ from aspire.data.papers import Paper
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import EncodedCorpus, encode_corpus, read_corpus
 from aspire.index.store import SentenceIndex, model_fingerprint
+from aspire.index.stream import list_shards, merge_streaming
 
 log = logging.getLogger(__name__)
-_SHARD = re.compile(r"^shard-(\d{5})-of-(\d{5})$")
 
 
 def rank_and_world() -> tuple[int, int]:
@@ -81,23 +82,11 @@ def finished_shard(shards_dir: str | Path, shard: int, n_shards: int, fingerprin
 
 
 def load_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[EncodedCorpus, dict]:
-    """The shards of one sharded encoding, joined in order; checks completeness (unless `allow_missing`:
-    then the shards present, their numbers missing listed in the metadata's `missing_shards`) and model."""
-    shards_dir = Path(shards_dir)
-    found = {}
-    for path in shards_dir.iterdir():
-        match = _SHARD.match(path.name)
-        if match and (path / "shard.json").is_file():
-            found[(int(match[1]), int(match[2]))] = path
-    counts = {n for _, n in found}
-    if len(counts) != 1:
-        raise ValueError(f"{shards_dir}: expected complete shards of one sharding, found shard counts "
-                         f"{sorted(counts) or 'none'}")
-    n_shards = counts.pop()
-    missing = [s for s in range(n_shards) if (s, n_shards) not in found]
-    if missing and not allow_missing:
-        raise ValueError(f"{shards_dir}: shards {missing} (of {n_shards}) are missing")
-    parts, metas = zip(*(EncodedCorpus.load_shard(found[(s, n_shards)]) for s in range(n_shards) if s not in missing))
+    """The shards of one sharded encoding, joined in order in RAM; checks completeness (unless
+    `allow_missing`: then the shards present, their numbers missing listed in the metadata's
+    `missing_shards`) and model. (`merge_shards` does not hold them all: `aspire.index.stream`.)"""
+    paths, n_shards, missing = list_shards(shards_dir, allow_missing)
+    parts, metas = zip(*(EncodedCorpus.load_shard(path) for path in paths))
     fingerprints = {m["model_fingerprint"] for m in metas}
     if len(fingerprints) != 1:
         raise ValueError(f"{shards_dir}: shards were encoded with different models {sorted(fingerprints)}")
@@ -106,14 +95,10 @@ def load_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[En
 
 def merge_shards(shards_dir: str | Path, out: str | Path, config: IndexBuildConfig,
                  allow_missing: bool = False) -> SentenceIndex:
-    """Build one index at `out` from the shards under `shards_dir` (all of them, unless `allow_missing`)."""
-    corpus, meta = load_shards(shards_dir, allow_missing)
-    if meta["missing_shards"]:
-        log.warning("%s: merging %d of %d shards; missing %s", shards_dir, meta["num_shards"] - len(meta["missing_shards"]),
-                    meta["num_shards"], meta["missing_shards"])
-    index = SentenceIndex.build(corpus, config, meta["model_fingerprint"], meta["model_name"])
-    index.save(out)
-    return index
+    """Build one index at `out` from the shards under `shards_dir` (all of them, unless `allow_missing`),
+    streaming (`aspire.index.stream.merge_streaming`); returns it loaded (exact vectors memory-mapped)."""
+    merge_streaming(shards_dir, out, config, allow_missing)
+    return SentenceIndex.load(out)
 
 
 def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path, config: IndexBuildConfig,
@@ -149,7 +134,7 @@ def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path
         if distributed:
             dist.barrier()
         if merge_into is not None and rank == 0:
-            merge_shards(shards_dir, merge_into, config)
+            merge_streaming(shards_dir, merge_into, config)
         if distributed:
             dist.barrier()
         return paths

@@ -10,21 +10,22 @@ On disk an index is a directory holding generations and a pointer to the live on
                   /offsets.npy      (P + 1,) paper p owns sentence rows offsets[p]:offsets[p+1]
                   /papers.jsonl     paper_id, title, sentences (and facet labels, where known) per paper
                   /rejected.jsonl   input records that were not indexed, with reasons
-                  /bm25.*           BM25 over each paper's title + sentences (bm25s files; `aspire.index.lexical`)
+                  /bm25.*           BM25 over each paper's title + sentences (bm25s files; `aspire.index.lexical`),
+                                    unless the config's `index.store_bm25` is off
 
-Saving writes a complete new generation in a temporary directory, renames it into place and only
-then replaces CURRENT (an atomic rename), so an interrupted save leaves the previous index
-loadable. A save holds DIR/.lock (`aspire.index.disk.index_lock`): a second writer fails at once.
+Saving writes a complete new generation in a temporary directory (`begin_generation`; the manifest
+last, `write_manifest`), renames it into place and only then replaces CURRENT (an atomic rename,
+`publish_generation`), so an interrupted save leaves the previous index loadable;
+`aspire.index.stream` fills a generation the same way, shard by shard. A save holds DIR/.lock (`aspire.index.disk.index_lock`): a second writer fails at once.
 The manifest records every file's size and SHA-256; loading checks them (`aspire.index.disk`:
 sizes always, checksums of files up to 64 MiB, all with `verify=True`) and confines every path
-to DIR. An index saved before the BM25 files existed has no `bm25` manifest entry and still loads; its
-BM25 is then built when first searched (`aspire.index.lexical.stored_bm25`, with a log line).
+to DIR. An index saved before the BM25 files existed (or without them) has no `bm25` manifest entry
+and still loads; its BM25 is then built when first searched (`aspire.index.lexical.stored_bm25`, with a log line).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 import uuid
@@ -38,7 +39,8 @@ import torch
 from aspire._version import __version__
 from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
-from aspire.index.config import IndexBuildConfig, IndexConfig
+from aspire.index.ann import build_faiss, read_faiss, resolve_kind  # noqa: F401 (resolve_kind: re-exported)
+from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import EncodedCorpus, gather_docbatch, paper_rows, write_index_papers
 from aspire.index.disk import (
     IndexFormatError,
@@ -63,47 +65,6 @@ BM25_FILES = tuple(LEXICAL_FILES.values())
 
 class ModelMismatchError(ValueError):
     """The index was built with a different model (or encoding settings) than the one in use."""
-
-
-def resolve_kind(config: IndexConfig, n_sentences: int) -> str:
-    """The faiss structure `config` asks for at this size: "flat", "hnsw" or "ivf"."""
-    if config.kind == "auto":
-        return "flat" if n_sentences <= config.flat_max_sentences else "ivf"
-    return config.kind
-
-
-def build_faiss(vectors: np.ndarray, config: IndexConfig) -> tuple[faiss.Index, str]:
-    """A faiss L2 index over `vectors (N, D)` of the kind `config` resolves to; returns (index, kind)."""
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    n, d = vectors.shape
-    kind = resolve_kind(config, n)
-    if kind == "flat":
-        index = faiss.IndexFlatL2(d)
-    elif kind == "hnsw":
-        index = faiss.IndexHNSWFlat(d, config.hnsw_m)
-        index.hnsw.efConstruction = config.hnsw_ef_construction
-        index.hnsw.efSearch = config.hnsw_ef_search
-    elif kind == "ivf":
-        nlist = config.ivf_nlist or max(1, int(4 * math.sqrt(max(n, 1))))
-        if n < nlist:
-            raise ValueError(f"IVF index with nlist={nlist} needs at least that many vectors, got {n}")
-        quantizer = faiss.IndexFlatL2(d)
-        if config.pq_m > 0:
-            if d % config.pq_m:
-                raise ValueError(f"pq_m={config.pq_m} must divide the vector dimension {d}")
-            index = faiss.IndexIVFPQ(quantizer, d, nlist, config.pq_m, config.pq_nbits)
-        else:
-            index = faiss.IndexIVFFlat(quantizer, d, nlist)
-        rng = np.random.default_rng(config.seed)
-        sample = vectors if n <= config.ivf_train_size else vectors[rng.choice(n, config.ivf_train_size, replace=False)]
-        index.cp.seed = config.seed
-        index.train(sample)
-        index.nprobe = config.ivf_nprobe
-    else:
-        raise ValueError(f"unknown index kind {kind!r}; valid kinds: ['auto', 'flat', 'hnsw', 'ivf']")
-    if n:
-        index.add(vectors)
-    return index, kind
 
 
 class SentenceIndex:
@@ -277,48 +238,26 @@ class SentenceIndex:
     def save(self, root: str | Path) -> Path:
         """Write a new generation under `root` and make it live atomically; returns its directory."""
         with index_lock(root) as root:
-            check_index_dir(root)  # only an index's own files (and crash leftovers) may be there
-            gens = [int(p.name[4:]) for p in root.glob("gen-*") if p.name[4:].isdigit()]
-            name = f"gen-{max(gens, default=0) + 1:06d}"
-            tmp = root / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
-            tmp.mkdir()
+            tmp = begin_generation(root)
             self._write_generation(tmp)
-            os.rename(tmp, root / name)
-            _write_atomic(root / "CURRENT", name + "\n")
-            clear_leftovers(root, keep=name)  # previous generations and leftovers of interrupted saves
-        return root / name
+            return publish_generation(root, tmp)
 
     def _write_generation(self, path: Path) -> None:
-        save_config(self.config, path / "config.yaml")
         faiss.write_index(self.faiss_index, str(path / "sentences.faiss"))
         np.save(path / "vectors.npy", np.asarray(self.vectors))
         np.save(path / "offsets.npy", self.offsets)
         write_index_papers(path / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
         write_jsonl(path / "rejected.jsonl", self.rejected)
         search = self.config.search
-        if self.bm25 is None or (self.bm25.k1, self.bm25.b) != (search.bm25_k1, search.bm25_b):
-            self.bm25 = index_bm25(self, search.bm25_k1, search.bm25_b)
-        files = _FILES + tuple(self.bm25.save(path))
-        for name in files:
-            _fsync(path / name)
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "aspire_version": __version__,
-            "model_name": self.model_name,
-            "model_fingerprint": self.model_fingerprint,
-            "kind": self.kind,
-            "faiss_index": type(self.faiss_index).__name__,
-            "dim": self.dim,
-            "n_papers": self.n_papers,
-            "n_sentences": self.n_sentences,
-            "n_rejected": len(self.rejected),
-            "vector_dtype": str(np.asarray(self.vectors[:0]).dtype),
-            "saved_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "bm25": {**self.bm25.settings(), "text": "title + sentences"},
-            "files": {name: (path / name).stat().st_size for name in files},
-            "sha256": {name: file_sha256(path / name) for name in files},
-        }
-        _write_atomic(path / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+        bm25 = None
+        if self.config.index.store_bm25:
+            if self.bm25 is None or (self.bm25.k1, self.bm25.b) != (search.bm25_k1, search.bm25_b):
+                self.bm25 = index_bm25(self, search.bm25_k1, search.bm25_b)
+            bm25 = self.bm25
+        write_manifest(path, self.config, manifest_fields(self.faiss_index, self.kind, self.model_name,
+                                                          self.model_fingerprint, self.dim, self.n_papers,
+                                                          self.n_sentences, len(self.rejected),
+                                                          np.asarray(self.vectors[:0]).dtype), bm25)
 
     @staticmethod
     def read_manifest(root: str | Path, verify: bool = False) -> dict:
@@ -374,12 +313,57 @@ class SentenceIndex:
             except (ValueError, KeyError, AttributeError) as err:
                 raise IndexFormatError(f"{gen}: the stored BM25 index does not load: {err}") from None
         return cls(
-            faiss.read_index(str(gen / "sentences.faiss")),
+            read_faiss(str(gen / "sentences.faiss")),
             np.load(gen / "vectors.npy", mmap_mode="r" if mmap else None),
             np.load(gen / "offsets.npy"),
             ids, titles, sentences, read_jsonl(gen / "rejected.jsonl"),
             config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"], labels, bm25,
         )
+
+
+def begin_generation(root: Path) -> Path:
+    """A new, empty temporary generation directory in `root` (hold its lock): `root` may hold only an
+    index's own files; the generation's name is the next number. Fill it, then `publish_generation`."""
+    check_index_dir(root)  # only an index's own files (and crash leftovers) may be there
+    gens = [int(p.name[4:]) for p in root.glob("gen-*") if p.name[4:].isdigit()]
+    tmp = root / f".tmp-gen-{max(gens, default=0) + 1:06d}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    return tmp
+
+
+def publish_generation(root: Path, tmp: Path) -> Path:
+    """Make the filled generation `tmp` (from `begin_generation`, its manifest written) live: rename it
+    into place, then point CURRENT at it (an atomic rename) and remove every other generation."""
+    name = tmp.name[len(".tmp-"):].rsplit("-", 1)[0]
+    os.rename(tmp, root / name)
+    _write_atomic(root / "CURRENT", name + "\n")
+    clear_leftovers(root, keep=name)  # previous generations and leftovers of interrupted saves
+    return root / name
+
+
+def manifest_fields(faiss_index, kind: str, model_name: str, fingerprint: str, dim: int, n_papers: int,
+                    n_sentences: int, n_rejected: int, vector_dtype) -> dict:
+    """What a manifest says about an index besides its files."""
+    return {"model_name": model_name, "model_fingerprint": fingerprint, "kind": kind,
+            "faiss_index": type(faiss_index).__name__, "dim": int(dim), "n_papers": int(n_papers),
+            "n_sentences": int(n_sentences), "n_rejected": int(n_rejected), "vector_dtype": str(np.dtype(vector_dtype))}
+
+
+def write_manifest(path: Path, config: IndexBuildConfig, fields: dict, bm25: BM25Index | None) -> None:
+    """Finish a generation whose `_FILES` other than config.yaml are written: write its config and
+    `bm25`'s files (None: no BM25 stored), flush every file to disk, then the manifest (last, atomically)
+    with each file's size and SHA-256."""
+    save_config(config, path / "config.yaml")
+    files = _FILES + (tuple(bm25.save(path)) if bm25 is not None else ())
+    for name in files:
+        _fsync(path / name)
+    manifest = {"format_version": FORMAT_VERSION, "aspire_version": __version__, **fields,
+                "saved_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if bm25 is not None:
+        manifest["bm25"] = {**bm25.settings(), "text": "title + sentences"}
+    manifest["files"] = {name: (path / name).stat().st_size for name in files}
+    manifest["sha256"] = {name: file_sha256(path / name) for name in files}
+    _write_atomic(path / "manifest.json", json.dumps(manifest, indent=1) + "\n")
 
 
 def describe_rejected(rejected: Sequence[dict], shown: int = 5) -> str:

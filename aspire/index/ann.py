@@ -1,0 +1,156 @@
+"""Making, training and filling the faiss structure over all sentence vectors (L2), batch by batch.
+
+The same three steps serve an index built from vectors in RAM (`build_faiss`) and one streamed from
+shards (`aspire.index.stream`), so the two give the same faiss index for the same config and seed:
+
+    new_faiss(config, n, d)      the empty structure `config` resolves to at n vectors: flat, HNSW, IVF(-PQ)
+    train_faiss(index, sample)   IVF: coarse k-means on the sample, then (IVF-PQ) the product quantizer
+    add_vectors(index, batch)    append a batch (rows keep their order: faiss row r = sentence row r)
+
+The IVF coarse step (k-means while training, and assigning every added vector to its list) runs in
+torch, not in faiss: it is the same exact nearest-centroid search, but faiss's bundled BLAS was 3x
+slower than torch's on the 2-core machine (20,000 vectors against 16,384 centroids: 12.6 s in faiss,
+4.2 s in torch; experiments/results/bench_million.md). The vectors then enter faiss with their lists
+given (`IndexIVF.add_core`). Product-quantizer training and encoding stay in faiss.
+
+IVF-PQ indexes never build faiss's precomputed distance tables (nlist x pq_m x 2^nbits floats: 1 GiB
+at nlist 16,384, pq_m 64): a query computes its tables per probed list instead, which costs little
+at the nprobe values used here. `read_faiss` loads an index without them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import faiss
+import numpy as np
+import torch
+
+from aspire.index.config import IndexConfig
+
+KMEANS_ITERS = 10  # faiss's default for an IVF coarse quantizer
+_CHUNK = 8192  # vectors per torch distance block (8192 x nlist floats)
+
+
+def resolve_kind(config: IndexConfig, n_sentences: int) -> str:
+    """The faiss structure `config` asks for at this size: "flat", "hnsw" or "ivf"."""
+    if config.kind == "auto":
+        return "flat" if n_sentences <= config.flat_max_sentences else "ivf"
+    return config.kind
+
+
+def ivf_lists(config: IndexConfig, n: int) -> int:
+    """nlist of an IVF index over `n` vectors: the config's, or about 4 * sqrt(n) when it is 0."""
+    return config.ivf_nlist or max(1, int(4 * math.sqrt(max(n, 1))))
+
+
+def new_faiss(config: IndexConfig, n: int, d: int) -> tuple[faiss.Index, str]:
+    """The empty faiss L2 structure `config` resolves to for `n` vectors of dimension `d`; (index, kind)."""
+    kind = resolve_kind(config, n)
+    if kind == "flat":
+        return faiss.IndexFlatL2(d), kind
+    if kind == "hnsw":
+        index = faiss.IndexHNSWFlat(d, config.hnsw_m)
+        index.hnsw.efConstruction = config.hnsw_ef_construction
+        index.hnsw.efSearch = config.hnsw_ef_search
+        return index, kind
+    if kind != "ivf":
+        raise ValueError(f"unknown index kind {kind!r}; valid kinds: ['auto', 'flat', 'hnsw', 'ivf']")
+    nlist = ivf_lists(config, n)
+    if n < nlist:
+        raise ValueError(f"IVF index with nlist={nlist} needs at least that many vectors, got {n}")
+    quantizer = faiss.IndexFlatL2(d)
+    if config.pq_m > 0:
+        if d % config.pq_m:
+            raise ValueError(f"pq_m={config.pq_m} must divide the vector dimension {d}")
+        index = faiss.IndexIVFPQ(quantizer, d, nlist, config.pq_m, config.pq_nbits)
+        index.use_precomputed_table = -1  # never build the nlist x pq_m x 2^nbits table (see above)
+        index.pq.cp.seed = config.seed
+    else:
+        index = faiss.IndexIVFFlat(quantizer, d, nlist)
+    index.nprobe = config.ivf_nprobe
+    return index, kind
+
+
+def train_rows(n: int, config: IndexConfig) -> np.ndarray | None:
+    """Which of `n` rows train an IVF index (positions, in the order training sees them), or None for all."""
+    if n <= config.ivf_train_size:
+        return None
+    return np.random.default_rng(config.seed).choice(n, config.ivf_train_size, replace=False)
+
+
+def train_faiss(index: faiss.Index, sample: np.ndarray, config: IndexConfig) -> None:
+    """Train an untrained IVF index on `sample (n, D)`: coarse k-means in torch, then faiss trains the
+    product quantizer (IVF-PQ) on the residuals. Flat and HNSW indexes need no training."""
+    if index.is_trained:
+        return
+    sample = np.ascontiguousarray(sample, dtype=np.float32)
+    ivf = faiss.extract_index_ivf(index)
+    ivf.quantizer.add(kmeans(sample, ivf.nlist, config.seed))  # a full quantizer: faiss skips its own k-means
+    index.train(sample)
+
+
+def add_vectors(index: faiss.Index, vectors: np.ndarray, batch: int = 65536) -> None:
+    """Append `vectors (n, D)` (any float dtype) to a trained index, `batch` rows at a time; IVF lists
+    are assigned in torch (`assign_nearest`)."""
+    ivf = faiss.try_extract_index_ivf(index)
+    centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist) if ivf is not None else None  # (nlist, D)
+    for start in range(0, len(vectors), batch):
+        x = np.ascontiguousarray(vectors[start : start + batch], dtype=np.float32)
+        if centroids is None:
+            index.add(x)
+        else:
+            lists = assign_nearest(centroids, x)
+            index.add_core(len(x), faiss.swig_ptr(x), None, faiss.swig_ptr(lists))
+
+
+def assign_nearest(centroids: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """(n,) int64 position of the nearest of `centroids (k, D)` (L2) for each row of `x (n, D)`."""
+    c = torch.from_numpy(np.ascontiguousarray(centroids, dtype=np.float32))
+    c_sq = (c * c).sum(1)  # (k,)
+    out = np.empty(len(x), dtype=np.int64)
+    for start in range(0, len(x), _CHUNK):
+        xb = torch.from_numpy(np.ascontiguousarray(x[start : start + _CHUNK], dtype=np.float32))
+        out[start : start + len(xb)] = torch.argmin(c_sq[None, :] - 2.0 * (xb @ c.T), dim=1).numpy()  # |x|^2 is common
+    return out
+
+
+def kmeans(x: np.ndarray, k: int, seed: int, iters: int = KMEANS_ITERS) -> np.ndarray:
+    """(k, D) float32 centroids of `x (n, D)` by Lloyd's algorithm, as faiss clusters: k distinct rows
+    drawn at random to start, `iters` rounds of assign and average, and a centroid left without points
+    replaced by splitting a populated one (picked in proportion to its size) in two."""
+    n = len(x)
+    if n < k:
+        raise ValueError(f"k-means with k={k} needs at least that many training vectors, got {n}")
+    rng = np.random.default_rng(seed)
+    centroids = np.ascontiguousarray(x[np.sort(rng.choice(n, k, replace=False))], dtype=np.float32)
+    xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    for _ in range(iters):
+        lists = assign_nearest(centroids, x)  # (n,)
+        counts = np.bincount(lists, minlength=k)
+        sums = torch.zeros(k, x.shape[1]).index_add_(0, torch.from_numpy(lists), xt).numpy()  # (k, D)
+        full = counts > 0
+        centroids[full] = sums[full] / counts[full, None]
+        for empty in np.flatnonzero(~full).tolist():  # split a populated centroid, as faiss does
+            donor = int(rng.choice(k, p=np.maximum(counts - 1, 0) / max(int(np.maximum(counts - 1, 0).sum()), 1)))
+            nudge = np.where(np.arange(x.shape[1]) % 2 == 0, 1 / 1024, -1 / 1024).astype(np.float32)
+            centroids[empty], centroids[donor] = centroids[donor] * (1 + nudge), centroids[donor] * (1 - nudge)
+            counts[empty] = counts[donor] // 2
+            counts[donor] -= counts[empty]
+    return centroids
+
+
+def build_faiss(vectors: np.ndarray, config: IndexConfig) -> tuple[faiss.Index, str]:
+    """A faiss L2 index over `vectors (N, D)` of the kind `config` resolves to; returns (index, kind)."""
+    n, d = vectors.shape
+    index, kind = new_faiss(config, n, d)
+    if not index.is_trained:
+        rows = train_rows(n, config)
+        train_faiss(index, vectors if rows is None else vectors[rows], config)
+    add_vectors(index, vectors)
+    return index, kind
+
+
+def read_faiss(path: str) -> faiss.Index:
+    """A saved faiss index, IVF-PQ without precomputed distance tables (see above)."""
+    return faiss.read_index(path, faiss.IO_FLAG_SKIP_PRECOMPUTE_TABLE)
