@@ -1,11 +1,13 @@
 """Benchmark: real text at scale. The ACL Anthology abstracts, encoded in shards under torchrun and merged
 into one index; build time, bytes per abstract on disk and in memory, query latency and recall.
 
-Encoding (run first, separately; ONNX Runtime int8 MiniLM, two ranks of one thread each, 48 shards
-each written when done, so an interrupted run keeps its finished shards and a re-run resumes):
+Encoding (run first, separately; the abstracts split into sentences once, so that the ranks do not each
+split the whole corpus; ONNX Runtime int8 MiniLM, two ranks of one thread each, 48 shards each written when
+done, so an interrupted run keeps its finished shards and a re-run resumes):
 
+    python -m aspire.data.papers split ../shared/data/acl-anthology/papers.jsonl.gz --out runs/acl/papers.split.jsonl
     OMP_NUM_THREADS=1 torchrun --nproc_per_node 2 -m aspire.index encode-shard --model minilm \\
-        --corpus ../shared/data/acl-anthology/papers.jsonl.gz --shards runs/acl/shards --num-shards 48 \\
+        --corpus runs/acl/papers.split.jsonl --shards runs/acl/shards --num-shards 48 \\
         --backend onnx --quantize int8
 
 This script then merges the finished shards into one index (`merge_shards`, `--allow-missing` when

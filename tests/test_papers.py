@@ -276,6 +276,26 @@ def test_check_cli_reports_counts_and_every_rejected_record(tmp_path, capsys):
     assert main(["check", str(clean)]) == 0
 
 
+def test_split_cli_writes_sentence_lists_once_and_names_what_it_leaves_out(tmp_path, capsys):
+    src = write_lines(tmp_path / "p.jsonl", [
+        line(paper_id="a", abstract="We study X. It works.", venue="ACL"),
+        line(paper_id="b", abstract=["Kept as given.", "Twice."]),
+        line(paper_id="c", abstract=["Fine.", "\ufeff"]),
+    ])
+    out = tmp_path / "split.jsonl"
+    assert main(["split", str(src), "--out", str(out), "--splitter", "spacy_sentencizer"]) == 0
+    printed = capsys.readouterr().out
+    assert f"2 papers written to {out}, 1 rejected record(s) not written" in printed
+    assert f"rejected: {src}:3 (paper_id 'c'): abstract[1] has no visible character" in printed
+    records = [json.loads(x) for x in out.read_text().splitlines()]
+    expected = get_splitter("spacy_sentencizer").split("We study X. It works.")
+    assert records[0] == {"paper_id": "a", "title": "A title", "abstract": expected, "venue": "ACL"}
+    assert records[1]["abstract"] == ["Kept as given.", "Twice."]
+    # the split file reads back to the same papers with no splitter at all
+    again = read_papers(out, splitter=None)
+    assert [list(p.sentences) for p in again.papers] == [expected, ["Kept as given.", "Twice."]]
+
+
 @pytest.mark.slow
 def test_real_csfcube_file_reads_completely(shared_data):
     path = shared_data / "csfcube" / "abstracts-csfcube-preds.jsonl"

@@ -31,7 +31,9 @@ Record rules (one JSON object a line):
 - Any other field is kept in `Paper.extra` and written back by `write_papers`.
 
 CLI: `python -m aspire.data.papers check FILE [--skip-bad] [--splitter NAME]` prints the counts and
-every rejected record; it exits 1 when a record was rejected.
+every rejected record; it exits 1 when a record was rejected. `python -m aspire.data.papers split FILE --out OUT`
+writes the papers with their abstracts split into sentences once (`split_file`; a sharded encoding's ranks
+and the training tasks then skip splitting), naming every rejected record it leaves out.
 """
 
 from __future__ import annotations
@@ -376,15 +378,37 @@ def write_papers(path: str | Path, papers: Iterable[Paper]) -> int:
     return n
 
 
+def split_file(src: str | Path, dst: str | Path, splitter: str | SentenceSplitter = DEFAULT_SPLITTER
+               ) -> tuple[int, list[RejectedRecord]]:
+    """Write the papers of `src` to `dst` with each abstract as its list of sentences, split once here, so
+    readers that would each split it again (every rank of a sharded encoding, the training tasks) take
+    the sentences as given. Other fields are kept. A bad record is not written: it is returned, with its
+    line and reason. Returns (papers written, rejected records)."""
+    rejected: list[RejectedRecord] = []
+    written = write_papers(dst, iter_papers(src, splitter=splitter, on_reject=rejected.append))
+    return written, rejected
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`check FILE [--skip-bad] [--splitter NAME]`: print counts and rejected records; 1 if any."""
+    """`check FILE [--skip-bad] [--splitter NAME]`: print counts and rejected records; 1 if any.
+    `split FILE --out OUT [--splitter NAME]`: `split_file`; prints the count and every rejected record."""
     parser = argparse.ArgumentParser(prog="python -m aspire.data.papers", description="Check a JSONL papers file.")
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="read FILE and report papers, rejected records and blank lines")
     check.add_argument("file", type=Path)
     check.add_argument("--skip-bad", action="store_true", help="list every bad record instead of stopping at the first")
     check.add_argument("--splitter", default=DEFAULT_SPLITTER, help="sentence splitter for string abstracts")
+    split = sub.add_parser("split", help="write FILE's papers to OUT with abstracts split into sentences once")
+    split.add_argument("file", type=Path)
+    split.add_argument("--out", type=Path, required=True, help="the JSONL file to write (atomically)")
+    split.add_argument("--splitter", default=DEFAULT_SPLITTER, help="sentence splitter for string abstracts")
     args = parser.parse_args(argv)
+    if args.command == "split":
+        written, rejected = split_file(args.file, args.out, args.splitter)
+        print(f"{written} papers written to {args.out}, {len(rejected)} rejected record(s) not written")
+        for record in rejected:
+            print(f"rejected: {record}")
+        return 0
     try:
         result = read_papers(args.file, splitter=args.splitter, skip_bad=args.skip_bad)
     except BadRecordError as e:
