@@ -196,5 +196,6 @@ def test_self_training_takes_acl_queries_without_the_candidates(tmp_path, tiny_m
         f"train.first_stage_model={tiny_model_dir}", "train.max_length=32", "train.max_steps=1", "train.batch_size=8",
         "train.dev_top_n=0"])
     log = self_train(tmp_path / "cc", tmp_path / "st", cfg, split_file=tmp_path / "split.json")
-    assert log[0]["acl"] == {"read": 3, "removed_benchmark": 1, "used": 2, "excluded_titles": {"candidates": 10}}
+    assert log[0]["acl"] == {"read": 3, "removed_benchmark": 1, "used": 2, "excluded_titles": {"candidates": 10},
+                            "rejected": {}}
     assert log[0]["queries"] == 8 + 2 and log[0]["pairs"] == 10 * (2 + 2)
