@@ -204,6 +204,21 @@ def test_gather_from_a_memory_map_equals_gather_from_ram(tmp_path):
     assert torch.equal(a.emb, b.emb) and torch.equal(a.mask, b.mask)
 
 
+def test_re_rank_rows_of_a_memory_mapped_index_are_prefetched_at_once(tmp_path, monkeypatch):
+    import aspire.index.store as store
+
+    shards = write_shards(tmp_path)
+    merge_streaming(shards, tmp_path / "idx", cfg(kind="flat", store_bm25=False))
+    mapped, in_ram = SentenceIndex.load(tmp_path / "idx", mmap=True), SentenceIndex.load(tmp_path / "idx", mmap=False)
+    asked = []
+    monkeypatch.setattr(store, "prefetch_rows", lambda v, starts, lengths: asked.append((v, starts.tolist(), lengths.tolist())))
+    papers = np.array([7, 2, 30])
+    (a, la), (b, lb) = mapped.gather_rows(papers), in_ram.gather_rows(papers)
+    assert torch.equal(a, b) and torch.equal(la, lb)
+    assert asked[0][0] is mapped.vectors and isinstance(mapped.vectors, np.memmap)
+    assert asked[0][1] == mapped.offsets[papers].tolist() and asked[0][2] == la.tolist()
+
+
 def test_index_without_stored_bm25_loads_and_builds_it_when_asked(tmp_path):
     from aspire.search import Searcher
 

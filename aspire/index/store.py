@@ -41,7 +41,7 @@ from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
 from aspire.index.ann import build_faiss, read_faiss, resolve_kind  # noqa: F401 (resolve_kind: re-exported)
 from aspire.index.config import IndexBuildConfig
-from aspire.index.corpus import EncodedCorpus, gather_docbatch, paper_rows, write_index_papers
+from aspire.index.corpus import EncodedCorpus, gather_docbatch, paper_rows, prefetch_rows, write_index_papers
 from aspire.index.disk import (
     IndexFormatError,
     check_files,
@@ -215,7 +215,9 @@ class SentenceIndex:
                     dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
         """The exact vectors of the papers at positions `papers (C,)`, unpadded, paper after paper:
         (vectors (n, D), lengths (C,) long); one read of the n rows (`gather` pads them into a DocBatch)."""
-        rows, lengths = paper_rows(self.offsets, np.asarray(papers, dtype=np.int64))
+        papers = np.asarray(papers, dtype=np.int64)
+        rows, lengths = paper_rows(self.offsets, papers)
+        prefetch_rows(self.vectors, self.offsets[papers], lengths)  # a memory map: every range asked for at once
         vectors = torch.from_numpy(np.take(np.asarray(self.vectors), rows, axis=0))  # (n, D), a memory map reads only these
         return vectors.to(device=device, dtype=dtype), torch.from_numpy(lengths).to(device)
 
