@@ -1,0 +1,106 @@
+"""Weight-space interpolation of a fine-tuned model with the model it started from (WiSE-FT).
+
+Wortsman et al. (CVPR 2022) keep most of a fine-tuned model's gain on its training task and most of the
+pre-trained model's robustness elsewhere by averaging the two sets of weights: θ = (1 − α)·θ_base + α·θ_tuned.
+The result is one ordinary model (no ensemble at query time), saved like any trained model. α = 0 gives the
+base, α = 1 the fine-tuned model; 0.5 is the paper's fixed default.
+
+A model trained with control codes holds embedding rows the base lacks: the shared rows are interpolated,
+the code rows kept as trained. An adapted model (peft) is merged first. Any other difference between the
+two architectures is an error naming the weight.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+
+EXAMPLES = """\
+  python -m aspire.train.interpolate --model runs/multitask_mixed/checkpoint-000500/model --alpha 0.5 --out runs/multitask_mixed/wise-0.5
+  python -m aspire.train.interpolate --model runs/lora/checkpoint-000600/model --base minilm --alpha 0.25 --out runs/lora/wise-0.25
+"""
+RECORD_FILE = "interpolation.json"
+
+
+def blend(name: str, base: torch.Tensor | None, tuned: torch.Tensor, alpha: float) -> torch.Tensor:
+    """(1 − α)·base + α·tuned for one weight; word-embedding rows only the tuned model has (its added
+    tokens) are kept as they are."""
+    if base is None:
+        raise ValueError(f"weight {name!r} of the fine-tuned model is not in the base model")
+    if not tuned.is_floating_point():
+        if not torch.equal(base, tuned):
+            raise ValueError(f"weight {name!r}: non-float buffers differ between base and fine-tuned model")
+        return tuned
+    if base.shape != tuned.shape:
+        added_rows = (name.endswith("word_embeddings.weight") and base.dim() == tuned.dim() == 2
+                      and base.shape[1] == tuned.shape[1] and base.shape[0] < tuned.shape[0])
+        if not added_rows:
+            raise ValueError(f"weight {name!r}: shape {tuple(tuned.shape)} in the fine-tuned model, "
+                             f"{tuple(base.shape)} in the base")
+        out = tuned.clone()
+        out[: base.shape[0]] = torch.lerp(base.to(tuned.dtype), tuned[: base.shape[0]], alpha)
+        return out
+    return torch.lerp(base.to(tuned.dtype), tuned, alpha)
+
+
+def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | None = None) -> Path:
+    """Write to `out` the model `model` with its weights moved back toward `base` (default: the encoder
+    it was trained from, as its document_model.json records) — (1 − α)·base + α·model."""
+    from transformers import AutoModel
+
+    from aspire.encoders import ContextualSentenceEncoder, adapters
+    from aspire.encoders.models import resolve_model
+    from aspire.train.models import MODEL_FILE
+
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
+    model, out = Path(model), Path(out)
+    meta = json.loads((model / MODEL_FILE).read_text()) if (model / MODEL_FILE).is_file() else None
+    if base is None:
+        if meta is None:
+            raise ValueError(f"{model} has no {MODEL_FILE} naming its base encoder: give --base")
+        base = meta["model"]["encoder"]
+    tuned = ContextualSentenceEncoder.from_pretrained(model)
+    if adapters.is_adapted(tuned.model):
+        tuned = tuned.merged()
+    base_weights = AutoModel.from_pretrained(resolve_model(base)).state_dict()
+    tuned_weights = tuned.model.state_dict()
+    extra = sorted(set(base_weights) - set(tuned_weights))
+    if extra:
+        raise ValueError(f"the base model {base!r} has weights the fine-tuned model lacks: {extra[:5]}")
+    with torch.no_grad():
+        tuned.model.load_state_dict({name: blend(name, base_weights.get(name), weight, alpha)
+                                     for name, weight in tuned_weights.items()})
+    tuned.save_pretrained(out)
+    if meta is not None:
+        meta["model"]["adapter"] = {**meta["model"].get("adapter", {}), "kind": "none"}
+        (out / MODEL_FILE).write_text(json.dumps(meta, indent=2))
+    (out / RECORD_FILE).write_text(json.dumps({"model": str(model), "base": str(base), "alpha": alpha}, indent=2))
+    return out
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.interpolate") -> int:
+    parser = command_parser(prog, __doc__, EXAMPLES)
+    parser.add_argument("--model", required=True, help="a fine-tuned model directory (a checkpoint's model/)")
+    parser.add_argument("--alpha", type=float, required=True, help="weight of the fine-tuned model, 0..1")
+    parser.add_argument("--base", default=None,
+                        help="the model it started from (default: the encoder its document_model.json names)")
+    parser.add_argument("--out", required=True, help="output directory for the interpolated model")
+    add_common_options(parser)
+    args = parser.parse_args(argv)
+    setup_logging(args)
+
+    def write() -> int:
+        print(f"wrote {interpolate(args.model, args.alpha, args.out, args.base)}")
+        return 0
+
+    return run_command(write, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""WiSE-FT weight interpolation (aspire.train.interpolate) on a tiny random BERT."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from test_formats import PAPERS, perturb_adapters
+from test_train import tiny_config, write_examples_dir
+from transformers import AutoModel, BertConfig, BertModel
+
+from aspire.train.interpolate import RECORD_FILE, interpolate, main
+from aspire.train.models import DocumentModel
+from aspire.train.trainer import build_model
+
+
+@pytest.fixture(scope="module")
+def examples_dir(tmp_path_factory):
+    return write_examples_dir(tmp_path_factory.mktemp("examples"))
+
+
+def tuned_model(tiny_model_dir, examples_dir, path, *overrides):
+    """A document model built from the tiny BERT with every encoder weight moved, saved to `path`."""
+    model = build_model(tiny_config(tiny_model_dir, examples_dir, path / "run", "model.kind=abstract", *overrides))
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.encoder.model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+    model.save_pretrained(path / "tuned")
+    return path / "tuned"
+
+
+def weights(path):
+    return AutoModel.from_pretrained(path).state_dict()
+
+
+def test_alpha_moves_every_weight_along_the_line_from_base_to_tuned(tiny_model_dir, examples_dir, tmp_path):
+    tuned = tuned_model(tiny_model_dir, examples_dir, tmp_path)
+    base, end = weights(tiny_model_dir), weights(tuned)
+    for alpha in (0.0, 0.3, 1.0):
+        got = weights(interpolate(tuned, alpha, tmp_path / f"a{alpha}"))  # base read from document_model.json
+        moved = [name for name in end if end[name].is_floating_point() and not torch.equal(base[name], end[name])]
+        assert len(moved) > 10
+        for name in moved:
+            assert torch.allclose(got[name], base[name] + alpha * (end[name] - base[name]), atol=1e-6), name
+    record = json.loads((tmp_path / "a0.3" / RECORD_FILE).read_text())
+    assert record == {"model": str(tuned), "base": str(tiny_model_dir), "alpha": 0.3}
+
+
+def test_interpolated_model_loads_as_the_same_kind_of_document_model(tiny_model_dir, examples_dir, tmp_path):
+    tuned = tuned_model(tiny_model_dir, examples_dir, tmp_path)
+    half = DocumentModel.from_pretrained(interpolate(tuned, 0.5, tmp_path / "half"))
+    whole = DocumentModel.from_pretrained(interpolate(tuned, 1.0, tmp_path / "whole"))
+    original = DocumentModel.from_pretrained(tuned)
+    assert half.inference_name == original.inference_name and half.tasks == original.tasks
+    assert torch.allclose(whole.encode(PAPERS).emb, original.encode(PAPERS).emb, atol=1e-6)
+    assert not torch.allclose(half.encode(PAPERS).emb, original.encode(PAPERS).emb, atol=1e-3)
+
+
+def test_control_code_rows_are_kept_and_shared_rows_interpolated(tiny_model_dir, examples_dir, tmp_path):
+    tuned = tuned_model(tiny_model_dir, examples_dir, tmp_path, "model.control_codes=task")
+    key = "embeddings.word_embeddings.weight"
+    base, end = weights(tiny_model_dir)[key], weights(tuned)[key]
+    assert end.shape[0] > base.shape[0]  # the code rows
+    got = weights(interpolate(tuned, 0.5, tmp_path / "half"))[key]
+    rows = base.shape[0]
+    assert torch.allclose(got[:rows], (base + end[:rows]) / 2, atol=1e-6)
+    assert torch.equal(got[rows:], end[rows:])
+
+
+def test_an_adapted_model_is_merged_before_interpolation(tiny_model_dir, examples_dir, tmp_path):
+    model = build_model(tiny_config(tiny_model_dir, examples_dir, tmp_path / "run", "model.kind=abstract",
+                                    "model.adapter.kind=lora"))
+    perturb_adapters(model.encoder)
+    model.save_pretrained(tmp_path / "adapted")
+    whole = DocumentModel.from_pretrained(interpolate(tmp_path / "adapted", 1.0, tmp_path / "whole"))
+    assert whole.model_cfg.adapter.kind == "none"
+    assert torch.allclose(whole.encode(PAPERS).emb, model.encode(PAPERS).emb, atol=1e-5)
+
+
+def test_a_different_base_architecture_is_refused_naming_the_weight(tiny_model_dir, examples_dir, tmp_path):
+    tuned = tuned_model(tiny_model_dir, examples_dir, tmp_path)
+    wide = tmp_path / "wide"
+    BertModel(BertConfig(**{**AutoModel.from_pretrained(tiny_model_dir).config.to_dict(), "intermediate_size": 48})
+              ).save_pretrained(wide)
+    with pytest.raises(ValueError, match=r"weight 'encoder\.layer\.0\.intermediate\.dense\.weight': shape"):
+        interpolate(tuned, 0.5, tmp_path / "out", base=str(wide))
+
+
+def test_cli_writes_the_model_and_rejects_alpha_outside_the_unit_interval(tiny_model_dir, examples_dir, tmp_path,
+                                                                          capsys):
+    tuned = tuned_model(tiny_model_dir, examples_dir, tmp_path)
+    assert main(["--model", str(tuned), "--alpha", "0.5", "--out", str(tmp_path / "half"), "--quiet"]) == 0
+    assert (tmp_path / "half" / "model.safetensors").is_file()
+    assert main(["--model", str(tuned), "--alpha", "1.5", "--out", str(tmp_path / "bad"), "--quiet"]) == 2
+    assert "alpha must lie in [0, 1], got 1.5" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
