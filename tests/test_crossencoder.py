@@ -141,7 +141,11 @@ def test_context2doc_rerank_tiny(tmp_path, tiny_model_dir):
         RerankOptions("m", 4, 2.0)
 
 
-def test_self_training_rounds_end_to_end(tmp_path, tiny_model_dir, monkeypatch):
+@pytest.fixture
+def self_training(tmp_path, tiny_model_dir, monkeypatch):
+    """Self-training on a tiny co-citation set in tmp_path/cc, with a split file (20 train queries, the
+    rest dev) and the tiny model as start and first stage. Call it with the test's own config overrides;
+    it runs `self_train` into tmp_path/st and returns the log of rounds."""
     from test_benchmarks import make_cocite
 
     from aspire.evaluate import context2doc as c2d
@@ -155,11 +159,20 @@ def test_self_training_rounds_end_to_end(tmp_path, tiny_model_dir, monkeypatch):
                       for name, qs in (("train", queries[:20]), ("dev", queries[20:]), ("test", []))}
     meta["checksum"] = c2d._checksum(meta["splits"])
     (tmp_path / "split.json").write_text(json.dumps(meta))
-    cfg = load_config(SelfTrainingConfig, None, [
-        f"start_model={tiny_model_dir}", "label_with_start=true", "max_queries=8", "rounds=2", "shortlist=6",
-        "positives=2", "band_from=4", "band_to=6", "negatives=2", f"train.first_stage_model={tiny_model_dir}",
-        "train.max_length=32", "train.max_steps=2", "train.batch_size=8", "train.dev_top_n=3", "train.logging_steps=1"])
-    log = self_train(tmp_path / "cc", tmp_path / "st", cfg, split_file=tmp_path / "split.json")
+    shared = [f"start_model={tiny_model_dir}", "max_queries=8", "shortlist=6", "positives=2", "band_from=4",
+              "band_to=6", "negatives=2", f"train.first_stage_model={tiny_model_dir}", "train.max_length=32",
+              "train.batch_size=8"]
+
+    def run(*overrides: str) -> list[dict]:
+        cfg = load_config(SelfTrainingConfig, None, [*shared, *overrides])
+        return self_train(tmp_path / "cc", tmp_path / "st", cfg, split_file=tmp_path / "split.json")
+
+    return run
+
+
+def test_self_training_rounds_end_to_end(tmp_path, self_training):
+    log = self_training("label_with_start=true", "rounds=2", "train.max_steps=2", "train.dev_top_n=3",
+                        "train.logging_steps=1")
     assert [r["round"] for r in log] == [1, 2] and all(r["steps"] == 2 for r in log)
     assert all(r["pairs"] == 8 * (2 + 2) and r["positives"] == 16 for r in log)
     assert all(0.0 <= r["pseudo_positive_precision"] <= 1.0 for r in log)
@@ -168,34 +181,17 @@ def test_self_training_rounds_end_to_end(tmp_path, tiny_model_dir, monkeypatch):
     assert saved["rounds"] == json.loads(json.dumps(log)) and (tmp_path / "st" / "round-2" / "model").is_dir()
 
 
-def test_self_training_takes_acl_queries_without_the_candidates(tmp_path, tiny_model_dir, monkeypatch):
+def test_self_training_takes_acl_queries_without_the_candidates(tmp_path, self_training):
     import gzip
 
-    from test_benchmarks import make_cocite
-
-    from aspire.evaluate import context2doc as c2d
-    from aspire.train.self_training import self_train
-
-    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
-    source = make_cocite(tmp_path / "cc" / "cocitations.jsonl")
-    meta = c2d.make_split(source)
-    queries = [q for part in meta["splits"].values() for q in part["queries"]]
-    meta["splits"] = {name: {"n_queries": len(qs), "queries": qs, "citing_papers": [], "n_citing_papers": 0}
-                      for name, qs in (("train", queries[:20]), ("dev", queries[20:]), ("test", []))}
-    meta["checksum"] = c2d._checksum(meta["splits"])
-    (tmp_path / "split.json").write_text(json.dumps(meta))
     acl = tmp_path / "acl.jsonl.gz"
     records = [{"paper_id": "A1", "title": "Text Paper!", "abstract": "The text model. We show results."},  # a candidate
                {"paper_id": "A2", "title": "Neural data", "abstract": "A neural model of data. It learns."},
                {"paper_id": "A3", "title": "Citation task", "abstract": "Citation counts. A task."}]
     with gzip.open(acl, "wt", encoding="utf-8") as fh:
         fh.write("\n".join(json.dumps(r) for r in records) + "\n")
-    cfg = load_config(SelfTrainingConfig, None, [
-        f"start_model={tiny_model_dir}", "max_queries=8", "rounds=1", "shortlist=6", "positives=2", "band_from=4",
-        "band_to=6", "negatives=2", "acl_queries=5", f"acl_path={acl}", "benchmarks_dir=null",
-        f"train.first_stage_model={tiny_model_dir}", "train.max_length=32", "train.max_steps=1", "train.batch_size=8",
-        "train.dev_top_n=0"])
-    log = self_train(tmp_path / "cc", tmp_path / "st", cfg, split_file=tmp_path / "split.json")
+    log = self_training("rounds=1", "acl_queries=5", f"acl_path={acl}", "benchmarks_dir=null", "train.max_steps=1",
+                        "train.dev_top_n=0")
     assert log[0]["acl"] == {"read": 3, "removed_benchmark": 1, "used": 2, "excluded_titles": {"candidates": 10},
                             "rejected": {}}
     assert log[0]["queries"] == 8 + 2 and log[0]["pairs"] == 10 * (2 + 2)

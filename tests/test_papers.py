@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,10 +16,10 @@ from aspire.data.papers import (
     ReadResult,
     RejectedRecord,
     iter_papers,
-    main,
     read_papers,
     write_papers,
 )
+from aspire.data.papers_cli import main
 from aspire.data.sentences import SentenceSplitter, get_splitter
 
 GOOD = {"paper_id": "p1", "title": "A title", "abstract": ["First sentence.", "Second sentence."]}
@@ -295,6 +297,16 @@ def test_split_cli_writes_sentence_lists_once_and_names_what_it_leaves_out(tmp_p
     again = read_papers(out, splitter=None)
     assert [list(p.sentences) for p in again.papers] == [expected, ["Kept as given.", "Twice."]]
 
+
+
+def test_documented_module_command_runs_the_cli(tmp_path):
+    """`python -m aspire.data.papers check|split` (README, experiments/results) goes on working from papers_cli,
+    with no runpy warning about the module being imported before it runs."""
+    path = write_lines(tmp_path / "p.jsonl", [line(paper_id="a"), b"[1]"])
+    proc = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "aspire.data.papers", "check", str(path),
+                           "--skip-bad"], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 1, proc.stderr
+    assert f"{path}: 2 lines: 1 papers, 1 rejected, 0 blank" in proc.stdout
 
 @pytest.mark.slow
 def test_real_csfcube_file_reads_completely(shared_data):

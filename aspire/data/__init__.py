@@ -1,7 +1,8 @@
 """Data in: papers from JSONL (`papers`), sentence splitting (`sentences`), co-citation training data
 (`cocite`, `s2orc`, `align`).
 
-`Paper` is re-exported lazily, so `python -m aspire.data.papers` does not import its own module twice.
+`Paper` is re-exported lazily, so `python -m aspire.data.papers` does not find its own module already
+imported when it starts (runpy warns of that).
 """
 
 __all__ = ["Paper"]
