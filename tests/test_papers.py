@@ -298,7 +298,6 @@ def test_split_cli_writes_sentence_lists_once_and_names_what_it_leaves_out(tmp_p
     assert [list(p.sentences) for p in again.papers] == [expected, ["Kept as given.", "Twice."]]
 
 
-
 def test_documented_module_command_runs_the_cli(tmp_path):
     """`python -m aspire.data.papers check|split` (README, experiments/results) goes on working from papers_cli,
     with no runpy warning about the module being imported before it runs."""
@@ -307,6 +306,7 @@ def test_documented_module_command_runs_the_cli(tmp_path):
                            "--skip-bad"], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 1, proc.stderr
     assert f"{path}: 2 lines: 1 papers, 1 rejected, 0 blank" in proc.stdout
+
 
 @pytest.mark.slow
 def test_real_csfcube_file_reads_completely(shared_data):

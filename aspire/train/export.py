@@ -28,10 +28,17 @@ def export_merged(model: str | Path, out: str | Path) -> Path:
     model, out = Path(model), Path(out)
     ContextualSentenceEncoder.from_pretrained(model).merged().save_pretrained(out)
     if (model / MODEL_FILE).is_file():
-        meta = json.loads((model / MODEL_FILE).read_text())
-        meta["model"]["adapter"] = {**meta["model"].get("adapter", {}), "kind": "none"}
-        (out / MODEL_FILE).write_text(json.dumps(meta, indent=2))
+        write_plain_meta(json.loads((model / MODEL_FILE).read_text()), out)
     return out
+
+
+def write_plain_meta(meta: dict, out: Path) -> None:
+    """Write a trained model's document_model.json `meta` beside plain weights in `out`: its adapter entry
+    set to none, since the adapter is folded into the weights there."""
+    from aspire.train.models import MODEL_FILE
+
+    meta["model"]["adapter"] = {**meta["model"].get("adapter", {}), "kind": "none"}
+    (out / MODEL_FILE).write_text(json.dumps(meta, indent=2))
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.export") -> int:

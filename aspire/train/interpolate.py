@@ -55,6 +55,7 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
 
     from aspire.encoders import ContextualSentenceEncoder, adapters
     from aspire.encoders.models import resolve_model
+    from aspire.train.export import write_plain_meta
     from aspire.train.models import MODEL_FILE
 
     if not 0.0 <= alpha <= 1.0:
@@ -78,8 +79,7 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
                                      for name, weight in tuned_weights.items()})
     tuned.save_pretrained(out)
     if meta is not None:
-        meta["model"]["adapter"] = {**meta["model"].get("adapter", {}), "kind": "none"}
-        (out / MODEL_FILE).write_text(json.dumps(meta, indent=2))
+        write_plain_meta(meta, out)
     (out / RECORD_FILE).write_text(json.dumps({"model": str(model), "base": str(base), "alpha": alpha}, indent=2))
     return out
 
