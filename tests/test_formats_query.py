@@ -3,6 +3,7 @@ code, and everything else with the model's own code (a tiny random BERT with fac
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -15,6 +16,7 @@ from aspire.evaluate.__main__ import main as evaluate_main
 from aspire.evaluate.csfcube import ABSTRACTS_FILE, LABEL_TO_FACET
 from aspire.evaluate.pools import read_papers_jsonl
 from aspire.evaluate.rank import facet_queries
+from aspire.evaluate.runs import read_run
 from aspire.scoring import get_scorer
 from aspire.search import Searcher
 from aspire.search_cli import main as search_main
@@ -110,3 +112,46 @@ def test_search_encodes_a_facet_query_with_its_code(coded_index, capsys):
     assert [(h.paper_id, pytest.approx(h.score, abs=1e-5)) for h in hits] == auto
     plain = searcher.search(searcher.query_from_index("p2", "method"), k=4)
     assert [(h.paper_id, pytest.approx(h.score, abs=1e-5)) for h in plain] == none
+
+
+@pytest.fixture(scope="module")
+def task_coded_model_dir(tiny_model_dir, tmp_path_factory):
+    encoder = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
+    encoder.add_codes(["[COCITE]", "[CONTEXT2DOC]"], "[COCITE]")
+    with torch.no_grad():
+        table = encoder.model.get_input_embeddings().weight
+        for code in ("[COCITE]", "[CONTEXT2DOC]"):
+            table[encoder.tokenizer.convert_tokens_to_ids(code)] = torch.randn(table.shape[1]) * 2
+    path = tmp_path_factory.mktemp("task-coded") / "model"
+    encoder.save_pretrained(path)
+    return path
+
+
+def test_benchmark_commands_take_the_code_every_text_gets(task_coded_model_dir, tmp_path):
+    from test_benchmarks import tiny_context2doc
+
+    from aspire.evaluate.bench_cli import _options, add_parsers
+    from aspire.evaluate.context2doc_run import run_context2doc
+
+    parser = argparse.ArgumentParser()
+    add_parsers(parser.add_subparsers(dest="command"))
+    for command in ("reviewers", "context2doc", "suite"):
+        args = parser.parse_args([command, "--model", "m", "--scorer", "abstract", "--out", "o", "--code",
+                                  "[CONTEXT2DOC]"])
+        assert _options(args)["encoder_options"] == {"code": "[CONTEXT2DOC]"}
+    args = parser.parse_args(["context2doc", "--model", "m", "--scorer", "abstract", "--out", "o", "--code", "none"])
+    assert _options(args)["encoder_options"] == {"code": None}
+
+    bench = tiny_context2doc(tmp_path)
+    scores = {}
+    for code in ("[COCITE]", "[CONTEXT2DOC]"):
+        res = run_context2doc(bench, tmp_path / code, code, str(task_coded_model_dir), "abstract", cache_dir=None,
+                              encoder_options={"code": code})
+        assert res["encoder_options"] == {"code": code}
+        scores[code] = read_run(tmp_path / code / "run.trec")
+    run_context2doc(bench, tmp_path / "default", "d", str(task_coded_model_dir), "abstract", cache_dir=None)
+    assert read_run(tmp_path / "default" / "run.trec") == scores["[COCITE]"]  # the model's own code is its first task's
+    assert scores["[CONTEXT2DOC]"] != scores["[COCITE]"]
+    with pytest.raises(ValueError, match=r"\[BOGUS\]"):
+        run_context2doc(bench, tmp_path / "bogus", "b", str(task_coded_model_dir), "abstract", cache_dir=None,
+                        encoder_options={"code": "[BOGUS]"})

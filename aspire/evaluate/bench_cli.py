@@ -53,6 +53,8 @@ def _encoder_args(p: argparse.ArgumentParser, scorers, scorer_help: str = "how t
     p.add_argument("--batch-size", type=int, default=32, help="papers per encoder batch (default 32)")
     p.add_argument("--device", help="torch device (default: the model's)")
     add_backend_options(p)
+    p.add_argument("--code", help="model with control codes: the code every query and paper gets (default: the "
+                                  "model's own, its first task's; e.g. [CONTEXT2DOC]); none for no code")
     p.add_argument("--out", required=out_required, help="output folder")
 
 
@@ -63,7 +65,10 @@ def _options(args, scorers: list[str] | None = None) -> dict:
                                 ("joiner", args.joiner)) if v is not None}
     if encode and "abstract" not in (scorers or [args.scorer]) and args.encoding == "contextual":
         raise ValueError("--max-length/--normalize/--joiner apply to --scorer abstract or --encoding independent")
-    return {"encoder_options": backend_options(args),
+    encoder = backend_options(args)
+    if args.code is not None:
+        encoder["code"] = None if args.code == "none" else args.code
+    return {"encoder_options": encoder,
             "encoding": args.encoding,
             "scorer_options": scorer_options(",".join(scorers or [args.scorer or ""]), args.tau, args.eps, args.window),
             "cache_dir": None if args.no_cache else args.cache_dir, "batch_size": args.batch_size,
@@ -299,7 +304,8 @@ def _ensemble_suite(parser, args) -> int:
 
     given = [flag for flag, value in (("--model", args.model), ("--scorer", args.scorer), ("--tau", args.tau),
                                       ("--eps", args.eps), ("--window", args.window), ("--bm25-alpha", args.bm25_alpha),
-                                      ("--max-length", args.max_length), ("--joiner", args.joiner)) if value is not None]
+                                      ("--max-length", args.max_length), ("--joiner", args.joiner),
+                                      ("--code", args.code)) if value is not None]
     if given or args.normalize or args.encoding != "contextual":
         parser.error(f"--ensemble takes each member's model and options from its YAML; leave out {given or '--encoding/--normalize'}")
     suite = run_ensemble_suite(args.ensemble, args.out, args.data, args.aggregate,
