@@ -239,6 +239,14 @@ def add_backend_options(parser: argparse.ArgumentParser) -> None:
                              "the fastest measured), int8 with --backend onnx (dynamic int8 quantization)")
 
 
+def code_option(code: str | None) -> dict:
+    """The `load_encoder` keyword of a control-code option (`--code`, `--doc-code`): {} when not given (the
+    model's own code), `code=None` for `none`, else that code."""
+    if code is None:
+        return {}
+    return {"code": None if code == "none" else code}
+
+
 def backend_options(args: argparse.Namespace) -> dict:
     """The `load_encoder` keywords of `--backend/--quantize` ({} for the exact torch model); `--quantize`
     with a backend it does not go with, or the onnx backend with a non-CPU `--device`, raises ValueError."""

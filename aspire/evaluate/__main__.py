@@ -36,6 +36,7 @@ from aspire.cliutil import (
     add_backend_options,
     add_common_options,
     backend_options,
+    code_option,
     command_parser,
     device_name,
     positive_int,
@@ -97,10 +98,7 @@ def _scorer_options(args) -> dict:
 
 def _encoder_options(args) -> dict:
     """`load_encoder` keywords: the backend's, and the candidates' control code when `--doc-code` is given."""
-    options = backend_options(args)
-    if args.doc_code is not None:
-        options["code"] = None if args.doc_code == "none" else args.doc_code
-    return options
+    return {**backend_options(args), **code_option(args.doc_code)}
 
 
 def _check_model_args(parser, args) -> None:

@@ -27,7 +27,7 @@ import json
 import sys
 from pathlib import Path
 
-from aspire.cliutil import add_backend_options, backend_options, positive_int
+from aspire.cliutil import add_backend_options, backend_options, code_option, positive_int
 from aspire.evaluate.options import scorer_options
 from aspire.evaluate.suite import DATA
 
@@ -65,10 +65,7 @@ def _options(args, scorers: list[str] | None = None) -> dict:
                                 ("joiner", args.joiner)) if v is not None}
     if encode and "abstract" not in (scorers or [args.scorer]) and args.encoding == "contextual":
         raise ValueError("--max-length/--normalize/--joiner apply to --scorer abstract or --encoding independent")
-    encoder = backend_options(args)
-    if args.code is not None:
-        encoder["code"] = None if args.code == "none" else args.code
-    return {"encoder_options": encoder,
+    return {"encoder_options": {**backend_options(args), **code_option(args.code)},
             "encoding": args.encoding,
             "scorer_options": scorer_options(",".join(scorers or [args.scorer or ""]), args.tau, args.eps, args.window),
             "cache_dir": None if args.no_cache else args.cache_dir, "batch_size": args.batch_size,
