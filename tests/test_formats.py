@@ -15,6 +15,7 @@ from aspire.data.papers import Paper
 from aspire.encoders import ContextualSentenceEncoder
 from aspire.encoders.adapters import ADAPTER_DIR
 from aspire.encoders.codes import codes_for, query_code
+from aspire.encoders.models import SETTINGS_FILE
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import TripletCollator, load_split
@@ -241,6 +242,106 @@ def test_saved_document_model_keeps_its_formats(tiny_model_dir, examples_dir, tm
     assert torch.equal(loaded.encode(PAPERS).emb, model.encode(PAPERS).emb)
 
 
+# ---- a query-scope adapter (SPECTER2's ad-hoc query adapter) -------------------------------------------
+def query_adapted(path) -> ContextualSentenceEncoder:
+    encoder = load(path)
+    encoder.add_adapters("lora", ["query"], scope="query", r=4, alpha=8.0)
+    perturb_adapters(encoder)
+    return encoder
+
+
+def test_query_adapter_is_off_for_papers_and_on_only_for_queries(tiny_model_dir, tmp_path):
+    from aspire.encoders import load_encoder
+
+    base = load(tiny_model_dir)
+    encoder = query_adapted(tiny_model_dir)
+    papers = encoder.encode(PAPERS).emb
+    assert torch.equal(papers, base.encode(PAPERS).emb)  # papers: the base encoder's vectors, bit for bit
+    paper_print = encoder.fingerprint()
+    with encoder.query_side():
+        queries = encoder.encode(PAPERS).emb
+        query_print = encoder.fingerprint()
+    assert not torch.allclose(queries, papers, atol=1e-4) and query_print != paper_print
+    assert torch.equal(encoder.encode(PAPERS).emb, papers) and encoder.fingerprint() == paper_print  # off again
+    encoder.save_pretrained(tmp_path / "m")
+    settings = json.loads((tmp_path / "m" / SETTINGS_FILE).read_text())["adapter"]
+    assert settings == {"kind": "lora", "names": ["query"], "scope": "query"}
+    again = load(tmp_path / "m")
+    assert torch.equal(again.encode(PAPERS).emb, papers)
+    with again.query_side():
+        assert torch.allclose(again.encode(PAPERS).emb, queries, atol=1e-6)
+    with pytest.raises(ValueError, match="query-scope adapter applies to queries only"):
+        again.merged()
+    with pytest.raises(ValueError, match="exact torch backend only"):
+        load_encoder(tmp_path / "m", quantize="bf16")
+    plain = load(tiny_model_dir)  # no adapter: query_side changes nothing
+    with plain.query_side():
+        assert torch.equal(plain.encode(PAPERS).emb, papers)
+    with pytest.raises(ValueError, match="one adapter named 'query'"):
+        load(tiny_model_dir).add_adapters("lora", ["default"], scope="query")
+
+
+QUERY_SCOPE = ("model.kind=abstract", "loss.kind=mnrl", "model.adapter.kind=lora", "model.adapter.r=4",
+               "model.adapter.scope=query", "train.max_steps=3", "train.eval_every=3")
+
+
+def test_query_adapter_trains_on_anchors_only_and_keeps_the_papers(tiny_model_dir, examples_dir, tmp_path):
+    from aspire.encoders import load_encoder
+
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "run", *QUERY_SCOPE)
+    model = build_model(cfg)
+    assert list(model.encoder.model.peft_config) == ["query"] and not model.encoder.query_on
+    perturb_adapters(model.encoder)
+    data = load_split(cfg.data, "train")
+    batch = TripletCollator(model.tokenize, data.papers)([data[i] for i in range(0, 24, 3)])
+    model.eval()  # no dropout: the sides can be compared with plain encodings
+    docs = model._embed_query_side(batch.inputs, len(batch))
+    with torch.no_grad():
+        off = model.embed(batch.inputs)
+        with model.encoder.query_side():
+            on = model.embed(batch.inputs)
+    B = len(batch)
+    assert torch.allclose(docs.emb[:B], on.emb[:B], atol=1e-6) and torch.equal(docs.emb[B:], off.emb[B:])
+    assert not torch.allclose(on.emb[:B], off.emb[:B], atol=1e-4)
+    model.train()
+    model(batch)["loss"].backward()
+    grads = {n: p.grad for n, p in model.named_parameters()}
+    lora = [n for n in grads if "lora_" in n]
+    assert lora and any(grads[n] is not None and float(grads[n].abs().sum()) > 0 for n in lora)
+    assert all(grads[n] is None for n in grads if "lora_" not in n)  # base frozen
+    assert run(cfg)["step"] == 3
+    out = tmp_path / "run"
+    saved = out / ckpt.read_pointer(out)["checkpoint"] / ckpt.MODEL_DIR
+    trained, base = load_encoder(saved), load_encoder(tiny_model_dir)
+    expected = base.encode_abstract(PAPERS)
+    assert torch.equal(trained.encode_abstract(PAPERS), expected)  # papers untouched by training
+    with trained.query_side():
+        assert not torch.allclose(trained.encode_abstract(PAPERS), expected, atol=1e-5)
+
+
+def test_context2doc_encodes_its_queries_with_the_query_adapter(tiny_model_dir, tmp_path):
+    from test_benchmarks import tiny_context2doc
+
+    from aspire.encoders import load_encoder
+    from aspire.evaluate.context2doc_run import dense_scores
+    from aspire.evaluate.rank import encode_papers, get_eval_scorer
+
+    query_adapted(tiny_model_dir).save_pretrained(tmp_path / "m")
+    bench = tiny_context2doc(tmp_path)
+    scores, _ = dense_scores(bench, str(tmp_path / "m"), "abstract", cache_dir=tmp_path / "cache")
+    adapted, base = load_encoder(tmp_path / "m"), load_encoder(tiny_model_dir)
+    queries = [Paper(qid, "", [text]) for qid, text in bench.queries.items()]
+    with adapted.query_side():
+        qb, _ = encode_papers(adapted, queries, "abstract")
+    cb, _ = encode_papers(base, bench.candidates, "abstract")  # the papers: the base model's vectors
+    expected = get_eval_scorer("abstract").score(qb, cb)
+    assert scores == pytest.approx(expected.numpy(), abs=1e-5)
+    plain, _ = dense_scores(bench, str(tiny_model_dir), "abstract", cache_dir=tmp_path / "cache")
+    assert not scores == pytest.approx(plain, abs=1e-4)
+    again, _ = dense_scores(bench, str(tmp_path / "m"), "abstract", cache_dir=tmp_path / "cache")  # from the cache
+    assert again == pytest.approx(scores, abs=1e-6)
+
+
 # ---- task codes and adapters in multi-task runs ---------------------------------------------------------
 CROP_TASK = "{name: crop, sources: [cocite], benchmarks_dir: null, dev_share: 0.4, span_max: 2}"
 
@@ -299,6 +400,14 @@ BAD_FORMAT_VALUES = {"model.control_codes": "facets", "model.adapter.kind": "bot
 def test_bad_format_config_names_the_key(key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_config(Config, None, [f"{key}={BAD_FORMAT_VALUES[key]}"])
+
+
+@pytest.mark.parametrize("extra", [["model.adapter.kind=none"], ["model.adapter.kind=lora", "model.adapter.per_task=true"]])
+def test_query_scope_needs_one_shared_adapter(extra):
+    with pytest.raises(ConfigError, match=r"model\.adapter\.scope=query needs one shared adapter"):
+        load_config(Config, None, ["model.adapter.scope=query", *extra])
+    with pytest.raises(ConfigError, match=r"model\.control_codes=task with model\.adapter\.scope=query"):
+        load_config(Config, None, ["model.adapter.scope=query", "model.adapter.kind=lora", "model.control_codes=task"])
 
 
 def test_codes_with_ia3_are_refused_naming_both_keys():

@@ -14,6 +14,11 @@ adapter layers taken out, so `AutoModel.from_pretrained(dir)` opens the unadapte
 under `dir/adapter/` in peft's format: `PeftModel.from_pretrained(AutoModel.from_pretrained(dir),
 dir/"adapter")` opens the adapted one (an adapter not named `default` is in `adapter/NAME/`).
 `merged(model)` folds the active adapter into the weights for a model plain `transformers` opens alone.
+
+Scope (`ADAPTER_SCOPES`): an `all` adapter is on for every text. A `query` adapter (SPECTER2's ad-hoc
+query adapter) is on only for the query side of an asymmetric task (the citing sentence of context2doc):
+papers are encoded with it switched off (`set_enabled`), so with a frozen base a query adapter leaves
+every paper vector, and every paper-to-paper benchmark, exactly as the base model scores them.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ from torch import nn
 
 ADAPTER_DIR = "adapter"
 ADAPTER_KINDS = ("lora", "ia3")
+ADAPTER_SCOPES = ("all", "query")  # on for every text | only for queries (papers encoded without it)
+QUERY_ADAPTER = "query"  # the one adapter of scope query
 # target modules for model types peft has no default for: kind -> model type -> (targets, feed-forward targets)
 EXTRA_TARGETS = {
     "lora": {"mpnet": (["q", "v"], [])},
@@ -79,10 +86,23 @@ def is_adapted(model: nn.Module) -> bool:
     return isinstance(model, PeftModel)
 
 
-def adapter_settings(model: nn.Module) -> dict:
-    """What the saved settings record of an adapted model: adapter names and kind."""
+def adapter_settings(model: nn.Module, scope: str = "all") -> dict:
+    """What the saved settings record of an adapted model: adapter names, kind and scope."""
     names = list(model.peft_config)
-    return {"kind": model.peft_config[names[0]].peft_type.value.lower(), "names": names}
+    return {"kind": model.peft_config[names[0]].peft_type.value.lower(), "names": names, "scope": scope}
+
+
+def set_enabled(model: nn.Module, on: bool) -> None:
+    """Switch the adapter layers of `model` (a PeftModel) on (the active adapter applies) or off (the
+    base model's own forward pass). Which weights train stays as it was: peft's switch also freezes an
+    adapter it turns off, which would cut the gradient of a query pass made before the papers' pass."""
+    trains = {name: p.requires_grad for name, p in model.named_parameters()}
+    if on:
+        model.base_model.enable_adapter_layers()
+    else:
+        model.base_model.disable_adapter_layers()
+    for name, p in model.named_parameters():
+        p.requires_grad_(trains[name])
 
 
 def adapter_path(root: Path, name: str) -> Path:

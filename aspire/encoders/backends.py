@@ -343,6 +343,9 @@ def load_encoder(
         exact = exact.to(device)
     if quantize is None and backend == "torch":
         return exact
+    if exact.adapter_scope == "query":
+        raise ValueError(f"{name_or_path}: a model with a query adapter runs on the exact torch backend only "
+                         f"(got backend={backend!r}, quantize={quantize!r}): the fast backends compile one encoding")
     if backend == "torch":  # quantize="bf16"
         if exact.device.type == "cpu" and not bf16_is_native():
             log.warning("this CPU has no native bfloat16 (AVX512-BF16 or AMX): --quantize bf16 will be slow")

@@ -119,7 +119,10 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if adapter:
             model = adapters.load_adapted(model, path, adapter)
         model.eval()
-        return cls(model, tokenizer, name=str(name_or_path), **stored)
+        encoder = cls(model, tokenizer, name=str(name_or_path), **stored)
+        if adapter:
+            encoder.use_scope(adapter.get("scope", "all"))
+        return encoder
 
     def settings(self) -> dict:
         return {
@@ -139,7 +142,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         settings = self.settings()
         if adapters.is_adapted(self.model):  # base weights here, adapters in path/adapter (peft format)
             adapters.save_adapted(self.model, path)
-            settings["adapter"] = adapters.adapter_settings(self.model)
+            settings["adapter"] = adapters.adapter_settings(self.model, self.adapter_scope)
         else:
             self.model.save_pretrained(path)
         self.tokenizer.save_pretrained(path)
@@ -153,6 +156,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         digest.update(getattr(self.model, "backend_tag", "").encode())  # fast backends only ("" adds nothing)
         if adapters.is_adapted(self.model):
             digest.update(f"adapter/{self.model.active_adapter}".encode())
+            if self.adapter_scope == "query":  # papers (adapter off) and queries (on) are different encodings
+                digest.update(b"/query-on" if self.query_on else b"/query-off")
         for name, tensor in sorted(self.model.state_dict().items()):
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())

@@ -15,10 +15,13 @@ from aspire.encoders.codes import add_control_codes
 
 
 class TaskFormats:
-    """Control codes (`add_codes`, `using_code`) and peft adapters (`add_adapters`, `merged`) of an encoder."""
+    """Control codes (`add_codes`, `using_code`) and peft adapters (`add_adapters`, `merged`, `query_side`)
+    of an encoder."""
 
     codes: list[str]
     code: str | None
+    adapter_scope: str = "all"  # a query adapter (`adapters.ADAPTER_SCOPES`) is on only inside `query_side`
+    query_on: bool = False
 
     def set_code(self, code: str | None) -> None:
         """Every paper gets `code` from now on (one of `codes`, or None: no code)."""
@@ -45,14 +48,44 @@ class TaskFormats:
         finally:
             self.code = saved
 
-    def add_adapters(self, kind: str, names: Sequence[str], **options) -> None:
-        """Wrap the transformer in peft adapters named `names` (base frozen; see `attach_adapters`)."""
+    def add_adapters(self, kind: str, names: Sequence[str], scope: str = "all", **options) -> None:
+        """Wrap the transformer in peft adapters named `names` (base frozen; see `attach_adapters`); scope
+        `query`: the one adapter `query`, off for papers and on inside `query_side`."""
         if adapters.is_adapted(self.model):
             raise ValueError("this encoder already has adapters")
+        if scope not in adapters.ADAPTER_SCOPES:
+            raise ValueError(f"unknown adapter scope {scope!r}; valid: {list(adapters.ADAPTER_SCOPES)}")
+        if scope == "query" and list(names) != [adapters.QUERY_ADAPTER]:
+            raise ValueError(f"a query-scope adapter is one adapter named {adapters.QUERY_ADAPTER!r}, got {list(names)}")
         self.model = adapters.attach_adapters(self.model, kind, names, **options)
+        self.use_scope(scope)
+
+    def use_scope(self, scope: str) -> None:
+        """Record the adapters' scope; a query adapter starts switched off (papers are encoded without it)."""
+        self.adapter_scope, self.query_on = scope, False
+        if scope == "query":
+            adapters.set_enabled(self.model, False)
+
+    @contextmanager
+    def query_side(self) -> Iterator["TaskFormats"]:
+        """Encode queries inside the block: a query-scope adapter is switched on there (no other encoder
+        changes: its queries and papers share one encoding)."""
+        if self.adapter_scope != "query":
+            yield self
+            return
+        adapters.set_enabled(self.model, True)
+        self.query_on = True
+        try:
+            yield self
+        finally:
+            adapters.set_enabled(self.model, False)
+            self.query_on = False
 
     def merged(self) -> "TaskFormats":
         """A copy whose transformer has its active adapter folded in: plain `transformers` opens it once saved."""
         if not adapters.is_adapted(self.model):
             raise ValueError("merged(): this encoder has no adapters")
+        if self.adapter_scope == "query":
+            raise ValueError("merged(): a query-scope adapter applies to queries only; folded into the weights it "
+                             "would change every paper vector (load the model with peft instead)")
         return type(self)(adapters.merged(self.model), self.tokenizer, name=self.name, **self.settings())

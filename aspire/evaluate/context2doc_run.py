@@ -46,7 +46,8 @@ def dense_scores(bench: Context2Doc, model: str, scorer_name: str, encoding: str
     if device:
         encoder.to(device)
     queries = [Paper(qid, "", [text]) for qid, text in bench.queries.items()]
-    qb, _ = encode_papers(encoder, queries, enc, cache_dir, batch_size, opts)
+    with encoder.query_side():  # a query adapter, if the model has one, encodes the citing sentences
+        qb, _ = encode_papers(encoder, queries, enc, cache_dir, batch_size, opts)
     cb, _ = encode_papers(encoder, bench.candidates, enc, cache_dir, batch_size, opts)
     dev = torch.device(device) if device else encoder.device
     qb, cb = qb.to(dev), cb.to(dev)

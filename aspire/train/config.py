@@ -24,7 +24,10 @@ class AdapterConfig:
     vectors are its light-weight stand-in). `r`, `alpha`, `dropout` are LoRA's rank, scale and dropout
     (IA3 has none); `target_modules` (empty: peft's default for the model type, `query`/`value` for
     BERT). `per_task`: one named adapter per training task, switched per batch; else one shared
-    adapter named `default`.
+    adapter named `default`. `scope: query` (SPECTER2's ad-hoc query adapter): one adapter named `query`,
+    on only for each pair's anchor (the query: context2doc's citing sentence), off for its positives and
+    negatives and for every paper at inference, so the paper vectors stay the base encoder's (a trained
+    document model given as `model.encoder`) while the queries learn to meet them.
     """
 
     kind: Literal["none", "lora", "ia3"] = "none"
@@ -33,6 +36,12 @@ class AdapterConfig:
     dropout: float = ranged(0.0, ge=0, lt=1)
     target_modules: list[str] = field(default_factory=list)
     per_task: bool = False
+    scope: Literal["all", "query"] = "all"
+
+    def __post_init__(self) -> None:
+        if self.scope == "query" and (self.kind == "none" or self.per_task):
+            raise ConfigError(f"model.adapter.scope=query needs one shared adapter (model.adapter.kind lora or ia3, "
+                              f"per_task false); got kind={self.kind}, per_task={self.per_task}")
 
 
 @dataclass
@@ -71,6 +80,9 @@ class ModelConfig:
         if self.control_codes != "none" and self.adapter.kind == "ia3":
             raise ConfigError(f"model.control_codes={self.control_codes} with model.adapter.kind=ia3: IA3 cannot "
                               "train the codes' embeddings; use model.adapter.kind=lora or no codes")
+        if self.control_codes != "none" and self.adapter.scope == "query":
+            raise ConfigError(f"model.control_codes={self.control_codes} with model.adapter.scope=query: a query "
+                              "adapter keeps the papers' encoding as it is; train codes without it")
 
 
 @dataclass

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from aspire.config import ConfigError
+from aspire.encoders.adapters import QUERY_ADAPTER
 from aspire.encoders.codes import code_id, code_token, codes_for
 from aspire.train.config import ModelConfig
 
@@ -44,8 +45,9 @@ def apply_formats(encoder, cfg: ModelConfig, tasks: Sequence[str]) -> None:
     spec = cfg.adapter
     if spec.kind == "none":
         return
+    names = [QUERY_ADAPTER] if spec.scope == "query" else list(tasks) if spec.per_task else ["default"]
     encoder.add_adapters(
-        spec.kind, list(tasks) if spec.per_task else ["default"], r=spec.r, alpha=spec.alpha, dropout=spec.dropout,
+        spec.kind, names, scope=spec.scope, r=spec.r, alpha=spec.alpha, dropout=spec.dropout,
         target_modules=spec.target_modules, trainable_tokens=[code_id(encoder.tokenizer, c) for c in codes],
     )
 

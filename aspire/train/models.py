@@ -176,7 +176,7 @@ class DocumentModel(nn.Module):
         if batch.task is None and self.model_cfg.adapter.kind != "none" and self.model_cfg.adapter.per_task:
             raise ValueError("a batch of several tasks with per-task adapters (use mix.mode alternating or sequential)")
         use_task(self.encoder, self.model_cfg, batch.task)  # its adapter; its codes went in at tokenisation
-        docs = self.embed(batch.inputs)  # (2B + H, S, D)
+        docs = self._embed_query_side(batch.inputs, B) if self.query_adapter else self.embed(batch.inputs)  # (2B + H, S, D)
         anchors = docs.index(torch.arange(B))
         positives = docs.index(torch.arange(B, 2 * B))
         allowed = in_batch_negative_mask(batch.group_ids, batch.pos_ids)  # (B, B)
@@ -198,6 +198,20 @@ class DocumentModel(nn.Module):
         out["task_rows"] = (counted[:, None] & of_task.bool()).sum(dim=0)
         out["triples"] = counted.sum()
         return out
+
+    @property
+    def query_adapter(self) -> bool:
+        return self.model_cfg.adapter.scope == "query"
+
+    def _embed_query_side(self, inputs, B: int) -> DocBatch:
+        """The batch's B anchors encoded with the query adapter on, its positives and negatives with it off:
+        base frozen and adapter off, the papers' pass trains nothing, so it runs without gradients."""
+        with self.encoder.query_side():
+            queries = self.embed(inputs)
+        with torch.no_grad():
+            papers = self.embed(inputs)
+        n = len(papers)
+        return DocBatch.concat([queries.index(torch.arange(B)), papers.index(torch.arange(B, n))])
 
     def _term_loss(self, term: str, batch: TripletBatch, docs: DocBatch, anchors: DocBatch, positives: DocBatch,
                    allowed: Tensor) -> tuple[Tensor, Tensor]:
