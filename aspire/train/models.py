@@ -57,6 +57,7 @@ from aspire.train.terms import (  # noqa: F401  (KINDS, kind_terms and make_scor
     AbstractText,
     CosineTerm,
     ScorerDist,
+    TextInputs,
     VectorDist,
     kind_terms,
     make_scorer,
@@ -205,13 +206,17 @@ class DocumentModel(nn.Module):
 
     def _embed_query_side(self, inputs, B: int) -> DocBatch:
         """The batch's B anchors encoded with the query adapter on, its positives and negatives with it off:
-        base frozen and adapter off, the papers' pass trains nothing, so it runs without gradients."""
+        base frozen and adapter off, the papers' pass trains nothing, so it runs without gradients. Whole-
+        abstract texts are split by rows (each pass over its own papers); sentence inputs, whose windows
+        cannot be split so, go through both passes whole."""
+        split = isinstance(inputs, TextInputs)
         with self.encoder.query_side():
-            queries = self.embed(inputs)
+            queries = self.embed(inputs.rows(0, B) if split else inputs)
         with torch.no_grad():
-            papers = self.embed(inputs)
-        n = len(papers)
-        return DocBatch.concat([queries.index(torch.arange(B)), papers.index(torch.arange(B, n))])
+            papers = self.embed(inputs.rows(B, len(inputs.paper_ids)) if split else inputs)
+        if split:
+            return DocBatch.concat([queries, papers])
+        return DocBatch.concat([queries.index(torch.arange(B)), papers.index(torch.arange(B, len(papers)))])
 
     def _term_loss(self, term: str, batch: TripletBatch, docs: DocBatch, anchors: DocBatch, positives: DocBatch,
                    allowed: Tensor) -> tuple[Tensor, Tensor]:

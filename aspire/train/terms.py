@@ -121,6 +121,12 @@ class TextInputs:
     def to(self, device: torch.device) -> "TextInputs":
         return TextInputs({k: v.to(device) for k, v in self.encoding.items()}, self.paper_ids)
 
+    def rows(self, start: int, stop: int) -> "TextInputs":
+        """Papers `start`..`stop`, their padding cut to the columns any of them uses."""
+        used = self.encoding["attention_mask"][start:stop].any(dim=0).nonzero()
+        width = int(used.max()) + 1 if len(used) else 0
+        return TextInputs({k: v[start:stop, :width] for k, v in self.encoding.items()}, self.paper_ids[start:stop])
+
 
 class AbstractText:
     """One vector a paper from the encoder's transformer, as `ContextualSentenceEncoder.encode_abstract`
