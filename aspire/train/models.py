@@ -22,8 +22,7 @@ of the batch) into a ranking loss (`aspire.losses.MATRIX_LOSSES`); for OT that i
 transport problems through the batched Sinkhorn kernel. A batch may mix tasks: each task's loss is
 the mean over its own anchors, and `loss` is their sum weighted by `TripletBatch.weights`. With a query adapter
 (`model.adapter.scope: query`) the anchors are encoded with it on and the papers with it off. `encode` runs the
-very forward pass used in
-training (no grad, eval mode; mean-pooled to one vector for `cocite_vector`) and `score` applies
+very forward pass used in training (no grad, eval mode; mean-pooled to one vector for `cocite_vector`) and `score` applies
 the kind's inference scorer.
 """
 
