@@ -210,14 +210,16 @@ class DocumentModel(nn.Module):
         base frozen and adapter off, the papers' pass trains nothing, so it runs without gradients. Whole-
         abstract texts are split by rows (each pass over its own papers); sentence inputs, whose windows
         cannot be split so, go through both passes whole."""
-        split = isinstance(inputs, TextInputs)
+        whole = not isinstance(inputs, TextInputs)
+        query_in = inputs if whole else inputs.rows(0, B)
+        paper_in = inputs if whole else inputs.rows(B, len(inputs.paper_ids))
         with self.encoder.query_side():
-            queries = self.embed(inputs.rows(0, B) if split else inputs)
+            queries = self.embed(query_in)
         with torch.no_grad():
-            papers = self.embed(inputs.rows(B, len(inputs.paper_ids)) if split else inputs)
-        if split:
-            return DocBatch.concat([queries, papers])
-        return DocBatch.concat([queries.index(torch.arange(B)), papers.index(torch.arange(B, len(papers)))])
+            papers = self.embed(paper_in)
+        if whole:
+            queries, papers = queries.index(torch.arange(B)), papers.index(torch.arange(B, len(papers)))
+        return DocBatch.concat([queries, papers])
 
     def _term_loss(self, term: str, batch: TripletBatch, docs: DocBatch, anchors: DocBatch, positives: DocBatch,
                    allowed: Tensor) -> tuple[Tensor, Tensor]:
