@@ -10,7 +10,7 @@ from test_formats import PAPERS, perturb_adapters
 from test_train import tiny_config, write_examples_dir
 from transformers import AutoModel, BertConfig, BertModel
 
-from aspire.train.interpolate import RECORD_FILE, interpolate, main
+from aspire.train.interpolate import RECORD_FILE, interpolate, main, soup
 from aspire.train.models import DocumentModel
 from aspire.train.trainer import build_model
 
@@ -96,3 +96,37 @@ def test_cli_writes_the_model_and_rejects_alpha_outside_the_unit_interval(tiny_m
     assert main(["--model", str(tuned), "--alpha", "1.5", "--out", str(tmp_path / "bad"), "--quiet"]) == 2
     assert "alpha must lie in [0, 1], got 1.5" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_soup_is_the_mean_of_its_models_and_loads_as_their_kind(tiny_model_dir, examples_dir, tmp_path):
+    models = []
+    for seed in range(3):
+        models.append(tuned_model(tiny_model_dir, examples_dir, tmp_path / f"s{seed}"))
+        model = AutoModel.from_pretrained(models[-1])
+        gen = torch.Generator().manual_seed(100 + seed)  # tuned_model moves each the same way: make them differ
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+        model.save_pretrained(models[-1])
+    got = weights(soup(models, tmp_path / "soup"))
+    each = [weights(m) for m in models]
+    moved = [n for n in got if got[n].is_floating_point() and not torch.equal(each[0][n], each[1][n])]
+    assert len(moved) > 10
+    for name in moved:
+        assert torch.allclose(got[name], sum(w[name] for w in each) / 3, atol=1e-6), name
+    assert json.loads((tmp_path / "soup" / RECORD_FILE).read_text()) == {"soup": [str(m) for m in models]}
+    souped = DocumentModel.from_pretrained(tmp_path / "soup")
+    assert souped.inference_name == DocumentModel.from_pretrained(models[0]).inference_name
+
+
+def test_a_soup_refuses_models_of_another_kind_or_shape_naming_them(tiny_model_dir, examples_dir, tmp_path, capsys):
+    first = tuned_model(tiny_model_dir, examples_dir, tmp_path / "a")
+    coded = tuned_model(tiny_model_dir, examples_dir, tmp_path / "b", "model.control_codes=task")
+    with pytest.raises(ValueError, match=rf"{coded}: model\.control_codes is 'task'"):
+        soup([first, coded], tmp_path / "out")
+    with pytest.raises(ValueError, match="at least two models"):
+        soup([first], tmp_path / "out")
+    assert main(["--model", str(first), str(first), "--alpha", "0.5", "--out", str(tmp_path / "x"), "--quiet"]) == 2
+    assert "a soup of several takes neither" in capsys.readouterr().err
+    assert main(["--model", str(first), "--out", str(tmp_path / "y"), "--quiet"]) == 2
+    assert "--alpha is required with one --model" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -23,6 +24,7 @@ from aspire.cliutil import add_common_options, command_parser, run_command, setu
 EXAMPLES = """\
   python -m aspire.train.interpolate --model runs/multitask_mixed/checkpoint-000500/model --alpha 0.5 --out runs/multitask_mixed/wise-0.5
   python -m aspire.train.interpolate --model runs/lora/checkpoint-000600/model --base minilm --alpha 0.25 --out runs/lora/wise-0.25
+  python -m aspire.train.interpolate --model runs/s0/best/model runs/s1/best/model runs/s2/best/model --out runs/soup
 """
 RECORD_FILE = "interpolation.json"
 
@@ -53,7 +55,6 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
     it was trained from, as its document_model.json records) — (1 − α)·base + α·model."""
     from transformers import AutoModel
 
-    from aspire.encoders import ContextualSentenceEncoder, adapters
     from aspire.encoders.models import resolve_model
     from aspire.train.export import write_plain_meta
     from aspire.train.models import MODEL_FILE
@@ -66,11 +67,8 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
         if meta is None:
             raise ValueError(f"{model} has no {MODEL_FILE} naming its base encoder: give --base")
         base = meta["model"]["encoder"]
-    tuned = ContextualSentenceEncoder.from_pretrained(model)
-    if adapters.is_adapted(tuned.model):
-        tuned = tuned.merged()
+    tuned, tuned_weights = _plain_weights(model)
     base_weights = AutoModel.from_pretrained(resolve_model(base)).state_dict()
-    tuned_weights = tuned.model.state_dict()
     extra = sorted(set(base_weights) - set(tuned_weights))
     if extra:
         raise ValueError(f"the base model {base!r} has weights the fine-tuned model lacks: {extra[:5]}")
@@ -84,10 +82,73 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
     return out
 
 
+def _plain_weights(model: Path) -> tuple[object, dict[str, torch.Tensor]]:
+    """(encoder, its state dict) of a saved model, an adapted one merged first."""
+    from aspire.encoders import ContextualSentenceEncoder, adapters
+
+    encoder = ContextualSentenceEncoder.from_pretrained(model)
+    if adapters.is_adapted(encoder.model):
+        encoder = encoder.merged()
+    return encoder, encoder.model.state_dict()
+
+
+def _model_section(model: Path) -> dict | None:
+    from aspire.train.models import MODEL_FILE
+
+    path = model / MODEL_FILE
+    if not path.is_file():
+        return None
+    section = json.loads(path.read_text())["model"]
+    return {**section, "adapter": {**section.get("adapter", {}), "kind": "none"}}  # adapters are merged
+
+
+def soup(models: Sequence[str | Path], out: str | Path) -> Path:
+    """Write to `out` the uniform soup of `models`: every weight the mean of theirs. The first model's
+    document_model.json goes with it; a model whose `model` section or weights (names, shapes) differ
+    from the first's is an error naming it and the key."""
+    from aspire.train.export import write_plain_meta
+    from aspire.train.models import MODEL_FILE
+
+    models, out = [Path(m) for m in models], Path(out)
+    if len(models) < 2:
+        raise ValueError(f"a soup needs at least two models, got {len(models)}")
+    first_section = _model_section(models[0])
+    for model in models[1:]:
+        section = _model_section(model)
+        if (section is None) != (first_section is None):
+            raise ValueError(f"{model}: {MODEL_FILE} present in one of {models[0]} and {model} only")
+        differ = sorted(k for k in set(section or {}) | set(first_section or {})
+                        if (section or {}).get(k) != (first_section or {}).get(k))
+        if differ:
+            raise ValueError(f"{model}: model.{differ[0]} is {section.get(differ[0])!r}, "
+                             f"{first_section.get(differ[0])!r} in {models[0]}")
+    encoder, mean = _plain_weights(models[0])
+    for k, model in enumerate(models[1:], start=2):
+        weights = _plain_weights(model)[1]
+        names = set(weights) ^ set(mean)
+        if names:
+            raise ValueError(f"{model}: weight {sorted(names)[0]!r} is in only one of it and {models[0]}")
+        with torch.no_grad():
+            for name, weight in weights.items():
+                if weight.shape != mean[name].shape:
+                    raise ValueError(f"{model}: weight {name!r} has shape {tuple(weight.shape)}, "
+                                     f"{tuple(mean[name].shape)} in {models[0]}")
+                mean[name] = blend(name, mean[name], weight, 1.0 / k)  # running mean
+    with torch.no_grad():
+        encoder.model.load_state_dict(mean)
+    encoder.save_pretrained(out)
+    if first_section is not None:
+        write_plain_meta(json.loads((models[0] / MODEL_FILE).read_text()), out)
+    (out / RECORD_FILE).write_text(json.dumps({"soup": [str(m) for m in models]}, indent=2))
+    return out
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.interpolate") -> int:
     parser = command_parser(prog, __doc__, EXAMPLES)
-    parser.add_argument("--model", required=True, help="a fine-tuned model directory (a checkpoint's model/)")
-    parser.add_argument("--alpha", type=float, required=True, help="weight of the fine-tuned model, 0..1")
+    parser.add_argument("--model", required=True, nargs="+",
+                        help="a fine-tuned model directory (a checkpoint's model/); several: their uniform soup")
+    parser.add_argument("--alpha", type=float, default=None,
+                        help="weight of the fine-tuned model, 0..1 (one --model only)")
     parser.add_argument("--base", default=None,
                         help="the model it started from (default: the encoder its document_model.json names)")
     parser.add_argument("--out", required=True, help="output directory for the interpolated model")
@@ -96,7 +157,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.inte
     setup_logging(args)
 
     def write() -> int:
-        print(f"wrote {interpolate(args.model, args.alpha, args.out, args.base)}")
+        if len(args.model) > 1:
+            if args.alpha is not None or args.base is not None:
+                raise ValueError("--alpha and --base interpolate one model; a soup of several takes neither")
+            print(f"wrote {soup(args.model, args.out)}")
+            return 0
+        if args.alpha is None:
+            raise ValueError("--alpha is required with one --model")
+        print(f"wrote {interpolate(args.model[0], args.alpha, args.out, args.base)}")
         return 0
 
     return run_command(write, args)
