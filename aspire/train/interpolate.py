@@ -15,11 +15,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+
+if TYPE_CHECKING:
+    from aspire.encoders import ContextualSentenceEncoder
 
 EXAMPLES = """\
   python -m aspire.train.interpolate --model runs/multitask_mixed/checkpoint-000500/model --alpha 0.5 --out runs/multitask_mixed/wise-0.5
@@ -82,7 +85,7 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
     return out
 
 
-def _plain_weights(model: Path) -> tuple[object, dict[str, torch.Tensor]]:
+def _plain_weights(model: Path) -> tuple[ContextualSentenceEncoder, dict[str, torch.Tensor]]:
     """(encoder, its state dict) of a saved model, an adapted one merged first."""
     from aspire.encoders import ContextualSentenceEncoder, adapters
 
@@ -116,12 +119,12 @@ def soup(models: Sequence[str | Path], out: str | Path) -> Path:
     for model in models[1:]:
         section = _model_section(model)
         if (section is None) != (first_section is None):
-            raise ValueError(f"{model}: {MODEL_FILE} present in one of {models[0]} and {model} only")
-        differ = sorted(k for k in set(section or {}) | set(first_section or {})
-                        if (section or {}).get(k) != (first_section or {}).get(k))
+            raise ValueError(f"{model}: {MODEL_FILE} is in only one of it and {models[0]}")
+        section, first = section or {}, first_section or {}
+        differ = sorted(k for k in section.keys() | first.keys() if section.get(k) != first.get(k))
         if differ:
             raise ValueError(f"{model}: model.{differ[0]} is {section.get(differ[0])!r}, "
-                             f"{first_section.get(differ[0])!r} in {models[0]}")
+                             f"{first.get(differ[0])!r} in {models[0]}")
     encoder, mean = _plain_weights(models[0])
     for k, model in enumerate(models[1:], start=2):
         weights = _plain_weights(model)[1]
