@@ -23,22 +23,35 @@ EXAMPLES = """\
 def export_merged(model: str | Path, out: str | Path) -> Path:
     """Write `model` (a directory with adapters) to `out` with its active adapter merged into the weights."""
     from aspire.encoders import ContextualSentenceEncoder
-    from aspire.train.models import MODEL_FILE
 
     model, out = Path(model), Path(out)
     ContextualSentenceEncoder.from_pretrained(model).merged().save_pretrained(out)
-    if (model / MODEL_FILE).is_file():
-        write_plain_meta(json.loads((model / MODEL_FILE).read_text()), out)
+    meta = read_meta(model)
+    if meta is not None:
+        write_plain_meta(meta, out)
     return out
 
 
-def write_plain_meta(meta: dict, out: Path) -> None:
-    """Write a trained model's document_model.json `meta` beside plain weights in `out`: its adapter entry
-    set to none, since the adapter is folded into the weights there."""
+def read_meta(model: Path) -> dict | None:
+    """A trained model's document_model.json, or None for a plain encoder directory without one."""
     from aspire.train.models import MODEL_FILE
 
-    meta["model"]["adapter"] = {**meta["model"].get("adapter", {}), "kind": "none"}
-    (out / MODEL_FILE).write_text(json.dumps(meta, indent=2))
+    path = model / MODEL_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def plain_meta(meta: dict) -> dict:
+    """A copy of document_model.json `meta` with its adapter entry set to none, as it reads once the adapter is
+    folded into the weights."""
+    model = meta["model"]
+    return {**meta, "model": {**model, "adapter": {**model.get("adapter", {}), "kind": "none"}}}
+
+
+def write_plain_meta(meta: dict, out: Path) -> None:
+    """Write a trained model's document_model.json `meta` beside plain weights in `out` (`plain_meta`)."""
+    from aspire.train.models import MODEL_FILE
+
+    (out / MODEL_FILE).write_text(json.dumps(plain_meta(meta), indent=2))
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.export") -> int:

@@ -59,13 +59,13 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
     from transformers import AutoModel
 
     from aspire.encoders.models import resolve_model
-    from aspire.train.export import write_plain_meta
+    from aspire.train.export import read_meta, write_plain_meta
     from aspire.train.models import MODEL_FILE
 
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
     model, out = Path(model), Path(out)
-    meta = json.loads((model / MODEL_FILE).read_text()) if (model / MODEL_FILE).is_file() else None
+    meta = read_meta(model)
     if base is None:
         if meta is None:
             raise ValueError(f"{model} has no {MODEL_FILE} naming its base encoder: give --base")
@@ -95,32 +95,23 @@ def _plain_weights(model: Path) -> tuple[ContextualSentenceEncoder, dict[str, to
     return encoder, encoder.model.state_dict()
 
 
-def _model_section(model: Path) -> dict | None:
-    from aspire.train.models import MODEL_FILE
-
-    path = model / MODEL_FILE
-    if not path.is_file():
-        return None
-    section = json.loads(path.read_text())["model"]
-    return {**section, "adapter": {**section.get("adapter", {}), "kind": "none"}}  # adapters are merged
-
-
 def soup(models: Sequence[str | Path], out: str | Path) -> Path:
     """Write to `out` the uniform soup of `models`: every weight the mean of theirs. The first model's
     document_model.json goes with it; a model whose `model` section or weights (names, shapes) differ
     from the first's is an error naming it and the key."""
-    from aspire.train.export import write_plain_meta
+    from aspire.train.export import plain_meta, read_meta, write_plain_meta
     from aspire.train.models import MODEL_FILE
 
     models, out = [Path(m) for m in models], Path(out)
     if len(models) < 2:
         raise ValueError(f"a soup needs at least two models, got {len(models)}")
-    first_section = _model_section(models[0])
-    for model in models[1:]:
-        section = _model_section(model)
-        if (section is None) != (first_section is None):
-            raise ValueError(f"{model}: {MODEL_FILE} is in only one of it and {models[0]}")
-        section, first = section or {}, first_section or {}
+    metas = [read_meta(model) for model in models]
+    odd = [model for model, meta in zip(models, metas) if (meta is None) != (metas[0] is None)]
+    if odd:
+        raise ValueError(f"{odd[0]}: {MODEL_FILE} is in only one of it and {models[0]}")
+    first = plain_meta(metas[0])["model"] if metas[0] is not None else {}  # adapters are merged
+    for model, meta in zip(models[1:], metas[1:]):
+        section = plain_meta(meta)["model"] if meta is not None else {}
         differ = sorted(k for k in section.keys() | first.keys() if section.get(k) != first.get(k))
         if differ:
             raise ValueError(f"{model}: model.{differ[0]} is {section.get(differ[0])!r}, "
@@ -140,8 +131,8 @@ def soup(models: Sequence[str | Path], out: str | Path) -> Path:
     with torch.no_grad():
         encoder.model.load_state_dict(mean)
     encoder.save_pretrained(out)
-    if first_section is not None:
-        write_plain_meta(json.loads((models[0] / MODEL_FILE).read_text()), out)
+    if metas[0] is not None:
+        write_plain_meta(metas[0], out)
     (out / RECORD_FILE).write_text(json.dumps({"soup": [str(m) for m in models]}, indent=2))
     return out
 
