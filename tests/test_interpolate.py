@@ -124,6 +124,11 @@ def test_a_soup_refuses_models_of_another_kind_or_shape_naming_them(tiny_model_d
     coded = tuned_model(tiny_model_dir, examples_dir, tmp_path / "b", "model.control_codes=task")
     with pytest.raises(ValueError, match=rf"{coded}: model\.control_codes is 'task'"):
         soup([first, coded], tmp_path / "out")
+    wide = tuned_model(tiny_model_dir, examples_dir, tmp_path / "c")  # the same kind, a wider feed-forward layer
+    BertModel(BertConfig(**{**AutoModel.from_pretrained(wide).config.to_dict(), "intermediate_size": 48})
+              ).save_pretrained(wide)
+    with pytest.raises(ValueError, match=rf"{wide}: weight 'encoder\.layer\.0\.intermediate\.dense\.weight' has shape"):
+        soup([first, wide], tmp_path / "out")
     with pytest.raises(ValueError, match="at least two models"):
         soup([first], tmp_path / "out")
     assert main(["--model", str(first), str(first), "--alpha", "0.5", "--out", str(tmp_path / "x"), "--quiet"]) == 2
