@@ -8,6 +8,11 @@ set are not); the positive column is never a negative whatever the mask says. Ea
 loss of every anchor (B,) and which anchors had a negative (B,) bool, so the trainer can average per
 task. With nothing masked this is the maths of sentence-transformers' `MultipleNegativesRankingLoss`
 (and, `symmetric`, of `MultipleNegativesSymmetricRankingLoss`), tested against them on the same vectors.
+
+Distillation: given a teacher's similarities of the same (B, K) candidates, an anchor's row becomes the
+KL divergence from the teacher's softmax over its positive and allowed negatives to the model's
+(soft targets, as in Hinton et al. 2015, over the in-batch candidates); rows the teacher did not score
+stay the one-hot ranking loss above.
 """
 
 from __future__ import annotations
@@ -32,20 +37,40 @@ class MultipleNegativesRankingLoss(nn.Module):
     `symmetric` adds the other direction (each positive against the anchors, first B columns only)
     and averages the two log-partitions, as `MultipleNegativesSymmetricRankingLoss` does.
     `scale` is 1 / temperature (20 for cosine similarities, as in sentence-transformers).
+
+    With `teacher` (B, K) similarities (NaN where the teacher has no vector of the anchor or the
+    candidate), a row whose positive the teacher scored is `KL(softmax(teacher_scale * teacher) ||
+    softmax(scale * sim))` over its positive and the allowed negatives the teacher scored; the other
+    rows keep the ranking loss. `symmetric` does not combine with a teacher.
     """
 
-    def __init__(self, scale: float = 20.0, symmetric: bool = False) -> None:
+    def __init__(self, scale: float = 20.0, symmetric: bool = False, teacher_scale: float = 20.0) -> None:
         super().__init__()
-        self.scale, self.symmetric = scale, symmetric
+        self.scale, self.symmetric, self.teacher_scale = scale, symmetric, teacher_scale
 
-    def forward(self, sim: Tensor, neg_mask: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, sim: Tensor, neg_mask: Tensor, teacher: Tensor | None = None) -> tuple[Tensor, Tensor]:
         positive, negatives = check_matrix(sim, neg_mask)
         B = sim.shape[0]
         logits = sim * self.scale  # (B, K)
         pos = logits.diagonal()  # (B,)
         log_z = logits.masked_fill(~(positive | negatives), float("-inf")).logsumexp(dim=1)  # (B,)
         if self.symmetric:  # positive b against every anchor that may treat it as a negative
+            if teacher is not None:
+                raise ValueError("mnrl: symmetric does not combine with teacher similarities (loss.symmetric=false)")
             back = logits[:, :B].T  # (B, B): row b = positive b's similarity to each anchor
             allowed = (positive | negatives)[:, :B].T
             log_z = (log_z + back.masked_fill(~allowed, float("-inf")).logsumexp(dim=1)) / 2
-        return log_z - pos, negatives.any(dim=1)
+        loss = log_z - pos
+        if teacher is None:
+            return loss, negatives.any(dim=1)
+        if teacher.shape != sim.shape:
+            raise ValueError(f"teacher similarities {tuple(teacher.shape)} for a matrix of {tuple(sim.shape)}")
+        scored = ~teacher.isnan()
+        soft = scored.diagonal()  # (B,) rows the teacher scored
+        # a row the teacher did not score keeps its positive column only, so no softmax is over nothing
+        cols = torch.where(soft[:, None], (positive | negatives) & scored, positive)  # (B, K)
+        target = (self.teacher_scale * teacher.nan_to_num(0.0)).masked_fill(~cols, float("-inf")).log_softmax(dim=1)
+        student = logits.masked_fill(~cols, float("-inf")).log_softmax(dim=1)
+        kl = (target.exp() * (target - student).masked_fill(~cols, 0.0)).sum(dim=1)  # (B,)
+        has_neg = torch.where(soft, (negatives & scored).any(dim=1), negatives.any(dim=1))
+        return torch.where(soft, kl, loss), has_neg

@@ -96,7 +96,8 @@ class LossConfig:
     in-batch matrix plus every hard negative of the batch: `mnrl` (multiple-negatives ranking /
     InfoNCE, logits `scale` * similarity, `symmetric` adds the positive-to-anchors direction),
     `multi_similarity` (`ms_alpha`, `ms_beta`, `ms_base`), `bce` (pairs labelled 1 / 0, logits
-    `scale` * (similarity - `bce_threshold`)).
+    `scale` * (similarity - `bce_threshold`)). A `distill` task's rows under `mnrl` take the teacher's
+    in-batch similarities times `teacher_scale` as soft targets (`aspire.losses.ranking`).
     """
 
     kind: Literal["triplet", "mnrl", "multi_similarity", "bce"] = "triplet"
@@ -108,6 +109,7 @@ class LossConfig:
     ms_beta: float = ranged(50.0, gt=0)
     ms_base: float = ranged(0.5)
     bce_threshold: float = ranged(0.5)
+    teacher_scale: float = ranged(20.0, gt=0)
 
 
 @dataclass
@@ -192,11 +194,15 @@ class TaskConfig:
     warning); `dev_share` of the abstracts, by hash, give the dev pairs), `title` (a title paired with
     its abstract; same `sources`) or `author` (two ACL papers sharing at least `min_shared_authors`
     authors, `views` partners a paper; authors of more than `max_author_papers` papers link nothing).
+    `distill`: each ACL paper (`sources: [acl]`, sampled and filtered as above) paired with `views` of
+    its `neighbours` nearest papers by the teacher vectors of `teacher_dir` (`aspire.train.teacher`,
+    written for the same `max_papers`); with `loss.kind: mnrl` each such row's loss is the KL
+    divergence to the teacher's in-batch similarities (`loss.teacher_scale`).
     `weight` multiplies the task's loss; `ratio` is its share of each batch (`mix.mode: mixed`) or
     of the batches (`alternating`); `steps` is its stage length in optimizer steps (`sequential`).
     """
 
-    name: Literal["cocite", "context2doc", "crop", "title", "author"] = "cocite"
+    name: Literal["cocite", "context2doc", "crop", "title", "author", "distill"] = "cocite"
     weight: float = ranged(1.0, ge=0)
     ratio: float = ranged(1.0, gt=0)
     steps: int = ranged(0, ge=0)
@@ -211,6 +217,8 @@ class TaskConfig:
     dev_share: float = ranged(0.05, ge=0, lt=1)
     min_shared_authors: int = ranged(1, ge=1)
     max_author_papers: int = ranged(50, ge=2)
+    teacher_dir: str | None = None
+    neighbours: int = ranged(10, ge=1)
 
 
 @dataclass

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
+import numpy as np
 import torch
+from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
 from aspire.data.papers import Paper
@@ -147,11 +149,13 @@ class TripletCollator:
         sources: further ids the examples name as members or sources (papers not in `papers`).
         task_names: the name of each task (default: one task, `cocite`); `tokenize` gets each paper's
             task name (for its control code) and the batch is named after its task when it has one.
+        teacher: unit-length teacher vectors by paper id (a `distill` task's); with any, each batch
+            carries the teacher's anchor-to-candidate similarities (NaN where a paper has none).
     """
 
     def __init__(self, tokenize: Callable[..., object], papers: dict[str, Paper],
                  weights: Sequence[float] = (1.0,), sources: Iterable[str] = (),
-                 task_names: Sequence[str] = (DEFAULT_TASK,)) -> None:
+                 task_names: Sequence[str] = (DEFAULT_TASK,), teacher: dict[str, np.ndarray] | None = None) -> None:
         if len(task_names) != len(weights):
             raise ValueError(f"{len(task_names)} task names for {len(weights)} task weights")
         self.tokenize = tokenize
@@ -159,6 +163,8 @@ class TripletCollator:
         self.papers = papers
         self.index = {pid: i for i, pid in enumerate(sorted(set(papers) | set(sources)))}
         self.weights = torch.tensor(list(weights), dtype=torch.float32)
+        self.teacher = teacher or {}
+        self.teacher_dim = len(next(iter(self.teacher.values()))) if self.teacher else 0
 
     def __call__(self, examples: Sequence[Example]) -> TripletBatch:
         hard = [e for e in examples if e.negative is not None]
@@ -181,7 +187,17 @@ class TripletCollator:
         task = torch.tensor([e.task for e in examples], dtype=torch.long)
         one = names[0] if len(set(names)) == 1 else None  # a batch of several tasks has no one adapter
         return TripletBatch(inputs, group, pos, align, hard_rows, one, hard_ids=hard_ids, task_ids=task,
-                            weights=self.weights)
+                            weights=self.weights, teacher=self._teacher_sim(examples, hard))
+
+    def _teacher_sim(self, examples: Sequence[Example], hard: list[str]) -> Tensor | None:
+        """(B, B + H) teacher similarity of each anchor to each positive and hard negative; NaN where
+        either paper has no teacher vector; None without a teacher."""
+        if not self.teacher:
+            return None
+        missing = np.full(self.teacher_dim, np.nan, dtype=np.float32)
+        rows = lambda ids: torch.from_numpy(np.stack([self.teacher.get(i, missing) for i in ids]))  # noqa: E731
+        anchors = rows([e.query_id for e in examples])
+        return anchors @ rows([e.positive_id for e in examples] + hard).T
 
 
 class EpochBatchSampler(Sampler[list[int]]):

@@ -84,6 +84,8 @@ class TripletBatch:
         hard_ids: (H,) long, integer id of each hard negative (None: no hard negatives).
         task_ids: (B,) long, the objective task (`aspire.train.tasks`) of each pair (None: all task 0).
         weights: (T,) float, the loss weight of each objective task (None: one task, weight 1).
+        teacher: (B, B + H) float, a teacher's similarity of each anchor to each candidate (NaN where
+            it has no vector of either; None: no teacher in the run).
     """
 
     inputs: object
@@ -95,6 +97,7 @@ class TripletBatch:
     hard_ids: Tensor | None = None
     task_ids: Tensor | None = None
     weights: Tensor | None = None
+    teacher: Tensor | None = None
 
     def __len__(self) -> int:
         return self.pos_ids.shape[0]
@@ -103,7 +106,7 @@ class TripletBatch:
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return TripletBatch(self.inputs.to(device), self.group_ids.to(device), self.pos_ids.to(device),
                             self.align.to(device), self.hard_rows.to(device), self.task, move(self.hard_ids),
-                            move(self.task_ids), move(self.weights))
+                            move(self.task_ids), move(self.weights), move(self.teacher))
 
 
 class DocumentModel(nn.Module):
@@ -136,7 +139,7 @@ class DocumentModel(nn.Module):
         needed = {"minl2" if t == "aligned" else t for t in (*terms, inference)} - NO_SCORER
         for name in sorted(needed):
             self._scorers[name] = make_scorer(name, model_cfg)
-        settings = {"mnrl": dict(scale=loss_cfg.scale, symmetric=loss_cfg.symmetric),
+        settings = {"mnrl": dict(scale=loss_cfg.scale, symmetric=loss_cfg.symmetric, teacher_scale=loss_cfg.teacher_scale),
                     "multi_similarity": dict(alpha=loss_cfg.ms_alpha, beta=loss_cfg.ms_beta, base=loss_cfg.ms_base),
                     "bce": dict(scale=loss_cfg.scale, threshold=loss_cfg.bce_threshold)}
         self.matrix_loss = MATRIX_LOSSES[loss_cfg.kind](**settings[loss_cfg.kind]) if loss_cfg.kind != "triplet" else None
@@ -240,7 +243,8 @@ class DocumentModel(nn.Module):
                 hard = docs.index(torch.arange(2 * B, len(docs)))
                 sim = torch.cat([sim, dist.sim(anchors, hard)], dim=1)  # (B, B + H)
                 mask = torch.cat([mask, in_batch_negative_mask(batch.group_ids, batch.hard_ids)], dim=1)
-            per_anchor, valid = self.matrix_loss(sim, mask & anchor_ok[:, None])
+            soft = {} if batch.teacher is None else {"teacher": batch.teacher}  # only `mnrl` takes one (tasks check)
+            per_anchor, valid = self.matrix_loss(sim, mask & anchor_ok[:, None], **soft)
             return per_anchor, valid & anchor_ok
         if pos_dist is None:
             pos_dist = dist.pairwise_dist(anchors, positives)  # (B,)

@@ -18,8 +18,12 @@
   paper drawn seeded by its id; authors with more than `max_author_papers` papers link nothing
   (a prolific author's papers span topics). Every other paper sharing an author with the anchor is
   kept out of its negatives. Benchmark papers are removed first, as for `crop`.
+- `distill`: each ACL paper paired with `views` of its `neighbours` nearest papers of the same split by
+  a teacher's vectors (`aspire.train.teacher`, `teacher_dir`); the teacher's vectors ride with the
+  task, so under `loss.kind: mnrl` its rows learn the teacher's in-batch similarities (soft targets)
+  rather than the one positive. Benchmark papers are removed first, as for `crop`.
 
-`crop`, `title` and `author` put `dev_share` of their abstracts (by a hash of the paper id) in the dev
+`crop`, `title`, `author` and `distill` put `dev_share` of their abstracts (by a hash of the paper id) in the dev
 split; a pair never crosses splits.
 
 Each builder returns a `TaskData`; `MultiTaskData` concatenates them for the sampler of
@@ -38,6 +42,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
 from aspire.data.papers import Paper, paper_from_record
 from aspire.train.config import Config, TaskConfig
 from aspire.train.data import Example, TripletDataset, load_split
@@ -54,6 +60,7 @@ class TaskData:
     examples: list[Example]
     papers: dict[str, Paper]
     stats: dict = field(default_factory=dict)
+    teacher: dict[str, np.ndarray] = field(default_factory=dict)  # unit teacher vectors (`distill`)
 
 
 def normalise_title(title: str) -> str:
@@ -296,8 +303,42 @@ def author_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskDa
     return TaskData("author", examples, {p.paper_id: p for p in sources}, stats)
 
 
+def teacher_neighbours(vectors: np.ndarray, k: int) -> np.ndarray:
+    """(N, min(k, N - 1)) rows of each row's nearest other rows by dot product, nearest first."""
+    k = min(k, len(vectors) - 1)
+    sim = vectors @ vectors.T
+    np.fill_diagonal(sim, -np.inf)
+    top = np.argpartition(-sim, k - 1, axis=1)[:, :k] if k > 0 else np.zeros((len(vectors), 0), dtype=np.int64)
+    order = np.argsort(-np.take_along_axis(sim, top, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(top, order, axis=1)
+
+
+def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
+    from aspire.train.teacher import load_teacher
+
+    if task.teacher_dir is None:
+        raise ValueError("distill task: tasks[].teacher_dir is required (write it with python -m aspire.train.teacher)")
+    if cfg.loss.kind != "mnrl" or cfg.loss.symmetric:
+        raise ValueError(f"distill task: needs loss.kind mnrl without symmetric, got {cfg.loss.kind} "
+                         f"(symmetric {cfg.loss.symmetric})")
+    sources, stats = source_papers(cfg, task, split, ("acl",))
+    if len(sources) < 2:
+        raise ValueError(f"distill task ({split}): {len(sources)} paper(s) in the split; at least two are needed")
+    teacher = load_teacher(task.teacher_dir)
+    ids = [p.paper_id for p in sources]
+    vectors = teacher.vectors[teacher.rows(ids, f"distill task ({split}), {task.teacher_dir}")]
+    examples = []
+    for i, near in enumerate(teacher_neighbours(vectors, task.neighbours)):
+        rng = random.Random(f"distill:{ids[i]}")
+        for j in rng.sample(near.tolist(), min(task.views, len(near))):
+            examples.append(Example(ids[i], ids[j], (ids[i], ids[j]), None, None, task=index))
+    stats["teacher"] = {k: teacher.meta.get(k) for k in ("teacher", "fingerprint", "max_length", "papers")}
+    return TaskData("distill", examples, {p.paper_id: p for p in sources}, stats, dict(zip(ids, vectors)))
+
+
 BUILDERS = {"cocite": lambda cfg, task, split, i: cocite_task(cfg, split, i),
-            "context2doc": context2doc_task, "crop": crop_task, "title": title_task, "author": author_task}
+            "context2doc": context2doc_task, "crop": crop_task, "title": title_task, "author": author_task,
+            "distill": distill_task}
 
 
 class MultiTaskData(TripletDataset):
@@ -314,6 +355,7 @@ class MultiTaskData(TripletDataset):
         self.sizes = [len(p.examples) for p in parts]
         self.offsets = [sum(self.sizes[:t]) for t in range(len(parts))]
         self.sources = {e.positive_source for e in self.examples} | {m for e in self.examples for m in e.members}
+        self.teacher = {pid: v for p in parts for pid, v in p.teacher.items()}
 
 
 def build_tasks(cfg: Config, split: str) -> MultiTaskData:

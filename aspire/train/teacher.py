@@ -1,0 +1,109 @@
+"""Teacher vectors for distillation: a stronger encoder's whole-abstract vectors of ACL Anthology papers.
+
+`python -m aspire.train.teacher --teacher mpnet --max-papers 8000 --out runs/teacher/mpnet` encodes a
+seeded sample of the ACL abstracts (every benchmark paper removed by normalised title first, as the
+`crop`, `title` and `author` tasks do; the same sample for the same `--max-papers`) with the teacher's
+whole-abstract vector (title and abstract joined by a space, mean-pooled, unit length) and writes
+
+- `vectors.npy`: (N, D) float32, one row a paper;
+- `ids.json`: the N paper ids, in row order;
+- `teacher.json`: the teacher, its fingerprint, the encoding settings and the counts read / removed.
+
+The `distill` training task (`aspire.train.tasks`) reads them: it pairs each paper with one of its
+nearest neighbours by the teacher, and the loss takes the teacher's similarities of the batch as its
+soft targets (`loss.distill_scale`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from aspire.io import write_json
+
+log = logging.getLogger(__name__)
+VECTORS, IDS, META = "vectors.npy", "ids.json", "teacher.json"
+
+
+@dataclass
+class TeacherVectors:
+    """Unit-length teacher vectors by paper id."""
+
+    ids: list[str]
+    vectors: np.ndarray  # (N, D) float32
+    meta: dict
+
+    def rows(self, paper_ids: list[str], where: str) -> np.ndarray:
+        """Row of each of `paper_ids`; a paper the teacher did not encode is an error naming it."""
+        index = {pid: i for i, pid in enumerate(self.ids)}
+        missing = [pid for pid in paper_ids if pid not in index]
+        if missing:
+            raise ValueError(f"{where}: {len(missing)} paper(s) have no teacher vector, e.g. {missing[:3]}; "
+                             "encode them with the same --max-papers (python -m aspire.train.teacher)")
+        return np.asarray([index[pid] for pid in paper_ids], dtype=np.int64)
+
+
+def load_teacher(path: str | Path) -> TeacherVectors:
+    """Read what `build` wrote under `path`; a missing file or a count mismatch is an error naming it."""
+    path = Path(path)
+    for name in (VECTORS, IDS, META):
+        if not (path / name).is_file():
+            raise FileNotFoundError(f"teacher vectors: {path / name} is missing (python -m aspire.train.teacher)")
+    vectors = np.load(path / VECTORS)
+    ids = json.loads((path / IDS).read_text(encoding="utf-8"))
+    if vectors.ndim != 2 or len(ids) != len(vectors):
+        raise ValueError(f"teacher vectors: {path}: {len(ids)} ids for an array of shape {vectors.shape}")
+    return TeacherVectors(ids, vectors.astype(np.float32, copy=False), json.loads((path / META).read_text(encoding="utf-8")))
+
+
+def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | None, max_papers: int,
+          max_length: int, batch_size: int = 32, device: str = "cpu") -> dict:
+    """Encode the sample with `teacher` and write it under `out`; returns the metadata written."""
+    from aspire.encoders import ContextualSentenceEncoder
+    from aspire.train.tasks import benchmark_titles, read_acl
+
+    exclude = frozenset().union(*benchmark_titles(benchmarks_dir).values()) if benchmarks_dir else frozenset()
+    if not benchmarks_dir:
+        log.warning("no benchmarks_dir: benchmark papers are NOT removed")
+    papers, stats = read_acl(acl_path, exclude, max_papers)
+    encoder = ContextualSentenceEncoder.from_pretrained(teacher, max_length=max_length).to(device)
+    vectors = encoder.encode_abstract(papers, joiner=" ", normalize=True, max_length=max_length,
+                                      batch_size=batch_size, progress=True)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    np.save(out / VECTORS, vectors.numpy().astype(np.float32))
+    write_json(out / IDS, [p.paper_id for p in papers], indent=None)
+    meta = {"teacher": teacher, "fingerprint": encoder.fingerprint(), "max_length": max_length, "joiner": " ",
+            "pooling": "mean", "normalize": True, "acl_path": acl_path, "benchmarks_dir": benchmarks_dir,
+            "max_papers": max_papers, "papers": len(papers), "dim": int(vectors.shape[1]),
+            **{k: v for k, v in stats.items() if k != "rejected"}, "rejected": len(stats.get("rejected", {}))}
+    write_json(out / META, meta)
+    return meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aspire.train.teacher", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--teacher", default="mpnet", help="minilm, mpnet or a local model directory (default mpnet)")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--acl-path", default="../shared/data/acl-anthology/papers.jsonl.gz")
+    parser.add_argument("--benchmarks-dir", default="../shared/data", help="benchmark papers removed ('' keeps them)")
+    parser.add_argument("--max-papers", type=int, default=8000, help="seeded sample size (0 = every paper)")
+    parser.add_argument("--max-length", type=int, default=128, help="word pieces per abstract (default 128)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    meta = build(args.teacher, args.out, args.acl_path, args.benchmarks_dir or None, args.max_papers,
+                 args.max_length, args.batch_size, args.device)
+    print(json.dumps(meta, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

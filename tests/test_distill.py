@@ -1,0 +1,132 @@
+"""Distillation from a teacher's vectors: the teacher file, the `distill` task, and the soft-target
+ranking loss (KL to the teacher's in-batch similarities), on a tiny random BERT."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from aspire.losses.ranking import MultipleNegativesRankingLoss
+from aspire.train.data import TripletCollator
+from aspire.train.tasks import build_tasks, teacher_neighbours
+from aspire.train.teacher import build, load_teacher
+from aspire.train.trainer import build_model, run
+from tests.test_train import read_metrics, tiny_config, write_examples_dir
+
+pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConvergenceWarning")
+WORDS = ["model", "results", "data", "task", "parser", "speech", "translation", "corpus"]
+
+
+@pytest.fixture(scope="module")
+def examples_dir(tmp_path_factory) -> Path:
+    return write_examples_dir(tmp_path_factory.mktemp("examples"))
+
+
+@pytest.fixture(scope="module")
+def acl_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("acl") / "acl.jsonl"
+    rows = [{"paper_id": f"Q{i}", "title": f"paper {WORDS[i % 8]} {i}",
+             "abstract": [f"{WORDS[i % 8]} {WORDS[(i * 3) % 8]}.", f"{WORDS[(i + 1) % 8]} task."]} for i in range(30)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def teacher_dir(tiny_model_dir, acl_file, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("teacher")
+    build(str(tiny_model_dir), out, str(acl_file), None, 0, 32, batch_size=8)
+    return out
+
+
+def test_soft_targets_are_the_kl_to_the_teacher_and_other_rows_rank():
+    torch.manual_seed(0)
+    B, K = 4, 6
+    sim = torch.randn(B, K, requires_grad=True)
+    teacher = torch.randn(B, K)
+    teacher[2] = float("nan")  # anchor 2 has no teacher vector: its row is the plain ranking loss
+    teacher[:, 5] = float("nan")  # candidate 5 neither
+    mask = torch.ones(B, K, dtype=torch.bool)
+    mask[0, 1] = False  # a co-cited paper of anchor 0: in neither distribution
+    loss_fn = MultipleNegativesRankingLoss(scale=3.0, teacher_scale=5.0)
+    per_anchor, valid = loss_fn(sim, mask, teacher)
+    plain, _ = MultipleNegativesRankingLoss(scale=3.0)(sim, mask)
+    for b in (0, 1, 3):
+        cols = [k for k in range(5) if mask[b, k] or k == b]
+        p = torch.softmax(5.0 * teacher[b, cols], 0)
+        q = torch.log_softmax(3.0 * sim[b, cols], 0)
+        assert per_anchor[b].item() == pytest.approx((p * (p.log() - q)).sum().item(), rel=1e-5, abs=1e-6)
+    assert per_anchor[2].item() == pytest.approx(plain[2].item())
+    assert valid.all()
+    per_anchor.sum().backward()
+    assert torch.isfinite(sim.grad).all() and sim.grad[:, 5].abs().sum() > 0  # column 5 still ranks for row 2
+    same, _ = loss_fn(5.0 / 3.0 * teacher.nan_to_num(0.0), mask, teacher)  # the model equals the teacher: zero
+    assert same[[0, 1, 3]].abs().max().item() < 1e-5
+    with pytest.raises(ValueError, match="symmetric does not combine"):
+        MultipleNegativesRankingLoss(symmetric=True)(sim, mask, teacher)
+    with pytest.raises(ValueError, match=r"teacher similarities \(4, 5\)"):
+        loss_fn(sim, mask, teacher[:, :5])
+
+
+def test_teacher_neighbours_are_the_nearest_other_rows_in_order():
+    v = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.6, 0.8], [-1, 0]], dtype=np.float32)
+    near = teacher_neighbours(v, 2)
+    assert near.tolist() == [[1, 3], [0, 3], [3, 1], [2, 1], [2, 3]]
+    assert teacher_neighbours(v[:2], 5).tolist() == [[1], [0]]
+
+
+def test_teacher_file_round_trips_and_names_what_is_missing(teacher_dir, tmp_path):
+    teacher = load_teacher(teacher_dir)
+    assert teacher.vectors.shape[0] == len(teacher.ids) == 30 and teacher.meta["papers"] == 30
+    assert np.allclose(np.linalg.norm(teacher.vectors, axis=1), 1.0, atol=1e-5)
+    assert teacher.rows(["Q3", "Q0"], "here").tolist() == [teacher.ids.index("Q3"), teacher.ids.index("Q0")]
+    with pytest.raises(ValueError, match=r"here: 1 paper\(s\) have no teacher vector, e\.g\. \['X9'\]"):
+        teacher.rows(["Q1", "X9"], "here")
+    with pytest.raises(FileNotFoundError, match="vectors.npy is missing"):
+        load_teacher(tmp_path)
+
+
+def _distill_config(tiny_model_dir, examples_dir, out, acl_file, teacher_dir, *more):
+    task = (f"{{name: distill, sources: [acl], acl_path: {acl_file}, benchmarks_dir: null, dev_share: 0.3, "
+            f"teacher_dir: {teacher_dir}, neighbours: 3, views: 2}}")
+    return tiny_config(tiny_model_dir, examples_dir, out, "model.kind=abstract", "loss.kind=mnrl",
+                       f"tasks=[{{name: cocite}}, {task}]", "data.dev_batches=1", *more)
+
+
+def test_distill_task_pairs_teacher_neighbours_and_batches_carry_its_similarities(
+        tiny_model_dir, examples_dir, acl_file, teacher_dir, tmp_path):
+    cfg = _distill_config(tiny_model_dir, examples_dir, tmp_path / "run", acl_file, teacher_dir)
+    train, dev = build_tasks(cfg, "train"), build_tasks(cfg, "dev")
+    part = train.parts[1]
+    assert part.name == "distill" and len(part.examples) == 2 * len(part.papers)
+    teacher = load_teacher(teacher_dir)
+    ids = sorted(part.papers)
+    vecs = teacher.vectors[teacher.rows(ids, "test")]
+    near = {ids[i]: {ids[j] for j in row} for i, row in enumerate(teacher_neighbours(vecs, 3))}
+    assert all(e.positive_id in near[e.query_id] and e.task == 1 for e in part.examples)
+    assert set(part.papers).isdisjoint(dev.parts[1].papers)
+    model = build_model(cfg)
+    collate = TripletCollator(model.tokenize, {**train.papers}, train.weights, train.sources, ["cocite", "distill"],
+                              train.teacher)
+    batch = collate([train.examples[0], part.examples[0], part.examples[1]])  # one co-cited pair, two distilled
+    assert batch.teacher.shape == (3, 3) and torch.isnan(batch.teacher[0]).all() and torch.isnan(batch.teacher[:, 0]).all()
+    a, p = (part.examples[0].query_id, part.examples[1].positive_id)
+    assert batch.teacher[1, 2].item() == pytest.approx(float(train.teacher[a] @ train.teacher[p]), rel=1e-5)
+    with pytest.raises(ValueError, match="distill task: needs loss.kind mnrl"):
+        build_tasks(_distill_config(tiny_model_dir, examples_dir, tmp_path / "b", acl_file, teacher_dir,
+                                    "loss.kind=multi_similarity"), "train")
+    with pytest.raises(ValueError, match="teacher_dir is required"):
+        build_tasks(_distill_config(tiny_model_dir, examples_dir, tmp_path / "c", acl_file, "null"), "train")
+
+
+def test_distill_and_cocite_train_together_and_log_each_loss(tiny_model_dir, examples_dir, acl_file, teacher_dir, tmp_path):
+    cfg = _distill_config(tiny_model_dir, examples_dir, tmp_path / "run", acl_file, teacher_dir, "train.batch_size=6")
+    metrics = run(cfg)
+    assert metrics["step"] == 6 and np.isfinite(metrics["loss/distill"]) and np.isfinite(metrics["loss/cocite"])
+    devs = [m for m in read_metrics(tmp_path / "run") if "dev_loss/distill" in m]
+    assert devs and all(np.isfinite(m["dev_loss/distill"]) for m in devs)
+    report = json.loads((tmp_path / "run" / "tasks.json").read_text())
+    assert report["train"]["distill"]["teacher"]["papers"] == 30
