@@ -13,7 +13,7 @@ import torch
 from aspire.losses.ranking import MultipleNegativesRankingLoss
 from aspire.train.data import TripletCollator
 from aspire.train.tasks import build_tasks, teacher_neighbours
-from aspire.train.teacher import build, load_teacher
+from aspire.train.teacher import load_teacher, main
 from aspire.train.trainer import build_model, run
 from tests.test_train import read_metrics, tiny_config, write_examples_dir
 
@@ -38,7 +38,8 @@ def acl_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def teacher_dir(tiny_model_dir, acl_file, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("teacher")
-    build(str(tiny_model_dir), out, str(acl_file), None, 0, 32, batch_size=8)
+    assert main(["--teacher", str(tiny_model_dir), "--out", str(out), "--acl-path", str(acl_file),
+                 "--benchmarks-dir", "", "--max-papers", "0", "--max-length", "32", "--batch-size", "8"]) == 0
     return out
 
 
@@ -82,6 +83,7 @@ def test_teacher_file_round_trips_and_names_what_is_missing(teacher_dir, tmp_pat
     teacher = load_teacher(teacher_dir)
     assert teacher.vectors.shape[0] == len(teacher.ids) == 30 and teacher.meta["papers"] == 30
     assert np.allclose(np.linalg.norm(teacher.vectors, axis=1), 1.0, atol=1e-5)
+    assert teacher.meta["max_length"] == 32 and teacher.meta["benchmarks_dir"] is None and teacher.meta["removed_benchmark"] == 0
     assert teacher.rows(["Q3", "Q0"], "here").tolist() == [teacher.ids.index("Q3"), teacher.ids.index("Q0")]
     with pytest.raises(ValueError, match=r"here: 1 paper\(s\) have no teacher vector, e\.g\. \['X9'\]"):
         teacher.rows(["Q1", "X9"], "here")
