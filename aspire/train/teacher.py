@@ -11,7 +11,7 @@ whole-abstract vector (title and abstract joined by a space, mean-pooled, unit l
 
 The `distill` training task (`aspire.train.tasks`) reads them: it pairs each paper with one of its
 nearest neighbours by the teacher, and the loss takes the teacher's similarities of the batch as its
-soft targets (`loss.distill_scale`).
+soft targets (`loss.teacher_scale`).
 """
 
 from __future__ import annotations
