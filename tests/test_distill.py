@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
+from aspire.data.negatives.rank import nearest_negatives
 from aspire.losses.ranking import MultipleNegativesRankingLoss
 from aspire.train.data import TripletCollator
-from aspire.train.tasks import build_tasks, teacher_neighbours
+from aspire.train.tasks import build_tasks
 from aspire.train.teacher import load_teacher, main
 from aspire.train.trainer import build_model, run
 from tests.test_train import read_metrics, tiny_config, write_examples_dir
@@ -73,10 +74,13 @@ def test_soft_targets_are_the_kl_to_the_teacher_and_other_rows_rank():
 
 
 def test_teacher_neighbours_are_the_nearest_other_rows_in_order():
+    """The distill task's neighbours: `nearest_negatives` without partners, i.e. each paper's nearest others."""
     v = np.array([[1, 0], [0.9, 0.1], [0, 1], [0.6, 0.8], [-1, 0]], dtype=np.float32)
-    near = teacher_neighbours(v, 2)
-    assert near.tolist() == [[1, 3], [0, 3], [3, 1], [2, 1], [2, 3]]
-    assert teacher_neighbours(v[:2], 5).tolist() == [[1], [0]]
+    ids = list("01234")
+    near = nearest_negatives(v, {}, ids, 2).negatives
+    assert [[int(j) for j in near[i]] for i in ids] == [[1, 3], [0, 3], [3, 1], [2, 1], [2, 3]]
+    near = nearest_negatives(v[:2], {}, ids[:2], 5).negatives
+    assert [[int(j) for j in near[i]] for i in ids[:2]] == [[1], [0]]
 
 
 def test_teacher_file_round_trips_and_names_what_is_missing(teacher_dir, tmp_path):
@@ -107,7 +111,7 @@ def test_distill_task_pairs_teacher_neighbours_and_batches_carry_its_similaritie
     teacher = load_teacher(teacher_dir)
     ids = sorted(part.papers)
     vecs = teacher.vectors[teacher.rows(ids, "test")]
-    near = {ids[i]: {ids[j] for j in row} for i, row in enumerate(teacher_neighbours(vecs, 3))}
+    near = {pid: set(others) for pid, others in nearest_negatives(vecs, {}, ids, 3).negatives.items()}
     assert all(e.positive_id in near[e.query_id] and e.task == 1 for e in part.examples)
     assert set(part.papers).isdisjoint(dev.parts[1].papers)
     model = build_model(cfg)

@@ -303,17 +303,8 @@ def author_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskDa
     return TaskData("author", examples, {p.paper_id: p for p in sources}, stats)
 
 
-def teacher_neighbours(vectors: np.ndarray, k: int) -> np.ndarray:
-    """(N, min(k, N - 1)) rows of each row's nearest other rows by dot product, nearest first."""
-    k = min(k, len(vectors) - 1)
-    sim = vectors @ vectors.T
-    np.fill_diagonal(sim, -np.inf)
-    top = np.argpartition(-sim, k - 1, axis=1)[:, :k] if k > 0 else np.zeros((len(vectors), 0), dtype=np.int64)
-    order = np.argsort(-np.take_along_axis(sim, top, axis=1), axis=1, kind="stable")
-    return np.take_along_axis(top, order, axis=1)
-
-
 def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
+    from aspire.data.negatives.rank import nearest_negatives
     from aspire.train.teacher import load_teacher
 
     if task.teacher_dir is None:
@@ -327,11 +318,12 @@ def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskD
     teacher = load_teacher(task.teacher_dir)
     ids = [p.paper_id for p in sources]
     vectors = teacher.vectors[teacher.rows(ids, f"distill task ({split}), {task.teacher_dir}")]
+    near = nearest_negatives(vectors, {}, ids, task.neighbours).negatives  # no partners: each paper's nearest others
     examples = []
-    for i, near in enumerate(teacher_neighbours(vectors, task.neighbours)):
-        rng = random.Random(f"distill:{ids[i]}")
-        for j in rng.sample(near.tolist(), min(task.views, len(near))):
-            examples.append(Example(ids[i], ids[j], (ids[i], ids[j]), None, None, task=index))
+    for pid in ids:
+        rng = random.Random(f"distill:{pid}")
+        for other in rng.sample(near[pid], min(task.views, len(near[pid]))):
+            examples.append(Example(pid, other, (pid, other), None, None, task=index))
     stats["teacher"] = {k: teacher.meta.get(k) for k in ("teacher", "fingerprint", "max_length", "papers")}
     return TaskData("distill", examples, {p.paper_id: p for p in sources}, stats, dict(zip(ids, vectors)))
 
