@@ -89,6 +89,16 @@ def benchmark_titles(root: str | Path) -> dict[str, frozenset[str]]:
                                                                ("context2doc_test", cited))}
 
 
+def excluded_titles(benchmarks_dir: str | Path | None, what: str) -> tuple[frozenset[str], dict[str, int]]:
+    """The normalised titles of every benchmark paper under `benchmarks_dir` and how many each benchmark
+    has; None removes nothing, with a warning naming `what` (the setting that is null)."""
+    if benchmarks_dir is None:
+        log.warning("%s is null: benchmark papers are NOT removed", what)
+        return frozenset(), {}
+    by_benchmark = benchmark_titles(benchmarks_dir)
+    return frozenset().union(*by_benchmark.values()), {k: len(v) for k, v in by_benchmark.items()}
+
+
 def _cut(paper: Paper, max_sentences: int) -> Paper:
     return replace(paper, sentences=paper.sentences[:max_sentences]) if max_sentences else paper
 
@@ -200,11 +210,8 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
     unknown = sorted(set(task.sources) - set(valid))
     if unknown or not task.sources:
         raise ValueError(f"{task.name} task: unknown source(s) {unknown or task.sources}; valid: {sorted(valid)}")
-    if task.benchmarks_dir is None:
-        log.warning("%s task: tasks[].benchmarks_dir is null: benchmark papers are NOT removed", task.name)
-    exclude_by = benchmark_titles(task.benchmarks_dir) if task.benchmarks_dir is not None else {}
-    exclude = frozenset().union(*exclude_by.values())
-    stats: dict = {"benchmark_titles": {k: len(v) for k, v in exclude_by.items()}}
+    exclude, counts = excluded_titles(task.benchmarks_dir, f"{task.name} task: tasks[].benchmarks_dir")
+    stats: dict = {"benchmark_titles": counts}
     sources: list[Paper] = []
     if "cocite" in task.sources:
         cocite = list(load_split(cfg.data, "train").papers.values())

@@ -65,11 +65,9 @@ def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | No
           max_length: int, batch_size: int = 32, device: str = "cpu") -> dict:
     """Encode the sample with `teacher` and write it under `out`; returns the metadata written."""
     from aspire.encoders import ContextualSentenceEncoder
-    from aspire.train.tasks import benchmark_titles, read_acl
+    from aspire.train.tasks import excluded_titles, read_acl
 
-    exclude = frozenset().union(*benchmark_titles(benchmarks_dir).values()) if benchmarks_dir else frozenset()
-    if not benchmarks_dir:
-        log.warning("no benchmarks_dir: benchmark papers are NOT removed")
+    exclude, _ = excluded_titles(benchmarks_dir or None, "--benchmarks-dir")
     papers, stats = read_acl(acl_path, exclude, max_papers)
     encoder = ContextualSentenceEncoder.from_pretrained(teacher, max_length=max_length).to(device)
     vectors = encoder.encode_abstract(papers, joiner=" ", normalize=True, max_length=max_length,
