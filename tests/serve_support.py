@@ -9,6 +9,7 @@ import json
 import logging
 import socket
 import threading
+import time
 from pathlib import Path
 
 from aspire.data.papers import Paper
@@ -72,10 +73,14 @@ def request(srv, method, path, body=None, headers=None, with_headers=False):
     return resp.status, resp.getheader("Content-Type"), raw
 
 
-def raw_exchange(srv, data: bytes, half_close: bool = True) -> bytes:
-    """Send bytes as they are (then close our side when `half_close`); the whole reply."""
+def raw_exchange(srv, data: bytes | list[bytes], half_close: bool = True, pause: float = 0.2) -> bytes:
+    """Send bytes as they are (pieces of a list `pause` seconds apart; then close our side when
+    `half_close`); the whole reply."""
     with socket.create_connection(srv.server_address[:2], timeout=20) as sock:
-        sock.sendall(data)
+        for i, piece in enumerate([data] if isinstance(data, bytes) else data):
+            if i:
+                time.sleep(pause)
+            sock.sendall(piece)
         if half_close:
             sock.shutdown(socket.SHUT_WR)
         chunks = []
@@ -84,7 +89,7 @@ def raw_exchange(srv, data: bytes, half_close: bool = True) -> bytes:
     return b"".join(chunks)
 
 
-def raw_request(srv, data: bytes, half_close: bool = True) -> tuple[int, bytes]:
+def raw_request(srv, data: bytes | list[bytes], half_close: bool = True) -> tuple[int, bytes]:
     """Send bytes as they are; returns (status, body)."""
     reply = raw_exchange(srv, data, half_close)
     status = int(reply.split(b" ", 2)[1])

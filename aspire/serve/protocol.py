@@ -9,6 +9,10 @@
   connection closes; when its body is not complete the ASGI scope is marked (`CLIENT_EOF`), so the
   app can answer "body shorter than Content-Length" (400) instead of waiting for bytes that cannot come.
 - Upgrade requests (WebSocket) are answered as plain HTTP requests, without a warning.
+- After such an error answer the connection closes by lingering: our side is shut for writing and
+  what the client still sends is read and dropped until it closes its side or `LINGER` seconds pass.
+  Closing at once with unread bytes in the socket (a long request line refused after its first
+  16 KB) makes the kernel reset the connection, and the client may lose the answer.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 CLIENT_EOF = "aspire.client_eof"  # scope key set when the client half-closes during its request
 HEAD_TIMEOUT = 15.0
+LINGER = 2.0  # seconds an error answer waits for the client to stop sending before closing
 
 
 class JSONErrorsH11Protocol(H11Protocol):
@@ -31,6 +36,7 @@ class JSONErrorsH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._protocol_error: h11.RemoteProtocolError | None = None
         self._head_timer = None
+        self._linger_timer = None  # set while closing after an error answer
         next_event = self.conn.next_event
 
         def recording_next_event():  # remember why h11 refused, for send_400_response
@@ -63,9 +69,13 @@ class JSONErrorsH11Protocol(H11Protocol):
 
     def connection_lost(self, exc) -> None:
         self._cancel_head_timer()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._linger_timer is not None:
+            return  # answered and closing: what the client still sends is dropped
         super().data_received(data)
         if self.cycle is not None and not self.cycle.response_complete:
             self._cancel_head_timer()  # a request is being answered; the app bounds its body read
@@ -77,6 +87,8 @@ class JSONErrorsH11Protocol(H11Protocol):
 
     # ---- half-close and errors ----------------------------------------------------------------------
     def eof_received(self) -> bool | None:
+        if self._linger_timer is not None:
+            return None  # the client stopped sending after our error answer: close now
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
             return None  # between requests: close
@@ -103,4 +115,13 @@ class JSONErrorsH11Protocol(H11Protocol):
         except h11.LocalProtocolError:  # a response was already under way: nothing more can be said
             output = b""
         self.transport.write(output)
-        self.transport.close()
+        self._linger_close()
+
+    def _linger_close(self) -> None:
+        """Shut our side once the answer is out; drop the client's further bytes until it closes or LINGER passes."""
+        self._cancel_head_timer()
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._linger_timer = self.loop.call_later(LINGER, self.transport.close)
