@@ -206,16 +206,21 @@ def test_post_without_length_and_garbage_request_lines(server):
     assert status == 400 and "version" in json.loads(body)["error"]
     status, body = raw_request(server, b"GET /" + b"a" * 10000 + b" HTTP/1.0\r\n\r\n")
     assert status == 414 and "longer than" in json.loads(body)["error"]
+    status, body = raw_request(server, b"GET / HTTP/1.0\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n")
+    assert status == 431 and "too long" in json.loads(body)["error"]  # h11's limit on a request head
 
 
-def test_a_head_refused_midway_is_answered_not_reset(server):
+def test_a_request_refused_midway_is_answered_not_reset(server):
     # h11 refuses a head it holds incomplete at 16 KB while the client is still sending: the server
     # answers, then reads and drops the rest; closing with those bytes unread would reset the connection
     for _ in range(3):
         status, body = raw_request(server, [b"GET /" + b"a" * 20000, b"a" * 50000 + b" HTTP/1.0\r\n\r\n"])
         assert status == 431 and "too long" in json.loads(body)["error"]
-    status, body = raw_request(server, b"GET / HTTP/1.0\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n")
-    assert status == 431 and "too long" in json.loads(body)["error"]  # h11's limit on a request head
+    # a body refused by its Content-Length while it is still arriving: answered, not reset
+    head = b"POST /api/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n"
+    for _ in range(3):
+        status, body = raw_request(server, [head, b"x" * 200000])
+        assert status == 413 and "too large" in json.loads(body)["error"]
 
 
 # ---- load ----------------------------------------------------------------------------------------------

@@ -9,10 +9,11 @@
   connection closes; when its body is not complete the ASGI scope is marked (`CLIENT_EOF`), so the
   app can answer "body shorter than Content-Length" (400) instead of waiting for bytes that cannot come.
 - Upgrade requests (WebSocket) are answered as plain HTTP requests, without a warning.
-- After such an error answer the connection closes by lingering: our side is shut for writing and
-  what the client still sends is read and dropped until it closes its side or `LINGER` seconds pass.
-  Closing at once with unread bytes in the socket (a long request line refused after its first
-  16 KB) makes the kernel reset the connection, and the client may lose the answer.
+- A connection closes by lingering: once the answer is out our side is shut for writing, and what
+  the client still sends is read and dropped until it closes its side or `LINGER` seconds pass.
+  Closing at once with unread bytes in the socket (a head refused after its first 16 KB, a body
+  refused by its Content-Length while it is still arriving) makes the kernel reset the connection,
+  and the client may lose the answer.
 """
 
 from __future__ import annotations
@@ -24,7 +25,25 @@ from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 CLIENT_EOF = "aspire.client_eof"  # scope key set when the client half-closes during its request
 HEAD_TIMEOUT = 15.0
-LINGER = 2.0  # seconds an error answer waits for the client to stop sending before closing
+LINGER = 2.0  # seconds a closing connection waits for the client to stop sending
+
+
+class LingeringTransport:
+    """The connection's transport, whose close() lingers (see the module notes); the rest passes through."""
+
+    def __init__(self, transport, linger_close) -> None:
+        self.raw = transport
+        self.lingering = False
+        self._linger_close = linger_close
+
+    def close(self) -> None:
+        self._linger_close()
+
+    def is_closing(self) -> bool:
+        return self.lingering or self.raw.is_closing()
+
+    def __getattr__(self, name: str):
+        return getattr(self.raw, name)
 
 
 class JSONErrorsH11Protocol(H11Protocol):
@@ -36,7 +55,7 @@ class JSONErrorsH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._protocol_error: h11.RemoteProtocolError | None = None
         self._head_timer = None
-        self._linger_timer = None  # set while closing after an error answer
+        self._linger_timer = None  # set while closing
         next_event = self.conn.next_event
 
         def recording_next_event():  # remember why h11 refused, for send_400_response
@@ -65,6 +84,7 @@ class JSONErrorsH11Protocol(H11Protocol):
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
+        self.transport = LingeringTransport(transport, self._linger_close)
         self._arm_head_timer()
 
     def connection_lost(self, exc) -> None:
@@ -75,7 +95,7 @@ class JSONErrorsH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._linger_timer is not None:
-            return  # answered and closing: what the client still sends is dropped
+            return  # closing: what the client still sends is dropped
         super().data_received(data)
         if self.cycle is not None and not self.cycle.response_complete:
             self._cancel_head_timer()  # a request is being answered; the app bounds its body read
@@ -88,7 +108,7 @@ class JSONErrorsH11Protocol(H11Protocol):
     # ---- half-close and errors ----------------------------------------------------------------------
     def eof_received(self) -> bool | None:
         if self._linger_timer is not None:
-            return None  # the client stopped sending after our error answer: close now
+            return None  # the client stopped sending while we close: close now
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
             return None  # between requests: close
@@ -115,13 +135,18 @@ class JSONErrorsH11Protocol(H11Protocol):
         except h11.LocalProtocolError:  # a response was already under way: nothing more can be said
             output = b""
         self.transport.write(output)
-        self._linger_close()
+        self.transport.close()
 
     def _linger_close(self) -> None:
         """Shut our side once the answer is out; drop the client's further bytes until it closes or LINGER passes."""
-        self._cancel_head_timer()
-        if not self.transport.can_write_eof():
-            self.transport.close()
+        transport = self.transport
+        raw = transport.raw
+        if transport.lingering or raw.is_closing() or not raw.can_write_eof():
+            raw.close()
             return
-        self.transport.write_eof()
-        self._linger_timer = self.loop.call_later(LINGER, self.transport.close)
+        transport.lingering = True
+        self._cancel_head_timer()
+        raw.write_eof()
+        if self.flow is not None:
+            self.flow.resume_reading()  # pipelining may have paused reads: drain what comes
+        self._linger_timer = self.loop.call_later(LINGER, raw.close)
