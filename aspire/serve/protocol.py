@@ -33,8 +33,12 @@ class LingeringTransport:
 
     def __init__(self, transport, linger_close) -> None:
         self.raw = transport
-        self.lingering = False
+        self.linger_timer = None  # the final close, scheduled once close() was called
         self._linger_close = linger_close
+
+    @property
+    def lingering(self) -> bool:
+        return self.linger_timer is not None
 
     def close(self) -> None:
         self._linger_close()
@@ -55,7 +59,6 @@ class JSONErrorsH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._protocol_error: h11.RemoteProtocolError | None = None
         self._head_timer = None
-        self._linger_timer = None  # set while closing
         next_event = self.conn.next_event
 
         def recording_next_event():  # remember why h11 refused, for send_400_response
@@ -89,12 +92,12 @@ class JSONErrorsH11Protocol(H11Protocol):
 
     def connection_lost(self, exc) -> None:
         self._cancel_head_timer()
-        if self._linger_timer is not None:
-            self._linger_timer.cancel()
+        if self.transport.lingering:
+            self.transport.linger_timer.cancel()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._linger_timer is not None:
+        if self.transport.lingering:
             return  # closing: what the client still sends is dropped
         super().data_received(data)
         if self.cycle is not None and not self.cycle.response_complete:
@@ -107,7 +110,7 @@ class JSONErrorsH11Protocol(H11Protocol):
 
     # ---- half-close and errors ----------------------------------------------------------------------
     def eof_received(self) -> bool | None:
-        if self._linger_timer is not None:
+        if self.transport.lingering:
             return None  # the client stopped sending while we close: close now
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
@@ -144,9 +147,8 @@ class JSONErrorsH11Protocol(H11Protocol):
         if transport.lingering or raw.is_closing() or not raw.can_write_eof():
             raw.close()
             return
-        transport.lingering = True
+        transport.linger_timer = self.loop.call_later(LINGER, raw.close)
         self._cancel_head_timer()
         raw.write_eof()
         if self.flow is not None:
             self.flow.resume_reading()  # pipelining may have paused reads: drain what comes
-        self._linger_timer = self.loop.call_later(LINGER, raw.close)
