@@ -114,9 +114,21 @@ def test_a_soup_is_the_mean_of_its_models_and_loads_as_their_kind(tiny_model_dir
     assert len(moved) > 10
     for name in moved:
         assert torch.allclose(got[name], sum(w[name] for w in each) / 3, atol=1e-6), name
-    assert json.loads((tmp_path / "soup" / RECORD_FILE).read_text()) == {"soup": [str(m) for m in models]}
+    record = json.loads((tmp_path / "soup" / RECORD_FILE).read_text())
+    assert record["soup"] == [str(m) for m in models] and record["members"] == {str(m): None for m in models}
+    assert record["weights"] == pytest.approx({str(m): 1 / 3 for m in models})
     souped = DocumentModel.from_pretrained(tmp_path / "soup")
     assert souped.inference_name == DocumentModel.from_pretrained(models[0]).inference_name
+
+    # a soup of that soup and a two-model soup: weights are the mean of the two soups', the record nests theirs
+    pair = soup(models[:2], tmp_path / "pair")
+    nested = weights(soup([tmp_path / "soup", pair], tmp_path / "nested"))
+    for name in moved:
+        want = (sum(w[name] for w in each) / 3 + (each[0][name] + each[1][name]) / 2) / 2
+        assert torch.allclose(nested[name], want, atol=1e-6), name
+    record = json.loads((tmp_path / "nested" / RECORD_FILE).read_text())
+    assert record["members"][str(tmp_path / "soup")]["soup"] == [str(m) for m in models]
+    assert record["weights"] == pytest.approx({str(models[0]): 5 / 12, str(models[1]): 5 / 12, str(models[2]): 1 / 6})
 
 
 def test_a_soup_refuses_models_of_another_kind_or_shape_naming_them(tiny_model_dir, examples_dir, tmp_path, capsys):

@@ -8,6 +8,10 @@ base, α = 1 the fine-tuned model; 0.5 is the paper's fixed default.
 A model trained with control codes holds embedding rows the base lacks: the shared rows are interpolated,
 the code rows kept as trained. An adapted model (peft) is merged first. Any other difference between the
 two architectures is an error naming the weight.
+
+Given several models (fine-tuned from one base: seeds of one config, or models of different objectives),
+it writes their uniform soup (Wortsman et al., ICML 2022), also one ordinary model; a member may itself be
+a soup, and `interpolation.json` records each trained model's share of the result.
 """
 
 from __future__ import annotations
@@ -97,8 +101,9 @@ def _plain_weights(model: Path) -> tuple[ContextualSentenceEncoder, dict[str, to
 
 def soup(models: Sequence[str | Path], out: str | Path) -> Path:
     """Write to `out` the uniform soup of `models`: every weight the mean of theirs. The first model's
-    document_model.json goes with it; a model whose `model` section or weights (names, shapes) differ
-    from the first's is an error naming it and the key."""
+    document_model.json goes with it, and the record names each member with its own record (so a soup
+    of soups keeps its history) and each trained model's weight in it (`leaf_weights`); a model whose
+    `model` section or weights (names, shapes) differ from the first's is an error naming it and the key."""
     from aspire.train.export import plain_meta, read_meta, write_plain_meta
     from aspire.train.models import MODEL_FILE
 
@@ -133,8 +138,31 @@ def soup(models: Sequence[str | Path], out: str | Path) -> Path:
     encoder.save_pretrained(out)
     if metas[0] is not None:
         write_plain_meta(metas[0], out)
-    (out / RECORD_FILE).write_text(json.dumps({"soup": [str(m) for m in models]}, indent=2))
+    members = {str(m): _record(m) for m in models}
+    record = {"soup": list(members), "members": members}
+    record["weights"] = leaf_weights(record)
+    (out / RECORD_FILE).write_text(json.dumps(record, indent=2))
     return out
+
+
+def _record(model: Path) -> dict | None:
+    """The interpolation record a model was written with, or None for a trained model."""
+    path = model / RECORD_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def leaf_weights(record: dict) -> dict[str, float]:
+    """Weight of each trained model in a soup, nested soups flattened: a soup of a three-seed soup and a
+    two-seed soup gives each of the first three 1/6 and each of the other two 1/4. A member without a
+    soup record of its own (a trained model, a WiSE-FT interpolation) is a leaf."""
+    weights: dict[str, float] = {}
+    members = record.get("members", {})
+    for model in record["soup"]:
+        inner = members.get(model)
+        parts = leaf_weights(inner) if inner is not None and "soup" in inner else {model: 1.0}
+        for leaf, w in parts.items():
+            weights[leaf] = weights.get(leaf, 0.0) + w / len(record["soup"])
+    return weights
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.interpolate") -> int:
