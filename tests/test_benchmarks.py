@@ -191,6 +191,41 @@ def test_compare_runs(tmp_path):
     assert set(diff["MRR"]["per_unit_delta"].values()) == {0.5}
 
 
+def write_csfcube_folder(folder, maps: dict) -> None:
+    """A CSFCube results folder whose per-query CSV gives query q the MAP maps[q] (NDCG%20 = MAP + 10)."""
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps({"benchmark": "csfcube", "experiment": folder.name}))
+    rows = ["query,paper_id,facet,test_fold,pool_size,title,MAP,NDCG%20,P@20,R@20,R-precision,NDCG@20"]
+    for q, value in maps.items():
+        facet, fold, _ = q.split("/")
+        rows.append(f"{q},{q},{facet},{fold},5,t,{value},{value + 10},0,0,0,0")
+    (folder / f"test-pid2pool-csfcube-{folder.name}-perq.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_compare_csfcube_folders_on_its_own_figures_overall_and_per_facet(tmp_path):
+    # fold1_test holds 2 queries a facet, fold2_test 4: the benchmark's figure is the mean of the two fold means
+    queries = [f"{f}/{fold}/{i}" for f in ("background", "method", "result") for fold, n in (("fold1_test", 2),
+               ("fold2_test", 4)) for i in range(n)]
+    base = {q: 30.0 for q in queries}
+    better = {q: 30.0 + (6.0 if q.startswith("method") and "fold1" in q else 0.0) for q in queries}
+    for name, maps in (("base", base), ("better", better)):
+        write_csfcube_folder(tmp_path / name, maps)
+    got = compare(str(tmp_path / "better"), str(tmp_path / "base"), n_perm=500)
+    assert list(got) == ["MAP", "MAP background", "MAP method", "MAP result",
+                         "NDCG%20", "NDCG%20 background", "NDCG%20 method", "NDCG%20 result"]
+    assert got["MAP method"]["delta"] == pytest.approx(3.0)  # fold1's mean +6, fold2's +0, not the query mean +2
+    assert got["MAP"]["delta"] == pytest.approx(1.0) and got["NDCG%20 method"]["a"] == pytest.approx(43.0)
+    assert got["MAP background"]["delta"] == 0.0 and got["MAP background"]["p_value"] == 1.0
+    with pytest.raises(ValueError, match="compared on MAP, NDCG%20, not 'MRR'"):
+        compare(str(tmp_path / "better"), str(tmp_path / "base"), metrics=["MRR"])
+    write_csfcube_folder(tmp_path / "fewer", {q: 30.0 for q in queries[1:]})
+    with pytest.raises(ValueError, match="score different CSFCube queries"):
+        compare(str(tmp_path / "fewer"), str(tmp_path / "base"))
+    (tmp_path / "trec").mkdir()
+    with pytest.raises(ValueError, match="cannot compare a CSFCube results folder with another run"):
+        compare(str(tmp_path / "base"), str(tmp_path / "trec"))
+
+
 # ------------------------------------------------------------------ context2doc
 
 

@@ -130,7 +130,8 @@ def add_parsers(sub) -> None:
     pm.add_argument("run_a", help="run file, results folder, or reviewer predictions DIR:EXP")
     pm.add_argument("run_b", help="the other run")
     pm.add_argument("--qrels", help="TREC qrels (for run files)")
-    pm.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP)")
+    pm.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP; CSFCube folders: MAP, NDCG%%20, "
+                    "overall and per facet)")
     pm.add_argument("--data", default=str(DATA / "reviewer-matching"), help="reviewer-matching folder")
     pm.add_argument("--permutations", type=int, default=10000, help="randomisation test samples (default 10000)")
     pm.add_argument("--out", help="write the comparison (with per-query deltas) as JSON here")
@@ -142,7 +143,8 @@ def add_parsers(sub) -> None:
                     help="per-query score normalisation for wsum (default zmuv)")
     pu.add_argument("--method", choices=("wsum", "rrf"), default="wsum", help="default wsum")
     pu.add_argument("--qrels", help="TREC qrels to score the fused run (default: the first folder's)")
-    pu.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP)")
+    pu.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP; CSFCube folders: MAP, NDCG%%20, "
+                    "overall and per facet)")
     pu.add_argument("--out", required=True, help="output folder (run.trec, qrels.trec, results.json)")
 
     ps = sub.add_parser("suite", help="CSFCube two-fold test, reviewer matching and context2doc test in one table")
@@ -242,10 +244,10 @@ def _context2doc(parser, args) -> int:
 
 
 def _compare(parser, args) -> int:
-    from aspire.evaluate.compare import DEFAULT_METRICS, compare, format_comparison
+    from aspire.evaluate.compare import compare, format_comparison
     from aspire.evaluate.pools import write_json_atomic
 
-    result = compare(args.run_a, args.run_b, args.qrels, args.metric or DEFAULT_METRICS, args.data,
+    result = compare(args.run_a, args.run_b, args.qrels, args.metric, args.data,
                      n_perm=args.permutations)
     print("\n".join(format_comparison(result)))
     if args.out:

@@ -4,6 +4,10 @@ A run is a TREC run file (with `--qrels`), a results folder holding `run.trec` a
 (what every benchmark of `aspire.evaluate` writes), or reviewer-matching predictions: a results
 folder of `reviewers` (its `results.json` names the experiment) or `FOLDER:EXP` for files named
 `EXP_d_20_N_ta.json` (the published predictions). Both runs must cover the same queries.
+
+Two CSFCube results folders are compared on CSFCube's own figures, read from their per-query CSVs:
+MAP and NDCG%20 (percent) of every test query and of each facet, each the mean of the two folds' test
+means as the benchmark reports it (the bootstrap resamples queries within each fold).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from aspire.evaluate.runs import per_query, read_qrels, read_run
 from aspire.evaluate.stats import UnitScores, paired_test
 
 DEFAULT_METRICS = ("MRR", "nDCG@10", "MAP")
+CSFCUBE_METRICS = ("MAP", "NDCG%20")
 
 
 def _trec(spec: str, qrels_path: str | None):
@@ -55,9 +60,47 @@ def compare_reviewers(a: tuple[Path, str], b: tuple[Path, str], data: str, n_per
     return {"loss": {**test, "per_unit_delta": dict(zip(units[0].units, deltas.tolist()))}}
 
 
-def compare(a: str, b: str, qrels: str | None = None, metrics=DEFAULT_METRICS, data: str | None = None,
+def _is_csfcube(spec: str) -> bool:
+    results = Path(spec) / "results.json"
+    return results.is_file() and json.loads(results.read_text(encoding="utf-8")).get("benchmark") == "csfcube"
+
+
+def compare_csfcube(a: str, b: str, metrics=CSFCUBE_METRICS, n_perm: int = 10000, seed: int = 0) -> dict:
+    """`{"MAP": ..., "MAP background": ..., ...}`: paired tests of two CSFCube results folders, over
+    every test query and per facet."""
+    from aspire.evaluate.csfcube import FACETS
+    from aspire.evaluate.two_fold import REPORTED, load_per_query
+
+    odd = [m for m in metrics if m not in REPORTED]
+    if odd:
+        raise ValueError(f"CSFCube runs are compared on {', '.join(REPORTED)}, not {odd[0]!r}")
+    qa, qb = load_per_query(a), load_per_query(b)
+    if set(qa) != set(qb):
+        raise ValueError(f"{a} and {b} score different CSFCube queries, e.g. {sorted(set(qa) ^ set(qb))[:3]}")
+    out = {}
+    for m in metrics:
+        for group in ("all", *FACETS):
+            keys = sorted(q for q in qa if group in ("all", qa[q]["facet"]))
+            folds = {}
+            for q in keys:
+                folds.setdefault(qa[q]["test_fold"], []).append(q)
+            ua, ub = (UnitScores.means({q: run[q][m] for q in keys}, folds) for run in (qa, qb))
+            test = paired_test(ua, ub, n_perm=n_perm, seed=seed)
+            out[m if group == "all" else f"{m} {group}"] = {
+                **test, "per_unit_delta": {q: qa[q][m] - qb[q][m] for q in keys}}
+    return out
+
+
+def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | None = None,
             n_perm: int = 10000, seed: int = 0) -> dict:
-    """`{metric: paired_test(...) + per_unit_delta}` for two runs of the same benchmark."""
+    """`{metric: paired_test(...) + per_unit_delta}` for two runs of the same benchmark; `metrics`
+    None takes the benchmark's defaults (CSFCube: `CSFCUBE_METRICS`, every group; else `DEFAULT_METRICS`)."""
+    ca, cb = _is_csfcube(a), _is_csfcube(b)
+    if ca != cb:
+        raise ValueError(f"cannot compare a CSFCube results folder with another run: {a if ca else b}")
+    if ca:
+        return compare_csfcube(a, b, metrics or CSFCUBE_METRICS, n_perm, seed)
+    metrics = metrics or DEFAULT_METRICS
     ra, rb = _reviewer_spec(a), _reviewer_spec(b)
     if (ra is None) != (rb is None):
         raise ValueError("cannot compare reviewer predictions with a ranked run")
@@ -79,8 +122,9 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=DEFAULT_METRICS, d
 
 def format_comparison(result: dict) -> list[str]:
     """One line per metric: A, B, delta, its interval and the p-value."""
-    lines = [f"{'metric':<10} {'A':>8} {'B':>8} {'A-B':>8}  95% interval        p"]
+    width = max(10, *map(len, result))
+    lines = [f"{'metric':<{width}} {'A':>8} {'B':>8} {'A-B':>8}  95% interval        p"]
     for m, r in result.items():
         lo, hi = r["ci95"]
-        lines.append(f"{m:<10} {r['a']:8.4f} {r['b']:8.4f} {r['delta']:8.4f}  [{lo:7.4f}, {hi:7.4f}]  {r['p_value']:.4f}")
+        lines.append(f"{m:<{width}} {r['a']:8.4f} {r['b']:8.4f} {r['delta']:8.4f}  [{lo:7.4f}, {hi:7.4f}]  {r['p_value']:.4f}")
     return lines
