@@ -222,8 +222,9 @@ def test_compare_csfcube_folders_on_its_own_figures_overall_and_per_facet(tmp_pa
     with pytest.raises(ValueError, match="score different CSFCube queries"):
         compare(str(tmp_path / "fewer"), str(tmp_path / "base"))
     (tmp_path / "trec").mkdir()
-    with pytest.raises(ValueError, match="cannot compare a CSFCube results folder with another run"):
-        compare(str(tmp_path / "base"), str(tmp_path / "trec"))
+    for pair in (("base", "trec"), ("trec", "base")):
+        with pytest.raises(ValueError, match=f"{tmp_path / 'base'} is a CSFCube results folder and {tmp_path / 'trec'} is not"):
+            compare(*(str(tmp_path / name) for name in pair))
 
 
 # ------------------------------------------------------------------ context2doc

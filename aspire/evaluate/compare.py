@@ -97,7 +97,8 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
     None takes the benchmark's defaults (CSFCube: `CSFCUBE_METRICS`, every group; else `DEFAULT_METRICS`)."""
     ca, cb = _is_csfcube(a), _is_csfcube(b)
     if ca != cb:
-        raise ValueError(f"cannot compare a CSFCube results folder with another run: {a if ca else b}")
+        csfcube, other = (a, b) if ca else (b, a)
+        raise ValueError(f"{csfcube} is a CSFCube results folder and {other} is not: not runs of one benchmark")
     if ca:
         return compare_csfcube(a, b, metrics or CSFCUBE_METRICS, n_perm, seed)
     metrics = metrics or DEFAULT_METRICS
