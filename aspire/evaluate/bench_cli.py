@@ -130,8 +130,8 @@ def add_parsers(sub) -> None:
     pm.add_argument("run_a", help="run file, results folder, or reviewer predictions DIR:EXP")
     pm.add_argument("run_b", help="the other run")
     pm.add_argument("--qrels", help="TREC qrels (for run files)")
-    pm.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP; CSFCube folders: MAP, NDCG%%20, "
-                    "overall and per facet)")
+    pm.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP; two CSFCube "
+                    "folders: MAP, NDCG%%20, overall and per facet)")
     pm.add_argument("--data", default=str(DATA / "reviewer-matching"), help="reviewer-matching folder")
     pm.add_argument("--permutations", type=int, default=10000, help="randomisation test samples (default 10000)")
     pm.add_argument("--out", help="write the comparison (with per-query deltas) as JSON here")
@@ -143,8 +143,7 @@ def add_parsers(sub) -> None:
                     help="per-query score normalisation for wsum (default zmuv)")
     pu.add_argument("--method", choices=("wsum", "rrf"), default="wsum", help="default wsum")
     pu.add_argument("--qrels", help="TREC qrels to score the fused run (default: the first folder's)")
-    pu.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP; CSFCube folders: MAP, NDCG%%20, "
-                    "overall and per facet)")
+    pu.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP)")
     pu.add_argument("--out", required=True, help="output folder (run.trec, qrels.trec, results.json)")
 
     ps = sub.add_parser("suite", help="CSFCube two-fold test, reviewer matching and context2doc test in one table")
