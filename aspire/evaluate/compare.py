@@ -32,14 +32,17 @@ def _trec(spec: str, qrels_path: str | None):
     return read_run(path), read_qrels(qrels_path)
 
 
-def _reviewer_spec(spec: str) -> tuple[Path, str] | None:
-    """(predictions folder, exp) when `spec` names reviewer predictions, else None."""
-    path = Path(spec)
-    results = path / "results.json"
-    if path.is_dir() and results.is_file():
-        meta = json.loads(results.read_text(encoding="utf-8"))
+def _results(spec: str) -> dict | None:
+    """The `results.json` of a results folder; None for a run file, `FOLDER:EXP` or a folder without one."""
+    path = Path(spec) / "results.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _reviewer_spec(spec: str, meta: dict | None) -> tuple[Path, str] | None:
+    """(predictions folder, exp) when `spec` (its `_results`: `meta`) names reviewer predictions, else None."""
+    if meta is not None:
         if meta.get("benchmark") == "reviewer-matching":
-            return path / "predictions", meta["experiment"]
+            return Path(spec) / "predictions", meta["experiment"]
         return None
     folder, sep, exp = spec.rpartition(":")
     if sep and Path(folder).is_dir():
@@ -58,11 +61,6 @@ def compare_reviewers(a: tuple[Path, str], b: tuple[Path, str], data: str, n_per
     test = paired_test(units[0], units[1], n_perm=n_perm, seed=seed)
     deltas = (units[0].num - units[1].num).sum(axis=0) / units[0].den.sum(axis=0).clip(min=1e-12)
     return {"loss": {**test, "per_unit_delta": dict(zip(units[0].units, deltas.tolist()))}}
-
-
-def _is_csfcube(spec: str) -> bool:
-    results = Path(spec) / "results.json"
-    return results.is_file() and json.loads(results.read_text(encoding="utf-8")).get("benchmark") == "csfcube"
 
 
 def compare_csfcube(a: str, b: str, metrics=CSFCUBE_METRICS, n_perm: int = 10000, seed: int = 0) -> dict:
@@ -95,14 +93,15 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
             n_perm: int = 10000, seed: int = 0) -> dict:
     """`{metric: paired_test(...) + per_unit_delta}` for two runs of the same benchmark; `metrics`
     None takes the benchmark's defaults (CSFCube: `CSFCUBE_METRICS`, every group; else `DEFAULT_METRICS`)."""
-    ca, cb = _is_csfcube(a), _is_csfcube(b)
+    meta_a, meta_b = _results(a), _results(b)
+    ca, cb = ((meta or {}).get("benchmark") == "csfcube" for meta in (meta_a, meta_b))
     if ca != cb:
         csfcube, other = (a, b) if ca else (b, a)
         raise ValueError(f"{csfcube} is a CSFCube results folder and {other} is not: not runs of one benchmark")
     if ca:
         return compare_csfcube(a, b, metrics or CSFCUBE_METRICS, n_perm, seed)
     metrics = metrics or DEFAULT_METRICS
-    ra, rb = _reviewer_spec(a), _reviewer_spec(b)
+    ra, rb = _reviewer_spec(a, meta_a), _reviewer_spec(b, meta_b)
     if (ra is None) != (rb is None):
         raise ValueError("cannot compare reviewer predictions with a ranked run")
     if ra is not None:
