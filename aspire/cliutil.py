@@ -13,7 +13,8 @@ and user errors reported as one line.
   library noise: transformers' weight-loading bars and advisory warnings, Hugging Face hub bars,
   the tokenizers fork warning and spaCy's regex FutureWarning.
 - `run_command` turns a user error (bad option value, missing file, bad JSON, unknown model or paper
-  id, bad config key) into `error: <message>` on stderr and exit status 2, never a traceback.
+  id, bad config key) into `error: <message>` on stderr and exit status 2, never a traceback; a command
+  whose stdout reader went away (`aspire search ... | head`) stops quietly with status 141.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import warnings
 from collections.abc import Callable, Sequence
 
 EXIT_USER_ERROR = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a Unix tool whose reader went away
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
@@ -177,15 +179,44 @@ def run_command(run: Callable[[], int], args: argparse.Namespace | None = None) 
     With `--log-level DEBUG` the exception propagates instead, traceback and all.
     """
     try:
-        return run()
+        status = run()
+        sys.stdout.flush()  # output still buffered meets a closed pipe here, not at interpreter exit
+        return status
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError as err:
+        if not _stdout_reader_gone():
+            if args is not None and getattr(args, "log_level", None) == "DEBUG":
+                raise
+            print(f"error: {error_message(err)}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        # the reader of stdout went away (`aspire search ... | head`): stop quietly, as Unix tools do
+        # (status 128 + SIGPIPE); stdout goes to /dev/null so the flush at exit cannot fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
     except USER_ERRORS as err:
         if args is not None and getattr(args, "log_level", None) == "DEBUG":
             raise
         print(f"error: {error_message(err)}", file=sys.stderr)
         return EXIT_USER_ERROR
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reader has closed it (so a BrokenPipeError came from
+    there, not from some other pipe the command wrote to). Where that cannot be told (no poll, no file
+    descriptor), it says no: the error is then reported, never dropped."""
+    try:
+        import select
+
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def normalize_overrides(items: Sequence[str], section: str | None = None) -> list[str]:
