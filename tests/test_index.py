@@ -142,7 +142,7 @@ def test_interrupted_save_leaves_old_index_loadable(tmp_path, monkeypatch):
     monkeypatch.setattr("aspire.index.store.write_index_papers", crash)
     with pytest.raises(KeyboardInterrupt):
         bigger.save(root)
-    assert any(p.name.startswith(".tmp-") for p in root.iterdir())  # the half-written generation
+    assert not any(p.name.startswith(".tmp-") for p in root.iterdir())  # the half-written generation removed on the way out
     assert SentenceIndex.load(root).n_papers == 20
     monkeypatch.undo()
     bigger.save(root)

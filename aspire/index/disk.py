@@ -2,6 +2,7 @@
 the clean-up of what a crashed writer left behind.
 
     DIR/.lock                 held (filelock) by the process writing DIR: build, add, merge, save
+    DIR/.lock.holder          who holds it (pid, host, command), while held: a second writer's error names it
     DIR/CURRENT               the live generation's name, `gen-NNNNNN`, a directory inside DIR
     DIR/gen-NNNNNN/           generations (only the live one survives a completed save)
     DIR/.tmp-gen-NNNNNN-XXXX  a generation being written (left behind by a crash)
@@ -22,11 +23,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from filelock import FileLock, Timeout
-
 from aspire.checksum import file_sha256
+from aspire.storage import HOLDER_FILE, LOCK_FILE, folder_lock
 
-LOCK_FILE = ".lock"
 GENERATION = re.compile(r"^gen-\d{6}$")
 FAST_VERIFY_BYTES = 64 << 20  # loading checksums files up to 64 MiB; larger ones with verify=True
 _LEFTOVER = re.compile(r"^(\.tmp-gen-\d{6}-.+|\.CURRENT\..+\.tmp)$")
@@ -44,22 +43,12 @@ class IndexLockedError(OSError):
 def index_lock(root: str | Path) -> Iterator[Path]:
     """Hold `root/.lock` while writing `root` (created if needed); re-entrant within a process.
 
-    Raises IndexLockedError at once (no waiting) when another process holds it.
+    Raises IndexLockedError at once (no waiting) when another process holds it, naming that process
+    (`aspire.storage.folder_lock` records the holder in `root/.lock.holder` while it holds the lock).
     """
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(root / LOCK_FILE, timeout=0, is_singleton=True)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise IndexLockedError(
-            f"{root} is being written by another process (it holds {root / LOCK_FILE}); wait until that "
-            "build/add finishes, or write to another directory"
-        ) from None
-    try:
-        yield root
-    finally:
-        lock.release()
+    with folder_lock(root, IndexLockedError, "wait until that build/add finishes, or write to another directory",
+                     activity="being written") as held:
+        yield held
 
 
 def live_generation(root: Path) -> str | None:
@@ -100,7 +89,7 @@ def check_index_dir(root: Path) -> list[str]:
     """The names in `root`; raises IndexFormatError when one is anything an index never writes
     (then `root` is not an index directory and nothing may be written or removed there)."""
     names = [p.name for p in root.iterdir()] if root.is_dir() else []
-    foreign = [n for n in names if n not in ("CURRENT", LOCK_FILE) and not GENERATION.match(n) and not _LEFTOVER.match(n)]
+    foreign = [n for n in names if n not in ("CURRENT", LOCK_FILE, HOLDER_FILE) and not GENERATION.match(n) and not _LEFTOVER.match(n)]
     if foreign:
         raise IndexFormatError(f"{root} is not empty and holds no index (found {sorted(foreign)[:5]}); "
                                "refusing to write an index into it")
@@ -110,7 +99,7 @@ def check_index_dir(root: Path) -> list[str]:
 def clear_leftovers(root: Path, keep: str | None) -> list[str]:
     """Remove what interrupted writes left in `root`: generations other than `keep`, temporary
     generations and pointers (after `check_index_dir`). Returns the names removed."""
-    removed = [n for n in check_index_dir(root) if n not in ("CURRENT", LOCK_FILE, keep)]
+    removed = [n for n in check_index_dir(root) if n not in ("CURRENT", LOCK_FILE, HOLDER_FILE, keep)]
     for name in removed:
         path = root / name
         if path.is_dir() and not path.is_symlink():

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -57,6 +58,7 @@ from aspire.index.texts import SentencesOnDisk, read_index_papers
 from aspire.io import read_jsonl, write_jsonl, write_text
 from aspire.scoring.lexical import FILES as LEXICAL_FILES
 from aspire.scoring.lexical import BM25Index
+from aspire.storage import check_free_space, on_disk_full
 
 FORMAT_VERSION = 1
 _FILES = ("config.yaml", "sentences.faiss", "vectors.npy", "offsets.npy", "papers.jsonl", "rejected.jsonl")
@@ -238,11 +240,32 @@ class SentenceIndex:
 
     # ---- disk ---------------------------------------------------------------------------------------
     def save(self, root: str | Path) -> Path:
-        """Write a new generation under `root` and make it live atomically; returns its directory."""
+        """Write a new generation under `root` and make it live atomically; returns its directory.
+
+        The disk's free space is checked first against `saved_bytes` (DiskFullError before anything is
+        written); a disk that fills up while writing is one DiskFullError too (`aspire.storage`), and on
+        any failure the half-written generation is removed: the live one stays as it was.
+        """
         with index_lock(root) as root:
+            needed = self.saved_bytes()
+            check_free_space(root, needed, "a new index generation (the live one stays)")
             tmp = begin_generation(root)
-            self._write_generation(tmp)
-            return publish_generation(root, tmp)
+            try:
+                with on_disk_full(root, "a new index generation (the live one stays)", needed):
+                    self._write_generation(tmp)
+                    return publish_generation(root, tmp)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+
+    def saved_bytes(self) -> int:
+        """About how many bytes a saved generation takes, at least: the exact vectors, the faiss index
+        (`faiss_bytes`), the offsets and the texts (BM25 files, which are not known before they are built,
+        are not counted)."""
+        vectors = self.n_sentences * self.dim * np.dtype(np.asarray(self.vectors[:0]).dtype).itemsize
+        texts = (self.sentences.path.stat().st_size if isinstance(self.sentences, SentencesOnDisk)
+                 else sum(len(t) for s in self.sentences for t in s))
+        return vectors + faiss_bytes(self.faiss_index) + self.offsets.nbytes + texts + sum(map(len, self.titles))
 
     def _write_generation(self, path: Path) -> None:
         faiss.write_index(self.faiss_index, str(path / "sentences.faiss"))
@@ -335,12 +358,33 @@ def begin_generation(root: Path) -> Path:
 
 def publish_generation(root: Path, tmp: Path) -> Path:
     """Make the filled generation `tmp` (from `begin_generation`, its manifest written) live: rename it
-    into place, then point CURRENT at it (an atomic rename) and remove every other generation."""
+    into place, then point CURRENT at it (an atomic rename) and remove every other generation. When
+    CURRENT cannot be written (a full disk), the new generation is removed again and the old one stays live."""
     name = tmp.name[len(".tmp-"):].rsplit("-", 1)[0]
     os.rename(tmp, root / name)
-    _write_atomic(root / "CURRENT", name + "\n")
+    try:
+        _write_atomic(root / "CURRENT", name + "\n")
+    except Exception:
+        if _live_generation(root) != name:
+            shutil.rmtree(root / name, ignore_errors=True)
+        raise
     clear_leftovers(root, keep=name)  # previous generations and leftovers of interrupted saves
     return root / name
+
+
+def faiss_bytes(index) -> int:
+    """About how many bytes `index` takes when written, at least: its codes, plus the ids of an IVF index
+    and the level-0 links of an HNSW one."""
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is not None:
+        return int(index.ntotal) * (ivf.code_size + 8)
+    if hasattr(index, "hnsw"):
+        codes = faiss.downcast_index(index.storage)
+        return int(index.ntotal) * (codes.sa_code_size() + 4 * index.hnsw.nb_neighbors(0))
+    try:
+        return int(index.ntotal) * index.sa_code_size()
+    except RuntimeError:  # a structure without a standalone codec: count float32 vectors
+        return int(index.ntotal) * 4 * index.d
 
 
 def manifest_fields(faiss_index, kind: str, model_name: str, fingerprint: str, dim: int, n_papers: int,

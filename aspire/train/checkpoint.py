@@ -10,7 +10,11 @@ Layout under `out_dir`:
 A checkpoint is written into a hidden temp directory, fsynced, then renamed into place; the
 `latest` pointer (itself written by temp file + rename) is updated last. A run killed at any
 moment leaves either the previous `latest` or the new one, never a half-written checkpoint behind
-a pointer; leftover temp directories are removed on the next start. Re-saving a step that already
+a pointer; leftover temp directories are removed on the next start. A checkpoint is checked against
+the disk's free space before it is written, and one that meets a full disk is removed on the way out
+(`aspire.storage.DiskFullError`, one line naming the folder): `latest` keeps naming the previous one. A
+run holds `out_dir/.lock` from start to end (`run_lock`; under `torchrun`, rank 0): a second run into
+the same folder fails at once, naming the first one's process. Re-saving a step that already
 has a checkpoint (after a resume) moves the old copy aside before the new one is renamed into
 place; if the run dies between the two renames, reading the pointer puts the old copy back.
 """
@@ -26,6 +30,7 @@ from typing import Any, Callable
 import torch
 
 from aspire.io import write_text
+from aspire.storage import check_free_space, folder_lock, on_disk_full
 
 LATEST, BEST, STATE_FILE, MODEL_DIR = "latest", "best", "trainer_state.pt", "model"
 _TMP_PREFIX = ".tmp-checkpoint-"
@@ -67,23 +72,36 @@ def read_pointer(out_dir: str | Path, name: str = LATEST) -> dict | None:
     return record
 
 
-def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Path], None], state: dict[str, Any]) -> Path:
+def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Path], None], state: dict[str, Any],
+                    needed: int | None = None) -> Path:
     """Write checkpoint `step` atomically and point `latest` at it.
 
     Args:
         write_contents: writes the model (and config) into the directory it is given.
         state: the trainer state, saved as `trainer_state.pt`.
+        needed: the checkpoint's size in bytes where known (`checkpoint_bytes`): with less free space on
+            the disk, DiskFullError is raised before anything is written.
+    A disk that fills up while writing is one DiskFullError naming `out_dir` (`aspire.storage`); on any
+    failure the half-written checkpoint is removed and `latest` still names the previous one.
     Returns the checkpoint directory.
     """
     out_dir = Path(out_dir)
     final = out_dir / checkpoint_name(step)
+    what = f"{final.name} (the last checkpoint stays; --resume continues from it once there is room)"
+    if needed is not None:
+        check_free_space(out_dir, needed, what)
     tmp = out_dir / f"{_TMP_PREFIX}{step:06d}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    write_contents(tmp)
-    torch.save(state, tmp / STATE_FILE)
-    _fsync_tree(tmp)
+    try:
+        with on_disk_full(out_dir, what, needed):
+            tmp.mkdir(parents=True)
+            write_contents(tmp)
+            torch.save(state, tmp / STATE_FILE)
+            _fsync_tree(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     aside = out_dir / f"{_ASIDE_PREFIX}{final.name}"
     if final.exists():  # re-saving the same step (e.g. after a resume): the old copy goes aside first
         if aside.exists():
@@ -92,8 +110,40 @@ def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Pa
     os.replace(tmp, final)
     if aside.exists():
         shutil.rmtree(aside)
-    write_pointer(out_dir, LATEST, {"checkpoint": final.name, "step": step})
+    with on_disk_full(out_dir, f"the `{LATEST}` pointer to {final.name} (it still names the previous checkpoint)"):
+        write_pointer(out_dir, LATEST, {"checkpoint": final.name, "step": step})
     return final
+
+
+def tensor_bytes(obj: Any) -> int:
+    """The bytes of every tensor in a nested dict / list / tuple (a state dict, an optimizer state)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0
+
+
+def checkpoint_bytes(model: torch.nn.Module, optimizer_state: dict | None = None) -> int:
+    """About how many bytes a checkpoint of `model` takes: its weights, plus the optimizer's state (when
+    not yet created, AdamW's two float32 moments of every trainable parameter are counted)."""
+    weights = tensor_bytes(model.state_dict())
+    moments = tensor_bytes((optimizer_state or {}).get("state", {}))
+    if not moments:
+        moments = sum(2 * 4 * p.numel() for p in model.parameters() if p.requires_grad)
+    return weights + moments
+
+
+class RunLockedError(OSError):
+    """Another process is training into the same `train.out_dir` (an OSError: the command line reports it in one line)."""
+
+
+def run_lock(out_dir: str | Path):
+    """Hold `out_dir/.lock` for a whole run (a context manager); RunLockedError at once, naming the holder,
+    when another process holds it."""
+    return folder_lock(out_dir, RunLockedError, "wait for that run to finish, or choose another train.out_dir")
 
 
 def clean_temp(out_dir: str | Path) -> None:

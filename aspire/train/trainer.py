@@ -4,7 +4,11 @@ AdamW with linear warm-up then linear decay, gradient accumulation, gradient cli
 epochs (`EpochBatchSampler`), dev loss on the held-out co-cited sets for model selection (`best`
 pointer), atomic checkpoints (`aspire.train.checkpoint`) holding everything needed to continue
 exactly (optimizer, scheduler, per-rank RNG states, step, epoch, position within the epoch),
-a tqdm bar and a JSONL metrics log (`metrics.jsonl`). Under DDP only rank 0 writes files.
+a tqdm bar and a JSONL metrics log (`metrics.jsonl`). Under DDP only rank 0 writes files. A run holds
+`out_dir/.lock` from start to end (rank 0 under DDP), so a second run into the folder fails at once
+naming the first; free space for a checkpoint is checked before training starts and before each save,
+and a full disk ends the run with one error line (`aspire.storage.DiskFullError`), the last checkpoint
+kept for --resume.
 """
 
 from __future__ import annotations
@@ -17,14 +21,14 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
-import yaml
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from aspire.config import save_config
+from aspire.config import parse_yaml, save_config
 from aspire.io import write_json
 from aspire.jsonsafe import dumps
+from aspire.storage import check_free_space, on_disk_full
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_dev_split, load_split
@@ -159,7 +163,8 @@ class Trainer:
             def contents(path: Path) -> None:
                 self.model.save_pretrained(path / ckpt.MODEL_DIR)
                 save_config(self.cfg, path / "config.yaml")
-            ckpt.save_checkpoint(self.out_dir, self.step, contents, state)
+            ckpt.save_checkpoint(self.out_dir, self.step, contents, state,
+                                 needed=ckpt.checkpoint_bytes(self.model, state["optimizer"]))
             ckpt.prune_checkpoints(self.out_dir, self.tc.keep_checkpoints)
         self._barrier()
 
@@ -169,8 +174,9 @@ class Trainer:
 
     def _log(self, record: dict) -> None:
         if self.rank == 0:
-            with open(self.out_dir / METRICS, "a", encoding="utf-8") as handle:
-                handle.write(dumps(record) + "\n")  # a NaN loss is written as null, with its reason
+            with on_disk_full(self.out_dir, f"{METRICS} (a torn last line is dropped on --resume)"):
+                with open(self.out_dir / METRICS, "a", encoding="utf-8") as handle:
+                    handle.write(dumps(record) + "\n")  # a NaN loss is written as null, with its reason
 
     # ---- loops --------------------------------------------------------------------------------------
     def _sampler(self, epoch: int, start: int, limit: int | None = None) -> EpochBatchSampler | MixSampler:
@@ -241,7 +247,11 @@ class Trainer:
         tc = self.tc
         if self.rank == 0:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-            save_config(self.cfg, self.out_dir / "config.yaml")
+            # every run ends in a checkpoint: room for one is checked before any training
+            check_free_space(self.out_dir, ckpt.checkpoint_bytes(self.model, self.optimizer.state_dict()),
+                             f"a checkpoint of this model in {self.out_dir}")
+            with on_disk_full(self.out_dir, "config.yaml"):
+                save_config(self.cfg, self.out_dir / "config.yaml")
         bar = tqdm(total=self.total_steps, initial=self.step, desc="training", unit="step",
                    disable=not tc.progress or self.rank != 0)
         module = self.ddp or self.model
@@ -334,18 +344,26 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
         raise ValueError(f"model.kind={cfg.model.kind} with data.align={cfg.data.align}: kind `abs` and "
                          "data.align=abs_align go together (`ts` uses cc_align)")
     out_dir = Path(cfg.train.out_dir)
+    rank, _, _ = init_distributed()
+    # rank 0 holds out_dir/.lock to the end: a second run into the folder (fresh or --resume) fails at once
+    with ckpt.run_lock(out_dir) if rank == 0 else contextlib.nullcontext():
+        return _run_locked(cfg, resume, model_loader, out_dir, rank)
+
+
+def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str | None], DocumentModel],
+                out_dir: Path, rank: int) -> dict:
     record = ckpt.read_pointer(out_dir) if out_dir.is_dir() else None
     if resume and record is None:
         raise FileNotFoundError(f"--resume: no checkpoint under {out_dir} (no `latest` pointer)")
     if not resume and record is not None:
         raise FileExistsError(f"{out_dir} already holds checkpoints; pass --resume to continue or choose another train.out_dir")
-    rank, _, _ = init_distributed()
     state = None
     if resume:
         if rank == 0:
             ckpt.clean_temp(out_dir)
             trim_metrics(out_dir, record["step"])
-        saved = yaml.safe_load((out_dir / record["checkpoint"] / "config.yaml").read_text(encoding="utf-8"))
+        saved_path = out_dir / record["checkpoint"] / "config.yaml"
+        saved = parse_yaml(saved_path.read_text(encoding="utf-8"), saved_path)
         check_resume_config(saved, cfg)
         state = ckpt.load_state(out_dir / record["checkpoint"])
         model = model_loader(cfg, str(out_dir / record["checkpoint"] / ckpt.MODEL_DIR))
