@@ -118,6 +118,41 @@ def test_find_papers(service):
         service.find_papers("x" * 201)
 
 
+def test_find_papers_takes_title_words_in_any_order_and_id_prefixes(index_dir):
+    from aspire.serve import SearchService
+    from aspire.serve.service import significant
+
+    service = open_service(index_dir, ["k=3"])
+    assert [p["paper_id"] for p in service.find_papers("documents parser")["papers"]] == ["q"]  # any order
+    assert [p["paper_id"] for p in service.find_papers("  Docum  SIMIL ")["papers"]] == ["b"]  # parts of words
+    assert service.find_papers("parser citation")["papers"] == []  # every word must match
+    # ids: the exact id first, then ids starting with the text, then titles holding it
+    searcher = service.searcher
+    searcher.index.paper_ids[:] = ["2468783", "246", "9246", "24687", "x"]
+    searcher.index.positions.clear()
+    searcher.index.positions.update({pid: i for i, pid in enumerate(searcher.index.paper_ids)})
+    renamed = SearchService(searcher)
+    assert [p["paper_id"] for p in renamed.find_papers("246")["papers"]] == ["246", "2468783", "24687"]
+    page = renamed.find_papers("2468", limit=1)
+    assert [p["paper_id"] for p in page["papers"]] == ["2468783"] and page["next_offset"] == 1
+    assert [p["paper_id"] for p in renamed.find_papers("2468", offset=1)["papers"]] == ["24687"]
+    np.testing.assert_allclose(significant(np.array([0.123456, 1.23456e-20, 0.0, -2.5e-7])),
+                               [0.1235, 1.235e-20, 0.0, -2.5e-7], rtol=1e-12, atol=0)
+
+
+def test_a_low_temperature_plan_keeps_the_shape_of_rows_without_weight(service):
+    """At tau 0.01 one selected sentence takes nearly all the weight; the others' rows are still sent
+    (to 4 significant digits, not rounded to zero), so the page can say they carry no weight."""
+    out = service.search({"paper_id": "q", "sentences": [0, 1, 2], "k": 3, "tau": 0.01})
+    light = 0
+    for hit in out["hits"]:
+        plan = np.array(hit["plan"])
+        weight = plan.sum(1) / plan.sum()
+        assert plan.sum() == pytest.approx(1.0, abs=1e-3)
+        light += int(((weight < 5e-4) & (plan.max(1) > 0)).sum())
+    assert light > 0
+
+
 def test_every_paper_is_reachable_a_page_at_a_time(service):
     ids, offset = [], 0
     while offset is not None:

@@ -5,7 +5,7 @@ Routes (anything else is 404, a known route with another method 405; every error
 
     GET  /                            the page (static/index.html); /static/<file> only the files in STATIC
     GET  /api/info                    index size, model, search defaults, generation, reload error
-    GET  /api/papers?q=&limit=&offset=   papers whose title contains q (or whose id is q), a page at a time
+    GET  /api/papers?q=&limit=&offset=   papers whose id starts with q or whose title holds its words, a page at a time
     GET  /api/paper?id=               one paper's sentences with facet labels
     POST /api/search                  JSON `SearchBody` (aspire.serve.models) -> ranked, explained hits
     POST /api/reload                  open the index's live generation now if it is not the one served

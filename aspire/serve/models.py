@@ -71,7 +71,7 @@ QueryInt = Annotated[int, BeforeValidator(_query_int)]
 
 
 class PapersQuery(BaseModel):
-    """`GET /api/papers?q=&limit=&offset=`: papers whose title contains q (or whose id is q)."""
+    """`GET /api/papers?q=&limit=&offset=`: papers whose id starts with q or whose title holds its words."""
 
     model_config = ConfigDict(extra="forbid")
     q: Annotated[str, Field(max_length=MAX_FILTER_CHARS)] = ""

@@ -2,7 +2,8 @@
 
 `SearchService` wraps a `Searcher` (aspire.search) and answers three questions in JSON-ready dicts:
 
-    find_papers(text, limit, offset)  papers whose id or title contains `text`, a page at a time
+    find_papers(text, limit, offset)  papers whose id starts with `text` or whose title holds its words,
+                                      a page at a time
     paper(paper_id)                   a paper's sentences with their facet labels (when known)
     search(body)                      a `SearchBody` (or its dict) -> ranked hits, each with its
                                       sentences, the aligned pairs, the L2 distances (n, T) between
@@ -109,20 +110,30 @@ class SearchService:
                 "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps}, "generation": self.generation}
 
     def find_papers(self, text: str = "", limit: int = 20, offset: int = 0) -> dict:
-        """Papers whose id equals `text` (first) or whose title contains it (case-insensitive), index
-        order, `limit` of them from `offset`; `next_offset` is where the next page starts (None: no more)."""
+        """Papers matching `text`, `limit` of them from `offset`: first the paper whose id is `text`, then
+        those whose id starts with it, then those whose title holds every word of it, in any order and as
+        parts of words (case-insensitive; "kernel ranking" finds "Kernel pooling for ranking"); index order
+        within each group. `next_offset` is where the next page starts (None: no more)."""
         query = check(PapersQuery, {"q": text, "limit": limit, "offset": offset})
-        needle = query.q.strip().lower()
-        found = []
-        exact = self.index.positions.get(query.q.strip())
-        if exact is not None:
-            found.append(exact)
+        needle = query.q.strip()
+        words = needle.lower().split()
         end = query.offset + query.limit + 1  # one more than the page: is there a next page?
-        for pos, title in enumerate(self._lower_titles):
-            if len(found) >= end:
-                break
-            if needle in title and pos != exact:
-                found.append(pos)
+        found: list[int] = []
+        seen: set[int] = set()
+
+        def take(positions) -> None:
+            for pos in positions:
+                if len(found) >= end:
+                    return
+                if pos not in seen:
+                    seen.add(pos)
+                    found.append(pos)
+
+        if needle:
+            exact = self.index.positions.get(needle)
+            take([] if exact is None else [exact])
+            take(pos for pos, pid in enumerate(self.index.paper_ids) if pid.startswith(needle))
+        take(pos for pos, title in enumerate(self._lower_titles) if all(w in title for w in words))
         page = found[query.offset : query.offset + query.limit]
         more = len(found) > query.offset + query.limit
         return {"papers": [self._summary(p) for p in page], "query": query.q, "offset": query.offset,
@@ -208,8 +219,9 @@ class SearchService:
     def _grids(self, searcher: Searcher, query, paper_ids: list[str], with_plan: bool) -> list[tuple]:
         """Per hit, (OT plan or None, L2 distances) between the selected query sentences and its sentences.
 
-        Returns [(plan (n, T_h) or None, dist (n, T_h))] as nested lists rounded to 5 decimals; the plan
-        only `with_plan` (OT ranking), the OT scorer's own cost matrix as `dist` then.
+        Returns [(plan (n, T_h) or None, dist (n, T_h))] as nested lists: the plan (only `with_plan`, OT
+        ranking) to 4 significant digits, so that the row of a sentence the temperature gives almost no
+        mass (1e-20 of it) keeps its shape; the distances (the OT scorer's own cost matrix then) to 5 decimals.
         """
         if not paper_ids:
             return []
@@ -218,7 +230,7 @@ class SearchService:
         rows = query.mask[0].nonzero()[:, 0]  # (n,) selected query positions
         if with_plan:
             details = searcher.scorer("ot", searcher.config).dist_details(query, cands)
-            plan_np = np.round(details.plan[0][:, rows].detach().float().cpu().numpy(), 5)  # (C, n, T)
+            plan_np = significant(details.plan[0][:, rows].detach().double().cpu().numpy())  # (C, n, T)
             cost = details.cost[0][:, rows]  # (C, n, T)
         else:
             q = query.emb[0, rows].float()  # (n, D)
@@ -227,6 +239,14 @@ class SearchService:
         lengths = cands.lengths.tolist()
         return [(plan_np[c, :, :t].tolist() if with_plan else None, cost_np[c, :, :t].tolist())
                 for c, t in enumerate(lengths)]
+
+
+def significant(values: np.ndarray, digits: int = 4) -> np.ndarray:
+    """`values` rounded to `digits` significant digits each (zeros stay zero)."""
+    nonzero = values != 0
+    magnitude = np.floor(np.log10(np.abs(values), where=nonzero, out=np.zeros_like(values)))
+    scale = 10.0 ** (digits - 1 - magnitude)
+    return np.where(nonzero, np.round(values * scale) / scale, 0.0)
 
 
 def live_generation(index_dir: str | Path) -> str:
