@@ -149,6 +149,12 @@ def in_viewport(page, selector) -> bool:
     return box is not None and box["height"] > 0 and 0 <= box["y"] and box["y"] + box["height"] <= size["height"]
 
 
+def beside_search_button(page) -> bool:
+    """The status line is in view and next to the Search button (on its row, or the row under it)."""
+    status, button = page.locator("#status").bounding_box(), page.locator("#search-btn").bounding_box()
+    return in_viewport(page, "#status") and abs(status["y"] - button["y"]) <= 1.5 * button["height"] + 12
+
+
 def pct(share: float) -> str:  # app.js's pct()
     p = 100 * share
     return f"{math.floor(p + 0.5)} %" if p >= 0.995 else f"{p:.1f} %"
@@ -217,9 +223,9 @@ def test_desktop_search_explains_hits_with_the_plan_drawn(page_server, browser, 
         assert nested == []
         page.locator("#query-col").evaluate("n => { n.scrollTop = n.scrollHeight; }")
         last = page.locator("#query-sentences .sentence").last.bounding_box()
-        panel = page.locator("#search-panel").bounding_box()
-        assert last["y"] + last["height"] <= panel["y"] + 1 and in_viewport(page, "#mode-help")
-        assert in_viewport(page, "#search-btn")
+        help_box, bar = page.locator("#mode-help").bounding_box(), page.locator("#search-row").bounding_box()
+        assert last["y"] + last["height"] <= help_box["y"] and help_box["y"] + help_box["height"] <= bar["y"] + 1
+        assert in_viewport(page, "#search-row")
 
         page.select_option("#k", "5")
         search_and_wait(page)
@@ -236,7 +242,7 @@ def test_desktop_search_explains_hits_with_the_plan_drawn(page_server, browser, 
             assert_shows_the_plan(card, hit, SELECTED)
             chips = card.locator(".hit-sentence .facet").all_inner_texts()
             assert chips and set(chips) <= {"background", "method", "result", "other"}
-        assert page.locator("#status").inner_text().startswith("5 papers in") and in_viewport(page, "#status")
+        assert page.locator("#status").inner_text().startswith("5 papers in") and beside_search_button(page)
         assert page.locator("#legend .legend-q").all_inner_texts() == [f"q{i}" for i in SELECTED]
         assert "facets" in page.locator("#legend").inner_text()
         help_text = page.locator("#mode-help").inner_text()
@@ -244,6 +250,7 @@ def test_desktop_search_explains_hits_with_the_plan_drawn(page_server, browser, 
         assert "minus a distance" in page.locator("#results-head").inner_text()
         gen = page_server.service.generation
         assert gen and page.locator("#generation").inner_text() == f"index {gen}"
+        page.locator("#query-sentences .sentence.selected").first.evaluate("n => n.scrollIntoView({block: 'start'})")
         shot = screenshot_path(tmp_path, "screenshot.png")
         shot.parent.mkdir(exist_ok=True)
         page.screenshot(path=str(shot))
@@ -254,7 +261,7 @@ def test_desktop_search_explains_hits_with_the_plan_drawn(page_server, browser, 
             status=400, content_type="application/json", body=json.dumps({"error": "refused for the test"})))
         page.click("#search-btn")
         page.wait_for_selector("#status.error")
-        assert page.locator("#status").inner_text() == "refused for the test" and in_viewport(page, "#status")
+        assert page.locator("#status").inner_text() == "refused for the test" and beside_search_button(page)
         assert "stale" in page.locator("#results").get_attribute("class") and page.locator("#stale-note").is_visible()
         page.unroute("**/api/search")
 
@@ -292,7 +299,7 @@ def test_phone_without_facet_labels_feedback_in_view_and_no_stale_results(unlabe
             page.fill(field, value)
             page.click("#search-btn")
             assert page.locator("#status").inner_text().startswith(message)
-            assert in_viewport(page, "#status") and page.locator(field).get_attribute("aria-invalid") == "true"
+            assert beside_search_button(page) and page.locator(field).get_attribute("aria-invalid") == "true"
             page.fill(field, {"#tau": "1", "#shortlist": "1000"}[field])
         assert searches == []
 

@@ -178,9 +178,11 @@ async function pickPaper(id) {
   state.selected = new Set();
   state.ticket += 1;  // an answer still on its way belongs to the previous query: it will be dropped
   document.querySelectorAll(".paper-item").forEach((n) => n.classList.toggle("current", n.dataset.id === id));
+  document.querySelector("main").classList.remove("no-paper");  // the list gives the query its column
   $("query-empty").hidden = true;
   $("query-body").hidden = false;
   $("search-panel").hidden = false;
+  $("search-row").hidden = false;
   $("query-title").textContent = `${paper.title}  (${paper.paper_id})`;
   const list = $("query-sentences");
   list.replaceChildren();
@@ -371,7 +373,7 @@ function renderLegend(result) {
   });
   const scale = el("div", "legend-row");
   if (ot) {
-    scale.append(el("span", "legend-key", "grid: share of a row's weight"), el("span", "muted", "none"),
+    scale.append(el("span", "legend-key", "grid: where each sentence's weight goes"), el("span", "muted", "none"),
                  el("span", "ramp"), el("span", "muted", "the row's largest"));
   } else {
     scale.append(el("span", "legend-key", "grid: distance"), el("span", "muted", "far"), el("span", "ramp"),
