@@ -3,7 +3,8 @@
 A config is a dataclass whose fields are plain values or further dataclasses. `load_config(cls,
 path, overrides)` reads a YAML file (which may name a `base:` file it extends), applies
 `section.key=value` overrides, and fails with `ConfigError` on any unknown key, so a typo never
-silently falls back to a default. Numeric fields declared with `ranged(default, ge=..., gt=...,
+silently falls back to a default; a YAML syntax error or a key given twice in one mapping is a
+`ConfigError` naming the file, line and column. Numeric fields declared with `ranged(default, ge=..., gt=...,
 le=..., lt=...)` are checked against their bounds when loaded (a float must also be finite), so an
 out-of-range value fails at load time naming its key. `save_config` writes the resolved config
 beside an artifact.
@@ -161,12 +162,52 @@ def _merge(base: dict, update: dict) -> dict:
     return out
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a mapping holding one key twice (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` merges are not keys of their own
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: SafeLoader's own error says so
+                    break
+                if first is not key_node.start_mark:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} is given twice (first at line {first.line + 1}, column "
+                                    f"{first.column + 1})", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str, source: str | Path) -> Any:
+    """The YAML document `text` (from `source`, a file or `override 'x=y'`), with safe types only; a
+    syntax error or a key given twice raises ConfigError `SOURCE:LINE:COLUMN: what is wrong`, one line."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - _StrictLoader is a SafeLoader
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(source)
+        what = "; ".join(" ".join(str(part).split()) for part in (err.context, err.problem) if part)
+        raise ConfigError(f"{where}: {what or 'invalid YAML'}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source}: invalid YAML: {' '.join(str(err).split())}") from None
+
+
 def read_yaml(path: str | Path) -> dict:
-    """Read a YAML config, following `base: other.yaml` (relative to the file) recursively."""
+    """Read a YAML config, following `base: other.yaml` (relative to the file) recursively. A syntax
+    error or a key given twice is a ConfigError naming the file, line and column (`parse_yaml`)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 ({err.reason} at byte {err.start})") from None
+    data = parse_yaml(text, path) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     base = data.pop("base", None)
@@ -189,7 +230,7 @@ def parse_overrides(overrides: Sequence[str]) -> dict:
             node = node.setdefault(key, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r} conflicts with an earlier override")
-        node[keys[-1]] = yaml.safe_load(raw) if raw != "" else ""
+        node[keys[-1]] = parse_yaml(raw, f"override {item!r}") if raw != "" else ""
     return nested
 
 

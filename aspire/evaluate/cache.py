@@ -2,7 +2,10 @@
 
 An entry is keyed by the encoder's fingerprint, the encoding mode (with its options) and a hash of
 the papers' ids and texts. It is written to a temporary file and renamed into place, so a partial
-file is never read back; a file whose paper ids do not match the request is refused.
+file is never read back, and its size and SHA-256 are recorded beside it (`FILE.sha256`,
+`aspire.storage.write_record`). A cache is never trusted: a file that differs from its record (or has
+none), does not load, or holds other papers than requested is reported in one warning, encoded again
+and rewritten. A disk too full to write a cache file is a warning too: the run goes on uncached.
 Sentences are stored packed (N_sentences, D) rather than padded (B, S, D).
 """
 
@@ -20,6 +23,7 @@ import torch
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
 from aspire.io import atomic_write
+from aspire.storage import DiskFullError, check_record, on_disk_full, remove_cache_file, write_record
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,7 @@ def _save(path: Path, batch: DocBatch) -> None:
     }
     with atomic_write(path, "wb") as handle:
         torch.save(payload, handle)
+    write_record(path)  # its size and SHA-256, checked before it is read back
 
 
 def _load(path: Path, papers: Sequence[Paper]) -> DocBatch:
@@ -88,11 +93,33 @@ def cached_encode(
         return encode(papers), False
     path = cache_path(Path(cache_dir), fingerprint, mode, options or {}, papers)
     if path.is_file():
-        log.info("reading cached vectors %s", path)
-        return _load(path, papers), True
+        cached, problem = _read_checked(path, papers)
+        if cached is not None:
+            log.info("read cached vectors %s", path)
+            return cached, True
+        log.warning("vector cache %s is not used, %s: encoding again and rewriting it", path, problem)
+        remove_cache_file(path)
     batch = encode(papers)
     if not batch.sentences or len(batch.sentences) != len(papers):
         raise ValueError("cached_encode: the encoder must return DocBatch.sentences for every paper")
-    _save(path, batch)
+    try:
+        with on_disk_full(path.parent, f"the vector cache file {path.name}"):
+            _save(path, batch)
+    except DiskFullError as err:  # a cache is optional: the run goes on with the vectors it has
+        remove_cache_file(path)
+        log.warning("vectors not cached: %s: %s", err.strerror, err.filename)
+        return batch, False
     log.info("cached vectors in %s", path)
     return batch, False
+
+
+def _read_checked(path: Path, papers: Sequence[Paper]) -> tuple[DocBatch | None, str]:
+    """The cached batch of `path` when it matches the size and checksum recorded when it was written and
+    loads as the vectors of `papers`; else (None, why not)."""
+    problem = check_record(path)
+    if problem is not None:
+        return None, problem
+    try:
+        return _load(path, papers), ""
+    except Exception as err:  # noqa: BLE001 - a cache is never trusted: any failure to load means rebuild it
+        return None, f"it does not load ({type(err).__name__}: {' '.join(str(err).split())[:200]})"
