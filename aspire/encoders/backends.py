@@ -24,7 +24,9 @@ forward (`GroupedRows`) runs a batch's rows in length groups, without computing 
 
 The exported graph (ONNX Runtime's, and OpenVINO's input) is cached under `$ASPIRE_CACHE/onnx/` (default `~/.cache/aspire/onnx/`), keyed by the
 exact encoder's fingerprint, the opset and the int8 recipe's name; it is written to a temporary file and
-renamed into place, so an interrupted export is never read back. A fast encoder's fingerprint adds the
+renamed into place, so an interrupted export is never read back, and its size and SHA-256 are recorded beside
+it (`FILE.sha256`): a cached file that differs from its record, or has none, is exported again with a
+warning. A fast encoder's fingerprint adds the
 backend's tag (`torch-bf16`; for ONNX Runtime and OpenVINO the precision and a hash of the graph) to the exact one's, so
 vector caches and indexes keyed by it never mix exact and fast vectors, nor vectors of two precisions.
 The fast backends are for inference only: training keeps the exact model (`backend="torch"`, no quantize).
@@ -48,6 +50,7 @@ from transformers.modeling_outputs import BaseModelOutput
 from aspire.encoders import onnx_int8
 from aspire.encoders.contextual import ContextualSentenceEncoder
 from aspire.encoders.models import cache_dir
+from aspire.storage import check_record, on_disk_full, remove_cache_file, write_record
 
 log = logging.getLogger(__name__)
 
@@ -109,13 +112,17 @@ def onnx_model_path(fingerprint: str, quantize: str | None) -> Path:
 
 
 def _write_atomically(path: Path, write) -> Path:
-    """`write(tmp_path)`, then rename the temporary file to `path` (same folder, so the rename is atomic)."""
+    """`write(tmp_path)`, then rename the temporary file to `path` (same folder, so the rename is atomic) and
+    record its size and SHA-256 beside it (`aspire.storage.write_record`). A disk that fills up is one
+    DiskFullError naming the folder; the temporary file is removed on any failure."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        write(Path(tmp))
-        os.replace(tmp, path)
+        with on_disk_full(path.parent, f"the exported model {path.name}"):
+            write(Path(tmp))
+            os.replace(tmp, path)
+            write_record(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -123,12 +130,19 @@ def _write_atomically(path: Path, write) -> Path:
 
 
 def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None) -> Path:
-    """The ONNX file of `encoder`'s transformer (exported, and quantized, on first use; then read back)."""
+    """The ONNX file of `encoder`'s transformer (exported, and quantized, on first use; then read back).
+
+    A cached file is used only when it matches the size and SHA-256 recorded when it was written; else one
+    warning says why and it is exported again (a cache is never trusted)."""
     fingerprint = encoder.fingerprint()
     path = onnx_model_path(fingerprint, quantize)
     if path.is_file():
-        log.info("reading cached ONNX model %s", path)
-        return path
+        problem = check_record(path)
+        if problem is None:
+            log.info("reading cached ONNX model %s", path)
+            return path
+        log.warning("exported model %s is not used, %s: exporting it again", path, problem)
+        remove_cache_file(path)
     name = encoder.name or "the encoder"
     if quantize == "int8":
         log.info("exporting %s to ONNX and quantizing it to int8 (%s)", name, path)
