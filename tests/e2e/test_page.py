@@ -267,7 +267,9 @@ def test_desktop_search_explains_hits_with_the_plan_drawn(page_server, browser, 
 
         # a low temperature: most rows of a plan carry no weight; what is shown is still the plan drawn
         page.fill("#tau", "0.01")
-        search_and_wait(page)
+        page.press("#tau", "Enter")  # Enter in the field searches
+        page.wait_for_selector('#search-btn[aria-busy="false"]')
+        page.wait_for_selector('#results-head:has-text("temperature 0.01")')
         assert "stale" not in page.locator("#results").get_attribute("class")
         low = page_server.service.search({"paper_id": QUERY, "sentences": SELECTED, "k": 5, "rerank": "ot", "tau": 0.01})
         assert hits.evaluate_all("ns => ns.map(n => n.dataset.id)") == [h["paper_id"] for h in low["hits"]]

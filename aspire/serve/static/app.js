@@ -299,6 +299,7 @@ function setBusy(on) {
 async function search() {
   if (state.busy) return;  // one request at a time: the button is disabled until the answer is in
   if (!state.paper || state.selected.size === 0) { say("Select at least one sentence to search.", "error"); return; }
+  if (!state.info) { say("The server's search settings could not be read: reload the page.", "error"); return; }
   let body;
   try { body = requestBody(); } catch (err) {
     if (!(err instanceof InputError)) throw err;
@@ -586,6 +587,9 @@ $("search-btn").addEventListener("click", search);
 $("rerank").addEventListener("change", () => { $("rerank").dataset.touched = "1"; showMode(); });
 $("stages").addEventListener("change", () => { $("stages").dataset.touched = "1"; });
 $("cross").addEventListener("change", showMode);
+for (const id of ["shortlist", "tau"]) {  // Enter in a number field searches, as the button would
+  $(id).addEventListener("keydown", (e) => { if (e.key === "Enter" && !$("search-btn").disabled) search(); });
+}
 $("clear-selection").addEventListener("click", () => selectWhere(() => false));
 $("select-all").addEventListener("click", () => selectWhere(() => true));
 document.querySelectorAll(".facet-btn").forEach((b) =>
