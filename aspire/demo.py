@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
-from aspire.evaluate import csfcube
 from aspire.evaluate.cache import default_cache_dir
+from aspire.evaluate.csfcube import run_csfcube
 
 REPO = Path(__file__).resolve().parents[1]
 SPECTER = {"background": (43.95, 66.70), "method": (22.44, 37.41), "result": (36.79, 56.67), "all": (34.23, 53.28)}
@@ -63,7 +63,7 @@ def _demo(args) -> int:
             encode = {"joiner": " ", "normalize": True}
             if args.model in ST_MAX_LENGTH:
                 encode["max_length"] = ST_MAX_LENGTH[args.model]
-        results = csfcube.run_csfcube(args.data, args.model, scorer, out, scorer_options=options,
+        results = run_csfcube(args.data, args.model, scorer, out, scorer_options=options,
                                       cache_dir=args.cache_dir, encode_options=encode, batch_size=args.batch_size,
                                       device=args.device)
         rows.append((f"{args.model} {label}", {g: (results["test"][g]["MAP"], results["test"][g]["NDCG%20"]) for g in SPECTER}))

@@ -12,12 +12,8 @@ Reading:
 - JSONL, any objects: `iter_jsonl` (streaming, `(line, object)`, errors name FILE:LINE, optional
   skip-and-record), `iter_checked_jsonl` (the same with a record check) and `read_jsonl` (a list);
   `require` checks an object's keys.
-- Papers JSONL (the input format, `abstracts*.jsonl`): `read_papers` / `iter_papers` /
-  `write_papers` (from `aspire.data.papers`, which holds the record rules) and `read_paper_map`,
-  `{paper_id: Paper}`, optionally restricted to the ids a caller needs.
-
-This module imports nothing from aspire at import time; the papers functions are loaded on first
-use, so `aspire.data.papers` can itself write through `atomic_write`.
+Papers JSONL (the input format) has its own reader with the record rules, `aspire.data.papers`,
+which writes through `atomic_write`; this module imports nothing of aspire but `jsonsafe`.
 """
 
 from __future__ import annotations
@@ -173,37 +169,3 @@ def require(obj: dict, keys: Iterable[str], path: str | Path, lineno: int) -> No
     missing = [k for k in keys if k not in obj]
     if missing:
         raise DataError(f"{path}:{lineno}: missing key(s) {missing}")
-
-
-def read_paper_map(path: str | Path, ids: Iterable[str] | None = None, *, split_strings: bool = True,
-                   needed_by: str = "requested") -> dict:
-    """`{paper_id: Paper}` from a papers JSONL file, every record checked by `read_papers`' rules.
-
-    Args:
-        ids: keep only these papers; one missing from the file raises ValueError naming it (and
-            `needed_by`, e.g. "pooled": "FILE: 2 pooled papers missing: [...]").
-        split_strings: split a string abstract into sentences (the papers-file rule); False makes a
-            string abstract a bad record (files written by a pipeline stage hold sentence lists).
-    A bad record raises `BadRecordError` (a `DataError`) naming the file, the line and the paper id.
-    """
-    from aspire.data.papers import read_papers
-
-    wanted = None if ids is None else set(ids)
-    result = read_papers(path) if split_strings else read_papers(path, splitter=None)
-    papers = {p.paper_id: p for p in result.papers if wanted is None or p.paper_id in wanted}
-    if wanted is not None:
-        missing = sorted(wanted - set(papers))
-        if missing:
-            raise ValueError(f"{path}: {len(missing)} {needed_by} papers missing: {missing[:10]}")
-    return papers
-
-
-_PAPERS = ("Paper", "read_papers", "iter_papers", "write_papers", "BadRecordError", "RejectedRecord", "ReadResult")
-
-
-def __getattr__(name: str):
-    if name in _PAPERS:  # loaded on first use: aspire.data.papers imports this module
-        from aspire.data import papers
-
-        return getattr(papers, name)
-    raise AttributeError(f"module 'aspire.io' has no attribute {name!r}")

@@ -16,14 +16,13 @@
 `shortlist`) distinct papers, the sentence lookups are widened until enough papers are found or the
 index has no more to give (then fewer come back, and a warning says why).
 
-Python API: `Searcher.open(index_dir).search(query)`; command line: `aspire search` (`aspire.search_cli`).
+Python API: `Searcher.open(index_dir).search(query)`; command line: `aspire search` (`aspire.cli.search`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import sys
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -383,14 +382,3 @@ class Searcher:
                 pairs.append(AlignedPair(i, j, float(cost[c, i, j]), float(share[c, i]), *self._texts(query, i, sentences, j)))
             out.append(Hit(c + 1, self.index.paper_ids[paper], self.index.titles[paper], float(scores[c]), pairs))
         return out
-
-
-def main(argv: Sequence[str] | None = None, prog: str = "python -m aspire.search") -> int:
-    """The search command line (`aspire.search_cli`)."""
-    from aspire.search_cli import main as cli_main
-
-    return cli_main(argv, prog)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from aspire.evaluate import csfcube  # noqa: E402
+from aspire.benchmarks import csfcube  # noqa: E402
+from aspire.evaluate.csfcube import run_csfcube  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "csfcube"
 RESULTS = REPO / "experiments" / "results" / "baselines"
@@ -93,7 +94,7 @@ def run(models: list[str], rows: list[str], cache_dir: str | None, batch_size: i
         for key in rows:
             kwargs, cmd = row_settings(model, key)
             with tempfile.TemporaryDirectory() as tmp:
-                res = csfcube.run_csfcube(DATA, out=tmp, cache_dir=cache_dir or default_cache_dir(),
+                res = run_csfcube(DATA, out=tmp, cache_dir=cache_dir or default_cache_dir(),
                                           batch_size=batch_size, **kwargs)
             res["command"] = shlex.join(cmd)
             (RESULTS / f"{model}-{key}.json").write_text(json.dumps(res, indent=1))

@@ -24,9 +24,9 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from aspire.evaluate import csfcube  # noqa: E402
+from aspire.benchmarks import csfcube  # noqa: E402
+from aspire.data.papers import read_paper_map
 from aspire.evaluate.cache import cached_encode, default_cache_dir  # noqa: E402
-from aspire.evaluate.pools import read_papers_jsonl  # noqa: E402
 from aspire.evaluate.rank import encode_papers, facet_queries, get_eval_scorer, rank_pools  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "csfcube"
@@ -49,7 +49,7 @@ def main() -> None:
     t_all = time.perf_counter()
     t0 = time.perf_counter()
     pool_set = csfcube.load_csfcube(DATA)
-    papers = read_papers_jsonl(DATA / csfcube.ABSTRACTS_FILE, ids=pool_set.paper_ids())
+    papers = read_paper_map(DATA / csfcube.ABSTRACTS_FILE, ids=pool_set.paper_ids(), needed_by="pooled")
     ordered = [papers[p] for p in sorted(papers)]
     encoder = load_encoder(args.model)
     report["load_data_and_model_s"] = time.perf_counter() - t0

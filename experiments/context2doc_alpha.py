@@ -13,10 +13,10 @@ import argparse
 import json
 from pathlib import Path
 
-from aspire.evaluate.context2doc import load_context2doc
+from aspire.benchmarks.context2doc import load_context2doc
+from aspire.benchmarks.runs import mean_scores, per_query
+from aspire.benchmarks.stats import UnitScores
 from aspire.evaluate.context2doc_run import METRICS, bm25_scores, dense_scores, fuse_dense_bm25, to_run
-from aspire.evaluate.runs import mean_scores, per_query
-from aspire.evaluate.stats import UnitScores
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cocite-acl"
 GRID = [0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.815, 0.85, 0.9, 0.95, 1.0]

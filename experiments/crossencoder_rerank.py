@@ -19,10 +19,11 @@ import json
 import platform
 from pathlib import Path
 
-from aspire.evaluate.context2doc import load_context2doc
+from aspire.benchmarks.context2doc import load_context2doc
 from aspire.evaluate.context2doc_run import score_and_write, to_run
-from aspire.evaluate.rerank_run import cross_scores, first_stage_scores, metrics_of, rerank_run, sweep
-from aspire.evaluate.suite import DATA
+from aspire.evaluate.rerank_run import cross_scores, first_stage_scores, metrics_of, sweep
+from aspire.retrieval.crossencoder import rerank_run
+from aspire.paths import DATA
 from aspire.scoring.crossencoder import CrossEncoderReranker
 
 WEIGHTS = [0.0, 0.25, 0.5, 0.75, 1.0]

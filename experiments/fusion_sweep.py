@@ -16,10 +16,12 @@ import argparse
 import json
 from pathlib import Path
 
-from aspire.evaluate.__main__ import DEFAULT_DATA, parse_run
-from aspire.evaluate.csfcube import format_table, fuse_csfcube
 from select_two_fold import select_two_fold
 from training_table import cells
+
+from aspire.benchmarks.csfcube import format_table
+from aspire.evaluate.__main__ import DEFAULT_DATA, parse_run
+from aspire.evaluate.csfcube import fuse_csfcube
 
 
 def label(weights: list[float]) -> str:

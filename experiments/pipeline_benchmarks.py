@@ -41,13 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline_stages import rerank_shortlist  # noqa: E402
 
-from aspire.evaluate.csfcube import evaluate_csfcube_rankings, load_csfcube, test_units  # noqa: E402
+from aspire.benchmarks.csfcube import evaluate_csfcube_rankings, load_csfcube, test_units  # noqa: E402
+from aspire.benchmarks.pools import query_key  # noqa: E402
+from aspire.benchmarks.stats import paired_test  # noqa: E402
 from aspire.evaluate.fuse import fuse_runs  # noqa: E402
 from aspire.evaluate.pool_stages import read_scored_pool_set  # noqa: E402
-from aspire.evaluate.pools import query_key  # noqa: E402
-from aspire.evaluate.rerank_run import rerank_run  # noqa: E402
-from aspire.evaluate.stats import paired_test  # noqa: E402
-from aspire.evaluate.suite import DATA  # noqa: E402
+from aspire.retrieval.crossencoder import rerank_run
+from aspire.paths import DATA  # noqa: E402
 from aspire.evaluate.two_fold import FOLDS, select_two_fold  # noqa: E402
 
 ALPHAS = sorted({round(a, 2) for a in np.arange(0, 1.01, 0.1)} | {0.815})
@@ -141,14 +141,14 @@ def table(pool_set, rows: dict, fused_name: str, dense_name: str) -> dict:
 
 
 def reviewers(args) -> dict:
-    from aspire.evaluate.reviewer_run import fuse_predictions, mix_logits
-    from aspire.evaluate.reviewers import (
+    from aspire.benchmarks.reviewers import (
         load_reviewer_set,
         prediction_files,
         read_predictions,
         reviewer_units,
         summarize,
     )
+    from aspire.evaluate.reviewer_run import fuse_predictions, mix_logits
 
     rset = load_reviewer_set(Path(args.data))
 

@@ -28,9 +28,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from aspire.benchmarks.runs import mean_scores, per_query, read_qrels, read_run  # noqa: E402
+from aspire.benchmarks.stats import UnitScores, paired_test  # noqa: E402
 from aspire.evaluate.fuse import fuse_runs  # noqa: E402
-from aspire.evaluate.runs import mean_scores, per_query, read_qrels, read_run  # noqa: E402
-from aspire.evaluate.stats import UnitScores, paired_test  # noqa: E402
 from aspire.scoring.fusion import normalise  # noqa: E402
 
 METRICS = ("MRR", "nDCG@10", "R@100", "MAP")

@@ -15,8 +15,9 @@ import glob
 import json
 from pathlib import Path
 
-from aspire.evaluate.csfcube import GROUPS
 from training_table import cells
+
+from aspire.benchmarks.csfcube import GROUPS
 
 
 def parse_goal(spec: str) -> list[tuple[str, str, float]]:

@@ -42,7 +42,7 @@ def int8_index(tmp_path_factory, tiny_model_dir, corpus, fast_int8):
 
 
 def test_encode_cli_with_the_fast_backend(tmp_path, tiny_model_dir, corpus, fast_int8):
-    from aspire.encoders.__main__ import main as encode_main
+    from aspire.cli.encode import main as encode_main
     from aspire.index.corpus import EncodedCorpus, encode_corpus
 
     assert encode_main(["--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(tmp_path / "v"),
@@ -59,7 +59,7 @@ def test_encode_cli_with_the_fast_backend(tmp_path, tiny_model_dir, corpus, fast
 
 @pytest.mark.parametrize("backend", ["torch", "openvino"])
 def test_encode_cli_with_bf16(backend, tmp_path, tiny_model_dir, corpus, capsys):
-    from aspire.encoders.__main__ import main as encode_main
+    from aspire.cli.encode import main as encode_main
     from aspire.index.corpus import EncodedCorpus, encode_corpus
 
     common = ["--model", str(tiny_model_dir), "--corpus", str(corpus), "--quiet"]
@@ -107,8 +107,8 @@ def test_encode_shard_with_the_fast_backend_resumes_and_merges_a_prefix(tmp_path
 
 
 def test_search_encodes_queries_with_the_backend_the_index_was_built_with(int8_index, tmp_path, capsys):
+    from aspire.cli.search import main as search_main
     from aspire.search import Searcher
-    from aspire.search_cli import main as search_main
 
     query = tmp_path / "query.json"
     query.write_text(json.dumps({"paper_id": "new", "title": "t", "abstract": ["sentence 1 of paper 4 on citation data."]}))

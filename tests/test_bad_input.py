@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
+from aspire.cli.search import main as search_main
 from aspire.index import SentenceIndex
 from aspire.index.__main__ import main as index_main
-from aspire.search import main as search_main
 
 
 def test_index_build_accounts_for_every_record_including_extremes(tmp_path, tiny_model_dir, capsys):

@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aspire.evaluate import context2doc as c2d
-from aspire.evaluate.compare import compare
-from aspire.evaluate.reviewers import (
+from aspire.benchmarks import context2doc as c2d
+from aspire.benchmarks.reviewers import (
     load_reviewer_set,
     prediction_files,
     read_predictions,
@@ -20,8 +19,9 @@ from aspire.evaluate.reviewers import (
     reviewer_units,
     summarize,
 )
-from aspire.evaluate.runs import per_query, ranx_name, read_qrels, read_run, write_qrels, write_run
-from aspire.evaluate.stats import UnitScores, paired_test
+from aspire.benchmarks.runs import per_query, ranx_name, read_qrels, read_run, write_qrels, write_run
+from aspire.benchmarks.stats import UnitScores, paired_test
+from aspire.evaluate.compare import compare
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -272,12 +272,15 @@ def test_training_data_leaves_out_test_sentences(shared_data, tmp_path):
 
     source = shared_data / "cocite-acl" / "cocitations.jsonl"
     held_out = c2d.held_out_sentences(shared_data / "cocite-acl")
-    report = ingest_records(source, tmp_path / "kept")
+    report = ingest_records(source, tmp_path / "kept", held_out=c2d.held_out_for(source))
+    assert c2d.held_out_for(source) == held_out  # the split's own source file: its own sentences
     # every test query's record goes (463 records, 463 distinct sentences)
     assert report["counts"]["dropped_benchmark_test"] == meta_size(source) == len(held_out)
     texts = [json.loads(line)["text"].strip() for line in open(tmp_path / "kept" / "contexts.jsonl")]
     assert not set(texts) & held_out
     everything = ingest_records(source, tmp_path / "all", IngestConfig(exclude_benchmark_test=False))
+    with pytest.raises(ValueError, match="exclude_benchmark_test needs the held-out sentences"):
+        ingest_records(source, tmp_path / "none")  # never a silent no-op
     assert everything["counts"]["contexts"] - report["counts"]["contexts"] == report["counts"]["dropped_benchmark_test"]
 
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aspire.cli.data import main as cli_main
 from aspire.config import ConfigError
 from aspire.data import cocite
-from aspire.data.__main__ import main as cli_main
 from aspire.data.cocite import (
     CociteConfig,
     DataError,
@@ -98,7 +98,7 @@ def test_tokenizers_registry():
 
 def test_ingest_records_writes_contexts_and_deduplicated_abstracts(tmp_path):
     rows = [_record(LONG_CONTEXT, "B", "A"), _record(LONG_CONTEXT + " Again.", "A", "C"), _record("Alone (X, 1999).", "A", "A")]
-    report = ingest_records(_write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "out")
+    report = ingest_records(_write_jsonl(tmp_path / "in.jsonl", rows), tmp_path / "out", held_out=())
     contexts = _read(tmp_path / "out" / "contexts.jsonl")
     assert [c["cited_ids"] for c in contexts] == [["A", "B"], ["A", "C"]]
     assert contexts[0]["text"] == LONG_CONTEXT and contexts[0]["text_clean"].endswith("easily [CIT].")
@@ -110,12 +110,12 @@ def test_ingest_records_writes_contexts_and_deduplicated_abstracts(tmp_path):
 def test_bad_lines_name_file_and_line_or_are_skipped_and_counted(tmp_path):
     path = _write_jsonl(tmp_path / "in.jsonl", [_record(LONG_CONTEXT, "A", "B"), "{not json", {"context": "no ids"}])
     with pytest.raises(DataError, match=r"in\.jsonl:2: invalid JSON"):
-        ingest_records(path, tmp_path / "out")
+        ingest_records(path, tmp_path / "out", held_out=())
     assert not (tmp_path / "out" / "contexts.jsonl").exists()  # atomic: nothing half-written
     path3 = _write_jsonl(tmp_path / "in3.jsonl", [_record(LONG_CONTEXT, "A", "B"), {"context": "no ids"}])
     with pytest.raises(DataError, match=r"in3\.jsonl:2: missing key\(s\) \['citing_paper_id', 'cited'\]"):
-        ingest_records(path3, tmp_path / "out")
-    report = ingest_records(path, tmp_path / "out", IngestConfig(on_error="skip"))
+        ingest_records(path3, tmp_path / "out", held_out=())
+    report = ingest_records(path, tmp_path / "out", IngestConfig(on_error="skip"), held_out=())
     assert report["bad_lines"] == 2 and report["counts"]["contexts"] == 1
     assert ":2:" in report["bad_line_messages"][0] and ":3:" in report["bad_line_messages"][1]
 
@@ -125,8 +125,8 @@ def test_non_utf8_line_is_named_or_skipped_and_counted(tmp_path):
     with open(path, "ab") as fh:
         fh.write(b'{"citing_paper_id": "x", "context": "caf\xe9 [CIT]", "cited": []}\n')
     with pytest.raises(DataError, match=r"in\.jsonl:2: not UTF-8"):
-        ingest_records(path, tmp_path / "out")
-    report = ingest_records(path, tmp_path / "out", IngestConfig(on_error="skip"))
+        ingest_records(path, tmp_path / "out", held_out=())
+    report = ingest_records(path, tmp_path / "out", IngestConfig(on_error="skip"), held_out=())
     assert report["bad_lines"] == 1 and report["counts"]["contexts"] == 1
 
 
@@ -149,7 +149,7 @@ def _filter_input(tmp_path: Path) -> Path:
         rec(LONG_CONTEXT + " Many.", "C", "M"),  # M fails: min_cited
         rec("  " + LONG_CONTEXT.upper(), "C", "D"),  # same text as row 0 up to case/space -> dedup
     ]
-    ingest_records(_write_jsonl(tmp_path / "records.jsonl", rows), tmp_path / "ingest")
+    ingest_records(_write_jsonl(tmp_path / "records.jsonl", rows), tmp_path / "ingest", held_out=())
     return tmp_path / "ingest"
 
 
@@ -215,7 +215,7 @@ def _groups_dir(tmp_path: Path, sets: list[list[str]], contexts_per_set: int = 1
 
 def test_group_contexts_by_cocited_set(tmp_path):
     rows = [_record(LONG_CONTEXT + f" {i}.", *ids) for i, ids in enumerate([("A", "B"), ("B", "A"), ("A", "B", "C")])]
-    ingest_records(_write_jsonl(tmp_path / "r.jsonl", rows), tmp_path / "i")
+    ingest_records(_write_jsonl(tmp_path / "r.jsonl", rows), tmp_path / "i", held_out=())
     report = group_contexts(tmp_path / "i", tmp_path / "g")
     groups = _read(tmp_path / "g" / "groups.jsonl")
     assert [(g["set_id"], len(g["context_ids"])) for g in groups] == [("A|B", 2), ("A|B|C", 1)]
@@ -368,7 +368,7 @@ def test_cli_stages_chain_on_the_fixture(tmp_path, capsys):
 
 def test_run_all_on_records(tmp_path):
     rows = [_record(LONG_CONTEXT + f" {i}.", f"p{i}", f"p{i + 1}") for i in range(30)]
-    out = cocite.run_all(_write_jsonl(tmp_path / "r.jsonl", rows), tmp_path / "run")
+    out = cocite.run_all(_write_jsonl(tmp_path / "r.jsonl", rows), tmp_path / "run", held_out=())
     report = json.loads((tmp_path / "run" / "pipeline_report.json").read_text())
     n_train = report["stages"]["examples"]["train"]["examples"]
     n_dev = report["stages"]["examples"]["dev"]["examples"]
@@ -379,7 +379,7 @@ def test_run_all_on_records(tmp_path):
 @pytest.mark.slow
 def test_real_cocitations_run_all(tmp_path, shared_data):
     records = shared_data / "cocite-acl" / "cocitations.jsonl"
-    out = cocite.run_all(records, tmp_path / "run")
+    out = cocite.run_all(records, tmp_path / "run", held_out=())
     stages = json.loads((tmp_path / "run" / "pipeline_report.json").read_text())["stages"]
     f = stages["filter"]
     assert stages["ingest"]["counts"]["records"] == 2600

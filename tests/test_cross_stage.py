@@ -13,13 +13,13 @@ import torch
 from serve_support import PAPERS, build_index, request, running
 
 from aspire.batch import DocBatch
+from aspire.cli.search import main as search_main
 from aspire.encoders import load_encoder
 from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SearchConfig, SentenceIndex
 from aspire.index.config import SearchArgumentError
 from aspire.index.crossrerank import load_cross_stage
 from aspire.scoring.crossencoder import CrossEncoderReranker
 from aspire.search import Searcher
-from aspire.search_cli import main as search_main
 from aspire.serve import RequestError, open_service
 
 QUERY_TEXT = "a new neural method for text"

@@ -122,9 +122,9 @@ def test_cli_errors(tmp_path):
 def test_context2doc_rerank_tiny(tmp_path, tiny_model_dir):
     from test_benchmarks import tiny_context2doc
 
+    from aspire.benchmarks.runs import read_run
     from aspire.evaluate.context2doc_run import run_context2doc
-    from aspire.evaluate.rerank_run import RerankOptions
-    from aspire.evaluate.runs import read_run
+    from aspire.retrieval.crossencoder import RerankOptions
 
     bench = tiny_context2doc(tmp_path)
     base = run_context2doc(bench, tmp_path / "bm25", "bm25", bm25=True)
@@ -148,7 +148,7 @@ def self_training(tmp_path, tiny_model_dir, monkeypatch):
     it runs `self_train` into tmp_path/st and returns the log of rounds."""
     from test_benchmarks import make_cocite
 
-    from aspire.evaluate import context2doc as c2d
+    from aspire.benchmarks import context2doc as c2d
     from aspire.train.self_training import self_train
 
     monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))

@@ -7,9 +7,9 @@ import json
 import pytest
 from test_benchmarks import make_reviewer_set, tiny_context2doc
 
+from aspire.benchmarks.reviewers import load_reviewer_set, prediction_files, read_predictions
 from aspire.evaluate.__main__ import main
 from aspire.evaluate.ensemble import EnsembleConfig, EnsembleMember, context2doc_rows, load_ensemble, reviewer_rows
-from aspire.evaluate.reviewers import load_reviewer_set, prediction_files, read_predictions
 
 
 def _yaml(tmp_path, text: str):

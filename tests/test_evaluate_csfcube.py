@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from aspire.evaluate import csfcube
+from aspire.benchmarks import csfcube
 from aspire.evaluate.__main__ import main
 from aspire.jsonsafe import strict_loads  # results files must be strict JSON: no bare NaN
 

@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from aspire.batch import DocBatch
+from aspire.benchmarks.pools import load_pool_set, read_ranked, summarize
 from aspire.data.papers import Paper
 from aspire.evaluate.__main__ import main
 from aspire.evaluate.cache import cached_encode
+from aspire.evaluate.options import QUERY_TEXTS
 from aspire.evaluate.pool_run import facet_label_map, run_pools
-from aspire.evaluate.pools import load_pool_set, read_ranked, summarize
-from aspire.evaluate.rank import QUERY_TEXTS, default_exp, facet_queries, rank_pools
+from aspire.evaluate.rank import default_exp, facet_queries, rank_pools
 from aspire.jsonsafe import strict_loads  # results files must be strict JSON: no bare NaN
 
 SENTS = {

@@ -10,16 +10,16 @@ import pytest
 import torch
 from test_search_cli import build_labelled_index
 
+from aspire.benchmarks.csfcube import ABSTRACTS_FILE, LABEL_TO_FACET
+from aspire.benchmarks.runs import read_run
+from aspire.cli.search import main as search_main
 from aspire.data.facets import selection_facet
+from aspire.data.papers import read_paper_map
 from aspire.encoders import ContextualSentenceEncoder
 from aspire.evaluate.__main__ import main as evaluate_main
-from aspire.evaluate.csfcube import ABSTRACTS_FILE, LABEL_TO_FACET
-from aspire.evaluate.pools import read_papers_jsonl
 from aspire.evaluate.rank import facet_queries
-from aspire.evaluate.runs import read_run
 from aspire.scoring import get_scorer
 from aspire.search import Searcher
-from aspire.search_cli import main as search_main
 
 FACET_CODES = ["[BACKGROUND]", "[METHOD]", "[RESULT]", "[DOC]"]
 
@@ -64,7 +64,7 @@ def test_csfcube_queries_get_their_facet_code_and_candidates_the_doc_code(small_
     assert ranked(tmp_path / "auto", "method") != ranked(tmp_path / "none", "method")
     # one method query by hand: [METHOD] query, its method sentences, min-L2 against [DOC] candidates
     qid, pool = next(iter(ranked(tmp_path / "auto", "method").items()))
-    papers = read_papers_jsonl(small_csfcube / ABSTRACTS_FILE)
+    papers = read_paper_map(small_csfcube / ABSTRACTS_FILE, needed_by="pooled")
     encoder = ContextualSentenceEncoder.from_pretrained(coded_model_dir)
     with encoder.using_code("[METHOD]"):
         query = facet_queries(encoder.encode([papers[qid]]), papers, "method", LABEL_TO_FACET)

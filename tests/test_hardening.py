@@ -187,8 +187,8 @@ def test_evaluate_pooled_id_absent_from_corpus_is_a_clear_error(tmp_path, tiny_m
 
 @pytest.mark.parametrize("scorer", ["minl2", "ot"])
 def test_evaluate_ranks_every_candidate_of_extreme_papers(tmp_path, tiny_model_dir, scorer):
+    from aspire.benchmarks.pools import ranked_path, read_ranked
     from aspire.evaluate.pool_run import run_pools
-    from aspire.evaluate.pools import ranked_path, read_ranked
 
     papers = {"q": ["we propose a model of text.", "results improve."], "one": ["a single sentence."],
               "many": LONG_ABSTRACT, "huge": ["intro.", HUGE_SENTENCE, "outro."], "ok": ["the data is new."]}
@@ -207,7 +207,7 @@ def test_evaluate_ranks_every_candidate_of_extreme_papers(tmp_path, tiny_model_d
 
 # ---- search: a bad query file, and extreme query papers ----------------------------------------------
 def _search_error(index: Path, capsys, *argv) -> str:
-    from aspire.search import main as search_main
+    from aspire.cli.search import main as search_main
 
     assert search_main(["--index", str(index), *argv]) == 2
     return capsys.readouterr().err
@@ -237,7 +237,7 @@ def test_search_bad_query_files_get_errors_naming_the_record(extreme_index, tmp_
 
 
 def test_search_query_file_with_extreme_papers_is_searchable(extreme_index, tmp_path, capsys):
-    from aspire.search import main as search_main
+    from aspire.cli.search import main as search_main
 
     query = tmp_path / "long.json"
     query.write_text(json.dumps({"paper_id": "new", "title": "T", "abstract": LONG_ABSTRACT + [HUGE_SENTENCE]}))
@@ -306,10 +306,10 @@ def test_ingest_wrong_typed_fields_name_the_line_or_are_skipped_and_counted(tmp_
     path = tmp_path / "in.jsonl"
     path.write_text(json.dumps(_co_record()) + "\n" + json.dumps(record) + "\n")
     with pytest.raises(DataError) as err:
-        ingest_records(path, tmp_path / "out")
+        ingest_records(path, tmp_path / "out", held_out=())
     assert str(err.value).startswith(f"{path}:2: ") and message in str(err.value)
     assert not (tmp_path / "out" / "abstracts.jsonl").exists()
-    report = ingest_records(path, tmp_path / "out", IngestConfig(on_error="skip"))
+    report = ingest_records(path, tmp_path / "out", IngestConfig(on_error="skip"), held_out=())
     assert report["bad_lines"] == 1 and message in report["bad_line_messages"][0]
     assert report["counts"]["records"] == 1 and report["counts"]["contexts"] == 1
 
@@ -319,7 +319,7 @@ def test_ingest_duplicate_cited_ids_keep_the_first_abstract_and_count_the_rest(t
     rows = [_co_record(), _co_record(cited=[_cited("A", abstract=other), _cited("C")]), _co_record()]
     path = tmp_path / "in.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    report = ingest_records(path, tmp_path / "out")
+    report = ingest_records(path, tmp_path / "out", held_out=())
     assert report["counts"]["conflicting_abstracts_ignored"] == 1 and report["counts"]["contexts"] == 3
     written = [json.loads(line) for line in (tmp_path / "out" / "abstracts.jsonl").read_text().splitlines()]
     assert [(p["paper_id"], p["abstract"]) for p in written] == [("A", GOOD_ABSTRACT), ("B", GOOD_ABSTRACT),

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
+from aspire.data.papers import read_paper_map
 from aspire.io import (
     AtomicJsonl,
     DataError,
     atomic_write,
     iter_checked_jsonl,
     read_jsonl,
-    read_paper_map,
     require,
     write_json,
     write_jsonl,

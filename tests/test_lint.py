@@ -30,7 +30,7 @@ def test_ruff_check_is_clean():
 
 
 def test_ruff_reads_the_project_config():
-    result = subprocess.run([*ruff_command(), "check", "--show-settings", "aspire/cli.py"], cwd=REPO,
+    result = subprocess.run([*ruff_command(), "check", "--show-settings", "aspire/cli/__init__.py"], cwd=REPO,
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert f'Settings path: "{REPO / "pyproject.toml"}"' in result.stdout

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from aspire.evaluate.metrics import check_rankings, evaluate_rankings, mean_metrics, ndcg_at_k, pool_cutoff
+from aspire.benchmarks.metrics import check_rankings, evaluate_rankings, mean_metrics, ndcg_at_k, pool_cutoff
 
 QRELS = {"q": {"a": 3, "b": 0, "c": 2, "d": 0, "e": 1}}
 RANKED = {"q": ["a", "b", "c", "d", "e"]}

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from aspire.data.__main__ import main
+from aspire.cli.data import main
 from aspire.data.negatives import (
     HardNegativesConfig,
     citation_negatives,
@@ -93,7 +93,8 @@ def test_nearest_method_encodes_through_the_function_passed_in(examples_dir, tmp
 
 
 def test_data_modules_load_no_encoder_code():
-    """Every `aspire.data` module but the CLI (which loads the models a stage needs) imports no encoder."""
+    """Every `aspire.data` module but the `python -m` shim (the command, `aspire.cli.data`, loads the models a stage
+    needs) imports no encoder."""
     import pkgutil
     import subprocess
     import sys

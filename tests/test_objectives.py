@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from aspire.data.acl import normalise_title, read_acl
 from aspire.data.papers import Paper
 from aspire.train.config import TaskConfig
 from aspire.train.data import TripletCollator, load_split
 from aspire.train.mixing import MixSampler, alternating_cycle, split_batch
-from aspire.train.tasks import author_pairs, build_tasks, crop_pairs, normalise_title, read_acl, title_pair
+from aspire.train.tasks import author_pairs, build_tasks, crop_pairs, title_pair
 from aspire.train.trainer import build_model, run
 from tests.test_train import read_metrics, tiny_config, write_examples_dir
 
@@ -263,7 +264,7 @@ def test_title_and_author_tasks_train_from_an_acl_file(tiny_model_dir, examples_
 
 @pytest.mark.slow
 def test_context2doc_task_uses_train_and_dev_queries_only(shared_data, tiny_model_dir, examples_dir, tmp_path):
-    from aspire.evaluate.context2doc import load_split as load_c2d
+    from aspire.benchmarks.context2doc import load_split as load_c2d
 
     task = f"tasks=[{{name: context2doc, data_dir: {shared_data / 'cocite-acl'}}}]"
     cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, task)

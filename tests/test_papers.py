@@ -16,10 +16,10 @@ from aspire.data.papers import (
     ReadResult,
     RejectedRecord,
     iter_papers,
+    main,
     read_papers,
     write_papers,
 )
-from aspire.data.papers_cli import main
 from aspire.data.sentences import SentenceSplitter, get_splitter
 
 GOOD = {"paper_id": "p1", "title": "A title", "abstract": ["First sentence.", "Second sentence."]}
@@ -299,7 +299,7 @@ def test_split_cli_writes_sentence_lists_once_and_names_what_it_leaves_out(tmp_p
 
 
 def test_documented_module_command_runs_the_cli(tmp_path):
-    """`python -m aspire.data.papers check|split` (README, experiments/results) goes on working from papers_cli,
+    """`python -m aspire.data.papers check|split` (README, experiments/results) goes on working,
     with no runpy warning about the module being imported before it runs."""
     path = write_lines(tmp_path / "p.jsonl", [line(paper_id="a"), b"[1]"])
     proc = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "aspire.data.papers", "check", str(path),

@@ -8,11 +8,12 @@ import json
 import numpy as np
 import pytest
 
+from aspire.benchmarks.pools import load_pool_set
+from aspire.data.papers import read_paper_map
 from aspire.evaluate.options import EvalOptions
 from aspire.evaluate.pool_stages import bm25_rankings, query_texts, read_scored_pool_set, run_stages, stage_exp
-from aspire.evaluate.pools import load_pool_set, read_papers_jsonl
 from aspire.evaluate.rank import rank_pool_set
-from aspire.evaluate.rerank_run import RerankOptions, pair_scores
+from aspire.retrieval.crossencoder import RerankOptions, pair_scores
 from aspire.scoring.lexical import BM25Index, paper_text
 
 LABEL_TO_FACET = {"background_label": "background", "method_label": "method"}
@@ -39,7 +40,7 @@ def faceted(tmp_path):
     for facet in ("background", "method"):
         (root / f"test-pid2anns-toy-{facet}.json").write_text(json.dumps(pool))
     pool_set = load_pool_set(root, "toy", ["background", "method"])
-    return pool_set, read_papers_jsonl(root / "abstracts-toy.jsonl", pool_set.paper_ids())
+    return pool_set, read_paper_map(root / "abstracts-toy.jsonl", pool_set.paper_ids(), needed_by="pooled")
 
 
 def test_query_text_is_the_facet_sentences(faceted):
@@ -124,8 +125,8 @@ def test_pair_scores_name_a_document_without_text():
 def test_reviewer_bm25_fusion_and_rerank(tmp_path, tiny_model_dir):
     from test_benchmarks import make_reviewer_set
 
+    from aspire.benchmarks.reviewers import load_reviewer_set, prediction_files, read_predictions
     from aspire.evaluate.reviewer_run import mix_logits, reviewer_papers, run_reviewers
-    from aspire.evaluate.reviewers import load_reviewer_set, prediction_files, read_predictions
 
     rset = load_reviewer_set(make_reviewer_set(tmp_path / "rm", draws=2))
     papers, _ = reviewer_papers(rset)

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aspire.benchmarks.metrics import UNDEFINED_REASONS, evaluate_rankings
+from aspire.benchmarks.pools import write_ranked
 from aspire.config import ConfigError, load_config
-from aspire.evaluate.metrics import UNDEFINED_REASONS, evaluate_rankings
 from aspire.evaluate.pool_run import run_pools
-from aspire.evaluate.pools import write_ranked
 from aspire.jsonsafe import dumps, strict_loads
 from aspire.train.config import Config
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aspire.cli.search import main as search_main
 from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SentenceIndex
 from aspire.search import (
     SearchArgumentError,
@@ -20,7 +21,6 @@ from aspire.search import (
     check_selection,
     checked_search_config,
 )
-from aspire.search import main as search_main
 
 N_PAPERS = 12
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from aspire.batch import DocBatch
+from aspire.cli.search import main as search_main
 from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SearchConfig, SentenceIndex
 from aspire.index.config import checked_search_config
 from aspire.search import Searcher, aggregate_min_l2
-from aspire.search import main as search_main
 
 
 def corpus_from(papers: dict[str, list[list[float]]]) -> EncodedCorpus:

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from aspire.batch import DocBatch
+from aspire.cli.search import main as search_main
 from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SearchConfig, SentenceIndex
 from aspire.search import Searcher
-from aspire.search_cli import main as search_main
 
 
 def crowded_corpus(n_far: int = 20) -> EncodedCorpus:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from aspire.benchmarks.csfcube import GROUPS
 from aspire.evaluate import two_fold as select_two_fold
-from aspire.evaluate.csfcube import GROUPS
 
 
 def run(fold1: float, fold2: float) -> dict:

@@ -27,7 +27,8 @@ from torch import Tensor
 from aspire.batch import DocBatch
 from aspire.config import to_dict
 from aspire.data.cocite.config import SPLITS
-from aspire.io import AtomicJsonl, iter_jsonl, read_paper_map, write_json
+from aspire.data.papers import read_paper_map
+from aspire.io import AtomicJsonl, iter_jsonl, write_json
 
 
 @dataclass

@@ -31,7 +31,7 @@ Record rules (one JSON object a line):
 - Any other field is kept in `Paper.extra` and written back by `write_papers`.
 
 CLI: `python -m aspire.data.papers check FILE` (counts and every rejected record; exit 1 if any) and
-`python -m aspire.data.papers split FILE --out OUT` (`split_file`); the code is in `aspire.data.papers_cli`.
+`python -m aspire.data.papers split FILE --out OUT` (`split_file`), also `aspire papers check|split`.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aspire.cliutil import command_parser
 from aspire.data.guards import DEFAULT_MAX_LINE_BYTES, SURROGATE, bounded_lines, id_in_head, invisible_text_reason
 from aspire.data.sentences import DEFAULT_SPLITTER, SentenceSplitter, resolve_splitter
 from aspire.io import DataError, atomic_write
@@ -386,7 +387,63 @@ def split_file(src: str | Path, dst: str | Path, splitter: str | SentenceSplitte
     return written, rejected
 
 
-if __name__ == "__main__":  # `python -m aspire.data.papers check|split ...`: the command line lives in papers_cli
-    from aspire.data.papers_cli import main
+def read_paper_map(path: str | Path, ids: Iterable[str] | None = None, *, split_strings: bool = True,
+                   needed_by: str = "requested") -> dict:
+    """`{paper_id: Paper}` from a papers JSONL file, every record checked by `read_papers`' rules.
 
+    Args:
+        ids: keep only these papers; one missing from the file raises ValueError naming it (and
+            `needed_by`, e.g. "pooled": "FILE: 2 pooled papers missing: [...]").
+        split_strings: split a string abstract into sentences (the papers-file rule); False makes a
+            string abstract a bad record (files written by a pipeline stage hold sentence lists).
+    A bad record raises `BadRecordError` (a `DataError`) naming the file, the line and the paper id.
+    """
+    wanted = None if ids is None else set(ids)
+    result = read_papers(path) if split_strings else read_papers(path, splitter=None)
+    papers = {p.paper_id: p for p in result.papers if wanted is None or p.paper_id in wanted}
+    if wanted is not None:
+        missing = sorted(wanted - set(papers))
+        if missing:
+            raise ValueError(f"{path}: {len(missing)} {needed_by} papers missing: {missing[:10]}")
+    return papers
+
+
+EXAMPLES = """\
+  aspire papers check papers.jsonl --skip-bad
+  python -m aspire.data.papers split papers.jsonl --out papers.split.jsonl
+"""
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.data.papers") -> int:
+    """`check FILE [--skip-bad] [--splitter NAME]`: print counts and rejected records; 1 if any.
+    `split FILE --out OUT [--splitter NAME]`: `split_file`; prints the count and every rejected record."""
+    parser = command_parser(prog, "Check a JSONL papers file, or split its abstracts into sentences once.", EXAMPLES)
+    sub = parser.add_subparsers(dest="command", required=True, help="what to do")
+    check = sub.add_parser("check", help="read FILE and report papers, rejected records and blank lines")
+    check.add_argument("file", type=Path)
+    check.add_argument("--skip-bad", action="store_true", help="list every bad record instead of stopping at the first")
+    check.add_argument("--splitter", default=DEFAULT_SPLITTER, help="sentence splitter for string abstracts")
+    split = sub.add_parser("split", help="write FILE's papers to OUT with abstracts split into sentences once")
+    split.add_argument("file", type=Path)
+    split.add_argument("--out", type=Path, required=True, help="the JSONL file to write (atomically)")
+    split.add_argument("--splitter", default=DEFAULT_SPLITTER, help="sentence splitter for string abstracts")
+    args = parser.parse_args(argv)
+    if args.command == "split":
+        written, rejected = split_file(args.file, args.out, args.splitter)
+        print(f"{written} papers written to {args.out}, {len(rejected)} rejected record(s) not written")
+        for record in rejected:
+            print(f"rejected: {record}")
+        return 0
+    try:
+        result = read_papers(args.file, splitter=args.splitter, skip_bad=args.skip_bad)
+    except BadRecordError as e:
+        print(f"bad record: {e}", file=sys.stderr)
+        return 1
+    print(result.summary())
+    for rejected in result.rejected:
+        print(f"rejected: {rejected}")
+    return 1 if result.rejected else 0
+
+
+if __name__ == "__main__":
     sys.exit(main())

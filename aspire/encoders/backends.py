@@ -49,7 +49,7 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from aspire.encoders import onnx_int8
 from aspire.encoders.contextual import ContextualSentenceEncoder
-from aspire.encoders.models import cache_dir
+from aspire.paths import cache_root
 from aspire.storage import check_record, on_disk_full, remove_cache_file, write_record
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def quantize_int8(model: nn.Module, dst: Path) -> None:
 def onnx_model_path(fingerprint: str, quantize: str | None) -> Path:
     """Where the export of the exact encoder with `fingerprint` is cached."""
     variant = f"{quantize}-{INT8_RECIPE}" if quantize else "fp32"
-    return cache_dir() / "onnx" / f"{fingerprint}-opset{OPSET}-{variant}.onnx"
+    return cache_root() / "onnx" / f"{fingerprint}-opset{OPSET}-{variant}.onnx"
 
 
 def _write_atomically(path: Path, write) -> Path:

@@ -17,7 +17,6 @@ Input: the examples directory of `aspire.data.cocite` (`groups.{train,dev}.jsonl
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib.util
 import itertools
@@ -33,6 +32,7 @@ import torch
 from sentence_transformers.base.sampler import DefaultBatchSampler
 from torch import Tensor
 
+from aspire.cliutil import command_parser
 from aspire.config import load_config, ranged, save_config, to_dict
 from aspire.io import iter_jsonl, write_json
 
@@ -252,19 +252,26 @@ def train_cosentbert(examples_dir: str | Path, out_dir: str | Path, cfg: CoSentB
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aspire.encoders.cosentbert", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+EXAMPLES = """\
+  aspire cosentbert train --examples runs/cocite-acl/5_examples --out runs/cosentbert --config configs/cosentbert.yaml
+  python -m aspire.encoders.cosentbert evaluate --examples runs/cocite-acl/5_examples --model runs/cosentbert/model
+"""
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders.cosentbert") -> int:
+    parser = command_parser(prog, __doc__, EXAMPLES)
+    sub = parser.add_subparsers(dest="command", required=True, help="what to do")
     train = sub.add_parser("train", help="fine-tune on the train split's co-citation contexts")
     train.add_argument("--examples", required=True, help="examples directory of aspire.data (groups.{train,dev}.jsonl)")
-    train.add_argument("--out", required=True)
+    train.add_argument("--out", required=True, help="output directory (OUT/model, the report)")
     train.add_argument("--config", default=None, help="YAML (CoSentBertConfig), e.g. configs/cosentbert.yaml")
     train.add_argument("overrides", nargs="*", help="e.g. epochs=1 batch_size=32")
     evaluate = sub.add_parser("evaluate", help="dev same-set retrieval of a sentence model")
-    evaluate.add_argument("--examples", required=True)
+    evaluate.add_argument("--examples", required=True, help="examples directory of aspire.data")
     evaluate.add_argument("--model", default="", help="model directory ('' = the packaged all-MiniLM-L6-v2)")
-    evaluate.add_argument("--split", default="dev", choices=["train", "dev"])
-    evaluate.add_argument("--text-field", default="contexts_clean", choices=TEXT_FIELDS)
+    evaluate.add_argument("--split", default="dev", choices=["train", "dev"], help="the groups file to score")
+    evaluate.add_argument("--text-field", default="contexts_clean", choices=TEXT_FIELDS,
+                          help="which text of a co-citation set is a sentence")
     args = parser.parse_args(argv)
     if args.command == "train":
         report = train_cosentbert(args.examples, args.out, load_config(CoSentBertConfig, args.config, args.overrides))

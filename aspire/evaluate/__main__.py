@@ -31,6 +31,7 @@ import csv
 import sys
 from pathlib import Path
 
+from aspire.benchmarks import csfcube
 from aspire.cliutil import (
     Formatter,
     add_backend_options,
@@ -44,13 +45,12 @@ from aspire.cliutil import (
     setup_logging,
 )
 from aspire.encoders.codes import FACET_CODE_CHOICES
-from aspire.evaluate import csfcube
 from aspire.evaluate.cache import default_cache_dir
-from aspire.evaluate.options import scorer_options
-from aspire.evaluate.rank import CAND_SENTENCES, ENCODINGS, QUERY_TEXTS, SCORERS
+from aspire.evaluate.csfcube import run_csfcube
+from aspire.evaluate.options import CAND_SENTENCES, ENCODINGS, QUERY_TEXTS, SCORERS, scorer_options
+from aspire.paths import DATA
+from aspire.scoring.fusion import METHODS as FUSION_METHODS
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_DATA = REPO.parent / "shared" / "data"
 # CSFCube's dev figure (fold1_dev, as in the published script) is scored on fold2_test's queries.
 DEV_NOTE = "(fold1_dev = fold2_test: not held out)"
 POOL_METRICS = ("MAP", "NDCG%20", "nDCG@10", "P@5", "P@10", "MRR", "bpref")
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate")
         return p
 
     pc = command("csfcube", "CSFCube aspect-conditional benchmark (two-fold test + dev protocol)")
-    pc.add_argument("--data", default=str(DEFAULT_DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
+    pc.add_argument("--data", default=str(DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
     _model_args(pc)
     from aspire.evaluate.bench_cli import add_stage_args
 
@@ -173,11 +173,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate")
     _model_args(pp)
 
     pf = command("fuse", "ensemble of ranked CSFCube runs (score fusion), scored")
-    pf.add_argument("--data", default=str(DEFAULT_DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
+    pf.add_argument("--data", default=str(DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
     pf.add_argument("--run", action="append", required=True, metavar="DIR:EXP",
                     help="a folder of ranked files and their experiment name; give two or more")
     pf.add_argument("--weights", help="comma-separated, one per --run (default equal)")
-    pf.add_argument("--norm", default="zmuv", help="per-query score normalisation (ranx; default zmuv)")
+    pf.add_argument("--fusion", choices=FUSION_METHODS, default=None,
+                    help="z or minmax (per-query normalised weighted sum) or rrf (default z)")
+    pf.add_argument("--norm", choices=("zmuv", "min-max"), help="older spelling: --norm zmuv is --fusion z, min-max minmax")
     pf.add_argument("--exp", required=True, help="experiment name of the fused ranked files")
     pf.add_argument("--out", required=True, help="output folder")
 
@@ -220,7 +222,7 @@ def _evaluate(parser, args) -> int:
                 from aspire.evaluate.bench_cli import stage_options
 
                 bm25, alpha, rerank = stage_options(parser, args)
-                results = csfcube.run_csfcube(
+                results = run_csfcube(
                     args.data, args.model, args.scorer, out, exp=args.exp, encoding=args.encoding,
                     scorer_options=_scorer_options(args), cache_dir=cache_dir, batch_size=args.batch_size,
                     device=args.device, encode_options=encode_options, query_text=args.query_text,
@@ -275,7 +277,10 @@ def _fuse(parser, args) -> int:
         parser.error(str(err))
     try:
         weights = [float(w) for w in args.weights.split(",")] if args.weights else None
-        results = fuse_csfcube(args.data, inputs, args.out, args.exp, weights, args.norm)
+        from aspire.evaluate.bench_cli import fusion_option
+
+        results = fuse_csfcube(args.data, inputs, args.out, args.exp, weights,
+                               fusion_option(args.fusion, args.norm, parser))
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

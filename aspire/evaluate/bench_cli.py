@@ -27,9 +27,12 @@ import json
 import sys
 from pathlib import Path
 
+from aspire.benchmarks import BENCHMARKS
 from aspire.cliutil import add_backend_options, backend_options, code_option, positive_int
 from aspire.evaluate.options import scorer_options
-from aspire.evaluate.suite import DATA
+from aspire.paths import DATA
+from aspire.scoring.fusion import METHODS as FUSION_METHODS
+from aspire.scoring.fusion import fusion_method
 
 COMMANDS = ("reviewers", "context2doc", "compare", "fuse-runs", "suite")
 
@@ -94,7 +97,7 @@ def stage_options(parser, args) -> tuple[bool, float | None, object]:
         parser.error("--bm25-alpha fuses a model with BM25: give --model and --scorer")
     rerank = None
     if args.rerank:
-        from aspire.evaluate.rerank_run import RerankOptions
+        from aspire.retrieval.crossencoder import RerankOptions
 
         rerank = RerankOptions(args.rerank, args.rerank_top, args.rerank_weight, args.rerank_max_length)
     elif (args.rerank_top, args.rerank_weight, args.rerank_max_length) != (50, 1.0, None):
@@ -103,7 +106,7 @@ def stage_options(parser, args) -> tuple[bool, float | None, object]:
 
 
 def add_parsers(sub) -> None:
-    from aspire.evaluate.rank import SCORERS
+    from aspire.evaluate.options import SCORERS
 
     pr = sub.add_parser("reviewers", help="reviewer matching (Stelmakh et al. 2023): weighted Kendall-tau loss",
                         description="Score published predictions (--predictions DIR:EXP) or a model's.")
@@ -138,21 +141,35 @@ def add_parsers(sub) -> None:
 
     pu = sub.add_parser("fuse-runs", help="fuse TREC runs of one benchmark (weighted normalised scores or RRF)")
     pu.add_argument("runs", nargs="+", help="two or more run files or results folders (run.trec + qrels.trec)")
-    pu.add_argument("--weights", help="comma-separated, one per run (default equal; wsum only)")
-    pu.add_argument("--norm", choices=("zmuv", "min-max"), default="zmuv",
-                    help="per-query score normalisation for wsum (default zmuv)")
-    pu.add_argument("--method", choices=("wsum", "rrf"), default="wsum", help="default wsum")
+    pu.add_argument("--weights", help="comma-separated, one per run (default equal)")
+    pu.add_argument("--fusion", choices=FUSION_METHODS, default=None,
+                    help="z or minmax (per-query normalised weighted sum) or rrf (default z)")
+    pu.add_argument("--norm", choices=("zmuv", "min-max"), help="older spelling: --norm zmuv is --fusion z, min-max minmax")
+    pu.add_argument("--method", choices=("wsum", "rrf"), help="older spelling: --method rrf is --fusion rrf")
     pu.add_argument("--qrels", help="TREC qrels to score the fused run (default: the first folder's)")
     pu.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP)")
     pu.add_argument("--out", required=True, help="output folder (run.trec, qrels.trec, results.json)")
 
-    ps = sub.add_parser("suite", help="CSFCube two-fold test, reviewer matching and context2doc test in one table")
-    ps.add_argument("--data", default=str(DATA), help="folder holding csfcube/, reviewer-matching/, cocite-acl/")
+    ps = sub.add_parser("suite", help="every registered benchmark (" + ", ".join(BENCHMARKS) + ") in one table")
+    ps.add_argument("--data", default=str(DATA),
+                    help="folder holding " + ", ".join(b.folder + "/" for b in BENCHMARKS.values()))
+    ps.add_argument("--benchmarks", nargs="+", choices=list(BENCHMARKS), metavar="NAME",
+                    help="run only these (default: all of " + ", ".join(BENCHMARKS) + ")")
     ps.add_argument("--aggregate", default="max", help="reviewer matching aggregate (default max)")
     ps.add_argument("--bm25-alpha", type=float, help="context2doc: fuse with BM25 at this weight on the model")
     ps.add_argument("--ensemble", metavar="YAML",
                     help="an ensemble (configs/ensemble_*.yaml: members, weights, fusion) instead of --model/--scorer")
     _encoder_args(ps, SCORERS)
+
+
+def fusion_option(fusion: str | None, old: str | None, parser) -> str:
+    """`--fusion`, or its older spelling (`--norm zmuv|min-max`, `--method rrf`) with a one-line note; not both."""
+    if fusion and old:
+        parser.error("give --fusion alone (--norm / --method are its older spelling)")
+    if old:
+        print(f"note: {old!r} is read as --fusion {fusion_method(old)}", file=sys.stderr)
+        return fusion_method(old)
+    return fusion or "z"
 
 
 def _fail(err: Exception) -> int:
@@ -171,14 +188,14 @@ def run_command(parser, args) -> int:
 
 
 def _reviewers(parser, args) -> int:
-    from aspire.evaluate.reviewer_run import format_result, run_reviewers
-    from aspire.evaluate.reviewers import (
+    from aspire.benchmarks.reviewers import (
         load_reviewer_set,
         prediction_files,
         read_predictions,
         reviewer_units,
         summarize,
     )
+    from aspire.evaluate.reviewer_run import format_result, run_reviewers
 
     rset = load_reviewer_set(args.data)
     if args.predictions:
@@ -192,10 +209,10 @@ def _reviewers(parser, args) -> int:
         print(f"{exp}: {format_result(results)}")
         print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
         if args.out:
-            from aspire.evaluate.pools import write_json_atomic
+            from aspire.io import write_json
 
-            write_json_atomic(Path(args.out) / "results.json", {"benchmark": "reviewer-matching", "experiment": exp,
-                                                               "predictions": folder, **results})
+            write_json(Path(args.out) / "results.json", {"benchmark": "reviewer-matching", "experiment": exp,
+                                                               "predictions": folder, **results}, indent=None)
         return 0
     from aspire.evaluate.pool_stages import stage_exp
 
@@ -221,7 +238,7 @@ def _reviewers(parser, args) -> int:
 
 
 def _context2doc(parser, args) -> int:
-    from aspire.evaluate.context2doc import load_context2doc
+    from aspire.benchmarks.context2doc import load_context2doc
     from aspire.evaluate.context2doc_run import format_result, run_context2doc
     from aspire.evaluate.pool_stages import stage_exp
 
@@ -244,37 +261,38 @@ def _context2doc(parser, args) -> int:
 
 def _compare(parser, args) -> int:
     from aspire.evaluate.compare import compare, format_comparison
-    from aspire.evaluate.pools import write_json_atomic
+    from aspire.io import write_json
 
     result = compare(args.run_a, args.run_b, args.qrels, args.metric, args.data,
                      n_perm=args.permutations)
     print("\n".join(format_comparison(result)))
     if args.out:
-        write_json_atomic(args.out, result)
+        write_json(args.out, result, indent=None)
     return 0
 
 
 def _fuse_runs(parser, args) -> int:
+    from aspire.benchmarks.runs import mean_scores, per_query, read_qrels, read_run, write_qrels, write_run
     from aspire.evaluate.compare import DEFAULT_METRICS
     from aspire.evaluate.fuse import fuse_runs
-    from aspire.evaluate.pools import write_json_atomic
-    from aspire.evaluate.runs import mean_scores, per_query, read_qrels, read_run, write_qrels, write_run
+    from aspire.io import write_json
 
     if len(args.runs) < 2:
         parser.error("give two or more runs")
     paths = [Path(r) / "run.trec" if Path(r).is_dir() else Path(r) for r in args.runs]
     qrels_path = args.qrels or (Path(args.runs[0]) / "qrels.trec" if Path(args.runs[0]).is_dir() else None)
     weights = [float(w) for w in args.weights.split(",")] if args.weights else None
-    fused = fuse_runs([read_run(p) for p in paths], weights, args.norm, args.method)
+    fusion = fusion_option(args.fusion, "rrf" if args.method == "rrf" else args.norm, parser)
+    fused = fuse_runs([read_run(p) for p in paths], weights, fusion)
     out = Path(args.out)
     write_run(out / "run.trec", fused, "fused")
-    results = {"fused_from": [str(p) for p in paths], "method": args.method, "norm": args.norm, "weights": weights}
+    results = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": weights}
     if qrels_path:
         qrels = read_qrels(qrels_path)
         write_qrels(out / "qrels.trec", qrels)
         results["metrics"] = mean_scores(per_query(qrels, fused, args.metric or DEFAULT_METRICS))
         print("  ".join(f"{m} {v:.4f}" for m, v in results["metrics"].items()))
-    write_json_atomic(out / "results.json", results)
+    write_json(out / "results.json", results, indent=None)
     print(f"wrote {out / 'run.trec'}")
     return 0
 
@@ -289,7 +307,8 @@ def _suite(parser, args) -> int:
     if args.model == "bm25" and (args.backend != "torch" or args.quantize):
         parser.error("--backend/--quantize choose a model's encoder; --model bm25 has none")
     opts = _options(args) if args.model != "bm25" else {}
-    suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, **opts)
+    suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, **opts,
+                      benchmarks=args.benchmarks)
     print("\n".join(format_rows(suite["rows"])))
     print(json.dumps(suite["seconds"]))
     print(f"wrote {Path(args.out) / 'suite.json'}")

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from aspire.evaluate.runs import per_query, read_qrels, read_run
-from aspire.evaluate.stats import UnitScores, paired_test
+from aspire.benchmarks.runs import per_query, read_qrels, read_run
+from aspire.benchmarks.stats import UnitScores, paired_test
 
 DEFAULT_METRICS = ("MRR", "nDCG@10", "MAP")
 CSFCUBE_METRICS = ("MAP", "NDCG%20")
@@ -51,7 +51,7 @@ def _reviewer_spec(spec: str, meta: dict | None) -> tuple[Path, str] | None:
 
 
 def compare_reviewers(a: tuple[Path, str], b: tuple[Path, str], data: str, n_perm: int, seed: int) -> dict:
-    from aspire.evaluate.reviewers import load_reviewer_set, prediction_files, read_predictions, reviewer_units
+    from aspire.benchmarks.reviewers import load_reviewer_set, prediction_files, read_predictions, reviewer_units
 
     rset = load_reviewer_set(data)
     units = []
@@ -66,7 +66,7 @@ def compare_reviewers(a: tuple[Path, str], b: tuple[Path, str], data: str, n_per
 def compare_csfcube(a: str, b: str, metrics=CSFCUBE_METRICS, n_perm: int = 10000, seed: int = 0) -> dict:
     """`{"MAP": ..., "MAP background": ..., ...}`: paired tests of two CSFCube results folders, over
     every test query and per facet."""
-    from aspire.evaluate.csfcube import FACETS
+    from aspire.benchmarks.csfcube import FACETS
     from aspire.evaluate.two_fold import REPORTED, load_per_query
 
     odd = [m for m in metrics if m not in REPORTED]

@@ -1,4 +1,4 @@
-"""Score context2doc (`aspire.evaluate.context2doc`) with BM25, a model of the project, or their fusion.
+"""Score context2doc (`aspire.benchmarks.context2doc`) with BM25, a model of the project, or their fusion.
 
 Dense: the queries (one citing sentence each, encoded as a one-sentence paper with an empty title)
 and the candidates are encoded through the vector cache; the scorer compares every query with every
@@ -7,7 +7,7 @@ candidate (sentence scorers match the query's sentence against the candidate's s
 title and abstract. With both, per-query z-scored scores are summed with weight `alpha` on the dense
 run (`aspire.evaluate.fuse.fuse_scores`). The run (top `depth` of each query) is written as a TREC
 run file beside the qrels, and the metrics are computed from that file's ranking. Given `rerank`
-(`aspire.evaluate.rerank_run.RerankOptions`), a cross-encoder re-scores each query's top N of that
+(`aspire.retrieval.crossencoder.RerankOptions`), a cross-encoder re-scores each query's top N of that
 ranking, mixed with its scores by a weight (`aspire.scoring.crossencoder`); its speed is recorded.
 """
 
@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 
+from aspire.benchmarks.context2doc import Context2Doc
+from aspire.benchmarks.runs import invocation, mean_scores, per_query, write_qrels, write_run
+from aspire.benchmarks.stats import UnitScores
 from aspire.data.papers import Paper
-from aspire.evaluate.context2doc import Context2Doc
-from aspire.evaluate.pools import write_json_atomic
-from aspire.evaluate.runs import invocation, mean_scores, per_query, write_qrels, write_run
-from aspire.evaluate.stats import UnitScores
+from aspire.io import write_json
+from aspire.retrieval.crossencoder import RerankOptions, rerank_texts
 from aspire.scoring.chunked import score_chunked
 
 METRICS = ("MRR", "nDCG@10", "R@100", "MAP", "MAP@20")
@@ -85,7 +86,7 @@ def fuse_dense_bm25(bench: Context2Doc, dense: np.ndarray, lexical: np.ndarray, 
         raise ValueError(f"fusion weight alpha must be in [0, 1], got {alpha}")
     ids = [p.paper_id for p in bench.candidates]
     runs = [{q: dict(zip(ids, row.tolist())) for q, row in zip(bench.queries, m)} for m in (dense, lexical)]
-    fused = fuse_scores(runs, [alpha, 1 - alpha], "zmuv", ["dense", "bm25"])
+    fused = fuse_scores(runs, [alpha, 1 - alpha], "z", ["dense", "bm25"])
     col = {c: j for j, c in enumerate(ids)}
     out = np.zeros_like(dense)
     for i, q in enumerate(bench.queries):
@@ -111,7 +112,7 @@ def score_and_write(bench: Context2Doc, run: Mapping, out: Path, exp: str, info:
         "per_query": values,
         "command": invocation(),
     }
-    write_json_atomic(out / "results.json", results)
+    write_json(out / "results.json", results, indent=None)
     return results
 
 
@@ -140,16 +141,29 @@ def run_context2doc(bench: Context2Doc, out, exp: str, model: str | None = None,
         info["bm25"] = {"k1": k1, "b": b, "text": "title + abstract"}
     if dense is not None and lexical is not None:
         scores = fuse_dense_bm25(bench, dense, lexical, alpha)
-        info["fusion"] = {"norm": "zmuv", "alpha_dense": alpha}
+        info["fusion"] = {"method": "z", "alpha_dense": alpha}
     else:
         scores = dense if dense is not None else lexical
     run = to_run(bench, scores, depth)
     if rerank is not None:
-        from aspire.evaluate.rerank_run import apply_rerank
-
         run, info["rerank"] = apply_rerank(bench, run, rerank, Path(out))
     info["seconds"] = time.perf_counter() - t0
     return score_and_write(bench, run, Path(out), exp, info)
+
+
+def apply_rerank(bench: Context2Doc, run: Mapping[str, Sequence[tuple[str, float]]], options: RerankOptions,
+                 out: Path | None = None) -> tuple[dict, dict]:
+    """`run` with each query's top N reranked, and a record of the settings and speed (pairs/s, ms a query).
+
+    With `out`, the cross-encoder's logits are written to `out/crossencoder_scores.json` for later mixes."""
+    return rerank_texts(bench.queries, candidate_texts(bench), run, options, out)
+
+
+def candidate_texts(bench: Context2Doc) -> dict[str, str]:
+    """`{paper_id: title and abstract}`, the text a cross-encoder reads for each candidate."""
+    from aspire.scoring.lexical import paper_text
+
+    return {p.paper_id: paper_text(p) for p in bench.candidates}
 
 
 def format_result(results: dict) -> str:

@@ -25,13 +25,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aspire.benchmarks.runs import invocation
 from aspire.config import load_config, to_dict
 from aspire.evaluate.fuse import fuse_runs
-from aspire.evaluate.pools import write_json_atomic
-from aspire.evaluate.runs import invocation
-from aspire.evaluate.suite import DATA, _row
-
-FUSIONS = {"z": ("wsum", "zmuv"), "minmax": ("wsum", "min-max"), "rrf": ("rrf", "zmuv")}  # -> fuse_runs(method, norm)
+from aspire.evaluate.suite import _row
+from aspire.io import write_json
+from aspire.paths import DATA
+from aspire.scoring.fusion import METHODS as FUSION_METHODS
 
 
 @dataclass
@@ -57,8 +57,8 @@ class EnsembleConfig:
 def load_ensemble(path: str | Path) -> EnsembleConfig:
     """Read and check an ensemble YAML: two or more members, distinct names, a scorer for each model."""
     config = load_config(EnsembleConfig, path)
-    if config.fusion not in FUSIONS:
-        raise ValueError(f"{path}: unknown fusion {config.fusion!r}; valid: {', '.join(FUSIONS)}")
+    if config.fusion not in FUSION_METHODS:
+        raise ValueError(f"{path}: unknown fusion {config.fusion!r}; valid: {', '.join(FUSION_METHODS)}")
     if not config.rrf_k > 0:
         raise ValueError(f"{path}: rrf_k must be > 0, got {config.rrf_k}")
     if len(config.members) < 2:
@@ -85,22 +85,21 @@ def _options(m: EnsembleMember, cache_dir, batch_size: int, device: str | None) 
 
 
 def _fuse(config: EnsembleConfig, members: list[EnsembleMember], runs: list[dict]) -> dict:
-    method, norm = FUSIONS[config.fusion]
-    return fuse_runs(runs, [m.weight for m in members], norm, method, config.rrf_k)
+    return fuse_runs(runs, [m.weight for m in members], config.fusion, config.rrf_k)
 
 
 def csfcube_rows(config: EnsembleConfig, members: list[EnsembleMember], data: Path, out: Path, **common) -> list[dict]:
-    from aspire.evaluate.csfcube import (
+    from aspire.benchmarks.csfcube import (
         FACETS,
         NAME,
         evaluate_csfcube_rankings,
         load_csfcube,
-        run_csfcube,
         test_units,
         write_results,
     )
+    from aspire.benchmarks.pools import ranked_path, write_ranked
+    from aspire.evaluate.csfcube import run_csfcube
     from aspire.evaluate.fuse import read_scored
-    from aspire.evaluate.pools import ranked_path, write_ranked
 
     exps = [run_csfcube(data, m.model, m.scorer, out / "members" / m.name / "csfcube", **_options(m, **common))
             ["experiment"] for m in members]
@@ -121,14 +120,14 @@ def csfcube_rows(config: EnsembleConfig, members: list[EnsembleMember], data: Pa
 
 def reviewer_rows(config: EnsembleConfig, members: list[EnsembleMember], data: Path, out: Path, aggregate: str,
                   **common) -> list[dict]:
-    from aspire.evaluate.reviewer_run import run_reviewers
-    from aspire.evaluate.reviewers import (
+    from aspire.benchmarks.reviewers import (
         load_reviewer_set,
         prediction_files,
         read_predictions,
         reviewer_units,
         summarize,
     )
+    from aspire.evaluate.reviewer_run import run_reviewers
 
     rset = load_reviewer_set(data)
     per_member = []
@@ -143,19 +142,19 @@ def reviewer_rows(config: EnsembleConfig, members: list[EnsembleMember], data: P
             raise ValueError("ensemble members predicted for different reviewers")
         preds.append({r: dict(ranked) for r, ranked in _fuse(config, members, runs).items()})
     for path, pred in zip(prediction_files(out / "reviewers" / "predictions", "ensemble", rset), preds):
-        write_json_atomic(path, pred)
+        write_json(path, pred, indent=None)
     res = summarize(*reviewer_units(rset, preds))
-    write_json_atomic(out / "reviewers" / "results.json", {"benchmark": "reviewer-matching", "experiment": "ensemble",
-                                                           "aggregate": aggregate, **res})
+    write_json(out / "reviewers" / "results.json", {"benchmark": "reviewer-matching", "experiment": "ensemble",
+                                                           "aggregate": aggregate, **res}, indent=None)
     note = f"aggregate {aggregate}; members " + ", ".join(m.name for m in members)
     return [_row("reviewer matching (10 draws)", "loss (lower better)", res["loss"], res["ci95"], res["n_reviewers"], note)]
 
 
 def context2doc_rows(config: EnsembleConfig, members: list[EnsembleMember], bench, out: Path,
                      **common) -> list[dict]:
-    """The fused context2doc figures on `bench` (`aspire.evaluate.context2doc.load_context2doc`)."""
+    """The fused context2doc figures on `bench` (`aspire.benchmarks.context2doc.load_context2doc`)."""
+    from aspire.benchmarks.runs import read_run
     from aspire.evaluate.context2doc_run import METRICS, run_context2doc, score_and_write
-    from aspire.evaluate.runs import read_run
 
     runs = []
     for m in members:
@@ -176,7 +175,7 @@ def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate
     config = load_ensemble(path)
     data, out = Path(data), Path(out)
     common = dict(cache_dir=cache_dir, batch_size=batch_size, device=device)
-    from aspire.evaluate.context2doc import load_context2doc
+    from aspire.benchmarks.context2doc import load_context2doc
 
     dense = [m for m in config.members if m.model != "bm25"]
     rows: list[dict] = []
@@ -193,5 +192,5 @@ def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate
     timings["context2doc"] = time.perf_counter() - t0 - sum(timings.values())
     suite = {"ensemble": to_dict(config), "ensemble_file": str(path), "aggregate": aggregate, "rows": rows,
              "skipped": skipped, "seconds": timings, "command": invocation()}
-    write_json_atomic(out / "suite.json", suite)
+    write_json(out / "suite.json", suite, indent=None)
     return suite

@@ -1,9 +1,8 @@
-"""Ensembles: fuse several rankings of the same pools into one (score fusion with ranx).
+"""Ensembles: fuse several rankings of the same pools into one (`aspire.scoring.fusion`, search's fusion).
 
 Each input is a folder of ranked files in the official format (`{query_pid: [[cand_pid, score],
 ...]}`, best first; similarities or distances, told apart by their order) and its experiment name. Per query, every run's scores
-are normalised (default `zmuv`: zero mean, unit variance over the pool) and summed with weights
-(`wsum`), so a whole-abstract vector and an aspect-conditional sentence matcher, whose scores live
+are normalised (default `z`: zero mean, unit variance over the pool) and summed with weights, so a whole-abstract vector and an aspect-conditional sentence matcher, whose scores live
 on different scales, can be combined. The runs must rank exactly the same candidates for the same
 queries; anything else is an error naming the query, so nothing is silently dropped.
 
@@ -14,13 +13,11 @@ queries; anything else is an error naming the query, so nothing is silently drop
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from aspire.evaluate.pools import PoolSet, ranked_path, write_ranked
-
-NORMS = ("zmuv", "min-max", "max", "sum", "rank")
+from aspire.benchmarks.pools import PoolSet, ranked_path, write_ranked
+from aspire.scoring.fusion import fuse_ranked, fusion_method
 
 
 def read_scored(path: str | Path) -> dict[str, dict[str, float]]:
@@ -59,20 +56,18 @@ def read_scored(path: str | Path) -> dict[str, dict[str, float]]:
 def fuse_scores(
     runs: Sequence[Mapping[str, Mapping[str, float]]],
     weights: Sequence[float] | None = None,
-    norm: str = "zmuv",
+    norm: str = "z",
     names: Sequence[str] | None = None,
 ) -> dict[str, list[tuple[str, float]]]:
-    """Weighted sum of per-query normalised scores -> `{query: [(cand, fused score), ...]}` best first."""
-    from ranx import Run, fuse
-
+    """Weighted sum of per-query normalised scores (`aspire.scoring.fusion.fuse_ranked`, `norm` one of its
+    methods) of runs over the same candidates -> `{query: [(cand, fused score), ...]}` best first."""
     if len(runs) < 2:
         raise ValueError(f"fusion needs at least two runs, got {len(runs)}")
     names = list(names or [f"run{i}" for i in range(len(runs))])
     weights = [1.0 / len(runs)] * len(runs) if weights is None else list(weights)
     if len(weights) != len(runs):
         raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
-    if norm not in NORMS:
-        raise ValueError(f"unknown norm {norm!r}; valid: {', '.join(NORMS)}")
+    method = fusion_method(norm)
     first = runs[0]
     for name, run in zip(names[1:], runs[1:]):
         if set(run) != set(first):
@@ -82,17 +77,7 @@ def fuse_scores(
             if set(scores) != set(first[qid]):
                 diff = sorted(set(scores) ^ set(first[qid]))[:5]
                 raise ValueError(f"query {qid}: runs {names[0]} and {name} rank different candidates (e.g. {diff})")
-    ranx_runs = [Run({q: dict(s) for q, s in run.items()}, name=name) for name, run in zip(names, runs)]
-    with warnings.catch_warnings():  # ranx's numba kernels warn about a uint64 -> int64 index cast
-        warnings.filterwarnings("ignore", message="unsafe cast")
-        fused = fuse(runs=ranx_runs, norm=norm, method="wsum", params={"weights": weights}).to_dict()
-    out = {}
-    for qid in first:
-        scores = fused.get(qid, {})
-        if set(scores) != set(first[qid]):  # ranx drops nothing here; checked all the same
-            raise ValueError(f"query {qid}: fusion lost candidates {sorted(set(first[qid]) - set(scores))[:5]}")
-        out[qid] = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-    return out
+    return {qid: fuse_ranked([run[qid] for run in runs], weights, method) for qid in first}
 
 
 def fuse_pool_set(
@@ -101,7 +86,7 @@ def fuse_pool_set(
     out: str | Path,
     exp: str,
     weights: Sequence[float] | None = None,
-    norm: str = "zmuv",
+    norm: str = "z",
 ) -> dict[str, dict[str, list[str]]]:
     """Fuse every facet's ranked files of `inputs` [(folder, exp), ...]; write `out`'s ranked files.
 
@@ -121,38 +106,25 @@ def fuse_pool_set(
     return rankings
 
 
-FUSION_METHODS = ("wsum", "rrf")
-_NORM_TO_FUSION = {"zmuv": "z", "min-max": "minmax"}
-
-
 def fuse_runs(
     runs: Sequence[Mapping[str, Sequence[tuple[str, float]]]],
     weights: Sequence[float] | None = None,
-    norm: str = "zmuv",
-    method: str = "wsum",
-    rrf_k: int = 60,
+    fusion: str = "z",
+    rrf_k: float = 60.0,
 ) -> dict[str, list[tuple[str, float]]]:
-    """Fuse ranked runs `{query: [(doc, score), ...]}` that may rank different documents.
-
-    `wsum`: the weighted sum of per-query normalised scores (`zmuv` or `min-max`; a document a run
-    does not rank adds nothing from it); `rrf`: reciprocal-rank fusion, sum of 1 / (rrf_k + rank) (weights default to 1).
-    The same code as the search pipeline's fusion (`aspire.scoring.fusion`), equal to ranx's `fuse`.
-    Every run must hold the same queries. Returns best-first lists (ties by document id).
-    """
-    from aspire.scoring.fusion import fuse_ranked
-
+    """Fuse ranked runs `{query: [(doc, score), ...]}` that may rank different documents, with the search
+    pipeline's fusion (`aspire.scoring.fusion.fuse_ranked`): `z` / `minmax`, the weighted sum of per-query
+    normalised scores (a document a run does not rank adds nothing from it), or `rrf`, the sum of
+    1 / (rrf_k + rank) (weights default to 1; else to 1 / number of runs). Every run must hold the same
+    queries. Returns best-first lists (ties by document id)."""
     if len(runs) < 2:
         raise ValueError(f"fusion needs at least two runs, got {len(runs)}")
-    if method not in FUSION_METHODS:
-        raise ValueError(f"unknown fusion method {method!r}; valid: {', '.join(FUSION_METHODS)}")
-    if method == "wsum" and norm not in _NORM_TO_FUSION:
-        raise ValueError(f"unknown norm {norm!r} for fuse-runs; valid: {', '.join(_NORM_TO_FUSION)}")
+    fusion = fusion_method(fusion)
     if weights is None:
-        weights = [1.0 if method == "rrf" else 1.0 / len(runs)] * len(runs)
+        weights = [1.0 if fusion == "rrf" else 1.0 / len(runs)] * len(runs)
     if len(weights) != len(runs):
         raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
     for i, run in enumerate(runs[1:], start=1):
         if set(run) != set(runs[0]):
             raise ValueError(f"runs 0 and {i} rank different queries (e.g. {sorted(set(run) ^ set(runs[0]))[:5]})")
-    fusion = "rrf" if method == "rrf" else _NORM_TO_FUSION[norm]
     return {q: fuse_ranked([dict(run[q]) for run in runs], weights, fusion, rrf_k) for q in runs[0]}

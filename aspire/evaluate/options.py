@@ -12,6 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from aspire.encoders.codes import FACET_CODE_CHOICES
+from aspire.scoring import SCORERS as SENTENCE_SCORER_CLASSES
+
+# the evaluation's vocabularies, each named once
+ENCODINGS = ("contextual", "independent", "abstract")
+SENTENCE_SCORERS = tuple(SENTENCE_SCORER_CLASSES)  # the sentence scorers of aspire.scoring's registry
+SCORERS = SENTENCE_SCORERS + ("abstract",)  # + the whole-abstract cosine (aspire.evaluate.rank.AbstractCosine)
+QUERY_TEXTS = ("abstract", "facet", "title+facet")
+CAND_SENTENCES = ("all", "facet")
+
 
 @dataclass(frozen=True)
 class EvalOptions:
@@ -28,9 +38,6 @@ class EvalOptions:
 
     def checked(self, scorer: str, faceted: bool) -> "EvalOptions":
         """These options for `scorer` on a faceted (or not) set; ValueError naming what does not fit."""
-        from aspire.encoders.codes import FACET_CODE_CHOICES
-        from aspire.evaluate.rank import CAND_SENTENCES, QUERY_TEXTS, SENTENCE_SCORERS
-
         if self.facet_code not in FACET_CODE_CHOICES:
             raise ValueError(f"unknown facet code {self.facet_code!r}; valid: {list(FACET_CODE_CHOICES)}")
         encoding = self.encoding

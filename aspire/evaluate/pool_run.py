@@ -13,17 +13,10 @@ import csv
 from pathlib import Path
 from typing import Sequence
 
-from aspire.evaluate.metrics import undefined_metrics
-from aspire.evaluate.pools import (
-    evaluate_pool_set,
-    load_pool_set,
-    read_papers_jsonl,
-    read_ranked_pool_set,
-    summarize,
-    write_json_atomic,
-    write_trec,
-)
-from aspire.io import atomic_write
+from aspire.benchmarks.metrics import undefined_metrics
+from aspire.benchmarks.pools import evaluate_pool_set, load_pool_set, read_ranked_pool_set, summarize, write_trec
+from aspire.data.papers import read_paper_map
+from aspire.io import atomic_write, write_json
 
 
 def facet_label_map(facets: Sequence[str]) -> dict[str, str]:
@@ -75,7 +68,7 @@ def run_pools(
         from aspire.evaluate.options import EvalOptions
         from aspire.evaluate.rank import default_exp, rank_pool_set
 
-        papers = read_papers_jsonl(abstracts_file or data / f"abstracts-{name}.jsonl", ids=pool_set.paper_ids())
+        papers = read_paper_map(abstracts_file or data / f"abstracts-{name}.jsonl", ids=pool_set.paper_ids(), needed_by="pooled")
         exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
         options = EvalOptions(encoding, dict(scorer_options or {}), cache_dir, batch_size, device,
                               dict(encode_options or {}), query_text, cand_sentences, dict(encoder_options or {}),
@@ -103,6 +96,6 @@ def run_pools(
         writer.writerow(["query", *metrics])
         for key, vals in per_query.items():
             writer.writerow([key, *("" if vals[m] is None else f"{100.0 * vals[m]:.4f}" for m in metrics)])
-    write_json_atomic(out / "results.json", results)
+    write_json(out / "results.json", results, indent=None)
     write_trec(out, pool_set, rankings, exp)
     return results

@@ -9,7 +9,7 @@ the run's folder, and the next stage reads them, so every stage can also be scor
     fusion      a model's run and BM25's, per query over the pool: z-scores, weight alpha on the model
                 (`aspire.evaluate.fuse.fuse_pool_set`, the code of `aspire evaluate fuse`)
     rerank      each pool's top N re-scored by a cross-encoder and mixed with the previous stage's scores
-                (`aspire.evaluate.rerank_run.rerank_texts`, the context2doc hook's code)
+                (`aspire.retrieval.crossencoder.rerank_texts`, the context2doc hook's code)
 
 Query text, read by BM25 and the cross-encoder (`query_texts`): a facet query's selected sentences, those of
 its abstract whose label maps to the facet (the sentences the contextual scorers match and `aspire search`
@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from aspire.benchmarks.pools import PoolSet, query_key, ranked_path, write_ranked
 from aspire.data.papers import Paper
-from aspire.evaluate.pools import PoolSet, query_key, ranked_path, write_ranked
 
 BM25_EXP = "bm25"
 
@@ -96,10 +96,10 @@ def write_scored(pool_set: PoolSet, folder: str | Path, exp: str, rankings: Scor
 
 def rerank_rankings(pool_set: PoolSet, papers: Mapping[str, Paper], label_to_facet: Mapping[str, str],
                     rankings: Scored, options, out: Path | None = None) -> tuple[Scored, dict]:
-    """Each pool's top `options.top_n` re-scored by the cross-encoder (`aspire.evaluate.rerank_run.RerankOptions`)
+    """Each pool's top `options.top_n` re-scored by the cross-encoder (`aspire.retrieval.crossencoder.RerankOptions`)
     and mixed; returns the rankings and the record of settings and speed. With `out`, the logits are written to
     `out/crossencoder_scores.json`, keyed by query key (`pid_facet`)."""
-    from aspire.evaluate.rerank_run import rerank_texts
+    from aspire.retrieval.crossencoder import rerank_texts
     from aspire.scoring.lexical import paper_text
 
     where = {query_key(q, f): (f, q) for f in pool_set.facets for q in rankings[f]}
@@ -151,7 +151,7 @@ def run_stages(pool_set: PoolSet, papers: Mapping[str, Paper], label_to_facet: M
         if dense_exp is not None:
             current = stage_exp(dense_exp, True, alpha, None)
             fuse_pool_set(pool_set, [(out, dense_exp), (out, BM25_EXP)], out, current, [alpha, 1.0 - alpha])
-            info["fusion"] = {"norm": "zmuv", "alpha_dense": alpha, "runs": [dense_exp, BM25_EXP]}
+            info["fusion"] = {"method": "z", "alpha_dense": alpha, "runs": [dense_exp, BM25_EXP]}
     scored = read_scored_pool_set(pool_set, out, current)
     if rerank is not None:
         scored, info["rerank"] = rerank_rankings(pool_set, papers, label_to_facet, scored, rerank, out)

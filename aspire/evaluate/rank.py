@@ -37,14 +37,8 @@ from aspire.batch import DocBatch
 from aspire.data.papers import Paper
 from aspire.encoders.codes import query_code
 from aspire.evaluate.cache import cached_encode
-from aspire.evaluate.options import EvalOptions
+from aspire.evaluate.options import ENCODINGS, QUERY_TEXTS, SCORERS, EvalOptions
 from aspire.scoring.chunked import score_chunked
-
-ENCODINGS = ("contextual", "independent", "abstract")
-SENTENCE_SCORERS = ("minl2", "ot", "attention", "maxpassage")
-SCORERS = SENTENCE_SCORERS + ("abstract",)
-QUERY_TEXTS = ("abstract", "facet", "title+facet")
-CAND_SENTENCES = ("all", "facet")
 
 
 class AbstractCosine:
@@ -280,8 +274,8 @@ def rank_pool_set(
         and, with `cand_sentences="facet"`, per facet the number of pooled candidates that had no
         sentence of it and kept all theirs (`cands_kept_whole`).
     """
+    from aspire.benchmarks.pools import ranked_path, write_ranked
     from aspire.encoders import load_encoder
-    from aspire.evaluate.pools import ranked_path, write_ranked
 
     opts = options.checked(scorer, faceted=pool_set.facets != [""])
     encoding, scorer_options, cache_dir, batch_size, device, encode_options, query_text, cand_sentences = (

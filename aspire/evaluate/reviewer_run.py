@@ -29,12 +29,13 @@ from typing import Callable, Container, Mapping, Sequence
 import numpy as np
 import torch
 
+from aspire.benchmarks.reviewers import ReviewerSet, prediction_files, reviewer_units, summarize
+from aspire.benchmarks.runs import invocation
 from aspire.data.papers import Paper
-from aspire.evaluate.pools import write_json_atomic
 from aspire.evaluate.rank import encode_papers, get_eval_scorer
-from aspire.evaluate.reviewers import ReviewerSet, prediction_files, reviewer_units, summarize
-from aspire.evaluate.runs import invocation
+from aspire.io import write_json
 from aspire.scoring.chunked import score_chunked
+from aspire.scoring.fusion import fuse_ranked
 
 _TOPK = re.compile(r"^topk:(\d+)$")
 
@@ -166,7 +167,7 @@ def mix_logits(rset: ReviewerSet, known: Container[str], preds: Sequence[Mapping
 def cross_rerank(rset: ReviewerSet, papers: Sequence[Paper], preds: Sequence[Mapping[str, Mapping[str, float]]],
                  options, agg: str, out: Path | None = None) -> tuple[list[dict], dict]:
     """Each draw's reviewers' top `options.top_n` submissions (by `preds`) re-scored by a cross-encoder
-    (`aspire.evaluate.rerank_run.RerankOptions`) and mixed with `preds` (`mix_logits`, weight `options.weight`).
+    (`aspire.retrieval.crossencoder.RerankOptions`) and mixed with `preds` (`mix_logits`, weight `options.weight`).
 
     A submission's cross-encoder score for a reviewer is its (submission, archive paper) logits aggregated over
     the archive by `agg`, as the first stage's similarities are; the texts are title and abstract joined by spaces.
@@ -186,7 +187,7 @@ def cross_rerank(rset: ReviewerSet, papers: Sequence[Paper], preds: Sequence[Map
     for (s, a), value in zip(pairs, reranker.score_pairs([(texts[s], texts[a]) for s, a in pairs]).tolist()):
         logits.setdefault(s, {})[a] = value
     if out is not None:
-        write_json_atomic(Path(out) / "crossencoder_scores.json", logits)
+        write_json(Path(out) / "crossencoder_scores.json", logits, indent=None)
     speed = reranker.speed()
     speed["ms_per_list"] = round(1000 * speed["seconds"] / max(len(lists), 1), 1)
     mixed = mix_logits(rset, texts, preds, logits, options.top_n, options.weight, agg)
@@ -195,18 +196,12 @@ def cross_rerank(rset: ReviewerSet, papers: Sequence[Paper], preds: Sequence[Map
 
 
 def fuse_predictions(preds: Sequence[Sequence[Mapping]], weights: Sequence[float]) -> list[dict]:
-    """Per draw, the weighted sum of each reviewer's z-scored predictions (only order matters)."""
+    """Per draw, the weighted sum of each reviewer's z-scored predictions (`aspire.scoring.fusion.fuse_ranked`,
+    method `z`; only the order matters)."""
     fused = []
     for per_draw in zip(*preds):
-        out: dict[str, dict[str, float]] = {}
-        for pred, w in zip(per_draw, weights):
-            for reviewer, scores in pred.items():
-                vals = np.array(list(scores.values()))
-                sd = vals.std() or 1.0
-                acc = out.setdefault(reviewer, {})
-                for paper, v in scores.items():
-                    acc[paper] = acc.get(paper, 0.0) + w * (v - vals.mean()) / sd
-        fused.append(out)
+        reviewers = list(dict.fromkeys(r for pred in per_draw for r in pred))
+        fused.append({r: dict(fuse_ranked([pred.get(r, {}) for pred in per_draw], weights, "z")) for r in reviewers})
     return fused
 
 
@@ -258,7 +253,7 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
                         "text": "title + abstract (submission: the query; archive papers: the documents)"}
     preds = stages[0] if len(stages) == 1 else fuse_predictions(stages, [alpha, 1.0 - alpha])
     if len(stages) == 2:
-        info["fusion"] = {"norm": "z per reviewer", "alpha_dense": alpha}
+        info["fusion"] = {"method": "z", "per": "reviewer", "alpha_dense": alpha}
     out = Path(out)
     if rerank is not None:
         preds, info["rerank"] = cross_rerank(rset, papers, preds, rerank, agg, out)
@@ -274,8 +269,8 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
         "command": invocation(),
     }
     for path, pred in zip(prediction_files(out / "predictions", exp, rset), preds):
-        write_json_atomic(path, pred)
-    write_json_atomic(out / "results.json", results)
+        write_json(path, pred, indent=None)
+    write_json(out / "results.json", results, indent=None)
     return results
 
 

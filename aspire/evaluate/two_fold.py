@@ -21,13 +21,13 @@ Library: `select_two_fold(candidates)` and `select_per_facet(candidates, per_que
 
 from __future__ import annotations
 
-import argparse
 import csv
 import glob
 import json
 from pathlib import Path
 
-from aspire.evaluate.csfcube import FACETS, GROUPS, format_table
+from aspire.benchmarks.csfcube import FACETS, GROUPS, format_table
+from aspire.cliutil import command_parser
 from aspire.io import write_json
 
 FOLDS = ("fold1", "fold2")
@@ -105,8 +105,14 @@ def choose(folders: list[str | Path], select: str = "all:MAP", per_facet: bool =
     return select_two_fold(candidates, group, metric)
 
 
+EXAMPLES = """\
+  aspire two-fold --candidate 'runs/csfcube/sweep-abstract-*/w*' --candidate runs/csfcube/X
+  python -m aspire.evaluate.two_fold --candidate 'runs/csfcube/*' --per-facet --out choice.json
+"""
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate.two_fold") -> int:
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    ap = command_parser(prog, __doc__, EXAMPLES)
     ap.add_argument("--candidate", action="append", required=True,
                     help="a folder holding results.json, or a glob of such folders")
     ap.add_argument("--select", default="all:MAP", help="GROUP:METRIC of each dev fold to maximise")

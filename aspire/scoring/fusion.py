@@ -1,10 +1,18 @@
-"""Fusion of ranked lists from several stages or runs: normalised weighted sums and reciprocal-rank fusion.
+"""The one fusion of ranked lists, for search's stages and every benchmark's runs and ensembles alike:
+normalised weighted sums and reciprocal-rank fusion.
 
 A ranked list is `{doc: score}` (higher is better). Per list, scores are normalised (`z`: zero mean,
 unit variance over the list; `minmax`: onto [0, 1]) and summed with weights; a document a list does not
 hold adds nothing from it (ranx's `wsum` convention). `rrf` sums 1 / (k + rank), rank from 1, and
 ignores the weights' scale except as multipliers. `parse_fusion("z:0.8")` reads the command-line form:
 `z:ALPHA` / `minmax:ALPHA` put weight ALPHA on the first list and 1 - ALPHA on the second; `rrf[:K]`.
+
+What is fused is the caller's protocol: search fuses each stage's own top list (a paper one stage did not
+return adds nothing from it); a benchmark scoring fixed candidates fuses every candidate's score (the
+context2doc fusion z-scores over all 768 candidates). The vocabulary is `METHODS`; `zmuv` and `min-max`,
+the names ranx gives the same normalisations (and that results written before this module was the only
+fusion record), are read as `z` and `minmax` by `fusion_method`. Equal to ranx's `fuse(norm=zmuv|min-max,
+method=wsum)` and `rrf` (tests/test_fuse.py checks it).
 """
 
 from __future__ import annotations
@@ -14,6 +22,16 @@ from typing import Mapping, Sequence
 import numpy as np
 
 METHODS = ("z", "minmax", "rrf")
+OLD_NAMES = {"zmuv": "z", "min-max": "minmax"}  # ranx's names for the same normalisations
+
+
+def fusion_method(name: str) -> str:
+    """The fusion method `name` in this module's vocabulary (`zmuv` -> `z`, `min-max` -> `minmax`);
+    ValueError listing the valid names."""
+    name = OLD_NAMES.get(name, name)
+    if name not in METHODS:
+        raise ValueError(f"unknown fusion {name!r}; valid: {', '.join(METHODS)}")
+    return name
 
 
 def parse_fusion(spec: str) -> tuple[str, float]:
@@ -44,8 +62,7 @@ def normalise(values: np.ndarray, method: str) -> np.ndarray:
 def fuse_ranked(lists: Sequence[Mapping[str, float]], weights: Sequence[float] | None = None,
                 method: str = "z", rrf_k: float = 60.0) -> list[tuple[str, float]]:
     """One fused list `[(doc, score), ...]` best first (ties by document id)."""
-    if method not in METHODS:
-        raise ValueError(f"unknown fusion method {method!r}; valid: {', '.join(METHODS)}")
+    method = fusion_method(method)
     weights = [1.0] * len(lists) if weights is None else list(weights)
     if len(weights) != len(lists):
         raise ValueError(f"{len(weights)} weights for {len(lists)} lists")

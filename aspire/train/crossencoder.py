@@ -14,7 +14,6 @@ config) and `OUT/report.json` (pairs, seconds, loss history, dev metrics).
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -23,8 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from aspire.cliutil import command_parser
 from aspire.config import load_config, ranged, save_config, to_dict
 from aspire.io import write_json
+from aspire.paths import DATA
 
 
 @dataclass
@@ -98,9 +99,10 @@ def fit_cross_encoder(model, pairs: Sequence[tuple[str, str, float]], out_dir: P
 
 def dev_check(model, data_dir, cfg: CrossEncoderConfig, top_n: int | None = None, split_file=None) -> dict:
     """The dev split's first stage and its rerank of the top `top_n` (default `cfg.dev_top_n`) by `model`."""
-    from aspire.evaluate.context2doc import SPLIT_FILE, load_context2doc
+    from aspire.benchmarks.context2doc import SPLIT_FILE, load_context2doc
     from aspire.evaluate.context2doc_run import to_run
-    from aspire.evaluate.rerank_run import cross_scores, first_stage_scores, metrics_of, rerank_run
+    from aspire.evaluate.rerank_run import cross_scores, first_stage_scores, metrics_of
+    from aspire.retrieval.crossencoder import rerank_run
     from aspire.scoring.crossencoder import CrossEncoderReranker
 
     top_n = cfg.dev_top_n if top_n is None else top_n
@@ -114,9 +116,9 @@ def dev_check(model, data_dir, cfg: CrossEncoderConfig, top_n: int | None = None
 
 def train_on_context2doc(data_dir, out_dir, cfg: CrossEncoderConfig = CrossEncoderConfig()) -> dict:
     """Build the train split's pairs, train from `cfg.base_model`, save, check on dev; returns the report."""
-    from aspire.evaluate.context2doc import load_context2doc
-    from aspire.evaluate.context2doc_run import to_run
-    from aspire.evaluate.rerank_run import candidate_texts, first_stage_scores
+    from aspire.benchmarks.context2doc import load_context2doc
+    from aspire.evaluate.context2doc_run import candidate_texts, to_run
+    from aspire.evaluate.rerank_run import first_stage_scores
     from aspire.scoring.crossencoder import load_cross_encoder
 
     out_dir = Path(out_dir)
@@ -141,15 +143,13 @@ def train_on_context2doc(data_dir, out_dir, cfg: CrossEncoderConfig = CrossEncod
     return report
 
 
-def config_cli(argv, prog: str, doc: str, config_cls, example: str, run) -> int:
+def config_cli(argv, prog: str, doc: str, config_cls, example: str, run, examples: str) -> int:
     """`prog --data DIR --config YAML --out DIR key=value ...`: load `config_cls`, print `run(data, out, cfg)`'s
     result as JSON; a user error (bad config or data) is one line on stderr and exit status 2."""
-    from aspire.evaluate.suite import DATA
-
-    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    parser = command_parser(prog, doc, examples)
     parser.add_argument("--data", default=str(DATA / "cocite-acl"), help="co-citation folder (default %(default)s)")
     parser.add_argument("--config", help=f"YAML ({config_cls.__name__})")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("overrides", nargs="*", help=f"e.g. {example}")
     args = parser.parse_args(argv)
     try:
@@ -162,12 +162,17 @@ def config_cli(argv, prog: str, doc: str, config_cls, example: str, run) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.crossencoder") -> int:
     def run(data, out, cfg):
         return {k: v for k, v in train_on_context2doc(data, out, cfg).items() if k != "loss_history"}
 
-    return config_cli(argv, "python -m aspire.train.crossencoder", __doc__, CrossEncoderConfig,
-                      "max_steps=200 negatives=2", run)
+    return config_cli(argv, prog, __doc__, CrossEncoderConfig, "max_steps=200 negatives=2", run, EXAMPLES)
+
+
+EXAMPLES = """\
+  aspire train-crossencoder --config configs/crossencoder.yaml --out runs/crossencoder
+  python -m aspire.train.crossencoder --config configs/crossencoder.yaml --out runs/crossencoder-short max_steps=200
+"""
 
 
 if __name__ == "__main__":

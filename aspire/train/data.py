@@ -23,8 +23,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
-from aspire.data.papers import Paper
-from aspire.io import iter_jsonl, read_paper_map, require
+from aspire.data.papers import Paper, read_paper_map
+from aspire.io import iter_jsonl, require
 from aspire.train.config import DataConfig
 from aspire.train.formats import DEFAULT_TASK
 from aspire.train.models import TripletBatch

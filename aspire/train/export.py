@@ -16,7 +16,8 @@ from pathlib import Path
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
 
 EXAMPLES = """\
-  python -m aspire.train.export --model runs/lora_aspire/checkpoint-000048/model --out runs/lora_aspire/merged
+  aspire export --model runs/lora_aspire/checkpoint-000048/model --out runs/lora_aspire/merged
+  python -m aspire.train.export --model runs/query_adapter/checkpoint-000250/model --out runs/query_adapter/merged
 """
 
 

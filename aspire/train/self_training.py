@@ -13,7 +13,7 @@ are never used for training), are logged to `OUT/rounds.json`.
 Queries: the citing sentences of context2doc's train split, their labels dropped (`max_queries` of them,
 seeded). Test sentences are never read. With `acl_queries`, that many ACL Anthology abstracts (title and
 abstract as the query text, `acl_path`) join them as unlabelled queries; every paper whose normalised title is
-a benchmark paper's (`aspire.train.tasks.benchmark_titles` under `benchmarks_dir`) or one of the candidates'
+a benchmark paper's (`aspire.benchmarks.heldout.benchmark_titles` under `benchmarks_dir`) or one of the candidates'
 (the cited abstracts the queries are matched against) is removed first, and the counts are logged.
 
     python -m aspire.train.self_training --config configs/self_training.yaml --out runs/self-training [key=value ...]
@@ -89,8 +89,9 @@ def label_precision(pos: Mapping[str, Sequence[str]], qrels: Mapping[str, Mappin
 def add_acl_queries(bench, cfg: SelfTrainingConfig) -> dict:
     """Add `cfg.acl_queries` ACL Anthology papers to `bench.queries` as `acl:ID` (title and abstract), none whose
     normalised title is a benchmark paper's or a candidate's; returns the counts read, removed and used."""
+    from aspire.benchmarks.heldout import benchmark_titles
+    from aspire.data.acl import normalise_title, read_acl
     from aspire.scoring.lexical import paper_text
-    from aspire.train.tasks import benchmark_titles, normalise_title, read_acl
 
     benchmarks = benchmark_titles(cfg.benchmarks_dir) if cfg.benchmarks_dir is not None else {}
     candidates = frozenset(normalise_title(p.title) for p in bench.candidates) - {""}
@@ -102,9 +103,10 @@ def add_acl_queries(bench, cfg: SelfTrainingConfig) -> dict:
 
 def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> list[dict]:
     """Run `cfg.rounds` rounds (see the module docstring); returns the rounds' log, also in `OUT/rounds.json`."""
-    from aspire.evaluate.context2doc import SPLIT_FILE, load_context2doc
-    from aspire.evaluate.context2doc_run import to_run
-    from aspire.evaluate.rerank_run import candidate_texts, cross_scores, first_stage_scores, rerank_run
+    from aspire.benchmarks.context2doc import SPLIT_FILE, load_context2doc
+    from aspire.evaluate.context2doc_run import candidate_texts, to_run
+    from aspire.evaluate.rerank_run import cross_scores, first_stage_scores
+    from aspire.retrieval.crossencoder import rerank_run
     from aspire.scoring.crossencoder import CrossEncoderReranker, load_cross_encoder
 
     cfg.check()
@@ -144,9 +146,15 @@ def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> l
     return log
 
 
-def main(argv: list[str] | None = None) -> int:
-    return config_cli(argv, "python -m aspire.train.self_training", __doc__, SelfTrainingConfig,
-                      "rounds=3 positives=3 band_from=6 train.max_steps=30", self_train)
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.self_training") -> int:
+    return config_cli(argv, prog, __doc__, SelfTrainingConfig,
+                      "rounds=3 positives=3 band_from=6 train.max_steps=30", self_train, EXAMPLES)
+
+
+EXAMPLES = """\
+  aspire self-train --config configs/self_training.yaml --out runs/self-training
+  python -m aspire.train.self_training --config configs/self_training.yaml --out runs/st-short rounds=1
+"""
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 - `cocite`: the co-cited pairs of `data.examples_dir` (`aspire.train.data.load_split`).
 - `context2doc`: each citing sentence of the context2doc *train* split (citation markers removed,
-  `aspire.evaluate.context2doc`) paired with each paper it cites; the dev split gives dev pairs. The
+  `aspire.benchmarks.context2doc`) paired with each paper it cites; the dev split gives dev pairs. The
   test split is refused. The sentence is a one-sentence paper with an empty title, as the benchmark
   encodes its queries; the other papers the sentence cites are not its negatives.
 - `crop`: independent cropping, an unsupervised pair of two random spans (`span_min`..`span_max`
@@ -32,19 +32,16 @@ Each builder returns a `TaskData`; `MultiTaskData` concatenates them for the sam
 
 from __future__ import annotations
 
-import functools
-import gzip
 import hashlib
-import json
 import logging
 import random
-import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
-from aspire.data.papers import Paper, paper_from_record
+from aspire.benchmarks.heldout import excluded_titles
+from aspire.data.acl import normalise_title, read_acl
+from aspire.data.papers import Paper
 from aspire.train.config import Config, TaskConfig
 from aspire.train.data import Example, TripletDataset, load_split
 
@@ -63,42 +60,6 @@ class TaskData:
     teacher: dict[str, np.ndarray] = field(default_factory=dict)  # unit teacher vectors (`distill`)
 
 
-def normalise_title(title: str) -> str:
-    """Lower case, letters and digits only: `"BERT: Pre-training"` -> `"bertpretraining"`."""
-    return re.sub(r"[^0-9a-z]", "", title.lower())
-
-
-@functools.lru_cache(maxsize=4)  # the train and dev splits of a run read them once
-def benchmark_titles(root: str | Path) -> dict[str, frozenset[str]]:
-    """Normalised titles of every benchmark paper under `root` (`../shared/data`), per benchmark."""
-    from aspire.evaluate.context2doc import load_split as load_c2d_split
-    from aspire.evaluate.context2doc import read_records
-    from aspire.evaluate.reviewers import load_reviewer_set
-
-    root = Path(root)
-    csf = {normalise_title(json.loads(line)["title"])
-           for line in open(root / "csfcube" / "abstracts-csfcube-preds.jsonl", encoding="utf-8") if line.strip()}
-    reviewer = set()
-    for draw in load_reviewer_set(root / "reviewer-matching").draws:
-        reviewer |= {normalise_title(title) for title, _ in draw.submissions.values()}
-        reviewer |= {normalise_title(p[1]) for papers in draw.archives.values() for p in papers}
-    source = root / "cocite-acl" / "cocitations.jsonl"
-    test = set(load_c2d_split(source=source)["splits"]["test"]["queries"])
-    cited = {normalise_title(c.get("title") or "") for qid, rec in read_records(source) if qid in test for c in rec["cited"]}
-    return {name: frozenset(titles - {""}) for name, titles in (("csfcube", csf), ("reviewer", reviewer),
-                                                               ("context2doc_test", cited))}
-
-
-def excluded_titles(benchmarks_dir: str | Path | None, what: str) -> tuple[frozenset[str], dict[str, int]]:
-    """The normalised titles of every benchmark paper under `benchmarks_dir` and how many each benchmark
-    has; None removes nothing, with a warning naming `what` (the setting that is null)."""
-    if benchmarks_dir is None:
-        log.warning("%s is null: benchmark papers are NOT removed", what)
-        return frozenset(), {}
-    by_benchmark = benchmark_titles(benchmarks_dir)
-    return frozenset().union(*by_benchmark.values()), {k: len(v) for k, v in by_benchmark.items()}
-
-
 def _cut(paper: Paper, max_sentences: int) -> Paper:
     return replace(paper, sentences=paper.sentences[:max_sentences]) if max_sentences else paper
 
@@ -109,7 +70,7 @@ def cocite_task(cfg: Config, split: str, index: int) -> TaskData:
 
 
 def context2doc_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
-    from aspire.evaluate.context2doc import load_context2doc
+    from aspire.benchmarks.context2doc import load_context2doc
 
     if split not in SPLITS:  # never the test split: it is the benchmark
         raise ValueError(f"context2doc task: split {split!r} is not one of {SPLITS}")
@@ -122,64 +83,6 @@ def context2doc_task(cfg: Config, task: TaskConfig, split: str, index: int) -> T
         cited = tuple(sorted(bench.qrels[qid]))
         examples += [Example(anchor, pid, cited + (anchor,), None, None, task=index) for pid in cited]
     return TaskData("context2doc", examples, papers, {"queries": len(bench.queries)})
-
-
-def split_cache_path(path: Path, splitter: str) -> Path:
-    """Where the sentences of the corpus file `path` split by `splitter` are kept between runs:
-    `$ASPIRE_CACHE/sentences` (else `~/.cache/aspire/sentences`), keyed by the file's SHA-256."""
-    from aspire.evaluate.cache import default_cache_dir
-
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    return default_cache_dir().parent / "sentences" / f"{path.name}-{digest}-{splitter}.json"
-
-
-@functools.lru_cache(maxsize=4)  # the train and dev splits of a run read the abstracts once
-def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tuple[list[Paper], dict]:
-    """ACL Anthology papers without the `exclude`d normalised titles: a seeded sample of `max_papers`
-    (0 = all), their abstracts split into sentences by the default splitter (built once), and the
-    counts read / removed. `path` is JSONL, gzipped when it ends in `.gz`; an abstract that is already
-    a list of sentences is kept as is. Split abstracts are cached on disk (`split_cache_path`), so only
-    a corpus's first run pays for the splitting (about 10 ms an abstract). Each paper keeps the
-    record's other fields (`authors`, `year`, ...) in `Paper.extra`. A record that is not a valid paper
-    is left out, named with its reason in `stats["rejected"]` (and logged)."""
-    from aspire.data.sentences import DEFAULT_SPLITTER, get_splitter
-    from aspire.io import write_json
-
-    path = Path(path)
-    records = []
-    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if line.strip():
-                records.append((lineno, json.loads(line)))
-    kept = [(n, r) for n, r in records if normalise_title(r.get("title") or "") not in exclude]
-    stats = {"read": len(records), "removed_benchmark": len(records) - len(kept)}
-    if max_papers and len(kept) > max_papers:
-        kept = random.Random(0).sample(kept, max_papers)
-    cache = split_cache_path(path, DEFAULT_SPLITTER)
-    cached = json.loads(cache.read_text(encoding="utf-8")) if cache.is_file() else {}
-    splitter, new = None, 0
-    for _, r in kept:
-        text = r.get("abstract")
-        if isinstance(text, str) and isinstance(r.get("paper_id"), str):
-            key = hashlib.sha1(text.encode()).hexdigest()[:12]
-            if cached.get(r["paper_id"], [None])[0] != key:  # [text hash, sentences]: a changed text is split again
-                splitter = splitter or get_splitter()
-                cached[r["paper_id"]] = [key, splitter.split(text)]
-                new += 1
-            r["abstract"] = cached[r["paper_id"]][1]
-    if new:
-        write_json(cache, cached, indent=None)
-        log.info("split %d abstracts of %s; cached in %s", new, path, cache)
-    papers, rejected = [], {}
-    for n, r in kept:
-        try:
-            papers.append(paper_from_record(r, where=f"{path}:{n}"))
-        except ValueError as bad:  # one bad record does not stop a run: it is named and counted
-            rejected[f"{path}:{n}"] = str(bad)
-    if rejected:
-        log.warning("%s: %d record(s) rejected: %s", path, len(rejected), "; ".join(rejected.values()))
-    stats.update(used=len(papers), rejected=rejected)
-    return papers, stats
 
 
 def _in_dev(pid: str, share: float) -> bool:

@@ -16,7 +16,6 @@ soft targets (`loss.teacher_scale`).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from dataclasses import dataclass
@@ -24,7 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
 from aspire.io import write_json
+from aspire.paths import DATA
 
 log = logging.getLogger(__name__)
 VECTORS, IDS, META = "vectors.npy", "ids.json", "teacher.json"
@@ -64,8 +65,9 @@ def load_teacher(path: str | Path) -> TeacherVectors:
 def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | None, max_papers: int,
           max_length: int, batch_size: int = 32, device: str = "cpu") -> dict:
     """Encode the sample with `teacher` and write it under `out`; returns the metadata written."""
+    from aspire.benchmarks.heldout import excluded_titles
+    from aspire.data.acl import read_acl
     from aspire.encoders import ContextualSentenceEncoder
-    from aspire.train.tasks import excluded_titles, read_acl
 
     exclude, _ = excluded_titles(benchmarks_dir or None, "--benchmarks-dir")
     papers, stats = read_acl(acl_path, exclude, max_papers)
@@ -84,23 +86,32 @@ def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | No
     return meta
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aspire.train.teacher", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--teacher", default="mpnet", help="minilm, mpnet or a local model directory (default mpnet)")
+EXAMPLES = """\
+  aspire teacher --teacher mpnet --max-papers 8000 --out runs/teacher/mpnet
+  python -m aspire.train.teacher --teacher minilm --max-papers 500 --max-length 64 --out runs/teacher/minilm-small
+"""
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.teacher") -> int:
+    parser = command_parser(prog, __doc__, EXAMPLES)
+    parser.add_argument("--teacher", default="mpnet", help="minilm, mpnet or a local model directory")
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--acl-path", default="../shared/data/acl-anthology/papers.jsonl.gz")
-    parser.add_argument("--benchmarks-dir", default="../shared/data", help="benchmark papers removed ('' keeps them)")
+    parser.add_argument("--acl-path", default=str(DATA / "acl-anthology" / "papers.jsonl.gz"),
+                        help="the ACL Anthology abstracts (JSONL, gzipped or not)")
+    parser.add_argument("--benchmarks-dir", default=str(DATA), help="benchmark papers removed ('' keeps them)")
     parser.add_argument("--max-papers", type=int, default=8000, help="seeded sample size (0 = every paper)")
-    parser.add_argument("--max-length", type=int, default=128, help="word pieces per abstract (default 128)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--max-length", type=int, default=128, help="word pieces per abstract")
+    add_common_options(parser, device=True, batch_size=True, batch_size_default=32)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    meta = build(args.teacher, args.out, args.acl_path, args.benchmarks_dir or None, args.max_papers,
-                 args.max_length, args.batch_size, args.device)
-    print(json.dumps(meta, indent=1))
-    return 0
+    setup_logging(args)
+
+    def run() -> int:
+        meta = build(args.teacher, args.out, args.acl_path, args.benchmarks_dir or None, args.max_papers,
+                     args.max_length, args.batch_size, args.device or "cpu")
+        print(json.dumps(meta, indent=1))
+        return 0
+
+    return run_command(run, args)
 
 
 if __name__ == "__main__":

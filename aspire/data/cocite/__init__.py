@@ -52,6 +52,7 @@ Modules: `config` (the settings), `text` (tokenizers, citation markers), `ingest
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from aspire.config import to_dict
@@ -89,17 +90,19 @@ __all__ = [
 STAGE_DIRS = ("1_ingest", "2_filter", "3_group", "4_split", "5_examples")
 
 
-def run_all(records_path: str | Path, out_dir: str | Path, cfg: CociteConfig | None = None) -> Path:
+def run_all(records_path: str | Path, out_dir: str | Path, cfg: CociteConfig | None = None,
+            held_out: Collection[str] | None = None) -> Path:
     """Input A end to end: `out_dir/{1_ingest,...,5_examples}` and `out_dir/pipeline_report.json`.
 
     Returns the examples directory (`examples.{train,dev}.jsonl`, `abstracts.jsonl`,
     `groups.{train,dev}.jsonl`); `python -m aspire.data align` adds the sentence alignments.
+    `held_out`: the benchmark test sentences the ingest stage leaves out (`ingest_records`).
     """
     cfg = cfg or CociteConfig()
     out_dir = Path(out_dir)
     dirs = [out_dir / name for name in STAGE_DIRS]
     reports = {
-        "ingest": ingest_records(records_path, dirs[0], cfg.ingest),
+        "ingest": ingest_records(records_path, dirs[0], cfg.ingest, held_out),
         "filter": filter_contexts(dirs[0], dirs[1], cfg.filter),
         "group": group_contexts(dirs[1], dirs[2]),
         "split": split_groups(dirs[2], dirs[3], cfg.split),

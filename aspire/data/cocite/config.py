@@ -17,7 +17,7 @@ class IngestConfig:
     placeholder: str = "[CIT]"  # replaces citation markers in `text_clean`
     splitter: str = "pysbd"  # input B only: a name in aspire.data.sentences.SPLITTERS, or "regex"
     on_error: Literal["raise", "skip"] = "raise"  # bad lines: stop, or skip and count them
-    # leave out the context2doc benchmark's test sentences (aspire.evaluate.context2doc), wherever they occur
+    # leave out the context2doc benchmark's test sentences (aspire.benchmarks.context2doc), wherever they occur
     exclude_benchmark_test: bool = True
 
 

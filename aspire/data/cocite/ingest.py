@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -63,31 +64,25 @@ def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
         if problem:
             raise bad(f"cited[{i}].{problem}")
 
-def _benchmark_test_sentences(records_path: Path) -> set[str]:
-    """The context2doc test sentences: from `records_path` when the split was made from it, else from
-    the shared co-citation file beside the repository (empty when neither is there)."""
-    from aspire.evaluate.context2doc import SPLIT_FILE, held_out_sentences, load_split, sha256_file
-    from aspire.evaluate.suite import DATA
-
-    source = DATA / "cocite-acl"
-    if sha256_file(records_path) == load_split(SPLIT_FILE)["source_sha256"]:
-        source = records_path.parent
-    return held_out_sentences(source) if (source / "cocitations.jsonl").is_file() else set()
-
-
-def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestConfig = IngestConfig()) -> dict:
+def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestConfig = IngestConfig(),
+                   held_out: Collection[str] | None = None) -> dict:
     """Input A: co-citation records -> `contexts.jsonl` + `abstracts.jsonl` + `report.json`.
 
     Each record becomes one context citing its distinct cited paper ids (records citing fewer
     than two distinct papers are counted and dropped); each cited paper's first-seen title and
     abstract go to `abstracts.jsonl` (a later record giving a different abstract is counted).
-    With `exclude_benchmark_test`, a record whose sentence is one of the context2doc test split's
-    is dropped and counted (`dropped_benchmark_test`), so training never sees a test query.
+    With `exclude_benchmark_test`, a record whose sentence (stripped) is in `held_out` — the context2doc
+    test split's sentences, which the command layer reads from `aspire.benchmarks.context2doc` and passes
+    here — is dropped and counted (`dropped_benchmark_test`), so training never sees a test query.
+    `exclude_benchmark_test` without `held_out` is an error, never a silent no-op.
     """
     records_path, out_dir = Path(records_path), Path(out_dir)
     bad: list[str] = []
     counts: Counter = Counter()
-    held_out = _benchmark_test_sentences(records_path) if cfg.exclude_benchmark_test else set()
+    if cfg.exclude_benchmark_test and held_out is None:
+        raise ValueError("ingest.exclude_benchmark_test needs the held-out sentences (held_out=, from "
+                         "aspire.benchmarks.context2doc.held_out_for); or set ingest.exclude_benchmark_test=false")
+    held_out = set(held_out or ()) if cfg.exclude_benchmark_test else set()
     seen_abstracts: dict[str, str] = {}
     with AtomicJsonl(out_dir / "contexts.jsonl") as contexts, AtomicJsonl(out_dir / "abstracts.jsonl") as abstracts:
         for lineno, rec in iter_checked_jsonl(records_path, _check_record, cfg.on_error, bad):

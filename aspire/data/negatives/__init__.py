@@ -40,7 +40,8 @@ from aspire.data.negatives.graph import (
 )
 from aspire.data.negatives.rank import Mined, nearest_negatives
 from aspire.data.negatives.sampled import coverage_negatives, kmeans_clusters, random_negatives
-from aspire.io import AtomicJsonl, read_paper_map, write_json
+from aspire.data.papers import read_paper_map
+from aspire.io import AtomicJsonl, write_json
 
 if TYPE_CHECKING:
     from torch import Tensor

@@ -21,8 +21,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from aspire.checksum import file_sha256 as sha256_file
+from aspire.checksum import file_sha256
 from aspire.data.papers import Paper
+from aspire.paths import DATA
 
 SPLIT_FILE = Path(__file__).with_name("splits") / "context2doc.json"
 SPLIT_NAMES = ("train", "dev", "test")
@@ -120,7 +121,7 @@ def make_split(path: str | Path) -> dict:
     }
     return {
         "source": SOURCE,
-        "source_sha256": sha256_file(path),
+        "source_sha256": file_sha256(path),
         "rule": "groups of citing papers sharing a sentence; sha256(smallest id) % 100: <70 train, <80 dev, else test",
         "excluded_queries": excluded,
         "splits": body,
@@ -136,7 +137,7 @@ def load_split(split_file: str | Path = SPLIT_FILE, source: str | Path | None = 
     data = json.loads(split_file.read_text(encoding="utf-8"))
     if _checksum(data["splits"]) != data["checksum"]:
         raise ValueError(f"{split_file}: checksum mismatch (the split was edited)")
-    if source is not None and sha256_file(Path(source)) != data["source_sha256"]:
+    if source is not None and file_sha256(Path(source)) != data["source_sha256"]:
         raise ValueError(f"{source} differs from the file the split {split_file} was made from "
                          "(source_sha256 mismatch); rebuild the split with make_split")
     return data
@@ -170,3 +171,14 @@ def held_out_sentences(data_dir: str | Path, split_file: str | Path = SPLIT_FILE
     meta = load_split(split_file, Path(data_dir) / "cocitations.jsonl")
     test = set(meta["splits"]["test"]["queries"])
     return {rec["context"].strip() for qid, rec in read_records(Path(data_dir) / "cocitations.jsonl") if qid in test}
+
+
+def held_out_for(records_path: str | Path, data: str | Path = DATA) -> set[str]:
+    """The context2doc test sentences a co-citation pipeline reading `records_path` must leave out: from
+    `records_path`'s own folder when the split was made from that very file, else from the shared
+    co-citation data under `data`; empty when neither is there (nothing of the benchmark to leak)."""
+    records_path = Path(records_path)
+    source = Path(data) / "cocite-acl"
+    if records_path.is_file() and file_sha256(records_path) == load_split(SPLIT_FILE)["source_sha256"]:
+        source = records_path.parent
+    return held_out_sentences(source) if (source / "cocitations.jsonl").is_file() else set()

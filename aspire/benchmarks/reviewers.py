@@ -9,7 +9,7 @@ The loss of one draw (lower is better): for every reviewer of the prediction and
 papers they rated (both in the draw's submissions), the pair costs |e1 - e2| when the predicted
 similarities order it against the ratings, half of that on a tie, nothing otherwise; the sum over
 reviewers divided by the sum of |e1 - e2| over the same pairs. The reported figure is the mean over
-draws (`reviewer_units`: one unit a reviewer, so `aspire.evaluate.stats` bootstraps over reviewers).
+draws (`reviewer_units`: one unit a reviewer, so `aspire.benchmarks.stats` bootstraps over reviewers).
 
 A rated paper absent from a draw's submissions leaves its pairs out, counted in `skipped_pairs`; a
 rated paper that is a submission but has no prediction is an error naming the reviewer and paper.
@@ -27,7 +27,7 @@ from typing import Mapping
 
 import numpy as np
 
-from aspire.evaluate.stats import UnitScores
+from aspire.benchmarks.stats import UnitScores
 
 _DRAW = re.compile(r"^d_(\d+)_(\d+)$")
 

@@ -16,13 +16,21 @@ import aspire
 # command -> (module whose `main(argv, prog)` runs it, one-line purpose)
 COMMANDS = {
     "index": ("aspire.index.__main__", "build, extend and inspect a sentence index of a papers JSONL"),
-    "search": ("aspire.search_cli", "search an index by a paper's selected sentences (aspect-conditional)"),
+    "search": ("aspire.cli.search", "search an index by a paper's selected sentences (aspect-conditional)"),
     "serve": ("aspire.serve.__main__", "serve the aspect-selection web page over an index"),
     "train": ("aspire.train.__main__", "train a document model from a YAML config"),
     "evaluate": ("aspire.evaluate.__main__", "evaluate on CSFCube or ASPIRE-style pools, or fuse runs"),
-    "encode": ("aspire.encoders.__main__", "encode a papers JSONL into sentence vectors (arrays on disk)"),
+    "encode": ("aspire.cli.encode", "encode a papers JSONL into sentence vectors (arrays on disk)"),
     "demo": ("aspire.demo", "encode and evaluate CSFCube end to end on embedded defaults"),
-    "data": ("aspire.data.__main__", "build co-citation training data, one pipeline stage a command"),
+    "data": ("aspire.cli.data", "build co-citation training data, one pipeline stage a command"),
+    "papers": ("aspire.data.papers", "check a papers JSONL file, or split its abstracts into sentences once"),
+    "cosentbert": ("aspire.encoders.cosentbert", "train or evaluate the co-citation sentence encoder (CoSentBert)"),
+    "teacher": ("aspire.train.teacher", "write a teacher model's whole-abstract vectors of ACL papers (distillation)"),
+    "train-crossencoder": ("aspire.train.crossencoder", "train a cross-encoder re-ranker on context2doc's train split"),
+    "self-train": ("aspire.train.self_training", "self-training rounds of the cross-encoder re-ranker on unlabelled citing sentences"),
+    "export": ("aspire.train.export", "merge a trained model's adapter into plain Hugging Face weights"),
+    "interpolate": ("aspire.train.interpolate", "average trained models' weights (a soup) into one model"),
+    "two-fold": ("aspire.evaluate.two_fold", "choose among CSFCube runs by the two-fold dev protocol"),
 }
 EXAMPLES = """\
   aspire index build --model minilm --corpus papers.jsonl --out runs/index
@@ -34,7 +42,7 @@ EXAMPLES = """\
 
 
 def build_parser() -> argparse.ArgumentParser:
-    listing = "\n".join(f"  {name:<9} {purpose}" for name, (_, purpose) in COMMANDS.items())
+    listing = "\n".join(f"  {name:<18} {purpose}" for name, (_, purpose) in COMMANDS.items())
     parser = argparse.ArgumentParser(
         prog="aspire", description=__doc__.split("\n")[0] + "\n\ncommands:\n" + listing,
         epilog="config overrides are section.key=value (dotted keys of the command's YAML config)\n\nexamples:\n"

@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from aspire.data.papers import Paper
-from aspire.evaluate.metrics import evaluate_rankings, mean_metrics, queries_without_relevant
-from aspire.io import read_paper_map, write_json
+from aspire.benchmarks.metrics import evaluate_rankings, mean_metrics, queries_without_relevant
+from aspire.io import write_json
 
 
 def query_key(query_pid: str, facet: str | None) -> str:
@@ -130,12 +129,6 @@ def load_pool_set(
     return PoolSet(name, pools, splits, self_in_pool)
 
 
-def read_papers_jsonl(path: str | Path, ids: set[str] | None = None) -> dict[str, Paper]:
-    """`{paper_id: Paper}` from an ASPIRE `abstracts-*.jsonl` (`aspire.io.read_paper_map`: every record
-    checked by the papers-file rules; with `ids`, only those papers, and a missing one is an error)."""
-    return read_paper_map(path, ids, needed_by="pooled")
-
-
 def ranked_path(folder: str | Path, name: str, exp: str, facet: str) -> Path:
     """`folder/test-pid2pool-NAME-EXP[-FACET]-ranked.json`."""
     stem = f"test-pid2pool-{name}-{exp}-{facet}-ranked.json" if facet else f"test-pid2pool-{name}-{exp}-ranked.json"
@@ -153,22 +146,16 @@ def read_ranked(path: str | Path) -> dict[str, list[str]]:
     return out
 
 
-def write_json_atomic(path: str | Path, obj) -> None:
-    """Write JSON atomically (`aspire.io.write_json`): a partial file never appears, and the file is
-    strict JSON (a non-finite float is written as null)."""
-    write_json(path, obj, indent=None)
-
-
 def write_ranked(path: str | Path, ranked: Mapping[str, Sequence[tuple[str, float]]]) -> None:
     """Write `{query_pid: [[cand_pid, score], ...]}` (best first), atomically; a score that is not a
     finite number is written as null (the order is kept as given)."""
     finite = lambda s: float(s) if math.isfinite(float(s)) else None  # noqa: E731
-    write_json_atomic(path, {q: [[c, finite(s)] for c, s in r] for q, r in ranked.items()})
+    write_json(path, {q: [[c, finite(s)] for c, s in r] for q, r in ranked.items()}, indent=None)
 
 
 def write_trec(out: Path, pool_set: PoolSet, rankings: Mapping[str, Mapping[str, list[str]]], exp: str) -> None:
     """`out/run.trec` (query keys as `query_key`, score = pool size - rank + 1) and `out/qrels.trec`."""
-    from aspire.evaluate.runs import write_qrels, write_run
+    from aspire.benchmarks.runs import write_qrels, write_run
 
     run = {query_key(q, f): [(c, float(len(r) - i)) for i, c in enumerate(r)]
            for f, ranked in rankings.items() for q, r in ranked.items()}

@@ -1,0 +1,156 @@
+"""Build training data: the co-citation pipeline, one stage a command (`aspire data STAGE ...`).
+
+    python -m aspire.data cocite-from-records --in cocitations.jsonl --out runs/cc/1_ingest
+    python -m aspire.data cocite-from-s2orc --fulltext pdf_parses.jsonl --abstracts abstracts.jsonl --out DIR
+    python -m aspire.data filter   --in runs/cc/1_ingest --out runs/cc/2_filter
+    python -m aspire.data group    --in runs/cc/2_filter --out runs/cc/3_group
+    python -m aspire.data split    --in runs/cc/3_group  --out runs/cc/4_split
+    python -m aspire.data examples --in runs/cc/4_split  --out runs/cc/5_examples
+    python -m aspire.data run-all  --in cocitations.jsonl --out runs/cc
+    python -m aspire.data align    --examples runs/cc/5_examples --teacher runs/cosentbert/model --out runs/cc/6_aligned
+    python -m aspire.data hard-negatives --examples runs/cc/6_aligned --out runs/cc/hard_citation [method=nearest|random|coverage|svd ...]
+
+Every co-citation stage takes `--config configs/data_cocite.yaml` (optional; defaults are embedded)
+and dotted overrides such as `filter.max_cited=4 split.seed=1`; `align` takes `AlignConfig`
+overrides such as `text_field=contexts`, and `hard-negatives` `HardNegativesConfig` overrides such as
+`method=nearest model=mpnet margin=0.05` (`aspire.data.negatives`). Each prints its report (JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from aspire.cliutil import (
+    OVERRIDES_HELP,
+    Formatter,
+    add_common_options,
+    normalize_overrides,
+    run_command,
+    setup_logging,
+)
+from aspire.data import cocite
+
+EXAMPLES = """\
+  aspire data run-all --in cocitations.jsonl --out runs/cc
+  aspire data filter --in runs/cc/1_ingest --out runs/cc/2_filter filter.max_cited=4
+  aspire data hard-negatives --examples runs/cc/6_aligned --out runs/cc/hard_citation method=nearest model=mpnet
+"""
+
+
+def _parser(prog: str = "python -m aspire.data") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0], formatter_class=Formatter,
+                                     epilog="stages, in order:\n" + __doc__.split("\n\n")[1] + "\n\nexamples:\n"
+                                     + EXAMPLES, allow_abbrev=False)
+    stages = parser.add_subparsers(dest="stage", required=True, metavar="STAGE", help="STAGE --help for its options")
+
+    def stage(name: str, help_: str, **inputs: str) -> argparse.ArgumentParser:
+        examples = [line for line in __doc__.split("\n") if f" aspire.data {name} " in line]
+        sub = stages.add_parser(name, help=help_, description=help_, formatter_class=Formatter,
+                                epilog="example:\n" + "\n".join(examples), allow_abbrev=False)
+        for flag, what in inputs.items():
+            sub.add_argument(f"--{flag}", dest=flag, required=True, help=what)
+        sub.add_argument("--out", required=True, help="output directory")
+        sub.add_argument("--config", default=None, help="YAML config (CociteConfig); defaults are embedded")
+        sub.add_argument("overrides", nargs="*", metavar="section.key=value",
+                         help=OVERRIDES_HELP + ", e.g. filter.max_cited=4")
+        add_common_options(sub)
+        return sub
+
+    stage("cocite-from-records", "input A: co-citation records -> contexts + abstracts", **{"in": "records JSONL"})
+    stage("cocite-from-s2orc", "input B: S2ORC-style full text -> contexts + abstracts",
+          fulltext="pdf_parses JSONL", abstracts="abstracts JSONL")
+    stage("filter", "the paper's filters, with counts", **{"in": "an ingest directory"})
+    stage("group", "group contexts by co-cited set", **{"in": "a filter directory"})
+    stage("split", "train/dev split by co-cited set (no pair in both)", **{"in": "a group directory"})
+    stage("examples", "pairs of each set with contexts and negatives", **{"in": "a split directory"})
+    stage("run-all", "input A end to end", **{"in": "records JSONL"})
+    stage("align", "cc_align / abs_align sentence indices by a teacher encoder",
+          examples="an examples directory", teacher="a sentence-transformers model directory (CoSentBert)")
+    stage("hard-negatives", "a negatives file for training (citation, nearest, random, coverage, svd)",
+          examples="an examples directory")
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.data") -> int:
+    args = _parser(prog).parse_args(argv)
+    args.overrides = normalize_overrides(args.overrides)
+    setup_logging(args)
+    return run_command(lambda: _run(args), args)
+
+
+def _run(args) -> int:
+    stage = args.stage
+    if stage in ("align", "hard-negatives"):
+        report = _model_stage(args)
+    else:
+        report = _cocite_stage(args)
+    json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _model_stage(args) -> dict:
+    """`align` and `hard-negatives`: stages with their own config class, and the only ones needing a
+    model, which is loaded here and passed in (the `aspire.data` modules import no encoder code)."""
+    from aspire.config import load_config
+
+    if args.stage == "align":
+        from aspire.data.align import AlignConfig, align_examples
+        from aspire.encoders.cosentbert import load_sentence_model
+
+        cfg = load_config(AlignConfig, args.config, args.overrides)
+        return align_examples(args.examples, load_sentence_model(args.teacher), args.out, cfg)
+    from aspire.data.negatives import ENCODED, HardNegativesConfig, mine_hard_negatives
+
+    cfg = load_config(HardNegativesConfig, args.config, args.overrides)
+    encode = None
+    if cfg.method in ENCODED:  # the model is loaded here, at the entry point: aspire.data loads none
+        from aspire.encoders import load_encoder
+        from aspire.evaluate.cache import default_cache_dir
+        from aspire.evaluate.rank import encode_papers
+
+        encoder = load_encoder(cfg.model)
+        options = {"joiner": " ", "normalize": True, "max_length": cfg.max_length}
+
+        def encode(papers):  # through the vector cache, so a second sampler over the same papers encodes nothing
+            batch, _ = encode_papers(encoder, papers, "abstract", default_cache_dir(), cfg.batch_size, options)
+            return batch.emb[:, 0]  # (N, D)
+    return mine_hard_negatives(args.examples, args.out, cfg, encode)
+
+
+def _held_out(records_path, cfg) -> set[str] | None:
+    """The context2doc test sentences the ingest stage leaves out (None when the config keeps them)."""
+    from aspire.benchmarks.context2doc import held_out_for
+
+    return held_out_for(records_path) if cfg.ingest.exclude_benchmark_test else None
+
+
+def _cocite_stage(args) -> dict:
+    """The co-citation stages, configured by `CociteConfig`."""
+    stage = args.stage
+    cfg = cocite.load_cocite_config(args.config, args.overrides)
+    if stage == "cocite-from-records":
+        return cocite.ingest_records(getattr(args, "in"), args.out, cfg.ingest, _held_out(getattr(args, "in"), cfg))
+    if stage == "cocite-from-s2orc":
+        from aspire.data.s2orc import mine_s2orc
+
+        return mine_s2orc(args.fulltext, args.abstracts, args.out, cfg.ingest)
+    if stage == "filter":
+        return cocite.filter_contexts(getattr(args, "in"), args.out, cfg.filter)
+    if stage == "group":
+        return cocite.group_contexts(getattr(args, "in"), args.out)
+    if stage == "split":
+        return cocite.split_groups(getattr(args, "in"), args.out, cfg.split)
+    if stage == "examples":
+        return cocite.build_examples(getattr(args, "in"), args.out, cfg.examples)
+    if stage == "run-all":
+        examples_dir = cocite.run_all(getattr(args, "in"), args.out, cfg, _held_out(getattr(args, "in"), cfg))
+        return json.loads((examples_dir.parent / "pipeline_report.json").read_text(encoding="utf-8"))
+    # argparse restricts the choices; kept so a new stage cannot fall through silently
+    raise ValueError(f"unknown stage {stage!r}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

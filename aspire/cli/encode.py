@@ -1,0 +1,67 @@
+"""Encode a papers JSONL into contextual sentence vectors, saved as a directory of flat arrays.
+
+The output directory holds `vectors.npy` (N, D) float32 sentence vectors paper after paper,
+`offsets.npy` (P + 1,) with paper p's rows at offsets[p]:offsets[p + 1], `papers.jsonl` (paper_id,
+title, sentences, labels), `rejected.jsonl` (records not encoded, with reasons) and `shard.json`
+(model name and fingerprint): `aspire.index.EncodedCorpus.load_shard(DIR)` reads it back.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from aspire.cliutil import (
+    add_backend_options,
+    add_common_options,
+    backend_options,
+    command_parser,
+    run_command,
+    setup_logging,
+    show_progress,
+)
+
+EXAMPLES = """\
+  aspire encode --model minilm --corpus papers.jsonl --out runs/vectors
+  aspire encode --model mpnet --corpus papers.jsonl --out runs/vectors-mpnet --device cuda --batch-size 64
+  aspire encode --model runs/ts/model --corpus papers.jsonl --out runs/vectors-ts --quiet
+  aspire encode --model minilm --corpus papers.jsonl --out runs/vectors-int8 --backend onnx --quantize int8
+"""
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders") -> int:
+    parser = command_parser(prog, __doc__, EXAMPLES)
+    parser.add_argument("--model", required=True, help="minilm, mpnet or a local Hugging Face model directory")
+    parser.add_argument("--corpus", required=True, help="papers JSONL (paper_id, title, abstract[, pred_labels])")
+    parser.add_argument("--out", required=True, help="output directory (replaced if it exists)")
+    add_common_options(parser, device=True, batch_size=True, batch_size_default=32)
+    add_backend_options(parser)
+    args = parser.parse_args(argv)
+    setup_logging(args)
+    return run_command(lambda: _encode(args), args)
+
+
+def _encode(args) -> int:
+    from aspire.encoders import load_encoder
+    from aspire.index.config import EncodeConfig
+    from aspire.index.corpus import encode_corpus, read_corpus
+    from aspire.index.store import describe_rejected
+
+    papers, unreadable = read_corpus(args.corpus)
+    if not papers:  # before loading a model
+        raise ValueError(f"nothing to encode: all {len(unreadable)} records of {args.corpus} were rejected"
+                         + describe_rejected(unreadable))
+    encoder = load_encoder(args.model, device=args.device, **backend_options(args))
+    corpus = encode_corpus(encoder, papers, EncodeConfig(batch_size=args.batch_size), progress=show_progress(args))
+    corpus.rejected = unreadable + corpus.rejected
+    if len(corpus) == 0:
+        raise ValueError(f"nothing to encode: all {len(corpus.rejected)} records were rejected"
+                         + describe_rejected(corpus.rejected))
+    out = corpus.save_shard(Path(args.out), {"model_name": args.model, "model_fingerprint": encoder.fingerprint()})
+    print(f"{out}: {len(corpus)} papers, {len(corpus.vectors)} sentence vectors of dimension {corpus.dim}, "
+          f"{len(corpus.rejected)} record(s) rejected")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

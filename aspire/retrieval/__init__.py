@@ -1,0 +1,1 @@
+"""Retrieval stages shared by search and the benchmarks (see docs/architecture.md)."""
