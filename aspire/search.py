@@ -4,10 +4,10 @@
       │  ANN: one faiss lookup per selected sentence, per paper the minimum L2 (`aggregate_min_l2`);
       │  and/or BM25 over titles + sentences (`stages`), fused (`fuse`): the `shortlist` best papers
       ▼
-    re-rank (optional, `aspire.index.rerank`): exact min-L2, the batched OT scorer or the best passage
+    re-rank (optional, `aspire.retrieval.rerank`): exact min-L2, the batched OT scorer or the best passage
       (mixed with the first stage by β) over the shortlist's stored vectors
       ▼
-    cross-encoder (optional, `aspire.index.crossrerank`): a trained pair model reads the selected sentences
+    cross-encoder (optional, `aspire.retrieval.crossencoder`): a trained pair model reads the selected sentences
       with the title and abstract of the `cross_top` best, mixed with the previous score by `cross_weight`
       ▼
     k hits, each with its score (higher is better) and the aligned sentence pairs that explain it
@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -37,18 +37,18 @@ from aspire.data.facets import resolve_selection
 from aspire.data.papers import Paper
 from aspire.index.config import (  # the argument checks every entry point (API, CLI, page, server) shares
     RERANKERS,  # noqa: F401  (re-exported: aspire.search.RERANKERS)
+    STAGES,  # noqa: F401  (re-exported: aspire.search.STAGES)
     SearchArgumentError,  # noqa: F401  (re-exported for callers that catch it)
     SearchConfig,
     check_selection,
     checked_search_config,
     exhaustion_reason,
 )
-from aspire.index.crossrerank import cross_depth, cross_rerank
 from aspire.index.store import SentenceIndex, model_fingerprint
+from aspire.retrieval.crossencoder import cross_rerank, cross_seconds
 from aspire.scoring import cross_l2_cost, get_scorer
 from aspire.scoring.chunked import score_chunked
 
-STAGES = ("ann", "bm25", "ann,bm25")
 log = logging.getLogger(__name__)
 
 
@@ -146,7 +146,7 @@ class Searcher:
         index: the sentence index.
         config: search defaults (the index's saved `search` section when None).
         encoder: a ContextualSentenceEncoder whose fingerprint must match the index's.
-        cross_encoder: the cross-encoder stage's model (`aspire.index.crossrerank.load_cross_stage`).
+        cross_encoder: the cross-encoder stage's model (`aspire.retrieval.crossencoder.load_cross_stage`).
     """
 
     def __init__(self, index: SentenceIndex, config: SearchConfig | None = None, encoder=None,
@@ -224,7 +224,7 @@ class Searcher:
             keep = slice(0, min(cfg.k, len(papers)))
             hits = self._explain_min_l2(query, papers[keep], first_scores[keep])
         else:
-            from aspire.index.rerank import rerank
+            from aspire.retrieval.rerank import rerank
 
             chosen, top_scores, reranked, aligned = rerank(self, query, papers, first_scores, cfg)
             if aligned is not None:  # the OT stage's plans and costs of the k hits, (k, S, T) each
@@ -239,14 +239,15 @@ class Searcher:
 
     def first_stage(self, query: DocBatch, cfg: SearchConfig,
                     exclude: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict[str, dict[str, float]]]:
-        """ANN, BM25 or both fused (`aspire.index.lexical.first_stage`)."""
-        from aspire.index.lexical import first_stage
+        """ANN, BM25 or both fused (`aspire.retrieval.lexical.first_stage`)."""
+        from aspire.retrieval.lexical import first_stage
 
         return first_stage(self, query, cfg, exclude)
 
     def lexical(self, cfg: SearchConfig):
         """The BM25 stage over this index: the stored one, or one built on first use (kept per k1 / b)."""
-        from aspire.index.lexical import LexicalStage, stored_bm25
+        from aspire.index.lexical import stored_bm25
+        from aspire.retrieval.lexical import LexicalStage
 
         key = ("bm25", cfg.bm25_k1, cfg.bm25_b)
         if key not in self._scorers:
@@ -382,3 +383,23 @@ class Searcher:
                 pairs.append(AlignedPair(i, j, float(cost[c, i, j]), float(share[c, i]), *self._texts(query, i, sentences, j)))
             out.append(Hit(c + 1, self.index.paper_ids[paper], self.index.titles[paper], float(scores[c]), pairs))
         return out
+
+
+def cross_depth(searcher, cfg: SearchConfig) -> SearchConfig:
+    """The config the stages before the cross-encoder run with: `k` raised to `cross_top` when the stage is on
+    (it needs a model: SearchArgumentError otherwise), `cfg` itself when it is off."""
+    if not cfg.cross_encoder:
+        return cfg
+    if searcher.cross_encoder is None:
+        raise SearchArgumentError("cross_encoder: the cross-encoder stage is on but no cross-encoder is loaded "
+                                  "(give --cross-encoder DIR, or Searcher(..., cross_encoder=load_cross_stage(DIR)))")
+    return replace(cfg, k=max(cfg.k, cfg.cross_top))
+
+
+def search_timed(searcher, query, cross_encoder: bool | None = None, **options) -> tuple[list, float | None]:
+    """`searcher.search(query, cross_encoder=..., **options)` and the milliseconds its cross-encoder stage took
+    (None when the stage was off for this search: `cross_encoder`, else the searcher's config, says)."""
+    on = searcher.config.cross_encoder if cross_encoder is None else cross_encoder
+    before = cross_seconds(searcher)
+    hits = searcher.search(query, cross_encoder=cross_encoder, **options)
+    return hits, round(1000 * (cross_seconds(searcher) - before), 2) if on else None

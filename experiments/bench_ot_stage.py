@@ -8,7 +8,7 @@ ANN + BM25 top 1,000. Per query, in alternating order:
 
     whole shortlist   the earlier stage: the 1,000 papers gathered into a padded DocBatch, every one scored
                       by the OT scorer (`score_chunked`)
-    pruned            `aspire.index.rerank` "ot": unpadded gather + one GEMM (`shortlist_cost`), then Sinkhorn
+    pruned            `aspire.retrieval.rerank` "ot": unpadded gather + one GEMM (`shortlist_cost`), then Sinkhorn
                       only for the papers whose lower bound lets them enter the k best (`ot_top_k_dist`)
 
 and the whole search with each (`Searcher.search`: ANN + BM25, z-fusion, the OT re-rank, the k hits explained;
@@ -41,8 +41,8 @@ sys.path.insert(0, str(REPO))
 from aspire.config import load_config  # noqa: E402
 from aspire.index import IndexBuildConfig, SentenceIndex  # noqa: E402
 from aspire.index.config import checked_search_config  # noqa: E402
-from aspire.index.lexical import first_stage  # noqa: E402
-from aspire.index.rerank import RERANK_STAGES, shortlist_cost  # noqa: E402
+from aspire.retrieval.lexical import first_stage  # noqa: E402
+from aspire.retrieval.rerank import RERANK_STAGES, shortlist_cost  # noqa: E402
 from aspire.scoring.chunked import score_chunked  # noqa: E402
 from aspire.scoring.ot_topk import ot_top_k_dist  # noqa: E402
 from aspire.search import Searcher  # noqa: E402

@@ -18,7 +18,7 @@ and recall@10 of each against the exhaustive OT ranking; and each stage alone (t
 1,000-paper shortlist, the BM25 top 1,000, their fusion, the OT and max-passage re-ranks of 1,000).
 The BM25 query text is the query abstract's sentences. Query encoding is timed separately (one abstract
 through MiniLM). With `--cross-encoder DIR [--cross-top N]` (off by default), two more rows: (h) fused + the
-cross-encoder stage over the top N (`aspire.index.crossrerank`), and the cross-encoder's re-score of N alone
+cross-encoder stage over the top N (`aspire.retrieval.crossencoder`), and the cross-encoder's re-score of N alone
 (the query text is the query abstract's sentences, each candidate's its title and sentences).
 
     nice python experiments/bench_search.py [--papers 100000] [--queries 50] [--config configs/index-bench.yaml]
@@ -218,7 +218,7 @@ def main() -> None:
     qbatches = [_as_query(pool.subset([q])) for q in queries]  # (1, S, D) each, all sentences selected
     if args.cross_encoder:
         from aspire.index.config import checked_search_config
-        from aspire.index.crossrerank import load_cross_stage
+        from aspire.retrieval.crossencoder import load_cross_stage
 
         searcher.cross_encoder = load_cross_stage(args.cross_encoder)
         searcher.config = checked_search_config(searcher.config, cross_top=args.cross_top)
@@ -310,7 +310,7 @@ def stage_timers(searcher: Searcher) -> dict:
     """One timer per pipeline stage: `timer(query)` runs the stage (after what it needs, untimed) and
     returns its wall seconds; `timer.cpu` then holds its process seconds."""
     from aspire.index.config import checked_search_config
-    from aspire.index.rerank import rerank
+    from aspire.retrieval.rerank import rerank
     from aspire.scoring.fusion import fuse_ranked
 
     cfg = checked_search_config(searcher.config, k=10, shortlist=1000, stages="ann,bm25", rerank="ot")
@@ -342,7 +342,7 @@ def stage_timers(searcher: Searcher) -> dict:
         return go
 
     def cross_go(q, text, dense, lexical, fused):
-        from aspire.index.crossrerank import candidate_text
+        from aspire.retrieval.crossencoder import candidate_text
 
         top = searcher.config.cross_top
         texts = {pid: candidate_text(searcher.index, searcher.index.positions[pid]) for pid, _ in fused[:top]}

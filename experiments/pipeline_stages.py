@@ -6,7 +6,7 @@ max-passage scorer at windows 1..3, and OT. Rows, as `aspire search` builds them
 
     BM25 alone · dense alone · fused (z-scores, 0.815 on dense: the suite's setting, checked on dev)
     + max-passage: the fused run's top SHORTLIST re-ranked by beta * z(fused) + (1 - beta) * z(max passage),
-      z over the shortlist (aspire.index.rerank), window and beta chosen on dev
+      z over the shortlist (aspire.retrieval.rerank), window and beta chosen on dev
     + OT re-rank: the fused run's top SHORTLIST re-ordered by the OT score alone
 
 Everything below the shortlist keeps the fused order. `--choose` scores the grid of window x beta on

@@ -347,7 +347,7 @@ def test_fuse_runs_rrf_and_wsum():
 
     a = {"q": [("d1", 3.0), ("d2", 1.0)]}
     b = {"q": [("d2", 5.0), ("d3", 1.0)]}
-    rrf = dict(fuse_runs([a, b], method="rrf"))
+    rrf = dict(fuse_runs([a, b], fusion="rrf"))
     assert [d for d, _ in rrf["q"]] == ["d2", "d1", "d3"]  # d2 is ranked by both
     assert rrf["q"][0][1] == pytest.approx(1 / 62 + 1 / 61)
     heavy_a = fuse_runs([a, b], weights=[0.9, 0.1])

@@ -17,7 +17,7 @@ from aspire.cli.search import main as search_main
 from aspire.encoders import load_encoder
 from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SearchConfig, SentenceIndex
 from aspire.index.config import SearchArgumentError
-from aspire.index.crossrerank import load_cross_stage
+from aspire.retrieval.crossencoder import load_cross_stage
 from aspire.scoring.crossencoder import CrossEncoderReranker
 from aspire.search import Searcher
 from aspire.serve import RequestError, open_service

@@ -108,3 +108,22 @@ def test_fuse_scores_is_search_fusion_and_ranks_as_ranx_did():
                     assert all(s == pytest.approx(ref[q][c], abs=1e-12) for c, s in mine[q])
     with pytest.raises(ValueError, match="unknown fusion 'max'; valid: z, minmax, rrf"):
         fuse_scores(runs, None, "max")
+
+
+def test_fuse_runs_command_takes_fusion_and_reads_the_older_spelling(tmp_path, capsys):
+    from aspire.benchmarks.runs import write_qrels, write_run
+    from aspire.cli import main
+
+    write_run(tmp_path / "a.trec", {"q": [("d1", 3.0), ("d2", 1.0)]}, "a")
+    write_run(tmp_path / "b.trec", {"q": [("d2", 5.0), ("d3", 1.0)]}, "b")
+    write_qrels(tmp_path / "qrels.trec", {"q": {"d2": 1}})
+    runs = [str(tmp_path / "a.trec"), str(tmp_path / "b.trec"), "--qrels", str(tmp_path / "qrels.trec")]
+    assert main(["evaluate", "fuse-runs", *runs, "--fusion", "rrf", "--out", str(tmp_path / "new")]) == 0
+    assert main(["evaluate", "fuse-runs", *runs, "--method", "rrf", "--out", str(tmp_path / "old")]) == 0
+    assert "'rrf' is read as --fusion rrf" in capsys.readouterr().err
+    assert (tmp_path / "new" / "run.trec").read_text().replace("fused", "") == \
+        (tmp_path / "old" / "run.trec").read_text().replace("fused", "")
+    assert json.loads((tmp_path / "new" / "results.json").read_text())["fusion"] == "rrf"
+    with pytest.raises(SystemExit):
+        main(["evaluate", "fuse-runs", *runs, "--fusion", "z", "--norm", "zmuv", "--out", str(tmp_path / "x")])
+    assert "give --fusion alone" in capsys.readouterr().err

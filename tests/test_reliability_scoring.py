@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aspire.batch import DocBatch
-from aspire.evaluate.rank import AbstractCosine
 from aspire.scoring import get_scorer
 from aspire.scoring.chunked import score_chunked, used_lengths
+from aspire.scoring.vector import VectorCosine
 
 pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConvergenceWarning")
 
@@ -45,7 +45,7 @@ _LENGTHS = st.lists(st.integers(1, 12), min_size=1, max_size=8)
        narrow=st.booleans(), name=st.sampled_from(["minl2", "attention", "ot", "abstract"]), seed=st.integers(0, 99))
 def test_property_chunked_scores_equal_unchunked_and_every_call_fits_the_budget(lq, lc, budget, narrow, name, seed):
     q, c = _batch(lq, seed, narrow), _batch(lc, seed + 1, narrow)
-    scorer = AbstractCosine() if name == "abstract" else get_scorer(name)
+    scorer = VectorCosine() if name == "abstract" else get_scorer(name)
     recorder = _Recorder(scorer)
     with torch.no_grad():
         full = scorer.score(q, c)

@@ -37,6 +37,14 @@ def invocation() -> str:
     return shlex.join(argv)
 
 
+def run_line(qid: str, doc: str, rank: int, score: float, tag: str) -> str:
+    """One TREC run line, `qid Q0 docid rank score tag`, the score with six significant digits: the one format
+    of every run file aspire writes (evaluation and `aspire search --run-out` alike)."""
+    if not math.isfinite(score):
+        raise ValueError(f"query {qid}: document {doc} has a non-finite score {score}")
+    return f"{qid} Q0 {doc} {rank} {score:.6g} {tag}"
+
+
 def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> None:
     """Write `{qid: [(docid, score), ...] best first}` as a TREC run file (atomically)."""
     from aspire.io import write_text
@@ -45,10 +53,7 @@ def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], 
         raise ValueError(f"run tag must be one word, got {tag!r}")
     lines = []
     for qid, ranked in run.items():
-        for rank, (doc, score) in enumerate(ranked, start=1):
-            if not math.isfinite(score):
-                raise ValueError(f"query {qid}: document {doc} has a non-finite score {score}")
-            lines.append(f"{qid} Q0 {doc} {rank} {score:.6g} {tag}")
+        lines += [run_line(qid, doc, rank, score, tag) for rank, (doc, score) in enumerate(ranked, start=1)]
     write_text(path, "\n".join(lines) + "\n")
 
 

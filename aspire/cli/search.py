@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aspire.batch import DocBatch
+from aspire.benchmarks.runs import run_line
 from aspire.cliutil import (
     OVERRIDES_HELP,
     add_backend_options,
@@ -246,7 +247,7 @@ def _lines(path: str) -> list[str]:
 
 def run_query(searcher, query: Query, args) -> tuple[list, float | None]:
     """The query's hits and its cross-encoder milliseconds (None when that stage is off)."""
-    from aspire.index.crossrerank import search_timed
+    from aspire.search import search_timed
 
     return search_timed(searcher, query.batch, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
                         stages=args.stages, fuse=args.fuse)
@@ -275,7 +276,7 @@ def print_hits(searcher, query: Query, found: tuple[list, float | None], args, o
 
 def run_lines(qid: str, hits: Sequence, tag: str) -> list[str]:
     """TREC run lines for one query's hits: `qid Q0 docid rank score tag` (rank from 1)."""
-    return [f"{qid} Q0 {hit.paper_id} {hit.rank} {hit.score:.6f} {tag}" for hit in hits]
+    return [run_line(qid, hit.paper_id, hit.rank, hit.score, tag) for hit in hits]
 
 
 def write_run(path: str | Path, lines: Iterable[str]) -> None:
@@ -329,7 +330,7 @@ def _run(args) -> int:
     checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
                           stages=args.stages, fuse=args.fuse)  # out-of-range arguments stop before any query
     if args.cross_encoder is not None:  # loaded (and its directory checked) before any query
-        from aspire.index.crossrerank import load_cross_stage
+        from aspire.retrieval.crossencoder import load_cross_stage
 
         searcher.cross_encoder = load_cross_stage(args.cross_encoder, device=args.device)
     maker = QueryMaker(searcher, args)

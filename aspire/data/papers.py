@@ -39,7 +39,7 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -351,6 +351,12 @@ def as_papers(items: Iterable[Paper | dict | str], splitter: str | SentenceSplit
         else:
             raise TypeError(f"item {i}: expected a Paper, a dict or a string, got {type(item).__name__}")
     return papers
+
+
+def abstract_text(title: str, sentences: Sequence[str], joiner: str = " ") -> str:
+    """A paper's title and abstract as one text: the sentences joined by spaces, the title joined to them by
+    `joiner` (an empty part left out). What the whole-abstract encoding, BM25 and the cross-encoder read."""
+    return joiner.join(x for x in (title, " ".join(sentences)) if x)
 
 
 def paper_to_record(paper: Paper) -> dict:

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer
 
 from aspire.batch import DocBatch
-from aspire.data.papers import Paper, as_papers
+from aspire.data.papers import Paper, abstract_text, as_papers
 from aspire.encoders import adapters
 from aspire.encoders.codes import code_id, encoding_with_code, with_code
 from aspire.encoders.formats import TaskFormats
@@ -384,8 +384,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     ) -> Tensor:
         """One vector per paper -> (B, D). `joiner=None` encodes (title, abstract) as a text pair
         (`[CLS] title [SEP] abstract [SEP]`); a string joins them into one text instead."""
-        abstracts = [" ".join(p.sentences) for p in papers]
         if joiner is None:
+            abstracts = [" ".join(p.sentences) for p in papers]
             return self.embed_texts([p.title for p in papers], abstracts, pooling=pooling, normalize=normalize, **kwargs)
-        texts = [joiner.join(x for x in (p.title, a) if x) for p, a in zip(papers, abstracts)]
+        texts = [abstract_text(p.title, p.sentences, joiner) for p in papers]
         return self.embed_texts(texts, pooling=pooling, normalize=normalize, **kwargs)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -23,15 +22,15 @@ import torch
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
 from aspire.io import atomic_write
+from aspire.paths import cache_root
 from aspire.storage import DiskFullError, check_record, on_disk_full, remove_cache_file, write_record
 
 log = logging.getLogger(__name__)
 
 
 def default_cache_dir() -> Path:
-    """`$ASPIRE_CACHE/vectors`, else `~/.cache/aspire/vectors`."""
-    root = os.environ.get("ASPIRE_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "aspire") / "vectors"
+    """`$ASPIRE_CACHE/vectors`, else `~/.cache/aspire/vectors` (`aspire.paths.cache_root`)."""
+    return cache_root() / "vectors"
 
 
 def papers_digest(papers: Sequence[Paper]) -> str:

@@ -18,7 +18,7 @@ from aspire.scoring import SCORERS as SENTENCE_SCORER_CLASSES
 # the evaluation's vocabularies, each named once
 ENCODINGS = ("contextual", "independent", "abstract")
 SENTENCE_SCORERS = tuple(SENTENCE_SCORER_CLASSES)  # the sentence scorers of aspire.scoring's registry
-SCORERS = SENTENCE_SCORERS + ("abstract",)  # + the whole-abstract cosine (aspire.evaluate.rank.AbstractCosine)
+SCORERS = SENTENCE_SCORERS + ("abstract",)  # + the whole-abstract cosine (aspire.scoring.vector.VectorCosine)
 QUERY_TEXTS = ("abstract", "facet", "title+facet")
 CAND_SENTENCES = ("all", "facet")
 

@@ -6,7 +6,7 @@ Encoding modes (each cached by `aspire.evaluate.cache`):
 - `abstract`: `encoder.encode_abstract` — one vector per paper, kept as a one-sentence DocBatch.
 
 Scorers: `minl2`, `ot`, `attention`, `maxpassage` from `aspire.scoring` (sentence sets), and `abstract`: cosine
-similarity of the single vectors (`AbstractCosine`). All are similarities, higher is better.
+similarity of the single vectors (`aspire.scoring.vector.VectorCosine`). All are similarities, higher is better.
 A facet-conditional query keeps only the query's sentences whose label maps to the facet, still
 encoded in the context of the whole abstract (`facet_queries`). The `abstract` scorer ignores the
 facet unless a facet query text is asked for (`QUERY_TEXTS`): then the query's vector is the
@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from aspire.batch import DocBatch
@@ -39,15 +38,7 @@ from aspire.encoders.codes import query_code
 from aspire.evaluate.cache import cached_encode
 from aspire.evaluate.options import ENCODINGS, QUERY_TEXTS, SCORERS, EvalOptions
 from aspire.scoring.chunked import score_chunked
-
-
-class AbstractCosine:
-    """Cosine similarity of one vector per paper (the first sentence slot): (Bq, Bc), higher is better."""
-
-    def score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
-        q = F.normalize(queries.emb[:, 0], dim=-1)  # (Bq, D)
-        c = F.normalize(cands.emb[:, 0], dim=-1)  # (Bc, D)
-        return q @ c.T  # (Bq, Bc)
+from aspire.scoring.vector import VectorCosine
 
 
 def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_options: dict | None = None,
@@ -68,13 +59,13 @@ def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_op
 
 
 def get_eval_scorer(name: str, **kwargs):
-    """`abstract` -> AbstractCosine; a sentence scorer -> `aspire.scoring.get_scorer(name, **kwargs)`."""
+    """`abstract` -> VectorCosine; a sentence scorer -> `aspire.scoring.get_scorer(name, **kwargs)`."""
     if name not in SCORERS:
         raise ValueError(f"unknown scorer {name!r}; valid: {list(SCORERS)}")
     if name == "abstract":
         if kwargs:
             raise ValueError(f"scorer 'abstract' takes no options, got {sorted(kwargs)}")
-        return AbstractCosine()
+        return VectorCosine()
     from aspire.scoring import get_scorer
 
     return get_scorer(name, **kwargs)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Literal, Sequence, get_args, get_origin, get_type_hints
 
 from aspire.config import ConfigError, check_ranges, ranged
+from aspire.retrieval.rerank import RERANK_STAGES
 
 
 @dataclass
@@ -62,7 +63,8 @@ class EncodeConfig:
     max_line_bytes: int = ranged(1 << 20, ge=0)
 
 
-RERANKERS = ("none", "minl2", "ot", "maxpassage")  # the stages: aspire.index.rerank.RERANK_STAGES
+RERANKERS = ("none", *RERANK_STAGES)  # no re-rank, or a stage of aspire.retrieval.rerank's registry
+STAGES = ("ann", "bm25", "ann,bm25")  # the first stages (aspire.retrieval.lexical.first_stage): dense, BM25, fused
 
 
 @dataclass
@@ -81,17 +83,17 @@ class SearchConfig:
         max(`sentence_k_min`, `sentence_k_factor` x (`shortlist` when re-ranking, else `k`)).
         A paper is found when one of its sentences is among some selected query sentence's
         `sentence_k` nearest, so larger values approach the exhaustive single-match ranking.
-    cross_encoder: a final stage after the first stage and any re-rank (`aspire.index.crossrerank`): a
+    cross_encoder: a final stage after the first stage and any re-rank (`aspire.retrieval.crossencoder`): a
         trained cross-encoder reads the query's selected sentences with each of the `cross_top` best
         papers' title and abstract; its logits are mixed with the previous score by `cross_weight`.
     """
 
     k: int = ranged(10, ge=1)
-    stages: Literal["ann", "bm25", "ann,bm25"] = "ann"
+    stages: Literal[STAGES] = "ann"
     fuse: str = "z:0.815"  # z-score fusion, 0.815 on the dense scores (the published setting)
     bm25_k1: float = ranged(1.25, ge=0)
     bm25_b: float = ranged(0.75, ge=0, le=1)
-    rerank: Literal["none", "minl2", "ot", "maxpassage"] = "none"
+    rerank: Literal[RERANKERS] = "none"  # one of RERANKERS (the registry of aspire.retrieval.rerank)
     shortlist: int = ranged(1000, ge=1)
     sentence_k: int = ranged(0, ge=0)
     sentence_k_factor: float = ranged(1.0, gt=0)
@@ -128,8 +130,10 @@ def checked_search_config(base: SearchConfig, **changes) -> SearchConfig:
         raise SearchArgumentError(f"unknown search argument(s) {unknown}; valid: {names}")
     config = replace(base, **{k: v for k, v in changes.items() if v is not None})
     for name, tp in get_type_hints(SearchConfig).items():  # rerank, stages: one of their values
-        if get_origin(tp) is Literal and getattr(config, name) not in get_args(tp):
-            raise SearchArgumentError(f"{name}: unknown {name} {getattr(config, name)!r}; valid: {list(get_args(tp))}")
+        # rerank: the stage registry as it is now (a stage registered after import counts too)
+        valid = ("none", *RERANK_STAGES) if name == "rerank" else get_args(tp)
+        if get_origin(tp) is Literal and getattr(config, name) not in valid:
+            raise SearchArgumentError(f"{name}: unknown {name} {getattr(config, name)!r}; valid: {list(valid)}")
     try:
         check_ranges(config)
     except ConfigError as err:

@@ -14,7 +14,7 @@ the positive, and it pushes the positive closer otherwise.
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from aspire.batch import DocBatch
 from aspire.scoring.distance import cross_l2_cost
@@ -56,17 +56,6 @@ def triplet_margin_dist_loss(pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tenso
     left out; a batch with none at all gives a zero that keeps the graph.
     """
     return masked_anchor_mean(*triplet_margin_dist_per_anchor(pos_dist, neg_dist, neg_mask, margin))
-
-
-class TripletMarginDistLoss(nn.Module):
-    """`triplet_margin_dist_loss` as a module holding the margin."""
-
-    def __init__(self, margin: float = 1.0) -> None:
-        super().__init__()
-        self.margin = margin
-
-    def forward(self, pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tensor) -> Tensor:
-        return triplet_margin_dist_loss(pos_dist, neg_dist, neg_mask, self.margin)
 
 
 def in_batch_negative_mask(group_ids: Tensor, cand_ids: Tensor) -> Tensor:
@@ -146,5 +135,19 @@ from aspire.losses.bce import PairBCELoss  # noqa: E402  (the modules below impo
 from aspire.losses.multi_similarity import MultiSimilarityLoss  # noqa: E402
 from aspire.losses.ranking import MultipleNegativesRankingLoss  # noqa: E402
 
-# loss.kind -> the module computing it from a (B, K) similarity matrix (see `aspire.losses.ranking`)
+# loss.kind -> the module computing it from a (B, K) similarity matrix (see `aspire.losses.ranking`). Each class
+# names its settings: SETTINGS maps a constructor argument to the key of the `loss` config section it reads
+# (`matrix_loss`). A new objective is one module here and one line in this registry.
 MATRIX_LOSSES = {"mnrl": MultipleNegativesRankingLoss, "multi_similarity": MultiSimilarityLoss, "bce": PairBCELoss}
+LOSS_KINDS = ("triplet", *MATRIX_LOSSES)  # loss.kind: the triplet margin loss over distances, or a matrix loss
+
+
+def matrix_loss(loss_cfg):
+    """The matrix loss `loss_cfg.kind` names, built with the `loss` settings its class names (`SETTINGS`);
+    None for `triplet`; ValueError listing the kinds for an unknown one."""
+    if loss_cfg.kind == "triplet":
+        return None
+    if loss_cfg.kind not in MATRIX_LOSSES:
+        raise ValueError(f"unknown loss kind {loss_cfg.kind!r}; valid: {', '.join(LOSS_KINDS)}")
+    cls = MATRIX_LOSSES[loss_cfg.kind]
+    return cls(**{arg: getattr(loss_cfg, key) for arg, key in cls.SETTINGS.items()})

@@ -16,6 +16,8 @@ from aspire.losses.ranking import check_matrix
 class PairBCELoss(nn.Module):
     """Per-anchor `(bce(positive, 1) + mean_n bce(negative_n, 0)) / 2`."""
 
+    SETTINGS = {"scale": "scale", "threshold": "bce_threshold"}  # constructor argument -> its loss.* config key
+
     def __init__(self, scale: float = 20.0, threshold: float = 0.5) -> None:
         super().__init__()
         self.scale, self.threshold = scale, threshold

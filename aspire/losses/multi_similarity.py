@@ -20,6 +20,8 @@ from aspire.losses.ranking import check_matrix
 class MultiSimilarityLoss(nn.Module):
     """Per-anchor multi-similarity loss; see the module docstring for the formula."""
 
+    SETTINGS = {"alpha": "ms_alpha", "beta": "ms_beta", "base": "ms_base"}  # constructor argument -> loss.* key
+
     def __init__(self, alpha: float = 2.0, beta: float = 50.0, base: float = 0.5) -> None:
         super().__init__()
         self.alpha, self.beta, self.base = alpha, beta, base

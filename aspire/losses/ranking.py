@@ -44,6 +44,8 @@ class MultipleNegativesRankingLoss(nn.Module):
     rows keep the ranking loss. `symmetric` does not combine with a teacher.
     """
 
+    SETTINGS = {"scale": "scale", "symmetric": "symmetric", "teacher_scale": "teacher_scale"}  # arg -> loss.* key
+
     def __init__(self, scale: float = 20.0, symmetric: bool = False, teacher_scale: float = 20.0) -> None:
         super().__init__()
         self.scale, self.symmetric, self.teacher_scale = scale, symmetric, teacher_scale

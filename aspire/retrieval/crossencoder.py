@@ -1,18 +1,38 @@
-"""The cross-encoder re-rank stage: a cross-encoder scores each query's top N of a first-stage run and its
-z-scored logits are mixed with the first stage's scores (`aspire.scoring.crossencoder.mix_rerank`).
+"""The cross-encoder re-rank stage: a cross-encoder scores each query's top N of a previous stage's ranking and
+its z-scored logits are mixed with that stage's scores (`aspire.scoring.crossencoder.mix_rerank`).
 
-One stage for every benchmark that re-ranks with a cross-encoder (context2doc, CSFCube and other pool sets);
-a benchmark gives its query texts and document texts, the stage knows nothing else of it.
+One stage for search and for every benchmark that re-ranks with a cross-encoder (context2doc, CSFCube and
+other pool sets, reviewer matching): a benchmark gives its query texts and document texts (`rerank_texts`,
+`pair_scores`, `rerank_run`); search gives its hits over an index (`cross_rerank`).
+
+In search it is optional and last: after the first stage (ANN, BM25 or both fused) and any re-rank (`aspire.retrieval.rerank`),
+when `SearchConfig.cross_encoder` is on and the `Searcher` holds a model (`load_cross_stage`). The stages
+before it return `max(k, cross_top)` hits; the cross-encoder reads
+
+    query text      the query's selected sentences joined by spaces (`aspire.retrieval.lexical.selected_text`,
+                    the text BM25 matches)
+    candidate text  each of the `cross_top` best papers' title and abstract sentences joined by spaces
+                    (`aspire.data.papers.abstract_text`, as the context2doc evaluator's hook reads them)
+
+and its logits are mixed with the previous stage's scores by `aspire.scoring.crossencoder.mix_rerank`, the
+evaluator hook's mix (`--rerank-weight`): z-scores over those N, weight `cross_weight` on the cross-encoder
+(1: its order alone; 0: the previous order kept); papers below the top N keep their order after them. Each
+re-scored hit reports its logit as the stage score `crossencoder`; the model's time is on the reranker
+(`cross_seconds`: the difference over one search is that query's cost).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from aspire.data.papers import abstract_text
 from aspire.io import write_json
-from aspire.scoring.crossencoder import CrossEncoderReranker, mix_rerank
+from aspire.retrieval.lexical import selected_text
+from aspire.scoring.crossencoder import CrossEncoderReranker, check_trained_cross_encoder, mix_rerank
+
+STAGE = "crossencoder"  # a search hit's stage-score name
 
 
 @dataclass(frozen=True)
@@ -71,3 +91,38 @@ def rerank_run(first: Mapping[str, Sequence[tuple[str, float]]], cross: Mapping[
                top_n: int, weight: float) -> dict[str, list[tuple[str, float]]]:
     """Every query's first-stage list with its top `top_n` mixed with the cross-encoder (`mix_rerank`)."""
     return {q: mix_rerank(ranked, cross[q], top_n, weight) for q, ranked in first.items()}
+
+
+def load_cross_stage(path: str | Path, max_length: int | None = None, batch_size: int = 32, device: str | None = None):
+    """The `CrossEncoderReranker` of a trained cross-encoder directory (checked first: a missing directory or a
+    plain encoder raises ValueError naming the path); `max_length` None keeps the length it was trained with."""
+    return CrossEncoderReranker(str(check_trained_cross_encoder(path)), max_length, batch_size, device)
+
+
+def candidate_text(index, position: int) -> str:
+    """An indexed paper's title and abstract sentences joined by spaces; a title stored as sentence 0 (an index
+    built with `include_title`) is read once."""
+    title, sentences = index.titles[position], list(index.sentences[position])
+    return abstract_text(title, sentences[1:] if sentences and sentences[0] == title else sentences)
+
+
+def cross_rerank(searcher, query, hits: list, cfg) -> list:
+    """The `cfg.k` best of `hits` (the previous stages' ranking, best first) after the cross-encoder stage (see
+    the module): scores mixed, ranks renumbered, stage score `crossencoder` added to each re-scored hit."""
+    if not hits:
+        return []
+    top = hits[: cfg.cross_top]
+    texts = {h.paper_id: candidate_text(searcher.index, searcher.index.positions[h.paper_id]) for h in top}
+    previous = [(h.paper_id, h.score) for h in hits]
+    logits = searcher.cross_encoder.head_scores(selected_text(query), previous, texts, cfg.cross_top)
+    by_id = {h.paper_id: h for h in hits}
+    out = []
+    for rank, (pid, score) in enumerate(mix_rerank(previous, logits, cfg.cross_top, cfg.cross_weight)[: cfg.k], 1):
+        stages = {**by_id[pid].stages, STAGE: logits[pid]} if pid in logits else dict(by_id[pid].stages)
+        out.append(replace(by_id[pid], rank=rank, score=float(score), stages=stages))
+    return out
+
+
+def cross_seconds(searcher) -> float:
+    """Seconds the searcher's cross-encoder has spent scoring so far (0.0 without one)."""
+    return searcher.cross_encoder.seconds if searcher.cross_encoder is not None else 0.0

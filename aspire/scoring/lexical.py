@@ -17,19 +17,16 @@ from typing import Sequence
 
 import numpy as np
 
+from aspire.data.papers import abstract_text
+
 # bm25s' files, under the names an index generation keeps them (see `aspire.index.store`)
 FILES = {"data_name": "bm25.data.npy", "indices_name": "bm25.indices.npy", "indptr_name": "bm25.indptr.npy",
          "vocab_name": "bm25.vocab.json", "params_name": "bm25.params.json"}
 
 
-def join_text(title: str, sentences: Sequence[str]) -> str:
-    """A title and sentences joined by spaces (empty parts left out)."""
-    return " ".join(x for x in (title, *sentences) if x)
-
-
 def paper_text(paper) -> str:
     """Title and abstract sentences of a `Paper`, joined by spaces."""
-    return join_text(paper.title, paper.sentences)
+    return abstract_text(paper.title, paper.sentences)
 
 
 class BM25Index:

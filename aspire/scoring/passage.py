@@ -7,7 +7,7 @@ smallest cosine distance, 1 - cos, between the query vector and any of its passa
 similarity (`score`) is the best passage's cosine minus 1. `window=1` scores a candidate by its single
 best sentence; a window as long as the paper, by its whole-abstract mean vector.
 
-In search, `aspire.index.rerank` mixes this score with the first stage's by the weight β
+In search, `aspire.retrieval.rerank` mixes this score with the first stage's by the weight β
 (`SearchConfig.passage_beta`); in the evaluators it is the scorer `maxpassage` (`--window`), and
 its run can be fused with a first-stage run (`fuse`, `fuse-runs`).
 """

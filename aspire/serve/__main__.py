@@ -49,7 +49,7 @@ def _serve(args) -> int:
 
     cross = None
     if args.cross_encoder is not None:  # loaded once (its directory checked) and kept across index generations
-        from aspire.index.crossrerank import load_cross_stage
+        from aspire.retrieval.crossencoder import load_cross_stage
 
         cross = load_cross_stage(args.cross_encoder)
     holder = ServiceHolder(args.index, cliutil.normalize_overrides(args.overrides, section="search"), args.corpus,

@@ -25,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from aspire.index.config import RERANKERS, STAGES
+
 MAX_K = 50
 MAX_SHORTLIST = 5000
 MIN_TAU = 1e-6  # the range over which OT scores are tested finite (tests/test_numerics.py); 1e-300 gives NaN
@@ -98,8 +100,8 @@ class SearchBody(BaseModel):
     paper_id: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
     sentences: Annotated[list[int], Field(min_length=1, max_length=MAX_SELECTED)]
     k: Annotated[int, Field(ge=1, le=MAX_K)] | None = None
-    stages: Literal["ann", "bm25", "ann,bm25"] | None = None
-    rerank: Literal["none", "minl2", "ot", "maxpassage"] | None = None
+    stages: Literal[STAGES] | None = None
+    rerank: Literal[RERANKERS] | None = None
     shortlist: Annotated[int, Field(ge=1, le=MAX_SHORTLIST)] | None = None
     tau: Annotated[float, Field(ge=MIN_TAU, le=MAX_TAU, allow_inf_nan=False)] | None = None
     cross_encoder: bool | None = None
@@ -119,8 +121,8 @@ RULES = {  # field -> what a valid value is (the message's second half)
     "paper_id": f"a non-empty string of at most {MAX_ID_CHARS} characters",
     "sentences": f"a non-empty list of at most {MAX_SELECTED} sentence positions (integers)",
     "k": f"an integer in 1..{MAX_K}",
-    "stages": "one of 'ann', 'bm25', 'ann,bm25'",
-    "rerank": "one of 'none', 'minl2', 'ot', 'maxpassage'",
+    "stages": "one of " + ", ".join(repr(s) for s in STAGES),
+    "rerank": "one of " + ", ".join(repr(r) for r in RERANKERS),
     "shortlist": f"an integer in 1..{MAX_SHORTLIST}",
     "tau": f"a number in [{MIN_TAU:g}, {MAX_TAU:g}]",
     "cross_encoder": "true or false",

@@ -37,9 +37,8 @@ import torch
 from aspire.data.facets import facet_of
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
-from aspire.index.crossrerank import search_timed
 from aspire.scoring import cross_l2_cost
-from aspire.search import RERANKERS, STAGES, Searcher
+from aspire.search import RERANKERS, STAGES, Searcher, search_timed
 from aspire.serve.models import (
     MAX_K,
     MAX_SHORTLIST,
@@ -257,7 +256,7 @@ def live_generation(index_dir: str | Path) -> str:
 def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_from: str | Path | None = None,
                  cross_encoder=None) -> SearchService:
     """A SearchService over the index at `index_dir`; `overrides` adjust its search config (e.g. "rerank=ot");
-    `cross_encoder` (`aspire.index.crossrerank.load_cross_stage`) is the model a request can add as last stage.
+    `cross_encoder` (`aspire.retrieval.crossencoder.load_cross_stage`) is the model a request can add as last stage.
 
     Its `generation` is the live generation read just before opening (a build finishing meanwhile can
     make it stale: aspire.serve.reload checks it again after opening).

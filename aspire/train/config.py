@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from aspire.config import ConfigError, ranged
+from aspire.losses import LOSS_KINDS
 
 ModelKind = Literal["ts", "ot", "ts+ot", "max", "att", "abs", "cocite_vector", "abstract"]
 
@@ -100,7 +101,7 @@ class LossConfig:
     in-batch similarities times `teacher_scale` as soft targets (`aspire.losses.ranking`).
     """
 
-    kind: Literal["triplet", "mnrl", "multi_similarity", "bce"] = "triplet"
+    kind: Literal[LOSS_KINDS] = "triplet"  # aspire.losses.LOSS_KINDS: triplet or a MATRIX_LOSSES name
     margin: float = ranged(1.0, ge=0)
     negatives: Literal["all", "one"] = "one"
     scale: float = ranged(20.0, gt=0)

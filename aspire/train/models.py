@@ -42,10 +42,10 @@ from aspire.config import from_dict, to_dict
 from aspire.data.papers import Paper
 from aspire.encoders.codes import code_token
 from aspire.losses import (
-    MATRIX_LOSSES,
     aligned_sentence_dist,
     in_batch_negative_mask,
     masked_anchor_mean,
+    matrix_loss,
     mean_pool_doc,
     pick_one_negative,
     triplet_margin_dist_per_anchor,
@@ -139,10 +139,7 @@ class DocumentModel(nn.Module):
         needed = {"minl2" if t == "aligned" else t for t in (*terms, inference)} - NO_SCORER
         for name in sorted(needed):
             self._scorers[name] = make_scorer(name, model_cfg)
-        settings = {"mnrl": dict(scale=loss_cfg.scale, symmetric=loss_cfg.symmetric, teacher_scale=loss_cfg.teacher_scale),
-                    "multi_similarity": dict(alpha=loss_cfg.ms_alpha, beta=loss_cfg.ms_beta, base=loss_cfg.ms_base),
-                    "bce": dict(scale=loss_cfg.scale, threshold=loss_cfg.bce_threshold)}
-        self.matrix_loss = MATRIX_LOSSES[loss_cfg.kind](**settings[loss_cfg.kind]) if loss_cfg.kind != "triplet" else None
+        self.matrix_loss = matrix_loss(loss_cfg)
 
     # ---- the distances ----------------------------------------------------------------------------
     def _dist(self, term: str):

@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import torch
-from sentence_transformers.util import cos_sim, pairwise_cos_sim
 from torch import Tensor, nn
 from torch.profiler import record_function
 
 from aspire.batch import DocBatch
-from aspire.data.papers import Paper
+from aspire.data.papers import Paper, abstract_text
 from aspire.encoders.codes import encoding_with_code
 from aspire.encoders.pooling import masked_mean
 from aspire.losses import pairwise_vector_l2_dist, vector_l2_dist
+from aspire.scoring.vector import VectorCosine
 from aspire.train.config import AbstractConfig, ModelConfig
 
 # kind -> (loss terms, inference scorer). A term is "aligned" (aligned pair for the positive,
@@ -94,21 +94,23 @@ class VectorDist(DistTerm):
 
 
 class CosineTerm:
-    """Cosine between single-vector papers (B, 1, D): similarity cos, distance 1 - cos."""
+    """Cosine between single-vector papers (B, 1, D), `aspire.scoring.vector.VectorCosine` (the evaluation's
+    `abstract` scorer): similarity cos, distance 1 - cos."""
 
     name = "cosine"
+    cosine = VectorCosine()
 
     def sim(self, a: DocBatch, b: DocBatch) -> Tensor:
-        return cos_sim(a.emb[:, 0], b.emb[:, 0])  # (Bq, Bc)
+        return self.cosine.score(a, b)  # (Bq, Bc)
 
     def pairwise_sim(self, a: DocBatch, b: DocBatch) -> Tensor:
-        return pairwise_cos_sim(a.emb[:, 0], b.emb[:, 0])  # (B,)
+        return self.cosine.pairwise_score(a, b)  # (B,)
 
     def dist(self, a: DocBatch, b: DocBatch) -> Tensor:
-        return 1 - self.sim(a, b)
+        return self.cosine.dist(a, b)
 
     def pairwise_dist(self, a: DocBatch, b: DocBatch) -> Tensor:
-        return 1 - self.pairwise_sim(a, b)
+        return self.cosine.pairwise_dist(a, b)
 
 
 @dataclass
@@ -141,7 +143,7 @@ class AbstractText:
         code = getattr(self.encoder, "code", None) if codes is None else list(codes)
         if codes is not None and len(codes) != len(papers):
             raise ValueError(f"{len(codes)} control codes for {len(papers)} papers")
-        texts = [self.cfg.joiner.join(x for x in (p.title, " ".join(p.sentences)) if x) for p in papers]
+        texts = [abstract_text(p.title, p.sentences, self.cfg.joiner) for p in papers]
         enc = self.encoder.tokenizer(texts, truncation=True, max_length=self.encoder.max_length - (code is not None),
                                      padding=True, return_tensors="pt")
         enc = dict(enc) if code is None else encoding_with_code(dict(enc), self.encoder.tokenizer, code)

@@ -407,7 +407,7 @@ def test_pipeline_choice_and_each_hits_stage_scores(page_server, browser):
 @pytest.fixture(scope="module")
 def cross_page_server(page_server, tiny_cross_encoder_dir):
     """The same index served with a (tiny, random) cross-encoder the page can add as its last stage."""
-    from aspire.index.crossrerank import load_cross_stage
+    from aspire.retrieval.crossencoder import load_cross_stage
     from aspire.serve import ServiceHolder
 
     server = serve(ServiceHolder(page_server.holder.index_dir, ["rerank=minl2", "cross_top=8"],

@@ -28,6 +28,7 @@ const MODES = {  // each re-ranker's one explanation, shown beside the controls 
       "sentences and its distance to the nearest sentence of the hit.",
   },
 };
+const modeOf = (name) => MODES[name] || { name, help: `Re-ranked by the ${name} stage.` };  // a stage the page does not describe
 const TAU_HELP = "Temperature: low lets the closest pair of sentences take nearly all the weight (like single " +
   "match); high makes every sentence, yours and the hit's, count about equally.";
 const CROSS_HELP = "Cross-encoder (last stage): a trained model reads your selected sentences with each top " +
@@ -105,12 +106,24 @@ function noteGeneration(gen) {  // every answer names the index generation it ca
   }
 }
 
+// The choices of a select are the server's registries (/api/info: rerankers, pipelines); the page only names
+// them, in its own order, and shows a name it does not know as it is.
+function setChoices(select, values, label) {
+  const current = select.value;
+  const known = Array.from(select.options, (o) => o.value).filter((v) => values.includes(v));
+  const order = known.concat(values.filter((v) => !known.includes(v)));
+  select.replaceChildren(...order.map((v) => new Option(label(v) || v, v)));
+  if (order.includes(current)) select.value = current;
+}
+
 // ---- papers ---------------------------------------------------------------------------------------
 async function loadInfo() {
   const info = await api("/api/info");
   state.info = info;
   $("index-info").textContent = `${info.n_papers} papers · ${info.n_sentences} sentences · model ${info.model}` +
     (info.labelled_papers ? ` · ${info.labelled_papers} with facet labels` : "");
+  setChoices($("rerank"), info.rerankers, (v) => (v === "none" ? "off (first stage only)" : (MODES[v] || {}).name));
+  setChoices($("stages"), info.pipelines, (v) => ({ ann: "dense", bm25: "lexical (BM25)", "ann,bm25": "fused" })[v]);
   if (!$("rerank").dataset.touched) $("rerank").value = info.rerank;
   if (!$("stages").dataset.touched) $("stages").value = info.stages;
   $("shortlist").max = info.max_shortlist;
@@ -254,7 +267,7 @@ function updateSearchButton() {
 
 function showMode() {
   const mode = $("rerank").value;
-  $("mode-help").textContent = MODES[mode].help + (mode === "ot" ? " " + TAU_HELP : "") +
+  $("mode-help").textContent = modeOf(mode).help + (mode === "ot" ? " " + TAU_HELP : "") +
     ($("cross").value === "on" ? " " + CROSS_HELP : "");
   $("shortlist-label").hidden = mode === "none";
   $("tau-label").hidden = mode !== "ot";
@@ -405,7 +418,7 @@ function renderResults(result) {
   const rows = result.plan_rows;  // selected query positions, in the grids' row order
   const ot = result.rerank === "ot";
   const paper = state.paper;
-  $("results-head").textContent = `Ranked by ${MODES[result.rerank].name} after the ${PIPELINES[result.stages]} ` +
+  $("results-head").textContent = `Ranked by ${modeOf(result.rerank).name} after the ${PIPELINES[result.stages]} ` +
     `first stage${result.stages === "ann,bm25" ? ` (fusion ${result.fuse})` : ""}, using ` +
     `${rows.map((q) => "q" + q).join(", ")} of \u201c${paper.title}\u201d` +
     (ot ? ` at temperature ${result.ot.tau}. ` : ". ") + scoreNote(result) +
@@ -424,7 +437,7 @@ function hitCard(hit, rows, ot, result) {
   card.dataset.id = hit.paper_id;
   const head = el("div", "hit-head");
   const score = el("span", "hit-meta", `${hit.paper_id} · score ${hit.score.toFixed(3)}`);
-  score.title = `score: ${MODES[result.rerank].name}${hit.score < 0 ? " (minus a distance: nearer 0 is closer)" : ""}`;
+  score.title = `score: ${modeOf(result.rerank).name}${hit.score < 0 ? " (minus a distance: nearer 0 is closer)" : ""}`;
   head.append(el("span", "hit-rank", String(hit.rank)), el("span", "hit-title", hit.title || "(untitled)"), score,
               stageScores(hit.stages));
   const explained = ot ? planExplained(hit) : nearestExplained(hit);  // one reading of the grid drawn

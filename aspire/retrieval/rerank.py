@@ -16,7 +16,7 @@ the hits without solving them again:
 A further vector re-ranker is one more function here and one more name in
 `aspire.index.config.RERANKERS`. `rerank` returns the k best positions, their final scores, per paper
 the stage's own scores (shown beside the first stage's on each hit) and their alignment, if any. The cross-encoder, which
-reads texts rather than vectors, is a separate last stage after this one (`aspire.index.crossrerank`).
+reads texts rather than vectors, is a separate last stage after this one (`aspire.retrieval.crossencoder`).
 """
 
 from __future__ import annotations

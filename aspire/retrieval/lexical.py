@@ -1,0 +1,71 @@
+"""The first stage of search: ANN, BM25 or both fused, and the BM25 stage itself.
+
+`first_stage(searcher, query, cfg, exclude)` runs the stages `cfg.stages` names over the searcher's index and
+fuses their lists (`aspire.scoring.fusion`, the fusion every benchmark uses); `LexicalStage` is BM25 at query
+time over the index's stored BM25 (`aspire.index.lexical.stored_bm25`). A query's text is its selected
+sentences (`selected_text`), so an aspect-conditional query is matched by its aspect's words.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from aspire.scoring.fusion import fuse_ranked, fusion_weights, parse_fusion
+from aspire.scoring.lexical import BM25Index
+
+
+def selected_text(query) -> str:
+    """A query DocBatch's selected sentences (its mask) joined by spaces: the text BM25 and the
+    cross-encoder stage read for an aspect-conditional query (ValueError when the batch holds no texts)."""
+    if not query.sentences:
+        raise ValueError("the query DocBatch holds no sentence texts, which BM25 and the cross-encoder read")
+    return " ".join(query.sentences[0][i] for i in query.mask[0].nonzero()[:, 0].tolist())
+
+
+class LexicalStage:
+    """BM25 over an index's papers; `top` returns index positions and scores, best first."""
+
+    def __init__(self, bm25: BM25Index) -> None:
+        self.bm25 = bm25
+        self.n_papers = len(bm25.ids)
+
+    def top(self, text: str, n: int, exclude: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """The `n` best papers for `text` with a positive BM25 score, `exclude` positions left out."""
+        scores = self.bm25.scores([text])[0].astype(np.float64)  # (P,)
+        if len(exclude):
+            scores[np.asarray(exclude, dtype=np.int64)] = 0.0
+        n = min(n, int((scores > 0).sum()))
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        top = np.argpartition(-scores, n - 1)[:n]
+        top = top[np.lexsort((top, -scores[top]))]
+        return top.astype(np.int64), scores[top]
+
+
+def first_stage(searcher, query, cfg, exclude: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict]:
+    """A `Searcher`'s first stage: ANN, BM25 or both fused (`cfg.stages`, `cfg.fuse`) -> (paper
+    positions, scores, per-paper stage scores), best first, `shortlist` papers when re-ranking, else `k`."""
+    stages = cfg.stages.split(",")
+    limit = cfg.shortlist if cfg.rerank != "none" else cfg.k
+    lists: list[dict[str, float]] = []
+    if "ann" in stages:
+        candidates = searcher.retrieve(query, cfg, exclude)
+        lists.append({searcher.index.paper_ids[p]: -float(d) for p, d in zip(candidates.papers, candidates.dist)})
+    if "bm25" in stages:
+        text = selected_text(query)
+        drop = [searcher.index.positions[pid] for pid in exclude if pid in searcher.index.positions]
+        papers, scores = searcher.lexical(cfg).top(text, limit, drop)
+        lists.append({searcher.index.paper_ids[p]: float(x) for p, x in zip(papers, scores)})
+    if len(lists) == 1:
+        ranked = sorted(lists[0].items(), key=lambda kv: -kv[1])
+    else:
+        method, value = parse_fusion(cfg.fuse)
+        ranked = fuse_ranked(lists, fusion_weights(method, value, len(lists)), method, value)[:limit]
+    stage_scores = {pid: {name: lst[pid] for name, lst in zip(stages, lists) if pid in lst} for pid, _ in ranked}
+    if len(lists) > 1:
+        for pid, score in ranked:
+            stage_scores[pid]["fused"] = score
+    papers = np.array([searcher.index.positions[pid] for pid, _ in ranked], dtype=np.int64)
+    return papers, np.array([x for _, x in ranked], dtype=np.float64), stage_scores
