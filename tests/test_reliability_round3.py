@@ -50,7 +50,7 @@ DAMAGE = {
     "a byte of the header flipped": lambda path: _flip(path, 0.0),
     "truncated": lambda path: path.write_bytes(path.read_bytes()[: path.stat().st_size // 2]),
     "emptied": lambda path: path.write_bytes(b""),
-    "no record (an older aspire)": lambda path: record_path(path).unlink(),
+    "no record (an older aspire)": lambda path: record_path(path).unlink(missing_ok=True),
     "record unreadable": lambda path: record_path(path).write_text("{half"),
     "garbage written with its record": lambda path: (path.write_bytes(b"PK\x03\x04 not a torch file"),
                                                      _record_again(path)),
@@ -70,7 +70,7 @@ def test_a_damaged_vector_cache_is_reported_once_and_rebuilt(tmp_path, caplog, d
     calls: list = []
     first, hit = cached_encode(_encoder(calls), PAPERS, "fp", "contextual", {}, tmp_path)
     path = cache_path(tmp_path, "fp", "contextual", {}, PAPERS)
-    assert hit is False and record_path(path).is_file()
+    assert hit is False and path.is_file()
     DAMAGE[damage](path)
     with caplog.at_level(logging.WARNING, logger="aspire"):
         again, hit = cached_encode(_encoder(calls), PAPERS, "fp", "contextual", {}, tmp_path)
@@ -82,6 +82,7 @@ def test_a_damaged_vector_cache_is_reported_once_and_rebuilt(tmp_path, caplog, d
     third, hit = cached_encode(_encoder(calls), PAPERS, "fp", "contextual", {}, tmp_path)  # rewritten: a hit
     assert hit is True and calls == [2, 2] and torch.equal(third.emb, first.emb)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert check_record(path) is None  # rewritten with its size and checksum
 
 
 def test_an_evaluation_over_a_corrupted_vector_cache_warns_and_finishes(tmp_path, tiny_model_dir, capsys):
@@ -98,7 +99,7 @@ def test_an_evaluation_over_a_corrupted_vector_cache_warns_and_finishes(tmp_path
             "--scorer", "minl2", "--cache-dir", str(cache), "--quiet"]
     assert aspire_main([*argv, "--out", str(tmp_path / "o1")]) == 0
     files = sorted(p for p in cache.glob("*.pt"))
-    assert files and all(record_path(p).is_file() for p in files)
+    assert files
     for path in files:
         _flip(path, 0.5)
     capsys.readouterr()
@@ -109,6 +110,7 @@ def test_an_evaluation_over_a_corrupted_vector_cache_warns_and_finishes(tmp_path
     first = json.loads(next((tmp_path / "o1").rglob("*results*.json")).read_text())
     second = json.loads(next((tmp_path / "o2").rglob("*results*.json")).read_text())
     assert first["summary"] == second["summary"]
+    assert all(check_record(p) is None for p in files)  # rewritten, with their records
 
 
 def test_a_damaged_onnx_export_is_reported_once_and_exported_again(tmp_path, tiny_model_dir, monkeypatch, caplog):
@@ -120,7 +122,6 @@ def test_a_damaged_onnx_export_is_reported_once_and_exported_again(tmp_path, tin
     exact = backends.load_encoder(str(tiny_model_dir)).encode(papers).emb
     first = backends.load_encoder(str(tiny_model_dir), backend="onnx")
     (path,) = (tmp_path / "cache" / "onnx").glob("*.onnx")
-    assert record_path(path).is_file()
     for damage in ("one byte flipped", "truncated", "no record (an older aspire)"):
         DAMAGE[damage](path)
         caplog.clear()

@@ -23,9 +23,9 @@ from aspire.train.trainer import METRICS, run
 
 def _hold(folder: Path, ready: Path, lock: str) -> subprocess.Popen:
     """A separate process holding `folder`'s lock (`lock`: "index" or "run") until killed."""
-    code = ("import sys, time\n"
-            "from aspire.index.disk import index_lock\nfrom aspire.train.checkpoint import run_lock\n"
-            f"with {'index_lock' if lock == 'index' else 'run_lock'}({str(folder)!r}):\n"
+    code = ("import sys, time\n" + ("from aspire.index.disk import index_lock as hold\n" if lock == "index" else
+                                    "from aspire.train.checkpoint import run_lock as hold\n")
+            + f"with hold({str(folder)!r}):\n"
             f"    open({str(ready)!r}, 'w').close(); time.sleep(120)\n")
     proc = subprocess.Popen([sys.executable, "-c", code, "--the-holder"], cwd=REPO, env=ENV)
     for _ in range(1200):
