@@ -113,7 +113,7 @@ def make_st_step(examples: Path, args, bf16: bool):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from aspire.encoders.models import resolve_model
+    from aspire.encoders.pretrained import resolve_model
 
     seed_everything(0)
     model = SentenceTransformer(str(resolve_model(args.model)), device=args.device)

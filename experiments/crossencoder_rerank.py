@@ -21,7 +21,7 @@ from pathlib import Path
 
 from aspire.benchmarks.context2doc import load_context2doc
 from aspire.evaluate.context2doc_run import score_and_write, to_run
-from aspire.evaluate.rerank_run import cross_scores, first_stage_scores, metrics_of, sweep
+from aspire.evaluate.context2doc_rerank import cross_scores, first_stage_scores, metrics_of, sweep
 from aspire.retrieval.crossencoder import rerank_run
 from aspire.paths import DATA
 from aspire.scoring.crossencoder import CrossEncoderReranker

@@ -11,7 +11,7 @@ from transformers import AutoModel
 
 from aspire.data import Paper
 from aspire.encoders import ContextualSentenceEncoder, load_encoder, resolve_model
-from aspire.encoders.models import assemble_split_zip
+from aspire.encoders.pretrained import assemble_split_zip
 
 PAPERS = [
     Paper("p1", "A new model", ["We propose a new model.", "It improves the results, e.g. on text.", "Fig 2."]),

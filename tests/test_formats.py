@@ -15,12 +15,12 @@ from aspire.data.papers import Paper
 from aspire.encoders import ContextualSentenceEncoder
 from aspire.encoders.adapters import ADAPTER_DIR
 from aspire.encoders.codes import codes_for, query_code
-from aspire.encoders.models import SETTINGS_FILE
+from aspire.encoders.pretrained import SETTINGS_FILE
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import TripletCollator, load_split
-from aspire.train.formats import apply_formats, use_task
-from aspire.train.models import DocumentModel
+from aspire.train.document_model import DocumentModel
+from aspire.train.task_formats import apply_formats, use_task
 from aspire.train.trainer import build_model, run
 
 FACET_CODES = ["[BACKGROUND]", "[METHOD]", "[RESULT]", "[DOC]"]

@@ -392,7 +392,7 @@ class _Aligned:
 
 def test_aligned_positions_out_of_range_are_dropped_not_used():
     """The documented rule: an alignment outside either paper's (encoded) sentences adds no aligned-pair loss."""
-    from aspire.train.models import DocumentModel
+    from aspire.train.document_model import DocumentModel
 
     anchors = DocBatch.from_list([torch.ones(3, 2), torch.ones(2, 2), torch.ones(4, 2), torch.ones(1, 2)])
     positives = DocBatch.from_list([torch.ones(2, 2), torch.ones(4, 2), torch.ones(1, 2), torch.ones(3, 2)])

@@ -10,8 +10,8 @@ from test_formats import PAPERS, perturb_adapters
 from test_train import tiny_config, write_examples_dir
 from transformers import AutoModel, BertConfig, BertModel
 
+from aspire.train.document_model import DocumentModel
 from aspire.train.interpolate import RECORD_FILE, interpolate, main, soup
-from aspire.train.models import DocumentModel
 from aspire.train.trainer import build_model
 
 

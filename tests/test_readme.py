@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from aspire.encoders.models import MODELS
+from aspire.encoders.pretrained import MODELS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```", README.read_text(encoding="utf-8"), flags=re.M | re.S)

@@ -21,7 +21,7 @@ from aspire.train.config import LossConfig
 
 def test_every_reranker_and_pipeline_choice_comes_from_the_registries():
     from aspire.cli.search import build_parser
-    from aspire.serve.models import SearchBody
+    from aspire.serve.requests import SearchBody
 
     assert RERANKERS == ("none", *stages.RERANK_STAGES)
     hints = get_type_hints(SearchConfig)

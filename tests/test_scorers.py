@@ -201,7 +201,7 @@ def test_triplet_direction_known_answer(name):
         P = DocBatch(positive, mask)
         return scorer.pairwise_dist(A, P), scorer.pairwise_dist(A, N)
 
-    def loss_at(margin):  # the loss training uses (aspire.train.models), one allowed negative an anchor
+    def loss_at(margin):  # the loss training uses (aspire.train.document_model), one allowed negative an anchor
         d_pos, d_neg = dists()
         return triplet_margin_dist_loss(d_pos, d_neg[:, None], torch.ones(1, 1, dtype=torch.bool), margin)
 

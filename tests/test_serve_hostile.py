@@ -29,7 +29,7 @@ from aspire.encoders import load_encoder
 from aspire.search import RERANKERS, STAGES
 from aspire.serve import ServiceHolder
 from aspire.serve.app import MAX_BODY
-from aspire.serve.models import MAX_TAU, MIN_TAU
+from aspire.serve.requests import MAX_TAU, MIN_TAU
 
 JSON_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,7 +14,7 @@ from aspire.config import ConfigError, load_config
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import EpochBatchSampler, TripletCollator, load_split
-from aspire.train.models import KINDS, DocumentModel
+from aspire.train.document_model import KINDS, DocumentModel
 from aspire.train.trainer import METRICS, Trainer, build_model, linear_schedule, run
 
 REPO = Path(__file__).resolve().parents[1]

@@ -154,7 +154,7 @@ class QueryMaker:
         if self.searcher.encoder is not None:
             codes = self.searcher.encoder.codes
         else:  # read from the model's saved settings: no model is loaded for an indexed query without a code
-            from aspire.encoders.models import saved_settings
+            from aspire.encoders.pretrained import saved_settings
 
             model = self.args.model or self.searcher.index.model_name
             try:

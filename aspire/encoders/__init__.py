@@ -7,7 +7,7 @@ from aspire.encoders.contextual import (
     TruncationRecord,
     paper_sentences,
 )
-from aspire.encoders.models import MODELS, resolve_model
+from aspire.encoders.pretrained import MODELS, resolve_model
 
 __all__ = [
     "BACKENDS",

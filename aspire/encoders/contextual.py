@@ -34,11 +34,11 @@ from aspire.batch import DocBatch
 from aspire.data.papers import Paper, abstract_text, as_papers
 from aspire.encoders import adapters
 from aspire.encoders.codes import code_id, encoding_with_code, with_code
-from aspire.encoders.formats import TaskFormats
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
-from aspire.encoders.models import SETTINGS_FILE, resolve_model, saved_settings
 from aspire.encoders.pieces import budget_batches, raise_if_unseen, truncation_records, unseen_sentences
 from aspire.encoders.pooling import masked_mean
+from aspire.encoders.pretrained import SETTINGS_FILE, resolve_model, saved_settings
+from aspire.encoders.task_formats import TaskFormats
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ STAGE = "crossencoder"  # a search hit's stage-score name
 
 @dataclass(frozen=True)
 class RerankOptions:
-    """A cross-encoder (`model`: a directory or a name of `aspire.encoders.models`) over the top `top_n`,
+    """A cross-encoder (`model`: a directory or a name of `aspire.encoders.pretrained`) over the top `top_n`,
     weight `weight` on its z-scored logits against the first stage's (1 replaces the first stage)."""
 
     model: str

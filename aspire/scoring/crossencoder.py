@@ -29,7 +29,7 @@ NORMS = ("z", "minmax")
 
 
 def load_cross_encoder(model, max_length: int | None = None, device: str | None = None):
-    """A `CrossEncoder` from a directory or a model name of `aspire.encoders.models` (`minilm`, `mpnet`).
+    """A `CrossEncoder` from a directory or a model name of `aspire.encoders.pretrained` (`minilm`, `mpnet`).
 
     A plain encoder (no classification head) gets a fresh one-logit head: the starting point for training.
     `max_length` None keeps the length the model was saved with (a trained cross-encoder's own).
@@ -39,7 +39,7 @@ def load_cross_encoder(model, max_length: int | None = None, device: str | None 
 
     if isinstance(model, CrossEncoder):
         return model
-    from aspire.encoders.models import resolve_model
+    from aspire.encoders.pretrained import resolve_model
 
     path = Path(resolve_model(str(model)))
     if not (path / "config.json").is_file():

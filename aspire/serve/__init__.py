@@ -13,8 +13,8 @@ A rebuilt index is picked up while the server runs; every answer names the gener
 - `server`: make_server, the app on uvicorn
 """
 
-from aspire.serve.models import RequestError, SearchBody
 from aspire.serve.reload import ServiceHolder
+from aspire.serve.requests import RequestError, SearchBody
 from aspire.serve.server import AspireServer, make_server
 from aspire.serve.service import SearchService, open_service, read_labels
 

@@ -7,7 +7,7 @@ Routes (anything else is 404, a known route with another method 405; every error
     GET  /api/info                    index size, model, search defaults, generation, reload error
     GET  /api/papers?q=&limit=&offset=   papers whose id starts with q or whose title holds its words, a page at a time
     GET  /api/paper?id=               one paper's sentences with facet labels
-    POST /api/search                  JSON `SearchBody` (aspire.serve.models) -> ranked, explained hits
+    POST /api/search                  JSON `SearchBody` (aspire.serve.requests) -> ranked, explained hits
     POST /api/reload                  open the index's live generation now if it is not the one served
 
 Every answer carries `X-Aspire-Generation` (the index generation it was answered from; JSON
@@ -34,9 +34,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from aspire.serve.models import PaperQuery, PapersQuery, RequestError, check, parse_json
 from aspire.serve.protocol import CLIENT_EOF
 from aspire.serve.reload import ServiceHolder
+from aspire.serve.requests import PaperQuery, PapersQuery, RequestError, check, parse_json
 
 log = logging.getLogger(__name__)
 

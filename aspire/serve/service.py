@@ -15,7 +15,7 @@
 Every answer names the index generation it came from (`generation`, see aspire.serve.reload).
 Bad input raises `RequestError(status, message)` (a 4xx answer), never a 5xx: unknown ids (404),
 empty or out-of-range selections, wrong types, oversized values (400); the rules live in
-aspire.serve.models.
+aspire.serve.requests.
 
 Facet labels: an index built from papers with `pred_labels` keeps them (`SentenceIndex.labels`);
 a corpus JSONL given with `labels_from` is read instead (e.g. for an index built without them), a
@@ -39,7 +39,7 @@ from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
 from aspire.scoring import cross_l2_cost
 from aspire.search import RERANKERS, STAGES, Searcher, search_timed
-from aspire.serve.models import (
+from aspire.serve.requests import (
     MAX_K,
     MAX_SHORTLIST,
     MAX_TAU,

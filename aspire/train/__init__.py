@@ -8,6 +8,6 @@
 """
 
 from aspire.train.config import Config
-from aspire.train.models import KINDS, DocumentModel, TripletBatch
+from aspire.train.document_model import KINDS, DocumentModel, TripletBatch
 
 __all__ = ["Config", "DocumentModel", "KINDS", "TripletBatch"]

@@ -49,14 +49,14 @@ class AdapterConfig:
 class ModelConfig:
     """Which document model to train.
 
-    `kind` picks the loss path (see `aspire.train.models.KINDS`); `encoder` is `minilm`, `mpnet` or
+    `kind` picks the loss path (see `aspire.train.document_model.KINDS`); `encoder` is `minilm`, `mpnet` or
     a Hugging Face directory. `ot_*` are the OT distance's settings (`aspire.scoring.OTScorer`:
     entropic regulariser `ot_eps`, sentence-weight temperature `ot_tau`, Sinkhorn tolerance,
     iteration cap and gradient mode); `att_tau` is the attention
     scorer's softmax temperature; `pooling` only matters for `cocite_vector` (one vector a paper).
     `max_length` (0 = the model's limit) and `include_title` are the encoder's settings.
 
-    Task formats (SPECTER2, `aspire.train.formats`): `control_codes` `task` prepends a code per
+    Task formats (SPECTER2, `aspire.train.task_formats`): `control_codes` `task` prepends a code per
     training task (`[COCITE]`), `facet` adds `[BACKGROUND]` `[METHOD]` `[RESULT]` for facet queries at
     inference and `[DOC]` for every other paper (training papers included: the co-citation data has no
     facet labels). `adapter` trains peft adapters instead of the whole encoder (with codes: LoRA only,

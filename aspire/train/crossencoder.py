@@ -1,7 +1,7 @@
 """Train a cross-encoder reranker on context2doc's train split (citing sentence, cited abstract) pairs.
 
 Positives: each train query's cited papers. Negatives: `negatives` papers drawn (seeded) from the first
-stage's top `negative_depth` (`aspire.evaluate.rerank_run.first_stage_scores`) minus the positives, so the
+stage's top `negative_depth` (`aspire.evaluate.context2doc_rerank.first_stage_scores`) minus the positives, so the
 model learns to tell apart exactly the near misses it will rerank. sentence-transformers'
 `CrossEncoderTrainer` with `BinaryCrossEntropyLoss`, from all-MiniLM-L6-v2's weights and a fresh head.
 Only the train split is read for training; the dev split's reranked MRR is measured after training.
@@ -30,7 +30,7 @@ from aspire.paths import DATA
 
 @dataclass
 class CrossEncoderConfig:
-    base_model: str = "minilm"  # a name of aspire.encoders.models or a directory (a CrossEncoder to continue)
+    base_model: str = "minilm"  # a name of aspire.encoders.pretrained or a directory (a CrossEncoder to continue)
     max_length: int = ranged(128, ge=16)  # word pieces of query + abstract
     negatives: int = ranged(3, ge=0)  # negatives per query
     negative_depth: int = ranged(30, ge=1)  # drawn from the first stage's top this many, positives removed
@@ -100,8 +100,8 @@ def fit_cross_encoder(model, pairs: Sequence[tuple[str, str, float]], out_dir: P
 def dev_check(model, data_dir, cfg: CrossEncoderConfig, top_n: int | None = None, split_file=None) -> dict:
     """The dev split's first stage and its rerank of the top `top_n` (default `cfg.dev_top_n`) by `model`."""
     from aspire.benchmarks.context2doc import SPLIT_FILE, load_context2doc
+    from aspire.evaluate.context2doc_rerank import cross_scores, first_stage_scores, metrics_of
     from aspire.evaluate.context2doc_run import to_run
-    from aspire.evaluate.rerank_run import cross_scores, first_stage_scores, metrics_of
     from aspire.retrieval.crossencoder import rerank_run
     from aspire.scoring.crossencoder import CrossEncoderReranker
 
@@ -117,8 +117,8 @@ def dev_check(model, data_dir, cfg: CrossEncoderConfig, top_n: int | None = None
 def train_on_context2doc(data_dir, out_dir, cfg: CrossEncoderConfig = CrossEncoderConfig()) -> dict:
     """Build the train split's pairs, train from `cfg.base_model`, save, check on dev; returns the report."""
     from aspire.benchmarks.context2doc import load_context2doc
+    from aspire.evaluate.context2doc_rerank import first_stage_scores
     from aspire.evaluate.context2doc_run import candidate_texts, to_run
-    from aspire.evaluate.rerank_run import first_stage_scores
     from aspire.scoring.crossencoder import load_cross_encoder
 
     out_dir = Path(out_dir)

@@ -26,8 +26,8 @@ from torch.utils.data import Dataset, Sampler
 from aspire.data.papers import Paper, read_paper_map
 from aspire.io import iter_jsonl, require
 from aspire.train.config import DataConfig
-from aspire.train.formats import DEFAULT_TASK
-from aspire.train.models import TripletBatch
+from aspire.train.document_model import TripletBatch
+from aspire.train.task_formats import DEFAULT_TASK
 
 log = logging.getLogger(__name__)
 

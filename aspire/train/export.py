@@ -35,7 +35,7 @@ def export_merged(model: str | Path, out: str | Path) -> Path:
 
 def read_meta(model: Path) -> dict | None:
     """A trained model's document_model.json, or None for a plain encoder directory without one."""
-    from aspire.train.models import MODEL_FILE
+    from aspire.train.document_model import MODEL_FILE
 
     path = model / MODEL_FILE
     return json.loads(path.read_text()) if path.is_file() else None
@@ -50,7 +50,7 @@ def plain_meta(meta: dict) -> dict:
 
 def write_plain_meta(meta: dict, out: Path) -> None:
     """Write a trained model's document_model.json `meta` beside plain weights in `out` (`plain_meta`)."""
-    from aspire.train.models import MODEL_FILE
+    from aspire.train.document_model import MODEL_FILE
 
     (out / MODEL_FILE).write_text(json.dumps(plain_meta(meta), indent=2))
 

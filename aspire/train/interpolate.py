@@ -62,9 +62,9 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
     it was trained from, as its document_model.json records) — (1 − α)·base + α·model."""
     from transformers import AutoModel
 
-    from aspire.encoders.models import resolve_model
+    from aspire.encoders.pretrained import resolve_model
+    from aspire.train.document_model import MODEL_FILE
     from aspire.train.export import read_meta, write_plain_meta
-    from aspire.train.models import MODEL_FILE
 
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
@@ -104,8 +104,8 @@ def soup(models: Sequence[str | Path], out: str | Path) -> Path:
     document_model.json goes with it, and the record names each member with its own record (so a soup
     of soups keeps its history) and each trained model's weight in it (`leaf_weights`); a model whose
     `model` section or weights (names, shapes) differ from the first's is an error naming it and the key."""
+    from aspire.train.document_model import MODEL_FILE
     from aspire.train.export import plain_meta, read_meta, write_plain_meta
-    from aspire.train.models import MODEL_FILE
 
     models, out = [Path(m) for m in models], Path(out)
     if len(models) < 2:

@@ -1,6 +1,6 @@
 """Self-training of the cross-encoder reranker on unlabelled citing sentences, round after round.
 
-Each round labels queries with the current pipeline — the first stage (`aspire.evaluate.rerank_run`)
+Each round labels queries with the current pipeline — the first stage (`aspire.evaluate.context2doc_rerank`)
 with its top `shortlist` reranked by the current cross-encoder at weight `rerank_weight` (round 1: by
 `start_model` when `label_with_start`, else the first stage alone) — taking the top `positives` as pseudo
 positives and `negatives` documents drawn from ranks `band_from`..`band_to` (1-based, inclusive) as
@@ -104,8 +104,8 @@ def add_acl_queries(bench, cfg: SelfTrainingConfig) -> dict:
 def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> list[dict]:
     """Run `cfg.rounds` rounds (see the module docstring); returns the rounds' log, also in `OUT/rounds.json`."""
     from aspire.benchmarks.context2doc import SPLIT_FILE, load_context2doc
+    from aspire.evaluate.context2doc_rerank import cross_scores, first_stage_scores
     from aspire.evaluate.context2doc_run import candidate_texts, to_run
-    from aspire.evaluate.rerank_run import cross_scores, first_stage_scores
     from aspire.retrieval.crossencoder import rerank_run
     from aspire.scoring.crossencoder import CrossEncoderReranker, load_cross_encoder
 

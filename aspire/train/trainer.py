@@ -32,9 +32,8 @@ from aspire.storage import check_free_space, on_disk_full
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_dev_split, load_split
-from aspire.train.formats import apply_formats, check_formats, task_names
+from aspire.train.document_model import DocumentModel
 from aspire.train.mixing import MixSampler
-from aspire.train.models import DocumentModel
 from aspire.train.process import (  # the process set-up steps, used by `run` and re-exported
     init_distributed,
     process_ranks,
@@ -51,6 +50,7 @@ from aspire.train.state import (  # noqa: F401  (the run bookkeeping, re-exporte
     trim_metrics,
     weights_digest,
 )
+from aspire.train.task_formats import apply_formats, check_formats, task_names
 from aspire.train.tasks import MultiTaskData, build_tasks
 
 log = logging.getLogger(__name__)

@@ -51,7 +51,7 @@ from aspire.losses import (
     triplet_margin_dist_per_anchor,
 )
 from aspire.train.config import AbstractConfig, LossConfig, ModelConfig
-from aspire.train.formats import DEFAULT_TASK, use_task
+from aspire.train.task_formats import DEFAULT_TASK, use_task
 from aspire.train.terms import (  # noqa: F401  (KINDS, kind_terms and make_scorer are used from here too)
     KINDS,
     NO_SCORER,
@@ -79,7 +79,7 @@ class TripletBatch:
         pos_ids: (B,) long, integer id of each positive.
         align: (B, 2) long, aligned sentence positions (in anchor, in positive); -1 where unknown.
         hard_rows: (B,) long, row of the anchor's hard negative among the H (-1 = none).
-        task: the training task all of the batch belongs to (its adapter, `aspire.train.formats`); None
+        task: the training task all of the batch belongs to (its adapter, `aspire.train.task_formats`); None
             when it holds several tasks (each paper's control code went in at tokenisation).
         hard_ids: (H,) long, integer id of each hard negative (None: no hard negatives).
         task_ids: (B,) long, the objective task (`aspire.train.tasks`) of each pair (None: all task 0).
@@ -120,7 +120,7 @@ class DocumentModel(nn.Module):
         loss_cfg: the `loss` config section (kind, margin, negatives, scale, ...).
         abstract_cfg: the `abstract` section (kind `abstract`'s text and pooling).
         tasks: the training tasks' names, the first one's control code and adapter used at inference
-            (`aspire.train.formats.task_names`).
+            (`aspire.train.task_formats.task_names`).
     """
 
     def __init__(self, encoder: nn.Module, model_cfg: ModelConfig, loss_cfg: LossConfig | None = None,
