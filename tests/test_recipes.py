@@ -72,3 +72,11 @@ def test_an_objective_registered_here_is_built_from_the_loss_config(monkeypatch)
     assert (mnrl.scale, mnrl.symmetric) == (5.0, True) and matrix_loss(LossConfig()) is None
     with pytest.raises(ValueError, match="unknown loss kind 'nope'; valid: triplet, mnrl"):
         matrix_loss(LossConfig(kind="nope"))
+
+
+def test_model_kinds_and_task_names_are_named_once():
+    from aspire.train.config import KINDS, ModelKind, TaskConfig
+    from aspire.train.tasks import BUILDERS
+
+    assert get_args(ModelKind) == tuple(KINDS)
+    assert set(get_args(get_type_hints(TaskConfig)["name"])) == set(BUILDERS)

@@ -14,7 +14,19 @@ from typing import Literal
 from aspire.config import ConfigError, ranged
 from aspire.losses import LOSS_KINDS
 
-ModelKind = Literal["ts", "ot", "ts+ot", "max", "att", "abs", "cocite_vector", "abstract"]
+# kind -> (loss terms, inference scorer). A term is "aligned" (aligned pair for the positive,
+# min-L2 for negatives), a scorer name, "vector" (L2 of mean-pooled vectors) or "cosine".
+KINDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "ts": (("aligned",), "minl2"),
+    "abs": (("aligned",), "minl2"),
+    "ot": (("ot",), "ot"),
+    "ts+ot": (("aligned", "ot"), "ot"),
+    "max": (("minl2",), "minl2"),
+    "att": (("attention",), "attention"),
+    "cocite_vector": (("vector",), "vector"),
+    "abstract": (("cosine",), "abstract"),
+}
+ModelKind = Literal[tuple(KINDS)]
 
 
 @dataclass
@@ -49,7 +61,7 @@ class AdapterConfig:
 class ModelConfig:
     """Which document model to train.
 
-    `kind` picks the loss path (see `aspire.train.document_model.KINDS`); `encoder` is `minilm`, `mpnet` or
+    `kind` picks the loss path (see `KINDS` above); `encoder` is `minilm`, `mpnet` or
     a Hugging Face directory. `ot_*` are the OT distance's settings (`aspire.scoring.OTScorer`:
     entropic regulariser `ot_eps`, sentence-weight temperature `ot_tau`, Sinkhorn tolerance,
     iteration cap and gradient mode); `att_tau` is the attention

@@ -50,10 +50,9 @@ from aspire.losses import (
     pick_one_negative,
     triplet_margin_dist_per_anchor,
 )
-from aspire.train.config import AbstractConfig, LossConfig, ModelConfig
+from aspire.train.config import KINDS, AbstractConfig, LossConfig, ModelConfig  # noqa: F401 (KINDS: used from here too)
 from aspire.train.task_formats import DEFAULT_TASK, use_task
-from aspire.train.terms import (  # noqa: F401  (KINDS, kind_terms and make_scorer are used from here too)
-    KINDS,
+from aspire.train.terms import (  # noqa: F401  (kind_terms and make_scorer are used from here too)
     NO_SCORER,
     AbstractText,
     CosineTerm,

@@ -21,20 +21,8 @@ from aspire.encoders.codes import encoding_with_code
 from aspire.encoders.pooling import masked_mean
 from aspire.losses import pairwise_vector_l2_dist, vector_l2_dist
 from aspire.scoring.vector import VectorCosine
-from aspire.train.config import AbstractConfig, ModelConfig
+from aspire.train.config import KINDS, AbstractConfig, ModelConfig
 
-# kind -> (loss terms, inference scorer). A term is "aligned" (aligned pair for the positive,
-# min-L2 for negatives), a scorer name, "vector" (L2 of mean-pooled vectors) or "cosine".
-KINDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "ts": (("aligned",), "minl2"),
-    "abs": (("aligned",), "minl2"),
-    "ot": (("ot",), "ot"),
-    "ts+ot": (("aligned", "ot"), "ot"),
-    "max": (("minl2",), "minl2"),
-    "att": (("attention",), "attention"),
-    "cocite_vector": (("vector",), "vector"),
-    "abstract": (("cosine",), "abstract"),
-}
 NO_SCORER = {"vector", "cosine", "abstract"}  # terms and inference names computed here, not by aspire.scoring
 
 
