@@ -381,6 +381,17 @@ def test_single_match_mode_more_papers_narrow_window_and_favicon(page_server, br
         assert errors == []
 
 
+def searched_as_the_service(page, server, body: dict):
+    """Click Search; the hits the page shows, and the service's own answer to the same request (`body` on top
+    of the picked paper and selection), whose order the page must show."""
+    page.click("#search-btn")
+    page.wait_for_selector("#results .hit .stage-score")
+    expected = server.service.search({"paper_id": QUERY, "sentences": SELECTED, **body})
+    hits = page.locator("#results .hit")
+    assert hits.evaluate_all("ns => ns.map(n => n.dataset.id)") == [h["paper_id"] for h in expected["hits"]]
+    return hits, expected
+
+
 def test_pipeline_choice_and_each_hits_stage_scores(page_server, browser):
     """The user picks the fused first stage and the best-passage re-ranker; each hit shows its stage scores."""
     with open_page(browser, page_server, {"width": 1280, "height": 900}) as (page, errors):
@@ -388,12 +399,8 @@ def test_pipeline_choice_and_each_hits_stage_scores(page_server, browser):
         page.select_option("#stages", "ann,bm25")
         page.select_option("#rerank", "maxpassage")
         assert "best run of consecutive sentences" in page.locator("#mode-help").inner_text()
-        page.click("#search-btn")
-        page.wait_for_selector("#results .hit .stage-score")
-        expected = page_server.service.search({"paper_id": QUERY, "sentences": SELECTED, "k": 10,
-                                               "stages": "ann,bm25", "rerank": "maxpassage"})
-        hits = page.locator("#results .hit")
-        assert hits.evaluate_all("ns => ns.map(n => n.dataset.id)") == [h["paper_id"] for h in expected["hits"]]
+        hits, expected = searched_as_the_service(page, page_server, {"k": 10, "stages": "ann,bm25",
+                                                                     "rerank": "maxpassage"})
         for n, hit in enumerate(expected["hits"]):
             chips = hits.nth(n).locator(".stage-score")
             assert chips.evaluate_all("ns => ns.map(n => n.dataset.stage)") == list(hit["stages"])
@@ -431,12 +438,8 @@ def test_cross_encoder_choice_only_when_loaded_and_its_scores_and_time(page_serv
         page.select_option("#k", "5")
         page.select_option("#cross", "on")
         assert "Cross-encoder (last stage)" in page.locator("#mode-help").inner_text()
-        page.click("#search-btn")
-        page.wait_for_selector("#results .hit .stage-score")
-        expected = cross_page_server.service.search({"paper_id": QUERY, "sentences": SELECTED, "k": 5,
-                                                     "rerank": "minl2", "cross_encoder": True})
-        hits = page.locator("#results .hit")
-        assert hits.evaluate_all("ns => ns.map(n => n.dataset.id)") == [h["paper_id"] for h in expected["hits"]]
+        hits, expected = searched_as_the_service(page, cross_page_server, {"k": 5, "rerank": "minl2",
+                                                                           "cross_encoder": True})
         for n, hit in enumerate(expected["hits"]):
             chips = hits.nth(n).locator(".stage-score")
             assert chips.evaluate_all("ns => ns.map(n => n.dataset.stage)") == ["ann", "minl2", "crossencoder"]
