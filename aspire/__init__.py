@@ -6,6 +6,14 @@ optimal transport between the two sentence sets).
 """
 
 from aspire._version import __version__
-from aspire.batch import DocBatch
 
 __all__ = ["DocBatch", "__version__"]
+
+
+def __getattr__(name: str):
+    """`aspire.DocBatch`, imported on first use: `import aspire` (and so `aspire --help`) loads no torch."""
+    if name == "DocBatch":
+        from aspire.batch import DocBatch
+
+        return DocBatch
+    raise AttributeError(f"module 'aspire' has no attribute {name!r}")
