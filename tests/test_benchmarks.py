@@ -354,3 +354,41 @@ def test_fuse_runs_rrf_and_wsum():
     assert heavy_a["q"][0][0] == "d1"
     with pytest.raises(ValueError, match="different queries"):
         fuse_runs([a, {"x": [("d1", 1.0)]}])
+
+
+def test_context2doc_through_the_search_pipeline_equals_the_benchmark_runs(tmp_path, tiny_model_dir):
+    """`--search-pipeline`: the benchmark answered by aspire search's Searcher gives the benchmark's own BM25
+    ranking (the papers with a positive score, in order, then papers that share no word) and its min-L2 run."""
+    from aspire.evaluate.context2doc_run import run_context2doc
+    from aspire.evaluate.search_run import run_search_pipeline
+
+    bench = tiny_context2doc(tmp_path)
+    run_context2doc(bench, tmp_path / "bm25", "bm25", bm25=True)
+    searched = run_search_pipeline(bench, tmp_path / "s-bm25", "s", str(tiny_model_dir), ["stages=bm25"], depth=10)
+    runs = [read_run(tmp_path / name / "run.trec") for name in ("bm25", "s-bm25")]
+    for qid in bench.queries:
+        positive = [(d, s) for d, s in runs[0][qid] if s > 0][:10]
+        assert runs[1][qid][: len(positive)] == positive
+        assert all(s == 0 for _, s in runs[1][qid][len(positive):])
+    assert searched["search"]["stages"] == "bm25"
+
+    dense = run_context2doc(bench, tmp_path / "minl2", "minl2", str(tiny_model_dir), "minl2")
+    searched = run_search_pipeline(bench, tmp_path / "s-minl2", "s", str(tiny_model_dir),
+                                   ["stages=ann", "rerank=minl2"], depth=len(bench.candidates))
+    assert searched["short_of_depth"]["queries"] == 0
+    for m in ("MRR", "nDCG@10", "MAP"):
+        assert searched["metrics"][m] == pytest.approx(dense["metrics"][m], abs=1e-6)
+    with pytest.raises(ValueError, match="depth must be >= 1"):
+        run_search_pipeline(bench, tmp_path / "x", "x", str(tiny_model_dir), depth=0)
+
+
+def test_search_pipeline_command_refuses_the_benchmark_runners_options(tmp_path, tiny_model_dir, capsys):
+    from aspire.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["evaluate", "context2doc", "--search-pipeline", "stages=bm25", "--out", str(tmp_path)])
+    assert "--search-pipeline needs --model" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["evaluate", "context2doc", "--model", str(tiny_model_dir), "--scorer", "minl2", "--search-pipeline",
+              "--out", str(tmp_path)])
+    assert "leave out --scorer" in capsys.readouterr().err

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from aspire.benchmarks import BENCHMARKS
-from aspire.cliutil import add_backend_options, backend_options, code_option, positive_int
+from aspire.cliutil import add_backend_options, backend_options, code_option, normalize_overrides, positive_int
 from aspire.evaluate.options import scorer_options
 from aspire.paths import DATA
 from aspire.scoring.fusion import METHODS as FUSION_METHODS
@@ -126,6 +126,9 @@ def add_parsers(sub) -> None:
     add_stage_args(pc)
     pc.add_argument("--depth", type=int, default=100, help="documents written per query (default 100)")
     pc.add_argument("--exp", help="run tag (default from model/scorer)")
+    pc.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
+                    help="score `aspire search` itself: index the candidates with --model and answer each query "
+                         "with the Searcher, these search-config overrides (e.g. stages=ann,bm25 rerank=none)")
     _encoder_args(pc, SCORERS)
 
     pm = sub.add_parser("compare", help="paired test of two runs of one benchmark",
@@ -242,6 +245,8 @@ def _context2doc(parser, args) -> int:
     from aspire.evaluate.context2doc_run import format_result, run_context2doc
     from aspire.evaluate.pool_stages import stage_exp
 
+    if args.search_pipeline is not None:
+        return _context2doc_search(parser, args)
     if args.model and not args.scorer:
         parser.error("--model needs --scorer")
     bm25, alpha, rerank = stage_options(parser, args)
@@ -256,6 +261,29 @@ def _context2doc(parser, args) -> int:
         print(f"cross-encoder: {speed['pairs']} pairs, {speed['pairs_per_second']} pairs/s, "
               f"{speed['ms_per_query']} ms a query")
     print(f"wrote {Path(args.out) / 'run.trec'}")
+    return 0
+
+
+def _context2doc_search(parser, args) -> int:
+    """`context2doc --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
+    from aspire.benchmarks.context2doc import load_context2doc
+    from aspire.evaluate.context2doc_run import format_result
+    from aspire.evaluate.search_run import run_search_pipeline
+
+    if not args.model:
+        parser.error("--search-pipeline needs --model (the model the candidates are indexed with)")
+    if args.scorer or args.bm25 or args.rerank:
+        parser.error("--search-pipeline takes its stages as search-config overrides (stages=, rerank=, fuse=); "
+                     "leave out --scorer, --bm25 and --rerank")
+    overrides = normalize_overrides(args.search_pipeline, section="search")
+    exp = args.exp or "-".join([Path(args.model).name, "search", *[o.replace("=", "-") for o in overrides]])
+    results = run_search_pipeline(load_context2doc(args.data, args.split), args.out, exp, args.model, overrides,
+                                  args.depth, encoder_options=backend_options(args))
+    print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
+    if results["short_of_depth"]["queries"]:
+        print(f"{results['short_of_depth']['queries']} queries found fewer than {args.depth} papers "
+              f"(fewest {results['short_of_depth']['fewest']})")
+    print(f"wrote {args.out}")
     return 0
 
 

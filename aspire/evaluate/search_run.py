@@ -1,0 +1,74 @@
+"""A benchmark scored through `aspire search` itself: the candidates indexed as `aspire index build` indexes
+them, every query answered by the same `Searcher` (first stage, re-rank, cross-encoder) that `aspire search`,
+the page and the Python API run, so the figure is the figure of the pipeline a user runs.
+
+    aspire evaluate context2doc --model minilm --search-pipeline stages=ann,bm25 rerank=none --out DIR
+
+Each citing sentence is a one-sentence query paper with an empty title (encoded with the model's query side,
+as the benchmark's dense runner encodes it); its hits (`depth` of them) are the run, scored by the benchmark's
+own metrics (`aspire.evaluate.context2doc_run.score_and_write`). `pipeline` holds search-config overrides
+(`stages=...`, `rerank=...`, `shortlist=...`, `fuse=...`: the keys of `aspire.index.config.SearchConfig`); the
+index is exact (`flat`) unless `index` says otherwise. The benchmark's own whole-abstract runs (`--scorer`) use
+a vector the index does not hold; this runner answers what the index's pipelines reach.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Sequence
+
+from aspire.benchmarks.context2doc import Context2Doc
+from aspire.config import apply_overrides
+from aspire.data.papers import Paper
+from aspire.evaluate.context2doc_run import score_and_write
+from aspire.index.config import IndexBuildConfig, IndexConfig
+from aspire.index.corpus import encode_corpus
+from aspire.index.store import SentenceIndex, model_fingerprint
+from aspire.search import Searcher
+
+log = logging.getLogger(__name__)
+
+
+def index_candidates(encoder, papers: Sequence[Paper], index: IndexConfig | None = None) -> SentenceIndex:
+    """The benchmark's candidates as an in-memory sentence index (the `aspire index build` path); a candidate
+    the index rejects is an error naming it, so every candidate can be found."""
+    corpus = encode_corpus(encoder, papers, progress=log.isEnabledFor(logging.INFO))
+    if corpus.rejected:
+        raise ValueError(f"{len(corpus.rejected)} candidate(s) could not be indexed, e.g. {corpus.rejected[0]}")
+    config = IndexBuildConfig(index=index or IndexConfig(kind="flat"))
+    return SentenceIndex.build(corpus, config, model_fingerprint(encoder), getattr(encoder, "name", ""))
+
+
+def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline: Sequence[str] = (),
+                        depth: int = 100, encoder=None, encoder_options: dict | None = None) -> dict:
+    """Score `bench` with the search pipeline `pipeline` (search-config overrides) over an index of its
+    candidates built with `model` (or the loaded `encoder`); writes the run, qrels and `results.json`."""
+    if depth < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    if encoder is None:
+        from aspire.encoders import load_encoder
+
+        encoder = load_encoder(model, **dict(encoder_options or {}))
+    t0 = time.perf_counter()
+    index = index_candidates(encoder, bench.candidates)
+    searcher = Searcher(index, apply_overrides(index.config.search, list(pipeline), "search"), encoder)
+    searcher.shortfalls = []  # a query answered with fewer than `depth` papers is counted, not warned each time
+    cfg = searcher.config
+    if cfg.cross_encoder:
+        raise ValueError("search-pipeline: the cross-encoder stage needs a loaded cross-encoder; evaluate it with "
+                         "--rerank MODEL on the benchmark's own runner")
+    run = {}
+    for qid, text in bench.queries.items():
+        with encoder.query_side():  # a query adapter, if the model has one, encodes the citing sentence
+            query = encoder.encode([Paper(qid, "", [text])], progress=False)
+        hits = searcher.search(query, k=depth, shortlist=max(cfg.shortlist, depth), exclude=[])
+        run[qid] = [(hit.paper_id, hit.score) for hit in hits]
+    short = searcher.shortfalls
+    info = {"model": str(model), "encoder_fingerprint": model_fingerprint(encoder),
+            "search": {"stages": cfg.stages, "fuse": cfg.fuse, "rerank": cfg.rerank, "shortlist": max(cfg.shortlist, depth),
+                       "overrides": list(pipeline), "index": index.kind},
+            "short_of_depth": {"queries": len(short), "fewest": min((f for f, _, _ in short), default=depth)},
+            "seconds": time.perf_counter() - t0}
+    return score_and_write(bench, run, Path(out), exp, info)
