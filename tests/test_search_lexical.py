@@ -38,7 +38,8 @@ def query(text: str) -> DocBatch:
 def test_bm25_stage_ranks_by_words(searcher):
     hits = searcher.search(query("graph parsing"), k=4, stages="bm25")
     assert hits[0].paper_id == "P2" and set(hits[0].stages) == {"bm25"}
-    assert [h.paper_id for h in hits] == ["P2", "P3"]  # only papers sharing a word come back
+    assert [h.paper_id for h in hits] == ["P2", "P3", "P0", "P1"]  # k papers: those sharing no word tied at 0
+    assert [h.stages["bm25"] for h in hits[2:]] == [0.0, 0.0]
     ann = searcher.search(query("graph parsing"), k=4, stages="ann")
     assert ann[0].paper_id == "P0" and set(ann[0].stages) == {"ann"}
 

@@ -31,17 +31,26 @@ class LexicalStage:
         self.bm25 = bm25
         self.n_papers = len(bm25.ids)
 
-    def top(self, text: str, n: int, exclude: Sequence[int] = ()) -> tuple[np.ndarray, np.ndarray]:
-        """The `n` best papers for `text` with a positive BM25 score, `exclude` positions left out."""
+    def top(self, text: str, n: int, exclude: Sequence[int] = (), fill: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """The `n` best papers for `text`, `exclude` positions left out, best first (ties: lower position).
+
+        With `fill`, `n` means `n` papers: the papers sharing no word with the query all score 0 and, when
+        fewer than `n` papers score above 0, fill the list in index order (tied at 0, below every matching
+        paper); fewer come back only when the index holds fewer papers besides `exclude`. Without it (a list
+        to fuse, whose z-scores the zeros would move), only the papers scoring above 0.
+        """
         scores = self.bm25.scores([text])[0].astype(np.float64)  # (P,)
+        keep = np.ones(len(scores), dtype=bool)
         if len(exclude):
-            scores[np.asarray(exclude, dtype=np.int64)] = 0.0
-        n = min(n, int((scores > 0).sum()))
-        if n == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        top = np.argpartition(-scores, n - 1)[:n]
+            keep[np.asarray(exclude, dtype=np.int64)] = False
+        candidates = np.flatnonzero(keep)  # (C,) ascending positions
+        matched = scores[candidates] > 0
+        hits, rest = candidates[matched], candidates[~matched]
+        m = min(n, len(hits))
+        top = hits[np.argpartition(-scores[hits], m - 1)[:m]] if m else hits[:0]
         top = top[np.lexsort((top, -scores[top]))]
-        return top.astype(np.int64), scores[top]
+        top = np.concatenate([top, rest[: n - m] if fill else rest[:0]]).astype(np.int64)  # zero-score fill
+        return top, scores[top]
 
 
 def first_stage(searcher, query, cfg, exclude: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -56,7 +65,7 @@ def first_stage(searcher, query, cfg, exclude: Sequence[str]) -> tuple[np.ndarra
     if "bm25" in stages:
         text = selected_text(query)
         drop = [searcher.index.positions[pid] for pid in exclude if pid in searcher.index.positions]
-        papers, scores = searcher.lexical(cfg).top(text, limit, drop)
+        papers, scores = searcher.lexical(cfg).top(text, limit, drop, fill=stages == ["bm25"])  # k means k
         lists.append({searcher.index.paper_ids[p]: float(x) for p, x in zip(papers, scores)})
     if len(lists) == 1:
         ranked = sorted(lists[0].items(), key=lambda kv: -kv[1])
