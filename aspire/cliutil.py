@@ -149,6 +149,8 @@ def setup_logging(args: argparse.Namespace) -> None:
             root.removeHandler(handler)
     handler = _TqdmHandler()
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    if level != "DEBUG":  # a library that sets its own logger to DEBUG at import (bm25s does) stays below WARNING
+        handler.addFilter(lambda record: record.name.split(".")[0] == "aspire" or record.levelno >= logging.WARNING)
     root.addHandler(handler)
     root.setLevel("DEBUG" if level == "DEBUG" else max(logging.WARNING, logging.getLevelName(level)))
     logging.getLogger("aspire").setLevel(level)

@@ -29,6 +29,7 @@ from aspire.index.texts import read_index_papers
 from aspire.io import read_jsonl, write_jsonl
 
 SHARD_FORMAT_VERSION = 1
+PROGRESS_BATCHES = 4  # encode_corpus encodes (and moves its bar) this many batches of papers at a time
 
 
 @dataclass
@@ -264,7 +265,8 @@ def encode_corpus(
     skip_ids: Iterable[str] = (),
     progress: bool = True,
 ) -> EncodedCorpus:
-    """Encode `papers` with `encoder.encode(...) -> DocBatch`, `config.chunk_papers` at a time.
+    """Encode `papers` with `encoder.encode(...) -> DocBatch`, `config.chunk_papers` at a time (checked for
+    unseen text), `PROGRESS_BATCHES` x `config.batch_size` a call (the progress bar moves after each call).
 
     Papers without sentences, papers whose id is in `skip_ids` (already indexed) or repeated,
     papers with a sentence no encoder can see (`aspire.data.guards.invisible_text_reason`) or, when
@@ -300,23 +302,10 @@ def encode_corpus(
             chunk = [p for p, u in zip(chunk, unseen) if not u]
             if not chunk:
                 continue
-        batch = encoder.encode(chunk, batch_size=config.batch_size, progress=False)
-        if len(batch) != len(chunk):
-            raise ValueError(f"encoder returned {len(batch)} papers for {len(chunk)}")
-        if not batch.paper_ids:
-            batch = DocBatch(batch.emb, batch.mask, [p.paper_id for p in chunk], batch.sentences)
-        if not batch.sentences:
-            batch = DocBatch(batch.emb, batch.mask, batch.paper_ids, [p.sentences for p in chunk])
-        counts = batch.lengths.tolist()
-        empty = [i for i, n in enumerate(counts) if n == 0]
-        rejected += [{"paper_id": chunk[i].paper_id, "reason": "encoder produced no sentence vectors"}
-                     for i in empty]
-        keep = [i for i, n in enumerate(counts) if n > 0]
-        if keep:
-            part = batch if len(keep) == len(chunk) else batch.index(keep)
-            labels = [_title_labelled(chunk[i].labels, len(part.sentences[j])) for j, i in enumerate(keep)]
-            parts.append(EncodedCorpus.from_docbatch(part, [chunk[i].title for i in keep], labels))
-        bar.update(len(chunk))
+        step = PROGRESS_BATCHES * config.batch_size  # the bar moves every few batches, not every chunk
+        for sub in (chunk[i : i + step] for i in range(0, len(chunk), step)):
+            parts += _encoded_part(encoder, sub, config, rejected)
+            bar.update(len(sub))
     bar.close()
     if not parts:
         dim = int(getattr(encoder, "dim", 0) or 0)
@@ -324,6 +313,27 @@ def encode_corpus(
     corpus = EncodedCorpus.concat(parts)
     corpus.rejected = rejected + corpus.rejected
     return corpus
+
+
+def _encoded_part(encoder, chunk: list[Paper], config: EncodeConfig, rejected: list[dict]) -> list[EncodedCorpus]:
+    """`chunk` encoded (at most one part); papers the encoder gives no sentence vector go to `rejected`."""
+    batch = encoder.encode(chunk, batch_size=config.batch_size, progress=False)
+    if len(batch) != len(chunk):
+        raise ValueError(f"encoder returned {len(batch)} papers for {len(chunk)}")
+    if not batch.paper_ids:
+        batch = DocBatch(batch.emb, batch.mask, [p.paper_id for p in chunk], batch.sentences)
+    if not batch.sentences:
+        batch = DocBatch(batch.emb, batch.mask, batch.paper_ids, [p.sentences for p in chunk])
+    counts = batch.lengths.tolist()
+    empty = [i for i, n in enumerate(counts) if n == 0]
+    rejected += [{"paper_id": chunk[i].paper_id, "reason": "encoder produced no sentence vectors"}
+                 for i in empty]
+    keep = [i for i, n in enumerate(counts) if n > 0]
+    if keep:
+        part = batch if len(keep) == len(chunk) else batch.index(keep)
+        labels = [_title_labelled(chunk[i].labels, len(part.sentences[j])) for j, i in enumerate(keep)]
+        return [EncodedCorpus.from_docbatch(part, [chunk[i].title for i in keep], labels)]
+    return []
 
 
 def _title_labelled(labels: list[str] | None, n_sentences: int) -> list[str] | None:
