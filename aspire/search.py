@@ -157,6 +157,7 @@ class Searcher:
         if encoder is not None:
             index.check_model(model_fingerprint(encoder))
         self._scorers: dict = {}
+        self.shortfalls: list[tuple[int, int, str]] | None = None  # None: each short search warns (`short_of_k`)
 
     @classmethod
     def open(cls, index_dir: str | Path, overrides: Sequence[str] = (), model: str | None = None,
@@ -175,6 +176,14 @@ class Searcher:
 
             encoder = load_encoder(model or index.model_name, **dict(encoder_options or {}))
         return cls(index, config, encoder)
+
+    def short_of_k(self, found: int, k: int, reason: str) -> None:
+        """A search found `found` < `k` papers: a warning, or, while `shortfalls` is a list (a batch of queries,
+        `aspire search --queries`), one more `(found, k, reason)` there for the batch's one summary line."""
+        if self.shortfalls is None:
+            log.warning("found %d of the k=%d papers asked for: %s", found, k, reason)
+        else:
+            self.shortfalls.append((found, k, reason))
 
     # ---- queries ------------------------------------------------------------------------------------
     def query_from_index(self, paper_id: str, sentences: str | Sequence[int | str] | None = None) -> DocBatch:
@@ -282,9 +291,9 @@ class Searcher:
             if len(candidates) >= limit or exhausted:
                 break
             sentence_k = max(2 * sentence_k, math.ceil(sentence_k * limit / max(len(candidates), 1)))
-        if len(candidates) < config.k:
-            log.warning("found %d of the k=%d papers asked for: %s", len(candidates), config.k,
-                        exhaustion_reason(self.index.kind, self.index.n_papers - len(excluded)))
+        if len(candidates) < config.k and "bm25" not in config.stages.split(","):  # BM25 fills a fused list
+            self.short_of_k(len(candidates), config.k, exhaustion_reason(self.index.kind,
+                                                                         self.index.n_papers - len(excluded)))
         return candidates.take(np.arange(min(limit, len(candidates))))
 
     def exhaustive(self, query: DocBatch, method: str = "minl2", k: int = 10, chunk: int = 4096,

@@ -118,9 +118,13 @@ def test_search_encodes_queries_with_the_backend_the_index_was_built_with(int8_i
     searcher = Searcher.open(int8_index, load_model=True, encoder_options={"backend": "onnx", "quantize": "int8"})
     want = searcher.search(searcher.query_from_paper(Paper("new", "t", ["sentence 1 of paper 4 on citation data."])), k=3)
     assert [h["paper_id"] for h in hits["hits"]] == [h.paper_id for h in want]
-    # the exact model's query vectors are not searched against fast vectors
-    assert search_main(["--index", str(int8_index), "--query-file", str(query), "--quiet"]) == 2
-    assert "the index was built with model" in capsys.readouterr().err
+    # without --backend/--quantize: the backend and precision the index was built with (issue 45)
+    assert search_main(["--index", str(int8_index), "--query-file", str(query), "--k", "3", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["hits"] == hits["hits"]
+    # the exact model's query vectors are not searched against fast vectors: the message names both backends
+    assert search_main(["--index", str(int8_index), "--query-file", str(query), "--backend", "torch", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "backend onnx int8" in err and "backend torch fp32" in err
 
 
 def test_the_page_serves_an_index_built_with_the_fast_backend(int8_index):

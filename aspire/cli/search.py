@@ -2,12 +2,18 @@
 
 A query is an indexed paper (`--query-id`, its stored vectors: no model is loaded) or a paper to
 encode (`--query-file`, or a JSON object line in `--queries` / `--interactive`: the index's model
-is loaded once, on first need; an index built with `--backend onnx [--quantize int8]` encodes with the
-same `--backend/--quantize`, its fingerprint is checked). `--sentences` picks the sentences to match, by 0-based position or
+is loaded once, on first need, with the backend and precision the index was built with (`aspire index build
+--backend/--quantize`, recorded in the index's config; `--backend/--quantize` here choose another), its
+fingerprint is checked). `--sentences` picks the sentences to match, by 0-based position or
 by facet name from the papers' labels (the index keeps `pred_labels`). Each query returns k papers
 (see `aspire.search`; with `--cross-encoder DIR` a cross-encoder re-scores the top `--cross-top`
 last, its time reported apart), printed to stdout as text or `--json`; `--run-out` also writes a TREC run
-file (`qid Q0 docid rank score tag`). Progress and warnings go to stderr.
+file (`qid Q0 docid rank score tag`). Progress (with a batch of queries: rate and ETA) and warnings go to
+stderr; a batch's searches that found fewer than k papers are summed up in one line at its end.
+
+A query that is an indexed paper (`--query-id` alone, or an `ID` line) leaves that paper out of its own
+results (`search.exclude_query`, default true); a paper to encode (`--query-file`, a JSON line) never leaves
+out anything, even when its `paper_id` is also an indexed paper's.
 
 With a model trained with facet control codes (`aspire.encoders.codes`), a query selecting one facet's
 sentences is encoded with that facet's code (`--facet-code`, default auto; an indexed paper is then
@@ -23,11 +29,13 @@ Line format of `--queries FILE` and `--interactive` (blank lines and `#` comment
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import logging
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,26 +66,32 @@ EXAMPLES = """\
   aspire search --index runs/index --query-id 2468783 --sentences method --k 10
   aspire search --index runs/index --query-file query.json --rerank ot search.shortlist=500 --json
   aspire search --index runs/index --query-id 2468783 --stages ann,bm25 --rerank maxpassage search.passage_window=2
-  aspire search --index runs/index --queries queries.txt --run-out runs/index.run --quiet
+  aspire search --index runs/index --queries queries.txt --k 100 --run-out runs/index.run --run-only
   aspire search --index runs/index --interactive          # then type lines such as: 2468783 method
   aspire search --index runs/index-int8 --query-file query.json --backend onnx --quantize int8
   aspire search --index runs/index --query-id 2468783 --stages ann,bm25 --cross-encoder runs/crossencoder/model \
       --cross-top 50 --cross-weight 1 --json
 """
 RERANK_HELP = ("none: rank by the first stage; minl2: re-score the shortlist with exact min-L2; "
-               "ot: re-rank the shortlist by optimal transport; maxpassage: by its best window of "
-               "search.passage_window sentences, mixed with the first stage by search.passage_beta "
-               "(default: the index's search.rerank)")
+               "ot: re-rank the shortlist by optimal transport (solved only for papers that can enter the k best); "
+               "maxpassage: the first stage's best search.passage_depth (100) by their best window of "
+               "search.passage_window sentences, mixed with the first stage by search.passage_beta, the rest "
+               "after them in first-stage order (cost: one scoring of passage_depth papers, about 0.2 s a "
+               "query on 2 CPU cores; 1000 took 2.3 s) (default: the index's search.rerank)")
 
 
 def build_parser(prog: str):
     parser = command_parser(prog, __doc__, EXAMPLES)
     parser.add_argument("--index", required=True, help="index directory (made by `aspire index build`)")
     source = parser.add_argument_group("queries (give one kind)")
-    source.add_argument("--query-id", help="an indexed paper as the query, or the paper to take from --query-file")
-    source.add_argument("--query-file", help="JSON or JSONL paper(s) to encode and search with, one search each")
+    source.add_argument("--query-id", help="an indexed paper as the query (left out of its own results: "
+                                           "search.exclude_query), or the paper to take from --query-file")
+    source.add_argument("--query-file", help="JSON or JSONL paper(s) to encode and search with, one search each; an "
+                                             "encoded paper never leaves out anything, even an indexed paper "
+                                             "sharing its paper_id")
     source.add_argument("--queries", metavar="FILE",
-                        help="one query a line: ID [SENTENCES] for an indexed paper, or a JSON paper ('-': stdin)")
+                        help="one query a line: ID [SENTENCES] for an indexed paper (left out of its own results), or "
+                             "a JSON paper to encode (leaves out nothing) ('-': stdin)")
     source.add_argument("--interactive", action="store_true",
                         help="read query lines (as in --queries) from stdin until EOF and answer each; the index "
                              "and model load once")
@@ -106,12 +120,20 @@ def build_parser(prog: str):
     parser.add_argument("--facet-code", choices=FACET_CODE_CHOICES, default="auto",
                         help="model with facet control codes: the code a query is encoded with; auto (default): "
                              "the facet's when --sentences names one facet, none: the candidates' code, or a facet")
-    add_backend_options(parser)  # an index built with --backend onnx [--quantize int8] needs the same for papers
+    add_backend_options(parser)
+    parser.set_defaults(backend=None)  # not given: the backend the index was built with (`query_backend`)
+    for action in parser._actions:
+        if action.dest == "backend":
+            action.help = ("encoder inference for papers to encode: torch (the exact model), onnx or openvino "
+                           "(default: the backend and precision the index was built with)")
     output = parser.add_argument_group("output")
     output.add_argument("--json", action="store_true",
                         help="print hits as JSON: one indented object for one query, one line per query otherwise")
     output.add_argument("--run-out", metavar="FILE", help="also write a TREC run file: qid Q0 docid rank score tag")
     output.add_argument("--run-tag", default="aspire", help="the tag column of --run-out")
+    output.add_argument("--run-only", action="store_true",
+                        help="write only the --run-out file: nothing on stdout (--quiet with --run-out does the "
+                             "same unless --json is given; --quiet alone prints one line a hit, no alignments)")
     add_common_options(parser, device=True, device_help="torch device for encoding queries and re-ranking "
                                                         "(default: cpu)")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value",
@@ -125,6 +147,7 @@ class Query:
 
     qid: str
     batch: DocBatch
+    exclude: list[str] | None = None  # ids left out of its results; None: its own id when search.exclude_query
 
 
 class QueryMaker:
@@ -136,11 +159,17 @@ class QueryMaker:
     def load_encoder(self) -> None:
         if self.searcher.encoder is None:
             from aspire.encoders import load_encoder
-            from aspire.index.store import model_fingerprint
+            from aspire.index.store import ModelMismatchError, model_fingerprint
 
-            encoder = load_encoder(self.args.model or self.searcher.index.model_name, device=self.args.device,
-                                   **backend_options(self.args))
-            self.searcher.index.check_model(model_fingerprint(encoder))
+            index = self.searcher.index
+            backend, quantize = query_backend(index, self.args)
+            name = self.args.model or index.model_name
+            chosen = argparse.Namespace(backend=backend, quantize=quantize, device=self.args.device)
+            encoder = load_encoder(name, device=self.args.device, **backend_options(chosen))
+            try:
+                index.check_model(model_fingerprint(encoder))
+            except ModelMismatchError as err:
+                raise ModelMismatchError(mismatch_message(index, name, backend, quantize, str(err))) from None
             self.searcher.encoder = encoder
 
     def _placed(self, batch: DocBatch) -> DocBatch:
@@ -173,13 +202,16 @@ class QueryMaker:
         index, i = self.searcher.index, self.searcher.index.position(paper_id)
         first = 1 if self.searcher.encoder.include_title else 0  # the stored sentences then start with the title
         labels = index.labels[i][first:] if index.labels[i] is not None else None
-        return self.from_paper(Paper(paper_id, index.titles[i], index.sentences[i][first:], labels), sentences)
+        query = self.from_paper(Paper(paper_id, index.titles[i], index.sentences[i][first:], labels), sentences)
+        query.exclude = None  # re-encoded, but an indexed paper: left out of its own results as by id
+        return query
 
     def from_paper(self, paper, sentences: str | None) -> Query:
+        """A paper to encode: it is not an indexed paper, so nothing is left out of its results, whatever its id."""
         self.load_encoder()
         code = self.code(sentences)
         with self.searcher.encoder.using_code(code) if code else contextlib.nullcontext():
-            return Query(paper.paper_id, self._placed(self.searcher.query_from_paper(paper, sentences)))
+            return Query(paper.paper_id, self._placed(self.searcher.query_from_paper(paper, sentences)), exclude=[])
 
     def from_line(self, text: str) -> Query | None:
         """A query line (module docstring); None for a blank line or a comment."""
@@ -194,6 +226,33 @@ class QueryMaker:
             return self.from_paper(paper_from_record(record), self.args.sentences)
         paper_id, _, selection = text.partition(" ")
         return self.from_id(paper_id, selection.strip() or self.args.sentences)
+
+
+def query_backend(index, args) -> tuple[str, str | None]:
+    """The backend and precision papers are encoded with: `--backend/--quantize` when given (a `--quantize`
+    alone keeps the index's backend), else those the index records (`encode.backend/quantize`), else torch."""
+    recorded = index.config.encode
+    if args.backend is None and args.quantize is None:
+        return recorded.backend or "torch", recorded.quantize
+    return args.backend or recorded.backend or "torch", args.quantize
+
+
+def describe_backend(backend: str | None, quantize: str | None) -> str:
+    return f"backend {backend} {quantize or 'fp32'}" if backend else "a backend it does not record"
+
+
+def mismatch_message(index, name: str, backend: str, quantize: str | None, detail: str) -> str:
+    """Why the query encoder does not fit the index: which of model, backend and precision differ."""
+    recorded = index.config.encode
+    built = f"model {index.model_name!r}, {describe_backend(recorded.backend, recorded.quantize)}"
+    used = f"model {name!r}, {describe_backend(backend, quantize)}"
+    if recorded.backend is None:
+        advice = "give the --backend/--quantize it was built with"
+    elif (recorded.backend, recorded.quantize) != (backend, quantize):
+        advice = "search without --backend/--quantize to use the index's, or rebuild the index with these"
+    else:
+        advice = "the same names but other weights or settings: rebuild the index, or search with the model it was built with"
+    return f"the index was built with {built}; this search encodes papers with {used}: {advice} ({detail})"
 
 
 def read_query_papers(path: str | Path) -> list:
@@ -217,8 +276,9 @@ def read_query_papers(path: str | Path) -> list:
 def file_queries(maker: QueryMaker, args) -> list[Query]:
     """Every query the options name, built before any search (a bad one stops the run naming it)."""
     if args.queries is not None:
-        lines = sys.stdin if args.queries == "-" else _lines(args.queries)
+        lines = list(sys.stdin) if args.queries == "-" else _lines(args.queries)
         queries = []
+        progress = Progress("read", "queries", len(lines), enabled=not args.quiet and len(lines) > 1)
         for line_no, text in enumerate(lines, start=1):
             try:
                 query = maker.from_line(text)
@@ -226,6 +286,7 @@ def file_queries(maker: QueryMaker, args) -> list[Query]:
                 raise ValueError(f"{args.queries}:{line_no}: {error_message(err)}") from None
             if query is not None:
                 queries.append(query)
+            progress.step()
         if not queries:
             raise ValueError(f"{args.queries}: no queries in the file")
         return queries
@@ -245,12 +306,60 @@ def _lines(path: str) -> list[str]:
     return Path(path).read_text(encoding="utf-8").splitlines()
 
 
+class Progress:
+    """`VERB i/n UNIT, R UNIT/s, ETA T s` lines on stderr (a batch's progress), at most one every `every`
+    seconds, and a last one with the time taken; nothing when not `enabled`."""
+
+    def __init__(self, verb: str, unit: str, total: int, enabled: bool = True, every: float = 2.0,
+                 stream=None) -> None:
+        self.verb, self.unit, self.total, self.enabled, self.every = verb, unit, total, enabled, every
+        self.stream = stream
+        self.done, self.start = 0, time.monotonic()
+        self.last = self.start
+
+    def step(self) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        elapsed = max(now - self.start, 1e-9)
+        rate = self.done / elapsed
+        if self.done >= self.total:
+            line = f"{self.verb} {self.done}/{self.total} {self.unit} in {elapsed:.1f} s ({rate:.1f} {self.unit}/s)"
+        elif now - self.last >= self.every:
+            eta = (self.total - self.done) / rate
+            line = f"{self.verb} {self.done}/{self.total} {self.unit}, {rate:.1f} {self.unit}/s, ETA {eta:.0f} s"
+        else:
+            return
+        self.last = now
+        print(line, file=self.stream or sys.stderr, flush=True)
+
+
+def shortfall_summary(shortfalls: Sequence[tuple[int, int, str]], n_queries: int) -> list[str]:
+    """One line per reason for a batch's searches that found fewer than k papers (`Searcher.short_of_k`)."""
+    by_reason: dict[str, list[tuple[int, int]]] = {}
+    for found, k, reason in shortfalls:
+        by_reason.setdefault(reason, []).append((found, k))
+    lines = []
+    for reason, cases in by_reason.items():
+        found = [f for f, _ in cases]
+        ks = sorted({k for _, k in cases})
+        lines.append(f"{len(cases)} of {n_queries} queries found fewer papers than asked (k={'/'.join(map(str, ks))}; "
+                     f"found {min(found)} to {max(found)}): {reason}")
+    return lines
+
+
 def run_query(searcher, query: Query, args) -> tuple[list, float | None]:
     """The query's hits and its cross-encoder milliseconds (None when that stage is off)."""
     from aspire.search import search_timed
 
     return search_timed(searcher, query.batch, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
-                        stages=args.stages, fuse=args.fuse)
+                        stages=args.stages, fuse=args.fuse, exclude=query.exclude)
+
+
+def prints_hits(args) -> bool:
+    """Whether hits go to stdout: not with --run-only, nor with --quiet and --run-out unless --json."""
+    return not (args.run_only or (args.quiet and args.run_out and not args.json))
 
 
 def print_hits(searcher, query: Query, found: tuple[list, float | None], args, one_of_many: bool) -> None:
@@ -267,7 +376,7 @@ def print_hits(searcher, query: Query, found: tuple[list, float | None], args, o
           + (f"  cross-encoder top {cross['top']} weight {cross['weight']:g}: {cross_ms:.1f} ms" if cross else ""))
     for hit in hits:
         print(f"{hit.rank:3d}. {hit.score:+.4f}  {hit.paper_id}  {hit.title}")
-        for pair in hit.pairs[:3]:
+        for pair in hit.pairs[:0 if args.quiet else 3]:  # --quiet: one line a hit
             print(f"       q{pair.query_sentence} <-> s{pair.hit_sentence}  L2 {pair.dist:.3f}  weight {pair.weight:.2f}")
             print(f"         q: {pair.query_text[:110]}")
             print(f"         s: {pair.hit_text[:110]}")
@@ -302,7 +411,8 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
             failed += 1
             print(f"error: {error_message(err)}", file=sys.stderr, flush=True)
             continue
-        print_hits(searcher, query, found, args, one_of_many=True)
+        if prints_hits(args):
+            print_hits(searcher, query, found, args, one_of_many=True)
         run += run_lines(query.qid, found[0], args.run_tag)
     if args.run_out:
         write_run(args.run_out, run)
@@ -312,6 +422,8 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
 def main(argv: Sequence[str] | None = None, prog: str = "aspire search") -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
+    if args.run_only and not args.run_out:
+        parser.error("--run-only writes only the --run-out file: give --run-out FILE")
     given = [name for name, value in (("--query-id", args.query_id and not args.query_file),
                                       ("--query-file", args.query_file), ("--queries", args.queries),
                                       ("--interactive", args.interactive)) if value]
@@ -340,10 +452,17 @@ def _run(args) -> int:
         return interactive(searcher, maker, args)
     queries = file_queries(maker, args)
     run: list[str] = []
+    many = len(queries) > 1
+    searcher.shortfalls = [] if many else None  # a batch says its short searches in one line at its end
+    progress = Progress("searched", "queries", len(queries), enabled=many and not args.quiet)
     for query in queries:
         found = run_query(searcher, query, args)
-        print_hits(searcher, query, found, args, one_of_many=len(queries) > 1)
+        if prints_hits(args):
+            print_hits(searcher, query, found, args, one_of_many=many)
         run += run_lines(query.qid, found[0], args.run_tag)
+        progress.step()
+    for line in shortfall_summary(searcher.shortfalls or [], len(queries)):
+        log.warning("%s", line)
     if args.run_out:
         write_run(args.run_out, run)
     return 0

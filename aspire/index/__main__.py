@@ -152,6 +152,8 @@ def _run(args) -> int:
         config = load_config(IndexBuildConfig, args.config, overrides)
     device = getattr(args, "device", None)
     backend = backend_options(args) if hasattr(args, "backend") else {}
+    if args.command in ("build", "encode-shard"):  # recorded: search encodes its queries the same way
+        config.encode.backend, config.encode.quantize = args.backend, args.quantize
     if args.command == "build":  # under the directory's lock, refused or cleaned before any encoding
         index, gen = build_index(args.out, args.model, args.corpus, config, args.overwrite,
                                  lambda name: load_encoder(name, device=device, **backend), progress)

@@ -61,6 +61,11 @@ class EncodeConfig:
     max_sentences: int = ranged(1000, ge=0)
     max_sentence_chars: int = ranged(20_000, ge=0)
     max_line_bytes: int = ranged(1 << 20, ge=0)
+    # recorded by `aspire index build` from its --backend / --quantize (not read by encoding): the inference
+    # backend and reduced precision the vectors were encoded with, which `aspire search` encodes its queries
+    # with by default (None: not recorded, an index built before this key or through the Python API)
+    backend: str | None = None
+    quantize: str | None = None
 
 
 RERANKERS = ("none", *RERANK_STAGES)  # no re-rank, or a stage of aspire.retrieval.rerank's registry
@@ -75,7 +80,8 @@ class SearchConfig:
         approximate with IVF-PQ codes); "minl2" re-scores the shortlist with the exact min-L2
         scorer on the stored vectors; "ot" re-ranks it with the OT scorer (aspire.scoring);
         "maxpassage" by the best window of `passage_window` sentences, mixed with the first stage's
-        score by weight `passage_beta` on the first stage (z-scores over the shortlist).
+        score by weight `passage_beta` on the first stage (z-scores over the first stage's best
+        `passage_depth`, the only papers it scores; the rest keep the first stage's order below them).
     stages: the first stage: "ann" (the sentence index, single match), "bm25" (lexical, over each
         paper's title and sentences, the query's selected sentences as text) or "ann,bm25" (both,
         fused by `fuse`: `z:ALPHA` / `minmax:ALPHA`, weight ALPHA on ANN, or `rrf[:K]`).
@@ -105,6 +111,7 @@ class SearchConfig:
     ot_max_iter: int = ranged(1000, ge=1)
     passage_window: int = ranged(2, ge=1)  # sentences per passage of the maxpassage re-ranker (chosen on context2doc dev)
     passage_beta: float = ranged(0.9, ge=0, le=1)  # maxpassage: weight of the first stage's z-score (context2doc dev)
+    passage_depth: int = ranged(100, ge=1)  # maxpassage scores the first stage's best this many (its cost; dev tuning's)
     cross_encoder: bool = False  # the cross-encoder stage; needs a loaded model (`--cross-encoder DIR`)
     cross_top: int = ranged(50, ge=1)  # papers of the previous stage's ranking the cross-encoder re-scores
     cross_weight: float = ranged(1.0, ge=0, le=1)  # weight of its z-scored logits (1: its order alone; 0: none)
@@ -120,7 +127,7 @@ def checked_search_config(base: SearchConfig, **changes) -> SearchConfig:
     The one validation of search arguments for every entry point (Python API, CLI, page, server):
     `k`, `shortlist`, `sentence_k_min`, `ot_max_iter` >= 1 and `sentence_k` >= 0 (integers);
     `ot_tau`, `ot_eps`, `ot_tol`, `sentence_k_factor` finite and > 0; `bm25_k1` >= 0, `bm25_b`,
-    `passage_beta`, `cross_weight` in [0, 1], `passage_window`, `cross_top` >= 1; `rerank` and `stages`
+    `passage_beta`, `cross_weight` in [0, 1], `passage_window`, `passage_depth`, `cross_top` >= 1; `rerank` and `stages`
     one of their values.
     Raises SearchArgumentError naming the first bad (or unknown) argument.
     """

@@ -10,8 +10,13 @@ the hits without solving them again:
                 lets them enter the k best (`aspire.scoring.ot_topk`): the k best and their scores are those of
                 scoring the whole shortlist; every other paper gets an upper bound of its score, below the k-th
     maxpassage  the best window of `passage_window` sentences (`aspire.scoring.passage`), mixed with the
-                first stage's score: β·z(first stage) + (1 - β)·z(max passage), z over the shortlist,
-                β = `passage_beta` (β = 1: the first stage's order; β = 0: the passages' alone)
+                first stage's score: β·z(first stage) + (1 - β)·z(max passage), z over the first stage's best
+                `passage_depth` (100, the depth β was tuned at on context2doc dev), β = `passage_beta`
+                (β = 1: the first stage's order; β = 0: the passages' alone); only those are scored, so
+                its cost is that of `passage_depth` papers whatever the shortlist. The rest of the shortlist
+                follows in the first stage's order, each scored as if its passage were the worst scored one
+                (β·z(first stage) + (1 - β)·min z(max passage), z by the scored papers' mean and spread: a
+                bound below every scored paper), with no maxpassage score of its own
 
 A further vector re-ranker is one more function here and one more name in
 `aspire.index.config.RERANKERS`. `rerank` returns the k best positions, their final scores, per paper
@@ -73,6 +78,20 @@ def _ot_stage(searcher, query, papers: np.ndarray, cfg) -> tuple[np.ndarray, Cal
     return -res.dist.cpu().numpy(), alignment
 
 
+def _passage_mix(searcher, query, papers: np.ndarray, first: np.ndarray, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """The maxpassage stage's final scores of the shortlist `papers (P,)` (best first by `first (P,)`) and its
+    own scores of the first `passage_depth` (the only ones scored; module docstring)."""
+    depth = min(cfg.passage_depth, len(papers))
+    own, _ = RERANK_STAGES["maxpassage"](searcher, query, papers[:depth], cfg)  # (depth,)
+    beta = cfg.passage_beta
+    head = first[:depth]
+    sd = head.std()
+    z_first = (first - head.mean()) / sd if sd > 0 else np.zeros_like(first)  # (P,) by the scored papers' spread
+    z_own = normalise(own.astype(np.float64), "z")  # (depth,)
+    floor = np.full(len(papers) - depth, z_own.min())  # the unscored: the worst scored passage
+    return beta * z_first + (1 - beta) * np.concatenate([z_own, floor]), own
+
+
 RERANK_STAGES: dict[str, Callable] = {"minl2": _scorer_stage("minl2"), "ot": _ot_stage,
                                       "maxpassage": _scorer_stage("maxpassage")}
 
@@ -84,12 +103,12 @@ def rerank(searcher, query, papers: np.ndarray, first_scores: np.ndarray, cfg) -
     best first (ties: shortlist order)."""
     if cfg.rerank not in RERANK_STAGES:
         raise ValueError(f"unknown re-ranker {cfg.rerank!r}; valid: {', '.join(RERANK_STAGES)}")
-    own, alignment = RERANK_STAGES[cfg.rerank](searcher, query, papers, cfg)  # (P,)
-    final = own
     if cfg.rerank == "maxpassage":
-        beta = cfg.passage_beta
-        final = beta * normalise(np.asarray(first_scores, dtype=np.float64), "z") + (1 - beta) * normalise(
-            own.astype(np.float64), "z")
+        final, own = _passage_mix(searcher, query, papers, np.asarray(first_scores, dtype=np.float64), cfg)
+        alignment = None
+    else:
+        own, alignment = RERANK_STAGES[cfg.rerank](searcher, query, papers, cfg)  # (P,)
+        final = own
     top = np.argsort(-final, kind="stable")[: min(cfg.k, len(papers))]
-    stage_scores = [{cfg.rerank: float(own[i])} for i in top]
+    stage_scores = [{cfg.rerank: float(own[i])} if i < len(own) else {} for i in top]
     return papers[top], final[top], stage_scores, None if alignment is None else alignment(top)
