@@ -25,9 +25,11 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from aspire.benchmarks import csfcube  # noqa: E402
-from aspire.data.papers import read_paper_map
+from aspire.data.papers import read_paper_map  # noqa: E402
 from aspire.evaluate.cache import cached_encode, default_cache_dir  # noqa: E402
-from aspire.evaluate.rank import encode_papers, facet_queries, get_eval_scorer, rank_pools  # noqa: E402
+from aspire.evaluate.encode import encode_papers  # noqa: E402
+from aspire.evaluate.facets import facet_queries  # noqa: E402
+from aspire.evaluate.rank import get_eval_scorer, rank_pools  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data" / "csfcube"
 OUT = REPO / "experiments" / "results" / "bench_evaluate.json"

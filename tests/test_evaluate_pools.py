@@ -12,9 +12,10 @@ from aspire.benchmarks.pools import load_pool_set, read_ranked, summarize
 from aspire.data.papers import Paper
 from aspire.evaluate.__main__ import main
 from aspire.evaluate.cache import cached_encode
+from aspire.evaluate.facets import facet_queries
 from aspire.evaluate.options import QUERY_TEXTS
 from aspire.evaluate.pool_run import facet_label_map, run_pools
-from aspire.evaluate.rank import default_exp, facet_queries, rank_pools
+from aspire.evaluate.rank import default_exp, rank_pools
 from aspire.jsonsafe import strict_loads  # results files must be strict JSON: no bare NaN
 
 SENTS = {
@@ -201,7 +202,7 @@ def test_non_utf8_abstracts_file_is_refused(toy, tmp_path, tiny_model_dir, capsy
 
 def test_facet_text_queries_encode_only_the_facet_sentences(tiny_model_dir):
     from aspire.encoders import load_encoder
-    from aspire.evaluate.rank import facet_text_queries
+    from aspire.evaluate.facets import facet_text_queries
 
     encoder = load_encoder(str(tiny_model_dir))
     papers = [Paper(p, f"title {p}", SENTS[p], LABELS[p]) for p in ("p1", "p6")]
@@ -252,7 +253,7 @@ def test_default_experiment_names_are_shared_and_tell_runs_apart(toy, tmp_path, 
 
 
 def test_facet_candidates_match_only_the_facet_sentences_and_keep_whole_those_with_none():
-    from aspire.evaluate.rank import facet_candidates
+    from aspire.evaluate.facets import facet_candidates
     from aspire.scoring import get_scorer
 
     papers = {p: Paper(p, f"title {p}", SENTS[p], LABELS[p]) for p in ("p1", "p5", "p6")}

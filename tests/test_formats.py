@@ -326,7 +326,8 @@ def test_context2doc_encodes_its_queries_with_the_query_adapter(tiny_model_dir, 
 
     from aspire.encoders import load_encoder
     from aspire.evaluate.context2doc_run import dense_scores
-    from aspire.evaluate.rank import encode_papers, get_eval_scorer
+    from aspire.evaluate.encode import encode_papers
+    from aspire.evaluate.rank import get_eval_scorer
 
     query_adapted(tiny_model_dir).save_pretrained(tmp_path / "m")
     bench = tiny_context2doc(tmp_path)

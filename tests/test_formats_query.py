@@ -17,7 +17,7 @@ from aspire.data.facets import selection_facet
 from aspire.data.papers import read_paper_map
 from aspire.encoders import ContextualSentenceEncoder
 from aspire.evaluate.__main__ import main as evaluate_main
-from aspire.evaluate.rank import facet_queries
+from aspire.evaluate.facets import facet_queries
 from aspire.scoring import get_scorer
 from aspire.search import Searcher
 

@@ -109,7 +109,7 @@ def _model_stage(args) -> dict:
     if cfg.method in ENCODED:  # the model is loaded here, at the entry point: aspire.data loads none
         from aspire.encoders import load_encoder
         from aspire.evaluate.cache import default_cache_dir
-        from aspire.evaluate.rank import encode_papers
+        from aspire.evaluate.encode import encode_papers
 
         encoder = load_encoder(cfg.model)
         options = {"joiner": " ", "normalize": True, "max_length": cfg.max_length}

@@ -38,7 +38,8 @@ def dense_scores(bench: Context2Doc, model: str, scorer_name: str, encoding: str
     """(Q, N) similarities of the queries (in `bench.queries` order) to the candidates, and the fingerprint.
     `encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`)."""
     from aspire.encoders import load_encoder
-    from aspire.evaluate.rank import encode_papers, get_eval_scorer
+    from aspire.evaluate.encode import encode_papers
+    from aspire.evaluate.rank import get_eval_scorer
 
     scorer = get_eval_scorer(scorer_name, **({} if scorer_name == "abstract" else dict(scorer_options or {})))
     enc = "abstract" if scorer_name == "abstract" else encoding

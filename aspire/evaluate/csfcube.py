@@ -45,7 +45,7 @@ def run_csfcube(
 
     `scorer="abstract"` always uses the `abstract` encoding (one vector per paper); the facet is
     ignored unless `query_text` is `facet` or `title+facet`. `cand_sentences="facet"` matches only
-    the candidates' sentences of the query's facet (see `aspire.evaluate.rank`). `encoder_options` go to
+    the candidates' sentences of the query's facet (see `aspire.evaluate.facets`). `encoder_options` go to
     `load_encoder` (the inference backend: `backend="onnx"`, `quantize="int8"`; `code`: the control code of
     every paper). `facet_code` is the control code of a facet's queries (default `auto`: the facet's own,
     for a model trained with facet codes; see `aspire.encoders.codes.query_code`).

@@ -2,7 +2,7 @@
 
 `EvalOptions` holds everything but the model, the scorer and the data: the encoding, the scorer's and
 encoder's options, the vector cache, batch size and device, and the facet handling of pool sets
-(`query_text`, `cand_sentences`; see `aspire.evaluate.rank`) and the control code of a facet's queries
+(`query_text`, `cand_sentences`; see `aspire.evaluate.facets`) and the control code of a facet's queries
 (`facet_code`, for models trained with facet codes; see `aspire.encoders.codes.query_code`). `checked(scorer, faceted)` validates the
 combination once, at the top, and returns the options to run with.
 """

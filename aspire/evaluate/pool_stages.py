@@ -34,7 +34,7 @@ def query_texts(pool_set: PoolSet, papers: Mapping[str, Paper],
                 label_to_facet: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """`{facet: {query_pid: text}}`: the query's facet sentences joined by spaces (the whole paper's text in a
     set without facets); a query with no sentence of its facet is an error naming it."""
-    from aspire.evaluate.rank import facet_positions
+    from aspire.evaluate.facets import facet_positions
     from aspire.scoring.lexical import paper_text
 
     out: dict[str, dict[str, str]] = {}

@@ -1,21 +1,8 @@
-"""Rank judged pools with an encoder and a scorer.
-
-Encoding modes (each cached by `aspire.evaluate.cache`):
-- `contextual`: `encoder.encode` — one pass over `title [SEP] abstract`, a vector per sentence;
-- `independent`: `encoder.encode_independent` — each sentence encoded alone;
-- `abstract`: `encoder.encode_abstract` — one vector per paper, kept as a one-sentence DocBatch.
+"""Rank judged pools with an encoder and a scorer (the encodings: `aspire.evaluate.encode`; facet queries and
+candidates: `aspire.evaluate.facets`).
 
 Scorers: `minl2`, `ot`, `attention`, `maxpassage` from `aspire.scoring` (sentence sets), and `abstract`: cosine
 similarity of the single vectors (`aspire.scoring.vector.VectorCosine`). All are similarities, higher is better.
-A facet-conditional query keeps only the query's sentences whose label maps to the facet, still
-encoded in the context of the whole abstract (`facet_queries`). The `abstract` scorer ignores the
-facet unless a facet query text is asked for (`QUERY_TEXTS`): then the query's vector is the
-encoder's one vector of its facet sentences alone (`facet`) or of its title and them
-(`title+facet`), matched against the candidates' whole-abstract vectors (`facet_text_queries`).
-Candidates keep all their sentences (the published protocol) unless `cand_sentences="facet"`
-asks sentence scorers to match only the candidate's sentences of the query's facet too
-(`facet_candidates`); a candidate with no sentence of that facet keeps all of its sentences, and
-how many did so is counted in the run info.
 With a model trained with facet control codes (`aspire.encoders.codes`), a facet's queries are
 re-encoded with that facet's code (`options.facet_code`, default `auto`) while the candidates keep the
 model's own code (`[DOC]`); the codes used are in the run info.
@@ -24,19 +11,18 @@ model's own code (`[DOC]`); the codes used are in the run info.
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import torch
-from torch import Tensor
 
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
 from aspire.encoders.codes import query_code
-from aspire.evaluate.cache import cached_encode
-from aspire.evaluate.options import ENCODINGS, QUERY_TEXTS, SCORERS, EvalOptions
+from aspire.evaluate.encode import encode_papers
+from aspire.evaluate.facets import facet_candidates, facet_queries, facet_text_queries
+from aspire.evaluate.options import SCORERS, EvalOptions
 from aspire.scoring.chunked import score_chunked
 from aspire.scoring.vector import VectorCosine
 
@@ -69,146 +55,6 @@ def get_eval_scorer(name: str, **kwargs):
     from aspire.scoring import get_scorer
 
     return get_scorer(name, **kwargs)
-
-
-def single_vector_batch(vecs: Tensor, papers: Sequence[Paper]) -> DocBatch:
-    """One vector per paper (B, D) as a DocBatch of one-sentence papers (the sentence: the joined abstract)."""
-    return DocBatch(
-        vecs[:, None, :],  # (B, 1, D)
-        torch.ones(len(papers), 1, dtype=torch.bool),
-        [p.paper_id for p in papers],
-        [[" ".join(p.sentences)] for p in papers],
-    )
-
-
-def encode_papers(
-    encoder,
-    papers: Sequence[Paper],
-    encoding: str,
-    cache_dir=None,
-    batch_size: int = 32,
-    encode_options: dict | None = None,
-) -> tuple[DocBatch, bool]:
-    """Encode `papers` in one of `ENCODINGS` through the cache -> (DocBatch, from_cache).
-
-    `encode_options` go to `encode_independent` / `encode_abstract` (e.g. `normalize`,
-    `max_length`, `joiner`) and into the cache key; the contextual encoding takes none.
-    """
-    if encoding not in ENCODINGS:
-        raise ValueError(f"unknown encoding {encoding!r}; valid: {list(ENCODINGS)}")
-    options = dict(encode_options or {})
-    progress = logging.getLogger(__name__).isEnabledFor(logging.INFO)  # `--quiet` (WARNING) hides the bars
-    if encoding == "contextual":
-        if options:
-            raise ValueError(f"the contextual encoding takes no options, got {sorted(options)}")
-
-        def fn(ps):
-            return encoder.encode(list(ps), batch_size=batch_size, progress=progress)
-
-    elif encoding == "independent":
-
-        def fn(ps):
-            return encoder.encode_independent(list(ps), batch_size=batch_size, progress=progress, **options)
-
-    else:
-
-        def fn(ps):
-            vecs = encoder.encode_abstract(list(ps), batch_size=batch_size, progress=progress, **options)
-            return single_vector_batch(vecs, ps)
-
-    return cached_encode(fn, papers, encoder.fingerprint(), encoding, options, cache_dir)
-
-
-def facet_positions(paper: Paper, n_encoded: int, facet: str, label_to_facet: Mapping[str, str]) -> list[int]:
-    """Positions of `paper`'s sentences whose label maps to `facet` (possibly none).
-
-    Raises ValueError naming the paper when it has no labels or they do not align with the
-    `n_encoded` sentences.
-    """
-    labels = paper.labels
-    if labels is None:
-        raise ValueError(f"paper {paper.paper_id} has no sentence labels; a facet-conditional query needs them")
-    if len(labels) != n_encoded:
-        raise ValueError(
-            f"paper {paper.paper_id}: {len(labels)} labels for {n_encoded} encoded sentences "
-            "(is the title included as a sentence?)"
-        )
-    return [j for j, lab in enumerate(labels) if label_to_facet.get(lab) == facet]
-
-
-def facet_mask(
-    batch: DocBatch, papers: Mapping[str, Paper], facet: str, label_to_facet: Mapping[str, str]
-) -> tuple[Tensor, list[str]]:
-    """`batch.mask` narrowed to the sentences whose label maps to `facet` -> (mask (B, S), ids of rows left empty).
-
-    `batch` rows must hold exactly the paper's abstract sentences (labels align by position).
-    Raises ValueError naming the paper when labels are missing or misaligned.
-    """
-    mask = torch.zeros_like(batch.mask)
-    for i, pid in enumerate(batch.paper_ids):
-        mask[i, facet_positions(papers[pid], len(batch.sentences[i]), facet, label_to_facet)] = True
-    mask &= batch.mask
-    empty = [pid for pid, row in zip(batch.paper_ids, mask.any(dim=1).tolist()) if not row]
-    return mask, empty
-
-
-def facet_queries(
-    batch: DocBatch, papers: Mapping[str, Paper], facet: str, label_to_facet: Mapping[str, str]
-) -> DocBatch:
-    """Narrow each row's mask to the sentences whose label maps to `facet`.
-
-    Raises ValueError naming the paper when labels are missing or misaligned, or nothing is left.
-    """
-    mask, empty = facet_mask(batch, papers, facet, label_to_facet)
-    if empty:
-        raise ValueError(f"no encoded sentence of facet {facet!r} in queries {empty}")
-    return batch.with_mask(mask)
-
-
-def facet_candidates(
-    batch: DocBatch, papers: Mapping[str, Paper], facet: str, label_to_facet: Mapping[str, str]
-) -> tuple[DocBatch, list[str]]:
-    """Narrow each candidate to its sentences of `facet`; one with none keeps all its sentences.
-
-    Returns (the narrowed batch, ids of the candidates that kept all their sentences).
-    Raises ValueError naming the paper when labels are missing or misaligned.
-    """
-    mask, empty = facet_mask(batch, papers, facet, label_to_facet)
-    whole = set(empty)
-    rows = [i for i, pid in enumerate(batch.paper_ids) if pid in whole]
-    mask[rows] = batch.mask[rows]
-    return batch.with_mask(mask), empty
-
-
-def facet_text_queries(
-    encoder,
-    papers: Sequence[Paper],
-    facet: str,
-    label_to_facet: Mapping[str, str],
-    query_text: str = "facet",
-    encode_options: dict | None = None,
-) -> DocBatch:
-    """One vector per query from its facet sentences alone, as a one-sentence DocBatch.
-
-    `query_text="facet"` encodes the facet sentences joined by spaces as one text;
-    `"title+facet"` encodes the title and them as `encode_abstract` does the whole abstract (same
-    `encode_options`: `max_length`, `normalize`, `joiner`), so the vectors sit beside the
-    candidates' whole-abstract vectors. Raises ValueError naming the papers with no facet sentence.
-    """
-    if query_text not in QUERY_TEXTS[1:]:
-        raise ValueError(f"facet query text must be one of {list(QUERY_TEXTS[1:])}, got {query_text!r}")
-    options = dict(encode_options or {})
-    chosen = {p.paper_id: facet_positions(p, len(p.sentences), facet, label_to_facet) for p in papers}
-    empty = [pid for pid, pos in chosen.items() if not pos]
-    if empty:
-        raise ValueError(f"no sentence of facet {facet!r} in queries {empty}")
-    narrowed = [Paper(p.paper_id, p.title, [p.sentences[j] for j in chosen[p.paper_id]]) for p in papers]
-    if query_text == "facet":
-        options.pop("joiner", None)
-        vecs = encoder.embed_texts([" ".join(p.sentences) for p in narrowed], **options)
-    else:
-        vecs = encoder.encode_abstract(narrowed, **options)
-    return single_vector_batch(vecs, narrowed)
 
 
 def rank_pools(

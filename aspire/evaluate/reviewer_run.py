@@ -32,7 +32,8 @@ import torch
 from aspire.benchmarks.reviewers import ReviewerSet, prediction_files, reviewer_units, summarize
 from aspire.benchmarks.runs import invocation
 from aspire.data.papers import Paper
-from aspire.evaluate.rank import encode_papers, get_eval_scorer
+from aspire.evaluate.encode import encode_papers
+from aspire.evaluate.rank import get_eval_scorer
 from aspire.io import write_json
 from aspire.scoring.chunked import score_chunked
 from aspire.scoring.fusion import fuse_ranked

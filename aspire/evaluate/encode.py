@@ -1,0 +1,67 @@
+"""Papers encoded for evaluation, through the vector cache (`aspire.evaluate.cache`), in one of three modes:
+
+- `contextual`: `encoder.encode` — one pass over `title [SEP] abstract`, a vector per sentence;
+- `independent`: `encoder.encode_independent` — each sentence encoded alone;
+- `abstract`: `encoder.encode_abstract` — one vector per paper, kept as a one-sentence DocBatch.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+from aspire.batch import DocBatch
+from aspire.data.papers import Paper
+from aspire.evaluate.cache import cached_encode
+from aspire.evaluate.options import ENCODINGS
+
+
+def single_vector_batch(vecs: Tensor, papers: Sequence[Paper]) -> DocBatch:
+    """One vector per paper (B, D) as a DocBatch of one-sentence papers (the sentence: the joined abstract)."""
+    return DocBatch(
+        vecs[:, None, :],  # (B, 1, D)
+        torch.ones(len(papers), 1, dtype=torch.bool),
+        [p.paper_id for p in papers],
+        [[" ".join(p.sentences)] for p in papers],
+    )
+
+
+def encode_papers(
+    encoder,
+    papers: Sequence[Paper],
+    encoding: str,
+    cache_dir=None,
+    batch_size: int = 32,
+    encode_options: dict | None = None,
+) -> tuple[DocBatch, bool]:
+    """Encode `papers` in one of `ENCODINGS` through the cache -> (DocBatch, from_cache).
+
+    `encode_options` go to `encode_independent` / `encode_abstract` (e.g. `normalize`,
+    `max_length`, `joiner`) and into the cache key; the contextual encoding takes none.
+    """
+    if encoding not in ENCODINGS:
+        raise ValueError(f"unknown encoding {encoding!r}; valid: {list(ENCODINGS)}")
+    options = dict(encode_options or {})
+    progress = logging.getLogger(__name__).isEnabledFor(logging.INFO)  # `--quiet` (WARNING) hides the bars
+    if encoding == "contextual":
+        if options:
+            raise ValueError(f"the contextual encoding takes no options, got {sorted(options)}")
+
+        def fn(ps):
+            return encoder.encode(list(ps), batch_size=batch_size, progress=progress)
+
+    elif encoding == "independent":
+
+        def fn(ps):
+            return encoder.encode_independent(list(ps), batch_size=batch_size, progress=progress, **options)
+
+    else:
+
+        def fn(ps):
+            vecs = encoder.encode_abstract(list(ps), batch_size=batch_size, progress=progress, **options)
+            return single_vector_batch(vecs, ps)
+
+    return cached_encode(fn, papers, encoder.fingerprint(), encoding, options, cache_dir)
