@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_hardening import _die, _in_child_killed
 from test_index import HashEncoder, random_corpus
+from test_reliability_round3_lock import _hold as hold_lock
 
 from aspire.index import IndexBuildConfig, IndexConfig, IndexFormatError, SentenceIndex
 from aspire.index.__main__ import main as index_main
@@ -131,22 +130,10 @@ def test_manifest_naming_other_files_is_refused(tmp_path):
 
 
 # ---- item 6: one writer at a time -----------------------------------------------------------------------
-def _hold_lock(root: Path, ready: Path) -> subprocess.Popen:
-    code = ("import sys, time; from aspire.index.disk import index_lock\n"
-            f"with index_lock({str(root)!r}):\n    open({str(ready)!r}, 'w').close(); time.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1])
-    for _ in range(600):
-        if ready.exists():
-            return proc
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("the lock holder did not start")
-
-
 def test_second_writer_fails_at_once_and_the_lock_dies_with_its_holder(tmp_path, capsys):
     root, corpus = tmp_path / "idx", tmp_path / "papers.jsonl"
     corpus.write_text(json.dumps({"paper_id": "a", "title": "t", "abstract": ["x."]}) + "\n")
-    holder = _hold_lock(root, tmp_path / "ready")
+    holder = hold_lock(root, tmp_path / "ready", "index")
     loads = []
     try:
         start = time.monotonic()

@@ -279,15 +279,23 @@ print(json.dumps({"status": status, "err": err.getvalue(), "names": names, "same
 """
 
 
-def test_real_full_disk_cli_index_build_overwrite(tmp_path, tiny_model_dir):
-    prefix, disk = _small_disk(tmp_path)
-    proc = subprocess.run([*prefix, "1m", str(disk), sys.executable, "-c", REAL_CLI, str(disk), str(tiny_model_dir),
-                           str(REPO)], capture_output=True, text=True, timeout=300)
+def _one_error_line(proc, folder_suffix: str) -> dict:
+    """The child's report (its last stdout line, JSON) after it met the full disk: the command it ran ended
+    with status 2 and one `error:` line naming the folder, no traceback."""
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     err = out["err"]
     assert out["status"] == 2 and "Traceback" not in err, err
-    assert len(_error_lines(err)) == 1 and err.startswith("error: ") and err.rstrip().endswith("/idx"), err
+    assert len(_error_lines(err)) == 1 and err.startswith("error: ") and err.rstrip().endswith(folder_suffix), err
+    return out
+
+
+def test_real_full_disk_cli_index_build_overwrite(tmp_path, tiny_model_dir):
+    prefix, disk = _small_disk(tmp_path)
+    proc = subprocess.run([*prefix, "1m", str(disk), sys.executable, "-c", REAL_CLI, str(disk), str(tiny_model_dir),
+                           str(REPO)], capture_output=True, text=True, timeout=300)
+    out = _one_error_line(proc, "/idx")
+    err = out["err"]
     assert "disk" in err and "space" in err
     assert out["same_live"] and out["n"] == 3 and not _leftover_names(out["names"]), out
 
@@ -333,11 +341,8 @@ def test_real_full_disk_training_checkpoint_then_resume(tmp_path, tiny_model_dir
     proc = subprocess.run([*prefix, f"{12 * size // 1024 + 1024}k", str(disk), "env", env_path, "OMP_NUM_THREADS=1",
                            sys.executable, "-c", REAL_TRAIN, str(disk), str(config), str(size)],
                           capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = _one_error_line(proc, "/run")
     err = out["err"]
-    assert out["status"] == 2 and "Traceback" not in err, err
-    assert len(_error_lines(err)) == 1 and err.startswith("error: ") and err.rstrip().endswith("/run"), err
     assert "space" in err or "disk filled up" in err
     assert 1 <= out["latest"] < 8 and not [n for n in out["names"] if n.startswith(".tmp-checkpoint-")], out
     assert out["resumed"] == 0, out["resumed_err"]
