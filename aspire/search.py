@@ -165,8 +165,9 @@ class Searcher:
         """Load an index; `overrides` like `["k=20", "rerank=ot"]` adjust its saved search config.
 
         With `load_model` (or a `model` named), the encoder is loaded (default: the model the index was
-        built with) with `encoder_options` (e.g. `backend="onnx", quantize="int8"`: an index built with a
-        fast backend needs the same one for its queries) and checked against the index's fingerprint.
+        built with) with `encoder_options` (e.g. `backend="onnx", quantize="int8"`; default: the backend and
+        precision the index records, `index.config.encode.encoder_options()`) and checked against the index's
+        fingerprint.
         """
         index = SentenceIndex.load(index_dir)
         config = apply_overrides(index.config.search, overrides, "search")
@@ -174,7 +175,8 @@ class Searcher:
         if load_model or model is not None:
             from aspire.encoders import load_encoder
 
-            encoder = load_encoder(model or index.model_name, **dict(encoder_options or {}))
+            options = index.config.encode.encoder_options() if encoder_options is None else dict(encoder_options)
+            encoder = load_encoder(model or index.model_name, **options)
         return cls(index, config, encoder)
 
     def short_of_k(self, found: int, k: int, reason: str) -> None:

@@ -201,3 +201,16 @@ def test_maxpassage_scores_only_its_depth_and_keeps_the_rest_in_first_stage_orde
     assert [h.paper_id for h in hits[100:]] == first[100:120] and all("maxpassage" not in h.stages for h in hits[100:])
     scores = [h.score for h in hits]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_the_python_api_opens_an_index_with_its_recorded_backend(tmp_path, tiny_model_dir):
+    index = build_index(tmp_path, tiny_model_dir, ["--quantize", "bf16"])
+    searcher = Searcher.open(index, load_model=True)  # the old default loaded the exact model: ModelMismatchError
+    hits = searcher.search(searcher.query_from_paper(_paper(4)), k=3)
+    assert len(hits) == 3
+
+
+def _paper(i: int):
+    from aspire.data.papers import Paper
+
+    return Paper("new", f"a model of text {i}", ["we propose a new method.", f"results {i} improve the task."])

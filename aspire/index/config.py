@@ -67,6 +67,12 @@ class EncodeConfig:
     backend: str | None = None
     quantize: str | None = None
 
+    def encoder_options(self) -> dict:
+        """The `load_encoder` keywords of the recorded backend and precision ({} for the exact torch model)."""
+        if self.backend in (None, "torch") and self.quantize is None:
+            return {}
+        return {"backend": self.backend or "torch", "quantize": self.quantize}
+
 
 RERANKERS = ("none", *RERANK_STAGES)  # no re-rank, or a stage of aspire.retrieval.rerank's registry
 STAGES = ("ann", "bm25", "ann,bm25")  # the first stages (aspire.retrieval.lexical.first_stage): dense, BM25, fused
