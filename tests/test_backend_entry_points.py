@@ -156,17 +156,16 @@ def test_suite_passes_the_backend_to_every_benchmark(tmp_path, monkeypatch, tiny
 
     monkeypatch.setattr(aspire.encoders, "load_encoder", record)
     calls = []
-    for bench in ("csfcube_rows", "reviewer_rows", "context2doc_rows"):
-        real = getattr(suite, bench)
+    for name, runner in list(suite.RUNNERS.items()):  # every registered benchmark's runner
 
-        def run(*args, _real=real, _bench=bench, **kwargs):
+        def run(*args, _real=runner.rows, **kwargs):
             try:
                 return _real(*args, **kwargs)
             except Loaded:
                 calls.append(kwargs["encoder_options"])
-                return ([], "fp") if _bench == "csfcube_rows" else []
+                return [], "fp"
 
-        monkeypatch.setattr(suite, bench, run)
+        monkeypatch.setitem(suite.RUNNERS, name, suite.Runner(run, runner.lexical))
     assert eval_main(["suite", "--data", str(shared_data), "--model", str(tiny_model_dir), "--scorer", "minl2",
                       *INT8, "--out", str(tmp_path / "s")]) == 0
     want = {"backend": "onnx", "quantize": "int8"}

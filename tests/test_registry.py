@@ -66,3 +66,31 @@ def test_the_suite_command_offers_the_registered_names(capsys):
     with pytest.raises(SystemExit):
         main(["evaluate", "suite", "--help"])
     assert "csfcube, reviewers, context2doc" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_ensemble_suite_runs_every_registered_benchmark_its_members_apply_to(monkeypatch, tmp_path):
+    import yaml
+
+    from aspire.evaluate import ensemble
+
+    config = tmp_path / "ens.yaml"
+    config.write_text(yaml.safe_dump({"fusion": "z", "members": [
+        {"name": "lex", "model": "bm25", "weight": 1.0}, {"name": "dense", "model": "m", "scorer": "minl2"}]}))
+    seen = []
+
+    def rows(bench, cfg, members, data, out, settings, **common):
+        seen.append((bench.name, [m.name for m in members], data))
+        return [suite._row(bench.title, bench.metrics[0], 0.5, (0.0, 1.0), 2)]
+
+    toy = {"text": Benchmark("text", "text-data", "text queries", ("MRR",)),
+           "pools": Benchmark("pools", "pool-data", "pools", ("MAP",))}
+    monkeypatch.setattr(ensemble, "BENCHMARKS", toy)
+    monkeypatch.setattr(ensemble, "ENSEMBLE_RUNNERS", {"text": ensemble.EnsembleRunner(rows, lexical=True),
+                                                       "pools": ensemble.EnsembleRunner(rows)})
+    result = ensemble.run_ensemble_suite(config, tmp_path / "out", tmp_path / "data")
+    assert seen == [("text", ["lex", "dense"], tmp_path / "data" / "text-data")]
+    assert result["skipped"] == ["pools: 1 model member(s), bm25 does not apply there"]
+    assert [r["benchmark"] for r in result["rows"]] == ["text queries"]
+    del ensemble.ENSEMBLE_RUNNERS["pools"]
+    with pytest.raises(ValueError, match=r"\['pools'\] have no ensemble runner"):
+        ensemble.run_ensemble_suite(config, tmp_path / "out", tmp_path / "data")

@@ -22,9 +22,11 @@ submissions, context2doc per query over all candidates. A `bm25` member takes pa
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aspire.benchmarks import BENCHMARKS
 from aspire.benchmarks.runs import invocation
 from aspire.config import load_config, to_dict
 from aspire.evaluate.fuse import fuse_runs
@@ -169,27 +171,55 @@ def context2doc_rows(config: EnsembleConfig, members: list[EnsembleMember], benc
     return [_row(f"context2doc {bench.split}", m, res["metrics"][m], res["ci95"][m], res["n_queries"], note) for m in METRICS[:4]]
 
 
+@dataclass(frozen=True)
+class EnsembleRunner:
+    """How the ensemble suite fuses its members on one registered benchmark: `rows(benchmark, config, members,
+    data_dir, out, settings, **common) -> rows`; `lexical`: bm25 members take part (else only model members)."""
+
+    rows: Callable[..., list[dict]]
+    lexical: bool = False
+
+
+# benchmark name (aspire.benchmarks.BENCHMARKS) -> its ensemble runner
+ENSEMBLE_RUNNERS: dict[str, EnsembleRunner] = {
+    "csfcube": EnsembleRunner(lambda b, config, members, data, out, settings, **common:
+                              csfcube_rows(config, members, data, out, **common)),
+    "reviewers": EnsembleRunner(lambda b, config, members, data, out, settings, **common:
+                                reviewer_rows(config, members, data, out, settings["aggregate"], **common)),
+    "context2doc": EnsembleRunner(lambda b, config, members, data, out, settings, **common:
+                                  context2doc_rows(config, members, _context2doc_test(data), out, **common), lexical=True),
+}
+
+
+def _context2doc_test(data: Path):
+    from aspire.benchmarks.context2doc import load_context2doc
+
+    return load_context2doc(data, "test")
+
+
 def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate: str = "max", cache_dir=None,
                        batch_size: int = 32, device: str | None = None) -> dict:
-    """Run every member on the suite's benchmarks, fuse them per benchmark and write `out/suite.json`."""
+    """Run every member on each registered benchmark that has an ensemble runner, fuse them per benchmark and
+    write `out/suite.json`; a benchmark where fewer than two members apply (bm25 members only count where the
+    benchmark has text queries) is skipped with the reason."""
     config = load_ensemble(path)
     data, out = Path(data), Path(out)
     common = dict(cache_dir=cache_dir, batch_size=batch_size, device=device)
-    from aspire.benchmarks.context2doc import load_context2doc
-
-    dense = [m for m in config.members if m.model != "bm25"]
+    settings = {"aggregate": aggregate}
+    missing = [name for name in BENCHMARKS if name not in ENSEMBLE_RUNNERS]
+    if missing:
+        raise ValueError(f"benchmark(s) {missing} have no ensemble runner (aspire.evaluate.ensemble.ENSEMBLE_RUNNERS)")
     rows: list[dict] = []
     timings, skipped = {}, []
-    t0 = time.perf_counter()
-    if len(dense) >= 2:  # CSFCube and reviewer matching: the model members only
-        rows += csfcube_rows(config, dense, data / "csfcube", out, **common)
-        timings["csfcube"] = time.perf_counter() - t0
-        rows += reviewer_rows(config, dense, data / "reviewer-matching", out, aggregate, **common)
-        timings["reviewers"] = time.perf_counter() - t0 - sum(timings.values())
-    else:
-        skipped.append(f"csfcube and reviewer matching: {len(dense)} model member(s), bm25 does not apply there")
-    rows += context2doc_rows(config, config.members, load_context2doc(data / "cocite-acl", "test"), out, **common)
-    timings["context2doc"] = time.perf_counter() - t0 - sum(timings.values())
+    for name, bench in BENCHMARKS.items():
+        runner = ENSEMBLE_RUNNERS[name]
+        members = config.members if runner.lexical else [m for m in config.members if m.model != "bm25"]
+        if len(members) < 2:
+            skipped.append(f"{name}: {len(members)} model member(s), bm25 does not apply there")
+            continue
+        t0 = time.perf_counter()
+        rows += runner.rows(bench, config, members, data / bench.folder, out, settings, **common)
+        timings[name] = time.perf_counter() - t0
     suite = {"ensemble": to_dict(config), "ensemble_file": str(path), "aggregate": aggregate, "rows": rows,
              "skipped": skipped, "seconds": timings, "command": invocation()}
     write_json(out / "suite.json", suite, indent=None)
