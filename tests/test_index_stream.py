@@ -242,3 +242,27 @@ def test_ivfpq_loads_without_precomputed_tables_and_searches_the_same(tmp_path):
     before, after = index.search_sentences(q, 10), loaded.search_sentences(q, 10)
     assert (before[1] == after[1]).all()
     np.testing.assert_allclose(before[0], after[0], rtol=1e-5)
+
+
+def test_a_full_disk_during_a_streamed_merge_is_one_error_and_the_previous_index_stays_live(tmp_path, monkeypatch):
+    """`aspire index merge` meeting a full disk: one DiskFullError naming the index folder, the temporary
+    generation removed, the live one untouched (it was a raw faiss traceback before)."""
+    import errno
+
+    import faiss
+
+    from aspire.storage import DiskFullError
+
+    shards = write_shards(tmp_path)
+    merge_streaming(shards, tmp_path / "idx", cfg(kind="flat"))
+    before = live(tmp_path / "idx")
+
+    def full(index, path):
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(faiss, "write_index", full)
+    with pytest.raises(DiskFullError, match="the disk filled up while writing a new index generation") as err:
+        merge_streaming(shards, tmp_path / "idx", cfg(kind="flat"))
+    assert str(tmp_path / "idx") in str(err.value)
+    assert live(tmp_path / "idx") == before and SentenceIndex.load(tmp_path / "idx", verify=True).n_papers == 75
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [".lock", "CURRENT", before.name]

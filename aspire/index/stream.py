@@ -49,6 +49,7 @@ from aspire.index.store import (
 )
 from aspire.index.texts import read_index_papers
 from aspire.io import AtomicJsonl, read_jsonl, write_jsonl
+from aspire.storage import on_disk_full
 
 log = logging.getLogger(__name__)
 SHARD_DIR = re.compile(r"^shard-(\d{5})-of-(\d{5})$")
@@ -137,7 +138,8 @@ def merge_streaming(shards_dir: str | Path, out: str | Path, config: IndexBuildC
             raise ValueError(f"nothing to index: all {len(rejected)} records were rejected" + describe_rejected(rejected))
         tmp = begin_generation(root)  # refuses a directory holding anything an index never writes
         try:
-            return _fill_generation(root, tmp, plans, meta, rejected, config)
+            with on_disk_full(root, "a new index generation (the live one stays)"):
+                return _fill_generation(root, tmp, plans, meta, rejected, config)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)  # the previous index stays live
             raise
