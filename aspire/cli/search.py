@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 import tempfile
 import time
@@ -134,6 +135,11 @@ def build_parser(prog: str):
     output.add_argument("--run-only", action="store_true",
                         help="write only the --run-out file: nothing on stdout (--quiet with --run-out does the "
                              "same unless --json is given; --quiet alone prints one line a hit, no alignments)")
+    parser.add_argument("--threads", type=positive_int,
+                        help="CPU threads of torch and faiss for the queries (default: OMP_NUM_THREADS when set, "
+                             "else 1). A query is one small encode and a few lookups: more threads gain little, and "
+                             "on cores shared with other jobs their spin-waits cost a batch 10x or more "
+                             "(experiments/results/search_batch.md)")
     add_common_options(parser, device=True, device_help="torch device for encoding queries and re-ranking "
                                                         "(default: cpu)")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value",
@@ -308,25 +314,29 @@ def _lines(path: str) -> list[str]:
 
 class Progress:
     """`VERB i/n UNIT, R UNIT/s, ETA T s` lines on stderr (a batch's progress), at most one every `every`
-    seconds, and a last one with the time taken; nothing when not `enabled`."""
+    seconds, and a last one with the time taken; nothing when not `enabled`. The rate is that of the items
+    after the first, which carries the one-time loading (the model, on the first query to encode)."""
 
     def __init__(self, verb: str, unit: str, total: int, enabled: bool = True, every: float = 2.0,
                  stream=None) -> None:
         self.verb, self.unit, self.total, self.enabled, self.every = verb, unit, total, enabled, every
         self.stream = stream
         self.done, self.start = 0, time.monotonic()
-        self.last = self.start
+        self.first = self.last = self.start
 
     def step(self) -> None:
         self.done += 1
+        now = time.monotonic()
+        if self.done == 1:
+            self.first = now  # the rate counts from here
         if not self.enabled:
             return
-        now = time.monotonic()
-        elapsed = max(now - self.start, 1e-9)
-        rate = self.done / elapsed
         if self.done >= self.total:
-            line = f"{self.verb} {self.done}/{self.total} {self.unit} in {elapsed:.1f} s ({rate:.1f} {self.unit}/s)"
-        elif now - self.last >= self.every:
+            elapsed = max(now - self.start, 1e-9)
+            line = (f"{self.verb} {self.done}/{self.total} {self.unit} in {elapsed:.1f} s "
+                    f"({self.done / elapsed:.1f} {self.unit}/s)")
+        elif self.done > 1 and now - self.last >= self.every:
+            rate = (self.done - 1) / max(now - self.first, 1e-9)
             eta = (self.total - self.done) / rate
             line = f"{self.verb} {self.done}/{self.total} {self.unit}, {rate:.1f} {self.unit}/s, ETA {eta:.0f} s"
         else:
@@ -434,9 +444,23 @@ def main(argv: Sequence[str] | None = None, prog: str = "aspire search") -> int:
     return run_command(lambda: _run(args), args)
 
 
+def set_threads(threads: int | None) -> int:
+    """Set torch's and faiss's CPU threads to `threads` (None: OMP_NUM_THREADS when set, else 1); returns it."""
+    import faiss
+    import torch
+
+    if threads is None:
+        given = os.environ.get("OMP_NUM_THREADS", "")
+        threads = int(given) if given.isdigit() and int(given) > 0 else 1
+    torch.set_num_threads(threads)
+    faiss.omp_set_num_threads(threads)
+    return threads
+
+
 def _run(args) -> int:
     from aspire.search import Searcher, checked_search_config
 
+    set_threads(args.threads)
     overrides = normalize_overrides(args.overrides, section="search") + cross_overrides(args)
     searcher = Searcher.open(args.index, overrides)
     checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
