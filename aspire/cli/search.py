@@ -69,7 +69,7 @@ EXAMPLES = """\
   aspire search --index runs/index --query-id 2468783 --stages ann,bm25 --rerank maxpassage search.passage_window=2
   aspire search --index runs/index --queries queries.txt --k 100 --run-out runs/index.run --run-only
   aspire search --index runs/index --interactive          # then type lines such as: 2468783 method
-  aspire search --index runs/index-int8 --query-file query.json --backend onnx --quantize int8
+  aspire search --index runs/index-int8 --query-file query.json   # encodes with the index's backend (onnx int8)
   aspire search --index runs/index --query-id 2468783 --stages ann,bm25 --cross-encoder runs/crossencoder/model \
       --cross-top 50 --cross-weight 1 --json
 """
@@ -77,8 +77,9 @@ RERANK_HELP = ("none: rank by the first stage; minl2: re-score the shortlist wit
                "ot: re-rank the shortlist by optimal transport (solved only for papers that can enter the k best); "
                "maxpassage: the first stage's best search.passage_depth (100) by their best window of "
                "search.passage_window sentences, mixed with the first stage by search.passage_beta, the rest "
-               "after them in first-stage order (cost: one scoring of passage_depth papers, about 0.2 s a "
-               "query on 2 CPU cores; 1000 took 2.3 s) (default: the index's search.rerank)")
+               "after them in first-stage order (cost: scoring passage_depth papers, about 30 ms a query for 100 "
+               "on one shared core, 205 ms for 768: experiments/results/search_batch.md) (default: the index's "
+               "search.rerank)")
 
 
 def build_parser(prog: str):
@@ -108,7 +109,8 @@ def build_parser(prog: str):
                                        "(default: the index's search.fuse, z:0.815)")
     parser.add_argument("--rerank", choices=RERANKERS, help=RERANK_HELP)
     parser.add_argument("--shortlist", type=positive_int,
-                        help="papers the ANN stage passes to re-ranking (default: the index's search.shortlist)")
+                        help="papers the first stage passes to re-ranking (default: the index's search.shortlist); "
+                             "maxpassage scores only the best search.passage_depth of them")
     cross = parser.add_argument_group("cross-encoder stage (after the first stage and any --rerank)")
     cross.add_argument("--cross-encoder", metavar="DIR",
                        help="a trained cross-encoder (python -m aspire.train.crossencoder) re-scores the top "
