@@ -87,6 +87,10 @@ def export_onnx(model: nn.Module, path: Path) -> None:
     with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
         # the tracer warns that shape checks become constants; tests check padded batches of other shapes
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        # the attention mask's advanced indexing becomes Gather arithmetic, wrong for negative indices: its
+        # indices are aranges, never negative (tests/test_search_batch_onnx.py runs the graph and checks each)
+        warnings.filterwarnings("ignore", message=r"Exporting aten::index operator of advanced indexing",
+                                category=UserWarning)
         torch.onnx.export(
             _LastHiddenState(model).eval(), args, str(path), input_names=names, output_names=["last_hidden_state"],
             dynamic_axes=axes, opset_version=OPSET, dynamo=False,
