@@ -139,8 +139,9 @@ def build_parser(prog: str):
                              "same unless --json is given; --quiet alone prints one line a hit, no alignments)")
     parser.add_argument("--threads", type=positive_int,
                         help="CPU threads of torch and faiss for the queries (default: OMP_NUM_THREADS when set, "
-                             "else 1). A query is one small encode and a few lookups: more threads gain little, and "
-                             "on cores shared with other jobs their spin-waits cost a batch 10x or more "
+                             "else 1). A query is one small encode and a few lookups: on cores shared with other jobs, "
+                             "2 threads spin-waiting for each other made a batch 8x slower (encodes 19x); with "
+                             "OMP_WAIT_POLICY=PASSIVE set before the run they do not spin, and 2 threads are safe "
                              "(experiments/results/search_batch.md)")
     add_common_options(parser, device=True, device_help="torch device for encoding queries and re-ranking "
                                                         "(default: cpu)")
