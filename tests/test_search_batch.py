@@ -232,3 +232,17 @@ def test_search_runs_its_queries_on_one_thread_unless_told(index_dir, monkeypatc
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_index_add_takes_the_backend_the_index_was_built_with(tmp_path, tiny_model_dir, capsys):
+    from aspire.index.__main__ import main as index_main
+
+    index = build_index(tmp_path, tiny_model_dir, ["--quantize", "bf16"])
+    more = tmp_path / "more.jsonl"
+    more.write_text(paper_line("p20", 20) + "\n")
+    assert index_main(["add", "--index", str(index), "--corpus", str(more), "--quiet"]) == 0  # old: model mismatch
+    assert SentenceIndex.load(index).n_papers == 11
+    more.write_text(paper_line("p21", 21) + "\n")
+    capsys.readouterr()
+    assert index_main(["add", "--index", str(index), "--corpus", str(more), "--backend", "torch", "--quiet"]) == 2
+    assert "the index was built with model" in capsys.readouterr().err

@@ -104,6 +104,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p.add_argument("--corpus", required=True, help="papers JSONL; ids already indexed are rejected as duplicates")
     p.add_argument("--model", help="default: the model the index was built with")
     add_backend_options(p)
+    p.set_defaults(backend=None)  # not given: the backend and precision the index records (`recorded_backend`)
     p = command("encode-shard", "encode this rank's slice of a corpus (run under torchrun)", encodes=True)
     p.add_argument("--model", required=True, help="minilm, mpnet or a local Hugging Face model directory")
     p.add_argument("--corpus", required=True, help="papers JSONL")
@@ -143,7 +144,19 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.index") ->
     return run_command(lambda: _run(args), args)
 
 
+def recorded_backend(args) -> None:
+    """`add` without --backend/--quantize: encode with the backend and precision the index records (torch when
+    it records none), as `aspire search` does."""
+    if args.backend is None:
+        gen = Path(SentenceIndex.read_manifest(args.index)["path"])
+        encode = load_config(IndexBuildConfig, gen / "config.yaml").encode
+        args.backend = encode.backend or "torch"
+        args.quantize = args.quantize if args.quantize is not None else encode.quantize
+
+
 def _run(args) -> int:
+    if args.command == "add":
+        recorded_backend(args)
     overrides = normalize_overrides(getattr(args, "overrides", []))
     if getattr(args, "batch_size", None) is not None:
         overrides.append(f"encode.batch_size={args.batch_size}")
