@@ -261,5 +261,9 @@ def test_index_cli_builds_with_onnx_and_add_checks_the_backend(tmp_path, tiny_mo
     # exact vectors are not added to an index of fast ones (ModelMismatchError, one error line)
     assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--backend", "torch"]) == 2
     assert "the index was built with model" in capsys.readouterr().err
+    # --quantize alone keeps the backend the index records (onnx): int8 vectors are not added to fp32 ones
     assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--quantize", "int8"]) == 2
+    assert "the index was built with model" in capsys.readouterr().err
+    assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--backend", "torch", "--quantize",
+                       "int8"]) == 2
     assert "--quantize int8 goes with --backend onnx" in capsys.readouterr().err
