@@ -183,3 +183,21 @@ def test_csfcube_cli_bm25_on_real_data(small_csfcube, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["csfcube", "--data", str(small_csfcube), "--bm25", "--rerank-top", "5", "--out", str(tmp_path / "x")])
     assert "go with --rerank MODEL" in capsys.readouterr().err
+
+
+def test_a_pool_set_ranked_by_the_searcher_equals_the_pool_ranking(faceted, tiny_model_dir, tmp_path):
+    """CSFCube-style pools answered by aspire search's Searcher (each pool its own index, the query its facet's
+    sentences) rank as the evaluation's own pool ranking with the same scorer (min-L2, OT)."""
+    from aspire.encoders import load_encoder
+    from aspire.evaluate.options import EvalOptions
+    from aspire.evaluate.search_run import rank_pools_by_search
+
+    pool_set, papers = faceted
+    encoder = load_encoder(str(tiny_model_dir))
+    for scorer, pipeline in (("minl2", ["stages=ann", "rerank=minl2"]), ("ot", ["stages=ann", "rerank=ot"])):
+        own, _ = rank_pool_set(pool_set, papers, str(tiny_model_dir), scorer, tmp_path / scorer, scorer,
+                               EvalOptions(), LABEL_TO_FACET)
+        searched = rank_pools_by_search(pool_set, papers, encoder, pipeline, LABEL_TO_FACET)
+        assert searched == own
+    bm25 = rank_pools_by_search(pool_set, papers, encoder, ["stages=bm25"], LABEL_TO_FACET)
+    assert bm25["background"]["q"][0] == "c2" and bm25["method"]["q"][0] == "c1"

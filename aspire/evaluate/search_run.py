@@ -72,3 +72,40 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
             "short_of_depth": {"queries": len(short), "fewest": min((f for f, _, _ in short), default=depth)},
             "seconds": time.perf_counter() - t0}
     return score_and_write(bench, run, Path(out), exp, info)
+
+
+def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = (),
+                         label_to_facet=None, cache_dir=None, batch_size: int = 32) -> dict[str, dict[str, list[str]]]:
+    """A pool set (CSFCube's facets and pools) ranked by the `Searcher`: every pooled paper encoded once
+    (contextual, through the vector cache), each query's pool indexed on its own (flat), and the query — its
+    facet's sentences, still encoded in the context of its whole abstract — searched with `pipeline`
+    (search-config overrides) for all of its pool. Returns `{facet: {query: [candidate, ...]}}` best first,
+    for the pool set's own scoring (`aspire.benchmarks.csfcube.evaluate_csfcube_rankings`)."""
+    from aspire.batch import DocBatch
+    from aspire.evaluate.encode import encode_papers
+    from aspire.evaluate.facets import facet_queries
+    from aspire.index.corpus import EncodedCorpus
+
+    ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
+    batch, _ = encode_papers(encoder, ordered, "contextual", cache_dir, batch_size)
+    lengths = batch.lengths.tolist()
+    batch = DocBatch(batch.emb, batch.mask, [p.paper_id for p in ordered],
+                     [list(p.sentences[:n]) for p, n in zip(ordered, lengths)])
+    row = {pid: i for i, pid in enumerate(batch.paper_ids)}
+    fingerprint = model_fingerprint(encoder)
+    rankings: dict[str, dict[str, list[str]]] = {}
+    for facet in pool_set.facets:
+        pools = pool_set.pools[facet]
+        queries = batch.index([row[q] for q in pools])
+        if facet:
+            queries = facet_queries(queries, papers, facet, label_to_facet)
+        rankings[facet] = {}
+        for i, (qid, pool) in enumerate(pools.items()):
+            corpus = EncodedCorpus.from_docbatch(batch.index([row[c] for c in pool]), [papers[c].title for c in pool])
+            index = SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), fingerprint)
+            searcher = Searcher(index, apply_overrides(index.config.search, list(pipeline), "search"))
+            hits = searcher.search(queries.index([i]), k=len(pool), shortlist=len(pool), exclude=[])
+            if len(hits) != len(pool):
+                raise ValueError(f"query {qid} ({facet}): the search ranked {len(hits)} of its {len(pool)} pooled papers")
+            rankings[facet][qid] = [hit.paper_id for hit in hits]
+    return rankings
