@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnx", "openvino")
 QUANTIZATIONS = {"torch": ("bf16",), "onnx": ("int8",), "openvino": ("bf16",)}  # backend -> its reduced precisions (None: fp32)
 OPSET = 17
+RUNTIME_CACHE_CAPACITY = 200  # input shapes whose kernels OpenVINO's CPU plugin keeps (`openvino_compiled`)
 INT8_RECIPE = onnx_int8.RECIPE  # names the cached int8 file
 
 
@@ -325,6 +326,10 @@ def openvino_compiled(path: Path, precision: str):
     compiled = core.compile_model(core.read_model(str(path)), "CPU", {
         "INFERENCE_PRECISION_HINT": precision, "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": threads,
         "PERFORMANCE_HINT": "THROUGHPUT",
+        # the plugin keeps kernels for every input shape it meets (default: 5,000 of them), and a corpus's length
+        # groups are thousands of shapes: 2.26 GB peak over 2,000 ACL abstracts, still growing; 200 kept: 1.54 GB,
+        # flat, about as fast (experiments/results/search_batch.md)
+        "CPU_RUNTIME_CACHE_CAPACITY": RUNTIME_CACHE_CAPACITY,
     })
     actual = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
     if actual != precision:
