@@ -152,3 +152,22 @@ def test_facet_candidates_on_real_data(small_csfcube, tmp_path, tiny_model_dir):
         assert results["cands_kept_whole"][facet] == sum(facet not in labels[c] for c in pooled)
         changed += sum(ranked[q] != whole[q] for q in whole)
     assert changed > 0
+
+
+def test_csfcube_through_aspire_search_equals_its_own_min_l2_run(small_csfcube, tmp_path, tiny_model_dir, capsys):
+    """`csfcube --search-pipeline stages=ann rerank=minl2`: each pool searched by the Searcher gives the figures of
+    the benchmark's own min-L2 run (pools cut to 8 candidates; a tiny model)."""
+    common = ["csfcube", "--data", str(small_csfcube), "--model", str(tiny_model_dir),
+              "--cache-dir", str(tmp_path / "cache"), "--batch-size", "16"]
+    assert main(common + ["--scorer", "minl2", "--out", str(tmp_path / "own")]) == 0
+    assert main(common + ["--search-pipeline", "stages=ann", "rerank=minl2", "--out", str(tmp_path / "search")]) == 0
+    assert "CSFCube test MAP / NDCG%20" in capsys.readouterr().out
+    own = strict_loads((tmp_path / "own" / "results.json").read_text())
+    searched = strict_loads((tmp_path / "search" / "results.json").read_text())
+    assert searched["search"]["overrides"] == ["stages=ann", "rerank=minl2"]
+    for group in csfcube.GROUPS:
+        for metric in ("MAP", "NDCG%20"):
+            assert searched["test"][group][metric] == pytest.approx(own["test"][group][metric], abs=1e-9)
+    with pytest.raises(SystemExit):
+        main(common + ["--scorer", "minl2", "--search-pipeline", "--out", str(tmp_path / "x")])
+    assert "leave out --scorer" in capsys.readouterr().err

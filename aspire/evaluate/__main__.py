@@ -40,6 +40,7 @@ from aspire.cliutil import (
     code_option,
     command_parser,
     device_name,
+    normalize_overrides,
     positive_int,
     run_command,
     setup_logging,
@@ -159,6 +160,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate")
     from aspire.evaluate.bench_cli import add_stage_args
 
     add_stage_args(pc, "title + abstract, the query's text its facet sentences")
+    pc.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
+                    help="score `aspire search` itself: each pool indexed with --model and searched by the Searcher "
+                         "with these search-config overrides (e.g. stages=ann,bm25 rerank=maxpassage)")
 
     pp = command("pools", "any ASPIRE-style pool re-ranking set")
     pp.add_argument("--data", required=True, help="folder with abstracts-NAME.jsonl and test-pid2anns-NAME*.json")
@@ -200,8 +204,25 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate")
         return run_command(lambda: bench_cli.run_command(parser, args), args)
     if args.command == "fuse":
         return run_command(lambda: _fuse(parser, args), args)
+    if args.command == "csfcube" and args.search_pipeline is not None:
+        return run_command(lambda: _csfcube_search(parser, args), args)
     _check_model_args(parser, args)
     return run_command(lambda: _evaluate(parser, args), args)
+
+
+def _csfcube_search(parser, args) -> int:
+    """`csfcube --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
+    from aspire.evaluate.csfcube import run_csfcube_search
+
+    if not args.model or args.scorer or args.ranked or args.bm25 or args.rerank:
+        parser.error("--search-pipeline takes --model and search-config overrides (stages=, rerank=, fuse=); "
+                     "leave out --scorer, --ranked, --bm25 and --rerank")
+    pipeline = normalize_overrides(args.search_pipeline, section="search")
+    results = run_csfcube_search(args.data, args.model, pipeline, args.out, args.exp,
+                                 None if args.no_cache else args.cache_dir, args.batch_size, _encoder_options(args))
+    print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}  ({results['experiment']})")
+    print(f"wrote {Path(args.out) / 'results.json'}")
+    return 0
 
 
 def _evaluate(parser, args) -> int:

@@ -104,3 +104,32 @@ def fuse_csfcube(
     write_results(out, root, exp, results, per_query)
     write_trec(out, load_csfcube(root), rankings, exp)
     return results
+
+
+def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: str | Path, exp: str | None = None,
+                       cache_dir: str | Path | None = None, batch_size: int = 32,
+                       encoder_options: dict | None = None) -> dict:
+    """CSFCube answered by `aspire search`'s Searcher with the search-config overrides `pipeline`
+    (`aspire.evaluate.search_run.rank_pools_by_search`), scored by the benchmark's protocol; writes the
+    per-query CSV, the TREC files and `out/results.json`."""
+    import time
+
+    from aspire.encoders import load_encoder
+    from aspire.evaluate.search_run import rank_pools_by_search
+    from aspire.index.store import model_fingerprint
+
+    root, out = Path(root), Path(out)
+    pool_set = load_csfcube(root)
+    papers = read_paper_map(root / ABSTRACTS_FILE, ids=pool_set.paper_ids(), needed_by="pooled")
+    exp = exp or "-".join([Path(str(model)).name, "search", *[o.replace("=", "-") for o in pipeline]])
+    encoder = load_encoder(model, **dict(encoder_options or {}))
+    t0 = time.perf_counter()
+    rankings = rank_pools_by_search(pool_set, papers, encoder, pipeline, LABEL_TO_FACET, cache_dir, batch_size)
+    results, per_query = evaluate_csfcube_rankings(root, rankings)
+    results.update(experiment=exp, model=str(model), encoder_fingerprint=model_fingerprint(encoder),
+                   search={"overrides": list(pipeline), "index": "flat, one a pool"},
+                   seconds=time.perf_counter() - t0)
+    write_results(out, root, exp, results, per_query)
+    write_trec(out, pool_set, rankings, exp)
+    log.info("wrote %s", out / "results.json")
+    return results
