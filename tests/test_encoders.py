@@ -196,3 +196,26 @@ def test_single_segment_option_keeps_every_piece_in_segment_zero(tiny_model_dir,
     n0 = len(tok(paper.sentences[0], add_special_tokens=False)["input_ids"])
     torch.testing.assert_close(single.encode([paper]).emb[0, 0], hidden[first : first + n0].mean(0), atol=1e-5, rtol=1e-5)
     assert single.fingerprint() != encoder.fingerprint()
+
+
+def test_the_long_abstract_warning_names_twenty_and_the_command_lists_every_one(tiny_model_dir, tmp_path, caplog,
+                                                                                  capsys):
+    import json
+    import logging
+
+    from aspire.cli import main
+
+    long = [Paper(f"p{i}", "Title", [f"The model {k} improves the results of the task." for k in range(30)])
+            for i in range(25)]
+    with caplog.at_level(logging.WARNING, logger="aspire"):
+        load_encoder(tiny_model_dir).encode(long)
+    warning = " ".join(r.getMessage() for r in caplog.records if "longer than" in r.getMessage())
+    assert "25 paper(s) longer than 128 word pieces" in warning and "p19 and 5 more" in warning
+    assert "p20" not in warning and "aspire encode --model M --corpus FILE --long-report" in warning
+    corpus = tmp_path / "papers.jsonl"
+    corpus.write_text("".join(json.dumps({"paper_id": p.paper_id, "title": p.title, "abstract": p.sentences}) + "\n"
+                              for p in [*long, Paper("short", "Title", ["One short sentence."])]))
+    assert main(["encode", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--long-report"]) == 0
+    out, err = capsys.readouterr()
+    assert [line.split("\t")[0] for line in out.splitlines()] == [p.paper_id for p in long]
+    assert "25 of 26 papers longer than 128 word pieces" in err

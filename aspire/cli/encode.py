@@ -26,6 +26,7 @@ EXAMPLES = """\
   aspire encode --model mpnet --corpus papers.jsonl --out runs/vectors-mpnet --device cuda --batch-size 64
   aspire encode --model runs/ts/model --corpus papers.jsonl --out runs/vectors-ts --quiet
   aspire encode --model minilm --corpus papers.jsonl --out runs/vectors-int8 --backend onnx --quantize int8
+  aspire encode --model minilm --corpus papers.jsonl --long-report
 """
 
 
@@ -33,12 +34,32 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders")
     parser = command_parser(prog, __doc__, EXAMPLES)
     parser.add_argument("--model", required=True, help="minilm, mpnet or a local Hugging Face model directory")
     parser.add_argument("--corpus", required=True, help="papers JSONL (paper_id, title, abstract[, pred_labels])")
-    parser.add_argument("--out", required=True, help="output directory (replaced if it exists)")
+    parser.add_argument("--out", help="output directory (replaced if it exists); needed unless --long-report")
+    parser.add_argument("--long-report", action="store_true",
+                        help="encode nothing: list every paper longer than the model's window, one a line "
+                             "(paper id, sentences past the first window, sentences split by it)")
     add_common_options(parser, device=True, batch_size=True, batch_size_default=32)
     add_backend_options(parser)
     args = parser.parse_args(argv)
+    if not args.out and not args.long_report:
+        parser.error("give --out (or --long-report)")
     setup_logging(args)
-    return run_command(lambda: _encode(args), args)
+    return run_command(lambda: _long_report(args) if args.long_report else _encode(args), args)
+
+
+def _long_report(args) -> int:
+    """Every paper of the corpus that does not fit in the model's first window, one tab-separated line each."""
+    from aspire.encoders import load_encoder
+    from aspire.index.corpus import read_corpus
+
+    papers, _ = read_corpus(args.corpus)
+    encoder = load_encoder(args.model, device=args.device, **backend_options(args))
+    report = encoder.truncation_report(papers, batch_size=args.batch_size)
+    for record in report:
+        print(f"{record.paper_id}\tpast the window: {record.cut}\tsplit by it: {record.partial}")
+    print(f"{len(report)} of {len(papers)} papers longer than {encoder.max_length} word pieces "
+          f"({'encoded in continuation windows' if encoder.overflow == 'window' else 'cut'})", file=sys.stderr)
+    return 0
 
 
 def _encode(args) -> int:

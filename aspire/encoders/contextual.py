@@ -41,6 +41,7 @@ from aspire.encoders.pretrained import SETTINGS_FILE, resolve_model, saved_setti
 from aspire.encoders.task_formats import TaskFormats
 
 log = logging.getLogger(__name__)
+LONG_IDS_SHOWN = 20  # paper ids a long-abstract warning names
 
 
 def paper_sentences(paper: Paper, include_title: bool) -> list[str]:
@@ -312,10 +313,12 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         bar.close()
         self.train(was_training)
         if truncated:
+            shown = ", ".join(r.paper_id for r in truncated[:LONG_IDS_SHOWN])
+            more = f" and {len(truncated) - LONG_IDS_SHOWN} more" if len(truncated) > LONG_IDS_SHOWN else ""
             log.warning(
-                "%d paper(s) longer than %d word pieces (%s): sentences past the limit were %s; "
-                "see truncation_report() for the list",
-                len(truncated), self.max_length, ", ".join(r.paper_id for r in truncated[:5]),
+                "%d paper(s) longer than %d word pieces (%s%s): sentences past the limit were %s; "
+                "`aspire encode --model M --corpus FILE --long-report` lists every one",
+                len(truncated), self.max_length, shown, more,
                 "encoded in continuation windows" if self.overflow == "window" else "left out of the mask",
             )
         out = DocBatch.from_list(vectors, [p.paper_id for p in papers], [paper_sentences(p, self.include_title) for p in papers])
