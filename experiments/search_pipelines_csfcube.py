@@ -20,28 +20,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from aspire.benchmarks.csfcube import (  # noqa: E402
-    ABSTRACTS_FILE,
-    LABEL_TO_FACET,
-    evaluate_csfcube_rankings,
-    format_table,
-    load_csfcube,
-)
+from search_pipelines_context2doc import PIPELINES as CONTEXT2DOC_PIPELINES  # noqa: E402
+
+from aspire.benchmarks import csfcube  # noqa: E402
 from aspire.data.papers import read_paper_map  # noqa: E402
 from aspire.encoders import load_encoder  # noqa: E402
 from aspire.evaluate.cache import default_cache_dir  # noqa: E402
 from aspire.evaluate.search_run import rank_pools_by_search  # noqa: E402
 from aspire.paths import DATA  # noqa: E402
 
-PIPELINES = {
-    "dense (ann), no re-rank": ["stages=ann", "rerank=none"],
-    "dense + min-L2 re-rank": ["stages=ann", "rerank=minl2"],
-    "dense + OT re-rank": ["stages=ann", "rerank=ot"],
-    "dense + best-passage re-rank": ["stages=ann", "rerank=maxpassage"],
-    "BM25": ["stages=bm25", "rerank=none"],
-    "fused (ann + BM25), no re-rank": ["stages=ann,bm25", "rerank=none"],
-    "fused + best-passage re-rank": ["stages=ann,bm25", "rerank=maxpassage"],
-}
+# the context2doc study's pipelines, but for its last (fused + min-L2) the fused first stage with best passage
+PIPELINES = {name: o for name, o in CONTEXT2DOC_PIPELINES.items() if name != "fused + min-L2 re-rank"}
+PIPELINES["fused + best-passage re-rank"] = ["stages=ann,bm25", "rerank=maxpassage"]
 
 
 def main() -> int:
@@ -49,17 +39,18 @@ def main() -> int:
     parser.add_argument("--model", default="minilm")
     args = parser.parse_args()
     root = DATA / "csfcube"
-    pool_set = load_csfcube(root)
-    papers = read_paper_map(root / ABSTRACTS_FILE, pool_set.paper_ids(), needed_by="pooled")
+    pool_set = csfcube.load_csfcube(root)
+    papers = read_paper_map(root / csfcube.ABSTRACTS_FILE, pool_set.paper_ids(), needed_by="pooled")
     encoder = load_encoder(args.model)
     rows = []
     for name, overrides in PIPELINES.items():
         t0 = time.perf_counter()
-        rankings = rank_pools_by_search(pool_set, papers, encoder, overrides, LABEL_TO_FACET, default_cache_dir())
-        results, _ = evaluate_csfcube_rankings(root, rankings)
+        rankings = rank_pools_by_search(pool_set, papers, encoder, overrides, csfcube.LABEL_TO_FACET,
+                                        default_cache_dir())
+        results, _ = csfcube.evaluate_csfcube_rankings(root, rankings)
         seconds = time.perf_counter() - t0
         rows.append({"pipeline": name, "overrides": overrides, "test": results["test"], "seconds": round(seconds, 1)})
-        print(f"{name:<32} {format_table(results)}  ({seconds:.0f} s)", flush=True)
+        print(f"{name:<32} {csfcube.format_table(results)}  ({seconds:.0f} s)", flush=True)
     out = {"command": " ".join(["python", *sys.argv]), "date": time.strftime("%Y-%m-%d"), "model": args.model,
            "rows": rows}
     (REPO / "experiments" / "results" / "search_pipelines_csfcube.json").write_text(json.dumps(out, indent=1) + "\n")
