@@ -22,10 +22,9 @@ sys.path.insert(0, str(REPO))
 
 from aspire.benchmarks.context2doc import load_context2doc  # noqa: E402
 from aspire.config import apply_overrides  # noqa: E402
-from aspire.data.papers import Paper  # noqa: E402
 from aspire.encoders import load_encoder  # noqa: E402
 from aspire.evaluate.context2doc_run import score_and_write  # noqa: E402
-from aspire.evaluate.search_run import index_candidates  # noqa: E402
+from aspire.evaluate.search_run import answer_queries, encode_text_queries, index_candidates  # noqa: E402
 from aspire.paths import DATA  # noqa: E402
 from aspire.search import Searcher  # noqa: E402
 
@@ -51,19 +50,14 @@ def main() -> int:
     encoder = load_encoder(args.model)
     t0 = time.perf_counter()
     index = index_candidates(encoder, bench.candidates)
-    queries = {}
-    with encoder.query_side():
-        for qid, text in bench.queries.items():
-            queries[qid] = encoder.encode([Paper(qid, "", [text])], progress=False)
+    queries = encode_text_queries(encoder, bench.queries)
     encode_seconds = time.perf_counter() - t0
     rows = []
     for name, overrides in PIPELINES.items():
         searcher = Searcher(index, apply_overrides(index.config.search, overrides, "search"), encoder)
         searcher.shortfalls = []
         t1 = time.perf_counter()
-        shortlist = max(searcher.config.shortlist, args.depth)
-        run = {qid: [(h.paper_id, h.score) for h in searcher.search(q, k=args.depth, shortlist=shortlist, exclude=[])]
-               for qid, q in queries.items()}
+        run = answer_queries(searcher, queries, args.depth)
         seconds = time.perf_counter() - t1
         res = score_and_write(bench, run, Path(args.out) / "-".join(o.replace("=", "_") for o in overrides),
                               name.replace(" ", "_"), {"overrides": overrides, "seconds": seconds})

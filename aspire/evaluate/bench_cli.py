@@ -170,8 +170,8 @@ def fusion_option(fusion: str | None, old: str | None, parser) -> str:
     if fusion and old:
         parser.error("give --fusion alone (--norm / --method are its older spelling)")
     if old:
-        print(f"note: {old!r} is read as --fusion {fusion_method(old)}", file=sys.stderr)
-        return fusion_method(old)
+        fusion = fusion_method(old)
+        print(f"note: {old!r} is read as --fusion {fusion}", file=sys.stderr)
     return fusion or "z"
 
 
@@ -268,7 +268,7 @@ def _context2doc_search(parser, args) -> int:
     """`context2doc --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
     from aspire.benchmarks.context2doc import load_context2doc
     from aspire.evaluate.context2doc_run import format_result
-    from aspire.evaluate.search_run import run_search_pipeline
+    from aspire.evaluate.search_run import run_search_pipeline, search_exp
 
     if not args.model:
         parser.error("--search-pipeline needs --model (the model the candidates are indexed with)")
@@ -276,7 +276,7 @@ def _context2doc_search(parser, args) -> int:
         parser.error("--search-pipeline takes its stages as search-config overrides (stages=, rerank=, fuse=); "
                      "leave out --scorer, --bm25 and --rerank")
     overrides = normalize_overrides(args.search_pipeline, section="search")
-    exp = args.exp or "-".join([Path(args.model).name, "search", *[o.replace("=", "-") for o in overrides]])
+    exp = args.exp or search_exp(args.model, overrides)
     results = run_search_pipeline(load_context2doc(args.data, args.split), args.out, exp, args.model, overrides,
                                   args.depth, encoder_options=backend_options(args))
     print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")

@@ -115,13 +115,13 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     import time
 
     from aspire.encoders import load_encoder
-    from aspire.evaluate.search_run import rank_pools_by_search
+    from aspire.evaluate.search_run import rank_pools_by_search, search_exp
     from aspire.index.store import model_fingerprint
 
     root, out = Path(root), Path(out)
     pool_set = load_csfcube(root)
     papers = read_paper_map(root / ABSTRACTS_FILE, ids=pool_set.paper_ids(), needed_by="pooled")
-    exp = exp or "-".join([Path(str(model)).name, "search", *[o.replace("=", "-") for o in pipeline]])
+    exp = exp or search_exp(model, pipeline)
     encoder = load_encoder(model, **dict(encoder_options or {}))
     t0 = time.perf_counter()
     rankings = rank_pools_by_search(pool_set, papers, encoder, pipeline, LABEL_TO_FACET, cache_dir, batch_size)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from aspire.benchmarks.context2doc import Context2Doc
 from aspire.config import apply_overrides
@@ -41,6 +41,26 @@ def index_candidates(encoder, papers: Sequence[Paper], index: IndexConfig | None
     return SentenceIndex.build(corpus, config, model_fingerprint(encoder), getattr(encoder, "name", ""))
 
 
+def search_exp(model: str, pipeline: Sequence[str]) -> str:
+    """The default experiment name of a benchmark scored through search: `MODEL-search-KEY-VALUE-...`."""
+    return "-".join([Path(str(model)).name, "search", *[o.replace("=", "-") for o in pipeline]])
+
+
+def encode_text_queries(encoder, texts: Mapping[str, str]) -> dict:
+    """`{qid: DocBatch (1, 1, D)}`: each text a one-sentence query paper with an empty title, encoded with the
+    model's query side (a query adapter, if it has one), as the benchmark's dense runner encodes them."""
+    with encoder.query_side():
+        return {qid: encoder.encode([Paper(qid, "", [text])], progress=False) for qid, text in texts.items()}
+
+
+def answer_queries(searcher: Searcher, queries: Mapping, depth: int) -> dict[str, list[tuple[str, float]]]:
+    """The run of `searcher` over encoded `queries`: `depth` hits each (the shortlist at least as deep), no
+    paper left out as the query's own."""
+    shortlist = max(searcher.config.shortlist, depth)
+    return {qid: [(hit.paper_id, hit.score) for hit in searcher.search(query, k=depth, shortlist=shortlist, exclude=[])]
+            for qid, query in queries.items()}
+
+
 def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline: Sequence[str] = (),
                         depth: int = 100, encoder=None, encoder_options: dict | None = None) -> dict:
     """Score `bench` with the search pipeline `pipeline` (search-config overrides) over an index of its
@@ -59,12 +79,7 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
     if cfg.cross_encoder:
         raise ValueError("search-pipeline: the cross-encoder stage needs a loaded cross-encoder; evaluate it with "
                          "--rerank MODEL on the benchmark's own runner")
-    run = {}
-    for qid, text in bench.queries.items():
-        with encoder.query_side():  # a query adapter, if the model has one, encodes the citing sentence
-            query = encoder.encode([Paper(qid, "", [text])], progress=False)
-        hits = searcher.search(query, k=depth, shortlist=max(cfg.shortlist, depth), exclude=[])
-        run[qid] = [(hit.paper_id, hit.score) for hit in hits]
+    run = answer_queries(searcher, encode_text_queries(encoder, bench.queries), depth)
     short = searcher.shortfalls
     info = {"model": str(model), "encoder_fingerprint": model_fingerprint(encoder),
             "search": {"stages": cfg.stages, "fuse": cfg.fuse, "rerank": cfg.rerank, "shortlist": max(cfg.shortlist, depth),
@@ -93,6 +108,8 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
                      [list(p.sentences[:n]) for p, n in zip(ordered, lengths)])
     row = {pid: i for i, pid in enumerate(batch.paper_ids)}
     fingerprint = model_fingerprint(encoder)
+    build = IndexBuildConfig(index=IndexConfig(kind="flat"))
+    search = apply_overrides(build.search, list(pipeline), "search")  # one search config for every pool
     rankings: dict[str, dict[str, list[str]]] = {}
     for facet in pool_set.facets:
         pools = pool_set.pools[facet]
@@ -102,8 +119,7 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
         rankings[facet] = {}
         for i, (qid, pool) in enumerate(pools.items()):
             corpus = EncodedCorpus.from_docbatch(batch.index([row[c] for c in pool]), [papers[c].title for c in pool])
-            index = SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), fingerprint)
-            searcher = Searcher(index, apply_overrides(index.config.search, list(pipeline), "search"))
+            searcher = Searcher(SentenceIndex.build(corpus, build, fingerprint), search)
             hits = searcher.search(queries.index([i]), k=len(pool), shortlist=len(pool), exclude=[])
             if len(hits) != len(pool):
                 raise ValueError(f"query {qid} ({facet}): the search ranked {len(hits)} of its {len(pool)} pooled papers")
