@@ -21,7 +21,6 @@ class Benchmark:
     folder: str
     title: str
     metrics: tuple[str, ...]
-    lower_is_better: bool = False
 
 
 BENCHMARKS: dict[str, Benchmark] = {}
@@ -42,6 +41,5 @@ def get_benchmark(name: str) -> Benchmark:
 
 
 register(Benchmark("csfcube", "csfcube", "csfcube (two-fold test, all)", ("MAP", "NDCG%20")))
-register(Benchmark("reviewers", "reviewer-matching", "reviewer matching (10 draws)", ("loss (lower better)",),
-                   lower_is_better=True))
+register(Benchmark("reviewers", "reviewer-matching", "reviewer matching (10 draws)", ("loss (lower better)",)))
 register(Benchmark("context2doc", "cocite-acl", "context2doc test", ("MRR", "nDCG@10", "R@100", "MAP")))

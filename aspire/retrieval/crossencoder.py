@@ -1,9 +1,11 @@
 """The cross-encoder re-rank stage: a cross-encoder scores each query's top N of a previous stage's ranking and
 its z-scored logits are mixed with that stage's scores (`aspire.scoring.crossencoder.mix_rerank`).
 
-One stage for search and for every benchmark that re-ranks with a cross-encoder (context2doc, CSFCube and
-other pool sets, reviewer matching): a benchmark gives its query texts and document texts (`rerank_texts`,
-`pair_scores`, `rerank_run`); search gives its hits over an index (`cross_rerank`).
+One stage for search and for the benchmarks that re-rank ranked lists with a cross-encoder (context2doc,
+CSFCube and other pool sets): a benchmark gives its query texts and document texts (`rerank_texts`,
+`pair_scores`, `rerank_run`); search gives its hits over an index (`cross_rerank`). Reviewer matching scores
+(submission, archive paper) pairs with the same reranker and mix, aggregated over each archive
+(`aspire.evaluate.reviewer_run.cross_rerank`).
 
 In search it is optional and last: after the first stage (ANN, BM25 or both fused) and any re-rank (`aspire.retrieval.rerank`),
 when `SearchConfig.cross_encoder` is on and the `Searcher` holds a model (`load_cross_stage`). The stages
