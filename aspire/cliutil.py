@@ -65,6 +65,8 @@ def positive_int(text: str) -> int:
 
 def device_name(text: str) -> str:
     """argparse type: a torch device that exists here (`cpu`, `cuda`, `cuda:1`, `mps`)."""
+    if text == "cpu":
+        return text  # always there: parsing it needs no torch
     import torch
 
     try:
@@ -204,6 +206,15 @@ def run_command(run: Callable[[], int], args: argparse.Namespace | None = None) 
             raise
         print(f"error: {error_message(err)}", file=sys.stderr)
         return EXIT_USER_ERROR
+
+
+def check_paths(**paths: str | None) -> None:
+    """Each given path exists, file or folder (None and `-`, stdin, pass); FileNotFoundError naming the option
+    otherwise (`query_file=...` is `--query-file`). Commands call it first, so that a wrong path is reported
+    before torch, transformers or faiss are imported."""
+    for name, path in paths.items():
+        if path is not None and path != "-" and not os.path.exists(path):
+            raise FileNotFoundError(2, f"No such file or directory (--{name.replace('_', '-')})", path)
 
 
 def _stdout_reader_gone() -> bool:

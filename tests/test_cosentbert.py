@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from aspire.encoders.cosent_sampler import DistinctSetBatchSampler
 from aspire.encoders.cosentbert import (
     CoSentBertConfig,
-    DistinctSetBatchSampler,
     context_pairs,
     evaluate_contexts,
     load_sentence_model,

@@ -15,6 +15,7 @@ from aspire.cliutil import (
     add_backend_options,
     add_common_options,
     backend_options,
+    check_paths,
     command_parser,
     run_command,
     setup_logging,
@@ -44,7 +45,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders")
     if not args.out and not args.long_report:
         parser.error("give --out (or --long-report)")
     setup_logging(args)
-    return run_command(lambda: _long_report(args) if args.long_report else _encode(args), args)
+    return run_command(lambda: _run(args), args)
+
+
+def _run(args) -> int:
+    check_paths(corpus=args.corpus)  # before torch and transformers load
+    return _long_report(args) if args.long_report else _encode(args)
 
 
 def _long_report(args) -> int:

@@ -40,14 +40,14 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from aspire.batch import DocBatch
-from aspire.benchmarks.runs import run_line
 from aspire.cliutil import (
     OVERRIDES_HELP,
     add_backend_options,
     add_common_options,
     backend_options,
+    check_paths,
     command_parser,
     error_message,
     normalize_overrides,
@@ -55,11 +55,13 @@ from aspire.cliutil import (
     run_command,
     setup_logging,
 )
-from aspire.data.facets import selection_facet
+from aspire.data.facets import FACET_CODE_CHOICES, selection_facet
 from aspire.data.papers import Paper, paper_from_record, read_papers
-from aspire.encoders.codes import FACET_CODE_CHOICES, query_code
 from aspire.index.config import RERANKERS
 from aspire.io import write_text
+
+if TYPE_CHECKING:
+    from aspire.batch import DocBatch
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +204,8 @@ class QueryMaker:
                     raise
                 log.warning("facet code not checked (%s); the query uses its indexed vectors", err)
                 return None
+        from aspire.encoders.codes import query_code
+
         return query_code(codes, self.args.facet_code, facet)
 
     def from_id(self, paper_id: str, sentences: str | None) -> Query:
@@ -398,6 +402,8 @@ def print_hits(searcher, query: Query, found: tuple[list, float | None], args, o
 
 def run_lines(qid: str, hits: Sequence, tag: str) -> list[str]:
     """TREC run lines for one query's hits: `qid Q0 docid rank score tag` (rank from 1)."""
+    from aspire.benchmarks.runs import run_line
+
     return [run_line(qid, hit.paper_id, hit.rank, hit.score, tag) for hit in hits]
 
 
@@ -460,7 +466,16 @@ def set_threads(threads: int | None) -> int:
     return threads
 
 
+def check_inputs(args) -> None:
+    """The index and the query files exist: a wrong path is reported before torch and faiss load."""
+    from aspire.index.disk import require_live_generation
+
+    check_paths(query_file=args.query_file, queries=args.queries, cross_encoder=args.cross_encoder)
+    require_live_generation(Path(args.index))
+
+
 def _run(args) -> int:
+    check_inputs(args)
     from aspire.search import Searcher, checked_search_config
 
     set_threads(args.threads)

@@ -17,6 +17,8 @@ FACETS = {
     "method": ("method_label", "method"),
     "result": ("result_label", "result"),
 }
+# the control code a query may ask for (`aspire.encoders.codes.query_code`): its selection's facet, none, or one
+FACET_CODE_CHOICES = ("auto", "none", *FACETS)
 
 
 def facet_of(label: str | None) -> str | None:

@@ -1,13 +1,12 @@
 """Encoders: papers -> `DocBatch` of contextual sentence vectors (and single vectors for baselines)."""
 
-from aspire.encoders.backends import BACKENDS, load_encoder
-from aspire.encoders.contextual import (
-    ContextualSentenceEncoder,
-    EncoderInputs,
-    TruncationRecord,
-    paper_sentences,
-)
-from aspire.encoders.pretrained import MODELS, resolve_model
+from aspire.lazy import lazy_exports
+
+lazy_exports(__name__, {
+    **dict.fromkeys(("BACKENDS", "load_encoder"), "aspire.encoders.backends"),
+    **dict.fromkeys(("ContextualSentenceEncoder", "EncoderInputs", "TruncationRecord", "paper_sentences"), "aspire.encoders.contextual"),
+    **dict.fromkeys(("MODELS", "resolve_model"), "aspire.encoders.pretrained"),
+})
 
 __all__ = [
     "BACKENDS",

@@ -25,12 +25,11 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from aspire.data.facets import FACETS
+from aspire.data.facets import FACET_CODE_CHOICES, FACETS  # noqa: F401  (FACET_CODE_CHOICES: read from here too)
 from aspire.encoders.inputs import EncoderInputs
 
 CODE_MODES = ("none", "task", "facet")
 DOC_CODE = "[DOC]"
-FACET_CODE_CHOICES = ("auto", "none", *FACETS)  # what a query may ask for (`query_code`)
 
 
 def code_token(name: str) -> str:

@@ -3,7 +3,7 @@
 Two different citing sentences of one co-cited set are treated as paraphrases: (anchor, positive)
 pairs trained with sentence-transformers' own `SentenceTransformerTrainer` and
 `MultipleNegativesRankingLoss` (in-batch negatives, both directions by default). A batch never
-holds two pairs of the same set (`DistinctSetBatchSampler`), so no in-batch negative is a
+holds two pairs of the same set (`aspire.encoders.cosent_sampler.DistinctSetBatchSampler`), so no in-batch negative is a
 paraphrase of its anchor. Only the train split's sets are used; the dev split's contexts measure
 `same_set_retrieval` before and after training. The teacher then drives `aspire.data.align`.
 
@@ -26,15 +26,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-import torch
-from sentence_transformers.base.sampler import DefaultBatchSampler
-from torch import Tensor
+from typing import TYPE_CHECKING, Literal
 
 from aspire.cliutil import command_parser
 from aspire.config import load_config, ranged, save_config, to_dict
 from aspire.io import iter_jsonl, write_json
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 TEXT_FIELDS = ("contexts_clean", "contexts")
 
@@ -104,54 +103,6 @@ def context_pairs(groups_path: str | Path, text_field: str = "contexts_clean", m
     return out
 
 
-class DistinctSetBatchSampler(DefaultBatchSampler):
-    """Batches in which no two rows share a co-cited set or a text (a sentence-transformers batch sampler).
-
-    Rows are shuffled (seed + epoch); each row joins the first of up to `window` open batches it
-    clashes with in nothing, else opens a new batch; a batch is yielded when full, the leftovers
-    (smaller) at the end, or when more than `window` batches are open the oldest goes out small;
-    with `drop_last` small batches are dropped. `groups[i]` is row i's set id. Linear in the rows.
-    """
-
-    def __init__(self, dataset, batch_size: int, drop_last: bool, valid_label_columns=None, generator=None,
-                 seed: int = 0, *, groups: list[str], window: int = 8) -> None:
-        super().__init__(dataset, batch_size=batch_size, drop_last=drop_last,
-                         valid_label_columns=valid_label_columns, generator=generator, seed=seed)
-        if len(groups) != len(dataset):
-            raise ValueError(f"groups has {len(groups)} entries for {len(dataset)} rows")
-        self.keys = [frozenset((("set", g), ("text", a), ("text", p)))
-                     for g, a, p in zip(groups, dataset["anchor"], dataset["positive"])]
-        self.window = window
-
-    def __iter__(self):
-        generator = self.generator or torch.Generator()
-        generator.manual_seed(self.seed + self.epoch)
-        open_batches: list[tuple[list[int], set]] = []
-        for i in torch.randperm(len(self.keys), generator=generator).tolist():
-            for rows, used in open_batches:
-                if used.isdisjoint(self.keys[i]):
-                    rows.append(i)
-                    used.update(self.keys[i])
-                    break
-            else:
-                open_batches.append(([i], set(self.keys[i])))
-                rows, used = open_batches[-1]
-            if len(rows) == self.batch_size:
-                open_batches = [b for b in open_batches if b[0] is not rows]
-                yield rows
-            elif len(open_batches) > self.window:  # the oldest batch keeps clashing: let it go small
-                rows = open_batches.pop(0)[0]
-                if not self.drop_last:
-                    yield rows
-        if not self.drop_last:
-            yield from (rows for rows, _ in open_batches)
-
-    def __len__(self) -> int:
-        """The number of batches this epoch yields (counted by running the linear-time packing), so
-        the trainer's step count and learning-rate schedule cover every batch."""
-        return sum(1 for _ in self)
-
-
 # --------------------------------------------------------------------------- evaluation
 
 
@@ -165,6 +116,8 @@ def same_set_retrieval(emb: Tensor, labels: list[str]) -> dict:
         {"queries": rows with a same-label partner, "acc@1": share whose nearest row shares the
         label, "mrr": mean reciprocal rank of the first same-label row}.
     """
+    import torch
+
     if emb.dim() != 2 or emb.shape[0] != len(labels):
         raise ValueError(f"emb must be (N, D) with N = len(labels) = {len(labels)}, got {tuple(emb.shape)}")
     codes = {lab: k for k, lab in enumerate(dict.fromkeys(labels))}
@@ -202,6 +155,8 @@ def train_cosentbert(examples_dir: str | Path, out_dir: str | Path, cfg: CoSentB
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    from aspire.encoders.cosent_sampler import DistinctSetBatchSampler
 
     examples_dir, out_dir = Path(examples_dir), Path(out_dir)
     base = Path(cfg.base_model) if cfg.base_model else default_base_model()

@@ -9,17 +9,14 @@
 CLI: `python -m aspire.index {build,add,encode-shard,merge,info [--verify]}`.
 """
 
-from aspire.index.config import EncodeConfig, IndexBuildConfig, IndexConfig, SearchConfig
-from aspire.index.corpus import EncodedCorpus, encode_corpus, gather_docbatch
-from aspire.index.store import (
-    FORMAT_VERSION,
-    IndexFormatError,
-    ModelMismatchError,
-    SentenceIndex,
-    build_faiss,
-    model_fingerprint,
-    resolve_kind,
-)
+from aspire.lazy import lazy_exports
+
+lazy_exports(__name__, {
+    **dict.fromkeys(("EncodeConfig", "IndexBuildConfig", "IndexConfig", "SearchConfig"), "aspire.index.config"),
+    **dict.fromkeys(("EncodedCorpus", "encode_corpus", "gather_docbatch"), "aspire.index.corpus"),
+    **dict.fromkeys(("FORMAT_VERSION", "IndexFormatError", "ModelMismatchError", "SentenceIndex", "build_faiss",
+        "model_fingerprint", "resolve_kind"), "aspire.index.store"),
+})
 
 __all__ = [
     "EncodeConfig", "IndexBuildConfig", "IndexConfig", "SearchConfig", "EncodedCorpus", "encode_corpus",

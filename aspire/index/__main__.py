@@ -25,6 +25,7 @@ from aspire.cliutil import (
     add_backend_options,
     add_common_options,
     backend_options,
+    check_paths,
     command_parser,
     normalize_overrides,
     positive_int,
@@ -33,11 +34,8 @@ from aspire.cliutil import (
     show_progress,
 )
 from aspire.config import load_config
-from aspire.index.build import add_to_index, build_index
 from aspire.index.config import IndexBuildConfig
-from aspire.index.shards import run_encode_shard
-from aspire.index.store import SentenceIndex
-from aspire.index.stream import merge_streaming
+from aspire.index.disk import require_live_generation
 
 
 def load_encoder(name: str, device: str | None = None, **backend):
@@ -148,6 +146,8 @@ def recorded_backend(args) -> None:
     """`add` without --backend/--quantize: encode with the backend and precision the index records (torch when
     it records none), as `aspire search` does."""
     if args.backend is None:
+        from aspire.index.store import SentenceIndex
+
         gen = Path(SentenceIndex.read_manifest(args.index)["path"])
         encode = load_config(IndexBuildConfig, gen / "config.yaml").encode
         args.backend = encode.backend or "torch"
@@ -155,6 +155,16 @@ def recorded_backend(args) -> None:
 
 
 def _run(args) -> int:
+    # the user's paths first, so that a wrong one is reported before torch and faiss load
+    check_paths(corpus=getattr(args, "corpus", None), config=getattr(args, "config", None),
+                shards=args.shards if args.command == "merge" else None)
+    if args.command in ("add", "info"):
+        require_live_generation(Path(args.index))
+    from aspire.index.build import add_to_index, build_index
+    from aspire.index.shards import run_encode_shard
+    from aspire.index.store import SentenceIndex
+    from aspire.index.stream import merge_streaming
+
     if args.command == "add":
         recorded_backend(args)
     overrides = normalize_overrides(getattr(args, "overrides", []))

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Literal, Sequence, get_args, get_origin, get_type_hints
 
 from aspire.config import ConfigError, check_ranges, ranged
-from aspire.retrieval.rerank import RERANK_STAGES
 
 
 @dataclass
@@ -74,7 +73,9 @@ class EncodeConfig:
         return {"backend": self.backend or "torch", "quantize": self.quantize}
 
 
-RERANKERS = ("none", *RERANK_STAGES)  # no re-rank, or a stage of aspire.retrieval.rerank's registry
+# no re-rank, or a stage of aspire.retrieval.rerank.RERANK_STAGES: the names alone, so that the search options (and
+# `aspire search --help`) load no torch; tests/test_recipes.py checks they are the registry's
+RERANKERS = ("none", "minl2", "ot", "maxpassage")
 STAGES = ("ann", "bm25", "ann,bm25")  # the first stages (aspire.retrieval.lexical.first_stage): dense, BM25, fused
 
 
@@ -123,6 +124,12 @@ class SearchConfig:
     cross_weight: float = ranged(1.0, ge=0, le=1)  # weight of its z-scored logits (1: its order alone; 0: none)
 
 
+def _rerank_stages() -> dict:
+    from aspire.retrieval.rerank import RERANK_STAGES
+
+    return RERANK_STAGES
+
+
 class SearchArgumentError(ValueError):
     """A search argument outside its valid range; the message names the argument and the range."""
 
@@ -144,7 +151,7 @@ def checked_search_config(base: SearchConfig, **changes) -> SearchConfig:
     config = replace(base, **{k: v for k, v in changes.items() if v is not None})
     for name, tp in get_type_hints(SearchConfig).items():  # rerank, stages: one of their values
         # rerank: the stage registry as it is now (a stage registered after import counts too)
-        valid = ("none", *RERANK_STAGES) if name == "rerank" else get_args(tp)
+        valid = ("none", *_rerank_stages()) if name == "rerank" else get_args(tp)
         if get_origin(tp) is Literal and getattr(config, name) not in valid:
             raise SearchArgumentError(f"{name}: unknown {name} {getattr(config, name)!r}; valid: {list(valid)}")
     try:

@@ -63,6 +63,14 @@ def live_generation(root: Path) -> str | None:
     return name
 
 
+def require_live_generation(root: Path) -> str:
+    """`live_generation(root)`; IndexFormatError when `root` holds no index (no CURRENT file)."""
+    live = live_generation(root)
+    if live is None:
+        raise IndexFormatError(f"{root} holds no index (no CURRENT file); build one with `python -m aspire.index build`")
+    return live
+
+
 def confined(root: Path, path: Path) -> Path:
     """`path`, after checking it resolves inside `root` (no symbolic link or `..` out of it)."""
     real_root, real = root.resolve(), path.resolve()

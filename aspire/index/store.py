@@ -51,6 +51,7 @@ from aspire.index.disk import (
     confined,
     file_sha256,
     index_lock,
+    require_live_generation,
 )
 from aspire.index.disk import live_generation as _live_generation
 from aspire.index.lexical import index_bm25
@@ -290,10 +291,7 @@ class SentenceIndex:
         index with its recorded size and checksum (`aspire.index.disk.check_files`; all checksums
         with `verify`, else those of files up to 64 MiB)."""
         root = Path(root)
-        live = _live_generation(root)
-        if live is None:
-            raise IndexFormatError(f"{root} holds no index (no CURRENT file); build one with `python -m aspire.index build`")
-        gen = root / live
+        gen = root / require_live_generation(root)
         if not confined(gen, gen / "manifest.json").is_file():
             raise IndexFormatError(f"{gen} is incomplete: no manifest.json")
         try:

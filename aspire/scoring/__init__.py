@@ -7,32 +7,17 @@ Scorers return similarities (higher is better, = -distance); functions returning
 `cross_l2_cost` (`aspire.scoring.distance`) are the one distance routine every caller uses.
 """
 
-from aspire.scoring.distance import cross_l2_cost, l2_cost
-from aspire.scoring.passage import MaxPassageScorer, PassageMatch, maxpassage_match
-from aspire.scoring.scorers import (
-    SCORERS,
-    AttentionMatch,
-    AttentionScorer,
-    MinL2Match,
-    MinL2Scorer,
-    OTMatch,
-    OTScorer,
-    attention_dist,
-    attention_match,
-    get_scorer,
-    minl2_dist,
-    minl2_match,
-    ot_dist,
-    ot_match,
-    ot_weights,
-    pairwise_attention_dist,
-    pairwise_attention_match,
-    pairwise_minl2_dist,
-    pairwise_minl2_match,
-    pairwise_ot_dist,
-    pairwise_ot_match,
-)
-from aspire.scoring.sinkhorn import GRAD_MODES, SinkhornConvergenceWarning, SinkhornResult, sinkhorn, sinkhorn_dist
+from aspire.lazy import lazy_exports
+
+lazy_exports(__name__, {
+    **dict.fromkeys(("cross_l2_cost", "l2_cost"), "aspire.scoring.distance"),
+    **dict.fromkeys(("MaxPassageScorer", "PassageMatch", "maxpassage_match"), "aspire.scoring.passage"),
+    **dict.fromkeys(("SCORERS", "AttentionMatch", "AttentionScorer", "MinL2Match", "MinL2Scorer", "OTMatch", "OTScorer",
+        "attention_dist", "attention_match", "get_scorer", "minl2_dist", "minl2_match", "ot_dist", "ot_match",
+        "ot_weights", "pairwise_attention_dist", "pairwise_attention_match", "pairwise_minl2_dist",
+        "pairwise_minl2_match", "pairwise_ot_dist", "pairwise_ot_match"), "aspire.scoring.scorers"),
+    **dict.fromkeys(("GRAD_MODES", "SinkhornConvergenceWarning", "SinkhornResult", "sinkhorn", "sinkhorn_dist"), "aspire.scoring.sinkhorn"),
+})
 
 __all__ = [
     "SCORERS", "get_scorer", "MinL2Scorer", "OTScorer", "AttentionScorer", "MaxPassageScorer", "PassageMatch",

@@ -13,10 +13,14 @@ A rebuilt index is picked up while the server runs; every answer names the gener
 - `server`: make_server, the app on uvicorn
 """
 
-from aspire.serve.reload import ServiceHolder
-from aspire.serve.requests import RequestError, SearchBody
-from aspire.serve.server import AspireServer, make_server
-from aspire.serve.service import SearchService, open_service, read_labels
+from aspire.lazy import lazy_exports
+
+lazy_exports(__name__, {
+    **dict.fromkeys(("ServiceHolder",), "aspire.serve.reload"),
+    **dict.fromkeys(("RequestError", "SearchBody"), "aspire.serve.requests"),
+    **dict.fromkeys(("AspireServer", "make_server"), "aspire.serve.server"),
+    **dict.fromkeys(("SearchService", "open_service", "read_labels"), "aspire.serve.service"),
+})
 
 __all__ = ["AspireServer", "RequestError", "SearchBody", "SearchService", "ServiceHolder", "make_server",
            "open_service", "read_labels"]

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from aspire import cliutil
 
@@ -44,6 +45,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.serve") ->
 
 
 def _serve(args) -> int:
+    from aspire.index.disk import require_live_generation
+
+    cliutil.check_paths(corpus=args.corpus, cross_encoder=args.cross_encoder)
+    require_live_generation(Path(args.index))  # before torch and faiss load
     from aspire.serve.reload import ServiceHolder
     from aspire.serve.server import make_server
 

@@ -7,7 +7,11 @@
 - `trainer`: the loop (single process or `torchrun` DDP), `run(cfg, resume)`.
 """
 
-from aspire.train.config import Config
-from aspire.train.document_model import KINDS, DocumentModel, TripletBatch
+from aspire.lazy import lazy_exports
+
+lazy_exports(__name__, {
+    **dict.fromkeys(("Config",), "aspire.train.config"),
+    **dict.fromkeys(("KINDS", "DocumentModel", "TripletBatch"), "aspire.train.document_model"),
+})
 
 __all__ = ["Config", "DocumentModel", "KINDS", "TripletBatch"]

@@ -21,11 +21,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-import torch
-
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
 
 if TYPE_CHECKING:
+    import torch
+
     from aspire.encoders import ContextualSentenceEncoder
 
 EXAMPLES = """\
@@ -39,6 +39,8 @@ RECORD_FILE = "interpolation.json"
 def blend(name: str, base: torch.Tensor | None, tuned: torch.Tensor, alpha: float) -> torch.Tensor:
     """(1 − α)·base + α·tuned for one weight; word-embedding rows only the tuned model has (its added
     tokens) are kept as they are."""
+    import torch  # here, not at the top: `aspire interpolate --help` loads no torch
+
     if base is None:
         raise ValueError(f"weight {name!r} of the fine-tuned model is not in the base model")
     if not tuned.is_floating_point():
@@ -60,6 +62,7 @@ def blend(name: str, base: torch.Tensor | None, tuned: torch.Tensor, alpha: floa
 def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | None = None) -> Path:
     """Write to `out` the model `model` with its weights moved back toward `base` (default: the encoder
     it was trained from, as its document_model.json records) — (1 − α)·base + α·model."""
+    import torch
     from transformers import AutoModel
 
     from aspire.encoders.pretrained import resolve_model
@@ -104,6 +107,8 @@ def soup(models: Sequence[str | Path], out: str | Path) -> Path:
     document_model.json goes with it, and the record names each member with its own record (so a soup
     of soups keeps its history) and each trained model's weight in it (`leaf_weights`); a model whose
     `model` section or weights (names, shapes) differ from the first's is an error naming it and the key."""
+    import torch
+
     from aspire.train.document_model import MODEL_FILE
     from aspire.train.export import plain_meta, read_meta, write_plain_meta
 

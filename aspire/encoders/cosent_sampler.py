@@ -1,0 +1,56 @@
+"""The batch sampler of CoSentBert's training (`aspire.encoders.cosentbert`): no two rows of a batch share a
+co-cited set or a text, so no in-batch negative is a paraphrase of its anchor. Its own module, so that the
+`cosentbert` command's options load neither torch nor sentence-transformers."""
+
+from __future__ import annotations
+
+import torch
+from sentence_transformers.base.sampler import DefaultBatchSampler
+
+
+class DistinctSetBatchSampler(DefaultBatchSampler):
+    """Batches in which no two rows share a co-cited set or a text (a sentence-transformers batch sampler).
+
+    Rows are shuffled (seed + epoch); each row joins the first of up to `window` open batches it
+    clashes with in nothing, else opens a new batch; a batch is yielded when full, the leftovers
+    (smaller) at the end, or when more than `window` batches are open the oldest goes out small;
+    with `drop_last` small batches are dropped. `groups[i]` is row i's set id. Linear in the rows.
+    """
+
+    def __init__(self, dataset, batch_size: int, drop_last: bool, valid_label_columns=None, generator=None,
+                 seed: int = 0, *, groups: list[str], window: int = 8) -> None:
+        super().__init__(dataset, batch_size=batch_size, drop_last=drop_last,
+                         valid_label_columns=valid_label_columns, generator=generator, seed=seed)
+        if len(groups) != len(dataset):
+            raise ValueError(f"groups has {len(groups)} entries for {len(dataset)} rows")
+        self.keys = [frozenset((("set", g), ("text", a), ("text", p)))
+                     for g, a, p in zip(groups, dataset["anchor"], dataset["positive"])]
+        self.window = window
+
+    def __iter__(self):
+        generator = self.generator or torch.Generator()
+        generator.manual_seed(self.seed + self.epoch)
+        open_batches: list[tuple[list[int], set]] = []
+        for i in torch.randperm(len(self.keys), generator=generator).tolist():
+            for rows, used in open_batches:
+                if used.isdisjoint(self.keys[i]):
+                    rows.append(i)
+                    used.update(self.keys[i])
+                    break
+            else:
+                open_batches.append(([i], set(self.keys[i])))
+                rows, used = open_batches[-1]
+            if len(rows) == self.batch_size:
+                open_batches = [b for b in open_batches if b[0] is not rows]
+                yield rows
+            elif len(open_batches) > self.window:  # the oldest batch keeps clashing: let it go small
+                rows = open_batches.pop(0)[0]
+                if not self.drop_last:
+                    yield rows
+        if not self.drop_last:
+            yield from (rows for rows, _ in open_batches)
+
+    def __len__(self) -> int:
+        """The number of batches this epoch yields (counted by running the linear-time packing), so
+        the trainer's step count and learning-rate schedule cover every batch."""
+        return sum(1 for _ in self)

@@ -1,0 +1,127 @@
+"""The triplet margin loss over distances and the helpers every loss shares (in-batch negative masks,
+the masked anchor mean, aligned-sentence and single-vector distances).
+
+Sign convention: scorers return similarities (higher is better, `sim = -dist`); every function
+here takes or returns *distances* and says `dist` in its name. The triplet margin loss is
+`max(0, d(a, p) - d(a, n) + margin)`: it is zero once the negative is `margin` farther than
+the positive, and it pushes the positive closer otherwise.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from aspire.batch import DocBatch
+from aspire.scoring.distance import cross_l2_cost
+
+
+def triplet_margin_dist_per_anchor(pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tensor,
+                                   margin: float = 1.0) -> tuple[Tensor, Tensor]:
+    """Triplet margin loss of each anchor, averaged over its allowed negatives.
+
+    Args:
+        pos_dist: (B,) distance of each anchor to its positive.
+        neg_dist: (B, K) distance of each anchor to K candidate negatives.
+        neg_mask: (B, K) bool, True where candidate k is an allowed negative of anchor b.
+        margin: the margin (1 in the paper).
+
+    Returns:
+        per_anchor (B,): the mean of `relu(pos_dist[b] - neg_dist[b, k] + margin)` over anchor b's
+        allowed negatives (0 where it has none), and valid (B,) bool: the anchor has a negative.
+    """
+    if neg_dist.shape != neg_mask.shape or neg_dist.shape[0] != pos_dist.shape[0]:
+        raise ValueError(f"shapes differ: pos {tuple(pos_dist.shape)}, neg {tuple(neg_dist.shape)}, "
+                         f"mask {tuple(neg_mask.shape)}")
+    hinge = torch.relu(pos_dist[:, None] - neg_dist + margin)  # (B, K)
+    hinge = hinge.masked_fill(~neg_mask, 0.0)
+    count = neg_mask.sum(dim=1)  # (B,)
+    return hinge.sum(dim=1) / count.clamp(min=1), count > 0
+
+
+def masked_anchor_mean(per_anchor: Tensor, valid: Tensor) -> Tensor:
+    """() mean of `per_anchor` (B,) over the `valid` (B,) anchors; zero, keeping the graph, if none is."""
+    return (per_anchor * valid).sum() / valid.sum().clamp(min=1)
+
+
+def triplet_margin_dist_loss(pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tensor, margin: float = 1.0) -> Tensor:
+    """Mean triplet margin loss over the allowed (anchor, negative) pairs.
+
+    Shapes as in `triplet_margin_dist_per_anchor`. Returns () the mean over anchors of each anchor's
+    mean over its negatives (each anchor weighted equally). Anchors without any allowed negative are
+    left out; a batch with none at all gives a zero that keeps the graph.
+    """
+    return masked_anchor_mean(*triplet_margin_dist_per_anchor(pos_dist, neg_dist, neg_mask, margin))
+
+
+def in_batch_negative_mask(group_ids: Tensor, cand_ids: Tensor) -> Tensor:
+    """Which in-batch candidates may serve as an anchor's negative.
+
+    A candidate is allowed unless it is a paper of the anchor's own co-cited set (which holds the
+    anchor, its positive and every other paper cited with them).
+
+    Args:
+        group_ids: (B, G) long, the integer paper ids of each anchor's co-cited set, padded with -1.
+        cand_ids: (K,) long, the integer paper id of each candidate.
+
+    Returns:
+        (B, K) bool, True where candidate k is an allowed negative of anchor b.
+    """
+    same = cand_ids[None, :, None] == group_ids[:, None, :]  # (B, K, G)
+    return ~same.any(dim=-1)
+
+
+def pick_one_negative(allowed: Tensor) -> tuple[Tensor, Tensor]:
+    """One negative per anchor: the first allowed candidate after the anchor's own row, cyclically.
+
+    The batch order is a seeded random permutation, so "the next allowed one" is a random
+    in-batch negative, chosen without a Python loop.
+
+    Args:
+        allowed: (B, K) bool from `in_batch_negative_mask` (K = B, candidate b = example b's positive).
+
+    Returns:
+        index (B,) long, the chosen candidate (arbitrary where none is allowed), and
+        valid (B,) bool, False for anchors with no allowed candidate.
+    """
+    B, K = allowed.shape
+    offsets = torch.arange(1, K + 1, device=allowed.device)  # (K,) 1..K, the anchor's own row last
+    order = (torch.arange(B, device=allowed.device)[:, None] + offsets[None, :]) % K  # (B, K)
+    rolled = allowed.gather(1, order)  # (B, K)
+    first = rolled.to(torch.int8).argmax(dim=1)  # (B,) first True (0 if none)
+    return order.gather(1, first[:, None]).squeeze(1), rolled.any(dim=1)
+
+
+def aligned_sentence_dist(a: DocBatch, b: DocBatch, a_idx: Tensor, b_idx: Tensor) -> Tensor:
+    """L2 distance between one chosen sentence of each paper (the co-citation-aligned pair).
+
+    Args:
+        a, b: DocBatch (B, S_a, D) and (B, S_b, D).
+        a_idx, b_idx: (B,) long, the aligned sentence position in a[i] and in b[i].
+
+    Returns:
+        (B,) `||a.emb[i, a_idx[i]] - b.emb[i, b_idx[i]]||_2`.
+    """
+    rows = torch.arange(len(a), device=a.emb.device)
+    if not bool(a.mask[rows, a_idx].all() and b.mask[rows, b_idx].all()):
+        raise ValueError("an aligned sentence index points at a padded or unselected sentence")
+    diff = a.emb[rows, a_idx] - b.emb[rows, b_idx]  # (B, D)
+    return torch.linalg.vector_norm(diff, dim=-1)
+
+
+def mean_pool_doc(batch: DocBatch) -> DocBatch:
+    """One vector a paper: the mean of its selected sentence vectors, as a (B, 1, D) DocBatch."""
+    weights = batch.mask.to(batch.emb.dtype)  # (B, S)
+    pooled = (batch.emb * weights[..., None]).sum(dim=1) / weights.sum(dim=1, keepdim=True).clamp(min=1)  # (B, D)
+    mask = torch.ones(len(batch), 1, dtype=torch.bool, device=batch.emb.device)
+    return DocBatch(pooled[:, None, :], mask, batch.paper_ids, batch.sentences)
+
+
+def vector_l2_dist(a: DocBatch, b: DocBatch) -> Tensor:
+    """All-pairs L2 distance between single-vector papers: (Bq, 1, D), (Bc, 1, D) -> (Bq, Bc)."""
+    return cross_l2_cost(a.emb, b.emb)[:, :, 0, 0]
+
+
+def pairwise_vector_l2_dist(a: DocBatch, b: DocBatch) -> Tensor:
+    """Aligned-pair L2 distance between single-vector papers: (B, 1, D), (B, 1, D) -> (B,)."""
+    return torch.linalg.vector_norm(a.emb[:, 0] - b.emb[:, 0], dim=-1)
