@@ -24,12 +24,15 @@ class DocBatch:
         paper_ids: B paper ids.
         sentences: B lists of sentence texts; `len(sentences[i])` is paper i's sentence count
             before any aspect selection (the mask may be narrower, never wider).
+        whole: (B, D) whole-abstract vectors from the same encoder pass (mean of every word piece of
+            `title [SEP] abstract`), or None. An aspect selection narrows the mask, never `whole`.
     """
 
     emb: Tensor
     mask: Tensor
     paper_ids: list[str] = field(default_factory=list)
     sentences: list[list[str]] = field(default_factory=list)
+    whole: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.emb.dim() != 3:
@@ -41,6 +44,9 @@ class DocBatch:
             )
         if self.mask.dtype != torch.bool:
             raise ValueError(f"DocBatch.mask must be bool, got {self.mask.dtype}")
+        if self.whole is not None and tuple(self.whole.shape) != (self.emb.shape[0], self.emb.shape[2]):
+            raise ValueError(f"DocBatch.whole must be (B, D) = {(self.emb.shape[0], self.emb.shape[2])}, "
+                             f"got {tuple(self.whole.shape)}")
         for name in ("paper_ids", "sentences"):
             value = getattr(self, name)
             if value and len(value) != self.emb.shape[0]:
@@ -53,14 +59,15 @@ class DocBatch:
         vectors: Sequence[Tensor],
         paper_ids: Sequence[str] = (),
         sentences: Sequence[Sequence[str]] = (),
+        whole: Tensor | None = None,
     ) -> "DocBatch":
-        """Pad a list of per-paper (S_i, D) tensors into one batch."""
+        """Pad a list of per-paper (S_i, D) tensors into one batch (`whole`: (B, D) or None)."""
         if not vectors:
             raise ValueError("DocBatch.from_list needs at least one paper")
         lengths = torch.tensor([v.shape[0] for v in vectors], device=vectors[0].device)
         emb = torch.nn.utils.rnn.pad_sequence(list(vectors), batch_first=True)  # (B, S, D)
         mask = torch.arange(emb.shape[1], device=emb.device)[None, :] < lengths[:, None]  # (B, S)
-        return cls(emb, mask, list(paper_ids), [list(s) for s in sentences])
+        return cls(emb, mask, list(paper_ids), [list(s) for s in sentences], whole)
 
     @classmethod
     def concat(cls, batches: Sequence["DocBatch"]) -> "DocBatch":
@@ -72,7 +79,8 @@ class DocBatch:
         mask = torch.cat([torch.nn.functional.pad(b.mask, (0, S - b.mask.shape[1])) for b in batches])
         ids = [p for b in batches for p in b.paper_ids]
         sents = [s for b in batches for s in b.sentences]
-        return cls(emb, mask, ids, sents)
+        whole = torch.cat([b.whole for b in batches]) if all(b.whole is not None for b in batches) else None
+        return cls(emb, mask, ids, sents, whole)
 
     # ---- views ----------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -88,7 +96,8 @@ class DocBatch:
         return self.mask.sum(dim=1)
 
     def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> "DocBatch":
-        return replace(self, emb=self.emb.to(device=device, dtype=dtype), mask=self.mask.to(device))
+        whole = None if self.whole is None else self.whole.to(device=device, dtype=dtype)
+        return replace(self, emb=self.emb.to(device=device, dtype=dtype), mask=self.mask.to(device), whole=whole)
 
     def index(self, rows: Sequence[int] | Tensor) -> "DocBatch":
         """The papers at `rows` (a list of positions or a 1-D index tensor)."""
@@ -99,6 +108,7 @@ class DocBatch:
             self.mask[idx],
             [self.paper_ids[i] for i in pos] if self.paper_ids else [],
             [self.sentences[i] for i in pos] if self.sentences else [],
+            None if self.whole is None else self.whole[idx],
         )
 
     def with_mask(self, mask: Tensor) -> "DocBatch":

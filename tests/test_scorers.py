@@ -33,9 +33,9 @@ def random_batch(lengths, dim=6, seed=0, dtype=F64):
 
 
 def test_registry_names_and_unknown_name():
-    assert set(SCORERS) == {"minl2", "ot", "attention", "maxpassage"}
+    assert set(SCORERS) == {"minl2", "ot", "attention", "maxpassage", "hybrid"}
     assert get_scorer("ot", tau=2.0, eps=0.1).tau == 2.0
-    with pytest.raises(ValueError, match="valid: minl2, ot, attention, maxpassage"):
+    with pytest.raises(ValueError, match="valid: minl2, ot, attention, maxpassage, hybrid"):
         get_scorer("cosine")
 
 

@@ -251,12 +251,15 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
 
     # ---- the forward pass -------------------------------------------------------------------------
     def forward(self, inputs: EncoderInputs, max_rows: int | None = None) -> DocBatch:
-        """Contextual sentence vectors (differentiable): DocBatch with emb (B, S, D).
+        """Contextual sentence vectors (differentiable): DocBatch with emb (B, S, D) and, from the same pass,
+        the whole-abstract vector `whole` (B, D): the mean of every word piece under the attention mask
+        (special tokens and title included, as sentence-transformers pools one text), over all of a
+        paper's windows.
 
         `max_rows` windows pass through the model at a time (default all): bounds activation memory
         however many continuation windows a long paper has."""
         R, B, S, D = len(inputs.input_ids), len(inputs.n_sentences), max(inputs.n_sentences), self.dim
-        sums, counts = None, None
+        sums, counts, whole_sums, whole_counts = None, None, None, None
         for lo in range(0, R, max_rows or R):
             rows = slice(lo, lo + (max_rows or R))
             extra = {} if inputs.token_type_ids is None else {"token_type_ids": inputs.token_type_ids[rows]}
@@ -267,9 +270,15 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             slot = (inputs.row_paper[rows, None] * S + inputs.sent_index[rows])[valid]  # (P,) flat (paper, sentence) slot
             sums = (hidden.new_zeros(B * S, D) if sums is None else sums).index_add(0, slot, hidden[valid])
             counts = (hidden.new_zeros(B * S) if counts is None else counts).index_add(0, slot, hidden.new_ones(len(slot)))
+            attended = inputs.attention_mask[rows].to(hidden.dtype)  # (r, T)
+            row_sums = (hidden * attended[..., None]).sum(dim=1)  # (r, D)
+            papers = inputs.row_paper[rows]
+            whole_sums = (hidden.new_zeros(B, D) if whole_sums is None else whole_sums).index_add(0, papers, row_sums)
+            whole_counts = (hidden.new_zeros(B) if whole_counts is None else whole_counts).index_add(0, papers, attended.sum(dim=1))
         emb = (sums / counts.clamp_min(1.0)[:, None]).view(B, S, D)
         mask = (counts > 0).view(B, S)
-        return DocBatch(emb, mask, list(inputs.paper_ids), inputs.sentences)
+        whole = whole_sums / whole_counts.clamp_min(1.0)[:, None]
+        return DocBatch(emb, mask, list(inputs.paper_ids), inputs.sentences, whole)
 
     # ---- batched inference ------------------------------------------------------------------------
     def truncation_report(self, papers: Sequence[Paper | dict | str], batch_size: int = 64) -> list[TruncationRecord]:
@@ -282,7 +291,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     @torch.inference_mode()
     def encode(self, papers: Sequence[Paper | dict | str], batch_size: int = 32, progress: bool = False,
                max_batch_chars: int = 1 << 20) -> DocBatch:
-        """Contextual sentence vectors of `papers`, in input order, on the CPU.
+        """Contextual sentence vectors of `papers`, in input order, on the CPU, with each paper's
+        whole-abstract vector from the same pass (`DocBatch.whole`, see `forward`).
 
         `papers` may mix `Paper`s, records (dicts as in a papers file) and plain abstract strings
         (`aspire.data.papers.as_papers`). Papers are bucketed by length (longest first) so padding
@@ -299,6 +309,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         order = np.argsort([-c for c in chars], kind="stable").tolist()
         vectors: list[Tensor | None] = [None] * len(papers)
         masks: list[Tensor | None] = [None] * len(papers)
+        whole = torch.empty(len(papers), self.dim)
         truncated: list[TruncationRecord] = []
         bar = tqdm(total=len(papers), desc="encoding papers", unit="paper", disable=not progress)
         for chunk in budget_batches(order, chars, batch_size, max_batch_chars):
@@ -306,6 +317,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             truncated.extend(inputs.truncation)
             batch = self.forward(inputs.to(self.device), max_rows=batch_size)
             emb, mask = batch.emb.float().cpu(), batch.mask.cpu()
+            whole[chunk] = batch.whole.float().cpu()
             for row, i in enumerate(chunk):
                 vectors[i] = emb[row, : inputs.n_sentences[row]]
                 masks[i] = mask[row, : inputs.n_sentences[row]]
@@ -321,7 +333,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
                 len(truncated), self.max_length, shown, more,
                 "encoded in continuation windows" if self.overflow == "window" else "left out of the mask",
             )
-        out = DocBatch.from_list(vectors, [p.paper_id for p in papers], [paper_sentences(p, self.include_title) for p in papers])
+        out = DocBatch.from_list(vectors, [p.paper_id for p in papers], [paper_sentences(p, self.include_title) for p in papers],
+                                 whole)
         mask = torch.nn.utils.rnn.pad_sequence(masks, batch_first=True)  # (B, S): False where cut (truncate)
         return out.with_mask(mask)
 

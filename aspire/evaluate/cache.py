@@ -56,6 +56,7 @@ def _save(path: Path, batch: DocBatch) -> None:
         "lengths": lengths,
         "paper_ids": list(batch.paper_ids),
         "sentences": [list(s) for s in batch.sentences],
+        **({} if batch.whole is None else {"whole": batch.whole.cpu()}),  # (B, D) from the same pass
     }
     with atomic_write(path, "wb") as handle:
         torch.save(payload, handle)
@@ -69,7 +70,7 @@ def _load(path: Path, papers: Sequence[Paper]) -> DocBatch:
         raise ValueError(f"cache file {path} holds other papers than requested; delete it")
     lengths = payload["lengths"].tolist()
     parts = torch.split(payload["emb"], lengths)
-    batch = DocBatch.from_list(list(parts), ids, payload["sentences"])
+    batch = DocBatch.from_list(list(parts), ids, payload["sentences"], payload.get("whole"))
     masks = torch.split(payload["mask"], lengths)
     return batch.with_mask(torch.nn.utils.rnn.pad_sequence(list(masks), batch_first=True))
 
@@ -81,8 +82,10 @@ def cached_encode(
     mode: str,
     options: dict | None = None,
     cache_dir: str | Path | None = None,
+    needs_whole: bool = False,
 ) -> tuple[DocBatch, bool]:
-    """`encode(papers)` through the cache; `cache_dir=None` disables it.
+    """`encode(papers)` through the cache; `cache_dir=None` disables it. `needs_whole`: an entry written
+    before the encoder returned whole-abstract vectors (`DocBatch.whole`) is encoded again and rewritten.
 
     Every paper must have at least one sentence slot in the result (`DocBatch.sentences` set).
     Returns:
@@ -93,6 +96,8 @@ def cached_encode(
     path = cache_path(Path(cache_dir), fingerprint, mode, options or {}, papers)
     if path.is_file():
         cached, problem = _read_checked(path, papers)
+        if cached is not None and needs_whole and cached.whole is None:
+            cached, problem = None, "it holds no whole-abstract vectors (written before the one-pass encoding)"
         if cached is not None:
             log.info("read cached vectors %s", path)
             return cached, True

@@ -1,8 +1,12 @@
-"""Papers encoded for evaluation, through the vector cache (`aspire.evaluate.cache`), in one of three modes:
+"""Papers encoded for evaluation, through the vector cache (`aspire.evaluate.cache`), in one of four modes:
 
-- `contextual`: `encoder.encode` — one pass over `title [SEP] abstract`, a vector per sentence;
+- `contextual`: `encoder.encode` — one pass over `title [SEP] abstract`, a vector per sentence, and the
+  whole-abstract vector of the same pass (`DocBatch.whole`);
+- `pass`: that pass's whole-abstract vector alone, as a one-sentence DocBatch (read from the contextual
+  entry of the cache: a paper encoded for its sentences is not encoded again for its whole vector);
 - `independent`: `encoder.encode_independent` — each sentence encoded alone;
-- `abstract`: `encoder.encode_abstract` — one vector per paper, kept as a one-sentence DocBatch.
+- `abstract`: `encoder.encode_abstract` — one vector per paper from a separate encoding of the joined text,
+  kept as a one-sentence DocBatch.
 """
 
 from __future__ import annotations
@@ -46,12 +50,15 @@ def encode_papers(
         raise ValueError(f"unknown encoding {encoding!r}; valid: {list(ENCODINGS)}")
     options = dict(encode_options or {})
     progress = logging.getLogger(__name__).isEnabledFor(logging.INFO)  # `--quiet` (WARNING) hides the bars
-    if encoding == "contextual":
+    if encoding in ("contextual", "pass"):
         if options:
-            raise ValueError(f"the contextual encoding takes no options, got {sorted(options)}")
+            raise ValueError(f"the {encoding} encoding takes no options, got {sorted(options)}")
 
         def fn(ps):
             return encoder.encode(list(ps), batch_size=batch_size, progress=progress)
+
+        batch, from_cache = cached_encode(fn, papers, encoder.fingerprint(), "contextual", {}, cache_dir, needs_whole=True)
+        return (single_vector_batch(batch.whole, papers) if encoding == "pass" else batch), from_cache
 
     elif encoding == "independent":
 

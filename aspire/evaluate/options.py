@@ -16,7 +16,7 @@ from aspire.encoders.codes import FACET_CODE_CHOICES
 from aspire.scoring import SCORERS as SENTENCE_SCORER_CLASSES
 
 # the evaluation's vocabularies, each named once
-ENCODINGS = ("contextual", "independent", "abstract")
+ENCODINGS = ("contextual", "independent", "abstract", "pass")  # pass: the contextual pass's whole-abstract vector
 SENTENCE_SCORERS = tuple(SENTENCE_SCORER_CLASSES)  # the sentence scorers of aspire.scoring's registry
 SCORERS = SENTENCE_SCORERS + ("abstract",)  # + the whole-abstract cosine (aspire.scoring.vector.VectorCosine)
 QUERY_TEXTS = ("abstract", "facet", "title+facet")
@@ -42,9 +42,12 @@ class EvalOptions:
             raise ValueError(f"unknown facet code {self.facet_code!r}; valid: {list(FACET_CODE_CHOICES)}")
         encoding = self.encoding
         if scorer == "abstract":
-            encoding = "abstract"
-        elif encoding == "abstract":
-            raise ValueError("encoding 'abstract' only goes with scorer 'abstract'")
+            encoding = "pass" if encoding == "pass" else "abstract"
+            if encoding == "pass" and self.encode_options:
+                raise ValueError(f"encoding 'pass' takes no encode options (it is the contextual pass), got "
+                                 f"{sorted(self.encode_options)}")
+        elif encoding in ("abstract", "pass"):
+            raise ValueError(f"encoding {encoding!r} only goes with scorer 'abstract'")
         if self.query_text not in QUERY_TEXTS:
             raise ValueError(f"unknown query text {self.query_text!r}; valid: {list(QUERY_TEXTS)}")
         if self.query_text != "abstract":

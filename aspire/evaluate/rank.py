@@ -37,7 +37,7 @@ def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_op
     >>> default_exp("minilm", "ot", scorer_options={"tau": 1}, cand_sentences="facet")
     'minilm-contextual-ot-tau1-cands-facet'
     """
-    enc_name = "abstract" if scorer == "abstract" else encoding
+    enc_name = "abstract" if scorer == "abstract" and encoding != "pass" else encoding
     opts = "".join(f"-{k}{v:g}" for k, v in sorted((scorer_options or {}).items()))
     query = "" if query_text == "abstract" else f"-query-{query_text.replace('+', '-')}"
     cands = "" if cand_sentences == "all" else f"-cands-{cand_sentences}"
@@ -138,7 +138,8 @@ def rank_pool_set(
     codes: dict[str, str] = {}
     for facet in pool_set.facets:
         pools = {q: list(p) for q, p in pool_set.pools[facet].items()}
-        if facet and (encoding != "abstract" or query_text != "abstract") and label_to_facet is None:
+        single = encoding in ("abstract", "pass")  # one vector a paper: the facet does not narrow it
+        if facet and (not single or query_text != "abstract") and label_to_facet is None:
             raise ValueError(f"facet {facet!r} needs a label_to_facet mapping")
         code = query_code(getattr(encoder, "codes", ()), opts.facet_code, facet)
         with encoder.using_code(code) if code else contextlib.nullcontext():
@@ -148,7 +149,7 @@ def rank_pool_set(
                                         encode_options)[0].to(batch.emb.device)
             else:
                 queries = batch.index([row[q] for q in pools])
-            if facet and encoding != "abstract":
+            if facet and not single:
                 queries = facet_queries(queries, papers, facet, label_to_facet)
             elif facet and query_text != "abstract":
                 queries = facet_text_queries(encoder, [papers[q] for q in pools], facet, label_to_facet,

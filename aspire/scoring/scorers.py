@@ -255,8 +255,108 @@ class AttentionScorer(_Scorer):
         return pairwise_attention_match(queries.emb, queries.mask, cands.emb, cands.mask, tau=self.tau)
 
 
+# ---- the hybrid: whole abstract + facet query + sentence matching, one encoder pass --------------------------
+HYBRID_TERMS = ("whole", "facet", "minl2", "ot")
+
+
+@dataclass
+class HybridMatch:
+    """The hybrid's distance and each term's similarity before weighting. (...) = (Bq, Bc) or (B,)."""
+
+    dist: Tensor  # (...) minus the weighted sum of the standardised terms
+    terms: dict[str, Tensor]  # term -> (...) raw similarity (cosine, -min L2, -OT distance)
+    shares: dict[str, Tensor]  # term -> (...) its weighted, standardised contribution to the score
+
+
+def _pooled(batch: DocBatch) -> Tensor:
+    """(B, D) mean of the selected sentence vectors: the facet query's vector from the contextual pass."""
+    weights = batch.mask.to(batch.emb.dtype)
+    return (batch.emb * weights[..., None]).sum(1) / weights.sum(1, keepdim=True).clamp_min(1.0)
+
+
+def _whole(batch: DocBatch, role: str) -> Tensor:
+    if batch.whole is None:
+        raise ValueError(f"the hybrid scorer needs the {role}s' whole-abstract vectors (DocBatch.whole): encode them "
+                         "with the contextual encoder, whose pass returns them")
+    return batch.whole
+
+
+class HybridScorer(_Scorer):
+    """One model's score from one encoder pass: score = sum_t w_t (s_t - mu_t) / sigma_t over the terms
+
+    - `whole`: cosine of the query's and the candidate's whole-abstract vectors (`DocBatch.whole`);
+    - `facet`: cosine of the mean of the query's *selected* sentence vectors and the candidate's whole vector
+      (aspect-conditional: a narrower query mask moves this term and the two below, never `whole`);
+    - `minl2`: minus the min-L2 distance of the selected query sentences and the candidate's sentences;
+    - `ot`: minus the OT distance (`OTScorer` with `tau`, `eps`).
+
+    `calibration` {term: (mu, sigma)} puts the terms on one scale (`calibrate` fits it on any sample of paper
+    pairs, no labels needed); `weights` {term: w} are chosen on dev data. A term with weight 0 is not computed.
+    Scores are pairwise functions of (query, candidate), so they rank the same in a pool, in chunks and in a
+    re-rank stage of `aspire search`.
+    """
+
+    def __init__(self, weights: dict[str, float] | None = None, calibration: dict[str, tuple[float, float]] | None = None,
+                 tau: float = 1.0, eps: float = 0.05) -> None:
+        super().__init__()
+        weights = dict(weights if weights is not None else {"whole": 1.0, "facet": 1.0, "ot": 1.0})
+        unknown = sorted(set(weights) - set(HYBRID_TERMS)) + sorted(set(calibration or {}) - set(HYBRID_TERMS))
+        if unknown:
+            raise ValueError(f"unknown hybrid terms {unknown}; valid: {list(HYBRID_TERMS)}")
+        if not any(weights.values()):
+            raise ValueError("the hybrid scorer needs at least one term with a non-zero weight")
+        self.weights = {t: float(w) for t, w in weights.items() if w}
+        self.calibration = {t: (float(m), float(sd)) for t, (m, sd) in (calibration or {}).items()}
+        bad = [t for t, (_, sd) in self.calibration.items() if not sd > 0]
+        if bad:
+            raise ValueError(f"hybrid calibration of {bad}: sigma must be > 0")
+        self.ot = OTScorer(tau=tau, eps=eps)
+
+    def extra_repr(self) -> str:
+        return f"weights={self.weights}, calibration={self.calibration}, tau={self.ot.tau}, eps={self.ot.eps}"
+
+    def _terms(self, queries: DocBatch, cands: DocBatch, pairwise: bool, needed) -> dict[str, Tensor]:
+        _check_masks(queries.mask, cands.mask)  # an empty selection is refused whichever terms are weighted
+        out = {}
+        if "whole" in needed or "facet" in needed:
+            c_whole = torch.nn.functional.normalize(_whole(cands, "candidate"), dim=-1)
+            for term, q in (("whole", lambda: _whole(queries, "query")), ("facet", lambda: _pooled(queries))):
+                if term in needed:
+                    qv = torch.nn.functional.normalize(q(), dim=-1)
+                    out[term] = (qv * c_whole).sum(-1) if pairwise else qv @ c_whole.T
+        if "minl2" in needed:
+            fn = pairwise_minl2_match if pairwise else minl2_match
+            out["minl2"] = -fn(queries.emb, queries.mask, cands.emb, cands.mask).dist
+        if "ot" in needed:
+            out["ot"] = -(self.ot.pairwise_dist(queries, cands) if pairwise else self.ot.dist(queries, cands))
+        return out
+
+    def _match(self, queries: DocBatch, cands: DocBatch, pairwise: bool, needed=None) -> HybridMatch:
+        terms = self._terms(queries, cands, pairwise, needed or self.weights)
+        shares = {}
+        for term, w in self.weights.items():
+            mu, sd = self.calibration.get(term, (0.0, 1.0))
+            shares[term] = w * (terms[term] - mu) / sd
+        return HybridMatch(-sum(shares.values()), terms, shares)
+
+    def dist_details(self, queries: DocBatch, cands: DocBatch) -> HybridMatch:
+        return self._match(queries, cands, pairwise=False)
+
+    def pairwise_dist_details(self, queries: DocBatch, cands: DocBatch) -> HybridMatch:
+        return self._match(queries, cands, pairwise=True)
+
+    def term_scores(self, queries: DocBatch, cands: DocBatch, terms=HYBRID_TERMS) -> dict[str, Tensor]:
+        """Every term's raw similarity (Bq, Bc), weighted or not (for calibration and choosing weights)."""
+        return self._terms(queries, cands, False, terms)
+
+    @staticmethod
+    def calibrate(term_scores: dict[str, Tensor]) -> dict[str, tuple[float, float]]:
+        """{term: (mean, std)} of raw term similarities over a sample of paper pairs."""
+        return {t: (float(s.float().mean()), float(s.float().std().clamp_min(1e-8))) for t, s in term_scores.items()}
+
+
 SCORERS: dict[str, type[_Scorer]] = {"minl2": MinL2Scorer, "ot": OTScorer, "attention": AttentionScorer,
-                                     "maxpassage": MaxPassageScorer}
+                                     "maxpassage": MaxPassageScorer, "hybrid": HybridScorer}
 
 
 def get_scorer(name: str, **kwargs) -> _Scorer:

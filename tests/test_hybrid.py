@@ -1,0 +1,139 @@
+"""The one-pass whole-abstract vector and the hybrid scorer (issue: an aspect model with one encoder pass)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aspire.batch import DocBatch
+from aspire.data.papers import Paper
+from aspire.encoders.contextual import ContextualSentenceEncoder
+from aspire.evaluate.encode import encode_papers
+from aspire.scoring import get_scorer
+from aspire.scoring.scorers import HybridScorer, minl2_dist
+
+PAPERS = [
+    Paper("a", "Graph parsing", ["We parse graphs.", "A new parser is fast.", "It wins on three sets."]),
+    Paper("b", "Neural translation", ["Translation is hard.", "We add attention."]),
+    Paper("c", "Word vectors", ["Vectors of words.", "They help tagging.", "Results improve a lot.", "Code is out."]),
+]
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_model_dir):
+    torch.manual_seed(0)
+    return ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
+
+
+def test_pass_whole_vector_is_the_mean_of_every_attended_piece(encoder):
+    """The pass's whole vector equals sentence-transformers mean pooling of the same `title [SEP] abstract` input."""
+    batch = encoder.encode(PAPERS)
+    separate = encoder.encode_abstract(PAPERS)  # the (title, abstract) pair, mean over the attention mask
+    assert batch.whole is not None and batch.whole.shape == (3, encoder.dim)
+    torch.testing.assert_close(batch.whole, separate, atol=1e-5, rtol=1e-4)
+
+
+def test_pass_whole_vector_spans_every_window(tiny_model_dir):
+    """A paper longer than one window: the whole vector pools the pieces of all its windows (not the first only)."""
+    enc = ContextualSentenceEncoder.from_pretrained(tiny_model_dir, max_length=16)
+    long = Paper("long", "T", [f"Sentence number {i} says something new." for i in range(8)])
+    inputs = enc.tokenize([long])
+    assert len(inputs.input_ids) > 1  # several windows
+    with torch.no_grad():
+        hidden = enc.model(input_ids=inputs.input_ids, attention_mask=inputs.attention_mask,
+                           **({} if inputs.token_type_ids is None else {"token_type_ids": inputs.token_type_ids})
+                           ).last_hidden_state
+        expected = hidden[inputs.attention_mask.bool()].mean(0)
+        got = enc.forward(inputs).whole[0]
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_whole_vector_travels_with_the_batch_and_through_the_cache(encoder, tmp_path):
+    batch, from_cache = encode_papers(encoder, PAPERS, "contextual", tmp_path)
+    assert not from_cache
+    again, from_cache = encode_papers(encoder, PAPERS, "contextual", tmp_path)
+    assert from_cache
+    torch.testing.assert_close(again.whole, batch.whole)
+    picked = batch.index([2, 0])
+    torch.testing.assert_close(picked.whole, batch.whole[[2, 0]])
+    assert DocBatch.concat([batch.index([0]), batch.index([1])]).whole.shape == (2, encoder.dim)
+    assert batch.select_sentences([[0], [1], [2]]).whole is batch.whole  # a selection never narrows `whole`
+    single, from_cache = encode_papers(encoder, PAPERS, "pass", tmp_path)  # the same cache entry: no second pass
+    assert from_cache and single.emb.shape == (3, 1, encoder.dim)
+    torch.testing.assert_close(single.emb[:, 0], batch.whole)
+
+
+def test_cache_entry_without_whole_vectors_is_encoded_again(encoder, tmp_path, caplog):
+    from aspire.evaluate import cache
+
+    old = DocBatch(torch.zeros(3, 4, encoder.dim), torch.ones(3, 4, dtype=torch.bool), [p.paper_id for p in PAPERS],
+                   [p.sentences for p in PAPERS])
+    path = cache.cache_path(tmp_path, encoder.fingerprint(), "contextual", {}, PAPERS)
+    cache._save(path, old)
+    batch, from_cache = encode_papers(encoder, PAPERS, "contextual", tmp_path)
+    assert not from_cache and batch.whole is not None
+    assert "holds no whole-abstract vectors" in caplog.text
+
+
+def test_docbatch_refuses_a_whole_of_the_wrong_shape():
+    with pytest.raises(ValueError, match=r"whole must be \(B, D\)"):
+        DocBatch(torch.zeros(2, 3, 4), torch.ones(2, 3, dtype=torch.bool), whole=torch.zeros(2, 5))
+
+
+def _toy(seed: int, b: int = 3, s: int = 4, d: int = 8) -> DocBatch:
+    g = torch.Generator().manual_seed(seed)
+    emb = torch.randn(b, s, d, generator=g)
+    mask = torch.ones(b, s, dtype=torch.bool)
+    mask[0, 3] = False
+    return DocBatch(emb, mask, [f"p{seed}{i}" for i in range(b)], [["x"] * s] * b, torch.randn(b, d, generator=g))
+
+
+def test_hybrid_terms_are_the_named_similarities():
+    q, c = _toy(1), _toy(2)
+    terms = HybridScorer().term_scores(q, c)
+    whole = F.normalize(q.whole, dim=-1) @ F.normalize(c.whole, dim=-1).T
+    pooled = (q.emb * q.mask[..., None]).sum(1) / q.mask.sum(1, keepdim=True)
+    torch.testing.assert_close(terms["whole"], whole)
+    torch.testing.assert_close(terms["facet"], F.normalize(pooled, dim=-1) @ F.normalize(c.whole, dim=-1).T)
+    torch.testing.assert_close(terms["minl2"], -minl2_dist(q.emb, q.mask, c.emb, c.mask))
+    torch.testing.assert_close(terms["ot"], get_scorer("ot").score(q, c))
+
+
+def test_hybrid_score_is_the_weighted_standardised_sum_and_pairwise_agrees():
+    q, c = _toy(3), _toy(4)
+    calibration = {"whole": (0.1, 0.5), "facet": (0.0, 2.0), "ot": (-3.0, 0.25)}
+    scorer = HybridScorer({"whole": 1.0, "facet": 0.5, "ot": 2.0}, calibration)
+    terms = scorer.term_scores(q, c)
+    expected = ((terms["whole"] - 0.1) / 0.5 + 0.5 * terms["facet"] / 2.0 + 2.0 * (terms["ot"] + 3.0) / 0.25)
+    torch.testing.assert_close(scorer.score(q, c), expected)
+    torch.testing.assert_close(scorer.pairwise_score(q, c), expected.diagonal(), atol=1e-4, rtol=1e-4)
+    details = scorer.dist_details(q, c)
+    torch.testing.assert_close(sum(details.shares.values()), expected)  # each term's share adds up to the score
+
+
+def test_aspect_selection_moves_the_facet_term_but_not_the_whole_term():
+    q, c = _toy(5), _toy(6)
+    narrowed = q.select_sentences([[0], [1], [2]])
+    scorer = HybridScorer()
+    before, after = scorer.term_scores(q, c), scorer.term_scores(narrowed, c)
+    torch.testing.assert_close(after["whole"], before["whole"])
+    assert not torch.allclose(after["facet"], before["facet"])
+
+
+def test_hybrid_refuses_bad_settings_and_missing_whole_vectors():
+    with pytest.raises(ValueError, match="unknown hybrid terms"):
+        HybridScorer({"wholee": 1.0})
+    with pytest.raises(ValueError, match="non-zero weight"):
+        HybridScorer({"whole": 0.0})
+    with pytest.raises(ValueError, match="sigma must be > 0"):
+        HybridScorer(calibration={"whole": (0.0, 0.0)})
+    plain = DocBatch(torch.randn(2, 3, 8), torch.ones(2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="whole-abstract vectors"):
+        HybridScorer().score(plain, plain)
+
+
+def test_calibration_is_mean_and_std_of_each_term():
+    scores = {"whole": torch.tensor([[0.0, 1.0], [2.0, 3.0]])}
+    mean, std = HybridScorer.calibrate(scores)["whole"]
+    assert mean == pytest.approx(1.5) and std == pytest.approx(torch.tensor([0.0, 1, 2, 3]).std().item())
