@@ -13,9 +13,9 @@ from aspire.evaluate import suite
 
 
 def test_the_registry_names_the_shipped_benchmarks_and_refuses_unknown_or_twice():
-    assert list(BENCHMARKS) == ["csfcube", "reviewers", "context2doc"]
+    assert list(BENCHMARKS) == ["csfcube", "reviewers", "context2doc", "venue", "year", "same-author"]
     assert set(suite.RUNNERS) == set(BENCHMARKS)
-    with pytest.raises(ValueError, match="unknown benchmark 'nope'; valid: csfcube, reviewers, context2doc"):
+    with pytest.raises(ValueError, match="unknown benchmark 'nope'; valid: csfcube, reviewers, context2doc, venue, year, same-author"):
         get_benchmark("nope")
     with pytest.raises(ValueError, match="'csfcube' is registered already"):
         register(Benchmark("csfcube", "x", "x", ("MAP",)))

@@ -3,8 +3,8 @@
 A benchmark here is data and a protocol, nothing about models: its queries, candidates or pools, qrels,
 units and folds, its official metrics, and the papers or sentences training must not see. One module a
 benchmark (`csfcube`, `reviewers`, `context2doc`; `pools` is the ASPIRE pool-set format CSFCube is one
-of) and one `register` line below; `aspire.evaluate.suite` runs every registered benchmark that has a
-runner, and `aspire evaluate suite --benchmarks` chooses among them by these names.
+of; `venue`, `year` and `same_author`, SciRepEval's other formats, share the split of `acl_formats`) and
+one `register` line below; `aspire.evaluate.suite` runs every registered benchmark that has a runner, and `aspire evaluate suite --benchmarks` chooses among them by these names.
 """
 
 from __future__ import annotations
@@ -43,3 +43,6 @@ def get_benchmark(name: str) -> Benchmark:
 register(Benchmark("csfcube", "csfcube", "csfcube (two-fold test, all)", ("MAP", "NDCG%20")))
 register(Benchmark("reviewers", "reviewer-matching", "reviewer matching (10 draws)", ("loss (lower better)",)))
 register(Benchmark("context2doc", "cocite-acl", "context2doc test", ("MRR", "nDCG@10", "R@100", "MAP")))
+register(Benchmark("venue", "acl-anthology", "ACL venue classification", ("macro-F1",)))
+register(Benchmark("year", "acl-anthology", "ACL year regression", ("Kendall tau", "RMSE (years)")))
+register(Benchmark("same-author", "acl-anthology", "ACL same-author proximity", ("MAP", "nDCG@10")))

@@ -1,6 +1,7 @@
 """What training must never see of the benchmarks: every benchmark paper's normalised title, per
 benchmark (CSFCube, the reviewer set's submissions and archives, the papers cited by context2doc's test
-sentences). Training tasks and the teacher leave these papers out of the ACL abstracts; the context2doc
+sentences, and the dev and test papers of the SciRepEval formats on the ACL abstracts: venue, year,
+same-author, `aspire.benchmarks.acl_formats`). Training tasks and the teacher leave these papers out of the ACL abstracts; the context2doc
 test sentences themselves are `aspire.benchmarks.context2doc.held_out_for`."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import json
 import logging
 from pathlib import Path
 
+from aspire.benchmarks.acl_formats import ACL_FILE, SPLIT_FILE, heldout_ids
+from aspire.benchmarks.acl_formats import read_records as read_acl_records
 from aspire.benchmarks.context2doc import load_split as load_c2d_split
 from aspire.benchmarks.context2doc import read_records
 from aspire.benchmarks.reviewers import load_reviewer_set
@@ -20,7 +23,23 @@ log = logging.getLogger(__name__)
 
 @functools.lru_cache(maxsize=4)  # the train and dev splits of a run read them once
 def benchmark_titles(root: str | Path) -> dict[str, frozenset[str]]:
-    """Normalised titles of every benchmark paper under `root` (`../shared/data`), per benchmark."""
+    """Normalised titles of every benchmark paper under `root` (`../shared/data`), per benchmark: the ranking
+    benchmarks' (`ranking_titles`) and the SciRepEval formats' dev and test papers (`format_titles`)."""
+    return {**ranking_titles(root), "scirepeval_formats": format_titles(root)}
+
+
+def format_titles(root: str | Path, split_file: str | Path = SPLIT_FILE) -> frozenset[str]:
+    """Normalised titles of the venue / year / same-author dev and test papers (ids in the committed split),
+    read from `root/acl-anthology`."""
+    held = heldout_ids(split_file)
+    records = read_acl_records(Path(root) / "acl-anthology" / ACL_FILE)
+    return frozenset(normalise_title(r["title"] or "") for r in records if r["paper_id"] in held) - {""}
+
+
+@functools.lru_cache(maxsize=4)
+def ranking_titles(root: str | Path) -> dict[str, frozenset[str]]:
+    """Normalised titles of the ranking benchmarks' papers under `root`: CSFCube, the reviewer set, the papers
+    cited by context2doc's test sentences."""
     root = Path(root)
     csf = {normalise_title(json.loads(line)["title"])
            for line in open(root / "csfcube" / "abstracts-csfcube-preds.jsonl", encoding="utf-8") if line.strip()}

@@ -18,6 +18,9 @@
     python -m aspire.evaluate suite --model mpnet --scorer abstract --bm25-alpha 0.815 --out runs/suite-mpnet
     python -m aspire.evaluate suite --model minilm --scorer ot --backend onnx --quantize int8 --out runs/suite-int8
     python -m aspire.evaluate suite --ensemble configs/ensemble_minilm.yaml --out runs/suite-ensemble
+    python -m aspire.evaluate venue --model minilm --out runs/scirepeval/minilm/venue
+    python -m aspire.evaluate year --model runs/my_model/best --out runs/scirepeval/mine/year --compare runs/scirepeval/minilm/year
+    python -m aspire.evaluate same-author --model mpnet --out runs/scirepeval/mpnet/same-author
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ from aspire.paths import DATA
 from aspire.scoring.fusion import METHODS as FUSION_METHODS
 from aspire.scoring.fusion import fusion_method
 
-COMMANDS = ("reviewers", "context2doc", "compare", "fuse-runs", "suite")
+COMMANDS = ("reviewers", "context2doc", "compare", "fuse-runs", "suite", "venue", "year", "same-author")
+PROBE_HELP = {"venue": "ACL venue classification: macro-F1 of a linear probe (SciRepEval's classification format)",
+              "year": "ACL year of publication: Kendall tau and RMSE of a ridge probe (SciRepEval's regression format)",
+              "same-author": "ACL same-author proximity: MAP / nDCG@10 (SciRepEval's proximity format)"}
 
 
 def _encoder_args(p: argparse.ArgumentParser, scorers, scorer_help: str = "how two papers' sentences are compared",
@@ -73,6 +79,22 @@ def _options(args, scorers: list[str] | None = None) -> dict:
             "scorer_options": scorer_options(",".join(scorers or [args.scorer or ""]), args.tau, args.eps, args.window),
             "cache_dir": None if args.no_cache else args.cache_dir, "batch_size": args.batch_size,
             "device": args.device, "encode_options": encode}
+
+
+def _probe_args(p: argparse.ArgumentParser) -> None:
+    """The SciRepEval formats' model options: no scorer, their two representations are fixed (`aspire.evaluate.probes`)."""
+    from aspire.evaluate.cache import default_cache_dir
+
+    options = {"--model": dict(required=True, help="minilm, mpnet or a local model directory"),
+               "--code": dict(help="model with control codes: the code every paper gets (default: the model's own)"),
+               "--cache-dir": dict(default=str(default_cache_dir()), help="vector cache (default %(default)s)"),
+               "--no-cache": dict(action="store_true", help="do not read or write the vector cache"),
+               "--batch-size": dict(type=int, default=32, help="papers per encoder batch (default 32)"),
+               "--device": dict(help="torch device (default: the model's)"),
+               "--out": dict(required=True, help="output folder")}
+    for flag, settings in options.items():
+        p.add_argument(flag, **settings)
+    add_backend_options(p)
 
 
 def add_stage_args(p: argparse.ArgumentParser, documents: str = "title + abstract") -> None:
@@ -153,6 +175,14 @@ def add_parsers(sub) -> None:
     pu.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP)")
     pu.add_argument("--out", required=True, help="output folder (run.trec, qrels.trec, results.json)")
 
+    for name, purpose in PROBE_HELP.items():
+        pf = sub.add_parser(name, help=purpose, description=purpose + "; see aspire.evaluate.probes")
+        pf.add_argument("--data", default=str(DATA / "acl-anthology"), help="ACL folder (default %(default)s)")
+        if name != "same-author":
+            pf.add_argument("--labels", help="your own labels: JSONL of paper_id and label for every paper of the split")
+        pf.add_argument("--compare", metavar="DIR", help="paired tests against another results folder of this format")
+        _probe_args(pf)
+
     ps = sub.add_parser("suite", help="every registered benchmark (" + ", ".join(BENCHMARKS) + ") in one table")
     ps.add_argument("--data", default=str(DATA),
                     help="folder holding " + ", ".join(b.folder + "/" for b in BENCHMARKS.values()))
@@ -184,7 +214,7 @@ def run_command(parser, args) -> int:
     """Run one of this module's subcommands; a user error is one line on stderr and exit status 2."""
     try:
         return {"reviewers": _reviewers, "context2doc": _context2doc, "compare": _compare, "suite": _suite,
-                "fuse-runs": _fuse_runs}[
+                "fuse-runs": _fuse_runs, **dict.fromkeys(PROBE_HELP, _probe)}[
             args.command](parser, args)
     except ValueError as err:
         return _fail(err)
@@ -322,6 +352,25 @@ def _fuse_runs(parser, args) -> int:
         print("  ".join(f"{m} {v:.4f}" for m, v in results["metrics"].items()))
     write_json(out / "results.json", results, indent=None)
     print(f"wrote {out / 'run.trec'}")
+    return 0
+
+
+def _probe(parser, args) -> int:
+    from aspire.evaluate.probes import compare_probe_results, run_format
+
+    res = run_format(args.command, args.data, args.model, args.out, None if args.no_cache else args.cache_dir,
+                     args.batch_size, args.device, {**backend_options(args), **code_option(args.code)},
+                     getattr(args, "labels", None))
+    for rep, r in res["representations"].items():
+        print(rep, "  ".join(f"{m} {v:.4f} [{r['ci95'][m][0]:.4f}, {r['ci95'][m][1]:.4f}]" for m, v in r["metrics"].items()),
+              r.get("chosen", ""))
+    if args.compare:
+        tests = compare_probe_results(args.out, args.compare)
+        print(json.dumps(tests, indent=1))
+        from aspire.io import write_json
+
+        write_json(Path(args.out) / "compare.json", {"against": args.compare, "tests": tests})
+    print(f"wrote {Path(args.out) / 'results.json'}")
     return 0
 
 

@@ -22,6 +22,12 @@ from aspire.io import write_json
 from aspire.paths import DATA
 
 
+def probe_rows(*args, **options) -> tuple[list[dict], str]:
+    from aspire.evaluate.probes import probe_rows as rows
+
+    return rows(*args, **options)
+
+
 def _row(bench: str, metric: str, value: float, ci, n: int, note: str = "") -> dict:
     return {"benchmark": bench, "metric": metric, "value": value, "ci95": list(ci), "n": n, "note": note}
 
@@ -83,6 +89,9 @@ RUNNERS: dict[str, Runner] = {
     "csfcube": Runner(csfcube_rows),
     "reviewers": Runner(reviewer_rows),
     "context2doc": Runner(context2doc_rows, lexical=True),
+    "venue": Runner(probe_rows),
+    "year": Runner(probe_rows),
+    "same-author": Runner(probe_rows),
 }
 
 

@@ -1,0 +1,159 @@
+"""SciRepEval's non-ranking task formats on the ACL Anthology abstracts: the committed split they share.
+
+Three benchmarks read one split file, `splits/scirepeval_formats.json` (paper ids and a SHA-256 checksum of
+them, never text): `venue` (classification, `aspire.benchmarks.venue`), `year` (regression,
+`aspire.benchmarks.year`) and `same-author` (proximity, `aspire.benchmarks.same_author`).
+
+- `venue` / `year` share one set of papers, train / dev / test, drawn per venue class (seeded): up to
+  `per_class` papers of each class in each split, so every class has train, dev and test papers.
+- `same-author` has its own dev and test pools, built from papers in no other split (see `same_author`).
+- Every paper of every split is outside the other benchmarks (CSFCube, the reviewer set, the papers cited by
+  context2doc's test sentences) and outside the co-citation set the trained models read, by normalised
+  title; the ACL ids so removed are listed in the file (`excluded`).
+- The other way round, `heldout_ids` (every dev and test paper of the three formats) is what training tasks
+  that read the ACL abstracts must leave out (`aspire.benchmarks.heldout.benchmark_titles`).
+
+A user may give their own labels (`read_label_file`): one JSON object a line, `paper_id` and `label`; a
+missing or empty label, an unknown paper or a class with no training paper is an error naming the record.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+SPLIT_FILE = Path(__file__).parent / "splits" / "scirepeval_formats.json"
+ACL_FILE = "papers.jsonl.gz"
+SPLITS = ("train", "dev", "test")
+
+
+def read_records(path: str | Path) -> list[dict]:
+    """The ACL records' metadata (`paper_id`, `title`, `year`, `venues`, `authors`), abstract left out."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    keep = ("paper_id", "title", "year", "venues", "booktitle", "authors")
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [{k: r.get(k) for k in keep} for r in map(json.loads, handle) if r.get("abstract")]
+
+
+def checksum(body: Mapping) -> str:
+    """SHA-256 of the split body's canonical JSON (ids only)."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def load_split(split_file: str | Path = SPLIT_FILE) -> dict:
+    """The committed split, checked against its checksum; no paper may be in two splits."""
+    try:
+        data = json.loads(Path(split_file).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"SciRepEval-format split file not found: {split_file}") from None
+    problem = "" if checksum(data["splits"]) == data["checksum"] else "checksum mismatch (the split was edited)"
+    if problem:
+        raise ValueError(f"{split_file}: {problem}")
+    check_disjoint(data["splits"])
+    return data
+
+
+def split_sets(body: Mapping) -> dict[str, list[str]]:
+    """`{"venue_year/train": ids, ..., "same_author/test": ids}` from a split body."""
+    return {f"{task}/{name}": list(ids) for task, parts in body.items() for name, ids in parts.items()}
+
+
+def check_disjoint(body: Mapping) -> None:
+    """ValueError naming a paper that is in two splits (or twice in one)."""
+    seen: dict[str, str] = {}
+    for where, ids in split_sets(body).items():
+        for pid in ids:
+            if pid in seen:
+                raise ValueError(f"paper {pid} is in two splits: {seen[pid]} and {where}")
+            seen[pid] = where
+
+
+def heldout_ids(split_file: str | Path = SPLIT_FILE) -> frozenset[str]:
+    """Every dev and test paper of the three formats: what training must not see."""
+    sets = split_sets(load_split(split_file)["splits"])
+    return frozenset(pid for where, ids in sets.items() if not where.endswith("/train") for pid in ids)
+
+
+def read_label_file(path: str | Path, kind: str, known: Iterable[str] | None = None) -> dict[str, object]:
+    """`{paper_id: label}` of a user's JSONL label file. `kind` "class" (a non-empty string) or "number"
+    (a finite number); `known` (optional): the paper ids a label may name. A bad record is a ValueError
+    naming its line and paper."""
+    if kind not in ("class", "number"):
+        raise ValueError(f"label kind must be 'class' or 'number', got {kind!r}")
+    known = None if known is None else set(known)
+    labels: dict[str, object] = {}
+    with open(path, encoding="utf-8") as handle:
+        for n, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{where}: not JSON ({err.msg})") from None
+            pid = rec.get("paper_id") if isinstance(rec, dict) else None
+            if not isinstance(pid, str) or not pid:
+                raise ValueError(f"{where}: no 'paper_id'")
+            if "label" not in rec or rec["label"] is None:
+                raise ValueError(f"{where} (paper {pid}): missing label")
+            label = rec["label"]
+            if kind == "class" and (not isinstance(label, str) or not label.strip()):
+                raise ValueError(f"{where} (paper {pid}): empty class {label!r}")
+            if kind == "number" and (isinstance(label, bool) or not isinstance(label, (int, float))
+                                     or not math.isfinite(label)):
+                raise ValueError(f"{where} (paper {pid}): label {label!r} is not a finite number")
+            if known is not None and pid not in known:
+                raise ValueError(f"{where}: paper {pid} is in no split of this task")
+            if pid in labels:
+                raise ValueError(f"{where}: paper {pid} is labelled twice")
+            labels[pid] = label.strip() if kind == "class" else float(label)
+    return labels
+
+
+def labels_for(splits: Mapping[str, Sequence[str]], labels: Mapping[str, object], kind: str) -> None:
+    """ValueError naming a paper of `splits` without a label, or (classes) a class with no training paper."""
+    for name, ids in splits.items():
+        missing = [pid for pid in ids if pid not in labels]
+        if missing:
+            raise ValueError(f"{len(missing)} paper(s) of the {name} split have no label, e.g. {missing[0]}")
+    if kind == "class":
+        train = {labels[p] for p in splits["train"]}
+        for name in ("dev", "test"):
+            for pid in splits.get(name, ()):
+                if labels[pid] not in train:
+                    raise ValueError(f"paper {pid} ({name}) has class {labels[pid]!r}, which no training paper has")
+
+
+def bootstrap_papers(metric, y: np.ndarray, pred: np.ndarray, n_boot: int = 2000, seed: int = 0,
+                     level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of `metric(y, pred)` over test papers (resampled with replacement)."""
+    rng = np.random.default_rng(seed)
+    n = len(y)
+    stats = [metric(y[i], pred[i]) for i in (rng.integers(0, n, n) for _ in range(n_boot))]
+    alpha = (1 - level) / 2
+    return float(np.nanquantile(stats, alpha)), float(np.nanquantile(stats, 1 - alpha))
+
+
+def paired_papers_test(metric, y: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray, n_perm: int = 2000,
+                       n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+    """Paired test of `metric(y, pred_a) - metric(y, pred_b)` over test papers: randomisation (the two
+    predictions of a paper swapped at random; the observed assignment counted in) and a paired bootstrap."""
+    observed = metric(y, pred_a) - metric(y, pred_b)
+    rng = np.random.default_rng(seed)
+    hits = 1
+    for _ in range(n_perm):
+        swap = rng.random(len(y)) < 0.5
+        delta = metric(y, np.where(swap, pred_b, pred_a)) - metric(y, np.where(swap, pred_a, pred_b))
+        hits += abs(delta) >= abs(observed) - 1e-12
+    n = len(y)
+    deltas = [metric(y[i], pred_a[i]) - metric(y[i], pred_b[i]) for i in (rng.integers(0, n, n) for _ in range(n_boot))]
+    alpha = (1 - level) / 2
+    return {"a": metric(y, pred_a), "b": metric(y, pred_b), "delta": observed, "p_value": hits / (n_perm + 1),
+            "ci95": [float(np.nanquantile(deltas, alpha)), float(np.nanquantile(deltas, 1 - alpha))], "n_units": n}

@@ -1,0 +1,69 @@
+"""Venue classification (SciRepEval's FoS / MeSH stand-in) on the ACL Anthology: the venue family of a paper from
+its title and abstract, scored by macro-F1 of a linear probe over frozen embeddings (the probe is the runner's,
+`aspire.evaluate.probes`).
+
+Classes are communities or topics (`CLASSES`: Anthology venue ids -> class). Labelling rule for a paper's
+`venues` list: the generic tags `ws` (workshop) and `ijcnlp` (co-located) are ignored; the remaining venues are
+mapped to classes; a paper whose venues give exactly one class gets it; one whose venues give `main` and one
+other class gets the other (e.g. LREC-COLING 2024 papers, `lrec` + `coling`, are `lrec`: the specific community
+wins over the main conference); two or more non-main classes, or any venue outside `CLASSES`, leave the paper
+unlabelled (not in the task). Splits: `aspire.benchmarks.acl_formats`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from aspire.benchmarks.acl_formats import SPLIT_FILE, labels_for, load_split, read_label_file
+
+MAIN = "main"
+CLASSES: dict[str, str] = {
+    **{v: MAIN for v in ("acl", "emnlp", "naacl", "eacl", "coling", "findings", "aacl")},
+    "tacl": "journal", "cl": "journal",
+    "lrec": "lrec", "semeval": "semeval", "wmt": "wmt", "iwslt": "iwslt", "sigdial": "sigdial",
+    "conll": "conll", "bea": "bea", "bionlp": "bionlp", "clinicalnlp": "bionlp", "inlg": "inlg",
+}
+IGNORED = frozenset({"ws", "ijcnlp"})
+RULE = ("venues minus ws/ijcnlp mapped by CLASSES; one class -> it; main + one other -> the other; "
+        "two non-main classes or an unmapped venue -> unlabelled")
+
+
+def venue_class(venues: Sequence[str] | None) -> str | None:
+    """The class of a paper's `venues` by the rule of the module docstring, or None (unlabelled)."""
+    names = [v for v in venues or () if v not in IGNORED]
+    if not names or any(v not in CLASSES for v in names):
+        return None
+    classes = {CLASSES[v] for v in names}
+    others = classes - {MAIN}
+    if len(others) > 1:
+        return None
+    return next(iter(others)) if others else MAIN
+
+
+def macro_f1(y: np.ndarray, pred: np.ndarray) -> float:
+    """Macro-averaged F1 over the classes present in `y` or `pred` (a class never predicted has F1 0)."""
+    classes = np.unique(np.concatenate([y, pred]))
+    f1 = []
+    for c in classes:
+        tp = np.sum((pred == c) & (y == c))
+        fp, fn = np.sum((pred == c) & (y != c)), np.sum((pred != c) & (y == c))
+        f1.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
+    return float(np.mean(f1))
+
+
+def load_venue_task(records: Mapping[str, dict], split_file: str | Path = SPLIT_FILE,
+                    label_file: str | Path | None = None) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """({split: [paper id]}, {paper id: class}) of the committed split; the classes from each paper's venues
+    (`venue_class`), or from a user's `label_file` (`read_label_file`) over the same papers."""
+    splits = {k: list(v) for k, v in load_split(split_file)["splits"]["venue_year"].items()}
+    ids = [p for part in splits.values() for p in part]
+    if label_file is not None:
+        labels = read_label_file(label_file, "class", ids)
+    else:
+        labels = {p: venue_class(records[p].get("venues")) for p in ids}
+        labels = {p: c for p, c in labels.items() if c is not None}
+    labels_for(splits, labels, "class")
+    return splits, labels  # type: ignore[return-value]

@@ -1,0 +1,253 @@
+"""The runner of the SciRepEval formats on the ACL abstracts: venue classification, year regression,
+same-author proximity (`aspire.benchmarks.venue`, `year`, `same_author`; split in `acl_formats`).
+
+Each paper is represented two ways (`REPRESENTATIONS`), both from the model as loaded (a control-code or
+adapter model under its own code, or the one `encoder_options["code"]` names):
+- `abstract`: the whole-abstract vector (`encode_abstract`: title and abstract joined by a space, 256 word
+  pieces, mean-pooled, L2-normalised; `ABSTRACT_OPTIONS`);
+- `sentences`: the mean of the paper's contextual sentence vectors (`encode`, one pass over the abstract).
+
+Features go through the vector cache (`aspire.evaluate.cache`), one entry per split and model fingerprint, so
+a suite run encodes each paper once (the venue and year tasks share their papers) and a second run encodes
+nothing. Probes (scikit-learn, seeded and deterministic): features standardised on the train split;
+venue: logistic regression, C chosen by dev macro-F1 from `C_GRID`; year: ridge, α chosen by dev RMSE from
+`ALPHA_GRID`; both fit on train only and scored once on test. Same-author: cosine similarity in the pool.
+Intervals: percentile bootstrap over test papers (venue, year) or queries (same-author), 2,000 draws, seed 0.
+`results.json` keeps each test paper's prediction (or each query's scores) for paired tests
+(`compare_probe_results`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from aspire.benchmarks.acl_formats import ACL_FILE, SPLIT_FILE, bootstrap_papers, paired_papers_test
+from aspire.benchmarks.runs import invocation
+from aspire.io import write_json
+
+log = logging.getLogger(__name__)
+ABSTRACT_OPTIONS = {"max_length": 256, "normalize": True, "joiner": " "}
+REPRESENTATIONS = ("abstract", "sentences")
+C_GRID = (0.01, 0.1, 1.0, 10.0)
+ALPHA_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
+FORMATS = ("venue", "year", "same-author")
+METRICS = {"venue": ("macro-F1",), "year": ("Kendall tau", "RMSE (years)"), "same-author": ("MAP", "nDCG@10")}
+
+
+def acl_index(data_dir: str | Path) -> tuple[dict, dict]:
+    """({paper id: Paper} of every ACL paper with its abstract split, {paper id: record metadata})."""
+    from aspire.benchmarks.acl_formats import read_records
+    from aspire.data.acl import read_acl
+
+    path = Path(data_dir) / ACL_FILE
+    papers, _ = read_acl(path, frozenset(), 0)
+    return {p.paper_id: p for p in papers}, {r["paper_id"]: r for r in read_records(path)}
+
+
+def encode_features(encoder, papers, cache_dir=None, batch_size: int = 32) -> dict[str, np.ndarray]:
+    """`{representation: (N, D) float32}` of `papers` (module docstring), through the vector cache."""
+    import torch
+
+    from aspire.evaluate.encode import encode_papers
+
+    whole, _ = encode_papers(encoder, papers, "abstract", cache_dir, batch_size, ABSTRACT_OPTIONS)
+    ctx, _ = encode_papers(encoder, papers, "contextual", cache_dir, batch_size)
+    mask = ctx.mask.float()[..., None]  # (B, S, 1)
+    mean = (ctx.emb.float() * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (B, D)
+    with torch.no_grad():
+        return {"abstract": whole.emb[:, 0, :].float().numpy(), "sentences": mean.numpy()}
+
+
+class Features:
+    """A model's features of named paper sets, encoded on first use (one cache entry a set)."""
+
+    def __init__(self, model: str, papers: dict, cache_dir=None, batch_size: int = 32, device: str | None = None,
+                 encoder_options: dict | None = None):
+        from aspire.encoders import load_encoder
+
+        self.encoder = load_encoder(model, **dict(encoder_options or {}))
+        if device:
+            self.encoder.to(device)
+        self.papers, self.cache_dir, self.batch_size = papers, cache_dir, batch_size
+        self.seconds = 0.0
+
+    def of(self, ids: list[str]) -> dict[str, np.ndarray]:
+        t0 = time.perf_counter()
+        out = encode_features(self.encoder, [self.papers[p] for p in ids], self.cache_dir, self.batch_size)
+        self.seconds += time.perf_counter() - t0
+        return out
+
+    def fingerprint(self) -> str:
+        return self.encoder.fingerprint()
+
+
+def _standardise(train: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
+    mu, sd = train.mean(0), train.std(0) + 1e-8
+    return [(x - mu) / sd for x in (train, *others)]
+
+
+def venue_probe(X: dict[str, np.ndarray], y: dict[str, np.ndarray], grid=C_GRID, seed: int = 0) -> dict:
+    """Logistic regression on `X["train"]`, C chosen by macro-F1 on dev; test predictions. `X`, `y`: by split."""
+    from sklearn.linear_model import LogisticRegression
+
+    from aspire.benchmarks.venue import macro_f1
+
+    tr, dv, te = _standardise(X["train"], X["dev"], X["test"])
+    dev_scores, fits = {}, {}
+    for c in grid:
+        fits[c] = LogisticRegression(C=c, max_iter=3000, random_state=seed).fit(tr, y["train"])
+        dev_scores[c] = macro_f1(y["dev"], fits[c].predict(dv))
+    best = max(grid, key=lambda c: (dev_scores[c], -c))  # ties: the stronger regularisation
+    return {"chosen": {"C": best}, "dev": {str(c): s for c, s in dev_scores.items()},
+            "pred": fits[best].predict(te)}
+
+
+def year_probe(X: dict[str, np.ndarray], y: dict[str, np.ndarray], grid=ALPHA_GRID) -> dict:
+    """Ridge on `X["train"]`, α chosen by RMSE on dev; test predictions."""
+    from sklearn.linear_model import Ridge
+
+    from aspire.benchmarks.year import rmse
+
+    tr, dv, te = _standardise(X["train"], X["dev"], X["test"])
+    dev_scores, fits = {}, {}
+    for a in grid:
+        fits[a] = Ridge(alpha=a).fit(tr, y["train"])
+        dev_scores[a] = rmse(y["dev"], fits[a].predict(dv))
+    best = min(grid, key=lambda a: (dev_scores[a], -a))
+    return {"chosen": {"alpha": best}, "dev": {str(a): s for a, s in dev_scores.items()},
+            "pred": fits[best].predict(te)}
+
+
+def proximity_scores(X: np.ndarray, pool: list[str], qrels: dict) -> dict[str, dict[str, float]]:
+    """Per query of `qrels`, MAP and nDCG@10 of its pool (every other paper) ranked by cosine similarity."""
+    from aspire.benchmarks.metrics import evaluate_rankings
+    from aspire.benchmarks.same_author import METRICS as AUTHOR_METRICS
+
+    unit = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    sims = unit @ unit.T  # (P, P)
+    where = {p: i for i, p in enumerate(pool)}
+    rankings = {}
+    for q in qrels:
+        i = where[q]
+        order = np.argsort(-sims[i], kind="stable")
+        rankings[q] = [pool[j] for j in order if j != i]
+    return evaluate_rankings(qrels, rankings, list(AUTHOR_METRICS))
+
+
+def run_format(name: str, data_dir: str | Path, model: str, out: str | Path, cache_dir=None, batch_size: int = 32,
+               device: str | None = None, encoder_options: dict | None = None, label_file=None,
+               split_file: str | Path = SPLIT_FILE, features: Features | None = None, context: tuple | None = None
+               ) -> dict:
+    """Score `model` on one format (`FORMATS`) and write `out/results.json`; returns it. `label_file`: a user's
+    labels for venue / year (`aspire.benchmarks.acl_formats.read_label_file`)."""
+    from aspire.benchmarks.stats import UnitScores
+
+    if name not in FORMATS:
+        raise ValueError(f"unknown format {name!r}; valid: {list(FORMATS)}")
+    if label_file is not None and name == "same-author":
+        raise ValueError("same-author takes no label file: its relevance comes from the author lists")
+    t0 = time.perf_counter()
+    papers, records = context or acl_index(data_dir)
+    feats = features or Features(model, papers, cache_dir, batch_size, device, encoder_options)
+    result: dict = {"format": name, "model": str(model), "encoder_fingerprint": feats.fingerprint(),
+                    "encoder_options": dict(encoder_options or {}), "abstract_options": ABSTRACT_OPTIONS,
+                    "split_file": str(split_file), "command": invocation(), "representations": {}}
+    if name == "same-author":
+        from aspire.benchmarks.same_author import RULE, load_same_author
+
+        pool, qrels = load_same_author(records, "test", split_file)
+        X = feats.of(pool)
+        result.update(rule=RULE, pool=len(pool), n_queries=len(qrels),
+                      relevant_per_query=float(np.mean([sum(j.values()) for j in qrels.values()])))
+        for rep in REPRESENTATIONS:
+            per_query = proximity_scores(X[rep], pool, qrels)
+            rep_out = {"metrics": {}, "ci95": {}, "per_query": per_query}
+            for m in METRICS[name]:
+                units = UnitScores.means({q: v[m] for q, v in per_query.items()})
+                rep_out["metrics"][m], rep_out["ci95"][m] = units.value(), list(units.bootstrap())
+            result["representations"][rep] = rep_out
+    else:
+        from aspire.benchmarks.venue import RULE, load_venue_task, macro_f1
+        from aspire.benchmarks.year import kendall_tau, load_year_task, rmse
+
+        load = load_venue_task if name == "venue" else load_year_task
+        splits, labels = load(records, split_file, label_file)
+        X = {s: feats.of(ids) for s, ids in splits.items()}
+        y = {s: np.array([labels[p] for p in ids]) for s, ids in splits.items()}
+        result.update(sizes={s: len(ids) for s, ids in splits.items()}, label_file=label_file and str(label_file))
+        if name == "venue":
+            result["rule"] = RULE
+        metric_fns = {"macro-F1": macro_f1, "Kendall tau": kendall_tau, "RMSE (years)": rmse}
+        for rep in REPRESENTATIONS:
+            Xr = {s: X[s][rep] for s in splits}
+            probe = venue_probe(Xr, y) if name == "venue" else year_probe(Xr, y)
+            pred = probe.pop("pred")
+            rep_out = {**probe, "metrics": {}, "ci95": {}, "test_ids": splits["test"],
+                       "y": y["test"].tolist(), "pred": pred.tolist()}
+            for m in METRICS[name]:
+                rep_out["metrics"][m] = metric_fns[m](y["test"], pred)
+                rep_out["ci95"][m] = list(bootstrap_papers(metric_fns[m], y["test"], pred))
+            result["representations"][rep] = rep_out
+    result["seconds"] = {"total": time.perf_counter() - t0, "encoding": feats.seconds}
+    out = Path(out)
+    write_json(out / "results.json", result, indent=None)
+    return result
+
+
+def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> dict:
+    """Paired tests of two `results.json` (folders or files) of one format, per representation and metric."""
+    from aspire.benchmarks.stats import UnitScores, paired_test
+    from aspire.benchmarks.venue import macro_f1
+    from aspire.benchmarks.year import kendall_tau, rmse
+
+    def read(p):
+        p = Path(p)
+        return json.loads((p / "results.json" if p.is_dir() else p).read_text(encoding="utf-8"))
+
+    ra, rb = read(a), read(b)
+    if ra["format"] != rb["format"]:
+        raise ValueError(f"{a} is {ra['format']!r}, {b} is {rb['format']!r}: not one format")
+    fns = {"macro-F1": macro_f1, "Kendall tau": kendall_tau, "RMSE (years)": rmse}
+    out = {}
+    for rep, xa in ra["representations"].items():
+        xb = rb["representations"][rep]
+        for m in METRICS[ra["format"]]:
+            if ra["format"] == "same-author":
+                ua = UnitScores.means({q: v[m] for q, v in xa["per_query"].items()})
+                ub = UnitScores.means({q: v[m] for q, v in xb["per_query"].items()})
+                out[f"{rep}/{m}"] = paired_test(ua, ub, n_perm=n_perm)
+            else:
+                if xa["test_ids"] != xb["test_ids"]:
+                    raise ValueError("paired comparison needs the same test papers in both results")
+                out[f"{rep}/{m}"] = paired_papers_test(fns[m], np.array(xa["y"]), np.array(xa["pred"]),
+                                                       np.array(xb["pred"]), n_perm=n_perm)
+    return out
+
+
+def probe_rows(bench, data: Path, model: str, scorer, out: Path, settings: dict, cache_dir=None,
+               batch_size: int = 32, device: str | None = None, encoder_options: dict | None = None,
+               **_ignored) -> tuple[list[dict], str]:
+    """The suite's runner for the three formats (`aspire.evaluate.suite.RUNNERS`): one row per representation
+    and metric; the scorer and the suite's encoding options do not apply (module docstring). The ACL index and
+    the encoder are kept in `settings["_probe_state"]` between the formats of one suite run."""
+    state = settings.setdefault("_probe_state", {})
+    if state.get("model") != model:
+        papers_records = acl_index(data)
+        state.update(model=model, context=papers_records,
+                     features=Features(model, papers_records[0], cache_dir, batch_size, device, encoder_options))
+    res = run_format(bench.name, data, model, out, features=state["features"], context=state["context"],
+                     encoder_options=encoder_options)
+    rows = []
+    for rep, r in res["representations"].items():
+        n = res.get("n_queries") or res.get("sizes", {}).get("test")
+        note = {"venue": f"C {r.get('chosen', {}).get('C')}", "year": f"alpha {r.get('chosen', {}).get('alpha')}",
+                "same-author": f"pool {res.get('pool')}"}[bench.name]
+        for m in bench.metrics:
+            rows.append({"benchmark": f"{bench.title} ({rep})", "metric": m, "value": r["metrics"][m],
+                         "ci95": r["ci95"][m], "n": n, "note": note})
+    return rows, res["encoder_fingerprint"]
