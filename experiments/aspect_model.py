@@ -27,8 +27,9 @@ from aspire.benchmarks.csfcube import ABSTRACTS_FILE, FACETS, LABEL_TO_FACET, ev
 from aspire.benchmarks.heldout import excluded_titles
 from aspire.benchmarks.stats import paired_test
 from aspire.data.acl import normalise_title, read_acl
-from aspire.data.papers import read_paper_map
+from aspire.data.papers import read_paper_map, write_papers
 from aspire.encoders import load_encoder
+from aspire.evaluate.cache import default_cache_dir
 from aspire.evaluate.encode import encode_papers
 from aspire.evaluate.facets import facet_queries
 from aspire.evaluate.two_fold import select_two_fold
@@ -40,8 +41,11 @@ log = logging.getLogger("aspect_model")
 GRID = {"whole": (0.0, 1.0), "facet": (0.0, 0.5, 1.0, 2.0), "minl2": (0.0, 0.5, 1.0), "ot": (0.0, 0.5, 1.0, 2.0)}
 
 
-def calibration_sample(n: int, seed: int = 0):
-    """`n` ACL Anthology papers in no benchmark (their titles left out as training leaves them out)."""
+def calibration_sample(n: int, seed: int = 0, papers_file: Path | None = None):
+    """`n` ACL Anthology papers in no benchmark (their titles left out as training leaves them out); or the
+    papers of `papers_file` (such a sample written once, for a machine without the ACL data)."""
+    if papers_file is not None:
+        return list(read_paper_map(papers_file).values())
     exclude, _ = excluded_titles(DATA, "calibration")
     papers, _ = read_acl(DATA / "acl-anthology" / "papers.jsonl.gz", exclude, 0)
     rng = random.Random(seed)
@@ -52,6 +56,7 @@ def term_tables(encoder, papers, pool_set, cache_dir) -> dict:
     """{facet: {query: {term: (P,) similarities}}} for every pooled candidate, in pool order."""
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
     batch, _ = encode_papers(encoder, ordered, "contextual", cache_dir)
+    batch = batch.to(encoder.device)
     row = {pid: i for i, pid in enumerate(batch.paper_ids)}
     scorer = HybridScorer()
     tables: dict = {}
@@ -62,7 +67,7 @@ def term_tables(encoder, papers, pool_set, cache_dir) -> dict:
         for i, (qid, pool) in enumerate(pools.items()):
             cands = batch.index([row[c] for c in pool])
             terms = scorer.term_scores(queries.index([i]), cands)
-            tables[facet][qid] = {t: s[0] for t, s in terms.items()}
+            tables[facet][qid] = {t: s[0].float().cpu() for t, s in terms.items()}
     return tables
 
 
@@ -86,18 +91,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--calibration-papers", type=int, default=200)
+    parser.add_argument("--calibration-file", type=Path, help="papers JSONL to calibrate on instead of an ACL sample")
+    parser.add_argument("--write-calibration-sample", type=Path, help="write the ACL sample as papers JSONL and stop")
+    parser.add_argument("--device", help="torch device (default: the model's)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    cache_dir = Path.home() / ".cache" / "aspire" / "vectors"
+    cache_dir = default_cache_dir()
     root = DATA / "csfcube"
     t0 = time.perf_counter()
+    if args.write_calibration_sample:
+        write_papers(args.write_calibration_sample, calibration_sample(args.calibration_papers))
+        return
     encoder = load_encoder(args.model)
-    sample = calibration_sample(args.calibration_papers)
-    cal_batch, _ = encode_papers(encoder, sample, "contextual", cache_dir)
+    if args.device:
+        encoder.to(args.device)
+    sample = calibration_sample(args.calibration_papers, papers_file=args.calibration_file)
+    cal_batch = encode_papers(encoder, sample, "contextual", cache_dir)[0].to(encoder.device)
     half = len(sample) // 2
     cal_terms = HybridScorer().term_scores(cal_batch.index(range(half)), cal_batch.index(range(half, len(sample))))
-    calibration = HybridScorer.calibrate(cal_terms)
+    calibration = HybridScorer.calibrate({t: v.cpu() for t, v in cal_terms.items()})
     log.info("calibration %s", calibration)
     pool_set = load_csfcube(root)
     papers = read_paper_map(root / ABSTRACTS_FILE)

@@ -137,3 +137,40 @@ def test_calibration_is_mean_and_std_of_each_term():
     scores = {"whole": torch.tensor([[0.0, 1.0], [2.0, 3.0]])}
     mean, std = HybridScorer.calibrate(scores)["whole"]
     assert mean == pytest.approx(1.5) and std == pytest.approx(torch.tensor([0.0, 1, 2, 3]).std().item())
+
+
+# ---- kind hybrid: the two terms trained from one pass ---------------------------------------------------
+def test_hybrid_kind_trains_both_terms_and_its_facet_term_counts_only_aligned_anchors(tiny_model_dir, tmp_path):
+    from aspire.train.data import TripletCollator, load_split
+    from aspire.train.trainer import build_model
+    from tests.test_train import tiny_config, write_examples_dir
+
+    examples = write_examples_dir(tmp_path / "examples")
+    cfg = tiny_config(tiny_model_dir, examples, tmp_path, "model.kind=hybrid", "loss.kind=mnrl")
+    model = build_model(cfg)
+    data = load_split(cfg.data, "train")
+    batch = TripletCollator(model.tokenize, data.papers)([data[i] for i in range(8)])
+    out = model(batch)
+    assert set(out) >= {"loss/whole", "loss/facet"} and torch.isfinite(out["loss"]) and out["loss"] > 0
+    out["loss"].backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.encoder.parameters())
+    # the facet term: the anchor's aligned sentence alone against the positive's whole vector
+    docs = model.embed(batch.inputs)
+    anchors, positives = docs.index(torch.arange(8)), docs.index(torch.arange(8, 16))
+    a_idx, _, ok = model._aligned_positions(batch, anchors, positives)
+    assert bool(ok.any())
+    i = int(ok.nonzero()[0])
+    expected = F.cosine_similarity(anchors.emb[i, a_idx[i]], positives.whole[i], dim=0)
+    facet_only = anchors.with_mask(F.one_hot(a_idx, anchors.mask.shape[1]).bool() & anchors.mask)
+    from aspire.train.terms import PassCosine
+
+    torch.testing.assert_close(PassCosine("facet").sim(facet_only, positives)[i, i], expected, atol=1e-5, rtol=1e-4)
+    unaligned = batch.align.clone()
+    unaligned[:] = -1  # no alignment known: the facet term has no anchor to count
+    none = type(batch)(batch.inputs, batch.group_ids, batch.pos_ids, unaligned, batch.hard_rows, batch.task)
+    assert model(none)["loss/facet"] == 0
+    model.save_pretrained(tmp_path / "saved")
+    loaded = type(model).from_pretrained(tmp_path / "saved")
+    assert loaded.inference_name == "hybrid"
+    enc = loaded.encode([data.papers[p] for p in sorted(data.papers)[:4]])
+    assert enc.whole is not None and loaded.score(enc, enc).shape == (4, 4)

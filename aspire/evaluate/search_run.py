@@ -105,7 +105,7 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     batch, _ = encode_papers(encoder, ordered, "contextual", cache_dir, batch_size)
     lengths = batch.lengths.tolist()
     batch = DocBatch(batch.emb, batch.mask, [p.paper_id for p in ordered],
-                     [list(p.sentences[:n]) for p, n in zip(ordered, lengths)])
+                     [list(p.sentences[:n]) for p, n in zip(ordered, lengths)], batch.whole)
     row = {pid: i for i, pid in enumerate(batch.paper_ids)}
     fingerprint = model_fingerprint(encoder)
     build = IndexBuildConfig(index=IndexConfig(kind="flat"))

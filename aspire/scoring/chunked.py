@@ -32,7 +32,7 @@ def trimmed(batch: DocBatch, rows: Tensor, length: int) -> DocBatch:
     """The papers at `rows`, their padding cut to `length` sentences (at least 1)."""
     length = max(int(length), 1)
     sub = batch.index(rows)
-    return DocBatch(sub.emb[:, :length], sub.mask[:, :length], sub.paper_ids, sub.sentences)
+    return DocBatch(sub.emb[:, :length], sub.mask[:, :length], sub.paper_ids, sub.sentences, sub.whole)
 
 
 def _runs(lengths: Tensor, order: Tensor, cells: int, factor: int) -> list[Tensor]:

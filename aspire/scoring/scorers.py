@@ -257,6 +257,7 @@ class AttentionScorer(_Scorer):
 
 # ---- the hybrid: whole abstract + facet query + sentence matching, one encoder pass --------------------------
 HYBRID_TERMS = ("whole", "facet", "minl2", "ot")
+DEFAULT_HYBRID_WEIGHTS = {"whole": 1.0, "facet": 1.0}  # two cosines: one scale, no calibration needed
 
 
 @dataclass
@@ -291,7 +292,8 @@ class HybridScorer(_Scorer):
     - `ot`: minus the OT distance (`OTScorer` with `tau`, `eps`).
 
     `calibration` {term: (mu, sigma)} puts the terms on one scale (`calibrate` fits it on any sample of paper
-    pairs, no labels needed); `weights` {term: w} are chosen on dev data. A term with weight 0 is not computed.
+    pairs, no labels needed); `weights` {term: w} are chosen on dev data (default: whole + facet, the two
+    cosines, which share a scale). A term with weight 0 is not computed.
     Scores are pairwise functions of (query, candidate), so they rank the same in a pool, in chunks and in a
     re-rank stage of `aspire search`.
     """
@@ -299,7 +301,7 @@ class HybridScorer(_Scorer):
     def __init__(self, weights: dict[str, float] | None = None, calibration: dict[str, tuple[float, float]] | None = None,
                  tau: float = 1.0, eps: float = 0.05) -> None:
         super().__init__()
-        weights = dict(weights if weights is not None else {"whole": 1.0, "facet": 1.0, "ot": 1.0})
+        weights = dict(weights if weights is not None else DEFAULT_HYBRID_WEIGHTS)
         unknown = sorted(set(weights) - set(HYBRID_TERMS)) + sorted(set(calibration or {}) - set(HYBRID_TERMS))
         if unknown:
             raise ValueError(f"unknown hybrid terms {unknown}; valid: {list(HYBRID_TERMS)}")

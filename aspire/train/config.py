@@ -25,6 +25,7 @@ KINDS: dict[str, tuple[tuple[str, ...], str]] = {
     "att": (("attention",), "attention"),
     "cocite_vector": (("vector",), "vector"),
     "abstract": (("cosine",), "abstract"),
+    "hybrid": (("whole", "facet"), "hybrid"),  # one pass: whole-abstract and aligned-facet terms
 }
 ModelKind = Literal[tuple(KINDS)]
 

@@ -13,6 +13,7 @@ co-cited positives, optional hard negatives) into a triplet margin loss over a *
 | `att`           | attention-aggregated distance            | same                | `attention`      |
 | `cocite_vector` | L2 of mean-pooled paper vectors          | same                | `vector` (L2)    |
 | `abstract`      | 1 - cosine of whole-abstract vectors     | same                | `abstract`       |
+| `hybrid`        | two terms from one pass: 1 - cosine of the whole vectors, and 1 - cosine of the anchor's aligned sentence (its facet) and the other's whole vector | same | `hybrid` |
 
 Distances are the `pairwise_dist` / `dist` of the `aspire.scoring` scorers (whose similarity
 `score` is minus them), so training and inference share the same maths. Kind `abstract` encodes
@@ -56,6 +57,7 @@ from aspire.train.terms import (  # noqa: F401  (kind_terms and make_scorer are 
     NO_SCORER,
     AbstractText,
     CosineTerm,
+    PassCosine,
     ScorerDist,
     TextInputs,
     VectorDist,
@@ -144,6 +146,8 @@ class DocumentModel(nn.Module):
     def _dist(self, term: str):
         if term == "vector":
             return VectorDist()
+        if term in ("whole", "facet"):
+            return PassCosine(term)
         if term in ("cosine", "abstract"):
             return CosineTerm()
         key = "minl2" if term == "aligned" else term
@@ -230,6 +234,9 @@ class DocumentModel(nn.Module):
         if term == "aligned":
             a_idx, p_idx, anchor_ok = self._aligned_positions(batch, anchors, positives)
             pos_dist = aligned_sentence_dist(anchors, positives, a_idx, p_idx)  # (B,)
+        elif term == "facet":  # the anchor as a facet query: its aligned sentence, still encoded in context
+            a_idx, _, anchor_ok = self._aligned_positions(batch, anchors, positives)
+            anchors = anchors.with_mask(nn.functional.one_hot(a_idx, anchors.mask.shape[1]).bool() & anchors.mask)
         if self.matrix_loss is not None:  # the whole in-batch matrix plus every hard negative of the batch
             sim = dist.sim(anchors, positives)  # (B, B)
             if pos_dist is not None:  # the aligned pair's similarity is the positive

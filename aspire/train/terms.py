@@ -23,7 +23,7 @@ from aspire.losses import pairwise_vector_l2_dist, vector_l2_dist
 from aspire.scoring.vector import VectorCosine
 from aspire.train.config import KINDS, AbstractConfig, ModelConfig
 
-NO_SCORER = {"vector", "cosine", "abstract"}  # terms and inference names computed here, not by aspire.scoring
+NO_SCORER = {"vector", "cosine", "abstract", "whole", "facet"}  # terms computed here, not by aspire.scoring
 
 
 def kind_terms(kind: str) -> tuple[tuple[str, ...], str]:
@@ -41,6 +41,8 @@ def make_scorer(name: str, cfg: ModelConfig) -> nn.Module:
                           grad=cfg.ot_grad)
     if name == "attention":
         return get_scorer("attention", tau=cfg.att_tau)
+    if name == "hybrid":  # the kind's two trained terms; other weightings are chosen at evaluation
+        return get_scorer("hybrid", weights={"whole": 1.0, "facet": 1.0}, tau=cfg.ot_tau, eps=cfg.ot_eps)
     return get_scorer(name)
 
 
@@ -99,6 +101,30 @@ class CosineTerm:
 
     def pairwise_dist(self, a: DocBatch, b: DocBatch) -> Tensor:
         return self.cosine.pairwise_dist(a, b)
+
+
+class PassCosine(DistTerm):
+    """Kind `hybrid`'s terms, from one contextual pass: the cosine of a query-side vector and the other paper's
+    whole-abstract vector (`DocBatch.whole`). `facet`: the query side is the mean of its *selected* sentence
+    vectors (the trainer selects the anchor's aligned sentence), as `aspire.scoring.scorers.HybridScorer` scores
+    a facet query; `whole`: the anchor's own whole vector."""
+
+    def __init__(self, name: str) -> None:
+        from aspire.scoring.scorers import HybridScorer
+
+        self.name, self.hybrid = name, HybridScorer({name: 1.0})
+
+    def sim(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return self.hybrid.term_scores(a, b, (self.name,))[self.name]  # (Ba, Bb)
+
+    def pairwise_sim(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return self.hybrid.pairwise_score(a, b)  # (B,): weight 1, no calibration
+
+    def dist(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return 1 - self.sim(a, b)
+
+    def pairwise_dist(self, a: DocBatch, b: DocBatch) -> Tensor:
+        return 1 - self.pairwise_sim(a, b)
 
 
 @dataclass
