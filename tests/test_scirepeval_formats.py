@@ -25,7 +25,15 @@ from aspire.benchmarks.acl_formats import (
 from aspire.benchmarks.same_author import build_pools, counted_names, qrels_of
 from aspire.benchmarks.venue import macro_f1, venue_class
 from aspire.benchmarks.year import kendall_tau, rmse
-from aspire.evaluate.probes import compare_probe_results, proximity_scores, run_format, venue_probe, year_probe
+from aspire.evaluate.probes import (
+    ALPHA_GRID,
+    C_GRID,
+    compare_probe_results,
+    proximity_scores,
+    run_format,
+    venue_probe,
+    year_probe,
+)
 
 FORMATS = ("venue", "year", "same-author")
 
@@ -73,7 +81,7 @@ def test_separable_toy_set_gives_macro_f1_one():
         y[split] = np.array([f"c{k}" for k in labels])
     probe = venue_probe(X, y)
     assert macro_f1(y["test"], probe["pred"]) == 1.0
-    assert probe["chosen"]["C"] in (0.01, 0.1, 1.0, 10.0)
+    assert probe["chosen"]["C"] in C_GRID
 
 
 def test_year_linear_in_features_gives_tau_one():
@@ -84,7 +92,7 @@ def test_year_linear_in_features_gives_tau_one():
     probe = year_probe(X, y)
     assert kendall_tau(y["test"], probe["pred"]) == pytest.approx(1.0)
     assert rmse(y["test"], probe["pred"]) < 0.5
-    assert probe["chosen"]["alpha"] == 0.1  # the least regularisation fits an exact line best on dev
+    assert probe["chosen"]["alpha"] == min(ALPHA_GRID)  # the least regularisation fits an exact line best on dev
 
 
 def test_same_author_relevance_needs_two_counted_names():
@@ -107,6 +115,17 @@ def test_proximity_known_ranking():
     scores = proximity_scores(X, ["a", "b", "c"], qrels)
     assert scores["a"]["MAP"] == pytest.approx(1.0)  # b is a's nearest
     assert scores["c"]["MAP"] == pytest.approx(0.5)  # c ranks b (0.11) above a (0.0)
+
+
+def test_ranking_metrics_known_answers():
+    from aspire.benchmarks.same_author import average_precision, ndcg_at
+
+    ranked = np.array([0, 1, 0, 1])  # relevant at ranks 2 and 4: AP = (1/2 + 2/4) / 2
+    assert average_precision(ranked) == pytest.approx(0.5)
+    assert average_precision(np.array([1, 1, 0])) == 1.0 and average_precision(np.array([0, 0])) == 0.0
+    # DCG = 1/log2(3) + 1/log2(5); ideal = 1 + 1/log2(3)
+    assert ndcg_at(ranked, 10) == pytest.approx((1 / np.log2(3) + 1 / np.log2(5)) / (1 + 1 / np.log2(3)))
+    assert ndcg_at(np.array([0] * 10 + [1]), 10) == 0.0
 
 
 def test_pools_are_disjoint_and_related():

@@ -18,6 +18,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from aspire.benchmarks.acl_formats import SPLIT_FILE, load_split
 
 MAX_AUTHOR_PAPERS = 50
@@ -85,6 +87,19 @@ def build_pools(candidates: Sequence[str], names: Mapping[str, frozenset[str]], 
             used.update(group)
         pools[pool_name] = sorted(pool)
     return pools
+
+
+def average_precision(relevant: np.ndarray) -> float:
+    """AP of one ranking: `relevant` (N,) 0/1 in rank order; the mean precision at each relevant paper's rank."""
+    hits = np.flatnonzero(relevant)
+    return float(np.mean(np.arange(1, len(hits) + 1) / (hits + 1))) if len(hits) else 0.0
+
+
+def ndcg_at(relevant: np.ndarray, k: int = 10) -> float:
+    """nDCG@k of one ranking with binary gains and the log2(rank + 1) discount."""
+    discount = 1.0 / np.log2(np.arange(2, k + 2))
+    ideal = discount[: min(k, int(np.sum(relevant)))].sum()
+    return float((np.asarray(relevant[:k], float) * discount[: len(relevant[:k])]).sum() / ideal) if ideal else 0.0
 
 
 def load_same_author(records: Mapping[str, dict], split: str = "test", split_file: str | Path = SPLIT_FILE

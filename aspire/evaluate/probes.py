@@ -1,15 +1,15 @@
 """The runner of the SciRepEval formats on the ACL abstracts: venue classification, year regression,
 same-author proximity (`aspire.benchmarks.venue`, `year`, `same_author`; split in `acl_formats`).
 
-Each paper is represented two ways (`REPRESENTATIONS`), both from the model as loaded (a control-code or
-adapter model under its own code, or the one `encoder_options["code"]` names):
-- `abstract`: the whole-abstract vector (`encode_abstract`: title and abstract joined by a space, 256 word
-  pieces, mean-pooled, L2-normalised; `ABSTRACT_OPTIONS`);
-- `sentences`: the mean of the paper's contextual sentence vectors (`encode`, one pass over the abstract).
+Each paper is represented two ways (`REPRESENTATIONS`), both from one contextual pass of the model as loaded
+(`encode` over `title [SEP] abstract`, every window; a control-code or adapter model under its own code, or the
+one `encoder_options["code"]` names):
+- `abstract`: the whole-abstract vector of that pass (`DocBatch.whole`: the mean of every attended word piece);
+- `sentences`: the mean of the paper's contextual sentence vectors.
 
-Features go through the vector cache (`aspire.evaluate.cache`), one entry per split and model fingerprint, so
-a suite run encodes each paper once (the venue and year tasks share their papers) and a second run encodes
-nothing. Probes (scikit-learn, seeded and deterministic): features standardised on the train split;
+Features go through the vector cache (`aspire.evaluate.cache`), one contextual entry per split and model
+fingerprint, so a suite run encodes each paper once (the venue and year tasks share their papers) and a second
+run encodes nothing. Probes (scikit-learn, seeded and deterministic): features standardised on the train split;
 venue: logistic regression, C chosen by dev macro-F1 from `C_GRID`; year: ridge, α chosen by dev RMSE from
 `ALPHA_GRID`; both fit on train only and scored once on test. Same-author: cosine similarity in the pool.
 Intervals: percentile bootstrap over test papers (venue, year) or queries (same-author), 2,000 draws, seed 0.
@@ -31,10 +31,9 @@ from aspire.benchmarks.runs import invocation
 from aspire.io import write_json
 
 log = logging.getLogger(__name__)
-ABSTRACT_OPTIONS = {"max_length": 256, "normalize": True, "joiner": " "}
 REPRESENTATIONS = ("abstract", "sentences")
-C_GRID = (0.01, 0.1, 1.0, 10.0)
-ALPHA_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
+C_GRID = (0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 1.0, 10.0)
+ALPHA_GRID = (0.1, 1.0, 10.0, 100.0, 1e3, 3e3, 1e4, 3e4, 1e5)
 FORMATS = ("venue", "year", "same-author")
 METRICS = {"venue": ("macro-F1",), "year": ("Kendall tau", "RMSE (years)"), "same-author": ("MAP", "nDCG@10")}
 
@@ -55,12 +54,13 @@ def encode_features(encoder, papers, cache_dir=None, batch_size: int = 32) -> di
 
     from aspire.evaluate.encode import encode_papers
 
-    whole, _ = encode_papers(encoder, papers, "abstract", cache_dir, batch_size, ABSTRACT_OPTIONS)
     ctx, _ = encode_papers(encoder, papers, "contextual", cache_dir, batch_size)
-    mask = ctx.mask.float()[..., None]  # (B, S, 1)
-    mean = (ctx.emb.float() * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (B, D)
+    if ctx.whole is None:
+        raise ValueError("the encoder returned no whole-abstract vectors (DocBatch.whole)")
     with torch.no_grad():
-        return {"abstract": whole.emb[:, 0, :].float().numpy(), "sentences": mean.numpy()}
+        mask = ctx.mask.float()[..., None]  # (B, S, 1)
+        mean = (ctx.emb.float() * mask).sum(1) / mask.sum(1).clamp(min=1.0)  # (B, D)
+        return {"abstract": ctx.whole.float().numpy(), "sentences": mean.numpy()}
 
 
 class Features:
@@ -77,6 +77,9 @@ class Features:
         self.seconds = 0.0
 
     def of(self, ids: list[str]) -> dict[str, np.ndarray]:
+        missing = [p for p in ids if p not in self.papers]
+        if missing:
+            raise ValueError(f"{len(missing)} split paper(s) are not in the ACL file as valid papers, e.g. {missing[0]}")
         t0 = time.perf_counter()
         out = encode_features(self.encoder, [self.papers[p] for p in ids], self.cache_dir, self.batch_size)
         self.seconds += time.perf_counter() - t0
@@ -125,18 +128,18 @@ def year_probe(X: dict[str, np.ndarray], y: dict[str, np.ndarray], grid=ALPHA_GR
 
 def proximity_scores(X: np.ndarray, pool: list[str], qrels: dict) -> dict[str, dict[str, float]]:
     """Per query of `qrels`, MAP and nDCG@10 of its pool (every other paper) ranked by cosine similarity."""
-    from aspire.benchmarks.metrics import evaluate_rankings
-    from aspire.benchmarks.same_author import METRICS as AUTHOR_METRICS
+    from aspire.benchmarks.same_author import average_precision, ndcg_at
 
     unit = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
     sims = unit @ unit.T  # (P, P)
     where = {p: i for i, p in enumerate(pool)}
-    rankings = {}
-    for q in qrels:
+    out = {}
+    for q, judged in qrels.items():
         i = where[q]
-        order = np.argsort(-sims[i], kind="stable")
-        rankings[q] = [pool[j] for j in order if j != i]
-    return evaluate_rankings(qrels, rankings, list(AUTHOR_METRICS))
+        order = [j for j in np.argsort(-sims[i], kind="stable") if j != i]  # ties: pool order
+        relevant = np.array([judged[pool[j]] for j in order])
+        out[q] = {"MAP": average_precision(relevant), "nDCG@10": ndcg_at(relevant, 10)}
+    return out
 
 
 def run_format(name: str, data_dir: str | Path, model: str, out: str | Path, cache_dir=None, batch_size: int = 32,
@@ -154,8 +157,9 @@ def run_format(name: str, data_dir: str | Path, model: str, out: str | Path, cac
     t0 = time.perf_counter()
     papers, records = context or acl_index(data_dir)
     feats = features or Features(model, papers, cache_dir, batch_size, device, encoder_options)
+    encoded_before = feats.seconds
     result: dict = {"format": name, "model": str(model), "encoder_fingerprint": feats.fingerprint(),
-                    "encoder_options": dict(encoder_options or {}), "abstract_options": ABSTRACT_OPTIONS,
+                    "encoder_options": dict(encoder_options or {}),
                     "split_file": str(split_file), "command": invocation(), "representations": {}}
     if name == "same-author":
         from aspire.benchmarks.same_author import RULE, load_same_author
@@ -193,7 +197,7 @@ def run_format(name: str, data_dir: str | Path, model: str, out: str | Path, cac
                 rep_out["metrics"][m] = metric_fns[m](y["test"], pred)
                 rep_out["ci95"][m] = list(bootstrap_papers(metric_fns[m], y["test"], pred))
             result["representations"][rep] = rep_out
-    result["seconds"] = {"total": time.perf_counter() - t0, "encoding": feats.seconds}
+    result["seconds"] = {"total": time.perf_counter() - t0, "encoding": feats.seconds - encoded_before}
     out = Path(out)
     write_json(out / "results.json", result, indent=None)
     return result
