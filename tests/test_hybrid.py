@@ -174,3 +174,38 @@ def test_hybrid_kind_trains_both_terms_and_its_facet_term_counts_only_aligned_an
     assert loaded.inference_name == "hybrid"
     enc = loaded.encode([data.papers[p] for p in sorted(data.papers)[:4]])
     assert enc.whole is not None and loaded.score(enc, enc).shape == (4, 4)
+
+
+# ---- shipping a model as its adapters over a named base ---------------------------------------------------
+def test_adapter_export_loads_by_its_base_and_refuses_another_base(tiny_model_dir, tmp_path):
+    from aspire.encoders import load_encoder
+    from aspire.encoders.adapters import attach_adapters
+    from aspire.train.export import export_adapter
+
+    encoder = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
+    torch.manual_seed(1)
+    encoder.model = attach_adapters(encoder.model, "lora", ["default"], r=4, alpha=8.0)
+    with torch.no_grad():  # a trained adapter: non-zero LoRA B matrices
+        for name, p in encoder.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)
+    encoder.save_pretrained(tmp_path / "trained")
+    out, fingerprint = export_adapter(tmp_path / "trained", tmp_path / "shipped", str(tiny_model_dir))
+    assert not (out / "model.safetensors").exists() and (out / "adapter").is_dir()
+    shipped = load_encoder(out)
+    assert fingerprint == shipped.fingerprint() == ContextualSentenceEncoder.from_pretrained(tmp_path / "trained").fingerprint()
+    torch.testing.assert_close(shipped.encode(PAPERS).whole, encoder.encode(PAPERS).whole, atol=1e-5, rtol=1e-4)
+    assert shipped.fingerprint() != ContextualSentenceEncoder.from_pretrained(tiny_model_dir).fingerprint()
+    other = tmp_path / "other_base"  # the same architecture with other weights: not the base it was trained on
+    import shutil
+
+    from transformers import AutoModel
+
+    shutil.copytree(tiny_model_dir, other)
+    changed = AutoModel.from_pretrained(other)
+    with torch.no_grad():
+        changed.embeddings.word_embeddings.weight.add_(0.01)
+    changed.save_pretrained(other)
+    with pytest.raises(ValueError, match="is not the base"):
+        export_adapter(tmp_path / "trained", tmp_path / "wrong", str(other))
+    assert not (tmp_path / "wrong").exists()

@@ -110,13 +110,17 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     # ---- loading and saving -----------------------------------------------------------------------
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, **settings) -> "ContextualSentenceEncoder":
-        """Load `minilm`, `mpnet` or a local HF directory; settings saved beside a trained model apply
-        unless overridden by keyword."""
+        """Load `minilm`, `mpnet`, a model shipped as an adapter (`aspire-minilm`) or a local HF directory;
+        settings saved beside a trained model apply unless overridden by keyword. A directory whose settings
+        name a `base` holds adapters only: the base model (a name or a directory) gives the weights and the
+        tokenizer."""
         path = resolve_model(name_or_path)
         stored = {**saved_settings(path), **settings}
         adapter = stored.pop("adapter", None)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModel.from_pretrained(path)
+        base = stored.pop("base", None)
+        weights = resolve_model(base) if base else path
+        tokenizer = AutoTokenizer.from_pretrained(weights)
+        model = AutoModel.from_pretrained(weights)
         if adapter:
             model = adapters.load_adapted(model, path, adapter)
         model.eval()

@@ -88,16 +88,37 @@ def _mpnet_dir() -> Path:
     return assemble_split_zip(_mpnet_pieces(), target, MPNET_ZIP_ROOT)
 
 
-MODELS = {"minilm": _minilm_dir, "mpnet": _mpnet_dir}
+SHIPPED = Path(__file__).resolve().parents[1] / "models"  # models trained here, shipped as adapters over a base
+
+
+def _shipped(name: str):
+    def folder() -> Path:
+        path = SHIPPED / name
+        if not (path / SETTINGS_FILE).is_file():
+            raise FileNotFoundError(f"model {name!r}: no {SETTINGS_FILE} under {path}; the package is incomplete")
+        return path
+
+    return folder
+
+
+MODELS = {"minilm": _minilm_dir, "mpnet": _mpnet_dir,
+          **{p.name: _shipped(p.name) for p in sorted(SHIPPED.glob("*")) if (p / SETTINGS_FILE).is_file()}}
+
+
+def _is_adapter_dir(path: Path) -> bool:
+    """A directory of adapters whose settings name their base model (no weights of its own)."""
+    settings = path / SETTINGS_FILE
+    return settings.is_file() and "base" in json.loads(settings.read_text())
 
 
 def resolve_model(name_or_path: str | os.PathLike) -> Path:
-    """A short model name (`minilm`, `mpnet`) or a local HF directory -> the directory to load."""
+    """A short model name (`minilm`, `mpnet`, a shipped model such as `aspire-minilm`) or a local HF directory
+    (or adapter directory naming its base) -> the directory to load."""
     key = str(name_or_path)
     if key in MODELS:
         return MODELS[key]()
     path = Path(key).expanduser()
-    if path.is_dir() and (path / "config.json").is_file():
+    if path.is_dir() and ((path / "config.json").is_file() or _is_adapter_dir(path)):
         return path
     raise ValueError(
         f"unknown model {key!r}: use one of {sorted(MODELS)} or a local directory in Hugging Face format "

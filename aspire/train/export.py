@@ -1,4 +1,6 @@
-"""Export a model trained with adapters as plain Hugging Face weights: its active adapter merged in.
+"""Export a model trained with adapters as plain Hugging Face weights: its active adapter merged in; or, with
+`--adapter-only BASE`, as its adapters alone over a named base model (how `aspire-minilm` ships in the package:
+a few MB instead of the whole encoder).
 
 A model saved with adapters holds the base weights plus `adapter/` (peft format); it needs `peft` to
 load. The merged export folds the adapter into the weights (`peft`'s `merge_and_unload`), so
@@ -17,6 +19,7 @@ from aspire.cliutil import add_common_options, command_parser, run_command, setu
 
 EXAMPLES = """\
   aspire export --model runs/lora_aspire/checkpoint-000048/model --out runs/lora_aspire/merged
+  aspire export --model runs/hybrid_aspire/checkpoint-000060/model --adapter-only minilm --out aspire/models/aspire-minilm
   python -m aspire.train.export --model runs/query_adapter/checkpoint-000250/model --out runs/query_adapter/merged
 """
 
@@ -31,6 +34,37 @@ def export_merged(model: str | Path, out: str | Path) -> Path:
     if meta is not None:
         write_plain_meta(meta, out)
     return out
+
+
+def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path, str]:
+    """Write `model`'s adapters, settings and document_model.json to `out`, its settings naming `base` as the
+    model that gives the weights -> (out, fingerprint). Refused (ValueError) when `base`'s weights are not the
+    model's own base weights: the export must load as the very model that was trained."""
+    import shutil
+
+    from aspire.encoders import ContextualSentenceEncoder
+    from aspire.encoders.adapters import ADAPTER_DIR
+    from aspire.encoders.pretrained import SETTINGS_FILE
+
+    model, out = Path(model), Path(out)
+    settings = json.loads((model / SETTINGS_FILE).read_text())
+    if "adapter" not in settings:
+        raise ValueError(f"{model}: no adapter in its {SETTINGS_FILE}; export the whole model instead")
+    trained = ContextualSentenceEncoder.from_pretrained(model).fingerprint()
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(model / ADAPTER_DIR, out / ADAPTER_DIR, dirs_exist_ok=True)
+    (out / SETTINGS_FILE).write_text(json.dumps({**settings, "base": base}, indent=2))
+    meta = read_meta(model)
+    if meta is not None:
+        from aspire.train.document_model import MODEL_FILE
+
+        (out / MODEL_FILE).write_text(json.dumps(meta, indent=2))
+    exported = ContextualSentenceEncoder.from_pretrained(out).fingerprint()
+    if exported != trained:
+        shutil.rmtree(out)
+        raise ValueError(f"{base!r} is not the base {model} was trained on (fingerprints {exported} != {trained}); "
+                         "nothing written")
+    return out, exported
 
 
 def read_meta(model: Path) -> dict | None:
@@ -58,13 +92,19 @@ def write_plain_meta(meta: dict, out: Path) -> None:
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.export") -> int:
     parser = command_parser(prog, __doc__, EXAMPLES)
     parser.add_argument("--model", required=True, help="a model directory saved with adapters (MODEL/adapter)")
-    parser.add_argument("--out", required=True, help="output directory for the merged model")
+    parser.add_argument("--out", required=True, help="output directory for the merged model (or the adapters)")
+    parser.add_argument("--adapter-only", metavar="BASE",
+                        help="write the adapters alone over this base model (a name such as minilm, or a directory)")
     add_common_options(parser)
     args = parser.parse_args(argv)
     setup_logging(args)
 
     def export() -> int:
-        print(f"wrote {export_merged(args.model, args.out)}")
+        if args.adapter_only:
+            out, fingerprint = export_adapter(args.model, args.out, args.adapter_only)
+            print(f"wrote {out} (adapters over {args.adapter_only}; fingerprint {fingerprint})")
+        else:
+            print(f"wrote {export_merged(args.model, args.out)}")
         return 0
 
     return run_command(export, args)
