@@ -16,7 +16,6 @@ from pathlib import Path
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
 from aspire.evaluate.cache import default_cache_dir
-from aspire.evaluate.csfcube import run_csfcube
 
 REPO = Path(__file__).resolve().parents[1]
 SPECTER = {"background": (43.95, 66.70), "method": (22.44, 37.41), "result": (36.79, 56.67), "all": (34.23, 53.28)}
@@ -53,6 +52,8 @@ def _demo(args) -> int:
     if not Path(args.data).is_dir():
         print(f"error: CSFCube not found at {args.data} (see ../shared/data/README.md)", file=sys.stderr)
         return 2
+
+    from aspire.evaluate.csfcube import run_csfcube
 
     rows = [("SPECTER (published ranked pools)", SPECTER)]
     for label, scorer, options in RUNS:

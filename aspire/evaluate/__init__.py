@@ -4,8 +4,12 @@ published two-fold protocol, and a general evaluator for ASPIRE-style pool sets.
 `python -m aspire.evaluate csfcube --model minilm --scorer minl2 --out DIR` — see `__main__.py`.
 """
 
-from aspire.benchmarks.metrics import check_rankings, evaluate_rankings, mean_metrics, ndcg_at_k, pool_cutoff
-from aspire.benchmarks.pools import PoolSet, load_pool_set, read_ranked, summarize, write_ranked
+from aspire.lazy import lazy_exports
+
+lazy_exports(__name__, {
+    **dict.fromkeys(("check_rankings", "evaluate_rankings", "mean_metrics", "ndcg_at_k", "pool_cutoff"), "aspire.benchmarks.metrics"),
+    **dict.fromkeys(("PoolSet", "load_pool_set", "read_ranked", "summarize", "write_ranked"), "aspire.benchmarks.pools"),
+})
 
 __all__ = [
     "PoolSet",

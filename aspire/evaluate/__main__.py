@@ -31,7 +31,6 @@ import csv
 import sys
 from pathlib import Path
 
-from aspire.benchmarks import csfcube
 from aspire.cliutil import (
     Formatter,
     add_backend_options,
@@ -45,9 +44,8 @@ from aspire.cliutil import (
     run_command,
     setup_logging,
 )
-from aspire.encoders.codes import FACET_CODE_CHOICES
+from aspire.data.facets import FACET_CODE_CHOICES
 from aspire.evaluate.cache import default_cache_dir
-from aspire.evaluate.csfcube import run_csfcube
 from aspire.evaluate.options import CAND_SENTENCES, ENCODINGS, QUERY_TEXTS, SCORERS, scorer_options
 from aspire.paths import DATA
 from aspire.scoring.fusion import METHODS as FUSION_METHODS
@@ -212,6 +210,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate")
 
 def _csfcube_search(parser, args) -> int:
     """`csfcube --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
+    from aspire.benchmarks import csfcube
     from aspire.evaluate.csfcube import run_csfcube_search
 
     if not args.model or args.scorer or args.ranked or args.bm25 or args.rerank:
@@ -226,6 +225,8 @@ def _csfcube_search(parser, args) -> int:
 
 
 def _evaluate(parser, args) -> int:
+    from aspire.benchmarks import csfcube
+
     cache_dir = None if args.no_cache else args.cache_dir
     encode_options = {
         k: v for k, v in (("max_length", args.max_length), ("normalize", args.normalize or None), ("joiner", args.joiner))
@@ -241,6 +242,7 @@ def _evaluate(parser, args) -> int:
                 csfcube.write_results(out, args.data, args.exp, results, per_query)
             else:
                 from aspire.evaluate.bench_cli import stage_options
+                from aspire.evaluate.csfcube import run_csfcube
 
                 bm25, alpha, rerank = stage_options(parser, args)
                 results = run_csfcube(
@@ -290,6 +292,7 @@ def parse_run(spec: str) -> tuple[str, str]:
 
 
 def _fuse(parser, args) -> int:
+    from aspire.benchmarks import csfcube
     from aspire.evaluate.csfcube import fuse_csfcube
 
     try:

@@ -15,15 +15,15 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-import torch
-
-from aspire.batch import DocBatch
 from aspire.data.papers import Paper
 from aspire.io import atomic_write
 from aspire.paths import cache_root
 from aspire.storage import DiskFullError, check_record, on_disk_full, remove_cache_file, write_record
+
+if TYPE_CHECKING:  # torch is imported where vectors are read or written: `aspire evaluate --help` loads none
+    from aspire.batch import DocBatch
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,8 @@ def cache_path(cache_dir: Path, fingerprint: str, mode: str, options: dict, pape
 
 
 def _save(path: Path, batch: DocBatch) -> None:
+    import torch
+
     lengths = torch.tensor([len(s) for s in batch.sentences], dtype=torch.long)
     S = batch.emb.shape[1]
     keep = torch.arange(S)[None, :] < lengths[:, None]  # (B, S) real sentence slots
@@ -64,6 +66,10 @@ def _save(path: Path, batch: DocBatch) -> None:
 
 
 def _load(path: Path, papers: Sequence[Paper]) -> DocBatch:
+    import torch
+
+    from aspire.batch import DocBatch
+
     payload = torch.load(path, map_location="cpu", weights_only=True)
     ids = [p.paper_id for p in papers]
     if payload["paper_ids"] != ids:

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from aspire.encoders.codes import FACET_CODE_CHOICES
-from aspire.scoring import SCORERS as SENTENCE_SCORER_CLASSES
+from aspire.data.facets import FACET_CODE_CHOICES
+from aspire.scoring import SCORER_NAMES
 
 # the evaluation's vocabularies, each named once
 ENCODINGS = ("contextual", "independent", "abstract", "pass")  # pass: the contextual pass's whole-abstract vector
-SENTENCE_SCORERS = tuple(SENTENCE_SCORER_CLASSES)  # the sentence scorers of aspire.scoring's registry
+SENTENCE_SCORERS = SCORER_NAMES  # the sentence scorers of aspire.scoring's registry (names: no torch loads)
 SCORERS = SENTENCE_SCORERS + ("abstract",)  # + the whole-abstract cosine (aspire.scoring.vector.VectorCosine)
 QUERY_TEXTS = ("abstract", "facet", "title+facet")
 CAND_SENTENCES = ("all", "facet")

@@ -9,6 +9,9 @@ Scorers return similarities (higher is better, = -distance); functions returning
 
 from aspire.lazy import lazy_exports
 
+# the names of `SCORERS` alone, for command options that load no torch (tests/test_light_commands.py checks them)
+SCORER_NAMES = ("minl2", "ot", "attention", "maxpassage", "hybrid")
+
 lazy_exports(__name__, {
     **dict.fromkeys(("cross_l2_cost", "l2_cost"), "aspire.scoring.distance"),
     **dict.fromkeys(("MaxPassageScorer", "PassageMatch", "maxpassage_match"), "aspire.scoring.passage"),
@@ -20,7 +23,7 @@ lazy_exports(__name__, {
 })
 
 __all__ = [
-    "SCORERS", "get_scorer", "MinL2Scorer", "OTScorer", "AttentionScorer", "MaxPassageScorer", "PassageMatch",
+    "SCORER_NAMES", "SCORERS", "get_scorer", "MinL2Scorer", "OTScorer", "AttentionScorer", "MaxPassageScorer", "PassageMatch",
     "maxpassage_match",
     "MinL2Match", "OTMatch", "AttentionMatch",
     "l2_cost", "cross_l2_cost", "ot_weights",

@@ -1,0 +1,76 @@
+"""The command layer loads no torch, transformers or faiss until a command runs: every `aspire ... --help`
+and the user errors a command checks first (a missing file or index, a bad option) come from a process
+that never imported them (issue 44: help in well under a second). Each check runs in a fresh interpreter,
+since this test process has imported torch long before."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.test_cli import HELP_ARGVS
+
+HEAVY = ("torch", "transformers", "faiss", "sentence_transformers")
+
+# runs each argv through the `aspire` dispatcher in one fresh interpreter; prints, per argv, its exit
+# status and the heavy modules that were imported by the time it returned
+PROBE = """
+import contextlib, io, json, sys
+from aspire.cli import main
+out = []
+for argv in json.loads(sys.argv[1]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+        try:
+            status = main(argv)
+        except SystemExit as exc:
+            status = exc.code
+    out.append([argv, status, [m for m in HEAVY if m in sys.modules], err.getvalue()[-300:]])
+print(json.dumps(out))
+"""
+
+
+def probe(argvs: list[list[str]]) -> list[tuple[list[str], int, list[str], str]]:
+    code = f"HEAVY = {HEAVY!r}\n" + PROBE
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [tuple(row) for row in json.loads(done.stdout)]
+
+
+def test_every_help_exits_0_without_importing_torch():
+    rows = probe([[*argv, "--help"] for argv in [[]] + HELP_ARGVS])
+    assert len(rows) == len(HELP_ARGVS) + 1
+    assert [(argv, status) for argv, status, _, _ in rows if status != 0] == []
+    # one process for all: the first command line that imported a heavy module is the one named
+    assert [(argv, heavy) for argv, _, heavy, _ in rows if heavy][:1] == []
+
+
+def test_user_errors_come_before_torch(tmp_path):
+    missing = str(tmp_path / "missing.jsonl")
+    cases = [  # (what the one error line says, the command line)
+        ("No such file or directory (--corpus)",
+         ["index", "build", "--model", "minilm", "--corpus", missing, "--out", str(tmp_path / "i")]),
+        ("holds no index", ["index", "info", "--index", str(tmp_path)]),
+        ("invalid choice: 'bad'", ["index", "build", "--model", "minilm", "--corpus", missing, "--out", "x",
+                                   "--backend", "bad"]),
+        ("no CURRENT file", ["search", "--index", str(tmp_path), "--query-id", "p1"]),
+        ("No such file or directory (--queries)", ["search", "--index", str(tmp_path), "--queries", missing]),
+        ("argument --rerank", ["search", "--index", str(tmp_path), "--query-id", "p1", "--rerank", "bad"]),
+        ("No such file or directory (--corpus)",
+         ["encode", "--model", "minilm", "--corpus", missing, "--out", str(tmp_path / "v")]),
+        ("config file not found", ["train", "--config", missing]),
+        ("no CURRENT file", ["serve", "--index", str(tmp_path)]),
+    ]
+    rows = probe([argv for _, argv in cases])
+    assert len(rows) == len(cases)
+    for (expected, argv), (_, status, heavy, err) in zip(cases, rows):
+        assert status == 2 and expected in err and heavy == [], (argv, status, heavy, err)
+
+
+def test_name_tuples_the_options_read_are_their_registries():
+    """The plain names the command options offer (so that parsing loads no torch) are the registries' keys
+    (the loss kinds and re-rankers: tests/test_recipes.py)."""
+    from aspire.evaluate.options import SENTENCE_SCORERS
+    from aspire.scoring import SCORER_NAMES, SCORERS
+
+    assert SCORER_NAMES == tuple(SCORERS) == SENTENCE_SCORERS
