@@ -147,7 +147,8 @@ def test_warns_when_stopped_unconverged():
     cost, a, b = random_problem(4, 10, 10, seed=12, scale=5.0)
     with pytest.warns(SinkhornConvergenceWarning, match=r"max_iter=5\)"):
         res = sinkhorn(cost, a, b, 0.01, tol=1e-9, max_iter=5)
-    assert not res.converged.all() and (res.n_iter == 5).all()
+    # the unconverged stop at max_iter; one that meets tol earlier stops there (compiled CPU iterations check each one)
+    assert not res.converged.all() and (res.n_iter[~res.converged] == 5).all() and (res.n_iter <= 5).all()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sinkhorn(cost, a, b, 0.5, tol=1e-6, max_iter=10_000)
@@ -242,7 +243,7 @@ def test_newton_tail_moves_mass_between_weakly_joined_blocks(dtype, newton_tail)
     with pytest.warns(SinkhornConvergenceWarning):
         plain = sinkhorn(cost, a, b, 0.05, tol=tol, max_iter=2000, newton_after=None)
     assert not plain.converged.any()  # plain Sinkhorn is still far off after 2,000 iterations
-    res = sinkhorn(cost, a, b, 0.05, tol=tol, max_iter=2000)
+    res = sinkhorn(cost, a, b, 0.05, tol=tol, max_iter=2000, newton_after=20)
     assert res.converged.all() and res.n_iter.item() < 60 and res.err.item() <= tol
     # the 0.004 of extra mass on rows 0-1 crosses to columns 2-3
     assert abs(res.plan[0, :2, 2:].sum().item() - 0.004) < 1e-4
@@ -274,7 +275,7 @@ from aspire.scoring import sinkhorn
 from test_sinkhorn import block_problem
 cost, a, b = block_problem(torch.float64, shift=0.002)
 before = torch.get_num_threads()
-res = sinkhorn(cost, a, b, 0.05, tol=1e-10, max_iter=2000)
+res = sinkhorn(cost, a, b, 0.05, tol=1e-10, max_iter=2000, newton_after=20)
 print(before, torch.get_num_threads(), bool(res.converged.all()), int(res.n_iter.max()))
 """
     tests = os.path.dirname(os.path.abspath(__file__))

@@ -7,6 +7,7 @@ method). The two share every setting from `NEWTON`, the one place they are defin
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -63,6 +64,24 @@ def _tail_inputs(cost, a, b, F, G, eps, work):
     return cost.to(work) / eps, a, b, F, G
 
 
+@contextmanager
+def torch_thread_count():
+    """Compiled (numba) code inside runs on as many threads as torch has, and torch keeps its count after."""
+    import numba
+
+    threads = torch.get_num_threads()
+    numba_threads = numba.get_num_threads()
+    try:  # numba's count follows torch's for this call only, and is set back after it
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+        yield
+    finally:
+        # numba's OpenMP pool, launched on first use, sets the calling thread's OpenMP count to
+        # NUMBA_NUM_THREADS, which is torch's count too: give torch back the count it had
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        numba.set_num_threads(numba_threads)
+
+
 def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     """Levenberg-Marquardt Newton steps on the scaled potentials of the hard problems.
 
@@ -74,25 +93,14 @@ def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     """
     if cost.device.type != "cpu":
         return _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps)
-    import numba
-
     from aspire.scoring._newton_cpu import newton_tail
 
     Ce, a64, b64, F64, G64 = (x.detach().contiguous() for x in _tail_inputs(cost, a, b, F, G, eps, torch.float64))
-    threads = torch.get_num_threads()
-    numba_threads = numba.get_num_threads()
-    try:  # numba's count follows torch's for this call only, and is set back after it
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    with torch_thread_count():
         err, steps = newton_tail(Ce.numpy(), a64.numpy(), b64.numpy(), F64.numpy(), G64.numpy(),  # F64, G64 in place
                                  float(tol), int(min(max_steps, NEWTON.max_steps)), NEWTON.halvings,
                                  NEWTON.c_start, NEWTON.c_down, NEWTON.c_up, NEWTON.c_min, NEWTON.c_max,
                                  NEWTON.mu_floor)
-    finally:
-        # numba's OpenMP pool, launched on first use, sets the calling thread's OpenMP count to
-        # NUMBA_NUM_THREADS, which is torch's count too: give torch back the count it had
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
-        numba.set_num_threads(numba_threads)
     err, steps = torch.from_numpy(err), torch.from_numpy(steps)
     return F64.to(F.dtype), G64.to(G.dtype), err.to(F.dtype), steps, err <= tol
 

@@ -39,6 +39,13 @@ How it is solved (fast and stable for any eps and cost scale):
 5. The plan is rebuilt from the potentials in the log domain, `value = <C, P>`, and `err` is the
    L1 marginal error of that plan: `|P 1 - a|_1 + |P^T 1 - b|_1`.
 
+On a CPU without autograd's tape (no gradient, or grad="implicit"), steps 1-4 run per problem in compiled
+code (`aspire.scoring._sinkhorn_cpu`, numba; problems in parallel), where an iteration costs its arithmetic
+rather than the dispatch of batched operations over the still-active rows: the error is checked after every
+iteration there, the scalings absorbed only when they drift, and Newton starts later (`NEWTON_AFTER`). Other
+devices, and the taped iterations, run the batched tensor version; tests/test_sinkhorn_compiled.py checks the
+two give the same plans.
+
 Gradients: `grad="autograd"` differentiates through the iterations (memory grows with them);
 `grad="implicit"` runs the no-tape forward and differentiates the fixed point (P 1 = a,
 P^T 1 = b) with one batched pseudo-inverse solve (symmetric eigendecomposition of an M x M
@@ -55,10 +62,14 @@ import torch
 from torch import Tensor
 
 from aspire.scoring._implicit import _ImplicitPlan, _plan, _safe_log
-from aspire.scoring._newton import _newton_tail, _newton_tail_torch  # noqa: F401  (tests swap one for the other)
+from aspire.scoring._newton import _newton_tail, _newton_tail_torch, torch_thread_count  # noqa: F401  (tests swap the tails)
 from aspire.scoring.distance import _HALF
 
 GRAD_MODES = ("autograd", "implicit")
+# Sinkhorn iterations before the slow problems switch to Newton (`newton_after="auto"`), per path: batched tensor
+# operations (other devices, or a CPU under autograd's tape, where Newton is off) and compiled CPU iterations
+# (experiments/bench_sinkhorn.py: 100 was the fastest of 20, 100 and 300 on its three shapes)
+NEWTON_AFTER = {"batched": 20, "compiled": 100}
 
 
 class SinkhornConvergenceWarning(RuntimeWarning):
@@ -99,7 +110,7 @@ def sinkhorn(
     max_iter: int = 1000,
     check_every: int = 10,
     grad: str = "autograd",
-    newton_after: int | None = 20,
+    newton_after: int | None | str = "auto",
 ) -> SinkhornResult:
     """Entropy-regularised OT for a batch of problems (see the module docstring for the method).
 
@@ -118,15 +129,19 @@ def sinkhorn(
             the fixed point; no iterations stored). Ignored when no input requires a gradient.
         newton_after: problems not converged after this many iterations continue with damped
             Newton steps (one step counts as one iteration); None: Sinkhorn only. Used only when
-            the iterations are not taped for autograd (no-grad, or grad="implicit").
+            the iterations are not taped for autograd (no-grad, or grad="implicit"). "auto": the
+            `NEWTON_AFTER` of the path that runs the iterations (a Newton step costs about what a
+            batched iteration's dispatch costs, but as much as tens of compiled CPU iterations).
 
     Returns:
         A `SinkhornResult` with plan (B, N, M), value (B,), potentials f (B, N) and g (B, M),
         the marginal error err (B,), n_iter (B,) and converged (B,).
     """
     _check_inputs(cost, a, b, eps, tol, max_iter, check_every, grad)
-    if newton_after is not None and newton_after < 1:
-        raise ValueError(f"newton_after must be >= 1 or None, got {newton_after}")
+    if newton_after == "auto":
+        newton_after = NEWTON_AFTER["compiled" if cost.device.type == "cpu" else "batched"]
+    if newton_after is not None and (isinstance(newton_after, str) or newton_after < 1):
+        raise ValueError(f"newton_after must be >= 1, None or 'auto', got {newton_after!r}")
     if cost.dtype in _HALF:  # 8-11 bit mantissas cannot carry the iterations: solve in float32
         a32, b32 = a.float(), b.float()
         b32 = b32 * (a32.sum(1, keepdim=True) / b32.sum(1, keepdim=True))  # equal up to half rounding (checked)
@@ -253,6 +268,8 @@ def _log_ratio(x: Tensor, w: Tensor) -> Tensor:
 
 def _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after):
     """Potentials (f, g) (B, N), (B, M), iterations (B,) long and converged (B,) bool."""
+    if cost.device.type == "cpu" and not torch.is_grad_enabled():
+        return _solve_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after)
     B = cost.shape[0]
     device = cost.device
     Ce = cost / eps  # (B, N, M)
@@ -316,6 +333,47 @@ def _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after):
         active = active[~converged[active] & ~out_of_budget]
     F, G = _centre(F, G, a, b)
     return F * eps, G * eps, n_iter, converged
+
+
+def _solve_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after):
+    """`_solve` for CPU tensors without a tape: the same steps, each problem's Sinkhorn iterations in
+    compiled code (`aspire.scoring._sinkhorn_cpu`), then the Newton tail of the slow problems, then
+    Sinkhorn again for any problem Newton gave up on."""
+    from aspire.scoring._sinkhorn_cpu import sinkhorn_iterations
+
+    B = cost.shape[0]
+    log_limit = 0.25 * math.log(torch.finfo(cost.dtype).max)  # as in `_solve`: the input dtype's range
+    stop_tol = 0.9 * tol
+    Ce = (cost.detach().double() / eps).contiguous()  # (B, N, M)
+    a64, b64 = a.detach().double().contiguous(), b.detach().double().contiguous()
+    F, G = torch.zeros_like(a64), torch.zeros_like(b64)
+    n_iter = torch.zeros(B, dtype=torch.long)
+    log_mode = torch.zeros(B, dtype=torch.bool)
+    newton = newton_after is not None
+    until = torch.full((B,), min(newton_after, max_iter) if newton else max_iter, dtype=torch.long)
+    with torch_thread_count():
+        err = torch.from_numpy(sinkhorn_iterations(Ce.numpy(), a64.numpy(), b64.numpy(), F.numpy(), G.numpy(),
+                                                   n_iter.numpy(), log_mode.numpy(), until.numpy(), True,
+                                                   check_every, stop_tol, log_limit))
+    slow = ((err > stop_tol) & (n_iter < max_iter)).nonzero().flatten() if newton else n_iter[:0]
+    if slow.numel() > 0:  # the slow tail: Newton steps on the potentials
+        budget = int(max_iter - n_iter[slow].max())  # the slow problems are in lockstep: one budget
+        Fn, Gn, err_n, steps_n, ok_n = _newton_tail(cost[slow], a[slow], b[slow], F[slow].to(cost.dtype),
+                                                    G[slow].to(cost.dtype), eps, stop_tol, budget)
+        F[slow], G[slow], err[slow] = Fn.double(), Gn.double(), err_n.double()
+        n_iter[slow] += steps_n
+        back = slow[~ok_n & (n_iter[slow] < max_iter)]  # Newton gave up: Sinkhorn iterations to the end
+        if back.numel() > 0:
+            Fb, Gb, n_b, mode_b = F[back].contiguous(), G[back].contiguous(), n_iter[back], log_mode[back]
+            with torch_thread_count():
+                err_b = sinkhorn_iterations(Ce[back].numpy(), a64[back].numpy(), b64[back].numpy(), Fb.numpy(),
+                                            Gb.numpy(), n_b.numpy(), mode_b.numpy(),
+                                            torch.full_like(n_b, max_iter).numpy(), False, check_every, stop_tol,
+                                            log_limit)
+            F[back], G[back], n_iter[back], err[back] = Fb, Gb, n_b, torch.from_numpy(err_b)
+    converged = err <= stop_tol
+    F, G = _centre(F, G, a64, b64)  # in float64, then to the input's dtype
+    return (F * eps).to(cost.dtype), (G * eps).to(cost.dtype), n_iter, converged
 
 
 def _centre(F: Tensor, G: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
