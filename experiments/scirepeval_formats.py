@@ -45,23 +45,24 @@ def main() -> None:
                 entry["vs_base"] = compare_probe_results(path, base_path)
             table.setdefault(tag, {})[fmt] = entry
     write_json(args.out, {"base": args.base, "runs": runs, "table": table})
-    for tag, fmts in table.items():
-        cells = []
-        for fmt in FORMATS:
-            e = fmts[fmt]
-            for rep in ("abstract", "sentences"):
-                for m in METRICS[fmt]:
-                    if "missing" in e:
-                        cells.append("missing")
-                        continue
-                    v, (lo, hi) = e["representations"][rep]["metrics"][m], e["representations"][rep]["ci95"][m]
-                    cell = f"{v:.3f} [{lo:.3f}, {hi:.3f}]"
-                    if "vs_base" in e:
-                        t = e["vs_base"][f"{rep}/{m}"]
-                        cell += f" Δ {t['delta']:+.3f} (p {t['p_value']:.3f})"
-                    cells.append(cell)
-        print(tag, " | ".join(cells))
+    for rep in ("abstract", "sentences"):
+        heads = [f"{fmt} {m}" for fmt in FORMATS for m in METRICS[fmt]]
+        print(f"\n{rep}\n| model | " + " | ".join(heads) + " |\n|---|" + "---|" * len(heads))
+        for tag, fmts in table.items():
+            print(f"| {tag} | " + " | ".join(_cell(fmts[fmt], rep, m) for fmt in FORMATS for m in METRICS[fmt]) + " |")
 
+
+def _cell(entry: dict, rep: str, metric: str) -> str:
+    """`value [lo, hi]`, and the paired difference to the base with its p-value; "not run" when missing."""
+    if "missing" in entry:
+        return "not run"
+    r = entry["representations"][rep]
+    lo, hi = r["ci95"][metric]
+    cell = f"{r['metrics'][metric]:.3f} [{lo:.3f}, {hi:.3f}]"
+    if "vs_base" in entry:
+        t = entry["vs_base"][f"{rep}/{metric}"]
+        cell += f"; Δ {t['delta']:+.3f} (p {t['p_value']:.3f})"
+    return cell
 
 if __name__ == "__main__":
     main()
