@@ -476,11 +476,14 @@ def check_inputs(args) -> None:
 
 def _run(args) -> int:
     check_inputs(args)
+    clock = time.perf_counter()
     from aspire.search import Searcher, checked_search_config
 
+    clock = _took("imported torch, faiss and the search code", clock)  # where the seconds go: --log-level DEBUG
     set_threads(args.threads)
     overrides = normalize_overrides(args.overrides, section="search") + cross_overrides(args)
     searcher = Searcher.open(args.index, overrides)
+    clock = _took(f"opened the index ({searcher.index.n_papers} papers)", clock)
     checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
                           stages=args.stages, fuse=args.fuse)  # out-of-range arguments stop before any query
     if args.cross_encoder is not None:  # loaded (and its directory checked) before any query
@@ -490,9 +493,12 @@ def _run(args) -> int:
     maker = QueryMaker(searcher, args)
     if args.query_file is not None or (args.model is not None and args.interactive):
         maker.load_encoder()  # load it now: a wrong model name is reported before any query
+        clock = _took("loaded the model", clock)
     if args.interactive:
         return interactive(searcher, maker, args)
     queries = file_queries(maker, args)
+    clock = _took(f"made {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} (encoding any paper given as text)",
+                  clock)
     run: list[str] = []
     many = len(queries) > 1
     searcher.shortfalls = [] if many else None  # a batch says its short searches in one line at its end
@@ -503,11 +509,19 @@ def _run(args) -> int:
             print_hits(searcher, query, found, args, one_of_many=many)
         run += run_lines(query.qid, found[0], args.run_tag)
         progress.step()
+    clock = _took("searched", clock)
     for line in shortfall_summary(searcher.shortfalls or [], len(queries)):
         log.warning("%s", line)
     if args.run_out:
         write_run(args.run_out, run)
     return 0
+
+
+def _took(what: str, since: float) -> float:
+    """Log (DEBUG) how long `what` took since `since`; returns now."""
+    now = time.perf_counter()
+    log.debug("%s in %.2f s", what, now - since)
+    return now
 
 
 def cross_overrides(args) -> list[str]:

@@ -22,6 +22,7 @@ forward (`GroupedRows`) runs a batch's rows in length groups, without computing 
   per output channel with activations quantized per tensor at run time, but the feed-forward output
   projections fp32.
 
+OpenVINO's compiled model is cached too, under `$ASPIRE_CACHE/openvino/` (OpenVINO's own model cache).
 The exported graph (ONNX Runtime's, and OpenVINO's input) is cached under `$ASPIRE_CACHE/onnx/` (default `~/.cache/aspire/onnx/`), keyed by the
 exact encoder's fingerprint, the opset and the int8 recipe's name; it is written to a temporary file and
 renamed into place, so an interrupted export is never read back, and its size and SHA-256 are recorded beside
@@ -323,7 +324,10 @@ def openvino_compiled(path: Path, precision: str):
         raise ImportError("the openvino backend needs OpenVINO: pip install openvino (or aspire[openvino])") from err
     threads = torch.get_num_threads()
     core = openvino.Core()
-    compiled = core.compile_model(core.read_model(str(path)), "CPU", {
+    compiled = core.compile_model(str(path), "CPU", {
+        # the compiled model is cached on disk (keyed by OpenVINO on the graph, these settings and the CPU): a later
+        # process imports it instead of compiling again (the one-off `aspire search` and the demo's second model)
+        "CACHE_DIR": str(cache_root() / "openvino"),
         "INFERENCE_PRECISION_HINT": precision, "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": threads,
         "PERFORMANCE_HINT": "THROUGHPUT",
         # the plugin keeps kernels for every input shape it meets (default: 5,000 of them), and a corpus's length

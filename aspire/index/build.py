@@ -12,14 +12,27 @@ loadable) or cleans up before encoding anything.
 
 from __future__ import annotations
 
+import logging
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from aspire.config import apply_overrides
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import encode_corpus, read_corpus
 from aspire.index.disk import IndexFormatError, clear_leftovers, index_lock
 from aspire.index.store import SentenceIndex, describe_rejected, model_fingerprint
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def phase(what: str) -> Iterator[None]:
+    """Log `what` and its seconds on stderr when it ends (INFO; `--quiet` hides it): where a build's time goes."""
+    start = time.perf_counter()
+    yield
+    log.info("%s in %.1f s", what, time.perf_counter() - start)
 
 
 class IndexExistsError(FileExistsError):
@@ -58,11 +71,18 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
         if not papers:
             raise ValueError(f"nothing to index: all {len(unreadable)} records of {corpus} were rejected"
                              + describe_rejected(unreadable))
-        encoder = _loader(load_encoder)(model)
+        with phase(f"loaded model {model}"):
+            encoder = _loader(load_encoder)(model)
+        start = time.perf_counter()
         encoded = encode_corpus(encoder, papers, config.encode, progress=progress)
+        seconds = time.perf_counter() - start
+        log.info("encoded %d papers (%d sentence vectors) in %.1f s, %.1f papers/s", len(papers),
+                 len(encoded.vectors), seconds, len(papers) / max(seconds, 1e-9))
         encoded.rejected = unreadable + encoded.rejected
-        index = SentenceIndex.build(encoded, config, model_fingerprint(encoder), model)
-        return index, index.save(out)
+        with phase("built the faiss index"):
+            index = SentenceIndex.build(encoded, config, model_fingerprint(encoder), model)
+        with phase(f"saved {out}" + (" (BM25 index included)" if config.index.store_bm25 else "")):
+            return index, index.save(out)
 
 
 def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None, load_encoder: Callable | None = None,
