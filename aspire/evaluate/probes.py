@@ -156,15 +156,21 @@ def run_format(name: str, data_dir: str | Path, model: str, out: str | Path, cac
         raise ValueError("same-author takes no label file: its relevance comes from the author lists")
     t0 = time.perf_counter()
     papers, records = context or acl_index(data_dir)
+    if name == "same-author":  # the task's data (and a user's labels) are checked before the model loads
+        from aspire.benchmarks.same_author import RULE, load_same_author
+
+        pool, qrels = load_same_author(records, "test", split_file)
+    else:
+        from aspire.benchmarks.venue import RULE, load_venue_task, macro_f1
+        from aspire.benchmarks.year import kendall_tau, load_year_task, rmse
+
+        splits, labels = (load_venue_task if name == "venue" else load_year_task)(records, split_file, label_file)
     feats = features or Features(model, papers, cache_dir, batch_size, device, encoder_options)
     encoded_before = feats.seconds
     result: dict = {"format": name, "model": str(model), "encoder_fingerprint": feats.fingerprint(),
                     "encoder_options": dict(encoder_options or {}),
                     "split_file": str(split_file), "command": invocation(), "representations": {}}
     if name == "same-author":
-        from aspire.benchmarks.same_author import RULE, load_same_author
-
-        pool, qrels = load_same_author(records, "test", split_file)
         X = feats.of(pool)
         result.update(rule=RULE, pool=len(pool), n_queries=len(qrels),
                       relevant_per_query=float(np.mean([sum(j.values()) for j in qrels.values()])))
@@ -176,11 +182,6 @@ def run_format(name: str, data_dir: str | Path, model: str, out: str | Path, cac
                 rep_out["metrics"][m], rep_out["ci95"][m] = units.value(), list(units.bootstrap())
             result["representations"][rep] = rep_out
     else:
-        from aspire.benchmarks.venue import RULE, load_venue_task, macro_f1
-        from aspire.benchmarks.year import kendall_tau, load_year_task, rmse
-
-        load = load_venue_task if name == "venue" else load_year_task
-        splits, labels = load(records, split_file, label_file)
         X = {s: feats.of(ids) for s, ids in splits.items()}
         y = {s: np.array([labels[p] for p in ids]) for s, ids in splits.items()}
         result.update(sizes={s: len(ids) for s, ids in splits.items()}, label_file=label_file and str(label_file))
