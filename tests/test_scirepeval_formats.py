@@ -45,6 +45,18 @@ def test_the_formats_are_registered_with_a_suite_runner():
         assert BENCHMARKS[name].folder == "acl-anthology" and name in RUNNERS
 
 
+@pytest.mark.parametrize("name", FORMATS)
+def test_each_format_is_an_evaluate_command_with_help_and_examples(name, capsys):
+    from aspire.cli import main as aspire_main
+
+    with pytest.raises(SystemExit) as exc:
+        aspire_main(["evaluate", name, "--help"])
+    text = capsys.readouterr().out
+    assert exc.value.code == 0 and "--model" in text and "--out" in text
+    examples = text.split("examples:")[-1].splitlines()
+    assert sum(line.strip().startswith(f"aspire evaluate {name} ") for line in examples) >= 2
+
+
 def test_benchmark_modules_import_neither_torch_nor_sklearn():
     code = ("import sys, aspire.benchmarks.venue, aspire.benchmarks.year, aspire.benchmarks.same_author; "
             "print(sorted(m for m in ('torch', 'sklearn') if m in sys.modules))")

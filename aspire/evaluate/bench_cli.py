@@ -19,8 +19,11 @@
     python -m aspire.evaluate suite --model minilm --scorer ot --backend onnx --quantize int8 --out runs/suite-int8
     python -m aspire.evaluate suite --ensemble configs/ensemble_minilm.yaml --out runs/suite-ensemble
     python -m aspire.evaluate venue --model minilm --out runs/scirepeval/minilm/venue
+    python -m aspire.evaluate venue --model minilm --labels my_labels.jsonl --out runs/scirepeval/my-labels
+    python -m aspire.evaluate year --model minilm --out runs/scirepeval/minilm/year
     python -m aspire.evaluate year --model runs/my_model/best --out runs/scirepeval/mine/year --compare runs/scirepeval/minilm/year
     python -m aspire.evaluate same-author --model mpnet --out runs/scirepeval/mpnet/same-author
+    python -m aspire.evaluate same-author --model runs/codes/best --code [PRX] --out runs/scirepeval/codes/same-author
 """
 
 from __future__ import annotations
