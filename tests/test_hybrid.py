@@ -209,3 +209,73 @@ def test_adapter_export_loads_by_its_base_and_refuses_another_base(tiny_model_di
     with pytest.raises(ValueError, match="is not the base"):
         export_adapter(tmp_path / "trained", tmp_path / "wrong", str(other))
     assert not (tmp_path / "wrong").exists()
+
+
+# ---- the index stores whole vectors; search re-ranks with the hybrid ------------------------------------
+def _whole_corpus():
+    from aspire.index import EncodedCorpus
+    import numpy as np
+
+    vectors = np.array([[1, 0, 0, 0], [0, 0, 3, 0], [0, 0, 0, 3], [0, 1.2, 0, 0], [0, 0, 5, 5]], dtype=np.float32)
+    offsets = np.array([0, 2, 4, 5], dtype=np.int64)
+    whole = np.array([[0, 0, 1, 0], [1, 0.1, 0, 0], [0, 0, 0, 1]], dtype=np.float32)  # B's whole vector is the query's
+    return EncodedCorpus(vectors, offsets, ["A", "B", "C"], ["ta", "tb", "tc"], [["a0", "a1"], ["b0", "b1"], ["c0"]],
+                         whole=whole)
+
+
+def test_index_keeps_whole_vectors_through_save_load_add_and_shards(tmp_path):
+    import numpy as np
+
+    from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SentenceIndex
+    from aspire.index.stream import merge_streaming
+
+    corpus = _whole_corpus()
+    index = SentenceIndex.build(corpus.subset([0, 1]), IndexBuildConfig(index=IndexConfig(kind="flat")), "fp")
+    index.add(corpus.subset([2]), "fp")
+    np.testing.assert_array_equal(index.whole, corpus.whole)
+    index.save(tmp_path / "idx")
+    loaded = SentenceIndex.load(tmp_path / "idx", verify=True)
+    np.testing.assert_array_equal(np.asarray(loaded.whole), corpus.whole)
+    torch.testing.assert_close(loaded.gather([2, 0]).whole, torch.from_numpy(corpus.whole[[2, 0]]))
+    for i, part in enumerate((corpus.subset([0, 1]), corpus.subset([2]))):  # two shards, merged streaming
+        part.save_shard(tmp_path / "shards" / f"shard-{i:05d}-of-00002", {"model_fingerprint": "fp", "model_name": "m",
+                                                                          "shard": i, "num_shards": 2})
+    assert EncodedCorpus.load_shard(tmp_path / "shards" / "shard-00000-of-00002")[0].whole.shape == (2, 4)
+    merge_streaming(tmp_path / "shards", tmp_path / "merged", IndexBuildConfig(index=IndexConfig(kind="flat")))
+    np.testing.assert_array_equal(np.asarray(SentenceIndex.load(tmp_path / "merged").whole), corpus.whole)
+    old = EncodedCorpus(corpus.vectors, corpus.offsets, corpus.paper_ids, corpus.titles, corpus.sentences)
+    assert SentenceIndex.build(old, IndexBuildConfig(index=IndexConfig(kind="flat")), "fp").whole is None
+    with pytest.raises(ValueError, match="whole vectors"):
+        EncodedCorpus(corpus.vectors, corpus.offsets, corpus.paper_ids, corpus.titles, corpus.sentences,
+                      whole=corpus.whole[:2])
+
+
+def test_hybrid_rerank_ranks_by_both_cosines_and_shows_each_terms_share():
+    import numpy as np
+
+    from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SentenceIndex
+    from aspire.search import Searcher
+
+    corpus = _whole_corpus()
+    searcher = Searcher(SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), "fp"))
+    query = DocBatch.from_list([torch.tensor([[1.0, 0, 0, 0], [0, 0, 3, 0]])], ["q"], [["q0", "q1"]],
+                               torch.tensor([[1.0, 0.1, 0, 0]]))
+    single = searcher.search(query, k=3, rerank="none")
+    assert single[0].paper_id == "A"  # A holds both query sentences exactly
+    hybrid = searcher.search(query, k=3, rerank="hybrid", shortlist=3)
+    assert hybrid[0].paper_id == "B"  # B's whole vector is the query's
+    for hit in hybrid:
+        shares = {k: v for k, v in hit.stages.items() if k.startswith("hybrid/")}
+        assert set(shares) == {"hybrid/whole", "hybrid/facet"}
+        assert sum(shares.values()) == pytest.approx(hit.stages["hybrid"], abs=1e-5) == pytest.approx(hit.score, abs=1e-5)
+    # aspect selection moves the facet term: q1 alone is A's second sentence direction, and A's whole vector
+    only_q1 = {h.paper_id: h for h in searcher.search(query.select_sentences([[1]]), k=3, rerank="hybrid", shortlist=3)}
+    both = {h.paper_id: h for h in hybrid}
+    assert only_q1["A"].stages["hybrid/facet"] == pytest.approx(1.0, abs=1e-5)
+    assert both["A"].stages["hybrid/facet"] < 0.99
+    assert only_q1["A"].stages["hybrid/whole"] == pytest.approx(both["A"].stages["hybrid/whole"], abs=1e-6)
+    old = EncodedCorpus(corpus.vectors, corpus.offsets, corpus.paper_ids, corpus.titles, corpus.sentences)
+    without = Searcher(SentenceIndex.build(old, IndexBuildConfig(index=IndexConfig(kind="flat")), "fp"))
+    with pytest.raises(ValueError, match="rebuild it"):
+        without.search(query, k=1, rerank="hybrid", shortlist=3)
+    assert np.isfinite([h.score for h in hybrid]).all()

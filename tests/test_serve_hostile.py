@@ -189,7 +189,7 @@ def test_an_index_of_one_paper_answers_no_hits_with_every_ranking(one_paper_serv
 
 
 @pytest.mark.parametrize("extra, message", [
-    ({"rerank": "crossencoder"}, "unknown rerank 'crossencoder'; valid: 'none', 'minl2', 'ot', 'maxpassage'"),
+    ({"rerank": "crossencoder"}, "unknown rerank 'crossencoder'; valid: 'none', 'minl2', 'ot', 'maxpassage', 'hybrid'"),
     ({"rerank": "cross-encoder", "cross_encoder": True}, "unknown rerank 'cross-encoder'"),
     ({"cross_encoder": True}, "cross_encoder: this server holds no cross-encoder (start it with --cross-encoder DIR)"),
     ({"cross_encoder": "on"}, "cross_encoder must be true or false; got 'on'"),

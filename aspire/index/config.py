@@ -75,7 +75,7 @@ class EncodeConfig:
 
 # no re-rank, or a stage of aspire.retrieval.rerank.RERANK_STAGES: the names alone, so that the search options (and
 # `aspire search --help`) load no torch; tests/test_recipes.py checks they are the registry's
-RERANKERS = ("none", "minl2", "ot", "maxpassage")
+RERANKERS = ("none", "minl2", "ot", "maxpassage", "hybrid")
 STAGES = ("ann", "bm25", "ann,bm25")  # the first stages (aspire.retrieval.lexical.first_stage): dense, BM25, fused
 
 
@@ -88,7 +88,9 @@ class SearchConfig:
         scorer on the stored vectors; "ot" re-ranks it with the OT scorer (aspire.scoring);
         "maxpassage" by the best window of `passage_window` sentences, mixed with the first stage's
         score by weight `passage_beta` on the first stage (z-scores over the first stage's best
-        `passage_depth`, the only papers it scores; the rest keep the first stage's order below them).
+        `passage_depth`, the only papers it scores; the rest keep the first stage's order below them);
+        "hybrid" by the hybrid aspect score (whole-abstract cosine + the selected sentences' cosine to each
+        paper's whole vector; needs an index that stores whole vectors).
     stages: the first stage: "ann" (the sentence index, single match), "bm25" (lexical, over each
         paper's title and sentences, the query's selected sentences as text) or "ann,bm25" (both,
         fused by `fuse`: `z:ALPHA` / `minmax:ALPHA`, weight ALPHA on ANN, or `rrf[:K]`).

@@ -43,6 +43,8 @@ class EncodedCorpus:
         rejected: records that were not encoded, each `{"paper_id", "reason", ...}`.
         labels: per paper, its sentences' facet labels (`Paper.labels`, one a sentence) or None;
             an empty list (the default) means no paper has labels.
+        whole: (P, D) each paper's whole-abstract vector from the same encoder pass (`DocBatch.whole`), or None
+            (a corpus encoded before the one-pass encoding).
     """
 
     vectors: np.ndarray
@@ -52,9 +54,12 @@ class EncodedCorpus:
     sentences: list[list[str]]
     rejected: list[dict] = field(default_factory=list)
     labels: list[list[str] | None] = field(default_factory=list)
+    whole: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         P = len(self.paper_ids)
+        if self.whole is not None and self.whole.shape != (P, self.vectors.shape[1]):
+            raise ValueError(f"whole vectors {self.whole.shape} do not match {P} papers of dimension {self.vectors.shape[1]}")
         self.labels = list(self.labels) or [None] * P
         if self.vectors.ndim != 2:
             raise ValueError(f"vectors must be (N, D), got shape {self.vectors.shape}")
@@ -95,7 +100,8 @@ class EncodedCorpus:
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         sentences = [list(s[:n]) for s, n in zip(batch.sentences, lengths.tolist())]
         cut = [None if lab is None else list(lab[:n]) for lab, n in zip(labels, lengths.tolist())]
-        return cls(vectors, offsets, list(batch.paper_ids), list(titles), sentences, labels=cut)
+        whole = None if batch.whole is None else batch.whole.detach().float().cpu().numpy()
+        return cls(vectors, offsets, list(batch.paper_ids), list(titles), sentences, labels=cut, whole=whole)
 
     @classmethod
     def concat(cls, parts: Sequence["EncodedCorpus"]) -> "EncodedCorpus":
@@ -122,6 +128,7 @@ class EncodedCorpus:
         if not keep_parts:
             return cls.empty(dim, rejected)
         vectors = np.concatenate([p.vectors for p in keep_parts])
+        whole = np.concatenate([p.whole for p in keep_parts]) if all(p.whole is not None for p in keep_parts) else None
         counts = np.concatenate([np.diff(p.offsets) for p in keep_parts])
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return cls(
@@ -132,6 +139,7 @@ class EncodedCorpus:
             [x for p in keep_parts for x in p.sentences],
             rejected,
             [x for p in keep_parts for x in p.labels],
+            whole,
         )
 
     def subset(self, papers: Sequence[int]) -> "EncodedCorpus":
@@ -149,6 +157,7 @@ class EncodedCorpus:
             [self.sentences[i] for i in idx.tolist()],
             list(self.rejected),
             [self.labels[i] for i in idx.tolist()],
+            None if self.whole is None else self.whole[idx],
         )
 
     # ---- shard files ----------------------------------------------------------------------------
@@ -159,6 +168,8 @@ class EncodedCorpus:
         tmp.mkdir(parents=True)
         np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
         np.save(tmp / "offsets.npy", self.offsets)
+        if self.whole is not None:
+            np.save(tmp / "whole.npy", np.ascontiguousarray(self.whole, dtype=np.float32))
         write_index_papers(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
         write_jsonl(tmp / "rejected.jsonl", self.rejected)
         info = {"shard_format_version": SHARD_FORMAT_VERSION, "n_papers": len(self),
@@ -175,8 +186,9 @@ class EncodedCorpus:
         path = Path(path)
         meta = read_shard_meta(path)
         ids, titles, sentences, labels = read_index_papers(path / "papers.jsonl")
+        whole = np.load(path / "whole.npy") if (path / "whole.npy").is_file() else None
         corpus = cls(np.load(path / "vectors.npy"), np.load(path / "offsets.npy"), ids, titles, sentences,
-                     read_jsonl(path / "rejected.jsonl"), labels)
+                     read_jsonl(path / "rejected.jsonl"), labels, whole)
         return corpus, meta
 
 
@@ -214,8 +226,10 @@ def gather_docbatch(
     sentences: Sequence[Sequence[str]] = (),
     device: torch.device | str | None = None,
     dtype: torch.dtype = torch.float32,
+    whole: np.ndarray | None = None,
 ) -> DocBatch:
-    """The papers at `papers (C,)` as a padded DocBatch `(C, S, D)`, S = their longest abstract.
+    """The papers at `papers (C,)` as a padded DocBatch `(C, S, D)`, S = their longest abstract, with their
+    rows of `whole (P, D)` (the whole-abstract vectors) when given.
 
     `vectors (N, D)` may be a memory map; only the needed rows are read (asked for all at once:
     `prefetch_rows`).
@@ -232,7 +246,8 @@ def gather_docbatch(
     emb = torch.zeros(len(papers), S, vectors.shape[1], dtype=dtype)  # (C, S, D), padding stays zero
     emb[mask_t] = torch.from_numpy(np.asarray(vectors[rows])).to(dtype)  # one gather of (n, D)
     emb, mask_t = emb.to(device), mask_t.to(device)
-    return DocBatch(emb, mask_t, list(paper_ids), [list(s) for s in sentences])
+    whole_t = None if whole is None else torch.from_numpy(np.asarray(whole[papers])).to(device=device, dtype=dtype)
+    return DocBatch(emb, mask_t, list(paper_ids), [list(s) for s in sentences], whole_t)
 
 
 def prefetch_rows(vectors: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
@@ -321,9 +336,9 @@ def _encoded_part(encoder, chunk: list[Paper], config: EncodeConfig, rejected: l
     if len(batch) != len(chunk):
         raise ValueError(f"encoder returned {len(batch)} papers for {len(chunk)}")
     if not batch.paper_ids:
-        batch = DocBatch(batch.emb, batch.mask, [p.paper_id for p in chunk], batch.sentences)
+        batch = DocBatch(batch.emb, batch.mask, [p.paper_id for p in chunk], batch.sentences, batch.whole)
     if not batch.sentences:
-        batch = DocBatch(batch.emb, batch.mask, batch.paper_ids, [p.sentences for p in chunk])
+        batch = DocBatch(batch.emb, batch.mask, batch.paper_ids, [p.sentences for p in chunk], batch.whole)
     counts = batch.lengths.tolist()
     empty = [i for i, n in enumerate(counts) if n == 0]
     rejected += [{"paper_id": chunk[i].paper_id, "reason": "encoder produced no sentence vectors"}

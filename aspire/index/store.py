@@ -64,6 +64,7 @@ from aspire.storage import check_free_space, on_disk_full
 FORMAT_VERSION = 1
 _FILES = ("config.yaml", "sentences.faiss", "vectors.npy", "offsets.npy", "papers.jsonl", "rejected.jsonl")
 BM25_FILES = tuple(LEXICAL_FILES.values())
+WHOLE_FILE = "whole.npy"  # (P, D) whole-abstract vectors; absent from an index built before the one-pass encoding
 
 
 class ModelMismatchError(ValueError):
@@ -84,11 +85,13 @@ class SentenceIndex:
         config: the resolved build config; kind: the faiss structure actually built.
         model_fingerprint, model_name: the encoder that produced the vectors.
         bm25: the BM25 index over the papers (`BM25Index`, ids = positions), or None until saved or loaded.
+        whole: (P, D) the papers' whole-abstract vectors from the encoder's pass (`whole.npy`), or None for an
+            index built before the one-pass encoding (the hybrid re-ranker needs them).
     """
 
     def __init__(self, faiss_index, vectors, offsets, paper_ids, titles, sentences, rejected,
                  config: IndexBuildConfig, kind: str, model_fingerprint: str, model_name: str,
-                 labels: Sequence[list[str] | None] = (), bm25=None) -> None:
+                 labels: Sequence[list[str] | None] = (), bm25=None, whole: np.ndarray | None = None) -> None:
         self.faiss_index = faiss_index
         self.vectors = vectors
         self.offsets = np.asarray(offsets, dtype=np.int64)
@@ -102,6 +105,7 @@ class SentenceIndex:
         self.model_fingerprint = model_fingerprint
         self.model_name = model_name
         self.bm25 = bm25
+        self.whole = whole
         self._positions: dict[str, int] | None = None
         self._row_papers: np.ndarray | None = None
         self._squared_norms: np.ndarray | None = None
@@ -110,6 +114,8 @@ class SentenceIndex:
                 f"inconsistent index: faiss holds {faiss_index.ntotal} vectors, vectors.npy "
                 f"{len(vectors)}, offsets end at {self.offsets[-1]}"
             )
+        if whole is not None and len(whole) != len(self.paper_ids):
+            raise IndexFormatError(f"inconsistent index: whole.npy holds {len(whole)} vectors for {len(self.paper_ids)} papers")
 
     # ---- construction -----------------------------------------------------------------------------
     @classmethod
@@ -121,8 +127,9 @@ class SentenceIndex:
                              + describe_rejected(corpus.rejected))
         faiss_index, kind = build_faiss(corpus.vectors, config.index)
         vectors = np.ascontiguousarray(corpus.vectors, dtype=config.index.vector_dtype)
+        whole = None if corpus.whole is None else np.ascontiguousarray(corpus.whole, dtype=config.index.vector_dtype)
         return cls(faiss_index, vectors, corpus.offsets, corpus.paper_ids, corpus.titles, corpus.sentences,
-                   corpus.rejected, config, kind, model_fingerprint, model_name, corpus.labels)
+                   corpus.rejected, config, kind, model_fingerprint, model_name, corpus.labels, whole=whole)
 
     def add(self, corpus: EncodedCorpus, model_fingerprint: str) -> "SentenceIndex":
         """Add newly encoded papers (in place); ids already indexed go to `rejected`.
@@ -142,6 +149,8 @@ class SentenceIndex:
         new = corpus.subset(keep)
         self.faiss_index.add(np.ascontiguousarray(new.vectors, dtype=np.float32))
         self.vectors = np.concatenate([np.asarray(self.vectors), new.vectors.astype(self.vectors.dtype)])
+        self.whole = (None if self.whole is None or new.whole is None  # an index keeps whole vectors only for all
+                      else np.concatenate([np.asarray(self.whole), new.whole.astype(self.whole.dtype)]))
         self.offsets = np.concatenate([self.offsets, self.offsets[-1] + new.offsets[1:]])
         self.paper_ids += new.paper_ids
         self.titles += new.titles
@@ -212,7 +221,7 @@ class SentenceIndex:
         papers = np.asarray(papers, dtype=np.int64)
         sentences = [self.sentences[i] for i in papers.tolist()] if texts else ()
         return gather_docbatch(self.vectors, self.offsets, papers, [self.paper_ids[i] for i in papers.tolist()],
-                               sentences, device=device, dtype=dtype)
+                               sentences, device=device, dtype=dtype, whole=self.whole)
 
     def gather_rows(self, papers: Sequence[int] | np.ndarray, device=None,
                     dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
@@ -272,6 +281,8 @@ class SentenceIndex:
         faiss.write_index(self.faiss_index, str(path / "sentences.faiss"))
         np.save(path / "vectors.npy", np.asarray(self.vectors))
         np.save(path / "offsets.npy", self.offsets)
+        if self.whole is not None:
+            np.save(path / WHOLE_FILE, np.asarray(self.whole))
         write_index_papers(path / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
         write_jsonl(path / "rejected.jsonl", self.rejected)
         search = self.config.search
@@ -283,7 +294,8 @@ class SentenceIndex:
         write_manifest(path, self.config, manifest_fields(self.faiss_index, self.kind, self.model_name,
                                                           self.model_fingerprint, self.dim, self.n_papers,
                                                           self.n_sentences, len(self.rejected),
-                                                          np.asarray(self.vectors[:0]).dtype), bm25)
+                                                          np.asarray(self.vectors[:0]).dtype), bm25,
+                       (WHOLE_FILE,) if self.whole is not None else ())
 
     @staticmethod
     def read_manifest(root: str | Path, verify: bool = False) -> dict:
@@ -305,7 +317,8 @@ class SentenceIndex:
                 f"{manifest.get('aspire_version')}); this aspire {__version__} reads version "
                 f"{FORMAT_VERSION}. Rebuild the index."
             )
-        check_files(gen, manifest, _FILES + (BM25_FILES if "bm25" in manifest else ()), full=verify)
+        whole = (WHOLE_FILE,) if WHOLE_FILE in (manifest.get("files") or {}) else ()
+        check_files(gen, manifest, _FILES + whole + (BM25_FILES if "bm25" in manifest else ()), full=verify)
         manifest["path"] = str(gen)
         return manifest
 
@@ -341,6 +354,7 @@ class SentenceIndex:
             np.load(gen / "offsets.npy"),
             ids, titles, sentences, read_jsonl(gen / "rejected.jsonl"),
             config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"], labels, bm25,
+            np.load(gen / WHOLE_FILE, mmap_mode="r" if mmap else None) if WHOLE_FILE in manifest["files"] else None,
         )
 
 
@@ -393,12 +407,13 @@ def manifest_fields(faiss_index, kind: str, model_name: str, fingerprint: str, d
             "n_sentences": int(n_sentences), "n_rejected": int(n_rejected), "vector_dtype": str(np.dtype(vector_dtype))}
 
 
-def write_manifest(path: Path, config: IndexBuildConfig, fields: dict, bm25: BM25Index | None) -> None:
-    """Finish a generation whose `_FILES` other than config.yaml are written: write its config and
-    `bm25`'s files (None: no BM25 stored), flush every file to disk, then the manifest (last, atomically)
-    with each file's size and SHA-256."""
+def write_manifest(path: Path, config: IndexBuildConfig, fields: dict, bm25: BM25Index | None,
+                   extra: tuple[str, ...] = ()) -> None:
+    """Finish a generation whose `_FILES` other than config.yaml (and the `extra` files written beside them)
+    are written: write its config and `bm25`'s files (None: no BM25 stored), flush every file to disk, then the
+    manifest (last, atomically) with each file's size and SHA-256."""
     save_config(config, path / "config.yaml")
-    files = _FILES + (tuple(bm25.save(path)) if bm25 is not None else ())
+    files = _FILES + tuple(extra) + (tuple(bm25.save(path)) if bm25 is not None else ())
     for name in files:
         _fsync(path / name)
     manifest = {"format_version": FORMAT_VERSION, "aspire_version": __version__, **fields,

@@ -41,6 +41,7 @@ from aspire.index.corpus import index_paper_records, paper_rows, read_shard_meta
 from aspire.index.disk import index_lock
 from aspire.index.lexical import papers_bm25
 from aspire.index.store import (
+    WHOLE_FILE,
     begin_generation,
     describe_rejected,
     manifest_fields,
@@ -157,6 +158,7 @@ def _fill_generation(root: Path, tmp: Path, plans: list[ShardPlan], meta: dict, 
         log.info("trained the %s index on %d of %d vectors in %.0f s", kind, n if rows is None else len(rows),
                  n, time.perf_counter() - t0)
     offsets = _add_shards(plans, index, tmp, config, n, dim)
+    extra = _merge_whole(plans, tmp, n_papers, dim, config.index.vector_dtype)
     faiss.write_index(index, str(tmp / "sentences.faiss"))
     np.save(tmp / "offsets.npy", offsets)
     write_jsonl(tmp / "rejected.jsonl", rejected)
@@ -165,8 +167,25 @@ def _fill_generation(root: Path, tmp: Path, plans: list[ShardPlan], meta: dict, 
         _, titles, sentences, _ = read_index_papers(tmp / "papers.jsonl", texts="disk")
         bm25 = papers_bm25(titles, sentences, config.search.bm25_k1, config.search.bm25_b)
     write_manifest(tmp, config, manifest_fields(index, kind, meta["model_name"], meta["model_fingerprint"], dim,
-                                                n_papers, n, len(rejected), config.index.vector_dtype), bm25)
+                                                n_papers, n, len(rejected), config.index.vector_dtype), bm25, extra)
     return publish_generation(root, tmp)
+
+
+def _merge_whole(plans: list[ShardPlan], gen: Path, n_papers: int, dim: int, dtype) -> tuple[str, ...]:
+    """The kept papers' whole-abstract vectors of every shard, in order, written to `gen/whole.npy` a shard at a
+    time; nothing when a shard has none (encoded before the one-pass encoding) -> the extra files written."""
+    if not all((p.path / WHOLE_FILE).is_file() for p in plans if p.keep.any()):
+        return ()
+    out = np.lib.format.open_memmap(gen / WHOLE_FILE, mode="w+", dtype=np.dtype(dtype), shape=(n_papers, dim))
+    row = 0
+    for plan in plans:
+        if plan.keep.any():
+            kept = np.load(plan.path / WHOLE_FILE, mmap_mode="r")[plan.keep]
+            out[row : row + len(kept)] = kept
+            row += len(kept)
+    out.flush()
+    del out
+    return (WHOLE_FILE,)
 
 
 def _add_shards(plans: list[ShardPlan], index: faiss.Index, gen: Path, config: IndexBuildConfig, n: int,

@@ -17,6 +17,10 @@ the hits without solving them again:
                 follows in the first stage's order, each scored as if its passage were the worst scored one
                 (β·z(first stage) + (1 - β)·min z(max passage), z by the scored papers' mean and spread: a
                 bound below every scored paper), with no maxpassage score of its own
+    hybrid      the hybrid aspect score (`aspire.scoring.scorers.HybridScorer`, default weights: whole + facet):
+                the cosine of the query's and each paper's whole-abstract vectors (stored in the index beside the
+                sentence vectors) plus the cosine of the query's selected sentences (their mean) and the paper's
+                whole vector; each hit shows both terms' shares of its score
 
 A further vector re-ranker is one more function here and one more name in
 `aspire.index.config.RERANKERS`. `rerank` returns the k best positions, their final scores, per paper
@@ -92,8 +96,22 @@ def _passage_mix(searcher, query, papers: np.ndarray, first: np.ndarray, cfg) ->
     return beta * z_first + (1 - beta) * np.concatenate([z_own, floor]), own
 
 
+def _hybrid_stage(searcher, query, papers: np.ndarray, cfg) -> tuple[np.ndarray, None]:
+    if searcher.index.whole is None:
+        raise ValueError("re-ranker 'hybrid' needs the papers' whole-abstract vectors, which this index (built before "
+                         "the one-pass encoding) does not store: rebuild it with `aspire index build`")
+    return _scorer_stage("hybrid")(searcher, query, papers, cfg)
+
+
+def hybrid_shares(searcher, query, papers: np.ndarray, cfg) -> list[dict[str, float]]:
+    """Each paper's hybrid terms' shares of its score (they add up to it), for the hits shown."""
+    pool = searcher.index.gather(papers, device=query.device, dtype=query.emb.dtype, texts=False)
+    shares = searcher.scorer("hybrid", cfg).dist_details(query, pool).shares  # term -> (1, P)
+    return [{f"hybrid/{t}": float(v[0, i]) for t, v in shares.items()} for i in range(len(papers))]
+
+
 RERANK_STAGES: dict[str, Callable] = {"minl2": _scorer_stage("minl2"), "ot": _ot_stage,
-                                      "maxpassage": _scorer_stage("maxpassage")}
+                                      "maxpassage": _scorer_stage("maxpassage"), "hybrid": _hybrid_stage}
 
 
 def rerank(searcher, query, papers: np.ndarray, first_scores: np.ndarray, cfg) -> tuple[
@@ -111,4 +129,6 @@ def rerank(searcher, query, papers: np.ndarray, first_scores: np.ndarray, cfg) -
         final = own
     top = np.argsort(-final, kind="stable")[: min(cfg.k, len(papers))]
     stage_scores = [{cfg.rerank: float(own[i])} if i < len(own) else {} for i in top]
+    if cfg.rerank == "hybrid":  # each term's share beside the score
+        stage_scores = [{**s, **shares} for s, shares in zip(stage_scores, hybrid_shares(searcher, query, papers[top], cfg))]
     return papers[top], final[top], stage_scores, None if alignment is None else alignment(top)

@@ -22,6 +22,12 @@ const MODES = {  // each re-ranker's one explanation, shown beside the controls 
     help: "Best passage: a paper scores by its best run of consecutive sentences, compared with the mean of " +
       "your selected sentences and mixed with the first stage's score (both shown under each hit).",
   },
+  hybrid: {
+    name: "aspect hybrid",
+    help: "Aspect hybrid: the whole abstract's vector compared with each hit's, plus your selected sentences " +
+      "(their mean) compared with the hit's whole abstract; the score is the sum, and each hit shows both " +
+      "terms' shares of it. Selecting sentences moves the second term only.",
+  },
   none: {
     name: "first stage only",
     help: "No re-ranking: papers in the first stage's order (the fastest). Each tag shows one of your " +
@@ -45,6 +51,9 @@ const STAGES = {  // a hit's stage scores: short name, what the number is
   minl2: ["min L2", "single match: minus the distance of the closest pair of sentences"],
   ot: ["OT", "multi match: minus the weighted average distance of the matched sentences"],
   maxpassage: ["passage", "best passage, mixed with the first stage's score"],
+  hybrid: ["hybrid", "the aspect hybrid's score: the sum of the two shares beside it"],
+  "hybrid/whole": ["whole", "its share of the hybrid score: the whole abstracts' cosine"],
+  "hybrid/facet": ["aspect", "its share of the hybrid score: your selected sentences against the whole abstract"],
   crossencoder: ["cross-encoder", "the cross-encoder's score of this paper"],
 };
 const FACETS = ["background", "method", "result"];
