@@ -279,3 +279,26 @@ def test_hybrid_rerank_ranks_by_both_cosines_and_shows_each_terms_share():
     with pytest.raises(ValueError, match="rebuild it"):
         without.search(query, k=1, rerank="hybrid", shortlist=3)
     assert np.isfinite([h.score for h in hybrid]).all()
+
+
+def test_whole_vector_first_stage_is_exact_cosine_and_leaves_the_query_out():
+    import numpy as np
+
+    from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SentenceIndex
+    from aspire.search import Searcher
+
+    corpus = _whole_corpus()
+    searcher = Searcher(SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), "fp"))
+    query = DocBatch.from_list([torch.tensor([[1.0, 0, 0, 0]])], ["A"], [["q0"]], torch.tensor([[0.0, 0, 2, 0.1]]))
+    hits = searcher.search(query, k=3, stages="whole", exclude=[])
+    w = corpus.whole / np.linalg.norm(corpus.whole, axis=1, keepdims=True)
+    expected = w @ (np.array([0, 0, 2, 0.1]) / np.linalg.norm([0, 0, 2, 0.1]))
+    assert [h.paper_id for h in hits] == [corpus.paper_ids[i] for i in np.argsort(-expected)]
+    np.testing.assert_allclose([h.stages["whole"] for h in hits], np.sort(expected)[::-1], rtol=1e-5)
+    assert "A" not in [h.paper_id for h in searcher.search(query, k=3, stages="whole")]  # the query's own id
+    reranked = searcher.search(query, k=2, stages="whole", rerank="hybrid", shortlist=3, exclude=[])
+    assert len(reranked) == 2 and "hybrid/facet" in reranked[0].stages
+    old = EncodedCorpus(corpus.vectors, corpus.offsets, corpus.paper_ids, corpus.titles, corpus.sentences)
+    with pytest.raises(ValueError, match="rebuild it"):
+        Searcher(SentenceIndex.build(old, IndexBuildConfig(index=IndexConfig(kind="flat")), "fp")).search(
+            query, k=1, stages="whole")

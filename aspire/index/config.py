@@ -76,7 +76,7 @@ class EncodeConfig:
 # no re-rank, or a stage of aspire.retrieval.rerank.RERANK_STAGES: the names alone, so that the search options (and
 # `aspire search --help`) load no torch; tests/test_recipes.py checks they are the registry's
 RERANKERS = ("none", "minl2", "ot", "maxpassage", "hybrid")
-STAGES = ("ann", "bm25", "ann,bm25")  # the first stages (aspire.retrieval.lexical.first_stage): dense, BM25, fused
+STAGES = ("ann", "bm25", "ann,bm25", "whole")  # first stages (aspire.retrieval.lexical.first_stage): dense, BM25, fused, whole vector
 
 
 @dataclass
@@ -93,7 +93,8 @@ class SearchConfig:
         paper's whole vector; needs an index that stores whole vectors).
     stages: the first stage: "ann" (the sentence index, single match), "bm25" (lexical, over each
         paper's title and sentences, the query's selected sentences as text) or "ann,bm25" (both,
-        fused by `fuse`: `z:ALPHA` / `minmax:ALPHA`, weight ALPHA on ANN, or `rrf[:K]`).
+        fused by `fuse`: `z:ALPHA` / `minmax:ALPHA`, weight ALPHA on ANN, or `rrf[:K]`) or "whole" (the
+        cosine of the query's and each paper's whole-abstract vectors, exact; needs an index storing them).
     sentence_k: neighbours fetched per selected query sentence; 0 picks
         max(`sentence_k_min`, `sentence_k_factor` x (`shortlist` when re-ranking, else `k`)).
         A paper is found when one of its sentences is among some selected query sentence's

@@ -53,8 +53,33 @@ class LexicalStage:
         return top, scores[top]
 
 
+def whole_stage(searcher, query, limit: int, exclude: Sequence[str]) -> dict[str, float]:
+    """The `limit` papers whose whole-abstract vectors are nearest the query's by cosine (exact, over every
+    paper: one product of the query vector with the stored (P, D) whole vectors) -> {paper id: cosine}."""
+    index = searcher.index
+    if index.whole is None:
+        raise ValueError("first stage 'whole' needs the papers' whole-abstract vectors, which this index (built "
+                         "before the one-pass encoding) does not store: rebuild it with `aspire index build`")
+    if query.whole is None:
+        raise ValueError("first stage 'whole' needs the query's whole-abstract vector (encode it with the contextual "
+                         "encoder, whose pass returns it)")
+    q = query.whole[0].detach().float().cpu().numpy()
+    q = q / max(float(np.linalg.norm(q)), 1e-12)
+    drop = {index.positions[pid] for pid in exclude if pid in index.positions}
+    sims = np.empty(index.n_papers, dtype=np.float32)
+    for start in range(0, index.n_papers, 65536):  # a memory map is read a block at a time
+        block = np.asarray(index.whole[start : start + 65536], dtype=np.float32)
+        sims[start : start + len(block)] = block @ q / np.maximum(np.linalg.norm(block, axis=1), 1e-12)
+    if drop:
+        sims[list(drop)] = -np.inf
+    n = min(limit, index.n_papers - len(drop))
+    top = np.argpartition(-sims, n - 1)[:n] if n < index.n_papers else np.arange(index.n_papers)
+    top = top[np.argsort(-sims[top], kind="stable")][:n]
+    return {index.paper_ids[p]: float(sims[p]) for p in top.tolist()}
+
+
 def first_stage(searcher, query, cfg, exclude: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict]:
-    """A `Searcher`'s first stage: ANN, BM25 or both fused (`cfg.stages`, `cfg.fuse`) -> (paper
+    """A `Searcher`'s first stage: ANN, BM25, both fused, or the whole-abstract vectors (`cfg.stages`, `cfg.fuse`) -> (paper
     positions, scores, per-paper stage scores), best first, `shortlist` papers when re-ranking, else `k`."""
     stages = cfg.stages.split(",")
     limit = cfg.shortlist if cfg.rerank != "none" else cfg.k
@@ -62,6 +87,8 @@ def first_stage(searcher, query, cfg, exclude: Sequence[str]) -> tuple[np.ndarra
     if "ann" in stages:
         candidates = searcher.retrieve(query, cfg, exclude)
         lists.append({searcher.index.paper_ids[p]: -float(d) for p, d in zip(candidates.papers, candidates.dist)})
+    if "whole" in stages:
+        lists.append(whole_stage(searcher, query, limit, exclude))
     if "bm25" in stages:
         text = selected_text(query)
         drop = [searcher.index.positions[pid] for pid in exclude if pid in searcher.index.positions]

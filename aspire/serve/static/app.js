@@ -43,11 +43,13 @@ const PIPELINES = {  // first stages: what finds the shortlist
   ann: "dense (sentence vectors)",
   bm25: "lexical (BM25 over your selected sentences' words)",
   "ann,bm25": "fused (dense + lexical)",
+  whole: "whole abstract (one vector a paper)",
 };
 const STAGES = {  // a hit's stage scores: short name, what the number is
   ann: ["dense", "dense first stage: minus the distance of the closest pair of sentences"],
   bm25: ["BM25", "lexical first stage: BM25 score of your selected sentences' words"],
   fused: ["fused", "the fusion of the dense and lexical first stages"],
+  whole: ["whole", "whole-abstract first stage: the cosine of the abstracts' vectors"],
   minl2: ["min L2", "single match: minus the distance of the closest pair of sentences"],
   ot: ["OT", "multi match: minus the weighted average distance of the matched sentences"],
   maxpassage: ["passage", "best passage, mixed with the first stage's score"],
@@ -132,7 +134,7 @@ async function loadInfo() {
   $("index-info").textContent = `${info.n_papers} papers · ${info.n_sentences} sentences · model ${info.model}` +
     (info.labelled_papers ? ` · ${info.labelled_papers} with facet labels` : "");
   setChoices($("rerank"), info.rerankers, (v) => (v === "none" ? "off (first stage only)" : (MODES[v] || {}).name));
-  setChoices($("stages"), info.pipelines, (v) => ({ ann: "dense", bm25: "lexical (BM25)", "ann,bm25": "fused" })[v]);
+  setChoices($("stages"), info.pipelines, (v) => ({ ann: "dense", bm25: "lexical (BM25)", "ann,bm25": "fused", whole: "whole abstract" })[v]);
   if (!$("rerank").dataset.touched) $("rerank").value = info.rerank;
   if (!$("stages").dataset.touched) $("stages").value = info.stages;
   $("shortlist").max = info.max_shortlist;
