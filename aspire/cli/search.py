@@ -57,7 +57,7 @@ from aspire.cliutil import (
 )
 from aspire.data.facets import FACET_CODE_CHOICES, selection_facet
 from aspire.data.papers import Paper, paper_from_record, read_papers
-from aspire.index.config import RERANKERS
+from aspire.index.config import RERANKERS, STAGES
 from aspire.io import write_text
 
 if TYPE_CHECKING:
@@ -104,9 +104,9 @@ def build_parser(prog: str):
                              "the papers' labels (background, method, result, or a stored label), e.g. 0,2 or "
                              "method (default: all sentences)")
     parser.add_argument("--k", type=positive_int, help="papers to return per query (default: the index's search.k)")
-    parser.add_argument("--stages", choices=("ann", "bm25", "ann,bm25"),
-                        help="first stage: the sentence index (ann), BM25 over titles and sentences, or both fused "
-                             "(default: the index's search.stages)")
+    parser.add_argument("--stages", choices=STAGES,
+                        help="first stage: the sentence index (ann), BM25 over titles and sentences, both fused, or the "
+                             "whole-abstract vectors (whole) (default: the index's search.stages)")
     parser.add_argument("--fuse", help="with --stages ann,bm25: z:ALPHA or minmax:ALPHA (weight on ann) or rrf[:K] "
                                        "(default: the index's search.fuse, z:0.815)")
     parser.add_argument("--rerank", choices=RERANKERS, help=RERANK_HELP)

@@ -91,7 +91,7 @@ class PaperQuery(BaseModel):
 class SearchBody(BaseModel):
     """`POST /api/search`: rank papers by the selected sentences of an indexed paper.
 
-    `k`, `stages` (the first stage: dense "ann", lexical "bm25" or fused "ann,bm25"), `rerank`,
+    `k`, `stages` (the first stage: dense "ann", lexical "bm25", fused "ann,bm25" or "whole"), `rerank`,
     `shortlist` and `tau` (the OT temperature) default to the server's search config. `cross_encoder`
     (true / false, default false) adds the cross-encoder stage last; the server must hold one.
     """
