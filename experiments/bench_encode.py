@@ -5,7 +5,8 @@ machine noise hits both alike; the result is reported as a ratio (ours / theirs,
 sentence-transformers is run on "title abstract" joined, at its configured max_seq_length (256 for MiniLM)
 and at 512, the limit our encoder uses (the fair comparison: the same tokens go through the model).
 
-    python experiments/bench_encode.py [--limit N] [--rounds R] [--threads 2]
+    python experiments/bench_encode.py [--limit N] [--rounds R] [--threads 2] [--device cuda]
+(on a GPU the results go to bench_encode_cuda.{md,json} unless --out says otherwise)
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=RESULTS / "bench_encode")
+    parser.add_argument("--device", default="cpu", help="torch device of both encoders (cpu, cuda)")
+    parser.add_argument("--out", type=Path, default=None, help="default: results/bench_encode[_DEVICE]")
     args = parser.parse_args()
+    args.out = args.out or RESULTS / ("bench_encode" if args.device == "cpu" else f"bench_encode_{args.device.split(':')[0]}")
     torch.set_num_threads(args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
@@ -43,8 +46,8 @@ def main() -> None:
     rows = [json.loads(line) for line in open(args.data, encoding="utf-8")][: args.limit]
     papers = [Paper(r["paper_id"], r["title"], r["abstract"]) for r in rows]
     joined = [f"{p.title} {' '.join(p.sentences)}" for p in papers]
-    ours = load_encoder("minilm")
-    st = SentenceTransformer(str(resolve_model("minilm")), device="cpu")
+    ours = load_encoder("minilm", device=args.device)
+    st = SentenceTransformer(str(resolve_model("minilm")), device=args.device)
 
     def run_ours():
         return ours.encode(papers, batch_size=args.batch_size)
@@ -67,6 +70,8 @@ def main() -> None:
         for name, fn in contenders.items():
             start = time.perf_counter()
             fn()
+            if args.device.startswith("cuda"):
+                torch.cuda.synchronize()
             times[name].append(time.perf_counter() - start)
 
     n_tokens = sum(len(ours.tokenizer(t)["input_ids"]) for t in joined)
@@ -75,7 +80,8 @@ def main() -> None:
         f"# Encoding {len(papers)} CSFCube abstracts with all-MiniLM-L6-v2 ({args.threads} threads, "
         f"batch {args.batch_size}, {args.rounds} interleaved rounds, median)",
         "",
-        f"{n_tokens / len(papers):.0f} word pieces per paper on average; {platform.processor() or platform.machine()}",
+        f"{n_tokens / len(papers):.0f} word pieces per paper on average; device {args.device}; "
+        f"{torch.cuda.get_device_name(args.device) if args.device.startswith('cuda') else platform.processor() or platform.machine()}",
         "",
         "| contender | median s | papers/s | ratio to sentence-transformers (512) |",
         "|---|---:|---:|---:|",
@@ -88,7 +94,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".md").write_text(table + "\n")
     args.out.with_suffix(".json").write_text(
-        json.dumps({"papers": len(papers), "threads": args.threads, "batch_size": args.batch_size, "times_s": times}, indent=2)
+        json.dumps({"papers": len(papers), "threads": args.threads, "batch_size": args.batch_size, "device": args.device,
+                    "times_s": times}, indent=2)
     )
 
 
