@@ -57,6 +57,18 @@ def test_each_format_is_an_evaluate_command_with_help_and_examples(name, capsys)
     assert sum(line.strip().startswith(f"aspire evaluate {name} ") for line in examples) >= 2
 
 
+def test_every_format_has_an_ensemble_runner_and_concatenates_unit_features():
+    from aspire.evaluate.ensemble import ENSEMBLE_RUNNERS
+    from aspire.evaluate.probes import ConcatFeatures
+
+    assert set(ENSEMBLE_RUNNERS) == set(BENCHMARKS)
+    a = _Features({"p": np.array([3.0, 4.0]), "q": np.array([0.0, 2.0])})
+    b = _Features({"p": np.array([1.0, 0.0]), "q": np.array([1.0, 0.0])})
+    X = ConcatFeatures([a, b]).of(["p", "q"])["abstract"]
+    assert X.shape == (2, 4) and np.allclose(np.linalg.norm(X, axis=1), 1.0)
+    assert X[0] @ X[1] == pytest.approx((0.8 + 1.0) / 2)  # the mean of the two models' cosines
+
+
 def test_benchmark_modules_import_neither_torch_nor_sklearn():
     code = ("import sys, aspire.benchmarks.venue, aspire.benchmarks.year, aspire.benchmarks.same_author; "
             "print(sorted(m for m in ('torch', 'sklearn') if m in sys.modules))")

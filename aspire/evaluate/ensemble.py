@@ -188,7 +188,14 @@ ENSEMBLE_RUNNERS: dict[str, EnsembleRunner] = {
                                 reviewer_rows(config, members, data, out, settings["aggregate"], **common)),
     "context2doc": EnsembleRunner(lambda b, config, members, data, out, settings, **common:
                                   context2doc_rows(config, members, _context2doc_test(data), out, **common), lexical=True),
+    **dict.fromkeys(("venue", "year", "same-author"), EnsembleRunner(lambda *args, **common: _probe_rows(*args, **common))),
 }
+
+
+def _probe_rows(*args, **common) -> list[dict]:
+    from aspire.evaluate.probes import ensemble_probe_rows  # the SciRepEval formats: members' features side by side
+
+    return ensemble_probe_rows(*args, **common)
 
 
 def _context2doc_test(data: Path):

@@ -234,6 +234,19 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> d
     return out
 
 
+def _suite_rows(bench, res: dict, note: str = "") -> list[dict]:
+    """One suite row per representation and metric of a `run_format` result."""
+    rows = []
+    for rep, r in res["representations"].items():
+        n = res.get("n_queries") or res.get("sizes", {}).get("test")
+        chosen = {"venue": f"C {r.get('chosen', {}).get('C')}", "year": f"alpha {r.get('chosen', {}).get('alpha')}",
+                  "same-author": f"pool {res.get('pool')}"}[bench.name]
+        for m in bench.metrics:
+            rows.append({"benchmark": f"{bench.title} ({rep})", "metric": m, "value": r["metrics"][m],
+                         "ci95": r["ci95"][m], "n": n, "note": "; ".join(x for x in (chosen, note) if x)})
+    return rows
+
+
 def probe_rows(bench, data: Path, model: str, scorer, out: Path, settings: dict, cache_dir=None,
                batch_size: int = 32, device: str | None = None, encoder_options: dict | None = None,
                **_ignored) -> tuple[list[dict], str]:
@@ -242,17 +255,47 @@ def probe_rows(bench, data: Path, model: str, scorer, out: Path, settings: dict,
     the encoder are kept in `settings["_probe_state"]` between the formats of one suite run."""
     state = settings.setdefault("_probe_state", {})
     if state.get("model") != model:
+        features = Features(model, {}, cache_dir, batch_size, device, encoder_options)  # a bad model fails first
         papers_records = acl_index(data)
-        state.update(model=model, context=papers_records,
-                     features=Features(model, papers_records[0], cache_dir, batch_size, device, encoder_options))
+        features.papers = papers_records[0]
+        state.update(model=model, context=papers_records, features=features)
     res = run_format(bench.name, data, model, out, features=state["features"], context=state["context"],
                      encoder_options=encoder_options)
-    rows = []
-    for rep, r in res["representations"].items():
-        n = res.get("n_queries") or res.get("sizes", {}).get("test")
-        note = {"venue": f"C {r.get('chosen', {}).get('C')}", "year": f"alpha {r.get('chosen', {}).get('alpha')}",
-                "same-author": f"pool {res.get('pool')}"}[bench.name]
-        for m in bench.metrics:
-            rows.append({"benchmark": f"{bench.title} ({rep})", "metric": m, "value": r["metrics"][m],
-                         "ci95": r["ci95"][m], "n": n, "note": note})
-    return rows, res["encoder_fingerprint"]
+    return _suite_rows(bench, res), res["encoder_fingerprint"]
+
+
+class ConcatFeatures:
+    """Several models' features side by side: each model's vectors L2-normalised, then concatenated, so a probe
+    sees them all and the cosine of two papers is the mean of the models' cosines."""
+
+    def __init__(self, parts: list):
+        self.parts = parts
+
+    @property
+    def seconds(self) -> float:
+        return sum(p.seconds for p in self.parts)
+
+    def of(self, ids: list[str]) -> dict[str, np.ndarray]:
+        each = [p.of(ids) for p in self.parts]
+        unit = [{rep: x[rep] / np.maximum(np.linalg.norm(x[rep], axis=1, keepdims=True), 1e-12) for rep in x}
+                for x in each]
+        return {rep: np.concatenate([u[rep] for u in unit], axis=1) / np.sqrt(len(unit)) for rep in REPRESENTATIONS}
+
+    def fingerprint(self) -> str:
+        return "+".join(p.fingerprint() for p in self.parts)
+
+
+def ensemble_probe_rows(bench, config, members, data: Path, out: Path, settings: dict, cache_dir=None,
+                        batch_size: int = 32, device: str | None = None) -> list[dict]:
+    """The ensemble suite's runner for the formats (`aspire.evaluate.ensemble.ENSEMBLE_RUNNERS`): the distinct
+    models of the members, their features concatenated (`ConcatFeatures`); scorers, weights and the fusion
+    method do not apply to a probe's features."""
+    models = list(dict.fromkeys(m.model for m in members))
+    state = settings.setdefault("_probe_state", {})
+    if state.get("models") != models:
+        papers, records = acl_index(data)
+        state.update(models=models, context=(papers, records), features=ConcatFeatures(
+            [Features(m, papers, cache_dir, batch_size, device) for m in models]))
+    res = run_format(bench.name, data, "+".join(models), out / bench.name, features=state["features"],
+                     context=state["context"])
+    return _suite_rows(bench, res, "features of " + ", ".join(models))
