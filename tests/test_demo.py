@@ -20,9 +20,11 @@ def test_demo_runs_every_scorer_and_prints_the_table(small_csfcube, tiny_model_d
     assert table[0].startswith("| model | background | method | result | all |")
     assert table[1].startswith("| SPECTER (published ranked pools) | 43.95 / 66.70 |")
     assert len(table) == 1 + 1 + len(demo.RUNS)  # header, SPECTER, one row a scorer
-    for _, scorer, _ in demo.RUNS:
+    for _, scorer, _, _ in demo.RUNS:
         results = json.loads((out / scorer / "results.json").read_text())
         assert 0.0 <= results["test"]["all"]["MAP"] <= 100.0
+    cached = [p.name for p in (tmp_path / "cache").glob("*.pt")]
+    assert len(cached) == 1 and "-contextual-" in cached[0]  # one encoding pass serves every row
 
 
 def test_demo_refuses_a_missing_data_folder(tmp_path, capsys):
