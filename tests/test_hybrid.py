@@ -213,8 +213,9 @@ def test_adapter_export_loads_by_its_base_and_refuses_another_base(tiny_model_di
 
 # ---- the index stores whole vectors; search re-ranks with the hybrid ------------------------------------
 def _whole_corpus():
-    from aspire.index import EncodedCorpus
     import numpy as np
+
+    from aspire.index import EncodedCorpus
 
     vectors = np.array([[1, 0, 0, 0], [0, 0, 3, 0], [0, 0, 0, 3], [0, 1.2, 0, 0], [0, 0, 5, 5]], dtype=np.float32)
     offsets = np.array([0, 2, 4, 5], dtype=np.int64)
