@@ -23,7 +23,14 @@ from pathlib import Path
 
 import torch
 
-from aspire.benchmarks.csfcube import ABSTRACTS_FILE, FACETS, LABEL_TO_FACET, evaluate_csfcube_rankings, load_csfcube, test_units
+from aspire.benchmarks.csfcube import (
+    ABSTRACTS_FILE,
+    FACETS,
+    LABEL_TO_FACET,
+    evaluate_csfcube_rankings,
+    load_csfcube,
+    test_units,
+)
 from aspire.benchmarks.heldout import excluded_titles
 from aspire.benchmarks.stats import paired_test
 from aspire.data.acl import normalise_title, read_acl
@@ -32,7 +39,7 @@ from aspire.encoders import load_encoder
 from aspire.evaluate.cache import default_cache_dir
 from aspire.evaluate.encode import encode_papers
 from aspire.evaluate.facets import facet_queries
-from aspire.evaluate.two_fold import select_two_fold
+from aspire.evaluate.two_fold import load_per_query, select_two_fold
 from aspire.io import write_json
 from aspire.paths import DATA
 from aspire.scoring.scorers import HYBRID_TERMS, HybridScorer
@@ -94,6 +101,9 @@ def main() -> None:
     parser.add_argument("--calibration-file", type=Path, help="papers JSONL to calibrate on instead of an ACL sample")
     parser.add_argument("--write-calibration-sample", type=Path, help="write the ACL sample as papers JSONL and stop")
     parser.add_argument("--device", help="torch device (default: the model's)")
+    parser.add_argument("--baseline", type=Path, action="append", default=[],
+                        help="a CSFCube results folder (with its *-perq.csv) to test the chosen weighting against; "
+                             "repeatable (e.g. the untrained base's whole-abstract run)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -132,6 +142,12 @@ def main() -> None:
     tests = {group: {metric: paired_test(test_units(pool_set, crossed, metric, group),
                                          test_units(pool_set, per_query[base], metric, group))
                      for metric in ("MAP", "NDCG%20")} for group in (*FACETS, "all")}
+    baselines = {}
+    for folder in args.baseline:  # the same cross-fitted per-query figures against another run's
+        other = {k: {m: v[m] / 100.0 for m in ("MAP", "NDCG%20")} for k, v in load_per_query(folder).items()}
+        baselines[str(folder)] = {group: {metric: paired_test(test_units(pool_set, crossed, metric, group),
+                                                             test_units(pool_set, other, metric, group))
+                                         for metric in ("MAP", "NDCG%20")} for group in (*FACETS, "all")}
     report = {
         "model": args.model,
         "fingerprint": encoder.fingerprint(),
@@ -142,11 +158,13 @@ def main() -> None:
         "whole_alone": candidates[base]["test"],
         "single_terms": {t: candidates[f"{t}=1"]["test"]["all"] for t in HYBRID_TERMS},
         "paired_vs_whole": tests,
+        "paired_vs_baselines": baselines,
+        "two_fold_per_query": {k: {m: crossed[k][m] for m in ("MAP", "NDCG%20")} for k in sorted(crossed)},
         "every_weighting_test_all": {k: v["test"]["all"] for k, v in candidates.items()},
         "every_weighting_dev": {k: {f: v["folds"]["all"][f"{f}_dev"] for f in ("fold1", "fold2")} for k, v in candidates.items()},
     }
     write_json(args.out, report, indent=1)
-    print(json.dumps({"two_fold": choice, "whole": candidates[base]["test"]["all"], "tests": tests}, indent=1, default=str))
+    print(json.dumps({"two_fold": choice, "whole": candidates[base]["test"]["all"], "tests": tests, "baselines": baselines}, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,10 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
         raise ValueError(f"{model}: no adapter in its {SETTINGS_FILE}; export the whole model instead")
     trained = ContextualSentenceEncoder.from_pretrained(model).fingerprint()
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(model / ADAPTER_DIR, out / ADAPTER_DIR, dirs_exist_ok=True)
+    shutil.copytree(model / ADAPTER_DIR, out / ADAPTER_DIR, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("README.md"))  # peft's empty model card, naming a local path
+    for config in (out / ADAPTER_DIR).rglob("adapter_config.json"):  # the base by name, not this machine's path
+        config.write_text(json.dumps({**json.loads(config.read_text()), "base_model_name_or_path": base}, indent=2))
     (out / SETTINGS_FILE).write_text(json.dumps({**settings, "base": base}, indent=2))
     meta = read_meta(model)
     if meta is not None:
