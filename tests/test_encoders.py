@@ -133,7 +133,7 @@ def test_independent_and_abstract_vectors(encoder):
 
 
 def test_unknown_model_name_lists_the_valid_ones():
-    with pytest.raises(ValueError, match=r"\['minilm', 'mpnet'\]"):
+    with pytest.raises(ValueError, match=r"\['aspire-minilm', 'minilm', 'mpnet'\]"):
         resolve_model("specter-from-the-hub")
 
 
