@@ -5,6 +5,7 @@ of CSFCube (slow: the real model)."""
 from __future__ import annotations
 
 import json
+
 import pytest
 
 from aspire.encoders.pretrained import MODELS, SHIPPED
