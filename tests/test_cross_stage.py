@@ -156,7 +156,7 @@ def test_cli_refuses_bad_n_and_w_by_name(index_dir, cross_dir, capsys, extra, me
 
 def test_cli_refuses_a_missing_or_plain_model_and_flags_without_one(index_dir, tiny_model_dir, tmp_path, capsys):
     assert search_main(["--index", str(index_dir), "--query-id", "P0", "--cross-encoder", str(tmp_path / "nope")]) == 2
-    assert f"{tmp_path / 'nope'}': no such directory" in capsys.readouterr().err
+    assert f"No such file or directory (--cross-encoder): {tmp_path / 'nope'}" in capsys.readouterr().err
     assert search_main(["--index", str(index_dir), "--query-id", "P0", "--cross-encoder", str(tiny_model_dir)]) == 2
     assert "not a trained cross-encoder" in capsys.readouterr().err
     assert search_main(["--index", str(index_dir), "--query-id", "P0", "--cross-top", "5"]) == 2
@@ -212,7 +212,7 @@ def test_serve_refuses_a_missing_or_plain_cross_encoder_before_serving(page_inde
     from aspire.serve.__main__ import main as serve_main
 
     assert serve_main(["--index", str(page_index), "--port", "0", "--cross-encoder", str(tmp_path / "nope")]) == 2
-    assert f"cross-encoder '{tmp_path / 'nope'}': no such directory" in capsys.readouterr().err
+    assert f"No such file or directory (--cross-encoder): {tmp_path / 'nope'}" in capsys.readouterr().err
     assert serve_main(["--index", str(page_index), "--port", "0", "--cross-encoder", str(tiny_model_dir)]) == 2
     assert "not a trained cross-encoder" in capsys.readouterr().err
 

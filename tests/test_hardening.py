@@ -601,7 +601,7 @@ def test_cache_write_sigkilled_is_never_read_back(tmp_path):
             f.write(b"PK\x03\x04 half a file")
             f.flush()
             _die()
-        cache.torch.save = partial
+        torch.save = partial  # in the forked child only (aspire.evaluate.cache imports torch where it writes)
         cache.cached_encode(encode, papers, "fp", "contextual", {}, tmp_path)
 
     assert _in_child_killed(killed_mid_save) == signal.SIGKILL
