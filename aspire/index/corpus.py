@@ -32,6 +32,8 @@ SHARD_FORMAT_VERSION = 1
 PROGRESS_BATCHES = 4  # encode_corpus encodes (and moves its bar) this many batches of papers at a time
 
 
+WHOLE_FILE = "whole.npy"  # (P, D) whole-abstract vectors of a shard or index; absent where encoded before the one-pass encoding
+
 @dataclass
 class EncodedCorpus:
     """Sentence vectors of P papers, flat.
@@ -169,7 +171,7 @@ class EncodedCorpus:
         np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
         np.save(tmp / "offsets.npy", self.offsets)
         if self.whole is not None:
-            np.save(tmp / "whole.npy", np.ascontiguousarray(self.whole, dtype=np.float32))
+            np.save(tmp / WHOLE_FILE, np.ascontiguousarray(self.whole, dtype=np.float32))
         write_index_papers(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
         write_jsonl(tmp / "rejected.jsonl", self.rejected)
         info = {"shard_format_version": SHARD_FORMAT_VERSION, "n_papers": len(self),
@@ -186,7 +188,7 @@ class EncodedCorpus:
         path = Path(path)
         meta = read_shard_meta(path)
         ids, titles, sentences, labels = read_index_papers(path / "papers.jsonl")
-        whole = np.load(path / "whole.npy") if (path / "whole.npy").is_file() else None
+        whole = np.load(path / WHOLE_FILE) if (path / WHOLE_FILE).is_file() else None
         corpus = cls(np.load(path / "vectors.npy"), np.load(path / "offsets.npy"), ids, titles, sentences,
                      read_jsonl(path / "rejected.jsonl"), labels, whole)
         return corpus, meta

@@ -42,7 +42,14 @@ from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
 from aspire.index.ann import build_faiss, read_faiss, resolve_kind  # noqa: F401 (resolve_kind: re-exported)
 from aspire.index.config import IndexBuildConfig
-from aspire.index.corpus import EncodedCorpus, gather_docbatch, paper_rows, prefetch_rows, write_index_papers
+from aspire.index.corpus import (
+    WHOLE_FILE,
+    EncodedCorpus,
+    gather_docbatch,
+    paper_rows,
+    prefetch_rows,
+    write_index_papers,
+)
 from aspire.index.disk import (
     IndexFormatError,
     check_files,
@@ -64,7 +71,6 @@ from aspire.storage import check_free_space, on_disk_full
 FORMAT_VERSION = 1
 _FILES = ("config.yaml", "sentences.faiss", "vectors.npy", "offsets.npy", "papers.jsonl", "rejected.jsonl")
 BM25_FILES = tuple(LEXICAL_FILES.values())
-WHOLE_FILE = "whole.npy"  # (P, D) whole-abstract vectors; absent from an index built before the one-pass encoding
 
 
 class ModelMismatchError(ValueError):
@@ -109,6 +115,7 @@ class SentenceIndex:
         self._positions: dict[str, int] | None = None
         self._row_papers: np.ndarray | None = None
         self._squared_norms: np.ndarray | None = None
+        self._whole_norms: np.ndarray | None = None
         if faiss_index.ntotal != len(vectors) or self.offsets[-1] != len(vectors):
             raise IndexFormatError(
                 f"inconsistent index: faiss holds {faiss_index.ntotal} vectors, vectors.npy "
@@ -209,6 +216,20 @@ class SentenceIndex:
                 norms[start : start + len(v)] = np.einsum("nd,nd->n", v, v)
             self._squared_norms = norms
         return self._squared_norms
+
+    def whole_vectors(self, use: str) -> tuple[np.ndarray, np.ndarray]:
+        """The (P, D) whole-abstract vectors and their (P,) L2 norms (computed once) for `use` (a stage's name);
+        ValueError naming it for an index built before the one-pass encoding, which stores none."""
+        if self.whole is None:
+            raise ValueError(f"{use} needs the papers' whole-abstract vectors, which this index (built before the "
+                             "one-pass encoding) does not store: rebuild it with `aspire index build`")
+        if self._whole_norms is None or len(self._whole_norms) != self.n_papers:
+            norms = np.empty(self.n_papers, dtype=np.float32)
+            for start in range(0, self.n_papers, 65536):  # a memory map is read a block at a time
+                block = np.asarray(self.whole[start : start + 65536], dtype=np.float32)
+                norms[start : start + len(block)] = np.linalg.norm(block, axis=1)
+            self._whole_norms = norms
+        return self.whole, self._whole_norms
 
     def sentence_papers(self, rows: np.ndarray) -> np.ndarray:
         """Paper position of each sentence row (any shape); rows < 0 (no result) map to -1."""

@@ -37,11 +37,10 @@ import numpy as np
 
 from aspire.index.ann import add_vectors, new_faiss, train_faiss, train_rows
 from aspire.index.config import IndexBuildConfig
-from aspire.index.corpus import index_paper_records, paper_rows, read_shard_meta
+from aspire.index.corpus import WHOLE_FILE, index_paper_records, paper_rows, read_shard_meta
 from aspire.index.disk import index_lock
 from aspire.index.lexical import papers_bm25
 from aspire.index.store import (
-    WHOLE_FILE,
     begin_generation,
     describe_rejected,
     manifest_fields,

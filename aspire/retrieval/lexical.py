@@ -53,25 +53,24 @@ class LexicalStage:
         return top, scores[top]
 
 
-def whole_stage(searcher, query, limit: int, exclude: Sequence[str]) -> dict[str, float]:
-    """The `limit` papers whose whole-abstract vectors are nearest the query's by cosine (exact, over every
-    paper: one product of the query vector with the stored (P, D) whole vectors) -> {paper id: cosine}."""
+def whole_stage(searcher, query, limit: int, drop: Sequence[int]) -> dict[str, float]:
+    """The `limit` papers, but those at positions `drop`, whose whole-abstract vectors are nearest the query's by
+    cosine (exact, over every paper: one product of the query vector with the stored (P, D) whole vectors) ->
+    {paper id: cosine}."""
     index = searcher.index
-    if index.whole is None:
-        raise ValueError("first stage 'whole' needs the papers' whole-abstract vectors, which this index (built "
-                         "before the one-pass encoding) does not store: rebuild it with `aspire index build`")
+    whole, norms = index.whole_vectors("first stage 'whole'")
     if query.whole is None:
         raise ValueError("first stage 'whole' needs the query's whole-abstract vector (encode it with the contextual "
                          "encoder, whose pass returns it)")
     q = query.whole[0].detach().float().cpu().numpy()
     q = q / max(float(np.linalg.norm(q)), 1e-12)
-    drop = {index.positions[pid] for pid in exclude if pid in index.positions}
+    drop = sorted(set(drop))
     sims = np.empty(index.n_papers, dtype=np.float32)
     for start in range(0, index.n_papers, 65536):  # a memory map is read a block at a time
-        block = np.asarray(index.whole[start : start + 65536], dtype=np.float32)
-        sims[start : start + len(block)] = block @ q / np.maximum(np.linalg.norm(block, axis=1), 1e-12)
+        block = np.asarray(whole[start : start + 65536], dtype=np.float32)
+        sims[start : start + len(block)] = block @ q / np.maximum(norms[start : start + len(block)], 1e-12)
     if drop:
-        sims[list(drop)] = -np.inf
+        sims[drop] = -np.inf
     n = min(limit, index.n_papers - len(drop))
     top = np.argpartition(-sims, n - 1)[:n] if n < index.n_papers else np.arange(index.n_papers)
     top = top[np.argsort(-sims[top], kind="stable")][:n]
@@ -83,15 +82,15 @@ def first_stage(searcher, query, cfg, exclude: Sequence[str]) -> tuple[np.ndarra
     positions, scores, per-paper stage scores), best first, `shortlist` papers when re-ranking, else `k`."""
     stages = cfg.stages.split(",")
     limit = cfg.shortlist if cfg.rerank != "none" else cfg.k
+    drop = [searcher.index.positions[pid] for pid in exclude if pid in searcher.index.positions]
     lists: list[dict[str, float]] = []
     if "ann" in stages:
         candidates = searcher.retrieve(query, cfg, exclude)
         lists.append({searcher.index.paper_ids[p]: -float(d) for p, d in zip(candidates.papers, candidates.dist)})
     if "whole" in stages:
-        lists.append(whole_stage(searcher, query, limit, exclude))
+        lists.append(whole_stage(searcher, query, limit, drop))
     if "bm25" in stages:
         text = selected_text(query)
-        drop = [searcher.index.positions[pid] for pid in exclude if pid in searcher.index.positions]
         papers, scores = searcher.lexical(cfg).top(text, limit, drop, fill=stages == ["bm25"])  # k means k
         lists.append({searcher.index.paper_ids[p]: float(x) for p, x in zip(papers, scores)})
     if len(lists) == 1:

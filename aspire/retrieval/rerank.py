@@ -97,9 +97,7 @@ def _passage_mix(searcher, query, papers: np.ndarray, first: np.ndarray, cfg) ->
 
 
 def _hybrid_stage(searcher, query, papers: np.ndarray, cfg) -> tuple[np.ndarray, None]:
-    if searcher.index.whole is None:
-        raise ValueError("re-ranker 'hybrid' needs the papers' whole-abstract vectors, which this index (built before "
-                         "the one-pass encoding) does not store: rebuild it with `aspire index build`")
+    searcher.index.whole_vectors("re-ranker 'hybrid'")  # refused, naming the fix, for an index without them
     return _scorer_stage("hybrid")(searcher, query, papers, cfg)
 
 

@@ -41,8 +41,8 @@ def make_scorer(name: str, cfg: ModelConfig) -> nn.Module:
                           grad=cfg.ot_grad)
     if name == "attention":
         return get_scorer("attention", tau=cfg.att_tau)
-    if name == "hybrid":  # the kind's two trained terms; other weightings are chosen at evaluation
-        return get_scorer("hybrid", weights={"whole": 1.0, "facet": 1.0}, tau=cfg.ot_tau, eps=cfg.ot_eps)
+    if name == "hybrid":  # its default weighting is the kind's two trained terms; others are chosen at evaluation
+        return get_scorer("hybrid", tau=cfg.ot_tau, eps=cfg.ot_eps)
     return get_scorer(name)
 
 
