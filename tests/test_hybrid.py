@@ -209,6 +209,10 @@ def test_adapter_export_loads_by_its_base_and_refuses_another_base(tiny_model_di
     with pytest.raises(ValueError, match="is not the base"):
         export_adapter(tmp_path / "trained", tmp_path / "wrong", str(other))
     assert not (tmp_path / "wrong").exists()
+    with pytest.raises(ValueError, match="is not the base"):  # a refused export over a good one leaves it as it was
+        export_adapter(tmp_path / "trained", out, str(other))
+    assert load_encoder(out).fingerprint() == fingerprint
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no staging left behind
 
 
 # ---- the index stores whole vectors; search re-ranks with the hybrid ------------------------------------

@@ -39,8 +39,10 @@ def export_merged(model: str | Path, out: str | Path) -> Path:
 def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path, str]:
     """Write `model`'s adapters, settings and document_model.json to `out`, its settings naming `base` as the
     model that gives the weights -> (out, fingerprint). Refused (ValueError) when `base`'s weights are not the
-    model's own base weights: the export must load as the very model that was trained."""
+    model's own base weights: the export must load as the very model that was trained. It is written beside `out`
+    first and moved into place only once it loads as that model, so a refused export leaves `out` as it was."""
     import shutil
+    import tempfile
 
     from aspire.encoders import ContextualSentenceEncoder
     from aspire.encoders.adapters import ADAPTER_DIR
@@ -51,22 +53,28 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
     if "adapter" not in settings:
         raise ValueError(f"{model}: no adapter in its {SETTINGS_FILE}; export the whole model instead")
     trained = ContextualSentenceEncoder.from_pretrained(model).fingerprint()
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(model / ADAPTER_DIR, out / ADAPTER_DIR, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("README.md"))  # peft's empty model card, naming a local path
-    for config in (out / ADAPTER_DIR).rglob("adapter_config.json"):  # the base by name, not this machine's path
-        config.write_text(json.dumps({**json.loads(config.read_text()), "base_model_name_or_path": base}, indent=2))
-    (out / SETTINGS_FILE).write_text(json.dumps({**settings, "base": base}, indent=2))
-    meta = read_meta(model)
-    if meta is not None:
-        from aspire.train.document_model import MODEL_FILE
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        shutil.copytree(model / ADAPTER_DIR, staged / ADAPTER_DIR,
+                        ignore=shutil.ignore_patterns("README.md"))  # peft's empty model card, naming a local path
+        for config in (staged / ADAPTER_DIR).rglob("adapter_config.json"):  # the base by name, not a local path
+            config.write_text(json.dumps({**json.loads(config.read_text()), "base_model_name_or_path": base}, indent=2))
+        (staged / SETTINGS_FILE).write_text(json.dumps({**settings, "base": base}, indent=2))
+        meta = read_meta(model)
+        if meta is not None:
+            from aspire.train.document_model import MODEL_FILE
 
-        (out / MODEL_FILE).write_text(json.dumps(meta, indent=2))
-    exported = ContextualSentenceEncoder.from_pretrained(out).fingerprint()
-    if exported != trained:
-        shutil.rmtree(out)
-        raise ValueError(f"{base!r} is not the base {model} was trained on (fingerprints {exported} != {trained}); "
-                         "nothing written")
+            (staged / MODEL_FILE).write_text(json.dumps(meta, indent=2))
+        exported = ContextualSentenceEncoder.from_pretrained(staged).fingerprint()
+        if exported != trained:
+            raise ValueError(f"{base!r} is not the base {model} was trained on (fingerprints {exported} != "
+                             f"{trained}); nothing written")
+        if out.exists():
+            shutil.rmtree(out)
+        staged.rename(out)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)  # gone already when it was moved into place
     return out, exported
 
 
