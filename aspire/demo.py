@@ -53,13 +53,15 @@ def _demo(args) -> int:
         return 2
 
     from aspire.evaluate.csfcube import run_csfcube
+    from aspire.evaluate.options import EvalOptions
 
     rows = [("SPECTER (published ranked pools)", SPECTER)]
     for label, scorer, options, encoding in RUNS:
         print(f"\n== {label}: encoding (once, cached) and ranking CSFCube pools", flush=True)
         out = Path(args.out) / scorer
-        results = run_csfcube(args.data, args.model, scorer, out, encoding=encoding, scorer_options=options,
-                              cache_dir=args.cache_dir, batch_size=args.batch_size, device=args.device)
+        results = run_csfcube(args.data, args.model, scorer, out, options=EvalOptions(
+            encoding=encoding, scorer_options=options, cache_dir=args.cache_dir, batch_size=args.batch_size,
+            device=args.device))
         rows.append((f"{args.model} {label}", {g: (results["test"][g]["MAP"], results["test"][g]["NDCG%20"]) for g in SPECTER}))
 
     print(f"\nCSFCube test protocol, MAP / NDCG%20 (ranked pools and results.json under {args.out}):\n")
