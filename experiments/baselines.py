@@ -65,7 +65,7 @@ NOTES = """Notes:
 
 
 def row_settings(model: str, key: str) -> tuple[dict, list[str]]:
-    """(run_csfcube keyword arguments, the equivalent CLI command)."""
+    """(run_csfcube keyword arguments but the cache and batch size, the equivalent CLI command)."""
     _, encoding, scorer, opts, st_pipeline = ROWS[key]
     encode_options = {"max_length": ST_MAX_LENGTH[model], "normalize": True} if st_pipeline else {}
     if scorer == "abstract":
@@ -86,6 +86,12 @@ def row_settings(model: str, key: str) -> tuple[dict, list[str]]:
     return kwargs, cmd
 
 
+def run_row(out: str, model: str, scorer: str, exp: str, cache_dir, batch_size: int, **options) -> dict:
+    from aspire.evaluate.options import EvalOptions
+
+    return run_csfcube(DATA, model, scorer, out, exp, EvalOptions(cache_dir=cache_dir, batch_size=batch_size, **options))
+
+
 def run(models: list[str], rows: list[str], cache_dir: str | None, batch_size: int) -> None:
     from aspire.evaluate.cache import default_cache_dir
 
@@ -94,8 +100,7 @@ def run(models: list[str], rows: list[str], cache_dir: str | None, batch_size: i
         for key in rows:
             kwargs, cmd = row_settings(model, key)
             with tempfile.TemporaryDirectory() as tmp:
-                res = run_csfcube(DATA, out=tmp, cache_dir=cache_dir or default_cache_dir(),
-                                          batch_size=batch_size, **kwargs)
+                res = run_row(tmp, cache_dir=cache_dir or default_cache_dir(), batch_size=batch_size, **kwargs)
             res["command"] = shlex.join(cmd)
             (RESULTS / f"{model}-{key}.json").write_text(json.dumps(res, indent=1))
             print(f"{model:7s} {key:24s} {csfcube.format_table(res)}  timings {res['timings_s']}", flush=True)

@@ -17,6 +17,7 @@ from aspire.benchmarks.context2doc import load_context2doc
 from aspire.benchmarks.runs import mean_scores, per_query
 from aspire.benchmarks.stats import UnitScores
 from aspire.evaluate.context2doc_run import METRICS, bm25_scores, dense_scores, fuse_dense_bm25, to_run
+from aspire.evaluate.options import EvalOptions
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cocite-acl"
 GRID = [0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.815, 0.85, 0.9, 0.95, 1.0]
@@ -26,7 +27,7 @@ def scores_for(split: str, args) -> tuple:
     bench = load_context2doc(args.data, split)
     encode = {k: v for k, v in (("max_length", args.max_length), ("normalize", args.normalize or None),
                                 ("joiner", args.joiner)) if v is not None}
-    dense, _ = dense_scores(bench, args.model, args.scorer, encode_options=encode)
+    dense, _ = dense_scores(bench, args.model, args.scorer, EvalOptions(encode_options=encode))
     return bench, dense, bm25_scores(bench)
 
 

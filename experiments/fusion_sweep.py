@@ -20,8 +20,9 @@ from select_two_fold import select_two_fold
 from training_table import cells
 
 from aspire.benchmarks.csfcube import format_table
-from aspire.evaluate.__main__ import DEFAULT_DATA, parse_run
+from aspire.cli.evaluate import parse_run
 from aspire.evaluate.csfcube import fuse_csfcube
+from aspire.paths import DATA
 
 
 def label(weights: list[float]) -> str:
@@ -30,7 +31,7 @@ def label(weights: list[float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default=str(DEFAULT_DATA / "csfcube"))
+    ap.add_argument("--data", default=str(DATA / "csfcube"))
     ap.add_argument("--run", action="append", required=True, help="DIR:EXP of a ranked run (two or more)")
     ap.add_argument("--grid", action="append", required=True, help="comma-separated weights, one per --run")
     ap.add_argument("--select", default="all:MAP", help="GROUP:METRIC of each dev fold to maximise")

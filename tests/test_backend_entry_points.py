@@ -142,8 +142,8 @@ def test_suite_passes_the_backend_to_every_benchmark(tmp_path, monkeypatch, tiny
     """Every benchmark of the suite loads its encoder with the chosen backend (a stand-in `load_encoder`
     stops each run at that call); the suite's record keeps the options."""
     import aspire.encoders
+    from aspire.cli.evaluate import main as eval_main
     from aspire.evaluate import suite
-    from aspire.evaluate.__main__ import main as eval_main
 
     class Loaded(Exception):
         pass
@@ -158,14 +158,14 @@ def test_suite_passes_the_backend_to_every_benchmark(tmp_path, monkeypatch, tiny
     calls = []
     for name, runner in list(suite.RUNNERS.items()):  # every registered benchmark's runner
 
-        def run(*args, _real=runner.rows, **kwargs):
+        def run(*args, _real=runner.rows):
             try:
-                return _real(*args, **kwargs)
+                return _real(*args)
             except Loaded:
-                calls.append(kwargs["encoder_options"])
+                calls.append(args[-1].encoder_options)  # the runner's EvalOptions
                 return [], "fp"
 
-        monkeypatch.setitem(suite.RUNNERS, name, suite.Runner(run, runner.lexical))
+        monkeypatch.setitem(suite.RUNNERS, name, suite.Runner(run, runner.ensemble, runner.compare, runner.lexical))
     assert eval_main(["suite", "--data", str(shared_data), "--model", str(tiny_model_dir), "--scorer", "minl2",
                       *INT8, "--out", str(tmp_path / "s")]) == 0
     want = {"backend": "onnx", "quantize": "int8"}

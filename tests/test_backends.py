@@ -222,7 +222,7 @@ def test_length_groups_cover_every_row_once_within_the_padding_slack():
 
 
 def test_evaluate_cli_encodes_with_the_chosen_backend(small_csfcube, tiny_model_dir, fast_int8, tmp_path, capsys):
-    from aspire.evaluate.__main__ import main
+    from aspire.cli.evaluate import main
 
     common = ["csfcube", "--data", str(small_csfcube), "--model", str(tiny_model_dir), "--scorer", "minl2",
               "--cache-dir", str(tmp_path / "vectors")]

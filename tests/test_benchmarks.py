@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from aspire.benchmarks.reviewers import (
 from aspire.benchmarks.runs import per_query, ranx_name, read_qrels, read_run, write_qrels, write_run
 from aspire.benchmarks.stats import UnitScores, paired_test
 from aspire.evaluate.compare import compare
+from aspire.evaluate.options import Stages
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -119,7 +121,7 @@ def test_model_predictions_tiny(tmp_path, tiny_model_dir):
         aggregate(sims, "topk:0")
     rset = load_reviewer_set(make_reviewer_set(tmp_path / "rm", draws=2))
     out = tmp_path / "out"
-    res = run_reviewers(rset, str(tiny_model_dir), ["minl2", "abstract"], out, "tiny", "topk:2", cache_dir=None)
+    res = run_reviewers(rset, str(tiny_model_dir), ["minl2", "abstract"], out, "tiny", "topk:2")
     assert res["n_draws"] == 2 and 0.0 <= res["loss"] <= 1.0
     assert res["texts"] == {"papers": 10, "empty_abstract": 0, "empty_abstract_ids": [], "no_text": 0,
                             "no_text_ids": []}
@@ -222,9 +224,10 @@ def test_compare_csfcube_folders_on_its_own_figures_overall_and_per_facet(tmp_pa
     with pytest.raises(ValueError, match="score different CSFCube queries"):
         compare(str(tmp_path / "fewer"), str(tmp_path / "base"))
     (tmp_path / "trec").mkdir()
-    for pair in (("base", "trec"), ("trec", "base")):
-        with pytest.raises(ValueError, match=f"{tmp_path / 'base'} is a CSFCube results folder and {tmp_path / 'trec'} is not"):
-            compare(*(str(tmp_path / name) for name in pair))
+    for pair, kinds in ((("base", "trec"), ("csfcube", "a ranked run")), (("trec", "base"), ("a ranked run", "csfcube"))):
+        a, b = (str(tmp_path / name) for name in pair)
+        with pytest.raises(ValueError, match=re.escape(f"{a} ({kinds[0]}) and {b} ({kinds[1]}) are not runs of one")):
+            compare(a, b)
 
 
 # ------------------------------------------------------------------ context2doc
@@ -322,17 +325,16 @@ def test_context2doc_run_tiny(tmp_path, tiny_model_dir):
     assert sorted(sizes.values()) == [0, 0, 30]
     bench = c2d.load_context2doc(tmp_path / "cc", max(sizes, key=sizes.get), split_file)
     assert all("(Smith" not in q for q in bench.queries.values())
-    res = run_context2doc(bench, tmp_path / "fused", "fused", str(tiny_model_dir), "minl2", bm25=True, alpha=0.8,
-                          cache_dir=None)
+    res = run_context2doc(bench, tmp_path / "fused", "fused", str(tiny_model_dir), "minl2", stages=Stages(True, 0.8))
     assert res["n_candidates"] == 10 and set(res["metrics"]) >= {"MRR", "nDCG@10", "R@100", "MAP"}
     assert all(0.0 <= v <= 1.0 for v in res["metrics"].values())
     run = read_run(tmp_path / "fused" / "run.trec")
     assert set(run) == set(bench.queries) and all(len(r) == 10 for r in run.values())
-    lexical = run_context2doc(bench, tmp_path / "bm25", "bm25", bm25=True)
+    lexical = run_context2doc(bench, tmp_path / "bm25", "bm25", stages=Stages(bm25=True))
     # a query naming the distinct word of one of its cited papers finds that paper first
     assert lexical["metrics"]["MRR"] == 1.0
-    with pytest.raises(ValueError, match="needs the fusion weight"):
-        run_context2doc(bench, tmp_path / "x", "x", str(tiny_model_dir), "minl2", bm25=True)
+    with pytest.raises(ValueError, match="needs a weight alpha"):
+        run_context2doc(bench, tmp_path / "x", "x", str(tiny_model_dir), "minl2", stages=Stages(bm25=True))
 
 
 def test_cli_errors_are_one_line(tmp_path):
@@ -363,7 +365,7 @@ def test_context2doc_through_the_search_pipeline_equals_the_benchmark_runs(tmp_p
     from aspire.evaluate.search_run import run_search_pipeline
 
     bench = tiny_context2doc(tmp_path)
-    run_context2doc(bench, tmp_path / "bm25", "bm25", bm25=True)
+    run_context2doc(bench, tmp_path / "bm25", "bm25", stages=Stages(bm25=True))
     searched = run_search_pipeline(bench, tmp_path / "s-bm25", "s", str(tiny_model_dir), ["stages=bm25"], depth=10)
     runs = [read_run(tmp_path / name / "run.trec") for name in ("bm25", "s-bm25")]
     for qid in bench.queries:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from aspire.config import ConfigError, load_config
+from aspire.evaluate.options import Stages
 from aspire.scoring.crossencoder import CrossEncoderReranker, load_cross_encoder, mix_rerank
 from aspire.train.crossencoder import CrossEncoderConfig, fit_cross_encoder, labelled_pairs, sample_negatives
 from aspire.train.self_training import SelfTrainingConfig, label_precision, pseudo_labels
@@ -127,10 +128,10 @@ def test_context2doc_rerank_tiny(tmp_path, tiny_model_dir):
     from aspire.retrieval.crossencoder import RerankOptions
 
     bench = tiny_context2doc(tmp_path)
-    base = run_context2doc(bench, tmp_path / "bm25", "bm25", bm25=True)
-    same = run_context2doc(bench, tmp_path / "w0", "w0", bm25=True, rerank=RerankOptions(str(tiny_model_dir), 4, 0.0))
+    base = run_context2doc(bench, tmp_path / "bm25", "bm25", stages=Stages(bm25=True))
+    same = run_context2doc(bench, tmp_path / "w0", "w0", stages=Stages(True, rerank=RerankOptions(str(tiny_model_dir), 4, 0.0)))
     assert same["metrics"] == base["metrics"]  # weight 0 keeps the first stage
-    res = run_context2doc(bench, tmp_path / "w1", "w1", bm25=True, rerank=RerankOptions(str(tiny_model_dir), 4, 1.0))
+    res = run_context2doc(bench, tmp_path / "w1", "w1", stages=Stages(True, rerank=RerankOptions(str(tiny_model_dir), 4, 1.0)))
     cross = json.loads((tmp_path / "w1" / "crossencoder_scores.json").read_text())
     assert set(cross) == set(bench.queries) and all(len(v) == 4 for v in cross.values())
     run = read_run(tmp_path / "w1" / "run.trec")

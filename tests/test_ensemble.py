@@ -8,8 +8,8 @@ import pytest
 from test_benchmarks import make_reviewer_set, tiny_context2doc
 
 from aspire.benchmarks.reviewers import load_reviewer_set, prediction_files, read_predictions
-from aspire.evaluate.__main__ import main
-from aspire.evaluate.ensemble import EnsembleConfig, EnsembleMember, context2doc_rows, load_ensemble, reviewer_rows
+from aspire.cli.evaluate import main
+from aspire.evaluate.ensemble import EnsembleConfig, EnsembleMember, fused_rows, load_ensemble
 
 
 def _yaml(tmp_path, text: str):
@@ -50,39 +50,47 @@ def _members(model: str, w2: float) -> list[EnsembleMember]:
     return [EnsembleMember("minl2", model, "minl2", 1.0), EnsembleMember("abstract", model, "abstract", w2)]
 
 
+def _rows(name: str, fusion: str, members, data, out, **common) -> list[dict]:
+    """The rows of benchmark `name` fused by its runner's ensemble hook, as `aspire evaluate suite --ensemble`
+    makes them."""
+    rows, why = fused_rows(name, EnsembleConfig(fusion, members=members), data, out, {"aggregate": "max"}, **common)
+    assert why is None
+    return rows
+
+
 def test_reviewer_ensemble_with_zero_weight_equals_its_first_member(tmp_path, tiny_model_dir):
     data = make_reviewer_set(tmp_path / "rm", draws=2)
     rset = load_reviewer_set(data)
     common = dict(cache_dir=None, batch_size=4, device=None)
-    alone = reviewer_rows(EnsembleConfig("z"), _members(str(tiny_model_dir), 0.0), data, tmp_path / "a", "max", **common)
+    alone = _rows("reviewers", "z", _members(str(tiny_model_dir), 0.0), data, tmp_path / "a", **common)
     member = [read_predictions(p) for p in prediction_files(tmp_path / "a/members/minl2/reviewers/predictions", "minl2", rset)]
     fused = [read_predictions(p) for p in prediction_files(tmp_path / "a/reviewers/predictions", "ensemble", rset)]
     for m, f in zip(member, fused):  # weight 0 on the second member: the first member's order for every reviewer
         assert {r: sorted(s, key=s.get) for r, s in m.items()} == {r: sorted(s, key=s.get) for r, s in f.items()}
     results = json.loads((tmp_path / "a/members/minl2/reviewers/results.json").read_text())
     assert alone[0]["value"] == pytest.approx(results["loss"])
-    both = reviewer_rows(EnsembleConfig("rrf"), _members(str(tiny_model_dir), 1.0), data, tmp_path / "b", "max", **common)
+    both = _rows("reviewers", "rrf", _members(str(tiny_model_dir), 1.0), data, tmp_path / "b", **common)
     assert 0.0 <= both[0]["value"] <= 1.0 and "members minl2, abstract" in both[0]["note"]
 
 
-def test_context2doc_ensemble_fuses_bm25_and_a_model(tmp_path, tiny_model_dir):
+def test_context2doc_ensemble_fuses_bm25_and_a_model(tmp_path, tiny_model_dir, monkeypatch):
+    import aspire.benchmarks.context2doc as c2d
+
     bench = tiny_context2doc(tmp_path)
+    monkeypatch.setattr(c2d, "load_context2doc", lambda data, split: bench)  # the runner reads the test split
+    data = tmp_path / "cc"
     members = [EnsembleMember("bm25", "bm25", None, 1.0), EnsembleMember("minl2", str(tiny_model_dir), "minl2", 0.0)]
-    rows = context2doc_rows(EnsembleConfig("minmax"), members, bench, tmp_path / "o", cache_dir=None, batch_size=4,
-                            device=None)
+    rows = _rows("context2doc", "minmax", members, data, tmp_path / "o", cache_dir=None, batch_size=4)
     assert [r["metric"] for r in rows] == ["MRR", "nDCG@10", "R@100", "MAP"]
     assert rows[0]["value"] == 1.0  # BM25 alone finds each query's paper first (test_benchmarks); weight 0 keeps it
     members[1].weight = 1.0
-    mixed = context2doc_rows(EnsembleConfig("z"), members, bench, tmp_path / "o2", cache_dir=None, batch_size=4,
-                             device=None)
+    mixed = _rows("context2doc", "z", members, data, tmp_path / "o2", cache_dir=None, batch_size=4)
     assert 0.0 < mixed[0]["value"] <= 1.0
 
 
 def test_csfcube_ensemble_with_zero_weight_scores_as_its_first_member(small_csfcube, tmp_path, tiny_model_dir):
-    from aspire.evaluate.ensemble import csfcube_rows
-
     common = dict(cache_dir=tmp_path / "cache", batch_size=8, device=None)
-    rows = csfcube_rows(EnsembleConfig("z"), _members(str(tiny_model_dir), 0.0), small_csfcube, tmp_path / "o", **common)
+    rows = _rows("csfcube", "z", _members(str(tiny_model_dir), 0.0), small_csfcube, tmp_path / "o", **common)
     first = json.loads((tmp_path / "o/members/minl2/csfcube/results.json").read_text())
     assert [r["metric"] for r in rows] == ["MAP", "NDCG%20"]
     assert rows[0]["value"] == pytest.approx(first["test"]["all"]["MAP"], abs=1e-6)

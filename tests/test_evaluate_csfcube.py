@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from aspire.benchmarks import csfcube
-from aspire.evaluate.__main__ import main
+from aspire.cli.evaluate import main
 from aspire.jsonsafe import strict_loads  # results files must be strict JSON: no bare NaN
 
 # data README: SPECTER sample pools, test protocol, MAP / NDCG%20

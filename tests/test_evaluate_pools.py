@@ -9,8 +9,8 @@ import torch
 
 from aspire.batch import DocBatch
 from aspire.benchmarks.pools import load_pool_set, read_ranked, summarize
+from aspire.cli.evaluate import main
 from aspire.data.papers import Paper
-from aspire.evaluate.__main__ import main
 from aspire.evaluate.cache import cached_encode
 from aspire.evaluate.facets import facet_queries
 from aspire.evaluate.options import QUERY_TEXTS
@@ -50,6 +50,16 @@ def toy(tmp_path):
               "p6": [["p2", -1.0], ["p7", -2.0], ["p3", -3.0], ["p8", -4.0]]}
     (root / "test-pid2pool-toy-manual-ranked.json").write_text(json.dumps(ranked))
     return root
+
+
+def _pools(data, name, out, **kw):
+    """`run_pools` with the `EvalOptions` fields among `kw` gathered into its options."""
+    from dataclasses import fields
+
+    from aspire.evaluate.options import EvalOptions
+
+    names = {f.name for f in fields(EvalOptions)}
+    return run_pools(data, name, out, options=EvalOptions(**{k: kw.pop(k) for k in list(kw) if k in names}), **kw)
 
 
 def test_load_pool_set_removes_query_from_own_pool(toy):
@@ -161,11 +171,11 @@ def test_cache_round_trip_and_keys(tmp_path):
 def test_model_run_end_to_end_with_cache(toy, tmp_path, tiny_model_dir, scorer):
     kw = dict(facets=["method"], model=str(tiny_model_dir), scorer=scorer, cache_dir=tmp_path / "cache",
               batch_size=4, exp="tiny")
-    res = run_pools(toy, "toy", tmp_path / "o1", **kw)
+    res = _pools(toy, "toy", tmp_path / "o1", **kw)
     assert res["timings_s"]["encode_from_cache"] is False
     ranked = read_ranked(tmp_path / "o1" / "test-pid2pool-toy-tiny-method-ranked.json")
     assert sorted(ranked["p1"]) == ["p2", "p3", "p4", "p5"] and sorted(ranked["p6"]) == ["p2", "p3", "p7", "p8"]
-    res2 = run_pools(toy, "toy", tmp_path / "o2", **kw)
+    res2 = _pools(toy, "toy", tmp_path / "o2", **kw)
     assert res2["timings_s"]["encode_from_cache"] is True
     assert read_ranked(tmp_path / "o2" / "test-pid2pool-toy-tiny-method-ranked.json") == ranked
     assert res2["summary"] == res["summary"]
@@ -231,8 +241,8 @@ def test_facet_text_queries_encode_only_the_facet_sentences(tiny_model_dir):
 def test_model_run_with_a_facet_query_text(toy, tmp_path, tiny_model_dir):
     kw = dict(facets=["method"], model=str(tiny_model_dir), scorer="abstract", cache_dir=tmp_path / "cache",
               batch_size=4, exp="tiny", encode_options={"max_length": 64, "normalize": True, "joiner": " "})
-    whole = run_pools(toy, "toy", tmp_path / "o1", **kw)
-    facet = run_pools(toy, "toy", tmp_path / "o2", query_text="facet", **kw)
+    whole = _pools(toy, "toy", tmp_path / "o1", **kw)
+    facet = _pools(toy, "toy", tmp_path / "o2", query_text="facet", **kw)
     assert facet["query_text"] == "facet" and whole["query_text"] == "abstract"
     assert facet["timings_s"]["encode_from_cache"] is True  # the candidates' vectors are the same
     ranked = strict_loads((tmp_path / "o2" / "test-pid2pool-toy-tiny-method-ranked.json").read_text())
@@ -245,7 +255,7 @@ def test_default_experiment_names_are_shared_and_tell_runs_apart(toy, tmp_path, 
     assert default_exp("m", "minl2", encoding="independent") == "m-independent-minl2"
     kw = dict(facets=["method"], model=str(tiny_model_dir), scorer="abstract", cache_dir=tmp_path / "cache",
               batch_size=4, encode_options={"max_length": 64, "normalize": True, "joiner": " "})
-    names = [run_pools(toy, "toy", tmp_path / "o", query_text=q, **kw)["experiment"] for q in QUERY_TEXTS]
+    names = [_pools(toy, "toy", tmp_path / "o", query_text=q, **kw)["experiment"] for q in QUERY_TEXTS]
     assert names == [default_exp(str(tiny_model_dir), "abstract", query_text=q) for q in QUERY_TEXTS]
     assert len(set(names)) == 3  # one folder holds all three runs without overwriting
     for name in names:
@@ -279,8 +289,8 @@ def test_facet_candidates_match_only_the_facet_sentences_and_keep_whole_those_wi
 
 def test_model_run_with_facet_candidates(toy, tmp_path, tiny_model_dir):
     kw = dict(facets=["method"], model=str(tiny_model_dir), scorer="minl2", cache_dir=tmp_path / "cache", batch_size=4)
-    whole = run_pools(toy, "toy", tmp_path / "o1", **kw)
-    facet = run_pools(toy, "toy", tmp_path / "o2", cand_sentences="facet", **kw)
+    whole = _pools(toy, "toy", tmp_path / "o1", **kw)
+    facet = _pools(toy, "toy", tmp_path / "o2", cand_sentences="facet", **kw)
     assert whole["cand_sentences"] == "all" and "cands_kept_whole" not in whole
     assert facet["experiment"] == default_exp(str(tiny_model_dir), "minl2", cand_sentences="facet")
     assert facet["timings_s"]["encode_from_cache"] is True
@@ -307,7 +317,7 @@ def test_query_and_candidate_options_that_do_not_fit_are_refused(toy, tmp_path, 
     kw = dict(facets=["method"], model=str(tiny_model_dir), scorer="abstract", cache_dir=tmp_path / "cache",
               batch_size=4)
     with pytest.raises(ValueError, match=message):
-        run_pools(toy, "toy", tmp_path / "o", **{**kw, **options})
+        _pools(toy, "toy", tmp_path / "o", **{**kw, **options})
 
 
 @pytest.mark.parametrize("flags, message", [

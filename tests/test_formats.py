@@ -327,11 +327,12 @@ def test_context2doc_encodes_its_queries_with_the_query_adapter(tiny_model_dir, 
     from aspire.encoders import load_encoder
     from aspire.evaluate.context2doc_run import dense_scores
     from aspire.evaluate.encode import encode_papers
+    from aspire.evaluate.options import EvalOptions
     from aspire.evaluate.rank import get_eval_scorer
 
     query_adapted(tiny_model_dir).save_pretrained(tmp_path / "m")
     bench = tiny_context2doc(tmp_path)
-    scores, _ = dense_scores(bench, str(tmp_path / "m"), "abstract", cache_dir=tmp_path / "cache")
+    scores, _ = dense_scores(bench, str(tmp_path / "m"), "abstract", EvalOptions(cache_dir=tmp_path / "cache"))
     adapted, base = load_encoder(tmp_path / "m"), load_encoder(tiny_model_dir)
     queries = [Paper(qid, "", [text]) for qid, text in bench.queries.items()]
     with adapted.query_side():
@@ -339,9 +340,9 @@ def test_context2doc_encodes_its_queries_with_the_query_adapter(tiny_model_dir, 
     cb, _ = encode_papers(base, bench.candidates, "abstract")  # the papers: the base model's vectors
     expected = get_eval_scorer("abstract").score(qb, cb)
     assert scores == pytest.approx(expected.numpy(), abs=1e-5)
-    plain, _ = dense_scores(bench, str(tiny_model_dir), "abstract", cache_dir=tmp_path / "cache")
+    plain, _ = dense_scores(bench, str(tiny_model_dir), "abstract", EvalOptions(cache_dir=tmp_path / "cache"))
     assert not scores == pytest.approx(plain, abs=1e-4)
-    again, _ = dense_scores(bench, str(tmp_path / "m"), "abstract", cache_dir=tmp_path / "cache")  # from the cache
+    again, _ = dense_scores(bench, str(tmp_path / "m"), "abstract", EvalOptions(cache_dir=tmp_path / "cache"))  # from the cache
     assert again == pytest.approx(scores, abs=1e-6)
 
 

@@ -3,7 +3,6 @@ code, and everything else with the model's own code (a tiny random BERT with fac
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
@@ -12,11 +11,11 @@ from test_search_cli import build_labelled_index
 
 from aspire.benchmarks.csfcube import ABSTRACTS_FILE, LABEL_TO_FACET
 from aspire.benchmarks.runs import read_run
+from aspire.cli.evaluate import main as evaluate_main
 from aspire.cli.search import main as search_main
 from aspire.data.facets import selection_facet
 from aspire.data.papers import read_paper_map
 from aspire.encoders import ContextualSentenceEncoder
-from aspire.evaluate.__main__ import main as evaluate_main
 from aspire.evaluate.facets import facet_queries
 from aspire.scoring import get_scorer
 from aspire.search import Searcher
@@ -130,28 +129,28 @@ def task_coded_model_dir(tiny_model_dir, tmp_path_factory):
 def test_benchmark_commands_take_the_code_every_text_gets(task_coded_model_dir, tmp_path):
     from test_benchmarks import tiny_context2doc
 
-    from aspire.evaluate.bench_cli import _options, add_parsers
+    from aspire.cli.evaluate import build_parser, eval_options
     from aspire.evaluate.context2doc_run import run_context2doc
+    from aspire.evaluate.options import EvalOptions
 
-    parser = argparse.ArgumentParser()
-    add_parsers(parser.add_subparsers(dest="command"))
+    parser = build_parser()
     for command in ("reviewers", "context2doc", "suite"):
         args = parser.parse_args([command, "--model", "m", "--scorer", "abstract", "--out", "o", "--code",
                                   "[CONTEXT2DOC]"])
-        assert _options(args)["encoder_options"] == {"code": "[CONTEXT2DOC]"}
+        assert eval_options(args).encoder_options == {"code": "[CONTEXT2DOC]"}
     args = parser.parse_args(["context2doc", "--model", "m", "--scorer", "abstract", "--out", "o", "--code", "none"])
-    assert _options(args)["encoder_options"] == {"code": None}
+    assert eval_options(args).encoder_options == {"code": None}
 
     bench = tiny_context2doc(tmp_path)
     scores = {}
     for code in ("[COCITE]", "[CONTEXT2DOC]"):
-        res = run_context2doc(bench, tmp_path / code, code, str(task_coded_model_dir), "abstract", cache_dir=None,
-                              encoder_options={"code": code})
+        res = run_context2doc(bench, tmp_path / code, code, str(task_coded_model_dir), "abstract",
+                              EvalOptions(encoder_options={"code": code}))
         assert res["encoder_options"] == {"code": code}
         scores[code] = read_run(tmp_path / code / "run.trec")
-    run_context2doc(bench, tmp_path / "default", "d", str(task_coded_model_dir), "abstract", cache_dir=None)
+    run_context2doc(bench, tmp_path / "default", "d", str(task_coded_model_dir), "abstract")
     assert read_run(tmp_path / "default" / "run.trec") == scores["[COCITE]"]  # the model's own code is its first task's
     assert scores["[CONTEXT2DOC]"] != scores["[COCITE]"]
     with pytest.raises(ValueError, match=r"\[BOGUS\]"):
-        run_context2doc(bench, tmp_path / "bogus", "b", str(task_coded_model_dir), "abstract", cache_dir=None,
-                        encoder_options={"code": "[BOGUS]"})
+        run_context2doc(bench, tmp_path / "bogus", "b", str(task_coded_model_dir), "abstract",
+                        EvalOptions(encoder_options={"code": "[BOGUS]"}))

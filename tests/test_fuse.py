@@ -50,7 +50,7 @@ def test_read_scored_names_bad_entries(tmp_path):
 
 def test_fusing_specter_with_itself_keeps_its_known_answer(shared_data, tmp_path, capsys):
     """CLI on the real CSFCube pools: a run fused with itself ranks as it did (34.23 / 53.28)."""
-    from aspire.evaluate.__main__ import main
+    from aspire.cli.evaluate import main
 
     root = shared_data / "csfcube"
     run = f"{root / 'sample_ranked_pools'}:specter"
@@ -78,7 +78,7 @@ def test_read_scored_turns_distances_into_similarities(tmp_path):
 
 @pytest.mark.parametrize("spec", ["nocolon", ":exp", "dir:"])
 def test_a_run_spec_needs_a_folder_and_an_experiment(spec):
-    from aspire.evaluate.__main__ import parse_run
+    from aspire.cli.evaluate import parse_run
 
     assert parse_run("runs/csfcube/a:b:exp") == ("runs/csfcube/a:b", "exp")
     with pytest.raises(ValueError, match="--run takes DIR:EXP"):

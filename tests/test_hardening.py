@@ -23,6 +23,7 @@ from aspire import DocBatch
 from aspire.data.cocite import DataError, IngestConfig, ingest_records
 from aspire.data.papers import BadRecordError, Paper, iter_papers, read_papers
 from aspire.data.sentences import SentenceSplitter
+from aspire.evaluate.options import EvalOptions
 from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex
 from aspire.scoring import SinkhornConvergenceWarning, get_scorer
 from aspire.scoring.scorers import cross_l2_cost
@@ -172,7 +173,7 @@ def _pool_dir(root: Path, papers: dict[str, list[str]], pools: dict) -> Path:
 
 
 def test_evaluate_pooled_id_absent_from_corpus_is_a_clear_error(tmp_path, tiny_model_dir, capsys):
-    from aspire.evaluate.__main__ import main as eval_main
+    from aspire.cli.evaluate import main as eval_main
 
     papers = {"q": ["we propose a model."], "a": ["the data."], "b": ["results improve."]}
     for i, ghost_pool in enumerate(({"ghost": {"cands": ["a", "b"], "relevance_adju": [1, 0]}},  # the query id
@@ -198,7 +199,7 @@ def test_evaluate_ranks_every_candidate_of_extreme_papers(tmp_path, tiny_model_d
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SinkhornConvergenceWarning)
         res = run_pools(data, "toy", tmp_path / "out", model=str(tiny_model_dir), scorer=scorer, exp="tiny",
-                        batch_size=2)
+                        options=EvalOptions(batch_size=2))
     ranked = read_ranked(ranked_path(tmp_path / "out", "toy", "tiny", ""))
     assert {q: sorted(r) for q, r in ranked.items()} == {q: sorted(p["cands"]) for q, p in pools.items()}
     assert res["summary"]["all"]["n_queries"] == 2

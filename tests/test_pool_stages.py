@@ -10,8 +10,8 @@ import pytest
 
 from aspire.benchmarks.pools import load_pool_set
 from aspire.data.papers import read_paper_map
-from aspire.evaluate.options import EvalOptions
-from aspire.evaluate.pool_stages import bm25_rankings, query_texts, read_scored_pool_set, run_stages, stage_exp
+from aspire.evaluate.options import EvalOptions, Stages
+from aspire.evaluate.pool_stages import bm25_rankings, query_texts, read_scored_pool_set, run_stages
 from aspire.evaluate.rank import rank_pool_set
 from aspire.retrieval.crossencoder import RerankOptions, pair_scores
 from aspire.scoring.lexical import BM25Index, paper_text
@@ -71,41 +71,41 @@ def test_stages_fuse_with_the_model_and_rerank(faceted, tmp_path, tiny_model_dir
     rank_pool_set(pool_set, papers, str(tiny_model_dir), "minl2", out, "dense", EvalOptions(), LABEL_TO_FACET)
     dense = read_scored_pool_set(pool_set, out, "dense")
     # weight 1 on the model keeps its order; weight 0 follows BM25
-    only_dense, info = run_stages(pool_set, papers, LABEL_TO_FACET, out, "a1", "dense", True, 1.0)
+    only_dense, info = run_stages(pool_set, papers, LABEL_TO_FACET, out, "a1", "dense", Stages(True, 1.0))
     assert only_dense == {f: {q: [c for c, _ in r] for q, r in dense[f].items()} for f in pool_set.facets}
     assert info["fusion"]["alpha_dense"] == 1.0 and info["bm25"]["k1"] == 1.25
-    only_bm25, _ = run_stages(pool_set, papers, LABEL_TO_FACET, out, "a0", "dense", True, 0.0)
+    only_bm25, _ = run_stages(pool_set, papers, LABEL_TO_FACET, out, "a0", "dense", Stages(True, 0.0))
     lexical = read_scored_pool_set(pool_set, out, "bm25")
     for facet in pool_set.facets:
         score = dict(lexical[facet]["q"])
         order = [score[c] for c in only_bm25[facet]["q"]]
         assert order == sorted(order, reverse=True)
     # the cross-encoder at weight 1 orders the top 3 by its logits, the 4th stays last; weight 0 changes nothing
-    ranked, info = run_stages(pool_set, papers, LABEL_TO_FACET, out, "ce", "dense", True, 0.5,
-                              rerank=RerankOptions(str(tiny_model_dir), 3, 1.0, 32))
-    fused, _ = run_stages(pool_set, papers, LABEL_TO_FACET, out, "fused", "dense", True, 0.5)
+    ranked, info = run_stages(pool_set, papers, LABEL_TO_FACET, out, "ce", "dense",
+                              Stages(True, 0.5, rerank=RerankOptions(str(tiny_model_dir), 3, 1.0, 32)))
+    fused, _ = run_stages(pool_set, papers, LABEL_TO_FACET, out, "fused", "dense", Stages(True, 0.5))
     logits = json.loads((out / "crossencoder_scores.json").read_text())
     for facet in pool_set.facets:
         cross = logits[f"q_{facet}"]
         assert set(cross) == set(fused[facet]["q"][:3])
         assert ranked[facet]["q"] == sorted(cross, key=lambda c: -cross[c]) + fused[facet]["q"][3:]
     assert info["rerank"]["speed"]["pairs"] == 6 and info["rerank"]["first_stage"] == "dense-bm25-a0.5"
-    kept, _ = run_stages(pool_set, papers, LABEL_TO_FACET, out, "ce0", "dense", True, 0.5,
-                         rerank=RerankOptions(str(tiny_model_dir), 3, 0.0, 32))
+    kept, _ = run_stages(pool_set, papers, LABEL_TO_FACET, out, "ce0", "dense",
+                         Stages(True, 0.5, rerank=RerankOptions(str(tiny_model_dir), 3, 0.0, 32)))
     assert kept == fused
     with pytest.raises(ValueError, match="alpha in"):
-        run_stages(pool_set, papers, LABEL_TO_FACET, out, "x", "dense", True, None)
-    with pytest.raises(ValueError, match="a model's run, BM25"):
-        run_stages(pool_set, papers, LABEL_TO_FACET, out, "x")
+        run_stages(pool_set, papers, LABEL_TO_FACET, out, "x", "dense", Stages(True, None))
+    with pytest.raises(ValueError, match="a model and a scorer, BM25, or both"):
+        run_stages(pool_set, papers, LABEL_TO_FACET, out, "x", None, Stages())
 
 
 def test_stage_names():
     rerank = RerankOptions("m", 20, 0.5)
-    assert stage_exp(None, True, None, None) == "bm25"
-    assert stage_exp("m-abstract", True, 0.815, rerank) == "m-abstract-bm25-a0.815-ce20-w0.5"
-    assert stage_exp("m-abstract", False, None, rerank) == "m-abstract-ce20-w0.5"
-    with pytest.raises(ValueError, match="needs the fusion weight"):
-        stage_exp("m-abstract", True, None, None)
+    assert Stages(bm25=True).exp(None) == "bm25"
+    assert Stages(True, 0.815, rerank=rerank).exp("m-abstract") == "m-abstract-bm25-a0.815-ce20-w0.5"
+    assert Stages(rerank=rerank).exp("m-abstract") == "m-abstract-ce20-w0.5"
+    with pytest.raises(ValueError, match="needs a weight alpha in"):
+        Stages(bm25=True).exp("m-abstract")
 
 
 def test_pair_scores_name_a_document_without_text():
@@ -130,7 +130,7 @@ def test_reviewer_bm25_fusion_and_rerank(tmp_path, tiny_model_dir):
 
     rset = load_reviewer_set(make_reviewer_set(tmp_path / "rm", draws=2))
     papers, _ = reviewer_papers(rset)
-    res = run_reviewers(rset, None, [], tmp_path / "bm25", "bm25", bm25=True)
+    res = run_reviewers(rset, None, [], tmp_path / "bm25", "bm25", stages=Stages(bm25=True))
     assert res["bm25"]["idf"] == "every paper of the set (10)" and res["model"] is None
     # known answer: a submission's BM25 against each archive paper of the same index, max over the archive
     index = BM25Index([paper_text(p) for p in papers], [p.paper_id for p in papers])
@@ -142,13 +142,13 @@ def test_reviewer_bm25_fusion_and_rerank(tmp_path, tiny_model_dir):
         for sub, value in scores.items():
             assert value == pytest.approx(float(index.scores([text[sub]])[0][arch].max()))
     # weight 1 on the model keeps the model's order
-    common = dict(cache_dir=None, encode_options={})
+    common = dict(options=EvalOptions())
     dense = run_reviewers(rset, str(tiny_model_dir), ["abstract"], tmp_path / "d", "d", **common)
-    fused = run_reviewers(rset, str(tiny_model_dir), ["abstract"], tmp_path / "f", "f", bm25=True, alpha=1.0, **common)
+    fused = run_reviewers(rset, str(tiny_model_dir), ["abstract"], tmp_path / "f", "f", stages=Stages(True, 1.0), **common)
     assert fused["loss"] == pytest.approx(dense["loss"]) and fused["fusion"]["alpha_dense"] == 1.0
     # the cross-encoder alone (weight 1): each submission ordered by its logits' max over the archive
-    ce = run_reviewers(rset, None, [], tmp_path / "ce", "ce", bm25=True,
-                       rerank=RerankOptions(str(tiny_model_dir), 20, 1.0, 32))
+    ce = run_reviewers(rset, None, [], tmp_path / "ce", "ce",
+                       stages=Stages(True, rerank=RerankOptions(str(tiny_model_dir), 20, 1.0, 32)))
     logits = json.loads((tmp_path / "ce" / "crossencoder_scores.json").read_text())
     assert ce["rerank"]["distinct_pairs"] == sum(len(v) for v in logits.values())
     pred = read_predictions(prediction_files(tmp_path / "ce" / "predictions", "ce", rset)[1])
@@ -164,14 +164,14 @@ def test_reviewer_bm25_fusion_and_rerank(tmp_path, tiny_model_dir):
     with pytest.raises(ValueError, match=r"reviewer r1: no cross-encoder logit for \d+ pairs, e.g. \('s1'"):
         mix_logits(rset, known, first, logits, 20, 1.0, "max")
     with pytest.raises(ValueError, match="alpha in"):
-        run_reviewers(rset, str(tiny_model_dir), ["abstract"], tmp_path / "x", "x", bm25=True, **common)
-    with pytest.raises(ValueError, match="a model and its scorers, BM25"):
+        run_reviewers(rset, str(tiny_model_dir), ["abstract"], tmp_path / "x", "x", stages=Stages(True), **common)
+    with pytest.raises(ValueError, match="a model and a scorer, BM25, or both"):
         run_reviewers(rset, None, [], tmp_path / "x", "x")
 
 
 @pytest.mark.slow
 def test_csfcube_cli_bm25_on_real_data(small_csfcube, tmp_path, capsys):
-    from aspire.evaluate.__main__ import main
+    from aspire.cli.evaluate import main
 
     assert main(["csfcube", "--data", str(small_csfcube), "--bm25", "--out", str(tmp_path / "b")]) == 0
     results = json.loads((tmp_path / "b" / "results.json").read_text())

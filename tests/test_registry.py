@@ -1,5 +1,6 @@
 """The benchmark registry: the recipe of docs/architecture.md ("add a benchmark": one module with its
-metadata and a `register` line, one runner for the suite) works for a toy benchmark registered here only."""
+metadata and a `register` line, one runner line in `aspire.evaluate.suite.RUNNERS`) works for a toy benchmark
+registered here only: the suite, the ensemble suite and `compare` all pick it up."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from aspire import benchmarks
 from aspire.benchmarks import BENCHMARKS, Benchmark, get_benchmark, register
+from aspire.benchmarks.stats import table_row
 from aspire.evaluate import suite
 
 
@@ -26,16 +28,24 @@ def toy(monkeypatch, tmp_path):
     """A toy benchmark: two queries whose 'model' ranks by string length; registered for this test only."""
     monkeypatch.setattr(benchmarks, "BENCHMARKS", dict(BENCHMARKS))
     monkeypatch.setattr(suite, "BENCHMARKS", benchmarks.BENCHMARKS)
-    monkeypatch.setattr(suite, "RUNNERS", dict(suite.RUNNERS))
     bench = register(Benchmark("toy", "toy-data", "toy (2 queries)", ("accuracy",)))
     (tmp_path / "data" / "toy-data").mkdir(parents=True)
     seen = {}
 
-    def rows(benchmark, data, model, scorer, out, settings, **options):
-        seen.update(benchmark=benchmark, data=data, model=model, scorer=scorer, out=out)
-        return [suite._row(benchmark.title, benchmark.metrics[0], 0.5, (0.0, 1.0), 2)], "toy-fingerprint"
+    def rows(benchmark, data, model, scorer, out, settings, options):
+        seen.update(benchmark=benchmark, data=data, model=model, scorer=scorer, out=out, batch=options.batch_size)
+        return [table_row(benchmark.title, benchmark.metrics[0], 0.5, (0.0, 1.0), 2)], "toy-fingerprint"
 
-    suite.RUNNERS["toy"] = suite.Runner(rows)
+    def ensemble(benchmark, data, members, out, settings, fuse):
+        fused = fuse([{"q": [("long-paper", 1.0), ("p", 0.0)]}, {"q": [("p", 1.0), ("long-paper", 0.0)]}])
+        seen.update(members=[m.name for m in members], fused=[c for c, _ in fused["q"]])
+        return [table_row(benchmark.title, benchmark.metrics[0], 0.5, (0.0, 1.0), 2)]
+
+    def compare(a, b, metrics, data, n_perm, seed):
+        seen.update(compared=(a, b))
+        return {"accuracy": {"a": 1.0, "b": 0.5, "delta": 0.5, "ci95": [0.0, 1.0], "p_value": 0.5}}
+
+    monkeypatch.setitem(suite.RUNNERS, "toy", suite.Runner(rows, ensemble, compare))  # the one table, shared
     return bench, seen, tmp_path
 
 
@@ -43,7 +53,7 @@ def test_a_registered_benchmark_with_a_runner_is_picked_up_by_the_suite(toy):
     bench, seen, tmp_path = toy
     result = suite.run_suite("toy-model", "minl2", tmp_path / "out", tmp_path / "data", benchmarks=["toy"])
     assert seen == {"benchmark": bench, "data": tmp_path / "data" / "toy-data", "model": "toy-model",
-                    "scorer": "minl2", "out": tmp_path / "out" / "toy"}
+                    "scorer": "minl2", "out": tmp_path / "out" / "toy", "batch": 32}
     assert [r["benchmark"] for r in result["rows"]] == ["toy (2 queries)"]
     assert result["encoder_fingerprint"] == "toy-fingerprint" and list(result["seconds"]) == ["toy"]
     written = json.loads((tmp_path / "out" / "suite.json").read_text())
@@ -68,6 +78,27 @@ def test_the_suite_command_offers_the_registered_names(capsys):
     assert "csfcube, reviewers, context2doc" in " ".join(capsys.readouterr().out.split())
 
 
+def test_the_ensemble_suite_and_compare_use_the_toy_benchmark_s_runner(toy, monkeypatch):
+    import yaml
+
+    from aspire.evaluate import compare, ensemble
+
+    bench, seen, tmp_path = toy
+    monkeypatch.setattr(ensemble, "BENCHMARKS", {"toy": bench})
+    config = tmp_path / "ens.yaml"
+    config.write_text(yaml.safe_dump({"fusion": "z", "members": [
+        {"name": "a", "model": "m", "scorer": "minl2", "weight": 3.0}, {"name": "b", "model": "m", "scorer": "ot"}]}))
+    result = ensemble.run_ensemble_suite(config, tmp_path / "out", tmp_path / "data")
+    assert seen["members"] == ["a", "b"] and [r["benchmark"] for r in result["rows"]] == ["toy (2 queries)"]
+    assert seen["fused"] == ["long-paper", "p"]  # the fuse handed over weighs member a 3:1
+    for name in ("x", "y"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps({"benchmark": "toy-data"}))  # named by its folder
+    monkeypatch.setattr(compare, "BENCHMARKS", benchmarks.BENCHMARKS)
+    assert compare.compare(str(tmp_path / "x"), str(tmp_path / "y"))["accuracy"]["delta"] == 0.5
+    assert seen["compared"] == (str(tmp_path / "x"), str(tmp_path / "y"))
+
+
 def test_the_ensemble_suite_runs_every_registered_benchmark_its_members_apply_to(monkeypatch, tmp_path):
     import yaml
 
@@ -78,19 +109,19 @@ def test_the_ensemble_suite_runs_every_registered_benchmark_its_members_apply_to
         {"name": "lex", "model": "bm25", "weight": 1.0}, {"name": "dense", "model": "m", "scorer": "minl2"}]}))
     seen = []
 
-    def rows(bench, cfg, members, data, out, settings, **common):
+    def rows(bench, data, members, out, settings, fuse):
         seen.append((bench.name, [m.name for m in members], data))
-        return [suite._row(bench.title, bench.metrics[0], 0.5, (0.0, 1.0), 2)]
+        return [table_row(bench.title, bench.metrics[0], 0.5, (0.0, 1.0), 2)]
 
     toy = {"text": Benchmark("text", "text-data", "text queries", ("MRR",)),
            "pools": Benchmark("pools", "pool-data", "pools", ("MAP",))}
     monkeypatch.setattr(ensemble, "BENCHMARKS", toy)
-    monkeypatch.setattr(ensemble, "ENSEMBLE_RUNNERS", {"text": ensemble.EnsembleRunner(rows, lexical=True),
-                                                       "pools": ensemble.EnsembleRunner(rows)})
+    monkeypatch.setattr(ensemble, "RUNNERS", {"text": suite.Runner(None, rows, lexical=True),
+                                              "pools": suite.Runner(None, rows)})
     result = ensemble.run_ensemble_suite(config, tmp_path / "out", tmp_path / "data")
     assert seen == [("text", ["lex", "dense"], tmp_path / "data" / "text-data")]
     assert result["skipped"] == ["pools: 1 model member(s), bm25 does not apply there"]
     assert [r["benchmark"] for r in result["rows"]] == ["text queries"]
-    del ensemble.ENSEMBLE_RUNNERS["pools"]
-    with pytest.raises(ValueError, match=r"\['pools'\] have no ensemble runner"):
+    del ensemble.RUNNERS["pools"]
+    with pytest.raises(ValueError, match=r"\['pools'\] have no runner"):
         ensemble.run_ensemble_suite(config, tmp_path / "out", tmp_path / "data")

@@ -58,10 +58,10 @@ def test_each_format_is_an_evaluate_command_with_help_and_examples(name, capsys)
 
 
 def test_every_format_has_an_ensemble_runner_and_concatenates_unit_features():
-    from aspire.evaluate.ensemble import ENSEMBLE_RUNNERS
     from aspire.evaluate.probes import ConcatFeatures
+    from aspire.evaluate.suite import RUNNERS
 
-    assert set(ENSEMBLE_RUNNERS) == set(BENCHMARKS)
+    assert set(RUNNERS) == set(BENCHMARKS) and all(r.ensemble is not None for r in RUNNERS.values())
     a = _Features({"p": np.array([3.0, 4.0]), "q": np.array([0.0, 2.0])})
     b = _Features({"p": np.array([1.0, 0.0]), "q": np.array([1.0, 0.0])})
     X = ConcatFeatures([a, b]).of(["p", "q"])["abstract"]

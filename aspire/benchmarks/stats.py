@@ -110,3 +110,9 @@ def paired_test(a: UnitScores, b: UnitScores, n_perm: int = 10000, n_boot: int =
         "ci95": [float(np.nanquantile(deltas, alpha)), float(np.nanquantile(deltas, 1 - alpha))],
         "n_units": len(a.units),
     }
+
+
+def table_row(bench: str, metric: str, value: float, ci, n: int, note: str = "") -> dict:
+    """One figure of a results table (the suite's): the benchmark's title, the metric, its value, its 95%
+    interval, the number of units it is the mean of, and a note."""
+    return {"benchmark": bench, "metric": metric, "value": value, "ci95": list(ci), "n": n, "note": note}

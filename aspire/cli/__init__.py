@@ -19,7 +19,7 @@ COMMANDS = {
     "search": ("aspire.cli.search", "search an index by a paper's selected sentences (aspect-conditional)"),
     "serve": ("aspire.serve.__main__", "serve the aspect-selection web page over an index"),
     "train": ("aspire.train.__main__", "train a document model from a YAML config"),
-    "evaluate": ("aspire.evaluate.__main__", "evaluate on CSFCube or ASPIRE-style pools, or fuse runs"),
+    "evaluate": ("aspire.cli.evaluate", "evaluate on CSFCube or ASPIRE-style pools, or fuse runs"),
     "encode": ("aspire.cli.encode", "encode a papers JSONL into sentence vectors (arrays on disk)"),
     "demo": ("aspire.demo", "encode and evaluate CSFCube end to end on embedded defaults"),
     "data": ("aspire.cli.data", "build co-citation training data, one pipeline stage a command"),

@@ -1,7 +1,7 @@
 """Evaluation: pool re-ranking metrics (ranx + NDCG at a pool fraction), the CSFCube benchmark under its
 published two-fold protocol, and a general evaluator for ASPIRE-style pool sets.
 
-`python -m aspire.evaluate csfcube --model minilm --scorer minl2 --out DIR` — see `__main__.py`.
+`aspire evaluate csfcube --model minilm --scorer minl2 --out DIR` — the command is `aspire.cli.evaluate`.
 """
 
 from aspire.lazy import lazy_exports

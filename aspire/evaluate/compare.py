@@ -1,13 +1,11 @@
 """Paired comparison of two runs of one benchmark: per-query deltas, a p-value, a bootstrap interval.
 
-A run is a TREC run file (with `--qrels`), a results folder holding `run.trec` and `qrels.trec`
-(what every benchmark of `aspire.evaluate` writes), or reviewer-matching predictions: a results
-folder of `reviewers` (its `results.json` names the experiment) or `FOLDER:EXP` for files named
-`EXP_d_20_N_ta.json` (the published predictions). Both runs must cover the same queries.
-
-Two CSFCube results folders are compared on CSFCube's own figures, read from their per-query CSVs:
-MAP and NDCG%20 (percent) of every test query and of each facet, each the mean of the two folds' test
-means as the benchmark reports it (the bootstrap resamples queries within each fold).
+A run is a TREC run file (with `--qrels`) or a results folder holding `run.trec` and `qrels.trec` (what the
+ranking benchmarks write), compared here on per-query metrics. A results folder whose `results.json` names a
+registered benchmark (by its name or data folder) whose runner has a `compare` hook
+(`aspire.evaluate.suite.RUNNERS`) is compared by that hook: CSFCube on its own two-fold figures, overall and
+per facet; reviewer matching on its loss, which also takes published predictions as `FOLDER:EXP` (files
+`EXP_d_20_N_ta.json`). Both runs must cover the same queries.
 """
 
 from __future__ import annotations
@@ -15,11 +13,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from aspire.benchmarks import BENCHMARKS
 from aspire.benchmarks.runs import per_query, read_qrels, read_run
 from aspire.benchmarks.stats import UnitScores, paired_test
 
 DEFAULT_METRICS = ("MRR", "nDCG@10", "MAP")
-CSFCUBE_METRICS = ("MAP", "NDCG%20")
+PREDICTIONS_BENCHMARK = "reviewers"  # `FOLDER:EXP` (no results folder) names this benchmark's predictions
 
 
 def _trec(spec: str, qrels_path: str | None):
@@ -32,82 +31,35 @@ def _trec(spec: str, qrels_path: str | None):
     return read_run(path), read_qrels(qrels_path)
 
 
-def _results(spec: str) -> dict | None:
-    """The `results.json` of a results folder; None for a run file, `FOLDER:EXP` or a folder without one."""
+def benchmark_of(spec: str) -> str | None:
+    """The registered benchmark a run belongs to: its results folder's `results.json` names it (by name or data
+    folder), or it is `FOLDER:EXP` predictions (`PREDICTIONS_BENCHMARK`); None for a run file or a folder
+    without one."""
     path = Path(spec) / "results.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def _reviewer_spec(spec: str, meta: dict | None) -> tuple[Path, str] | None:
-    """(predictions folder, exp) when `spec` (its `_results`: `meta`) names reviewer predictions, else None."""
-    if meta is not None:
-        if meta.get("benchmark") == "reviewer-matching":
-            return Path(spec) / "predictions", meta["experiment"]
-        return None
-    folder, sep, exp = spec.rpartition(":")
-    if sep and Path(folder).is_dir():
-        return Path(folder), exp
-    return None
-
-
-def compare_reviewers(a: tuple[Path, str], b: tuple[Path, str], data: str, n_perm: int, seed: int) -> dict:
-    from aspire.benchmarks.reviewers import load_reviewer_set, prediction_files, read_predictions, reviewer_units
-
-    rset = load_reviewer_set(data)
-    units = []
-    for folder, exp in (a, b):
-        preds = [read_predictions(p) for p in prediction_files(folder, exp, rset)]
-        units.append(reviewer_units(rset, preds)[0])
-    test = paired_test(units[0], units[1], n_perm=n_perm, seed=seed)
-    deltas = (units[0].num - units[1].num).sum(axis=0) / units[0].den.sum(axis=0).clip(min=1e-12)
-    return {"loss": {**test, "per_unit_delta": dict(zip(units[0].units, deltas.tolist()))}}
-
-
-def compare_csfcube(a: str, b: str, metrics=CSFCUBE_METRICS, n_perm: int = 10000, seed: int = 0) -> dict:
-    """`{"MAP": ..., "MAP background": ..., ...}`: paired tests of two CSFCube results folders, over
-    every test query and per facet."""
-    from aspire.benchmarks.csfcube import FACETS
-    from aspire.evaluate.two_fold import REPORTED, load_per_query
-
-    odd = [m for m in metrics if m not in REPORTED]
-    if odd:
-        raise ValueError(f"CSFCube runs are compared on {', '.join(REPORTED)}, not {odd[0]!r}")
-    qa, qb = load_per_query(a), load_per_query(b)
-    if set(qa) != set(qb):
-        raise ValueError(f"{a} and {b} score different CSFCube queries, e.g. {sorted(set(qa) ^ set(qb))[:3]}")
-    out = {}
-    for m in metrics:
-        for group in ("all", *FACETS):
-            keys = sorted(q for q in qa if group in ("all", qa[q]["facet"]))
-            folds = {}
-            for q in keys:
-                folds.setdefault(qa[q]["test_fold"], []).append(q)
-            ua, ub = (UnitScores.means({q: run[q][m] for q in keys}, folds) for run in (qa, qb))
-            test = paired_test(ua, ub, n_perm=n_perm, seed=seed)
-            out[m if group == "all" else f"{m} {group}"] = {
-                **test, "per_unit_delta": {q: qa[q][m] - qb[q][m] for q in keys}}
-    return out
+    if not path.is_file():
+        folder, sep, _ = spec.rpartition(":")
+        return PREDICTIONS_BENCHMARK if sep and Path(folder).is_dir() else None
+    named = json.loads(path.read_text(encoding="utf-8")).get("benchmark")
+    return next((b.name for b in BENCHMARKS.values() if named in (b.name, b.folder)), None)
 
 
 def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | None = None,
             n_perm: int = 10000, seed: int = 0) -> dict:
-    """`{metric: paired_test(...) + per_unit_delta}` for two runs of the same benchmark; `metrics`
-    None takes the benchmark's defaults (CSFCube: `CSFCUBE_METRICS`, every group; else `DEFAULT_METRICS`)."""
-    meta_a, meta_b = _results(a), _results(b)
-    ca, cb = ((meta or {}).get("benchmark") == "csfcube" for meta in (meta_a, meta_b))
-    if ca != cb:
-        csfcube, other = (a, b) if ca else (b, a)
-        raise ValueError(f"{csfcube} is a CSFCube results folder and {other} is not: not runs of one benchmark")
-    if ca:
-        return compare_csfcube(a, b, metrics or CSFCUBE_METRICS, n_perm, seed)
+    """`{figure: paired_test(...) + per_unit_delta}` for two runs of the same benchmark; `metrics` None takes
+    the benchmark's defaults (its runner's comparison; else `DEFAULT_METRICS`)."""
+    from aspire.evaluate.suite import RUNNERS
+
+    hooks = []
+    for spec in (a, b):
+        name = benchmark_of(spec)
+        hooks.append((name, RUNNERS[name].compare if name in RUNNERS else None))
+    (name_a, hook_a), (name_b, hook_b) = hooks
+    if (hook_a is None) != (hook_b is None) or (hook_a is not None and name_a != name_b):
+        raise ValueError(f"{a} ({name_a or 'a ranked run'}) and {b} ({name_b or 'a ranked run'}) are not runs of one "
+                         "benchmark")
+    if hook_a is not None:
+        return hook_a(a, b, metrics, data, n_perm, seed)
     metrics = metrics or DEFAULT_METRICS
-    ra, rb = _reviewer_spec(a, meta_a), _reviewer_spec(b, meta_b)
-    if (ra is None) != (rb is None):
-        raise ValueError("cannot compare reviewer predictions with a ranked run")
-    if ra is not None:
-        if not data:
-            raise ValueError("reviewer predictions need the reviewer-matching folder (--data)")
-        return compare_reviewers(ra, rb, data, n_perm, seed)
     (run_a, qrels_a), (run_b, qrels_b) = _trec(a, qrels), _trec(b, qrels)
     if qrels_a != qrels_b:
         raise ValueError(f"{a} and {b} are judged by different qrels: not runs of one benchmark")

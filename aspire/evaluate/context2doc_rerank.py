@@ -23,26 +23,21 @@ FIRST_STAGE = {"model": "minilm", "scorer": "abstract", "alpha": 0.815,
 
 
 def first_stage_scores(bench: Context2Doc, alpha: float = FIRST_STAGE["alpha"], model: str = FIRST_STAGE["model"],
-                       cache_dir=None, **dense_options) -> np.ndarray:
+                       cache_dir=None) -> np.ndarray:
     """(Q, N) fused scores: `alpha` * z(whole-abstract cosine) + (1 - alpha) * z(BM25), per query."""
     from aspire.evaluate.cache import default_cache_dir
     from aspire.evaluate.context2doc_run import bm25_scores, dense_scores, fuse_dense_bm25
+    from aspire.evaluate.options import EvalOptions
 
-    opts = {"encode_options": dict(FIRST_STAGE["encode_options"]), **dense_options}
-    dense, _ = dense_scores(bench, model, FIRST_STAGE["scorer"], cache_dir=cache_dir or default_cache_dir(), **opts)
+    options = EvalOptions(encode_options=dict(FIRST_STAGE["encode_options"]), cache_dir=cache_dir or default_cache_dir())
+    dense, _ = dense_scores(bench, model, FIRST_STAGE["scorer"], options)
     return fuse_dense_bm25(bench, dense, bm25_scores(bench), alpha)
-
-
-
-
 
 
 def cross_scores(bench: Context2Doc, first: Mapping[str, Sequence[tuple[str, float]]], reranker,
                  top_n: int) -> dict[str, dict[str, float]]:
     """`{qid: {doc: logit}}` of the cross-encoder over each query's top `top_n` first-stage documents."""
     return pair_scores(bench.queries, candidate_texts(bench), first, reranker, top_n)
-
-
 
 
 def sweep(bench: Context2Doc, first: Mapping, cross: Mapping, tops: Sequence[int], weights: Sequence[float],

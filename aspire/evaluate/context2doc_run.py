@@ -22,8 +22,9 @@ import torch
 
 from aspire.benchmarks.context2doc import Context2Doc
 from aspire.benchmarks.runs import invocation, mean_scores, per_query, write_qrels, write_run
-from aspire.benchmarks.stats import UnitScores
+from aspire.benchmarks.stats import UnitScores, table_row
 from aspire.data.papers import Paper
+from aspire.evaluate.options import EvalOptions, Stages
 from aspire.io import write_json
 from aspire.retrieval.crossencoder import RerankOptions, rerank_texts
 from aspire.scoring.chunked import score_chunked
@@ -31,20 +32,21 @@ from aspire.scoring.chunked import score_chunked
 METRICS = ("MRR", "nDCG@10", "R@100", "MAP", "MAP@20")
 
 
-def dense_scores(bench: Context2Doc, model: str, scorer_name: str, encoding: str = "contextual",
-                 scorer_options: dict | None = None, cache_dir=None, batch_size: int = 32,
-                 device: str | None = None, encode_options: dict | None = None,
-                 chunk: int = 16, encoder_options: dict | None = None) -> tuple[np.ndarray, str]:
-    """(Q, N) similarities of the queries (in `bench.queries` order) to the candidates, and the fingerprint.
-    `encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`)."""
+def dense_scores(bench: Context2Doc, model: str, scorer_name: str, options: EvalOptions | None = None,
+                 chunk: int = 16) -> tuple[np.ndarray, str]:
+    """(Q, N) similarities of the queries (in `bench.queries` order) to the candidates, and the fingerprint;
+    `options` (`aspire.evaluate.options.EvalOptions`): the encoding, the scorer's and encoder's options (e.g.
+    `backend="onnx"`, `quantize="int8"`), the cache, batch size and device."""
     from aspire.encoders import load_encoder
     from aspire.evaluate.encode import encode_papers
     from aspire.evaluate.rank import get_eval_scorer
 
-    scorer = get_eval_scorer(scorer_name, **({} if scorer_name == "abstract" else dict(scorer_options or {})))
-    enc = "abstract" if scorer_name == "abstract" else encoding
-    opts = None if enc == "contextual" else encode_options
-    encoder = load_encoder(model, **dict(encoder_options or {}))
+    options = options or EvalOptions()
+    device, cache_dir, batch_size = options.device, options.cache_dir, options.batch_size
+    scorer = get_eval_scorer(scorer_name, **({} if scorer_name == "abstract" else options.scorer_options))
+    enc = "abstract" if scorer_name == "abstract" else options.encoding
+    opts = None if enc == "contextual" else options.encode_options
+    encoder = load_encoder(model, **options.encoder_options)
     if device:
         encoder.to(device)
     queries = [Paper(qid, "", [text]) for qid, text in bench.queries.items()]
@@ -118,36 +120,33 @@ def score_and_write(bench: Context2Doc, run: Mapping, out: Path, exp: str, info:
 
 
 def run_context2doc(bench: Context2Doc, out, exp: str, model: str | None = None, scorer: str | None = None,
-                    bm25: bool = False, alpha: float | None = None, k1: float = 1.25, b: float = 0.75,
-                    depth: int = 100, rerank=None, **dense_options) -> dict:
-    """BM25 alone (`bm25=True`, no model), a model alone, or both fused with weight `alpha` on the model;
-    then, given `rerank` (a `RerankOptions`), its top N re-scored by a cross-encoder."""
+                    options: EvalOptions | None = None, stages: Stages | None = None, depth: int = 100) -> dict:
+    """BM25 alone (`stages.bm25`, no model), a model alone, or both fused with weight `stages.alpha` on the
+    model; then, given `stages.rerank` (a `RerankOptions`), its top N re-scored by a cross-encoder. `options`
+    (`aspire.evaluate.options.EvalOptions`): how the model encodes and scores."""
+    options, stages = options or EvalOptions(), stages or Stages()
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
-    if model is None and not bm25:
-        raise ValueError("give a model and a scorer, BM25, or both")
     if (model is None) != (scorer is None):
         raise ValueError("a model needs a scorer and a scorer a model")
-    if model is not None and bm25 and alpha is None:
-        raise ValueError("a model with BM25 needs the fusion weight alpha")
+    stages.checked(model is not None)
     t0 = time.perf_counter()
     info: dict = {}
     dense = lexical = None
     if model is not None:
-        dense, fingerprint = dense_scores(bench, model, scorer, **dense_options)
-        info.update(model=str(model), encoder_fingerprint=fingerprint, scorer=scorer,
-                    **{k: v for k, v in dense_options.items() if k != "cache_dir"})
-    if bm25:
-        lexical = bm25_scores(bench, k1, b)
-        info["bm25"] = {"k1": k1, "b": b, "text": "title + abstract"}
+        dense, fingerprint = dense_scores(bench, model, scorer, options)
+        info.update(model=str(model), encoder_fingerprint=fingerprint, scorer=scorer, **options.record())
+    if stages.bm25:
+        lexical = bm25_scores(bench, stages.k1, stages.b)
+        info["bm25"] = {"k1": stages.k1, "b": stages.b, "text": "title + abstract"}
     if dense is not None and lexical is not None:
-        scores = fuse_dense_bm25(bench, dense, lexical, alpha)
-        info["fusion"] = {"method": "z", "alpha_dense": alpha}
+        scores = fuse_dense_bm25(bench, dense, lexical, stages.alpha)
+        info["fusion"] = {"method": "z", "alpha_dense": stages.alpha}
     else:
         scores = dense if dense is not None else lexical
     run = to_run(bench, scores, depth)
-    if rerank is not None:
-        run, info["rerank"] = apply_rerank(bench, run, rerank, Path(out))
+    if stages.rerank is not None:
+        run, info["rerank"] = apply_rerank(bench, run, stages.rerank, Path(out))
     info["seconds"] = time.perf_counter() - t0
     return score_and_write(bench, run, Path(out), exp, info)
 
@@ -171,3 +170,38 @@ def format_result(results: dict) -> str:
     """`MRR 0.331 [0.30, 0.36] · nDCG@10 ...` for the headline metrics."""
     return " · ".join(f"{m} {results['metrics'][m]:.3f} [{results['ci95'][m][0]:.3f}, {results['ci95'][m][1]:.3f}]"
                       for m in METRICS[:4])
+
+
+def suite_rows(bench, data: Path, model: str | None, scorer: str | None, out: Path, settings: dict,
+               options: EvalOptions | None = None) -> tuple[list[dict], None]:
+    """The suite's runner on the test split: the model alone, fused with BM25 at `settings["bm25_alpha"]`, or BM25
+    alone (`model` None)."""
+    from aspire.benchmarks.context2doc import load_context2doc
+
+    alpha = settings.get("bm25_alpha")
+    queries = load_context2doc(data, "test")
+    exp = "bm25" if model is None else f"{Path(model).name}-{scorer}" + ("" if alpha is None else f"-bm25-a{alpha:g}")
+    stages = Stages(bm25=model is None or alpha is not None, alpha=alpha)
+    res = run_context2doc(queries, out, exp, model, scorer, options, stages)
+    name = bench.title + (" (fused with BM25)" if alpha is not None and model else "")
+    return [table_row(name, m, res["metrics"][m], res["ci95"][m], res["n_queries"]) for m in bench.metrics], None
+
+
+def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -> list[dict]:
+    """The ensemble suite's runner on the test split: each member (`aspire.evaluate.options.Member`; a `bm25`
+    member is the lexical run) ranks every candidate, the runs are fused by `fuse` per query, the top 100 kept."""
+    from aspire.benchmarks.context2doc import load_context2doc
+    from aspire.benchmarks.runs import read_run
+
+    test = load_context2doc(data, "test")
+    runs = []
+    for m in members:
+        folder = out / "members" / m.name / "context2doc"
+        model, scorer = (None, None) if m.lexical else (m.model, m.scorer)
+        run_context2doc(test, folder, m.name, model, scorer, m.options, Stages(bm25=m.lexical),
+                        depth=len(test.candidates))
+        runs.append(read_run(folder / "run.trec"))
+    fused = {q: ranked[:100] for q, ranked in fuse(runs).items()}
+    res = score_and_write(test, fused, out / "context2doc", "ensemble", {"members": [m.name for m in members]})
+    note = "members " + ", ".join(m.name for m in members)
+    return [table_row(bench.title, m, res["metrics"][m], res["ci95"][m], res["n_queries"], note) for m in bench.metrics]

@@ -1,5 +1,10 @@
 """Running a model on CSFCube (`aspire.benchmarks.csfcube` says what the benchmark is): encode, rank
-every facet's pools, score with the benchmark's protocol, write the run files and `results.json`."""
+every facet's pools, score with the benchmark's protocol, write the run files and `results.json`.
+
+Its hooks in the suite's runner table (`aspire.evaluate.suite.RUNNERS`): `suite_rows` (one model),
+`ensemble_rows` (members fused per facet and query over the pool) and `compare_runs` (two results folders,
+paired tests on the benchmark's own figures).
+"""
 
 from __future__ import annotations
 
@@ -14,69 +19,45 @@ from aspire.benchmarks.csfcube import (
     write_results,
 )
 from aspire.benchmarks.pools import write_trec
+from aspire.benchmarks.stats import table_row
 from aspire.data.papers import read_paper_map
+from aspire.evaluate.options import EvalOptions, Stages
 
 log = logging.getLogger(__name__)
 
 
-def run_csfcube(
-    root: str | Path,
-    model: str | None,
-    scorer: str | None,
-    out: str | Path,
-    exp: str | None = None,
-    encoding: str = "contextual",
-    scorer_options: dict | None = None,
-    cache_dir: str | Path | None = None,
-    batch_size: int = 32,
-    device: str | None = None,
-    encode_options: dict | None = None,
-    query_text: str = "abstract",
-    cand_sentences: str = "all",
-    encoder_options: dict | None = None,
-    facet_code: str = "auto",
-    bm25: bool = False,
-    alpha: float | None = None,
-    k1: float = 1.25,
-    b: float = 0.75,
-    rerank=None,
-) -> dict:
+def run_csfcube(root: str | Path, model: str | None, scorer: str | None, out: str | Path, exp: str | None = None,
+                options: EvalOptions | None = None, stages: Stages | None = None) -> dict:
     """Encode CSFCube with `model`, rank every facet's pools with `scorer`, write and return results.
 
-    `scorer="abstract"` always uses the `abstract` encoding (one vector per paper); the facet is
-    ignored unless `query_text` is `facet` or `title+facet`. `cand_sentences="facet"` matches only
-    the candidates' sentences of the query's facet (see `aspire.evaluate.facets`). `encoder_options` go to
-    `load_encoder` (the inference backend: `backend="onnx"`, `quantize="int8"`; `code`: the control code of
-    every paper). `facet_code` is the control code of a facet's queries (default `auto`: the facet's own,
-    for a model trained with facet codes; see `aspire.encoders.codes.query_code`).
-    The search pipeline's stages (`aspire.evaluate.pool_stages`): `bm25` ranks by BM25 (k1, b) of the facet's
-    sentences, alone (no model) or fused with the model's run at weight `alpha` on the model; `rerank` (an
-    `aspire.retrieval.crossencoder.RerankOptions`) re-scores each pool's top N with a cross-encoder.
+    `options` (`aspire.evaluate.options.EvalOptions`): the encoding, the scorer's and encoder's options, the
+    cache, and how a facet's query is read (`query_text`, `cand_sentences`, `facet_code`; see
+    `aspire.evaluate.facets`). `stages` (`aspire.evaluate.options.Stages`): the search pipeline's stages after
+    the model (`aspire.evaluate.pool_stages`): BM25 of the facet's sentences, alone (no model) or fused with the
+    model's run, and a cross-encoder rerank of each pool's top N.
     Writes `out/test-pid2pool-csfcube-EXP-{facet}-ranked.json` (similarities, best first; each stage's own
     files beside them), the per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
     """
-    from aspire.evaluate.options import EvalOptions
-    from aspire.evaluate.pool_stages import run_stages, stage_exp
+    from aspire.evaluate.pool_stages import run_stages
     from aspire.evaluate.rank import default_exp, rank_pool_set
 
-    if (model is None) != (scorer is None) or (model is None and not bm25):
+    options, stages = options or EvalOptions(), stages or Stages()
+    if (model is None) != (scorer is None):
         raise ValueError("give a model and a scorer, BM25, or both")
+    stages.checked(model is not None)
     root, out = Path(root), Path(out)
     pool_set = load_csfcube(root)
     papers = read_paper_map(root / ABSTRACTS_FILE, ids=pool_set.paper_ids(), needed_by="pooled")
-    base = None if model is None else default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
-    staged = bm25 or rerank is not None
-    exp = exp or (stage_exp(base, bm25, alpha, rerank) if staged else base)
+    base = None if model is None else default_exp(model, scorer, options.encoding, options.scorer_options,
+                                                  options.query_text, options.cand_sentences)
+    exp = exp or (stages.exp(base) if stages.staged else base)
     info: dict = {}
     if model is not None:
-        options = EvalOptions(encoding, dict(scorer_options or {}), cache_dir, batch_size, device,
-                              dict(encode_options or {}), query_text, cand_sentences, dict(encoder_options or {}),
-                              facet_code)
-        rankings, info = rank_pool_set(pool_set, papers, model, scorer, out, base if staged else exp, options,
+        rankings, info = rank_pool_set(pool_set, papers, model, scorer, out, base if stages.staged else exp, options,
                                        LABEL_TO_FACET)
-    if staged:
-        rankings, stages = run_stages(pool_set, papers, LABEL_TO_FACET, out, exp, base, bm25, alpha, k1, b, rerank)
-        info.update(stages, experiment=exp)
+    if stages.staged:
+        rankings, ran = run_stages(pool_set, papers, LABEL_TO_FACET, out, exp, base, stages)
+        info.update(ran, experiment=exp)
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(info)
     write_results(out, root, exp, results, per_query)
@@ -133,3 +114,74 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     write_trec(out, pool_set, rankings, exp)
     log.info("wrote %s", out / "results.json")
     return results
+
+
+def _rows(bench, data: Path, per_query: dict, note: str = "") -> list[dict]:
+    """The suite's rows: each of the benchmark's metrics over the two folds' test queries."""
+    from aspire.benchmarks.csfcube import test_units
+
+    pool_set = load_csfcube(data)
+    return [table_row(bench.title, metric, (u := test_units(pool_set, per_query, metric)).value(), u.bootstrap(),
+                      len(u.units), note) for metric in bench.metrics]
+
+
+def suite_rows(bench, data: Path, model: str, scorer: str, out: Path, settings: dict,
+               options: EvalOptions | None = None) -> tuple[list[dict], str]:
+    """The suite's runner: `run_csfcube`, then the test figures with their intervals."""
+    from aspire.benchmarks.pools import read_ranked_pool_set
+
+    results = run_csfcube(data, model, scorer, out, options=options)
+    rankings = read_ranked_pool_set(load_csfcube(data), out, results["experiment"])
+    _, per_query = evaluate_csfcube_rankings(data, rankings)
+    return _rows(bench, data, per_query), results["encoder_fingerprint"]
+
+
+def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -> list[dict]:
+    """The ensemble suite's runner: each member (`aspire.evaluate.options.Member`) run into
+    `out/members/NAME/csfcube`, their similarities fused per facet and query over the pool by `fuse`."""
+    from aspire.benchmarks.csfcube import FACETS, NAME
+    from aspire.benchmarks.pools import ranked_path, write_ranked
+    from aspire.evaluate.fuse import read_scored
+
+    folders = [out / "members" / m.name / "csfcube" for m in members]
+    exps = [run_csfcube(data, m.model, m.scorer, folder, options=m.options)["experiment"]
+            for m, folder in zip(members, folders)]
+    rankings = {}
+    for facet in FACETS:
+        runs = [{q: list(s.items()) for q, s in read_scored(ranked_path(folder, NAME, exp, facet)).items()}
+                for folder, exp in zip(folders, exps)]
+        fused = fuse(runs)
+        write_ranked(ranked_path(out / "csfcube", NAME, "ensemble", facet), fused)
+        rankings[facet] = {q: [c for c, _ in r] for q, r in fused.items()}
+    results, per_query = evaluate_csfcube_rankings(data, rankings)
+    write_results(out / "csfcube", data, "ensemble", results, per_query)
+    return _rows(bench, data, per_query, "members " + ", ".join(m.name for m in members))
+
+
+def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, seed: int = 0) -> dict:
+    """`{"MAP": ..., "MAP background": ..., ...}`: paired tests of two CSFCube results folders on the benchmark's
+    own figures, read from their per-query CSVs: MAP and NDCG%20 (percent) over every test query and per facet,
+    each the mean of the two folds' test means (the bootstrap resamples queries within each fold)."""
+    from aspire.benchmarks.csfcube import FACETS
+    from aspire.benchmarks.stats import UnitScores, paired_test
+    from aspire.evaluate.two_fold import REPORTED, load_per_query
+
+    metrics = metrics or REPORTED
+    odd = [m for m in metrics if m not in REPORTED]
+    if odd:
+        raise ValueError(f"CSFCube runs are compared on {', '.join(REPORTED)}, not {odd[0]!r}")
+    qa, qb = load_per_query(a), load_per_query(b)
+    if set(qa) != set(qb):
+        raise ValueError(f"{a} and {b} score different CSFCube queries, e.g. {sorted(set(qa) ^ set(qb))[:3]}")
+    out = {}
+    for m in metrics:
+        for group in ("all", *FACETS):
+            keys = sorted(q for q in qa if group in ("all", qa[q]["facet"]))
+            folds = {}
+            for q in keys:
+                folds.setdefault(qa[q]["test_fold"], []).append(q)
+            ua, ub = (UnitScores.means({q: run[q][m] for q in keys}, folds) for run in (qa, qb))
+            test = paired_test(ua, ub, n_perm=n_perm, seed=seed)
+            out[m if group == "all" else f"{m} {group}"] = {
+                **test, "per_unit_delta": {q: qa[q][m] - qb[q][m] for q in keys}}
+    return out

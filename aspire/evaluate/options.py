@@ -1,10 +1,13 @@
-"""How a model is run on a benchmark, as one object passed down instead of a dozen keyword parameters.
+"""How a model is run on a benchmark, as two objects passed down instead of a score of keyword parameters.
 
 `EvalOptions` holds everything but the model, the scorer and the data: the encoding, the scorer's and
 encoder's options, the vector cache, batch size and device, and the facet handling of pool sets
 (`query_text`, `cand_sentences`; see `aspire.evaluate.facets`) and the control code of a facet's queries
 (`facet_code`, for models trained with facet codes; see `aspire.encoders.codes.query_code`). `checked(scorer, faceted)` validates the
-combination once, at the top, and returns the options to run with.
+combination once, at the top, and returns the options to run with. `Stages` holds the search pipeline's
+stages every ranking benchmark runs after (or instead of) the model: BM25, its fusion with the model, a
+cross-encoder rerank. Every runner (`run_csfcube`, `run_pools`, `run_reviewers`, `run_context2doc`) takes
+`(model, scorer, out, exp, options, stages)`, and `aspire.evaluate.cli` builds both from the command line.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ SENTENCE_SCORERS = SCORER_NAMES  # the sentence scorers of aspire.scoring's regi
 SCORERS = SENTENCE_SCORERS + ("abstract",)  # + the whole-abstract cosine (aspire.scoring.vector.VectorCosine)
 QUERY_TEXTS = ("abstract", "facet", "title+facet")
 CAND_SENTENCES = ("all", "facet")
+BM25_EXP = "bm25"  # the experiment name of a BM25 run
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,11 @@ class EvalOptions:
                 raise ValueError(f"candidate sentences {self.cand_sentences!r} need a faceted pool set")
         return replace(self, encoding=encoding)
 
+    def record(self) -> dict:
+        """The options that decide the figures, for a results file (the cache and batch size do not)."""
+        return {"encoding": self.encoding, "scorer_options": dict(self.scorer_options), "device": self.device,
+                "encode_options": dict(self.encode_options), "encoder_options": dict(self.encoder_options)}
+
 
 def scorer_options(scorer: str | None, tau: float | None = None, eps: float | None = None,
                    window: int | None = None) -> dict:
@@ -75,3 +84,56 @@ def scorer_options(scorer: str | None, tau: float | None = None, eps: float | No
     if window is not None and "maxpassage" not in names:
         raise ValueError(f"--window goes with --scorer maxpassage, not {scorer!r}")
     return {k: v for k, v in (("tau", tau), ("eps", eps), ("window", window)) if v is not None}
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The search pipeline's stages on a benchmark: `bm25` ranks by BM25 (`k1`, `b`), alone (no model) or fused
+    with the model's scores, z-scores per query, weight `alpha` on the model; `rerank` (an
+    `aspire.retrieval.crossencoder.RerankOptions`) re-scores each query's top N with a cross-encoder."""
+
+    bm25: bool = False
+    alpha: float | None = None
+    k1: float = 1.25
+    b: float = 0.75
+    rerank: object = None
+
+    @property
+    def staged(self) -> bool:
+        """Whether any stage runs beyond the model's own ranking."""
+        return self.bm25 or self.rerank is not None
+
+    def checked(self, has_model: bool) -> "Stages":
+        """These stages, or a ValueError when they cannot run: nothing to rank with, or a fusion weight missing
+        or outside [0, 1]."""
+        if not has_model and not self.bm25:
+            raise ValueError("give a model and a scorer, BM25, or both")
+        if has_model and self.bm25 and (self.alpha is None or not 0.0 <= self.alpha <= 1.0):
+            raise ValueError(f"a model fused with BM25 needs a weight alpha in [0, 1], got {self.alpha}")
+        return self
+
+    def exp(self, base: str | None) -> str:
+        """The experiment name of a staged run: the model's (`base`), `bm25`, or both fused (`BASE-bm25-aALPHA`),
+        then `-ceN-wW` for a cross-encoder rerank.
+
+        >>> Stages(bm25=True, alpha=0.815).exp("minilm-abstract-abstract")
+        'minilm-abstract-abstract-bm25-a0.815'
+        """
+        self.checked(base is not None)
+        name = base if not self.bm25 else BM25_EXP if base is None else f"{base}-bm25-a{self.alpha:g}"
+        return name + (f"-ce{self.rerank.top_n}-w{self.rerank.weight:g}" if self.rerank is not None else "")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One member of an ensemble as a benchmark's runner sees it: its `name` (its folder under the ensemble's),
+    `model` (`bm25`: the lexical baseline, no scorer and no options), `scorer` and `options`."""
+
+    name: str
+    model: str
+    scorer: str | None
+    options: EvalOptions | None
+
+    @property
+    def lexical(self) -> bool:
+        return self.model == "bm25"

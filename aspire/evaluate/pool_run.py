@@ -16,6 +16,7 @@ from typing import Sequence
 from aspire.benchmarks.metrics import undefined_metrics
 from aspire.benchmarks.pools import evaluate_pool_set, load_pool_set, read_ranked_pool_set, summarize, write_trec
 from aspire.data.papers import read_paper_map
+from aspire.evaluate.options import EvalOptions
 from aspire.io import atomic_write, write_json
 
 
@@ -41,19 +42,10 @@ def run_pools(
     exp: str | None = None,
     model: str | None = None,
     scorer: str | None = None,
-    encoding: str = "contextual",
-    scorer_options: dict | None = None,
-    cache_dir=None,
-    batch_size: int = 32,
-    device: str | None = None,
-    encode_options: dict | None = None,
-    query_text: str = "abstract",
-    cand_sentences: str = "all",
-    encoder_options: dict | None = None,
-    facet_code: str = "auto",
+    options: EvalOptions | None = None,
 ) -> dict:
     """Score ranked files from `ranked_dir` (with `exp`), or rank with `model` + `scorer` first
-    (`query_text`, `cand_sentences`, `encoder_options`, `facet_code`: see `aspire.evaluate.rank.rank_pool_set`)."""
+    (`options`: `aspire.evaluate.options.EvalOptions`, as `aspire.evaluate.rank.rank_pool_set` reads them)."""
     data, out = Path(data), Path(out)
     pool_set = load_pool_set(data, name, facets, splits_file)
     info: dict = {}
@@ -65,14 +57,12 @@ def run_pools(
     else:
         if not (model and scorer):
             raise ValueError("give a model and a scorer, or a folder of ranked files")
-        from aspire.evaluate.options import EvalOptions
         from aspire.evaluate.rank import default_exp, rank_pool_set
 
         papers = read_paper_map(abstracts_file or data / f"abstracts-{name}.jsonl", ids=pool_set.paper_ids(), needed_by="pooled")
-        exp = exp or default_exp(model, scorer, encoding, scorer_options, query_text, cand_sentences)
-        options = EvalOptions(encoding, dict(scorer_options or {}), cache_dir, batch_size, device,
-                              dict(encode_options or {}), query_text, cand_sentences, dict(encoder_options or {}),
-                              facet_code)
+        options = options or EvalOptions()
+        exp = exp or default_exp(model, scorer, options.encoding, options.scorer_options, options.query_text,
+                                 options.cand_sentences)
         rankings, info = rank_pool_set(pool_set, papers, model, scorer, out, exp, options, facet_label_map(facets))
     per_query, skipped = evaluate_pool_set(pool_set, rankings, metrics, threshold, skip_no_relevant)
     summary = {

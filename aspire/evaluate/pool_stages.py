@@ -24,8 +24,7 @@ from pathlib import Path
 
 from aspire.benchmarks.pools import PoolSet, query_key, ranked_path, write_ranked
 from aspire.data.papers import Paper
-
-BM25_EXP = "bm25"
+from aspire.evaluate.options import BM25_EXP, Stages
 
 Scored = dict[str, dict[str, list[tuple[str, float]]]]  # {facet: {query_pid: [(cand_pid, score), ...]}}
 
@@ -115,31 +114,15 @@ def rerank_rankings(pool_set: PoolSet, papers: Mapping[str, Paper], label_to_fac
     return out_rankings, record
 
 
-def stage_exp(base: str | None, bm25: bool, alpha: float | None, rerank) -> str:
-    """The experiment name of a staged run: the model's (`base`), `bm25`, or both fused (`BASE-bm25-aALPHA`),
-    then `-ceN-wW` for a cross-encoder rerank.
-
-    >>> stage_exp("minilm-abstract-abstract", True, 0.815, None)
-    'minilm-abstract-abstract-bm25-a0.815'
-    """
-    if bm25 and base is not None and alpha is None:
-        raise ValueError("a model fused with BM25 needs the fusion weight alpha")
-    name = base if not bm25 else BM25_EXP if base is None else f"{base}-{BM25_EXP}-a{alpha:g}"
-    return name + (f"-ce{rerank.top_n}-w{rerank.weight:g}" if rerank is not None else "")
-
-
 def run_stages(pool_set: PoolSet, papers: Mapping[str, Paper], label_to_facet: Mapping[str, str], out: Path,
-               exp: str, dense_exp: str | None = None, bm25: bool = False, alpha: float | None = None,
-               k1: float = 1.25, b: float = 0.75, rerank=None) -> tuple[dict[str, dict[str, list[str]]], dict]:
+               exp: str, dense_exp: str | None, stages: Stages) -> tuple[dict[str, dict[str, list[str]]], dict]:
     """Compose the stages over `out`'s ranked files: the model's (`dense_exp`, already written there), BM25,
-    their fusion (weight `alpha` on the model) and the cross-encoder rerank; the last stage is written as `exp`.
-    Returns `({facet: {query: [cand, ...]}}, run info)`."""
+    their fusion (weight `stages.alpha` on the model) and the cross-encoder rerank; the last stage is written as
+    `exp`. Returns `({facet: {query: [cand, ...]}}, run info)`."""
     from aspire.evaluate.fuse import fuse_pool_set
 
-    if dense_exp is None and not bm25:
-        raise ValueError("give a model's run, BM25, or both")
-    if dense_exp is not None and bm25 and (alpha is None or not 0.0 <= alpha <= 1.0):
-        raise ValueError(f"a model fused with BM25 needs a weight alpha in [0, 1], got {alpha}")
+    stages.checked(dense_exp is not None)
+    bm25, alpha, k1, b, rerank = stages.bm25, stages.alpha, stages.k1, stages.b, stages.rerank
     info: dict = {}
     current = dense_exp
     if bm25:
@@ -149,7 +132,7 @@ def run_stages(pool_set: PoolSet, papers: Mapping[str, Paper], label_to_facet: M
                         "candidate_text": "title + abstract"}
         current = BM25_EXP
         if dense_exp is not None:
-            current = stage_exp(dense_exp, True, alpha, None)
+            current = Stages(bm25=True, alpha=alpha).exp(dense_exp)
             fuse_pool_set(pool_set, [(out, dense_exp), (out, BM25_EXP)], out, current, [alpha, 1.0 - alpha])
             info["fusion"] = {"method": "z", "alpha_dense": alpha, "runs": [dense_exp, BM25_EXP]}
     scored = read_scored_pool_set(pool_set, out, current)

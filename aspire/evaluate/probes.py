@@ -247,12 +247,16 @@ def _suite_rows(bench, res: dict, note: str = "") -> list[dict]:
     return rows
 
 
-def probe_rows(bench, data: Path, model: str, scorer, out: Path, settings: dict, cache_dir=None,
-               batch_size: int = 32, device: str | None = None, encoder_options: dict | None = None,
-               **_ignored) -> tuple[list[dict], str]:
+def probe_rows(bench, data: Path, model: str, scorer, out: Path, settings: dict, options=None) -> tuple[list[dict], str]:
     """The suite's runner for the three formats (`aspire.evaluate.suite.RUNNERS`): one row per representation
-    and metric; the scorer and the suite's encoding options do not apply (module docstring). The ACL index and
-    the encoder are kept in `settings["_probe_state"]` between the formats of one suite run."""
+    and metric; the scorer and the options' encoding and scorer options do not apply (module docstring), their
+    cache, batch size, device and encoder options do. The ACL index and the encoder are kept in
+    `settings["_probe_state"]` between the formats of one suite run."""
+    from aspire.evaluate.options import EvalOptions
+
+    options = options or EvalOptions()
+    cache_dir, batch_size, device, encoder_options = (options.cache_dir, options.batch_size, options.device,
+                                                      options.encoder_options)
     state = settings.setdefault("_probe_state", {})
     if state.get("model") != model:
         features = Features(model, {}, cache_dir, batch_size, device, encoder_options)  # a bad model fails first
@@ -285,17 +289,18 @@ class ConcatFeatures:
         return "+".join(p.fingerprint() for p in self.parts)
 
 
-def ensemble_probe_rows(bench, config, members, data: Path, out: Path, settings: dict, cache_dir=None,
-                        batch_size: int = 32, device: str | None = None) -> list[dict]:
-    """The ensemble suite's runner for the formats (`aspire.evaluate.ensemble.ENSEMBLE_RUNNERS`): the distinct
-    models of the members, their features concatenated (`ConcatFeatures`); scorers, weights and the fusion
-    method do not apply to a probe's features."""
+def ensemble_probe_rows(bench, data: Path, members, out: Path, settings: dict, fuse=None) -> list[dict]:
+    """The ensemble suite's runner for the formats (`aspire.evaluate.suite.RUNNERS`): the distinct models of the
+    members (`aspire.evaluate.options.Member`), their features concatenated (`ConcatFeatures`); scorers, weights
+    and the fusion (`fuse`) do not apply to a probe's features. The cache, batch size and device are the first
+    member's (the ensemble suite gives every member the same)."""
+    first = members[0].options
     models = list(dict.fromkeys(m.model for m in members))
     state = settings.setdefault("_probe_state", {})
     if state.get("models") != models:
         papers, records = acl_index(data)
         state.update(models=models, context=(papers, records), features=ConcatFeatures(
-            [Features(m, papers, cache_dir, batch_size, device) for m in models]))
+            [Features(m, papers, first.cache_dir, first.batch_size, first.device) for m in models]))
     res = run_format(bench.name, data, "+".join(models), out / bench.name, features=state["features"],
                      context=state["context"])
     return _suite_rows(bench, res, "features of " + ", ".join(models))

@@ -13,6 +13,10 @@ predictions (weight `alpha` on the model); and a cross-encoder rerank (`cross_re
 submissions re-scored by the logits of (submission, archive paper) pairs, aggregated the same way, mixed with
 the previous stage by `aspire.scoring.crossencoder.mix_rerank`.
 
+Its hooks in the suite's runner table (`aspire.evaluate.suite.RUNNERS`): `suite_rows` (one model),
+`ensemble_rows` (members fused per draw and reviewer over the rated submissions) and `compare_runs` (two
+results folders, or published predictions `FOLDER:EXP`).
+
 Abstracts are split into sentences by the project's default splitter. A paper with an empty
 abstract is encoded from its title alone (counted as `empty_abstract`); one with neither title nor
 abstract cannot be encoded: an archive paper is left out of its reviewer's profile, a submission
@@ -31,8 +35,10 @@ import torch
 
 from aspire.benchmarks.reviewers import ReviewerSet, prediction_files, reviewer_units, summarize
 from aspire.benchmarks.runs import invocation
+from aspire.benchmarks.stats import table_row
 from aspire.data.papers import Paper
 from aspire.evaluate.encode import encode_papers
+from aspire.evaluate.options import EvalOptions, Stages
 from aspire.evaluate.rank import get_eval_scorer
 from aspire.io import write_json
 from aspire.scoring.chunked import score_chunked
@@ -207,57 +213,56 @@ def fuse_predictions(preds: Sequence[Sequence[Mapping]], weights: Sequence[float
 
 
 def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], out, exp: str, agg: str = "max",
-                  weights: Sequence[float] | None = None, encoding: str = "contextual",
-                  scorer_options: dict | None = None, cache_dir=None, batch_size: int = 32,
-                  device: str | None = None, encode_options: dict | None = None, n_boot: int = 2000,
-                  encoder_options: dict | None = None, bm25: bool = False, alpha: float | None = None,
-                  k1: float = 1.25, b: float = 0.75, rerank=None) -> dict:
+                  weights: Sequence[float] | None = None, options: EvalOptions | None = None,
+                  stages: Stages | None = None, n_boot: int = 2000) -> dict:
     """Predict with `model` and each of `scorers` (fused when several), score, write predictions and results.
-    `encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`). `bm25` predicts with
-    BM25 (k1, b), alone (no model) or fused with the model's predictions at weight `alpha` on the model;
-    `rerank` (a `RerankOptions`) then re-scores each reviewer's top N by a cross-encoder (`cross_rerank`)."""
+    `options` (`aspire.evaluate.options.EvalOptions`): the encoding, the scorers' and encoder's options, the
+    cache. `stages` (`aspire.evaluate.options.Stages`): BM25, alone (no model) or fused with the model's
+    predictions at weight `alpha` on the model, then a cross-encoder rerank of each reviewer's top N
+    (`cross_rerank`)."""
+    options, stages = options or EvalOptions(), stages or Stages()
     parse_aggregate(agg)
-    if (model is None) != (not scorers) or (model is None and not bm25):
+    if (model is None) != (not scorers):
         raise ValueError("give a model and its scorers, BM25, or both")
-    if model is not None and bm25 and (alpha is None or not 0.0 <= alpha <= 1.0):
-        raise ValueError(f"a model fused with BM25 needs a weight alpha in [0, 1], got {alpha}")
+    stages.checked(model is not None)
     if weights is not None and len(weights) != len(scorers):
         raise ValueError(f"{len(weights)} weights for {len(scorers)} scorers")
+    device, alpha = options.device, stages.alpha
     papers, counts = reviewer_papers(rset)
     known = {p.paper_id for p in papers}
     t0 = time.perf_counter()
     info: dict = {"model": None if model is None else str(model)}
-    stages = []
+    ran = []  # each stage's predictions
     if model is not None:
         from aspire.encoders import load_encoder
 
-        encoder = load_encoder(model, **dict(encoder_options or {}))
+        encoder = load_encoder(model, **options.encoder_options)
         if device:
             encoder.to(device)
         runs, batches = [], {}
         for name in scorers:
-            scorer = get_eval_scorer(name, **({} if name == "abstract" else dict(scorer_options or {})))
-            enc = "abstract" if name == "abstract" else encoding
+            scorer = get_eval_scorer(name, **({} if name == "abstract" else options.scorer_options))
+            enc = "abstract" if name == "abstract" else options.encoding
             if enc not in batches:
-                opts = encode_options if (enc != "contextual") else None
-                batches[enc], _ = encode_papers(encoder, papers, enc, cache_dir, batch_size, opts)
+                opts = options.encode_options if (enc != "contextual") else None
+                batches[enc], _ = encode_papers(encoder, papers, enc, options.cache_dir, options.batch_size, opts)
             batch = batches[enc].to(torch.device(device) if device else encoder.device)
             runs.append(predict(rset, known, dense_similarity(batch, scorer), agg))
-        stages.append(runs[0] if len(runs) == 1 else fuse_predictions(runs, weights or [1.0] * len(runs)))
+        ran.append(runs[0] if len(runs) == 1 else fuse_predictions(runs, weights or [1.0] * len(runs)))
         info.update(encoder_fingerprint=encoder.fingerprint(), scorers=list(scorers),
-                    weights=list(weights or [1.0] * len(scorers)), encoding=encoding,
-                    scorer_options=dict(scorer_options or {}), encode_options=dict(encode_options or {}),
-                    encoder_options=dict(encoder_options or {}))
-    if bm25:
-        stages.append(predict(rset, known, bm25_similarity(papers, k1, b), agg))
-        info["bm25"] = {"k1": k1, "b": b, "idf": f"every paper of the set ({len(papers)})",
+                    weights=list(weights or [1.0] * len(scorers)), encoding=options.encoding,
+                    scorer_options=dict(options.scorer_options), encode_options=dict(options.encode_options),
+                    encoder_options=dict(options.encoder_options))
+    if stages.bm25:
+        ran.append(predict(rset, known, bm25_similarity(papers, stages.k1, stages.b), agg))
+        info["bm25"] = {"k1": stages.k1, "b": stages.b, "idf": f"every paper of the set ({len(papers)})",
                         "text": "title + abstract (submission: the query; archive papers: the documents)"}
-    preds = stages[0] if len(stages) == 1 else fuse_predictions(stages, [alpha, 1.0 - alpha])
-    if len(stages) == 2:
+    preds = ran[0] if len(ran) == 1 else fuse_predictions(ran, [alpha, 1.0 - alpha])
+    if len(ran) == 2:
         info["fusion"] = {"method": "z", "per": "reviewer", "alpha_dense": alpha}
     out = Path(out)
-    if rerank is not None:
-        preds, info["rerank"] = cross_rerank(rset, papers, preds, rerank, agg, out)
+    if stages.rerank is not None:
+        preds, info["rerank"] = cross_rerank(rset, papers, preds, stages.rerank, agg, out)
     units, unit_counts = reviewer_units(rset, preds)
     results = {
         "benchmark": "reviewer-matching",
@@ -280,3 +285,76 @@ def format_result(results: dict) -> str:
     lo, hi = results["ci95"]
     return f"loss {results['loss']:.4f} [{lo:.4f}, {hi:.4f}] over {results['n_reviewers']} reviewers, " \
            f"{results['n_draws']} draws"
+
+
+def suite_rows(bench, data: Path, model: str, scorer: str, out: Path, settings: dict,
+               options: EvalOptions | None = None) -> tuple[list[dict], None]:
+    """The suite's runner: `run_reviewers` with the suite's aggregate (`settings["aggregate"]`)."""
+    from aspire.benchmarks.reviewers import load_reviewer_set
+
+    aggregate = settings["aggregate"]
+    exp = f"{Path(model).name}-{scorer}-{aggregate.replace(':', '')}"
+    res = run_reviewers(load_reviewer_set(data), model, [scorer], out, exp, aggregate, options=options)
+    note = f"aggregate {aggregate}; {res['texts']['empty_abstract']} empty abstracts (title only)"
+    return [table_row(bench.title, bench.metrics[0], res["loss"], res["ci95"], res["n_reviewers"], note)], None
+
+
+def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -> list[dict]:
+    """The ensemble suite's runner: each member (`aspire.evaluate.options.Member`) run into
+    `out/members/NAME/reviewers`, their predictions fused by `fuse` per draw and reviewer."""
+    from aspire.benchmarks.reviewers import load_reviewer_set, read_predictions
+
+    rset, aggregate = load_reviewer_set(data), settings["aggregate"]
+    per_member = []
+    for m in members:
+        folder = out / "members" / m.name / "reviewers"
+        run_reviewers(rset, m.model, [m.scorer], folder, m.name, aggregate, options=m.options)
+        per_member.append([read_predictions(p) for p in prediction_files(folder / "predictions", m.name, rset)])
+    preds = []
+    for draw in zip(*per_member):  # each member's {reviewer: {submission: score}} of one draw
+        runs = [{r: list(s.items()) for r, s in pred.items()} for pred in draw]
+        if any(set(run) != set(runs[0]) for run in runs):
+            raise ValueError("ensemble members predicted for different reviewers")
+        preds.append({r: dict(ranked) for r, ranked in fuse(runs).items()})
+    for path, pred in zip(prediction_files(out / "reviewers" / "predictions", "ensemble", rset), preds):
+        write_json(path, pred, indent=None)
+    res = summarize(*reviewer_units(rset, preds))
+    write_json(out / "reviewers" / "results.json", {"benchmark": "reviewer-matching", "experiment": "ensemble",
+                                                    "aggregate": aggregate, **res}, indent=None)
+    note = f"aggregate {aggregate}; members " + ", ".join(m.name for m in members)
+    return [table_row(bench.title, bench.metrics[0], res["loss"], res["ci95"], res["n_reviewers"], note)]
+
+
+def prediction_spec(spec: str) -> tuple[Path, str] | None:
+    """(predictions folder, experiment) of a reviewer-matching run given as a results folder (its
+    `results.json` names the experiment) or as `FOLDER:EXP` for files `EXP_d_20_N_ta.json` (the published
+    predictions); None for anything else."""
+    import json
+
+    meta_path = Path(spec) / "results.json"
+    if meta_path.is_file():
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        return (Path(spec) / "predictions", meta["experiment"]) if meta.get("benchmark") == "reviewer-matching" else None
+    folder, sep, exp = spec.rpartition(":")
+    return (Path(folder), exp) if sep and Path(folder).is_dir() else None
+
+
+def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, seed: int = 0) -> dict:
+    """`{"loss": paired test + per-reviewer deltas}` of two reviewer-matching runs (`prediction_spec`), on the
+    reviewer set in `data`."""
+    from aspire.benchmarks.reviewers import load_reviewer_set, read_predictions
+    from aspire.benchmarks.stats import paired_test
+
+    specs = [prediction_spec(spec) for spec in (a, b)]
+    if None in specs:
+        raise ValueError("cannot compare reviewer predictions with a ranked run")
+    if not data:
+        raise ValueError("reviewer predictions need the reviewer-matching folder (--data)")
+    rset = load_reviewer_set(data)
+    units = []
+    for folder, exp in specs:
+        preds = [read_predictions(p) for p in prediction_files(folder, exp, rset)]
+        units.append(reviewer_units(rset, preds)[0])
+    test = paired_test(units[0], units[1], n_perm=n_perm, seed=seed)
+    deltas = (units[0].num - units[1].num).sum(axis=0) / units[0].den.sum(axis=0).clip(min=1e-12)
+    return {"loss": {**test, "per_unit_delta": dict(zip(units[0].units, deltas.tolist()))}}

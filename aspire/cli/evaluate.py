@@ -1,0 +1,685 @@
+"""Evaluate a model on a benchmark, or fuse or compare runs (`aspire evaluate COMMAND`).
+
+Every subcommand is one entry of `COMMANDS` (purpose, examples, arguments, run); a model's options become
+one `aspire.evaluate.options.EvalOptions` (`eval_options`) and the search stages one `Stages`
+(`stage_options`), which every benchmark runner takes.
+
+    aspire evaluate csfcube --model minilm --scorer minl2 --out runs/minilm-minl2
+    aspire evaluate reviewers --model minilm --scorer abstract --aggregate topk:3 --out runs/rev
+    aspire evaluate context2doc --bm25 --out runs/c2d-bm25
+    aspire evaluate suite --model minilm --scorer minl2 --out runs/suite-minilm-minl2
+    aspire evaluate compare runs/c2d-fused runs/c2d-bm25
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from aspire.benchmarks import BENCHMARKS
+from aspire.cliutil import (
+    Formatter,
+    add_backend_options,
+    add_common_options,
+    backend_options,
+    code_option,
+    command_parser,
+    device_name,
+    normalize_overrides,
+    positive_int,
+    run_command,
+    setup_logging,
+)
+from aspire.data.facets import FACET_CODE_CHOICES
+from aspire.evaluate.cache import default_cache_dir
+from aspire.evaluate.options import CAND_SENTENCES, ENCODINGS, QUERY_TEXTS, SCORERS, EvalOptions, Stages, scorer_options
+from aspire.paths import DATA
+from aspire.scoring.fusion import METHODS as FUSION_METHODS
+from aspire.scoring.fusion import fusion_method
+
+# CSFCube's dev figure (fold1_dev, as in the published script) is scored on fold2_test's queries.
+DEV_NOTE = "(fold1_dev = fold2_test: not held out)"
+POOL_METRICS = ("MAP", "NDCG%20", "nDCG@10", "P@5", "P@10", "MRR", "bpref")
+
+
+# ---- the options a model runs with --------------------------------------------------------------------------
+
+def _model_args(p: argparse.ArgumentParser, scorers=SCORERS, scorer_help: str = "how a query's sentences meet a "
+                "candidate's", out_required: bool = True, encodings=("contextual", "independent")) -> None:
+    """A model, its scorer and how it encodes: the options `eval_options` reads."""
+    p.add_argument("--model", help="minilm, mpnet or a local Hugging Face model directory")
+    p.add_argument("--scorer", choices=scorers, help=scorer_help)
+    p.add_argument("--encoding", choices=encodings, default="contextual",
+                   help="sentence vectors in the abstract's context (default), each sentence alone"
+                        + (", or (scorer abstract) the contextual pass's whole-abstract vector" if "pass" in encodings
+                           else ""))
+    p.add_argument("--tau", type=float, help="OT scorer temperature (passed to the scorer as tau)")
+    p.add_argument("--eps", type=float, help="OT scorer entropic regularisation (passed as eps)")
+    p.add_argument("--window", type=positive_int, help="maxpassage scorer: sentences per passage (default 1)")
+    p.add_argument("--out", required=out_required, help="output folder")
+    p.add_argument("--cache-dir", default=str(default_cache_dir()), help="vector cache (default %(default)s)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="papers encoded per forward pass")
+    p.add_argument("--device", type=device_name, help="torch device for encoding and scoring (default: the model's)")
+    add_backend_options(p)
+    p.add_argument("--max-length", type=int,
+                   help="word-piece limit for independent sentences / the whole-abstract vector "
+                        "(sentence-transformers pipelines: 256 for minilm, 384 for mpnet)")
+    p.add_argument("--normalize", action="store_true",
+                   help="L2-normalise independent-sentence / whole-abstract vectors (sentence-transformers pipelines do)")
+    p.add_argument("--joiner", help="whole-abstract vector: join title and abstract with this text "
+                                    "(default: encode them as a text pair, [CLS] title [SEP] abstract [SEP])")
+
+
+def _code_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--code", help="model with control codes: the code every query and paper gets (default: the "
+                                  "model's own, its first task's; e.g. [CONTEXT2DOC]); none for no code")
+
+
+def _facet_args(p: argparse.ArgumentParser) -> None:
+    """A faceted pool set's options: how a facet's query is read, and which ranked files to score instead."""
+    p.add_argument("--ranked", help="score existing ranked files in this folder instead of running a model")
+    p.add_argument("--exp", help="experiment name in the ranked file names (default from model/encoding/scorer)")
+    p.add_argument("--query-text", choices=QUERY_TEXTS, default="abstract",
+                   help="scorer abstract on a faceted set: the query's vector from its whole abstract (default, "
+                        "facet ignored), its facet sentences alone, or its title and facet sentences")
+    p.add_argument("--cand-sentences", choices=CAND_SENTENCES, default="all",
+                   help="sentence scorers on a faceted set: match all of a candidate's sentences (default, the "
+                        "published protocol) or only those of the query's facet (a candidate with none keeps all)")
+    p.add_argument("--facet-code", choices=FACET_CODE_CHOICES, default="auto",
+                   help="model with facet control codes: the code of a facet's queries; auto (default) gives each "
+                        "facet's queries that facet's code, none the candidates' code, a facet name that facet's")
+    p.add_argument("--doc-code", help="model with control codes: the code of every other paper (the candidates; "
+                                      "default: the model's own, e.g. [DOC]); none for no code")
+
+
+def eval_options(args, scorers: list[str] | None = None) -> EvalOptions:
+    """The `EvalOptions` of the parsed arguments; `scorers` (default: `--scorer`) decide whether the
+    whole-abstract options (`--max-length`, `--normalize`, `--joiner`) apply. ValueError when an option does
+    not fit (`--tau` without OT, `--quantize` against `--backend`, ...)."""
+    scorers = scorers or [args.scorer or ""]
+    encode = {k: v for k, v in (("max_length", args.max_length), ("normalize", args.normalize or None),
+                                ("joiner", args.joiner)) if v is not None}
+    if encode and "abstract" not in scorers and args.encoding == "contextual":
+        raise ValueError("--max-length/--normalize/--joiner apply to --scorer abstract or --encoding independent")
+    code = args.doc_code if hasattr(args, "doc_code") else getattr(args, "code", None)
+    return EvalOptions(
+        encoding=args.encoding, scorer_options=scorer_options(",".join(scorers), args.tau, args.eps, args.window),
+        cache_dir=None if args.no_cache else args.cache_dir, batch_size=args.batch_size, device=args.device,
+        encode_options=encode, query_text=getattr(args, "query_text", "abstract"),
+        cand_sentences=getattr(args, "cand_sentences", "all"),
+        encoder_options={**backend_options(args), **code_option(code)},
+        facet_code=getattr(args, "facet_code", "auto"))
+
+
+def add_stage_args(p: argparse.ArgumentParser, documents: str = "title + abstract") -> None:
+    """The search pipeline's stages as evaluator options: BM25 (alone or fused with the model) and a
+    cross-encoder rerank of the top N (`stage_options` reads them)."""
+    p.add_argument("--bm25", action="store_true", help=f"BM25 over {documents} (alone, or fused with --model)")
+    p.add_argument("--bm25-alpha", type=float, help="fuse the model with BM25: z-scores, this weight on the model")
+    p.add_argument("--k1", type=float, default=1.25, help="BM25 k1 (default 1.25)")
+    p.add_argument("--b", type=float, default=0.75, help="BM25 b (default 0.75)")
+    p.add_argument("--rerank", metavar="MODEL", help="re-score the top N with this cross-encoder (a directory)")
+    p.add_argument("--rerank-top", type=int, default=50, help="documents re-scored per query (default 50)")
+    p.add_argument("--rerank-weight", type=float, default=1.0,
+                   help="weight on the cross-encoder's z-scores against the first stage's (default 1: replace)")
+    p.add_argument("--rerank-max-length", type=int,
+                   help="cross-encoder word pieces (default: the length the model was trained with)")
+
+
+def stage_options(parser, args) -> Stages:
+    """The `Stages` of `add_stage_args`' options; a parser error when they do not fit together or with `--model`."""
+    if args.bm25_alpha is not None and not args.model:
+        parser.error("--bm25-alpha fuses a model with BM25: give --model and --scorer")
+    rerank = None
+    if args.rerank:
+        from aspire.retrieval.crossencoder import RerankOptions
+
+        rerank = RerankOptions(args.rerank, args.rerank_top, args.rerank_weight, args.rerank_max_length)
+    elif (args.rerank_top, args.rerank_weight, args.rerank_max_length) != (50, 1.0, None):
+        parser.error("--rerank-top/--rerank-weight/--rerank-max-length go with --rerank MODEL")
+    return Stages(args.bm25 or args.bm25_alpha is not None, args.bm25_alpha, args.k1, args.b, rerank)
+
+
+def fusion_option(fusion: str | None, old: str | None, parser) -> str:
+    """`--fusion`, or its older spelling (`--norm zmuv|min-max`, `--method rrf`) with a one-line note; not both."""
+    if fusion and old:
+        parser.error("give --fusion alone (--norm / --method are its older spelling)")
+    if old:
+        fusion = fusion_method(old)
+        print(f"note: {old!r} is read as --fusion {fusion}", file=sys.stderr)
+    return fusion or "z"
+
+
+def _print_speed(results: dict, pairs: str = "pairs") -> None:
+    speed = results["rerank"]["speed"]
+    count = results["rerank"][pairs] if pairs in results["rerank"] else speed["pairs"]
+    print(f"cross-encoder: {count} {pairs.replace('_', ' ')}, {speed['pairs_per_second']} pairs/s"
+          + (f", {speed['ms_per_query']} ms a query" if "ms_per_query" in speed else ""))
+
+
+# ---- csfcube, pools, fuse -----------------------------------------------------------------------------------
+
+POOL_ENCODINGS = tuple(e for e in ENCODINGS if e != "abstract")  # pass: the abstract scorer reads the contextual pass
+
+
+def _csfcube_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=str(DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
+    _model_args(p, encodings=POOL_ENCODINGS)
+    _facet_args(p)
+    add_stage_args(p, "title + abstract, the query's text its facet sentences")
+    p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
+                   help="score `aspire search` itself: each pool indexed with --model and searched by the Searcher "
+                        "with these search-config overrides (e.g. stages=ann,bm25 rerank=maxpassage)")
+
+
+def _check_pool_args(parser, args) -> EvalOptions | None:
+    """The options of a pool-set command (`csfcube`, `pools`): None for `--ranked` files, else the model's."""
+    staged = getattr(args, "bm25", False) or getattr(args, "rerank", None)
+    if args.ranked:
+        if not args.exp:
+            parser.error("--ranked needs --exp (the name in test-pid2pool-NAME-EXP-...-ranked.json)")
+        if args.model or args.scorer or staged:
+            parser.error("--ranked scores existing files; leave out --model/--scorer/--bm25/--rerank")
+        if args.facet_code != "auto" or args.doc_code is not None:
+            parser.error("--facet-code/--doc-code choose how a model encodes: not with --ranked")
+        if args.backend != "torch" or args.quantize:
+            parser.error("--backend/--quantize choose how a model encodes: not with --ranked")
+        return None
+    lexical_only = getattr(args, "bm25", False) and not (args.model or args.scorer)
+    if not (args.model and args.scorer) and not lexical_only:
+        parser.error("give --model and --scorer (and/or --bm25), or --ranked and --exp")
+    if args.query_text != "abstract" and args.scorer != "abstract":
+        parser.error("--query-text goes with --scorer abstract (sentence scorers select the facet's sentences)")
+    if args.cand_sentences != "all" and args.scorer == "abstract":
+        parser.error("--cand-sentences goes with a sentence scorer (minl2, ot, attention)")
+    try:  # the options' own checks (--tau/--eps; --quantize and --device against --backend)
+        return eval_options(args)
+    except ValueError as err:
+        parser.error(str(err))
+
+
+def _csfcube(parser, args) -> int:
+    from aspire.benchmarks import csfcube
+
+    if args.search_pipeline is not None:
+        return _csfcube_search(parser, args)
+    options = _check_pool_args(parser, args)
+    out = Path(args.out)
+    if options is None:
+        results, per_query = csfcube.evaluate_ranked_dir(args.data, args.ranked, args.exp)
+        csfcube.write_results(out, args.data, args.exp, results, per_query)
+    else:
+        from aspire.evaluate.csfcube import run_csfcube
+
+        stages = stage_options(parser, args)
+        results = run_csfcube(args.data, args.model, args.scorer, out, args.exp, options, stages)
+        if stages.rerank is not None:
+            _print_speed(results)
+    print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
+    print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}  {DEV_NOTE}")
+    print(f"wrote {out / 'results.json'}")
+    return 0
+
+
+def _csfcube_search(parser, args) -> int:
+    """`csfcube --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
+    from aspire.benchmarks import csfcube
+    from aspire.evaluate.csfcube import run_csfcube_search
+
+    if not args.model or args.scorer or args.ranked or args.bm25 or args.rerank:
+        parser.error("--search-pipeline takes --model and search-config overrides (stages=, rerank=, fuse=); "
+                     "leave out --scorer, --ranked, --bm25 and --rerank")
+    pipeline = normalize_overrides(args.search_pipeline, section="search")
+    results = run_csfcube_search(args.data, args.model, pipeline, args.out, args.exp,
+                                 None if args.no_cache else args.cache_dir, args.batch_size,
+                                 {**backend_options(args), **code_option(args.doc_code)})
+    print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}  ({results['experiment']})")
+    print(f"wrote {Path(args.out) / 'results.json'}")
+    return 0
+
+
+def _pools_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", required=True, help="folder with abstracts-NAME.jsonl and test-pid2anns-NAME*.json")
+    p.add_argument("--name", required=True, help="data set name in the file names")
+    p.add_argument("--facets", default="", help="comma-separated facets (test-pid2anns-NAME-FACET.json each)")
+    p.add_argument("--splits", help="splits JSON ({split: [query]} or {query: split})")
+    p.add_argument("--abstracts", help="papers file (default DATA/abstracts-NAME.jsonl)")
+    p.add_argument("--threshold", type=int, default=1, help="grade >= this is relevant (default 1)")
+    p.add_argument("--metrics", default=",".join(POOL_METRICS), help="comma-separated (default %(default)s)")
+    p.add_argument("--skip-no-relevant", action="store_true",
+                   help="leave out (and list) queries with no relevant candidate instead of failing")
+    _model_args(p, encodings=POOL_ENCODINGS)
+    _facet_args(p)
+
+
+def _pools(parser, args) -> int:
+    from aspire.evaluate.pool_run import run_pools
+
+    options = _check_pool_args(parser, args)
+    out = Path(args.out)
+    results = run_pools(
+        args.data, args.name, out, facets=[f for f in args.facets.split(",") if f], splits_file=args.splits,
+        abstracts_file=args.abstracts, threshold=args.threshold, metrics=[m for m in args.metrics.split(",") if m],
+        skip_no_relevant=args.skip_no_relevant, ranked_dir=args.ranked, exp=args.exp, model=args.model,
+        scorer=args.scorer, options=options)
+    writer = csv.writer(sys.stdout, delimiter="\t")
+    names = list(results["metrics"])
+    writer.writerow(["group", "n_queries", *names])
+    for group, vals in results["summary"].items():
+        writer.writerow([group, vals["n_queries"], *(f"{vals[m]:.2f}" for m in names)])
+    print(f"wrote {out / 'results.json'}")
+    return 0
+
+
+def parse_run(spec: str) -> tuple[str, str]:
+    """`DIR:EXP` (a folder of ranked files and their experiment name) as (folder, exp)."""
+    folder, sep, exp = spec.rpartition(":")
+    if not sep or not folder or not exp:
+        raise ValueError(f"--run takes DIR:EXP, got {spec!r}")
+    return folder, exp
+
+
+def _fuse_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=str(DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
+    p.add_argument("--run", action="append", required=True, metavar="DIR:EXP",
+                   help="a folder of ranked files and their experiment name; give two or more")
+    p.add_argument("--weights", help="comma-separated, one per --run (default equal)")
+    p.add_argument("--fusion", choices=FUSION_METHODS, default=None,
+                   help="z or minmax (per-query normalised weighted sum) or rrf (default z)")
+    p.add_argument("--norm", choices=("zmuv", "min-max"), help="older spelling: --norm zmuv is --fusion z, min-max minmax")
+    p.add_argument("--exp", required=True, help="experiment name of the fused ranked files")
+    p.add_argument("--out", required=True, help="output folder")
+
+
+def _fuse(parser, args) -> int:
+    from aspire.benchmarks import csfcube
+    from aspire.evaluate.csfcube import fuse_csfcube
+
+    try:
+        inputs = [parse_run(spec) for spec in args.run]
+    except ValueError as err:
+        parser.error(str(err))
+    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    results = fuse_csfcube(args.data, inputs, args.out, args.exp, weights, fusion_option(args.fusion, args.norm, parser))
+    print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
+    print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}  {DEV_NOTE}")
+    print(f"wrote {Path(args.out) / 'results.json'}")
+    return 0
+
+
+# ---- reviewers, context2doc ---------------------------------------------------------------------------------
+
+def _reviewers_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=str(DATA / "reviewer-matching"), help="data folder (default %(default)s)")
+    p.add_argument("--predictions", metavar="DIR:EXP", help="score the files DIR/EXP_d_20_N_ta.json as given")
+    p.add_argument("--aggregate", default="max", help="over a reviewer's papers: max (default), mean, topk:K")
+    p.add_argument("--weights", help="comma-separated weights when --scorer lists several (fused)")
+    p.add_argument("--exp", help="experiment name of the written predictions (default model-scorer-aggregate)")
+    add_stage_args(p, "title + abstract (a submission's against each archive paper's)")
+    _model_args(p, None, f"one of {', '.join(SCORERS)}, or several comma-separated (fused by z-score)",
+                out_required=False)
+    _code_arg(p)
+
+
+def _reviewers(parser, args) -> int:
+    from aspire.benchmarks.reviewers import (
+        load_reviewer_set,
+        prediction_files,
+        read_predictions,
+        reviewer_units,
+        summarize,
+    )
+    from aspire.evaluate.reviewer_run import format_result, run_reviewers
+
+    rset = load_reviewer_set(args.data)
+    if args.predictions:
+        if args.model or args.scorer or args.bm25 or args.bm25_alpha is not None or args.rerank:
+            parser.error("--predictions scores given files; leave out --model/--scorer/--bm25/--rerank")
+        folder, sep, exp = args.predictions.rpartition(":")
+        if not sep:
+            parser.error("--predictions takes DIR:EXP")
+        preds = [read_predictions(p) for p in prediction_files(folder, exp, rset)]
+        results = summarize(*reviewer_units(rset, preds))
+        print(f"{exp}: {format_result(results)}")
+        print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
+        if args.out:
+            from aspire.io import write_json
+
+            write_json(Path(args.out) / "results.json", {"benchmark": "reviewer-matching", "experiment": exp,
+                                                         "predictions": folder, **results}, indent=None)
+        return 0
+    stages = stage_options(parser, args)
+    if not args.out or not ((args.model and args.scorer) or (stages.bm25 and not (args.model or args.scorer))):
+        parser.error("give --predictions DIR:EXP, or --model, --scorer (and/or --bm25) and --out")
+    scorers = args.scorer.split(",") if args.scorer else []
+    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    base = f"{Path(args.model).name}-{'+'.join(scorers)}" if args.model else None
+    exp = args.exp or f"{stages.exp(base)}-{args.aggregate.replace(':', '')}"
+    options = eval_options(args, scorers) if args.model else None
+    results = run_reviewers(rset, args.model, scorers, args.out, exp, args.aggregate, weights, options, stages)
+    print(f"{exp}: {format_result(results)}")
+    print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
+    if stages.rerank is not None:
+        _print_speed(results, "distinct_pairs")
+    print(f"papers {results['texts']['papers']}, empty abstracts {results['texts']['empty_abstract']} (title only), "
+          f"no text {results['texts']['no_text']} (left out); wrote {args.out}")
+    return 0
+
+
+def _context2doc_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=str(DATA / "cocite-acl"), help="co-citation folder (default %(default)s)")
+    p.add_argument("--split", choices=("train", "dev", "test"), default="test", help="default test")
+    add_stage_args(p)
+    p.add_argument("--depth", type=int, default=100, help="documents written per query (default 100)")
+    p.add_argument("--exp", help="run tag (default from model/scorer)")
+    p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
+                   help="score `aspire search` itself: index the candidates with --model and answer each query "
+                        "with the Searcher, these search-config overrides (e.g. stages=ann,bm25 rerank=none)")
+    _model_args(p)
+    _code_arg(p)
+
+
+def _context2doc(parser, args) -> int:
+    from aspire.benchmarks.context2doc import load_context2doc
+    from aspire.evaluate.context2doc_run import format_result, run_context2doc
+
+    if args.search_pipeline is not None:
+        return _context2doc_search(parser, args)
+    if args.model and not args.scorer:
+        parser.error("--model needs --scorer")
+    stages = stage_options(parser, args)
+    bench = load_context2doc(args.data, args.split)
+    exp = args.exp or stages.exp(f"{Path(args.model).name}-{args.scorer}" if args.model else None)
+    options = eval_options(args) if args.model else None
+    results = run_context2doc(bench, args.out, exp, args.model, args.scorer, options, stages, args.depth)
+    print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
+    if stages.rerank is not None:
+        _print_speed(results)
+    print(f"wrote {Path(args.out) / 'run.trec'}")
+    return 0
+
+
+def _context2doc_search(parser, args) -> int:
+    """`context2doc --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
+    from aspire.benchmarks.context2doc import load_context2doc
+    from aspire.evaluate.context2doc_run import format_result
+    from aspire.evaluate.search_run import run_search_pipeline, search_exp
+
+    if not args.model:
+        parser.error("--search-pipeline needs --model (the model the candidates are indexed with)")
+    if args.scorer or args.bm25 or args.rerank:
+        parser.error("--search-pipeline takes its stages as search-config overrides (stages=, rerank=, fuse=); "
+                     "leave out --scorer, --bm25 and --rerank")
+    overrides = normalize_overrides(args.search_pipeline, section="search")
+    exp = args.exp or search_exp(args.model, overrides)
+    results = run_search_pipeline(load_context2doc(args.data, args.split), args.out, exp, args.model, overrides,
+                                  args.depth, encoder_options=backend_options(args))
+    print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
+    if results["short_of_depth"]["queries"]:
+        print(f"{results['short_of_depth']['queries']} queries found fewer than {args.depth} papers "
+              f"(fewest {results['short_of_depth']['fewest']})")
+    print(f"wrote {args.out}")
+    return 0
+
+
+# ---- compare, fuse-runs -------------------------------------------------------------------------------------
+
+def _compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_a", help="run file, results folder, or reviewer predictions DIR:EXP")
+    p.add_argument("run_b", help="the other run")
+    p.add_argument("--qrels", help="TREC qrels (for run files)")
+    p.add_argument("--metric", action="append", help="metric (repeatable; default: the benchmark's, e.g. MRR, "
+                   "nDCG@10, MAP; two CSFCube folders: MAP, NDCG%%20, overall and per facet)")
+    p.add_argument("--data", default=str(DATA / "reviewer-matching"), help="reviewer-matching folder")
+    p.add_argument("--permutations", type=int, default=10000, help="randomisation test samples (default 10000)")
+    p.add_argument("--out", help="write the comparison (with per-query deltas) as JSON here")
+
+
+def _compare(parser, args) -> int:
+    from aspire.evaluate.compare import compare, format_comparison
+    from aspire.io import write_json
+
+    result = compare(args.run_a, args.run_b, args.qrels, args.metric, args.data, n_perm=args.permutations)
+    print("\n".join(format_comparison(result)))
+    if args.out:
+        write_json(args.out, result, indent=None)
+    return 0
+
+
+def _fuse_runs_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("runs", nargs="+", help="two or more run files or results folders (run.trec + qrels.trec)")
+    p.add_argument("--weights", help="comma-separated, one per run (default equal)")
+    p.add_argument("--fusion", choices=FUSION_METHODS, default=None,
+                   help="z or minmax (per-query normalised weighted sum) or rrf (default z)")
+    p.add_argument("--norm", choices=("zmuv", "min-max"), help="older spelling: --norm zmuv is --fusion z, min-max minmax")
+    p.add_argument("--method", choices=("wsum", "rrf"), help="older spelling: --method rrf is --fusion rrf")
+    p.add_argument("--qrels", help="TREC qrels to score the fused run (default: the first folder's)")
+    p.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP)")
+    p.add_argument("--out", required=True, help="output folder (run.trec, qrels.trec, results.json)")
+
+
+def _fuse_runs(parser, args) -> int:
+    from aspire.benchmarks.runs import mean_scores, per_query, read_qrels, read_run, write_qrels, write_run
+    from aspire.evaluate.compare import DEFAULT_METRICS
+    from aspire.evaluate.fuse import fuse_runs
+    from aspire.io import write_json
+
+    if len(args.runs) < 2:
+        parser.error("give two or more runs")
+    paths = [Path(r) / "run.trec" if Path(r).is_dir() else Path(r) for r in args.runs]
+    qrels_path = args.qrels or (Path(args.runs[0]) / "qrels.trec" if Path(args.runs[0]).is_dir() else None)
+    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    fusion = fusion_option(args.fusion, "rrf" if args.method == "rrf" else args.norm, parser)
+    fused = fuse_runs([read_run(p) for p in paths], weights, fusion)
+    out = Path(args.out)
+    write_run(out / "run.trec", fused, "fused")
+    results = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": weights}
+    if qrels_path:
+        qrels = read_qrels(qrels_path)
+        write_qrels(out / "qrels.trec", qrels)
+        results["metrics"] = mean_scores(per_query(qrels, fused, args.metric or DEFAULT_METRICS))
+        print("  ".join(f"{m} {v:.4f}" for m, v in results["metrics"].items()))
+    write_json(out / "results.json", results, indent=None)
+    print(f"wrote {out / 'run.trec'}")
+    return 0
+
+
+# ---- the SciRepEval formats ---------------------------------------------------------------------------------
+
+def _probe_args(p: argparse.ArgumentParser, name: str) -> None:
+    """The SciRepEval formats' options: no scorer, their two representations are fixed (`aspire.evaluate.probes`)."""
+    p.add_argument("--data", default=str(DATA / "acl-anthology"), help="ACL folder (default %(default)s)")
+    if name != "same-author":
+        p.add_argument("--labels", help="your own labels: JSONL of paper_id and label for every paper of the split")
+    p.add_argument("--compare", metavar="DIR", help="paired tests against another results folder of this format")
+    p.add_argument("--model", required=True, help="minilm, mpnet or a local model directory")
+    p.add_argument("--code", help="model with control codes: the code every paper gets (default: the model's own)")
+    p.add_argument("--cache-dir", default=str(default_cache_dir()), help="vector cache (default %(default)s)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="papers per encoder batch (default 32)")
+    p.add_argument("--device", type=device_name, help="torch device (default: the model's)")
+    p.add_argument("--out", required=True, help="output folder")
+    add_backend_options(p)
+
+
+def _probe(parser, args) -> int:
+    from aspire.evaluate.probes import compare_probe_results, run_format
+    from aspire.io import write_json
+
+    res = run_format(args.command, args.data, args.model, args.out, None if args.no_cache else args.cache_dir,
+                     args.batch_size, args.device, {**backend_options(args), **code_option(args.code)},
+                     getattr(args, "labels", None))
+    for rep, r in res["representations"].items():
+        print(rep, "  ".join(f"{m} {v:.4f} [{r['ci95'][m][0]:.4f}, {r['ci95'][m][1]:.4f}]"
+                             for m, v in r["metrics"].items()), r.get("chosen", ""))
+    if args.compare:
+        tests = compare_probe_results(args.out, args.compare)
+        print(json.dumps(tests, indent=1))
+        write_json(Path(args.out) / "compare.json", {"against": args.compare, "tests": tests})
+    print(f"wrote {Path(args.out) / 'results.json'}")
+    return 0
+
+
+# ---- suite --------------------------------------------------------------------------------------------------
+
+def _suite_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=str(DATA), help="folder holding " + ", ".join(b.folder + "/" for b in BENCHMARKS.values()))
+    p.add_argument("--benchmarks", nargs="+", choices=list(BENCHMARKS), metavar="NAME",
+                   help="run only these (default: all of " + ", ".join(BENCHMARKS) + ")")
+    p.add_argument("--aggregate", default="max", help="reviewer matching aggregate (default max)")
+    p.add_argument("--bm25-alpha", type=float, help="context2doc: fuse with BM25 at this weight on the model")
+    p.add_argument("--ensemble", metavar="YAML",
+                   help="an ensemble (configs/ensemble_*.yaml: members, weights, fusion) instead of --model/--scorer")
+    _model_args(p)
+    _code_arg(p)
+
+
+def _suite(parser, args) -> int:
+    from aspire.evaluate.suite import format_rows, run_suite
+
+    if args.ensemble:
+        return _ensemble_suite(parser, args)
+    if not args.model or (args.model != "bm25" and not args.scorer):
+        parser.error("give --model and --scorer (or --model bm25)")
+    if args.model == "bm25" and (args.backend != "torch" or args.quantize):
+        parser.error("--backend/--quantize choose a model's encoder; --model bm25 has none")
+    options = eval_options(args) if args.model != "bm25" else None
+    suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, options,
+                      benchmarks=args.benchmarks)
+    print("\n".join(format_rows(suite["rows"])))
+    print(json.dumps(suite["seconds"]))
+    print(f"wrote {Path(args.out) / 'suite.json'}")
+    return 0
+
+
+def _ensemble_suite(parser, args) -> int:
+    from aspire.evaluate.ensemble import run_ensemble_suite
+    from aspire.evaluate.suite import format_rows
+
+    given = [flag for flag, value in (("--model", args.model), ("--scorer", args.scorer), ("--tau", args.tau),
+                                      ("--eps", args.eps), ("--window", args.window), ("--bm25-alpha", args.bm25_alpha),
+                                      ("--max-length", args.max_length), ("--joiner", args.joiner),
+                                      ("--code", args.code)) if value is not None]
+    if given or args.normalize or args.encoding != "contextual":
+        parser.error(f"--ensemble takes each member's model and options from its YAML; leave out "
+                     f"{given or '--encoding/--normalize'}")
+    suite = run_ensemble_suite(args.ensemble, args.out, args.data, args.aggregate,
+                               None if args.no_cache else args.cache_dir, args.batch_size, args.device)
+    print("\n".join(format_rows(suite["rows"])))
+    for line in suite["skipped"]:
+        print(f"skipped: {line}")
+    print(f"wrote {Path(args.out) / 'suite.json'}")
+    return 0
+
+
+# ---- the command table --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Command:
+    """One `aspire evaluate` subcommand: its one-line purpose, its examples, its arguments and its run."""
+
+    purpose: str
+    examples: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.ArgumentParser, argparse.Namespace], int]
+
+
+PROBE_HELP = {"venue": "ACL venue classification: macro-F1 of a linear probe (SciRepEval's classification format)",
+              "year": "ACL year of publication: Kendall tau and RMSE of a ridge probe (SciRepEval's regression format)",
+              "same-author": "ACL same-author proximity: MAP / nDCG@10 (SciRepEval's proximity format)"}
+PROBE_EXAMPLES = {
+    "venue": """\
+  aspire evaluate venue --model minilm --out runs/scirepeval/minilm/venue
+  aspire evaluate venue --model minilm --labels my_labels.jsonl --out runs/scirepeval/my-labels""",
+    "year": """\
+  aspire evaluate year --model minilm --out runs/scirepeval/minilm/year
+  aspire evaluate year --model runs/my_model/best --out runs/scirepeval/mine/year --compare runs/scirepeval/minilm/year""",
+    "same-author": """\
+  aspire evaluate same-author --model mpnet --out runs/scirepeval/mpnet/same-author
+  aspire evaluate same-author --model runs/codes/best --code [PRX] --out runs/scirepeval/codes/same-author""",
+}
+
+COMMANDS: dict[str, Command] = {
+    "csfcube": Command("CSFCube aspect-conditional benchmark (two-fold test + dev protocol)", """\
+  aspire evaluate csfcube --model minilm --scorer minl2 --out runs/minilm-minl2
+  aspire evaluate csfcube --model mpnet --scorer ot --tau 5000 --device cuda --out runs/mpnet-ot
+  aspire evaluate csfcube --model mpnet --scorer abstract --query-text facet --max-length 384 --normalize \\
+      --joiner ' ' --out runs/mpnet-facet
+  aspire evaluate csfcube --model minilm --scorer maxpassage --window 2 --out runs/minilm-maxp2
+  aspire evaluate csfcube --model minilm --scorer ot --tau 1 --cand-sentences facet --out runs/minilm-ot-cf
+  aspire evaluate csfcube --ranked ../shared/data/csfcube/sample_ranked_pools --exp specter --out runs/specter
+  aspire evaluate csfcube --bm25 --out runs/csf-bm25
+  aspire evaluate csfcube --model minilm --scorer abstract --max-length 256 --normalize --joiner ' ' \\
+      --bm25-alpha 0.815 --rerank runs/ce/model --rerank-top 20 --rerank-weight 0.5 --out runs/csf-ce
+  aspire evaluate csfcube --model minilm --search-pipeline stages=ann,bm25 rerank=maxpassage --out runs/csf-search""",
+                       _csfcube_args, _csfcube),
+    "pools": Command("any ASPIRE-style pool re-ranking set (RELISH, TRECCOVID-RF, SciDocs-style)", """\
+  aspire evaluate pools --data DIR --name relish --threshold 1 --model minilm --scorer minl2 --out runs/relish
+  aspire evaluate pools --data DIR --name treccovid --facets a,b --model mpnet --scorer ot --out runs/tc""",
+                     _pools_args, _pools),
+    "fuse": Command("ensemble of ranked CSFCube runs (score fusion), scored", """\
+  aspire evaluate fuse --run runs/abstract:EXP1 --run runs/ot:EXP2 --exp fused --out runs/fused
+  aspire evaluate fuse --run runs/a:E1 --run runs/b:E2 --weights 0.7,0.3 --exp fused --out runs/fused""",
+                    _fuse_args, _fuse),
+    "reviewers": Command("reviewer matching (Stelmakh et al. 2023): weighted Kendall-tau loss; published "
+                         "predictions (--predictions DIR:EXP) or a model's", """\
+  aspire evaluate reviewers --predictions ../shared/data/reviewer-matching/predictions:specter
+  aspire evaluate reviewers --model minilm --scorer abstract --aggregate topk:3 --out runs/rev
+  aspire evaluate reviewers --bm25 --out runs/rev-bm25
+  aspire evaluate reviewers --model minilm --scorer abstract --max-length 256 --normalize --joiner ' ' \\
+      --bm25-alpha 0.815 --rerank runs/ce/model --rerank-top 20 --rerank-weight 0.5 --out runs/rev-ce""",
+                         _reviewers_args, _reviewers),
+    "context2doc": Command("citation-context retrieval on the committed split: each citing sentence a query, its "
+                           "cited abstracts relevant, all 768 candidates", """\
+  aspire evaluate context2doc --bm25 --out runs/c2d-bm25
+  aspire evaluate context2doc --model minilm --scorer abstract --normalize --joiner ' ' --bm25-alpha 0.815 \\
+      --out runs/c2d-fused
+  aspire evaluate context2doc --model minilm --scorer abstract --max-length 256 --normalize --joiner ' ' \\
+      --bm25-alpha 0.815 --rerank runs/crossencoder/model --rerank-top 30 --out runs/c2d-ce""",
+                           _context2doc_args, _context2doc),
+    "compare": Command("paired test of two runs of one benchmark", """\
+  aspire evaluate compare runs/c2d-fused runs/c2d-bm25
+  aspire evaluate compare runs/a.run runs/b.run --qrels qrels.txt --metric MAP --out runs/a-vs-b.json""",
+                       _compare_args, _compare),
+    "fuse-runs": Command("fuse TREC runs of one benchmark (weighted normalised scores or RRF)", """\
+  aspire evaluate fuse-runs runs/c2d-dense runs/c2d-bm25 --weights 0.815,0.185 --out runs/c2d-fused2
+  aspire evaluate fuse-runs runs/a.run runs/b.run runs/c.run --fusion rrf --qrels qrels.txt --out runs/rrf""",
+                         _fuse_runs_args, _fuse_runs),
+    "suite": Command("every registered benchmark (" + ", ".join(BENCHMARKS) + ") in one table", """\
+  aspire evaluate suite --model minilm --scorer minl2 --out runs/suite-minilm-minl2
+  aspire evaluate suite --model mpnet --scorer abstract --bm25-alpha 0.815 --out runs/suite-mpnet
+  aspire evaluate suite --model minilm --scorer ot --backend onnx --quantize int8 --out runs/suite-int8
+  aspire evaluate suite --ensemble configs/ensemble_minilm.yaml --out runs/suite-ensemble""",
+                     _suite_args, _suite),
+    **{name: Command(purpose, PROBE_EXAMPLES[name], lambda p, name=name: _probe_args(p, name), _probe)
+       for name, purpose in PROBE_HELP.items()},
+}
+
+
+def build_parser(prog: str = "aspire evaluate") -> argparse.ArgumentParser:
+    parser = command_parser(prog, __doc__, "\n".join(c.examples.split("\n")[0] for c in COMMANDS.values()))
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="COMMAND --help for its options")
+    for name, command in COMMANDS.items():
+        p = sub.add_parser(name, help=command.purpose, description=command.purpose,
+                           epilog="examples:\n" + command.examples, formatter_class=Formatter, allow_abbrev=False)
+        add_common_options(p)
+        command.arguments(p)
+        p.set_defaults(command_parser=p)  # a user error is reported by the subcommand's parser
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "aspire evaluate") -> int:
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    setup_logging(args)
+    return run_command(lambda: COMMANDS[args.command].run(args.command_parser, args), args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
