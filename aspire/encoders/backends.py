@@ -31,17 +31,32 @@ warning. A fast encoder's fingerprint adds the
 backend's tag (`torch-bf16`; for ONNX Runtime and OpenVINO the precision and a hash of the graph) to the exact one's, so
 vector caches and indexes keyed by it never mix exact and fast vectors, nor vectors of two precisions.
 The fast backends are for inference only: training keeps the exact model (`backend="torch"`, no quantize).
+
+Loading from the cache (`load_record`): the first load of a model on ONNX Runtime or OpenVINO builds the exact
+torch model (its weights give the fingerprint, the export is made from it) and writes a load record under
+`$ASPIRE_CACHE/onnx/loads/`, keyed by what that load read: the model's folders (every file's name, size and
+modification time), the settings given, the backend and precision, the versions of torch, transformers and
+tokenizers, and the code of `aspire.encoders`. A later load with the same key reads the record and builds
+only what inference needs: the tokenizer (its own class, no modeling code), the cached graph (checked
+against its SHA-256) and the fingerprint the record holds, the one the first load computed, so indexes and
+vector caches keyed by it accept the encoder. No torch model is built and transformers' modeling modules are
+not imported (a one-off `aspire search`: seconds instead of the model's load). Anything that does not match
+(no record, a changed file, another precision on this CPU) loads the exact model as before.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
+import importlib.metadata
 import inspect
+import json
 import logging
 import os
 import tempfile
 import warnings
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -50,8 +65,10 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from aspire.encoders import onnx_int8
 from aspire.encoders.contextual import ContextualSentenceEncoder
+from aspire.encoders.pretrained import resolve_model, saved_settings
+from aspire.io import write_text
 from aspire.paths import cache_root
-from aspire.storage import check_record, on_disk_full, remove_cache_file, write_record
+from aspire.storage import check_record, on_disk_full, record_path, remove_cache_file, write_record
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +77,7 @@ QUANTIZATIONS = {"torch": ("bf16",), "onnx": ("int8",), "openvino": ("bf16",)}  
 OPSET = 17
 RUNTIME_CACHE_CAPACITY = 200  # input shapes whose kernels OpenVINO's CPU plugin keeps (`openvino_compiled`)
 INT8_RECIPE = onnx_int8.RECIPE  # names the cached int8 file
+LOAD_RECORD_VERSION = 1  # `load_record`'s format
 
 
 class _LastHiddenState(nn.Module):
@@ -179,16 +197,18 @@ class GroupedRows(nn.Module):
     No padding is computed: the rows of a right-padded batch are run in `length_groups`, each cut to its
     longest row, and positions past a row's length come back as zeros (pooling never reads them).
     The exact torch model is kept (`exact`) for its config and weights: the encoder's fingerprint hashes
-    them together with `backend_tag`, and `save_pretrained` saves the exact weights.
+    them together with `backend_tag`, and `save_pretrained` saves the exact weights. Loaded from a load
+    record (`model=None`), it has no weights: `config` gives the few fields encoding reads
+    (`RecordedConfig`), the record the fingerprint.
     """
 
     slack = 0.05  # `length_groups`' padding bound
     cpu_only = True  # the runtime reads and writes CPU memory
 
-    def __init__(self, model: nn.Module, backend_tag: str) -> None:
+    def __init__(self, model: nn.Module | None, backend_tag: str, config=None) -> None:
         super().__init__()
-        self.exact = model.eval()
-        self.config = model.config
+        self.exact = None if model is None else model.eval()
+        self.config = model.config if config is None else config
         self.backend_tag = backend_tag
         super().train(False)
 
@@ -218,14 +238,17 @@ class GroupedRows(nn.Module):
         return [self.run_rows(feed) for feed in feeds]
 
     def save_pretrained(self, path, **kwargs) -> None:
+        if self.exact is None:
+            raise ValueError(f"this {self.backend_tag} encoder was loaded from its cached export, without the "
+                             "torch weights: load the model with backend='torch' to save it")
         self.exact.save_pretrained(path, **kwargs)
 
 
 class OnnxTransformer(GroupedRows):
     """The transformer's forward in an ONNX Runtime session on the CPU (`GroupedRows`)."""
 
-    def __init__(self, model: nn.Module, session, backend_tag: str) -> None:
-        super().__init__(model, backend_tag)
+    def __init__(self, model: nn.Module | None, session, backend_tag: str, config=None) -> None:
+        super().__init__(model, backend_tag, config)
         self.session = session
         self.input_names = [i.name for i in session.get_inputs()]
 
@@ -259,10 +282,10 @@ class OpenVinoTransformer(GroupedRows):
     group a stream, each stream on one thread. No thread waits on another inside a matrix product, so the speed
     holds when other jobs share the cores (a 2-thread stream lost 2-3x of its speed there)."""
 
-    def __init__(self, model: nn.Module, compiled, backend_tag: str) -> None:
+    def __init__(self, model: nn.Module | None, compiled, backend_tag: str, config=None) -> None:
         import openvino
 
-        super().__init__(model, backend_tag)
+        super().__init__(model, backend_tag, config)
         self.queue = openvino.AsyncInferQueue(compiled, int(compiled.get_property("NUM_STREAMS")))
         self.input_names = [port.get_any_name() for port in compiled.inputs]
         self._done: dict[int, Tensor] = {}
@@ -283,12 +306,127 @@ class OpenVinoTransformer(GroupedRows):
 
 
 class InferenceEncoder(ContextualSentenceEncoder):
-    """A `ContextualSentenceEncoder` over a fast backend: the same encoding methods; `train()` refuses."""
+    """A `ContextualSentenceEncoder` over a fast backend: the same encoding methods; `train()` refuses.
+    `recorded_fingerprint`: the fingerprint a load record holds (`load_record`), for an encoder without weights."""
+
+    recorded_fingerprint: str | None = None
 
     def train(self, mode: bool = True) -> InferenceEncoder:
         if mode:
             raise RuntimeError(f"the {self.model.backend_tag} backend is for inference only; train the exact model (backend='torch', quantize=None)")
         return super().train(False)
+
+    def fingerprint(self) -> str:
+        return self.recorded_fingerprint or super().fingerprint()
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu") if self.model.cpu_only else super().device
+
+
+@dataclass(frozen=True)
+class RecordedConfig:
+    """The fields of a transformer's config that encoding reads (`ContextualSentenceEncoder`), from a load record."""
+
+    model_type: str
+    hidden_size: int
+    max_position_embeddings: int
+
+
+def _model_dirs(name_or_path: str | Path) -> tuple[Path, Path]:
+    """(the model's folder, the folder of its weights and tokenizer: the base's for an adapter model), as
+    `ContextualSentenceEncoder.from_pretrained` reads them."""
+    path = resolve_model(name_or_path)
+    base = saved_settings(path).get("base")
+    return path, (resolve_model(base) if base else path)
+
+
+def load_record_path(name_or_path: str | Path, backend: str, quantize: str | None, settings: dict) -> Path:
+    """Where the load record of this model, backend, precision and settings lives (see the module's doc): a hash
+    of everything the exact load reads, so that a changed file or version gives another record."""
+    digest = hashlib.sha256()
+    given = {"model": str(name_or_path), "backend": backend, "quantize": quantize, "settings": settings,
+             "version": LOAD_RECORD_VERSION}
+    digest.update(json.dumps(given, sort_keys=True, default=str).encode())
+    for package in ("torch", "transformers", "tokenizers"):
+        digest.update(f"{package}={importlib.metadata.version(package)}".encode())
+    for code in sorted(Path(__file__).parent.glob("*.py")):  # how weights become vectors and a fingerprint
+        digest.update(code.name.encode() + code.read_bytes())
+    for folder in dict.fromkeys(_model_dirs(name_or_path)):
+        digest.update(str(folder.resolve()).encode())
+        for file in sorted(folder.rglob("*")):
+            if file.is_file():
+                stat = file.stat()
+                digest.update(f"{file.relative_to(folder)}/{stat.st_size}/{stat.st_mtime_ns}".encode())
+    return cache_root() / "onnx" / "loads" / f"{digest.hexdigest()[:24]}.json"
+
+
+def write_load_record(record: Path, encoder: InferenceEncoder, exact: ContextualSentenceEncoder, graph: Path,
+                      tokenizer_dir: Path) -> None:
+    """Record what a later load of the same model needs (`load_recorded`); a record that cannot be written is a
+    warning (the next load builds the torch model again), never a failed load."""
+    tokenizer = type(encoder.tokenizer)
+    config = exact.model.config
+    content = {
+        "version": LOAD_RECORD_VERSION, "name": encoder.name, "fingerprint": encoder.fingerprint(),
+        "exact_fingerprint": exact.fingerprint(), "backend_tag": encoder.model.backend_tag, "graph": graph.name,
+        "tokenizer": {"class": f"{tokenizer.__module__}:{tokenizer.__qualname__}", "dir": str(tokenizer_dir),
+                      "size": len(encoder.tokenizer)},
+        "config": asdict(RecordedConfig(config.model_type, config.hidden_size,
+                                        getattr(config, "max_position_embeddings", 512))),
+        "settings": encoder.settings(),
+    }
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        write_text(record, json.dumps(content, indent=1) + "\n")
+    except OSError as err:
+        log.warning("could not write the load record %s (%s): the next load builds the torch model again", record, err)
+
+
+def _recorded_tokenizer(spec: dict):
+    """The tokenizer a load record names: its own class (as `AutoTokenizer` chose it), from its folder."""
+    module, _, qualname = spec["class"].partition(":")
+    tokenizer = getattr(importlib.import_module(module), qualname).from_pretrained(spec["dir"])
+    if len(tokenizer) != spec["size"]:
+        raise ValueError(f"the tokenizer holds {len(tokenizer)} tokens, the record {spec['size']}")
+    return tokenizer
+
+
+def load_recorded(record: Path, backend: str, quantize: str | None) -> InferenceEncoder | None:
+    """The fast encoder a load record describes, without the torch model (see the module's doc), or None when
+    there is no usable record (the reason logged): the caller loads the exact model instead."""
+    if not record.is_file():
+        log.debug("no load record %s: loading the torch model", record)
+        return None
+    try:
+        content = json.loads(record.read_text(encoding="utf-8"))
+        if content.get("version") != LOAD_RECORD_VERSION:
+            raise ValueError(f"format {content.get('version')}, not {LOAD_RECORD_VERSION}")
+        graph = cache_root() / "onnx" / content["graph"]
+        if not graph.is_file():
+            raise ValueError(f"its graph {graph} is gone")
+        problem = check_record(graph)
+        if problem is not None:
+            raise ValueError(f"its graph {graph.name} is not used, {problem}")
+        digest = json.loads(record_path(graph).read_text(encoding="utf-8"))["sha256"][:12]  # `file_digest`'s
+        config = RecordedConfig(**content["config"])
+        tokenizer = _recorded_tokenizer(content["tokenizer"])
+        if backend == "openvino":
+            compiled, precision = openvino_compiled(graph, quantize or "f32")
+            fast = OpenVinoTransformer(None, compiled, f"openvino-{precision}-{digest}", config)
+        else:
+            tag = f"onnx-{graph.stem.split('-', 1)[1]}-{digest}"
+            fast = OnnxTransformer(None, onnx_session(graph), tag, config)
+        if fast.backend_tag != content["backend_tag"]:
+            raise ValueError(f"this load gives backend {fast.backend_tag}, the record {content['backend_tag']}")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as err:
+        log.info("load record %s not used (%s): loading the torch model", record.name, err)
+        return None
+    encoder = InferenceEncoder(fast, tokenizer, name=content["name"], **content["settings"])
+    encoder.recorded_fingerprint = content["fingerprint"]
+    log.info("loaded %s on %s from its cached export (fingerprint %s)", content["name"], fast.backend_tag,
+             encoder.recorded_fingerprint)
+    return encoder
 
 
 def file_digest(path: Path) -> str:
@@ -365,6 +503,12 @@ def load_encoder(
         raise ValueError(f"quantize={quantize!r} does not go with backend={backend!r}; valid: {valid} or None")
     if backend != "torch" and device is not None and torch.device(device).type != "cpu":
         raise ValueError(f"the {backend} backend runs on the CPU; got device {str(device)!r}")
+    record = None
+    if backend != "torch":  # an exported graph: a load record may spare building the torch model
+        record = load_record_path(name_or_path, backend, quantize, settings)
+        recorded = load_recorded(record, backend, quantize)
+        if recorded is not None:
+            return recorded
     exact = ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)
     if device is not None:
         exact = exact.to(device)
@@ -385,4 +529,7 @@ def load_encoder(
         path = cached_onnx_model(exact, quantize)
         tag = f"onnx-{path.stem.split('-', 1)[1]}-{file_digest(path)}"  # e.g. onnx-opset17-fp32-<hash of the graph>
         fast = OnnxTransformer(exact.model, onnx_session(path), tag)
-    return InferenceEncoder(fast, exact.tokenizer, name=exact.name, **exact.settings())
+    encoder = InferenceEncoder(fast, exact.tokenizer, name=exact.name, **exact.settings())
+    if record is not None:
+        write_load_record(record, encoder, exact, path, _model_dirs(name_or_path)[1])
+    return encoder

@@ -28,7 +28,6 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
-from transformers import AutoModel, AutoTokenizer
 
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper, abstract_text, as_papers
@@ -114,6 +113,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         settings saved beside a trained model apply unless overridden by keyword. A directory whose settings
         name a `base` holds adapters only: the base model (a name or a directory) gives the weights and the
         tokenizer."""
+        from transformers import AutoModel, AutoTokenizer  # the modeling code: only where weights are loaded
+
         path = resolve_model(name_or_path)
         stored = {**saved_settings(path), **settings}
         adapter = stored.pop("adapter", None)
