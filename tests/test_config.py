@@ -46,3 +46,32 @@ def test_apply_overrides_to_a_loaded_config():
     assert cfg.optim.steps == 3 and Cfg().optim.steps == 10
     with pytest.raises(ConfigError, match="unknown"):
         apply_overrides(cfg, ["nope=1"])
+
+
+def test_training_sections_refuse_a_key_their_kind_does_not_read(tmp_path):
+    """The `tasks` and `loss` sections are flat mappings; each task name and loss kind reads its own keys, and a
+    key of another kind is refused by name instead of ignored; every shipped training config still loads."""
+    from pathlib import Path
+
+    from aspire.train.config import TASK_KEYS, Config
+
+    run = tmp_path / "run.yaml"
+    run.write_text("tasks:\n  - {name: crop, span_min: 2, views: 3}\n  - {name: cocite, span_max: 4}\n")
+    with pytest.raises(ConfigError, match=r"a cocite task does not read span_max \(it reads no key beside name"):
+        load_config(Config, run)
+    run.write_text("tasks:\n  - {name: title, sources: [acl], teacher_dir: runs/t}\n")
+    with pytest.raises(ConfigError, match="a title task does not read teacher_dir"):
+        load_config(Config, run)
+    with pytest.raises(ConfigError, match=r"kind mnrl does not read margin, negatives \(it reads scale"):
+        load_config(Config, None, ["loss.kind=mnrl", "loss.margin=0.3", "loss.negatives=all"])
+    crop = load_config(Config, None, ["loss.kind=mnrl", "loss.scale=30"]).loss
+    assert (crop.kind, crop.scale) == ("mnrl", 30.0)
+    assert set(TASK_KEYS) == {"cocite", "context2doc", "crop", "title", "author", "distill"}
+    loaded = 0
+    for path in sorted(Path("configs").glob("*.yaml")):
+        try:
+            load_config(Config, path)
+            loaded += 1
+        except ConfigError as err:  # the index, ensemble, negatives and other commands' configs have other sections
+            assert "valid keys under the top level" in str(err), f"{path}: {err}"
+    assert loaded >= 20

@@ -52,7 +52,8 @@ def test_matrix_losses_train_every_similarity(kind, loss, tiny_model_dir, exampl
     names = sorted(json.loads(x)["paper_id"] for x in open(examples_dir / "abstracts.jsonl"))
     hard.write_text("".join(json.dumps({"paper_id": n, "negatives": [names[0], names[-1]]}) + "\n" for n in names))
     cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, f"model.kind={kind}", f"loss.kind={loss}",
-                      f"data.hard_negatives={hard}", "loss.ms_base=-1.0" if kind not in ("abstract",) else "loss.ms_base=0.5")
+                      f"data.hard_negatives={hard}",
+                      *([] if loss != "multi_similarity" else ["loss.ms_base=0.5" if kind == "abstract" else "loss.ms_base=-1.0"]))
     model = build_model(cfg)
     data = load_split(cfg.data, "train")
     batch = TripletCollator(model.tokenize, data.papers)([data[i] for i in range(0, 24, 3)])

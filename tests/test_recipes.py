@@ -63,7 +63,15 @@ class ToyLoss(torch.nn.Module):
 
 
 def test_an_objective_registered_here_is_built_from_the_loss_config(monkeypatch):
+    from aspire.config import ConfigError
+    from aspire.losses import LOSS_KEYS
+
+    for name, cls in MATRIX_LOSSES.items():  # each loss's keys are named once for the config, as its class reads them
+        assert LOSS_KEYS[name] == tuple(cls.SETTINGS.values())
     monkeypatch.setitem(MATRIX_LOSSES, "toy", ToyLoss)
+    monkeypatch.setitem(LOSS_KEYS, "toy", ("scale",))
+    with pytest.raises(ConfigError, match=r"kind toy does not read margin \(it reads scale\)"):
+        LossConfig(kind="toy", margin=0.5)
     loss = matrix_loss(LossConfig(kind="toy", scale=3.0))
     assert isinstance(loss, ToyLoss) and loss.scale == 3.0
     per_anchor, _ = loss(torch.eye(2), torch.zeros(2, 2, dtype=torch.bool))

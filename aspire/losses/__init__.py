@@ -14,9 +14,16 @@ the positive, and it pushes the positive closer otherwise.
 
 from aspire.lazy import lazy_exports
 
-# loss.kind: the triplet margin loss over distances, or a matrix loss of `MATRIX_LOSSES` (aspire.losses.registry).
-# The names alone live here, so the training config (and `aspire train --help`) loads no torch.
-LOSS_KINDS = ("triplet", "mnrl", "multi_similarity", "bce")
+# loss.kind -> the keys of the `loss` config section it reads: the triplet margin loss over distances, or a matrix
+# loss of `MATRIX_LOSSES` (aspire.losses.registry; its class's SETTINGS name the same keys). The names alone live
+# here, so the training config (and `aspire train --help`) loads no torch.
+LOSS_KEYS: dict[str, tuple[str, ...]] = {
+    "triplet": ("margin", "negatives"),
+    "mnrl": ("scale", "symmetric", "teacher_scale"),
+    "multi_similarity": ("ms_alpha", "ms_beta", "ms_base"),
+    "bce": ("scale", "bce_threshold"),
+}
+LOSS_KINDS = tuple(LOSS_KEYS)
 
 lazy_exports(__name__, {
     **dict.fromkeys(("triplet_margin_dist_per_anchor", "masked_anchor_mean", "triplet_margin_dist_loss",
@@ -25,6 +32,6 @@ lazy_exports(__name__, {
     **dict.fromkeys(("MATRIX_LOSSES", "matrix_loss"), "aspire.losses.registry"),
 })
 
-__all__ = ["LOSS_KINDS", "MATRIX_LOSSES", "matrix_loss", "triplet_margin_dist_per_anchor", "masked_anchor_mean",
+__all__ = ["LOSS_KEYS", "LOSS_KINDS", "MATRIX_LOSSES", "matrix_loss", "triplet_margin_dist_per_anchor", "masked_anchor_mean",
            "triplet_margin_dist_loss", "in_batch_negative_mask", "pick_one_negative", "aligned_sentence_dist",
            "mean_pool_doc", "vector_l2_dist", "pairwise_vector_l2_dist"]

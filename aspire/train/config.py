@@ -8,11 +8,11 @@ temperatures > 0, floats finite), reported when the config loads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Literal
 
 from aspire.config import ConfigError, ranged
-from aspire.losses import LOSS_KINDS
+from aspire.losses import LOSS_KEYS, LOSS_KINDS
 
 # kind -> (loss terms, inference scorer). A term is "aligned" (aligned pair for the positive,
 # min-L2 for negatives), a scorer name, "vector" (L2 of mean-pooled vectors) or "cosine".
@@ -112,6 +112,9 @@ class LossConfig:
     `multi_similarity` (`ms_alpha`, `ms_beta`, `ms_base`), `bce` (pairs labelled 1 / 0, logits
     `scale` * (similarity - `bce_threshold`)). A `distill` task's rows under `mnrl` take the teacher's
     in-batch similarities times `teacher_scale` as soft targets (`aspire.losses.ranking`).
+
+    Each kind reads only its own keys (`aspire.losses.LOSS_KEYS`): another kind's key set to anything but its
+    default is a `ConfigError` naming it.
     """
 
     kind: Literal[LOSS_KINDS] = "triplet"  # aspire.losses.LOSS_KINDS: triplet or a MATRIX_LOSSES name
@@ -124,6 +127,11 @@ class LossConfig:
     ms_base: float = ranged(0.5)
     bce_threshold: float = ranged(0.5)
     teacher_scale: float = ranged(20.0, gt=0)
+
+    def __post_init__(self) -> None:
+        own = LOSS_KEYS.get(self.kind)  # an unknown kind is reported where the loss is built
+        if own is not None:
+            _refuse_stray(self, ("kind",) + own, f"loss: kind {self.kind}", f"reads {', '.join(own)}")
 
 
 @dataclass
@@ -214,6 +222,10 @@ class TaskConfig:
     divergence to the teacher's in-batch similarities (`loss.teacher_scale`).
     `weight` multiplies the task's loss; `ratio` is its share of each batch (`mix.mode: mixed`) or
     of the batches (`alternating`); `steps` is its stage length in optimizer steps (`sequential`).
+
+    The keys are one flat mapping in YAML, but each task reads only its own (`TASK_KEYS`, beside the mixing keys
+    every task has): a key of another task set to anything but its default is a `ConfigError` naming it, never
+    silently ignored.
     """
 
     name: Literal["cocite", "context2doc", "crop", "title", "author", "distill"] = "cocite"
@@ -233,6 +245,37 @@ class TaskConfig:
     max_author_papers: int = ranged(50, ge=2)
     teacher_dir: str | None = None
     neighbours: int = ranged(10, ge=1)
+
+    def __post_init__(self) -> None:
+        _refuse_stray(self, MIX_KEYS + TASK_KEYS[self.name], f"tasks[]: a {self.name} task",
+                      f"reads {', '.join(TASK_KEYS[self.name]) or 'no key'} beside {', '.join(MIX_KEYS)}")
+
+
+def _default(f):
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+def _refuse_stray(config, own: tuple[str, ...], what: str, reads: str) -> None:
+    """ConfigError naming the keys of `config` outside `own` that are set to anything but their default: one
+    flat section shared by several kinds, each reading its own keys, never ignores a key silently."""
+    stray = [f.name for f in fields(config) if f.name not in own and getattr(config, f.name) != _default(f)]
+    if stray:
+        raise ConfigError(f"{what} does not read {', '.join(stray)} (it {reads}); remove "
+                          f"{'it' if len(stray) == 1 else 'them'} or choose the kind that reads "
+                          f"{'it' if len(stray) == 1 else 'them'}")
+
+
+# what each task reads of TaskConfig (aspire.train.tasks), beside the mixing keys every task has
+MIX_KEYS = ("name", "weight", "ratio", "steps")
+_SAMPLED = ("sources", "acl_path", "benchmarks_dir", "max_papers", "dev_share")  # abstracts of cocite and/or ACL
+TASK_KEYS: dict[str, tuple[str, ...]] = {
+    "cocite": (),  # the co-cited pairs of the data section
+    "context2doc": ("data_dir",),
+    "crop": _SAMPLED + ("span_min", "span_max", "views"),
+    "title": _SAMPLED,
+    "author": _SAMPLED + ("min_shared_authors", "max_author_papers", "views"),
+    "distill": _SAMPLED + ("teacher_dir", "neighbours", "views"),
+}
 
 
 @dataclass
