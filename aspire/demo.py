@@ -1,21 +1,35 @@
 """The main job on embedded defaults: encode CSFCube with `minilm` and evaluate it end to end.
 
-    python -m aspire.demo [--model minilm] [--data ../shared/data/csfcube] [--out runs/demo]
+    python -m aspire.demo [--model minilm] [--data ../shared/data/csfcube] [--out runs/demo] [--backend torch]
 
 Encodes the 4,205 CSFCube abstracts once (one contextual pass a paper gives its sentence vectors and its
 whole-abstract vector; cached), ranks every facet's pools with single match (min-L2), multi match (OT,
 τ = 5000, ε = 0.05), the whole-abstract vector and the aspect hybrid (the whole vector plus the facet's
 sentences against each candidate's whole vector), and prints the test-protocol MAP / NDCG%20 per facet beside
-SPECTER's published row.
+SPECTER's published row, and where each run's seconds went (model load, encoding, ranking, metrics).
+
+The encoder's backend is `--backend auto` by default (`aspire.encoders.choice`): OpenVINO at bf16 on a CPU
+with AMX or AVX512-BF16 (the table within 0.3 MAP of the exact model's, experiments/results/first_minutes.md),
+else the exact torch model; one line says which. `--backend torch` runs the exact model (what
+`aspire evaluate` runs).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
-from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+from aspire.cliutil import (
+    add_backend_options,
+    add_common_options,
+    backend_options,
+    command_parser,
+    run_command,
+    setup_logging,
+)
+from aspire.encoders.choice import add_auto_backend_option, resolve_backend
 from aspire.evaluate.cache import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,6 +44,7 @@ EXAMPLES = """\
   aspire demo
   aspire demo --model mpnet --out runs/demo-mpnet
   aspire demo --data ../shared/data/csfcube --device cuda --batch-size 64 --quiet
+  aspire demo --backend torch   # the exact model, as aspire evaluate runs it
 """
 
 
@@ -41,6 +56,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.demo") -> 
     parser.add_argument("--cache-dir", default=str(default_cache_dir()), help="sentence-vector cache")
     add_common_options(parser, device=True, batch_size=True, batch_size_default=32,
                        device_help="torch device for encoding and scoring (default: the model's, CPU)")
+    add_backend_options(parser)
+    add_auto_backend_option(parser)
     args = parser.parse_args(argv)
     setup_logging(args)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -52,23 +69,37 @@ def _demo(args) -> int:
         print(f"error: CSFCube not found at {args.data} (see ../shared/data/README.md)", file=sys.stderr)
         return 2
 
+    args.backend, args.quantize, note = resolve_backend(args.backend, args.quantize, args.model, args.device)
+    encoder_options = backend_options(args)
+    if note:
+        print(note, flush=True)
     from aspire.evaluate.csfcube import run_csfcube
     from aspire.evaluate.options import EvalOptions
 
     rows = [("SPECTER (published ranked pools)", SPECTER)]
+    seconds = []
     for label, scorer, options, encoding in RUNS:
         print(f"\n== {label}: encoding (once, cached) and ranking CSFCube pools", flush=True)
         out = Path(args.out) / scorer
+        start = time.perf_counter()
         results = run_csfcube(args.data, args.model, scorer, out, options=EvalOptions(
             encoding=encoding, scorer_options=options, cache_dir=args.cache_dir, batch_size=args.batch_size,
-            device=args.device))
+            device=args.device, encoder_options=encoder_options))
+        seconds.append((label, results.get("timings_s", {}), time.perf_counter() - start))
         rows.append((f"{args.model} {label}", {g: (results["test"][g]["MAP"], results["test"][g]["NDCG%20"]) for g in SPECTER}))
 
-    print(f"\nCSFCube test protocol, MAP / NDCG%20 (ranked pools and results.json under {args.out}):\n")
+    used = f"{args.backend} {args.quantize or 'fp32'}"
+    print(f"\nCSFCube test protocol, MAP / NDCG%20 ({args.model} on {used}; ranked pools and results.json under "
+          f"{args.out}):\n")
     print("| model | background | method | result | all |")
     print("|---|---|---|---|---|")
     for name, vals in rows:
         print(f"| {name} | " + " | ".join(f"{vals[g][0]:.2f} / {vals[g][1]:.2f}" for g in SPECTER) + " |")
+    print("\nseconds: model load / encoding / ranking / metrics and files / the run")
+    for label, timings, total in seconds:
+        parts = [timings.get(k, 0.0) for k in ("load_model", "encode", "score")]
+        cached = " (read back)" if timings.get("encode_from_cache") else ""
+        print(f"  {label}: {parts[0]:.1f} / {parts[1]:.1f}{cached} / {parts[2]:.1f} / {total - sum(parts):.1f} / {total:.1f}")
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import string
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+os.environ.setdefault("ASPIRE_BACKEND", "torch")  # commands' --backend auto would pick the CPU's fastest: tests keep exact
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 

@@ -2,8 +2,10 @@
 
     build         --model M --corpus papers.jsonl --out DIR [--config configs/index.yaml] [section.key=value ...]
     add           --index DIR --corpus more.jsonl [--model M]   (model defaults to the index's)
-                  (build, add, encode-shard: [--backend onnx [--quantize int8]] encodes with ONNX Runtime
-                  on the CPU; add must use the backend the index was built with, its fingerprint is checked)
+                  (build: --backend auto by default, OpenVINO bf16 where the CPU has AMX or AVX512-BF16, else
+                  the exact model, one line says which; --backend torch for the exact model. build, add,
+                  encode-shard: [--backend onnx [--quantize int8]] encodes with ONNX Runtime on the CPU; add
+                  must use the backend the index was built with, its fingerprint is checked)
     encode-shard  --model M --corpus papers.jsonl --shards SHARDS [--num-shards S] [--merge-into DIR]
                   (under torchrun; a re-run encodes only the shards not yet finished)
     merge         --shards SHARDS --out DIR [--allow-missing]   (streaming: shard by shard, never the whole corpus in RAM)
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -34,8 +37,11 @@ from aspire.cliutil import (
     show_progress,
 )
 from aspire.config import load_config
+from aspire.encoders.choice import add_auto_backend_option, resolve_backend
 from aspire.index.config import IndexBuildConfig
 from aspire.index.disk import require_live_generation
+
+log = logging.getLogger("aspire.index")
 
 
 def load_encoder(name: str, device: str | None = None, **backend):
@@ -96,6 +102,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="index directory to create")
     p.add_argument("--overwrite", action="store_true", help="replace an existing index at --out")
     add_backend_options(p)
+    add_auto_backend_option(p)  # the index records the backend chosen; search encodes its queries with it
     with_config(p)
     p = command("add", "encode more papers and add them to an index", encodes=True)
     p.add_argument("--index", required=True, help="the index directory to extend")
@@ -174,6 +181,10 @@ def _run(args) -> int:
     if args.command in ("build", "encode-shard", "merge"):
         config = load_config(IndexBuildConfig, args.config, overrides)
     device = getattr(args, "device", None)
+    if args.command == "build":  # --backend auto (the default): the CPU's fastest, said in one line
+        args.backend, args.quantize, note = resolve_backend(args.backend, args.quantize, args.model, device)
+        if note:
+            log.info(note)
     backend = backend_options(args) if hasattr(args, "backend") else {}
     if args.command in ("build", "encode-shard"):  # recorded: search encodes its queries the same way
         config.encode.backend, config.encode.quantize = args.backend, args.quantize

@@ -1,0 +1,112 @@
+"""Which inference backend encodes when the user names none (`--backend auto`): the demo and `aspire index build`
+(whose index records it, so `aspire search` encodes its queries the same way). `aspire evaluate` keeps the exact
+torch model: its known answers stay exact.
+
+`choose_backend` picks OpenVINO at bf16 (`aspire.encoders.backends`; the fastest backend measured, CSFCube within
+0.04 MAP of the exact model) where it runs natively: on the CPU, on a CPU with AMX or AVX512-BF16 (read from
+`/proc/cpuinfo`), with `openvino` installed, for a model without a query adapter (the fast backends compile one
+encoding). Anywhere else it keeps the exact torch model. Either way its `note` says which and why, in one line
+(a fallback is never silent), and how to choose the other (`--backend torch` for the exact model).
+
+Nothing here imports torch: the choice is made, and said, before the model loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+AUTO = "auto"
+BACKEND_ENV = "ASPIRE_BACKEND"  # the backend a command uses when none is given (default: auto)
+BACKENDS = ("torch", "onnx", "openvino")  # `aspire.encoders.backends.BACKENDS`, without importing torch
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of a CPU computing bf16 matrix products natively
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """The backend and precision chosen (`load_encoder`'s keywords), and the one line saying why."""
+
+    backend: str
+    quantize: str | None
+    note: str
+
+    def options(self) -> dict:
+        """`load_encoder` keywords: {} for the exact torch model."""
+        return {} if self.backend == "torch" and self.quantize is None else {"backend": self.backend, "quantize": self.quantize}
+
+
+def native_bf16_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> list[str] | None:
+    """The flags of `BF16_FLAGS` this CPU has ([] none), or None where `cpuinfo` cannot be read (not Linux)."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return [flag for flag in BF16_FLAGS if flag in flags]
+
+
+def _query_adapter(model: str | None) -> bool:
+    """Whether `model`'s saved settings hold an adapter of scope query (False when the model is not found: its
+    load then says why)."""
+    if model is None:
+        return False
+    from aspire.encoders.pretrained import saved_settings
+
+    try:
+        return (saved_settings(model).get("adapter") or {}).get("scope") == "query"
+    except (ValueError, FileNotFoundError, OSError):
+        return False
+
+
+def choose_backend(model: str | None = None, device: str | None = None, cpuinfo: str | Path = "/proc/cpuinfo",
+                   openvino_installed: bool | None = None) -> BackendChoice:
+    """The backend `--backend auto` encodes `model` with on `device` (see the module's doc)."""
+    exact = "exact torch model"
+    if device not in (None, "cpu"):
+        return BackendChoice("torch", None, f"encoding with the {exact} on {device} (the fast backends run on the CPU)")
+    if _query_adapter(model):
+        return BackendChoice("torch", None, f"encoding with the {exact}: {model} has a query adapter, which the "
+                                            "fast backends do not run")
+    flags = native_bf16_flags(cpuinfo)
+    if not flags:
+        why = "the CPU's flags cannot be read" if flags is None else "this CPU has no AMX or AVX512-BF16"
+        return BackendChoice("torch", None, f"encoding with the {exact}: {why}, so OpenVINO bf16 would not be faster")
+    if openvino_installed is None:
+        openvino_installed = importlib.util.find_spec("openvino") is not None
+    if not openvino_installed:
+        return BackendChoice("torch", None, f"encoding with the {exact}: OpenVINO is not installed "
+                                            "(pip install openvino for the fast backend on this CPU)")
+    return BackendChoice("openvino", "bf16", f"encoding with OpenVINO bf16 (this CPU has {', '.join(flags)}); "
+                                             "--backend torch for the exact model")
+
+
+def resolve_backend(backend: str | None, quantize: str | None, model: str | None = None,
+                    device: str | None = None) -> tuple[str, str | None, str | None]:
+    """A command's `--backend/--quantize` -> (backend, quantize, the note to show or None). No backend and no
+    precision: `$ASPIRE_BACKEND` when set (e.g. `torch`; the test suite sets it), else `auto`, which is
+    `choose_backend`'s choice; a `--quantize` alone keeps torch, as before."""
+    if backend is None and quantize is None:
+        backend = os.environ.get(BACKEND_ENV) or AUTO
+        if backend not in (AUTO, *BACKENDS):
+            raise ValueError(f"${BACKEND_ENV}={backend!r} is not a backend; valid: {[AUTO, *BACKENDS]}")
+    if backend == AUTO and quantize is not None:
+        raise ValueError("--quantize goes with a named --backend (torch, onnx or openvino), not auto")
+    if backend == AUTO:
+        choice = choose_backend(model, device)
+        return choice.backend, choice.quantize, choice.note
+    return backend or "torch", quantize, None
+
+
+def add_auto_backend_option(parser: argparse.ArgumentParser) -> None:
+    """Make a command's `--backend` (`aspire.cliutil.add_backend_options`) take `auto`, its default: not given,
+    the backend is `resolve_backend`'s."""
+    parser.set_defaults(backend=None)  # None: $ASPIRE_BACKEND or auto, unless --quantize alone names torch's bf16
+    for action in parser._actions:
+        if action.dest == "backend":
+            action.choices = (AUTO, *action.choices)
+            action.help = ("encoder inference: auto (default: OpenVINO bf16 on a CPU with AMX or AVX512-BF16 and "
+                           "openvino installed, else the exact model; one line says which), torch (the exact "
+                           f"model), onnx (ONNX Runtime) or openvino; ${BACKEND_ENV} sets the default")
