@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
 import pytest
 import torch
 
@@ -39,3 +40,42 @@ def test_compiled_and_batched_iterations_give_the_same_plans(dtype, scale, eps, 
     assert ((res.plan.sum(2) - a).abs().sum(1) + (res.plan.sum(1) - b).abs().sum(1)).max() <= tol
     torch.testing.assert_close(res.plan, plan_b, atol=20 * tol, rtol=0)
     assert (res.plan[a == 0] == 0).all() and (res.plan.transpose(1, 2)[b == 0] == 0).all()  # padding: no mass
+
+
+def test_exp_start_is_the_log_domain_first_iteration():
+    """`_exp_start` (one exp pass) gives the potentials of the log-domain row and column updates from G = 0, and
+    the kernel absorbed at them (1 on padding)."""
+    from aspire.scoring._sinkhorn_cpu import _exp_start, _log_cols, _log_rows
+
+    cost, a, b = random_problem(40, 9, 7, seed=5, scale=3.0)  # ragged padding
+    Ce, a, b = (cost / 0.05).numpy(), a.numpy(), b.numpy()
+    for p in range(len(Ce)):
+        F, G, K = np.empty(9), np.empty(7), np.empty((9, 7))
+        assert _exp_start(Ce[p], a[p], b[p], F, G, K)
+        with np.errstate(divide="ignore"):
+            la, lb = np.log(a[p]), np.log(b[p])
+        F0, G0 = np.empty(9), np.zeros(7)
+        _log_rows(Ce[p], lb, G0, F0)
+        _log_cols(Ce[p], la, F0, G0)
+        ra, rb = a[p] > 0, b[p] > 0
+        np.testing.assert_allclose(F[ra], F0[ra], atol=1e-12, rtol=0)
+        np.testing.assert_allclose(G[rb], G0[rb], atol=1e-12, rtol=0)
+        real = ra[:, None] & rb[None, :]
+        np.testing.assert_allclose(K[real], np.exp(F[:, None] + G[None, :] - Ce[p])[real], rtol=1e-12, atol=0)
+        assert (K[~real] == 1).all()
+
+
+def test_a_column_beyond_exp_range_starts_in_the_log_domain():
+    """A column farther than exp's range (in units of eps) from every row's nearest column underflows the exp
+    start: that problem starts in the log domain and reaches the batched iterations' plan."""
+    from aspire.scoring._sinkhorn_cpu import _exp_start
+
+    cost, a, b = random_problem(6, 5, 4, seed=6, ragged=False)
+    cost[:, :, 0] += 60.0  # 1200 eps above the rest at eps = 0.05: exp(-1200) is 0 in float64
+    F, G, K = np.empty(5), np.empty(4), np.empty((5, 4))
+    assert not _exp_start((cost[0] / 0.05).numpy(), a[0].numpy(), b[0].numpy(), F, G, K)
+    plan_b, _, conv_b = batched(cost, a, b, 0.05, 1e-9, None)
+    with torch.no_grad():
+        res = sk.sinkhorn(cost, a, b, 0.05, tol=1e-9, max_iter=100_000, newton_after=None)
+    assert conv_b.all() and res.converged.all()
+    torch.testing.assert_close(res.plan, plan_b, atol=2e-8, rtol=0)

@@ -10,8 +10,11 @@ dispatch is most of the batched version's time. Two differences follow from that
 checks the error after every iteration (it costs nothing extra here: the next row update's K v gives it),
 so a problem does the iterations it needs, not the next multiple of `check_every`; and it absorbs the
 scalings into the potentials (one exp over the kernel) only when they have moved half way to `log_limit`,
-not after every `check_every` iterations. Float64 throughout; `tests/test_sinkhorn.py` checks the
-two versions agree.
+not after every `check_every` iterations. The first (log-domain) iteration is computed with one exp pass,
+shifted by each row's least cost, which also gives the kernel absorbed at its potentials (`_exp_start`: one
+exp per entry where the log-domain iteration and the kernel took three); a problem whose shifted sums under-
+or overflow starts in the log domain instead. Float64 throughout; `tests/test_sinkhorn_compiled.py` checks
+the two versions agree.
 """
 
 from __future__ import annotations
@@ -65,16 +68,65 @@ def _log_chunk(C, a, la, lb, F, G, k, Fn):
 
 
 @numba.njit(cache=True)
-def _exp_chunk(C, a, b, F, G, k, stop_tol, log_limit, K, u, v, Kv, dF, dG):
+def _exp_start(C, a, b, F, G, K):
+    """The first iteration (the log-domain row and column updates from G = 0) with one exp pass, and the kernel
+    absorbed at its potentials, in place on F (N,), G (M,) and K (N, M). With m_i = min over real columns of
+    C_ij and E_ij = exp(m_i - C_ij) (<= 1):
+        F_i = m_i - log r_i,  r_i = sum_j b_j E_ij   (= -LSE_j(log b_j - C_ij), r_i >= the b of m_i's column)
+        G_j = -log s_j,       s_j = sum_i a_i E_ij / r_i   (= -LSE_i(log a_i + F_i - C_ij))
+        K_ij = exp(F_i + G_j - C_ij) = E_ij / (r_i s_j),  1 on padding (as `_exp_chunk` builds it).
+    Potentials are 0 on padding (which no real entry reads). Returns False, having written nothing the caller
+    keeps, where a column's s_j under- or overflows (the caller runs the log-domain iteration instead)."""
+    N, M = C.shape
+    for i in range(N):
+        m = math.inf
+        for j in range(M):
+            if b[j] > 0:
+                m = min(m, C[i, j])
+        r = 0.0
+        for j in range(M):  # E_ij (<= 1 on padded columns too: they carry b_j = 0)
+            e = math.exp(min(m - C[i, j], 0.0))
+            K[i, j] = e
+            r += b[j] * e
+        F[i] = m - math.log(r) if a[i] > 0 else 0.0
+        inv = 1.0 / r
+        for j in range(M):
+            K[i, j] *= inv
+    G[:] = 0.0  # s_j, summed a row of K at a time
+    for i in range(N):
+        ai = a[i]
+        for j in range(M):
+            G[j] += ai * K[i, j]
+    for j in range(M):
+        s = G[j]
+        if b[j] > 0 and not (s > 0 and s < math.inf):
+            return False
+        G[j] = 1.0 / s if b[j] > 0 else 1.0  # 1 / s_j for now
+    for i in range(N):
+        for j in range(M):
+            K[i, j] *= G[j]
+    for j in range(M):
+        G[j] = math.log(G[j]) if b[j] > 0 else 0.0  # -log s_j
+    for i in range(N):  # padding: 1
+        for j in range(M):
+            if a[i] <= 0 or b[j] <= 0:
+                K[i, j] = 1.0
+    return True
+
+
+@numba.njit(cache=True, fastmath={"reassoc", "contract", "nsz"})
+def _exp_chunk(C, a, b, F, G, k, stop_tol, log_limit, K, u, v, Kv, dF, dG, build):
     """Up to k exp-domain iterations on the kernel absorbed at (F, G), stopping after the first whose row
     error is <= stop_tol (the error comes free: the next row update's K v gives it) or whose scalings have
-    moved half way to `log_limit` (then absorbed); (F, G) updated in place when the chunk is safe.
+    moved half way to `log_limit` (then absorbed); (F, G) updated in place when the chunk is safe. `build`:
+    build K from (F, G) (False: K holds it already, as `_exp_start` leaves it).
     Returns (row error, iterations done, safe)."""
     N, M = C.shape
-    for i in range(N):  # K = plan / (a b^T) (one vectorised exp); 1 on padding, so a padded row's scaling is 0
-        for j in range(M):
-            K[i, j] = 0.0 if (a[i] <= 0 or b[j] <= 0) else F[i] + G[j] - C[i, j]
-    K[:, :] = np.exp(K)
+    if build:  # K = plan / (a b^T) (one vectorised exp); 1 on padding, so a padded row's scaling is 0
+        for i in range(N):
+            for j in range(M):
+                K[i, j] = 0.0 if (a[i] <= 0 or b[j] <= 0) else F[i] + G[j] - C[i, j]
+        K[:, :] = np.exp(K)
     for i in range(N):  # K v with v = b
         s = 0.0
         for j in range(M):
@@ -85,11 +137,13 @@ def _exp_chunk(C, a, b, F, G, k, stop_tol, log_limit, K, u, v, Kv, dF, dG):
     while done < k:
         for i in range(N):  # row update: u = a / (K v)
             u[i] = a[i] / Kv[i]
-        for j in range(M):  # column update: v = b / (K^T u)
-            s = 0.0
-            for i in range(N):
-                s += u[i] * K[i, j]
-            v[j] = b[j] / s
+        v[:] = 0.0  # column update: v = b / (K^T u), K^T u summed a row of K at a time (contiguous)
+        for i in range(N):
+            ui = u[i]
+            for j in range(M):
+                v[j] += ui * K[i, j]
+        for j in range(M):
+            v[j] = b[j] / v[j]
         err = 0.0
         for i in range(N):  # row marginals of diag(u) K diag(v) (columns exact), and the next K v
             s = 0.0
@@ -101,10 +155,10 @@ def _exp_chunk(C, a, b, F, G, k, stop_tol, log_limit, K, u, v, Kv, dF, dG):
         if err <= stop_tol:
             break
         drifted = False  # a scaling half way to `log_limit`: absorb it now, while the chunk is still safe
-        for i in range(N):
-            drifted = drifted or u[i] > a[i] * drift or u[i] * drift < a[i]
+        for i in range(N):  # (no short-circuit: the loops vectorise)
+            drifted |= (u[i] > a[i] * drift) | (u[i] * drift < a[i])
         for j in range(M):
-            drifted = drifted or v[j] > b[j] * drift or v[j] * drift < b[j]
+            drifted |= (v[j] > b[j] * drift) | (v[j] * drift < b[j])
         if drifted:
             break
     safe = math.isfinite(err)
@@ -142,10 +196,13 @@ def sinkhorn_iterations(Ce, a, b, F, G, n_iter, log_mode, until, start, check_ev
             lb[j] = math.log(bp[j]) if bp[j] > 0 else -math.inf
         K, u, v, Kv = np.empty((N, M)), np.empty(N), np.empty(M), np.empty(N)
         dF, dG, Fn = np.empty(N), np.empty(M), np.empty(N)
+        built = False  # K holds the kernel absorbed at (F, G)
         if start:
-            Gp[:] = 0.0
-            _log_rows(C, lb, Gp, Fp)
-            _log_cols(C, la, Fp, Gp)
+            built = not log_mode[p] and _exp_start(C, ap, bp, Fp, Gp, K)
+            if not built:  # the log domain: stable for any scale
+                Gp[:] = 0.0
+                _log_rows(C, lb, Gp, Fp)
+                _log_cols(C, la, Fp, Gp)
             n_iter[p] = 1
         err = np.inf
         while n_iter[p] < until[p]:
@@ -153,7 +210,9 @@ def sinkhorn_iterations(Ce, a, b, F, G, n_iter, log_mode, until, start, check_ev
             safe, done = False, k
             if not log_mode[p]:  # the exp domain checks every iteration and absorbs only when it must
                 k = until[p] - n_iter[p]
-                err, done, safe = _exp_chunk(C, ap, bp, Fp, Gp, k, stop_tol, log_limit, K, u, v, Kv, dF, dG)
+                err, done, safe = _exp_chunk(C, ap, bp, Fp, Gp, k, stop_tol, log_limit, K, u, v, Kv, dF, dG,
+                                             not built)
+                built = False
                 log_mode[p] = not safe  # unsafe: redo this chunk in the log domain, and stay there
             if not safe:
                 err, done = _log_chunk(C, ap, la, lb, Fp, Gp, k, Fn), k
