@@ -13,6 +13,8 @@ from aspire.scoring import (
     SCORERS,
     attention_dist,
     cross_l2_cost,
+    gathered_l2_cost,
+    gathered_ot_match,
     get_scorer,
     l2_cost,
     minl2_match,
@@ -20,8 +22,11 @@ from aspire.scoring import (
     ot_weights,
     pairwise_minl2_match,
     pairwise_ot_dist,
+    pairwise_ot_match,
     sinkhorn,
 )
+from aspire.scoring.distance import gathered_l2_minima
+from aspire.scoring.scorers import valid_minima
 
 F64 = torch.float64
 
@@ -215,3 +220,68 @@ def test_triplet_direction_known_answer(name):
         positive -= 0.01 * grad
     new_pos, _ = dists()
     assert new_pos.item() < d_pos.item()
+
+
+def stored_pairs(B, N, M, P=40, dim=16, seed=0, dtype=F64):
+    """A store of P vectors and aligned pairs of row numbers into it, ragged (-1: padding), the first sentence
+    of each pair's two sides the same vector."""
+    g = torch.Generator().manual_seed(seed)
+    store = 0.4 * torch.randn(P, dim, generator=g, dtype=dtype)
+    q_rows, c_rows = torch.randint(0, P, (B, N), generator=g), torch.randint(0, P, (B, M), generator=g)
+    c_rows[:, 0] = q_rows[:, 0]  # the same sentence on both sides: distance exactly 0
+    q_rows[torch.arange(N) >= torch.randint(1, N + 1, (B, 1), generator=g)] = -1
+    c_rows[torch.arange(M) >= torch.randint(1, M + 1, (B, 1), generator=g)] = -1
+    return store, q_rows, c_rows
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_gathered_l2_cost_equals_l2_cost_of_the_gathered_rows(dtype):
+    store, q_rows, c_rows = stored_pairs(50, 6, 7, seed=30, dtype=dtype)
+    cost, row_min, col_min = gathered_l2_minima(store, q_rows, store, c_rows)  # compiled (CPU, no tape)
+    x, y = store[q_rows.clamp_min(0)].double(), store[c_rows.clamp_min(0)].double()
+    exact = (x[:, :, None] - y[:, None]).norm(dim=-1)  # brute force, float64
+    q_mask, c_mask = q_rows >= 0, c_rows >= 0
+    valid = q_mask[:, :, None] & c_mask[:, None, :]
+    tol = 1e-5 if dtype == torch.float32 else 1e-12  # on squared distances: sqrt amplifies the rounding near 0
+    torch.testing.assert_close(cost.double()[valid] ** 2, exact[valid] ** 2, atol=tol, rtol=0)
+    assert (cost[~valid] == 0).all()  # padding
+    assert (cost[:, 0, 0] <= (1e-3 if dtype == torch.float32 else 1e-7)).all()  # equal vectors: 0 up to rounding
+    minima = valid_minima(cost, q_mask, c_mask)
+    torch.testing.assert_close(row_min, minima[0], atol=0, rtol=0)
+    torch.testing.assert_close(col_min, minima[1], atol=0, rtol=0)
+    assert torch.isinf(row_min[~q_mask]).all() and torch.isinf(col_min[~c_mask]).all()
+    # the taped path (gathers, then l2_cost) gives the same values
+    taped = gathered_l2_cost(store.clone().requires_grad_(), q_rows, store, c_rows)
+    torch.testing.assert_close(taped.detach().double()[valid] ** 2, exact[valid] ** 2, atol=tol, rtol=0)
+    with pytest.raises(ValueError, match="c_rows must lie in"):
+        gathered_l2_cost(store, q_rows, store, c_rows + 100)
+
+
+def test_gathered_ot_match_equals_pairwise_ot_match_of_the_copies():
+    store, q_rows, c_rows = stored_pairs(60, 5, 8, seed=31)
+    q_mask, c_mask = q_rows >= 0, c_rows >= 0
+    x, y = store[q_rows.clamp_min(0)], store[c_rows.clamp_min(0)]
+    kw = dict(tau=0.5, eps=0.05, tol=1e-10, max_iter=50_000)
+    ref = pairwise_ot_match(x, q_mask, y, c_mask, **kw)
+    m = gathered_ot_match(store, q_rows, store, c_rows, **kw)
+    # the copies' cost of a sentence to itself is sqrt(rounding) ~ 1e-8, not 0: agreement to 1e-6
+    torch.testing.assert_close(m.dist, ref.dist, atol=1e-6, rtol=0)
+    torch.testing.assert_close(m.plan, ref.plan, atol=1e-6, rtol=0)
+    torch.testing.assert_close(m.query_weights, ref.query_weights, atol=1e-6, rtol=0)
+    torch.testing.assert_close(m.cand_weights, ref.cand_weights, atol=1e-6, rtol=0)
+    assert (m.err <= 2e-10).all()
+    with pytest.raises(ValueError, match="no sentence selected"):
+        gathered_ot_match(store, torch.full_like(q_rows, -1), store, c_rows)
+
+
+@pytest.mark.parametrize("grad", ["autograd", "implicit"])
+def test_gathered_ot_gradient_to_the_store_equals_the_copies(grad):
+    store, q_rows, c_rows = stored_pairs(20, 4, 5, seed=32)
+    kw = dict(tau=1.0, eps=0.1, tol=1e-10, max_iter=50_000, grad=grad)
+    s1, s2 = store.clone().requires_grad_(), store.clone().requires_grad_()
+    d1 = gathered_ot_match(s1, q_rows, s1, c_rows, **kw).dist
+    d2 = pairwise_ot_match(s2[q_rows.clamp_min(0)], q_rows >= 0, s2[c_rows.clamp_min(0)], c_rows >= 0, **kw).dist
+    (g1,), (g2,) = torch.autograd.grad(d1.sum(), s1), torch.autograd.grad(d2.sum(), s2)
+    torch.testing.assert_close(d1, d2, atol=1e-9, rtol=0)
+    torch.testing.assert_close(g1, g2, atol=1e-7, rtol=0)
+    assert g1.abs().sum() > 0

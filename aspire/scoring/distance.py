@@ -2,7 +2,8 @@
 |x - y|^2 = |x|^2 + |y|^2 - 2 x.y (one batched matrix product, no (.., N, M, D) difference tensor).
 
 `l2_cost` pairs row b of x with row b of y (aligned pairs, (B, N, M)); `cross_l2_cost` compares
-every x with every y (all pairs, (Bq, Bc, S, T)). The scorers (min-L2, OT, attention), the search
+every x with every y (all pairs, (Bq, Bc, S, T)); `gathered_l2_cost` is `l2_cost` of vectors read by row
+number from where they are stored (aligned pairs, without gathering them first). The scorers (min-L2, OT, attention), the search
 re-ranking (`aspire.search.nearest_pairs`), the page's transport plans and the single-vector
 losses all take their distances from here.
 """
@@ -47,3 +48,54 @@ def cross_l2_cost(x: Tensor, y: Tensor) -> Tensor:
     xf, yf = x.reshape(Bq * S, D), y.reshape(Bc * T, D)
     sq = torch.addmm(_sq_norms(xf)[:, None] + _sq_norms(yf)[None, :], xf, yf.T, alpha=-2.0)  # (Bq S, Bc T)
     return _safe_sqrt(sq).reshape(Bq, S, Bc, T).permute(0, 2, 1, 3)
+
+
+def gathered_l2_cost(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Tensor) -> Tensor:
+    """Aligned pairwise L2 distances of stored vectors: `l2_cost(q_vectors[q_rows], c_vectors[c_rows])`, 0 on
+    padding, without the (B, N, D) copies.
+
+    q_vectors (Pq, D), c_vectors (Pc, D) (may be the same store); q_rows (B, N), c_rows (B, M) long row
+    numbers, -1 marking padding -> cost (B, N, M).
+
+    On a CPU without autograd's tape (float32 / float64) each pair reads its rows where they are and writes
+    its distances directly (`aspire.scoring._distance_cpu`, numba): the vectors are never copied and no
+    temporary holds their squared norms. Elsewhere (other
+    devices, half precision, a gradient to the vectors) the rows are gathered and `l2_cost` compares them, so
+    the result is differentiable; the two agree to float rounding (tests/test_scorers.py).
+    """
+    return gathered_l2_minima(q_vectors, q_rows, c_vectors, c_rows)[0]
+
+
+def gathered_l2_minima(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor,
+                       c_rows: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """`gathered_l2_cost` (B, N, M) with, from the same pass, each sentence's distance to the nearest real
+    sentence of the other side, (B, N) and (B, M), +inf on padding (`scorers.valid_minima`'s)."""
+    if q_vectors.dim() != 2 or c_vectors.dim() != 2 or q_vectors.shape[1] != c_vectors.shape[1]:
+        raise ValueError(f"expected vectors (Pq, D), (Pc, D); got {tuple(q_vectors.shape)}, {tuple(c_vectors.shape)}")
+    if q_rows.dim() != 2 or c_rows.dim() != 2 or q_rows.shape[0] != c_rows.shape[0]:
+        raise ValueError(f"expected rows (B, N), (B, M); got {tuple(q_rows.shape)}, {tuple(c_rows.shape)}")
+    for name, rows, store in (("q_rows", q_rows, q_vectors), ("c_rows", c_rows, c_vectors)):
+        if rows.numel() and (int(rows.min()) < -1 or int(rows.max()) >= store.shape[0]):
+            raise ValueError(f"{name} must lie in [-1, {store.shape[0]}) (-1: padding); got "
+                             f"[{int(rows.min())}, {int(rows.max())}]")
+    taped = torch.is_grad_enabled() and (q_vectors.requires_grad or c_vectors.requires_grad)
+    if (q_vectors.device.type == "cpu" and c_vectors.device.type == "cpu" and not taped
+            and q_vectors.dtype == c_vectors.dtype and q_vectors.dtype in (torch.float32, torch.float64)):
+        return _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows)
+    pad = (q_rows < 0)[:, :, None] | (c_rows < 0)[:, None, :]  # (B, N, M)
+    x, y = q_vectors[q_rows.clamp_min(0)], c_vectors[c_rows.clamp_min(0)]  # (B, N, D), (B, M, D)
+    cost = l2_cost(x, y).masked_fill(pad, 0.0)
+    far = cost.masked_fill(pad, torch.inf)
+    return cost, far.amin(-1), far.amin(-2)
+
+
+def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows):
+    from aspire.scoring._distance_cpu import gathered_l2
+    from aspire.scoring._newton import torch_thread_count
+
+    (B, N), M, dtype = q_rows.shape, c_rows.shape[1], q_vectors.dtype
+    cost, row_min, col_min = torch.empty(B, N, M, dtype=dtype), torch.empty(B, N, dtype=dtype), torch.empty(B, M, dtype=dtype)
+    arrays = [t.detach().contiguous().numpy() for t in (q_vectors, q_rows.long(), c_vectors, c_rows.long())]
+    with torch_thread_count():
+        gathered_l2(*arrays, cost.numpy(), row_min.numpy(), col_min.numpy())
+    return cost, row_min, col_min

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from aspire.batch import DocBatch
 from aspire.scoring.base import _check_masks, _Scorer
-from aspire.scoring.distance import _HALF, cross_l2_cost, l2_cost
+from aspire.scoring.distance import _HALF, cross_l2_cost, gathered_l2_minima, l2_cost
 from aspire.scoring.passage import MaxPassageScorer
 from aspire.scoring.sinkhorn import sinkhorn
 
@@ -109,16 +109,20 @@ def ot_weights(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float,
     return x, y
 
 
-def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps: float, **sinkhorn_kw) -> OTMatch:
+def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps: float,
+                  minima: tuple[Tensor, Tensor] | None = None, **sinkhorn_kw) -> OTMatch:
     """cost (..., S, T) with masks (..., S), (..., T) -> OTMatch of shape (...).
 
     float16 / bfloat16 costs get their weights and plan in float32 (a half-precision softmax does
-    not even sum to 1 within the solver's mass check); the outputs come back in the input dtype.
+    not even sum to 1 within the solver's mass check); the outputs come back in the input dtype. `minima`:
+    `valid_minima(cost, q_mask, c_mask)` when the caller has them already.
     """
     lead, (S, T) = cost.shape[:-2], cost.shape[-2:]
     half = cost.dtype if cost.dtype in _HALF else None
     work = cost.float() if half else cost
-    x, y = ot_weights(work, q_mask, c_mask, tau)
+    if half and minima is not None:
+        minima = tuple(m.float() for m in minima)
+    x, y = ot_weights(work, q_mask, c_mask, tau, minima)
     res = sinkhorn(work.reshape(-1, S, T), x.reshape(-1, S), y.reshape(-1, T), eps, **sinkhorn_kw)
     out = OTMatch(
         res.value.reshape(lead), res.plan.reshape(cost.shape), x, y, cost,
@@ -145,6 +149,22 @@ def pairwise_ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tens
     """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
     _check_masks(q_mask, c_mask)
     return _ot_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask, tau, eps, **sinkhorn_kw)
+
+
+def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Tensor, *, tau: float = 1.0,
+                      eps: float = 0.05, **sinkhorn_kw) -> OTMatch:
+    """Aligned rows (B,) of stored sentence vectors: `pairwise_ot_match` of q_vectors[q_rows] and c_vectors[c_rows]
+    without gathering them. q_vectors (Pq, D), c_vectors (Pc, D); q_rows (B, S), c_rows (B, T) long row numbers,
+    -1 marking padding (the masks are rows >= 0).
+
+    The cost and the weights' nearest-sentence distances come from one pass over the stored rows
+    (`aspire.scoring.distance.gathered_l2_minima`); the result equals `pairwise_ot_match`'s to float rounding,
+    except `cost`, which is 0 on padding here.
+    """
+    q_mask, c_mask = q_rows >= 0, c_rows >= 0
+    _check_masks(q_mask, c_mask)
+    cost, row_min, col_min = gathered_l2_minima(q_vectors, q_rows, c_vectors, c_rows)
+    return _ot_from_cost(cost, q_mask, c_mask, tau, eps, minima=(row_min, col_min), **sinkhorn_kw)
 
 
 def ot_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, **kw) -> Tensor:
