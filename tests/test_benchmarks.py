@@ -384,6 +384,34 @@ def test_context2doc_through_the_search_pipeline_equals_the_benchmark_runs(tmp_p
         run_search_pipeline(bench, tmp_path / "x", "x", str(tiny_model_dir), depth=0)
 
 
+def test_reviewers_through_the_search_pipeline_equal_the_benchmark_runs(tmp_path, tiny_model_dir, capsys):
+    """Reviewer matching answered by the Searcher (each reviewer's archive an index, each submission a query, the
+    hit scores aggregated) predicts what the benchmark's own min-L2 and OT scorers predict, aggregate and all."""
+    from aspire.cli import main
+    from aspire.evaluate.reviewer_run import run_reviewers
+    from aspire.evaluate.search_run import run_reviewers_search
+
+    rset = load_reviewer_set(make_reviewer_set(tmp_path / "rm", draws=2))
+    for scorer, agg in (("minl2", "max"), ("ot", "topk:2")):
+        own = run_reviewers(rset, str(tiny_model_dir), [scorer], tmp_path / scorer, scorer, agg)
+        searched = run_reviewers_search(rset, tmp_path / f"s-{scorer}", "s", str(tiny_model_dir),
+                                        ["stages=ann", f"rerank={scorer}"], agg)
+        for a, b in zip(*(prediction_files(tmp_path / name / "predictions", exp, rset)
+                          for name, exp in ((scorer, scorer), (f"s-{scorer}", "s")))):
+            pa, pb = read_predictions(a), read_predictions(b)
+            assert set(pa) == set(pb)
+            for reviewer in pa:
+                assert pb[reviewer] == pytest.approx(pa[reviewer], abs=1e-4)
+        assert searched["loss"] == pytest.approx(own["loss"]) and searched["search"]["rerank"] == scorer
+    assert main(["evaluate", "reviewers", "--data", str(tmp_path / "rm"), "--model", str(tiny_model_dir),
+                 "--no-cache", "--search-pipeline", "rerank=minl2", "--out", str(tmp_path / "cli")]) == 0
+    assert "loss" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["evaluate", "reviewers", "--data", str(tmp_path / "rm"), "--model", str(tiny_model_dir), "--scorer",
+              "minl2", "--search-pipeline", "rerank=minl2", "--out", str(tmp_path / "x")])
+    assert "leave out --scorer" in capsys.readouterr().err
+
+
 def test_search_pipeline_command_refuses_the_benchmark_runners_options(tmp_path, tiny_model_dir, capsys):
     from aspire.cli import main
 

@@ -322,6 +322,9 @@ def _reviewers_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", help="comma-separated weights when --scorer lists several (fused)")
     p.add_argument("--exp", help="experiment name of the written predictions (default model-scorer-aggregate)")
     add_stage_args(p, "title + abstract (a submission's against each archive paper's)")
+    p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
+                   help="score `aspire search` itself: each reviewer's archive indexed with --model and searched by "
+                        "each submission with these search-config overrides (e.g. rerank=minl2), then aggregated")
     _model_args(p, None, f"one of {', '.join(SCORERS)}, or several comma-separated (fused by z-score)",
                 out_required=False)
     _code_arg(p)
@@ -338,6 +341,8 @@ def _reviewers(parser, args) -> int:
     from aspire.evaluate.reviewer_run import format_result, run_reviewers
 
     rset = load_reviewer_set(args.data)
+    if args.search_pipeline is not None:
+        return _reviewers_search(parser, args, rset)
     if args.predictions:
         if args.model or args.scorer or args.bm25 or args.bm25_alpha is not None or args.rerank:
             parser.error("--predictions scores given files; leave out --model/--scorer/--bm25/--rerank")
@@ -369,6 +374,27 @@ def _reviewers(parser, args) -> int:
         _print_speed(results, "distinct_pairs")
     print(f"papers {results['texts']['papers']}, empty abstracts {results['texts']['empty_abstract']} (title only), "
           f"no text {results['texts']['no_text']} (left out); wrote {args.out}")
+    return 0
+
+
+def _reviewers_search(parser, args, rset) -> int:
+    """`reviewers --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
+    from aspire.evaluate.reviewer_run import format_result
+    from aspire.evaluate.search_run import run_reviewers_search, search_exp
+
+    if not args.model or not args.out:
+        parser.error("--search-pipeline needs --model (the model the archives are indexed with) and --out")
+    if args.scorer or args.predictions or args.bm25 or args.bm25_alpha is not None or args.rerank:
+        parser.error("--search-pipeline takes its stages as search-config overrides (stages=, rerank=, fuse=); "
+                     "leave out --scorer, --predictions, --bm25 and --rerank")
+    overrides = normalize_overrides(args.search_pipeline, section="search")
+    exp = args.exp or f"{search_exp(args.model, overrides)}-{args.aggregate.replace(':', '')}"
+    results = run_reviewers_search(rset, args.out, exp, args.model, overrides, args.aggregate,
+                                   encoder_options=backend_options(args),
+                                   cache_dir=None if args.no_cache else args.cache_dir, batch_size=args.batch_size)
+    print(f"{exp}: {format_result(results)}")
+    print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
+    print(f"wrote {args.out}")
     return 0
 
 
@@ -632,6 +658,7 @@ COMMANDS: dict[str, Command] = {
   aspire evaluate reviewers --predictions ../shared/data/reviewer-matching/predictions:specter
   aspire evaluate reviewers --model minilm --scorer abstract --aggregate topk:3 --out runs/rev
   aspire evaluate reviewers --bm25 --out runs/rev-bm25
+  aspire evaluate reviewers --model minilm --search-pipeline rerank=minl2 --out runs/rev-search
   aspire evaluate reviewers --model minilm --scorer abstract --max-length 256 --normalize --joiner ' ' \\
       --bm25-alpha 0.815 --rerank runs/ce/model --rerank-top 20 --rerank-weight 0.5 --out runs/rev-ce""",
                          _reviewers_args, _reviewers),

@@ -263,20 +263,26 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
     out = Path(out)
     if stages.rerank is not None:
         preds, info["rerank"] = cross_rerank(rset, papers, preds, stages.rerank, agg, out)
+    return write_reviewer_results(rset, out, exp, preds, {**info, "aggregate": agg}, counts, t0, n_boot)
+
+
+def write_reviewer_results(rset: ReviewerSet, out: Path, exp: str, preds: list[dict], info: dict, counts: dict,
+                           t0: float, n_boot: int = 2000) -> dict:
+    """Score `preds` (one `{reviewer: {submission: similarity}}` a draw), write them as `out/predictions/EXP_*`
+    and `out/results.json` (with `info`, the text counts and the seconds since `t0`), and return the results."""
     units, unit_counts = reviewer_units(rset, preds)
     results = {
         "benchmark": "reviewer-matching",
         "experiment": exp,
         **info,
-        "aggregate": agg,
         **summarize(units, unit_counts, n_boot),
         "texts": counts,
         "seconds": time.perf_counter() - t0,
         "command": invocation(),
     }
-    for path, pred in zip(prediction_files(out / "predictions", exp, rset), preds):
+    for path, pred in zip(prediction_files(Path(out) / "predictions", exp, rset), preds):
         write_json(path, pred, indent=None)
-    write_json(out / "results.json", results, indent=None)
+    write_json(Path(out) / "results.json", results, indent=None)
     return results
 
 

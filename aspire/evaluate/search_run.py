@@ -3,6 +3,8 @@ them, every query answered by the same `Searcher` (first stage, re-rank, cross-e
 the page and the Python API run, so the figure is the figure of the pipeline a user runs.
 
     aspire evaluate context2doc --model minilm --search-pipeline stages=ann,bm25 rerank=none --out DIR
+    aspire evaluate csfcube --model minilm --search-pipeline rerank=ot --out DIR
+    aspire evaluate reviewers --model minilm --search-pipeline rerank=minl2 --out DIR
 
 Each citing sentence is a one-sentence query paper with an empty title (encoded with the model's query side,
 as the benchmark's dense runner encodes it); its hits (`depth` of them) are the run, scored by the benchmark's
@@ -10,6 +12,11 @@ own metrics (`aspire.evaluate.context2doc_run.score_and_write`). `pipeline` hold
 (`stages=...`, `rerank=...`, `shortlist=...`, `fuse=...`: the keys of `aspire.index.config.SearchConfig`); the
 index is exact (`flat`) unless `index` says otherwise. The benchmark's own whole-abstract runs (`--scorer`) use
 a vector the index does not hold; this runner answers what the index's pipelines reach.
+
+Pool sets (CSFCube: `rank_pools_by_search`) and reviewer matching (`run_reviewers_search`) index each query's
+own candidates (a pool; a reviewer's archive papers in one draw) and search them all with the query (a facet's
+sentences; a submission's whole abstract); reviewer matching then aggregates each submission's hit scores over
+the archive as its own runner does (`max`, `mean`, `topk:K`).
 """
 
 from __future__ import annotations
@@ -96,20 +103,15 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     facet's sentences, still encoded in the context of its whole abstract — searched with `pipeline`
     (search-config overrides) for all of its pool. Returns `{facet: {query: [candidate, ...]}}` best first,
     for the pool set's own scoring (`aspire.benchmarks.csfcube.evaluate_csfcube_rankings`)."""
-    from aspire.batch import DocBatch
     from aspire.evaluate.encode import encode_papers
     from aspire.evaluate.facets import facet_queries
-    from aspire.index.corpus import EncodedCorpus
 
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
     batch, _ = encode_papers(encoder, ordered, "contextual", cache_dir, batch_size)
-    lengths = batch.lengths.tolist()
-    batch = DocBatch(batch.emb, batch.mask, [p.paper_id for p in ordered],
-                     [list(p.sentences[:n]) for p, n in zip(ordered, lengths)], batch.whole)
-    row = {pid: i for i, pid in enumerate(batch.paper_ids)}
+    batch = _searchable(batch, ordered)
+    row, titles = {p.paper_id: i for i, p in enumerate(ordered)}, {p.paper_id: p.title for p in ordered}
     fingerprint = model_fingerprint(encoder)
-    build = IndexBuildConfig(index=IndexConfig(kind="flat"))
-    search = apply_overrides(build.search, list(pipeline), "search")  # one search config for every pool
+    search = apply_overrides(IndexBuildConfig().search, list(pipeline), "search")  # one search config for every pool
     rankings: dict[str, dict[str, list[str]]] = {}
     for facet in pool_set.facets:
         pools = pool_set.pools[facet]
@@ -118,10 +120,79 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
             queries = facet_queries(queries, papers, facet, label_to_facet)
         rankings[facet] = {}
         for i, (qid, pool) in enumerate(pools.items()):
-            corpus = EncodedCorpus.from_docbatch(batch.index([row[c] for c in pool]), [papers[c].title for c in pool])
-            searcher = Searcher(SentenceIndex.build(corpus, build, fingerprint), search)
-            hits = searcher.search(queries.index([i]), k=len(pool), shortlist=len(pool), exclude=[])
-            if len(hits) != len(pool):
-                raise ValueError(f"query {qid} ({facet}): the search ranked {len(hits)} of its {len(pool)} pooled papers")
-            rankings[facet][qid] = [hit.paper_id for hit in hits]
+            hits = _search_all(batch, row, titles, queries.index([i]), list(pool), search, fingerprint,
+                               f"query {qid} ({facet})")[0]
+            rankings[facet][qid] = [pid for pid, _ in hits]
     return rankings
+
+
+def _searchable(batch, papers):
+    """`batch` (encoded `papers`, in order) carrying the sentence texts an index keeps beside the vectors."""
+    from aspire.batch import DocBatch
+
+    lengths = batch.lengths.tolist()
+    return DocBatch(batch.emb, batch.mask, [p.paper_id for p in papers],
+                    [list(p.sentences[:n]) for p, n in zip(papers, lengths)], batch.whole)
+
+
+def _search_all(batch, row: Mapping[str, int], titles: Mapping[str, str], query_rows, candidates: Sequence[str],
+                search, fingerprint: str, what: str) -> list[list[tuple[str, float]]]:
+    """Each query (`query_rows`: a DocBatch of queries) searched with `search` over an index of `candidates`
+    alone (flat), all of them ranked: `[[(candidate, score), ...] best first, ...]`, one list a query."""
+    from aspire.index.corpus import EncodedCorpus
+
+    corpus = EncodedCorpus.from_docbatch(batch.index([row[c] for c in candidates]), [titles[c] for c in candidates])
+    searcher = Searcher(SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), fingerprint),
+                        search)
+    out = []
+    for i in range(query_rows.emb.shape[0]):
+        hits = searcher.search(query_rows.index([i]), k=len(candidates), shortlist=len(candidates), exclude=[])
+        if len(hits) != len(candidates):
+            raise ValueError(f"{what}: the search ranked {len(hits)} of its {len(candidates)} candidates")
+        out.append([(hit.paper_id, hit.score) for hit in hits])
+    return out
+
+
+def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str] = (), agg: str = "max",
+                         encoder=None, encoder_options: dict | None = None, cache_dir=None,
+                         batch_size: int = 32) -> dict:
+    """Reviewer matching answered by the `Searcher`: every paper encoded once (contextual, through the vector
+    cache); for each draw and reviewer, their archive papers indexed on their own and each rated submission (its
+    whole abstract) searched with `pipeline` (search-config overrides) for all of them; the hit scores
+    aggregated over the archive by `agg` and scored as `aspire.evaluate.reviewer_run.run_reviewers` scores."""
+    import torch
+
+    from aspire.evaluate.encode import encode_papers
+    from aspire.evaluate.reviewer_run import parse_aggregate, predict, reviewer_papers, write_reviewer_results
+
+    parse_aggregate(agg)
+    if encoder is None:
+        from aspire.encoders import load_encoder
+
+        encoder = load_encoder(model, **dict(encoder_options or {}))
+    t0 = time.perf_counter()
+    papers, counts = reviewer_papers(rset)
+    batch, _ = encode_papers(encoder, papers, "contextual", cache_dir, batch_size)
+    batch = _searchable(batch, papers)
+    row, titles = {p.paper_id: i for i, p in enumerate(papers)}, {p.paper_id: p.title for p in papers}
+    fingerprint = model_fingerprint(encoder)
+    search = apply_overrides(IndexBuildConfig().search, list(pipeline), "search")
+    if search.cross_encoder:
+        raise ValueError("search-pipeline: the cross-encoder stage needs a loaded cross-encoder; evaluate it with "
+                         "--rerank MODEL on the benchmark's own runner")
+
+    def sims(subs: list[str], arch: list[str]) -> torch.Tensor:
+        ranked = _search_all(batch, row, titles, batch.index([row[s] for s in subs]), arch, search, fingerprint,
+                             f"submissions {subs[:2]}...")
+        column = {a: j for j, a in enumerate(arch)}
+        table = torch.empty(len(subs), len(arch))
+        for i, hits in enumerate(ranked):
+            for pid, score in hits:
+                table[i, column[pid]] = score
+        return table
+
+    preds = predict(rset, {p.paper_id for p in papers}, sims, agg)
+    info = {"model": str(model), "encoder_fingerprint": fingerprint, "aggregate": agg,
+            "search": {"stages": search.stages, "fuse": search.fuse, "rerank": search.rerank,
+                       "overrides": list(pipeline), "index": "flat, one a reviewer's archive in a draw"}}
+    return write_reviewer_results(rset, Path(out), exp, preds, info, counts, t0)
