@@ -234,11 +234,17 @@ def stored_pairs(B, N, M, P=40, dim=16, seed=0, dtype=F64):
     return store, q_rows, c_rows
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, F64])
-def test_gathered_l2_cost_equals_l2_cost_of_the_gathered_rows(dtype):
-    store, q_rows, c_rows = stored_pairs(50, 6, 7, seed=30, dtype=dtype)
-    cost, row_min, col_min = gathered_l2_minima(store, q_rows, store, c_rows)  # compiled (CPU, no tape)
-    x, y = store[q_rows.clamp_min(0)].double(), store[c_rows.clamp_min(0)].double()
+@pytest.mark.parametrize(("dtype", "pairs", "two_stores"), [
+    (torch.float32, 50, False),  # the store's norms summed once (it holds fewer rows than the pairs read)
+    (F64, 50, False),
+    (torch.float32, 3, False),  # each pair sums its own rows' norms
+    (F64, 3, True),  # the candidates in a store of their own
+])
+def test_gathered_l2_cost_equals_l2_cost_of_the_gathered_rows(dtype, pairs, two_stores):
+    store, q_rows, c_rows = stored_pairs(pairs, 6, 7, seed=30, dtype=dtype)
+    c_store = store.clone() if two_stores else store
+    cost, row_min, col_min = gathered_l2_minima(store, q_rows, c_store, c_rows)  # compiled (CPU, no tape)
+    x, y = store[q_rows.clamp_min(0)].double(), c_store[c_rows.clamp_min(0)].double()
     exact = (x[:, :, None] - y[:, None]).norm(dim=-1)  # brute force, float64
     q_mask, c_mask = q_rows >= 0, c_rows >= 0
     valid = q_mask[:, :, None] & c_mask[:, None, :]
@@ -251,7 +257,7 @@ def test_gathered_l2_cost_equals_l2_cost_of_the_gathered_rows(dtype):
     torch.testing.assert_close(col_min, minima[1], atol=0, rtol=0)
     assert torch.isinf(row_min[~q_mask]).all() and torch.isinf(col_min[~c_mask]).all()
     # the taped path (gathers, then l2_cost) gives the same values
-    taped = gathered_l2_cost(store.clone().requires_grad_(), q_rows, store, c_rows)
+    taped = gathered_l2_cost(store.clone().requires_grad_(), q_rows, c_store, c_rows)
     torch.testing.assert_close(taped.detach().double()[valid] ** 2, exact[valid] ** 2, atol=tol, rtol=0)
     with pytest.raises(ValueError, match="c_rows must lie in"):
         gathered_l2_cost(store, q_rows, store, c_rows + 100)
@@ -270,6 +276,9 @@ def test_gathered_ot_match_equals_pairwise_ot_match_of_the_copies():
     torch.testing.assert_close(m.query_weights, ref.query_weights, atol=1e-6, rtol=0)
     torch.testing.assert_close(m.cand_weights, ref.cand_weights, atol=1e-6, rtol=0)
     assert (m.err <= 2e-10).all()
+    half = gathered_ot_match(store.half(), q_rows, store.half(), c_rows, tau=0.5, eps=0.05)  # gathers, float32 inside
+    assert half.dist.dtype == torch.float16
+    torch.testing.assert_close(half.dist.double(), ref.dist, atol=2e-2, rtol=0)
     with pytest.raises(ValueError, match="no sentence selected"):
         gathered_ot_match(store, torch.full_like(q_rows, -1), store, c_rows)
 

@@ -5,7 +5,8 @@ Each (query, candidate) pair reads its sentence vectors where they are stored, b
 squared norms, no batched product over tiny matrices. The dot products run two query rows by four candidate
 rows at a time (each vector element loaded once for several products). The same pass keeps each sentence's
 distance to the nearest real sentence of the other side (the OT scorer's weights need them;
-`scorers.valid_minima`).
+`scorers.valid_minima`). The squared norms are summed once for the whole store where it holds no more rows
+than the pairs read, else by each pair for its own rows.
 Problems run in parallel over numba's threads (the caller sets their count: `_newton.torch_thread_count`).
 """
 
@@ -49,23 +50,43 @@ def _dots_2x4(q0, q1, c0, c1, c2, c3):
 
 
 @numba.njit(cache=True, parallel=True, fastmath=_FAST)
-def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, out, row_min, col_min):
+def squared_norms(vectors, out):
+    """out[r] = |vectors[r]|^2 (R,), in place."""
+    for r in numba.prange(vectors.shape[0]):
+        out[r] = _dot(vectors[r], vectors[r])
+
+
+@numba.njit(cache=True, fastmath=_FAST)
+def _pair_norms(vectors, rows, store_sq, out):
+    """out[i] = |vectors[rows[i]]|^2 (0 on padding): read from store_sq (the whole store's) when it has them,
+    else summed here."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        if r < 0:
+            out[i] = 0.0
+        elif store_sq.shape[0] > 0:
+            out[i] = store_sq[r]
+        else:
+            out[i] = _dot(vectors[r], vectors[r])
+
+
+@numba.njit(cache=True, parallel=True, fastmath=_FAST)
+def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, out, row_min, col_min):
     """out[p, i, j] = |q_vectors[q_rows[p, i]] - c_vectors[c_rows[p, j]]|, in place.
 
     q_vectors (Pq, D), c_vectors (Pc, D) one float dtype; q_rows (B, N), c_rows (B, M) int64, -1 = padding
-    (distance 0 to anything); out (B, N, M), row_min (B, N), col_min (B, M) in the vectors' dtype. row_min /
-    col_min: each sentence's least distance to a real sentence of the other side (+inf on padding and where
-    the other side has none), as `valid_minima` gives them.
+    (distance 0 to anything); q_store_sq (Pq,) / c_store_sq (Pc,): the stores' squared norms (`squared_norms`),
+    or empty (each pair then sums its rows' own); out (B, N, M), row_min (B, N), col_min (B, M) in the
+    vectors' dtype. row_min / col_min: each sentence's least distance to a real sentence of the other side
+    (+inf on padding and where the other side has none), as `valid_minima` gives them.
     """
     B, N = q_rows.shape
     M = c_rows.shape[1]
     for p in numba.prange(B):
         qr, cr = q_rows[p], c_rows[p]
         q_sq, c_sq, dots = np.empty(N, out.dtype), np.empty(M, out.dtype), np.empty((N, M), out.dtype)
-        for i in range(N):
-            q_sq[i] = _dot(q_vectors[qr[i]], q_vectors[qr[i]]) if qr[i] >= 0 else 0.0
-        for j in range(M):
-            c_sq[j] = _dot(c_vectors[cr[j]], c_vectors[cr[j]]) if cr[j] >= 0 else 0.0
+        _pair_norms(q_vectors, qr, q_store_sq, q_sq)
+        _pair_norms(c_vectors, cr, c_store_sq, c_sq)
         for i in range(0, N, 2):  # blocks of 2 x 4 (at the edges a block repeats its last row / column)
             i1 = min(i + 1, N - 1)
             q0, q1 = q_vectors[max(qr[i], 0)], q_vectors[max(qr[i1], 0)]
@@ -88,3 +109,23 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, out, row_min, col_min):
                 out[p, i, j] = d
                 row_min[p, i] = min(row_min[p, i], d)
                 col_min[p, j] = min(col_min[p, j], d)
+
+
+@numba.njit(cache=True)
+def minima_softmax(minima, tau, out):
+    """The OT scorer's sentence weights from the minima `gathered_l2` keeps: out[p] = softmax(-minima[p] / tau)
+    over the finite entries (+inf, padding or no real sentence opposite: weight 0), (B, N) in place; the
+    softmax of `scorers.ot_weights`."""
+    B, N = minima.shape
+    for p in range(B):  # a few operations a problem: one thread
+        top = -math.inf
+        for i in range(N):
+            if minima[p, i] < math.inf:
+                top = max(top, -minima[p, i] / tau)
+        total = 0.0
+        for i in range(N):
+            e = math.exp(-minima[p, i] / tau - top) if minima[p, i] < math.inf else 0.0
+            out[p, i] = e
+            total += e
+        for i in range(N):
+            out[p, i] /= total

@@ -10,6 +10,7 @@ losses all take their distances from here.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -95,7 +96,21 @@ def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows):
 
     (B, N), M, dtype = q_rows.shape, c_rows.shape[1], q_vectors.dtype
     cost, row_min, col_min = torch.empty(B, N, M, dtype=dtype), torch.empty(B, N, dtype=dtype), torch.empty(B, M, dtype=dtype)
-    arrays = [t.detach().contiguous().numpy() for t in (q_vectors, q_rows.long(), c_vectors, c_rows.long())]
+    qv, qr, cv, cr = (t.detach().contiguous().numpy() for t in (q_vectors, q_rows.long(), c_vectors, c_rows.long()))
+    shared = c_vectors is q_vectors
     with torch_thread_count():
-        gathered_l2(*arrays, cost.numpy(), row_min.numpy(), col_min.numpy())
+        q_sq = _store_norms(qv, q_rows.numel() + (c_rows.numel() if shared else 0))
+        c_sq = q_sq if shared else _store_norms(cv, c_rows.numel())
+        gathered_l2(qv, qr, cv, cr, q_sq, c_sq, cost.numpy(), row_min.numpy(), col_min.numpy())
     return cost, row_min, col_min
+
+
+def _store_norms(vectors: np.ndarray, reads: int) -> np.ndarray:
+    """The store's squared norms (R,) where it holds no more rows than the pairs read (`reads`), else an empty
+    array: each pair then sums its own rows' (a large store read for a few pairs)."""
+    from aspire.scoring._distance_cpu import squared_norms
+
+    out = np.empty(len(vectors) if len(vectors) <= reads else 0, vectors.dtype)
+    if len(out):
+        squared_norms(vectors, out)
+    return out

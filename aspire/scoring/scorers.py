@@ -110,19 +110,17 @@ def ot_weights(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float,
 
 
 def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps: float,
-                  minima: tuple[Tensor, Tensor] | None = None, **sinkhorn_kw) -> OTMatch:
+                  weights: tuple[Tensor, Tensor] | None = None, **sinkhorn_kw) -> OTMatch:
     """cost (..., S, T) with masks (..., S), (..., T) -> OTMatch of shape (...).
 
     float16 / bfloat16 costs get their weights and plan in float32 (a half-precision softmax does
-    not even sum to 1 within the solver's mass check); the outputs come back in the input dtype. `minima`:
-    `valid_minima(cost, q_mask, c_mask)` when the caller has them already.
+    not even sum to 1 within the solver's mass check); the outputs come back in the input dtype. `weights`:
+    `ot_weights(cost, q_mask, c_mask, tau)` when the caller has them already (not for half precision).
     """
     lead, (S, T) = cost.shape[:-2], cost.shape[-2:]
     half = cost.dtype if cost.dtype in _HALF else None
     work = cost.float() if half else cost
-    if half and minima is not None:
-        minima = tuple(m.float() for m in minima)
-    x, y = ot_weights(work, q_mask, c_mask, tau, minima)
+    x, y = weights if weights is not None else ot_weights(work, q_mask, c_mask, tau)
     res = sinkhorn(work.reshape(-1, S, T), x.reshape(-1, S), y.reshape(-1, T), eps, **sinkhorn_kw)
     out = OTMatch(
         res.value.reshape(lead), res.plan.reshape(cost.shape), x, y, cost,
@@ -158,13 +156,22 @@ def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_ro
     -1 marking padding (the masks are rows >= 0).
 
     The cost and the weights' nearest-sentence distances come from one pass over the stored rows
-    (`aspire.scoring.distance.gathered_l2_minima`); the result equals `pairwise_ot_match`'s to float rounding,
-    except `cost`, which is 0 on padding here.
+    (`aspire.scoring.distance.gathered_l2_minima`), and on a CPU without a tape the weights' softmax is compiled
+    too; the result equals `pairwise_ot_match`'s to float rounding, except `cost`, which is 0 on padding here.
     """
     q_mask, c_mask = q_rows >= 0, c_rows >= 0
     _check_masks(q_mask, c_mask)
     cost, row_min, col_min = gathered_l2_minima(q_vectors, q_rows, c_vectors, c_rows)
-    return _ot_from_cost(cost, q_mask, c_mask, tau, eps, minima=(row_min, col_min), **sinkhorn_kw)
+    if cost.device.type == "cpu" and not cost.requires_grad and cost.dtype not in _HALF:
+        from aspire.scoring._distance_cpu import minima_softmax
+
+        weights = torch.empty_like(row_min), torch.empty_like(col_min)
+        for minima, out in zip((row_min, col_min), weights):
+            minima_softmax(minima.numpy(), float(tau), out.numpy())
+    else:
+        weights = ot_weights(cost.float() if cost.dtype in _HALF else cost, q_mask, c_mask, tau,
+                             tuple(m.float() for m in (row_min, col_min)) if cost.dtype in _HALF else (row_min, col_min))
+    return _ot_from_cost(cost, q_mask, c_mask, tau, eps, weights=weights, **sinkhorn_kw)
 
 
 def ot_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, **kw) -> Tensor:

@@ -391,18 +391,20 @@ def _centre(F: Tensor, G: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]
 
 
 def compile_cpu_kernels() -> float:
-    """Compile the CPU path's numba code once (its exp- and log-domain iterations, the Newton tail and the OT
-    scorer's cost of stored vectors, `distance.gathered_l2_cost`) and cache it on disk (`cache=True`), so that
-    no user's first OT score pays the compile (about 30 s on 2 cores) -> seconds spent. `make install` calls
-    it; a later call reads the cache."""
+    """Compile the CPU path's numba code once (its exp- and log-domain iterations, the Newton tail, and the OT
+    scorer's cost and weights of stored vectors, `scorers.gathered_ot_match`) and cache it on disk
+    (`cache=True`), so that no user's first OT score pays the compile (about 30 s on 2 cores) -> seconds spent.
+    `make install` calls it; a later call reads the cache."""
     import time
 
+    from aspire.scoring._distance_cpu import minima_softmax
     from aspire.scoring.distance import gathered_l2_minima
 
     start = time.perf_counter()
     rows = torch.tensor([[0, 1, -1]])
     for dtype in (torch.float32, torch.float64):
-        gathered_l2_minima(torch.ones(2, 4, dtype=dtype), rows, torch.ones(3, 4, dtype=dtype), rows)
+        _, row_min, _ = gathered_l2_minima(torch.ones(2, 4, dtype=dtype), rows, torch.ones(3, 4, dtype=dtype), rows)
+        minima_softmax(row_min.numpy(), 1.0, row_min.clone().numpy())
     gen = torch.Generator().manual_seed(0)
     cost = torch.rand(3, 6, 5, generator=gen, dtype=torch.float64) * 4.0
     a, b = torch.full((3, 6), 1 / 6, dtype=torch.float64), torch.full((3, 5), 1 / 5, dtype=torch.float64)
