@@ -93,7 +93,10 @@ class _LastHiddenState(nn.Module):
 
 
 def _takes_token_types(model: nn.Module) -> bool:
-    return "token_type_ids" in inspect.signature(model.forward).parameters
+    """Whether the transformer reads token_type_ids; an adapted model (peft's `forward(*args, **kwargs)`) passes
+    them on to its base model, which is asked."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "token_type_ids" in inspect.signature(base.forward).parameters
 
 
 def export_onnx(model: nn.Module, path: Path) -> None:
@@ -163,6 +166,8 @@ def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None) 
     if path.is_file():
         problem = check_record(path)
         if problem is None:
+            problem = _inputs_problem(path, encoder.model)
+        if problem is None:
             log.info("reading cached ONNX model %s", path)
             return path
         log.warning("exported model %s is not used, %s: exporting it again", path, problem)
@@ -173,6 +178,17 @@ def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None) 
         return _write_atomically(path, lambda tmp: quantize_int8(encoder.model, tmp))
     log.info("exporting %s to ONNX (%s)", name, path)
     return _write_atomically(path, lambda tmp: export_onnx(encoder.model, tmp))
+
+
+def _inputs_problem(path: Path, model: nn.Module) -> str | None:
+    """Why the graph at `path` does not fit `model` (it leaves out the token types the model reads: exports of
+    adapted models made before their base's inputs were asked), or None."""
+    import onnx
+
+    inputs = [i.name for i in onnx.load(str(path), load_external_data=False).graph.input]
+    if _takes_token_types(model) and "token_type_ids" not in inputs:
+        return f"its inputs {inputs} leave out the token_type_ids the model reads"
+    return None
 
 
 def length_groups(lengths: list[int], slack: float = 0.05) -> list[list[int]]:
