@@ -21,7 +21,9 @@ this accuracy: the exp-domain kernel exp(-C / eps) once, then u = a / (K v), v =
 problem doing exactly the iterations it needs to reach 1e-4 (counted by this kernel with `check_every=1`,
 no Newton; problems sorted by that count, so the still-iterating ones are a prefix of the batch and each
 half step is one batched mat-vec over a view), no convergence checks, then the plan diag(u) K diag(v). It
-is timed as the kernel is: the same statistic (median) over the same number of runs, the two alternated.
+is timed as the kernel is: the same statistic (median) over the same number of runs, the two alternated, on
+as many threads (`--threads` sets numba's count too: until 2026-11-27 the compiled floor ran on numba's
+default, all cores, while the kernel ran on `--threads`).
 It has no numerical safeguards (it can overflow at smaller eps) and no Newton tail, so a kernel that
 beats it on a shape does so through the Newton tail. "Whole scorer" times what scoring stored sentence
 vectors costs for case (a): reading the pairs' vectors from the pool, the cost matrix, the weights and the
@@ -51,7 +53,12 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from aspire.scoring import SinkhornConvergenceWarning, gathered_ot_match, l2_cost, ot_weights, pairwise_ot_match, sinkhorn  # noqa: E402, I001
+from aspire.scoring import SinkhornConvergenceWarning, l2_cost, ot_weights, pairwise_ot_match, sinkhorn  # noqa: E402
+
+try:  # absent from checkouts before it (the "before" runs of experiments/results/first_minutes.md)
+    from aspire.scoring import gathered_ot_match
+except ImportError:
+    gathered_ot_match = None
 
 EPS = 0.05
 TAU = 1.0
@@ -265,6 +272,9 @@ def main() -> None:
     ap.add_argument("--pool-cache", type=Path, default=None, help="save/load the sentence pool here (outside the repo)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    import numba  # the compiled floor runs on numba's threads: as many as the kernel's (torch's), not all cores
+
+    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     torch.manual_seed(0)
     device = torch.device(args.device)
 
@@ -299,7 +309,8 @@ def main() -> None:
                                            max_iter=100_000)
         scorer_copies = lambda: pairwise_ot_match(pool[idx[0]], mask, pool[idx[1]], mask, tau=TAU, eps=EPS,  # noqa: E731
                                                   tol=TARGET, max_iter=100_000)
-        scorers = {"scorer": scorer, "scorer_copies": scorer_copies} if case == "a" else {}
+        scorers = {} if case != "a" else (
+            {"scorer": scorer, "scorer_copies": scorer_copies} if gathered_ot_match else {"scorer": scorer_copies})
         timed = time_alternated({"kernel": kernel, "floor": floor, **scorers}, args.repeats, device)
         floor_err = marginal_err(floor().double(), a.double(), b.double())
         floor_bad = int((~torch.isfinite(floor_err)).sum())  # no safeguards: a scaling may overflow
@@ -313,7 +324,12 @@ def main() -> None:
               f"overflowed); "
               f"kernel {1e3 * timed['kernel']:.2f} ms = {timed['kernel'] / timed['floor']:.2f} x floor; "
               f"ref vs POT {pot_dev:.1e}")
-        if "scorer" in timed:
+        if "scorer" in timed and "scorer_copies" not in timed:  # a checkout without gathered_ot_match
+            info["scorer_ms"], info["scorer_x_kernel"] = 1e3 * timed["scorer"], timed["scorer"] / timed["kernel"]
+            info["scorer_copies_ms"], info["scorer_copies_x_kernel"] = info["scorer_ms"], info["scorer_x_kernel"]
+            print(f"  whole OT scorer on gathered copies {info['scorer_ms']:.2f} ms = {info['scorer_x_kernel']:.2f} x "
+                  "the kernel alone")
+        elif "scorer" in timed:
             match, copies = scorer(), scorer_copies()
             info["scorer_ms"], info["scorer_x_kernel"] = 1e3 * timed["scorer"], timed["scorer"] / timed["kernel"]
             info["scorer_max_err"] = match.err.max().item()
