@@ -536,7 +536,8 @@ def load_encoder(
     if backend == "torch":  # quantize="bf16"
         if exact.device.type == "cpu" and not bf16_is_native():
             log.warning("this CPU has no native bfloat16 (AVX512-BF16 or AMX): --quantize bf16 will be slow")
-        fast = Bf16Transformer(exact.model, "torch-bf16")
+        # an adapted model's bf16 vectors before its token types were passed on carried "torch-bf16": another tag
+        fast = Bf16Transformer(exact.model, "torch-bf16/segments" if hasattr(exact.model, "get_base_model") else "torch-bf16")
     elif backend == "openvino":
         path = cached_onnx_model(exact, None)
         compiled, precision = openvino_compiled(path, quantize or "f32")
