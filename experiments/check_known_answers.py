@@ -7,7 +7,8 @@ pools (34.23 / 53.28), the reviewer set's published predictions (SPECTER 0.2689,
 rows of minilm with the `abstract`, `minl2` and `ot` scorers, BM25 alone and the whole-abstract vector fused with
 BM25 on context2doc (each compared with its committed file under `experiments/results/suite/`). `--quick` runs
 only those needing no encoder. Prints a table (expected, now, difference) and writes it to
-`experiments/results/known_answers.json`; exit status 1 if any figure differs by more than 5e-5.
+`experiments/results/known_answers.json`; exit status 1 if any figure differs by more than 5e-5. A figure an
+intended change of numerics moved is expected at its new value (`MOVED`, each with its measurement).
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ DATA = REPO.parent / "shared" / "data"
 ABSTRACT = ["--max-length", "256", "--normalize", "--joiner", " "]
 TOLERANCE = 5e-5
 COMMITTED = ("csfcube", "reviewers", "context2doc")  # the benchmarks of experiments/results/suite/*.json
+# Figures a later, intended change of numerics moved, each with the measurement that shows where it moved.
+MOVED = {
+    ("suite minilm ot", "csfcube (two-fold test, all) NDCG%20"): (
+        54.0979, "d5637a8 (the CPU Sinkhorn's iterations compiled per problem, issue 44) solves each problem to the "
+                 "same tolerance (marginal error 1e-4) by another schedule: aspire evaluate csfcube --model minilm "
+                 "--scorer ot gives 54.0993 at its parent and 54.0979 at d5637a8; MAP 32.7334 at both"),
+}
 
 
 def aspire(*args: str) -> None:
@@ -45,8 +53,13 @@ def checks(out: Path, quick: bool):
         return {"MAP": test["MAP"], "NDCG%20": test["NDCG%20"]}
 
     def reviewers():
-        from aspire.benchmarks.reviewers import load_reviewer_set, prediction_files, read_predictions, reviewer_units
-        from aspire.benchmarks.reviewers import summarize
+        from aspire.benchmarks.reviewers import (
+            load_reviewer_set,
+            prediction_files,
+            read_predictions,
+            reviewer_units,
+            summarize,
+        )
 
         rset = load_reviewer_set(DATA / "reviewer-matching")
         found = {}
@@ -93,11 +106,13 @@ def main() -> int:
         found = run()
         seconds = time.perf_counter() - t0
         for figure, want in expected.items():
+            want, why = MOVED.get((name, figure), (want, None))
             got = found.get(figure)
             ok = got is not None and abs(got - want) <= tolerance
             failed += not ok
             table.append({"check": name, "figure": figure, "expected": want, "now": got,
-                          "difference": None if got is None else got - want, "ok": ok, "seconds": round(seconds, 1)})
+                          "difference": None if got is None else got - want, "ok": ok, "seconds": round(seconds, 1),
+                          **({"moved_by": why} if why else {})})
             print(f"{'ok ' if ok else 'BAD'} {name:<44} {figure:<42} {want:>10.4f} {got if got is None else f'{got:10.4f}'}",
                   flush=True)
     (REPO / "experiments" / "results" / "known_answers.json").write_text(
