@@ -71,12 +71,13 @@ def _pair_norms(vectors, rows, store_sq, out):
 
 
 @numba.njit(cache=True, parallel=True, fastmath=_FAST)
-def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, out, row_min, col_min):
+def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, same, out, row_min, col_min):
     """out[p, i, j] = |q_vectors[q_rows[p, i]] - c_vectors[c_rows[p, j]]|, in place.
 
     q_vectors (Pq, D), c_vectors (Pc, D) one float dtype; q_rows (B, N), c_rows (B, M) int64, -1 = padding
     (distance 0 to anything); q_store_sq (Pq,) / c_store_sq (Pc,): the stores' squared norms (`squared_norms`),
-    or empty (each pair then sums its rows' own); out (B, N, M), row_min (B, N), col_min (B, M) in the
+    or empty (each pair then sums its rows' own); `same`: one store (a row is exactly 0 from itself, where the
+    expansion leaves sqrt(rounding), ~1e-3 in float32); out (B, N, M), row_min (B, N), col_min (B, M) in the
     vectors' dtype. row_min / col_min: each sentence's least distance to a real sentence of the other side
     (+inf on padding and where the other side has none), as `valid_minima` gives them.
     """
@@ -105,7 +106,7 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, ou
                     out[p, i, j] = 0.0
                     continue
                 sq = q_sq[i] + c_sq[j] - 2.0 * dots[i, j]  # |x|^2 + |y|^2 - 2 x.y
-                d = math.sqrt(sq) if sq > 0 else 0.0
+                d = math.sqrt(sq) if sq > 0 and not (same and qr[i] == cr[j]) else 0.0
                 out[p, i, j] = d
                 row_min[p, i] = min(row_min[p, i], d)
                 col_min[p, j] = min(col_min[p, j], d)

@@ -59,8 +59,8 @@ def gathered_l2_cost(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_row
     numbers, -1 marking padding -> cost (B, N, M).
 
     On a CPU without autograd's tape (float32 / float64) each pair reads its rows where they are and writes
-    its distances directly (`aspire.scoring._distance_cpu`, numba): the vectors are never copied and no
-    temporary holds their squared norms. Elsewhere (other
+    its distances directly (`aspire.scoring._distance_cpu`, numba): the vectors are never copied, no
+    temporary holds their squared norms, and a row is exactly 0 from itself (one store). Elsewhere (other
     devices, half precision, a gradient to the vectors) the rows are gathered and `l2_cost` compares them, so
     the result is differentiable; the two agree to float rounding (tests/test_scorers.py).
     """
@@ -101,7 +101,7 @@ def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows):
     with torch_thread_count():
         q_sq = _store_norms(qv, q_rows.numel() + (c_rows.numel() if shared else 0))
         c_sq = q_sq if shared else _store_norms(cv, c_rows.numel())
-        gathered_l2(qv, qr, cv, cr, q_sq, c_sq, cost.numpy(), row_min.numpy(), col_min.numpy())
+        gathered_l2(qv, qr, cv, cr, q_sq, c_sq, shared, cost.numpy(), row_min.numpy(), col_min.numpy())
     return cost, row_min, col_min
 
 

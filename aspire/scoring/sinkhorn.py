@@ -341,7 +341,7 @@ def _solve_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after):
     """`_solve` for CPU tensors without a tape: the same steps, each problem's Sinkhorn iterations in
     compiled code (`aspire.scoring._sinkhorn_cpu`), then the Newton tail of the slow problems, then
     Sinkhorn again for any problem Newton gave up on."""
-    from aspire.scoring._sinkhorn_cpu import sinkhorn_iterations
+    from aspire.scoring._sinkhorn_cpu import centred_potentials, sinkhorn_iterations
 
     B = cost.shape[0]
     log_limit = 0.25 * math.log(torch.finfo(cost.dtype).max)  # as in `_solve`: the input dtype's range
@@ -374,8 +374,9 @@ def _solve_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after):
                                             log_limit)
             F[back], G[back], n_iter[back], err[back] = Fb, Gb, n_b, torch.from_numpy(err_b)
     converged = err <= stop_tol
-    F, G = _centre(F, G, a64, b64)  # in float64, then to the input's dtype
-    return (F * eps).to(cost.dtype), (G * eps).to(cost.dtype), n_iter, converged
+    f, g = torch.empty_like(a), torch.empty_like(b)  # `_centre`d in float64, times eps, in the input's dtype
+    centred_potentials(F.numpy(), G.numpy(), a64.numpy(), b64.numpy(), eps, f.numpy(), g.numpy())
+    return f, g, n_iter, converged
 
 
 def _centre(F: Tensor, G: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
