@@ -187,41 +187,63 @@ def sinkhorn_iterations(Ce, a, b, F, G, n_iter, log_mode, until, start, check_ev
     """
     L, N, M = Ce.shape
     err_out = np.full(L, np.inf)
-    for p in numba.prange(L):
-        C, ap, bp, Fp, Gp = Ce[p], a[p], b[p], F[p], G[p]
+    # blocks of problems, each allocating its scratch arrays once; 16 blocks or more keep a machine's threads busy
+    # (the count is not read here: a function reading it cannot be cached on disk)
+    size = max(1, min(64, L // 16))
+    for blk in numba.prange((L + size - 1) // size):
         la, lb = np.empty(N), np.empty(M)
-        for i in range(N):
-            la[i] = math.log(ap[i]) if ap[i] > 0 else -math.inf
-        for j in range(M):
-            lb[j] = math.log(bp[j]) if bp[j] > 0 else -math.inf
         K, u, v, Kv = np.empty((N, M)), np.empty(N), np.empty(M), np.empty(N)
         dF, dG, Fn = np.empty(N), np.empty(M), np.empty(N)
-        built = False  # K holds the kernel absorbed at (F, G)
-        if start:
-            built = not log_mode[p] and _exp_start(C, ap, bp, Fp, Gp, K)
-            if not built:  # the log domain: stable for any scale
-                Gp[:] = 0.0
-                _log_rows(C, lb, Gp, Fp)
-                _log_cols(C, la, Fp, Gp)
-            n_iter[p] = 1
-        err = np.inf
-        while n_iter[p] < until[p]:
-            k = min(check_every, until[p] - n_iter[p])  # the log domain checks every check_every iterations
-            safe, done = False, k
-            if not log_mode[p]:  # the exp domain checks every iteration and absorbs only when it must
-                k = until[p] - n_iter[p]
-                err, done, safe = _exp_chunk(C, ap, bp, Fp, Gp, k, stop_tol, log_limit, K, u, v, Kv, dF, dG,
-                                             not built)
-                built = False
-                log_mode[p] = not safe  # unsafe: redo this chunk in the log domain, and stay there
-            if not safe:
-                err, done = _log_chunk(C, ap, la, lb, Fp, Gp, k, Fn), k
-            n_iter[p] += done
-            if err <= stop_tol:
-                break
-        err_out[p] = err
+        for p in range(blk * size, min(L, (blk + 1) * size)):
+            err_out[p] = _iterate(Ce[p], a[p], b[p], F[p], G[p], n_iter, log_mode, until, p, start, check_every,
+                                  stop_tol, log_limit, la, lb, K, u, v, Kv, dF, dG, Fn)
     return err_out
 
+
+@numba.njit(cache=True)
+def _logs(w, out):
+    """out = log(w), -inf where w = 0 (padding)."""
+    for i in range(w.shape[0]):
+        out[i] = math.log(w[i]) if w[i] > 0 else -math.inf
+
+
+@numba.njit(cache=True)
+def _iterate(C, ap, bp, Fp, Gp, n_iter, log_mode, until, p, start, check_every, stop_tol, log_limit,
+             la, lb, K, u, v, Kv, dF, dG, Fn):
+    """`sinkhorn_iterations` for problem p (C, ap, bp, Fp, Gp its rows), on the block's scratch arrays; returns
+    its row error."""
+    logs = False  # la, lb computed when the log domain first needs them
+    built = False  # K holds the kernel absorbed at (F, G)
+    if start:
+        built = not log_mode[p] and _exp_start(C, ap, bp, Fp, Gp, K)
+        if not built:  # the log domain: stable for any scale
+            _logs(ap, la)
+            _logs(bp, lb)
+            logs = True
+            Gp[:] = 0.0
+            _log_rows(C, lb, Gp, Fp)
+            _log_cols(C, la, Fp, Gp)
+        n_iter[p] = 1
+    err = np.inf
+    while n_iter[p] < until[p]:
+        k = min(check_every, until[p] - n_iter[p])  # the log domain checks every check_every iterations
+        safe, done = False, k
+        if not log_mode[p]:  # the exp domain checks every iteration and absorbs only when it must
+            k = until[p] - n_iter[p]
+            err, done, safe = _exp_chunk(C, ap, bp, Fp, Gp, k, stop_tol, log_limit, K, u, v, Kv, dF, dG,
+                                         not built)
+            built = False
+            log_mode[p] = not safe  # unsafe: redo this chunk in the log domain, and stay there
+        if not safe:
+            if not logs:
+                _logs(ap, la)
+                _logs(bp, lb)
+                logs = True
+            err, done = _log_chunk(C, ap, la, lb, Fp, Gp, k, Fn), k
+        n_iter[p] += done
+        if err <= stop_tol:
+            break
+    return err
 
 @numba.njit(cache=True)
 def centred_potentials(F, G, a, b, eps, f, g):
