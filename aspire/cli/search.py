@@ -177,7 +177,7 @@ class QueryMaker:
             name = self.args.model or index.model_name
             chosen = argparse.Namespace(backend=backend, quantize=quantize, device=self.args.device)
             given = self.args.backend is not None or self.args.quantize is not None
-            log.info("encoding queries with %s (%s)", describe_backend(backend, quantize),
+            log.debug("encoding queries with %s (%s)", describe_backend(backend, quantize),
                      "--backend/--quantize" if given else "the index's; --backend/--quantize choose another")
             encoder = load_encoder(name, device=self.args.device, **backend_options(chosen))
             try:

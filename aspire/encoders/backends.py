@@ -440,7 +440,7 @@ def load_recorded(record: Path, backend: str, quantize: str | None) -> Inference
         return None
     encoder = InferenceEncoder(fast, tokenizer, name=content["name"], **content["settings"])
     encoder.recorded_fingerprint = content["fingerprint"]
-    log.info("loaded %s on %s from its cached export (fingerprint %s)", content["name"], fast.backend_tag,
+    log.debug("loaded %s on %s from its cached export (fingerprint %s)", content["name"], fast.backend_tag,
              encoder.recorded_fingerprint)
     return encoder
 
