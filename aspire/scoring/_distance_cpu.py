@@ -3,10 +3,11 @@
 Each (query, candidate) pair reads its sentence vectors where they are stored, by row number, and writes its
 (N, M) distances straight into the output: no (B, N, D) copies of the gathered vectors, no temporary of their
 squared norms, no batched product over tiny matrices. The dot products run two query rows by four candidate
-rows at a time (each vector element loaded once for several products). The same pass keeps each sentence's
+(then two) rows at a time (each vector element loaded once for several products). The same pass keeps each sentence's
 distance to the nearest real sentence of the other side (the OT scorer's weights need them;
-`scorers.valid_minima`). The squared norms are summed once for the whole store where it holds no more rows
-than the pairs read, else by each pair for its own rows.
+`scorers.valid_minima`). Each stored row's squared norm is summed once, by the first pair that reads it, where
+the store holds no more rows than the pairs read; else each pair sums its own rows' (a large store read by a
+few pairs: no store-sized array).
 Problems run in parallel over numba's threads (the caller sets their count: `_newton.torch_thread_count`).
 """
 
@@ -49,22 +50,32 @@ def _dots_2x4(q0, q1, c0, c1, c2, c3):
     return a0, a1, a2, a3, b0, b1, b2, b3
 
 
-@numba.njit(cache=True, parallel=True, fastmath=_FAST)
-def squared_norms(vectors, out):
-    """out[r] = |vectors[r]|^2 (R,), in place."""
-    for r in numba.prange(vectors.shape[0]):
-        out[r] = _dot(vectors[r], vectors[r])
+@numba.njit(cache=True, fastmath=_FAST)
+def _dots_2x2(q0, q1, c0, c1):
+    """The four dot products (q0.c0, q0.c1, q1.c0, q1.c1): the last columns of a pair, past its blocks of 4."""
+    z = q0.dtype.type(0)
+    a0 = a1 = b0 = b1 = z
+    for d in range(q0.shape[0]):
+        x, y = q0[d], q1[d]
+        u0, u1 = c0[d], c1[d]
+        a0 += x * u0
+        a1 += x * u1
+        b0 += y * u0
+        b1 += y * u1
+    return a0, a1, b0, b1
 
 
 @numba.njit(cache=True, fastmath=_FAST)
 def _pair_norms(vectors, rows, store_sq, out):
-    """out[i] = |vectors[rows[i]]|^2 (0 on padding): read from store_sq (the whole store's) when it has them,
-    else summed here."""
+    """out[i] = |vectors[rows[i]]|^2 (0 on padding). store_sq: the store's norms, NaN until a pair first sums one
+    (two threads may both sum it and write the same value); empty: summed here for this pair."""
     for i in range(rows.shape[0]):
         r = rows[i]
         if r < 0:
             out[i] = 0.0
         elif store_sq.shape[0] > 0:
+            if math.isnan(store_sq[r]):
+                store_sq[r] = _dot(vectors[r], vectors[r])
             out[i] = store_sq[r]
         else:
             out[i] = _dot(vectors[r], vectors[r])
@@ -75,8 +86,8 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, sa
     """out[p, i, j] = |q_vectors[q_rows[p, i]] - c_vectors[c_rows[p, j]]|, in place.
 
     q_vectors (Pq, D), c_vectors (Pc, D) one float dtype; q_rows (B, N), c_rows (B, M) int64, -1 = padding
-    (distance 0 to anything); q_store_sq (Pq,) / c_store_sq (Pc,): the stores' squared norms (`squared_norms`),
-    or empty (each pair then sums its rows' own); `same`: one store (a row is exactly 0 from itself, where the
+    (distance 0 to anything); q_store_sq (Pq,) / c_store_sq (Pc,): the stores' squared norms, NaN where not
+    summed yet (filled in place as pairs reach them), or empty (each pair then sums its rows' own); `same`: one store (a row is exactly 0 from itself, where the
     expansion leaves sqrt(rounding), ~1e-3 in float32); out (B, N, M), row_min (B, N), col_min (B, M) in the
     vectors' dtype. row_min / col_min: each sentence's least distance to a real sentence of the other side
     (+inf on padding and where the other side has none), as `valid_minima` gives them.
@@ -88,15 +99,19 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, sa
         q_sq, c_sq, dots = np.empty(N, out.dtype), np.empty(M, out.dtype), np.empty((N, M), out.dtype)
         _pair_norms(q_vectors, qr, q_store_sq, q_sq)
         _pair_norms(c_vectors, cr, c_store_sq, c_sq)
-        for i in range(0, N, 2):  # blocks of 2 x 4 (at the edges a block repeats its last row / column)
+        for i in range(0, N, 2):  # blocks of 2 x 4, then 2 x 2 (an odd last row or column is repeated)
             i1 = min(i + 1, N - 1)
             q0, q1 = q_vectors[max(qr[i], 0)], q_vectors[max(qr[i1], 0)]
-            for j in range(0, M, 4):
-                s = _dots_2x4(q0, q1, c_vectors[max(cr[j], 0)], c_vectors[max(cr[min(j + 1, M - 1)], 0)],
-                              c_vectors[max(cr[min(j + 2, M - 1)], 0)], c_vectors[max(cr[min(j + 3, M - 1)], 0)])
-                for t in range(min(4, M - j)):
+            for j in range(0, M - 3, 4):
+                s = _dots_2x4(q0, q1, c_vectors[max(cr[j], 0)], c_vectors[max(cr[j + 1], 0)],
+                              c_vectors[max(cr[j + 2], 0)], c_vectors[max(cr[j + 3], 0)])
+                for t in range(4):
                     dots[i, j + t] = s[t]
                     dots[i1, j + t] = s[4 + t]
+            for j in range(M - M % 4, M, 2):
+                j1 = min(j + 1, M - 1)
+                s2 = _dots_2x2(q0, q1, c_vectors[max(cr[j], 0)], c_vectors[max(cr[j1], 0)])
+                dots[i, j], dots[i, j1], dots[i1, j], dots[i1, j1] = s2
         for j in range(M):
             col_min[p, j] = math.inf
         for i in range(N):

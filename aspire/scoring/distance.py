@@ -106,11 +106,6 @@ def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows):
 
 
 def _store_norms(vectors: np.ndarray, reads: int) -> np.ndarray:
-    """The store's squared norms (R,) where it holds no more rows than the pairs read (`reads`), else an empty
-    array: each pair then sums its own rows' (a large store read for a few pairs)."""
-    from aspire.scoring._distance_cpu import squared_norms
-
-    out = np.empty(len(vectors) if len(vectors) <= reads else 0, vectors.dtype)
-    if len(out):
-        squared_norms(vectors, out)
-    return out
+    """Room for the store's squared norms (R,), NaN until a pair sums one (`_distance_cpu.gathered_l2`), where it
+    holds no more rows than the pairs read (`reads`); else an empty array: each pair then sums its own rows'."""
+    return np.full(len(vectors) if len(vectors) <= reads else 0, np.nan, vectors.dtype)
