@@ -61,9 +61,8 @@ from pathlib import Path
 
 import torch
 from torch import Tensor, nn
-from transformers.modeling_outputs import BaseModelOutput
 
-from aspire.encoders import onnx_int8
+from aspire.encoders import onnx_int8, recorded_tokenizer
 from aspire.encoders.contextual import ContextualSentenceEncoder
 from aspire.encoders.pretrained import resolve_model, saved_settings
 from aspire.io import write_text
@@ -90,6 +89,14 @@ class _LastHiddenState(nn.Module):
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
         return self.model(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
+
+
+@dataclass
+class HiddenStates:
+    """A fast forward's output: what `ContextualSentenceEncoder` reads of a transformers model's (without importing
+    transformers, which a load from a record never needs)."""
+
+    last_hidden_state: Tensor  # (R, T, D) float32
 
 
 def _takes_token_types(model: nn.Module) -> bool:
@@ -232,7 +239,7 @@ class GroupedRows(nn.Module):
         """input_ids, attention_mask, token_type_ids (r, n) of rows n long -> last_hidden_state (r, n, D) float32."""
         raise NotImplementedError
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> BaseModelOutput:
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> HiddenStates:
         if self.cpu_only and input_ids.device.type != "cpu":
             raise ValueError(f"the {self.backend_tag} backend runs on the CPU; inputs are on {input_ids.device}")
         given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
@@ -247,7 +254,7 @@ class GroupedRows(nn.Module):
         feeds = [{name: given[name][rows, : int(lengths[rows[0]])] for name in given} for rows in groups]
         for rows, out in zip(groups, self.run_groups(feeds)):
             hidden[rows, : out.shape[1]] = out  # (len(rows), n, D)
-        return BaseModelOutput(last_hidden_state=hidden)
+        return HiddenStates(last_hidden_state=hidden)
 
     def run_groups(self, feeds: list[dict[str, Tensor]]) -> list[Tensor]:
         """`run_rows` of every feed, in order (one after another; a runtime with streams overrides this)."""
@@ -387,7 +394,9 @@ def write_load_record(record: Path, encoder: InferenceEncoder, exact: Contextual
         "version": LOAD_RECORD_VERSION, "name": encoder.name, "fingerprint": encoder.fingerprint(),
         "exact_fingerprint": exact.fingerprint(), "backend_tag": encoder.model.backend_tag, "graph": graph.name,
         "tokenizer": {"class": f"{tokenizer.__module__}:{tokenizer.__qualname__}", "dir": str(tokenizer_dir),
-                      "size": len(encoder.tokenizer)},
+                      "size": len(encoder.tokenizer),
+                      # the Rust tokenizer itself, when it encodes as transformers does (no control codes)
+                      "recorded": None if encoder.codes else recorded_tokenizer.record_spec(encoder.tokenizer)},
         "config": asdict(RecordedConfig(config.model_type, config.hidden_size,
                                         getattr(config, "max_position_embeddings", 512))),
         "settings": encoder.settings(),
@@ -400,9 +409,13 @@ def write_load_record(record: Path, encoder: InferenceEncoder, exact: Contextual
 
 
 def _recorded_tokenizer(spec: dict):
-    """The tokenizer a load record names: its own class (as `AutoTokenizer` chose it), from its folder."""
-    module, _, qualname = spec["class"].partition(":")
-    tokenizer = getattr(importlib.import_module(module), qualname).from_pretrained(spec["dir"])
+    """The tokenizer a load record holds (`aspire.encoders.recorded_tokenizer`: no transformers import), else the
+    class it names (as `AutoTokenizer` chose it) from its folder."""
+    if spec.get("recorded"):
+        tokenizer = recorded_tokenizer.rebuild(spec["recorded"])
+    else:
+        module, _, qualname = spec["class"].partition(":")
+        tokenizer = getattr(importlib.import_module(module), qualname).from_pretrained(spec["dir"])
     if len(tokenizer) != spec["size"]:
         raise ValueError(f"the tokenizer holds {len(tokenizer)} tokens, the record {spec['size']}")
     return tokenizer
