@@ -3,8 +3,8 @@
 
 `l2_cost` pairs row b of x with row b of y (aligned pairs, (B, N, M)); `cross_l2_cost` compares
 every x with every y (all pairs, (Bq, Bc, S, T)); `gathered_l2_cost` is `l2_cost` of vectors read by row
-number from where they are stored (aligned pairs, without gathering them first). The scorers (min-L2, OT, attention), the search
-re-ranking (`aspire.search.nearest_pairs`), the page's transport plans and the single-vector
+number from where they are stored (aligned pairs, without gathering them first). The scorers (min-L2, OT,
+attention), the search re-ranking (`aspire.search.nearest_pairs`), the page's transport plans and the single-vector
 losses all take their distances from here.
 """
 

@@ -168,9 +168,9 @@ def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_ro
         weights = torch.empty_like(row_min), torch.empty_like(col_min)
         for minima, out in zip((row_min, col_min), weights):
             minima_softmax(minima.numpy(), float(tau), out.numpy())
-    else:
-        weights = ot_weights(cost.float() if cost.dtype in _HALF else cost, q_mask, c_mask, tau,
-                             tuple(m.float() for m in (row_min, col_min)) if cost.dtype in _HALF else (row_min, col_min))
+    else:  # half precision weighs in float32, as `_ot_from_cost` does
+        work = torch.float32 if cost.dtype in _HALF else cost.dtype
+        weights = ot_weights(cost.to(work), q_mask, c_mask, tau, (row_min.to(work), col_min.to(work)))
     return _ot_from_cost(cost, q_mask, c_mask, tau, eps, weights=weights, **sinkhorn_kw)
 
 
