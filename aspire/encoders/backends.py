@@ -32,16 +32,17 @@ backend's tag (`torch-bf16`; for ONNX Runtime and OpenVINO the precision and a h
 vector caches and indexes keyed by it never mix exact and fast vectors, nor vectors of two precisions.
 The fast backends are for inference only: training keeps the exact model (`backend="torch"`, no quantize).
 
-Loading from the cache (`load_record`): the first load of a model on ONNX Runtime or OpenVINO builds the exact
+Loading from the cache (`load_recorded`): the first load of a model on ONNX Runtime or OpenVINO builds the exact
 torch model (its weights give the fingerprint, the export is made from it) and writes a load record under
-`$ASPIRE_CACHE/onnx/loads/`, keyed by what that load read: the model's folders (every file's name, size and
-modification time), the settings given, the backend and precision, the versions of torch, transformers and
-tokenizers, and the code of `aspire.encoders`. A later load with the same key reads the record and builds
-only what inference needs: the tokenizer (its own class, no modeling code), the cached graph (checked
-against its SHA-256) and the fingerprint the record holds, the one the first load computed, so indexes and
-vector caches keyed by it accept the encoder. No torch model is built and transformers' modeling modules are
-not imported (a one-off `aspire search`: seconds instead of the model's load). Anything that does not match
-(no record, a changed file, another precision on this CPU) loads the exact model as before.
+`$ASPIRE_CACHE/onnx/loads/` (`load_record_path`), keyed by what that load read: the model's folders (every file's
+name, size and modification time), the settings given, the backend and precision, the versions of torch,
+transformers and tokenizers, and the code of `aspire.encoders`. A later load with the same key reads the record
+and builds only what inference needs: the tokenizer (the Rust tokenizer the first load saved,
+`aspire.encoders.recorded_tokenizer`; transformers' own class for a model with control codes), the cached graph
+(checked against its SHA-256) and the fingerprint the record holds, the one the first load computed, so indexes
+and vector caches keyed by it accept the encoder. No torch model is built and transformers is not imported (a
+one-off `aspire search`: 0.6 s instead of 5 s for the model). Anything that does not match (no record, a changed
+file, another precision on this CPU) loads the exact model as before.
 """
 
 from __future__ import annotations
