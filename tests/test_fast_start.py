@@ -274,3 +274,18 @@ def test_a_model_with_control_codes_records_transformers_tokenizer(model_dir, ca
     again = load_encoder(model_dir.parent / "coded", backend="onnx")
     assert again.model.exact is None and again.code == "[BACKGROUND]" and again.fingerprint() == first.fingerprint()
     assert torch.equal(again.encode(PAPERS).emb, first.encode(PAPERS).emb)
+
+
+
+def test_prepare_exports_and_records_the_auto_backend_once(model_dir, cache, monkeypatch):
+    from aspire.encoders import choice
+
+    monkeypatch.setenv("ASPIRE_BACKEND", "torch")
+    assert "nothing to export" in choice.prepare(str(model_dir))
+    assert not backends.load_record_path(model_dir, "openvino", "bf16", {}).is_file()
+    monkeypatch.delenv("ASPIRE_BACKEND")
+    monkeypatch.setattr(choice, "native_bf16_flags", lambda *a: ["amx_bf16"])
+    said = choice.prepare(str(model_dir))
+    assert said.startswith(f"{model_dir}: encoding with OpenVINO bf16") and "exported and recorded" in said
+    assert backends.load_record_path(model_dir, "openvino", "bf16", {}).is_file()
+    assert load_encoder(model_dir, backend="openvino", quantize="bf16").model.exact is None  # the demo's first load

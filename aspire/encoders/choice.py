@@ -110,3 +110,20 @@ def add_auto_backend_option(parser: argparse.ArgumentParser) -> None:
             action.help = ("encoder inference: auto (default: OpenVINO bf16 on a CPU with AMX or AVX512-BF16 and "
                            "openvino installed, else the exact model; one line says which), torch (the exact "
                            f"model), onnx (ONNX Runtime) or openvino; ${BACKEND_ENV} sets the default")
+
+
+def prepare(model: str = "minilm") -> str:
+    """Load `model` once on the backend `auto` picks here, so that what a first load makes is made now and cached
+    (`make install`): the ONNX export, OpenVINO's compiled model and the load record (`aspire.encoders.backends`).
+    Returns one line saying what was prepared."""
+    import time
+
+    from aspire.encoders.backends import load_encoder
+
+    backend, quantize, note = resolve_backend(None, None, model)
+    if backend == "torch" and quantize is None:
+        return f"{model}: the exact torch model, nothing to export ({note or f'${BACKEND_ENV}=torch'})"
+    start = time.perf_counter()
+    load_encoder(model, backend=backend, quantize=quantize)
+    said = note.split(";")[0] if note else f"backend {backend} {quantize or 'fp32'}"
+    return f"{model}: {said}; exported and recorded in {time.perf_counter() - start:.0f} s"
