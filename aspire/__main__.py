@@ -1,8 +1,6 @@
 """`python -m aspire COMMAND ...`: the same as the `aspire` command."""
 
-import sys
-
-from aspire.cli import main
+from aspire.cli import console
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

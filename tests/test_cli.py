@@ -160,6 +160,10 @@ def test_console_command_prints_results_only_on_stdout_and_no_library_noise(tmp_
                             capture_output=True, text=True, env=env, check=False)
     assert search.returncode == 0 and search.stderr == "", search.stderr
     assert len(json.loads(search.stdout)["hits"]) == 2
+    # search ends its process without the interpreter's teardown (aspire.cli.FAST_EXIT): output flushed, codes kept
+    missing = subprocess.run([sys.executable, "-m", "aspire", "search", "--index", str(tmp_path / "nope"),
+                              "--query-id", "p0"], capture_output=True, text=True, env=env, check=False)
+    assert missing.returncode == 2 and missing.stdout == "" and len(missing.stderr.strip().splitlines()) == 1
 
 
 def test_train_common_options_and_both_override_forms_reach_the_config(monkeypatch, capsys):
