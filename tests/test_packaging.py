@@ -50,8 +50,10 @@ def test_matplotlib_is_the_viz_extra_and_dependencies_have_ranges():
     assert {"serve", "viz", "dev"} <= set(PROJECT["optional-dependencies"])
 
 
-def test_console_script_is_the_cli_main():
-    from aspire.cli import main
+def test_console_script_is_the_cli_console():
+    """The `aspire` script runs `aspire.cli.console` (`main`, then the process's exit), as `python -m aspire` does."""
+    from aspire.cli import console
 
     module, _, attr = PROJECT["scripts"]["aspire"].partition(":")
-    assert getattr(__import__(module, fromlist=[attr]), attr) is main
+    assert getattr(__import__(module, fromlist=[attr]), attr) is console
+    assert "console()" in Path("aspire/__main__.py").read_text()
