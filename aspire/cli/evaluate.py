@@ -1,8 +1,8 @@
 """Evaluate a model on a benchmark, or fuse or compare runs (`aspire evaluate COMMAND`).
 
 Every subcommand is one entry of `COMMANDS` (purpose, examples, arguments, run); a model's options become
-one `aspire.evaluate.options.EvalOptions` (`eval_options`) and the search stages one `Stages`
-(`stage_options`), which every benchmark runner takes.
+one `aspire.evaluate.options.EvalOptions` and the search stages one `Stages`, which every benchmark runner
+takes (`aspire.cli.evaluate_options` reads them).
 
     aspire evaluate csfcube --model minilm --scorer minl2 --out runs/minilm-minl2
     aspire evaluate reviewers --model minilm --scorer abstract --aggregate topk:3 --out runs/rev
@@ -22,6 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aspire.benchmarks import BENCHMARKS
+from aspire.cli.evaluate_options import (
+    add_stage_args,
+    code_arg,
+    eval_options,
+    facet_args,
+    fusion_option,
+    model_args,
+    stage_options,
+)
 from aspire.cliutil import (
     Formatter,
     add_backend_options,
@@ -35,125 +44,14 @@ from aspire.cliutil import (
     run_command,
     setup_logging,
 )
-from aspire.data.facets import FACET_CODE_CHOICES
 from aspire.evaluate.cache import default_cache_dir
-from aspire.evaluate.options import CAND_SENTENCES, ENCODINGS, QUERY_TEXTS, SCORERS, EvalOptions, Stages, scorer_options
+from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions
 from aspire.paths import DATA
 from aspire.scoring.fusion import METHODS as FUSION_METHODS
-from aspire.scoring.fusion import fusion_method
 
 # CSFCube's dev figure (fold1_dev, as in the published script) is scored on fold2_test's queries.
 DEV_NOTE = "(fold1_dev = fold2_test: not held out)"
 POOL_METRICS = ("MAP", "NDCG%20", "nDCG@10", "P@5", "P@10", "MRR", "bpref")
-
-
-# ---- the options a model runs with --------------------------------------------------------------------------
-
-def _model_args(p: argparse.ArgumentParser, scorers=SCORERS, scorer_help: str = "how a query's sentences meet a "
-                "candidate's", out_required: bool = True, encodings=("contextual", "independent")) -> None:
-    """A model, its scorer and how it encodes: the options `eval_options` reads."""
-    p.add_argument("--model", help="minilm, mpnet or a local Hugging Face model directory")
-    p.add_argument("--scorer", choices=scorers, help=scorer_help)
-    p.add_argument("--encoding", choices=encodings, default="contextual",
-                   help="sentence vectors in the abstract's context (default), each sentence alone"
-                        + (", or (scorer abstract) the contextual pass's whole-abstract vector" if "pass" in encodings
-                           else ""))
-    p.add_argument("--tau", type=float, help="OT scorer temperature (passed to the scorer as tau)")
-    p.add_argument("--eps", type=float, help="OT scorer entropic regularisation (passed as eps)")
-    p.add_argument("--window", type=positive_int, help="maxpassage scorer: sentences per passage (default 1)")
-    p.add_argument("--out", required=out_required, help="output folder")
-    p.add_argument("--cache-dir", default=str(default_cache_dir()), help="vector cache (default %(default)s)")
-    p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
-    p.add_argument("--batch-size", type=positive_int, default=32, help="papers encoded per forward pass")
-    p.add_argument("--device", type=device_name, help="torch device for encoding and scoring (default: the model's)")
-    add_backend_options(p)
-    p.add_argument("--max-length", type=int,
-                   help="word-piece limit for independent sentences / the whole-abstract vector "
-                        "(sentence-transformers pipelines: 256 for minilm, 384 for mpnet)")
-    p.add_argument("--normalize", action="store_true",
-                   help="L2-normalise independent-sentence / whole-abstract vectors (sentence-transformers pipelines do)")
-    p.add_argument("--joiner", help="whole-abstract vector: join title and abstract with this text "
-                                    "(default: encode them as a text pair, [CLS] title [SEP] abstract [SEP])")
-
-
-def _code_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--code", help="model with control codes: the code every query and paper gets (default: the "
-                                  "model's own, its first task's; e.g. [CONTEXT2DOC]); none for no code")
-
-
-def _facet_args(p: argparse.ArgumentParser) -> None:
-    """A faceted pool set's options: how a facet's query is read, and which ranked files to score instead."""
-    p.add_argument("--ranked", help="score existing ranked files in this folder instead of running a model")
-    p.add_argument("--exp", help="experiment name in the ranked file names (default from model/encoding/scorer)")
-    p.add_argument("--query-text", choices=QUERY_TEXTS, default="abstract",
-                   help="scorer abstract on a faceted set: the query's vector from its whole abstract (default, "
-                        "facet ignored), its facet sentences alone, or its title and facet sentences")
-    p.add_argument("--cand-sentences", choices=CAND_SENTENCES, default="all",
-                   help="sentence scorers on a faceted set: match all of a candidate's sentences (default, the "
-                        "published protocol) or only those of the query's facet (a candidate with none keeps all)")
-    p.add_argument("--facet-code", choices=FACET_CODE_CHOICES, default="auto",
-                   help="model with facet control codes: the code of a facet's queries; auto (default) gives each "
-                        "facet's queries that facet's code, none the candidates' code, a facet name that facet's")
-    p.add_argument("--doc-code", help="model with control codes: the code of every other paper (the candidates; "
-                                      "default: the model's own, e.g. [DOC]); none for no code")
-
-
-def eval_options(args, scorers: list[str] | None = None) -> EvalOptions:
-    """The `EvalOptions` of the parsed arguments; `scorers` (default: `--scorer`) decide whether the
-    whole-abstract options (`--max-length`, `--normalize`, `--joiner`) apply. ValueError when an option does
-    not fit (`--tau` without OT, `--quantize` against `--backend`, ...)."""
-    scorers = scorers or [args.scorer or ""]
-    encode = {k: v for k, v in (("max_length", args.max_length), ("normalize", args.normalize or None),
-                                ("joiner", args.joiner)) if v is not None}
-    if encode and "abstract" not in scorers and args.encoding == "contextual":
-        raise ValueError("--max-length/--normalize/--joiner apply to --scorer abstract or --encoding independent")
-    code = args.doc_code if hasattr(args, "doc_code") else getattr(args, "code", None)
-    return EvalOptions(
-        encoding=args.encoding, scorer_options=scorer_options(",".join(scorers), args.tau, args.eps, args.window),
-        cache_dir=None if args.no_cache else args.cache_dir, batch_size=args.batch_size, device=args.device,
-        encode_options=encode, query_text=getattr(args, "query_text", "abstract"),
-        cand_sentences=getattr(args, "cand_sentences", "all"),
-        encoder_options={**backend_options(args), **code_option(code)},
-        facet_code=getattr(args, "facet_code", "auto"))
-
-
-def add_stage_args(p: argparse.ArgumentParser, documents: str = "title + abstract") -> None:
-    """The search pipeline's stages as evaluator options: BM25 (alone or fused with the model) and a
-    cross-encoder rerank of the top N (`stage_options` reads them)."""
-    p.add_argument("--bm25", action="store_true", help=f"BM25 over {documents} (alone, or fused with --model)")
-    p.add_argument("--bm25-alpha", type=float, help="fuse the model with BM25: z-scores, this weight on the model")
-    p.add_argument("--k1", type=float, default=1.25, help="BM25 k1 (default 1.25)")
-    p.add_argument("--b", type=float, default=0.75, help="BM25 b (default 0.75)")
-    p.add_argument("--rerank", metavar="MODEL", help="re-score the top N with this cross-encoder (a directory)")
-    p.add_argument("--rerank-top", type=int, default=50, help="documents re-scored per query (default 50)")
-    p.add_argument("--rerank-weight", type=float, default=1.0,
-                   help="weight on the cross-encoder's z-scores against the first stage's (default 1: replace)")
-    p.add_argument("--rerank-max-length", type=int,
-                   help="cross-encoder word pieces (default: the length the model was trained with)")
-
-
-def stage_options(parser, args) -> Stages:
-    """The `Stages` of `add_stage_args`' options; a parser error when they do not fit together or with `--model`."""
-    if args.bm25_alpha is not None and not args.model:
-        parser.error("--bm25-alpha fuses a model with BM25: give --model and --scorer")
-    rerank = None
-    if args.rerank:
-        from aspire.retrieval.crossencoder import RerankOptions
-
-        rerank = RerankOptions(args.rerank, args.rerank_top, args.rerank_weight, args.rerank_max_length)
-    elif (args.rerank_top, args.rerank_weight, args.rerank_max_length) != (50, 1.0, None):
-        parser.error("--rerank-top/--rerank-weight/--rerank-max-length go with --rerank MODEL")
-    return Stages(args.bm25 or args.bm25_alpha is not None, args.bm25_alpha, args.k1, args.b, rerank)
-
-
-def fusion_option(fusion: str | None, old: str | None, parser) -> str:
-    """`--fusion`, or its older spelling (`--norm zmuv|min-max`, `--method rrf`) with a one-line note; not both."""
-    if fusion and old:
-        parser.error("give --fusion alone (--norm / --method are its older spelling)")
-    if old:
-        fusion = fusion_method(old)
-        print(f"note: {old!r} is read as --fusion {fusion}", file=sys.stderr)
-    return fusion or "z"
 
 
 def _print_speed(results: dict, pairs: str = "pairs") -> None:
@@ -170,8 +68,8 @@ POOL_ENCODINGS = tuple(e for e in ENCODINGS if e != "abstract")  # pass: the abs
 
 def _csfcube_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=str(DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
-    _model_args(p, encodings=POOL_ENCODINGS)
-    _facet_args(p)
+    model_args(p, encodings=POOL_ENCODINGS)
+    facet_args(p)
     add_stage_args(p, "title + abstract, the query's text its facet sentences")
     p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
                    help="score `aspire search` itself: each pool indexed with --model and searched by the Searcher "
@@ -254,8 +152,8 @@ def _pools_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics", default=",".join(POOL_METRICS), help="comma-separated (default %(default)s)")
     p.add_argument("--skip-no-relevant", action="store_true",
                    help="leave out (and list) queries with no relevant candidate instead of failing")
-    _model_args(p, encodings=POOL_ENCODINGS)
-    _facet_args(p)
+    model_args(p, encodings=POOL_ENCODINGS)
+    facet_args(p)
 
 
 def _pools(parser, args) -> int:
@@ -325,9 +223,9 @@ def _reviewers_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
                    help="score `aspire search` itself: each reviewer's archive indexed with --model and searched by "
                         "each submission with these search-config overrides (e.g. rerank=minl2), then aggregated")
-    _model_args(p, None, f"one of {', '.join(SCORERS)}, or several comma-separated (fused by z-score)",
+    model_args(p, None, f"one of {', '.join(SCORERS)}, or several comma-separated (fused by z-score)",
                 out_required=False)
-    _code_arg(p)
+    code_arg(p)
 
 
 def _reviewers(parser, args) -> int:
@@ -407,8 +305,8 @@ def _context2doc_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
                    help="score `aspire search` itself: index the candidates with --model and answer each query "
                         "with the Searcher, these search-config overrides (e.g. stages=ann,bm25 rerank=none)")
-    _model_args(p)
-    _code_arg(p)
+    model_args(p)
+    code_arg(p)
 
 
 def _context2doc(parser, args) -> int:
@@ -562,8 +460,8 @@ def _suite_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bm25-alpha", type=float, help="context2doc: fuse with BM25 at this weight on the model")
     p.add_argument("--ensemble", metavar="YAML",
                    help="an ensemble (configs/ensemble_*.yaml: members, weights, fusion) instead of --model/--scorer")
-    _model_args(p)
-    _code_arg(p)
+    model_args(p)
+    code_arg(p)
 
 
 def _suite(parser, args) -> int:
