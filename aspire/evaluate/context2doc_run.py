@@ -180,8 +180,8 @@ def suite_rows(bench, data: Path, model: str | None, scorer: str | None, out: Pa
 
     alpha = settings.get("bm25_alpha")
     queries = load_context2doc(data, "test")
-    exp = "bm25" if model is None else f"{Path(model).name}-{scorer}" + ("" if alpha is None else f"-bm25-a{alpha:g}")
     stages = Stages(bm25=model is None or alpha is not None, alpha=alpha)
+    exp = stages.exp(None if model is None else f"{Path(model).name}-{scorer}")
     res = run_context2doc(queries, out, exp, model, scorer, options, stages)
     name = bench.title + (" (fused with BM25)" if alpha is not None and model else "")
     return [table_row(name, m, res["metrics"][m], res["ci95"][m], res["n_queries"]) for m in bench.metrics], None
