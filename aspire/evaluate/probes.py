@@ -28,6 +28,7 @@ import numpy as np
 
 from aspire.benchmarks.acl_formats import ACL_FILE, SPLIT_FILE, bootstrap_papers, paired_papers_test
 from aspire.benchmarks.runs import invocation
+from aspire.benchmarks.stats import table_row
 from aspire.io import write_json
 
 log = logging.getLogger(__name__)
@@ -242,8 +243,8 @@ def _suite_rows(bench, res: dict, note: str = "") -> list[dict]:
         chosen = {"venue": f"C {r.get('chosen', {}).get('C')}", "year": f"alpha {r.get('chosen', {}).get('alpha')}",
                   "same-author": f"pool {res.get('pool')}"}[bench.name]
         for m in bench.metrics:
-            rows.append({"benchmark": f"{bench.title} ({rep})", "metric": m, "value": r["metrics"][m],
-                         "ci95": r["ci95"][m], "n": n, "note": "; ".join(x for x in (chosen, note) if x)})
+            rows.append(table_row(f"{bench.title} ({rep})", m, r["metrics"][m], r["ci95"][m], n,
+                                  "; ".join(x for x in (chosen, note) if x)))
     return rows
 
 
