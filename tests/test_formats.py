@@ -192,6 +192,31 @@ def test_lora_trains_only_the_adapter(tiny_model_dir, examples_dir, tmp_path):
     assert result["step"] == 3
 
 
+def test_an_adapted_encoder_continues_its_own_adapter_and_refuses_another(tiny_model_dir, examples_dir, tmp_path):
+    lora = ("model.kind=max", "model.adapter.kind=lora", "model.adapter.r=4", "train.eval_every=2")
+    run(tiny_config(tiny_model_dir, examples_dir, tmp_path / "first", *lora, "train.max_steps=2"))
+    saved = tmp_path / "first" / ckpt.read_pointer(tmp_path / "first")["checkpoint"] / ckpt.MODEL_DIR
+    start = {n: p.detach().clone() for n, p in load(saved).model.named_parameters() if "lora_" in n}
+    assert any(float(p.abs().sum()) > 0 for n, p in start.items() if "lora_B" in n)  # the first run moved B
+
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "warm", *lora, "train.max_steps=2",
+                      f"model.encoder={saved}")
+    model = build_model(cfg)
+    params = dict(model.encoder.model.named_parameters())
+    assert set(start) == {n for n in params if "lora_" in n}  # the same adapter, not a second one beside it
+    assert all(torch.equal(params[n].detach(), start[n]) for n in start)  # warm: it starts where the first run ended
+    assert all(p.requires_grad == ("lora_" in n) for n, p in params.items())  # base frozen, adapter trains
+    run(cfg)
+    warm = tmp_path / "warm" / ckpt.read_pointer(tmp_path / "warm")["checkpoint"] / ckpt.MODEL_DIR
+    after = dict(load(warm).model.named_parameters())
+    assert any(not torch.equal(after[n].detach(), start[n]) for n in start)
+
+    other = tiny_config(tiny_model_dir, examples_dir, tmp_path / "other", "model.kind=max", "model.adapter.kind=lora",
+                        "model.adapter.r=8", f"model.encoder={saved}")
+    with pytest.raises(ConfigError, match=r"has its own adapters.*r: encoder 4, config 8"):
+        build_model(other)
+
+
 def test_per_task_adapters_switch_and_only_the_active_one_learns(tiny_model_dir, examples_dir, tmp_path):
     cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.adapter.kind=lora",
                       "model.adapter.per_task=true", "model.control_codes=task")

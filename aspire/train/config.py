@@ -62,8 +62,9 @@ class AdapterConfig:
 class ModelConfig:
     """Which document model to train.
 
-    `kind` picks the loss path (see `KINDS` above); `encoder` is `minilm`, `mpnet` or
-    a Hugging Face directory. `ot_*` are the OT distance's settings (`aspire.scoring.OTScorer`:
+    `kind` picks the loss path (see `KINDS` above); `encoder` is `minilm`, `mpnet`, a shipped adapter
+    (`aspire-minilm`) or a Hugging Face directory; one with adapters of its own continues training them where
+    `adapter` describes the same ones (a warm start; `task_formats.check_same_adapter`). `ot_*` are the OT distance's settings (`aspire.scoring.OTScorer`:
     entropic regulariser `ot_eps`, sentence-weight temperature `ot_tau`, Sinkhorn tolerance,
     iteration cap and gradient mode); `att_tau` is the attention
     scorer's softmax temperature; `pooling` only matters for `cocite_vector` (one vector a paper).

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from aspire.config import ConfigError
-from aspire.encoders.adapters import QUERY_ADAPTER
+from aspire.encoders.adapters import QUERY_ADAPTER, is_adapted
 from aspire.encoders.codes import code_id, code_token, codes_for
 from aspire.train.config import ModelConfig
 
@@ -38,7 +38,9 @@ def check_formats(cfg) -> None:
 
 
 def apply_formats(encoder, cfg: ModelConfig, tasks: Sequence[str]) -> None:
-    """Add `cfg`'s control codes and adapters to `encoder` (in place), for training `tasks`."""
+    """Add `cfg`'s control codes and adapters to `encoder` (in place), for training `tasks`. An encoder loaded
+    with adapters of its own (`model.encoder: aspire-minilm` or a trained checkpoint) trains those, once
+    `check_same_adapter` finds them to be the ones `cfg.adapter` describes: a warm start."""
     codes, code = codes_for(cfg.control_codes, tasks)
     if codes:
         encoder.add_codes(codes, code)
@@ -46,10 +48,34 @@ def apply_formats(encoder, cfg: ModelConfig, tasks: Sequence[str]) -> None:
     if spec.kind == "none":
         return
     names = [QUERY_ADAPTER] if spec.scope == "query" else list(tasks) if spec.per_task else ["default"]
+    if is_adapted(encoder.model):  # model.encoder names an adapted model (aspire-minilm, a checkpoint): go on training it
+        check_same_adapter(encoder, spec, names)
+        return
     encoder.add_adapters(
         spec.kind, names, scope=spec.scope, r=spec.r, alpha=spec.alpha, dropout=spec.dropout,
         target_modules=spec.target_modules, trainable_tokens=[code_id(encoder.tokenizer, c) for c in codes],
     )
+
+
+def check_same_adapter(encoder, spec, names: Sequence[str]) -> None:
+    """Refuse to continue an encoder's own adapters where `spec` asks for other ones (names, kind, scope,
+    LoRA rank, scale or targets): the run would train something other than its config says. Where they
+    agree, the loaded adapters (trainable, `adapters.load_adapted`) are the ones trained."""
+    model, saved = encoder.model, encoder.model.peft_config
+    first = saved[next(iter(saved))]
+    found = {"names": list(saved), "kind": first.peft_type.value.lower(), "scope": encoder.adapter_scope}
+    wanted = {"names": list(names), "kind": spec.kind, "scope": spec.scope}
+    if spec.kind == "lora":
+        found |= {"r": first.r, "alpha": float(first.lora_alpha), "targets": sorted(first.target_modules or ())}
+        wanted |= {"r": spec.r, "alpha": float(spec.alpha), "targets": sorted(spec.target_modules)}
+        if not spec.target_modules:  # peft's default targets: whatever the saved adapter used
+            wanted["targets"] = found["targets"]
+    differ = [f"{k}: encoder {found[k]!r}, config {wanted[k]!r}" for k in wanted if found.get(k) != wanted[k]]
+    if differ:
+        raise ConfigError(f"model.encoder {encoder.name!r} has its own adapters; model.adapter asks for others "
+                          f"({'; '.join(differ)}): name its base as model.encoder for a new adapter")
+    if not any(p.requires_grad for n, p in model.named_parameters() if "lora_" in n or "ia3_" in n):
+        raise ConfigError(f"model.encoder {encoder.name!r}: its adapters were loaded frozen")
 
 
 def use_task(encoder, cfg: ModelConfig, task: str | None) -> None:
