@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from aspire.batch import DocBatch
-from aspire.scoring import get_scorer
+from aspire.scoring import get_scorer, l2_cost
 
 UNSELECTED_COLOR = "#9a9a9a"
 PAIR_COLOR = "#d62728"
@@ -85,10 +85,10 @@ def pair_alignment(query: DocBatch, cand: DocBatch, ot_settings: Sequence[Mappin
     S = int(len(query.sentences[0])) if query.sentences else int(query.mask.shape[1])
     T = int(cand.lengths[0])
     single = get_scorer("minl2").pairwise_dist_details(query, cand)
-    plans, cost = [], None
+    cost = _numpy(l2_cost(query.emb[:1, :S], cand.emb[:1, :T])[0])  # (S, T): every query sentence, selected or not
+    plans = []
     for settings in ot_settings:
         match = get_scorer("ot", **settings).pairwise_dist_details(query, cand)
-        cost = _numpy(match.cost[0, :S, :T])  # (S, T)
         label = ", ".join(f"{k}={v}" for k, v in settings.items())
         plans.append(PlanView(f"OT plan ({label})", _numpy(match.plan[0, :S, :T]), float(match.dist[0]), dict(settings)))
     return PairAlignment(

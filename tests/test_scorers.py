@@ -269,7 +269,8 @@ def test_gathered_ot_match_equals_pairwise_ot_match_of_the_copies():
     q_mask, c_mask = q_rows >= 0, c_rows >= 0
     x, y = store[q_rows.clamp_min(0)], store[c_rows.clamp_min(0)]
     kw = dict(tau=0.5, eps=0.05, tol=1e-10, max_iter=50_000)
-    ref = pairwise_ot_match(x, q_mask, y, c_mask, **kw)
+    ref = pairwise_ot_match(x.requires_grad_(), q_mask, y, c_mask, **kw)  # a tape: the torch path (l2_cost)
+    ref = type(ref)(*(t.detach() for t in vars(ref).values()))
     m = gathered_ot_match(store, q_rows, store, c_rows, **kw)
     # the copies' cost of a sentence to itself is sqrt(rounding) ~ 1e-8, not 0: agreement to 1e-6
     torch.testing.assert_close(m.dist, ref.dist, atol=1e-6, rtol=0)
@@ -282,6 +283,25 @@ def test_gathered_ot_match_equals_pairwise_ot_match_of_the_copies():
     torch.testing.assert_close(half.dist.double(), ref.dist, atol=2e-2, rtol=0)
     with pytest.raises(ValueError, match="no sentence selected"):
         gathered_ot_match(store, torch.full_like(q_rows, -1), store, c_rows)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pairwise_ot_match_without_a_tape_reads_the_batches_as_stores_and_equals_the_torch_path(dtype):
+    store, q_rows, c_rows = stored_pairs(40, 6, 9, seed=33)
+    x, y = store[q_rows.clamp_min(0)].to(dtype), store[c_rows.clamp_min(0)].to(dtype)
+    x[q_rows < 0] = 7.0  # padding holds anything: neither path may read it into a distance or a weight
+    q_mask, c_mask = q_rows >= 0, c_rows >= 0
+    single = dtype == torch.float32
+    kw = dict(tau=0.5, eps=0.05, tol=1e-5 if single else 1e-10, max_iter=50_000)
+    fast = pairwise_ot_match(x, q_mask, y, c_mask, **kw)  # compiled cost (distance.compiled_cost)
+    taped = pairwise_ot_match(x.clone().requires_grad_(), q_mask, y, c_mask, **kw)
+    atol = 2e-3 if single else 1e-7  # a sentence against its own copy: sqrt(rounding) in both, ~1e-3 in float32
+    for name in ("dist", "plan", "query_weights", "cand_weights"):
+        torch.testing.assert_close(getattr(fast, name), getattr(taped, name).detach(), atol=atol, rtol=0)
+    valid = q_mask[:, :, None] & c_mask[:, None, :]
+    torch.testing.assert_close(fast.cost[valid], taped.cost.detach()[valid], atol=atol, rtol=0)
+    assert (fast.cost[~valid] == 0).all()  # 0 on padding (the torch path's cost there is the padding's distance)
+    assert fast.dist.dtype == dtype and not fast.dist.requires_grad and taped.dist.requires_grad
 
 
 @pytest.mark.parametrize("grad", ["autograd", "implicit"])

@@ -81,50 +81,76 @@ def _pair_norms(vectors, rows, store_sq, out):
             out[i] = _dot(vectors[r], vectors[r])
 
 
+@numba.njit(cache=True, fastmath=_FAST)
+def _pair_dots(q_vectors, qr, c_vectors, cr, dots):
+    """dots[i, j] = q_vectors[qr[i]] . c_vectors[cr[j]] (padding reads row 0; `_finish_pair` overwrites it), in
+    blocks of 2 x 4, then 2 x 2 (an odd last row or column is repeated)."""
+    N, M = dots.shape
+    for i in range(0, N, 2):
+        i1 = min(i + 1, N - 1)
+        q0, q1 = q_vectors[max(qr[i], 0)], q_vectors[max(qr[i1], 0)]
+        for j in range(0, M - 3, 4):
+            s = _dots_2x4(q0, q1, c_vectors[max(cr[j], 0)], c_vectors[max(cr[j + 1], 0)],
+                          c_vectors[max(cr[j + 2], 0)], c_vectors[max(cr[j + 3], 0)])
+            for t in range(4):
+                dots[i, j + t] = s[t]
+                dots[i1, j + t] = s[4 + t]
+        for j in range(M - M % 4, M, 2):
+            j1 = min(j + 1, M - 1)
+            s2 = _dots_2x2(q0, q1, c_vectors[max(cr[j], 0)], c_vectors[max(cr[j1], 0)])
+            dots[i, j], dots[i, j1], dots[i1, j], dots[i1, j1] = s2
+
+
+@numba.njit(cache=True, fastmath=_FAST)
+def _finish_pair(qr, cr, q_sq, c_sq, dots, same, out, row_min, col_min):
+    """One pair's distances from its dot products and squared norms, then its minima over real sentences:
+    first a loop without branches (it vectorises), then the rare fix-ups (a row against itself, padding)."""
+    N, M = dots.shape
+    for i in range(N):
+        for j in range(M):
+            out[i, j] = math.sqrt(max(q_sq[i] + c_sq[j] - 2.0 * dots[i, j], 0.0))  # |x|^2 + |y|^2 - 2 x.y
+    if same:  # one store: a row is exactly 0 from itself (the expansion leaves sqrt(rounding))
+        for i in range(N):
+            for j in range(M):
+                if qr[i] == cr[j]:
+                    out[i, j] = 0.0
+    for j in range(M):
+        col_min[j] = math.inf
+    for i in range(N):
+        row_min[i] = math.inf
+        for j in range(M):
+            if qr[i] < 0 or cr[j] < 0:
+                out[i, j] = 0.0
+            else:
+                row_min[i] = min(row_min[i], out[i, j])
+                col_min[j] = min(col_min[j], out[i, j])
+
+
 @numba.njit(cache=True, parallel=True, fastmath=_FAST)
-def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, same, out, row_min, col_min):
+def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, same, out, row_min, col_min, threads):
     """out[p, i, j] = |q_vectors[q_rows[p, i]] - c_vectors[c_rows[p, j]]|, in place.
 
     q_vectors (Pq, D), c_vectors (Pc, D) one float dtype; q_rows (B, N), c_rows (B, M) int64, -1 = padding
     (distance 0 to anything); q_store_sq (Pq,) / c_store_sq (Pc,): the stores' squared norms, NaN where not
-    summed yet (filled in place as pairs reach them), or empty (each pair then sums its rows' own); `same`: one store (a row is exactly 0 from itself, where the
-    expansion leaves sqrt(rounding), ~1e-3 in float32); out (B, N, M), row_min (B, N), col_min (B, M) in the
-    vectors' dtype. row_min / col_min: each sentence's least distance to a real sentence of the other side
-    (+inf on padding and where the other side has none), as `valid_minima` gives them.
+    summed yet (filled in place as pairs reach them), or empty (each pair then sums its rows' own); `same`: one
+    store (a row is exactly 0 from itself, where the expansion leaves sqrt(rounding), ~1e-3 in float32); out
+    (B, N, M), row_min (B, N), col_min (B, M) in the vectors' dtype. row_min / col_min: each sentence's least
+    distance to a real sentence of the other side (+inf on padding and where the other side has none), as
+    `valid_minima` gives them. The pairs are split into `threads` blocks (numba's thread count: one block a
+    thread), each with its scratch arrays.
     """
     B, N = q_rows.shape
     M = c_rows.shape[1]
-    for p in numba.prange(B):
-        qr, cr = q_rows[p], c_rows[p]
+    blocks = max(min(threads, B), 1)
+    step = (B + blocks - 1) // blocks
+    for block in numba.prange(blocks):
         q_sq, c_sq, dots = np.empty(N, out.dtype), np.empty(M, out.dtype), np.empty((N, M), out.dtype)
-        _pair_norms(q_vectors, qr, q_store_sq, q_sq)
-        _pair_norms(c_vectors, cr, c_store_sq, c_sq)
-        for i in range(0, N, 2):  # blocks of 2 x 4, then 2 x 2 (an odd last row or column is repeated)
-            i1 = min(i + 1, N - 1)
-            q0, q1 = q_vectors[max(qr[i], 0)], q_vectors[max(qr[i1], 0)]
-            for j in range(0, M - 3, 4):
-                s = _dots_2x4(q0, q1, c_vectors[max(cr[j], 0)], c_vectors[max(cr[j + 1], 0)],
-                              c_vectors[max(cr[j + 2], 0)], c_vectors[max(cr[j + 3], 0)])
-                for t in range(4):
-                    dots[i, j + t] = s[t]
-                    dots[i1, j + t] = s[4 + t]
-            for j in range(M - M % 4, M, 2):
-                j1 = min(j + 1, M - 1)
-                s2 = _dots_2x2(q0, q1, c_vectors[max(cr[j], 0)], c_vectors[max(cr[j1], 0)])
-                dots[i, j], dots[i, j1], dots[i1, j], dots[i1, j1] = s2
-        for j in range(M):
-            col_min[p, j] = math.inf
-        for i in range(N):
-            row_min[p, i] = math.inf
-            for j in range(M):
-                if qr[i] < 0 or cr[j] < 0:
-                    out[p, i, j] = 0.0
-                    continue
-                sq = q_sq[i] + c_sq[j] - 2.0 * dots[i, j]  # |x|^2 + |y|^2 - 2 x.y
-                d = math.sqrt(sq) if sq > 0 and not (same and qr[i] == cr[j]) else 0.0
-                out[p, i, j] = d
-                row_min[p, i] = min(row_min[p, i], d)
-                col_min[p, j] = min(col_min[p, j], d)
+        for p in range(block * step, min(B, (block + 1) * step)):
+            qr, cr = q_rows[p], c_rows[p]
+            _pair_norms(q_vectors, qr, q_store_sq, q_sq)
+            _pair_norms(c_vectors, cr, c_store_sq, c_sq)
+            _pair_dots(q_vectors, qr, c_vectors, cr, dots)
+            _finish_pair(qr, cr, q_sq, c_sq, dots, same, out[p], row_min[p], col_min[p])
 
 
 @numba.njit(cache=True)

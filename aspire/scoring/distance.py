@@ -67,6 +67,22 @@ def gathered_l2_cost(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_row
     return gathered_l2_minima(q_vectors, q_rows, c_vectors, c_rows)[0]
 
 
+def compiled_cost(x: Tensor, y: Tensor) -> bool:
+    """Whether the compiled CPU pass (`aspire.scoring._distance_cpu`) computes the distances of x and y: both on a
+    CPU in float32 or float64 (one dtype) and no gradient to take (autograd's tape needs the torch path)."""
+    taped = torch.is_grad_enabled() and (x.requires_grad or y.requires_grad)
+    return (x.device.type == "cpu" and y.device.type == "cpu" and not taped and x.dtype == y.dtype
+            and x.dtype in (torch.float32, torch.float64))
+
+
+def as_store(x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """A padded batch x (B, N, D) with its mask (B, N) as a store of rows (B N, D) (a view where x is contiguous)
+    and the row numbers (B, N) of `gathered_l2_minima`, -1 where the mask is off."""
+    B, N, D = x.shape
+    rows = torch.arange(B * N, device=x.device).reshape(B, N)
+    return x.reshape(B * N, D), rows.masked_fill(~mask, -1)
+
+
 def gathered_l2_minima(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor,
                        c_rows: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """`gathered_l2_cost` (B, N, M) with, from the same pass, each sentence's distance to the nearest real
@@ -79,9 +95,7 @@ def gathered_l2_minima(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor,
         if rows.numel() and (int(rows.min()) < -1 or int(rows.max()) >= store.shape[0]):
             raise ValueError(f"{name} must lie in [-1, {store.shape[0]}) (-1: padding); got "
                              f"[{int(rows.min())}, {int(rows.max())}]")
-    taped = torch.is_grad_enabled() and (q_vectors.requires_grad or c_vectors.requires_grad)
-    if (q_vectors.device.type == "cpu" and c_vectors.device.type == "cpu" and not taped
-            and q_vectors.dtype == c_vectors.dtype and q_vectors.dtype in (torch.float32, torch.float64)):
+    if compiled_cost(q_vectors, c_vectors):
         return _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows)
     pad = (q_rows < 0)[:, :, None] | (c_rows < 0)[:, None, :]  # (B, N, M)
     x, y = q_vectors[q_rows.clamp_min(0)], c_vectors[c_rows.clamp_min(0)]  # (B, N, D), (B, M, D)
@@ -91,6 +105,8 @@ def gathered_l2_minima(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor,
 
 
 def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows):
+    import numba
+
     from aspire.scoring._distance_cpu import gathered_l2
     from aspire.scoring._newton import torch_thread_count
 
@@ -101,7 +117,8 @@ def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows):
     with torch_thread_count():
         q_sq = _store_norms(qv, q_rows.numel() + (c_rows.numel() if shared else 0))
         c_sq = q_sq if shared else _store_norms(cv, c_rows.numel())
-        gathered_l2(qv, qr, cv, cr, q_sq, c_sq, shared, cost.numpy(), row_min.numpy(), col_min.numpy())
+        gathered_l2(qv, qr, cv, cr, q_sq, c_sq, shared, cost.numpy(), row_min.numpy(), col_min.numpy(),
+                    numba.get_num_threads())
     return cost, row_min, col_min
 
 

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from aspire.batch import DocBatch
 from aspire.scoring.base import _check_masks, _Scorer
-from aspire.scoring.distance import _HALF, cross_l2_cost, gathered_l2_minima, l2_cost
+from aspire.scoring.distance import _HALF, as_store, compiled_cost, cross_l2_cost, gathered_l2_minima, l2_cost
 from aspire.scoring.passage import MaxPassageScorer
 from aspire.scoring.sinkhorn import sinkhorn
 
@@ -79,7 +79,7 @@ class OTMatch:
     plan: Tensor  # (..., S, T) transport plan (zero on padding)
     query_weights: Tensor  # (..., S) sentence masses of the query (sum 1)
     cand_weights: Tensor  # (..., T) sentence masses of the candidate (sum 1)
-    cost: Tensor  # (..., S, T) L2 distances between sentences
+    cost: Tensor  # (..., S, T) L2 distances between sentences (aligned pairs: 0 where either is masked)
     err: Tensor  # (...) L1 marginal error reached by Sinkhorn
     n_iter: Tensor  # (...) Sinkhorn iterations used
 
@@ -144,9 +144,17 @@ def ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, ta
 
 def pairwise_ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0,
                       eps: float = 0.05, **sinkhorn_kw) -> OTMatch:
-    """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
+    """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T).
+
+    On a CPU without a tape (float32 / float64) the batches are read as stores of rows (`distance.as_store`) by
+    `gathered_ot_match`'s compiled pass (the cost, then 0 on padding, and the weights' minima in one pass over the
+    vectors); elsewhere `l2_cost` gives the cost, differentiable. The two agree to float rounding, and on both the
+    returned `cost` is 0 where either sentence is masked (the plan carries no mass there)."""
     _check_masks(q_mask, c_mask)
-    return _ot_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask, tau, eps, **sinkhorn_kw)
+    if compiled_cost(q_emb, c_emb):
+        return gathered_ot_match(*as_store(q_emb, q_mask), *as_store(c_emb, c_mask), tau=tau, eps=eps, **sinkhorn_kw)
+    cost = l2_cost(q_emb, c_emb).masked_fill(~(q_mask[:, :, None] & c_mask[:, None, :]), 0.0)
+    return _ot_from_cost(cost, q_mask, c_mask, tau, eps, **sinkhorn_kw)
 
 
 def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Tensor, *, tau: float = 1.0,
