@@ -64,10 +64,10 @@ class ModelConfig:
 
     `kind` picks the loss path (see `KINDS` above); `encoder` is `minilm`, `mpnet`, a shipped adapter
     (`aspire-minilm`) or a Hugging Face directory; one with adapters of its own continues training them where
-    `adapter` describes the same ones (a warm start; `task_formats.check_same_adapter`). `ot_*` are the OT distance's settings (`aspire.scoring.OTScorer`:
-    entropic regulariser `ot_eps`, sentence-weight temperature `ot_tau`, Sinkhorn tolerance,
-    iteration cap and gradient mode); `att_tau` is the attention
-    scorer's softmax temperature; `pooling` only matters for `cocite_vector` (one vector a paper).
+    `adapter` describes the same ones (a warm start; `task_formats.check_same_adapter`). `ot_*` are the OT
+    distance's settings (`aspire.scoring.OTScorer`: entropic regulariser `ot_eps`, sentence-weight temperature
+    `ot_tau`, Sinkhorn tolerance, iteration cap and gradient mode); `att_tau` is the attention scorer's softmax
+    temperature; `pooling` only matters for `cocite_vector` (one vector a paper).
     `max_length` (0 = the model's limit) and `include_title` are the encoder's settings.
 
     Task formats (SPECTER2, `aspire.train.task_formats`): `control_codes` `task` prepends a code per
