@@ -22,9 +22,9 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	# compile the CPU Sinkhorn (numba, cached on disk) once here, not at a user's first OT score (~30 s)
 	$(PY) -c "from aspire.scoring.sinkhorn import compile_cpu_kernels as c; print(f'CPU Sinkhorn compiled in {c():.0f} s')"
-	# the default model on the backend --backend auto picks (OpenVINO bf16 with AMX/AVX512-BF16): exported, compiled
-	# and recorded once here, not at the demo's first load (aspire.encoders.choice.prepare)
-	HF_HUB_OFFLINE=1 $(PY) -c "from aspire.encoders.choice import prepare; print(prepare('minilm'))"
+	# the default model and the shipped aspect model on the backend --backend auto picks (OpenVINO bf16 with
+	# AMX/AVX512-BF16): exported, compiled and recorded once here, not at the demo's first load (choice.prepare)
+	HF_HUB_OFFLINE=1 $(PY) -c "from aspire.encoders.choice import prepare; print(prepare('minilm')); print(prepare('aspire-minilm'))"
 	touch $(STAMP)
 
 # Debian's chromium for the page's browser test (playwright drives it; no browser is downloaded)

@@ -6,7 +6,10 @@ Encodes the 4,205 CSFCube abstracts once (one contextual pass a paper gives its 
 whole-abstract vector; cached), ranks every facet's pools with single match (min-L2), multi match (OT,
 τ = 5000, ε = 0.05), the whole-abstract vector and the aspect hybrid (the whole vector plus the facet's
 sentences against each candidate's whole vector), and prints the test-protocol MAP / NDCG%20 per facet beside
-SPECTER's published row, and where each run's seconds went (model load, encoding, ranking, metrics).
+SPECTER's published row, and where each run's seconds went (model load, encoding, ranking, metrics). Then the
+shipped aspect model (`--aspect-model`, default `aspire-minilm`: the hybrid trained here, a LoRA adapter over
+minilm) gets its rows from one pass of its own: its hybrid (whole + facet, its one weighting) and its whole-abstract
+vector; `--aspect-model none` leaves them out.
 
 The encoder's backend is `--backend auto` by default (`aspire.encoders.choice`): OpenVINO at bf16 on a CPU
 with AMX or AVX512-BF16 (the table within 0.3 MAP of the exact model's, experiments/results/first_minutes.md),
@@ -16,6 +19,7 @@ else the exact torch model; one line says which. `--backend torch` runs the exac
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -40,8 +44,14 @@ RUNS = (  # label, scorer, its options, encoding: every row reads the one contex
     ("whole-abstract vector (same pass)", "abstract", {}, "pass"),
     ("aspect hybrid: whole + facet (same pass)", "hybrid", {}, "contextual"),
 )
+ASPECT_RUNS = (  # the shipped aspect model's rows: one contextual pass of its own
+    ("aspect hybrid: whole + facet (same pass)", "hybrid", {}, "contextual"),
+    ("whole-abstract vector (same pass)", "abstract", {}, "pass"),
+)
+ASPECT_MODEL = "aspire-minilm"
 EXAMPLES = """\
   aspire demo
+  aspire demo --aspect-model none   # the untrained model's rows only (one encoding)
   aspire demo --model mpnet --out runs/demo-mpnet
   aspire demo --data ../shared/data/csfcube --device cuda --batch-size 64 --quiet
   aspire demo --backend torch   # the exact model, as aspire evaluate runs it
@@ -53,6 +63,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.demo") -> 
     parser.add_argument("--model", default="minilm", help="minilm, mpnet or a local Hugging Face model directory")
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "csfcube"), help="CSFCube folder")
     parser.add_argument("--out", default=str(REPO / "runs" / "demo"), help="folder for ranked pools and results.json")
+    parser.add_argument("--aspect-model", default=ASPECT_MODEL,
+                        help=f"the aspect model whose rows follow (default {ASPECT_MODEL}, shipped; none: leave out)")
     parser.add_argument("--cache-dir", default=str(default_cache_dir()), help="sentence-vector cache")
     add_common_options(parser, device=True, batch_size=True, batch_size_default=32,
                        device_help="torch device for encoding and scoring (default: the model's, CPU)")
@@ -69,6 +81,7 @@ def _demo(args) -> int:
         print(f"error: CSFCube not found at {args.data} (see ../shared/data/README.md)", file=sys.stderr)
         return 2
 
+    requested = args.backend, args.quantize  # the aspect model's backend is chosen for it from the same request
     args.backend, args.quantize, note = resolve_backend(args.backend, args.quantize, args.model, args.device)
     encoder_options = backend_options(args)
     if note:
@@ -78,19 +91,28 @@ def _demo(args) -> int:
 
     rows = [("SPECTER (published ranked pools)", SPECTER)]
     seconds = []
-    for label, scorer, options, encoding in RUNS:
-        print(f"\n== {label}: encoding (once, cached) and ranking CSFCube pools", flush=True)
-        out = Path(args.out) / scorer
-        start = time.perf_counter()
-        results = run_csfcube(args.data, args.model, scorer, out, options=EvalOptions(
-            encoding=encoding, scorer_options=options, cache_dir=args.cache_dir, batch_size=args.batch_size,
-            device=args.device, encoder_options=encoder_options))
-        seconds.append((label, results.get("timings_s", {}), time.perf_counter() - start))
-        rows.append((f"{args.model} {label}", {g: (results["test"][g]["MAP"], results["test"][g]["NDCG%20"]) for g in SPECTER}))
+    models = [(args.model, RUNS, Path(args.out), encoder_options, f"{args.backend} {args.quantize or 'fp32'}")]
+    if args.aspect_model != "none":
+        backend, quantize, aspect_note = resolve_backend(*requested, args.aspect_model, args.device)
+        if aspect_note and aspect_note != note:
+            print(f"{args.aspect_model}: {aspect_note}", flush=True)
+        aspect_options = backend_options(argparse.Namespace(**{**vars(args), "backend": backend,
+                                                               "quantize": quantize}))
+        models.append((args.aspect_model, ASPECT_RUNS, Path(args.out) / "aspect", aspect_options,
+                       f"{backend} {quantize or 'fp32'}"))
+    for model, runs, out_dir, options_of_model, _ in models:
+        for label, scorer, options, encoding in runs:
+            print(f"\n== {model} {label}: encoding (once, cached) and ranking CSFCube pools", flush=True)
+            start = time.perf_counter()
+            results = run_csfcube(args.data, model, scorer, out_dir / scorer, options=EvalOptions(
+                encoding=encoding, scorer_options=options, cache_dir=args.cache_dir, batch_size=args.batch_size,
+                device=args.device, encoder_options=options_of_model))
+            seconds.append((f"{model} {label}", results.get("timings_s", {}), time.perf_counter() - start))
+            rows.append((f"{model} {label}", {g: (results["test"][g]["MAP"], results["test"][g]["NDCG%20"])
+                                              for g in SPECTER}))
 
-    used = f"{args.backend} {args.quantize or 'fp32'}"
-    print(f"\nCSFCube test protocol, MAP / NDCG%20 ({args.model} on {used}; ranked pools and results.json under "
-          f"{args.out}):\n")
+    used = "; ".join(f"{model} on {backend}" for model, _, _, _, backend in models)
+    print(f"\nCSFCube test protocol, MAP / NDCG%20 ({used}; ranked pools and results.json under {args.out}):\n")
     print("| model | background | method | result | all |")
     print("|---|---|---|---|---|")
     for name, vals in rows:

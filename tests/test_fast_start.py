@@ -201,29 +201,47 @@ def test_demo_says_its_backend_and_passes_it_on(tmp_path, monkeypatch, capsys, a
     monkeypatch.setattr(csfcube, "run_csfcube", fake_run)
     assert demo.main(["--data", str(tmp_path), "--out", str(tmp_path / "out"), *argv]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert seen == [options] * len(demo.RUNS)
+    assert seen == [options] * (len(demo.RUNS) + len(demo.ASPECT_RUNS))  # the aspect model on the same choice
     if says is None:  # a named backend: nothing to say
         assert not printed[0].startswith("encoding with")
     else:
         assert printed[0].startswith(says)  # one line, before any run
+        assert sum(says in line for line in printed) == 1  # not said again for the aspect model (the same choice)
     assert sum(line.startswith("| minilm ") for line in printed) == len(demo.RUNS)
+    assert sum(line.startswith("| aspire-minilm ") for line in printed) == len(demo.ASPECT_RUNS)
     assert any(line.startswith("seconds: model load / encoding") for line in printed)
+    assert demo.main(["--data", str(tmp_path), "--out", str(tmp_path / "out"), "--aspect-model", "none", *argv]) == 0
+    assert not any(line.startswith("| aspire-minilm ") for line in capsys.readouterr().out.splitlines())
 
 
 def test_an_adapted_model_exports_with_its_token_types(tiny_model_dir, tmp_path, cache):
     """peft's forward takes **kwargs: the export asks the base model whether it reads token_type_ids (it left
     them out before, and an adapted model's fast vectors drifted: sentence cosine 0.88 for aspire-minilm)."""
+    import onnx
+
     from aspire.encoders import ContextualSentenceEncoder
+    from aspire.encoders.backends import cached_onnx_model
 
     adapted = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
     adapted.add_adapters("lora", ["default"])
+    with torch.no_grad():  # a trained adapter (LoRA's B starts at 0: the adapter would change nothing)
+        for name, p in adapted.model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5, generator=torch.Generator().manual_seed(3))
     adapted.save_pretrained(tmp_path / "adapted")
     exact = load_encoder(tmp_path / "adapted")
     assert exact.segment_ids
+    assert not torch.allclose(exact.encode(PAPERS).emb, load_encoder(tiny_model_dir).encode(PAPERS).emb, atol=1e-2)
     for backend in ("onnx", "openvino"):
         fast = load_encoder(tmp_path / "adapted", backend=backend)
         a, b = exact.encode(PAPERS), fast.encode(PAPERS)
         assert torch.allclose(a.emb, b.emb, atol=1e-4), backend
+    def products(encoder) -> int:  # the graph's matrix products
+        graph = onnx.load(str(cached_onnx_model(encoder, None)), load_external_data=False).graph
+        return sum(node.op_type in ("MatMul", "Gemm") for node in graph.node)
+
+    # exported with the adapter folded in: the base's products, none for the LoRA branches beside them
+    assert products(exact) == products(load_encoder(tiny_model_dir)) > 0
     assert torch.allclose(exact.encode(PAPERS).emb, load_encoder(tmp_path / "adapted", quantize="bf16").encode(PAPERS).emb,
                           atol=0.05)
 

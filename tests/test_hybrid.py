@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -177,19 +179,34 @@ def test_hybrid_kind_trains_both_terms_and_its_facet_term_counts_only_aligned_an
 
 
 # ---- shipping a model as its adapters over a named base ---------------------------------------------------
-def test_adapter_export_loads_by_its_base_and_refuses_another_base(tiny_model_dir, tmp_path):
-    from aspire.encoders import load_encoder
+def trained_adapter(tiny_model_dir, trained: Path) -> ContextualSentenceEncoder:
+    """The tiny model with a LoRA adapter that looks trained (non-zero B matrices), saved at `trained`."""
     from aspire.encoders.adapters import attach_adapters
-    from aspire.train.export import export_adapter
 
     encoder = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
     torch.manual_seed(1)
     encoder.model = attach_adapters(encoder.model, "lora", ["default"], r=4, alpha=8.0)
-    with torch.no_grad():  # a trained adapter: non-zero LoRA B matrices
+    with torch.no_grad():
         for name, p in encoder.model.named_parameters():
             if "lora_B" in name:
                 p.normal_(0, 0.5)
-    encoder.save_pretrained(tmp_path / "trained")
+    encoder.save_pretrained(trained)
+    return encoder
+
+
+def adapted_tiny_model(tiny_model_dir, root: Path) -> Path:
+    """A trained-looking adapter over the tiny model, exported adapter-only as `aspire-minilm` is shipped."""
+    from aspire.train.export import export_adapter
+
+    trained_adapter(tiny_model_dir, root / "trained")
+    return export_adapter(root / "trained", root / "shipped", str(tiny_model_dir))[0]
+
+
+def test_adapter_export_loads_by_its_base_and_refuses_another_base(tiny_model_dir, tmp_path):
+    from aspire.encoders import load_encoder
+    from aspire.train.export import export_adapter
+
+    encoder = trained_adapter(tiny_model_dir, tmp_path / "trained")
     out, fingerprint = export_adapter(tmp_path / "trained", tmp_path / "shipped", str(tiny_model_dir))
     assert not (out / "model.safetensors").exists() and (out / "adapter").is_dir()
     shipped = load_encoder(out)
