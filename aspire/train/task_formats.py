@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from aspire.config import ConfigError
-from aspire.encoders.adapters import QUERY_ADAPTER, is_adapted
+from aspire.encoders.adapters import QUERY_ADAPTER, adapter_settings, is_adapted
 from aspire.encoders.codes import code_id, code_token, codes_for
 from aspire.train.config import ModelConfig
 
@@ -61,9 +61,8 @@ def check_same_adapter(encoder, spec, names: Sequence[str]) -> None:
     """Refuse to continue an encoder's own adapters where `spec` asks for other ones (names, kind, scope,
     LoRA rank, scale or targets): the run would train something other than its config says. Where they
     agree, the loaded adapters (trainable, `adapters.load_adapted`) are the ones trained."""
-    model, saved = encoder.model, encoder.model.peft_config
-    first = saved[next(iter(saved))]
-    found = {"names": list(saved), "kind": first.peft_type.value.lower(), "scope": encoder.adapter_scope}
+    found = adapter_settings(encoder.model, encoder.adapter_scope)  # names, kind, scope, as a saved model records them
+    first = encoder.model.peft_config[found["names"][0]]
     wanted = {"names": list(names), "kind": spec.kind, "scope": spec.scope}
     if spec.kind == "lora":
         found |= {"r": first.r, "alpha": float(first.lora_alpha), "targets": sorted(first.target_modules or ())}
@@ -74,8 +73,6 @@ def check_same_adapter(encoder, spec, names: Sequence[str]) -> None:
     if differ:
         raise ConfigError(f"model.encoder {encoder.name!r} has its own adapters; model.adapter asks for others "
                           f"({'; '.join(differ)}): name its base as model.encoder for a new adapter")
-    if not any(p.requires_grad for n, p in model.named_parameters() if "lora_" in n or "ia3_" in n):
-        raise ConfigError(f"model.encoder {encoder.name!r}: its adapters were loaded frozen")
 
 
 def use_task(encoder, cfg: ModelConfig, task: str | None) -> None:
