@@ -96,8 +96,7 @@ def _demo(args) -> int:
         backend, quantize, aspect_note = resolve_backend(*requested, args.aspect_model, args.device)
         if aspect_note and aspect_note != note:
             print(f"{args.aspect_model}: {aspect_note}", flush=True)
-        aspect_options = backend_options(argparse.Namespace(**{**vars(args), "backend": backend,
-                                                               "quantize": quantize}))
+        aspect_options = backend_options(argparse.Namespace(backend=backend, quantize=quantize, device=args.device))
         models.append((args.aspect_model, ASPECT_RUNS, Path(args.out) / "aspect", aspect_options,
                        f"{backend} {quantize or 'fp32'}"))
     for model, runs, out_dir, options_of_model, _ in models:
