@@ -79,3 +79,52 @@ def test_a_column_beyond_exp_range_starts_in_the_log_domain():
         res = sk.sinkhorn(cost, a, b, 0.05, tol=1e-9, max_iter=100_000, newton_after=None)
     assert conv_b.all() and res.converged.all()
     torch.testing.assert_close(res.plan, plan_b, atol=2e-8, rtol=0)
+
+
+@pytest.mark.parametrize(("dtype", "scale", "eps", "newton_after"), [
+    (torch.float32, 1.0, 0.05, 100),
+    (torch.float64, 2.0, 0.02, 5),  # slow problems: their plans come from the potentials the Newton tail leaves
+    (torch.float64, 200.0, 0.5, None),  # the log domain takes over: plans from the potentials too
+])
+def test_compiled_plan_value_and_error_are_those_of_the_returned_potentials(dtype, scale, eps, newton_after):
+    """On the compiled path the plan comes from the iterations (diag(u) K diag(v)) where they end in the exp
+    domain, else from the float64 potentials; either way it is the plan of the returned potentials, and value and
+    err are the returned plan's."""
+    cost, a, b = random_problem(64, 9, 7, seed=8, dtype=dtype, scale=scale)
+    tol = 1e-4 if dtype == torch.float32 else 1e-9
+    with torch.no_grad():
+        res = sk.sinkhorn(cost, a, b, eps, tol=tol, max_iter=100_000, newton_after=newton_after)
+    assert res.converged.all() and res.plan.dtype == dtype and res.value.dtype == dtype
+    if newton_after is not None and dtype == torch.float64:
+        assert (res.n_iter > newton_after).any()  # some problems reached the Newton tail
+    rebuilt = sk._plan(cost.double(), a.double(), b.double(), res.f.double(), res.g.double(), eps)
+    torch.testing.assert_close(res.plan.double(), rebuilt, atol=2e-6 if dtype == torch.float32 else 1e-12, rtol=0)
+    plan = res.plan.double()
+    torch.testing.assert_close(res.value.double(), (plan * cost.double()).sum((1, 2)), atol=1e-6, rtol=1e-6)
+    err = (plan.sum(2) - a.double()).abs().sum(1) + (plan.sum(1) - b.double()).abs().sum(1)
+    torch.testing.assert_close(res.err.double(), err, atol=1e-7 if dtype == torch.float32 else 1e-14, rtol=1e-5)
+    assert (res.err <= tol).all()
+    assert (res.plan[a == 0] == 0).all() and (res.plan.transpose(1, 2)[b == 0] == 0).all()
+
+
+def test_compiled_path_names_the_problems_with_bad_weights():
+    cost, a, b = random_problem(5, 4, 3, seed=9, dtype=torch.float32)
+    for bad in (float("nan"), -0.5, float("inf")):
+        wa = a.clone()
+        wa[3, 0] = bad
+        with torch.no_grad(), pytest.raises(ValueError, match=r"finite and non-negative.*among them \[3\]"):
+            sk.sinkhorn(cost, wa, b, 0.05)
+
+
+def test_compiled_path_makes_denormal_weights_padding():
+    """A float32 weight below the smallest normal carries no mass float arithmetic sees: it is padding, as the
+    batched path makes it."""
+    cost, a, b = random_problem(4, 5, 6, seed=10, dtype=torch.float32, ragged=False)
+    a[:, 2] = 1e-42
+    a = a / a.sum(1, keepdim=True)
+    zeroed = torch.where(a >= torch.finfo(torch.float32).tiny, a, 0.0)
+    with torch.no_grad():
+        res = sk.sinkhorn(cost, a, b, 0.05, tol=1e-5)
+        ref = sk.sinkhorn(cost, zeroed, b, 0.05, tol=1e-5)
+    assert (res.plan[:, 2] == 0).all() and torch.isfinite(res.f).all()
+    torch.testing.assert_close(res.plan, ref.plan, atol=0, rtol=0)

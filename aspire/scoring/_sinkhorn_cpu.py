@@ -177,27 +177,69 @@ def _exp_chunk(C, a, b, F, G, k, stop_tol, log_limit, K, u, v, Kv, dF, dG, build
 
 
 @numba.njit(cache=True, parallel=True)
-def sinkhorn_iterations(Ce, a, b, F, G, n_iter, log_mode, until, start, check_every, stop_tol, log_limit):
+def sinkhorn_iterations(cost, eps, a, b, F, G, n_iter, log_mode, until, start, check_every, stop_tol, log_limit,
+                        plan, value, plan_err, planned):
     """Sinkhorn chunks for each problem until its error is <= stop_tol or its n_iter reaches until (L,).
 
-    Ce (L, N, M) = cost / eps, a (L, N), b (L, M) float64 weights (zeros: padding); in place on the scaled
+    cost (L, N, M) float32 or float64 (each problem's cost / eps is made in float64 in a scratch array: no
+    (L, N, M) float64 copy), a (L, N), b (L, M) float64 weights (zeros: padding); in place on the scaled
     potentials F (L, N), G (L, M), the iteration counts n_iter (L,) and log_mode (L,) bool (the problem
     iterates in the log domain). `start`: begin with the log-domain iteration from G = 0 (one iteration).
+    Where planned (L,) is not empty, a problem whose last chunk ran in the exp domain writes its plan
+    diag(u) K diag(v) (the kernel and scalings at hand: no exp) into plan (L, N, M), with its value <cost, P> and
+    error (`_write_plan`), and is marked in planned; the others are left to `finish_problems`.
     Returns the row error (L,) after each problem's last chunk (inf where no chunk ran).
     """
-    L, N, M = Ce.shape
+    L, N, M = cost.shape
     err_out = np.full(L, np.inf)
+    write = planned.shape[0] > 0
     # blocks of problems, each allocating its scratch arrays once; 16 blocks or more keep a machine's threads busy
     # (the count is not read here: a function reading it cannot be cached on disk)
     size = max(1, min(64, L // 16))
     for blk in numba.prange((L + size - 1) // size):
         la, lb = np.empty(N), np.empty(M)
         K, u, v, Kv = np.empty((N, M)), np.empty(N), np.empty(M), np.empty(N)
-        dF, dG, Fn = np.empty(N), np.empty(M), np.empty(N)
+        dF, dG, Fn, cols, Ce = np.empty(N), np.empty(M), np.empty(N), np.empty(M), np.empty((N, M))
         for p in range(blk * size, min(L, (blk + 1) * size)):
-            err_out[p] = _iterate(Ce[p], a[p], b[p], F[p], G[p], n_iter, log_mode, until, p, start, check_every,
-                                  stop_tol, log_limit, la, lb, K, u, v, Kv, dF, dG, Fn)
+            _scaled(cost[p], eps, Ce)
+            err_out[p], in_exp = _iterate(Ce, a[p], b[p], F[p], G[p], n_iter, log_mode, until, p, start,
+                                          check_every, stop_tol, log_limit, la, lb, K, u, v, Kv, dF, dG, Fn)
+            if write:
+                planned[p] = in_exp
+                if in_exp:
+                    value[p], plan_err[p] = _write_plan(K, u, v, cost[p], a[p], b[p], plan[p], cols)
     return err_out
+
+
+@numba.njit(cache=True)
+def _scaled(cost, eps, out):
+    """out = cost / eps in float64, (N, M) in place."""
+    for i in range(cost.shape[0]):
+        for j in range(cost.shape[1]):
+            out[i, j] = cost[i, j] / eps
+
+
+@numba.njit(cache=True)
+def _write_plan(K, u, v, cost, a, b, plan, cols):
+    """plan = diag(u) K diag(v) (N, M) in plan's dtype (0 on padding, where u or v is 0); returns (<cost, plan>,
+    |plan 1 - a|_1 + |plan^T 1 - b|_1) of the plan as written (its entries rounded to the output dtype), summed in
+    float64."""
+    N, M = K.shape
+    total, err = 0.0, 0.0
+    cols[:] = 0.0
+    for i in range(N):
+        row = 0.0
+        ui = u[i]
+        for j in range(M):
+            plan[i, j] = ui * K[i, j] * v[j]
+            x = float(plan[i, j])
+            row += x
+            cols[j] += x
+            total += x * cost[i, j]
+        err += abs(row - a[i])
+    for j in range(M):
+        err += abs(cols[j] - b[j])
+    return total, err
 
 
 @numba.njit(cache=True)
@@ -211,7 +253,7 @@ def _logs(w, out):
 def _iterate(C, ap, bp, Fp, Gp, n_iter, log_mode, until, p, start, check_every, stop_tol, log_limit,
              la, lb, K, u, v, Kv, dF, dG, Fn):
     """`sinkhorn_iterations` for problem p (C, ap, bp, Fp, Gp its rows), on the block's scratch arrays; returns
-    its row error."""
+    its row error and whether its last chunk ran in the exp domain (K, u, v then hold its plan)."""
     logs = False  # la, lb computed when the log domain first needs them
     built = False  # K holds the kernel absorbed at (F, G)
     if start:
@@ -225,6 +267,7 @@ def _iterate(C, ap, bp, Fp, Gp, n_iter, log_mode, until, p, start, check_every, 
             _log_cols(C, la, Fp, Gp)
         n_iter[p] = 1
     err = np.inf
+    in_exp = False
     while n_iter[p] < until[p]:
         k = min(check_every, until[p] - n_iter[p])  # the log domain checks every check_every iterations
         safe, done = False, k
@@ -234,6 +277,7 @@ def _iterate(C, ap, bp, Fp, Gp, n_iter, log_mode, until, p, start, check_every, 
                                          not built)
             built = False
             log_mode[p] = not safe  # unsafe: redo this chunk in the log domain, and stay there
+        in_exp = safe
         if not safe:
             if not logs:
                 _logs(ap, la)
@@ -243,13 +287,13 @@ def _iterate(C, ap, bp, Fp, Gp, n_iter, log_mode, until, p, start, check_every, 
         n_iter[p] += done
         if err <= stop_tol:
             break
-    return err
+    return err, in_exp
 
 @numba.njit(cache=True)
 def centred_potentials(F, G, a, b, eps, f, g):
-    """`sinkhorn._centre`'s potentials times eps, into f (L, N) and g (L, M) (the input's dtype): (F - s, G + s) eps
-    with s balancing the real rows' and columns' mean potentials, 0 on padding; one call where the tensor
-    version takes a dozen small operations. F, G, a, b float64."""
+    """`sinkhorn._centre` in place on the scaled potentials F (L, N), G (L, M): (F - s, G + s) with s balancing the
+    real rows' and columns' mean potentials, 0 on padding; and those times eps into f, g (the input's dtype). One
+    call where the tensor version takes a dozen small operations. F, G, a, b float64."""
     L, N = F.shape
     M = G.shape[1]
     for p in range(L):
@@ -264,6 +308,59 @@ def centred_potentials(F, G, a, b, eps, f, g):
                 ng += 1
         s = 0.5 * (sf / nf - sg / ng)
         for i in range(N):
-            f[p, i] = (F[p, i] - s) * eps if a[p, i] > 0 else 0.0
+            F[p, i] = F[p, i] - s if a[p, i] > 0 else 0.0
+            f[p, i] = F[p, i] * eps
         for j in range(M):
-            g[p, j] = (G[p, j] + s) * eps if b[p, j] > 0 else 0.0
+            G[p, j] = G[p, j] + s if b[p, j] > 0 else 0.0
+            g[p, j] = G[p, j] * eps
+
+
+@numba.njit(cache=True)
+def prepare_weights(a, b, tiny, rtol, a64, b64):
+    """`sinkhorn`'s weights for the compiled path, one pass: a64 (L, N), b64 (L, M) in float64, those below `tiny`
+    (denormals: no mass float arithmetic sees) made padding (0), in place. Returns bad (L,) bool: the problems whose
+    weights are negative or not finite, or whose masses are not positive and equal to relative `rtol` (the caller
+    names them, as `sinkhorn._check_weights` does)."""
+    L, N = a.shape
+    M = b.shape[1]
+    bad = np.zeros(L, dtype=np.bool_)
+    for p in range(L):  # one light pass: not worth the threads
+        mass_a, mass_b, neg = 0.0, 0.0, False
+        for i in range(N):
+            x = a[p, i]
+            mass_a += x
+            neg |= x < 0
+            a64[p, i] = x if x >= tiny else 0.0
+        for j in range(M):
+            x = b[p, j]
+            mass_b += x
+            neg |= x < 0
+            b64[p, j] = x if x >= tiny else 0.0
+        finite = math.isfinite(mass_a) and math.isfinite(mass_b)
+        bad[p] = neg or not finite or mass_a <= 0 or abs(mass_a - mass_b) > rtol * max(mass_a, mass_b)
+    return bad
+
+
+@numba.njit(cache=True, parallel=True)
+def finish_problems(cost, eps, a, b, F, G, plan, value, err, planned):
+    """The plan of each problem not `planned` (by `sinkhorn_iterations`) rebuilt from the centred scaled potentials
+    (`centred_potentials`), in float64 and in the log domain, P_ij = exp(log a_i + F_i + log b_j + G_j - cost_ij / eps) (0
+    on padding), written into plan (L, N, M) in its dtype; value (L,) = <cost, P> and err (L,) = |P 1 - a|_1 +
+    |P^T 1 - b|_1 of the plan as written (its entries in the output dtype), summed in float64. One pass where the
+    tensor version takes a dozen (B, N, M) operations."""
+    L, N, M = cost.shape
+    size = max(1, min(64, L // 16))  # blocks of problems, each allocating its scratch arrays once
+    for blk in numba.prange((L + size - 1) // size):
+        E, la, lb, cols, ones_n, ones_m = np.empty((N, M)), np.empty(N), np.empty(M), np.empty(M), np.ones(N), np.ones(M)
+        for p in range(blk * size, min(L, (blk + 1) * size)):
+            if planned[p]:
+                continue
+            for i in range(N):
+                la[i] = math.log(a[p, i]) + F[p, i] if a[p, i] > 0 else -math.inf
+            for j in range(M):
+                lb[j] = math.log(b[p, j]) + G[p, j] if b[p, j] > 0 else -math.inf
+            for i in range(N):
+                for j in range(M):
+                    E[i, j] = la[i] + lb[j] - cost[p, i, j] / eps
+            E[:, :] = np.exp(E)  # -inf (padding) gives 0
+            value[p], err[p] = _write_plan(E, ones_n, ones_m, cost[p], a[p], b[p], plan[p], cols)

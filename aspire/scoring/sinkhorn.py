@@ -44,9 +44,11 @@ code (`aspire.scoring._sinkhorn_cpu`, numba; problems in parallel), where an ite
 rather than the dispatch of batched operations over the still-active rows: the first iteration takes one exp
 pass (step 1's updates, shifted by each row's least cost, unless that under- or overflows), the error is
 checked after every iteration, the scalings absorbed only when they drift, and Newton starts later
-(`NEWTON_AFTER`). Other
-devices, and the taped iterations, run the batched tensor version; tests/test_sinkhorn_compiled.py checks the
-two give the same plans.
+(`NEWTON_AFTER`). The rest of the call is compiled there too (`_sinkhorn_cpu`): the weights' check, and step 5,
+where a problem that ends in the exp domain writes its plan diag(u) K diag(v) from the kernel and scalings at
+hand (no exp), and the others (log domain, Newton) rebuild theirs from the float64 potentials; plans are written
+in the input's dtype, with the value and error of the plan as written. Other devices, and the taped iterations,
+run the batched tensor version; tests/test_sinkhorn_compiled.py checks the two give the same plans.
 
 Gradients: `grad="autograd"` differentiates through the iterations (memory grows with them);
 `grad="implicit"` runs the no-tape forward and differentiates the fixed point (P 1 = a,
@@ -139,12 +141,13 @@ def sinkhorn(
         A `SinkhornResult` with plan (B, N, M), value (B,), potentials f (B, N) and g (B, M),
         the marginal error err (B,), n_iter (B,) and converged (B,).
     """
-    _check_inputs(cost, a, b, eps, tol, max_iter, check_every, grad)
+    _check_args(cost, a, b, eps, tol, max_iter, check_every, grad)
     if newton_after == "auto":
         newton_after = NEWTON_AFTER["compiled" if cost.device.type == "cpu" else "batched"]
     if newton_after is not None and (isinstance(newton_after, str) or newton_after < 1):
         raise ValueError(f"newton_after must be >= 1, None or 'auto', got {newton_after!r}")
     if cost.dtype in _HALF:  # 8-11 bit mantissas cannot carry the iterations: solve in float32
+        _check_weights(cost, a, b)  # the masses as given (b is scaled to a's below)
         a32, b32 = a.float(), b.float()
         b32 = b32 * (a32.sum(1, keepdim=True) / b32.sum(1, keepdim=True))  # equal up to half rounding (checked)
         res = sinkhorn(cost.float(), a32, b32, eps, tol=tol, max_iter=max_iter,
@@ -153,6 +156,11 @@ def sinkhorn(
         return SinkhornResult(res.plan.to(half), res.value.to(half), res.f.to(half), res.g.to(half),
                               res.err.to(half), res.n_iter, res.converged)
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (cost, a, b))
+    if cost.device.type == "cpu" and not needs_grad:
+        res = _sinkhorn_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after)
+        _warn_unconverged(res, eps, tol, max_iter)
+        return res
+    _check_weights(cost, a, b)
     # Denormal weights (a softmax at a small temperature underflows there) carry no mass that
     # float arithmetic can see, but their logs' gradients (1 / w) overflow: make them padding.
     tiny = torch.finfo(cost.dtype).tiny
@@ -169,16 +177,21 @@ def sinkhorn(
             value = (plan * cost).sum(dim=(1, 2))
     with torch.no_grad():
         err = (plan.sum(2) - a).abs().sum(1) + (plan.sum(1) - b).abs().sum(1)
-    if not bool(converged.all()):
-        bad = ~converged
+    res = SinkhornResult(plan, value, f, g, err, n_iter, converged)
+    _warn_unconverged(res, eps, tol, max_iter)
+    return res
+
+
+def _warn_unconverged(res: SinkhornResult, eps: float, tol: float, max_iter: int) -> None:
+    if not bool(res.converged.all()):
+        bad = ~res.converged
         warnings.warn(
             f"sinkhorn: {int(bad.sum())} of {len(bad)} problems stopped unconverged (max_iter={max_iter}) with "
-            f"marginal error up to {float(err[bad].max()):.3g} > tol={tol:g} (eps={eps:g}); raise "
+            f"marginal error up to {float(res.err[bad].max()):.3g} > tol={tol:g} (eps={eps:g}); raise "
             "max_iter or eps",
             SinkhornConvergenceWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-    return SinkhornResult(plan, value, f, g, err, n_iter, converged)
 
 
 def sinkhorn_dist(cost: Tensor, a: Tensor, b: Tensor, eps: float = 0.05, **kwargs) -> Tensor:
@@ -187,7 +200,7 @@ def sinkhorn_dist(cost: Tensor, a: Tensor, b: Tensor, eps: float = 0.05, **kwarg
 
 
 # ---- checks -------------------------------------------------------------------------------------
-def _check_inputs(cost, a, b, eps, tol, max_iter, check_every, grad) -> None:
+def _check_args(cost, a, b, eps, tol, max_iter, check_every, grad) -> None:
     if grad not in GRAD_MODES:
         raise ValueError(f"unknown grad mode {grad!r}; valid: {', '.join(GRAD_MODES)}")
     if cost.dim() != 3 or a.shape != cost.shape[:2] or b.shape != (cost.shape[0], cost.shape[2]):
@@ -200,18 +213,31 @@ def _check_inputs(cost, a, b, eps, tol, max_iter, check_every, grad) -> None:
     if not eps > 0 or not tol > 0 or max_iter < 1 or check_every < 1:
         raise ValueError(f"need eps > 0, tol > 0, max_iter >= 1, check_every >= 1; got {eps}, {tol}, "
                          f"{max_iter}, {check_every}")
+
+
+def _mass_rtol(dtype: torch.dtype) -> float:
+    """Relative tolerance of the equal-mass check: the dtype's rounding of a sum, at least 1e-5."""
+    return max(1e-5, math.sqrt(torch.finfo(dtype).eps))
+
+
+def _check_weights(cost: Tensor, a: Tensor, b: Tensor) -> None:
+    """Raise, naming the problems, where weights are negative or not finite, or masses not positive and equal."""
     with torch.no_grad():
         mass_a, mass_b = a.sum(1), b.sum(1)
-        rtol = max(1e-5, math.sqrt(torch.finfo(cost.dtype).eps))
+        rtol = _mass_rtol(cost.dtype)
         bad = (mass_a <= 0) | ((mass_a - mass_b).abs() > rtol * torch.maximum(mass_a, mass_b))
-        bad |= (a < 0).any(1) | (b < 0).any(1)
-        if bool(bad.any()):
-            rows = bad.nonzero().flatten()[:5].tolist()
-            raise ValueError(
-                f"weights must be non-negative with equal positive mass per problem (relative tolerance "
-                f"{rtol:.1e}); problems {rows} violate it: mass a {mass_a[rows].tolist()}, "
-                f"mass b {mass_b[rows].tolist()}"
-            )
+        bad |= (a < 0).any(1) | (b < 0).any(1) | ~torch.isfinite(mass_a) | ~torch.isfinite(mass_b)
+        _raise_bad_weights(a, b, bad, rtol)
+
+
+def _raise_bad_weights(a: Tensor, b: Tensor, bad: Tensor, rtol: float) -> None:
+    if bool(bad.any()):
+        rows = bad.nonzero().flatten()[:5].tolist()
+        raise ValueError(
+            f"weights must be finite and non-negative with equal positive mass per problem (relative tolerance "
+            f"{rtol:.1e}); {int(bad.sum())} problem(s) violate it, among them {rows}: mass a "
+            f"{a[rows].sum(1).tolist()}, mass b {b[rows].sum(1).tolist()}"
+        )
 
 
 # ---- the solver -------------------------------------------------------------------------------
@@ -277,7 +303,7 @@ def _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after):
     Ce = cost / eps  # (B, N, M)
     loga, logb = _safe_log(a), _safe_log(b)  # -inf on padding
     # A scaling may move by at most exp(+-log_limit) within a chunk: far from over/underflow.
-    log_limit = 0.25 * math.log(torch.finfo(cost.dtype).max)
+    log_limit = _log_limit(cost.dtype)
     # The stop test reads the iterates' error; the plan rebuilt from the potentials adds rounding
     # (a few 1e-6 in float32), so stop 10 % below tol for the returned plan to meet it.
     stop_tol = 0.9 * tol
@@ -337,46 +363,99 @@ def _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after):
     return F * eps, G * eps, n_iter, converged
 
 
+def _sinkhorn_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after) -> SinkhornResult:
+    """`sinkhorn` for CPU tensors without a tape: the weights' check, the iterations (`_iterate_cpu`), the
+    potentials' centring and the plan with its value and error all run in compiled code
+    (`aspire.scoring._sinkhorn_cpu`), where the tensor version takes dozens of (B, N, M) operations. A problem
+    whose iterations end in the exp domain writes its plan diag(u) K diag(v) there; the others' plans are rebuilt
+    from the float64 potentials. Plans are written in the input's dtype, and the error is that of the plan as
+    written."""
+    from aspire.scoring._sinkhorn_cpu import centred_potentials, finish_problems, prepare_weights
+
+    cost, a, b = (t.detach().contiguous() for t in (cost, a, b))
+    (B, N, M), dtype = cost.shape, cost.dtype
+    a64, b64 = torch.empty(B, N, dtype=torch.float64), torch.empty(B, M, dtype=torch.float64)
+    rtol = _mass_rtol(dtype)
+    bad = prepare_weights(a.numpy(), b.numpy(), torch.finfo(dtype).tiny, rtol, a64.numpy(), b64.numpy())
+    _raise_bad_weights(a, b, torch.from_numpy(bad), rtol)
+    plan, value, err = torch.empty(B, N, M, dtype=dtype), torch.empty(B, dtype=dtype), torch.empty(B, dtype=dtype)
+    planned = torch.zeros(B, dtype=torch.bool)
+    F, G, n_iter, converged = _iterate_cpu(cost, eps, a64, b64, _log_limit(dtype), tol, max_iter, check_every,
+                                           newton_after, (plan, value, err, planned))
+    f, g = torch.empty(B, N, dtype=dtype), torch.empty(B, M, dtype=dtype)
+    with torch_thread_count():
+        centred_potentials(F.numpy(), G.numpy(), a64.numpy(), b64.numpy(), eps, f.numpy(), g.numpy())
+        finish_problems(cost.numpy(), eps, a64.numpy(), b64.numpy(), F.numpy(), G.numpy(), plan.numpy(),
+                        value.numpy(), err.numpy(), planned.numpy())
+    return SinkhornResult(plan, value, f, g, err, n_iter, converged)
+
+
+def _no_plans(dtype: torch.dtype) -> tuple[Tensor, ...]:
+    """Empty outputs for `sinkhorn_iterations` (plan, value, err, planned): it writes no plans."""
+    empty = torch.empty(0, dtype=dtype)
+    return empty.reshape(0, 0, 0), empty, empty, torch.empty(0, dtype=torch.bool)
+
+
+def _log_limit(dtype: torch.dtype) -> float:
+    """How far (in log scale) a scaling may move within an exp-domain chunk: far from the dtype's over/underflow."""
+    return 0.25 * math.log(torch.finfo(dtype).max)
+
+
 def _solve_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after):
-    """`_solve` for CPU tensors without a tape: the same steps, each problem's Sinkhorn iterations in
-    compiled code (`aspire.scoring._sinkhorn_cpu`), then the Newton tail of the slow problems, then
-    Sinkhorn again for any problem Newton gave up on."""
-    from aspire.scoring._sinkhorn_cpu import centred_potentials, sinkhorn_iterations
+    """`_solve` for CPU tensors without a tape (`grad="implicit"`'s forward): `_iterate_cpu`'s potentials, centred,
+    times eps, in the input's dtype."""
+    from aspire.scoring._sinkhorn_cpu import centred_potentials
+
+    a64, b64 = a.detach().double().contiguous(), b.detach().double().contiguous()
+    F, G, n_iter, converged = _iterate_cpu(cost.detach().contiguous(), eps, a64, b64, _log_limit(cost.dtype), tol,
+                                           max_iter, check_every, newton_after)
+    f, g = torch.empty_like(a), torch.empty_like(b)
+    centred_potentials(F.numpy(), G.numpy(), a64.numpy(), b64.numpy(), eps, f.numpy(), g.numpy())
+    return f, g, n_iter, converged
+
+
+def _iterate_cpu(cost, eps, a64, b64, log_limit, tol, max_iter, check_every, newton_after, plans=None):
+    """`_solve`'s steps on the problems cost (B, N, M) (float32 or float64, contiguous), eps and float64 weights
+    a64 (B, N), b64 (B, M): each problem's Sinkhorn iterations in compiled code (`aspire.scoring._sinkhorn_cpu`),
+    then the Newton tail of the slow problems (on their cost / eps in float64, so at eps 1), then Sinkhorn again
+    for any problem Newton gave up on. `plans`: (plan, value, err, planned) for the iterations to write the plans
+    of the problems that end in the exp domain into (`sinkhorn_iterations`); a problem the Newton tail moves is
+    not planned there. Returns the scaled potentials F (B, N), G (B, M) in float64 (not centred), n_iter (B,),
+    converged (B,)."""
+    from aspire.scoring._sinkhorn_cpu import sinkhorn_iterations
 
     B = cost.shape[0]
-    log_limit = 0.25 * math.log(torch.finfo(cost.dtype).max)  # as in `_solve`: the input dtype's range
+    plans = _no_plans(cost.dtype) if plans is None else plans
+    planned = plans[-1]
     stop_tol = 0.9 * tol
-    Ce = (cost.detach().double() / eps).contiguous()  # (B, N, M)
-    a64, b64 = a.detach().double().contiguous(), b.detach().double().contiguous()
     F, G = torch.zeros_like(a64), torch.zeros_like(b64)
     n_iter = torch.zeros(B, dtype=torch.long)
     log_mode = torch.zeros(B, dtype=torch.bool)
     newton = newton_after is not None
     until = torch.full((B,), min(newton_after, max_iter) if newton else max_iter, dtype=torch.long)
     with torch_thread_count():
-        err = torch.from_numpy(sinkhorn_iterations(Ce.numpy(), a64.numpy(), b64.numpy(), F.numpy(), G.numpy(),
-                                                   n_iter.numpy(), log_mode.numpy(), until.numpy(), True,
-                                                   check_every, stop_tol, log_limit))
+        err = torch.from_numpy(sinkhorn_iterations(cost.numpy(), eps, a64.numpy(), b64.numpy(), F.numpy(),
+                                                   G.numpy(), n_iter.numpy(), log_mode.numpy(), until.numpy(), True,
+                                                   check_every, stop_tol, log_limit, *(t.numpy() for t in plans)))
     slow = ((err > stop_tol) & (n_iter < max_iter)).nonzero().flatten() if newton else n_iter[:0]
     if slow.numel() > 0:  # the slow tail: Newton steps on the potentials
+        if planned.numel():
+            planned[slow] = False  # their plans come from the potentials Newton leaves
         budget = int(max_iter - n_iter[slow].max())  # the slow problems are in lockstep: one budget
-        Fn, Gn, err_n, steps_n, ok_n = _newton_tail(cost[slow], a[slow], b[slow], F[slow].to(cost.dtype),
-                                                    G[slow].to(cost.dtype), eps, stop_tol, budget)
-        F[slow], G[slow], err[slow] = Fn.double(), Gn.double(), err_n.double()
+        Fn, Gn, err_n, steps_n, ok_n = _newton_tail(cost[slow].double() / eps, a64[slow], b64[slow], F[slow],
+                                                    G[slow], 1.0, stop_tol, budget)
+        F[slow], G[slow], err[slow] = Fn, Gn, err_n
         n_iter[slow] += steps_n
         back = slow[~ok_n & (n_iter[slow] < max_iter)]  # Newton gave up: Sinkhorn iterations to the end
         if back.numel() > 0:
             Fb, Gb, n_b, mode_b = F[back].contiguous(), G[back].contiguous(), n_iter[back], log_mode[back]
             with torch_thread_count():
-                err_b = sinkhorn_iterations(Ce[back].numpy(), a64[back].numpy(), b64[back].numpy(), Fb.numpy(),
-                                            Gb.numpy(), n_b.numpy(), mode_b.numpy(),
+                err_b = sinkhorn_iterations(cost[back].numpy(), eps, a64[back].numpy(), b64[back].numpy(),
+                                            Fb.numpy(), Gb.numpy(), n_b.numpy(), mode_b.numpy(),
                                             torch.full_like(n_b, max_iter).numpy(), False, check_every, stop_tol,
-                                            log_limit)
+                                            log_limit, *(t.numpy() for t in _no_plans(cost.dtype)))
             F[back], G[back], n_iter[back], err[back] = Fb, Gb, n_b, torch.from_numpy(err_b)
-    converged = err <= stop_tol
-    f, g = torch.empty_like(a), torch.empty_like(b)  # `_centre`d in float64, times eps, in the input's dtype
-    centred_potentials(F.numpy(), G.numpy(), a64.numpy(), b64.numpy(), eps, f.numpy(), g.numpy())
-    return f, g, n_iter, converged
+    return F, G, n_iter, err <= stop_tol
 
 
 def _centre(F: Tensor, G: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
