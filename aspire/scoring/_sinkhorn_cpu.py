@@ -15,6 +15,12 @@ shifted by each row's least cost, which also gives the kernel absorbed at its po
 exp per entry where the log-domain iteration and the kernel took three); a problem whose shifted sums under-
 or overflow starts in the log domain instead. Float64 throughout; `tests/test_sinkhorn_compiled.py` checks
 the two versions agree.
+
+The rest of a no-tape `sinkhorn` call is here too: `prepare_weights` (the weights' check and denormal padding, one
+pass), each problem's cost / eps made in a scratch array as it starts (no (L, N, M) float64 copy), the plan of a
+problem whose iterations end in the exp domain written from the kernel and scalings at hand (`_write_plan`: no
+second exp pass), `centred_potentials`, and `finish_problems` for the plans of the others (log domain, Newton),
+rebuilt from the potentials.
 """
 
 from __future__ import annotations

@@ -471,9 +471,10 @@ def _centre(F: Tensor, G: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]
 
 
 def compile_cpu_kernels() -> float:
-    """Compile the CPU path's numba code once (its exp- and log-domain iterations, the Newton tail, and the OT
-    scorer's cost and weights of stored vectors, `scorers.gathered_ot_match`) and cache it on disk
-    (`cache=True`), so that no user's first OT score pays the compile (about 30 s on 2 cores) -> seconds spent.
+    """Compile the CPU path's numba code once (the weights' check, its exp- and log-domain iterations and plans,
+    the Newton tail, and the OT scorer's cost and weights of stored vectors, `scorers.gathered_ot_match`) and cache
+    it on disk (`cache=True`), so that no user's first OT score pays the compile (75-77 s on 2 cores) -> seconds
+    spent.
     `make install` calls it; a later call reads the cache."""
     import time
 
