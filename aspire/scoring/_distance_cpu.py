@@ -104,26 +104,27 @@ def _pair_dots(q_vectors, qr, c_vectors, cr, dots):
 @numba.njit(cache=True, fastmath=_FAST)
 def _finish_pair(qr, cr, q_sq, c_sq, dots, same, out, row_min, col_min):
     """One pair's distances from its dot products and squared norms, then its minima over real sentences:
-    first a loop without branches (it vectorises), then the rare fix-ups (a row against itself, padding)."""
+    first a loop without branches (it vectorises), then one pass that zeroes padding and a row against itself and
+    keeps the minima, with selects rather than branches."""
     N, M = dots.shape
     for i in range(N):
         for j in range(M):
             out[i, j] = math.sqrt(max(q_sq[i] + c_sq[j] - 2.0 * dots[i, j], 0.0))  # |x|^2 + |y|^2 - 2 x.y
-    if same:  # one store: a row is exactly 0 from itself (the expansion leaves sqrt(rounding))
-        for i in range(N):
-            for j in range(M):
-                if qr[i] == cr[j]:
-                    out[i, j] = 0.0
     for j in range(M):
         col_min[j] = math.inf
     for i in range(N):
-        row_min[i] = math.inf
+        qi = qr[i]
+        least = math.inf
         for j in range(M):
-            if qr[i] < 0 or cr[j] < 0:
-                out[i, j] = 0.0
-            else:
-                row_min[i] = min(row_min[i], out[i, j])
-                col_min[j] = min(col_min[j], out[i, j])
+            cj = cr[j]
+            pad = qi < 0 or cj < 0
+            # one store: a row is exactly 0 from itself (the expansion leaves sqrt(rounding)); padding: 0
+            d = out.dtype.type(0) if (pad or (same and qi == cj)) else out[i, j]
+            out[i, j] = d
+            x = out.dtype.type(math.inf) if pad else d  # padding is no one's nearest sentence
+            least = min(least, x)
+            col_min[j] = min(col_min[j], x)
+        row_min[i] = least
 
 
 @numba.njit(cache=True, parallel=True, fastmath=_FAST)
