@@ -218,17 +218,11 @@ def test_an_adapted_model_exports_with_its_token_types(tiny_model_dir, tmp_path,
     """peft's forward takes **kwargs: the export asks the base model whether it reads token_type_ids (it left
     them out before, and an adapted model's fast vectors drifted: sentence cosine 0.88 for aspire-minilm)."""
     import onnx
+    from test_hybrid import trained_adapter  # LoRA's B starts at 0: an untrained adapter would change nothing
 
-    from aspire.encoders import ContextualSentenceEncoder
     from aspire.encoders.backends import cached_onnx_model
 
-    adapted = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
-    adapted.add_adapters("lora", ["default"])
-    with torch.no_grad():  # a trained adapter (LoRA's B starts at 0: the adapter would change nothing)
-        for name, p in adapted.model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0, 0.5, generator=torch.Generator().manual_seed(3))
-    adapted.save_pretrained(tmp_path / "adapted")
+    trained_adapter(tiny_model_dir, tmp_path / "adapted")
     exact = load_encoder(tmp_path / "adapted")
     assert exact.segment_ids
     assert not torch.allclose(exact.encode(PAPERS).emb, load_encoder(tiny_model_dir).encode(PAPERS).emb, atol=1e-2)
