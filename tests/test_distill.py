@@ -12,7 +12,7 @@ import torch
 
 from aspire.data.negatives.rank import nearest_negatives
 from aspire.losses.ranking import MultipleNegativesRankingLoss
-from aspire.train.data import TripletCollator
+from aspire.train.data import Example, TripletCollator
 from aspire.train.tasks import build_tasks
 from aspire.train.teacher import load_teacher, main
 from aspire.train.trainer import build_model, run
@@ -136,3 +136,100 @@ def test_distill_and_cocite_train_together_and_log_each_loss(tiny_model_dir, exa
     assert devs and all(np.isfinite(m["dev_loss/distill"]) for m in devs)
     report = json.loads((tmp_path / "run" / "tasks.json").read_text())
     assert report["train"]["distill"]["teacher"]["papers"] == 30
+
+
+# ---- sentence-level distillation: the teacher's vector of one sentence encoded alone teaches the facet term ----
+@pytest.fixture(scope="module")
+def sentence_teacher_dir(tiny_model_dir, acl_file, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("teacher_sent")
+    assert main(["--teacher", str(tiny_model_dir), "--out", str(out), "--acl-path", str(acl_file), "--sentences",
+                 "--benchmarks-dir", "", "--max-papers", "0", "--max-length", "32", "--batch-size", "8"]) == 0
+    return out
+
+
+def test_sentence_teacher_encodes_each_papers_seeded_sentence_alone(tiny_model_dir, acl_file, sentence_teacher_dir, tmp_path):
+    from aspire.data.acl import read_acl
+    from aspire.encoders import ContextualSentenceEncoder
+    from aspire.train.teacher import SENTENCE_TEXTS, chosen_sentence
+
+    teacher = load_teacher(sentence_teacher_dir)
+    papers = {p.paper_id: p for p in read_acl(acl_file, frozenset(), 0)[0]}
+    positions = [teacher.sentence_texts[i][0] for i in range(len(teacher.ids))]
+    assert set(positions) == {0, 1}  # two sentences an abstract: the seed picks both across papers
+    for pid, (position, text) in zip(teacher.ids, teacher.sentence_texts):
+        assert position == chosen_sentence(pid, 2) and papers[pid].sentences[position] == text
+    alone = ContextualSentenceEncoder.from_pretrained(str(tiny_model_dir), max_length=32).embed_texts(
+        [t for _, t in teacher.sentence_texts[:3]], normalize=True, max_length=32)
+    np.testing.assert_allclose(teacher.sentences[:3], alone.numpy(), atol=1e-5)
+    assert not np.allclose(teacher.sentences, teacher.vectors, atol=1e-3)  # a sentence alone is not the abstract
+    assert load_teacher(teacher_dir_without_sentences(sentence_teacher_dir, tmp_path)).sentences is None
+    (tmp_path / "half").mkdir()
+    for name in ("vectors.npy", "ids.json", "teacher.json", "sentences.npy"):
+        (tmp_path / "half" / name).write_bytes((sentence_teacher_dir / name).read_bytes())
+    with pytest.raises(FileNotFoundError, match=f"sentences.npy and {SENTENCE_TEXTS} go together"):
+        load_teacher(tmp_path / "half")
+
+
+def teacher_dir_without_sentences(source: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "whole_only"
+    out.mkdir()
+    for name in ("vectors.npy", "ids.json", "teacher.json"):
+        (out / name).write_bytes((source / name).read_bytes())
+    return out
+
+
+def test_sentence_teacher_selects_the_facet_and_gives_the_facet_term_its_targets(
+        tiny_model_dir, examples_dir, acl_file, sentence_teacher_dir, tmp_path):
+    cfg = _distill_config(tiny_model_dir, examples_dir, tmp_path / "run", acl_file, sentence_teacher_dir,
+                          "model.kind=hybrid")
+    train = build_tasks(cfg, "train")
+    part, teacher = train.parts[1], load_teacher(sentence_teacher_dir)
+    for e in part.examples:  # each distilled anchor's facet is the sentence the teacher encoded alone
+        position, text = teacher.sentence_texts[teacher.ids.index(e.query_id)]
+        assert e.align == (position, -1) and train.papers[e.query_id].sentences[position] == text
+    model = build_model(cfg)
+    collate = TripletCollator(model.tokenize, train.papers, train.weights, train.sources, ["cocite", "distill"],
+                              train.teacher, train.sentence_teacher)
+    cocited, d0, d1 = train.examples[0], part.examples[0], part.examples[2]
+    moved = Example(d1.query_id, d1.positive_id, d1.members, None, (1 - d1.align[0], -1), task=1)
+    batch = collate([cocited, d0, d1, moved])
+    facet = batch.facet_teacher
+    assert facet.shape == (4, 4) and torch.isnan(facet[0]).all() and torch.isnan(facet[3]).all()  # co-cited; another sentence
+    sentence = train.sentence_teacher[d0.query_id][2]
+    assert facet[1, 2].item() == pytest.approx(float(sentence @ train.teacher[d1.positive_id]), rel=1e-5)
+    assert facet[1, 2].item() != pytest.approx(batch.teacher[1, 2].item(), rel=1e-3)  # not the whole-vector teacher
+    docs = model.embed(batch.inputs)
+    anchors, positives = docs.index(torch.arange(4)), docs.index(torch.arange(4, 8))
+    idx, ok = model._facet_positions(batch, anchors, positives)
+    assert ok.tolist() == [bool((torch.tensor(cocited.align) >= 0).all()), True, True, True]
+    assert idx[1:].tolist() == [d0.align[0], d1.align[0], 1 - d1.align[0]]  # no title in front (include_title off)
+    out = model(batch)
+    assert torch.isfinite(out["loss"]) and out["loss/facet"] > 0
+    without = TripletCollator(model.tokenize, train.papers, train.weights, train.sources, ["cocite", "distill"],
+                              train.teacher)([cocited, d0, d1, moved])
+    assert without.facet_teacher is None and model(without)["loss/facet"] != pytest.approx(out["loss/facet"].item())
+    with pytest.raises(ValueError, match="sentence teacher vectors without the teacher's whole vectors"):
+        TripletCollator(model.tokenize, train.papers, sentence_teacher=train.sentence_teacher)
+
+
+def test_sentence_teacher_refuses_abstracts_that_changed_since_it_was_written(
+        tiny_model_dir, examples_dir, acl_file, sentence_teacher_dir, tmp_path):
+    rows = [json.loads(line) for line in acl_file.read_text().splitlines()]
+    for r in rows:  # every abstract's sentences rewritten: whichever papers the split holds, none still match
+        r["abstract"] = [f"{s} (revised)" for s in r["abstract"]]
+    changed = tmp_path / "acl.jsonl"
+    changed.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = _distill_config(tiny_model_dir, examples_dir, tmp_path / "run", changed, sentence_teacher_dir, "model.kind=hybrid")
+    with pytest.raises(ValueError, match=r"distill task \(train\): 21 paper\(s\) no longer hold the sentence the "
+                                         r"teacher encoded, e\.g\. \['Q"):
+        build_tasks(cfg, "train")
+
+
+def test_hybrid_trains_on_cocited_pairs_and_sentence_distillation(
+        tiny_model_dir, examples_dir, acl_file, sentence_teacher_dir, tmp_path):
+    cfg = _distill_config(tiny_model_dir, examples_dir, tmp_path / "run", acl_file, sentence_teacher_dir,
+                          "model.kind=hybrid", "train.batch_size=6")
+    metrics = run(cfg)
+    assert metrics["step"] == 6 and np.isfinite(metrics["loss/distill"]) and np.isfinite(metrics["loss/cocite"])
+    report = json.loads((tmp_path / "run" / "tasks.json").read_text())
+    assert report["train"]["distill"]["teacher"]["sentences"].startswith("one seeded abstract sentence")

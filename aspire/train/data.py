@@ -151,11 +151,16 @@ class TripletCollator:
             task name (for its control code) and the batch is named after its task when it has one.
         teacher: unit-length teacher vectors by paper id (a `distill` task's); with any, each batch
             carries the teacher's anchor-to-candidate similarities (NaN where a paper has none).
+        sentence_teacher: by paper id, the position and text of one abstract sentence and the teacher's
+            vector of it encoded alone; each batch then carries, for an anchor whose selected sentence
+            (`Example.align[0]`) is that very sentence, the teacher's similarity of it to each candidate's
+            whole vector (`TripletBatch.facet_teacher`; NaN elsewhere).
     """
 
     def __init__(self, tokenize: Callable[..., object], papers: dict[str, Paper],
                  weights: Sequence[float] = (1.0,), sources: Iterable[str] = (),
-                 task_names: Sequence[str] = (DEFAULT_TASK,), teacher: dict[str, np.ndarray] | None = None) -> None:
+                 task_names: Sequence[str] = (DEFAULT_TASK,), teacher: dict[str, np.ndarray] | None = None,
+                 sentence_teacher: dict[str, tuple[int, str, np.ndarray]] | None = None) -> None:
         if len(task_names) != len(weights):
             raise ValueError(f"{len(task_names)} task names for {len(weights)} task weights")
         self.tokenize = tokenize
@@ -165,6 +170,9 @@ class TripletCollator:
         self.weights = torch.tensor(list(weights), dtype=torch.float32)
         self.teacher = teacher or {}
         self.teacher_dim = len(next(iter(self.teacher.values()))) if self.teacher else 0
+        self.sentence_teacher = sentence_teacher or {}
+        if self.sentence_teacher and not self.teacher:
+            raise ValueError("sentence teacher vectors without the teacher's whole vectors of the candidates")
 
     def __call__(self, examples: Sequence[Example]) -> TripletBatch:
         hard = [e for e in examples if e.negative is not None]
@@ -187,17 +195,37 @@ class TripletCollator:
         task = torch.tensor([e.task for e in examples], dtype=torch.long)
         one = names[0] if len(set(names)) == 1 else None  # a batch of several tasks has no one adapter
         return TripletBatch(inputs, group, pos, align, hard_rows, one, hard_ids=hard_ids, task_ids=task,
-                            weights=self.weights, teacher=self._teacher_sim(examples, hard))
+                            weights=self.weights, teacher=self._teacher_sim(examples, hard),
+                            facet_teacher=self._facet_teacher_sim(examples, hard))
 
     def _teacher_sim(self, examples: Sequence[Example], hard: list[str]) -> Tensor | None:
         """(B, B + H) teacher similarity of each anchor to each positive and hard negative; NaN where
         either paper has no teacher vector; None without a teacher."""
         if not self.teacher:
             return None
+        anchors = self._whole_rows([e.query_id for e in examples])
+        return anchors @ self._whole_rows([e.positive_id for e in examples] + hard).T
+
+    def _whole_rows(self, ids: list[str]) -> Tensor:
+        """(N, D) teacher whole vectors of `ids`; NaN rows where it has none."""
         missing = np.full(self.teacher_dim, np.nan, dtype=np.float32)
-        rows = lambda ids: torch.from_numpy(np.stack([self.teacher.get(i, missing) for i in ids]))  # noqa: E731
-        anchors = rows([e.query_id for e in examples])
-        return anchors @ rows([e.positive_id for e in examples] + hard).T
+        return torch.from_numpy(np.stack([self.teacher.get(i, missing) for i in ids]))
+
+    def _facet_teacher_sim(self, examples: Sequence[Example], hard: list[str]) -> Tensor | None:
+        """(B, B + H) teacher similarity of each anchor's selected sentence, encoded alone, to each candidate's
+        whole vector; NaN where the teacher did not encode that sentence (another sentence of the paper, or
+        another text at its position) or has no vector of the candidate; None without a sentence teacher."""
+        if not self.sentence_teacher:
+            return None
+        missing = np.full(self.teacher_dim, np.nan, dtype=np.float32)
+        rows = []
+        for e in examples:
+            known = self.sentence_teacher.get(e.query_id)
+            sentences = self.papers[e.query_id].sentences
+            same = (known is not None and e.align is not None and e.align[0] == known[0]
+                    and known[0] < len(sentences) and sentences[known[0]] == known[1])
+            rows.append(known[2] if same else missing)
+        return torch.from_numpy(np.stack(rows)) @ self._whole_rows([e.positive_id for e in examples] + hard).T
 
 
 class EpochBatchSampler(Sampler[list[int]]):

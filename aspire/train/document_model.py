@@ -87,6 +87,9 @@ class TripletBatch:
         weights: (T,) float, the loss weight of each objective task (None: one task, weight 1).
         teacher: (B, B + H) float, a teacher's similarity of each anchor to each candidate (NaN where
             it has no vector of either; None: no teacher in the run).
+        facet_teacher: (B, B + H) float, the teacher's similarity of each anchor's selected sentence, encoded
+            alone, to each candidate's whole vector: the facet term's soft targets (NaN where it has none;
+            None: no sentence teacher in the run).
     """
 
     inputs: object
@@ -99,6 +102,7 @@ class TripletBatch:
     task_ids: Tensor | None = None
     weights: Tensor | None = None
     teacher: Tensor | None = None
+    facet_teacher: Tensor | None = None
 
     def __len__(self) -> int:
         return self.pos_ids.shape[0]
@@ -107,7 +111,7 @@ class TripletBatch:
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return TripletBatch(self.inputs.to(device), self.group_ids.to(device), self.pos_ids.to(device),
                             self.align.to(device), self.hard_rows.to(device), self.task, move(self.hard_ids),
-                            move(self.task_ids), move(self.weights), move(self.teacher))
+                            move(self.task_ids), move(self.weights), move(self.teacher), move(self.facet_teacher))
 
 
 class DocumentModel(nn.Module):
@@ -235,7 +239,7 @@ class DocumentModel(nn.Module):
             a_idx, p_idx, anchor_ok = self._aligned_positions(batch, anchors, positives)
             pos_dist = aligned_sentence_dist(anchors, positives, a_idx, p_idx)  # (B,)
         elif term == "facet":  # the anchor as a facet query: its aligned sentence, still encoded in context
-            a_idx, _, anchor_ok = self._aligned_positions(batch, anchors, positives)
+            a_idx, anchor_ok = self._facet_positions(batch, anchors, positives)
             anchors = anchors.with_mask(nn.functional.one_hot(a_idx, anchors.mask.shape[1]).bool() & anchors.mask)
         if self.matrix_loss is not None:  # the whole in-batch matrix plus every hard negative of the batch
             sim = dist.sim(anchors, positives)  # (B, B)
@@ -246,7 +250,8 @@ class DocumentModel(nn.Module):
                 hard = docs.index(torch.arange(2 * B, len(docs)))
                 sim = torch.cat([sim, dist.sim(anchors, hard)], dim=1)  # (B, B + H)
                 mask = torch.cat([mask, in_batch_negative_mask(batch.group_ids, batch.hard_ids)], dim=1)
-            soft = {} if batch.teacher is None else {"teacher": batch.teacher}  # only `mnrl` takes one (tasks check)
+            teacher = batch.facet_teacher if term == "facet" else batch.teacher
+            soft = {} if teacher is None else {"teacher": teacher}  # only `mnrl` takes one (tasks check)
             per_anchor, valid = self.matrix_loss(sim, mask & anchor_ok[:, None], **soft)
             return per_anchor, valid & anchor_ok
         if pos_dist is None:
@@ -274,6 +279,19 @@ class DocumentModel(nn.Module):
         a_idx, p_idx = a_idx.where(known, 0), p_idx.where(known, 0)
         ok = known & anchors.mask[rows, a_idx] & positives.mask[rows, p_idx]
         return a_idx.where(ok, anchors.mask.int().argmax(1)), p_idx.where(ok, positives.mask.int().argmax(1)), ok
+
+    def _facet_positions(self, batch: TripletBatch, anchors: DocBatch, positives: DocBatch) -> tuple[Tensor, Tensor]:
+        """The anchor's selected sentence (B,) and (B,) bool whether it counts: an aligned pair as for `aligned`,
+        or an anchor sentence with no sentence named in the positive (`align` (s, -1): a sentence teacher's)."""
+        a_idx, _, ok = self._aligned_positions(batch, anchors, positives)
+        shift = 1 if getattr(self.encoder, "include_title", False) else 0
+        rows = torch.arange(len(batch), device=a_idx.device)
+        alone = (batch.align[:, 0] >= 0) & (batch.align[:, 1] < 0)
+        own = (batch.align[:, 0] + shift).where(alone, 0)
+        alone &= own < anchors.mask.shape[1]
+        own = own.where(alone, 0)
+        alone &= anchors.mask[rows, own]
+        return torch.where(alone, own, a_idx), ok | alone
 
     # ---- inference --------------------------------------------------------------------------------
     @torch.no_grad()

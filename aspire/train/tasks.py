@@ -58,6 +58,8 @@ class TaskData:
     papers: dict[str, Paper]
     stats: dict = field(default_factory=dict)
     teacher: dict[str, np.ndarray] = field(default_factory=dict)  # unit teacher vectors (`distill`)
+    # a paper's chosen sentence (position, text) and the teacher's vector of it encoded alone (`distill`)
+    sentence_teacher: dict[str, tuple[int, str, np.ndarray]] = field(default_factory=dict)
 
 
 def _cut(paper: Paper, max_sentences: int) -> Paper:
@@ -229,13 +231,32 @@ def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskD
     ids = [p.paper_id for p in sources]
     vectors = teacher.vectors[teacher.rows(ids, f"distill task ({split}), {task.teacher_dir}")]
     near = nearest_negatives(vectors, {}, ids, task.neighbours).negatives  # no partners: each paper's nearest others
+    sentences = _teacher_sentences(teacher, sources, split) if teacher.sentences is not None else {}
     examples = []
     for pid in ids:
         rng = random.Random(f"distill:{pid}")
+        align = (sentences[pid][0], -1) if pid in sentences else None  # the anchor's facet: its chosen sentence
         for other in rng.sample(near[pid], min(task.views, len(near[pid]))):
-            examples.append(Example(pid, other, (pid, other), None, None, task=index))
-    stats["teacher"] = {k: teacher.meta.get(k) for k in ("teacher", "fingerprint", "max_length", "papers")}
-    return TaskData("distill", examples, {p.paper_id: p for p in sources}, stats, dict(zip(ids, vectors)))
+            examples.append(Example(pid, other, (pid, other), None, align, task=index))
+    stats["teacher"] = {k: teacher.meta.get(k) for k in ("teacher", "fingerprint", "max_length", "papers", "sentences")}
+    return TaskData("distill", examples, {p.paper_id: p for p in sources}, stats, dict(zip(ids, vectors)), sentences)
+
+
+def _teacher_sentences(teacher, papers: list[Paper], split: str) -> dict[str, tuple[int, str, np.ndarray]]:
+    """Each paper's chosen sentence (position, text, teacher vector); a paper whose abstract no longer holds
+    the text the teacher encoded at that position is an error naming it (the teacher was written from
+    other data: write it again)."""
+    rows = teacher.rows([p.paper_id for p in papers], f"distill task ({split}), sentences")
+    out, changed = {}, []
+    for paper, row in zip(papers, rows):
+        position, text = teacher.sentence_texts[row]
+        if position >= len(paper.sentences) or paper.sentences[position] != text:
+            changed.append(paper.paper_id)
+        out[paper.paper_id] = (position, text, teacher.sentences[row])
+    if changed:
+        raise ValueError(f"distill task ({split}): {len(changed)} paper(s) no longer hold the sentence the teacher "
+                         f"encoded, e.g. {changed[:3]}; write the teacher vectors again (python -m aspire.train.teacher)")
+    return out
 
 
 BUILDERS = {"cocite": lambda cfg, task, split, i: cocite_task(cfg, split, i),
@@ -258,6 +279,7 @@ class MultiTaskData(TripletDataset):
         self.offsets = [sum(self.sizes[:t]) for t in range(len(parts))]
         self.sources = {e.positive_source for e in self.examples} | {m for e in self.examples for m in e.members}
         self.teacher = {pid: v for p in parts for pid, v in p.teacher.items()}
+        self.sentence_teacher = {pid: v for p in parts for pid, v in p.sentence_teacher.items()}
 
 
 def build_tasks(cfg: Config, split: str) -> MultiTaskData:

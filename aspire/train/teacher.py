@@ -7,17 +7,22 @@ whole-abstract vector (title and abstract joined by a space, mean-pooled, unit l
 
 - `vectors.npy`: (N, D) float32, one row a paper;
 - `ids.json`: the N paper ids, in row order;
-- `teacher.json`: the teacher, its fingerprint, the encoding settings and the counts read / removed.
+- `teacher.json`: the teacher, its fingerprint, the encoding settings and the counts read / removed;
+- with `--sentences`, `sentences.npy` (N, D): one abstract sentence a paper (seeded by its id) encoded *alone*,
+  unit length, and `sentences.json`: that sentence's position in the abstract and its text, a row a paper.
 
 The `distill` training task (`aspire.train.tasks`) reads them: it pairs each paper with one of its
 nearest neighbours by the teacher, and the loss takes the teacher's similarities of the batch as its
-soft targets (`loss.teacher_scale`).
+soft targets (`loss.teacher_scale`). The sentence vectors teach at sentence level: a paper's chosen
+sentence, still encoded in context by the student, is its facet query (kind `hybrid`'s facet term), and
+the teacher's similarity of that sentence alone to each candidate's whole vector is the facet term's target.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +34,7 @@ from aspire.paths import DATA
 
 log = logging.getLogger(__name__)
 VECTORS, IDS, META = "vectors.npy", "ids.json", "teacher.json"
+SENTENCES, SENTENCE_TEXTS = "sentences.npy", "sentences.json"
 
 
 @dataclass
@@ -38,6 +44,8 @@ class TeacherVectors:
     ids: list[str]
     vectors: np.ndarray  # (N, D) float32
     meta: dict
+    sentences: np.ndarray | None = None  # (N, D) float32: each paper's chosen sentence encoded alone
+    sentence_texts: list[tuple[int, str]] | None = None  # (position in the abstract, text), a row a paper
 
     def rows(self, paper_ids: list[str], where: str) -> np.ndarray:
         """Row of each of `paper_ids`; a paper the teacher did not encode is an error naming it."""
@@ -59,12 +67,29 @@ def load_teacher(path: str | Path) -> TeacherVectors:
     ids = json.loads((path / IDS).read_text(encoding="utf-8"))
     if vectors.ndim != 2 or len(ids) != len(vectors):
         raise ValueError(f"teacher vectors: {path}: {len(ids)} ids for an array of shape {vectors.shape}")
-    return TeacherVectors(ids, vectors.astype(np.float32, copy=False), json.loads((path / META).read_text(encoding="utf-8")))
+    meta = json.loads((path / META).read_text(encoding="utf-8"))
+    has = [(path / name).is_file() for name in (SENTENCES, SENTENCE_TEXTS)]
+    if any(has) and not all(has):
+        raise FileNotFoundError(f"teacher vectors: {path}: {SENTENCES} and {SENTENCE_TEXTS} go together; one is missing")
+    if not any(has):
+        return TeacherVectors(ids, vectors.astype(np.float32, copy=False), meta)
+    sentences = np.load(path / SENTENCES).astype(np.float32, copy=False)
+    texts = [tuple(row) for row in json.loads((path / SENTENCE_TEXTS).read_text(encoding="utf-8"))]
+    if sentences.shape != vectors.shape or len(texts) != len(ids):
+        raise ValueError(f"teacher vectors: {path}: sentence vectors of shape {sentences.shape} and {len(texts)} "
+                         f"sentence texts for {len(ids)} papers of shape {vectors.shape}")
+    return TeacherVectors(ids, vectors.astype(np.float32, copy=False), meta, sentences, texts)
+
+
+def chosen_sentence(paper_id: str, n_sentences: int) -> int:
+    """The abstract sentence the teacher encodes alone for a paper: seeded by its id, the same on every run."""
+    return random.Random(f"teacher-sentence:{paper_id}").randrange(n_sentences)
 
 
 def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | None, max_papers: int,
-          max_length: int, batch_size: int = 32, device: str = "cpu") -> dict:
-    """Encode the sample with `teacher` and write it under `out`; returns the metadata written."""
+          max_length: int, batch_size: int = 32, device: str = "cpu", sentences: bool = False) -> dict:
+    """Encode the sample with `teacher` and write it under `out` (with `sentences`, also each paper's chosen
+    sentence encoded alone); returns the metadata written."""
     from aspire.benchmarks.heldout import excluded_titles
     from aspire.data.acl import read_acl
     from aspire.encoders import ContextualSentenceEncoder
@@ -74,13 +99,24 @@ def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | No
     encoder = ContextualSentenceEncoder.from_pretrained(teacher, max_length=max_length).to(device)
     vectors = encoder.encode_abstract(papers, joiner=" ", normalize=True, max_length=max_length,
                                       batch_size=batch_size, progress=True)
+    empty = [p.paper_id for p in papers if not p.sentences]
+    if sentences and empty:
+        raise ValueError(f"teacher sentences: {len(empty)} paper(s) have no abstract sentence, e.g. {empty[:3]}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if sentences:
+        chosen = [(chosen_sentence(p.paper_id, len(p.sentences)), p) for p in papers]
+        texts = [(i, p.sentences[i]) for i, p in chosen]
+        sent_vecs = encoder.embed_texts([t for _, t in texts], normalize=True, max_length=max_length,
+                                        batch_size=batch_size, progress=True)
+        np.save(out / SENTENCES, sent_vecs.numpy().astype(np.float32))
+        write_json(out / SENTENCE_TEXTS, texts, indent=None)
     np.save(out / VECTORS, vectors.numpy().astype(np.float32))
     write_json(out / IDS, [p.paper_id for p in papers], indent=None)
     meta = {"teacher": teacher, "fingerprint": encoder.fingerprint(), "max_length": max_length, "joiner": " ",
             "pooling": "mean", "normalize": True, "acl_path": acl_path, "benchmarks_dir": benchmarks_dir,
             "max_papers": max_papers, "papers": len(papers), "dim": int(vectors.shape[1]),
+            "sentences": "one seeded abstract sentence a paper, encoded alone" if sentences else None,
             **{k: v for k, v in stats.items() if k != "rejected"}, "rejected": len(stats.get("rejected", {}))}
     write_json(out / META, meta)
     return meta
@@ -88,6 +124,7 @@ def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | No
 
 EXAMPLES = """\
   aspire teacher --teacher mpnet --max-papers 8000 --out runs/teacher/mpnet
+  aspire teacher --teacher mpnet --max-papers 8000 --sentences --out runs/teacher/mpnet8k-sent
   python -m aspire.train.teacher --teacher minilm --max-papers 500 --max-length 64 --out runs/teacher/minilm-small
 """
 
@@ -101,13 +138,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.teac
     parser.add_argument("--benchmarks-dir", default=str(DATA), help="benchmark papers removed ('' keeps them)")
     parser.add_argument("--max-papers", type=int, default=8000, help="seeded sample size (0 = every paper)")
     parser.add_argument("--max-length", type=int, default=128, help="word pieces per abstract")
+    parser.add_argument("--sentences", action="store_true",
+                        help="also encode one seeded abstract sentence a paper alone (sentence-level distillation)")
     add_common_options(parser, device=True, batch_size=True, batch_size_default=32)
     args = parser.parse_args(argv)
     setup_logging(args)
 
     def run() -> int:
         meta = build(args.teacher, args.out, args.acl_path, args.benchmarks_dir or None, args.max_papers,
-                     args.max_length, args.batch_size, args.device or "cpu")
+                     args.max_length, args.batch_size, args.device or "cpu", args.sentences)
         print(json.dumps(meta, indent=1))
         return 0
 

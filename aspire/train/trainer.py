@@ -105,8 +105,10 @@ class Trainer:
         papers = {**train_data.papers, **(dev_data.papers if dev_data else {})}
         sources = set().union(*(getattr(d, "sources", set()) for d in (train_data, dev_data) if d is not None))
         weights = train_data.weights if self.tasks else (1.0,)
-        teacher = {k: v for d in (train_data, dev_data) if d is not None for k, v in getattr(d, "teacher", {}).items()}
-        self.collate = TripletCollator(model.tokenize, papers, weights, sources, task_names(cfg), teacher)
+        merged = lambda name: {k: v for d in (train_data, dev_data) if d is not None  # noqa: E731
+                               for k, v in getattr(d, name, {}).items()}
+        self.collate = TripletCollator(model.tokenize, papers, weights, sources, task_names(cfg), merged("teacher"),
+                                       merged("sentence_teacher"))
         # the encoder's pooler (and, per kind, other heads) gets no gradient: let DDP find unused parameters
         self.ddp = DistributedDataParallel(self.model, find_unused_parameters=True) if self.world > 1 else None
         micro = len(self._sampler(0, 0))
