@@ -25,7 +25,7 @@ from aspire.scoring import (
     pairwise_ot_match,
     sinkhorn,
 )
-from aspire.scoring.distance import gathered_l2_minima, gathered_l2_weights
+from aspire.scoring.distance import gathered_l2_minima
 from aspire.scoring.scorers import valid_minima
 
 F64 = torch.float64
@@ -257,14 +257,6 @@ def test_gathered_l2_cost_equals_l2_cost_of_the_gathered_rows(dtype, pairs, two_
     torch.testing.assert_close(row_min, minima[0], atol=0, rtol=0)
     torch.testing.assert_close(col_min, minima[1], atol=0, rtol=0)
     assert torch.isinf(row_min[~q_mask]).all() and torch.isinf(col_min[~c_mask]).all()
-    # the weights from the same pass: ot_weights of these minima, 0 on padding; the cost unchanged
-    same_cost, q_w, c_w = gathered_l2_weights(store, q_rows, c_store, c_rows, 0.7)
-    assert torch.equal(same_cost, cost)
-    for got, want in zip((q_w, c_w), ot_weights(cost, q_mask, c_mask, 0.7, (row_min, col_min))):
-        torch.testing.assert_close(got, want, atol=1e-6 if dtype == torch.float32 else 1e-14, rtol=0)
-    assert (q_w[~q_mask] == 0).all() and (c_w[~c_mask] == 0).all()
-    with pytest.raises(ValueError, match="compiled pass needs CPU float32 / float64 vectors without a tape"):
-        gathered_l2_weights(store.half(), q_rows, c_store.half(), c_rows, 0.7)
     # the taped path (gathers, then l2_cost) gives the same values
     taped = gathered_l2_cost(store.clone().requires_grad_(), q_rows, c_store, c_rows)
     torch.testing.assert_close(taped.detach().double()[valid] ** 2, exact[valid] ** 2, atol=tol, rtol=0)

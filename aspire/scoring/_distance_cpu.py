@@ -128,8 +128,7 @@ def _finish_pair(qr, cr, q_sq, c_sq, dots, same, out, row_min, col_min):
 
 
 @numba.njit(cache=True, parallel=True, fastmath=_FAST)
-def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, same, tau, out, row_min, col_min,
-                threads):
+def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, same, out, row_min, col_min, threads):
     """out[p, i, j] = |q_vectors[q_rows[p, i]] - c_vectors[c_rows[p, j]]|, in place.
 
     q_vectors (Pq, D), c_vectors (Pc, D) one float dtype; q_rows (B, N), c_rows (B, M) int64, -1 = padding
@@ -138,8 +137,7 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, sa
     store (a row is exactly 0 from itself, where the expansion leaves sqrt(rounding), ~1e-3 in float32); out
     (B, N, M), row_min (B, N), col_min (B, M) in the vectors' dtype. row_min / col_min: each sentence's least
     distance to a real sentence of the other side (+inf on padding and where the other side has none), as
-    `valid_minima` gives them. With `tau` not NaN, each pair's minima become the OT scorer's weights in the same
-    pass (`softmax_minima`), in place. The pairs are split into `threads` blocks (numba's thread count: one block a
+    `valid_minima` gives them. The pairs are split into `threads` blocks (numba's thread count: one block a
     thread), each with its scratch arrays.
     """
     B, N = q_rows.shape
@@ -154,23 +152,23 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, sa
             _pair_norms(c_vectors, cr, c_store_sq, c_sq)
             _pair_dots(q_vectors, qr, c_vectors, cr, dots)
             _finish_pair(qr, cr, q_sq, c_sq, dots, same, out[p], row_min[p], col_min[p])
-            if not math.isnan(tau):
-                softmax_minima(row_min[p], tau)
-                softmax_minima(col_min[p], tau)
 
 
 @numba.njit(cache=True)
-def softmax_minima(minima, tau):
-    """One problem's sentence weights from its minima, in place: softmax(-minima / tau) over the finite entries
-    (+inf, padding or no real sentence opposite: weight 0); the softmax of `scorers.ot_weights`."""
-    top = -math.inf
-    for i in range(minima.shape[0]):
-        if minima[i] < math.inf:
-            top = max(top, -minima[i] / tau)
-    total = 0.0
-    for i in range(minima.shape[0]):
-        e = math.exp(-minima[i] / tau - top) if minima[i] < math.inf else 0.0
-        minima[i] = e
-        total += e
-    for i in range(minima.shape[0]):
-        minima[i] /= total
+def minima_softmax(minima, tau, out):
+    """The OT scorer's sentence weights from the minima `gathered_l2` keeps: out[p] = softmax(-minima[p] / tau)
+    over the finite entries (+inf, padding or no real sentence opposite: weight 0), (B, N) in place; the
+    softmax of `scorers.ot_weights`."""
+    B, N = minima.shape
+    for p in range(B):  # a few operations a problem: one thread
+        top = -math.inf
+        for i in range(N):
+            if minima[p, i] < math.inf:
+                top = max(top, -minima[p, i] / tau)
+        total = 0.0
+        for i in range(N):
+            e = math.exp(-minima[p, i] / tau - top) if minima[p, i] < math.inf else 0.0
+            out[p, i] = e
+            total += e
+        for i in range(N):
+            out[p, i] /= total

@@ -10,8 +10,6 @@ losses all take their distances from here.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 from torch import Tensor
@@ -89,28 +87,6 @@ def gathered_l2_minima(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor,
                        c_rows: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """`gathered_l2_cost` (B, N, M) with, from the same pass, each sentence's distance to the nearest real
     sentence of the other side, (B, N) and (B, M), +inf on padding (`scorers.valid_minima`'s)."""
-    _check_gathered(q_vectors, q_rows, c_vectors, c_rows)
-    if compiled_cost(q_vectors, c_vectors):
-        return _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows, math.nan)
-    pad = (q_rows < 0)[:, :, None] | (c_rows < 0)[:, None, :]  # (B, N, M)
-    x, y = q_vectors[q_rows.clamp_min(0)], c_vectors[c_rows.clamp_min(0)]  # (B, N, D), (B, M, D)
-    cost = l2_cost(x, y).masked_fill(pad, 0.0)
-    far = cost.masked_fill(pad, torch.inf)
-    return cost, far.amin(-1), far.amin(-2)
-
-
-def gathered_l2_weights(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Tensor,
-                        tau: float) -> tuple[Tensor, Tensor, Tensor]:
-    """The compiled pass only (`compiled_cost` must hold): `gathered_l2_cost` (B, N, M) with the OT scorer's
-    sentence weights, (B, N) and (B, M), softmax(-minima / tau) over real sentences (0 on padding), from the
-    same pass: `scorers.ot_weights` of `gathered_l2_minima`'s minima, without a second pass over them."""
-    _check_gathered(q_vectors, q_rows, c_vectors, c_rows)
-    if not compiled_cost(q_vectors, c_vectors):
-        raise ValueError("gathered_l2_weights: the compiled pass needs CPU float32 / float64 vectors without a tape")
-    return _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows, float(tau))
-
-
-def _check_gathered(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Tensor) -> None:
     if q_vectors.dim() != 2 or c_vectors.dim() != 2 or q_vectors.shape[1] != c_vectors.shape[1]:
         raise ValueError(f"expected vectors (Pq, D), (Pc, D); got {tuple(q_vectors.shape)}, {tuple(c_vectors.shape)}")
     if q_rows.dim() != 2 or c_rows.dim() != 2 or q_rows.shape[0] != c_rows.shape[0]:
@@ -119,9 +95,16 @@ def _check_gathered(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows
         if rows.numel() and (int(rows.min()) < -1 or int(rows.max()) >= store.shape[0]):
             raise ValueError(f"{name} must lie in [-1, {store.shape[0]}) (-1: padding); got "
                              f"[{int(rows.min())}, {int(rows.max())}]")
+    if compiled_cost(q_vectors, c_vectors):
+        return _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows)
+    pad = (q_rows < 0)[:, :, None] | (c_rows < 0)[:, None, :]  # (B, N, M)
+    x, y = q_vectors[q_rows.clamp_min(0)], c_vectors[c_rows.clamp_min(0)]  # (B, N, D), (B, M, D)
+    cost = l2_cost(x, y).masked_fill(pad, 0.0)
+    far = cost.masked_fill(pad, torch.inf)
+    return cost, far.amin(-1), far.amin(-2)
 
 
-def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows, tau: float):
+def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows):
     import numba
 
     from aspire.scoring._distance_cpu import gathered_l2
@@ -134,7 +117,7 @@ def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows, tau: float):
     with torch_thread_count():
         q_sq = _store_norms(qv, q_rows.numel() + (c_rows.numel() if shared else 0))
         c_sq = q_sq if shared else _store_norms(cv, c_rows.numel())
-        gathered_l2(qv, qr, cv, cr, q_sq, c_sq, shared, tau, cost.numpy(), row_min.numpy(), col_min.numpy(),
+        gathered_l2(qv, qr, cv, cr, q_sq, c_sq, shared, cost.numpy(), row_min.numpy(), col_min.numpy(),
                     numba.get_num_threads())
     return cost, row_min, col_min
 
