@@ -163,6 +163,11 @@ def test_sentence_teacher_encodes_each_papers_seeded_sentence_alone(tiny_model_d
     np.testing.assert_allclose(teacher.sentences[:3], alone.numpy(), atol=1e-5)
     assert not np.allclose(teacher.sentences, teacher.vectors, atol=1e-3)  # a sentence alone is not the abstract
     assert load_teacher(teacher_dir_without_sentences(sentence_teacher_dir, tmp_path)).sentences is None
+    again = tmp_path / "rebuilt"  # a build without --sentences over one with them leaves no stale sentences
+    for args in (["--sentences"], []):
+        assert main(["--teacher", str(tiny_model_dir), "--out", str(again), "--acl-path", str(acl_file), *args,
+                     "--benchmarks-dir", "", "--max-papers", "5", "--max-length", "32"]) == 0
+    assert load_teacher(again).sentences is None and not (again / SENTENCE_TEXTS).exists()
     (tmp_path / "half").mkdir()
     for name in ("vectors.npy", "ids.json", "teacher.json", "sentences.npy"):
         (tmp_path / "half" / name).write_bytes((sentence_teacher_dir / name).read_bytes())

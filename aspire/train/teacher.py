@@ -96,14 +96,16 @@ def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | No
 
     exclude, _ = excluded_titles(benchmarks_dir or None, "--benchmarks-dir")
     papers, stats = read_acl(acl_path, exclude, max_papers)
-    encoder = ContextualSentenceEncoder.from_pretrained(teacher, max_length=max_length).to(device)
-    vectors = encoder.encode_abstract(papers, joiner=" ", normalize=True, max_length=max_length,
-                                      batch_size=batch_size, progress=True)
     empty = [p.paper_id for p in papers if not p.sentences]
     if sentences and empty:
         raise ValueError(f"teacher sentences: {len(empty)} paper(s) have no abstract sentence, e.g. {empty[:3]}")
+    encoder = ContextualSentenceEncoder.from_pretrained(teacher, max_length=max_length).to(device)
+    vectors = encoder.encode_abstract(papers, joiner=" ", normalize=True, max_length=max_length,
+                                      batch_size=batch_size, progress=True)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    for name in (SENTENCES, SENTENCE_TEXTS):  # an earlier build's sentences never outlive it
+        (out / name).unlink(missing_ok=True)
     if sentences:
         chosen = [(chosen_sentence(p.paper_id, len(p.sentences)), p) for p in papers]
         texts = [(i, p.sentences[i]) for i, p in chosen]
