@@ -114,6 +114,16 @@ class TripletBatch:
                             move(self.task_ids), move(self.weights), move(self.teacher), move(self.facet_teacher))
 
 
+def _sentence_at(column: Tensor, docs: DocBatch, shift: int) -> tuple[Tensor, Tensor]:
+    """Row positions (B,) of the sentences `column` names (-1: none; `shift` past a title sentence) and (B,) bool
+    whether each is an encoded sentence of its paper; 0 where not."""
+    idx = column + shift
+    ok = (column >= 0) & (idx < docs.mask.shape[1])
+    idx = idx.where(ok, 0)
+    ok &= docs.mask[torch.arange(len(column), device=idx.device), idx]
+    return idx, ok
+
+
 class DocumentModel(nn.Module):
     """A contextual sentence encoder trained with the loss (`loss.kind`) over the terms of `model.kind`.
 
@@ -272,26 +282,19 @@ class DocumentModel(nn.Module):
     def _aligned_positions(self, batch: TripletBatch, anchors: DocBatch, positives: DocBatch):
         """Aligned sentence positions (B,), (B,) and (B,) bool: alignment known and both sentences encoded."""
         shift = 1 if getattr(self.encoder, "include_title", False) else 0  # the title is sentence 0
-        a_idx, p_idx = batch.align[:, 0] + shift, batch.align[:, 1] + shift
-        rows = torch.arange(len(batch), device=a_idx.device)
-        known = (batch.align >= 0).all(dim=1)
-        known &= (a_idx < anchors.mask.shape[1]) & (p_idx < positives.mask.shape[1])
-        a_idx, p_idx = a_idx.where(known, 0), p_idx.where(known, 0)
-        ok = known & anchors.mask[rows, a_idx] & positives.mask[rows, p_idx]
+        a_idx, a_ok = _sentence_at(batch.align[:, 0], anchors, shift)
+        p_idx, p_ok = _sentence_at(batch.align[:, 1], positives, shift)
+        ok = a_ok & p_ok
         return a_idx.where(ok, anchors.mask.int().argmax(1)), p_idx.where(ok, positives.mask.int().argmax(1)), ok
 
     def _facet_positions(self, batch: TripletBatch, anchors: DocBatch, positives: DocBatch) -> tuple[Tensor, Tensor]:
         """The anchor's selected sentence (B,) and (B,) bool whether it counts: an aligned pair as for `aligned`,
         or an anchor sentence with no sentence named in the positive (`align` (s, -1): a sentence teacher's)."""
-        a_idx, _, ok = self._aligned_positions(batch, anchors, positives)
         shift = 1 if getattr(self.encoder, "include_title", False) else 0
-        rows = torch.arange(len(batch), device=a_idx.device)
-        alone = (batch.align[:, 0] >= 0) & (batch.align[:, 1] < 0)
-        own = (batch.align[:, 0] + shift).where(alone, 0)
-        alone &= own < anchors.mask.shape[1]
-        own = own.where(alone, 0)
-        alone &= anchors.mask[rows, own]
-        return torch.where(alone, own, a_idx), ok | alone
+        a_idx, a_ok = _sentence_at(batch.align[:, 0], anchors, shift)
+        _, p_ok = _sentence_at(batch.align[:, 1], positives, shift)
+        ok = a_ok & (p_ok | (batch.align[:, 1] < 0))
+        return a_idx.where(ok, anchors.mask.int().argmax(1)), ok
 
     # ---- inference --------------------------------------------------------------------------------
     @torch.no_grad()
