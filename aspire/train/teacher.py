@@ -63,7 +63,7 @@ def load_teacher(path: str | Path) -> TeacherVectors:
     for name in (VECTORS, IDS, META):
         if not (path / name).is_file():
             raise FileNotFoundError(f"teacher vectors: {path / name} is missing (python -m aspire.train.teacher)")
-    vectors = np.load(path / VECTORS)
+    vectors = np.load(path / VECTORS).astype(np.float32, copy=False)
     ids = json.loads((path / IDS).read_text(encoding="utf-8"))
     if vectors.ndim != 2 or len(ids) != len(vectors):
         raise ValueError(f"teacher vectors: {path}: {len(ids)} ids for an array of shape {vectors.shape}")
@@ -72,13 +72,13 @@ def load_teacher(path: str | Path) -> TeacherVectors:
     if any(has) and not all(has):
         raise FileNotFoundError(f"teacher vectors: {path}: {SENTENCES} and {SENTENCE_TEXTS} go together; one is missing")
     if not any(has):
-        return TeacherVectors(ids, vectors.astype(np.float32, copy=False), meta)
+        return TeacherVectors(ids, vectors, meta)
     sentences = np.load(path / SENTENCES).astype(np.float32, copy=False)
     texts = [tuple(row) for row in json.loads((path / SENTENCE_TEXTS).read_text(encoding="utf-8"))]
     if sentences.shape != vectors.shape or len(texts) != len(ids):
         raise ValueError(f"teacher vectors: {path}: sentence vectors of shape {sentences.shape} and {len(texts)} "
                          f"sentence texts for {len(ids)} papers of shape {vectors.shape}")
-    return TeacherVectors(ids, vectors.astype(np.float32, copy=False), meta, sentences, texts)
+    return TeacherVectors(ids, vectors, meta, sentences, texts)
 
 
 def chosen_sentence(paper_id: str, n_sentences: int) -> int:
