@@ -10,6 +10,7 @@ hidden by numba's on-disk cache of this file's compiled code. On a CPU the batch
 operations a step on a handful of problems; here each problem runs its own loop in compiled code
 (problems in parallel), so a step costs its arithmetic. `tests/test_sinkhorn.py` checks the two
 agree.
+Compiled with `error_model="numpy"` (IEEE division: inf / NaN, never a ZeroDivisionError), as `_sinkhorn_cpu`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numba
 import numpy as np
 
 
-@numba.njit(cache=True, fastmath=False)
+@numba.njit(cache=True, error_model="numpy", fastmath=False)
 def _dual_terms(Ce, la, lb, a, b, F, G, P, r, c):
     """Fill P (N, M), r (N), c (M) for potentials (F, G); return (L1 marginal error, dual)."""
     N, M = Ce.shape
@@ -45,7 +46,7 @@ def _dual_terms(Ce, la, lb, a, b, F, G, P, r, c):
     return err, dual
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _cholesky_solve(S, rhs, out):
     """Solve S out = rhs for symmetric positive definite S (M, M) in place; False if not SPD."""
     M = S.shape[0]
@@ -75,7 +76,7 @@ def _cholesky_solve(S, rhs, out):
     return True
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, error_model="numpy", parallel=True)
 def newton_tail(Ce, a, b, F, G, tol, max_steps, halvings, c_start, c_down, c_up, c_min, c_max, mu_floor):
     """Damped Newton steps for each problem, in place on F (L, N) and G (L, M) (float64).
 
