@@ -81,6 +81,25 @@ def test_a_column_beyond_exp_range_starts_in_the_log_domain():
     torch.testing.assert_close(res.plan, plan_b, atol=2e-8, rtol=0)
 
 
+def test_a_column_whose_exp_start_sum_is_denormal_starts_in_the_log_domain():
+    """One real row, a column 731 eps beyond its nearest: s_j = exp(-731) is a denormal, not 0, and 1 / s_j
+    overflows. That problem starts in the log domain (before: infinite potentials, then a ZeroDivisionError or NaN
+    plans) and reaches the exact plan: the row's mass spread as b, potentials with f_0 + g_j = C_0j."""
+    from aspire.scoring._sinkhorn_cpu import _exp_start
+
+    row = torch.tensor([34.75, 14.1875, 14.1875, 50.75])  # a hypothesis case of test_hardening's property test
+    cost = torch.stack([row, torch.full((4,), 21.5), torch.full((4,), 14.9), torch.full((4,), 23.25)])[None]
+    a = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+    b = torch.tensor([[0.2498, 0.2504, 0.2504, 0.2494]])
+    F, G, K = np.empty(4), np.empty(4), np.empty((4, 4))
+    assert not _exp_start((cost[0].double() / 0.05).numpy(), a[0].double().numpy(), b[0].double().numpy(), F, G, K)
+    with torch.no_grad():
+        res = sk.sinkhorn(cost, a, b, 0.05, tol=1e-4, max_iter=3000, newton_after=100)
+    assert res.converged.all() and torch.isfinite(res.f).all() and torch.isfinite(res.g).all()
+    torch.testing.assert_close(res.plan[0, 0], b[0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(res.f[0, 0] + res.g[0], cost[0, 0], atol=1e-4, rtol=1e-5)
+
+
 @pytest.mark.parametrize(("dtype", "scale", "eps", "newton_after"), [
     (torch.float32, 1.0, 0.05, 100),
     (torch.float64, 2.0, 0.02, 5),  # slow problems: their plans come from the potentials the Newton tail leaves

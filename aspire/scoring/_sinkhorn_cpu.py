@@ -86,7 +86,7 @@ def _exp_start(C, a, b, F, G, K):
         G_j = -log s_j,       s_j = sum_i a_i E_ij / r_i   (= -LSE_i(log a_i + F_i - C_ij))
         K_ij = exp(F_i + G_j - C_ij) = E_ij / (r_i s_j),  1 on padding (as `_exp_chunk` builds it).
     Potentials are 0 on padding (which no real entry reads). Returns False, having written nothing the caller
-    keeps, where a column's s_j under- or overflows (the caller runs the log-domain iteration instead)."""
+    keeps, where a column's s_j or 1 / s_j under- or overflows (the caller runs the log-domain iteration instead)."""
     N, M = C.shape
     for i in range(N):
         m = math.inf
@@ -108,10 +108,10 @@ def _exp_start(C, a, b, F, G, K):
         for j in range(M):
             G[j] += ai * K[i, j]
     for j in range(M):
-        s = G[j]
-        if b[j] > 0 and not (s > 0 and s < math.inf):
+        inv = 1.0 / G[j]  # s_j = 0 gives inf, s_j = inf gives 0, NaN stays NaN (IEEE division)
+        if b[j] > 0 and not (inv > 0 and inv < math.inf):  # a denormal s_j overflows here: not only s_j = 0
             return False
-        G[j] = 1.0 / s if b[j] > 0 else 1.0  # 1 / s_j for now
+        G[j] = inv if b[j] > 0 else 1.0  # 1 / s_j for now
     for i in range(N):
         for j in range(M):
             K[i, j] *= G[j]
