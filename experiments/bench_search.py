@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -47,7 +46,6 @@ sys.path.insert(0, str(REPO))
 from aspire.config import load_config  # noqa: E402
 from aspire.data.papers import Paper  # noqa: E402
 from aspire.index import EncodedCorpus, IndexBuildConfig, SentenceIndex, encode_corpus, model_fingerprint  # noqa: E402
-from aspire.index.corpus import paper_rows  # noqa: E402
 from aspire.search import Searcher  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
