@@ -36,12 +36,14 @@ _PINV_RTOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, to
 def _pinv_solve(S: Tensor, rhs: Tensor, scale: Tensor) -> Tensor:
     """Minimum-norm solution of S w = rhs for symmetric PSD S (B, M, M), rhs (B, M).
 
-    Eigenvalues below `_PINV_RTOL[dtype] * scale` (scale (B, 1)) are treated as zero. Subnormal entries are
-    flushed to zero first: float32 `eigh` (LAPACK ssyevd) returns NaN eigenpairs for a block whose off-diagonal
-    entries are subnormals below ~3.4e-43 (two blocks of a plan joined by exp(-100)), and entries that far below
-    the scale (max(b) >= 1 / M) cannot move an eigenvalue past the threshold.
+    Eigenvalues below `_PINV_RTOL[dtype] * scale` (scale (B, 1)) are treated as zero. Entries below
+    eps^2 * scale are flushed to zero first: float32 `eigh` (LAPACK) returns NaN eigenpairs for some matrices
+    whose entries lie near the underflow range (a plan's blocks joined by exp(-100), subnormal or ~1e-37
+    couplings), and entries that small move no eigenvalue by more than M eps^2 scale, far below both the
+    threshold and the rounding of S's own diagonal (~eps * scale: a difference of terms of size max(b)).
     """
-    S = torch.where(S.abs() < torch.finfo(S.dtype).tiny, 0.0, S)
+    eps = torch.finfo(S.dtype).eps
+    S = torch.where(S.abs() < (eps * eps) * scale[:, :, None], 0.0, S)
     lam, vec = torch.linalg.eigh(S)  # (B, M), (B, M, M)
     keep = lam > _PINV_RTOL[S.dtype] * scale
     inv_lam = torch.where(keep, 1.0 / torch.where(keep, lam, 1.0), 0.0)
