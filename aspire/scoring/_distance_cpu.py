@@ -9,7 +9,7 @@ distance to the nearest real sentence of the other side (the OT scorer's weights
 the store holds no more rows than the pairs read; else each pair sums its own rows' (a large store read by a
 few pairs: no store-sized array).
 Problems run in parallel over numba's threads (the caller sets their count: `_newton.torch_thread_count`).
-Compiled with `error_model="numpy"` (IEEE division: inf / NaN, never a ZeroDivisionError), as `_sinkhorn_cpu`.
+Compiled with `aspire.scoring._jit.njit` (IEEE division: inf / NaN, never a ZeroDivisionError).
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ import math
 import numba
 import numpy as np
 
+from aspire.scoring._jit import njit
+
 # reassociation lets LLVM vectorise the dot products' sums; no 'nnan' / 'ninf', so inf and NaN keep their meaning
 _FAST = {"reassoc", "contract", "nsz"}
 
 
-@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+@njit(fastmath=_FAST)
 def _dot(x, y):
     """x . y of two (D,) rows, summed in the rows' dtype."""
     s = x.dtype.type(0)
@@ -32,7 +34,7 @@ def _dot(x, y):
     return s
 
 
-@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+@njit(fastmath=_FAST)
 def _dots_2x4(q0, q1, c0, c1, c2, c3):
     """The eight dot products of rows q0, q1 with rows c0..c3, (q0.c0, .., q0.c3, q1.c0, .., q1.c3)."""
     z = q0.dtype.type(0)
@@ -51,7 +53,7 @@ def _dots_2x4(q0, q1, c0, c1, c2, c3):
     return a0, a1, a2, a3, b0, b1, b2, b3
 
 
-@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+@njit(fastmath=_FAST)
 def _dots_2x2(q0, q1, c0, c1):
     """The four dot products (q0.c0, q0.c1, q1.c0, q1.c1): the last columns of a pair, past its blocks of 4."""
     z = q0.dtype.type(0)
@@ -66,7 +68,7 @@ def _dots_2x2(q0, q1, c0, c1):
     return a0, a1, b0, b1
 
 
-@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+@njit(fastmath=_FAST)
 def _pair_norms(vectors, rows, store_sq, out):
     """out[i] = |vectors[rows[i]]|^2 (0 on padding). store_sq: the store's norms, NaN until a pair first sums one
     (two threads may both sum it and write the same value); empty: summed here for this pair."""
@@ -82,7 +84,7 @@ def _pair_norms(vectors, rows, store_sq, out):
             out[i] = _dot(vectors[r], vectors[r])
 
 
-@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+@njit(fastmath=_FAST)
 def _pair_dots(q_vectors, qr, c_vectors, cr, dots):
     """dots[i, j] = q_vectors[qr[i]] . c_vectors[cr[j]] (padding reads row 0; `_finish_pair` overwrites it), in
     blocks of 2 x 4, then 2 x 2 (an odd last row or column is repeated)."""
@@ -102,7 +104,7 @@ def _pair_dots(q_vectors, qr, c_vectors, cr, dots):
             dots[i, j], dots[i, j1], dots[i1, j], dots[i1, j1] = s2
 
 
-@numba.njit(cache=True, error_model="numpy", fastmath=_FAST)
+@njit(fastmath=_FAST)
 def _finish_pair(qr, cr, q_sq, c_sq, dots, same, out, row_min, col_min):
     """One pair's distances from its dot products and squared norms, then its minima over real sentences:
     first a loop without branches (it vectorises), then one pass that zeroes padding and a row against itself and
@@ -128,7 +130,7 @@ def _finish_pair(qr, cr, q_sq, c_sq, dots, same, out, row_min, col_min):
         row_min[i] = least
 
 
-@numba.njit(cache=True, error_model="numpy", parallel=True, fastmath=_FAST)
+@njit(parallel=True, fastmath=_FAST)
 def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, same, out, row_min, col_min, threads):
     """out[p, i, j] = |q_vectors[q_rows[p, i]] - c_vectors[c_rows[p, j]]|, in place.
 
@@ -155,7 +157,7 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, sa
             _finish_pair(qr, cr, q_sq, c_sq, dots, same, out[p], row_min[p], col_min[p])
 
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def minima_softmax(minima, tau, out):
     """The OT scorer's sentence weights from the minima `gathered_l2` keeps: out[p] = softmax(-minima[p] / tau)
     over the finite entries (+inf, padding or no real sentence opposite: weight 0), (B, N) in place; the

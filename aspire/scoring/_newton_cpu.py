@@ -10,7 +10,7 @@ hidden by numba's on-disk cache of this file's compiled code. On a CPU the batch
 operations a step on a handful of problems; here each problem runs its own loop in compiled code
 (problems in parallel), so a step costs its arithmetic. `tests/test_sinkhorn.py` checks the two
 agree.
-Compiled with `error_model="numpy"` (IEEE division: inf / NaN, never a ZeroDivisionError), as `_sinkhorn_cpu`.
+Compiled with `aspire.scoring._jit.njit` (IEEE division: inf / NaN, never a ZeroDivisionError).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import math
 import numba
 import numpy as np
 
+from aspire.scoring._jit import njit
 
-@numba.njit(cache=True, error_model="numpy", fastmath=False)
+
+@njit(fastmath=False)
 def _dual_terms(Ce, la, lb, a, b, F, G, P, r, c):
     """Fill P (N, M), r (N), c (M) for potentials (F, G); return (L1 marginal error, dual)."""
     N, M = Ce.shape
@@ -46,7 +48,7 @@ def _dual_terms(Ce, la, lb, a, b, F, G, P, r, c):
     return err, dual
 
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def _cholesky_solve(S, rhs, out):
     """Solve S out = rhs for symmetric positive definite S (M, M) in place; False if not SPD."""
     M = S.shape[0]
@@ -76,7 +78,7 @@ def _cholesky_solve(S, rhs, out):
     return True
 
 
-@numba.njit(cache=True, error_model="numpy", parallel=True)
+@njit(parallel=True)
 def newton_tail(Ce, a, b, F, G, tol, max_steps, halvings, c_start, c_down, c_up, c_min, c_max, mu_floor):
     """Damped Newton steps for each problem, in place on F (L, N) and G (L, M) (float64).
 

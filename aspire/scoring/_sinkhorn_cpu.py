@@ -22,8 +22,8 @@ problem whose iterations end in the exp domain written from the kernel and scali
 second exp pass), `centred_potentials`, and `finish_problems` for the plans of the others (log domain, Newton),
 rebuilt from the potentials.
 
-Every function compiles with numba's `error_model="numpy"`: a float division by zero gives inf or NaN, as in
-numpy and torch, and the chunk that meets it is found unsafe and redone in the log domain. Numba's default
+Every function compiles with `aspire.scoring._jit.njit` (numba's `error_model="numpy"`): a float division by zero
+gives inf or NaN, and the chunk that meets it is found unsafe and redone in the log domain. Numba's default
 ("python") raised ZeroDivisionError out of the solver instead, where a scaling underflowed to 0.
 """
 
@@ -34,8 +34,10 @@ import math
 import numba
 import numpy as np
 
+from aspire.scoring._jit import njit
 
-@numba.njit(cache=True, error_model="numpy")
+
+@njit()
 def _neg_lse_rows(T, out):
     """out_i = -LSE_j(T_ij) for T (N, M), in place on out (N,); +inf where a row is all -inf. One
     vectorised exp over T."""
@@ -52,19 +54,19 @@ def _neg_lse_rows(T, out):
         out[i] = -(top[i] + math.log(s)) if s > 0 else math.inf
 
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def _log_rows(C, lb, G, F):
     """F_i = -LSE_j(lb_j + G_j - C_ij), in place on F (N,)."""
     _neg_lse_rows((lb + G).reshape(1, -1) - C, F)
 
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def _log_cols(C, la, F, G):
     """G_j = -LSE_i(la_i + F_i - C_ij), in place on G (M,)."""
     _neg_lse_rows((la + F).reshape(1, -1) - C.T, G)
 
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def _log_chunk(C, a, la, lb, F, G, k, Fn):
     """k log-domain iterations in place on (F, G); returns the row error of the plan (columns exact)."""
     for _ in range(k):
@@ -77,7 +79,7 @@ def _log_chunk(C, a, la, lb, F, G, k, Fn):
     return err
 
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def _exp_start(C, a, b, F, G, K):
     """The first iteration (the log-domain row and column updates from G = 0) with one exp pass, and the kernel
     absorbed at its potentials, in place on F (N,), G (M,) and K (N, M). With m_i = min over real columns of
@@ -124,7 +126,7 @@ def _exp_start(C, a, b, F, G, K):
     return True
 
 
-@numba.njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract", "nsz"})
+@njit(fastmath={"reassoc", "contract", "nsz"})
 def _exp_chunk(C, a, b, F, G, k, stop_tol, log_limit, K, u, v, Kv, dF, dG, build):
     """Up to k exp-domain iterations on the kernel absorbed at (F, G), stopping after the first whose row
     error is <= stop_tol (the error comes free: the next row update's K v gives it) or whose scalings have
@@ -186,7 +188,7 @@ def _exp_chunk(C, a, b, F, G, k, stop_tol, log_limit, K, u, v, Kv, dF, dG, build
     return err, done, safe
 
 
-@numba.njit(cache=True, error_model="numpy", parallel=True)
+@njit(parallel=True)
 def sinkhorn_iterations(cost, eps, a, b, F, G, n_iter, log_mode, until, start, check_every, stop_tol, log_limit,
                         plan, value, plan_err, planned):
     """Sinkhorn chunks for each problem until its error is <= stop_tol or its n_iter reaches until (L,).
@@ -221,7 +223,7 @@ def sinkhorn_iterations(cost, eps, a, b, F, G, n_iter, log_mode, until, start, c
     return err_out
 
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def _scaled(cost, eps, out):
     """out = cost / eps in float64, (N, M) in place."""
     for i in range(cost.shape[0]):
@@ -229,7 +231,7 @@ def _scaled(cost, eps, out):
             out[i, j] = cost[i, j] / eps
 
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def _write_plan(K, u, v, cost, a, b, plan, cols):
     """plan = diag(u) K diag(v) (N, M) in plan's dtype (0 on padding, where u or v is 0); returns (<cost, plan>,
     |plan 1 - a|_1 + |plan^T 1 - b|_1) of the plan as written (its entries rounded to the output dtype), summed in
@@ -252,14 +254,14 @@ def _write_plan(K, u, v, cost, a, b, plan, cols):
     return total, err
 
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def _logs(w, out):
     """out = log(w), -inf where w = 0 (padding)."""
     for i in range(w.shape[0]):
         out[i] = math.log(w[i]) if w[i] > 0 else -math.inf
 
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def _iterate(C, ap, bp, Fp, Gp, n_iter, log_mode, until, p, start, check_every, stop_tol, log_limit,
              la, lb, K, u, v, Kv, dF, dG, Fn):
     """`sinkhorn_iterations` for problem p (C, ap, bp, Fp, Gp its rows), on the block's scratch arrays; returns
@@ -299,7 +301,7 @@ def _iterate(C, ap, bp, Fp, Gp, n_iter, log_mode, until, p, start, check_every, 
             break
     return err, in_exp
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def centred_potentials(F, G, a, b, eps, f, g):
     """`sinkhorn._centre` in place on the scaled potentials F (L, N), G (L, M): (F - s, G + s) with s balancing the
     real rows' and columns' mean potentials, 0 on padding; and those times eps into f, g (the input's dtype). One
@@ -325,7 +327,7 @@ def centred_potentials(F, G, a, b, eps, f, g):
             g[p, j] = G[p, j] * eps
 
 
-@numba.njit(cache=True, error_model="numpy")
+@njit()
 def prepare_weights(a, b, tiny, rtol, a64, b64):
     """`sinkhorn`'s weights for the compiled path, one pass: a64 (L, N), b64 (L, M) in float64, those below `tiny`
     (denormals: no mass float arithmetic sees) made padding (0), in place. Returns bad (L,) bool: the problems whose
@@ -351,7 +353,7 @@ def prepare_weights(a, b, tiny, rtol, a64, b64):
     return bad
 
 
-@numba.njit(cache=True, error_model="numpy", parallel=True)
+@njit(parallel=True)
 def finish_problems(cost, eps, a, b, F, G, plan, value, err, planned):
     """The plan of each problem not `planned` (by `sinkhorn_iterations`) rebuilt from the centred scaled potentials
     (`centred_potentials`), in float64 and in the log domain, P_ij = exp(log a_i + F_i + log b_j + G_j - cost_ij / eps) (0
