@@ -25,7 +25,7 @@ from aspire.scoring import (
     pairwise_ot_match,
     sinkhorn,
 )
-from aspire.scoring.distance import gathered_l2_minima
+from aspire.scoring.distance import gathered_l2_minima, gathered_l2_weights
 from aspire.scoring.scorers import valid_minima
 
 F64 = torch.float64
@@ -262,6 +262,29 @@ def test_gathered_l2_cost_equals_l2_cost_of_the_gathered_rows(dtype, pairs, two_
     torch.testing.assert_close(taped.detach().double()[valid] ** 2, exact[valid] ** 2, atol=tol, rtol=0)
     with pytest.raises(ValueError, match="c_rows must lie in"):
         gathered_l2_cost(store, q_rows, store, c_rows + 100)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+@pytest.mark.parametrize("tau", [0.02, 1.0, math.inf])
+def test_gathered_l2_weights_compiled_equal_ot_weights_of_the_cost(dtype, tau):
+    # the compiled pass leaves logits that numpy's exp and a normalisation finish; ot_weights is the reference.
+    # tau 0.02 spreads the logits over ~100 (weights down to exp(-100): underflow in float32, not NaN);
+    # tau inf: uniform over real sentences
+    store, q_rows, c_rows = stored_pairs(50, 6, 7, seed=34, dtype=dtype)
+    cost, x, y = gathered_l2_weights(store, q_rows, store, c_rows, tau)
+    assert not x.requires_grad and torch.equal(cost, gathered_l2_minima(store, q_rows, store, c_rows)[0])
+    q_mask, c_mask = q_rows >= 0, c_rows >= 0
+    ref_x, ref_y = ot_weights(cost.double(), q_mask, c_mask, tau)
+    atol = 1e-6 if dtype == torch.float32 else 1e-13
+    torch.testing.assert_close(x.double(), ref_x, atol=atol, rtol=0)
+    torch.testing.assert_close(y.double(), ref_y, atol=atol, rtol=0)
+    assert (x[~q_mask] == 0).all() and (y[~c_mask] == 0).all()
+    torch.testing.assert_close(x.sum(1).double(), torch.ones(50, dtype=F64), atol=atol * 10, rtol=0)
+    # the torch path (a tape on the vectors) gives ot_weights of its own cost (a sentence against itself:
+    # sqrt(rounding) there, not 0, which tau 0.02 turns into different weights in float32)
+    taped, tx, ty = (t.detach() for t in gathered_l2_weights(store.clone().requires_grad_(), q_rows, store, c_rows, tau))
+    for got, want in zip((tx, ty), ot_weights(taped.double(), q_mask, c_mask, tau)):
+        torch.testing.assert_close(got.double(), want, atol=atol, rtol=0)
 
 
 def test_gathered_ot_match_equals_pairwise_ot_match_of_the_copies():

@@ -5,7 +5,8 @@ Each (query, candidate) pair reads its sentence vectors where they are stored, b
 squared norms, no batched product over tiny matrices. The dot products run two query rows by four candidate
 (then two) rows at a time (each vector element loaded once for several products). The same pass keeps each sentence's
 distance to the nearest real sentence of the other side (the OT scorer's weights need them;
-`scorers.valid_minima`). Each stored row's squared norm is summed once, by the first pair that reads it, where
+`scorers.valid_minima`), or turns them into the weights' logits there, so that one vectorised exp (numpy's) and
+`normalize_rows` finish the weights (a compiled scalar exp a sentence cost ~6x more). Each stored row's squared norm is summed once, by the first pair that reads it, where
 the store holds no more rows than the pairs read; else each pair sums its own rows' (a large store read by a
 few pairs: no store-sized array).
 Problems run in parallel over numba's threads (the caller sets their count: `_newton.torch_thread_count`).
@@ -130,8 +131,23 @@ def _finish_pair(qr, cr, q_sq, c_sq, dots, same, out, row_min, col_min):
         row_min[i] = least
 
 
+@njit(fastmath=_FAST)
+def _logits(minima, s):
+    """One side's minima (N,) -> the OT weights' logits in place: s * minima shifted so the largest is 0 (s = -1 /
+    tau, in the minima's dtype), -inf where the minimum is +inf (padding, or no real sentence opposite: weight 0)."""
+    low = minima.dtype.type(-math.inf)
+    top = low
+    for i in range(minima.shape[0]):
+        x = minima[i] * s if minima[i] < math.inf else low
+        minima[i] = x
+        top = max(top, x)
+    for i in range(minima.shape[0]):
+        minima[i] -= top  # all -inf (no real sentence): NaN, as torch's softmax gives
+
+
 @njit(parallel=True, fastmath=_FAST)
-def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, same, out, row_min, col_min, threads):
+def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, same, out, row_min, col_min, tau,
+                threads):
     """out[p, i, j] = |q_vectors[q_rows[p, i]] - c_vectors[c_rows[p, j]]|, in place.
 
     q_vectors (Pq, D), c_vectors (Pc, D) one float dtype; q_rows (B, N), c_rows (B, M) int64, -1 = padding
@@ -140,11 +156,13 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, sa
     store (a row is exactly 0 from itself, where the expansion leaves sqrt(rounding), ~1e-3 in float32); out
     (B, N, M), row_min (B, N), col_min (B, M) in the vectors' dtype. row_min / col_min: each sentence's least
     distance to a real sentence of the other side (+inf on padding and where the other side has none), as
-    `valid_minima` gives them. The pairs are split into `threads` blocks (numba's thread count: one block a
+    `valid_minima` gives them; with tau > 0, the OT weights' logits instead (`_logits`: exp, then `normalize_rows`,
+    gives `scorers.ot_weights`). The pairs are split into `threads` blocks (numba's thread count: one block a
     thread), each with its scratch arrays.
     """
     B, N = q_rows.shape
     M = c_rows.shape[1]
+    s = out.dtype.type(-1.0 / tau) if tau > 0 else out.dtype.type(0)
     blocks = max(min(threads, B), 1)
     step = (B + blocks - 1) // blocks
     for block in numba.prange(blocks):
@@ -155,23 +173,18 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, sa
             _pair_norms(c_vectors, cr, c_store_sq, c_sq)
             _pair_dots(q_vectors, qr, c_vectors, cr, dots)
             _finish_pair(qr, cr, q_sq, c_sq, dots, same, out[p], row_min[p], col_min[p])
+            if tau > 0:
+                _logits(row_min[p], s)
+                _logits(col_min[p], s)
 
 
-@njit()
-def minima_softmax(minima, tau, out):
-    """The OT scorer's sentence weights from the minima `gathered_l2` keeps: out[p] = softmax(-minima[p] / tau)
-    over the finite entries (+inf, padding or no real sentence opposite: weight 0), (B, N) in place; the
-    softmax of `scorers.ot_weights`."""
-    B, N = minima.shape
-    for p in range(B):  # a few operations a problem: one thread
-        top = -math.inf
-        for i in range(N):
-            if minima[p, i] < math.inf:
-                top = max(top, -minima[p, i] / tau)
-        total = 0.0
-        for i in range(N):
-            e = math.exp(-minima[p, i] / tau - top) if minima[p, i] < math.inf else 0.0
-            out[p, i] = e
-            total += e
-        for i in range(N):
-            out[p, i] /= total
+@njit(fastmath=_FAST)
+def normalize_rows(w):
+    """w (B, N) -> each row divided by its sum, in place (the softmax's last step, after exp of `_logits`)."""
+    for p in range(w.shape[0]):
+        total = w.dtype.type(0)
+        for i in range(w.shape[1]):
+            total += w[p, i]
+        inv = w.dtype.type(1) / total
+        for i in range(w.shape[1]):
+            w[p, i] *= inv

@@ -92,9 +92,9 @@ def gathered_l2_minima(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor,
     if q_rows.dim() != 2 or c_rows.dim() != 2 or q_rows.shape[0] != c_rows.shape[0]:
         raise ValueError(f"expected rows (B, N), (B, M); got {tuple(q_rows.shape)}, {tuple(c_rows.shape)}")
     for name, rows, store in (("q_rows", q_rows, q_vectors), ("c_rows", c_rows, c_vectors)):
-        if rows.numel() and (int(rows.min()) < -1 or int(rows.max()) >= store.shape[0]):
-            raise ValueError(f"{name} must lie in [-1, {store.shape[0]}) (-1: padding); got "
-                             f"[{int(rows.min())}, {int(rows.max())}]")
+        low, high = (int(v) for v in torch.aminmax(rows)) if rows.numel() else (0, -1)
+        if low < -1 or high >= store.shape[0]:
+            raise ValueError(f"{name} must lie in [-1, {store.shape[0]}) (-1: padding); got [{low}, {high}]")
     if compiled_cost(q_vectors, c_vectors):
         return _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows)
     pad = (q_rows < 0)[:, :, None] | (c_rows < 0)[:, None, :]  # (B, N, M)
@@ -104,10 +104,26 @@ def gathered_l2_minima(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor,
     return cost, far.amin(-1), far.amin(-2)
 
 
-def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows):
+def gathered_l2_weights(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Tensor,
+                        tau: float) -> tuple[Tensor, Tensor, Tensor]:
+    """`gathered_l2_cost` (B, N, M) with the OT scorer's sentence weights (B, N), (B, M) from the same pass:
+    softmax(-minima / tau) over each side's real sentences (`scorers.ot_weights`; 0 on padding). On the compiled
+    path the pass writes the softmax's logits and one vectorised exp finishes them; elsewhere torch's softmax of
+    `gathered_l2_minima`'s minima, in float32 for half-precision vectors (whose softmax does not sum to 1)."""
+    if compiled_cost(q_vectors, c_vectors) and tau > 0:
+        return _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows, tau)
+    cost, row_min, col_min = gathered_l2_minima(q_vectors, q_rows, c_vectors, c_rows)
+    work = torch.float32 if cost.dtype in _HALF else cost.dtype
+    weights = (torch.softmax((-m.to(work) / tau).masked_fill(torch.isinf(m), -torch.inf), dim=-1)
+               for m in (row_min, col_min))
+    return cost, *weights
+
+
+def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows, tau: float = 0.0):
+    """The compiled pass: cost and minima, or with tau > 0 cost and weights (`gathered_l2_weights`)."""
     import numba
 
-    from aspire.scoring._distance_cpu import gathered_l2
+    from aspire.scoring._distance_cpu import gathered_l2, normalize_rows
     from aspire.scoring._newton import torch_thread_count
 
     (B, N), M, dtype = q_rows.shape, c_rows.shape[1], q_vectors.dtype
@@ -117,8 +133,12 @@ def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows):
     with torch_thread_count():
         q_sq = _store_norms(qv, q_rows.numel() + (c_rows.numel() if shared else 0))
         c_sq = q_sq if shared else _store_norms(cv, c_rows.numel())
-        gathered_l2(qv, qr, cv, cr, q_sq, c_sq, shared, cost.numpy(), row_min.numpy(), col_min.numpy(),
+        gathered_l2(qv, qr, cv, cr, q_sq, c_sq, shared, cost.numpy(), row_min.numpy(), col_min.numpy(), float(tau),
                     numba.get_num_threads())
+        if tau > 0:  # the pass left the logits: exp (numpy's, vectorised), then each row over its sum
+            for logits in (row_min.numpy(), col_min.numpy()):
+                np.exp(logits, out=logits)
+                normalize_rows(logits)
     return cost, row_min, col_min
 
 

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from aspire.batch import DocBatch
 from aspire.scoring.base import _check_masks, _Scorer
-from aspire.scoring.distance import _HALF, as_store, compiled_cost, cross_l2_cost, gathered_l2_minima, l2_cost
+from aspire.scoring.distance import _HALF, as_store, compiled_cost, cross_l2_cost, gathered_l2_weights, l2_cost
 from aspire.scoring.passage import MaxPassageScorer
 from aspire.scoring.sinkhorn import sinkhorn
 
@@ -115,7 +115,7 @@ def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps:
 
     float16 / bfloat16 costs get their weights and plan in float32 (a half-precision softmax does
     not even sum to 1 within the solver's mass check); the outputs come back in the input dtype. `weights`:
-    `ot_weights(cost, q_mask, c_mask, tau)` when the caller has them already (not for half precision).
+    `ot_weights(cost, q_mask, c_mask, tau)` when the caller has them already (in float32 for a half-precision cost).
     """
     lead, (S, T) = cost.shape[:-2], cost.shape[-2:]
     half = cost.dtype if cost.dtype in _HALF else None
@@ -163,23 +163,14 @@ def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_ro
     without gathering them. q_vectors (Pq, D), c_vectors (Pc, D); q_rows (B, S), c_rows (B, T) long row numbers,
     -1 marking padding (the masks are rows >= 0).
 
-    The cost and the weights' nearest-sentence distances come from one pass over the stored rows
-    (`aspire.scoring.distance.gathered_l2_minima`), and on a CPU without a tape the weights' softmax is compiled
-    too; the result equals `pairwise_ot_match`'s to float rounding, except `cost`, which is 0 on padding here.
+    The cost and the weights come from one pass over the stored rows (`aspire.scoring.distance.gathered_l2_weights`,
+    compiled on a CPU without a tape); the result equals `pairwise_ot_match`'s to float rounding, except `cost`,
+    which is 0 on padding here.
     """
     q_mask, c_mask = q_rows >= 0, c_rows >= 0
     _check_masks(q_mask, c_mask)
-    cost, row_min, col_min = gathered_l2_minima(q_vectors, q_rows, c_vectors, c_rows)
-    if cost.device.type == "cpu" and not cost.requires_grad and cost.dtype not in _HALF:
-        from aspire.scoring._distance_cpu import minima_softmax
-
-        weights = torch.empty_like(row_min), torch.empty_like(col_min)
-        for minima, out in zip((row_min, col_min), weights):
-            minima_softmax(minima.numpy(), float(tau), out.numpy())
-    else:  # half precision weighs in float32, as `_ot_from_cost` does
-        work = torch.float32 if cost.dtype in _HALF else cost.dtype
-        weights = ot_weights(cost.to(work), q_mask, c_mask, tau, (row_min.to(work), col_min.to(work)))
-    return _ot_from_cost(cost, q_mask, c_mask, tau, eps, weights=weights, **sinkhorn_kw)
+    cost, x, y = gathered_l2_weights(q_vectors, q_rows, c_vectors, c_rows, tau)
+    return _ot_from_cost(cost, q_mask, c_mask, tau, eps, weights=(x, y), **sinkhorn_kw)
 
 
 def ot_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, **kw) -> Tensor:
