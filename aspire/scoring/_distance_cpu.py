@@ -6,9 +6,9 @@ squared norms, no batched product over tiny matrices. The dot products run two q
 (then two) rows at a time (each vector element loaded once for several products). The same pass keeps each sentence's
 distance to the nearest real sentence of the other side (the OT scorer's weights need them;
 `scorers.valid_minima`), or turns them into the weights' logits there, so that one vectorised exp (numpy's) and
-`normalize_rows` finish the weights (a compiled scalar exp a sentence cost ~6x more). Each stored row's squared norm is summed once, by the first pair that reads it, where
-the store holds no more rows than the pairs read; else each pair sums its own rows' (a large store read by a
-few pairs: no store-sized array).
+`normalize_rows` finish the weights (~4x faster than a compiled scalar exp a sentence). Each stored row's squared
+norm is summed once, by the first pair that reads it, where the store holds no more rows than the pairs read; else
+each pair sums its own rows' (a large store read by a few pairs: no store-sized array).
 Problems run in parallel over numba's threads (the caller sets their count: `_newton.torch_thread_count`).
 Compiled with `aspire.scoring._jit.njit` (IEEE division: inf / NaN, never a ZeroDivisionError).
 """
