@@ -280,11 +280,9 @@ def test_gathered_l2_weights_compiled_equal_ot_weights_of_the_cost(dtype, tau):
     torch.testing.assert_close(y.double(), ref_y, atol=atol, rtol=0)
     assert (x[~q_mask] == 0).all() and (y[~c_mask] == 0).all()
     torch.testing.assert_close(x.sum(1).double(), torch.ones(50, dtype=F64), atol=atol * 10, rtol=0)
-    # the torch path (a tape on the vectors) gives ot_weights of its own cost (a sentence against itself:
-    # sqrt(rounding) there, not 0, which tau 0.02 turns into different weights in float32)
-    taped, tx, ty = (t.detach() for t in gathered_l2_weights(store.clone().requires_grad_(), q_rows, store, c_rows, tau))
-    for got, want in zip((tx, ty), ot_weights(taped.double(), q_mask, c_mask, tau)):
-        torch.testing.assert_close(got.double(), want, atol=atol, rtol=0)
+    # only where the compiled pass runs: elsewhere gathered_ot_match takes gathered_l2_minima and ot_weights
+    with pytest.raises(ValueError, match="without a gradient"):
+        gathered_l2_weights(store.clone().requires_grad_(), q_rows, store, c_rows, tau)
 
 
 def test_gathered_ot_match_equals_pairwise_ot_match_of_the_copies():

@@ -87,14 +87,7 @@ def gathered_l2_minima(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor,
                        c_rows: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """`gathered_l2_cost` (B, N, M) with, from the same pass, each sentence's distance to the nearest real
     sentence of the other side, (B, N) and (B, M), +inf on padding (`scorers.valid_minima`'s)."""
-    if q_vectors.dim() != 2 or c_vectors.dim() != 2 or q_vectors.shape[1] != c_vectors.shape[1]:
-        raise ValueError(f"expected vectors (Pq, D), (Pc, D); got {tuple(q_vectors.shape)}, {tuple(c_vectors.shape)}")
-    if q_rows.dim() != 2 or c_rows.dim() != 2 or q_rows.shape[0] != c_rows.shape[0]:
-        raise ValueError(f"expected rows (B, N), (B, M); got {tuple(q_rows.shape)}, {tuple(c_rows.shape)}")
-    for name, rows, store in (("q_rows", q_rows, q_vectors), ("c_rows", c_rows, c_vectors)):
-        low, high = (int(v) for v in torch.aminmax(rows)) if rows.numel() else (0, -1)
-        if low < -1 or high >= store.shape[0]:
-            raise ValueError(f"{name} must lie in [-1, {store.shape[0]}) (-1: padding); got [{low}, {high}]")
+    _check_rows(q_vectors, q_rows, c_vectors, c_rows)
     if compiled_cost(q_vectors, c_vectors):
         return _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows)
     pad = (q_rows < 0)[:, :, None] | (c_rows < 0)[:, None, :]  # (B, N, M)
@@ -104,19 +97,29 @@ def gathered_l2_minima(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor,
     return cost, far.amin(-1), far.amin(-2)
 
 
+def _check_rows(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Tensor) -> None:
+    """Raise unless the vectors are stores (Pq, D), (Pc, D) and the rows (B, N), (B, M) numbers in them or -1."""
+    if q_vectors.dim() != 2 or c_vectors.dim() != 2 or q_vectors.shape[1] != c_vectors.shape[1]:
+        raise ValueError(f"expected vectors (Pq, D), (Pc, D); got {tuple(q_vectors.shape)}, {tuple(c_vectors.shape)}")
+    if q_rows.dim() != 2 or c_rows.dim() != 2 or q_rows.shape[0] != c_rows.shape[0]:
+        raise ValueError(f"expected rows (B, N), (B, M); got {tuple(q_rows.shape)}, {tuple(c_rows.shape)}")
+    for name, rows, store in (("q_rows", q_rows, q_vectors), ("c_rows", c_rows, c_vectors)):
+        low, high = (int(v) for v in torch.aminmax(rows)) if rows.numel() else (0, -1)
+        if low < -1 or high >= store.shape[0]:
+            raise ValueError(f"{name} must lie in [-1, {store.shape[0]}) (-1: padding); got [{low}, {high}]")
+
+
 def gathered_l2_weights(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Tensor,
                         tau: float) -> tuple[Tensor, Tensor, Tensor]:
-    """`gathered_l2_cost` (B, N, M) with the OT scorer's sentence weights (B, N), (B, M) from the same pass:
-    softmax(-minima / tau) over each side's real sentences (`scorers.ot_weights`; 0 on padding). On the compiled
-    path the pass writes the softmax's logits and one vectorised exp finishes them; elsewhere torch's softmax of
-    `gathered_l2_minima`'s minima, in float32 for half-precision vectors (whose softmax does not sum to 1)."""
-    if compiled_cost(q_vectors, c_vectors) and tau > 0:
-        return _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows, tau)
-    cost, row_min, col_min = gathered_l2_minima(q_vectors, q_rows, c_vectors, c_rows)
-    work = torch.float32 if cost.dtype in _HALF else cost.dtype
-    weights = (torch.softmax((-m.to(work) / tau).masked_fill(torch.isinf(m), -torch.inf), dim=-1)
-               for m in (row_min, col_min))
-    return cost, *weights
+    """`gathered_l2_cost` (B, N, M) with the OT scorer's sentence weights (B, N), (B, M) from the same compiled pass:
+    softmax(-minima / tau) over each side's real sentences (`scorers.ot_weights`; 0 on padding). The pass writes
+    the softmax's logits and one vectorised exp finishes them. Only where that pass runs (`compiled_cost`, and
+    tau > 0); elsewhere `scorers.gathered_ot_match` takes `gathered_l2_minima` and `ot_weights`."""
+    if not (compiled_cost(q_vectors, c_vectors) and tau > 0):
+        raise ValueError("gathered_l2_weights needs CPU float32 / float64 vectors without a gradient, and tau > 0; "
+                         f"got {q_vectors.device} {q_vectors.dtype}, tau {tau}")
+    _check_rows(q_vectors, q_rows, c_vectors, c_rows)
+    return _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows, tau)
 
 
 def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows, tau: float = 0.0):

@@ -18,7 +18,15 @@ from torch import Tensor
 
 from aspire.batch import DocBatch
 from aspire.scoring.base import _check_masks, _Scorer
-from aspire.scoring.distance import _HALF, as_store, compiled_cost, cross_l2_cost, gathered_l2_weights, l2_cost
+from aspire.scoring.distance import (
+    _HALF,
+    as_store,
+    compiled_cost,
+    cross_l2_cost,
+    gathered_l2_minima,
+    gathered_l2_weights,
+    l2_cost,
+)
 from aspire.scoring.passage import MaxPassageScorer
 from aspire.scoring.sinkhorn import sinkhorn
 
@@ -163,13 +171,18 @@ def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_ro
     without gathering them. q_vectors (Pq, D), c_vectors (Pc, D); q_rows (B, S), c_rows (B, T) long row numbers,
     -1 marking padding (the masks are rows >= 0).
 
-    The cost and the weights come from one pass over the stored rows (`aspire.scoring.distance.gathered_l2_weights`,
-    compiled on a CPU without a tape); the result equals `pairwise_ot_match`'s to float rounding, except `cost`,
-    which is 0 on padding here.
+    The cost and the weights' minima come from one pass over the stored rows (`aspire.scoring.distance`; on a CPU
+    without a tape the compiled pass also makes them the weights, `gathered_l2_weights`); the result equals
+    `pairwise_ot_match`'s to float rounding, except `cost`, which is 0 on padding here.
     """
     q_mask, c_mask = q_rows >= 0, c_rows >= 0
     _check_masks(q_mask, c_mask)
-    cost, x, y = gathered_l2_weights(q_vectors, q_rows, c_vectors, c_rows, tau)
+    if compiled_cost(q_vectors, c_vectors) and tau > 0:
+        cost, x, y = gathered_l2_weights(q_vectors, q_rows, c_vectors, c_rows, tau)
+    else:
+        cost, row_min, col_min = gathered_l2_minima(q_vectors, q_rows, c_vectors, c_rows)
+        work = torch.float32 if cost.dtype in _HALF else cost.dtype  # half-precision weights in float32, as below
+        x, y = ot_weights(cost, q_mask, c_mask, tau, minima=(row_min.to(work), col_min.to(work)))
     return _ot_from_cost(cost, q_mask, c_mask, tau, eps, weights=(x, y), **sinkhorn_kw)
 
 
