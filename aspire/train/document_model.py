@@ -114,6 +114,13 @@ class TripletBatch:
                             move(self.task_ids), move(self.weights), move(self.teacher), move(self.facet_teacher))
 
 
+def _align_lookup(encoder, batch: TripletBatch, anchors: DocBatch, positives: DocBatch):
+    """`batch.align`'s two sentences found among the encoded ones (`_sentence_at`; the title is sentence 0 where
+    the encoder includes it): (anchor position, encoded, positive position, encoded), each (B,)."""
+    shift = 1 if getattr(encoder, "include_title", False) else 0
+    return (*_sentence_at(batch.align[:, 0], anchors, shift), *_sentence_at(batch.align[:, 1], positives, shift))
+
+
 def _sentence_at(column: Tensor, docs: DocBatch, shift: int) -> tuple[Tensor, Tensor]:
     """Row positions (B,) of the sentences `column` names (-1: none; `shift` past a title sentence) and (B,) bool
     whether each is an encoded sentence of its paper; 0 where not."""
@@ -281,18 +288,14 @@ class DocumentModel(nn.Module):
 
     def _aligned_positions(self, batch: TripletBatch, anchors: DocBatch, positives: DocBatch):
         """Aligned sentence positions (B,), (B,) and (B,) bool: alignment known and both sentences encoded."""
-        shift = 1 if getattr(self.encoder, "include_title", False) else 0  # the title is sentence 0
-        a_idx, a_ok = _sentence_at(batch.align[:, 0], anchors, shift)
-        p_idx, p_ok = _sentence_at(batch.align[:, 1], positives, shift)
+        a_idx, a_ok, p_idx, p_ok = _align_lookup(self.encoder, batch, anchors, positives)
         ok = a_ok & p_ok
         return a_idx.where(ok, anchors.mask.int().argmax(1)), p_idx.where(ok, positives.mask.int().argmax(1)), ok
 
     def _facet_positions(self, batch: TripletBatch, anchors: DocBatch, positives: DocBatch) -> tuple[Tensor, Tensor]:
         """The anchor's selected sentence (B,) and (B,) bool whether it counts: an aligned pair as for `aligned`,
         or an anchor sentence with no sentence named in the positive (`align` (s, -1): a sentence teacher's)."""
-        shift = 1 if getattr(self.encoder, "include_title", False) else 0
-        a_idx, a_ok = _sentence_at(batch.align[:, 0], anchors, shift)
-        _, p_ok = _sentence_at(batch.align[:, 1], positives, shift)
+        a_idx, a_ok, _, p_ok = _align_lookup(self.encoder, batch, anchors, positives)
         ok = a_ok & (p_ok | (batch.align[:, 1] < 0))
         return a_idx.where(ok, anchors.mask.int().argmax(1)), ok
 
