@@ -181,7 +181,7 @@ def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_ro
         cost, x, y = gathered_l2_weights(q_vectors, q_rows, c_vectors, c_rows, tau)
     else:
         cost, row_min, col_min = gathered_l2_minima(q_vectors, q_rows, c_vectors, c_rows)
-        work = torch.float32 if cost.dtype in _HALF else cost.dtype  # half-precision weights in float32, as below
+        work = torch.float32 if cost.dtype in _HALF else cost.dtype  # half-precision weights in float32, as `_ot_from_cost` makes them
         x, y = ot_weights(cost, q_mask, c_mask, tau, minima=(row_min.to(work), col_min.to(work)))
     return _ot_from_cost(cost, q_mask, c_mask, tau, eps, weights=(x, y), **sinkhorn_kw)
 
