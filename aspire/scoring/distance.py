@@ -75,6 +75,12 @@ def compiled_cost(x: Tensor, y: Tensor) -> bool:
             and x.dtype in (torch.float32, torch.float64))
 
 
+def compiled_weights(x: Tensor, y: Tensor, tau: float) -> bool:
+    """Whether the compiled pass also makes the OT scorer's weights (`gathered_l2_weights`): `compiled_cost` of the
+    vectors, and a temperature tau > 0."""
+    return compiled_cost(x, y) and tau > 0
+
+
 def as_store(x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """A padded batch x (B, N, D) with its mask (B, N) as a store of rows (B N, D) (a view where x is contiguous)
     and the row numbers (B, N) of `gathered_l2_minima`, -1 where the mask is off."""
@@ -113,9 +119,9 @@ def gathered_l2_weights(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_
                         tau: float) -> tuple[Tensor, Tensor, Tensor]:
     """`gathered_l2_cost` (B, N, M) with the OT scorer's sentence weights (B, N), (B, M) from the same compiled pass:
     softmax(-minima / tau) over each side's real sentences (`scorers.ot_weights`; 0 on padding). The pass writes
-    the softmax's logits and one vectorised exp finishes them. Only where that pass runs (`compiled_cost`, and
-    tau > 0); elsewhere `scorers.gathered_ot_match` takes `gathered_l2_minima` and `ot_weights`."""
-    if not (compiled_cost(q_vectors, c_vectors) and tau > 0):
+    the softmax's logits and one vectorised exp finishes them. Only where that pass runs (`compiled_weights`);
+    elsewhere `scorers.gathered_ot_match` takes `gathered_l2_minima` and `ot_weights`."""
+    if not compiled_weights(q_vectors, c_vectors, tau):
         raise ValueError("gathered_l2_weights needs CPU float32 / float64 vectors without a gradient, and tau > 0; "
                          f"got {q_vectors.device} {q_vectors.dtype}, tau {tau}")
     _check_rows(q_vectors, q_rows, c_vectors, c_rows)

@@ -22,6 +22,7 @@ from aspire.scoring.distance import (
     _HALF,
     as_store,
     compiled_cost,
+    compiled_weights,
     cross_l2_cost,
     gathered_l2_minima,
     gathered_l2_weights,
@@ -177,11 +178,12 @@ def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_ro
     """
     q_mask, c_mask = q_rows >= 0, c_rows >= 0
     _check_masks(q_mask, c_mask)
-    if compiled_cost(q_vectors, c_vectors) and tau > 0:
+    if compiled_weights(q_vectors, c_vectors, tau):
         cost, x, y = gathered_l2_weights(q_vectors, q_rows, c_vectors, c_rows, tau)
     else:
         cost, row_min, col_min = gathered_l2_minima(q_vectors, q_rows, c_vectors, c_rows)
-        work = torch.float32 if cost.dtype in _HALF else cost.dtype  # half-precision weights in float32, as `_ot_from_cost` makes them
+        # half-precision weights in float32, as `_ot_from_cost` makes them
+        work = torch.float32 if cost.dtype in _HALF else cost.dtype
         x, y = ot_weights(cost, q_mask, c_mask, tau, minima=(row_min.to(work), col_min.to(work)))
     return _ot_from_cost(cost, q_mask, c_mask, tau, eps, weights=(x, y), **sinkhorn_kw)
 
