@@ -178,6 +178,56 @@ def test_hybrid_kind_trains_both_terms_and_its_facet_term_counts_only_aligned_an
     assert enc.whole is not None and loaded.score(enc, enc).shape == (4, 4)
 
 
+def test_hybrid_ts_kind_adds_the_aligned_pair_at_its_own_scale(tiny_model_dir, tmp_path):
+    """Kind `hybrid+ts`: the hybrid's two cosine terms plus `ts`'s aligned sentence pair under `mnrl`, the latter at
+    `loss.term_scale.aligned`, so the min-L2 term of the hybrid score is trained too."""
+    from aspire.config import ConfigError
+    from aspire.losses.ranking import MultipleNegativesRankingLoss
+    from aspire.losses.triplet import aligned_sentence_dist, in_batch_negative_mask
+    from aspire.train.data import TripletCollator, load_split
+    from aspire.train.trainer import build_model
+    from tests.test_train import tiny_config, write_examples_dir
+
+    examples = write_examples_dir(tmp_path / "examples")
+    cfg = tiny_config(tiny_model_dir, examples, tmp_path, "model.kind=hybrid+ts", "loss.kind=mnrl",
+                      "loss.term_scale={aligned: 4}")
+    assert cfg.loss.term_scale == {"aligned": 4.0}
+    model = build_model(cfg)
+    data = load_split(cfg.data, "train")
+    batch = TripletCollator(model.tokenize, data.papers)([data[i] for i in range(8)])
+    out = model(batch)
+    assert set(out) >= {"loss/whole", "loss/facet", "loss/aligned"} and out["loss/aligned"] > 0
+    out["loss"].backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.encoder.parameters())
+    # the aligned term's loss is mnrl over minus the min-L2 matrix, its diagonal the aligned pair, at scale 4
+    with torch.no_grad():
+        model.eval()
+        docs = model.embed(batch.inputs)
+        anchors, positives = docs.index(torch.arange(8)), docs.index(torch.arange(8, 16))
+        a_idx, p_idx, ok = model._aligned_positions(batch, anchors, positives)
+        sim = -minl2_dist(anchors.emb, anchors.mask, positives.emb, positives.mask)
+        sim = torch.where(torch.eye(8, dtype=torch.bool), aligned_sentence_dist(anchors, positives, a_idx, p_idx).neg()[:, None], sim)
+        mask = in_batch_negative_mask(batch.group_ids, batch.pos_ids) & ok[:, None]
+        expected, valid = MultipleNegativesRankingLoss(scale=4.0)(sim, mask)
+        per_anchor, counted = model._term_loss("aligned", batch, docs, anchors, positives,
+                                               in_batch_negative_mask(batch.group_ids, batch.pos_ids))
+    assert bool(counted.any())
+    torch.testing.assert_close(per_anchor[counted], expected[valid & ok], atol=1e-4, rtol=1e-4)
+    sharper, _ = MultipleNegativesRankingLoss(scale=20.0)(sim, mask)
+    assert not torch.allclose(sharper[valid & ok], expected[valid & ok])  # the scale took effect
+    model.save_pretrained(tmp_path / "saved")
+    assert type(model).from_pretrained(tmp_path / "saved").inference_name == "hybrid"
+    with pytest.raises(ValueError, match=r"names \['ot'\], not terms of kind 'hybrid\+ts'"):
+        build_model(tiny_config(tiny_model_dir, examples, tmp_path, "model.kind=hybrid+ts", "loss.kind=mnrl",
+                                "loss.term_scale={ot: 4}"))
+    with pytest.raises(ConfigError, match="does not read term_scale"):
+        tiny_config(tiny_model_dir, examples, tmp_path, "model.kind=hybrid+ts", "loss.term_scale={aligned: 4}")
+    with pytest.raises(ConfigError, match="term_scale: each scale must be > 0"):
+        tiny_config(tiny_model_dir, examples, tmp_path, "loss.kind=mnrl", "loss.term_scale={aligned: 0}")
+    with pytest.raises(ConfigError, match="loss.term_scale: expected a mapping"):
+        tiny_config(tiny_model_dir, examples, tmp_path, "loss.kind=mnrl", "loss.term_scale=4")
+
+
 # ---- shipping a model as its adapters over a named base ---------------------------------------------------
 def trained_adapter(tiny_model_dir, trained: Path) -> ContextualSentenceEncoder:
     """The tiny model with a LoRA adapter that looks trained (non-zero B matrices), saved at `trained`."""

@@ -19,7 +19,7 @@ from aspire.lazy import lazy_exports
 # here, so the training config (and `aspire train --help`) loads no torch.
 LOSS_KEYS: dict[str, tuple[str, ...]] = {
     "triplet": ("margin", "negatives"),
-    "mnrl": ("scale", "symmetric", "teacher_scale"),
+    "mnrl": ("scale", "symmetric", "teacher_scale", "term_scale"),
     "multi_similarity": ("ms_alpha", "ms_beta", "ms_base"),
     "bce": ("scale", "bce_threshold"),
 }

@@ -36,7 +36,9 @@ class MultipleNegativesRankingLoss(nn.Module):
     `loss_b = logsumexp_k(scale * sim[b, k]) - scale * sim[b, b]` over k in {b} ∪ negatives(b).
     `symmetric` adds the other direction (each positive against the anchors, first B columns only)
     and averages the two log-partitions, as `MultipleNegativesSymmetricRankingLoss` does.
-    `scale` is 1 / temperature (20 for cosine similarities, as in sentence-transformers).
+    `scale` is 1 / temperature (20 for cosine similarities, as in sentence-transformers); `term_scale`
+    {term: scale} overrides it for the document model's term `term` (a distance such as min-L2 spreads wider
+    than a cosine, so the same temperature would make its softmax sharper).
 
     With `teacher` (B, K) similarities (NaN where the teacher has no vector of the anchor or the
     candidate), a row whose positive the teacher scored is `KL(softmax(teacher_scale * teacher) ||
@@ -44,16 +46,20 @@ class MultipleNegativesRankingLoss(nn.Module):
     rows keep the ranking loss. `symmetric` does not combine with a teacher.
     """
 
-    SETTINGS = {"scale": "scale", "symmetric": "symmetric", "teacher_scale": "teacher_scale"}  # arg -> loss.* key
+    SETTINGS = {"scale": "scale", "symmetric": "symmetric", "teacher_scale": "teacher_scale",
+                "term_scale": "term_scale"}  # constructor argument -> loss.* key
 
-    def __init__(self, scale: float = 20.0, symmetric: bool = False, teacher_scale: float = 20.0) -> None:
+    def __init__(self, scale: float = 20.0, symmetric: bool = False, teacher_scale: float = 20.0,
+                 term_scale: dict[str, float] | None = None) -> None:
         super().__init__()
         self.scale, self.symmetric, self.teacher_scale = scale, symmetric, teacher_scale
+        self.term_scale = dict(term_scale or {})
 
-    def forward(self, sim: Tensor, neg_mask: Tensor, teacher: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, sim: Tensor, neg_mask: Tensor, teacher: Tensor | None = None,
+                term: str | None = None) -> tuple[Tensor, Tensor]:
         positive, negatives = check_matrix(sim, neg_mask)
         B = sim.shape[0]
-        logits = sim * self.scale  # (B, K)
+        logits = sim * self.term_scale.get(term, self.scale)  # (B, K)
         pos = logits.diagonal()  # (B,)
         log_z = logits.masked_fill(~(positive | negatives), float("-inf")).logsumexp(dim=1)  # (B,)
         if self.symmetric:  # positive b against every anchor that may treat it as a negative

@@ -26,6 +26,7 @@ KINDS: dict[str, tuple[tuple[str, ...], str]] = {
     "cocite_vector": (("vector",), "vector"),
     "abstract": (("cosine",), "abstract"),
     "hybrid": (("whole", "facet"), "hybrid"),  # one pass: whole-abstract and aligned-facet terms
+    "hybrid+ts": (("whole", "facet", "aligned"), "hybrid"),  # and the aligned sentence pair, as `ts` trains it
 }
 ModelKind = Literal[tuple(KINDS)]
 
@@ -112,7 +113,9 @@ class LossConfig:
     InfoNCE, logits `scale` * similarity, `symmetric` adds the positive-to-anchors direction),
     `multi_similarity` (`ms_alpha`, `ms_beta`, `ms_base`), `bce` (pairs labelled 1 / 0, logits
     `scale` * (similarity - `bce_threshold`)). A `distill` task's rows under `mnrl` take the teacher's
-    in-batch similarities times `teacher_scale` as soft targets (`aspire.losses.ranking`).
+    in-batch similarities times `teacher_scale` as soft targets (`aspire.losses.ranking`). `term_scale`
+    {term: scale} (`mnrl` only) gives one of the model kind's terms its own scale, e.g. `aligned` (a min-L2
+    distance, which spreads wider than the cosines) beside `whole` and `facet` in kind `hybrid+ts`.
 
     Each kind reads only its own keys (`aspire.losses.LOSS_KEYS`): another kind's key set to anything but its
     default is a `ConfigError` naming it.
@@ -128,11 +131,15 @@ class LossConfig:
     ms_base: float = ranged(0.5)
     bce_threshold: float = ranged(0.5)
     teacher_scale: float = ranged(20.0, gt=0)
+    term_scale: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         own = LOSS_KEYS.get(self.kind)  # an unknown kind is reported where the loss is built
         if own is not None:
             _refuse_stray(self, ("kind",) + own, f"loss: kind {self.kind}", f"reads {', '.join(own)}")
+        bad = {t: s for t, s in self.term_scale.items() if not s > 0}
+        if bad:
+            raise ConfigError(f"loss.term_scale: each scale must be > 0, got {bad}")
 
 
 @dataclass

@@ -14,6 +14,7 @@ co-cited positives, optional hard negatives) into a triplet margin loss over a *
 | `cocite_vector` | L2 of mean-pooled paper vectors          | same                | `vector` (L2)    |
 | `abstract`      | 1 - cosine of whole-abstract vectors     | same                | `abstract`       |
 | `hybrid`        | two terms from one pass: 1 - cosine of the whole vectors, and 1 - cosine of the anchor's aligned sentence (its facet) and the other's whole vector | same | `hybrid` |
+| `hybrid+ts`     | `hybrid`'s two terms and `ts`'s aligned sentence pair (so the hybrid score's `minl2` term is trained too) | same | `hybrid` |
 
 Distances are the `pairwise_dist` / `dist` of the `aspire.scoring` scorers (whose similarity
 `score` is minus them), so training and inference share the same maths. Kind `abstract` encodes
@@ -21,7 +22,8 @@ each paper as one text (`aspire.train.terms.AbstractText`, the `abstract` scorer
 `loss.kind` other than `triplet` turns the B x B in-batch similarity matrix (plus every hard negative
 of the batch) into a ranking loss (`aspire.losses.MATRIX_LOSSES`); for OT that is a batch of B x B
 transport problems through the batched Sinkhorn kernel. A batch may mix tasks: each task's loss is
-the mean over its own anchors, and `loss` is their sum weighted by `TripletBatch.weights`. With a query adapter
+the mean over its own anchors, and `loss` is their sum weighted by `TripletBatch.weights` (`loss.term_scale` gives a
+term its own `mnrl` scale). With a query adapter
 (`model.adapter.scope: query`) the anchors are encoded with it on and the papers with it off. `encode` runs the
 very forward pass used in training (no grad, eval mode; mean-pooled to one vector for `cocite_vector`) and `score` applies
 the kind's inference scorer.
@@ -162,6 +164,9 @@ class DocumentModel(nn.Module):
         for name in sorted(needed):
             self._scorers[name] = make_scorer(name, model_cfg)
         self.matrix_loss = matrix_loss(loss_cfg)
+        stray = sorted(set(loss_cfg.term_scale) - set(terms))
+        if stray:
+            raise ValueError(f"loss.term_scale names {stray}, not terms of kind {model_cfg.kind!r} {list(terms)}")
 
     # ---- the distances ----------------------------------------------------------------------------
     def _dist(self, term: str):
@@ -269,6 +274,8 @@ class DocumentModel(nn.Module):
                 mask = torch.cat([mask, in_batch_negative_mask(batch.group_ids, batch.hard_ids)], dim=1)
             teacher = batch.facet_teacher if term == "facet" else batch.teacher
             soft = {} if teacher is None else {"teacher": teacher}  # only `mnrl` takes one (tasks check)
+            if self.loss_cfg.term_scale:  # only `mnrl` reads it (LossConfig refuses it elsewhere)
+                soft["term"] = term
             per_anchor, valid = self.matrix_loss(sim, mask & anchor_ok[:, None], **soft)
             return per_anchor, valid & anchor_ok
         if pos_dist is None:
