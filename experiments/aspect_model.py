@@ -157,6 +157,8 @@ def main() -> None:
         "two_fold": choice,
         "whole_alone": candidates[base]["test"],
         "single_terms": {t: candidates[f"{t}=1"]["test"]["all"] for t in HYBRID_TERMS},
+        "single_terms_by_facet": {t: candidates[f"{t}=1"]["test"] for t in HYBRID_TERMS},
+        "whole_facet_calibrated_by_facet": candidates["whole=1 facet=1"]["test"],
         "paired_vs_whole": tests,
         "paired_vs_baselines": baselines,
         "two_fold_per_query": {k: {m: crossed[k][m] for m in ("MAP", "NDCG%20")} for k in sorted(crossed)},

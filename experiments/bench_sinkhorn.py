@@ -262,6 +262,120 @@ def sweep(case, name, settings, run, a, b, ref, log):
     return None, err, dev
 
 
+def bench_case(case: str, B: int, N: int, pool: torch.Tensor, args, device: torch.device, rows: list, sweeps: list) -> None:
+    """Case `case` (B problems of N x N): the kernel, the timed floor and (case a) the whole scorer alternated; then
+    the baselines unless `--no-baselines`. Appends its rows and sweeps."""
+    idx, x, y, cost, a, b = make_case(pool, B, N, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SinkhornConvergenceWarning)
+        a64, b64 = a.double() / a.double().sum(1, keepdim=True), b.double() / b.double().sum(1, keepdim=True)
+        ref = sinkhorn(cost.double(), a64, b64, EPS, tol=1e-11, max_iter=1_000_000)
+        exact = sinkhorn(cost, a, b, EPS, tol=TARGET, max_iter=1_000_000, check_every=1, newton_after=None)
+    # sanity: the float64 reference against POT on a few problems
+    import ot
+
+    pot_dev = max(abs((ot.sinkhorn(a64[i].cpu().numpy(), b64[i].cpu().numpy(), cost[i].double().cpu().numpy(),
+                                   EPS, method="sinkhorn_log", stopThr=1e-13, numItermax=1_000_000)
+                       * cost[i].double().cpu().numpy()).sum() - ref.value[i].item()) for i in range(3))
+    iters = exact.n_iter
+    floor = plain_sinkhorn_floor(cost, a, b, iters)
+    kernel = lambda: run_ours(cost, a, b, max_iter=100_000)  # noqa: E731
+    mask = torch.ones(B, N, dtype=torch.bool, device=device)
+    scorer = lambda: gathered_ot_match(pool, idx[0], pool, idx[1], tau=TAU, eps=EPS, tol=TARGET,  # noqa: E731
+                                       max_iter=100_000)
+    scorer_copies = lambda: pairwise_ot_match(pool[idx[0]], mask, pool[idx[1]], mask, tau=TAU, eps=EPS,  # noqa: E731
+                                              tol=TARGET, max_iter=100_000)
+    batches = (pool[idx[0]], pool[idx[1]]) if case == "a" else None  # padded batches, as an encoder gives them
+    scorer_batches = lambda: pairwise_ot_match(batches[0], mask, batches[1], mask, tau=TAU, eps=EPS,  # noqa: E731
+                                               tol=TARGET, max_iter=100_000)
+    scorers = {} if case != "a" else (
+        {"scorer": scorer, "scorer_batches": scorer_batches, "scorer_copies": scorer_copies} if gathered_ot_match
+        else {"scorer": scorer_copies})
+    timed = time_alternated({"kernel": kernel, "floor": floor, **scorers}, args.repeats, device)
+    floor_err = marginal_err(floor().double(), a.double(), b.double())
+    floor_bad = int((~torch.isfinite(floor_err)).sum())  # no safeguards: a scaling may overflow
+    floor_err = floor_err[torch.isfinite(floor_err)].max().item()
+    info = {"case": case, "pairs": B, "N": N, "iters_median": iters.double().median().item(),
+            "iters_max": iters.max().item(), "floor_ms": 1e3 * timed["floor"], "floor_max_err": floor_err, "floor_nonfinite": floor_bad,
+            "ref_vs_pot_dev": pot_dev, "repeats": args.repeats,
+            "cost_range_median": (cost.amax((1, 2)) - cost.amin((1, 2))).median().item()}
+    print(f"\n({case}) {B} pairs of {N}x{N}: exact iterations to 1e-4 median {info['iters_median']:.0f}, "
+          f"max {info['iters_max']:.0f}; timed floor {info['floor_ms']:.2f} ms (max err {floor_err:.1e}, {floor_bad} problem(s) "
+          f"overflowed); "
+          f"kernel {1e3 * timed['kernel']:.2f} ms = {timed['kernel'] / timed['floor']:.2f} x floor; "
+          f"ref vs POT {pot_dev:.1e}")
+    if "scorer" in timed and "scorer_copies" not in timed:  # a checkout without gathered_ot_match
+        info["scorer_ms"], info["scorer_x_kernel"] = 1e3 * timed["scorer"], timed["scorer"] / timed["kernel"]
+        info["scorer_copies_ms"], info["scorer_copies_x_kernel"] = info["scorer_ms"], info["scorer_x_kernel"]
+        print(f"  whole OT scorer on gathered copies {info['scorer_ms']:.2f} ms = {info['scorer_x_kernel']:.2f} x "
+              "the kernel alone")
+    elif "scorer" in timed:
+        match, copies = scorer(), scorer_copies()
+        info["scorer_ms"], info["scorer_x_kernel"] = 1e3 * timed["scorer"], timed["scorer"] / timed["kernel"]
+        info["scorer_max_err"] = match.err.max().item()
+        info["scorer_copies_ms"] = 1e3 * timed["scorer_copies"]
+        info["scorer_copies_x_kernel"] = timed["scorer_copies"] / timed["kernel"]
+        info["scorer_vs_copies_max_abs_dist_dev"] = (match.dist - copies.dist).abs().max().item()
+        info["scorer_batches_ms"] = 1e3 * timed["scorer_batches"]
+        info["scorer_batches_x_kernel"] = timed["scorer_batches"] / timed["kernel"]
+        print(f"  whole OT scorer (stored rows + cost + weights + kernel) {info['scorer_ms']:.2f} ms = "
+              f"{info['scorer_x_kernel']:.2f} x the kernel alone (max err {info['scorer_max_err']:.1e}); "
+              f"on padded batches (pairwise_ot_match) {info['scorer_batches_ms']:.2f} ms = "
+              f"{info['scorer_batches_x_kernel']:.2f} x; "
+              f"gathering copies first {info['scorer_copies_ms']:.2f} ms = {info['scorer_copies_x_kernel']:.2f} x; "
+              f"distances apart by {info['scorer_vs_copies_max_abs_dist_dev']:.1e} at most")
+
+    def record(solver, setting, fn, repeats, seconds=None):
+        plan, value = fn()
+        err = marginal_err(plan.double(), a.double(), b.double()).max().item()
+        dev = (value.double() - ref.value).abs().max().item()
+        t = seconds if seconds is not None else timeit(fn, repeats, device=device)
+        rows.append({**info, "solver": solver, "setting": setting, "median_ms": 1e3 * t, "max_err": err,
+                     "max_abs_value_dev": dev})
+        print(f"  {solver:<34} {setting:<22} {1e3 * t:10.2f} ms  err {err:.1e}  |dv| {dev:.1e}")
+
+    record("aspire sinkhorn", "tol=1e-4", kernel, args.repeats, seconds=timed["kernel"])
+    if args.no_baselines:
+        return
+    # forward + backward (gradient of sum(value) w.r.t. cost and weights)
+    for mode in ("implicit", "autograd"):
+        def fwd_bwd(mode=mode):
+            c, wa, wb = (t.clone().requires_grad_() for t in (cost, a, b))
+            res = sinkhorn(c, wa, wb, EPS, tol=TARGET, max_iter=100_000, grad=mode)
+            torch.autograd.grad(res.value.sum(), (c, wa, wb))
+            return res.plan.detach(), res.value.detach()
+        record("aspire sinkhorn fwd+bwd", f"grad={mode}", fwd_bwd, max(3, args.repeats // 2))
+
+    scalings = [0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999]
+    s, _, _ = sweep(case, "geomloss", scalings, lambda s: run_geomloss(x, y, cost, a, b, s), a, b, ref.value, sweeps)
+    if s is not None:
+        record("geomloss SamplesLoss tensorized", f"scaling={s}",
+               lambda: run_geomloss(x, y, cost, a, b, s), 3)
+        def geo_bwd(s=s):
+            from geomloss import SamplesLoss
+            xx, yy = x.clone().requires_grad_(), y.clone().requires_grad_()
+            loss = SamplesLoss("sinkhorn", p=1, blur=EPS, scaling=s, debias=False, backend="tensorized")
+            torch.autograd.grad(loss(a, xx, b, yy).sum(), (xx, yy))
+            return run_geomloss(x, y, cost, a, b, s)
+        rows.append({**info, "solver": "geomloss fwd+bwd (loss, w.r.t. points)", "setting": f"scaling={s}",
+                     "median_ms": 1e3 * timeit(geo_bwd, 3), "max_err": None, "max_abs_value_dev": None})
+    else:  # time its most accurate setting anyway: what it costs to get that far
+        last = scalings[-1]
+        record("geomloss SamplesLoss tensorized", f"scaling={last} (none met 1e-4)",
+               lambda: run_geomloss(x, y, cost, a, b, last), 3)
+    tols = [1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7]
+    s, _, _ = sweep(case, "POT ot.batch log_sinkhorn", tols, lambda t: run_pot_batch(cost, a, b, t), a, b,
+                    ref.value, sweeps)
+    if s is not None:
+        record("POT ot.batch (log_sinkhorn)", f"tol={s:g}", lambda: run_pot_batch(cost, a, b, s), 3)
+    if not args.quick:
+        stops = [1e-4, 1e-5, 1e-6, 1e-7]
+        s, _, _ = sweep(case, "POT ot.sinkhorn loop", stops, lambda t: run_pot_loop(cost, a, b, t), a, b,
+                        ref.value, sweeps)
+        if s is not None:
+            record("POT ot.sinkhorn loop (sinkhorn_log)", f"stopThr={s:g}", lambda: run_pot_loop(cost, a, b, s), 1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--source", choices=["minilm", "synthetic"], default="minilm")
@@ -291,115 +405,7 @@ def main() -> None:
     print(f"sentence pool: {tuple(pool.shape)} from {args.source} in {time.perf_counter() - t0:.1f}s, on {device}")
     rows, sweeps = [], []
     for case, B, N in CASES:
-        idx, x, y, cost, a, b = make_case(pool, B, N, seed=1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", SinkhornConvergenceWarning)
-            a64, b64 = a.double() / a.double().sum(1, keepdim=True), b.double() / b.double().sum(1, keepdim=True)
-            ref = sinkhorn(cost.double(), a64, b64, EPS, tol=1e-11, max_iter=1_000_000)
-            exact = sinkhorn(cost, a, b, EPS, tol=TARGET, max_iter=1_000_000, check_every=1, newton_after=None)
-        # sanity: the float64 reference against POT on a few problems
-        import ot
-
-        pot_dev = max(abs((ot.sinkhorn(a64[i].cpu().numpy(), b64[i].cpu().numpy(), cost[i].double().cpu().numpy(),
-                                       EPS, method="sinkhorn_log", stopThr=1e-13, numItermax=1_000_000)
-                           * cost[i].double().cpu().numpy()).sum() - ref.value[i].item()) for i in range(3))
-        iters = exact.n_iter
-        floor = plain_sinkhorn_floor(cost, a, b, iters)
-        kernel = lambda: run_ours(cost, a, b, max_iter=100_000)  # noqa: E731
-        mask = torch.ones(B, N, dtype=torch.bool, device=device)
-        scorer = lambda: gathered_ot_match(pool, idx[0], pool, idx[1], tau=TAU, eps=EPS, tol=TARGET,  # noqa: E731
-                                           max_iter=100_000)
-        scorer_copies = lambda: pairwise_ot_match(pool[idx[0]], mask, pool[idx[1]], mask, tau=TAU, eps=EPS,  # noqa: E731
-                                                  tol=TARGET, max_iter=100_000)
-        batches = (pool[idx[0]], pool[idx[1]]) if case == "a" else None  # padded batches, as an encoder gives them
-        scorer_batches = lambda: pairwise_ot_match(batches[0], mask, batches[1], mask, tau=TAU, eps=EPS,  # noqa: E731
-                                                   tol=TARGET, max_iter=100_000)
-        scorers = {} if case != "a" else (
-            {"scorer": scorer, "scorer_batches": scorer_batches, "scorer_copies": scorer_copies} if gathered_ot_match
-            else {"scorer": scorer_copies})
-        timed = time_alternated({"kernel": kernel, "floor": floor, **scorers}, args.repeats, device)
-        floor_err = marginal_err(floor().double(), a.double(), b.double())
-        floor_bad = int((~torch.isfinite(floor_err)).sum())  # no safeguards: a scaling may overflow
-        floor_err = floor_err[torch.isfinite(floor_err)].max().item()
-        info = {"case": case, "pairs": B, "N": N, "iters_median": iters.double().median().item(),
-                "iters_max": iters.max().item(), "floor_ms": 1e3 * timed["floor"], "floor_max_err": floor_err, "floor_nonfinite": floor_bad,
-                "ref_vs_pot_dev": pot_dev, "repeats": args.repeats,
-                "cost_range_median": (cost.amax((1, 2)) - cost.amin((1, 2))).median().item()}
-        print(f"\n({case}) {B} pairs of {N}x{N}: exact iterations to 1e-4 median {info['iters_median']:.0f}, "
-              f"max {info['iters_max']:.0f}; timed floor {info['floor_ms']:.2f} ms (max err {floor_err:.1e}, {floor_bad} problem(s) "
-              f"overflowed); "
-              f"kernel {1e3 * timed['kernel']:.2f} ms = {timed['kernel'] / timed['floor']:.2f} x floor; "
-              f"ref vs POT {pot_dev:.1e}")
-        if "scorer" in timed and "scorer_copies" not in timed:  # a checkout without gathered_ot_match
-            info["scorer_ms"], info["scorer_x_kernel"] = 1e3 * timed["scorer"], timed["scorer"] / timed["kernel"]
-            info["scorer_copies_ms"], info["scorer_copies_x_kernel"] = info["scorer_ms"], info["scorer_x_kernel"]
-            print(f"  whole OT scorer on gathered copies {info['scorer_ms']:.2f} ms = {info['scorer_x_kernel']:.2f} x "
-                  "the kernel alone")
-        elif "scorer" in timed:
-            match, copies = scorer(), scorer_copies()
-            info["scorer_ms"], info["scorer_x_kernel"] = 1e3 * timed["scorer"], timed["scorer"] / timed["kernel"]
-            info["scorer_max_err"] = match.err.max().item()
-            info["scorer_copies_ms"] = 1e3 * timed["scorer_copies"]
-            info["scorer_copies_x_kernel"] = timed["scorer_copies"] / timed["kernel"]
-            info["scorer_vs_copies_max_abs_dist_dev"] = (match.dist - copies.dist).abs().max().item()
-            info["scorer_batches_ms"] = 1e3 * timed["scorer_batches"]
-            info["scorer_batches_x_kernel"] = timed["scorer_batches"] / timed["kernel"]
-            print(f"  whole OT scorer (stored rows + cost + weights + kernel) {info['scorer_ms']:.2f} ms = "
-                  f"{info['scorer_x_kernel']:.2f} x the kernel alone (max err {info['scorer_max_err']:.1e}); "
-                  f"on padded batches (pairwise_ot_match) {info['scorer_batches_ms']:.2f} ms = "
-                  f"{info['scorer_batches_x_kernel']:.2f} x; "
-                  f"gathering copies first {info['scorer_copies_ms']:.2f} ms = {info['scorer_copies_x_kernel']:.2f} x; "
-                  f"distances apart by {info['scorer_vs_copies_max_abs_dist_dev']:.1e} at most")
-
-        def record(solver, setting, fn, repeats, seconds=None):
-            plan, value = fn()
-            err = marginal_err(plan.double(), a.double(), b.double()).max().item()
-            dev = (value.double() - ref.value).abs().max().item()
-            t = seconds if seconds is not None else timeit(fn, repeats, device=device)
-            rows.append({**info, "solver": solver, "setting": setting, "median_ms": 1e3 * t, "max_err": err,
-                         "max_abs_value_dev": dev})
-            print(f"  {solver:<34} {setting:<22} {1e3 * t:10.2f} ms  err {err:.1e}  |dv| {dev:.1e}")
-
-        record("aspire sinkhorn", "tol=1e-4", kernel, args.repeats, seconds=timed["kernel"])
-        if args.no_baselines:
-            continue
-        # forward + backward (gradient of sum(value) w.r.t. cost and weights)
-        for mode in ("implicit", "autograd"):
-            def fwd_bwd(mode=mode):
-                c, wa, wb = (t.clone().requires_grad_() for t in (cost, a, b))
-                res = sinkhorn(c, wa, wb, EPS, tol=TARGET, max_iter=100_000, grad=mode)
-                torch.autograd.grad(res.value.sum(), (c, wa, wb))
-                return res.plan.detach(), res.value.detach()
-            record("aspire sinkhorn fwd+bwd", f"grad={mode}", fwd_bwd, max(3, args.repeats // 2))
-
-        scalings = [0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999]
-        s, _, _ = sweep(case, "geomloss", scalings, lambda s: run_geomloss(x, y, cost, a, b, s), a, b, ref.value, sweeps)
-        if s is not None:
-            record("geomloss SamplesLoss tensorized", f"scaling={s}",
-                   lambda: run_geomloss(x, y, cost, a, b, s), 3)
-            def geo_bwd(s=s):
-                from geomloss import SamplesLoss
-                xx, yy = x.clone().requires_grad_(), y.clone().requires_grad_()
-                loss = SamplesLoss("sinkhorn", p=1, blur=EPS, scaling=s, debias=False, backend="tensorized")
-                torch.autograd.grad(loss(a, xx, b, yy).sum(), (xx, yy))
-                return run_geomloss(x, y, cost, a, b, s)
-            rows.append({**info, "solver": "geomloss fwd+bwd (loss, w.r.t. points)", "setting": f"scaling={s}",
-                         "median_ms": 1e3 * timeit(geo_bwd, 3), "max_err": None, "max_abs_value_dev": None})
-        else:  # time its most accurate setting anyway: what it costs to get that far
-            last = scalings[-1]
-            record("geomloss SamplesLoss tensorized", f"scaling={last} (none met 1e-4)",
-                   lambda: run_geomloss(x, y, cost, a, b, last), 3)
-        tols = [1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7]
-        s, _, _ = sweep(case, "POT ot.batch log_sinkhorn", tols, lambda t: run_pot_batch(cost, a, b, t), a, b,
-                        ref.value, sweeps)
-        if s is not None:
-            record("POT ot.batch (log_sinkhorn)", f"tol={s:g}", lambda: run_pot_batch(cost, a, b, s), 3)
-        if not args.quick:
-            stops = [1e-4, 1e-5, 1e-6, 1e-7]
-            s, _, _ = sweep(case, "POT ot.sinkhorn loop", stops, lambda t: run_pot_loop(cost, a, b, t), a, b,
-                            ref.value, sweeps)
-            if s is not None:
-                record("POT ot.sinkhorn loop (sinkhorn_log)", f"stopThr={s:g}", lambda: run_pot_loop(cost, a, b, s), 1)
+        bench_case(case, B, N, pool, args, device, rows, sweeps)
     write_results(args, rows, sweeps)
 
 
