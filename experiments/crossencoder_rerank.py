@@ -20,10 +20,10 @@ import platform
 from pathlib import Path
 
 from aspire.benchmarks.context2doc import load_context2doc
-from aspire.evaluate.context2doc_run import score_and_write, to_run
 from aspire.evaluate.context2doc_rerank import cross_scores, first_stage_scores, metrics_of, sweep
-from aspire.retrieval.crossencoder import rerank_run
+from aspire.evaluate.context2doc_run import score_and_write, to_run
 from aspire.paths import DATA
+from aspire.retrieval.crossencoder import rerank_run
 from aspire.scoring.crossencoder import CrossEncoderReranker
 
 WEIGHTS = [0.0, 0.25, 0.5, 0.75, 1.0]

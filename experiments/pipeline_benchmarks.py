@@ -46,9 +46,9 @@ from aspire.benchmarks.pools import query_key  # noqa: E402
 from aspire.benchmarks.stats import paired_test  # noqa: E402
 from aspire.evaluate.fuse import fuse_runs  # noqa: E402
 from aspire.evaluate.pool_stages import read_scored_pool_set  # noqa: E402
-from aspire.retrieval.crossencoder import rerank_run
-from aspire.paths import DATA  # noqa: E402
 from aspire.evaluate.two_fold import FOLDS, select_two_fold  # noqa: E402
+from aspire.paths import DATA  # noqa: E402
+from aspire.retrieval.crossencoder import rerank_run
 
 ALPHAS = sorted({round(a, 2) for a in np.arange(0, 1.01, 0.1)} | {0.815})
 BETAS = [round(b, 1) for b in np.arange(0, 1.01, 0.1)]

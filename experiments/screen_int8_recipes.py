@@ -32,7 +32,12 @@ import torch
 from aspire.data import Paper
 from aspire.encoders import load_encoder
 from aspire.encoders.backends import (
-    InferenceEncoder, OnnxTransformer, cached_onnx_model, export_onnx, length_groups, onnx_session,
+    InferenceEncoder,
+    OnnxTransformer,
+    cached_onnx_model,
+    export_onnx,
+    length_groups,
+    onnx_session,
 )
 from aspire.encoders.onnx_int8 import down_projections, fuse, matmul_nbits
 
