@@ -128,6 +128,36 @@ def test_distill_task_pairs_teacher_neighbours_and_batches_carry_its_similaritie
         build_tasks(_distill_config(tiny_model_dir, examples_dir, tmp_path / "c", acl_file, "null"), "train")
 
 
+def test_distill_near_negatives_add_another_neighbour_that_the_teacher_scores(
+        tiny_model_dir, examples_dir, acl_file, teacher_dir, tmp_path):
+    """`near_negatives`: each distilled pair gets another of the anchor's neighbours as its hard negative (the
+    partners stay those drawn without it); the batch's teacher matrix scores it; another task refuses the key."""
+    from aspire.config import ConfigError
+
+    plain = build_tasks(_distill_config(tiny_model_dir, examples_dir, tmp_path / "a", acl_file, teacher_dir), "train")
+    cfg = _distill_config(tiny_model_dir, examples_dir, tmp_path / "b", acl_file, teacher_dir)
+    cfg.tasks[1].near_negatives = True
+    train = build_tasks(cfg, "train")
+    part = train.parts[1]
+    assert [(e.query_id, e.positive_id) for e in part.examples] == [(e.query_id, e.positive_id) for e in plain.parts[1].examples]
+    teacher = load_teacher(teacher_dir)
+    ids = sorted(part.papers)
+    near = nearest_negatives(teacher.vectors[teacher.rows(ids, "test")], {}, ids, 3).negatives
+    assert all(e.negative in near[e.query_id] and e.negative != e.positive_id for e in part.examples)
+    assert all(e.negative is None for e in plain.parts[1].examples)
+    model = build_model(cfg)
+    collate = TripletCollator(model.tokenize, {**train.papers}, train.weights, train.sources, ["cocite", "distill"],
+                              train.teacher)
+    batch = collate([train.examples[0], part.examples[0], part.examples[1]])
+    assert batch.teacher.shape == (3, 5) and batch.hard_rows.tolist() == [-1, 0, 1]
+    a, h = part.examples[0].query_id, part.examples[1].negative
+    assert batch.teacher[1, 4].item() == pytest.approx(float(train.teacher[a] @ train.teacher[h]), rel=1e-5)
+    out = model(batch)
+    assert torch.isfinite(out["loss"]) and out["task_rows"].tolist() == [1, 2]
+    with pytest.raises(ConfigError, match="a crop task does not read near_negatives"):
+        tiny_config(tiny_model_dir, examples_dir, tmp_path / "c", "tasks=[{name: crop, near_negatives: true}]")
+
+
 def test_distill_and_cocite_train_together_and_log_each_loss(tiny_model_dir, examples_dir, acl_file, teacher_dir, tmp_path):
     cfg = _distill_config(tiny_model_dir, examples_dir, tmp_path / "run", acl_file, teacher_dir, "train.batch_size=6")
     metrics = run(cfg)

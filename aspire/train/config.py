@@ -227,7 +227,9 @@ class TaskConfig:
     `distill`: each ACL paper (`sources: [acl]`, sampled and filtered as above) paired with `views` of
     its `neighbours` nearest papers by the teacher vectors of `teacher_dir` (`aspire.train.teacher`,
     written for the same `max_papers`); with `loss.kind: mnrl` each such row's loss is the KL
-    divergence to the teacher's in-batch similarities (`loss.teacher_scale`).
+    divergence to the teacher's in-batch similarities (`loss.teacher_scale`). `near_negatives` adds to each
+    pair another of the anchor's `neighbours` as its hard negative, so the teacher's soft targets also rank
+    papers near the anchor (the pools of a faceted benchmark hold such papers), not only random ones.
     `weight` multiplies the task's loss; `ratio` is its share of each batch (`mix.mode: mixed`) or
     of the batches (`alternating`); `steps` is its stage length in optimizer steps (`sequential`).
 
@@ -253,6 +255,7 @@ class TaskConfig:
     max_author_papers: int = ranged(50, ge=2)
     teacher_dir: str | None = None
     neighbours: int = ranged(10, ge=1)
+    near_negatives: bool = False
 
     def __post_init__(self) -> None:
         _refuse_stray(self, MIX_KEYS + TASK_KEYS[self.name], f"tasks[]: a {self.name} task",
@@ -282,7 +285,7 @@ TASK_KEYS: dict[str, tuple[str, ...]] = {
     "crop": _SAMPLED + ("span_min", "span_max", "views"),
     "title": _SAMPLED,
     "author": _SAMPLED + ("min_shared_authors", "max_author_papers", "views"),
-    "distill": _SAMPLED + ("teacher_dir", "neighbours", "views"),
+    "distill": _SAMPLED + ("teacher_dir", "neighbours", "views", "near_negatives"),
 }
 
 

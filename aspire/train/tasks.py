@@ -21,7 +21,8 @@
 - `distill`: each ACL paper paired with `views` of its `neighbours` nearest papers of the same split by
   a teacher's vectors (`aspire.train.teacher`, `teacher_dir`); the teacher's vectors ride with the
   task, so under `loss.kind: mnrl` its rows learn the teacher's in-batch similarities (soft targets)
-  rather than the one positive. Benchmark papers are removed first, as for `crop`.
+  rather than the one positive; `near_negatives` adds another of the anchor's neighbours as its hard
+  negative, so the soft targets rank near papers too. Benchmark papers are removed first, as for `crop`.
 
 `crop`, `title`, `author` and `distill` put `dev_share` of their abstracts (by a hash of the paper id) in the dev
 split; a pair never crosses splits.
@@ -237,7 +238,9 @@ def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskD
         rng = random.Random(f"distill:{pid}")
         align = (sentences[pid][0], -1) if pid in sentences else None  # the anchor's facet: its chosen sentence
         for other in rng.sample(near[pid], min(task.views, len(near[pid]))):
-            examples.append(Example(pid, other, (pid, other), None, align, task=index))
+            rest = [n for n in near[pid] if n != other]  # drawn after the partners: their draws stay as they were
+            negative = rng.choice(rest) if task.near_negatives and rest else None
+            examples.append(Example(pid, other, (pid, other), negative, align, task=index))
     stats["teacher"] = {k: teacher.meta.get(k) for k in ("teacher", "fingerprint", "max_length", "papers", "sentences")}
     return TaskData("distill", examples, {p.paper_id: p for p in sources}, stats, dict(zip(ids, vectors)), sentences)
 
