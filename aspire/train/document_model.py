@@ -23,10 +23,9 @@ each paper as one text (`aspire.train.terms.AbstractText`, the `abstract` scorer
 of the batch) into a ranking loss (`aspire.losses.MATRIX_LOSSES`); for OT that is a batch of B x B
 transport problems through the batched Sinkhorn kernel. A batch may mix tasks: each task's loss is
 the mean over its own anchors, and `loss` is their sum weighted by `TripletBatch.weights` (`loss.term_scale` gives a
-term its own `mnrl` scale). With a query adapter
-(`model.adapter.scope: query`) the anchors are encoded with it on and the papers with it off. `encode` runs the
-very forward pass used in training (no grad, eval mode; mean-pooled to one vector for `cocite_vector`) and `score` applies
-the kind's inference scorer.
+term its own `mnrl` scale). With a query adapter (`model.adapter.scope: query`) the anchors are encoded with it on
+and the papers with it off. `encode` runs the very forward pass used in training (no grad, eval mode; mean-pooled
+to one vector for `cocite_vector`) and `score` applies the kind's inference scorer.
 """
 
 from __future__ import annotations
