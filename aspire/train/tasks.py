@@ -238,8 +238,10 @@ def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskD
         rng = random.Random(f"distill:{pid}")
         align = (sentences[pid][0], -1) if pid in sentences else None  # the anchor's facet: its chosen sentence
         for other in rng.sample(near[pid], min(task.views, len(near[pid]))):
-            rest = [n for n in near[pid] if n != other]  # drawn after the partners: their draws stay as they were
-            negative = rng.choice(rest) if task.near_negatives and rest else None
+            negative = None
+            if task.near_negatives:  # drawn after the partners: their draws stay as they were
+                rest = [n for n in near[pid] if n != other]
+                negative = rng.choice(rest) if rest else None
             examples.append(Example(pid, other, (pid, other), negative, align, task=index))
     stats["teacher"] = {k: teacher.meta.get(k) for k in ("teacher", "fingerprint", "max_length", "papers", "sentences")}
     return TaskData("distill", examples, {p.paper_id: p for p in sources}, stats, dict(zip(ids, vectors)), sentences)
