@@ -264,6 +264,19 @@ def test_gathered_l2_cost_equals_l2_cost_of_the_gathered_rows(dtype, pairs, two_
         gathered_l2_cost(store, q_rows, store, c_rows + 100)
 
 
+def test_gathered_l2_cost_every_block_edge():
+    # the compiled dot products run in blocks of 2 x 4, then 2 x 2 (an odd last row or column repeated): every
+    # remainder of N by 2 and of M by 4, against brute force (float64, where the expansion's rounding is ~1e-15)
+    for N in range(1, 10):
+        for M in range(1, 10):
+            store, q_rows, c_rows = stored_pairs(5, N, M, seed=100 + 10 * N + M)
+            cost = gathered_l2_minima(store, q_rows, store, c_rows)[0]
+            x, y = store[q_rows.clamp_min(0)], store[c_rows.clamp_min(0)]
+            valid = (q_rows >= 0)[:, :, None] & (c_rows >= 0)[:, None, :]
+            exact = (x[:, :, None] - y[:, None]).norm(dim=-1).masked_fill(~valid, 0.0)
+            torch.testing.assert_close(cost ** 2, exact ** 2, atol=1e-12, rtol=0, msg=f"N {N}, M {M}")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, F64])
 @pytest.mark.parametrize("tau", [0.02, 1.0, math.inf])
 def test_gathered_l2_weights_compiled_equal_ot_weights_of_the_cost(dtype, tau):
