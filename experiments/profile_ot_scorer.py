@@ -1,0 +1,97 @@
+"""Where the whole OT scorer's time goes on `bench_sinkhorn.py`'s case (a): 1,000 pairs of 10 x 10 sentences.
+
+Times, alternated and on one thread, the kernel alone (on the precomputed cost), the cost and weights
+(`gathered_l2_weights`) and the whole scorer (`gathered_ot_match`); then the cost pass's parts: the compiled
+pass (`_distance_cpu.gathered_l2`), its dot products alone, and the pass with every pair reading the same rows
+(all in L1) against the benchmark's rows. Prints a table of medians and writes them as JSON.
+
+    python experiments/profile_ot_scorer.py --pool-cache POOL --out runs/profile_ot_scorer.json
+
+POOL: the sentence pool `bench_sinkhorn.py --pool-cache POOL` saved (CSFCube abstracts, contextual minilm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def alternated(fns: dict, repeats: int) -> dict[str, float]:
+    """Median seconds of each function, the functions called in turn `repeats` times after two warm calls."""
+    for fn in fns.values():
+        fn()
+        fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pool-cache", type=Path, required=True, help="the pool bench_sinkhorn.py --pool-cache saved")
+    ap.add_argument("--repeats", type=int, default=50)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    import numba
+
+    torch.set_num_threads(1)
+    numba.set_num_threads(1)
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_sinkhorn import EPS, TARGET, TAU, make_case, run_ours
+
+    from aspire.scoring._distance_cpu import _pair_dots, gathered_l2
+    from aspire.scoring._jit import njit
+    from aspire.scoring.distance import gathered_l2_weights
+    from aspire.scoring.scorers import gathered_ot_match
+
+    pool = torch.load(args.pool_cache)
+    idx, _, _, cost, a, b = make_case(pool, 1000, 10, seed=1)
+    whole = alternated({
+        "kernel": lambda: run_ours(cost, a, b, max_iter=100_000),
+        "cost_and_weights": lambda: gathered_l2_weights(pool, idx[0], pool, idx[1], TAU),
+        "scorer": lambda: gathered_ot_match(pool, idx[0], pool, idx[1], tau=TAU, eps=EPS, tol=TARGET, max_iter=100_000),
+    }, args.repeats)
+
+    @njit
+    def dots_only(vectors, q_rows, c_rows, out):
+        for p in range(q_rows.shape[0]):
+            _pair_dots(vectors, q_rows[p], vectors, c_rows[p], out[p])
+
+    store = pool.numpy()
+    q_rows, c_rows = idx[0].numpy(), idx[1].numpy()
+    same_q, same_c = np.repeat(q_rows[:1], len(q_rows), 0), np.repeat(c_rows[:1], len(c_rows), 0)
+    out, rmin, cmin = (np.empty(s, np.float32) for s in ((1000, 10, 10), (1000, 10), (1000, 10)))
+
+    def compiled(qr, cr):
+        norms = np.full(len(store), np.nan, np.float32)
+        gathered_l2(store, qr, store, cr, norms, norms, True, out, rmin, cmin, TAU, 1)
+
+    parts = alternated({
+        "cost_and_weights_alone": lambda: gathered_l2_weights(pool, idx[0], pool, idx[1], TAU),
+        "compiled_pass": lambda: compiled(q_rows, c_rows),
+        "dot_products": lambda: dots_only(store, q_rows, c_rows, out),
+        "compiled_pass_same_rows": lambda: compiled(same_q, same_c),
+    }, args.repeats)
+    result = {name: 1e3 * t for name, t in {**whole, **parts}.items()}
+    result["scorer_x_kernel"] = whole["scorer"] / whole["kernel"]
+    for name, value in result.items():
+        print(f"{name:26s} {value:8.3f}{'' if name == 'scorer_x_kernel' else ' ms'}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"pairs": 1000, "N": 10, "threads": 1, "repeats": args.repeats,
+                                        "torch": torch.__version__, "ms": result}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
