@@ -14,27 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
-
-
-def alternated(fns: dict, repeats: int) -> dict[str, float]:
-    """Median seconds of each function, the functions called in turn `repeats` times after two warm calls."""
-    for fn in fns.values():
-        fn()
-        fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main() -> None:
@@ -48,7 +32,7 @@ def main() -> None:
     torch.set_num_threads(1)
     numba.set_num_threads(1)
     sys.path.insert(0, str(Path(__file__).parent))
-    from bench_sinkhorn import EPS, TARGET, TAU, make_case, run_ours
+    from bench_sinkhorn import EPS, TARGET, TAU, make_case, run_ours, time_alternated
 
     from aspire.scoring._distance_cpu import _pair_dots, gathered_l2
     from aspire.scoring._jit import njit
@@ -57,11 +41,12 @@ def main() -> None:
 
     pool = torch.load(args.pool_cache)
     idx, _, _, cost, a, b = make_case(pool, 1000, 10, seed=1)
-    whole = alternated({
+    cpu = torch.device("cpu")
+    whole = time_alternated({
         "kernel": lambda: run_ours(cost, a, b, max_iter=100_000),
         "cost_and_weights": lambda: gathered_l2_weights(pool, idx[0], pool, idx[1], TAU),
         "scorer": lambda: gathered_ot_match(pool, idx[0], pool, idx[1], tau=TAU, eps=EPS, tol=TARGET, max_iter=100_000),
-    }, args.repeats)
+    }, args.repeats, cpu)
 
     @njit
     def dots_only(vectors, q_rows, c_rows, out):
@@ -77,12 +62,12 @@ def main() -> None:
         norms = np.full(len(store), np.nan, np.float32)
         gathered_l2(store, qr, store, cr, norms, norms, True, out, rmin, cmin, TAU, 1)
 
-    parts = alternated({
+    parts = time_alternated({
         "cost_and_weights_alone": lambda: gathered_l2_weights(pool, idx[0], pool, idx[1], TAU),
         "compiled_pass": lambda: compiled(q_rows, c_rows),
         "dot_products": lambda: dots_only(store, q_rows, c_rows, out),
         "compiled_pass_same_rows": lambda: compiled(same_q, same_c),
-    }, args.repeats)
+    }, args.repeats, cpu)
     result = {name: 1e3 * t for name, t in {**whole, **parts}.items()}
     result["scorer_x_kernel"] = whole["scorer"] / whole["kernel"]
     for name, value in result.items():

@@ -234,6 +234,12 @@ def stored_pairs(B, N, M, P=40, dim=16, seed=0, dtype=F64):
     return store, q_rows, c_rows
 
 
+def brute_force_cost(store, q_rows, c_store, c_rows):
+    """The pairs' distances (B, N, M) from their gathered rows, float64, and where both sides are real sentences."""
+    x, y = store[q_rows.clamp_min(0)].double(), c_store[c_rows.clamp_min(0)].double()
+    return (x[:, :, None] - y[:, None]).norm(dim=-1), (q_rows >= 0)[:, :, None] & (c_rows >= 0)[:, None, :]
+
+
 @pytest.mark.parametrize(("dtype", "pairs", "two_stores"), [
     (torch.float32, 50, False),  # the store's norms summed once (it holds fewer rows than the pairs read)
     (F64, 50, False),
@@ -244,10 +250,8 @@ def test_gathered_l2_cost_equals_l2_cost_of_the_gathered_rows(dtype, pairs, two_
     store, q_rows, c_rows = stored_pairs(pairs, 6, 7, seed=30, dtype=dtype)
     c_store = store.clone() if two_stores else store
     cost, row_min, col_min = gathered_l2_minima(store, q_rows, c_store, c_rows)  # compiled (CPU, no tape)
-    x, y = store[q_rows.clamp_min(0)].double(), c_store[c_rows.clamp_min(0)].double()
-    exact = (x[:, :, None] - y[:, None]).norm(dim=-1)  # brute force, float64
+    exact, valid = brute_force_cost(store, q_rows, c_store, c_rows)
     q_mask, c_mask = q_rows >= 0, c_rows >= 0
-    valid = q_mask[:, :, None] & c_mask[:, None, :]
     tol = 1e-5 if dtype == torch.float32 else 1e-12  # on squared distances: sqrt amplifies the rounding near 0
     torch.testing.assert_close(cost.double()[valid] ** 2, exact[valid] ** 2, atol=tol, rtol=0)
     assert (cost[~valid] == 0).all()  # padding
@@ -271,10 +275,9 @@ def test_gathered_l2_cost_every_block_edge():
         for M in range(1, 10):
             store, q_rows, c_rows = stored_pairs(5, N, M, seed=100 + 10 * N + M)
             cost = gathered_l2_minima(store, q_rows, store, c_rows)[0]
-            x, y = store[q_rows.clamp_min(0)], store[c_rows.clamp_min(0)]
-            valid = (q_rows >= 0)[:, :, None] & (c_rows >= 0)[:, None, :]
-            exact = (x[:, :, None] - y[:, None]).norm(dim=-1).masked_fill(~valid, 0.0)
-            torch.testing.assert_close(cost ** 2, exact ** 2, atol=1e-12, rtol=0, msg=f"N {N}, M {M}")
+            exact, valid = brute_force_cost(store, q_rows, store, c_rows)
+            torch.testing.assert_close(cost ** 2, exact.masked_fill(~valid, 0.0) ** 2, atol=1e-12, rtol=0,
+                                       msg=f"N {N}, M {M}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, F64])
