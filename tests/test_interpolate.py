@@ -131,6 +131,33 @@ def test_a_soup_is_the_mean_of_its_models_and_loads_as_their_kind(tiny_model_dir
     assert record["weights"] == pytest.approx({str(models[0]): 5 / 12, str(models[1]): 5 / 12, str(models[2]): 1 / 6})
 
 
+def test_a_soup_of_different_kinds_only_when_asked_described_by_its_first_member(tiny_model_dir, examples_dir,
+                                                                              tmp_path, capsys):
+    hybrid = tuned_model(tiny_model_dir, examples_dir, tmp_path / "h", "model.kind=hybrid")
+    distilled = tuned_model(tiny_model_dir, examples_dir, tmp_path / "d", "model.max_length=32")
+    model = AutoModel.from_pretrained(distilled)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1)  # tuned_model moves both the same way: make them differ
+    model.save_pretrained(distilled)
+    with pytest.raises(ValueError, match=rf"{distilled}: model\.kind is 'abstract', 'hybrid' in {hybrid} "
+                                         r"\(give --mixed-kinds"):
+        soup([hybrid, distilled], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    out = tmp_path / "mixed"
+    assert main(["--model", str(hybrid), str(distilled), "--mixed-kinds", "--out", str(out), "--quiet"]) == 0
+    got, a, b = weights(out), weights(hybrid), weights(distilled)
+    moved = [n for n in got if got[n].is_floating_point()]
+    assert moved and all(torch.allclose(got[n], (a[n] + b[n]) / 2, atol=1e-6) for n in moved)
+    assert DocumentModel.from_pretrained(out).inference_name == DocumentModel.from_pretrained(hybrid).inference_name
+    record = json.loads((out / RECORD_FILE).read_text())
+    assert record["mixed"] == {str(distilled): {"kind": "abstract", "max_length": 32}}
+    assert record["weights"] == pytest.approx({str(hybrid): 0.5, str(distilled): 0.5})
+    assert main(["--model", str(hybrid), "--alpha", "0.5", "--mixed-kinds", "--out", str(tmp_path / "x"),
+                 "--quiet"]) == 2
+    assert "--mixed-kinds is for a soup of several models" in capsys.readouterr().err
+
+
 def test_a_soup_refuses_models_of_another_kind_or_shape_naming_them(tiny_model_dir, examples_dir, tmp_path, capsys):
     first = tuned_model(tiny_model_dir, examples_dir, tmp_path / "a")
     coded = tuned_model(tiny_model_dir, examples_dir, tmp_path / "b", "model.control_codes=task")

@@ -11,7 +11,9 @@ two architectures is an error naming the weight.
 
 Given several models (fine-tuned from one base: seeds of one config, or models of different objectives),
 it writes their uniform soup (Wortsman et al., ICML 2022), also one ordinary model; a member may itself be
-a soup, and `interpolation.json` records each trained model's share of the result.
+a soup, and `interpolation.json` records each trained model's share of the result. Members of different kinds
+(a hybrid model with whole-abstract distilled ones, all fine-tuned from one encoder) make a soup only when asked
+(`--mixed-kinds`): the first member's document_model.json then describes it, and the record keeps what differed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ EXAMPLES = """\
   python -m aspire.train.interpolate --model runs/multitask_mixed/checkpoint-000500/model --alpha 0.5 --out runs/multitask_mixed/wise-0.5
   python -m aspire.train.interpolate --model runs/lora/checkpoint-000600/model --base minilm --alpha 0.25 --out runs/lora/wise-0.25
   python -m aspire.train.interpolate --model runs/s0/best/model runs/s1/best/model runs/s2/best/model --out runs/soup
+  python -m aspire.train.interpolate --model runs/soup/hybrid runs/soup/distilled --mixed-kinds --out runs/soup/mixed
 """
 RECORD_FILE = "interpolation.json"
 
@@ -102,11 +105,13 @@ def _plain_weights(model: Path) -> tuple[ContextualSentenceEncoder, dict[str, to
     return encoder, encoder.model.state_dict()
 
 
-def soup(models: Sequence[str | Path], out: str | Path) -> Path:
+def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = False) -> Path:
     """Write to `out` the uniform soup of `models`: every weight the mean of theirs. The first model's
     document_model.json goes with it, and the record names each member with its own record (so a soup
     of soups keeps its history) and each trained model's weight in it (`leaf_weights`); a model whose
-    `model` section or weights (names, shapes) differ from the first's is an error naming it and the key."""
+    `model` section or weights (names, shapes) differ from the first's is an error naming it and the key.
+    With `mixed_kinds` the `model` sections may differ (kind, max_length, ...) but for the base encoder;
+    the record lists each member's differing keys under `mixed`."""
     import torch
 
     from aspire.train.document_model import MODEL_FILE
@@ -120,12 +125,17 @@ def soup(models: Sequence[str | Path], out: str | Path) -> Path:
     if odd:
         raise ValueError(f"{odd[0]}: {MODEL_FILE} is in only one of it and {models[0]}")
     first = plain_meta(metas[0])["model"] if metas[0] is not None else {}  # adapters are merged
+    mixed = {}
     for model, meta in zip(models[1:], metas[1:]):
         section = plain_meta(meta)["model"] if meta is not None else {}
         differ = sorted(k for k in section.keys() | first.keys() if section.get(k) != first.get(k))
+        refused = [k for k in differ if not mixed_kinds or k == "encoder"]
+        if refused:
+            hint = "" if mixed_kinds else " (give --mixed-kinds to soup models of different kinds)"
+            raise ValueError(f"{model}: model.{refused[0]} is {section.get(refused[0])!r}, "
+                             f"{first.get(refused[0])!r} in {models[0]}{hint}")
         if differ:
-            raise ValueError(f"{model}: model.{differ[0]} is {section.get(differ[0])!r}, "
-                             f"{first.get(differ[0])!r} in {models[0]}")
+            mixed[str(model)] = {k: section.get(k) for k in differ}
     encoder, mean = _plain_weights(models[0])
     for k, model in enumerate(models[1:], start=2):
         weights = _plain_weights(model)[1]
@@ -145,6 +155,8 @@ def soup(models: Sequence[str | Path], out: str | Path) -> Path:
         write_plain_meta(metas[0], out)
     members = {str(m): _record(m) for m in models}
     record = {"soup": list(members), "members": members}
+    if mixed:
+        record["mixed"] = mixed
     record["weights"] = leaf_weights(record)
     (out / RECORD_FILE).write_text(json.dumps(record, indent=2))
     return out
@@ -178,6 +190,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.inte
                         help="weight of the fine-tuned model, 0..1 (one --model only)")
     parser.add_argument("--base", default=None,
                         help="the model it started from (default: the encoder its document_model.json names)")
+    parser.add_argument("--mixed-kinds", action="store_true",
+                        help="soup models of different kinds fine-tuned from one encoder; the first describes the soup")
     parser.add_argument("--out", required=True, help="output directory for the interpolated model")
     add_common_options(parser)
     args = parser.parse_args(argv)
@@ -187,10 +201,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.inte
         if len(args.model) > 1:
             if args.alpha is not None or args.base is not None:
                 raise ValueError("--alpha and --base interpolate one model; a soup of several takes neither")
-            print(f"wrote {soup(args.model, args.out)}")
+            print(f"wrote {soup(args.model, args.out, args.mixed_kinds)}")
             return 0
         if args.alpha is None:
             raise ValueError("--alpha is required with one --model")
+        if args.mixed_kinds:
+            raise ValueError("--mixed-kinds is for a soup of several models")
         print(f"wrote {interpolate(args.model[0], args.alpha, args.out, args.base)}")
         return 0
 
