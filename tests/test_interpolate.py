@@ -174,3 +174,70 @@ def test_a_soup_refuses_models_of_another_kind_or_shape_naming_them(tiny_model_d
     assert "a soup of several takes neither" in capsys.readouterr().err
     assert main(["--model", str(first), "--out", str(tmp_path / "y"), "--quiet"]) == 2
     assert "--alpha is required with one --model" in capsys.readouterr().err
+
+
+def test_low_rank_export_carries_linear_weights_and_biases_and_reports_the_rest(tiny_model_dir, examples_dir,
+                                                                               tmp_path, capsys):
+    from aspire.encoders import ContextualSentenceEncoder
+    from aspire.train.export import LOW_RANK_REPORT, export_low_rank
+    from aspire.train.export import main as export_main
+
+    tuned = tuned_model(tiny_model_dir, examples_dir, tmp_path, "model.kind=hybrid")  # every weight moved
+    base, end = weights(tiny_model_dir), weights(tuned)
+    linear = [n[: -len(".weight")] for n in end if n.endswith(".weight") and end[n].dim() == 2
+              and "embeddings" not in n]
+    assert len(linear) > 10
+
+    out, fingerprint, report = export_low_rank(tuned, tmp_path / "full", str(tiny_model_dir), rank=64)
+    loaded = ContextualSentenceEncoder.from_pretrained(out)
+    assert loaded.fingerprint() == fingerprint
+    got = loaded.merged().model.state_dict()
+    for name in linear:  # rank 64 >= every dimension of the tiny model: exact
+        assert torch.allclose(got[f"{name}.weight"], end[f"{name}.weight"], atol=1e-5), name
+        assert torch.allclose(got[f"{name}.bias"], end[f"{name}.bias"], atol=1e-6), name
+    for name in ("embeddings.word_embeddings.weight", "encoder.layer.0.output.LayerNorm.weight"):
+        assert torch.equal(got[name], base[name]) and not torch.equal(base[name], end[name])  # left out, reported
+    shares = {kind: r["left_out_of_difference"] for kind, r in report["relative_norms"].items()}
+    assert shares["linear"] < 1e-5 and shares["bias"] == 0.0
+    assert shares["embeddings"] == pytest.approx(1.0) and shares["layer_norm"] == pytest.approx(1.0)
+    assert json.loads((out / LOW_RANK_REPORT).read_text()) == report
+    assert DocumentModel.from_pretrained(out).inference_name == DocumentModel.from_pretrained(tuned).inference_name
+
+    out1, _, report1 = export_low_rank(tuned, tmp_path / "r1", str(tiny_model_dir), rank=1)
+    got1 = ContextualSentenceEncoder.from_pretrained(out1).merged().model.state_dict()
+    name = "encoder.layer.0.attention.self.query.weight"
+    u, s, vh = torch.linalg.svd((end[name] - base[name]).double())
+    best = base[name].double() + s[0] * torch.outer(u[:, 0], vh[0])  # Eckart-Young: the best rank-1 move
+    assert torch.allclose(got1[name].double(), best, atol=1e-5)
+    assert 0.1 < report1["relative_norms"]["linear"]["left_out_of_difference"] < 1.0
+
+    assert export_main(["--model", str(tuned), "--rank", "4", "--out", str(tmp_path / "x"), "--quiet"]) == 2
+    assert "--rank needs --adapter-only BASE" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="rank must be at least 1"):
+        export_low_rank(tuned, tmp_path / "r0", str(tiny_model_dir), rank=0)
+
+
+def test_low_rank_export_in_float16_loads_as_the_rounded_model_at_half_the_size(tiny_model_dir, examples_dir,
+                                                                               tmp_path):
+    from safetensors import safe_open
+
+    from aspire.encoders import ContextualSentenceEncoder
+    from aspire.train.export import export_low_rank
+
+    tuned = tuned_model(tiny_model_dir, examples_dir, tmp_path, "model.kind=hybrid")
+    full, _, _ = export_low_rank(tuned, tmp_path / "f32", str(tiny_model_dir), rank=4)
+    half, fingerprint, report = export_low_rank(tuned, tmp_path / "f16", str(tiny_model_dir), rank=4, half=True)
+    files = [d / "adapter" / "adapter_model.safetensors" for d in (full, half)]
+    stored = []
+    for file in files:
+        with safe_open(str(file), framework="pt") as f:
+            stored.append([f.get_tensor(k) for k in f.keys()])
+    assert {t.dtype for t in stored[1]} == {torch.float16} and {t.dtype for t in stored[0]} == {torch.float32}
+    assert sum(t.nbytes for t in stored[1]) * 2 == sum(t.nbytes for t in stored[0])
+    assert files[1].stat().st_size < files[0].stat().st_size
+    loaded = ContextualSentenceEncoder.from_pretrained(half)
+    assert loaded.fingerprint() == fingerprint and report["dtype"] == "float16"
+    a = ContextualSentenceEncoder.from_pretrained(full).merged().model.state_dict()
+    b = loaded.merged().model.state_dict()
+    name = "encoder.layer.1.intermediate.dense.weight"
+    assert not torch.equal(a[name], b[name]) and torch.allclose(a[name], b[name], atol=1e-3)

@@ -1,6 +1,9 @@
 """Export a model trained with adapters as plain Hugging Face weights: its active adapter merged in; or, with
 `--adapter-only BASE`, as its adapters alone over a named base model (how `aspire-minilm` ships in the package:
-a few MB instead of the whole encoder).
+a few MB instead of the whole encoder). `--rank R` exports a model with no adapter of its own (a full fine-tune,
+a weight soup) the same way: each target weight's difference from the base is cut to its best rank-R
+approximation (truncated SVD) and stored as a LoRA adapter, with each target's bias difference as the adapter's
+bias; what it cannot carry (LayerNorm, embeddings) is reported, and the cost is measured, not assumed.
 
 A model saved with adapters holds the base weights plus `adapter/` (peft format); it needs `peft` to
 load. The merged export folds the adapter into the weights (`peft`'s `merge_and_unload`), so
@@ -14,14 +17,23 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+
+if TYPE_CHECKING:
+    import torch
+
+    from aspire.encoders import ContextualSentenceEncoder
 
 EXAMPLES = """\
   aspire export --model runs/lora_aspire/checkpoint-000048/model --out runs/lora_aspire/merged
   aspire export --model runs/hybrid_aspire/checkpoint-000060/model --adapter-only minilm --out aspire/models/aspire-minilm
   python -m aspire.train.export --model runs/query_adapter/checkpoint-000250/model --out runs/query_adapter/merged
+  aspire export --model runs/soup/hybrid_all11 --adapter-only minilm --rank 16 --out runs/soup/hybrid_all11-r16
 """
+LOW_RANK_TARGETS = ("query", "key", "value", "dense")  # every linear layer of a BERT encoder
+LOW_RANK_REPORT = "low_rank.json"
 
 
 def export_merged(model: str | Path, out: str | Path) -> Path:
@@ -78,6 +90,118 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
     return out, exported
 
 
+def plain_weights(model: Path) -> tuple[ContextualSentenceEncoder, dict[str, torch.Tensor]]:
+    """(encoder, its state dict) of a saved model, an adapted one merged first."""
+    from aspire.encoders import ContextualSentenceEncoder, adapters
+
+    encoder = ContextualSentenceEncoder.from_pretrained(model)
+    if adapters.is_adapted(encoder.model):
+        encoder = encoder.merged()
+    return encoder, encoder.model.state_dict()
+
+
+def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
+                    targets: tuple[str, ...] = LOW_RANK_TARGETS, half: bool = False) -> tuple[Path, str, dict]:
+    """Write `model`, fine-tuned from `base` by any means, to `out` as a LoRA adapter of rank `rank` over `base`
+    -> (out, fingerprint, report). Each linear layer named by `targets` gets the truncated SVD of its weight's
+    difference from the base (the best rank-`rank` approximation in Frobenius norm; scaling 1) and its bias
+    difference as the adapter's bias. The report (also `out/low_rank.json`) gives, per kind of weight, the
+    relative norm of the difference and of what the adapter leaves out of it. `half` stores the adapter in
+    float16 (half the bytes, so twice the rank fits a size); its values are rounded so before anything is
+    measured, and it loads as float32 (peft upcasts). A model whose weights differ from the base in names or
+    shapes is refused, naming the weight."""
+    import tempfile
+    import warnings
+
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModel
+
+    from aspire.encoders import ContextualSentenceEncoder
+    from aspire.encoders.adapters import ADAPTER_DIR
+    from aspire.encoders.pretrained import resolve_model
+
+    model, out = Path(model), Path(out)
+    if rank < 1:
+        raise ValueError(f"rank must be at least 1, got {rank}")
+    tuned, tuned_weights = plain_weights(model)
+    plain = AutoModel.from_pretrained(resolve_model(base))
+    base_weights = plain.state_dict()
+    odd = sorted(set(tuned_weights) ^ set(base_weights)) or sorted(
+        n for n in tuned_weights if tuned_weights[n].shape != base_weights[n].shape)
+    if odd:
+        raise ValueError(f"{model}: weight {odd[0]!r} is not as in the base {base!r} (name or shape)")
+    adapted = get_peft_model(plain, LoraConfig(r=rank, lora_alpha=float(rank), target_modules=list(targets),
+                                               lora_bias=True))
+    carried, norms = set(), {}  # kind -> [difference², base², left out²]
+
+    def add(kind: str, diff: torch.Tensor, base_w: torch.Tensor, left: torch.Tensor | float) -> None:
+        acc = norms.setdefault(kind, [0.0, 0.0, 0.0])
+        acc[0] += float(diff.double().square().sum())
+        acc[1] += float(base_w.double().square().sum())
+        acc[2] += float(left.double().square().sum()) if torch.is_tensor(left) else left
+
+    with torch.no_grad():
+        for name, layer in adapted.base_model.model.named_modules():
+            if not hasattr(layer, "lora_A"):
+                continue
+            diff = (tuned_weights[f"{name}.weight"] - base_weights[f"{name}.weight"]).double()
+            u, s, vh = torch.linalg.svd(diff, full_matrices=False)
+            k = min(rank, s.numel())
+            up, down = (u[:, :k] * s[:k]).float(), vh[:k].float()
+            if half:
+                up, down = up.half().float(), down.half().float()
+            layer.lora_B["default"].weight.zero_()[:, :k] = up
+            layer.lora_A["default"].weight.zero_()[:k] = down
+            bias = (tuned_weights[f"{name}.bias"] - base_weights[f"{name}.bias"]).float()
+            bias = bias.half().float() if half else bias
+            layer.lora_B["default"].bias.copy_(bias)
+            add("linear", diff, base_weights[f"{name}.weight"], diff - up.double() @ down.double())
+            add("bias", bias, base_weights[f"{name}.bias"], 0.0)
+            carried |= {f"{name}.weight", f"{name}.bias"}
+        for name, weight in tuned_weights.items():
+            if name in carried or not weight.is_floating_point():
+                continue
+            diff = weight - base_weights[name]
+            kind = "layer_norm" if "LayerNorm" in name else "embeddings" if "embeddings" in name else "other"
+            add(kind, diff, base_weights[name], diff)
+    report = {"model": str(model), "base": base, "rank": rank, "targets": list(targets),
+              "dtype": "float16" if half else "float32",
+              "relative_norms": {kind: {"difference": (d / b) ** 0.5 if b else 0.0,
+                                        "left_out_of_difference": (left / d) ** 0.5 if d else 0.0}
+                                 for kind, (d, b, left) in sorted(norms.items())}}
+    encoder = ContextualSentenceEncoder(adapted, tuned.tokenizer, name=str(model), **tuned.settings())
+    meta = read_meta(model)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}-", dir=out.parent if out.parent.exists() else None) as tmp:
+        with warnings.catch_warnings():  # peft reads any 1-D LoRA tensor as an ungathered shard; lora_B's bias is 1-D
+            warnings.filterwarnings("ignore", message=r"Adapter '\w+': \d+ LoRA tensor\(s\) have invalid shape: "
+                                                      r"[\w.]+\.lora_B\.bias:")
+            encoder.save_pretrained(tmp)
+        if half:
+            _to_half(Path(tmp) / ADAPTER_DIR / "adapter_model.safetensors")
+        if meta is not None:
+            from aspire.train.document_model import MODEL_FILE
+
+            adapter = {**meta["model"].get("adapter", {}), "kind": "lora", "r": rank, "alpha": float(rank),
+                       "dropout": 0.0, "target_modules": list(targets)}
+            (Path(tmp) / MODEL_FILE).write_text(json.dumps({**meta, "model": {**meta["model"], "adapter": adapter}},
+                                                           indent=2))
+        out, fingerprint = export_adapter(tmp, out, base)
+    (out / LOW_RANK_REPORT).write_text(json.dumps(report, indent=2))
+    return out, fingerprint, report
+
+
+def _to_half(path: Path) -> None:
+    """Rewrite a safetensors file with its float32 tensors as float16 (metadata kept)."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    save_file({k: t.half() if t.dtype.is_floating_point else t for k, t in tensors.items()}, str(path), metadata=meta)
+
+
 def read_meta(model: Path) -> dict | None:
     """A trained model's document_model.json, or None for a plain encoder directory without one."""
     from aspire.train.document_model import MODEL_FILE
@@ -106,12 +230,25 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.expo
     parser.add_argument("--out", required=True, help="output directory for the merged model (or the adapters)")
     parser.add_argument("--adapter-only", metavar="BASE",
                         help="write the adapters alone over this base model (a name such as minilm, or a directory)")
+    parser.add_argument("--half", action="store_true",
+                        help="with --rank: store the adapter in float16 (half the size; loads as float32)")
+    parser.add_argument("--rank", type=int, default=None,
+                        help="with --adapter-only, for a model without adapters (a full fine-tune, a soup): "
+                             "store its difference from BASE as a LoRA adapter of this rank (truncated SVD)")
     add_common_options(parser)
     args = parser.parse_args(argv)
     setup_logging(args)
 
     def export() -> int:
-        if args.adapter_only:
+        if args.rank is not None:
+            if not args.adapter_only:
+                raise ValueError("--rank needs --adapter-only BASE: the base the low-rank adapter goes over")
+            out, fingerprint, report = export_low_rank(args.model, args.out, args.adapter_only, args.rank,
+                                                       half=args.half)
+            left = {kind: round(r["left_out_of_difference"], 4) for kind, r in report["relative_norms"].items()}
+            print(f"wrote {out} (rank-{args.rank} adapter over {args.adapter_only}; fingerprint {fingerprint}; "
+                  f"share of each difference left out: {left})")
+        elif args.adapter_only:
             out, fingerprint = export_adapter(args.model, args.out, args.adapter_only)
             print(f"wrote {out} (adapters over {args.adapter_only}; fingerprint {fingerprint})")
         else:

@@ -28,7 +28,6 @@ from aspire.cliutil import add_common_options, command_parser, run_command, setu
 if TYPE_CHECKING:
     import torch
 
-    from aspire.encoders import ContextualSentenceEncoder
 
 EXAMPLES = """\
   python -m aspire.train.interpolate --model runs/multitask_mixed/checkpoint-000500/model --alpha 0.5 --out runs/multitask_mixed/wise-0.5
@@ -70,7 +69,7 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
 
     from aspire.encoders.pretrained import resolve_model
     from aspire.train.document_model import MODEL_FILE
-    from aspire.train.export import read_meta, write_plain_meta
+    from aspire.train.export import plain_weights, read_meta, write_plain_meta
 
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
@@ -80,7 +79,7 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
         if meta is None:
             raise ValueError(f"{model} has no {MODEL_FILE} naming its base encoder: give --base")
         base = meta["model"]["encoder"]
-    tuned, tuned_weights = _plain_weights(model)
+    tuned, tuned_weights = plain_weights(model)
     base_weights = AutoModel.from_pretrained(resolve_model(base)).state_dict()
     extra = sorted(set(base_weights) - set(tuned_weights))
     if extra:
@@ -95,16 +94,6 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
     return out
 
 
-def _plain_weights(model: Path) -> tuple[ContextualSentenceEncoder, dict[str, torch.Tensor]]:
-    """(encoder, its state dict) of a saved model, an adapted one merged first."""
-    from aspire.encoders import ContextualSentenceEncoder, adapters
-
-    encoder = ContextualSentenceEncoder.from_pretrained(model)
-    if adapters.is_adapted(encoder.model):
-        encoder = encoder.merged()
-    return encoder, encoder.model.state_dict()
-
-
 def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = False) -> Path:
     """Write to `out` the uniform soup of `models`: every weight the mean of theirs. The first model's
     document_model.json goes with it, and the record names each member with its own record (so a soup
@@ -115,7 +104,7 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     import torch
 
     from aspire.train.document_model import MODEL_FILE
-    from aspire.train.export import plain_meta, read_meta, write_plain_meta
+    from aspire.train.export import plain_meta, plain_weights, read_meta, write_plain_meta
 
     models, out = [Path(m) for m in models], Path(out)
     if len(models) < 2:
@@ -136,9 +125,9 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
                              f"{first.get(refused[0])!r} in {models[0]}{hint}")
         if differ:
             mixed[str(model)] = {k: section.get(k) for k in differ}
-    encoder, mean = _plain_weights(models[0])
+    encoder, mean = plain_weights(models[0])
     for k, model in enumerate(models[1:], start=2):
-        weights = _plain_weights(model)[1]
+        weights = plain_weights(model)[1]
         names = set(weights) ^ set(mean)
         if names:
             raise ValueError(f"{model}: weight {sorted(names)[0]!r} is in only one of it and {models[0]}")
