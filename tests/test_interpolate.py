@@ -237,6 +237,7 @@ def test_low_rank_export_in_float16_loads_as_the_rounded_model_at_half_the_size(
     assert files[1].stat().st_size < files[0].stat().st_size
     loaded = ContextualSentenceEncoder.from_pretrained(half)
     assert loaded.fingerprint() == fingerprint and report["dtype"] == "float16"
+    assert 0.0 < report["relative_norms"]["bias"]["left_out_of_difference"] < 1e-3  # the rounding, reported
     a = ContextualSentenceEncoder.from_pretrained(full).merged().model.state_dict()
     b = loaded.merged().model.state_dict()
     name = "encoder.layer.1.intermediate.dense.weight"

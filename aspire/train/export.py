@@ -135,11 +135,11 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
                                                lora_bias=True))
     carried, norms = set(), {}  # kind -> [difference², base², left out²]
 
-    def add(kind: str, diff: torch.Tensor, base_w: torch.Tensor, left: torch.Tensor | float) -> None:
+    def add(kind: str, diff: torch.Tensor, base_w: torch.Tensor, left: torch.Tensor) -> None:
         acc = norms.setdefault(kind, [0.0, 0.0, 0.0])
         acc[0] += float(diff.double().square().sum())
         acc[1] += float(base_w.double().square().sum())
-        acc[2] += float(left.double().square().sum()) if torch.is_tensor(left) else left
+        acc[2] += float(left.double().square().sum())
 
     with torch.no_grad():
         for name, layer in adapted.base_model.model.named_modules():
@@ -154,10 +154,10 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
             layer.lora_B["default"].weight.zero_()[:, :k] = up
             layer.lora_A["default"].weight.zero_()[:k] = down
             bias = (tuned_weights[f"{name}.bias"] - base_weights[f"{name}.bias"]).float()
-            bias = bias.half().float() if half else bias
-            layer.lora_B["default"].bias.copy_(bias)
+            stored = bias.half().float() if half else bias
+            layer.lora_B["default"].bias.copy_(stored)
             add("linear", diff, base_weights[f"{name}.weight"], diff - up.double() @ down.double())
-            add("bias", bias, base_weights[f"{name}.bias"], 0.0)
+            add("bias", bias, base_weights[f"{name}.bias"], bias - stored)
             carried |= {f"{name}.weight", f"{name}.bias"}
         for name, weight in tuned_weights.items():
             if name in carried or not weight.is_floating_point():
