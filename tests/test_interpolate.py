@@ -213,6 +213,10 @@ def test_low_rank_export_carries_linear_weights_and_biases_and_reports_the_rest(
 
     assert export_main(["--model", str(tuned), "--rank", "4", "--out", str(tmp_path / "x"), "--quiet"]) == 2
     assert "--rank needs --adapter-only BASE" in capsys.readouterr().err
+    assert export_main(["--model", str(tuned), "--adapter-only", str(tiny_model_dir), "--half", "--out",
+                        str(tmp_path / "h"), "--quiet"]) == 2
+    assert "--half stores a low-rank adapter in float16: it needs --rank" in capsys.readouterr().err
+    assert not (tmp_path / "h").exists()
     with pytest.raises(ValueError, match="rank must be at least 1"):
         export_low_rank(tuned, tmp_path / "r0", str(tiny_model_dir), rank=0)
 

@@ -240,6 +240,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.expo
     setup_logging(args)
 
     def export() -> int:
+        if args.half and args.rank is None:
+            raise ValueError("--half stores a low-rank adapter in float16: it needs --rank (and --adapter-only BASE)")
         if args.rank is not None:
             if not args.adapter_only:
                 raise ValueError("--rank needs --adapter-only BASE: the base the low-rank adapter goes over")
