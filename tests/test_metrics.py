@@ -7,7 +7,18 @@ import random
 
 import pytest
 
-from aspire.benchmarks.metrics import check_rankings, evaluate_rankings, mean_metrics, ndcg_at_k, pool_cutoff
+from aspire.benchmarks.metrics import (
+    AT_K_METRICS,
+    BINARY_METRICS,
+    WARMED_METRICS,
+    _parse_metric,
+    check_rankings,
+    compile_metrics,
+    evaluate_rankings,
+    mean_metrics,
+    ndcg_at_k,
+    pool_cutoff,
+)
 
 QRELS = {"q": {"a": 3, "b": 0, "c": 2, "d": 0, "e": 1}}
 RANKED = {"q": ["a", "b", "c", "d", "e"]}
@@ -146,3 +157,34 @@ def test_mean_metrics():
     assert mean_metrics(per_query, ["a", "b"])["m"] == pytest.approx(0.4)
     with pytest.raises(ValueError, match="no scores"):
         mean_metrics(per_query, ["a", "zz"])
+
+
+def test_install_warm_up_runs_every_metric_kind():
+    """`make install` compiles ranx's metrics through `compile_metrics`: its list must hold every kind a user can ask
+    for, or that kind's first evaluation pays numba's compile."""
+    kinds = {_parse_metric(name)[0] for name in WARMED_METRICS}
+    assert kinds == set(BINARY_METRICS) | set(AT_K_METRICS) | {"ndcg%"}
+    assert compile_metrics() >= 0.0
+
+
+def test_ranx_sees_one_id_width_whatever_the_ids():
+    """ranx compiles its data structures once an id width (~10 s each): short and long ids reach it as codes of one
+    width (`ranx_ids`), so the compiled code `compile_metrics` caches serves every evaluation; metrics unchanged."""
+    from ranx.data_structures import common
+
+    from aspire.benchmarks.metrics import RANX_ID_WIDTH, ranx_ids
+    from aspire.benchmarks.runs import per_query
+
+    def id_arrays():  # the id arrays ranx has built so far in this process, as numba typed them
+        return {str(sig[1]) for sig in common.create_and_sort.signatures}
+
+    before = id_arrays()
+    short = {"q": {"a": 2, "b": 0, "c": 1}}
+    long_ = {"query " + "q" * 30: {"doc " + "x" * 40 + c: g for c, g in short["q"].items()}}  # 45 characters
+    got = [evaluate_rankings(judged, {q: list(pool) for q, pool in judged.items()}, ["map", "ndcg@2"])
+           for judged in (short, long_)]
+    assert [next(iter(g.values())) for g in got] == [got[0]["q"]] * 2
+    per_query(long_, {q: [(c, 1.0) for c in pool] for q, pool in long_.items()}, ["map"])
+    coded = f"ListType[array([unichr x {RANX_ID_WIDTH}], 1d, C)]"
+    assert id_arrays() - before <= {coded} and coded in id_arrays(), id_arrays() - before
+    assert ranx_ids(["b", "a", "b", "c"]) == {"b": "0" * 10, "a": "0" * 9 + "1", "c": "0" * 9 + "2"}

@@ -26,7 +26,8 @@ the reason, for results files to report.
 from __future__ import annotations
 
 import re
-from typing import Mapping, Sequence
+import warnings
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -121,6 +122,19 @@ def queries_without_relevant(qrels: Mapping[str, Mapping[str, int]], threshold: 
     return [q for q, pool in qrels.items() if not any(g >= threshold for g in pool.values())]
 
 
+def ranx_ids(ids: Iterable[str]) -> dict[str, str]:
+    """Each of one query's document ids -> a code of `RANX_ID_WIDTH` digits (its first position in `ids`), for ranx.
+
+    ranx holds a query's ids as a numpy string array, whose width is that of its longest id, and numba compiles its
+    data-structure functions once a width: every new longest-id length cost a new compile of ~10 s (CSFCube's ids
+    after tests' and the warm-up's). Ids of one width share the compiled code that `compile_metrics` caches; the
+    metrics do not depend on the names."""
+    return {doc: f"{i:0{RANX_ID_WIDTH}d}" for i, doc in enumerate(dict.fromkeys(ids))}
+
+
+RANX_ID_WIDTH = 10
+
+
 def evaluate_rankings(
     qrels: Mapping[str, Mapping[str, int]],
     rankings: Mapping[str, Sequence[str]],
@@ -167,12 +181,16 @@ def evaluate_rankings(
             ranx_names[name] = f"ndcg@{k}"  # graded gains, grade 0 contributes nothing
     if ranx_names:
         # Distinct scores n, n-1, ..., 1 make ranx's order exactly the given order (no tie-breaking).
-        run = Run.from_dict({q: {c: float(len(rankings[q]) - i) for i, c in enumerate(rankings[q])} for q in qids})
-        judged = Qrels.from_dict({q: {c: int(g) for c, g in qrels[q].items()} for q in qids})
+        codes = {q: ranx_ids(qrels[q]) for q in qids}  # a pool's ids, each ranked once (check_rankings)
+        run = Run.from_dict({q: {codes[q][c]: float(len(rankings[q]) - i) for i, c in enumerate(rankings[q])}
+                             for q in qids})
+        judged = Qrels.from_dict({q: {codes[q][c]: int(g) for c, g in qrels[q].items()} for q in qids})
         wanted = list(dict.fromkeys(ranx_names.values()))
         if len(wanted) == 1:  # ranx 0.3.21 cannot return per-query scores of a single metric (KeyError)
             wanted.append("hits" if wanted[0] != "hits" else "mrr")
-        scores = evaluate(judged, run, wanted, return_mean=False, save_results_in_run=False)
+        with warnings.catch_warnings():  # numba's note on ranx's own uint64 -> int64 index cast, as `runs.per_query`
+            warnings.filterwarnings("ignore", message="unsafe cast")
+            scores = evaluate(judged, run, wanted, return_mean=False, save_results_in_run=False)
         order = list(run.get_query_ids())
         for name, rname in ranx_names.items():
             for q, v in zip(order, scores[rname]):
@@ -184,6 +202,25 @@ def evaluate_rankings(
             gains = [qrels[q][c] for c in rankings[q]]
             out[q][name] = ndcg_at_k(gains, pool_cutoff(len(gains), percent), discount="csfcube")
     return {q: {name: out[q][name] for name in metrics} for q in qids}
+
+
+def compile_metrics() -> float:
+    """Run every metric kind once on a tiny judged pool, so that ranx's numba functions are compiled and cached on
+    disk (ranx's `cache=True`) before a user's first evaluation, which otherwise pays the compile (the first
+    `make demo` on a fresh machine spent 43.7 s on its first metrics). With `ranx_ids` every later evaluation, and
+    `runs.per_query`, reads the same compiled code. `make install` calls it; a later call reads the cache.
+    -> seconds spent."""
+    import time
+
+    start = time.perf_counter()
+    qrels = {"q1": {"a": 2, "b": 0, "c": 1, "d": 0}, "q2": {"a": 0, "b": 3, "c": 0, "d": 1}}
+    rankings = {"q1": ["b", "a", "d", "c"], "q2": ["a", "b", "c", "d"]}
+    evaluate_rankings(qrels, rankings, WARMED_METRICS, threshold=1)
+    return time.perf_counter() - start
+
+
+# one name of every metric kind (`_parse_metric`), as `compile_metrics` runs them
+WARMED_METRICS = ("map", "mrr", "bpref", "r-precision", "p@2", "r@2", "ndcg@2", "ndcg%20")
 
 
 def mean_metrics(per_query: Mapping[str, Mapping[str, float | None]], qids: Sequence[str]) -> dict[str, float | None]:

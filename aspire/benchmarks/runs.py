@@ -20,6 +20,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from aspire.benchmarks.metrics import ranx_ids
+
 _METRIC = re.compile(r"^(map|mrr|bpref|p|r|recall|ndcg)(?:@(\d+))?(-l\d+)?$")
 _RANX = {"p": "precision", "r": "recall", "recall": "recall", "map": "map", "mrr": "mrr", "bpref": "bpref",
          "ndcg": "ndcg"}
@@ -130,10 +132,11 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence
     names = {m: ranx_name(m) for m in metrics}
     qids = sorted(qrels)
     # scores from the run's order, so ties keep it: rank r of n -> n - r
-    ranked = {q: {doc: float(len(run[q]) - r) for r, (doc, _) in enumerate(run[q])} for q in qids}
+    codes = {q: ranx_ids([*qrels[q], *(doc for doc, _ in run[q])]) for q in qids}  # one id width, one compile
+    ranked = {q: {codes[q][doc]: float(len(run[q]) - r) for r, (doc, _) in enumerate(run[q])} for q in qids}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="unsafe cast")
-        judged = {q: {d: int(g) for d, g in qrels[q].items()} for q in qids}
+        judged = {q: {codes[q][d]: int(g) for d, g in qrels[q].items()} for q in qids}
         empty = [q for q in qids if not any(g > 0 for g in judged[q].values())]
         if empty:
             raise ValueError(f"{len(empty)} queries have no relevant document (e.g. {empty[:3]})")
