@@ -168,8 +168,8 @@ def test_install_warm_up_runs_every_metric_kind():
 
 
 def test_ranx_sees_one_id_width_whatever_the_ids():
-    """ranx compiles its data structures once an id width (~10 s each): short and long ids reach it as codes of one
-    width (`ranx_ids`), so the compiled code `compile_metrics` caches serves every evaluation; metrics unchanged."""
+    """ranx compiles its data structures once an id width (about 17 s each): short and long ids reach it as codes of
+    one width (`ranx_ids`), so the compiled code `compile_metrics` caches serves every evaluation; metrics unchanged."""
     from ranx.data_structures import common
 
     from aspire.benchmarks.metrics import RANX_ID_WIDTH, ranx_ids

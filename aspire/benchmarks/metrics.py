@@ -126,9 +126,9 @@ def ranx_ids(ids: Iterable[str]) -> dict[str, str]:
     """Each of one query's document ids -> a code of `RANX_ID_WIDTH` digits (its first position in `ids`), for ranx.
 
     ranx holds a query's ids as a numpy string array, whose width is that of its longest id, and numba compiles its
-    data-structure functions once a width: every new longest-id length cost a new compile of ~10 s (CSFCube's ids
-    after tests' and the warm-up's). Ids of one width share the compiled code that `compile_metrics` caches; the
-    metrics do not depend on the names."""
+    data-structure functions once a width: each new longest-id length cost a compile of its own (about 17 s in the
+    demo, for CSFCube's ids after the tests' and the warm-up's). Ids of one width share the compiled code that
+    `compile_metrics` caches; the metrics do not depend on the names."""
     return {doc: f"{i:0{RANX_ID_WIDTH}d}" for i, doc in enumerate(dict.fromkeys(ids))}
 
 
