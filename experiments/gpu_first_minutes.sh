@@ -18,23 +18,7 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--prepare" ]; then
   set -e
   PY=${PY:-.venv/bin/python}
-  mkdir -p .gpu/minilm
-  "$PY" - <<'EOF'
-import shutil
-from pathlib import Path
-
-from safetensors.torch import load_file, save_file
-
-from aspire.encoders import resolve_model
-
-src, dst = resolve_model("minilm"), Path(".gpu/minilm")
-for path in src.rglob("*"):
-    if path.is_file() and path.name != "model.safetensors":
-        (dst / path.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, dst / path.relative_to(src))
-save_file({k: v.half() for k, v in load_file(src / "model.safetensors").items()}, dst / "model.fp16.safetensors")
-print(f"minilm from {src} -> {dst} (weights float16)")
-EOF
+  "$PY" experiments/gpu_minilm.py narrow .gpu/minilm
   gzip -c ../shared/data/csfcube/abstracts-csfcube-preds.jsonl > .gpu/csfcube.jsonl.gz
   du -sh .gpu
   exit 0
@@ -52,17 +36,7 @@ transformers.__version__, 'sentence-transformers', sentence_transformers.__versi
 torch.cuda.get_device_name() if torch.cuda.is_available() else 'no cuda')"
 
 # the model widened back to float32, and CSFCube where the benchmarks read it (only where it is not there already)
-"$PY" - <<'EOF' || exit 1
-import shutil
-from pathlib import Path
-
-from safetensors.torch import load_file, save_file
-
-src, dst = Path(".gpu/minilm"), Path("/tmp/minilm")
-shutil.copytree(src, dst, dirs_exist_ok=True, ignore=shutil.ignore_patterns("model.fp16.safetensors"))
-save_file({k: v.float() for k, v in load_file(src / "model.fp16.safetensors").items()}, dst / "model.safetensors")
-print("minilm widened to float32 in /tmp/minilm")
-EOF
+"$PY" experiments/gpu_minilm.py widen .gpu/minilm /tmp/minilm || exit 1
 DATA=../shared/data/csfcube/abstracts-csfcube-preds.jsonl
 if [ ! -f "$DATA" ]; then
   mkdir -p "$(dirname "$DATA")" && gunzip -c .gpu/csfcube.jsonl.gz > "$DATA"
