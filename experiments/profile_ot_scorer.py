@@ -2,8 +2,9 @@
 
 Times, alternated and on one thread, the kernel alone (on the precomputed cost), the cost and weights
 (`gathered_l2_weights`) and the whole scorer (`gathered_ot_match`); then the cost pass's parts: the compiled
-pass (`_distance_cpu.gathered_l2`), its dot products alone, and the pass with every pair reading the same rows
-(all in L1) against the benchmark's rows. Prints a table of medians and writes them as JSON.
+pass (`_distance_cpu.gathered_l2`), the pass on the same pairs with each side's rows in reverse order (not runs of
+the store: the compiled loop of dot products instead of BLAS), the dot products alone both ways, and the pass with
+every pair reading the same rows (all in L1). Prints a table of medians and writes them as JSON.
 
     python experiments/profile_ot_scorer.py --pool-cache POOL --out runs/profile_ot_scorer.json
 
@@ -34,7 +35,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_sinkhorn import EPS, TARGET, TAU, make_case, run_ours, time_alternated
 
-    from aspire.scoring._distance_cpu import _pair_dots, gathered_l2
+    from aspire.scoring._distance_cpu import _pair_dots, _run, _run_dots, gathered_l2
     from aspire.scoring._jit import njit
     from aspire.scoring.distance import gathered_l2_weights
     from aspire.scoring.scorers import gathered_ot_match
@@ -49,23 +50,35 @@ def main() -> None:
     }, args.repeats, cpu)
 
     @njit
-    def dots_only(vectors, q_rows, c_rows, out):
+    def loop_dots(vectors, q_rows, c_rows, out):
         for p in range(q_rows.shape[0]):
             _pair_dots(vectors, q_rows[p], vectors, c_rows[p], out[p])
 
+    @njit
+    def blas_dots(vectors, q_rows, c_rows, out):
+        q_pos, c_pos = np.empty(q_rows.shape[1], np.int64), np.empty(c_rows.shape[1], np.int64)
+        scratch = np.empty(out.shape[1] * out.shape[2], out.dtype)
+        for p in range(q_rows.shape[0]):
+            qs, nq = _run(q_rows[p], q_pos)
+            cs, nc = _run(c_rows[p], c_pos)
+            _run_dots(vectors, qs, nq, q_pos, vectors, cs, nc, c_pos, out[p], scratch)
+
     store = pool.numpy()
     q_rows, c_rows = idx[0].numpy(), idx[1].numpy()
+    q_back, c_back = np.ascontiguousarray(q_rows[:, ::-1]), np.ascontiguousarray(c_rows[:, ::-1])
     same_q, same_c = np.repeat(q_rows[:1], len(q_rows), 0), np.repeat(c_rows[:1], len(c_rows), 0)
     out, rmin, cmin = (np.empty(s, np.float32) for s in ((1000, 10, 10), (1000, 10), (1000, 10)))
 
     def compiled(qr, cr):
         norms = np.full(len(store), np.nan, np.float32)
-        gathered_l2(store, qr, store, cr, norms, norms, True, out, rmin, cmin, TAU, 1)
+        gathered_l2(store, qr, store, cr, norms, norms, out, rmin, cmin, TAU, 1)
 
     parts = time_alternated({
         "cost_and_weights_alone": lambda: gathered_l2_weights(pool, idx[0], pool, idx[1], TAU),
         "compiled_pass": lambda: compiled(q_rows, c_rows),
-        "dot_products": lambda: dots_only(store, q_rows, c_rows, out),
+        "compiled_pass_rows_reversed": lambda: compiled(q_back, c_back),
+        "dot_products_blas": lambda: blas_dots(store, q_rows, c_rows, out),
+        "dot_products_loop": lambda: loop_dots(store, q_rows, c_rows, out),
         "compiled_pass_same_rows": lambda: compiled(same_q, same_c),
     }, args.repeats, cpu)
     result = {name: 1e3 * t for name, t in {**whole, **parts}.items()}

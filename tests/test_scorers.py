@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -255,8 +256,7 @@ def test_gathered_l2_cost_equals_l2_cost_of_the_gathered_rows(dtype, pairs, two_
     tol = 1e-5 if dtype == torch.float32 else 1e-12  # on squared distances: sqrt amplifies the rounding near 0
     torch.testing.assert_close(cost.double()[valid] ** 2, exact[valid] ** 2, atol=tol, rtol=0)
     assert (cost[~valid] == 0).all()  # padding
-    # a row against itself: exactly 0 from one store; equal vectors of two stores: 0 up to the expansion's rounding
-    assert (cost[:, 0, 0] == 0).all() if not two_stores else (cost[:, 0, 0] <= 1e-7).all()
+    assert (cost[:, 0, 0] == 0).all()  # a row against itself, or equal vectors of two stores: exactly 0
     minima = valid_minima(cost, q_mask, c_mask)
     torch.testing.assert_close(row_min, minima[0], atol=0, rtol=0)
     torch.testing.assert_close(col_min, minima[1], atol=0, rtol=0)
@@ -278,6 +278,83 @@ def test_gathered_l2_cost_every_block_edge():
             exact, valid = brute_force_cost(store, q_rows, store, c_rows)
             torch.testing.assert_close(cost ** 2, exact.masked_fill(~valid, 0.0) ** 2, atol=1e-12, rtol=0,
                                        msg=f"N {N}, M {M}")
+
+
+def test_store_runs_found_and_taken_by_blas_within_its_size():
+    from aspire.scoring._distance_cpu import _BLAS_MACS, _blas_fits, _run
+
+    pos = np.empty(4, np.int64)
+    assert _run(np.array([5, 6, -1, 7]), pos) == (5, 3) and list(pos[:3]) == [0, 1, 3]  # padding anywhere
+    assert _run(np.array([5, 7]), pos)[0] == -1  # a gap
+    assert _run(np.array([3, 2]), pos)[0] == -1  # out of order
+    assert _run(np.array([-1, -1]), pos) == (-1, 0)
+    assert _blas_fits(5, 2, 9, 2, 384) and not _blas_fits(5, 1, 9, 10, 384) and not _blas_fits(-1, 4, 9, 10, 384)
+    assert _blas_fits(0, 10, 0, _BLAS_MACS // 768, 384) and not _blas_fits(0, 10, 0, _BLAS_MACS // 768 + 1, 384)
+
+
+@pytest.mark.parametrize("reverse", [False, True])  # the rows as runs (BLAS), or reversed (the compiled loop)
+def test_near_vectors_summed_directly_equal_ones_exactly_zero_apart(reverse):
+    # float32, 384-d: the expansion |x|^2 + |y|^2 - 2 x.y leaves ~1e-3 between equal vectors whenever the products
+    # and the norms are summed in different orders (BLAS's and the loop's); near pairs are summed directly instead
+    g = torch.Generator().manual_seed(7)
+    store = torch.randn(40, 384, generator=g)
+    store[20:30] = store[:10]  # the candidates' rows: copies of the query's ...
+    store[25, 3] += 1e-3  # ... one of them 1e-3 off in one coordinate
+    q_rows, c_rows = torch.arange(10)[None], torch.arange(20, 30)[None]
+    if reverse:
+        q_rows, c_rows = q_rows.flip(1), c_rows.flip(1)
+    cost = gathered_l2_minima(store, q_rows, store, c_rows)[0][0]
+    off = 4 if reverse else 5  # the place of rows 5 and 25 on the diagonal
+    diagonal = cost.diagonal()
+    assert (diagonal[torch.arange(10) != off] == 0).all()
+    assert diagonal[off].item() == pytest.approx(1e-3, rel=1e-3)
+    exact, _ = brute_force_cost(store, q_rows, store, c_rows)
+    torch.testing.assert_close(cost.double(), exact[0], atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+@pytest.mark.parametrize(("N", "M", "D"), [
+    (10, 10, 384),  # the benchmark's pairs: one BLAS call
+    (11, 100, 512),  # calls of 5 rows, the last single row joining the call before it (5 + 6)
+    (12, 100, 512),  # 5 + 7
+    (1, 9, 16), (9, 1, 16),  # one sentence a side: the compiled loop
+    (3, 300, 512),  # two query rows past _BLAS_MACS: the compiled loop
+])
+def test_gathered_l2_cost_of_store_runs_equals_brute_force(dtype, N, M, D):
+    # each side's real rows consecutive rows of the store (a document's sentences), padding anywhere in some pairs:
+    # the dot products by BLAS over the rows where they lie, written in place or through the scratch
+    from aspire.scoring._distance_cpu import _run, _run_dots
+
+    g = torch.Generator().manual_seed(N * M + D)
+    store = 0.4 * torch.randn(500, D, generator=g, dtype=dtype)
+    B = 6
+    q_rows = torch.randint(0, 500 - N, (B, 1), generator=g) + torch.arange(N)
+    c_rows = torch.randint(0, 500 - M, (B, 1), generator=g) + torch.arange(M)
+    q_rows[1, N // 2 + 1:] = -1  # trailing padding
+    real = torch.arange(M) % 3 != 1  # padding inside, the real rows still a run
+    c_rows[2] = torch.where(real, c_rows[2, 0] + real.cumsum(0) - 1, -1)
+    q_rows[3, 0] = c_rows[3, -1] = -1
+    c_rows[4, M // 2:] = c_rows[4, M // 2:].flip(0)  # not a run where M > 3: the compiled loop
+    cost = gathered_l2_minima(store, q_rows, store, c_rows)[0]
+    exact, valid = brute_force_cost(store, q_rows, store, c_rows)
+    tol = 1e-5 * D if dtype == torch.float32 else 1e-12 * D
+    torch.testing.assert_close(cost.double()[valid] ** 2, exact[valid] ** 2, atol=tol, rtol=0)
+    assert (cost[~valid] == 0).all()
+    if min(N, M) > 1:  # BLAS's own products, pair by pair, against brute force's
+        v = store.numpy()
+        q_pos, c_pos = np.empty(N, np.int64), np.empty(M, np.int64)
+        dots, scratch = np.empty((N, M), v.dtype), np.empty(N * M, v.dtype)
+        for p in range(B):
+            qs, nq = _run(q_rows[p].numpy(), q_pos)
+            cs, nc = _run(c_rows[p].numpy(), c_pos)
+            assert (qs >= 0 and cs >= 0) == (p != 4 or M <= 3), f"pair {p}: runs {qs}, {cs}"
+            if qs < 0 or cs < 0:
+                continue
+            _run_dots(v, qs, nq, q_pos, v, cs, nc, c_pos, dots, scratch)
+            x, y = store[q_rows[p].clamp_min(0)].double(), store[c_rows[p].clamp_min(0)].double()
+            pad = (q_rows[p] < 0)[:, None] | (c_rows[p] < 0)[None, :]
+            torch.testing.assert_close(torch.from_numpy(dots).double(), (x @ y.T).masked_fill(pad, 0.0),
+                                       atol=tol, rtol=0, msg=f"pair {p}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, F64])
@@ -332,7 +409,7 @@ def test_pairwise_ot_match_without_a_tape_reads_the_batches_as_stores_and_equals
     kw = dict(tau=0.5, eps=0.05, tol=1e-5 if single else 1e-10, max_iter=50_000)
     fast = pairwise_ot_match(x, q_mask, y, c_mask, **kw)  # compiled cost (distance.compiled_cost)
     taped = pairwise_ot_match(x.clone().requires_grad_(), q_mask, y, c_mask, **kw)
-    atol = 2e-3 if single else 1e-7  # a sentence against its own copy: sqrt(rounding) in both, ~1e-3 in float32
+    atol = 2e-3 if single else 1e-7  # a sentence against its own copy: up to sqrt(rounding) on the torch path
     for name in ("dist", "plan", "query_weights", "cand_weights"):
         torch.testing.assert_close(getattr(fast, name), getattr(taped, name).detach(), atol=atol, rtol=0)
     valid = q_mask[:, :, None] & c_mask[:, None, :]

@@ -60,7 +60,8 @@ def gathered_l2_cost(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_row
 
     On a CPU without autograd's tape (float32 / float64) each pair reads its rows where they are and writes
     its distances directly (`aspire.scoring._distance_cpu`, numba): the vectors are never copied, no
-    temporary holds their squared norms, and a row is exactly 0 from itself (one store). Elsewhere (other
+    temporary holds their squared norms, and equal vectors are exactly 0 apart (near pairs are summed
+    directly, not by the expansion). Elsewhere (other
     devices, half precision, a gradient to the vectors) the rows are gathered and `l2_cost` compares them, so
     the result is differentiable; the two agree to float rounding (tests/test_scorers.py).
     """
@@ -142,7 +143,7 @@ def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows, tau: float = 0.0):
     with torch_thread_count():
         q_sq = _store_norms(qv, q_rows.numel() + (c_rows.numel() if shared else 0))
         c_sq = q_sq if shared else _store_norms(cv, c_rows.numel())
-        gathered_l2(qv, qr, cv, cr, q_sq, c_sq, shared, cost.numpy(), row_min.numpy(), col_min.numpy(), float(tau),
+        gathered_l2(qv, qr, cv, cr, q_sq, c_sq, cost.numpy(), row_min.numpy(), col_min.numpy(), float(tau),
                     numba.get_num_threads())
         if tau > 0:  # the pass left the logits: exp (numpy's, vectorised), then each row over its sum
             for logits in (row_min.numpy(), col_min.numpy()):
