@@ -21,17 +21,18 @@ this accuracy: the exp-domain kernel exp(-C / eps) once, then u = a / (K v), v =
 problem doing exactly the iterations it needs to reach 1e-4 (counted by this kernel with `check_every=1`,
 no Newton; problems sorted by that count, so the still-iterating ones are a prefix of the batch and each
 half step is one batched mat-vec over a view), no convergence checks, then the plan diag(u) K diag(v). It
-is timed as the kernel is: the same statistic (median) over the same number of runs, the two alternated, on
-as many threads (`--threads` sets numba's count too: until 2026-11-27 the compiled floor ran on numba's
-default, all cores, while the kernel ran on `--threads`).
+is timed as the kernel is: the same statistic (median) over the same number of runs, the two alternated (in a
+new order each round: `time_alternated`), on as many threads (`--threads` sets numba's count too: until
+2026-11-27 the compiled floor ran on numba's default, all cores, while the kernel ran on `--threads`).
 It has no numerical safeguards (it can overflow at smaller eps) and no Newton tail, so a kernel that
 beats it on a shape does so through the Newton tail. "Whole scorer" times what scoring stored sentence
 vectors costs for case (a): reading the pairs' vectors from the pool, the cost matrix, the weights and the
-kernel, alternated with the kernel alone on the same problems: `gathered_ot_match` (the rows read where they
-are stored, one compiled pass for the cost and the weights' minima); `pairwise_ot_match` of padded (B, N, D)
-batches made before the clock starts (the OT scorer's aligned pairs as an encoder gives them; on a CPU without a
-tape the same compiled pass reads them as stores); and `pairwise_ot_match` of copies gathered inside the clock
-(`pool[idx]`, what the whole scorer measured before).
+kernel, alternated with the kernel alone and the floor on the same problems: `gathered_ot_match` (the rows
+read where they are stored, one compiled pass for the cost and the weights' minima). Then, in an alternation of
+their own with the kernel (since 2026-11-29: the copies slowed whatever ran next), `pairwise_ot_match` of padded
+(B, N, D) batches made before the clock starts (the OT scorer's aligned pairs as an encoder gives them; on a CPU
+without a tape the same compiled pass reads them as stores) and of copies gathered inside the clock (`pool[idx]`,
+what the whole scorer measured before).
 
 Run: python experiments/bench_sinkhorn.py [--source minilm|synthetic] [--threads 2] [--quick] [--no-baselines]
      [--device cuda]
@@ -43,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import statistics
 import sys
 import time
@@ -138,12 +140,16 @@ def timeit(fn, repeats: int, min_time: float = 0.0, device: torch.device = torch
 
 def time_alternated(fns: dict, repeats: int, device: torch.device) -> dict[str, float]:
     """Median wall time (s) of each function over `repeats` runs, the functions alternated run by run (one
-    warm-up each first), so a shared machine's load falls on all of them alike."""
+    warm-up each first), so a shared machine's load falls on all of them alike. Each round runs them in a new
+    order (seeded), so that no function always follows the same one: on a 2-core Zen 4 guest a compute-bound
+    run right after a memory-bound one (the gathering copies) ran up to 1.5x slower than back to back."""
     for fn in fns.values():
         fn()
     times = {name: [] for name in fns}
+    order, rng = list(fns.items()), random.Random(0)
     for _ in range(repeats):
-        for name, fn in fns.items():
+        rng.shuffle(order)
+        for name, fn in order:
             sync(device)
             t0 = time.perf_counter()
             fn()
@@ -293,10 +299,15 @@ def bench_case(case: str, B: int, N: int, pool: torch.Tensor, args, device: torc
     batches = (pool[idx[0]], pool[idx[1]]) if case == "a" else None  # padded batches, as an encoder gives them
     scorer_batches = lambda: pairwise_ot_match(batches[0], mask, batches[1], mask, tau=TAU, eps=EPS,  # noqa: E731
                                                tol=TARGET, max_iter=100_000)
-    scorers = {} if case != "a" else (
-        {"scorer": scorer, "scorer_batches": scorer_batches, "scorer_copies": scorer_copies} if gathered_ot_match
-        else {"scorer": scorer_copies})
+    scorers = {} if case != "a" else {"scorer": scorer if gathered_ot_match else scorer_copies}
     timed = time_alternated({"kernel": kernel, "floor": floor, **scorers}, args.repeats, device)
+    if case == "a" and gathered_ot_match:
+        # the two other ways of scoring these pairs, against the kernel in an alternation of their own: the copies
+        # stream 2 x 15 MB a call, and whatever ran right after them ran up to 1.5x slower (`time_alternated`)
+        others = time_alternated({"kernel": kernel, "scorer_batches": scorer_batches, "scorer_copies": scorer_copies},
+                                 args.repeats, device)
+        timed.update({f"{name}_x_kernel": others[name] / others["kernel"] for name in ("scorer_batches", "scorer_copies")},
+                     scorer_batches=others["scorer_batches"], scorer_copies=others["scorer_copies"])
     floor_err = marginal_err(floor().double(), a.double(), b.double())
     floor_bad = int((~torch.isfinite(floor_err)).sum())  # no safeguards: a scaling may overflow
     floor_err = floor_err[torch.isfinite(floor_err)].max().item()
@@ -309,7 +320,7 @@ def bench_case(case: str, B: int, N: int, pool: torch.Tensor, args, device: torc
           f"overflowed); "
           f"kernel {1e3 * timed['kernel']:.2f} ms = {timed['kernel'] / timed['floor']:.2f} x floor; "
           f"ref vs POT {'not checked (POT not installed)' if pot_dev is None else f'{pot_dev:.1e}'}")
-    if "scorer" in timed and "scorer_copies" not in timed:  # a checkout without gathered_ot_match
+    if "scorer" in timed and not gathered_ot_match:  # a checkout without gathered_ot_match
         info["scorer_ms"], info["scorer_x_kernel"] = 1e3 * timed["scorer"], timed["scorer"] / timed["kernel"]
         info["scorer_copies_ms"], info["scorer_copies_x_kernel"] = info["scorer_ms"], info["scorer_x_kernel"]
         print(f"  whole OT scorer on gathered copies {info['scorer_ms']:.2f} ms = {info['scorer_x_kernel']:.2f} x "
@@ -319,10 +330,10 @@ def bench_case(case: str, B: int, N: int, pool: torch.Tensor, args, device: torc
         info["scorer_ms"], info["scorer_x_kernel"] = 1e3 * timed["scorer"], timed["scorer"] / timed["kernel"]
         info["scorer_max_err"] = match.err.max().item()
         info["scorer_copies_ms"] = 1e3 * timed["scorer_copies"]
-        info["scorer_copies_x_kernel"] = timed["scorer_copies"] / timed["kernel"]
+        info["scorer_copies_x_kernel"] = timed["scorer_copies_x_kernel"]
         info["scorer_vs_copies_max_abs_dist_dev"] = (match.dist - copies.dist).abs().max().item()
         info["scorer_batches_ms"] = 1e3 * timed["scorer_batches"]
-        info["scorer_batches_x_kernel"] = timed["scorer_batches"] / timed["kernel"]
+        info["scorer_batches_x_kernel"] = timed["scorer_batches_x_kernel"]
         print(f"  whole OT scorer (stored rows + cost + weights + kernel) {info['scorer_ms']:.2f} ms = "
               f"{info['scorer_x_kernel']:.2f} x the kernel alone (max err {info['scorer_max_err']:.1e}); "
               f"on padded batches (pairwise_ot_match) {info['scorer_batches_ms']:.2f} ms = "
@@ -428,7 +439,7 @@ def write_results(args, rows, sweeps) -> None:
              "Time to a plan whose L1 marginal error (rows + columns) is <= 1e-4 for every problem; "
              "|dv| = max |<C, P> - float64 reference|. Speed-up = baseline time / aspire time.", "",
              f"CPU: {meta['cpu']}; device {args.device}; {args.repeats} runs of the kernel, the timed floor and the "
-             "whole scorer, alternated (medians).", "",
+             "whole scorer, alternated in a new order each round (medians).", "",
              "| case | solver | setting | median ms | max err | max abs dv | aspire speed-up | timed floor ms | x floor "
              "| whole scorer ms | x kernel | on padded batches, x kernel | gathering copies first, x kernel |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
