@@ -236,9 +236,10 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, ou
 
     q_vectors (Pq, D), c_vectors (Pc, D) one float dtype; q_rows (B, N), c_rows (B, M) int64, -1 = padding
     (distance 0 to anything); q_store_sq (Pq,) / c_store_sq (Pc,): the stores' squared norms, NaN where not
-    summed yet (filled in place as pairs reach them), or empty (each pair then sums its rows' own); out (B, N, M), row_min (B, N), col_min (B, M) in the vectors' dtype. row_min / col_min: each sentence's least
-    distance to a real sentence of the other side (+inf on padding and where the other side has none), as
-    `valid_minima` gives them; with tau > 0, the OT weights' logits instead (`_logits`: exp, then `normalize_rows`,
+    summed yet (filled in place as pairs reach them), or empty (each pair then sums its rows' own); out (B, N, M),
+    row_min (B, N), col_min (B, M) in the vectors' dtype. row_min / col_min: each sentence's least distance to a
+    real sentence of the other side (+inf on padding and where the other side has none), as `valid_minima` gives
+    them; with tau > 0, the OT weights' logits instead (`_logits`: exp, then `normalize_rows`,
     gives `scorers.ot_weights`). The pairs are split into `threads` blocks (numba's thread count: one block a
     thread), each with its scratch arrays.
     """

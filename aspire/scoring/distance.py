@@ -61,9 +61,9 @@ def gathered_l2_cost(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_row
     On a CPU without autograd's tape (float32 / float64) each pair reads its rows where they are and writes
     its distances directly (`aspire.scoring._distance_cpu`, numba): the vectors are never copied, no
     temporary holds their squared norms, and equal vectors are exactly 0 apart (near pairs are summed
-    directly, not by the expansion). Elsewhere (other
-    devices, half precision, a gradient to the vectors) the rows are gathered and `l2_cost` compares them, so
-    the result is differentiable; the two agree to float rounding (tests/test_scorers.py).
+    directly, not by the expansion). Elsewhere (other devices, half precision, a gradient to the vectors) the
+    rows are gathered and `l2_cost` compares them, so the result is differentiable; the two agree to float
+    rounding (tests/test_scorers.py).
     """
     return gathered_l2_minima(q_vectors, q_rows, c_vectors, c_rows)[0]
 
