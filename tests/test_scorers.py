@@ -280,6 +280,24 @@ def test_gathered_l2_cost_every_block_edge():
                                        msg=f"N {N}, M {M}")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_pairs_without_padding_give_the_padded_pairs_distances_and_minima(dtype):
+    # padding changes nothing of a pair's real entries: the same pairs with a padded row and column (BLAS's
+    # products then go through the scratch) give the same distances and minima to the bit
+    store, q_rows, c_rows = stored_pairs(8, 5, 6, seed=35, dtype=dtype)
+    q_rows, c_rows = q_rows[:, 0:1].repeat(1, 5), c_rows[:, 0:1].repeat(1, 6)
+    q_rows += torch.arange(5)
+    c_rows += torch.arange(6)
+    q_rows, c_rows = q_rows.clamp_max(len(store) - 1), c_rows.clamp_max(len(store) - 1)
+    pad = torch.full((8, 1), -1)
+    whole = gathered_l2_minima(store, q_rows, store, c_rows)
+    padded = gathered_l2_minima(store, torch.cat([q_rows, pad], 1), store, torch.cat([pad, c_rows], 1))
+    assert torch.equal(padded[0][:, :5, 1:], whole[0]) and (padded[0][:, 5] == 0).all()
+    assert torch.equal(padded[1][:, :5], whole[1]) and torch.equal(padded[2][:, 1:], whole[2])
+    minima = valid_minima(whole[0], q_rows >= 0, c_rows >= 0)
+    assert torch.equal(whole[1], minima[0]) and torch.equal(whole[2], minima[1])
+
+
 def test_store_runs_found_and_taken_by_blas_within_its_size():
     from aspire.scoring._distance_cpu import _BLAS_MACS, _blas_fits, _run
 
