@@ -284,18 +284,21 @@ def test_gathered_l2_cost_every_block_edge():
 def test_pairs_without_padding_give_the_padded_pairs_distances_and_minima(dtype):
     # padding changes nothing of a pair's real entries: the same pairs with a padded row and column (BLAS's
     # products then go through the scratch) give the same distances and minima to the bit
-    store, q_rows, c_rows = stored_pairs(8, 5, 6, seed=35, dtype=dtype)
-    q_rows, c_rows = q_rows[:, 0:1].repeat(1, 5), c_rows[:, 0:1].repeat(1, 6)
-    q_rows += torch.arange(5)
-    c_rows += torch.arange(6)
-    q_rows, c_rows = q_rows.clamp_max(len(store) - 1), c_rows.clamp_max(len(store) - 1)
+    g = torch.Generator().manual_seed(35)
+    store = 0.4 * torch.randn(40, 16, generator=g, dtype=dtype)
+    q_rows = torch.randint(0, 35, (8, 1), generator=g) + torch.arange(5)  # each side a run of the store
+    c_rows = torch.randint(0, 34, (8, 1), generator=g) + torch.arange(6)
     pad = torch.full((8, 1), -1)
     whole = gathered_l2_minima(store, q_rows, store, c_rows)
     padded = gathered_l2_minima(store, torch.cat([q_rows, pad], 1), store, torch.cat([pad, c_rows], 1))
-    assert torch.equal(padded[0][:, :5, 1:], whole[0]) and (padded[0][:, 5] == 0).all()
+    assert torch.equal(padded[0][:, :5, 1:], whole[0]) and (padded[0][:, 5] == 0).all() and (padded[0][..., 0] == 0).all()
     assert torch.equal(padded[1][:, :5], whole[1]) and torch.equal(padded[2][:, 1:], whole[2])
+    assert torch.isinf(padded[1][:, 5]).all() and torch.isinf(padded[2][:, 0]).all()
     minima = valid_minima(whole[0], q_rows >= 0, c_rows >= 0)
     assert torch.equal(whole[1], minima[0]) and torch.equal(whole[2], minima[1])
+    exact, _ = brute_force_cost(store, q_rows, store, c_rows)
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(whole[0].double() ** 2, exact ** 2, atol=tol, rtol=0)
 
 
 def test_store_runs_found_and_taken_by_blas_within_its_size():
