@@ -122,6 +122,9 @@ def queries_without_relevant(qrels: Mapping[str, Mapping[str, int]], threshold: 
     return [q for q, pool in qrels.items() if not any(g >= threshold for g in pool.values())]
 
 
+RANX_ID_WIDTH = 10
+
+
 def ranx_ids(ids: Iterable[str]) -> dict[str, str]:
     """Each of one query's document ids -> a code of `RANX_ID_WIDTH` digits (its first position in `ids`), for ranx.
 
@@ -132,7 +135,25 @@ def ranx_ids(ids: Iterable[str]) -> dict[str, str]:
     return {doc: f"{i:0{RANX_ID_WIDTH}d}" for i, doc in enumerate(dict.fromkeys(ids))}
 
 
-RANX_ID_WIDTH = 10
+def ranx_per_query(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str, Sequence[str]],
+                   qids: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, float]]:
+    """ranx's values of its metrics `names` for each of `qids`, `{name: {qid: value}}` (NaN where ranx leaves one
+    undefined). Each query's ranking (best first) is scored n, n-1, ..., 1, so ranx's order is exactly the given
+    one (ties keep it); ids go to ranx as `ranx_ids` codes (one width: one compile)."""
+    from ranx import Qrels, Run, evaluate  # imported here: ranx's numba start-up is slow
+
+    codes = {q: ranx_ids([*qrels[q], *rankings[q]]) for q in qids}
+    run = Run.from_dict({q: {codes[q][c]: float(len(rankings[q]) - i) for i, c in enumerate(rankings[q])}
+                         for q in qids})
+    judged = Qrels.from_dict({q: {codes[q][c]: int(g) for c, g in qrels[q].items()} for q in qids})
+    wanted = list(dict.fromkeys(names))
+    if len(wanted) == 1:  # ranx 0.3.21 cannot return per-query scores of a single metric (KeyError)
+        wanted.append("hits" if wanted[0] != "hits" else "mrr")
+    with warnings.catch_warnings():  # numba's note on ranx's own uint64 -> int64 index cast
+        warnings.filterwarnings("ignore", message="unsafe cast")
+        scores = evaluate(judged, run, wanted, return_mean=False, save_results_in_run=False)
+    order = list(run.get_query_ids())
+    return {name: dict(zip(order, (float(v) for v in scores[name]))) for name in dict.fromkeys(names)}
 
 
 def evaluate_rankings(
@@ -154,8 +175,6 @@ def evaluate_rankings(
         `{query: {metric name as given: value in [0, 1], or None where undefined for that query}}`,
         queries in `rankings` order.
     """
-    from ranx import Qrels, Run, evaluate  # imported here: ranx's numba start-up is slow
-
     if threshold < 1:
         raise ValueError(f"threshold must be >= 1 (grade 0 means not relevant), got {threshold}")
     parsed = {name: _parse_metric(name) for name in metrics}
@@ -180,21 +199,10 @@ def evaluate_rankings(
         elif kind == "ndcg":
             ranx_names[name] = f"ndcg@{k}"  # graded gains, grade 0 contributes nothing
     if ranx_names:
-        # Distinct scores n, n-1, ..., 1 make ranx's order exactly the given order (no tie-breaking).
-        codes = {q: ranx_ids(qrels[q]) for q in qids}  # a pool's ids, each ranked once (check_rankings)
-        run = Run.from_dict({q: {codes[q][c]: float(len(rankings[q]) - i) for i, c in enumerate(rankings[q])}
-                             for q in qids})
-        judged = Qrels.from_dict({q: {codes[q][c]: int(g) for c, g in qrels[q].items()} for q in qids})
-        wanted = list(dict.fromkeys(ranx_names.values()))
-        if len(wanted) == 1:  # ranx 0.3.21 cannot return per-query scores of a single metric (KeyError)
-            wanted.append("hits" if wanted[0] != "hits" else "mrr")
-        with warnings.catch_warnings():  # numba's note on ranx's own uint64 -> int64 index cast, as `runs.per_query`
-            warnings.filterwarnings("ignore", message="unsafe cast")
-            scores = evaluate(judged, run, wanted, return_mean=False, save_results_in_run=False)
-        order = list(run.get_query_ids())
+        scores = ranx_per_query(qrels, rankings, qids, list(ranx_names.values()))
         for name, rname in ranx_names.items():
-            for q, v in zip(order, scores[rname]):
-                out[q][name] = float(v) if np.isfinite(v) else None  # e.g. bpref with no non-relevant
+            for q, v in scores[rname].items():
+                out[q][name] = v if np.isfinite(v) else None  # e.g. bpref with no non-relevant
     for name, (kind, percent) in parsed.items():
         if kind != "ndcg%":
             continue

@@ -14,13 +14,12 @@ import math
 import re
 import shlex
 import sys
-import warnings
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from aspire.benchmarks.metrics import ranx_ids
+from aspire.benchmarks.metrics import ranx_per_query
 
 _METRIC = re.compile(r"^(map|mrr|bpref|p|r|recall|ndcg)(?:@(\d+))?(-l\d+)?$")
 _RANX = {"p": "precision", "r": "recall", "recall": "recall", "map": "map", "mrr": "mrr", "bpref": "bpref",
@@ -122,8 +121,6 @@ def ranx_name(metric: str) -> str:
 def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence[tuple[str, float]]],
               metrics: Sequence[str]) -> dict[str, dict[str, float]]:
     """`{metric: {qid: value}}` (the caller's metric spelling) for every judged query."""
-    from ranx import Qrels, Run, evaluate
-
     missing = sorted(set(qrels) - set(run))
     extra = sorted(set(run) - set(qrels))
     if missing or extra:
@@ -131,19 +128,12 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence
                          f"{len(extra)} ranked queries not judged (e.g. {extra[:3]})")
     names = {m: ranx_name(m) for m in metrics}
     qids = sorted(qrels)
-    # scores from the run's order, so ties keep it: rank r of n -> n - r
-    codes = {q: ranx_ids([*qrels[q], *(doc for doc, _ in run[q])]) for q in qids}  # one id width, one compile
-    ranked = {q: {codes[q][doc]: float(len(run[q]) - r) for r, (doc, _) in enumerate(run[q])} for q in qids}
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="unsafe cast")
-        judged = {q: {codes[q][d]: int(g) for d, g in qrels[q].items()} for q in qids}
-        empty = [q for q in qids if not any(g > 0 for g in judged[q].values())]
-        if empty:
-            raise ValueError(f"{len(empty)} queries have no relevant document (e.g. {empty[:3]})")
-        values = evaluate(Qrels(judged), Run(ranked), list(names.values()), return_mean=False, make_comparable=False)
-    if len(names) == 1:
-        values = {next(iter(names.values())): values}
-    return {m: dict(zip(qids, np.asarray(values[r], dtype=np.float64).tolist())) for m, r in names.items()}
+    empty = [q for q in qids if not any(g > 0 for g in qrels[q].values())]
+    if empty:
+        raise ValueError(f"{len(empty)} queries have no relevant document (e.g. {empty[:3]})")
+    # scored in the run's order, so ties keep it
+    values = ranx_per_query(qrels, {q: [doc for doc, _ in run[q]] for q in qids}, qids, list(names.values()))
+    return {m: {q: values[r][q] for q in qids} for m, r in names.items()}
 
 
 def mean_scores(values: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
