@@ -219,10 +219,10 @@ def test_search_bad_query_files_get_errors_naming_the_record(extreme_index, tmp_
         "latin1.jsonl": (b'{"paper_id": "x", "title": "caf\xe9", "abstract": ["a sentence."]}\n',
                          "latin1.jsonl:1 (paper_id 'x'): not valid UTF-8: byte 0xe9"),
         "empty.json": (json.dumps({"paper_id": "e", "title": "", "abstract": []}).encode(),
-                       "(paper_id 'e'): empty title and abstract"),
+                       "empty.json (paper_id 'e'): empty title and abstract"),
         "typed.json": (json.dumps({"paper_id": "t", "title": "T", "abstract": [1, 2]}).encode(),
-                       "(paper_id 't'): abstract[0] must be a string, got int"),
-        "noid.json": (json.dumps({"title": "T", "abstract": ["x."]}).encode(), "missing field 'paper_id'"),
+                       "typed.json (paper_id 't'): abstract[0] must be a string, got int"),
+        "noid.json": (json.dumps({"title": "T", "abstract": ["x."]}).encode(), "noid.json: missing field 'paper_id'"),
         "dup.jsonl": ((json.dumps({"paper_id": "d", "title": "T", "abstract": ["x."]}) + "\n").encode() * 2,
                       "dup.jsonl:2 (paper_id 'd'): duplicate paper_id, first seen on line 1"),
     }

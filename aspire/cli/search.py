@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -283,10 +282,7 @@ def read_query_papers(path: str | Path) -> list:
         whole = None
     if not isinstance(whole, dict):
         return read_papers(path).papers
-    with tempfile.TemporaryDirectory() as tmp:
-        one_line = Path(tmp) / path.with_suffix(".jsonl").name
-        one_line.write_text(json.dumps(whole) + "\n", encoding="utf-8")
-        return read_papers(one_line).papers
+    return [paper_from_record(whole, where=str(path))]  # its errors name the file, as the line reader's do
 
 
 def file_queries(maker: QueryMaker, args) -> list[Query]:
