@@ -34,7 +34,7 @@ from aspire.cliutil import (
     setup_logging,
 )
 from aspire.encoders.choice import add_auto_backend_option, resolve_backend
-from aspire.encoders.pretrained import ASPECT_MODEL
+from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP
 from aspire.evaluate.cache import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ EXAMPLES = """\
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.demo") -> int:
     parser = command_parser(prog, __doc__, EXAMPLES)
-    parser.add_argument("--model", default="minilm", help="minilm, mpnet or a local Hugging Face model directory")
+    parser.add_argument("--model", default="minilm", help=MODEL_HELP)
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "csfcube"), help="CSFCube folder")
     parser.add_argument("--out", default=str(REPO / "runs" / "demo"), help="folder for ranked pools and results.json")
     parser.add_argument("--aspect-model", default=ASPECT_MODEL,

@@ -49,6 +49,18 @@ def test_every_help_has_purpose_option_help_and_examples(argv, monkeypatch, caps
     assert len(runnable) >= 2 or (argv[0] == "data" and len(runnable) >= 1), text
 
 
+@pytest.mark.parametrize("argv", [["encode"], ["demo"], ["teacher"], ["index", "build"], ["index", "encode-shard"],
+                                  ["evaluate", "csfcube"], ["evaluate", "pools"]], ids=" ".join)
+def test_model_options_name_every_model_a_name_loads(argv, monkeypatch, capsys):
+    """A --model (or --teacher) option's help lists every short name `resolve_model` takes, shipped models too."""
+    from aspire.encoders.pretrained import MODELS
+
+    parser, _ = parsers_printing_help(argv, monkeypatch, capsys)
+    helps = [" ".join(a.help.split()) for a in parser._actions if {"--model", "--teacher"} & set(a.option_strings)]
+    assert len(helps) == 1 and "aspire-minilm" in MODELS
+    assert all(name in helps[0] for name in MODELS), helps
+
+
 def test_top_level_help_lists_every_command(capsys):
     with pytest.raises(SystemExit) as exc:
         aspire_main(["--help"])

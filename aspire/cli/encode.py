@@ -21,6 +21,7 @@ from aspire.cliutil import (
     setup_logging,
     show_progress,
 )
+from aspire.encoders.pretrained import MODEL_HELP
 
 EXAMPLES = """\
   aspire encode --model minilm --corpus papers.jsonl --out runs/vectors
@@ -33,7 +34,7 @@ EXAMPLES = """\
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders") -> int:
     parser = command_parser(prog, __doc__, EXAMPLES)
-    parser.add_argument("--model", required=True, help="minilm, mpnet or a local Hugging Face model directory")
+    parser.add_argument("--model", required=True, help=MODEL_HELP)
     parser.add_argument("--corpus", required=True, help="papers JSONL (paper_id, title, abstract[, pred_labels])")
     parser.add_argument("--out", help="output directory (replaced if it exists); needed unless --long-report")
     parser.add_argument("--long-report", action="store_true",

@@ -44,6 +44,7 @@ from aspire.cliutil import (
     run_command,
     setup_logging,
 )
+from aspire.encoders.pretrained import MODEL_HELP
 from aspire.evaluate.cache import default_cache_dir
 from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions
 from aspire.paths import DATA
@@ -422,7 +423,7 @@ def _probe_args(p: argparse.ArgumentParser, name: str) -> None:
     if name != "same-author":
         p.add_argument("--labels", help="your own labels: JSONL of paper_id and label for every paper of the split")
     p.add_argument("--compare", metavar="DIR", help="paired tests against another results folder of this format")
-    p.add_argument("--model", required=True, help="minilm, mpnet or a local model directory")
+    p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("--code", help="model with control codes: the code every paper gets (default: the model's own)")
     p.add_argument("--cache-dir", default=str(default_cache_dir()), help="vector cache (default %(default)s)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")

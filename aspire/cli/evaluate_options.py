@@ -9,6 +9,7 @@ import sys
 
 from aspire.cliutil import add_backend_options, backend_options, code_option, device_name, positive_int
 from aspire.data.facets import FACET_CODE_CHOICES
+from aspire.encoders.pretrained import MODEL_HELP
 from aspire.evaluate.cache import default_cache_dir
 from aspire.evaluate.options import CAND_SENTENCES, QUERY_TEXTS, SCORERS, EvalOptions, Stages, scorer_options
 from aspire.scoring.fusion import fusion_method
@@ -17,7 +18,7 @@ from aspire.scoring.fusion import fusion_method
 def model_args(p: argparse.ArgumentParser, scorers=SCORERS, scorer_help: str = "how a query's sentences meet a "
                 "candidate's", out_required: bool = True, encodings=("contextual", "independent")) -> None:
     """A model, its scorer and how it encodes: the options `eval_options` reads."""
-    p.add_argument("--model", help="minilm, mpnet or a local Hugging Face model directory")
+    p.add_argument("--model", help=MODEL_HELP)
     p.add_argument("--scorer", choices=scorers, help=scorer_help)
     p.add_argument("--encoding", choices=encodings, default="contextual",
                    help="sentence vectors in the abstract's context (default), each sentence alone"

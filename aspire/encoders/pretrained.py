@@ -104,6 +104,7 @@ def _shipped(name: str):
 
 MODELS = {"minilm": _minilm_dir, "mpnet": _mpnet_dir,
           **{p.name: _shipped(p.name) for p in sorted(SHIPPED.glob("*")) if (p / SETTINGS_FILE).is_file()}}
+MODEL_HELP = f"{', '.join(MODELS)} or a local Hugging Face model directory"  # the --model options' help
 
 
 def _is_adapter_dir(path: Path) -> bool:

@@ -39,7 +39,7 @@ from aspire.cliutil import (
 )
 from aspire.config import load_config
 from aspire.encoders.choice import add_auto_backend_option, resolve_backend
-from aspire.encoders.pretrained import ASPECT_MODEL
+from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP
 from aspire.index.config import IndexBuildConfig
 from aspire.index.disk import require_live_generation
 
@@ -100,8 +100,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
 
     p = command("build", "encode a papers JSONL and index its sentence vectors", encodes=True)
     p.add_argument("--model", default=ASPECT_MODEL,
-                   help=f"minilm, mpnet, {ASPECT_MODEL} or a local Hugging Face model directory "
-                        f"(default {ASPECT_MODEL}: the shipped aspect model)")
+                   help=f"{MODEL_HELP} (default {ASPECT_MODEL}: the shipped aspect model)")
     p.add_argument("--corpus", required=True, help="papers JSONL (paper_id, title, abstract[, pred_labels])")
     p.add_argument("--out", required=True, help="index directory to create")
     p.add_argument("--overwrite", action="store_true", help="replace an existing index at --out")
@@ -116,7 +115,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p.set_defaults(backend=None)  # not given: the backend and precision the index records (`recorded_backend`)
     p = command("encode-shard", "encode this rank's slice of a corpus (run under torchrun)", encodes=True)
     p.add_argument("--model", default=ASPECT_MODEL,
-                   help=f"minilm, mpnet, {ASPECT_MODEL} or a local Hugging Face model directory (default {ASPECT_MODEL})")
+                   help=f"{MODEL_HELP} (default {ASPECT_MODEL})")
     p.add_argument("--corpus", required=True, help="papers JSONL")
     p.add_argument("--shards", required=True, help="directory for the shards, one per rank")
     p.add_argument("--merge-into", help="rank 0 merges all shards into an index here when every rank is done")

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+from aspire.encoders.pretrained import MODEL_HELP
 from aspire.io import write_json
 from aspire.paths import DATA
 
@@ -133,7 +134,7 @@ EXAMPLES = """\
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.teacher") -> int:
     parser = command_parser(prog, __doc__, EXAMPLES)
-    parser.add_argument("--teacher", default="mpnet", help="minilm, mpnet or a local model directory")
+    parser.add_argument("--teacher", default="mpnet", help=MODEL_HELP)
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--acl-path", default=str(DATA / "acl-anthology" / "papers.jsonl.gz"),
                         help="the ACL Anthology abstracts (JSONL, gzipped or not)")
