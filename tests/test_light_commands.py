@@ -60,6 +60,8 @@ def test_user_errors_come_before_torch(tmp_path):
          ["encode", "--model", "minilm", "--corpus", missing, "--out", str(tmp_path / "v")]),
         ("config file not found", ["train", "--config", missing]),
         ("no CURRENT file", ["serve", "--index", str(tmp_path)]),
+        ("papers file not found: " + missing, ["papers", "check", missing]),
+        ("papers file not found: " + missing, ["papers", "split", missing, "--out", str(tmp_path / "s.jsonl")]),
     ]
     rows = probe([argv for _, argv in cases])
     assert len(rows) == len(cases)

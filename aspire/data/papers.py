@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aspire.cliutil import command_parser
+from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
 from aspire.data.guards import DEFAULT_MAX_LINE_BYTES, SURROGATE, bounded_lines, id_in_head, invisible_text_reason
 from aspire.data.sentences import DEFAULT_SPLITTER, SentenceSplitter, resolve_splitter
 from aspire.io import DataError, atomic_write
@@ -422,18 +422,28 @@ EXAMPLES = """\
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.data.papers") -> int:
     """`check FILE [--skip-bad] [--splitter NAME]`: print counts and rejected records; 1 if any.
-    `split FILE --out OUT [--splitter NAME]`: `split_file`; prints the count and every rejected record."""
+    `split FILE --out OUT [--splitter NAME]`: `split_file`; prints the count and every rejected record.
+    A user error (a missing file, say) is one `error:` line and status 2, as in every command."""
     parser = command_parser(prog, "Check a JSONL papers file, or split its abstracts into sentences once.", EXAMPLES)
     sub = parser.add_subparsers(dest="command", required=True, help="what to do")
     check = sub.add_parser("check", help="read FILE and report papers, rejected records and blank lines")
-    check.add_argument("file", type=Path)
+    check.add_argument("file", type=Path, help="the papers JSONL (.gz read as gzip)")
     check.add_argument("--skip-bad", action="store_true", help="list every bad record instead of stopping at the first")
     check.add_argument("--splitter", default=DEFAULT_SPLITTER, help="sentence splitter for string abstracts")
     split = sub.add_parser("split", help="write FILE's papers to OUT with abstracts split into sentences once")
-    split.add_argument("file", type=Path)
+    split.add_argument("file", type=Path, help="the papers JSONL (.gz read as gzip)")
     split.add_argument("--out", type=Path, required=True, help="the JSONL file to write (atomically)")
     split.add_argument("--splitter", default=DEFAULT_SPLITTER, help="sentence splitter for string abstracts")
+    for p in (check, split):
+        add_common_options(p)
     args = parser.parse_args(argv)
+    setup_logging(args)
+    return run_command(lambda: _run(args), args)
+
+
+def _run(args) -> int:
+    if not args.file.is_file():
+        raise FileNotFoundError(2, "papers file not found", str(args.file))
     if args.command == "split":
         written, rejected = split_file(args.file, args.out, args.splitter)
         print(f"{written} papers written to {args.out}, {len(rejected)} rejected record(s) not written")
