@@ -260,7 +260,9 @@ def test_index_cli_builds_with_onnx_and_add_checks_the_backend(tmp_path, tiny_mo
     capsys.readouterr()
     # exact vectors are not added to an index of fast ones (ModelMismatchError, one error line)
     assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--backend", "torch"]) == 2
-    assert "the index was built with model" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "backend onnx fp32; this `index add` encodes papers with" in err and "backend torch fp32" in err
+    assert "leave out --backend/--quantize to use the index's" in err and "--model" not in err
     # --quantize alone keeps the backend the index records (onnx): int8 vectors are not added to fp32 ones
     assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--quantize", "int8"]) == 2
     assert "the index was built with model" in capsys.readouterr().err

@@ -176,6 +176,31 @@ def test_model_mismatch_and_version_mismatch_are_refused(tmp_path):
         SentenceIndex.load(root)
 
 
+def test_mismatch_message_names_what_differs_and_what_to_leave_out():
+    from aspire.index.store import mismatch_message
+
+    with pytest.raises(ModelMismatchError) as caught:
+        SentenceIndex.build(random_corpus(5), config(kind="flat"), "fp-a", "model-a").check_model("fp-b")
+    err = caught.value
+    assert err.fingerprints == ("fp-a", "fp-b")
+
+    def advice(built, used):
+        message = mismatch_message(err, built, used, "this search encodes papers")
+        assert message.endswith("(fingerprints fp-a, fp-b)"), message
+        return message.split(": ", 1)[1]
+
+    assert advice(("model-a", "onnx", None), ("model-b", "onnx", None)).startswith(
+        "leave out --model to use the index's")
+    assert advice(("model-a", "onnx", None), ("model-a", "onnx", "int8")).startswith(
+        "leave out --backend/--quantize to use the index's")
+    assert advice(("model-a", "onnx", None), ("model-b", "torch", None)).startswith(
+        "leave out --model and --backend/--quantize")
+    assert advice(("model-a", None, None), ("model-a", "torch", None)).startswith(
+        "give the --backend/--quantize it was built with")
+    assert advice(("model-a", "torch", None), ("model-a", "torch", None)).startswith(
+        "the same model name and backend with other weights or settings: rebuild the index")
+
+
 def test_refuses_to_write_into_a_non_index_directory(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(IndexFormatError, match="not empty"):
@@ -256,7 +281,8 @@ def test_cli_build_add_info_and_model_check(tmp_path, tiny_model_dir, capsys):
     enc.save_pretrained(other)
     capsys.readouterr()
     assert index_main(["add", "--index", str(out), "--corpus", str(more), "--model", str(other)]) == 2
-    assert "the index was built with model" in capsys.readouterr().err  # ModelMismatchError, one line
+    err = capsys.readouterr().err  # ModelMismatchError, one line naming what differs
+    assert err.count("\n") == 1 and "the index was built with model" in err and "leave out --model to use" in err
     with pytest.raises(ModelMismatchError):  # with --log-level DEBUG the exception (and its traceback) shows
         index_main(["add", "--index", str(out), "--corpus", str(more), "--model", str(other), "--log-level", "debug"])
 

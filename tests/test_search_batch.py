@@ -146,7 +146,7 @@ def test_search_takes_the_backend_the_index_was_built_with(tmp_path, tiny_model_
     # another precision asked for: the message names backend and precision of both, not only the model
     assert search_main(["--index", str(index), "--query-file", str(query), "--backend", "torch", "--quiet"]) != 0
     err = capsys.readouterr().err
-    assert "backend torch bf16" in err and "backend torch fp32" in err and "without --backend/--quantize" in err
+    assert "backend torch bf16" in err and "backend torch fp32" in err and "leave out --backend/--quantize to use the index's" in err
 
 
 def test_no_bm25s_debug_line_at_the_default_log_level(tmp_path, tiny_model_dir, capsys, caplog):

@@ -169,7 +169,7 @@ class QueryMaker:
     def load_encoder(self) -> None:
         if self.searcher.encoder is None:
             from aspire.encoders import load_encoder
-            from aspire.index.store import ModelMismatchError, model_fingerprint
+            from aspire.index.store import ModelMismatchError, describe_backend, mismatch_message, model_fingerprint
 
             index = self.searcher.index
             backend, quantize = query_backend(index, self.args)
@@ -182,7 +182,10 @@ class QueryMaker:
             try:
                 index.check_model(model_fingerprint(encoder))
             except ModelMismatchError as err:
-                raise ModelMismatchError(mismatch_message(index, name, backend, quantize, str(err))) from None
+                recorded = index.config.encode
+                raise ModelMismatchError(mismatch_message(err, (index.model_name, recorded.backend, recorded.quantize),
+                                                          (name, backend, quantize), "this search encodes papers"),
+                                         err.fingerprints) from None
             self.searcher.encoder = encoder
 
     def _placed(self, batch: DocBatch) -> DocBatch:
@@ -250,24 +253,6 @@ def query_backend(index, args) -> tuple[str, str | None]:
     if args.backend is None and args.quantize is None:
         return recorded.backend or "torch", recorded.quantize
     return args.backend or recorded.backend or "torch", args.quantize
-
-
-def describe_backend(backend: str | None, quantize: str | None) -> str:
-    return f"backend {backend} {quantize or 'fp32'}" if backend else "a backend it does not record"
-
-
-def mismatch_message(index, name: str, backend: str, quantize: str | None, detail: str) -> str:
-    """Why the query encoder does not fit the index: which of model, backend and precision differ."""
-    recorded = index.config.encode
-    built = f"model {index.model_name!r}, {describe_backend(recorded.backend, recorded.quantize)}"
-    used = f"model {name!r}, {describe_backend(backend, quantize)}"
-    if recorded.backend is None:
-        advice = "give the --backend/--quantize it was built with"
-    elif (recorded.backend, recorded.quantize) != (backend, quantize):
-        advice = "search without --backend/--quantize to use the index's, or rebuild the index with these"
-    else:
-        advice = "the same names but other weights or settings: rebuild the index, or search with the model it was built with"
-    return f"the index was built with {built}; this search encodes papers with {used}: {advice} ({detail})"
 
 
 def read_query_papers(path: str | Path) -> list:

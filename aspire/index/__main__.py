@@ -153,16 +153,17 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.index") ->
     return run_command(lambda: _run(args), args)
 
 
-def recorded_backend(args) -> None:
+def recorded_backend(args) -> tuple[str, str | None, str | None]:
     """`add` without --backend/--quantize: encode with the backend and precision the index records (torch when
-    it records none), as `aspire search` does."""
-    if args.backend is None:
-        from aspire.index.store import SentenceIndex
+    it records none), as `aspire search` does. Returns what the index records: model name, backend, precision."""
+    from aspire.index.store import SentenceIndex
 
-        gen = Path(SentenceIndex.read_manifest(args.index)["path"])
-        encode = load_config(IndexBuildConfig, gen / "config.yaml").encode
+    manifest = SentenceIndex.read_manifest(args.index)
+    encode = load_config(IndexBuildConfig, Path(manifest["path"]) / "config.yaml").encode
+    if args.backend is None:
         args.backend = encode.backend or "torch"
         args.quantize = args.quantize if args.quantize is not None else encode.quantize
+    return manifest["model_name"], encode.backend, encode.quantize
 
 
 def _run(args) -> int:
@@ -173,11 +174,11 @@ def _run(args) -> int:
         require_live_generation(Path(args.index))
     from aspire.index.build import add_to_index, build_index
     from aspire.index.shards import run_encode_shard
-    from aspire.index.store import SentenceIndex
+    from aspire.index.store import ModelMismatchError, SentenceIndex, mismatch_message
     from aspire.index.stream import merge_streaming
 
     if args.command == "add":
-        recorded_backend(args)
+        built = recorded_backend(args)
     overrides = normalize_overrides(getattr(args, "overrides", []))
     if getattr(args, "batch_size", None) is not None:
         overrides.append(f"encode.batch_size={args.batch_size}")
@@ -197,8 +198,14 @@ def _run(args) -> int:
                                  lambda name: load_encoder(name, device=device, **backend), progress)
         print(_summary(gen, index.n_papers))
     elif args.command == "add":  # overrides (--batch-size) hold for this run only
-        index, gen, n_new = add_to_index(args.index, args.corpus, args.model,
-                                         lambda name: load_encoder(name, device=device, **backend), overrides, progress)
+        try:
+            index, gen, n_new = add_to_index(args.index, args.corpus, args.model,
+                                             lambda name: load_encoder(name, device=device, **backend), overrides,
+                                             progress)
+        except ModelMismatchError as err:
+            used = (args.model or built[0], args.backend, args.quantize)
+            raise ModelMismatchError(mismatch_message(err, built, used, "this `index add` encodes papers"),
+                                     err.fingerprints) from None
         print(_summary(gen, n_new))
     elif args.command == "encode-shard":
         paths = run_encode_shard(args.model, args.corpus, args.shards, config, args.merge_into, args.num_shards,

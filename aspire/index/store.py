@@ -74,7 +74,43 @@ BM25_FILES = tuple(LEXICAL_FILES.values())
 
 
 class ModelMismatchError(ValueError):
-    """The index was built with a different model (or encoding settings) than the one in use."""
+    """The index was built with a different model (or encoding settings) than the one in use; `fingerprints`:
+    (the index's, the encoder's)."""
+
+    def __init__(self, message: str, fingerprints: tuple[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.fingerprints = fingerprints
+
+
+def model_mismatch(what: str, name: str, built: str, used: str) -> ModelMismatchError:
+    """The error for an encoder whose fingerprint `used` is not the `built` one of the index (`what`); the
+    commands restate it with `mismatch_message`."""
+    return ModelMismatchError(f"{what} was built with model {name!r} (fingerprint {built!r}); the encoder in use "
+                              f"has fingerprint {used!r}: rebuild the index, or encode with the model, backend and "
+                              "precision it was built with", (built, used))
+
+
+def describe_backend(backend: str | None, quantize: str | None) -> str:
+    return f"backend {backend} {quantize or 'fp32'}" if backend else "a backend it does not record"
+
+
+def mismatch_message(err: ModelMismatchError, built: tuple[str, str | None, str | None],
+                     used: tuple[str, str, str | None], doing: str) -> str:
+    """A command's restatement of `err`: which of model, backend and precision differ between the index
+    (`built`: its model name, recorded backend and precision) and the encoder `doing` (e.g. "this search
+    encodes papers") uses (`used`, the same three), and what to do."""
+    (built_name, *built_backend), (name, *backend) = built, used
+    left_out = [flag for flag, differs in (("--model", name != built_name),
+                                           ("--backend/--quantize", backend != built_backend)) if differs]
+    if built_backend[0] is None:
+        advice = "give the --backend/--quantize it was built with"
+    elif left_out:
+        advice = f"leave out {' and '.join(left_out)} to use the index's, or rebuild the index with these"
+    else:  # the same names: the model's weights or settings changed since the index was built
+        advice = "the same model name and backend with other weights or settings: rebuild the index"
+    fingerprints = f" (fingerprints {err.fingerprints[0]}, {err.fingerprints[1]})" if err.fingerprints else ""
+    return (f"the index was built with model {built_name!r}, {describe_backend(*built_backend)}; {doing} with "
+            f"model {name!r}, {describe_backend(*backend)}: {advice}{fingerprints}")
 
 
 class SentenceIndex:
@@ -193,11 +229,7 @@ class SentenceIndex:
 
     def check_model(self, model_fingerprint: str) -> None:
         if model_fingerprint != self.model_fingerprint:
-            raise ModelMismatchError(
-                f"the index was built with model {self.model_name!r} (fingerprint "
-                f"{self.model_fingerprint!r}); the encoder in use has fingerprint {model_fingerprint!r}. "
-                "Rebuild the index with this model or search with the model it was built with."
-            )
+            raise model_mismatch("the index", self.model_name, self.model_fingerprint, model_fingerprint)
 
     @property
     def row_papers(self) -> np.ndarray:
@@ -356,11 +388,8 @@ class SentenceIndex:
         manifest = cls.read_manifest(root, verify=verify)
         gen = Path(manifest["path"])
         if model_fingerprint is not None and model_fingerprint != manifest["model_fingerprint"]:
-            raise ModelMismatchError(
-                f"index {root} was built with model {manifest['model_name']!r} (fingerprint "
-                f"{manifest['model_fingerprint']!r}); the encoder in use has fingerprint {model_fingerprint!r}. "
-                "Rebuild the index with this model or search with the model it was built with."
-            )
+            raise model_mismatch(f"index {root}", manifest["model_name"], manifest["model_fingerprint"],
+                                 model_fingerprint)
         config = load_config(IndexBuildConfig, gen / "config.yaml")
         ids, titles, sentences, labels = read_index_papers(gen / "papers.jsonl", texts)
         bm25 = None
