@@ -152,6 +152,32 @@ def test_cli_interactive_answers_each_line_and_survives_errors(cli_index, monkey
     assert captured.err == "error: paper 'nope' is not in the index (8 papers)\n"
 
 
+def test_cli_run_file_refuses_a_query_id_twice_rather_than_merge_two_rankings(cli_index, tmp_path, monkeypatch,
+                                                                               capsys):
+    """Two selections of one paper are two rankings under one qid: a TREC run would merge them into one."""
+    queries = tmp_path / "queries.txt"
+    queries.write_text("p1 0\np2\np1 1,2\n")
+    run = tmp_path / "search.run"
+    capsys.readouterr()
+    assert search_main(["--index", str(cli_index), "--queries", str(queries), "--run-out", str(run), "--quiet"]) == 2
+    assert capsys.readouterr().err == (f"error: {queries}:3: query id 'p1' again (first at line 1): the run file "
+                                       "(--run-out) holds one ranking a query id; write each selection of a "
+                                       "paper's sentences to a run of its own\n")
+    assert not run.exists()
+    # printed, not written to a run: both selections are answered
+    assert search_main(["--index", str(cli_index), "--queries", str(queries), "--k", "2", "--json", "--quiet"]) == 0
+    answers = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(a["query_id"], a["query_sentences"]) for a in answers] == [("p1", [0]), ("p2", [0, 1, 2]), ("p1", [1, 2])]
+    # interactive: the repeat is an error for its line, a failed query does not count, the run holds each id once
+    monkeypatch.setattr("sys.stdin", io.StringIO("p1 0\np1 1\np3 9\np3 1\np3 0\n"))
+    assert search_main(["--index", str(cli_index), "--interactive", "--k", "2", "--run-out", str(run), "--quiet"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[0] for line in err] == ["error"] * 3
+    assert "'p1' again (first at query 1)" in err[0] and "'p3' again (first at query 2)" in err[2], err
+    assert sorted({row.split()[0] for row in run.read_text().splitlines()}) == ["p1", "p3"]
+    assert len(run.read_text().splitlines()) == 4
+
+
 def test_cli_needs_exactly_one_kind_of_query(cli_index, capsys):
     for argv in ([], ["--query-id", "p1", "--interactive"], ["--queries", "q.txt", "--query-id", "p1"]):
         with pytest.raises(SystemExit) as exc:

@@ -8,8 +8,9 @@ fingerprint is checked). `--sentences` picks the sentences to match, by 0-based 
 by facet name from the papers' labels (the index keeps `pred_labels`). Each query returns k papers
 (see `aspire.search`; with `--cross-encoder DIR` a cross-encoder re-scores the top `--cross-top`
 last, its time reported apart), printed to stdout as text or `--json`; `--run-out` also writes a TREC run
-file (`qid Q0 docid rank score tag`). Progress (with a batch of queries: rate and ETA) and warnings go to
-stderr; a batch's searches that found fewer than k papers are summed up in one line at its end.
+file (`qid Q0 docid rank score tag`; each query id once, as a run holds one ranking an id). Progress (with a
+batch of queries: rate and ETA) and warnings go to stderr; a batch's searches that found fewer than k papers are
+summed up in one line at its end.
 
 A query that is an indexed paper (`--query-id` alone, or an `ID` line) leaves that paper out of its own
 results (`search.exclude_query`, default true); a paper to encode (`--query-file`, a JSON line) never leaves
@@ -133,7 +134,8 @@ def build_parser(prog: str):
     output = parser.add_argument_group("output")
     output.add_argument("--json", action="store_true",
                         help="print hits as JSON: one indented object for one query, one line per query otherwise")
-    output.add_argument("--run-out", metavar="FILE", help="also write a TREC run file: qid Q0 docid rank score tag")
+    output.add_argument("--run-out", metavar="FILE", help="also write a TREC run file: qid Q0 docid rank score tag "
+                                                          "(one ranking a query id: a repeated id is an error)")
     output.add_argument("--run-tag", default="aspire", help="the tag column of --run-out")
     output.add_argument("--run-only", action="store_true",
                         help="write only the --run-out file: nothing on stdout (--quiet with --run-out does the "
@@ -274,11 +276,14 @@ def file_queries(maker: QueryMaker, args) -> list[Query]:
     """Every query the options name, built before any search (a bad one stops the run naming it)."""
     if args.queries is not None:
         lines = list(sys.stdin) if args.queries == "-" else _lines(args.queries)
-        queries = []
+        queries, first_line = [], {}
         progress = Progress("read", "queries", len(lines), enabled=not args.quiet and len(lines) > 1)
         for line_no, text in enumerate(lines, start=1):
             try:
                 query = maker.from_line(text)
+                if query is not None and args.run_out:
+                    check_new_qid(query.qid, first_line)
+                    first_line[query.qid] = f"line {line_no}"
             except (KeyError, ValueError) as err:
                 raise ValueError(f"{args.queries}:{line_no}: {error_message(err)}") from None
             if query is not None:
@@ -295,6 +300,14 @@ def file_queries(maker: QueryMaker, args) -> list[Query]:
         if not papers:
             raise ValueError(f"{args.query_file}: no paper with paper_id {args.query_id!r}")
     return [maker.from_paper(paper, args.sentences) for paper in papers]
+
+
+def check_new_qid(qid: str, first: dict[str, str]) -> None:
+    """With --run-out, each query id once: a TREC run holds one ranking a query id, and two queries of one paper
+    (two selections of its sentences, say) would merge into one. `first`: the ids run so far, each with where."""
+    if qid in first:
+        raise ValueError(f"query id {qid!r} again (first at {first[qid]}): the run file (--run-out) holds one "
+                         "ranking a query id; write each selection of a paper's sentences to a run of its own")
 
 
 def _lines(path: str) -> list[str]:
@@ -403,12 +416,14 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
         print(f"ready: {searcher.index.n_papers} papers. Type a query id [sentences] or a JSON paper a line; "
               "end with EOF (Ctrl-D).", file=sys.stderr, flush=True)
     run: list[str] = []
-    failed = 0
+    failed, first_query = 0, {}
     for line in stream:
         try:
             query = maker.from_line(line)
             if query is None:
                 continue
+            if args.run_out:
+                check_new_qid(query.qid, first_query)
             found = run_query(searcher, query, args)
         except (KeyError, ValueError) as err:
             failed += 1
@@ -417,6 +432,7 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
         if prints_hits(args):
             print_hits(searcher, query, found, args, one_of_many=True)
         run += run_lines(query.qid, found[0], args.run_tag)
+        first_query[query.qid] = f"query {len(first_query) + 1}"
     if args.run_out:
         write_run(args.run_out, run)
     return 0 if not failed else 1
