@@ -47,6 +47,12 @@ def test_every_help_exits_0_without_importing_torch():
 
 def test_user_errors_come_before_torch(tmp_path):
     missing = str(tmp_path / "missing.jsonl")
+    built = tmp_path / "built"  # what a build leaves: the pointer and its generation's manifest
+    (built / "gen-000001").mkdir(parents=True)
+    (built / "gen-000001" / "manifest.json").write_text("{}")
+    (built / "CURRENT").write_text("gen-000001")
+    corpus = tmp_path / "papers.jsonl"
+    corpus.write_text("")
     cases = [  # (what the one error line says, the command line)
         ("No such file or directory (--corpus)",
          ["index", "build", "--model", "minilm", "--corpus", missing, "--out", str(tmp_path / "i")]),
@@ -60,6 +66,7 @@ def test_user_errors_come_before_torch(tmp_path):
          ["encode", "--model", "minilm", "--corpus", missing, "--out", str(tmp_path / "v")]),
         ("config file not found", ["train", "--config", missing]),
         ("no CURRENT file", ["serve", "--index", str(tmp_path)]),
+        ("already holds an index", ["index", "build", "--corpus", str(corpus), "--out", str(built)]),
         ("papers file not found: " + missing, ["papers", "check", missing]),
         ("papers file not found: " + missing, ["papers", "split", missing, "--out", str(tmp_path / "s.jsonl")]),
     ]

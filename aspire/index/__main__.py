@@ -41,7 +41,7 @@ from aspire.config import load_config
 from aspire.encoders.choice import add_auto_backend_option, resolve_backend
 from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP
 from aspire.index.config import IndexBuildConfig
-from aspire.index.disk import require_live_generation
+from aspire.index.disk import refuse_existing_index, require_live_generation
 
 log = logging.getLogger("aspire.index")
 
@@ -172,6 +172,8 @@ def _run(args) -> int:
                 shards=args.shards if args.command == "merge" else None)
     if args.command in ("add", "info"):
         require_live_generation(Path(args.index))
+    if args.command == "build" and not args.overwrite:
+        refuse_existing_index(Path(args.out))
     from aspire.index.build import add_to_index, build_index
     from aspire.index.shards import run_encode_shard
     from aspire.index.store import ModelMismatchError, SentenceIndex, mismatch_message

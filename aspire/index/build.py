@@ -21,7 +21,7 @@ from typing import Callable, Iterator, Sequence
 from aspire.config import apply_overrides
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import encode_corpus, read_corpus
-from aspire.index.disk import IndexFormatError, clear_leftovers, index_lock
+from aspire.index.disk import IndexExistsError, IndexFormatError, clear_leftovers, index_exists, index_lock
 from aspire.index.store import SentenceIndex, describe_rejected, model_fingerprint
 
 log = logging.getLogger(__name__)
@@ -33,10 +33,6 @@ def phase(what: str) -> Iterator[None]:
     start = time.perf_counter()
     yield
     log.info("%s in %.1f s", what, time.perf_counter() - start)
-
-
-class IndexExistsError(FileExistsError):
-    """The output directory already holds a live index (use `add`, or overwrite it)."""
 
 
 def prepare_build_dir(out: Path, overwrite: bool = False) -> list[str]:
@@ -55,7 +51,7 @@ def prepare_build_dir(out: Path, overwrite: bool = False) -> list[str]:
             raise IndexExistsError(f"{out} holds a damaged index ({err}); use --overwrite to replace it") from None
         (out / "CURRENT").unlink()  # replaced wholesale: the damaged generation is removed below
     if live is not None and not overwrite:
-        raise IndexExistsError(f"{out} already holds an index; use `add` to extend it or --overwrite to replace it")
+        raise index_exists(out)
     return clear_leftovers(out, keep=live)
 
 

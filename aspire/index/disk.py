@@ -39,6 +39,26 @@ class IndexLockedError(OSError):
     """Another process is writing the index directory (an OSError: the command line reports it in one line)."""
 
 
+class IndexExistsError(FileExistsError):
+    """The output directory already holds a live index (use `add`, or overwrite it)."""
+
+
+def index_exists(out: Path) -> IndexExistsError:
+    return IndexExistsError(f"{out} already holds an index; use `add` to extend it or --overwrite to replace it")
+
+
+def refuse_existing_index(out: Path) -> None:
+    """A build's first check, before any heavy import: IndexExistsError when `out` holds a live index (its pointer
+    names a generation with a manifest). A damaged one passes here: `build.prepare_build_dir` refuses it under the
+    lock, with the reason."""
+    try:
+        live = live_generation(out)
+    except IndexFormatError:
+        return
+    if live is not None and (out / live / "manifest.json").is_file():
+        raise index_exists(out)
+
+
 @contextmanager
 def index_lock(root: str | Path) -> Iterator[Path]:
     """Hold `root/.lock` while writing `root` (created if needed); re-entrant within a process.
