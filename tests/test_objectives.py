@@ -308,6 +308,15 @@ def test_multitask_resume_gives_the_same_weights_and_losses(mode, tiny_model_dir
         assert [m["loss/cocite"] is None for m in train] == [False] * 3 + [True] * 3
 
 
+def test_a_task_whose_dev_split_cannot_fill_a_batch_is_named_before_training(tiny_model_dir, examples_dir, tmp_path):
+    tasks = f"tasks=[{{name: cocite, weight: 1.0}}, {CROP[:-1]}, weight: 0.5}}]"  # dev: cocite 10, crop 26 examples
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=cocite_vector", "loss.kind=mnrl", tasks,
+                      "train.batch_size=11")
+    with pytest.raises(ValueError, match=r"^task 'cocite''s dev split holds 10 example\(s\), fewer than one batch"):
+        run(cfg)
+    assert not list(tmp_path.glob("checkpoint-*"))
+
+
 def test_sequential_needs_max_steps_to_match_the_stages(tiny_model_dir, examples_dir, tmp_path):
     tasks = f"tasks=[{{name: cocite, steps: 2}}, {CROP[:-1]}, steps: 2}}]"
     with pytest.raises(ValueError, match="max_steps must be 0 or that"):

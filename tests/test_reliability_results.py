@@ -167,6 +167,21 @@ def test_empty_dev_split_is_refused_unless_evaluation_is_off(tmp_path, tiny_mode
     assert load_dev_split(off.data) is None
 
 
+def test_a_dev_split_smaller_than_a_batch_is_refused_before_the_first_step(tmp_path, tiny_model_dir):
+    """dev_loss takes whole batches: a dev split of 10 examples and batches of 11 once trained to the end, then
+    failed at the first evaluation."""
+    from test_train import tiny_config, write_examples_dir
+
+    from aspire.train.trainer import run
+
+    examples = write_examples_dir(tmp_path / "ex")  # 5 dev lines: 10 examples
+    cfg = tiny_config(tiny_model_dir, examples, tmp_path / "run", "train.batch_size=11")
+    with pytest.raises(ValueError, match=r"^the dev split holds 10 example\(s\), fewer than one batch "
+                                         r"\(train\.batch_size=11\).*data\.use_dev=false$"):
+        run(cfg)
+    assert not list((tmp_path / "run").glob("checkpoint-*")) and not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
 @pytest.mark.parametrize("override, message", [
     ("batch_size=1", "batch_size: must be >= 2, got 1"),
     ("warmup=1.5", "warmup: must be <= 1, got 1.5"),

@@ -112,6 +112,7 @@ class Trainer:
         # the encoder's pooler (and, per kind, other heads) gets no gradient: let DDP find unused parameters
         self.ddp = DistributedDataParallel(self.model, find_unused_parameters=True) if self.world > 1 else None
         micro = len(self._sampler(0, 0))
+        self._check_dev_batches()
         self.steps_per_epoch = micro // self.tc.grad_accum
         if self.steps_per_epoch == 0:
             raise ValueError(f"{micro} micro-batches per epoch < grad_accum {self.tc.grad_accum}")
@@ -194,6 +195,20 @@ class Trainer:
         # the loader's own generator keeps worker seeding off the global RNG, so resuming is exact
         return DataLoader(data, batch_sampler=sampler, collate_fn=self.collate, num_workers=self.tc.num_workers,
                           generator=torch.Generator().manual_seed(seed))
+
+    def _check_dev_batches(self) -> None:
+        """Each dev split (a task's, with tasks) fills one batch, as `dev_loss` takes whole batches only: refused
+        before the first step rather than at the first evaluation, after training."""
+        data = self.dev_data
+        if data is None:
+            return
+        parts = zip(data.names, data.sizes) if isinstance(data, MultiTaskData) else [(None, len(data))]
+        for name, size in parts:
+            if size < self.tc.batch_size:
+                split = f"task {name!r}'s dev split" if name else "the dev split"
+                raise ValueError(f"{split} holds {size} example(s), fewer than one batch (train.batch_size="
+                                 f"{self.tc.batch_size}), so no dev loss could be taken: lower train.batch_size, "
+                                 "build a larger dev split, or set data.use_dev=false")
 
     @torch.no_grad()
     def dev_loss(self) -> float:
