@@ -4,11 +4,16 @@
   default for their `--data` options; nothing under `aspire/` spells the path again.
 - `cache_root()`: `$ASPIRE_CACHE`, else `~/.cache/aspire`; models, vectors, sentence splits and exported
   graphs each keep a sub-folder of it.
+- A training run's folder, as `aspire.train.checkpoint` writes it: `RUN/checkpoint-000120/model/` (the model in
+  Hugging Face format) and the pointers `RUN/latest`, `RUN/best` (JSON {"checkpoint": "checkpoint-000120", ...}).
+  `run_model(RUN)` is the model a run folder stands for (`aspire.encoders.pretrained.resolve_model` takes one).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,3 +23,26 @@ DATA = REPO.parent / "shared" / "data"
 def cache_root() -> Path:
     """`$ASPIRE_CACHE`, else `~/.cache/aspire` (read at call time, so tests may point it elsewhere)."""
     return Path(os.environ.get("ASPIRE_CACHE") or Path.home() / ".cache" / "aspire")
+
+
+LATEST, BEST, STATE_FILE, MODEL_DIR = "latest", "best", "trainer_state.pt", "model"  # a training run's folder
+CHECKPOINT = re.compile(r"^checkpoint-\d{6}$")
+
+
+def run_model(run_dir: str | Path) -> Path | None:
+    """The model folder of a training run's `best` checkpoint (the lowest dev loss), else of its `latest`; None
+    when `run_dir` has neither pointer. ValueError naming the pointer when it is not a run's pointer, or names a
+    checkpoint without a model."""
+    for name in (BEST, LATEST):
+        pointer = Path(run_dir) / name
+        if not pointer.is_file():
+            continue
+        try:
+            checkpoint = json.loads(pointer.read_text(encoding="utf-8"))["checkpoint"]
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{pointer}: not a training run's pointer (JSON naming its checkpoint)") from None
+        model = Path(run_dir) / str(checkpoint) / MODEL_DIR
+        if not (isinstance(checkpoint, str) and CHECKPOINT.match(checkpoint)) or not (model / "config.json").is_file():
+            raise ValueError(f"{pointer} names {checkpoint!r}, which holds no {MODEL_DIR}/config.json")
+        return model
+    return None

@@ -179,6 +179,34 @@ def test_run_writes_checkpoints_metrics_and_best(tiny_model_dir, examples_dir, t
     AutoModel.from_pretrained(out / latest["checkpoint"] / "model")  # plain HF opens it
     kept = sorted(p.name for p in out.glob("checkpoint-*"))
     assert len(kept) <= 3 and "checkpoint-000006" in kept
+    # the run folder stands for its best checkpoint's model wherever a --model is taken
+    from aspire.encoders.pretrained import resolve_model
+
+    assert resolve_model(out) == out / best["checkpoint"] / "model"
+
+
+def test_a_run_folder_is_its_best_model_else_its_latest(tmp_path):
+    from aspire.encoders.pretrained import resolve_model
+    from aspire.paths import run_model
+
+    out = tmp_path / "run"
+    for step in (2, 4):
+        (out / f"checkpoint-00000{step}" / "model").mkdir(parents=True)
+        (out / f"checkpoint-00000{step}" / "model" / "config.json").write_text("{}")
+    assert run_model(out) is None and run_model(tmp_path) is None  # no pointer yet: not a run's model
+    ckpt.write_pointer(out, ckpt.LATEST, {"checkpoint": "checkpoint-000004", "step": 4})
+    assert run_model(out) == out / "checkpoint-000004" / "model"
+    ckpt.write_pointer(out, ckpt.BEST, {"checkpoint": "checkpoint-000002", "step": 2, "dev_loss": 0.5})
+    assert run_model(out) == resolve_model(str(out)) == out / "checkpoint-000002" / "model"
+    for record, message in (({"checkpoint": "checkpoint-000009"}, "names 'checkpoint-000009', which holds no "
+                                                                   "model/config.json"),
+                            ({"checkpoint": "../checkpoint-000002"}, "names '../checkpoint-000002'"),
+                            ({"step": 2}, "not a training run's pointer")):
+        ckpt.write_pointer(out, ckpt.BEST, record)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            resolve_model(out)
+    with pytest.raises(ValueError, match="or a training run's folder"):
+        resolve_model(tmp_path)
 
 
 def test_dev_before_logs_the_starting_dev_loss_and_leaves_training_alone(tiny_model_dir, examples_dir, tmp_path):

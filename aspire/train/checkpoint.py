@@ -30,9 +30,9 @@ from typing import Any, Callable
 import torch
 
 from aspire.io import write_text
+from aspire.paths import BEST, LATEST, MODEL_DIR, STATE_FILE  # noqa: F401 (ckpt.BEST, ckpt.MODEL_DIR, ...)
 from aspire.storage import check_free_space, folder_lock, on_disk_full
 
-LATEST, BEST, STATE_FILE, MODEL_DIR = "latest", "best", "trainer_state.pt", "model"
 _TMP_PREFIX = ".tmp-checkpoint-"
 _ASIDE_PREFIX = ".replaced-"
 
