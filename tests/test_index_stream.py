@@ -106,6 +106,20 @@ def test_merge_cli_streams_and_summarises_from_the_manifest(tmp_path, capsys):
     assert main(["merge", "--shards", str(shards), "--out", str(tmp_path / "idx"), "index.kind=flat"]) == 0
     out = capsys.readouterr().out
     assert "75 papers" in out and "flat faiss index" in out and "2 record(s) rejected" in out
+    # a second merge into the same folder replaces the live index only when asked
+    before = live(tmp_path / "idx")
+    assert main(["merge", "--shards", str(shards), "--out", str(tmp_path / "idx"), "index.kind=flat"]) == 2
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'idx'} already holds an index; give --overwrite to "
+                                       "replace it with the shards' index, or another directory\n")
+    assert live(tmp_path / "idx") == before
+    assert main(["merge", "--shards", str(shards), "--out", str(tmp_path / "idx"), "--overwrite", "-q"]) == 0
+    assert live(tmp_path / "idx") != before and SentenceIndex.load(tmp_path / "idx").n_papers == 75
+    # as is rank 0's merge after a sharded encoding: refused before anything is encoded
+    corpus = tmp_path / "papers.jsonl"
+    corpus.write_text("")
+    assert main(["encode-shard", "--corpus", str(corpus), "--shards", str(tmp_path / "more"), "--merge-into",
+                 str(tmp_path / "idx"), "--model", "minilm"]) == 2
+    assert "already holds an index" in capsys.readouterr().err and not (tmp_path / "more").exists()
 
 
 def _break(shards: Path, what: str) -> str:

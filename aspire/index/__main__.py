@@ -119,6 +119,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p.add_argument("--corpus", required=True, help="papers JSONL")
     p.add_argument("--shards", required=True, help="directory for the shards, one per rank")
     p.add_argument("--merge-into", help="rank 0 merges all shards into an index here when every rank is done")
+    p.add_argument("--overwrite", action="store_true", help="let --merge-into replace an existing index")
     p.add_argument("--num-shards", type=positive_int,
                    help="cut the corpus into this many shards, each written when done (default: one a rank)")
     add_backend_options(p)
@@ -126,6 +127,8 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p = command("merge", "merge the shards of a sharded encoding into one index")
     p.add_argument("--shards", required=True, help="directory holding every rank's shard")
     p.add_argument("--out", required=True, help="index directory to write")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing index at --out (a merge after one with --allow-missing, say)")
     p.add_argument("--allow-missing", action="store_true",
                    help="index the finished shards when some are missing (they are named in a warning)")
     with_config(p)
@@ -172,8 +175,10 @@ def _run(args) -> int:
                 shards=args.shards if args.command == "merge" else None)
     if args.command in ("add", "info"):
         require_live_generation(Path(args.index))
-    if args.command == "build" and not args.overwrite:
-        refuse_existing_index(Path(args.out))
+    written = {"build": "out", "merge": "out", "encode-shard": "merge_into"}.get(args.command)
+    if written and getattr(args, written) is not None and not args.overwrite:  # an index is never replaced unasked
+        refuse_existing_index(Path(getattr(args, written)), None if args.command == "build" else
+                              "give --overwrite to replace it with the shards' index, or another directory")
     from aspire.index.build import add_to_index, build_index
     from aspire.index.shards import run_encode_shard
     from aspire.index.store import ModelMismatchError, SentenceIndex, mismatch_message

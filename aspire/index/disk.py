@@ -43,20 +43,24 @@ class IndexExistsError(FileExistsError):
     """The output directory already holds a live index (use `add`, or overwrite it)."""
 
 
-def index_exists(out: Path) -> IndexExistsError:
-    return IndexExistsError(f"{out} already holds an index; use `add` to extend it or --overwrite to replace it")
+ADD_OR_OVERWRITE = "use `add` to extend it or --overwrite to replace it"
 
 
-def refuse_existing_index(out: Path) -> None:
-    """A build's first check, before any heavy import: IndexExistsError when `out` holds a live index (its pointer
-    names a generation with a manifest). A damaged one passes here: `build.prepare_build_dir` refuses it under the
-    lock, with the reason."""
+def index_exists(out: Path, hint: str | None = None) -> IndexExistsError:
+    return IndexExistsError(f"{out} already holds an index; {hint or ADD_OR_OVERWRITE}")
+
+
+def refuse_existing_index(out: Path, hint: str | None = None) -> None:
+    """The first check of a command that writes a new index to `out` (build, merge), before any heavy import:
+    IndexExistsError when `out` holds a live index (its pointer names a generation with a manifest); `hint` says
+    what to do instead (default: `add`, or --overwrite). A damaged one passes here: `build.prepare_build_dir`
+    refuses it under the lock, with the reason."""
     try:
         live = live_generation(out)
     except IndexFormatError:
         return
     if live is not None and (out / live / "manifest.json").is_file():
-        raise index_exists(out)
+        raise index_exists(out, hint)
 
 
 @contextmanager
