@@ -133,7 +133,7 @@ def build(args) -> None:
     """The real merge command in a child process; its wall time and sampled peak memory."""
     index = Path(args.work) / "index"
     cmd = [sys.executable, "-m", "aspire.index", "merge", "--shards", str(Path(args.work) / "shards"),
-           "--out", str(index), "--config", args.config, "--log-level", "INFO", *args.overrides]
+           "--out", str(index), "--overwrite", "--config", args.config, "--log-level", "INFO", *args.overrides]
     t0 = time.perf_counter()
     child = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)})
     peak = sample_peak(child)
