@@ -240,3 +240,19 @@ def test_default_splitter_on_real_csfcube_abstracts(shared_data):
             n_gold += len(gold_starts)
     precision, recall = tp / n_pred, tp / n_gold
     assert 2 * precision * recall / (precision + recall) > 0.97
+
+
+def test_the_scispacy_tokenizer_builds_without_the_regex_future_warning():
+    """scispacy's infix pattern makes `re` warn "Possible set union" at compile time; building the splitter keeps
+    that from library users (the command line already silences spaCy's warnings)."""
+    import re
+    import warnings
+
+    from aspire.data.sentences import _blank_english
+
+    re.purge()  # compiled patterns are cached: compile again, as a fresh process would
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        nlp = _blank_english(scispacy_tokenizer=True)
+    assert [str(w.message) for w in caught if "Possible set union" in str(w.message)] == []
+    assert [t.text for t in nlp("IL-2 (p<0.05).")][:2] == ["IL-2", "("]

@@ -48,6 +48,7 @@ Splitters load their pipelines lazily, on first use, and cache them on the insta
 from __future__ import annotations
 
 import re
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
@@ -160,7 +161,9 @@ def _blank_english(scispacy_tokenizer: bool):
     if scispacy_tokenizer:
         from scispacy.custom_tokenizer import combined_rule_tokenizer
 
-        nlp.tokenizer = combined_rule_tokenizer(nlp)
+        with warnings.catch_warnings():  # its infix pattern trips Python's "Possible set union" FutureWarning
+            warnings.filterwarnings("ignore", "Possible set union", FutureWarning)
+            nlp.tokenizer = combined_rule_tokenizer(nlp)
     return nlp
 
 
