@@ -6,7 +6,10 @@ pool's place in the caches matter?) and the whole scorer (`gathered_ot_match`), 
 pass and its solve (`_ot_from_cost`, the kernel's work on the pass's cost); then the cost pass's parts: the compiled
 pass (`_distance_cpu.gathered_l2`), the pass on the same pairs with each side's rows in reverse order (not runs of
 the store: the compiled loop of dot products instead of BLAS), the dot products alone both ways, and the pass with
-every pair reading the same rows (all in L1). Prints a table of medians and writes them as JSON.
+every pair reading the same rows (all in L1). Last, what lower precision would buy: the same products as one
+batched `torch.bmm` over copies gathered beforehand (outside the clock), in float32 and in bfloat16 (oneDNN; on
+AVX512-BF16 / AMX), with the bf16 products' largest error against float32. Prints a table of medians and writes
+them as JSON.
 
     python experiments/profile_ot_scorer.py --pool-cache POOL --out runs/profile_ot_scorer.json
 
@@ -101,6 +104,10 @@ def main() -> None:
         norms = np.full(len(store), np.nan, np.float32)
         gathered_l2(store, qr, store, cr, norms, norms, out, rmin, cmin, TAU, 1)
 
+    xq, yc = pool[idx[0]], pool[idx[1]].transpose(1, 2).contiguous()  # (B, N, D), (B, D, M), gathered once
+    xq_bf, yc_bf = xq.bfloat16(), yc.bfloat16()
+    exact = torch.bmm(xq, yc)
+    bf16_error = float((torch.bmm(xq_bf, yc_bf).float() - exact).abs().max() / exact.abs().max())
     parts = time_alternated({
         "cost_and_weights_alone": lambda: gathered_l2_weights(pool, idx[0], pool, idx[1], TAU),
         "compiled_pass": lambda: compiled(q_rows, c_rows),
@@ -108,11 +115,15 @@ def main() -> None:
         "dot_products_blas": lambda: blas_dots(store, q_rows, c_rows, out),
         "dot_products_loop": lambda: loop_dots(store, q_rows, c_rows, out),
         "compiled_pass_same_rows": lambda: compiled(same_q, same_c),
+        "dot_products_torch_bmm_fp32_gathered": lambda: torch.bmm(xq, yc),
+        "dot_products_torch_bmm_bf16_gathered": lambda: torch.bmm(xq_bf, yc_bf),
     }, args.repeats, cpu)
     result = {name: 1e3 * t for name, t in {**whole, **parts}.items()}
     result["scorer_x_kernel"] = whole["scorer"] / whole["kernel"]
+    result["bf16_dot_max_error_relative"] = bf16_error
     for name, value in result.items():
-        print(f"{name:34s} {value:8.3f}{'' if name == 'scorer_x_kernel' else ' ms'}")
+        unit = "" if name in ("scorer_x_kernel", "bf16_dot_max_error_relative") else " ms"
+        print(f"{name:38s} {value:8.4g}{unit}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"pairs": 1000, "N": 10, "threads": 1, "repeats": args.repeats,
