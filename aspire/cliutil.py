@@ -15,6 +15,8 @@ and user errors reported as one line.
 - `run_command` turns a user error (bad option value, missing file, bad JSON, unknown model or paper
   id, bad config key) into `error: <message>` on stderr and exit status 2, never a traceback; a command
   whose stdout reader went away (`aspire search ... | head`) stops quietly with status 141.
+- `print_json`: what a command prints as JSON is strict JSON (`aspire.jsonsafe`: a NaN loss or metric is null,
+  named under "non_finite"), as every file aspire writes.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+
+from aspire.jsonsafe import dumps
 
 EXIT_USER_ERROR = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a Unix tool whose reader went away
@@ -156,6 +160,11 @@ def setup_logging(args: argparse.Namespace) -> None:
     root.addHandler(handler)
     root.setLevel("DEBUG" if level == "DEBUG" else max(logging.WARNING, logging.getLevelName(level)))
     logging.getLogger("aspire").setLevel(level)
+
+
+def print_json(obj, **kwargs) -> None:
+    """Print `obj` as strict JSON (`jsonsafe.dumps`; `kwargs` as `json.dumps` takes them) and flush."""
+    print(dumps(obj, **kwargs), flush=True)
 
 
 def show_progress(args: argparse.Namespace) -> bool:

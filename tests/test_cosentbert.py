@@ -128,3 +128,18 @@ def test_train_cosentbert_tiny(tmp_path, tiny_model_dir):
     assert json.loads((tmp_path / "out" / "report.json").read_text())["steps"] == report["steps"]
     assert (tmp_path / "out" / "cosentbert.yaml").is_file()
     assert evaluate_contexts(saved, d / "groups.dev.jsonl")["contexts"] == 8
+
+
+def test_evaluate_command_prints_strict_json_when_no_dev_set_has_a_pair(tmp_path, tiny_model_dir, capsys):
+    """A split whose sets hold one context each has no query: acc@1 and mrr are undefined, printed as null
+    (named under "non_finite"), never as a bare NaN that strict JSON readers refuse."""
+    from aspire.encoders.cosentbert import main
+
+    d = tmp_path / "examples"
+    _write_groups(d / "groups.dev.jsonl", [_group(f"a{i}|b{i}", [f"the model {WORDS[i]}"]) for i in range(3)])
+    assert main(["evaluate", "--examples", str(d), "--model", str(tiny_model_dir), "-q"]) == 0
+    report = json.loads(capsys.readouterr().out, parse_constant=lambda name: pytest.fail(f"bare {name} in the JSON"))
+    assert report == {"contexts": 3, "queries": 0, "acc@1": None, "mrr": None,
+                      "non_finite": {"acc@1": "nan", "mrr": "nan"}}
+    assert main(["evaluate", "--examples", str(d), "--split", "train", "--model", str(tiny_model_dir)]) == 2
+    assert capsys.readouterr().err == f"error: no groups.train.jsonl in --examples (a split folder of `aspire data`): {d / 'groups.train.jsonl'}\n"

@@ -67,6 +67,7 @@ def test_user_errors_come_before_torch(tmp_path):
         ("config file not found", ["train", "--config", missing]),
         ("no CURRENT file", ["serve", "--index", str(tmp_path)]),
         ("already holds an index", ["index", "build", "--corpus", str(corpus), "--out", str(built)]),
+        ("no groups.dev.jsonl in --examples", ["cosentbert", "evaluate", "--examples", str(tmp_path)]),
         ("papers file not found: " + missing, ["papers", "check", missing]),
         ("papers file not found: " + missing, ["papers", "split", missing, "--out", str(tmp_path / "s.jsonl")]),
     ]

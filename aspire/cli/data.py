@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from aspire.cliutil import (
     OVERRIDES_HELP,
     Formatter,
     add_common_options,
     normalize_overrides,
+    print_json,
     run_command,
     setup_logging,
 )
@@ -86,8 +86,7 @@ def _run(args) -> int:
         report = _model_stage(args)
     else:
         report = _cocite_stage(args)
-    json.dump(report, sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
+    print_json(report, indent=2, ensure_ascii=False)
     return 0
 
 

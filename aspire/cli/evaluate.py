@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from aspire.cliutil import (
     device_name,
     normalize_overrides,
     positive_int,
+    print_json,
     run_command,
     setup_logging,
 )
@@ -445,7 +445,7 @@ def _probe(parser, args) -> int:
                              for m, v in r["metrics"].items()), r.get("chosen", ""))
     if args.compare:
         tests = compare_probe_results(args.out, args.compare)
-        print(json.dumps(tests, indent=1))
+        print_json(tests, indent=1)
         write_json(Path(args.out) / "compare.json", {"against": args.compare, "tests": tests})
     print(f"wrote {Path(args.out) / 'results.json'}")
     return 0
@@ -478,7 +478,7 @@ def _suite(parser, args) -> int:
     suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, options,
                       benchmarks=args.benchmarks)
     print("\n".join(format_rows(suite["rows"])))
-    print(json.dumps(suite["seconds"]))
+    print_json(suite["seconds"])
     print(f"wrote {Path(args.out) / 'suite.json'}")
     return 0
 

@@ -52,6 +52,7 @@ from aspire.cliutil import (
     error_message,
     normalize_overrides,
     positive_int,
+    print_json,
     run_command,
     setup_logging,
 )
@@ -384,7 +385,7 @@ def print_hits(searcher, query: Query, found: tuple[list, float | None], args, o
     if args.json:
         out = {"query_id": query.qid, "query_sentences": selected, "rerank": args.rerank or searcher.config.rerank,
                "cross_encoder": cross, "hits": [h.to_dict() for h in hits]}
-        print(json.dumps(out, ensure_ascii=False, indent=None if one_of_many else 1), flush=True)
+        print_json(out, ensure_ascii=False, indent=None if one_of_many else 1)
         return
     print(f"query {query.qid} sentences {selected}"
           + (f"  cross-encoder top {cross['top']} weight {cross['weight']:g}: {cross_ms:.1f} ms" if cross else ""))

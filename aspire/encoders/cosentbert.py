@@ -20,15 +20,13 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
-import json
 import random
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from aspire.cliutil import command_parser
+from aspire.cliutil import add_common_options, command_parser, print_json, run_command, setup_logging
 from aspire.config import load_config, ranged, save_config, to_dict
 from aspire.io import iter_jsonl, write_json
 
@@ -227,14 +225,27 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders.c
     evaluate.add_argument("--split", default="dev", choices=["train", "dev"], help="the groups file to score")
     evaluate.add_argument("--text-field", default="contexts_clean", choices=TEXT_FIELDS,
                           help="which text of a co-citation set is a sentence")
+    for p in (train, evaluate):
+        add_common_options(p)
     args = parser.parse_args(argv)
+    setup_logging(args)
+    return run_command(lambda: _run(args), args)
+
+
+def _run(args) -> int:
+    """The subcommand, its files checked before torch loads; the report printed as strict JSON (a split with no
+    same-set pair scores null, named under "non_finite")."""
+    split = "train" if args.command == "train" else args.split
+    groups = Path(args.examples) / f"groups.{split}.jsonl"
+    if not groups.is_file():
+        raise FileNotFoundError(2, f"no groups.{split}.jsonl in --examples (a split folder of `aspire data`)",
+                                str(groups))
     if args.command == "train":
         report = train_cosentbert(args.examples, args.out, load_config(CoSentBertConfig, args.config, args.overrides))
     else:
         model = load_sentence_model(args.model or default_base_model())
-        report = evaluate_contexts(model, Path(args.examples) / f"groups.{args.split}.jsonl", args.text_field)
-    json.dump(report, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+        report = evaluate_contexts(model, groups, args.text_field)
+    print_json(report, indent=2)
     return 0
 
 

@@ -33,6 +33,7 @@ from aspire.cliutil import (
     command_parser,
     normalize_overrides,
     positive_int,
+    print_json,
     run_command,
     setup_logging,
     show_progress,
@@ -222,7 +223,7 @@ def _run(args) -> int:
         gen = merge_streaming(args.shards, args.out, config, args.allow_missing)
         print(_summary(gen, json.loads((gen / "manifest.json").read_text(encoding="utf-8"))["n_papers"]))
     elif args.command == "info":
-        print(json.dumps(SentenceIndex.read_manifest(args.index, verify=args.verify), indent=1))
+        print_json(SentenceIndex.read_manifest(args.index, verify=args.verify), indent=1)
         if args.verify:
             print("verified: every file's size and SHA-256 match the manifest", file=sys.stderr)
     return 0

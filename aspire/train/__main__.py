@@ -9,7 +9,6 @@ every command (`aspire.paths.run_model`).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -20,6 +19,7 @@ from aspire.cliutil import (
     command_parser,
     device_or_auto,
     normalize_overrides,
+    print_json,
     run_command,
     setup_logging,
 )
@@ -67,7 +67,7 @@ log = logging.getLogger("aspire.train")
 def _train(cfg: Config, resume: bool) -> int:
     from aspire.train.trainer import run
 
-    print(json.dumps(run(cfg, resume=resume)))
+    print_json(run(cfg, resume=resume))
     model = run_model(cfg.train.out_dir) if os.environ.get("RANK", "0") == "0" else None
     if model is not None:
         which = "lowest dev loss" if (model.parents[1] / BEST).is_file() else "last checkpoint"

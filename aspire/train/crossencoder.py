@@ -14,15 +14,13 @@ config) and `OUT/report.json` (pairs, seconds, loss history, dev metrics).
 
 from __future__ import annotations
 
-import json
 import random
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aspire.cliutil import command_parser
+from aspire.cliutil import add_common_options, command_parser, print_json, run_command, setup_logging
 from aspire.config import load_config, ranged, save_config, to_dict
 from aspire.io import write_json
 from aspire.paths import DATA
@@ -145,21 +143,22 @@ def train_on_context2doc(data_dir, out_dir, cfg: CrossEncoderConfig = CrossEncod
 
 def config_cli(argv, prog: str, doc: str, config_cls, example: str, run, examples: str) -> int:
     """`prog --data DIR --config YAML --out DIR key=value ...`: load `config_cls`, print `run(data, out, cfg)`'s
-    result as JSON; a user error (bad config or data) is one line on stderr and exit status 2."""
+    result as (strict) JSON; a user error (bad config or data, a missing file) is one line on stderr and exit
+    status 2 (`run_command`)."""
     parser = command_parser(prog, doc, examples)
     parser.add_argument("--data", default=str(DATA / "cocite-acl"), help="co-citation folder (default %(default)s)")
     parser.add_argument("--config", help=f"YAML ({config_cls.__name__})")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("overrides", nargs="*", help=f"e.g. {example}")
+    add_common_options(parser)
     args = parser.parse_args(argv)
-    try:
-        result = run(args.data, args.out, load_config(config_cls, args.config, args.overrides))
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    json.dump(result, sys.stdout, indent=2)
-    sys.stdout.write("\n")
-    return 0
+    setup_logging(args)
+
+    def go() -> int:
+        print_json(run(args.data, args.out, load_config(config_cls, args.config, args.overrides)), indent=2)
+        return 0
+
+    return run_command(go, args)
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.crossencoder") -> int:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+from aspire.cliutil import add_common_options, command_parser, print_json, run_command, setup_logging
 from aspire.encoders.pretrained import MODEL_HELP
 from aspire.io import write_json
 from aspire.paths import DATA
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.teac
     def run() -> int:
         meta = build(args.teacher, args.out, args.acl_path, args.benchmarks_dir or None, args.max_papers,
                      args.max_length, args.batch_size, args.device or "cpu", args.sentences)
-        print(json.dumps(meta, indent=1))
+        print_json(meta, indent=1)
         return 0
 
     return run_command(run, args)
