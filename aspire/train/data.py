@@ -118,7 +118,7 @@ def load_split(cfg: DataConfig, split: str) -> TripletDataset:
     A split without examples is refused with a ValueError naming it."""
     root = Path(cfg.examples_dir)
     if not root.is_dir():
-        raise FileNotFoundError(f"data.examples_dir {root} does not exist; build it with `python -m aspire.data run-all`")
+        raise FileNotFoundError(f"data.examples_dir {root} does not exist; build it with `aspire data run-all`")
     papers = {
         pid: Paper(p.paper_id, p.title, p.sentences[: cfg.max_sentences] if cfg.max_sentences else p.sentences)
         for pid, p in read_paper_map(root / "abstracts.jsonl", split_strings=False).items()

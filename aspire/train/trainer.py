@@ -398,7 +398,7 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
     needs_align = "aligned" in model.terms
     if needs_align and train_data.aligned_share == 0.0:
         raise ValueError(f"model.kind={cfg.model.kind} needs `{cfg.data.align}` alignments in the examples; "
-                         "none found (run aspire.data.align first)")
+                         "none found: run `aspire data align --examples DIR --teacher MODEL --out DIR` first")
     if needs_align and train_data.aligned_share < 1.0:
         log.warning("%.1f%% of training examples lack `%s`: they add no aligned-pair loss",
                     100 * (1 - train_data.aligned_share), cfg.data.align)
