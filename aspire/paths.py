@@ -46,3 +46,9 @@ def run_model(run_dir: str | Path) -> Path | None:
             raise ValueError(f"{pointer} names {checkpoint!r}, which holds no {MODEL_DIR}/config.json")
         return model
     return None
+
+
+def model_folder(path: str | Path) -> Path:
+    """`path`, or where a training run's folder keeps the model it stands for (`run_model`): for code that reads a
+    model folder's own files (its document_model.json, say) rather than loading it through `resolve_model`."""
+    return run_model(path) or Path(path)

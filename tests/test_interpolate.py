@@ -176,6 +176,27 @@ def test_a_soup_refuses_models_of_another_kind_or_shape_naming_them(tiny_model_d
     assert "--alpha is required with one --model" in capsys.readouterr().err
 
 
+def test_training_run_folders_soup_as_their_best_checkpoints_kinds_checked(tiny_model_dir, examples_dir, tmp_path):
+    """A run folder reads as its best checkpoint's model, document_model.json too: runs of two kinds are refused
+    unless asked, as their model folders are, and the record names the checkpoints."""
+    import shutil
+
+    def as_run(model_dir, run):
+        (run / "checkpoint-000001").mkdir(parents=True)
+        shutil.move(model_dir, run / "checkpoint-000001" / "model")
+        (run / "best").write_text(json.dumps({"checkpoint": "checkpoint-000001", "step": 1, "dev_loss": 0.5}))
+        return run / "checkpoint-000001" / "model"
+
+    first = as_run(tuned_model(tiny_model_dir, examples_dir, tmp_path / "a", "model.kind=hybrid"), tmp_path / "run-a")
+    other = as_run(tuned_model(tiny_model_dir, examples_dir, tmp_path / "b"), tmp_path / "run-b")
+    with pytest.raises(ValueError, match=rf"{other}: model\.kind is 'abstract', 'hybrid' in {first} \(give --mixed"):
+        soup([tmp_path / "run-a", tmp_path / "run-b"], tmp_path / "out")
+    out = soup([tmp_path / "run-a", tmp_path / "run-b"], tmp_path / "out", mixed_kinds=True)
+    record = json.loads((out / RECORD_FILE).read_text())
+    assert record["soup"] == [str(first), str(other)] and record["mixed"] == {str(other): {"kind": "abstract"}}
+    assert DocumentModel.from_pretrained(out).inference_name == DocumentModel.from_pretrained(first).inference_name
+
+
 def test_low_rank_export_carries_linear_weights_and_biases_and_reports_the_rest(tiny_model_dir, examples_dir,
                                                                                tmp_path, capsys):
     from aspire.encoders import ContextualSentenceEncoder

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+from aspire.paths import model_folder
 
 if TYPE_CHECKING:
     import torch
@@ -40,7 +41,7 @@ def export_merged(model: str | Path, out: str | Path) -> Path:
     """Write `model` (a directory with adapters) to `out` with its active adapter merged into the weights."""
     from aspire.encoders import ContextualSentenceEncoder
 
-    model, out = Path(model), Path(out)
+    model, out = model_folder(model), Path(out)
     ContextualSentenceEncoder.from_pretrained(model).merged().save_pretrained(out)
     meta = read_meta(model)
     if meta is not None:
@@ -60,7 +61,7 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
     from aspire.encoders.adapters import ADAPTER_DIR
     from aspire.encoders.pretrained import SETTINGS_FILE
 
-    model, out = Path(model), Path(out)
+    model, out = model_folder(model), Path(out)
     settings = json.loads((model / SETTINGS_FILE).read_text())
     if "adapter" not in settings:
         raise ValueError(f"{model}: no adapter in its {SETTINGS_FILE}; export the whole model instead")
@@ -121,7 +122,7 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     from aspire.encoders.adapters import ADAPTER_DIR
     from aspire.encoders.pretrained import resolve_model
 
-    model, out = Path(model), Path(out)
+    model, out = model_folder(model), Path(out)
     if rank < 1:
         raise ValueError(f"rank must be at least 1, got {rank}")
     tuned, tuned_weights = plain_weights(model)
@@ -226,7 +227,7 @@ def write_plain_meta(meta: dict, out: Path) -> None:
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.export") -> int:
     parser = command_parser(prog, __doc__, EXAMPLES)
-    parser.add_argument("--model", required=True, help="a model directory saved with adapters (MODEL/adapter)")
+    parser.add_argument("--model", required=True, help="a model directory saved with adapters (MODEL/adapter), or its training run's folder")
     parser.add_argument("--out", required=True, help="output directory for the merged model (or the adapters)")
     parser.add_argument("--adapter-only", metavar="BASE",
                         help="write the adapters alone over this base model (a name such as minilm, or a directory)")

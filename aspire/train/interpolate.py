@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+from aspire.paths import model_folder
 
 if TYPE_CHECKING:
     import torch
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 EXAMPLES = """\
   python -m aspire.train.interpolate --model runs/multitask_mixed/checkpoint-000500/model --alpha 0.5 --out runs/multitask_mixed/wise-0.5
   python -m aspire.train.interpolate --model runs/lora/checkpoint-000600/model --base minilm --alpha 0.25 --out runs/lora/wise-0.25
-  python -m aspire.train.interpolate --model runs/s0/best/model runs/s1/best/model runs/s2/best/model --out runs/soup
+  python -m aspire.train.interpolate --model runs/s0 runs/s1 runs/s2 --out runs/soup     # each run's best checkpoint
   python -m aspire.train.interpolate --model runs/soup/hybrid runs/soup/distilled --mixed-kinds --out runs/soup/mixed
 """
 RECORD_FILE = "interpolation.json"
@@ -73,7 +74,7 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
 
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
-    model, out = Path(model), Path(out)
+    model, out = model_folder(model), Path(out)
     meta = read_meta(model)
     if base is None:
         if meta is None:
@@ -106,7 +107,7 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     from aspire.train.document_model import MODEL_FILE
     from aspire.train.export import plain_meta, plain_weights, read_meta, write_plain_meta
 
-    models, out = [Path(m) for m in models], Path(out)
+    models, out = [model_folder(m) for m in models], Path(out)
     if len(models) < 2:
         raise ValueError(f"a soup needs at least two models, got {len(models)}")
     metas = [read_meta(model) for model in models]
