@@ -186,6 +186,17 @@ def error_message(err: BaseException) -> str:
 USER_ERRORS = (ValueError, KeyError, OSError)
 
 
+def parse_and_run(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
+                  run: Callable[[argparse.Namespace], int], common: Sequence[argparse.ArgumentParser] = ()) -> int:
+    """Add the common options to each parser of `common` (a command's subcommands), parse `argv`, set up
+    logging and `run_command` the parsed `run(args)`."""
+    for sub in common:
+        add_common_options(sub)
+    args = parser.parse_args(argv)
+    setup_logging(args)
+    return run_command(lambda: run(args), args)
+
+
 def run_command(run: Callable[[], int], args: argparse.Namespace | None = None) -> int:
     """Call `run()`; a user error becomes one `error:` line on stderr and exit status 2.
 

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+from aspire.cliutil import command_parser, parse_and_run
 from aspire.data.guards import DEFAULT_MAX_LINE_BYTES, SURROGATE, bounded_lines, id_in_head, invisible_text_reason
 from aspire.data.sentences import DEFAULT_SPLITTER, SentenceSplitter, resolve_splitter
 from aspire.io import DataError, atomic_write
@@ -434,11 +434,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.data.paper
     split.add_argument("file", type=Path, help="the papers JSONL (.gz read as gzip)")
     split.add_argument("--out", type=Path, required=True, help="the JSONL file to write (atomically)")
     split.add_argument("--splitter", default=DEFAULT_SPLITTER, help="sentence splitter for string abstracts")
-    for p in (check, split):
-        add_common_options(p)
-    args = parser.parse_args(argv)
-    setup_logging(args)
-    return run_command(lambda: _run(args), args)
+    return parse_and_run(parser, argv, _run, common=(check, split))
 
 
 def _run(args) -> int:

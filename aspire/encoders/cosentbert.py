@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from aspire.cliutil import add_common_options, command_parser, print_json, run_command, setup_logging
+from aspire.cliutil import command_parser, parse_and_run, print_json
 from aspire.config import load_config, ranged, save_config, to_dict
 from aspire.io import iter_jsonl, write_json
 
@@ -225,11 +225,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders.c
     evaluate.add_argument("--split", default="dev", choices=["train", "dev"], help="the groups file to score")
     evaluate.add_argument("--text-field", default="contexts_clean", choices=TEXT_FIELDS,
                           help="which text of a co-citation set is a sentence")
-    for p in (train, evaluate):
-        add_common_options(p)
-    args = parser.parse_args(argv)
-    setup_logging(args)
-    return run_command(lambda: _run(args), args)
+    return parse_and_run(parser, argv, _run, common=(train, evaluate))
 
 
 def _run(args) -> int:

@@ -94,6 +94,9 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
             add_common_options(p)
         return p
 
+    def overwrite(p, where: str, note: str = ""):  # an existing index is replaced only when asked
+        p.add_argument("--overwrite", action="store_true", help=f"replace an existing index at {where}{note}")
+
     def with_config(p):
         p.add_argument("--config", help="YAML build config, e.g. configs/index.yaml (default: built-in defaults)")
         p.add_argument("overrides", nargs="*", metavar="section.key=value",
@@ -104,7 +107,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
                    help=f"{MODEL_HELP} (default {ASPECT_MODEL}: the shipped aspect model)")
     p.add_argument("--corpus", required=True, help="papers JSONL (paper_id, title, abstract[, pred_labels])")
     p.add_argument("--out", required=True, help="index directory to create")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing index at --out")
+    overwrite(p, "--out")
     add_backend_options(p)
     add_auto_backend_option(p)  # the index records the backend chosen; search encodes its queries with it
     with_config(p)
@@ -120,7 +123,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p.add_argument("--corpus", required=True, help="papers JSONL")
     p.add_argument("--shards", required=True, help="directory for the shards, one per rank")
     p.add_argument("--merge-into", help="rank 0 merges all shards into an index here when every rank is done")
-    p.add_argument("--overwrite", action="store_true", help="let --merge-into replace an existing index")
+    overwrite(p, "--merge-into")
     p.add_argument("--num-shards", type=positive_int,
                    help="cut the corpus into this many shards, each written when done (default: one a rank)")
     add_backend_options(p)
@@ -128,8 +131,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p = command("merge", "merge the shards of a sharded encoding into one index")
     p.add_argument("--shards", required=True, help="directory holding every rank's shard")
     p.add_argument("--out", required=True, help="index directory to write")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace an existing index at --out (a merge after one with --allow-missing, say)")
+    overwrite(p, "--out", " (a merge after one with --allow-missing, say)")
     p.add_argument("--allow-missing", action="store_true",
                    help="index the finished shards when some are missing (they are named in a warning)")
     with_config(p)
