@@ -164,8 +164,9 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return [obj for _, obj in iter_jsonl(path)]
 
 
-def require(obj: dict, keys: Iterable[str], path: str | Path, lineno: int) -> None:
-    """Raise `DataError` naming the file and line if `obj` lacks any of `keys`."""
+def require(obj: dict, keys: Iterable[str], path: str | Path, lineno: int, where: str = "") -> None:
+    """Raise `DataError` naming the file and line (and `where` in the record, e.g. "cited[2]") if `obj` lacks any
+    of `keys`."""
     missing = [k for k in keys if k not in obj]
     if missing:
-        raise DataError(f"{path}:{lineno}: missing key(s) {missing}")
+        raise DataError(f"{path}:{lineno}: {where + ': ' if where else ''}missing key(s) {missing}")

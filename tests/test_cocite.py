@@ -115,6 +115,11 @@ def test_bad_lines_name_file_and_line_or_are_skipped_and_counted(tmp_path):
     path3 = _write_jsonl(tmp_path / "in3.jsonl", [_record(LONG_CONTEXT, "A", "B"), {"context": "no ids"}])
     with pytest.raises(DataError, match=r"in3\.jsonl:2: missing key\(s\) \['citing_paper_id', 'cited'\]"):
         ingest_records(path3, tmp_path / "out", held_out=())
+    broken = _record(LONG_CONTEXT, "A", "B")
+    del broken["cited"][1]["title"]
+    path4 = _write_jsonl(tmp_path / "in4.jsonl", [_record(LONG_CONTEXT, "A", "C"), broken])
+    with pytest.raises(DataError, match=r"in4\.jsonl:2: cited\[1\]: missing key\(s\) \['title'\]"):
+        ingest_records(path4, tmp_path / "out", held_out=())
     report = ingest_records(path, tmp_path / "out", IngestConfig(on_error="skip"), held_out=())
     assert report["bad_lines"] == 2 and report["counts"]["contexts"] == 1
     assert ":2:" in report["bad_line_messages"][0] and ":3:" in report["bad_line_messages"][1]

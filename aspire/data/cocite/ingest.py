@@ -57,7 +57,7 @@ def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
     for i, cited in enumerate(rec["cited"]):
         if not isinstance(cited, dict):
             raise bad(f"cited[{i}] is not an object")
-        require(cited, ("paper_id", "title", "abstract"), path, lineno)
+        require(cited, ("paper_id", "title", "abstract"), path, lineno, f"cited[{i}]")
         if not isinstance(cited["paper_id"], str) or not cited["paper_id"].strip():
             raise bad(f"cited[{i}].paper_id must be a non-empty string, got {_describe(cited['paper_id'])}")
         problem = _text_fields_problem(cited["title"], cited["abstract"])
