@@ -1,16 +1,19 @@
 """Build and maintain a sentence index of a papers JSONL (`aspire index` / `python -m aspire.index`).
 
-    build         [--model M] --corpus papers.jsonl --out DIR [--config configs/index.yaml] [section.key=value ...]
+    build         [--model M] --corpus papers.jsonl --out DIR [--overwrite] [--config configs/index.yaml] [key=value ...]
                   (model: the shipped aspect model aspire-minilm unless given)
     add           --index DIR --corpus more.jsonl [--model M]   (model defaults to the index's)
                   (build: --backend auto by default, OpenVINO bf16 where the CPU has AMX or AVX512-BF16, else
                   the exact model, one line says which; --backend torch for the exact model. build, add,
                   encode-shard: [--backend onnx [--quantize int8]] encodes with ONNX Runtime on the CPU; add
                   must use the backend the index was built with, its fingerprint is checked)
-    encode-shard  [--model M] --corpus papers.jsonl --shards SHARDS [--num-shards S] [--merge-into DIR]
+    encode-shard  [--model M] --corpus papers.jsonl --shards SHARDS [--num-shards S] [--merge-into DIR [--overwrite]]
                   (under torchrun; a re-run encodes only the shards not yet finished)
-    merge         --shards SHARDS --out DIR [--allow-missing]   (streaming: shard by shard, never the whole corpus in RAM)
+    merge         --shards SHARDS --out DIR [--allow-missing] [--overwrite]   (streaming: shard by shard, never the
+                  whole corpus in RAM)
     info          --index DIR [--verify]   (--verify: check every file's SHA-256)
+
+build, merge and --merge-into refuse a folder that already holds an index unless --overwrite is given.
 
 Overrides are dotted config keys, e.g. `index.kind=hnsw encode.batch_size=64`.
 """
