@@ -185,6 +185,30 @@ def test_run_writes_checkpoints_metrics_and_best(tiny_model_dir, examples_dir, t
     assert resolve_model(out) == out / best["checkpoint"] / "model"
 
 
+def test_an_encoding_of_a_run_folder_records_its_checkpoint_so_training_on_changes_nothing(tmp_path,
+                                                                                            tiny_model_dir):
+    import shutil
+
+    from aspire.cli.encode import main as encode_main
+    from aspire.encoders.pretrained import pinned_model
+    from aspire.index.corpus import EncodedCorpus
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_model_dir, run / "checkpoint-000001" / "model")
+    ckpt.write_pointer(run, ckpt.BEST, {"checkpoint": "checkpoint-000001", "step": 1, "dev_loss": 0.5})
+    corpus = tmp_path / "papers.jsonl"
+    corpus.write_text(json.dumps({"paper_id": "p", "title": "A title", "abstract": ["One sentence.", "Two."]}) + "\n")
+    assert encode_main(["--model", str(run), "--corpus", str(corpus), "--out", str(tmp_path / "v"), "-q"]) == 0
+    assert EncodedCorpus.load_shard(tmp_path / "v")[1]["model_name"] == str(run / "checkpoint-000001" / "model")
+    from aspire.index import SentenceIndex
+    from aspire.index.__main__ import main as index_main
+
+    assert index_main(["build", "--model", str(run), "--corpus", str(corpus), "--out", str(tmp_path / "i"),
+                       "--backend", "torch", "index.kind=flat", "-q"]) == 0
+    assert SentenceIndex.load(tmp_path / "i").model_name == str(run / "checkpoint-000001" / "model")
+    assert pinned_model("minilm") == "minilm" and pinned_model(str(tiny_model_dir)) == str(tiny_model_dir)
+
+
 def test_a_run_folder_is_its_best_model_else_its_latest(tmp_path):
     from aspire.encoders.pretrained import resolve_model
     from aspire.paths import run_model

@@ -114,6 +114,16 @@ def _is_adapter_dir(path: Path) -> bool:
     return settings.is_file() and "base" in json.loads(settings.read_text())
 
 
+def pinned_model(name: str) -> str:
+    """`name` as an index or encoding records it: a training run's folder becomes its best (else latest)
+    checkpoint's model folder, so that a run that trains on does not change what the record names; anything
+    else (a short name, a model folder) as given."""
+    if name in MODELS:
+        return name
+    trained = run_model(name) if Path(name).expanduser().is_dir() else None
+    return str(trained) if trained is not None else name
+
+
 def resolve_model(name_or_path: str | os.PathLike) -> Path:
     """A short model name (`minilm`, `mpnet`, a shipped model such as `aspire-minilm`), a local HF directory
     (or adapter directory naming its base) or a training run's folder (`aspire.paths.run_model`: its best
