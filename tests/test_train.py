@@ -185,8 +185,8 @@ def test_run_writes_checkpoints_metrics_and_best(tiny_model_dir, examples_dir, t
     assert resolve_model(out) == out / best["checkpoint"] / "model"
 
 
-def test_an_encoding_of_a_run_folder_records_its_checkpoint_so_training_on_changes_nothing(tmp_path,
-                                                                                            tiny_model_dir):
+def test_an_encoding_of_a_run_folder_records_its_checkpoint_so_training_on_changes_nothing(tmp_path, tiny_model_dir,
+                                                                                            monkeypatch):
     import shutil
 
     from aspire.cli.encode import main as encode_main
@@ -200,6 +200,8 @@ def test_an_encoding_of_a_run_folder_records_its_checkpoint_so_training_on_chang
     corpus.write_text(json.dumps({"paper_id": "p", "title": "A title", "abstract": ["One sentence.", "Two."]}) + "\n")
     assert encode_main(["--model", str(run), "--corpus", str(corpus), "--out", str(tmp_path / "v"), "-q"]) == 0
     assert EncodedCorpus.load_shard(tmp_path / "v")[1]["model_name"] == str(run / "checkpoint-000001" / "model")
+    monkeypatch.chdir(tmp_path)  # a relative folder is recorded absolute: the record loads from anywhere
+    assert pinned_model("run") == str(run / "checkpoint-000001" / "model")
     from aspire.index import SentenceIndex
     from aspire.index.__main__ import main as index_main
 

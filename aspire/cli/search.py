@@ -172,11 +172,12 @@ class QueryMaker:
     def load_encoder(self) -> None:
         if self.searcher.encoder is None:
             from aspire.encoders import load_encoder
+            from aspire.encoders.pretrained import pinned_model
             from aspire.index.store import ModelMismatchError, describe_backend, mismatch_message, model_fingerprint
 
             index = self.searcher.index
             backend, quantize = query_backend(index, self.args)
-            name = self.args.model or index.model_name
+            name = pinned_model(self.args.model) if self.args.model else index.model_name  # as the index records it
             chosen = argparse.Namespace(backend=backend, quantize=quantize, device=self.args.device)
             given = self.args.backend is not None or self.args.quantize is not None
             log.debug("encoding queries with %s (%s)", describe_backend(backend, quantize),

@@ -115,13 +115,13 @@ def _is_adapter_dir(path: Path) -> bool:
 
 
 def pinned_model(name: str) -> str:
-    """`name` as an index or encoding records it: a training run's folder becomes its best (else latest)
-    checkpoint's model folder, so that a run that trains on does not change what the record names; anything
-    else (a short name, a model folder) as given."""
-    if name in MODELS:
+    """`name` as an index or encoding records it, to be loaded again from any working directory: a training run's
+    folder becomes its best (else latest) checkpoint's model folder, so that a run that trains on does not change
+    what the record names, and a local folder its absolute path; a short name (`MODELS`) as given."""
+    path = Path(name).expanduser()
+    if name in MODELS or not path.is_dir():
         return name
-    trained = run_model(name) if Path(name).expanduser().is_dir() else None
-    return str(trained) if trained is not None else name
+    return str((run_model(path) or path).absolute())
 
 
 def resolve_model(name_or_path: str | os.PathLike) -> Path:
