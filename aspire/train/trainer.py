@@ -199,16 +199,19 @@ class Trainer:
     def _check_dev_batches(self) -> None:
         """Each dev split (a task's, with tasks) fills one batch, as `dev_loss` takes whole batches only: refused
         before the first step rather than at the first evaluation, after training."""
-        data = self.dev_data
-        if data is None:
+        if self.dev_data is None:
             return
-        parts = zip(data.names, data.sizes) if isinstance(data, MultiTaskData) else [(None, len(data))]
-        for name, size in parts:
+        for name, _, size in self._dev_parts():
             if size < self.tc.batch_size:
                 split = f"task {name!r}'s dev split" if name else "the dev split"
                 raise ValueError(f"{split} holds {size} example(s), fewer than one batch (train.batch_size="
                                  f"{self.tc.batch_size}), so no dev loss could be taken: lower train.batch_size, "
                                  "build a larger dev split, or set data.use_dev=false")
+
+    def _dev_parts(self) -> list[tuple[str | None, int, int]]:
+        """The dev examples as `dev_loss` scores them: (task name, offset, size) a task, else one part (None, 0, all)."""
+        data = self.dev_data
+        return list(zip(data.names, data.offsets, data.sizes)) if self.tasks else [(None, 0, len(data))]
 
     @torch.no_grad()
     def dev_loss(self) -> float:
@@ -221,9 +224,8 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()
         data = self.dev_data
-        parts = list(zip(data.offsets, data.sizes)) if self.tasks else [(0, len(data))]
         losses = []
-        for t, (offset, size) in enumerate(parts):
+        for t, (_, offset, size) in enumerate(self._dev_parts()):
             sampler = EpochBatchSampler(size, self.tc.batch_size, DEV_SEED, 0, limit=self.cfg.data.dev_batches or None)
             shifted = [[offset + i for i in batch] for batch in sampler]
             total, count = 0.0, 0
