@@ -177,7 +177,7 @@ def test_model_mismatch_and_version_mismatch_are_refused(tmp_path):
 
 
 def test_mismatch_message_names_what_differs_and_what_to_leave_out():
-    from aspire.index.store import mismatch_message
+    from aspire.index.store import restate_mismatch
 
     with pytest.raises(ModelMismatchError) as caught:
         SentenceIndex.build(random_corpus(5), config(kind="flat"), "fp-a", "model-a").check_model("fp-b")
@@ -185,7 +185,9 @@ def test_mismatch_message_names_what_differs_and_what_to_leave_out():
     assert err.fingerprints == ("fp-a", "fp-b")
 
     def advice(built, used):
-        message = mismatch_message(err, built, used, "this search encodes papers")
+        restated = restate_mismatch(err, built, used, "this search encodes papers")
+        assert restated.fingerprints == err.fingerprints
+        message = str(restated)
         assert message.endswith("(fingerprints fp-a, fp-b)"), message
         return message.split(": ", 1)[1]
 

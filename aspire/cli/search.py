@@ -173,7 +173,7 @@ class QueryMaker:
         if self.searcher.encoder is None:
             from aspire.encoders import load_encoder
             from aspire.encoders.pretrained import pinned_model
-            from aspire.index.store import ModelMismatchError, describe_backend, mismatch_message, model_fingerprint
+            from aspire.index.store import ModelMismatchError, describe_backend, model_fingerprint, restate_mismatch
 
             index = self.searcher.index
             backend, quantize = query_backend(index, self.args)
@@ -187,9 +187,8 @@ class QueryMaker:
                 index.check_model(model_fingerprint(encoder))
             except ModelMismatchError as err:
                 recorded = index.config.encode
-                raise ModelMismatchError(mismatch_message(err, (index.model_name, recorded.backend, recorded.quantize),
-                                                          (name, backend, quantize), "this search encodes papers"),
-                                         err.fingerprints) from None
+                raise restate_mismatch(err, (index.model_name, recorded.backend, recorded.quantize),
+                                       (name, backend, quantize), "this search encodes papers") from None
             self.searcher.encoder = encoder
 
     def _placed(self, batch: DocBatch) -> DocBatch:

@@ -189,7 +189,7 @@ def _run(args) -> int:
                               "give --overwrite to replace it with the shards' index, or another directory")
     from aspire.index.build import add_to_index, build_index
     from aspire.index.shards import run_encode_shard
-    from aspire.index.store import ModelMismatchError, SentenceIndex, mismatch_message
+    from aspire.index.store import ModelMismatchError, SentenceIndex, restate_mismatch
     from aspire.index.stream import merge_streaming
 
     if args.command == "add":
@@ -219,8 +219,7 @@ def _run(args) -> int:
                                              progress)
         except ModelMismatchError as err:
             used = (args.model or built[0], args.backend, args.quantize)
-            raise ModelMismatchError(mismatch_message(err, built, used, "this `index add` encodes papers"),
-                                     err.fingerprints) from None
+            raise restate_mismatch(err, built, used, "this `index add` encodes papers") from None
         print(_summary(gen, n_new))
     elif args.command == "encode-shard":
         paths = run_encode_shard(args.model, args.corpus, args.shards, config, args.merge_into, args.num_shards,

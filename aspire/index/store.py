@@ -84,7 +84,7 @@ class ModelMismatchError(ValueError):
 
 def model_mismatch(what: str, name: str, built: str, used: str) -> ModelMismatchError:
     """The error for an encoder whose fingerprint `used` is not the `built` one of the index (`what`); the
-    commands restate it with `mismatch_message`."""
+    commands restate it with `restate_mismatch`."""
     return ModelMismatchError(f"{what} was built with model {name!r} (fingerprint {built!r}); the encoder in use "
                               f"has fingerprint {used!r}: rebuild the index, or encode with the model, backend and "
                               "precision it was built with", (built, used))
@@ -94,11 +94,11 @@ def describe_backend(backend: str | None, quantize: str | None) -> str:
     return f"backend {backend} {quantize or 'fp32'}" if backend else "a backend it does not record"
 
 
-def mismatch_message(err: ModelMismatchError, built: tuple[str, str | None, str | None],
-                     used: tuple[str, str, str | None], doing: str) -> str:
-    """A command's restatement of `err`: which of model, backend and precision differ between the index
-    (`built`: its model name, recorded backend and precision) and the encoder `doing` (e.g. "this search
-    encodes papers") uses (`used`, the same three), and what to do."""
+def restate_mismatch(err: ModelMismatchError, built: tuple[str, str | None, str | None],
+                     used: tuple[str, str, str | None], doing: str) -> ModelMismatchError:
+    """A command's restatement of `err`, with its fingerprints: which of model, backend and precision differ
+    between the index (`built`: its model name, recorded backend and precision) and the encoder `doing` (e.g.
+    "this search encodes papers") uses (`used`, the same three), and what to do."""
     (built_name, *built_backend), (name, *backend) = built, used
     left_out = [flag for flag, differs in (("--model", name != built_name),
                                            ("--backend/--quantize", backend != built_backend)) if differs]
@@ -109,8 +109,9 @@ def mismatch_message(err: ModelMismatchError, built: tuple[str, str | None, str 
     else:  # the same names: the model's weights or settings changed since the index was built
         advice = "the same model name and backend with other weights or settings: rebuild the index"
     fingerprints = f" (fingerprints {err.fingerprints[0]}, {err.fingerprints[1]})" if err.fingerprints else ""
-    return (f"the index was built with model {built_name!r}, {describe_backend(*built_backend)}; {doing} with "
-            f"model {name!r}, {describe_backend(*backend)}: {advice}{fingerprints}")
+    return ModelMismatchError(f"the index was built with model {built_name!r}, {describe_backend(*built_backend)}; "
+                              f"{doing} with model {name!r}, {describe_backend(*backend)}: {advice}{fingerprints}",
+                              err.fingerprints)
 
 
 class SentenceIndex:
