@@ -27,6 +27,8 @@ from aspire.config import ConfigError, load_config
 from aspire.paths import BEST, run_model
 from aspire.train.config import Config
 
+log = logging.getLogger("aspire.train")
+
 EXAMPLES = """\
   aspire train --config configs/ts_aspire.yaml train.max_steps=200 train.out_dir=runs/ts
   aspire train --config configs/ot_aspire.yaml data.hard_negatives=runs/cc/hard_citation/hard_negatives.jsonl
@@ -59,9 +61,6 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train") ->
         parser.error(str(err))
     setup_logging(args)
     return run_command(lambda: _train(cfg, args.resume), args)
-
-
-log = logging.getLogger("aspire.train")
 
 
 def _train(cfg: Config, resume: bool) -> int:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aspire.cliutil import add_common_options, command_parser, print_json, run_command, setup_logging
+from aspire.cliutil import command_parser, parse_and_run, print_json
 from aspire.config import load_config, ranged, save_config, to_dict
 from aspire.io import write_json
 from aspire.paths import DATA
@@ -150,15 +150,12 @@ def config_cli(argv, prog: str, doc: str, config_cls, example: str, run, example
     parser.add_argument("--config", help=f"YAML ({config_cls.__name__})")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("overrides", nargs="*", help=f"e.g. {example}")
-    add_common_options(parser)
-    args = parser.parse_args(argv)
-    setup_logging(args)
 
-    def go() -> int:
+    def go(args) -> int:
         print_json(run(args.data, args.out, load_config(config_cls, args.config, args.overrides)), indent=2)
         return 0
 
-    return run_command(go, args)
+    return parse_and_run(parser, argv, go, common=(parser,))
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.crossencoder") -> int:
