@@ -237,6 +237,21 @@ def check_paths(**paths: str | None) -> None:
             raise FileNotFoundError(2, f"No such file or directory (--{name.replace('_', '-')})", path)
 
 
+def check_fresh_out(out: str | os.PathLike) -> None:
+    """A training command's first check of `--out`: a folder that does not exist yet or is empty passes;
+    FileExistsError otherwise, before any training. A run written into an earlier run's folder would replace its
+    model and leave the files the new run does not write (a round, a checkpoint) beside the new ones, as
+    `aspire train` refuses an `out_dir` that holds checkpoints."""
+    if os.path.isdir(out):
+        with os.scandir(out) as entries:
+            if not any(entries):
+                return
+        raise FileExistsError(f"--out {out} already holds an earlier run's files; choose another --out or "
+                              "remove that folder first")
+    if os.path.exists(out):
+        raise FileExistsError(f"--out {out} is a file, not a folder")
+
+
 def _stdout_reader_gone() -> bool:
     """Whether stdout is a pipe or socket whose reader has closed it (so a BrokenPipeError came from
     there, not from some other pipe the command wrote to). Where that cannot be told (no poll, no file

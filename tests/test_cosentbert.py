@@ -143,3 +143,27 @@ def test_evaluate_command_prints_strict_json_when_no_dev_set_has_a_pair(tmp_path
                       "non_finite": {"acc@1": "nan", "mrr": "nan"}}
     assert main(["evaluate", "--examples", str(d), "--split", "train", "--model", str(tiny_model_dir)]) == 2
     assert capsys.readouterr().err == f"error: no groups.train.jsonl in --examples (a split folder of `aspire data`): {d / 'groups.train.jsonl'}\n"
+
+
+def test_train_refuses_an_out_folder_that_holds_an_earlier_run(tmp_path, tiny_model_dir, capsys):
+    """A second `cosentbert train` into the same --out is refused before any training: the earlier model stays
+    whole (training into it would replace the model and leave the earlier run's other files beside the new)."""
+    from aspire.encoders.cosentbert import main
+
+    d = _examples_dir(tmp_path)
+    out = tmp_path / "out"
+    (out / "model").mkdir(parents=True)
+    (out / "model" / "config.json").write_text("{}")
+    argv = ["train", "--examples", str(d), "--out", str(out), f"base_model={tiny_model_dir}", "epochs=1",
+            "batch_size=4", "max_seq_length=16", "-q"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (f"error: --out {out} already holds an earlier run's files; choose another "
+                                       "--out or remove that folder first\n")
+    assert sorted(p.name for p in out.rglob("*")) == ["config.json", "model"]
+    (out / "model" / "config.json").unlink()
+    (out / "model").rmdir()
+    assert main(argv) == 0  # an empty folder is a fresh one
+    assert (out / "model").is_dir() and (out / "report.json").is_file()
+    capsys.readouterr()
+    assert main([*argv[:4], str(out / "report.json"), *argv[5:]]) == 2
+    assert capsys.readouterr().err == f"error: --out {out / 'report.json'} is a file, not a folder\n"

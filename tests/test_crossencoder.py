@@ -196,3 +196,18 @@ def test_self_training_takes_acl_queries_without_the_candidates(tmp_path, self_t
     assert log[0]["acl"] == {"read": 3, "removed_benchmark": 1, "used": 2, "excluded_titles": {"candidates": 10},
                             "rejected": {}}
     assert log[0]["queries"] == 8 + 2 and log[0]["pairs"] == 10 * (2 + 2)
+
+
+@pytest.mark.parametrize("module", ["aspire.train.crossencoder", "aspire.train.self_training"])
+def test_training_commands_refuse_an_out_folder_that_holds_files(tmp_path, capsys, module):
+    """train-crossencoder and self-train refuse an --out holding an earlier run's files before they read any data
+    (--data here does not exist: the --out check comes first, after the config's)."""
+    import importlib
+
+    out = tmp_path / "run"
+    (out / "round-3").mkdir(parents=True)
+    main = importlib.import_module(module).main
+    assert main(["--data", str(tmp_path / "no-data"), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (f"error: --out {out} already holds an earlier run's files; choose another "
+                                       "--out or remove that folder first\n")
+    assert [p.name for p in out.iterdir()] == ["round-3"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from aspire.cliutil import command_parser, parse_and_run, print_json
+from aspire.cliutil import check_fresh_out, command_parser, parse_and_run, print_json
 from aspire.config import load_config, ranged, save_config, to_dict
 from aspire.io import iter_jsonl, write_json
 
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders.c
     sub = parser.add_subparsers(dest="command", required=True, help="what to do")
     train = sub.add_parser("train", help="fine-tune on the train split's co-citation contexts")
     train.add_argument("--examples", required=True, help="examples directory of aspire.data (groups.{train,dev}.jsonl)")
-    train.add_argument("--out", required=True, help="output directory (OUT/model, the report)")
+    train.add_argument("--out", required=True, help="output directory, new or empty (OUT/model, the report)")
     train.add_argument("--config", default=None, help="YAML (CoSentBertConfig), e.g. configs/cosentbert.yaml")
     train.add_argument("overrides", nargs="*", help="e.g. epochs=1 batch_size=32")
     evaluate = sub.add_parser("evaluate", help="dev same-set retrieval of a sentence model")
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders.c
 
 
 def _run(args) -> int:
-    """The subcommand, its files checked before torch loads; the report printed as strict JSON (a split with no
+    """The subcommand, its files (and train's fresh --out) checked before torch loads; the report printed as strict JSON (a split with no
     same-set pair scores null, named under "non_finite")."""
     split = "train" if args.command == "train" else args.split
     groups = Path(args.examples) / f"groups.{split}.jsonl"
@@ -237,7 +237,9 @@ def _run(args) -> int:
         raise FileNotFoundError(2, f"no groups.{split}.jsonl in --examples (a split folder of `aspire data`)",
                                 str(groups))
     if args.command == "train":
-        report = train_cosentbert(args.examples, args.out, load_config(CoSentBertConfig, args.config, args.overrides))
+        cfg = load_config(CoSentBertConfig, args.config, args.overrides)
+        check_fresh_out(args.out)
+        report = train_cosentbert(args.examples, args.out, cfg)
     else:
         model = load_sentence_model(args.model or default_base_model())
         report = evaluate_contexts(model, groups, args.text_field)

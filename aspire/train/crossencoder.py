@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aspire.cliutil import command_parser, parse_and_run, print_json
+from aspire.cliutil import check_fresh_out, command_parser, parse_and_run, print_json
 from aspire.config import load_config, ranged, save_config, to_dict
 from aspire.io import write_json
 from aspire.paths import DATA
@@ -143,16 +143,18 @@ def train_on_context2doc(data_dir, out_dir, cfg: CrossEncoderConfig = CrossEncod
 
 def config_cli(argv, prog: str, doc: str, config_cls, example: str, run, examples: str) -> int:
     """`prog --data DIR --config YAML --out DIR key=value ...`: load `config_cls`, print `run(data, out, cfg)`'s
-    result as (strict) JSON; a user error (bad config or data, a missing file) is one line on stderr and exit
-    status 2 (`run_command`)."""
+    result as (strict) JSON; a user error (bad config or data, a missing file, an --out that already holds files:
+    `check_fresh_out`) is one line on stderr and exit status 2 (`run_command`)."""
     parser = command_parser(prog, doc, examples)
     parser.add_argument("--data", default=str(DATA / "cocite-acl"), help="co-citation folder (default %(default)s)")
     parser.add_argument("--config", help=f"YAML ({config_cls.__name__})")
-    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--out", required=True, help="output directory, new or empty")
     parser.add_argument("overrides", nargs="*", help=f"e.g. {example}")
 
     def go(args) -> int:
-        print_json(run(args.data, args.out, load_config(config_cls, args.config, args.overrides)), indent=2)
+        cfg = load_config(config_cls, args.config, args.overrides)
+        check_fresh_out(args.out)
+        print_json(run(args.data, args.out, cfg), indent=2)
         return 0
 
     return parse_and_run(parser, argv, go, common=(parser,))
