@@ -68,7 +68,7 @@ def positive_int(text: str) -> int:
 
 
 def device_name(text: str) -> str:
-    """argparse type: a torch device that exists here (`cpu`, `cuda`, `cuda:1`, `mps`)."""
+    """argparse type: a torch device that exists here (`cpu`, `cuda`, `cuda:1`, `mps`; `cpu:N` is `cpu`)."""
     if text == "cpu":
         return text  # always there: parsing it needs no torch
     import torch
@@ -77,6 +77,8 @@ def device_name(text: str) -> str:
         device = torch.device(text)
     except RuntimeError:
         raise argparse.ArgumentTypeError(f"unknown device {text!r}; use cpu, cuda, cuda:N or mps") from None
+    if device.type == "cpu":
+        return "cpu"  # `cpu:N` is the same CPU: named one way, so the fast backends and vector caches see it
     if device.type == "cuda":
         count = torch.cuda.device_count()
         if count == 0:

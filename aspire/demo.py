@@ -34,7 +34,7 @@ from aspire.cliutil import (
     setup_logging,
 )
 from aspire.encoders.choice import add_auto_backend_option, resolve_backend
-from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP
+from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP, check_model
 from aspire.evaluate.cache import default_cache_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,6 +80,9 @@ def _demo(args) -> int:
     if not Path(args.data).is_dir():
         print(f"error: CSFCube not found at {args.data} (see ../shared/data/README.md)", file=sys.stderr)
         return 2
+    for model in (args.model, args.aspect_model):  # both, before the first row is encoded
+        if model != "none":
+            check_model(model)
 
     requested = args.backend, args.quantize  # the aspect model's backend is chosen for it from the same request
     args.backend, args.quantize, note = resolve_backend(args.backend, args.quantize, args.model, args.device)

@@ -70,6 +70,17 @@ def test_user_errors_come_before_torch(tmp_path):
         ("no groups.dev.jsonl in --examples", ["cosentbert", "evaluate", "--examples", str(tmp_path)]),
         ("papers file not found: " + missing, ["papers", "check", missing]),
         ("papers file not found: " + missing, ["papers", "split", missing, "--out", str(tmp_path / "s.jsonl")]),
+        # a mistyped model, before the corpus, the benchmark or the first row of the demo is read or encoded
+        ("unknown model 'minlm'", ["index", "build", "--model", "minlm", "--corpus", str(corpus), "--out", str(tmp_path / "x")]),
+        ("unknown model 'minlm'", ["encode", "--model", "minlm", "--corpus", str(corpus), "--out", str(tmp_path / "x")]),
+        ("unknown model 'minlm'", ["evaluate", "csfcube", "--model", "minlm", "--scorer", "ot", "--out", str(tmp_path / "x")]),
+        ("unknown model 'minlm'", ["evaluate", "suite", "--model", "minlm", "--scorer", "ot", "--out", str(tmp_path / "x")]),
+        ("unknown model '" + str(tmp_path), ["evaluate", "venue", "--model", str(tmp_path), "--out", str(tmp_path / "x")]),
+        ("unknown model 'aspire-minlm'", ["demo", "--aspect-model", "aspire-minlm", "--out", str(tmp_path / "d")]),
+        ("unknown model 'mpnett'", ["teacher", "--teacher", "mpnett", "--out", str(tmp_path / "t")]),
+        # a training command's --out that holds an earlier run (`cliutil.check_fresh_out`)
+        ("already holds an earlier run's files", ["train-crossencoder", "--out", str(built)]),
+        ("already holds an earlier run's files", ["self-train", "--out", str(built)]),
     ]
     rows = probe([argv for _, argv in cases])
     assert len(rows) == len(cases)
@@ -84,3 +95,22 @@ def test_name_tuples_the_options_read_are_their_registries():
     from aspire.scoring import SCORER_NAMES, SCORERS
 
     assert SCORER_NAMES == tuple(SCORERS) == SENTENCE_SCORERS
+
+
+def test_a_cpu_device_is_named_one_way():
+    """`--device cpu:3` is the CPU: it comes back as `cpu`, so that the automatic backend and the vector caches,
+    which key on the device's name, treat it as the CPU (it once fell back to the exact torch model, saying the
+    fast backends run "on the CPU")."""
+    import argparse
+
+    import pytest
+    import torch
+
+    from aspire.cliutil import device_name
+
+    assert device_name("cpu") == device_name("cpu:3") == "cpu"
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown device 'gpu'"):
+        device_name("gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(argparse.ArgumentTypeError, match="no CUDA device"):
+            device_name("cuda:0")

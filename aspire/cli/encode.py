@@ -21,7 +21,7 @@ from aspire.cliutil import (
     setup_logging,
     show_progress,
 )
-from aspire.encoders.pretrained import MODEL_HELP, pinned_model
+from aspire.encoders.pretrained import MODEL_HELP, check_model, pinned_model
 
 EXAMPLES = """\
   aspire encode --model minilm --corpus papers.jsonl --out runs/vectors
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders")
 
 def _run(args) -> int:
     check_paths(corpus=args.corpus)  # before torch and transformers load
+    check_model(args.model)
     args.model = pinned_model(args.model)  # a run folder: its checkpoint, recorded in shard.json
     return _long_report(args) if args.long_report else _encode(args)
 

@@ -44,7 +44,7 @@ from aspire.cliutil import (
     run_command,
     setup_logging,
 )
-from aspire.encoders.pretrained import MODEL_HELP
+from aspire.encoders.pretrained import MODEL_HELP, check_model
 from aspire.evaluate.cache import default_cache_dir
 from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions
 from aspire.paths import DATA
@@ -604,7 +604,14 @@ def main(argv: list[str] | None = None, prog: str = "aspire evaluate") -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     setup_logging(args)
-    return run_command(lambda: COMMANDS[args.command].run(args.command_parser, args), args)
+    return run_command(lambda: _run(args), args)
+
+
+def _run(args) -> int:
+    model = getattr(args, "model", None)
+    if model and not (args.command == "suite" and model == "bm25"):
+        check_model(model)  # before the benchmark's data or torch load
+    return COMMANDS[args.command].run(args.command_parser, args)
 
 
 if __name__ == "__main__":

@@ -142,6 +142,14 @@ def resolve_model(name_or_path: str | os.PathLike) -> Path:
     )
 
 
+def check_model(name: str) -> None:
+    """A command's early check of a --model it will load: ValueError as `resolve_model` gives it, from names and
+    files alone (nothing loads, and `mpnet` is not unpacked here), so that a mistyped model is reported before
+    torch is imported or anything is encoded."""
+    if name not in MODELS:
+        resolve_model(name)
+
+
 def saved_settings(name_or_path: str | os.PathLike) -> dict:
     """The encoder settings saved beside a model (`SETTINGS_FILE`; {} for a model saved without them)."""
     saved = resolve_model(name_or_path) / SETTINGS_FILE

@@ -43,7 +43,7 @@ from aspire.cliutil import (
 )
 from aspire.config import load_config
 from aspire.encoders.choice import add_auto_backend_option, resolve_backend
-from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP, pinned_model
+from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP, check_model, pinned_model
 from aspire.index.config import IndexBuildConfig
 from aspire.index.disk import refuse_existing_index, require_live_generation
 
@@ -182,6 +182,7 @@ def _run(args) -> int:
     if args.command in ("add", "info"):
         require_live_generation(Path(args.index))
     if getattr(args, "model", None):  # a training run's folder: the index records its checkpoint, which stays put
+        check_model(args.model)
         args.model = pinned_model(args.model)
     written = {"build": "out", "merge": "out", "encode-shard": "merge_into"}.get(args.command)
     if written and getattr(args, written) is not None and not args.overwrite:  # an index is never replaced unasked

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from aspire.cliutil import add_common_options, command_parser, print_json, run_command, setup_logging
-from aspire.encoders.pretrained import MODEL_HELP
+from aspire.encoders.pretrained import MODEL_HELP, check_model
 from aspire.io import write_json
 from aspire.paths import DATA
 
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.teac
     setup_logging(args)
 
     def run() -> int:
+        check_model(args.teacher)  # before the ACL sample is read
         meta = build(args.teacher, args.out, args.acl_path, args.benchmarks_dir or None, args.max_papers,
                      args.max_length, args.batch_size, args.device or "cpu", args.sentences)
         print_json(meta, indent=1)
