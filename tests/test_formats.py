@@ -136,6 +136,21 @@ def test_query_code_choices():
 
 
 # ---- adapters -----------------------------------------------------------------------------------------
+def test_wrapping_and_loading_an_adapted_model_warns_nothing(tiny_model_dir, tmp_path):
+    """peft reads transformers' deprecated `is_gradient_checkpointing` as it wraps a model: a FutureWarning every
+    load of an adapted model (aspire-minilm) showed users, `-q` or not. Adding adapters and loading them back warn
+    nothing now."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        encoder = load(tiny_model_dir)
+        encoder.add_adapters("lora", ["default"], r=4, alpha=8.0)
+        encoder.save_pretrained(tmp_path / "m")
+        load(tmp_path / "m")
+    assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == []
+
+
 @pytest.mark.parametrize("kind", ["lora", "ia3"])
 def test_adapter_saves_beside_the_base_and_loads_with_peft_equal(tiny_model_dir, tmp_path, kind):
     from peft import PeftModel

@@ -23,7 +23,9 @@ every paper vector, and every paper-to-paper benchmark, exactly as the base mode
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -38,6 +40,16 @@ EXTRA_TARGETS = {
     "lora": {"mpnet": (["q", "v"], [])},
     "ia3": {"mpnet": (["k", "v", "output.dense"], ["output.dense"])},
 }
+
+
+@contextlib.contextmanager
+def peft_wrapping():
+    """Where peft wraps a model: its read of transformers' deprecated `is_gradient_checkpointing` warns (a
+    FutureWarning about peft's code that a user can do nothing about, on every load of an adapted model); that
+    warning alone is ignored."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
 
 
 def adapter_config(kind: str, model_type: str, r: int = 8, alpha: float = 16.0, dropout: float = 0.0,
@@ -70,7 +82,8 @@ def attach_adapters(model: nn.Module, kind: str, names: Sequence[str], **options
         raise ValueError(f"adapter names must be distinct and at least one, got {list(names)}")
     try:
         config = adapter_config(kind, model.config.model_type, **options)
-        adapted = get_peft_model(model, config, adapter_name=names[0])
+        with peft_wrapping():
+            adapted = get_peft_model(model, config, adapter_name=names[0])
     except ValueError as err:  # peft: no default targets for this model type
         raise ValueError(f"{kind} adapter on a {model.config.model_type!r} model: {err} "
                          "(set model.adapter.target_modules)") from None
@@ -138,7 +151,9 @@ def load_adapted(base: nn.Module, path: Path, settings: dict, active: str | None
 
     names = list(settings["names"])
     root = Path(path) / ADAPTER_DIR
-    model = PeftModel.from_pretrained(base, adapter_path(root, names[0]), adapter_name=names[0], is_trainable=True)
+    with peft_wrapping():
+        model = PeftModel.from_pretrained(base, adapter_path(root, names[0]), adapter_name=names[0],
+                                          is_trainable=True)
     for name in names[1:]:
         model.load_adapter(adapter_path(root, name), adapter_name=name, is_trainable=True)
     model.set_adapter(active or names[0])

@@ -119,7 +119,7 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     from transformers import AutoModel
 
     from aspire.encoders import ContextualSentenceEncoder
-    from aspire.encoders.adapters import ADAPTER_DIR
+    from aspire.encoders.adapters import ADAPTER_DIR, peft_wrapping
     from aspire.encoders.pretrained import resolve_model
 
     model, out = model_folder(model), Path(out)
@@ -132,8 +132,9 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
         n for n in tuned_weights if tuned_weights[n].shape != base_weights[n].shape)
     if odd:
         raise ValueError(f"{model}: weight {odd[0]!r} is not as in the base {base!r} (name or shape)")
-    adapted = get_peft_model(plain, LoraConfig(r=rank, lora_alpha=float(rank), target_modules=list(targets),
-                                               lora_bias=True))
+    with peft_wrapping():
+        adapted = get_peft_model(plain, LoraConfig(r=rank, lora_alpha=float(rank), target_modules=list(targets),
+                                                   lora_bias=True))
     carried, norms = set(), {}  # kind -> [difference², base², left out²]
 
     def add(kind: str, diff: torch.Tensor, base_w: torch.Tensor, left: torch.Tensor) -> None:
