@@ -125,3 +125,13 @@ def test_the_ensemble_suite_runs_every_registered_benchmark_its_members_apply_to
     del ensemble.RUNNERS["pools"]
     with pytest.raises(ValueError, match=r"\['pools'\] have no runner"):
         ensemble.run_ensemble_suite(config, tmp_path / "out", tmp_path / "data")
+
+
+def test_the_suite_table_keeps_its_columns_under_long_names():
+    """A benchmark name longer than the old fixed width (34) pushed its metric and value out of line."""
+    rows = [table_row("csfcube (two-fold test, all)", "MAP", 39.59, (33.4, 45.3), 50),
+            table_row("ACL same-author proximity (sentences)", "nDCG@10", 0.356, (0.32, 0.39), 400)]
+    lines = suite.format_rows(rows)
+    assert len({line.index(" MAP ") if " MAP " in line else line.index(" nDCG@10 ") for line in lines[1:]}) == 1
+    assert len({line.index("[") for line in lines[1:]}) == 1 and lines[0].index("value") < lines[1].index("[")
+    assert suite.format_seconds({"csfcube": 331.36, "year": 1.8}) == "seconds: csfcube 331, year 2"

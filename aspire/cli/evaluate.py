@@ -466,7 +466,7 @@ def _suite_args(p: argparse.ArgumentParser) -> None:
 
 
 def _suite(parser, args) -> int:
-    from aspire.evaluate.suite import format_rows, run_suite
+    from aspire.evaluate.suite import format_rows, format_seconds, run_suite
 
     if args.ensemble:
         return _ensemble_suite(parser, args)
@@ -478,7 +478,7 @@ def _suite(parser, args) -> int:
     suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, options,
                       benchmarks=args.benchmarks)
     print("\n".join(format_rows(suite["rows"])))
-    print_json(suite["seconds"])
+    print(format_seconds(suite["seconds"]))
     print(f"wrote {Path(args.out) / 'suite.json'}")
     return 0
 

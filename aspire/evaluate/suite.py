@@ -98,10 +98,17 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
 
 
 def format_rows(rows: list[dict]) -> list[str]:
-    """The suite's table, one line a figure."""
-    lines = [f"{'benchmark':<34} {'metric':<20} {'value':>8}  95% interval        n"]
+    """The suite's table, one line a figure, its name columns as wide as their longest entry."""
+    wide = max([len("benchmark"), *(len(r["benchmark"]) for r in rows)])
+    metric = max([20, *(len(r["metric"]) for r in rows)])
+    lines = [f"{'benchmark':<{wide}} {'metric':<{metric}} {'value':>8}  95% interval        n"]
     for r in rows:
         lo, hi = r["ci95"]
-        lines.append(f"{r['benchmark']:<34} {r['metric']:<20} {r['value']:8.4f}  [{lo:7.4f}, {hi:7.4f}]  "
+        lines.append(f"{r['benchmark']:<{wide}} {r['metric']:<{metric}} {r['value']:8.4f}  [{lo:7.4f}, {hi:7.4f}]  "
                      f"{r['n']}" + (f"  {r['note']}" if r["note"] else ""))
     return lines
+
+
+def format_seconds(seconds: dict[str, float]) -> str:
+    """One line: each benchmark's seconds (encoding included), as `run_suite` records them."""
+    return "seconds: " + ", ".join(f"{name} {s:.0f}" for name, s in seconds.items())
