@@ -337,6 +337,27 @@ def test_context2doc_run_tiny(tmp_path, tiny_model_dir):
         run_context2doc(bench, tmp_path / "x", "x", str(tiny_model_dir), "minl2", stages=Stages(bm25=True))
 
 
+def test_a_missing_experiment_names_the_experiments_its_folder_holds(tmp_path):
+    """`--predictions DIR:EXP` with a mistyped EXP once said only that the first draw's file was not found."""
+    from aspire.benchmarks.reviewers import read_prediction_set
+
+    rset = load_reviewer_set(make_reviewer_set(tmp_path / "rm", draws=2))
+    folder = tmp_path / "preds"
+    folder.mkdir()
+    for exp in ("specter", "elmo"):
+        for draw in rset.draws:
+            (folder / f"{exp}_{draw.name}_ta.json").write_text(json.dumps({"~r1": {"s1": 0.5}}))
+    assert [set(p) for p in read_prediction_set(folder, "elmo", rset)] == [{"r1"}, {"r1"}]
+    with pytest.raises(FileNotFoundError, match=r"experiment 'spectre' lacks 2 of its 2 draw files \(first "
+                                                r"spectre_d_20_1_ta.json\); this folder holds \['elmo', 'specter'\]"):
+        read_prediction_set(folder, "spectre", rset)
+    (folder / f"elmo_{rset.draws[1].name}_ta.json").unlink()
+    with pytest.raises(FileNotFoundError, match=f"'elmo' lacks 1 of its 2 draw files \\(first elmo_{rset.draws[1].name}"):
+        read_prediction_set(folder, "elmo", rset)
+    with pytest.raises(FileNotFoundError, match="no such prediction folder"):
+        read_prediction_set(tmp_path / "nowhere", "elmo", rset)
+
+
 def test_cli_errors_are_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "aspire.evaluate", "reviewers", "--data", str(tmp_path / "none"),
                            "--predictions", f"{tmp_path}:x"], capture_output=True, text=True, cwd=REPO)

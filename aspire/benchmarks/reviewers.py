@@ -227,6 +227,23 @@ def prediction_files(folder: str | Path, exp: str, rset: ReviewerSet) -> list[Pa
     return [Path(folder) / f"{exp}_{draw.name}_ta.json" for draw in rset.draws]
 
 
+def read_prediction_set(folder: str | Path, exp: str, rset: ReviewerSet) -> list[dict[str, dict[str, float]]]:
+    """Every draw's predictions of experiment `exp` in `folder` (`prediction_files`, `read_predictions`).
+    FileNotFoundError before any is read when a draw's file is missing, naming it and the experiments that
+    the folder does hold (an experiment is named by its files' prefix: `specter` for `specter_d_20_1_ta.json`)."""
+    folder, files = Path(folder), prediction_files(folder, exp, rset)
+    missing = [p for p in files if not p.is_file()]
+    if missing:
+        if not folder.is_dir():
+            raise FileNotFoundError(2, "no such prediction folder (--predictions DIR:EXP)", str(folder))
+        suffix = f"_{rset.draws[0].name}_ta.json"
+        held = sorted(p.name[: -len(suffix)] for p in folder.glob(f"*{suffix}"))
+        raise FileNotFoundError(2, f"experiment {exp!r} lacks {len(missing)} of its {len(files)} draw files "
+                                   f"(first {missing[0].name}); this folder holds {held or 'no experiment'}",
+                                str(folder))
+    return [read_predictions(p) for p in files]
+
+
 def summarize(scores: UnitScores, counts: dict, n_boot: int = 2000, seed: int = 0) -> dict:
     """The loss (mean over draws), a bootstrap 95% interval over reviewers, and the per-draw losses."""
     lo, hi = scores.bootstrap(n_boot, seed)

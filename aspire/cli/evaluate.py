@@ -232,8 +232,7 @@ def _reviewers_args(p: argparse.ArgumentParser) -> None:
 def _reviewers(parser, args) -> int:
     from aspire.benchmarks.reviewers import (
         load_reviewer_set,
-        prediction_files,
-        read_predictions,
+        read_prediction_set,
         reviewer_units,
         summarize,
     )
@@ -248,7 +247,7 @@ def _reviewers(parser, args) -> int:
         folder, sep, exp = args.predictions.rpartition(":")
         if not sep:
             parser.error("--predictions takes DIR:EXP")
-        preds = [read_predictions(p) for p in prediction_files(folder, exp, rset)]
+        preds = read_prediction_set(folder, exp, rset)
         results = summarize(*reviewer_units(rset, preds))
         print(f"{exp}: {format_result(results)}")
         print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))

@@ -348,7 +348,7 @@ def prediction_spec(spec: str) -> tuple[Path, str] | None:
 def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, seed: int = 0) -> dict:
     """`{"loss": paired test + per-reviewer deltas}` of two reviewer-matching runs (`prediction_spec`), on the
     reviewer set in `data`."""
-    from aspire.benchmarks.reviewers import load_reviewer_set, read_predictions
+    from aspire.benchmarks.reviewers import load_reviewer_set, read_prediction_set
     from aspire.benchmarks.stats import paired_test
 
     specs = [prediction_spec(spec) for spec in (a, b)]
@@ -359,7 +359,7 @@ def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, s
     rset = load_reviewer_set(data)
     units = []
     for folder, exp in specs:
-        preds = [read_predictions(p) for p in prediction_files(folder, exp, rset)]
+        preds = read_prediction_set(folder, exp, rset)
         units.append(reviewer_units(rset, preds)[0])
     test = paired_test(units[0], units[1], n_perm=n_perm, seed=seed)
     deltas = (units[0].num - units[1].num).sum(axis=0) / units[0].den.sum(axis=0).clip(min=1e-12)
