@@ -228,6 +228,11 @@ def test_compare_csfcube_folders_on_its_own_figures_overall_and_per_facet(tmp_pa
         a, b = (str(tmp_path / name) for name in pair)
         with pytest.raises(ValueError, match=re.escape(f"{a} ({kinds[0]}) and {b} ({kinds[1]}) are not runs of one")):
             compare(a, b)
+    # a path that is not there is named as such (it was called "a ranked run" of another benchmark)
+    for missing in (tmp_path / "nope", f"{tmp_path / 'nope'}:specter"):
+        with pytest.raises(FileNotFoundError, match=re.escape(f"no such run file, results folder or predictions "
+                                                              f"folder (DIR:EXP): '{missing}'")):
+            compare(str(tmp_path / "base"), str(missing))
 
 
 # ------------------------------------------------------------------ context2doc

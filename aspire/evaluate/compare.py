@@ -52,6 +52,8 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
     hooks = []
     for spec in (a, b):
         name = benchmark_of(spec)
+        if name is None and not Path(spec).exists():
+            raise FileNotFoundError(2, "no such run file, results folder or predictions folder (DIR:EXP)", spec)
         hooks.append((name, RUNNERS[name].compare if name in RUNNERS else None))
     (name_a, hook_a), (name_b, hook_b) = hooks
     if (hook_a is None) != (hook_b is None) or (hook_a is not None and name_a != name_b):
