@@ -62,7 +62,13 @@ def test_fusing_specter_with_itself_keeps_its_known_answer(shared_data, tmp_path
     assert (tmp_path / "test-pid2pool-csfcube-specter2x-method-ranked.json").is_file()
     assert main(["fuse", "--data", str(root), "--run", run, "--run", "nowhere:x", "--exp", "e",
                  "--out", str(tmp_path)]) == 2
-    assert "ranked file not found" in capsys.readouterr().err
+    assert "no ranked file of experiment 'x' (background); the folder holds none of csfcube" in capsys.readouterr().err
+    # a mistyped experiment names those the folder holds
+    assert main(["fuse", "--data", str(root), "--run", run, "--run", f"{tmp_path}:specter2", "--exp", "e",
+                 "--out", str(tmp_path / "again")]) == 2
+    assert capsys.readouterr().err == (
+        "error: no ranked file of experiment 'specter2' (background); the folder holds ['specter2x']: "
+        f"{tmp_path / 'test-pid2pool-csfcube-specter2-background-ranked.json'}\n")
 
 
 def test_read_scored_turns_distances_into_similarities(tmp_path):

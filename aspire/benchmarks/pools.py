@@ -135,6 +135,18 @@ def ranked_path(folder: str | Path, name: str, exp: str, facet: str) -> Path:
     return Path(folder) / stem
 
 
+def existing_ranked_path(folder: str | Path, name: str, exp: str, facet: str) -> Path:
+    """`ranked_path`, there; else FileNotFoundError naming the experiments whose ranked files of `name` `folder`
+    does hold (EXP of `test-pid2pool-NAME-EXP-FACET-ranked.json` for this facet)."""
+    path = ranked_path(folder, name, exp, facet)
+    if not path.is_file():
+        start, end = len(f"test-pid2pool-{name}-"), len(f"{'-' + facet if facet else ''}-ranked.json")
+        held = sorted(p.name[start:-end] for p in Path(folder).glob(ranked_path("", name, "*", facet).name))
+        raise FileNotFoundError(2, f"no ranked file of experiment {exp!r}{' (' + facet + ')' if facet else ''}; "
+                                   f"the folder holds {held or 'none of ' + name}", str(path))
+    return path
+
+
 def read_ranked(path: str | Path) -> dict[str, list[str]]:
     """`{query_pid: [cand_pid, ...]}` best first, from a ranked-pool file."""
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -195,10 +207,7 @@ def read_ranked_pool_set(pool_set: PoolSet, folder: str | Path, exp: str) -> dic
     """Read every facet's ranked file `test-pid2pool-NAME-EXP[-FACET]-ranked.json` from `folder`."""
     out = {}
     for facet in pool_set.facets:
-        path = ranked_path(folder, pool_set.name, exp, facet)
-        if not path.is_file():
-            raise ValueError(f"ranked file not found: {path}")
-        out[facet] = read_ranked(path)
+        out[facet] = read_ranked(existing_ranked_path(folder, pool_set.name, exp, facet))
     return out
 
 

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from aspire.benchmarks.pools import PoolSet, ranked_path, write_ranked
+from aspire.benchmarks.pools import PoolSet, existing_ranked_path, ranked_path, write_ranked
 from aspire.scoring.fusion import fuse_ranked, fusion_method
 
 
@@ -96,10 +96,7 @@ def fuse_pool_set(
     for facet in pool_set.facets:
         runs = []
         for folder, run_exp in inputs:
-            path = ranked_path(folder, pool_set.name, run_exp, facet)
-            if not path.is_file():
-                raise ValueError(f"ranked file not found: {path}")
-            runs.append(read_scored(path))
+            runs.append(read_scored(existing_ranked_path(folder, pool_set.name, run_exp, facet)))
         fused = fuse_scores(runs, weights, norm, names=[f"{f}:{e}" for f, e in inputs])
         write_ranked(ranked_path(out, pool_set.name, exp, facet), fused)
         rankings[facet] = {q: [c for c, _ in r] for q, r in fused.items()}

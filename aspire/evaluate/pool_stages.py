@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from aspire.benchmarks.pools import PoolSet, query_key, ranked_path, write_ranked
+from aspire.benchmarks.pools import PoolSet, existing_ranked_path, query_key, ranked_path, write_ranked
 from aspire.data.papers import Paper
 from aspire.evaluate.options import BM25_EXP, Stages
 
@@ -81,9 +81,7 @@ def read_scored_pool_set(pool_set: PoolSet, folder: str | Path, exp: str) -> Sco
 
     out: Scored = {}
     for facet in pool_set.facets:
-        path = ranked_path(folder, pool_set.name, exp, facet)
-        if not path.is_file():
-            raise ValueError(f"ranked file not found: {path}")
+        path = existing_ranked_path(folder, pool_set.name, exp, facet)
         out[facet] = {q: list(s.items()) for q, s in read_scored(path).items()}
     return out
 
