@@ -85,6 +85,12 @@ def test_cli_and_script_choose_from_folders_and_write_the_choice(tmp_path, capsy
     with pytest.raises(SystemExit):
         select_two_fold.main(["--candidate", str(tmp_path / "nowhere")])
     assert "no results.json in" in capsys.readouterr().err
+    (tmp_path / "rev").mkdir()  # another benchmark's results folder: one error line naming it, not a KeyError
+    (tmp_path / "rev" / "results.json").write_text(json.dumps({"benchmark": "reviewer-matching", "loss": 0.3}))
+    with pytest.raises(SystemExit) as err:
+        select_two_fold.main(["--candidate", str(tmp_path / "a"), "--candidate", str(tmp_path / "rev")])
+    assert err.value.code == 2 and (f"{tmp_path / 'rev'}: results.json is not a CSFCube run's (benchmark "
+                                    "'reviewer-matching'): it has no per-fold figures") in capsys.readouterr().err
     script = Path(__file__).resolve().parents[1] / "experiments" / "select_two_fold.py"
     done = subprocess.run([sys.executable, str(script), "--candidate", str(tmp_path / "[abc]")], capture_output=True,
                           text=True, timeout=120)

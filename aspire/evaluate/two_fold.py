@@ -35,7 +35,13 @@ REPORTED = ("MAP", "NDCG%20")
 
 
 def load(folder: str | Path) -> dict:
-    return json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
+    """The folder's `results.json`; ValueError naming the folder when it is not a CSFCube run's (no per-fold
+    figures: another benchmark's results, or a file of another shape)."""
+    doc = json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
+    if not isinstance(doc, dict) or not isinstance(doc.get("folds"), dict):
+        named = f" (benchmark {doc['benchmark']!r})" if isinstance(doc, dict) and "benchmark" in doc else ""
+        raise ValueError(f"{folder}: results.json is not a CSFCube run's{named}: it has no per-fold figures")
+    return doc
 
 
 def load_per_query(folder: str | Path) -> dict[str, dict]:
