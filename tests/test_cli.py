@@ -134,6 +134,19 @@ def test_encode_writes_vectors_and_the_api_takes_dicts_and_strings(tmp_path, tin
     assert "1 papers, 2 sentence vectors of dimension 32" in capsys.readouterr().out
     saved, meta = EncodedCorpus.load_shard(tmp_path / "v")
     assert saved.labels == [["method_label", "result_label"]] and meta["model_name"] == str(tiny_model_dir)
+    # an earlier encoding's folder is replaced; any other folder is left whole (`--out runs` for `runs/v` once
+    # removed everything in runs/)
+    argv = ["encode", "--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(tmp_path / "v"), "-q"]
+    assert aspire_main(argv) == 0 and EncodedCorpus.load_shard(tmp_path / "v")[0].paper_ids == ["a"]
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "model.bin").write_text("weeks of training")
+    capsys.readouterr()
+    assert aspire_main([*argv[:-2], str(tmp_path / "runs"), "-q"]) == 2
+    assert "runs exists and is not an earlier encoding's folder" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["model.bin"]
+    with pytest.raises(FileExistsError, match="is not a shard folder"):
+        saved.save_shard(tmp_path / "runs", meta)
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["model.bin"]
 
     encoder = load_encoder(tiny_model_dir, device="cpu")
     assert encoder.device.type == "cpu"

@@ -81,6 +81,11 @@ def test_user_errors_come_before_torch(tmp_path):
         # a training command's --out that holds an earlier run (`cliutil.check_fresh_out`)
         ("already holds an earlier run's files", ["train-crossencoder", "--out", str(built)]),
         ("already holds an earlier run's files", ["self-train", "--out", str(built)]),
+        # a folder that a command replaces whole must be one it wrote (`storage.check_replaceable`)
+        ("is not an earlier encoding's folder (no shard.json in it)",
+         ["encode", "--model", "minilm", "--corpus", str(corpus), "--out", str(built)]),
+        ("is not an exported model's folder (no aspire_encoder.json in it)",
+         ["export", "--model", str(tmp_path), "--adapter-only", "minilm", "--out", str(built)]),
     ]
     rows = probe([argv for _, argv in cases])
     assert len(rows) == len(cases)

@@ -22,6 +22,8 @@ from aspire.cliutil import (
     show_progress,
 )
 from aspire.encoders.pretrained import MODEL_HELP, check_model, pinned_model
+from aspire.index.disk import SHARD_META
+from aspire.storage import check_replaceable
 
 EXAMPLES = """\
   aspire encode --model minilm --corpus papers.jsonl --out runs/vectors
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders")
     parser = command_parser(prog, __doc__, EXAMPLES)
     parser.add_argument("--model", required=True, help=MODEL_HELP)
     parser.add_argument("--corpus", required=True, help="papers JSONL (paper_id, title, abstract[, pred_labels])")
-    parser.add_argument("--out", help="output directory (replaced if it exists); needed unless --long-report")
+    parser.add_argument("--out", help="output directory: new, empty, or an earlier encoding's (replaced); needed unless --long-report")
     parser.add_argument("--long-report", action="store_true",
                         help="encode nothing: list every paper longer than the model's window, one a line "
                              "(paper id, sentences past the first window, sentences split by it)")
@@ -52,6 +54,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders")
 def _run(args) -> int:
     check_paths(corpus=args.corpus)  # before torch and transformers load
     check_model(args.model)
+    if args.out:
+        check_replaceable(args.out, SHARD_META, "an earlier encoding's folder")
     args.model = pinned_model(args.model)  # a run folder: its checkpoint, recorded in shard.json
     return _long_report(args) if args.long_report else _encode(args)
 

@@ -25,8 +25,10 @@ from aspire.batch import DocBatch
 from aspire.data.guards import invisible_text_reason
 from aspire.data.papers import Paper, read_papers
 from aspire.index.config import EncodeConfig
+from aspire.index.disk import SHARD_META
 from aspire.index.texts import read_index_papers
 from aspire.io import read_jsonl, write_jsonl
+from aspire.storage import check_replaceable
 
 SHARD_FORMAT_VERSION = 1
 PROGRESS_BATCHES = 4  # encode_corpus encodes (and moves its bar) this many batches of papers at a time
@@ -164,8 +166,10 @@ class EncodedCorpus:
 
     # ---- shard files ----------------------------------------------------------------------------
     def save_shard(self, path: str | Path, meta: dict) -> Path:
-        """Write this corpus as a shard directory (atomically: temp dir, then rename)."""
+        """Write this corpus as a shard directory (atomically: temp dir, then rename), replacing an earlier shard
+        there; any other existing folder is refused (`storage.check_replaceable`)."""
         path = Path(path)
+        check_replaceable(path, SHARD_META, "a shard folder")
         tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir(parents=True)
         np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
@@ -176,7 +180,7 @@ class EncodedCorpus:
         write_jsonl(tmp / "rejected.jsonl", self.rejected)
         info = {"shard_format_version": SHARD_FORMAT_VERSION, "n_papers": len(self),
                 "n_sentences": int(len(self.vectors)), "dim": self.dim, **meta}
-        (tmp / "shard.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+        (tmp / SHARD_META).write_text(json.dumps(info, indent=1), encoding="utf-8")
         if path.exists():
             shutil.rmtree(path)
         os.rename(tmp, path)
@@ -196,7 +200,7 @@ class EncodedCorpus:
 
 def read_shard_meta(path: Path) -> dict:
     """A shard directory's shard.json, checked: present, a JSON object, this code's shard format."""
-    meta_path = path / "shard.json"
+    meta_path = path / SHARD_META
     if not meta_path.is_file():
         raise FileNotFoundError(f"{path} is not a complete shard (no shard.json)")
     try:

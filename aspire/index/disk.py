@@ -28,6 +28,7 @@ from aspire.storage import HOLDER_FILE, LOCK_FILE, folder_lock
 
 GENERATION = re.compile(r"^gen-\d{6}$")
 FAST_VERIFY_BYTES = 64 << 20  # loading checksums files up to 64 MiB; larger ones with verify=True
+SHARD_META = "shard.json"  # what marks a shard folder (`aspire.index.corpus.EncodedCorpus.save_shard`, `aspire encode`)
 _LEFTOVER = re.compile(r"^(\.tmp-gen-\d{6}-.+|\.CURRENT\..+\.tmp)$")
 
 

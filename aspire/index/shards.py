@@ -31,6 +31,7 @@ import torch.distributed as dist
 from aspire.data.papers import Paper
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import EncodedCorpus, encode_corpus, read_corpus
+from aspire.index.disk import SHARD_META
 from aspire.index.store import SentenceIndex, model_fingerprint
 from aspire.index.stream import list_shards, merge_streaming
 
@@ -71,7 +72,7 @@ def encode_shard(encoder, corpus_path: str | Path, shards_dir: str | Path, confi
 def finished_shard(shards_dir: str | Path, shard: int, n_shards: int, fingerprint: str) -> bool:
     """Whether shard `shard` of `n_shards` is written (complete) by the model with `fingerprint`;
     a finished shard of another model raises ValueError naming both."""
-    meta_path = Path(shards_dir) / shard_name(shard, n_shards) / "shard.json"
+    meta_path = Path(shards_dir) / shard_name(shard, n_shards) / SHARD_META
     if not meta_path.is_file():
         return False
     found = json.loads(meta_path.read_text(encoding="utf-8")).get("model_fingerprint")

@@ -38,7 +38,7 @@ import numpy as np
 from aspire.index.ann import add_vectors, new_faiss, train_faiss, train_rows
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import WHOLE_FILE, index_paper_records, paper_rows, read_shard_meta
-from aspire.index.disk import index_lock
+from aspire.index.disk import SHARD_META, index_lock
 from aspire.index.lexical import papers_bm25
 from aspire.index.store import (
     begin_generation,
@@ -74,7 +74,7 @@ def list_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[li
     found = {}
     for path in shards_dir.iterdir():
         match = SHARD_DIR.match(path.name)
-        if match and (path / "shard.json").is_file():
+        if match and (path / SHARD_META).is_file():
             found[(int(match[1]), int(match[2]))] = path
     counts = {n for _, n in found}
     if len(counts) != 1:

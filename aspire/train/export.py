@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+from aspire.encoders.pretrained import SETTINGS_FILE
 from aspire.paths import model_folder
+from aspire.storage import check_replaceable
 
 if TYPE_CHECKING:
     import torch
@@ -59,9 +61,8 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
 
     from aspire.encoders import ContextualSentenceEncoder
     from aspire.encoders.adapters import ADAPTER_DIR
-    from aspire.encoders.pretrained import SETTINGS_FILE
-
     model, out = model_folder(model), Path(out)
+    check_replaceable(out, SETTINGS_FILE, "an exported model's folder")  # it is replaced whole below
     settings = json.loads((model / SETTINGS_FILE).read_text())
     if "adapter" not in settings:
         raise ValueError(f"{model}: no adapter in its {SETTINGS_FILE}; export the whole model instead")
@@ -229,7 +230,8 @@ def write_plain_meta(meta: dict, out: Path) -> None:
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.export") -> int:
     parser = command_parser(prog, __doc__, EXAMPLES)
     parser.add_argument("--model", required=True, help="a model directory saved with adapters (MODEL/adapter), or its training run's folder")
-    parser.add_argument("--out", required=True, help="output directory for the merged model (or the adapters)")
+    parser.add_argument("--out", required=True, help="output directory for the merged model (or the adapters): new, "
+                        "empty, or an earlier export's (replaced)")
     parser.add_argument("--adapter-only", metavar="BASE",
                         help="write the adapters alone over this base model (a name such as minilm, or a directory)")
     parser.add_argument("--half", action="store_true",
@@ -242,6 +244,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.expo
     setup_logging(args)
 
     def export() -> int:
+        check_replaceable(args.out, SETTINGS_FILE, "an exported model's folder")  # before any model loads
         if args.half and args.rank is None:
             raise ValueError("--half stores a low-rank adapter in float16: it needs --rank (and --adapter-only BASE)")
         if args.rank is not None:
