@@ -139,7 +139,7 @@ def test_second_writer_fails_at_once_and_the_lock_dies_with_its_holder(tmp_path,
         start = time.monotonic()
         with pytest.raises(IndexLockedError, match="being written by another process"):
             build_index(root, "m", corpus, FLAT, load_encoder=lambda m: loads.append(m) or HashEncoder())
-        assert index_main(["build", "--model", "m", "--corpus", str(corpus), "--out", str(root)]) == 2
+        assert index_main(["build", "--model", "minilm", "--corpus", str(corpus), "--out", str(root)]) == 2
         assert "being written by another process" in capsys.readouterr().err
         with pytest.raises(IndexLockedError):
             SentenceIndex.build(random_corpus(3), FLAT, "fp").save(root)

@@ -238,7 +238,7 @@ def test_cli_reports_a_broken_config_in_one_error_line(tmp_path, capsys):
                         ("index:\n  kind: [flat\n", ":3:1: ")):
         config.write_text(text)
         capsys.readouterr()
-        assert aspire_main(["index", "build", "--model", "m", "--corpus", str(corpus), "--out", str(tmp_path / "i"),
+        assert aspire_main(["index", "build", "--model", "minilm", "--corpus", str(corpus), "--out", str(tmp_path / "i"),
                             "--config", str(config)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: {config}{where}") and len(err.strip().splitlines()) == 1, err

@@ -103,7 +103,7 @@ def test_an_index_writer_refused_by_the_lock_names_the_holder(tmp_path, capsys):
         with pytest.raises(IndexLockedError, match=rf"being written by another process \(pid {holder.pid} on "):
             build_index(root, "m", corpus, IndexBuildConfig(index=IndexConfig(kind="flat")),
                         load_encoder=lambda m: HashEncoder())
-        assert index_main(["build", "--model", "m", "--corpus", str(corpus), "--out", str(root)]) == 2
+        assert index_main(["build", "--model", "minilm", "--corpus", str(corpus), "--out", str(root)]) == 2
         err = capsys.readouterr().err
         assert f"(pid {holder.pid} on " in err and "--the-holder" in err
     finally:
