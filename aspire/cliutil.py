@@ -22,9 +22,11 @@ and user errors reported as one line.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -49,11 +51,30 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<choices>.*)\)$")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose error for a value outside an option's choices (a mistyped command, scorer or
+    backend) names the nearest choice first: "invalid choice: 'serach'; did you mean 'search'? (choose from ...)".
+    Subcommand parsers are of the same class."""
+
+    def error(self, message: str):
+        found = _INVALID_CHOICE.search(message)
+        if found:
+            choices = re.findall(r"'([^']*)'", found["choices"])
+            near = difflib.get_close_matches(found["given"], choices, n=1, cutoff=0.6)
+            if near:
+                message = (f"{message[:found.start()]}invalid choice: {found['given']!r}; did you mean {near[0]!r}? "
+                           f"(choose from {found['choices']})")
+        super().error(message)
+
+
 def command_parser(prog: str, doc: str | None, examples: str, **kwargs) -> argparse.ArgumentParser:
     """An argparse parser whose description is the first line of `doc` and whose epilog lists `examples`."""
     purpose = (doc or "").strip().split("\n")[0]
-    return argparse.ArgumentParser(prog=prog, description=purpose, epilog="examples:\n" + examples.rstrip(),
-                                   formatter_class=Formatter, allow_abbrev=False, **kwargs)
+    return Parser(prog=prog, description=purpose, epilog="examples:\n" + examples.rstrip(),
+                  formatter_class=Formatter, allow_abbrev=False, **kwargs)
 
 
 def positive_int(text: str) -> int:

@@ -69,7 +69,25 @@ def test_top_level_help_lists_every_command(capsys):
     assert all(f"  {name} " in text for name in COMMANDS) and "examples:" in text
     with pytest.raises(SystemExit) as exc:
         aspire_main(["frobnicate"])
-    assert exc.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "invalid choice: 'frobnicate' (choose from 'index'" in err and "did you" not in err
+    assert aspire_main([]) == 2  # `aspire` alone lists the commands (it once said "required: COMMAND, args")
+    listing = capsys.readouterr().err
+    assert all(f"  {name} " in listing for name in COMMANDS)
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["serach"], "invalid choice: 'serach'; did you mean 'search'? (choose from 'index', 'search'"),
+    (["index", "biuld"], "invalid choice: 'biuld'; did you mean 'build'?"),
+    (["evaluate", "csfcub"], "invalid choice: 'csfcub'; did you mean 'csfcube'?"),
+    (["evaluate", "csfcube", "--scorer", "otx"], "argument --scorer: invalid choice: 'otx'; did you mean 'ot'?"),
+    (["data", "alin"], "invalid choice: 'alin'; did you mean 'align'?"),
+    (["search", "--index", "x", "--rerank", "maxpasage"], "did you mean 'maxpassage'?"),
+])
+def test_a_mistyped_choice_names_the_nearest_one(argv, said, capsys):
+    with pytest.raises(SystemExit) as exc:
+        aspire_main(argv)
+    assert exc.value.code == 2 and said in capsys.readouterr().err
 
 
 def test_one_override_form_and_the_old_ones_with_a_note(capsys):

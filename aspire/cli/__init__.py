@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 import aspire
+from aspire.cliutil import Parser
 
 # command -> (module whose `main(argv, prog)` runs it, one-line purpose)
 COMMANDS = {
@@ -43,7 +44,7 @@ EXAMPLES = """\
 
 def build_parser() -> argparse.ArgumentParser:
     listing = "\n".join(f"  {name:<18} {purpose}" for name, (_, purpose) in COMMANDS.items())
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="aspire", description=__doc__.split("\n")[0] + "\n\ncommands:\n" + listing,
         epilog="config overrides are section.key=value (dotted keys of the command's YAML config)\n\nexamples:\n"
         + EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
@@ -54,7 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    if not argv:  # `aspire` alone: the list of commands, as a usage error
+        parser.print_help(sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     module = importlib.import_module(COMMANDS[args.command][0])
     return int(module.main(args.args, prog=f"aspire {args.command}") or 0)
 

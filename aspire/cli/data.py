@@ -24,6 +24,7 @@ import json
 from aspire.cliutil import (
     OVERRIDES_HELP,
     Formatter,
+    Parser,
     add_common_options,
     normalize_overrides,
     print_json,
@@ -40,7 +41,7 @@ EXAMPLES = """\
 
 
 def _parser(prog: str = "python -m aspire.data") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0], formatter_class=Formatter,
+    parser = Parser(prog=prog, description=__doc__.split("\n")[0], formatter_class=Formatter,
                                      epilog="stages, in order:\n" + __doc__.split("\n\n")[1] + "\n\nexamples:\n"
                                      + EXAMPLES, allow_abbrev=False)
     stages = parser.add_subparsers(dest="stage", required=True, metavar="STAGE", help="STAGE --help for its options")
