@@ -16,10 +16,10 @@ two processes write at once.
 - **One writer per folder.** `folder_lock(folder, ...)` holds `FOLDER/.lock` (filelock, no waiting) and
   records its holder (pid, host, command, start) in `FOLDER/.lock.holder` while it holds it, so a second
   process fails at once with a message naming the first.
-- **A folder replaced whole is one aspire wrote.** `check_replaceable(path, marker, kind)` comes before a
-  write that replaces its output folder (an encoding's shard, an exported model): the folder may be absent,
-  empty, or hold `marker`, the file an earlier write of the same kind left. Anything else (`--out runs` meant
-  as `--out runs/vectors`) is refused before anything is removed.
+- **A folder replaced is one aspire wrote.** `check_replaceable(path, marker, kind)` comes before a write
+  that replaces its output folder or the files in it (an encoding's shard, an exported or interpolated model):
+  the folder may be absent, empty, or hold `marker`, the file an earlier write of the same kind left. Anything
+  else (`--out runs` meant as `--out runs/vectors`) is refused before anything is removed or overwritten.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def remove_cache_file(path: str | Path) -> None:
 
 def check_replaceable(path: str | Path, marker: str, kind: str) -> None:
     """FileExistsError unless `path` is absent, an empty folder, or a folder holding `marker` (an earlier `kind`
-    written there, which the caller may replace whole). Nothing is removed here."""
+    written there, which the caller may replace). Nothing is removed here."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return
@@ -165,8 +165,8 @@ def check_replaceable(path: str | Path, marker: str, kind: str) -> None:
         with os.scandir(path) as entries:
             if not any(entries):
                 return
-    raise FileExistsError(f"{path} exists and is not {kind} (no {marker} in it): it would be replaced whole, so it "
-                          "is left as it is; choose a new or empty folder")
+    raise FileExistsError(f"{path} exists and is not {kind} (no {marker} in it); it is left as it is: choose a new "
+                          "or empty folder")
 
 
 # ---- one writer per folder -----------------------------------------------------------------------------

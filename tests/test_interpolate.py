@@ -96,6 +96,12 @@ def test_cli_writes_the_model_and_rejects_alpha_outside_the_unit_interval(tiny_m
     assert main(["--model", str(tuned), "--alpha", "1.5", "--out", str(tmp_path / "bad"), "--quiet"]) == 2
     assert "alpha must lie in [0, 1], got 1.5" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+    # again into its own output: replaced; into the model it reads (or any other folder): refused, left as it was
+    assert main(["--model", str(tuned), "--alpha", "0.25", "--out", str(tmp_path / "half"), "--quiet"]) == 0
+    before = sorted(p.name for p in tuned.iterdir())
+    assert main(["--model", str(tuned), "--alpha", "0.5", "--out", str(tuned), "--quiet"]) == 2
+    assert f"{tuned} exists and is not an earlier interpolation's folder" in capsys.readouterr().err
+    assert sorted(p.name for p in tuned.iterdir()) == before
 
 
 def test_a_soup_is_the_mean_of_its_models_and_loads_as_their_kind(tiny_model_dir, examples_dir, tmp_path):

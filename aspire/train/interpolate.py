@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
 from aspire.paths import model_folder
+from aspire.storage import check_replaceable
 
 if TYPE_CHECKING:
     import torch
@@ -182,12 +183,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.inte
                         help="the model it started from (default: the encoder its document_model.json names)")
     parser.add_argument("--mixed-kinds", action="store_true",
                         help="soup models of different kinds fine-tuned from one encoder; the first describes the soup")
-    parser.add_argument("--out", required=True, help="output directory for the interpolated model")
+    parser.add_argument("--out", required=True, help="output directory for the interpolated model: new, empty, or an "
+                        "earlier interpolation's (its files replaced)")
     add_common_options(parser)
     args = parser.parse_args(argv)
     setup_logging(args)
 
     def write() -> int:
+        # a run folder or another model given as --out would get these model files among its own
+        check_replaceable(args.out, RECORD_FILE, "an earlier interpolation's folder")
         if len(args.model) > 1:
             if args.alpha is not None or args.base is not None:
                 raise ValueError("--alpha and --base interpolate one model; a soup of several takes neither")
