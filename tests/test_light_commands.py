@@ -84,6 +84,8 @@ def test_user_errors_come_before_torch(tmp_path):
         # a folder that a command replaces whole must be one it wrote (`storage.check_replaceable`)
         ("is not an earlier encoding's folder (no shard.json in it)",
          ["encode", "--model", "minilm", "--corpus", str(corpus), "--out", str(built)]),
+        ("is not an earlier teacher's folder (no teacher.json in it)",
+         ["teacher", "--teacher", "minilm", "--out", str(built)]),
         ("is not an exported model's folder (no aspire_encoder.json in it)",
          ["export", "--model", str(tmp_path), "--adapter-only", "minilm", "--out", str(built)]),
     ]

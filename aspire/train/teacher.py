@@ -32,6 +32,7 @@ from aspire.cliutil import add_common_options, command_parser, print_json, run_c
 from aspire.encoders.pretrained import MODEL_HELP, check_model
 from aspire.io import write_json
 from aspire.paths import DATA
+from aspire.storage import check_replaceable
 
 log = logging.getLogger(__name__)
 VECTORS, IDS, META = "vectors.npy", "ids.json", "teacher.json"
@@ -135,7 +136,7 @@ EXAMPLES = """\
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.teacher") -> int:
     parser = command_parser(prog, __doc__, EXAMPLES)
     parser.add_argument("--teacher", default="mpnet", help=MODEL_HELP)
-    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--out", required=True, help="output directory: new, empty, or an earlier teacher's (replaced)")
     parser.add_argument("--acl-path", default=str(DATA / "acl-anthology" / "papers.jsonl.gz"),
                         help="the ACL Anthology abstracts (JSONL, gzipped or not)")
     parser.add_argument("--benchmarks-dir", default=str(DATA), help="benchmark papers removed ('' keeps them)")
@@ -149,6 +150,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.teac
 
     def run() -> int:
         check_model(args.teacher)  # before the ACL sample is read
+        check_replaceable(args.out, META, "an earlier teacher's folder")  # its files are replaced, others removed
         meta = build(args.teacher, args.out, args.acl_path, args.benchmarks_dir or None, args.max_papers,
                      args.max_length, args.batch_size, args.device or "cpu", args.sentences)
         print_json(meta, indent=1)
