@@ -78,6 +78,12 @@ def test_user_errors_come_before_torch(tmp_path):
         ("unknown model '" + str(tmp_path), ["evaluate", "venue", "--model", str(tmp_path), "--out", str(tmp_path / "x")]),
         ("unknown model 'aspire-minlm'", ["demo", "--aspect-model", "aspire-minlm", "--out", str(tmp_path / "d")]),
         ("unknown model 'mpnett'", ["teacher", "--teacher", "mpnett", "--out", str(tmp_path / "t")]),
+        # an evaluation's own files, before the benchmark is read or run (--compare was once read after the run)
+        ("No such file or directory (--labels)",
+         ["evaluate", "venue", "--model", "minilm", "--labels", missing, "--out", str(tmp_path / "x")]),
+        ("No such file or directory (--compare)",
+         ["evaluate", "year", "--model", "minilm", "--compare", missing, "--out", str(tmp_path / "x")]),
+        ("No such file or directory (--ensemble)", ["evaluate", "suite", "--ensemble", missing, "--out", "x"]),
         # a training command's --out that holds an earlier run (`cliutil.check_fresh_out`)
         ("already holds an earlier run's files", ["train-crossencoder", "--out", str(built)]),
         ("already holds an earlier run's files", ["self-train", "--out", str(built)]),

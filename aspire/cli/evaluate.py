@@ -35,6 +35,7 @@ from aspire.cliutil import (
     add_backend_options,
     add_common_options,
     backend_options,
+    check_paths,
     code_option,
     command_parser,
     device_name,
@@ -607,9 +608,11 @@ def main(argv: list[str] | None = None, prog: str = "aspire evaluate") -> int:
 
 
 def _run(args) -> int:
+    # the user's own files and the model first, before the benchmark's data or torch load
+    check_paths(**{name: getattr(args, name, None) for name in ("labels", "compare", "ranked", "qrels", "ensemble")})
     model = getattr(args, "model", None)
     if model and not (args.command == "suite" and model == "bm25"):
-        check_model(model)  # before the benchmark's data or torch load
+        check_model(model)
     return COMMANDS[args.command].run(args.command_parser, args)
 
 
