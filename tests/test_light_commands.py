@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 
+from aspire.config import save_config
+from aspire.index.config import IndexBuildConfig
 from tests.test_cli import HELP_ARGVS
 
 HEAVY = ("torch", "transformers", "faiss", "sentence_transformers")
@@ -51,8 +53,11 @@ def test_user_errors_come_before_torch(tmp_path):
     (built / "gen-000001").mkdir(parents=True)
     (built / "gen-000001" / "manifest.json").write_text("{}")
     (built / "CURRENT").write_text("gen-000001")
+    save_config(IndexBuildConfig(), built / "gen-000001" / "config.yaml")  # its search section: overrides' base
     corpus = tmp_path / "papers.jsonl"
     corpus.write_text("")
+    bad_key = tmp_path / "index.yaml"
+    bad_key.write_text("index:\n  knd: flat\n")
     cases = [  # (what the one error line says, the command line)
         ("No such file or directory (--corpus)",
          ["index", "build", "--model", "minilm", "--corpus", missing, "--out", str(tmp_path / "i")]),
@@ -78,6 +83,13 @@ def test_user_errors_come_before_torch(tmp_path):
         ("unknown model '" + str(tmp_path), ["evaluate", "venue", "--model", str(tmp_path), "--out", str(tmp_path / "x")]),
         ("unknown model 'aspire-minlm'", ["demo", "--aspect-model", "aspire-minlm", "--out", str(tmp_path / "d")]),
         ("unknown model 'mpnett'", ["teacher", "--teacher", "mpnett", "--out", str(tmp_path / "t")]),
+        # a config key or value, in a file or an override (index build, search, serve)
+        ("unknown config key(s) ['index.knd']",
+         ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "i"), "--config", str(bad_key)]),
+        ("index.kind: 'hnsq' is not one of", ["index", "build", "--corpus", str(corpus), "--out", "x", "index.kind=hnsq"]),
+        ("search.k: must be >= 1, got 0", ["search", "--index", str(built), "--query-id", "p1", "search.k=0"]),
+        ("search.rerank: 'bogus' is not one of", ["search", "--index", str(built), "--query-id", "p1", "rerank=bogus"]),
+        ("search.ot_tau: must be > 0, got -1.0", ["serve", "--index", str(built), "search.ot_tau=-1"]),
         # an evaluation's own files, before the benchmark is read or run (--compare was once read after the run)
         ("No such file or directory (--labels)",
          ["evaluate", "venue", "--model", "minilm", "--labels", missing, "--out", str(tmp_path / "x")]),

@@ -467,22 +467,24 @@ def set_threads(threads: int | None) -> int:
     return threads
 
 
-def check_inputs(args) -> None:
-    """The index and the query files exist: a wrong path is reported before torch and faiss load."""
+def check_inputs(args, overrides: list[str]) -> None:
+    """The index and the query files exist and the config overrides hold: a wrong path or key is reported before
+    torch and faiss load."""
+    from aspire.index.config import check_search_overrides
     from aspire.index.disk import require_live_generation
 
     check_paths(query_file=args.query_file, queries=args.queries, cross_encoder=args.cross_encoder)
-    require_live_generation(Path(args.index))
+    check_search_overrides(args.index, require_live_generation(Path(args.index)), overrides)
 
 
 def _run(args) -> int:
-    check_inputs(args)
+    overrides = normalize_overrides(args.overrides, section="search") + cross_overrides(args)
+    check_inputs(args, overrides)
     clock = time.perf_counter()
     from aspire.search import Searcher, checked_search_config
 
     clock = _took("imported torch, faiss and the search code", clock)  # where the seconds go: --log-level DEBUG
     set_threads(args.threads)
-    overrides = normalize_overrides(args.overrides, section="search") + cross_overrides(args)
     searcher = Searcher.open(args.index, overrides)
     clock = _took(f"opened the index ({searcher.index.n_papers} papers)", clock)
     checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,

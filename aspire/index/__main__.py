@@ -188,6 +188,11 @@ def _run(args) -> int:
     if written and getattr(args, written) is not None and not args.overwrite:  # an index is never replaced unasked
         refuse_existing_index(Path(getattr(args, written)), None if args.command == "build" else
                               "give --overwrite to replace it with the shards' index, or another directory")
+    overrides = normalize_overrides(getattr(args, "overrides", []))
+    if getattr(args, "batch_size", None) is not None:
+        overrides.append(f"encode.batch_size={args.batch_size}")
+    if args.command in ("build", "encode-shard", "merge"):  # a bad key or value, too, before torch and faiss
+        config = load_config(IndexBuildConfig, args.config, overrides)
     from aspire.index.build import add_to_index, build_index
     from aspire.index.shards import run_encode_shard
     from aspire.index.store import ModelMismatchError, SentenceIndex, restate_mismatch
@@ -195,12 +200,7 @@ def _run(args) -> int:
 
     if args.command == "add":
         built = recorded_backend(args)
-    overrides = normalize_overrides(getattr(args, "overrides", []))
-    if getattr(args, "batch_size", None) is not None:
-        overrides.append(f"encode.batch_size={args.batch_size}")
     progress = show_progress(args)
-    if args.command in ("build", "encode-shard", "merge"):
-        config = load_config(IndexBuildConfig, args.config, overrides)
     device = getattr(args, "device", None)
     if args.command == "build":  # --backend auto (the default): the CPU's fastest, said in one line
         args.backend, args.quantize, note = resolve_backend(args.backend, args.quantize, args.model, device)

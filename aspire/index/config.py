@@ -10,9 +10,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Literal, Sequence, get_args, get_origin, get_type_hints
 
-from aspire.config import ConfigError, check_ranges, ranged
+from aspire.config import ConfigError, apply_overrides, check_ranges, load_config, ranged
 
 
 @dataclass
@@ -198,3 +199,17 @@ class IndexBuildConfig:
     index: IndexConfig = field(default_factory=IndexConfig)
     encode: EncodeConfig = field(default_factory=EncodeConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+
+
+def check_search_overrides(index_dir: str | Path, generation: str, overrides: Sequence[str]) -> None:
+    """The early check of `aspire search` / `serve`'s `search.key=value` overrides, before torch and faiss load:
+    unknown keys, types, ranges and choices (ConfigError naming the key), against the search config saved in
+    the index's live `generation`. A saved config that cannot be read is left to the index's own load, which
+    says what is wrong with it."""
+    if not overrides:
+        return
+    try:
+        base = load_config(IndexBuildConfig, Path(index_dir) / generation / "config.yaml").search
+    except (OSError, ValueError):
+        return
+    apply_overrides(base, overrides, "search")

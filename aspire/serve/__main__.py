@@ -45,10 +45,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.serve") ->
 
 
 def _serve(args) -> int:
+    from aspire.index.config import check_search_overrides
     from aspire.index.disk import require_live_generation
 
     cliutil.check_paths(corpus=args.corpus, cross_encoder=args.cross_encoder)
-    require_live_generation(Path(args.index))  # before torch and faiss load
+    overrides = cliutil.normalize_overrides(args.overrides, section="search")
+    check_search_overrides(args.index, require_live_generation(Path(args.index)), overrides)  # before torch, faiss
     from aspire.serve.reload import ServiceHolder
     from aspire.serve.server import make_server
 
@@ -57,7 +59,7 @@ def _serve(args) -> int:
         from aspire.retrieval.crossencoder import load_cross_stage
 
         cross = load_cross_stage(args.cross_encoder)
-    holder = ServiceHolder(args.index, cliutil.normalize_overrides(args.overrides, section="search"), args.corpus,
+    holder = ServiceHolder(args.index, overrides, args.corpus,
                            check_every=None if args.no_auto_reload else args.check_every, cross_encoder=cross)
     server = make_server(holder, args.host, args.port)
     service = holder.service
