@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -43,6 +44,29 @@ def test_registry_names_and_unknown_name():
     assert get_scorer("ot", tau=2.0, eps=0.1).tau == 2.0
     with pytest.raises(ValueError, match="valid: minl2, ot, attention, maxpassage, hybrid"):
         get_scorer("cosine")
+
+
+@pytest.mark.parametrize("name, options, said", [
+    ("ot", {"tau": -1.0}, "tau must be > 0, got -1.0"),  # once accepted: the farthest sentences weighed most
+    ("ot", {"tau": 0.0}, "tau must be > 0, got 0.0"),  # once a Sinkhorn error about the weights' mass
+    ("ot", {"eps": 0.0}, "eps must be > 0, got 0.0"),  # once raised only at the first score
+    ("attention", {"tau": float("nan")}, "tau must be > 0, got nan"),
+    ("hybrid", {"tau": -5.0}, "tau must be > 0, got -5.0"),
+])
+def test_a_temperature_or_regularisation_not_above_zero_is_refused_when_the_scorer_is_made(name, options, said):
+    with pytest.raises(ValueError, match=re.escape(said)):
+        get_scorer(name, **options)
+    assert get_scorer("ot", tau=math.inf).tau == math.inf  # uniform weights
+
+
+def test_evaluate_refuses_tau_and_eps_not_above_zero_by_their_flags():
+    from aspire.evaluate.options import scorer_options
+
+    assert scorer_options("ot", tau=5000.0, eps=0.05) == {"tau": 5000.0, "eps": 0.05}
+    with pytest.raises(ValueError, match=re.escape("--tau must be > 0, got -1.0 (inf: uniform weights)")):
+        scorer_options("ot", tau=-1.0)
+    with pytest.raises(ValueError, match=re.escape("--eps must be > 0, got 0.0")):
+        scorer_options("ot", eps=0.0)
 
 
 def test_l2_costs_equal_brute_force_and_have_finite_gradient_at_zero():

@@ -83,6 +83,9 @@ def scorer_options(scorer: str | None, tau: float | None = None, eps: float | No
     names = (scorer or "").split(",")
     if window is not None and "maxpassage" not in names:
         raise ValueError(f"--window goes with --scorer maxpassage, not {scorer!r}")
+    for flag, value in (("--tau", tau), ("--eps", eps)):
+        if value is not None and not value > 0:  # NaN too
+            raise ValueError(f"{flag} must be > 0, got {value}" + (" (inf: uniform weights)" if flag == "--tau" else ""))
     return {k: v for k, v in (("tau", tau), ("eps", eps), ("window", window)) if v is not None}
 
 

@@ -252,6 +252,14 @@ class MinL2Scorer(_Scorer):
         return pairwise_minl2_match(queries.emb, queries.mask, cands.emb, cands.mask)
 
 
+def _positive(name: str, value: float) -> float:
+    """A scorer's temperature or regularisation: ValueError unless > 0 (inf allowed: a negative tau would weigh the
+    farthest sentences most, and a zero one divides by zero)."""
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value
+
+
 class OTScorer(_Scorer):
     """Multi match: distance = <D, P> with P the entropic OT plan between softmax-weighted sentences.
 
@@ -264,7 +272,7 @@ class OTScorer(_Scorer):
     def __init__(self, tau: float = 1.0, eps: float = 0.05, tol: float = 1e-4, max_iter: int = 1000,
                  check_every: int = 10, grad: str = "implicit") -> None:
         super().__init__()
-        self.tau, self.eps = tau, eps
+        self.tau, self.eps = _positive("tau", tau), _positive("eps", eps)
         self.sinkhorn_kw = dict(tol=tol, max_iter=max_iter, check_every=check_every, grad=grad)
 
     def extra_repr(self) -> str:
@@ -284,7 +292,7 @@ class AttentionScorer(_Scorer):
 
     def __init__(self, tau: float = 1.0) -> None:
         super().__init__()
-        self.tau = tau
+        self.tau = _positive("tau", tau)
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}"
