@@ -176,6 +176,10 @@ def test_paired_test_identical_and_different():
     better = paired_test(UnitScores.means({q: v + 0.2 for q, v in values.items()}), a, n_perm=500)
     assert better["delta"] == pytest.approx(0.2) and better["p_value"] < 0.01
     assert better["ci95"][0] == pytest.approx(0.2) and better["ci95"][1] == pytest.approx(0.2)
+    # no permutation is no test: `compare --permutations -5` once printed p = -0.25, and 0 printed p = 1
+    for n_perm, n_boot in ((0, 2000), (-5, 2000), (500, 0)):
+        with pytest.raises(ValueError, match="at least one permutation and one bootstrap sample"):
+            paired_test(a, a, n_perm=n_perm, n_boot=n_boot)
 
 
 def test_compare_runs(tmp_path):

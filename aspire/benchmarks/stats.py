@@ -89,8 +89,11 @@ def paired_test(a: UnitScores, b: UnitScores, n_perm: int = 10000, n_boot: int =
 
     The test swaps the two runs' numbers unit by unit at random; the p-value is the share of
     swaps (the observed assignment counted in) whose |difference| reaches the observed one, so
-    two identical runs give p = 1.
+    two identical runs give p = 1. `n_perm` and `n_boot` must be >= 1 (ValueError).
     """
+    if n_perm < 1 or n_boot < 1:
+        raise ValueError(f"a paired test needs at least one permutation and one bootstrap sample, got n_perm={n_perm}, "
+                         f"n_boot={n_boot}")
     _aligned(a, b)
     observed = a.value() - b.value()
     rng = np.random.default_rng(seed)

@@ -362,7 +362,7 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metric", action="append", help="metric (repeatable; default: the benchmark's, e.g. MRR, "
                    "nDCG@10, MAP; two CSFCube folders: MAP, NDCG%%20, overall and per facet)")
     p.add_argument("--data", default=str(DATA / "reviewer-matching"), help="reviewer-matching folder")
-    p.add_argument("--permutations", type=int, default=10000, help="randomisation test samples (default 10000)")
+    p.add_argument("--permutations", type=positive_int, default=10000, help="randomisation test samples (default 10000)")
     p.add_argument("--out", help="write the comparison (with per-query deltas) as JSON here")
 
 
