@@ -88,6 +88,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (where 0 means "no limit")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
 def device_name(text: str) -> str:
     """argparse type: a torch device that exists here (`cpu`, `cuda`, `cuda:1`, `mps`; `cpu:N` is `cpu`)."""
     if text == "cpu":

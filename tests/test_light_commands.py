@@ -83,6 +83,18 @@ def test_user_errors_come_before_torch(tmp_path):
         ("unknown model '" + str(tmp_path), ["evaluate", "venue", "--model", str(tmp_path), "--out", str(tmp_path / "x")]),
         ("unknown model 'aspire-minlm'", ["demo", "--aspect-model", "aspire-minlm", "--out", str(tmp_path / "d")]),
         ("unknown model 'mpnett'", ["teacher", "--teacher", "mpnett", "--out", str(tmp_path / "t")]),
+        # a count or length out of range, by argparse (--max-length -5 was an OverflowError traceback in the
+        # tokenizer; teacher --max-papers -3 'Sample larger than population or is negative')
+        ("argument --max-length: expected a positive integer, got -5",
+         ["evaluate", "csfcube", "--model", "minilm", "--scorer", "abstract", "--max-length", "-5", "--out", "x"]),
+        ("argument --max-papers: expected an integer >= 0, got -3",
+         ["teacher", "--teacher", "minilm", "--max-papers", "-3", "--out", str(tmp_path / "t")]),
+        ("argument --max-length: expected a positive integer, got 0",
+         ["teacher", "--teacher", "minilm", "--max-length", "0", "--out", str(tmp_path / "t")]),
+        ("argument --depth: expected a positive integer, got 0", ["evaluate", "context2doc", "--bm25", "--depth", "0",
+                                                                   "--out", "x"]),
+        ("argument --rank: expected a positive integer, got 0",
+         ["export", "--model", str(tmp_path), "--adapter-only", "minilm", "--rank", "0", "--out", "x"]),
         # a config key or value, in a file or an override (index build, search, serve)
         ("unknown config key(s) ['index.knd']",
          ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "i"), "--config", str(bad_key)]),

@@ -301,7 +301,7 @@ def _context2doc_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=str(DATA / "cocite-acl"), help="co-citation folder (default %(default)s)")
     p.add_argument("--split", choices=("train", "dev", "test"), default="test", help="default test")
     add_stage_args(p)
-    p.add_argument("--depth", type=int, default=100, help="documents written per query (default 100)")
+    p.add_argument("--depth", type=positive_int, default=100, help="documents written per query (default 100)")
     p.add_argument("--exp", help="run tag (default from model/scorer)")
     p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
                    help="score `aspire search` itself: index the candidates with --model and answer each query "

@@ -33,7 +33,7 @@ def model_args(p: argparse.ArgumentParser, scorers=SCORERS, scorer_help: str = "
     p.add_argument("--batch-size", type=positive_int, default=32, help="papers encoded per forward pass")
     p.add_argument("--device", type=device_name, help="torch device for encoding and scoring (default: the model's)")
     add_backend_options(p)
-    p.add_argument("--max-length", type=int,
+    p.add_argument("--max-length", type=positive_int,
                    help="word-piece limit for independent sentences / the whole-abstract vector "
                         "(sentence-transformers pipelines: 256 for minilm, 384 for mpnet)")
     p.add_argument("--normalize", action="store_true",
@@ -91,10 +91,10 @@ def add_stage_args(p: argparse.ArgumentParser, documents: str = "title + abstrac
     p.add_argument("--k1", type=float, default=1.25, help="BM25 k1 (default 1.25)")
     p.add_argument("--b", type=float, default=0.75, help="BM25 b (default 0.75)")
     p.add_argument("--rerank", metavar="MODEL", help="re-score the top N with this cross-encoder (a directory)")
-    p.add_argument("--rerank-top", type=int, default=50, help="documents re-scored per query (default 50)")
+    p.add_argument("--rerank-top", type=positive_int, default=50, help="documents re-scored per query (default 50)")
     p.add_argument("--rerank-weight", type=float, default=1.0,
                    help="weight on the cross-encoder's z-scores against the first stage's (default 1: replace)")
-    p.add_argument("--rerank-max-length", type=int,
+    p.add_argument("--rerank-max-length", type=positive_int,
                    help="cross-encoder word pieces (default: the length the model was trained with)")
 
 

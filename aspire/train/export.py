@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+from aspire.cliutil import add_common_options, command_parser, positive_int, run_command, setup_logging
 from aspire.encoders.pretrained import SETTINGS_FILE
 from aspire.paths import model_folder
 from aspire.storage import check_replaceable
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.expo
                         help="write the adapters alone over this base model (a name such as minilm, or a directory)")
     parser.add_argument("--half", action="store_true",
                         help="with --rank: store the adapter in float16 (half the size; loads as float32)")
-    parser.add_argument("--rank", type=int, default=None,
+    parser.add_argument("--rank", type=positive_int, default=None,
                         help="with --adapter-only, for a model without adapters (a full fine-tune, a soup): "
                              "store its difference from BASE as a LoRA adapter of this rank (truncated SVD)")
     add_common_options(parser)

@@ -28,7 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from aspire.cliutil import add_common_options, command_parser, print_json, run_command, setup_logging
+from aspire.cliutil import (
+    add_common_options,
+    command_parser,
+    non_negative_int,
+    positive_int,
+    print_json,
+    run_command,
+    setup_logging,
+)
 from aspire.encoders.pretrained import MODEL_HELP, check_model
 from aspire.io import write_json
 from aspire.paths import DATA
@@ -140,8 +148,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.teac
     parser.add_argument("--acl-path", default=str(DATA / "acl-anthology" / "papers.jsonl.gz"),
                         help="the ACL Anthology abstracts (JSONL, gzipped or not)")
     parser.add_argument("--benchmarks-dir", default=str(DATA), help="benchmark papers removed ('' keeps them)")
-    parser.add_argument("--max-papers", type=int, default=8000, help="seeded sample size (0 = every paper)")
-    parser.add_argument("--max-length", type=int, default=128, help="word pieces per abstract")
+    parser.add_argument("--max-papers", type=non_negative_int, default=8000, help="seeded sample size (0 = every paper)")
+    parser.add_argument("--max-length", type=positive_int, default=128, help="word pieces per abstract")
     parser.add_argument("--sentences", action="store_true",
                         help="also encode one seeded abstract sentence a paper alone (sentence-level distillation)")
     add_common_options(parser, device=True, batch_size=True, batch_size_default=32)
