@@ -83,6 +83,12 @@ def test_user_errors_come_before_torch(tmp_path):
         ("unknown model '" + str(tmp_path), ["evaluate", "venue", "--model", str(tmp_path), "--out", str(tmp_path / "x")]),
         ("unknown model 'aspire-minlm'", ["demo", "--aspect-model", "aspire-minlm", "--out", str(tmp_path / "d")]),
         ("unknown model 'mpnett'", ["teacher", "--teacher", "mpnett", "--out", str(tmp_path / "t")]),
+        # a data stage's inputs and model (align's --teacher once failed after 4.9 s, hard-negatives' model.* after 1.8 s)
+        ("No such file or directory (--teacher)",
+         ["data", "align", "--examples", str(tmp_path), "--teacher", missing, "--out", str(tmp_path / "a")]),
+        ("unknown model 'mpnett'", ["data", "hard-negatives", "--examples", str(tmp_path), "--out", str(tmp_path / "h"),
+                                    "method=nearest", "model=mpnett"]),
+        ("No such file or directory (--in)", ["data", "filter", "--in", missing, "--out", str(tmp_path / "f")]),
         # a count or length out of range, by argparse (--max-length -5 was an OverflowError traceback in the
         # tokenizer; teacher --max-papers -3 'Sample larger than population or is negative')
         ("argument --max-length: expected a positive integer, got -5",

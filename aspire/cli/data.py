@@ -26,12 +26,14 @@ from aspire.cliutil import (
     Formatter,
     Parser,
     add_common_options,
+    check_paths,
     normalize_overrides,
     print_json,
     run_command,
     setup_logging,
 )
 from aspire.data import cocite
+from aspire.encoders.pretrained import check_model
 
 EXAMPLES = """\
   aspire data run-all --in cocitations.jsonl --out runs/cc
@@ -83,6 +85,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.data") -> 
 
 def _run(args) -> int:
     stage = args.stage
+    # the stage's inputs first (its teacher model too), before torch or the data load
+    check_paths(**{flag: getattr(args, flag, None) for flag in ("in", "fulltext", "abstracts", "examples", "teacher")})
     if stage in ("align", "hard-negatives"):
         report = _model_stage(args)
     else:
@@ -107,6 +111,7 @@ def _model_stage(args) -> dict:
     cfg = load_config(HardNegativesConfig, args.config, args.overrides)
     encode = None
     if cfg.method in ENCODED:  # the model is loaded here, at the entry point: aspire.data loads none
+        check_model(cfg.model)  # a mistyped model.* before torch loads
         from aspire.encoders import load_encoder
         from aspire.evaluate.cache import default_cache_dir
         from aspire.evaluate.encode import encode_papers
