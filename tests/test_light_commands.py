@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from aspire.config import save_config
 from aspire.index.config import IndexBuildConfig
 from tests.test_cli import HELP_ARGVS
 
+REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "faiss", "sentence_transformers")
 
 # runs each argv through the `aspire` dispatcher in one fresh interpreter; prints, per argv, its exit
@@ -83,6 +85,8 @@ def test_user_errors_come_before_torch(tmp_path):
         ("unknown model '" + str(tmp_path), ["evaluate", "venue", "--model", str(tmp_path), "--out", str(tmp_path / "x")]),
         ("unknown model 'aspire-minlm'", ["demo", "--aspect-model", "aspire-minlm", "--out", str(tmp_path / "d")]),
         ("unknown model 'mpnett'", ["teacher", "--teacher", "mpnett", "--out", str(tmp_path / "t")]),
+        ("unknown model 'minlm'", ["train", "--config", str(REPO / "configs" / "ts_aspire.yaml"), "model.encoder=minlm",
+                                   f"train.out_dir={tmp_path / 'run'}"]),
         # a data stage's inputs and model (align's --teacher once failed after 4.9 s, hard-negatives' model.* after 1.8 s)
         ("No such file or directory (--teacher)",
          ["data", "align", "--examples", str(tmp_path), "--teacher", missing, "--out", str(tmp_path / "a")]),

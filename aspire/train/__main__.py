@@ -24,6 +24,7 @@ from aspire.cliutil import (
     setup_logging,
 )
 from aspire.config import ConfigError, load_config
+from aspire.encoders.pretrained import check_model
 from aspire.paths import BEST, run_model
 from aspire.train.config import Config
 
@@ -64,6 +65,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train") ->
 
 
 def _train(cfg: Config, resume: bool) -> int:
+    if not resume:  # a mistyped model.encoder before torch loads (a resumed run loads its checkpoint's model)
+        check_model(cfg.model.encoder)
     from aspire.train.trainer import run
 
     print_json(run(cfg, resume=resume))
