@@ -58,6 +58,7 @@ from aspire.cliutil import (
 )
 from aspire.data.facets import FACET_CODE_CHOICES, selection_facet
 from aspire.data.papers import Paper, paper_from_record, read_papers
+from aspire.encoders.pretrained import check_model
 from aspire.index.config import RERANKERS, STAGES
 from aspire.io import write_text
 
@@ -468,12 +469,14 @@ def set_threads(threads: int | None) -> int:
 
 
 def check_inputs(args, overrides: list[str]) -> None:
-    """The index and the query files exist and the config overrides hold: a wrong path or key is reported before
-    torch and faiss load."""
+    """The index and the query files exist, --model names a model and the config overrides hold: a wrong path, name
+    or key is reported before torch and faiss load."""
     from aspire.index.config import check_search_overrides
     from aspire.index.disk import require_live_generation
 
     check_paths(query_file=args.query_file, queries=args.queries, cross_encoder=args.cross_encoder)
+    if args.model is not None:
+        check_model(args.model)
     check_search_overrides(args.index, require_live_generation(Path(args.index)), overrides)
 
 
