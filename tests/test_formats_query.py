@@ -79,6 +79,7 @@ def test_facet_code_errors_and_the_doc_code_option(small_csfcube, tiny_model_dir
     assert "facet code [METHOD] asked for, but the model's control codes are none" in capsys.readouterr().err
     no_doc = evaluate(small_csfcube, coded_model_dir, tmp_path / "nodoc", "--doc-code", "none")
     assert no_doc["encoder_options"] == {"code": None} and no_doc["doc_code"] is None
+    (tmp_path / "auto").mkdir()  # a ranked folder that is there: the refusal is of --facet-code with --ranked
     with pytest.raises(SystemExit):
         evaluate_main(["csfcube", "--data", str(small_csfcube), "--ranked", str(tmp_path / "auto"), "--exp", "x",
                        "--out", str(tmp_path / "y"), "--facet-code", "method"])

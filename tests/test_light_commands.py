@@ -87,6 +87,9 @@ def test_user_errors_come_before_torch(tmp_path):
         ("unknown model 'mpnett'", ["teacher", "--teacher", "mpnett", "--out", str(tmp_path / "t")]),
         ("unknown model 'minlm'", ["train", "--config", str(REPO / "configs" / "ts_aspire.yaml"), "model.encoder=minlm",
                                    f"train.out_dir={tmp_path / 'run'}"]),
+        # interpolate --model bogus once said "bogus has no document_model.json naming its base encoder: give --base"
+        ("unknown model 'bogus'", ["interpolate", "--model", "bogus", "--alpha", "0.5", "--out", str(tmp_path / "s")]),
+        ("unknown model 'minlm'", ["export", "--model", "minilm", "--adapter-only", "minlm", "--out", str(tmp_path / "e")]),
         # a data stage's inputs and model (align's --teacher once failed after 4.9 s, hard-negatives' model.* after 1.8 s)
         ("No such file or directory (--teacher)",
          ["data", "align", "--examples", str(tmp_path), "--teacher", missing, "--out", str(tmp_path / "a")]),

@@ -119,7 +119,7 @@ def build_parser(prog: str):
     cross.add_argument("--cross-encoder", metavar="DIR",
                        help="a trained cross-encoder (python -m aspire.train.crossencoder) re-scores the top "
                             "--cross-top papers from the selected sentences' text and their titles and abstracts")
-    cross.add_argument("--cross-top", type=positive_int, help="papers it re-scores (default: the index's search.cross_top, 50)")
+    cross.add_argument("--cross-top", type=int, help="papers it re-scores (default: the index's search.cross_top, 50)")
     cross.add_argument("--cross-weight", type=float,
                        help="weight in [0, 1] of its z-scored logits against the previous stage's (default: the "
                             "index's search.cross_weight, 1: its order alone)")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aspire.cliutil import add_common_options, command_parser, positive_int, run_command, setup_logging
-from aspire.encoders.pretrained import SETTINGS_FILE
+from aspire.encoders.pretrained import SETTINGS_FILE, check_model
 from aspire.paths import model_folder
 from aspire.storage import check_replaceable
 
@@ -245,6 +245,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.expo
 
     def export() -> int:
         check_replaceable(args.out, SETTINGS_FILE, "an exported model's folder")  # before any model loads
+        for model in [args.model, *([args.adapter_only] if args.adapter_only else [])]:
+            check_model(model)
         if args.half and args.rank is None:
             raise ValueError("--half stores a low-rank adapter in float16: it needs --rank (and --adapter-only BASE)")
         if args.rank is not None:

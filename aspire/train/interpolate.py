@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
+from aspire.encoders.pretrained import check_model
 from aspire.paths import model_folder
 from aspire.storage import check_replaceable
 
@@ -192,6 +193,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.inte
     def write() -> int:
         # a run folder or another model given as --out would get these model files among its own
         check_replaceable(args.out, RECORD_FILE, "an earlier interpolation's folder")
+        for model in [*args.model, *([args.base] if args.base else [])]:  # by name, before torch loads
+            check_model(model)
         if len(args.model) > 1:
             if args.alpha is not None or args.base is not None:
                 raise ValueError("--alpha and --base interpolate one model; a soup of several takes neither")
