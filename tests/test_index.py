@@ -275,6 +275,13 @@ def test_cli_build_add_info_and_model_check(tmp_path, tiny_model_dir, capsys):
     from aspire.index import model_fingerprint
 
     assert index.model_fingerprint == model_fingerprint(load_encoder(tiny_model_dir))
+    capsys.readouterr()
+    live = (out / "CURRENT").read_text()  # adding only what is indexed already: refused, no new generation
+    assert index_main(["add", "--index", str(out), "--corpus", str(more)]) == 2
+    assert capsys.readouterr().err == (f"error: nothing to add: all 1 records of {more} are indexed already or were "
+                                       "rejected: paper 'q': indexed already\n")
+    assert (out / "CURRENT").read_text() == live
+    more.write_text(json.dumps({"paper_id": "r", "title": "t", "abstract": ["more data."]}) + "\n")
     other = tmp_path / "other-model"
     shutil.copytree(tiny_model_dir, other)
     enc = load_encoder(other)

@@ -85,18 +85,27 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
                  overrides: Sequence[str] = (), progress: bool = True) -> tuple[SentenceIndex, Path, int]:
     """Encode the papers of `corpus` not yet indexed and add them to the index under `root` (lock
     held throughout); returns the index, its new generation directory and the number added.
-    `overrides` (e.g. `encode.batch_size=64`) change the saved config for this run only."""
+    `overrides` (e.g. `encode.batch_size=64`) change the saved config for this run only. A corpus with no paper
+    to add (every record unreadable or indexed already, checked before the model loads, or rejected by the
+    encoding) is refused with a ValueError, and the live generation stays as it is."""
     root = Path(root)
     with index_lock(root):
         index = SentenceIndex.load(root, mmap=False)
         encode_config = apply_overrides(index.config, overrides).encode
         papers, unreadable = read_corpus(corpus, encode_config)
+        if not any(p.paper_id not in index.positions for p in papers):
+            known = [{"paper_id": p.paper_id, "reason": "indexed already"} for p in papers]
+            raise ValueError(f"nothing to add: all {len(papers) + len(unreadable)} records of {corpus} are indexed "
+                             "already or were rejected" + describe_rejected(unreadable + known))
         encoder = _loader(load_encoder)(model or index.model_name)
         fingerprint = model_fingerprint(encoder)
         index.check_model(fingerprint)
         before = index.n_papers
         encoded = encode_corpus(encoder, papers, encode_config, skip_ids=index.positions, progress=progress)
         encoded.rejected = unreadable + encoded.rejected
+        if len(encoded) == 0:
+            raise ValueError(f"nothing to add: all {len(encoded.rejected)} records of {corpus} were rejected"
+                             + describe_rejected(encoded.rejected))
         index.add(encoded, fingerprint)
         return index, index.save(root), index.n_papers - before
 
