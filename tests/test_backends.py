@@ -258,6 +258,9 @@ def test_index_cli_builds_with_onnx_and_add_checks_the_backend(tmp_path, tiny_mo
                        "--backend", "onnx", "index.kind=flat"]) == 0
     assert SentenceIndex.load(out).model_fingerprint == fast.fingerprint()
     capsys.readouterr()
+    corpus = tmp_path / "more.jsonl"  # new papers: a corpus indexed already is refused before any model check
+    corpus.write_text("".join(json.dumps({"paper_id": f"new-{p.paper_id}", "title": p.title, "abstract": p.sentences})
+                              + "\n" for p in PAPERS))
     # exact vectors are not added to an index of fast ones (ModelMismatchError, one error line)
     assert index_main(["add", "--index", str(out), "--corpus", str(corpus), "--backend", "torch"]) == 2
     err = capsys.readouterr().err
