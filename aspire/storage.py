@@ -17,7 +17,8 @@ two processes write at once.
   records its holder (pid, host, command, start) in `FOLDER/.lock.holder` while it holds it, so a second
   process fails at once with a message naming the first.
 - **A folder replaced is one aspire wrote.** `check_replaceable(path, marker, kind)` comes before a write
-  that replaces its output folder or the files in it (an encoding's shard, an exported or interpolated model):
+  that replaces its output folder or the files in it (an encoding's shard, an exported or interpolated model,
+  teacher vectors):
   the folder may be absent, empty, or hold `marker`, the file an earlier write of the same kind left. Anything
   else (`--out runs` meant as `--out runs/vectors`) is refused before anything is removed or overwritten.
 """
