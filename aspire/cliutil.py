@@ -77,26 +77,23 @@ def command_parser(prog: str, doc: str | None, examples: str, **kwargs) -> argpa
                   formatter_class=Formatter, allow_abbrev=False, **kwargs)
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _int_at_least(low: int, wording: str, name: str) -> Callable[[str], int]:
+    """An argparse type: an integer >= `low`, else ArgumentTypeError "expected <wording>, got ..."."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {wording}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {wording}, got {value}")
+        return value
+
+    parse.__name__ = name
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0 (where 0 means "no limit")."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
+positive_int = _int_at_least(1, "a positive integer", "positive_int")  # argparse type: an integer >= 1
+non_negative_int = _int_at_least(0, "an integer >= 0", "non_negative_int")  # >= 0, where 0 means "no limit"
 
 
 def device_name(text: str) -> str:
