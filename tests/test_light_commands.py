@@ -58,6 +58,9 @@ def test_user_errors_come_before_torch(tmp_path):
     save_config(IndexBuildConfig(), built / "gen-000001" / "config.yaml")  # its search section: overrides' base
     corpus = tmp_path / "papers.jsonl"
     corpus.write_text("")
+    examples = tmp_path / "examples"  # a split folder of `aspire data` (its groups file is all evaluate reads first)
+    examples.mkdir()
+    (examples / "groups.dev.jsonl").write_text("")
     bad_key = tmp_path / "index.yaml"
     bad_key.write_text("index:\n  knd: flat\n")
     cases = [  # (what the one error line says, the command line)
@@ -75,6 +78,8 @@ def test_user_errors_come_before_torch(tmp_path):
         ("no CURRENT file", ["serve", "--index", str(tmp_path)]),
         ("already holds an index", ["index", "build", "--corpus", str(corpus), "--out", str(built)]),
         ("no groups.dev.jsonl in --examples", ["cosentbert", "evaluate", "--examples", str(tmp_path)]),
+        ("No such file or directory (--model)", ["cosentbert", "evaluate", "--examples", str(examples), "--model",
+                                                 missing]),
         ("papers file not found: " + missing, ["papers", "check", missing]),
         ("papers file not found: " + missing, ["papers", "split", missing, "--out", str(tmp_path / "s.jsonl")]),
         # a mistyped model, before the corpus, the benchmark or the first row of the demo is read or encoded

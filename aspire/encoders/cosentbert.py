@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from aspire.cliutil import check_fresh_out, command_parser, parse_and_run, print_json
+from aspire.cliutil import check_fresh_out, check_paths, command_parser, parse_and_run, print_json
 from aspire.config import load_config, ranged, save_config, to_dict
 from aspire.io import iter_jsonl, write_json
 
@@ -236,6 +236,8 @@ def _run(args) -> int:
     if not groups.is_file():
         raise FileNotFoundError(2, f"no groups.{split}.jsonl in --examples (a split folder of `aspire data`)",
                                 str(groups))
+    if args.command == "evaluate" and args.model:
+        check_paths(model=args.model)  # a model directory: a wrong one before sentence-transformers loads
     if args.command == "train":
         cfg = load_config(CoSentBertConfig, args.config, args.overrides)
         check_fresh_out(args.out)
