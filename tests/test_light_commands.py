@@ -95,6 +95,10 @@ def test_user_errors_come_before_torch(tmp_path):
         # interpolate --model bogus once said "bogus has no document_model.json naming its base encoder: give --base"
         ("unknown model 'bogus'", ["interpolate", "--model", "bogus", "--alpha", "0.5", "--out", str(tmp_path / "s")]),
         ("unknown model 'minlm'", ["export", "--model", "minilm", "--adapter-only", "minlm", "--out", str(tmp_path / "e")]),
+        # a cross-encoder by name or folder (train-crossencoder once ranked for 27 s first, self-train ran on)
+        ("unknown model 'minlm'", ["train-crossencoder", "--out", str(tmp_path / "ce"), "base_model=minlm"]),
+        ("unknown model 'minlm'", ["self-train", "--out", str(tmp_path / "st"), "train.base_model=minlm"]),
+        ("unknown model '" + missing, ["evaluate", "context2doc", "--bm25", "--rerank", missing, "--out", "x"]),
         # a data stage's inputs and model (align's --teacher once failed after 4.9 s, hard-negatives' model.* after 1.8 s)
         ("No such file or directory (--teacher)",
          ["data", "align", "--examples", str(tmp_path), "--teacher", missing, "--out", str(tmp_path / "a")]),

@@ -613,6 +613,8 @@ def _run(args) -> int:
     model = getattr(args, "model", None)
     if model and not (args.command == "suite" and model == "bm25"):
         check_model(model)
+    if getattr(args, "rerank", None):  # the cross-encoder: a name or a directory
+        check_model(args.rerank)
     return COMMANDS[args.command].run(args.command_parser, args)
 
 

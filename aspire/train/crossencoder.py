@@ -22,6 +22,7 @@ from pathlib import Path
 
 from aspire.cliutil import check_fresh_out, command_parser, parse_and_run, print_json
 from aspire.config import load_config, ranged, save_config, to_dict
+from aspire.encoders.pretrained import check_model
 from aspire.io import write_json
 from aspire.paths import DATA
 
@@ -154,6 +155,7 @@ def config_cli(argv, prog: str, doc: str, config_cls, example: str, run, example
     def go(args) -> int:
         cfg = load_config(config_cls, args.config, args.overrides)
         check_fresh_out(args.out)
+        check_model(getattr(cfg, "train", cfg).base_model)  # self-training's cross-encoder is its `train` section
         print_json(run(args.data, args.out, cfg), indent=2)
         return 0
 
