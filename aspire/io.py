@@ -18,6 +18,7 @@ which writes through `atomic_write`; this module imports nothing of aspire but `
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import uuid
@@ -49,6 +50,8 @@ def atomic_write(path: str | Path, mode: str = "w", *, fsync: bool = False, enco
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write mode must be 'w' or 'wb', got {mode!r}")
     path = Path(path)
+    if path.is_dir():  # said of the target, before anything is written (the rename would name the temporary file)
+        raise IsADirectoryError(errno.EISDIR, "Is a directory, not a file", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
     text = mode == "w"

@@ -37,6 +37,16 @@ def test_atomic_write_replaces_whole_or_not_at_all(tmp_path):
             pass
 
 
+def test_a_folder_as_the_target_is_named_before_anything_is_written(tmp_path):
+    """`papers split X --out DIR` once did all its work, then failed naming its temporary file
+    ("Is a directory: .DIR.0ee92cbb9dde.tmp")."""
+    (tmp_path / "out").mkdir()
+    with pytest.raises(IsADirectoryError, match=f"Is a directory, not a file: '{tmp_path / 'out'}'"):
+        with atomic_write(tmp_path / "out"):
+            pytest.fail("opened for writing")
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
 def test_concurrent_writers_use_their_own_temporary_files(tmp_path):
     path = tmp_path / "x.json"
     with atomic_write(path) as first, atomic_write(path) as second:

@@ -122,6 +122,8 @@ def test_user_errors_come_before_torch(tmp_path):
          ["index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "i"), "--config", str(bad_key)]),
         ("index.kind: 'hnsq' is not one of", ["index", "build", "--corpus", str(corpus), "--out", "x", "index.kind=hnsq"]),
         ("unknown model 'minlm'", ["search", "--index", str(built), "--query-id", "p1", "--model", "minlm"]),
+        ("Is a directory, not a file (--run-out)",  # once found at the write, after every query had run
+         ["search", "--index", str(built), "--query-id", "p1", "--run-out", str(tmp_path)]),
         ("search.k: must be >= 1, got 0", ["search", "--index", str(built), "--query-id", "p1", "search.k=0"]),
         ("search.rerank: 'bogus' is not one of", ["search", "--index", str(built), "--query-id", "p1", "rerank=bogus"]),
         ("search.ot_tau: must be > 0, got -1.0", ["serve", "--index", str(built), "search.ot_tau=-1"]),

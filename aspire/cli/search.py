@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -475,6 +476,8 @@ def check_inputs(args, overrides: list[str]) -> None:
     from aspire.index.disk import require_live_generation
 
     check_paths(query_file=args.query_file, queries=args.queries, cross_encoder=args.cross_encoder)
+    if args.run_out and Path(args.run_out).is_dir():  # before the queries run, not at the write after them
+        raise IsADirectoryError(errno.EISDIR, "Is a directory, not a file (--run-out)", args.run_out)
     if args.model is not None:
         check_model(args.model)
     check_search_overrides(args.index, require_live_generation(Path(args.index)), overrides)
