@@ -25,6 +25,7 @@ import argparse
 import difflib
 import json
 import logging
+import math
 import os
 import re
 import sys
@@ -94,6 +95,17 @@ def _int_at_least(low: int, wording: str, name: str) -> Callable[[str], int]:
 
 positive_int = _int_at_least(1, "a positive integer", "positive_int")  # argparse type: an integer >= 1
 non_negative_int = _int_at_least(0, "an integer >= 0", "non_negative_int")  # >= 0, where 0 means "no limit"
+
+
+def number_list(text: str) -> list[float]:
+    """argparse type: comma-separated finite numbers, such as a fusion's weights ("0.3,0.7")."""
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"expected finite numbers, got {text!r}")
+    return values
 
 
 def device_name(text: str) -> str:

@@ -105,6 +105,11 @@ def test_user_errors_come_before_torch(tmp_path):
         ("unknown model 'mpnett'", ["data", "hard-negatives", "--examples", str(tmp_path), "--out", str(tmp_path / "h"),
                                     "method=nearest", "model=mpnett"]),
         ("No such file or directory (--in)", ["data", "filter", "--in", missing, "--out", str(tmp_path / "f")]),
+        # fusion weights once failed as "could not convert string to float: 'a'"
+        ("argument --weights: expected comma-separated numbers, got 'a,b'",
+         ["evaluate", "fuse", "--run", "x:e", "--run", "y:e", "--weights", "a,b", "--exp", "f", "--out", "x"]),
+        ("argument --weights: expected finite numbers, got '1,nan'",
+         ["evaluate", "fuse-runs", "x", "y", "--weights", "1,nan", "--out", "x"]),
         # a count or length out of range, by argparse (--max-length -5 was an OverflowError traceback in the
         # tokenizer; teacher --max-papers -3 'Sample larger than population or is negative')
         ("argument --max-length: expected a positive integer, got -5",

@@ -40,6 +40,7 @@ from aspire.cliutil import (
     command_parser,
     device_name,
     normalize_overrides,
+    number_list,
     positive_int,
     print_json,
     run_command,
@@ -189,7 +190,7 @@ def _fuse_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=str(DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
     p.add_argument("--run", action="append", required=True, metavar="DIR:EXP",
                    help="a folder of ranked files and their experiment name; give two or more")
-    p.add_argument("--weights", help="comma-separated, one per --run (default equal)")
+    p.add_argument("--weights", type=number_list, help="comma-separated, one per --run (default equal)")
     p.add_argument("--fusion", choices=FUSION_METHODS, default=None,
                    help="z or minmax (per-query normalised weighted sum) or rrf (default z)")
     p.add_argument("--norm", choices=("zmuv", "min-max"), help="older spelling: --norm zmuv is --fusion z, min-max minmax")
@@ -205,7 +206,7 @@ def _fuse(parser, args) -> int:
         inputs = [parse_run(spec) for spec in args.run]
     except ValueError as err:
         parser.error(str(err))
-    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    weights = args.weights
     results = fuse_csfcube(args.data, inputs, args.out, args.exp, weights, fusion_option(args.fusion, args.norm, parser))
     print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
     print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}  {DEV_NOTE}")
@@ -219,7 +220,7 @@ def _reviewers_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=str(DATA / "reviewer-matching"), help="data folder (default %(default)s)")
     p.add_argument("--predictions", metavar="DIR:EXP", help="score the files DIR/EXP_d_20_N_ta.json as given")
     p.add_argument("--aggregate", default="max", help="over a reviewer's papers: max (default), mean, topk:K")
-    p.add_argument("--weights", help="comma-separated weights when --scorer lists several (fused)")
+    p.add_argument("--weights", type=number_list, help="comma-separated weights when --scorer lists several (fused)")
     p.add_argument("--exp", help="experiment name of the written predictions (default model-scorer-aggregate)")
     add_stage_args(p, "title + abstract (a submission's against each archive paper's)")
     p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
@@ -262,7 +263,7 @@ def _reviewers(parser, args) -> int:
     if not args.out or not ((args.model and args.scorer) or (stages.bm25 and not (args.model or args.scorer))):
         parser.error("give --predictions DIR:EXP, or --model, --scorer (and/or --bm25) and --out")
     scorers = args.scorer.split(",") if args.scorer else []
-    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    weights = args.weights
     base = f"{Path(args.model).name}-{'+'.join(scorers)}" if args.model else None
     exp = args.exp or f"{stages.exp(base)}-{args.aggregate.replace(':', '')}"
     options = eval_options(args, scorers) if args.model else None
@@ -379,7 +380,7 @@ def _compare(parser, args) -> int:
 
 def _fuse_runs_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("runs", nargs="+", help="two or more run files or results folders (run.trec + qrels.trec)")
-    p.add_argument("--weights", help="comma-separated, one per run (default equal)")
+    p.add_argument("--weights", type=number_list, help="comma-separated, one per run (default equal)")
     p.add_argument("--fusion", choices=FUSION_METHODS, default=None,
                    help="z or minmax (per-query normalised weighted sum) or rrf (default z)")
     p.add_argument("--norm", choices=("zmuv", "min-max"), help="older spelling: --norm zmuv is --fusion z, min-max minmax")
@@ -399,7 +400,7 @@ def _fuse_runs(parser, args) -> int:
         parser.error("give two or more runs")
     paths = [Path(r) / "run.trec" if Path(r).is_dir() else Path(r) for r in args.runs]
     qrels_path = args.qrels or (Path(args.runs[0]) / "qrels.trec" if Path(args.runs[0]).is_dir() else None)
-    weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    weights = args.weights
     fusion = fusion_option(args.fusion, "rrf" if args.method == "rrf" else args.norm, parser)
     fused = fuse_runs([read_run(p) for p in paths], weights, fusion)
     out = Path(args.out)
