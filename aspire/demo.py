@@ -80,9 +80,9 @@ def _demo(args) -> int:
     if not Path(args.data).is_dir():
         print(f"error: CSFCube not found at {args.data} (see ../shared/data/README.md)", file=sys.stderr)
         return 2
-    for model in (args.model, args.aspect_model):  # both, before the first row is encoded
-        if model != "none":
-            check_model(model)
+    check_model(args.model)  # both models, before the first row is encoded
+    if args.aspect_model != "none":
+        check_model(args.aspect_model)
 
     requested = args.backend, args.quantize  # the aspect model's backend is chosen for it from the same request
     args.backend, args.quantize, note = resolve_backend(args.backend, args.quantize, args.model, args.device)

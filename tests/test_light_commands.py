@@ -89,6 +89,7 @@ def test_user_errors_come_before_torch(tmp_path):
         ("unknown model 'minlm'", ["evaluate", "suite", "--model", "minlm", "--scorer", "ot", "--out", str(tmp_path / "x")]),
         ("unknown model '" + str(tmp_path), ["evaluate", "venue", "--model", str(tmp_path), "--out", str(tmp_path / "x")]),
         ("unknown model 'aspire-minlm'", ["demo", "--aspect-model", "aspire-minlm", "--out", str(tmp_path / "d")]),
+        ("unknown model 'none'", ["demo", "--model", "none", "--out", str(tmp_path / "d")]),  # 'none' is --aspect-model's
         ("unknown model 'mpnett'", ["teacher", "--teacher", "mpnett", "--out", str(tmp_path / "t")]),
         ("unknown model 'minlm'", ["train", "--config", str(REPO / "configs" / "ts_aspire.yaml"), "model.encoder=minlm",
                                    f"train.out_dir={tmp_path / 'run'}"]),
