@@ -44,8 +44,8 @@ EXAMPLES = """\
 
 def _parser(prog: str = "python -m aspire.data") -> argparse.ArgumentParser:
     parser = Parser(prog=prog, description=__doc__.split("\n")[0], formatter_class=Formatter,
-                                     epilog="stages, in order:\n" + __doc__.split("\n\n")[1] + "\n\nexamples:\n"
-                                     + EXAMPLES, allow_abbrev=False)
+                    epilog="stages, in order:\n" + __doc__.split("\n\n")[1] + "\n\nexamples:\n" + EXAMPLES,
+                    allow_abbrev=False)
     stages = parser.add_subparsers(dest="stage", required=True, metavar="STAGE", help="STAGE --help for its options")
 
     def stage(name: str, help_: str, **inputs: str) -> argparse.ArgumentParser:

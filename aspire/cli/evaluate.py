@@ -206,8 +206,8 @@ def _fuse(parser, args) -> int:
         inputs = [parse_run(spec) for spec in args.run]
     except ValueError as err:
         parser.error(str(err))
-    weights = args.weights
-    results = fuse_csfcube(args.data, inputs, args.out, args.exp, weights, fusion_option(args.fusion, args.norm, parser))
+    results = fuse_csfcube(args.data, inputs, args.out, args.exp, args.weights,
+                           fusion_option(args.fusion, args.norm, parser))
     print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
     print(f"CSFCube dev  MAP / NDCG%20  {csfcube.format_table(results, 'dev')}  {DEV_NOTE}")
     print(f"wrote {Path(args.out) / 'results.json'}")
@@ -263,11 +263,10 @@ def _reviewers(parser, args) -> int:
     if not args.out or not ((args.model and args.scorer) or (stages.bm25 and not (args.model or args.scorer))):
         parser.error("give --predictions DIR:EXP, or --model, --scorer (and/or --bm25) and --out")
     scorers = args.scorer.split(",") if args.scorer else []
-    weights = args.weights
     base = f"{Path(args.model).name}-{'+'.join(scorers)}" if args.model else None
     exp = args.exp or f"{stages.exp(base)}-{args.aggregate.replace(':', '')}"
     options = eval_options(args, scorers) if args.model else None
-    results = run_reviewers(rset, args.model, scorers, args.out, exp, args.aggregate, weights, options, stages)
+    results = run_reviewers(rset, args.model, scorers, args.out, exp, args.aggregate, args.weights, options, stages)
     print(f"{exp}: {format_result(results)}")
     print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
     if stages.rerank is not None:
@@ -400,12 +399,11 @@ def _fuse_runs(parser, args) -> int:
         parser.error("give two or more runs")
     paths = [Path(r) / "run.trec" if Path(r).is_dir() else Path(r) for r in args.runs]
     qrels_path = args.qrels or (Path(args.runs[0]) / "qrels.trec" if Path(args.runs[0]).is_dir() else None)
-    weights = args.weights
     fusion = fusion_option(args.fusion, "rrf" if args.method == "rrf" else args.norm, parser)
-    fused = fuse_runs([read_run(p) for p in paths], weights, fusion)
+    fused = fuse_runs([read_run(p) for p in paths], args.weights, fusion)
     out = Path(args.out)
     write_run(out / "run.trec", fused, "fused")
-    results = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": weights}
+    results = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": args.weights}
     if qrels_path:
         qrels = read_qrels(qrels_path)
         write_qrels(out / "qrels.trec", qrels)
