@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Callable, Sequence
 
 from aspire.jsonsafe import dumps
+from aspire.storage import is_empty_folder
 
 EXIT_USER_ERROR = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a Unix tool whose reader went away
@@ -285,10 +286,9 @@ def check_fresh_out(out: str | os.PathLike) -> None:
     FileExistsError otherwise, before any training. A run written into an earlier run's folder would replace its
     model and leave the files the new run does not write (a round, a checkpoint) beside the new ones, as
     `aspire train` refuses an `out_dir` that holds checkpoints."""
+    if is_empty_folder(out):
+        return
     if os.path.isdir(out):
-        with os.scandir(out) as entries:
-            if not any(entries):
-                return
         raise FileExistsError(f"--out {out} already holds an earlier run's files; choose another --out or "
                               "remove that folder first")
     if os.path.exists(out):

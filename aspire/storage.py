@@ -154,18 +154,22 @@ def remove_cache_file(path: str | Path) -> None:
     record_path(path).unlink(missing_ok=True)
 
 
+def is_empty_folder(path: str | os.PathLike) -> bool:
+    """Whether `path` is a folder with nothing in it."""
+    if not os.path.isdir(path):
+        return False
+    with os.scandir(path) as entries:
+        return not any(entries)
+
+
 def check_replaceable(path: str | Path, marker: str, kind: str) -> None:
     """FileExistsError unless `path` is absent, an empty folder, or a folder holding `marker` (an earlier `kind`
     written there, which the caller may replace). Nothing is removed here."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return
-    if path.is_dir() and not path.is_symlink():
-        if (path / marker).is_file():
-            return
-        with os.scandir(path) as entries:
-            if not any(entries):
-                return
+    if path.is_dir() and not path.is_symlink() and ((path / marker).is_file() or is_empty_folder(path)):
+        return
     raise FileExistsError(f"{path} exists and is not {kind} (no {marker} in it); it is left as it is: choose a new "
                           "or empty folder")
 
