@@ -106,6 +106,18 @@ def test_sentence_without_pieces_is_an_error_naming_the_paper(encoder):
         encoder.encode([Paper("bad", "Title", ["A model.", "   ", "Text."])])
 
 
+@pytest.mark.parametrize("one", [PAPERS[0], {"paper_id": "a", "title": "t", "abstract": ["A model."]},
+                                 "We propose a model.", None], ids=["Paper", "dict", "str", "None"])
+def test_one_paper_not_in_a_list_is_refused_by_every_encode(encoder, one):
+    """Iterating a lone string or record would encode its characters or keys as papers."""
+    for encode in (encoder.encode, encoder.encode_independent, encoder.encode_abstract, encoder.truncation_report):
+        with pytest.raises(TypeError, match=f"expected a list of papers, got {type(one).__name__}"):
+            encode(one)
+    record = {"paper_id": "a", "title": PAPERS[0].title, "abstract": PAPERS[0].sentences}
+    torch.testing.assert_close(encoder.encode_abstract([record]), encoder.encode_abstract([PAPERS[0]]))
+    assert encoder.encode_independent(p for p in [record]).paper_ids == ["a"]
+
+
 def test_save_and_load_in_hugging_face_format(tmp_path, tiny_model_dir):
     enc = load_encoder(tiny_model_dir, include_title=True, max_length=64)
     enc.save_pretrained(tmp_path / "saved")

@@ -329,8 +329,13 @@ def as_papers(items: Iterable[Paper | dict | str], splitter: str | SentenceSplit
     """Papers from `Paper`s, records (dicts with paper_id, title, abstract) or plain abstract strings.
 
     A string becomes a paper with an empty title, split into sentences by `splitter`, and its
-    position in `items` as its id ("0", "1", ...). A bad record raises ValueError naming its item.
+    position in `items` as its id ("0", "1", ...). A bad record raises ValueError naming its item; one
+    paper given alone (a string, a dict or a `Paper`, not a list of them) raises TypeError, since iterating it
+    would encode its characters or keys as papers.
     """
+    if isinstance(items, (str, dict, Paper)) or items is None:
+        one = "" if items is None else " (one paper: pass it in a list, [paper])"
+        raise TypeError(f"expected a list of papers, got {type(items).__name__}{one}")
     built: list[SentenceSplitter] = []
 
     def get_splitter() -> SentenceSplitter:

@@ -386,8 +386,9 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         self.train(was_training)
         return out
 
-    def encode_independent(self, papers: Sequence[Paper], *, normalize: bool = False, **kwargs) -> DocBatch:
+    def encode_independent(self, papers: Sequence[Paper | dict | str], *, normalize: bool = False, **kwargs) -> DocBatch:
         """Each sentence encoded alone, without its abstract as context (the "sentence model" baseline)."""
+        papers = as_papers(papers)
         sents = [paper_sentences(p, self.include_title) for p in papers]
         flat = [s for paper_sents in sents for s in paper_sents]
         vecs = self.embed_texts(flat, normalize=normalize, **kwargs)  # (N, D)
@@ -396,7 +397,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
 
     def encode_abstract(
         self,
-        papers: Sequence[Paper],
+        papers: Sequence[Paper | dict | str],
         *,
         pooling: Literal["mean", "cls"] = "mean",
         joiner: str | None = None,
@@ -405,6 +406,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     ) -> Tensor:
         """One vector per paper -> (B, D). `joiner=None` encodes (title, abstract) as a text pair
         (`[CLS] title [SEP] abstract [SEP]`); a string joins them into one text instead."""
+        papers = as_papers(papers)
         if joiner is None:
             abstracts = [" ".join(p.sentences) for p in papers]
             return self.embed_texts([p.title for p in papers], abstracts, pooling=pooling, normalize=normalize, **kwargs)

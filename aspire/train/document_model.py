@@ -41,7 +41,7 @@ from torch.profiler import record_function
 
 from aspire.batch import DocBatch
 from aspire.config import from_dict, to_dict
-from aspire.data.papers import Paper
+from aspire.data.papers import Paper, as_papers
 from aspire.encoders.codes import code_token
 from aspire.losses import (
     aligned_sentence_dist,
@@ -307,8 +307,10 @@ class DocumentModel(nn.Module):
 
     # ---- inference --------------------------------------------------------------------------------
     @torch.no_grad()
-    def encode(self, papers: Sequence[Paper], batch_size: int = 32) -> DocBatch:
-        """DocBatch of `papers` (in order, on the model's device) from the training forward pass."""
+    def encode(self, papers: Sequence[Paper | dict | str], batch_size: int = 32) -> DocBatch:
+        """DocBatch of `papers` (in order, on the model's device) from the training forward pass; `papers` as
+        `ContextualEncoder.encode` takes them (`aspire.data.papers.as_papers`)."""
+        papers = as_papers(papers)
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device
