@@ -231,3 +231,16 @@ def test_the_long_abstract_warning_names_twenty_and_the_command_lists_every_one(
     out, err = capsys.readouterr()
     assert [line.split("\t")[0] for line in out.splitlines()] == [p.paper_id for p in long]
     assert "25 of 26 papers longer than 128 word pieces" in err
+
+
+def test_non_finite_vectors_are_an_error_naming_the_papers(tiny_model_dir):
+    """A model holding a NaN (a diverged run) gave papers NaN vectors, which every scorer then ranked first."""
+    broken = load_encoder(tiny_model_dir)
+    piece = broken.tokenizer("citation", add_special_tokens=False)["input_ids"][0]
+    with torch.no_grad():
+        broken.model.embeddings.word_embeddings.weight[piece] = float("nan")
+    with pytest.raises(ValueError, match=r"non-finite vectors for 1 item\(s\): paper p2;"):
+        broken.encode(PAPERS)
+    with pytest.raises(ValueError, match=r"non-finite vectors for 1 item\(s\): text 1;"):
+        broken.encode_abstract(PAPERS)
+    assert broken.encode([PAPERS[0], PAPERS[2]]).paper_ids == ["p1", "p3"]

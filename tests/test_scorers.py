@@ -85,6 +85,16 @@ def test_l2_costs_equal_brute_force_and_have_finite_gradient_at_zero():
     assert torch.isfinite(grad).all()
 
 
+def test_a_nan_vector_is_nan_apart_not_zero():
+    """sqrt(max(sq, 0)) once mapped NaN to 0, so a NaN candidate was every query's nearest paper."""
+    q, c = random_batch([2], seed=1), random_batch([2, 2], seed=2)
+    c.emb[1, 0] = float("nan")
+    for cost in (cross_l2_cost(q.emb, c.emb)[0, 1], l2_cost(q.emb, c.emb[1:])[0]):
+        assert torch.isnan(cost[:, 0]).all() and torch.isfinite(cost[:, 1]).all()
+    scores = get_scorer("minl2").score(q, c)[0]
+    assert torch.isfinite(scores[0]) and torch.isnan(scores[1])
+
+
 def test_minl2_equals_brute_force_double_loop():
     q, c = random_batch([3, 5, 1], seed=3), random_batch([4, 2], seed=4)
     q = q.with_mask(q.mask & ~torch.tensor([[False, True, False, False, False]] * 3))  # drop sentence 1

@@ -53,6 +53,18 @@ def paper_sentences(paper: Paper, include_title: bool) -> list[str]:
     return list(paper.sentences)
 
 
+def raise_if_not_finite(vectors: Tensor, names: Sequence[str]) -> None:
+    """ValueError naming every item (one a row of `vectors`, (N, ...)) with a NaN or infinite value: a model that
+    diverged in training or overflowed in half precision would otherwise put such papers first in every search
+    (a NaN compares as no distance at all)."""
+    bad = (~torch.isfinite(vectors)).flatten(1).any(1).nonzero().flatten().tolist()
+    if bad:
+        shown = ", ".join(str(names[i]) for i in bad[:LONG_IDS_SHOWN])
+        more = f" and {len(bad) - LONG_IDS_SHOWN} more" if len(bad) > LONG_IDS_SHOWN else ""
+        raise ValueError(f"the model gave non-finite vectors for {len(bad)} item(s): {shown}{more}; its weights "
+                         "may hold NaN or inf (a diverged training run) or overflow in its precision")
+
+
 class ContextualSentenceEncoder(TaskFormats, nn.Module):
     """Any Hugging Face encoder turned into a contextual sentence encoder returning `DocBatch`.
 
@@ -323,6 +335,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             batch = self.forward(inputs.to(self.device), max_rows=batch_size)
             emb, mask = batch.emb.float().cpu(), batch.mask.cpu()
             whole[chunk] = batch.whole.float().cpu()
+            raise_if_not_finite(torch.cat([emb.masked_fill(~mask[..., None], 0.0).flatten(1), whole[chunk]], 1),
+                                [f"paper {papers[i].paper_id}" for i in chunk])
             for row, i in enumerate(chunk):
                 vectors[i] = emb[row, : inputs.n_sentences[row]]
                 masks[i] = mask[row, : inputs.n_sentences[row]]
@@ -381,6 +395,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             if normalize:
                 vec = nn.functional.normalize(vec, dim=-1)
             out[idx] = vec.float().cpu()
+            raise_if_not_finite(out[idx], [f"text {i}" for i in idx])
             bar.update(len(idx))
         bar.close()
         self.train(was_training)

@@ -18,9 +18,10 @@ _HALF = (torch.float16, torch.bfloat16)
 
 
 def _safe_sqrt(sq: Tensor) -> Tensor:
-    """sqrt(max(sq, 0)) whose gradient is 0 (not NaN/inf) where sq <= 0."""
+    """sqrt(max(sq, 0)) whose gradient is 0 (not NaN/inf) where sq <= 0; NaN stays NaN (a NaN vector is no
+    distance 0 from everything)."""
     pos = sq > 0
-    return torch.where(pos, torch.sqrt(torch.where(pos, sq, 1.0)), 0.0)
+    return torch.where(pos, torch.sqrt(torch.where(pos, sq, 1.0)), sq.clamp_min(0.0) * 0.0)
 
 
 def _sq_norms(x: Tensor) -> Tensor:
