@@ -64,6 +64,10 @@ class DocBatch:
         """Pad a list of per-paper (S_i, D) tensors into one batch (`whole`: (B, D) or None)."""
         if not vectors:
             raise ValueError("DocBatch.from_list needs at least one paper")
+        for i, (v, s) in enumerate(zip(vectors, sentences)):
+            if len(s) != v.shape[0]:
+                who = f"paper {paper_ids[i]}" if i < len(paper_ids) else f"paper {i}"
+                raise ValueError(f"DocBatch.from_list: {who} has {v.shape[0]} vectors and {len(s)} sentences")
         lengths = torch.tensor([v.shape[0] for v in vectors], device=vectors[0].device)
         emb = torch.nn.utils.rnn.pad_sequence(list(vectors), batch_first=True)  # (B, S, D)
         mask = torch.arange(emb.shape[1], device=emb.device)[None, :] < lengths[:, None]  # (B, S)

@@ -244,3 +244,21 @@ def test_non_finite_vectors_are_an_error_naming_the_papers(tiny_model_dir):
     with pytest.raises(ValueError, match=r"non-finite vectors for 1 item\(s\): text 1;"):
         broken.encode_abstract(PAPERS)
     assert broken.encode([PAPERS[0], PAPERS[2]]).paper_ids == ["p1", "p3"]
+
+
+def test_a_window_too_short_for_the_specials_is_refused_and_long_titles_are_cut_to_fit(tiny_model_dir):
+    """max_length 8 once failed on a long title (the tokenizer's "sequence to truncate too short"), 1 with a
+    tensor-size error, -5 with an OverflowError."""
+    for bad, said in ((1, "max_length 1 leaves no room"), (5, "max_length 5 leaves no room"),
+                      (-5, "max_length must be >= 0")):
+        with pytest.raises(ValueError, match=said):
+            load_encoder(tiny_model_dir, max_length=bad)
+    with pytest.raises(ValueError, match="max_title_tokens >= 1"):
+        load_encoder(tiny_model_dir, max_title_tokens=0)
+    short = load_encoder(tiny_model_dir, max_length=6)
+    long_title = Paper("t", "a very long title about citation models and the similarity of scientific text", ["A model."])
+    batch = short.encode([long_title, *PAPERS])
+    assert batch.lengths.tolist() == [1, 3, 1, 2]
+    assert short.encode([long_title]).emb.allclose(batch.emb[:1, :1])
+    with pytest.raises(ValueError, match="max_length must be >= 0"):
+        short.embed_texts(["a text"], max_length=-1)

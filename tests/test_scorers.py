@@ -52,6 +52,7 @@ def test_registry_names_and_unknown_name():
     ("ot", {"eps": 0.0}, "eps must be > 0, got 0.0"),  # once raised only at the first score
     ("attention", {"tau": float("nan")}, "tau must be > 0, got nan"),
     ("hybrid", {"tau": -5.0}, "tau must be > 0, got -5.0"),
+    ("ot", {"eps": "0.1"}, "eps must be a number > 0, got '0.1'"),  # once a TypeError comparing str and int
 ])
 def test_a_temperature_or_regularisation_not_above_zero_is_refused_when_the_scorer_is_made(name, options, said):
     with pytest.raises(ValueError, match=re.escape(said)):
@@ -93,6 +94,29 @@ def test_a_nan_vector_is_nan_apart_not_zero():
         assert torch.isnan(cost[:, 0]).all() and torch.isfinite(cost[:, 1]).all()
     scores = get_scorer("minl2").score(q, c)[0]
     assert torch.isfinite(scores[0]) and torch.isnan(scores[1])
+
+
+@pytest.mark.parametrize("name", sorted(SCORERS))
+def test_vectors_of_two_models_or_dtypes_are_an_error_not_a_shape_error(name):
+    q = random_batch([2], seed=1)
+    q = DocBatch(q.emb, q.mask, q.paper_ids, whole=q.emb[:, 0])
+    for c, said in ((random_batch([3], dim=8, seed=2), "query vectors are 6-d and candidate vectors 8-d"),
+                    (random_batch([3], seed=2, dtype=torch.float32), "are torch.float64 and candidate vectors torch.float32"),
+                    (random_batch([3], seed=2).emb.long(), "are torch.float64 and candidate vectors torch.int64")):
+        c = c if isinstance(c, DocBatch) else DocBatch(c, torch.ones(c.shape[:2], dtype=torch.bool))
+        c = DocBatch(c.emb, c.mask, whole=c.emb[:, 0])
+        for score in (get_scorer(name).score, get_scorer(name).pairwise_score):
+            with pytest.raises(ValueError, match=re.escape(said)):
+                score(q.index([0]), c)
+    half = DocBatch(q.emb.half(), q.mask, whole=q.whole.half())
+    with pytest.raises(ValueError, match=re.escape("are torch.float64 and candidate vectors torch.float16")):
+        get_scorer(name).score(q, half)
+    assert torch.isfinite(get_scorer(name).score(half, half)).all()
+
+
+def test_from_list_refuses_sentences_that_do_not_match_the_vectors():
+    with pytest.raises(ValueError, match="paper b has 3 vectors and 2 sentences"):
+        DocBatch.from_list([torch.zeros(1, 4), torch.zeros(3, 4)], ["a", "b"], [["x"], ["y", "z"]])
 
 
 def test_minl2_equals_brute_force_double_loop():

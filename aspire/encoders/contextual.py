@@ -71,10 +71,12 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     Args:
         model: a transformers encoder (BERT, MPNet, MiniLM, …) returning `last_hidden_state`.
         tokenizer: its fast tokenizer (offsets are required).
-        max_length: word pieces per window; default the model's limit.
+        max_length: word pieces per window; default (None or 0) and at most the model's limit; at least room for
+            the special pieces, a control code, one title piece and one abstract piece.
         include_title: add the title as sentence 0 of the sentence set (default: context only).
         overflow: "window" (encode the rest in further windows) or "truncate" (leave it out).
-        max_title_tokens: the title is cut to this many pieces so it never crowds out the abstract.
+        max_title_tokens: the title is cut to this many pieces (fewer where a window is shorter) so it never
+            crowds out the abstract.
         segment_ids: give the abstract the tokenizer's second-segment token type (BERT pairs); False
             keeps every piece in segment 0, as sentence-transformers models were trained (one text).
         codes: control codes the tokenizer holds (`add_codes` adds them); `code`: the one every paper
@@ -106,7 +108,15 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if getattr(model.config, "model_type", "") in ("roberta", "mpnet", "xlm-roberta", "camembert"):
             limit -= 2  # these position ids start after the padding index
         limit = min(limit, tokenizer.model_max_length or limit)
+        if max_length is not None and max_length < 0 or max_title_tokens < 1:
+            raise ValueError(f"max_length must be >= 0 (0: the model's limit) and max_title_tokens >= 1, got "
+                             f"{max_length} and {max_title_tokens}")
         self.max_length = min(max_length or limit, limit)
+        self._pair_specials = tokenizer.num_special_tokens_to_add(pair=True)
+        if self.max_length < self._pair_specials + 3:
+            raise ValueError(f"max_length {self.max_length} leaves no room: a window holds {self._pair_specials} "
+                             f"special pieces, a control code, a title piece and an abstract piece (at least "
+                             f"{self._pair_specials + 3})")
         self.include_title = include_title
         self.overflow = overflow
         self.max_title_tokens = max_title_tokens
@@ -190,13 +200,12 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         return self.model.config.hidden_size
 
     # ---- tokenisation -----------------------------------------------------------------------------
-    def _cut_titles(self, titles: list[str]) -> list[str]:
-        """Titles cut to `max_title_tokens` word pieces (at a piece boundary)."""
+    def _cut_titles(self, titles: list[str], window: int) -> list[str]:
+        """Titles cut to `max_title_tokens` word pieces (at a piece boundary), and shorter where a `window` of that
+        many pieces would otherwise hold no piece of the abstract after the title and the special pieces."""
+        cap = min(self.max_title_tokens, window - self._pair_specials - 1)
         enc = self.tokenizer(titles, add_special_tokens=False, return_offsets_mapping=True)
-        return [
-            t if len(offsets) <= self.max_title_tokens else t[: offsets[self.max_title_tokens - 1][1]]
-            for t, offsets in zip(titles, enc["offset_mapping"])
-        ]
+        return [t if len(offsets) <= cap else t[: offsets[cap - 1][1]] for t, offsets in zip(titles, enc["offset_mapping"])]
 
     def tokenize(self, papers: Sequence[Paper], codes: Sequence[str] | None = None) -> EncoderInputs:
         """Tokenise `title [SEP] abstract` pairs and map every word piece to its sentence; a paper with a
@@ -222,12 +231,12 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             begins = np.cumsum([0] + [len(s) + 1 for s in body[:-1]]) if body else np.zeros(0, dtype=int)
             texts.append(" ".join(body))
             starts.append(begins)
-        titles = self._cut_titles([p.title for p in papers])
+        window = self.max_length - (self.code is not None or codes is not None)  # room for the control code
         enc = self.tokenizer(
-            titles,
+            self._cut_titles([p.title for p in papers], window),
             texts,
             truncation="only_second",
-            max_length=self.max_length - (self.code is not None or codes is not None),  # room for the control code
+            max_length=window,
             stride=0,
             return_overflowing_tokens=True,
             return_offsets_mapping=True,
@@ -373,6 +382,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         ("mean" over all pieces under the attention mask, special tokens included, or "cls")."""
         if pooling not in ("mean", "cls"):
             raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
+        if max_length is not None and max_length < 0:
+            raise ValueError(f"max_length must be >= 0 (0: the encoder's), got {max_length}")
         was_training = self.training
         self.eval()
         order = np.argsort([-len(t) - (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)], kind="stable")

@@ -1,4 +1,4 @@
-"""What every scorer shares: the mask check and the base class whose `score` is minus its distance.
+"""What every scorer shares: the input check and the base class whose `score` is minus its distance.
 
 Sign convention (`aspire.scoring.scorers`): `score` / `pairwise_score` return similarities, higher is
 better, equal to minus the `dist` / `pairwise_dist` a subclass's match objects carry.
@@ -11,7 +11,15 @@ from torch import Tensor, nn
 from aspire.batch import DocBatch
 
 
-def _check_masks(q_mask: Tensor, c_mask: Tensor) -> None:
+def _check_inputs(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> None:
+    """ValueError where queries and candidates cannot be compared: vectors of two widths (two models), of two dtypes
+    or not floating point, or a row with no sentence selected."""
+    if q_emb.shape[-1] != c_emb.shape[-1]:
+        raise ValueError(f"query vectors are {q_emb.shape[-1]}-d and candidate vectors {c_emb.shape[-1]}-d: "
+                         "encode both with one model")
+    if q_emb.dtype != c_emb.dtype or not q_emb.dtype.is_floating_point:
+        raise ValueError(f"query vectors are {q_emb.dtype} and candidate vectors {c_emb.dtype}: give both one "
+                         "floating-point dtype")
     for name, mask in (("query", q_mask), ("candidate", c_mask)):
         empty = ~mask.any(-1)
         if bool(empty.any()):

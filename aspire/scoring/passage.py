@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from aspire.batch import DocBatch
-from aspire.scoring.base import _check_masks, _Scorer
+from aspire.scoring.base import _check_inputs, _Scorer
 
 
 @dataclass
@@ -65,7 +65,7 @@ def _query_vectors(emb: Tensor, mask: Tensor) -> Tensor:
 
 def maxpassage_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, window: int = 1) -> PassageMatch:
     """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T)."""
-    _check_masks(q_mask, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask)
     q = F.normalize(_query_vectors(q_emb.float(), q_mask), dim=-1)  # (Bq, D)
     passages, valid = passage_vectors(c_emb.float(), c_mask, window)  # (Bc, T, D), (Bc, T)
     cos = torch.einsum("qd,ctd->qct", q, F.normalize(passages, dim=-1))  # (Bq, Bc, T)
@@ -76,7 +76,7 @@ def maxpassage_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tenso
 def pairwise_maxpassage_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor,
                               window: int = 1) -> PassageMatch:
     """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
-    _check_masks(q_mask, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask)
     q = F.normalize(_query_vectors(q_emb.float(), q_mask), dim=-1)  # (B, D)
     passages, valid = passage_vectors(c_emb.float(), c_mask, window)  # (B, T, D), (B, T)
     cos = torch.einsum("bd,btd->bt", q, F.normalize(passages, dim=-1))  # (B, T)

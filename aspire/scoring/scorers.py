@@ -11,13 +11,14 @@ and attention and are masked with `torch.finfo(dtype).max` in min-L2.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from aspire.batch import DocBatch
-from aspire.scoring.base import _check_masks, _Scorer
+from aspire.scoring.base import _check_inputs, _Scorer
 from aspire.scoring.distance import (
     _HALF,
     as_store,
@@ -59,13 +60,13 @@ def _minl2_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor) -> MinL2Match
 
 def minl2_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> MinL2Match:
     """All pairs: q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T) -> (Bq, Bc)."""
-    _check_masks(q_mask, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask)
     return _minl2_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask))
 
 
 def pairwise_minl2_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> MinL2Match:
     """Aligned rows: q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T) -> (B,)."""
-    _check_masks(q_mask, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask)
     return _minl2_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask)
 
 
@@ -147,7 +148,7 @@ def ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, ta
 
     `sinkhorn_kw` go to `aspire.scoring.sinkhorn` (tol, max_iter, check_every, grad).
     """
-    _check_masks(q_mask, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask)
     return _ot_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask), tau, eps, **sinkhorn_kw)
 
 
@@ -159,7 +160,7 @@ def pairwise_ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tens
     `gathered_ot_match`'s compiled pass (the cost, then 0 on padding, and the weights' minima in one pass over the
     vectors); elsewhere `l2_cost` gives the cost, differentiable. The two agree to float rounding, and on both the
     returned `cost` is 0 where either sentence is masked (the plan carries no mass there)."""
-    _check_masks(q_mask, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask)
     if compiled_cost(q_emb, c_emb):
         return gathered_ot_match(*as_store(q_emb, q_mask), *as_store(c_emb, c_mask), tau=tau, eps=eps, **sinkhorn_kw)
     cost = l2_cost(q_emb, c_emb).masked_fill(~(q_mask[:, :, None] & c_mask[:, None, :]), 0.0)
@@ -177,7 +178,7 @@ def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_ro
     `pairwise_ot_match`'s to float rounding, except `cost`, which is 0 on padding here.
     """
     q_mask, c_mask = q_rows >= 0, c_rows >= 0
-    _check_masks(q_mask, c_mask)
+    _check_inputs(q_vectors, q_mask, c_vectors, c_mask)
     if compiled_weights(q_vectors, c_vectors, tau):
         cost, x, y = gathered_l2_weights(q_vectors, q_rows, c_vectors, c_rows, tau)
     else:
@@ -219,14 +220,14 @@ def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: floa
 
 def attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0) -> AttentionMatch:
     """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T)."""
-    _check_masks(q_mask, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask)
     return _attention_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask), tau)
 
 
 def pairwise_attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *,
                              tau: float = 1.0) -> AttentionMatch:
     """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
-    _check_masks(q_mask, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask)
     return _attention_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask, tau)
 
 
@@ -255,6 +256,8 @@ class MinL2Scorer(_Scorer):
 def _positive(name: str, value: float) -> float:
     """A scorer's temperature or regularisation: ValueError unless > 0 (inf allowed: a negative tau would weigh the
     farthest sentences most, and a zero one divides by zero)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number > 0, got {value!r}")
     if not value > 0:
         raise ValueError(f"{name} must be > 0, got {value}")
     return value
@@ -367,7 +370,7 @@ class HybridScorer(_Scorer):
         return f"weights={self.weights}, calibration={self.calibration}, tau={self.ot.tau}, eps={self.ot.eps}"
 
     def _terms(self, queries: DocBatch, cands: DocBatch, pairwise: bool, needed) -> dict[str, Tensor]:
-        _check_masks(queries.mask, cands.mask)  # an empty selection is refused whichever terms are weighted
+        _check_inputs(queries.emb, queries.mask, cands.emb, cands.mask)  # an empty selection is refused whichever terms are weighted
         out = {}
         if "whole" in needed or "facet" in needed:
             c_whole = torch.nn.functional.normalize(_whole(cands, "candidate"), dim=-1)
