@@ -251,6 +251,8 @@ def test_recorded_tokenizer_encodes_as_transformers_does(tiny_model_dir):
     assert spec is not None and spec["settings"]["size"] == len(exact.tokenizer)
     light = ContextualSentenceEncoder(exact.model, rebuild(spec), **exact.settings())
     assert isinstance(light.tokenizer, RecordedTokenizer) and len(light.tokenizer) == len(exact.tokenizer)
+    for pair in (False, True):  # the encoder's shortest window counts them
+        assert light.tokenizer.num_special_tokens_to_add(pair) == exact.tokenizer.num_special_tokens_to_add(pair)
     long = Paper("long", "A long abstract", [" ".join(["The document similarity of text is based on data."] * 12)] * 3)
     papers = [*PAPERS, long]
     a, b = exact.tokenize(papers), light.tokenize(papers)

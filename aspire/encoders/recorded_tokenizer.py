@@ -57,6 +57,10 @@ class RecordedTokenizer:
     def __len__(self) -> int:
         return self._size
 
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        """Special pieces the post-processor adds to one text or a pair, as transformers' fast tokenizer counts."""
+        return self._tokenizer.num_special_tokens_to_add(pair)
+
     def __call__(self, text: Sequence[str], text_pair: Sequence[str] | None = None, *, add_special_tokens: bool = True,
                  truncation: bool | str = False, max_length: int | None = None, stride: int = 0,
                  return_overflowing_tokens: bool = False, return_offsets_mapping: bool = False,
