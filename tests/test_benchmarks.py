@@ -153,6 +153,12 @@ def test_run_and_qrels_round_trip(tmp_path):
     (tmp_path / "bad.trec").write_text("q1 Q0 d1 1\n")
     with pytest.raises(ValueError, match="bad.trec:1"):
         read_run(tmp_path / "bad.trec")
+    for bad in ({"q1": [("d 3", 2.5)]}, {"q 1": [("d3", 2.5)]}, {"q1": [("", 2.5)]}):  # once written, unreadable
+        with pytest.raises(ValueError, match="empty or holds whitespace"):
+            write_run(tmp_path / "spaced.trec", bad, "mytag")
+    with pytest.raises(ValueError, match=re.escape("document id 'd\\tb' is empty or holds whitespace")):
+        write_qrels(tmp_path / "spaced.qrels", {"q1": {"d\tb": 1}})
+    assert not (tmp_path / "spaced.trec").exists() and not (tmp_path / "spaced.qrels").exists()
     assert ranx_name("MAP@20") == "map@20" and ranx_name("P@5-l2") == "precision@5-l2"
     with pytest.raises(ValueError, match="unknown metric"):
         ranx_name("ndcg")

@@ -53,6 +53,8 @@ BAD_RECORDS = [
     (line(paper_id=_DROP), None, "missing field 'paper_id'"),
     (line(paper_id=""), None, "paper_id is empty"),
     (line(paper_id="   "), None, "paper_id is empty"),
+    (line(paper_id=" 42 "), None, "paper_id ' 42 ' holds whitespace"),  # once indexed beside '42', a second copy
+    (line(paper_id="a\tb"), None, "paper_id 'a\\tb' holds whitespace"),  # once broke run files and query lines
     (line(paper_id=None), None, "paper_id must be a string or an integer, got null"),
     (line(paper_id=1.5), None, "got float"),
     (line(paper_id=True), None, "got bool"),
@@ -333,3 +335,12 @@ def test_real_abstracts_as_strings_are_split_like_the_gold(shared_data, tmp_path
     assert [p.paper_id for p in back] == [p.paper_id for p in sample]
     same = sum(b.sentences == [s.strip() for s in p.sentences] for b, p in zip(back, sample))
     assert same / len(sample) > 0.85
+
+
+def test_a_paper_built_in_python_is_checked_as_a_record_is():
+    """A string abstract was encoded one character a sentence; a label short was a facet selection off by one."""
+    with pytest.raises(TypeError, match="paper zz: sentences must be a list of sentences, not one string"):
+        Paper("zz", "T", "One sentence. Two.")
+    with pytest.raises(ValueError, match="paper e: 1 labels for 2 sentences"):
+        Paper("e", "T", ["a.", "b."], ["method_label"])
+    assert Paper("e", "T", ["a.", "b."], ["method_label", "result_label"]).labels == ["method_label", "result_label"]

@@ -43,7 +43,16 @@ def run_line(qid: str, doc: str, rank: int, score: float, tag: str) -> str:
     of every run file aspire writes (evaluation and `aspire search --run-out` alike)."""
     if not math.isfinite(score):
         raise ValueError(f"query {qid}: document {doc} has a non-finite score {score}")
+    _check_column("query", qid)
+    _check_column("document", doc)
     return f"{qid} Q0 {doc} {rank} {score:.6g} {tag}"
+
+
+def _check_column(what: str, name: str) -> None:
+    """ValueError unless `name` fits one column of a TREC file (a paper id with a space would shift the rest)."""
+    if not name or any(c.isspace() for c in name):
+        raise ValueError(f"{what} id {name!r} is empty or holds whitespace, which one column of a TREC file cannot "
+                         "hold: give the papers ids without whitespace")
 
 
 def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> None:
@@ -87,7 +96,12 @@ def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> Non
     """Write `{qid: {docid: grade}}` as a TREC qrels file (atomically)."""
     from aspire.io import write_text
 
-    lines = [f"{q} 0 {d} {int(g)}" for q, docs in qrels.items() for d, g in docs.items()]
+    lines = []
+    for q, docs in qrels.items():
+        _check_column("query", q)
+        for d, g in docs.items():
+            _check_column("document", d)
+            lines.append(f"{q} 0 {d} {int(g)}")
     write_text(path, "\n".join(lines) + "\n")
 
 

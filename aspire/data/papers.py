@@ -61,6 +61,13 @@ class Paper:
     labels: list[str] | None = None
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.sentences, str):  # iterated, it would be one sentence a character
+            raise TypeError(f"paper {self.paper_id}: sentences must be a list of sentences, not one string "
+                            "(`as_papers` / `paper_from_record` split a string abstract)")
+        if self.labels is not None and len(self.labels) != len(self.sentences):
+            raise ValueError(f"paper {self.paper_id}: {len(self.labels)} labels for {len(self.sentences)} sentences")
+
 
 @dataclass(frozen=True)
 class RejectedRecord:
@@ -125,6 +132,8 @@ def _parse_id(record: dict) -> str:
     pid = str(pid)
     if not pid.strip():
         raise _Bad("paper_id is empty")
+    if any(c.isspace() for c in pid):  # ' 42 ' would index 42 twice; 'a b' splits a TREC run's or a query line's columns
+        raise _Bad(f"paper_id {pid!r} holds whitespace, which TREC runs and query lines cannot hold")
     if SURROGATE.search(pid):
         raise _Bad("paper_id holds a lone surrogate (not Unicode text)")
     return pid
