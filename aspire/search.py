@@ -38,7 +38,7 @@ from aspire.data.papers import Paper
 from aspire.index.config import (  # the argument checks every entry point (API, CLI, page, server) shares
     RERANKERS,  # noqa: F401  (re-exported: aspire.search.RERANKERS)
     STAGES,  # noqa: F401  (re-exported: aspire.search.STAGES)
-    SearchArgumentError,  # noqa: F401  (re-exported for callers that catch it)
+    SearchArgumentError,  # also re-exported for callers that catch it
     SearchConfig,
     check_selection,
     checked_search_config,
@@ -139,6 +139,13 @@ def nearest_pairs(q: DocBatch, c: DocBatch) -> tuple[torch.Tensor, torch.Tensor]
     return best.masked_fill(~q.mask, float("inf")), idx
 
 
+def _paper_id(paper_id: str | int) -> str:
+    """A paper id as the index stores it: a string (an integer becomes its digits, as the papers reader does)."""
+    if isinstance(paper_id, bool) or not isinstance(paper_id, (str, int, np.integer)):
+        raise TypeError(f"a paper id is a string or an integer, got {type(paper_id).__name__} {paper_id!r}")
+    return str(paper_id)
+
+
 class Searcher:
     """Searches a `SentenceIndex`; `encoder` is needed only to encode queries that are not indexed.
 
@@ -160,9 +167,10 @@ class Searcher:
         self.shortfalls: list[tuple[int, int, str]] | None = None  # None: each short search warns (`short_of_k`)
 
     @classmethod
-    def open(cls, index_dir: str | Path, overrides: Sequence[str] = (), model: str | None = None,
+    def open(cls, index_dir: str | Path, overrides: Sequence[str] | str = (), model: str | None = None,
              load_model: bool = False, encoder_options: dict | None = None) -> "Searcher":
-        """Load an index; `overrides` like `["k=20", "rerank=ot"]` adjust its saved search config.
+        """Load an index; `overrides` like `["k=20", "rerank=ot"]` (or `"search.k=20"`, as the command line writes
+        them; one override may be a bare string) adjust its saved search config.
 
         With `load_model` (or a `model` named), the encoder is loaded (default: the model the index was
         built with) with `encoder_options` (e.g. `backend="onnx", quantize="int8"`; default: the backend and
@@ -170,6 +178,8 @@ class Searcher:
         fingerprint.
         """
         index = SentenceIndex.load(index_dir)
+        overrides = [overrides] if isinstance(overrides, str) else overrides
+        overrides = [o.removeprefix("search.") for o in overrides]
         config = apply_overrides(index.config.search, overrides, "search")
         encoder = None
         if load_model or model is not None:
@@ -187,10 +197,17 @@ class Searcher:
         else:
             self.shortfalls.append((found, k, reason))
 
+    def short_of_papers(self, found: int, k: int, n_excluded: int) -> None:
+        """`short_of_k` for an exact stage (BM25, whole vectors, a fusion BM25 fills), which falls short only when the
+        index holds fewer than k papers besides the `n_excluded` ones."""
+        self.short_of_k(found, k, exhaustion_reason("flat", self.index.n_papers - n_excluded))
+
     # ---- queries ------------------------------------------------------------------------------------
-    def query_from_index(self, paper_id: str, sentences: str | Sequence[int | str] | None = None) -> DocBatch:
+    def query_from_index(self, paper_id: str | int, sentences: str | Sequence[int | str] | None = None) -> DocBatch:
         """An indexed paper as a query (its stored contextual vectors), optionally only `sentences`:
-        0-based positions and/or facet names (`"method"`, from the labels the index keeps)."""
+        0-based positions and/or facet names (`"method"`, from the labels the index keeps). An integer id is
+        the string of its digits, as the papers reader stores it."""
+        paper_id = _paper_id(paper_id)
         position = self.index.position(paper_id)
         query = self.index.gather([position])
         if sentences is None:
@@ -216,18 +233,21 @@ class Searcher:
                passage_beta: float | None = None, cross_encoder: bool | None = None) -> list[Hit]:
         """The `k` best papers for one query DocBatch `(1, S, D)` (its mask selects the sentences).
 
-        `exclude` paper ids are left out (default: the query's own id when `config.exclude_query`);
+        `exclude` paper ids (one id or a list) are left out (default: the query's own id when `config.exclude_query`);
         `stages` / `fuse` override the config's first stage, `passage_window` / `passage_beta` its maxpassage
         re-ranker, `cross_encoder` turns the cross-encoder stage on or off (see `SearchConfig`). Arguments
         are checked by `checked_search_config` (SearchArgumentError naming a bad one).
         """
         asked = checked_search_config(self.config, k=k, rerank=rerank, shortlist=shortlist, stages=stages, fuse=fuse,
                                       passage_window=passage_window, passage_beta=passage_beta, cross_encoder=cross_encoder)
+        if asked.rerank != "none" and asked.shortlist < asked.k:  # re-ranking a shortlist shorter than k gives < k
+            if shortlist is not None:
+                raise SearchArgumentError(f"shortlist ({shortlist}) must be at least k ({asked.k})")
+            asked = replace(asked, shortlist=asked.k)  # the configured default grows to k, as on the page
         cfg = cross_depth(self, asked)  # with the cross-encoder stage: the stages before it give cross_top
         if len(query) != 1:
             raise ValueError(f"search takes one query paper, got a batch of {len(query)}")
-        if exclude is None:
-            exclude = query.paper_ids[:1] if cfg.exclude_query and query.paper_ids else []
+        exclude = self._excluded(query, exclude)
         papers, first_scores, stage_scores = self.first_stage(query, cfg, exclude)
         if len(papers) == 0:  # nothing to rank, e.g. an index holding only the query paper
             return []
@@ -307,8 +327,7 @@ class Searcher:
         scores (k,) similarities), best first.
         """
         checked_search_config(self.config, k=k)
-        if exclude is None:
-            exclude = query.paper_ids[:1] if self.config.exclude_query and query.paper_ids else []
+        exclude = self._excluded(query, exclude)
         if method == "minl2":
             scores = -self._scan_min_l2(query, chunk * 64)
         else:
@@ -322,8 +341,18 @@ class Searcher:
         for pid in exclude:
             if pid in self.index.positions:
                 scores[self.index.positions[pid]] = -float("inf")
-        top_scores, top = torch.topk(scores, min(k, self.index.n_papers - len(exclude)))
+        dropped = sum(pid in self.index.positions for pid in exclude)
+        top_scores, top = torch.topk(scores, min(k, self.index.n_papers - dropped))
         return top.numpy(), top_scores.numpy()
+
+    def _excluded(self, query: DocBatch, exclude: Sequence[str | int] | str | int | None) -> list[str]:
+        """The paper ids a search leaves out, each once, as strings: `exclude` (one id, or a list of them), or by
+        default the query's own id when `config.exclude_query`."""
+        if exclude is None:
+            return query.paper_ids[:1] if self.config.exclude_query and query.paper_ids else []
+        if isinstance(exclude, (str, int)):
+            exclude = [exclude]
+        return list(dict.fromkeys(_paper_id(pid) for pid in exclude))
 
     def _scan_min_l2(self, query: DocBatch, rows_per_step: int) -> torch.Tensor:
         """(P,) min L2 distance of every indexed paper to the selected query sentences (CPU)."""

@@ -257,3 +257,48 @@ def test_ot_rerank_keeps_the_order_and_scores_of_scoring_the_whole_shortlist(mon
         np.testing.assert_allclose([h.score for h in hits], slow[expected].numpy(), rtol=1e-5)
         assert [h.stages["ot"] for h in hits] == [h.score for h in hits]
         assert 0 < sum(solved) < len(shortlist) // 2, solved  # most of the shortlist never reaches Sinkhorn
+
+
+def test_ids_and_exclusions_given_as_a_user_writes_them(tmp_path):
+    """An integer id, one id alone, an id twice or one the index lacks: each once silently wrong (a false "not in the
+    index", the query returned as its own hit, one paper too few)."""
+    index = SentenceIndex.build(corpus_from({"42": PAPERS["A"], **PAPERS}), IndexBuildConfig(index=IndexConfig(kind="flat")),
+                                "fp")
+    searcher = Searcher(index)
+    query = searcher.query_from_index(42, 0)  # one position, not a list
+    assert query.paper_ids == ["42"] and query.mask[0].tolist() == [True, False]
+    everyone = ["A", "B", "C", "D"]
+    assert sorted(h.paper_id for h in searcher.search(query, k=5)) == everyone  # its own id left out
+    for exclude in ("A", ["A", "A"], ["A", "nope"]):
+        assert sorted(h.paper_id for h in searcher.search(query, k=5, exclude=exclude)) == ["42", "B", "C", "D"]
+        papers, _ = searcher.exhaustive(query, k=5, exclude=exclude)
+        assert sorted(index.paper_ids[p] for p in papers) == ["42", "B", "C", "D"]
+    assert sorted(h.paper_id for h in searcher.search(query, k=5, exclude=[42])) == everyone
+    with pytest.raises(TypeError, match="a paper id is a string or an integer, got float"):
+        searcher.search(query, exclude=[4.2])
+
+
+def test_a_shortlist_shorter_than_k_is_refused_when_given_and_grown_when_configured(searcher):
+    from aspire.search import SearchArgumentError
+
+    with pytest.raises(SearchArgumentError, match=r"shortlist \(2\) must be at least k \(3\)"):
+        searcher.search(query_batch(), k=3, rerank="ot", shortlist=2)  # once 2 hits, no word said
+    searcher.config = checked_search_config(searcher.config, shortlist=2)
+    assert len(searcher.search(query_batch(), k=3, rerank="ot")) == 3
+
+
+@pytest.mark.parametrize("stages", ["ann", "bm25", "ann,bm25"])
+def test_every_first_stage_says_when_it_finds_fewer_than_k(searcher, stages, caplog):
+    query = searcher.query_from_index("B")
+    with caplog.at_level("WARNING", logger="aspire.search"):
+        hits = searcher.search(query, k=10, stages=stages)
+    assert len(hits) == 3
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["found 3 of the k=10 papers asked for: the index holds 3 paper(s) besides the excluded ones"]
+
+
+def test_open_takes_overrides_as_the_command_line_writes_them(tmp_path):
+    index = SentenceIndex.build(corpus_from(PAPERS), IndexBuildConfig(index=IndexConfig(kind="flat")), "fp")
+    index.save(tmp_path / "idx")
+    assert Searcher.open(tmp_path / "idx", ["search.k=3", "rerank=ot"]).config.k == 3
+    assert Searcher.open(tmp_path / "idx", "search.shortlist=7").config.shortlist == 7  # once split into characters

@@ -131,6 +131,16 @@ def test_cli_batch_queries_and_trec_run_file(cli_index, tmp_path, capsys):
     assert [r[2] for r in p1] == [h["paper_id"] for h in lines[0]["hits"]]
 
 
+def test_cli_query_lines_saved_with_a_byte_order_mark_tabs_and_crlf(cli_index, tmp_path, capsys):
+    """A byte-order mark once made line 1 ask for paper '\ufeffp1'; a tab once joined the selection to the id."""
+    queries = tmp_path / "queries.txt"
+    queries.write_bytes("\ufeffp1 method\r\np2\t0,1\r\n".encode("utf-8"))
+    capsys.readouterr()
+    assert search_main(["--index", str(cli_index), "--queries", str(queries), "--k", "2", "--json", "--quiet"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(x["query_id"], x["query_sentences"]) for x in lines] == [("p1", [2]), ("p2", [0, 1])]
+
+
 def test_cli_bad_query_line_names_file_and_line(cli_index, tmp_path, capsys):
     queries = tmp_path / "queries.txt"
     queries.write_text("p1\np99 method\n")

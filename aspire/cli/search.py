@@ -247,8 +247,8 @@ class QueryMaker:
             except json.JSONDecodeError as err:
                 raise ValueError(f"invalid JSON: {err.msg} (column {err.colno})") from None
             return self.from_paper(paper_from_record(record), self.args.sentences)
-        paper_id, _, selection = text.partition(" ")
-        return self.from_id(paper_id, selection.strip() or self.args.sentences)
+        paper_id, *selection = text.split(None, 1)  # the id, then the selection after spaces or a tab
+        return self.from_id(paper_id, selection[0].strip() if selection else self.args.sentences)
 
 
 def query_backend(index, args) -> tuple[str, str | None]:
@@ -316,7 +316,7 @@ def check_new_qid(qid: str, first: dict[str, str]) -> None:
 def _lines(path: str) -> list[str]:
     if not Path(path).is_file():
         raise FileNotFoundError(2, "queries file not found", path)
-    return Path(path).read_text(encoding="utf-8").splitlines()
+    return Path(path).read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is no part of line 1
 
 
 class Progress:
@@ -434,7 +434,8 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
             continue
         if prints_hits(args):
             print_hits(searcher, query, found, args, one_of_many=True)
-        run += run_lines(query.qid, found[0], args.run_tag)
+        if args.run_out:
+            run += run_lines(query.qid, found[0], args.run_tag)
         first_query[query.qid] = f"query {len(first_query) + 1}"
     if args.run_out:
         write_run(args.run_out, run)
@@ -516,7 +517,8 @@ def _run(args) -> int:
         found = run_query(searcher, query, args)
         if prints_hits(args):
             print_hits(searcher, query, found, args, one_of_many=many)
-        run += run_lines(query.qid, found[0], args.run_tag)
+        if args.run_out:  # the run's lines (which an id with a space could not make) only where a run is written
+            run += run_lines(query.qid, found[0], args.run_tag)
         progress.step()
     clock = _took("searched", clock)
     for line in shortfall_summary(searcher.shortfalls or [], len(queries)):

@@ -10,7 +10,7 @@ item is a 0-based position or a name (a facet, or a stored label itself, any cas
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 FACETS = {
     "background": ("background_label", "objective_label", "background", "objective"),
@@ -29,9 +29,16 @@ def facet_of(label: str | None) -> str | None:
     return None
 
 
-def parse_selection(spec: str | Sequence[int | str]) -> list[int | str]:
-    """`"0,2"` / `"method"` / `["method", 3]` -> items: ints (0-based positions) and lower-case names."""
-    items = spec.split(",") if isinstance(spec, str) else list(spec)
+def parse_selection(spec: str | int | Sequence[int | str]) -> list[int | str]:
+    """`"0,2"` / `"method"` / `["method", 3]` / `3` -> items: ints (0-based positions) and lower-case names."""
+    if isinstance(spec, str):
+        items = spec.split(",")
+    elif isinstance(spec, int):  # one position (a bool is refused below)
+        items = [spec]
+    elif isinstance(spec, Iterable):
+        items = list(spec)
+    else:
+        raise ValueError(f"sentence selection: expected positions or facet names, got {type(spec).__name__} {spec!r}")
     out: list[int | str] = []
     for item in items:
         if isinstance(item, bool):
