@@ -247,11 +247,12 @@ def test_every_input_record_is_indexed_or_rejected(tmp_path):
     assert sorted(r["line"] for r in rejected) == [2, 3, 4, 5, 6]  # every other line, once
     assert all(r["reason"] for r in rejected)
     # papers the reader accepts but the index cannot hold are rejected at encoding time
-    more = encode_corpus(HashEncoder(), [Paper("e", "E", []), Paper("a", "A", ["x."]), Paper("f", "F", ["y."])],
-                         skip_ids=["a"], progress=False)
+    more = encode_corpus(HashEncoder(), [Paper("e", "E", []), Paper("a", "A", ["x."]), Paper("f", "F", ["y."]),
+                                         Paper("f", "F", ["z."])], skip_ids=["a"], progress=False)
     assert more.paper_ids == ["f"]
     assert sorted((r["paper_id"], r["reason"]) for r in more.rejected) == [
-        ("a", "duplicate paper_id"), ("e", "no abstract sentences")]
+        ("a", "duplicate paper_id (already indexed)"), ("e", "no abstract sentences"),
+        ("f", "duplicate paper_id (again in this corpus)")]
 
 
 def test_cli_build_add_info_and_model_check(tmp_path, tiny_model_dir, capsys):
@@ -269,8 +270,16 @@ def test_cli_build_add_info_and_model_check(tmp_path, tiny_model_dir, capsys):
     more = tmp_path / "more.jsonl"
     more.write_text(json.dumps({"paper_id": "q", "title": "t", "abstract": ["the data."]}) + "\n")
     assert index_main(["add", "--index", str(out), "--corpus", str(more)]) == 0
+    text = capsys.readouterr().out  # the build's rejected record is not this add's (it once said "1 record(s) rejected")
+    assert "indexed 1 new paper(s)" in text and "rejected" not in text
     index = SentenceIndex.load(out)
     assert index.n_papers == 7 and index.n_sentences == 13 and index.dim == 32
+    assert [r["corpus"] for r in index.rejected] == [str(corpus)]
+    both = tmp_path / "both.jsonl"
+    both.write_text(json.dumps({"paper_id": "s", "title": "t", "abstract": ["new data."]}) + "\n{broken\n")
+    assert index_main(["add", "--index", str(out), "--corpus", str(both)]) == 0
+    assert "1 record(s) of this corpus rejected (2 in all)" in capsys.readouterr().out
+    assert [r["corpus"] for r in SentenceIndex.load(out).rejected] == [str(corpus), str(both)]
     from aspire.encoders import load_encoder
     from aspire.index import model_fingerprint
 

@@ -144,14 +144,19 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     return parser
 
 
-def _summary(path: Path, n_new: int | None = None) -> str:
-    """What the generation `path` holds, from its manifest (a merge never loads the index it wrote)."""
+def _summary(path: Path, n_new: int | None = None, n_rejected: int | None = None) -> str:
+    """What the generation `path` holds, from its manifest (a merge never loads the index it wrote); `n_rejected`:
+    the records this run rejected (an `add`), when not every rejected record the index lists."""
     m = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
     lines = [f"index {path}: {m['n_papers']} papers, {m['n_sentences']} sentence vectors, "
              f"{m['kind']} faiss index, model {m['model_name']!r} ({m['model_fingerprint']})"]
     if n_new is not None:
         lines.append(f"indexed {n_new} new paper(s)")
-    if m["n_rejected"]:
+    if n_rejected is not None:
+        if n_rejected:
+            lines.append(f"{n_rejected} record(s) of this corpus rejected ({m['n_rejected']} in all), listed in "
+                         f"{path / 'rejected.jsonl'}")
+    elif m["n_rejected"]:
         lines.append(f"{m['n_rejected']} record(s) rejected, listed in {path / 'rejected.jsonl'}")
     return "\n".join(lines)
 
@@ -215,13 +220,13 @@ def _run(args) -> int:
         print(_summary(gen, index.n_papers))
     elif args.command == "add":  # overrides (--batch-size) hold for this run only
         try:
-            index, gen, n_new = add_to_index(args.index, args.corpus, args.model,
+            index, gen, n_new, n_rejected = add_to_index(args.index, args.corpus, args.model,
                                              lambda name: load_encoder(name, device=device, **backend), overrides,
                                              progress)
         except ModelMismatchError as err:
             used = (args.model or built[0], args.backend, args.quantize)
             raise restate_mismatch(err, built, used, "this `index add` encodes papers") from None
-        print(_summary(gen, n_new))
+        print(_summary(gen, n_new, n_rejected))
     elif args.command == "encode-shard":
         paths = run_encode_shard(args.model, args.corpus, args.shards, config, args.merge_into, args.num_shards,
                                  backend)

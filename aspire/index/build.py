@@ -74,7 +74,7 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
         seconds = time.perf_counter() - start
         log.info("encoded %d papers (%d sentence vectors) in %.1f s, %.1f papers/s", len(papers),
                  len(encoded.vectors), seconds, len(papers) / max(seconds, 1e-9))
-        encoded.rejected = unreadable + encoded.rejected
+        encoded.rejected = [{**r, "corpus": str(corpus)} for r in unreadable + encoded.rejected]
         with phase("built the faiss index"):
             index = SentenceIndex.build(encoded, config, model_fingerprint(encoder), model)
         with phase(f"saved {out}" + (" (BM25 index included)" if config.index.store_bm25 else "")):
@@ -82,9 +82,10 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
 
 
 def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None, load_encoder: Callable | None = None,
-                 overrides: Sequence[str] = (), progress: bool = True) -> tuple[SentenceIndex, Path, int]:
+                 overrides: Sequence[str] = (), progress: bool = True) -> tuple[SentenceIndex, Path, int, int]:
     """Encode the papers of `corpus` not yet indexed and add them to the index under `root` (lock
-    held throughout); returns the index, its new generation directory and the number added.
+    held throughout); returns the index, its new generation directory, the number of papers added and the
+    number of this corpus's records rejected (each listed in the index's rejected records with its `corpus`).
     `overrides` (e.g. `encode.batch_size=64`) change the saved config for this run only. A corpus with no paper
     to add (every record unreadable or indexed already, checked before the model loads, or rejected by the
     encoding) is refused with a ValueError, and the live generation stays as it is."""
@@ -102,12 +103,13 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
         index.check_model(fingerprint)
         before = index.n_papers
         encoded = encode_corpus(encoder, papers, encode_config, skip_ids=index.positions, progress=progress)
-        encoded.rejected = unreadable + encoded.rejected
+        encoded.rejected = [{**r, "corpus": str(corpus)} for r in unreadable + encoded.rejected]
         if len(encoded) == 0:
             raise ValueError(f"nothing to add: all {len(encoded.rejected)} records of {corpus} were rejected"
                              + describe_rejected(encoded.rejected))
+        rejected_before = len(index.rejected)
         index.add(encoded, fingerprint)
-        return index, index.save(root), index.n_papers - before
+        return index, index.save(root), index.n_papers - before, len(index.rejected) - rejected_before
 
 
 def _loader(load_encoder: Callable | None) -> Callable:

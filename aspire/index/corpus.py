@@ -296,13 +296,15 @@ def encode_corpus(
     other paper is encoded.
     """
     config = config or EncodeConfig()
-    seen = set(skip_ids)
+    skipped = set(skip_ids)
+    seen = set(skipped)
     rejected: list[dict] = []
     todo: list[Paper] = []
     for paper in papers:
         invisible = next(((i, r) for i, s in enumerate(paper.sentences) if (r := invisible_text_reason(s))), None)
         if paper.paper_id in seen:
-            rejected.append({"paper_id": paper.paper_id, "reason": "duplicate paper_id"})
+            again = "already indexed" if paper.paper_id in skipped else "again in this corpus"
+            rejected.append({"paper_id": paper.paper_id, "reason": f"duplicate paper_id ({again})"})
         elif not paper.sentences:
             rejected.append({"paper_id": paper.paper_id, "reason": "no abstract sentences"})
         elif invisible:
