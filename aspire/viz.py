@@ -72,12 +72,16 @@ def _numpy(t) -> np.ndarray:
     return t.detach().float().cpu().numpy()
 
 
-def pair_alignment(query: DocBatch, cand: DocBatch, ot_settings: Sequence[Mapping] = ({"eps": 0.05},)) -> PairAlignment:
+def pair_alignment(query: DocBatch, cand: DocBatch,
+                   ot_settings: Sequence[Mapping] | Mapping = ({"eps": 0.05},)) -> PairAlignment:
     """Distances, single-match pair and OT plans between one query `(1, S, D)` and one candidate `(1, T, D)`.
 
     The query's mask selects the sentences that are matched (all sentences still get a row in
-    `cost`). `ot_settings` are keyword arguments of the "ot" scorer (`tau`, `eps`, ...), one plan each.
+    `cost`). `ot_settings` are keyword arguments of the "ot" scorer (`tau`, `eps`, ...), one plan each (one
+    mapping alone: one plan).
     """
+    if isinstance(ot_settings, Mapping):
+        ot_settings = [ot_settings]
     if len(query) != 1 or len(cand) != 1:
         raise ValueError(f"pair_alignment takes one query and one candidate, got {len(query)} and {len(cand)}")
     if not ot_settings:
@@ -147,6 +151,9 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
     S, T = values.shape
     if len(query_texts) != S or len(cand_texts) != T:
         raise ValueError(f"matrix is {S}x{T} but got {len(query_texts)} query and {len(cand_texts)} candidate texts")
+    for side, labels, n in (("query", query_labels, S), ("candidate", cand_labels, T)):
+        if labels is not None and len(labels) != n:
+            raise ValueError(f"{len(labels)} {side} labels for the matrix's {n} {side} sentences")
     rows = np.arange(S) if rows is None else np.asarray(rows, dtype=int)
     mask = (np.ones(S, dtype=bool) if query_mask is None else np.asarray(query_mask, dtype=bool))[rows]
     shown = values[rows]  # (R, T)

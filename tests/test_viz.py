@@ -120,6 +120,10 @@ def test_plot_alignment_one_panel_per_plan():
     assert "eps=0.5, tau=10.0" in images[2].get_title()
     with pytest.raises(ValueError, match="texts"):
         plot_distances(al.cost, al.query_texts[:2], al.cand_texts)
+    with pytest.raises(ValueError, match=f"1 query labels for the matrix's {len(al.query_texts)} query sentences"):
+        plot_alignment(al, query_labels=["method_label"])  # once an IndexError from inside matplotlib's drawing
+    one = pair_alignment(q, c, {"eps": 0.5, "tau": 10.0})  # one setting alone, not in a list: once a TypeError
+    assert [v.settings for v in one.plans] == [{"eps": 0.5, "tau": 10.0}]
 
 
 def test_ranked_list_lists_hits_and_aligned_sentences():
