@@ -14,12 +14,18 @@ Every co-citation stage takes `--config configs/data_cocite.yaml` (optional; def
 and dotted overrides such as `filter.max_cited=4 split.seed=1`; `align` takes `AlignConfig`
 overrides such as `text_field=contexts`, and `hard-negatives` `HardNegativesConfig` overrides such as
 `method=nearest model=mpnet margin=0.05` (`aspire.data.negatives`). Each prints its report (JSON).
+
+A stage reads only the output of the stage before it (the stage its input's `report.json` names) and writes
+only into a new or empty `--out` or one it wrote before (`run-all`: an earlier run-all's), all checked before
+anything loads; an output that leaves the later stages nothing (every context filtered out, no train example)
+is an error, its files kept (`aspire.data.cocite.stages`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from aspire.cliutil import (
     OVERRIDES_HELP,
@@ -33,7 +39,8 @@ from aspire.cliutil import (
     setup_logging,
 )
 from aspire.data import cocite
-from aspire.encoders.pretrained import check_model
+from aspire.encoders.pretrained import SETTINGS_FILE, check_model
+from aspire.paths import BEST, LATEST
 
 EXAMPLES = """\
   aspire data run-all --in cocitations.jsonl --out runs/cc
@@ -48,31 +55,40 @@ def _parser(prog: str = "python -m aspire.data") -> argparse.ArgumentParser:
                     allow_abbrev=False)
     stages = parser.add_subparsers(dest="stage", required=True, metavar="STAGE", help="STAGE --help for its options")
 
-    def stage(name: str, help_: str, **inputs: str) -> argparse.ArgumentParser:
+    def stage(name: str, help_: str, config: str = "CociteConfig", override: str = "filter.max_cited=4",
+              **inputs: str) -> argparse.ArgumentParser:
+        """A stage's subcommand: its input options, `--out`, `--config` (of the class named `config`) and
+        overrides (`override` is an example; a flat config's keys have no section)."""
         examples = [line for line in __doc__.split("\n") if f" aspire.data {name} " in line]
         sub = stages.add_parser(name, help=help_, description=help_, formatter_class=Formatter,
                                 epilog="example:\n" + "\n".join(examples), allow_abbrev=False)
         for flag, what in inputs.items():
             sub.add_argument(f"--{flag}", dest=flag, required=True, help=what)
-        sub.add_argument("--out", required=True, help="output directory")
-        sub.add_argument("--config", default=None, help="YAML config (CociteConfig); defaults are embedded")
-        sub.add_argument("overrides", nargs="*", metavar="section.key=value",
-                         help=OVERRIDES_HELP + ", e.g. filter.max_cited=4")
+        sub.add_argument("--out", required=True,
+                         help="output directory: new, empty, or one this stage wrote before")
+        sub.add_argument("--config", default=None, help=f"YAML config ({config}); defaults are embedded")
+        flat = "." not in override.split("=")[0]
+        sub.add_argument("overrides", nargs="*", metavar="key=value" if flat else "section.key=value",
+                         help=(f"config overrides, key=value (the keys of {config})" if flat else OVERRIDES_HELP)
+                         + f", e.g. {override}")
         add_common_options(sub)
         return sub
 
     stage("cocite-from-records", "input A: co-citation records -> contexts + abstracts", **{"in": "records JSONL"})
     stage("cocite-from-s2orc", "input B: S2ORC-style full text -> contexts + abstracts",
           fulltext="pdf_parses JSONL", abstracts="abstracts JSONL")
-    stage("filter", "the paper's filters, with counts", **{"in": "an ingest directory"})
+    stage("filter", "the paper's filters, with counts", **{"in": "an ingest directory (cocite-from-records/-s2orc)"})
     stage("group", "group contexts by co-cited set", **{"in": "a filter directory"})
     stage("split", "train/dev split by co-cited set (no pair in both)", **{"in": "a group directory"})
     stage("examples", "pairs of each set with contexts and negatives", **{"in": "a split directory"})
     stage("run-all", "input A end to end", **{"in": "records JSONL"})
     stage("align", "cc_align / abs_align sentence indices by a teacher encoder",
-          examples="an examples directory", teacher="a sentence-transformers model directory (CoSentBert)")
+          config="AlignConfig", override="text_field=contexts", examples="an examples directory",
+          teacher="a sentence-transformers model directory: CoSentBert's DIR/model from `python -m "
+                  "aspire.encoders.cosentbert train --out DIR` (not a training run's folder)")
     stage("hard-negatives", "a negatives file for training (citation, nearest, random, coverage, svd)",
-          examples="an examples directory")
+          config="HardNegativesConfig", override="method=nearest",
+          examples="an examples or align directory")
     return parser
 
 
@@ -83,16 +99,53 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.data") -> 
     return run_command(lambda: _run(args), args)
 
 
+# the stage each command writes (its report names it), where it differs from the command's name
+WRITES = {"cocite-from-records": "ingest", "cocite-from-s2orc": "ingest"}
+# the option naming a stage's input folder, for the stages that read another stage's output
+INPUT_OPTION = {"filter": "in", "group": "in", "split": "in", "examples": "in", "align": "examples",
+                "hard-negatives": "examples"}
+TEACHER = ("a teacher is a sentence-transformers model folder: CoSentBert's DIR/model, from `python -m "
+           "aspire.encoders.cosentbert train --out DIR`")
+
+
 def _run(args) -> int:
     stage = args.stage
-    # the stage's inputs first (its teacher model too), before torch or the data load
+    # the stage's inputs, output folder and teacher model first, before torch or the data load
     check_paths(**{flag: getattr(args, flag, None) for flag in ("in", "fulltext", "abstracts", "examples", "teacher")})
+    if stage in INPUT_OPTION:
+        cocite.check_stage_input(getattr(args, INPUT_OPTION[stage]), stage)
+    if stage == "run-all":
+        cocite.check_run_all_out(args.out)
+    else:
+        cocite.check_stage_out(args.out, WRITES.get(stage, stage))
+    if stage == "align":
+        _check_teacher(Path(args.teacher))
     if stage in ("align", "hard-negatives"):
         report = _model_stage(args)
     else:
         report = _cocite_stage(args)
+        if stage != "run-all":  # run_all checks each of its stages itself
+            cocite.check_something_left(report, args.out)
     print_json(report, indent=2, ensure_ascii=False)
     return 0
+
+
+def _check_teacher(path: Path) -> None:
+    """ValueError unless `path` is a folder `load_sentence_model` reads as a plain sentence encoder: a
+    sentence-transformers folder (modules.json) or a Hugging Face encoder folder (config.json) that is not an
+    aspire encoder. A training run's folder, or a trained aspire model (its sentence vectors are contextual, not
+    what `align` encodes: each sentence and context alone), is refused, and so is CoSentBert's output folder."""
+    if not path.is_dir():
+        raise ValueError(f"--teacher {path} is not a folder; {TEACHER}")
+    if (path / BEST).is_file() or (path / LATEST).is_file():
+        raise ValueError(f"--teacher {path} is a training run's folder, not a teacher; {TEACHER}")
+    if (path / SETTINGS_FILE).is_file() and not (path / "modules.json").is_file():
+        raise ValueError(f"--teacher {path} is an aspire encoder ({SETTINGS_FILE}), not a teacher; {TEACHER}")
+    if (path / "modules.json").is_file() or (path / "config.json").is_file():
+        return
+    if (path / "model" / "modules.json").is_file():
+        raise ValueError(f"--teacher {path} is not a model folder; did you mean {path / 'model'} (CoSentBert's model)?")
+    raise ValueError(f"--teacher {path} holds no modules.json or config.json; {TEACHER}")
 
 
 def _model_stage(args) -> dict:

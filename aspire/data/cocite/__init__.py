@@ -45,8 +45,12 @@ parentheses or brackets holding a year ("(Brants, 2000)", "(Lin, 1998; Lin and P
 numeric brackets ("[12]", "[3, 4]"), and narrative citations ("Petrov et al (2012)",
 "Dale and Reiter (1995)"). It is best-effort: the raw text is always kept beside it.
 
+Stage folders: a stage reads only its predecessor's output (the stage its `report.json` names) and writes
+only into a new or empty folder or one it wrote before; an output that leaves the later stages nothing (every
+context filtered out, no train example) is an error, its files kept (`stages`).
+
 Modules: `config` (the settings), `text` (tokenizers, citation markers), `ingest` (stages 1-2),
-`sets` (stages 3-5); `run_all` here chains them. JSONL reading and atomic writing are
+`sets` (stages 3-5), `stages` (stage folders); `run_all` here chains them. JSONL reading and atomic writing are
 `aspire.io`'s (re-exported here, with the names the stages have always used).
 """
 
@@ -76,18 +80,29 @@ from aspire.data.cocite.sets import (
     set_id,
     split_groups,
 )
+from aspire.data.cocite.stages import (
+    NEEDS,
+    PIPELINE,
+    PIPELINE_REPORT,
+    STAGE_DIRS,
+    check_run_all_out,
+    check_something_left,
+    check_stage_input,
+    check_stage_out,
+    nothing_left,
+    stage_of,
+)
 from aspire.data.cocite.text import MARK, TOKENIZERS, clean_citations, finish_marks, get_tokenizer
 from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, write_json
 
 __all__ = [
     "REPORT", "SPLITS", "STAGE_DIRS", "CociteConfig", "IngestConfig", "FilterConfig", "SplitConfig", "ExamplesConfig",
     "load_cocite_config", "ingest_records", "filter_contexts", "group_contexts", "split_groups", "build_examples",
-    "run_all", "iter_examples", "set_id", "pairs_of", "pair_components",
+    "run_all", "iter_examples", "NEEDS", "PIPELINE", "PIPELINE_REPORT", "stage_of", "check_stage_input",
+    "check_stage_out", "check_run_all_out", "check_something_left", "nothing_left", "set_id", "pairs_of", "pair_components",
     "MARK", "TOKENIZERS", "get_tokenizer", "clean_citations", "finish_marks",
     "DataError", "AtomicJsonl", "iter_jsonl", "require", "write_json",
 ]
-
-STAGE_DIRS = ("1_ingest", "2_filter", "3_group", "4_split", "5_examples")
 
 
 def run_all(records_path: str | Path, out_dir: str | Path, cfg: CociteConfig | None = None,
@@ -97,16 +112,25 @@ def run_all(records_path: str | Path, out_dir: str | Path, cfg: CociteConfig | N
     Returns the examples directory (`examples.{train,dev}.jsonl`, `abstracts.jsonl`,
     `groups.{train,dev}.jsonl`); `python -m aspire.data align` adds the sentence alignments.
     `held_out`: the benchmark test sentences the ingest stage leaves out (`ingest_records`).
+    `out_dir` must be new, empty or an earlier run's (`check_run_all_out`), whose `pipeline_report.json` goes
+    first: it stands for a finished run. A stage that leaves nothing for the next (`nothing_left`) stops the
+    run with a ValueError, its folder and the earlier ones kept.
     """
     cfg = cfg or CociteConfig()
     out_dir = Path(out_dir)
+    check_run_all_out(out_dir)
+    (out_dir / PIPELINE_REPORT).unlink(missing_ok=True)
     dirs = [out_dir / name for name in STAGE_DIRS]
-    reports = {
-        "ingest": ingest_records(records_path, dirs[0], cfg.ingest, held_out),
-        "filter": filter_contexts(dirs[0], dirs[1], cfg.filter),
-        "group": group_contexts(dirs[1], dirs[2]),
-        "split": split_groups(dirs[2], dirs[3], cfg.split),
-        "examples": build_examples(dirs[3], dirs[4], cfg.examples),
-    }
-    write_json(out_dir / "pipeline_report.json", {"config": to_dict(cfg), "stages": reports})
+    steps = [
+        lambda: ingest_records(records_path, dirs[0], cfg.ingest, held_out),
+        lambda: filter_contexts(dirs[0], dirs[1], cfg.filter),
+        lambda: group_contexts(dirs[1], dirs[2]),
+        lambda: split_groups(dirs[2], dirs[3], cfg.split),
+        lambda: build_examples(dirs[3], dirs[4], cfg.examples),
+    ]
+    reports = {}
+    for stage, folder, step in zip(PIPELINE, dirs, steps):
+        reports[stage] = step()
+        check_something_left(reports[stage], folder)
+    write_json(out_dir / PIPELINE_REPORT, {"config": to_dict(cfg), "stages": reports})
     return dirs[4]

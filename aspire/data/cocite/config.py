@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
 
-from aspire.config import load_config
+from aspire.config import load_config, ranged
 
 REPORT = "report.json"  # each stage's counts; written last, so its presence marks a finished stage
 SPLITS = ("train", "dev")
@@ -26,14 +26,14 @@ class FilterConfig:
     """Each filter is switched off by setting its bound to null (None)."""
 
     confirmed_only: bool = False  # keep only contexts whose every citation link is confirmed
-    max_cited: int | None = 3  # co-cited sets of at most this many papers
-    min_context_tokens: int | None = 5
-    max_context_tokens: int | None = 60
+    max_cited: int | None = ranged(3, ge=0)  # co-cited sets of at most this many papers
+    min_context_tokens: int | None = ranged(5, ge=0)
+    max_context_tokens: int | None = ranged(60, ge=0)
     count_on: Literal["text", "text_clean"] = "text_clean"  # which context text the bounds count
     tokenizer: str = "regex"  # a name in TOKENIZERS
-    min_abstract_sentences: int | None = 3
-    max_abstract_sentences: int | None = 20
-    max_sentence_tokens: int | None = 80  # no abstract sentence longer than this
+    min_abstract_sentences: int | None = ranged(3, ge=0)
+    max_abstract_sentences: int | None = ranged(20, ge=0)
+    max_sentence_tokens: int | None = ranged(80, ge=0)  # no abstract sentence longer than this
     # a context citing a paper whose abstract fails: drop that paper from the context's set
     # (the context stays if >= 2 cited papers remain) or drop the whole context
     bad_abstract: Literal["drop_paper", "drop_context"] = "drop_paper"
@@ -42,13 +42,13 @@ class FilterConfig:
 
 @dataclass
 class SplitConfig:
-    dev_fraction: float = 0.1  # share of co-cited sets placed in dev (whole components at a time)
+    dev_fraction: float = ranged(0.1, ge=0, lt=1)  # share of co-cited sets placed in dev (whole components at a time)
     seed: int = 13
 
 
 @dataclass
 class ExamplesConfig:
-    num_negatives: int = 1
+    num_negatives: int = ranged(1, ge=0)  # random negatives an example names (0: none)
     negatives_from: Literal["split", "all"] = "split"  # papers of the same split, or every paper
     seed: int = 13
 
