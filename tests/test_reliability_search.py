@@ -57,10 +57,13 @@ def test_property_search_arguments_are_checked_or_searched(k, shortlist, rerank)
                                        ("rerank", rerank != "bogus")) if not good]
         assert str(err.value).split(":")[0] in bad  # names one of the bad arguments
         return
-    hits = SEARCHER.search(QUERY, k=k, rerank=rerank, shortlist=shortlist)
     wanted = 10 if k is None else k
-    limit = N_PAPERS - 1 if (rerank or "none") == "none" else min(N_PAPERS - 1, 1000 if shortlist is None else shortlist)
-    assert len(hits) == min(wanted, limit)  # never silently empty
+    if (rerank or "none") != "none" and shortlist is not None and shortlist < wanted:  # once fewer than k, unsaid
+        with pytest.raises(SearchArgumentError, match=rf"^shortlist \({shortlist}\) must be at least k \({wanted}\)"):
+            SEARCHER.search(QUERY, k=k, rerank=rerank, shortlist=shortlist)
+        return
+    hits = SEARCHER.search(QUERY, k=k, rerank=rerank, shortlist=shortlist)
+    assert len(hits) == min(wanted, N_PAPERS - 1)  # never silently empty
     assert all(h.paper_id != "p0" and math.isfinite(h.score) for h in hits)
 
 
