@@ -262,3 +262,6 @@ def test_a_window_too_short_for_the_specials_is_refused_and_long_titles_are_cut_
     assert short.encode([long_title]).emb.allclose(batch.emb[:1, :1])
     with pytest.raises(ValueError, match="max_length must be >= 0"):
         short.embed_texts(["a text"], max_length=-1)
+    long_text = " ".join(["citation"] * 300)  # past the tiny model's 128 positions: once a tensor-size error
+    torch.testing.assert_close(short.embed_texts([long_text], max_length=100_000), short.embed_texts([long_text],
+                               max_length=128))  # the tiny model's positions

@@ -112,6 +112,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             raise ValueError(f"max_length must be >= 0 (0: the model's limit) and max_title_tokens >= 1, got "
                              f"{max_length} and {max_title_tokens}")
         self.max_length = min(max_length or limit, limit)
+        self._limit = limit  # the model's own: no window or text may pass it
         self._pair_specials = tokenizer.num_special_tokens_to_add(pair=True)
         if self.max_length < self._pair_specials + 3:
             raise ValueError(f"max_length {self.max_length} leaves no room: a window holds {self._pair_specials} "
@@ -379,7 +380,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         progress: bool = False,
     ) -> Tensor:
         """One vector per text (or text pair) -> (N, D) on the CPU, sentence-transformers style pooling
-        ("mean" over all pieces under the attention mask, special tokens included, or "cls")."""
+        ("mean" over all pieces under the attention mask, special tokens included, or "cls"); each text cut at
+        `max_length` pieces (default the encoder's), never past the model's limit."""
         if pooling not in ("mean", "cls"):
             raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
         if max_length is not None and max_length < 0:
@@ -395,7 +397,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
                 [texts[i] for i in idx],
                 [pairs[i] for i in idx] if pairs else None,
                 truncation="longest_first" if pairs else True,
-                max_length=(max_length or self.max_length) - (self.code is not None),
+                max_length=min(max_length or self.max_length, self._limit) - (self.code is not None),
                 padding=True,
                 return_tensors="pt",
             )
