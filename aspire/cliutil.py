@@ -61,6 +61,17 @@ class Parser(argparse.ArgumentParser):
     backend) names the nearest choice first: "invalid choice: 'serach'; did you mean 'search'? (choose from ...)".
     Subcommand parsers are of the same class."""
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, but `section.key=value` items after an option (`-q train.max_steps=2`) still join the
+        command's overrides: argparse takes positionals in one run, so it called them unrecognized arguments."""
+        namespace, extra = self.parse_known_args(args, namespace)
+        if extra and isinstance(getattr(namespace, "overrides", None), list) and all(
+                "=" in item and not item.startswith("-") for item in extra):
+            namespace.overrides += extra
+        elif extra:
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return namespace
+
     def error(self, message: str):
         found = _INVALID_CHOICE.search(message)
         if found:

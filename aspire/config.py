@@ -159,11 +159,20 @@ def from_dict(cls: type[T], data: dict) -> T:
     return _from_dict(cls, data)
 
 
-def _merge(base: dict, update: dict) -> dict:
+def _merge(base: dict, update: dict, where: str = "") -> dict:
+    """`base` with `update` laid over it, section by section. A section `update` leaves empty (`train:` with
+    every key under it commented out: null) is a ConfigError: laid over `base`'s section it would drop that
+    section whole, silently, once any override filled it in again."""
     out = dict(base)
     for key, value in update.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
+        name, old = f"{where}{key}", out.get(key)
+        if isinstance(value, dict) and isinstance(old, dict):
+            out[key] = _merge(old, value, f"{name}.")
+        elif value is None and isinstance(old, dict):
+            raise ConfigError(f"{name}: a section with nothing under it; give its keys or remove the line")
+        elif isinstance(old, dict) != isinstance(value, dict) and old is not None:
+            given = value if isinstance(old, dict) else old
+            raise ConfigError(f"{name}: expected a mapping of its keys, got {type(given).__name__} {given!r}")
         else:
             out[key] = value
     return out
@@ -219,7 +228,11 @@ def read_yaml(path: str | Path) -> dict:
         raise ConfigError(f"{path}: top level must be a mapping")
     base = data.pop("base", None)
     if base is not None:
-        data = _merge(read_yaml(path.parent / base), data)
+        below = read_yaml(path.parent / base)  # its own errors name it
+        try:
+            data = _merge(below, data)
+        except ConfigError as err:
+            raise ConfigError(f"{path}: {err}") from None
     return data
 
 

@@ -106,7 +106,9 @@ def test_self_training_config_from_yaml_and_bad_configs(tmp_path):
     assert load_config(CrossEncoderConfig, REPO / "configs" / "crossencoder.yaml").base_model == "minilm"
     for overrides, message in ((["band_from=3"], "must come after"), (["band_to=25"], "within the shortlist"),
                                (["band_from=12", "band_to=10"], "band_to"), (["train.max_lenght=3"], "max_lenght"),
-                               (["rounds=0"], "rounds")):
+                               (["rounds=0"], "rounds"),
+                               (["train.base_model=x", "train.negatives=99"],  # once accepted and never read
+                                r"self-training does not read train.base_model, train.negatives \(its cross-encoder")):
         with pytest.raises(ConfigError, match=message):
             load_config(SelfTrainingConfig, REPO / "configs" / "self_training.yaml", overrides).check()
 

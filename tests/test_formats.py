@@ -473,4 +473,4 @@ def test_merged_export_cli_writes_a_plain_model_with_the_same_outputs(tiny_model
     assert merged.model_cfg.adapter.kind == "none" and merged.inference_name == model.inference_name
     assert torch.allclose(merged.encode(PAPERS).emb, model.encode(PAPERS).emb, atol=1e-5)
     assert export_main(["--model", str(tmp_path / "merged"), "--out", str(tmp_path / "again"), "--quiet"]) == 2
-    assert "has no adapters" in capsys.readouterr().err
+    assert "has no adapter to merge: it is a plain model already" in capsys.readouterr().err

@@ -216,6 +216,7 @@ def test_low_rank_export_carries_linear_weights_and_biases_and_reports_the_rest(
     assert len(linear) > 10
 
     out, fingerprint, report = export_low_rank(tuned, tmp_path / "full", str(tiny_model_dir), rank=64)
+    assert report["rank"] == 32  # the tiny model's width: a larger rank once stored zeros (37 MB at rank 9999)
     loaded = ContextualSentenceEncoder.from_pretrained(out)
     assert loaded.fingerprint() == fingerprint
     got = loaded.merged().model.state_dict()
@@ -246,6 +247,9 @@ def test_low_rank_export_carries_linear_weights_and_biases_and_reports_the_rest(
     assert not (tmp_path / "h").exists()
     with pytest.raises(ValueError, match="rank must be at least 1"):
         export_low_rank(tuned, tmp_path / "r0", str(tiny_model_dir), rank=0)
+    capsys.readouterr()
+    assert export_main(["--model", str(tuned), "--out", str(tmp_path / "m"), "--quiet"]) == 2  # nothing to merge
+    assert "has no adapter to merge: it is a plain model already" in capsys.readouterr().err  # was "merged(): ..."
 
 
 def test_low_rank_export_in_float16_loads_as_the_rounded_model_at_half_the_size(tiny_model_dir, examples_dir,

@@ -98,7 +98,7 @@ def test_user_errors_come_before_torch(tmp_path):
         ("unknown model 'minlm'", ["export", "--model", "minilm", "--adapter-only", "minlm", "--out", str(tmp_path / "e")]),
         # a cross-encoder by name or folder (train-crossencoder once ranked for 27 s first, self-train ran on)
         ("unknown model 'minlm'", ["train-crossencoder", "--out", str(tmp_path / "ce"), "base_model=minlm"]),
-        ("unknown model 'minlm'", ["self-train", "--out", str(tmp_path / "st"), "train.base_model=minlm"]),
+        ("unknown model 'minlm'", ["self-train", "--out", str(tmp_path / "st"), "start_model=minlm"]),
         ("unknown model '" + missing, ["evaluate", "context2doc", "--bm25", "--rerank", missing, "--out", "x"]),
         # a data stage's inputs and model (align's --teacher once failed after 4.9 s, hard-negatives' model.* after 1.8 s)
         ("No such file or directory (--teacher)",

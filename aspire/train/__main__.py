@@ -47,11 +47,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train") ->
                        batch_size_help="pairs per micro-batch on each rank; sets train.batch_size (default: the "
                                        "config's)")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value", help=OVERRIDES_HELP)
-    args, old_style = parser.parse_known_args(argv)
-    bad = [o for o in old_style if not (o.startswith("--") and "=" in o)]
+    args, extra = parser.parse_known_args(argv)  # `--section.key=value` (old style) and overrides after an option
+    bad = [o for o in extra if "=" not in o or (o.startswith("-") and not o.startswith("--"))]
     if bad:
         parser.error(f"unrecognized arguments: {' '.join(bad)}")
-    overrides = normalize_overrides(old_style + args.overrides)
+    overrides = normalize_overrides(args.overrides + extra)
     overrides += [f"train.{key}={value}" for key, value in (("device", args.device), ("batch_size", args.batch_size))
                   if value is not None]
     if args.quiet:

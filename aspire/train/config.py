@@ -8,9 +8,11 @@ temperatures > 0, floats finite), reported when the config loads.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Literal
 
+from aspire.cliutil import device_or_auto
 from aspire.config import ConfigError, ranged
 from aspire.losses import LOSS_KEYS, LOSS_KINDS
 
@@ -199,6 +201,14 @@ class TrainConfig:
     num_workers: int = ranged(0, ge=0)
     device: str = "auto"
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not str(self.out_dir).strip():  # an empty one trained into the working directory
+            raise ConfigError("train.out_dir: must name a directory, got an empty value")
+        try:
+            self.device = device_or_auto(str(self.device))  # a bad one was a traceback from inside torch
+        except argparse.ArgumentTypeError as err:
+            raise ConfigError(f"train.device: {err}") from None
 
 
 @dataclass

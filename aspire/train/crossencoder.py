@@ -154,8 +154,10 @@ def config_cli(argv, prog: str, doc: str, config_cls, example: str, run, example
 
     def go(args) -> int:
         cfg = load_config(config_cls, args.config, args.overrides)
+        if hasattr(cfg, "check"):  # self-training's settings that cannot go together, before any model loads
+            cfg.check()
         check_fresh_out(args.out)
-        check_model(getattr(cfg, "train", cfg).base_model)  # self-training's cross-encoder is its `train` section
+        check_model(getattr(cfg, "start_model", None) or cfg.base_model)  # self-training starts from start_model
         print_json(run(args.data, args.out, cfg), indent=2)
         return 0
 

@@ -85,9 +85,14 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
             if cfg.example_negatives:
                 candidates += list(obj.get("negative_ids", ()))
             negative = next((n for n in candidates if n not in members), None)
-            for pid in (anchor, positive) + ((negative,) if negative else ()):
+            for pid in (anchor, positive):
                 if pid not in papers:
                     raise ValueError(f"{path}:{lineno}: paper {pid!r} has no abstract in abstracts.jsonl")
+            if negative is not None and negative not in papers:
+                whence = (f"the hard negatives file {cfg.hard_negatives}" if negative in (hard or {}).get(anchor, ())
+                          else f"{path}:{lineno}")
+                raise ValueError(f"paper {negative!r}, a hard negative of {anchor!r} in {whence}, has no abstract in "
+                                 f"abstracts.jsonl (a file mined from another examples folder?)")
             out.append(Example(anchor, positive, members, negative, None if al is None else (int(al[0]), int(al[1]))))
         if cfg.max_examples and len(out) >= cfg.max_examples:
             break
@@ -128,6 +133,13 @@ def load_split(cfg: DataConfig, split: str) -> TripletDataset:
     if not examples:  # an empty dev split would give a dev loss of 0.0 and mark any weights as best
         hint = "; add some, or set data.use_dev=false to train without dev loss" if split == "dev" else ""
         raise ValueError(f"the {split} split {root / f'examples.{split}.jsonl'} holds no examples{hint}")
+    if hard is not None:
+        anchored = sum(e.query_id in hard for e in examples)
+        if split == "train" and not anchored:  # trained on with no hard negative at all, silently
+            raise ValueError(f"data.hard_negatives {cfg.hard_negatives}: none of its {len(hard)} papers is an anchor "
+                             f"of the train split of {root} (a file mined from another examples folder?)")
+        log.info("hard negatives: %d of the %d %s examples have an anchor in %s", anchored, len(examples), split,
+                 cfg.hard_negatives)
     return TripletDataset(examples, papers)
 
 

@@ -15,6 +15,7 @@ set to none) are written beside it.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,16 +36,21 @@ EXAMPLES = """\
   python -m aspire.train.export --model runs/query_adapter/checkpoint-000250/model --out runs/query_adapter/merged
   aspire export --model runs/soup/hybrid_all11 --adapter-only minilm --rank 16 --out runs/soup/hybrid_all11-r16
 """
+log = logging.getLogger(__name__)
 LOW_RANK_TARGETS = ("query", "key", "value", "dense")  # every linear layer of a BERT encoder
 LOW_RANK_REPORT = "low_rank.json"
 
 
 def export_merged(model: str | Path, out: str | Path) -> Path:
     """Write `model` (a directory with adapters) to `out` with its active adapter merged into the weights."""
-    from aspire.encoders import ContextualSentenceEncoder
+    from aspire.encoders import ContextualSentenceEncoder, adapters
 
     model, out = model_folder(model), Path(out)
-    ContextualSentenceEncoder.from_pretrained(model).merged().save_pretrained(out)
+    encoder = ContextualSentenceEncoder.from_pretrained(model)
+    if not adapters.is_adapted(encoder.model):  # was "merged(): this encoder has no adapters"
+        raise ValueError(f"{model} has no adapter to merge: it is a plain model already, which opens as it is; to "
+                         "store its difference from a base as an adapter give --adapter-only BASE --rank R")
+    encoder.merged().save_pretrained(out)
     meta = read_meta(model)
     if meta is not None:
         write_plain_meta(meta, out)
@@ -133,6 +139,12 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
         n for n in tuned_weights if tuned_weights[n].shape != base_weights[n].shape)
     if odd:
         raise ValueError(f"{model}: weight {odd[0]!r} is not as in the base {base!r} (name or shape)")
+    widths = [min(w.shape) for n, w in base_weights.items()
+              if w.ndim == 2 and any(n.endswith(f"{t}.weight") for t in targets)]
+    if widths and rank > min(widths):  # past it the SVD has no more to give: the rest would be stored zeros
+        log.warning("rank %d is above the adapted weights' smallest side (%d): stored at rank %d, which is exact",
+                    rank, min(widths), min(widths))
+        rank = min(widths)
     with peft_wrapping():
         adapted = get_peft_model(plain, LoraConfig(r=rank, lora_alpha=float(rank), target_modules=list(targets),
                                                    lora_bias=True))
@@ -255,7 +267,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train.expo
             out, fingerprint, report = export_low_rank(args.model, args.out, args.adapter_only, args.rank,
                                                        half=args.half)
             left = {kind: round(r["left_out_of_difference"], 4) for kind, r in report["relative_norms"].items()}
-            print(f"wrote {out} (rank-{args.rank} adapter over {args.adapter_only}; fingerprint {fingerprint}; "
+            print(f"wrote {out} (rank-{report['rank']} adapter over {args.adapter_only}; fingerprint {fingerprint}; "
                   f"share of each difference left out: {left})")
         elif args.adapter_only:
             out, fingerprint = export_adapter(args.model, args.out, args.adapter_only)

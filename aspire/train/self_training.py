@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from aspire.config import ConfigError, ranged, save_config, to_dict
 from aspire.io import write_json
 from aspire.train.crossencoder import CrossEncoderConfig, config_cli, dev_check, fit_cross_encoder, labelled_pairs
+
+UNREAD_TRAIN_KEYS = ("base_model", "negatives", "negative_depth", "max_queries")  # `train` keys of labelled training
 
 
 @dataclass
@@ -50,7 +52,15 @@ class SelfTrainingConfig:
     train: CrossEncoderConfig = field(default_factory=CrossEncoderConfig)
 
     def check(self) -> SelfTrainingConfig:
-        """Raise ConfigError unless positives < band_from <= band_to <= shortlist."""
+        """Raise ConfigError unless positives < band_from <= band_to <= shortlist, and where a `train` key that only a
+        cross-encoder's own training reads (its start model and its labelled pairs) is set: here `start_model`
+        and the rounds' pseudo labels take their place, so the key would be ignored."""
+        unread = [f"train.{f.name}" for f in fields(CrossEncoderConfig) if f.name in UNREAD_TRAIN_KEYS
+                  and getattr(self.train, f.name) != getattr(CrossEncoderConfig(), f.name)]
+        if unread:
+            raise ConfigError(f"self-training does not read {', '.join(unread)} (its cross-encoder starts from "
+                              "start_model and learns from the pseudo labels of max_queries, positives, band_from, "
+                              "band_to and negatives); remove them")
         if not self.positives < self.band_from:
             raise ConfigError(f"band_from ({self.band_from}) must come after the {self.positives} positives")
         if not self.band_from <= self.band_to:

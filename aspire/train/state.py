@@ -52,8 +52,9 @@ def trim_metrics(out_dir: Path, step: int) -> None:
     write_text(path, "".join(k + "\n" for k in keep))
 
 
-# what must not change between a run and its --resume (the data order and the loss depend on them)
-RESUME_FIXED = ("model.kind", "model.encoder", "model.control_codes", "model.adapter", "data", "loss", "abstract",
+# what must not change between a run and its --resume (the data order and the loss depend on them; the model's
+# settings come from the checkpoint, so a changed one would be recorded but not used)
+RESUME_FIXED = ("model", "data", "loss", "abstract",
                 "tasks", "mix", "train.seed", "train.batch_size", "train.grad_accum", "train.max_steps", "train.epochs", "train.warmup_steps",
                 "train.lr")
 
@@ -64,9 +65,17 @@ def check_resume_config(saved: dict, cfg: Config) -> None:
 
     def get(tree: dict, dotted: str):
         for key in dotted.split("."):
-            tree = tree[key]
+            tree = tree.get(key, "(no such setting)") if isinstance(tree, dict) else "(no such setting)"
         return tree
 
-    changed = [f"{k}: {get(saved, k)!r} -> {get(now, k)!r}" for k in RESUME_FIXED if get(saved, k) != get(now, k)]
+    def leaves(tree, prefix: str):  # (dotted key, value) of every setting under `prefix`
+        if isinstance(tree, dict):
+            for key, value in tree.items():
+                yield from leaves(value, f"{prefix}.{key}")
+        else:
+            yield prefix, tree
+
+    changed = [f"{key}: {was!r} -> {get(now, key)!r}" for k in RESUME_FIXED for key, was in leaves(get(saved, k), k)
+               if was != get(now, key)]
     if changed:
         raise ValueError("--resume with a changed config would not continue the same run: " + "; ".join(changed))

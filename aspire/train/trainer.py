@@ -121,6 +121,9 @@ class Trainer:
         if sequential and self.total_steps != self.steps_per_epoch:
             raise ValueError(f"mix.mode sequential runs the tasks' steps ({self.steps_per_epoch} in all); "
                              f"train.max_steps must be 0 or that, got {self.tc.max_steps}")
+        if self.tc.warmup_steps >= self.total_steps and self.rank == 0:
+            log.warning("train.warmup_steps %d >= the run's %d steps: the rate never reaches train.lr %g",
+                        self.tc.warmup_steps, self.total_steps, self.tc.lr)
         decay = [p for n, p in model.named_parameters() if p.ndim > 1 and "LayerNorm" not in n]
         no_decay = [p for n, p in model.named_parameters() if not (p.ndim > 1 and "LayerNorm" not in n)]
         self.optimizer = torch.optim.AdamW(
@@ -142,6 +145,7 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
         self.best_dev = state["best_dev_loss"]
+        self._saved_step = self.step  # the checkpoint resumed from: a finished run is not evaluated and saved again
         set_rng_state(state["rng"][self.rank])
 
     def _state(self) -> dict:
@@ -207,6 +211,10 @@ class Trainer:
                 raise ValueError(f"{split} holds {size} example(s), fewer than one batch (train.batch_size="
                                  f"{self.tc.batch_size}), so no dev loss could be taken: lower train.batch_size, "
                                  "build a larger dev split, or set data.use_dev=false")
+            if size % self.tc.batch_size and self.rank == 0:  # whole batches keep its in-batch negatives comparable
+                split = f"task {name!r}'s dev split" if name else "the dev split"
+                log.info("the dev loss scores %d of the %d examples of %s (whole batches of train.batch_size=%d)",
+                         size - size % self.tc.batch_size, size, split, self.tc.batch_size)
 
     def _dev_parts(self) -> list[tuple[str | None, int, int]]:
         """The dev examples as `dev_loss` scores them: (task name, offset, size) a task, else one part (None, 0, all)."""
@@ -260,6 +268,7 @@ class Trainer:
         if improved and self.rank == 0:
             ckpt.write_pointer(self.out_dir, ckpt.BEST, {"checkpoint": ckpt.checkpoint_name(self.step),
                                                          "step": self.step, "dev_loss": value, **per_task})
+            ckpt.prune_checkpoints(self.out_dir, self.tc.keep_checkpoints)  # the old best is no longer kept for it
 
     def train(self) -> dict:
         """Run to `total_steps`; returns the last logged metrics plus the weights digest of every rank."""
@@ -271,6 +280,8 @@ class Trainer:
                              f"a checkpoint of this model in {self.out_dir}")
             with on_disk_full(self.out_dir, "config.yaml"):
                 save_config(self.cfg, self.out_dir / "config.yaml")
+        if self.step >= self.total_steps and self.rank == 0:
+            log.info("%s is finished (step %d of %d): nothing to train", self.out_dir, self.step, self.total_steps)
         bar = tqdm(total=self.total_steps, initial=self.step, desc="training", unit="step",
                    disable=not tc.progress or self.rank != 0)
         module = self.ddp or self.model
@@ -310,8 +321,8 @@ class Trainer:
                 if self.position == sampler.num_batches:  # epoch done: the checkpoint says "next epoch"
                     self.epoch, self.position = self.epoch + 1, 0
                 paused = time.perf_counter()  # evaluation and saving stay out of the throughput figure
-                if tc.eval_every and self.step % tc.eval_every == 0:
-                    self.evaluate()
+                if (tc.eval_every and self.step % tc.eval_every == 0) or self.step == self.total_steps:
+                    self.evaluate()  # the last step always (save_every alone once saved it unevaluated)
                 elif tc.save_every and self.step % tc.save_every == 0:
                     self.save()
                 window["t0"] += time.perf_counter() - paused
@@ -377,6 +388,10 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
     if not resume and record is not None:
         raise FileExistsError(f"{out_dir} already holds checkpoints; pass --resume to continue or choose another train.out_dir")
     state = None
+    if not resume and rank == 0 and (out_dir / METRICS).is_file():  # a run killed before its first checkpoint
+        log.warning("%s: replacing the metrics of an earlier run into this folder that saved no checkpoint",
+                    out_dir / METRICS)
+        (out_dir / METRICS).unlink()
     if resume:
         if rank == 0:
             ckpt.clean_temp(out_dir)
