@@ -113,3 +113,13 @@ def test_a_hard_negatives_file_of_other_papers_is_refused_naming_it(tiny_model_d
     with pytest.raises(ValueError, match=f"paper 'NOPE-1', a hard negative of 'p0_0' in the hard negatives file "
                                          f"{unknown}, has no abstract"):
         run(tiny_config(tiny_model_dir, examples_dir, tmp_path / "b", f"data.hard_negatives={unknown}"))
+
+
+def test_a_warmup_longer_than_the_run_and_an_unscored_dev_tail_are_said(tiny_model_dir, examples_dir, tmp_path,
+                                                                        caplog):
+    with caplog.at_level("INFO", logger="aspire.train.trainer"):
+        run(tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=cocite_vector", "train.max_steps=2",
+                        "train.warmup_steps=5", "train.batch_size=4"))
+    assert "train.warmup_steps 5 >= the run's 2 steps: the rate never reaches train.lr 0.001" in caplog.text
+    dev = sum(1 for _ in (examples_dir / "examples.dev.jsonl").open()) * 2  # both directions
+    assert dev % 4 and f"the dev loss scores {dev - dev % 4} of the {dev} examples of the dev split" in caplog.text
