@@ -205,10 +205,21 @@ def _running(pid: int) -> bool:
     return True
 
 
+def _remove_if_only_lock(folder: Path) -> None:
+    """Remove `folder` when it holds nothing but its lock file: a refused command leaves no empty folder behind."""
+    try:
+        if {entry.name for entry in folder.iterdir()} <= {LOCK_FILE}:
+            (folder / LOCK_FILE).unlink(missing_ok=True)
+            folder.rmdir()
+    except OSError:  # another process came in meanwhile: its folder now
+        pass
+
+
 @contextmanager
 def folder_lock(folder: str | Path, locked_error: Callable[[str], OSError], advice: str,
                 activity: str = "in use") -> Iterator[Path]:
-    """Hold `folder/.lock` (the folder is created if needed), re-entrant within a process.
+    """Hold `folder/.lock` (the folder is created if needed, and removed again when the command leaves nothing
+    but the lock in it), re-entrant within a process.
 
     Raises `locked_error(message)` at once (no waiting) when another process holds it; the message says
     "FOLDER is <activity> by another process (<the holder, `lock_holder`>; ...)" and ends with `advice`.
@@ -216,6 +227,7 @@ def folder_lock(folder: str | Path, locked_error: Callable[[str], OSError], advi
     from filelock import FileLock, Timeout  # imported here: most commands never lock a folder
 
     folder = Path(folder)
+    created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     lock = FileLock(folder / LOCK_FILE, timeout=0, is_singleton=True)
     try:
@@ -232,3 +244,5 @@ def folder_lock(folder: str | Path, locked_error: Callable[[str], OSError], advi
         if lock.lock_counter == 1:  # removed before the lock is let go, so it never names the next holder
             holder.unlink(missing_ok=True)
         lock.release()
+        if created and lock.lock_counter == 0:  # a folder made for a command that wrote nothing (it was refused)
+            _remove_if_only_lock(folder)

@@ -108,6 +108,7 @@ def test_a_hard_negatives_file_of_other_papers_is_refused_naming_it(tiny_model_d
     other.write_text(json.dumps({"paper_id": "ZZZ", "negatives": ["p1_0"]}) + "\n")  # trained with none, silently
     with pytest.raises(ValueError, match=f"data.hard_negatives {other}: none of its 1 papers is an anchor"):
         run(tiny_config(tiny_model_dir, examples_dir, tmp_path / "a", f"data.hard_negatives={other}"))
+    assert not (tmp_path / "a").exists()  # the refused run's folder held only its lock: once left behind
     unknown = tmp_path / "unknown.jsonl"
     unknown.write_text(json.dumps({"paper_id": "p0_0", "negatives": ["NOPE-1"]}) + "\n")  # once blamed the examples
     with pytest.raises(ValueError, match=f"paper 'NOPE-1', a hard negative of 'p0_0' in the hard negatives file "
