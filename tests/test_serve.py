@@ -357,3 +357,16 @@ def test_bad_pipeline_choices_are_refused(service, body, message):
     with pytest.raises(RequestError, match=message) as err:
         service.search(body)
     assert err.value.status == 400
+
+
+def test_an_index_without_whole_vectors_refuses_the_stages_that_need_them(index_dir):
+    """Such an index (built before the one-pass encoding) once answered `whole` and `hybrid` with a 500."""
+    old = open_service(index_dir, ["k=3"])
+    old.index.whole = None
+    info = old.info()
+    assert "whole" not in info["pipelines"] and "hybrid" not in info["rerankers"] and "ann" in info["pipelines"]
+    for extra in ({"stages": "whole"}, {"rerank": "hybrid"}):
+        with pytest.raises(RequestError, match=f"'{next(iter(extra.values()))}' needs the papers' whole-abstract") as err:
+            old.search({"paper_id": "q", "sentences": [0], **extra})
+        assert err.value.status == 400
+    assert old.search({"paper_id": "q", "sentences": [0], "rerank": "ot"})["hits"]

@@ -83,3 +83,18 @@ def test_explicit_reload_and_a_broken_generation(encoder, tmp_path):
         assert "gen-000009" in generation_of(srv)[3]["reload_error"]
     assert logs.tracebacks() == []
     assert any("could not open its live generation" in r.getMessage() for r in logs.records)
+
+
+def test_an_index_deleted_and_built_again_is_served_though_its_generation_has_the_same_name(encoder, tmp_path):
+    """The new build starts again at gen-000001: once the old papers stayed served and reload said "not reloaded"."""
+    import shutil
+
+    index = build_index(encoder, PAPERS[:3], tmp_path / "index", "tiny")
+    with running(ServiceHolder(index, check_every=None)) as srv:
+        assert generation_of(srv)[3]["n_papers"] == 3
+        shutil.rmtree(index)
+        build_index(encoder, PAPERS, index, "tiny")
+        status, _, _, out = generation_of(srv, "POST", "/api/reload")
+        assert status == 200 and out == {"generation": "gen-000001", "previous": "gen-000001", "reloaded": True,
+                                         "error": None}
+        assert generation_of(srv)[3]["n_papers"] == len(PAPERS)

@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from aspire.serve.service import SearchService, live_generation, open_service
+from aspire.serve.service import SearchService, generation_key, open_service
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,10 @@ class ServiceHolder:
         return self._reload_locked()
 
     def _reload_locked(self) -> dict:
-        previous = self._service.generation
+        previous, served = self._service.generation, self._service
         try:
             stamp = self._current_stamp()
-            if live_generation(self.index_dir) != previous:
+            if generation_key(self.index_dir) != served.key:  # a new generation, or a rebuilt one of the same name
                 self._service = self._open()
                 log.info("index %s: now serving %s (was %s)", self.index_dir, self._service.generation, previous)
             self._stamp, self.reload_error = stamp, None
@@ -102,7 +102,7 @@ class ServiceHolder:
         finally:
             self._lock.release()
         return {"generation": self._service.generation, "previous": previous,
-                "reloaded": self._service.generation != previous, "error": self.reload_error}
+                "reloaded": self._service is not served, "error": self.reload_error}
 
     def _current_stamp(self) -> tuple | None:
         """(inode, mtime, size) of `CURRENT`: a rebuild replaces the file, so any change shows here."""
@@ -123,6 +123,6 @@ class ServiceHolder:
                 if attempt == OPEN_ATTEMPTS:
                     raise
                 continue
-            if live_generation(self.index_dir) == service.generation:  # CURRENT did not move while it was read
+            if generation_key(self.index_dir) == service.key:  # CURRENT did not move while it was read
                 return service
         raise RuntimeError(f"{self.index_dir}: the live generation changed {OPEN_ATTEMPTS} times while it was read")

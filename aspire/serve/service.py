@@ -24,6 +24,8 @@ paper's labels kept only when their count equals the indexed paper's sentence co
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -52,6 +54,8 @@ from aspire.serve.requests import (
 )
 
 log = logging.getLogger(__name__)
+NEEDS_WHOLE = ("whole", "hybrid")  # the first stage and the re-ranker that read the stored whole-abstract vectors
+
 
 def read_labels(path: str | Path, paper_ids: Sequence[str], sentences: Sequence[Sequence[str]]) -> tuple[dict, dict]:
     """Facet labels per indexed paper from a papers JSONL: ({paper_id: [label per sentence]}, counts).
@@ -85,15 +89,16 @@ class SearchService:
         searcher: an opened `Searcher`.
         labels: {paper_id: facet label per sentence} (see `read_labels`); papers without stay unlabelled.
         generation: the name of the index generation the searcher holds (e.g. "gen-000002").
+        key: what tells that generation from any other (`generation_key`; None when not opened from a directory).
     Searches run one at a time (a lock): the index, the scorers and torch's threads are shared.
     """
 
     def __init__(self, searcher: Searcher, labels: Mapping[str, list[str]] | None = None,
-                 generation: str | None = None) -> None:
+                 generation: str | None = None, key: tuple[str, str] | None = None) -> None:
         self.searcher = searcher
         self.index = searcher.index
         self.labels = dict(labels or {})
-        self.generation = generation
+        self.generation, self.key = generation, key
         self._lower_titles = [t.lower() for t in self.index.titles]
         self._lock = threading.Lock()
 
@@ -101,9 +106,12 @@ class SearchService:
     def info(self) -> dict:
         cfg = self.searcher.config
         cross = {"loaded": self.searcher.cross_encoder is not None, "top": cfg.cross_top, "weight": cfg.cross_weight}
+        whole = self.index.whole is not None  # without whole vectors, the stages that need them are not offered
         return {"n_papers": self.index.n_papers, "n_sentences": self.index.n_sentences,
-                "model": self.index.model_name, "rerank": cfg.rerank, "rerankers": list(RERANKERS),
-                "stages": cfg.stages, "pipelines": list(STAGES), "cross_encoder": cross,
+                "model": self.index.model_name, "rerank": cfg.rerank,
+                "rerankers": [r for r in RERANKERS if whole or r not in NEEDS_WHOLE],
+                "stages": cfg.stages, "pipelines": [s for s in STAGES if whole or s not in NEEDS_WHOLE],
+                "cross_encoder": cross,
                 "k": cfg.k, "max_k": MAX_K, "shortlist": cfg.shortlist, "max_shortlist": MAX_SHORTLIST,
                 "min_tau": MIN_TAU, "max_tau": MAX_TAU, "labelled_papers": len(self.labels),
                 "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps}, "generation": self.generation}
@@ -174,6 +182,10 @@ class SearchService:
         shortlist = req.shortlist if req.shortlist is not None else max(min(cfg.shortlist, MAX_SHORTLIST), k)
         if shortlist < k:
             raise RequestError(400, f"shortlist ({shortlist}) must be at least k ({k})")
+        needs_whole = [x for x in (req.stages or cfg.stages, req.rerank or cfg.rerank) if x in NEEDS_WHOLE]
+        if needs_whole and self.index.whole is None:  # once a 500 from inside the search
+            raise RequestError(400, f"{needs_whole[0]!r} needs the papers' whole-abstract vectors, which this index "
+                                    "does not store (built before the one-pass encoding): rebuild it")
         if req.cross_encoder and self.searcher.cross_encoder is None:
             raise RequestError(400, "cross_encoder: this server holds no cross-encoder (start it with "
                                     "--cross-encoder DIR)")
@@ -250,7 +262,15 @@ def significant(values: np.ndarray, digits: int = 4) -> np.ndarray:
 
 def live_generation(index_dir: str | Path) -> str:
     """The name of the live generation under `index_dir` (its manifest checked), e.g. "gen-000002"."""
-    return Path(SentenceIndex.read_manifest(index_dir)["path"]).name
+    return generation_key(index_dir)[0]
+
+
+def generation_key(index_dir: str | Path) -> tuple[str, str]:
+    """(name, digest of its manifest) of the live generation under `index_dir`. The name alone does not tell two
+    builds apart: an index deleted and built again, or built with --overwrite, starts again at gen-000001."""
+    manifest = SentenceIndex.read_manifest(index_dir)
+    digest = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    return Path(manifest["path"]).name, digest
 
 
 def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_from: str | Path | None = None,
@@ -261,7 +281,7 @@ def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_fr
     Its `generation` is the live generation read just before opening (a build finishing meanwhile can
     make it stale: aspire.serve.reload checks it again after opening).
     """
-    generation = live_generation(index_dir)
+    key = generation_key(index_dir)
     searcher = Searcher.open(index_dir, overrides)
     searcher.cross_encoder = cross_encoder
     index = searcher.index  # the labels the index keeps, unless a labels file is given
@@ -269,4 +289,4 @@ def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_fr
     if labels_from is not None:
         labels, counts = read_labels(labels_from, searcher.index.paper_ids, searcher.index.sentences)
         log.info("facet labels from %s: %s", labels_from, {k: v for k, v in counts.items() if k != "rejected"})
-    return SearchService(searcher, labels, generation)
+    return SearchService(searcher, labels, key[0], key)
