@@ -244,3 +244,11 @@ def test_damaged_index_is_refused_at_once_and_replaced_with_overwrite(tmp_path):
         build_index(root, "m", corpus, FLAT, load_encoder=lambda m: HashEncoder())
     index, _ = build_index(root, "m", corpus, FLAT, overwrite=True, load_encoder=lambda m: HashEncoder())
     assert SentenceIndex.load(root).paper_ids == ["a"] == index.paper_ids
+
+
+def test_a_current_pointing_at_a_missing_generation_says_so(tmp_path):
+    root = tmp_path / "idx"
+    _saved(root)
+    (root / "CURRENT").write_text("gen-000009\n")  # once "gen-000009 is incomplete: no manifest.json"
+    with pytest.raises(IndexFormatError, match="CURRENT names gen-000009, which is not there"):
+        SentenceIndex.load(root)

@@ -358,6 +358,8 @@ class SentenceIndex:
         with `verify`, else those of files up to 64 MiB)."""
         root = Path(root)
         gen = root / require_live_generation(root)
+        if not gen.is_dir():
+            raise IndexFormatError(f"{root}/CURRENT names {gen.name}, which is not there (a generation deleted by hand?)")
         if not confined(gen, gen / "manifest.json").is_file():
             raise IndexFormatError(f"{gen} is incomplete: no manifest.json")
         try:
