@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +24,7 @@ from aspire.data.papers import (
     write_papers,
 )
 from aspire.data.sentences import SentenceSplitter, get_splitter
+from aspire.io import DataError
 
 GOOD = {"paper_id": "p1", "title": "A title", "abstract": ["First sentence.", "Second sentence."]}
 
@@ -298,6 +302,111 @@ def test_split_cli_writes_sentence_lists_once_and_names_what_it_leaves_out(tmp_p
     # the split file reads back to the same papers with no splitter at all
     again = read_papers(out, splitter=None)
     assert [list(p.sentences) for p in again.papers] == [expected, ["Kept as given.", "Twice."]]
+
+
+def gzip_lines(path: Path, n: int) -> Path:
+    """A gzip papers file of `n` papers whose titles are random letters, so the compressed stream is about as long
+    as the text and a cut through it leaves many whole lines before it."""
+    rng = random.Random(0)
+    with gzip.open(path, "wb") as f:
+        for i in range(n):
+            title = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(400))
+            f.write(line(paper_id=f"p{i}", title=title) + b"\n")
+    return path
+
+
+def one_error_line(err: str, path: Path) -> str:
+    """The single `error:` line a command printed for `path`, no traceback."""
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    assert str(path) in err
+    return err
+
+
+def test_split_to_a_gz_name_writes_gzip_that_reads_back(tmp_path, capsys):
+    """`split a.jsonl.gz --out b.jsonl.gz` once wrote plain NDJSON under the .gz name, which nothing could read."""
+    src = gzip_lines(tmp_path / "a.jsonl.gz", 5)
+    out = tmp_path / "b.jsonl.gz"
+    assert main(["split", str(src), "--out", str(out)]) == 0
+    assert out.read_bytes()[:2] == b"\x1f\x8b"  # the gzip magic
+    assert read_papers(out, splitter=None).papers == read_papers(src).papers
+    assert main(["check", str(out)]) == 0
+    assert "5 lines: 5 papers, 0 rejected, 0 blank" in capsys.readouterr().out
+    # the header names the target, not the temporary file, and carries no time: the same papers, the same bytes
+    first = out.read_bytes()
+    assert first[10:].startswith(b"b.jsonl\x00")  # FNAME, after the 10-byte fixed header
+    write_papers(out, read_papers(src).papers)
+    assert out.read_bytes() == first
+
+
+@pytest.mark.parametrize("how", ["same name", "another name for it"])
+def test_split_refuses_to_write_over_its_own_input(tmp_path, capsys, how):
+    """`split odd.jsonl --out odd.jsonl` once replaced the user's only copy, its rejected records dropped."""
+    src = write_lines(tmp_path / "odd.jsonl", [line(paper_id="a"), b"{oops", line(paper_id="b")])
+    before = src.read_bytes()
+    out = src
+    if how != "same name":
+        out = tmp_path / "alias.jsonl"
+        os.symlink(src.name, out)
+    assert main(["split", str(src), "--out", str(out)]) == 2
+    err = one_error_line(capsys.readouterr().err, src)
+    assert f"the output {out} is the input file {src}" in err
+    assert src.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({src.name, out.name})
+
+
+def test_split_replaces_another_existing_output_file(tmp_path):
+    """As every single output file (`aspire search --run-out`): an existing other --out is replaced, atomically."""
+    src = write_lines(tmp_path / "p.jsonl", [line(paper_id="a")])
+    out = write_lines(tmp_path / "split.jsonl", [line(paper_id="old")])
+    assert main(["split", str(src), "--out", str(out)]) == 0
+    assert [p.paper_id for p in read_papers(out).papers] == ["a"]
+
+
+def test_a_truncated_gzip_file_is_one_error_naming_the_file_and_the_line_reached(tmp_path, capsys):
+    """A cut .gz file once ended in a traceback (EOFError); its first papers must not pass for the whole file."""
+    whole = gzip_lines(tmp_path / "a.jsonl.gz", 60)
+    cut = tmp_path / "t.jsonl.gz"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    seen: list[Paper] = []
+    with pytest.raises(DataError) as err:
+        for paper in iter_papers(cut, on_reject=lambda r: None):  # not a bad record: the file as a whole is bad
+            seen.append(paper)
+    found = re.fullmatch(rf"{re.escape(str(cut))}: the gzip stream ends early, after line (\d+) "
+                         r"\(a truncated or partly copied file\)", str(err.value))
+    assert found, str(err.value)
+    reached = int(found.group(1))
+    assert 0 < reached < 60 and len(seen) == reached  # every whole line before the cut was read, and named
+    with pytest.raises(DataError, match="ends early"):
+        read_papers(cut, skip_bad=True)
+    out = tmp_path / "x.jsonl"
+    for argv in (["check", str(cut)], ["check", str(cut), "--skip-bad"], ["split", str(cut), "--out", str(out)]):
+        assert main(argv) == 2
+        assert f"after line {reached}" in one_error_line(capsys.readouterr().err, cut)
+    assert not out.exists()  # no partial output
+    head = tmp_path / "h.jsonl.gz"
+    head.write_bytes(whole.read_bytes()[:20])
+    with pytest.raises(DataError, match=f"{re.escape(str(head))}: the gzip stream ends early, before the end of its first line"):
+        read_papers(head)
+
+
+def test_a_damaged_gzip_stream_is_one_error_naming_the_file(tmp_path):
+    whole = gzip_lines(tmp_path / "a.jsonl.gz", 3)
+    data = bytearray(whole.read_bytes())
+    data[-6] ^= 0xFF  # the stored CRC
+    bad = tmp_path / "crc.jsonl.gz"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(DataError, match=f"{re.escape(str(bad))}: the gzip stream is damaged, after line 3 \\(CRC check failed"):
+        read_papers(bad)
+
+
+def test_a_gz_name_that_is_not_gzip_is_named(tmp_path, capsys):
+    """`printf xx > n.jsonl.gz` once gave `error: Not a gzipped file (b'xx')`, naming no file."""
+    path = tmp_path / "n.jsonl.gz"
+    path.write_bytes(b"xx")
+    with pytest.raises(DataError, match=f"{re.escape(str(path))}: not a gzip file, though its name ends in .gz"):
+        read_papers(path)
+    assert main(["check", str(path)]) == 2
+    one_error_line(capsys.readouterr().err, path)
 
 
 def test_documented_module_command_runs_the_cli(tmp_path):

@@ -11,7 +11,11 @@ and `as_papers` makes Papers of Papers, records or plain abstract strings (what 
 Record rules (one JSON object a line):
 - The file is read as bytes and each line decoded as UTF-8 on its own, so an undecodable byte is
   reported with its line. A UTF-8 byte-order mark at the very start of the file is ignored. Files
-  ending in `.gz` are read through gzip. Lines end at `\\n`; a trailing `\\r` is whitespace.
+  ending in `.gz` are read through gzip (and `write_papers` writes them so). Lines end at `\\n`; a trailing
+  `\\r` is whitespace.
+- A damaged file is not a bad record but an error for the whole file (`DataError` naming it): a `.gz` file
+  that is not gzip, a gzip stream that ends early (a truncated copy) or fails its check. It is raised
+  where the damage is met, after the lines before it, so no reader takes the part read for the whole.
 - Blank (whitespace-only) lines are not records: they are skipped and listed in `blank_lines`.
 - `paper_id`: a non-blank string, kept as given, or an integer (not a bool), converted with
   `str()`. Anything else is an error. Repeating the id of a paper already read (after conversion)
@@ -31,15 +35,19 @@ Record rules (one JSON object a line):
 - Any other field is kept in `Paper.extra` and written back by `write_papers`.
 
 CLI: `python -m aspire.data.papers check FILE` (counts and every rejected record; exit 1 if any) and
-`python -m aspire.data.papers split FILE --out OUT` (`split_file`), also `aspire papers check|split`.
+`python -m aspire.data.papers split FILE --out OUT` (`split_file`; OUT may not be FILE itself), also
+`aspire papers check|split`.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import sys
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -199,8 +207,39 @@ def _parse_sentences(
     return title, sentences, labels
 
 
+def _is_gzip(path: Path) -> bool:
+    """Whether a papers file is read and written through gzip: its name ends in `.gz`."""
+    return path.suffix == ".gz"
+
+
 def _open_bytes(path: Path):
-    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+    return gzip.open(path, "rb") if _is_gzip(path) else path.open("rb")
+
+
+def _whole_lines(f, name: str, max_line_bytes: int | None) -> Iterator[tuple[bytes, int]]:
+    """`bounded_lines` of an open papers file; a damaged gzip stream raises `DataError` naming the file and the
+    last whole line read, so the lines before the damage are never taken for the whole file."""
+    lines = bounded_lines(f, max_line_bytes)
+    n = 0
+    while True:
+        try:
+            item = next(lines)
+        except StopIteration:
+            return
+        except EOFError:  # gzip's "Compressed file ended before the end-of-stream marker was reached"
+            raise DataError(f"{name}: the gzip stream ends early, {_reached(n)} (a truncated or partly copied file)"
+                            ) from None
+        except (gzip.BadGzipFile, zlib.error) as err:  # no gzip header, bad compressed data, a failed CRC check
+            if n == 0 and str(err).startswith("Not a gzipped file"):
+                raise DataError(f"{name}: not a gzip file, though its name ends in .gz ({err})") from None
+            raise DataError(f"{name}: the gzip stream is damaged, {_reached(n)} ({err})") from None
+        n += 1
+        yield item
+
+
+def _reached(n: int) -> str:
+    """Where reading stopped, `n` whole lines read."""
+    return f"after line {n}" if n else "before the end of its first line"
 
 
 def iter_lines(
@@ -213,7 +252,8 @@ def iter_lines(
 ) -> Iterator[tuple[int, Paper | RejectedRecord | None]]:
     """(line number, outcome) for every line of a papers file: a `Paper`, a `RejectedRecord`, or
     None for a blank line. Never raises for a bad record; the splitter is built on first need.
-    `splitter=None`: a string abstract is a bad record (only sentence lists are accepted)."""
+    `splitter=None`: a string abstract is a bad record (only sentence lists are accepted).
+    A damaged gzip file raises `DataError` when the damage is reached."""
     path = Path(path)
     name = str(path)
     built: list[SentenceSplitter] = []
@@ -227,7 +267,7 @@ def iter_lines(
 
     first_line: dict[str, int] = {}
     with _open_bytes(path) as f:
-        for line_no, (raw, too_long) in enumerate(bounded_lines(f, max_line_bytes), start=1):
+        for line_no, (raw, too_long) in enumerate(_whole_lines(f, name, max_line_bytes), start=1):
             if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             pid = id_in_head(raw) if too_long else None
@@ -386,13 +426,18 @@ def paper_to_record(paper: Paper) -> dict:
 
 
 def write_papers(path: str | Path, papers: Iterable[Paper]) -> int:
-    """Write papers as JSONL (UTF-8, one object a line), atomically: a temporary file in the same
-    folder is renamed over `path` only once complete. Returns the number of papers written."""
+    """Write papers as JSONL (UTF-8, one object a line), gzip-compressed when `path` ends in `.gz` (as
+    `read_papers` reads it), atomically: a temporary file in the same folder is renamed over `path` only
+    once complete. Returns the number of papers written."""
+    path = Path(path)
     n = 0
-    with atomic_write(path) as f:
-        for paper in papers:
-            f.write(json.dumps(paper_to_record(paper), ensure_ascii=False) + "\n")
-            n += 1
+    with atomic_write(path, "wb") as raw:
+        # mtime 0 and the target's name (not the temporary one) in the gzip header: the same papers, the same bytes
+        packed = gzip.GzipFile(path.name, "wb", fileobj=raw, mtime=0) if _is_gzip(path) else nullcontext(raw)
+        with packed as f:
+            for paper in papers:
+                f.write((json.dumps(paper_to_record(paper), ensure_ascii=False) + "\n").encode("utf-8"))
+                n += 1
     return n
 
 
@@ -401,7 +446,14 @@ def split_file(src: str | Path, dst: str | Path, splitter: str | SentenceSplitte
     """Write the papers of `src` to `dst` with each abstract as its list of sentences, split once here, so
     readers that would each split it again (every rank of a sharded encoding, the training tasks) take
     the sentences as given. Other fields are kept. A bad record is not written: it is returned, with its
-    line and reason. Returns (papers written, rejected records)."""
+    line and reason. Returns (papers written, rejected records).
+
+    `dst` may not be `src` itself (by any name): that would replace the only copy, rejected records and all.
+    Another file at `dst` is replaced, atomically, as every single output file is; `dst` ending in `.gz` is
+    written as gzip. A damaged `src` (`DataError`) leaves `dst` as it was."""
+    if Path(dst).exists() and os.path.samefile(src, dst):
+        raise ValueError(f"the output {dst} is the input file {src}: writing it would replace the only copy "
+                         "(and drop its rejected records); choose another output file")
     rejected: list[RejectedRecord] = []
     written = write_papers(dst, iter_papers(src, splitter=splitter, on_reject=rejected.append))
     return written, rejected
@@ -446,7 +498,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.data.paper
     check.add_argument("--splitter", default=DEFAULT_SPLITTER, help="sentence splitter for string abstracts")
     split = sub.add_parser("split", help="write FILE's papers to OUT with abstracts split into sentences once")
     split.add_argument("file", type=Path, help="the papers JSONL (.gz read as gzip)")
-    split.add_argument("--out", type=Path, required=True, help="the JSONL file to write (atomically)")
+    split.add_argument("--out", type=Path, required=True,
+                       help="the JSONL file to write (atomically; .gz written as gzip), not FILE itself")
     split.add_argument("--splitter", default=DEFAULT_SPLITTER, help="sentence splitter for string abstracts")
     return parse_and_run(parser, argv, _run, common=(check, split))
 
