@@ -68,12 +68,19 @@ def answer_queries(searcher: Searcher, queries: Mapping, depth: int) -> dict[str
             for qid, query in queries.items()}
 
 
+def pipeline_config(pipeline: Sequence[str]):
+    """The search config `pipeline` (search-config overrides) gives the defaults; ConfigError naming a bad key or
+    value, checked before any encoding (a typo once surfaced after every candidate was encoded)."""
+    return apply_overrides(IndexBuildConfig().search, list(pipeline), "search")
+
+
 def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline: Sequence[str] = (),
                         depth: int = 100, encoder=None, encoder_options: dict | None = None) -> dict:
     """Score `bench` with the search pipeline `pipeline` (search-config overrides) over an index of its
     candidates built with `model` (or the loaded `encoder`); writes the run, qrels and `results.json`."""
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
+    pipeline_config(pipeline)  # a mistyped key before the candidates are encoded
     if encoder is None:
         from aspire.encoders import load_encoder
 
@@ -106,12 +113,12 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     from aspire.evaluate.encode import encode_papers
     from aspire.evaluate.facets import facet_queries
 
+    search = pipeline_config(pipeline)  # one search config for every pool, checked before any encoding
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
     batch, _ = encode_papers(encoder, ordered, "contextual", cache_dir, batch_size)
     batch = _searchable(batch, ordered)
     row, titles = {p.paper_id: i for i, p in enumerate(ordered)}, {p.paper_id: p.title for p in ordered}
     fingerprint = model_fingerprint(encoder)
-    search = apply_overrides(IndexBuildConfig().search, list(pipeline), "search")  # one search config for every pool
     rankings: dict[str, dict[str, list[str]]] = {}
     for facet in pool_set.facets:
         pools = pool_set.pools[facet]
