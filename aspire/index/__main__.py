@@ -8,9 +8,10 @@
                   encode-shard: [--backend onnx [--quantize int8]] encodes with ONNX Runtime on the CPU; add
                   must use the backend the index was built with, its fingerprint is checked)
     encode-shard  [--model M] --corpus papers.jsonl --shards SHARDS [--num-shards S] [--merge-into DIR [--overwrite]]
-                  (under torchrun; a re-run encodes only the shards not yet finished)
+                  (under torchrun; a re-run encodes only the shards not yet finished, and refuses finished shards
+                  of another corpus, model, backend or setting; --shards must not hold an index)
     merge         --shards SHARDS --out DIR [--allow-missing] [--overwrite]   (streaming: shard by shard, never the
-                  whole corpus in RAM)
+                  whole corpus in RAM; the index records the backend and precision the shards were encoded with)
     info          --index DIR [--verify]   (--verify: check every file's SHA-256)
 
 build, merge and --merge-into refuse a folder that already holds an index unless --overwrite is given.
@@ -230,7 +231,7 @@ def _run(args) -> int:
     elif args.command == "encode-shard":
         paths = run_encode_shard(args.model, args.corpus, args.shards, config, args.merge_into, args.num_shards,
                                  backend)
-        print("\n".join(f"wrote {path}" for path in paths))
+        print("\n".join(f"{'reused' if reused else 'wrote'} {path}" for path, reused in paths))
     elif args.command == "merge":
         gen = merge_streaming(args.shards, args.out, config, args.allow_missing)
         print(_summary(gen, json.loads((gen / "manifest.json").read_text(encoding="utf-8"))["n_papers"]))

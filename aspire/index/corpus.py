@@ -31,6 +31,7 @@ from aspire.io import read_jsonl, write_jsonl
 from aspire.storage import check_replaceable
 
 SHARD_FORMAT_VERSION = 1
+SHARD_KEYS = ("n_papers", "n_sentences", "dim", "model_name", "model_fingerprint")  # what every shard.json holds
 PROGRESS_BATCHES = 4  # encode_corpus encodes (and moves its bar) this many batches of papers at a time
 
 
@@ -199,7 +200,8 @@ class EncodedCorpus:
 
 
 def read_shard_meta(path: Path) -> dict:
-    """A shard directory's shard.json, checked: present, a JSON object, this code's shard format."""
+    """A shard directory's shard.json, checked: present, a JSON object, this code's shard format, holding
+    every key of `SHARD_KEYS`."""
     meta_path = path / SHARD_META
     if not meta_path.is_file():
         raise FileNotFoundError(f"{path} is not a complete shard (no shard.json)")
@@ -210,6 +212,9 @@ def read_shard_meta(path: Path) -> dict:
     if not isinstance(meta, dict) or meta.get("shard_format_version") != SHARD_FORMAT_VERSION:
         version = meta.get("shard_format_version") if isinstance(meta, dict) else None
         raise ValueError(f"shard {path} has format version {version}, this code reads version {SHARD_FORMAT_VERSION}")
+    missing = [key for key in SHARD_KEYS if key not in meta]
+    if missing:
+        raise ValueError(f"{meta_path} lacks {', '.join(map(repr, missing))}: a damaged shard; encode it again")
     return meta
 
 

@@ -118,11 +118,20 @@ def check_files(gen: Path, manifest: dict, expected: tuple[str, ...], full: bool
             raise IndexFormatError(f"{path} is corrupted: its SHA-256 differs from the one the manifest records")
 
 
+def index_entries(root: Path) -> list[str]:
+    """The names in `root` that only an index writes (its pointer CURRENT and its `gen-NNNNNN` generations), sorted."""
+    names = [p.name for p in root.iterdir()] if root.is_dir() else []
+    return sorted(n for n in names if n == "CURRENT" or GENERATION.match(n))
+
+
 def check_index_dir(root: Path) -> list[str]:
     """The names in `root`; raises IndexFormatError when one is anything an index never writes
     (then `root` is not an index directory and nothing may be written or removed there)."""
     names = [p.name for p in root.iterdir()] if root.is_dir() else []
     foreign = [n for n in names if n not in ("CURRENT", LOCK_FILE, HOLDER_FILE) and not GENERATION.match(n) and not _LEFTOVER.match(n)]
+    if foreign and index_entries(root):
+        raise IndexFormatError(f"{root} holds an index and also entries an index never writes ({sorted(foreign)[:5]}); "
+                               "refusing to write into it: move those entries out of the index folder")
     if foreign:
         raise IndexFormatError(f"{root} is not empty and holds no index (found {sorted(foreign)[:5]}); "
                                "refusing to write an index into it")

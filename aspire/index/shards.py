@@ -11,15 +11,23 @@ contiguous slice `[s * n // S, (s + 1) * n // S)` of the n readable records, so 
 keeps the corpus order; rank r of W encodes shards r, r + W, r + 2W, ... (S defaults to W: one
 shard a rank). Each shard is written atomically when it is done, so with more shards than ranks an
 interrupted run keeps every finished shard: running the same command again encodes only the shards
-still missing (a finished shard of another model is an error, never mixed in), and `merge
---allow-missing` indexes the finished ones. Records the reader rejects are reported once, with shard 0.
+still missing, and `merge --allow-missing` indexes the finished ones. Records the reader rejects are
+reported once, with shard 0.
+
+Each shard's shard.json records how it was made (`shard_record`): the model's fingerprint, the backend
+and precision, the corpus (its resolved path, size in bytes and SHA-256: the same content read from
+another path or machine is the same corpus), the reading limits (`encode.max_sentences`, ...), the
+number n of readable records and the shard's slice. A re-run keeps a finished shard only when all of
+that equals this run's; any other finished shard in the --shards folder (another corpus, a corpus that
+changed since, other limits, another model or backend, another shard count) is an error naming it and
+what differs, before anything is encoded: a user's shards are never re-encoded over, nor mixed in.
+`merge` checks the same across the shards, and that their slices neither overlap nor leave records out.
 `merge` streams (`aspire.index.stream`): it never holds all the shards' vectors at once, so the merge
 machine needs memory for the faiss index and the training sample, not for the corpus.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -28,12 +36,13 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 
+from aspire.checksum import file_sha256
 from aspire.data.papers import Paper
 from aspire.index.config import IndexBuildConfig
-from aspire.index.corpus import EncodedCorpus, encode_corpus, read_corpus
-from aspire.index.disk import SHARD_META
+from aspire.index.corpus import EncodedCorpus, encode_corpus, read_corpus, read_shard_meta
+from aspire.index.disk import SHARD_META, index_entries
 from aspire.index.store import SentenceIndex, model_fingerprint
-from aspire.index.stream import list_shards, merge_streaming
+from aspire.index.stream import READING_LIMITS, SHARD_DIR, SHARD_RECORD, merge_streaming, plan_shards
 
 log = logging.getLogger(__name__)
 
@@ -54,44 +63,82 @@ def shard_slice(shard: int, n_shards: int, n: int) -> tuple[int, int]:
     return shard * n // n_shards, (shard + 1) * n // n_shards
 
 
+def shard_record(encoder, corpus_path: str | Path, config: IndexBuildConfig, n_papers: int,
+                 model_name: str = "") -> dict:
+    """What every shard of this encoding records in its shard.json (`aspire.index.stream.SHARD_RECORD`), its slice
+    aside: the model, the backend and precision (`config.encode`'s), the corpus file (resolved path, size, SHA-256),
+    the reading limits and `corpus_papers`, the number of readable records `n_papers` the slices cut."""
+    path = Path(corpus_path).resolve()
+    return {"model_name": model_name, "model_fingerprint": model_fingerprint(encoder),
+            "backend": config.encode.backend, "quantize": config.encode.quantize,
+            "corpus": str(path), "corpus_bytes": path.stat().st_size, "corpus_sha256": file_sha256(path),
+            "encode": {key: getattr(config.encode, key) for key in READING_LIMITS}, "corpus_papers": n_papers}
+
+
 def encode_shard(encoder, corpus_path: str | Path, shards_dir: str | Path, config: IndexBuildConfig,
                  shard: int, n_shards: int, model_name: str = "",
-                 read: tuple[Sequence[Paper], list[dict]] | None = None) -> Path:
+                 read: tuple[Sequence[Paper], list[dict]] | None = None, record: dict | None = None) -> Path:
     """Encode shard `shard` of `n_shards` of the corpus and write it as `shards_dir/shard-SSSSS-of-NNNNN`.
-    `read` is `read_corpus(corpus_path, config.encode)` when the caller has it already."""
+    `read` is `read_corpus(corpus_path, config.encode)` and `record` this encoding's `shard_record` when the
+    caller has them already."""
     papers, unreadable = read if read is not None else read_corpus(corpus_path, config.encode)
+    record = record if record is not None else shard_record(encoder, corpus_path, config, len(papers), model_name)
     lo, hi = shard_slice(shard, n_shards, len(papers))
     corpus = encode_corpus(encoder, papers[lo:hi], config.encode, progress=shard == 0)
     if shard == 0:
         corpus.rejected = unreadable + corpus.rejected
-    meta = {"shard": shard, "num_shards": n_shards, "model_name": model_name,
-            "model_fingerprint": model_fingerprint(encoder), "corpus": str(corpus_path), "slice": [lo, hi]}
+    meta = {"shard": shard, "num_shards": n_shards, **record, "slice": [lo, hi]}
     return corpus.save_shard(Path(shards_dir) / shard_name(shard, n_shards), meta)
 
 
-def finished_shard(shards_dir: str | Path, shard: int, n_shards: int, fingerprint: str) -> bool:
-    """Whether shard `shard` of `n_shards` is written (complete) by the model with `fingerprint`;
-    a finished shard of another model raises ValueError naming both."""
-    meta_path = Path(shards_dir) / shard_name(shard, n_shards) / SHARD_META
-    if not meta_path.is_file():
-        return False
-    found = json.loads(meta_path.read_text(encoding="utf-8")).get("model_fingerprint")
-    if found != fingerprint:
-        raise ValueError(f"{meta_path.parent} was encoded with model {found}, this run's is {fingerprint}: "
-                         "use another --shards directory, or remove it")
-    return True
+def check_shards_dir(shards_dir: str | Path, merge_into: str | Path | None = None) -> None:
+    """Refuse a --shards folder that holds an index (shard folders written into a live index would break it), or
+    that is the --merge-into folder; called before any model loads."""
+    shards_dir = Path(shards_dir)
+    found = index_entries(shards_dir)
+    if found:
+        raise ValueError(f"--shards {shards_dir} holds an index ({', '.join(found[:3])}); shards are written into a "
+                         "folder of their own: give another --shards folder")
+    if merge_into is not None and Path(merge_into).resolve() == shards_dir.resolve():
+        raise ValueError(f"--merge-into {merge_into} is the --shards folder; the index needs a folder of its own")
+
+
+def finished_shards(shards_dir: str | Path, n_shards: int, record: dict) -> set[int]:
+    """The shards of `n_shards` already written in `shards_dir` by this very encoding (`record`: this run's
+    `shard_record`), which a re-run keeps. Any other finished shard there (of another corpus or a corpus that
+    changed since, other reading limits, another model, backend or shard count) raises ValueError naming it and
+    what differs: it is never re-encoded over, nor mixed in."""
+    shards_dir, done = Path(shards_dir), set()
+    advice = "use a new --shards folder, or remove the stale shards"
+    entries = sorted(shards_dir.iterdir()) if shards_dir.is_dir() else []
+    for path in entries:
+        match = SHARD_DIR.match(path.name)
+        if not match or not (path / SHARD_META).is_file():
+            continue
+        if int(match[2]) != n_shards:
+            raise ValueError(f"{path} is a shard of {int(match[2])}; this run cuts the corpus into {n_shards}: {advice}")
+        meta = read_shard_meta(path)
+        differs = [f"{r.prep} {r.describe(meta)}, this run {r.prep} {r.describe(record)}"
+                   for r in SHARD_RECORD.values() if r.value(meta) != r.value(record)]
+        shard = int(match[1])
+        expected = [*shard_slice(shard, n_shards, record["corpus_papers"])]
+        if not differs and (meta.get("slice"), meta.get("corpus_papers")) != (expected, record["corpus_papers"]):
+            differs.append(f"holding records {meta.get('slice')} of {meta.get('corpus_papers')}, this run's shard "
+                           f"{expected} of {record['corpus_papers']}")
+        if differs:
+            raise ValueError(f"{path} was encoded {'; '.join(differs)}: {advice}")
+        done.add(shard)
+    return done
 
 
 def load_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[EncodedCorpus, dict]:
-    """The shards of one sharded encoding, joined in order in RAM; checks completeness (unless
-    `allow_missing`: then the shards present, their numbers missing listed in the metadata's
-    `missing_shards`) and model. (`merge_shards` does not hold them all: `aspire.index.stream`.)"""
-    paths, n_shards, missing = list_shards(shards_dir, allow_missing)
-    parts, metas = zip(*(EncodedCorpus.load_shard(path) for path in paths))
-    fingerprints = {m["model_fingerprint"] for m in metas}
-    if len(fingerprints) != 1:
-        raise ValueError(f"{shards_dir}: shards were encoded with different models {sorted(fingerprints)}")
-    return EncodedCorpus.concat(parts), {**metas[0], "num_shards": n_shards, "missing_shards": missing}
+    """The shards of one sharded encoding, joined in order in RAM, after the checks a merge makes (`plan_shards`:
+    completeness, unless `allow_missing`, then the shards present, their numbers missing listed in the metadata's
+    `missing_shards`; one model, corpus, backend; slices; files). (`merge_shards` does not hold them all:
+    `aspire.index.stream`.)"""
+    plans, meta, _ = plan_shards(shards_dir, allow_missing)
+    parts = [EncodedCorpus.load_shard(plan.path)[0] for plan in plans]
+    return EncodedCorpus.concat(parts), meta
 
 
 def merge_shards(shards_dir: str | Path, out: str | Path, config: IndexBuildConfig,
@@ -104,15 +151,17 @@ def merge_shards(shards_dir: str | Path, out: str | Path, config: IndexBuildConf
 
 def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path, config: IndexBuildConfig,
                      merge_into: str | Path | None = None, num_shards: int | None = None,
-                     encoder_options: dict | None = None) -> list[Path]:
+                     encoder_options: dict | None = None) -> list[tuple[Path, bool]]:
     """The torchrun entry point: encode this rank's shards not yet finished (`num_shards`, default the
-    world size); with `merge_into`, rank 0 merges after every rank has finished (gloo barrier).
-    `encoder_options` go to `load_encoder` (e.g. `backend="onnx", quantize="int8"`). Returns the
-    directories of this rank's shards."""
+    world size; `finished_shards` says which are, and refuses stale ones); with `merge_into`, rank 0 merges after
+    every rank has finished (gloo barrier). `encoder_options` go to `load_encoder` (e.g. `backend="onnx",
+    quantize="int8"`). Returns the directories of this rank's shards, each with whether it was reused (finished
+    by an earlier run) rather than written."""
     from aspire.encoders import load_encoder
 
     rank, world = rank_and_world()
     n_shards = num_shards or world
+    check_shards_dir(shards_dir, merge_into)
     distributed = world > 1
     if distributed and not dist.is_initialized():
         dist.init_process_group("gloo")
@@ -121,17 +170,18 @@ def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path
         encoder = load_encoder(model, **options)
         if torch.cuda.is_available() and options.get("backend", "torch") == "torch":
             encoder.to(torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))))
-        fingerprint = model_fingerprint(encoder)
         read = read_corpus(corpus_path, config.encode)
+        record = shard_record(encoder, corpus_path, config, len(read[0]), model)
+        finished = finished_shards(shards_dir, n_shards, record)
         paths = []
         for shard in range(rank, n_shards, world):
             path = Path(shards_dir) / shard_name(shard, n_shards)
-            if finished_shard(shards_dir, shard, n_shards, fingerprint):
-                log.info("rank %d: %s is already finished", rank, path)
+            if shard in finished:
+                log.info("rank %d: reused %s, finished earlier from the same corpus, model and settings", rank, path)
             else:
-                path = encode_shard(encoder, corpus_path, shards_dir, config, shard, n_shards, model, read)
+                path = encode_shard(encoder, corpus_path, shards_dir, config, shard, n_shards, model, read, record)
                 log.info("rank %d: wrote %s", rank, path)
-            paths.append(path)
+            paths.append((path, shard in finished))
         if distributed:
             dist.barrier()
         if merge_into is not None and rank == 0:

@@ -6,14 +6,19 @@ The shards are the directories `EncodedCorpus.save_shard` writes (`aspire.index.
 reads them in three passes and holds at most one shard's papers, one batch of vectors, the IVF
 training sample and the faiss index:
 
-1. plan (`plan_shards`): each shard's shard.json, offsets and paper ids, checked (one sharding, one
-   model, one dimension, a vectors.npy and a papers.jsonl of the size the offsets say; errors name the
+1. plan (`plan_shards`): each shard's shard.json, offsets and paper ids, checked (one sharding; one
+   model, backend, corpus and set of reading limits, as each shard records them (`SHARD_RECORD`); slices
+   of the corpus that neither overlap nor leave records out; one dimension; a vectors.npy, a papers.jsonl
+   and a whole.npy of the size the offsets say, the whole.npy in every shard or in none; errors name the
    shard). A paper id met before is rejected as "duplicate paper_id" (the first one wins, as in
    `EncodedCorpus.concat`).
 2. train: the IVF training sample, the rows `aspire.index.ann.train_rows` picks over the merged rows
    (the rows an in-RAM build of the same corpus picks), read from the memory-mapped shard vectors.
 3. add: shard by shard, `ADD_BATCH` rows at a time, into faiss, into the generation's vectors.npy (an
    `np.lib.format.open_memmap` filled in place, in the config's vector dtype) and its papers.jsonl.
+
+The index's config is the merge's, with the backend, precision and reading limits the shards record
+(`encoded_config`): `add` and `search` then encode as the shards were encoded.
 
 The generation is written as `SentenceIndex.save` writes one, under the directory's lock: a temporary
 directory (`store.begin_generation`), the manifest with every file's size and SHA-256 last
@@ -25,12 +30,14 @@ time aside), except an HNSW graph, whose links depend on the batches it grew by.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable, Iterable
 
 import faiss
 import numpy as np
@@ -54,6 +61,47 @@ from aspire.storage import on_disk_full
 log = logging.getLogger(__name__)
 SHARD_DIR = re.compile(r"^shard-(\d{5})-of-(\d{5})$")
 ADD_BATCH = 65536  # sentence vectors a faiss add (and a float32 copy) at a time
+READING_LIMITS = ("max_sentences", "max_sentence_chars", "max_line_bytes")  # the EncodeConfig keys deciding the records
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One thing a shard records about how it was made: its shard.json `keys`, said in words by `describe(meta)`,
+    after `prep` ("with model ...", "from corpus ...")."""
+
+    keys: tuple[str, ...]
+    prep: str
+    describe: Callable[[dict], str]
+
+    def value(self, meta: dict) -> str:
+        """The recorded values as one comparable string (None where the shard records none)."""
+        return json.dumps([meta.get(key) for key in self.keys], sort_keys=True)
+
+
+def _describe_corpus(meta: dict) -> str:
+    if meta.get("corpus_sha256") is None:
+        return f"corpus {meta.get('corpus', '(unrecorded)')} (its size and checksum unrecorded: an older shard)"
+    return f"corpus {meta.get('corpus')} ({meta.get('corpus_bytes')} bytes, SHA-256 {str(meta['corpus_sha256'])[:16]})"
+
+
+def _describe_limits(meta: dict) -> str:
+    limits = meta.get("encode")
+    if not isinstance(limits, dict):
+        return "reading limits unrecorded (an older shard)"
+    return "reading limits (" + ", ".join(f"encode.{key}={limits.get(key)}" for key in READING_LIMITS) + ")"
+
+
+# What every shard of one encoding shares (`aspire.index.shards.shard_record` writes it): shards merged into one
+# index must agree on each, and so must a finished shard that a re-run of encode-shard keeps.
+SHARD_RECORD = {
+    "models": Recorded(("model_fingerprint",), "with",
+                       lambda m: f"model {m.get('model_name')!r} (fingerprint {m.get('model_fingerprint')})"),
+    "backends": Recorded(("backend", "quantize"), "with",
+                         lambda m: f"backend {m['backend']} {m.get('quantize') or 'fp32'}" if m.get("backend")
+                         else "no recorded backend"),
+    "corpora": Recorded(("corpus_sha256", "corpus_bytes"), "from", _describe_corpus),
+    "reading limits": Recorded(("encode",), "with", _describe_limits),
+}
 
 
 @dataclass
@@ -89,14 +137,14 @@ def list_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[li
 
 def plan_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[list[ShardPlan], dict, list[dict]]:
     """Read and check every shard's metadata, offsets and paper ids (not its vectors); returns the plans,
-    the first shard's metadata (with `num_shards`, `missing_shards` and `dim`) and the rejected records:
-    the shards' own, in shard order, then the duplicate paper ids."""
+    the first shard's metadata (with `num_shards`, `missing_shards`, `dim`, and `whole`: whether the shards hold
+    whole-abstract vectors) and the rejected records: the shards' own, in shard order, then the duplicate paper ids."""
     paths, n_shards, missing = list_shards(shards_dir, allow_missing)
     seen: set[str] = set()
-    plans, metas, rejected, duplicates, dims = [], [], [], [], set()
+    plans, metas, rejected, duplicates, dims, with_whole, without_whole = [], [], [], [], set(), [], []
     for path in paths:
         meta = read_shard_meta(path)
-        offsets = np.load(path / "offsets.npy")
+        offsets = np.array(_open_array(path, "offsets.npy"))
         n_rows, dim = _vectors_shape(path)
         if (offsets.ndim != 1 or offsets.dtype.kind not in "iu" or len(offsets) == 0 or offsets[0] != 0
                 or offsets[-1] != n_rows or (np.diff(offsets) <= 0).any()):
@@ -109,6 +157,14 @@ def plan_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[li
         ids = read_index_papers(path / "papers.jsonl", texts="disk")[0]
         if len(ids) != papers:
             raise ValueError(f"shard {path}: papers.jsonl holds {len(ids)} papers, offsets.npy {papers}")
+        if (path / WHOLE_FILE).is_file():
+            whole = _open_array(path, WHOLE_FILE)
+            if whole.shape != (papers, dim) or whole.dtype.kind != "f":
+                raise ValueError(f"shard {path}: {WHOLE_FILE} holds {whole.dtype} of shape {whole.shape}, not one "
+                                 f"vector of dimension {dim} for each of its {papers} papers")
+            with_whole.append(path)
+        elif papers:  # a shard whose records were all rejected has no whole vectors to hold
+            without_whole.append(path)
         keep = np.array([pid not in seen and not seen.add(pid) for pid in ids], dtype=bool)
         duplicates += [{"paper_id": pid, "reason": "duplicate paper_id"} for pid, k in zip(ids, keep) if not k]
         plans.append(ShardPlan(path, offsets.astype(np.int64), keep, paper_rows(offsets.astype(np.int64), np.flatnonzero(keep))[0]))
@@ -116,13 +172,79 @@ def plan_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[li
         metas.append(meta)
         if papers:  # a shard whose records were all rejected may not know the dimension
             dims.add(dim)
-    fingerprints = {m["model_fingerprint"] for m in metas}
-    if len(fingerprints) != 1:
-        raise ValueError(f"{shards_dir}: shards were encoded with different models {sorted(fingerprints)}")
+    check_same_record(shards_dir, paths, metas)
+    check_slices(shards_dir, paths, metas, n_shards)
     if len(dims) > 1:
         raise ValueError(f"{shards_dir}: shards hold vectors of different dimensions {sorted(dims)}")
-    meta = {**metas[0], "num_shards": n_shards, "missing_shards": missing, "dim": dims.pop() if dims else 0}
+    if with_whole and without_whole:  # every encoding writes them: one shard without is damaged
+        lack = "lacks" if len(without_whole) == 1 else "lack"
+        raise ValueError(f"{shards_dir}: {shard_names(without_whole)} {lack} {WHOLE_FILE}, which {shard_names(with_whole)} "
+                         "hold: a damaged shard; encode it again")
+    meta = {**metas[0], "num_shards": n_shards, "missing_shards": missing, "dim": dims.pop() if dims else 0,
+            "whole": bool(with_whole)}
     return plans, meta, rejected + duplicates
+
+
+def shard_names(paths: Iterable[Path], shown: int = 3) -> str:
+    """`shard-00000-of-00004, shard-00002-of-00004` (the first `shown`, then how many more)."""
+    names = [Path(p).name for p in paths]
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def check_same_record(shards_dir: str | Path, paths: list[Path], metas: list[dict]) -> None:
+    """ValueError naming the shards of each kind when the shards differ in what `SHARD_RECORD` lists (their
+    model, backend and precision, corpus or reading limits)."""
+    for kind, recorded in SHARD_RECORD.items():
+        groups: dict[str, list[int]] = {}
+        for i, meta in enumerate(metas):
+            groups.setdefault(recorded.value(meta), []).append(i)
+        if len(groups) > 1:
+            said = "; ".join(f"{shard_names(paths[i] for i in group)} {recorded.prep} {recorded.describe(metas[group[0]])}"
+                             for group in groups.values())
+            raise ValueError(f"{shards_dir}: shards were encoded {recorded.prep} different {kind}: {said}; merge the "
+                             "shards of one encoding only")
+
+
+def check_slices(shards_dir: str | Path, paths: list[Path], metas: list[dict], n_shards: int) -> None:
+    """ValueError naming the shards and their slices when the slices of the corpus they record (`slice`: records
+    [lo, hi)) overlap or leave records out (between two neighbouring shards, before shard 0 or, when the shards record
+    the corpus's record count `corpus_papers`, after the last). Shards that record no slice (written before slices
+    were recorded) pass."""
+    slices = [m.get("slice") for m in metas]
+    if all(s is None for s in slices):
+        return
+    for path, s in zip(paths, slices):
+        if not (isinstance(s, list) and len(s) == 2 and all(isinstance(x, int) for x in s) and 0 <= s[0] <= s[1]):
+            raise ValueError(f"shard {path}: shard.json records the slice {s!r}, not records [lo, hi) of the corpus")
+    advice = ": shards of different encodings; encode the corpus again into a new --shards folder"
+    numbers = [int(SHARD_DIR.match(p.name)[1]) for p in paths]
+    if numbers[0] == 0 and slices[0][0] != 0:
+        raise ValueError(f"{shards_dir}: {paths[0].name} holds records [{slices[0][0]}, {slices[0][1]}): records "
+                         f"[0, {slices[0][0]}) are in no shard{advice}")
+    for i in range(1, len(paths)):
+        (lo0, hi0), (lo, hi) = slices[i - 1], slices[i]
+        both = f"{paths[i - 1].name} holds records [{lo0}, {hi0}) and {paths[i].name} [{lo}, {hi})"
+        if hi0 > lo:
+            raise ValueError(f"{shards_dir}: {both}: they overlap{advice}")
+        if hi0 < lo and numbers[i] == numbers[i - 1] + 1:
+            raise ValueError(f"{shards_dir}: {both}: records [{hi0}, {lo}) are in neither{advice}")
+    totals = {m.get("corpus_papers") for m in metas}
+    (lo, hi), n = slices[-1], totals.pop() if len(totals) == 1 else None
+    if numbers[-1] == n_shards - 1 and n is not None and hi != n:
+        left = f"records [{hi}, {n}) are in no shard" if hi < n else "it ends past the corpus's end"
+        raise ValueError(f"{shards_dir}: the last shard {paths[-1].name} holds records [{lo}, {hi}) of a corpus of {n} "
+                         f"records: {left}{advice}")
+
+
+def encoded_config(config: IndexBuildConfig, meta: dict) -> IndexBuildConfig:
+    """`config` with what the shards (`meta`, `plan_shards`'s) record of their encoding, where they record it: the
+    backend and precision (which `add` and `search` then encode with) and the reading limits."""
+    encode = config.encode
+    if "backend" in meta:
+        encode = replace(encode, backend=meta["backend"], quantize=meta.get("quantize"))
+    if isinstance(meta.get("encode"), dict):
+        encode = replace(encode, **{key: meta["encode"][key] for key in READING_LIMITS if key in meta["encode"]})
+    return replace(config, encode=encode)
 
 
 def merge_streaming(shards_dir: str | Path, out: str | Path, config: IndexBuildConfig,
@@ -136,6 +258,7 @@ def merge_streaming(shards_dir: str | Path, out: str | Path, config: IndexBuildC
                         meta["num_shards"] - len(meta["missing_shards"]), meta["num_shards"], meta["missing_shards"])
         if not any(p.keep.any() for p in plans):
             raise ValueError(f"nothing to index: all {len(rejected)} records were rejected" + describe_rejected(rejected))
+        config = encoded_config(config, meta)
         tmp = begin_generation(root)  # refuses a directory holding anything an index never writes
         try:
             with on_disk_full(root, "a new index generation (the live one stays)"):
@@ -157,7 +280,7 @@ def _fill_generation(root: Path, tmp: Path, plans: list[ShardPlan], meta: dict, 
         log.info("trained the %s index on %d of %d vectors in %.0f s", kind, n if rows is None else len(rows),
                  n, time.perf_counter() - t0)
     offsets = _add_shards(plans, index, tmp, config, n, dim)
-    extra = _merge_whole(plans, tmp, n_papers, dim, config.index.vector_dtype)
+    extra = _merge_whole(plans, tmp, n_papers, dim, config.index.vector_dtype) if meta["whole"] else ()
     faiss.write_index(index, str(tmp / "sentences.faiss"))
     np.save(tmp / "offsets.npy", offsets)
     write_jsonl(tmp / "rejected.jsonl", rejected)
@@ -171,10 +294,8 @@ def _fill_generation(root: Path, tmp: Path, plans: list[ShardPlan], meta: dict, 
 
 
 def _merge_whole(plans: list[ShardPlan], gen: Path, n_papers: int, dim: int, dtype) -> tuple[str, ...]:
-    """The kept papers' whole-abstract vectors of every shard, in order, written to `gen/whole.npy` a shard at a
-    time; nothing when a shard has none (encoded before the one-pass encoding) -> the extra files written."""
-    if not all((p.path / WHOLE_FILE).is_file() for p in plans if p.keep.any()):
-        return ()
+    """The kept papers' whole-abstract vectors of every shard (each holds them: `plan_shards` checked), in order,
+    written to `gen/whole.npy` a shard at a time -> the extra files written."""
     out = np.lib.format.open_memmap(gen / WHOLE_FILE, mode="w+", dtype=np.dtype(dtype), shape=(n_papers, dim))
     row = 0
     for plan in plans:
@@ -232,13 +353,19 @@ def read_rows(plans: list[ShardPlan], rows: np.ndarray, dim: int) -> np.ndarray:
     return out
 
 
+def _open_array(path: Path, name: str) -> np.ndarray:
+    """The shard's array file `name`, memory-mapped; ValueError naming the shard and the file when it is missing or
+    does not read as an array (a truncated file, say)."""
+    try:
+        return np.load(path / name, mmap_mode="r")
+    except (OSError, ValueError) as err:
+        raise ValueError(f"shard {path}: {name} does not read as an array ({err})") from None
+
+
 def _vectors_shape(path: Path) -> tuple[int, int]:
     """(rows, dimension) of a shard's vectors.npy, from its header (ValueError naming the shard if it is
     not a 2-D float array)."""
-    try:
-        vectors = np.load(path / "vectors.npy", mmap_mode="r")
-    except (OSError, ValueError) as err:
-        raise ValueError(f"shard {path}: vectors.npy does not read as an array ({err})") from None
+    vectors = _open_array(path, "vectors.npy")
     if vectors.ndim != 2 or vectors.dtype.kind != "f":
         raise ValueError(f"shard {path}: vectors.npy holds {vectors.dtype} of shape {vectors.shape}, not (N, D) floats")
     return int(vectors.shape[0]), int(vectors.shape[1])
