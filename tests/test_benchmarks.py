@@ -416,7 +416,7 @@ def test_context2doc_through_the_search_pipeline_equals_the_benchmark_runs(tmp_p
     assert searched["short_of_depth"]["queries"] == 0
     for m in ("MRR", "nDCG@10", "MAP"):
         assert searched["metrics"][m] == pytest.approx(dense["metrics"][m], abs=1e-6)
-    with pytest.raises(ValueError, match="depth must be >= 1"):
+    with pytest.raises(ValueError, match="context2doc depth 0 is below"):  # and below R@100's depth: refused too
         run_search_pipeline(bench, tmp_path / "x", "x", str(tiny_model_dir), depth=0)
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from aspire.benchmarks.metrics import ranx_per_query
 
+DEFAULT_METRICS = ("MRR", "nDCG@10", "MAP")  # what a TREC run is scored on when no metric is named
 _METRIC = re.compile(r"^(map|mrr|bpref|p|r|recall|ndcg)(?:@(\d+))?(-l\d+)?$")
 _RANX = {"p": "precision", "r": "recall", "recall": "recall", "map": "map", "mrr": "mrr", "bpref": "bpref",
          "ndcg": "ndcg"}
@@ -106,17 +107,22 @@ def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> Non
 
 
 def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
-    """A TREC qrels file -> `{qid: {docid: grade}}`."""
+    """A TREC qrels file -> `{qid: {docid: grade}}`; a (query, document) judged twice is an error naming both lines."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"qrels file not found: {path}")
     out: dict[str, dict[str, int]] = {}
+    first: dict[tuple[str, str], int] = {}  # (query, document) -> the line that judged it
     for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not text.strip():
             continue
         parts = text.split()
         if len(parts) != 4 or not re.fullmatch(r"-?\d+", parts[3]):
             raise ValueError(f"{path}:{line}: expected 'qid 0 docid grade' with an integer grade, got {text!r}")
+        key = (parts[0], parts[2])
+        if key in first:
+            raise ValueError(f"{path}:{line}: query {parts[0]} judges {parts[2]} twice (first on line {first[key]})")
+        first[key] = line
         out.setdefault(parts[0], {})[parts[2]] = int(parts[3])
     return out
 

@@ -14,10 +14,9 @@ import json
 from pathlib import Path
 
 from aspire.benchmarks import BENCHMARKS
-from aspire.benchmarks.runs import per_query, read_qrels, read_run
+from aspire.benchmarks.runs import DEFAULT_METRICS, per_query, read_qrels, read_run
 from aspire.benchmarks.stats import UnitScores, paired_test
 
-DEFAULT_METRICS = ("MRR", "nDCG@10", "MAP")
 PREDICTIONS_BENCHMARK = "reviewers"  # `FOLDER:EXP` (no results folder) names this benchmark's predictions
 
 

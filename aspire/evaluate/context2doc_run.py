@@ -30,6 +30,17 @@ from aspire.retrieval.crossencoder import RerankOptions, rerank_texts
 from aspire.scoring.chunked import score_chunked
 
 METRICS = ("MRR", "nDCG@10", "R@100", "MAP", "MAP@20")
+DEEPEST = max(int(m.partition("@")[2]) for m in METRICS if "@" in m)  # 100: R@100 needs 100 documents a query
+
+
+def check_depth(bench: Context2Doc, depth: int) -> None:
+    """ValueError unless `depth` documents a query reach `DEEPEST`, the deepest cutoff reported (all the candidates
+    when there are fewer): a shallower run would report R@100 at its own depth under R@100's name."""
+    need = min(DEEPEST, len(bench.candidates))  # a smaller candidate set is ranked whole
+    if depth < need:
+        deepest = next(m for m in METRICS if m.endswith(f"@{DEEPEST}"))
+        raise ValueError(f"context2doc depth {depth} is below {need}, the depth {deepest} is reported at: "
+                         f"give a depth of {need} or more")
 
 
 def dense_scores(bench: Context2Doc, model: str, scorer_name: str, options: EvalOptions | None = None,
@@ -123,10 +134,10 @@ def run_context2doc(bench: Context2Doc, out, exp: str, model: str | None = None,
                     options: EvalOptions | None = None, stages: Stages | None = None, depth: int = 100) -> dict:
     """BM25 alone (`stages.bm25`, no model), a model alone, or both fused with weight `stages.alpha` on the
     model; then, given `stages.rerank` (a `RerankOptions`), its top N re-scored by a cross-encoder. `options`
-    (`aspire.evaluate.options.EvalOptions`): how the model encodes and scores."""
+    (`aspire.evaluate.options.EvalOptions`): how the model encodes and scores. `depth` (documents kept a query)
+    must reach `DEEPEST`, the deepest cutoff reported (R@100; all candidates when fewer), else ValueError before any encoding."""
     options, stages = options or EvalOptions(), stages or Stages()
-    if depth < 1:
-        raise ValueError(f"depth must be >= 1, got {depth}")
+    check_depth(bench, depth)
     if (model is None) != (scorer is None):
         raise ValueError("a model needs a scorer and a scorer a model")
     stages.checked(model is not None)

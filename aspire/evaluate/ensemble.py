@@ -79,6 +79,8 @@ def load_ensemble(path: str | Path) -> EnsembleConfig:
             raise ValueError(f"{where}: weight must be >= 0, got {m.weight}")
         if not all(isinstance(x, dict) for x in (m.scorer_options, m.encode_options)):
             raise ValueError(f"{where}: scorer_options and encode_options must be mappings")
+    if not sum(m.weight for m in config.members) > 0:
+        raise ValueError(f"{path}: the members' weights sum to 0: give at least one member a weight > 0")
     return config
 
 
@@ -100,6 +102,9 @@ def fused_rows(name: str, config: EnsembleConfig, data_dir: Path, out: Path, set
     members, weights = [m for m, _ in taking], [w for _, w in taking]
     if len(members) < 2:
         return [], f"{name}: {len(members)} model member(s), bm25 does not apply there"
+    if not sum(weights) > 0:  # before any member runs: fuse_runs would refuse them
+        raise ValueError(f"{name}: the weights of the members that apply there ({', '.join(m.name for m in members)}) "
+                         "sum to 0: give one of them a weight > 0")
     return runner.ensemble(bench, Path(data_dir), members, Path(out), settings,
                            lambda runs: fuse_runs(runs, weights, config.fusion, config.rrf_k)), None
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aspire.benchmarks.pools import PoolSet, existing_ranked_path, ranked_path, write_ranked
-from aspire.scoring.fusion import fuse_ranked, fusion_method
+from aspire.scoring.fusion import check_weights, fuse_ranked, fusion_method
 
 
 def read_scored(path: str | Path) -> dict[str, dict[str, float]]:
@@ -30,7 +30,6 @@ def read_scored(path: str | Path) -> dict[str, dict[str, float]]:
     """
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
     out: dict[str, dict[str, float]] = {}
-    rising = falling = True
     for qid, ranked in raw.items():
         scores: dict[str, float] = {}
         for entry in ranked:
@@ -42,15 +41,26 @@ def read_scored(path: str | Path) -> dict[str, dict[str, float]]:
             if cand in scores:
                 raise ValueError(f"{path}: query {qid}: candidate {cand} is ranked twice")
             scores[cand] = score
-        values = list(scores.values())
-        rising &= all(x <= y for x, y in zip(values, values[1:]))
-        falling &= all(x >= y for x, y in zip(values, values[1:]))
         out[str(qid)] = scores
-    if rising and not falling:  # distances, best first: turn them into similarities
-        out = {q: {c: -s for c, s in scores.items()} for q, scores in out.items()}
-    elif not falling:
-        raise ValueError(f"{path}: scores neither fall (similarities) nor rise (distances) down every list")
+    if score_direction({q: list(scores.values()) for q, scores in out.items()}, str(path)) < 0:
+        out = {q: {c: -s for c, s in scores.items()} for q, scores in out.items()}  # distances -> similarities
     return out
+
+
+def score_direction(lists: Mapping[str, Sequence[float]], name: str) -> int:
+    """+1 when the scores of every list `{query: [score, ...] best first}` fall (or tie) down the list
+    (similarities), -1 when every list's rise instead (distances, best first); else ValueError naming `name`
+    and a query whose scores go against the others'. `read_scored` and `fuse_runs` read a run's direction by it."""
+    rising = [q for q, v in lists.items() if any(x < y for x, y in zip(v, v[1:]))]
+    falling = [q for q, v in lists.items() if any(x > y for x, y in zip(v, v[1:]))]
+    mixed = sorted(set(rising) & set(falling))
+    if mixed:
+        raise ValueError(f"{name}: query {mixed[0]}: scores neither fall (similarities) nor rise (distances) "
+                         "down its ranking")
+    if rising and falling:
+        raise ValueError(f"{name}: scores neither fall (similarities) nor rise (distances) down every ranking: they "
+                         f"fall down query {sorted(falling)[0]}'s and rise down query {sorted(rising)[0]}'s")
+    return -1 if rising else 1
 
 
 def fuse_scores(
@@ -64,9 +74,9 @@ def fuse_scores(
     if len(runs) < 2:
         raise ValueError(f"fusion needs at least two runs, got {len(runs)}")
     names = list(names or [f"run{i}" for i in range(len(runs))])
-    weights = [1.0 / len(runs)] * len(runs) if weights is None else list(weights)
-    if len(weights) != len(runs):
+    if weights is not None and len(weights) != len(runs):
         raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
+    weights = [1.0 / len(runs)] * len(runs) if weights is None else check_weights(weights, len(runs))
     method = fusion_method(norm)
     first = runs[0]
     for name, run in zip(names[1:], runs[1:]):
@@ -108,20 +118,138 @@ def fuse_runs(
     weights: Sequence[float] | None = None,
     fusion: str = "z",
     rrf_k: float = 60.0,
+    names: Sequence[str] | None = None,
 ) -> dict[str, list[tuple[str, float]]]:
-    """Fuse ranked runs `{query: [(doc, score), ...]}` that may rank different documents, with the search
-    pipeline's fusion (`aspire.scoring.fusion.fuse_ranked`): `z` / `minmax`, the weighted sum of per-query
-    normalised scores (a document a run does not rank adds nothing from it), or `rrf`, the sum of
-    1 / (rrf_k + rank) (weights default to 1; else to 1 / number of runs). Every run must hold the same
-    queries. Returns best-first lists (ties by document id)."""
+    """Fuse ranked runs `{query: [(doc, score), ...] in rank order}` (as `aspire.benchmarks.runs.read_run` reads
+    them) that may rank different documents, with the search pipeline's fusion (`aspire.scoring.fusion.fuse_ranked`):
+    `z` / `minmax`, the weighted sum of per-query normalised scores (a document a run does not rank adds nothing
+    from it), or `rrf`, the sum of 1 / (rrf_k + rank) with the rank each run gives (weights default to 1; else to
+    1 / number of runs). For score fusion a run's scores must fall down every ranking, or rise down every one
+    (distances, negated: `score_direction`); else ValueError naming the run (`names`, default `run 0`, ...) and a
+    query. Every run must hold the same queries. Returns best-first lists (ties by document id)."""
     if len(runs) < 2:
         raise ValueError(f"fusion needs at least two runs, got {len(runs)}")
     fusion = fusion_method(fusion)
+    names = list(names or [f"run {i}" for i in range(len(runs))])
     if weights is None:
         weights = [1.0 if fusion == "rrf" else 1.0 / len(runs)] * len(runs)
     if len(weights) != len(runs):
         raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
-    for i, run in enumerate(runs[1:], start=1):
+    weights = check_weights(weights, len(runs))
+    for name, run in zip(names[1:], runs[1:]):
         if set(run) != set(runs[0]):
-            raise ValueError(f"runs 0 and {i} rank different queries (e.g. {sorted(set(run) ^ set(runs[0]))[:5]})")
-    return {q: fuse_ranked([dict(run[q]) for run in runs], weights, fusion, rrf_k) for q in runs[0]}
+            raise ValueError(f"runs {names[0]} and {name} rank different queries "
+                             f"(e.g. {sorted(set(run) ^ set(runs[0]))[:5]})")
+    if fusion == "rrf":  # the runs' own order: position i scores -i, so fuse_ranked's rank is the run's rank
+        lists = [{q: {doc: -float(i) for i, (doc, _) in enumerate(ranked)} for q, ranked in run.items()}
+                 for run in runs]
+    else:
+        lists = []
+        for name, run in zip(names, runs):
+            sign = score_direction({q: [s for _, s in ranked] for q, ranked in run.items()}, name)
+            lists.append({q: {doc: sign * s for doc, s in ranked} for q, ranked in run.items()})
+    return {q: fuse_ranked([run[q] for run in lists], weights, fusion, rrf_k) for q in runs[0]}
+
+
+BINARY = ("map", "mrr", "bpref", "p", "r", "recall")  # metrics a relevance threshold applies to (not ndcg)
+
+
+def recorded_protocol(folder: Path) -> tuple[str | None, int | None]:
+    """(benchmark, relevance threshold) a results folder's `results.json` records (`benchmark` or the pools
+    command's `dataset`; `relevance_threshold`), None for what it does not record."""
+    path = folder / "results.json"
+    if not path.is_file():
+        return None, None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+    if not isinstance(doc, dict):
+        return None, None
+    threshold = doc.get("relevance_threshold")
+    return doc.get("benchmark", doc.get("dataset")), threshold if isinstance(threshold, int) else None
+
+
+def at_threshold(metric: str, threshold: int) -> str:
+    """`MAP` -> `MAP-l2` at threshold 2 for the binary metrics without their own `-lN`; others unchanged."""
+    import re
+
+    if threshold == 1 or re.search(r"-l\d+$", metric) or metric.lower().partition("@")[0] not in BINARY:
+        return metric
+    return f"{metric}-l{threshold}"
+
+
+def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Sequence[float] | None = None,
+                   fusion: str = "z", rrf_k: float = 60.0, qrels: str | Path | None = None,
+                   metrics: Sequence[str] | None = None) -> dict:
+    """`aspire evaluate fuse-runs`: fuse TREC runs (files, or results folders holding `run.trec` and `qrels.trec`)
+    with `fuse_runs`, write `out/run.trec`, and with qrels (default: the first folder's) score it; returns and
+    writes `out/results.json`.
+
+    The relevance threshold is the one every input folder's `results.json` records with its benchmark
+    (`recorded_protocol`); when they disagree or record none it is 1, and `threshold_from` says which. The binary
+    metrics (`BINARY`) are scored at it (`MAP-l2`). Fused CSFCube folders are scored by the CSFCube evaluator (its
+    two-fold protocol, its per-query CSV and results.json), so they compare with the benchmark's own folders."""
+    from aspire.benchmarks.runs import (
+        DEFAULT_METRICS,
+        mean_scores,
+        per_query,
+        read_qrels,
+        read_run,
+        write_qrels,
+        write_run,
+    )
+    from aspire.io import write_json
+
+    inputs, out = [Path(p) for p in inputs], Path(out)
+    paths = [p / "run.trec" if p.is_dir() else p for p in inputs]
+    recorded = {recorded_protocol(p) if p.is_dir() else (None, None) for p in inputs}
+    (benchmark, threshold), = recorded if len(recorded) == 1 else {(None, None)}
+    threshold_from = "the inputs' results.json" if threshold is not None else (
+        "default: the inputs record none" if len(recorded) == 1 else "default: the inputs disagree: " + "; ".join(
+            sorted(f"{b or 'no benchmark'}, threshold {'none' if t is None else t}" for b, t in recorded)))
+    threshold = 1 if threshold is None else threshold
+    fused = fuse_runs([read_run(p) for p in paths], weights, fusion, rrf_k, names=[str(p) for p in paths])
+    write_run(out / "run.trec", fused, "fused")
+    info = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": list(weights) if weights else "equal",
+            **({"rrf_k": rrf_k} if fusion == "rrf" else {})}
+    if benchmark == "csfcube":
+        return _csfcube_fused(fused, out, info)
+    results = {"experiment": "fused", **({"benchmark": benchmark} if benchmark else {}), "relevance_threshold": threshold,
+               "threshold_from": threshold_from, **info}
+    qrels_path = qrels or (inputs[0] / "qrels.trec" if inputs[0].is_dir() else None)
+    if qrels_path:
+        judged = read_qrels(qrels_path)
+        write_qrels(out / "qrels.trec", judged)
+        names = [at_threshold(m, threshold) for m in (metrics or DEFAULT_METRICS)]
+        results["metrics"] = mean_scores(per_query(judged, fused, names))
+    write_json(out / "results.json", results, indent=None)
+    return results
+
+
+def _csfcube_fused(fused: Mapping[str, Sequence[tuple[str, float]]], out: Path, info: dict) -> dict:
+    """A fused CSFCube run (`PID_FACET` queries) scored and written as the CSFCube evaluator does."""
+    from aspire.benchmarks.csfcube import evaluate_csfcube_rankings, load_csfcube, write_results
+    from aspire.benchmarks.pools import write_trec
+    from aspire.paths import DATA
+
+    root = DATA / "csfcube"
+    rankings: dict[str, dict[str, list[str]]] = {}
+    for key, ranked in fused.items():
+        pid, _, facet = key.rpartition("_")
+        rankings.setdefault(facet, {})[pid] = [doc for doc, _ in ranked]
+    results, per_query = evaluate_csfcube_rankings(root, rankings)
+    results.update(experiment="fused", threshold_from="the inputs' results.json", **info)
+    write_results(out, root, "fused", results, per_query)
+    write_trec(out, load_csfcube(root), rankings, "fused")
+    return results
+
+
+def format_fused(results: dict) -> str:
+    """The fused run's figures: `MRR 0.3197  ...` and the threshold, or CSFCube's test table."""
+    if results.get("benchmark") == "csfcube":
+        from aspire.benchmarks.csfcube import format_table
+
+        return f"CSFCube test MAP / NDCG%20  {format_table(results, 'test')}"
+    figures = "  ".join(f"{m} {v:.4f}" for m, v in results.get("metrics", {}).items())
+    return f"{figures}  (relevant: grade >= {results['relevance_threshold']}, {results['threshold_from']})"

@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 from aspire.benchmarks.context2doc import Context2Doc
 from aspire.config import apply_overrides
 from aspire.data.papers import Paper
-from aspire.evaluate.context2doc_run import score_and_write
+from aspire.evaluate.context2doc_run import check_depth, score_and_write
 from aspire.index.config import IndexBuildConfig, IndexConfig
 from aspire.index.corpus import encode_corpus
 from aspire.index.store import SentenceIndex, model_fingerprint
@@ -78,8 +78,7 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
                         depth: int = 100, encoder=None, encoder_options: dict | None = None) -> dict:
     """Score `bench` with the search pipeline `pipeline` (search-config overrides) over an index of its
     candidates built with `model` (or the loaded `encoder`); writes the run, qrels and `results.json`."""
-    if depth < 1:
-        raise ValueError(f"depth must be >= 1, got {depth}")
+    check_depth(bench, depth)
     pipeline_config(pipeline)  # a mistyped key before the candidates are encoded
     if encoder is None:
         from aspire.encoders import load_encoder

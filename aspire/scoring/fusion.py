@@ -59,13 +59,25 @@ def normalise(values: np.ndarray, method: str) -> np.ndarray:
     return (values - lo) / (hi - lo) if hi > lo else np.zeros_like(values)
 
 
+def check_weights(weights: Sequence[float], n: int) -> list[float]:
+    """`weights` as floats when there is one for each of `n` lists, each finite and >= 0, with a positive sum;
+    else ValueError (all-zero weights would rank by document id, a negative one would reverse a list)."""
+    weights = [float(w) for w in weights]
+    if len(weights) != n:
+        raise ValueError(f"{len(weights)} fusion weights for {n} lists")
+    bad = [w for w in weights if not (np.isfinite(w) and w >= 0)]
+    if bad or not sum(weights) > 0:
+        raise ValueError(f"fusion weights must be finite, >= 0 and sum to more than 0, got "
+                         f"{', '.join(f'{w:g}' for w in weights)}")
+    return weights
+
+
 def fuse_ranked(lists: Sequence[Mapping[str, float]], weights: Sequence[float] | None = None,
                 method: str = "z", rrf_k: float = 60.0) -> list[tuple[str, float]]:
-    """One fused list `[(doc, score), ...]` best first (ties by document id)."""
+    """One fused list `[(doc, score), ...]` best first (ties by document id); `weights` (default equal) as
+    `check_weights` allows."""
     method = fusion_method(method)
-    weights = [1.0] * len(lists) if weights is None else list(weights)
-    if len(weights) != len(lists):
-        raise ValueError(f"{len(weights)} weights for {len(lists)} lists")
+    weights = check_weights([1.0] * len(lists) if weights is None else weights, len(lists))
     fused: dict[str, float] = {}
     for scores, w in zip(lists, weights):
         if not scores:
