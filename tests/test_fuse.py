@@ -61,7 +61,7 @@ def test_fusing_specter_with_itself_keeps_its_known_answer(shared_data, tmp_path
     assert results["fused_from"] == [run, run]
     assert (tmp_path / "test-pid2pool-csfcube-specter2x-method-ranked.json").is_file()
     assert main(["fuse", "--data", str(root), "--run", run, "--run", "nowhere:x", "--exp", "e",
-                 "--out", str(tmp_path)]) == 2
+                 "--out", str(tmp_path / "e")]) == 2
     assert "no ranked file of experiment 'x' (background); the folder holds none of csfcube" in capsys.readouterr().err
     # a mistyped experiment names those the folder holds
     assert main(["fuse", "--data", str(root), "--run", run, "--run", f"{tmp_path}:specter2", "--exp", "e",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -189,10 +190,19 @@ def reviewer_loss(rated: list[tuple[str, float]], predicted: Mapping[str, float]
 
 def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str, float]]]) -> tuple[UnitScores, dict]:
     """Per-draw, per-reviewer (loss, max loss) as `UnitScores` (groups = draws, units = reviewers),
-    and counts: reviewers absent from each prediction, pairs skipped."""
+    and counts: reviewers absent from each prediction (`reviewers_not_predicted`, one list a draw, and
+    `draws`, the draws' names), pairs skipped.
+
+    A prediction may leave rated reviewers out (the loss is over the prediction's reviewers, module
+    docstring); one that names none of the rated reviewers in any draw is a ValueError naming ids of both.
+    """
     if len(predictions) != len(rset.draws):
         raise ValueError(f"{len(predictions)} predictions for {len(rset.draws)} draws")
     units = sorted(rset.ratings)
+    predicted = {r for pred in predictions for r in pred}
+    if predictions and not predicted & set(units):
+        raise ValueError(f"no predicted reviewer matches the gold set: predicted {_some(predicted)}; "
+                         f"rated {_some(units)}")
     num = np.zeros((len(rset.draws), len(units)))
     den = np.zeros_like(num)
     absent, skipped = [], 0
@@ -202,7 +212,29 @@ def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str
             loss, top, skip = reviewer_loss(rset.ratings[reviewer], pred.get(reviewer), draw.submissions, reviewer)
             num[g, u], den[g, u] = loss, top
             skipped += skip
-    return UnitScores(units, num, den), {"reviewers_not_predicted": absent, "skipped_pairs": skipped}
+    return UnitScores(units, num, den), {"reviewers_not_predicted": absent, "draws": [d.name for d in rset.draws],
+                                         "skipped_pairs": skipped}
+
+
+def _some(ids, k: int = 3) -> str:
+    """A few of `ids` (sorted) for a message: `a, b, c (and 55 more)`, or `none`."""
+    ids = sorted(ids)
+    more = f" (and {len(ids) - k} more)" if len(ids) > k else ""
+    return (", ".join(ids[:k]) + more) if ids else "none"
+
+
+def left_out(counts: dict) -> str:
+    """`2 reviewers left out of draw d_20_3 (A, B)`-style words for the rated reviewers missing from some
+    draws' predictions but not from all of them; '' when every predicted reviewer is in every draw."""
+    absent = counts.get("reviewers_not_predicted") or []
+    names = counts.get("draws") or [f"draw {i + 1}" for i in range(len(absent))]
+    everywhere = set.intersection(*map(set, absent)) if absent else set()
+    partial = {name: sorted(set(a) - everywhere) for name, a in zip(names, absent) if set(a) - everywhere}
+    if not partial:
+        return ""
+    reviewers = sorted({r for a in partial.values() for r in a})
+    return (f"{len(reviewers)} reviewer{'s' if len(reviewers) > 1 else ''} left out of "
+            f"{'draw' if len(partial) == 1 else 'draws'} " + "; ".join(f"{d} ({_some(r)})" for d, r in partial.items()))
 
 
 def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:
@@ -216,8 +248,9 @@ def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:
         if not isinstance(scores, dict):
             raise ValueError(f"{path}: reviewer {reviewer}: expected {{paper: similarity}}")
         for paper, value in scores.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-                raise ValueError(f"{path}: reviewer {reviewer} paper {paper}: similarity {value!r} is not a number")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"{path}: reviewer {reviewer} paper {paper}: similarity {value!r} is not a finite "
+                                 "number")
         out[reviewer.lstrip("~")] = {p: float(v) for p, v in scores.items()}
     return out
 
@@ -235,7 +268,7 @@ def read_prediction_set(folder: str | Path, exp: str, rset: ReviewerSet) -> list
     missing = [p for p in files if not p.is_file()]
     if missing:
         if not folder.is_dir():
-            raise FileNotFoundError(2, "no such prediction folder (--predictions DIR:EXP)", str(folder))
+            raise FileNotFoundError(2, "no such prediction folder", str(folder))
         suffix = f"_{rset.draws[0].name}_ta.json"
         held = sorted(p.name[: -len(suffix)] for p in folder.glob(f"*{suffix}"))
         raise FileNotFoundError(2, f"experiment {exp!r} lacks {len(missing)} of its {len(files)} draw files "

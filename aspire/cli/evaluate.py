@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,8 +119,13 @@ def _csfcube(parser, args) -> int:
         csfcube.write_results(out, args.data, args.exp, results, per_query)
     else:
         from aspire.evaluate.csfcube import run_csfcube
+        from aspire.evaluate.rank import default_exp
 
         stages = stage_options(parser, args)
+        base = None if args.model is None else default_exp(args.model, args.scorer, options.encoding,
+                                                           options.scorer_options, options.query_text,
+                                                           options.cand_sentences)
+        check_out(args, args.exp or (stages.exp(base) if stages.staged else base))
         results = run_csfcube(args.data, args.model, args.scorer, out, args.exp, options, stages)
         if stages.rerank is not None:
             _print_speed(results)
@@ -257,7 +264,8 @@ def _reviewers(parser, args) -> int:
             from aspire.io import write_json
 
             write_json(Path(args.out) / "results.json", {"benchmark": "reviewer-matching", "experiment": exp,
-                                                         "predictions": folder, **results}, indent=None)
+                                                         "predictions": str(Path(folder).resolve()), **results},
+                       indent=None)
         return 0
     stages = stage_options(parser, args)
     if not args.out or not ((args.model and args.scorer) or (stages.bm25 and not (args.model or args.scorer))):
@@ -265,6 +273,7 @@ def _reviewers(parser, args) -> int:
     scorers = args.scorer.split(",") if args.scorer else []
     base = f"{Path(args.model).name}-{'+'.join(scorers)}" if args.model else None
     exp = args.exp or f"{stages.exp(base)}-{args.aggregate.replace(':', '')}"
+    check_out(args, exp)
     options = eval_options(args, scorers) if args.model else None
     results = run_reviewers(rset, args.model, scorers, args.out, exp, args.aggregate, args.weights, options, stages)
     print(f"{exp}: {format_result(results)}")
@@ -288,6 +297,7 @@ def _reviewers_search(parser, args, rset) -> int:
                      "leave out --scorer, --predictions, --bm25 and --rerank")
     overrides = normalize_overrides(args.search_pipeline, section="search")
     exp = args.exp or f"{search_exp(args.model, overrides)}-{args.aggregate.replace(':', '')}"
+    check_out(args, exp)
     results = run_reviewers_search(rset, args.out, exp, args.model, overrides, args.aggregate,
                                    encoder_options=backend_options(args),
                                    cache_dir=None if args.no_cache else args.cache_dir, batch_size=args.batch_size)
@@ -321,6 +331,7 @@ def _context2doc(parser, args) -> int:
     stages = stage_options(parser, args)
     bench = load_context2doc(args.data, args.split)
     exp = args.exp or stages.exp(f"{Path(args.model).name}-{args.scorer}" if args.model else None)
+    check_out(args, exp)
     options = eval_options(args) if args.model else None
     results = run_context2doc(bench, args.out, exp, args.model, args.scorer, options, stages, args.depth)
     print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
@@ -343,6 +354,7 @@ def _context2doc_search(parser, args) -> int:
                      "leave out --scorer, --bm25 and --rerank")
     overrides = normalize_overrides(args.search_pipeline, section="search")
     exp = args.exp or search_exp(args.model, overrides)
+    check_out(args, exp)
     results = run_search_pipeline(load_context2doc(args.data, args.split), args.out, exp, args.model, overrides,
                                   args.depth, encoder_options=backend_options(args))
     print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
@@ -390,27 +402,14 @@ def _fuse_runs_args(p: argparse.ArgumentParser) -> None:
 
 
 def _fuse_runs(parser, args) -> int:
-    from aspire.benchmarks.runs import mean_scores, per_query, read_qrels, read_run, write_qrels, write_run
-    from aspire.evaluate.compare import DEFAULT_METRICS
-    from aspire.evaluate.fuse import fuse_runs
-    from aspire.io import write_json
+    from aspire.evaluate.fuse import format_fused, fuse_run_files
 
     if len(args.runs) < 2:
         parser.error("give two or more runs")
-    paths = [Path(r) / "run.trec" if Path(r).is_dir() else Path(r) for r in args.runs]
-    qrels_path = args.qrels or (Path(args.runs[0]) / "qrels.trec" if Path(args.runs[0]).is_dir() else None)
     fusion = fusion_option(args.fusion, "rrf" if args.method == "rrf" else args.norm, parser)
-    fused = fuse_runs([read_run(p) for p in paths], args.weights, fusion)
-    out = Path(args.out)
-    write_run(out / "run.trec", fused, "fused")
-    results = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": args.weights}
-    if qrels_path:
-        qrels = read_qrels(qrels_path)
-        write_qrels(out / "qrels.trec", qrels)
-        results["metrics"] = mean_scores(per_query(qrels, fused, args.metric or DEFAULT_METRICS))
-        print("  ".join(f"{m} {v:.4f}" for m, v in results["metrics"].items()))
-    write_json(out / "results.json", results, indent=None)
-    print(f"wrote {out / 'run.trec'}")
+    results = fuse_run_files(args.runs, args.out, args.weights, fusion, qrels=args.qrels, metrics=args.metric)
+    print(format_fused(results))
+    print(f"wrote {Path(args.out) / 'run.trec'}")
     return 0
 
 
@@ -606,9 +605,100 @@ def main(argv: list[str] | None = None, prog: str = "aspire evaluate") -> int:
     return run_command(lambda: _run(args), args)
 
 
+# ---- --out: new, empty, or this experiment's own results folder; never an input ------------------------------
+
+# what a command's results folder records of it: (marker file, {key: value the folder must hold}); `experiment`
+# is checked against the command's experiment name where it is known (`check_out`)
+def _out_kind(args) -> tuple[str, dict]:
+    command = args.command
+    if command in PROBE_HELP:
+        return "results.json", {"format": command, "model": str(args.model)}
+    if command == "suite":
+        return "suite.json", {} if args.ensemble else {"model": str(args.model), "scorer": args.scorer}
+    if command in ("csfcube", "fuse"):
+        return "results.json", {"benchmark": "csfcube"}
+    if command == "reviewers":
+        return "results.json", {"benchmark": "reviewer-matching"}
+    if command == "context2doc":
+        return "results.json", {"benchmark": f"context2doc-{args.split}"}
+    if command == "fuse-runs":
+        return "results.json", {"experiment": "fused"}
+    return "results.json", {}
+
+
+def _inputs(args) -> list[str]:
+    """The paths a command reads (those that exist): its data, ranked files, runs, predictions, labels, model."""
+    names = ("data", "ranked", "splits", "abstracts", "labels", "compare", "qrels", "ensemble", "model", "rerank")
+    paths = [getattr(args, name, None) for name in names]
+    paths += [spec.rpartition(":")[0] for spec in getattr(args, "run", None) or []]
+    paths += getattr(args, "runs", None) or []
+    if getattr(args, "predictions", None):
+        paths.append(args.predictions.rpartition(":")[0])
+    for spec in (getattr(args, "run_a", None), getattr(args, "run_b", None)):
+        if spec:
+            paths.append(spec if os.path.exists(spec) else spec.rpartition(":")[0])
+    return [p for p in paths if p and os.path.exists(p)]
+
+
+def _check_not_input(args, out: Path) -> None:
+    where = out.resolve()
+    for path in _inputs(args):
+        source = Path(path).resolve()
+        if source == where or where in source.parents:
+            raise FileExistsError(f"--out {out} would overwrite this command's input {path}; choose another --out")
+
+
+def check_out(args, exp: str | None = None) -> None:
+    """Refuse `--out` before any work unless it is new, an empty folder, or a results folder of this command's
+    benchmark and experiment (`exp`, where known: re-running replaces it), and never one of the command's inputs.
+    `compare --out` is a JSON file: it may not be one of the compared runs or a folder."""
+    if not getattr(args, "out", None):
+        return
+    out = Path(args.out)
+    _check_not_input(args, out)
+    if args.command == "compare":
+        if out.is_dir():
+            raise IsADirectoryError(f"--out {out} is a folder; compare writes one JSON file")
+        return
+    if not os.path.lexists(out) or (out.is_dir() and not any(out.iterdir())):
+        return
+    if not out.is_dir():
+        raise FileExistsError(f"--out {out} is a file, not a folder")
+    marker, wanted = _out_kind(args)
+    if exp is not None and args.command not in PROBE_HELP and args.command != "suite":
+        wanted = {**wanted, "experiment": exp}
+    try:
+        doc = json.loads((out / marker).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = None
+    if not isinstance(doc, dict):
+        raise FileExistsError(f"--out {out} holds files but no readable {marker}: it is not a results folder of "
+                              f"`evaluate {args.command}`; choose a new or empty folder")
+    differ = {k: v for k, v in wanted.items() if doc.get(k) != v}
+    if differ:
+        held = ", ".join(f"{k} {doc.get(k)!r}" for k in differ)
+        want = ", ".join(f"{k} {v!r}" for k, v in differ.items())
+        raise FileExistsError(f"--out {out} holds another run's results ({held}), not this one's ({want}); only a "
+                              "run's own folder is replaced: choose a new or empty folder")
+
+
+def _known_exp(args) -> str | None:
+    """The experiment name a command takes from its arguments (None where it is computed later)."""
+    if args.command == "reviewers" and getattr(args, "predictions", None):
+        return args.predictions.rpartition(":")[2] or None
+    if args.command in ("csfcube", "pools", "fuse"):
+        return args.exp
+    return None
+
+
 def _run(args) -> int:
     # the user's own files and the model first, before the benchmark's data or torch load
     check_paths(**{name: getattr(args, name, None) for name in ("labels", "compare", "ranked", "qrels", "ensemble")})
+    check_out(args, _known_exp(args))
+    if args.command in PROBE_HELP and args.compare:
+        from aspire.evaluate.probes import check_probe_results
+
+        check_probe_results(args.compare, args.command)
     model = getattr(args, "model", None)
     if model and not (args.command == "suite" and model == "bm25"):
         check_model(model)

@@ -205,6 +205,24 @@ def run_format(name: str, data_dir: str | Path, model: str, out: str | Path, cac
     return result
 
 
+def check_probe_results(path: str | Path, name: str) -> None:
+    """ValueError naming `path` unless it is a results folder (or `results.json`) of format `name`, so that
+    `--compare` is refused before a run rather than after it."""
+    p = Path(path)
+    file = p / "results.json" if p.is_dir() else p
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise ValueError(f"--compare {path}: no readable results.json; it should be a results folder of "
+                         f"`aspire evaluate {name}`") from None
+    if not isinstance(doc, dict) or doc.get("format") != name or not isinstance(doc.get("representations"), dict):
+        what = (f"format {doc['format']!r}" if isinstance(doc, dict) and "format" in doc else
+                f"benchmark {doc['benchmark']!r}" if isinstance(doc, dict) and "benchmark" in doc else
+                "another kind of results")
+        raise ValueError(f"--compare {path} holds {what}, not the results of `aspire evaluate {name}` "
+                         f"(format {name!r}); give a results folder of that format")
+
+
 def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> dict:
     """Paired tests of two `results.json` (folders or files) of one format, per representation and metric."""
     from aspire.benchmarks.stats import UnitScores, paired_test

@@ -33,7 +33,7 @@ from typing import Callable, Container, Mapping, Sequence
 import numpy as np
 import torch
 
-from aspire.benchmarks.reviewers import ReviewerSet, prediction_files, reviewer_units, summarize
+from aspire.benchmarks.reviewers import ReviewerSet, left_out, prediction_files, reviewer_units, summarize
 from aspire.benchmarks.runs import invocation
 from aspire.benchmarks.stats import table_row
 from aspire.data.papers import Paper
@@ -287,10 +287,12 @@ def write_reviewer_results(rset: ReviewerSet, out: Path, exp: str, preds: list[d
 
 
 def format_result(results: dict) -> str:
-    """`loss 0.2689 [0.2121, 0.3298] over N reviewers, D draws`."""
+    """`loss 0.2689 [0.2121, 0.3298] over N reviewers, D draws`, and which reviewers some draws left out
+    (`aspire.benchmarks.reviewers.left_out`)."""
     lo, hi = results["ci95"]
+    note = left_out(results)
     return f"loss {results['loss']:.4f} [{lo:.4f}, {hi:.4f}] over {results['n_reviewers']} reviewers, " \
-           f"{results['n_draws']} draws"
+           f"{results['n_draws']} draws" + (f"; {note}" if note else "")
 
 
 def suite_rows(bench, data: Path, model: str, scorer: str, out: Path, settings: dict,
@@ -318,7 +320,7 @@ def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -
         per_member.append([read_predictions(p) for p in prediction_files(folder / "predictions", m.name, rset)])
     preds = []
     for draw in zip(*per_member):  # each member's {reviewer: {submission: score}} of one draw
-        runs = [{r: list(s.items()) for r, s in pred.items()} for pred in draw]
+        runs = [{r: sorted(s.items(), key=lambda kv: -kv[1]) for r, s in pred.items()} for pred in draw]  # best first
         if any(set(run) != set(runs[0]) for run in runs):
             raise ValueError("ensemble members predicted for different reviewers")
         preds.append({r: dict(ranked) for r, ranked in fuse(runs).items()})
@@ -333,14 +335,28 @@ def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -
 
 def prediction_spec(spec: str) -> tuple[Path, str] | None:
     """(predictions folder, experiment) of a reviewer-matching run given as a results folder (its
-    `results.json` names the experiment) or as `FOLDER:EXP` for files `EXP_d_20_N_ta.json` (the published
-    predictions); None for anything else."""
+    `results.json` names the experiment; its predictions are in `predictions/`, or, for a folder written by
+    `evaluate reviewers --predictions`, in the source folder it records) or as `FOLDER:EXP` for files
+    `EXP_d_20_N_ta.json` (the published predictions); None for anything else. ValueError naming the folder
+    when a results folder has neither."""
     import json
 
     meta_path = Path(spec) / "results.json"
     if meta_path.is_file():
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        return (Path(spec) / "predictions", meta["experiment"]) if meta.get("benchmark") == "reviewer-matching" else None
+        if not isinstance(meta, dict) or meta.get("benchmark") != "reviewer-matching":
+            return None
+        own = Path(spec) / "predictions"
+        if own.is_dir() or not meta.get("predictions"):
+            if not own.is_dir():
+                raise ValueError(f"{spec}: a reviewer-matching results folder without its predictions (no "
+                                 f"{own}, and its results.json records no source predictions)")
+            return own, meta["experiment"]
+        source = Path(meta["predictions"])
+        if not source.is_dir():
+            raise ValueError(f"{spec}: its results.json scores the predictions in {source}, which is not a folder "
+                             "(a relative path is read from the current folder)")
+        return source, meta["experiment"]
     folder, sep, exp = spec.rpartition(":")
     return (Path(folder), exp) if sep and Path(folder).is_dir() else None
 
@@ -357,10 +373,30 @@ def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, s
     if not data:
         raise ValueError("reviewer predictions need the reviewer-matching folder (--data)")
     rset = load_reviewer_set(data)
-    units = []
+    units, absent = [], []
     for folder, exp in specs:
         preds = read_prediction_set(folder, exp, rset)
-        units.append(reviewer_units(rset, preds)[0])
+        scores, counts = reviewer_units(rset, preds)
+        units.append(scores)
+        absent.append(counts["reviewers_not_predicted"])
+    _check_paired(a, b, rset, units, absent)
     test = paired_test(units[0], units[1], n_perm=n_perm, seed=seed)
     deltas = (units[0].num - units[1].num).sum(axis=0) / units[0].den.sum(axis=0).clip(min=1e-12)
     return {"loss": {**test, "per_unit_delta": dict(zip(units[0].units, deltas.tolist()))}}
+
+
+def _check_paired(a: str, b: str, rset: ReviewerSet, units, absent) -> None:
+    """ValueError naming the draws and reviewers whose pairs differ between two runs (a reviewer one run left
+    out of a draw, or scored on other pairs), before the paired test refuses them without names."""
+    differ = np.argwhere(~np.isclose(units[0].den, units[1].den))
+    if not len(differ):
+        return
+    words = []
+    for g, u in differ[:5]:
+        reviewer, draw = units[0].units[u], rset.draws[g].name
+        why = (f"not predicted by {a}" if reviewer in absent[0][g] else
+               f"not predicted by {b}" if reviewer in absent[1][g] else "scored on other pairs")
+        words.append(f"{reviewer} in {draw} ({why})")
+    more = f" and {len(differ) - 5} more" if len(differ) > 5 else ""
+    raise ValueError(f"{a} and {b} do not score the same reviewers and pairs in every draw: "
+                     + "; ".join(words) + more)

@@ -111,6 +111,15 @@ def choose(folders: list[str | Path], select: str = "all:MAP", per_facet: bool =
     return select_two_fold(candidates, group, metric)
 
 
+def unique_folders(paths) -> list[str]:
+    """`paths` sorted, each folder once however it is spelled (`x`, `./x`, `/abs/x`: the first spelling, in
+    sorted order, names it)."""
+    seen: dict[Path, str] = {}
+    for path in sorted(paths):
+        seen.setdefault(Path(path).resolve(), path)
+    return sorted(seen.values())
+
+
 EXAMPLES = """\
   aspire two-fold --candidate 'runs/csfcube/sweep-abstract-*/w*' --candidate runs/csfcube/X
   python -m aspire.evaluate.two_fold --candidate 'runs/csfcube/*' --per-facet --out choice.json
@@ -126,7 +135,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate.t
                     help="choose for each facet on its own dev queries (METRIC of --select; its GROUP is unused)")
     ap.add_argument("--out", type=Path, help="write the choice and figures here as JSON")
     args = ap.parse_args(argv)
-    folders = sorted({f for spec in args.candidate for f in (glob.glob(spec) or [spec])})
+    if args.out is not None and args.out.is_dir():
+        ap.error(f"--out {args.out} is a folder; give a JSON file to write")
+    folders = unique_folders(f for spec in args.candidate for f in (glob.glob(spec) or [spec]))
     try:
         result = choose(folders, args.select, args.per_facet)
     except (FileNotFoundError, ValueError) as err:
