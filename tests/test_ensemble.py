@@ -31,6 +31,10 @@ def test_shipped_configs_load():
     ("members: [{name: a, model: m}, {name: b, model: bm25}]", "a model needs a scorer"),
     ("members: [{name: a, model: m, scorer: minl2, weight: -1}, {name: b, model: bm25}]", "weight must be >= 0"),
     ("members: [{name: a, model: m, scorer: minl2, wieght: 1}, {name: b, model: bm25}]", "unknown config key"),
+    # each once found only when that member ran, after the members before it had been encoded and scored
+    ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: minl3}]", r"members\[1\] \(a\): unknown scorer"),
+    ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: ot, encoding: contextul}]", "unknown encoding"),
+    ("members: [{name: b, model: bm25}, {name: ../../x, model: m, scorer: ot}]", "it names a folder"),
 ])
 def test_bad_ensembles_are_refused_naming_the_member(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):

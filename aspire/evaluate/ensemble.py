@@ -22,6 +22,7 @@ submissions, context2doc per query over all candidates. A `bm25` member takes pa
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,11 +31,13 @@ from aspire.benchmarks import BENCHMARKS
 from aspire.benchmarks.runs import invocation
 from aspire.config import load_config, to_dict
 from aspire.evaluate.fuse import fuse_runs
-from aspire.evaluate.options import EvalOptions, Member
+from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions, Member
 from aspire.evaluate.suite import RUNNERS
 from aspire.io import write_json
 from aspire.paths import DATA
 from aspire.scoring.fusion import METHODS as FUSION_METHODS
+
+_SAFE_NAME = re.compile(r"[\w.-]+")
 
 
 @dataclass
@@ -73,8 +76,14 @@ def load_ensemble(path: str | Path) -> EnsembleConfig:
             raise ValueError(f"{where}: every member needs a distinct name")
         if not m.model:
             raise ValueError(f"{where}: no model")
+        if not _SAFE_NAME.fullmatch(m.name) or m.name in (".", ".."):  # it names the member's folder under out/members
+            raise ValueError(f"{where}: a name is letters, digits, '.', '_' or '-' (it names a folder)")
         if (m.model == "bm25") == (m.scorer is not None):
             raise ValueError(f"{where}: a model needs a scorer; bm25 takes none")
+        if m.scorer is not None and m.scorer not in SCORERS:  # once found only after the members before it had run
+            raise ValueError(f"{where}: unknown scorer {m.scorer!r}; valid: {', '.join(SCORERS)}")
+        if m.encoding not in ENCODINGS:
+            raise ValueError(f"{where}: unknown encoding {m.encoding!r}; valid: {', '.join(ENCODINGS)}")
         if not (m.weight >= 0 and m.weight == m.weight):
             raise ValueError(f"{where}: weight must be >= 0, got {m.weight}")
         if not all(isinstance(x, dict) for x in (m.scorer_options, m.encode_options)):
