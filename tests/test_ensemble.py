@@ -98,3 +98,12 @@ def test_csfcube_ensemble_with_zero_weight_scores_as_its_first_member(small_csfc
     first = json.loads((tmp_path / "o/members/minl2/csfcube/results.json").read_text())
     assert [r["metric"] for r in rows] == ["MAP", "NDCG%20"]
     assert rows[0]["value"] == pytest.approx(first["test"]["all"]["MAP"], abs=1e-6)
+
+
+def test_an_ensemble_suite_runs_only_the_benchmarks_asked_for(tmp_path):
+    """`--benchmarks csfcube` beside `--ensemble` once ran every benchmark (context2doc's BM25 members among them)."""
+    from aspire.evaluate.ensemble import run_ensemble_suite
+
+    path = _yaml(tmp_path, "members: [{name: a, model: bm25}, {name: b, model: bm25}]")
+    suite = run_ensemble_suite(path, tmp_path / "out", tmp_path / "no-data", benchmarks=["csfcube"])
+    assert suite["rows"] == [] and [line.split(":")[0] for line in suite["skipped"]] == ["csfcube"]

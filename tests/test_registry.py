@@ -120,7 +120,7 @@ def test_the_ensemble_suite_runs_every_registered_benchmark_its_members_apply_to
                                               "pools": suite.Runner(None, rows)})
     result = ensemble.run_ensemble_suite(config, tmp_path / "out", tmp_path / "data")
     assert seen == [("text", ["lex", "dense"], tmp_path / "data" / "text-data")]
-    assert result["skipped"] == ["pools: 1 model member(s), bm25 does not apply there"]
+    assert result["skipped"] == ["pools: 1 member(s) apply (its ensemble fuses model members only, no bm25 member)"]
     assert [r["benchmark"] for r in result["rows"]] == ["text queries"]
     del ensemble.RUNNERS["pools"]
     with pytest.raises(ValueError, match=r"\['pools'\] have no runner"):

@@ -493,7 +493,8 @@ def _ensemble_suite(parser, args) -> int:
         parser.error(f"--ensemble takes each member's model and options from its YAML; leave out "
                      f"{given or '--encoding/--normalize'}")
     suite = run_ensemble_suite(args.ensemble, args.out, args.data, args.aggregate,
-                               None if args.no_cache else args.cache_dir, args.batch_size, args.device)
+                               None if args.no_cache else args.cache_dir, args.batch_size, args.device,
+                               benchmarks=args.benchmarks)
     print("\n".join(format_rows(suite["rows"])))
     for line in suite["skipped"]:
         print(f"skipped: {line}")

@@ -110,7 +110,7 @@ def fused_rows(name: str, config: EnsembleConfig, data_dir: Path, out: Path, set
               if runner.lexical or not m.lexical]
     members, weights = [m for m, _ in taking], [w for _, w in taking]
     if len(members) < 2:
-        return [], f"{name}: {len(members)} model member(s), bm25 does not apply there"
+        return [], f"{name}: {len(members)} member(s) apply (its ensemble fuses model members only, no bm25 member)"
     if not sum(weights) > 0:  # before any member runs: fuse_runs would refuse them
         raise ValueError(f"{name}: the weights of the members that apply there ({', '.join(m.name for m in members)}) "
                          "sum to 0: give one of them a weight > 0")
@@ -119,10 +119,10 @@ def fused_rows(name: str, config: EnsembleConfig, data_dir: Path, out: Path, set
 
 
 def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate: str = "max", cache_dir=None,
-                       batch_size: int = 32, device: str | None = None) -> dict:
-    """Run every member on each registered benchmark, fuse them per benchmark by its runner's ensemble hook
-    (`fused_rows`) and write `out/suite.json`; a benchmark where fewer than two members apply is skipped with
-    the reason."""
+                       batch_size: int = 32, device: str | None = None, benchmarks=None) -> dict:
+    """Run every member on each registered benchmark (or those of `benchmarks`, as `aspire evaluate suite
+    --benchmarks` names them), fuse them per benchmark by its runner's ensemble hook (`fused_rows`) and write
+    `out/suite.json`; a benchmark where fewer than two members apply is skipped with the reason."""
     config = load_ensemble(path)
     data, out = Path(data), Path(out)
     settings = {"aggregate": aggregate}
@@ -132,6 +132,8 @@ def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate
     rows: list[dict] = []
     timings, skipped = {}, []
     for name, bench in BENCHMARKS.items():
+        if benchmarks and name not in benchmarks:  # once ignored: every benchmark ran
+            continue
         t0 = time.perf_counter()
         found, why = fused_rows(name, config, data / bench.folder, out, settings, cache_dir, batch_size, device)
         if why:
