@@ -453,3 +453,24 @@ def test_a_paper_built_in_python_is_checked_as_a_record_is():
     with pytest.raises(ValueError, match="paper e: 1 labels for 2 sentences"):
         Paper("e", "T", ["a.", "b."], ["method_label"])
     assert Paper("e", "T", ["a.", "b."], ["method_label", "result_label"]).labels == ["method_label", "result_label"]
+
+
+def test_the_acl_readers_name_a_damaged_gzip_or_a_bad_line(tmp_path):
+    """They opened `.gz` files themselves: a truncated file was a traceback (EOFError), a bad line a raw
+    JSONDecodeError."""
+    from aspire.benchmarks.acl_formats import read_records
+    from aspire.data.acl import read_acl
+    from aspire.io import DataError
+
+    record = {"paper_id": "a", "title": "A title", "abstract": "One sentence. Two.", "year": 2020}
+    whole = gzip.compress("".join(json.dumps({**record, "paper_id": f"p{i}"}) + "\n" for i in range(50)).encode())
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    for read in (lambda p: read_acl(p, frozenset(), 0), read_records):
+        with pytest.raises(DataError, match=f"{cut}: the gzip stream ends early, after line"):
+            read(cut)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(record) + "\n{broken\n")
+    for read in (lambda p: read_acl(p, frozenset(), 0), read_records):
+        with pytest.raises(DataError, match=f"{bad}:2: not a JSON line"):
+            read(bad)

@@ -19,7 +19,6 @@ missing or empty label, an unknown paper or a class with no training paper is an
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import math
@@ -28,6 +27,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from aspire.data.papers import jsonl_objects
+
 SPLIT_FILE = Path(__file__).parent / "splits" / "scirepeval_formats.json"
 ACL_FILE = "papers.jsonl.gz"
 SPLITS = ("train", "dev", "test")
@@ -35,11 +36,8 @@ SPLITS = ("train", "dev", "test")
 
 def read_records(path: str | Path) -> list[dict]:
     """The ACL records' metadata (`paper_id`, `title`, `year`, `venues`, `authors`), abstract left out."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
     keep = ("paper_id", "title", "year", "venues", "booktitle", "authors")
-    with opener(path, "rt", encoding="utf-8") as handle:
-        return [{k: r.get(k) for k in keep} for r in map(json.loads, handle) if r.get("abstract")]
+    return [{k: r.get(k) for k in keep} for _, r in jsonl_objects(path) if r.get("abstract")]
 
 
 def checksum(body: Mapping) -> str:

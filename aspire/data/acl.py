@@ -5,7 +5,6 @@ cached), benchmark papers left out by normalised title (the titles come from the
 from __future__ import annotations
 
 import functools
-import gzip
 import hashlib
 import json
 import logging
@@ -13,7 +12,7 @@ import random
 import re
 from pathlib import Path
 
-from aspire.data.papers import Paper, paper_from_record
+from aspire.data.papers import Paper, jsonl_objects, paper_from_record
 from aspire.data.sentences import DEFAULT_SPLITTER, get_splitter
 from aspire.io import write_json
 from aspire.paths import cache_root
@@ -43,11 +42,7 @@ def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tupl
     record's other fields (`authors`, `year`, ...) in `Paper.extra`. A record that is not a valid paper
     is left out, named with its reason in `stats["rejected"]` (and logged)."""
     path = Path(path)
-    records = []
-    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if line.strip():
-                records.append((lineno, json.loads(line)))
+    records = list(jsonl_objects(path))  # a bad line or a damaged .gz: one error naming the file and line
     kept = [(n, r) for n, r in records if normalise_title(r.get("title") or "") not in exclude]
     stats = {"read": len(records), "removed_benchmark": len(records) - len(kept)}
     if max_papers and len(kept) > max_papers:

@@ -237,6 +237,24 @@ def _whole_lines(f, name: str, max_line_bytes: int | None) -> Iterator[tuple[byt
         yield item
 
 
+def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of a JSONL file, gzipped when its name ends in `.gz`, read as
+    papers files are: a line that is not a JSON object, or a damaged gzip stream, raises `DataError` naming the
+    file and the line. For readers of papers-like records that keep their own fields (the ACL Anthology file)."""
+    path = Path(path)
+    with _open_bytes(path) as f:
+        for line_no, (raw, _) in enumerate(_whole_lines(f, str(path), None), start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise DataError(f"{path}:{line_no}: not a JSON line ({err})") from None
+            if not isinstance(obj, dict):
+                raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
+            yield line_no, obj
+
+
 def _reached(n: int) -> str:
     """Where reading stopped, `n` whole lines read."""
     return f"after line {n}" if n else "before the end of its first line"
