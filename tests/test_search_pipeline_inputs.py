@@ -24,3 +24,10 @@ def test_a_search_pipeline_run_shallower_than_r_at_100_is_refused():
     """`context2doc --search-pipeline --depth 5` reported R@5 under the name R@100."""
     with pytest.raises(ValueError, match="context2doc depth 5 is below 100, the depth R@100 is reported at"):
         run_search_pipeline(SimpleNamespace(candidates=list(range(768))), "out", "x", "/no/such/model", depth=5)
+
+
+def test_the_reviewer_search_pipeline_checks_its_keys_first_too():
+    from aspire.evaluate.search_run import run_reviewers_search
+
+    with pytest.raises(ConfigError, match="stagse"):
+        run_reviewers_search(None, "out", "x", "/no/such/model", ["stagse=ann"])  # no reviewer set: never reached

@@ -172,6 +172,7 @@ def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str
     from aspire.evaluate.reviewer_run import parse_aggregate, predict, reviewer_papers, write_reviewer_results
 
     parse_aggregate(agg)
+    pipeline_config(pipeline)  # a mistyped key before any paper is encoded
     if encoder is None:
         from aspire.encoders import load_encoder
 
