@@ -35,6 +35,9 @@ def test_shipped_configs_load():
     ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: minl3}]", r"members\[1\] \(a\): unknown scorer"),
     ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: ot, encoding: contextul}]", "unknown encoding"),
     ("members: [{name: b, model: bm25}, {name: ../../x, model: m, scorer: ot}]", "it names a folder"),
+    ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: ot, scorer_options: {tua: 1}}]",
+     r"scorer_options \{'tua': 1\}: .*unexpected keyword argument 'tua'"),
+    ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: ot, scorer_options: {tau: 0}}]", "tau must be > 0"),
 ])
 def test_bad_ensembles_are_refused_naming_the_member(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):

@@ -84,6 +84,13 @@ def load_ensemble(path: str | Path) -> EnsembleConfig:
             raise ValueError(f"{where}: unknown scorer {m.scorer!r}; valid: {', '.join(SCORERS)}")
         if m.encoding not in ENCODINGS:
             raise ValueError(f"{where}: unknown encoding {m.encoding!r}; valid: {', '.join(ENCODINGS)}")
+        if m.scorer is not None and isinstance(m.scorer_options, dict):
+            from aspire.evaluate.rank import get_eval_scorer  # the scorer built once, with no model: its options
+
+            try:
+                get_eval_scorer(m.scorer, **m.scorer_options)
+            except (TypeError, ValueError) as err:  # an unknown key is a TypeError naming it
+                raise ValueError(f"{where}: scorer_options {dict(m.scorer_options)}: {err}") from None
         if not (m.weight >= 0 and m.weight == m.weight):
             raise ValueError(f"{where}: weight must be >= 0, got {m.weight}")
         if not all(isinstance(x, dict) for x in (m.scorer_options, m.encode_options)):
