@@ -1,0 +1,86 @@
+"""Where an `aspire evaluate` command may write: its `--out` is new, an empty folder, or a results folder of the
+same command, benchmark and experiment (re-running replaces it), and never one of the command's own inputs.
+Anything else is refused before any work (`check_out`), so one run's results never land beside another's."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Collection
+from pathlib import Path
+
+
+# what a command's results folder records of it: (marker file, {key: value the folder must hold}); `experiment`
+# is checked against the command's experiment name where it is known (`check_out`)
+def _out_kind(args, probes: Collection[str]) -> tuple[str, dict]:
+    command = args.command
+    if command in probes:
+        return "results.json", {"format": command, "model": str(args.model)}
+    if command == "suite":
+        return "suite.json", {} if args.ensemble else {"model": str(args.model), "scorer": args.scorer}
+    if command in ("csfcube", "fuse"):
+        return "results.json", {"benchmark": "csfcube"}
+    if command == "reviewers":
+        return "results.json", {"benchmark": "reviewer-matching"}
+    if command == "context2doc":
+        return "results.json", {"benchmark": f"context2doc-{args.split}"}
+    if command == "fuse-runs":
+        return "results.json", {"experiment": "fused"}
+    return "results.json", {}
+
+
+def _inputs(args) -> list[str]:
+    """The paths a command reads (those that exist): its data, ranked files, runs, predictions, labels, model."""
+    names = ("data", "ranked", "splits", "abstracts", "labels", "compare", "qrels", "ensemble", "model", "rerank")
+    paths = [getattr(args, name, None) for name in names]
+    paths += [spec.rpartition(":")[0] for spec in getattr(args, "run", None) or []]
+    paths += getattr(args, "runs", None) or []
+    if getattr(args, "predictions", None):
+        paths.append(args.predictions.rpartition(":")[0])
+    for spec in (getattr(args, "run_a", None), getattr(args, "run_b", None)):
+        if spec:
+            paths.append(spec if os.path.exists(spec) else spec.rpartition(":")[0])
+    return [p for p in paths if p and os.path.exists(p)]
+
+
+def _check_not_input(args, out: Path) -> None:
+    where = out.resolve()
+    for path in _inputs(args):
+        source = Path(path).resolve()
+        if source == where or where in source.parents:
+            raise FileExistsError(f"--out {out} would overwrite this command's input {path}; choose another --out")
+
+
+def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> None:
+    """Refuse `--out` before any work unless it is new, an empty folder, or a results folder of this command's
+    benchmark and experiment (`exp`, where known: re-running replaces it), and never one of the command's inputs.
+    `probes`: the commands that are SciRepEval formats (their folders record a `format`, not an experiment).
+    `compare --out` is a JSON file: it may not be one of the compared runs or a folder."""
+    if not getattr(args, "out", None):
+        return
+    out = Path(args.out)
+    _check_not_input(args, out)
+    if args.command == "compare":
+        if out.is_dir():
+            raise IsADirectoryError(f"--out {out} is a folder; compare writes one JSON file")
+        return
+    if not os.path.lexists(out) or (out.is_dir() and not any(out.iterdir())):
+        return
+    if not out.is_dir():
+        raise FileExistsError(f"--out {out} is a file, not a folder")
+    marker, wanted = _out_kind(args, probes)
+    if exp is not None and args.command not in probes and args.command != "suite":
+        wanted = {**wanted, "experiment": exp}
+    try:
+        doc = json.loads((out / marker).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = None
+    if not isinstance(doc, dict):
+        raise FileExistsError(f"--out {out} holds files but no readable {marker}: it is not a results folder of "
+                              f"`evaluate {args.command}`; choose a new or empty folder")
+    differ = {k: v for k, v in wanted.items() if doc.get(k) != v}
+    if differ:
+        held = ", ".join(f"{k} {doc.get(k)!r}" for k in differ)
+        want = ", ".join(f"{k} {v!r}" for k, v in differ.items())
+        raise FileExistsError(f"--out {out} holds another run's results ({held}), not this one's ({want}); only a "
+                              "run's own folder is replaced: choose a new or empty folder")
