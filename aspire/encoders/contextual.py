@@ -59,10 +59,14 @@ def raise_if_not_finite(vectors: Tensor, names: Sequence[str]) -> None:
     (a NaN compares as no distance at all)."""
     bad = (~torch.isfinite(vectors)).flatten(1).any(1).nonzero().flatten().tolist()
     if bad:
-        shown = ", ".join(str(names[i]) for i in bad[:LONG_IDS_SHOWN])
-        more = f" and {len(bad) - LONG_IDS_SHOWN} more" if len(bad) > LONG_IDS_SHOWN else ""
-        raise ValueError(f"the model gave non-finite vectors for {len(bad)} item(s): {shown}{more}; its weights "
-                         "may hold NaN or inf (a diverged training run) or overflow in its precision")
+        raise ValueError(f"the model gave non-finite vectors for {len(bad)} item(s): {_listed([names[i] for i in bad])}"
+                         "; its weights may hold NaN or inf (a diverged training run) or overflow in its precision")
+
+
+def _listed(ids: Sequence) -> str:
+    """`a, b, c` for a message or warning: the first `LONG_IDS_SHOWN` of `ids`, then how many more."""
+    more = f" and {len(ids) - LONG_IDS_SHOWN} more" if len(ids) > LONG_IDS_SHOWN else ""
+    return ", ".join(str(x) for x in ids[:LONG_IDS_SHOWN]) + more
 
 
 class ContextualSentenceEncoder(TaskFormats, nn.Module):
@@ -354,12 +358,10 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         bar.close()
         self.train(was_training)
         if truncated:
-            shown = ", ".join(r.paper_id for r in truncated[:LONG_IDS_SHOWN])
-            more = f" and {len(truncated) - LONG_IDS_SHOWN} more" if len(truncated) > LONG_IDS_SHOWN else ""
             log.warning(
-                "%d paper(s) longer than %d word pieces (%s%s): sentences past the limit were %s; "
+                "%d paper(s) longer than %d word pieces (%s): sentences past the limit were %s; "
                 "`aspire encode --model M --corpus FILE --long-report` lists every one",
-                len(truncated), self.max_length, shown, more,
+                len(truncated), self.max_length, _listed([r.paper_id for r in truncated]),
                 "encoded in continuation windows" if self.overflow == "window" else "left out of the mask",
             )
         out = DocBatch.from_list(vectors, [p.paper_id for p in papers], [paper_sentences(p, self.include_title) for p in papers],
