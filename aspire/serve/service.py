@@ -260,11 +260,6 @@ def significant(values: np.ndarray, digits: int = 4) -> np.ndarray:
     return np.where(nonzero, np.round(values * scale) / scale, 0.0)
 
 
-def live_generation(index_dir: str | Path) -> str:
-    """The name of the live generation under `index_dir` (its manifest checked), e.g. "gen-000002"."""
-    return generation_key(index_dir)[0]
-
-
 def generation_key(index_dir: str | Path) -> tuple[str, str]:
     """(name, digest of its manifest) of the live generation under `index_dir`. The name alone does not tell two
     builds apart: an index deleted and built again, or built with --overwrite, starts again at gen-000001."""
