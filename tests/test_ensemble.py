@@ -38,6 +38,19 @@ def test_shipped_configs_load():
     ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: ot, scorer_options: {tua: 1}}]",
      r"scorer_options \{'tua': 1\}: .*unexpected keyword argument 'tua'"),
     ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: ot, scorer_options: {tau: 0}}]", "tau must be > 0"),
+    # encode options: once a TypeError (or a refusal) at that member's encoding, after the members before it had run
+    ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: abstract, encode_options: {max_lenght: 256}}]",
+     r"members\[1\] \(a\): unknown encode option 'max_lenght' for the abstract encoding"),
+    ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: ot, encode_options: {normalize: true}}]",
+     r"members\[1\] \(a\): the contextual encoding takes no encode options"),
+    ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: ot, encoding: independent, "
+     "encode_options: {joiner: ' '}}]", "unknown encode option 'joiner' for the independent encoding"),
+    ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: abstract, encode_options: {max_length: '256'}}]",
+     "max_length must be an integer"),
+    ("members: [{name: b, model: bm25}, {name: a, model: m, scorer: ot, encoding: abstract}]",
+     "encoding 'abstract' only goes with scorer 'abstract'"),
+    ("members: [{name: b, model: bm25, encode_options: {normalize: true}}, {name: a, model: m, scorer: ot}]",
+     r"members\[0\] \(b\): a bm25 member takes no encoding"),
 ])
 def test_bad_ensembles_are_refused_naming_the_member(tmp_path, text, message):
     with pytest.raises(ValueError, match=message):

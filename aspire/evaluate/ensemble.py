@@ -61,7 +61,8 @@ class EnsembleConfig:
 
 
 def load_ensemble(path: str | Path) -> EnsembleConfig:
-    """Read and check an ensemble YAML: two or more members, distinct names, a scorer for each model."""
+    """Read and check an ensemble YAML: two or more members, distinct names, a scorer for each model, and each
+    member's scorer_options, encoding and encode_options as its runs will take them."""
     config = load_config(EnsembleConfig, path)
     if config.fusion not in FUSION_METHODS:
         raise ValueError(f"{path}: unknown fusion {config.fusion!r}; valid: {', '.join(FUSION_METHODS)}")
@@ -95,6 +96,13 @@ def load_ensemble(path: str | Path) -> EnsembleConfig:
             raise ValueError(f"{where}: weight must be >= 0, got {m.weight}")
         if not all(isinstance(x, dict) for x in (m.scorer_options, m.encode_options)):
             raise ValueError(f"{where}: scorer_options and encode_options must be mappings")
+        if m.scorer is not None:  # the encoding and encode_options as its runner checks them, before any member runs
+            try:
+                EvalOptions(encoding=m.encoding, encode_options=dict(m.encode_options)).checked(m.scorer, faceted=False)
+            except ValueError as err:
+                raise ValueError(f"{where}: {err}") from None
+        elif m.encode_options or m.scorer_options or m.encoding != "contextual":
+            raise ValueError(f"{where}: a bm25 member takes no encoding, encode_options or scorer_options")
     if not sum(m.weight for m in config.members) > 0:
         raise ValueError(f"{path}: the members' weights sum to 0: give at least one member a weight > 0")
     return config

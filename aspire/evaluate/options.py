@@ -25,6 +25,28 @@ SCORERS = SENTENCE_SCORERS + ("abstract",)  # + the whole-abstract cosine (aspir
 QUERY_TEXTS = ("abstract", "facet", "title+facet")
 CAND_SENTENCES = ("all", "facet")
 BM25_EXP = "bm25"  # the experiment name of a BM25 run
+# what each encoding's encoder call takes (`encode_independent` / `encode_abstract`), and the type of each value
+ENCODE_OPTIONS = {"independent": ("max_length", "normalize", "pooling"),
+                  "abstract": ("max_length", "normalize", "pooling", "joiner")}
+
+
+def check_encode_options(encoding: str, options: dict) -> None:
+    """ValueError naming the key when `options` are not what `encoding`'s encoder call takes: an unknown key (a
+    typo would otherwise fail only at encoding, after any members before it had run) or a value of the wrong type."""
+    valid = ENCODE_OPTIONS.get(encoding, ())
+    if options and not valid:
+        raise ValueError(f"the {encoding} encoding takes no encode options, got {sorted(options)}")
+    for key, value in options.items():
+        if key not in valid:
+            raise ValueError(f"unknown encode option {key!r} for the {encoding} encoding; valid: {list(valid)}")
+        if key == "max_length" and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            raise ValueError(f"encode option max_length must be an integer >= 0 (0: the encoder's), got {value!r}")
+        if key == "normalize" and not isinstance(value, bool):
+            raise ValueError(f"encode option normalize must be true or false, got {value!r}")
+        if key == "pooling" and value not in ("mean", "cls"):
+            raise ValueError(f"encode option pooling must be 'mean' or 'cls', got {value!r}")
+        if key == "joiner" and not (value is None or isinstance(value, str)):
+            raise ValueError(f"encode option joiner must be a string (or null: a title/abstract pair), got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -52,6 +74,7 @@ class EvalOptions:
                                  f"{sorted(self.encode_options)}")
         elif encoding in ("abstract", "pass"):
             raise ValueError(f"encoding {encoding!r} only goes with scorer 'abstract'")
+        check_encode_options(encoding, self.encode_options)
         if self.query_text not in QUERY_TEXTS:
             raise ValueError(f"unknown query text {self.query_text!r}; valid: {list(QUERY_TEXTS)}")
         if self.query_text != "abstract":
