@@ -167,3 +167,17 @@ def test_train_refuses_an_out_folder_that_holds_an_earlier_run(tmp_path, tiny_mo
     capsys.readouterr()
     assert main([*argv[:4], str(out / "report.json"), *argv[5:]]) == 2
     assert capsys.readouterr().err == f"error: --out {out / 'report.json'} is a file, not a folder\n"
+
+
+def test_train_says_at_the_start_when_the_dev_split_cannot_be_measured(tmp_path, tiny_model_dir, caplog):
+    """A dev split whose sets hold one context each: training runs, and a warning says up front that the report's
+    dev acc@1 and mrr will be null (once they were null in report.json with nothing said)."""
+    d = _examples_dir(tmp_path)
+    _write_groups(d / "groups.dev.jsonl", [_group(f"a{i}|b{i}", [f"the model {WORDS[i]}"]) for i in range(3)])
+    cfg = CoSentBertConfig(base_model=str(tiny_model_dir), epochs=1, batch_size=4, max_seq_length=16)
+    with caplog.at_level("WARNING", logger="aspire.encoders.cosentbert"):
+        report = train_cosentbert(d, tmp_path / "out", cfg)
+    assert report["dev_after"]["queries"] == 0
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{d / 'groups.dev.jsonl'}: no set has two contexts (3 contexts): dev retrieval cannot be measured, acc@1 "
+        "and mrr will be null before and after training"]

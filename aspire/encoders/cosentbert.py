@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import itertools
+import logging
 import random
 import time
 from dataclasses import dataclass
@@ -165,6 +166,10 @@ def train_cosentbert(examples_dir: str | Path, out_dir: str | Path, cfg: CoSentB
     dataset = Dataset.from_dict({"anchor": [a for a, _, _ in pairs], "positive": [b for _, b, _ in pairs]})
     dev_path = examples_dir / "groups.dev.jsonl"
     before = evaluate_contexts(model, dev_path, cfg.text_field)
+    if not before["queries"]:  # the report's dev acc@1 and mrr will be null: said now, not found in it afterwards
+        logging.getLogger(__name__).warning(
+            "%s: no set has two contexts (%d contexts): dev retrieval cannot be measured, acc@1 and mrr will be "
+            "null before and after training", dev_path, before["contexts"])
 
     directions = ("query_to_doc", "doc_to_query") if cfg.symmetric else ("query_to_doc",)
     loss = MultipleNegativesRankingLoss(model, scale=cfg.scale, directions=directions)
