@@ -132,3 +132,16 @@ def test_two_fold_out_and_duplicates(tmp_path, monkeypatch, capsys):
     assert "--out spec is a folder" in capsys.readouterr().err
     assert two_fold.main(["--candidate", "spec", "--candidate", "./spec", "--candidate", str(tmp_path / "spec")]) == 0
     assert capsys.readouterr().out.startswith("1 candidates")
+
+
+def test_search_pipeline_out_is_checked_against_its_experiment(tmp_path, monkeypatch, capsys, tiny_model_dir):
+    """`csfcube --search-pipeline` into another experiment's CSFCube folder: refused before any encoding (once
+    only the benchmark was compared, so the run replaced the other experiment's results)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["csfcube", "--ranked", str(CSF / "sample_ranked_pools"), "--exp", "specter", "--out", "spec"]) == 0
+    before = (tmp_path / "spec" / "results.json").read_text()
+    assert main(["csfcube", "--model", str(tiny_model_dir), "--search-pipeline", "rerank=minl2", "--no-cache",
+                 "--out", "spec"]) == 2
+    assert f"experiment 'specter'), not this one's (experiment '{tiny_model_dir.name}-search-rerank-minl2')" in (
+        capsys.readouterr().err)
+    assert (tmp_path / "spec" / "results.json").read_text() == before

@@ -13,9 +13,9 @@ from aspire.cli.evaluate import main
 from aspire.data.papers import Paper
 from aspire.evaluate.cache import cached_encode
 from aspire.evaluate.facets import facet_queries
-from aspire.evaluate.options import QUERY_TEXTS
+from aspire.evaluate.options import QUERY_TEXTS, default_exp
 from aspire.evaluate.pool_run import facet_label_map, run_pools
-from aspire.evaluate.rank import default_exp, rank_pools
+from aspire.evaluate.rank import rank_pools
 from aspire.jsonsafe import strict_loads  # results files must be strict JSON: no bare NaN
 
 SENTS = {
@@ -353,3 +353,22 @@ def test_maxpassage_pool_run_with_a_window_names_its_experiment(toy, tmp_path, t
     name = f"test-pid2pool-toy-{tiny_model_dir.name}-contextual-maxpassage-window2-method-ranked.json"
     ranked = read_ranked(tmp_path / "o" / name)
     assert sorted(ranked["p1"]) == ["p2", "p3", "p4", "p5"]
+
+
+def test_model_run_out_is_checked_against_its_experiment_and_set(toy, tmp_path, tiny_model_dir, capsys):
+    """A model run without --exp into another run's folder (another scorer, another data set): refused before
+    encoding, its files untouched; its own folder is replaced. Once only a readable results.json was asked for."""
+    base = ["pools", "--data", str(toy), "--name", "toy", "--model", str(tiny_model_dir), "--no-cache"]
+    out = str(tmp_path / "o")
+    assert main([*base, "--scorer", "minl2", "--out", out]) == 0
+    before = (tmp_path / "o" / "results.json").read_text()
+    assert main([*base, "--scorer", "minl2", "--out", out]) == 0
+    assert main([*base, "--scorer", "ot", "--out", out]) == 2
+    assert f"not this one's (experiment '{tiny_model_dir.name}-contextual-ot')" in capsys.readouterr().err
+    ranked = ["pools", "--data", str(toy), "--name", "toy", "--ranked", out, "--out", out]
+    exp = f"{tiny_model_dir.name}-contextual-minl2"
+    assert main([*ranked, "--exp", exp]) == 2  # a command's own input is never its --out
+    other = dict(json.loads(before), dataset="other")
+    (tmp_path / "o" / "results.json").write_text(json.dumps(other))
+    assert main([*base, "--scorer", "minl2", "--out", out]) == 2
+    assert "dataset 'other'" in capsys.readouterr().err

@@ -118,7 +118,7 @@ def _csfcube(parser, args) -> int:
         csfcube.write_results(out, args.data, args.exp, results, per_query)
     else:
         from aspire.evaluate.csfcube import run_csfcube
-        from aspire.evaluate.rank import default_exp
+        from aspire.evaluate.options import default_exp
 
         stages = stage_options(parser, args)
         base = None if args.model is None else default_exp(args.model, args.scorer, options.encoding,
@@ -138,11 +138,13 @@ def _csfcube_search(parser, args) -> int:
     """`csfcube --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
     from aspire.benchmarks import csfcube
     from aspire.evaluate.csfcube import run_csfcube_search
+    from aspire.evaluate.options import search_exp
 
     if not args.model or args.scorer or args.ranked or args.bm25 or args.rerank:
         parser.error("--search-pipeline takes --model and search-config overrides (stages=, rerank=, fuse=); "
                      "leave out --scorer, --ranked, --bm25 and --rerank")
     pipeline = normalize_overrides(args.search_pipeline, section="search")
+    check_out(args, args.exp or search_exp(args.model, pipeline))  # the experiment's name, known only now
     results = run_csfcube_search(args.data, args.model, pipeline, args.out, args.exp,
                                  None if args.no_cache else args.cache_dir, args.batch_size,
                                  {**backend_options(args), **code_option(args.doc_code)})
@@ -170,6 +172,11 @@ def _pools(parser, args) -> int:
 
     options = _check_pool_args(parser, args)
     out = Path(args.out)
+    if options is not None and args.exp is None:  # a model run's experiment name, known only now
+        from aspire.evaluate.options import default_exp
+
+        check_out(args, default_exp(args.model, args.scorer, options.encoding, options.scorer_options,
+                                    options.query_text, options.cand_sentences))
     results = run_pools(
         args.data, args.name, out, facets=[f for f in args.facets.split(",") if f], splits_file=args.splits,
         abstracts_file=args.abstracts, threshold=args.threshold, metrics=[m for m in args.metrics.split(",") if m],
@@ -286,8 +293,9 @@ def _reviewers(parser, args) -> int:
 
 def _reviewers_search(parser, args, rset) -> int:
     """`reviewers --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
+    from aspire.evaluate.options import search_exp
     from aspire.evaluate.reviewer_run import format_result
-    from aspire.evaluate.search_run import run_reviewers_search, search_exp
+    from aspire.evaluate.search_run import run_reviewers_search
 
     if not args.model or not args.out:
         parser.error("--search-pipeline needs --model (the model the archives are indexed with) and --out")
@@ -344,7 +352,8 @@ def _context2doc_search(parser, args) -> int:
     """`context2doc --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
     from aspire.benchmarks.context2doc import load_context2doc
     from aspire.evaluate.context2doc_run import format_result
-    from aspire.evaluate.search_run import run_search_pipeline, search_exp
+    from aspire.evaluate.options import search_exp
+    from aspire.evaluate.search_run import run_search_pipeline
 
     if not args.model:
         parser.error("--search-pipeline needs --model (the model the candidates are indexed with)")

@@ -24,6 +24,8 @@ def _out_kind(args, probes: Collection[str]) -> tuple[str, dict]:
         return "results.json", {"benchmark": "reviewer-matching"}
     if command == "context2doc":
         return "results.json", {"benchmark": f"context2doc-{args.split}"}
+    if command == "pools":
+        return "results.json", {"dataset": args.name}
     if command == "fuse-runs":
         return "results.json", {"experiment": "fused"}
     return "results.json", {}

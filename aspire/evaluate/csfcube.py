@@ -38,8 +38,9 @@ def run_csfcube(root: str | Path, model: str | None, scorer: str | None, out: st
     Writes `out/test-pid2pool-csfcube-EXP-{facet}-ranked.json` (similarities, best first; each stage's own
     files beside them), the per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
     """
+    from aspire.evaluate.options import default_exp
     from aspire.evaluate.pool_stages import run_stages
-    from aspire.evaluate.rank import default_exp, rank_pool_set
+    from aspire.evaluate.rank import rank_pool_set
 
     options, stages = options or EvalOptions(), stages or Stages()
     if (model is None) != (scorer is None):
@@ -96,7 +97,8 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     import time
 
     from aspire.encoders import load_encoder
-    from aspire.evaluate.search_run import rank_pools_by_search, search_exp
+    from aspire.evaluate.options import search_exp
+    from aspire.evaluate.search_run import rank_pools_by_search
     from aspire.index.store import model_fingerprint
 
     root, out = Path(root), Path(out)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Sequence
 
 from aspire.data.facets import FACET_CODE_CHOICES
 from aspire.scoring import SCORER_NAMES
@@ -47,6 +48,28 @@ def check_encode_options(encoding: str, options: dict) -> None:
             raise ValueError(f"encode option pooling must be 'mean' or 'cls', got {value!r}")
         if key == "joiner" and not (value is None or isinstance(value, str)):
             raise ValueError(f"encode option joiner must be a string (or null: a title/abstract pair), got {value!r}")
+
+
+def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_options: dict | None = None,
+                query_text: str = "abstract", cand_sentences: str = "all") -> str:
+    """The experiment name of a run given no `exp`: model, encoding, scorer, its options, query text
+    and candidate sentences.
+
+    >>> default_exp("runs/x/model", "abstract", query_text="title+facet")
+    'model-abstract-abstract-query-title-facet'
+    >>> default_exp("minilm", "ot", scorer_options={"tau": 1}, cand_sentences="facet")
+    'minilm-contextual-ot-tau1-cands-facet'
+    """
+    enc_name = "abstract" if scorer == "abstract" and encoding != "pass" else encoding
+    opts = "".join(f"-{k}{v:g}" for k, v in sorted((scorer_options or {}).items()))
+    query = "" if query_text == "abstract" else f"-query-{query_text.replace('+', '-')}"
+    cands = "" if cand_sentences == "all" else f"-cands-{cand_sentences}"
+    return f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}{query}{cands}"
+
+
+def search_exp(model: str, pipeline: Sequence[str]) -> str:
+    """The default experiment name of a benchmark scored through search: `MODEL-search-KEY-VALUE-...`."""
+    return "-".join([Path(str(model)).name, "search", *[o.replace("=", "-") for o in pipeline]])
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ def run_pools(
     else:
         if not (model and scorer):
             raise ValueError("give a model and a scorer, or a folder of ranked files")
-        from aspire.evaluate.rank import default_exp, rank_pool_set
+        from aspire.evaluate.options import default_exp
+        from aspire.evaluate.rank import rank_pool_set
 
         papers = read_paper_map(abstracts_file or data / f"abstracts-{name}.jsonl", ids=pool_set.paper_ids(), needed_by="pooled")
         options = options or EvalOptions()

@@ -27,23 +27,6 @@ from aspire.scoring.chunked import score_chunked
 from aspire.scoring.vector import VectorCosine
 
 
-def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_options: dict | None = None,
-                query_text: str = "abstract", cand_sentences: str = "all") -> str:
-    """The experiment name of a run given no `exp`: model, encoding, scorer, its options, query text
-    and candidate sentences.
-
-    >>> default_exp("runs/x/model", "abstract", query_text="title+facet")
-    'model-abstract-abstract-query-title-facet'
-    >>> default_exp("minilm", "ot", scorer_options={"tau": 1}, cand_sentences="facet")
-    'minilm-contextual-ot-tau1-cands-facet'
-    """
-    enc_name = "abstract" if scorer == "abstract" and encoding != "pass" else encoding
-    opts = "".join(f"-{k}{v:g}" for k, v in sorted((scorer_options or {}).items()))
-    query = "" if query_text == "abstract" else f"-query-{query_text.replace('+', '-')}"
-    cands = "" if cand_sentences == "all" else f"-cands-{cand_sentences}"
-    return f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}{query}{cands}"
-
-
 def get_eval_scorer(name: str, **kwargs):
     """`abstract` -> VectorCosine; a sentence scorer -> `aspire.scoring.get_scorer(name, **kwargs)`."""
     if name not in SCORERS:
@@ -73,6 +56,8 @@ def rank_pools(
             length-bucketed chunks under a memory budget (`aspire.scoring.chunked.score_chunked`).
     Returns:
         `{query_pid: [(cand_pid, similarity), ...]}` best first.
+    Raises:
+        ValueError naming the query and candidates when a similarity is NaN (a NaN has no place in an order).
     """
     qrow = {pid: i for i, pid in enumerate(queries.paper_ids)}
     crow = {pid: i for i, pid in enumerate(candidates.paper_ids)}
@@ -82,6 +67,10 @@ def rank_pools(
     out: dict[str, list[tuple[str, float]]] = {}
     for qid, pool in pools.items():
         sims = score_chunked(scorer, queries.index([qrow[qid]]), candidates.index([crow[c] for c in pool]))[0]  # (P,)
+        nan = torch.isnan(sims).nonzero().flatten().tolist()
+        if nan:
+            raise ValueError(f"query {qid}: the scorer gave NaN similarities for {len(nan)} of {len(pool)} candidates: "
+                             f"{[pool[j] for j in nan][:10]} (NaN vectors from the encoder, or a numerical overflow)")
         order = torch.sort(-sims.float(), stable=True).indices.tolist()
         out[qid] = [(pool[j], float(sims[j])) for j in order]
     return out

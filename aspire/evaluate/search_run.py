@@ -48,11 +48,6 @@ def index_candidates(encoder, papers: Sequence[Paper], index: IndexConfig | None
     return SentenceIndex.build(corpus, config, model_fingerprint(encoder), getattr(encoder, "name", ""))
 
 
-def search_exp(model: str, pipeline: Sequence[str]) -> str:
-    """The default experiment name of a benchmark scored through search: `MODEL-search-KEY-VALUE-...`."""
-    return "-".join([Path(str(model)).name, "search", *[o.replace("=", "-") for o in pipeline]])
-
-
 def encode_text_queries(encoder, texts: Mapping[str, str]) -> dict:
     """`{qid: DocBatch (1, 1, D)}`: each text a one-sentence query paper with an empty title, encoded with the
     model's query side (a query adapter, if it has one), as the benchmark's dense runner encodes them."""
