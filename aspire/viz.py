@@ -77,7 +77,8 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
     """Distances, single-match pair and OT plans between one query `(1, S, D)` and one candidate `(1, T, D)`.
 
     The query's mask selects the sentences that are matched (all sentences still get a row in
-    `cost`). `ot_settings` are keyword arguments of the "ot" scorer (`tau`, `eps`, ...), one plan each (one
+    `cost`); the candidate's every sentence is matched (a candidate with a narrowed mask raises
+    ValueError). `ot_settings` are keyword arguments of the "ot" scorer (`tau`, `eps`, ...), one plan each (one
     mapping alone: one plan).
     """
     if isinstance(ot_settings, Mapping):
@@ -87,7 +88,16 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
     if not ot_settings:
         raise ValueError("give at least one OT setting, e.g. [{'eps': 0.05}]")
     S = int(len(query.sentences[0])) if query.sentences else int(query.mask.shape[1])
-    T = int(cand.lengths[0])
+    selected = np.flatnonzero(cand.mask[0].cpu().numpy())  # the candidate's sentences taking part
+    if cand.sentences:
+        T = len(cand.sentences[0])
+    else:  # no texts: the padding after the last selected sentence is no sentence
+        T = int(selected[-1]) + 1 if len(selected) else 0
+    if len(selected) != T:  # the columns drawn are the candidate's first T sentences: all must take part
+        cid = cand.paper_ids[0] if cand.paper_ids else "0"
+        raise ValueError(f"pair_alignment matches the query with every sentence of the candidate, but candidate "
+                         f"{cid} selects only sentences {selected.tolist()} of its {T}; only a query takes a "
+                         "sentence selection")
     single = get_scorer("minl2").pairwise_dist_details(query, cand)
     cost = _numpy(l2_cost(query.emb[:1, :S], cand.emb[:1, :T])[0])  # (S, T): every query sentence, selected or not
     plans = []
@@ -154,8 +164,14 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
     for side, labels, n in (("query", query_labels, S), ("candidate", cand_labels, T)):
         if labels is not None and len(labels) != n:
             raise ValueError(f"{len(labels)} {side} labels for the matrix's {n} {side} sentences")
-    rows = np.arange(S) if rows is None else np.asarray(rows, dtype=int)
-    mask = (np.ones(S, dtype=bool) if query_mask is None else np.asarray(query_mask, dtype=bool))[rows]
+    rows = np.arange(S) if rows is None else np.asarray(rows, dtype=int).reshape(-1)
+    outside = [int(r) for r in rows if not 0 <= r < S]
+    if outside:
+        raise ValueError(f"rows {outside} are not query sentences of the {S}x{T} matrix (0 to {S - 1})")
+    query_mask = np.ones(S, dtype=bool) if query_mask is None else np.asarray(query_mask, dtype=bool).reshape(-1)
+    if len(query_mask) != S:
+        raise ValueError(f"query_mask has {len(query_mask)} entries for the matrix's {S} query sentences")
+    mask = query_mask[rows]
     shown = values[rows]  # (R, T)
     image = ax.imshow(shown, cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax, interpolation="nearest")
     bar = ax.figure.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
@@ -211,6 +227,8 @@ def plot_distances(cost: np.ndarray, query_texts: Sequence[str], cand_texts: Seq
     """
     cost = np.asarray(cost, dtype=float)
     S, T = cost.shape
+    if pair is not None and not (0 <= pair[0] < S and 0 <= pair[1] < T):
+        raise ValueError(f"pair {tuple(pair)} is not a cell of the {S}x{T} distance matrix")
     fig, ax = _new_ax(ax, (_matrix_width(T), 2.8 + ROW_INCHES * S))
     _matrix(cost, query_texts, cand_texts, ax, cmap="viridis", query_mask=query_mask, fmt=".2f",
             annotate=annotate, title=title, colorbar_label="L2 distance", query_labels=query_labels,

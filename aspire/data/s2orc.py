@@ -6,7 +6,13 @@ Full text (`pdf_parses.jsonl`, S2ORC's pdf_parse format), one citing paper a lin
                     "cite_spans": [{"start": int, "end": int, "text": str, "ref_id": str | null}]}],
      "bib_entries": {ref_id: {"title": str, "link": paper_id | null}}}
 Abstracts table (`abstracts.jsonl`), one paper a line: {"paper_id", "title", "abstract"} where
-`abstract` is a list of sentences or one string (split with the configured splitter).
+`abstract` is a list of sentences or one string (split with the configured splitter), or null (no
+abstract); `title` is optional (a string; null reads as "").
+
+Ids (`paper_id`, a bib entry's `link`) are strings or integers, read as strings. A record that breaks
+these formats (a wrong type, a citation span outside its paragraph, a paper id seen on an earlier
+line) raises `DataError("FILE:LINE: ...")` naming what is wrong, or with `on_error="skip"` is
+skipped and counted in the report (`bad_lines`).
 
 Each paragraph is split into sentences (character spans); a sentence boundary that falls inside
 a citation span is a splitter mistake ("Lin et al. 2002") and the two sentences are merged. Each
@@ -22,10 +28,12 @@ import bisect
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from aspire.config import to_dict
 from aspire.data.cocite.config import REPORT, IngestConfig
 from aspire.data.cocite.text import MARK, finish_marks
+from aspire.data.papers import _type_name
 from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, write_json
 
 
@@ -78,13 +86,50 @@ def merge_spans_across_citations(spans: list[tuple[int, int]], cites: list[tuple
     return [tuple(s) for s in merged], n_merges
 
 
-def _abstract_ids(path: Path, cfg: IngestConfig, bad: list[str]) -> set[str]:
-    ids = set()
-    for _, obj in iter_checked_jsonl(path, lambda o, p, n: require(o, ("paper_id", "abstract"), p, n), cfg.on_error, bad):
+def _id(value: Any, what: str, path: Path, lineno: int) -> str | None:
+    """A paper id (string or integer) as a string; None stays None. Anything else raises `DataError`."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise DataError(f"{path}:{lineno}: {what} must be a string or an integer, got {_type_name(value)}")
+
+
+def _paper_id(obj: dict, path: Path, lineno: int, first_line: dict[str, int]) -> str:
+    """The record's `paper_id` (a non-empty string or an integer), not seen on an earlier line."""
+    pid = _id(obj["paper_id"], "paper_id", path, lineno)
+    if pid is None or not pid.strip():
+        raise DataError(f"{path}:{lineno}: paper_id must be a non-empty string, got {obj['paper_id']!r}")
+    if pid in first_line:
+        raise DataError(f"{path}:{lineno}: duplicate paper_id {pid!r}, first seen on line {first_line[pid]}")
+    return pid
+
+
+def _check_abstract(obj: dict, path: Path, lineno: int, first_line: dict[str, int]) -> None:
+    require(obj, ("paper_id", "abstract"), path, lineno)
+    pid = _paper_id(obj, path, lineno, first_line)
+    abstract = obj["abstract"]
+    if isinstance(abstract, list):
+        for j, sentence in enumerate(abstract):
+            if not isinstance(sentence, str):
+                raise DataError(f"{path}:{lineno}: paper {pid!r}: abstract[{j}] must be a string, "
+                                f"got {_type_name(sentence)}")
+    elif abstract is not None and not isinstance(abstract, str):
+        raise DataError(f"{path}:{lineno}: paper {pid!r}: abstract must be a list of sentences, a string or "
+                        f"null, got {_type_name(abstract)}")
+    if not isinstance(obj.get("title"), (str, type(None))):
+        raise DataError(f"{path}:{lineno}: paper {pid!r}: title must be a string, got {_type_name(obj['title'])}")
+    first_line[pid] = lineno
+
+
+def _abstract_ids(path: Path, cfg: IngestConfig, bad: list[str]) -> tuple[set[str], dict[str, int]]:
+    """The papers with a non-empty abstract, and the line each accepted paper id was read from."""
+    ids, first_line = set(), {}
+    for _, obj in iter_checked_jsonl(path, lambda o, p, n: _check_abstract(o, p, n, first_line), cfg.on_error, bad):
         abstract = obj["abstract"]
         if (isinstance(abstract, str) and abstract.strip()) or (isinstance(abstract, list) and abstract):
-            ids.add(obj["paper_id"])
-    return ids
+            ids.add(str(obj["paper_id"]))
+    return ids, first_line
 
 
 def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: str | Path,
@@ -93,13 +138,17 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
     fulltext_path, abstracts_path, out_dir = Path(fulltext_path), Path(abstracts_path), Path(out_dir)
     splitter = get_span_splitter(cfg.splitter)
     bad: list[str] = []
-    with_abstract = _abstract_ids(abstracts_path, cfg, bad)
+    with_abstract, abstract_line = _abstract_ids(abstracts_path, cfg, bad)
     counts: Counter = Counter()
     cited_kept: set[str] = set()
+    citing_line: dict[str, int] = {}
     with AtomicJsonl(out_dir / "contexts.jsonl") as out:
-        for _, paper in iter_checked_jsonl(fulltext_path, _check_paper, cfg.on_error, bad):
+        for _, paper in iter_checked_jsonl(fulltext_path, lambda o, p, n: _check_paper(o, p, n, citing_line),
+                                           cfg.on_error, bad):
             counts["papers"] += 1
-            bib = paper["bib_entries"]
+            paper_id = str(paper["paper_id"])
+            bib = {ref: None if entry.get("link") is None else str(entry["link"])  # ref_id -> linked paper id
+                   for ref, entry in paper["bib_entries"].items()}
             for p_idx, para in enumerate(paper["body_text"]):
                 counts["paragraphs"] += 1
                 text, cites = para["text"], para.get("cite_spans", [])
@@ -119,8 +168,8 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
                     if not sent_cites:
                         counts["sentences_without_citations"] += 1
                         continue
-                    linked = {(bib.get(c.get("ref_id")) or {}).get("link") for c in sent_cites} - {None}
-                    linked.discard(paper["paper_id"])  # a paper citing itself is no co-citation
+                    linked = {bib.get(c.get("ref_id")) for c in sent_cites} - {None}
+                    linked.discard(paper_id)  # a paper citing itself is no co-citation
                     if len(linked) < 2:
                         counts["dropped_fewer_than_2_linked"] += 1
                         continue
@@ -136,23 +185,25 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
                     cited_kept.update(kept)
                     out.write(
                         {
-                            "context_id": f"{paper['paper_id']}#p{p_idx}s{s_idx}",
-                            "citing_paper_id": paper["paper_id"],
+                            "context_id": f"{paper_id}#p{p_idx}s{s_idx}",
+                            "citing_paper_id": paper_id,
                             "text": raw,
                             "text_clean": finish_marks(marked, cfg.placeholder),
                             "cited_ids": kept,
-                            "source": "s2orc:" + str(para.get("section", "")),
+                            "source": "s2orc:" + str(para.get("section") or ""),
                             "links_confirmed": True,
                         }
                     )
         counts["contexts"] = out.count
     with AtomicJsonl(out_dir / "abstracts.jsonl") as abstracts:
-        for _, obj in iter_jsonl(abstracts_path, cfg.on_error, []):
-            if obj.get("paper_id") not in cited_kept:
+        for lineno, obj in iter_jsonl(abstracts_path, cfg.on_error, []):
+            pid = obj.get("paper_id")
+            pid = str(pid) if isinstance(pid, (str, int)) and not isinstance(pid, bool) else None
+            if pid not in cited_kept or abstract_line[pid] != lineno:  # only the line the first pass accepted
                 continue
             abstract = obj["abstract"]
             sentences = [abstract[a:b] for a, b in splitter.spans(abstract)] if isinstance(abstract, str) else list(abstract)
-            abstracts.write({"paper_id": obj["paper_id"], "title": obj.get("title", ""), "abstract": sentences})
+            abstracts.write({"paper_id": pid, "title": obj.get("title") or "", "abstract": sentences})
         counts["papers_cited"] = abstracts.count
     report = {"stage": "ingest", "input": [str(fulltext_path), str(abstracts_path)], "counts": dict(counts),
               "papers_with_abstract": len(with_abstract), "bad_lines": len(bad), "bad_line_messages": bad[:20],
@@ -161,13 +212,38 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
     return report
 
 
-def _check_paper(paper: dict, path: Path, lineno: int) -> None:
+def _check_paper(paper: dict, path: Path, lineno: int, first_line: dict[str, int]) -> None:
+    """Raise `DataError("FILE:LINE: ...")` if a full-text record breaks the pdf_parse format (see the module
+    docstring) or repeats a paper id; record the line of an accepted paper id in `first_line`."""
+    def bad(message: str) -> DataError:
+        return DataError(f"{path}:{lineno}: {message}")
+
     require(paper, ("paper_id", "body_text", "bib_entries"), path, lineno)
     if not isinstance(paper["body_text"], list) or not isinstance(paper["bib_entries"], dict):
-        raise DataError(f"{path}:{lineno}: body_text must be a list and bib_entries an object")
+        raise bad("body_text must be a list and bib_entries an object")
+    pid = _paper_id(paper, path, lineno, first_line)
+    for ref, entry in paper["bib_entries"].items():
+        if not isinstance(entry, dict):
+            raise bad(f"paper {pid!r}: bib_entries[{ref!r}] must be an object, got {_type_name(entry)}")
+        _id(entry.get("link"), f"paper {pid!r}: bib_entries[{ref!r}].link", path, lineno)
     for i, para in enumerate(paper["body_text"]):
         if not isinstance(para, dict) or "text" not in para:
-            raise DataError(f"{path}:{lineno}: body_text[{i}] lacks 'text'")
-        for cite in para.get("cite_spans", []):
-            if not all(k in cite for k in ("start", "end")):
-                raise DataError(f"{path}:{lineno}: body_text[{i}] has a cite span without start/end")
+            raise bad(f"body_text[{i}] lacks 'text'")
+        if not isinstance(para["text"], str):
+            raise bad(f"paper {pid!r}: body_text[{i}].text must be a string, got {_type_name(para['text'])}")
+        cites = para.get("cite_spans", [])
+        if not isinstance(cites, list):
+            raise bad(f"paper {pid!r}: body_text[{i}].cite_spans must be a list, got {_type_name(cites)}")
+        for j, cite in enumerate(cites):
+            where = f"paper {pid!r}: body_text[{i}].cite_spans[{j}]"
+            if not isinstance(cite, dict) or not all(k in cite for k in ("start", "end")):
+                raise bad(f"body_text[{i}] has a cite span without start/end ({where})")
+            start, end = cite["start"], cite["end"]
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
+                raise bad(f"{where}: start and end must be integers, got {start!r} and {end!r}")
+            if not 0 <= start < end <= len(para["text"]):
+                raise bad(f"{where}: span ({start}, {end}) is not inside the paragraph's "
+                          f"{len(para['text'])} characters (0 <= start < end <= length)")
+            if not isinstance(cite.get("ref_id"), (str, type(None))):
+                raise bad(f"{where}: ref_id must be a string or null, got {_type_name(cite['ref_id'])}")
+    first_line[pid] = lineno

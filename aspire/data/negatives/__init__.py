@@ -38,7 +38,7 @@ from aspire.data.negatives.graph import (
     read_groups,
     svd_vectors,
 )
-from aspire.data.negatives.rank import Mined, nearest_negatives
+from aspire.data.negatives.rank import Mined, as_matrix, check_vectors, nearest_negatives
 from aspire.data.negatives.sampled import coverage_negatives, kmeans_clusters, random_negatives
 from aspire.data.papers import read_paper_map
 from aspire.io import AtomicJsonl, write_json
@@ -134,7 +134,8 @@ def mine_hard_negatives(examples_dir: str | Path, out_dir: str | Path,
         if encode is None:
             raise ValueError(f"hard negatives by method {cfg.method!r} need an `encode` function (papers -> "
                              "vectors); the CLI builds one from `model`")
-        vectors = encode([papers[pid] for pid in order])
+        vectors = as_matrix(encode([papers[pid] for pid in order]))
+        check_vectors(vectors, order)
     mined = _mine(cfg, groups, order, vectors)
     negatives = mined.negatives
     with AtomicJsonl(out_dir / OUT_FILE) as out:

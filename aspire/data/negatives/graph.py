@@ -10,17 +10,25 @@ import numpy as np
 
 from aspire.data.cocite.config import SPLITS
 from aspire.data.negatives.rank import Mined
-from aspire.io import iter_jsonl, require
+from aspire.io import DataError, iter_jsonl, require
 
 
 def read_groups(examples_dir: str | Path) -> list[dict]:
-    """The co-cited sets of both splits (`groups.train.jsonl`, `groups.dev.jsonl` where present)."""
+    """The co-cited sets of both splits (`groups.train.jsonl`, `groups.dev.jsonl` where present).
+
+    A set whose `paper_ids` or `context_ids` is not a list of strings raises `DataError("FILE:LINE: ...")`.
+    """
     groups = []
     for split in SPLITS:
         path = Path(examples_dir) / f"groups.{split}.jsonl"
         if path.is_file():
             for lineno, obj in iter_jsonl(path):
                 require(obj, ("set_id", "paper_ids", "context_ids"), path, lineno)
+                for key in ("paper_ids", "context_ids"):
+                    value = obj[key]
+                    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                        raise DataError(f"{path}:{lineno}: co-cited set {obj['set_id']!r}: {key} must be a list of "
+                                        f"strings, got {value!r:.80}")
                 groups.append(obj)
     if not groups:
         raise ValueError(f"{examples_dir}: no groups.train.jsonl or groups.dev.jsonl")

@@ -37,6 +37,16 @@ def as_matrix(vectors) -> np.ndarray:
     return np.asarray(vectors, dtype=np.float32)
 
 
+def check_vectors(vectors: np.ndarray, paper_ids: list[str]) -> None:
+    """ValueError unless `vectors` is (N, D) with N = len(paper_ids) and every entry finite (the error
+    names the papers whose vectors hold NaN or infinity: an encoder fault, never a paper to pass over)."""
+    if vectors.ndim != 2 or len(vectors) != len(paper_ids):
+        raise ValueError(f"vectors must be (N, D) with N = {len(paper_ids)} papers, got shape {vectors.shape}")
+    bad = [pid for pid, ok in zip(paper_ids, np.isfinite(vectors).all(axis=1)) if not ok]
+    if bad:
+        raise ValueError(f"{len(bad)} paper vector(s) hold NaN or infinity: {bad[:10]}")
+
+
 def partner_mask(partners: dict[str, set[str]], paper_ids: list[str], rows: range) -> np.ndarray:
     """(len(rows), N) bool: column j is a partner (or the paper itself) of the paper of each row."""
     index = {pid: i for i, pid in enumerate(paper_ids)}
@@ -52,10 +62,10 @@ def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[st
                       chunk: int = 1024) -> Mined:
     """Nearest guarded candidates by cosine of `vectors` (N, D) (numpy or torch, rows in `paper_ids`
     order; norms do not matter); exact ties go to the earlier paper of `paper_ids`. A paper whose
-    vector is zero has no neighbours and is no one's; `notes["papers_without_vector"]` lists them."""
+    vector is zero has no neighbours and is no one's; `notes["papers_without_vector"]` lists them. A
+    vector holding NaN or infinity raises ValueError naming its paper."""
     vecs = as_matrix(vectors)
-    if vecs.ndim != 2 or len(vecs) != len(paper_ids):
-        raise ValueError(f"vectors must be (N, D) with N = {len(paper_ids)} papers, got shape {vecs.shape}")
+    check_vectors(vecs, paper_ids)
     norms = np.linalg.norm(vecs, axis=1)
     has_vec = norms > 0
     vecs = vecs / np.where(has_vec, norms, 1.0)[:, None]
