@@ -325,7 +325,7 @@ def test_merge_spans_across_citations():
 @pytest.mark.parametrize("splitter, merges", [("pysbd", 0), ("regex", 2)])
 def test_mine_s2orc_fixture(tmp_path, splitter, merges):
     report = mine_s2orc(FIXTURE / "pdf_parses.jsonl", FIXTURE / "abstracts.jsonl", tmp_path / "i",
-                        IngestConfig(splitter=splitter))
+                        IngestConfig(splitter=splitter), held_out=set())
     counts = report["counts"]
     assert (counts["papers"], counts["paragraphs"], counts["cite_spans"]) == (3, 9, 23)
     assert counts["contexts"] == 6 and counts["dropped_fewer_than_2_linked"] == 3
@@ -351,7 +351,22 @@ def test_mine_s2orc_bad_paper_names_line(tmp_path):
     good = (FIXTURE / "pdf_parses.jsonl").read_text().splitlines()[0]
     path = _write_jsonl(tmp_path / "pp.jsonl", [good, {"paper_id": "Z", "body_text": []}])
     with pytest.raises(DataError, match=r"pp\.jsonl:2: missing key\(s\) \['bib_entries'\]"):
-        mine_s2orc(path, FIXTURE / "abstracts.jsonl", tmp_path / "o")
+        mine_s2orc(path, FIXTURE / "abstracts.jsonl", tmp_path / "o", held_out=set())
+
+
+def test_mine_s2orc_leaves_out_the_benchmark_test_sentences(tmp_path):
+    """The context2doc test sentences are dropped and counted, as by cocite-from-records; once the S2ORC input
+    ignored ingest.exclude_benchmark_test and a test query could reach training."""
+    test_sentence = "  Neural retrieval has been studied widely [1], [2]. "
+    report = mine_s2orc(FIXTURE / "pdf_parses.jsonl", FIXTURE / "abstracts.jsonl", tmp_path / "o",
+                        IngestConfig(splitter="regex"), held_out={test_sentence.strip()})
+    assert report["counts"]["dropped_benchmark_test"] == 2 and report["counts"]["contexts"] == 4  # cited twice
+    assert test_sentence.strip() not in [c["text"] for c in _read(tmp_path / "o" / "contexts.jsonl")]
+    with pytest.raises(ValueError, match="exclude_benchmark_test needs the held-out sentences"):
+        mine_s2orc(FIXTURE / "pdf_parses.jsonl", FIXTURE / "abstracts.jsonl", tmp_path / "p")
+    kept = mine_s2orc(FIXTURE / "pdf_parses.jsonl", FIXTURE / "abstracts.jsonl", tmp_path / "q",
+                      IngestConfig(splitter="regex", exclude_benchmark_test=False), held_out={test_sentence.strip()})
+    assert kept["counts"]["contexts"] == 6 and "dropped_benchmark_test" not in kept["counts"]
 
 
 # --------------------------------------------------------------------------- CLI and real data

@@ -41,7 +41,7 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
 
 def _mine(tmp_path: Path, papers=PAPERS, abstracts=ABSTRACTS, **cfg) -> dict:
     return mine_s2orc(_jsonl(tmp_path / "pp.jsonl", papers), _jsonl(tmp_path / "ab.jsonl", abstracts), tmp_path / "out",
-                      IngestConfig(splitter="regex", **cfg))
+                      IngestConfig(splitter="regex", **cfg), held_out=set())
 
 
 def _read(path: Path) -> list[dict]:

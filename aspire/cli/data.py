@@ -194,7 +194,7 @@ def _cocite_stage(args) -> dict:
     if stage == "cocite-from-s2orc":
         from aspire.data.s2orc import mine_s2orc
 
-        return mine_s2orc(args.fulltext, args.abstracts, args.out, cfg.ingest)
+        return mine_s2orc(args.fulltext, args.abstracts, args.out, cfg.ingest, _held_out(args.fulltext, cfg))
     if stage == "filter":
         return cocite.filter_contexts(getattr(args, "in"), args.out, cfg.filter)
     if stage == "group":

@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -133,9 +134,19 @@ def _abstract_ids(path: Path, cfg: IngestConfig, bad: list[str]) -> tuple[set[st
 
 
 def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: str | Path,
-               cfg: IngestConfig = IngestConfig()) -> dict:
-    """Input B -> `contexts.jsonl` + `abstracts.jsonl` + `report.json` (counts of what was dropped and why)."""
+               cfg: IngestConfig = IngestConfig(), held_out: Collection[str] | None = None) -> dict:
+    """Input B -> `contexts.jsonl` + `abstracts.jsonl` + `report.json` (counts of what was dropped and why).
+
+    With `exclude_benchmark_test`, a co-citation sentence (stripped) in `held_out` — the context2doc test
+    split's sentences, which the command layer passes here as it does to `ingest_records` — is dropped and
+    counted (`dropped_benchmark_test`); `exclude_benchmark_test` without `held_out` is an error, never a
+    silent no-op.
+    """
     fulltext_path, abstracts_path, out_dir = Path(fulltext_path), Path(abstracts_path), Path(out_dir)
+    if cfg.exclude_benchmark_test and held_out is None:
+        raise ValueError("ingest.exclude_benchmark_test needs the held-out sentences (held_out=, from "
+                         "aspire.benchmarks.context2doc.held_out_for); or set ingest.exclude_benchmark_test=false")
+    held_out = set(held_out or ()) if cfg.exclude_benchmark_test else set()
     splitter = get_span_splitter(cfg.splitter)
     bad: list[str] = []
     with_abstract, abstract_line = _abstract_ids(abstracts_path, cfg, bad)
@@ -178,6 +189,9 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
                         counts["dropped_fewer_than_2_with_abstract"] += 1
                         continue
                     raw = text[s_start:s_end]
+                    if raw.strip() in held_out:
+                        counts["dropped_benchmark_test"] += 1
+                        continue
                     marked = raw
                     for c in sorted(sent_cites, key=lambda c: c["start"], reverse=True):
                         a, b = c["start"] - s_start, min(c["end"], s_end) - s_start
