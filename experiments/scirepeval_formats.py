@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--base", required=True, help="the TAG every other run is compared with")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    runs = dict(spec.split("=", 1) for spec in args.run)
+    runs = parse_runs(parser, args.run, args.base)
     table: dict = {}
     for tag, folder in runs.items():
         for fmt in FORMATS:
@@ -50,6 +50,22 @@ def main() -> None:
         print(f"\n{rep}\n| model | " + " | ".join(heads) + " |\n|---|" + "---|" * len(heads))
         for tag, fmts in table.items():
             print(f"| {tag} | " + " | ".join(_cell(fmts[fmt], rep, m) for fmt in FORMATS for m in METRICS[fmt]) + " |")
+
+
+def parse_runs(parser: argparse.ArgumentParser, specs: list[str], base: str) -> dict[str, str]:
+    """`{TAG: DIR}` of the `--run TAG=DIR` specs; a parser error for a spec without `=`, a tag given twice or a
+    `--base` that names no run."""
+    runs: dict[str, str] = {}
+    for spec in specs:
+        tag, sep, folder = spec.partition("=")
+        if not sep or not tag or not folder:
+            parser.error(f"--run {spec!r}: expected TAG=DIR")
+        if tag in runs:
+            parser.error(f"--run: tag {tag!r} given twice ({runs[tag]} and {folder})")
+        runs[tag] = folder
+    if base not in runs:
+        parser.error(f"--base {base!r} names no --run; tags: {sorted(runs)}")
+    return runs
 
 
 def _cell(entry: dict, rep: str, metric: str) -> str:

@@ -14,8 +14,9 @@ that query's pool). Metric names (case-insensitive; the caller's spelling is kep
 
 Bad input is refused with a `ValueError` naming the query: a ranking that misses a pool candidate,
 holds an id outside the pool or repeats one; a query ranked but not judged or judged but not ranked;
-a negative grade. A query with no candidate at grade >= `threshold` is refused too, unless
-`skip_no_relevant=True`, which leaves it out of the returned scores (callers record which).
+a grade that is not an integer >= 0 (a fraction, NaN, a string: naming the candidate too). A query
+with no candidate at grade >= `threshold` is refused too, unless `skip_no_relevant=True`, which
+leaves it out of the returned scores (callers record which).
 
 A metric undefined for one query (bpref when every candidate is relevant: no non-relevant one to
 rank below) is None in that query's scores, never NaN; means are taken over the queries where it is
@@ -89,8 +90,21 @@ def ndcg_at_k(ranked_gains: Sequence[float], k: int, discount: str = "csfcube") 
     return float((gains / disc).sum()) / ideal_dcg
 
 
+def grade_value(value, where: str) -> int:
+    """A relevance grade as an int: an integer >= 0 (a float holding one, such as 2.0, is accepted); anything else
+    (a fraction, NaN, a string, a boolean, null, a negative number) is a ValueError naming `where`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{where}: relevance grade {value!r} is not a number; grades are integers >= 0")
+    if not float(value).is_integer():  # also NaN and infinities
+        raise ValueError(f"{where}: relevance grade {value!r} is not an integer; grades are integers >= 0")
+    if value < 0:
+        raise ValueError(f"{where}: negative relevance grade {value!r}; grades must be >= 0")
+    return int(value)
+
+
 def check_rankings(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str, Sequence[str]]) -> None:
-    """Raise ValueError unless every judged query is ranked and each ranking is a permutation of its pool."""
+    """Raise ValueError unless every judged query is ranked, each ranking is a permutation of its pool and every
+    grade is an integer >= 0 (`grade_value`)."""
     unknown = sorted(set(rankings) - set(qrels))
     if unknown:
         raise ValueError(f"rankings hold {len(unknown)} queries without judgements: {unknown[:10]}")
@@ -99,9 +113,8 @@ def check_rankings(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
         raise ValueError(f"{len(missing)} judged queries have no ranking: {missing[:10]}")
     for qid, ranked in rankings.items():
         pool = qrels[qid]
-        bad = [g for g in pool.values() if g < 0]
-        if bad:
-            raise ValueError(f"query {qid}: negative relevance grades {sorted(set(bad))}; grades must be >= 0")
+        for cand, grade in pool.items():
+            grade_value(grade, f"query {qid} candidate {cand}")
         if len(set(ranked)) != len(ranked):
             dup = sorted({c for c in ranked if list(ranked).count(c) > 1})
             raise ValueError(f"query {qid}: ranking repeats candidates {dup[:10]}")
@@ -175,8 +188,8 @@ def evaluate_rankings(
         `{query: {metric name as given: value in [0, 1], or None where undefined for that query}}`,
         queries in `rankings` order.
     """
-    if threshold < 1:
-        raise ValueError(f"threshold must be >= 1 (grade 0 means not relevant), got {threshold}")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, np.integer)) or threshold < 1:
+        raise ValueError(f"threshold must be an integer >= 1 (grade 0 means not relevant), got {threshold!r}")
     parsed = {name: _parse_metric(name) for name in metrics}
     check_rankings(qrels, rankings)
     empty = set(queries_without_relevant(qrels, threshold))

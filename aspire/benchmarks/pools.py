@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from aspire.benchmarks.metrics import evaluate_rankings, mean_metrics, queries_without_relevant
+from aspire.benchmarks.metrics import evaluate_rankings, grade_value, mean_metrics, queries_without_relevant
 from aspire.io import write_json
 
 
@@ -69,8 +70,18 @@ class PoolSet:
         return {pid for pools in self.pools.values() for q, p in pools.items() for pid in (q, *p)}
 
 
+def _read_json(path: Path, what: str):
+    """A JSON file's content; ValueError naming the file when it is missing or not JSON."""
+    if not path.is_file():
+        raise ValueError(f"{what} not found: {path}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+
+
 def _load_splits(path: Path) -> dict[str, list[str]]:
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw = _read_json(path, "splits file")
     if not isinstance(raw, dict) or not raw:
         raise ValueError(f"{path}: a splits file must be a non-empty JSON object")
     values = list(raw.values())
@@ -97,35 +108,48 @@ def load_pool_set(
 ) -> PoolSet:
     """Read `test-pid2anns-NAME[-FACET].json` (and a splits file when given) from `root`.
 
-    Raises ValueError for a missing file, ragged `cands` / grades, repeated candidates, or split
-    entries naming queries the pools do not hold.
+    Raises ValueError for a missing or malformed file, ragged `cands` / grades, repeated candidates, a grade
+    that is not an integer >= 0 (naming the query and candidate), or split entries naming queries the pools
+    do not hold or naming one query twice.
     """
     root = Path(root)
     pools: dict[str, dict[str, dict[str, int]]] = {}
     self_in_pool: list[str] = []
     for facet in list(facets) or [""]:
         path = root / (f"test-pid2anns-{name}-{facet}.json" if facet else f"test-pid2anns-{name}.json")
-        if not path.is_file():
-            raise ValueError(f"annotation file not found: {path}")
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = _read_json(path, "annotation file")
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: expected {{query_pid: {{\"cands\": [...], {relevance_field!r}: [...]}}}}, "
+                             f"got a JSON {type(raw).__name__}")
         pools[facet] = {}
         for qid, ann in raw.items():
-            if relevance_field not in ann:
-                raise ValueError(f"{path}: query {qid} has no {relevance_field!r}; fields: {sorted(ann)}")
-            cands, grades = ann["cands"], ann[relevance_field]
+            if not isinstance(ann, dict):
+                raise ValueError(f"{path}: query {qid}: expected an object with 'cands' and {relevance_field!r}, "
+                                 f"got a JSON {type(ann).__name__}")
+            for key in ("cands", relevance_field):
+                if key not in ann:
+                    raise ValueError(f"{path}: query {qid} has no {key!r}; fields: {sorted(ann)}")
+                if not isinstance(ann[key], list):
+                    raise ValueError(f"{path}: query {qid}: {key!r} must be a list, got a JSON {type(ann[key]).__name__}")
+            cands, grades = [str(c) for c in ann["cands"]], ann[relevance_field]
             if len(cands) != len(grades):
                 raise ValueError(f"{path}: query {qid} has {len(cands)} cands but {len(grades)} grades")
             if len(set(cands)) != len(cands):
-                raise ValueError(f"{path}: query {qid} repeats candidates")
+                repeated = sorted({c for c in cands if cands.count(c) > 1})
+                raise ValueError(f"{path}: query {qid} repeats candidates {repeated[:10]}")
             if qid in cands:
                 self_in_pool.append(query_key(qid, facet))
-            pools[facet][qid] = {str(c): int(g) for c, g in zip(cands, grades) if c != qid}
+            pools[facet][qid] = {c: grade_value(g, f"{path}: query {qid} candidate {c}")
+                                 for c, g in zip(cands, grades) if c != qid}
     splits = _load_splits(Path(splits_file)) if splits_file is not None else {}
     known = {query_key(q, f) for f in pools for q in pools[f]}
     for split, keys in splits.items():
         unknown = [k for k in keys if k not in known]
         if unknown:
             raise ValueError(f"split {split!r} names {len(unknown)} unknown queries: {unknown[:10]}")
+        repeated = sorted(k for k, n in Counter(keys).items() if n > 1)
+        if repeated:  # it would count twice in the split's mean
+            raise ValueError(f"split {split!r} names queries more than once: {repeated[:10]}")
     return PoolSet(name, pools, splits, self_in_pool)
 
 
@@ -149,10 +173,12 @@ def existing_ranked_path(folder: str | Path, name: str, exp: str, facet: str) ->
 
 def read_ranked(path: str | Path) -> dict[str, list[str]]:
     """`{query_pid: [cand_pid, ...]}` best first, from a ranked-pool file."""
-    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    raw = _read_json(Path(path), "ranked file")
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected {{query_pid: [[cand_pid, score], ...]}}, got a JSON {type(raw).__name__}")
     out: dict[str, list[str]] = {}
     for qid, ranked in raw.items():
-        if not all(isinstance(x, (list, tuple)) and len(x) == 2 for x in ranked):
+        if not isinstance(ranked, list) or not all(isinstance(x, list) and len(x) == 2 for x in ranked):
             raise ValueError(f"{path}: query {qid}: entries must be [cand_pid, score] pairs")
         out[str(qid)] = [str(c) for c, _ in ranked]
     return out

@@ -52,10 +52,11 @@ class ReviewerSet:
 
 
 def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
-    """`evaluations.csv` -> `{reviewer: [(paper, expertise), ...]}` (empty cells skipped).
+    """`evaluations.csv` -> `{reviewer: [(paper, expertise), ...]}` (empty pairs of cells skipped).
 
     Expertise is a number in 1-5 (half points occur). Raises ValueError naming the line and
-    reviewer when a paper has no expertise or it is out of range.
+    reviewer when a paper has no expertise or it is out of range, when an expertise has no paper,
+    and when a reviewer rates one paper twice (in one row or two).
     """
     path = Path(path)
     if not path.is_file():
@@ -69,15 +70,20 @@ def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
             rated = []
             for i in range(1, 11):
                 paper = (row.get(f"Paper{i}") or "").strip()
-                if not paper:
-                    continue
                 value = (row.get(f"Expertise{i}") or "").strip()
+                if not paper:
+                    if value:
+                        raise ValueError(f"{path}:{line}: reviewer {reviewer}: Expertise{i} is {value!r} but "
+                                         f"Paper{i} is empty")
+                    continue
                 try:
                     expertise = float(value)
                 except ValueError:
                     expertise = float("nan")
                 if not 1.0 <= expertise <= 5.0:
                     raise ValueError(f"{path}:{line}: reviewer {reviewer} paper {paper}: expertise {value!r} is not in 1-5")
+                if any(paper == p for p, _ in (*ratings.get(reviewer, ()), *rated)):
+                    raise ValueError(f"{path}:{line}: reviewer {reviewer} rates paper {paper} twice")
                 rated.append((paper, expertise))
             ratings.setdefault(reviewer, []).extend(rated)
     if not ratings:
@@ -238,7 +244,8 @@ def left_out(counts: dict) -> str:
 
 
 def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:
-    """A `{reviewer: {paper: similarity}}` JSON file (reviewer ids with or without a leading `~`)."""
+    """A `{reviewer: {paper: similarity}}` JSON file (reviewer ids with or without a leading `~`; one reviewer
+    under both spellings is a ValueError)."""
     path = Path(path)
     raw = read_json(path, "prediction file")
     if not isinstance(raw, dict):
@@ -251,7 +258,10 @@ def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"{path}: reviewer {reviewer} paper {paper}: similarity {value!r} is not a finite "
                                  "number")
-        out[reviewer.lstrip("~")] = {p: float(v) for p, v in scores.items()}
+        key = reviewer.lstrip("~")
+        if key in out:
+            raise ValueError(f"{path}: reviewer {key} is in the file twice (with and without a leading '~')")
+        out[key] = {p: float(v) for p, v in scores.items()}
     return out
 
 

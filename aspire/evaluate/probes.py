@@ -224,7 +224,10 @@ def check_probe_results(path: str | Path, name: str) -> None:
 
 
 def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> dict:
-    """Paired tests of two `results.json` (folders or files) of one format, per representation and metric."""
+    """Paired tests of two `results.json` (folders or files) of one format, per representation and metric.
+
+    ValueError when the two do not pair: another format, a representation only one holds, other test papers
+    or (venue, year) other test labels (a user's label file in one run only)."""
     from aspire.benchmarks.stats import UnitScores, paired_test
     from aspire.benchmarks.venue import macro_f1
     from aspire.benchmarks.year import kendall_tau, rmse
@@ -238,6 +241,9 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> d
         raise ValueError(f"{a} is {ra['format']!r}, {b} is {rb['format']!r}: not one format")
     fns = {"macro-F1": macro_f1, "Kendall tau": kendall_tau, "RMSE (years)": rmse}
     out = {}
+    only = sorted(set(ra["representations"]) ^ set(rb["representations"]))
+    if only:
+        raise ValueError(f"{a} and {b} do not hold the same representations: {only} only in one of them")
     for rep, xa in ra["representations"].items():
         xb = rb["representations"][rep]
         for m in METRICS[ra["format"]]:
@@ -248,6 +254,11 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> d
             else:
                 if xa["test_ids"] != xb["test_ids"]:
                     raise ValueError("paired comparison needs the same test papers in both results")
+                if xa["y"] != xb["y"]:
+                    diff = next(p for p, ya, yb in zip(xa["test_ids"], xa["y"], xb["y"]) if ya != yb)
+                    raise ValueError(f"{a} and {b} label the test papers differently (label files "
+                                     f"{ra.get('label_file')} and {rb.get('label_file')}; e.g. paper {diff}): "
+                                     "a paired comparison needs one set of labels")
                 out[f"{rep}/{m}"] = paired_papers_test(fns[m], np.array(xa["y"]), np.array(xa["pred"]),
                                                        np.array(xb["pred"]), n_perm=n_perm)
     return out
