@@ -67,6 +67,8 @@ def check_trained_cross_encoder(path: str | Path) -> Path:
         settings = json.loads(config.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"cross-encoder {str(path)!r}: config.json is not valid JSON ({err})") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"cross-encoder {str(path)!r}: config.json holds a {type(settings).__name__}, not an object")
     heads = [a for a in settings.get("architectures") or [] if str(a).endswith("ForSequenceClassification")]
     labels = len(settings.get("id2label") or {"0": ""})
     if not heads or labels != 1:
@@ -82,7 +84,8 @@ def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, flo
 
     `first_stage` is best first; `cross` holds a cross-encoder score for each of its top `top_n`
     documents. Scores of the head are the normalised mix; the tail keeps its first-stage order with
-    scores shifted below the head's lowest. Returns `[(doc, score), ...]` best first.
+    scores shifted below the head's lowest. Returns `[(doc, score), ...]` best first. A document listed
+    twice, or a score that is not finite (first stage or cross-encoder), is an error naming the document.
     """
     if top_n < 1:
         raise ValueError(f"top_n must be >= 1, got {top_n}")
@@ -90,12 +93,22 @@ def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, flo
         raise ValueError(f"the cross-encoder weight must be in [0, 1], got {weight}")
     if norm not in NORMS:
         raise ValueError(f"unknown norm {norm!r}; valid: {', '.join(NORMS)}")
+    seen: set[str] = set()
+    for doc, score in first_stage:
+        if doc in seen:
+            raise ValueError(f"document {doc!r} is listed twice in the first stage")
+        seen.add(doc)
+        if not np.isfinite(score):
+            raise ValueError(f"document {doc!r}: first-stage score {score} is not finite")
     head, tail = list(first_stage[:top_n]), list(first_stage[top_n:])
     if not head:
         return []
     missing = [d for d, _ in head if d not in cross]
     if missing:
         raise ValueError(f"no cross-encoder score for {len(missing)} of the top {top_n} (e.g. {missing[:3]})")
+    bad = [d for d, _ in head if not np.isfinite(cross[d])]
+    if bad:
+        raise ValueError(f"cross-encoder score {cross[bad[0]]} of document {bad[0]!r} is not finite")
     first = {d: float(s) for d, s in head}
     mixed = fuse_ranked([{d: float(cross[d]) for d in first}, first], [weight, 1.0 - weight], norm)
     if weight == 0.0:  # keep the first stage's order exactly, ties included
@@ -136,11 +149,15 @@ class CrossEncoderReranker:
 
     def head_scores(self, query: str, first_stage: Sequence[tuple[str, float]], texts: Mapping[str, str],
                     top_n: int) -> dict[str, float]:
-        """`{doc: logit}` of this model over the top `top_n` of `first_stage` (best first), read from `texts`."""
+        """`{doc: logit}` of this model over the top `top_n` of `first_stage` (best first), read from `texts`;
+        a document without a text (a string) is an error naming it."""
         head = [d for d, _ in first_stage[:top_n]]
         missing = [d for d in head if d not in texts]
         if missing:
             raise ValueError(f"no text for documents {missing[:5]} of the first stage")
+        odd = [d for d in head if not isinstance(texts[d], str)]
+        if odd:
+            raise ValueError(f"document {odd[0]!r}: its text is a {type(texts[odd[0]]).__name__}, not a string")
         return dict(zip(head, self.score(query, [texts[d] for d in head]).tolist()))
 
     def rerank(self, query: str, first_stage: Sequence[tuple[str, float]], texts: Mapping[str, str],

@@ -14,6 +14,7 @@ config) and `OUT/report.json` (pairs, seconds, loss history, dev metrics).
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -38,7 +39,7 @@ class CrossEncoderConfig:
     max_steps: int = ranged(0, ge=0)  # 0 = as the epochs say
     batch_size: int = ranged(16, ge=1)
     learning_rate: float = ranged(2e-5, gt=0)
-    warmup: float = ranged(0.1, ge=0, le=1)
+    warmup: float = ranged(0.1, ge=0, le=1)  # share of the run's steps spent warming the learning rate up
     first_stage_model: str = "minilm"  # first stage: this model's whole-abstract vector z-fused with BM25
     alpha: float = ranged(0.815, ge=0, le=1)  # first stage: weight on the dense z-scores against BM25
     dev_top_n: int = ranged(20, ge=0)  # rerank this many per dev query after training (0 = skip)
@@ -81,9 +82,13 @@ def fit_cross_encoder(model, pairs: Sequence[tuple[str, str, float]], out_dir: P
         raise ValueError("no training pairs")
     data = Dataset.from_dict({"query": [q for q, _, _ in pairs], "document": [d for _, d, _ in pairs],
                               "label": [y for _, _, y in pairs]})
+    # transformers reads a warmup_steps below 1 as a share of the steps but 1.0 as one step: the whole run is
+    # given as its step count
+    steps = cfg.max_steps or math.ceil(cfg.epochs * math.ceil(len(pairs) / cfg.batch_size))
     args = CrossEncoderTrainingArguments(
         output_dir=str(out_dir / "trainer"), num_train_epochs=cfg.epochs, max_steps=cfg.max_steps or -1,
-        per_device_train_batch_size=cfg.batch_size, learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup,
+        per_device_train_batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
+        warmup_steps=cfg.warmup if cfg.warmup < 1 else steps,
         seed=cfg.seed, logging_steps=cfg.logging_steps, save_strategy="no", report_to="none", disable_tqdm=True,
         use_cpu=True,
     )

@@ -101,7 +101,8 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     """Write to `out` the uniform soup of `models`: every weight the mean of theirs. The first model's
     document_model.json goes with it, and the record names each member with its own record (so a soup
     of soups keeps its history) and each trained model's weight in it (`leaf_weights`); a model whose
-    `model` section or weights (names, shapes) differ from the first's is an error naming it and the key.
+    `model` section or weights (names, shapes) differ from the first's, or a model given twice, is an error
+    naming it and the key.
     With `mixed_kinds` the `model` sections may differ (kind, max_length, ...) but for the base encoder;
     the record lists each member's differing keys under `mixed`."""
     import torch
@@ -112,6 +113,10 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     models, out = [model_folder(m) for m in models], Path(out)
     if len(models) < 2:
         raise ValueError(f"a soup needs at least two models, got {len(models)}")
+    where = [m.resolve() for m in models]
+    twice = [(m, models[where.index(w)]) for i, (m, w) in enumerate(zip(models, where)) if w in where[:i]]
+    if twice:  # its record names each member once: a repeat would weigh more than the record says
+        raise ValueError(f"{twice[0][0]}: the same model as {twice[0][1]}; a soup's models must differ")
     metas = [read_meta(model) for model in models]
     odd = [model for model, meta in zip(models, metas) if (meta is None) != (metas[0] is None)]
     if odd:

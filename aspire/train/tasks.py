@@ -112,7 +112,8 @@ def crop_pairs(paper: Paper, task: TaskConfig, index: int) -> tuple[list[Example
 
 def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, ...]) -> tuple[list[Paper], dict]:
     """The abstracts of `task.sources` in `split` (by hash, `dev_share`), every benchmark paper removed by
-    normalised title; and what was read, removed and used, per source."""
+    normalised title; and what was read, removed and used, per source. Two ACL records with one paper id are
+    an error naming it."""
     unknown = sorted(set(task.sources) - set(valid))
     if unknown or not task.sources:
         raise ValueError(f"{task.name} task: unknown source(s) {unknown or task.sources}; valid: {sorted(valid)}")
@@ -126,6 +127,12 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
         sources += kept
     if "acl" in task.sources:
         acl, acl_stats = read_acl(task.acl_path, exclude, task.max_papers)
+        seen: set[str] = set()
+        for paper in acl:  # a repeated id would pair a paper with itself (author, distill) or repeat its pairs
+            if paper.paper_id in seen:
+                raise ValueError(f"{task.name} task: {task.acl_path}: paper id {paper.paper_id!r} is used by two "
+                                 "records")
+            seen.add(paper.paper_id)
         stats["acl"] = dict(acl_stats)
         sources += acl
     in_split = [_cut(p, cfg.data.max_sentences) for p in sources if _in_dev(p.paper_id, task.dev_share) == (split == "dev")]

@@ -68,7 +68,8 @@ class TeacherVectors:
 
 
 def load_teacher(path: str | Path) -> TeacherVectors:
-    """Read what `build` wrote under `path`; a missing file or a count mismatch is an error naming it."""
+    """Read what `build` wrote under `path`; a missing file, a count mismatch or a paper id on two rows is an
+    error naming it."""
     path = Path(path)
     for name in (VECTORS, IDS, META):
         if not (path / name).is_file():
@@ -77,6 +78,9 @@ def load_teacher(path: str | Path) -> TeacherVectors:
     ids = json.loads((path / IDS).read_text(encoding="utf-8"))
     if vectors.ndim != 2 or len(ids) != len(vectors):
         raise ValueError(f"teacher vectors: {path}: {len(ids)} ids for an array of shape {vectors.shape}")
+    twice = _repeated(ids)
+    if twice is not None:  # `rows` would silently read one of its two vectors
+        raise ValueError(f"teacher vectors: {path / IDS}: paper id {twice!r} names two rows")
     meta = json.loads((path / META).read_text(encoding="utf-8"))
     has = [(path / name).is_file() for name in (SENTENCES, SENTENCE_TEXTS)]
     if any(has) and not all(has):
@@ -91,6 +95,16 @@ def load_teacher(path: str | Path) -> TeacherVectors:
     return TeacherVectors(ids, vectors, meta, sentences, texts)
 
 
+def _repeated(ids: list[str]) -> str | None:
+    """The first id of `ids` that appears twice, or None."""
+    seen: set[str] = set()
+    for pid in ids:
+        if pid in seen:
+            return pid
+        seen.add(pid)
+    return None
+
+
 def chosen_sentence(paper_id: str, n_sentences: int) -> int:
     """The abstract sentence the teacher encodes alone for a paper: seeded by its id, the same on every run."""
     return random.Random(f"teacher-sentence:{paper_id}").randrange(n_sentences)
@@ -99,13 +113,16 @@ def chosen_sentence(paper_id: str, n_sentences: int) -> int:
 def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | None, max_papers: int,
           max_length: int, batch_size: int = 32, device: str = "cpu", sentences: bool = False) -> dict:
     """Encode the sample with `teacher` and write it under `out` (with `sentences`, also each paper's chosen
-    sentence encoded alone); returns the metadata written."""
+    sentence encoded alone); returns the metadata written. Two records with one paper id are an error naming it."""
     from aspire.benchmarks.heldout import excluded_titles
     from aspire.data.acl import read_acl
     from aspire.encoders import ContextualSentenceEncoder
 
     exclude, _ = excluded_titles(benchmarks_dir or None, "--benchmarks-dir")
     papers, stats = read_acl(acl_path, exclude, max_papers)
+    twice = _repeated([p.paper_id for p in papers])
+    if twice is not None:
+        raise ValueError(f"teacher vectors: {acl_path}: paper id {twice!r} is used by two records")
     empty = [p.paper_id for p in papers if not p.sentences]
     if sentences and empty:
         raise ValueError(f"teacher sentences: {len(empty)} paper(s) have no abstract sentence, e.g. {empty[:3]}")
