@@ -198,3 +198,33 @@ def test_scirepeval_formats_script_refuses_bad_runs(tmp_path, monkeypatch, capsy
         _script().main()
     assert exc.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_ratings_header_is_checked_before_its_rows(tmp_path):
+    """A comma-separated evaluations file, or one without the Paper/Expertise columns: named at the header (once
+    "line 2: no ParticipantID", or every rating skipped)."""
+    path = tmp_path / "evaluations.csv"
+    path.write_text("ParticipantID,Paper1,Expertise1\nr1,s1,5\n")
+    with pytest.raises(ValueError, match=r"evaluations\.csv:1: the header lacks column\(s\) \['ParticipantID', "
+                                         r"'Paper1', 'Expertise1'\]"):
+        load_ratings(path)
+    path.write_text("ParticipantID\tPaper\tExpertise\nr1\ts1\t5\n")
+    with pytest.raises(ValueError, match=r"lacks column\(s\) \['Paper1', 'Expertise1'\]"):
+        load_ratings(path)
+
+
+def test_a_submission_whose_key_is_not_its_id_is_refused(tmp_path):
+    """`submissions.json` keyed by one id and holding another: refused naming both (once the key was used and the
+    record's id ignored, so ratings naming the id matched nothing)."""
+    from test_benchmarks import make_reviewer_set
+
+    from aspire.benchmarks.reviewers import load_reviewer_set
+
+    root = make_reviewer_set(tmp_path / "rm")
+    subs_path = root / "d_20_1" / "submissions.json"
+    subs = json.loads(subs_path.read_text())
+    subs["s2"]["id"] = "s7"
+    subs_path.write_text(json.dumps(subs))
+    with pytest.raises(ValueError, match=r"submissions\.json \['s2'\]: the record's id is 's7'; a submission's key "
+                                         "and id must agree"):
+        load_reviewer_set(root)

@@ -63,7 +63,13 @@ def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
         raise ValueError(f"reviewer ratings file not found: {path}")
     ratings: dict[str, list[tuple[str, float]]] = {}
     with open(path, newline="", encoding="utf-8") as fh:
-        for line, row in enumerate(csv.DictReader(fh, delimiter="\t"), start=2):
+        reader = csv.DictReader(fh, delimiter="\t")
+        header = reader.fieldnames or []
+        lacking = [name for name in ("ParticipantID", "Paper1", "Expertise1") if name not in header]
+        if lacking:  # every row would otherwise fail as "no ParticipantID", or every pair be skipped
+            raise ValueError(f"{path}:1: the header lacks column(s) {lacking} (a tab-separated file with "
+                             f"ParticipantID, Paper1..10 and Expertise1..10); it reads {header[:4]}")
+        for line, row in enumerate(reader, start=2):
             reviewer = (row.get("ParticipantID") or "").strip()
             if not reviewer:
                 raise ValueError(f"{path}:{line}: no ParticipantID")
@@ -115,7 +121,8 @@ def read_json(path: Path, what: str):
 
 
 def load_draw(folder: Path, reviewers) -> Draw:
-    """One draw's submissions and the archives of `reviewers` (a missing archive is an error)."""
+    """One draw's submissions and the archives of `reviewers` (a missing archive, or a submission whose key is
+    not its record's id, is an error)."""
     subs_path = folder / "submissions.json"
     raw = read_json(subs_path, f"draw {folder.name}: submissions file")
     if not isinstance(raw, dict):
@@ -123,6 +130,8 @@ def load_draw(folder: Path, reviewers) -> Draw:
     submissions = {}
     for key, record in raw.items():
         pid, title, abstract = _text(record, f"{subs_path} [{key!r}]")
+        if pid != key:  # ratings and predictions name the paper by one of the two: never guess which
+            raise ValueError(f"{subs_path} [{key!r}]: the record's id is {pid!r}; a submission's key and id must agree")
         submissions[key] = (title, abstract)
     archives = {}
     for reviewer in reviewers:
