@@ -474,3 +474,7 @@ def test_merged_export_cli_writes_a_plain_model_with_the_same_outputs(tiny_model
     assert torch.allclose(merged.encode(PAPERS).emb, model.encode(PAPERS).emb, atol=1e-5)
     assert export_main(["--model", str(tmp_path / "merged"), "--out", str(tmp_path / "again"), "--quiet"]) == 2
     assert "has no adapter to merge: it is a plain model already" in capsys.readouterr().err
+    # --adapter-only on a plain folder (no settings file at all): the same words, not a missing-file error
+    assert export_main(["--model", str(tiny_model_dir), "--adapter-only", str(tiny_model_dir), "--out",
+                        str(tmp_path / "adapter"), "--quiet"]) == 2
+    assert f"{tiny_model_dir} has no adapter (no 'adapter' in a " in capsys.readouterr().err

@@ -69,9 +69,10 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
     from aspire.encoders.adapters import ADAPTER_DIR
     model, out = model_folder(model), Path(out)
     check_replaceable(out, SETTINGS_FILE, "an exported model's folder")  # it is replaced whole below
-    settings = json.loads((model / SETTINGS_FILE).read_text())
-    if "adapter" not in settings:
-        raise ValueError(f"{model}: no adapter in its {SETTINGS_FILE}; export the whole model instead")
+    settings = json.loads((model / SETTINGS_FILE).read_text()) if (model / SETTINGS_FILE).is_file() else {}
+    if "adapter" not in settings:  # a plain folder has no settings file at all
+        raise ValueError(f"{model} has no adapter (no 'adapter' in a {SETTINGS_FILE}); export the whole model, or "
+                         "store its difference from the base as a low-rank adapter with --rank R")
     trained = ContextualSentenceEncoder.from_pretrained(model).fingerprint()
     out.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
