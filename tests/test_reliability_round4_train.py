@@ -141,3 +141,11 @@ def test_a_cross_encoder_config_that_is_not_an_object_is_refused_naming_the_path
     (tmp_path / "config.json").write_text(text)
     with pytest.raises(ValueError, match=f"cross-encoder '{tmp_path}': config.json holds a .*, not an object"):
         check_trained_cross_encoder(tmp_path)
+
+
+def test_mix_rerank_refuses_a_first_stage_out_of_order_naming_the_document():
+    """The head and tail are cut by position: a tail of 1.0 then 5.0 once gave the second tail document a score
+    above the head's lowest. Ties stay allowed."""
+    assert [d for d, _ in mix_rerank([("a", 3.0), ("b", 2.0), ("c", 2.0)], {"a": 0.1, "b": 2.0}, 2, 1.0)] == ["b", "a", "c"]
+    with pytest.raises(ValueError, match=r"best first .* document 'd' at rank 4 scores 5.0 above 'c' at rank 3 \(1.0\)"):
+        mix_rerank([("a", 3.0), ("b", 2.0), ("c", 1.0), ("d", 5.0)], {"a": 0.1, "b": 2.0}, 2, 0.5)

@@ -85,7 +85,8 @@ def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, flo
     `first_stage` is best first; `cross` holds a cross-encoder score for each of its top `top_n`
     documents. Scores of the head are the normalised mix; the tail keeps its first-stage order with
     scores shifted below the head's lowest. Returns `[(doc, score), ...]` best first. A document listed
-    twice, or a score that is not finite (first stage or cross-encoder), is an error naming the document.
+    twice, a score that is not finite (first stage or cross-encoder) or a first stage out of order is an error
+    naming the document.
     """
     if top_n < 1:
         raise ValueError(f"top_n must be >= 1, got {top_n}")
@@ -100,6 +101,11 @@ def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, flo
         seen.add(doc)
         if not np.isfinite(score):
             raise ValueError(f"document {doc!r}: first-stage score {score} is not finite")
+    rising = next((i for i in range(1, len(first_stage)) if first_stage[i][1] > first_stage[i - 1][1]), None)
+    if rising is not None:  # the head and the tail are cut by position: an unordered list mixes the wrong ones
+        (before, a), (doc, b) = first_stage[rising - 1], first_stage[rising]
+        raise ValueError(f"the first stage must be best first (scores not increasing), but document {doc!r} at rank "
+                         f"{rising + 1} scores {b} above {before!r} at rank {rising} ({a})")
     head, tail = list(first_stage[:top_n]), list(first_stage[top_n:])
     if not head:
         return []
