@@ -149,3 +149,25 @@ def test_mix_rerank_refuses_a_first_stage_out_of_order_naming_the_document():
     assert [d for d, _ in mix_rerank([("a", 3.0), ("b", 2.0), ("c", 2.0)], {"a": 0.1, "b": 2.0}, 2, 1.0)] == ["b", "a", "c"]
     with pytest.raises(ValueError, match=r"best first .* document 'd' at rank 4 scores 5.0 above 'c' at rank 3 \(1.0\)"):
         mix_rerank([("a", 3.0), ("b", 2.0), ("c", 1.0), ("d", 5.0)], {"a": 0.1, "b": 2.0}, 2, 0.5)
+
+
+def test_a_paper_of_both_sources_is_taken_once(tiny_model_dir, examples_dir, tmp_path):
+    """`sources: [cocite, acl]` with a paper in both (one ACL paper is among the co-citation abstracts): it went in
+    twice, its crop ids and pairs repeated; now once, from the co-citation source, and counted."""
+    from aspire.train.data import load_split
+    from aspire.train.tasks import source_papers
+
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "run")
+    cocite = load_split(cfg.data, "train").papers
+    shared = next(iter(cocite))
+    path = tmp_path / "acl.jsonl"
+    rows = [{"paper_id": pid, "title": f"acl title {i}", "abstract": ["a model.", "the data.", "results."]}
+            for i, pid in enumerate([shared, "A1", "A2"])]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    task = f"{{name: crop, sources: [cocite, acl], acl_path: {path}, benchmarks_dir: null, dev_share: 0.0}}"
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "run", f"tasks=[{task}]")
+    papers, stats = source_papers(cfg, cfg.tasks[0], "train", ("cocite", "acl"))
+    ids = [p.paper_id for p in papers]
+    assert len(ids) == len(set(ids)) == len(cocite) + 2
+    assert stats["acl"]["in_cocite_already"] == 1
+    assert next(p for p in papers if p.paper_id == shared).title == cocite[shared].title

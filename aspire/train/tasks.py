@@ -113,7 +113,8 @@ def crop_pairs(paper: Paper, task: TaskConfig, index: int) -> tuple[list[Example
 def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, ...]) -> tuple[list[Paper], dict]:
     """The abstracts of `task.sources` in `split` (by hash, `dev_share`), every benchmark paper removed by
     normalised title; and what was read, removed and used, per source. Two ACL records with one paper id are
-    an error naming it."""
+    an error naming it; an ACL paper the co-citation source holds already is taken once, from that source
+    (counted under `acl.in_cocite_already`)."""
     unknown = sorted(set(task.sources) - set(valid))
     if unknown or not task.sources:
         raise ValueError(f"{task.name} task: unknown source(s) {unknown or task.sources}; valid: {sorted(valid)}")
@@ -134,6 +135,11 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
                                  "records")
             seen.add(paper.paper_id)
         stats["acl"] = dict(acl_stats)
+        known = {p.paper_id for p in sources}
+        if known:  # a paper of both sources once went in twice, its crop ids (and pairs) repeated
+            both = [p for p in acl if p.paper_id in known]
+            acl = [p for p in acl if p.paper_id not in known]
+            stats["acl"]["in_cocite_already"] = len(both)
         sources += acl
     in_split = [_cut(p, cfg.data.max_sentences) for p in sources if _in_dev(p.paper_id, task.dev_share) == (split == "dev")]
     stats["in_split"] = len(in_split)
