@@ -13,6 +13,11 @@ sentence), 0-based.
 writes `examples.{train,dev}.jsonl` (each example as given plus `cc_align`, `cc_align_sim` [cos of
 i, cos of j], `abs_align`, `abs_align_sim`), copies `abstracts.jsonl` and `groups.*.jsonl`, and a
 `report.json`, so the output directory is a drop-in examples directory for training.
+
+Each example needs `example_id`, `query_id` and `positive_id` (strings; two different papers with
+abstracts in `abstracts.jsonl`) and a non-empty list of non-blank strings under `text_field`; an
+example id may appear once in a split. Anything else raises `DataError` naming the
+file, the line and the key.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from torch import Tensor
 from aspire.batch import DocBatch
 from aspire.config import to_dict
 from aspire.data.cocite.config import SPLITS
-from aspire.data.papers import read_paper_map
-from aspire.io import AtomicJsonl, iter_jsonl, write_json
+from aspire.data.papers import _type_name, read_paper_map
+from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, write_json
 
 
 @dataclass
@@ -87,6 +92,37 @@ def _encode(model, texts: list[str], cfg: AlignConfig) -> Tensor:
                         normalize_embeddings=True, show_progress_bar=False)
 
 
+def _check_example(e: dict, path: Path, lineno: int, text_field: str, papers: dict, seen: dict[str, str]) -> None:
+    """Raise `DataError("FILE:LINE: example ID: ...")` unless example `e` can be aligned (the module docstring's rules);
+    `seen` maps the example ids of the split met so far to where."""
+    require(e, ("example_id", "query_id", "positive_id", text_field), path, lineno)
+    where = f"{path}:{lineno}"
+    eid = e["example_id"]
+    if not isinstance(eid, str) or not eid:
+        raise DataError(f"{where}: example_id must be a non-empty string, got {_type_name(eid)} {eid!r:.60}")
+    if eid in seen:
+        raise DataError(f"{where}: example {eid} repeats the example of {seen[eid]}")
+    seen[eid] = where
+    for key in ("query_id", "positive_id"):
+        pid = e[key]
+        if not isinstance(pid, str):
+            raise DataError(f"{where}: example {eid}: {key} must be a string (a paper_id of abstracts.jsonl), "
+                            f"got {_type_name(pid)} {pid!r:.60}")
+        if pid not in papers:
+            raise DataError(f"{where}: example {eid}: {key} {pid!r} has no abstract in abstracts.jsonl")
+    if e["query_id"] == e["positive_id"]:
+        raise DataError(f"{where}: example {eid} pairs paper {e['query_id']!r} with itself")
+    texts = e[text_field]
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise DataError(f"{where}: example {eid}: {text_field} must be a list of strings, got {texts!r:.80}")
+    if not texts:
+        raise DataError(f"{where}: example {eid} has no contexts to align to ({text_field} is empty)")
+    blank = next((k for k, t in enumerate(texts) if not t.strip()), None)
+    if blank is not None:
+        raise DataError(f"{where}: example {eid}: {text_field}[{blank}] is blank, nothing to align to (a citing "
+                        "sentence that was all citation markers? filter.min_context_tokens leaves such contexts out)")
+
+
 def align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg: AlignConfig = AlignConfig()) -> dict:
     """Add `cc_align` / `abs_align` to every example of both splits (see the module docstring).
 
@@ -100,14 +136,18 @@ def align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg: 
     empty = [pid for pid, p in papers.items() if not p.sentences]
     if empty:
         raise ValueError(f"papers without abstract sentences cannot be aligned: {empty[:5]}")
+    by_split: dict[str, list[dict]] = {split: [] for split in SPLITS}  # every example checked before encoding
+    for split in SPLITS:
+        path, seen = examples_dir / f"examples.{split}.jsonl", {}
+        for lineno, obj in iter_jsonl(path):
+            _check_example(obj, path, lineno, cfg.text_field, papers, seen)
+            by_split[split].append(obj)
     order = sorted(papers)
     flat = _encode(teacher, [s for pid in order for s in papers[pid].sentences], cfg)  # (N, D)
     sent_vecs = dict(zip(order, torch.split(flat, [len(papers[pid].sentences) for pid in order])))
 
     report: dict = {"stage": "align", "input": str(examples_dir), "config": to_dict(cfg)}
-    for split in SPLITS:
-        path = examples_dir / f"examples.{split}.jsonl"
-        examples = [obj for _, obj in iter_jsonl(path)]
+    for split, examples in by_split.items():
         texts = list(dict.fromkeys(t for e in examples for t in e[cfg.text_field]))
         ctx_vecs = _encode(teacher, texts, cfg) if texts else None
         row = {t: k for k, t in enumerate(texts)}
@@ -115,9 +155,6 @@ def align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg: 
         with AtomicJsonl(out_dir / f"examples.{split}.jsonl") as out:
             for start in range(0, len(examples), cfg.chunk):
                 chunk = examples[start:start + cfg.chunk]
-                if any(not e[cfg.text_field] for e in chunk):
-                    bad = next(e["example_id"] for e in chunk if not e[cfg.text_field])
-                    raise ValueError(f"{path}: example {bad} has no contexts to align to")
                 q = DocBatch.from_list([sent_vecs[e["query_id"]] for e in chunk])
                 p = DocBatch.from_list([sent_vecs[e["positive_id"]] for e in chunk])
                 ctx = DocBatch.from_list([ctx_vecs[[row[t] for t in e[cfg.text_field]]] for e in chunk])

@@ -4,8 +4,9 @@ Papers may carry one label a sentence (`Paper.labels`, read from `pred_labels`; 
 `background_label`, `objective_label`, `method_label`, `result_label`). `FACETS` groups stored
 labels into the three facets a user asks for; `objective` counts as background, as in CSFCube.
 
-`resolve_selection("method,3", labels)` -> sorted 0-based sentence positions: each comma-separated
-item is a 0-based position or a name (a facet, or a stored label itself, any case).
+`resolve_selection("method,3", labels)` -> 0-based sentence positions in the order the items name them
+(not sorted; `aspire.index.config.check_selection` range-checks, merges and sorts them): each
+comma-separated item is a 0-based position or a name (a facet, or a stored label itself, any case).
 """
 
 from __future__ import annotations

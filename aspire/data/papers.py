@@ -483,12 +483,13 @@ def read_paper_map(path: str | Path, ids: Iterable[str] | None = None, *, split_
 
     Args:
         ids: keep only these papers; one missing from the file raises ValueError naming it (and
-            `needed_by`, e.g. "pooled": "FILE: 2 pooled papers missing: [...]").
+            `needed_by`, e.g. "pooled": "FILE: 2 pooled papers missing: [...]"). An integer id is the
+            string of its digits, as the file's integer ids are.
         split_strings: split a string abstract into sentences (the papers-file rule); False makes a
             string abstract a bad record (files written by a pipeline stage hold sentence lists).
     A bad record raises `BadRecordError` (a `DataError`) naming the file, the line and the paper id.
     """
-    wanted = None if ids is None else set(ids)
+    wanted = None if ids is None else {str(i) if isinstance(i, int) and not isinstance(i, bool) else i for i in ids}
     result = read_papers(path) if split_strings else read_papers(path, splitter=None)
     papers = {p.paper_id: p for p in result.papers if wanted is None or p.paper_id in wanted}
     if wanted is not None:

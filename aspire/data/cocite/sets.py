@@ -1,7 +1,12 @@
 """Stages 3-5 of the co-citation pipeline: group contexts by co-cited set, split the sets into
 train and dev with no pair in both, and build one example per co-cited pair.
 
-Formats: `aspire.data.cocite`.
+Formats: `aspire.data.cocite`. Each stage checks the records it reads (a folder built by hand is read
+as it is): a context needs a unique string `context_id`, string `text` and `text_clean`, and
+`cited_ids`, two or more distinct non-empty paper ids without '|' (set ids join ids with it); a
+co-cited set needs a unique `set_id` equal to `set_id(paper_ids)`, such `paper_ids`, and
+`context_ids`, `contexts` and `contexts_clean` as string lists of one length; every paper a set names
+needs an abstract. Anything else raises `DataError` naming the file, the line and the key.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 from aspire.config import to_dict
 from aspire.data.cocite.config import REPORT, SPLITS, ExamplesConfig, SplitConfig
-from aspire.io import AtomicJsonl, iter_jsonl, require, write_json
+from aspire.data.papers import _type_name
+from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, write_json
 
 
 def iter_examples(examples_dir: str | Path, split: str) -> Iterator[dict]:
@@ -32,12 +38,79 @@ def set_id(paper_ids: Iterable[str]) -> str:
     return "|".join(sorted(paper_ids))
 
 
+def _check_paper_ids(ids: object, key: str, where: str) -> None:
+    """`DataError` at `where` ("FILE:LINE") unless `ids` are two or more distinct paper ids: non-empty strings
+    without '|', which would make two different sets one set id (`set_id`)."""
+    if not isinstance(ids, list) or not all(isinstance(p, str) and p for p in ids):
+        raise DataError(f"{where}: {key} must be a list of non-empty paper id strings, got {ids!r:.80}")
+    if any("|" in p for p in ids):
+        bad = next(p for p in ids if "|" in p)
+        raise DataError(f"{where}: {key}: paper id {bad!r} holds '|', which joins the ids of a set id")
+    if len(set(ids)) != len(ids):
+        raise DataError(f"{where}: {key} names a paper twice: {ids!r:.80}")
+    if len(ids) < 2:
+        raise DataError(f"{where}: {key} names {len(ids)} paper(s); a co-cited set needs two or more")
+
+
+def _check_context(ctx: dict, path: Path, lineno: int, first_line: dict[str, int]) -> None:
+    """`DataError` naming the file and line unless `ctx` is a context `group_contexts` can use (module docstring);
+    `first_line` maps the context ids met so far to their line."""
+    require(ctx, ("context_id", "text", "text_clean", "cited_ids"), path, lineno)
+    where = f"{path}:{lineno}"
+    cid = ctx["context_id"]
+    if not isinstance(cid, str) or not cid:
+        raise DataError(f"{where}: context_id must be a non-empty string, got {_type_name(cid)} {cid!r:.60}")
+    if cid in first_line:
+        raise DataError(f"{where}: context {cid!r} repeats the context_id of line {first_line[cid]}")
+    first_line[cid] = lineno
+    for key in ("text", "text_clean"):
+        if not isinstance(ctx[key], str):
+            raise DataError(f"{where}: context {cid!r}: {key} must be a string, got {_type_name(ctx[key])}")
+    _check_paper_ids(ctx["cited_ids"], f"context {cid!r}: cited_ids", where)
+
+
+GROUP_KEYS = ("set_id", "paper_ids", "context_ids", "contexts", "contexts_clean")
+
+
+def _check_group(group: dict, path: Path, lineno: int, first_line: dict[str, int]) -> None:
+    """`DataError` naming the file and line unless `group` is a co-cited set as `group_contexts` writes it
+    (module docstring); `first_line` maps the set ids of the file met so far to their line."""
+    require(group, GROUP_KEYS, path, lineno)
+    where = f"{path}:{lineno}"
+    sid = group["set_id"]
+    if not isinstance(sid, str):
+        raise DataError(f"{where}: set_id must be a string, got {_type_name(sid)} {sid!r:.60}")
+    _check_paper_ids(group["paper_ids"], f"co-cited set {sid!r}: paper_ids", where)
+    if sid != set_id(group["paper_ids"]):
+        raise DataError(f"{where}: set_id {sid!r} is not the set id of its paper_ids, {set_id(group['paper_ids'])!r}")
+    if sid in first_line:
+        raise DataError(f"{where}: co-cited set {sid!r} repeats the set of line {first_line[sid]}")
+    first_line[sid] = lineno
+    for key in ("context_ids", "contexts", "contexts_clean"):
+        value = group[key]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise DataError(f"{where}: co-cited set {sid!r}: {key} must be a list of strings, got {value!r:.80}")
+    lengths = {key: len(group[key]) for key in ("context_ids", "contexts", "contexts_clean")}
+    if len(set(lengths.values())) != 1:
+        raise DataError(f"{where}: co-cited set {sid!r}: context_ids, contexts and contexts_clean differ in "
+                        f"length {lengths}")
+
+
+def _iter_groups(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line, set) of a groups file, each checked by `_check_group`."""
+    first_line: dict[str, int] = {}
+    for lineno, group in iter_jsonl(path):
+        _check_group(group, path, lineno, first_line)
+        yield lineno, group
+
+
 def group_contexts(in_dir: str | Path, out_dir: str | Path) -> dict:
     """Group the filtered contexts by co-cited set -> `groups.jsonl` (sorted by set id)."""
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     groups: dict[str, dict] = {}
+    first_line: dict[str, int] = {}
     for lineno, ctx in iter_jsonl(in_dir / "contexts.jsonl"):
-        require(ctx, ("context_id", "text", "text_clean", "cited_ids"), in_dir / "contexts.jsonl", lineno)
+        _check_context(ctx, in_dir / "contexts.jsonl", lineno, first_line)
         sid = set_id(ctx["cited_ids"])
         group = groups.setdefault(
             sid, {"set_id": sid, "paper_ids": sorted(ctx["cited_ids"]), "context_ids": [], "contexts": [], "contexts_clean": []}
@@ -112,8 +185,7 @@ def split_groups(in_dir: str | Path, out_dir: str | Path, cfg: SplitConfig = Spl
         raise ValueError(f"split.dev_fraction must be in [0, 1), got {cfg.dev_fraction}")
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     set_ids, sets = [], []
-    for lineno, group in iter_jsonl(in_dir / "groups.jsonl"):
-        require(group, ("set_id", "paper_ids"), in_dir / "groups.jsonl", lineno)
+    for _, group in _iter_groups(in_dir / "groups.jsonl"):
         set_ids.append(group["set_id"])
         sets.append(group["paper_ids"])
     roots = pair_components(sets)
@@ -181,15 +253,32 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
     counted.
     """
     in_dir, out_dir = Path(in_dir), Path(out_dir)
-    all_papers = sorted(obj["paper_id"] for _, obj in iter_jsonl(in_dir / "abstracts.jsonl"))
+    abstracts = in_dir / "abstracts.jsonl"
+    all_papers = []
+    for lineno, obj in iter_jsonl(abstracts):
+        require(obj, ("paper_id",), abstracts, lineno)
+        all_papers.append(obj["paper_id"])
+    known = set(all_papers)
+    all_papers = sorted(known)
     report: dict[str, Any] = {"stage": "examples", "input": str(in_dir), "config": to_dict(cfg)}
     named: set[str] = set()
-    for split in SPLITS:
+    by_split: dict[str, tuple[dict[tuple[str, str], dict], set[str]]] = {}
+    pair_at: dict[tuple[str, str], tuple[str, str]] = {}  # pair -> (split, "FILE:LINE") where first met
+    for split in SPLITS:  # both splits are read, and checked, before anything is written
+        path = in_dir / f"groups.{split}.jsonl"
         pairs: dict[tuple[str, str], dict] = {}
         split_papers: set[str] = set()
-        for _, group in iter_jsonl(in_dir / f"groups.{split}.jsonl"):
+        for lineno, group in _iter_groups(path):
+            missing = [pid for pid in group["paper_ids"] if pid not in known]
+            if missing:
+                raise DataError(f"{path}:{lineno}: co-cited set {group['set_id']!r}: paper {missing[0]!r} has no "
+                                f"abstract in {abstracts}")
             split_papers.update(group["paper_ids"])
             for pair in pairs_of(group["paper_ids"]):
+                first_split, first_at = pair_at.setdefault(pair, (split, f"{path}:{lineno}"))
+                if first_split != split:
+                    raise DataError(f"{path}:{lineno}: the pair {pair[0]}|{pair[1]} is also in {first_at}: a pair in "
+                                    "both train and dev leaks dev into training (`split` never writes one)")
                 entry = pairs.setdefault(
                     pair, {"set_ids": [], "members": set(), "context_ids": [], "contexts": [], "contexts_clean": []}
                 )
@@ -197,6 +286,8 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
                 entry["members"].update(group["paper_ids"])
                 for key in ("context_ids", "contexts", "contexts_clean"):
                     entry[key].extend(group[key])
+        by_split[split] = pairs, split_papers
+    for split, (pairs, split_papers) in by_split.items():
         pool = sorted(split_papers) if cfg.negatives_from == "split" else all_papers
         pool_set = frozenset(pool)
         counts: Counter = Counter()
