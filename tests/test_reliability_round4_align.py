@@ -110,6 +110,20 @@ def test_align_still_aligns_a_one_sentence_abstract_and_unicode_contexts(tmp_pat
     assert out["cc_align"] == [0, 1] and report["train"]["examples"] == 1
 
 
+def test_align_refuses_a_teacher_giving_nan_vectors_naming_the_texts(tmp_path):
+    """A broken teacher: NaN cosines made every alignment the first sentence, written with nothing said."""
+    class Broken(_HashTeacher):
+        def encode(self, texts, **kw):
+            vecs = super().encode(texts, **kw)
+            vecs[[i for i, t in enumerate(texts) if t == "Q one."]] = float("nan")
+            return vecs
+
+    d = _examples_dir(tmp_path / "e", [EXAMPLE])
+    with pytest.raises(ValueError, match=r"the teacher gave 1 of 6 texts a NaN or infinite vector, e\.g\. \['Q one\.'\]"):
+        align_examples(d, Broken(), tmp_path / "out")
+    assert not (tmp_path / "out" / "examples.train.jsonl").exists()
+
+
 # --------------------------------------------------------------------------- group
 
 

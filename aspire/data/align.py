@@ -87,9 +87,15 @@ def abs_align(a: DocBatch, b: DocBatch) -> tuple[Tensor, Tensor]:
 
 
 def _encode(model, texts: list[str], cfg: AlignConfig) -> Tensor:
-    """(N, D) unit vectors of `texts` from a sentence-transformers model."""
-    return model.encode(texts, batch_size=cfg.encode_batch_size, convert_to_tensor=True,
+    """(N, D) unit vectors of `texts` from a sentence-transformers model; ValueError naming the texts whose vector
+    is NaN or infinite (a broken teacher), which would otherwise align arbitrarily."""
+    vecs = model.encode(texts, batch_size=cfg.encode_batch_size, convert_to_tensor=True,
                         normalize_embeddings=True, show_progress_bar=False)
+    bad = (~torch.isfinite(vecs).all(dim=1)).nonzero().flatten().tolist()
+    if bad:
+        raise ValueError(f"the teacher gave {len(bad)} of {len(texts)} texts a NaN or infinite vector, e.g. "
+                         f"{[texts[i][:60] for i in bad[:3]]}: no alignment can be read from it")
+    return vecs
 
 
 def _check_example(e: dict, path: Path, lineno: int, text_field: str, papers: dict, seen: dict[str, str]) -> None:
