@@ -26,6 +26,7 @@ import faiss
 import numpy as np
 import torch
 
+from aspire.config import check_ranges
 from aspire.index.config import IndexConfig
 
 KMEANS_ITERS = 10  # faiss's default for an IVF coarse quantizer
@@ -40,12 +41,18 @@ def resolve_kind(config: IndexConfig, n_sentences: int) -> str:
 
 
 def ivf_lists(config: IndexConfig, n: int) -> int:
-    """nlist of an IVF index over `n` vectors: the config's, or about 4 * sqrt(n) when it is 0."""
-    return config.ivf_nlist or max(1, int(4 * math.sqrt(max(n, 1))))
+    """nlist of an IVF index over `n` vectors: the config's, or, when it is 0, about 4 * sqrt(n), at most one
+    list a training vector (min(n, ivf_train_size)): a corpus under 16 sentence vectors gets one list a vector."""
+    return config.ivf_nlist or max(1, min(int(4 * math.sqrt(max(n, 1))), n, config.ivf_train_size))
 
 
 def new_faiss(config: IndexConfig, n: int, d: int) -> tuple[faiss.Index, str]:
-    """The empty faiss L2 structure `config` resolves to for `n` vectors of dimension `d`; (index, kind)."""
+    """The empty faiss L2 structure `config` resolves to for `n` vectors of dimension `d`; (index, kind).
+
+    Raises ConfigError for a key outside its range (a config made in Python is checked as a file is: faiss
+    crashes the process on some, e.g. `hnsw_m` < 2) and ValueError naming the `index.` key when the IVF(-PQ)
+    settings do not fit `n` vectors (`check_ivf_fits`), before any training."""
+    check_ranges(config, "index")
     kind = resolve_kind(config, n)
     if kind == "flat":
         return faiss.IndexFlatL2(d), kind
@@ -57,12 +64,9 @@ def new_faiss(config: IndexConfig, n: int, d: int) -> tuple[faiss.Index, str]:
     if kind != "ivf":
         raise ValueError(f"unknown index kind {kind!r}; valid kinds: ['auto', 'flat', 'hnsw', 'ivf']")
     nlist = ivf_lists(config, n)
-    if n < nlist:
-        raise ValueError(f"IVF index with nlist={nlist} needs at least that many vectors, got {n}")
+    check_ivf_fits(config, nlist, n, d)
     quantizer = faiss.IndexFlatL2(d)
     if config.pq_m > 0:
-        if d % config.pq_m:
-            raise ValueError(f"pq_m={config.pq_m} must divide the vector dimension {d}")
         index = faiss.IndexIVFPQ(quantizer, d, nlist, config.pq_m, config.pq_nbits)
         index.use_precomputed_table = -1  # never build the nlist x pq_m x 2^nbits table (see above)
         index.pq.cp.seed = config.seed
@@ -70,6 +74,27 @@ def new_faiss(config: IndexConfig, n: int, d: int) -> tuple[faiss.Index, str]:
         index = faiss.IndexIVFFlat(quantizer, d, nlist)
     index.nprobe = config.ivf_nprobe
     return index, kind
+
+
+def check_ivf_fits(config: IndexConfig, nlist: int, n: int, d: int) -> None:
+    """ValueError naming the `index.` keys when an IVF index of `nlist` lists (and `config`'s PQ) cannot be made over
+    `n` vectors of dimension `d`: more lists than vectors or training vectors, a `pq_m` that does not divide `d`,
+    more PQ centroids (2^pq_nbits) than training vectors (faiss fails there with a traceback, after the k-means)."""
+    trained = min(n, config.ivf_train_size)  # the vectors k-means and the PQ train on (`train_rows`)
+    if nlist > n:
+        raise ValueError(f"index.ivf_nlist={nlist}: an IVF index needs at least one sentence vector a list and the "
+                         f"corpus has {n}; lower index.ivf_nlist (0 picks it from the corpus size) or use index.kind=flat")
+    if nlist > trained:
+        raise ValueError(f"index.ivf_nlist={nlist}: the coarse k-means needs at least one training vector a list and "
+                         f"index.ivf_train_size={config.ivf_train_size} samples {trained}; raise index.ivf_train_size "
+                         "or lower index.ivf_nlist")
+    if config.pq_m > 0 and d % config.pq_m:
+        raise ValueError(f"index.pq_m={config.pq_m} must divide the vector dimension {d}")
+    if config.pq_m > 0 and 2**config.pq_nbits > trained:
+        raise ValueError(f"index.pq_nbits={config.pq_nbits}: IVF-PQ trains 2^{config.pq_nbits} = {2**config.pq_nbits} "
+                         f"centroids a sub-quantizer on at least as many vectors and has {trained} (corpus {n}, "
+                         f"index.ivf_train_size={config.ivf_train_size}); lower index.pq_nbits, or use index.pq_m=0 "
+                         "(IVF-Flat)")
 
 
 def train_rows(n: int, config: IndexConfig) -> np.ndarray | None:
@@ -85,6 +110,7 @@ def train_faiss(index: faiss.Index, sample: np.ndarray, config: IndexConfig) -> 
     if index.is_trained:
         return
     sample = np.ascontiguousarray(sample, dtype=np.float32)
+    check_finite(sample, "the training sample")
     ivf = faiss.extract_index_ivf(index)
     ivf.quantizer.add(kmeans(sample, ivf.nlist, config.seed))  # a full quantizer: faiss skips its own k-means
     index.train(sample)
@@ -92,16 +118,34 @@ def train_faiss(index: faiss.Index, sample: np.ndarray, config: IndexConfig) -> 
 
 def add_vectors(index: faiss.Index, vectors: np.ndarray, batch: int = 65536) -> None:
     """Append `vectors (n, D)` (any float dtype) to a trained index, `batch` rows at a time; IVF lists
-    are assigned in torch (`assign_nearest`)."""
+    are assigned in torch (`assign_nearest`). ValueError naming the rows when one holds NaN or infinity
+    (`check_finite`; the batches before it are added)."""
     ivf = faiss.try_extract_index_ivf(index)
     centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist) if ivf is not None else None  # (nlist, D)
     for start in range(0, len(vectors), batch):
         x = np.ascontiguousarray(vectors[start : start + batch], dtype=np.float32)
+        check_finite(x, "the vectors added", start)
         if centroids is None:
             index.add(x)
         else:
             lists = assign_nearest(centroids, x)
             index.add_core(len(x), faiss.swig_ptr(x), None, faiss.swig_ptr(lists))
+
+
+def nonfinite_rows(x: np.ndarray) -> np.ndarray:
+    """Positions of the rows of `x (n, D)` holding NaN or an infinity."""
+    return np.flatnonzero(~np.isfinite(x).all(axis=1))
+
+
+def check_finite(x: np.ndarray, what: str, first_row: int = 0) -> None:
+    """ValueError naming the rows (numbered from `first_row`) of `x (n, D)`, part of `what`, that hold NaN or an
+    infinity: faiss never returns such a vector (its paper would be left out of every ranking unsaid), and one
+    in an IVF training sample turns centroids to NaN, so that searches find nothing."""
+    bad = nonfinite_rows(x)
+    if len(bad):
+        rows = (bad[:10] + first_row).tolist()
+        raise ValueError(f"{len(bad)} sentence vector(s) of {what} hold NaN or infinite values (rows {rows}"
+                         f"{' ...' if len(bad) > 10 else ''}); an index cannot rank them: re-encode those papers")
 
 
 def assign_nearest(centroids: np.ndarray, x: np.ndarray) -> np.ndarray:

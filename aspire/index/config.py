@@ -31,18 +31,18 @@ class IndexConfig:
     """
 
     kind: Literal["auto", "flat", "hnsw", "ivf"] = "auto"
-    flat_max_sentences: int = 200_000
-    hnsw_m: int = 32
-    hnsw_ef_construction: int = 80
-    hnsw_ef_search: int = 128
-    ivf_nlist: int = 0  # 0: about 4 * sqrt(number of sentence vectors)
-    ivf_nprobe: int = 32
-    ivf_train_size: int = 100_000  # sentence vectors sampled to train the coarse quantizer / PQ
-    pq_m: int = 0  # 0: IVF-Flat; > 0: IVF-PQ with this many sub-quantizers (must divide D)
-    pq_nbits: int = 8
+    flat_max_sentences: int = ranged(200_000, ge=0)
+    hnsw_m: int = ranged(32, ge=2)  # faiss's HNSW crashes the process below 2 links a node
+    hnsw_ef_construction: int = ranged(80, ge=1)
+    hnsw_ef_search: int = ranged(128, ge=1)
+    ivf_nlist: int = ranged(0, ge=0)  # 0: about 4 * sqrt(number of sentence vectors), at most one list a vector
+    ivf_nprobe: int = ranged(32, ge=1)  # lists a query visits (nlist or more: every list, exact for IVF-Flat)
+    ivf_train_size: int = ranged(100_000, ge=1)  # sentence vectors sampled to train the coarse quantizer / PQ
+    pq_m: int = ranged(0, ge=0)  # 0: IVF-Flat; > 0: IVF-PQ with this many sub-quantizers (must divide D)
+    pq_nbits: int = ranged(8, ge=1, le=24)  # bits a sub-quantizer code (faiss reads 1..24); 2^pq_nbits <= training vectors
     vector_dtype: Literal["float32", "float16"] = "float32"
     store_bm25: bool = True
-    seed: int = 0
+    seed: int = ranged(0, ge=0, le=2**31 - 1)  # numpy and faiss (a C int) both take it
 
 
 @dataclass

@@ -108,7 +108,10 @@ def check_files(gen: Path, manifest: dict, expected: tuple[str, ...], full: bool
     """Check the generation's files against the manifest: the known names only, each inside `gen`
     with its recorded size, and its SHA-256 when recorded and (`full` or small enough)."""
     files, sums = manifest.get("files", {}), manifest.get("sha256", {})
-    if not isinstance(files, dict) or set(files) != set(expected):
+    if not isinstance(files, dict) or not isinstance(sums, dict):  # a damaged or hand-edited manifest
+        raise IndexFormatError(f"{gen}/manifest.json is damaged: its `files` ({type(files).__name__}) and `sha256` "
+                               f"({type(sums).__name__}) must map file names to sizes and checksums")
+    if set(files) != set(expected):
         raise IndexFormatError(f"{gen}/manifest.json lists files {sorted(files)}, expected {sorted(expected)}")
     for name in expected:
         path = confined(gen, gen / name)

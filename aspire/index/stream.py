@@ -15,7 +15,8 @@ training sample and the faiss index:
 2. train: the IVF training sample, the rows `aspire.index.ann.train_rows` picks over the merged rows
    (the rows an in-RAM build of the same corpus picks), read from the memory-mapped shard vectors.
 3. add: shard by shard, `ADD_BATCH` rows at a time, into faiss, into the generation's vectors.npy (an
-   `np.lib.format.open_memmap` filled in place, in the config's vector dtype) and its papers.jsonl.
+   `np.lib.format.open_memmap` filled in place, in the config's vector dtype) and its papers.jsonl. A vector
+   holding NaN or infinity (in the training sample or a batch) is refused naming its shard and paper.
 
 The index's config is the merge's, with the backend, precision and reading limits the shards record
 (`encoded_config`): `add` and `search` then encode as the shards were encoded.
@@ -42,7 +43,7 @@ from typing import Callable, Iterable
 import faiss
 import numpy as np
 
-from aspire.index.ann import add_vectors, new_faiss, train_faiss, train_rows
+from aspire.index.ann import add_vectors, new_faiss, nonfinite_rows, train_faiss, train_rows
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import WHOLE_FILE, index_paper_records, paper_rows, read_shard_meta
 from aspire.index.disk import SHARD_META, index_lock
@@ -129,6 +130,10 @@ def list_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[li
         raise ValueError(f"{shards_dir}: expected complete shards of one sharding, found shard counts "
                          f"{sorted(counts) or 'none'}")
     n_shards = counts.pop()
+    stray = sorted(path.name for (s, n), path in found.items() if s >= n)
+    if stray:  # shard numbers run 0..n-1: one past them would be left out of the merge unsaid
+        raise ValueError(f"{shards_dir}: {shard_names(stray)} numbered past the last shard of a sharding into "
+                         f"{n_shards}; move {'it' if len(stray) == 1 else 'them'} out of the shards folder")
     missing = [s for s in range(n_shards) if (s, n_shards) not in found]
     if missing and not allow_missing:
         raise ValueError(f"{shards_dir}: shards {missing} (of {n_shards}) are missing")
@@ -325,6 +330,9 @@ def _add_shards(plans: list[ShardPlan], index: faiss.Index, gen: Path, config: I
             source = np.load(plan.path / "vectors.npy", mmap_mode="r")
             for start in range(0, len(plan.rows), ADD_BATCH):
                 batch = np.ascontiguousarray(source[plan.rows[start : start + ADD_BATCH]], dtype=np.float32)
+                bad = nonfinite_rows(batch)
+                if len(bad):
+                    raise nonfinite_papers(plan, plan.rows[start + bad], ids)
                 add_vectors(index, batch)
                 vectors[at : at + len(batch)] = batch
                 at += len(batch)
@@ -349,8 +357,23 @@ def read_rows(plans: list[ShardPlan], rows: np.ndarray, dim: int) -> np.ndarray:
         where = np.flatnonzero(shard_of == s)
         local = plans[s].rows[rows[where] - bounds[s]]
         order = np.argsort(local)  # read each shard front to back
-        out[where[order]] = np.load(plans[s].path / "vectors.npy", mmap_mode="r")[local[order]]
+        block = np.load(plans[s].path / "vectors.npy", mmap_mode="r")[local[order]]
+        bad = nonfinite_rows(block)
+        if len(bad):
+            raise nonfinite_papers(plans[s], local[order][bad])
+        out[where[order]] = block
     return out
+
+
+def nonfinite_papers(plan: ShardPlan, rows: np.ndarray, ids: list[str] | None = None) -> ValueError:
+    """The error for the shard's sentence `rows` holding NaN or infinity, naming their papers (`ids`: the shard's
+    paper ids, read from its papers.jsonl when not given)."""
+    if ids is None:
+        ids = read_index_papers(plan.path / "papers.jsonl", texts="disk")[0]
+    papers = [ids[p] for p in np.unique(np.searchsorted(plan.offsets, rows, side="right") - 1).tolist()]
+    return ValueError(f"shard {plan.path}: the sentence vectors of paper(s) {papers[:10]}"
+                      f"{f' and {len(papers) - 10} more' if len(papers) > 10 else ''} hold NaN or infinite values; "
+                      "an index cannot rank them (faiss never returns them): encode the shard again")
 
 
 def _open_array(path: Path, name: str) -> np.ndarray:
