@@ -94,6 +94,18 @@ def test_nonfinite_sentence_vectors_are_refused_not_left_out_of_every_ranking(ki
         SentenceIndex.build(corpus, config(kind=kind, ivf_nlist=4, ivf_nprobe=4), "fp")
 
 
+def test_add_refuses_papers_with_nonfinite_vectors_naming_them_and_changes_nothing():
+    """`SentenceIndex.add` (`aspire index add`) called faiss itself, past the build's check: the paper was added
+    and never found."""
+    index = SentenceIndex.build(random_corpus(10, seed=2), config(kind="flat", store_bm25=False), "fp")
+    new = random_corpus(4, seed=3)
+    new.paper_ids[:] = [f"n{i}" for i in range(4)]
+    new.vectors[new.offsets[2], 0] = np.nan
+    with pytest.raises(ValueError, match=r"1 new paper\(s\) have NaN or infinite sentence vectors, e\.g\. \['n2'\]"):
+        index.add(new, "fp")
+    assert len(index.paper_ids) == 10 and index.faiss_index.ntotal == len(index.vectors) and not index.rejected
+
+
 def _poison(shards: Path, shard: int, row: int) -> str:
     """NaN into sentence `row` of shard `shard` of `write_shards`; returns the id of its paper."""
     path = shards / f"shard-{shard:05d}-of-00003"

@@ -40,7 +40,7 @@ import torch
 from aspire._version import __version__
 from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
-from aspire.index.ann import build_faiss, read_faiss, resolve_kind  # noqa: F401 (resolve_kind: re-exported)
+from aspire.index.ann import build_faiss, nonfinite_rows, read_faiss, resolve_kind  # noqa: F401 (resolve_kind: re-exported)
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import (
     WHOLE_FILE,
@@ -185,6 +185,11 @@ class SentenceIndex:
             raise ValueError(f"new vectors have dimension {corpus.dim}, the index {self.dim}")
         known = self.positions
         keep = [i for i, pid in enumerate(corpus.paper_ids) if pid not in known]
+        bad = sorted({corpus.paper_ids[int(np.searchsorted(corpus.offsets, r, side="right")) - 1]
+                      for r in nonfinite_rows(np.asarray(corpus.vectors))})
+        if bad:  # before anything changes: faiss would leave these papers out of every ranking
+            raise ValueError(f"{len(bad)} new paper(s) have NaN or infinite sentence vectors, e.g. {bad[:10]}; an "
+                             "index cannot rank them: re-encode those papers")
         dupes = [{"paper_id": corpus.paper_ids[i], "reason": "duplicate paper_id (already indexed)"}
                  for i in range(len(corpus)) if corpus.paper_ids[i] in known]
         self.rejected += corpus.rejected + dupes
