@@ -144,18 +144,45 @@ def save_adapted(model: nn.Module, path: Path) -> None:
     model.save_pretrained(path / ADAPTER_DIR, selected_adapters=list(model.peft_config), save_embedding_layers=False)
 
 
+def check_adapter_settings(settings, where: str) -> list[str]:
+    """The adapter names of a settings file's `adapter` entry (`adapter_settings`' form), or ValueError naming
+    `where` and the key that is missing or wrong: names (distinct strings, at least one), kind and scope."""
+    if not isinstance(settings, dict):
+        raise ValueError(f"{where}: 'adapter' holds {settings!r}, not an object with names, kind and scope")
+    names = settings.get("names")
+    if (not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names)
+            or len(set(names)) != len(names)):
+        raise ValueError(f"{where}: adapter 'names' must be a list of distinct adapter names, got {names!r}")
+    if settings.get("kind", ADAPTER_KINDS[0]) not in ADAPTER_KINDS:
+        raise ValueError(f"{where}: adapter 'kind' {settings['kind']!r} is unknown; valid: {list(ADAPTER_KINDS)}")
+    if settings.get("scope", "all") not in ADAPTER_SCOPES:
+        raise ValueError(f"{where}: adapter 'scope' {settings['scope']!r} is unknown; valid: {list(ADAPTER_SCOPES)}")
+    return names
+
+
 def load_adapted(base: nn.Module, path: Path, settings: dict, active: str | None = None) -> nn.Module:
     """`base` with the adapters saved under `path/adapter` (trainable, so a run can resume), `active`
-    (default: the first) switched on."""
+    (default: the first) switched on. Settings that are not `adapter_settings`' form and adapters made for a model
+    of another width are ValueErrors naming the file or folder."""
     from peft import PeftModel
 
-    names = list(settings["names"])
+    from aspire.encoders.pretrained import SETTINGS_FILE
+
+    names = check_adapter_settings(settings, str(Path(path) / SETTINGS_FILE))
     root = Path(path) / ADAPTER_DIR
-    with peft_wrapping():
-        model = PeftModel.from_pretrained(base, adapter_path(root, names[0]), adapter_name=names[0],
-                                          is_trainable=True)
-    for name in names[1:]:
-        model.load_adapter(adapter_path(root, name), adapter_name=name, is_trainable=True)
+    try:
+        with peft_wrapping():
+            model = PeftModel.from_pretrained(base, adapter_path(root, names[0]), adapter_name=names[0],
+                                              is_trainable=True)
+        for name in names[1:]:
+            model.load_adapter(adapter_path(root, name), adapter_name=name, is_trainable=True)
+    except RuntimeError as err:
+        if "size mismatch" not in str(err):
+            raise
+        width = getattr(getattr(base, "config", None), "hidden_size", "?")
+        first = next(line.strip() for line in str(err).splitlines() if "size mismatch" in line)
+        raise ValueError(f"{path}: its adapters do not fit the base model (hidden size {width}); they were trained on "
+                         f"a model of another size: {first}") from None
     model.set_adapter(active or names[0])
     return model
 

@@ -65,7 +65,7 @@ from torch import Tensor, nn
 
 from aspire.encoders import onnx_int8, recorded_tokenizer
 from aspire.encoders.contextual import ContextualSentenceEncoder
-from aspire.encoders.pretrained import resolve_model, saved_settings
+from aspire.encoders.pretrained import SETTINGS_FILE, check_tokenizer_files, resolve_model, saved_settings
 from aspire.io import write_text
 from aspire.paths import cache_root
 from aspire.storage import check_record, on_disk_full, record_path, remove_cache_file, write_record
@@ -520,6 +520,24 @@ def bf16_is_native() -> bool:
     return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
+def _check_saved_settings(name_or_path: str | Path, settings: dict) -> None:
+    """ValueError naming an encoder setting that `ContextualSentenceEncoder` does not take, in the model's settings
+    file or among the keywords given (a TypeError from deep inside the load, naming neither, before), or a `base`
+    in the settings file that is no model."""
+    known = set(inspect.signature(ContextualSentenceEncoder.__init__).parameters) - {"self", "model", "tokenizer", "name"}
+    path = resolve_model(name_or_path)
+    saved = saved_settings(path)
+    for where, names in ((path / SETTINGS_FILE, set(saved) - {"adapter", "base"}),
+                         ("load_encoder's keywords", set(settings))):
+        if unknown := sorted(names - known):
+            raise ValueError(f"{where}: unknown encoder setting(s) {unknown}; valid: {sorted(known)}")
+    if "base" in saved:
+        try:
+            resolve_model(saved["base"])
+        except ValueError as err:
+            raise ValueError(f"{path / SETTINGS_FILE}: its base model {saved['base']!r} is not found: {err}") from None
+
+
 def load_encoder(
     name_or_path: str | Path = "minilm", device: str | torch.device | None = None, *, backend: str = "torch",
     quantize: str | None = None, **settings,
@@ -539,6 +557,7 @@ def load_encoder(
         raise ValueError(f"quantize={quantize!r} does not go with backend={backend!r}; valid: {valid} or None")
     if backend != "torch" and device is not None and torch.device(device).type != "cpu":
         raise ValueError(f"the {backend} backend runs on the CPU; got device {str(device)!r}")
+    _check_saved_settings(name_or_path, settings)
     record = None
     if backend != "torch":  # an exported graph: a load record may spare building the torch model
         record = load_record_path(name_or_path, backend, quantize, settings)
@@ -546,6 +565,7 @@ def load_encoder(
         if recorded is not None:
             return recorded
     exact = ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)
+    check_tokenizer_files(exact.tokenizer, _model_dirs(name_or_path)[1])
     if device is not None:
         exact = exact.to(device)
     if quantize is None and backend == "torch":

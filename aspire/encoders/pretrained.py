@@ -108,10 +108,22 @@ MODEL_HELP = (f"{', '.join(MODELS)}, a local Hugging Face model directory or a t
               "checkpoint)")  # the --model options' help
 
 
+def _read_settings(path: Path) -> dict:
+    """The JSON object of the settings file `path`; ValueError naming it when it is not one (a damaged or
+    hand-edited file was a bare JSONDecodeError, or a TypeError deep in the encoder's load)."""
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not a JSON file of encoder settings ({err})") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"{path} holds a JSON {type(settings).__name__}, not an object of encoder settings")
+    return settings
+
+
 def _is_adapter_dir(path: Path) -> bool:
     """A directory of adapters whose settings name their base model (no weights of its own)."""
     settings = path / SETTINGS_FILE
-    return settings.is_file() and "base" in json.loads(settings.read_text())
+    return settings.is_file() and "base" in _read_settings(settings)
 
 
 def pinned_model(name: str) -> str:
@@ -153,4 +165,15 @@ def check_model(name: str) -> None:
 def saved_settings(name_or_path: str | os.PathLike) -> dict:
     """The encoder settings saved beside a model (`SETTINGS_FILE`; {} for a model saved without them)."""
     saved = resolve_model(name_or_path) / SETTINGS_FILE
-    return json.loads(saved.read_text()) if saved.is_file() else {}
+    return _read_settings(saved) if saved.is_file() else {}
+
+
+def check_tokenizer_files(tokenizer, folder: str | os.PathLike) -> None:
+    """ValueError unless `folder` holds one of the vocabulary files `tokenizer`'s class reads (`vocab.txt`,
+    `tokenizer.json`, ...): without them transformers builds a tokenizer of its special tokens alone, which reads
+    every word as [UNK], and the model's vectors would say nothing about the text."""
+    names = sorted(set(getattr(type(tokenizer), "vocab_files_names", {}).values()))
+    folder = Path(folder)
+    if names and not any((folder / name).is_file() for name in names):
+        raise ValueError(f"{folder} holds no tokenizer vocabulary (none of {', '.join(names)}): the tokenizer would "
+                         f"hold its {len(tokenizer)} special tokens alone; save the model's tokenizer there")
