@@ -116,3 +116,22 @@ def test_an_adapter_of_another_width_is_named(adapted, tmp_path):
                                                    "48)")):
         load_encoder(folder)
     assert load_encoder(adapted).dim == 32  # the folder it came from loads as before
+
+
+def test_the_training_path_checks_the_folder_as_load_encoder_does(model_dir):
+    """Training, export and the teacher open a model with `ContextualSentenceEncoder.from_pretrained`, past
+    `load_encoder`: a folder without its vocabulary loaded there with special tokens alone, and an unknown saved
+    setting was a TypeError naming neither file nor key."""
+    from aspire.encoders import ContextualSentenceEncoder
+
+    (model_dir / SETTINGS_FILE).write_text(json.dumps({"max_lenght": 32}))
+    with pytest.raises(ValueError, match=re.escape(f"{model_dir / SETTINGS_FILE}: unknown encoder setting(s) "
+                                                   "['max_lenght']")):
+        ContextualSentenceEncoder.from_pretrained(model_dir)
+    (model_dir / SETTINGS_FILE).unlink()
+    with pytest.raises(ValueError, match=re.escape("the settings given: unknown encoder setting(s) ['overflw']")):
+        ContextualSentenceEncoder.from_pretrained(model_dir, overflw="chunk")
+    for name in ("vocab.txt", "tokenizer.json"):
+        (model_dir / name).unlink()
+    with pytest.raises(ValueError, match=re.escape(f"{model_dir} holds no tokenizer vocabulary")):
+        ContextualSentenceEncoder.from_pretrained(model_dir)

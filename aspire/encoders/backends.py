@@ -65,7 +65,7 @@ from torch import Tensor, nn
 
 from aspire.encoders import onnx_int8, recorded_tokenizer
 from aspire.encoders.contextual import ContextualSentenceEncoder
-from aspire.encoders.pretrained import SETTINGS_FILE, check_tokenizer_files, resolve_model, saved_settings
+from aspire.encoders.pretrained import SETTINGS_FILE, resolve_model, saved_settings
 from aspire.io import write_text
 from aspire.paths import cache_root
 from aspire.storage import check_record, on_disk_full, record_path, remove_cache_file, write_record
@@ -524,13 +524,10 @@ def _check_saved_settings(name_or_path: str | Path, settings: dict) -> None:
     """ValueError naming an encoder setting that `ContextualSentenceEncoder` does not take, in the model's settings
     file or among the keywords given (a TypeError from deep inside the load, naming neither, before), or a `base`
     in the settings file that is no model."""
-    known = set(inspect.signature(ContextualSentenceEncoder.__init__).parameters) - {"self", "model", "tokenizer", "name"}
     path = resolve_model(name_or_path)
     saved = saved_settings(path)
-    for where, names in ((path / SETTINGS_FILE, set(saved) - {"adapter", "base"}),
-                         ("load_encoder's keywords", set(settings))):
-        if unknown := sorted(names - known):
-            raise ValueError(f"{where}: unknown encoder setting(s) {unknown}; valid: {sorted(known)}")
+    ContextualSentenceEncoder.check_settings(set(saved) - {"adapter", "base"}, path / SETTINGS_FILE)
+    ContextualSentenceEncoder.check_settings(set(settings), "load_encoder's keywords")
     if "base" in saved:
         try:
             resolve_model(saved["base"])
@@ -564,8 +561,7 @@ def load_encoder(
         recorded = load_recorded(record, backend, quantize)
         if recorded is not None:
             return recorded
-    exact = ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)
-    check_tokenizer_files(exact.tokenizer, _model_dirs(name_or_path)[1])
+    exact = ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)  # its tokenizer's files checked
     if device is not None:
         exact = exact.to(device)
     if quantize is None and backend == "torch":

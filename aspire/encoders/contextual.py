@@ -19,6 +19,7 @@ and peft adapters on its transformer (`aspire.encoders.adapters`); both are save
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import logging
 from pathlib import Path
@@ -36,7 +37,7 @@ from aspire.encoders.codes import code_id, encoding_with_code, with_code
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
 from aspire.encoders.pieces import budget_batches, raise_if_unseen, truncation_records, unseen_sentences
 from aspire.encoders.pooling import masked_mean
-from aspire.encoders.pretrained import SETTINGS_FILE, resolve_model, saved_settings
+from aspire.encoders.pretrained import SETTINGS_FILE, check_tokenizer_files, resolve_model, saved_settings
 from aspire.encoders.task_formats import TaskFormats
 
 log = logging.getLogger(__name__)
@@ -143,11 +144,15 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         from transformers import AutoModel, AutoTokenizer  # the modeling code: only where weights are loaded
 
         path = resolve_model(name_or_path)
-        stored = {**saved_settings(path), **settings}
+        saved = saved_settings(path)
+        cls.check_settings(set(saved) - {"adapter", "base"}, path / SETTINGS_FILE)
+        cls.check_settings(set(settings), "the settings given")
+        stored = {**saved, **settings}
         adapter = stored.pop("adapter", None)
         base = stored.pop("base", None)
         weights = resolve_model(base) if base else path
         tokenizer = AutoTokenizer.from_pretrained(weights)
+        check_tokenizer_files(tokenizer, weights)  # without them: special tokens alone, every word [UNK]
         model = AutoModel.from_pretrained(weights)
         if adapter:
             model = adapters.load_adapted(model, path, adapter)
@@ -156,6 +161,14 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if adapter:
             encoder.use_scope(adapter.get("scope", "all"))
         return encoder
+
+    @classmethod
+    def check_settings(cls, names: set[str], where) -> None:
+        """ValueError naming `where` and the setting(s) among `names` that the encoder does not take (a TypeError
+        from deep inside the load, naming neither, before)."""
+        known = set(inspect.signature(cls.__init__).parameters) - {"self", "model", "tokenizer", "name"}
+        if unknown := sorted(names - known):
+            raise ValueError(f"{where}: unknown encoder setting(s) {unknown}; valid: {sorted(known)}")
 
     def settings(self) -> dict:
         return {
