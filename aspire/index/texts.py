@@ -59,12 +59,15 @@ class SentencesOnDisk(Sequence):
 def read_index_papers(path: str | Path, texts: str = "memory"):
     """(paper ids, titles, sentences, labels or None) per paper, as `write_index_papers` wrote them,
     streaming; `sentences` is a list (`texts="memory"`) or a `SentencesOnDisk` (`"disk"`; `"auto"` by size).
-    A line that is not a JSON record with paper_id, title and sentences raises IndexFormatError naming it."""
+    A line that is not a JSON record with paper_id, title and sentences of the types written (`record_problem`),
+    or whose paper_id an earlier line holds, raises IndexFormatError naming it (an integer id was not found by
+    its string, which search looks up; a repeated one hid the earlier paper from every lookup by id)."""
     if texts not in TEXTS:
         raise ValueError(f"unknown texts={texts!r}; valid: {list(TEXTS)}")
     path = Path(path)
     on_disk = texts == "disk" or (texts == "auto" and path.stat().st_size > TEXTS_ON_DISK_BYTES)
     ids, titles, sentences, labels, starts, pos = [], [], [], [], [], 0
+    first_line: dict[str, int] = {}
     with path.open("rb") as handle:
         for lineno, raw in enumerate(handle, start=1):
             start, pos = pos, pos + len(raw)
@@ -75,6 +78,12 @@ def read_index_papers(path: str | Path, texts: str = "memory"):
                 paper_id, title, sents = record["paper_id"], record["title"], record["sentences"]
             except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
                 raise IndexFormatError(f"{path}:{lineno}: not an index paper record ({type(err).__name__}: {err})") from None
+            problem = record_problem(paper_id, title, sents, record.get("labels"))
+            if problem is None and paper_id in first_line:
+                problem = f"paper_id {paper_id!r} repeats line {first_line[paper_id]}'s"
+            if problem is not None:
+                raise IndexFormatError(f"{path}:{lineno}: not an index paper record ({problem})")
+            first_line[paper_id] = lineno
             ids.append(paper_id)
             titles.append(title)
             labels.append(record.get("labels"))
@@ -84,3 +93,17 @@ def read_index_papers(path: str | Path, texts: str = "memory"):
     if on_disk:
         sentences = SentencesOnDisk(path, np.array(starts + [pos], dtype=np.int64))
     return ids, titles, sentences, labels
+
+
+def record_problem(paper_id, title, sentences, labels) -> str | None:
+    """What is wrong with an index paper record's fields, or None: paper_id a non-empty string, title a string,
+    sentences a list of strings, labels absent / null or a list of strings."""
+    if not isinstance(paper_id, str) or not paper_id:
+        return f"paper_id must be a non-empty string, got {type(paper_id).__name__} {paper_id!r}"
+    if not isinstance(title, str):
+        return f"paper {paper_id!r}: title must be a string, got {type(title).__name__}"
+    if not isinstance(sentences, list) or not all(isinstance(t, str) for t in sentences):
+        return f"paper {paper_id!r}: sentences must be a list of strings"
+    if labels is not None and (not isinstance(labels, list) or not all(isinstance(x, str) for x in labels)):
+        return f"paper {paper_id!r}: labels must be a list of strings"
+    return None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from numbers import Integral
 from pathlib import Path
 
 from aspire.data.papers import abstract_text
@@ -49,6 +50,10 @@ class RerankOptions:
     batch_size: int = 32
 
     def __post_init__(self) -> None:
+        counts = {"top N": self.top_n, "batch size": self.batch_size, "max length": self.max_length}
+        for name, value in counts.items():  # a float top N failed later, slicing each query's list
+            if (value is not None or name != "max length") and (isinstance(value, bool) or not isinstance(value, Integral)):
+                raise ValueError(f"rerank {name} must be an integer, got {value!r}")
         if self.top_n < 1:
             raise ValueError(f"rerank top N must be >= 1, got {self.top_n}")
         if not 0.0 <= self.weight <= 1.0:

@@ -46,17 +46,28 @@ class LexicalStage:
         candidates = np.flatnonzero(keep)  # (C,) ascending positions
         matched = scores[candidates] > 0
         hits, rest = candidates[matched], candidates[~matched]
-        m = min(n, len(hits))
-        top = hits[np.argpartition(-scores[hits], m - 1)[:m]] if m else hits[:0]
-        top = top[np.lexsort((top, -scores[top]))]
-        top = np.concatenate([top, rest[: n - m] if fill else rest[:0]]).astype(np.int64)  # zero-score fill
+        top = best_positions(scores, hits, n)
+        top = np.concatenate([top, rest[: n - len(top)] if fill else rest[:0]]).astype(np.int64)  # zero-score fill
         return top, scores[top]
+
+
+def best_positions(scores: np.ndarray, candidates: np.ndarray, n: int) -> np.ndarray:
+    """The `n` best of `candidates` (ascending positions into `scores (P,)`) by score, best first, ties by lower
+    position, also where tied papers straddle the n-th place (a partial sort alone keeps an arbitrary few of them)."""
+    m = min(n, len(candidates))
+    if m == 0:
+        return candidates[:0]
+    values = scores[candidates]  # (C,)
+    cut = -np.partition(-values, m - 1)[m - 1]  # the m-th best score
+    above = candidates[values > cut]
+    top = np.concatenate([above, candidates[values == cut][: m - len(above)]])  # ties at the cut: lowest positions
+    return top[np.lexsort((top, -scores[top]))]
 
 
 def whole_stage(searcher, query, limit: int, drop: Sequence[int]) -> dict[str, float]:
     """The `limit` papers, but those at positions `drop`, whose whole-abstract vectors are nearest the query's by
     cosine (exact, over every paper: one product of the query vector with the stored (P, D) whole vectors) ->
-    {paper id: cosine}."""
+    {paper id: cosine}, best first (ties: lower position)."""
     index = searcher.index
     whole, norms = index.whole_vectors("first stage 'whole'")
     if query.whole is None:
@@ -64,16 +75,13 @@ def whole_stage(searcher, query, limit: int, drop: Sequence[int]) -> dict[str, f
                          "encoder, whose pass returns it)")
     q = query.whole[0].detach().float().cpu().numpy()
     q = q / max(float(np.linalg.norm(q)), 1e-12)
-    drop = sorted(set(drop))
     sims = np.empty(index.n_papers, dtype=np.float32)
     for start in range(0, index.n_papers, 65536):  # a memory map is read a block at a time
         block = np.asarray(whole[start : start + 65536], dtype=np.float32)
         sims[start : start + len(block)] = block @ q / np.maximum(norms[start : start + len(block)], 1e-12)
-    if drop:
-        sims[drop] = -np.inf
-    n = min(limit, index.n_papers - len(drop))
-    top = np.argpartition(-sims, n - 1)[:n] if n < index.n_papers else np.arange(index.n_papers)
-    top = top[np.argsort(-sims[top], kind="stable")][:n]
+    keep = np.ones(index.n_papers, dtype=bool)
+    keep[np.asarray(drop, dtype=np.int64)] = False
+    top = best_positions(sims, np.flatnonzero(keep), limit)  # ties: lower position
     return {index.paper_ids[p]: float(sims[p]) for p in top.tolist()}
 
 

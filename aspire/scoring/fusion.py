@@ -43,8 +43,8 @@ def parse_fusion(spec: str) -> tuple[str, float]:
         number = float(value) if value else (60.0 if method == "rrf" else float("nan"))
     except ValueError:
         number = float("nan")
-    if method == "rrf" and not number > 0:
-        raise ValueError(f"rrf's K must be > 0, got {value!r}")
+    if method == "rrf" and not (np.isfinite(number) and number > 0):  # an infinite K scores every document 0
+        raise ValueError(f"rrf's K must be a finite number > 0, got {value!r}")
     if method != "rrf" and not 0.0 <= number <= 1.0:
         raise ValueError(f"fusion {spec!r}: the weight on the first list must be in [0, 1]")
     return method, number
@@ -75,17 +75,21 @@ def check_weights(weights: Sequence[float], n: int) -> list[float]:
 def fuse_ranked(lists: Sequence[Mapping[str, float]], weights: Sequence[float] | None = None,
                 method: str = "z", rrf_k: float = 60.0) -> list[tuple[str, float]]:
     """One fused list `[(doc, score), ...]` best first (ties by document id); `weights` (default equal) as
-    `check_weights` allows."""
+    `check_weights` allows. With `rrf`, a list's rank of documents with equal scores is the list's own order,
+    and `rrf_k` must be finite and > 0. A score that is not finite is a ValueError naming the list and document."""
     method = fusion_method(method)
     weights = check_weights([1.0] * len(lists) if weights is None else weights, len(lists))
+    if method == "rrf" and not (np.isfinite(rrf_k) and rrf_k > 0):  # K <= 0 divides by zero, an infinite K zeroes all
+        raise ValueError(f"rrf's K must be a finite number > 0, got {rrf_k!r}")
     fused: dict[str, float] = {}
-    for scores, w in zip(lists, weights):
+    for i, (scores, w) in enumerate(zip(lists, weights)):
         if not scores:
             continue
         docs = list(scores)
         values = np.array([scores[d] for d in docs], dtype=np.float64)
         if not np.isfinite(values).all():
-            raise ValueError("fusion needs finite scores")
+            bad = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise ValueError(f"fusion needs finite scores: list {i} scores document {docs[bad]!r} {values[bad]}")
         if method == "rrf":
             order = np.argsort(-values, kind="stable")
             contrib = np.empty_like(values)

@@ -40,8 +40,8 @@ class BM25Index:
             raise ValueError(f"{len(texts)} texts for {len(ids)} ids")
         if not texts:
             raise ValueError("BM25 needs at least one document")
-        if not (k1 >= 0 and 0 <= b <= 1):
-            raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+        if not (0 <= k1 < float("inf") and 0 <= b <= 1):  # an infinite k1 scored every document 0
+            raise ValueError(f"BM25 needs a finite k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         tokens = bm25s.tokenize(list(texts), stopwords=stopwords, show_progress=False)
         retriever = bm25s.BM25(k1=k1, b=b)
         # bm25s cannot index a corpus without a single word (e.g. all stop words): index one empty

@@ -13,7 +13,7 @@ plan meets its marginals only to `tol` (L1 error of rows and columns together); 
 max C_ij, its value can sit below `lower` by at most tol x max C_ij: the value `OTScorer` returns
 is at least `bound = lower - (tol + rounding) x max C_ij`.
 
-`ot_top_k_dist` solves the candidates in increasing order of `bound`: first a few (`first`, 2k), which
+`ot_top_k_dist` solves the candidates in increasing order of `bound`: first a few (`first`, 3k), which
 give a k-th smallest distance, then, in chunks under a memory budget, only those whose bound does
 not exceed the k-th smallest distance found so far. A candidate left out has a bound above that
 distance, so its own distance is too: the k nearest, and their distances, are those of solving
@@ -104,6 +104,8 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
         solved candidates and their plans. float16 / bfloat16 costs are solved in float32 (as `OTScorer`
         does) and the results come back in float32. No gradient is recorded (a ranking).
     """
+    if isinstance(k, bool) or int(k) != k or k < 1:  # k = 0 solved nothing and returned every distance a bound
+        raise ValueError(f"OT top-k needs an integer k >= 1, got {k!r}")
     if cost.dtype in _HALF:
         cost = cost.float()
     P, S, T = cost.shape
