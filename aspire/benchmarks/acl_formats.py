@@ -14,7 +14,9 @@ them, never text): `venue` (classification, `aspire.benchmarks.venue`), `year` (
   that read the ACL abstracts must leave out (`aspire.benchmarks.heldout.benchmark_titles`).
 
 A user may give their own labels (`read_label_file`): one JSON object a line, `paper_id` and `label`; a
-missing or empty label, an unknown paper or a class with no training paper is an error naming the record.
+missing or empty label, an unknown paper or a class with no training paper is an error naming the record; so
+are training labels of one class only (nothing to classify) and number labels all equal on train (nothing to
+learn) or on test (Kendall's tau undefined).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ SPLITS = ("train", "dev", "test")
 
 
 def read_records(path: str | Path) -> list[dict]:
-    """The ACL records' metadata (`paper_id`, `title`, `year`, `venues`, `authors`), abstract left out."""
+    """The ACL records' metadata (`paper_id`, `title`, `year`, `venues`, `booktitle`, `authors`) without the
+    abstract, for the records that have one (a record without an abstract is no paper of the formats)."""
     keep = ("paper_id", "title", "year", "venues", "booktitle", "authors")
     return [{k: r.get(k) for k in keep} for _, r in jsonl_objects(path) if r.get("abstract")]
 
@@ -46,16 +49,50 @@ def checksum(body: Mapping) -> str:
 
 
 def load_split(split_file: str | Path = SPLIT_FILE) -> dict:
-    """The committed split, checked against its checksum; no paper may be in two splits."""
+    """The committed split, checked against its checksum; no paper may be in two splits. A file that is not
+    `{"splits": {task: {split: [paper id, ...]}}, "checksum": ...}` is a ValueError naming the file and key."""
     try:
         data = json.loads(Path(split_file).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"SciRepEval-format split file not found: {split_file}") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{split_file}: not JSON ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("splits"), dict) or not isinstance(data.get("checksum"), str):
+        raise ValueError(f"{split_file}: a split file is a JSON object with 'splits' (an object) and 'checksum' "
+                         "(a string)")
+    for task, parts in data["splits"].items():
+        if not isinstance(parts, dict):
+            raise ValueError(f"{split_file}: splits.{task} is not an object of splits ({{split: [paper id]}})")
+        for name, ids in parts.items():
+            if not isinstance(ids, list) or not all(isinstance(p, str) and p for p in ids):
+                raise ValueError(f"{split_file}: splits.{task}.{name} is not a list of paper ids (strings)")
     problem = "" if checksum(data["splits"]) == data["checksum"] else "checksum mismatch (the split was edited)"
     if problem:
         raise ValueError(f"{split_file}: {problem}")
     check_disjoint(data["splits"])
     return data
+
+
+def task_splits(split_file: str | Path, task: str, required: Sequence[str] = ()) -> dict[str, list[str]]:
+    """`{split: [paper id]}` of one task of the split file (`venue_year`, `same_author`); ValueError naming the
+    file when the task, or one of its `required` splits, is missing or a required split is empty."""
+    parts = load_split(split_file)["splits"]
+    if task not in parts:
+        raise ValueError(f"{split_file}: no splits.{task}; the file has {sorted(parts)}")
+    for name in required:
+        if not parts[task].get(name):
+            raise ValueError(f"{split_file}: splits.{task} has no {name!r} papers (needs {list(required)})")
+    return {k: list(v) for k, v in parts[task].items()}
+
+
+def split_records(records: Mapping[str, dict], ids: Iterable[str], where: str) -> list[dict]:
+    """The ACL records of `ids`, in order; ValueError naming how many and one paper of the split (`where`) that
+    the ACL file does not hold (with an abstract): such a paper would be dropped from the benchmark."""
+    missing = [p for p in ids if p not in records]
+    if missing:
+        raise ValueError(f"{len(missing)} paper(s) of {where} are not in the ACL file (or have no abstract), "
+                         f"e.g. {missing[0]}: is --data the ACL folder the split was made from?")
+    return [records[p] for p in ids]
 
 
 def split_sets(body: Mapping) -> dict[str, list[str]]:
@@ -127,13 +164,23 @@ def labels_for(splits: Mapping[str, Sequence[str]], labels: Mapping[str, object]
             for pid in splits.get(name, ()):
                 if labels[pid] not in train:
                     raise ValueError(f"paper {pid} ({name}) has class {labels[pid]!r}, which no training paper has")
+        if len(train) < 2:
+            raise ValueError(f"every training paper has the class {next(iter(train), None)!r}: a classifier needs "
+                             "two or more classes")
+    else:
+        for name in ("train", "test"):
+            values = {labels[p] for p in splits.get(name, ())}
+            if len(values) == 1:
+                raise ValueError(f"every paper of the {name} split has the label {values.pop()!r}: "
+                                 + ("a regression learns nothing" if name == "train" else "Kendall's tau is undefined"))
 
 
 def bootstrap_papers(metric, y: np.ndarray, pred: np.ndarray, n_boot: int = 2000, seed: int = 0,
                      level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of `metric(y, pred)` over test papers (resampled with replacement)."""
+    """Percentile bootstrap interval of `metric(y, pred)` over test papers (resampled with replacement).
+    ValueError when `y` and `pred` differ in length or hold no paper."""
+    n = _paired_length(y, pred)
     rng = np.random.default_rng(seed)
-    n = len(y)
     stats = [metric(y[i], pred[i]) for i in (rng.integers(0, n, n) for _ in range(n_boot))]
     alpha = (1 - level) / 2
     return float(np.nanquantile(stats, alpha)), float(np.nanquantile(stats, 1 - alpha))
@@ -142,16 +189,37 @@ def bootstrap_papers(metric, y: np.ndarray, pred: np.ndarray, n_boot: int = 2000
 def paired_papers_test(metric, y: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray, n_perm: int = 2000,
                        n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
     """Paired test of `metric(y, pred_a) - metric(y, pred_b)` over test papers: randomisation (the two
-    predictions of a paper swapped at random; the observed assignment counted in) and a paired bootstrap."""
+    predictions of a paper swapped at random; the observed assignment counted in) and a paired bootstrap.
+
+    When the metric is undefined (NaN, e.g. Kendall's tau of constant predictions) for either run, the p-value
+    is NaN: no evidence either way; a swap whose difference is undefined is not counted. `y`, `pred_a` and
+    `pred_b` must be one length (ValueError), `n_perm` and `n_boot` at least 1."""
+    if n_perm < 1 or n_boot < 1:
+        raise ValueError(f"a paired test needs at least one permutation and one bootstrap sample, got n_perm={n_perm}, "
+                         f"n_boot={n_boot}")
+    n = _paired_length(y, pred_a, pred_b)
     observed = metric(y, pred_a) - metric(y, pred_b)
     rng = np.random.default_rng(seed)
-    hits = 1
+    hits = counted = 1
     for _ in range(n_perm):
-        swap = rng.random(len(y)) < 0.5
+        swap = rng.random(n) < 0.5
         delta = metric(y, np.where(swap, pred_b, pred_a)) - metric(y, np.where(swap, pred_a, pred_b))
-        hits += abs(delta) >= abs(observed) - 1e-12
-    n = len(y)
+        if not np.isnan(delta):
+            counted += 1
+            hits += abs(delta) >= abs(observed) - 1e-12
+    p_value = float("nan") if np.isnan(observed) else hits / counted
     deltas = [metric(y[i], pred_a[i]) - metric(y[i], pred_b[i]) for i in (rng.integers(0, n, n) for _ in range(n_boot))]
     alpha = (1 - level) / 2
-    return {"a": metric(y, pred_a), "b": metric(y, pred_b), "delta": observed, "p_value": hits / (n_perm + 1),
+    return {"a": metric(y, pred_a), "b": metric(y, pred_b), "delta": observed, "p_value": p_value,
             "ci95": [float(np.nanquantile(deltas, alpha)), float(np.nanquantile(deltas, 1 - alpha))], "n_units": n}
+
+
+def _paired_length(y: np.ndarray, *preds: np.ndarray) -> int:
+    """The number of papers of `y`; ValueError unless every prediction has one per paper and there is one."""
+    n = len(y)
+    if any(len(p) != n for p in preds):
+        raise ValueError(f"labels and predictions must be one per test paper: {n} labels, "
+                         f"{' and '.join(str(len(p)) for p in preds)} predictions")
+    if n == 0:
+        raise ValueError("no test paper to compute a statistic over")
+    return n

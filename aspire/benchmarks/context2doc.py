@@ -74,6 +74,14 @@ def read_records(path: Path) -> list[tuple[str, dict]]:
             for cited in rec["cited"]:
                 if not isinstance(cited, dict) or not isinstance(cited.get("paper_id"), str):
                     raise ValueError(f"{path}:{line}: every cited paper needs a string 'paper_id'")
+                abstract, title = cited.get("abstract"), cited.get("title")
+                if abstract is not None and (not isinstance(abstract, list)
+                                             or not all(isinstance(x, str) for x in abstract)):
+                    raise ValueError(f"{path}:{line}: cited paper {cited['paper_id']}: 'abstract' must be a list of "
+                                     f"sentences (strings), got {type(abstract).__name__}")
+                if title is not None and not isinstance(title, str):
+                    raise ValueError(f"{path}:{line}: cited paper {cited['paper_id']}: 'title' must be a string, "
+                                     f"got {type(title).__name__}")
             out.append((f"L{line}", rec))
     return out
 
@@ -130,11 +138,30 @@ def make_split(path: str | Path) -> dict:
 
 
 def load_split(split_file: str | Path = SPLIT_FILE, source: str | Path | None = None) -> dict:
-    """The committed split, checked against its checksum and (given `source`) the data file's SHA-256."""
+    """The committed split, checked against its checksum and (given `source`) the data file's SHA-256. A file
+    that is not `{"splits": {train|dev|test: {"queries": [qid, ...], ...}}, "checksum": ..., "source_sha256": ...}`
+    or that puts a query in two splits is a ValueError naming the file and key."""
     split_file = Path(split_file)
     if not split_file.is_file():
         raise ValueError(f"context2doc split file not found: {split_file}")
-    data = json.loads(split_file.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(split_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{split_file}: not JSON ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("splits"), dict) or \
+            not all(isinstance(data.get(k), str) for k in ("checksum", "source_sha256")):
+        raise ValueError(f"{split_file}: a context2doc split file is a JSON object with 'splits' (an object), "
+                         "'checksum' and 'source_sha256' (strings); rebuild it with make_split")
+    seen: dict[str, str] = {}
+    for name in SPLIT_NAMES:
+        part = data["splits"].get(name)
+        queries = part.get("queries") if isinstance(part, dict) else None
+        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+            raise ValueError(f"{split_file}: splits.{name}.queries is not a list of query ids (strings)")
+        for qid in queries:
+            if qid in seen:
+                raise ValueError(f"{split_file}: query {qid} is in two splits: {seen[qid]} and {name}")
+            seen[qid] = name
     if _checksum(data["splits"]) != data["checksum"]:
         raise ValueError(f"{split_file}: checksum mismatch (the split was edited)")
     if source is not None and file_sha256(Path(source)) != data["source_sha256"]:

@@ -33,7 +33,8 @@ def format_titles(root: str | Path, split_file: str | Path = SPLIT_FILE) -> froz
     read from `root/acl-anthology`."""
     held = heldout_ids(split_file)
     records = read_acl_records(Path(root) / "acl-anthology" / ACL_FILE)
-    return frozenset(normalise_title(r["title"] or "") for r in records if r["paper_id"] in held) - {""}
+    return frozenset(normalise_title(r["title"]) for r in records  # a record without a string title is no training paper
+                     if r["paper_id"] in held and isinstance(r["title"], str)) - {""}
 
 
 @functools.lru_cache(maxsize=4)

@@ -20,7 +20,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from aspire.benchmarks.acl_formats import SPLIT_FILE, load_split
+from aspire.benchmarks.acl_formats import SPLIT_FILE, split_records, task_splits
 
 MAX_AUTHOR_PAPERS = 50
 MIN_SHARED = 2
@@ -37,7 +37,12 @@ def author_key(name: str) -> str:
 
 def counted_names(records: Iterable[dict], max_papers: int = MAX_AUTHOR_PAPERS) -> dict[str, frozenset[str]]:
     """`{paper id: its author names that count}` (names on at most `max_papers` papers of `records`)."""
-    names = {r["paper_id"]: frozenset(author_key(a) for a in r.get("authors") or () if str(a).strip()) for r in records}
+    names = {}
+    for r in records:
+        authors = r.get("authors") or []
+        if not isinstance(authors, list) or not all(isinstance(a, str) for a in authors):
+            raise ValueError(f"ACL paper {r['paper_id']}: 'authors' is {authors!r}, not a list of names")
+        names[r["paper_id"]] = frozenset(author_key(a) for a in authors if a.strip())
     freq = Counter(n for ns in names.values() for n in ns)
     return {pid: frozenset(n for n in ns if freq[n] <= max_papers) for pid, ns in names.items()}
 
@@ -105,10 +110,15 @@ def ndcg_at(relevant: np.ndarray, k: int = 10) -> float:
 def load_same_author(records: Mapping[str, dict], split: str = "test", split_file: str | Path = SPLIT_FILE
                      ) -> tuple[list[str], dict[str, dict[str, int]]]:
     """(the pool of `split`, its qrels) from the committed split and the corpus's author lists (`records`:
-    every ACL record by id, for the name counts)."""
-    pools = load_split(split_file)["splits"]["same_author"]
+    every ACL record by id, for the name counts). ValueError naming the split file when a pool paper is not in
+    `records` or no paper of the pool has a relevant one (no query)."""
+    pools = task_splits(split_file, "same_author")
     if split not in pools:
         raise ValueError(f"same-author has no split {split!r}; valid: {sorted(pools)}")
-    names = counted_names(records.values())
     pool = list(pools[split])
-    return pool, qrels_of(pool, names)
+    split_records(records, pool, f"the same-author {split} pool of {split_file}")
+    qrels = qrels_of(pool, counted_names(records.values()))
+    if not qrels:
+        raise ValueError(f"the same-author {split} pool of {split_file} ({len(pool)} papers) has no query: no paper "
+                         f"shares {MIN_SHARED} counted author names with another")
+    return pool, qrels

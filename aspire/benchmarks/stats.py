@@ -32,8 +32,8 @@ class UnitScores:
         self.den = np.atleast_2d(np.asarray(self.den, dtype=np.float64))
         if self.num.shape != self.den.shape or self.num.shape[1] != len(self.units):
             raise ValueError(f"num {self.num.shape} and den {self.den.shape} must be (G, {len(self.units)})")
-        if np.isnan(self.num).any() or (self.den < 0).any():
-            raise ValueError("unit scores must be numbers and denominators non-negative")
+        if not np.isfinite(self.num).all() or not np.isfinite(self.den).all() or (self.den < 0).any():
+            raise ValueError("unit scores must be finite numbers and denominators non-negative")
 
     @classmethod
     def means(cls, values: Mapping[str, float], groups: Mapping[str, Sequence[str]] | None = None) -> "UnitScores":
@@ -89,12 +89,15 @@ def paired_test(a: UnitScores, b: UnitScores, n_perm: int = 10000, n_boot: int =
 
     The test swaps the two runs' numbers unit by unit at random; the p-value is the share of
     swaps (the observed assignment counted in) whose |difference| reaches the observed one, so
-    two identical runs give p = 1. `n_perm` and `n_boot` must be >= 1 (ValueError).
+    two identical runs give p = 1. `n_perm` and `n_boot` must be >= 1 and the runs hold at least one unit
+    (ValueError).
     """
     if n_perm < 1 or n_boot < 1:
         raise ValueError(f"a paired test needs at least one permutation and one bootstrap sample, got n_perm={n_perm}, "
                          f"n_boot={n_boot}")
     _aligned(a, b)
+    if not a.units or not (a.den.sum(axis=1) > 0).any():
+        raise ValueError("paired comparison needs at least one unit (query or reviewer) with a score; the runs have none")
     observed = a.value() - b.value()
     rng = np.random.default_rng(seed)
     hits = 1

@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from aspire.benchmarks.acl_formats import SPLIT_FILE, labels_for, load_split, read_label_file
+from aspire.benchmarks.acl_formats import SPLIT_FILE, SPLITS, labels_for, read_label_file, split_records, task_splits
 
 MAIN = "main"
 CLASSES: dict[str, str] = {
@@ -44,7 +44,10 @@ def venue_class(venues: Sequence[str] | None) -> str | None:
 
 
 def macro_f1(y: np.ndarray, pred: np.ndarray) -> float:
-    """Macro-averaged F1 over the classes present in `y` or `pred` (a class never predicted has F1 0)."""
+    """Macro-averaged F1 over the classes present in `y` or `pred` (a class never predicted has F1 0); `y` and
+    `pred` one per paper (ValueError otherwise)."""
+    if len(y) != len(pred):
+        raise ValueError(f"macro-F1 needs one prediction per paper: {len(y)} labels, {len(pred)} predictions")
     classes = np.unique(np.concatenate([y, pred]))
     f1 = []
     for c in classes:
@@ -58,12 +61,17 @@ def load_venue_task(records: Mapping[str, dict], split_file: str | Path = SPLIT_
                     label_file: str | Path | None = None) -> tuple[dict[str, list[str]], dict[str, str]]:
     """({split: [paper id]}, {paper id: class}) of the committed split; the classes from each paper's venues
     (`venue_class`), or from a user's `label_file` (`read_label_file`) over the same papers."""
-    splits = {k: list(v) for k, v in load_split(split_file)["splits"]["venue_year"].items()}
+    splits = task_splits(split_file, "venue_year", SPLITS)
     ids = [p for part in splits.values() for p in part]
     if label_file is not None:
         labels = read_label_file(label_file, "class", ids)
     else:
-        labels = {p: venue_class(records[p].get("venues")) for p in ids}
+        labels = {}
+        for rec in split_records(records, ids, f"the venue split of {split_file}"):
+            venues = rec.get("venues")
+            if venues is not None and (not isinstance(venues, list) or not all(isinstance(v, str) for v in venues)):
+                raise ValueError(f"ACL paper {rec['paper_id']}: 'venues' is {venues!r}, not a list of venue ids")
+            labels[rec["paper_id"]] = venue_class(venues)
         labels = {p: c for p, c in labels.items() if c is not None}
     labels_for(splits, labels, "class")
     return splits, labels  # type: ignore[return-value]

@@ -11,17 +11,21 @@ from typing import Mapping
 
 import numpy as np
 
-from aspire.benchmarks.acl_formats import SPLIT_FILE, labels_for, load_split, read_label_file
+from aspire.benchmarks.acl_formats import SPLIT_FILE, SPLITS, labels_for, read_label_file, split_records, task_splits
 
 
 def kendall_tau(y: np.ndarray, pred: np.ndarray) -> float:
-    """Kendall's τ-b between the true and predicted years (ties counted as scipy's `kendalltau` does)."""
+    """Kendall's τ-b between the true and predicted years (ties counted as scipy's `kendalltau` does); NaN, as
+    undefined, when either side is constant (`paired_papers_test` then gives no p-value)."""
     from scipy.stats import kendalltau
 
+    _one_each(y, pred)
     return float(kendalltau(y, pred).statistic)
 
 
 def rmse(y: np.ndarray, pred: np.ndarray) -> float:
+    """Root mean squared error (years) of one prediction per paper (ValueError otherwise)."""
+    _one_each(y, pred)
     return float(np.sqrt(np.mean((np.asarray(y, float) - np.asarray(pred, float)) ** 2)))
 
 
@@ -29,11 +33,21 @@ def load_year_task(records: Mapping[str, dict], split_file: str | Path = SPLIT_F
                    label_file: str | Path | None = None) -> tuple[dict[str, list[str]], dict[str, float]]:
     """({split: [paper id]}, {paper id: year}) of the committed split; years from the records or from a user's
     `label_file` of numbers (`read_label_file`)."""
-    splits = {k: list(v) for k, v in load_split(split_file)["splits"]["venue_year"].items()}
+    splits = task_splits(split_file, "venue_year", SPLITS)
     ids = [p for part in splits.values() for p in part]
     if label_file is not None:
         labels = read_label_file(label_file, "number", ids)
     else:
-        labels = {p: float(records[p]["year"]) for p in ids if str(records[p].get("year") or "").isdigit()}
+        labels = {}
+        for rec in split_records(records, ids, f"the year split of {split_file}"):
+            year = rec.get("year")
+            if isinstance(year, bool) or not (isinstance(year, int) or isinstance(year, str) and year.isdigit()):
+                raise ValueError(f"ACL paper {rec['paper_id']}: year {year!r} is not a whole number")
+            labels[rec["paper_id"]] = float(year)
     labels_for(splits, labels, "number")
     return splits, labels  # type: ignore[return-value]
+
+
+def _one_each(y: np.ndarray, pred: np.ndarray) -> None:
+    if len(y) != len(pred):
+        raise ValueError(f"a year metric needs one prediction per paper: {len(y)} years, {len(pred)} predictions")

@@ -43,7 +43,7 @@ def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tupl
     is left out, named with its reason in `stats["rejected"]` (and logged)."""
     path = Path(path)
     records = list(jsonl_objects(path))  # a bad line or a damaged .gz: one error naming the file and line
-    kept = [(n, r) for n, r in records if normalise_title(r.get("title") or "") not in exclude]
+    kept = [(n, r) for n, r in records if not isinstance(r.get("title"), str) or normalise_title(r["title"]) not in exclude]
     stats = {"read": len(records), "removed_benchmark": len(records) - len(kept)}
     if max_papers and len(kept) > max_papers:
         kept = random.Random(0).sample(kept, max_papers)

@@ -83,10 +83,20 @@ def bm25_scores(bench: Context2Doc, k1: float = 1.25, b: float = 0.75) -> np.nda
 
 
 def to_run(bench: Context2Doc, scores: np.ndarray, depth: int) -> dict[str, list[tuple[str, float]]]:
-    """Top `depth` candidates of each query by score (ties: candidate order)."""
+    """Top `depth` candidates of each query by score (ties: candidate order). `scores`: (Q, N), one row a query
+    of `bench.queries` and one column a candidate; ValueError for another shape or a NaN score (naming the query
+    and candidates: a NaN has no place in an order)."""
     ids = [p.paper_id for p in bench.candidates]
+    scores = np.asarray(scores)
+    if scores.shape != (len(bench.queries), len(ids)):
+        raise ValueError(f"context2doc scores are {scores.shape}, expected one row a query and one column a candidate "
+                         f"({len(bench.queries)}, {len(ids)})")
     run = {}
     for qid, row in zip(bench.queries, scores):
+        nan = np.flatnonzero(np.isnan(row))
+        if len(nan):
+            raise ValueError(f"query {qid}: NaN scores for {len(nan)} of {len(ids)} candidates: "
+                             f"{[ids[j] for j in nan[:10]]} (NaN vectors from the encoder, or a numerical overflow)")
         order = np.argsort(-row, kind="stable")[:depth]
         run[qid] = [(ids[j], float(row[j])) for j in order]
     return run
