@@ -125,3 +125,16 @@ def test_rerank_options_refuse_counts_that_are_not_integers():
         with pytest.raises(ValueError, match=f"rerank {name} must be an integer"):
             RerankOptions("m", **kwargs)
     assert RerankOptions("m", np.int64(3)).top_n == 3 and RerankOptions("m", max_length=None).max_length is None
+
+
+@pytest.mark.parametrize("fuse, message", [("bogus", "fuse: unknown fusion 'bogus'"),
+                                           ("z:2", r"fuse: fusion 'z:2': the weight on the first list must be in \[0, 1\]"),
+                                           ("rrf:0", "fuse: rrf's K must be a finite number > 0")])
+def test_a_bad_fusion_is_refused_whatever_the_stages(fuse, message):
+    """`fuse` was read only where two lists are fused: beside `stages=ann` a bad one was accepted unsaid, and
+    failed later in a search that did fuse."""
+    from aspire.index.config import SearchArgumentError, SearchConfig, checked_search_config
+
+    with pytest.raises(SearchArgumentError, match=message):
+        checked_search_config(SearchConfig(), stages="ann", fuse=fuse)
+    assert checked_search_config(SearchConfig(), stages="ann", fuse="rrf:20").fuse == "rrf:20"

@@ -145,7 +145,7 @@ def checked_search_config(base: SearchConfig, **changes) -> SearchConfig:
     `k`, `shortlist`, `sentence_k_min`, `ot_max_iter` >= 1 and `sentence_k` >= 0 (integers);
     `ot_tau`, `ot_eps`, `ot_tol`, `sentence_k_factor` finite and > 0; `bm25_k1` >= 0, `bm25_b`,
     `passage_beta`, `cross_weight` in [0, 1], `passage_window`, `passage_depth`, `cross_top` >= 1; `rerank` and `stages`
-    one of their values.
+    one of their values; `fuse` a fusion `parse_fusion` reads, whatever the stages.
     Raises SearchArgumentError naming the first bad (or unknown) argument.
     """
     names = [f.name for f in fields(SearchConfig)]
@@ -162,6 +162,12 @@ def checked_search_config(base: SearchConfig, **changes) -> SearchConfig:
         check_ranges(config)
     except ConfigError as err:
         raise SearchArgumentError(str(err)) from None
+    from aspire.scoring.fusion import parse_fusion  # numpy only
+
+    try:  # read only where two lists are fused: a bad one was accepted beside stages=ann
+        parse_fusion(config.fuse)
+    except ValueError as err:
+        raise SearchArgumentError(f"fuse: {err}") from None
     return config
 
 
