@@ -27,17 +27,19 @@ class TaskFormats:
         """Every paper gets `code` from now on (one of `codes`, or None: no code)."""
         self.code = self._checked_code(code)
 
-    def _checked_code(self, code: str | None) -> str | None:
-        if code is not None and code not in self.codes:
-            raise ValueError(f"control code {code!r} is not one of this encoder's codes {self.codes or '(none)'}")
+    def _checked_code(self, code: str | None, codes: Sequence[str] | None = None) -> str | None:
+        codes = self.codes if codes is None else codes
+        if code is not None and code not in codes:
+            raise ValueError(f"control code {code!r} is not one of this encoder's codes {list(codes) or '(none)'}")
         return code
 
     def add_codes(self, codes: Sequence[str], code: str | None) -> None:
         """Add control `codes` to the tokenizer and the embeddings (see `add_control_codes`); every paper
-        then gets `code`."""
+        then gets `code`. A `code` that is none of the codes is refused before anything is added."""
+        merged = list(dict.fromkeys([*self.codes, *codes]))
+        self._checked_code(code, merged)  # checked first: a refused call leaves tokenizer and embeddings as they were
         add_control_codes(self.model, self.tokenizer, codes)
-        self.codes = list(dict.fromkeys([*self.codes, *codes]))
-        self.code = self._checked_code(code)
+        self.codes, self.code = merged, code
 
     @contextmanager
     def using_code(self, code: str | None) -> Iterator["TaskFormats"]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from aspire.losses.ranking import check_matrix
+from aspire.losses.ranking import check_matrix, check_setting
 
 
 class PairBCELoss(nn.Module):
@@ -20,7 +20,7 @@ class PairBCELoss(nn.Module):
 
     def __init__(self, scale: float = 20.0, threshold: float = 0.5) -> None:
         super().__init__()
-        self.scale, self.threshold = scale, threshold
+        self.scale, self.threshold = check_setting("scale", scale), check_setting("bce_threshold", threshold, positive=False)
 
     def forward(self, sim: Tensor, neg_mask: Tensor) -> tuple[Tensor, Tensor]:
         _, negatives = check_matrix(sim, neg_mask)

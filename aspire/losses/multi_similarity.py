@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from aspire.losses.ranking import check_matrix
+from aspire.losses.ranking import check_matrix, check_setting
 
 
 class MultiSimilarityLoss(nn.Module):
@@ -24,7 +24,8 @@ class MultiSimilarityLoss(nn.Module):
 
     def __init__(self, alpha: float = 2.0, beta: float = 50.0, base: float = 0.5) -> None:
         super().__init__()
-        self.alpha, self.beta, self.base = alpha, beta, base
+        self.alpha, self.beta = check_setting("ms_alpha", alpha), check_setting("ms_beta", beta)
+        self.base = check_setting("ms_base", base, positive=False)
 
     def forward(self, sim: Tensor, neg_mask: Tensor) -> tuple[Tensor, Tensor]:
         _, negatives = check_matrix(sim, neg_mask)

@@ -17,6 +17,9 @@ stay the one-hot ranking loss above.
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 from torch import Tensor, nn
 
@@ -28,6 +31,16 @@ def check_matrix(sim: Tensor, neg_mask: Tensor) -> tuple[Tensor, Tensor]:
     B, K = sim.shape
     positive = torch.eye(B, K, dtype=torch.bool, device=sim.device)
     return positive, neg_mask & ~positive
+
+
+def check_setting(key: str, value, positive: bool = True) -> float:
+    """`value` of the `loss.<key>` setting as a float; ValueError naming the key unless it is a finite number (and
+    > 0 where `positive`): a scale of 0 gives every pair the same logit (a constant loss that trains nothing), a
+    NaN or infinite one a NaN loss."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or (positive and not value > 0):
+        raise ValueError(f"loss.{key} must be a finite number{' > 0' if positive else ''}, got {value!r}")
+    return float(value)
 
 
 class MultipleNegativesRankingLoss(nn.Module):
@@ -52,8 +65,9 @@ class MultipleNegativesRankingLoss(nn.Module):
     def __init__(self, scale: float = 20.0, symmetric: bool = False, teacher_scale: float = 20.0,
                  term_scale: dict[str, float] | None = None) -> None:
         super().__init__()
-        self.scale, self.symmetric, self.teacher_scale = scale, symmetric, teacher_scale
-        self.term_scale = dict(term_scale or {})
+        self.scale, self.symmetric = check_setting("scale", scale), symmetric
+        self.teacher_scale = check_setting("teacher_scale", teacher_scale)
+        self.term_scale = {term: check_setting(f"term_scale.{term}", s) for term, s in (term_scale or {}).items()}
 
     def forward(self, sim: Tensor, neg_mask: Tensor, teacher: Tensor | None = None,
                 term: str | None = None) -> tuple[Tensor, Tensor]:

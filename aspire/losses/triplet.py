@@ -9,6 +9,9 @@ the positive, and it pushes the positive closer otherwise.
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 from torch import Tensor
 
@@ -24,12 +27,16 @@ def triplet_margin_dist_per_anchor(pos_dist: Tensor, neg_dist: Tensor, neg_mask:
         pos_dist: (B,) distance of each anchor to its positive.
         neg_dist: (B, K) distance of each anchor to K candidate negatives.
         neg_mask: (B, K) bool, True where candidate k is an allowed negative of anchor b.
-        margin: the margin (1 in the paper).
+        margin: the margin (1 in the paper): a finite number >= 0, else ValueError (`loss.margin`).
 
     Returns:
         per_anchor (B,): the mean of `relu(pos_dist[b] - neg_dist[b, k] + margin)` over anchor b's
         allowed negatives (0 where it has none), and valid (B,) bool: the anchor has a negative.
     """
+    if isinstance(margin, bool) or not isinstance(margin, numbers.Real) or not math.isfinite(margin) or margin < 0:
+        # a NaN margin gives a NaN loss, an infinite one an infinite loss, a negative one a loss that is 0 while
+        # the negative is nearer than the positive
+        raise ValueError(f"loss.margin must be a finite number >= 0, got {margin!r}")
     if neg_dist.shape != neg_mask.shape or neg_dist.shape[0] != pos_dist.shape[0]:
         raise ValueError(f"shapes differ: pos {tuple(pos_dist.shape)}, neg {tuple(neg_dist.shape)}, "
                          f"mask {tuple(neg_mask.shape)}")

@@ -14,6 +14,7 @@ collate function, so DataLoader workers do it in parallel with training.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
@@ -55,12 +56,58 @@ class Example:
 
 
 def _read_hard_negatives(path: str | Path) -> dict[str, list[str]]:
-    """`{"paper_id": ..., "negatives": [...]}` JSONL -> {paper_id: negatives}."""
+    """`{"paper_id": ..., "negatives": [...]}` JSONL -> {paper_id: negatives}; ValueError naming the line of a
+    record whose `paper_id` is not a string, whose `negatives` is not a list of strings, or whose paper has a
+    line already (the later line would silently replace the earlier one's negatives)."""
     out: dict[str, list[str]] = {}
+    at: dict[str, int] = {}
     for lineno, obj in iter_jsonl(path):
         require(obj, ("paper_id", "negatives"), path, lineno)
-        out[obj["paper_id"]] = list(obj["negatives"])
+        pid = obj["paper_id"]
+        if not isinstance(pid, str):
+            raise ValueError(f"{path}:{lineno}: paper_id must be a string, got {pid!r:.60}")
+        if pid in at:
+            raise ValueError(f"{path}:{lineno}: paper {pid!r} has its hard negatives on line {at[pid]} already")
+        at[pid] = lineno
+        out[pid] = _string_list(obj, "negatives", f"{path}:{lineno}")
     return out
+
+
+def _string_list(obj: dict, key: str, where: str) -> list[str]:
+    """`obj[key]`, checked to be a list of strings (a string alone would be read one character at a time)."""
+    value = obj[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{where}: {key} must be a list of paper ids (strings), got {value!r:.80}")
+    return value
+
+
+def _checked_align(value, key: str, where: str) -> tuple[int, int] | None:
+    """An example's alignment `value` (`cfg.align`: null, or the positions of one sentence in the query and one
+    in the positive) as a pair of ints; ValueError naming `where` and `key` unless it is two ints >= 0."""
+    if value is None:
+        return None
+    if (not isinstance(value, list) or len(value) != 2
+            or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value)):
+        raise ValueError(f"{where}: {key} must be two sentence positions [i, j] (ints >= 0), got {value!r:.60}")
+    return value[0], value[1]
+
+
+def _report_lost_alignments(examples: list[Example], full: dict[str, Paper], cfg: DataConfig, split: str) -> None:
+    """Warn about the examples whose alignment names a sentence their abstract does not have, or one that
+    `cfg.max_sentences` cuts off: they add no aligned-pair loss (kinds ts, abs, ts+ot, hybrid+ts, hybrid)."""
+    def past(e: Example, limit: Callable[[str], int]) -> bool:
+        return e.align is not None and (e.align[0] >= limit(e.query_id) or e.align[1] >= limit(e.positive_id))
+
+    absent = sum(past(e, lambda pid: len(full[pid].sentences)) for e in examples)
+    if absent:
+        log.warning("%d of the %d %s examples name in %s a sentence their abstract does not have (alignments made "
+                    "from another abstracts.jsonl?): they add no aligned-pair loss", absent, len(examples), split,
+                    cfg.align)
+    if cfg.max_sentences:
+        cut = sum(past(e, lambda pid: min(cfg.max_sentences, len(full[pid].sentences))) for e in examples) - absent
+        if cut:
+            log.warning("%d of the %d %s examples align a sentence past data.max_sentences=%d, which cuts it off: "
+                        "they add no aligned-pair loss", cut, len(examples), split, cfg.max_sentences)
 
 
 def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
@@ -69,31 +116,45 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
 
     The hard negative of an anchor is the first of `hard[anchor]` (the hard-negatives file) that is
     not in its co-cited sets, else, with `cfg.example_negatives`, the example's first `negative_ids`.
-    Raises ValueError naming the example if a paper has no abstract.
+    Raises ValueError naming the file and line of an example whose paper has no abstract in `papers`,
+    that pairs a paper with itself or repeats an earlier line's pair (in either order: one co-cited
+    pair a line), or whose fields are malformed: ids that are not strings, `set_ids` / `negative_ids`
+    that are not lists of strings, an alignment (`cfg.align`) that is not two sentence positions.
     """
     path = Path(path)
     out: list[Example] = []
+    seen: dict[tuple[str, str], int] = {}
     for lineno, obj in iter_jsonl(path):
         require(obj, ("query_id", "positive_id", "set_ids"), path, lineno)
+        where = f"{path}:{lineno}"
         q, p = obj["query_id"], obj["positive_id"]
-        members = tuple(sorted({pid for sid in obj["set_ids"] for pid in sid.split("|")} | {q, p}))
-        align = obj.get(cfg.align)
-        directions = [(q, p, align), (p, q, None if align is None else [align[1], align[0]])]
+        for key in ("query_id", "positive_id"):
+            if not isinstance(obj[key], str) or not obj[key]:
+                raise ValueError(f"{where}: {key} must be a paper id (a non-empty string), got {obj[key]!r:.60}")
+        if q == p:
+            raise ValueError(f"{where}: the example pairs paper {q!r} with itself")
+        pair = (min(q, p), max(q, p))
+        if pair in seen:  # trained on twice as often as every other pair, silently
+            raise ValueError(f"{where}: the pair {q!r}, {p!r} repeats the example of line {seen[pair]} "
+                             "(one co-cited pair a line)")
+        seen[pair] = lineno
+        for pid in (q, p):
+            if pid not in papers:
+                raise ValueError(f"{where}: paper {pid!r} has no abstract in abstracts.jsonl")
+        set_ids = _string_list(obj, "set_ids", where)
+        members = tuple(sorted({pid for sid in set_ids for pid in sid.split("|")} | {q, p}))
+        align = _checked_align(obj.get(cfg.align), cfg.align, where)
+        listed = _string_list(obj, "negative_ids", where) if cfg.example_negatives and "negative_ids" in obj else []
+        directions = [(q, p, align), (p, q, None if align is None else (align[1], align[0]))]
         for anchor, positive, al in directions[: 2 if cfg.both_directions else 1]:
-            negative = None
-            candidates = list((hard or {}).get(anchor, ()))
-            if cfg.example_negatives:
-                candidates += list(obj.get("negative_ids", ()))
+            candidates = list((hard or {}).get(anchor, ())) + listed
             negative = next((n for n in candidates if n not in members), None)
-            for pid in (anchor, positive):
-                if pid not in papers:
-                    raise ValueError(f"{path}:{lineno}: paper {pid!r} has no abstract in abstracts.jsonl")
             if negative is not None and negative not in papers:
                 whence = (f"the hard negatives file {cfg.hard_negatives}" if negative in (hard or {}).get(anchor, ())
-                          else f"{path}:{lineno}")
+                          else where)
                 raise ValueError(f"paper {negative!r}, a hard negative of {anchor!r} in {whence}, has no abstract in "
                                  f"abstracts.jsonl (a file mined from another examples folder?)")
-            out.append(Example(anchor, positive, members, negative, None if al is None else (int(al[0]), int(al[1]))))
+            out.append(Example(anchor, positive, members, negative, al))
         if cfg.max_examples and len(out) >= cfg.max_examples:
             break
     return out[: cfg.max_examples] if cfg.max_examples else out
@@ -124,12 +185,14 @@ def load_split(cfg: DataConfig, split: str) -> TripletDataset:
     root = Path(cfg.examples_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"data.examples_dir {root} does not exist; build it with `aspire data run-all`")
+    full = read_paper_map(root / "abstracts.jsonl", split_strings=False)
+    hard = _read_hard_negatives(cfg.hard_negatives) if cfg.hard_negatives else None
+    examples = read_examples(root / f"examples.{split}.jsonl", cfg, full, hard)
+    _report_lost_alignments(examples, full, cfg, split)
     papers = {
         pid: Paper(p.paper_id, p.title, p.sentences[: cfg.max_sentences] if cfg.max_sentences else p.sentences)
-        for pid, p in read_paper_map(root / "abstracts.jsonl", split_strings=False).items()
+        for pid, p in full.items()
     }
-    hard = _read_hard_negatives(cfg.hard_negatives) if cfg.hard_negatives else None
-    examples = read_examples(root / f"examples.{split}.jsonl", cfg, papers, hard)
     if not examples:  # an empty dev split would give a dev loss of 0.0 and mark any weights as best
         hint = "; add some, or set data.use_dev=false to train without dev loss" if split == "dev" else ""
         raise ValueError(f"the {split} split {root / f'examples.{split}.jsonl'} holds no examples{hint}")
@@ -157,7 +220,8 @@ class TripletCollator:
     Args:
         tokenize: the model's `tokenize(papers, tasks=...)` (`DocumentModel.tokenize`).
         papers: every paper the examples name.
-        weights: the loss weight of each task (default: one task, weight 1).
+        weights: the loss weight of each task (default: one task, weight 1): each finite and >= 0, not all 0
+            (ValueError).
         sources: further ids the examples name as members or sources (papers not in `papers`).
         task_names: the name of each task (default: one task, `cocite`); `tokenize` gets each paper's
             task name (for its control code) and the batch is named after its task when it has one.
@@ -175,6 +239,12 @@ class TripletCollator:
                  sentence_teacher: dict[str, tuple[int, str, np.ndarray]] | None = None) -> None:
         if len(task_names) != len(weights):
             raise ValueError(f"{len(task_names)} task names for {len(weights)} task weights")
+        named = dict(zip(task_names, map(float, weights)))
+        if not all(math.isfinite(w) and w >= 0 for w in named.values()):
+            raise ValueError(f"tasks[].weight: each task's loss weight must be a finite number >= 0, got {named}")
+        if not sum(named.values()) > 0:  # the loss would be 0 at every step: a run that trains nothing
+            raise ValueError(f"tasks[].weight: every task's loss weight is 0 ({named}), so nothing would train; "
+                             "give a task a weight > 0")
         self.tokenize = tokenize
         self.task_names = list(task_names)
         self.papers = papers

@@ -18,6 +18,8 @@ global batch (mixed, alternating), or the whole run (sequential).
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Iterator, Sequence
 
 import torch
@@ -26,17 +28,26 @@ from torch.utils.data import Sampler
 CYCLE = 60  # slots of the alternating cycle
 
 
+def _largest_remainder(total: int, ratios: Sequence[float]) -> list[int]:
+    """`total` split by `ratios` (each finite and > 0, else ValueError), largest remainder first; a share may be 0."""
+    if not ratios or not all(isinstance(r, numbers.Real) and not isinstance(r, bool) and math.isfinite(r) and r > 0
+                             for r in ratios):
+        raise ValueError(f"tasks[].ratio: each task's ratio must be a finite number > 0, got {list(ratios)}")
+    whole = sum(ratios)
+    exact = [total * r / whole for r in ratios]
+    sizes = [int(x) for x in exact]
+    for t in sorted(range(len(ratios)), key=lambda t: sizes[t] - exact[t])[: total - sum(sizes)]:
+        sizes[t] += 1
+    return sizes
+
+
 def split_batch(batch_size: int, ratios: Sequence[float]) -> list[int]:
     """Pairs per task in a mixed batch: `batch_size` split by `ratios`, largest remainder first.
 
     >>> split_batch(8, [2, 1, 1])
     [4, 2, 2]
     """
-    total = sum(ratios)
-    exact = [batch_size * r / total for r in ratios]
-    sizes = [int(x) for x in exact]
-    for t in sorted(range(len(ratios)), key=lambda t: sizes[t] - exact[t])[: batch_size - sum(sizes)]:
-        sizes[t] += 1
+    sizes = _largest_remainder(batch_size, ratios)
     if min(sizes) < 1:
         raise ValueError(f"a batch of {batch_size} gives a task of ratio {min(ratios)} no pair ({sizes}); "
                          "raise train.batch_size or the task's ratio")
@@ -49,7 +60,10 @@ def alternating_cycle(ratios: Sequence[float], length: int = CYCLE) -> list[int]
     >>> alternating_cycle([2, 1], length=6)
     [0, 1, 0, 0, 1, 0]
     """
-    counts = split_batch(length, ratios)
+    counts = _largest_remainder(length, ratios)
+    if min(counts) < 1:  # the cycle's length is fixed: no train.batch_size helps, only the ratios do
+        raise ValueError(f"mix.mode alternating: a cycle of {length} batches gives the task of ratio {min(ratios)} "
+                         f"no batch ({counts}); raise its ratio to at least about 1/{length} of the ratios' sum")
     current, out = [0] * len(counts), []
     for _ in range(length):
         current = [c + n for c, n in zip(current, counts)]
