@@ -171,3 +171,13 @@ def test_a_paper_of_both_sources_is_taken_once(tiny_model_dir, examples_dir, tmp
     assert len(ids) == len(set(ids)) == len(cocite) + 2
     assert stats["acl"]["in_cocite_already"] == 1
     assert next(p for p in papers if p.paper_id == shared).title == cocite[shared].title
+
+
+def test_a_task_without_examples_names_its_split(tiny_model_dir, examples_dir, tmp_path):
+    """A crop task with dev_share 0 has no dev pairs: the error once said only "task 'crop' has no examples"."""
+    task = "{name: crop, sources: [cocite], benchmarks_dir: null, dev_share: 0.0}"
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "run", f"tasks=[{{name: cocite}}, {task}]")
+    assert build_tasks(cfg, "train").names == ["cocite", "crop"]
+    with pytest.raises(ValueError, match=r"task 'crop' has no examples in the dev split \(.*in_split.: 0.*\); raise its "
+                                         "dev_share where it has one, or set data.use_dev=false"):
+        build_tasks(cfg, "dev")

@@ -308,4 +308,8 @@ def build_tasks(cfg: Config, split: str) -> MultiTaskData:
     parts = [BUILDERS[t.name](cfg, t, split, i) for i, t in enumerate(cfg.tasks)]
     for part in parts:
         log.info("task %s (%s): %d pairs %s", part.name, split, len(part.examples), part.stats or "")
+        if not part.examples:  # said here, where the split is known, with what the task read
+            raise ValueError(f"task {part.name!r} has no examples in the {split} split ({part.stats or 'nothing read'})"
+                             + ("; raise its dev_share where it has one, or set data.use_dev=false" if split == "dev"
+                                else ""))
     return MultiTaskData(parts, list(cfg.tasks))
