@@ -162,9 +162,35 @@ def iter_checked_jsonl(path: str | Path, check: Callable[[dict, Path, int], None
         yield lineno, obj
 
 
+def read_json(path: str | Path, what: str, *, mapping: bool = False) -> Any:
+    """A JSON file's content; ValueError naming `what` and the file when it is missing, not UTF-8 JSON or, with
+    `mapping`, not a JSON object."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{what} not found: {path}")
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: not JSON: the {what} cannot be read ({err})") from None
+    if mapping and not isinstance(content, dict):
+        raise ValueError(f"{path}: the {what} holds a JSON {type(content).__name__}, not an object")
+    return content
+
+
 def read_jsonl(path: str | Path) -> list[dict]:
     """Every object of a JSONL file (blank lines skipped; a bad line raises `DataError`)."""
     return [obj for _, obj in iter_jsonl(path)]
+
+
+def unique_id(value: Any, key: str, where: str, seen: dict[str, str]) -> str:
+    """`value`, a record's `key` read at `where` ("FILE:LINE"): a non-empty string that `seen` (id -> where it was
+    met) does not hold yet, added to it; `DataError` at `where` otherwise."""
+    if not isinstance(value, str) or not value:
+        raise DataError(f"{where}: {key} must be a non-empty string, got {type(value).__name__} {value!r:.60}")
+    if value in seen:
+        raise DataError(f"{where}: {key} {value!r} repeats the one of {seen[value]}")
+    seen[value] = where
+    return value
 
 
 def require(obj: dict, keys: Iterable[str], path: str | Path, lineno: int, where: str = "") -> None:

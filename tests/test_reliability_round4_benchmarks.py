@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_scirepeval_formats import _Features
 
 from aspire.batch import DocBatch
 from aspire.benchmarks.acl_formats import checksum
@@ -142,18 +143,6 @@ def test_predictions_naming_a_reviewer_with_and_without_tilde_are_refused(tmp_pa
 
 
 # ---- paired probe comparisons ------------------------------------------------------------------------------------
-
-
-class _Features:
-    def __init__(self, vectors):
-        self.vectors, self.seconds = vectors, 0.0
-
-    def of(self, ids):
-        X = np.stack([self.vectors[p] for p in ids])
-        return {"abstract": X, "sentences": X}
-
-    def fingerprint(self):
-        return "toy"
 
 
 def test_compare_probe_results_refuses_runs_with_other_test_labels(tmp_path):

@@ -38,20 +38,20 @@ def test_a_folder_with_one_vocabulary_file_loads(model_dir):
 
 
 @pytest.mark.parametrize(("text", "says"), [
-    ("{not json", "is not a JSON file of encoder settings"),
-    ("[]", "holds a JSON list, not an object of encoder settings"),
-    ('"max_length"', "holds a JSON str, not an object of encoder settings"),
+    ("{not json", ": not JSON: the encoder settings cannot be read"),
+    ("[]", ": the encoder settings holds a JSON list, not an object"),
+    ('"max_length"', ": the encoder settings holds a JSON str, not an object"),
 ])
 def test_a_damaged_settings_file_is_named(model_dir, text, says):
     (model_dir / SETTINGS_FILE).write_text(text)
-    with pytest.raises(ValueError, match=re.escape(f"{model_dir / SETTINGS_FILE} {says}")):
+    with pytest.raises(ValueError, match=re.escape(f"{model_dir / SETTINGS_FILE}{says}")):
         load_encoder(model_dir)
 
 
 def test_a_damaged_settings_file_of_an_adapter_folder_is_named(tmp_path):
     (tmp_path / "adapted").mkdir()  # no config.json: resolving the model reads its settings for a base
     (tmp_path / "adapted" / SETTINGS_FILE).write_text("{")
-    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'adapted' / SETTINGS_FILE} is not a JSON file")):
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'adapted' / SETTINGS_FILE}: not JSON")):
         load_encoder(tmp_path / "adapted")
 
 

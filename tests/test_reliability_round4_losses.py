@@ -98,14 +98,15 @@ def test_alignments_cut_off_by_max_sentences_are_reported(clean_dir, caplog):
     assert f"{2 * past} of the {len(whole)} train examples align a sentence past data.max_sentences=1" in caplog.text
 
 
-def test_the_hard_negatives_file_is_checked(tmp_path):
-    path = tmp_path / "hard.jsonl"
-    path.write_text('{"paper_id": "a", "negatives": ["b"]}\n{"paper_id": "a", "negatives": ["c"]}\n')
-    with pytest.raises(ValueError, match=r"hard\.jsonl:2: paper 'a' has its hard negatives on line 1 already"):
-        _read_hard_negatives(path)
-    path.write_text('{"paper_id": "a", "negatives": "bc"}\n')
-    with pytest.raises(ValueError, match=r"hard\.jsonl:1: negatives must be a list"):
-        _read_hard_negatives(path)
+@pytest.mark.parametrize("lines, message", [
+    (['{"paper_id": "a", "negatives": ["b"]}', '{"paper_id": "a", "negatives": ["c"]}'],
+     r"hard\.jsonl:2: paper 'a' has its hard negatives on line 1 already"),  # the later line's alone were kept
+    (['{"paper_id": "a", "negatives": "bc"}'], r"hard\.jsonl:1: negatives must be a list"),  # read letter by letter
+])
+def test_the_hard_negatives_file_is_checked(tmp_path, lines, message):
+    (tmp_path / "hard.jsonl").write_text("".join(line + "\n" for line in lines))
+    with pytest.raises(ValueError, match=message):
+        _read_hard_negatives(tmp_path / "hard.jsonl")
 
 
 # ---- task weights and ratios ------------------------------------------------------------------------------

@@ -139,7 +139,7 @@ def test_a_cross_encoder_config_that_is_not_an_object_is_refused_naming_the_path
     from aspire.scoring.crossencoder import check_trained_cross_encoder
 
     (tmp_path / "config.json").write_text(text)
-    with pytest.raises(ValueError, match=f"cross-encoder '{tmp_path}': config.json holds a .*, not an object"):
+    with pytest.raises(ValueError, match=f"{tmp_path / 'config.json'}: the cross-encoder's config holds a JSON .*, not an object"):
         check_trained_cross_encoder(tmp_path)
 
 

@@ -25,7 +25,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -150,6 +150,23 @@ def read_label_file(path: str | Path, kind: str, known: Iterable[str] | None = N
                 raise ValueError(f"{where}: paper {pid} is labelled twice")
             labels[pid] = label.strip() if kind == "class" else float(label)
     return labels
+
+
+def venue_year_labels(records: Mapping[str, dict], split_file: str | Path, label_file: str | Path | None, name: str,
+                      kind: str, label_of: Callable[[dict], object | None]) -> tuple[dict[str, list[str]], dict[str, object]]:
+    """({split: [paper id]}, {paper id: label}) of task `name` (venue, year) on the committed venue_year split (train,
+    dev and test needed):
+    the labels from a user's `label_file` of `kind` (`read_label_file`), or `label_of(record)` of each split
+    paper's ACL record (None: no label; ValueError naming a field of the wrong type), checked by `labels_for`."""
+    splits = task_splits(split_file, "venue_year", SPLITS)
+    ids = [p for part in splits.values() for p in part]
+    if label_file is not None:
+        labels = read_label_file(label_file, kind, ids)
+    else:
+        found = {rec["paper_id"]: label_of(rec) for rec in split_records(records, ids, f"the {name} split of {split_file}")}
+        labels = {pid: label for pid, label in found.items() if label is not None}
+    labels_for(splits, labels, kind)
+    return splits, labels
 
 
 def labels_for(splits: Mapping[str, Sequence[str]], labels: Mapping[str, object], kind: str) -> None:

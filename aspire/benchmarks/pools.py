@@ -19,7 +19,6 @@ best first. Only the order is read back: scores may be similarities or distances
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from aspire.benchmarks.metrics import evaluate_rankings, grade_value, mean_metrics, queries_without_relevant
-from aspire.io import write_json
+from aspire.io import read_json, write_json
 
 
 def query_key(query_pid: str, facet: str | None) -> str:
@@ -70,18 +69,8 @@ class PoolSet:
         return {pid for pools in self.pools.values() for q, p in pools.items() for pid in (q, *p)}
 
 
-def _read_json(path: Path, what: str):
-    """A JSON file's content; ValueError naming the file when it is missing or not JSON."""
-    if not path.is_file():
-        raise ValueError(f"{what} not found: {path}")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not JSON ({err})") from None
-
-
 def _load_splits(path: Path) -> dict[str, list[str]]:
-    raw = _read_json(path, "splits file")
+    raw = read_json(path, "splits file")
     if not isinstance(raw, dict) or not raw:
         raise ValueError(f"{path}: a splits file must be a non-empty JSON object")
     values = list(raw.values())
@@ -117,7 +106,7 @@ def load_pool_set(
     self_in_pool: list[str] = []
     for facet in list(facets) or [""]:
         path = root / (f"test-pid2anns-{name}-{facet}.json" if facet else f"test-pid2anns-{name}.json")
-        raw = _read_json(path, "annotation file")
+        raw = read_json(path, "annotation file")
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: expected {{query_pid: {{\"cands\": [...], {relevance_field!r}: [...]}}}}, "
                              f"got a JSON {type(raw).__name__}")
@@ -173,7 +162,7 @@ def existing_ranked_path(folder: str | Path, name: str, exp: str, facet: str) ->
 
 def read_ranked(path: str | Path) -> dict[str, list[str]]:
     """`{query_pid: [cand_pid, ...]}` best first, from a ranked-pool file."""
-    raw = _read_json(Path(path), "ranked file")
+    raw = read_json(Path(path), "ranked file")
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected {{query_pid: [[cand_pid, score], ...]}}, got a JSON {type(raw).__name__}")
     out: dict[str, list[str]] = {}

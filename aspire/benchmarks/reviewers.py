@@ -29,6 +29,7 @@ from typing import Mapping
 import numpy as np
 
 from aspire.benchmarks.stats import UnitScores
+from aspire.io import read_json
 
 _DRAW = re.compile(r"^d_(\d+)_(\d+)$")
 
@@ -108,16 +109,6 @@ def _text(record: dict, where: str) -> tuple[str, str, str]:
     if not isinstance(title, str) or not isinstance(abstract, str):
         raise ValueError(f"{where}: paper {pid}: title and abstract must be strings")
     return pid, title.strip(), abstract.strip()
-
-
-def read_json(path: Path, what: str):
-    """A JSON file's content; ValueError naming the file when it is missing or not JSON."""
-    if not path.is_file():
-        raise ValueError(f"{what} not found: {path}")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not JSON ({err})") from None
 
 
 def load_draw(folder: Path, reviewers) -> Draw:

@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from aspire.benchmarks.acl_formats import SPLIT_FILE, SPLITS, labels_for, read_label_file, split_records, task_splits
+from aspire.benchmarks.acl_formats import SPLIT_FILE, venue_year_labels
 
 MAIN = "main"
 CLASSES: dict[str, str] = {
@@ -61,17 +61,11 @@ def load_venue_task(records: Mapping[str, dict], split_file: str | Path = SPLIT_
                     label_file: str | Path | None = None) -> tuple[dict[str, list[str]], dict[str, str]]:
     """({split: [paper id]}, {paper id: class}) of the committed split; the classes from each paper's venues
     (`venue_class`), or from a user's `label_file` (`read_label_file`) over the same papers."""
-    splits = task_splits(split_file, "venue_year", SPLITS)
-    ids = [p for part in splits.values() for p in part]
-    if label_file is not None:
-        labels = read_label_file(label_file, "class", ids)
-    else:
-        labels = {}
-        for rec in split_records(records, ids, f"the venue split of {split_file}"):
-            venues = rec.get("venues")
-            if venues is not None and (not isinstance(venues, list) or not all(isinstance(v, str) for v in venues)):
-                raise ValueError(f"ACL paper {rec['paper_id']}: 'venues' is {venues!r}, not a list of venue ids")
-            labels[rec["paper_id"]] = venue_class(venues)
-        labels = {p: c for p, c in labels.items() if c is not None}
-    labels_for(splits, labels, "class")
-    return splits, labels  # type: ignore[return-value]
+    return venue_year_labels(records, split_file, label_file, "venue", "class", _venue_label)  # type: ignore[return-value]
+
+
+def _venue_label(rec: dict) -> str | None:
+    venues = rec.get("venues")
+    if venues is not None and (not isinstance(venues, list) or not all(isinstance(v, str) for v in venues)):
+        raise ValueError(f"ACL paper {rec['paper_id']}: 'venues' is {venues!r}, not a list of venue ids")
+    return venue_class(venues)

@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-from aspire.benchmarks.acl_formats import SPLIT_FILE, SPLITS, labels_for, read_label_file, split_records, task_splits
+from aspire.benchmarks.acl_formats import SPLIT_FILE, venue_year_labels
 
 
 def kendall_tau(y: np.ndarray, pred: np.ndarray) -> float:
@@ -33,19 +33,14 @@ def load_year_task(records: Mapping[str, dict], split_file: str | Path = SPLIT_F
                    label_file: str | Path | None = None) -> tuple[dict[str, list[str]], dict[str, float]]:
     """({split: [paper id]}, {paper id: year}) of the committed split; years from the records or from a user's
     `label_file` of numbers (`read_label_file`)."""
-    splits = task_splits(split_file, "venue_year", SPLITS)
-    ids = [p for part in splits.values() for p in part]
-    if label_file is not None:
-        labels = read_label_file(label_file, "number", ids)
-    else:
-        labels = {}
-        for rec in split_records(records, ids, f"the year split of {split_file}"):
-            year = rec.get("year")
-            if isinstance(year, bool) or not (isinstance(year, int) or isinstance(year, str) and year.isdigit()):
-                raise ValueError(f"ACL paper {rec['paper_id']}: year {year!r} is not a whole number")
-            labels[rec["paper_id"]] = float(year)
-    labels_for(splits, labels, "number")
-    return splits, labels  # type: ignore[return-value]
+    return venue_year_labels(records, split_file, label_file, "year", "number", _year_label)  # type: ignore[return-value]
+
+
+def _year_label(rec: dict) -> float:
+    year = rec.get("year")
+    if isinstance(year, bool) or not (isinstance(year, int) or isinstance(year, str) and year.isdigit()):
+        raise ValueError(f"ACL paper {rec['paper_id']}: year {year!r} is not a whole number")
+    return float(year)
 
 
 def _one_each(y: np.ndarray, pred: np.ndarray) -> None:

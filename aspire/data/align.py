@@ -33,7 +33,7 @@ from aspire.batch import DocBatch
 from aspire.config import to_dict
 from aspire.data.cocite.config import SPLITS
 from aspire.data.papers import _type_name, read_paper_map
-from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, write_json
+from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, unique_id, write_json
 
 
 @dataclass
@@ -103,12 +103,7 @@ def _check_example(e: dict, path: Path, lineno: int, text_field: str, papers: di
     `seen` maps the example ids of the split met so far to where."""
     require(e, ("example_id", "query_id", "positive_id", text_field), path, lineno)
     where = f"{path}:{lineno}"
-    eid = e["example_id"]
-    if not isinstance(eid, str) or not eid:
-        raise DataError(f"{where}: example_id must be a non-empty string, got {_type_name(eid)} {eid!r:.60}")
-    if eid in seen:
-        raise DataError(f"{where}: example {eid} repeats the example of {seen[eid]}")
-    seen[eid] = where
+    eid = unique_id(e["example_id"], "example_id", where, seen)
     for key in ("query_id", "positive_id"):
         pid = e[key]
         if not isinstance(pid, str):

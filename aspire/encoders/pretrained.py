@@ -13,13 +13,13 @@ Nothing here touches the network.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 import shutil
 import tempfile
 import zipfile
 from pathlib import Path
 
+from aspire.io import read_json
 from aspire.paths import cache_root, model_folder, run_model
 
 SETTINGS_FILE = "aspire_encoder.json"  # the encoder settings saved beside a trained model
@@ -108,22 +108,10 @@ MODEL_HELP = (f"{', '.join(MODELS)}, a local Hugging Face model directory or a t
               "checkpoint)")  # the --model options' help
 
 
-def _read_settings(path: Path) -> dict:
-    """The JSON object of the settings file `path`; ValueError naming it when it is not one (a damaged or
-    hand-edited file was a bare JSONDecodeError, or a TypeError deep in the encoder's load)."""
-    try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path} is not a JSON file of encoder settings ({err})") from None
-    if not isinstance(settings, dict):
-        raise ValueError(f"{path} holds a JSON {type(settings).__name__}, not an object of encoder settings")
-    return settings
-
-
 def _is_adapter_dir(path: Path) -> bool:
     """A directory of adapters whose settings name their base model (no weights of its own)."""
     settings = path / SETTINGS_FILE
-    return settings.is_file() and "base" in _read_settings(settings)
+    return settings.is_file() and "base" in read_json(settings, "encoder settings", mapping=True)
 
 
 def pinned_model(name: str) -> str:
@@ -165,7 +153,7 @@ def check_model(name: str) -> None:
 def saved_settings(name_or_path: str | os.PathLike) -> dict:
     """The encoder settings saved beside a model (`SETTINGS_FILE`; {} for a model saved without them)."""
     saved = resolve_model(name_or_path) / SETTINGS_FILE
-    return _read_settings(saved) if saved.is_file() else {}
+    return read_json(saved, "encoder settings", mapping=True) if saved.is_file() else {}
 
 
 def check_tokenizer_files(tokenizer, folder: str | os.PathLike) -> None:

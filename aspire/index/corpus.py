@@ -27,7 +27,7 @@ from aspire.data.papers import Paper, read_papers
 from aspire.index.config import EncodeConfig
 from aspire.index.disk import SHARD_META
 from aspire.index.texts import read_index_papers
-from aspire.io import read_jsonl, write_jsonl
+from aspire.io import read_json, read_jsonl, write_jsonl
 from aspire.storage import check_replaceable
 
 SHARD_FORMAT_VERSION = 1
@@ -205,10 +205,7 @@ def read_shard_meta(path: Path) -> dict:
     meta_path = path / SHARD_META
     if not meta_path.is_file():
         raise FileNotFoundError(f"{path} is not a complete shard (no shard.json)")
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"shard {path}: shard.json is not JSON ({err})") from None
+    meta = read_json(meta_path, f"shard {path.name}'s record")
     if not isinstance(meta, dict) or meta.get("shard_format_version") != SHARD_FORMAT_VERSION:
         version = meta.get("shard_format_version") if isinstance(meta, dict) else None
         raise ValueError(f"shard {path} has format version {version}, this code reads version {SHARD_FORMAT_VERSION}")

@@ -16,13 +16,13 @@ below the top N keep their first-stage order, all after the reranked ones.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from aspire.io import read_json
 from aspire.scoring.fusion import fuse_ranked
 
 NORMS = ("z", "minmax")
@@ -60,15 +60,9 @@ def check_trained_cross_encoder(path: str | Path) -> Path:
     path = Path(path)
     if not path.is_dir():
         raise ValueError(f"cross-encoder {str(path)!r}: no such directory")
-    config = path / "config.json"
-    if not config.is_file():
+    if not (path / "config.json").is_file():
         raise ValueError(f"cross-encoder {str(path)!r}: no config.json (not a Hugging Face model directory)")
-    try:
-        settings = json.loads(config.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"cross-encoder {str(path)!r}: config.json is not valid JSON ({err})") from None
-    if not isinstance(settings, dict):
-        raise ValueError(f"cross-encoder {str(path)!r}: config.json holds a {type(settings).__name__}, not an object")
+    settings = read_json(path / "config.json", "cross-encoder's config", mapping=True)
     heads = [a for a in settings.get("architectures") or [] if str(a).endswith("ForSequenceClassification")]
     labels = len(settings.get("id2label") or {"0": ""})
     if not heads or labels != 1:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 from aspire.config import to_dict
 from aspire.data.cocite.config import REPORT, SPLITS, ExamplesConfig, SplitConfig
 from aspire.data.papers import _type_name
-from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, write_json
+from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, unique_id, write_json
 
 
 def iter_examples(examples_dir: str | Path, split: str) -> Iterator[dict]:
@@ -52,17 +52,12 @@ def _check_paper_ids(ids: object, key: str, where: str) -> None:
         raise DataError(f"{where}: {key} names {len(ids)} paper(s); a co-cited set needs two or more")
 
 
-def _check_context(ctx: dict, path: Path, lineno: int, first_line: dict[str, int]) -> None:
+def _check_context(ctx: dict, path: Path, lineno: int, seen: dict[str, str]) -> None:
     """`DataError` naming the file and line unless `ctx` is a context `group_contexts` can use (module docstring);
-    `first_line` maps the context ids met so far to their line."""
+    `seen` maps the context ids met so far to where ("FILE:LINE")."""
     require(ctx, ("context_id", "text", "text_clean", "cited_ids"), path, lineno)
     where = f"{path}:{lineno}"
-    cid = ctx["context_id"]
-    if not isinstance(cid, str) or not cid:
-        raise DataError(f"{where}: context_id must be a non-empty string, got {_type_name(cid)} {cid!r:.60}")
-    if cid in first_line:
-        raise DataError(f"{where}: context {cid!r} repeats the context_id of line {first_line[cid]}")
-    first_line[cid] = lineno
+    cid = unique_id(ctx["context_id"], "context_id", where, seen)
     for key in ("text", "text_clean"):
         if not isinstance(ctx[key], str):
             raise DataError(f"{where}: context {cid!r}: {key} must be a string, got {_type_name(ctx[key])}")
@@ -108,9 +103,9 @@ def group_contexts(in_dir: str | Path, out_dir: str | Path) -> dict:
     """Group the filtered contexts by co-cited set -> `groups.jsonl` (sorted by set id)."""
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     groups: dict[str, dict] = {}
-    first_line: dict[str, int] = {}
+    seen: dict[str, str] = {}
     for lineno, ctx in iter_jsonl(in_dir / "contexts.jsonl"):
-        _check_context(ctx, in_dir / "contexts.jsonl", lineno, first_line)
+        _check_context(ctx, in_dir / "contexts.jsonl", lineno, seen)
         sid = set_id(ctx["cited_ids"])
         group = groups.setdefault(
             sid, {"set_id": sid, "paper_ids": sorted(ctx["cited_ids"]), "context_ids": [], "contexts": [], "contexts_clean": []}
