@@ -168,8 +168,11 @@ def test_pivots_must_be_finite():
 
 
 def test_an_infinite_term_scale_fails_when_the_model_is_built(tiny_model_dir, clean_dir, tmp_path):
+    """The config load refuses it (`tests/test_reliability_round4_trainer.py`); a config changed in Python after
+    loading is caught when the loss is built."""
     cfg = tiny_config(tiny_model_dir, clean_dir, tmp_path / "run", "model.kind=hybrid+ts", "loss.kind=mnrl",
-                      "loss.term_scale={aligned: .inf}")
+                      "loss.term_scale={aligned: 2.0}")
+    cfg.loss.term_scale["aligned"] = float("inf")
     with pytest.raises(ValueError, match=r"loss\.term_scale\.aligned must be a finite number > 0, got inf"):
         build_model(cfg, None)
 

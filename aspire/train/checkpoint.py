@@ -58,18 +58,33 @@ def write_pointer(out_dir: Path, name: str, record: dict) -> None:
 
 
 def read_pointer(out_dir: str | Path, name: str = LATEST) -> dict | None:
-    """The record of pointer `name` (`latest` or `best`), or None if the run has none yet."""
+    """The record of pointer `name` (`latest` or `best`), or None if the run has none yet.
+
+    ValueError naming the pointer when it is not JSON `{"checkpoint": "checkpoint-NNNNNN", "step": NNNNNN}` (the
+    step the name's), FileNotFoundError when its checkpoint has no trainer state (a deleted or half-copied one)."""
     path = Path(out_dir) / name
     if not path.is_file():
         return None
-    record = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:  # not JSON, or not UTF-8
+        raise ValueError(f"{path}: damaged `{name}` pointer, not JSON ({err}); {_POINTER_FORM}") from None
+    checkpoint = record.get("checkpoint") if isinstance(record, dict) else None
+    step = record.get("step") if isinstance(record, dict) else None
+    if type(step) is not int or step < 0 or checkpoint != checkpoint_name(step):
+        raise ValueError(f"{path}: damaged `{name}` pointer {record!r}; {_POINTER_FORM}")
     final = Path(out_dir) / record["checkpoint"]
     aside = Path(out_dir) / f"{_ASIDE_PREFIX}{record['checkpoint']}"
     if not final.exists() and (aside / STATE_FILE).is_file():  # killed mid re-save: the old copy is whole
         os.replace(aside, final)
     if not (final / STATE_FILE).is_file():
-        raise FileNotFoundError(f"{path} points at {record['checkpoint']}, which has no {STATE_FILE}")
+        raise FileNotFoundError(f"{path} points at {record['checkpoint']}, which has no {STATE_FILE} (deleted, or "
+                                f"copied in part): restore that checkpoint, or point `{name}` at another")
     return record
+
+
+_POINTER_FORM = ('a pointer is JSON {"checkpoint": "checkpoint-000120", "step": 120} naming a checkpoint folder of '
+                 "the run: rewrite it so")
 
 
 def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Path], None], state: dict[str, Any],
@@ -167,5 +182,14 @@ def prune_checkpoints(out_dir: str | Path, keep: int) -> None:
 
 
 def load_state(checkpoint_dir: str | Path) -> dict[str, Any]:
-    """The trainer state of a checkpoint (on the CPU)."""
-    return torch.load(Path(checkpoint_dir) / STATE_FILE, map_location="cpu", weights_only=False)
+    """The trainer state of a checkpoint (on the CPU); ValueError naming the file when it cannot be read as one (a
+    truncated or damaged copy)."""
+    path = Path(checkpoint_dir) / STATE_FILE
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except OSError:  # missing or unreadable: the error names the file
+        raise
+    except Exception as err:  # torch and pickle raise many kinds on a damaged file
+        raise ValueError(f"{path}: damaged trainer state, not readable ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else ''}); resume from an earlier checkpoint by "
+                         f"pointing `{LATEST}` at it") from err

@@ -9,6 +9,7 @@ temperatures > 0, floats finite), reported when the config loads.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Literal
 
@@ -139,9 +140,10 @@ class LossConfig:
         own = LOSS_KEYS.get(self.kind)  # an unknown kind is reported where the loss is built
         if own is not None:
             _refuse_stray(self, ("kind",) + own, f"loss: kind {self.kind}", f"reads {', '.join(own)}")
-        bad = {t: s for t, s in self.term_scale.items() if not s > 0}
-        if bad:
-            raise ConfigError(f"loss.term_scale: each scale must be > 0, got {bad}")
+        for term, scale in self.term_scale.items():  # inf or NaN trained to a NaN loss
+            if not (math.isfinite(scale) and scale > 0):
+                raise ConfigError(f"loss.term_scale: each scale must be > 0 and finite; loss.term_scale.{term} must be "
+                                  f"a finite number > 0, got {scale!r}")
 
 
 @dataclass

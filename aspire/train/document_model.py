@@ -40,7 +40,7 @@ from torch import Tensor, nn
 from torch.profiler import record_function
 
 from aspire.batch import DocBatch
-from aspire.config import from_dict, to_dict
+from aspire.config import ConfigError, from_dict, to_dict
 from aspire.data.papers import Paper, as_papers
 from aspire.encoders.codes import code_token
 from aspire.losses import (
@@ -342,15 +342,56 @@ class DocumentModel(nn.Module):
         cls, path: str | Path, loss_cfg: LossConfig | None = None,
         encoder_loader: Callable[[str], nn.Module] | None = None,
     ) -> "DocumentModel":
-        """Load a model written by `save_pretrained` (the encoder via `ContextualSentenceEncoder`)."""
+        """Load a model written by `save_pretrained` (the encoder via `ContextualSentenceEncoder`).
+
+        A missing or damaged `document_model.json` or `scorers.pt` is an error naming the file (and the key), raised
+        before the encoder is loaded where the settings are at fault."""
         path = Path(path)
-        meta = json.loads((path / MODEL_FILE).read_text())
+        model_cfg, abstract_cfg, tasks = read_model_file(path / MODEL_FILE)
         if encoder_loader is None:
             from aspire.encoders import ContextualSentenceEncoder
 
             encoder_loader = ContextualSentenceEncoder.from_pretrained
-        model = cls(encoder_loader(str(path)), from_dict(ModelConfig, meta["model"]), loss_cfg,
-                    AbstractConfig(**meta.get("abstract", {})), meta.get("tasks", [DEFAULT_TASK]))
-        if (path / "scorers.pt").is_file():
-            model._scorers.load_state_dict(torch.load(path / "scorers.pt", map_location="cpu"))
+        model = cls(encoder_loader(str(path)), model_cfg, loss_cfg, abstract_cfg, tasks)
+        scorers = path / "scorers.pt"
+        if scorers.is_file():
+            try:
+                model._scorers.load_state_dict(torch.load(scorers, map_location="cpu"))
+            except OSError:
+                raise
+            except Exception as err:  # torch and pickle raise many kinds on a damaged file
+                raise ValueError(f"{scorers}: not the scorers' weights of a kind {model_cfg.kind!r} model "
+                                 f"({type(err).__name__}: {(str(err).splitlines() or [''])[0]})") from err
         return model
+
+
+def read_model_file(file: Path) -> tuple[ModelConfig, AbstractConfig, list[str]]:
+    """The model settings, kind `abstract`'s settings and the task names of a `document_model.json`; FileNotFoundError
+    or ValueError (ConfigError for a setting) naming the file and the key when it is missing or damaged."""
+    if not file.is_file():
+        raise FileNotFoundError(2, f"No such file or directory (not a document model saved by training: its "
+                                   f"{MODEL_FILE} is missing)", str(file))
+    try:
+        meta = json.loads(file.read_text(encoding="utf-8"))
+    except ValueError as err:  # not JSON, or not UTF-8
+        raise ValueError(f"{file}: damaged, not JSON ({err})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("model"), dict):
+        raise ValueError(f"{file}: damaged, no `model` section of settings (a JSON object)")
+    sections = {}
+    for key, cls in (("model", ModelConfig), ("abstract", AbstractConfig)):
+        if not isinstance(meta.get(key, {}), dict):
+            raise ValueError(f"{file}: `{key}` must be a JSON object of settings, got {meta[key]!r}")
+        try:
+            sections[key] = from_dict(cls, meta.get(key, {}))
+        except ConfigError as err:
+            raise ConfigError(f"{file}: in `{key}`: {err}") from None
+    model_cfg, abstract_cfg = sections["model"], sections["abstract"]
+    tasks = meta.get("tasks", [DEFAULT_TASK])
+    if not (isinstance(tasks, list) and tasks and all(isinstance(t, str) and t for t in tasks)):
+        raise ValueError(f"{file}: `tasks` must be a non-empty list of task names, got {tasks!r}")
+    recorded = {"kind": model_cfg.kind, "inference_scorer": KINDS[model_cfg.kind][1]}
+    odd = [f"{key} {meta[key]!r}" for key, value in recorded.items() if key in meta and meta[key] != value]
+    if odd:
+        raise ValueError(f"{file}: {', '.join(odd)} disagree(s) with its model.kind {model_cfg.kind!r}: the file "
+                         "is damaged or was edited by hand")
+    return model_cfg, abstract_cfg, tasks

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Callable
 
@@ -16,6 +17,8 @@ from aspire.io import write_text
 from aspire.train.config import Config
 
 METRICS = "metrics.jsonl"
+
+log = logging.getLogger(__name__)
 
 
 def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
@@ -37,16 +40,29 @@ def weights_digest(model: nn.Module) -> str:
 
 
 def trim_metrics(out_dir: Path, step: int) -> None:
-    """Drop metrics logged after `step` (by a run that was then killed) and any torn last line."""
+    """Drop metrics logged after `step` (by a run that was then killed) and a torn last line (with a warning).
+
+    Any other line that is not a JSON record with an integer `step` is a ValueError naming it: a damaged log is
+    not rewritten without it."""
     path = out_dir / METRICS
     if not path.is_file():
         return
+    lines = path.read_text(encoding="utf-8").splitlines()
     keep = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(lines, 1):
+        if not line.strip():  # holds no record
+            continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
+            record = None
+        good = isinstance(record, dict) and type(record.get("step", 0)) is int
+        if not good and number == len(lines):  # a write cut short (a killed run, a full disk)
+            log.warning("%s: dropping its torn last line %d: %.80r", path, number, line)
             continue
+        if not good:
+            raise ValueError(f"{path}, line {number}: not a metrics record (a JSON object with an integer step): "
+                             f"{line[:80]!r}; remove or repair the line, then --resume again")
         if record.get("step", 0) <= step and record.get("event") != "end":
             keep.append(line)
     write_text(path, "".join(k + "\n" for k in keep))

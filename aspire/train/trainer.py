@@ -66,7 +66,11 @@ def build_model(cfg: Config, path: str | None = None) -> DocumentModel:
     from aspire.encoders import ContextualSentenceEncoder
 
     if path is not None:
-        return DocumentModel.from_pretrained(path, cfg.loss)
+        model = DocumentModel.from_pretrained(path, cfg.loss)
+        if model.model_cfg.kind != cfg.model.kind:  # config.yaml and document_model.json of one checkpoint disagree
+            raise ValueError(f"{path}: a kind {model.model_cfg.kind!r} model, but the run's config (its checkpoint's "
+                             f"config.yaml) says model.kind={cfg.model.kind!r}")
+        return model
     settings = {"include_title": cfg.model.include_title}
     if cfg.model.max_length:
         settings["max_length"] = cfg.model.max_length
@@ -365,10 +369,26 @@ class Trainer:
         return record
 
 
+# what `Trainer._state` saves and `Trainer._restore` reads
+STATE_KEYS = ("optimizer", "scheduler", "step", "epoch", "position", "best_dev_loss", "rng", "world_size")
+
+
+def check_state(state, path: Path, step: int) -> None:
+    """ValueError naming `path` unless `state` is a trainer state (`STATE_KEYS`) of step `step`."""
+    missing = [k for k in STATE_KEYS if k not in state] if isinstance(state, dict) else list(STATE_KEYS)
+    if missing:
+        raise ValueError(f"{path}: not a whole trainer state (no {', '.join(missing)}); resume from an earlier "
+                         f"checkpoint by pointing `{ckpt.LATEST}` at it")
+    if state["step"] != step:
+        raise ValueError(f"{path}: the trainer state is of step {state['step']!r}, its checkpoint's pointer says {step}")
+
+
 def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str | None], DocumentModel] = build_model) -> dict:
     """Load data and model (fresh, or from `latest` with `resume`), train, and return the final metrics.
 
-    A fresh run refuses an `out_dir` that already holds checkpoints; `resume` refuses one without.
+    A fresh run refuses an `out_dir` that already holds checkpoints (or an earlier run's `best`); `resume` refuses
+    one without, and a damaged `latest` or `best` pointer, trainer state or metrics log, naming the file, before
+    anything in the folder is changed.
     """
     if (cfg.model.kind == "abs") != (cfg.data.align == "abs_align"):
         raise ValueError(f"model.kind={cfg.model.kind} with data.align={cfg.data.align}: kind `abs` and "
@@ -387,19 +407,25 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
         raise FileNotFoundError(f"--resume: no checkpoint under {out_dir} (no `latest` pointer)")
     if not resume and record is not None:
         raise FileExistsError(f"{out_dir} already holds checkpoints; pass --resume to continue or choose another train.out_dir")
+    left = sorted(p.name for p in out_dir.glob("checkpoint-*")) + [ckpt.BEST] * (out_dir / ckpt.BEST).is_file()
+    if not resume and left:  # a `latest` deleted: this run's checkpoints would mix with them, `best` name the old one
+        raise FileExistsError(f"{out_dir} holds {', '.join(left[:3])}{' ...' if len(left) > 3 else ''} of an earlier "
+                              "run but no `latest` pointer to resume from; remove them or choose another train.out_dir")
     state = None
     if not resume and rank == 0 and (out_dir / METRICS).is_file():  # a run killed before its first checkpoint
         log.warning("%s: replacing the metrics of an earlier run into this folder that saved no checkpoint",
                     out_dir / METRICS)
         (out_dir / METRICS).unlink()
     if resume:
-        if rank == 0:
-            ckpt.clean_temp(out_dir)
-            trim_metrics(out_dir, record["step"])
+        ckpt.read_pointer(out_dir, ckpt.BEST)  # its checkpoint deleted: refused now, not at the first save after training
         saved_path = out_dir / record["checkpoint"] / "config.yaml"
         saved = parse_yaml(saved_path.read_text(encoding="utf-8"), saved_path)
         check_resume_config(saved, cfg)
         state = ckpt.load_state(out_dir / record["checkpoint"])
+        check_state(state, out_dir / record["checkpoint"] / ckpt.STATE_FILE, record["step"])
+        if rank == 0:  # the checkpoint is whole: only now is the folder changed
+            trim_metrics(out_dir, record["step"])
+            ckpt.clean_temp(out_dir)
         model = model_loader(cfg, str(out_dir / record["checkpoint"] / ckpt.MODEL_DIR))
     else:
         model = model_loader(cfg, None)
