@@ -7,11 +7,29 @@ retrieval is nothing but a narrower mask: `batch.with_mask(...)` or `batch.selec
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import torch
 from torch import Tensor
+
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
+def _positions(chosen, name: str) -> list[int]:
+    """One paper's selection as a list of int positions; ValueError naming the paper for anything else."""
+    if isinstance(chosen, (str, bytes)) or not hasattr(chosen, "__len__"):
+        raise ValueError(f"paper {name}: a sentence selection must be a sequence of positions, got {chosen!r}")
+    out = []
+    for j in chosen:
+        if isinstance(j, bool) or (isinstance(j, Tensor) and j.dtype == torch.bool):
+            raise ValueError(f"paper {name}: sentence positions must be integers, got {j!r}")
+        try:
+            out.append(operator.index(j))
+        except TypeError:
+            raise ValueError(f"paper {name}: sentence positions must be integers, got {j!r}") from None
+    return out
 
 
 @dataclass(frozen=True)
@@ -64,6 +82,12 @@ class DocBatch:
         """Pad a list of per-paper (S_i, D) tensors into one batch (`whole`: (B, D) or None)."""
         if not vectors:
             raise ValueError("DocBatch.from_list needs at least one paper")
+        D = vectors[0].shape[-1]
+        for i, v in enumerate(vectors):  # else pad_sequence's shape error names no paper
+            if v.dim() != 2 or v.shape[1] != D:
+                who = f"paper {paper_ids[i]}" if i < len(paper_ids) else f"paper {i}"
+                raise ValueError(f"DocBatch.from_list: {who} has vectors of shape {tuple(v.shape)}; every paper's "
+                                 f"must be (S_i, D) with the first paper's D = {D}")
         for i, (v, s) in enumerate(zip(vectors, sentences)):
             if len(s) != v.shape[0]:
                 who = f"paper {paper_ids[i]}" if i < len(paper_ids) else f"paper {i}"
@@ -104,8 +128,15 @@ class DocBatch:
         return replace(self, emb=self.emb.to(device=device, dtype=dtype), mask=self.mask.to(device), whole=whole)
 
     def index(self, rows: Sequence[int] | Tensor) -> "DocBatch":
-        """The papers at `rows` (a list of positions or a 1-D index tensor)."""
-        idx = torch.as_tensor(rows, dtype=torch.long, device=self.emb.device)
+        """The papers at `rows` (a list of integer positions or a 1-D integer index tensor; negative positions count
+        from the end). ValueError for a boolean mask or non-integer positions: `torch.as_tensor(..., dtype=long)`
+        would read True / False as positions 1 / 0 and 0.7 as 0, and return other papers than the ones meant."""
+        idx = torch.as_tensor(rows, device=self.emb.device)
+        if idx.dim() != 1 or not (idx.numel() == 0 or idx.dtype in _INDEX_DTYPES):
+            what = "a boolean mask" if idx.dtype == torch.bool else f"{idx.dim()}-d {idx.dtype} positions"
+            raise ValueError(f"DocBatch.index takes a 1-d list or tensor of integer positions, got {what}"
+                             + (" (select by a mask with mask.nonzero().flatten())" if idx.dtype == torch.bool else ""))
+        idx = idx.long()
         pos = idx.tolist()
         return DocBatch(
             self.emb[idx],
@@ -132,7 +163,8 @@ class DocBatch:
         number of selected sentences (after an earlier selection, position 2 of {1, 2} is valid
         although only two sentences are selected) nor against the padded length (padding is never
         a sentence). Raises ValueError naming the paper when a position is out of range, not
-        selected in this batch, or a selection is empty.
+        selected in this batch, or a selection is empty, and when a selection is not a sequence of integer
+        positions (a bool would be read as position 0 or 1, a string as its characters).
         """
         if len(selection) != len(self):
             raise ValueError(f"{len(selection)} selections for {len(self)} papers")
@@ -140,6 +172,7 @@ class DocBatch:
         mask = torch.zeros_like(self.mask)
         for i, chosen in enumerate(selection):
             name = self.paper_ids[i] if self.paper_ids else f"row {i}"
+            chosen = _positions(chosen, name)
             if len(chosen) == 0:
                 raise ValueError(f"paper {name}: empty sentence selection")
             n = len(self.sentences[i]) if self.sentences else S  # the paper's sentences (padding excluded)

@@ -12,6 +12,8 @@ check, whose rounding depends on the padded shape).
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import Tensor
 
@@ -35,6 +37,17 @@ def trimmed(batch: DocBatch, rows: Tensor, length: int) -> DocBatch:
     return DocBatch(sub.emb[:, :length], sub.mask[:, :length], sub.paper_ids, sub.sentences, sub.whole)
 
 
+def _refuse_empty(role: str, batch: DocBatch, lengths: Tensor, order: Tensor) -> None:
+    """ValueError naming the papers of `batch` with no selected sentence (`lengths`: its `used_lengths`, 0 for
+    those; `order`: their ascending order, so one look at the shortest) before any chunk is scored: the scorer's own
+    check would name their rows within a sorted, trimmed chunk, that is other papers."""
+    if len(order) and int(lengths[order[0]]) == 0:
+        rows = (lengths == 0).nonzero().flatten().tolist()
+        names = [batch.paper_ids[i] for i in rows] if batch.paper_ids else [f"row {i}" for i in rows]
+        raise ValueError(f"{role} papers {names[:5]}{' and more' if len(names) > 5 else ''} have no sentence "
+                         "selected")
+
+
 def _runs(lengths: Tensor, order: Tensor, cells: int, factor: int) -> list[Tensor]:
     """Consecutive runs of `order` (ascending lengths), each as long as count x longest x `factor`
     stays within `cells` allows (at least one item)."""
@@ -54,12 +67,19 @@ def score_chunked(scorer, queries: DocBatch, cands: DocBatch, budget_bytes: int 
 
     `cell_bytes` (default: the scorer's `cell_bytes` attribute, else 64) is the scorer's working
     memory per sentence-pair cell; the budget is divided by it to get the cells a chunk may hold.
+    Both must be numbers > 0 (ValueError naming the option). A paper with no selected sentence is a
+    ValueError naming it (by paper id, else its row in `queries` / `cands`) before any chunk is scored.
     """
-    if budget_bytes <= 0:
-        raise ValueError(f"budget_bytes must be > 0, got {budget_bytes}")
-    cells = max(1, budget_bytes // int(cell_bytes or getattr(scorer, "cell_bytes", DEFAULT_CELL_BYTES)))
-    lq, lc = used_lengths(queries).cpu().clamp_min(1), used_lengths(cands).cpu().clamp_min(1)
+    if cell_bytes is None:
+        cell_bytes = getattr(scorer, "cell_bytes", DEFAULT_CELL_BYTES)
+    for name, value in (("budget_bytes", budget_bytes), ("cell_bytes", cell_bytes)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+            raise ValueError(f"{name} must be a number > 0, got {value!r}")
+    cells = max(1, budget_bytes // cell_bytes)
+    lq, lc = used_lengths(queries).cpu(), used_lengths(cands).cpu()  # (Bq,), (Bc,); 0: no sentence selected
     q_order, c_order = torch.argsort(lq, stable=True), torch.argsort(lc, stable=True)
+    _refuse_empty("query", queries, lq, q_order)
+    _refuse_empty("candidate", cands, lc, c_order)
     longest_c = int(lc.max()) if len(lc) else 1
     out = None
     for q_rows in _runs(lq, q_order, cells, longest_c):

@@ -11,6 +11,7 @@ and attention and are masked with `torch.finfo(dtype).max` in min-L2.
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 
@@ -30,7 +31,20 @@ from aspire.scoring.distance import (
     l2_cost,
 )
 from aspire.scoring.passage import MaxPassageScorer
-from aspire.scoring.sinkhorn import sinkhorn
+from aspire.scoring.sinkhorn import GRAD_MODES, sinkhorn
+
+
+def _check_masks(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, aligned: bool) -> None:
+    """ValueError where a mask is not (B, S) of its vectors, or aligned rows are two batch sizes: either would be
+    broadcast into scores of other papers (a (B, 1) mask read as every sentence's, one query against B candidates
+    returned as B aligned pairs). O(1): shapes only (~1 us a call)."""
+    qs, cs = q_emb.shape, c_emb.shape
+    if q_mask.shape != qs[:-1] or c_mask.shape != cs[:-1] or (aligned and qs[0] != cs[0]):
+        for name, shape, mask in (("query", qs, q_mask), ("candidate", cs, c_mask)):
+            if mask.shape != shape[:-1]:
+                raise ValueError(f"{name} mask shape {tuple(mask.shape)} does not match its vectors' (B, S) "
+                                 f"{tuple(shape[:-1])}")
+        raise ValueError(f"pairwise scoring needs equal batch sizes, got {qs[0]} queries and {cs[0]} candidates")
 
 
 def _all_pairs(q_mask: Tensor, c_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -60,12 +74,14 @@ def _minl2_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor) -> MinL2Match
 
 def minl2_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> MinL2Match:
     """All pairs: q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T) -> (Bq, Bc)."""
+    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=False)
     _check_inputs(q_emb, q_mask, c_emb, c_mask)
     return _minl2_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask))
 
 
 def pairwise_minl2_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> MinL2Match:
     """Aligned rows: q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T) -> (B,)."""
+    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=True)
     _check_inputs(q_emb, q_mask, c_emb, c_mask)
     return _minl2_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask)
 
@@ -148,6 +164,7 @@ def ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, ta
 
     `sinkhorn_kw` go to `aspire.scoring.sinkhorn` (tol, max_iter, check_every, grad).
     """
+    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=False)
     _check_inputs(q_emb, q_mask, c_emb, c_mask)
     return _ot_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask), tau, eps, **sinkhorn_kw)
 
@@ -160,6 +177,7 @@ def pairwise_ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tens
     `gathered_ot_match`'s compiled pass (the cost, then 0 on padding, and the weights' minima in one pass over the
     vectors); elsewhere `l2_cost` gives the cost, differentiable. The two agree to float rounding, and on both the
     returned `cost` is 0 where either sentence is masked (the plan carries no mass there)."""
+    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=True)
     _check_inputs(q_emb, q_mask, c_emb, c_mask)
     if compiled_cost(q_emb, c_emb):
         return gathered_ot_match(*as_store(q_emb, q_mask), *as_store(c_emb, c_mask), tau=tau, eps=eps, **sinkhorn_kw)
@@ -220,6 +238,7 @@ def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: floa
 
 def attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0) -> AttentionMatch:
     """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T)."""
+    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=False)
     _check_inputs(q_emb, q_mask, c_emb, c_mask)
     return _attention_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask), tau)
 
@@ -227,6 +246,7 @@ def attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor
 def pairwise_attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *,
                              tau: float = 1.0) -> AttentionMatch:
     """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
+    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=True)
     _check_inputs(q_emb, q_mask, c_emb, c_mask)
     return _attention_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask, tau)
 
@@ -263,20 +283,32 @@ def _positive(name: str, value: float) -> float:
     return value
 
 
+def _count(name: str, value: int) -> int:
+    """An iteration count of the OT scorer: ValueError unless an integer >= 1 (a string or float failed only when
+    the first pair was scored, with a TypeError naming no option, or ran a fractional iteration budget)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
 class OTScorer(_Scorer):
     """Multi match: distance = <D, P> with P the entropic OT plan between softmax-weighted sentences.
 
     Args:
         tau: weight temperature, x = softmax(-min_j D_ij / tau) (tau = inf: uniform weights).
         eps: entropic regularisation (paper: lambda = 20, eps = 0.05).
-        tol, max_iter, check_every, grad: passed to `aspire.scoring.sinkhorn`.
+        tol, max_iter, check_every, grad: passed to `aspire.scoring.sinkhorn` (checked here: tol > 0, integer
+            counts >= 1, a known grad mode).
     """
 
     def __init__(self, tau: float = 1.0, eps: float = 0.05, tol: float = 1e-4, max_iter: int = 1000,
                  check_every: int = 10, grad: str = "implicit") -> None:
         super().__init__()
         self.tau, self.eps = _positive("tau", tau), _positive("eps", eps)
-        self.sinkhorn_kw = dict(tol=tol, max_iter=max_iter, check_every=check_every, grad=grad)
+        if not isinstance(grad, str) or grad not in GRAD_MODES:
+            raise ValueError(f"unknown grad mode {grad!r}; valid: {', '.join(GRAD_MODES)}")
+        self.sinkhorn_kw = dict(tol=_positive("tol", tol), max_iter=_count("max_iter", max_iter),
+                                check_every=_count("check_every", check_every), grad=grad)
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, eps={self.eps}, " + ", ".join(f"{k}={v}" for k, v in self.sinkhorn_kw.items())
@@ -353,14 +385,26 @@ class HybridScorer(_Scorer):
     def __init__(self, weights: dict[str, float] | None = None, calibration: dict[str, tuple[float, float]] | None = None,
                  tau: float = 1.0, eps: float = 0.05) -> None:
         super().__init__()
+        for name, value in (("weights", weights), ("calibration", calibration)):
+            if value is not None and not isinstance(value, dict):
+                raise ValueError(f"hybrid {name} must be a mapping {{term: ...}} over {list(HYBRID_TERMS)}, got {value!r}")
         weights = dict(weights if weights is not None else DEFAULT_HYBRID_WEIGHTS)
         unknown = sorted(set(weights) - set(HYBRID_TERMS)) + sorted(set(calibration or {}) - set(HYBRID_TERMS))
         if unknown:
             raise ValueError(f"unknown hybrid terms {unknown}; valid: {list(HYBRID_TERMS)}")
+        for t, w in weights.items():  # a NaN or infinite weight made every score NaN or infinite
+            if isinstance(w, bool) or not isinstance(w, numbers.Real) or not math.isfinite(w):
+                raise ValueError(f"hybrid weight of {t!r} must be a finite number, got {w!r}")
         if not any(weights.values()):
             raise ValueError("the hybrid scorer needs at least one term with a non-zero weight")
         self.weights = {t: float(w) for t, w in weights.items() if w}
-        self.calibration = {t: (float(m), float(sd)) for t, (m, sd) in (calibration or {}).items()}
+        self.calibration = {}
+        for t, pair in (calibration or {}).items():  # a NaN mean made every score NaN; an infinite sigma zeroed the term
+            ok = isinstance(pair, (tuple, list)) and len(pair) == 2 and all(
+                isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) for v in pair)
+            if not ok:
+                raise ValueError(f"hybrid calibration of {t!r} must be a pair of finite numbers (mu, sigma), got {pair!r}")
+            self.calibration[t] = (float(pair[0]), float(pair[1]))
         bad = [t for t, (_, sd) in self.calibration.items() if not sd > 0]
         if bad:
             raise ValueError(f"hybrid calibration of {bad}: sigma must be > 0")
@@ -371,6 +415,8 @@ class HybridScorer(_Scorer):
 
     def _terms(self, queries: DocBatch, cands: DocBatch, pairwise: bool, needed) -> dict[str, Tensor]:
         _check_inputs(queries.emb, queries.mask, cands.emb, cands.mask)  # an empty selection is refused whichever terms are weighted
+        # the cosine terms would broadcast one query against B candidates into B "aligned" scores
+        _check_masks(queries.emb, queries.mask, cands.emb, cands.mask, aligned=pairwise)
         out = {}
         if "whole" in needed or "facet" in needed:
             c_whole = torch.nn.functional.normalize(_whole(cands, "candidate"), dim=-1)

@@ -9,16 +9,28 @@ from torch import Tensor
 from aspire.batch import DocBatch
 
 
+def _check_vectors(a: DocBatch, b: DocBatch) -> None:
+    """ValueError where the two sides' vectors cannot be compared (two widths: two models; two dtypes), in place of
+    a matmul's shape or dtype error. O(1)."""
+    if a.emb.shape[-1] != b.emb.shape[-1] or a.emb.dtype != b.emb.dtype:
+        raise ValueError(f"query vectors are {a.emb.shape[-1]}-d {a.emb.dtype} and candidate vectors "
+                         f"{b.emb.shape[-1]}-d {b.emb.dtype}: encode both with one model, in one dtype")
+
+
 class VectorCosine:
     """Cosine of single-vector papers (B, 1, D): `score` all pairs (Bq, Bc), `pairwise_score` aligned pairs (B,);
     similarities, higher is better; `dist` / `pairwise_dist` are 1 - cosine."""
 
     def score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
+        _check_vectors(queries, cands)
         q = F.normalize(queries.emb[:, 0], dim=-1)  # (Bq, D)
         c = F.normalize(cands.emb[:, 0], dim=-1)  # (Bc, D)
         return q @ c.T  # (Bq, Bc)
 
     def pairwise_score(self, a: DocBatch, b: DocBatch) -> Tensor:
+        if len(a) != len(b):  # else one paper against B would broadcast into B "aligned" scores
+            raise ValueError(f"pairwise scoring needs equal batch sizes, got {len(a)} and {len(b)}")
+        _check_vectors(a, b)
         return (F.normalize(a.emb[:, 0], dim=-1) * F.normalize(b.emb[:, 0], dim=-1)).sum(dim=-1)  # (B,)
 
     def dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
