@@ -69,7 +69,8 @@ def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], 
 
 
 def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
-    """A TREC run file -> `{qid: [(docid, score), ...]}` ordered by rank (then by score)."""
+    """A TREC run file -> `{qid: [(docid, score), ...]}` ordered by rank (then by score); a rank below 1 or a
+    score that is not a finite number is an error naming the line, as `run_line` refuses to write one."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"run file not found: {path}")
@@ -86,6 +87,9 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
             rank_i, score_f = int(rank), float(score)
         except ValueError:
             raise ValueError(f"{path}:{line}: rank and score must be numbers, got {rank!r} {score!r}") from None
+        if rank_i < 1 or not math.isfinite(score_f):
+            raise ValueError(f"{path}:{line}: ranks count from 1 and scores are finite numbers, got rank {rank!r} "
+                             f"score {score!r}")
         if (qid, doc) in seen:
             raise ValueError(f"{path}:{line}: query {qid} ranks {doc} twice")
         seen.add((qid, doc))

@@ -30,6 +30,14 @@ def _trec(spec: str, qrels_path: str | None):
     return read_run(path), read_qrels(qrels_path)
 
 
+def _scored(spec: str, qrels, run, metrics) -> dict[str, dict[str, float]]:
+    """`per_query` of one run; its ValueError (a judged query the run leaves out, ...) names the run."""
+    try:
+        return per_query(qrels, run, metrics)
+    except ValueError as err:
+        raise ValueError(f"{spec}: {err}") from None
+
+
 def benchmark_of(spec: str) -> str | None:
     """The registered benchmark a run belongs to: its results folder's `results.json` names it (by name or data
     folder), or it is `FOLDER:EXP` predictions (`PREDICTIONS_BENCHMARK`); None for a run file or a folder
@@ -38,7 +46,13 @@ def benchmark_of(spec: str) -> str | None:
     if not path.is_file():
         folder, sep, _ = spec.rpartition(":")
         return PREDICTIONS_BENCHMARK if sep and Path(folder).is_dir() else None
-    named = json.loads(path.read_text(encoding="utf-8")).get("benchmark")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:  # invalid JSON or text
+        raise ValueError(f"{path}: not a results file ({err})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a results file (a JSON {type(doc).__name__}, not an object)")
+    named = doc.get("benchmark")
     return next((b.name for b in BENCHMARKS.values() if named in (b.name, b.folder)), None)
 
 
@@ -65,7 +79,7 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
     if qrels_a != qrels_b:
         raise ValueError(f"{a} and {b} are judged by different qrels: not runs of one benchmark")
     out = {}
-    values_a, values_b = per_query(qrels_a, run_a, metrics), per_query(qrels_a, run_b, metrics)
+    values_a, values_b = (_scored(spec, qrels_a, run, metrics) for spec, run in ((a, run_a), (b, run_b)))
     for m in metrics:
         ua, ub = UnitScores.means(values_a[m]), UnitScores.means(values_b[m])
         test = paired_test(ua, ub, n_perm=n_perm, seed=seed)

@@ -227,6 +227,9 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
     stages.checked(model is not None)
     if weights is not None and len(weights) != len(scorers):
         raise ValueError(f"{len(weights)} weights for {len(scorers)} scorers")
+    sentence_scorers = [name for name in scorers if name != "abstract"]
+    if sentence_scorers and options.encoding in ("abstract", "pass"):  # as `EvalOptions.checked` refuses it
+        raise ValueError(f"encoding {options.encoding!r} only goes with scorer 'abstract', not {sentence_scorers[0]!r}")
     device, alpha = options.device, stages.alpha
     papers, counts = reviewer_papers(rset)
     known = {p.paper_id for p in papers}
@@ -239,10 +242,12 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
         encoder = load_encoder(model, **options.encoder_options)
         if device:
             encoder.to(device)
-        runs, batches = [], {}
+        runs, batches, encodings = [], {}, {}
         for name in scorers:
             scorer = get_eval_scorer(name, **({} if name == "abstract" else options.scorer_options))
-            enc = "abstract" if name == "abstract" else options.encoding
+            # the abstract scorer reads the whole-abstract vector: its own encoding, or the contextual pass's
+            encodings[name] = enc = ("pass" if options.encoding == "pass" else "abstract") if name == "abstract" \
+                else options.encoding
             if enc not in batches:
                 opts = options.encode_options if (enc != "contextual") else None
                 batches[enc], _ = encode_papers(encoder, papers, enc, options.cache_dir, options.batch_size, opts)
@@ -250,7 +255,7 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
             runs.append(predict(rset, known, dense_similarity(batch, scorer), agg))
         ran.append(runs[0] if len(runs) == 1 else fuse_predictions(runs, weights or [1.0] * len(runs)))
         info.update(encoder_fingerprint=encoder.fingerprint(), scorers=list(scorers),
-                    weights=list(weights or [1.0] * len(scorers)), encoding=options.encoding,
+                    weights=list(weights or [1.0] * len(scorers)), encoding=options.encoding, encodings=encodings,
                     scorer_options=dict(options.scorer_options), encode_options=dict(options.encode_options),
                     encoder_options=dict(options.encoder_options))
     if stages.bm25:

@@ -16,6 +16,7 @@ module of `aspire.evaluate`.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from aspire.evaluate import context2doc_run, csfcube, probes, reviewer_run
 from aspire.evaluate.options import EvalOptions
 from aspire.io import write_json
 from aspire.paths import DATA
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -65,10 +68,11 @@ def get_runner(name: str) -> Runner:
 def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggregate: str = "max",
               bm25_alpha: float | None = None, options: EvalOptions | None = None,
               benchmarks: Sequence[str] | None = None) -> dict:
-    """Run every registered benchmark (or those named in `benchmarks`) that applies to `model` (`bm25`: the
-    lexical ones) with `options` and write `out/suite.json`; each benchmark writes its own folder `out/NAME`."""
+    """Run every registered benchmark (or those named in `benchmarks`, each once however often it is named) that
+    applies to `model` (`bm25`: the lexical ones; a named benchmark that is not is skipped with a warning, and
+    `skipped` lists it) with `options` and write `out/suite.json`; each benchmark writes its own folder `out/NAME`."""
     data, out = Path(data), Path(out)
-    names = list(BENCHMARKS) if benchmarks is None else [get_benchmark(n).name for n in benchmarks]
+    names = list(BENCHMARKS) if benchmarks is None else list(dict.fromkeys(get_benchmark(n).name for n in benchmarks))
     missing = [n for n in names if n not in RUNNERS]
     if missing:
         raise ValueError(f"benchmark(s) {missing} have no suite runner (aspire.evaluate.suite.RUNNERS)")
@@ -78,12 +82,16 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
     settings = {"aggregate": aggregate, "bm25_alpha": bm25_alpha}
     rows: list[dict] = []
     fingerprint = None
-    timings = {}
+    timings, skipped = {}, []
     for name in names:
         bench, runner = BENCHMARKS[name], RUNNERS[name]
         t0 = time.perf_counter()
         if model == "bm25":
             if not runner.lexical:
+                skipped.append(name)
+                if benchmarks is not None:
+                    log.warning("suite: %s skipped: model bm25 runs only the benchmarks ranked without a model (%s)",
+                                name, ", ".join(n for n, r in RUNNERS.items() if r.lexical))
                 continue
             found, _ = runner.rows(bench, data / bench.folder, None, None, out / name, {}, None)
         else:
@@ -92,7 +100,8 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
         rows += found
         timings[name] = time.perf_counter() - t0
     suite = {"model": str(model), "scorer": scorer, "encoder_fingerprint": fingerprint, "aggregate": aggregate,
-             "bm25_alpha": bm25_alpha, **options.record(), "rows": rows, "seconds": timings, "command": invocation()}
+             "bm25_alpha": bm25_alpha, **options.record(), "rows": rows, "skipped": skipped, "seconds": timings,
+             "command": invocation()}
     write_json(out / "suite.json", suite, indent=None)
     return suite
 

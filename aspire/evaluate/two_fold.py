@@ -31,13 +31,18 @@ from aspire.cliutil import command_parser
 from aspire.io import write_json
 
 FOLDS = ("fold1", "fold2")
+TEST_FOLDS = tuple(f"{fold}_test" for fold in FOLDS)
 REPORTED = ("MAP", "NDCG%20")
 
 
 def load(folder: str | Path) -> dict:
     """The folder's `results.json`; ValueError naming the folder when it is not a CSFCube run's (no per-fold
-    figures: another benchmark's results, or a file of another shape)."""
-    doc = json.loads((Path(folder) / "results.json").read_text(encoding="utf-8"))
+    figures: another benchmark's results, or a file of another shape, or not JSON)."""
+    path = Path(folder) / "results.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:  # invalid JSON or text
+        raise ValueError(f"{path}: not a results file ({err})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("folds"), dict):
         named = f" (benchmark {doc['benchmark']!r})" if isinstance(doc, dict) and "benchmark" in doc else ""
         raise ValueError(f"{folder}: results.json is not a CSFCube run's{named}: it has no per-fold figures")
@@ -45,19 +50,53 @@ def load(folder: str | Path) -> dict:
 
 
 def load_per_query(folder: str | Path) -> dict[str, dict]:
-    """`{query key: {"facet", "test_fold", metric: percent}}` from the folder's one `*-perq.csv`."""
+    """`{query key: {"facet", "test_fold", metric: percent}}` from the folder's one `*-perq.csv`; ValueError
+    naming the file and line of a missing column, a query listed twice, a facet or test fold not CSFCube's,
+    or a figure that is not a number (an undefined one is written empty)."""
     found = sorted(Path(folder).glob("*-perq.csv"))
     if len(found) != 1:
         raise ValueError(f"{folder}: expected one *-perq.csv, found {len(found)}")
+    out: dict[str, dict] = {}
     with open(found[0], encoding="utf-8", newline="") as fh:
-        return {row["query"]: {"facet": row["facet"], "test_fold": row["test_fold"],
-                               **{m: float(row[m]) for m in REPORTED}} for row in csv.DictReader(fh)}
+        reader = csv.DictReader(fh)
+        absent = [c for c in ("query", "facet", "test_fold", *REPORTED) if c not in (reader.fieldnames or [])]
+        if absent:
+            raise ValueError(f"{found[0]}: no column {absent[0]!r}: not a CSFCube per-query file")
+        for row in reader:
+            where = f"{found[0]}:{reader.line_num}: query {row['query']!r}"
+            if row["query"] in out:
+                raise ValueError(f"{where} is listed twice")
+            if row["facet"] not in FACETS or row["test_fold"] not in TEST_FOLDS:
+                raise ValueError(f"{where}: facet {row['facet']!r} and test fold {row['test_fold']!r} must be one "
+                                 f"of {list(FACETS)} and of {list(TEST_FOLDS)}")
+            try:
+                figures = {m: float(row[m]) for m in REPORTED}
+            except (TypeError, ValueError):
+                raise ValueError(f"{where}: {', '.join(REPORTED)} must be numbers, got "
+                                 f"{[row[m] for m in REPORTED]}") from None
+            out[row["query"]] = {"facet": row["facet"], "test_fold": row["test_fold"], **figures}
+    return out
+
+
+def _check_figures(candidates: dict[str, dict], wanted) -> None:
+    """ValueError naming the candidate and key when a figure the choice reads (`wanted`: (group, split, metric)
+    triples of `results.json`'s `folds`) is missing or not a number."""
+    for name, doc in candidates.items():
+        for key in wanted:
+            value = doc.get("folds")
+            for part in key:
+                value = value.get(part) if isinstance(value, dict) else None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise ValueError(f"{name}: results.json has no figure folds.{'.'.join(key)} (got {value!r}): every "
+                                 "candidate needs each fold's figures")
 
 
 def select_two_fold(candidates: dict[str, dict], group: str = "all", metric: str = "MAP") -> dict:
     """{fold: chosen label} and the cross-fitted test figures {group: {metric: value}}."""
     if not candidates:
         raise ValueError("no candidate runs to choose from")
+    _check_figures(candidates, [(group, f"{fold}_dev", metric) for fold in FOLDS]
+                   + [(g, f"{fold}_test", m) for g in GROUPS for fold in FOLDS for m in REPORTED])
     chosen = {fold: max(candidates, key=lambda name: candidates[name]["folds"][group][f"{fold}_dev"][metric])
               for fold in FOLDS}
     test = {g: {m: sum(candidates[chosen[fold]]["folds"][g][f"{fold}_test"][m] for fold in FOLDS) / len(FOLDS)
@@ -74,6 +113,7 @@ def select_per_facet(candidates: dict[str, dict], per_query: dict[str, dict[str,
     """
     if not candidates:
         raise ValueError("no candidate runs to choose from")
+    _check_figures(candidates, [(f, f"{fold}_dev", metric) for f in FACETS for fold in FOLDS])
     chosen = {fold: {f: max(candidates, key=lambda name: candidates[name]["folds"][f][f"{fold}_dev"][metric])
                      for f in FACETS} for fold in FOLDS}
     fold_means: dict[str, dict[str, dict[str, float]]] = {g: {} for g in GROUPS}
