@@ -156,3 +156,12 @@ def test_valid_options_still_score_and_agree():
     hybrid = get_scorer("hybrid", weights={"whole": 1, "facet": 0.5}, calibration={"whole": [0.1, 2.0]})
     assert torch.allclose(hybrid.score(q, c).diagonal(), hybrid.pairwise_score(q, c))
     assert torch.allclose(score_chunked(ot, q, c, budget_bytes=1e9, cell_bytes=4.5), ot.score(q, c), atol=2e-4)
+
+
+def test_maxpassage_pairwise_of_two_batch_sizes_is_refused_not_broadcast():
+    """`maxpassage` scores through its own pairwise path: one query against three candidates came back as three
+    'aligned' scores."""
+    q, c = _batch([3], ["q"], seed=1), _batch([2, 4, 3], ["a", "b", "c"], seed=2)
+    with pytest.raises(ValueError, match="pairwise scoring needs equal batch sizes, got 1 and 3"):
+        get_scorer("maxpassage").pairwise_dist(q, c)
+    assert get_scorer("maxpassage").pairwise_dist(c, c).shape == (3,)

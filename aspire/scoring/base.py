@@ -43,7 +43,10 @@ class _Scorer(nn.Module):
         return self.dist_details(queries, cands).dist
 
     def pairwise_dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
-        """(B,) distances of aligned rows, lower is closer."""
+        """(B,) distances of aligned rows, lower is closer; ValueError for two batch sizes (a scorer of its own,
+        maxpassage's, would broadcast one query over every candidate)."""
+        if len(queries) != len(cands):
+            raise ValueError(f"pairwise scoring needs equal batch sizes, got {len(queries)} and {len(cands)}")
         return self.pairwise_dist_details(queries, cands).dist
 
     def score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
@@ -52,6 +55,4 @@ class _Scorer(nn.Module):
 
     def pairwise_score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
         """(B,) similarity of aligned rows, higher is better (= -pairwise_dist)."""
-        if len(queries) != len(cands):
-            raise ValueError(f"pairwise scoring needs equal batch sizes, got {len(queries)} and {len(cands)}")
         return -self.pairwise_dist(queries, cands)
