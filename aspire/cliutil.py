@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import json
 import logging
 import math
@@ -31,6 +32,7 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from aspire.jsonsafe import dumps
 from aspire.storage import is_empty_folder
@@ -290,6 +292,29 @@ def check_paths(**paths: str | None) -> None:
     for name, path in paths.items():
         if path is not None and path != "-" and not os.path.exists(path):
             raise FileNotFoundError(2, f"No such file or directory (--{name.replace('_', '-')})", path)
+
+
+def file_path(text: str) -> str:
+    """argparse type: a path that is not empty (an empty `--run-out "$UNSET"` would otherwise read as not given)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a file path, got an empty string")
+    return text
+
+
+def check_out_file(path: str, option: str, **inputs: str | None) -> None:
+    """An output file's check before any work: not a folder, not under a file (the nearest existing folder above it
+    must be one: the rest is made), and not one of the command's `inputs` (named as `check_paths` names them), which
+    writing it would replace. Raises OSError naming `option`."""
+    out = Path(path)
+    if out.is_dir():
+        raise IsADirectoryError(errno.EISDIR, f"Is a directory, not a file ({option})", path)
+    above = next(parent for parent in out.absolute().parents if parent.exists())
+    if not above.is_dir():
+        raise NotADirectoryError(f"{option} {path}: {above} is a file, not a folder")
+    for name, given in inputs.items():
+        if given not in (None, "-") and out.exists() and os.path.exists(given) and os.path.samefile(given, out):
+            raise FileExistsError(f"{option} {path} is the --{name.replace('_', '-')} input, which writing it would "
+                                  "replace; choose another file")
 
 
 def check_fresh_out(out: str | os.PathLike) -> None:

@@ -16,7 +16,8 @@
 `shortlist`) distinct papers, the sentence lookups are widened until enough papers are found or the
 index has no more to give (then fewer come back, and a warning says why).
 
-Python API: `Searcher.open(index_dir).search(query)`; command line: `aspire search` (`aspire.cli.search`).
+Python API: `Searcher.open(index_dir).search(query)`; command line: `aspire search` (`aspire.cli.search`; also
+`python -m aspire.search`).
 """
 
 from __future__ import annotations
@@ -443,3 +444,9 @@ def search_timed(searcher, query, cross_encoder: bool | None = None, **options) 
     before = cross_seconds(searcher)
     hits = searcher.search(query, cross_encoder=cross_encoder, **options)
     return hits, round(1000 * (cross_seconds(searcher) - before), 2) if on else None
+
+
+if __name__ == "__main__":  # `python -m aspire.search ...` (as configs/index.yaml writes it): the `aspire search` command
+    import runpy
+
+    runpy.run_module("aspire.cli.search", run_name="__main__", alter_sys=True)

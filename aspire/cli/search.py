@@ -48,9 +48,11 @@ from aspire.cliutil import (
     add_backend_options,
     add_common_options,
     backend_options,
+    check_out_file,
     check_paths,
     command_parser,
     error_message,
+    file_path,
     normalize_overrides,
     positive_int,
     print_json,
@@ -85,6 +87,13 @@ RERANK_HELP = ("none: rank by the first stage; minl2: re-score the shortlist wit
                "after them in first-stage order (cost: scoring passage_depth papers, about 30 ms a query for 100 "
                "on one shared core, 205 ms for 768: experiments/results/search_batch.md) (default: the index's "
                "search.rerank)")
+
+
+def run_tag(text: str) -> str:
+    """argparse type: a run file's tag, one word (a space would shift its columns, as an empty tag would drop one)."""
+    if not text or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(f"expected one word (the tag column of a TREC run), got {text!r}")
+    return text
 
 
 def build_parser(prog: str):
@@ -137,9 +146,10 @@ def build_parser(prog: str):
     output = parser.add_argument_group("output")
     output.add_argument("--json", action="store_true",
                         help="print hits as JSON: one indented object for one query, one line per query otherwise")
-    output.add_argument("--run-out", metavar="FILE", help="also write a TREC run file: qid Q0 docid rank score tag "
-                                                          "(one ranking a query id: a repeated id is an error)")
-    output.add_argument("--run-tag", default="aspire", help="the tag column of --run-out")
+    output.add_argument("--run-out", metavar="FILE", type=file_path,
+                        help="also write a TREC run file: qid Q0 docid rank score tag (one ranking a query id: a "
+                             "repeated id is an error); never one of the query files")
+    output.add_argument("--run-tag", type=run_tag, default="aspire", help="the tag column of --run-out (one word)")
     output.add_argument("--run-only", action="store_true",
                         help="write only the --run-out file: nothing on stdout (--quiet with --run-out does the "
                              "same unless --json is given; --quiet alone prints one line a hit, no alignments)")
@@ -263,15 +273,16 @@ def query_backend(index, args) -> tuple[str, str | None]:
 def read_query_papers(path: str | Path) -> list:
     """Papers from a query file: JSONL (one paper a line) or one pretty-printed JSON object, read
     with the papers-file rules (`aspire.data.papers.read_papers`; a string abstract is split)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(2, "query file not found", str(path))
+    path = _input_file(path, "--query-file")
     try:
         whole = json.loads(path.read_bytes().decode("utf-8"))  # one (possibly pretty-printed) JSON object
     except (UnicodeDecodeError, json.JSONDecodeError):  # the line reader names the bad line
         whole = None
     if not isinstance(whole, dict):
-        return read_papers(path).papers
+        papers = read_papers(path).papers
+        if not papers:  # not a search that found nothing: there was nothing to search with
+            raise ValueError(f"{path}: no papers in the query file")
+        return papers
     return [paper_from_record(whole, where=str(path))]  # its errors name the file, as the line reader's do
 
 
@@ -314,9 +325,16 @@ def check_new_qid(qid: str, first: dict[str, str]) -> None:
 
 
 def _lines(path: str) -> list[str]:
+    return _input_file(path, "--queries").read_text(encoding="utf-8-sig").splitlines()  # a BOM is no part of line 1
+
+
+def _input_file(path: str | Path, option: str) -> Path:
+    """`path` when it is a file; OSError naming `option` when it is missing or a folder."""
+    if Path(path).is_dir():
+        raise IsADirectoryError(errno.EISDIR, f"Is a directory, not a file ({option})", str(path))
     if not Path(path).is_file():
-        raise FileNotFoundError(2, "queries file not found", path)
-    return Path(path).read_text(encoding="utf-8-sig").splitlines()  # a byte-order mark is no part of line 1
+        raise FileNotFoundError(errno.ENOENT, f"No such file ({option})", str(path))
+    return Path(path)
 
 
 class Progress:
@@ -477,8 +495,8 @@ def check_inputs(args, overrides: list[str]) -> None:
     from aspire.index.disk import require_live_generation
 
     check_paths(query_file=args.query_file, queries=args.queries, cross_encoder=args.cross_encoder)
-    if args.run_out and Path(args.run_out).is_dir():  # before the queries run, not at the write after them
-        raise IsADirectoryError(errno.EISDIR, "Is a directory, not a file (--run-out)", args.run_out)
+    if args.run_out:  # before the queries run, not at the write after them
+        check_out_file(args.run_out, "--run-out", query_file=args.query_file, queries=args.queries)
     if args.model is not None:
         check_model(args.model)
     check_search_overrides(args.index, require_live_generation(Path(args.index)), overrides)
@@ -543,3 +561,7 @@ def cross_overrides(args) -> list[str]:
     if given and args.cross_encoder is None:
         raise ValueError("--cross-top / --cross-weight go with --cross-encoder DIR")
     return (["cross_encoder=true"] if args.cross_encoder is not None else []) + [f"{k}={v}" for k, v in given]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
