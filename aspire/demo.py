@@ -80,6 +80,9 @@ def _demo(args) -> int:
     if not Path(args.data).is_dir():
         print(f"error: CSFCube not found at {args.data} (see ../shared/data/README.md)", file=sys.stderr)
         return 2
+    for option, folder in (("--out", args.out), ("--cache-dir", args.cache_dir)):  # before the first encoding
+        if Path(folder).exists() and not Path(folder).is_dir():
+            raise NotADirectoryError(f"{option} {folder} is a file, not a folder")
     check_model(args.model)  # both models, before the first row is encoded
     if args.aspect_model != "none":
         check_model(args.aspect_model)

@@ -181,10 +181,25 @@ def recorded_backend(args) -> tuple[str, str | None, str | None]:
     return manifest["model_name"], encode.backend, encode.quantize
 
 
+def check_folders(**paths: str | None) -> None:
+    """Each given path is a folder or can be made one (the nearest existing path at or above it is a folder):
+    NotADirectoryError naming the option otherwise (`merge_into=...` is `--merge-into`), before any model loads (a
+    file there once failed only when the first file was written, after the encoding)."""
+    for name, path in paths.items():
+        if path is None:
+            continue
+        found = next(p for p in (Path(path), *Path(path).absolute().parents) if p.exists())
+        if not found.is_dir():
+            raise NotADirectoryError(f"--{name.replace('_', '-')} {path}"
+                                     + ("" if found == Path(path) else f": {found}") + " is a file, not a folder")
+
+
 def _run(args) -> int:
     # the user's paths first, so that a wrong one is reported before torch and faiss load
     check_paths(corpus=getattr(args, "corpus", None), config=getattr(args, "config", None),
                 shards=args.shards if args.command == "merge" else None)
+    check_folders(out=getattr(args, "out", None), shards=getattr(args, "shards", None),
+                  merge_into=getattr(args, "merge_into", None))
     if args.command in ("add", "info"):
         require_live_generation(Path(args.index))
     if getattr(args, "model", None):  # a training run's folder: the index records its checkpoint, which stays put
@@ -230,7 +245,7 @@ def _run(args) -> int:
         print(_summary(gen, n_new, n_rejected))
     elif args.command == "encode-shard":
         paths = run_encode_shard(args.model, args.corpus, args.shards, config, args.merge_into, args.num_shards,
-                                 backend)
+                                 backend, progress)
         print("\n".join(f"{'reused' if reused else 'wrote'} {path}" for path, reused in paths))
     elif args.command == "merge":
         gen = merge_streaming(args.shards, args.out, config, args.allow_missing)

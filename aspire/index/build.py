@@ -64,9 +64,7 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
     with index_lock(out):
         prepare_build_dir(out, overwrite)
         papers, unreadable = read_corpus(corpus, config.encode)
-        if not papers:
-            raise ValueError(f"nothing to index: all {len(unreadable)} records of {corpus} were rejected"
-                             + describe_rejected(unreadable))
+        require_papers(papers, unreadable, corpus)
         with phase(f"loaded model {model}"):
             encoder = _loader(load_encoder)(model)
         start = time.perf_counter()
@@ -79,6 +77,17 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
             index = SentenceIndex.build(encoded, config, model_fingerprint(encoder), model)
         with phase(f"saved {out}" + (" (BM25 index included)" if config.index.store_bm25 else "")):
             return index, index.save(out)
+
+
+def require_papers(papers: Sequence, unreadable: list[dict], corpus: str | Path, verb: str = "index") -> None:
+    """Refuse a corpus with no readable paper (`read_corpus`'s papers and rejected records), naming each rejected
+    record, or saying the file holds none: called before any model loads."""
+    if papers:
+        return
+    if not unreadable:
+        raise ValueError(f"nothing to {verb}: {corpus} holds no records")
+    raise ValueError(f"nothing to {verb}: all {len(unreadable)} records of {corpus} were rejected"
+                     + describe_rejected(unreadable))
 
 
 def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None, load_encoder: Callable | None = None,
@@ -94,6 +103,7 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
         index = SentenceIndex.load(root, mmap=False)
         encode_config = apply_overrides(index.config, overrides).encode
         papers, unreadable = read_corpus(corpus, encode_config)
+        require_papers(papers, unreadable, corpus, "add")
         if not any(p.paper_id not in index.positions for p in papers):
             known = [{"paper_id": p.paper_id, "reason": "indexed already"} for p in papers]
             raise ValueError(f"nothing to add: all {len(papers) + len(unreadable)} records of {corpus} are indexed "

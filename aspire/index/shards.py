@@ -38,6 +38,7 @@ import torch.distributed as dist
 
 from aspire.checksum import file_sha256
 from aspire.data.papers import Paper
+from aspire.index.build import require_papers
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import EncodedCorpus, encode_corpus, read_corpus, read_shard_meta
 from aspire.index.disk import SHARD_META, index_entries
@@ -77,14 +78,15 @@ def shard_record(encoder, corpus_path: str | Path, config: IndexBuildConfig, n_p
 
 def encode_shard(encoder, corpus_path: str | Path, shards_dir: str | Path, config: IndexBuildConfig,
                  shard: int, n_shards: int, model_name: str = "",
-                 read: tuple[Sequence[Paper], list[dict]] | None = None, record: dict | None = None) -> Path:
+                 read: tuple[Sequence[Paper], list[dict]] | None = None, record: dict | None = None,
+                 progress: bool = True) -> Path:
     """Encode shard `shard` of `n_shards` of the corpus and write it as `shards_dir/shard-SSSSS-of-NNNNN`.
     `read` is `read_corpus(corpus_path, config.encode)` and `record` this encoding's `shard_record` when the
-    caller has them already."""
+    caller has them already; `progress`: a progress bar while shard 0 is encoded."""
     papers, unreadable = read if read is not None else read_corpus(corpus_path, config.encode)
     record = record if record is not None else shard_record(encoder, corpus_path, config, len(papers), model_name)
     lo, hi = shard_slice(shard, n_shards, len(papers))
-    corpus = encode_corpus(encoder, papers[lo:hi], config.encode, progress=shard == 0)
+    corpus = encode_corpus(encoder, papers[lo:hi], config.encode, progress=progress and shard == 0)
     if shard == 0:
         corpus.rejected = unreadable + corpus.rejected
     meta = {"shard": shard, "num_shards": n_shards, **record, "slice": [lo, hi]}
@@ -151,17 +153,20 @@ def merge_shards(shards_dir: str | Path, out: str | Path, config: IndexBuildConf
 
 def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path, config: IndexBuildConfig,
                      merge_into: str | Path | None = None, num_shards: int | None = None,
-                     encoder_options: dict | None = None) -> list[tuple[Path, bool]]:
+                     encoder_options: dict | None = None, progress: bool = True) -> list[tuple[Path, bool]]:
     """The torchrun entry point: encode this rank's shards not yet finished (`num_shards`, default the
     world size; `finished_shards` says which are, and refuses stale ones); with `merge_into`, rank 0 merges after
-    every rank has finished (gloo barrier). `encoder_options` go to `load_encoder` (e.g. `backend="onnx",
-    quantize="int8"`). Returns the directories of this rank's shards, each with whether it was reused (finished
+    every rank has finished (gloo barrier). A corpus with no readable paper is refused before the model loads.
+    `encoder_options` go to `load_encoder` (e.g. `backend="onnx", quantize="int8"`); `progress`: rank 0's progress
+    bar. Returns the directories of this rank's shards, each with whether it was reused (finished
     by an earlier run) rather than written."""
     from aspire.encoders import load_encoder
 
     rank, world = rank_and_world()
     n_shards = num_shards or world
     check_shards_dir(shards_dir, merge_into)
+    read = read_corpus(corpus_path, config.encode)
+    require_papers(*read, corpus_path)
     distributed = world > 1
     if distributed and not dist.is_initialized():
         dist.init_process_group("gloo")
@@ -170,7 +175,6 @@ def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path
         encoder = load_encoder(model, **options)
         if torch.cuda.is_available() and options.get("backend", "torch") == "torch":
             encoder.to(torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))))
-        read = read_corpus(corpus_path, config.encode)
         record = shard_record(encoder, corpus_path, config, len(read[0]), model)
         finished = finished_shards(shards_dir, n_shards, record)
         paths = []
@@ -179,7 +183,8 @@ def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path
             if shard in finished:
                 log.info("rank %d: reused %s, finished earlier from the same corpus, model and settings", rank, path)
             else:
-                path = encode_shard(encoder, corpus_path, shards_dir, config, shard, n_shards, model, read, record)
+                path = encode_shard(encoder, corpus_path, shards_dir, config, shard, n_shards, model, read, record,
+                                    progress)
                 log.info("rank %d: wrote %s", rank, path)
             paths.append((path, shard in finished))
         if distributed:
