@@ -95,3 +95,15 @@ def test_python_dash_m_runs_the_search_command(module, index):
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr
     assert [h["paper_id"] != "p1" for h in json.loads(done.stdout)["hits"]] == [True, True]
+
+
+def test_a_fuse_the_first_stage_does_not_use_is_said(index, caplog, capsys):
+    """`--fuse` beside a first stage that fuses nothing was accepted and silently unused."""
+    with caplog.at_level("WARNING", logger="aspire.cli.search"):
+        assert search_main(["--index", str(index), "--query-id", "p1", "--k", "2", "--fuse", "rrf:20"]) == 0
+    assert "--fuse rrf:20 is not used: it fuses the lists of --stages ann,bm25, and the first stage is ann" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="aspire.cli.search"):
+        assert search_main(["--index", str(index), "--query-id", "p1", "--k", "2", "--stages", "ann,bm25",
+                            "--fuse", "rrf:20"]) == 0
+    assert "is not used" not in caplog.text

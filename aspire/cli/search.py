@@ -512,8 +512,11 @@ def _run(args) -> int:
     set_threads(args.threads)
     searcher = Searcher.open(args.index, overrides)
     clock = _took(f"opened the index ({searcher.index.n_papers} papers)", clock)
-    checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
-                          stages=args.stages, fuse=args.fuse)  # out-of-range arguments stop before any query
+    asked = checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
+                                  stages=args.stages, fuse=args.fuse)  # out-of-range arguments stop before any query
+    if args.fuse is not None and asked.stages != "ann,bm25":  # said, not silently unused
+        log.warning("--fuse %s is not used: it fuses the lists of --stages ann,bm25, and the first stage is %s",
+                    args.fuse, asked.stages)
     if args.cross_encoder is not None:  # loaded (and its directory checked) before any query
         from aspire.retrieval.crossencoder import load_cross_stage
 
