@@ -39,7 +39,7 @@ def run_csfcube(root: str | Path, model: str | None, scorer: str | None, out: st
     files beside them), the per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
     """
     from aspire.evaluate.options import default_exp
-    from aspire.evaluate.pool_stages import run_stages
+    from aspire.evaluate.pool_stages import check_stage_names, run_stages
     from aspire.evaluate.rank import rank_pool_set
 
     options, stages = options or EvalOptions(), stages or Stages()
@@ -52,6 +52,8 @@ def run_csfcube(root: str | Path, model: str | None, scorer: str | None, out: st
     base = None if model is None else default_exp(model, scorer, options.encoding, options.scorer_options,
                                                   options.query_text, options.cand_sentences)
     exp = exp or (stages.exp(base) if stages.staged else base)
+    if stages.staged:
+        check_stage_names(exp, base, stages)  # before the model runs
     info: dict = {}
     if model is not None:
         rankings, info = rank_pool_set(pool_set, papers, model, scorer, out, base if stages.staged else exp, options,
@@ -90,10 +92,11 @@ def fuse_csfcube(
 
 def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: str | Path, exp: str | None = None,
                        cache_dir: str | Path | None = None, batch_size: int = 32,
-                       encoder_options: dict | None = None) -> dict:
+                       encoder_options: dict | None = None, facet_code: str = "auto") -> dict:
     """CSFCube answered by `aspire search`'s Searcher with the search-config overrides `pipeline`
-    (`aspire.evaluate.search_run.rank_pools_by_search`), scored by the benchmark's protocol; writes the
-    per-query CSV, the TREC files and `out/results.json`."""
+    (`aspire.evaluate.search_run.rank_pools_by_search`; `facet_code`: the control code of a facet's queries, for
+    a model with facet codes), scored by the benchmark's protocol; writes the per-query CSV, the TREC files and
+    `out/results.json`."""
     import time
 
     from aspire.encoders import load_encoder
@@ -107,7 +110,8 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     exp = exp or search_exp(model, pipeline)
     encoder = load_encoder(model, **dict(encoder_options or {}))
     t0 = time.perf_counter()
-    rankings = rank_pools_by_search(pool_set, papers, encoder, pipeline, LABEL_TO_FACET, cache_dir, batch_size)
+    rankings = rank_pools_by_search(pool_set, papers, encoder, pipeline, LABEL_TO_FACET, cache_dir, batch_size,
+                                    facet_code)
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(experiment=exp, model=str(model), encoder_fingerprint=model_fingerprint(encoder),
                    search={"overrides": list(pipeline), "index": "flat, one a pool"},

@@ -31,7 +31,8 @@ def facet_positions(paper: Paper, n_encoded: int, facet: str, label_to_facet: Ma
     """
     labels = paper.labels
     if labels is None:
-        raise ValueError(f"paper {paper.paper_id} has no sentence labels; a facet-conditional query needs them")
+        raise ValueError(f"paper {paper.paper_id} has no sentence labels; choosing its sentences of facet {facet!r} "
+                         "needs them")  # a query's, or a candidate's with cand_sentences="facet"
     if len(labels) != n_encoded:
         raise ValueError(
             f"paper {paper.paper_id}: {len(labels)} labels for {n_encoded} encoded sentences "

@@ -20,6 +20,7 @@ abstract joined by spaces (`aspire.scoring.lexical.paper_text`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from aspire.benchmarks.pools import PoolSet, existing_ranked_path, query_key, ranked_path, write_ranked
@@ -112,14 +113,30 @@ def rerank_rankings(pool_set: PoolSet, papers: Mapping[str, Paper], label_to_fac
     return out_rankings, record
 
 
+def check_stage_names(exp: str, dense_exp: str | None, stages: Stages) -> None:
+    """ValueError when `exp`, the name the last stage is written under, is the name of an earlier stage's ranked
+    files (the model's `dense_exp`, `bm25`, their fusion), which would then hold another stage's ranking."""
+    earlier = {dense_exp: "the model's run"} if dense_exp is not None else {}
+    if stages.bm25:
+        earlier[BM25_EXP] = "the BM25 stage"
+        if dense_exp is not None:
+            earlier[Stages(bm25=True, alpha=stages.alpha).exp(dense_exp)] = "the fusion stage"
+    if stages.rerank is None:  # no rerank: the last of these is the last stage, written under both names
+        earlier.pop(replace(stages, rerank=None).exp(dense_exp), None)
+    if exp in earlier:
+        raise ValueError(f"experiment name {exp!r} is the name of {earlier[exp]}'s ranked files, which the last "
+                         "stage would overwrite; choose another --exp")
+
+
 def run_stages(pool_set: PoolSet, papers: Mapping[str, Paper], label_to_facet: Mapping[str, str], out: Path,
                exp: str, dense_exp: str | None, stages: Stages) -> tuple[dict[str, dict[str, list[str]]], dict]:
     """Compose the stages over `out`'s ranked files: the model's (`dense_exp`, already written there), BM25,
     their fusion (weight `stages.alpha` on the model) and the cross-encoder rerank; the last stage is written as
-    `exp`. Returns `({facet: {query: [cand, ...]}}, run info)`."""
+    `exp` (`check_stage_names`: not an earlier stage's name). Returns `({facet: {query: [cand, ...]}}, run info)`."""
     from aspire.evaluate.fuse import fuse_pool_set
 
     stages.checked(dense_exp is not None)
+    check_stage_names(exp, dense_exp, stages)
     bm25, alpha, k1, b, rerank = stages.bm25, stages.alpha, stages.k1, stages.b, stages.rerank
     info: dict = {}
     current = dense_exp

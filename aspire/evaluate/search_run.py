@@ -16,7 +16,9 @@ a vector the index does not hold; this runner answers what the index's pipelines
 Pool sets (CSFCube: `rank_pools_by_search`) and reviewer matching (`run_reviewers_search`) index each query's
 own candidates (a pool; a reviewer's archive papers in one draw) and search them all with the query (a facet's
 sentences; a submission's whole abstract); reviewer matching then aggregates each submission's hit scores over
-the archive as its own runner does (`max`, `mean`, `topk:K`).
+the archive as its own runner does (`max`, `mean`, `topk:K`). A key the benchmark sets itself is refused by name
+(`pipeline_config`): `k` everywhere (the depth, or the whole pool), `shortlist` for pools and archives (ranked
+whole), and the cross-encoder stage (its own runner's `--rerank`).
 """
 
 from __future__ import annotations
@@ -63,10 +65,24 @@ def answer_queries(searcher: Searcher, queries: Mapping, depth: int) -> dict[str
             for qid, query in queries.items()}
 
 
-def pipeline_config(pipeline: Sequence[str]):
-    """The search config `pipeline` (search-config overrides) gives the defaults; ConfigError naming a bad key or
-    value, checked before any encoding (a typo once surfaced after every candidate was encoded)."""
-    return apply_overrides(IndexBuildConfig().search, list(pipeline), "search")
+POOL_KEYS = {"k": "every pool is ranked whole", "shortlist": "every pool is re-ranked whole"}  # the benchmark's own
+
+
+def pipeline_config(pipeline: Sequence[str], fixed: Mapping[str, str] = POOL_KEYS):
+    """The search config `pipeline` (search-config overrides) gives the defaults, checked before any encoding (a
+    typo once surfaced after every candidate was encoded): ConfigError naming a bad key or value; ValueError
+    naming a key the benchmark sets itself (`fixed`: key -> why; it was once ignored while the results listed
+    it) or the cross-encoder stage, which needs a loaded cross-encoder."""
+    from aspire.config import parse_overrides
+
+    config = apply_overrides(IndexBuildConfig().search, list(pipeline), "search")
+    for key in parse_overrides(list(pipeline)):
+        if key in fixed:
+            raise ValueError(f"search-pipeline: {key!r} is set by the benchmark ({fixed[key]}); leave it out")
+    if config.cross_encoder:
+        raise ValueError("search-pipeline: the cross-encoder stage needs a loaded cross-encoder; evaluate it with "
+                         "--rerank MODEL on the benchmark's own runner")
+    return config
 
 
 def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline: Sequence[str] = (),
@@ -74,7 +90,7 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
     """Score `bench` with the search pipeline `pipeline` (search-config overrides) over an index of its
     candidates built with `model` (or the loaded `encoder`); writes the run, qrels and `results.json`."""
     check_depth(bench, depth)
-    pipeline_config(pipeline)  # a mistyped key before the candidates are encoded
+    pipeline_config(pipeline, {"k": "--depth sets it"})  # a mistyped key before the candidates are encoded
     if encoder is None:
         from aspire.encoders import load_encoder
 
@@ -84,9 +100,6 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
     searcher = Searcher(index, apply_overrides(index.config.search, list(pipeline), "search"), encoder)
     searcher.shortfalls = []  # a query answered with fewer than `depth` papers is counted, not warned each time
     cfg = searcher.config
-    if cfg.cross_encoder:
-        raise ValueError("search-pipeline: the cross-encoder stage needs a loaded cross-encoder; evaluate it with "
-                         "--rerank MODEL on the benchmark's own runner")
     run = answer_queries(searcher, encode_text_queries(encoder, bench.queries), depth)
     short = searcher.shortfalls
     info = {"model": str(model), "encoder_fingerprint": model_fingerprint(encoder),
@@ -97,13 +110,18 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
     return score_and_write(bench, run, Path(out), exp, info)
 
 
-def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = (),
-                         label_to_facet=None, cache_dir=None, batch_size: int = 32) -> dict[str, dict[str, list[str]]]:
+def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = (), label_to_facet=None,
+                         cache_dir=None, batch_size: int = 32,
+                         facet_code: str = "auto") -> dict[str, dict[str, list[str]]]:
     """A pool set (CSFCube's facets and pools) ranked by the `Searcher`: every pooled paper encoded once
     (contextual, through the vector cache), each query's pool indexed on its own (flat), and the query — its
     facet's sentences, still encoded in the context of its whole abstract — searched with `pipeline`
-    (search-config overrides) for all of its pool. Returns `{facet: {query: [candidate, ...]}}` best first,
-    for the pool set's own scoring (`aspire.benchmarks.csfcube.evaluate_csfcube_rankings`)."""
+    (search-config overrides) for all of its pool. With a model trained with facet control codes, a facet's
+    queries are encoded with the code `facet_code` gives them (`aspire.encoders.codes.query_code`; `auto`: the
+    facet's own, as `aspire search` and the benchmark's own runner encode them). Returns
+    `{facet: {query: [candidate, ...]}}` best first, for the pool set's own scoring
+    (`aspire.benchmarks.csfcube.evaluate_csfcube_rankings`)."""
+    from aspire.encoders.codes import query_code
     from aspire.evaluate.encode import encode_papers
     from aspire.evaluate.facets import facet_queries
 
@@ -116,7 +134,13 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     rankings: dict[str, dict[str, list[str]]] = {}
     for facet in pool_set.facets:
         pools = pool_set.pools[facet]
-        queries = batch.index([row[q] for q in pools])
+        code = query_code(getattr(encoder, "codes", ()), facet_code, facet)
+        if code:  # the queries again, with their facet's code; the candidates keep the model's code
+            asked = [papers[q] for q in pools]
+            with encoder.using_code(code):
+                queries = _searchable(encode_papers(encoder, asked, "contextual", cache_dir, batch_size)[0], asked)
+        else:
+            queries = batch.index([row[q] for q in pools])
         if facet:
             queries = facet_queries(queries, papers, facet, label_to_facet)
         rankings[facet] = {}
@@ -167,7 +191,7 @@ def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str
     from aspire.evaluate.reviewer_run import parse_aggregate, predict, reviewer_papers, write_reviewer_results
 
     parse_aggregate(agg)
-    pipeline_config(pipeline)  # a mistyped key before any paper is encoded
+    search = pipeline_config(pipeline, {k: "every archive is ranked whole" for k in POOL_KEYS})  # before encoding
     if encoder is None:
         from aspire.encoders import load_encoder
 
@@ -178,10 +202,6 @@ def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str
     batch = _searchable(batch, papers)
     row, titles = {p.paper_id: i for i, p in enumerate(papers)}, {p.paper_id: p.title for p in papers}
     fingerprint = model_fingerprint(encoder)
-    search = apply_overrides(IndexBuildConfig().search, list(pipeline), "search")
-    if search.cross_encoder:
-        raise ValueError("search-pipeline: the cross-encoder stage needs a loaded cross-encoder; evaluate it with "
-                         "--rerank MODEL on the benchmark's own runner")
 
     def sims(subs: list[str], arch: list[str]) -> torch.Tensor:
         ranked = _search_all(batch, row, titles, batch.index([row[s] for s in subs]), arch, search, fingerprint,
