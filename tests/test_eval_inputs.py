@@ -145,3 +145,18 @@ def test_search_pipeline_out_is_checked_against_its_experiment(tmp_path, monkeyp
     assert f"experiment 'specter'), not this one's (experiment '{tiny_model_dir.name}-search-rerank-minl2')" in (
         capsys.readouterr().err)
     assert (tmp_path / "spec" / "results.json").read_text() == before
+
+
+@pytest.mark.parametrize("command, extra", [
+    (["csfcube"], ["--tau", "2"]),
+    (["csfcube"], ["--query-text", "facet"]),
+    (["context2doc"], ["--normalize", "--joiner", " "]),
+    (["reviewers"], ["--k1", "2.0"]),
+])
+def test_search_pipeline_refuses_model_options_it_does_not_read(tmp_path, capsys, command, extra):
+    """`--search-pipeline` runs the index's search config: `--tau`, `--query-text`, `--normalize`, `--k1` ... given
+    beside it were accepted and silently ignored."""
+    with pytest.raises(SystemExit) as exc:
+        main([*command, "--model", "minilm", "--search-pipeline", "rerank=minl2", *extra, "--out", str(tmp_path / "o")])
+    assert exc.value.code == 2
+    assert f"--search-pipeline does not read {extra[0]}" in capsys.readouterr().err

@@ -124,3 +124,14 @@ def test_a_candidate_without_labels_is_not_called_a_query(faceted, tiny_model_di
                                          "'method' needs them") as err:
         facet_candidates(batch, papers, "method", LABEL_TO_FACET)
     assert "query" not in str(err.value)
+
+
+@pytest.mark.parametrize("k1, b", [(float("nan"), 0.75), (-1.0, 0.75), (float("inf"), 0.75), (1.2, 1.5)])
+def test_bm25_settings_out_of_range_are_refused_with_the_stages(k1, b):
+    """`--k1 nan`, `-1` or a `--b` above 1 were found only when BM25 was built, after the model had encoded every
+    paper; `Stages.checked` runs before."""
+    from aspire.evaluate.options import Stages
+
+    with pytest.raises(ValueError, match=r"BM25 needs a finite k1 >= 0 and 0 <= b <= 1"):
+        Stages(bm25=True, alpha=0.5, k1=k1, b=b).checked(has_model=True)
+    assert Stages(bm25=False, k1=k1, b=b).checked(has_model=True).k1 is k1  # unused without BM25

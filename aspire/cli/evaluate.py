@@ -134,6 +134,22 @@ def _csfcube(parser, args) -> int:
     return 0
 
 
+# options of a model run that a `--search-pipeline` run does not read (the index and its search config decide), with
+# their defaults: given, they were silently ignored
+_NOT_SEARCH_OPTIONS = (("--encoding", "encoding", "contextual"), ("--tau", "tau", None), ("--eps", "eps", None),
+                       ("--window", "window", None), ("--max-length", "max_length", None), ("--normalize", "normalize", False),
+                       ("--joiner", "joiner", None), ("--query-text", "query_text", "abstract"),
+                       ("--cand-sentences", "cand_sentences", "all"), ("--k1", "k1", 1.25), ("--b", "b", 0.75))
+
+
+def _refuse_unused_by_search(parser, args) -> None:
+    """A parser error naming the options given beside `--search-pipeline` that it does not read."""
+    given = [flag for flag, name, default in _NOT_SEARCH_OPTIONS if getattr(args, name, default) != default]
+    if given:
+        parser.error(f"--search-pipeline does not read {', '.join(given)}: the search config decides (give its keys "
+                     "as overrides, e.g. bm25_k1=, ot_tau=), or run the model with --scorer")
+
+
 def _csfcube_search(parser, args) -> int:
     """`csfcube --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
     from aspire.benchmarks import csfcube
@@ -143,11 +159,12 @@ def _csfcube_search(parser, args) -> int:
     if not args.model or args.scorer or args.ranked or args.bm25 or args.rerank:
         parser.error("--search-pipeline takes --model and search-config overrides (stages=, rerank=, fuse=); "
                      "leave out --scorer, --ranked, --bm25 and --rerank")
+    _refuse_unused_by_search(parser, args)
     pipeline = normalize_overrides(args.search_pipeline, section="search")
     check_out(args, args.exp or search_exp(args.model, pipeline))  # the experiment's name, known only now
     results = run_csfcube_search(args.data, args.model, pipeline, args.out, args.exp,
                                  None if args.no_cache else args.cache_dir, args.batch_size,
-                                 {**backend_options(args), **code_option(args.doc_code)})
+                                 {**backend_options(args), **code_option(args.doc_code)}, facet_code=args.facet_code)
     print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}  ({results['experiment']})")
     print(f"wrote {Path(args.out) / 'results.json'}")
     return 0
@@ -302,6 +319,7 @@ def _reviewers_search(parser, args, rset) -> int:
     if args.scorer or args.predictions or args.bm25 or args.bm25_alpha is not None or args.rerank:
         parser.error("--search-pipeline takes its stages as search-config overrides (stages=, rerank=, fuse=); "
                      "leave out --scorer, --predictions, --bm25 and --rerank")
+    _refuse_unused_by_search(parser, args)
     overrides = normalize_overrides(args.search_pipeline, section="search")
     exp = args.exp or f"{search_exp(args.model, overrides)}-{args.aggregate.replace(':', '')}"
     check_out(args, exp)
@@ -360,6 +378,7 @@ def _context2doc_search(parser, args) -> int:
     if args.scorer or args.bm25 or args.rerank:
         parser.error("--search-pipeline takes its stages as search-config overrides (stages=, rerank=, fuse=); "
                      "leave out --scorer, --bm25 and --rerank")
+    _refuse_unused_by_search(parser, args)
     overrides = normalize_overrides(args.search_pipeline, section="search")
     exp = args.exp or search_exp(args.model, overrides)
     check_out(args, exp)

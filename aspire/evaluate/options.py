@@ -153,12 +153,14 @@ class Stages:
         return self.bm25 or self.rerank is not None
 
     def checked(self, has_model: bool) -> "Stages":
-        """These stages, or a ValueError when they cannot run: nothing to rank with, or a fusion weight missing
-        or outside [0, 1]."""
+        """These stages, or a ValueError when they cannot run: nothing to rank with, a fusion weight missing
+        or outside [0, 1], or BM25's k1 and b out of range."""
         if not has_model and not self.bm25:
             raise ValueError("give a model and a scorer, BM25, or both")
         if has_model and self.bm25 and (self.alpha is None or not 0.0 <= self.alpha <= 1.0):
             raise ValueError(f"a model fused with BM25 needs a weight alpha in [0, 1], got {self.alpha}")
+        if self.bm25 and not (0.0 <= self.k1 < float("inf") and 0.0 <= self.b <= 1.0):  # once found after encoding
+            raise ValueError(f"BM25 needs a finite k1 >= 0 and 0 <= b <= 1, got k1={self.k1}, b={self.b}")
         return self
 
     def exp(self, base: str | None) -> str:
