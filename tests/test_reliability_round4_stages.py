@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-import torch
+from test_formats_query import coded_model_dir  # noqa: F401  (a fixture)
 from test_pool_stages import LABEL_TO_FACET, faceted  # noqa: F401  (faceted: a fixture)
 
 from aspire.evaluate.options import EvalOptions, Stages
@@ -70,25 +70,7 @@ def test_the_cross_encoder_search_stage_is_refused_before_encoding():
                             ["cross_encoder=true"])
 
 
-@pytest.fixture(scope="module")
-def coded_model_dir(tiny_model_dir, tmp_path_factory):
-    from test_formats_query import FACET_CODES
-
-    from aspire.encoders import ContextualSentenceEncoder
-
-    encoder = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
-    encoder.add_codes(FACET_CODES, "[DOC]")
-    with torch.no_grad():  # distinct code embeddings, so a facet's code visibly changes a query
-        table = encoder.model.get_input_embeddings().weight
-        generator = torch.Generator().manual_seed(0)
-        for code in FACET_CODES:
-            table[encoder.tokenizer.convert_tokens_to_ids(code)] = torch.randn(table.shape[1], generator=generator) * 2
-    path = tmp_path_factory.mktemp("coded") / "model"
-    encoder.save_pretrained(path)
-    return path
-
-
-def test_search_pipeline_queries_get_their_facet_code(small_csfcube, coded_model_dir, tmp_path):
+def test_search_pipeline_queries_get_their_facet_code(small_csfcube, coded_model_dir, tmp_path):  # noqa: F811
     """With a facet-coded model, `csfcube --search-pipeline` encoded a facet's queries with the papers' code
     ([DOC]) while `aspire search` and `csfcube --scorer` give them their facet's ([METHOD]): the figure was not
     the one of the pipeline a user runs."""
