@@ -96,18 +96,20 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a mapping for {tp.__name__}, got {value!r}")
         return _from_dict(tp, value, where)
     if origin in (list, tuple, Sequence):
-        if isinstance(value, str):
-            value = yaml.safe_load(value)
+        given = value
+        if isinstance(value, str):  # a quoted flow list, `'[a, b]'`
+            value = parse_yaml(value, where)
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
+            raise ConfigError(f"{where}: expected a list, got {given!r}")
         (item_tp, *_) = typing.get_args(tp) or (Any,)
         items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if origin is tuple else items
     if origin is dict:
-        if isinstance(value, str):
-            value = yaml.safe_load(value)
+        given = value
+        if isinstance(value, str):  # a quoted flow mapping, `'{a: 1}'`
+            value = parse_yaml(value, where)
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping, got {given!r}")
         key_tp, value_tp = typing.get_args(tp) or (Any, Any)
         return {_coerce(k, key_tp, where): _coerce(v, value_tp, f"{where}.{k}") for k, v in value.items()}
     if origin is typing.Literal:
@@ -127,12 +129,17 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}")
         try:
             converted = tp(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
             raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}") from None
         if tp is int and isinstance(value, float) and converted != value:
             raise ConfigError(f"{where}: expected an integer, got {value!r}")
         return converted
     if tp is str:
+        if value is None:  # str(None) would be the text "None"
+            raise ConfigError(f"{where}: expected a string, got null (no value)")
+        if isinstance(value, bool):  # str(True) would be "True", whatever the user typed
+            raise ConfigError(f"{where}: expected a string, got the boolean {str(value).lower()} (unquoted yes, no, "
+                              f"on, off, true and false are booleans in YAML): quote the text")
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
         return str(value)
@@ -141,7 +148,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 
 def _from_dict(cls: type[T], data: dict, where: str = "") -> T:
     types_ = _field_types(cls)
-    unknown = sorted(set(data) - set(types_))
+    unknown = sorted(map(str, set(data) - set(types_)))  # a key YAML read as a number is unknown too
     if unknown:
         prefix = f"{where}." if where else ""
         raise ConfigError(
@@ -170,9 +177,11 @@ def _merge(base: dict, update: dict, where: str = "") -> dict:
             out[key] = _merge(old, value, f"{name}.")
         elif value is None and isinstance(old, dict):
             raise ConfigError(f"{name}: a section with nothing under it; give its keys or remove the line")
-        elif isinstance(old, dict) != isinstance(value, dict) and old is not None:
-            given = value if isinstance(old, dict) else old
-            raise ConfigError(f"{name}: expected a mapping of its keys, got {type(given).__name__} {given!r}")
+        elif isinstance(old, dict) and not isinstance(value, dict):
+            raise ConfigError(f"{name}: expected a mapping of its keys, got {type(value).__name__} {value!r}")
+        elif isinstance(value, dict) and old is not None:  # `train.lr.x=1`, `model.encoder={a: 1}`
+            raise ConfigError(f"{name}: is one value ({type(old).__name__} {old!r}), not a section; got the mapping "
+                              f"{value!r}")
         else:
             out[key] = value
     return out
@@ -213,12 +222,16 @@ def parse_yaml(text: str, source: str | Path) -> Any:
         raise ConfigError(f"{source}: invalid YAML: {' '.join(str(err).split())}") from None
 
 
-def read_yaml(path: str | Path) -> dict:
+def read_yaml(path: str | Path, _below: tuple[Path, ...] = ()) -> dict:
     """Read a YAML config, following `base: other.yaml` (relative to the file) recursively. A syntax
-    error or a key given twice is a ConfigError naming the file, line and column (`parse_yaml`)."""
+    error or a key given twice is a ConfigError naming the file, line and column (`parse_yaml`); so is a
+    `base` that is not a file name, names no file, or leads back to a file that names it (a cycle)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
+    if path.resolve() in _below:
+        chain = " -> ".join(str(p) for p in (*_below, path.resolve()))
+        raise ConfigError(f"{path}: its base files lead back to it ({chain})")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
@@ -228,7 +241,11 @@ def read_yaml(path: str | Path) -> dict:
         raise ConfigError(f"{path}: top level must be a mapping")
     base = data.pop("base", None)
     if base is not None:
-        below = read_yaml(path.parent / base)  # its own errors name it
+        if not isinstance(base, str) or not base.strip():
+            raise ConfigError(f"{path}: base: expected the name of a YAML file, got {base!r}")
+        if not (path.parent / base).is_file():
+            raise ConfigError(f"{path}: base: config file not found: {path.parent / base}")
+        below = read_yaml(path.parent / base, (*_below, path.resolve()))  # its own errors name it
         try:
             data = _merge(below, data)
         except ConfigError as err:
@@ -237,7 +254,9 @@ def read_yaml(path: str | Path) -> dict:
 
 
 def parse_overrides(overrides: Sequence[str]) -> dict:
-    """`["train.lr=1e-5", "--model.name=mpnet"]` -> nested dict; values parsed as YAML scalars."""
+    """`["train.lr=1e-5", "--model.name=mpnet"]` -> nested dict; values parsed as YAML (flow lists and
+    mappings too; `key=` is the empty string). A key given again wins over the earlier value, key by key: a
+    mapping given for a section keeps the earlier overrides of its other keys (`train.lr=3 train={seed: 1}`)."""
     nested: dict = {}
     for item in overrides:
         text = item[2:] if item.startswith("--") else item
@@ -250,7 +269,10 @@ def parse_overrides(overrides: Sequence[str]) -> dict:
             node = node.setdefault(key, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r} conflicts with an earlier override")
-        node[keys[-1]] = parse_yaml(raw, f"override {item!r}") if raw != "" else ""
+        value = parse_yaml(raw, f"override {item!r}") if raw != "" else ""
+        earlier = node.get(keys[-1])
+        node[keys[-1]] = _merge(earlier, value, f"{dotted}.") if isinstance(earlier, dict) and isinstance(
+            value, dict) else value
     return nested
 
 

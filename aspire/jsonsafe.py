@@ -16,8 +16,11 @@ from typing import Any
 
 
 def finite_json(obj: Any, path: str = "") -> tuple[Any, dict[str, str]]:
-    """A copy of `obj` (dicts, lists, tuples, scalars) with every non-finite float replaced by None,
-    and `{dotted path: "nan" | "inf" | "-inf"}` of what was replaced."""
+    """A copy of `obj` (dicts, lists, tuples, scalars; numpy scalars and arrays as the Python values and
+    lists they hold) with every non-finite float replaced by None, and `{dotted path: "nan" | "inf" |
+    "-inf"}` of what was replaced."""
+    if type(obj).__module__ == "numpy" and hasattr(obj, "tolist"):  # np.float32(nan), an array: no numpy import
+        obj = obj.tolist()
     if isinstance(obj, float):
         return (obj, {}) if math.isfinite(obj) else (None, {path or "$": repr(obj)})
     if isinstance(obj, dict):

@@ -140,11 +140,16 @@ def check_record(path: str | Path) -> str | None:
         return f"no size and checksum recorded beside it ({record_file.name} is missing)"
     except (OSError, ValueError, KeyError, TypeError) as err:
         return f"its record {record_file.name} is unreadable ({type(err).__name__})"
-    actual = path.stat().st_size
-    if actual != size:
-        return f"it holds {actual} bytes, {size} were written"
-    if file_sha256(path) != digest:
-        return "its SHA-256 differs from the one recorded when it was written"
+    if not path.is_file():  # removed (or replaced by a folder) since its record was written
+        return "it is missing" if not path.exists() else "it is not a file"
+    try:
+        actual = path.stat().st_size
+        if actual != size:
+            return f"it holds {actual} bytes, {size} were written"
+        if file_sha256(path) != digest:
+            return "its SHA-256 differs from the one recorded when it was written"
+    except OSError as err:  # removed or made unreadable while it was checked
+        return f"it cannot be read ({type(err).__name__}: {err.strerror})"
     return None
 
 
