@@ -131,6 +131,18 @@ def _type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def paper_id_problem(pid: str) -> str | None:
+    """Why the string `pid` cannot be a paper id (`read_papers`' rule, after an integer id is converted), or None.
+    For stages that write the ids of papers files, so they refuse a bad id where it is read."""
+    if not pid.strip():
+        return "paper_id is empty"
+    if any(c.isspace() for c in pid):  # ' 42 ' would index 42 twice; 'a b' splits a TREC run's or a query line's columns
+        return f"paper_id {pid!r} holds whitespace, which TREC runs and query lines cannot hold"
+    if SURROGATE.search(pid):
+        return "paper_id holds a lone surrogate (not Unicode text)"
+    return None
+
+
 def _parse_id(record: dict) -> str:
     if "paper_id" not in record:
         raise _Bad("missing field 'paper_id'")
@@ -138,12 +150,9 @@ def _parse_id(record: dict) -> str:
     if isinstance(pid, bool) or not isinstance(pid, (str, int)):
         raise _Bad(f"paper_id must be a string or an integer, got {_type_name(pid)}")
     pid = str(pid)
-    if not pid.strip():
-        raise _Bad("paper_id is empty")
-    if any(c.isspace() for c in pid):  # ' 42 ' would index 42 twice; 'a b' splits a TREC run's or a query line's columns
-        raise _Bad(f"paper_id {pid!r} holds whitespace, which TREC runs and query lines cannot hold")
-    if SURROGATE.search(pid):
-        raise _Bad("paper_id holds a lone surrogate (not Unicode text)")
+    problem = paper_id_problem(pid)
+    if problem:
+        raise _Bad(problem)
     return pid
 
 

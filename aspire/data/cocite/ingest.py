@@ -15,7 +15,8 @@ from typing import Any
 from aspire.config import to_dict
 from aspire.data.cocite.config import REPORT, FilterConfig, IngestConfig
 from aspire.data.cocite.text import clean_citations, get_tokenizer
-from aspire.data.papers import _type_name
+from aspire.data.guards import SURROGATE, invisible_text_reason
+from aspire.data.papers import _type_name, paper_id_problem
 from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, write_json
 
 
@@ -24,26 +25,42 @@ def _describe(value: Any) -> str:
 
 
 def _text_fields_problem(title: Any, abstract: Any) -> str | None:
-    """What is wrong with a paper's title (a string) and abstract (a list of strings), or None."""
+    """What is wrong with a paper's title (a string) and abstract (a list of sentences each with a visible
+    character, as a papers file needs), or None. An empty abstract is the filter's to count (`too_few_sentences`)."""
     if not isinstance(title, str):
         return f"title must be a string, got {_type_name(title)}"
+    if SURROGATE.search(title):
+        return "title " + invisible_text_reason(title)
     if not isinstance(abstract, list):
         return f"abstract must be a list of sentences, got {_type_name(abstract)}"
     for j, sentence in enumerate(abstract):
         if not isinstance(sentence, str):
             return f"abstract[{j}] must be a string, got {_type_name(sentence)}"
+        if not sentence.strip():
+            return f"abstract[{j}] is empty"
+        reason = invisible_text_reason(sentence)
+        if reason:
+            return f"abstract[{j}] {reason}"
     return None
 
+
+def _cited_id_problem(pid: str) -> str | None:
+    """What keeps the string `pid` from being a cited paper's id (a papers-file id that a co-cited set's id, the
+    ids joined by '|', can hold), or None."""
+    if "|" in pid:
+        return f"paper_id {pid!r} holds '|', which joins the ids of a co-cited set's id"
+    return paper_id_problem(pid)
 
 
 def _paper_record(paper_id: str, title: str, abstract: list[str]) -> dict:
     return {"paper_id": paper_id, "title": title, "abstract": abstract}
 
 
-
 # ---- stage 1a: ingest records -------------------------------------------------------------------
 def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
-    """Raise `DataError("FILE:LINE: ...")` if a co-citation record lacks a key or has a wrongly typed field."""
+    """Raise `DataError("FILE:LINE: ...")` if a co-citation record lacks a key, has a wrongly typed field, holds
+    text that is not Unicode (a lone surrogate), or names a cited paper the later stages would refuse: an id with
+    '|' or whitespace, an abstract sentence with no visible character."""
     require(rec, ("citing_paper_id", "context", "cited"), path, lineno)
     def bad(message: str) -> DataError:
         return DataError(f"{path}:{lineno}: {message}")
@@ -52,6 +69,14 @@ def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
         raise bad(f"citing_paper_id must be a non-empty string, got {_describe(rec['citing_paper_id'])}")
     if not isinstance(rec["context"], str):
         raise bad(f"context must be a string, got {_type_name(rec['context'])}")
+    if not isinstance(rec.get("source", ""), str):
+        raise bad(f"source must be a string, got {_type_name(rec['source'])}")
+    if not isinstance(rec.get("all_links_confirmed", False), bool):  # bool("false") would be True
+        raise bad(f"all_links_confirmed must be true or false, got {_type_name(rec['all_links_confirmed'])} "
+                  f"{rec['all_links_confirmed']!r:.40}")
+    for key in ("citing_paper_id", "context", "source"):
+        if SURROGATE.search(rec.get(key, "")):  # not Unicode text: no output file could hold it
+            raise bad(f"{key} " + invisible_text_reason(rec[key]))
     if not isinstance(rec["cited"], list):
         raise bad(f"cited must be a list of papers, got {_type_name(rec['cited'])}")
     for i, cited in enumerate(rec["cited"]):
@@ -60,9 +85,10 @@ def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
         require(cited, ("paper_id", "title", "abstract"), path, lineno, f"cited[{i}]")
         if not isinstance(cited["paper_id"], str) or not cited["paper_id"].strip():
             raise bad(f"cited[{i}].paper_id must be a non-empty string, got {_describe(cited['paper_id'])}")
-        problem = _text_fields_problem(cited["title"], cited["abstract"])
+        problem = _cited_id_problem(cited["paper_id"]) or _text_fields_problem(cited["title"], cited["abstract"])
         if problem:
             raise bad(f"cited[{i}].{problem}")
+
 
 def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestConfig = IngestConfig(),
                    held_out: Collection[str] | None = None) -> dict:

@@ -5,6 +5,7 @@ best-effort removal of citation markers (the patterns and their limits are in `a
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from typing import Callable
 
@@ -35,7 +36,9 @@ def get_tokenizer(name: str) -> Callable[[str], list[str]]:
 
 
 _YEAR = r"(?:1[89]|20)\d\d[a-z]?"
-_NAME = r"(?:(?:van|von|de|der|del|di|la|le|du|dos|da)\s+)*[A-Z][\w'’`.-]*"
+# Any upper- or title-case letter of the Basic Multilingual Plane starts a name ("Øvrelid", "Çetinoğlu", "Łukasz").
+_UPPER = "".join(re.escape(c) for c in map(chr, range(0x10000)) if c.isupper() or c.istitle())
+_NAME = rf"(?:(?:van|von|de|der|del|di|la|le|du|dos|da)\s+)*[{_UPPER}][\w'’`.-]*"
 _AUTHORS = rf"{_NAME}(?:\s+(?:et\s+al\.?|(?:and|&)\s+{_NAME}))?"
 _CITATION_PATTERNS = [  # narrative first, so "Petrov et al (2012)" goes whole
     re.compile(rf"\b{_AUTHORS},?\s*(?:\[|\()\s*{_YEAR}(?:\s*[,;]\s*{_YEAR})*\s*(?:\]|\))"),  # Petrov et al (2012)
@@ -45,27 +48,40 @@ _CITATION_PATTERNS = [  # narrative first, so "Petrov et al (2012)" goes whole
 ]
 
 
-MARK = "\0"  # stands for one citation marker while cleaning
+MARK = "\0"  # stands for one citation marker while cleaning (`_free_mark`: another one when the text holds it)
+
+
+def _free_mark(text: str) -> str:
+    """`MARK`, or when `text` already holds it, the first private-use character `text` does not hold: a character
+    of the text itself is never taken for a citation marker."""
+    if MARK not in text:
+        return MARK
+    private_use = itertools.chain(range(0xE000, 0xF900), range(0xF0000, 0x10FFFE))
+    return next(c for c in map(chr, private_use) if c not in text)
 
 
 def clean_citations(text: str, placeholder: str = "[CIT]") -> str:
     """Replace citation markers by `placeholder` (best-effort regexes; see the module docstring).
 
-    Runs of markers joined by commas, semicolons or "and" collapse into one placeholder.
+    Runs of markers joined by commas, semicolons or "and" collapse into one placeholder. Every other
+    character is kept (whitespace runs become one space).
     """
+    mark = _free_mark(text)
     out = text
     for _ in range(3):  # nested markers: "(e.g., (Lin, 1998))" needs the inner one first
         before = out
         for pattern in _CITATION_PATTERNS:
-            out = pattern.sub(MARK, out)
+            out = pattern.sub(mark, out)
         if out == before:
             break
-    return finish_marks(out, placeholder)
+    return finish_marks(out, placeholder, mark)
 
 
-def finish_marks(text: str, placeholder: str) -> str:
-    """Collapse runs of `MARK` (and a bracket around one), squeeze spaces, write `placeholder`."""
-    out = re.sub(rf"{MARK}(?:\s*(?:[,;]|and|&)?\s*{MARK})+", MARK, text)
-    out = re.sub(rf"\(\s*{MARK}\s*\)|\[\s*{MARK}\s*\]", MARK, out)
+def finish_marks(text: str, placeholder: str, mark: str = MARK) -> str:
+    """Collapse runs of `mark` (and a bracket around one), squeeze spaces, write `placeholder` for each `mark`
+    left. `mark` stands for one citation marker in `text`, so `text` must hold it nowhere else."""
+    m = re.escape(mark)
+    out = re.sub(rf"{m}(?:\s*(?:[,;]|and|&)?\s*{m})+", mark, text)
+    out = re.sub(rf"\(\s*{m}\s*\)|\[\s*{m}\s*\]", mark, out)
     out = re.sub(r"\s+", " ", out).strip()
-    return out.replace(MARK, placeholder)
+    return out.replace(mark, placeholder)
