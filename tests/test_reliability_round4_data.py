@@ -204,3 +204,13 @@ def test_plots_name_rows_pairs_and_masks_outside_the_matrix():
         plot_distances(plan, texts, texts, pair=(3, 0))
     with pytest.raises(ValueError, match=r"query_mask has 2 entries for the matrix's 3 query sentences"):
         plot_distances(plan, texts, texts, query_mask=[True, False])
+
+
+def test_s2orc_keeps_a_nul_of_the_text_and_marks_only_citations(tmp_path):
+    """NUL was the citation marker while cleaning, so a NUL of the sentence itself came out as a second [CIT]."""
+    papers = json.loads(json.dumps(PAPERS))
+    para = papers[0]["body_text"][0]
+    para["text"] = para["text"].replace("studied", "stu\0ied", 1)  # same length: the spans still fit
+    _mine(tmp_path, papers)
+    first = json.loads((tmp_path / "out" / "contexts.jsonl").read_text().splitlines()[0])
+    assert first["text_clean"] == "Neural retrieval has been stu\0ied widely [CIT]."

@@ -33,7 +33,7 @@ from typing import Any
 
 from aspire.config import to_dict
 from aspire.data.cocite.config import REPORT, IngestConfig
-from aspire.data.cocite.text import MARK, finish_marks
+from aspire.data.cocite.text import finish_marks, free_mark
 from aspire.data.papers import _type_name
 from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, write_json
 
@@ -192,17 +192,17 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
                     if raw.strip() in held_out:
                         counts["dropped_benchmark_test"] += 1
                         continue
-                    marked = raw
+                    marked, mark = raw, free_mark(raw)  # never a character of the text (a NUL of its own)
                     for c in sorted(sent_cites, key=lambda c: c["start"], reverse=True):
                         a, b = c["start"] - s_start, min(c["end"], s_end) - s_start
-                        marked = marked[:a] + MARK + marked[b:]
+                        marked = marked[:a] + mark + marked[b:]
                     cited_kept.update(kept)
                     out.write(
                         {
                             "context_id": f"{paper_id}#p{p_idx}s{s_idx}",
                             "citing_paper_id": paper_id,
                             "text": raw,
-                            "text_clean": finish_marks(marked, cfg.placeholder),
+                            "text_clean": finish_marks(marked, cfg.placeholder, mark),
                             "cited_ids": kept,
                             "source": "s2orc:" + str(para.get("section") or ""),
                             "links_confirmed": True,

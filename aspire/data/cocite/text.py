@@ -48,10 +48,10 @@ _CITATION_PATTERNS = [  # narrative first, so "Petrov et al (2012)" goes whole
 ]
 
 
-MARK = "\0"  # stands for one citation marker while cleaning (`_free_mark`: another one when the text holds it)
+MARK = "\0"  # stands for one citation marker while cleaning (`free_mark`: another one when the text holds it)
 
 
-def _free_mark(text: str) -> str:
+def free_mark(text: str) -> str:
     """`MARK`, or when `text` already holds it, the first private-use character `text` does not hold: a character
     of the text itself is never taken for a citation marker."""
     if MARK not in text:
@@ -66,7 +66,7 @@ def clean_citations(text: str, placeholder: str = "[CIT]") -> str:
     Runs of markers joined by commas, semicolons or "and" collapse into one placeholder. Every other
     character is kept (whitespace runs become one space).
     """
-    mark = _free_mark(text)
+    mark = free_mark(text)
     out = text
     for _ in range(3):  # nested markers: "(e.g., (Lin, 1998))" needs the inner one first
         before = out
