@@ -64,6 +64,12 @@ def raise_if_not_finite(vectors: Tensor, names: Sequence[str]) -> None:
                          "; its weights may hold NaN or inf (a diverged training run) or overflow in its precision")
 
 
+def check_batch_size(value, name: str = "batch_size") -> None:
+    """ValueError naming `name` unless `value` is a whole number >= 1 (0 or less would stall or crash the batching)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+
+
 def _listed(ids: Sequence) -> str:
     """`a, b, c` for a message or warning: the first `LONG_IDS_SHOWN` of `ids`, then how many more."""
     more = f" and {len(ids) - LONG_IDS_SHOWN} more" if len(ids) > LONG_IDS_SHOWN else ""
@@ -232,12 +238,14 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if codes is not None and len(codes) != len(papers):
             raise ValueError(f"{len(codes)} control codes for {len(papers)} papers")
         inputs, unseen = self._tokenize(papers, codes)
-        raise_if_unseen(inputs.paper_ids, inputs.sentences, unseen)
+        raise_if_unseen(inputs.paper_ids, inputs.sentences, unseen, [self.include_title or not p.sentences for p in papers])
         return inputs
 
-    def unseen_sentences(self, papers: Sequence[Paper], batch_size: int = 64) -> list[list[int]]:
+    def unseen_sentences(self, papers: Sequence[Paper | dict | str], batch_size: int = 64) -> list[list[int]]:
         """Per paper, the positions of its sentences that get no word piece, judged by this tokenizer
-        exactly as `tokenize` does (empty lists for papers that can be encoded)."""
+        exactly as `tokenize` does (empty lists for papers that can be encoded). `papers` as `encode` takes them."""
+        papers = as_papers(papers)
+        check_batch_size(batch_size)
         return [u for i in range(0, len(papers), batch_size) for u in self._tokenize(papers[i : i + batch_size])[1]]
 
     def _tokenize(self, papers: Sequence[Paper], codes: Sequence[str] | None = None) -> tuple[EncoderInputs, list[list[int]]]:
@@ -264,18 +272,22 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         offsets = np.asarray(enc["offset_mapping"], dtype=np.int64)  # (R, T, 2)
         input_ids = torch.from_numpy(np.asarray(enc["input_ids"], dtype=np.int64))
         sent_index = np.full(input_ids.shape, -1, dtype=np.int64)
+        # (R, T) abstract pieces: what a truncation record is judged by (the title, sentence 0 with include_title,
+        # opens every window and is never past the first one)
+        from_abstract = np.zeros(input_ids.shape, dtype=bool)
         first_row = np.ones(len(row_paper), dtype=bool)
         first_row[1:] = row_paper[1:].numpy() != row_paper[:-1].numpy()
         for r, b in enumerate(row_paper.tolist()):
             seq = np.array([-1 if s is None else s for s in enc.sequence_ids(r)])
-            in_abstract = seq == 1
+            in_abstract = from_abstract[r] = seq == 1
             last_char = offsets[r, :, 1] - 1
             sent_index[r, in_abstract] = np.searchsorted(starts[b], last_char[in_abstract], side="right") - 1 + shift[b]
             if shift[b]:
                 sent_index[r, (seq == 0) & (offsets[r, :, 1] > offsets[r, :, 0])] = 0  # title pieces
         keep = np.ones(len(row_paper), dtype=bool) if self.overflow == "window" else first_row
         ids = [p.paper_id for p in papers]
-        truncation = truncation_records(ids, sent_index, row_paper.numpy(), first_row, self.overflow)
+        truncation = truncation_records(ids, np.where(from_abstract, sent_index, -1), row_paper.numpy(), first_row,
+                                        self.overflow)
         unseen = unseen_sentences(ids, [len(s) for s in sents], sent_index[keep], row_paper.numpy()[keep], truncation)
         keep_t = torch.from_numpy(keep)
         as_tensor = lambda key: torch.from_numpy(np.asarray(enc[key], dtype=np.int64))[keep_t]  # noqa: E731
@@ -302,6 +314,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
 
         `max_rows` windows pass through the model at a time (default all): bounds activation memory
         however many continuation windows a long paper has."""
+        if max_rows is not None:
+            check_batch_size(max_rows, "max_rows")
         R, B, S, D = len(inputs.input_ids), len(inputs.n_sentences), max(inputs.n_sentences), self.dim
         sums, counts, whole_sums, whole_counts = None, None, None, None
         for lo in range(0, R, max_rows or R):
@@ -328,6 +342,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     def truncation_report(self, papers: Sequence[Paper | dict | str], batch_size: int = 64) -> list[TruncationRecord]:
         """Every paper with sentences past the first window, and what happened to them."""
         papers, out = as_papers(papers), []
+        check_batch_size(batch_size)
         for i in range(0, len(papers), batch_size):
             out.extend(self.tokenize(papers[i : i + batch_size]).truncation)
         return out
@@ -347,6 +362,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         papers = as_papers(papers)
         if not papers:
             raise ValueError("encode: no papers given")
+        check_batch_size(batch_size)
         was_training = self.training
         self.eval()
         chars = [len(p.title) + sum(len(s) for s in p.sentences) for p in papers]
@@ -401,6 +417,9 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
         if max_length is not None and max_length < 0:
             raise ValueError(f"max_length must be >= 0 (0: the encoder's), got {max_length}")
+        if pairs is not None and len(pairs) != len(texts):
+            raise ValueError(f"embed_texts: {len(pairs)} pairs for {len(texts)} texts (one second text a text)")
+        check_batch_size(batch_size)
         was_training = self.training
         self.eval()
         order = np.argsort([-len(t) - (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)], kind="stable")
@@ -430,10 +449,16 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         return out
 
     def encode_independent(self, papers: Sequence[Paper | dict | str], *, normalize: bool = False, **kwargs) -> DocBatch:
-        """Each sentence encoded alone, without its abstract as context (the "sentence model" baseline)."""
+        """Each sentence encoded alone, without its abstract as context (the "sentence model" baseline). A paper
+        with a sentence that gets no word piece is refused, as `encode` refuses it (its vector would be that of
+        the special tokens alone)."""
         papers = as_papers(papers)
         sents = [paper_sentences(p, self.include_title) for p in papers]
         flat = [s for paper_sents in sents for s in paper_sents]
+        n_pieces = [len(ids) for ids in self.tokenizer(flat, add_special_tokens=False)["input_ids"]] if flat else []
+        bounds = np.cumsum([0, *map(len, sents)]).tolist()
+        unseen = [[j for j in range(hi - lo) if n_pieces[lo + j] == 0] for lo, hi in zip(bounds[:-1], bounds[1:])]
+        raise_if_unseen([p.paper_id for p in papers], sents, unseen, [self.include_title or not p.sentences for p in papers])
         vecs = self.embed_texts(flat, normalize=normalize, **kwargs)  # (N, D)
         parts = list(torch.split(vecs, [len(s) for s in sents]))
         return DocBatch.from_list(parts, [p.paper_id for p in papers], sents)

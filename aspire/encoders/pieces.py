@@ -19,8 +19,9 @@ from aspire.encoders.inputs import Overflow, TruncationRecord
 
 def truncation_records(paper_ids: Sequence[str], sent_index: np.ndarray, row_paper: np.ndarray,
                        first_row: np.ndarray, overflow: Overflow) -> list[TruncationRecord]:
-    """One record per paper with rows past its first: `sent_index (R, T)` sentence of each piece
-    (-1 = none), `row_paper (R,)` paper of each row, `first_row (R,)` whether a row is its paper's first."""
+    """One record per paper with rows past its first: `sent_index (R, T)` sentence of each abstract piece
+    (-1 = none; the title's pieces, repeated in every window, must be -1 here or the title would read as split
+    by the window), `row_paper (R,)` paper of each row, `first_row (R,)` whether a row is its paper's first."""
     records = []
     for b in np.unique(row_paper[~first_row]).tolist():
         in_first = set(sent_index[first_row & (row_paper == b)].ravel().tolist()) - {-1}
@@ -41,12 +42,15 @@ def unseen_sentences(paper_ids: Sequence[str], n_sentences: Sequence[int], sent_
     return out
 
 
-def raise_if_unseen(paper_ids: Sequence[str], sentences: Sequence[Sequence[str]], unseen: Sequence[list[int]]) -> None:
-    """Refuse the first paper with a sentence that gets no word piece, naming it and the sentence."""
-    for pid, sents, empty in zip(paper_ids, sentences, unseen):
+def raise_if_unseen(paper_ids: Sequence[str], sentences: Sequence[Sequence[str]], unseen: Sequence[list[int]],
+                    titled: Sequence[bool] | None = None) -> None:
+    """Refuse the first paper with a sentence that gets no word piece, naming it and the sentence;
+    `titled` (one a paper): whether its sentence 0 is its title, which the message then says."""
+    for b, (pid, sents, empty) in enumerate(zip(paper_ids, sentences, unseen)):
         if empty:
+            title = " (sentence 0 is the paper's title)" if titled is not None and titled[b] and empty[0] == 0 else ""
             raise ValueError(f"paper {pid}: sentence(s) {empty} produced no word pieces "
-                             f"(e.g. {sents[empty[0]]!r}); remove or fix them")
+                             f"(e.g. {sents[empty[0]]!r}){title}; remove or fix them")
 
 
 def budget_batches(order: Sequence[int], sizes: Sequence[int], max_items: int, max_total: int) -> list[list[int]]:
