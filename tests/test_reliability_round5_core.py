@@ -1,9 +1,10 @@
 """Round 5, core utilities: config overrides and files, strict JSON of numpy values, cache records."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from test_config import Cfg as BaseCfg
 
 from aspire.config import ConfigError, load_config
 from aspire.jsonsafe import dumps, strict_loads
@@ -11,16 +12,7 @@ from aspire.storage import check_record, write_record
 
 
 @dataclass
-class Optim:
-    lr: float = 1e-3
-    steps: int = 10
-
-
-@dataclass
-class Cfg:
-    name: str = "x"
-    optim: Optim = field(default_factory=Optim)
-    tags: list[str] = field(default_factory=list)
+class Cfg(BaseCfg):  # test_config's, with an optional text key
     path: str | None = None
 
 
