@@ -294,6 +294,15 @@ def check_paths(**paths: str | None) -> None:
             raise FileNotFoundError(2, f"No such file or directory (--{name.replace('_', '-')})", path)
 
 
+def input_file(path: str | Path, option: str) -> Path:
+    """`path` when it is a file; OSError naming `option` when it is missing or a folder."""
+    if Path(path).is_dir():
+        raise IsADirectoryError(errno.EISDIR, f"Is a directory, not a file ({option})", str(path))
+    if not Path(path).is_file():
+        raise FileNotFoundError(errno.ENOENT, f"No such file or directory ({option})", str(path))
+    return Path(path)
+
+
 def file_path(text: str) -> str:
     """argparse type: a path that is not empty (an empty `--run-out "$UNSET"` would otherwise read as not given)."""
     if not text:

@@ -107,3 +107,15 @@ def test_a_fuse_the_first_stage_does_not_use_is_said(index, caplog, capsys):
         assert search_main(["--index", str(index), "--query-id", "p1", "--k", "2", "--stages", "ann,bm25",
                             "--fuse", "rrf:20"]) == 0
     assert "is not used" not in caplog.text
+
+
+def test_encode_names_a_folder_given_as_corpus_and_refuses_out_beside_long_report(tmp_path, capsys):
+    """`aspire encode --corpus DIR` said only "Is a directory: DIR"; `--long-report --out X` checked X, then ignored it."""
+    from aspire.cli.encode import main as encode_main
+
+    assert encode_main(["--model", "minilm", "--corpus", str(tmp_path), "--out", str(tmp_path / "v")]) == 2
+    assert f"error: Is a directory, not a file (--corpus): {tmp_path}" in capsys.readouterr().err
+    (tmp_path / "c.jsonl").write_text('{"paper_id": "p1", "title": "t", "abstract": ["s."]}\n')
+    with pytest.raises(SystemExit) as exc:
+        encode_main(["--model", "minilm", "--corpus", str(tmp_path / "c.jsonl"), "--long-report", "--out", "x"])
+    assert exc.value.code == 2 and "--long-report encodes and writes nothing: leave out --out" in capsys.readouterr().err

@@ -15,8 +15,8 @@ from aspire.cliutil import (
     add_backend_options,
     add_common_options,
     backend_options,
-    check_paths,
     command_parser,
+    input_file,
     run_command,
     setup_logging,
     show_progress,
@@ -47,12 +47,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders")
     args = parser.parse_args(argv)
     if not args.out and not args.long_report:
         parser.error("give --out (or --long-report)")
+    if args.out and args.long_report:  # once checked, then ignored
+        parser.error("--long-report encodes and writes nothing: leave out --out")
     setup_logging(args)
     return run_command(lambda: _run(args), args)
 
 
 def _run(args) -> int:
-    check_paths(corpus=args.corpus)  # before torch and transformers load
+    input_file(args.corpus, "--corpus")  # before torch and transformers load
     check_model(args.model)
     if args.out:
         check_replaceable(args.out, SHARD_META, "an earlier encoding's folder")

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import json
 import logging
 import os
@@ -53,6 +52,7 @@ from aspire.cliutil import (
     command_parser,
     error_message,
     file_path,
+    input_file,
     normalize_overrides,
     positive_int,
     print_json,
@@ -273,7 +273,7 @@ def query_backend(index, args) -> tuple[str, str | None]:
 def read_query_papers(path: str | Path) -> list:
     """Papers from a query file: JSONL (one paper a line) or one pretty-printed JSON object, read
     with the papers-file rules (`aspire.data.papers.read_papers`; a string abstract is split)."""
-    path = _input_file(path, "--query-file")
+    path = input_file(path, "--query-file")
     try:
         whole = json.loads(path.read_bytes().decode("utf-8"))  # one (possibly pretty-printed) JSON object
     except (UnicodeDecodeError, json.JSONDecodeError):  # the line reader names the bad line
@@ -325,16 +325,7 @@ def check_new_qid(qid: str, first: dict[str, str]) -> None:
 
 
 def _lines(path: str) -> list[str]:
-    return _input_file(path, "--queries").read_text(encoding="utf-8-sig").splitlines()  # a BOM is no part of line 1
-
-
-def _input_file(path: str | Path, option: str) -> Path:
-    """`path` when it is a file; OSError naming `option` when it is missing or a folder."""
-    if Path(path).is_dir():
-        raise IsADirectoryError(errno.EISDIR, f"Is a directory, not a file ({option})", str(path))
-    if not Path(path).is_file():
-        raise FileNotFoundError(errno.ENOENT, f"No such file ({option})", str(path))
-    return Path(path)
+    return input_file(path, "--queries").read_text(encoding="utf-8-sig").splitlines()  # a BOM is no part of line 1
 
 
 class Progress:
