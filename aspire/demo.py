@@ -83,9 +83,12 @@ def _demo(args) -> int:
     for option, folder in (("--out", args.out), ("--cache-dir", args.cache_dir)):  # before the first encoding
         if Path(folder).exists() and not Path(folder).is_dir():
             raise NotADirectoryError(f"{option} {folder} is a file, not a folder")
-    check_model(args.model)  # both models, before the first row is encoded
-    if args.aspect_model != "none":
-        check_model(args.aspect_model)
+    for option, name in (("--model", args.model), ("--aspect-model", args.aspect_model)):  # before the first row
+        if name != "none" or option == "--model":
+            try:
+                check_model(name)
+            except ValueError as err:
+                raise ValueError(f"{option}: {err}") from None
 
     requested = args.backend, args.quantize  # the aspect model's backend is chosen for it from the same request
     args.backend, args.quantize, note = resolve_backend(args.backend, args.quantize, args.model, args.device)

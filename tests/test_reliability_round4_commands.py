@@ -115,3 +115,12 @@ def test_demo_refuses_a_file_for_a_folder_before_encoding(tmp_path, capsys, opti
     argv = ["--data", str(tmp_path), "--model", str(tmp_path / "no-model"), "--aspect-model", "none"]
     assert demo.main([*argv, *(x for pair in folders.items() for x in pair)]) == 2
     assert capsys.readouterr().err == f"error: {option} {afile} is a file, not a folder\n"
+
+
+@pytest.mark.parametrize("option", ["--model", "--aspect-model"])
+def test_demo_names_the_option_of_an_unknown_model(tmp_path, capsys, option):
+    """`--aspect-model nomodel` said only "unknown model 'nomodel'": the demo takes two models."""
+    models = {"--model": "minilm", "--aspect-model": "none", option: "nomodel"}
+    argv = ["--data", str(tmp_path), "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache")]
+    assert demo.main([*argv, *(x for pair in models.items() for x in pair)]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {option}: unknown model 'nomodel'")
