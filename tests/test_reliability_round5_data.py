@@ -74,3 +74,15 @@ def test_clean_citations_keeps_a_nul_of_the_text_and_marks_only_citations():
     text = "SR \x00 CP \x00 LR 59.9 (Hobbs, 1978) and x \ue000 y"
     assert clean_citations(text) == "SR \x00 CP \x00 LR 59.9 [CIT] and x \ue000 y"
     assert clean_citations("A\x00B", placeholder="<c>") == "A\x00B"
+
+
+def test_an_unknown_splitter_name_is_refused_even_when_no_abstract_is_a_string(tmp_path):
+    """The splitter is built when a string abstract first needs it, so a mistyped name passed unnoticed over a file
+    of sentence lists (and failed later on the first file that had one)."""
+    from aspire.data.papers import read_papers
+
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"paper_id": "p1", "title": "t", "abstract": ["One.", "Two."]}\n')
+    with pytest.raises(ValueError, match=r"unknown sentence splitter 'pysbdd'; valid: \["):
+        read_papers(path, splitter="pysbdd")
+    assert len(read_papers(path, splitter="pysbd").papers) == 1

@@ -53,7 +53,7 @@ from pathlib import Path
 
 from aspire.cliutil import command_parser, parse_and_run
 from aspire.data.guards import DEFAULT_MAX_LINE_BYTES, SURROGATE, bounded_lines, id_in_head, invisible_text_reason
-from aspire.data.sentences import DEFAULT_SPLITTER, SentenceSplitter, resolve_splitter
+from aspire.data.sentences import DEFAULT_SPLITTER, SPLITTERS, SentenceSplitter, resolve_splitter
 from aspire.io import DataError, atomic_write
 
 RESERVED_FIELDS = ("paper_id", "title", "abstract", "pred_labels")
@@ -284,6 +284,8 @@ def iter_lines(
     path = Path(path)
     name = str(path)
     built: list[SentenceSplitter] = []
+    if isinstance(splitter, str) and splitter not in SPLITTERS:  # the name now, the splitter when first needed
+        raise ValueError(f"unknown sentence splitter {splitter!r}; valid: {sorted(SPLITTERS)}")
 
     def get_splitter() -> SentenceSplitter | None:
         if splitter is None:
