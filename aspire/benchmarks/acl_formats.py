@@ -30,6 +30,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from aspire.data.papers import jsonl_objects
+from aspire.io import read_json
 
 SPLIT_FILE = Path(__file__).parent / "splits" / "scirepeval_formats.json"
 ACL_FILE = "papers.jsonl.gz"
@@ -51,12 +52,7 @@ def checksum(body: Mapping) -> str:
 def load_split(split_file: str | Path = SPLIT_FILE) -> dict:
     """The committed split, checked against its checksum; no paper may be in two splits. A file that is not
     `{"splits": {task: {split: [paper id, ...]}}, "checksum": ...}` is a ValueError naming the file and key."""
-    try:
-        data = json.loads(Path(split_file).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"SciRepEval-format split file not found: {split_file}") from None
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{split_file}: not JSON ({err})") from None
+    data = read_json(split_file, "SciRepEval-format split file")
     if not isinstance(data, dict) or not isinstance(data.get("splits"), dict) or not isinstance(data.get("checksum"), str):
         raise ValueError(f"{split_file}: a split file is a JSON object with 'splits' (an object) and 'checksum' "
                          "(a string)")

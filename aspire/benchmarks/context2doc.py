@@ -23,6 +23,7 @@ from pathlib import Path
 
 from aspire.checksum import file_sha256
 from aspire.data.papers import Paper
+from aspire.io import read_json
 from aspire.paths import DATA
 
 SPLIT_FILE = Path(__file__).with_name("splits") / "context2doc.json"
@@ -142,12 +143,7 @@ def load_split(split_file: str | Path = SPLIT_FILE, source: str | Path | None = 
     that is not `{"splits": {train|dev|test: {"queries": [qid, ...], ...}}, "checksum": ..., "source_sha256": ...}`
     or that puts a query in two splits is a ValueError naming the file and key."""
     split_file = Path(split_file)
-    if not split_file.is_file():
-        raise ValueError(f"context2doc split file not found: {split_file}")
-    try:
-        data = json.loads(split_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{split_file}: not JSON ({err})") from None
+    data = read_json(split_file, "context2doc split file")
     if not isinstance(data, dict) or not isinstance(data.get("splits"), dict) or \
             not all(isinstance(data.get(k), str) for k in ("checksum", "source_sha256")):
         raise ValueError(f"{split_file}: a context2doc split file is a JSON object with 'splits' (an object), "

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aspire.benchmarks.pools import PoolSet, existing_ranked_path, ranked_path, write_ranked
+from aspire.io import read_json, write_json
 from aspire.scoring.fusion import check_weights, fuse_ranked, fusion_method
 
 
@@ -160,10 +161,7 @@ def recorded_protocol(folder: Path) -> tuple[str | None, int | None]:
     path = folder / "results.json"
     if not path.is_file():
         return None, None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not JSON ({err})") from None
+    doc = read_json(path, "results file")
     if not isinstance(doc, dict):
         return None, None
     threshold = doc.get("relevance_threshold")
@@ -199,7 +197,6 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
         write_qrels,
         write_run,
     )
-    from aspire.io import write_json
 
     inputs, out = [Path(p) for p in inputs], Path(out)
     paths = [p / "run.trec" if p.is_dir() else p for p in inputs]
