@@ -34,19 +34,6 @@ from aspire.scoring.passage import MaxPassageScorer
 from aspire.scoring.sinkhorn import GRAD_MODES, sinkhorn
 
 
-def _check_masks(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, aligned: bool) -> None:
-    """ValueError where a mask is not (B, S) of its vectors, or aligned rows are two batch sizes: either would be
-    broadcast into scores of other papers (a (B, 1) mask read as every sentence's, one query against B candidates
-    returned as B aligned pairs). O(1): shapes only (~1 us a call)."""
-    qs, cs = q_emb.shape, c_emb.shape
-    if q_mask.shape != qs[:-1] or c_mask.shape != cs[:-1] or (aligned and qs[0] != cs[0]):
-        for name, shape, mask in (("query", qs, q_mask), ("candidate", cs, c_mask)):
-            if mask.shape != shape[:-1]:
-                raise ValueError(f"{name} mask shape {tuple(mask.shape)} does not match its vectors' (B, S) "
-                                 f"{tuple(shape[:-1])}")
-        raise ValueError(f"pairwise scoring needs equal batch sizes, got {qs[0]} queries and {cs[0]} candidates")
-
-
 def _all_pairs(q_mask: Tensor, c_mask: Tensor) -> tuple[Tensor, Tensor]:
     """Masks (Bq, S), (Bc, T) -> broadcast (Bq, Bc, S), (Bq, Bc, T)."""
     Bq, Bc = q_mask.shape[0], c_mask.shape[0]
@@ -74,15 +61,13 @@ def _minl2_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor) -> MinL2Match
 
 def minl2_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> MinL2Match:
     """All pairs: q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T) -> (Bq, Bc)."""
-    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=False)
-    _check_inputs(q_emb, q_mask, c_emb, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=False)
     return _minl2_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask))
 
 
 def pairwise_minl2_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> MinL2Match:
     """Aligned rows: q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T) -> (B,)."""
-    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=True)
-    _check_inputs(q_emb, q_mask, c_emb, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=True)
     return _minl2_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask)
 
 
@@ -164,8 +149,7 @@ def ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, ta
 
     `sinkhorn_kw` go to `aspire.scoring.sinkhorn` (tol, max_iter, check_every, grad).
     """
-    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=False)
-    _check_inputs(q_emb, q_mask, c_emb, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=False)
     return _ot_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask), tau, eps, **sinkhorn_kw)
 
 
@@ -177,8 +161,7 @@ def pairwise_ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tens
     `gathered_ot_match`'s compiled pass (the cost, then 0 on padding, and the weights' minima in one pass over the
     vectors); elsewhere `l2_cost` gives the cost, differentiable. The two agree to float rounding, and on both the
     returned `cost` is 0 where either sentence is masked (the plan carries no mass there)."""
-    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=True)
-    _check_inputs(q_emb, q_mask, c_emb, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=True)
     if compiled_cost(q_emb, c_emb):
         return gathered_ot_match(*as_store(q_emb, q_mask), *as_store(c_emb, c_mask), tau=tau, eps=eps, **sinkhorn_kw)
     cost = l2_cost(q_emb, c_emb).masked_fill(~(q_mask[:, :, None] & c_mask[:, None, :]), 0.0)
@@ -238,16 +221,14 @@ def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: floa
 
 def attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0) -> AttentionMatch:
     """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T)."""
-    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=False)
-    _check_inputs(q_emb, q_mask, c_emb, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=False)
     return _attention_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask), tau)
 
 
 def pairwise_attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *,
                              tau: float = 1.0) -> AttentionMatch:
     """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
-    _check_masks(q_emb, q_mask, c_emb, c_mask, aligned=True)
-    _check_inputs(q_emb, q_mask, c_emb, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=True)
     return _attention_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask, tau)
 
 
@@ -414,9 +395,9 @@ class HybridScorer(_Scorer):
         return f"weights={self.weights}, calibration={self.calibration}, tau={self.ot.tau}, eps={self.ot.eps}"
 
     def _terms(self, queries: DocBatch, cands: DocBatch, pairwise: bool, needed) -> dict[str, Tensor]:
-        _check_inputs(queries.emb, queries.mask, cands.emb, cands.mask)  # an empty selection is refused whichever terms are weighted
-        # the cosine terms would broadcast one query against B candidates into B "aligned" scores
-        _check_masks(queries.emb, queries.mask, cands.emb, cands.mask, aligned=pairwise)
+        # an empty selection is refused whichever terms are weighted; the cosine terms would broadcast one query
+        # against B candidates into B "aligned" scores
+        _check_inputs(queries.emb, queries.mask, cands.emb, cands.mask, aligned=pairwise)
         out = {}
         if "whole" in needed or "facet" in needed:
             c_whole = torch.nn.functional.normalize(_whole(cands, "candidate"), dim=-1)
