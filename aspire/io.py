@@ -162,6 +162,11 @@ def iter_checked_jsonl(path: str | Path, check: Callable[[dict, Path, int], None
         yield lineno, obj
 
 
+def type_name(value: object) -> str:
+    """A value's type as an error message names it: "null" for None (as JSON says it), else its Python type."""
+    return "null" if value is None else type(value).__name__
+
+
 def read_json(path: str | Path, what: str, *, mapping: bool = False) -> Any:
     """A JSON file's content; ValueError naming `what` and the file when it is missing, not UTF-8 JSON or, with
     `mapping`, not a JSON object."""
@@ -186,7 +191,7 @@ def unique_id(value: Any, key: str, where: str, seen: dict[str, str]) -> str:
     """`value`, a record's `key` read at `where` ("FILE:LINE"): a non-empty string that `seen` (id -> where it was
     met) does not hold yet, added to it; `DataError` at `where` otherwise."""
     if not isinstance(value, str) or not value:
-        raise DataError(f"{where}: {key} must be a non-empty string, got {type(value).__name__} {value!r:.60}")
+        raise DataError(f"{where}: {key} must be a non-empty string, got {type_name(value)} {value!r:.60}")
     if value in seen:
         raise DataError(f"{where}: {key} {value!r} repeats the one of {seen[value]}")
     seen[value] = where

@@ -32,8 +32,8 @@ from torch import Tensor
 from aspire.batch import DocBatch
 from aspire.config import to_dict
 from aspire.data.cocite.config import SPLITS
-from aspire.data.papers import _type_name, read_paper_map
-from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, unique_id, write_json
+from aspire.data.papers import read_paper_map
+from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, type_name, unique_id, write_json
 
 
 @dataclass
@@ -108,7 +108,7 @@ def _check_example(e: dict, path: Path, lineno: int, text_field: str, papers: di
         pid = e[key]
         if not isinstance(pid, str):
             raise DataError(f"{where}: example {eid}: {key} must be a string (a paper_id of abstracts.jsonl), "
-                            f"got {_type_name(pid)} {pid!r:.60}")
+                            f"got {type_name(pid)} {pid!r:.60}")
         if pid not in papers:
             raise DataError(f"{where}: example {eid}: {key} {pid!r} has no abstract in abstracts.jsonl")
     if e["query_id"] == e["positive_id"]:

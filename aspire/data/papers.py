@@ -54,7 +54,7 @@ from pathlib import Path
 from aspire.cliutil import command_parser, parse_and_run
 from aspire.data.guards import DEFAULT_MAX_LINE_BYTES, SURROGATE, bounded_lines, id_in_head, invisible_text_reason
 from aspire.data.sentences import DEFAULT_SPLITTER, SPLITTERS, SentenceSplitter, resolve_splitter
-from aspire.io import DataError, atomic_write
+from aspire.io import DataError, atomic_write, type_name
 
 RESERVED_FIELDS = ("paper_id", "title", "abstract", "pred_labels")
 
@@ -127,10 +127,6 @@ class _Bad(Exception):
         self.reason = reason
 
 
-def _type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
-
-
 def paper_id_problem(pid: str) -> str | None:
     """Why the string `pid` cannot be a paper id (`read_papers`' rule, after an integer id is converted), or None.
     For stages that write the ids of papers files, so they refuse a bad id where it is read."""
@@ -148,7 +144,7 @@ def _parse_id(record: dict) -> str:
         raise _Bad("missing field 'paper_id'")
     pid = record["paper_id"]
     if isinstance(pid, bool) or not isinstance(pid, (str, int)):
-        raise _Bad(f"paper_id must be a string or an integer, got {_type_name(pid)}")
+        raise _Bad(f"paper_id must be a string or an integer, got {type_name(pid)}")
     pid = str(pid)
     problem = paper_id_problem(pid)
     if problem:
@@ -174,7 +170,7 @@ def _parse_sentences(
             raise _Bad(f"missing field {key!r}")
     title, abstract = record["title"], record["abstract"]
     if not isinstance(title, str):
-        raise _Bad(f"title must be a string, got {_type_name(title)}")
+        raise _Bad(f"title must be a string, got {type_name(title)}")
     if SURROGATE.search(title):
         raise _Bad("title " + invisible_text_reason(title))
     if isinstance(abstract, str):
@@ -185,12 +181,12 @@ def _parse_sentences(
     elif isinstance(abstract, list):
         for i, sent in enumerate(abstract):
             if not isinstance(sent, str):
-                raise _Bad(f"abstract[{i}] must be a string, got {_type_name(sent)}")
+                raise _Bad(f"abstract[{i}] must be a string, got {type_name(sent)}")
             if not sent.strip():
                 raise _Bad(f"abstract[{i}] is empty")
         sentences = list(abstract)
     else:
-        raise _Bad(f"abstract must be a string or a list of strings, got {_type_name(abstract)}")
+        raise _Bad(f"abstract must be a string or a list of strings, got {type_name(abstract)}")
     if not sentences:
         raise _Bad("empty title and abstract" if not title.strip() else "abstract is empty (no sentences)")
     for i, reason in ((i, invisible_text_reason(s)) for i, s in enumerate(sentences)):
@@ -316,7 +312,7 @@ def iter_lines(
                 except json.JSONDecodeError as e:
                     raise _Bad(f"invalid JSON: {e.msg} (column {e.colno})") from None
                 if not isinstance(record, dict):
-                    raise _Bad(f"expected a JSON object, got {_type_name(record)}")
+                    raise _Bad(f"expected a JSON object, got {type_name(record)}")
                 pid = _parse_id(record)
                 if pid in first_line:
                     raise _Bad(f"duplicate paper_id, first seen on line {first_line[pid]}")
@@ -394,7 +390,7 @@ def paper_from_record(record: object, splitter: str | SentenceSplitter = DEFAULT
     pid = None
     try:
         if not isinstance(record, dict):
-            raise _Bad(f"expected a JSON object, got {_type_name(record)}")
+            raise _Bad(f"expected a JSON object, got {type_name(record)}")
         pid = _parse_id(record)
         title, sentences, labels = _parse_sentences(record, lambda: resolve_splitter(splitter), None, None)
     except _Bad as bad:

@@ -34,8 +34,8 @@ from typing import Any
 from aspire.config import to_dict
 from aspire.data.cocite.config import REPORT, IngestConfig
 from aspire.data.cocite.text import finish_marks, free_mark
-from aspire.data.papers import _type_name
-from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, write_json
+from aspire.data.papers import paper_id_problem
+from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, type_name, write_json
 
 
 class RegexSentenceSplitter:
@@ -93,14 +93,18 @@ def _id(value: Any, what: str, path: Path, lineno: int) -> str | None:
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    raise DataError(f"{path}:{lineno}: {what} must be a string or an integer, got {_type_name(value)}")
+    raise DataError(f"{path}:{lineno}: {what} must be a string or an integer, got {type_name(value)}")
 
 
 def _paper_id(obj: dict, path: Path, lineno: int, first_line: dict[str, int]) -> str:
-    """The record's `paper_id` (a non-empty string or an integer), not seen on an earlier line."""
+    """The record's `paper_id` (a string or an integer that `paper_id_problem` accepts), not seen on an earlier
+    line."""
     pid = _id(obj["paper_id"], "paper_id", path, lineno)
-    if pid is None or not pid.strip():
-        raise DataError(f"{path}:{lineno}: paper_id must be a non-empty string, got {obj['paper_id']!r}")
+    if pid is None:
+        raise DataError(f"{path}:{lineno}: paper_id must be a non-empty string, got None")
+    problem = paper_id_problem(pid)
+    if problem:
+        raise DataError(f"{path}:{lineno}: {problem}")
     if pid in first_line:
         raise DataError(f"{path}:{lineno}: duplicate paper_id {pid!r}, first seen on line {first_line[pid]}")
     return pid
@@ -114,12 +118,12 @@ def _check_abstract(obj: dict, path: Path, lineno: int, first_line: dict[str, in
         for j, sentence in enumerate(abstract):
             if not isinstance(sentence, str):
                 raise DataError(f"{path}:{lineno}: paper {pid!r}: abstract[{j}] must be a string, "
-                                f"got {_type_name(sentence)}")
+                                f"got {type_name(sentence)}")
     elif abstract is not None and not isinstance(abstract, str):
         raise DataError(f"{path}:{lineno}: paper {pid!r}: abstract must be a list of sentences, a string or "
-                        f"null, got {_type_name(abstract)}")
+                        f"null, got {type_name(abstract)}")
     if not isinstance(obj.get("title"), (str, type(None))):
-        raise DataError(f"{path}:{lineno}: paper {pid!r}: title must be a string, got {_type_name(obj['title'])}")
+        raise DataError(f"{path}:{lineno}: paper {pid!r}: title must be a string, got {type_name(obj['title'])}")
     first_line[pid] = lineno
 
 
@@ -238,16 +242,16 @@ def _check_paper(paper: dict, path: Path, lineno: int, first_line: dict[str, int
     pid = _paper_id(paper, path, lineno, first_line)
     for ref, entry in paper["bib_entries"].items():
         if not isinstance(entry, dict):
-            raise bad(f"paper {pid!r}: bib_entries[{ref!r}] must be an object, got {_type_name(entry)}")
+            raise bad(f"paper {pid!r}: bib_entries[{ref!r}] must be an object, got {type_name(entry)}")
         _id(entry.get("link"), f"paper {pid!r}: bib_entries[{ref!r}].link", path, lineno)
     for i, para in enumerate(paper["body_text"]):
         if not isinstance(para, dict) or "text" not in para:
             raise bad(f"body_text[{i}] lacks 'text'")
         if not isinstance(para["text"], str):
-            raise bad(f"paper {pid!r}: body_text[{i}].text must be a string, got {_type_name(para['text'])}")
+            raise bad(f"paper {pid!r}: body_text[{i}].text must be a string, got {type_name(para['text'])}")
         cites = para.get("cite_spans", [])
         if not isinstance(cites, list):
-            raise bad(f"paper {pid!r}: body_text[{i}].cite_spans must be a list, got {_type_name(cites)}")
+            raise bad(f"paper {pid!r}: body_text[{i}].cite_spans must be a list, got {type_name(cites)}")
         for j, cite in enumerate(cites):
             where = f"paper {pid!r}: body_text[{i}].cite_spans[{j}]"
             if not isinstance(cite, dict) or not all(k in cite for k in ("start", "end")):
@@ -259,5 +263,5 @@ def _check_paper(paper: dict, path: Path, lineno: int, first_line: dict[str, int
                 raise bad(f"{where}: span ({start}, {end}) is not inside the paragraph's "
                           f"{len(para['text'])} characters (0 <= start < end <= length)")
             if not isinstance(cite.get("ref_id"), (str, type(None))):
-                raise bad(f"{where}: ref_id must be a string or null, got {_type_name(cite['ref_id'])}")
+                raise bad(f"{where}: ref_id must be a string or null, got {type_name(cite['ref_id'])}")
     first_line[pid] = lineno

@@ -16,26 +16,26 @@ from aspire.config import to_dict
 from aspire.data.cocite.config import REPORT, FilterConfig, IngestConfig
 from aspire.data.cocite.text import clean_citations, get_tokenizer
 from aspire.data.guards import SURROGATE, invisible_text_reason
-from aspire.data.papers import _type_name, paper_id_problem
-from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, write_json
+from aspire.data.papers import paper_id_problem
+from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, type_name, write_json
 
 
 def _describe(value: Any) -> str:
-    return "an empty string" if isinstance(value, str) else _type_name(value)
+    return "an empty string" if isinstance(value, str) else type_name(value)
 
 
 def _text_fields_problem(title: Any, abstract: Any) -> str | None:
     """What is wrong with a paper's title (a string) and abstract (a list of sentences each with a visible
     character, as a papers file needs), or None. An empty abstract is the filter's to count (`too_few_sentences`)."""
     if not isinstance(title, str):
-        return f"title must be a string, got {_type_name(title)}"
+        return f"title must be a string, got {type_name(title)}"
     if SURROGATE.search(title):
         return "title " + invisible_text_reason(title)
     if not isinstance(abstract, list):
-        return f"abstract must be a list of sentences, got {_type_name(abstract)}"
+        return f"abstract must be a list of sentences, got {type_name(abstract)}"
     for j, sentence in enumerate(abstract):
         if not isinstance(sentence, str):
-            return f"abstract[{j}] must be a string, got {_type_name(sentence)}"
+            return f"abstract[{j}] must be a string, got {type_name(sentence)}"
         if not sentence.strip():
             return f"abstract[{j}] is empty"
         reason = invisible_text_reason(sentence)
@@ -68,17 +68,17 @@ def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
     if not isinstance(rec["citing_paper_id"], str) or not rec["citing_paper_id"].strip():
         raise bad(f"citing_paper_id must be a non-empty string, got {_describe(rec['citing_paper_id'])}")
     if not isinstance(rec["context"], str):
-        raise bad(f"context must be a string, got {_type_name(rec['context'])}")
+        raise bad(f"context must be a string, got {type_name(rec['context'])}")
     if not isinstance(rec.get("source", ""), str):
-        raise bad(f"source must be a string, got {_type_name(rec['source'])}")
+        raise bad(f"source must be a string, got {type_name(rec['source'])}")
     if not isinstance(rec.get("all_links_confirmed", False), bool):  # bool("false") would be True
-        raise bad(f"all_links_confirmed must be true or false, got {_type_name(rec['all_links_confirmed'])} "
+        raise bad(f"all_links_confirmed must be true or false, got {type_name(rec['all_links_confirmed'])} "
                   f"{rec['all_links_confirmed']!r:.40}")
     for key in ("citing_paper_id", "context", "source"):
         if SURROGATE.search(rec.get(key, "")):  # not Unicode text: no output file could hold it
             raise bad(f"{key} " + invisible_text_reason(rec[key]))
     if not isinstance(rec["cited"], list):
-        raise bad(f"cited must be a list of papers, got {_type_name(rec['cited'])}")
+        raise bad(f"cited must be a list of papers, got {type_name(rec['cited'])}")
     for i, cited in enumerate(rec["cited"]):
         if not isinstance(cited, dict):
             raise bad(f"cited[{i}] is not an object")

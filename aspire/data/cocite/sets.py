@@ -19,8 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from aspire.config import to_dict
 from aspire.data.cocite.config import REPORT, SPLITS, ExamplesConfig, SplitConfig
-from aspire.data.papers import _type_name
-from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, unique_id, write_json
+from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, type_name, unique_id, write_json
 
 
 def iter_examples(examples_dir: str | Path, split: str) -> Iterator[dict]:
@@ -60,7 +59,7 @@ def _check_context(ctx: dict, path: Path, lineno: int, seen: dict[str, str]) -> 
     cid = unique_id(ctx["context_id"], "context_id", where, seen)
     for key in ("text", "text_clean"):
         if not isinstance(ctx[key], str):
-            raise DataError(f"{where}: context {cid!r}: {key} must be a string, got {_type_name(ctx[key])}")
+            raise DataError(f"{where}: context {cid!r}: {key} must be a string, got {type_name(ctx[key])}")
     _check_paper_ids(ctx["cited_ids"], f"context {cid!r}: cited_ids", where)
 
 
@@ -74,7 +73,7 @@ def _check_group(group: dict, path: Path, lineno: int, first_line: dict[str, int
     where = f"{path}:{lineno}"
     sid = group["set_id"]
     if not isinstance(sid, str):
-        raise DataError(f"{where}: set_id must be a string, got {_type_name(sid)} {sid!r:.60}")
+        raise DataError(f"{where}: set_id must be a string, got {type_name(sid)} {sid!r:.60}")
     _check_paper_ids(group["paper_ids"], f"co-cited set {sid!r}: paper_ids", where)
     if sid != set_id(group["paper_ids"]):
         raise DataError(f"{where}: set_id {sid!r} is not the set id of its paper_ids, {set_id(group['paper_ids'])!r}")
