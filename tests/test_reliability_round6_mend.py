@@ -32,3 +32,42 @@ def test_s2orc_abstract_ids_follow_the_papers_files_rule(tmp_path):
     abstracts[0]["paper_id"] = "P1\t"
     with pytest.raises(DataError, match=r"ab\.jsonl:1: paper_id 'P1\\t' holds whitespace"):
         _mine(tmp_path, papers=PAPERS, abstracts=abstracts)
+
+
+def _acl_folder(root, titles: str):
+    import gzip
+    import json
+
+    (root / "acl-anthology").mkdir(parents=True)
+    path = root / "acl-anthology" / "papers.jsonl.gz"
+    with gzip.open(path, "wt") as handle:
+        for pid in titles:
+            handle.write(json.dumps({"paper_id": pid, "title": f"Title {pid}", "abstract": "x"}) + "\n")
+    return path
+
+
+def test_the_acl_file_must_be_the_one_the_formats_split_was_made_from(tmp_path):
+    import json
+
+    from aspire.benchmarks.acl_formats import checksum
+    from aspire.benchmarks.heldout import format_titles
+    from aspire.checksum import file_sha256
+    from aspire.evaluate.probes import acl_index
+
+    made_from = _acl_folder(tmp_path / "made", "abcd")
+    other = _acl_folder(tmp_path / "other", "abce")
+    body = {"venue_year": {"train": ["a"], "dev": ["b"], "test": ["c"]}, "same_author": {"test": ["d"]}}
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"splits": body, "checksum": checksum(body), "source_sha256": file_sha256(made_from)}))
+    assert format_titles(tmp_path / "made", split) == {"titleb", "titlec", "titled"}
+    assert set(acl_index(made_from.parent, split)[1]) == set("abcd")
+    # the other dump has no 'd': its held-out title was silently missing from what training leaves out
+    for call in (lambda: format_titles(tmp_path / "other", split), lambda: acl_index(other.parent, split)):
+        with pytest.raises(ValueError, match=rf"{other} differs from the file the split {split} was made from"):
+            call()
+
+
+def test_the_committed_formats_split_was_made_from_the_shared_acl_file(shared_data):
+    from aspire.benchmarks.acl_formats import ACL_FILE, check_source
+
+    check_source(shared_data / "acl-anthology" / ACL_FILE)  # raises on a mismatch

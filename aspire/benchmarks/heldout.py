@@ -11,7 +11,7 @@ import json
 import logging
 from pathlib import Path
 
-from aspire.benchmarks.acl_formats import ACL_FILE, SPLIT_FILE, heldout_ids
+from aspire.benchmarks.acl_formats import ACL_FILE, SPLIT_FILE, check_source, heldout_ids
 from aspire.benchmarks.acl_formats import read_records as read_acl_records
 from aspire.benchmarks.context2doc import load_split as load_c2d_split
 from aspire.benchmarks.context2doc import read_records
@@ -32,7 +32,9 @@ def format_titles(root: str | Path, split_file: str | Path = SPLIT_FILE) -> froz
     """Normalised titles of the venue / year / same-author dev and test papers (ids in the committed split),
     read from `root/acl-anthology`."""
     held = heldout_ids(split_file)
-    records = read_acl_records(Path(root) / "acl-anthology" / ACL_FILE)
+    path = Path(root) / "acl-anthology" / ACL_FILE
+    check_source(path, split_file)  # another file would hold other titles for the held-out ids
+    records = read_acl_records(path)
     return frozenset(normalise_title(r["title"]) for r in records  # a record without a string title is no training paper
                      if r["paper_id"] in held and isinstance(r["title"], str)) - {""}
 

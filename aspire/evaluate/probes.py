@@ -39,12 +39,14 @@ FORMATS = ("venue", "year", "same-author")
 METRICS = {"venue": ("macro-F1",), "year": ("Kendall tau", "RMSE (years)"), "same-author": ("MAP", "nDCG@10")}
 
 
-def acl_index(data_dir: str | Path) -> tuple[dict, dict]:
-    """({paper id: Paper} of every ACL paper with its abstract split, {paper id: record metadata})."""
-    from aspire.benchmarks.acl_formats import read_records
+def acl_index(data_dir: str | Path, split_file: str | Path = SPLIT_FILE) -> tuple[dict, dict]:
+    """({paper id: Paper} of every ACL paper with its abstract split, {paper id: record metadata}), from the ACL
+    file the split was made from (`check_source`)."""
+    from aspire.benchmarks.acl_formats import check_source, read_records
     from aspire.data.acl import read_acl
 
     path = Path(data_dir) / ACL_FILE
+    check_source(path, split_file)
     papers, _ = read_acl(path, frozenset(), 0)
     return {p.paper_id: p for p in papers}, {r["paper_id"]: r for r in read_records(path)}
 
@@ -156,7 +158,7 @@ def run_format(name: str, data_dir: str | Path, model: str, out: str | Path, cac
     if label_file is not None and name == "same-author":
         raise ValueError("same-author takes no label file: its relevance comes from the author lists")
     t0 = time.perf_counter()
-    papers, records = context or acl_index(data_dir)
+    papers, records = context or acl_index(data_dir, split_file)
     if name == "same-author":  # the task's data (and a user's labels) are checked before the model loads
         from aspire.benchmarks.same_author import RULE, load_same_author
 
