@@ -14,7 +14,8 @@ and user errors reported as one line.
   the tokenizers fork warning and spaCy's regex FutureWarning.
 - `run_command` turns a user error (bad option value, missing file, bad JSON, unknown model or paper
   id, bad config key) into `error: <message>` on stderr and exit status 2, never a traceback; a command
-  whose stdout reader went away (`aspire search ... | head`) stops quietly with status 141.
+  whose stdout reader went away (`aspire search ... | head`) stops quietly with status 141 (`aspire search` with
+  `--run-out` stops printing instead and goes on to write its run file).
 - `print_json`: what a command prints as JSON is strict JSON (`aspire.jsonsafe`: a NaN loss or metric is null,
   named under "non_finite"), as every file aspire writes.
 """
@@ -267,16 +268,14 @@ def run_command(run: Callable[[], int], args: argparse.Namespace | None = None) 
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError as err:
-        if not _stdout_reader_gone():
+        if not stdout_reader_gone():
             if args is not None and getattr(args, "log_level", None) == "DEBUG":
                 raise
             print(f"error: {error_message(err)}", file=sys.stderr)
             return EXIT_USER_ERROR
         # the reader of stdout went away (`aspire search ... | head`): stop quietly, as Unix tools do
         # (status 128 + SIGPIPE); stdout goes to /dev/null so the flush at exit cannot fail again
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        silence_stdout()
         return EXIT_BROKEN_PIPE
     except USER_ERRORS as err:
         if args is not None and getattr(args, "log_level", None) == "DEBUG":
@@ -340,7 +339,14 @@ def check_fresh_out(out: str | os.PathLike) -> None:
         raise FileExistsError(f"--out {out} is a file, not a folder")
 
 
-def _stdout_reader_gone() -> bool:
+def silence_stdout() -> None:
+    """Send stdout to /dev/null (after its reader went away), so later prints and the flush at exit cannot fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def stdout_reader_gone() -> bool:
     """Whether stdout is a pipe or socket whose reader has closed it (so a BrokenPipeError came from
     there, not from some other pipe the command wrote to). Where that cannot be told (no poll, no file
     descriptor), it says no: the error is then reported, never dropped."""

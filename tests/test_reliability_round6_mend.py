@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from test_reliability_round3 import _run_into_closed_pipe, small_index  # noqa: F401, F811 (a fixture)
 from test_reliability_round4_data import ABSTRACTS, PAPERS, _mine, _set
 
 from aspire.io import DataError, type_name, unique_id
@@ -71,3 +72,18 @@ def test_the_committed_formats_split_was_made_from_the_shared_acl_file(shared_da
     from aspire.benchmarks.acl_formats import ACL_FILE, check_source
 
     check_source(shared_data / "acl-anthology" / ACL_FILE)  # raises on a mismatch
+
+
+def test_a_closed_stdout_ends_the_printing_not_the_run_file(small_index, tmp_path):  # noqa: F811
+    # `aspire search --queries Q --run-out R | head` stopped at head's exit and wrote no run file
+    from aspire.benchmarks.runs import read_run
+
+    queries = tmp_path / "queries.txt"
+    queries.write_text("".join(f"p{i}\n" for i in range(30)))
+    run = tmp_path / "run.trec"
+    proc = _run_into_closed_pipe(["search", "--index", str(small_index), "--queries", str(queries), "--k", "20",
+                                  "--json", "--quiet", "--run-out", str(run)])
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    assert "stdout was closed: hits are no longer printed; the queries go on for --run-out" in proc.stderr
+    ranked = read_run(run)
+    assert list(ranked) == [f"p{i}" for i in range(30)] and all(len(r) == 20 for r in ranked.values())

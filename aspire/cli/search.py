@@ -58,6 +58,8 @@ from aspire.cliutil import (
     print_json,
     run_command,
     setup_logging,
+    silence_stdout,
+    stdout_reader_gone,
 )
 from aspire.data.facets import FACET_CODE_CHOICES, selection_facet
 from aspire.data.papers import Paper, paper_from_record, read_papers
@@ -388,6 +390,22 @@ def prints_hits(args) -> bool:
     return not (args.run_only or (args.quiet and args.run_out and not args.json))
 
 
+def show_hits(searcher, query: Query, found: tuple[list, float | None], args, one_of_many: bool) -> None:
+    """`print_hits` where `prints_hits`. With --run-out, a reader of stdout that goes away (`... | head`) ends the
+    printing, not the command: the queries go on and the run file is written (said on stderr)."""
+    if not prints_hits(args) or getattr(args, "stdout_gone", False):
+        return
+    try:
+        print_hits(searcher, query, found, args, one_of_many)
+    except BrokenPipeError:
+        if not args.run_out or not stdout_reader_gone():
+            raise
+        silence_stdout()
+        args.stdout_gone = True
+        log.warning("stdout was closed: hits are no longer printed; the queries go on for --run-out %s",
+                    args.run_out)
+
+
 def print_hits(searcher, query: Query, found: tuple[list, float | None], args, one_of_many: bool) -> None:
     hits, cross_ms = found
     selected = query.batch.mask[0].nonzero()[:, 0].tolist()
@@ -441,8 +459,7 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
             failed += 1
             print(f"error: {error_message(err)}", file=sys.stderr, flush=True)
             continue
-        if prints_hits(args):
-            print_hits(searcher, query, found, args, one_of_many=True)
+        show_hits(searcher, query, found, args, one_of_many=True)
         if args.run_out:
             run += run_lines(query.qid, found[0], args.run_tag)
         first_query[query.qid] = f"query {len(first_query) + 1}"
@@ -527,8 +544,7 @@ def _run(args) -> int:
     progress = Progress("searched", "queries", len(queries), enabled=many and not args.quiet)
     for query in queries:
         found = run_query(searcher, query, args)
-        if prints_hits(args):
-            print_hits(searcher, query, found, args, one_of_many=many)
+        show_hits(searcher, query, found, args, one_of_many=many)
         if args.run_out:  # the run's lines (which an id with a space could not make) only where a run is written
             run += run_lines(query.qid, found[0], args.run_tag)
         progress.step()
