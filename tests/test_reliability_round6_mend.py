@@ -87,3 +87,25 @@ def test_a_closed_stdout_ends_the_printing_not_the_run_file(small_index, tmp_pat
     assert "stdout was closed: hits are no longer printed; the queries go on for --run-out" in proc.stderr
     ranked = read_run(run)
     assert list(ranked) == [f"p{i}" for i in range(30)] and all(len(r) == 20 for r in ranked.values())
+
+
+def test_fuse_runs_replaces_a_fused_folder_written_before_it_recorded_its_experiment(tmp_path, capsys):
+    import json
+
+    from test_eval_fusion import RUN, _folder
+
+    from aspire.cli.evaluate import main
+
+    a, b = _folder(tmp_path / "a", RUN), _folder(tmp_path / "b", RUN)
+    out = tmp_path / "fused"
+    assert main(["fuse-runs", str(a), str(b), "--out", str(out)]) == 0
+    old = json.loads((out / "results.json").read_text())
+    del old["experiment"]  # what fuse-runs wrote before it recorded "experiment": "fused"
+    (out / "results.json").write_text(json.dumps(old))
+    assert main(["fuse-runs", str(a), str(b), "--out", str(out)]) == 0
+    assert json.loads((out / "results.json").read_text())["experiment"] == "fused"
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "results.json").write_text(json.dumps({"benchmark": "relish", "experiment": "bm25"}))
+    capsys.readouterr()
+    assert main(["fuse-runs", str(a), str(b), "--out", str(tmp_path / "other")]) == 2  # another run's folder
+    assert "holds another run's results (experiment 'bm25')" in capsys.readouterr().err

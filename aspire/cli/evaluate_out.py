@@ -81,6 +81,8 @@ def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> Non
         raise FileExistsError(f"--out {out} holds files but no readable {marker}: it is not a results folder of "
                               f"`evaluate {args.command}`; choose a new or empty folder")
     differ = {k: v for k, v in wanted.items() if doc.get(k) != v}
+    if args.command == "fuse-runs" and "experiment" not in doc and isinstance(doc.get("fused_from"), list):
+        differ.pop("experiment", None)  # a fused folder written before fuse-runs recorded its experiment
     if differ:
         held = ", ".join(f"{k} {doc.get(k)!r}" for k in differ)
         want = ", ".join(f"{k} {v!r}" for k, v in differ.items())
