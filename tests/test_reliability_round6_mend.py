@@ -109,3 +109,37 @@ def test_fuse_runs_replaces_a_fused_folder_written_before_it_recorded_its_experi
     capsys.readouterr()
     assert main(["fuse-runs", str(a), str(b), "--out", str(tmp_path / "other")]) == 2  # another run's folder
     assert "holds another run's results (experiment 'bm25')" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_model_that_encodes_the_title_as_a_sentence_is_scored_on_csfcube(small_csfcube, tmp_path, tiny_model_dir):
+    # include_title=True (a training option) put the title at sentence 0, and every facet pool refused the model:
+    # "N labels for N+1 encoded sentences"
+    import json
+
+    import torch
+
+    from aspire.batch import DocBatch
+    from aspire.cli.evaluate import main
+    from aspire.data.papers import Paper
+    from aspire.encoders import load_encoder
+    from aspire.evaluate.facets import facet_candidates, facet_queries
+
+    titled = tmp_path / "titled"
+    load_encoder(tiny_model_dir, include_title=True).save_pretrained(titled)
+    common = ["csfcube", "--data", str(small_csfcube), "--model", str(titled), "--cache-dir", str(tmp_path / "cache"),
+              "--batch-size", "16"]
+    for extra in (["--scorer", "minl2"], ["--scorer", "ot", "--tau", "1", "--cand-sentences", "facet"]):
+        out = tmp_path / extra[1]
+        assert main([*common, *extra, "--exp", extra[1], "--out", str(out)]) == 0
+        assert set(json.loads((out / "results.json").read_text())["test"]) >= {"background", "method", "result"}
+    # the facet's sentences, one past their label's position; the title is of no facet
+    paper = Paper("p", "A title", ["We study x.", "We use y.", "It works."], labels=["background_label",
+                                                                                    "method_label", "result_label"])
+    bare = Paper("q", "Only a title", [], labels=[])
+    batch = DocBatch.from_list([torch.ones(4, 2), torch.ones(1, 2)], ["p", "q"],
+                               [["A title", *paper.sentences], ["Only a title"]])
+    facet = {"method_label": "method"}
+    assert facet_queries(batch.index([0]), {"p": paper}, "method", facet).mask.tolist() == [[False, False, True, False]]
+    narrowed, whole = facet_candidates(batch, {"p": paper, "q": bare}, "method", facet)
+    assert whole == ["q"] and narrowed.mask[1].tolist() == batch.mask[1].tolist()

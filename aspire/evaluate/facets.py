@@ -36,7 +36,7 @@ def facet_positions(paper: Paper, n_encoded: int, facet: str, label_to_facet: Ma
     if len(labels) != n_encoded:
         raise ValueError(
             f"paper {paper.paper_id}: {len(labels)} labels for {n_encoded} encoded sentences "
-            "(is the title included as a sentence?)"
+            "(the title, where it is encoded as a sentence, comes first and takes no label)"
         )
     return [j for j, lab in enumerate(labels) if label_to_facet.get(lab) == facet]
 
@@ -46,12 +46,16 @@ def facet_mask(
 ) -> tuple[Tensor, list[str]]:
     """`batch.mask` narrowed to the sentences whose label maps to `facet` -> (mask (B, S), ids of rows left empty).
 
-    `batch` rows must hold exactly the paper's abstract sentences (labels align by position).
-    Raises ValueError naming the paper when labels are missing or misaligned.
+    `batch` rows hold the paper's abstract sentences, after its title where the encoder put it first
+    (`include_title`, or a paper without sentences): labels align by position after it, and the title is of no
+    facet. Raises ValueError naming the paper when labels are missing or misaligned.
     """
     mask = torch.zeros_like(batch.mask)
     for i, pid in enumerate(batch.paper_ids):
-        mask[i, facet_positions(papers[pid], len(batch.sentences[i]), facet, label_to_facet)] = True
+        paper, encoded = papers[pid], batch.sentences[i]
+        shift = int(len(encoded) == len(paper.sentences) + 1 and encoded[0] == paper.title)  # the title first
+        chosen = facet_positions(paper, len(encoded) - shift, facet, label_to_facet)
+        mask[i, [j + shift for j in chosen]] = True
     mask &= batch.mask
     empty = [pid for pid, row in zip(batch.paper_ids, mask.any(dim=1).tolist()) if not row]
     return mask, empty
