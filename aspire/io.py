@@ -6,7 +6,8 @@ when the block ends without an exception; on an exception the temporary file is 
 target is left as it was). `write_text`, `write_json`, `write_jsonl` and `AtomicJsonl` are built on
 it. A reader thus never sees a partial file. (Folders written whole, such as index generations,
 encoded shards, checkpoints and downloaded models, are filled under a temporary name and renamed
-as a folder; the training metrics log is append-only.)
+as a folder, `atomic_folder` for the exported, interpolated and teacher folders; the training metrics log is
+append-only.)
 
 Reading:
 - JSONL, any objects: `iter_jsonl` (streaming, `(line, object)`, errors name FILE:LINE, optional
@@ -21,6 +22,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -66,6 +69,24 @@ def atomic_write(path: str | Path, mode: str = "w", *, fsync: bool = False, enco
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def atomic_folder(path: str | Path) -> Iterator[Path]:
+    """A new folder beside `path` to fill: on a clean exit it replaces `path` whole (none of an earlier output's
+    files outlive it), on an exception it is removed and `path` is left as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    try:
+        yield staged
+        aside = path.with_name(f".{path.name}-old-{uuid.uuid4().hex[:12]}")
+        if path.exists():
+            path.rename(aside)
+        staged.rename(path)
+        shutil.rmtree(aside, ignore_errors=True)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)  # gone already when it was moved into place
 
 
 def write_text(path: str | Path, text: str, *, fsync: bool = False) -> None:

@@ -111,7 +111,7 @@ def dev_check(model, data_dir, cfg: CrossEncoderConfig, top_n: int | None = None
 
     top_n = cfg.dev_top_n if top_n is None else top_n
     bench = load_context2doc(data_dir, "dev", split_file or SPLIT_FILE)
-    first = to_run(bench, first_stage_scores(bench, cfg.alpha, cfg.first_stage_model), 100)
+    first = to_run(bench, first_stage_scores(bench, cfg.alpha, cfg.first_stage_model), max(100, top_n))
     reranker = CrossEncoderReranker(model, cfg.max_length)
     cross = cross_scores(bench, first, reranker, top_n)
     return {"top_n": top_n, "weight": cfg.dev_weight, "first_stage": metrics_of(bench, first),

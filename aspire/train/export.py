@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aspire.cliutil import add_common_options, command_parser, positive_int, run_command, setup_logging
 from aspire.encoders.pretrained import SETTINGS_FILE, check_model
+from aspire.io import atomic_folder, read_json
 from aspire.paths import model_folder
 from aspire.storage import check_replaceable
 
@@ -41,19 +44,31 @@ LOW_RANK_TARGETS = ("query", "key", "value", "dense")  # every linear layer of a
 LOW_RANK_REPORT = "low_rank.json"
 
 
+def check_not_input(out: Path, *inputs: str | Path) -> None:
+    """ValueError when the output folder `out` is one of the folders a command reads, or holds one: writing it
+    would replace the very model (or models) it was made from."""
+    where = out.resolve()
+    for model in inputs:
+        if Path(model).exists() and (Path(model).resolve() == where or where in Path(model).resolve().parents):
+            raise ValueError(f"--out {out} would replace the model {model} it reads; choose another folder")
+
+
 def export_merged(model: str | Path, out: str | Path) -> Path:
-    """Write `model` (a directory with adapters) to `out` with its active adapter merged into the weights."""
+    """Write `model` (a directory with adapters) to `out` with its active adapter merged into the weights; `out` is
+    filled beside it and replaces an earlier export whole."""
     from aspire.encoders import ContextualSentenceEncoder, adapters
 
     model, out = model_folder(model), Path(out)
+    check_not_input(out, model)
     encoder = ContextualSentenceEncoder.from_pretrained(model)
     if not adapters.is_adapted(encoder.model):  # was "merged(): this encoder has no adapters"
         raise ValueError(f"{model} has no adapter to merge: it is a plain model already, which opens as it is; to "
                          "store its difference from a base as an adapter give --adapter-only BASE --rank R")
-    encoder.merged().save_pretrained(out)
     meta = read_meta(model)
-    if meta is not None:
-        write_plain_meta(meta, out)
+    with atomic_folder(out) as staged:
+        encoder.merged().save_pretrained(staged)
+        if meta is not None:
+            write_plain_meta(meta, staged)
     return out
 
 
@@ -62,21 +77,18 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
     model that gives the weights -> (out, fingerprint). Refused (ValueError) when `base`'s weights are not the
     model's own base weights: the export must load as the very model that was trained. It is written beside `out`
     first and moved into place only once it loads as that model, so a refused export leaves `out` as it was."""
-    import shutil
-    import tempfile
-
     from aspire.encoders import ContextualSentenceEncoder
     from aspire.encoders.adapters import ADAPTER_DIR
     model, out = model_folder(model), Path(out)
     check_replaceable(out, SETTINGS_FILE, "an exported model's folder")  # it is replaced whole below
-    settings = json.loads((model / SETTINGS_FILE).read_text()) if (model / SETTINGS_FILE).is_file() else {}
+    check_not_input(out, model)
+    settings = (read_json(model / SETTINGS_FILE, "encoder settings", mapping=True)
+                if (model / SETTINGS_FILE).is_file() else {})
     if "adapter" not in settings:  # a plain folder has no settings file at all
         raise ValueError(f"{model} has no adapter (no 'adapter' in a {SETTINGS_FILE}); export the whole model, or "
                          "store its difference from the base as a low-rank adapter with --rank R")
     trained = ContextualSentenceEncoder.from_pretrained(model).fingerprint()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
+    with atomic_folder(out) as staged:
         shutil.copytree(model / ADAPTER_DIR, staged / ADAPTER_DIR,
                         ignore=shutil.ignore_patterns("README.md"))  # peft's empty model card, naming a local path
         for config in (staged / ADAPTER_DIR).rglob("adapter_config.json"):  # the base by name, not a local path
@@ -91,11 +103,6 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
         if exported != trained:
             raise ValueError(f"{base!r} is not the base {model} was trained on (fingerprints {exported} != "
                              f"{trained}); nothing written")
-        if out.exists():
-            shutil.rmtree(out)
-        staged.rename(out)
-    finally:
-        shutil.rmtree(staged, ignore_errors=True)  # gone already when it was moved into place
     return out, exported
 
 
@@ -119,7 +126,6 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     float16 (half the bytes, so twice the rank fits a size); its values are rounded so before anything is
     measured, and it loads as float32 (peft upcasts). A model whose weights differ from the base in names or
     shapes is refused, naming the weight."""
-    import tempfile
     import warnings
 
     import torch
@@ -131,6 +137,7 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     from aspire.encoders.pretrained import resolve_model
 
     model, out = model_folder(model), Path(out)
+    check_not_input(out, model)
     if rank < 1:
         raise ValueError(f"rank must be at least 1, got {rank}")
     tuned, tuned_weights = plain_weights(model)
@@ -223,7 +230,7 @@ def read_meta(model: Path) -> dict | None:
     from aspire.train.document_model import MODEL_FILE
 
     path = model / MODEL_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_json(path, MODEL_FILE, mapping=True) if path.is_file() else None
 
 
 def plain_meta(meta: dict) -> dict:

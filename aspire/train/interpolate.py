@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
 from aspire.encoders.pretrained import check_model
+from aspire.io import atomic_folder, read_json
 from aspire.paths import model_folder
 from aspire.storage import check_replaceable
 
@@ -72,11 +73,12 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
 
     from aspire.encoders.pretrained import resolve_model
     from aspire.train.document_model import MODEL_FILE
-    from aspire.train.export import plain_weights, read_meta, write_plain_meta
+    from aspire.train.export import check_not_input, plain_weights, read_meta, write_plain_meta
 
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
     model, out = model_folder(model), Path(out)
+    check_not_input(out, model, *([base] if base is not None else []))
     meta = read_meta(model)
     if base is None:
         if meta is None:
@@ -90,10 +92,12 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
     with torch.no_grad():
         tuned.model.load_state_dict({name: blend(name, base_weights.get(name), weight, alpha)
                                      for name, weight in tuned_weights.items()})
-    tuned.save_pretrained(out)
-    if meta is not None:
-        write_plain_meta(meta, out)
-    (out / RECORD_FILE).write_text(json.dumps({"model": str(model), "base": str(base), "alpha": alpha}, indent=2))
+    with atomic_folder(out) as staged:  # an earlier interpolation's files (its document_model.json) go with it
+        tuned.save_pretrained(staged)
+        if meta is not None:
+            write_plain_meta(meta, staged)
+        (staged / RECORD_FILE).write_text(json.dumps({"model": str(model), "base": str(base), "alpha": alpha},
+                                                     indent=2))
     return out
 
 
@@ -108,11 +112,18 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     import torch
 
     from aspire.train.document_model import MODEL_FILE
-    from aspire.train.export import plain_meta, plain_weights, read_meta, write_plain_meta
+    from aspire.train.export import (
+        check_not_input,
+        plain_meta,
+        plain_weights,
+        read_meta,
+        write_plain_meta,
+    )
 
     models, out = [model_folder(m) for m in models], Path(out)
     if len(models) < 2:
         raise ValueError(f"a soup needs at least two models, got {len(models)}")
+    check_not_input(out, *models)
     where = [m.resolve() for m in models]
     twice = [(m, models[where.index(w)]) for i, (m, w) in enumerate(zip(models, where)) if w in where[:i]]
     if twice:  # its record names each member once: a repeat would weigh more than the record says
@@ -147,22 +158,23 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
                 mean[name] = blend(name, mean[name], weight, 1.0 / k)  # running mean
     with torch.no_grad():
         encoder.model.load_state_dict(mean)
-    encoder.save_pretrained(out)
-    if metas[0] is not None:
-        write_plain_meta(metas[0], out)
     members = {str(m): _record(m) for m in models}
     record = {"soup": list(members), "members": members}
     if mixed:
         record["mixed"] = mixed
     record["weights"] = leaf_weights(record)
-    (out / RECORD_FILE).write_text(json.dumps(record, indent=2))
+    with atomic_folder(out) as staged:  # an earlier soup's files (its document_model.json) go with it
+        encoder.save_pretrained(staged)
+        if metas[0] is not None:
+            write_plain_meta(metas[0], staged)
+        (staged / RECORD_FILE).write_text(json.dumps(record, indent=2))
     return out
 
 
 def _record(model: Path) -> dict | None:
     """The interpolation record a model was written with, or None for a trained model."""
     path = model / RECORD_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return read_json(path, "interpolation record", mapping=True) if path.is_file() else None
 
 
 def leaf_weights(record: dict) -> dict[str, float]:

@@ -78,8 +78,8 @@ class MixSampler(Sampler[list[int]]):
 
     Args:
         sizes: examples per task; offsets: index of each task's first example.
-        mode: `mixed`, `alternating` or `sequential`; ratios: per task; stage_batches: micro-batches
-            per task (sequential only: its `steps` times `grad_accum`).
+        mode: `mixed`, `alternating` or `sequential`; ratios: per task (sequential reads none: each must be
+            the default 1); stage_batches: micro-batches per task (sequential only: its `steps` times `grad_accum`).
         batch_size: pairs per micro-batch on one rank; seed, epoch, start, rank, world_size, limit
             as in `EpochBatchSampler`.
     """
@@ -96,6 +96,9 @@ class MixSampler(Sampler[list[int]]):
         self.cycle = alternating_cycle(ratios) if mode == "alternating" else []
         self.stage_ends = [sum(stage_batches[: t + 1]) for t in range(len(stage_batches))]
         if mode == "sequential":
+            if any(r != 1.0 for r in ratios):  # stages run by steps: a ratio would be silently ignored
+                raise ValueError(f"tasks[].ratio: mix.mode sequential runs each task for its steps and reads no ratio, "
+                                 f"got {list(ratios)}; remove the ratios or use mix.mode mixed or alternating")
             if len(stage_batches) != len(sizes) or min(stage_batches) < 1:
                 raise ValueError(f"mix.mode sequential needs steps >= 1 for every task, got {list(stage_batches)}")
             self.num_batches = self.stage_ends[-1]

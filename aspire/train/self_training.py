@@ -52,7 +52,8 @@ class SelfTrainingConfig:
     train: CrossEncoderConfig = field(default_factory=CrossEncoderConfig)
 
     def check(self) -> SelfTrainingConfig:
-        """Raise ConfigError unless positives < band_from <= band_to <= shortlist, and where a `train` key that only a
+        """Raise ConfigError unless positives < band_from <= band_to <= shortlist, where `rerank_weight` is set but no
+        round reranks (one round, labelled by the first stage alone), and where a `train` key that only a
         cross-encoder's own training reads (its start model and its labelled pairs) is set: here `start_model`
         and the rounds' pseudo labels take their place, so the key would be ignored."""
         unread = [f"train.{f.name}" for f in fields(CrossEncoderConfig) if f.name in UNREAD_TRAIN_KEYS
@@ -61,6 +62,9 @@ class SelfTrainingConfig:
             raise ConfigError(f"self-training does not read {', '.join(unread)} (its cross-encoder starts from "
                               "start_model and learns from the pseudo labels of max_queries, positives, band_from, "
                               "band_to and negatives); remove them")
+        if not self.label_with_start and self.rounds == 1 and self.rerank_weight != SelfTrainingConfig().rerank_weight:
+            raise ConfigError(f"rerank_weight={self.rerank_weight} is never read: one round labelled by the first "
+                              "stage alone reranks nothing (set label_with_start=true or rounds >= 2, or remove it)")
         if not self.positives < self.band_from:
             raise ConfigError(f"band_from ({self.band_from}) must come after the {self.positives} positives")
         if not self.band_from <= self.band_to:

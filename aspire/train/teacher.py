@@ -20,7 +20,6 @@ the teacher's similarity of that sentence alone to each candidate's whole vector
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from aspire.cliutil import (
     setup_logging,
 )
 from aspire.encoders.pretrained import MODEL_HELP, check_model
-from aspire.io import write_json
+from aspire.io import atomic_folder, read_json, type_name, write_json
 from aspire.paths import DATA
 from aspire.storage import check_replaceable
 
@@ -75,20 +74,22 @@ def load_teacher(path: str | Path) -> TeacherVectors:
         if not (path / name).is_file():
             raise FileNotFoundError(f"teacher vectors: {path / name} is missing (python -m aspire.train.teacher)")
     vectors = np.load(path / VECTORS).astype(np.float32, copy=False)
-    ids = json.loads((path / IDS).read_text(encoding="utf-8"))
+    ids = read_json(path / IDS, "teacher's paper ids")
+    if not isinstance(ids, list):
+        raise ValueError(f"teacher vectors: {path / IDS} holds a JSON {type_name(ids)}, not a list of paper ids")
     if vectors.ndim != 2 or len(ids) != len(vectors):
         raise ValueError(f"teacher vectors: {path}: {len(ids)} ids for an array of shape {vectors.shape}")
     twice = _repeated(ids)
     if twice is not None:  # `rows` would silently read one of its two vectors
         raise ValueError(f"teacher vectors: {path / IDS}: paper id {twice!r} names two rows")
-    meta = json.loads((path / META).read_text(encoding="utf-8"))
+    meta = read_json(path / META, "teacher's metadata", mapping=True)
     has = [(path / name).is_file() for name in (SENTENCES, SENTENCE_TEXTS)]
     if any(has) and not all(has):
         raise FileNotFoundError(f"teacher vectors: {path}: {SENTENCES} and {SENTENCE_TEXTS} go together; one is missing")
     if not any(has):
         return TeacherVectors(ids, vectors, meta)
     sentences = np.load(path / SENTENCES).astype(np.float32, copy=False)
-    texts = [tuple(row) for row in json.loads((path / SENTENCE_TEXTS).read_text(encoding="utf-8"))]
+    texts = [tuple(row) for row in read_json(path / SENTENCE_TEXTS, "teacher's sentence texts")]
     if sentences.shape != vectors.shape or len(texts) != len(ids):
         raise ValueError(f"teacher vectors: {path}: sentence vectors of shape {sentences.shape} and {len(texts)} "
                          f"sentence texts for {len(ids)} papers of shape {vectors.shape}")
@@ -120,6 +121,10 @@ def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | No
 
     exclude, _ = excluded_titles(benchmarks_dir or None, "--benchmarks-dir")
     papers, stats = read_acl(acl_path, exclude, max_papers)
+    if not papers:  # an empty teacher would be written as if complete, and fail only when a task reads it
+        raise ValueError(f"teacher vectors: {acl_path}: no paper to encode ({stats['read']} read, "
+                         f"{stats['removed_benchmark']} removed as benchmark papers, "
+                         f"{len(stats.get('rejected', {}))} rejected); nothing written")
     twice = _repeated([p.paper_id for p in papers])
     if twice is not None:
         raise ValueError(f"teacher vectors: {acl_path}: paper id {twice!r} is used by two records")
@@ -129,25 +134,23 @@ def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | No
     encoder = ContextualSentenceEncoder.from_pretrained(teacher, max_length=max_length).to(device)
     vectors = encoder.encode_abstract(papers, joiner=" ", normalize=True, max_length=max_length,
                                       batch_size=batch_size, progress=True)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in (SENTENCES, SENTENCE_TEXTS):  # an earlier build's sentences never outlive it
-        (out / name).unlink(missing_ok=True)
     if sentences:
         chosen = [(chosen_sentence(p.paper_id, len(p.sentences)), p) for p in papers]
         texts = [(i, p.sentences[i]) for i, p in chosen]
         sent_vecs = encoder.embed_texts([t for _, t in texts], normalize=True, max_length=max_length,
                                         batch_size=batch_size, progress=True)
-        np.save(out / SENTENCES, sent_vecs.numpy().astype(np.float32))
-        write_json(out / SENTENCE_TEXTS, texts, indent=None)
-    np.save(out / VECTORS, vectors.numpy().astype(np.float32))
-    write_json(out / IDS, [p.paper_id for p in papers], indent=None)
     meta = {"teacher": teacher, "fingerprint": encoder.fingerprint(), "max_length": max_length, "joiner": " ",
             "pooling": "mean", "normalize": True, "acl_path": acl_path, "benchmarks_dir": benchmarks_dir,
             "max_papers": max_papers, "papers": len(papers), "dim": int(vectors.shape[1]),
             "sentences": "one seeded abstract sentence a paper, encoded alone" if sentences else None,
             **{k: v for k, v in stats.items() if k != "rejected"}, "rejected": len(stats.get("rejected", {}))}
-    write_json(out / META, meta)
+    with atomic_folder(Path(out)) as staged:  # replaces an earlier build whole (its sentences never outlive it)
+        if sentences:
+            np.save(staged / SENTENCES, sent_vecs.numpy().astype(np.float32))
+            write_json(staged / SENTENCE_TEXTS, texts, indent=None)
+        np.save(staged / VECTORS, vectors.numpy().astype(np.float32))
+        write_json(staged / IDS, [p.paper_id for p in papers], indent=None)
+        write_json(staged / META, meta)
     return meta
 
 
