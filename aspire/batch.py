@@ -65,6 +65,10 @@ class DocBatch:
         if self.whole is not None and tuple(self.whole.shape) != (self.emb.shape[0], self.emb.shape[2]):
             raise ValueError(f"DocBatch.whole must be (B, D) = {(self.emb.shape[0], self.emb.shape[2])}, "
                              f"got {tuple(self.whole.shape)}")
+        for name in ("mask", "whole"):  # else every scorer fails on it with torch's own device error
+            t = getattr(self, name)
+            if t is not None and t.device != self.emb.device:
+                raise ValueError(f"DocBatch.{name} is on {t.device} and emb on {self.emb.device}: give them one device")
         for name in ("paper_ids", "sentences"):
             value = getattr(self, name)
             if value and len(value) != self.emb.shape[0]:
@@ -83,11 +87,13 @@ class DocBatch:
         if not vectors:
             raise ValueError("DocBatch.from_list needs at least one paper")
         D = vectors[0].shape[-1]
-        for i, v in enumerate(vectors):  # else pad_sequence's shape error names no paper
-            if v.dim() != 2 or v.shape[1] != D:
+        first = vectors[0]
+        for i, v in enumerate(vectors):  # else pad_sequence's shape or device error names no paper (a dtype: none)
+            if v.dim() != 2 or v.shape[1] != D or v.dtype != first.dtype or v.device != first.device:
                 who = f"paper {paper_ids[i]}" if i < len(paper_ids) else f"paper {i}"
-                raise ValueError(f"DocBatch.from_list: {who} has vectors of shape {tuple(v.shape)}; every paper's "
-                                 f"must be (S_i, D) with the first paper's D = {D}")
+                raise ValueError(f"DocBatch.from_list: {who} has vectors of shape {tuple(v.shape)}, {v.dtype} on "
+                                 f"{v.device}; every paper's must be (S_i, D) with the first paper's D = {D}, "
+                                 f"{first.dtype} on {first.device}")
         for i, (v, s) in enumerate(zip(vectors, sentences)):
             if len(s) != v.shape[0]:
                 who = f"paper {paper_ids[i]}" if i < len(paper_ids) else f"paper {i}"
@@ -99,15 +105,35 @@ class DocBatch:
 
     @classmethod
     def concat(cls, batches: Sequence["DocBatch"]) -> "DocBatch":
-        """Stack batches along B, padding S to the longest."""
+        """Stack batches along B, padding S to the longest.
+
+        The batches must hold vectors of one width, dtype and device, and all or none of them paper ids, sentence
+        texts and `whole` vectors (a batch of no papers goes with either): ValueError naming the batches, by
+        position, that differ. (Joined, the ids or texts would no longer line up with the papers, and `whole` would
+        be dropped, for the hybrid scorer to find it missing far from here.)"""
         if not batches:
             raise ValueError("DocBatch.concat needs at least one batch")
+        first = batches[0].emb
+        for what, of in (("vector width", lambda e: e.shape[2]), ("dtype", lambda e: e.dtype),
+                         ("device", lambda e: e.device)):
+            odd = [i for i, b in enumerate(batches) if of(b.emb) != of(first)]
+            if odd:
+                raise ValueError(f"DocBatch.concat: batches {odd} have {what} {of(batches[odd[0]].emb)}, batch 0 "
+                                 f"{of(first)}: join batches of one model, dtype and device")
+        filled = [i for i, b in enumerate(batches) if len(b)]
+        for name, what in (("paper_ids", "paper ids"), ("sentences", "sentence texts"),
+                           ("whole", "whole-abstract vectors (`whole`)")):
+            lacking = [i for i in filled if (batches[i].whole is None if name == "whole" else not getattr(batches[i], name))]
+            if lacking and len(lacking) < len(filled):
+                raise ValueError(f"DocBatch.concat: batches {lacking} have no {what}, batches "
+                                 f"{[i for i in filled if i not in lacking]} have them: give them to every batch or none")
         S = max(b.emb.shape[1] for b in batches)
         emb = torch.cat([torch.nn.functional.pad(b.emb, (0, 0, 0, S - b.emb.shape[1])) for b in batches])
         mask = torch.cat([torch.nn.functional.pad(b.mask, (0, S - b.mask.shape[1])) for b in batches])
         ids = [p for b in batches for p in b.paper_ids]
         sents = [s for b in batches for s in b.sentences]
-        whole = torch.cat([b.whole for b in batches]) if all(b.whole is not None for b in batches) else None
+        wholes = [b.whole for b in batches if b.whole is not None]
+        whole = torch.cat(wholes) if wholes and all(batches[i].whole is not None for i in filled) else None
         return cls(emb, mask, ids, sents, whole)
 
     # ---- views ----------------------------------------------------------------------------------
@@ -130,7 +156,8 @@ class DocBatch:
     def index(self, rows: Sequence[int] | Tensor) -> "DocBatch":
         """The papers at `rows` (a list of integer positions or a 1-D integer index tensor; negative positions count
         from the end). ValueError for a boolean mask or non-integer positions: `torch.as_tensor(..., dtype=long)`
-        would read True / False as positions 1 / 0 and 0.7 as 0, and return other papers than the ones meant."""
+        would read True / False as positions 1 / 0 and 0.7 as 0, and return other papers than the ones meant; and
+        for positions out of range."""
         idx = torch.as_tensor(rows, device=self.emb.device)
         if idx.dim() != 1 or not (idx.numel() == 0 or idx.dtype in _INDEX_DTYPES):
             what = "a boolean mask" if idx.dtype == torch.bool else f"{idx.dim()}-d {idx.dtype} positions"
@@ -138,6 +165,10 @@ class DocBatch:
                              + (" (select by a mask with mask.nonzero().flatten())" if idx.dtype == torch.bool else ""))
         idx = idx.long()
         pos = idx.tolist()
+        B = len(self)
+        if pos and (min(pos) < -B or max(pos) >= B):  # on a GPU, torch's indexing fails by a device-side assert
+            raise ValueError(f"DocBatch.index: positions {[p for p in pos if not -B <= p < B][:5]} out of range for "
+                             f"{B} papers")
         return DocBatch(
             self.emb[idx],
             self.mask[idx],

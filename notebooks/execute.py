@@ -79,8 +79,21 @@ def execute(nb, kernel_name: str, timeout: int = 600):
     return nb
 
 
+def notebook_paths(names: list[str]) -> list[Path]:
+    """The notebooks `names` (a notebook of this folder by name, or a path to one), or every one here; SystemExit
+    naming those that are not a notebook file, before any runs (else the ones before it ran for minutes first)."""
+    if not names:
+        return sorted(NOTEBOOKS.glob("*.ipynb"))
+    paths = [Path(n) if Path(n).is_file() else NOTEBOOKS / n for n in names]
+    missing = [n for n, path in zip(names, paths) if not path.is_file() or path.suffix != ".ipynb"]
+    if missing:
+        known = ", ".join(path.name for path in sorted(NOTEBOOKS.glob("*.ipynb")))
+        raise SystemExit(f"not a notebook: {', '.join(missing)} (the notebooks of {NOTEBOOKS}: {known})")
+    return paths
+
+
 def main(names: list[str]) -> None:
-    paths = [NOTEBOOKS / n for n in names] if names else sorted(NOTEBOOKS.glob("*.ipynb"))
+    paths = notebook_paths(names)
     with tempfile.TemporaryDirectory() as tmp:
         kernel = kernel_spec(Path(tmp))
         for path in paths:

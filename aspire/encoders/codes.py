@@ -89,13 +89,16 @@ def check_first_special(input_ids: Tensor, tokenizer) -> None:
                          f"(padding side {tokenizer.padding_side!r})")
 
 
-def _code_ids(tokenizer, code: str | Sequence[str], rows: Tensor | None, n_rows: int) -> int | Tensor:
-    """One code's id, or (R,) the ids of per-paper codes for rows that belong to papers `rows` (None: row i
-    is paper i)."""
+def _code_ids(tokenizer, code: str | Sequence[str], rows: Tensor | None, n_papers: int) -> int | Tensor:
+    """One code's id, or (R,) the ids of per-paper codes, one for each of `n_papers` papers (ValueError for
+    another count), for rows that belong to papers `rows` (None: row i is paper i), on `rows`' device."""
     if isinstance(code, str):
         return code_id(tokenizer, code)
-    ids = torch.tensor([code_id(tokenizer, c) for c in code], dtype=torch.long)  # (papers,)
-    return ids[rows] if rows is not None else ids[torch.arange(n_rows)]
+    if len(code) != n_papers:  # else extra codes were dropped unsaid, and too few an IndexError
+        raise ValueError(f"{len(code)} control codes for {n_papers} papers (one code a paper)")
+    ids = torch.tensor([code_id(tokenizer, c) for c in code], dtype=torch.long,
+                       device=None if rows is None else rows.device)  # (papers,)
+    return ids if rows is None else ids[rows]
 
 
 def with_code(inputs: EncoderInputs, tokenizer, code: str | Sequence[str]) -> EncoderInputs:
@@ -105,7 +108,7 @@ def with_code(inputs: EncoderInputs, tokenizer, code: str | Sequence[str]) -> En
     types = None if inputs.token_type_ids is None else insert_after_first(inputs.token_type_ids, 0)
     return replace(
         inputs,
-        input_ids=insert_after_first(inputs.input_ids, _code_ids(tokenizer, code, inputs.row_paper, len(inputs.input_ids))),
+        input_ids=insert_after_first(inputs.input_ids, _code_ids(tokenizer, code, inputs.row_paper, len(inputs.n_sentences))),
         attention_mask=insert_after_first(inputs.attention_mask, 1),
         sent_index=insert_after_first(inputs.sent_index, -1),
         token_type_ids=types,

@@ -163,6 +163,8 @@ def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path
     from aspire.encoders import load_encoder
 
     rank, world = rank_and_world()
+    if num_shards is not None and (isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1):
+        raise ValueError(f"num_shards must be an integer >= 1, got {num_shards!r}")  # 0 meant the world size, -1 nothing
     n_shards = num_shards or world
     check_shards_dir(shards_dir, merge_into)
     read = read_corpus(corpus_path, config.encode)

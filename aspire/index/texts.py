@@ -97,7 +97,7 @@ def read_index_papers(path: str | Path, texts: str = "memory"):
 
 def record_problem(paper_id, title, sentences, labels) -> str | None:
     """What is wrong with an index paper record's fields, or None: paper_id a non-empty string, title a string,
-    sentences a list of strings, labels absent / null or a list of strings."""
+    sentences a list of strings, labels absent / null or a list of strings, one a sentence."""
     if not isinstance(paper_id, str) or not paper_id:
         return f"paper_id must be a non-empty string, got {type(paper_id).__name__} {paper_id!r}"
     if not isinstance(title, str):
@@ -106,4 +106,6 @@ def record_problem(paper_id, title, sentences, labels) -> str | None:
         return f"paper {paper_id!r}: sentences must be a list of strings"
     if labels is not None and (not isinstance(labels, list) or not all(isinstance(x, str) for x in labels)):
         return f"paper {paper_id!r}: labels must be a list of strings"
+    if labels is not None and len(labels) != len(sentences):  # else a facet query picks sentences by others' labels
+        return f"paper {paper_id!r}: {len(labels)} labels for {len(sentences)} sentences (one label a sentence)"
     return None

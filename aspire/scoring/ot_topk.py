@@ -91,7 +91,8 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
 
     Args:
         cost: (P, S, T) sentence distances of the query (rows) to each candidate (columns).
-        q_mask: (P, S), c_mask: (P, T) valid sentences (each row with at least one).
+        q_mask: (P, S), c_mask: (P, T) valid sentences (each row with at least one: ValueError naming the rows
+            without).
         k: how many nearest candidates must come out exact.
         tau, eps: the OT scorer's weight temperature and entropic regularisation (`OTScorer`).
         tol: Sinkhorn's marginal tolerance (also the bound's slack, see the module docstring).
@@ -106,6 +107,13 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     """
     if isinstance(k, bool) or int(k) != k or k < 1:  # k = 0 solved nothing and returned every distance a bound
         raise ValueError(f"OT top-k needs an integer k >= 1, got {k!r}")
+    if cost.dim() != 3 or q_mask.shape != cost.shape[:2] or c_mask.shape != (cost.shape[0], cost.shape[2]):
+        raise ValueError(f"OT top-k needs cost (P, S, T), q_mask (P, S) and c_mask (P, T), got shapes "
+                         f"{tuple(cost.shape)}, {tuple(q_mask.shape)} and {tuple(c_mask.shape)}")
+    for name, mask in (("query", q_mask), ("candidate", c_mask)):  # else NaN distances, ranked as if real
+        empty = ~mask.any(-1)
+        if bool(empty.any()):
+            raise ValueError(f"OT top-k: {name} rows {empty.nonzero().flatten()[:5].tolist()} have no sentence selected")
     if cost.dtype in _HALF:
         cost = cost.float()
     P, S, T = cost.shape

@@ -5,7 +5,8 @@ fewer); its vector is the mean of their vectors. The query is the mean of its se
 vectors (an aspect-conditional query: its aspect's sentences). A candidate's distance is the
 smallest cosine distance, 1 - cos, between the query vector and any of its passages, so its
 similarity (`score`) is the best passage's cosine minus 1. `window=1` scores a candidate by its single
-best sentence; a window as long as the paper, by its whole-abstract mean vector.
+best sentence; a window as long as the paper, by the mean of all its sentence vectors (not its
+whole-abstract vector `DocBatch.whole`, the mean of its word pieces).
 
 In search, `aspire.retrieval.rerank` mixes this score with the first stage's by the weight β
 (`SearchConfig.passage_beta`); in the evaluators it is the scorer `maxpassage` (`--window`), and
