@@ -143,3 +143,18 @@ def test_a_model_that_encodes_the_title_as_a_sentence_is_scored_on_csfcube(small
     assert facet_queries(batch.index([0]), {"p": paper}, "method", facet).mask.tolist() == [[False, False, True, False]]
     narrowed, whole = facet_candidates(batch, {"p": paper, "q": bare}, "method", facet)
     assert whole == ["q"] and narrowed.mask[1].tolist() == batch.mask[1].tolist()
+
+
+@pytest.mark.parametrize("mode", ["mixed", "alternating"])
+def test_a_task_key_the_mix_does_not_read_is_refused_when_the_config_loads(mode):
+    # a task's steps were silently unread outside the sequential mix
+    from aspire.config import ConfigError, load_config
+    from aspire.train.config import Config, MixConfig, TaskConfig
+
+    message = rf"tasks\[0\]\.steps=200 is not read by mix\.mode {mode}"
+
+    with pytest.raises(ConfigError, match=message):
+        load_config(Config, "configs/multitask_sequential.yaml", [f"mix.mode={mode}"])
+    load_config(Config, "configs/multitask_sequential.yaml")  # sequential reads them
+    with pytest.raises(ConfigError, match=r"tasks\[1\]\.ratio=3\.0 is not read by mix\.mode sequential"):
+        Config(tasks=[TaskConfig(steps=5), TaskConfig(name="crop", ratio=3.0, steps=5)], mix=MixConfig("sequential"))

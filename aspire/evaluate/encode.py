@@ -27,7 +27,7 @@ def single_vector_batch(vecs: Tensor, papers: Sequence[Paper]) -> DocBatch:
     """One vector per paper (B, D) as a DocBatch of one-sentence papers (the sentence: the joined abstract)."""
     return DocBatch(
         vecs[:, None, :],  # (B, 1, D)
-        torch.ones(len(papers), 1, dtype=torch.bool),
+        torch.ones(len(papers), 1, dtype=torch.bool, device=vecs.device),
         [p.paper_id for p in papers],
         [[" ".join(p.sentences)] for p in papers],
     )

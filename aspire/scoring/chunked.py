@@ -27,7 +27,7 @@ def used_lengths(batch: DocBatch) -> Tensor:
     """(B,) position after each paper's last selected sentence (0 for a paper with none)."""
     S = batch.mask.shape[1]
     pos = torch.arange(1, S + 1, device=batch.mask.device)
-    return (batch.mask * pos).amax(dim=1) if S else torch.zeros(len(batch), dtype=torch.long)
+    return (batch.mask * pos).amax(dim=1) if S else torch.zeros(len(batch), dtype=torch.long, device=batch.mask.device)
 
 
 def trimmed(batch: DocBatch, rows: Tensor, length: int) -> DocBatch:

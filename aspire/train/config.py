@@ -322,3 +322,12 @@ class Config:
     abstract: AbstractConfig = field(default_factory=AbstractConfig)
     tasks: list[TaskConfig] = field(default_factory=list)
     mix: MixConfig = field(default_factory=MixConfig)
+
+    def __post_init__(self) -> None:
+        # a task's steps are read by the sequential mix alone, and its ratio by the others: never ignored silently
+        mode, unread = self.mix.mode, ("ratio", 1.0) if self.mix.mode == "sequential" else ("steps", 0)
+        for i, task in enumerate(self.tasks):
+            if isinstance(task, TaskConfig) and getattr(task, unread[0]) != unread[1]:
+                raise ConfigError(f"tasks[{i}].{unread[0]}={getattr(task, unread[0])} is not read by mix.mode {mode} "
+                                  f"(sequential reads each task's steps, mixed and alternating its ratio); remove it "
+                                  "or choose the mix that reads it")
