@@ -6,7 +6,7 @@ when the corpus file gives `pred_labels`), searches by the selected ones, and sh
 with the aligned sentences highlighted and, when ranked by OT, the transport plan as a heatmap.
 A rebuilt index is picked up while the server runs; every answer names the generation it came from.
 
-- `models`: the pydantic request models, strict JSON parsing, RequestError
+- `requests`: the pydantic request models, strict JSON parsing, RequestError
 - `service`: SearchService, the checked requests (JSON in, JSON out)
 - `reload`: ServiceHolder, the live generation and its reloads
 - `app`: the HTTP routes (FastAPI); `protocol`: uvicorn's h11 protocol with JSON errors and deadlines

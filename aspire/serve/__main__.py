@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.serve") ->
                              "search.cross_top hits, mixed by search.cross_weight (off unless a request asks)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     parser.add_argument("--port", type=int, default=8000, help="port (0: any free port)")
-    parser.add_argument("--check-every", type=float, default=0.0, metavar="SECONDS",
+    parser.add_argument("--check-every", type=float, metavar="SECONDS",
                         help="how often a request checks whether the index was rebuilt (default 0: every request)")
     parser.add_argument("--no-auto-reload", action="store_true",
                         help="serve one generation until POST /api/reload asks for the live one")
@@ -38,8 +39,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.serve") ->
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
         parser.error(f"--port must be 0..65535, got {args.port}")
-    if not args.check_every >= 0:
-        parser.error(f"--check-every must be >= 0 seconds, got {args.check_every}")
+    if args.check_every is not None and args.no_auto_reload:  # once ignored without a word
+        parser.error("--check-every and --no-auto-reload contradict each other: give one of them")
+    args.check_every = 0.0 if args.check_every is None else args.check_every
+    if not 0 <= args.check_every < math.inf:  # inf once passed: one check on the first request, then none
+        parser.error(f"--check-every must be a finite number >= 0 of seconds, got {args.check_every}")
     cliutil.setup_logging(args)
     return cliutil.run_command(lambda: _serve(args), args)
 
@@ -51,6 +55,9 @@ def _serve(args) -> int:
     cliutil.check_paths(corpus=args.corpus, cross_encoder=args.cross_encoder)
     overrides = cliutil.normalize_overrides(args.overrides, section="search")
     check_search_overrides(args.index, require_live_generation(Path(args.index)), overrides)  # before torch, faiss
+    from aspire.serve.requests import check_overrides
+
+    check_overrides(overrides)  # search.k / search.shortlist within what the page serves
     from aspire.serve.reload import ServiceHolder
     from aspire.serve.server import make_server
 

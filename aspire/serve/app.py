@@ -13,7 +13,8 @@ Routes (anything else is 404, a known route with another method 405; every error
 Every answer carries `X-Aspire-Generation` (the index generation it was answered from; JSON
 answers also say it as `generation`), `Cache-Control: no-store` and the SECURITY_HEADERS.
 Bounds: a request target of at most MAX_TARGET bytes (414), headers of at most MAX_HEADERS bytes
-(431), query strings of at most MAX_QUERY_FIELDS fields, no repeated fields; a POST body needs a
+(431), query strings of at most MAX_QUERY_FIELDS fields of UTF-8 text, no repeated fields, none on the routes
+that take no parameters (/api/info, /api/search, /api/reload); a POST body needs a
 Content-Length (411), at most MAX_BODY bytes (413), JSON (415), complete within `body_timeout`
 seconds (408) and not cut short by the client (400). Unexpected failures are logged with their
 traceback (the only tracebacks the server logs) and answered 500.
@@ -34,6 +35,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from aspire.data.guards import SURROGATE
 from aspire.serve.protocol import CLIENT_EOF
 from aspire.serve.reload import ServiceHolder
 from aspire.serve.requests import PaperQuery, PapersQuery, RequestError, check, parse_json
@@ -82,17 +84,30 @@ def error_response(status: int, message: str, headers: dict | None = None) -> Re
     return json_response(status, {"error": message}, extra)
 
 
-def query_args(request: Request) -> dict[str, str]:
-    """The query string as {name: value}: at most MAX_QUERY_FIELDS fields, none repeated."""
-    try:
-        fields = parse_qs(request.scope["query_string"].decode("latin-1"), keep_blank_values=True,
-                          max_num_fields=MAX_QUERY_FIELDS)
+def query_args(request: Request, takes: bool = True) -> dict[str, str]:
+    """The query string as {name: value}: at most MAX_QUERY_FIELDS fields, none repeated, each UTF-8 text
+    (raw or %-escaped); with `takes` False (a route without parameters), no field at all."""
+    try:  # bytes that are not UTF-8 become surrogates here, refused below (once silently "\ufffd")
+        fields = parse_qs(request.scope["query_string"].decode("utf-8", "surrogateescape"), keep_blank_values=True,
+                          max_num_fields=MAX_QUERY_FIELDS, errors="surrogateescape")
     except ValueError as exc:
         raise RequestError(400, f"bad query string: {exc}") from None
+    for name, values in fields.items():
+        if SURROGATE.search(name + "".join(values)):
+            raise RequestError(400, f"query parameter {_printable(name)} is not UTF-8 text")
     repeated = sorted(k for k, v in fields.items() if len(v) > 1)
     if repeated:
         raise RequestError(400, f"repeated query parameter(s) {repeated[:5]}")
+    if fields and not takes:  # once ignored: `POST /api/search?k=5` searched with the default k
+        path = request.url.path
+        raise RequestError(400, f"unknown query parameter(s) {', '.join(_printable(k) for k in sorted(fields)[:5])}: {path} "
+                                "takes none" + ("; a search's fields go in its JSON body" if path == "/api/search" else ""))
     return {k: v[0] for k, v in fields.items()}
+
+
+def _printable(name: str) -> str:
+    """A query parameter's name for a message: quoted, at most 40 characters, undecodable bytes as escapes."""
+    return "'" + name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")[:40] + "'"
 
 
 async def read_json(request: Request, timeout: float):
@@ -150,7 +165,7 @@ def create_app(holder: ServiceHolder, body_timeout: float = BODY_TIMEOUT) -> Fas
 
     @app.get("/api/info")
     def info(request: Request) -> Response:
-        query_args(request)
+        query_args(request, takes=False)
         return json_response(200, {**use(request).info(), "reload_error": holder.reload_error})
 
     @app.get("/api/papers")
@@ -167,12 +182,14 @@ def create_app(holder: ServiceHolder, body_timeout: float = BODY_TIMEOUT) -> Fas
 
     @app.post("/api/search")
     async def search(request: Request) -> Response:
+        query_args(request, takes=False)
         body = await read_json(request, body_timeout)
         service = use(request)
         return json_response(200, await run_in_threadpool(service.search, body))
 
     @app.post("/api/reload")
     async def reload(request: Request) -> Response:
+        query_args(request, takes=False)
         result = await run_in_threadpool(holder.reload)
         request.scope[GENERATION] = result["generation"]
         if result["error"]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -25,7 +26,8 @@ from pydantic import (
     model_validator,
 )
 
-from aspire.index.config import RERANKERS, STAGES
+from aspire.config import apply_overrides
+from aspire.index.config import RERANKERS, STAGES, SearchConfig
 
 MAX_K = 50
 MAX_SHORTLIST = 5000
@@ -111,6 +113,20 @@ class SearchBody(BaseModel):
         if self.shortlist is not None and self.k is not None and self.shortlist < self.k:
             raise ValueError(f"shortlist ({self.shortlist}) must be at least k ({self.k})")
         return self
+
+
+def check_overrides(overrides: Sequence[str] | str) -> None:
+    """Refuse a `k` or `shortlist` override (`search.k=100`) beyond what a page request may ask (MAX_K,
+    MAX_SHORTLIST): ValueError naming it, where searches once used the bound without a word. An index's saved
+    search config beyond them is served within them (`/api/info` says the defaults in use)."""
+    bounds = {"k": MAX_K, "shortlist": MAX_SHORTLIST}
+    given = [o.removeprefix("search.") for o in ([overrides] if isinstance(overrides, str) else overrides)]
+    given = [o for o in given if o.split("=", 1)[0] in bounds]
+    asked = apply_overrides(SearchConfig(), given, "search")
+    for key, most in bounds.items():
+        value = getattr(asked, key)
+        if any(o.split("=", 1)[0] == key for o in given) and value > most:
+            raise ValueError(f"search.{key}={value}: the page serves at most {key}={most}")
 
 
 RULES = {  # field -> what a valid value is (the message's second half)

@@ -51,6 +51,7 @@ from aspire.serve.requests import (
     RequestError,
     SearchBody,
     check,
+    check_overrides,
 )
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ class SearchService:
     # ---- papers -----------------------------------------------------------------------------------
     def info(self) -> dict:
         cfg = self.searcher.config
+        k, shortlist = self._defaults()  # those a request gets (once the config's, beyond the page's bounds)
         cross = {"loaded": self.searcher.cross_encoder is not None, "top": cfg.cross_top, "weight": cfg.cross_weight}
         whole = self.index.whole is not None  # without whole vectors, the stages that need them are not offered
         return {"n_papers": self.index.n_papers, "n_sentences": self.index.n_sentences,
@@ -112,7 +114,7 @@ class SearchService:
                 "rerankers": [r for r in RERANKERS if whole or r not in NEEDS_WHOLE],
                 "stages": cfg.stages, "pipelines": [s for s in STAGES if whole or s not in NEEDS_WHOLE],
                 "cross_encoder": cross,
-                "k": cfg.k, "max_k": MAX_K, "shortlist": cfg.shortlist, "max_shortlist": MAX_SHORTLIST,
+                "k": k, "max_k": MAX_K, "shortlist": shortlist, "max_shortlist": MAX_SHORTLIST,
                 "min_tau": MIN_TAU, "max_tau": MAX_TAU, "labelled_papers": len(self.labels),
                 "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps}, "generation": self.generation}
 
@@ -178,8 +180,8 @@ class SearchService:
         if bad:
             raise RequestError(400, f"sentence positions {bad[:10]} out of range 0..{n - 1} for paper {req.paper_id!r}")
         cfg = self.searcher.config
-        k = req.k if req.k is not None else min(cfg.k, MAX_K)
-        shortlist = req.shortlist if req.shortlist is not None else max(min(cfg.shortlist, MAX_SHORTLIST), k)
+        k, shortlist = self._defaults(req.k)
+        shortlist = req.shortlist if req.shortlist is not None else shortlist
         if shortlist < k:
             raise RequestError(400, f"shortlist ({shortlist}) must be at least k ({k})")
         needs_whole = [x for x in (req.stages or cfg.stages, req.rerank or cfg.rerank) if x in NEEDS_WHOLE]
@@ -193,6 +195,13 @@ class SearchService:
             paper_id=req.paper_id, sentences=sorted(set(req.sentences)), k=k, shortlist=shortlist,
             rerank=req.rerank or cfg.rerank, tau=req.tau if req.tau is not None else cfg.ot_tau,
             stages=req.stages or cfg.stages, cross_encoder=bool(req.cross_encoder))
+
+    def _defaults(self, k: int | None = None) -> tuple[int, int]:
+        """(k, shortlist) of a request that names neither (with `k`, that k): the config's, within the page's
+        bounds; the shortlist at least k."""
+        cfg = self.searcher.config
+        k = min(cfg.k, MAX_K) if k is None else k
+        return k, max(min(cfg.shortlist, MAX_SHORTLIST), k)
 
     def search(self, body: Any) -> dict:
         """Check `body`, rank the index's papers by the selected sentences, explain each hit."""
@@ -276,6 +285,7 @@ def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_fr
     Its `generation` is the live generation read just before opening (a build finishing meanwhile can
     make it stale: aspire.serve.reload checks it again after opening).
     """
+    check_overrides(overrides)
     key = generation_key(index_dir)
     searcher = Searcher.open(index_dir, overrides)
     searcher.cross_encoder = cross_encoder
