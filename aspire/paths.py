@@ -21,8 +21,10 @@ DATA = REPO.parent / "shared" / "data"
 
 
 def cache_root() -> Path:
-    """`$ASPIRE_CACHE`, else `~/.cache/aspire` (read at call time, so tests may point it elsewhere)."""
-    return Path(os.environ.get("ASPIRE_CACHE") or Path.home() / ".cache" / "aspire")
+    """`$ASPIRE_CACHE`, else `~/.cache/aspire` (read at call time, so tests may point it elsewhere). A `~` in it is the
+    home folder, as a shell would expand it (a quoted `"~/big/cache"`, a Dockerfile's ENV or a systemd unit pass it
+    unexpanded, and the cache went into a folder named `~` under the working folder)."""
+    return Path(os.environ.get("ASPIRE_CACHE") or Path.home() / ".cache" / "aspire").expanduser()
 
 
 LATEST, BEST, STATE_FILE, MODEL_DIR = "latest", "best", "trainer_state.pt", "model"  # a training run's folder

@@ -33,6 +33,7 @@ from aspire.cliutil import (
     Parser,
     add_common_options,
     check_paths,
+    input_file,
     normalize_overrides,
     print_json,
     run_command,
@@ -104,6 +105,8 @@ WRITES = {"cocite-from-records": "ingest", "cocite-from-s2orc": "ingest"}
 # the option naming a stage's input folder, for the stages that read another stage's output
 INPUT_OPTION = {"filter": "in", "group": "in", "split": "in", "examples": "in", "align": "examples",
                 "hard-negatives": "examples"}
+# the options naming an input file (a folder there was an error after --out was made, naming no option)
+FILE_OPTIONS = {"cocite-from-records": ("in",), "run-all": ("in",), "cocite-from-s2orc": ("fulltext", "abstracts")}
 TEACHER = ("a teacher is a sentence-transformers model folder: CoSentBert's DIR/model, from `python -m "
            "aspire.encoders.cosentbert train --out DIR`")
 
@@ -112,6 +115,8 @@ def _run(args) -> int:
     stage = args.stage
     # the stage's inputs, output folder and teacher model first, before torch or the data load
     check_paths(**{flag: getattr(args, flag, None) for flag in ("in", "fulltext", "abstracts", "examples", "teacher")})
+    for flag in FILE_OPTIONS.get(stage, ()):
+        input_file(getattr(args, flag), f"--{flag}")
     if stage in INPUT_OPTION:
         cocite.check_stage_input(getattr(args, INPUT_OPTION[stage]), stage)
     if stage == "run-all":

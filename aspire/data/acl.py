@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
+import importlib.metadata
 import logging
 import random
 import re
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aspire.data.papers import Paper, jsonl_objects, paper_from_record
 from aspire.data.sentences import DEFAULT_SPLITTER, get_splitter
-from aspire.io import write_json
+from aspire.io import read_json, write_json
 from aspire.paths import cache_root
 
 log = logging.getLogger(__name__)
@@ -25,11 +25,51 @@ def normalise_title(title: str) -> str:
     return re.sub(r"[^0-9a-z]", "", title.lower())
 
 
+SPLITTER_LIBRARIES = ("pysbd", "scispacy", "spacy")  # what the registry's splitters run on
+
+
+def splitter_version() -> str:
+    """A digest of what a split depends on besides the text: the splitters' code (`aspire.data.sentences`) and the
+    versions of the libraries they run on. A cache keyed by the splitter's name alone kept serving the old cuts
+    after a guard rule or a library changed, while every other reader split by the new ones."""
+    from aspire.data import sentences
+
+    digest = hashlib.sha256(Path(sentences.__file__).read_bytes())
+    for name in SPLITTER_LIBRARIES:
+        try:
+            digest.update(f"{name}={importlib.metadata.version(name)};".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{name}=-;".encode())
+    return digest.hexdigest()[:8]
+
+
 def split_cache_path(path: Path, splitter: str) -> Path:
     """Where the sentences of the corpus file `path` split by `splitter` are kept between runs:
-    `$ASPIRE_CACHE/sentences` (else `~/.cache/aspire/sentences`), keyed by the file's SHA-256."""
+    `$ASPIRE_CACHE/sentences` (else `~/.cache/aspire/sentences`), keyed by the file's SHA-256, the splitter's
+    name and `splitter_version`."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    return cache_root() / "sentences" / f"{path.name}-{digest}-{splitter}.json"
+    return cache_root() / "sentences" / f"{path.name}-{digest}-{splitter}-{splitter_version()}.json"
+
+
+def _read_split_cache(cache: Path) -> dict:
+    """The split cache's `{paper_id: [text hash, sentences]}`; one that cannot be read (damaged, not an object) is
+    a warning naming it, and every abstract is split again (it was a raw JSONDecodeError or AttributeError)."""
+    if not cache.is_file():
+        return {}
+    try:
+        return read_json(cache, "sentence cache", mapping=True)
+    except (ValueError, OSError) as err:
+        log.warning("sentence cache not used, %s: splitting again and rewriting it", err)
+        return {}
+
+
+def _cached_sentences(entry: object, key: str) -> list[str] | None:
+    """The sentences a cache entry holds for the text hashed `key`, None for a miss: another text, or an entry that
+    is not `[key, [sentence, ...]]` (a damaged one was an IndexError, or rejected the paper as a bad record)."""
+    if isinstance(entry, list) and len(entry) == 2 and entry[0] == key and isinstance(entry[1], list) and all(
+            isinstance(s, str) for s in entry[1]):
+        return entry[1]
+    return None
 
 
 @functools.lru_cache(maxsize=4)  # the train and dev splits of a run read the abstracts once
@@ -38,7 +78,8 @@ def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tupl
     (0 = all), their abstracts split into sentences by the default splitter (built once), and the
     counts read / removed. `path` is JSONL, gzipped when it ends in `.gz`; an abstract that is already
     a list of sentences is kept as is. Split abstracts are cached on disk (`split_cache_path`), so only
-    a corpus's first run pays for the splitting (about 10 ms an abstract). Each paper keeps the
+    a corpus's first run pays for the splitting (about 10 ms an abstract); a cache that cannot be read or
+    written is a warning, not an error. Each paper keeps the
     record's other fields (`authors`, `year`, ...) in `Paper.extra`. A record that is not a valid paper
     is left out, named with its reason in `stats["rejected"]` (and logged)."""
     path = Path(path)
@@ -48,20 +89,23 @@ def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tupl
     if max_papers and len(kept) > max_papers:
         kept = random.Random(0).sample(kept, max_papers)
     cache = split_cache_path(path, DEFAULT_SPLITTER)
-    cached = json.loads(cache.read_text(encoding="utf-8")) if cache.is_file() else {}
+    cached = _read_split_cache(cache)
     splitter, new = None, 0
     for _, r in kept:
         text = r.get("abstract")
         if isinstance(text, str) and isinstance(r.get("paper_id"), str):
             key = hashlib.sha1(text.encode()).hexdigest()[:12]
-            if cached.get(r["paper_id"], [None])[0] != key:  # [text hash, sentences]: a changed text is split again
+            if _cached_sentences(cached.get(r["paper_id"]), key) is None:  # a changed text is split again
                 splitter = splitter or get_splitter()
                 cached[r["paper_id"]] = [key, splitter.split(text)]
                 new += 1
             r["abstract"] = cached[r["paper_id"]][1]
     if new:
-        write_json(cache, cached, indent=None)
-        log.info("split %d abstracts of %s; cached in %s", new, path, cache)
+        try:
+            write_json(cache, cached, indent=None)
+            log.info("split %d abstracts of %s; cached in %s", new, path, cache)
+        except OSError as err:  # a read-only or full cache folder: the run goes on, splitting again next time
+            log.warning("split abstracts of %s not cached: %s (%s)", path, cache, err)
     papers, rejected = [], {}
     for n, r in kept:
         try:

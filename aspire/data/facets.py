@@ -11,6 +11,7 @@ comma-separated item is a 0-based position or a name (a facet, or a stored label
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 FACETS = {
@@ -20,6 +21,7 @@ FACETS = {
 }
 # the control code a query may ask for (`aspire.encoders.codes.query_code`): its selection's facet, none, or one
 FACET_CODE_CHOICES = ("auto", "none", *FACETS)
+POSITION = re.compile(r"-?[0-9]+")  # a typed 0-based position (negative ones are refused by the range check)
 
 
 def facet_of(label: str | None) -> str | None:
@@ -50,7 +52,7 @@ def parse_selection(spec: str | int | Sequence[int | str]) -> list[int | str]:
         text = str(item).strip()
         if not text:
             raise ValueError(f"sentence selection {spec!r} has an empty item")
-        out.append(int(text) if text.lstrip("-").isdigit() else text.lower())
+        out.append(int(text) if POSITION.fullmatch(text) else text.lower())  # "--1", "²": names, not int()'s error
     if not out:
         raise ValueError("empty sentence selection")
     return out

@@ -29,12 +29,24 @@ def _sq_norms(x: Tensor) -> Tensor:
     return (x * x).sum(-1)
 
 
+def _check_pair(x: Tensor, y: Tensor, aligned: bool) -> None:
+    """ValueError unless x and y are batches of vectors (3-d) of one width and one dtype (and, `aligned`, one batch
+    size): torch's own errors named neither ("expected scalar type Float but found Half", a reshape's size), and a
+    half x with a float32 y was computed in half. Shapes and dtypes only."""
+    shape = "(B, N, D), (B, M, D)" if aligned else "(Bq, S, D), (Bc, T, D)"
+    if x.dim() != 3 or y.dim() != 3 or x.shape[-1] != y.shape[-1] or (aligned and x.shape[0] != y.shape[0]):
+        raise ValueError(f"expected vectors {shape}; got {tuple(x.shape)}, {tuple(y.shape)}")
+    if x.dtype != y.dtype:
+        raise ValueError(f"the vectors are {x.dtype} and {y.dtype}: give both one floating-point dtype")
+
+
 def l2_cost(x: Tensor, y: Tensor) -> Tensor:
-    """Aligned pairwise L2 distances: x (B, N, D), y (B, M, D) -> (B, N, M).
+    """Aligned pairwise L2 distances: x (B, N, D), y (B, M, D) -> (B, N, M), both of one dtype (else ValueError).
 
     Computed as sqrt(|x|^2 + |y|^2 - 2 x.y) (one batched matmul adding into the norms); the
     gradient is 0 where two vectors coincide, never NaN.
     """
+    _check_pair(x, y, aligned=True)
     if x.dtype in _HALF:  # squared norms overflow float16 from |x| ~ 256: expand in float32
         return l2_cost(x.float(), y.float()).to(x.dtype)
     sq = torch.baddbmm(_sq_norms(x)[:, :, None] + _sq_norms(y)[:, None, :], x, y.transpose(1, 2), alpha=-2.0)
@@ -42,7 +54,8 @@ def l2_cost(x: Tensor, y: Tensor) -> Tensor:
 
 
 def cross_l2_cost(x: Tensor, y: Tensor) -> Tensor:
-    """All-pairs L2 distances: x (Bq, S, D), y (Bc, T, D) -> (Bq, Bc, S, T), one GEMM."""
+    """All-pairs L2 distances: x (Bq, S, D), y (Bc, T, D) -> (Bq, Bc, S, T), one GEMM (one dtype, else ValueError)."""
+    _check_pair(x, y, aligned=False)
     if x.dtype in _HALF:  # as in l2_cost
         return cross_l2_cost(x.float(), y.float()).to(x.dtype)
     Bq, S, D = x.shape
@@ -106,11 +119,16 @@ def gathered_l2_minima(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor,
 
 
 def _check_rows(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Tensor) -> None:
-    """Raise unless the vectors are stores (Pq, D), (Pc, D) and the rows (B, N), (B, M) numbers in them or -1."""
+    """Raise unless the vectors are stores (Pq, D), (Pc, D) of one dtype and the rows (B, N), (B, M) integer numbers
+    in them or -1 (float rows were truncated by the compiled pass, refused by the torch one)."""
     if q_vectors.dim() != 2 or c_vectors.dim() != 2 or q_vectors.shape[1] != c_vectors.shape[1]:
         raise ValueError(f"expected vectors (Pq, D), (Pc, D); got {tuple(q_vectors.shape)}, {tuple(c_vectors.shape)}")
+    if q_vectors.dtype != c_vectors.dtype:
+        raise ValueError(f"the vectors are {q_vectors.dtype} and {c_vectors.dtype}: give both one floating-point dtype")
     if q_rows.dim() != 2 or c_rows.dim() != 2 or q_rows.shape[0] != c_rows.shape[0]:
         raise ValueError(f"expected rows (B, N), (B, M); got {tuple(q_rows.shape)}, {tuple(c_rows.shape)}")
+    if q_rows.dtype.is_floating_point or c_rows.dtype.is_floating_point or torch.bool in (q_rows.dtype, c_rows.dtype):
+        raise ValueError(f"rows must be integer row numbers; got {q_rows.dtype}, {c_rows.dtype}")
     for name, rows, store in (("q_rows", q_rows, q_vectors), ("c_rows", c_rows, c_vectors)):
         low, high = (int(v) for v in torch.aminmax(rows)) if rows.numel() else (0, -1)
         if low < -1 or high >= store.shape[0]:
