@@ -103,3 +103,13 @@ def test_the_package_docstring_names_modules_that_exist():
     modules = [a or b for a, b in named]
     assert "requests" in modules  # once "models", a module that does not exist
     assert [m for m in modules if importlib.util.find_spec(f"aspire.serve.{m}") is None] == []
+
+
+def test_a_temperature_for_a_reranker_that_reads_none_is_refused(server):
+    # tau with rerank minl2 was accepted and read by nothing (and built a Searcher of its own for the request)
+    body = {"paper_id": "q", "sentences": [0], "rerank": "minl2", "tau": 0.5}
+    assert error_of(server, "POST", "/api/search", body) == (
+        400, "tau: the OT temperature is read by rerank 'ot' alone, and this search reranks by 'minl2': leave tau "
+             "out, or ask for rerank 'ot'")
+    status, _, raw = request(server, "POST", "/api/search", {**body, "rerank": "ot"})
+    assert status == 200 and json.loads(raw)["ot"]["tau"] == 0.5

@@ -94,7 +94,8 @@ class SearchBody(BaseModel):
     """`POST /api/search`: rank papers by the selected sentences of an indexed paper.
 
     `k`, `stages` (the first stage: dense "ann", lexical "bm25", fused "ann,bm25" or "whole"), `rerank`,
-    `shortlist` and `tau` (the OT temperature) default to the server's search config. `cross_encoder`
+    `shortlist` and `tau` (the OT temperature, for rerank "ot" alone) default to the server's search config.
+    `cross_encoder`
     (true / false, default false) adds the cross-encoder stage last; the server must hold one.
     """
 

@@ -188,6 +188,9 @@ class SearchService:
         if needs_whole and self.index.whole is None:  # once a 500 from inside the search
             raise RequestError(400, f"{needs_whole[0]!r} needs the papers' whole-abstract vectors, which this index "
                                     "does not store (built before the one-pass encoding): rebuild it")
+        if req.tau is not None and (req.rerank or cfg.rerank) != "ot":  # once read by nothing, without a word
+            raise RequestError(400, f"tau: the OT temperature is read by rerank 'ot' alone, and this search reranks "
+                                    f"by {req.rerank or cfg.rerank!r}: leave tau out, or ask for rerank 'ot'")
         if req.cross_encoder and self.searcher.cross_encoder is None:
             raise RequestError(400, "cross_encoder: this server holds no cross-encoder (start it with "
                                     "--cross-encoder DIR)")
