@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from serve_support import PAPERS, build_index, request, running
+from serve_support import PAPERS, build_index, raw_exchange, reply_headers, request, running
 
 import aspire.serve
 from aspire.encoders import load_encoder
@@ -113,3 +113,13 @@ def test_a_temperature_for_a_reranker_that_reads_none_is_refused(server):
              "out, or ask for rerank 'ot'")
     status, _, raw = request(server, "POST", "/api/search", {**body, "rerank": "ot"})
     assert status == 200 and json.loads(raw)["ot"]["tau"] == 0.5
+
+
+def test_a_request_the_parser_refuses_is_answered_with_the_security_headers(server):
+    # the app's docstring said every answer carries them; the parser's JSON 400s carried none
+    from aspire.serve.protocol import SECURITY_HEADERS
+
+    reply = raw_exchange(server, b"GET /api/info HTTP/1.1\r\nHost: x\r\nbad header line\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 400 ") and b"bad request:" in reply
+    headers = reply_headers(reply)
+    assert {k.lower(): v for k, v in SECURITY_HEADERS.items()}.items() <= headers.items()

@@ -10,8 +10,9 @@ Routes (anything else is 404, a known route with another method 405; every error
     POST /api/search                  JSON `SearchBody` (aspire.serve.requests) -> ranked, explained hits
     POST /api/reload                  open the index's live generation now if it is not the one served
 
-Every answer carries `X-Aspire-Generation` (the index generation it was answered from; JSON
-answers also say it as `generation`), `Cache-Control: no-store` and the SECURITY_HEADERS.
+Every answer of the app carries `X-Aspire-Generation` (the index generation it was answered from; JSON
+answers also say it as `generation`), `Cache-Control: no-store` and the SECURITY_HEADERS; a request the HTTP
+parser refuses (`aspire.serve.protocol`) is answered with the SECURITY_HEADERS alone.
 Bounds: a request target of at most MAX_TARGET bytes (414), headers of at most MAX_HEADERS bytes
 (431), query strings of at most MAX_QUERY_FIELDS fields of UTF-8 text, no repeated fields, none on the routes
 that take no parameters (/api/info, /api/search, /api/reload); a POST body needs a
@@ -36,7 +37,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from aspire.data.guards import SURROGATE
-from aspire.serve.protocol import CLIENT_EOF
+from aspire.serve.protocol import CLIENT_EOF, SECURITY_HEADERS
 from aspire.serve.reload import ServiceHolder
 from aspire.serve.requests import PaperQuery, PapersQuery, RequestError, check, parse_json
 
@@ -55,12 +56,6 @@ MAX_QUERY_FIELDS = 8
 MAX_TARGET = 4096  # bytes of path and query string
 MAX_HEADERS = 16 * 1024  # bytes of header lines (h11 refuses a head it holds incomplete at this size)
 BODY_TIMEOUT = 10.0
-SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-}
 CLOSE_AFTER = {400, 408, 411, 413, 415}  # a body may be left unread: the connection is not reused
 GENERATION = "aspire.generation"  # scope key: the generation a route answered from
 _LENGTH = re.compile(r"[0-9]{1,20}")

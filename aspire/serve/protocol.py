@@ -2,7 +2,7 @@
 
 - A request h11 cannot parse (a bad request line, header or Content-Length, too long a head) is
   answered with JSON `{"error": "bad request: <h11's reason>"}` and the status h11 suggests (400,
-  431, ...), not uvicorn's plain-text 400.
+  431, ...), not uvicorn's plain-text 400, with the SECURITY_HEADERS (no generation: it reached no index).
 - A connection must deliver a complete request head within `head_timeout` seconds of opening (or of
   its previous response): slow or idle clients cannot hold connections open.
 - A client that half-closes its side (it will send no more) still gets its answer, then the
@@ -24,6 +24,12 @@ import h11
 from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 CLIENT_EOF = "aspire.client_eof"  # scope key set when the client half-closes during its request
+SECURITY_HEADERS = {  # on every answer, the app's and the refusals of a request h11 cannot parse
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
 HEAD_TIMEOUT = 15.0
 LINGER = 2.0  # seconds a closing connection waits for the client to stop sending
 
@@ -131,7 +137,8 @@ class JSONErrorsH11Protocol(H11Protocol):
         reason = (str(exc) if exc is not None and str(exc) else msg)[:200]
         body = json.dumps({"error": f"bad request: {reason}"}).encode("utf-8")
         headers = [(b"content-type", b"application/json; charset=utf-8"), (b"connection", b"close"),
-                   (b"content-length", str(len(body)).encode())]
+                   (b"content-length", str(len(body)).encode()),
+                   *((k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items())]
         try:
             output = self.conn.send(h11.Response(status_code=status, headers=headers, reason=STATUS_PHRASES[status]))
             output += self.conn.send(h11.Data(data=body)) + self.conn.send(h11.EndOfMessage())
