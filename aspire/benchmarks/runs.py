@@ -144,7 +144,8 @@ def ranx_name(metric: str) -> str:
 
 def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence[tuple[str, float]]],
               metrics: Sequence[str]) -> dict[str, dict[str, float]]:
-    """`{metric: {qid: value}}` (the caller's metric spelling) for every judged query."""
+    """`{metric: {qid: value}}` (the caller's metric spelling) for every judged query; bpref is trec_eval's
+    (`bpref`). A run that ranks one document twice for a query is a ValueError naming the query."""
     missing = sorted(set(qrels) - set(run))
     extra = sorted(set(run) - set(qrels))
     if missing or extra:
@@ -155,9 +156,38 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence
     empty = [q for q in qids if not any(g > 0 for g in qrels[q].values())]
     if empty:
         raise ValueError(f"{len(empty)} queries have no relevant document (e.g. {empty[:3]})")
+    ranked = {q: [doc for doc, _ in run[q]] for q in qids}
+    twice = [q for q in qids if len(set(ranked[q])) != len(ranked[q])]
+    if twice:  # ranx would keep one score a document and drop its other ranks
+        q = twice[0]
+        raise ValueError(f"{len(twice)} queries rank a document twice (e.g. query {q}: "
+                         f"{sorted({d for d in ranked[q] if ranked[q].count(d) > 1})[:3]})")
     # scored in the run's order, so ties keep it
-    values = ranx_per_query(qrels, {q: [doc for doc, _ in run[q]] for q in qids}, qids, list(names.values()))
+    by_ranx = [r for r in names.values() if r.partition("-l")[0] != "bpref"]
+    values = ranx_per_query(qrels, ranked, qids, by_ranx) if by_ranx else {}
+    for r in set(names.values()) - set(by_ranx):
+        level = int(r.partition("-l")[2] or 1)
+        values[r] = {q: bpref(qrels[q], ranked[q], level) for q in qids}
     return {m: {q: values[r][q] for q in qids} for m, r in names.items()}
+
+
+def bpref(judged: Mapping[str, int], ranked: Sequence[str], level: int = 1) -> float:
+    """trec_eval's bpref of one ranking: each judged relevant document ranked (grade >= `level`) scores 1 less the
+    share of min(R, N) judged non-relevant ones ranked above it (at most R counted; R, N: the numbers of judged
+    relevant and non-relevant documents), unjudged ones skipped, the sum divided by R; 1 a relevant one ranked when
+    N = 0, and 0 when R = 0. Computed here: ranx's is NaN when N = 0, and a query with R = 0 zeroes the bpref of
+    other queries scored with it (a division by zero inside its parallel loop)."""
+    n_rel = sum(g >= level for g in judged.values())
+    n_nonrel = len(judged) - n_rel
+    score, above = 0.0, 0
+    for doc in ranked:
+        if doc not in judged:
+            continue
+        if judged[doc] < level:
+            above += 1
+        else:
+            score += 1.0 - min(above, n_rel) / min(n_nonrel, n_rel) if above else 1.0
+    return score / n_rel if n_rel else 0.0
 
 
 def mean_scores(values: Mapping[str, Mapping[str, float]]) -> dict[str, float]:

@@ -70,7 +70,9 @@ class UnitScores:
         return np.stack([np.bincount(d, minlength=n) for d in draws]).astype(np.float64)  # (n_boot, U)
 
     def bootstrap(self, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-        """Percentile bootstrap interval of the figure over units."""
+        """Percentile bootstrap interval of the figure over units; `n_boot` must be >= 1 (ValueError)."""
+        if n_boot < 1:
+            raise ValueError(f"a bootstrap interval needs at least one bootstrap sample, got n_boot={n_boot}")
         stats = np.array([self.value(w) for w in self._weights(n_boot, seed)])
         alpha = (1 - level) / 2
         return float(np.nanquantile(stats, alpha)), float(np.nanquantile(stats, 1 - alpha))

@@ -71,7 +71,9 @@ def rank_pools(
         if nan:
             raise ValueError(f"query {qid}: the scorer gave NaN similarities for {len(nan)} of {len(pool)} candidates: "
                              f"{[pool[j] for j in nan][:10]} (NaN vectors from the encoder, or a numerical overflow)")
-        order = torch.sort(-sims.float(), stable=True).indices.tolist()
+        # sorted in float64 on the CPU: exact for every float dtype (float32 would merge close float64 similarities
+        # into ties, ranked by pool order against their scores)
+        order = torch.sort(-sims.detach().to("cpu", torch.float64), stable=True).indices.tolist()
         out[qid] = [(pool[j], float(sims[j])) for j in order]
     return out
 
