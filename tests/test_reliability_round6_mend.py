@@ -158,3 +158,21 @@ def test_a_task_key_the_mix_does_not_read_is_refused_when_the_config_loads(mode)
     load_config(Config, "configs/multitask_sequential.yaml")  # sequential reads them
     with pytest.raises(ConfigError, match=r"tasks\[1\]\.ratio=3\.0 is not read by mix\.mode sequential"):
         Config(tasks=[TaskConfig(steps=5), TaskConfig(name="crop", ratio=3.0, steps=5)], mix=MixConfig("sequential"))
+
+
+def test_fuse_runs_at_a_threshold_leaves_out_queries_with_nothing_that_high(tmp_path):
+    # scored 0 by trec_eval's -l2 and averaged in, where the pools evaluator leaves them out (or refuses them)
+    from test_eval_fusion import RUN
+
+    from aspire.benchmarks.runs import write_qrels, write_run
+    from aspire.evaluate.fuse import fuse_run_files
+
+    folders = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        write_run(folder / "run.trec", RUN, "x")
+        write_qrels(folder / "qrels.trec", {"q1": {"a": 2, "b": 1}, "q2": {"c": 1, "b": 1}})  # q2: nothing at 2
+        (folder / "results.json").write_text('{"dataset": "relish", "relevance_threshold": 2}')
+        folders.append(folder)
+    res = fuse_run_files(folders, tmp_path / "fused", metrics=["MAP"])
+    assert res["skipped_no_relevant"] == ["q2"] and res["metrics"]["MAP-l2"] == pytest.approx(1.0)  # q1's a first

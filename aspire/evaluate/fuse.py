@@ -186,8 +186,11 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
 
     The relevance threshold is the one every input folder's `results.json` records with its benchmark
     (`recorded_protocol`); when they disagree or record none it is 1, and `threshold_from` says which. The binary
-    metrics (`BINARY`) are scored at it (`MAP-l2`). Fused CSFCube folders are scored by the CSFCube evaluator (its
-    two-fold protocol, its per-query CSV and results.json), so they compare with the benchmark's own folders."""
+    metrics (`BINARY`) are scored at it (`MAP-l2`), over the queries with a document at or above it (the others are
+    listed under `skipped_no_relevant`, as the pools evaluator leaves them out). Fused CSFCube folders are scored
+    by the CSFCube evaluator (its two-fold protocol, its per-query CSV and results.json), so they compare with the
+    benchmark's own folders."""
+    from aspire.benchmarks.metrics import queries_without_relevant
     from aspire.benchmarks.runs import (
         DEFAULT_METRICS,
         mean_scores,
@@ -219,6 +222,13 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
         judged = read_qrels(qrels_path)
         write_qrels(out / "qrels.trec", judged)
         names = [at_threshold(m, threshold) for m in (metrics or DEFAULT_METRICS)]
+        # left out as the pools evaluator leaves them out (--skip-no-relevant; without it, it refuses them), not
+        # scored 0 (trec_eval's -lN), so the fused figure averages over the inputs' queries
+        skipped = queries_without_relevant(judged, threshold) if threshold > 1 else []
+        if skipped:
+            judged = {q: g for q, g in judged.items() if q not in set(skipped)}
+            fused = {q: r for q, r in fused.items() if q not in set(skipped)}
+            results["skipped_no_relevant"] = skipped
         results["metrics"] = mean_scores(per_query(judged, fused, names))
     write_json(out / "results.json", results, indent=None)
     return results
