@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import glob
 import json
+import math
 from pathlib import Path
 
 from aspire.benchmarks.csfcube import FACETS, GROUPS, format_table
@@ -33,6 +34,7 @@ from aspire.io import write_json
 FOLDS = ("fold1", "fold2")
 TEST_FOLDS = tuple(f"{fold}_test" for fold in FOLDS)
 REPORTED = ("MAP", "NDCG%20")
+PER_QUERY_TOLERANCE = 1e-3  # percent; the per-query file rounds each figure to 4 decimals
 
 
 def load(folder: str | Path) -> dict:
@@ -72,8 +74,10 @@ def load_per_query(folder: str | Path) -> dict[str, dict]:
             try:
                 figures = {m: float(row[m]) for m in REPORTED}
             except (TypeError, ValueError):
+                figures = {}
+            if len(figures) != len(REPORTED) or not all(math.isfinite(v) for v in figures.values()):  # nan, inf
                 raise ValueError(f"{where}: {', '.join(REPORTED)} must be numbers, got "
-                                 f"{[row[m] for m in REPORTED]}") from None
+                                 f"{[row[m] for m in REPORTED]}")
             out[row["query"]] = {"facet": row["facet"], "test_fold": row["test_fold"], **figures}
     return out
 
@@ -89,6 +93,25 @@ def _check_figures(candidates: dict[str, dict], wanted) -> None:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
                 raise ValueError(f"{name}: results.json has no figure folds.{'.'.join(key)} (got {value!r}): every "
                                  "candidate needs each fold's figures")
+
+
+def _check_per_query(candidates: dict[str, dict], per_query: dict[str, dict[str, dict]]) -> None:
+    """ValueError naming the candidate whose per-query figures do not average to its `results.json` test halves,
+    facet by facet (a per-query file that misses queries, or another run's: its queries would be left out of, or
+    wrongly counted in, the per-facet test figures)."""
+    for name, doc in candidates.items():
+        for facet in FACETS:
+            for fold in FOLDS:
+                rows = [r for r in per_query.get(name, {}).values()
+                        if r["facet"] == facet and r["test_fold"] == f"{fold}_test"]
+                for m in REPORTED:
+                    want = doc["folds"][facet][f"{fold}_test"][m]
+                    got = sum(r[m] for r in rows) / len(rows) if rows else None
+                    if got is None or abs(got - want) > PER_QUERY_TOLERANCE:
+                        raise ValueError(
+                            f"{name}: its per-query file gives {facet} {fold}_test {m} "
+                            f"{'no queries' if got is None else f'{got:.4f} over {len(rows)} queries'}, its "
+                            f"results.json {want:.4f}: the file misses queries or is another run's")
 
 
 def select_two_fold(candidates: dict[str, dict], group: str = "all", metric: str = "MAP") -> dict:
@@ -109,11 +132,14 @@ def select_per_facet(candidates: dict[str, dict], per_query: dict[str, dict[str,
 
     `per_query` holds each candidate's `load_per_query`. Returns `{"chosen": {fold: {facet:
     label}}, "test": {group: {metric: value}}}`; `all` is the mean over every test query of a fold
-    (each ranked by its facet's choice), then over the two folds, as the evaluator computes it.
+    (each ranked by its facet's choice), then over the two folds, as the evaluator computes it. A candidate
+    whose per-query figures do not average to its `results.json` test halves is a ValueError naming it.
     """
     if not candidates:
         raise ValueError("no candidate runs to choose from")
-    _check_figures(candidates, [(f, f"{fold}_dev", metric) for f in FACETS for fold in FOLDS])
+    _check_figures(candidates, [(f, f"{fold}_dev", metric) for f in FACETS for fold in FOLDS]
+                   + [(f, f"{fold}_test", m) for f in FACETS for fold in FOLDS for m in REPORTED])
+    _check_per_query(candidates, per_query)
     chosen = {fold: {f: max(candidates, key=lambda name: candidates[name]["folds"][f][f"{fold}_dev"][metric])
                      for f in FACETS} for fold in FOLDS}
     fold_means: dict[str, dict[str, dict[str, float]]] = {g: {} for g in GROUPS}
