@@ -176,3 +176,13 @@ def test_fuse_runs_at_a_threshold_leaves_out_queries_with_nothing_that_high(tmp_
         folders.append(folder)
     res = fuse_run_files(folders, tmp_path / "fused", metrics=["MAP"])
     assert res["skipped_no_relevant"] == ["q2"] and res["metrics"]["MAP-l2"] == pytest.approx(1.0)  # q1's a first
+
+
+def test_a_cpu_backend_from_the_environment_with_a_gpu_device_names_the_variable(monkeypatch):
+    # the error said "--backend openvino", an option the user never typed
+    from aspire.encoders.choice import resolve_backend
+
+    monkeypatch.setenv("ASPIRE_BACKEND", "openvino")
+    with pytest.raises(ValueError, match=r"^\$ASPIRE_BACKEND=openvino encodes on the CPU; got --device cuda"):
+        resolve_backend(None, None, "minilm", "cuda")
+    assert resolve_backend(None, None, "minilm", "cpu")[0] == "openvino"

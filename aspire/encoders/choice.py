@@ -92,6 +92,9 @@ def resolve_backend(backend: str | None, quantize: str | None, model: str | None
         backend = os.environ.get(BACKEND_ENV) or AUTO
         if backend not in (AUTO, *BACKENDS):
             raise ValueError(f"${BACKEND_ENV}={backend!r} is not a backend; valid: {[AUTO, *BACKENDS]}")
+        if backend not in (AUTO, "torch") and device not in (None, "cpu"):  # said as the user set it, not as a flag
+            raise ValueError(f"${BACKEND_ENV}={backend} encodes on the CPU; got --device {device}: give --backend "
+                             f"torch, or unset ${BACKEND_ENV}")
     if backend == AUTO and quantize is not None:
         raise ValueError("--quantize goes with a named --backend (torch, onnx or openvino), not auto")
     if backend == AUTO:
