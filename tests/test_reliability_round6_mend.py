@@ -186,3 +186,12 @@ def test_a_cpu_backend_from_the_environment_with_a_gpu_device_names_the_variable
     with pytest.raises(ValueError, match=r"^\$ASPIRE_BACKEND=openvino encodes on the CPU; got --device cuda"):
         resolve_backend(None, None, "minilm", "cuda")
     assert resolve_backend(None, None, "minilm", "cpu")[0] == "openvino"
+
+
+def test_a_ranking_that_holds_its_own_query_says_so():
+    # CSFCube's upstream ranked files may rank the query paper itself; "outside the pool" alone read as a wrong id
+    from aspire.benchmarks.metrics import evaluate_rankings
+
+    with pytest.raises(ValueError, match=r"query q: ranking holds 1 ids outside the pool: \['q'\]; the query itself "
+                                         r"is no candidate of its own pool: leave it out"):
+        evaluate_rankings({"q": {"a": 1, "b": 0}}, {"q": ["q", "a", "b"]}, ["map"])

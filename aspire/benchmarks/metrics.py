@@ -120,7 +120,8 @@ def check_rankings(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
             raise ValueError(f"query {qid}: ranking repeats candidates {dup[:10]}")
         outside = [c for c in ranked if c not in pool]
         if outside:
-            raise ValueError(f"query {qid}: ranking holds {len(outside)} ids outside the pool: {outside[:10]}")
+            itself = "; the query itself is no candidate of its own pool: leave it out" if qid in outside else ""
+            raise ValueError(f"query {qid}: ranking holds {len(outside)} ids outside the pool: {outside[:10]}{itself}")
         ranked_set = set(ranked)
         absent = [c for c in pool if c not in ranked_set]
         if absent:
