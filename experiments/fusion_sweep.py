@@ -2,7 +2,7 @@
 
 Every weight vector of the grid fuses the same ranked runs (`aspire.evaluate.csfcube.fuse_csfcube`,
 per-query z-scores, weighted sum) into its own subfolder. The choice follows CSFCube's folds
-(`select_two_fold.py`): weights chosen on fold1_dev are scored on fold1_test and those chosen on
+(`aspire.evaluate.two_fold`): weights chosen on fold1_dev are scored on fold1_test and those chosen on
 fold2_dev on fold2_test. The table's per-row figures are for reading only: the evaluator's "dev"
 (fold1_dev) is fold2_test, so choosing a row by either column tunes on test.
 
@@ -16,12 +16,12 @@ import argparse
 import json
 from pathlib import Path
 
-from select_two_fold import select_two_fold
 from training_table import cells
 
 from aspire.benchmarks.csfcube import format_table
 from aspire.cli.evaluate import parse_run
 from aspire.evaluate.csfcube import fuse_csfcube
+from aspire.evaluate.two_fold import select_two_fold
 from aspire.paths import DATA
 
 
