@@ -83,7 +83,12 @@ def atomic_folder(path: str | Path) -> Iterator[Path]:
         aside = path.with_name(f".{path.name}-old-{uuid.uuid4().hex[:12]}")
         if path.exists():
             path.rename(aside)
-        staged.rename(path)
+        try:
+            staged.rename(path)
+        except OSError:
+            if aside.exists():  # the earlier folder goes back in place
+                aside.rename(path)
+            raise
         shutil.rmtree(aside, ignore_errors=True)
     finally:
         shutil.rmtree(staged, ignore_errors=True)  # gone already when it was moved into place
