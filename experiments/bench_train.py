@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from aspire.benchmarks.context2doc import held_out_for
 from aspire.config import load_config
 from aspire.data.cocite import run_all
 from aspire.scoring import SinkhornConvergenceWarning
@@ -226,7 +227,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        src = args.examples or run_all(RECORDS, tmp / "cocite")
+        src = args.examples or run_all(RECORDS, tmp / "cocite", held_out=held_out_for(RECORDS))
         examples = examples_with_alignment(Path(src), tmp / "aligned")
         had_align = all("cc_align" in json.loads(x) for x in (Path(src) / "examples.train.jsonl").read_text().splitlines())
         rows = bench(args.kinds, examples, args, tmp)

@@ -43,7 +43,7 @@ def main() -> None:
         data_cfg = replace(cfg.data, examples_dir=args.examples, dev_batches=args.dev_batches,
                            hard_negatives=None if name == "none" else name)
         dev = load_split(data_cfg, "dev")
-        collate = TripletCollator(model.encoder.tokenize, dev.papers)
+        collate = TripletCollator(model.tokenize, dev.papers)
         sampler = EpochBatchSampler(len(dev), cfg.train.batch_size, DEV_SEED, 0, limit=args.dev_batches)
         total = count = 0.0
         with torch.no_grad():
