@@ -26,6 +26,8 @@ class PairBCELoss(nn.Module):
         _, negatives = check_matrix(sim, neg_mask)
         logits = self.scale * (sim - self.threshold)  # (B, K)
         pos = nn.functional.softplus(-logits.diagonal())  # -log sigmoid(logit), label 1
-        neg = nn.functional.softplus(logits).masked_fill(~negatives, 0.0)  # -log(1 - sigmoid(logit)), label 0
+        # -log(1 - sigmoid(logit)), label 0; masked before softplus too, else a NaN similarity of a left-out candidate
+        # gives softplus's backward 0 * NaN and a NaN gradient
+        neg = nn.functional.softplus(logits.masked_fill(~negatives, 0.0)).masked_fill(~negatives, 0.0)
         count = negatives.sum(dim=1)
         return (pos + neg.sum(dim=1) / count.clamp(min=1)) / 2, count > 0

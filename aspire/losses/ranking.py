@@ -25,9 +25,11 @@ from torch import Tensor, nn
 
 
 def check_matrix(sim: Tensor, neg_mask: Tensor) -> tuple[Tensor, Tensor]:
-    """(positive (B, K) bool, negatives (B, K) bool) of a candidate matrix; ValueError on bad shapes."""
+    """(positive (B, K) bool, negatives (B, K) bool) of a candidate matrix; ValueError on bad shapes or a non-bool mask."""
     if sim.dim() != 2 or sim.shape != neg_mask.shape or sim.shape[1] < sim.shape[0]:
         raise ValueError(f"sim and neg_mask must be (B, K) with K >= B, got {tuple(sim.shape)} and {tuple(neg_mask.shape)}")
+    if neg_mask.dtype != torch.bool:  # else masked_fill's or bitwise_and's error, naming no argument
+        raise ValueError(f"neg_mask must be a bool tensor, got {neg_mask.dtype}")
     B, K = sim.shape
     positive = torch.eye(B, K, dtype=torch.bool, device=sim.device)
     return positive, neg_mask & ~positive

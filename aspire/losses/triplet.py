@@ -40,6 +40,8 @@ def triplet_margin_dist_per_anchor(pos_dist: Tensor, neg_dist: Tensor, neg_mask:
     if neg_dist.shape != neg_mask.shape or neg_dist.shape[0] != pos_dist.shape[0]:
         raise ValueError(f"shapes differ: pos {tuple(pos_dist.shape)}, neg {tuple(neg_dist.shape)}, "
                          f"mask {tuple(neg_mask.shape)}")
+    if neg_mask.dtype != torch.bool:  # else masked_fill's error, naming no argument
+        raise ValueError(f"neg_mask must be a bool tensor, got {neg_mask.dtype}")
     hinge = torch.relu(pos_dist[:, None] - neg_dist + margin)  # (B, K)
     hinge = hinge.masked_fill(~neg_mask, 0.0)
     count = neg_mask.sum(dim=1)  # (B,)
@@ -108,10 +110,18 @@ def aligned_sentence_dist(a: DocBatch, b: DocBatch, a_idx: Tensor, b_idx: Tensor
 
     Returns:
         (B,) `||a.emb[i, a_idx[i]] - b.emb[i, b_idx[i]]||_2`.
+
+    ValueError where the four lengths differ or an index is outside 0..S-1 (a -1, the data's "no aligned
+    sentence", would count from the end) or points at a padded or unselected sentence.
     """
+    if not len(a) == len(b) == len(a_idx) == len(b_idx):
+        raise ValueError(f"aligned pairs of {len(a)} and {len(b)} papers with {len(a_idx)} and {len(b_idx)} positions")
     rows = torch.arange(len(a), device=a.emb.device)
-    if not bool(a.mask[rows, a_idx].all() and b.mask[rows, b_idx].all()):
-        raise ValueError("an aligned sentence index points at a padded or unselected sentence")
+    a_in = (a_idx >= 0) & (a_idx < a.mask.shape[1])
+    b_in = (b_idx >= 0) & (b_idx < b.mask.shape[1])
+    a_at, b_at = a_idx.clamp(0, a.mask.shape[1] - 1), b_idx.clamp(0, b.mask.shape[1] - 1)  # read only where in range
+    if not bool((a_in & b_in & a.mask[rows, a_at] & b.mask[rows, b_at]).all()):
+        raise ValueError("an aligned sentence index is out of range or points at a padded or unselected sentence")
     diff = a.emb[rows, a_idx] - b.emb[rows, b_idx]  # (B, D)
     return torch.linalg.vector_norm(diff, dim=-1)
 
@@ -119,7 +129,8 @@ def aligned_sentence_dist(a: DocBatch, b: DocBatch, a_idx: Tensor, b_idx: Tensor
 def mean_pool_doc(batch: DocBatch) -> DocBatch:
     """One vector a paper: the mean of its selected sentence vectors, as a (B, 1, D) DocBatch."""
     weights = batch.mask.to(batch.emb.dtype)  # (B, S)
-    pooled = (batch.emb * weights[..., None]).sum(dim=1) / weights.sum(dim=1, keepdim=True).clamp(min=1)  # (B, D)
+    kept = batch.emb.masked_fill(~batch.mask[..., None], 0.0)  # a non-finite left-out row would give 0 * inf = NaN
+    pooled = kept.sum(dim=1) / weights.sum(dim=1, keepdim=True).clamp(min=1)  # (B, D)
     mask = torch.ones(len(batch), 1, dtype=torch.bool, device=batch.emb.device)
     return DocBatch(pooled[:, None, :], mask, batch.paper_ids, batch.sentences)
 
