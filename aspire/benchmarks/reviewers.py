@@ -11,8 +11,10 @@ similarities order it against the ratings, half of that on a tie, nothing otherw
 reviewers divided by the sum of |e1 - e2| over the same pairs. The reported figure is the mean over
 draws (`reviewer_units`: one unit a reviewer, so `aspire.benchmarks.stats` bootstraps over reviewers).
 
-A rated paper absent from a draw's submissions leaves its pairs out, counted in `skipped_pairs`; a
-rated paper that is a submission but has no prediction is an error naming the reviewer and paper.
+A rated paper absent from a draw's submissions leaves its pairs out, counted in `skipped_pairs`, and so
+does a submission with neither title nor abstract that has no prediction (a model cannot encode it,
+`aspire.evaluate.reviewer_run`); any other rated submission without a prediction, or with a prediction that
+is not a finite number, is an error naming the reviewer and paper.
 """
 
 from __future__ import annotations
@@ -167,23 +169,27 @@ def load_reviewer_set(root: str | Path, draws: int | None = None) -> ReviewerSet
 
 
 def reviewer_loss(rated: list[tuple[str, float]], predicted: Mapping[str, float] | None, submissions,
-                  reviewer: str = "?") -> tuple[float, float, int]:
+                  reviewer: str = "?", blank=()) -> tuple[float, float, int]:
     """One reviewer's (loss, max loss, skipped pairs) for one draw.
 
-    `rated` in file order; pairs with a paper outside `submissions` are skipped and counted.
-    `predicted` None (the reviewer is not in the prediction) scores nothing and skips nothing.
+    `rated` in file order; pairs with a paper outside `submissions`, or with a paper of `blank` (submissions
+    without text) that has no prediction, are skipped and counted. `predicted` None (the reviewer is not in the
+    prediction) scores nothing and skips nothing.
     """
     if predicted is None:
         return 0.0, 0.0, 0
     loss = top = 0.0
     skipped = 0
     for (p1, e1), (p2, e2) in combinations(rated, 2):
-        if p1 not in submissions or p2 not in submissions:
+        if any(p not in submissions or (p in blank and p not in predicted) for p in (p1, p2)):
             skipped += 1
             continue
         for p in (p1, p2):
             if p not in predicted:
                 raise ValueError(f"reviewer {reviewer}: no prediction for rated submission {p}")
+            if not math.isfinite(predicted[p]):  # NaN orders no pair against the ratings: it would score as right
+                raise ValueError(f"reviewer {reviewer}: the prediction for rated submission {p} is {predicted[p]}, "
+                                 "not a finite number")
         truth = e1 - e2
         diff = float(predicted[p1]) - float(predicted[p2])
         top += abs(truth)
@@ -197,7 +203,7 @@ def reviewer_loss(rated: list[tuple[str, float]], predicted: Mapping[str, float]
 def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str, float]]]) -> tuple[UnitScores, dict]:
     """Per-draw, per-reviewer (loss, max loss) as `UnitScores` (groups = draws, units = reviewers),
     and counts: reviewers absent from each prediction (`reviewers_not_predicted`, one list a draw, and
-    `draws`, the draws' names), pairs skipped.
+    `draws`, the draws' names), pairs skipped (`reviewer_loss`; `blank`: the draw's submissions without text).
 
     A prediction may leave rated reviewers out (the loss is over the prediction's reviewers, module
     docstring); one that names none of the rated reviewers in any draw is a ValueError naming ids of both.
@@ -214,8 +220,10 @@ def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str
     absent, skipped = [], 0
     for g, (draw, pred) in enumerate(zip(rset.draws, predictions)):
         absent.append(sorted(set(units) - set(pred)))
+        blank = {pid for pid, text in draw.submissions.items() if not any(text)}
         for u, reviewer in enumerate(units):
-            loss, top, skip = reviewer_loss(rset.ratings[reviewer], pred.get(reviewer), draw.submissions, reviewer)
+            loss, top, skip = reviewer_loss(rset.ratings[reviewer], pred.get(reviewer), draw.submissions, reviewer,
+                                            blank)
             num[g, u], den[g, u] = loss, top
             skipped += skip
     return UnitScores(units, num, den), {"reviewers_not_predicted": absent, "draws": [d.name for d in rset.draws],

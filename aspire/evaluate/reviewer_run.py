@@ -3,8 +3,8 @@
 Every submission and every archive paper of every draw is encoded once (through the vector cache,
 keyed by the encoder's fingerprint). For each draw and reviewer, the scorer compares the
 reviewer's rated submissions with their archive papers, (R, A) similarities, aggregated over the
-archive by `max`, `mean` or `topk:K` (mean of the K best). Several scorers are fused by per-reviewer
-z-scored predictions, weighted (`fuse_predictions`).
+archive by `max`, `mean` or `topk:K` (mean of the K best, or of all of a shorter archive). Several
+scorers are fused by per-reviewer z-scored predictions, weighted (`fuse_predictions`).
 
 The search pipeline's stages, as on the other benchmarks: BM25 (`bm25_similarity`: a submission's title and
 abstract as the query against each archive paper's, one bm25s index over every paper of the set, so its IDF is
@@ -58,7 +58,7 @@ def parse_aggregate(spec: str) -> tuple[str, int]:
 
 
 def aggregate(sims: torch.Tensor, spec: str) -> torch.Tensor:
-    """(R, A) similarities -> (R,): the max, the mean or the mean of the K largest over A."""
+    """(R, A) similarities -> (R,): the max, the mean or the mean of the K largest over A (of all A when A < K)."""
     kind, k = parse_aggregate(spec)
     if kind == "max":
         return sims.max(dim=1).values
