@@ -7,10 +7,15 @@ query id is `L` + the record's 1-based line number.
 The split is by citing paper: citing papers that share an identical citing sentence (the file has
 21 such repeats across papers) are tied into one group, and each group goes to train / dev / test
 by a hash of its smallest citing-paper id (buckets 0-69 / 70-79 / 80-99 of 100), so no citing paper
-and no sentence text sits in two splits. The split is committed as `splits/context2doc.json`
+and no raw sentence sits in two splits. The split is committed as `splits/context2doc.json`
 (query and citing-paper ids per split, their sizes, the source file's SHA-256 and a checksum of the
 split itself); `load_split` refuses a source or a split file that does not match.
-`held_out_sentences` gives the test queries' texts, which the training pipeline leaves out.
+The tie is by raw sentence, so a sentence can reach two splits with its citation markers written
+differently (in the shared co-citation file, P05-1018 in train and its journal version J08-1001 in test cite the same
+two papers with one sentence, "Lapata, 2003" against "Lapata 2003"): `load_context2doc` leaves such a
+train or dev query out (`Context2Doc.left_out`) when its query text is a test query's, and
+`held_out_sentences` gives every raw sentence whose query text is a test query's (the test sentences
+and such twins), which the training pipeline leaves out.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from aspire.checksum import file_sha256
@@ -41,6 +46,7 @@ class Context2Doc:
     qrels: dict[str, dict[str, int]]
     candidates: list[Paper]
     citing: dict[str, str]  # qid -> citing paper id
+    left_out: list[str] = field(default_factory=list)  # train/dev qids whose query text is a test query's
 
 
 def query_text(context: str) -> str:
@@ -167,7 +173,8 @@ def load_split(split_file: str | Path = SPLIT_FILE, source: str | Path | None = 
 
 
 def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str | Path = SPLIT_FILE) -> Context2Doc:
-    """One split's queries and qrels, with every cited paper of the file as a candidate."""
+    """One split's queries and qrels, with every cited paper of the file as a candidate; of train and dev, less the
+    queries whose query text is a test query's (`Context2Doc.left_out`, module docstring)."""
     if split not in SPLIT_NAMES:
         raise ValueError(f"unknown split {split!r}; valid: {list(SPLIT_NAMES)}")
     source = Path(data_dir) / "cocitations.jsonl"
@@ -175,25 +182,40 @@ def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str 
         raise ValueError(f"co-citation file not found: {source}")
     meta = load_split(split_file, source)
     wanted = set(meta["splits"][split]["queries"])
-    queries, qrels, citing, cands = {}, {}, {}, {}
-    for qid, rec in read_records(source):
+    records = read_records(source)
+    test_texts = set() if split == "test" else _test_texts(records, meta)
+    queries, qrels, citing, cands, left_out, found = {}, {}, {}, {}, [], set()
+    for qid, rec in records:
         for cited in rec["cited"]:
             abstract = cited.get("abstract") or []
             cands.setdefault(cited["paper_id"], Paper(cited["paper_id"], cited.get("title") or "", list(abstract)))
         if qid in wanted:
-            queries[qid] = query_text(rec["context"])
+            found.add(qid)
+            text = query_text(rec["context"])
+            if text in test_texts:  # the test query itself, its markers written otherwise: a leak
+                left_out.append(qid)
+                continue
+            queries[qid] = text
             qrels[qid] = {c["paper_id"]: 1 for c in rec["cited"]}
             citing[qid] = rec["citing_paper_id"]
-    if set(queries) != wanted:
-        raise ValueError(f"split {split}: {len(wanted - set(queries))} queries of the split are not in {source}")
-    return Context2Doc(split, queries, qrels, [cands[k] for k in sorted(cands)], citing)
+    if found != wanted:
+        raise ValueError(f"split {split}: {len(wanted - found)} queries of the split are not in {source}")
+    return Context2Doc(split, queries, qrels, [cands[k] for k in sorted(cands)], citing, left_out)
+
+
+def _test_texts(records: list[tuple[str, dict]], meta: dict) -> set[str]:
+    """The query texts (`query_text`) of the test split's queries."""
+    test = set(meta["splits"]["test"]["queries"])
+    return {query_text(rec["context"]) for qid, rec in records if qid in test}
 
 
 def held_out_sentences(data_dir: str | Path, split_file: str | Path = SPLIT_FILE) -> set[str]:
-    """The raw citing sentences (stripped) of the test split: training must not see them."""
+    """The raw citing sentences (stripped) whose query text is a test query's: the test split's sentences and
+    any other record's sentence that differs from one only in its citation markers. Training must not see them."""
     meta = load_split(split_file, Path(data_dir) / "cocitations.jsonl")
-    test = set(meta["splits"]["test"]["queries"])
-    return {rec["context"].strip() for qid, rec in read_records(Path(data_dir) / "cocitations.jsonl") if qid in test}
+    records = read_records(Path(data_dir) / "cocitations.jsonl")
+    test_texts = _test_texts(records, meta)
+    return {rec["context"].strip() for _, rec in records if query_text(rec["context"]) in test_texts}
 
 
 def held_out_for(records_path: str | Path, data: str | Path = DATA) -> set[str]:
