@@ -218,13 +218,19 @@ class Searcher:
 
     def query_from_paper(self, paper: Paper, sentences: str | Sequence[int | str] | None = None) -> DocBatch:
         """Encode `paper` (all sentences in the context of the whole abstract), then select `sentences`
-        (0-based positions and/or facet names, from `paper.labels`)."""
+        (0-based positions of the encoded sentences and/or facet names, from `paper.labels`), as
+        `query_from_index` selects them: with an encoder that encodes the title as sentence 0 (`include_title`)
+        the labels follow it, as the index stores them (a facet name once selected the sentence before)."""
+        from aspire.index.corpus import title_labelled
+
         if self.encoder is None:
             raise ValueError("encoding a query needs an encoder: Searcher.open(..., load_model=True)")
         query = self.encoder.encode([paper], progress=False)
         if sentences is None:
             return query
-        chosen = resolve_selection(sentences, paper.labels, paper.paper_id)
+        n = len(query.sentences[0]) if query.sentences else int(query.lengths[0])  # encoded sentences
+        labels = title_labelled(paper.labels, n)  # as `encode_corpus` labels them for the index
+        chosen = resolve_selection(sentences, labels, paper.paper_id)
         return query.select_sentences([check_selection(chosen, int(query.lengths[0]), f"paper {paper.paper_id}")])
 
     # ---- search -------------------------------------------------------------------------------------

@@ -152,12 +152,15 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
 
 
 def _searchable(batch, papers):
-    """`batch` (encoded `papers`, in order) carrying the sentence texts an index keeps beside the vectors."""
+    """`batch` (encoded `papers`, in order) carrying the sentence texts an index keeps beside the vectors: the
+    encoder's own, as `aspire index build` keeps them (with `include_title` the title is sentence 0; the papers'
+    abstract sentences alone once misaligned every text and facet mask by one, and the index build failed)."""
     from aspire.batch import DocBatch
 
     lengths = batch.lengths.tolist()
+    texts = batch.sentences or [p.sentences for p in papers]  # an encoder that returns no texts: the papers'
     return DocBatch(batch.emb, batch.mask, [p.paper_id for p in papers],
-                    [list(p.sentences[:n]) for p, n in zip(papers, lengths)], batch.whole)
+                    [list(s[:n]) for s, n in zip(texts, lengths)], batch.whole)
 
 
 def _search_all(batch, row: Mapping[str, int], titles: Mapping[str, str], query_rows, candidates: Sequence[str],

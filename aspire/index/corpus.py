@@ -356,12 +356,12 @@ def _encoded_part(encoder, chunk: list[Paper], config: EncodeConfig, rejected: l
     keep = [i for i, n in enumerate(counts) if n > 0]
     if keep:
         part = batch if len(keep) == len(chunk) else batch.index(keep)
-        labels = [_title_labelled(chunk[i].labels, len(part.sentences[j])) for j, i in enumerate(keep)]
+        labels = [title_labelled(chunk[i].labels, len(part.sentences[j])) for j, i in enumerate(keep)]
         return [EncodedCorpus.from_docbatch(part, [chunk[i].title for i in keep], labels)]
     return []
 
 
-def _title_labelled(labels: list[str] | None, n_sentences: int) -> list[str] | None:
+def title_labelled(labels: list[str] | None, n_sentences: int) -> list[str] | None:
     """A paper's labels for its encoded sentences: an encoder that adds the title as sentence 0
     (`include_title`) gives it the label "title"."""
     return ["title", *labels] if labels is not None and n_sentences == len(labels) + 1 else labels
