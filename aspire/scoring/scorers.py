@@ -357,8 +357,9 @@ class HybridScorer(_Scorer):
     - `ot`: minus the OT distance (`OTScorer` with `tau`, `eps`).
 
     `calibration` {term: (mu, sigma)} puts the terms on one scale (`calibrate` fits it on any sample of paper
-    pairs, no labels needed); `weights` {term: w} are chosen on dev data (default: whole + facet, the two
-    cosines, which share a scale). A term with weight 0 is not computed.
+    pairs, no labels needed); `weights` {term: w} are the caller's to choose, on dev data (default: whole + facet,
+    the two cosines, which share a scale; the default was kept with test figures in view, see
+    experiments/results/aspect_model.md §19). A term with weight 0 is not computed.
     Scores are pairwise functions of (query, candidate), so they rank the same in a pool, in chunks and in a
     re-rank stage of `aspire search`.
     """
