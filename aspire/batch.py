@@ -69,6 +69,9 @@ class DocBatch:
             t = getattr(self, name)
             if t is not None and t.device != self.emb.device:
                 raise ValueError(f"DocBatch.{name} is on {t.device} and emb on {self.emb.device}: give them one device")
+        if self.whole is not None and self.whole.dtype != self.emb.dtype:  # else torch's matmul error in a scorer
+            raise ValueError(f"DocBatch.whole is {self.whole.dtype} and emb {self.emb.dtype}: give them one dtype "
+                             "(DocBatch.to(dtype=...) casts both)")
         for name in ("paper_ids", "sentences"):
             value = getattr(self, name)
             if value and len(value) != self.emb.shape[0]:

@@ -59,6 +59,22 @@ def calibration_sample(n: int, seed: int = 0, papers_file: Path | None = None):
     return rng.sample([p for p in papers if normalise_title(p.title) not in exclude and len(p.sentences) >= 2], n)
 
 
+def fit_calibration(encoder, sample, cache_dir) -> dict:
+    """{term: (mu, sigma)} of every term over the pairs of the sample's first half with its second half; ValueError
+    where a term's mu or sigma is not a finite number (a sample of 2 papers gives one pair, whose spread is NaN: every
+    calibrated weighting then ranked by NaN scores and the two-fold choice was made among them, silently)."""
+    batch = encode_papers(encoder, sample, "contextual", cache_dir)[0].to(encoder.device)
+    half = len(sample) // 2
+    terms = HybridScorer().term_scores(batch.index(range(half)), batch.index(range(half, len(sample))))
+    calibration = HybridScorer.calibrate({t: v.cpu() for t, v in terms.items()})
+    try:
+        HybridScorer(calibration=calibration)  # the scorer's own check: finite (mu, sigma), sigma > 0
+    except ValueError as err:
+        raise ValueError(f"calibration on {len(sample)} papers ({half} x {len(sample) - half} pairs) is not usable: "
+                         f"{err}; calibrate on more papers (default 200)") from None
+    return calibration
+
+
 def term_tables(encoder, papers, pool_set, cache_dir) -> dict:
     """{facet: {query: {term: (P,) similarities}}} for every pooled candidate, in pool order."""
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
@@ -117,10 +133,7 @@ def main() -> None:
     if args.device:
         encoder.to(args.device)
     sample = calibration_sample(args.calibration_papers, papers_file=args.calibration_file)
-    cal_batch = encode_papers(encoder, sample, "contextual", cache_dir)[0].to(encoder.device)
-    half = len(sample) // 2
-    cal_terms = HybridScorer().term_scores(cal_batch.index(range(half)), cal_batch.index(range(half, len(sample))))
-    calibration = HybridScorer.calibrate({t: v.cpu() for t, v in cal_terms.items()})
+    calibration = fit_calibration(encoder, sample, cache_dir)
     log.info("calibration %s", calibration)
     pool_set = load_csfcube(root)
     papers = read_paper_map(root / ABSTRACTS_FILE)

@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from aspect_model import GRID, calibration_sample, label  # noqa: E402
+from aspect_model import GRID, calibration_sample, fit_calibration, label  # noqa: E402
 
 from aspire.benchmarks.context2doc import load_context2doc  # noqa: E402
 from aspire.benchmarks.runs import mean_scores, per_query  # noqa: E402
@@ -87,11 +87,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     cache_dir, t0 = default_cache_dir(), time.perf_counter()
     encoder = load_encoder(args.model)
-    sample = calibration_sample(args.calibration_papers)
-    cal = encode_papers(encoder, sample, "contextual", cache_dir)[0].to(encoder.device)
-    half = len(sample) // 2
-    cal_terms = HybridScorer().term_scores(cal.index(range(half)), cal.index(range(half, len(sample))))
-    calibration = HybridScorer.calibrate({t: v.cpu() for t, v in cal_terms.items()})
+    calibration = fit_calibration(encoder, calibration_sample(args.calibration_papers), cache_dir)
     (dev, dev_terms), (test, test_terms) = (split_terms(encoder, s, cache_dir) for s in ("dev", "test"))
     seconds_terms = time.perf_counter() - t0
 
