@@ -71,3 +71,16 @@ def test_choice_reads_dev_halves_only_and_breaks_ties_by_folder_name(run_folders
         assert two_fold.choose(folders)["chosen"] == {"fold1": str(twin), "fold2": str(twin)}
         per_facet = two_fold.choose(folders, per_facet=True)["chosen"]
         assert per_facet == {fold: {f: str(twin) for f in csfcube.FACETS} for fold in two_fold.FOLDS}
+
+
+def test_compare_refuses_runs_that_put_a_query_in_another_test_fold(run_folders):
+    # the folds were run A's for both runs: a run scored on another splits file was paired on the wrong halves
+    from aspire.evaluate.csfcube import compare_runs
+
+    perq = next(run_folders["b"].glob("*-perq.csv"))
+    lines = perq.read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[3] = "fold2_test" if cells[3] == "fold1_test" else "fold1_test"
+    perq.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    with pytest.raises(ValueError, match=rf"put 1 queries in other facets or test folds, e.g. {cells[0]}"):
+        compare_runs(str(run_folders["a"]), str(run_folders["b"]), n_perm=10)

@@ -180,6 +180,11 @@ def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, s
     qa, qb = load_per_query(a), load_per_query(b)
     if set(qa) != set(qb):
         raise ValueError(f"{a} and {b} score different CSFCube queries, e.g. {sorted(set(qa) ^ set(qb))[:3]}")
+    moved = sorted(q for q in qa if (qa[q]["facet"], qa[q]["test_fold"]) != (qb[q]["facet"], qb[q]["test_fold"]))
+    if moved:  # the folds are run A's below: a run scored on another splits file would be paired on the wrong halves
+        q = moved[0]
+        raise ValueError(f"{a} and {b} put {len(moved)} queries in other facets or test folds, e.g. {q}: "
+                         f"{qa[q]['facet']} {qa[q]['test_fold']} against {qb[q]['facet']} {qb[q]['test_fold']}")
     out = {}
     for m in metrics:
         for group in ("all", *FACETS):
