@@ -34,7 +34,7 @@ import torch
 
 from aspire.batch import DocBatch
 from aspire.config import apply_overrides
-from aspire.data.facets import resolve_selection
+from aspire.data.facets import resolve_selection, title_labelled
 from aspire.data.papers import Paper
 from aspire.index.config import (  # the argument checks every entry point (API, CLI, page, server) shares
     RERANKERS,  # noqa: F401  (re-exported: aspire.search.RERANKERS)
@@ -221,8 +221,6 @@ class Searcher:
         (0-based positions of the encoded sentences and/or facet names, from `paper.labels`), as
         `query_from_index` selects them: with an encoder that encodes the title as sentence 0 (`include_title`)
         the labels follow it, as the index stores them (a facet name once selected the sentence before)."""
-        from aspire.index.corpus import title_labelled
-
         if self.encoder is None:
             raise ValueError("encoding a query needs an encoder: Searcher.open(..., load_model=True)")
         query = self.encoder.encode([paper], progress=False)

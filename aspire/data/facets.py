@@ -32,6 +32,12 @@ def facet_of(label: str | None) -> str | None:
     return None
 
 
+def title_labelled(labels: list[str] | None, n_sentences: int) -> list[str] | None:
+    """A paper's labels for its `n_sentences` encoded sentences: an encoder that adds the title as sentence 0
+    (`include_title`, or a paper without abstract sentences) gives it the label "title", which is no facet's."""
+    return ["title", *labels] if labels is not None and n_sentences == len(labels) + 1 else labels
+
+
 def parse_selection(spec: str | int | Sequence[int | str]) -> list[int | str]:
     """`"0,2"` / `"method"` / `["method", 3]` / `3` -> items: ints (0-based positions) and lower-case names."""
     if isinstance(spec, str):

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from aspire.batch import DocBatch
+from aspire.data.facets import title_labelled
 from aspire.data.papers import Paper
 from aspire.evaluate.encode import single_vector_batch
 from aspire.evaluate.options import QUERY_TEXTS
@@ -29,10 +30,10 @@ def facet_positions(paper: Paper, n_encoded: int, facet: str, label_to_facet: Ma
     Raises ValueError naming the paper when it has no labels or they do not align with the
     `n_encoded` sentences.
     """
-    labels = paper.labels
-    if labels is None:
+    if paper.labels is None:
         raise ValueError(f"paper {paper.paper_id} has no sentence labels; choosing its sentences of facet {facet!r} "
                          "needs them")  # a query's, or a candidate's with cand_sentences="facet"
+    labels = title_labelled(paper.labels, n_encoded)  # the title first where the encoder put it: of no facet
     if len(labels) != n_encoded:
         raise ValueError(
             f"paper {paper.paper_id}: {len(labels)} labels for {n_encoded} encoded sentences "
@@ -52,10 +53,7 @@ def facet_mask(
     """
     mask = torch.zeros_like(batch.mask)
     for i, pid in enumerate(batch.paper_ids):
-        paper, encoded = papers[pid], batch.sentences[i]
-        shift = int(len(encoded) == len(paper.sentences) + 1 and encoded[0] == paper.title)  # the title first
-        chosen = facet_positions(paper, len(encoded) - shift, facet, label_to_facet)
-        mask[i, [j + shift for j in chosen]] = True
+        mask[i, facet_positions(papers[pid], len(batch.sentences[i]), facet, label_to_facet)] = True
     mask &= batch.mask
     empty = [pid for pid, row in zip(batch.paper_ids, mask.any(dim=1).tolist()) if not row]
     return mask, empty

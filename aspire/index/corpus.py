@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from aspire.batch import DocBatch
+from aspire.data.facets import title_labelled
 from aspire.data.guards import invisible_text_reason
 from aspire.data.papers import Paper, read_papers
 from aspire.index.config import EncodeConfig
@@ -359,12 +360,6 @@ def _encoded_part(encoder, chunk: list[Paper], config: EncodeConfig, rejected: l
         labels = [title_labelled(chunk[i].labels, len(part.sentences[j])) for j, i in enumerate(keep)]
         return [EncodedCorpus.from_docbatch(part, [chunk[i].title for i in keep], labels)]
     return []
-
-
-def title_labelled(labels: list[str] | None, n_sentences: int) -> list[str] | None:
-    """A paper's labels for its encoded sentences: an encoder that adds the title as sentence 0
-    (`include_title`) gives it the label "title"."""
-    return ["title", *labels] if labels is not None and n_sentences == len(labels) + 1 else labels
 
 
 # ---- the papers file of a shard or index (`{"paper_id", "title", "sentences"[, "labels"]}` a line) ----
