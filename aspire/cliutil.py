@@ -293,6 +293,24 @@ def check_paths(**paths: str | None) -> None:
             raise FileNotFoundError(2, f"No such file or directory (--{name.replace('_', '-')})", path)
 
 
+def check_folders(**paths: str | None) -> None:
+    """Each given path is a folder or can be made one (the nearest existing path at or above it is a folder):
+    NotADirectoryError naming the option otherwise (`merge_into=...` is `--merge-into`), before any work (a file
+    there once failed only when the first file was written, after the encoding)."""
+    for name, path in paths.items():
+        if path is None:
+            continue
+        found = _nearest_existing(Path(path))
+        if not found.is_dir():
+            raise NotADirectoryError(f"--{name.replace('_', '-')} {path}"
+                                     + ("" if found == Path(path) else f": {found}") + " is a file, not a folder")
+
+
+def _nearest_existing(path: Path) -> Path:
+    """`path`, or the nearest folder above it, that exists (what the rest of `path` would be made in)."""
+    return next(p for p in (path, *path.absolute().parents) if p.exists())
+
+
 def input_file(path: str | Path, option: str) -> Path:
     """`path` when it is a file; OSError naming `option` when it is missing or a folder."""
     if Path(path).is_dir():
@@ -316,7 +334,7 @@ def check_out_file(path: str, option: str, **inputs: str | None) -> None:
     out = Path(path)
     if out.is_dir():
         raise IsADirectoryError(errno.EISDIR, f"Is a directory, not a file ({option})", path)
-    above = next(parent for parent in out.absolute().parents if parent.exists())
+    above = _nearest_existing(out.absolute().parent)
     if not above.is_dir():
         raise NotADirectoryError(f"{option} {path}: {above} is a file, not a folder")
     for name, given in inputs.items():

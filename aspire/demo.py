@@ -29,6 +29,7 @@ from aspire.cliutil import (
     add_backend_options,
     add_common_options,
     backend_options,
+    check_folders,
     command_parser,
     run_command,
     setup_logging,
@@ -80,9 +81,7 @@ def _demo(args) -> int:
     if not Path(args.data).is_dir():
         print(f"error: CSFCube not found at {args.data} (see ../shared/data/README.md)", file=sys.stderr)
         return 2
-    for option, folder in (("--out", args.out), ("--cache-dir", args.cache_dir)):  # before the first encoding
-        if Path(folder).exists() and not Path(folder).is_dir():
-            raise NotADirectoryError(f"{option} {folder} is a file, not a folder")
+    check_folders(out=args.out, cache_dir=args.cache_dir)  # before the first encoding
     for option, name in (("--model", args.model), ("--aspect-model", args.aspect_model)):  # before the first row
         if name != "none" or option == "--model":
             try:

@@ -33,6 +33,7 @@ from aspire.cliutil import (
     add_backend_options,
     add_common_options,
     backend_options,
+    check_folders,
     check_paths,
     command_parser,
     normalize_overrides,
@@ -179,19 +180,6 @@ def recorded_backend(args) -> tuple[str, str | None, str | None]:
         args.backend = encode.backend or "torch"
         args.quantize = args.quantize if args.quantize is not None else encode.quantize
     return manifest["model_name"], encode.backend, encode.quantize
-
-
-def check_folders(**paths: str | None) -> None:
-    """Each given path is a folder or can be made one (the nearest existing path at or above it is a folder):
-    NotADirectoryError naming the option otherwise (`merge_into=...` is `--merge-into`), before any model loads (a
-    file there once failed only when the first file was written, after the encoding)."""
-    for name, path in paths.items():
-        if path is None:
-            continue
-        found = next(p for p in (Path(path), *Path(path).absolute().parents) if p.exists())
-        if not found.is_dir():
-            raise NotADirectoryError(f"--{name.replace('_', '-')} {path}"
-                                     + ("" if found == Path(path) else f": {found}") + " is a file, not a folder")
 
 
 def _run(args) -> int:
