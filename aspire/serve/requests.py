@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from aspire.config import apply_overrides
+from aspire.config import apply_overrides, parse_overrides
 from aspire.index.config import RERANKERS, STAGES, SearchConfig
 
 MAX_K = 50
@@ -124,10 +124,10 @@ def check_overrides(overrides: Sequence[str] | str) -> None:
     given = [o.removeprefix("search.") for o in ([overrides] if isinstance(overrides, str) else overrides)]
     given = [o for o in given if o.split("=", 1)[0] in bounds]
     asked = apply_overrides(SearchConfig(), given, "search")
+    named = parse_overrides(given)  # the keys given (`asked` holds the last value of each)
     for key, most in bounds.items():
-        value = getattr(asked, key)
-        if any(o.split("=", 1)[0] == key for o in given) and value > most:
-            raise ValueError(f"search.{key}={value}: the page serves at most {key}={most}")
+        if key in named and getattr(asked, key) > most:
+            raise ValueError(f"search.{key}={getattr(asked, key)}: the page serves at most {key}={most}")
 
 
 RULES = {  # field -> what a valid value is (the message's second half)
