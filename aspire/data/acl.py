@@ -8,6 +8,7 @@ import functools
 import hashlib
 import importlib.metadata
 import logging
+import os
 import random
 import re
 from pathlib import Path
@@ -72,7 +73,6 @@ def _cached_sentences(entry: object, key: str) -> list[str] | None:
     return None
 
 
-@functools.lru_cache(maxsize=4)  # the train and dev splits of a run read the abstracts once
 def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tuple[list[Paper], dict]:
     """ACL Anthology papers without the `exclude`d normalised titles: a seeded sample of `max_papers`
     (0 = all), their abstracts split into sentences by the default splitter (built once), and the
@@ -81,7 +81,22 @@ def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tupl
     a corpus's first run pays for the splitting (about 10 ms an abstract); a cache that cannot be read or
     written is a warning, not an error. Each paper keeps the
     record's other fields (`authors`, `year`, ...) in `Paper.extra`. A record that is not a valid paper
-    is left out, named with its reason in `stats["rejected"]` (and logged)."""
+    is left out, named with its reason in `stats["rejected"]` (and logged).
+
+    The train and dev splits of a run read the abstracts once: the result is kept in memory for the file as it
+    is on disk (its path, size and modification time), so a file rewritten in place is read again. Each call
+    gets its own list and stats, so a caller that reorders or edits them changes no other caller's."""
+    path = Path(path)
+    stat = path.stat()  # a missing file: FileNotFoundError naming it, as the reading would
+    papers, stats = _read_acl(str(path), os.path.abspath(path), stat.st_size, stat.st_mtime_ns, exclude, max_papers)
+    return list(papers), {**stats, "rejected": dict(stats["rejected"])}
+
+
+@functools.lru_cache(maxsize=4)
+def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: frozenset[str],
+              max_papers: int) -> tuple[list[Paper], dict]:
+    """`read_acl`'s reading of `path` (named as given in messages), cached by the file's absolute path `where`,
+    size and modification time as well (those three are read only by the cache's key)."""
     path = Path(path)
     records = list(jsonl_objects(path))  # a bad line or a damaged .gz: one error naming the file and line
     kept = [(n, r) for n, r in records if not isinstance(r.get("title"), str) or normalise_title(r["title"]) not in exclude]
@@ -116,3 +131,6 @@ def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tupl
         log.warning("%s: %d record(s) rejected: %s", path, len(rejected), "; ".join(rejected.values()))
     stats.update(used=len(papers), rejected=rejected)
     return papers, stats
+
+
+read_acl.cache_clear = _read_acl.cache_clear  # tests and long-lived callers may drop what is held

@@ -1,0 +1,37 @@
+"""Round 8, items an earlier sweep saw and left: the ACL reader's in-memory cache and a file rewritten in place."""
+
+import json
+import os
+
+from aspire.data.acl import read_acl
+
+
+def _write(path, rows, mtime_ns=None):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if mtime_ns is not None:
+        os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def test_acl_reader_reads_a_file_rewritten_in_place_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "acl.jsonl"
+    _write(path, [{"paper_id": "P0", "title": "T 0", "abstract": "One here. Two there."}], mtime_ns=10**18)
+    assert [p.paper_id for p in read_acl(path, frozenset(), 0)[0]] == ["P0"]
+    _write(path, [{"paper_id": f"P{i}", "title": f"T {i}", "abstract": "One here. Two there."} for i in range(3)],
+           mtime_ns=2 * 10**18)
+    papers, stats = read_acl(path, frozenset(), 0)  # was the first file's one paper, from memory
+    assert [p.paper_id for p in papers] == ["P0", "P1", "P2"] and stats["read"] == 3
+
+
+def test_acl_reader_gives_each_caller_its_own_list_and_stats(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "acl.jsonl"
+    _write(path, [{"paper_id": f"P{i}", "title": f"T {i}", "abstract": "One here. Two there."} for i in range(3)]
+           + [{"paper_id": "bad", "title": "T", "abstract": 5}])
+    papers, stats = read_acl(path, frozenset(), 0)
+    papers.reverse()
+    stats["rejected"].clear()
+    stats["used"] = 0
+    again, stats2 = read_acl(path, frozenset(), 0)
+    assert [p.paper_id for p in again] == ["P0", "P1", "P2"]
+    assert stats2["used"] == 3 and len(stats2["rejected"]) == 1
