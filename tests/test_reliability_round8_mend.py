@@ -35,3 +35,21 @@ def test_acl_reader_gives_each_caller_its_own_list_and_stats(tmp_path, monkeypat
     again, stats2 = read_acl(path, frozenset(), 0)
     assert [p.paper_id for p in again] == ["P0", "P1", "P2"]
     assert stats2["used"] == 3 and len(stats2["rejected"]) == 1
+
+
+def test_bootstrap_draws_only_units_that_count_in_the_figure():
+    import numpy as np
+
+    from aspire.benchmarks.stats import UnitScores, paired_test
+
+    rng = np.random.default_rng(3)
+    num, den = rng.random((2, 12)), np.ones((2, 12))
+    alone = UnitScores([f"r{i:02d}" for i in range(12)], num, den)
+    # eight more reviewers that no prediction names: nothing in any draw
+    padded = UnitScores([f"r{i:02d}" for i in range(20)], np.hstack([num, np.zeros((2, 8))]),
+                        np.hstack([den, np.zeros((2, 8))]))
+    assert padded.value() == alone.value()
+    assert padded.bootstrap(500, seed=1) == alone.bootstrap(500, seed=1)  # was wider: resamples of fewer real units
+    other = UnitScores(padded.units, padded.num * 0.9, padded.den)
+    assert paired_test(padded, other, n_perm=200, n_boot=300)["ci95"] == paired_test(
+        alone, UnitScores(alone.units, alone.num * 0.9, alone.den), n_perm=200, n_boot=300)["ci95"]

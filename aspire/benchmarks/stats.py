@@ -8,7 +8,8 @@ which covers a plain mean over queries (one group, `den` = 1), CSFCube's two-fol
 folds, `den` = 1 for the fold's queries, 0 elsewhere: the mean of the fold means) and the reviewer
 loss (groups = draws, units = reviewers, loss over maximum loss). Resampling draws units (queries or
 reviewers) with replacement and keeps each unit's numbers in every group, so the structure of the
-figure is kept; a group left with no unit in a resample is left out of that resample's mean.
+figure is kept; a group left with no unit in a resample is left out of that resample's mean. Only units
+that count in some group are drawn: a reviewer no prediction names is not a unit of the figure.
 """
 
 from __future__ import annotations
@@ -64,10 +65,18 @@ class UnitScores:
         return [float(n / d) if d > 0 else float("nan") for n, d in zip(self.num.sum(axis=1), den)]
 
     def _weights(self, n_boot: int, seed: int) -> np.ndarray:
+        """(n_boot, U) resample counts over the units that count in some group (`den` > 0): a unit with nothing in
+        any group (a reviewer a prediction leaves out) is not drawn, or a resample would hold fewer real units than
+        the figure and its interval would widen. When every unit counts, the draws are those of all units."""
         rng = np.random.default_rng(seed)
-        n = len(self.units)
+        active = np.flatnonzero(self.den.sum(axis=0) > 0)
+        if active.size == 0:
+            active = np.arange(len(self.units))
+        n = active.size
         draws = rng.integers(0, n, size=(n_boot, n))
-        return np.stack([np.bincount(d, minlength=n) for d in draws]).astype(np.float64)  # (n_boot, U)
+        weights = np.zeros((n_boot, len(self.units)))
+        weights[:, active] = np.stack([np.bincount(d, minlength=n) for d in draws])
+        return weights
 
     def bootstrap(self, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
         """Percentile bootstrap interval of the figure over units; `n_boot` must be >= 1 (ValueError)."""
