@@ -53,3 +53,38 @@ def test_bootstrap_draws_only_units_that_count_in_the_figure():
     other = UnitScores(padded.units, padded.num * 0.9, padded.den)
     assert paired_test(padded, other, n_perm=200, n_boot=300)["ci95"] == paired_test(
         alone, UnitScores(alone.units, alone.num * 0.9, alone.den), n_perm=200, n_boot=300)["ci95"]
+
+
+def test_two_fold_refuses_candidates_scored_on_different_judged_sets(caplog):
+    import pytest
+
+    from aspire.benchmarks.csfcube import GROUPS
+    from aspire.evaluate.two_fold import select_two_fold
+
+    def run(value, judged=None):
+        halves = {h: {"MAP": value, "NDCG%20": value} for h in ("fold1_test", "fold2_test", "fold1_dev", "fold2_dev")}
+        return {"folds": {g: halves for g in GROUPS}, **({"judged_set": judged} if judged else {})}
+
+    assert select_two_fold({"a": run(40, "aaa"), "b": run(41, "aaa")})["chosen"] == {"fold1": "b", "fold2": "b"}
+    with pytest.raises(ValueError, match="a and b were scored on different queries.*aaa and bbb"):
+        select_two_fold({"a": run(40, "aaa"), "b": run(41, "bbb")})  # chose b, on queries a never saw
+    with caplog.at_level("WARNING"):
+        select_two_fold({"a": run(40, "aaa"), "old": run(41)})
+    assert "1 candidate(s) record no judged set" in caplog.text and "old" in caplog.text
+
+
+def test_csfcube_results_record_the_judged_set_they_were_scored_on(shared_data):
+    from aspire.benchmarks.csfcube import evaluate_csfcube_rankings, load_csfcube
+    from aspire.benchmarks.pools import PoolSet
+
+    root = shared_data / "csfcube"
+    pool_set = load_csfcube(root)
+    print_ = pool_set.fingerprint()
+    rankings = {facet: {q: list(pool) for q, pool in pools.items()} for facet, pools in pool_set.pools.items()}
+    assert evaluate_csfcube_rankings(root, rankings)[0]["judged_set"] == print_ and len(print_) == 12
+    facet = pool_set.facets[0]
+    query, pool = next(iter(pool_set.pools[facet].items()))
+    regraded = {**pool_set.pools, facet: {**pool_set.pools[facet], query: {c: 3 - g for c, g in pool.items()}}}
+    assert PoolSet(pool_set.name, regraded, pool_set.splits).fingerprint() != print_
+    moved = {**pool_set.splits, "all/fold1_test": pool_set.splits["all/fold1_test"][1:]}
+    assert PoolSet(pool_set.name, pool_set.pools, moved).fingerprint() != print_

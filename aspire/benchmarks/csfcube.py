@@ -106,6 +106,7 @@ def evaluate_csfcube_rankings(root: str | Path, rankings: Mapping[str, Mapping[s
         "relevance_threshold": THRESHOLD,
         "metrics": list(METRICS),
         "self_in_pool_removed": pool_set.self_in_pool,
+        "judged_set": pool_set.fingerprint(),  # the queries, judgments and folds scored (`PoolSet.fingerprint`)
         "undefined_metrics": undefined_metrics(per_query),
         **protocol_scores(pool_set, per_query),
     }

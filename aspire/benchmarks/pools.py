@@ -19,6 +19,8 @@ best first. Only the order is read back: scores may be similarities or distances
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -60,6 +62,13 @@ class PoolSet:
         if facet not in self.pools:
             raise ValueError(f"unknown facet {facet!r}; valid: {self.facets}")
         return {query_key(q, facet): dict(p) for q, p in self.pools[facet].items()}
+
+    def fingerprint(self) -> str:
+        """sha1 (12 hex digits) of the judged pools (queries, candidates, grades) and the splits: two runs with
+        one fingerprint were scored on the same queries, judgments and folds."""
+        text = json.dumps({"pools": self.pools, "splits": {k: sorted(v) for k, v in self.splits.items()}},
+                          sort_keys=True)
+        return hashlib.sha1(text.encode()).hexdigest()[:12]
 
     def query_keys(self) -> list[str]:
         return [query_key(q, f) for f in self.pools for q in self.pools[f]]

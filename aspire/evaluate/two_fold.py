@@ -11,6 +11,10 @@ asked): for each fold, the run best on the facet's `foldK_dev` queries ranks tha
 `foldK_test` queries, and `all` is the mean over every test query, read from the runs' per-query
 CSVs.
 
+The candidates must have been scored on one judged set: each `results.json` records the fingerprint of the
+queries, judgments and folds it was scored on (`judged_set`), and candidates that differ are refused; a run
+written before that was recorded is named in a warning, since its queries cannot be checked.
+
     python -m aspire.evaluate.two_fold --candidate 'runs/csfcube/sweep-abstract-*/w*' --candidate runs/csfcube/X
     python -m aspire.evaluate.two_fold --candidate 'runs/csfcube/*' --per-facet --out choice.json
 
@@ -24,12 +28,15 @@ from __future__ import annotations
 import csv
 import glob
 import json
+import logging
 import math
 from pathlib import Path
 
 from aspire.benchmarks.csfcube import FACETS, GROUPS, format_table
 from aspire.cliutil import command_parser
 from aspire.io import write_json
+
+log = logging.getLogger(__name__)
 
 FOLDS = ("fold1", "fold2")
 TEST_FOLDS = tuple(f"{fold}_test" for fold in FOLDS)
@@ -114,10 +121,28 @@ def _check_per_query(candidates: dict[str, dict], per_query: dict[str, dict[str,
                             f"results.json {want:.4f}: the file misses queries or is another run's")
 
 
+def _check_judged_set(candidates: dict[str, dict]) -> None:
+    """ValueError naming two candidates whose `results.json` record different judged sets (`judged_set`: the
+    queries, judgments and folds they were scored on, `PoolSet.fingerprint`); a warning naming the candidates
+    that record none (runs written before it was recorded), whose queries cannot be checked."""
+    recorded = [(name, doc["judged_set"]) for name, doc in candidates.items() if "judged_set" in doc]
+    other = next(((name, seen) for name, seen in recorded[1:] if seen != recorded[0][1]), None)
+    if other is not None:
+        raise ValueError(f"{recorded[0][0]} and {other[0]} were scored on different queries, judgments or folds "
+                         f"(judged set {recorded[0][1]} and {other[1]}): choose among runs of one CSFCube copy")
+    unknown = sorted(set(candidates) - {name for name, _ in recorded})
+    if unknown and len(candidates) > 1:
+        log.warning("%d candidate(s) record no judged set (written before it was recorded), so their queries cannot "
+                    "be checked against the others': %s", len(unknown),
+                    ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else ""))
+
+
 def select_two_fold(candidates: dict[str, dict], group: str = "all", metric: str = "MAP") -> dict:
-    """{fold: chosen label} and the cross-fitted test figures {group: {metric: value}}."""
+    """{fold: chosen label} and the cross-fitted test figures {group: {metric: value}}. Candidates scored on
+    different queries, judgments or folds are a ValueError naming two (`_check_judged_set`)."""
     if not candidates:
         raise ValueError("no candidate runs to choose from")
+    _check_judged_set(candidates)
     _check_figures(candidates, [(group, f"{fold}_dev", metric) for fold in FOLDS]
                    + [(g, f"{fold}_test", m) for g in GROUPS for fold in FOLDS for m in REPORTED])
     chosen = {fold: max(candidates, key=lambda name: candidates[name]["folds"][group][f"{fold}_dev"][metric])
@@ -137,6 +162,7 @@ def select_per_facet(candidates: dict[str, dict], per_query: dict[str, dict[str,
     """
     if not candidates:
         raise ValueError("no candidate runs to choose from")
+    _check_judged_set(candidates)
     _check_figures(candidates, [(f, f"{fold}_dev", metric) for f in FACETS for fold in FOLDS]
                    + [(f, f"{fold}_test", m) for f in FACETS for fold in FOLDS for m in REPORTED])
     _check_per_query(candidates, per_query)
