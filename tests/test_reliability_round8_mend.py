@@ -88,3 +88,45 @@ def test_csfcube_results_record_the_judged_set_they_were_scored_on(shared_data):
     assert PoolSet(pool_set.name, regraded, pool_set.splits).fingerprint() != print_
     moved = {**pool_set.splits, "all/fold1_test": pool_set.splits["all/fold1_test"][1:]}
     assert PoolSet(pool_set.name, pool_set.pools, moved).fingerprint() != print_
+
+
+def _query_adapted_model(tiny_model_dir, out):
+    import torch
+
+    from aspire.encoders import ContextualSentenceEncoder
+
+    encoder = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
+    encoder.add_adapters("lora", ["query"], scope="query", r=4, alpha=8.0)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in encoder.model.named_parameters():
+            if "lora_" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+    encoder.save_pretrained(out)
+    return out
+
+
+def test_search_encodes_queries_with_a_query_adapter_when_asked(tiny_model_dir, tmp_path, capsys):
+    from test_search_cli import build_labelled_index
+
+    from aspire.cli.search import main as search_main
+
+    model = _query_adapted_model(tiny_model_dir, tmp_path / "qmodel")
+    index = build_labelled_index(tmp_path, model)
+    paper = {"paper_id": "new", "title": "a model of text", "abstract": ["we propose a new method.", "the data is new."]}
+    (tmp_path / "q.jsonl").write_text(json.dumps(paper) + "\n")
+
+    def hits(*extra):
+        capsys.readouterr()
+        assert search_main(["--index", str(index), "--k", "8", "--json", "--quiet", *extra]) == 0
+        return [(h["paper_id"], round(h["score"], 6)) for h in json.loads(capsys.readouterr().out)["hits"]]
+
+    plain = hits("--query-file", str(tmp_path / "q.jsonl"))
+    side = hits("--query-file", str(tmp_path / "q.jsonl"), "--query-side")
+    assert side != plain  # the adapter was on for the query (it was never switched on in search)
+    # an indexed paper by id: re-encoded from its stored text with the adapter on, not its stored (paper-side) vectors
+    assert hits("--query-id", "p3") != hits("--query-id", "p3", "--query-side")
+    (tmp_path / "plain").mkdir()
+    assert search_main(["--index", str(build_labelled_index(tmp_path / "plain", tiny_model_dir)), "--query-id", "p3",
+                        "--query-side", "--quiet"]) == 2
+    assert "has no query adapter" in capsys.readouterr().err

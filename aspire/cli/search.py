@@ -139,6 +139,11 @@ def build_parser(prog: str):
     parser.add_argument("--facet-code", choices=FACET_CODE_CHOICES, default="auto",
                         help="model with facet control codes: the code a query is encoded with; auto (default): "
                              "the facet's when --sentences names one facet, none: the candidates' code, or a facet")
+    parser.add_argument("--query-side", action="store_true",
+                        help="encode queries with the model's query adapter on (a model trained with "
+                             "model.adapter.scope: query, e.g. for citing sentences: configs/query_adapter_context2doc"
+                             ".yaml); an indexed paper given by id is re-encoded from its stored text. The papers stay "
+                             "as indexed, without it. Refused for a model without a query adapter")
     add_backend_options(parser)
     parser.set_defaults(backend=None)  # not given: the backend the index was built with (`query_backend`)
     for action in parser._actions:
@@ -231,7 +236,7 @@ class QueryMaker:
         return query_code(codes, self.args.facet_code, facet)
 
     def from_id(self, paper_id: str, sentences: str | None) -> Query:
-        if self.code(sentences) is None:
+        if self.code(sentences) is None and not self.args.query_side:
             return Query(paper_id, self._placed(self.searcher.query_from_index(paper_id, sentences)))
         self.load_encoder()
         index, i = self.searcher.index, self.searcher.index.position(paper_id)
@@ -244,8 +249,12 @@ class QueryMaker:
     def from_paper(self, paper, sentences: str | None) -> Query:
         """A paper to encode: it is not an indexed paper, so nothing is left out of its results, whatever its id."""
         self.load_encoder()
-        code = self.code(sentences)
-        with self.searcher.encoder.using_code(code) if code else contextlib.nullcontext():
+        code, encoder = self.code(sentences), self.searcher.encoder
+        with contextlib.ExitStack() as sides:
+            if code:
+                sides.enter_context(encoder.using_code(code))
+            if self.args.query_side:
+                sides.enter_context(encoder.query_side())
             return Query(paper.paper_id, self._placed(self.searcher.query_from_paper(paper, sentences)), exclude=[])
 
     def from_line(self, text: str) -> Query | None:
@@ -510,6 +519,17 @@ def check_inputs(args, overrides: list[str]) -> None:
     check_search_overrides(args.index, require_live_generation(Path(args.index)), overrides)
 
 
+def check_query_adapter(model: str) -> None:
+    """ValueError naming `model` when its saved settings hold no query adapter (`--query-side` would change
+    nothing: queries and papers would be one encoding), read before the model loads."""
+    from aspire.encoders.pretrained import saved_settings
+
+    scope = (saved_settings(model).get("adapter") or {}).get("scope")
+    if scope != "query":
+        raise ValueError(f"--query-side: {model} has no query adapter (its adapter scope is {scope or 'none'}); "
+                         "queries and papers are one encoding there: leave --query-side out")
+
+
 def _run(args) -> int:
     overrides = normalize_overrides(args.overrides, section="search") + cross_overrides(args)
     check_inputs(args, overrides)
@@ -529,6 +549,8 @@ def _run(args) -> int:
         from aspire.retrieval.crossencoder import load_cross_stage
 
         searcher.cross_encoder = load_cross_stage(args.cross_encoder, device=args.device)
+    if args.query_side:
+        check_query_adapter(args.model or searcher.index.model_name)
     maker = QueryMaker(searcher, args)
     if args.query_file is not None or (args.model is not None and args.interactive):
         maker.load_encoder()  # load it now: a wrong model name is reported before any query
