@@ -188,6 +188,17 @@ def iter_checked_jsonl(path: str | Path, check: Callable[[dict, Path, int], None
         yield lineno, obj
 
 
+def input_under(out: str | Path, inputs: Iterable[str | Path]) -> str | Path | None:
+    """The first of `inputs` (paths that exist) that the output `out` is, or lies inside: writing `out` would
+    replace it. None when writing `out` replaces no input."""
+    where = Path(out).resolve()
+    for path in inputs:
+        source = Path(path).resolve()
+        if os.path.exists(path) and (source == where or where in source.parents):
+            return path
+    return None
+
+
 def type_name(value: object) -> str:
     """A value's type as an error message names it: "null" for None (as JSON says it), else its Python type."""
     return "null" if value is None else type(value).__name__

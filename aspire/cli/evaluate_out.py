@@ -9,6 +9,8 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
+from aspire.io import input_under
+
 
 # what a command's results folder records of it: (marker file, {key: value the folder must hold}); `experiment`
 # is checked against the command's experiment name where it is known (`check_out`)
@@ -46,11 +48,9 @@ def _inputs(args) -> list[str]:
 
 
 def _check_not_input(args, out: Path) -> None:
-    where = out.resolve()
-    for path in _inputs(args):
-        source = Path(path).resolve()
-        if source == where or where in source.parents:
-            raise FileExistsError(f"--out {out} would overwrite this command's input {path}; choose another --out")
+    path = input_under(out, _inputs(args))
+    if path is not None:
+        raise FileExistsError(f"--out {out} would overwrite this command's input {path}; choose another --out")
 
 
 def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> None:

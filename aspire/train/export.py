@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from aspire.cliutil import add_common_options, command_parser, positive_int, run_command, setup_logging
 from aspire.encoders.pretrained import SETTINGS_FILE, check_model
-from aspire.io import atomic_folder, read_json
+from aspire.io import atomic_folder, input_under, read_json
 from aspire.paths import model_folder
 from aspire.storage import check_replaceable
 
@@ -47,10 +47,9 @@ LOW_RANK_REPORT = "low_rank.json"
 def check_not_input(out: Path, *inputs: str | Path) -> None:
     """ValueError when the output folder `out` is one of the folders a command reads, or holds one: writing it
     would replace the very model (or models) it was made from."""
-    where = out.resolve()
-    for model in inputs:
-        if Path(model).exists() and (Path(model).resolve() == where or where in Path(model).resolve().parents):
-            raise ValueError(f"--out {out} would replace the model {model} it reads; choose another folder")
+    model = input_under(out, inputs)
+    if model is not None:
+        raise ValueError(f"--out {out} would replace the model {model} it reads; choose another folder")
 
 
 def export_merged(model: str | Path, out: str | Path) -> Path:
