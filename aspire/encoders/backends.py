@@ -65,7 +65,7 @@ from torch import Tensor, nn
 
 from aspire.encoders import onnx_int8, recorded_tokenizer
 from aspire.encoders.contextual import ContextualSentenceEncoder
-from aspire.encoders.pretrained import SETTINGS_FILE, resolve_model, saved_settings
+from aspire.encoders.pretrained import read_settings, resolve_model
 from aspire.io import write_text
 from aspire.paths import cache_root
 from aspire.storage import check_record, on_disk_full, record_path, remove_cache_file, write_record
@@ -367,13 +367,14 @@ def _model_dirs(name_or_path: str | Path) -> tuple[Path, Path]:
     """(the model's folder, the folder of its weights and tokenizer: the base's for an adapter model), as
     `ContextualSentenceEncoder.from_pretrained` reads them."""
     path = resolve_model(name_or_path)
-    base = saved_settings(path).get("base")
-    return path, (resolve_model(base) if base else path)
+    return path, ContextualSentenceEncoder.weights_folder(path, read_settings(path), {})
 
 
-def load_record_path(name_or_path: str | Path, backend: str, quantize: str | None, settings: dict) -> Path:
+def load_record_path(name_or_path: str | Path, backend: str, quantize: str | None, settings: dict,
+                     dirs: tuple[Path, Path] | None = None) -> Path:
     """Where the load record of this model, backend, precision and settings lives (see the module's doc): a hash
-    of everything the exact load reads, so that a changed file or version gives another record."""
+    of everything the exact load reads, so that a changed file or version gives another record. `dirs`: the model's
+    folders (`_model_dirs`), when the caller has them."""
     digest = hashlib.sha256()
     given = {"model": str(name_or_path), "backend": backend, "quantize": quantize, "settings": settings,
              "version": LOAD_RECORD_VERSION}
@@ -382,7 +383,7 @@ def load_record_path(name_or_path: str | Path, backend: str, quantize: str | Non
         digest.update(f"{package}={importlib.metadata.version(package)}".encode())
     for code in sorted(Path(__file__).parent.glob("*.py")):  # how weights become vectors and a fingerprint
         digest.update(code.name.encode() + code.read_bytes())
-    for folder in dict.fromkeys(_model_dirs(name_or_path)):
+    for folder in dict.fromkeys(dirs or _model_dirs(name_or_path)):
         digest.update(str(folder.resolve()).encode())
         for file in sorted(folder.rglob("*")):
             if file.is_file():
@@ -520,21 +521,6 @@ def bf16_is_native() -> bool:
     return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-def _check_saved_settings(name_or_path: str | Path, settings: dict) -> None:
-    """ValueError naming an encoder setting that `ContextualSentenceEncoder` does not take, in the model's settings
-    file or among the keywords given (a TypeError from deep inside the load, naming neither, before), or a `base`
-    in the settings file that is no model."""
-    path = resolve_model(name_or_path)
-    saved = saved_settings(path)
-    ContextualSentenceEncoder.check_settings(set(saved) - {"adapter", "base"}, path / SETTINGS_FILE)
-    ContextualSentenceEncoder.check_settings(set(settings), "load_encoder's keywords")
-    if "base" in saved:
-        try:
-            resolve_model(saved["base"])
-        except ValueError as err:
-            raise ValueError(f"{path / SETTINGS_FILE}: its base model {saved['base']!r} is not found: {err}") from None
-
-
 def load_encoder(
     name_or_path: str | Path = "minilm", device: str | torch.device | None = None, *, backend: str = "torch",
     quantize: str | None = None, **settings,
@@ -554,14 +540,19 @@ def load_encoder(
         raise ValueError(f"quantize={quantize!r} does not go with backend={backend!r}; valid: {valid} or None")
     if backend != "torch" and device is not None and torch.device(device).type != "cpu":
         raise ValueError(f"the {backend} backend runs on the CPU; got device {str(device)!r}")
-    _check_saved_settings(name_or_path, settings)
+    folder = resolve_model(name_or_path)
+    saved = read_settings(folder)  # read once: the checks, the load record and the load all use it
+    # a setting the encoder does not take (in the settings file or the keywords) or a missing base, named before
+    # a load record is read
+    dirs = folder, ContextualSentenceEncoder.weights_folder(folder, saved, settings, "load_encoder's keywords")
     record = None
     if backend != "torch":  # an exported graph: a load record may spare building the torch model
-        record = load_record_path(name_or_path, backend, quantize, settings)
+        record = load_record_path(name_or_path, backend, quantize, settings, dirs)
         recorded = load_recorded(record, backend, quantize)
         if recorded is not None:
             return recorded
-    exact = ContextualSentenceEncoder.from_pretrained(name_or_path, **settings)  # its tokenizer's files checked
+    exact = ContextualSentenceEncoder.from_folder(folder, saved, str(name_or_path), settings,
+                                                  "load_encoder's keywords")  # its tokenizer's files checked
     if device is not None:
         exact = exact.to(device)
     if quantize is None and backend == "torch":
@@ -584,5 +575,5 @@ def load_encoder(
         fast = OnnxTransformer(exact.model, onnx_session(path), tag)
     encoder = InferenceEncoder(fast, exact.tokenizer, name=exact.name, **exact.settings())
     if record is not None:
-        write_load_record(record, encoder, exact, path, _model_dirs(name_or_path)[1])
+        write_load_record(record, encoder, exact, path, dirs[1])
     return encoder

@@ -37,7 +37,7 @@ from aspire.encoders.codes import code_id, encoding_with_code, with_code
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
 from aspire.encoders.pieces import budget_batches, raise_if_unseen, truncation_records, unseen_sentences
 from aspire.encoders.pooling import masked_mean
-from aspire.encoders.pretrained import SETTINGS_FILE, check_tokenizer_files, resolve_model, saved_settings
+from aspire.encoders.pretrained import SETTINGS_FILE, check_tokenizer_files, read_settings, resolve_model
 from aspire.encoders.task_formats import TaskFormats
 
 log = logging.getLogger(__name__)
@@ -147,26 +147,44 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         settings saved beside a trained model apply unless overridden by keyword. A directory whose settings
         name a `base` holds adapters only: the base model (a name or a directory) gives the weights and the
         tokenizer."""
+        path = resolve_model(name_or_path)
+        return cls.from_folder(path, read_settings(path), str(name_or_path), settings)
+
+    @classmethod
+    def from_folder(cls, path: Path, saved: dict, name: str, settings: dict,
+                    given: str = "the settings given") -> "ContextualSentenceEncoder":
+        """`from_pretrained` of the model folder `path` (`resolve_model`'s) whose settings file was read already
+        (`saved`, `read_settings`), so that a load reads it once; `given` names `settings` in an error."""
         from transformers import AutoModel, AutoTokenizer  # the modeling code: only where weights are loaded
 
-        path = resolve_model(name_or_path)
-        saved = saved_settings(path)
-        cls.check_settings(set(saved) - {"adapter", "base"}, path / SETTINGS_FILE)
-        cls.check_settings(set(settings), "the settings given")
+        weights = cls.weights_folder(path, saved, settings, given)
         stored = {**saved, **settings}
         adapter = stored.pop("adapter", None)
-        base = stored.pop("base", None)
-        weights = resolve_model(base) if base else path
+        stored.pop("base", None)
         tokenizer = AutoTokenizer.from_pretrained(weights)
         check_tokenizer_files(tokenizer, weights)  # without them: special tokens alone, every word [UNK]
         model = AutoModel.from_pretrained(weights)
         if adapter:
             model = adapters.load_adapted(model, path, adapter)
         model.eval()
-        encoder = cls(model, tokenizer, name=str(name_or_path), **stored)
+        encoder = cls(model, tokenizer, name=name, **stored)
         if adapter:
             encoder.use_scope(adapter.get("scope", "all"))
         return encoder
+
+    @classmethod
+    def weights_folder(cls, path: Path, saved: dict, settings: dict, given: str = "the settings given") -> Path:
+        """The folder of the weights and the tokenizer of the model folder `path` with saved settings `saved`: the
+        base model's for a folder of adapters (`base`), else `path`. ValueError naming the settings file or `given`
+        for a setting the encoder does not take, and the file for a `base` that is no model."""
+        cls.check_settings(set(saved) - {"adapter", "base"}, path / SETTINGS_FILE)
+        cls.check_settings(set(settings), given)
+        if "base" not in saved:
+            return path
+        try:
+            return resolve_model(saved["base"])
+        except ValueError as err:
+            raise ValueError(f"{path / SETTINGS_FILE}: its base model {saved['base']!r} is not found: {err}") from None
 
     @classmethod
     def check_settings(cls, names: set[str], where) -> None:
@@ -412,7 +430,17 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     ) -> Tensor:
         """One vector per text (or text pair) -> (N, D) on the CPU, sentence-transformers style pooling
         ("mean" over all pieces under the attention mask, special tokens included, or "cls"); each text cut at
-        `max_length` pieces (default the encoder's), never past the model's limit."""
+        `max_length` pieces (default the encoder's), never past the model's limit. A pair's second text has the
+        second segment's token type unless the encoder keeps every piece in segment 0 (`segment_ids=False`), as
+        `encode` does."""
+        return self._embed_texts(texts, pairs, pooling=pooling, normalize=normalize, max_length=max_length,
+                                 batch_size=batch_size, progress=progress)[0]
+
+    def _embed_texts(self, texts: Sequence[str], pairs: Sequence[str] | None = None, *,
+                     pooling: Literal["mean", "cls"] = "mean", normalize: bool = False, max_length: int | None = None,
+                     batch_size: int = 64, progress: bool = False) -> tuple[Tensor, Tensor]:
+        """`embed_texts`, and (N,) bool: the texts (pairs) that got no word piece of their own, read from the same
+        tokenisation (their vector is that of the special pieces alone)."""
         if pooling not in ("mean", "cls"):
             raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
         if max_length is not None and max_length < 0:
@@ -424,18 +452,23 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         self.eval()
         order = np.argsort([-len(t) - (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)], kind="stable")
         out = torch.empty(len(texts), self.dim)
+        empty = torch.zeros(len(texts), dtype=torch.bool)
+        specials = self.tokenizer.num_special_tokens_to_add(pair=pairs is not None)
         bar = tqdm(total=len(texts), desc="encoding texts", unit="text", disable=not progress)
         for start in range(0, len(texts), batch_size):
             idx = order[start : start + batch_size].tolist()
-            enc = self.tokenizer(
+            enc = dict(self.tokenizer(
                 [texts[i] for i in idx],
                 [pairs[i] for i in idx] if pairs else None,
                 truncation="longest_first" if pairs else True,
                 max_length=min(max_length or self.max_length, self._limit) - (self.code is not None),
                 padding=True,
                 return_tensors="pt",
-            )
-            enc = (dict(enc) if self.code is None else encoding_with_code(dict(enc), self.tokenizer, self.code))
+            ))
+            empty[idx] = enc["attention_mask"].sum(1) <= specials  # special pieces alone
+            if not self.segment_ids and "token_type_ids" in enc:  # one segment, as `tokenize` gives the abstract
+                enc["token_type_ids"] = torch.zeros_like(enc["token_type_ids"])
+            enc = (enc if self.code is None else encoding_with_code(enc, self.tokenizer, self.code))
             enc = {k: v.to(self.device) for k, v in enc.items()}
             hidden = self.model(**enc).last_hidden_state  # (N, T, D)
             vec = hidden[:, 0] if pooling == "cls" else masked_mean(hidden, enc["attention_mask"])
@@ -446,7 +479,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             bar.update(len(idx))
         bar.close()
         self.train(was_training)
-        return out
+        return out, empty
 
     def encode_independent(self, papers: Sequence[Paper | dict | str], *, normalize: bool = False, **kwargs) -> DocBatch:
         """Each sentence encoded alone, without its abstract as context (the "sentence model" baseline). A paper
@@ -455,11 +488,10 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         papers = as_papers(papers)
         sents = [paper_sentences(p, self.include_title) for p in papers]
         flat = [s for paper_sents in sents for s in paper_sents]
-        n_pieces = [len(ids) for ids in self.tokenizer(flat, add_special_tokens=False)["input_ids"]] if flat else []
+        vecs, empty = self._embed_texts(flat, normalize=normalize, **kwargs)  # (N, D), (N,): one tokenisation
         bounds = np.cumsum([0, *map(len, sents)]).tolist()
-        unseen = [[j for j in range(hi - lo) if n_pieces[lo + j] == 0] for lo, hi in zip(bounds[:-1], bounds[1:])]
+        unseen = [empty[lo:hi].nonzero().flatten().tolist() for lo, hi in zip(bounds[:-1], bounds[1:])]
         raise_if_unseen([p.paper_id for p in papers], sents, unseen, [self.include_title or not p.sentences for p in papers])
-        vecs = self.embed_texts(flat, normalize=normalize, **kwargs)  # (N, D)
         parts = list(torch.split(vecs, [len(s) for s in sents]))
         return DocBatch.from_list(parts, [p.paper_id for p in papers], sents)
 

@@ -152,7 +152,12 @@ def check_model(name: str) -> None:
 
 def saved_settings(name_or_path: str | os.PathLike) -> dict:
     """The encoder settings saved beside a model (`SETTINGS_FILE`; {} for a model saved without them)."""
-    saved = resolve_model(name_or_path) / SETTINGS_FILE
+    return read_settings(resolve_model(name_or_path))
+
+
+def read_settings(folder: Path) -> dict:
+    """The encoder settings in the model folder `folder` (as `resolve_model` gives it; {} without a settings file)."""
+    saved = Path(folder) / SETTINGS_FILE
     return read_json(saved, "encoder settings", mapping=True) if saved.is_file() else {}
 
 
