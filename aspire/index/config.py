@@ -23,7 +23,9 @@ class IndexConfig:
     kind: "flat" (exact), "hnsw", "ivf" (IVF-Flat, or IVF-PQ when `pq_m > 0`), or "auto":
         flat up to `flat_max_sentences` sentence vectors, ivf above.
     vector_dtype: dtype of the exact sentence vectors stored beside the faiss index (used for
-        exact re-scoring, OT re-ranking and explanations); float16 halves their size.
+        exact re-scoring, OT re-ranking, exhaustive search and explanations); float16 halves their size,
+        rounding each value to float16. The faiss structure is always built from the float32 vectors, so with
+        float16 the first stage's distances (`rerank: none`) and the re-scored ones differ by that rounding.
     store_bm25: write the BM25 index into every saved generation. Off, an index holds no BM25 and a
         search that asks for the bm25 stage builds one first (`aspire.index.lexical.stored_bm25`);
         for millions of abstracts, where bm25s needs gigabytes and many minutes to build it
@@ -97,9 +99,15 @@ class SearchConfig:
         fused by `fuse`: `z:ALPHA` / `minmax:ALPHA`, weight ALPHA on ANN, or `rrf[:K]`) or "whole" (the
         cosine of the query's and each paper's whole-abstract vectors, exact; needs an index storing them).
     sentence_k: neighbours fetched per selected query sentence; 0 picks
-        max(`sentence_k_min`, `sentence_k_factor` x (`shortlist` when re-ranking, else `k`)).
+        max(`sentence_k_min`, `sentence_k_factor` x (`shortlist` when re-ranking, else `k`, plus the number of
+        excluded papers)); either way the excluded papers' sentence count is added, and the lookups widen while
+        they reach fewer papers than needed.
         A paper is found when one of its sentences is among some selected query sentence's
-        `sentence_k` nearest, so larger values approach the exhaustive single-match ranking.
+        `sentence_k` nearest, so larger values approach the exhaustive single-match ranking. With `rerank: none`
+        the lookups also widen until the k-th paper is within every lookup's reach, so over a flat index the k
+        papers and their distances are the exhaustive single match's (`aspire.search.Searcher.retrieve`); a
+        re-ranker's shortlist is not widened so, and a paper beyond the `sentence_k` nearest of the query sentence
+        it is nearest to can miss it (`Searcher.exhaustive` ranks every paper exactly).
     cross_encoder: a final stage after the first stage and any re-rank (`aspire.retrieval.crossencoder`): a
         trained cross-encoder reads the query's selected sentences with each of the `cross_top` best
         papers' title and abstract; its logits are mixed with the previous score by `cross_weight`.

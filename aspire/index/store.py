@@ -6,7 +6,7 @@ On disk an index is a directory holding generations and a pointer to the live on
     DIR/gen-000002/manifest.json    format version, model fingerprint, sizes, file list (written last)
                   /config.yaml      the resolved IndexBuildConfig
                   /sentences.faiss  the faiss index over all sentence vectors (L2)
-                  /vectors.npy      (N, D) exact sentence vectors (re-scoring, OT, explanations)
+                  /vectors.npy      (N, D) sentence vectors in `index.vector_dtype` (re-scoring, OT, explanations)
                   /offsets.npy      (P + 1,) paper p owns sentence rows offsets[p]:offsets[p+1]
                   /papers.jsonl     paper_id, title, sentences (and facet labels, where known) per paper
                   /rejected.jsonl   input records that were not indexed, with reasons
@@ -119,7 +119,8 @@ class SentenceIndex:
 
     Attributes:
         faiss_index: L2 index whose row r is sentence vector r.
-        vectors: (N, D) exact sentence vectors (a read-only memory map after `load`).
+        vectors: (N, D) sentence vectors, in `config.index.vector_dtype` (float16: rounded; faiss is built from the float32
+            ones) (a read-only memory map after `load`).
         offsets: (P + 1,) int64; paper p owns rows offsets[p]:offsets[p + 1].
         paper_ids, titles, sentences: per paper, in row order (`sentences` read from papers.jsonl on demand
             when loaded with texts on disk: `aspire.index.texts`).
@@ -165,7 +166,11 @@ class SentenceIndex:
     @classmethod
     def build(cls, corpus: EncodedCorpus, config: IndexBuildConfig, model_fingerprint: str,
               model_name: str = "") -> "SentenceIndex":
-        """Index an encoded corpus with the faiss structure `config.index` asks for."""
+        """Index an encoded corpus with the faiss structure `config.index` asks for; a paper id the corpus
+        repeats goes to `rejected` (the first one is indexed, as `EncodedCorpus.concat` keeps it)."""
+        keep, dupes = first_occurrences(corpus.paper_ids)
+        if dupes:  # else papers.jsonl repeats the id: the index would save but never load again
+            corpus = corpus.subset(keep)
         if len(corpus) == 0:
             raise ValueError(f"nothing to index: all {len(corpus.rejected)} records were rejected"
                              + describe_rejected(corpus.rejected))
@@ -173,25 +178,23 @@ class SentenceIndex:
         vectors = np.ascontiguousarray(corpus.vectors, dtype=config.index.vector_dtype)
         whole = None if corpus.whole is None else np.ascontiguousarray(corpus.whole, dtype=config.index.vector_dtype)
         return cls(faiss_index, vectors, corpus.offsets, corpus.paper_ids, corpus.titles, corpus.sentences,
-                   corpus.rejected, config, kind, model_fingerprint, model_name, corpus.labels, whole=whole)
+                   corpus.rejected + dupes, config, kind, model_fingerprint, model_name, corpus.labels, whole=whole)
 
     def add(self, corpus: EncodedCorpus, model_fingerprint: str) -> "SentenceIndex":
-        """Add newly encoded papers (in place); ids already indexed go to `rejected`.
+        """Add newly encoded papers (in place); ids already indexed, and an id the corpus repeats (after its
+        first paper), go to `rejected`.
 
         Raises ModelMismatchError when `model_fingerprint` differs from the index's.
         """
         self.check_model(model_fingerprint)
         if len(corpus) and corpus.dim != self.dim:
             raise ValueError(f"new vectors have dimension {corpus.dim}, the index {self.dim}")
-        known = self.positions
-        keep = [i for i, pid in enumerate(corpus.paper_ids) if pid not in known]
+        keep, dupes = first_occurrences(corpus.paper_ids, self.positions)
         bad = sorted({corpus.paper_ids[int(np.searchsorted(corpus.offsets, r, side="right")) - 1]
                       for r in nonfinite_rows(np.asarray(corpus.vectors))})
         if bad:  # before anything changes: faiss would leave these papers out of every ranking
             raise ValueError(f"{len(bad)} new paper(s) have NaN or infinite sentence vectors, e.g. {bad[:10]}; an "
                              "index cannot rank them: re-encode those papers")
-        dupes = [{"paper_id": corpus.paper_ids[i], "reason": "duplicate paper_id (already indexed)"}
-                 for i in range(len(corpus)) if corpus.paper_ids[i] in known]
         self.rejected += corpus.rejected + dupes
         if not keep:
             return self
@@ -414,6 +417,20 @@ class SentenceIndex:
             config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"], labels, bm25,
             np.load(gen / WHOLE_FILE, mmap_mode="r" if mmap else None) if WHOLE_FILE in manifest["files"] else None,
         )
+
+
+def first_occurrences(paper_ids: Sequence[str], known=()) -> tuple[list[int], list[dict]]:
+    """Which of `paper_ids` to index (positions): each id's first occurrence, unless it is in `known` (the ids
+    indexed already); and a rejected record for every other, with the reason encode_corpus gives."""
+    keep, dupes, seen = [], [], set()
+    for i, pid in enumerate(paper_ids):
+        if pid in known or pid in seen:
+            again = "already indexed" if pid in known else "again in this corpus"
+            dupes.append({"paper_id": pid, "reason": f"duplicate paper_id ({again})"})
+        else:
+            seen.add(pid)
+            keep.append(i)
+    return keep, dupes
 
 
 def begin_generation(root: Path) -> Path:
