@@ -128,6 +128,13 @@ def aggregate_min_l2(dist: np.ndarray, rows: np.ndarray, papers: np.ndarray) -> 
     return Candidates(flat_p[best], flat_d[best], flat_q[best], flat_r[best])
 
 
+def reach(dist: np.ndarray) -> float:
+    """The distance within which the lookups `dist` ((n, k) per query sentence, nearest first) hold every
+    indexed sentence: the nearest of their farthest neighbours. A paper within it of some query sentence has its
+    nearest sentence to that query sentence among the lookups (on an exact index)."""
+    return float(dist[:, -1].min())
+
+
 def nearest_pairs(q: DocBatch, c: DocBatch) -> tuple[torch.Tensor, torch.Tensor]:
     """For each selected query sentence, its nearest sentence in each candidate.
 
@@ -297,12 +304,21 @@ class Searcher:
         reach fewer papers, `sentence_k` is widened (about in proportion to what is missing) until
         they do, or until the index gives no more (every sentence reached, or the ANN structure
         returns fewer rows than asked); then fewer come back and a warning says so.
+
+        When the single match is the ranking (`rerank: none`) and several sentences are selected, the lookups
+        also widen (doubling) until the k-th paper is no farther than every lookup's farthest neighbour
+        (`reach`): a paper nearer than that to some query sentence has its nearest sentence in that sentence's
+        lookup, so on an exact index (flat) the k papers and their distances are the exhaustive single match's.
+        Without it a paper nearest to a query sentence crowded by another paper's many sentences came back
+        with a larger distance, or not at all. A shortlist for a re-ranker is not widened so (its papers are
+        re-scored, and it is 100 times deeper): its membership stays approximate.
         """
         selected = query.mask[0].nonzero()[:, 0]  # (n,) positions of the selected sentences
         if len(selected) == 0:
             raise ValueError("the query has no selected sentence")
         vectors = query.emb[0, selected].detach().float().cpu().numpy()  # (n, D)
         limit = config.shortlist if config.rerank != "none" else config.k
+        exact = config.rerank == "none"  # the single match is the ranking: its papers and distances must hold
         wanted = limit + len(exclude)
         sentence_k = config.sentence_k or max(config.sentence_k_min, math.ceil(wanted * config.sentence_k_factor))
         # an excluded paper (the query itself) can fill a lookup with its own sentences: look further
@@ -315,7 +331,7 @@ class Searcher:
             candidates = aggregate_min_l2(dist, rows, self.index.sentence_papers(rows))
             candidates = candidates.take(~np.isin(candidates.papers, drop))
             exhausted = sentence_k >= self.index.n_sentences or bool((rows < 0).any())
-            if len(candidates) >= limit or exhausted:
+            if exhausted or (len(candidates) >= limit and (not exact or candidates.dist[limit - 1] <= reach(dist))):
                 break
             sentence_k = max(2 * sentence_k, math.ceil(sentence_k * limit / max(len(candidates), 1)))
         if len(candidates) < config.k and "bm25" not in config.stages.split(","):  # BM25 fills a fused list

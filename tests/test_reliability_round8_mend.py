@@ -130,3 +130,34 @@ def test_search_encodes_queries_with_a_query_adapter_when_asked(tiny_model_dir, 
     assert search_main(["--index", str(build_labelled_index(tmp_path / "plain", tiny_model_dir)), "--query-id", "p3",
                         "--query-side", "--quiet"]) == 2
     assert "has no query adapter" in capsys.readouterr().err
+
+
+def test_search_of_several_sentences_ranks_a_flat_index_as_the_exhaustive_single_match():
+    """Query sentence 2 is crowded by paper B's 150 sentences; paper A lies 0.5 from it, C0.. lie near sentence 1.
+    The lookups (30 neighbours each) held B's sentences for sentence 2 and C's for sentence 1, and A came back with
+    no distance at all, though it ranks second."""
+    import numpy as np
+    import torch
+
+    from aspire.batch import DocBatch
+    from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SearchConfig, SentenceIndex
+    from aspire.search import Searcher
+
+    rng = np.random.default_rng(0)
+    e = np.eye(8, dtype=np.float32)
+    q1, q2 = e[0] * 3, e[1] * 3
+    vectors = [q2 + 0.01 * rng.standard_normal(8).astype(np.float32) for _ in range(150)]  # B
+    vectors.append(q2 + 0.5 * e[2])  # A
+    vectors += [q1 + (1.0 + 0.05 * i) * e[3] for i in range(40)]  # C0..C39, one sentence each
+    counts = [150, 1] + [1] * 40
+    ids = ["B", "A"] + [f"C{i}" for i in range(40)]
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    corpus = EncodedCorpus(np.array(vectors, dtype=np.float32), offsets, ids, ids, [[f"{p} s{j}" for j in range(c)]
+                                                                                for p, c in zip(ids, counts)])
+    index = SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), "fp")
+    searcher = Searcher(index, SearchConfig(k=5, sentence_k_min=30, sentence_k_factor=1.0))
+    query = DocBatch.from_list([torch.tensor(np.stack([q1, q2]))], ["query"], [["s1", "s2"]])
+    hits = searcher.search(query)
+    top, scores = searcher.exhaustive(query, "minl2", k=5)
+    assert [h.paper_id for h in hits] == [index.paper_ids[p] for p in top] == ["B", "A", "C0", "C1", "C2"]
+    assert np.allclose([h.score for h in hits], scores, atol=1e-3)  # the scan expands norms in float32
