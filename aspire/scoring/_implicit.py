@@ -65,8 +65,11 @@ class _ImplicitPlan(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, cost, a, b, f, g, eps):
-        plan = _plan(cost, a, b, f, g, eps)
-        value = (plan * cost).sum(dim=(1, 2))
+        # the plan and value in the potentials' dtype (float64 from the compiled CPU forward), returned in the cost's
+        work = f.dtype
+        plan_w = _plan(cost.to(work), a.to(work), b.to(work), f, g, eps)
+        value = (plan_w * cost.to(work)).sum(dim=(1, 2)).to(cost.dtype)
+        plan = plan_w.to(cost.dtype)
         ctx.save_for_backward(cost, a, b, plan)
         ctx.eps = eps
         return plan, value

@@ -6,6 +6,7 @@ better, equal to minus the `dist` / `pairwise_dist` a subclass's match objects c
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from aspire.batch import DocBatch
@@ -35,6 +36,15 @@ def _check_inputs(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, 
         empty = ~mask.any(-1)
         if bool(empty.any()):
             raise ValueError(f"{name} rows {empty.nonzero().flatten()[:5].tolist()} have no sentence selected")
+
+
+def zero_padding(emb: Tensor, mask: Tensor) -> Tensor:
+    """emb (..., S, D) with the sentences where mask (..., S) is off set to 0.
+
+    A masked sentence carries no mass, but its vector still enters the distance GEMM and the sums: a NaN or inf
+    there (a caller's own DocBatch; the encoders write zeros) made every score of its paper NaN, and every gradient
+    of the batch. Where it is selected out, its value cannot matter, and its gradient is 0."""
+    return torch.where(mask[..., None], emb, 0.0)
 
 
 class _Scorer(nn.Module):

@@ -92,7 +92,7 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     Args:
         cost: (P, S, T) sentence distances of the query (rows) to each candidate (columns).
         q_mask: (P, S), c_mask: (P, T) valid sentences (each row with at least one: ValueError naming the rows
-            without).
+            without); the cost of a pair with a masked sentence is not read (it may be anything, even NaN).
         k: how many nearest candidates must come out exact.
         tau, eps: the OT scorer's weight temperature and entropic regularisation (`OTScorer`).
         tol: Sinkhorn's marginal tolerance (also the bound's slack, see the module docstring).
@@ -121,7 +121,9 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     far = cost.masked_fill(invalid, torch.inf)
     minima = far.amin(-1), far.amin(-2)  # = valid_minima(cost, q_mask, c_mask)
     x, y = ot_weights(cost, q_mask, c_mask, tau, minima)  # (P, S), (P, T)
-    c_max = cost.masked_fill(invalid, 0.0).flatten(1).amax(1)  # (P,) costs are >= 0
+    # 0 on invalid pairs: Sinkhorn reads every entry (0 x NaN is NaN), and a masked sentence's cost is no cost
+    cost = cost.masked_fill(invalid, 0.0)
+    c_max = cost.flatten(1).amax(1)  # (P,) costs are >= 0
     rounding = 32 * torch.finfo(cost.dtype).eps
     bound = ot_dist_lower_bound(far, x, y, minima, q_mask, c_mask) - (tol + rounding) * c_max  # (P,)
     order = torch.argsort(bound, stable=True)

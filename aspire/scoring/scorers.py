@@ -6,7 +6,8 @@ its name. All-pairs forms compare every query with every candidate, `(Bq, Bc)`; 
 compare row i with row i, `(B,)`. The cost between two sentences is their L2 distance.
 
 Padding: padded (or, for aspect-conditional queries, unselected) sentences carry zero mass in OT
-and attention and are masked with `torch.finfo(dtype).max` in min-L2.
+and attention and are masked with `torch.finfo(dtype).max` in min-L2; their vectors are read as zeros
+(`base.zero_padding`), so what a caller's batch holds there (even NaN) changes no score and gets no gradient.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 from torch import Tensor
 
 from aspire.batch import DocBatch
-from aspire.scoring.base import _check_inputs, _Scorer
+from aspire.scoring.base import _check_inputs, _Scorer, zero_padding
 from aspire.scoring.distance import (
     _HALF,
     as_store,
@@ -62,13 +63,14 @@ def _minl2_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor) -> MinL2Match
 def minl2_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> MinL2Match:
     """All pairs: q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T) -> (Bq, Bc)."""
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=False)
-    return _minl2_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask))
+    return _minl2_from_cost(cross_l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask)),
+                            *_all_pairs(q_mask, c_mask))
 
 
 def pairwise_minl2_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> MinL2Match:
     """Aligned rows: q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T) -> (B,)."""
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=True)
-    return _minl2_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask)
+    return _minl2_from_cost(l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask)), q_mask, c_mask)
 
 
 def minl2_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor) -> Tensor:
@@ -90,7 +92,8 @@ class OTMatch:
     plan: Tensor  # (..., S, T) transport plan (zero on padding)
     query_weights: Tensor  # (..., S) sentence masses of the query (sum 1)
     cand_weights: Tensor  # (..., T) sentence masses of the candidate (sum 1)
-    cost: Tensor  # (..., S, T) L2 distances between sentences (aligned pairs: 0 where either is masked)
+    cost: Tensor  # (..., S, T) L2 distances between sentences (aligned pairs: 0 where either is masked; all pairs:
+    # where either is masked, the distance to a zero vector, see `base.zero_padding`)
     err: Tensor  # (...) L1 marginal error reached by Sinkhorn
     n_iter: Tensor  # (...) Sinkhorn iterations used
 
@@ -150,7 +153,8 @@ def ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, ta
     `sinkhorn_kw` go to `aspire.scoring.sinkhorn` (tol, max_iter, check_every, grad).
     """
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=False)
-    return _ot_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask), tau, eps, **sinkhorn_kw)
+    cost = cross_l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask))
+    return _ot_from_cost(cost, *_all_pairs(q_mask, c_mask), tau, eps, **sinkhorn_kw)
 
 
 def pairwise_ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0,
@@ -164,7 +168,8 @@ def pairwise_ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tens
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=True)
     if compiled_cost(q_emb, c_emb):
         return gathered_ot_match(*as_store(q_emb, q_mask), *as_store(c_emb, c_mask), tau=tau, eps=eps, **sinkhorn_kw)
-    cost = l2_cost(q_emb, c_emb).masked_fill(~(q_mask[:, :, None] & c_mask[:, None, :]), 0.0)
+    cost = l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask))
+    cost = cost.masked_fill(~(q_mask[:, :, None] & c_mask[:, None, :]), 0.0)
     return _ot_from_cost(cost, q_mask, c_mask, tau, eps, **sinkhorn_kw)
 
 
@@ -222,14 +227,15 @@ def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: floa
 def attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0) -> AttentionMatch:
     """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T)."""
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=False)
-    return _attention_from_cost(cross_l2_cost(q_emb, c_emb), *_all_pairs(q_mask, c_mask), tau)
+    cost = cross_l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask))
+    return _attention_from_cost(cost, *_all_pairs(q_mask, c_mask), tau)
 
 
 def pairwise_attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *,
                              tau: float = 1.0) -> AttentionMatch:
     """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=True)
-    return _attention_from_cost(l2_cost(q_emb, c_emb), q_mask, c_mask, tau)
+    return _attention_from_cost(l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask)), q_mask, c_mask, tau)
 
 
 def attention_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0) -> Tensor:
@@ -337,7 +343,7 @@ class HybridMatch:
 def _pooled(batch: DocBatch) -> Tensor:
     """(B, D) mean of the selected sentence vectors: the facet query's vector from the contextual pass."""
     weights = batch.mask.to(batch.emb.dtype)
-    return (batch.emb * weights[..., None]).sum(1) / weights.sum(1, keepdim=True).clamp_min(1.0)
+    return zero_padding(batch.emb, batch.mask).sum(1) / weights.sum(1, keepdim=True).clamp_min(1.0)
 
 
 def _whole(batch: DocBatch, role: str) -> Tensor:

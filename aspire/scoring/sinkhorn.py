@@ -53,7 +53,8 @@ run the batched tensor version; tests/test_sinkhorn_compiled.py checks the two g
 Gradients: `grad="autograd"` differentiates through the iterations (memory grows with them);
 `grad="implicit"` runs the no-tape forward and differentiates the fixed point (P 1 = a,
 P^T 1 = b) with one batched pseudo-inverse solve (symmetric eigendecomposition of an M x M
-Schur complement), storing no iterations (exact at convergence; `aspire.scoring._implicit`).
+Schur complement), storing no iterations (exact at convergence; `aspire.scoring._implicit`). On a CPU its plan
+and value are rebuilt from the compiled forward's float64 potentials, as the no-gradient path's are.
 """
 
 from __future__ import annotations
@@ -120,7 +121,9 @@ def sinkhorn(
 
     Args:
         cost: (B, N, M) float cost matrices (any scale; device and dtype are taken from it;
-            float16 and bfloat16 problems are solved in float32 and the results cast back).
+            float16 and bfloat16 problems are solved in float32 and the results cast back). Entries on
+            padding are read, though they carry no mass: they must be finite (a NaN there makes the
+            problem NaN; the scorers zero the padded vectors, `aspire.scoring.base.zero_padding`).
         a: (B, N) non-negative row weights; zeros mark padding (log-weight -inf).
         b: (B, M) non-negative column weights with the same total mass as `a` per problem.
         eps: entropic regularisation (> 0); the ASPIRE paper uses lambda = 20, i.e. eps = 0.05.
@@ -166,10 +169,10 @@ def sinkhorn(
     tiny = torch.finfo(cost.dtype).tiny
     a, b = torch.where(a >= tiny, a, 0.0), torch.where(b >= tiny, b, 0.0)
     if needs_grad and grad == "implicit":
-        with torch.no_grad():
+        with torch.no_grad():  # on a CPU the potentials come in float64, and the plan is rebuilt from them in it
             f, g, n_iter, converged = _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after)
         plan, value = _ImplicitPlan.apply(cost, a, b, f, g, eps)
-        f, g = f.detach(), g.detach()
+        f, g = f.detach().to(cost.dtype), g.detach().to(cost.dtype)
     else:
         with torch.set_grad_enabled(needs_grad):
             f, g, n_iter, converged = _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after)
@@ -295,7 +298,8 @@ def _log_ratio(x: Tensor, w: Tensor) -> Tensor:
 
 
 def _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after):
-    """Potentials (f, g) (B, N), (B, M), iterations (B,) long and converged (B,) bool."""
+    """Potentials (f, g) (B, N), (B, M) (in the input's dtype; float64 on a CPU without a tape, `_solve_cpu`),
+    iterations (B,) long and converged (B,) bool."""
     if cost.device.type == "cpu" and not torch.is_grad_enabled():
         return _solve_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after)
     B = cost.shape[0]
@@ -403,13 +407,14 @@ def _log_limit(dtype: torch.dtype) -> float:
 
 def _solve_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after):
     """`_solve` for CPU tensors without a tape (`grad="implicit"`'s forward): `_iterate_cpu`'s potentials, centred,
-    times eps, in the input's dtype."""
+    times eps, in float64 (a float32 plan rebuilt from float32 potentials rounds exp's argument, ~C / eps, to 1e-7
+    of itself: from C / eps ~ 1000 its marginal error passed tol while the problem read as converged)."""
     from aspire.scoring._sinkhorn_cpu import centred_potentials
 
     a64, b64 = a.detach().double().contiguous(), b.detach().double().contiguous()
     F, G, n_iter, converged = _iterate_cpu(cost.detach().contiguous(), eps, a64, b64, _log_limit(cost.dtype), tol,
                                            max_iter, check_every, newton_after)
-    f, g = torch.empty_like(a), torch.empty_like(b)
+    f, g = torch.empty_like(a64), torch.empty_like(b64)
     centred_potentials(F.numpy(), G.numpy(), a64.numpy(), b64.numpy(), eps, f.numpy(), g.numpy())
     return f, g, n_iter, converged
 
