@@ -2,18 +2,19 @@
 
 Layout under `out_dir`:
     checkpoint-000120/model/           the DocumentModel in Hugging Face format (+ tokenizer)
-    checkpoint-000120/trainer_state.pt optimizer, scheduler, per-rank RNG states, step/epoch/position
+    checkpoint-000120/trainer_state.pt optimizer, scheduler, per-rank RNG states and metrics window, step/epoch/position
     checkpoint-000120/config.yaml      the resolved config
     latest                             JSON {"checkpoint": "checkpoint-000120", "step": 120}
     best                               JSON {"checkpoint": ..., "step": ..., "dev_loss": ...}
 
 A checkpoint is written into a hidden temp directory, fsynced, then renamed into place; the
-`latest` pointer (itself written by temp file + rename) is updated last. A run killed at any
-moment leaves either the previous `latest` or the new one, never a half-written checkpoint behind
-a pointer; leftover temp directories are removed on the next start. A checkpoint is checked against
-the disk's free space before it is written, and one that meets a full disk is removed on the way out
-(`aspire.storage.DiskFullError`, one line naming the folder): `latest` keeps naming the previous one. A
-run holds `out_dir/.lock` from start to end (`run_lock`; under `torchrun`, rank 0): a second run into
+`best` pointer, when the checkpoint is the new best, and then the `latest` pointer (each written by
+temp file + rename) are updated last. A run killed at any moment leaves either the previous `latest`
+or the new one, never a half-written checkpoint behind a pointer, nor a new `latest` whose best step
+the `best` pointer misses; leftover temp directories are removed on the next start. A checkpoint is
+checked against the disk's free space before it is written, and one that meets a full disk is removed
+on the way out (`aspire.storage.DiskFullError`, one line naming the folder): `latest` keeps naming the
+previous one. A run holds `out_dir/.lock` from start to end (`run_lock`; under `torchrun`, rank 0): a second run into
 the same folder fails at once, naming the first one's process. Re-saving a step that already
 has a checkpoint (after a resume) moves the old copy aside before the new one is renamed into
 place; if the run dies between the two renames, reading the pointer puts the old copy back.
@@ -21,11 +22,12 @@ place; if the run dies between the two renames, reading the pointer puts the old
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -88,7 +90,7 @@ _POINTER_FORM = ('a pointer is JSON {"checkpoint": "checkpoint-000120", "step": 
 
 
 def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Path], None], state: dict[str, Any],
-                    needed: int | None = None) -> Path:
+                    needed: int | None = None, best: dict | None = None) -> Path:
     """Write checkpoint `step` atomically and point `latest` at it.
 
     Args:
@@ -96,12 +98,17 @@ def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Pa
         state: the trainer state, saved as `trainer_state.pt`.
         needed: the checkpoint's size in bytes where known (`checkpoint_bytes`): with less free space on
             the disk, DiskFullError is raised before anything is written.
+        best: the `best` pointer's record when this checkpoint is the new best (its `checkpoint` this one's name),
+            written before `latest`: a run stopped between the two resumes from the previous checkpoint and
+            evaluates this step again, where `latest` first would resume past a best that `best` never named.
     A disk that fills up while writing is one DiskFullError naming `out_dir` (`aspire.storage`); on any
     failure the half-written checkpoint is removed and `latest` still names the previous one.
     Returns the checkpoint directory.
     """
     out_dir = Path(out_dir)
     final = out_dir / checkpoint_name(step)
+    if best is not None and (best.get("checkpoint") != final.name or best.get("step") != step):
+        raise ValueError(f"the `{BEST}` record {best!r} does not name checkpoint {final.name} (step {step})")
     what = f"{final.name} (the last checkpoint stays; --resume continues from it once there is room)"
     if needed is not None:
         check_free_space(out_dir, needed, what)
@@ -125,6 +132,10 @@ def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Pa
     os.replace(tmp, final)
     if aside.exists():
         shutil.rmtree(aside)
+    if best is not None:
+        with on_disk_full(out_dir, f"the `{BEST}` pointer to {final.name} (`{LATEST}` still names the previous "
+                                   "checkpoint)"):
+            write_pointer(out_dir, BEST, best)
     with on_disk_full(out_dir, f"the `{LATEST}` pointer to {final.name} (it still names the previous checkpoint)"):
         write_pointer(out_dir, LATEST, {"checkpoint": final.name, "step": step})
     return final
@@ -185,11 +196,19 @@ def load_state(checkpoint_dir: str | Path) -> dict[str, Any]:
     """The trainer state of a checkpoint (on the CPU); ValueError naming the file when it cannot be read as one (a
     truncated or damaged copy)."""
     path = Path(checkpoint_dir) / STATE_FILE
-    try:
+    with damaged_torch_file(lambda reason: f"{path}: damaged trainer state, not readable ({reason}); resume from an "
+                                           f"earlier checkpoint by pointing `{LATEST}` at it"):
         return torch.load(path, map_location="cpu", weights_only=False)
-    except OSError:  # missing or unreadable: the error names the file
+
+
+@contextlib.contextmanager
+def damaged_torch_file(message: Callable[[str], str]) -> Iterator[None]:
+    """Around reading a torch file: an OSError (missing or unreadable: it names the file) passes; anything else
+    (torch and pickle raise many kinds on a damaged file) becomes ValueError(`message(reason)`), reason being the
+    error's type and first line."""
+    try:
+        yield
+    except OSError:
         raise
-    except Exception as err:  # torch and pickle raise many kinds on a damaged file
-        raise ValueError(f"{path}: damaged trainer state, not readable ({type(err).__name__}: "
-                         f"{str(err).splitlines()[0] if str(err) else ''}); resume from an earlier checkpoint by "
-                         f"pointing `{LATEST}` at it") from err
+    except Exception as err:
+        raise ValueError(message(f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}")) from err

@@ -177,7 +177,10 @@ class TrainConfig:
 
     The schedule runs for `max_steps` optimizer steps (0: `epochs` epochs); `stop_after` (0 = off)
     ends this invocation after that many steps with a checkpoint, to be continued by `--resume`.
-    A step is `grad_accum` micro-batches of `batch_size` pairs on each DDP rank. `eval_every`
+    A step is `grad_accum` micro-batches of `batch_size` pairs on each DDP rank, each micro-batch its own
+    in-batch negatives and the step's gradient the mean of their losses (not one batch of `grad_accum` x
+    `batch_size` pairs). An epoch is the whole steps one seeded permutation of the examples fills: the
+    examples past them (fewer than `batch_size` x ranks x `grad_accum`) sit that epoch out. `eval_every`
     (0 = only at the end) computes the dev loss and checkpoints; `save_every` checkpoints between.
     `dev_before` also logs the dev loss of the starting weights as step 0, the reference that
     tells whether training helped at all (no checkpoint is written for it).

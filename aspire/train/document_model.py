@@ -52,6 +52,7 @@ from aspire.losses import (
     pick_one_negative,
     triplet_margin_dist_per_anchor,
 )
+from aspire.train.checkpoint import damaged_torch_file
 from aspire.train.config import KINDS, AbstractConfig, LossConfig, ModelConfig  # noqa: F401 (KINDS: used from here too)
 from aspire.train.task_formats import DEFAULT_TASK, use_task
 from aspire.train.terms import (  # noqa: F401  (kind_terms and make_scorer are used from here too)
@@ -355,13 +356,9 @@ class DocumentModel(nn.Module):
         model = cls(encoder_loader(str(path)), model_cfg, loss_cfg, abstract_cfg, tasks)
         scorers = path / "scorers.pt"
         if scorers.is_file():
-            try:
+            with damaged_torch_file(lambda reason: f"{scorers}: not the scorers' weights of a kind {model_cfg.kind!r} "
+                                                   f"model ({reason})"):
                 model._scorers.load_state_dict(torch.load(scorers, map_location="cpu"))
-            except OSError:
-                raise
-            except Exception as err:  # torch and pickle raise many kinds on a damaged file
-                raise ValueError(f"{scorers}: not the scorers' weights of a kind {model_cfg.kind!r} model "
-                                 f"({type(err).__name__}: {(str(err).splitlines() or [''])[0]})") from err
         return model
 
 

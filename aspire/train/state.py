@@ -22,7 +22,9 @@ log = logging.getLogger(__name__)
 
 
 def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
-    """LR factor: 0 -> 1 linearly over `warmup` steps, then linearly down to 0 at `total`."""
+    """LR factor of update `step` (0-based): 1/warmup, 2/warmup, ... 1 over the first `warmup` updates (the
+    first update already moves), then (total - step) / (total - warmup): 1 again at update `warmup`, down to
+    1 / (total - warmup) at the last one (0 at `total`, after the run)."""
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
@@ -69,10 +71,11 @@ def trim_metrics(out_dir: Path, step: int) -> None:
 
 
 # what must not change between a run and its --resume (the data order and the loss depend on them; the model's
-# settings come from the checkpoint, so a changed one would be recorded but not used)
+# settings come from the checkpoint, and the optimizer's lr and weight decay from its saved state, so a changed one
+# would be recorded but not used)
 RESUME_FIXED = ("model", "data", "loss", "abstract",
                 "tasks", "mix", "train.seed", "train.batch_size", "train.grad_accum", "train.max_steps", "train.epochs", "train.warmup_steps",
-                "train.lr")
+                "train.lr", "train.weight_decay")
 
 
 def check_resume_config(saved: dict, cfg: Config) -> None:

@@ -3,12 +3,13 @@
 AdamW with linear warm-up then linear decay, gradient accumulation, gradient clipping, seeded
 epochs (`EpochBatchSampler`), dev loss on the held-out co-cited sets for model selection (`best`
 pointer), atomic checkpoints (`aspire.train.checkpoint`) holding everything needed to continue
-exactly (optimizer, scheduler, per-rank RNG states, step, epoch, position within the epoch),
-a tqdm bar and a JSONL metrics log (`metrics.jsonl`). Under DDP only rank 0 writes files. A run holds
-`out_dir/.lock` from start to end (rank 0 under DDP), so a second run into the folder fails at once
-naming the first; free space for a checkpoint is checked before training starts and before each save,
-and a full disk ends the run with one error line (`aspire.storage.DiskFullError`), the last checkpoint
-kept for --resume.
+exactly (optimizer, scheduler, per-rank RNG states, step, epoch, position within the epoch, the
+loss sums of the metrics window not yet logged), a tqdm bar and a JSONL metrics log (`metrics.jsonl`):
+a run stopped and resumed logs the records of one run straight through (bar the timing). Under DDP
+only rank 0 writes files. A run holds `out_dir/.lock` from start to end (rank 0 under DDP), so a
+second run into the folder fails at once naming the first; free space for a checkpoint is checked
+before training starts and before each save, and a full disk ends the run with one error line
+(`aspire.storage.DiskFullError`), the last checkpoint kept for --resume.
 """
 
 from __future__ import annotations
@@ -120,6 +121,11 @@ class Trainer:
         self.steps_per_epoch = micro // self.tc.grad_accum
         if self.steps_per_epoch == 0:
             raise ValueError(f"{micro} micro-batches per epoch < grad_accum {self.tc.grad_accum}")
+        used = self.steps_per_epoch * self.tc.grad_accum * self.tc.batch_size * self.world
+        if not self.tasks and used < len(train_data) and self.rank == 0:  # whole steps only: said, not silent
+            log.info("an epoch trains on %d of the %d examples (whole steps of train.grad_accum %d x train.batch_size "
+                     "%d x %d rank(s)); the others sit the epoch out, a new draw each epoch", used, len(train_data),
+                     self.tc.grad_accum, self.tc.batch_size, self.world)
         sequential = cfg.mix.mode == "sequential" and self.tasks
         self.total_steps = self.tc.max_steps or (1 if sequential else self.tc.epochs) * self.steps_per_epoch
         if sequential and self.total_steps != self.steps_per_epoch:
@@ -138,6 +144,7 @@ class Trainer:
         self.step = self.epoch = self.position = 0
         self.best_dev = float("inf")
         self._saved_step = -1
+        self._window = self._new_window()  # the micro-batches since the last logged step
         if resume_state is not None:
             self._restore(resume_state)
 
@@ -151,21 +158,26 @@ class Trainer:
         self.best_dev = state["best_dev_loss"]
         self._saved_step = self.step  # the checkpoint resumed from: a finished run is not evaluated and saved again
         set_rng_state(state["rng"][self.rank])
+        if state.get("window") is not None:  # (checkpoints written before it was saved: a fresh window)
+            self._window = self._new_window(**state["window"][self.rank])
 
     def _state(self) -> dict:
-        rngs = [None] * self.world
+        mine = (rng_state(), self._window_state())
+        ranks = [None] * self.world
         if self.world > 1:
-            dist.all_gather_object(rngs, rng_state())
+            dist.all_gather_object(ranks, mine)
         else:
-            rngs[0] = rng_state()
+            ranks[0] = mine
         return {
             "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
             "step": self.step, "epoch": self.epoch, "position": self.position,
-            "best_dev_loss": self.best_dev, "rng": rngs, "world_size": self.world,
+            "best_dev_loss": self.best_dev, "rng": [r for r, _ in ranks], "world_size": self.world,
+            "window": [w for _, w in ranks],
         }
 
-    def save(self) -> None:
-        """Checkpoint the current step (once per step)."""
+    def save(self, best: dict | None = None) -> None:
+        """Checkpoint the current step (once per step); `best`: this step is the new best, the `best` pointer's
+        record, written before `latest` (`ckpt.save_checkpoint`), so a resume never misses it."""
         if self._saved_step == self.step:
             return
         self._saved_step = self.step
@@ -175,8 +187,8 @@ class Trainer:
                 self.model.save_pretrained(path / ckpt.MODEL_DIR)
                 save_config(self.cfg, path / "config.yaml")
             ckpt.save_checkpoint(self.out_dir, self.step, contents, state,
-                                 needed=ckpt.checkpoint_bytes(self.model, state["optimizer"]))
-            ckpt.prune_checkpoints(self.out_dir, self.tc.keep_checkpoints)
+                                 needed=ckpt.checkpoint_bytes(self.model, state["optimizer"]), best=best)
+            ckpt.prune_checkpoints(self.out_dir, self.tc.keep_checkpoints)  # an old best is no longer kept for it
         self._barrier()
 
     def _barrier(self) -> None:
@@ -266,13 +278,10 @@ class Trainer:
             value = box[0]
         per_task = {f"dev_loss/{k}": v for k, v in getattr(self, "task_dev_loss", {}).items()}
         self._log({"step": self.step, "epoch": self.epoch, "dev_loss": value, **per_task})
-        improved = value < self.best_dev
+        improved = value < self.best_dev  # a tie keeps the earlier checkpoint
         self.best_dev = min(self.best_dev, value)
-        self.save()
-        if improved and self.rank == 0:
-            ckpt.write_pointer(self.out_dir, ckpt.BEST, {"checkpoint": ckpt.checkpoint_name(self.step),
-                                                         "step": self.step, "dev_loss": value, **per_task})
-            ckpt.prune_checkpoints(self.out_dir, self.tc.keep_checkpoints)  # the old best is no longer kept for it
+        self.save(best={"checkpoint": ckpt.checkpoint_name(self.step), "step": self.step, "dev_loss": value,
+                        **per_task} if improved else None)
 
     def train(self) -> dict:
         """Run to `total_steps`; returns the last logged metrics plus the weights digest of every rank."""
@@ -294,7 +303,8 @@ class Trainer:
             value = self.dev_loss()
             self._log({"step": 0, "epoch": 0, "dev_loss": value,
                        **{f"dev_loss/{k}": v for k, v in getattr(self, "task_dev_loss", {}).items()}})
-        window = self._new_window()
+        window = self._window
+        window["t0"] = time.perf_counter()  # the set-up (and a dev_before) stays out of the throughput figure
         stop_at = min(self.total_steps, self.step + tc.stop_after) if tc.stop_after else self.total_steps
         while self.step < stop_at:
             sampler = self._sampler(self.epoch, self.position, limit=self.steps_per_epoch * tc.grad_accum)
@@ -321,7 +331,7 @@ class Trainer:
                 if self.step % tc.log_every == 0 or self.step == self.total_steps:
                     last = self._log_train(window, float(grad_norm), step_lr)
                     bar.set_postfix(loss=f"{last['loss']:.4f}")
-                    window = self._new_window()
+                    window = self._window = self._new_window()
                 if self.position == sampler.num_batches:  # epoch done: the checkpoint says "next epoch"
                     self.epoch, self.position = self.epoch + 1, 0
                 paused = time.perf_counter()  # evaluation and saving stay out of the throughput figure
@@ -345,11 +355,25 @@ class Trainer:
         self._log(final)
         return {**last, **final}
 
-    def _new_window(self) -> dict:
-        zero = torch.zeros((), dtype=torch.float64, device=self.device)
-        per_task = torch.zeros(len(self.tasks or [0]), dtype=torch.float64, device=self.device)
-        return {"loss": zero, "triples": zero, "task_loss": per_task, "task_rows": per_task, "micro": 0,
+    def _new_window(self, loss: float = 0.0, triples: float = 0.0, task_loss: list[float] | None = None,
+                    task_rows: list[float] | None = None, micro: int = 0, seconds: float = 0.0) -> dict:
+        """The sums of a metrics window (as `_window_state` saves them; zero: a new one) on the device, its
+        `seconds` of training so far and its timer `t0` started now."""
+        def tensor(value) -> torch.Tensor:
+            return torch.tensor(value, dtype=torch.float64, device=self.device)
+
+        T = len(self.tasks or [0])
+        return {"loss": tensor(loss), "triples": tensor(triples), "task_loss": tensor(task_loss or [0.0] * T),
+                "task_rows": tensor(task_rows or [0.0] * T), "micro": micro, "seconds": seconds,
                 "t0": time.perf_counter()}
+
+    def _window_state(self) -> dict:
+        """This rank's metrics window so far, for a checkpoint: a resumed run logs the window's step as one run
+        straight through would."""
+        w = self._window
+        seconds = w["seconds"] + time.perf_counter() - w["t0"]
+        return {"loss": float(w["loss"]), "triples": float(w["triples"]), "task_loss": w["task_loss"].tolist(),
+                "task_rows": w["task_rows"].tolist(), "micro": w["micro"], "seconds": seconds}
 
     def _log_train(self, window: dict, grad_norm: float, lr: float) -> dict:
         micro = torch.tensor(float(window["micro"]), dtype=torch.float64, device=self.device)
@@ -359,7 +383,7 @@ class Trainer:
         stats = stats.cpu()
         T = len(window["task_rows"])
         task_loss, task_rows = stats[3 : 3 + T], stats[3 + T :]
-        seconds = time.perf_counter() - window["t0"]
+        seconds = window["seconds"] + time.perf_counter() - window["t0"]
         record = {"step": self.step, "epoch": self.epoch, "loss": float(stats[0] / stats[2]),
                   "lr": lr, "grad_norm": grad_norm,
                   "triples_per_s": float(stats[1]) / max(seconds, 1e-9)}
@@ -369,7 +393,8 @@ class Trainer:
         return record
 
 
-# what `Trainer._state` saves and `Trainer._restore` reads
+# what `Trainer._state` saves and `Trainer._restore` reads (and `window`, the unlogged metrics sums of each rank: a
+# checkpoint written before it was saved resumes with an empty window)
 STATE_KEYS = ("optimizer", "scheduler", "step", "epoch", "position", "best_dev_loss", "rng", "world_size")
 
 
