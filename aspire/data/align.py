@@ -55,8 +55,8 @@ def cc_align(sents: DocBatch, contexts: DocBatch) -> tuple[Tensor, Tensor]:
         sents: (B, S, D) sentence vectors of B papers, mask (B, S).
         contexts: (B, C, D) vectors of each paper's contexts, mask (B, C) (at least one real).
     Returns:
-        index (B,) long: argmax over real sentences of (max over real contexts of cosine);
-        sim (B,): that similarity.
+        index (B,) long: argmax over real sentences of (max over real contexts of cosine), a tie going to
+        the earliest sentence; sim (B,): that similarity.
     """
     if not bool(contexts.mask.any(dim=1).all()) or not bool(sents.mask.any(dim=1).all()):
         raise ValueError("every paper needs at least one sentence and one context")
@@ -74,7 +74,8 @@ def abs_align(a: DocBatch, b: DocBatch) -> tuple[Tensor, Tensor]:
     Args:
         a: (B, S1, D) sentence vectors, mask (B, S1); b: (B, S2, D), mask (B, S2).
     Returns:
-        index (B, 2) long: [i, j] of the best real pair; sim (B,): its cosine.
+        index (B, 2) long: [i, j] of the best real pair (a tie going to the smallest i, then j); sim (B,): its
+        cosine.
     """
     if not bool(a.mask.any(dim=1).all()) or not bool(b.mask.any(dim=1).all()):
         raise ValueError("every paper needs at least one sentence")

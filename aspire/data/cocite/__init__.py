@@ -17,7 +17,8 @@ Formats (all JSONL, one object a line, UTF-8)
 `contexts.jsonl` (ingest, filter): one citing sentence
     {"context_id": str (unique), "citing_paper_id": str, "text": raw sentence,
      "text_clean": the sentence with citation markers replaced by `placeholder` ("[CIT]"),
-     "cited_ids": sorted distinct cited paper ids, "source": str, "links_confirmed": bool}
+     "cited_ids": sorted distinct cited paper ids (never the citing paper's own), "source": str,
+     "links_confirmed": bool}
 `abstracts.jsonl` (ingest, filter, examples): the `Paper` JSONL format
     {"paper_id": str, "title": str, "abstract": [sentences]}
 `groups.jsonl` (group) and `groups.{train,dev}.jsonl` (split): one co-cited set
@@ -33,9 +34,10 @@ Formats (all JSONL, one object a line, UTF-8)
     `align`) writes the same files with each example's `cc_align` / `abs_align` added.
 
 Tokens (for the length filters) are counted by a named tokenizer from `TOKENIZERS`:
-`regex` (default: words, numbers and hyphen/apostrophe compounds are one token, so is a
+`regex` (default: words, whole numbers and hyphen/apostrophe compounds are one token, so is a
 bracketed upper-case tag such as the placeholder "[CIT]", each other non-space character is one
-token; close to spaCy's English tokenizer), `whitespace`, or `spacy_blank` (spaCy's rule-based
+token, so a decimal "95.2" is three, where spaCy keeps it whole; otherwise close to spaCy's English
+tokenizer), `whitespace`, or `spacy_blank` (spaCy's rule-based
 English tokenizer, no model; it splits "[CIT]" into three tokens). Context lengths are counted on
 `text_clean` by default (`filter.count_on`), so a citation marker like "(Brants, 2000)" counts
 as one token rather than five.

@@ -94,8 +94,9 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
                    held_out: Collection[str] | None = None) -> dict:
     """Input A: co-citation records -> `contexts.jsonl` + `abstracts.jsonl` + `report.json`.
 
-    Each record becomes one context citing its distinct cited paper ids (records citing fewer
-    than two distinct papers are counted and dropped); each cited paper's first-seen title and
+    Each record becomes one context citing its distinct cited paper ids, less the citing paper itself (a
+    paper citing itself is no co-citation, as in input B: counted, `self_citations_removed`); records citing
+    fewer than two other distinct papers are counted and dropped. Each cited paper's first-seen title and
     abstract go to `abstracts.jsonl` (a later record giving a different abstract is counted).
     With `exclude_benchmark_test`, a record whose sentence (stripped) is in `held_out` — the context2doc
     test split's sentences, which the command layer reads from `aspire.benchmarks.context2doc` and passes
@@ -116,11 +117,16 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
             if rec["context"].strip() in held_out:
                 counts["dropped_benchmark_test"] += 1
                 continue
-            cited_ids = sorted({c["paper_id"] for c in rec["cited"]})
+            distinct = {c["paper_id"] for c in rec["cited"]}
+            if rec["citing_paper_id"] in distinct:  # a paper citing itself is no co-citation (as in input B)
+                counts["self_citations_removed"] += 1
+            cited_ids = sorted(distinct - {rec["citing_paper_id"]})
             if len(cited_ids) < 2:
                 counts["dropped_fewer_than_2_cited"] += 1
                 continue
             for c in rec["cited"]:
+                if c["paper_id"] not in cited_ids:
+                    continue
                 digest = hashlib.sha1(json.dumps([c["title"], c["abstract"]]).encode()).hexdigest()
                 if c["paper_id"] not in seen_abstracts:
                     seen_abstracts[c["paper_id"]] = digest

@@ -11,6 +11,8 @@ from typing import Callable
 
 
 def _regex_tokens(text: str) -> list[str]:
+    """Words, whole numbers, hyphen/apostrophe compounds and "[TAG]"s are one token each, any other non-space
+    character one: "95.2%" is four tokens ("95", ".", "2", "%")."""
     return re.findall(r"\[[A-Z]+\]|\w+(?:['’-]\w+)*|[^\w\s]", text)
 
 

@@ -8,7 +8,7 @@
 Five samplers over the papers of an examples directory (`abstracts.jsonl`, `groups.{train,dev}.jsonl`):
 - `citation` (SPECTER-style citation-graph negatives): the papers that a paper citing the anchor
   also cites, but never in one sentence with the anchor; most shared citing papers first. The
-  citing paper of a context is the part of its id before `#` (`W03-0407#L271`).
+  citing paper of a context is the part of its id before the last `#` (`W03-0407#L271`).
 - `nearest`: the anchor's nearest papers by an encoder's whole-abstract vector (cosine), after the
   false-negative guards of `aspire.data.negatives.rank` (partners; with `margin`, candidates
   scoring within `margin` of the anchor's partner similarity) and the `skip` nearest survivors.

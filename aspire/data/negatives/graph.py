@@ -46,13 +46,15 @@ def cocitation_partners(groups: list[dict]) -> dict[str, set[str]]:
 
 def citation_negatives(groups: list[dict], paper_ids: list[str], k: int) -> Mined:
     """Citation-graph negatives of each paper: cited by a paper that cites it, never co-cited with it,
-    most shared citing papers first. `dropped["partner"]` counts the partners so left out."""
+    most shared citing papers first (ties by paper id). The citing paper of a context is the part of its id
+    before the last '#' (`W03-0407#L271`, `doc#7#p0s2`: the stages add one '#' to the citing paper's id).
+    `dropped["partner"]` counts the partners so left out."""
     partners = cocitation_partners(groups)
     citing_of: dict[str, set[str]] = defaultdict(set)  # paper -> the papers citing it
     cited_by: dict[str, set[str]] = defaultdict(set)  # citing paper -> the papers it cites
     for g in groups:
         for ctx in g["context_ids"]:
-            citing, sep, _ = str(ctx).partition("#")
+            citing, sep, _ = str(ctx).rpartition("#")  # the last '#': a citing paper's own id may hold one
             if not sep or not citing:
                 raise ValueError(f"co-cited set {g['set_id']}: context id {ctx!r} does not name its citing paper "
                                  "(CITING_ID#...)")

@@ -78,8 +78,9 @@ def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[st
         is_partner = partner_mask(partners, paper_ids, rows)
         self_ = np.zeros_like(is_partner)
         self_[np.arange(len(rows)), np.arange(rows.start, rows.stop)] = True
-        others = is_partner & ~self_ & has_vec[None, :]  # the partners proper
-        candidate = ~is_partner & has_vec[None, :] & has_vec[rows.start : rows.stop, None]
+        anchor_has_vec = has_vec[rows.start : rows.stop, None]  # (R, 1): an anchor without one has no neighbour
+        others = is_partner & ~self_ & has_vec[None, :] & anchor_has_vec  # the partners proper (none guarded then)
+        candidate = ~is_partner & has_vec[None, :] & anchor_has_vec
         too_close = np.zeros_like(candidate)
         if margin is not None:
             pick = np.min if reference == "min" else np.max
