@@ -78,7 +78,8 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
 
     The query's mask selects the sentences that are matched (all sentences still get a row in
     `cost`); the candidate's every sentence is matched (a candidate with a narrowed mask raises
-    ValueError). `ot_settings` are keyword arguments of the "ot" scorer (`tau`, `eps`, ...), one plan each (one
+    ValueError). Without sentence texts, the padding of a batch row is no sentence: the query's rows end at
+    its last selected or non-zero vector, the candidate's at its last selected one. `ot_settings` are keyword arguments of the "ot" scorer (`tau`, `eps`, ...), one plan each (one
     mapping alone: one plan).
     """
     if isinstance(ot_settings, Mapping):
@@ -87,7 +88,11 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
         raise ValueError(f"pair_alignment takes one query and one candidate, got {len(query)} and {len(cand)}")
     if not ot_settings:
         raise ValueError("give at least one OT setting, e.g. [{'eps': 0.05}]")
-    S = int(len(query.sentences[0])) if query.sentences else int(query.mask.shape[1])
+    if query.sentences:
+        S = len(query.sentences[0])
+    else:  # no texts: a row of a padded batch ends at its last sentence, selected or not (padded rows are zero)
+        real = (query.mask[0] | query.emb[0].ne(0).any(-1)).cpu().numpy()
+        S = int(np.flatnonzero(real)[-1]) + 1 if real.any() else 0
     selected = np.flatnonzero(cand.mask[0].cpu().numpy())  # the candidate's sentences taking part
     if cand.sentences:
         T = len(cand.sentences[0])
@@ -163,7 +168,9 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
         raise ValueError(f"matrix is {S}x{T} but got {len(query_texts)} query and {len(cand_texts)} candidate texts")
     for side, labels, n in (("query", query_labels, S), ("candidate", cand_labels, T)):
         if labels is not None and len(labels) != n:
-            raise ValueError(f"{len(labels)} {side} labels for the matrix's {n} {side} sentences")
+            hint = (" (is the title sentence 0? aspire.data.facets.title_labelled(labels, n) labels it)"
+                    if len(labels) == n - 1 else "")
+            raise ValueError(f"{len(labels)} {side} labels for the matrix's {n} {side} sentences{hint}")
     rows = np.arange(S) if rows is None else np.asarray(rows, dtype=int).reshape(-1)
     outside = [int(r) for r in rows if not 0 <= r < S]
     if outside:

@@ -19,7 +19,8 @@ aspire.serve.requests.
 
 Facet labels: an index built from papers with `pred_labels` keeps them (`SentenceIndex.labels`);
 a corpus JSONL given with `labels_from` is read instead (e.g. for an index built without them), a
-paper's labels kept only when their count equals the indexed paper's sentence count.
+paper's labels kept only when its sentences are the indexed paper's (with its title first where the
+index's encoder made the title sentence 0, `include_title`: that sentence is labelled "title").
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from aspire.data.facets import facet_of
+from aspire.data.facets import facet_of, title_labelled
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
 from aspire.scoring import cross_l2_cost
@@ -61,26 +62,43 @@ NEEDS_WHOLE = ("whole", "hybrid")  # the first stage and the re-ranker that read
 def read_labels(path: str | Path, paper_ids: Sequence[str], sentences: Sequence[Sequence[str]]) -> tuple[dict, dict]:
     """Facet labels per indexed paper from a papers JSONL: ({paper_id: [label per sentence]}, counts).
 
-    Counts: `labelled` papers, `mismatched` (labels whose count differs from the indexed sentences,
-    left out), `unlabelled` (indexed papers without labels in the file), `rejected_records` (lines
-    of the file that are not valid papers; each is listed in `rejected` as "FILE:LINE: reason" and
-    logged as a warning).
+    A paper's labels are kept when its sentences are the indexed ones (whitespace aside), or are them
+    after the title: an index whose encoder makes the title sentence 0 (`include_title`) stores the title
+    first, and that sentence gets the label "title" (no facet's), as `aspire.data.facets.title_labelled`
+    labels it when the index is built. (Once the count alone was compared: such an index had every paper's
+    labels left out, and a file whose abstract differed but had as many sentences put labels on other sentences.)
+
+    Counts: `labelled` papers, `mismatched` (papers whose sentences are not the indexed ones, left out; the
+    first few ids logged as a warning), `unlabelled` (indexed papers without labels in the file),
+    `rejected_records` (lines of the file that are not valid papers; each is listed in `rejected` as
+    "FILE:LINE: reason" and logged as a warning).
     """
     result = read_papers(path, skip_bad=True)
-    wanted = {pid: len(s) for pid, s in zip(paper_ids, sentences)}
-    labels, mismatched = {}, 0
+    wanted = dict(zip(paper_ids, sentences))
+    labels, mismatched = {}, []
     for paper in result.papers:
         if paper.paper_id not in wanted or paper.labels is None:
             continue
-        if len(paper.labels) != wanted[paper.paper_id]:
-            mismatched += 1
-            continue
-        labels[paper.paper_id] = list(paper.labels)
-    counts = {"labelled": len(labels), "mismatched": mismatched, "unlabelled": len(wanted) - len(labels),
+        indexed = [_words(s) for s in wanted[paper.paper_id]]
+        own = [_words(s) for s in paper.sentences]
+        if indexed == own:
+            labels[paper.paper_id] = list(paper.labels)
+        elif indexed == [_words(paper.title), *own]:  # the title encoded as sentence 0
+            labels[paper.paper_id] = title_labelled(list(paper.labels), len(indexed))
+        else:
+            mismatched.append(paper.paper_id)
+    counts = {"labelled": len(labels), "mismatched": len(mismatched), "unlabelled": len(wanted) - len(labels),
               "rejected_records": len(result.rejected), "rejected": [str(r) for r in result.rejected]}
+    if mismatched:
+        log.warning("facet labels: %d paper(s) of %s have other sentences than the index holds, left unlabelled: %s%s",
+                    len(mismatched), path, ", ".join(mismatched[:10]), " ..." if len(mismatched) > 10 else "")
     for record in result.rejected:
         log.warning("facet labels: rejected %s", record)
     return labels, counts
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
 
 
 class SearchService:
