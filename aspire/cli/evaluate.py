@@ -324,7 +324,7 @@ def _reviewers_search(parser, args, rset) -> int:
     exp = args.exp or f"{search_exp(args.model, overrides)}-{args.aggregate.replace(':', '')}"
     check_out(args, exp)
     results = run_reviewers_search(rset, args.out, exp, args.model, overrides, args.aggregate,
-                                   encoder_options=backend_options(args),
+                                   encoder_options={**backend_options(args), **code_option(args.code)},
                                    cache_dir=None if args.no_cache else args.cache_dir, batch_size=args.batch_size)
     print(f"{exp}: {format_result(results)}")
     print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
@@ -383,7 +383,7 @@ def _context2doc_search(parser, args) -> int:
     exp = args.exp or search_exp(args.model, overrides)
     check_out(args, exp)
     results = run_search_pipeline(load_context2doc(args.data, args.split), args.out, exp, args.model, overrides,
-                                  args.depth, encoder_options=backend_options(args))
+                                  args.depth, encoder_options={**backend_options(args), **code_option(args.code)})
     print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
     if results["short_of_depth"]["queries"]:
         print(f"{results['short_of_depth']['queries']} queries found fewer than {args.depth} papers "

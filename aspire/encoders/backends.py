@@ -337,9 +337,11 @@ class OpenVinoTransformer(GroupedRows):
 
 class InferenceEncoder(ContextualSentenceEncoder):
     """A `ContextualSentenceEncoder` over a fast backend: the same encoding methods; `train()` refuses.
-    `recorded_fingerprint`: the fingerprint a load record holds (`load_record`), for an encoder without weights."""
+    `recorded_fingerprint`: the fingerprint a load record holds (`load_record`), for an encoder without weights, and
+    `recorded_settings` the settings it was recorded with."""
 
     recorded_fingerprint: str | None = None
+    recorded_settings: dict | None = None
 
     def train(self, mode: bool = True) -> InferenceEncoder:
         if mode:
@@ -347,7 +349,17 @@ class InferenceEncoder(ContextualSentenceEncoder):
         return super().train(False)
 
     def fingerprint(self) -> str:
-        return self.recorded_fingerprint or super().fingerprint()
+        """The exact model's fingerprint; for an encoder loaded from its load record (no weights to hash), the one
+        recorded, and while its settings differ from the recorded ones (another control code in force,
+        `using_code`; a changed `max_length`), a hash of it and the settings in force: the vector cache and the
+        index once took such an encoder's vectors under one code for another's."""
+        if self.recorded_fingerprint is None:
+            return super().fingerprint()
+        now = self.settings()
+        if now == self.recorded_settings:
+            return self.recorded_fingerprint
+        settings = json.dumps(now, sort_keys=True)
+        return hashlib.sha256(f"{self.recorded_fingerprint}/{settings}".encode()).hexdigest()[:16]
 
     @property
     def device(self) -> torch.device:
@@ -460,7 +472,7 @@ def load_recorded(record: Path, backend: str, quantize: str | None) -> Inference
         log.info("load record %s not used (%s): loading the torch model", record.name, err)
         return None
     encoder = InferenceEncoder(fast, tokenizer, name=content["name"], **content["settings"])
-    encoder.recorded_fingerprint = content["fingerprint"]
+    encoder.recorded_fingerprint, encoder.recorded_settings = content["fingerprint"], encoder.settings()
     log.debug("loaded %s on %s from its cached export (fingerprint %s)", content["name"], fast.backend_tag,
              encoder.recorded_fingerprint)
     return encoder

@@ -52,11 +52,13 @@ def dense_scores(bench: Context2Doc, model: str, scorer_name: str, options: Eval
     from aspire.evaluate.encode import encode_papers
     from aspire.evaluate.rank import get_eval_scorer
 
-    options = options or EvalOptions()
+    # the encoding as the other benchmarks run it (`EvalOptions.checked`): `pass` stays the contextual pass's vector
+    # (once read as `abstract`, a separate encoding, while the results recorded `pass`)
+    options = (options or EvalOptions()).checked(scorer_name, faceted=False)
     device, cache_dir, batch_size = options.device, options.cache_dir, options.batch_size
     scorer = get_eval_scorer(scorer_name, **({} if scorer_name == "abstract" else options.scorer_options))
-    enc = "abstract" if scorer_name == "abstract" else options.encoding
-    opts = None if enc == "contextual" else options.encode_options
+    enc = options.encoding
+    opts = None if enc in ("contextual", "pass") else options.encode_options
     encoder = load_encoder(model, **options.encoder_options)
     if device:
         encoder.to(device)
@@ -103,7 +105,7 @@ def to_run(bench: Context2Doc, scores: np.ndarray, depth: int) -> dict[str, list
 
 
 def fuse_dense_bm25(bench: Context2Doc, dense: np.ndarray, lexical: np.ndarray, alpha: float) -> np.ndarray:
-    """alpha * z(dense) + (1 - alpha) * z(bm25), z-scored per query over all candidates."""
+    """alpha * z(dense) + (1 - alpha) * z(bm25), z-scored per query over all candidates -> (Q, N) float64."""
     from aspire.evaluate.fuse import fuse_scores
 
     if not 0.0 <= alpha <= 1.0:
@@ -112,7 +114,7 @@ def fuse_dense_bm25(bench: Context2Doc, dense: np.ndarray, lexical: np.ndarray, 
     runs = [{q: dict(zip(ids, row.tolist())) for q, row in zip(bench.queries, m)} for m in (dense, lexical)]
     fused = fuse_scores(runs, [alpha, 1 - alpha], "z", ["dense", "bm25"])
     col = {c: j for j, c in enumerate(ids)}
-    out = np.zeros_like(dense)
+    out = np.zeros(np.shape(dense), dtype=np.float64)  # float32 once merged close fused scores into candidate-order ties
     for i, q in enumerate(bench.queries):
         for c, s in fused[q]:
             out[i, col[c]] = s

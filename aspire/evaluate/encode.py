@@ -7,6 +7,10 @@
 - `independent`: `encoder.encode_independent` — each sentence encoded alone;
 - `abstract`: `encoder.encode_abstract` — one vector per paper from a separate encoding of the joined text,
   kept as a one-sentence DocBatch.
+
+Entries are keyed by `encoder.fingerprint()`, which covers its weights, backend and precision, its settings and the
+control code and query side in force (for a fast encoder loaded from its load record, the recorded fingerprint and the
+settings in force, `aspire.encoders.backends.InferenceEncoder.fingerprint`).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ def encode_papers(
     """Encode `papers` in one of `ENCODINGS` through the cache -> (DocBatch, from_cache).
 
     `encode_options` go to `encode_independent` / `encode_abstract` (e.g. `normalize`,
-    `max_length`, `joiner`) and into the cache key; the contextual encoding takes none.
+    `max_length`, `joiner`) and into the cache key (with `encoder.fingerprint()`); the contextual encoding takes none.
     """
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding!r}; valid: {list(ENCODINGS)}")
