@@ -382,8 +382,10 @@ def test_cli_stages_chain_on_the_fixture(tmp_path, capsys):
     capsys.readouterr()
     cli_main(["examples", "--in", str(d / "4"), "--out", str(d / "5")])
     printed = json.loads(capsys.readouterr().out)
-    # pairs of {P1,P2}, {P1,P4,P7}, {P2,P3}: P1-P2, P1-P4, P1-P7, P4-P7, P2-P3
-    assert printed["train"]["examples"] == len(list(cocite.iter_examples(d / "5", "train"))) == 5
+    # pairs of {P1,P2}, {P1,P4,P7}, {P2,P3}: P1-P2, P1-P4, P1-P7, P4-P7, P2-P3; P1-P2 has no negative left, since
+    # every other paper is co-cited with P1 or P2 (a negative never is), so it is dropped and counted
+    assert printed["train"]["examples"] == len(list(cocite.iter_examples(d / "5", "train"))) == 4
+    assert printed["train"]["dropped_no_negative"] == 1
 
 
 def test_run_all_on_records(tmp_path):

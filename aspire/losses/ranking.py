@@ -3,8 +3,8 @@
 The convention shared by the matrix losses (`MATRIX_LOSSES`): `sim` (B, K), K >= B, holds the
 similarity (higher is better) of anchor b to candidate k; candidate b (< B) is anchor b's positive,
 the other first B columns are the other anchors' positives and any further columns hard negatives.
-`neg_mask` (B, K) says which candidates anchor b may treat as negatives (co-cited papers of its own
-set are not); the positive column is never a negative whatever the mask says. Each loss returns the
+`neg_mask` (B, K) says which candidates anchor b may treat as negatives (papers co-cited with it are
+not); the positive column is never a negative whatever the mask says. Each loss returns the
 loss of every anchor (B,) and which anchors had a negative (B,) bool, so the trainer can average per
 task. With nothing masked this is the maths of sentence-transformers' `MultipleNegativesRankingLoss`
 (and, `symmetric`, of `MultipleNegativesSymmetricRankingLoss`), tested against them on the same vectors.

@@ -66,11 +66,12 @@ def triplet_margin_dist_loss(pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tenso
 def in_batch_negative_mask(group_ids: Tensor, cand_ids: Tensor) -> Tensor:
     """Which in-batch candidates may serve as an anchor's negative.
 
-    A candidate is allowed unless it is a paper of the anchor's own co-cited set (which holds the
-    anchor, its positive and every other paper cited with them).
+    A candidate is allowed unless it is one of the anchor's members (`aspire.train.data.Example.members`:
+    for a co-cited pair, the anchor, its positive, every other paper of the sets holding the pair and every
+    paper co-cited with the anchor elsewhere in its split).
 
     Args:
-        group_ids: (B, G) long, the integer paper ids of each anchor's co-cited set, padded with -1.
+        group_ids: (B, G) long, the integer paper ids of each anchor's members, padded with -1.
         cand_ids: (K,) long, the integer paper id of each candidate.
 
     Returns:

@@ -31,16 +31,17 @@ from aspire.train.document_model import TripletBatch
 from aspire.train.task_formats import DEFAULT_TASK
 
 log = logging.getLogger(__name__)
+TEACHER_TASK = "distill"  # the task whose pairs carry teacher vectors (`aspire.train.tasks.distill_task`)
 
 
 @dataclass(frozen=True)
 class Example:
     """One (anchor, positive) pair of papers (ids in the dataset's `papers`): `members` is every
     paper that must not serve as the anchor's negative (for co-cited pairs, every paper of every
-    co-cited set holding the pair); `negative` an optional hard negative; `align` the aligned
-    sentence pair or None; `source` the paper the positive stands for when it is a derived text
-    (a crop: its abstract's id; None: the positive itself); `task` the task's index in a
-    multi-task run (`aspire.train.tasks`)."""
+    co-cited set holding the pair and every paper co-cited with the anchor in any set of its split);
+    `negative` an optional hard negative; `align` the aligned sentence pair or None; `source` the
+    paper the positive stands for when it is a derived text (a crop: its abstract's id; None: the
+    positive itself); `task` the task's index in a multi-task run (`aspire.train.tasks`)."""
 
     query_id: str
     positive_id: str
@@ -114,14 +115,18 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
                   hard: dict[str, list[str]] | None = None) -> list[Example]:
     """Examples of one split file, both directions if `cfg.both_directions`.
 
+    An anchor's `members` (never its negative, in batch or hard) are the papers of the sets holding
+    its pair and every paper co-cited with the anchor in a set that any line of the file names (its
+    positive in another example: in-batch, that example's positive would be a false negative).
     The hard negative of an anchor is the first of `hard[anchor]` (the hard-negatives file) that is
-    not in its co-cited sets, else, with `cfg.example_negatives`, the example's first `negative_ids`.
+    not one of its members, else, with `cfg.example_negatives`, the example's first `negative_ids`.
     Raises ValueError naming the file and line of an example whose paper has no abstract in `papers`,
     that pairs a paper with itself or repeats an earlier line's pair (in either order: one co-cited
     pair a line), or whose fields are malformed: ids that are not strings, `set_ids` / `negative_ids`
     that are not lists of strings, an alignment (`cfg.align`) that is not two sentence positions.
     """
     path = Path(path)
+    partners = _cocited_partners(path)
     out: list[Example] = []
     seen: dict[tuple[str, str], int] = {}
     for lineno, obj in iter_jsonl(path):
@@ -142,11 +147,12 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
             if pid not in papers:
                 raise ValueError(f"{where}: paper {pid!r} has no abstract in abstracts.jsonl")
         set_ids = _string_list(obj, "set_ids", where)
-        members = tuple(sorted({pid for sid in set_ids for pid in sid.split("|")} | {q, p}))
+        in_sets = {pid for sid in set_ids for pid in sid.split("|")} | {q, p}
         align = _checked_align(obj.get(cfg.align), cfg.align, where)
         listed = _string_list(obj, "negative_ids", where) if cfg.example_negatives and "negative_ids" in obj else []
         directions = [(q, p, align), (p, q, None if align is None else (align[1], align[0]))]
         for anchor, positive, al in directions[: 2 if cfg.both_directions else 1]:
+            members = tuple(sorted(in_sets | partners.get(anchor, set())))
             candidates = list((hard or {}).get(anchor, ())) + listed
             negative = next((n for n in candidates if n not in members), None)
             if negative is not None and negative not in papers:
@@ -158,6 +164,19 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
         if cfg.max_examples and len(out) >= cfg.max_examples:
             break
     return out[: cfg.max_examples] if cfg.max_examples else out
+
+
+def _cocited_partners(path: Path) -> dict[str, set[str]]:
+    """Paper -> every paper sharing with it a co-cited set that a line of the examples file `path` names in its
+    `set_ids` (all lines, whatever `max_examples` keeps); ValueError naming the line of a malformed one."""
+    partners: dict[str, set[str]] = {}
+    for lineno, obj in iter_jsonl(path):
+        require(obj, ("set_ids",), path, lineno)
+        for sid in _string_list(obj, "set_ids", f"{path}:{lineno}"):
+            ids = sid.split("|")
+            for pid in ids:
+                partners.setdefault(pid, set()).update(ids)
+    return partners
 
 
 class TripletDataset(Dataset):
@@ -226,11 +245,13 @@ class TripletCollator:
         task_names: the name of each task (default: one task, `cocite`); `tokenize` gets each paper's
             task name (for its control code) and the batch is named after its task when it has one.
         teacher: unit-length teacher vectors by paper id (a `distill` task's); with any, each batch
-            carries the teacher's anchor-to-candidate similarities (NaN where a paper has none).
+            carries the teacher's anchor-to-candidate similarities for the rows of that task (NaN in the rows
+            of other tasks, whose pairs keep their own targets even where both papers have a teacher vector,
+            and where a paper has none). Refused (ValueError) when no task is `distill`.
         sentence_teacher: by paper id, the position and text of one abstract sentence and the teacher's
-            vector of it encoded alone; each batch then carries, for an anchor whose selected sentence
-            (`Example.align[0]`) is that very sentence, the teacher's similarity of it to each candidate's
-            whole vector (`TripletBatch.facet_teacher`; NaN elsewhere).
+            vector of it encoded alone; each batch then carries, for a `distill` anchor whose selected
+            sentence (`Example.align[0]`) is that very sentence, the teacher's similarity of it to each
+            candidate's whole vector (`TripletBatch.facet_teacher`; NaN elsewhere).
     """
 
     def __init__(self, tokenize: Callable[..., object], papers: dict[str, Paper],
@@ -255,6 +276,8 @@ class TripletCollator:
         self.sentence_teacher = sentence_teacher or {}
         if self.sentence_teacher and not self.teacher:
             raise ValueError("sentence teacher vectors without the teacher's whole vectors of the candidates")
+        if self.teacher and TEACHER_TASK not in self.task_names:  # no row would take the teacher's targets
+            raise ValueError(f"teacher vectors but no {TEACHER_TASK!r} task among the tasks {self.task_names}")
 
     def __call__(self, examples: Sequence[Example]) -> TripletBatch:
         hard = [e for e in examples if e.negative is not None]
@@ -281,28 +304,33 @@ class TripletCollator:
                             facet_teacher=self._facet_teacher_sim(examples, hard))
 
     def _teacher_sim(self, examples: Sequence[Example], hard: list[str]) -> Tensor | None:
-        """(B, B + H) teacher similarity of each anchor to each positive and hard negative; NaN where
-        either paper has no teacher vector; None without a teacher."""
+        """(B, B + H) teacher similarity of each anchor to each positive and hard negative; NaN in the rows of
+        tasks other than `TEACHER_TASK` and where either paper has no teacher vector; None without a teacher."""
         if not self.teacher:
             return None
-        anchors = self._whole_rows([e.query_id for e in examples])
+        anchors = self._whole_rows([e.query_id if self._distilled(e) else None for e in examples])
         return anchors @ self._whole_rows([e.positive_id for e in examples] + hard).T
 
-    def _whole_rows(self, ids: list[str]) -> Tensor:
-        """(N, D) teacher whole vectors of `ids`; NaN rows where it has none."""
+    def _distilled(self, e: Example) -> bool:
+        """Whether the teacher's similarities are `e`'s targets: it is a pair of the `distill` task."""
+        return self.task_names[e.task] == TEACHER_TASK
+
+    def _whole_rows(self, ids: list[str | None]) -> Tensor:
+        """(N, D) teacher whole vectors of `ids`; NaN rows where it has none (and for None)."""
         missing = np.full(self.teacher_dim, np.nan, dtype=np.float32)
         return torch.from_numpy(np.stack([self.teacher.get(i, missing) for i in ids]))
 
     def _facet_teacher_sim(self, examples: Sequence[Example], hard: list[str]) -> Tensor | None:
         """(B, B + H) teacher similarity of each anchor's selected sentence, encoded alone, to each candidate's
-        whole vector; NaN where the teacher did not encode that sentence (another sentence of the paper, or
-        another text at its position) or has no vector of the candidate; None without a sentence teacher."""
+        whole vector; NaN in the rows of tasks other than `TEACHER_TASK`, where the teacher did not encode that
+        sentence (another sentence of the paper, or another text at its position) or has no vector of the
+        candidate; None without a sentence teacher."""
         if not self.sentence_teacher:
             return None
         missing = np.full(self.teacher_dim, np.nan, dtype=np.float32)
         rows = []
         for e in examples:
-            known = self.sentence_teacher.get(e.query_id)
+            known = self.sentence_teacher.get(e.query_id) if self._distilled(e) else None
             sentences = self.papers[e.query_id].sentences
             same = (known is not None and e.align is not None and e.align[0] == known[0]
                     and known[0] < len(sentences) and sentences[known[0]] == known[1])

@@ -16,8 +16,9 @@
 - `author`: weak supervision from the ACL Anthology's author lists: two papers that share at least
   `min_shared_authors` authors (names compared lower-cased, spaces collapsed), `views` partners a
   paper drawn seeded by its id; authors with more than `max_author_papers` papers link nothing
-  (a prolific author's papers span topics). Every other paper sharing an author with the anchor is
-  kept out of its negatives. Benchmark papers are removed first, as for `crop`.
+  (a prolific author's papers span topics). Every other paper sharing a linking author with the anchor
+  (even fewer than `min_shared_authors`) is kept out of its negatives; one sharing only a prolific
+  author is not. Benchmark papers are removed first, as for `crop`.
 - `distill`: each ACL paper paired with `views` of its `neighbours` nearest papers of the same split by
   a teacher's vectors (`aspire.train.teacher`, `teacher_dir`); the teacher's vectors ride with the
   task, so under `loss.kind: mnrl` its rows learn the teacher's in-batch similarities (soft targets)

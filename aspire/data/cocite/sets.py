@@ -241,10 +241,13 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
     """One example per unordered co-cited pair of a split, with its contexts and negatives.
 
     The contexts of a pair are all contexts of the split whose co-cited set holds both papers.
-    Negatives are drawn from the split's papers (`negatives_from="split"`) or all papers, never
-    from any set holding the pair, with a generator seeded by `(seed, pair)`: the same pair gets
-    the same negatives whatever the input order. A pair with too few candidates is dropped and
-    counted.
+    Negatives are drawn from the split's papers (`negatives_from="split"`) or all papers, never a
+    paper co-cited with either paper of the pair in any set of the split (a paper cited in one
+    sentence with the query is its positive in another example: as a negative it would be a false
+    one, and both directions of a pair share its negatives), with a generator seeded by
+    `(seed, pair)`: the same pair gets the same negatives whatever the input order. A pair with too
+    few candidates is dropped and counted. `abstracts.jsonl` keeps every paper an example names: its
+    pair, its negatives and the papers of its `set_ids` (training reads them as the anchor's members).
     """
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     abstracts = in_dir / "abstracts.jsonl"
@@ -256,32 +259,34 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
     all_papers = sorted(known)
     report: dict[str, Any] = {"stage": "examples", "input": str(in_dir), "config": to_dict(cfg)}
     named: set[str] = set()
-    by_split: dict[str, tuple[dict[tuple[str, str], dict], set[str]]] = {}
+    by_split: dict[str, tuple[dict[tuple[str, str], dict], set[str], dict[str, set[str]]]] = {}
     pair_at: dict[tuple[str, str], tuple[str, str]] = {}  # pair -> (split, "FILE:LINE") where first met
     for split in SPLITS:  # both splits are read, and checked, before anything is written
         path = in_dir / f"groups.{split}.jsonl"
         pairs: dict[tuple[str, str], dict] = {}
         split_papers: set[str] = set()
+        partners: dict[str, set[str]] = defaultdict(set)  # paper -> every paper sharing a set of the split with it
         for lineno, group in _iter_groups(path):
             missing = [pid for pid in group["paper_ids"] if pid not in known]
             if missing:
                 raise DataError(f"{path}:{lineno}: co-cited set {group['set_id']!r}: paper {missing[0]!r} has no "
                                 f"abstract in {abstracts}")
             split_papers.update(group["paper_ids"])
+            for pid in group["paper_ids"]:
+                partners[pid].update(group["paper_ids"])
             for pair in pairs_of(group["paper_ids"]):
                 first_split, first_at = pair_at.setdefault(pair, (split, f"{path}:{lineno}"))
                 if first_split != split:
                     raise DataError(f"{path}:{lineno}: the pair {pair[0]}|{pair[1]} is also in {first_at}: a pair in "
                                     "both train and dev leaks dev into training (`split` never writes one)")
                 entry = pairs.setdefault(
-                    pair, {"set_ids": [], "members": set(), "context_ids": [], "contexts": [], "contexts_clean": []}
+                    pair, {"set_ids": [], "context_ids": [], "contexts": [], "contexts_clean": []}
                 )
                 entry["set_ids"].append(group["set_id"])
-                entry["members"].update(group["paper_ids"])
                 for key in ("context_ids", "contexts", "contexts_clean"):
                     entry[key].extend(group[key])
-        by_split[split] = pairs, split_papers
-    for split, (pairs, split_papers) in by_split.items():
+        by_split[split] = pairs, split_papers, partners
+    for split, (pairs, split_papers, partners) in by_split.items():
         pool = sorted(split_papers) if cfg.negatives_from == "split" else all_papers
         pool_set = frozenset(pool)
         counts: Counter = Counter()
@@ -289,11 +294,12 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
             for (a, b) in sorted(pairs):
                 entry = pairs[(a, b)]
                 rng = random.Random(f"{cfg.seed}|{a}|{b}")
-                negatives = _pick_negatives(pool, pool_set, entry["members"], cfg.num_negatives, rng)
+                negatives = _pick_negatives(pool, pool_set, partners[a] | partners[b], cfg.num_negatives, rng)
                 if negatives is None:
                     counts["dropped_no_negative"] += 1
                     continue
-                named.update((a, b, *negatives))
+                named.update((a, b, *negatives))  # and every paper of its sets: training keeps them out of its negatives
+                named.update(pid for sid in entry["set_ids"] for pid in sid.split("|"))
                 out.write(
                     {
                         "example_id": f"{a}|{b}",
