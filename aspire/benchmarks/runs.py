@@ -41,11 +41,15 @@ def invocation() -> str:
 
 def run_line(qid: str, doc: str, rank: int, score: float, tag: str) -> str:
     """One TREC run line, `qid Q0 docid rank score tag`, the score with six significant digits: the one format
-    of every run file aspire writes (evaluation and `aspire search --run-out` alike)."""
+    of every run file aspire writes (evaluation and `aspire search --run-out` alike). A non-finite score, a rank
+    below 1, an id or a tag that is not one column: ValueError, as `read_run` would refuse the line."""
     if not math.isfinite(score):
         raise ValueError(f"query {qid}: document {doc} has a non-finite score {score}")
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
+        raise ValueError(f"query {qid}: document {doc} has rank {rank!r}; ranks are whole numbers from 1")
     _check_column("query", qid)
     _check_column("document", doc)
+    _check_tag(tag)
     return f"{qid} Q0 {doc} {rank} {score:.6g} {tag}"
 
 
@@ -56,12 +60,16 @@ def _check_column(what: str, name: str) -> None:
                          "hold: give the papers ids without whitespace")
 
 
+def _check_tag(tag: str) -> None:
+    if not isinstance(tag, str) or not tag or any(c.isspace() for c in tag):
+        raise ValueError(f"run tag must be one word, got {tag!r}")
+
+
 def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> None:
     """Write `{qid: [(docid, score), ...] best first}` as a TREC run file (atomically)."""
     from aspire.io import write_text
 
-    if not tag or any(c.isspace() for c in tag):
-        raise ValueError(f"run tag must be one word, got {tag!r}")
+    _check_tag(tag)
     lines = []
     for qid, ranked in run.items():
         lines += [run_line(qid, doc, rank, score, tag) for rank, (doc, score) in enumerate(ranked, start=1)]
