@@ -161,3 +161,24 @@ def test_search_of_several_sentences_ranks_a_flat_index_as_the_exhaustive_single
     top, scores = searcher.exhaustive(query, "minl2", k=5)
     assert [h.paper_id for h in hits] == [index.paper_ids[p] for p in top] == ["B", "A", "C0", "C1", "C2"]
     assert np.allclose([h.score for h in hits], scores, atol=1e-3)  # the scan expands norms in float32
+
+
+def test_float16_ot_gradients_stay_finite_at_a_small_temperature():
+    """At tau 1e-6 the weights' softmax scales the cost's gradient by 1 / tau; a float16 cost in the graph overflowed
+    it to inf, and the cost's backward made every vector's gradient NaN, though the true gradient is small (the
+    float32 and bfloat16 runs agree on it)."""
+    import torch
+
+    from aspire.batch import DocBatch
+    from aspire.scoring import get_scorer
+
+    vals = [torch.tensor([[0.0], [30.0], [30.0]]), torch.tensor([[0.0], [30.0]])]
+    grads = {}
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        batch = DocBatch.from_list([v.to(dtype) for v in vals], paper_ids=["a", "b"])
+        batch.emb.requires_grad_()
+        details = get_scorer("ot", tau=1e-6, eps=0.05, max_iter=3000).dist_details(batch, batch)
+        assert details.dist.dtype == details.cost.dtype == dtype
+        (grads[dtype],) = torch.autograd.grad(details.dist.float().sum(), batch.emb)
+    assert torch.isfinite(grads[torch.float16]).all()  # was NaN in five of six entries
+    assert torch.allclose(grads[torch.float16].float(), grads[torch.float32], atol=2e-3)

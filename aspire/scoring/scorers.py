@@ -124,15 +124,18 @@ def ot_weights(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float,
 
 
 def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps: float,
-                  weights: tuple[Tensor, Tensor] | None = None, **sinkhorn_kw) -> OTMatch:
+                  weights: tuple[Tensor, Tensor] | None = None, out_dtype: torch.dtype | None = None,
+                  **sinkhorn_kw) -> OTMatch:
     """cost (..., S, T) with masks (..., S), (..., T) -> OTMatch of shape (...).
 
     float16 / bfloat16 costs get their weights and plan in float32 (a half-precision softmax does
     not even sum to 1 within the solver's mass check); the outputs come back in the input dtype. `weights`:
     `ot_weights(cost, q_mask, c_mask, tau)` when the caller has them already (in float32 for a half-precision cost).
+    `out_dtype`: the half dtype of vectors whose cost the caller computed in float32 (`_work_vectors`): the outputs
+    come back in it.
     """
     lead, (S, T) = cost.shape[:-2], cost.shape[-2:]
-    half = cost.dtype if cost.dtype in _HALF else None
+    half = out_dtype if out_dtype in _HALF else (cost.dtype if cost.dtype in _HALF else None)
     work = cost.float() if half else cost
     x, y = weights if weights is not None else ot_weights(work, q_mask, c_mask, tau)
     res = sinkhorn(work.reshape(-1, S, T), x.reshape(-1, S), y.reshape(-1, T), eps, **sinkhorn_kw)
@@ -141,9 +144,18 @@ def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps:
         res.err.reshape(lead), res.n_iter.reshape(lead),
     )
     if half:
-        out.dist, out.plan, out.query_weights, out.cand_weights, out.err = (
-            t.to(half) for t in (out.dist, out.plan, out.query_weights, out.cand_weights, out.err))
+        out.dist, out.plan, out.query_weights, out.cand_weights, out.err, out.cost = (
+            t.to(half) for t in (out.dist, out.plan, out.query_weights, out.cand_weights, out.err, out.cost))
     return out
+
+
+def _work_vectors(emb: Tensor, mask: Tensor) -> Tensor:
+    """The vectors an OT cost is computed from: padding zeroed (`zero_padding`), float16 / bfloat16 widened to
+    float32. The cost then stays float32 into the solver: its gradient through the weights' softmax scales with
+    1 / tau, and a half-precision cost in the graph overflowed it to inf (float16 from 65504), which the cost's
+    backward turned into NaN gradients of every vector, though they cancel to small finite values."""
+    emb = zero_padding(emb, mask)
+    return emb.float() if emb.dtype in _HALF else emb
 
 
 def ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0,
@@ -153,8 +165,8 @@ def ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, ta
     `sinkhorn_kw` go to `aspire.scoring.sinkhorn` (tol, max_iter, check_every, grad).
     """
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=False)
-    cost = cross_l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask))
-    return _ot_from_cost(cost, *_all_pairs(q_mask, c_mask), tau, eps, **sinkhorn_kw)
+    cost = cross_l2_cost(_work_vectors(q_emb, q_mask), _work_vectors(c_emb, c_mask))
+    return _ot_from_cost(cost, *_all_pairs(q_mask, c_mask), tau, eps, out_dtype=q_emb.dtype, **sinkhorn_kw)
 
 
 def pairwise_ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0,
@@ -168,9 +180,9 @@ def pairwise_ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tens
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=True)
     if compiled_cost(q_emb, c_emb):
         return gathered_ot_match(*as_store(q_emb, q_mask), *as_store(c_emb, c_mask), tau=tau, eps=eps, **sinkhorn_kw)
-    cost = l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask))
+    cost = l2_cost(_work_vectors(q_emb, q_mask), _work_vectors(c_emb, c_mask))
     cost = cost.masked_fill(~(q_mask[:, :, None] & c_mask[:, None, :]), 0.0)
-    return _ot_from_cost(cost, q_mask, c_mask, tau, eps, **sinkhorn_kw)
+    return _ot_from_cost(cost, q_mask, c_mask, tau, eps, out_dtype=q_emb.dtype, **sinkhorn_kw)
 
 
 def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Tensor, *, tau: float = 1.0,
