@@ -11,7 +11,8 @@
     python -m aspire.data hard-negatives --examples runs/cc/6_aligned --out runs/cc/hard_citation [method=nearest|random|coverage|svd ...]
 
 Every co-citation stage takes `--config configs/data_cocite.yaml` (optional; defaults are embedded)
-and dotted overrides such as `filter.max_cited=4 split.seed=1`; `align` takes `AlignConfig`
+and dotted overrides of the section it reads, such as `filter.max_cited=4` for `filter` (`run-all` reads every
+section: `filter.max_cited=4 split.seed=1`; an override no stage of the command reads is an error); `align` takes `AlignConfig`
 overrides such as `text_field=contexts`, and `hard-negatives` `HardNegativesConfig` overrides such as
 `method=nearest model=mpnet margin=0.05` (`aspire.data.negatives`). Each prints its report (JSON).
 
@@ -71,18 +72,21 @@ def _parser(prog: str = "python -m aspire.data") -> argparse.ArgumentParser:
         flat = "." not in override.split("=")[0]
         sub.add_argument("overrides", nargs="*", metavar="key=value" if flat else "section.key=value",
                          help=(f"config overrides, key=value (the keys of {config})" if flat else OVERRIDES_HELP)
-                         + f", e.g. {override}")
+                         + (f", e.g. {override}" if name != "group" else ": none, the group stage reads no config"))
         add_common_options(sub)
         return sub
 
-    stage("cocite-from-records", "input A: co-citation records -> contexts + abstracts", **{"in": "records JSONL"})
-    stage("cocite-from-s2orc", "input B: S2ORC-style full text -> contexts + abstracts",
+    stage("cocite-from-records", "input A: co-citation records -> contexts + abstracts", override="ingest.on_error=skip",
+          **{"in": "records JSONL"})
+    stage("cocite-from-s2orc", "input B: S2ORC-style full text -> contexts + abstracts", override="ingest.splitter=regex",
           fulltext="pdf_parses JSONL", abstracts="abstracts JSONL")
     stage("filter", "the paper's filters, with counts", **{"in": "an ingest directory (cocite-from-records/-s2orc)"})
     stage("group", "group contexts by co-cited set", **{"in": "a filter directory"})
-    stage("split", "train/dev split by co-cited set (no pair in both)", **{"in": "a group directory"})
-    stage("examples", "pairs of each set with contexts and negatives", **{"in": "a split directory"})
-    stage("run-all", "input A end to end", **{"in": "records JSONL"})
+    stage("split", "train/dev split by co-cited set (no pair in both)", override="split.seed=1",
+          **{"in": "a group directory"})
+    stage("examples", "pairs of each set with contexts and negatives", override="examples.num_negatives=2",
+          **{"in": "a split directory"})
+    stage("run-all", "input A end to end", override="filter.max_cited=4 split.seed=1", **{"in": "records JSONL"})
     stage("align", "cc_align / abs_align sentence indices by a teacher encoder",
           config="AlignConfig", override="text_field=contexts", examples="an examples directory",
           teacher="a sentence-transformers model directory: CoSentBert's DIR/model from `python -m "
@@ -107,6 +111,12 @@ INPUT_OPTION = {"filter": "in", "group": "in", "split": "in", "examples": "in", 
                 "hard-negatives": "examples"}
 # the options naming an input file (a folder there was an error after --out was made, naming no option)
 FILE_OPTIONS = {"cocite-from-records": ("in",), "run-all": ("in",), "cocite-from-s2orc": ("fulltext", "abstracts")}
+# the `CociteConfig` sections each co-citation stage reads, and the keys within them it does not (`ingest.splitter`
+# splits input B's full text): an override of anything else was accepted and never read
+STAGE_READS = {"cocite-from-records": ("ingest",), "cocite-from-s2orc": ("ingest",), "filter": ("filter",),
+               "group": (), "split": ("split",), "examples": ("examples",),
+               "run-all": ("ingest", "filter", "split", "examples")}
+STAGE_SKIPS = {"cocite-from-records": ("ingest.splitter",), "run-all": ("ingest.splitter",)}
 TEACHER = ("a teacher is a sentence-transformers model folder: CoSentBert's DIR/model, from `python -m "
            "aspire.encoders.cosentbert train --out DIR`")
 
@@ -190,10 +200,30 @@ def _held_out(records_path, cfg) -> set[str] | None:
     return held_out_for(records_path) if cfg.ingest.exclude_benchmark_test else None
 
 
+def check_overrides_read(stage: str, overrides: list[str]) -> None:
+    """ValueError naming the overrides of `CociteConfig` keys the co-citation `stage` does not read (`STAGE_READS`,
+    `STAGE_SKIPS`): `aspire data filter ... split.seed=1` once ran with the override accepted and unused. The
+    `--config` file may hold every section (configs/data_cocite.yaml does): only the overrides are checked."""
+    from aspire.config import parse_overrides
+
+    unread = []
+    for section, value in parse_overrides(overrides).items():
+        if section not in STAGE_READS[stage]:
+            unread.append(section)
+        elif isinstance(value, dict):
+            unread += [f"{section}.{key}" for key in value if f"{section}.{key}" in STAGE_SKIPS.get(stage, ())]
+    if unread:
+        reads = ", ".join(STAGE_READS[stage]) or "no config"
+        raise ValueError(f"the {stage} stage does not read {', '.join(unread)} (it reads {reads}"
+                         + (f", but not {', '.join(STAGE_SKIPS[stage])}" if stage in STAGE_SKIPS else "")
+                         + "); leave the override out or give it to the stage that reads it")
+
+
 def _cocite_stage(args) -> dict:
     """The co-citation stages, configured by `CociteConfig`."""
     stage = args.stage
-    cfg = cocite.load_cocite_config(args.config, args.overrides)
+    cfg = cocite.load_cocite_config(args.config, args.overrides)  # unknown keys first, by the loader
+    check_overrides_read(stage, args.overrides)
     if stage == "cocite-from-records":
         return cocite.ingest_records(getattr(args, "in"), args.out, cfg.ingest, _held_out(getattr(args, "in"), cfg))
     if stage == "cocite-from-s2orc":

@@ -23,12 +23,16 @@ from pathlib import Path
 from aspire.benchmarks import BENCHMARKS
 from aspire.cli import evaluate_out
 from aspire.cli.evaluate_options import (
+    MODEL_FLAGS,
+    STAGE_FLAGS,
     add_stage_args,
     code_arg,
     eval_options,
     facet_args,
     fusion_option,
+    given_options,
     model_args,
+    refuse_unread,
     stage_options,
 )
 from aspire.cliutil import (
@@ -92,10 +96,13 @@ def _check_pool_args(parser, args) -> EvalOptions | None:
             parser.error("--facet-code/--doc-code choose how a model encodes: not with --ranked")
         if args.backend != "torch" or args.quantize:
             parser.error("--backend/--quantize choose how a model encodes: not with --ranked")
+        refuse_unread(parser, args, MODEL_FLAGS + STAGE_FLAGS, "--ranked scores existing files, running no model")
         return None
     lexical_only = getattr(args, "bm25", False) and not (args.model or args.scorer)
     if not (args.model and args.scorer) and not lexical_only:
         parser.error("give --model and --scorer (and/or --bm25), or --ranked and --exp")
+    if lexical_only:
+        refuse_unread(parser, args, MODEL_FLAGS, "--bm25 without --model ranks by BM25 alone, running no model")
     if args.query_text != "abstract" and args.scorer != "abstract":
         parser.error("--query-text goes with --scorer abstract (sentence scorers select the facet's sentences)")
     if args.cand_sentences != "all" and args.scorer == "abstract":
@@ -134,20 +141,31 @@ def _csfcube(parser, args) -> int:
     return 0
 
 
-# options of a model run that a `--search-pipeline` run does not read (the index and its search config decide), with
-# their defaults: given, they were silently ignored
-_NOT_SEARCH_OPTIONS = (("--encoding", "encoding", "contextual"), ("--tau", "tau", None), ("--eps", "eps", None),
-                       ("--window", "window", None), ("--max-length", "max_length", None), ("--normalize", "normalize", False),
-                       ("--joiner", "joiner", None), ("--query-text", "query_text", "abstract"),
-                       ("--cand-sentences", "cand_sentences", "all"), ("--k1", "k1", 1.25), ("--b", "b", 0.75))
+# options of a model run that a `--search-pipeline` run does not read (the index and its search config decide):
+# given, they were silently ignored
+_NOT_SEARCH_OPTIONS = ("--encoding", "--tau", "--eps", "--window", "--max-length", "--normalize", "--joiner",
+                       "--query-text", "--cand-sentences", "--k1", "--b", "--bm25-alpha", "--rerank-top",
+                       "--rerank-weight", "--rerank-max-length", "--weights")
+# ... nor these, which its runners do not take: the device (`--device` was once dropped on every search path) and,
+# for context2doc (whose candidates are encoded by the index build's own path), the vector cache and batch size
+_NOT_READ_BY_SEARCH_RUNNER = {"csfcube": ("--device",), "reviewers": ("--device",),
+                              "context2doc": ("--device", "--batch-size", "--cache-dir", "--no-cache")}
 
 
 def _refuse_unused_by_search(parser, args) -> None:
     """A parser error naming the options given beside `--search-pipeline` that it does not read."""
-    given = [flag for flag, name, default in _NOT_SEARCH_OPTIONS if getattr(args, name, default) != default]
+    given = given_options(parser, args, _NOT_SEARCH_OPTIONS)
     if given:
         parser.error(f"--search-pipeline does not read {', '.join(given)}: the search config decides (give its keys "
                      "as overrides, e.g. bm25_k1=, ot_tau=), or run the model with --scorer")
+    given = [flag for flag in given_options(parser, args, _NOT_READ_BY_SEARCH_RUNNER[args.command])
+             if not (flag == "--device" and args.device == "cpu")]  # where it loads the model anyway
+    if given:
+        what = "loads the model on the CPU" + ("" if args.command != "context2doc" else
+                                                ", encodes the candidates as `aspire index build` does (no vector "
+                                                "cache, the index's batch size)")
+        parser.error(f"--search-pipeline does not read {', '.join(given)}: its {args.command} runner {what}; leave "
+                     f"{'it' if len(given) == 1 else 'them'} out, or run the model with --scorer")
 
 
 def _csfcube_search(parser, args) -> int:
@@ -276,6 +294,8 @@ def _reviewers(parser, args) -> int:
     if args.predictions:
         if args.model or args.scorer or args.bm25 or args.bm25_alpha is not None or args.rerank:
             parser.error("--predictions scores given files; leave out --model/--scorer/--bm25/--rerank")
+        refuse_unread(parser, args, ("--aggregate", "--weights", "--exp", *MODEL_FLAGS, *STAGE_FLAGS),
+                      "--predictions scores given files as they are (their experiment is DIR:EXP's)")
         folder, sep, exp = args.predictions.rpartition(":")
         if not sep:
             parser.error("--predictions takes DIR:EXP")
@@ -293,6 +313,9 @@ def _reviewers(parser, args) -> int:
     stages = stage_options(parser, args)
     if not args.out or not ((args.model and args.scorer) or (stages.bm25 and not (args.model or args.scorer))):
         parser.error("give --predictions DIR:EXP, or --model, --scorer (and/or --bm25) and --out")
+    if not args.model:
+        refuse_unread(parser, args, ("--weights", *MODEL_FLAGS), "--bm25 without --model ranks by BM25 alone, "
+                                                                 "running no model")
     scorers = args.scorer.split(",") if args.scorer else []
     base = f"{Path(args.model).name}-{'+'.join(scorers)}" if args.model else None
     exp = args.exp or f"{stages.exp(base)}-{args.aggregate.replace(':', '')}"
@@ -354,6 +377,8 @@ def _context2doc(parser, args) -> int:
     if args.model and not args.scorer:
         parser.error("--model needs --scorer")
     stages = stage_options(parser, args)
+    if not args.model:
+        refuse_unread(parser, args, MODEL_FLAGS, "--bm25 without --model ranks by BM25 alone, running no model")
     bench = load_context2doc(args.data, args.split)
     exp = args.exp or stages.exp(f"{Path(args.model).name}-{args.scorer}" if args.model else None)
     check_out(args, exp)
@@ -433,6 +458,10 @@ def _fuse_runs(parser, args) -> int:
 
     if len(args.runs) < 2:
         parser.error("give two or more runs")
+    if args.method is not None and args.fusion is not None:  # --method wsum was once dropped beside --fusion rrf
+        parser.error("give --fusion alone (--norm / --method are its older spelling)")
+    if args.method == "rrf" and args.norm:  # --norm was once dropped beside --method rrf
+        parser.error("--norm normalises a weighted sum (--method wsum): not with --method rrf")
     fusion = fusion_option(args.fusion, "rrf" if args.method == "rrf" else args.norm, parser)
     results = fuse_run_files(args.runs, args.out, args.weights, fusion, qrels=args.qrels, metrics=args.metric)
     print(format_fused(results))
@@ -499,6 +528,10 @@ def _suite(parser, args) -> int:
         parser.error("give --model and --scorer (or --model bm25)")
     if args.model == "bm25" and (args.backend != "torch" or args.quantize):
         parser.error("--backend/--quantize choose a model's encoder; --model bm25 has none")
+    if args.model == "bm25":  # BM25 alone on the lexical benchmarks (context2doc): no scorer, encoder or aggregate
+        refuse_unread(parser, args, ("--scorer", "--aggregate", "--bm25-alpha", *MODEL_FLAGS),
+                      "--model bm25 ranks by BM25 alone on context2doc")
+    _refuse_left_out(parser, args)
     options = eval_options(args) if args.model != "bm25" else None
     suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, options,
                       benchmarks=args.benchmarks)
@@ -519,6 +552,8 @@ def _ensemble_suite(parser, args) -> int:
     if given or args.normalize or args.encoding != "contextual":
         parser.error(f"--ensemble takes each member's model and options from its YAML; leave out "
                      f"{given or '--encoding/--normalize'}")
+    refuse_unread(parser, args, ("--backend", "--quantize"), "--ensemble members encode with the exact torch model")
+    _refuse_left_out(parser, args)
     suite = run_ensemble_suite(args.ensemble, args.out, args.data, args.aggregate,
                                None if args.no_cache else args.cache_dir, args.batch_size, args.device,
                                benchmarks=args.benchmarks)
@@ -527,6 +562,18 @@ def _ensemble_suite(parser, args) -> int:
         print(f"skipped: {line}")
     print(f"wrote {Path(args.out) / 'suite.json'}")
     return 0
+
+
+def _refuse_left_out(parser, args) -> None:
+    """`--aggregate` / `--bm25-alpha` are read by one benchmark each (reviewers / context2doc): a parser error when
+    `--benchmarks` leaves it out."""
+    for flag, bench in (("--aggregate", "reviewers"), ("--bm25-alpha", "context2doc")):
+        if args.benchmarks is not None and bench not in args.benchmarks and given_options(parser, args, (flag,)):
+            parser.error(f"{flag} applies to the {bench} benchmark, which --benchmarks leaves out; leave it out")
+    if args.benchmarks is not None and set(args.benchmarks) <= set(PROBE_HELP):  # `aspire.evaluate.probes.probe_rows`
+        refuse_unread(parser, args, ("--encoding", "--tau", "--eps", "--window", "--max-length", "--normalize",
+                                     "--joiner"), "the SciRepEval formats score their own two representations, "
+                                                  "whatever the scorer and its encoding")
 
 
 # ---- the command table --------------------------------------------------------------------------------------

@@ -64,11 +64,47 @@ def facet_args(p: argparse.ArgumentParser) -> None:
                                       "default: the model's own, e.g. [DOC]); none for no code")
 
 
+# the scorer options of the command line -> the scorers that read them (keywords of `aspire.scoring`'s scorers;
+# tests/test_reliability_round9_cli.py checks the table against the registry): given for none of the run's scorers,
+# an option was silently dropped (`--scorer abstract --tau 5`) or failed with a traceback (`--scorer minl2 --tau 5`)
+SCORER_OPTION_READERS = {"--tau": ("ot", "attention", "hybrid"), "--eps": ("ot", "hybrid"), "--window": ("maxpassage",)}
+
+# the options of a model run (`model_args`, `facet_args`, `code_arg`): none of them is read where no model runs
+MODEL_FLAGS = ("--encoding", "--tau", "--eps", "--window", "--max-length", "--normalize", "--joiner", "--device",
+               "--backend", "--quantize", "--batch-size", "--cache-dir", "--no-cache", "--query-text",
+               "--cand-sentences", "--facet-code", "--doc-code", "--code")
+# the options of the search stages (`add_stage_args`) beside `--bm25` and `--rerank`
+STAGE_FLAGS = ("--bm25-alpha", "--k1", "--b", "--rerank-top", "--rerank-weight", "--rerank-max-length")
+
+
+def given_options(parser: argparse.ArgumentParser, args, flags) -> list[str]:
+    """The `flags` the command line gave a value other than their default (`parser`'s: the subcommand's), in order;
+    flags the parser does not have are skipped."""
+    found = []
+    for flag in flags:
+        dest = flag[2:].replace("-", "_")
+        if hasattr(args, dest) and getattr(args, dest) != parser.get_default(dest):
+            found.append(flag)
+    return found
+
+
+def refuse_unread(parser: argparse.ArgumentParser, args, flags, why: str) -> None:
+    """A parser error naming the `flags` given (`given_options`) on a path that does not read them, and `why`."""
+    given = given_options(parser, args, flags)
+    if given:
+        parser.error(f"{why}: {', '.join(given)} would not be read; leave {'it' if len(given) == 1 else 'them'} out")
+
+
 def eval_options(args, scorers: list[str] | None = None) -> EvalOptions:
     """The `EvalOptions` of the parsed arguments; `scorers` (default: `--scorer`) decide whether the
-    whole-abstract options (`--max-length`, `--normalize`, `--joiner`) apply. ValueError when an option does
-    not fit (`--tau` without OT, `--quantize` against `--backend`, ...)."""
+    whole-abstract options (`--max-length`, `--normalize`, `--joiner`) and the scorer options (`--tau`, `--eps`,
+    `--window`: `SCORER_OPTION_READERS`) apply. ValueError when an option does not fit (`--tau` without a scorer
+    that reads it, `--quantize` against `--backend`, ...)."""
     scorers = scorers or [args.scorer or ""]
+    for flag, readers in SCORER_OPTION_READERS.items():
+        if getattr(args, flag[2:], None) is not None and not set(scorers) & set(readers):
+            raise ValueError(f"{flag} goes with --scorer {' or '.join(readers)}; "
+                             f"{'+'.join(scorers) or 'no scorer'} does not read it")
     encode = {k: v for k, v in (("max_length", args.max_length), ("normalize", args.normalize or None),
                                 ("joiner", args.joiner)) if v is not None}
     if encode and "abstract" not in scorers and args.encoding == "contextual":
@@ -102,6 +138,8 @@ def stage_options(parser, args) -> Stages:
     """The `Stages` of `add_stage_args`' options; a parser error when they do not fit together or with `--model`."""
     if args.bm25_alpha is not None and not args.model:
         parser.error("--bm25-alpha fuses a model with BM25: give --model and --scorer")
+    if not (args.bm25 or args.bm25_alpha is not None) and (args.k1, args.b) != (1.25, 0.75):
+        parser.error("--k1/--b set BM25: give --bm25 (or --bm25-alpha to fuse it with the model)")
     rerank = None
     if args.rerank:
         from aspire.retrieval.crossencoder import RerankOptions

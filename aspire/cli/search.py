@@ -482,6 +482,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "aspire search") -> int:
     args = parser.parse_args(argv)
     if args.run_only and not args.run_out:
         parser.error("--run-only writes only the --run-out file: give --run-out FILE")
+    if args.run_tag != parser.get_default("run_tag") and not args.run_out:  # once accepted and never written
+        parser.error("--run-tag is the tag column of the --run-out file: give --run-out FILE")
     given = [name for name, value in (("--query-id", args.query_id and not args.query_file),
                                       ("--query-file", args.query_file), ("--queries", args.queries),
                                       ("--interactive", args.interactive)) if value]

@@ -4,7 +4,8 @@
                   (model: the shipped aspect model aspire-minilm unless given)
     add           --index DIR --corpus more.jsonl [--model M]   (model defaults to the index's)
                   (build: --backend auto by default, OpenVINO bf16 where the CPU has AMX or AVX512-BF16, else
-                  the exact model, one line says which; --backend torch for the exact model. build, add,
+                  the exact model, one line says which; --backend torch for the exact model; a config's
+                  encode.backend/encode.quantize stand for --backend/--quantize in build and encode-shard. build, add,
                   encode-shard: [--backend onnx [--quantize int8]] encodes with ONNX Runtime on the CPU; add
                   must use the backend the index was built with, its fingerprint is checked)
     encode-shard  [--model M] --corpus papers.jsonl --shards SHARDS [--num-shards S] [--merge-into DIR [--overwrite]]
@@ -132,6 +133,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p.add_argument("--num-shards", type=positive_int,
                    help="cut the corpus into this many shards, each written when done (default: one a rank)")
     add_backend_options(p)
+    p.set_defaults(backend=None)  # not given: the config's encode.backend, else torch (`config_backend`)
     with_config(p)
     p = command("merge", "merge the shards of a sharded encoding into one index")
     p.add_argument("--shards", required=True, help="directory holding every rank's shard")
@@ -182,6 +184,25 @@ def recorded_backend(args) -> tuple[str, str | None, str | None]:
     return manifest["model_name"], encode.backend, encode.quantize
 
 
+def config_backend(args, encode) -> None:
+    """build / encode-shard: the backend and precision a config names (`encode.backend` / `encode.quantize`, in
+    `--config` or an override, e.g. an index's saved config.yaml) encode when `--backend/--quantize` are not given
+    (they were once accepted, then replaced by the flags' default without a word); given, they must agree. ValueError
+    naming the key otherwise."""
+    from aspire.cliutil import QUANTIZATIONS
+
+    if encode.backend is None and encode.quantize is None:
+        return
+    backend = encode.backend or "torch"
+    if backend not in QUANTIZATIONS:
+        raise ValueError(f"encode.backend: unknown backend {encode.backend!r}; valid: {list(QUANTIZATIONS)}")
+    if args.backend is None and args.quantize is None:
+        args.backend, args.quantize = backend, encode.quantize
+    elif (args.backend or "torch", args.quantize) != (backend, encode.quantize):
+        raise ValueError(f"--backend {args.backend or 'torch'} --quantize {args.quantize} and the config's encode.backend "
+                         f"{encode.backend} encode.quantize {encode.quantize} disagree: give one of them")
+
+
 def _run(args) -> int:
     # the user's paths first, so that a wrong one is reported before torch and faiss load
     check_paths(corpus=getattr(args, "corpus", None), config=getattr(args, "config", None),
@@ -209,6 +230,10 @@ def _run(args) -> int:
 
     if args.command == "add":
         built = recorded_backend(args)
+    if args.command in ("build", "encode-shard"):
+        config_backend(args, config.encode)
+    if args.command == "encode-shard" and args.backend is None:
+        args.backend = "torch"
     progress = show_progress(args)
     device = getattr(args, "device", None)
     if args.command == "build":  # --backend auto (the default): the CPU's fastest, said in one line
