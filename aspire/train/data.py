@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
+from aspire.data.cocite.sets import cocited_partners
 from aspire.data.papers import Paper, read_paper_map
 from aspire.io import iter_jsonl, require
 from aspire.train.config import DataConfig
@@ -169,14 +170,11 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
 def _cocited_partners(path: Path) -> dict[str, set[str]]:
     """Paper -> every paper sharing with it a co-cited set that a line of the examples file `path` names in its
     `set_ids` (all lines, whatever `max_examples` keeps); ValueError naming the line of a malformed one."""
-    partners: dict[str, set[str]] = {}
+    sets = []
     for lineno, obj in iter_jsonl(path):
         require(obj, ("set_ids",), path, lineno)
-        for sid in _string_list(obj, "set_ids", f"{path}:{lineno}"):
-            ids = sid.split("|")
-            for pid in ids:
-                partners.setdefault(pid, set()).update(ids)
-    return partners
+        sets += [sid.split("|") for sid in _string_list(obj, "set_ids", f"{path}:{lineno}")]
+    return cocited_partners(sets)
 
 
 class TripletDataset(Dataset):

@@ -140,6 +140,16 @@ def _copy_jsonl(src: Path, dst: Path, keep: Callable[[dict], bool] = lambda obj:
         return out.count
 
 # ---- stage 4: split -----------------------------------------------------------------------------
+def cocited_partners(sets: Iterable[Iterable[str]]) -> dict[str, set[str]]:
+    """`{paper: every paper sharing one of `sets` (co-cited sets, each its paper ids) with it, itself included}`."""
+    partners: dict[str, set[str]] = defaultdict(set)
+    for paper_ids in sets:
+        paper_ids = list(paper_ids)
+        for pid in paper_ids:
+            partners[pid].update(paper_ids)
+    return partners
+
+
 def pairs_of(paper_ids: Iterable[str]) -> list[tuple[str, str]]:
     """Every unordered pair of a set, each as a sorted tuple."""
     return list(itertools.combinations(sorted(set(paper_ids)), 2))
@@ -265,15 +275,14 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
         path = in_dir / f"groups.{split}.jsonl"
         pairs: dict[tuple[str, str], dict] = {}
         split_papers: set[str] = set()
-        partners: dict[str, set[str]] = defaultdict(set)  # paper -> every paper sharing a set of the split with it
+        sets: list[list[str]] = []
         for lineno, group in _iter_groups(path):
             missing = [pid for pid in group["paper_ids"] if pid not in known]
             if missing:
                 raise DataError(f"{path}:{lineno}: co-cited set {group['set_id']!r}: paper {missing[0]!r} has no "
                                 f"abstract in {abstracts}")
             split_papers.update(group["paper_ids"])
-            for pid in group["paper_ids"]:
-                partners[pid].update(group["paper_ids"])
+            sets.append(group["paper_ids"])
             for pair in pairs_of(group["paper_ids"]):
                 first_split, first_at = pair_at.setdefault(pair, (split, f"{path}:{lineno}"))
                 if first_split != split:
@@ -285,7 +294,7 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
                 entry["set_ids"].append(group["set_id"])
                 for key in ("context_ids", "contexts", "contexts_clean"):
                     entry[key].extend(group[key])
-        by_split[split] = pairs, split_papers, partners
+        by_split[split] = pairs, split_papers, cocited_partners(sets)  # paper -> every paper of a set with it
     for split, (pairs, split_papers, partners) in by_split.items():
         pool = sorted(split_papers) if cfg.negatives_from == "split" else all_papers
         pool_set = frozenset(pool)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from aspire.data.cocite.config import SPLITS
+from aspire.data.cocite.sets import cocited_partners
 from aspire.data.negatives.rank import Mined
 from aspire.io import DataError, iter_jsonl, require
 
@@ -36,12 +37,8 @@ def read_groups(examples_dir: str | Path) -> list[dict]:
 
 
 def cocitation_partners(groups: list[dict]) -> dict[str, set[str]]:
-    """`{paper: every paper sharing a co-cited set with it, itself included}`."""
-    partners: dict[str, set[str]] = defaultdict(set)
-    for g in groups:
-        for pid in g["paper_ids"]:
-            partners[pid].update(g["paper_ids"])
-    return partners
+    """`{paper: every paper sharing a co-cited set with it, itself included}` (`cocited_partners` of the groups)."""
+    return cocited_partners(g["paper_ids"] for g in groups)
 
 
 def citation_negatives(groups: list[dict], paper_ids: list[str], k: int) -> Mined:
