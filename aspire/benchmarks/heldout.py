@@ -17,7 +17,6 @@ import logging
 from pathlib import Path
 
 from aspire.benchmarks.acl_formats import ACL_FILE, SPLIT_FILE, check_source, heldout_ids
-from aspire.benchmarks.acl_formats import read_records as read_acl_records
 from aspire.benchmarks.context2doc import load_split as load_c2d_split
 from aspire.benchmarks.context2doc import read_records
 from aspire.benchmarks.reviewers import load_reviewer_set
@@ -34,18 +33,29 @@ def benchmark_titles(root: str | Path) -> dict[str, frozenset[str]]:
     benchmarks' (`ranking_titles`), the SciRepEval formats' dev and test papers (`format_titles`), and the titles
     of the ACL papers that carry one of those papers' abstracts under a title none of them has
     (`abstract_twins`, `abstract_twin_titles`)."""
-    titles = {**ranking_titles(root), "scirepeval_formats": format_titles(root)}
-    twins = abstract_twin_titles(root) - frozenset().union(*titles.values())
+    papers = acl_papers(root)  # read once for both: the formats' titles and the abstract twins
+    titles = {**ranking_titles(root), "scirepeval_formats": format_titles(root, papers=papers)}
+    twins = abstract_twin_titles(root, papers=papers) - frozenset().union(*titles.values())
     return {**titles, "abstract_twins": twins}
 
 
-def abstract_twin_titles(root: str | Path, split_file: str | Path = SPLIT_FILE) -> frozenset[str]:
+def acl_papers(root: str | Path, split_file: str | Path = SPLIT_FILE) -> list[tuple[object, object, object]]:
+    """(paper_id, title, abstract) of the ACL records (`root/acl-anthology`) that have an abstract, from the file
+    the split was made from (`check_source`: another file would hold other titles for the held-out ids)."""
+    path = Path(root) / "acl-anthology" / ACL_FILE
+    check_source(path, split_file)
+    return [(r.get("paper_id"), r.get("title"), r["abstract"]) for _, r in jsonl_objects(path) if r.get("abstract")]
+
+
+def abstract_twin_titles(root: str | Path, split_file: str | Path = SPLIT_FILE,
+                         papers: list[tuple[object, object, object]] | None = None) -> frozenset[str]:
     """Normalised titles of the ACL papers (`root/acl-anthology`) whose abstract is a benchmark paper's: a CSFCube
     paper, a reviewer-set submission or archive paper, a paper cited by a context2doc test sentence, or a dev or
     test paper of the SciRepEval formats. Two abstracts are one when the first `TWIN_PREFIX` characters of their
     normalised text (`normalise_title`: lower case, letters and digits only) agree, so a version with a word
     changed near its end is one too (2019.iwslt-1.25 carries dev paper 2019.iwslt-1.10's abstract, reworded at
-    character 692). A paper's own title is among them."""
+    character 692). A paper's own title is among them. `papers`: `acl_papers(root, split_file)`, when read
+    already."""
     root = Path(root)
     texts = {normalise_title(" ".join(json.loads(line)["abstract"]))
              for line in open(root / "csfcube" / "abstracts-csfcube-preds.jsonl", encoding="utf-8") if line.strip()}
@@ -57,24 +67,22 @@ def abstract_twin_titles(root: str | Path, split_file: str | Path = SPLIT_FILE) 
     texts |= {normalise_title(" ".join(c.get("abstract") or [])) for qid, rec in read_records(source) if qid in test
               for c in rec["cited"]}
     held = heldout_ids(split_file)
-    path = root / "acl-anthology" / ACL_FILE
-    check_source(path, split_file)
-    acl = [(r.get("paper_id"), normalise_title(r["abstract"])[:TWIN_PREFIX], r.get("title"))
-           for _, r in jsonl_objects(path) if isinstance(r.get("abstract"), str)]
+    acl = [(pid, normalise_title(abstract)[:TWIN_PREFIX], title)
+           for pid, title, abstract in (papers if papers is not None else acl_papers(root, split_file))
+           if isinstance(abstract, str)]
     keys = {text[:TWIN_PREFIX] for text in texts} | {key for pid, key, _ in acl if pid in held}
     keys.discard("")
     return frozenset(normalise_title(title) for _, key, title in acl if key in keys and isinstance(title, str)) - {""}
 
 
-def format_titles(root: str | Path, split_file: str | Path = SPLIT_FILE) -> frozenset[str]:
+def format_titles(root: str | Path, split_file: str | Path = SPLIT_FILE,
+                  papers: list[tuple[object, object, object]] | None = None) -> frozenset[str]:
     """Normalised titles of the venue / year / same-author dev and test papers (ids in the committed split),
-    read from `root/acl-anthology`."""
+    read from `root/acl-anthology` (`papers`: `acl_papers(root, split_file)`, when read already)."""
     held = heldout_ids(split_file)
-    path = Path(root) / "acl-anthology" / ACL_FILE
-    check_source(path, split_file)  # another file would hold other titles for the held-out ids
-    records = read_acl_records(path)
-    return frozenset(normalise_title(r["title"]) for r in records  # a record without a string title is no training paper
-                     if r["paper_id"] in held and isinstance(r["title"], str)) - {""}
+    papers = papers if papers is not None else acl_papers(root, split_file)
+    return frozenset(normalise_title(title) for pid, title, _ in papers  # a record without a string title is no training paper
+                     if pid in held and isinstance(title, str)) - {""}
 
 
 @functools.lru_cache(maxsize=4)
