@@ -23,6 +23,12 @@ from torch import Tensor
 _HALF = (torch.float16, torch.bfloat16)
 
 
+def widened(x: Tensor) -> Tensor:
+    """`x` in float32 when it is float16 / bfloat16 (their sums and the gradients through a small temperature need
+    the range and digits), else as it is (float64 is not cut to float32)."""
+    return x.float() if x.dtype in _HALF else x
+
+
 def _safe_sqrt(sq: Tensor) -> Tensor:
     """sqrt(max(sq, 0)) whose gradient is 0 (not NaN/inf) where sq <= 0; NaN stays NaN (a NaN vector is no
     distance 0 from everything)."""
@@ -43,6 +49,10 @@ def _check_pair(x: Tensor, y: Tensor, aligned: bool) -> None:
     shape = "(B, N, D), (B, M, D)" if aligned else "(Bq, S, D), (Bc, T, D)"
     if x.dim() != 3 or y.dim() != 3 or x.shape[-1] != y.shape[-1] or (aligned and x.shape[0] != y.shape[0]):
         raise ValueError(f"expected vectors {shape}; got {tuple(x.shape)}, {tuple(y.shape)}")
+    _check_same_dtype(x, y)
+
+
+def _check_same_dtype(x: Tensor, y: Tensor) -> None:
     if x.dtype != y.dtype:
         raise ValueError(f"the vectors are {x.dtype} and {y.dtype}: give both one floating-point dtype")
 
@@ -130,8 +140,7 @@ def _check_rows(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Te
     in them or -1 (float rows were truncated by the compiled pass, refused by the torch one)."""
     if q_vectors.dim() != 2 or c_vectors.dim() != 2 or q_vectors.shape[1] != c_vectors.shape[1]:
         raise ValueError(f"expected vectors (Pq, D), (Pc, D); got {tuple(q_vectors.shape)}, {tuple(c_vectors.shape)}")
-    if q_vectors.dtype != c_vectors.dtype:
-        raise ValueError(f"the vectors are {q_vectors.dtype} and {c_vectors.dtype}: give both one floating-point dtype")
+    _check_same_dtype(q_vectors, c_vectors)
     if q_rows.dim() != 2 or c_rows.dim() != 2 or q_rows.shape[0] != c_rows.shape[0]:
         raise ValueError(f"expected rows (B, N), (B, M); got {tuple(q_rows.shape)}, {tuple(c_rows.shape)}")
     if q_rows.dtype.is_floating_point or c_rows.dtype.is_floating_point or torch.bool in (q_rows.dtype, c_rows.dtype):

@@ -22,8 +22,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from aspire.batch import DocBatch
+from aspire.encoders.pooling import masked_mean
 from aspire.scoring.base import _check_inputs, _Scorer, zero_padding
-from aspire.scoring.distance import _HALF
+from aspire.scoring.distance import widened
 
 
 @dataclass
@@ -60,22 +61,11 @@ def passage_vectors(emb: Tensor, mask: Tensor, window: int) -> tuple[Tensor, Ten
     return passages / counts[..., None], valid & mask
 
 
-def _query_vectors(emb: Tensor, mask: Tensor) -> Tensor:
-    """(B, D) mean of each row's selected sentence vectors."""
-    return zero_padding(emb, mask).sum(1) / mask.sum(1, keepdim=True).clamp_min(1)
-
-
-def _work(emb: Tensor) -> Tensor:
-    """The vectors in the dtype the means and cosines are taken in: float32 for float16 / bfloat16 (their sums lose
-    the digits a cosine needs), else their own (float64 is not cut to float32)."""
-    return emb.float() if emb.dtype in _HALF else emb
-
-
 def maxpassage_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, window: int = 1) -> PassageMatch:
     """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T)."""
     _check_inputs(q_emb, q_mask, c_emb, c_mask)
-    q = F.normalize(_query_vectors(_work(q_emb), q_mask), dim=-1)  # (Bq, D)
-    passages, valid = passage_vectors(_work(c_emb), c_mask, window)  # (Bc, T, D), (Bc, T)
+    q = F.normalize(masked_mean(widened(q_emb), q_mask), dim=-1)  # (Bq, D)
+    passages, valid = passage_vectors(widened(c_emb), c_mask, window)  # (Bc, T, D), (Bc, T)
     cos = torch.einsum("qd,ctd->qct", q, F.normalize(passages, dim=-1))  # (Bq, Bc, T)
     best, start = cos.masked_fill(~valid[None], -torch.inf).max(dim=-1)  # (Bq, Bc)
     return PassageMatch((1.0 - best).to(c_emb.dtype), start)
@@ -85,8 +75,8 @@ def pairwise_maxpassage_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_ma
                               window: int = 1) -> PassageMatch:
     """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
     _check_inputs(q_emb, q_mask, c_emb, c_mask)
-    q = F.normalize(_query_vectors(_work(q_emb), q_mask), dim=-1)  # (B, D)
-    passages, valid = passage_vectors(_work(c_emb), c_mask, window)  # (B, T, D), (B, T)
+    q = F.normalize(masked_mean(widened(q_emb), q_mask), dim=-1)  # (B, D)
+    passages, valid = passage_vectors(widened(c_emb), c_mask, window)  # (B, T, D), (B, T)
     cos = torch.einsum("bd,btd->bt", q, F.normalize(passages, dim=-1))  # (B, T)
     best, start = cos.masked_fill(~valid, -torch.inf).max(dim=-1)  # (B,)
     return PassageMatch((1.0 - best).to(c_emb.dtype), start)

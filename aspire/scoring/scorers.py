@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from aspire.batch import DocBatch
+from aspire.encoders.pooling import masked_mean
 from aspire.scoring.base import _check_inputs, _Scorer, zero_padding
 from aspire.scoring.distance import (
     _HALF,
@@ -30,6 +31,7 @@ from aspire.scoring.distance import (
     gathered_l2_minima,
     gathered_l2_weights,
     l2_cost,
+    widened,
 )
 from aspire.scoring.passage import MaxPassageScorer
 from aspire.scoring.sinkhorn import GRAD_MODES, sinkhorn
@@ -154,8 +156,7 @@ def _work_vectors(emb: Tensor, mask: Tensor) -> Tensor:
     float32. The cost then stays float32 into the solver: its gradient through the weights' softmax scales with
     1 / tau, and a half-precision cost in the graph overflowed it to inf (float16 from 65504), which the cost's
     backward turned into NaN gradients of every vector, though they cancel to small finite values."""
-    emb = zero_padding(emb, mask)
-    return emb.float() if emb.dtype in _HALF else emb
+    return widened(zero_padding(emb, mask))
 
 
 def ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0,
@@ -354,8 +355,7 @@ class HybridMatch:
 
 def _pooled(batch: DocBatch) -> Tensor:
     """(B, D) mean of the selected sentence vectors: the facet query's vector from the contextual pass."""
-    weights = batch.mask.to(batch.emb.dtype)
-    return zero_padding(batch.emb, batch.mask).sum(1) / weights.sum(1, keepdim=True).clamp_min(1.0)
+    return masked_mean(batch.emb, batch.mask)
 
 
 def _whole(batch: DocBatch, role: str) -> Tensor:
