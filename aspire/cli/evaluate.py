@@ -545,10 +545,8 @@ def _ensemble_suite(parser, args) -> int:
     from aspire.evaluate.ensemble import run_ensemble_suite
     from aspire.evaluate.suite import format_rows
 
-    given = [flag for flag, value in (("--model", args.model), ("--scorer", args.scorer), ("--tau", args.tau),
-                                      ("--eps", args.eps), ("--window", args.window), ("--bm25-alpha", args.bm25_alpha),
-                                      ("--max-length", args.max_length), ("--joiner", args.joiner),
-                                      ("--code", args.code)) if value is not None]
+    given = given_options(parser, args, ("--model", "--scorer", "--tau", "--eps", "--window", "--bm25-alpha",
+                                         "--max-length", "--joiner", "--code"))
     if given or args.normalize or args.encoding != "contextual":
         parser.error(f"--ensemble takes each member's model and options from its YAML; leave out "
                      f"{given or '--encoding/--normalize'}")
