@@ -12,6 +12,7 @@ import pytest
 
 from aspire.cli import data as data_cli
 from aspire.cli import evaluate as evaluate_cli
+from aspire.cli import evaluate_options
 from aspire.cli import search as search_cli
 from aspire.paths import DATA
 
@@ -127,10 +128,10 @@ def test_search_pipeline_refuses_a_device_it_does_not_load_on(command, capsys):
     parser = evaluate_cli.build_parser()
     args = parser.parse_args([command, "--model", "minilm", "--search-pipeline", "rerank=minl2", "--out", "o"])
     args.device = "cpu"
-    evaluate_cli._refuse_unused_by_search(args.command_parser, args)  # no error
+    evaluate_options.refuse_unused_by_search(args.command_parser, args)  # no error
     args.device = "cuda:0"
     with pytest.raises(SystemExit):
-        evaluate_cli._refuse_unused_by_search(args.command_parser, args)
+        evaluate_options.refuse_unused_by_search(args.command_parser, args)
     assert "--search-pipeline does not read --device" in capsys.readouterr().err
 
 

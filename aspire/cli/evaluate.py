@@ -33,6 +33,7 @@ from aspire.cli.evaluate_options import (
     given_options,
     model_args,
     refuse_unread,
+    refuse_unused_by_search,
     stage_options,
 )
 from aspire.cliutil import (
@@ -141,33 +142,6 @@ def _csfcube(parser, args) -> int:
     return 0
 
 
-# options of a model run that a `--search-pipeline` run does not read (the index and its search config decide):
-# given, they were silently ignored
-_NOT_SEARCH_OPTIONS = ("--encoding", "--tau", "--eps", "--window", "--max-length", "--normalize", "--joiner",
-                       "--query-text", "--cand-sentences", "--k1", "--b", "--bm25-alpha", "--rerank-top",
-                       "--rerank-weight", "--rerank-max-length", "--weights")
-# ... nor these, which its runners do not take: the device (`--device` was once dropped on every search path) and,
-# for context2doc (whose candidates are encoded by the index build's own path), the vector cache and batch size
-_NOT_READ_BY_SEARCH_RUNNER = {"csfcube": ("--device",), "reviewers": ("--device",),
-                              "context2doc": ("--device", "--batch-size", "--cache-dir", "--no-cache")}
-
-
-def _refuse_unused_by_search(parser, args) -> None:
-    """A parser error naming the options given beside `--search-pipeline` that it does not read."""
-    given = given_options(parser, args, _NOT_SEARCH_OPTIONS)
-    if given:
-        parser.error(f"--search-pipeline does not read {', '.join(given)}: the search config decides (give its keys "
-                     "as overrides, e.g. bm25_k1=, ot_tau=), or run the model with --scorer")
-    given = [flag for flag in given_options(parser, args, _NOT_READ_BY_SEARCH_RUNNER[args.command])
-             if not (flag == "--device" and args.device == "cpu")]  # where it loads the model anyway
-    if given:
-        what = "loads the model on the CPU" + ("" if args.command != "context2doc" else
-                                                ", encodes the candidates as `aspire index build` does (no vector "
-                                                "cache, the index's batch size)")
-        parser.error(f"--search-pipeline does not read {', '.join(given)}: its {args.command} runner {what}; leave "
-                     f"{'it' if len(given) == 1 else 'them'} out, or run the model with --scorer")
-
-
 def _csfcube_search(parser, args) -> int:
     """`csfcube --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
     from aspire.benchmarks import csfcube
@@ -177,7 +151,7 @@ def _csfcube_search(parser, args) -> int:
     if not args.model or args.scorer or args.ranked or args.bm25 or args.rerank:
         parser.error("--search-pipeline takes --model and search-config overrides (stages=, rerank=, fuse=); "
                      "leave out --scorer, --ranked, --bm25 and --rerank")
-    _refuse_unused_by_search(parser, args)
+    refuse_unused_by_search(parser, args)
     pipeline = normalize_overrides(args.search_pipeline, section="search")
     check_out(args, args.exp or search_exp(args.model, pipeline))  # the experiment's name, known only now
     results = run_csfcube_search(args.data, args.model, pipeline, args.out, args.exp,
@@ -342,7 +316,7 @@ def _reviewers_search(parser, args, rset) -> int:
     if args.scorer or args.predictions or args.bm25 or args.bm25_alpha is not None or args.rerank:
         parser.error("--search-pipeline takes its stages as search-config overrides (stages=, rerank=, fuse=); "
                      "leave out --scorer, --predictions, --bm25 and --rerank")
-    _refuse_unused_by_search(parser, args)
+    refuse_unused_by_search(parser, args)
     overrides = normalize_overrides(args.search_pipeline, section="search")
     exp = args.exp or f"{search_exp(args.model, overrides)}-{args.aggregate.replace(':', '')}"
     check_out(args, exp)
@@ -403,7 +377,7 @@ def _context2doc_search(parser, args) -> int:
     if args.scorer or args.bm25 or args.rerank:
         parser.error("--search-pipeline takes its stages as search-config overrides (stages=, rerank=, fuse=); "
                      "leave out --scorer, --bm25 and --rerank")
-    _refuse_unused_by_search(parser, args)
+    refuse_unused_by_search(parser, args)
     overrides = normalize_overrides(args.search_pipeline, section="search")
     exp = args.exp or search_exp(args.model, overrides)
     check_out(args, exp)

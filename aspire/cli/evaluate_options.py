@@ -95,6 +95,33 @@ def refuse_unread(parser: argparse.ArgumentParser, args, flags, why: str) -> Non
         parser.error(f"{why}: {', '.join(given)} would not be read; leave {'it' if len(given) == 1 else 'them'} out")
 
 
+# options of a model run that a `--search-pipeline` run does not read (the index and its search config decide):
+# given, they were silently ignored
+_NOT_SEARCH_OPTIONS = ("--encoding", "--tau", "--eps", "--window", "--max-length", "--normalize", "--joiner",
+                       "--query-text", "--cand-sentences", "--k1", "--b", "--bm25-alpha", "--rerank-top",
+                       "--rerank-weight", "--rerank-max-length", "--weights")
+# ... nor these, which its runners do not take: the device (`--device` was once dropped on every search path) and,
+# for context2doc (whose candidates are encoded by the index build's own path), the vector cache and batch size
+_NOT_READ_BY_SEARCH_RUNNER = {"csfcube": ("--device",), "reviewers": ("--device",),
+                              "context2doc": ("--device", "--batch-size", "--cache-dir", "--no-cache")}
+
+
+def refuse_unused_by_search(parser, args) -> None:
+    """A parser error naming the options given beside `--search-pipeline` that it does not read."""
+    given = given_options(parser, args, _NOT_SEARCH_OPTIONS)
+    if given:
+        parser.error(f"--search-pipeline does not read {', '.join(given)}: the search config decides (give its keys "
+                     "as overrides, e.g. bm25_k1=, ot_tau=), or run the model with --scorer")
+    given = [flag for flag in given_options(parser, args, _NOT_READ_BY_SEARCH_RUNNER[args.command])
+             if not (flag == "--device" and args.device == "cpu")]  # where it loads the model anyway
+    if given:
+        what = "loads the model on the CPU" + ("" if args.command != "context2doc" else
+                                                ", encodes the candidates as `aspire index build` does (no vector "
+                                                "cache, the index's batch size)")
+        parser.error(f"--search-pipeline does not read {', '.join(given)}: its {args.command} runner {what}; leave "
+                     f"{'it' if len(given) == 1 else 'them'} out, or run the model with --scorer")
+
+
 def eval_options(args, scorers: list[str] | None = None) -> EvalOptions:
     """The `EvalOptions` of the parsed arguments; `scorers` (default: `--scorer`) decide whether the
     whole-abstract options (`--max-length`, `--normalize`, `--joiner`) and the scorer options (`--tau`, `--eps`,
