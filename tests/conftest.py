@@ -118,3 +118,11 @@ def small_csfcube(shared_data, tmp_path):
     with open(src / "abstracts-csfcube-preds.jsonl") as fh, open(root / "abstracts-csfcube-preds.jsonl", "w") as out:
         out.writelines(line for line in fh if json.loads(line)["paper_id"] in keep)
     return root
+
+
+@pytest.fixture(scope="module")
+def examples_dir(tmp_path_factory) -> Path:
+    """A small co-citation examples folder (`tests.test_train.write_examples_dir`), one a test module."""
+    from tests.test_train import write_examples_dir
+
+    return write_examples_dir(tmp_path_factory.mktemp("examples"))

@@ -16,15 +16,10 @@ from aspire.train.data import Example, TripletCollator
 from aspire.train.tasks import build_tasks
 from aspire.train.teacher import load_teacher, main
 from aspire.train.trainer import build_model, run
-from tests.test_train import read_metrics, tiny_config, write_examples_dir
+from tests.test_train import read_metrics, tiny_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConvergenceWarning")
 WORDS = ["model", "results", "data", "task", "parser", "speech", "translation", "corpus"]
-
-
-@pytest.fixture(scope="module")
-def examples_dir(tmp_path_factory) -> Path:
-    return write_examples_dir(tmp_path_factory.mktemp("examples"))
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_train import tiny_config, write_examples_dir
+from test_train import tiny_config
 from transformers import AutoModel, AutoTokenizer
 
 from aspire.config import ConfigError, load_config
@@ -28,11 +28,6 @@ PAPERS = [
     Paper("a", "the model", ["we propose a new method.", "results show it improves the task."]),
     Paper("b", "neural text", ["the data is text.", "two documents.", "we show state of the art."]),
 ]
-
-
-@pytest.fixture(scope="module")
-def examples_dir(tmp_path_factory):
-    return write_examples_dir(tmp_path_factory.mktemp("examples"))
 
 
 def load(path, **settings) -> ContextualSentenceEncoder:

@@ -7,17 +7,12 @@ import json
 import pytest
 import torch
 from test_formats import PAPERS, perturb_adapters
-from test_train import tiny_config, write_examples_dir
+from test_train import tiny_config
 from transformers import AutoModel, BertConfig, BertModel
 
 from aspire.train.document_model import DocumentModel
 from aspire.train.interpolate import RECORD_FILE, interpolate, main, soup
 from aspire.train.trainer import build_model
-
-
-@pytest.fixture(scope="module")
-def examples_dir(tmp_path_factory):
-    return write_examples_dir(tmp_path_factory.mktemp("examples"))
 
 
 def tuned_model(tiny_model_dir, examples_dir, path, *overrides):

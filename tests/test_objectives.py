@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,15 +16,10 @@ from aspire.train.data import TripletCollator, load_split
 from aspire.train.mixing import MixSampler, alternating_cycle, split_batch
 from aspire.train.tasks import author_pairs, build_tasks, crop_pairs, title_pair
 from aspire.train.trainer import build_model, run
-from tests.test_train import read_metrics, tiny_config, write_examples_dir
+from tests.test_train import read_metrics, tiny_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConvergenceWarning")
 CROP = "{name: crop, sources: [cocite], benchmarks_dir: null, views: 2, dev_share: 0.4, span_max: 2}"
-
-
-@pytest.fixture(scope="module")
-def examples_dir(tmp_path_factory) -> Path:
-    return write_examples_dir(tmp_path_factory.mktemp("examples"))
 
 
 # ---- kind abstract ------------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from pathlib import Path
 
 import pytest
 
@@ -15,12 +14,7 @@ from aspire.train.crossencoder import CrossEncoderConfig, fit_cross_encoder
 from aspire.train.interpolate import soup
 from aspire.train.tasks import build_tasks
 from tests.test_interpolate import tuned_model
-from tests.test_train import tiny_config, write_examples_dir
-
-
-@pytest.fixture(scope="module")
-def examples_dir(tmp_path_factory) -> Path:
-    return write_examples_dir(tmp_path_factory.mktemp("examples"))
+from tests.test_train import tiny_config
 
 
 # ---- the reranker's mix --------------------------------------------------------------------------------------

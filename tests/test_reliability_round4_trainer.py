@@ -16,14 +16,9 @@ from aspire.train import checkpoint as ckpt
 from aspire.train.document_model import MODEL_FILE, DocumentModel
 from aspire.train.state import METRICS, trim_metrics
 from aspire.train.trainer import run
-from tests.test_train import tiny_config, write_examples_dir
+from tests.test_train import tiny_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConvergenceWarning")
-
-
-@pytest.fixture(scope="module")
-def examples_dir(tmp_path_factory) -> Path:
-    return write_examples_dir(tmp_path_factory.mktemp("examples"))
 
 
 @pytest.fixture(scope="module")

@@ -17,12 +17,7 @@ from aspire.train.trainer import build_model
 from tests.test_distill import acl_file  # noqa: F401  (a fixture)
 from tests.test_formats import perturb_adapters
 from tests.test_interpolate import tuned_model
-from tests.test_train import tiny_config, write_examples_dir
-
-
-@pytest.fixture(scope="module")
-def examples_dir(tmp_path_factory) -> Path:
-    return write_examples_dir(tmp_path_factory.mktemp("examples"))
+from tests.test_train import tiny_config
 
 
 def files(folder: Path) -> dict[str, bytes]:

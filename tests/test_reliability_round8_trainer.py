@@ -12,16 +12,11 @@ import pytest
 
 from aspire.train import checkpoint as ckpt
 from aspire.train.trainer import run
-from tests.test_train import read_metrics, tiny_config, write_examples_dir
+from tests.test_train import read_metrics, tiny_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConvergenceWarning")
 # logged every 4 steps of 6: a stop at step 3 falls inside the window of step 4
 SETTINGS = ("model.kind=cocite_vector", "train.log_every=4")
-
-
-@pytest.fixture(scope="module")
-def examples_dir(tmp_path_factory) -> Path:
-    return write_examples_dir(tmp_path_factory.mktemp("examples"))
 
 
 @pytest.fixture(scope="module")

@@ -51,11 +51,6 @@ def write_examples_dir(root: Path, n_sets: int = 12, seed: int = 0) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
-def examples_dir(tmp_path_factory) -> Path:
-    return write_examples_dir(tmp_path_factory.mktemp("examples"))
-
-
 def tiny_config(model_dir: Path, examples_dir: Path, out_dir: Path, *overrides: str) -> Config:
     base = [
         f"model.encoder={model_dir}", f"data.examples_dir={examples_dir}", f"train.out_dir={out_dir}",

@@ -5,7 +5,6 @@ Each case once went wrong without a word (tiny random BERT, the examples of test
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,14 +13,9 @@ from aspire.config import ConfigError, load_config
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.trainer import METRICS, Trainer, run
-from tests.test_train import read_metrics, tiny_config, write_examples_dir
+from tests.test_train import read_metrics, tiny_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConvergenceWarning")
-
-
-@pytest.fixture(scope="module")
-def examples_dir(tmp_path_factory) -> Path:
-    return write_examples_dir(tmp_path_factory.mktemp("examples"))
 
 
 def test_resume_refuses_a_changed_model_setting_it_would_not_use(tiny_model_dir, examples_dir, tmp_path):
