@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_index import random_corpus
-from test_train import REPO, examples_dir, tiny_config  # noqa: F401 (examples_dir: a fixture)
+from test_train import REPO, tiny_config
 
 import aspire.storage as storage
 from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_train import REPO, examples_dir, tiny_config  # noqa: F401 (examples_dir: a fixture)
+from test_train import REPO, tiny_config
 from test_train_processes import ENV, write_config
 
 from aspire.index.build import build_index
