@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
@@ -122,8 +122,8 @@ def sinkhorn(
     Args:
         cost: (B, N, M) float cost matrices (any scale; device and dtype are taken from it;
             float16 and bfloat16 problems are solved in float32 and the results cast back). Entries on
-            padding are read, though they carry no mass: they must be finite (a NaN there makes the
-            problem NaN; the scorers zero the padded vectors, `aspire.scoring.base.zero_padding`).
+            padding carry no mass and may be anything, NaN and inf included (they are read as 0); a
+            non-finite entry between two real sentences makes its problem's results NaN.
         a: (B, N) non-negative row weights; zeros mark padding (log-weight -inf).
         b: (B, M) non-negative column weights with the same total mass as `a` per problem.
         eps: entropic regularisation (> 0); the ASPIRE paper uses lambda = 20, i.e. eps = 0.05.
@@ -161,6 +161,7 @@ def sinkhorn(
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (cost, a, b))
     if cost.device.type == "cpu" and not needs_grad:
         res = _sinkhorn_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after)
+        res = _redo_padded_nonfinite(res, cost, a, b, eps, tol, max_iter, check_every, newton_after)
         _warn_unconverged(res, eps, tol, max_iter)
         return res
     _check_weights(cost, a, b)
@@ -168,6 +169,7 @@ def sinkhorn(
     # float arithmetic can see, but their logs' gradients (1 / w) overflow: make them padding.
     tiny = torch.finfo(cost.dtype).tiny
     a, b = torch.where(a >= tiny, a, 0.0), torch.where(b >= tiny, b, 0.0)
+    cost = _padding_zeroed(cost, a, b)
     if needs_grad and grad == "implicit":
         with torch.no_grad():  # on a CPU the potentials come in float64, and the plan is rebuilt from them in it
             f, g, n_iter, converged = _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after)
@@ -182,6 +184,27 @@ def sinkhorn(
         err = (plan.sum(2) - a).abs().sum(1) + (plan.sum(1) - b).abs().sum(1)
     res = SinkhornResult(plan, value, f, g, err, n_iter, converged)
     _warn_unconverged(res, eps, tol, max_iter)
+    return res
+
+
+def _padding_zeroed(cost: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """cost with 0 on padding (rows and columns of weight below the dtype's smallest normal, which the solvers
+    treat as padding): entries there carry no mass, but a NaN or inf there would make the iterations NaN."""
+    tiny = torch.finfo(cost.dtype).tiny
+    return cost.masked_fill((a < tiny)[:, :, None] | (b < tiny)[:, None, :], 0.0)
+
+
+def _redo_padded_nonfinite(res: SinkhornResult, cost, a, b, eps, tol, max_iter, check_every, newton_after):
+    """`_sinkhorn_cpu`'s result with the problems whose value came out non-finite solved again on costs zeroed on
+    padding (`_padding_zeroed`). A pass over every cost would cost a tenth of the compiled solve at 10 x 10, so
+    only problems that came out non-finite pay for it; a non-finite cost between real sentences stays NaN."""
+    redo = (~torch.isfinite(res.value)).nonzero().flatten()
+    if len(redo) == 0:
+        return res
+    a, b = a[redo], b[redo]
+    part = _sinkhorn_cpu(_padding_zeroed(cost[redo], a, b), a, b, eps, tol, max_iter, check_every, newton_after)
+    for field in fields(SinkhornResult):
+        getattr(res, field.name)[redo] = getattr(part, field.name)
     return res
 
 
