@@ -1,5 +1,6 @@
 """Round 10, items earlier sweeps saw and left: padded costs that are not finite, ..."""
 
+import importlib
 import warnings
 
 import pytest
@@ -50,3 +51,24 @@ def test_sinkhorn_a_non_finite_cost_between_real_sentences_stays_nan():
         warnings.simplefilter("ignore")
         value = sinkhorn(cost, a, b, 0.05).value
     assert torch.isnan(value[1]) and torch.isfinite(value[torch.arange(16) != 1]).all()
+
+
+@pytest.mark.parametrize("spent", [0, 5])
+def test_batched_solve_keeps_max_iter_for_a_problem_newton_gave_up_on(spent, monkeypatch):
+    # the batched path (other devices than a CPU) handed a problem Newton gave up on back to a
+    # lockstep chunk of check_every iterations, past max_iter
+    sk = importlib.import_module("aspire.scoring.sinkhorn")  # the module (the package re-exports the function)
+
+    def gives_up(cost, a, b, F, G, eps, tol, max_steps):  # spends all but `spent` of its budget, then gives up
+        n = len(a)
+        return F, G, torch.ones(n, dtype=F.dtype), torch.full((n,), max_steps - spent), torch.zeros(n, dtype=torch.bool)
+
+    monkeypatch.setattr(sk, "_newton_tail", gives_up)
+    torch.manual_seed(1)
+    cost = torch.rand(3, 6, 5, dtype=torch.float64)
+    a, b = torch.full((3, 6), 1 / 6, dtype=torch.float64), torch.full((3, 5), 1 / 5, dtype=torch.float64)
+    with torch.no_grad():
+        batched = sk._solve_batched(cost, a, b, 0.05, 1e-14, 40, 10, 2)
+        compiled = sk._solve_cpu(cost, a, b, 0.05, 1e-14, 40, 10, 2)
+    assert batched[2].tolist() == [40, 40, 40]  # was 45 and 50: 2 Sinkhorn, 38 - spent Newton, then 10 more
+    assert compiled[2].tolist() == [40, 40, 40] and not batched[3].any()

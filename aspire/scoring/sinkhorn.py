@@ -325,6 +325,13 @@ def _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after):
     iterations (B,) long and converged (B,) bool."""
     if cost.device.type == "cpu" and not torch.is_grad_enabled():
         return _solve_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after)
+    return _solve_batched(cost, a, b, eps, tol, max_iter, check_every, newton_after)
+
+
+def _solve_batched(cost, a, b, eps, tol, max_iter, check_every, newton_after):
+    """`_solve` as batched tensor operations (other devices, or a tape): the problems iterate in lockstep, in chunks
+    of `check_every` iterations; a problem the Newton tail gave up on comes back with fewer iterations left, and the
+    chunks are then shortened to its budget (no problem takes more than `max_iter`)."""
     B = cost.shape[0]
     device = cost.device
     Ce = cost / eps  # (B, N, M)
@@ -357,9 +364,11 @@ def _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after):
             newton_rows = newton_rows[ok_n]
             newton_done = torch.zeros(B, dtype=torch.bool, device=device).index_fill(0, newton_rows, True)
             sink_rows = active[~newton_done[active]]
+            sink_rows = sink_rows[n_iter[sink_rows] < max_iter]  # Newton may have spent a row's whole budget
         else:
             sink_rows = active
-        k = min(check_every, max_iter - done_iter)
+        # rows in lockstep have done done_iter iterations; one back from Newton has done more
+        k = min(check_every, max_iter - (int(n_iter[sink_rows].max()) if sink_rows.numel() else done_iter))
         if newton_after is not None and done_iter < newton_after:
             k = min(k, newton_after - done_iter)
         if sink_rows.numel() > 0 and k > 0:
