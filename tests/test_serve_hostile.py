@@ -152,8 +152,9 @@ def test_a_stalled_body_is_a_408_within_the_body_timeout(encoder, tmp_path):
 def test_requests_at_the_edges_of_every_range_answer_finite_numbers(server, paper, rerank, stages, k, shortlist, tau,
                                                                      data):
     chosen = data.draw(st.lists(st.integers(0, len(paper.sentences) - 1), min_size=1, max_size=256))
-    body = {"paper_id": paper.paper_id, "sentences": chosen, "k": k, "shortlist": shortlist,
-            "rerank": rerank, "stages": stages, **({"tau": tau} if rerank == "ot" else {})}  # read by OT alone
+    body = {"paper_id": paper.paper_id, "sentences": chosen, "k": k, "rerank": rerank, "stages": stages,
+            **({"shortlist": shortlist} if rerank != "none" else {}),  # read by a re-ranker alone
+            **({"tau": tau} if rerank == "ot" else {})}  # read by OT alone
     status, _, raw = request(server, "POST", "/api/search", body)
     out = json.loads(raw)  # json.loads takes NaN: check finiteness below
     assert status == 200, out

@@ -58,6 +58,10 @@ def _serve(args) -> int:
     from aspire.serve.requests import check_overrides
 
     check_overrides(overrides)  # search.k / search.shortlist within what the page serves
+    unread = [o for o in overrides if o.split("=", 1)[0].strip() in ("cross_top", "cross_weight")]
+    if unread and args.cross_encoder is None:  # once taken, and read by nothing (as `aspire search` refuses them)
+        raise ValueError(f"search.{unread[0]}: the cross-encoder stage's settings go with --cross-encoder DIR, "
+                         "and no cross-encoder is given")
     from aspire.serve.reload import ServiceHolder
     from aspire.serve.server import make_server
 

@@ -94,9 +94,9 @@ class SearchBody(BaseModel):
     """`POST /api/search`: rank papers by the selected sentences of an indexed paper.
 
     `k`, `stages` (the first stage: dense "ann", lexical "bm25", fused "ann,bm25" or "whole"), `rerank`,
-    `shortlist` and `tau` (the OT temperature, for rerank "ot" alone) default to the server's search config.
-    `cross_encoder`
-    (true / false, default false) adds the cross-encoder stage last; the server must hold one.
+    `shortlist` (what the first stage passes to a re-ranker: refused with rerank "none") and `tau` (the OT
+    temperature, for rerank "ot" alone) default to the server's search config. `cross_encoder` (true / false,
+    default false, whatever the search config says) adds the cross-encoder stage last; the server must hold one.
     """
 
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -119,9 +119,17 @@ class SearchBody(BaseModel):
 def check_overrides(overrides: Sequence[str] | str) -> None:
     """Refuse a `k` or `shortlist` override (`search.k=100`) beyond what a page request may ask (MAX_K,
     MAX_SHORTLIST): ValueError naming it, where searches once used the bound without a word. An index's saved
-    search config beyond them is served within them (`/api/info` says the defaults in use)."""
+    search config beyond them is served within them (`/api/info` says the defaults in use).
+
+    A `cross_encoder` override is refused too: the page's searches take the cross-encoder stage one request at a
+    time (`cross_encoder: true`), never from the config (`search.cross_encoder=true` was taken and read by nothing)."""
     bounds = {"k": MAX_K, "shortlist": MAX_SHORTLIST}
     given = [o.removeprefix("search.") for o in ([overrides] if isinstance(overrides, str) else overrides)]
+    cross = [o for o in given if o.split("=", 1)[0].strip() == "cross_encoder"]
+    if cross:
+        raise ValueError(f"search.{cross[0]}: the page's searches turn the cross-encoder stage on one request at a "
+                         "time (the page's cross-encoder choice, a request's cross_encoder: true), never from the "
+                         "search config: leave it out, and give --cross-encoder DIR to offer the stage")
     given = [o for o in given if o.split("=", 1)[0] in bounds]
     asked = apply_overrides(SearchConfig(), given, "search")
     named = parse_overrides(given)  # the keys given (`asked` holds the last value of each)

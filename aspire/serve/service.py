@@ -206,6 +206,10 @@ class SearchService:
         if needs_whole and self.index.whole is None:  # once a 500 from inside the search
             raise RequestError(400, f"{needs_whole[0]!r} needs the papers' whole-abstract vectors, which this index "
                                     "does not store (built before the one-pass encoding): rebuild it")
+        if req.shortlist is not None and (req.rerank or cfg.rerank) == "none":  # once read by nothing, without a word
+            raise RequestError(400, f"shortlist: the papers the first stage passes to a re-ranker, and this search "
+                                    f"reranks by 'none' (the first stage's {k} best are the answer): leave shortlist "
+                                    "out, or ask for a re-ranker")
         if req.tau is not None and (req.rerank or cfg.rerank) != "ot":  # once read by nothing, without a word
             raise RequestError(400, f"tau: the OT temperature is read by rerank 'ot' alone, and this search reranks "
                                     f"by {req.rerank or cfg.rerank!r}: leave tau out, or ask for rerank 'ot'")
@@ -245,16 +249,18 @@ class SearchService:
                                    "dist": p.dist, "weight": p.weight} for p in hit.pairs],
                         "plan": plan, "dist": dist, "stages": hit.stages})
         note = None
-        if len(out) < req.k:
-            others = self.index.n_papers - 1
+        if len(out) < req.k:  # the query paper is a candidate too unless exclude_query (once counted out always)
+            excluded = searcher.config.exclude_query
+            others = self.index.n_papers - excluded
             note = (f"the index holds no other paper than {req.paper_id!r}" if others <= 0 else
-                    f"the index holds only {others} other papers" if len(out) == others else
+                    f"the index holds only {others} {'other ' if excluded else ''}papers" if len(out) == others else
                     f"{len(out)} of the {req.k} papers asked for were found")
         cfg = searcher.config
         cross = {"top": cfg.cross_top, "weight": cfg.cross_weight, "ms": cross_ms} if req.cross_encoder else None
         return {"paper_id": req.paper_id, "sentences": req.sentences, "k": req.k, "rerank": req.rerank,
                 "stages": req.stages, "fuse": cfg.fuse, "cross_encoder": cross,
-                "shortlist": req.shortlist, "plan_rows": req.sentences, "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps},
+                "shortlist": req.shortlist if req.rerank != "none" else None,  # none: no shortlist was read
+                "plan_rows": req.sentences, "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps},
                 "hits": out, "note": note, "generation": self.generation}
 
     def _grids(self, searcher: Searcher, query, paper_ids: list[str], with_plan: bool) -> list[tuple]:
