@@ -50,7 +50,11 @@ class CrossEncoderConfig:
 
 def labelled_pairs(queries: Mapping[str, str], positives: Mapping[str, Sequence[str]],
                    negatives: Mapping[str, Sequence[str]], texts: Mapping[str, str]) -> list[tuple[str, str, float]]:
-    """`[(query, document text, 1.0 | 0.0), ...]`; a document named but without text is an error naming it."""
+    """`[(query, document text, 1.0 | 0.0), ...]`, a query's positives then its negatives, in the order of
+    `queries`; a document named but without text, or a query with labels but no text, is an error naming it."""
+    stray = [qid for qid in (*positives, *negatives) if qid not in queries]
+    if stray:  # its pairs would be left out of training without a word
+        raise ValueError(f"query {stray[0]}: labelled documents but no query text ({len(set(stray))} such queries)")
     pairs = []
     for qid, query in queries.items():
         for docs, label in ((positives.get(qid, ()), 1.0), (negatives.get(qid, ()), 0.0)):

@@ -9,7 +9,8 @@ A model saved with adapters holds the base weights plus `adapter/` (peft format)
 load. The merged export folds the adapter into the weights (`peft`'s `merge_and_unload`), so
 `transformers.AutoModel` alone opens it and gives the adapted model's outputs. The tokenizer (with any
 control codes), the encoder settings and a trained model's `document_model.json` (its adapter entry
-set to none) are written beside it.
+set to none) are written beside it. A query adapter (`scope: query`) is never merged: it is off for papers,
+so folded into the weights it would change every paper vector; export it with `--adapter-only BASE`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aspire.cliutil import add_common_options, command_parser, positive_int, run_command, setup_logging
-from aspire.encoders.pretrained import SETTINGS_FILE, check_model
+from aspire.encoders.pretrained import SETTINGS_FILE, check_model, saved_settings
 from aspire.io import atomic_folder, input_under, read_json
 from aspire.paths import model_folder
 from aspire.storage import check_replaceable
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 EXAMPLES = """\
   aspire export --model runs/lora_aspire/checkpoint-000048/model --out runs/lora_aspire/merged
   aspire export --model runs/hybrid_aspire/checkpoint-000060/model --adapter-only minilm --out aspire/models/aspire-minilm
-  python -m aspire.train.export --model runs/query_adapter/checkpoint-000250/model --out runs/query_adapter/merged
+  python -m aspire.train.export --model runs/query_adapter/checkpoint-000250/model --adapter-only runs/negatives/in_batch/checkpoint-000050/model --out runs/query_adapter/exported  # a query adapter: never merged
   aspire export --model runs/soup/hybrid_all11 --adapter-only minilm --rank 16 --out runs/soup/hybrid_all11-r16
 """
 log = logging.getLogger(__name__)
@@ -86,6 +87,11 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
     if "adapter" not in settings:  # a plain folder has no settings file at all
         raise ValueError(f"{model} has no adapter (no 'adapter' in a {SETTINGS_FILE}); export the whole model, or "
                          "store its difference from the base as a low-rank adapter with --rank R")
+    lacking = [c for c in settings.get("codes") or [] if c not in (saved_settings(base).get("codes") or [])]
+    if lacking:  # the export's tokenizer and embeddings are the base's: these codes would be out of its vocabulary
+        raise ValueError(f"{model} has control codes {lacking} that the base {base!r} lacks: their vocabulary entries "
+                         "and embedding rows are in the model's own tokenizer and weights, not in its adapters; "
+                         "export it merged instead (without --adapter-only)")
     trained = ContextualSentenceEncoder.from_pretrained(model).fingerprint()
     with atomic_folder(out) as staged:
         shutil.copytree(model / ADAPTER_DIR, staged / ADAPTER_DIR,

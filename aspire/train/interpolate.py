@@ -6,7 +6,7 @@ The result is one ordinary model (no ensemble at query time), saved like any tra
 base, α = 1 the fine-tuned model; 0.5 is the paper's fixed default.
 
 A model trained with control codes holds embedding rows the base lacks: the shared rows are interpolated,
-the code rows kept as trained. An adapted model (peft) is merged first. Any other difference between the
+the code rows kept as trained. An adapted model (peft), the fine-tuned one or the base, is merged first. Any other difference between the
 two architectures is an error naming the weight.
 
 Given several models (fine-tuned from one base: seeds of one config, or models of different objectives),
@@ -65,13 +65,26 @@ def blend(name: str, base: torch.Tensor | None, tuned: torch.Tensor, alpha: floa
     return torch.lerp(base.to(tuned.dtype), tuned, alpha)
 
 
+def start_weights(base: str | Path) -> dict[str, torch.Tensor]:
+    """The weights of the model `base` names as the package encodes with it: a model saved with adapters (a
+    trained checkpoint's model, a shipped adapter-only model such as `aspire-minilm`) with its active adapter
+    merged in, as a model trained from it started; a plain Hugging Face folder as `AutoModel` opens it."""
+    from transformers import AutoModel
+
+    from aspire.encoders.pretrained import read_settings, resolve_model
+    from aspire.train.export import plain_weights
+
+    path = resolve_model(base)
+    if "adapter" in read_settings(path):  # AutoModel would open its base weights alone, or nothing (adapters only)
+        return plain_weights(path)[1]
+    return AutoModel.from_pretrained(path).state_dict()
+
+
 def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | None = None) -> Path:
     """Write to `out` the model `model` with its weights moved back toward `base` (default: the encoder
     it was trained from, as its document_model.json records) — (1 − α)·base + α·model."""
     import torch
-    from transformers import AutoModel
 
-    from aspire.encoders.pretrained import resolve_model
     from aspire.train.document_model import MODEL_FILE
     from aspire.train.export import check_not_input, plain_weights, read_meta, write_plain_meta
 
@@ -85,7 +98,7 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
             raise ValueError(f"{model} has no {MODEL_FILE} naming its base encoder: give --base")
         base = meta["model"]["encoder"]
     tuned, tuned_weights = plain_weights(model)
-    base_weights = AutoModel.from_pretrained(resolve_model(base)).state_dict()
+    base_weights = start_weights(base)
     extra = sorted(set(base_weights) - set(tuned_weights))
     if extra:
         raise ValueError(f"the base model {base!r} has weights the fine-tuned model lacks: {extra[:5]}")
@@ -105,20 +118,15 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     """Write to `out` the uniform soup of `models`: every weight the mean of theirs. The first model's
     document_model.json goes with it, and the record names each member with its own record (so a soup
     of soups keeps its history) and each trained model's weight in it (`leaf_weights`); a model whose
-    `model` section or weights (names, shapes) differ from the first's, or a model given twice, is an error
-    naming it and the key.
-    With `mixed_kinds` the `model` sections may differ (kind, max_length, ...) but for the base encoder;
-    the record lists each member's differing keys under `mixed`."""
+    `model` or `abstract` section, weights (names, shapes), vocabulary (a token on another embedding row: task
+    codes in another order) or control code differ from the first's, or a model given twice, is an error naming
+    it and the key.
+    With `mixed_kinds` the sections may differ (kind, max_length, ...) but for the base encoder; the record lists
+    each member's differing keys under `mixed`."""
     import torch
 
     from aspire.train.document_model import MODEL_FILE
-    from aspire.train.export import (
-        check_not_input,
-        plain_meta,
-        plain_weights,
-        read_meta,
-        write_plain_meta,
-    )
+    from aspire.train.export import check_not_input, plain_weights, read_meta, write_plain_meta
 
     models, out = [model_folder(m) for m in models], Path(out)
     if len(models) < 2:
@@ -132,21 +140,23 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     odd = [model for model, meta in zip(models, metas) if (meta is None) != (metas[0] is None)]
     if odd:
         raise ValueError(f"{odd[0]}: {MODEL_FILE} is in only one of it and {models[0]}")
-    first = plain_meta(metas[0])["model"] if metas[0] is not None else {}  # adapters are merged
+    first = _settings(metas[0])
     mixed = {}
     for model, meta in zip(models[1:], metas[1:]):
-        section = plain_meta(meta)["model"] if meta is not None else {}
+        section = _settings(meta)
         differ = sorted(k for k in section.keys() | first.keys() if section.get(k) != first.get(k))
         refused = [k for k in differ if not mixed_kinds or k == "encoder"]
         if refused:
             hint = "" if mixed_kinds else " (give --mixed-kinds to soup models of different kinds)"
-            raise ValueError(f"{model}: model.{refused[0]} is {section.get(refused[0])!r}, "
+            key = refused[0] if refused[0].startswith("abstract.") else f"model.{refused[0]}"
+            raise ValueError(f"{model}: {key} is {section.get(refused[0])!r}, "
                              f"{first.get(refused[0])!r} in {models[0]}{hint}")
         if differ:
             mixed[str(model)] = {k: section.get(k) for k in differ}
     encoder, mean = plain_weights(models[0])
     for k, model in enumerate(models[1:], start=2):
-        weights = plain_weights(model)[1]
+        member, weights = plain_weights(model)
+        _check_same_tokens(member, encoder, model, models[0])
         names = set(weights) ^ set(mean)
         if names:
             raise ValueError(f"{model}: weight {sorted(names)[0]!r} is in only one of it and {models[0]}")
@@ -169,6 +179,31 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
             write_plain_meta(metas[0], staged)
         (staged / RECORD_FILE).write_text(json.dumps(record, indent=2))
     return out
+
+
+def _settings(meta: dict | None) -> dict:
+    """The settings of a document_model.json that say how a model encodes, compared across a soup's members: its
+    `model` section (adapters merged) and kind `abstract`'s text settings as `abstract.KEY`."""
+    from aspire.train.export import plain_meta
+
+    if meta is None:
+        return {}
+    return {**plain_meta(meta)["model"], **{f"abstract.{k}": v for k, v in (meta.get("abstract") or {}).items()}}
+
+
+def _check_same_tokens(member, first, model: Path, first_model: Path) -> None:
+    """ValueError naming `model` unless its tokenizer gives every piece the id `first`'s does and both put the
+    same control code before every paper: a row of the word embeddings is averaged with the same row of the
+    others, so each row must stand for one token in all of them (task codes are added in the order of a run's
+    tasks)."""
+    mine, theirs = member.tokenizer.get_vocab(), first.tokenizer.get_vocab()
+    odd = sorted(t for t in mine.keys() | theirs.keys() if mine.get(t) != theirs.get(t))
+    if odd:
+        raise ValueError(f"{model}: token {odd[0]!r} has id {mine.get(odd[0])} in it, {theirs.get(odd[0])} in "
+                         f"{first_model}: a soup averages each embedding row, which must be one token in every model")
+    if member.code != first.code:
+        raise ValueError(f"{model}: every paper gets the control code {member.code!r} in it, {first.code!r} in "
+                         f"{first_model}")
 
 
 def _record(model: Path) -> dict | None:

@@ -103,16 +103,15 @@ def label_precision(pos: Mapping[str, Sequence[str]], qrels: Mapping[str, Mappin
 def add_acl_queries(bench, cfg: SelfTrainingConfig) -> dict:
     """Add `cfg.acl_queries` ACL Anthology papers to `bench.queries` as `acl:ID` (title and abstract), none whose
     normalised title is a benchmark paper's or a candidate's; returns the counts read, removed and used."""
-    from aspire.benchmarks.heldout import benchmark_titles
+    from aspire.benchmarks.heldout import excluded_titles
     from aspire.data.acl import normalise_title, read_acl
     from aspire.scoring.lexical import paper_text
 
-    benchmarks = benchmark_titles(cfg.benchmarks_dir) if cfg.benchmarks_dir is not None else {}
+    held_out, counts = excluded_titles(cfg.benchmarks_dir, "benchmarks_dir")  # None: a warning, as the tasks give
     candidates = frozenset(normalise_title(p.title) for p in bench.candidates) - {""}
-    exclude = frozenset().union(candidates, *benchmarks.values())
-    papers, stats = read_acl(cfg.acl_path, exclude, cfg.acl_queries)
+    papers, stats = read_acl(cfg.acl_path, candidates | held_out, cfg.acl_queries)
     bench.queries.update({f"acl:{p.paper_id}": paper_text(p) for p in papers})
-    return {**stats, "excluded_titles": {"candidates": len(candidates), **{k: len(v) for k, v in benchmarks.items()}}}
+    return {**stats, "excluded_titles": {"candidates": len(candidates), **counts}}
 
 
 def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> list[dict]:
