@@ -10,7 +10,7 @@ On disk an index is a directory holding generations and a pointer to the live on
                   /offsets.npy      (P + 1,) paper p owns sentence rows offsets[p]:offsets[p+1]
                   /papers.jsonl     paper_id, title, sentences (and facet labels, where known) per paper
                   /rejected.jsonl   input records that were not indexed, with reasons
-                  /bm25.*           BM25 over each paper's title + sentences (bm25s files; `aspire.index.lexical`),
+                  /bm25.*           BM25 over each paper's title + abstract (bm25s files; `aspire.index.lexical`),
                                     unless the config's `index.store_bm25` is off
 
 Saving writes a complete new generation in a temporary directory (`begin_generation`; the manifest
@@ -159,6 +159,11 @@ class SentenceIndex:
                 f"inconsistent index: faiss holds {faiss_index.ntotal} vectors, vectors.npy "
                 f"{len(vectors)}, offsets end at {self.offsets[-1]}"
             )
+        counts = {len(self.offsets) - 1, len(self.titles), len(self.sentences), len(self.labels)}
+        if counts != {self.n_papers}:  # else sentence rows were credited to the papers beside theirs, unsaid
+            raise IndexFormatError(f"inconsistent index: offsets.npy describes {len(self.offsets) - 1} papers, "
+                                   f"papers.jsonl holds {self.n_papers} ids, {len(self.titles)} titles, "
+                                   f"{len(self.sentences)} sentence lists and {len(self.labels)} label lists")
         if whole is not None and len(whole) != len(self.paper_ids):
             raise IndexFormatError(f"inconsistent index: whole.npy holds {len(whole)} vectors for {len(self.paper_ids)} papers")
 
@@ -190,15 +195,15 @@ class SentenceIndex:
         if len(corpus) and corpus.dim != self.dim:
             raise ValueError(f"new vectors have dimension {corpus.dim}, the index {self.dim}")
         keep, dupes = first_occurrences(corpus.paper_ids, self.positions)
-        bad = sorted({corpus.paper_ids[int(np.searchsorted(corpus.offsets, r, side="right")) - 1]
-                      for r in nonfinite_rows(np.asarray(corpus.vectors))})
+        new = corpus.subset(keep)  # the papers added: a rejected duplicate's vectors are not checked, as `build` skips them
+        bad = sorted({new.paper_ids[int(np.searchsorted(new.offsets, r, side="right")) - 1]
+                      for r in nonfinite_rows(np.asarray(new.vectors))})
         if bad:  # before anything changes: faiss would leave these papers out of every ranking
             raise ValueError(f"{len(bad)} new paper(s) have NaN or infinite sentence vectors, e.g. {bad[:10]}; an "
                              "index cannot rank them: re-encode those papers")
         self.rejected += corpus.rejected + dupes
         if not keep:
             return self
-        new = corpus.subset(keep)
         self.faiss_index.add(np.ascontiguousarray(new.vectors, dtype=np.float32))
         self.vectors = np.concatenate([np.asarray(self.vectors), new.vectors.astype(self.vectors.dtype)])
         self.whole = (None if self.whole is None or new.whole is None  # an index keeps whole vectors only for all
