@@ -5,7 +5,13 @@ ranking benchmarks write), compared here on per-query metrics. A results folder 
 registered benchmark (by its name or data folder) whose runner has a `compare` hook
 (`aspire.evaluate.suite.RUNNERS`) is compared by that hook: CSFCube on its own two-fold figures, overall and
 per facet; reviewer matching on its loss, which also takes published predictions as `FOLDER:EXP` (files
-`EXP_d_20_N_ta.json`). Both runs must cover the same queries.
+`EXP_d_20_N_ta.json`); they are judged by the benchmark's own data, so `--qrels` is refused beside them. Both runs
+must cover the same queries.
+
+Ranked runs are compared at the relevance threshold their results folders record (`relevance_threshold`, as the
+pools evaluator writes it; `aspire.evaluate.fuse.recorded_protocol`), as `fuse-runs` scores them: the binary metrics
+at it (`MAP` read as `MAP-l2` at threshold 2), over the queries with a document at or above it. Folders recording
+different thresholds are refused; a run file or a folder recording none takes the other's, else 1.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import json
 from pathlib import Path
 
 from aspire.benchmarks import BENCHMARKS
+from aspire.benchmarks.metrics import queries_without_relevant
 from aspire.benchmarks.runs import DEFAULT_METRICS, per_query, read_qrels, read_run
 from aspire.benchmarks.stats import UnitScores, paired_test
+from aspire.evaluate.fuse import at_threshold, recorded_protocol
 
 PREDICTIONS_BENCHMARK = "reviewers"  # `FOLDER:EXP` (no results folder) names this benchmark's predictions
 
@@ -36,6 +44,17 @@ def _scored(spec: str, qrels, run, metrics) -> dict[str, dict[str, float]]:
         return per_query(qrels, run, metrics)
     except ValueError as err:
         raise ValueError(f"{spec}: {err}") from None
+
+
+def recorded_threshold(a: str, b: str) -> int:
+    """The relevance threshold the results folders `a` and `b` record (`recorded_protocol`): the one they record, 1
+    when neither does; ValueError naming both when they record different ones."""
+    found = {spec: recorded_protocol(Path(spec))[1] for spec in (a, b) if Path(spec).is_dir()}
+    values = {t for t in found.values() if t is not None}
+    if len(values) > 1:
+        raise ValueError(f"{a} and {b} are scored at different relevance thresholds "
+                         f"({', '.join(f'{s}: {t}' for s, t in found.items())}): not runs of one protocol")
+    return values.pop() if values else 1
 
 
 def benchmark_of(spec: str) -> str | None:
@@ -73,11 +92,19 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
         raise ValueError(f"{a} ({name_a or 'a ranked run'}) and {b} ({name_b or 'a ranked run'}) are not runs of one "
                          "benchmark")
     if hook_a is not None:
+        if qrels:  # once dropped without a word: the hook judges by the benchmark's own data
+            raise ValueError(f"{a} and {b} are {name_a} runs, judged by the benchmark's own data: --qrels does not "
+                             "apply to them")
         return hook_a(a, b, metrics, data, n_perm, seed)
-    metrics = metrics or DEFAULT_METRICS
+    threshold = recorded_threshold(a, b)
+    metrics = [at_threshold(m, threshold) for m in (metrics or DEFAULT_METRICS)]
     (run_a, qrels_a), (run_b, qrels_b) = _trec(a, qrels), _trec(b, qrels)
     if qrels_a != qrels_b:
         raise ValueError(f"{a} and {b} are judged by different qrels: not runs of one benchmark")
+    if threshold > 1:  # left out as the pools evaluator and fuse-runs leave them out
+        skipped = set(queries_without_relevant(qrels_a, threshold))
+        qrels_a = {q: g for q, g in qrels_a.items() if q not in skipped}
+        run_a, run_b = ({q: r for q, r in run.items() if q not in skipped} for run in (run_a, run_b))
     out = {}
     values_a, values_b = (_scored(spec, qrels_a, run, metrics) for spec, run in ((a, run_a), (b, run_b)))
     for m in metrics:

@@ -66,8 +66,8 @@ def load_ensemble(path: str | Path) -> EnsembleConfig:
     config = load_config(EnsembleConfig, path)
     if config.fusion not in FUSION_METHODS:
         raise ValueError(f"{path}: unknown fusion {config.fusion!r}; valid: {', '.join(FUSION_METHODS)}")
-    if not config.rrf_k > 0:
-        raise ValueError(f"{path}: rrf_k must be > 0, got {config.rrf_k}")
+    if not 0 < config.rrf_k < float("inf"):  # an infinite K (as an infinite weight) was refused only by the fusion,
+        raise ValueError(f"{path}: rrf_k must be > 0 and finite, got {config.rrf_k}")  # after every member ran
     if len(config.members) < 2:
         raise ValueError(f"{path}: an ensemble needs at least two members, got {len(config.members)}")
     names = [m.name for m in config.members]
@@ -92,8 +92,8 @@ def load_ensemble(path: str | Path) -> EnsembleConfig:
                 get_eval_scorer(m.scorer, **m.scorer_options)
             except (TypeError, ValueError) as err:  # an unknown key is a TypeError naming it
                 raise ValueError(f"{where}: scorer_options {dict(m.scorer_options)}: {err}") from None
-        if not (m.weight >= 0 and m.weight == m.weight):
-            raise ValueError(f"{where}: weight must be >= 0, got {m.weight}")
+        if not 0 <= m.weight < float("inf"):
+            raise ValueError(f"{where}: weight must be >= 0 and finite, got {m.weight}")
         if not all(isinstance(x, dict) for x in (m.scorer_options, m.encode_options)):
             raise ValueError(f"{where}: scorer_options and encode_options must be mappings")
         if m.scorer is not None:  # the encoding and encode_options as its runner checks them, before any member runs

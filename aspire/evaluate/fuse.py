@@ -189,7 +189,11 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     metrics (`BINARY`) are scored at it (`MAP-l2`), over the queries with a document at or above it (the others are
     listed under `skipped_no_relevant`, as the pools evaluator leaves them out). Fused CSFCube folders are scored
     by the CSFCube evaluator (its two-fold protocol, its per-query CSV and results.json), so they compare with the
-    benchmark's own folders."""
+    benchmark's own folders; `qrels` and `metrics` do not apply to them (ValueError).
+
+    A pools or CSFCube folder's `run.trec` holds each candidate's rank as its score (pool size - rank + 1,
+    `aspire.benchmarks.pools.write_trec`), so `z` / `minmax` fusion of such folders fuses normalised ranks, not
+    the scorers' similarities: `aspire evaluate fuse` (`fuse_pool_set`) fuses their ranked files' scores."""
     from aspire.benchmarks.metrics import queries_without_relevant
     from aspire.benchmarks.runs import (
         DEFAULT_METRICS,
@@ -209,6 +213,9 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
         "default: the inputs record none" if len(recorded) == 1 else "default: the inputs disagree: " + "; ".join(
             sorted(f"{b or 'no benchmark'}, threshold {'none' if t is None else t}" for b, t in recorded)))
     threshold = 1 if threshold is None else threshold
+    if benchmark == "csfcube" and (qrels is not None or metrics):  # once dropped without a word
+        raise ValueError(f"{', '.join(map(str, inputs))}: CSFCube folders are scored by the CSFCube evaluator on its "
+                         "own qrels and figures (MAP, NDCG%20): --qrels and --metric do not apply")
     fused = fuse_runs([read_run(p) for p in paths], weights, fusion, rrf_k, names=[str(p) for p in paths])
     write_run(out / "run.trec", fused, "fused")
     info = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": list(weights) if weights else "equal",

@@ -80,7 +80,11 @@ def rerank_texts(queries: Mapping[str, str], texts: Mapping[str, str], run: Mapp
 def pair_scores(queries: Mapping[str, str], texts: Mapping[str, str], first: Mapping[str, Sequence[tuple[str, float]]],
                 reranker, top_n: int) -> dict[str, dict[str, float]]:
     """`{qid: {doc: logit}}` of `reranker` over the (query text, document text) pairs of each query's top `top_n`
-    in `first`, scored in one pass; a ranked document without text is an error naming the query and document."""
+    in `first`, scored in one pass; a query `first` does not rank, or a ranked document without text, is an error
+    naming the query (and document)."""
+    unranked = [q for q in queries if q not in first]
+    if unranked:  # once a bare KeyError
+        raise ValueError(f"{len(unranked)} queries have no first-stage ranking to re-rank (e.g. {unranked[:3]})")
     pairs, keys = [], []
     for qid, query in queries.items():
         for doc, _ in first[qid][:top_n]:
@@ -96,7 +100,11 @@ def pair_scores(queries: Mapping[str, str], texts: Mapping[str, str], first: Map
 
 def rerank_run(first: Mapping[str, Sequence[tuple[str, float]]], cross: Mapping[str, Mapping[str, float]],
                top_n: int, weight: float) -> dict[str, list[tuple[str, float]]]:
-    """Every query's first-stage list with its top `top_n` mixed with the cross-encoder (`mix_rerank`)."""
+    """Every query's first-stage list with its top `top_n` mixed with the cross-encoder (`mix_rerank`); a query
+    `cross` holds no scores for is an error naming it."""
+    unscored = [q for q in first if q not in cross]
+    if unscored:  # once a bare KeyError
+        raise ValueError(f"{len(unscored)} queries have no cross-encoder scores (e.g. {unscored[:3]})")
     return {q: mix_rerank(ranked, cross[q], top_n, weight) for q, ranked in first.items()}
 
 
