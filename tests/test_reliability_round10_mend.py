@@ -72,3 +72,62 @@ def test_batched_solve_keeps_max_iter_for_a_problem_newton_gave_up_on(spent, mon
         compiled = sk._solve_cpu(cost, a, b, 0.05, 1e-14, 40, 10, 2)
     assert batched[2].tolist() == [40, 40, 40]  # was 45 and 50: 2 Sinkhorn, 38 - spent Newton, then 10 more
     assert compiled[2].tolist() == [40, 40, 40] and not batched[3].any()
+
+
+def test_include_title_encoder_reads_a_blank_title_as_no_sentence(tiny_model_dir):
+    # a plain abstract string has a blank title: an include_title encoder made it sentence 0, which has no word
+    # piece, and refused every such paper (plain strings, context2doc's citing-sentence queries, title tasks)
+    from aspire.data.papers import Paper
+    from aspire.encoders import load_encoder
+    from aspire.encoders.contextual import paper_sentences, title_is_sentence
+
+    titled, plain = load_encoder(tiny_model_dir, include_title=True), load_encoder(tiny_model_dir)
+    abstract = "We propose a model. It is new."
+    got = titled.encode([abstract, {"paper_id": "t", "title": "A title", "abstract": abstract}], progress=False)
+    assert got.sentences == [["We propose a model.", "It is new."], ["A title", "We propose a model.", "It is new."]]
+    want = plain.encode([abstract], progress=False)
+    torch.testing.assert_close(got.emb[0, :2], want.emb[0, :2])  # the same encoding as without include_title
+    assert got.lengths.tolist() == [2, 3]
+    assert titled.encode_independent(["One here. Two there."]).lengths.tolist() == [2]
+    blank = Paper("b", "  ", ["One."])
+    assert not title_is_sentence(blank, True) and paper_sentences(blank, True) == ["One."]
+    assert title_is_sentence(Paper("n", "Only a title", []), False)  # a paper without sentences: its title
+
+
+def test_training_alignment_skips_the_title_only_where_it_is_a_sentence(tiny_model_dir):
+    # the aligned pair's positions were shifted past a title sentence in every row of an include_title run,
+    # so a blank-titled anchor (a citing sentence, a title task's body) was aligned one sentence off
+    from types import SimpleNamespace
+
+    from aspire.data.papers import Paper
+    from aspire.encoders import load_encoder
+    from aspire.train.document_model import _align_lookup
+
+    titled = load_encoder(tiny_model_dir, include_title=True)
+    anchors = [Paper("a0", "", ["First one.", "Second one."]), Paper("a1", "A title", ["First one.", "Second."])]
+    positives = [Paper("p0", "T", ["Alpha.", "Beta."]), Paper("p1", "", ["Alpha.", "Beta.", "Gamma."])]
+    inputs = titled.tokenize(anchors + positives)
+    assert inputs.titled == [False, True, True, False]
+    docs = titled.forward(inputs)
+    batch = SimpleNamespace(inputs=inputs, align=torch.tensor([[1, 1], [1, 2]]))
+    a_idx, a_ok, p_idx, p_ok = _align_lookup(titled, batch, docs.index(torch.arange(2)), docs.index(torch.arange(2, 4)))
+    assert a_idx.tolist() == [1, 2] and p_idx.tolist() == [2, 2]  # was [2, 2] and [2, 3]
+    assert a_ok.all() and p_ok.all()
+    assert [docs.sentences[i][j] for i, j in zip((0, 1), a_idx.tolist())] == ["Second one.", "Second."]
+
+
+@pytest.mark.parametrize("title, first", [("A title", 1), ("", 0)])
+def test_search_re_encodes_an_indexed_paper_from_its_stored_sentences_after_a_title_only_if_stored(title, first):
+    # an indexed paper re-encoded (--query-side, a facet code) lost its first abstract sentence where the
+    # include_title encoder stored no title sentence (a blank title)
+    from types import SimpleNamespace
+
+    from aspire.cli.search import QueryMaker
+
+    sents = ["One here.", "Two there."]
+    stored = [title, *sents] if first else sents
+    index = SimpleNamespace(titles=[title], sentences=[stored], labels=[None], position=lambda pid: 0)
+    searcher = SimpleNamespace(index=index, encoder=SimpleNamespace(include_title=True))
+    maker = QueryMaker(searcher, SimpleNamespace(facet_code="none", query_side=True, device=None))
+    maker.from_paper = lambda paper, sentences: SimpleNamespace(paper=paper)
+    assert maker.from_id("p", None).paper.sentences == sents

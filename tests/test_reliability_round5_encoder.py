@@ -66,14 +66,14 @@ def test_embed_texts_refuses_pairs_of_another_length(encoder):
                                encoder.encode_abstract([Paper("p", "a model", ["the data"])]))
 
 
-def test_empty_title_as_a_sentence_is_refused_by_both_encodings_naming_the_title(tiny_model_dir):
-    """A plain abstract string has an empty title: with include_title it is sentence 0 and gets no word piece;
-    encode refused it without saying it was the title, and encode_independent gave it a vector of the
-    special tokens alone, matched like any sentence."""
+def test_a_title_with_no_word_piece_is_refused_by_both_encodings_naming_the_title(tiny_model_dir):
+    """With include_title a title is sentence 0; one the tokenizer cannot see gets no word piece: encode refused it
+    without saying it was the title, and encode_independent gave it a vector of the special tokens alone, matched
+    like any sentence. (A blank title, as a plain abstract string has, is no sentence: round 10.)"""
     titled = load_encoder(tiny_model_dir, include_title=True)
     for encode in (titled.encode, titled.encode_independent):
-        with pytest.raises(ValueError, match=r"paper 0: sentence\(s\) \[0\].*sentence 0 is the paper's title"):
-            encode(["We propose a model. It is new."])
+        with pytest.raises(ValueError, match=r"paper p: sentence\(s\) \[0\].*sentence 0 is the paper's title"):
+            encode([Paper("p", "\u200b", ["We propose a model.", "It is new."])])
     with pytest.raises(ValueError, match=r"paper bad: sentence\(s\) \[1\]"):
         load_encoder(tiny_model_dir).encode_independent([Paper("bad", "Title", ["A model.", "   ", "Text."])])
     ok = titled.encode_independent([SHORT])

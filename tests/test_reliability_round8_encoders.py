@@ -156,7 +156,8 @@ def test_independent_sentence_without_pieces_is_still_refused(tiny_model_dir, co
         encoder.encode_independent(papers)
     titled = ContextualSentenceEncoder(encoder.model, encoder.tokenizer, include_title=True)
     with pytest.raises(ValueError, match=r"paper t: sentence\(s\) \[0\].*sentence 0 is the paper's title"):
-        titled.encode_independent([Paper("t", " ", ["A model."])])
+        titled.encode_independent([Paper("t", "\u200b", ["A model."])])  # a title the tokenizer cannot see
+    assert titled.encode_independent([Paper("t", " ", ["A model."])]).sentences == [["A model."]]  # blank: none
 
 
 def test_load_encoder_reads_the_settings_file_once(tiny_model_dir, tmp_path, monkeypatch):

@@ -240,7 +240,8 @@ class QueryMaker:
             return Query(paper_id, self._placed(self.searcher.query_from_index(paper_id, sentences)))
         self.load_encoder()
         index, i = self.searcher.index, self.searcher.index.position(paper_id)
-        first = 1 if self.searcher.encoder.include_title else 0  # the stored sentences then start with the title
+        # the stored sentences start with the title where the encoder made it sentence 0 (a blank title is not)
+        first = int(self.searcher.encoder.include_title and bool(index.titles[i].strip()))
         labels = index.labels[i][first:] if index.labels[i] is not None else None
         query = self.from_paper(Paper(paper_id, index.titles[i], index.sentences[i][first:], labels), sentences)
         query.exclude = None  # re-encoded, but an indexed paper: left out of its own results as by id

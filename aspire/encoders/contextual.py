@@ -44,12 +44,19 @@ log = logging.getLogger(__name__)
 LONG_IDS_SHOWN = 20  # paper ids a long-abstract warning names
 
 
+def title_is_sentence(paper: Paper, include_title: bool) -> bool:
+    """Whether `paper`'s title is sentence 0 of its sentence set: with `include_title` where the paper has a title
+    (a blank one, as an abstract given as a plain string has, holds no word piece to encode and nothing to match),
+    and for a paper without abstract sentences, which its title stands for."""
+    return (include_title and bool(paper.title.strip())) or not paper.sentences
+
+
 def paper_sentences(paper: Paper, include_title: bool) -> list[str]:
-    """The sentence set of a paper: its abstract sentences, with the title first if `include_title`.
+    """The sentence set of a paper: its abstract sentences, after its title where `title_is_sentence`.
 
     A paper with a title but no abstract sentences is represented by its title alone.
     """
-    if include_title or not paper.sentences:
+    if title_is_sentence(paper, include_title):
         return [paper.title, *paper.sentences]
     return list(paper.sentences)
 
@@ -256,7 +263,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if codes is not None and len(codes) != len(papers):
             raise ValueError(f"{len(codes)} control codes for {len(papers)} papers")
         inputs, unseen = self._tokenize(papers, codes)
-        raise_if_unseen(inputs.paper_ids, inputs.sentences, unseen, [self.include_title or not p.sentences for p in papers])
+        raise_if_unseen(inputs.paper_ids, inputs.sentences, unseen, [title_is_sentence(p, self.include_title) for p in papers])
         return inputs
 
     def unseen_sentences(self, papers: Sequence[Paper | dict | str], batch_size: int = 64) -> list[list[int]]:
@@ -268,7 +275,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
 
     def _tokenize(self, papers: Sequence[Paper], codes: Sequence[str] | None = None) -> tuple[EncoderInputs, list[list[int]]]:
         sents = [paper_sentences(p, self.include_title) for p in papers]
-        shift = [1 if (self.include_title or not p.sentences) else 0 for p in papers]  # title is sentence 0
+        shift = [int(title_is_sentence(p, self.include_title)) for p in papers]  # title is sentence 0
         texts, starts = [], []
         for paper_sents, k in zip(sents, shift):
             body = paper_sents[k:]
@@ -317,6 +324,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             n_sentences=[len(s) for s in sents],
             paper_ids=[p.paper_id for p in papers],
             sentences=sents,
+            titled=[bool(k) for k in shift],
             truncation=truncation,
             token_type_ids=as_tensor("token_type_ids") if self.segment_ids and "token_type_ids" in enc else None,
         )
@@ -491,7 +499,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         vecs, empty = self._embed_texts(flat, normalize=normalize, **kwargs)  # (N, D), (N,): one tokenisation
         bounds = np.cumsum([0, *map(len, sents)]).tolist()
         unseen = [empty[lo:hi].nonzero().flatten().tolist() for lo, hi in zip(bounds[:-1], bounds[1:])]
-        raise_if_unseen([p.paper_id for p in papers], sents, unseen, [self.include_title or not p.sentences for p in papers])
+        raise_if_unseen([p.paper_id for p in papers], sents, unseen, [title_is_sentence(p, self.include_title) for p in papers])
         parts = list(torch.split(vecs, [len(s) for s in sents]))
         return DocBatch.from_list(parts, [p.paper_id for p in papers], sents)
 

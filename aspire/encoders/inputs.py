@@ -35,6 +35,7 @@ class EncoderInputs:
     n_sentences: list[int]  # B sentence counts
     paper_ids: list[str]
     sentences: list[list[str]]
+    titled: list[bool] | None = None  # B: whether a paper's sentence 0 is its title (None: not recorded)
     truncation: list[TruncationRecord] = field(default_factory=list)
     token_type_ids: Tensor | None = None  # (R, T) where the model uses them
 
@@ -42,5 +43,5 @@ class EncoderInputs:
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return EncoderInputs(
             move(self.input_ids), move(self.attention_mask), move(self.sent_index), move(self.row_paper),
-            self.n_sentences, self.paper_ids, self.sentences, self.truncation, move(self.token_type_ids),
+            self.n_sentences, self.paper_ids, self.sentences, self.titled, self.truncation, move(self.token_type_ids),
         )

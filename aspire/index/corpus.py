@@ -298,6 +298,8 @@ def encode_corpus(
     papers for which the encoder returns no sentence vector go to `rejected` with a reason; every
     other paper is encoded.
     """
+    from aspire.encoders.contextual import paper_sentences  # the encoder's sentence set, for the reasons given
+
     config = config or EncodeConfig()
     skipped = set(skip_ids)
     seen = set(skipped)
@@ -321,7 +323,7 @@ def encode_corpus(
         chunk = todo[start : start + config.chunk_papers]
         if hasattr(encoder, "unseen_sentences"):  # judged by what the encoder's tokenizer will see
             unseen = encoder.unseen_sentences(chunk, batch_size=config.batch_size)
-            texts = lambda p: [p.title, *p.sentences] if getattr(encoder, "include_title", False) else p.sentences  # noqa: E731
+            texts = lambda p: paper_sentences(p, getattr(encoder, "include_title", False))  # noqa: E731
             rejected += [{"paper_id": p.paper_id, "reason": f"sentence(s) {u} give the encoder's tokenizer no word "
                           f"piece (e.g. {texts(p)[u[0]][:40]!r})"} for p, u in zip(chunk, unseen) if u]
             bar.update(sum(1 for u in unseen if u))

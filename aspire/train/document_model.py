@@ -118,12 +118,18 @@ class TripletBatch:
 
 def _align_lookup(encoder, batch: TripletBatch, anchors: DocBatch, positives: DocBatch):
     """`batch.align`'s two sentences found among the encoded ones (`_sentence_at`; the title is sentence 0 where
-    the encoder includes it): (anchor position, encoded, positive position, encoded), each (B,)."""
-    shift = 1 if getattr(encoder, "include_title", False) else 0
-    return (*_sentence_at(batch.align[:, 0], anchors, shift), *_sentence_at(batch.align[:, 1], positives, shift))
+    the encoder made it so, `aspire.encoders.contextual.title_is_sentence`: with `include_title`, a paper with a
+    title): (anchor position, encoded, positive position, encoded), each (B,)."""
+    B = len(batch.align)
+    titled = batch.inputs.titled
+    if titled is None:  # inputs that do not record it: the encoder's setting
+        shift = torch.full((2 * B,), int(getattr(encoder, "include_title", False)), device=batch.align.device)
+    else:  # rows: B anchors, then B positives
+        shift = torch.tensor(titled[: 2 * B], dtype=torch.long, device=batch.align.device)
+    return (*_sentence_at(batch.align[:, 0], anchors, shift[:B]), *_sentence_at(batch.align[:, 1], positives, shift[B:]))
 
 
-def _sentence_at(column: Tensor, docs: DocBatch, shift: int) -> tuple[Tensor, Tensor]:
+def _sentence_at(column: Tensor, docs: DocBatch, shift: Tensor) -> tuple[Tensor, Tensor]:
     """Row positions (B,) of the sentences `column` names (-1: none; `shift` past a title sentence) and (B,) bool
     whether each is an encoded sentence of its paper; 0 where not."""
     idx = column + shift
