@@ -1,6 +1,7 @@
 """Round 10, items earlier sweeps saw and left: padded costs that are not finite, ..."""
 
 import importlib
+import json
 import warnings
 
 import pytest
@@ -131,3 +132,18 @@ def test_search_re_encodes_an_indexed_paper_from_its_stored_sentences_after_a_ti
     maker = QueryMaker(searcher, SimpleNamespace(facet_code="none", query_side=True, device=None))
     maker.from_paper = lambda paper, sentences: SimpleNamespace(paper=paper)
     assert maker.from_id("p", None).paper.sentences == sents
+
+
+def test_search_refuses_a_shortlist_no_re_ranker_reads(tiny_model_dir, tmp_path, capsys):
+    # with rerank none the first stage's k best are the answer: --shortlist was taken and read by nothing
+    from serve_support import PAPERS, build_index
+
+    from aspire.cli.search import main as search_main
+    from aspire.encoders import load_encoder
+
+    index = build_index(load_encoder(tiny_model_dir), PAPERS, tmp_path / "index", "tiny")
+    query = ["--index", str(index), "--query-id", PAPERS[0].paper_id, "--k", "2", "--json", "--quiet"]
+    assert search_main([*query, "--rerank", "none", "--shortlist", "5"]) == 2
+    assert "--shortlist 5" in capsys.readouterr().err
+    assert search_main([*query, "--rerank", "minl2", "--shortlist", "5"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["hits"]) == 2

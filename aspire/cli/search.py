@@ -545,6 +545,10 @@ def _run(args) -> int:
     clock = _took(f"opened the index ({searcher.index.n_papers} papers)", clock)
     asked = checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
                                   stages=args.stages, fuse=args.fuse)  # out-of-range arguments stop before any query
+    if args.shortlist is not None and asked.rerank == "none":  # once taken, and read by nothing
+        raise ValueError(f"--shortlist {args.shortlist}: the papers the first stage passes to a re-ranker, and this "
+                         "search re-ranks by none (the first stage's k best are the answer): leave --shortlist out, "
+                         "or give --rerank")
     if args.fuse is not None and asked.stages != "ann,bm25":  # said, not silently unused
         log.warning("--fuse %s is not used: it fuses the lists of --stages ann,bm25, and the first stage is %s",
                     args.fuse, asked.stages)
