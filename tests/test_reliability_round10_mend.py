@@ -147,3 +147,39 @@ def test_search_refuses_a_shortlist_no_re_ranker_reads(tiny_model_dir, tmp_path,
     assert "--shortlist 5" in capsys.readouterr().err
     assert search_main([*query, "--rerank", "minl2", "--shortlist", "5"]) == 0
     assert len(json.loads(capsys.readouterr().out)["hits"]) == 2
+
+
+@pytest.mark.parametrize("override", ["encode.backend=onnx", "encode.max_sentences=5", "encode.quantize=bf16"])
+def test_index_merge_refuses_encoding_settings_the_shards_record(tmp_path, capsys, override):
+    # a merge replaces these by the shards' record of their encoding: given, they were taken and read by nothing
+    from aspire.index.__main__ import main as index_main
+
+    (tmp_path / "shards").mkdir()
+    assert index_main(["merge", "--shards", str(tmp_path / "shards"), "--out", str(tmp_path / "idx"), override]) == 2
+    assert override.split("=")[0] in capsys.readouterr().err
+    assert not (tmp_path / "idx").exists()
+
+
+def test_growing_an_index_with_papers_without_whole_vectors_is_refused_not_dropped_for_all():
+    # the index dropped every paper's whole-abstract vectors, and the whole stage then blamed an old build
+    import numpy as np
+
+    from aspire.index.config import IndexBuildConfig, IndexConfig
+    from aspire.index.corpus import EncodedCorpus
+    from aspire.index.store import SentenceIndex
+
+    def corpus(ids, whole):
+        rng = np.random.default_rng(len(ids))
+        vectors, offsets = rng.standard_normal((2 * len(ids), 4)).astype(np.float32), np.arange(0, 2 * len(ids) + 1, 2)
+        return EncodedCorpus(vectors, offsets, ids, [f"t {i}" for i in ids], [["one.", "two."] for _ in ids],
+                             whole=rng.standard_normal((len(ids), 4)).astype(np.float32) if whole else None)
+
+    flat = IndexBuildConfig(index=IndexConfig(kind="flat"))
+    index = SentenceIndex.build(corpus(["a", "b"], whole=True), flat, "fp")
+    with pytest.raises(ValueError, match=r"whole-abstract vectors.*e\.g\. c"):
+        index.add(corpus(["c"], whole=False), "fp")
+    assert index.n_papers == 2 and index.whole is not None and len(index.whole) == 2
+    index.add(corpus(["a"], whole=False), "fp")  # only a duplicate: nothing added, nothing lost
+    assert index.n_papers == 2 and len(index.whole) == 2
+    plain = SentenceIndex.build(corpus(["a"], whole=False), flat, "fp").add(corpus(["d"], whole=False), "fp")
+    assert plain.whole is None and plain.n_papers == 2

@@ -47,7 +47,7 @@ from aspire.cliutil import (
 from aspire.config import load_config
 from aspire.encoders.choice import add_auto_backend_option, resolve_backend
 from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP, check_model, pinned_model
-from aspire.index.config import IndexBuildConfig
+from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.disk import refuse_existing_index, require_live_generation
 
 log = logging.getLogger("aspire.index")
@@ -203,6 +203,18 @@ def config_backend(args, encode) -> None:
                          f"{encode.backend} encode.quantize {encode.quantize} disagree: give one of them")
 
 
+def refuse_recorded_encoding(overrides: list[str]) -> None:
+    """ValueError naming an `encode.*` override a merge would replace by what the shards record of their encoding
+    (`aspire.index.stream.encoded_config`: the backend, its precision and the reading limits); once taken and
+    read by nothing."""
+    recorded = {f"encode.{key}" for key in ("backend", "quantize", *READING_LIMITS)}
+    given = [o.split("=", 1)[0].strip() for o in overrides]
+    for key in given:
+        if key in recorded:
+            raise ValueError(f"{key}: a merge takes it from the shards' record of how they were encoded, which the "
+                             "index then records for `add` and `search`: leave it out (encode the shards with it)")
+
+
 def _run(args) -> int:
     # the user's paths first, so that a wrong one is reported before torch and faiss load
     check_paths(corpus=getattr(args, "corpus", None), config=getattr(args, "config", None),
@@ -223,6 +235,8 @@ def _run(args) -> int:
         overrides.append(f"encode.batch_size={args.batch_size}")
     if args.command in ("build", "encode-shard", "merge"):  # a bad key or value, too, before torch and faiss
         config = load_config(IndexBuildConfig, args.config, overrides)
+    if args.command == "merge":
+        refuse_recorded_encoding(overrides)
     from aspire.index.build import add_to_index, build_index
     from aspire.index.shards import run_encode_shard
     from aspire.index.store import ModelMismatchError, SentenceIndex, restate_mismatch

@@ -47,6 +47,8 @@ class IndexConfig:
     seed: int = ranged(0, ge=0, le=2**31 - 1)  # numpy and faiss (a C int) both take it
 
 
+READING_LIMITS = ("max_sentences", "max_sentence_chars", "max_line_bytes")  # the EncodeConfig keys deciding the records
+
 @dataclass
 class EncodeConfig:
     """Corpus reading and encoding, bounded per paper (memory does not grow with the worst paper).

@@ -39,11 +39,11 @@ import torch.distributed as dist
 from aspire.checksum import file_sha256
 from aspire.data.papers import Paper
 from aspire.index.build import require_papers
-from aspire.index.config import IndexBuildConfig
+from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.corpus import EncodedCorpus, encode_corpus, read_corpus, read_shard_meta
 from aspire.index.disk import SHARD_META, index_entries
 from aspire.index.store import SentenceIndex, model_fingerprint
-from aspire.index.stream import READING_LIMITS, SHARD_DIR, SHARD_RECORD, merge_streaming, plan_shards
+from aspire.index.stream import SHARD_DIR, SHARD_RECORD, merge_streaming, plan_shards
 
 log = logging.getLogger(__name__)
 

@@ -201,12 +201,16 @@ class SentenceIndex:
         if bad:  # before anything changes: faiss would leave these papers out of every ranking
             raise ValueError(f"{len(bad)} new paper(s) have NaN or infinite sentence vectors, e.g. {bad[:10]}; an "
                              "index cannot rank them: re-encode those papers")
+        if keep and self.whole is not None and new.whole is None:  # dropped for every paper, then blamed on the build
+            raise ValueError(f"the index stores whole-abstract vectors and the {len(keep)} new paper(s) come without "
+                             f"them (e.g. {new.paper_ids[0]}): encode them with an encoder that returns them (one pass "
+                             "gives both), or every paper's would be dropped")
         self.rejected += corpus.rejected + dupes
         if not keep:
             return self
         self.faiss_index.add(np.ascontiguousarray(new.vectors, dtype=np.float32))
         self.vectors = np.concatenate([np.asarray(self.vectors), new.vectors.astype(self.vectors.dtype)])
-        self.whole = (None if self.whole is None or new.whole is None  # an index keeps whole vectors only for all
+        self.whole = (None if self.whole is None  # an index keeps whole vectors only for all
                       else np.concatenate([np.asarray(self.whole), new.whole.astype(self.whole.dtype)]))
         self.offsets = np.concatenate([self.offsets, self.offsets[-1] + new.offsets[1:]])
         self.paper_ids += new.paper_ids

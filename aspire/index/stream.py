@@ -44,7 +44,7 @@ import faiss
 import numpy as np
 
 from aspire.index.ann import add_vectors, new_faiss, nonfinite_rows, train_faiss, train_rows
-from aspire.index.config import IndexBuildConfig
+from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.corpus import WHOLE_FILE, index_paper_records, paper_rows, read_shard_meta
 from aspire.index.disk import SHARD_META, index_lock
 from aspire.index.lexical import papers_bm25
@@ -62,7 +62,6 @@ from aspire.storage import on_disk_full
 log = logging.getLogger(__name__)
 SHARD_DIR = re.compile(r"^shard-(\d{5})-of-(\d{5})$")
 ADD_BATCH = 65536  # sentence vectors a faiss add (and a float32 copy) at a time
-READING_LIMITS = ("max_sentences", "max_sentence_chars", "max_line_bytes")  # the EncodeConfig keys deciding the records
 
 
 @dataclass(frozen=True)
