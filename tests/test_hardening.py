@@ -386,6 +386,7 @@ class _Aligned:
 
     def __init__(self, align: torch.Tensor) -> None:
         self.align = align
+        self.inputs = SimpleNamespace(titled=None)  # which papers' sentence 0 is a title: not recorded
 
     def __len__(self) -> int:
         return len(self.align)

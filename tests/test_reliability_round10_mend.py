@@ -183,3 +183,23 @@ def test_growing_an_index_with_papers_without_whole_vectors_is_refused_not_dropp
     assert index.n_papers == 2 and len(index.whole) == 2
     plain = SentenceIndex.build(corpus(["a"], whole=False), flat, "fp").add(corpus(["d"], whole=False), "fp")
     assert plain.whole is None and plain.n_papers == 2
+
+
+def test_a_paper_repeated_across_shards_is_rejected_with_the_reason_one_build_gives(tmp_path):
+    # merged shards (streamed, or joined in RAM) said "duplicate paper_id" where one build of the same corpus says
+    # "duplicate paper_id (again in this corpus)": four twins of one rule, now `first_occurrences`
+    from test_index_stream import cfg, write_shards
+
+    from aspire.index.corpus import EncodedCorpus
+    from aspire.index.shards import load_shards
+    from aspire.index.store import SentenceIndex
+    from aspire.index.stream import merge_streaming
+
+    shards = write_shards(tmp_path)  # shard 2 repeats paper p3 of shard 0
+    merge_streaming(shards, tmp_path / "streamed", cfg(kind="flat"))
+    joined, _ = load_shards(shards)
+    one = SentenceIndex.build(EncodedCorpus.concat([joined, joined.subset([3])]), cfg(kind="flat"), "fp")
+    want = {"paper_id": "p3", "reason": "duplicate paper_id (again in this corpus)"}
+    assert want in SentenceIndex.load(tmp_path / "streamed").rejected and want in joined.rejected
+    repeats = [r for r in one.rejected if r["paper_id"] == "p3"]  # the shards' repeat, and the added part's
+    assert len(repeats) >= 2 and all(r == want for r in repeats)

@@ -111,7 +111,7 @@ class EncodedCorpus:
 
     @classmethod
     def concat(cls, parts: Sequence["EncodedCorpus"]) -> "EncodedCorpus":
-        """Join corpora in order; a paper id seen earlier is moved to `rejected` (first one wins)."""
+        """Join corpora in order; a paper id seen earlier is moved to `rejected` (first one wins, `first_occurrences`)."""
         if not parts:
             raise ValueError("EncodedCorpus.concat needs at least one part")
         dims = {p.dim for p in parts if len(p)}
@@ -122,13 +122,8 @@ class EncodedCorpus:
         rejected = [r for p in parts for r in p.rejected]
         keep_parts: list[EncodedCorpus] = []
         for part in parts:
-            keep = []
-            for i, pid in enumerate(part.paper_ids):
-                if pid in seen:
-                    rejected.append({"paper_id": pid, "reason": "duplicate paper_id"})
-                else:
-                    seen.add(pid)
-                    keep.append(i)
+            keep, dupes = first_occurrences(part.paper_ids, seen=seen)
+            rejected += dupes
             keep_parts.append(part.subset(keep))
         keep_parts = [p for p in keep_parts if len(p)]
         if not keep_parts:
@@ -270,6 +265,21 @@ def prefetch_rows(vectors: np.ndarray, starts: np.ndarray, lengths: np.ndarray) 
     first = vectors.offset % mmap.ALLOCATIONGRANULARITY  # where row 0 lies in the map
     for lo, hi in page_ranges(first + starts * vectors.strides[0], lengths * vectors.strides[0]):
         vectors.base.madvise(mmap.MADV_WILLNEED, lo, hi - lo)
+
+
+def first_occurrences(paper_ids: Sequence[str], known=(), seen: set[str] | None = None) -> tuple[list[int], list[dict]]:
+    """Which of `paper_ids` to index (positions): each id's first occurrence, unless it is in `known` (the ids
+    indexed already) or `seen` (met earlier in the same corpus: shards or parts before this one; the kept ids are
+    added to it); and a rejected record for every other, with the reason `encode_corpus` gives."""
+    keep, dupes, seen = [], [], set() if seen is None else seen
+    for i, pid in enumerate(paper_ids):
+        if pid in known or pid in seen:
+            again = "already indexed" if pid in known else "again in this corpus"
+            dupes.append({"paper_id": pid, "reason": f"duplicate paper_id ({again})"})
+        else:
+            seen.add(pid)
+            keep.append(i)
+    return keep, dupes
 
 
 def page_ranges(starts: np.ndarray, sizes: np.ndarray, page: int = mmap.PAGESIZE) -> list[tuple[int, int]]:

@@ -45,6 +45,7 @@ from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import (
     WHOLE_FILE,
     EncodedCorpus,
+    first_occurrences,
     gather_docbatch,
     paper_rows,
     prefetch_rows,
@@ -426,20 +427,6 @@ class SentenceIndex:
             config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"], labels, bm25,
             np.load(gen / WHOLE_FILE, mmap_mode="r" if mmap else None) if WHOLE_FILE in manifest["files"] else None,
         )
-
-
-def first_occurrences(paper_ids: Sequence[str], known=()) -> tuple[list[int], list[dict]]:
-    """Which of `paper_ids` to index (positions): each id's first occurrence, unless it is in `known` (the ids
-    indexed already); and a rejected record for every other, with the reason encode_corpus gives."""
-    keep, dupes, seen = [], [], set()
-    for i, pid in enumerate(paper_ids):
-        if pid in known or pid in seen:
-            again = "already indexed" if pid in known else "again in this corpus"
-            dupes.append({"paper_id": pid, "reason": f"duplicate paper_id ({again})"})
-        else:
-            seen.add(pid)
-            keep.append(i)
-    return keep, dupes
 
 
 def begin_generation(root: Path) -> Path:

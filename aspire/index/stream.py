@@ -10,7 +10,7 @@ training sample and the faiss index:
    model, backend, corpus and set of reading limits, as each shard records them (`SHARD_RECORD`); slices
    of the corpus that neither overlap nor leave records out; one dimension; a vectors.npy, a papers.jsonl
    and a whole.npy of the size the offsets say, the whole.npy in every shard or in none; errors name the
-   shard). A paper id met before is rejected as "duplicate paper_id" (the first one wins, as in
+   shard). A paper id met before is rejected as a "duplicate paper_id" (the first one wins, as in
    `EncodedCorpus.concat`).
 2. train: the IVF training sample, the rows `aspire.index.ann.train_rows` picks over the merged rows
    (the rows an in-RAM build of the same corpus picks), read from the memory-mapped shard vectors.
@@ -45,7 +45,7 @@ import numpy as np
 
 from aspire.index.ann import add_vectors, new_faiss, nonfinite_rows, train_faiss, train_rows
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
-from aspire.index.corpus import WHOLE_FILE, index_paper_records, paper_rows, read_shard_meta
+from aspire.index.corpus import WHOLE_FILE, first_occurrences, index_paper_records, paper_rows, read_shard_meta
 from aspire.index.disk import SHARD_META, index_lock
 from aspire.index.lexical import papers_bm25
 from aspire.index.store import (
@@ -169,8 +169,10 @@ def plan_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[li
             with_whole.append(path)
         elif papers:  # a shard whose records were all rejected has no whole vectors to hold
             without_whole.append(path)
-        keep = np.array([pid not in seen and not seen.add(pid) for pid in ids], dtype=bool)
-        duplicates += [{"paper_id": pid, "reason": "duplicate paper_id"} for pid, k in zip(ids, keep) if not k]
+        kept, dupes = first_occurrences(ids, seen=seen)
+        keep = np.zeros(len(ids), dtype=bool)
+        keep[kept] = True
+        duplicates += dupes
         plans.append(ShardPlan(path, offsets.astype(np.int64), keep, paper_rows(offsets.astype(np.int64), np.flatnonzero(keep))[0]))
         rejected += read_jsonl(path / "rejected.jsonl")
         metas.append(meta)
