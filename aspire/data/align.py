@@ -129,11 +129,22 @@ def align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg: 
     """Add `cc_align` / `abs_align` to every example of both splits (see the module docstring).
 
     `teacher` is a sentence-transformers model (e.g. `aspire.encoders.cosentbert.load_sentence_model`).
-    Every abstract sentence of the named papers and every distinct context is encoded once.
+    Every abstract sentence of the named papers and every distinct context is encoded once, at
+    `cfg.max_seq_length`; the teacher's own length is restored afterwards.
     """
+    if cfg.max_seq_length is None:
+        return _align_examples(examples_dir, teacher, out_dir, cfg)
+    own = teacher.max_seq_length
+    teacher.max_seq_length = cfg.max_seq_length
+    try:
+        return _align_examples(examples_dir, teacher, out_dir, cfg)
+    finally:
+        teacher.max_seq_length = own
+
+
+def _align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg: AlignConfig) -> dict:
+    """`align_examples` with the teacher's input length set."""
     examples_dir, out_dir = Path(examples_dir), Path(out_dir)
-    if cfg.max_seq_length is not None:
-        teacher.max_seq_length = cfg.max_seq_length
     papers = read_paper_map(examples_dir / "abstracts.jsonl", split_strings=False)
     empty = [pid for pid, p in papers.items() if not p.sentences]
     if empty:

@@ -38,9 +38,14 @@ def invisible_text_reason(text: str) -> str | None:
     bad = SURROGATE.search(text)
     if bad:
         return f"holds a lone surrogate U+{ord(bad.group()):04X} at character {bad.start()} (not Unicode text)"
-    if not any(unicodedata.category(c)[0] in "LNPS" and c != "\ufffd" for c in text):
+    if not has_visible(text):
         return f"has no visible character ({text[:24]!r})"
     return None
+
+
+def has_visible(text: str) -> bool:
+    """Whether `text` has a letter, digit, punctuation or symbol other than U+FFFD (what an encoder can see)."""
+    return any(unicodedata.category(c)[0] in "LNPS" and c != "\ufffd" for c in text)
 
 
 def id_in_head(head: bytes) -> str | None:

@@ -6,8 +6,9 @@ Full text (`pdf_parses.jsonl`, S2ORC's pdf_parse format), one citing paper a lin
                     "cite_spans": [{"start": int, "end": int, "text": str, "ref_id": str | null}]}],
      "bib_entries": {ref_id: {"title": str, "link": paper_id | null}}}
 Abstracts table (`abstracts.jsonl`), one paper a line: {"paper_id", "title", "abstract"} where
-`abstract` is a list of sentences or one string (split with the configured splitter), or null (no
-abstract); `title` is optional (a string; null reads as "").
+`abstract` is a list of sentences (each with a visible character, as a papers file needs) or one
+string (split with the configured splitter), or null (no abstract); `title` is optional (a string;
+null reads as ""). No text may hold a lone surrogate.
 
 Ids (`paper_id`, a bib entry's `link`) are strings or integers, read as strings. A record that breaks
 these formats (a wrong type, a citation span outside its paragraph, a paper id seen on an earlier
@@ -34,6 +35,7 @@ from typing import Any
 from aspire.config import to_dict
 from aspire.data.cocite.config import REPORT, IngestConfig
 from aspire.data.cocite.text import finish_marks, free_mark
+from aspire.data.guards import SURROGATE, invisible_text_reason
 from aspire.data.papers import paper_id_problem
 from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, type_name, write_json
 
@@ -87,6 +89,18 @@ def merge_spans_across_citations(spans: list[tuple[int, int]], cites: list[tuple
     return [tuple(s) for s in merged], n_merges
 
 
+def _union(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or repeated (start, end) spans merged, in order: each is replaced by one mark, from the last, so
+    two spans over the same characters (a citation listed twice) would cut the text between their ends."""
+    out: list[list[int]] = []
+    for a, b in sorted(spans):
+        if out and a < out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
 def _id(value: Any, what: str, path: Path, lineno: int) -> str | None:
     """A paper id (string or integer) as a string; None stays None. Anything else raises `DataError`."""
     if value is None or isinstance(value, str):
@@ -119,11 +133,20 @@ def _check_abstract(obj: dict, path: Path, lineno: int, first_line: dict[str, in
             if not isinstance(sentence, str):
                 raise DataError(f"{path}:{lineno}: paper {pid!r}: abstract[{j}] must be a string, "
                                 f"got {type_name(sentence)}")
-    elif abstract is not None and not isinstance(abstract, str):
+            problem = "is empty" if not sentence.strip() else invisible_text_reason(sentence)
+            if problem:  # as input A refuses it: else the papers reader refuses the written abstracts stages later
+                raise DataError(f"{path}:{lineno}: paper {pid!r}: abstract[{j}] {problem}")
+    elif isinstance(abstract, str):
+        if SURROGATE.search(abstract):
+            raise DataError(f"{path}:{lineno}: paper {pid!r}: abstract {invisible_text_reason(abstract)}")
+    elif abstract is not None:
         raise DataError(f"{path}:{lineno}: paper {pid!r}: abstract must be a list of sentences, a string or "
                         f"null, got {type_name(abstract)}")
-    if not isinstance(obj.get("title"), (str, type(None))):
+    title = obj.get("title")
+    if not isinstance(title, (str, type(None))):
         raise DataError(f"{path}:{lineno}: paper {pid!r}: title must be a string, got {type_name(obj['title'])}")
+    if title is not None and SURROGATE.search(title):
+        raise DataError(f"{path}:{lineno}: paper {pid!r}: title {invisible_text_reason(title)}")
     first_line[pid] = lineno
 
 
@@ -197,8 +220,8 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
                         counts["dropped_benchmark_test"] += 1
                         continue
                     marked, mark = raw, free_mark(raw)  # never a character of the text (a NUL of its own)
-                    for c in sorted(sent_cites, key=lambda c: c["start"], reverse=True):
-                        a, b = c["start"] - s_start, min(c["end"], s_end) - s_start
+                    for a, b in reversed(_union([(c["start"] - s_start, min(c["end"], s_end) - s_start)
+                                                 for c in sent_cites])):
                         marked = marked[:a] + mark + marked[b:]
                     cited_kept.update(kept)
                     out.write(

@@ -4,7 +4,9 @@ Every splitter works the same way: it proposes sentence *start offsets* in the i
 text is cut at those offsets. Each sentence is the stripped slice between two consecutive starts, so
 no character is ever lost or duplicated: every non-whitespace character of the input lands in exactly
 one sentence, in order (`SentenceSplitter.spans` gives the character offsets). Whitespace-only input
-gives no sentences.
+gives no sentences. A piece with no visible character (a stray U+FEFF or C1 control after the last
+full stop, as real ACL abstracts have) is no sentence of its own, which the papers reader would
+reject with its paper: it joins the sentence before it (the one after it, when first).
 
 Registry (`SPLITTERS`, `get_splitter(name)`):
 
@@ -52,6 +54,8 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
+from aspire.data.guards import has_visible
+
 DEFAULT_SPLITTER = "pysbd_rule_guarded"
 
 _NON_SPACE = re.compile(r"\S")
@@ -73,14 +77,16 @@ class SentenceSplitter(ABC):
         """(start, end) character offsets of the sentences of `text`, in order, non-overlapping.
 
         Each span is stripped of surrounding whitespace and non-empty; the text between spans is
-        whitespace only, so the spans account for every other character of `text`.
+        whitespace only, so the spans account for every other character of `text`. A span has a
+        visible character unless the whole text has none (the module docstring's rule).
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
         if not text.strip():
             return []
         cuts = sorted({0, len(text)} | {i for i in self.starts(text) if 0 < i < len(text)})
-        out = []
+        out: list[tuple[int, int]] = []
+        lead = None  # the start of invisible pieces before the first visible one
         for lo, hi in zip(cuts[:-1], cuts[1:]):
             first = _NON_SPACE.search(text, lo, hi)
             if first is None:
@@ -88,7 +94,16 @@ class SentenceSplitter(ABC):
             end = hi
             while text[end - 1].isspace():
                 end -= 1
-            out.append((first.start(), end))
+            if not has_visible(text[first.start():end]):  # the papers reader's rule
+                if out:
+                    out[-1] = (out[-1][0], end)
+                elif lead is None:
+                    lead = first.start()
+                continue
+            out.append((first.start() if lead is None else lead, end))
+            lead = None
+        if lead is not None:  # nothing visible at all: one piece, which the papers reader names as such
+            out.append((lead, len(text.rstrip())))
         return out
 
     def split(self, text: str) -> list[str]:

@@ -11,27 +11,41 @@ from sentence_transformers.base.sampler import DefaultBatchSampler
 class DistinctSetBatchSampler(DefaultBatchSampler):
     """Batches in which no two rows share a co-cited set or a text (a sentence-transformers batch sampler).
 
-    Rows are shuffled (seed + epoch); each row joins the first of up to `window` open batches it
-    clashes with in nothing, else opens a new batch; a batch is yielded when full, the leftovers
-    (smaller) at the end, or when more than `window` batches are open the oldest goes out small;
-    with `drop_last` small batches are dropped. `groups[i]` is row i's set id. Linear in the rows.
+    Rows are shuffled; each row joins the first of up to `window` open batches it clashes with in
+    nothing, else opens a new batch; a batch is yielded when full, the leftovers (smaller) at the end,
+    or when more than `window` batches are open the oldest goes out small; with `drop_last` small
+    batches are dropped. `groups[i]` is row i's set id. Linear in the rows.
+
+    One iteration makes `passes` shuffled passes over the rows, pass k of trainer epoch e seeded by
+    `seed + e * passes + k`. How many batches a pass packs into depends on its shuffle, while the
+    Hugging Face trainer takes every epoch to be as long as its first and stops an epoch there: a
+    longer later epoch lost its last batches untrained. So several epochs are run as the passes of one
+    trainer epoch (`aspire.encoders.cosentbert` does), whose length `__len__` counts exactly.
     """
 
     def __init__(self, dataset, batch_size: int, drop_last: bool, valid_label_columns=None, generator=None,
-                 seed: int = 0, *, groups: list[str], window: int = 8) -> None:
+                 seed: int = 0, *, groups: list[str], window: int = 8, passes: int = 1) -> None:
         super().__init__(dataset, batch_size=batch_size, drop_last=drop_last,
                          valid_label_columns=valid_label_columns, generator=generator, seed=seed)
         if len(groups) != len(dataset):
             raise ValueError(f"groups has {len(groups)} entries for {len(dataset)} rows")
+        if passes < 1:
+            raise ValueError(f"passes must be at least 1, got {passes}")
         self.keys = [frozenset((("set", g), ("text", a), ("text", p)))
                      for g, a, p in zip(groups, dataset["anchor"], dataset["positive"])]
         self.window = window
+        self.passes = passes
 
     def __iter__(self):
         generator = self.generator or torch.Generator()
-        generator.manual_seed(self.seed + self.epoch)
+        for k in range(self.passes):
+            generator.manual_seed(self.seed + self.epoch * self.passes + k)
+            yield from self._pack(torch.randperm(len(self.keys), generator=generator).tolist())
+
+    def _pack(self, order: list[int]):
+        """The batches of one pass over the rows in `order`."""
         open_batches: list[tuple[list[int], set]] = []
-        for i in torch.randperm(len(self.keys), generator=generator).tolist():
+        for i in order:
             for rows, used in open_batches:
                 if used.isdisjoint(self.keys[i]):
                     rows.append(i)

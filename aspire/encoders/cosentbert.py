@@ -21,6 +21,7 @@ import functools
 import importlib.util
 import itertools
 import logging
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -137,11 +138,15 @@ def same_set_retrieval(emb: Tensor, labels: list[str]) -> dict:
 
 
 def evaluate_contexts(model, groups_path: str | Path, text_field: str = "contexts_clean", batch_size: int = 64) -> dict:
-    """`same_set_retrieval` over every context of a groups file, encoded by `model`."""
+    """`same_set_retrieval` over the distinct contexts of each set of a groups file, encoded by `model`.
+
+    A text repeated within a set counts once (as in `context_pairs`): its copy would be its nearest row,
+    a hit that measures nothing."""
     texts, labels = [], []
     for _, group in iter_jsonl(groups_path):
-        texts += group[text_field]
-        labels += [group["set_id"]] * len(group[text_field])
+        distinct = list(dict.fromkeys(group[text_field]))
+        texts += distinct
+        labels += [group["set_id"]] * len(distinct)
     emb = model.encode(texts, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False)
     return {"contexts": len(texts), **same_set_retrieval(emb, labels)}
 
@@ -149,13 +154,40 @@ def evaluate_contexts(model, groups_path: str | Path, text_field: str = "context
 # --------------------------------------------------------------------------- training
 
 
+def training_arguments(cfg: CoSentBertConfig, output_dir: str | Path, groups: list[str]):
+    """The `SentenceTransformerTrainingArguments` of a run over pairs of co-cited sets `groups` (one a pair).
+
+    The `ceil(epochs)` shuffled passes over the pairs are the passes of ONE trainer epoch
+    (`DistinctSetBatchSampler(passes=...)`), run for `epochs / passes` of it: a pass packs into a number of
+    batches that depends on its shuffle, and the trainer, which sizes every epoch by its first, stopped a
+    longer later epoch before its last batches (pairs went untrained). `warmup` is a share of the steps
+    also at 1.0, which the trainer would read as one step (its `warmup_steps` is a share only below 1).
+    """
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    from aspire.encoders.cosent_sampler import DistinctSetBatchSampler
+
+    passes = math.ceil(cfg.epochs)
+    return SentenceTransformerTrainingArguments(
+        output_dir=str(output_dir),
+        num_train_epochs=cfg.epochs / passes,
+        per_device_train_batch_size=cfg.batch_size,
+        learning_rate=cfg.learning_rate,
+        warmup_steps=min(cfg.warmup, math.nextafter(1.0, 0.0)),  # ceil(steps * (1 - 2**-53)) = steps
+        seed=cfg.seed,
+        logging_steps=cfg.logging_steps,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        batch_sampler=functools.partial(DistinctSetBatchSampler, groups=groups, passes=passes),
+    )
+
+
 def train_cosentbert(examples_dir: str | Path, out_dir: str | Path, cfg: CoSentBertConfig = CoSentBertConfig()) -> dict:
     """Fine-tune on the train split's context pairs; evaluate on dev before and after; save the model."""
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import SentenceTransformerTrainer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-
-    from aspire.encoders.cosent_sampler import DistinctSetBatchSampler
 
     examples_dir, out_dir = Path(examples_dir), Path(out_dir)
     base = Path(cfg.base_model) if cfg.base_model else default_base_model()
@@ -173,19 +205,7 @@ def train_cosentbert(examples_dir: str | Path, out_dir: str | Path, cfg: CoSentB
 
     directions = ("query_to_doc", "doc_to_query") if cfg.symmetric else ("query_to_doc",)
     loss = MultipleNegativesRankingLoss(model, scale=cfg.scale, directions=directions)
-    args = SentenceTransformerTrainingArguments(
-        output_dir=str(out_dir / "trainer"),
-        num_train_epochs=cfg.epochs,
-        per_device_train_batch_size=cfg.batch_size,
-        learning_rate=cfg.learning_rate,
-        warmup_steps=cfg.warmup,
-        seed=cfg.seed,
-        logging_steps=cfg.logging_steps,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        batch_sampler=functools.partial(DistinctSetBatchSampler, groups=[g for _, _, g in pairs]),
-    )
+    args = training_arguments(cfg, out_dir / "trainer", [g for _, _, g in pairs])
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss)
     start = time.time()
     result = trainer.train()
