@@ -5,7 +5,7 @@ Each term of `aspire.scoring.scorers.HybridScorer` (whole, facet, minl2, ot) is 
 vector). The calibration (each term's mean and standard deviation) is fitted, without labels, on pairs of
 ACL Anthology papers that are in no benchmark. Every weighting of the grid is then scored with CSFCube's
 protocol; the two-fold choice takes the weighting best on each fold's dev half and reports its test half
-(`aspire.evaluate.two_fold.select_two_fold`, per facet too with `--per-facet`), and the paired test compares
+(`aspire.evaluate.two_fold.select_two_fold`: one weighting a fold for every facet), and the paired test compares
 the chosen weighting's per-query figures with the whole-abstract term alone (`aspire.benchmarks.stats`).
 
     python experiments/aspect_model.py --model minilm --out experiments/results/aspect_model_minilm.json

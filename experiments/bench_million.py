@@ -20,7 +20,8 @@ Steps (each a subcommand; outputs under --work, default runs/million):
     truth   the same pipeline with an exact first stage (exhaustive min-L2 over all stored vectors,
             the same 1,000 shortlist and OT scorer, `scale_common.exact_pipeline_tops`) for the first
             `--truth-queries` queries, and the exact min-L2 top 10;
-    report  joins the above into experiments/results/bench_million.json (recall@10 per method).
+    report  joins the above into experiments/results/bench_million.json (recall@10 per method, with its bootstrap
+            95% interval over the truth's queries).
 
 Queries: `--holdout` real papers are kept out of the index and are copied by no synthetic paper, so a
 query's neighbours are other papers, never its own noisy copies. Their stored vectors are the query
@@ -256,15 +257,14 @@ def report(args) -> None:
         assert run["query_ids"][: len(exact["query_ids"])] == exact["query_ids"], "queries differ from the truth's"
         for nprobe, r in run["runs"].items():
             for method, found in r["found"].items():
-                n = len(exact["query_ids"])
+                vs_pipeline, vs_pipeline_ci = sc.mean_recall(found, exact["exact_pipeline_top10"])
+                vs_minl2, vs_minl2_ci = sc.mean_recall(found, exact["exact_minl2_top10"])
                 rows.append({
                     "run": tag, "nprobe": int(nprobe), "method": method,
                     "p50_ms": sc.pct_ms(r["wall_s"][method], 50), "p95_ms": sc.pct_ms(r["wall_s"][method], 95),
                     "cpu_p50_ms": sc.pct_ms(r["cpu_s"][method], 50),
-                    "recall_at_10_vs_exact_pipeline": float(np.mean(
-                        [sc.recall_at(np.array(f), np.array(t)) for f, t in zip(found[:n], exact["exact_pipeline_top10"])])),
-                    "recall_at_10_vs_exact_minl2": float(np.mean(
-                        [sc.recall_at(np.array(f), np.array(t)) for f, t in zip(found[:n], exact["exact_minl2_top10"])])),
+                    "recall_at_10_vs_exact_pipeline": vs_pipeline, "recall_at_10_vs_exact_pipeline_ci95": vs_pipeline_ci,
+                    "recall_at_10_vs_exact_minl2": vs_minl2, "recall_at_10_vs_exact_minl2_ci95": vs_minl2_ci,
                     "load_average_1min": r["load_average_1min"]})
     out = {"date": dt.date.today().isoformat(), "corpus": corpus, "build": built, "truth_queries": len(exact["query_ids"]),
            "exact_pipeline_s": exact["s"], "serve": {t: {k: v for k, v in s.items() if k != "runs"} | {

@@ -2,7 +2,7 @@
 
 Each case runs in a fresh child process: Q queries against N candidates (random sentence vectors,
 5-15 sentences a paper, D = 384), optionally with one candidate of `long` sentences. The child
-reports its peak resident memory (`ru_maxrss`), the time, and the largest difference between its
+reports its peak resident memory (`VmHWM`: `bench_worst_paper.PEAK_RSS`), the time, and the largest difference between its
 scores and the unchunked scores of the same case (computed in the same child, after the peak was
 read, for the chunked mode).
 
@@ -20,12 +20,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "experiments"))
-from bench_worst_paper import save  # noqa: E402  (the same table writer)
+from bench_worst_paper import PEAK_RSS, save  # noqa: E402  (the same peak reading and table writer)
 
 RESULTS = REPO / "experiments" / "results"
 
-CHILD = r"""
-import json, resource, sys, time, warnings
+CHILD = PEAK_RSS + r"""
+import json, sys, time, warnings
 import torch
 from aspire.batch import DocBatch
 from aspire.scoring import get_scorer
@@ -42,7 +42,7 @@ start = time.perf_counter()
 with torch.no_grad():
     sims = scorer.score(q, c) if mode == "unchunked" else score_chunked(scorer, q, c, budget_bytes=budget)
 seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+peak = peak_rss_mb()
 diff = None
 if mode == "chunked" and len(sys.argv) > 6:
     with torch.no_grad():

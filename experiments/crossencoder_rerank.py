@@ -29,6 +29,24 @@ from aspire.scoring.crossencoder import CrossEncoderReranker
 WEIGHTS = [0.0, 0.25, 0.5, 0.75, 1.0]
 
 
+def check_saved_scores(saved: dict, path: Path, args) -> None:
+    """ValueError naming `path` when the cross-encoder scores saved there are not this run's: another `--model`, a
+    shallower `--max-top`, another `--max-length` or split (where recorded). They were once reused whatever the
+    model, so a run reported one cross-encoder's scores under another's name."""
+    if not isinstance(saved, dict) or not isinstance(saved.get("scores"), dict):
+        raise ValueError(f"{path}: not a cross-encoder scores file (no 'scores' mapping)")
+    differ = [f"{key} {saved.get(key)!r} (this run: {want!r})"
+              for key, want in (("model", args.model), ("max_length", args.max_length), ("split", args.split))
+              if key in saved and saved[key] != want]
+    if "model" not in saved:
+        differ.append("no model recorded")
+    if not isinstance(saved.get("top"), int) or saved["top"] < args.max_top:
+        differ.append(f"top {saved.get('top')!r} scored, --max-top {args.max_top} asked")
+    if differ:
+        raise ValueError(f"{path} holds other cross-encoder scores: {'; '.join(differ)}; give another --scores, or "
+                         "remove it to score again")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=str(DATA / "cocite-acl"))
@@ -42,23 +60,36 @@ def main() -> None:
     ap.add_argument("--scores", help="cross-encoder scores JSON (default beside --out)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    if args.split == "test" and not (args.apply and args.run_dir):  # before the first stage is encoded
+        ap.error("--split test needs --apply N:W (chosen on dev) and --run-dir")
+    try:
+        tops = [int(t) for t in args.tops.split(",")]
+        top, weight = (int(args.apply.split(":")[0]), float(args.apply.split(":")[1])) if args.apply else (None, None)
+    except (ValueError, IndexError):
+        ap.error(f"--tops takes N,N,... and --apply N:W, got {args.tops!r} and {args.apply!r}")
+    deeper = [n for n in tops + ([top] if top else []) if n > args.max_top]
+    if deeper:
+        ap.error(f"top {deeper[0]} is deeper than --max-top {args.max_top}, the depth the cross-encoder scores")
+    scores_path = Path(args.scores or Path(args.out).with_suffix(".scores.json"))
+    saved = None
+    if scores_path.is_file():  # checked before anything is encoded
+        try:
+            saved = json.loads(scores_path.read_text())
+            check_saved_scores(saved, scores_path, args)
+        except ValueError as err:
+            ap.error(str(err))
     bench = load_context2doc(args.data, args.split)
     first = to_run(bench, first_stage_scores(bench), 100)
-    scores_path = Path(args.scores or Path(args.out).with_suffix(".scores.json"))
-    speed = None
-    if scores_path.is_file():
-        saved = json.loads(scores_path.read_text())
+    if saved is not None:
         cross, speed = saved["scores"], saved.get("speed")
     else:
         reranker = CrossEncoderReranker(args.model, args.max_length)
         cross = cross_scores(bench, first, reranker, args.max_top)
         speed = reranker.speed()
         speed["ms_per_query"] = round(1000 * speed["seconds"] / len(bench.queries), 1)
-        scores_path.write_text(json.dumps({"model": args.model, "top": args.max_top, "scores": cross, "speed": speed}))
+        scores_path.write_text(json.dumps({"model": args.model, "top": args.max_top, "max_length": args.max_length,
+                                           "split": args.split, "scores": cross, "speed": speed}))
     if args.split == "test":
-        if not (args.apply and args.run_dir):
-            ap.error("--split test needs --apply N:W (chosen on dev) and --run-dir")
-        top, weight = int(args.apply.split(":")[0]), float(args.apply.split(":")[1])
         info = {"first_stage": "minilm abstract + BM25, z-fused, alpha 0.815", "rerank": {
             "model": args.model, "top_n": top, "weight": weight, "speed_top": args.max_top, "speed": speed}}
         res = score_and_write(bench, rerank_run(first, cross, top, weight), Path(args.run_dir),
@@ -68,7 +99,6 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(out, indent=2))
         print(json.dumps(out, indent=1))
         return
-    tops = [int(t) for t in args.tops.split(",")]
     result = sweep(bench, first, cross, tops, WEIGHTS)
     best = result["best"]
     out = {"split": "dev", "model": args.model, "max_length": args.max_length, "n_queries": len(bench.queries),

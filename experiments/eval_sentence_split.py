@@ -114,6 +114,7 @@ def suspect_gold(sentences: list[str]) -> bool:
     return False
 
 
+DEFAULT_COMPARE = ("pysbd_rule_guarded", "pysbd_guarded")
 _GOLD_NEVER_FINAL = re.compile(r"(?:^|[\s(\[])(?:e\.g|i\.e|cf|vs|viz|approx|resp)\.$", re.IGNORECASE)
 
 
@@ -281,7 +282,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--splitters", default=",".join(SPLITTERS), help="comma-separated registry names")
     parser.add_argument("--out-dir", type=Path, default=REPO / "experiments" / "results")
     parser.add_argument(
-        "--compare", default="pysbd_rule_guarded,pysbd_guarded", help="two splitters whose disagreements to sample"
+        "--compare",
+        default=None,
+        help="two of --splitters whose disagreements to sample (default: pysbd_rule_guarded,pysbd_guarded when both "
+        "are evaluated; '' for none)",
     )
     parser.add_argument("--sample", type=int, default=40, help="disagreements to sample (on the first data set)")
     parser.add_argument("--seed", type=int, default=0)
@@ -290,12 +294,21 @@ def main(argv: list[str] | None = None) -> None:
     if missing:
         raise SystemExit(f"data not found: {missing}")
     names = [n for n in args.splitters.split(",") if n]
+    unknown = [n for n in names if n not in SPLITTERS]
+    if unknown:
+        parser.error(f"unknown splitter(s) {unknown}; valid: {list(SPLITTERS)}")
+    if args.compare is None:  # the default pair, where both are evaluated
+        pair = [n for n in DEFAULT_COMPARE if n in names]
+        pair = pair if len(pair) == 2 else []
+    else:  # a pair asked for is compared or refused: it was once left out of the tables without a word
+        pair = [n for n in args.compare.split(",") if n]
+        if pair and (len(pair) != 2 or pair[0] == pair[1] or any(n not in names for n in pair)):
+            parser.error(f"--compare takes two different splitters of --splitters {names}, got {args.compare!r}")
     datasets = {name: load_gold(path, args.limit) for name, path in DATASETS.items()}
     evaluated = {n: evaluate(n, datasets) for n in names}
     results = [evaluated[n][0] for n in names]
     compare = None
-    pair = [n for n in args.compare.split(",") if n]
-    if len(pair) == 2 and all(n in evaluated for n in pair):
+    if pair:
         first = next(iter(datasets))
         preds = [evaluated[n][1][first] for n in pair]
         total, sample = sample_disagreements(datasets[first], *preds, args.sample, args.seed)

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from training_table import cells
 
-from aspire.benchmarks.csfcube import format_table
+from aspire.benchmarks.csfcube import GROUPS, format_table
 from aspire.cli.evaluate import parse_run
 from aspire.evaluate.csfcube import fuse_csfcube
-from aspire.evaluate.two_fold import select_two_fold
+from aspire.evaluate.two_fold import REPORTED, select_two_fold
 from aspire.paths import DATA
 
 
@@ -50,6 +50,9 @@ def main() -> None:
             ap.error(f"--grid {spec!r} has {len(weights)} weights for {len(inputs)} runs")
         grids.append(weights)
     group, _, metric = args.select.partition(":")
+    if group not in GROUPS or metric not in REPORTED:  # before any fusion: it was found only after the whole grid
+        ap.error(f"--select must be GROUP:METRIC with GROUP in {list(GROUPS)} and METRIC in {list(REPORTED)}, "
+                 f"got {args.select!r}")
 
     rows = []
     for weights in grids:

@@ -52,6 +52,17 @@ def rerank_shortlist(first: dict, stage: dict, shortlist: int, beta: float | Non
     return out
 
 
+def check_dev_runs(root: Path) -> None:
+    """ValueError naming the run folder under `root` whose `results.json` (written by `aspire evaluate context2doc`)
+    says it ranked another split than dev: `--choose` picks the window and beta, which must be chosen on dev only."""
+    for name in ("bm25", "abstract", "maxp1", "maxp2", "maxp3", "ot"):
+        path = root / name / "results.json"
+        if path.is_file():
+            bench = json.loads(path.read_text(encoding="utf-8")).get("benchmark", "")
+            if bench != "context2doc-dev":
+                raise ValueError(f"{path}: a {bench or 'unnamed'} run; --choose chooses on context2doc dev runs only")
+
+
 def scores(qrels, run) -> dict:
     return per_query(qrels, {q: r[:100] for q, r in run.items()}, METRICS)
 
@@ -67,6 +78,11 @@ def main() -> None:
     p.add_argument("--out", help="write the rows as JSON here")
     args = p.parse_args()
     root = Path(args.runs)
+    if args.choose:
+        try:
+            check_dev_runs(root)
+        except ValueError as err:
+            p.error(str(err))
     qrels = read_qrels(root / "bm25" / "qrels.trec")
     bm25, dense = read_run(root / "bm25" / "run.trec"), read_run(root / "abstract" / "run.trec")
     fused = fuse_runs([dense, bm25], [args.alpha, 1 - args.alpha])

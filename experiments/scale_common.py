@@ -102,6 +102,19 @@ def recall_at(found: np.ndarray, truth: np.ndarray) -> float:
     return len(set(found.tolist()) & set(truth.tolist())) / max(len(truth), 1)
 
 
+def mean_recall(found: list, truth: list) -> tuple[float, list[float]]:
+    """Mean recall@k of the first len(truth) queries of `found` against `truth` (positions each), and its bootstrap
+    95% interval over those queries (`aspire.benchmarks.stats.UnitScores`, the benchmarks' own): the truth is costly,
+    so it is a few dozen queries, and the mean alone read as more certain than it is. NaN without a truth."""
+    from aspire.benchmarks.stats import UnitScores
+
+    if not truth:
+        return float("nan"), [float("nan"), float("nan")]
+    values = {f"{i:06d}": recall_at(np.asarray(f), np.asarray(t)) for i, (f, t) in enumerate(zip(found, truth))}
+    units = UnitScores.means(values)
+    return units.value(), list(units.bootstrap())
+
+
 def set_threads(n: int) -> None:
     """Use `n` threads in torch and faiss."""
     import faiss
@@ -129,11 +142,14 @@ def time_queries(methods: dict, queries: list) -> dict:
 
 
 def latency_rows(timing: dict, truth: list, recall_name: str) -> list[dict]:
-    """One row a method: p50 / p95 wall ms, p50 CPU ms, mean recall@10 of its first len(truth) queries."""
-    return [{"method": m, "p50_ms": pct_ms(timing["wall"][m], 50), "p95_ms": pct_ms(timing["wall"][m], 95),
-             "cpu_p50_ms": pct_ms(timing["cpu"][m], 50),
-             recall_name: float(np.mean([recall_at(f, t) for f, t in zip(timing["found"][m], truth)]))}
-            for m in timing["wall"]]
+    """One row a method: p50 / p95 wall ms, p50 CPU ms, mean recall@10 of its first len(truth) queries and its
+    bootstrap 95% interval (`recall_name` + `_ci95`, `mean_recall`)."""
+    rows = []
+    for m in timing["wall"]:
+        recall, ci = mean_recall(timing["found"][m], truth)
+        rows.append({"method": m, "p50_ms": pct_ms(timing["wall"][m], 50), "p95_ms": pct_ms(timing["wall"][m], 95),
+                     "cpu_p50_ms": pct_ms(timing["cpu"][m], 50), recall_name: recall, f"{recall_name}_ci95": ci})
+    return rows
 
 
 def fresh_load_memory(index_dir, mmap: bool, texts: str = "auto") -> dict:

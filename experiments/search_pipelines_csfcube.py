@@ -1,12 +1,12 @@
 """CSFCube answered by `aspire search` itself, one row per search pipeline, beside the benchmark's own runs.
 
-    python experiments/search_pipelines_csfcube.py [--model minilm]
+    python experiments/search_pipelines_csfcube.py [--model minilm] [--results experiments/results/search_pipelines_csfcube.json]
 
 Every pooled paper is encoded once (contextual, through the vector cache); each query's pool is indexed on
 its own and the query (its facet's sentences, encoded in the context of its whole abstract) is searched by the
 `Searcher` for its whole pool (`aspire.evaluate.search_run.rank_pools_by_search`), then scored by CSFCube's
 protocol. Prints the two-fold test MAP / NDCG%20 per facet and writes
-`experiments/results/search_pipelines_csfcube.json`.
+`experiments/results/search_pipelines_csfcube.json` (`--results`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ PIPELINES["fused + best-passage re-rank"] = ["stages=ann,bm25", "rerank=maxpassa
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="minilm")
+    parser.add_argument("--results", type=Path, default=REPO / "experiments" / "results" / "search_pipelines_csfcube.json",
+                        help="the JSON of the rows (default: the committed one)")
     args = parser.parse_args()
     root = DATA / "csfcube"
     pool_set = csfcube.load_csfcube(root)
@@ -53,7 +55,8 @@ def main() -> int:
         print(f"{name:<32} {csfcube.format_table(results)}  ({seconds:.0f} s)", flush=True)
     out = {"command": " ".join(["python", *sys.argv]), "date": time.strftime("%Y-%m-%d"), "model": args.model,
            "rows": rows}
-    (REPO / "experiments" / "results" / "search_pipelines_csfcube.json").write_text(json.dumps(out, indent=1) + "\n")
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 
