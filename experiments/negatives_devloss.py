@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--config", default="configs/max_aspire.yaml")
     parser.add_argument("--model", required=True, help="a DocumentModel checkpoint directory")
     parser.add_argument("--examples", default="runs/cocite-acl/5_examples")
-    parser.add_argument("--dev-batches", type=int, default=4)
+    parser.add_argument("--dev-batches", type=int, default=4, help="dev batches scored (0: all, as the trainer reads it)")
     parser.add_argument("--out", required=True)
     parser.add_argument("files", nargs="+", help="hard-negatives files, or `none`")
     args = parser.parse_args()
@@ -44,7 +44,7 @@ def main() -> None:
                            hard_negatives=None if name == "none" else name)
         dev = load_split(data_cfg, "dev")
         collate = TripletCollator(model.tokenize, dev.papers)
-        sampler = EpochBatchSampler(len(dev), cfg.train.batch_size, DEV_SEED, 0, limit=args.dev_batches)
+        sampler = EpochBatchSampler(len(dev), cfg.train.batch_size, DEV_SEED, 0, limit=args.dev_batches or None)
         total = count = 0.0
         with torch.no_grad():
             for batch in DataLoader(dev, batch_sampler=sampler, collate_fn=collate):

@@ -2,7 +2,9 @@
 
 import importlib
 import json
+import math
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -203,3 +205,28 @@ def test_a_paper_repeated_across_shards_is_rejected_with_the_reason_one_build_gi
     assert want in SentenceIndex.load(tmp_path / "streamed").rejected and want in joined.rejected
     repeats = [r for r in one.rejected if r["paper_id"] == "p3"]  # the shards' repeat, and the added part's
     assert len(repeats) >= 2 and all(r == want for r in repeats)
+
+
+def test_negatives_devloss_reads_zero_dev_batches_as_all_of_them(tiny_model_dir, examples_dir, tmp_path, monkeypatch):
+    # --dev-batches 0 (the trainer's "all") scored no batch and divided by zero
+    import sys
+
+    import yaml
+    from test_train import tiny_config
+
+    from aspire.config import to_dict
+    from aspire.train.trainer import build_model
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    import negatives_devloss
+
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "run")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg)))
+    build_model(cfg).save_pretrained(tmp_path / "model")
+    out = tmp_path / "out.json"
+    monkeypatch.setattr(sys, "argv", ["negatives_devloss.py", "--config", str(tmp_path / "config.yaml"), "--model",
+                                      str(tmp_path / "model"), "--examples", str(examples_dir), "--dev-batches", "0",
+                                      "--out", str(out), "none"])
+    negatives_devloss.main()
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["file"] == "none" and math.isfinite(row["dev_loss"]) and row["dev_loss"] > 0
