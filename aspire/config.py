@@ -8,6 +8,12 @@ silently falls back to a default; a YAML syntax error or a key given twice in on
 le=..., lt=...)` are checked against their bounds when loaded (a float must also be finite), so an
 out-of-range value fails at load time naming its key. `save_config` writes the resolved config
 beside an artifact.
+
+Values are typed as YAML types them (PyYAML, YAML 1.1), with three YAML 1.2 readings where 1.1's would mislead:
+`1e-3` and `1.5e3` are numbers (1.1 wants a dot and a signed exponent, else text); a date or time is its text; and
+a number written in a form whose value YAML 1.1 and 1.2 disagree on (`010`, octal 8 in 1.1 and 10 in 1.2; base 60,
+`1:30`) is a ConfigError where a number is wanted. A string field keeps the text as written (`name=0123` is
+"0123", `name=1.10` is "1.10", never the number's text "83" or "1.1").
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -68,6 +75,55 @@ def check_ranges(config: Any, where: str = "") -> None:
             raise ConfigError(f"{where + '.' if where else ''}{f.name}: {problem}")
 
 
+class _Int(int):
+    """An integer read from YAML, with the text it was written as (`text`): a string field takes the text."""
+
+    text: str
+
+
+class _Float(float):
+    """A float read from YAML, with the text it was written as (`text`)."""
+
+    text: str
+
+
+_OCTAL_11 = re.compile(r"[-+]?0[0-7_]+")  # YAML 1.1's octal; YAML 1.2 reads the same digits as a decimal
+
+
+def _yaml11_only(value: Any) -> str | None:
+    """Why the number `value` (as `parse_yaml` read it) has another value in YAML 1.2, or None."""
+    text = getattr(value, "text", None)
+    if not isinstance(value, (_Int, _Float)) or text is None:
+        return None
+    if ":" in text:
+        return f"{text} is the base-60 number {value!r} in YAML 1.1 and text in YAML 1.2"
+    if _OCTAL_11.fullmatch(text):
+        decimal = int(text.replace("_", ""), 10)
+        if decimal != value:
+            return f"{text} is the octal number {value!r} in YAML 1.1 but {decimal} in YAML 1.2"
+    return None
+
+
+def _type_name(value: Any) -> str:
+    """`value`'s type as a message names it (a number `parse_yaml` read is an int or a float)."""
+    return "int" if isinstance(value, _Int) else "float" if isinstance(value, _Float) else type(value).__name__
+
+
+def _plain(value: Any, where: str) -> Any:
+    """`value` with every number `parse_yaml` read as a plain int or float (a list or mapping, item by item);
+    ConfigError naming `where` for a number YAML 1.1 and 1.2 read differently (`_yaml11_only`)."""
+    if isinstance(value, (_Int, _Float)):
+        problem = _yaml11_only(value)
+        if problem:
+            raise ConfigError(f"{where}: {problem}: write the number without its leading 0 (or quote it, for text)")
+        return int(value) if isinstance(value, int) else float(value)
+    if isinstance(value, dict):
+        return {_plain(k, where): _plain(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v, f"{where}[{i}]") for i, v in enumerate(value))
+    return value
+
+
 def _field_types(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
@@ -88,6 +144,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
                 return _coerce(value, arg, where)
             except ConfigError as err:
                 errors.append(str(err))
+        if len(errors) == 1:  # `int | None`: the int's own reason
+            raise ConfigError(errors[0])
         raise ConfigError(f"{where}: {value!r} matches none of {tp}")
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
@@ -115,9 +173,9 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if origin is typing.Literal:
         if value not in typing.get_args(tp):
             raise ConfigError(f"{where}: {value!r} is not one of {list(typing.get_args(tp))}")
-        return value
+        return _plain(value, where)
     if tp is Any:
-        return value
+        return _plain(value, where)
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -127,6 +185,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if tp in (int, float):
         if isinstance(value, bool):
             raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}")
+        value = _plain(value, where)
         try:
             converted = tp(value)
         except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
@@ -142,8 +201,10 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
                               f"on, off, true and false are booleans in YAML): quote the text")
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
+        if isinstance(value, (_Int, _Float)):  # the text as written: `0123` stays "0123" (str(83) would not)
+            return value.text
         return str(value)
-    return value
+    return _plain(value, where)
 
 
 def _from_dict(cls: type[T], data: dict, where: str = "") -> T:
@@ -178,9 +239,9 @@ def _merge(base: dict, update: dict, where: str = "") -> dict:
         elif value is None and isinstance(old, dict):
             raise ConfigError(f"{name}: a section with nothing under it; give its keys or remove the line")
         elif isinstance(old, dict) and not isinstance(value, dict):
-            raise ConfigError(f"{name}: expected a mapping of its keys, got {type(value).__name__} {value!r}")
+            raise ConfigError(f"{name}: expected a mapping of its keys, got {_type_name(value)} {value!r}")
         elif isinstance(value, dict) and old is not None:  # `train.lr.x=1`, `model.encoder={a: 1}`
-            raise ConfigError(f"{name}: is one value ({type(old).__name__} {old!r}), not a section; got the mapping "
+            raise ConfigError(f"{name}: is one value ({_type_name(old)} {old!r}), not a section; got the mapping "
                               f"{value!r}")
         else:
             out[key] = value
@@ -206,6 +267,34 @@ class _StrictLoader(yaml.SafeLoader):
                         None, None, f"key {key!r} is given twice (first at line {first.line + 1}, column "
                                     f"{first.column + 1})", key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> _Int:
+    value = _Int(yaml.constructor.SafeConstructor.construct_yaml_int(loader, node))
+    value.text = node.value
+    return value
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> _Float:
+    value = _Float(yaml.constructor.SafeConstructor.construct_yaml_float(loader, node))
+    value.text = node.value
+    return value
+
+
+# YAML 1.2's floats that YAML 1.1 reads as text: no dot (`1e-3`) or an unsigned exponent (`1.5e3`)
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+_StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.constructor.SafeConstructor.construct_scalar)
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789."))
+
+
+class _Dumper(yaml.SafeDumper):
+    """yaml.SafeDumper that quotes a string `parse_yaml` would read as a number (`"1e-3"`), so a saved config
+    loads back unchanged."""
+
+
+_Dumper.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789."))
 
 
 def parse_yaml(text: str, source: str | Path) -> Any:
@@ -295,4 +384,4 @@ def to_dict(config: Any) -> dict:
 
 def save_config(config: Any, path: str | Path) -> None:
     """Write the resolved config as YAML (atomically: `aspire.io.write_text`)."""
-    write_text(path, yaml.safe_dump(json.loads(json.dumps(to_dict(config))), sort_keys=False))
+    write_text(path, yaml.dump(json.loads(json.dumps(to_dict(config))), Dumper=_Dumper, sort_keys=False))

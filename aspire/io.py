@@ -23,7 +23,6 @@ import errno
 import json
 import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -77,7 +76,8 @@ def atomic_folder(path: str | Path) -> Iterator[Path]:
     files outlive it), on an exception it is removed and `path` is left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    staged = path.with_name(f".{path.name}-{uuid.uuid4().hex[:12]}")
+    staged.mkdir()  # made as any folder is (the umask's mode), not mkdtemp's owner-only 0o700, which it kept in place
     try:
         yield staged
         aside = path.with_name(f".{path.name}-old-{uuid.uuid4().hex[:12]}")
@@ -117,7 +117,8 @@ def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:
 class AtomicJsonl:
     """Write JSONL through `atomic_write`: `with AtomicJsonl(path) as out: out.write(obj)`.
 
-    `count` is the number of objects written so far.
+    Each line is strict JSON, as `write_json` writes: a non-finite float is null, its path under the record's
+    "non_finite" (`aspire.jsonsafe.dumps`). `count` is the number of objects written so far.
     """
 
     def __init__(self, path: str | Path):
@@ -130,7 +131,11 @@ class AtomicJsonl:
         return self
 
     def write(self, obj: dict) -> None:
-        self._handle.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        try:
+            line = json.dumps(obj, ensure_ascii=False, allow_nan=False)
+        except ValueError:  # a NaN or an infinity in it (the rare record: the walk of `dumps` only then)
+            line = dumps(obj, ensure_ascii=False)
+        self._handle.write(line + "\n")
         self.count += 1
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
@@ -189,8 +194,8 @@ def iter_checked_jsonl(path: str | Path, check: Callable[[dict, Path, int], None
 
 
 def input_under(out: str | Path, inputs: Iterable[str | Path]) -> str | Path | None:
-    """The first of `inputs` (paths that exist) that the output `out` is, or lies inside: writing `out` would
-    replace it. None when writing `out` replaces no input."""
+    """The first of `inputs` (paths that exist) that is the output `out` or lies inside it (symlinks resolved): writing
+    `out` would replace it. None when writing `out` replaces no input (an `out` inside an input replaces none)."""
     where = Path(out).resolve()
     for path in inputs:
         source = Path(path).resolve()

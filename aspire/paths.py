@@ -51,6 +51,8 @@ def run_model(run_dir: str | Path) -> Path | None:
 
 
 def model_folder(path: str | Path) -> Path:
-    """`path`, or where a training run's folder keeps the model it stands for (`run_model`): for code that reads a
-    model folder's own files (its document_model.json, say) rather than loading it through `resolve_model`."""
-    return run_model(path) or Path(path)
+    """`path` (a leading `~` is the home folder, as `resolve_model` reads it), or where a training run's folder keeps
+    the model it stands for (`run_model`): for code that reads a model folder's own files (its document_model.json,
+    say) rather than loading it through `resolve_model`, so that both read the same folder."""
+    path = Path(path).expanduser()
+    return run_model(path) or path
