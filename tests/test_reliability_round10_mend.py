@@ -230,3 +230,19 @@ def test_negatives_devloss_reads_zero_dev_batches_as_all_of_them(tiny_model_dir,
     negatives_devloss.main()
     row = json.loads(out.read_text())["rows"][0]
     assert row["file"] == "none" and math.isfinite(row["dev_loss"]) and row["dev_loss"] > 0
+
+
+@pytest.mark.parametrize("cls, override, key", [
+    ("negatives", "margin=.nan", "margin"), ("negatives", "batch_size=0", "batch_size"),
+    ("negatives", "max_length=-3", "max_length"), ("align", "chunk=0", "chunk"),
+    ("align", "encode_batch_size=-1", "encode_batch_size"), ("align", "max_seq_length=0", "max_seq_length")])
+def test_data_stage_configs_refuse_values_out_of_range(cls, override, key):
+    # accepted before: a NaN margin switched the nearest-negatives guard off unsaid, a batch of 0 failed deep inside
+    from aspire.config import ConfigError, load_config
+    from aspire.data.align import AlignConfig
+    from aspire.data.negatives import HardNegativesConfig
+
+    config = {"negatives": HardNegativesConfig, "align": AlignConfig}[cls]
+    with pytest.raises(ConfigError, match=key):
+        load_config(config, None, [override])
+    assert load_config(config, None, []) == config()  # the defaults are within range

@@ -65,13 +65,13 @@ class HardNegativesConfig:
     k: int = ranged(10, ge=1)  # negatives kept per paper
     seed: int = 0  # random, coverage (k-means and draws), svd
     skip: int = ranged(0, ge=0)  # nearest, svd: the nearest guarded candidates left out first
-    margin: float | None = None  # nearest, svd: the margin guard (None: off)
+    margin: float | None = ranged(None)  # nearest, svd: the margin guard (None: off; finite: NaN turned it off unsaid)
     margin_reference: Literal["min", "max"] = "max"  # nearest, svd: the most (or least) similar partner
     clusters: int = ranged(16, ge=2)  # coverage: k-means clusters
     dim: int = ranged(64, ge=1)  # svd: components
     model: str = "minilm"  # nearest, coverage: the encoder of the whole-abstract vectors
-    max_length: int | None = None  # nearest, coverage: word pieces per abstract (None: the model's limit)
-    batch_size: int = 32  # nearest, coverage
+    max_length: int | None = ranged(None, ge=1)  # nearest, coverage: word pieces per abstract (None: the model's limit)
+    batch_size: int = ranged(32, ge=1)  # nearest, coverage
 
 
 # the options that only some methods read; setting one for another method is an error, not ignored
