@@ -180,12 +180,19 @@ def _sq_diff(x, y):
 
 
 @njit(fastmath=_FAST)
+def _least(a, b):
+    """min(a, b) that keeps a NaN of either, as torch's `amin` does (numba's `min` drops a NaN second argument: a
+    real sentence with a NaN vector then had the minimum of the others, or +inf, read as padding: weight 0)."""
+    return a if (a < b or a != a) else b
+
+
+@njit(fastmath=_FAST)
 def _finish_pair(q_vectors, qr, c_vectors, cr, q_sq, c_sq, dots, out, row_min, col_min):
     """One pair's distances from its dot products and squared norms, then its minima over real sentences:
     first a loop without branches (it vectorises) that also counts entries within `_NEAR` of 0, whose distances
     are then summed directly (whatever order BLAS or the loop summed the products and the norms in, equal vectors
     are exactly 0 apart, a row from itself too); then one pass that zeroes padding and keeps the minima, with
-    selects rather than branches."""
+    selects rather than branches. A NaN distance between real sentences makes both their minima NaN (`_least`)."""
     N, M = dots.shape
     near = 0
     for i in range(N):
@@ -211,19 +218,20 @@ def _finish_pair(q_vectors, qr, c_vectors, cr, q_sq, c_sq, dots, out, row_min, c
             d = out.dtype.type(0) if pad else out[i, j]
             out[i, j] = d
             x = out.dtype.type(math.inf) if pad else d  # padding is no one's nearest sentence
-            least = min(least, x)
-            col_min[j] = min(col_min[j], x)
+            least = _least(least, x)
+            col_min[j] = _least(col_min[j], x)
         row_min[i] = least
 
 
 @njit(fastmath=_FAST)
 def _logits(minima, s):
     """One side's minima (N,) -> the OT weights' logits in place: s * minima shifted so the largest is 0 (s = -1 /
-    tau, in the minima's dtype), -inf where the minimum is +inf (padding, or no real sentence opposite: weight 0)."""
+    tau, in the minima's dtype), -inf where the minimum is +inf (padding, or no real sentence opposite: weight 0);
+    a NaN minimum stays NaN (its side's weights all NaN, as torch's softmax gives, which Sinkhorn refuses)."""
     low = minima.dtype.type(-math.inf)
     top = low
     for i in range(minima.shape[0]):
-        x = minima[i] * s if minima[i] < math.inf else low
+        x = low if minima[i] == math.inf else minima[i] * s
         minima[i] = x
         top = max(top, x)
     for i in range(minima.shape[0]):

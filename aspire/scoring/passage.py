@@ -63,7 +63,7 @@ def passage_vectors(emb: Tensor, mask: Tensor, window: int) -> tuple[Tensor, Ten
 
 def maxpassage_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, window: int = 1) -> PassageMatch:
     """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T)."""
-    _check_inputs(q_emb, q_mask, c_emb, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=False)
     q = F.normalize(masked_mean(widened(q_emb), q_mask), dim=-1)  # (Bq, D)
     passages, valid = passage_vectors(widened(c_emb), c_mask, window)  # (Bc, T, D), (Bc, T)
     cos = torch.einsum("qd,ctd->qct", q, F.normalize(passages, dim=-1))  # (Bq, Bc, T)
@@ -74,7 +74,7 @@ def maxpassage_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tenso
 def pairwise_maxpassage_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor,
                               window: int = 1) -> PassageMatch:
     """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
-    _check_inputs(q_emb, q_mask, c_emb, c_mask)
+    _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=True)
     q = F.normalize(masked_mean(widened(q_emb), q_mask), dim=-1)  # (B, D)
     passages, valid = passage_vectors(widened(c_emb), c_mask, window)  # (B, T, D), (B, T)
     cos = torch.einsum("bd,btd->bt", q, F.normalize(passages, dim=-1))  # (B, T)
