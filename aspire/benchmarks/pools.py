@@ -14,13 +14,15 @@ query found in its own pool: it is removed from that pool (a paper is not its ow
 key recorded in `PoolSet.self_in_pool`; a ranked file must then leave it out too.
 
 Ranked files: `test-pid2pool-NAME-EXP[-FACET]-ranked.json` = `{query_pid: [[cand_pid, score], ...]}`,
-best first. Only the order is read back: scores may be similarities or distances.
+best first. The evaluators read only the order back: scores may be similarities or distances; `write_trec`
+copies them into the TREC run (distances negated).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,6 +31,8 @@ from typing import Mapping, Sequence
 
 from aspire.benchmarks.metrics import evaluate_rankings, grade_value, mean_metrics, queries_without_relevant
 from aspire.io import read_json, write_json
+
+log = logging.getLogger(__name__)
 
 
 def query_key(query_pid: str, facet: str | None) -> str:
@@ -189,14 +193,52 @@ def write_ranked(path: str | Path, ranked: Mapping[str, Sequence[tuple[str, floa
     write_json(path, {q: [[c, finite(s)] for c, s in r] for q, r in ranked.items()}, indent=None)
 
 
-def write_trec(out: Path, pool_set: PoolSet, rankings: Mapping[str, Mapping[str, list[str]]], exp: str) -> None:
-    """`out/run.trec` (query keys as `query_key`, score = pool size - rank + 1) and `out/qrels.trec`."""
+def write_trec(out: Path, pool_set: PoolSet, rankings: Mapping[str, Mapping[str, list[str]]], exp: str,
+               scores_from: str | Path | None = None) -> None:
+    """`out/run.trec` (query keys as `query_key`) and `out/qrels.trec`.
+
+    A candidate's score in the run is its score in the facet's ranked file of `exp` in `scores_from` (default
+    `out`, where the evaluation writes its ranked files), negated when that file holds distances (rising down every
+    list), so that the run's scores fall down each ranking as TREC's do and `fuse-runs --fusion z|minmax` fuses
+    the scorers' values. A facet whose ranked file is not there, or does not rank every query of `rankings` in
+    their order with finite scores (a warning names it then), is written with pool size - rank + 1 instead."""
     from aspire.benchmarks.runs import write_qrels, write_run
 
-    run = {query_key(q, f): [(c, float(len(r) - i)) for i, c in enumerate(r)]
-           for f, ranked in rankings.items() for q, r in ranked.items()}
+    folder = Path(out if scores_from is None else scores_from)
+    run = {}
+    for f, ranked in rankings.items():
+        scores = _ranked_scores(ranked_path(folder, pool_set.name, exp, f), ranked)
+        for q, r in ranked.items():
+            values = scores[q] if scores is not None else [float(len(r) - i) for i in range(len(r))]
+            run[query_key(q, f)] = list(zip(r, values))
     write_run(out / "run.trec", run, exp)
     write_qrels(out / "qrels.trec", {k: v for f in pool_set.facets for k, v in pool_set.qrels(f).items()})
+
+
+def _ranked_scores(path: Path, rankings: Mapping[str, Sequence[str]]) -> dict[str, list[float]] | None:
+    """`{query: [score, ...]}` of the ranked file at `path`, similarities (distances negated), when it ranks every
+    query of `rankings` in that order with finite scores; None when there is no file, or (with a warning naming
+    the file) when it ranks otherwise or its scores neither all fall nor all rise down the lists."""
+    if not path.is_file():
+        return None
+    raw = read_json(path, "ranked file")
+    scores: dict[str, list[float]] = {}
+    for q, ranked in rankings.items():
+        entries = raw.get(q) if isinstance(raw, dict) else None
+        if not isinstance(entries, list) or [str(e[0]) if isinstance(e, list) and len(e) == 2 else None for e in entries] != list(ranked):
+            log.warning("%s does not rank query %s as scored: run.trec gets rank scores", path, q)
+            return None
+        values = [e[1] for e in entries]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            log.warning("%s: query %s has a score that is not a finite number: run.trec gets rank scores", path, q)
+            return None
+        scores[q] = [float(v) for v in values]
+    falling = all(x >= y for v in scores.values() for x, y in zip(v, v[1:]))
+    rising = all(x <= y for v in scores.values() for x, y in zip(v, v[1:]))
+    if not (falling or rising):
+        log.warning("%s: scores neither fall nor rise down every list: run.trec gets rank scores", path)
+        return None
+    return scores if falling else {q: [-v for v in values] for q, values in scores.items()}
 
 
 def evaluate_pool_set(

@@ -40,9 +40,12 @@ def invocation() -> str:
 
 
 def run_line(qid: str, doc: str, rank: int, score: float, tag: str) -> str:
-    """One TREC run line, `qid Q0 docid rank score tag`, the score with six significant digits: the one format
-    of every run file aspire writes (evaluation and `aspire search --run-out` alike). A non-finite score, a rank
-    below 1, an id or a tag that is not one column: ValueError, as `read_run` would refuse the line."""
+    """One TREC run line, `qid Q0 docid rank score tag`, the score written in full (Python's shortest text that
+    reads back as the same float): the one format of every run file aspire writes (evaluation and `aspire search
+    --run-out` alike). Six significant digits tied close scores (0.12345671 and 0.12345674 both read 0.123457),
+    which trec_eval then orders by document id and z / minmax fusion of the file reads as equal. A non-finite
+    score, a rank below 1, an id or a tag that is not one column: ValueError, as `read_run` would refuse the
+    line."""
     if not math.isfinite(score):
         raise ValueError(f"query {qid}: document {doc} has a non-finite score {score}")
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
@@ -50,7 +53,7 @@ def run_line(qid: str, doc: str, rank: int, score: float, tag: str) -> str:
     _check_column("query", qid)
     _check_column("document", doc)
     _check_tag(tag)
-    return f"{qid} Q0 {doc} {rank} {score:.6g} {tag}"
+    return f"{qid} Q0 {doc} {rank} {float(score)!r} {tag}"
 
 
 def _check_column(what: str, name: str) -> None:
@@ -106,7 +109,8 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
 
 
 def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> None:
-    """Write `{qid: {docid: grade}}` as a TREC qrels file (atomically)."""
+    """Write `{qid: {docid: grade}}` as a TREC qrels file (atomically); a grade that is not a whole number (0.5,
+    NaN, a string) is a ValueError naming the query and document, where `int` cut 0.5 to 0 unsaid."""
     from aspire.io import write_text
 
     lines = []
@@ -114,6 +118,9 @@ def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> Non
         _check_column("query", q)
         for d, g in docs.items():
             _check_column("document", d)
+            if isinstance(g, bool) or not isinstance(g, (int, float, np.integer, np.floating)) \
+                    or not float(g).is_integer():
+                raise ValueError(f"query {q} document {d}: grade {g!r} is not a whole number")
             lines.append(f"{q} 0 {d} {int(g)}")
     write_text(path, "\n".join(lines) + "\n")
 

@@ -100,7 +100,8 @@ def paired_test(a: UnitScores, b: UnitScores, n_perm: int = 10000, n_boot: int =
 
     The test swaps the two runs' numbers unit by unit at random; the p-value is the share of
     swaps (the observed assignment counted in) whose |difference| reaches the observed one, so
-    two identical runs give p = 1. `n_perm` and `n_boot` must be >= 1 and the runs hold at least one unit
+    two identical runs give p = 1. `n_units` counts the units that count in some group (`den` > 0; a reviewer
+    neither prediction names is none). `n_perm` and `n_boot` must be >= 1 and the runs hold at least one unit
     (ValueError).
     """
     if n_perm < 1 or n_boot < 1:
@@ -125,7 +126,7 @@ def paired_test(a: UnitScores, b: UnitScores, n_perm: int = 10000, n_boot: int =
         "delta": observed,
         "p_value": hits / (n_perm + 1),
         "ci95": [float(np.nanquantile(deltas, alpha)), float(np.nanquantile(deltas, 1 - alpha))],
-        "n_units": len(a.units),
+        "n_units": int((a.den.sum(axis=0) > 0).sum()),  # units that count in the figure, as resampled
     }
 
 
