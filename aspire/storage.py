@@ -123,10 +123,21 @@ def record_path(path: str | Path) -> Path:
     return path.with_name(path.name + RECORD_SUFFIX)
 
 
-def write_record(path: str | Path) -> None:
-    """Record the size and SHA-256 of the cache file `path` beside it (call once the file is in place)."""
+def write_record(path: str | Path, extra: dict | None = None) -> None:
+    """Record the size and SHA-256 of the cache file `path` beside it (call once the file is in place), with any
+    `extra` entries (what the file was made from; `recorded`)."""
     path = Path(path)
-    write_text(record_path(path), json.dumps({"size": path.stat().st_size, "sha256": file_sha256(path)}) + "\n")
+    record = {"size": path.stat().st_size, "sha256": file_sha256(path), **(extra or {})}
+    write_text(record_path(path), json.dumps(record) + "\n")
+
+
+def recorded(path: str | Path, key: str) -> object | None:
+    """The entry `key` of the cache file `path`'s record (`write_record`'s `extra`), or None where it has none."""
+    try:
+        record = json.loads(record_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record.get(key) if isinstance(record, dict) else None
 
 
 def check_record(path: str | Path) -> str | None:

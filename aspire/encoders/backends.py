@@ -23,11 +23,14 @@ forward (`GroupedRows`) runs a batch's rows in length groups, without computing 
   projections fp32.
 
 OpenVINO's compiled model is cached too, under `$ASPIRE_CACHE/openvino/` (OpenVINO's own model cache).
-The exported graph (ONNX Runtime's, and OpenVINO's input) is cached under `$ASPIRE_CACHE/onnx/` (default `~/.cache/aspire/onnx/`), keyed by the
-exact encoder's fingerprint, the opset and the int8 recipe's name; it is written to a temporary file and
-renamed into place, so an interrupted export is never read back, and its size and SHA-256 are recorded beside
-it (`FILE.sha256`): a cached file that differs from its record, or has none, is exported again with a
-warning. A fast encoder's fingerprint adds the
+The exported graph (ONNX Runtime's, and OpenVINO's input) is cached under `$ASPIRE_CACHE/onnx/` (default
+`~/.cache/aspire/onnx/`), keyed by the exact encoder's fingerprint, the opset and the int8 recipe's name. It is
+written to a temporary file and renamed into place, so an interrupted export is never read back, and its size and
+SHA-256 are recorded beside it (`FILE.sha256`): a cached file that differs from its record, or has none, is
+exported again with a warning. The record also holds a hash of the model's config (`config_digest`): the
+fingerprint hashes weights and settings, not the architecture, so a model whose config.json changed (its attention
+heads, its activation) is exported again rather than run on the old config's graph (a record written before the
+hash was kept says nothing, and its file is used). A fast encoder's fingerprint adds the
 backend's tag (`torch-bf16`; for ONNX Runtime and OpenVINO the precision and a hash of the graph) to the exact one's, so
 vector caches and indexes keyed by it never mix exact and fast vectors, nor vectors of two precisions.
 The fast backends are for inference only: training keeps the exact model (`backend="torch"`, no quantize).
@@ -68,7 +71,7 @@ from aspire.encoders.contextual import ContextualSentenceEncoder
 from aspire.encoders.pretrained import read_settings, resolve_model
 from aspire.io import write_text
 from aspire.paths import cache_root
-from aspire.storage import check_record, on_disk_full, record_path, remove_cache_file, write_record
+from aspire.storage import check_record, on_disk_full, record_path, recorded, remove_cache_file, write_record
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +81,7 @@ OPSET = 17
 RUNTIME_CACHE_CAPACITY = 200  # input shapes whose kernels OpenVINO's CPU plugin keeps (`openvino_compiled`)
 INT8_RECIPE = onnx_int8.RECIPE  # names the cached int8 file
 LOAD_RECORD_VERSION = 1  # `load_record`'s format
+CONFIG_KEY = "config_sha256"  # the exported graph's record entry holding its model's `config_digest`
 
 
 class _LastHiddenState(nn.Module):
@@ -146,16 +150,23 @@ def quantize_int8(model: nn.Module, dst: Path) -> None:
         onnx_int8.build_int8(raw, dst, model.config)
 
 
+def config_digest(config) -> str:
+    """A hash of a transformers config's fields, but where it was read from and the transformers version: what the
+    exported graph computes besides the weights (heads, activation, normalisation epsilon, position embeddings)."""
+    fields = {k: v for k, v in config.to_dict().items() if k not in ("_name_or_path", "transformers_version")}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def onnx_model_path(fingerprint: str, quantize: str | None) -> Path:
     """Where the export of the exact encoder with `fingerprint` is cached."""
     variant = f"{quantize}-{INT8_RECIPE}" if quantize else "fp32"
     return cache_root() / "onnx" / f"{fingerprint}-opset{OPSET}-{variant}.onnx"
 
 
-def _write_atomically(path: Path, write) -> Path:
+def _write_atomically(path: Path, write, extra: dict | None = None) -> Path:
     """`write(tmp_path)`, then rename the temporary file to `path` (same folder, so the rename is atomic) and
-    record its size and SHA-256 beside it (`aspire.storage.write_record`). A disk that fills up is one
-    DiskFullError naming the folder; the temporary file is removed on any failure."""
+    record its size and SHA-256 beside it, with `extra` (`aspire.storage.write_record`). A disk that fills up is
+    one DiskFullError naming the folder; the temporary file is removed on any failure."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -163,7 +174,7 @@ def _write_atomically(path: Path, write) -> Path:
         with on_disk_full(path.parent, f"the exported model {path.name}"):
             write(Path(tmp))
             os.replace(tmp, path)
-            write_record(path)
+            write_record(path, extra)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -173,32 +184,36 @@ def _write_atomically(path: Path, write) -> Path:
 def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None) -> Path:
     """The ONNX file of `encoder`'s transformer (exported, and quantized, on first use; then read back).
 
-    A cached file is used only when it matches the size and SHA-256 recorded when it was written; else one
-    warning says why and it is exported again (a cache is never trusted)."""
+    A cached file is used only when it matches the size and SHA-256 recorded when it was written and was exported
+    for a model of the same config (`config_digest`, in that record); else one warning says why and it is exported
+    again (a cache is never trusted)."""
     fingerprint = encoder.fingerprint()
     path = onnx_model_path(fingerprint, quantize)
+    config = config_digest(encoder.model.config)
     if path.is_file():
         problem = check_record(path)
         if problem is None:
-            problem = _inputs_problem(path, encoder.model)
+            problem = _graph_problem(path, encoder.model, config)
         if problem is None:
             log.info("reading cached ONNX model %s", path)
             return path
         log.warning("exported model %s is not used, %s: exporting it again", path, problem)
         remove_cache_file(path)
-    name = encoder.name or "the encoder"
-    if quantize == "int8":
-        log.info("exporting %s to ONNX and quantizing it to int8 (%s)", name, path)
-        return _write_atomically(path, lambda tmp: quantize_int8(encoder.model, tmp))
-    log.info("exporting %s to ONNX (%s)", name, path)
-    return _write_atomically(path, lambda tmp: export_onnx(encoder.model, tmp))
+    build = quantize_int8 if quantize == "int8" else export_onnx
+    log.info("exporting %s to ONNX%s (%s)", encoder.name or "the encoder",
+             " and quantizing it to int8" if quantize == "int8" else "", path)
+    return _write_atomically(path, lambda tmp: build(encoder.model, tmp), {CONFIG_KEY: config})
 
 
-def _inputs_problem(path: Path, model: nn.Module) -> str | None:
-    """Why the graph at `path` does not fit `model` (it leaves out the token types the model reads: exports of
-    adapted models made before their base's inputs were asked), or None."""
+def _graph_problem(path: Path, model: nn.Module, config: str) -> str | None:
+    """Why the graph at `path` does not fit `model`, whose config hashes to `config` (`config_digest`), or None: its
+    record says it was exported for another config, or it leaves out the token types the model reads (exports of
+    adapted models made before their base's inputs were asked)."""
     import onnx
 
+    made_for = recorded(path, CONFIG_KEY)
+    if made_for is not None and made_for != config:
+        return f"it was exported for a model config hashing to {made_for}, this model's hashes to {config}"
     inputs = [i.name for i in onnx.load(str(path), load_external_data=False).graph.input]
     if _takes_token_types(model) and "token_type_ids" not in inputs:
         return f"its inputs {inputs} leave out the token_type_ids the model reads"

@@ -48,6 +48,12 @@ def native_bf16_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> list[str] | None
     return [flag for flag in BF16_FLAGS if flag in flags]
 
 
+def on_cpu(device: str | None) -> bool:
+    """Whether `device` (a --device value; None: the default, the CPU) names the CPU, as torch reads it: `cpu`,
+    `cpu:0`."""
+    return device is None or str(device).split(":", 1)[0] == "cpu"
+
+
 def _query_adapter(model: str | None) -> bool:
     """Whether `model`'s saved settings hold an adapter of scope query (False when the model is not found: its
     load then says why)."""
@@ -65,7 +71,7 @@ def choose_backend(model: str | None = None, device: str | None = None, cpuinfo:
                    openvino_installed: bool | None = None) -> BackendChoice:
     """The backend `--backend auto` encodes `model` with on `device` (see the module's doc)."""
     exact = "exact torch model"
-    if device not in (None, "cpu"):
+    if not on_cpu(device):
         return BackendChoice("torch", None, f"encoding with the {exact} on {device} (the fast backends run on the CPU)")
     if _query_adapter(model):
         return BackendChoice("torch", None, f"encoding with the {exact}: {model} has a query adapter, which the "
@@ -92,7 +98,7 @@ def resolve_backend(backend: str | None, quantize: str | None, model: str | None
         backend = os.environ.get(BACKEND_ENV) or AUTO
         if backend not in (AUTO, *BACKENDS):
             raise ValueError(f"${BACKEND_ENV}={backend!r} is not a backend; valid: {[AUTO, *BACKENDS]}")
-        if backend not in (AUTO, "torch") and device not in (None, "cpu"):  # said as the user set it, not as a flag
+        if backend not in (AUTO, "torch") and not on_cpu(device):  # said as the user set it, not as a flag
             raise ValueError(f"${BACKEND_ENV}={backend} encodes on the CPU; got --device {device}: give --backend "
                              f"torch, or unset ${BACKEND_ENV}")
     if backend == AUTO and quantize is not None:

@@ -62,7 +62,7 @@ def code_id(tokenizer, code: str) -> int:
 def add_control_codes(model: nn.Module, tokenizer, codes: Sequence[str]) -> list[str]:
     """Add `codes` as special tokens, resize `model`'s embeddings, and start each new code's embedding at
     the mean embedding of its name's word pieces. Returns the codes that were new."""
-    new = [c for c in codes if tokenizer.convert_tokens_to_ids(c) in (None, tokenizer.unk_token_id)]
+    new = [c for c in dict.fromkeys(codes) if tokenizer.convert_tokens_to_ids(c) in (None, tokenizer.unk_token_id)]
     if not new:
         return []
     tokenizer.add_tokens(new, special_tokens=True)
