@@ -44,6 +44,7 @@ from aspire.index.config import (  # the argument checks every entry point (API,
     check_selection,
     checked_search_config,
     exhaustion_reason,
+    unused_settings,
 )
 from aspire.index.store import SentenceIndex, model_fingerprint
 from aspire.retrieval.crossencoder import cross_rerank, cross_seconds
@@ -78,7 +79,8 @@ class Hit:
     title: str
     score: float
     pairs: list[AlignedPair] = field(default_factory=list)
-    stages: dict[str, float] = field(default_factory=dict)  # ann (-min L2), bm25, fused; the re-ranker's own score
+    # the scores that ranked it: its first stage's (ann = -min L2, bm25, whole, fused), the re-ranker's own, crossencoder
+    stages: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -205,10 +207,15 @@ class Searcher:
         else:
             self.shortfalls.append((found, k, reason))
 
-    def short_of_papers(self, found: int, k: int, n_excluded: int) -> None:
-        """`short_of_k` for an exact stage (BM25, whole vectors, a fusion BM25 fills), which falls short only when the
-        index holds fewer than k papers besides the `n_excluded` ones."""
-        self.short_of_k(found, k, exhaustion_reason("flat", self.index.n_papers - n_excluded))
+    def short_of_papers(self, found: int, k: int, n_excluded: int, ann: bool = False) -> None:
+        """`short_of_k` for an exact stage (BM25, whole vectors), which falls short only when the index holds fewer than
+        k papers besides the `n_excluded` ones; with `ann` (the fused list of ANN and BM25, which adds only the papers
+        sharing a word with the query) as the ANN stage falls short on this index's faiss structure."""
+        kind = self.index.kind if ann else "flat"
+        reason = exhaustion_reason(kind, self.index.n_papers - n_excluded)
+        if kind != "flat":
+            reason += " (BM25 adds only the papers sharing a word with the query)"
+        self.short_of_k(found, k, reason)
 
     # ---- queries ------------------------------------------------------------------------------------
     def query_from_index(self, paper_id: str | int, sentences: str | Sequence[int | str] | None = None) -> DocBatch:
@@ -248,10 +255,16 @@ class Searcher:
         `exclude` paper ids (one id or a list) are left out (default: the query's own id when `config.exclude_query`);
         `stages` / `fuse` override the config's first stage, `passage_window` / `passage_beta` its maxpassage
         re-ranker, `cross_encoder` turns the cross-encoder stage on or off (see `SearchConfig`). Arguments
-        are checked by `checked_search_config` (SearchArgumentError naming a bad one).
+        are checked by `checked_search_config` (SearchArgumentError naming a bad one); `fuse`, `passage_window` or
+        `passage_beta` given to a search whose pipeline does not read them is said (a warning), and `shortlist`
+        is read only by a re-ranker.
         """
         asked = checked_search_config(self.config, k=k, rerank=rerank, shortlist=shortlist, stages=stages, fuse=fuse,
                                       passage_window=passage_window, passage_beta=passage_beta, cross_encoder=cross_encoder)
+        given = {"fuse": fuse, "passage_window": passage_window, "passage_beta": passage_beta}
+        unused = unused_settings(asked, [key for key, value in given.items() if value is not None])
+        if unused:  # once taken and read by nothing, without a word
+            log.warning("search argument(s) not used: %s", "; ".join(unused))
         if asked.rerank != "none" and asked.shortlist < asked.k:  # re-ranking a shortlist shorter than k gives < k
             if shortlist is not None:
                 raise SearchArgumentError(f"shortlist ({shortlist}) must be at least k ({asked.k})")
@@ -345,8 +358,10 @@ class Searcher:
 
         "minl2" scans all sentence vectors (`chunk` x 64 rows at a time) and takes each paper's
         minimum; other scorers score the papers `chunk` at a time, grouped by sentence count. Returns (papers (k,) positions,
-        scores (k,) similarities), best first.
+        scores (k,) similarities), best first, ties by lower position (as `search` breaks them).
         """
+        from aspire.retrieval.lexical import best_positions
+
         checked_search_config(self.config, k=k)
         exclude = self._excluded(query, exclude)
         if method == "minl2":
@@ -359,19 +374,18 @@ class Searcher:
                 papers = by_length[start : start + chunk]
                 pool = self.index.gather(papers, device=query.device, dtype=query.emb.dtype, texts=False)
                 scores[torch.from_numpy(papers)] = score_chunked(scorer, query, pool)[0].float().cpu()
-        for pid in exclude:
-            if pid in self.index.positions:
-                scores[self.index.positions[pid]] = -float("inf")
-        dropped = sum(pid in self.index.positions for pid in exclude)
-        top_scores, top = torch.topk(scores, min(k, self.index.n_papers - dropped))
-        return top.numpy(), top_scores.numpy()
+        keep = np.ones(self.index.n_papers, dtype=bool)
+        keep[[self.index.positions[pid] for pid in exclude if pid in self.index.positions]] = False
+        scores = scores.numpy()
+        top = best_positions(scores, np.flatnonzero(keep), k)  # torch.topk put tied papers in no stated order
+        return top, scores[top]
 
     def _excluded(self, query: DocBatch, exclude: Sequence[str | int] | str | int | None) -> list[str]:
         """The paper ids a search leaves out, each once, as strings: `exclude` (one id, or a list of them), or by
         default the query's own id when `config.exclude_query`."""
         if exclude is None:
             return query.paper_ids[:1] if self.config.exclude_query and query.paper_ids else []
-        if isinstance(exclude, (str, int)):
+        if isinstance(exclude, (str, int, np.integer)):  # one id (a NumPy integer was iterated)
             exclude = [exclude]
         return list(dict.fromkeys(_paper_id(pid) for pid in exclude))
 
@@ -448,13 +462,16 @@ class Searcher:
 
 def cross_depth(searcher, cfg: SearchConfig) -> SearchConfig:
     """The config the stages before the cross-encoder run with: `k` raised to `cross_top` when the stage is on
-    (it needs a model: SearchArgumentError otherwise), `cfg` itself when it is off."""
+    (it needs a model: SearchArgumentError otherwise), and a re-ranker's `shortlist` to at least that, so that the
+    stage reads the `cross_top` best papers it is documented to (a shortlist of 20 gave it 20 of 50, and warned of
+    a small index); `cfg` itself when it is off."""
     if not cfg.cross_encoder:
         return cfg
     if searcher.cross_encoder is None:
         raise SearchArgumentError("cross_encoder: the cross-encoder stage is on but no cross-encoder is loaded "
                                   "(give --cross-encoder DIR, or Searcher(..., cross_encoder=load_cross_stage(DIR)))")
-    return replace(cfg, k=max(cfg.k, cfg.cross_top))
+    k = max(cfg.k, cfg.cross_top)
+    return replace(cfg, k=k, shortlist=max(cfg.shortlist, k) if cfg.rerank != "none" else cfg.shortlist)
 
 
 def search_timed(searcher, query, cross_encoder: bool | None = None, **options) -> tuple[list, float | None]:

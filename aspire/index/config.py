@@ -112,7 +112,9 @@ class SearchConfig:
         it is nearest to can miss it (`Searcher.exhaustive` ranks every paper exactly).
     cross_encoder: a final stage after the first stage and any re-rank (`aspire.retrieval.crossencoder`): a
         trained cross-encoder reads the query's selected sentences with each of the `cross_top` best
-        papers' title and abstract; its logits are mixed with the previous score by `cross_weight`.
+        papers' title and abstract; its logits are mixed with the previous score by `cross_weight`. The stages before
+        it give `cross_top` papers: `k` and a re-ranker's `shortlist` grow to it (`aspire.search.cross_depth`).
+    A key set for a stage the search does not run is read by nothing: `unused_settings` names such keys.
     """
 
     k: int = ranged(10, ge=1)
@@ -155,7 +157,8 @@ def checked_search_config(base: SearchConfig, **changes) -> SearchConfig:
     `k`, `shortlist`, `sentence_k_min`, `ot_max_iter` >= 1 and `sentence_k` >= 0 (integers);
     `ot_tau`, `ot_eps`, `ot_tol`, `sentence_k_factor` finite and > 0; `bm25_k1` >= 0, `bm25_b`,
     `passage_beta`, `cross_weight` in [0, 1], `passage_window`, `passage_depth`, `cross_top` >= 1; `rerank` and `stages`
-    one of their values; `fuse` a fusion `parse_fusion` reads, whatever the stages.
+    one of their values; `fuse` a fusion `parse_fusion` reads, whatever the stages; `exclude_query` and `cross_encoder`
+    True or False (a string such as "no" or a 0 / 1 is refused: "no" is true).
     Raises SearchArgumentError naming the first bad (or unknown) argument.
     """
     names = [f.name for f in fields(SearchConfig)]
@@ -163,11 +166,17 @@ def checked_search_config(base: SearchConfig, **changes) -> SearchConfig:
     if unknown:
         raise SearchArgumentError(f"unknown search argument(s) {unknown}; valid: {names}")
     config = replace(base, **{k: v for k, v in changes.items() if v is not None})
-    for name, tp in get_type_hints(SearchConfig).items():  # rerank, stages: one of their values
-        # rerank: the stage registry as it is now (a stage registered after import counts too)
+    for name, tp in get_type_hints(SearchConfig).items():
+        value = getattr(config, name)
+        if (tp is bool and not isinstance(value, bool)) or (tp is str and not isinstance(value, str)):
+            # else cross_encoder="no" turned the stage on (a non-empty string is true) and fuse=0.5 failed deep inside
+            raise SearchArgumentError(f"{name}: must be {'True or False' if tp is bool else 'a string'}, "
+                                      f"got {type(value).__name__} {value!r}")
+        # rerank, stages: one of their values; rerank: the stage registry as it is now (a stage registered after
+        # import counts too)
         valid = ("none", *_rerank_stages()) if name == "rerank" else get_args(tp)
-        if get_origin(tp) is Literal and getattr(config, name) not in valid:
-            raise SearchArgumentError(f"{name}: unknown {name} {getattr(config, name)!r}; valid: {list(valid)}")
+        if get_origin(tp) is Literal and value not in valid:
+            raise SearchArgumentError(f"{name}: unknown {name} {value!r}; valid: {list(valid)}")
     try:
         check_ranges(config)
     except ConfigError as err:
@@ -179,6 +188,33 @@ def checked_search_config(base: SearchConfig, **changes) -> SearchConfig:
     except ValueError as err:
         raise SearchArgumentError(f"fuse: {err}") from None
     return config
+
+
+# the SearchConfig keys only some pipelines read: key -> (whether a search with that config reads it, which part does)
+_READ_BY = {
+    "fuse": (lambda c: c.stages == "ann,bm25", "the fused first stage (stages ann,bm25)"),
+    **dict.fromkeys(("bm25_k1", "bm25_b"), (lambda c: "bm25" in c.stages.split(","), "a bm25 first stage")),
+    **dict.fromkeys(("sentence_k", "sentence_k_factor", "sentence_k_min"),
+                    (lambda c: "ann" in c.stages.split(","), "an ann first stage")),
+    "shortlist": (lambda c: c.rerank != "none", "a re-ranker (rerank other than none)"),
+    **dict.fromkeys(("ot_tau", "ot_eps", "ot_tol", "ot_max_iter"), (lambda c: c.rerank == "ot", "rerank ot")),
+    **dict.fromkeys(("passage_window", "passage_beta", "passage_depth"),
+                    (lambda c: c.rerank == "maxpassage", "rerank maxpassage")),
+    **dict.fromkeys(("cross_top", "cross_weight"), (lambda c: c.cross_encoder, "the cross-encoder stage")),
+}
+
+
+def unused_settings(config: SearchConfig, keys: Sequence[str]) -> list[str]:
+    """Of the SearchConfig `keys` a caller set, those a search with `config` reads nowhere (a setting of a stage the
+    pipeline does not run), each as "KEY (read only by ...; this search runs stages S, rerank R)", for the caller to
+    refuse or say: a setting silently unused looks applied."""
+    out = []
+    for key in keys:
+        used, reader = _READ_BY.get(key, (lambda c: True, ""))
+        if not used(config):
+            out.append(f"{key} (read only by {reader}; this search runs stages {config.stages}, rerank "
+                       f"{config.rerank}{', the cross-encoder stage' if config.cross_encoder else ''})")
+    return out
 
 
 def exhaustion_reason(kind: str, available: int) -> str:

@@ -111,6 +111,7 @@ def first_stage(searcher, query, cfg, exclude: Sequence[str]) -> tuple[np.ndarra
         for pid, score in ranked:
             stage_scores[pid]["fused"] = score
     if len(ranked) < cfg.k and stages != ["ann"]:  # the ANN stage alone says why it fell short (`Searcher.retrieve`)
-        searcher.short_of_papers(len(ranked), cfg.k, len(set(drop)))
+        # fused: the ANN list reaches what the faiss structure does (said so, not "the index holds N papers")
+        searcher.short_of_papers(len(ranked), cfg.k, len(set(drop)), ann="ann" in stages)
     papers = np.array([searcher.index.positions[pid] for pid, _ in ranked], dtype=np.int64)
     return papers, np.array([x for _, x in ranked], dtype=np.float64), stage_scores
