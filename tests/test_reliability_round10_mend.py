@@ -246,3 +246,17 @@ def test_data_stage_configs_refuse_values_out_of_range(cls, override, key):
     with pytest.raises(ConfigError, match=key):
         load_config(config, None, [override])
     assert load_config(config, None, []) == config()  # the defaults are within range
+
+
+def test_search_says_a_config_override_of_a_stage_it_does_not_run(tiny_model_dir, tmp_path, caplog):
+    # search.passage_window=3 with --rerank ot was taken and read by nothing, without a word
+    from serve_support import PAPERS, build_index
+
+    from aspire.cli.search import main as search_main
+    from aspire.encoders import load_encoder
+
+    index = build_index(load_encoder(tiny_model_dir), PAPERS, tmp_path / "index", "tiny")
+    query = ["--index", str(index), "--query-id", PAPERS[0].paper_id, "--k", "2", "--json", "--quiet"]
+    caplog.set_level("WARNING", logger="aspire.cli.search")
+    assert search_main([*query, "--rerank", "ot", "search.passage_window=3", "search.ot_tau=2"]) == 0
+    assert "search.passage_window (read only by rerank maxpassage" in caplog.text and "ot_tau" not in caplog.text

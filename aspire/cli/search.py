@@ -537,6 +537,7 @@ def _run(args) -> int:
     overrides = normalize_overrides(args.overrides, section="search") + cross_overrides(args)
     check_inputs(args, overrides)
     clock = time.perf_counter()
+    from aspire.index.config import unused_settings
     from aspire.search import Searcher, checked_search_config
 
     clock = _took("imported torch, faiss and the search code", clock)  # where the seconds go: --log-level DEBUG
@@ -552,6 +553,9 @@ def _run(args) -> int:
     if args.fuse is not None and asked.stages != "ann,bm25":  # said, not silently unused
         log.warning("--fuse %s is not used: it fuses the lists of --stages ann,bm25, and the first stage is %s",
                     args.fuse, asked.stages)
+    typed = [o.split("=", 1)[0].strip() for o in normalize_overrides(args.overrides, section="search")]
+    for unused in unused_settings(asked, typed):  # search.passage_window=3 with --rerank ot, say: once silent
+        log.warning("search.%s is not used", unused)
     if args.cross_encoder is not None:  # loaded (and its directory checked) before any query
         from aspire.retrieval.crossencoder import load_cross_stage
 
