@@ -74,7 +74,7 @@ def search_exp(model: str, pipeline: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class EvalOptions:
-    encoding: str = "contextual"  # contextual | independent (abstract: set by the abstract scorer)
+    encoding: str = "contextual"  # contextual | independent | pass (abstract scorer only; abstract: set by it)
     scorer_options: dict = field(default_factory=dict)  # e.g. {"tau": 1.0} for OT
     cache_dir: str | Path | None = None  # vector cache; None: no cache
     batch_size: int = 32
@@ -117,9 +117,12 @@ class EvalOptions:
         return replace(self, encoding=encoding)
 
     def record(self) -> dict:
-        """The options that decide the figures, for a results file (the cache and batch size do not)."""
+        """The options that decide the figures, for a results file (the cache and batch size do not). Record the
+        options a scorer runs with, `checked(scorer, faceted).record()`: unchecked, `encoding` is the one asked
+        for, not the one the `abstract` scorer runs with."""
         return {"encoding": self.encoding, "scorer_options": dict(self.scorer_options), "device": self.device,
-                "encode_options": dict(self.encode_options), "encoder_options": dict(self.encoder_options)}
+                "encode_options": dict(self.encode_options), "encoder_options": dict(self.encoder_options),
+                "query_text": self.query_text, "cand_sentences": self.cand_sentences, "facet_code": self.facet_code}
 
 
 def scorer_options(scorer: str | None, tau: float | None = None, eps: float | None = None,

@@ -38,7 +38,7 @@ from aspire.benchmarks.runs import invocation
 from aspire.benchmarks.stats import table_row
 from aspire.data.papers import Paper
 from aspire.evaluate.encode import encode_papers
-from aspire.evaluate.options import EvalOptions, Stages
+from aspire.evaluate.options import ENCODE_OPTIONS, SCORERS, EvalOptions, Stages, check_encode_options
 from aspire.evaluate.rank import get_eval_scorer
 from aspire.io import write_json
 from aspire.scoring.chunked import score_chunked
@@ -212,6 +212,40 @@ def fuse_predictions(preds: Sequence[Sequence[Mapping]], weights: Sequence[float
     return fused
 
 
+def check_reviewer_options(scorers: Sequence[str], options: EvalOptions) -> dict[str, str]:
+    """`{scorer: the encoding it runs with}` (the abstract scorer: its own encoding, or the contextual pass's
+    whole-abstract vector); ValueError naming what `options` give that no scorer of the run reads: encode options
+    of an encoding no scorer uses (`max_length` with a contextual `minl2` only: once recorded, never applied),
+    scorer options with only the `abstract` scorer, or a facet option (the reviewer set has no facets)."""
+    for what, value, default in (("query text", options.query_text, "abstract"),
+                                 ("candidate sentences", options.cand_sentences, "all")):
+        if value != default:
+            raise ValueError(f"{what} {value!r} needs a faceted pool set; the reviewer set has no facets")
+    if options.facet_code not in ("auto", "none"):
+        raise ValueError(f"facet code {options.facet_code!r} chooses the code of a facet's queries; the reviewer set "
+                         "has no facets")
+    encodings = {}
+    for name in scorers:
+        if name not in SCORERS:
+            raise ValueError(f"unknown scorer {name!r}; valid: {list(SCORERS)}")
+        checked = options.checked(name, faceted=False) if name == "abstract" else None
+        if name != "abstract" and options.encoding in ("abstract", "pass"):  # as `EvalOptions.checked` refuses it
+            raise ValueError(f"encoding {options.encoding!r} only goes with scorer 'abstract', not {name!r}")
+        encodings[name] = checked.encoding if checked is not None else options.encoding
+    if options.scorer_options and all(name == "abstract" for name in scorers):
+        raise ValueError(f"scorer options {dict(options.scorer_options)} are read by no scorer of {list(scorers)} "
+                         "(scorer 'abstract' takes none)")
+    used = set(encodings.values())
+    read = {key for enc in used for key in ENCODE_OPTIONS.get(enc, ())}
+    unread = sorted(set(options.encode_options) - read)
+    if unread:
+        raise ValueError(f"encode options {unread} are read by no scorer of {list(scorers)} (encodings "
+                         f"{sorted(used)}; {', '.join(f'{e}: {list(k)}' for e, k in ENCODE_OPTIONS.items())})")
+    for enc in used & set(ENCODE_OPTIONS):
+        check_encode_options(enc, {k: v for k, v in options.encode_options.items() if k in ENCODE_OPTIONS[enc]})
+    return encodings
+
+
 def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], out, exp: str, agg: str = "max",
                   weights: Sequence[float] | None = None, options: EvalOptions | None = None,
                   stages: Stages | None = None, n_boot: int = 2000) -> dict:
@@ -227,9 +261,7 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
     stages.checked(model is not None)
     if weights is not None and len(weights) != len(scorers):
         raise ValueError(f"{len(weights)} weights for {len(scorers)} scorers")
-    sentence_scorers = [name for name in scorers if name != "abstract"]
-    if sentence_scorers and options.encoding in ("abstract", "pass"):  # as `EvalOptions.checked` refuses it
-        raise ValueError(f"encoding {options.encoding!r} only goes with scorer 'abstract', not {sentence_scorers[0]!r}")
+    encodings = check_reviewer_options(scorers, options) if model is not None else {}
     device, alpha = options.device, stages.alpha
     papers, counts = reviewer_papers(rset)
     known = {p.paper_id for p in papers}
@@ -242,20 +274,19 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
         encoder = load_encoder(model, **options.encoder_options)
         if device:
             encoder.to(device)
-        runs, batches, encodings = [], {}, {}
+        runs, batches = [], {}
         for name in scorers:
             scorer = get_eval_scorer(name, **({} if name == "abstract" else options.scorer_options))
-            # the abstract scorer reads the whole-abstract vector: its own encoding, or the contextual pass's
-            encodings[name] = enc = ("pass" if options.encoding == "pass" else "abstract") if name == "abstract" \
-                else options.encoding
+            enc = encodings[name]
             if enc not in batches:
-                opts = options.encode_options if (enc != "contextual") else None
+                opts = {k: v for k, v in options.encode_options.items() if k in ENCODE_OPTIONS.get(enc, ())}
                 batches[enc], _ = encode_papers(encoder, papers, enc, options.cache_dir, options.batch_size, opts)
             batch = batches[enc].to(torch.device(device) if device else encoder.device)
             runs.append(predict(rset, known, dense_similarity(batch, scorer), agg))
         ran.append(runs[0] if len(runs) == 1 else fuse_predictions(runs, weights or [1.0] * len(runs)))
         info.update(encoder_fingerprint=encoder.fingerprint(), scorers=list(scorers),
-                    weights=list(weights or [1.0] * len(scorers)), encoding=options.encoding, encodings=encodings,
+                    weights=list(weights or [1.0] * len(scorers)), encodings=encodings,
+                    encoding=next((encodings[n] for n in scorers if n != "abstract"), encodings[scorers[0]]),
                     scorer_options=dict(options.scorer_options), encode_options=dict(options.encode_options),
                     encoder_options=dict(options.encoder_options))
     if stages.bm25:

@@ -79,6 +79,8 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
     if model != "bm25" and scorer is None:
         raise ValueError("a model needs a scorer")
     options = options or EvalOptions()
+    if model != "bm25":  # the options as every runner runs them: the abstract scorer's own encoding, not the default
+        options = options.checked(scorer, faceted=True)
     settings = {"aggregate": aggregate, "bm25_alpha": bm25_alpha}
     rows: list[dict] = []
     fingerprint = None
