@@ -260,3 +260,14 @@ def test_search_says_a_config_override_of_a_stage_it_does_not_run(tiny_model_dir
     caplog.set_level("WARNING", logger="aspire.cli.search")
     assert search_main([*query, "--rerank", "ot", "search.passage_window=3", "search.ot_tau=2"]) == 0
     assert "search.passage_window (read only by rerank maxpassage" in caplog.text and "ot_tau" not in caplog.text
+
+
+def test_context2doc_records_the_encoding_the_abstract_scorer_ran_with(tmp_path, tiny_model_dir):
+    # results.json said encoding "contextual" for --scorer abstract, which encodes whole abstracts
+    from test_benchmarks import tiny_context2doc
+
+    from aspire.evaluate.context2doc_run import run_context2doc
+
+    bench = tiny_context2doc(tmp_path)
+    run_context2doc(bench, tmp_path / "abs", "abs", str(tiny_model_dir), "abstract")
+    assert json.loads((tmp_path / "abs" / "results.json").read_text())["encoding"] == "abstract"

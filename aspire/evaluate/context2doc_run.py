@@ -158,7 +158,9 @@ def run_context2doc(bench: Context2Doc, out, exp: str, model: str | None = None,
     dense = lexical = None
     if model is not None:
         dense, fingerprint = dense_scores(bench, model, scorer, options)
-        info.update(model=str(model), encoder_fingerprint=fingerprint, scorer=scorer, **options.record())
+        # the options as the scorer ran with them (`--scorer abstract` recorded encoding contextual)
+        info.update(model=str(model), encoder_fingerprint=fingerprint, scorer=scorer,
+                    **options.checked(scorer, faceted=False).record())
     if stages.bm25:
         lexical = bm25_scores(bench, stages.k1, stages.b)
         info["bm25"] = {"k1": stages.k1, "b": stages.b, "text": "title + abstract"}
