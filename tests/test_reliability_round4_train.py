@@ -148,11 +148,12 @@ def test_mix_rerank_refuses_a_first_stage_out_of_order_naming_the_document():
 def test_a_paper_of_both_sources_is_taken_once(tiny_model_dir, examples_dir, tmp_path):
     """`sources: [cocite, acl]` with a paper in both (one ACL paper is among the co-citation abstracts): it went in
     twice, its crop ids and pairs repeated; now once, from the co-citation source, and counted."""
-    from aspire.train.data import load_split
+    from aspire.train.data import load_split, split_paper_ids
     from aspire.train.tasks import source_papers
 
     cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path / "run")
-    cocite = load_split(cfg.data, "train").papers
+    train = split_paper_ids(cfg.data, "train")  # the source is the train split's papers (round 11)
+    cocite = {pid: p for pid, p in load_split(cfg.data, "train").papers.items() if pid in train}
     shared = next(iter(cocite))
     path = tmp_path / "acl.jsonl"
     rows = [{"paper_id": pid, "title": f"acl title {i}", "abstract": ["a model.", "the data.", "results."]}

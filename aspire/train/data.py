@@ -121,13 +121,13 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
     positive in another example: in-batch, that example's positive would be a false negative).
     The hard negative of an anchor is the first of `hard[anchor]` (the hard-negatives file) that is
     not one of its members, else, with `cfg.example_negatives`, the example's first `negative_ids`.
-    Raises ValueError naming the file and line of an example whose paper has no abstract in `papers`,
-    that pairs a paper with itself or repeats an earlier line's pair (in either order: one co-cited
-    pair a line), or whose fields are malformed: ids that are not strings, `set_ids` / `negative_ids`
+    Raises ValueError naming the file and line of an example whose paper, or a paper of one of its sets, has
+    no abstract in `papers`, that pairs a paper with itself or repeats an earlier line's pair (in either order:
+    one co-cited pair a line), or whose fields are malformed: ids that are not strings, `set_ids` / `negative_ids`
     that are not lists of strings, an alignment (`cfg.align`) that is not two sentence positions.
     """
     path = Path(path)
-    partners = _cocited_partners(path)
+    partners = _cocited_partners(path, papers)
     out: list[Example] = []
     seen: dict[tuple[str, str], int] = {}
     for lineno, obj in iter_jsonl(path):
@@ -167,14 +167,30 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
     return out[: cfg.max_examples] if cfg.max_examples else out
 
 
-def _cocited_partners(path: Path) -> dict[str, set[str]]:
+def _cocited_partners(path: Path, papers: dict[str, Paper]) -> dict[str, set[str]]:
     """Paper -> every paper sharing with it a co-cited set that a line of the examples file `path` names in its
-    `set_ids` (all lines, whatever `max_examples` keeps); ValueError naming the line of a malformed one."""
+    `set_ids` (all lines, whatever `max_examples` keeps); ValueError naming the line of a malformed one, or of a
+    set naming a paper without an abstract in `papers` (its integer id in a batch's groups would not exist)."""
     sets = []
     for lineno, obj in iter_jsonl(path):
         require(obj, ("set_ids",), path, lineno)
-        sets += [sid.split("|") for sid in _string_list(obj, "set_ids", f"{path}:{lineno}")]
+        for sid in _string_list(obj, "set_ids", f"{path}:{lineno}"):
+            missing = next((pid for pid in sid.split("|") if pid not in papers), None)
+            if missing is not None:
+                raise ValueError(f"{path}:{lineno}: paper {missing!r} has no abstract in abstracts.jsonl (a paper of "
+                                 f"the co-cited set {sid!r})")
+            sets.append(sid.split("|"))
     return cocited_partners(sets)
+
+
+def split_paper_ids(cfg: DataConfig, split: str) -> set[str]:
+    """Every paper a line of `examples.{split}.jsonl` of `cfg.examples_dir` names: its pair and the papers of its
+    co-cited sets (all lines, whatever `max_examples` keeps). Read it after `load_split`, which checks the file."""
+    named: set[str] = set()
+    for _, obj in iter_jsonl(Path(cfg.examples_dir) / f"examples.{split}.jsonl"):
+        named |= {obj["query_id"], obj["positive_id"]}
+        named.update(pid for sid in obj["set_ids"] for pid in sid.split("|"))
+    return named
 
 
 class TripletDataset(Dataset):

@@ -109,7 +109,7 @@ class MixSampler(Sampler[list[int]]):
                 raise ValueError(f"task {t}: {sizes[t]} examples do not fill one chunk of {share} x {world_size} rank(s)")
         if limit is not None:
             self.num_batches = min(self.num_batches, limit)
-        self._perms: dict[tuple[int, int], torch.Tensor] = {}
+        self._perms: dict[int, tuple[int, torch.Tensor]] = {}  # task -> (its pass, that pass's permutation)
 
     def __len__(self) -> int:
         return self.num_batches - self.start
@@ -117,12 +117,12 @@ class MixSampler(Sampler[list[int]]):
     def _chunk(self, t: int, j: int, size: int) -> list[int]:
         """Chunk j of task t's stream (chunks of `size` pairs per rank)."""
         per_pass = self.sizes[t] // (size * self.world_size)
-        key = (t, j // per_pass)
-        if key not in self._perms:
-            gen = torch.Generator().manual_seed((self.seed * 1_000_003 + t) * 1_000_003 + key[1])
-            self._perms = {key: torch.randperm(self.sizes[t], generator=gen)}  # one pass at a time
+        done = j // per_pass  # the passes over task t's examples before this chunk's
+        if self._perms.get(t, (None,))[0] != done:  # one pass a task at a time (a mixed batch reads every task)
+            gen = torch.Generator().manual_seed((self.seed * 1_000_003 + t) * 1_000_003 + done)
+            self._perms[t] = (done, torch.randperm(self.sizes[t], generator=gen))
         lo = (j % per_pass) * size * self.world_size + self.rank * size
-        return (self._perms[key][lo : lo + size] + self.offsets[t]).tolist()
+        return (self._perms[t][1][lo : lo + size] + self.offsets[t]).tolist()
 
     def batch(self, g: int) -> list[int]:
         """Micro-batch g of the run (global, from 0)."""

@@ -4,11 +4,13 @@
 - `context2doc`: each citing sentence of the context2doc *train* split (citation markers removed,
   `aspire.benchmarks.context2doc`) paired with each paper it cites; the dev split gives dev pairs. The
   test split is refused. The sentence is a one-sentence paper with an empty title, as the benchmark
-  encodes its queries; the other papers the sentence cites are not its negatives.
+  encodes its queries; the other papers the sentence cites are not its negatives, nor are the papers that
+  another citing sentence of the same text (after marker removal) cites.
 - `crop`: independent cropping, an unsupervised pair of two random spans (`span_min`..`span_max`
   sentences, drawn independently, so they may overlap) of one abstract, `views` pairs an abstract,
   drawn once from a generator seeded by the paper id (the same pairs every run). Abstracts come from
-  the co-citation set and/or the ACL Anthology; every benchmark paper (CSFCube, reviewer matching,
+  the co-citation train split (the papers its examples name: a paper of dev sets alone is left out) and/or
+  the ACL Anthology; every benchmark paper (CSFCube, reviewer matching,
   the papers cited by context2doc test sentences) is removed by normalised title first, and the
   number removed is reported. Abstracts of fewer than two sentences give no pair (counted).
 - `title`: a paper's title paired with its abstract without the title (ACL Anthology and/or the
@@ -45,7 +47,7 @@ from aspire.benchmarks.heldout import excluded_titles
 from aspire.data.acl import normalise_title, read_acl
 from aspire.data.papers import Paper
 from aspire.train.config import Config, TaskConfig
-from aspire.train.data import Example, TripletDataset, load_split
+from aspire.train.data import Example, TripletDataset, load_split, split_paper_ids
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "dev")
@@ -80,13 +82,18 @@ def context2doc_task(cfg: Config, task: TaskConfig, split: str, index: int) -> T
         raise ValueError(f"context2doc task: split {split!r} is not one of {SPLITS}")
     bench = load_context2doc(task.data_dir, split)
     papers = {p.paper_id: _cut(p, cfg.data.max_sentences) for p in bench.candidates}
+    by_text: dict[str, set[str]] = {}  # one text cited with other papers elsewhere: none of them is its negative
+    for qid, text in bench.queries.items():
+        by_text.setdefault(text, set()).update(bench.qrels[qid])
     examples = []
     for qid, text in bench.queries.items():
         anchor = f"ctx:{qid}"
         papers[anchor] = Paper(anchor, "", [text])
-        cited = tuple(sorted(bench.qrels[qid]))
-        examples += [Example(anchor, pid, cited + (anchor,), None, None, task=index) for pid in cited]
-    return TaskData("context2doc", examples, papers, {"queries": len(bench.queries)})
+        members = tuple(sorted(by_text[text])) + (anchor,)
+        examples += [Example(anchor, pid, members, None, None, task=index) for pid in sorted(bench.qrels[qid])]
+    stats = {"queries": len(bench.queries), "left_out_test_twins": len(bench.left_out),
+             "queries_repeating_a_text": len(bench.queries) - len(by_text)}
+    return TaskData("context2doc", examples, papers, stats)
 
 
 def _in_dev(pid: str, share: float) -> bool:
@@ -113,7 +120,9 @@ def crop_pairs(paper: Paper, task: TaskConfig, index: int) -> tuple[list[Example
 
 def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, ...]) -> tuple[list[Paper], dict]:
     """The abstracts of `task.sources` in `split` (by hash, `dev_share`), every benchmark paper removed by
-    normalised title; and what was read, removed and used, per source. Two ACL records with one paper id are
+    normalised title; and what was read, removed and used, per source. The co-citation source is the papers
+    its train split names (`aspire.train.data.split_paper_ids`): a paper only its dev split names stays out
+    (counted under `cocite.not_in_train_split`), as the dev loss is taken on it. Two ACL records with one paper id are
     an error naming it; an ACL paper the co-citation source holds already is taken once, from that source
     (counted under `acl.in_cocite_already`)."""
     unknown = sorted(set(task.sources) - set(valid))
@@ -122,10 +131,13 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
     exclude, counts = excluded_titles(task.benchmarks_dir, f"{task.name} task: tasks[].benchmarks_dir")
     stats: dict = {"benchmark_titles": counts}
     sources: list[Paper] = []
-    if "cocite" in task.sources:
-        cocite = list(load_split(cfg.data, "train").papers.values())
+    if "cocite" in task.sources:  # the train split's papers: one only the dev split names gives the dev loss
+        every = load_split(cfg.data, "train").papers
+        train = split_paper_ids(cfg.data, "train")
+        cocite = [p for pid, p in every.items() if pid in train]
         kept = [p for p in cocite if normalise_title(p.title) not in exclude]
-        stats["cocite"] = {"read": len(cocite), "removed_benchmark": len(cocite) - len(kept), "used": len(kept)}
+        stats["cocite"] = {"read": len(every), "not_in_train_split": len(every) - len(cocite),
+                           "removed_benchmark": len(cocite) - len(kept), "used": len(kept)}
         sources += kept
     if "acl" in task.sources:
         acl, acl_stats = read_acl(task.acl_path, exclude, task.max_papers)
@@ -284,13 +296,15 @@ BUILDERS = {"cocite": lambda cfg, task, split, i: cocite_task(cfg, split, i),
 
 
 class MultiTaskData(TripletDataset):
-    """The tasks' examples end to end (task t's at `offsets[t]`...), the union of their papers."""
+    """The tasks' examples end to end (task t's at `offsets[t]`...), the union of their papers. Two tasks giving
+    one paper id two texts (title or sentences, after `data.max_sentences`) are an error naming it and them: a
+    batch holds one text an id, and the other task's pairs (and alignment positions) would silently read it."""
 
     def __init__(self, parts: list[TaskData], tasks: list[TaskConfig]) -> None:
         for part in parts:
             if not part.examples:
                 raise ValueError(f"task {part.name!r} has no examples")
-        super().__init__([e for p in parts for e in p.examples], {pid: x for p in parts for pid, x in p.papers.items()})
+        super().__init__([e for p in parts for e in p.examples], _union_papers(parts))
         self.parts, self.tasks = parts, tasks
         self.names = [p.name for p in parts]
         self.weights = [t.weight for t in tasks]
@@ -299,6 +313,22 @@ class MultiTaskData(TripletDataset):
         self.sources = {e.positive_source for e in self.examples} | {m for e in self.examples for m in e.members}
         self.teacher = {pid: v for p in parts for pid, v in p.teacher.items()}
         self.sentence_teacher = {pid: v for p in parts for pid, v in p.sentence_teacher.items()}
+
+
+def _union_papers(parts: list[TaskData]) -> dict[str, Paper]:
+    """Every task's papers by id (`MultiTaskData`); ValueError naming an id two tasks give different texts."""
+    papers: dict[str, Paper] = {}
+    owner: dict[str, str] = {}
+    for part in parts:
+        for pid, paper in part.papers.items():
+            known = papers.get(pid)
+            if known is not None and (known.title, list(known.sentences)) != (paper.title, list(paper.sentences)):
+                raise ValueError(f"paper {pid!r} has one text in task {owner[pid]!r} and another in task {part.name!r} "
+                                 f"(title {known.title!r:.60} / {paper.title!r:.60}, {len(known.sentences)} / "
+                                 f"{len(paper.sentences)} sentences): give the tasks one abstract a paper id")
+            papers[pid] = paper
+            owner.setdefault(pid, part.name)
+    return papers
 
 
 def build_tasks(cfg: Config, split: str) -> MultiTaskData:

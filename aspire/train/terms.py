@@ -2,7 +2,8 @@
 
 A term gives the distance of aligned pairs (`pairwise_dist`, (B,)) and of all pairs (`dist`,
 (Bq, Bc)), plus the similarity the ranking losses use (`sim` / `pairwise_sim`: minus the distance,
-except for the cosine term, whose similarity is the cosine itself). `KINDS` maps `model.kind` to
+except for the cosine terms — `cosine`, and kind `hybrid`'s `whole` and `facet` — whose similarity is the
+cosine itself and distance 1 - cosine). `KINDS` maps `model.kind` to
 its terms and inference scorer (the table in `aspire.train.document_model`).
 """
 
