@@ -1,6 +1,6 @@
 """The ACL Anthology abstracts as training text: a seeded sample with its abstracts split once (and
-cached), benchmark papers left out by normalised title (the titles come from the caller:
-`aspire.benchmarks.heldout.excluded_titles`)."""
+cached), benchmark papers left out by normalised title, paper id or abstract text (`HeldOut`; what to leave out
+comes from the caller: `aspire.benchmarks.heldout.excluded_papers`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import logging
 import os
 import random
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from aspire.data.papers import Paper, jsonl_objects, paper_from_record
@@ -24,6 +25,58 @@ log = logging.getLogger(__name__)
 def normalise_title(title: str) -> str:
     """Lower case, letters and digits only: `"BERT: Pre-training"` -> `"bertpretraining"`."""
     return re.sub(r"[^0-9a-z]", "", title.lower())
+
+
+ABSTRACT_KEY_CHARS = 200  # normalised characters of an abstract that name it (`abstract_key`)
+REMOVED_BY = ("title", "paper_id", "abstract")  # `HeldOut.reason`'s answers, in the order it tries them
+
+
+def abstract_key(abstract: object) -> str:
+    """The first `ABSTRACT_KEY_CHARS` characters of an abstract's normalised text (`normalise_title`; a list of
+    sentences is joined first), so two versions of one abstract with a word changed past them are one; "" for an
+    abstract that is not text or has no letter or digit a-z / 0-9 (it names nothing)."""
+    if isinstance(abstract, (list, tuple)):
+        abstract = " ".join(s for s in abstract if isinstance(s, str))
+    return normalise_title(abstract)[:ABSTRACT_KEY_CHARS] if isinstance(abstract, str) else ""
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """The papers training must not see, three ways, so that no one field can hide a paper: normalised `titles`,
+    `paper_ids` (ids of the sources that share the benchmarks' ids: the ACL Anthology's and the co-citation
+    data's) and `abstracts` (`abstract_key`s). A title or abstract that normalises to "" names nothing (a
+    Chinese title, an empty one); the other two fields still do. Hashable: `read_acl`'s cache keys on it."""
+
+    titles: frozenset[str] = frozenset()
+    paper_ids: frozenset[str] = frozenset()
+    abstracts: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        for name in ("titles", "paper_ids", "abstracts"):
+            object.__setattr__(self, name, frozenset(getattr(self, name)) - {""})
+
+    @property
+    def by_title_only(self) -> bool:
+        return not (self.paper_ids or self.abstracts)
+
+    def reason(self, paper_id: object, title: object, abstract: object) -> str | None:
+        """Why a paper is held out (the first of `REMOVED_BY` that matches), or None when it is not."""
+        if isinstance(title, str) and normalise_title(title) in self.titles:
+            return "title"
+        if isinstance(paper_id, str) and paper_id in self.paper_ids:
+            return "paper_id"
+        if self.abstracts and abstract_key(abstract) in self.abstracts:  # "" is never among them
+            return "abstract"
+        return None
+
+    def union(self, other: HeldOut) -> HeldOut:
+        return HeldOut(self.titles | other.titles, self.paper_ids | other.paper_ids, self.abstracts | other.abstracts)
+
+
+def held_out(exclude: HeldOut | frozenset[str]) -> HeldOut:
+    """`exclude` as a `HeldOut`: a set of normalised titles is titles only (what callers gave before ids and
+    abstracts were matched too)."""
+    return exclude if isinstance(exclude, HeldOut) else HeldOut(titles=frozenset(exclude))
 
 
 SPLITTER_LIBRARIES = ("pysbd", "scispacy", "spacy")  # what the registry's splitters run on
@@ -73,34 +126,44 @@ def _cached_sentences(entry: object, key: str) -> list[str] | None:
     return None
 
 
-def read_acl(path: str | Path, exclude: frozenset[str], max_papers: int) -> tuple[list[Paper], dict]:
-    """ACL Anthology papers without the `exclude`d normalised titles: a seeded sample of `max_papers`
-    (0 = all), their abstracts split into sentences by the default splitter (built once), and the
-    counts read / removed. `path` is JSONL, gzipped when it ends in `.gz`; an abstract that is already
-    a list of sentences is kept as is. Split abstracts are cached on disk (`split_cache_path`), so only
-    a corpus's first run pays for the splitting (about 10 ms an abstract); a cache that cannot be read or
-    written is a warning, not an error. Each paper keeps the
-    record's other fields (`authors`, `year`, ...) in `Paper.extra`. A record that is not a valid paper
-    is left out, named with its reason in `stats["rejected"]` (and logged).
+def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: int) -> tuple[list[Paper], dict]:
+    """ACL Anthology papers without the `exclude`d ones (a `HeldOut`: by normalised title, paper id or abstract
+    text; a set of normalised titles: by title alone), read from the raw records before any sampling or
+    splitting: a seeded sample of `max_papers` (0 = all), their abstracts split into sentences by the default
+    splitter (built once), and the counts read / removed. `path` is JSONL, gzipped when it ends in `.gz`; an
+    abstract that is already a list of sentences is kept as is. `stats["removed_benchmark"]` counts the papers
+    removed; where `exclude` matches ids or abstracts too, `stats["removed_benchmark_by"]` splits it by the first
+    rule that matched (`REMOVED_BY`: a paper counted under "paper_id" or "abstract" is one a title match alone
+    keeps). Split abstracts are cached on disk (`split_cache_path`), so only a corpus's first run pays for the
+    splitting (about 10 ms an abstract); a cache that cannot be read or written is a warning, not an error. Each
+    paper keeps the record's other fields (`authors`, `year`, ...) in `Paper.extra`. A record that is not a valid
+    paper is left out, named with its reason in `stats["rejected"]` (and logged).
 
     The train and dev splits of a run read the abstracts once: the result is kept in memory for the file as it
     is on disk (its path, size and modification time), so a file rewritten in place is read again. Each call
     gets its own list and stats, so a caller that reorders or edits them changes no other caller's."""
     path = Path(path)
     stat = path.stat()  # a missing file: FileNotFoundError naming it, as the reading would
-    papers, stats = _read_acl(str(path), os.path.abspath(path), stat.st_size, stat.st_mtime_ns, exclude, max_papers)
-    return list(papers), {**stats, "rejected": dict(stats["rejected"])}
+    papers, stats = _read_acl(str(path), os.path.abspath(path), stat.st_size, stat.st_mtime_ns, held_out(exclude),
+                              max_papers)
+    stats = {**stats, "rejected": dict(stats["rejected"])}
+    if "removed_benchmark_by" in stats:
+        stats["removed_benchmark_by"] = dict(stats["removed_benchmark_by"])
+    return list(papers), stats
 
 
 @functools.lru_cache(maxsize=4)
-def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: frozenset[str],
+def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
               max_papers: int) -> tuple[list[Paper], dict]:
     """`read_acl`'s reading of `path` (named as given in messages), cached by the file's absolute path `where`,
     size and modification time as well (those three are read only by the cache's key)."""
     path = Path(path)
     records = list(jsonl_objects(path))  # a bad line or a damaged .gz: one error naming the file and line
-    kept = [(n, r) for n, r in records if not isinstance(r.get("title"), str) or normalise_title(r["title"]) not in exclude]
+    reasons = [exclude.reason(r.get("paper_id"), r.get("title"), r.get("abstract")) for _, r in records]
+    kept = [record for record, why in zip(records, reasons) if why is None]
     stats = {"read": len(records), "removed_benchmark": len(records) - len(kept)}
+    if not exclude.by_title_only:
+        stats["removed_benchmark_by"] = {why: reasons.count(why) for why in REMOVED_BY}
     if max_papers and len(kept) > max_papers:
         kept = random.Random(0).sample(kept, max_papers)
     cache = split_cache_path(path, DEFAULT_SPLITTER)

@@ -12,9 +12,10 @@ are never used for training), are logged to `OUT/rounds.json`.
 
 Queries: the citing sentences of context2doc's train split, their labels dropped (`max_queries` of them,
 seeded). Test sentences are never read. With `acl_queries`, that many ACL Anthology abstracts (title and
-abstract as the query text, `acl_path`) join them as unlabelled queries; every paper whose normalised title is
-a benchmark paper's (`aspire.benchmarks.heldout.benchmark_titles` under `benchmarks_dir`) or one of the candidates'
-(the cited abstracts the queries are matched against) is removed first, and the counts are logged.
+abstract as the query text, `acl_path`) join them as unlabelled queries; every benchmark paper
+(`aspire.benchmarks.heldout.excluded_papers` under `benchmarks_dir`: by normalised title, paper id or abstract
+text) and every paper whose normalised title is one of the candidates' (the cited abstracts the queries are
+matched against) is removed first, and the counts are logged.
 
     python -m aspire.train.self_training --config configs/self_training.yaml --out runs/self-training [key=value ...]
 """
@@ -101,15 +102,16 @@ def label_precision(pos: Mapping[str, Sequence[str]], qrels: Mapping[str, Mappin
 
 
 def add_acl_queries(bench, cfg: SelfTrainingConfig) -> dict:
-    """Add `cfg.acl_queries` ACL Anthology papers to `bench.queries` as `acl:ID` (title and abstract), none whose
-    normalised title is a benchmark paper's or a candidate's; returns the counts read, removed and used."""
-    from aspire.benchmarks.heldout import excluded_titles
-    from aspire.data.acl import normalise_title, read_acl
+    """Add `cfg.acl_queries` ACL Anthology papers to `bench.queries` as `acl:ID` (title and abstract), none a
+    benchmark paper (`excluded_papers`) nor one whose normalised title is a candidate's; returns the counts read,
+    removed and used."""
+    from aspire.benchmarks.heldout import excluded_papers
+    from aspire.data.acl import HeldOut, normalise_title, read_acl
     from aspire.scoring.lexical import paper_text
 
-    held_out, counts = excluded_titles(cfg.benchmarks_dir, "benchmarks_dir")  # None: a warning, as the tasks give
+    held_out, counts = excluded_papers(cfg.benchmarks_dir, "benchmarks_dir")  # None: a warning, as the tasks give
     candidates = frozenset(normalise_title(p.title) for p in bench.candidates) - {""}
-    papers, stats = read_acl(cfg.acl_path, candidates | held_out, cfg.acl_queries)
+    papers, stats = read_acl(cfg.acl_path, held_out.union(HeldOut(titles=candidates)), cfg.acl_queries)
     bench.queries.update({f"acl:{p.paper_id}": paper_text(p) for p in papers})
     return {**stats, "excluded_titles": {"candidates": len(candidates), **counts}}
 

@@ -10,9 +10,10 @@
   sentences, drawn independently, so they may overlap) of one abstract, `views` pairs an abstract,
   drawn once from a generator seeded by the paper id (the same pairs every run). Abstracts come from
   the co-citation train split (the papers its examples name: a paper of dev sets alone is left out) and/or
-  the ACL Anthology; every benchmark paper (CSFCube, reviewer matching,
-  the papers cited by context2doc test sentences) is removed by normalised title first, and the
-  number removed is reported. Abstracts of fewer than two sentences give no pair (counted).
+  the ACL Anthology; every benchmark paper (CSFCube, reviewer matching, the papers cited by context2doc test
+  sentences, the SciRepEval formats' dev and test papers) is removed first, by normalised title, paper id or
+  abstract text (`aspire.benchmarks.heldout.excluded_papers`: an empty title hides none), and the number
+  removed is reported, per rule (`removed_benchmark_by`). Abstracts of fewer than two sentences give no pair (counted).
 - `title`: a paper's title paired with its abstract without the title (ACL Anthology and/or the
   co-citation abstracts, benchmark papers removed as for `crop`).
 - `author`: weak supervision from the ACL Anthology's author lists: two papers that share at least
@@ -43,8 +44,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from aspire.benchmarks.heldout import excluded_titles
-from aspire.data.acl import normalise_title, read_acl
+from aspire.benchmarks.heldout import excluded_papers
+from aspire.data.acl import REMOVED_BY, read_acl
 from aspire.data.papers import Paper
 from aspire.train.config import Config, TaskConfig
 from aspire.train.data import Example, TripletDataset, load_split, split_paper_ids
@@ -120,7 +121,9 @@ def crop_pairs(paper: Paper, task: TaskConfig, index: int) -> tuple[list[Example
 
 def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, ...]) -> tuple[list[Paper], dict]:
     """The abstracts of `task.sources` in `split` (by hash, `dev_share`), every benchmark paper removed by
-    normalised title; and what was read, removed and used, per source. The co-citation source is the papers
+    normalised title, paper id or abstract text (`excluded_papers`; the whole abstract, before
+    `data.max_sentences` cuts it); and what was read, removed (`removed_benchmark`, and per rule, the first
+    that matched, `removed_benchmark_by`) and used, per source. The co-citation source is the papers
     its train split names (`aspire.train.data.split_paper_ids`): a paper only its dev split names stays out
     (counted under `cocite.not_in_train_split`), as the dev loss is taken on it. Two ACL records with one paper id are
     an error naming it; an ACL paper the co-citation source holds already is taken once, from that source
@@ -128,16 +131,19 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
     unknown = sorted(set(task.sources) - set(valid))
     if unknown or not task.sources:
         raise ValueError(f"{task.name} task: unknown source(s) {unknown or task.sources}; valid: {sorted(valid)}")
-    exclude, counts = excluded_titles(task.benchmarks_dir, f"{task.name} task: tasks[].benchmarks_dir")
+    exclude, counts = excluded_papers(task.benchmarks_dir, f"{task.name} task: tasks[].benchmarks_dir")
     stats: dict = {"benchmark_titles": counts}
     sources: list[Paper] = []
     if "cocite" in task.sources:  # the train split's papers: one only the dev split names gives the dev loss
-        every = load_split(cfg.data, "train").papers
+        every = load_split(replace(cfg.data, max_sentences=0), "train").papers  # whole: cut after the abstract match
         train = split_paper_ids(cfg.data, "train")
         cocite = [p for pid, p in every.items() if pid in train]
-        kept = [p for p in cocite if normalise_title(p.title) not in exclude]
+        reasons = [exclude.reason(p.paper_id, p.title, p.sentences) for p in cocite]
+        kept = [p for p, why in zip(cocite, reasons) if why is None]
         stats["cocite"] = {"read": len(every), "not_in_train_split": len(every) - len(cocite),
                            "removed_benchmark": len(cocite) - len(kept), "used": len(kept)}
+        if not exclude.by_title_only:
+            stats["cocite"]["removed_benchmark_by"] = {why: reasons.count(why) for why in REMOVED_BY}
         sources += kept
     if "acl" in task.sources:
         acl, acl_stats = read_acl(task.acl_path, exclude, task.max_papers)

@@ -1,8 +1,8 @@
 """Teacher vectors for distillation: a stronger encoder's whole-abstract vectors of ACL Anthology papers.
 
 `python -m aspire.train.teacher --teacher mpnet --max-papers 8000 --out runs/teacher/mpnet` encodes a
-seeded sample of the ACL abstracts (every benchmark paper removed by normalised title first, as the
-`crop`, `title` and `author` tasks do; the same sample for the same `--max-papers`) with the teacher's
+seeded sample of the ACL abstracts (every benchmark paper removed first, by normalised title, paper id or
+abstract text, as the `crop`, `title` and `author` tasks do; the same sample for the same `--max-papers`) with the teacher's
 whole-abstract vector (title and abstract joined by a space, mean-pooled, unit length) and writes
 
 - `vectors.npy`: (N, D) float32, one row a paper;
@@ -115,11 +115,11 @@ def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | No
           max_length: int, batch_size: int = 32, device: str = "cpu", sentences: bool = False) -> dict:
     """Encode the sample with `teacher` and write it under `out` (with `sentences`, also each paper's chosen
     sentence encoded alone); returns the metadata written. Two records with one paper id are an error naming it."""
-    from aspire.benchmarks.heldout import excluded_titles
+    from aspire.benchmarks.heldout import excluded_papers
     from aspire.data.acl import read_acl
     from aspire.encoders import ContextualSentenceEncoder
 
-    exclude, _ = excluded_titles(benchmarks_dir or None, "--benchmarks-dir")
+    exclude, _ = excluded_papers(benchmarks_dir or None, "--benchmarks-dir")
     papers, stats = read_acl(acl_path, exclude, max_papers)
     if not papers:  # an empty teacher would be written as if complete, and fail only when a task reads it
         raise ValueError(f"teacher vectors: {acl_path}: no paper to encode ({stats['read']} read, "
