@@ -7,9 +7,11 @@ which sentence comes from the tokenizer's character offsets, so any fast tokeniz
 
 Long abstracts: the pair is cut at `max_length` tokens (default: the model's limit). With
 `overflow="window"` (default) the rest of the abstract is encoded in further windows, each again preceded
-by the title, so every sentence gets a vector; with `overflow="truncate"` sentences past the limit are left
+by the title, so every sentence gets a vector (a sentence split by a window's end is pooled over its pieces
+in every window it reaches, a title that is sentence 0 over its copies in every window; an approximation of
+one long pass, whose context the windows lack); with `overflow="truncate"` sentences past the limit are left
 out of the mask. Either way `truncation_report` lists, per paper, every sentence that did not fit in the
-first window, and `encode` logs a warning naming them: no sentence is lost silently.
+first window, and `encode` logs a warning naming those papers: no sentence is lost silently.
 
 Task formats (SPECTER2): an encoder may carry control codes (`codes`, special tokens of its tokenizer;
 `code` is the one every paper gets, switched per query with `using_code`; see `aspire.encoders.codes`)
@@ -18,6 +20,7 @@ and peft adapters on its transformer (`aspire.encoders.adapters`); both are save
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -91,7 +94,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         tokenizer: its fast tokenizer (offsets are required).
         max_length: word pieces per window; default (None or 0) and at most the model's limit; at least room for
             the special pieces, a control code, one title piece and one abstract piece.
-        include_title: add the title as sentence 0 of the sentence set (default: context only).
+        include_title: add the title as sentence 0 of the sentence set (default: context only); a paper with a
+            blank title has none (`title_is_sentence`).
         overflow: "window" (encode the rest in further windows) or "truncate" (leave it out).
         max_title_tokens: the title is cut to this many pieces (fewer where a window is shorter) so it never
             crowds out the abstract.
@@ -248,6 +252,17 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     def dim(self) -> int:
         return self.model.config.hidden_size
 
+    @contextlib.contextmanager
+    def _eval_mode(self):
+        """The encoder in eval mode for a `with` block, and in the mode it was in (training or not) after it, also
+        when the block raises (a refused paper left a training encoder in eval mode: dropout off, unsaid)."""
+        was_training = self.training
+        self.eval()
+        try:
+            yield
+        finally:
+            self.train(was_training)
+
     # ---- tokenisation -----------------------------------------------------------------------------
     def _cut_titles(self, titles: list[str], window: int) -> list[str]:
         """Titles cut to `max_title_tokens` word pieces (at a piece boundary), and shorter where a `window` of that
@@ -335,8 +350,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     def forward(self, inputs: EncoderInputs, max_rows: int | None = None) -> DocBatch:
         """Contextual sentence vectors (differentiable): DocBatch with emb (B, S, D) and, from the same pass,
         the whole-abstract vector `whole` (B, D): the mean of every word piece under the attention mask
-        (special tokens and title included, as sentence-transformers pools one text), over all of a
-        paper's windows.
+        (special tokens, a control code and the title included, as sentence-transformers pools one text), over
+        all of a paper's windows (its first alone with `overflow="truncate"`, which keeps no other).
 
         `max_rows` windows pass through the model at a time (default all): bounds activation memory
         however many continuation windows a long paper has."""
@@ -389,29 +404,25 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if not papers:
             raise ValueError("encode: no papers given")
         check_batch_size(batch_size)
-        was_training = self.training
-        self.eval()
-        chars = [len(p.title) + sum(len(s) for s in p.sentences) for p in papers]
-        order = np.argsort([-c for c in chars], kind="stable").tolist()
-        vectors: list[Tensor | None] = [None] * len(papers)
-        masks: list[Tensor | None] = [None] * len(papers)
-        whole = torch.empty(len(papers), self.dim)
-        truncated: list[TruncationRecord] = []
-        bar = tqdm(total=len(papers), desc="encoding papers", unit="paper", disable=not progress)
-        for chunk in budget_batches(order, chars, batch_size, max_batch_chars):
-            inputs = self.tokenize([papers[i] for i in chunk])
-            truncated.extend(inputs.truncation)
-            batch = self.forward(inputs.to(self.device), max_rows=batch_size)
-            emb, mask = batch.emb.float().cpu(), batch.mask.cpu()
-            whole[chunk] = batch.whole.float().cpu()
-            raise_if_not_finite(torch.cat([emb.masked_fill(~mask[..., None], 0.0).flatten(1), whole[chunk]], 1),
-                                [f"paper {papers[i].paper_id}" for i in chunk])
-            for row, i in enumerate(chunk):
-                vectors[i] = emb[row, : inputs.n_sentences[row]]
-                masks[i] = mask[row, : inputs.n_sentences[row]]
-            bar.update(len(chunk))
-        bar.close()
-        self.train(was_training)
+        with self._eval_mode(), tqdm(total=len(papers), desc="encoding papers", unit="paper", disable=not progress) as bar:
+            chars = [len(p.title) + sum(len(s) for s in p.sentences) for p in papers]
+            order = np.argsort([-c for c in chars], kind="stable").tolist()
+            vectors: list[Tensor | None] = [None] * len(papers)
+            masks: list[Tensor | None] = [None] * len(papers)
+            whole = torch.empty(len(papers), self.dim)
+            truncated: list[TruncationRecord] = []
+            for chunk in budget_batches(order, chars, batch_size, max_batch_chars):
+                inputs = self.tokenize([papers[i] for i in chunk])
+                truncated.extend(inputs.truncation)
+                batch = self.forward(inputs.to(self.device), max_rows=batch_size)
+                emb, mask = batch.emb.float().cpu(), batch.mask.cpu()
+                whole[chunk] = batch.whole.float().cpu()
+                raise_if_not_finite(torch.cat([emb.masked_fill(~mask[..., None], 0.0).flatten(1), whole[chunk]], 1),
+                                    [f"paper {papers[i].paper_id}" for i in chunk])
+                for row, i in enumerate(chunk):
+                    vectors[i] = emb[row, : inputs.n_sentences[row]]
+                    masks[i] = mask[row, : inputs.n_sentences[row]]
+                bar.update(len(chunk))
         if truncated:
             log.warning(
                 "%d paper(s) longer than %d word pieces (%s): sentences past the limit were %s; "
@@ -444,6 +455,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         return self._embed_texts(texts, pairs, pooling=pooling, normalize=normalize, max_length=max_length,
                                  batch_size=batch_size, progress=progress)[0]
 
+    @torch.no_grad()  # encode_independent calls it directly: no autograd graph kept across batches
     def _embed_texts(self, texts: Sequence[str], pairs: Sequence[str] | None = None, *,
                      pooling: Literal["mean", "cls"] = "mean", normalize: bool = False, max_length: int | None = None,
                      batch_size: int = 64, progress: bool = False) -> tuple[Tensor, Tensor]:
@@ -456,37 +468,33 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if pairs is not None and len(pairs) != len(texts):
             raise ValueError(f"embed_texts: {len(pairs)} pairs for {len(texts)} texts (one second text a text)")
         check_batch_size(batch_size)
-        was_training = self.training
-        self.eval()
-        order = np.argsort([-len(t) - (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)], kind="stable")
-        out = torch.empty(len(texts), self.dim)
-        empty = torch.zeros(len(texts), dtype=torch.bool)
-        specials = self.tokenizer.num_special_tokens_to_add(pair=pairs is not None)
-        bar = tqdm(total=len(texts), desc="encoding texts", unit="text", disable=not progress)
-        for start in range(0, len(texts), batch_size):
-            idx = order[start : start + batch_size].tolist()
-            enc = dict(self.tokenizer(
-                [texts[i] for i in idx],
-                [pairs[i] for i in idx] if pairs else None,
-                truncation="longest_first" if pairs else True,
-                max_length=min(max_length or self.max_length, self._limit) - (self.code is not None),
-                padding=True,
-                return_tensors="pt",
-            ))
-            empty[idx] = enc["attention_mask"].sum(1) <= specials  # special pieces alone
-            if not self.segment_ids and "token_type_ids" in enc:  # one segment, as `tokenize` gives the abstract
-                enc["token_type_ids"] = torch.zeros_like(enc["token_type_ids"])
-            enc = (enc if self.code is None else encoding_with_code(enc, self.tokenizer, self.code))
-            enc = {k: v.to(self.device) for k, v in enc.items()}
-            hidden = self.model(**enc).last_hidden_state  # (N, T, D)
-            vec = hidden[:, 0] if pooling == "cls" else masked_mean(hidden, enc["attention_mask"])
-            if normalize:
-                vec = nn.functional.normalize(vec, dim=-1)
-            out[idx] = vec.float().cpu()
-            raise_if_not_finite(out[idx], [f"text {i}" for i in idx])
-            bar.update(len(idx))
-        bar.close()
-        self.train(was_training)
+        with self._eval_mode(), tqdm(total=len(texts), desc="encoding texts", unit="text", disable=not progress) as bar:
+            order = np.argsort([-len(t) - (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)], kind="stable")
+            out = torch.empty(len(texts), self.dim)
+            empty = torch.zeros(len(texts), dtype=torch.bool)
+            specials = self.tokenizer.num_special_tokens_to_add(pair=pairs is not None)
+            for start in range(0, len(texts), batch_size):
+                idx = order[start : start + batch_size].tolist()
+                enc = dict(self.tokenizer(
+                    [texts[i] for i in idx],
+                    [pairs[i] for i in idx] if pairs else None,
+                    truncation="longest_first" if pairs else True,
+                    max_length=min(max_length or self.max_length, self._limit) - (self.code is not None),
+                    padding=True,
+                    return_tensors="pt",
+                ))
+                empty[idx] = enc["attention_mask"].sum(1) <= specials  # special pieces alone
+                if not self.segment_ids and "token_type_ids" in enc:  # one segment, as `tokenize` gives the abstract
+                    enc["token_type_ids"] = torch.zeros_like(enc["token_type_ids"])
+                enc = (enc if self.code is None else encoding_with_code(enc, self.tokenizer, self.code))
+                enc = {k: v.to(self.device) for k, v in enc.items()}
+                hidden = self.model(**enc).last_hidden_state  # (N, T, D)
+                vec = hidden[:, 0] if pooling == "cls" else masked_mean(hidden, enc["attention_mask"])
+                if normalize:
+                    vec = nn.functional.normalize(vec, dim=-1)
+                out[idx] = vec.float().cpu()
+                raise_if_not_finite(out[idx], [f"text {i}" for i in idx])
+                bar.update(len(idx))
         return out, empty
 
     def encode_independent(self, papers: Sequence[Paper | dict | str], *, normalize: bool = False, **kwargs) -> DocBatch:

@@ -13,7 +13,11 @@ Overflow = Literal["window", "truncate"]
 
 @dataclass
 class TruncationRecord:
-    """Sentences of one paper that did not fit in the first window of `max_length` tokens."""
+    """Sentences of one paper that did not fit in the first window of `max_length` tokens.
+
+    Positions are in the paper's sentence set (`aspire.encoders.contextual.paper_sentences`), as a `DocBatch` counts
+    them: with `include_title` and a title (`title_is_sentence`), sentence 0 is the title, which opens every window
+    and is never listed, and abstract sentence k is position k + 1."""
 
     paper_id: str
     cut: list[int]  # sentence positions entirely past the first window
