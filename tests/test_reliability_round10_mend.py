@@ -271,3 +271,11 @@ def test_context2doc_records_the_encoding_the_abstract_scorer_ran_with(tmp_path,
     bench = tiny_context2doc(tmp_path)
     run_context2doc(bench, tmp_path / "abs", "abs", str(tiny_model_dir), "abstract")
     assert json.loads((tmp_path / "abs" / "results.json").read_text())["encoding"] == "abstract"
+
+
+def test_a_blank_title_adds_no_joiner_to_the_abstract_text():
+    # a title of spaces was kept and joined: "   [SEP] a b." where an empty title gives "a b."
+    from aspire.data.papers import abstract_text
+
+    assert abstract_text("   ", ["a b."], " [SEP] ") == abstract_text("", ["a b."], " [SEP] ") == "a b."
+    assert abstract_text("T", ["a b."], " [SEP] ") == "T [SEP] a b."

@@ -434,8 +434,9 @@ def as_papers(items: Iterable[Paper | dict | str], splitter: str | SentenceSplit
 
 def abstract_text(title: str, sentences: Sequence[str], joiner: str = " ") -> str:
     """A paper's title and abstract as one text: the sentences joined by spaces, the title joined to them by
-    `joiner` (an empty part left out). What the whole-abstract encoding, BM25 and the cross-encoder read."""
-    return joiner.join(x for x in (title, " ".join(sentences)) if x)
+    `joiner` (an empty or blank part left out: a title of spaces gave "   [SEP] a b."). What the whole-abstract
+    encoding, BM25 and the cross-encoder read."""
+    return joiner.join(x for x in (title, " ".join(sentences)) if x.strip())
 
 
 def paper_to_record(paper: Paper) -> dict:
