@@ -186,7 +186,8 @@ def prune_checkpoints(out_dir: str | Path, keep: int) -> None:
     """Keep the newest `keep` checkpoints plus the ones `latest` and `best` point at."""
     out_dir = Path(out_dir)
     protected = {rec["checkpoint"] for rec in (read_pointer(out_dir, LATEST), read_pointer(out_dir, BEST)) if rec}
-    ckpts = sorted(p.name for p in out_dir.glob("checkpoint-*") if p.is_dir())
+    # in step order: by name alone checkpoint-1000000 came before checkpoint-999999 and was pruned as the oldest
+    ckpts = sorted((p.name for p in out_dir.glob("checkpoint-*") if p.is_dir()), key=lambda name: (len(name), name))
     for name in ckpts[: max(len(ckpts) - keep, 0)]:
         if name not in protected:
             shutil.rmtree(out_dir / name)

@@ -157,7 +157,8 @@ class DataConfig:
     `example_negatives` the examples' own `negative_ids` serve as extra negatives too.
     `max_sentences` cuts long abstracts; `max_examples` (0 = all) and `dev_batches` (0 = all) cap
     the data for quick runs (the capped dev batches are the same whatever `train.seed` is);
-    `use_dev: false` trains without dev loss / model selection.
+    `use_dev: false` trains without dev loss / model selection (and refuses `dev_batches` and
+    `train.dev_before`, which it would not read).
     """
 
     examples_dir: str = "runs/cocite-acl/6_aligned"
@@ -327,6 +328,14 @@ class Config:
     mix: MixConfig = field(default_factory=MixConfig)
 
     def __post_init__(self) -> None:
+        if isinstance(self.data, DataConfig) and isinstance(self.train, TrainConfig) and not self.data.use_dev:
+            # without a dev split nothing takes a dev loss: these were accepted and silently never read
+            unread = [key for key, value, default in (("train.dev_before", self.train.dev_before, False),
+                                                      ("data.dev_batches", self.data.dev_batches, 0)) if value != default]
+            if unread:
+                raise ConfigError(f"{' and '.join(unread)} with data.use_dev=false: no dev loss is taken, so nothing "
+                                  f"reads {'it' if len(unread) == 1 else 'them'}; remove {'it' if len(unread) == 1 else 'them'} "
+                                  "or set data.use_dev=true")
         # a task's steps are read by the sequential mix alone, and its ratio by the others: never ignored silently
         mode, unread = self.mix.mode, ("ratio", 1.0) if self.mix.mode == "sequential" else ("steps", 0)
         for i, task in enumerate(self.tasks):

@@ -205,7 +205,8 @@ class DocumentModel(nn.Module):
         """Loss of one micro-batch.
 
         Returns a dict with `loss` () (the sum over the kind's terms of each task's mean over its
-        anchors, weighted by `batch.weights`), one `loss/<term>` per term (mean over all anchors),
+        anchors, weighted by `batch.weights`), one `loss/<term>` per term (mean over the anchors it counts, of every
+        task, unweighted),
         `task_loss` (T,) each task's unweighted loss, `task_rows` (T,) its anchors that had a
         negative, and `triples` () the number of (anchor, positive) pairs that had a negative.
         """
@@ -316,8 +317,11 @@ class DocumentModel(nn.Module):
     @torch.no_grad()
     def encode(self, papers: Sequence[Paper | dict | str], batch_size: int = 32) -> DocBatch:
         """DocBatch of `papers` (in order, on the model's device) from the training forward pass; `papers` as
-        `ContextualEncoder.encode` takes them (`aspire.data.papers.as_papers`)."""
+        `ContextualEncoder.encode` takes them (`aspire.data.papers.as_papers`). Every paper gets the first task's
+        control code and adapter, as in the saved model (`save_pretrained`), whichever task's batch went through
+        the model last; the encoder stays switched to them (each training batch switches to its own)."""
         papers = as_papers(papers)
+        use_task(self.encoder, self.model_cfg, self.tasks[0])
         was_training = self.training
         self.eval()
         device = next(self.parameters()).device

@@ -413,7 +413,8 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
 
     A fresh run refuses an `out_dir` that already holds checkpoints (or an earlier run's `best`); `resume` refuses
     one without, and a damaged `latest` or `best` pointer, trainer state or metrics log, naming the file, before
-    anything in the folder is changed.
+    anything in the folder is changed. A fresh model is built with the global RNGs seeded by `train.seed` (its random
+    weights, e.g. LoRA's, are the same on every rank and in every run of the config), then reseeded for training.
     """
     if (cfg.model.kind == "abs") != (cfg.data.align == "abs_align"):
         raise ValueError(f"model.kind={cfg.model.kind} with data.align={cfg.data.align}: kind `abs` and "
@@ -452,7 +453,8 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
             trim_metrics(out_dir, record["step"])
             ckpt.clean_temp(out_dir)
         model = model_loader(cfg, str(out_dir / record["checkpoint"] / ckpt.MODEL_DIR))
-    else:
+    else:  # a fresh model's random weights (LoRA's A matrices) come from train.seed, not from an unseeded process RNG
+        seed_everything(cfg.train.seed)
         model = model_loader(cfg, None)
     if cfg.tasks:
         train_data = build_tasks(cfg, "train")
