@@ -16,15 +16,18 @@ a vector the index does not hold; this runner answers what the index's pipelines
 Pool sets (CSFCube: `rank_pools_by_search`) and reviewer matching (`run_reviewers_search`) index each query's
 own candidates (a pool; a reviewer's archive papers in one draw) and search them all with the query (a facet's
 sentences; a submission's whole abstract); reviewer matching then aggregates each submission's hit scores over
-the archive as its own runner does (`max`, `mean`, `topk:K`). A key the benchmark sets itself is refused by name
-(`pipeline_config`): `k` everywhere (the depth, or the whole pool), `shortlist` for pools and archives (ranked
-whole), and the cross-encoder stage (its own runner's `--rerank`).
+the archive as its own runner does (`max`, `mean`, `topk:K`; a paper an archive lists twice counts twice, as there).
+A key the benchmark sets itself is refused by name (`pipeline_config`): `k` everywhere (the depth, or the whole
+pool), `shortlist` for pools and archives (ranked whole), `exclude_query` (no candidate is ever left out), the
+cross-encoder stage (its own runner's `--rerank`), and a key of a stage the pipeline does not run (it would be
+recorded and read by nothing). The results record the resolved search config the queries ran with (`config`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -32,7 +35,7 @@ from aspire.benchmarks.context2doc import Context2Doc
 from aspire.config import apply_overrides
 from aspire.data.papers import Paper
 from aspire.evaluate.context2doc_run import check_depth, score_and_write
-from aspire.index.config import IndexBuildConfig, IndexConfig
+from aspire.index.config import IndexBuildConfig, IndexConfig, unused_settings
 from aspire.index.corpus import encode_corpus
 from aspire.index.store import SentenceIndex, model_fingerprint
 from aspire.search import Searcher
@@ -66,22 +69,33 @@ def answer_queries(searcher: Searcher, queries: Mapping, depth: int) -> dict[str
 
 
 POOL_KEYS = {"k": "every pool is ranked whole", "shortlist": "every pool is re-ranked whole"}  # the benchmark's own
+# every runner passes its own exclusion (none: a query is never one of its own candidates), so the key is read by nothing
+EXCLUDE_KEY = {"exclude_query": "no candidate is left out; a query is never one of its own candidates"}
 
 
 def pipeline_config(pipeline: Sequence[str], fixed: Mapping[str, str] = POOL_KEYS):
     """The search config `pipeline` (search-config overrides) gives the defaults, checked before any encoding (a
     typo once surfaced after every candidate was encoded): ConfigError naming a bad key or value; ValueError
     naming a key the benchmark sets itself (`fixed`: key -> why; it was once ignored while the results listed
-    it) or the cross-encoder stage, which needs a loaded cross-encoder."""
+    it), `exclude_query` (`EXCLUDE_KEY`: every runner passes its own exclusion) or the cross-encoder stage, which
+    needs a loaded cross-encoder; and one naming a key of a stage the pipeline does not run (`fuse` without
+    stages=ann,bm25, `ot_tau` without rerank=ot, ...: once taken, recorded among the overrides and read by
+    nothing)."""
     from aspire.config import parse_overrides
 
     config = apply_overrides(IndexBuildConfig().search, list(pipeline), "search")
-    for key in parse_overrides(list(pipeline)):
+    fixed = {**fixed, **EXCLUDE_KEY}
+    keys = list(parse_overrides(list(pipeline)))
+    for key in keys:
         if key in fixed:
             raise ValueError(f"search-pipeline: {key!r} is set by the benchmark ({fixed[key]}); leave it out")
     if config.cross_encoder:
         raise ValueError("search-pipeline: the cross-encoder stage needs a loaded cross-encoder; evaluate it with "
                          "--rerank MODEL on the benchmark's own runner")
+    unused = unused_settings(config, keys)
+    if unused:
+        raise ValueError(f"search-pipeline: a setting of a stage this pipeline does not run: {'; '.join(unused)}; "
+                         "leave it out")
     return config
 
 
@@ -102,9 +116,11 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
     cfg = searcher.config
     run = answer_queries(searcher, encode_text_queries(encoder, bench.queries), depth)
     short = searcher.shortfalls
+    shortlist = max(cfg.shortlist, depth)  # as `answer_queries` searches
     info = {"model": str(model), "encoder_fingerprint": model_fingerprint(encoder),
-            "search": {"stages": cfg.stages, "fuse": cfg.fuse, "rerank": cfg.rerank, "shortlist": max(cfg.shortlist, depth),
-                       "overrides": list(pipeline), "index": index.kind},
+            "search": {"stages": cfg.stages, "fuse": cfg.fuse, "rerank": cfg.rerank, "shortlist": shortlist,
+                       "overrides": list(pipeline), "index": index.kind,
+                       "config": asdict(replace(cfg, k=depth, shortlist=shortlist))},
             "short_of_depth": {"queries": len(short), "fewest": min((f for f, _, _ in short), default=depth)},
             "seconds": time.perf_counter() - t0}
     return score_and_write(bench, run, Path(out), exp, info)
@@ -133,6 +149,8 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     fingerprint = model_fingerprint(encoder)
     rankings: dict[str, dict[str, list[str]]] = {}
     for facet in pool_set.facets:
+        if facet and label_to_facet is None:
+            raise ValueError(f"facet {facet!r} needs a label_to_facet mapping")
         pools = pool_set.pools[facet]
         code = query_code(getattr(encoder, "codes", ()), facet_code, facet)
         if code:  # the queries again, with their facet's code; the candidates keep the model's code
@@ -166,9 +184,12 @@ def _searchable(batch, papers):
 def _search_all(batch, row: Mapping[str, int], titles: Mapping[str, str], query_rows, candidates: Sequence[str],
                 search, fingerprint: str, what: str) -> list[list[tuple[str, float]]]:
     """Each query (`query_rows`: a DocBatch of queries) searched with `search` over an index of `candidates`
-    alone (flat), all of them ranked: `[[(candidate, score), ...] best first, ...]`, one list a query."""
+    alone (flat; distinct ids, each indexed once), all of them ranked: `[[(candidate, score), ...] best first,
+    ...]`, one list a query (empty for no candidates, as the benchmarks' own runners rank an empty pool)."""
     from aspire.index.corpus import EncodedCorpus
 
+    if not candidates:  # nothing to index (an index of no paper cannot be built)
+        return [[] for _ in range(query_rows.emb.shape[0])]
     corpus = EncodedCorpus.from_docbatch(batch.index([row[c] for c in candidates]), [titles[c] for c in candidates])
     searcher = Searcher(SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), fingerprint),
                         search)
@@ -207,17 +228,22 @@ def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str
     fingerprint = model_fingerprint(encoder)
 
     def sims(subs: list[str], arch: list[str]) -> torch.Tensor:
-        ranked = _search_all(batch, row, titles, batch.index([row[s] for s in subs]), arch, search, fingerprint,
-                             f"submissions {subs[:2]}...")
-        column = {a: j for j, a in enumerate(arch)}
-        table = torch.empty(len(subs), len(arch))
+        distinct = list(dict.fromkeys(arch))  # an index holds a paper once; one listed twice fills both its columns
+        ranked = _search_all(batch, row, titles, batch.index([row[s] for s in subs]), distinct, search, fingerprint,
+                             f"submissions {subs[:2]}... against an archive of {len(distinct)} papers")
+        columns: dict[str, list[int]] = {}
+        for j, a in enumerate(arch):
+            columns.setdefault(a, []).append(j)
+        table = torch.full((len(subs), len(arch)), float("nan"))
         for i, hits in enumerate(ranked):
             for pid, score in hits:
-                table[i, column[pid]] = score
+                table[i, columns[pid]] = score
         return table
 
     preds = predict(rset, {p.paper_id for p in papers}, sims, agg)
     info = {"model": str(model), "encoder_fingerprint": fingerprint, "aggregate": agg,
             "search": {"stages": search.stages, "fuse": search.fuse, "rerank": search.rerank,
-                       "overrides": list(pipeline), "index": "flat, one a reviewer's archive in a draw"}}
+                       "overrides": list(pipeline), "index": "flat, one a reviewer's archive in a draw",
+                       # k and shortlist: each archive's size (ranked whole)
+                       "config": {**asdict(search), "k": "archive size", "shortlist": "archive size"}}}
     return write_reviewer_results(rset, Path(out), exp, preds, info, counts, t0)
