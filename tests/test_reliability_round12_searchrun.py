@@ -58,13 +58,13 @@ def test_a_setting_of_a_stage_the_pipeline_does_not_run_is_refused_before_encodi
 def test_exclude_query_is_refused_as_set_by_the_benchmark():
     """Every runner passes its own exclusion (none), so `exclude_query=false` was read by nothing and recorded."""
     why = "'exclude_query' is set by the benchmark .no candidate is left out"
-    with pytest.raises(ValueError, match=why):
-        rank_pools_by_search(None, {}, None, ["exclude_query=false"])
-    with pytest.raises(ValueError, match=why):
-        run_reviewers_search(None, "out", "x", "/no/such/model", ["exclude_query=false"])
-    with pytest.raises(ValueError, match=why):
-        run_search_pipeline(SimpleNamespace(candidates=list(range(768))), "out", "x", "/no/such/model",
-                            ["exclude_query=true"])
+    runners = {"pools": lambda given: rank_pools_by_search(None, {}, None, given),
+               "reviewers": lambda given: run_reviewers_search(None, "out", "x", "/no/such/model", given),
+               "context2doc": lambda given: run_search_pipeline(SimpleNamespace(candidates=list(range(768))), "out",
+                                                                "x", "/no/such/model", given)}
+    for name, runner in runners.items():
+        with pytest.raises(ValueError, match=why):
+            runner(["exclude_query=true" if name == "context2doc" else "exclude_query=false"])
 
 
 def test_context2doc_results_record_the_search_config_the_queries_ran_with(tmp_path, tiny_model_dir, monkeypatch):
