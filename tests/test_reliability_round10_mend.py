@@ -279,3 +279,16 @@ def test_a_blank_title_adds_no_joiner_to_the_abstract_text():
 
     assert abstract_text("   ", ["a b."], " [SEP] ") == abstract_text("", ["a b."], " [SEP] ") == "a b."
     assert abstract_text("T", ["a b."], " [SEP] ") == "T [SEP] a b."
+
+
+def test_csfcube_search_pipeline_checks_its_keys_before_the_model_and_records_the_config(small_csfcube, tmp_path,
+                                                                                          tiny_model_dir):
+    # a key of a stage not run was found only after the model loaded, and results.json held the overrides alone
+    from aspire.evaluate.csfcube import run_csfcube_search
+
+    with pytest.raises(ValueError, match="ot_tau"):
+        run_csfcube_search(small_csfcube, "/no/such/model", ["rerank=minl2", "ot_tau=2"], tmp_path / "bad")
+    results = run_csfcube_search(small_csfcube, str(tiny_model_dir), ["rerank=ot", "ot_tau=2"], tmp_path / "ok")
+    config = results["search"]["config"]
+    assert config["rerank"] == "ot" and config["ot_tau"] == 2.0 and config["k"] == "pool size"
+    assert json.loads((tmp_path / "ok" / "results.json").read_text())["search"]["config"] == config

@@ -9,6 +9,7 @@ paired tests on the benchmark's own figures).
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from pathlib import Path
 
 from aspire.benchmarks.csfcube import (
@@ -101,9 +102,10 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
 
     from aspire.encoders import load_encoder
     from aspire.evaluate.options import search_exp
-    from aspire.evaluate.search_run import rank_pools_by_search
+    from aspire.evaluate.search_run import pipeline_config, rank_pools_by_search
     from aspire.index.store import model_fingerprint
 
+    search = pipeline_config(pipeline)  # a bad or unread key before the model loads and the pools are encoded
     root, out = Path(root), Path(out)
     pool_set = load_csfcube(root)
     papers = read_paper_map(root / ABSTRACTS_FILE, ids=pool_set.paper_ids(), needed_by="pooled")
@@ -114,7 +116,8 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
                                     facet_code)
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(experiment=exp, model=str(model), encoder_fingerprint=model_fingerprint(encoder),
-                   search={"overrides": list(pipeline), "index": "flat, one a pool"},
+                   search={"overrides": list(pipeline), "index": "flat, one a pool",  # k, shortlist: each pool's size
+                           "config": {**asdict(search), "k": "pool size", "shortlist": "pool size"}},
                    seconds=time.perf_counter() - t0)
     write_results(out, root, exp, results, per_query)
     write_trec(out, pool_set, rankings, exp)
