@@ -33,16 +33,23 @@ log = logging.getLogger(__name__)
 TWIN_PREFIX = ABSTRACT_KEY_CHARS  # normalised characters of two abstracts that must agree (`abstract_twin_titles`)
 
 
-@functools.lru_cache(maxsize=4)  # the train and dev splits of a run read them once
 def benchmark_titles(root: str | Path) -> dict[str, frozenset[str]]:
     """Normalised titles of every benchmark paper under `root` (`../shared/data`), per benchmark: the ranking
     benchmarks' (`ranking_titles`), the SciRepEval formats' dev and test papers (`format_titles`), and the titles
     of the ACL papers that carry one of those papers' abstracts under a title none of them has
     (`abstract_twins`, `abstract_twin_titles`)."""
-    papers = acl_papers(root)  # read once for both: the formats' titles and the abstract twins
+    return _benchmarks(root)[0]
+
+
+@functools.lru_cache(maxsize=4)  # the train and dev splits of a run, and every source, read them once
+def _benchmarks(root: str | Path) -> tuple[dict[str, frozenset[str]], frozenset[str]]:
+    """(`benchmark_titles`, `benchmark_abstracts`) of `root`, from one reading of the ACL file and one of the
+    benchmarks' abstracts (the twins' titles are found with the same abstract keys)."""
+    papers = acl_papers(root)
+    keys = benchmark_abstracts(root, papers=papers)
     titles = {**ranking_titles(root), "scirepeval_formats": format_titles(root, papers=papers)}
-    twins = abstract_twin_titles(root, papers=papers) - frozenset().union(*titles.values())
-    return {**titles, "abstract_twins": twins}
+    twins = _twin_titles(papers, keys) - frozenset().union(*titles.values())
+    return {**titles, "abstract_twins": twins}, keys
 
 
 def acl_papers(root: str | Path, split_file: str | Path = SPLIT_FILE) -> list[tuple[object, object, object]]:
@@ -97,7 +104,11 @@ def abstract_twin_titles(root: str | Path, split_file: str | Path = SPLIT_FILE,
     at character 692). A paper's own title is among them. `papers`: `acl_papers(root, split_file)`, when read
     already."""
     papers = papers if papers is not None else acl_papers(root, split_file)
-    keys = benchmark_abstracts(root, split_file, papers)
+    return _twin_titles(papers, benchmark_abstracts(root, split_file, papers))
+
+
+def _twin_titles(papers: list[tuple[object, object, object]], keys: frozenset[str]) -> frozenset[str]:
+    """Normalised titles of the `papers` (`acl_papers`) whose `abstract_key` is one of `keys`."""
     return frozenset(normalise_title(title) for _, title, abstract in papers
                      if isinstance(title, str) and abstract_key(abstract) in keys) - {""}
 
@@ -132,8 +143,8 @@ def ranking_titles(root: str | Path) -> dict[str, frozenset[str]]:
 def benchmark_papers(root: str | Path) -> HeldOut:
     """Every benchmark paper under `root`, by normalised title (`benchmark_titles`), by paper id (`benchmark_ids`)
     and by abstract text (`benchmark_abstracts`)."""
-    return HeldOut(frozenset().union(*benchmark_titles(root).values()), frozenset().union(*benchmark_ids(root).values()),
-                   benchmark_abstracts(root, papers=acl_papers(root)))
+    titles, abstracts = _benchmarks(root)
+    return HeldOut(frozenset().union(*titles.values()), frozenset().union(*benchmark_ids(root).values()), abstracts)
 
 
 def excluded_papers(benchmarks_dir: str | Path | None, what: str) -> tuple[HeldOut, dict[str, int]]:
