@@ -102,6 +102,7 @@ def test_a_fuse_the_first_stage_does_not_use_is_said(index, caplog, capsys):
     with caplog.at_level("WARNING", logger="aspire.cli.search"):
         assert search_main(["--index", str(index), "--query-id", "p1", "--k", "2", "--fuse", "rrf:20"]) == 0
     assert "--fuse rrf:20 is not used: it fuses the lists of --stages ann,bm25, and the first stage is ann" in caplog.text
+    assert caplog.text.count("not used") == 1  # said once, not again by the search for the query
     caplog.clear()
     with caplog.at_level("WARNING", logger="aspire.cli.search"):
         assert search_main(["--index", str(index), "--query-id", "p1", "--k", "2", "--stages", "ann,bm25",

@@ -553,6 +553,7 @@ def _run(args) -> int:
     if args.fuse is not None and asked.stages != "ann,bm25":  # said, not silently unused
         log.warning("--fuse %s is not used: it fuses the lists of --stages ann,bm25, and the first stage is %s",
                     args.fuse, asked.stages)
+        args.fuse = None  # said once here: passed on, the search would say it again for every query
     typed = [o.split("=", 1)[0].strip() for o in normalize_overrides(args.overrides, section="search")]
     for unused in unused_settings(asked, typed):  # search.passage_window=3 with --rerank ot, say: once silent
         log.warning("search.%s is not used", unused)
