@@ -54,6 +54,18 @@ def title_is_sentence(paper: Paper, include_title: bool) -> bool:
     return (include_title and bool(paper.title.strip())) or not paper.sentences
 
 
+@contextlib.contextmanager
+def eval_mode(module: nn.Module):
+    """`module` in eval mode for a `with` block, and in the mode it was in (training or not) after it, also when the
+    block raises (a refused paper left a training encoder in eval mode: dropout off, unsaid)."""
+    was_training = module.training
+    module.eval()
+    try:
+        yield
+    finally:
+        module.train(was_training)
+
+
 def paper_sentences(paper: Paper, include_title: bool) -> list[str]:
     """The sentence set of a paper: its abstract sentences, after its title where `title_is_sentence`.
 
@@ -252,17 +264,6 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     def dim(self) -> int:
         return self.model.config.hidden_size
 
-    @contextlib.contextmanager
-    def _eval_mode(self):
-        """The encoder in eval mode for a `with` block, and in the mode it was in (training or not) after it, also
-        when the block raises (a refused paper left a training encoder in eval mode: dropout off, unsaid)."""
-        was_training = self.training
-        self.eval()
-        try:
-            yield
-        finally:
-            self.train(was_training)
-
     # ---- tokenisation -----------------------------------------------------------------------------
     def _cut_titles(self, titles: list[str], window: int) -> list[str]:
         """Titles cut to `max_title_tokens` word pieces (at a piece boundary), and shorter where a `window` of that
@@ -404,7 +405,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if not papers:
             raise ValueError("encode: no papers given")
         check_batch_size(batch_size)
-        with self._eval_mode(), tqdm(total=len(papers), desc="encoding papers", unit="paper", disable=not progress) as bar:
+        with eval_mode(self), tqdm(total=len(papers), desc="encoding papers", unit="paper", disable=not progress) as bar:
             chars = [len(p.title) + sum(len(s) for s in p.sentences) for p in papers]
             order = np.argsort([-c for c in chars], kind="stable").tolist()
             vectors: list[Tensor | None] = [None] * len(papers)
@@ -468,7 +469,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if pairs is not None and len(pairs) != len(texts):
             raise ValueError(f"embed_texts: {len(pairs)} pairs for {len(texts)} texts (one second text a text)")
         check_batch_size(batch_size)
-        with self._eval_mode(), tqdm(total=len(texts), desc="encoding texts", unit="text", disable=not progress) as bar:
+        with eval_mode(self), tqdm(total=len(texts), desc="encoding texts", unit="text", disable=not progress) as bar:
             order = np.argsort([-len(t) - (len(pairs[i]) if pairs else 0) for i, t in enumerate(texts)], kind="stable")
             out = torch.empty(len(texts), self.dim)
             empty = torch.zeros(len(texts), dtype=torch.bool)

@@ -43,6 +43,7 @@ from aspire.batch import DocBatch
 from aspire.config import ConfigError, from_dict, to_dict
 from aspire.data.papers import Paper, as_papers
 from aspire.encoders.codes import code_token
+from aspire.encoders.contextual import eval_mode
 from aspire.losses import (
     aligned_sentence_dist,
     in_batch_negative_mask,
@@ -322,12 +323,10 @@ class DocumentModel(nn.Module):
         the model last; the encoder stays switched to them (each training batch switches to its own)."""
         papers = as_papers(papers)
         use_task(self.encoder, self.model_cfg, self.tasks[0])
-        was_training = self.training
-        self.eval()
         device = next(self.parameters()).device
-        parts = [self.embed(self.tokenize(papers[i : i + batch_size]).to(device))
-                 for i in range(0, len(papers), batch_size)]
-        self.train(was_training)
+        with eval_mode(self):
+            parts = [self.embed(self.tokenize(papers[i : i + batch_size]).to(device))
+                     for i in range(0, len(papers), batch_size)]
         return DocBatch.concat(parts)
 
     def score(self, q: DocBatch, c: DocBatch) -> Tensor:

@@ -27,6 +27,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from aspire.config import parse_yaml, save_config
+from aspire.encoders.contextual import eval_mode
 from aspire.io import write_json
 from aspire.jsonsafe import dumps
 from aspire.storage import check_free_space, on_disk_full
@@ -245,22 +246,21 @@ class Trainer:
         The batches come from `DEV_SEED`, not `train.seed`: runs with other seeds, or started from another
         run's checkpoint, are selected and compared on the same dev triples and in-batch negatives.
         """
-        was_training = self.model.training
-        self.model.eval()
         data = self.dev_data
         losses = []
-        for t, (_, offset, size) in enumerate(self._dev_parts()):
-            sampler = EpochBatchSampler(size, self.tc.batch_size, DEV_SEED, 0, limit=self.cfg.data.dev_batches or None)
-            shifted = [[offset + i for i in batch] for batch in sampler]
-            total, count = 0.0, 0
-            for batch in self._loader(data, shifted, DEV_SEED):
-                out = self.model(batch.to(self.device))
-                n = int(out["task_rows"][t])
-                total, count = total + float(out["task_loss"][t]) * n, count + n
-            if count == 0:
-                raise ValueError("the dev batches hold no triples to select a model by; set data.use_dev=false")
-            losses.append(total / count)
-        self.model.train(was_training)
+        with eval_mode(self.model):
+            for t, (_, offset, size) in enumerate(self._dev_parts()):
+                sampler = EpochBatchSampler(size, self.tc.batch_size, DEV_SEED, 0,
+                                            limit=self.cfg.data.dev_batches or None)
+                shifted = [[offset + i for i in batch] for batch in sampler]
+                total, count = 0.0, 0
+                for batch in self._loader(data, shifted, DEV_SEED):
+                    out = self.model(batch.to(self.device))
+                    n = int(out["task_rows"][t])
+                    total, count = total + float(out["task_loss"][t]) * n, count + n
+                if count == 0:
+                    raise ValueError("the dev batches hold no triples to select a model by; set data.use_dev=false")
+                losses.append(total / count)
         if not self.tasks:
             return losses[0]
         self.task_dev_loss = dict(zip(self.tasks, losses))
