@@ -67,7 +67,7 @@ def test_streamed_merge_writes_the_files_of_the_in_ram_build(tmp_path, monkeypat
     shards = write_shards(tmp_path)
     config = cfg(**CONFIGS[name])
     whole, meta = load_shards(shards)
-    SentenceIndex.build(whole, config, meta["model_fingerprint"], meta["model_name"]).save(tmp_path / "ram")
+    SentenceIndex.build(whole, config, meta["model_fingerprint"], meta["model_name"], meta.get("include_title")).save(tmp_path / "ram")
     batches = []
     real_add = __import__("aspire.index.stream", fromlist=["add_vectors"]).add_vectors
     monkeypatch.setattr("aspire.index.stream.ADD_BATCH", 7)  # several batches a shard, none across shards

@@ -37,7 +37,7 @@ from aspire.data.papers import Paper
 from aspire.evaluate.context2doc_run import check_depth, score_and_write
 from aspire.index.config import IndexBuildConfig, IndexConfig, unused_settings
 from aspire.index.corpus import encode_corpus
-from aspire.index.store import SentenceIndex, model_fingerprint
+from aspire.index.store import SentenceIndex, encoder_include_title, model_fingerprint
 from aspire.search import Searcher
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,8 @@ def index_candidates(encoder, papers: Sequence[Paper], index: IndexConfig | None
     if corpus.rejected:
         raise ValueError(f"{len(corpus.rejected)} candidate(s) could not be indexed, e.g. {corpus.rejected[0]}")
     config = IndexBuildConfig(index=index or IndexConfig(kind="flat"))
-    return SentenceIndex.build(corpus, config, model_fingerprint(encoder), getattr(encoder, "name", ""))
+    return SentenceIndex.build(corpus, config, model_fingerprint(encoder), getattr(encoder, "name", ""),
+                               encoder_include_title(encoder))
 
 
 def encode_text_queries(encoder, texts: Mapping[str, str]) -> dict:
@@ -164,7 +165,7 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
         rankings[facet] = {}
         for i, (qid, pool) in enumerate(pools.items()):
             hits = _search_all(batch, row, titles, queries.index([i]), list(pool), search, fingerprint,
-                               f"query {qid} ({facet})")[0]
+                               f"query {qid} ({facet})", encoder_include_title(encoder))[0]
             rankings[facet][qid] = [pid for pid, _ in hits]
     return rankings
 
@@ -182,17 +183,18 @@ def _searchable(batch, papers):
 
 
 def _search_all(batch, row: Mapping[str, int], titles: Mapping[str, str], query_rows, candidates: Sequence[str],
-                search, fingerprint: str, what: str) -> list[list[tuple[str, float]]]:
+                search, fingerprint: str, what: str, include_title: bool) -> list[list[tuple[str, float]]]:
     """Each query (`query_rows`: a DocBatch of queries) searched with `search` over an index of `candidates`
     alone (flat; distinct ids, each indexed once), all of them ranked: `[[(candidate, score), ...] best first,
-    ...]`, one list a query (empty for no candidates, as the benchmarks' own runners rank an empty pool)."""
+    ...]`, one list a query (empty for no candidates, as the benchmarks' own runners rank an empty pool).
+    `include_title`: the encoder's, recorded by the index (its BM25 and cross-encoder texts read the title once)."""
     from aspire.index.corpus import EncodedCorpus
 
     if not candidates:  # nothing to index (an index of no paper cannot be built)
         return [[] for _ in range(query_rows.emb.shape[0])]
     corpus = EncodedCorpus.from_docbatch(batch.index([row[c] for c in candidates]), [titles[c] for c in candidates])
-    searcher = Searcher(SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), fingerprint),
-                        search)
+    searcher = Searcher(SentenceIndex.build(corpus, IndexBuildConfig(index=IndexConfig(kind="flat")), fingerprint,
+                                            include_title=include_title), search)
     out = []
     for i in range(query_rows.emb.shape[0]):
         hits = searcher.search(query_rows.index([i]), k=len(candidates), shortlist=len(candidates), exclude=[])
@@ -230,7 +232,8 @@ def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str
     def sims(subs: list[str], arch: list[str]) -> torch.Tensor:
         distinct = list(dict.fromkeys(arch))  # an index holds a paper once; one listed twice fills both its columns
         ranked = _search_all(batch, row, titles, batch.index([row[s] for s in subs]), distinct, search, fingerprint,
-                             f"submissions {subs[:2]}... against an archive of {len(distinct)} papers")
+                             f"submissions {subs[:2]}... against an archive of {len(distinct)} papers",
+                             encoder_include_title(encoder))
         columns: dict[str, list[int]] = {}
         for j, a in enumerate(arch):
             columns.setdefault(a, []).append(j)

@@ -22,7 +22,7 @@ from aspire.config import apply_overrides
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import encode_corpus, read_corpus
 from aspire.index.disk import IndexExistsError, IndexFormatError, clear_leftovers, index_exists, index_lock
-from aspire.index.store import SentenceIndex, describe_rejected, model_fingerprint
+from aspire.index.store import SentenceIndex, describe_rejected, encoder_include_title, model_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
                  len(encoded.vectors), seconds, len(papers) / max(seconds, 1e-9))
         encoded.rejected = [{**r, "corpus": str(corpus)} for r in unreadable + encoded.rejected]
         with phase("built the faiss index"):
-            index = SentenceIndex.build(encoded, config, model_fingerprint(encoder), model)
+            index = SentenceIndex.build(encoded, config, model_fingerprint(encoder), model, encoder_include_title(encoder))
         with phase(f"saved {out}" + (" (BM25 index included)" if config.index.store_bm25 else "")):
             return index, index.save(out)
 

@@ -4,7 +4,8 @@
 Built from the texts the index keeps (`SentenceIndex.titles`, `.sentences`), in index position
 order, with `aspire.scoring.lexical.BM25Index` (bm25s; k1, b from the search config): each paper's title and
 abstract, as the benchmarks' BM25 reads a paper (`aspire.scoring.lexical.paper_text`). An index whose encoder
-made the title sentence 0 (`include_title`: `title_is_sentence_0`) has the title read once, not twice. `aspire index
+made the title sentence 0 (`include_title`, recorded in its manifest: `SentenceIndex.title_first`) has the title read
+once, not twice. `aspire index
 build` (any save) writes it into the index generation with the build config's `search.bm25_k1` /
 `search.bm25_b`; `stored_bm25` uses that stored one when a search asks for the same k1 and b, and
 builds one (logging why) otherwise, or for an index saved before BM25 was stored. A query's text is
@@ -24,22 +25,32 @@ log = logging.getLogger(__name__)
 
 def index_bm25(index, k1: float = 1.25, b: float = 0.75) -> BM25Index:
     """A new BM25 index over a `SentenceIndex`'s papers (title + sentences); its ids are positions."""
-    return papers_bm25(index.titles, index.sentences, k1, b)
+    return papers_bm25(index.titles, index.sentences, k1, b, index.include_title)
 
 
-def papers_bm25(titles: Sequence[str], sentences: Sequence[Sequence[str]], k1: float, b: float) -> BM25Index:
+def papers_bm25(titles: Sequence[str], sentences: Sequence[Sequence[str]], k1: float, b: float,
+                include_title: bool | None = None) -> BM25Index:
     """A new BM25 index over papers given by their titles and stored sentences (title + abstract, the title once
-    where the index stores it as sentence 0: `title_is_sentence_0`); its ids are positions."""
-    drop = title_is_sentence_0(titles, sentences)
-    texts = [abstract_text(title, sents[1:] if drop and title.strip() else sents)
-             for title, sents in zip(titles, sentences)]
+    where the index stores it as sentence 0: `titles_first` of the encoder's `include_title`); its ids are
+    positions."""
+    first = titles_first(titles, sentences, include_title)
+    texts = [abstract_text(title, sents[1:] if drop else sents) for title, sents, drop in zip(titles, sentences, first)]
     return BM25Index(texts, [str(i) for i in range(len(texts))], k1=k1, b=b)
 
 
+def titles_first(titles: Sequence[str], sentences: Sequence[Sequence[str]], include_title: bool | None) -> list[bool]:
+    """Per paper, whether its stored sentence 0 is its title: where the encoder had `include_title` and the title
+    is not blank (`aspire.encoders.contextual.title_is_sentence`). `include_title` None, an index saved before
+    its manifest recorded the setting, is judged from the texts (`title_is_sentence_0`)."""
+    if include_title is None:
+        include_title = title_is_sentence_0(titles, sentences)
+    return [include_title and bool(title.strip()) for title in titles]
+
+
 def title_is_sentence_0(titles: Sequence[str], sentences: Sequence[Sequence[str]]) -> bool:
-    """Whether the stored sentences start with the title, as an encoder with `include_title` stores them: every
-    paper with a title that is not blank (the encoder leaves a blank one out) holds it as sentence 0, and one at
-    least has such a title. (Per paper, a plain index would lose the title-like first sentence some abstracts
+    """Whether the stored sentences start with the title, as an encoder with `include_title` stores them (the
+    guess for an index whose manifest does not record the setting): every paper with a title that is not blank
+    (the encoder leaves a blank one out) holds it as sentence 0, and one at least has such a title. (Per paper, a plain index would lose the title-like first sentence some abstracts
     open with; 7 of the ACL anthology's 59,413 do.) Stops at the first paper that does not."""
     titled = [(title, i) for i, title in enumerate(titles) if title.strip()]
     return bool(titled) and all(sentences[i][:1] == [title] for title, i in titled)

@@ -42,7 +42,7 @@ from aspire.index.build import require_papers
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.corpus import EncodedCorpus, encode_corpus, read_corpus, read_shard_meta
 from aspire.index.disk import SHARD_META, index_entries
-from aspire.index.store import SentenceIndex, model_fingerprint
+from aspire.index.store import SentenceIndex, encoder_include_title, model_fingerprint
 from aspire.index.stream import SHARD_DIR, SHARD_RECORD, merge_streaming, plan_shards
 
 log = logging.getLogger(__name__)
@@ -67,10 +67,11 @@ def shard_slice(shard: int, n_shards: int, n: int) -> tuple[int, int]:
 def shard_record(encoder, corpus_path: str | Path, config: IndexBuildConfig, n_papers: int,
                  model_name: str = "") -> dict:
     """What every shard of this encoding records in its shard.json (`aspire.index.stream.SHARD_RECORD`), its slice
-    aside: the model, the backend and precision (`config.encode`'s), the corpus file (resolved path, size, SHA-256),
+    aside: the model (and its `include_title`, which the merged index records), the backend and precision (`config.encode`'s), the corpus file (resolved path, size, SHA-256),
     the reading limits and `corpus_papers`, the number of readable records `n_papers` the slices cut."""
     path = Path(corpus_path).resolve()
     return {"model_name": model_name, "model_fingerprint": model_fingerprint(encoder),
+            "include_title": encoder_include_title(encoder),
             "backend": config.encode.backend, "quantize": config.encode.quantize,
             "corpus": str(path), "corpus_bytes": path.stat().st_size, "corpus_sha256": file_sha256(path),
             "encode": {key: getattr(config.encode, key) for key in READING_LIMITS}, "corpus_papers": n_papers}

@@ -62,7 +62,7 @@ from aspire.index.disk import (
     require_live_generation,
 )
 from aspire.index.disk import live_generation as _live_generation
-from aspire.index.lexical import index_bm25
+from aspire.index.lexical import index_bm25, title_is_sentence_0
 from aspire.index.texts import SentencesOnDisk, read_index_papers
 from aspire.io import read_jsonl, write_jsonl, write_text
 from aspire.scoring.lexical import FILES as LEXICAL_FILES
@@ -132,11 +132,14 @@ class SentenceIndex:
         bm25: the BM25 index over the papers (`BM25Index`, ids = positions), or None until saved or loaded.
         whole: (P, D) the papers' whole-abstract vectors from the encoder's pass (`whole.npy`), or None for an
             index built before the one-pass encoding (the hybrid re-ranker needs them).
+        include_title: whether the encoder made a paper's title its sentence 0 (`include_title`; a blank title
+            is no sentence), as the manifest records it; None for an index saved before it did (`title_first`).
     """
 
     def __init__(self, faiss_index, vectors, offsets, paper_ids, titles, sentences, rejected,
                  config: IndexBuildConfig, kind: str, model_fingerprint: str, model_name: str,
-                 labels: Sequence[list[str] | None] = (), bm25=None, whole: np.ndarray | None = None) -> None:
+                 labels: Sequence[list[str] | None] = (), bm25=None, whole: np.ndarray | None = None,
+                 include_title: bool | None = None) -> None:
         self.faiss_index = faiss_index
         self.vectors = vectors
         self.offsets = np.asarray(offsets, dtype=np.int64)
@@ -151,6 +154,8 @@ class SentenceIndex:
         self.model_name = model_name
         self.bm25 = bm25
         self.whole = whole
+        self.include_title = include_title
+        self._title_guess: bool | None = None
         self._positions: dict[str, int] | None = None
         self._row_papers: np.ndarray | None = None
         self._squared_norms: np.ndarray | None = None
@@ -171,9 +176,10 @@ class SentenceIndex:
     # ---- construction -----------------------------------------------------------------------------
     @classmethod
     def build(cls, corpus: EncodedCorpus, config: IndexBuildConfig, model_fingerprint: str,
-              model_name: str = "") -> "SentenceIndex":
+              model_name: str = "", include_title: bool | None = None) -> "SentenceIndex":
         """Index an encoded corpus with the faiss structure `config.index` asks for; a paper id the corpus
-        repeats goes to `rejected` (the first one is indexed, as `EncodedCorpus.concat` keeps it)."""
+        repeats goes to `rejected` (the first one is indexed, as `EncodedCorpus.concat` keeps it).
+        `include_title`: the encoder's (`encoder_include_title`), recorded in the manifest."""
         keep, dupes = first_occurrences(corpus.paper_ids)
         if dupes:  # else papers.jsonl repeats the id: the index would save but never load again
             corpus = corpus.subset(keep)
@@ -184,7 +190,8 @@ class SentenceIndex:
         vectors = np.ascontiguousarray(corpus.vectors, dtype=config.index.vector_dtype)
         whole = None if corpus.whole is None else np.ascontiguousarray(corpus.whole, dtype=config.index.vector_dtype)
         return cls(faiss_index, vectors, corpus.offsets, corpus.paper_ids, corpus.titles, corpus.sentences,
-                   corpus.rejected + dupes, config, kind, model_fingerprint, model_name, corpus.labels, whole=whole)
+                   corpus.rejected + dupes, config, kind, model_fingerprint, model_name, corpus.labels, whole=whole,
+                   include_title=include_title)
 
     def add(self, corpus: EncodedCorpus, model_fingerprint: str) -> "SentenceIndex":
         """Add newly encoded papers (in place); ids already indexed, and an id the corpus repeats (after its
@@ -218,7 +225,7 @@ class SentenceIndex:
         self.titles += new.titles
         self.sentences = list(self.sentences) + new.sentences
         self.labels += new.labels
-        self._positions, self.bm25 = None, None  # BM25 is rebuilt over all papers when saved
+        self._positions, self.bm25, self._title_guess = None, None, None  # BM25 is rebuilt over all papers when saved
         return self
 
     # ---- views --------------------------------------------------------------------------------------
@@ -245,6 +252,17 @@ class SentenceIndex:
         if paper_id not in self.positions:
             raise KeyError(f"paper {paper_id!r} is not in the index ({self.n_papers} papers)")
         return self.positions[paper_id]
+
+    def title_first(self, position: int) -> bool:
+        """Whether the paper at `position` stores its title as sentence 0: with the recorded `include_title` and a
+        title that is not blank. An index whose manifest does not record the setting is judged once from all its
+        texts (`aspire.index.lexical.title_is_sentence_0`), as its BM25 is, so the two read a paper alike."""
+        include_title = self.include_title
+        if include_title is None:
+            if self._title_guess is None:
+                self._title_guess = title_is_sentence_0(self.titles, self.sentences)
+            include_title = self._title_guess
+        return include_title and bool(self.titles[position].strip())
 
     def check_model(self, model_fingerprint: str) -> None:
         if model_fingerprint != self.model_fingerprint:
@@ -366,7 +384,7 @@ class SentenceIndex:
         write_manifest(path, self.config, manifest_fields(self.faiss_index, self.kind, self.model_name,
                                                           self.model_fingerprint, self.dim, self.n_papers,
                                                           self.n_sentences, len(self.rejected),
-                                                          np.asarray(self.vectors[:0]).dtype), bm25,
+                                                          np.asarray(self.vectors[:0]).dtype, self.include_title), bm25,
                        (WHOLE_FILE,) if self.whole is not None else ())
 
     @staticmethod
@@ -411,6 +429,8 @@ class SentenceIndex:
         if model_fingerprint is not None and model_fingerprint != manifest["model_fingerprint"]:
             raise model_mismatch(f"index {root}", manifest["model_name"], manifest["model_fingerprint"],
                                  model_fingerprint)
+        if not isinstance(manifest.get("include_title", False), bool):
+            raise IndexFormatError(f"{gen}/manifest.json: include_title is {manifest['include_title']!r}, not true or false")
         config = load_config(IndexBuildConfig, gen / "config.yaml")
         ids, titles, sentences, labels = read_index_papers(gen / "papers.jsonl", texts)
         bm25 = None
@@ -426,6 +446,7 @@ class SentenceIndex:
             ids, titles, sentences, read_jsonl(gen / "rejected.jsonl"),
             config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"], labels, bm25,
             np.load(gen / WHOLE_FILE, mmap_mode="r" if mmap else None) if WHOLE_FILE in manifest["files"] else None,
+            manifest.get("include_title"),
         )
 
 
@@ -471,11 +492,12 @@ def faiss_bytes(index) -> int:
 
 
 def manifest_fields(faiss_index, kind: str, model_name: str, fingerprint: str, dim: int, n_papers: int,
-                    n_sentences: int, n_rejected: int, vector_dtype) -> dict:
-    """What a manifest says about an index besides its files."""
-    return {"model_name": model_name, "model_fingerprint": fingerprint, "kind": kind,
-            "faiss_index": type(faiss_index).__name__, "dim": int(dim), "n_papers": int(n_papers),
-            "n_sentences": int(n_sentences), "n_rejected": int(n_rejected), "vector_dtype": str(np.dtype(vector_dtype))}
+                    n_sentences: int, n_rejected: int, vector_dtype, include_title: bool | None = None) -> dict:
+    """What a manifest says about an index besides its files (`include_title` None: not known, not written)."""
+    fields = {"model_name": model_name, "model_fingerprint": fingerprint, "kind": kind,
+              "faiss_index": type(faiss_index).__name__, "dim": int(dim), "n_papers": int(n_papers),
+              "n_sentences": int(n_sentences), "n_rejected": int(n_rejected), "vector_dtype": str(np.dtype(vector_dtype))}
+    return fields | ({"include_title": bool(include_title)} if include_title is not None else {})
 
 
 def write_manifest(path: Path, config: IndexBuildConfig, fields: dict, bm25: BM25Index | None,
@@ -505,6 +527,12 @@ def describe_rejected(rejected: Sequence[dict], shown: int = 5) -> str:
         parts.append(f"{' '.join(where) or 'a record'}: {record.get('reason', 'no reason recorded')}")
     more = f"; and {len(rejected) - shown} more" if len(rejected) > shown else ""
     return (": " + "; ".join(parts) + more) if parts else ""
+
+
+def encoder_include_title(encoder) -> bool:
+    """Whether `encoder` makes a paper's title its sentence 0 (`include_title`; an encoder without the setting
+    does not), as `aspire.index.corpus.encode_corpus` reads it: what an index built with it records."""
+    return bool(getattr(encoder, "include_title", False))
 
 
 def model_fingerprint(encoder) -> str:

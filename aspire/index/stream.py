@@ -293,9 +293,10 @@ def _fill_generation(root: Path, tmp: Path, plans: list[ShardPlan], meta: dict, 
     bm25 = None
     if config.index.store_bm25:
         _, titles, sentences, _ = read_index_papers(tmp / "papers.jsonl", texts="disk")
-        bm25 = papers_bm25(titles, sentences, config.search.bm25_k1, config.search.bm25_b)
+        bm25 = papers_bm25(titles, sentences, config.search.bm25_k1, config.search.bm25_b, meta.get("include_title"))
     write_manifest(tmp, config, manifest_fields(index, kind, meta["model_name"], meta["model_fingerprint"], dim,
-                                                n_papers, n, len(rejected), config.index.vector_dtype), bm25, extra)
+                                                n_papers, n, len(rejected), config.index.vector_dtype,
+                                                meta.get("include_title")), bm25, extra)
     return publish_generation(root, tmp)
 
 

@@ -116,9 +116,9 @@ def load_cross_stage(path: str | Path, max_length: int | None = None, batch_size
 
 def candidate_text(index, position: int) -> str:
     """An indexed paper's title and abstract sentences joined by spaces; a title stored as sentence 0 (an index
-    built with `include_title`) is read once."""
+    built with `include_title`: `SentenceIndex.title_first`, the rule its BM25 reads the paper by) is read once."""
     title, sentences = index.titles[position], list(index.sentences[position])
-    return abstract_text(title, sentences[1:] if sentences and sentences[0] == title else sentences)
+    return abstract_text(title, sentences[1:] if index.title_first(position) else sentences)
 
 
 def cross_rerank(searcher, query, hits: list, cfg) -> list:

@@ -1,0 +1,112 @@
+"""Round 13, mends: an index records its encoder's `include_title` in its manifest, and its BM25 and the
+cross-encoder's candidate texts read a paper's title by that one rule (`SentenceIndex.title_first`), where
+BM25 once judged the whole index from its texts and the cross-encoder each paper by its first sentence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from aspire.batch import DocBatch
+from aspire.data.papers import abstract_text
+from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex
+from aspire.index.build import build_index
+from aspire.index.disk import IndexFormatError
+from aspire.index.lexical import index_bm25
+from aspire.index.shards import encode_shard
+from aspire.index.stream import merge_streaming
+from aspire.retrieval.crossencoder import candidate_text
+from aspire.scoring.lexical import BM25Index
+
+FLAT = IndexBuildConfig(index=IndexConfig(kind="flat"))
+QUERIES = ("graph", "text similarity", "citation", "neural method")
+# every titled paper's abstract opens with a sentence that is its title: a plain index's texts look like an
+# `include_title` index's, which is what judging the index from its texts got wrong
+PAPERS = {
+    "a": ("graph neural network", ["graph neural network", "we propose a method.", "results show text."]),
+    "b": ("text similarity", ["text similarity", "a graph method for text.", "graph data shows results."]),
+    "c": ("", ["a paper without a title on citation graphs."]),
+}
+
+
+class StandIn:
+    """A stand-in encoder: vectors a fixed random function of each sentence's text; with `include_title` the
+    title is sentence 0 where it is not blank, as `ContextualSentenceEncoder` stores it."""
+
+    def __init__(self, include_title: bool) -> None:
+        self.include_title = include_title
+
+    def fingerprint(self) -> str:
+        return f"stand-in/{self.include_title}"
+
+    def to(self, device):
+        return self
+
+    def encode(self, papers, batch_size=32, progress=False) -> DocBatch:
+        texts = [([p.title] if self.include_title and p.title.strip() else []) + list(p.sentences) for p in papers]
+        vectors = [torch.stack([torch.from_numpy(np.random.default_rng(sum(map(ord, s))).standard_normal(4)).float()
+                                for s in sents]) for sents in texts]
+        return DocBatch.from_list(vectors, [p.paper_id for p in papers], texts, torch.stack([v.mean(0) for v in vectors]))
+
+
+def write_corpus(path: Path, papers: dict = PAPERS) -> Path:
+    path.write_text("".join(json.dumps({"paper_id": pid, "title": title, "abstract": sents}) + "\n"
+                            for pid, (title, sents) in papers.items()))
+    return path
+
+
+def reference(index: SentenceIndex, papers: dict = PAPERS) -> np.ndarray:
+    """BM25 over each paper's title and abstract sentences, as the corpus gives them."""
+    texts = [abstract_text(*papers[pid]) for pid in index.paper_ids]
+    return BM25Index(texts, index.paper_ids).scores(QUERIES)
+
+
+@pytest.mark.parametrize("include_title", [False, True])
+def test_a_built_index_records_include_title_and_reads_each_title_once(tmp_path, include_title):
+    index, gen = build_index(tmp_path / "idx", "m", write_corpus(tmp_path / "c.jsonl"), FLAT,
+                             load_encoder=lambda name: StandIn(include_title), progress=False)
+    assert json.loads((gen / "manifest.json").read_text())["include_title"] is include_title
+    loaded = SentenceIndex.load(tmp_path / "idx")
+    assert loaded.include_title is include_title
+    # with include_title the stored sentences start with the title; without, the abstract's own title-like
+    # sentence is kept: judged from the texts, that plain index had it dropped from its BM25
+    assert loaded.sentences[0][0] == "graph neural network" and len(loaded.sentences[0]) == 3 + include_title
+    np.testing.assert_allclose(loaded.bm25.scores(QUERIES), reference(loaded), rtol=1e-6)
+    np.testing.assert_allclose(index_bm25(loaded).scores(QUERIES), reference(loaded), rtol=1e-6)
+    for i, pid in enumerate(loaded.paper_ids):
+        assert candidate_text(loaded, i) == abstract_text(*PAPERS[pid]), pid
+        assert loaded.title_first(i) is (include_title and bool(PAPERS[pid][0])), pid
+
+
+def test_an_index_without_the_record_reads_titles_by_one_guess_for_bm25_and_the_cross_encoder(tmp_path):
+    # a plain index where two papers' abstracts open with their title and one's does not: the guess from the
+    # texts says "not titled", and the cross-encoder's text, which judged each paper by its first sentence,
+    # dropped the two papers' first sentences where BM25 kept them
+    papers = {**PAPERS, "d": ("citation data", ["neural method of text similarity."])}
+    _, gen = build_index(tmp_path / "idx", "m", write_corpus(tmp_path / "c.jsonl", papers), FLAT,
+                         load_encoder=lambda name: StandIn(False), progress=False)
+    manifest = json.loads((gen / "manifest.json").read_text())
+    del manifest["include_title"]  # as an index saved before the manifest recorded it
+    (gen / "manifest.json").write_text(json.dumps(manifest))
+    old = SentenceIndex.load(tmp_path / "idx")
+    assert old.include_title is None and not any(old.title_first(i) for i in range(old.n_papers))
+    assert [candidate_text(old, i) for i in range(old.n_papers)] == [abstract_text(*papers[p]) for p in old.paper_ids]
+    np.testing.assert_allclose(index_bm25(old).scores(QUERIES), reference(old, papers), rtol=1e-6)
+    manifest["include_title"] = "yes"
+    (gen / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="include_title is 'yes'"):
+        SentenceIndex.load(tmp_path / "idx")
+
+
+def test_a_streamed_merge_records_the_shards_include_title(tmp_path):
+    corpus = write_corpus(tmp_path / "c.jsonl")
+    for shard in range(2):
+        encode_shard(StandIn(True), corpus, tmp_path / "shards", FLAT, shard, 2, model_name="m", progress=False)
+    merge_streaming(tmp_path / "shards", tmp_path / "idx", FLAT)
+    loaded = SentenceIndex.load(tmp_path / "idx")
+    assert loaded.include_title is True
+    np.testing.assert_allclose(loaded.bm25.scores(QUERIES), reference(loaded), rtol=1e-6)
