@@ -14,7 +14,7 @@ import torch
 from aspire.batch import DocBatch
 from aspire.data.papers import abstract_text
 from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex
-from aspire.index.build import build_index
+from aspire.index.build import add_to_index, build_index
 from aspire.index.disk import IndexFormatError
 from aspire.index.lexical import index_bm25
 from aspire.index.shards import encode_shard
@@ -96,6 +96,12 @@ def test_an_index_without_the_record_reads_titles_by_one_guess_for_bm25_and_the_
     assert old.include_title is None and not any(old.title_first(i) for i in range(old.n_papers))
     assert [candidate_text(old, i) for i in range(old.n_papers)] == [abstract_text(*papers[p]) for p in old.paper_ids]
     np.testing.assert_allclose(index_bm25(old).scores(QUERIES), reference(old, papers), rtol=1e-6)
+    # grown with the same encoder (its fingerprint checked), the index learns the setting and records it
+    more = write_corpus(tmp_path / "more.jsonl", {"e": ("more", ["another sentence."])})
+    grown, _, added, _ = add_to_index(tmp_path / "idx", more, load_encoder=lambda name: StandIn(False), progress=False)
+    assert added == 1 and grown.include_title is False and SentenceIndex.load(tmp_path / "idx").include_title is False
+    gen = Path(SentenceIndex.read_manifest(tmp_path / "idx")["path"])
+    manifest = json.loads((gen / "manifest.json").read_text())
     manifest["include_title"] = "yes"
     (gen / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="include_title is 'yes'"):

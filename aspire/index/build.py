@@ -111,6 +111,8 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
         encoder = _loader(load_encoder)(model or index.model_name)
         fingerprint = model_fingerprint(encoder)
         index.check_model(fingerprint)
+        if index.include_title is None:  # an index saved before its manifest recorded it: the same encoder's
+            index.include_title = encoder_include_title(encoder)
         before = index.n_papers
         encoded = encode_corpus(encoder, papers, encode_config, skip_ids=index.positions, progress=progress)
         encoded.rejected = [{**r, "corpus": str(corpus)} for r in unreadable + encoded.rejected]
