@@ -182,8 +182,9 @@ def split_groups(in_dir: str | Path, out_dir: str | Path, cfg: SplitConfig = Spl
     """Split co-cited sets into train and dev so that no unordered pair is in both.
 
     Sets sharing a pair (e.g. {A,B} and {A,B,C}) form one component (`pair_components`); the
-    components are shuffled with `cfg.seed` and put in dev while dev stays within
-    `dev_fraction` of the sets, the rest in train. Deterministic for a given input and seed.
+    components are shuffled with `cfg.seed` and, in that order, each one that fits goes to dev, until dev
+    holds `round(dev_fraction * sets)` sets or no component is left (a component too big to fit is passed
+    over, so dev can end with fewer); the rest go to train. Deterministic for a given input and seed.
     """
     if not 0.0 <= cfg.dev_fraction < 1.0:
         raise ValueError(f"split.dev_fraction must be in [0, 1), got {cfg.dev_fraction}")
@@ -299,6 +300,7 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
         pool = sorted(split_papers) if cfg.negatives_from == "split" else all_papers
         pool_set = frozenset(pool)
         counts: Counter = Counter()
+        n_contexts = 0  # of the examples written (a dropped pair's contexts are in no file)
         with AtomicJsonl(out_dir / f"examples.{split}.jsonl") as out:
             for (a, b) in sorted(pairs):
                 entry = pairs[(a, b)]
@@ -309,6 +311,7 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
                     continue
                 named.update((a, b, *negatives))  # and every paper of its sets: training keeps them out of its negatives
                 named.update(pid for sid in entry["set_ids"] for pid in sid.split("|"))
+                n_contexts += len(entry["context_ids"])
                 out.write(
                     {
                         "example_id": f"{a}|{b}",
@@ -323,9 +326,7 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
                     }
                 )
             counts["examples"] = out.count
-        counts["contexts_per_example_mean"] = round(
-            sum(len(e["context_ids"]) for e in pairs.values()) / max(len(pairs), 1), 3
-        )
+        counts["contexts_per_example_mean"] = round(n_contexts / max(counts["examples"], 1), 3)
         report[split] = {**counts, "papers": len(split_papers), "negative_pool": len(pool)}
     report["papers_named"] = _copy_jsonl(in_dir / "abstracts.jsonl", out_dir / "abstracts.jsonl", lambda o: o["paper_id"] in named)
     for split in SPLITS:  # the co-cited sets travel with the examples (CoSentBert trains on them)

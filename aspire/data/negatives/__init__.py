@@ -11,7 +11,7 @@ Five samplers over the papers of an examples directory (`abstracts.jsonl`, `grou
   citing paper of a context is the part of its id before the last `#` (`W03-0407#L271`).
 - `nearest`: the anchor's nearest papers by an encoder's whole-abstract vector (cosine), after the
   false-negative guards of `aspire.data.negatives.rank` (partners; with `margin`, candidates
-  scoring within `margin` of the anchor's partner similarity) and the `skip` nearest survivors.
+  scoring above the anchor's partner similarity less `margin`) and the `skip` nearest survivors.
 - `random`: `k` papers drawn uniformly (`seed`).
 - `coverage`: one paper from each of `k` k-means clusters (`clusters`, over the encoder's
   whole-abstract vectors) other than the anchor's, so the negatives spread over the corpus (`seed`).

@@ -6,7 +6,8 @@ similarity. Two guards drop candidates that are likely unlabelled positives:
   negative;
 - `margin` (when `margin` is set): a candidate whose similarity to the anchor is above
   `reference - margin`, where `reference` is the anchor's similarity to its least (`min`) or most
-  (`max`) similar partner. An anchor without partners has no reference and is not margin-guarded.
+  (`max`) similar partner. An anchor without a partner that has a non-zero vector has no reference and is
+  not margin-guarded.
 Then the `skip` nearest survivors are left out and the next `k` kept, nearest first. `dropped`
 counts, per guard, the candidates it removed from above the last negative kept (all of them when
 fewer than `k` are kept): the papers that would have been negatives but for the guard.
@@ -61,20 +62,28 @@ def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[st
                       margin: float | None = None, reference: Literal["min", "max"] = "max",
                       chunk: int = 1024) -> Mined:
     """Nearest guarded candidates by cosine of `vectors` (N, D) (numpy or torch, rows in `paper_ids`
-    order; norms do not matter); exact ties go to the earlier paper of `paper_ids`. A paper whose
-    vector is zero has no neighbours and is no one's; `notes["papers_without_vector"]` lists them. A
-    vector holding NaN or infinity raises ValueError naming its paper."""
+    order; norms do not matter); exact ties go to the earlier paper of `paper_ids`, and papers with one vector
+    (a duplicated abstract) tie exactly, whatever `chunk`. A paper whose vector is zero has no neighbours and is
+    no one's; `notes["papers_without_vector"]` lists them. A vector holding NaN or infinity raises ValueError
+    naming its paper."""
     vecs = as_matrix(vectors)
     check_vectors(vecs, paper_ids)
     norms = np.linalg.norm(vecs, axis=1)
     has_vec = norms > 0
     vecs = vecs / np.where(has_vec, norms, 1.0)[:, None]
+    # Scored against the distinct vectors only: the kernel a product takes (and so its last bits) depends on the
+    # chunk's shape, which once let two papers with one vector (a duplicated abstract) score apart, so their order,
+    # the margin guard and `dropped` changed with `chunk`. Now each column of a row is one product, equal for equals.
+    distinct, column_of = np.unique(vecs, axis=0, return_inverse=True)
+    columns = vecs if len(distinct) == len(vecs) else distinct  # all distinct: no copy of (R, N) needed
     out: dict[str, list[str]] = {}
     dropped = {"partner": 0, "margin": 0}
     guarded = 0
     for lo in range(0, len(paper_ids), chunk):
         rows = range(lo, min(lo + chunk, len(paper_ids)))
-        sims = vecs[rows.start : rows.stop] @ vecs.T  # (R, N)
+        sims = vecs[rows.start : rows.stop] @ columns.T  # (R, N), or (R, distinct) ...
+        if columns is distinct:
+            sims = sims[:, column_of.reshape(-1)]  # ... spread to (R, N)
         is_partner = partner_mask(partners, paper_ids, rows)
         self_ = np.zeros_like(is_partner)
         self_[np.arange(len(rows)), np.arange(rows.start, rows.stop)] = True
