@@ -12,8 +12,9 @@
 
 Query sentences outside the query's mask (aspect-conditional retrieval: not selected) are drawn
 hatched and their labels greyed; they carry no mass in the plans and cannot be the single match.
-Every plot takes an optional `ax` and returns the matplotlib Figure it drew on. Figures drawn here fit
-a screen (at most `MAX_WIDTH` inches wide) and no text is smaller than `FONT` points.
+Every plot returns the matplotlib Figure it drew on; each but `plot_alignment` (which lays out its own panels)
+takes an optional `ax` to draw on. Figures drawn here fit a screen (at most `MAX_WIDTH` inches wide) and no
+text is smaller than `FONT` points.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ FONT, TITLE_FONT = 9, 10  # points: tick labels, numbers in cells and list lines
 
 @dataclass
 class PlanView:
-    """One OT plan between a query and a candidate: `plan (S, T)`, `dist = <cost, plan>`."""
+    """One OT plan between a query and a candidate: `plan (S, T)`, `dist = <cost, plan>`; `settings` as given,
+    `label` with the scorer's `tau` and `eps` too."""
 
     label: str
     plan: np.ndarray
@@ -79,8 +81,9 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
     The query's mask selects the sentences that are matched (all sentences still get a row in
     `cost`); the candidate's every sentence is matched (a candidate with a narrowed mask raises
     ValueError). Without sentence texts, the padding of a batch row is no sentence: the query's rows end at
-    its last selected or non-zero vector, the candidate's at its last selected one. `ot_settings` are keyword arguments of the "ot" scorer (`tau`, `eps`, ...), one plan each (one
-    mapping alone: one plan).
+    its last selected or non-zero vector, the candidate's at its last selected one. `ot_settings` are keyword
+    arguments of the "ot" scorer (`tau`, `eps`, ...), one plan each (one mapping alone: one plan); a plan's label
+    names the settings given and the scorer's `tau` and `eps` where they were left to its defaults.
     """
     if isinstance(ot_settings, Mapping):
         ot_settings = [ot_settings]
@@ -107,8 +110,11 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
     cost = _numpy(l2_cost(query.emb[:1, :S], cand.emb[:1, :T])[0])  # (S, T): every query sentence, selected or not
     plans = []
     for settings in ot_settings:
-        match = get_scorer("ot", **settings).pairwise_dist_details(query, cand)
-        label = ", ".join(f"{k}={v}" for k, v in settings.items())
+        scorer = get_scorer("ot", **settings)
+        match = scorer.pairwise_dist_details(query, cand)
+        # the settings given, then the weights' temperature and the regularisation the plan ran with where not given
+        ran = {**settings, **{k: getattr(scorer, k) for k in ("tau", "eps") if k not in settings}}
+        label = ", ".join(f"{k}={v}" for k, v in ran.items())
         plans.append(PlanView(f"OT plan ({label})", _numpy(match.plan[0, :S, :T]), float(match.dist[0]), dict(settings)))
     return PairAlignment(
         query_texts=list(query.sentences[0]) if query.sentences else [f"sentence {i}" for i in range(S)],
