@@ -6,8 +6,8 @@ shares; the in-batch ranking losses, which take a similarity matrix, are one mod
 `bce` (binary cross-entropy on labelled pairs). `MATRIX_LOSSES` (`registry`) names them for the trainer.
 Every name below is imported on first use, so this package loads no torch until a loss is asked for.
 
-Sign convention: scorers return similarities (higher is better, `sim = -dist`); every function
-here takes or returns *distances* and says `dist` in its name. The triplet margin loss is
+Sign convention: scorers return similarities (higher is better, `sim = -dist`); the matrix losses take
+similarities, and every function that takes or returns *distances* says `dist` in its name. The triplet margin loss is
 `max(0, d(a, p) - d(a, n) + margin)`: it is zero once the negative is `margin` farther than
 the positive, and it pushes the positive closer otherwise.
 """

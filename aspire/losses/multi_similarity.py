@@ -5,8 +5,10 @@ allowed other columns. For anchor b with positive similarity s_p and negative si
 
     loss_b = 1/alpha * log(1 + exp(-alpha * (s_p - base))) + 1/beta * log(1 + sum_n exp(beta * (s_n - base)))
 
-`base` is the similarity the loss pivots on (0.5 for cosine similarities, the paper's setting);
-for distance-based similarities (minus a distance, at most 0) pick a base on that scale.
+`base` is the similarity the loss pivots on (the paper's lambda; 0.5 for cosine similarities, as in the
+authors' code and pytorch-metric-learning's default, while the paper's text sets lambda = 1); for
+distance-based similarities (minus a distance, at most 0) pick a base on that scale. The mining step of the
+paper is left out: every allowed negative counts.
 """
 
 from __future__ import annotations

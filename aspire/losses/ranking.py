@@ -50,7 +50,8 @@ class MultipleNegativesRankingLoss(nn.Module):
 
     `loss_b = logsumexp_k(scale * sim[b, k]) - scale * sim[b, b]` over k in {b} ∪ negatives(b).
     `symmetric` adds the other direction (each positive against the anchors, first B columns only)
-    and averages the two log-partitions, as `MultipleNegativesSymmetricRankingLoss` does.
+    and averages the two log-partitions, as `MultipleNegativesSymmetricRankingLoss` does; an anchor then counts
+    (the second tensor returned) where either direction has a negative.
     `scale` is 1 / temperature (20 for cosine similarities, as in sentence-transformers); `term_scale`
     {term: scale} overrides it for the document model's term `term` (a distance such as min-L2 spreads wider
     than a cosine, so the same temperature would make its softmax sharper).
@@ -84,6 +85,9 @@ class MultipleNegativesRankingLoss(nn.Module):
             back = logits[:, :B].T  # (B, B): row b = positive b's similarity to each anchor
             allowed = (positive | negatives)[:, :B].T
             log_z = (log_z + back.masked_fill(~allowed, float("-inf")).logsumexp(dim=1)) / 2
+            # row b counts where either direction has a negative: an anchor whose own row masks every candidate
+            # still has the backward term of its positive against the anchors that may treat it as a negative
+            return log_z - pos, negatives.any(dim=1) | negatives[:, :B].any(dim=0)
         loss = log_z - pos
         if teacher is None:
             return loss, negatives.any(dim=1)

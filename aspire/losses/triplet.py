@@ -2,7 +2,7 @@
 the masked anchor mean, aligned-sentence and single-vector distances).
 
 Sign convention: scorers return similarities (higher is better, `sim = -dist`); every function
-here takes or returns *distances* and says `dist` in its name. The triplet margin loss is
+here that takes or returns *distances* says `dist` in its name. The triplet margin loss is
 `max(0, d(a, p) - d(a, n) + margin)`: it is zero once the negative is `margin` farther than
 the positive, and it pushes the positive closer otherwise.
 """
@@ -37,7 +37,8 @@ def triplet_margin_dist_per_anchor(pos_dist: Tensor, neg_dist: Tensor, neg_mask:
         # a NaN margin gives a NaN loss, an infinite one an infinite loss, a negative one a loss that is 0 while
         # the negative is nearer than the positive
         raise ValueError(f"loss.margin must be a finite number >= 0, got {margin!r}")
-    if neg_dist.shape != neg_mask.shape or neg_dist.shape[0] != pos_dist.shape[0]:
+    # a (B, 1) pos_dist would broadcast against neg_dist into a (B, B, K) hinge and a silently wrong loss
+    if pos_dist.dim() != 1 or neg_dist.dim() != 2 or neg_dist.shape != neg_mask.shape or neg_dist.shape[0] != pos_dist.shape[0]:
         raise ValueError(f"shapes differ: pos {tuple(pos_dist.shape)}, neg {tuple(neg_dist.shape)}, "
                          f"mask {tuple(neg_mask.shape)}")
     if neg_mask.dtype != torch.bool:  # else masked_fill's error, naming no argument
@@ -49,7 +50,10 @@ def triplet_margin_dist_per_anchor(pos_dist: Tensor, neg_dist: Tensor, neg_mask:
 
 
 def masked_anchor_mean(per_anchor: Tensor, valid: Tensor) -> Tensor:
-    """() mean of `per_anchor` (B,) over the `valid` (B,) anchors; zero, keeping the graph, if none is."""
+    """() mean of `per_anchor` (B,) over the `valid` (B,) anchors; zero, keeping the graph, if none is. ValueError
+    where the two are not one (B,) shape (a (B, 1) loss times a (B,) mask would broadcast to (B, B))."""
+    if per_anchor.dim() != 1 or per_anchor.shape != valid.shape:
+        raise ValueError(f"per-anchor loss {tuple(per_anchor.shape)} and valid {tuple(valid.shape)} must be one (B,) shape")
     return (per_anchor * valid).sum() / valid.sum().clamp(min=1)
 
 
