@@ -14,10 +14,19 @@ that count in some group are drawn: a reviewer no prediction names is not a unit
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
+
+
+def _finite(value) -> bool:
+    """Whether `value` reads as a finite float (as `np.float64` reads it: None, NaN and infinities do not)."""
+    try:
+        return bool(np.isfinite(np.float64(value)))
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass
@@ -38,13 +47,23 @@ class UnitScores:
 
     @classmethod
     def means(cls, values: Mapping[str, float], groups: Mapping[str, Sequence[str]] | None = None) -> "UnitScores":
-        """Per-unit values; with `groups` ({name: [unit, ...]}) the figure is the mean of group means."""
+        """Per-unit values; with `groups` ({name: [unit, ...]}) the figure is the mean of group means. A unit named
+        twice in one group (it would count once in the figure, twice in a plain mean of the list) or a value that is
+        not a finite number (None for an undefined metric, NaN) is a ValueError naming the group or unit."""
         units = sorted(values)
         if groups is None:
             groups = {"all": units}
         missing = sorted({u for us in groups.values() for u in us} - set(values))
         if missing:
             raise ValueError(f"no value for units {missing[:10]}")
+        for name, us in groups.items():
+            repeated = sorted(u for u, n in Counter(us).items() if n > 1)
+            if repeated:
+                raise ValueError(f"group {name!r} names units more than once: {repeated[:10]}")
+        bad = [u for u in units if not _finite(values[u])]
+        if bad:
+            raise ValueError(f"units {bad[:10]} have no finite value (e.g. {values[bad[0]]!r}): unit scores must be finite "
+                             "numbers (leave out the units where the metric is undefined)")
         col = {u: i for i, u in enumerate(units)}
         den = np.zeros((len(groups), len(units)))
         for g, us in enumerate(groups.values()):
