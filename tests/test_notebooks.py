@@ -49,15 +49,43 @@ def _png_size(png: bytes) -> tuple[int, int]:
     return struct.unpack(">II", png[16:24])
 
 
+DECIMAL = re.compile(r"\d+\.\d+")
+
+
 def _texts(nb) -> list[str]:
-    """Every text output (streams, displayed values), floats masked: the part that must not change between runs."""
+    """Every text output (streams, displayed values), decimal numbers masked: the part that must not change
+    between runs (the numbers are compared apart, with a tolerance: `_numbers`)."""
     out = []
     for cell in _code(nb):
         for o in cell.outputs:
             text = o.get("text") if o.output_type == "stream" else o.get("data", {}).get("text/plain")
             if text:
-                out.append(re.sub(r"\d+\.\d+", "#", text))
+                out.append(DECIMAL.sub("#", text))
     return out
+
+
+def _numbers(nb) -> list[tuple[float, int]]:
+    """Every decimal number of the text outputs, in order, with its printed decimals."""
+    return [(float(m), len(m.split(".")[1])) for text in _texts_raw(nb) for m in DECIMAL.findall(text)]
+
+
+def _texts_raw(nb) -> list[str]:
+    return [text for cell in _code(nb) for o in cell.outputs
+            if (text := o.get("text") if o.output_type == "stream" else o.get("data", {}).get("text/plain"))]
+
+
+def _stale_numbers(fresh: list[tuple[float, int]], stored: list[tuple[float, int]]) -> list[str]:
+    """The numbers a fresh run prints that are not the stored ones, to two units of the last printed decimal or
+    0.2 % (another machine's float rounding may move a last digit; a stale output moves more)."""
+    return [f"#{i}: stored {b:.{d}f}, now {a:.{d}f}" for i, ((a, _), (b, d)) in enumerate(zip(fresh, stored))
+            if abs(a - b) > max(2 * 10.0 ** -d, 2e-3 * abs(b))]
+
+
+def test_stale_numbers_are_those_off_by_more_than_rounding():
+    stored = [(1.624, 3), (40.06, 2), (0.5, 1)]
+    assert _stale_numbers([(1.625, 3), (40.06, 2), (0.5, 1)], stored) == []  # a last digit moved by rounding
+    assert _stale_numbers([(1.631, 3), (40.06, 2), (0.8, 1)], stored) == ["#0: stored 1.624, now 1.631",
+                                                                            "#2: stored 0.5, now 0.8"]
 
 
 def test_every_notebook_is_listed():
@@ -113,3 +141,5 @@ def test_notebook_runs_and_reproduces_its_stored_outputs(name, shared_data, tmp_
     assert len(_figures(fresh)) == len(_figures(stored)) >= MIN_FIGURES[name]
     assert all(all(s <= m for s, m in zip(_png_size(f), MAX_PIXELS)) for f in _figures(fresh))
     assert _texts(fresh) == _texts(stored), f"{name}: the stored outputs are stale: run notebooks/execute.py"
+    stale = _stale_numbers(_numbers(fresh), _numbers(stored))  # the masked texts equal: the numbers pair up
+    assert not stale, f"{name}: the stored numbers are stale ({stale[:5]}): run notebooks/execute.py"
