@@ -116,3 +116,37 @@ def test_a_streamed_merge_records_the_shards_include_title(tmp_path):
     loaded = SentenceIndex.load(tmp_path / "idx")
     assert loaded.include_title is True
     np.testing.assert_allclose(loaded.bm25.scores(QUERIES), reference(loaded), rtol=1e-6)
+
+
+def test_staged_experiment_names_keep_every_digit_of_a_weight_that_six_would_round():
+    from aspire.evaluate.options import Stages
+
+    # the names of existing runs are as they were; two weights that agree to six digits once shared one folder
+    assert Stages(bm25=True, alpha=0.815).exp("m") == "m-bm25-a0.815"
+    assert Stages(bm25=True, alpha=1.0).exp("m") == "m-bm25-a1"
+    a, b = (Stages(bm25=True, alpha=x).exp("m") for x in (0.8150001, 0.8150002))
+    assert a != b and a == "m-bm25-a0.8150001"
+
+
+def test_probe_rows_keep_the_encoder_only_while_model_device_and_encoder_options_stay(monkeypatch, tmp_path):
+    from aspire.evaluate import probes
+    from aspire.evaluate.options import EvalOptions
+
+    built, indexed = [], []
+
+    class Features:
+        def __init__(self, model, options, cache_dir, batch_size, device, encoder_options):
+            built.append((model, device, encoder_options))
+
+    monkeypatch.setattr(probes, "Features", Features)
+    monkeypatch.setattr(probes, "acl_index", lambda data: indexed.append(data) or ({}, {}))
+    monkeypatch.setattr(probes, "run_format", lambda *a, features, **k: {"encoder_fingerprint": id(features)})
+    monkeypatch.setattr(probes, "_suite_rows", lambda bench, res: [])
+    bench, settings = type("Bench", (), {"name": "venue"})(), {}
+    fingerprints = [probes.probe_rows(bench, tmp_path, "m", None, tmp_path, settings,
+                                      EvalOptions(encoder_options=options))[1]
+                    for options in ({}, {}, {"max_length": 64}, {"max_length": 64})]
+    # a second format with the same options reuses the encoder; other encoder options load it again
+    assert built == [("m", None, {}), ("m", None, {"max_length": 64})]
+    assert fingerprints[0] == fingerprints[1] != fingerprints[2] == fingerprints[3]
+    assert len(indexed) == 1  # the ACL index is read once a suite run

@@ -174,8 +174,19 @@ class Stages:
         'minilm-abstract-abstract-bm25-a0.815'
         """
         self.checked(base is not None)
-        name = base if not self.bm25 else BM25_EXP if base is None else f"{base}-bm25-a{self.alpha:g}"
-        return name + (f"-ce{self.rerank.top_n}-w{self.rerank.weight:g}" if self.rerank is not None else "")
+        name = base if not self.bm25 else BM25_EXP if base is None else f"{base}-bm25-a{exact_g(self.alpha)}"
+        return name + (f"-ce{self.rerank.top_n}-w{exact_g(self.rerank.weight)}" if self.rerank is not None else "")
+
+
+def exact_g(x: float) -> str:
+    """`x` as `:g` writes it where that reads back as `x`, else every digit (`:g` keeps six significant digits, so
+    two runs whose settings differ past them were given one experiment name, one folder).
+
+    >>> exact_g(0.815), exact_g(1.0), exact_g(0.81500001)
+    ('0.815', '1', '0.81500001')
+    """
+    short = f"{x:g}"
+    return short if float(short) == x else repr(float(x))
 
 
 @dataclass(frozen=True)

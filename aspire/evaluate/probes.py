@@ -282,19 +282,21 @@ def _suite_rows(bench, res: dict, note: str = "") -> list[dict]:
 def probe_rows(bench, data: Path, model: str, scorer, out: Path, settings: dict, options=None) -> tuple[list[dict], str]:
     """The suite's runner for the three formats (`aspire.evaluate.suite.RUNNERS`): one row per representation
     and metric; the scorer and the options' encoding and scorer options do not apply (module docstring), their
-    cache, batch size, device and encoder options do. The ACL index and the encoder are kept in
-    `settings["_probe_state"]` between the formats of one suite run."""
+    cache, batch size, device and encoder options do. The ACL index, and the encoder while the model, device and
+    encoder options stay the same, are kept in `settings["_probe_state"]` between the formats of one suite run."""
     from aspire.evaluate.options import EvalOptions
 
     options = options or EvalOptions()
     cache_dir, batch_size, device, encoder_options = (options.cache_dir, options.batch_size, options.device,
                                                       options.encoder_options)
     state = settings.setdefault("_probe_state", {})
-    if state.get("model") != model:
+    # the encoder depends on its options and device too: features kept for the model alone were reused after them
+    key = (model, device, json.dumps(encoder_options or {}, sort_keys=True, default=str))
+    if state.get("key") != key:
         features = Features(model, {}, cache_dir, batch_size, device, encoder_options)  # a bad model fails first
-        papers_records = acl_index(data)
+        papers_records = state["context"] if "context" in state else acl_index(data)
         features.papers = papers_records[0]
-        state.update(model=model, context=papers_records, features=features)
+        state.update(key=key, context=papers_records, features=features)
     res = run_format(bench.name, data, model, out, features=state["features"], context=state["context"],
                      encoder_options=encoder_options)
     return _suite_rows(bench, res), res["encoder_fingerprint"]
