@@ -40,9 +40,21 @@ SPLITS = ("train", "dev", "test")
 
 def read_records(path: str | Path) -> list[dict]:
     """The ACL records' metadata (`paper_id`, `title`, `year`, `venues`, `booktitle`, `authors`) without the
-    abstract, for the records that have one (a record without an abstract is no paper of the formats)."""
+    abstract, for the records that have one (a record without an abstract is no paper of the formats). A paper id
+    on two such records is a ValueError naming it and both lines: readers key the records by id, so one of the
+    two would be dropped unseen and the other scored (its venue, year and authors)."""
     keep = ("paper_id", "title", "year", "venues", "booktitle", "authors")
-    return [{k: r.get(k) for k in keep} for _, r in jsonl_objects(path) if r.get("abstract")]
+    records, lines = [], {}
+    for line, r in jsonl_objects(path):
+        if not r.get("abstract"):
+            continue
+        pid = r.get("paper_id")
+        if isinstance(pid, str):
+            if pid in lines:
+                raise ValueError(f"{path}:{line}: paper {pid} is on line {lines[pid]} too; a paper id names one record")
+            lines[pid] = line
+        records.append({k: r.get(k) for k in keep})
+    return records
 
 
 def checksum(body: Mapping) -> str:

@@ -174,7 +174,9 @@ def load_split(split_file: str | Path = SPLIT_FILE, source: str | Path | None = 
 
 def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str | Path = SPLIT_FILE) -> Context2Doc:
     """One split's queries and qrels, with every cited paper of the file as a candidate; of train and dev, less the
-    queries whose query text is a test query's (`Context2Doc.left_out`, module docstring)."""
+    queries whose query text is a test query's (`Context2Doc.left_out`, module docstring). A cited paper id given
+    two different titles or abstracts in the file is a ValueError naming it and both records (one of the texts
+    would be scored silently)."""
     if split not in SPLIT_NAMES:
         raise ValueError(f"unknown split {split!r}; valid: {list(SPLIT_NAMES)}")
     source = Path(data_dir) / "cocitations.jsonl"
@@ -185,10 +187,16 @@ def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str 
     records = read_records(source)
     test_texts = set() if split == "test" else _test_texts(records, meta)
     queries, qrels, citing, cands, left_out, found = {}, {}, {}, {}, [], set()
+    first: dict[str, str] = {}  # cited paper id -> the qid whose record gave its text
     for qid, rec in records:
         for cited in rec["cited"]:
-            abstract = cited.get("abstract") or []
-            cands.setdefault(cited["paper_id"], Paper(cited["paper_id"], cited.get("title") or "", list(abstract)))
+            pid, abstract = cited["paper_id"], cited.get("abstract") or []
+            paper = Paper(pid, cited.get("title") or "", list(abstract))
+            if pid not in cands:
+                cands[pid], first[pid] = paper, qid
+            elif (cands[pid].title, cands[pid].sentences) != (paper.title, paper.sentences):
+                raise ValueError(f"{source}: cited paper {pid} has one title and abstract in record {first[pid]} and "
+                                 f"another in record {qid}: a candidate is one text")
         if qid in wanted:
             found.add(qid)
             text = query_text(rec["context"])

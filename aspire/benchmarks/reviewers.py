@@ -1,7 +1,7 @@
 """Reviewer matching: the gold-standard expertise set of Stelmakh et al. (2023), OpenReview format.
 
 A folder holds `evaluations.csv` (tab-separated: `ParticipantID`, `Paper1..Paper10`,
-`Expertise1..Expertise10`) and draws `d_20_1 … d_20_10`, each with `submissions.json`
+`Expertise1..Expertise10`, or more pairs) and draws `d_20_1 … d_20_10`, each with `submissions.json`
 (`{paper_id: {"id", "content": {"title", "abstract"}}}`) and `archives/~REVIEWER.jsonl` (the
 reviewer's own papers, one record a line). A prediction is `{reviewer: {paper: similarity}}`.
 
@@ -34,6 +34,7 @@ from aspire.benchmarks.stats import UnitScores
 from aspire.io import read_json
 
 _DRAW = re.compile(r"^d_(\d+)_(\d+)$")
+_RATING_COLUMN = re.compile(r"^(Paper|Expertise)([1-9]\d*)$")
 
 
 @dataclass
@@ -57,9 +58,11 @@ class ReviewerSet:
 def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
     """`evaluations.csv` -> `{reviewer: [(paper, expertise), ...]}` (empty pairs of cells skipped).
 
-    Expertise is a number in 1-5 (half points occur). Raises ValueError naming the line and
-    reviewer when a paper has no expertise or it is out of range, when an expertise has no paper,
-    and when a reviewer rates one paper twice (in one row or two).
+    Every `PaperN` / `ExpertiseN` column pair of the header is read (the gold set has N = 1..10; a file with
+    more is read whole, never cut at 10). Expertise is a number in 1-5 (half points occur). Raises ValueError
+    naming the line and reviewer when a paper has no expertise or it is out of range, when an expertise has no
+    paper, when a reviewer rates one paper twice (in one row or two), and naming the line when a row has a
+    non-empty cell beyond the header's columns (no column names it: it would be dropped).
     """
     path = Path(path)
     if not path.is_file():
@@ -72,12 +75,17 @@ def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
         if lacking:  # every row would otherwise fail as "no ParticipantID", or every pair be skipped
             raise ValueError(f"{path}:1: the header lacks column(s) {lacking} (a tab-separated file with "
                              f"ParticipantID, Paper1..10 and Expertise1..10); it reads {header[:4]}")
+        pairs = sorted({int(m.group(2)) for name in header if (m := _RATING_COLUMN.match(name))})
         for line, row in enumerate(reader, start=2):
             reviewer = (row.get("ParticipantID") or "").strip()
             if not reviewer:
                 raise ValueError(f"{path}:{line}: no ParticipantID")
+            extra = [cell for cell in row.get(None) or () if cell.strip()]  # DictReader's restkey: cells past the header
+            if extra:
+                raise ValueError(f"{path}:{line}: reviewer {reviewer}: the row has cells beyond the header's "
+                                 f"{len(header)} columns, which no column names: {extra[:3]}")
             rated = []
-            for i in range(1, 11):
+            for i in pairs:
                 paper = (row.get(f"Paper{i}") or "").strip()
                 value = (row.get(f"Expertise{i}") or "").strip()
                 if not paper:

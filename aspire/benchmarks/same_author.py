@@ -65,7 +65,8 @@ def qrels_of(pool: Sequence[str], names: Mapping[str, frozenset[str]], min_share
 
 def build_pools(candidates: Sequence[str], names: Mapping[str, frozenset[str]], sizes: Mapping[str, int],
                 seed: int = 0) -> dict[str, list[str]]:
-    """Disjoint pools `{name: [paper id]}` of the given sizes from `candidates` (see the module docstring)."""
+    """Disjoint pools `{name: [paper id]}` of the given sizes from `candidates` (see the module docstring); a pool
+    the candidates cannot fill is a ValueError naming it and the papers it reached (never a smaller pool)."""
     by_name: dict[str, list[str]] = {}
     for pid in candidates:
         for n in names[pid]:
@@ -90,6 +91,9 @@ def build_pools(candidates: Sequence[str], names: Mapping[str, frozenset[str]], 
             group = [seed_pid] + rng.sample(near, min(PARTNERS, len(near), size - len(pool) - 1))
             pool += group
             used.update(group)
+        if len(pool) < size:
+            raise ValueError(f"same-author pool {pool_name!r}: the candidates fill {len(pool)} of its {size} papers "
+                             "(no seed paper with an unused related paper is left)")
         pools[pool_name] = sorted(pool)
     return pools
 
