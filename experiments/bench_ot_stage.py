@@ -38,6 +38,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from aspire.checksum import file_sha256  # noqa: E402
 from aspire.config import load_config  # noqa: E402
 from aspire.index import IndexBuildConfig, SentenceIndex  # noqa: E402
 from aspire.index.config import checked_search_config  # noqa: E402
@@ -83,6 +84,28 @@ def fused_ot_search(searcher, query, cfg, stage):
         RERANK_STAGES["ot"] = pruned
 
 
+def bench_record(index_dir: Path) -> Path:
+    """Where the settings that built the benchmark's index are kept: beside it (an index folder holds only its own
+    files)."""
+    return index_dir.parent / f"{index_dir.name}.bench.json"
+
+
+def reuse_index(index_dir: Path, made_by: dict) -> bool:
+    """Whether `index_dir` holds the index these settings build (`made_by`, as `bench_record` keeps them); False
+    where none is there yet; SystemExit naming the difference where one built with other settings is (once reused
+    whatever papers, seed, queries or config had built it)."""
+    if not (index_dir / "CURRENT").is_file():
+        return False
+    record = bench_record(index_dir)
+    recorded = json.loads(record.read_text()) if record.is_file() else None
+    if recorded != made_by:
+        said = ("nothing" if recorded is None
+                else "other " + ", ".join(k for k in made_by if recorded.get(k) != made_by[k]))
+        raise SystemExit(f"{index_dir} was built with other settings ({record} records {said}); remove it or give "
+                         "another --index-dir")
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pool-cache", required=True)
@@ -107,10 +130,13 @@ def main() -> None:
     others = rng.permutation([i for i in range(len(pool)) if i not in set(queries)])
     queries += others[: args.queries - len(queries)].tolist()
     index_dir = Path(args.index_dir)
-    if not (index_dir / "CURRENT").is_file():
+    made_by = {"papers": args.papers, "seed": args.seed, "queries": queries, "config": file_sha256(args.config),
+               "pool_cache": str(Path(args.pool_cache).resolve()), "pool_papers": len(pool)}
+    if not reuse_index(index_dir, made_by):
         sources = np.setdiff1d(np.arange(len(pool)), queries)
         corpus = recombined_corpus(pool, sources, args.papers, args.seed)
         SentenceIndex.build(corpus, load_config(IndexBuildConfig, args.config), "bench-minilm", "minilm").save(index_dir)
+        bench_record(index_dir).write_text(json.dumps(made_by) + "\n")
         del corpus
     searcher = Searcher(SentenceIndex.load(index_dir, mmap=False))
     cfg = checked_search_config(searcher.config, k=args.k, shortlist=1000, stages="ann,bm25", rerank="ot")

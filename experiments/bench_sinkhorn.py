@@ -389,6 +389,22 @@ def bench_case(case: str, B: int, N: int, pool: torch.Tensor, args, device: torc
             record("POT ot.sinkhorn loop (sinkhorn_log)", f"stopThr={s:g}", lambda: run_pot_loop(cost, a, b, s), 1)
 
 
+def cached_pool(path: Path | None, made_by: dict, make):
+    """The sentence pool `make()` gives, read from `path` when a pool there was made the same way (`made_by`), else
+    made and saved there with that record; a pool another source or model made (or an older cache that does not
+    say) is made again, with a line saying so, where once any file there was read."""
+    cached = torch.load(path) if path is not None and path.exists() else None
+    if isinstance(cached, dict) and cached.get("made_by") == made_by:
+        return cached["pool"]
+    if cached is not None:
+        said = cached.get("made_by") if isinstance(cached, dict) else "unrecorded"
+        print(f"{path} holds another pool ({said}, not {made_by}): making it again")
+    pool = make()
+    if path is not None:
+        torch.save({"pool": pool, "made_by": made_by}, path)
+    return pool
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--source", choices=["minilm", "synthetic"], default="minilm")
@@ -410,12 +426,9 @@ def main() -> None:
     device = torch.device(args.device)
 
     t0 = time.perf_counter()
-    if args.pool_cache is not None and args.pool_cache.exists():
-        pool = torch.load(args.pool_cache)
-    else:
-        pool = sentence_pool(args.source, n_papers=400, seed=0, model=args.pool_model)
-        if args.pool_cache is not None:
-            torch.save(pool, args.pool_cache)
+    made_by = {"source": args.source, "pool_model": args.pool_model, "n_papers": 400, "seed": 0}
+    pool = cached_pool(args.pool_cache, made_by,
+                       lambda: sentence_pool(args.source, n_papers=400, seed=0, model=args.pool_model))
     pool = pool.to(device)
     print(f"sentence pool: {tuple(pool.shape)} from {args.source} in {time.perf_counter() - t0:.1f}s, on {device}")
     rows, sweeps = [], []

@@ -150,3 +150,30 @@ def test_probe_rows_keep_the_encoder_only_while_model_device_and_encoder_options
     assert built == [("m", None, {}), ("m", None, {"max_length": 64})]
     assert fingerprints[0] == fingerprints[1] != fingerprints[2] == fingerprints[3]
     assert len(indexed) == 1  # the ACL index is read once a suite run
+
+
+def test_bench_caches_are_reused_only_when_made_the_same_way(tmp_path, capsys):
+    from experiments.bench_ot_stage import bench_record, reuse_index
+    from experiments.bench_sinkhorn import cached_pool
+
+    made = []
+    make = lambda: made.append(1) or torch.arange(4.0)  # noqa: E731
+    path, minilm = tmp_path / "pool.pt", {"source": "minilm", "pool_model": "minilm", "n_papers": 400, "seed": 0}
+    assert cached_pool(path, minilm, make).tolist() == [0, 1, 2, 3] and cached_pool(path, minilm, make) is not None
+    assert len(made) == 1  # made once, then read
+    torch.save(torch.zeros(4), path)  # an older cache that does not say what made it: made again, said
+    cached_pool(path, minilm, make)
+    assert len(made) == 2 and "unrecorded" in capsys.readouterr().out
+    cached_pool(path, {**minilm, "pool_model": "mpnet"}, make)
+    assert len(made) == 3 and "making it again" in capsys.readouterr().out
+
+    index_dir, settings = tmp_path / "index", {"papers": 10, "seed": 0, "queries": [1, 2], "config": "c"}
+    assert reuse_index(index_dir, settings) is False  # none built yet
+    index_dir.mkdir()
+    (index_dir / "CURRENT").write_text("gen-000001\n")
+    with pytest.raises(SystemExit, match="records nothing"):
+        reuse_index(index_dir, settings)
+    bench_record(index_dir).write_text(json.dumps(settings))
+    assert reuse_index(index_dir, settings) is True
+    with pytest.raises(SystemExit, match="records other papers, seed"):
+        reuse_index(index_dir, {**settings, "papers": 20, "seed": 1})
