@@ -196,7 +196,7 @@ def test_self_training_takes_acl_queries_without_the_candidates(tmp_path, self_t
     log = self_training("rounds=1", "acl_queries=5", f"acl_path={acl}", "benchmarks_dir=null", "train.max_steps=1",
                         "train.dev_top_n=0")
     assert log[0]["acl"] == {"read": 3, "removed_benchmark": 1, "used": 2, "excluded_titles": {"candidates": 10},
-                            "rejected": {}}
+                            "rejected": {}, "removed_benchmark_by": {"title": 1, "paper_id": 0, "abstract": 0}}
     assert log[0]["queries"] == 8 + 2 and log[0]["pairs"] == 10 * (2 + 2)
 
 

@@ -177,3 +177,26 @@ def test_bench_caches_are_reused_only_when_made_the_same_way(tmp_path, capsys):
     assert reuse_index(index_dir, settings) is True
     with pytest.raises(SystemExit, match="records other papers, seed"):
         reuse_index(index_dir, {**settings, "papers": 20, "seed": 1})
+
+
+def test_self_training_acl_queries_leave_out_a_candidate_by_id_or_abstract_not_by_title_alone(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from aspire.data.acl import read_acl
+    from aspire.data.papers import Paper
+    from aspire.train.self_training import SelfTrainingConfig, add_acl_queries
+
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
+    read_acl.cache_clear()
+    rows = [{"paper_id": "J05-1004", "title": "", "abstract": "A cited paper. Without a title."},
+            {"paper_id": "Z9", "title": "A copy", "abstract": "Its abstract is a candidate's. Word for word."},
+            {"paper_id": "K1", "title": "Kept paper", "abstract": "Nothing held out here. Two sentences."}]
+    path = tmp_path / "acl.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    bench = SimpleNamespace(queries={"q": "a citing sentence"}, candidates=[
+        Paper("J05-1004", "", ["A cited paper.", "Without a title."]),
+        Paper("c2", "Another title", ["Its abstract is a candidate's.", "Word for word."])])
+    stats = add_acl_queries(bench, SelfTrainingConfig(acl_queries=5, acl_path=str(path), benchmarks_dir=None))
+    assert sorted(bench.queries) == ["acl:K1", "q"]  # the two candidates came back as queries by title alone
+    assert stats["removed_benchmark_by"] == {"title": 0, "paper_id": 1, "abstract": 1}
+    assert stats["excluded_titles"]["candidates"] == 2

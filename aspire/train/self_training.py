@@ -14,8 +14,8 @@ Queries: the citing sentences of context2doc's train split, their labels dropped
 seeded). Test sentences are never read. With `acl_queries`, that many ACL Anthology abstracts (title and
 abstract as the query text, `acl_path`) join them as unlabelled queries; every benchmark paper
 (`aspire.benchmarks.heldout.excluded_papers` under `benchmarks_dir`: by normalised title, paper id or abstract
-text) and every paper whose normalised title is one of the candidates' (the cited abstracts the queries are
-matched against) is removed first, and the counts are logged.
+text) and every candidate (the cited abstracts the queries are matched against; by the same three keys) is removed
+first, and the counts are logged.
 
     python -m aspire.train.self_training --config configs/self_training.yaml --out runs/self-training [key=value ...]
 """
@@ -103,17 +103,21 @@ def label_precision(pos: Mapping[str, Sequence[str]], qrels: Mapping[str, Mappin
 
 def add_acl_queries(bench, cfg: SelfTrainingConfig) -> dict:
     """Add `cfg.acl_queries` ACL Anthology papers to `bench.queries` as `acl:ID` (title and abstract), none a
-    benchmark paper (`excluded_papers`) nor one whose normalised title is a candidate's; returns the counts read,
-    removed and used."""
+    benchmark paper (`excluded_papers`) nor a candidate (by normalised title, paper id or abstract, as benchmark
+    papers are left out); returns the counts read, removed and used."""
     from aspire.benchmarks.heldout import excluded_papers
-    from aspire.data.acl import HeldOut, normalise_title, read_acl
+    from aspire.data.acl import HeldOut, abstract_key, normalise_title, read_acl
     from aspire.scoring.lexical import paper_text
 
     held_out, counts = excluded_papers(cfg.benchmarks_dir, "benchmarks_dir")  # None: a warning, as the tasks give
-    candidates = frozenset(normalise_title(p.title) for p in bench.candidates) - {""}
-    papers, stats = read_acl(cfg.acl_path, held_out.union(HeldOut(titles=candidates)), cfg.acl_queries)
+    # a candidate is left out by title, id or abstract, as a benchmark paper is: by title alone, a candidate with an
+    # empty title (two context2doc papers have one) came back as a query
+    candidates = HeldOut(frozenset(normalise_title(p.title) for p in bench.candidates),
+                         frozenset(p.paper_id for p in bench.candidates),
+                         frozenset(abstract_key(p.sentences) for p in bench.candidates))
+    papers, stats = read_acl(cfg.acl_path, held_out.union(candidates), cfg.acl_queries)
     bench.queries.update({f"acl:{p.paper_id}": paper_text(p) for p in papers})
-    return {**stats, "excluded_titles": {"candidates": len(candidates), **counts}}
+    return {**stats, "excluded_titles": {"candidates": len(bench.candidates), **counts}}
 
 
 def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> list[dict]:
