@@ -99,7 +99,6 @@ def _parser(prog: str = "python -m aspire.data") -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, prog: str = "python -m aspire.data") -> int:
     args = _parser(prog).parse_args(argv)
-    args.overrides = normalize_overrides(args.overrides)
     setup_logging(args)
     return run_command(lambda: _run(args), args)
 
@@ -123,6 +122,7 @@ TEACHER = ("a teacher is a sentence-transformers model folder: CoSentBert's DIR/
 
 def _run(args) -> int:
     stage = args.stage
+    args.overrides = normalize_overrides(args.overrides)  # an item without `=` is a user error: one line, status 2
     # the stage's inputs, output folder and teacher model first, before torch or the data load
     check_paths(**{flag: getattr(args, flag, None) for flag in ("in", "fulltext", "abstracts", "examples", "teacher")})
     for flag in FILE_OPTIONS.get(stage, ()):
@@ -174,9 +174,10 @@ def _model_stage(args) -> dict:
 
         cfg = load_config(AlignConfig, args.config, args.overrides)
         return align_examples(args.examples, load_sentence_model(args.teacher), args.out, cfg)
-    from aspire.data.negatives import ENCODED, HardNegativesConfig, mine_hard_negatives
+    from aspire.data.negatives import ENCODED, HardNegativesConfig, check_config, mine_hard_negatives
 
     cfg = load_config(HardNegativesConfig, args.config, args.overrides)
+    check_config(cfg)  # an option the method does not read (`method=nearest seed=1`) before the model loads
     encode = None
     if cfg.method in ENCODED:  # the model is loaded here, at the entry point: aspire.data loads none
         check_model(cfg.model)  # a mistyped model.* before torch loads

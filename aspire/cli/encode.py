@@ -1,9 +1,11 @@
 """Encode a papers JSONL into contextual sentence vectors, saved as a directory of flat arrays.
 
 The output directory holds `vectors.npy` (N, D) float32 sentence vectors paper after paper,
-`offsets.npy` (P + 1,) with paper p's rows at offsets[p]:offsets[p + 1], `papers.jsonl` (paper_id,
-title, sentences, labels), `rejected.jsonl` (records not encoded, with reasons) and `shard.json`
-(model name and fingerprint): `aspire.index.EncodedCorpus.load_shard(DIR)` reads it back.
+`offsets.npy` (P + 1,) with paper p's rows at offsets[p]:offsets[p + 1], `whole.npy` (P, D) float32
+whole-abstract vectors of the same encoder pass, `papers.jsonl` (paper_id, title, sentences, labels; in
+the corpus's order, rejected records left out), `rejected.jsonl` (records not encoded, with reasons) and
+`shard.json` (model name and fingerprint): `aspire.index.EncodedCorpus.load_shard(DIR)` reads it back
+(the corpus and shard.json's fields).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ from aspire.cliutil import (
 )
 from aspire.encoders.pretrained import MODEL_HELP, check_model
 from aspire.evaluate.cache import default_cache_dir
-from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions
+from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions, Stages
 from aspire.paths import DATA
 from aspire.scoring.fusion import METHODS as FUSION_METHODS
 
@@ -97,7 +97,8 @@ def _check_pool_args(parser, args) -> EvalOptions | None:
             parser.error("--facet-code/--doc-code choose how a model encodes: not with --ranked")
         if args.backend != "torch" or args.quantize:
             parser.error("--backend/--quantize choose how a model encodes: not with --ranked")
-        refuse_unread(parser, args, MODEL_FLAGS + STAGE_FLAGS, "--ranked scores existing files, running no model")
+        refuse_unread(parser, args, (*MODEL_FLAGS, *STAGE_FLAGS, "--abstracts"),
+                      "--ranked scores existing files, running no model")
         return None
     lexical_only = getattr(args, "bm25", False) and not (args.model or args.scorer)
     if not (args.model and args.scorer) and not lexical_only:
@@ -168,7 +169,7 @@ def _pools_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--facets", default="", help="comma-separated facets (test-pid2anns-NAME-FACET.json each)")
     p.add_argument("--splits", help="splits JSON ({split: [query]} or {query: split})")
     p.add_argument("--abstracts", help="papers file (default DATA/abstracts-NAME.jsonl)")
-    p.add_argument("--threshold", type=int, default=1, help="grade >= this is relevant (default 1)")
+    p.add_argument("--threshold", type=positive_int, default=1, help="grade >= this is relevant (default 1)")
     p.add_argument("--metrics", default=",".join(POOL_METRICS), help="comma-separated (default %(default)s)")
     p.add_argument("--skip-no-relevant", action="store_true",
                    help="leave out (and list) queries with no relevant candidate instead of failing")
@@ -177,9 +178,12 @@ def _pools_args(p: argparse.ArgumentParser) -> None:
 
 
 def _pools(parser, args) -> int:
+    from aspire.benchmarks.metrics import evaluate_rankings
     from aspire.evaluate.pool_run import run_pools
 
     options = _check_pool_args(parser, args)
+    metrics = [m for m in args.metrics.split(",") if m]
+    evaluate_rankings({}, {}, metrics, args.threshold)  # the metric names, before a model encodes (once: after)
     out = Path(args.out)
     if options is not None and args.exp is None:  # a model run's experiment name, known only now
         from aspire.evaluate.options import default_exp
@@ -188,7 +192,7 @@ def _pools(parser, args) -> int:
                                     options.query_text, options.cand_sentences))
     results = run_pools(
         args.data, args.name, out, facets=[f for f in args.facets.split(",") if f], splits_file=args.splits,
-        abstracts_file=args.abstracts, threshold=args.threshold, metrics=[m for m in args.metrics.split(",") if m],
+        abstracts_file=args.abstracts, threshold=args.threshold, metrics=metrics,
         skip_no_relevant=args.skip_no_relevant, ranked_dir=args.ranked, exp=args.exp, model=args.model,
         scorer=args.scorer, options=options)
     writer = csv.writer(sys.stdout, delimiter="\t")
@@ -275,14 +279,14 @@ def _reviewers(parser, args) -> int:
             parser.error("--predictions takes DIR:EXP")
         preds = read_prediction_set(folder, exp, rset)
         results = summarize(*reviewer_units(rset, preds))
-        print(f"{exp}: {format_result(results)}")
-        print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
-        if args.out:
+        if args.out:  # before the figures: a reader of stdout that goes away (`| head -1`) once lost the file
             from aspire.io import write_json
 
             write_json(Path(args.out) / "results.json", {"benchmark": "reviewer-matching", "experiment": exp,
                                                          "predictions": str(Path(folder).resolve()), **results},
                        indent=None)
+        print(f"{exp}: {format_result(results)}")
+        print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
         return 0
     stages = stage_options(parser, args)
     if not args.out or not ((args.model and args.scorer) or (stages.bm25 and not (args.model or args.scorer))):
@@ -405,13 +409,17 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
 
 
 def _compare(parser, args) -> int:
-    from aspire.evaluate.compare import compare, format_comparison
+    from aspire.evaluate.compare import PREDICTIONS_BENCHMARK, benchmark_of, compare, format_comparison
     from aspire.io import write_json
 
+    if given_options(parser, args, ("--data",)) and PREDICTIONS_BENCHMARK not in {benchmark_of(args.run_a),
+                                                                               benchmark_of(args.run_b)}:
+        parser.error(f"--data is the reviewer-matching folder of reviewer runs; {args.run_a} and {args.run_b} are "
+                     "not, so it would not be read: leave it out")
     result = compare(args.run_a, args.run_b, args.qrels, args.metric, args.data, n_perm=args.permutations)
-    print("\n".join(format_comparison(result)))
-    if args.out:
+    if args.out:  # before the table: a reader of stdout that goes away (`| head -1`) once lost the file
         write_json(args.out, result, indent=None)
+    print("\n".join(format_comparison(result)))
     return 0
 
 
@@ -468,13 +476,15 @@ def _probe(parser, args) -> int:
     res = run_format(args.command, args.data, args.model, args.out, None if args.no_cache else args.cache_dir,
                      args.batch_size, args.device, {**backend_options(args), **code_option(args.code)},
                      getattr(args, "labels", None))
+    tests = None
+    if args.compare:  # written before anything is printed: a reader of stdout that goes away once lost the file
+        tests = compare_probe_results(args.out, args.compare)
+        write_json(Path(args.out) / "compare.json", {"against": args.compare, "tests": tests})
     for rep, r in res["representations"].items():
         print(rep, "  ".join(f"{m} {v:.4f} [{r['ci95'][m][0]:.4f}, {r['ci95'][m][1]:.4f}]"
                              for m, v in r["metrics"].items()), r.get("chosen", ""))
-    if args.compare:
-        tests = compare_probe_results(args.out, args.compare)
+    if tests is not None:
         print_json(tests, indent=1)
-        write_json(Path(args.out) / "compare.json", {"against": args.compare, "tests": tests})
     print(f"wrote {Path(args.out) / 'results.json'}")
     return 0
 
@@ -506,6 +516,7 @@ def _suite(parser, args) -> int:
         refuse_unread(parser, args, ("--scorer", "--aggregate", "--bm25-alpha", *MODEL_FLAGS),
                       "--model bm25 ranks by BM25 alone on context2doc")
     _refuse_left_out(parser, args)
+    _check_suite_settings(args)
     options = eval_options(args) if args.model != "bm25" else None
     suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, options,
                       benchmarks=args.benchmarks)
@@ -526,6 +537,7 @@ def _ensemble_suite(parser, args) -> int:
                      f"{given or '--encoding/--normalize'}")
     refuse_unread(parser, args, ("--backend", "--quantize"), "--ensemble members encode with the exact torch model")
     _refuse_left_out(parser, args)
+    _check_suite_settings(args)
     suite = run_ensemble_suite(args.ensemble, args.out, args.data, args.aggregate,
                                None if args.no_cache else args.cache_dir, args.batch_size, args.device,
                                benchmarks=args.benchmarks)
@@ -534,6 +546,17 @@ def _ensemble_suite(parser, args) -> int:
         print(f"skipped: {line}")
     print(f"wrote {Path(args.out) / 'suite.json'}")
     return 0
+
+
+def _check_suite_settings(args) -> None:
+    """ValueError for a bad `--aggregate` or `--bm25-alpha` before the first benchmark runs: each is read by one
+    benchmark (reviewers, context2doc), which refused it only after every benchmark before it had run."""
+    if args.benchmarks is None or "reviewers" in args.benchmarks:
+        from aspire.evaluate.reviewer_run import parse_aggregate
+
+        parse_aggregate(args.aggregate)
+    if args.bm25_alpha is not None:
+        Stages(bm25=True, alpha=args.bm25_alpha).checked(has_model=True)
 
 
 def _refuse_left_out(parser, args) -> None:

@@ -126,7 +126,8 @@ def eval_options(args, scorers: list[str] | None = None) -> EvalOptions:
     """The `EvalOptions` of the parsed arguments; `scorers` (default: `--scorer`) decide whether the
     whole-abstract options (`--max-length`, `--normalize`, `--joiner`) and the scorer options (`--tau`, `--eps`,
     `--window`: `SCORER_OPTION_READERS`) apply. ValueError when an option does not fit (`--tau` without a scorer
-    that reads it, `--quantize` against `--backend`, ...)."""
+    that reads it, `--encoding independent` with the abstract scorer alone, `--quantize` against `--backend`, an
+    encode option the encoding does not take, ...), before torch is imported."""
     scorers = scorers or [args.scorer or ""]
     for flag, readers in SCORER_OPTION_READERS.items():
         if getattr(args, flag[2:], None) is not None and not set(scorers) & set(readers):
@@ -136,14 +137,21 @@ def eval_options(args, scorers: list[str] | None = None) -> EvalOptions:
                                 ("joiner", args.joiner)) if v is not None}
     if encode and "abstract" not in scorers and args.encoding == "contextual":
         raise ValueError("--max-length/--normalize/--joiner apply to --scorer abstract or --encoding independent")
+    if args.encoding == "independent" and set(scorers) == {"abstract"}:  # the abstract scorer's encoding is its own
+        raise ValueError("--encoding independent encodes a sentence scorer's sentences each alone; --scorer abstract "
+                         "reads the whole-abstract vector (its options: --max-length, --normalize, --joiner), so it "
+                         "would not be read: leave it out")
     code = args.doc_code if hasattr(args, "doc_code") else getattr(args, "code", None)
-    return EvalOptions(
+    options = EvalOptions(
         encoding=args.encoding, scorer_options=scorer_options(",".join(scorers), args.tau, args.eps, args.window),
         cache_dir=None if args.no_cache else args.cache_dir, batch_size=args.batch_size, device=args.device,
         encode_options=encode, query_text=getattr(args, "query_text", "abstract"),
         cand_sentences=getattr(args, "cand_sentences", "all"),
         encoder_options={**backend_options(args), **code_option(code)},
         facet_code=getattr(args, "facet_code", "auto"))
+    if len(scorers) == 1 and scorers[0]:  # the runners' own check (`--encoding pass --max-length 5`), before torch
+        options.checked(scorers[0], faceted=True)  # whether the set has facets is the runner's to check
+    return options
 
 
 def add_stage_args(p: argparse.ArgumentParser, documents: str = "title + abstract") -> None:
