@@ -149,13 +149,56 @@ def check_finite(x: np.ndarray, what: str, first_row: int = 0) -> None:
 
 
 def assign_nearest(centroids: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """(n,) int64 position of the nearest of `centroids (k, D)` (L2) for each row of `x (n, D)`."""
+    """(n,) int64 position of the nearest of `centroids (k, D)` (L2) for each row of `x (n, D)`, the lowest on a tie.
+
+    One float32 GEMM a block of rows ranks the centroids (|c|^2 - 2 x.c; |x|^2 is common to a row); its last bits
+    depend on the rows it is batched with, so a row whose runner-up lies within the GEMM's rounding error
+    (`_gemm_slack`) of its nearest is settled by exact float64 distances to those candidates (`_exact_nearest`).
+    A row's list thus never depends on the batch or block it comes in (an index merged shard by shard has the
+    lists of one built at once) and is the nearest centroid by exact distance."""
     c = torch.from_numpy(np.ascontiguousarray(centroids, dtype=np.float32))
+    out = np.zeros(len(x), dtype=np.int64)
+    if len(c) < 2:
+        return out
     c_sq = (c * c).sum(1)  # (k,)
-    out = np.empty(len(x), dtype=np.int64)
+    c64 = c.numpy().astype(np.float64)  # (k, D)
+    slack, c_sq_max = _gemm_slack(c.shape[1]), float(c_sq.max())
     for start in range(0, len(x), _CHUNK):
         xb = torch.from_numpy(np.ascontiguousarray(x[start : start + _CHUNK], dtype=np.float32))
-        out[start : start + len(xb)] = torch.argmin(c_sq[None, :] - 2.0 * (xb @ c.T), dim=1).numpy()  # |x|^2 is common
+        dist = c_sq[None, :] - 2.0 * (xb @ c.T)  # (b, k)
+        two, pick = torch.topk(dist, 2, dim=1, largest=False)  # (b, 2) the nearest and the runner-up
+        bound = two[:, 0] + slack * ((xb * xb).sum(1) + c_sq_max)  # (b,) distances within rounding of the nearest
+        tied = torch.nonzero(two[:, 1] <= bound).flatten()
+        pick = pick[:, 0].numpy()
+        if len(tied):
+            near = dist[tied] <= bound[tied, None]  # (t, k)
+            candidates = torch.topk(dist[tied], int(near.sum(1).max()), dim=1, largest=False).indices  # (t, m)
+            candidates = torch.sort(candidates, dim=1).values  # ascending positions: the lowest wins a tie
+            rows = tied.numpy()
+            pick[rows] = _exact_nearest(c64, xb.numpy()[rows], candidates.numpy(),
+                                        torch.gather(near, 1, candidates).numpy())
+        out[start : start + len(xb)] = pick
+    return out
+
+
+def _gemm_slack(d: int) -> float:
+    """Twice the worst rounding error of a float32 |c|^2 - 2 x.c over `d` dimensions, as a fraction of
+    |x|^2 + max |c|^2 (error <= 2 d u (|x|^2 + |c|^2) with u = 2^-24; two distances compared)."""
+    return 8.0 * (d + 2) * 2.0**-24
+
+
+def _exact_nearest(c64: np.ndarray, x: np.ndarray, candidates: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """(t,) for each row of `x (t, D)`: of its `candidates (t, m)` (ascending positions in `c64 (k, D)`) where
+    `valid (t, m)`, the first with the least float64 squared distance (each row reduced alone, in one order)."""
+    out = np.empty(len(x), dtype=np.int64)
+    for start in range(0, len(x), 1024):
+        xr = x[start : start + 1024].astype(np.float64)  # (r, D)
+        cand = candidates[start : start + 1024]
+        exact = np.full(cand.shape, np.inf)  # (r, m)
+        for j in range(cand.shape[1]):
+            diff = xr - c64[cand[:, j]]  # (r, D)
+            exact[:, j] = np.where(valid[start : start + 1024, j], (diff * diff).sum(1), np.inf)
+        out[start : start + len(xr)] = cand[np.arange(len(xr)), np.argmin(exact, axis=1)]
     return out
 
 

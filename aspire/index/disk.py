@@ -12,7 +12,8 @@ Every path read is confined to DIR: the pointer must name `gen-NNNNNN`, the gene
 files must resolve inside DIR (no symbolic link out), and the manifest may list only the known
 file names. Checksums: the manifest records each file's size and SHA-256; loading checks every
 size and the checksum of every file up to `FAST_VERIFY_BYTES` (fast path), `verify=True` checks
-them all.
+them all. A manifest recording the checksums of some files and not of others is damaged; one recording
+none (an index saved before checksums) loads, and `verify=True` refuses it: nothing could be verified.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from typing import Iterator
 from aspire.checksum import file_sha256
 from aspire.storage import HOLDER_FILE, LOCK_FILE, folder_lock
 
-GENERATION = re.compile(r"^gen-\d{6}$")
+GENERATION = re.compile(r"gen-[0-9]{6}\Z")  # ASCII digits, the whole name (`$` let "gen-000001\n" by)
 FAST_VERIFY_BYTES = 64 << 20  # loading checksums files up to 64 MiB; larger ones with verify=True
 SHARD_META = "shard.json"  # what marks a shard folder (`aspire.index.corpus.EncodedCorpus.save_shard`, `aspire encode`)
-_LEFTOVER = re.compile(r"^(\.tmp-gen-\d{6}-.+|\.CURRENT\..+\.tmp)$")
+_LEFTOVER = re.compile(r"(\.tmp-gen-[0-9]{6}-.+|\.CURRENT\..+\.tmp)\Z", re.DOTALL)
 
 
 class IndexFormatError(ValueError):
@@ -106,13 +107,19 @@ def confined(root: Path, path: Path) -> Path:
 
 def check_files(gen: Path, manifest: dict, expected: tuple[str, ...], full: bool = False) -> None:
     """Check the generation's files against the manifest: the known names only, each inside `gen`
-    with its recorded size, and its SHA-256 when recorded and (`full` or small enough)."""
+    with its recorded size, and its SHA-256 when `full` or small enough. IndexFormatError when the manifest
+    records the checksums of some files only, or (`full`) of none."""
     files, sums = manifest.get("files", {}), manifest.get("sha256", {})
     if not isinstance(files, dict) or not isinstance(sums, dict):  # a damaged or hand-edited manifest
         raise IndexFormatError(f"{gen}/manifest.json is damaged: its `files` ({type(files).__name__}) and `sha256` "
                                f"({type(sums).__name__}) must map file names to sizes and checksums")
     if set(files) != set(expected):
         raise IndexFormatError(f"{gen}/manifest.json lists files {sorted(files)}, expected {sorted(expected)}")
+    unsummed = sorted(set(expected) - set(sums))
+    if unsummed and (sums or full):  # every writer records all checksums (an index before checksums: none)
+        raise IndexFormatError(f"{gen}/manifest.json records no SHA-256 for {unsummed}"
+                               + ("; it is damaged" if sums else
+                                  " (an index saved before checksums): it cannot be verified; rebuild it to verify it"))
     for name in expected:
         path = confined(gen, gen / name)
         if not path.is_file() or path.stat().st_size != files[name]:

@@ -2,7 +2,8 @@
 
 - A request h11 cannot parse (a bad request line, header or Content-Length, too long a head) is
   answered with JSON `{"error": "bad request: <h11's reason>"}` and the status h11 suggests (400,
-  431, ...), not uvicorn's plain-text 400, with the SECURITY_HEADERS (no generation: it reached no index).
+  431, 501 for a transfer coding other than chunked), not uvicorn's plain-text 400, with the
+  SECURITY_HEADERS (no generation: it reached no index).
 - A connection must deliver a complete request head within `head_timeout` seconds of opening (or of
   its previous response): slow or idle clients cannot hold connections open.
 - A client that half-closes its side (it will send no more) still gets its answer, then the
@@ -133,7 +134,7 @@ class JSONErrorsH11Protocol(H11Protocol):
     def send_400_response(self, msg: str) -> None:
         exc = self._protocol_error
         status = getattr(exc, "error_status_hint", 400) if exc is not None else 400
-        status = status if 400 <= status < 500 else 400
+        status = status if 400 <= status < 600 else 400  # h11's hints: 400, 431, 501 (a transfer coding it lacks)
         reason = (str(exc) if exc is not None and str(exc) else msg)[:200]
         body = json.dumps({"error": f"bad request: {reason}"}).encode("utf-8")
         headers = [(b"content-type", b"application/json; charset=utf-8"), (b"connection", b"close"),

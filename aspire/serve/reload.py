@@ -23,14 +23,17 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
+from aspire.index.disk import IndexFormatError
 from aspire.serve.service import SearchService, generation_key, open_service
 
 log = logging.getLogger(__name__)
 
 OPEN_ATTEMPTS = 3
+T = TypeVar("T")
 
 
 class ServiceHolder:
@@ -90,7 +93,7 @@ class ServiceHolder:
         previous, served = self._service.generation, self._service
         try:
             stamp = self._current_stamp()
-            if generation_key(self.index_dir) != served.key:  # a new generation, or a rebuilt one of the same name
+            if self._read_live(lambda: generation_key(self.index_dir)) != served.key:  # new, or rebuilt with its name
                 self._service = self._open()
                 log.info("index %s: now serving %s (was %s)", self.index_dir, self._service.generation, previous)
             self._stamp, self.reload_error = stamp, None
@@ -116,13 +119,22 @@ class ServiceHolder:
 
     def _open(self) -> SearchService:
         """The live generation opened, read again when a build replaced it while it was being read."""
-        for attempt in range(1, OPEN_ATTEMPTS + 1):
-            try:
-                service = open_service(self.index_dir, self.overrides, self.labels_from, self.cross_encoder)
-            except FileNotFoundError:  # the generation was replaced and deleted while it was read
-                if attempt == OPEN_ATTEMPTS:
-                    raise
-                continue
-            if generation_key(self.index_dir) == service.key:  # CURRENT did not move while it was read
+        for _ in range(OPEN_ATTEMPTS):
+            service = self._read_live(lambda: open_service(self.index_dir, self.overrides, self.labels_from,
+                                                           self.cross_encoder))
+            if self._read_live(lambda: generation_key(self.index_dir)) == service.key:  # CURRENT did not move meanwhile
                 return service
         raise RuntimeError(f"{self.index_dir}: the live generation changed {OPEN_ATTEMPTS} times while it was read")
+
+    def _read_live(self, read: Callable[[], T]) -> T:
+        """`read()` of the live generation, again when a build replaced it meanwhile: its files gone midway raise
+        FileNotFoundError, or IndexFormatError from the manifest's checks, and `CURRENT` moved. An error while
+        `CURRENT` stayed (a missing or broken file) is raised."""
+        for _ in range(OPEN_ATTEMPTS - 1):
+            stamp = self._current_stamp()
+            try:
+                return read()
+            except (FileNotFoundError, IndexFormatError):
+                if self._current_stamp() == stamp:
+                    raise
+        return read()  # the last try: what it raises is the answer
