@@ -200,3 +200,34 @@ def test_self_training_acl_queries_leave_out_a_candidate_by_id_or_abstract_not_b
     assert sorted(bench.queries) == ["acl:K1", "q"]  # the two candidates came back as queries by title alone
     assert stats["removed_benchmark_by"] == {"title": 0, "paper_id": 1, "abstract": 1}
     assert stats["excluded_titles"]["candidates"] == 2
+
+
+def test_an_ivf_index_grown_by_add_assigns_lists_as_a_build_does():
+    import faiss
+
+    from aspire.index import EncodedCorpus
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((400, 64)).astype(np.float32)
+
+    def corpus_of(vectors, start):
+        n = len(vectors)
+        return EncodedCorpus(vectors, np.arange(n + 1, dtype=np.int64), [f"p{start + i}" for i in range(n)],
+                             [f"t{start + i}" for i in range(n)], [[f"s{start + i}"] for i in range(n)])
+
+    config = IndexBuildConfig(index=IndexConfig(kind="ivf", ivf_nlist=8, ivf_nprobe=8))
+    index = SentenceIndex.build(corpus_of(base, 0), config, "fp")
+    ivf = faiss.extract_index_ivf(index.faiss_index)
+    centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist).astype(np.float64)
+    # rows within rounding of the midpoint of two centroids: the exact nearest is one bit of arithmetic away
+    mid = (centroids[0] + centroids[1]) / 2
+    new = (mid + rng.standard_normal((600, 64)) * 1e-6).astype(np.float32)
+    index.add(corpus_of(new, 400), "fp")
+    exact = ((new.astype(np.float64)[:, None] - centroids[None]) ** 2).sum(-1)
+    want = np.argmin(exact, axis=1)  # the lowest position on an exact tie, as the build's assignment takes
+    invlists = ivf.invlists
+    got = np.full(len(new), -1)
+    for lst in range(ivf.nlist):
+        ids = faiss.rev_swig_ptr(invlists.get_ids(lst), invlists.list_size(lst)).copy()
+        got[ids[ids >= 400] - 400] = lst
+    assert (got == want).all(), f"{int((got != want).sum())} of {len(new)} rows in another list than the nearest"

@@ -40,7 +40,7 @@ import torch
 from aspire._version import __version__
 from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
-from aspire.index.ann import build_faiss, nonfinite_rows, read_faiss, resolve_kind  # noqa: F401 (resolve_kind: re-exported)
+from aspire.index.ann import add_vectors, build_faiss, nonfinite_rows, read_faiss, resolve_kind  # noqa: F401 (resolve_kind: re-exported)
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import (
     WHOLE_FILE,
@@ -216,7 +216,7 @@ class SentenceIndex:
         self.rejected += corpus.rejected + dupes
         if not keep:
             return self
-        self.faiss_index.add(np.ascontiguousarray(new.vectors, dtype=np.float32))
+        add_vectors(self.faiss_index, new.vectors)  # IVF lists as the build assigns them (faiss's own quantizer did)
         self.vectors = np.concatenate([np.asarray(self.vectors), new.vectors.astype(self.vectors.dtype)])
         self.whole = (None if self.whole is None  # an index keeps whole vectors only for all
                       else np.concatenate([np.asarray(self.whole), new.whole.astype(self.whole.dtype)]))
