@@ -52,6 +52,7 @@ from aspire.index.corpus import (
     write_index_papers,
 )
 from aspire.index.disk import (
+    GENERATION,
     IndexFormatError,
     check_files,
     check_index_dir,
@@ -454,7 +455,7 @@ def begin_generation(root: Path) -> Path:
     """A new, empty temporary generation directory in `root` (hold its lock): `root` may hold only an
     index's own files; the generation's name is the next number. Fill it, then `publish_generation`."""
     check_index_dir(root)  # only an index's own files (and crash leftovers) may be there
-    gens = [int(p.name[4:]) for p in root.glob("gen-*") if p.name[4:].isdigit()]
+    gens = [int(p.name[4:]) for p in root.glob("gen-*") if GENERATION.match(p.name)]  # ASCII digits, as the pointer
     tmp = root / f".tmp-gen-{max(gens, default=0) + 1:06d}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     return tmp
