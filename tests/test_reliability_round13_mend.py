@@ -231,3 +231,20 @@ def test_an_ivf_index_grown_by_add_assigns_lists_as_a_build_does():
         ids = faiss.rev_swig_ptr(invlists.get_ids(lst), invlists.list_size(lst)).copy()
         got[ids[ids >= 400] - 400] = lst
     assert (got == want).all(), f"{int((got != want).sum())} of {len(new)} rows in another list than the nearest"
+
+
+def test_suite_refuses_a_bad_aggregate_before_torch_loads(tmp_path, tiny_model_dir):
+    from tests.test_light_commands import probe
+
+    [(argv, status, heavy, err)] = probe([["evaluate", "suite", "--model", str(tiny_model_dir), "--scorer", "minl2",
+                                           "--aggregate", "topk:0", "--out", str(tmp_path / "s")]])
+    assert (status, heavy) == (2, []) and "unknown aggregate 'topk:0'" in err, err
+
+
+def test_reviewers_refuse_weights_beside_one_scorer(tmp_path, capsys, tiny_model_dir):
+    from aspire.cli import evaluate as evaluate_cli
+
+    with pytest.raises(SystemExit) as exc:  # scaling one scorer's scores ranks every archive as before: unread
+        evaluate_cli.main(["reviewers", "--model", str(tiny_model_dir), "--scorer", "minl2", "--weights", "2",
+                           "--out", str(tmp_path / "r")])
+    assert exc.value.code == 2 and "one scorer has nothing to weigh" in capsys.readouterr().err

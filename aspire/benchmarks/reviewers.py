@@ -46,6 +46,20 @@ class Draw:
     archives: dict[str, list[tuple[str, str, str]]]  # reviewer -> [(paper_id, title, abstract)]
 
 
+_TOPK = re.compile(r"topk:([0-9]+)\Z")
+
+
+def parse_aggregate(spec: str) -> tuple[str, int]:
+    """How a reviewer's similarities to their archive papers become one score: `max` | `mean` | `topk:K` (K >= 1)
+    -> (kind, K). Here, beside the benchmark and free of torch, so a command checks it before any model loads."""
+    if spec in ("max", "mean"):
+        return spec, 0
+    m = _TOPK.match(spec)
+    if m and int(m.group(1)) >= 1:
+        return "topk", int(m.group(1))
+    raise ValueError(f"unknown aggregate {spec!r}; valid: max, mean, topk:K (K >= 1)")
+
+
 @dataclass
 class ReviewerSet:
     """Ratings `{reviewer: [(paper, expertise), ...]}` in file order, and the draws."""

@@ -295,6 +295,8 @@ def _reviewers(parser, args) -> int:
         refuse_unread(parser, args, ("--weights", *MODEL_FLAGS), "--bm25 without --model ranks by BM25 alone, "
                                                                  "running no model")
     scorers = args.scorer.split(",") if args.scorer else []
+    if args.weights is not None and len(scorers) < 2:  # one scorer's scores, scaled, rank as they did
+        parser.error("--weights weigh the fused scores of several --scorer; one scorer has nothing to weigh: leave it out")
     base = f"{Path(args.model).name}-{'+'.join(scorers)}" if args.model else None
     exp = args.exp or f"{stages.exp(base)}-{args.aggregate.replace(':', '')}"
     check_out(args, exp)
@@ -504,8 +506,6 @@ def _suite_args(p: argparse.ArgumentParser) -> None:
 
 
 def _suite(parser, args) -> int:
-    from aspire.evaluate.suite import format_rows, format_seconds, run_suite
-
     if args.ensemble:
         return _ensemble_suite(parser, args)
     if not args.model or (args.model != "bm25" and not args.scorer):
@@ -518,6 +518,8 @@ def _suite(parser, args) -> int:
     _refuse_left_out(parser, args)
     _check_suite_settings(args)
     options = eval_options(args) if args.model != "bm25" else None
+    from aspire.evaluate.suite import format_rows, format_seconds, run_suite  # torch: after every check
+
     suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, options,
                       benchmarks=args.benchmarks)
     print("\n".join(format_rows(suite["rows"])))
@@ -527,9 +529,6 @@ def _suite(parser, args) -> int:
 
 
 def _ensemble_suite(parser, args) -> int:
-    from aspire.evaluate.ensemble import run_ensemble_suite
-    from aspire.evaluate.suite import format_rows
-
     given = given_options(parser, args, ("--model", "--scorer", "--tau", "--eps", "--window", "--bm25-alpha",
                                          "--max-length", "--joiner", "--code"))
     if given or args.normalize or args.encoding != "contextual":
@@ -538,6 +537,9 @@ def _ensemble_suite(parser, args) -> int:
     refuse_unread(parser, args, ("--backend", "--quantize"), "--ensemble members encode with the exact torch model")
     _refuse_left_out(parser, args)
     _check_suite_settings(args)
+    from aspire.evaluate.ensemble import run_ensemble_suite  # torch: after every check
+    from aspire.evaluate.suite import format_rows
+
     suite = run_ensemble_suite(args.ensemble, args.out, args.data, args.aggregate,
                                None if args.no_cache else args.cache_dir, args.batch_size, args.device,
                                benchmarks=args.benchmarks)
@@ -552,7 +554,7 @@ def _check_suite_settings(args) -> None:
     """ValueError for a bad `--aggregate` or `--bm25-alpha` before the first benchmark runs: each is read by one
     benchmark (reviewers, context2doc), which refused it only after every benchmark before it had run."""
     if args.benchmarks is None or "reviewers" in args.benchmarks:
-        from aspire.evaluate.reviewer_run import parse_aggregate
+        from aspire.benchmarks.reviewers import parse_aggregate  # torch-free: checked before any model loads
 
         parse_aggregate(args.aggregate)
     if args.bm25_alpha is not None:

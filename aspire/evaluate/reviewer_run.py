@@ -25,7 +25,6 @@ gets no prediction and its pairs are skipped (both counted in the results).
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Callable, Container, Mapping, Sequence
@@ -33,7 +32,14 @@ from typing import Callable, Container, Mapping, Sequence
 import numpy as np
 import torch
 
-from aspire.benchmarks.reviewers import ReviewerSet, left_out, prediction_files, reviewer_units, summarize
+from aspire.benchmarks.reviewers import (
+    ReviewerSet,
+    left_out,
+    parse_aggregate,
+    prediction_files,
+    reviewer_units,
+    summarize,
+)
 from aspire.benchmarks.runs import invocation
 from aspire.benchmarks.stats import table_row
 from aspire.data.papers import Paper
@@ -43,18 +49,6 @@ from aspire.evaluate.rank import get_eval_scorer
 from aspire.io import write_json
 from aspire.scoring.chunked import score_chunked
 from aspire.scoring.fusion import fuse_ranked
-
-_TOPK = re.compile(r"^topk:(\d+)$")
-
-
-def parse_aggregate(spec: str) -> tuple[str, int]:
-    """`max` | `mean` | `topk:K` (K >= 1) -> (kind, K)."""
-    if spec in ("max", "mean"):
-        return spec, 0
-    m = _TOPK.match(spec)
-    if m and int(m.group(1)) >= 1:
-        return "topk", int(m.group(1))
-    raise ValueError(f"unknown aggregate {spec!r}; valid: max, mean, topk:K (K >= 1)")
 
 
 def aggregate(sims: torch.Tensor, spec: str) -> torch.Tensor:
