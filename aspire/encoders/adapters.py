@@ -2,12 +2,15 @@
 
 `attach_adapters(model, "lora", ["default"])` wraps a transformers model in a `peft.PeftModel`: the base
 weights are frozen and only the adapters train. Kinds: `lora` (low-rank updates of the attention
-projections, `peft.LoraConfig`) and `ia3` (learned rescaling vectors of keys, values and the feed-forward
-output, `peft.IA3Config`). peft has no Houlsby-style bottleneck adapter (a small MLP inserted after each
-sub-layer); IA3 is its closest light-weight alternative, so `ia3` stands in for the "bottleneck" option.
+projections, `peft.LoraConfig`) and `ia3` (learned rescaling vectors, `peft.IA3Config`; peft's default targets
+scale the keys and values and the input of every `output.dense`: the feed-forward layer's inner activations and,
+on BERT, whose attention output projection is named so too, the attention's output). peft has no Houlsby-style
+bottleneck adapter (a small MLP inserted after each sub-layer); IA3 is its closest light-weight alternative, so
+`ia3` stands in for the "bottleneck" option.
 
 Several named adapters (one per task) live in one model; `PeftModel.set_adapter(name)` switches the
-active one, and only the active adapter trains.
+active one, and only the active adapter trains. A saved model records which one was active where it is not the
+first (`adapter_settings`' `active`), and is loaded with it active (a settings file without `active`: the first).
 
 On disk (`save_adapted`): the base weights in plain Hugging Face format at the model directory (the
 adapter layers taken out, so `AutoModel.from_pretrained(dir)` opens the unadapted model), and the adapters
@@ -25,12 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import warnings
 from pathlib import Path
 from typing import Sequence
 
 from torch import nn
 
+log = logging.getLogger(__name__)
 ADAPTER_DIR = "adapter"
 ADAPTER_KINDS = ("lora", "ia3")
 ADAPTER_SCOPES = ("all", "query")  # on for every text | only for queries (papers encoded without it)
@@ -52,10 +57,15 @@ def peft_wrapping():
         yield
 
 
-def adapter_config(kind: str, model_type: str, r: int = 8, alpha: float = 16.0, dropout: float = 0.0,
-                   target_modules: Sequence[str] = (), trainable_tokens: Sequence[int] = ()):
+LORA_DEFAULTS = {"r": 8, "alpha": 16.0, "dropout": 0.0}  # `adapter_config`'s, as `model.adapter`'s defaults
+
+
+def adapter_config(kind: str, model_type: str, r: int = LORA_DEFAULTS["r"], alpha: float = LORA_DEFAULTS["alpha"],
+                   dropout: float = LORA_DEFAULTS["dropout"], target_modules: Sequence[str] = (),
+                   trainable_tokens: Sequence[int] = ()):
     """The peft config of an adapter `kind` for a transformers `model_type` (peft's default targets
-    unless `target_modules` are given). `r`, `alpha` and `dropout` are LoRA's; IA3 has none.
+    unless `target_modules` are given). `r`, `alpha` and `dropout` are LoRA's: IA3 has none, and an ia3 adapter
+    given other values than their defaults (`LORA_DEFAULTS`) logs a warning naming them, left unused.
     `trainable_tokens`: vocabulary ids whose input embeddings train beside a LoRA adapter (the control
     codes, added after the base model was trained; peft's `trainable_token_indices`)."""
     from peft import IA3Config, LoraConfig
@@ -69,6 +79,10 @@ def adapter_config(kind: str, model_type: str, r: int = 8, alpha: float = 16.0, 
                           trainable_token_indices=list(trainable_tokens) or None)
     if trainable_tokens:
         raise ValueError("ia3 adapters cannot train token embeddings (control codes): use lora, or no codes")
+    given = {"r": r, "alpha": alpha, "dropout": dropout}
+    if unused := {k: v for k, v in given.items() if v != LORA_DEFAULTS[k]}:
+        log.warning("ia3 adapters have no rank, scale or dropout (LoRA's): %s (model.adapter.%s) not used; use kind "
+                    "lora, or leave them at their defaults %s", unused, ", model.adapter.".join(unused), LORA_DEFAULTS)
     if target_modules:  # given targets are all scaled at their output (none treated as feed-forward)
         feed_forward = []
     return IA3Config(target_modules=targets, feedforward_modules=feed_forward)
@@ -80,8 +94,8 @@ def attach_adapters(model: nn.Module, kind: str, names: Sequence[str], **options
 
     if not names or len(set(names)) != len(names):
         raise ValueError(f"adapter names must be distinct and at least one, got {list(names)}")
+    config = adapter_config(kind, model.config.model_type, **options)  # its own errors say what is wrong
     try:
-        config = adapter_config(kind, model.config.model_type, **options)
         with peft_wrapping():
             adapted = get_peft_model(model, config, adapter_name=names[0])
     except ValueError as err:  # peft: no default targets for this model type
@@ -100,9 +114,11 @@ def is_adapted(model: nn.Module) -> bool:
 
 
 def adapter_settings(model: nn.Module, scope: str = "all") -> dict:
-    """What the saved settings record of an adapted model: adapter names, kind and scope."""
+    """What the saved settings record of an adapted model: adapter names, kind and scope, and the active adapter
+    where it is not the first (the one a load activates without it)."""
     names = list(model.peft_config)
-    return {"kind": model.peft_config[names[0]].peft_type.value.lower(), "names": names, "scope": scope}
+    active = {} if model.active_adapter == names[0] else {"active": model.active_adapter}
+    return {"kind": model.peft_config[names[0]].peft_type.value.lower(), "names": names, "scope": scope, **active}
 
 
 def set_enabled(model: nn.Module, on: bool) -> None:
@@ -146,7 +162,8 @@ def save_adapted(model: nn.Module, path: Path) -> None:
 
 def check_adapter_settings(settings, where: str) -> list[str]:
     """The adapter names of a settings file's `adapter` entry (`adapter_settings`' form), or ValueError naming
-    `where` and the key that is missing or wrong: names (distinct strings, at least one), kind and scope."""
+    `where` and the key that is missing or wrong: names (distinct strings, at least one), kind, scope and active
+    (one of the names, when given)."""
     if not isinstance(settings, dict):
         raise ValueError(f"{where}: 'adapter' holds {settings!r}, not an object with names, kind and scope")
     names = settings.get("names")
@@ -157,13 +174,16 @@ def check_adapter_settings(settings, where: str) -> list[str]:
         raise ValueError(f"{where}: adapter 'kind' {settings['kind']!r} is unknown; valid: {list(ADAPTER_KINDS)}")
     if settings.get("scope", "all") not in ADAPTER_SCOPES:
         raise ValueError(f"{where}: adapter 'scope' {settings['scope']!r} is unknown; valid: {list(ADAPTER_SCOPES)}")
+    if settings.get("active", names[0]) not in names:
+        raise ValueError(f"{where}: adapter 'active' {settings['active']!r} is none of its names {names}")
     return names
 
 
 def load_adapted(base: nn.Module, path: Path, settings: dict, active: str | None = None) -> nn.Module:
     """`base` with the adapters saved under `path/adapter` (trainable, so a run can resume), `active`
-    (default: the first) switched on. Settings that are not `adapter_settings`' form and adapters made for a model
-    of another width are ValueErrors naming the file or folder."""
+    (default: the one the settings record as active, else the first) switched on. Settings that are not
+    `adapter_settings`' form and adapters made for a model of another width are ValueErrors naming the file or
+    folder."""
     from peft import PeftModel
 
     from aspire.encoders.pretrained import SETTINGS_FILE
@@ -183,7 +203,7 @@ def load_adapted(base: nn.Module, path: Path, settings: dict, active: str | None
         first = next(line.strip() for line in str(err).splitlines() if "size mismatch" in line)
         raise ValueError(f"{path}: its adapters do not fit the base model (hidden size {width}); they were trained on "
                          f"a model of another size: {first}") from None
-    model.set_adapter(active or names[0])
+    model.set_adapter(active or settings.get("active") or names[0])
     return model
 
 
