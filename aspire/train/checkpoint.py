@@ -2,7 +2,8 @@
 
 Layout under `out_dir`:
     checkpoint-000120/model/           the DocumentModel in Hugging Face format (+ tokenizer)
-    checkpoint-000120/trainer_state.pt optimizer, scheduler, per-rank RNG states and metrics window, step/epoch/position
+    checkpoint-000120/trainer_state.pt optimizer, scheduler, per-rank RNG states and metrics window, step/epoch/position,
+                                      the best dev loss so far and the world size
     checkpoint-000120/config.yaml      the resolved config
     latest                             JSON {"checkpoint": "checkpoint-000120", "step": 120}
     best                               JSON {"checkpoint": ..., "step": ..., "dev_loss": ...}

@@ -9,6 +9,7 @@ temperatures > 0, floats finite), reported when the config loads.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Literal
@@ -16,6 +17,8 @@ from typing import Literal
 from aspire.cliutil import device_or_auto
 from aspire.config import ConfigError, ranged
 from aspire.losses import LOSS_KEYS, LOSS_KINDS
+
+log = logging.getLogger(__name__)
 
 # kind -> (loss terms, inference scorer). A term is "aligned" (aligned pair for the positive,
 # min-L2 for negatives), a scorer name, "vector" (L2 of mean-pooled vectors) or "cosine".
@@ -32,6 +35,17 @@ KINDS: dict[str, tuple[tuple[str, ...], str]] = {
     "hybrid+ts": (("whole", "facet", "aligned"), "hybrid"),  # and the aligned sentence pair, as `ts` trains it
 }
 ModelKind = Literal[tuple(KINDS)]
+# the `model` settings of each scorer (`aspire.train.terms.make_scorer`): a kind reads those of the scorers among its
+# terms and inference scorer, and nothing else reads them (the hybrid scorer's own OT term has no weight in training)
+SCORER_KEYS: dict[str, tuple[str, ...]] = {"ot": ("ot_eps", "ot_tau", "ot_tol", "ot_max_iter", "ot_grad"),
+                                           "attention": ("att_tau",)}
+_SCORER_FIELDS = {key for keys in SCORER_KEYS.values() for key in keys}
+
+
+def kind_reads(kind: str) -> tuple[str, ...]:
+    """The `SCORER_KEYS` settings `model.kind` reads (`ot`, `ts+ot`: the OT ones; `att`: `att_tau`)."""
+    terms, scorer = KINDS[kind]
+    return tuple(key for name, keys in SCORER_KEYS.items() if name in (*terms, scorer) for key in keys)
 
 
 @dataclass
@@ -49,7 +63,7 @@ class AdapterConfig:
     """
 
     kind: Literal["none", "lora", "ia3"] = "none"
-    r: int = ranged(8, ge=1)
+    r: int = ranged(8, ge=1)  # r, alpha, dropout: LoRA's (set for kind ia3, a ConfigError)
     alpha: float = ranged(16.0, gt=0)
     dropout: float = ranged(0.0, ge=0, lt=1)
     target_modules: list[str] = field(default_factory=list)
@@ -57,6 +71,9 @@ class AdapterConfig:
     scope: Literal["all", "query"] = "all"
 
     def __post_init__(self) -> None:
+        if self.kind == "ia3":  # peft's IA3Config has no rank, scale or dropout: they were accepted and never read
+            _refuse_stray(self, ("kind", "target_modules", "per_task", "scope"), "model.adapter: kind ia3",
+                          "reads target_modules, per_task, scope; r, alpha and dropout are LoRA's")
         if self.scope == "query" and (self.kind == "none" or self.per_task):
             raise ConfigError(f"model.adapter.scope=query needs one shared adapter (model.adapter.kind lora or ia3, "
                               f"per_task false); got kind={self.kind}, per_task={self.per_task}")
@@ -70,8 +87,10 @@ class ModelConfig:
     (`aspire-minilm`) or a Hugging Face directory; one with adapters of its own continues training them where
     `adapter` describes the same ones (a warm start; `task_formats.check_same_adapter`). `ot_*` are the OT
     distance's settings (`aspire.scoring.OTScorer`: entropic regulariser `ot_eps`, sentence-weight temperature
-    `ot_tau`, Sinkhorn tolerance, iteration cap and gradient mode); `att_tau` is the attention scorer's softmax
-    temperature; `pooling` only matters for `cocite_vector` (one vector a paper).
+    `ot_tau`, Sinkhorn tolerance, iteration cap and gradient mode), read by the kinds that train or score with it
+    (`ot`, `ts+ot`); `att_tau` is the attention scorer's softmax temperature (kind `att`); set to anything but its
+    default for another kind, nothing reads one, and the log names it (`kind_reads`; info level); `pooling` only matters for
+    `cocite_vector` (one vector a paper).
     `max_length` (0 = the model's limit) and `include_title` are the encoder's settings.
 
     Task formats (SPECTER2, `aspire.train.task_formats`): `control_codes` `task` prepends a code per
@@ -96,6 +115,16 @@ class ModelConfig:
     adapter: AdapterConfig = field(default_factory=AdapterConfig)
 
     def __post_init__(self) -> None:
+        # said, not refused: test and run configs share such settings across kinds (a ConfigError, or a warning on
+        # stderr, broke the commands and tests that set model.ot_max_iter for every kind)
+        if self.kind in KINDS:
+            unread = [f"model.{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name in _SCORER_FIELDS
+                      and f.name not in kind_reads(self.kind) and getattr(self, f.name) != _default(f)]
+            if unread:
+                readers = "; ".join(f"{', '.join(keys)}: kinds {', '.join(k for k in KINDS if keys[0] in kind_reads(k))}"
+                                    for keys in SCORER_KEYS.values())
+                log.info("%s: not read by model.kind %s, no effect (read by %s); remove it or choose a kind "
+                         "that reads it", ", ".join(unread), self.kind, readers)
         if self.control_codes != "none" and self.adapter.kind == "ia3":
             raise ConfigError(f"model.control_codes={self.control_codes} with model.adapter.kind=ia3: IA3 cannot "
                               "train the codes' embeddings; use model.adapter.kind=lora or no codes")
@@ -184,7 +213,8 @@ class TrainConfig:
     examples past them (fewer than `batch_size` x ranks x `grad_accum`) sit that epoch out. `eval_every`
     (0 = only at the end) computes the dev loss and checkpoints; `save_every` checkpoints between.
     `dev_before` also logs the dev loss of the starting weights as step 0, the reference that
-    tells whether training helped at all (no checkpoint is written for it).
+    tells whether training helped at all (no checkpoint is written for it). `keep_checkpoints`: the newest that many
+    checkpoints stay, plus the ones the `latest` and `best` pointers name (0: those alone).
     `device: auto` takes the local GPU under torchrun when there is one, else the CPU.
     """
 
@@ -282,6 +312,10 @@ def _default(f):
     return f.default_factory() if f.default is MISSING else f.default
 
 
+def _field(cls, name: str):
+    return next(f for f in fields(cls) if f.name == name)
+
+
 def _refuse_stray(config, own: tuple[str, ...], what: str, reads: str) -> None:
     """ConfigError naming the keys of `config` outside `own` that are set to anything but their default: one
     flat section shared by several kinds, each reading its own keys, never ignores a key silently."""
@@ -343,3 +377,15 @@ class Config:
                 raise ConfigError(f"tasks[{i}].{unread[0]}={getattr(task, unread[0])} is not read by mix.mode {mode} "
                                   f"(sequential reads each task's steps, mixed and alternating its ratio); remove it "
                                   "or choose the mix that reads it")
+        if isinstance(self.loss, LossConfig) and self.loss.teacher_scale != _default(_field(LossConfig, "teacher_scale")):
+            if not any(isinstance(t, TaskConfig) and t.name == "distill" for t in self.tasks):  # no teacher targets
+                raise ConfigError(f"loss.teacher_scale={self.loss.teacher_scale} without a distill task: only a distill "
+                                  "task's rows take the teacher's soft targets it scales, so nothing reads it; remove it "
+                                  "or add a task with name distill")
+        if isinstance(self.model, ModelConfig) and isinstance(self.abstract, AbstractConfig) \
+                and self.model.kind != "abstract":
+            stray = [f"abstract.{f.name}" for f in fields(self.abstract) if getattr(self.abstract, f.name) != _default(f)]
+            if stray:
+                raise ConfigError(f"{', '.join(stray)} with model.kind={self.model.kind}: only kind abstract encodes a "
+                                  "paper as one text, so nothing reads the abstract section; remove it or set "
+                                  "model.kind=abstract")

@@ -210,8 +210,10 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
         if meta is not None:
             from aspire.train.document_model import MODEL_FILE
 
+            # one shared adapter, `default`, for every task: a per-task entry sent DocumentModel looking for the
+            # first task's own adapter, which the export does not have (the model did not load)
             adapter = {**meta["model"].get("adapter", {}), "kind": "lora", "r": rank, "alpha": float(rank),
-                       "dropout": 0.0, "target_modules": list(targets)}
+                       "dropout": 0.0, "target_modules": list(targets), "per_task": False, "scope": "all"}
             (Path(tmp) / MODEL_FILE).write_text(json.dumps({**meta, "model": {**meta["model"], "adapter": adapter}},
                                                            indent=2))
         out, fingerprint = export_adapter(tmp, out, base)
