@@ -12,6 +12,10 @@ below the top N keep their first-stage order, all after the reranked ones.
 
 `first_stage` is `[(doc, score), ...]` best first; `texts` maps a document to the text the model reads
 (`paper_text`: title and abstract sentences joined by spaces). Scores are similarities (higher is better).
+
+A pair is read as `[CLS] query [SEP] text [SEP]` of at most the model's `max_length` word pieces (special tokens
+included): a longer pair is cut longest first (word pieces dropped from the end of whichever of the query and the
+text is longer at each step), as sentence-transformers' `CrossEncoder` does in `predict` and in training alike.
 """
 
 from __future__ import annotations
@@ -28,16 +32,27 @@ from aspire.scoring.fusion import fuse_ranked
 NORMS = ("z", "minmax")
 
 
-def load_cross_encoder(model, max_length: int | None = None, device: str | None = None):
-    """A `CrossEncoder` from a directory or a model name of `aspire.encoders.pretrained` (`minilm`, `mpnet`).
+def load_cross_encoder(model, max_length: int | None = None, device: str | None = None, seed: int = 0):
+    """A `CrossEncoder` from a directory or a model name of `aspire.encoders.pretrained` (`minilm`, `mpnet`), on
+    `device` (default the CPU).
 
-    A plain encoder (no classification head) gets a fresh one-logit head: the starting point for training.
-    `max_length` None keeps the length the model was saved with (a trained cross-encoder's own).
+    A plain encoder (no classification head) gets a fresh one-logit head, the starting point for training, drawn
+    from torch's CPU generator seeded `seed` (the caller's generators are left as they were): one seed, one starting
+    model. `max_length` None keeps the length the model was saved with (a trained cross-encoder's own). A loaded
+    `CrossEncoder` is returned as it is; a `max_length` or `device` other than its own is a ValueError (it was
+    once ignored without a word).
     """
+    import torch
     import transformers
     from sentence_transformers.cross_encoder import CrossEncoder
 
     if isinstance(model, CrossEncoder):
+        if max_length is not None and max_length != model.max_seq_length:
+            raise ValueError(f"a loaded CrossEncoder reads {model.max_seq_length} word pieces a pair, not the "
+                             f"max_length {max_length} asked for: load it with that length")
+        want = torch.device(device) if device is not None else None
+        if want is not None and (want.type != model.device.type or want.index not in (None, model.device.index)):
+            raise ValueError(f"a loaded CrossEncoder is on {model.device}, not on the device {device!r} asked for")
         return model
     from aspire.encoders.pretrained import resolve_model
 
@@ -47,8 +62,12 @@ def load_cross_encoder(model, max_length: int | None = None, device: str | None 
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()  # a plain encoder's missing head is expected, not news
     try:
-        return CrossEncoder(str(path), num_labels=1, max_length=max_length, device=device or "cpu",
-                            local_files_only=True)
+        # the fresh head is drawn on the CPU (the model moves to `device` after loading); the caller's generators,
+        # the CPU's and any GPU's, are left as they were
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(seed)
+            return CrossEncoder(str(path), num_labels=1, max_length=max_length, device=device or "cpu",
+                                local_files_only=True)
     finally:
         transformers.logging.set_verbosity(verbosity)
 
@@ -77,10 +96,10 @@ def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, flo
     """The first stage with its top `top_n` re-ordered by `weight` * cross + (1 - weight) * first stage.
 
     `first_stage` is best first; `cross` holds a cross-encoder score for each of its top `top_n`
-    documents. Scores of the head are the normalised mix; the tail keeps its first-stage order with
-    scores shifted below the head's lowest. Returns `[(doc, score), ...]` best first. A document listed
-    twice, a score that is not finite (first stage or cross-encoder) or a first stage out of order is an error
-    naming the document.
+    documents. Scores of the head are the normalised mix, equal ones by document id (`fuse_ranked`'s rule; weight 0
+    keeps the first stage's order exactly); the tail keeps its first-stage order with scores shifted below the
+    head's lowest. Returns `[(doc, score), ...]` best first. A document listed twice, a score that is not finite (first stage or
+    cross-encoder) or a first stage out of order is an error naming the document.
     """
     if top_n < 1:
         raise ValueError(f"top_n must be >= 1, got {top_n}")

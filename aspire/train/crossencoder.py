@@ -3,7 +3,8 @@
 Positives: each train query's cited papers. Negatives: `negatives` papers drawn (seeded) from the first
 stage's top `negative_depth` (`aspire.evaluate.context2doc_rerank.first_stage_scores`) minus the positives, so the
 model learns to tell apart exactly the near misses it will rerank. sentence-transformers'
-`CrossEncoderTrainer` with `BinaryCrossEntropyLoss`, from all-MiniLM-L6-v2's weights and a fresh head.
+`CrossEncoderTrainer` with `BinaryCrossEntropyLoss`, from all-MiniLM-L6-v2's weights and a fresh head drawn from
+`seed` (as are the negatives, the order of the pairs and the trainer's dropout: one config, one model).
 Only the train split is read for training; the dev split's reranked MRR is measured after training.
 
     python -m aspire.train.crossencoder --config configs/crossencoder.yaml --out runs/crossencoder [key=value ...]
@@ -140,7 +141,7 @@ def train_on_context2doc(data_dir, out_dir, cfg: CrossEncoderConfig = CrossEncod
     positives = {q: sorted(rel) for q, rel in bench.qrels.items()}
     negatives = sample_negatives(ranked, positives, cfg.negatives, cfg.negative_depth, cfg.seed)
     pairs = labelled_pairs(bench.queries, positives, negatives, candidate_texts(bench))
-    model = load_cross_encoder(cfg.base_model, cfg.max_length)
+    model = load_cross_encoder(cfg.base_model, cfg.max_length, seed=cfg.seed)  # a fresh head: drawn from the seed
     report = {"base_model": cfg.base_model, "train_queries": len(bench.queries), **fit_cross_encoder(model, pairs, out_dir, cfg)}
     model.save_pretrained(str(out_dir / "model"))
     save_config(cfg, out_dir / "crossencoder.yaml")
