@@ -16,6 +16,7 @@ import numpy as np
 from aspire.benchmarks.context2doc import Context2Doc
 from aspire.benchmarks.runs import mean_scores, per_query
 from aspire.evaluate.context2doc_run import METRICS, candidate_texts
+from aspire.evaluate.options import exact_g
 from aspire.retrieval.crossencoder import pair_scores, rerank_run
 
 FIRST_STAGE = {"model": "minilm", "scorer": "abstract", "alpha": 0.815,
@@ -42,15 +43,19 @@ def cross_scores(bench: Context2Doc, first: Mapping[str, Sequence[tuple[str, flo
 
 def sweep(bench: Context2Doc, first: Mapping, cross: Mapping, tops: Sequence[int], weights: Sequence[float],
           metric: str = "MRR") -> dict:
-    """Mean `metric` of every (top N, weight) setting; `best` is the highest (ties: smaller N, then weight)."""
-    table = {}
+    """Mean `metric` of every (top N, weight) setting, keyed `N:W` (W in full where `:g` would round it); `best` is
+    the highest (ties: smaller N, then smaller weight). A setting given twice is scored once."""
+    table, setting = {}, {}
     for n in tops:
         for w in weights:
+            key = f"{n}:{exact_g(w)}"  # `:g` gave 0.1234567 and 0.1234568 one key: one setting's figure lost unsaid
+            if key in table:  # the very same setting given twice
+                continue
             values = per_query(bench.qrels, rerank_run(first, cross, n, w), [metric])
-            table[f"{n}:{w:g}"] = mean_scores(values)[metric]
-    best = max(table, key=lambda k: (table[k], -int(k.split(":")[0]), -float(k.split(":")[1])))
-    return {"metric": metric, "table": table, "best": {"top_n": int(best.split(":")[0]),
-                                                       "weight": float(best.split(":")[1]), metric: table[best]}}
+            table[key], setting[key] = mean_scores(values)[metric], (int(n), float(w))
+    best = max(table, key=lambda k: (table[k], -setting[k][0], -setting[k][1]))
+    return {"metric": metric, "table": table, "best": {"top_n": setting[best][0], "weight": setting[best][1],
+                                                       metric: table[best]}}
 
 
 def metrics_of(bench: Context2Doc, run: Mapping) -> dict[str, float]:

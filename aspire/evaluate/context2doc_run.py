@@ -56,7 +56,9 @@ def dense_scores(bench: Context2Doc, model: str, scorer_name: str, options: Eval
     # (once read as `abstract`, a separate encoding, while the results recorded `pass`)
     options = (options or EvalOptions()).checked(scorer_name, faceted=False)
     device, cache_dir, batch_size = options.device, options.cache_dir, options.batch_size
-    scorer = get_eval_scorer(scorer_name, **({} if scorer_name == "abstract" else options.scorer_options))
+    # the scorer's options as given: `abstract` takes none (ValueError), where they were once dropped unsaid and
+    # recorded in results.json as if applied
+    scorer = get_eval_scorer(scorer_name, **options.scorer_options)
     enc = options.encoding
     opts = None if enc in ("contextual", "pass") else options.encode_options
     encoder = load_encoder(model, **options.encoder_options)
@@ -154,7 +156,7 @@ def run_context2doc(bench: Context2Doc, out, exp: str, model: str | None = None,
         raise ValueError("a model needs a scorer and a scorer a model")
     stages.checked(model is not None)
     t0 = time.perf_counter()
-    info: dict = {}
+    info: dict = {"depth": depth}  # MAP and MRR have no cutoff: the depth decides them too
     dense = lexical = None
     if model is not None:
         dense, fingerprint = dense_scores(bench, model, scorer, options)
@@ -214,7 +216,7 @@ def suite_rows(bench, data: Path, model: str | None, scorer: str | None, out: Pa
 
 def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -> list[dict]:
     """The ensemble suite's runner on the test split: each member (`aspire.evaluate.options.Member`; a `bm25`
-    member is the lexical run) ranks every candidate, the runs are fused by `fuse` per query, the top 100 kept."""
+    member is the lexical run) ranks every candidate, the runs are fused by `fuse` per query, the top `DEEPEST` (100) kept."""
     from aspire.benchmarks.context2doc import load_context2doc
     from aspire.benchmarks.runs import read_run
 
@@ -226,7 +228,8 @@ def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -
         run_context2doc(test, folder, m.name, model, scorer, m.options, Stages(bm25=m.lexical),
                         depth=len(test.candidates))
         runs.append(read_run(folder / "run.trec"))
-    fused = {q: ranked[:100] for q, ranked in fuse(runs).items()}
-    res = score_and_write(test, fused, out / "context2doc", "ensemble", {"members": [m.name for m in members]})
+    fused = {q: ranked[:DEEPEST] for q, ranked in fuse(runs).items()}
+    res = score_and_write(test, fused, out / "context2doc", "ensemble", {"members": [m.name for m in members],
+                                                                         "depth": DEEPEST})
     note = "members " + ", ".join(m.name for m in members)
     return [table_row(bench.title, m, res["metrics"][m], res["ci95"][m], res["n_queries"], note) for m in bench.metrics]

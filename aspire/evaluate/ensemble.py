@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aspire.benchmarks import BENCHMARKS
+from aspire.benchmarks import BENCHMARKS, get_benchmark
 from aspire.benchmarks.runs import invocation
 from aspire.config import load_config, to_dict
 from aspire.evaluate.fuse import fuse_runs
@@ -136,7 +136,7 @@ def fused_rows(name: str, config: EnsembleConfig, data_dir: Path, out: Path, set
 def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate: str = "max", cache_dir=None,
                        batch_size: int = 32, device: str | None = None, benchmarks=None) -> dict:
     """Run every member on each registered benchmark (or those of `benchmarks`, as `aspire evaluate suite
-    --benchmarks` names them), fuse them per benchmark by its runner's ensemble hook (`fused_rows`) and write
+    --benchmarks` names them; an unknown name is a ValueError), fuse them per benchmark by its runner's ensemble hook (`fused_rows`) and write
     `out/suite.json`; a benchmark where fewer than two members apply is skipped with the reason."""
     config = load_ensemble(path)
     data, out = Path(data), Path(out)
@@ -144,10 +144,12 @@ def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate
     missing = [name for name in BENCHMARKS if name not in RUNNERS]
     if missing:
         raise ValueError(f"benchmark(s) {missing} have no runner (aspire.evaluate.suite.RUNNERS)")
+    # a name not registered is a ValueError naming it: a misspelt one was left out unsaid (nothing ran, no error)
+    wanted = None if benchmarks is None else {get_benchmark(n).name for n in benchmarks}
     rows: list[dict] = []
     timings, skipped = {}, []
     for name, bench in BENCHMARKS.items():
-        if benchmarks and name not in benchmarks:  # once ignored: every benchmark ran
+        if wanted is not None and name not in wanted:  # once ignored: every benchmark ran
             continue
         t0 = time.perf_counter()
         found, why = fused_rows(name, config, data / bench.folder, out, settings, cache_dir, batch_size, device)

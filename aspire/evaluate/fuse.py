@@ -127,7 +127,8 @@ def fuse_runs(
     from it), or `rrf`, the sum of 1 / (rrf_k + rank) with the rank each run gives (weights default to 1; else to
     1 / number of runs). For score fusion a run's scores must fall down every ranking, or rise down every one
     (distances, negated: `score_direction`); else ValueError naming the run (`names`, default `run 0`, ...) and a
-    query. Every run must hold the same queries. Returns best-first lists (ties by document id)."""
+    query. Every run must hold the same queries, and rank a document at most once a query (else ValueError naming
+    the run and query). Returns best-first lists (ties by document id)."""
     if len(runs) < 2:
         raise ValueError(f"fusion needs at least two runs, got {len(runs)}")
     fusion = fusion_method(fusion)
@@ -141,6 +142,12 @@ def fuse_runs(
         if set(run) != set(runs[0]):
             raise ValueError(f"runs {names[0]} and {name} rank different queries "
                              f"(e.g. {sorted(set(run) ^ set(runs[0]))[:5]})")
+    for name, run in zip(names, runs):  # a document ranked twice once kept its last rank and score unsaid
+        for q, ranked in run.items():
+            docs = [doc for doc, _ in ranked]
+            if len(set(docs)) != len(docs):
+                twice = sorted({d for d in docs if docs.count(d) > 1})
+                raise ValueError(f"run {name}: query {q} ranks document(s) {twice[:3]} twice")
     if fusion == "rrf":  # the runs' own order: position i scores -i, so fuse_ranked's rank is the run's rank
         lists = [{q: {doc: -float(i) for i, (doc, _) in enumerate(ranked)} for q, ranked in run.items()}
                  for run in runs]

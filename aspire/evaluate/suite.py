@@ -70,7 +70,10 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
               benchmarks: Sequence[str] | None = None) -> dict:
     """Run every registered benchmark (or those named in `benchmarks`, each once however often it is named) that
     applies to `model` (`bm25`: the lexical ones; a named benchmark that is not is skipped with a warning, and
-    `skipped` lists it) with `options` and write `out/suite.json`; each benchmark writes its own folder `out/NAME`."""
+    `skipped` lists it) with `options` and write `out/suite.json`; each benchmark writes its own folder `out/NAME`.
+    `bm25_alpha` (the model's weight fused with BM25) needs a lexical benchmark among those run, and `bm25` takes no
+    scorer, `bm25_alpha` or model options (ValueError: none would be read); its suite.json records no aggregate and
+    no model options."""
     data, out = Path(data), Path(out)
     names = list(BENCHMARKS) if benchmarks is None else list(dict.fromkeys(get_benchmark(n).name for n in benchmarks))
     missing = [n for n in names if n not in RUNNERS]
@@ -78,6 +81,13 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
         raise ValueError(f"benchmark(s) {missing} have no suite runner (aspire.evaluate.suite.RUNNERS)")
     if model != "bm25" and scorer is None:
         raise ValueError("a model needs a scorer")
+    lexical = [n for n in names if RUNNERS[n].lexical]
+    if model == "bm25" and (scorer is not None or bm25_alpha is not None or (options or EvalOptions()) != EvalOptions()):
+        # once accepted, left unread and recorded in suite.json as if they had made the rows
+        raise ValueError("model bm25 ranks by BM25 alone: it takes no scorer, bm25_alpha or model options")
+    if bm25_alpha is not None and not lexical:  # once recorded beside rows that never read it
+        raise ValueError(f"bm25_alpha fuses the model with BM25 on {', '.join(n for n, r in RUNNERS.items() if r.lexical)}"
+                         f", which this suite does not run ({', '.join(names)})")
     options = options or EvalOptions()
     if model != "bm25":  # the options as every runner runs them: the abstract scorer's own encoding, not the default
         options = options.checked(scorer, faceted=True)
@@ -101,9 +111,10 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
             fingerprint = fingerprint or printed
         rows += found
         timings[name] = time.perf_counter() - t0
-    suite = {"model": str(model), "scorer": scorer, "encoder_fingerprint": fingerprint, "aggregate": aggregate,
-             "bm25_alpha": bm25_alpha, **options.record(), "rows": rows, "skipped": skipped, "seconds": timings,
-             "command": invocation()}
+    # what made the rows: BM25 alone reads no aggregate and no model option (it once recorded `encoding: contextual`)
+    used = {"aggregate": aggregate, **options.record()} if model != "bm25" else {"aggregate": None}
+    suite = {"model": str(model), "scorer": scorer, "encoder_fingerprint": fingerprint, **used,
+             "bm25_alpha": bm25_alpha, "rows": rows, "skipped": skipped, "seconds": timings, "command": invocation()}
     write_json(out / "suite.json", suite, indent=None)
     return suite
 

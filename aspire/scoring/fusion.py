@@ -2,7 +2,8 @@
 normalised weighted sums and reciprocal-rank fusion.
 
 A ranked list is `{doc: score}` (higher is better). Per list, scores are normalised (`z`: zero mean,
-unit variance over the list; `minmax`: onto [0, 1]) and summed with weights; a document a list does not
+unit variance over the list, the population standard deviation as ranx's `zmuv`; `minmax`: onto [0, 1]; a
+constant list: 0 for each of its documents, either way) and summed with weights; a document a list does not
 hold adds nothing from it (ranx's `wsum` convention). `rrf` sums 1 / (k + rank), rank from 1, and
 ignores the weights' scale except as multipliers. `parse_fusion("z:0.8")` reads the command-line form:
 `z:ALPHA` / `minmax:ALPHA` put weight ALPHA on the first list and 1 - ALPHA on the second; `rrf[:K]`.
@@ -51,7 +52,7 @@ def parse_fusion(spec: str) -> tuple[str, float]:
 
 
 def normalise(values: np.ndarray, method: str) -> np.ndarray:
-    """`z`: zero mean, unit variance; `minmax`: onto [0, 1] (constant values: all 0)."""
+    """`z`: zero mean, unit (population) variance; `minmax`: onto [0, 1]; constant values: all 0 for either."""
     if method == "z":
         sd = values.std()
         return (values - values.mean()) / sd if sd > 0 else np.zeros_like(values)
