@@ -213,3 +213,19 @@ def test_training_commands_refuse_an_out_folder_that_holds_files(tmp_path, capsy
     assert capsys.readouterr().err == (f"error: --out {out} already holds an earlier run's files; choose another "
                                        "--out or remove that folder first\n")
     assert [p.name for p in out.iterdir()] == ["round-3"]
+
+
+def test_self_training_draws_its_starting_head_from_its_seed(self_training, monkeypatch):
+    """The start model is a plain encoder, so `load_cross_encoder` gives it a fresh head: drawn from seed 0 whatever
+    the config's seed was, until self-training passed its own."""
+    from aspire.scoring import crossencoder
+
+    seeds, real = [], crossencoder.load_cross_encoder
+
+    def load(*args, seed=0, **kwargs):
+        seeds.append(seed)
+        return real(*args, seed=seed, **kwargs)
+
+    monkeypatch.setattr(crossencoder, "load_cross_encoder", load)
+    self_training("rounds=1", "seed=11", "train.max_steps=1", "train.dev_top_n=0")
+    assert seeds[:1] == [11]

@@ -138,7 +138,7 @@ def self_train(data_dir, out_dir, cfg: SelfTrainingConfig, split_file=None) -> l
     keep = list(bench.queries)
     texts = candidate_texts(bench)
     first = to_run(bench, first_stage_scores(bench, cfg.train.alpha, cfg.train.first_stage_model), cfg.shortlist)
-    model = load_cross_encoder(cfg.start_model, cfg.train.max_length)
+    model = load_cross_encoder(cfg.start_model, cfg.train.max_length, seed=cfg.seed)  # a fresh head: from the seed
     labeller = model if cfg.label_with_start else None
     log: list[dict] = []
     save_config(cfg, out_dir / "self_training.yaml")
