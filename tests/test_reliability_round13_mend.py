@@ -248,3 +248,13 @@ def test_reviewers_refuse_weights_beside_one_scorer(tmp_path, capsys, tiny_model
         evaluate_cli.main(["reviewers", "--model", str(tiny_model_dir), "--scorer", "minl2", "--weights", "2",
                            "--out", str(tmp_path / "r")])
     assert exc.value.code == 2 and "one scorer has nothing to weigh" in capsys.readouterr().err
+
+
+def test_a_query_about_a_stored_label_gets_its_facets_code():
+    from aspire.encoders.codes import query_code
+
+    codes = ["[BACKGROUND]", "[METHOD]", "[RESULT]"]
+    # CSFCube labels "objective" sentences background: such a selection got no code at all
+    assert query_code(codes, "auto", "objective") == "[BACKGROUND]"
+    assert query_code(codes, "auto", "method_label") == "[METHOD]" and query_code(codes, "auto", "result") == "[RESULT]"
+    assert query_code(codes, "auto", "title") is None and query_code(["[TASK]"], "auto", "method") is None

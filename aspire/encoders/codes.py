@@ -25,7 +25,7 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from aspire.data.facets import FACET_CODE_CHOICES, FACETS  # noqa: F401  (FACET_CODE_CHOICES: read from here too)
+from aspire.data.facets import FACET_CODE_CHOICES, FACETS, facet_of  # noqa: F401  (FACET_CODE_CHOICES: read from here too)
 from aspire.encoders.inputs import EncoderInputs
 
 CODE_MODES = ("none", "task", "facet")
@@ -127,9 +127,11 @@ def query_code(codes: Sequence[str], choice: str, facet: str) -> str | None:
     """The code a query asked about `facet` gets, or None (the same code as every other paper).
 
     `choice`: `auto` (the facet's code when the model has facet codes, else None), `none`, or a facet
-    name (that facet's code for every query; ValueError when the model lacks it)."""
+    name (that facet's code for every query; ValueError when the model lacks it). `facet` may be a stored label
+    (`objective_label`, `method`: `facet_of`), read as its facet, as the selection read it."""
     if choice not in FACET_CODE_CHOICES:
         raise ValueError(f"unknown facet code {choice!r}; valid: {list(FACET_CODE_CHOICES)}")
+    facet = facet_of(facet) or facet  # "objective" is CSFCube's background: once no code, unsaid
     if choice == "none" or (choice == "auto" and (not facet or code_token(facet) not in codes)):
         return None
     code = code_token(facet if choice == "auto" else choice)
