@@ -125,8 +125,14 @@ _NON_NEGATIVE_FLOATS = ["train.weight_decay", "loss.margin"]
 def test_property_integer_fields_below_their_range_are_refused_at_load(field, below):
     key, lowest = field
     with pytest.raises(ConfigError, match=rf"{key.split('.')[1]}: must be >= {lowest}, got {lowest - below}"):
-        load_config(Config, None, [f"{key}={lowest - below}"])
-    assert _get(load_config(Config, None, [f"{key}={lowest + below}"]), key) == lowest + below
+        load_config(Config, None, [*_reader(key), f"{key}={lowest - below}"])
+    assert _get(load_config(Config, None, [*_reader(key), f"{key}={lowest + below}"]), key) == lowest + below
+
+
+def _reader(key: str) -> list[str]:
+    """The model kind that reads a scorer setting (the OT ones: `ot`; `att_tau`: `att`), for a config that sets it:
+    a kind that reads none refuses it."""
+    return ["model.kind=ot"] if key.startswith("model.ot_") else ["model.kind=att"] if key == "model.att_tau" else []
 
 
 @given(key=st.sampled_from(_POSITIVE_FLOATS + _NON_NEGATIVE_FLOATS),
@@ -136,7 +142,7 @@ def test_property_float_fields_out_of_range_or_not_finite_are_refused_at_load(ke
         assert _get(load_config(Config, None, [f"{key}=0"]), key) == 0.0
         return
     with pytest.raises(ConfigError, match=key.split(".")[1]):
-        load_config(Config, None, [f"{key}={value}"])
+        load_config(Config, None, [*_reader(key), f"{key}={value}"])
 
 
 def test_config_file_with_a_zero_batch_size_fails_when_it_loads(tmp_path):

@@ -140,7 +140,7 @@ def test_training_on_a_full_disk_ends_in_one_error_line_and_resumes(tiny_model_d
     argv = ["--config", str(config), f"model.encoder={tiny_model_dir}", f"data.examples_dir={examples_dir}",
             f"train.out_dir={out}", "train.batch_size=4", "train.lr=1e-3", "train.warmup_steps=2",
             "train.max_steps=6", "train.log_every=1", "train.eval_every=0", "train.save_every=2",
-            "train.device=cpu", "data.max_sentences=4", "model.ot_max_iter=100", "--quiet"]
+            "train.device=cpu", "data.max_sentences=4", "--quiet"]
     real_save, calls = ckpt.torch.save, []
 
     def full_at_second(obj, f):
