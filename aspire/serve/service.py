@@ -10,7 +10,9 @@
                                       the n selected query sentences and its T sentences and, when
                                       ranked by OT, the transport plan (n, T); with `cross_encoder`
                                       (a service opened with one), the cross-encoder stage's score
-                                      on each hit and its time for the query (`cross_encoder.ms`)
+                                      on each hit and its time for the query (`cross_encoder.ms`); the
+                                      answer's `shortlist` is the one the re-ranker read (None without
+                                      one): with the cross-encoder, at least its `cross_top`
 
 Every answer names the index generation it came from (`generation`, see aspire.serve.reload).
 Bad input raises `RequestError(status, message)` (a 4xx answer), never a 5xx: unknown ids (404),
@@ -41,7 +43,7 @@ from aspire.data.facets import facet_of, title_labelled
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
 from aspire.scoring import cross_l2_cost
-from aspire.search import RERANKERS, STAGES, Searcher, search_timed
+from aspire.search import RERANKERS, STAGES, Searcher, cross_depth, search_timed
 from aspire.serve.requests import (
     MAX_K,
     MAX_SHORTLIST,
@@ -69,7 +71,8 @@ def read_labels(path: str | Path, paper_ids: Sequence[str], sentences: Sequence[
     labels left out, and a file whose abstract differed but had as many sentences put labels on other sentences.)
 
     Counts: `labelled` papers, `mismatched` (papers whose sentences are not the indexed ones, left out; the
-    first few ids logged as a warning), `unlabelled` (indexed papers without labels in the file),
+    first few ids logged as a warning), `unlabelled` (indexed papers served without labels: those the file has no
+    labels for, and the mismatched),
     `rejected_records` (lines of the file that are not valid papers; each is listed in `rejected` as
     "FILE:LINE: reason" and logged as a warning).
     """
@@ -257,9 +260,12 @@ class SearchService:
                     f"{len(out)} of the {req.k} papers asked for were found")
         cfg = searcher.config
         cross = {"top": cfg.cross_top, "weight": cfg.cross_weight, "ms": cross_ms} if req.cross_encoder else None
+        # the shortlist the re-ranker read: with the cross-encoder stage, grown to its cross_top (once the request's)
+        read = cross_depth(searcher, replace(cfg, k=req.k, shortlist=req.shortlist, rerank=req.rerank,
+                                             cross_encoder=req.cross_encoder)).shortlist
         return {"paper_id": req.paper_id, "sentences": req.sentences, "k": req.k, "rerank": req.rerank,
                 "stages": req.stages, "fuse": cfg.fuse, "cross_encoder": cross,
-                "shortlist": req.shortlist if req.rerank != "none" else None,  # none: no shortlist was read
+                "shortlist": read if req.rerank != "none" else None,  # none: no shortlist was read
                 "plan_rows": req.sentences, "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps},
                 "hits": out, "note": note, "generation": self.generation}
 

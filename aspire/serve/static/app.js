@@ -127,6 +127,14 @@ function setChoices(select, values, label) {
   if (order.includes(current)) select.value = current;
 }
 
+function setK(k) {  // the "top" choice set to k, offered among the page's own where it is not one of them
+  const select = $("k");
+  const values = new Set(Array.from(select.options, (o) => Number(o.value)));
+  values.add(k);
+  select.replaceChildren(...[...values].sort((a, b) => a - b).map((v) => new Option(String(v), String(v))));
+  select.value = String(k);
+}
+
 // ---- papers ---------------------------------------------------------------------------------------
 async function loadInfo() {
   const info = await api("/api/info");
@@ -137,6 +145,7 @@ async function loadInfo() {
   setChoices($("stages"), info.pipelines, (v) => ({ ann: "dense", bm25: "lexical (BM25)", "ann,bm25": "fused", whole: "whole abstract" })[v]);
   if (!$("rerank").dataset.touched) $("rerank").value = info.rerank;
   if (!$("stages").dataset.touched) $("stages").value = info.stages;
+  if (!$("k").dataset.touched) setK(info.k);  // the server's k (once always 10: a shortlist below it was refused)
   $("shortlist").max = info.max_shortlist;
   if (!$("shortlist").value) $("shortlist").value = Math.min(info.shortlist, info.max_shortlist);
   $("tau").min = info.min_tau;
@@ -610,6 +619,7 @@ $("more-papers").addEventListener("click", () => filterPapers(true));
 $("search-btn").addEventListener("click", search);
 $("rerank").addEventListener("change", () => { $("rerank").dataset.touched = "1"; showMode(); });
 $("stages").addEventListener("change", () => { $("stages").dataset.touched = "1"; });
+$("k").addEventListener("change", () => { $("k").dataset.touched = "1"; });
 $("cross").addEventListener("change", showMode);
 for (const id of ["shortlist", "tau"]) {  // Enter in a number field searches, as the button would
   $(id).addEventListener("keydown", (e) => { if (e.key === "Enter" && !$("search-btn").disabled) search(); });
