@@ -258,3 +258,23 @@ def test_a_query_about_a_stored_label_gets_its_facets_code():
     assert query_code(codes, "auto", "objective") == "[BACKGROUND]"
     assert query_code(codes, "auto", "method_label") == "[METHOD]" and query_code(codes, "auto", "result") == "[RESULT]"
     assert query_code(codes, "auto", "title") is None and query_code(["[TASK]"], "auto", "method") is None
+
+
+def test_a_saved_model_with_scorer_settings_its_kind_never_read_still_loads(tmp_path, caplog):
+    """Configs now refuse `ot_*` / `att_tau` for a kind that reads neither; a model trained before holds them in its
+    document_model.json, where they never made a difference: it loads, the log names them, and a value no kind
+    could take is still named as damage."""
+    import logging
+
+    from aspire.config import ConfigError
+    from aspire.train.document_model import read_model_file
+
+    file = tmp_path / "document_model.json"
+    file.write_text(json.dumps({"model": {"kind": "ts", "ot_max_iter": 100, "att_tau": 1.0}, "tasks": ["cocite"]}))
+    with caplog.at_level(logging.INFO, logger="aspire.train.document_model"):
+        model, _, tasks = read_model_file(file)
+    assert model.kind == "ts" and model.ot_max_iter == 1000 and tasks == ["cocite"]
+    assert [r.getMessage() for r in caplog.records if "ot_max_iter=100" in r.getMessage()]
+    file.write_text(json.dumps({"model": {"kind": "ts", "ot_eps": -1.0}}))
+    with pytest.raises(ConfigError, match=r"in `model`: .*ot_eps"):
+        read_model_file(file)

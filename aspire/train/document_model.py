@@ -31,6 +31,7 @@ to one vector for `cocite_vector`) and `score` applies the kind's inference scor
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -54,7 +55,14 @@ from aspire.losses import (
     triplet_margin_dist_per_anchor,
 )
 from aspire.train.checkpoint import damaged_torch_file
-from aspire.train.config import KINDS, AbstractConfig, LossConfig, ModelConfig  # noqa: F401 (KINDS: used from here too)
+from aspire.train.config import (  # noqa: F401 (KINDS: used from here too)
+    KINDS,
+    SCORER_KEYS,
+    AbstractConfig,
+    LossConfig,
+    ModelConfig,
+    kind_reads,
+)
 from aspire.train.task_formats import DEFAULT_TASK, use_task
 from aspire.train.terms import (  # noqa: F401  (kind_terms and make_scorer are used from here too)
     NO_SCORER,
@@ -68,6 +76,7 @@ from aspire.train.terms import (  # noqa: F401  (kind_terms and make_scorer are 
     make_scorer,
 )
 
+log = logging.getLogger(__name__)
 MODEL_FILE = "document_model.json"
 
 
@@ -371,6 +380,29 @@ class DocumentModel(nn.Module):
         return model
 
 
+def _without_unread(model: dict, file: Path) -> dict:
+    """A saved `model` section less the scorer settings its kind never reads (`kind_reads`): a model trained before
+    the config refused them holds them, and they never made a difference; the log names them."""
+    reads = kind_reads(model["kind"])
+    unread = {k: v for k, v in model.items() if k in {k for keys in SCORER_KEYS.values() for k in keys} and k not in reads
+              and _valid(k, v)}  # a value no kind could take is damage: left for the check to name
+    defaults = {k: getattr(ModelConfig(), k) for k in unread}
+    if {k: v for k, v in unread.items() if v != defaults[k]}:
+        log.info("%s: %s not read by model.kind %s (saved before configs refused them): left at their defaults", file,
+                 ", ".join(f"{k}={v!r}" for k, v in unread.items() if v != defaults[k]), model["kind"])
+    return {k: v for k, v in model.items() if k not in unread}
+
+
+def _valid(key: str, value) -> bool:
+    """Whether a kind that reads the scorer setting `key` takes `value`."""
+    reader = next(k for k in KINDS if key in kind_reads(k))
+    try:
+        from_dict(ModelConfig, {"kind": reader, key: value})
+    except (ConfigError, TypeError, ValueError):
+        return False
+    return True
+
+
 def read_model_file(file: Path) -> tuple[ModelConfig, AbstractConfig, list[str]]:
     """The model settings, kind `abstract`'s settings and the task names of a `document_model.json`; FileNotFoundError
     or ValueError (ConfigError for a setting) naming the file and the key when it is missing or damaged."""
@@ -387,8 +419,11 @@ def read_model_file(file: Path) -> tuple[ModelConfig, AbstractConfig, list[str]]
     for key, cls in (("model", ModelConfig), ("abstract", AbstractConfig)):
         if not isinstance(meta.get(key, {}), dict):
             raise ValueError(f"{file}: `{key}` must be a JSON object of settings, got {meta[key]!r}")
+        settings = meta.get(key, {})
+        if key == "model" and settings.get("kind") in KINDS:  # a model saved before configs refused them
+            settings = _without_unread(settings, file)
         try:
-            sections[key] = from_dict(cls, meta.get(key, {}))
+            sections[key] = from_dict(cls, settings)
         except ConfigError as err:
             raise ConfigError(f"{file}: in `{key}`: {err}") from None
     model_cfg, abstract_cfg = sections["model"], sections["abstract"]
