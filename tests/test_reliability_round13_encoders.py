@@ -112,9 +112,9 @@ def test_an_adapter_setting_refused_is_not_blamed_on_the_targets(tiny_model_dir)
     assert "target_modules" not in str(err.value)
 
 
-@pytest.mark.xfail(strict=True, reason="aspire/encoders/backends.py runs an int8 graph's rows in length groups, and "
-                   "its activation scales are per run (onnx_int8's docstring): run it one row a session run")
 def test_int8_vectors_do_not_depend_on_the_batch(tiny_model_dir, cache):
+    """The int8 graph's activation scales are per session run (onnx_int8's docstring): run in length groups, a
+    paper's vectors depended on the papers encoded with it; the backend runs it one row a session run."""
     fast = load_encoder(tiny_model_dir, backend="onnx", quantize="int8")
     papers = [Paper(f"p{i}", "A new model", ["We propose a new model for scientific text."] * (1 + i % 4)
                     + ["It improves the results, e.g. on citation data."] * (i % 3)) for i in range(8)]

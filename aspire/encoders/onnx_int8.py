@@ -10,11 +10,11 @@ attention pattern behind NaN guards that ONNX Runtime's fusion does not recognis
    output channel, activations quantized per tensor at run time). A recipe quantizing the output
    projections (and the embeddings) so too lost 0.47 CSFCube MAP on MiniLM.
 
-An activation's scale is one per tensor: over every row of a session run (a length group of
-`backends.GroupedRows`, its padding positions included). Run in groups, a sentence's int8 vector therefore depends
-on the papers encoded with it: all-MiniLM-L6-v2 on 24 CSFCube abstracts, sentence cosine between batch size 1 and
-24 min 0.9953, about the int8 error itself (min 0.9966 to the exact vectors); run one row a session run, the
-vectors are the same at every batch size.
+An activation's scale is one per tensor: over every row of a session run, padding positions included. Run in the
+length groups of `backends.GroupedRows`, a sentence's int8 vector depended on the papers encoded with it:
+all-MiniLM-L6-v2 on 24 CSFCube abstracts, sentence cosine between batch size 1 and 24 min 0.9953, about the int8
+error itself (min 0.9966 to the exact vectors). The backend therefore runs the int8 graph one row a session run
+(`backends.onnx_transformer`, its tag ending `/per-row`): the vectors are the same at every batch size.
 
 `matmul_nbits` (8-bit block weights, int8 compute with activations quantized per block) is not part of the
 recipe: on the output projections it kept the sentence cosines but moved CSFCube MAP by +0.78 and NDCG%20
