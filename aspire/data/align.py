@@ -3,7 +3,8 @@
 For a training example (p, p') with its co-citation contexts:
 - `cc_align` = [i, j]: the sentence i of p and the sentence j of p' most similar to the contexts,
   a sentence's similarity being its highest cosine to any of the example's contexts;
-- `abs_align` = [i, j]: the sentence pair with the highest direct cosine (the ablation's alignment).
+- `abs_align` = [i, j]: the sentence pair with the highest direct cosine (the ablation's alignment);
+a tie (cosines within `TIE_TOLERANCE`, e.g. a sentence repeated in an abstract) goes to the earliest sentence.
 Indices count the sentences of the paper's `abstract` list in `abstracts.jsonl` (the title is not a
 sentence), 0-based.
 
@@ -48,6 +49,19 @@ def _unit(emb: Tensor) -> Tensor:
     return torch.nn.functional.normalize(emb, dim=-1)
 
 
+TIE_TOLERANCE = 1e-6  # cosines this close to the best count as tied: a batched matmul gives two identical sentences
+# cosines a float32 rounding apart (1e-7 seen), by their row and the batch's padding, so the later one could win
+
+
+def _first_best(scores: Tensor) -> tuple[Tensor, Tensor]:
+    """(B,) long index of the first entry of each row of `scores` (B, N) within `TIE_TOLERANCE` of the row's best,
+    and (B,) its score. `max(dim)` alone let rounding pick the later of two tied sentences, and which one depended on
+    the batch's padding and length."""
+    best = scores.max(dim=1, keepdim=True).values  # (B, 1)
+    index = (scores >= best - TIE_TOLERANCE).to(scores.dtype).argmax(dim=1)  # (B,): argmax takes the first of equals
+    return index, scores.gather(1, index[:, None]).squeeze(1)
+
+
 def cc_align(sents: DocBatch, contexts: DocBatch) -> tuple[Tensor, Tensor]:
     """The sentence of each paper most similar to its contexts.
 
@@ -55,8 +69,8 @@ def cc_align(sents: DocBatch, contexts: DocBatch) -> tuple[Tensor, Tensor]:
         sents: (B, S, D) sentence vectors of B papers, mask (B, S).
         contexts: (B, C, D) vectors of each paper's contexts, mask (B, C) (at least one real).
     Returns:
-        index (B,) long: argmax over real sentences of (max over real contexts of cosine), a tie going to
-        the earliest sentence; sim (B,): that similarity.
+        index (B,) long: argmax over real sentences of (max over real contexts of cosine), a tie (within
+        `TIE_TOLERANCE`) going to the earliest sentence; sim (B,): that sentence's similarity.
     """
     if not bool(contexts.mask.any(dim=1).all()) or not bool(sents.mask.any(dim=1).all()):
         raise ValueError("every paper needs at least one sentence and one context")
@@ -64,8 +78,7 @@ def cc_align(sents: DocBatch, contexts: DocBatch) -> tuple[Tensor, Tensor]:
     low = torch.finfo(sim.dtype).min
     sim = sim.masked_fill(~contexts.mask[:, None, :], low)
     per_sentence = sim.max(dim=2).values.masked_fill(~sents.mask, low)  # (B, S)
-    best, index = per_sentence.max(dim=1)  # (B,), (B,)
-    return index, best
+    return _first_best(per_sentence)
 
 
 def abs_align(a: DocBatch, b: DocBatch) -> tuple[Tensor, Tensor]:
@@ -74,15 +87,15 @@ def abs_align(a: DocBatch, b: DocBatch) -> tuple[Tensor, Tensor]:
     Args:
         a: (B, S1, D) sentence vectors, mask (B, S1); b: (B, S2, D), mask (B, S2).
     Returns:
-        index (B, 2) long: [i, j] of the best real pair (a tie going to the smallest i, then j); sim (B,): its
-        cosine.
+        index (B, 2) long: [i, j] of the best real pair (a tie, within `TIE_TOLERANCE`, going to the smallest i,
+        then j); sim (B,): its cosine.
     """
     if not bool(a.mask.any(dim=1).all()) or not bool(b.mask.any(dim=1).all()):
         raise ValueError("every paper needs at least one sentence")
     sim = torch.einsum("bsd,btd->bst", _unit(a.emb), _unit(b.emb))  # (B, S1, S2)
     valid = a.mask[:, :, None] & b.mask[:, None, :]  # (B, S1, S2)
     sim = sim.masked_fill(~valid, torch.finfo(sim.dtype).min)
-    best, flat = sim.flatten(1).max(dim=1)  # (B,)
+    flat, best = _first_best(sim.flatten(1))  # (B,), row-major: the smallest i, then j
     n2 = sim.shape[2]
     return torch.stack([flat // n2, flat % n2], dim=1), best
 
