@@ -5,7 +5,8 @@ the papers' ids and texts. It is written to a temporary file and renamed into pl
 file is never read back, and its size and SHA-256 are recorded beside it (`FILE.sha256`,
 `aspire.storage.write_record`). A cache is never trusted: a file that differs from its record (or has
 none), does not load, or holds other papers than requested is reported in one warning, encoded again
-and rewritten. A disk too full to write a cache file is a warning too: the run goes on uncached.
+and rewritten. A disk too full to write a cache file is a warning too: the run goes on uncached, as it
+does when another run, reading the entry before its record was written (so finding none), removed it first.
 Sentences are stored packed (N_sentences, D) rather than padded (B, S, D).
 """
 
@@ -118,6 +119,9 @@ def cached_encode(
     except DiskFullError as err:  # a cache is optional: the run goes on with the vectors it has
         remove_cache_file(path)
         log.warning("vectors not cached: %s: %s", err.strerror, err.filename)
+        return batch, False
+    except FileNotFoundError:  # another run, finding it without its record yet, removed it before it was recorded
+        log.warning("vectors not cached: %s was removed by another run before its checksum was recorded", path)
         return batch, False
     log.info("cached vectors in %s", path)
     return batch, False

@@ -97,10 +97,12 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     """CSFCube answered by `aspire search`'s Searcher with the search-config overrides `pipeline`
     (`aspire.evaluate.search_run.rank_pools_by_search`; `facet_code`: the control code of a facet's queries, for
     a model with facet codes), scored by the benchmark's protocol; writes the per-query CSV, the TREC files and
-    `out/results.json`."""
+    `out/results.json` (with the encoder options, `facet_code` and, for a model with facet codes, the codes its
+    queries and papers were encoded with, as `run_csfcube` records them)."""
     import time
 
     from aspire.encoders import load_encoder
+    from aspire.encoders.codes import query_code
     from aspire.evaluate.options import search_exp
     from aspire.evaluate.search_run import pipeline_config, rank_pools_by_search
     from aspire.index.store import model_fingerprint
@@ -115,7 +117,10 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     rankings = rank_pools_by_search(pool_set, papers, encoder, pipeline, LABEL_TO_FACET, cache_dir, batch_size,
                                     facet_code)
     results, per_query = evaluate_csfcube_rankings(root, rankings)
+    codes = {f: c for f in pool_set.facets if (c := query_code(getattr(encoder, "codes", ()), facet_code, f))}
     results.update(experiment=exp, model=str(model), encoder_fingerprint=model_fingerprint(encoder),
+                   encoder_options=dict(encoder_options or {}), facet_code=facet_code,
+                   **({"query_codes": codes, "doc_code": encoder.code} if codes else {}),
                    search={"overrides": list(pipeline), "index": "flat, one a pool",  # k, shortlist: each pool's size
                            "config": {**asdict(search), "k": "pool size", "shortlist": "pool size"}},
                    seconds=time.perf_counter() - t0)
