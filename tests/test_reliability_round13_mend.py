@@ -278,3 +278,20 @@ def test_a_saved_model_with_scorer_settings_its_kind_never_read_still_loads(tmp_
     file.write_text(json.dumps({"model": {"kind": "ts", "ot_eps": -1.0}}))
     with pytest.raises(ConfigError, match=r"in `model`: .*ot_eps"):
         read_model_file(file)
+
+
+def test_the_overlap_folders_leave_out_the_overlapping_pairs_and_as_many_others(tmp_path):
+    from experiments.context2doc_overlap_train import pair_of, write_without
+
+    ex = tmp_path / "ex"
+    ex.mkdir()
+    train = [{"query_id": a, "positive_id": b} for a, b in (("p1", "p2"), ("p3", "p2"), ("p4", "p5"), ("p2", "p1"))]
+    (ex / "examples.train.jsonl").write_text("".join(json.dumps(e) + "\n" for e in train))
+    (ex / "examples.dev.jsonl").write_text(json.dumps({"query_id": "p1", "positive_id": "p2"}) + "\n")
+    report = write_without(ex, tmp_path / "out", {("p1", "p2")})
+    kept = [json.loads(line) for line in (tmp_path / "out" / "examples.train.jsonl").read_text().splitlines()]
+    assert [pair_of(e) for e in kept] == [("p2", "p3"), ("p4", "p5")]  # both directions of (p1, p2) left out
+    assert report["left_out"] == 2 and report["train_examples"] == 2
+    assert (tmp_path / "out" / "examples.dev.jsonl").read_text() == (ex / "examples.dev.jsonl").read_text()
+    with pytest.raises(FileExistsError):
+        write_without(ex, tmp_path / "out", set())
