@@ -216,7 +216,8 @@ def suite_rows(bench, data: Path, model: str | None, scorer: str | None, out: Pa
 
 def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -> list[dict]:
     """The ensemble suite's runner on the test split: each member (`aspire.evaluate.options.Member`; a `bm25`
-    member is the lexical run) ranks every candidate, the runs are fused by `fuse` per query, the top `DEEPEST` (100) kept."""
+    member is the lexical run) ranks every candidate, the runs are fused by `fuse` per query, the top `DEEPEST`
+    (100) kept."""
     from aspire.benchmarks.context2doc import load_context2doc
     from aspire.benchmarks.runs import read_run
 

@@ -136,8 +136,9 @@ def fused_rows(name: str, config: EnsembleConfig, data_dir: Path, out: Path, set
 def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate: str = "max", cache_dir=None,
                        batch_size: int = 32, device: str | None = None, benchmarks=None) -> dict:
     """Run every member on each registered benchmark (or those of `benchmarks`, as `aspire evaluate suite
-    --benchmarks` names them; an unknown name is a ValueError), fuse them per benchmark by its runner's ensemble hook (`fused_rows`) and write
-    `out/suite.json`; a benchmark where fewer than two members apply is skipped with the reason."""
+    --benchmarks` names them; an unknown name is a ValueError), fuse them per benchmark by its runner's ensemble
+    hook (`fused_rows`) and write `out/suite.json`; a benchmark where fewer than two members apply is skipped with
+    the reason."""
     config = load_ensemble(path)
     data, out = Path(data), Path(out)
     settings = {"aggregate": aggregate}

@@ -4,12 +4,11 @@
 Built from the texts the index keeps (`SentenceIndex.titles`, `.sentences`), in index position
 order, with `aspire.scoring.lexical.BM25Index` (bm25s; k1, b from the search config): each paper's title and
 abstract, as the benchmarks' BM25 reads a paper (`aspire.scoring.lexical.paper_text`). An index whose encoder
-made the title sentence 0 (`include_title`, recorded in its manifest: `SentenceIndex.title_first`) has the title read
-once, not twice. `aspire index
-build` (any save) writes it into the index generation with the build config's `search.bm25_k1` /
-`search.bm25_b`; `stored_bm25` uses that stored one when a search asks for the same k1 and b, and
-builds one (logging why) otherwise, or for an index saved before BM25 was stored. A query's text is
-its selected sentences, so an aspect-conditional query is matched by its aspect's words.
+made the title sentence 0 (`include_title`, recorded in its manifest: `SentenceIndex.title_first`) has the title
+read once, not twice. `aspire index build` (any save) writes it into the index generation with the build config's
+`search.bm25_k1` / `search.bm25_b`; `stored_bm25` uses that stored one when a search asks for the same k1 and b,
+and builds one (logging why) otherwise, or for an index saved before BM25 was stored. A query's text is its
+selected sentences, so an aspect-conditional query is matched by its aspect's words.
 """
 
 from __future__ import annotations
@@ -50,8 +49,9 @@ def titles_first(titles: Sequence[str], sentences: Sequence[Sequence[str]], incl
 def title_is_sentence_0(titles: Sequence[str], sentences: Sequence[Sequence[str]]) -> bool:
     """Whether the stored sentences start with the title, as an encoder with `include_title` stores them (the
     guess for an index whose manifest does not record the setting): every paper with a title that is not blank
-    (the encoder leaves a blank one out) holds it as sentence 0, and one at least has such a title. (Per paper, a plain index would lose the title-like first sentence some abstracts
-    open with; 7 of the ACL anthology's 59,413 do.) Stops at the first paper that does not."""
+    (the encoder leaves a blank one out) holds it as sentence 0, and one at least has such a title. (Per paper, a
+    plain index would lose the title-like first sentence some abstracts open with; 7 of the ACL anthology's 59,413
+    do.) Stops at the first paper that does not."""
     titled = [(title, i) for i, title in enumerate(titles) if title.strip()]
     return bool(titled) and all(sentences[i][:1] == [title] for title, i in titled)
 

@@ -67,8 +67,9 @@ def shard_slice(shard: int, n_shards: int, n: int) -> tuple[int, int]:
 def shard_record(encoder, corpus_path: str | Path, config: IndexBuildConfig, n_papers: int,
                  model_name: str = "") -> dict:
     """What every shard of this encoding records in its shard.json (`aspire.index.stream.SHARD_RECORD`), its slice
-    aside: the model (and its `include_title`, which the merged index records), the backend and precision (`config.encode`'s), the corpus file (resolved path, size, SHA-256),
-    the reading limits and `corpus_papers`, the number of readable records `n_papers` the slices cut."""
+    aside: the model (and its `include_title`, which the merged index records), the backend and precision
+    (`config.encode`'s), the corpus file (resolved path, size, SHA-256), the reading limits and `corpus_papers`, the
+    number of readable records `n_papers` the slices cut."""
     path = Path(corpus_path).resolve()
     return {"model_name": model_name, "model_fingerprint": model_fingerprint(encoder),
             "include_title": encoder_include_title(encoder),
