@@ -295,3 +295,14 @@ def test_the_overlap_folders_leave_out_the_overlapping_pairs_and_as_many_others(
     assert (tmp_path / "out" / "examples.dev.jsonl").read_text() == (ex / "examples.dev.jsonl").read_text()
     with pytest.raises(FileExistsError):
         write_without(ex, tmp_path / "out", set())
+
+
+def test_an_align_config_key_is_refused_before_torch_loads(tmp_path):
+    from tests.test_light_commands import probe
+
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "teacher").mkdir()
+    (tmp_path / "teacher" / "modules.json").write_text("[]")  # a teacher folder as far as the path check reads it
+    [(argv, status, heavy, err)] = probe([["data", "align", "--examples", str(tmp_path / "examples"), "--teacher",
+                                           str(tmp_path / "teacher"), "--out", str(tmp_path / "out"), "chunk=0"]])
+    assert (status, heavy) == (2, []) and "chunk" in err, err

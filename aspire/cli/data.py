@@ -169,10 +169,12 @@ def _model_stage(args) -> dict:
     from aspire.config import load_config
 
     if args.stage == "align":
-        from aspire.data.align import AlignConfig, align_examples
+        from aspire.data.cocite.config import AlignConfig
+
+        cfg = load_config(AlignConfig, args.config, args.overrides)  # a bad key before torch loads
+        from aspire.data.align import align_examples
         from aspire.encoders.cosentbert import load_sentence_model
 
-        cfg = load_config(AlignConfig, args.config, args.overrides)
         return align_examples(args.examples, load_sentence_model(args.teacher), args.out, cfg)
     from aspire.data.negatives import ENCODED, HardNegativesConfig, check_config, mine_hard_negatives
 

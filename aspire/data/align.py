@@ -23,26 +23,16 @@ file, the line and the key.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 from torch import Tensor
 
 from aspire.batch import DocBatch
-from aspire.config import ranged, to_dict
-from aspire.data.cocite.config import SPLITS
+from aspire.config import to_dict
+from aspire.data.cocite.config import SPLITS, AlignConfig
 from aspire.data.papers import read_paper_map
 from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, type_name, unique_id, write_json
-
-
-@dataclass
-class AlignConfig:
-    text_field: Literal["contexts_clean", "contexts"] = "contexts_clean"  # the contexts to align to
-    max_seq_length: int | None = ranged(128, ge=1)  # teacher's input length for sentences and contexts (None: its own)
-    encode_batch_size: int = ranged(64, ge=1)
-    chunk: int = ranged(256, ge=1)  # examples aligned per tensor batch
 
 
 def _unit(emb: Tensor) -> Tensor:

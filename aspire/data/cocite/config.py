@@ -61,6 +61,17 @@ class CociteConfig:
     examples: ExamplesConfig = field(default_factory=ExamplesConfig)
 
 
+@dataclass
+class AlignConfig:
+    """The `align` stage's settings (`aspire.data.align`): here, free of torch, so a bad key is refused before the
+    teacher model loads."""
+
+    text_field: Literal["contexts_clean", "contexts"] = "contexts_clean"  # the contexts to align to
+    max_seq_length: int | None = ranged(128, ge=1)  # teacher's input length for sentences and contexts (None: its own)
+    encode_batch_size: int = ranged(64, ge=1)
+    chunk: int = ranged(256, ge=1)  # examples aligned per tensor batch
+
+
 def load_cocite_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> CociteConfig:
     """Defaults, then the YAML file (e.g. `configs/data_cocite.yaml`), then dotted overrides."""
     return load_config(CociteConfig, path, list(overrides))
