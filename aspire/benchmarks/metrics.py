@@ -170,6 +170,14 @@ def ranx_per_query(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
     return {name: dict(zip(order, (float(v) for v in scores[name]))) for name in dict.fromkeys(names)}
 
 
+def check_metrics(metrics: Sequence[str], threshold: int = 1) -> dict[str, tuple[str, int]]:
+    """`{name: (kind, k)}` of the metric names (module docstring), or ValueError naming a name that is none, or a
+    threshold that is not an integer >= 1: what `evaluate_rankings` reads, checkable before any ranking exists."""
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, np.integer)) or threshold < 1:
+        raise ValueError(f"threshold must be an integer >= 1 (grade 0 means not relevant), got {threshold!r}")
+    return {name: _parse_metric(name) for name in metrics}
+
+
 def evaluate_rankings(
     qrels: Mapping[str, Mapping[str, int]],
     rankings: Mapping[str, Sequence[str]],
@@ -189,9 +197,7 @@ def evaluate_rankings(
         `{query: {metric name as given: value in [0, 1], or None where undefined for that query}}`,
         queries in `rankings` order.
     """
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, np.integer)) or threshold < 1:
-        raise ValueError(f"threshold must be an integer >= 1 (grade 0 means not relevant), got {threshold!r}")
-    parsed = {name: _parse_metric(name) for name in metrics}
+    parsed = check_metrics(metrics, threshold)
     check_rankings(qrels, rankings)
     empty = set(queries_without_relevant(qrels, threshold))
     if empty and not skip_no_relevant:

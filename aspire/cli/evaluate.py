@@ -178,12 +178,12 @@ def _pools_args(p: argparse.ArgumentParser) -> None:
 
 
 def _pools(parser, args) -> int:
-    from aspire.benchmarks.metrics import evaluate_rankings
+    from aspire.benchmarks.metrics import check_metrics
     from aspire.evaluate.pool_run import run_pools
 
     options = _check_pool_args(parser, args)
     metrics = [m for m in args.metrics.split(",") if m]
-    evaluate_rankings({}, {}, metrics, args.threshold)  # the metric names, before a model encodes (once: after)
+    check_metrics(metrics, args.threshold)  # before a model encodes (once: after)
     out = Path(args.out)
     if options is not None and args.exp is None:  # a model run's experiment name, known only now
         from aspire.evaluate.options import default_exp
