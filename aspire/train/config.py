@@ -39,6 +39,14 @@ SCORER_KEYS: dict[str, tuple[str, ...]] = {"ot": ("ot_eps", "ot_tau", "ot_tol", 
 _SCORER_FIELDS = {key for keys in SCORER_KEYS.values() for key in keys}
 
 
+def unread_settings(kind: str, values) -> dict:
+    """The `SCORER_KEYS` settings among `values` ({name: value}) that `kind` never reads (`kind_reads`) and that are
+    set to anything but their default: what a config of that kind refuses."""
+    defaults = {f.name: _default(f) for f in fields(ModelConfig) if f.name in _SCORER_FIELDS}
+    reads = kind_reads(kind)
+    return {k: v for k, v in values.items() if k in defaults and k not in reads and v != defaults[k]}
+
+
 def kind_reads(kind: str) -> tuple[str, ...]:
     """The `SCORER_KEYS` settings `model.kind` reads (`ot`, `ts+ot`: the OT ones; `att`: `att_tau`)."""
     terms, scorer = KINDS[kind]
@@ -112,9 +120,8 @@ class ModelConfig:
     adapter: AdapterConfig = field(default_factory=AdapterConfig)
 
     def __post_init__(self) -> None:
-        if self.kind in KINDS:  # a scorer setting the kind never reads was once accepted unsaid, then said (info)
-            unread = [f"model.{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name in _SCORER_FIELDS
-                      and f.name not in kind_reads(self.kind) and getattr(self, f.name) != _default(f)]
+        if self.kind in KINDS:  # a scorer setting the kind never reads was once accepted unsaid
+            unread = [f"model.{k}={v!r}" for k, v in unread_settings(self.kind, vars(self)).items()]
             if unread:
                 readers = "; ".join(f"{', '.join(keys)}: kinds {', '.join(k for k in KINDS if keys[0] in kind_reads(k))}"
                                     for keys in SCORER_KEYS.values())

@@ -57,11 +57,11 @@ from aspire.losses import (
 from aspire.train.checkpoint import damaged_torch_file
 from aspire.train.config import (  # noqa: F401 (KINDS: used from here too)
     KINDS,
-    SCORER_KEYS,
     AbstractConfig,
     LossConfig,
     ModelConfig,
     kind_reads,
+    unread_settings,
 )
 from aspire.train.task_formats import DEFAULT_TASK, use_task
 from aspire.train.terms import (  # noqa: F401  (kind_terms and make_scorer are used from here too)
@@ -383,13 +383,11 @@ class DocumentModel(nn.Module):
 def _without_unread(model: dict, file: Path) -> dict:
     """A saved `model` section less the scorer settings its kind never reads (`kind_reads`): a model trained before
     the config refused them holds them, and they never made a difference; the log names them."""
-    reads = kind_reads(model["kind"])
-    unread = {k: v for k, v in model.items() if k in {k for keys in SCORER_KEYS.values() for k in keys} and k not in reads
-              and _valid(k, v)}  # a value no kind could take is damage: left for the check to name
-    defaults = {k: getattr(ModelConfig(), k) for k in unread}
-    if {k: v for k, v in unread.items() if v != defaults[k]}:
+    # a value no kind could take is damage: left for the check to name
+    unread = {k: v for k, v in unread_settings(model["kind"], model).items() if _valid(k, v)}
+    if unread:
         log.info("%s: %s not read by model.kind %s (saved before configs refused them): left at their defaults", file,
-                 ", ".join(f"{k}={v!r}" for k, v in unread.items() if v != defaults[k]), model["kind"])
+                 ", ".join(f"{k}={v!r}" for k, v in unread.items()), model["kind"])
     return {k: v for k, v in model.items() if k not in unread}
 
 
