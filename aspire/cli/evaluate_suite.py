@@ -1,0 +1,156 @@
+"""`aspire evaluate`'s commands over several benchmarks at once: `suite` (one model, or an ensemble, over every
+registered benchmark in one table) and SciRepEval's formats on the ACL papers (`venue`, `year`, `same-author`,
+`PROBE_HELP`). `aspire.cli.evaluate` lists them in its command table beside the one-benchmark commands.
+
+    aspire evaluate suite --model minilm --scorer minl2 --out runs/suite-minilm-minl2
+    aspire evaluate suite --ensemble configs/ensemble_minilm.yaml --out runs/suite-ensemble
+    aspire evaluate venue --model minilm --out runs/scirepeval/minilm/venue
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from aspire.benchmarks import BENCHMARKS
+from aspire.cli.evaluate_options import MODEL_FLAGS, code_arg, eval_options, given_options, model_args, refuse_unread
+from aspire.cliutil import add_backend_options, backend_options, code_option, device_name, positive_int, print_json
+from aspire.encoders.pretrained import MODEL_HELP
+from aspire.evaluate.cache import default_cache_dir
+from aspire.evaluate.options import Stages
+from aspire.paths import DATA
+
+PROBE_HELP = {"venue": "ACL venue classification: macro-F1 of a linear probe (SciRepEval's classification format)",
+              "year": "ACL year of publication: Kendall tau and RMSE of a ridge probe (SciRepEval's regression format)",
+              "same-author": "ACL same-author proximity: MAP / nDCG@10 (SciRepEval's proximity format)"}
+PROBE_EXAMPLES = {
+    "venue": """\
+  aspire evaluate venue --model minilm --out runs/scirepeval/minilm/venue
+  aspire evaluate venue --model minilm --labels my_labels.jsonl --out runs/scirepeval/my-labels""",
+    "year": """\
+  aspire evaluate year --model minilm --out runs/scirepeval/minilm/year
+  aspire evaluate year --model runs/my_model/best --out runs/scirepeval/mine/year --compare runs/scirepeval/minilm/year""",
+    "same-author": """\
+  aspire evaluate same-author --model mpnet --out runs/scirepeval/mpnet/same-author
+  aspire evaluate same-author --model runs/codes/best --code [PRX] --out runs/scirepeval/codes/same-author""",
+}
+
+
+# ---- the SciRepEval formats ---------------------------------------------------------------------------------
+
+def probe_args(p: argparse.ArgumentParser, name: str) -> None:
+    """The SciRepEval formats' options: no scorer, their two representations are fixed (`aspire.evaluate.probes`)."""
+    p.add_argument("--data", default=str(DATA / "acl-anthology"), help="ACL folder (default %(default)s)")
+    if name != "same-author":
+        p.add_argument("--labels", help="your own labels: JSONL of paper_id and label for every paper of the split")
+    p.add_argument("--compare", metavar="DIR", help="paired tests against another results folder of this format")
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--code", help="model with control codes: the code every paper gets (default: the model's own)")
+    p.add_argument("--cache-dir", default=str(default_cache_dir()), help="vector cache (default %(default)s)")
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="papers per encoder batch (default 32)")
+    p.add_argument("--device", type=device_name, help="torch device (default: the model's)")
+    p.add_argument("--out", required=True, help="output folder")
+    add_backend_options(p)
+
+
+def run_probe(parser, args) -> int:
+    from aspire.evaluate.probes import compare_probe_results, run_format
+    from aspire.io import write_json
+
+    res = run_format(args.command, args.data, args.model, args.out, None if args.no_cache else args.cache_dir,
+                     args.batch_size, args.device, {**backend_options(args), **code_option(args.code)},
+                     getattr(args, "labels", None))
+    tests = None
+    if args.compare:  # written before anything is printed: a reader of stdout that goes away once lost the file
+        tests = compare_probe_results(args.out, args.compare)
+        write_json(Path(args.out) / "compare.json", {"against": args.compare, "tests": tests})
+    for rep, r in res["representations"].items():
+        print(rep, "  ".join(f"{m} {v:.4f} [{r['ci95'][m][0]:.4f}, {r['ci95'][m][1]:.4f}]"
+                             for m, v in r["metrics"].items()), r.get("chosen", ""))
+    if tests is not None:
+        print_json(tests, indent=1)
+    print(f"wrote {Path(args.out) / 'results.json'}")
+    return 0
+
+
+# ---- suite --------------------------------------------------------------------------------------------------
+
+def suite_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=str(DATA), help="folder holding " + ", ".join(b.folder + "/" for b in BENCHMARKS.values()))
+    p.add_argument("--benchmarks", nargs="+", choices=list(BENCHMARKS), metavar="NAME",
+                   help="run only these (default: all of " + ", ".join(BENCHMARKS) + ")")
+    p.add_argument("--aggregate", default="max", help="reviewer matching aggregate (default max)")
+    p.add_argument("--bm25-alpha", type=float, help="context2doc: fuse with BM25 at this weight on the model")
+    p.add_argument("--ensemble", metavar="YAML",
+                   help="an ensemble (configs/ensemble_*.yaml: members, weights, fusion) instead of --model/--scorer")
+    model_args(p)
+    code_arg(p)
+
+
+def run_suite_command(parser, args) -> int:
+    if args.ensemble:
+        return _ensemble_suite(parser, args)
+    if not args.model or (args.model != "bm25" and not args.scorer):
+        parser.error("give --model and --scorer (or --model bm25)")
+    if args.model == "bm25" and (args.backend != "torch" or args.quantize):
+        parser.error("--backend/--quantize choose a model's encoder; --model bm25 has none")
+    if args.model == "bm25":  # BM25 alone on the lexical benchmarks (context2doc): no scorer, encoder or aggregate
+        refuse_unread(parser, args, ("--scorer", "--aggregate", "--bm25-alpha", *MODEL_FLAGS),
+                      "--model bm25 ranks by BM25 alone on context2doc")
+    _refuse_left_out(parser, args)
+    _check_suite_settings(args)
+    options = eval_options(args) if args.model != "bm25" else None
+    from aspire.evaluate.suite import format_rows, format_seconds, run_suite  # torch: after every check
+
+    suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, options,
+                      benchmarks=args.benchmarks)
+    print("\n".join(format_rows(suite["rows"])))
+    print(format_seconds(suite["seconds"]))
+    print(f"wrote {Path(args.out) / 'suite.json'}")
+    return 0
+
+
+def _ensemble_suite(parser, args) -> int:
+    given = given_options(parser, args, ("--model", "--scorer", "--tau", "--eps", "--window", "--bm25-alpha",
+                                         "--max-length", "--joiner", "--code"))
+    if given or args.normalize or args.encoding != "contextual":
+        parser.error(f"--ensemble takes each member's model and options from its YAML; leave out "
+                     f"{given or '--encoding/--normalize'}")
+    refuse_unread(parser, args, ("--backend", "--quantize"), "--ensemble members encode with the exact torch model")
+    _refuse_left_out(parser, args)
+    _check_suite_settings(args)
+    from aspire.evaluate.ensemble import run_ensemble_suite  # torch: after every check
+    from aspire.evaluate.suite import format_rows
+
+    suite = run_ensemble_suite(args.ensemble, args.out, args.data, args.aggregate,
+                               None if args.no_cache else args.cache_dir, args.batch_size, args.device,
+                               benchmarks=args.benchmarks)
+    print("\n".join(format_rows(suite["rows"])))
+    for line in suite["skipped"]:
+        print(f"skipped: {line}")
+    print(f"wrote {Path(args.out) / 'suite.json'}")
+    return 0
+
+
+def _check_suite_settings(args) -> None:
+    """ValueError for a bad `--aggregate` or `--bm25-alpha` before the first benchmark runs: each is read by one
+    benchmark (reviewers, context2doc), which refused it only after every benchmark before it had run."""
+    if args.benchmarks is None or "reviewers" in args.benchmarks:
+        from aspire.benchmarks.reviewers import parse_aggregate  # torch-free: checked before any model loads
+
+        parse_aggregate(args.aggregate)
+    if args.bm25_alpha is not None:
+        Stages(bm25=True, alpha=args.bm25_alpha).checked(has_model=True)
+
+
+def _refuse_left_out(parser, args) -> None:
+    """`--aggregate` / `--bm25-alpha` are read by one benchmark each (reviewers / context2doc): a parser error when
+    `--benchmarks` leaves it out."""
+    for flag, bench in (("--aggregate", "reviewers"), ("--bm25-alpha", "context2doc")):
+        if args.benchmarks is not None and bench not in args.benchmarks and given_options(parser, args, (flag,)):
+            parser.error(f"{flag} applies to the {bench} benchmark, which --benchmarks leaves out; leave it out")
+    if args.benchmarks is not None and set(args.benchmarks) <= set(PROBE_HELP):  # `aspire.evaluate.probes.probe_rows`
+        refuse_unread(parser, args, ("--encoding", "--tau", "--eps", "--window", "--max-length", "--normalize",
+                                     "--joiner"), "the SciRepEval formats score their own two representations, "
+                                                  "whatever the scorer and its encoding")
