@@ -446,7 +446,9 @@ def backend_options(args: argparse.Namespace) -> dict:
         raise ValueError(f"--quantize {args.quantize} goes with --backend {needs}")
     if args.backend == "torch":
         return {"quantize": args.quantize} if args.quantize else {}
+    from aspire.encoders.choice import on_cpu  # torch-free
+
     device = getattr(args, "device", None)
-    if device not in (None, "cpu"):
+    if not on_cpu(device):
         raise ValueError(f"--backend {args.backend} encodes on the CPU; got --device {device}")
     return {"backend": args.backend, "quantize": args.quantize}

@@ -9,6 +9,7 @@ import sys
 
 from aspire.cliutil import add_backend_options, backend_options, code_option, device_name, positive_int
 from aspire.data.facets import FACET_CODE_CHOICES
+from aspire.encoders.choice import on_cpu
 from aspire.encoders.pretrained import MODEL_HELP
 from aspire.evaluate.cache import default_cache_dir
 from aspire.evaluate.options import CAND_SENTENCES, QUERY_TEXTS, SCORERS, EvalOptions, Stages, scorer_options
@@ -113,7 +114,7 @@ def refuse_unused_by_search(parser, args) -> None:
         parser.error(f"--search-pipeline does not read {', '.join(given)}: the search config decides (give its keys "
                      "as overrides, e.g. bm25_k1=, ot_tau=), or run the model with --scorer")
     given = [flag for flag in given_options(parser, args, _NOT_READ_BY_SEARCH_RUNNER[args.command])
-             if not (flag == "--device" and args.device == "cpu")]  # where it loads the model anyway
+             if not (flag == "--device" and on_cpu(args.device))]  # where it loads the model anyway
     if given:
         what = "loads the model on the CPU" + ("" if args.command != "context2doc" else
                                                 ", encodes the candidates as `aspire index build` does (no vector "

@@ -1,0 +1,35 @@
+"""Round 14 mends made outside the helpers' files: each test fails on the code before its fix."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from aspire.cli import evaluate as evaluate_cli
+from aspire.cli.evaluate_options import refuse_unused_by_search
+from aspire.cliutil import backend_options
+
+
+def test_backend_options_reads_cpu_index_as_the_cpu():
+    # `cpu:0` is the CPU (`aspire.encoders.choice.on_cpu`); the check refused it as a non-CPU device
+    args = argparse.Namespace(backend="onnx", quantize=None, device="cpu:0")
+    assert backend_options(args) == {"backend": "onnx", "quantize": None}
+    with pytest.raises(ValueError, match="encodes on the CPU; got --device cuda"):
+        backend_options(argparse.Namespace(backend="onnx", quantize=None, device="cuda"))
+
+
+def _search_args(device: str):
+    parser = evaluate_cli.build_parser()
+    args = parser.parse_args(["csfcube", "--model", "minilm", "--search-pipeline", "rerank=minl2",
+                              "--out", "/tmp/unused"])
+    args.device = device  # as an API caller passes it, past `device_name`'s normalisation
+    return args.command_parser, args
+
+
+def test_search_runner_accepts_cpu_index_where_it_accepts_cpu():
+    parser, args = _search_args("cpu:0")
+    refuse_unused_by_search(parser, args)  # the runner loads the model on the CPU anyway: nothing unread
+    parser, args = _search_args("cuda")
+    with pytest.raises(SystemExit):
+        refuse_unused_by_search(parser, args)
