@@ -149,6 +149,26 @@ def nearest_pairs(q: DocBatch, c: DocBatch) -> tuple[torch.Tensor, torch.Tensor]
     return best.masked_fill(~q.mask, float("inf")), idx
 
 
+def check_query(query: DocBatch, dim: int) -> None:
+    """ValueError naming the query paper when one query DocBatch `(1, S, D)` cannot be searched over an index of
+    `dim`-d sentence vectors: no sentence selected (its mask), vectors of another dimension (another model), or a
+    selected sentence vector or the whole-abstract vector `(1, D)` holding NaN or infinity (every distance to it
+    would be NaN)."""
+    name = f"query {query.paper_ids[0]!r}" if query.paper_ids else "the query"
+    if query.emb.shape[-1] != dim:
+        raise ValueError(f"{name}: its sentence vectors are {query.emb.shape[-1]}-d and the index's {dim}-d: encode "
+                         "the query with the model the index was built with")
+    selected = query.mask[0].nonzero()[:, 0]  # (n,)
+    if len(selected) == 0:
+        raise ValueError(f"{name} has no selected sentence (its mask is empty): select at least one")
+    finite = torch.isfinite(query.emb[0, selected].detach()).all(dim=1)  # (n,)
+    if not bool(finite.all()):
+        bad = selected[~finite.cpu()].tolist()
+        raise ValueError(f"{name}: sentence vector(s) {bad[:10]} hold NaN or infinity")
+    if query.whole is not None and not bool(torch.isfinite(query.whole[0].detach()).all()):
+        raise ValueError(f"{name}: its whole-abstract vector holds NaN or infinity")
+
+
 def _paper_id(paper_id: str | int) -> str:
     """A paper id as the index stores it: a string (an integer becomes its digits, as the papers reader does)."""
     if isinstance(paper_id, bool) or not isinstance(paper_id, (str, int, np.integer)):
@@ -257,7 +277,8 @@ class Searcher:
         re-ranker, `cross_encoder` turns the cross-encoder stage on or off (see `SearchConfig`). Arguments
         are checked by `checked_search_config` (SearchArgumentError naming a bad one); `fuse`, `passage_window` or
         `passage_beta` given to a search whose pipeline does not read them is said (a warning), and `shortlist`
-        is read only by a re-ranker.
+        is read only by a re-ranker. A query that cannot be searched (no selected sentence, vectors of another
+        dimension than the index's, NaN or infinity) is a ValueError naming it (`check_query`).
         """
         asked = checked_search_config(self.config, k=k, rerank=rerank, shortlist=shortlist, stages=stages, fuse=fuse,
                                       passage_window=passage_window, passage_beta=passage_beta, cross_encoder=cross_encoder)
@@ -272,6 +293,7 @@ class Searcher:
         cfg = cross_depth(self, asked)  # with the cross-encoder stage: the stages before it give cross_top
         if len(query) != 1:
             raise ValueError(f"search takes one query paper, got a batch of {len(query)}")
+        check_query(query, self.index.dim)  # an empty selection was once answered by BM25 with index order
         exclude = self._excluded(query, exclude)
         papers, first_scores, stage_scores = self.first_stage(query, cfg, exclude)
         if len(papers) == 0:  # nothing to rank, e.g. an index holding only the query paper
@@ -358,11 +380,15 @@ class Searcher:
 
         "minl2" scans all sentence vectors (`chunk` x 64 rows at a time) and takes each paper's
         minimum; other scorers score the papers `chunk` at a time, grouped by sentence count. Returns (papers (k,) positions,
-        scores (k,) similarities), best first, ties by lower position (as `search` breaks them).
+        scores (k,) similarities), best first, ties by lower position (as `search` breaks them). The query is
+        checked as `search` checks it (`check_query`).
         """
         from aspire.retrieval.lexical import best_positions
 
         checked_search_config(self.config, k=k)
+        if len(query) != 1:
+            raise ValueError(f"exhaustive takes one query paper, got a batch of {len(query)}")
+        check_query(query, self.index.dim)
         exclude = self._excluded(query, exclude)
         if method == "minl2":
             scores = -self._scan_min_l2(query, chunk * 64)

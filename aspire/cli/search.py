@@ -238,10 +238,17 @@ class QueryMaker:
     def from_id(self, paper_id: str, sentences: str | None) -> Query:
         if self.code(sentences) is None and not self.args.query_side:
             return Query(paper_id, self._placed(self.searcher.query_from_index(paper_id, sentences)))
+        from aspire.index.store import encoder_include_title
+
         self.load_encoder()
         index, i = self.searcher.index, self.searcher.index.position(paper_id)
-        # the stored sentences start with the title where the encoder made it sentence 0 (a blank title is not)
-        first = int(self.searcher.encoder.include_title and bool(index.titles[i].strip()))
+        # the stored sentences start with the title where the encoder made it sentence 0 (a blank title is not): as
+        # the index records it (`title_first`, the rule its BM25 reads), else (an index saved before the record)
+        # as the loaded encoder, whose fingerprint the index's matches, does
+        if getattr(index, "include_title", None) is not None:  # a SentenceIndex records it (None: not recorded)
+            first = int(index.title_first(i))
+        else:
+            first = int(encoder_include_title(self.searcher.encoder) and bool(index.titles[i].strip()))
         labels = index.labels[i][first:] if index.labels[i] is not None else None
         query = self.from_paper(Paper(paper_id, index.titles[i], index.sentences[i][first:], labels), sentences)
         query.exclude = None  # re-encoded, but an indexed paper: left out of its own results as by id
