@@ -123,6 +123,12 @@ def number_list(text: str) -> list[float]:
     return values
 
 
+def on_cpu(device: str | None) -> bool:
+    """Whether `device` (a --device value; None: the default, the CPU) names the CPU, as torch reads it: `cpu`,
+    `cpu:0`."""
+    return device is None or str(device).split(":", 1)[0] == "cpu"
+
+
 def device_name(text: str) -> str:
     """argparse type: a torch device that exists here (`cpu`, `cuda`, `cuda:1`, `mps`; `cpu:N` is `cpu`)."""
     if text == "cpu":
@@ -446,8 +452,6 @@ def backend_options(args: argparse.Namespace) -> dict:
         raise ValueError(f"--quantize {args.quantize} goes with --backend {needs}")
     if args.backend == "torch":
         return {"quantize": args.quantize} if args.quantize else {}
-    from aspire.encoders.choice import on_cpu  # torch-free
-
     device = getattr(args, "device", None)
     if not on_cpu(device):
         raise ValueError(f"--backend {args.backend} encodes on the CPU; got --device {device}")

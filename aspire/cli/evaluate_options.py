@@ -7,9 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from aspire.cliutil import add_backend_options, backend_options, code_option, device_name, positive_int
+from aspire.cliutil import add_backend_options, backend_options, code_option, device_name, on_cpu, positive_int
 from aspire.data.facets import FACET_CODE_CHOICES
-from aspire.encoders.choice import on_cpu
 from aspire.encoders.pretrained import MODEL_HELP
 from aspire.evaluate.cache import default_cache_dir
 from aspire.evaluate.options import CAND_SENTENCES, QUERY_TEXTS, SCORERS, EvalOptions, Stages, scorer_options

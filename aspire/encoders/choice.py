@@ -19,6 +19,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from aspire.cliutil import on_cpu
+
 AUTO = "auto"
 BACKEND_ENV = "ASPIRE_BACKEND"  # the backend a command uses when none is given (default: auto)
 BACKENDS = ("torch", "onnx", "openvino")  # `aspire.encoders.backends.BACKENDS`, without importing torch
@@ -46,12 +48,6 @@ def native_bf16_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> list[str] | None
         return None
     flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
     return [flag for flag in BF16_FLAGS if flag in flags]
-
-
-def on_cpu(device: str | None) -> bool:
-    """Whether `device` (a --device value; None: the default, the CPU) names the CPU, as torch reads it: `cpu`,
-    `cpu:0`."""
-    return device is None or str(device).split(":", 1)[0] == "cpu"
 
 
 def _query_adapter(model: str | None) -> bool:
