@@ -76,6 +76,25 @@ def paper_sentences(paper: Paper, include_title: bool) -> list[str]:
     return list(paper.sentences)
 
 
+def piece_sentences(starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The sentence (P,) of each word piece of a text of sentences joined by one space, from the sentences' first
+    characters `starts` (n,), their `lengths` (n,) and the pieces' character offsets `offsets` (P, 2): the one
+    holding the piece's last character. A piece that ends at a joining space (a SentencePiece `▁` standing alone
+    before a sentence's first word) opens the next sentence with a character, as it does when that sentence is
+    tokenised alone (it went to the sentence before); a piece of no character, the sentence where it stands."""
+    begin, end = offsets[:, 0], offsets[:, 1]
+    sentence = np.searchsorted(starts, end - 1, side="right") - 1
+    blank = end <= begin
+    sentence[blank] = np.searchsorted(starts, begin[blank], side="right") - 1
+    opener = ~blank & np.isin(end, starts[1:])  # WordPiece pieces never are: they hold no whitespace
+    nonempty = np.flatnonzero(lengths > 0)
+    if opener.any() and len(nonempty):
+        later = np.searchsorted(starts[nonempty], end[opener])  # the first sentence with a character from `end` on
+        sentence[opener] = np.where(later < len(nonempty), nonempty[np.minimum(later, len(nonempty) - 1)],
+                                    sentence[opener])
+    return sentence
+
+
 def raise_if_not_finite(vectors: Tensor, names: Sequence[str]) -> None:
     """ValueError naming every item (one a row of `vectors`, (N, ...)) with a NaN or infinite value: a model that
     diverged in training or overflowed in half precision would otherwise put such papers first in every search
@@ -292,12 +311,13 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     def _tokenize(self, papers: Sequence[Paper], codes: Sequence[str] | None = None) -> tuple[EncoderInputs, list[list[int]]]:
         sents = [paper_sentences(p, self.include_title) for p in papers]
         shift = [int(title_is_sentence(p, self.include_title)) for p in papers]  # title is sentence 0
-        texts, starts = [], []
+        texts, starts, lengths = [], [], []
         for paper_sents, k in zip(sents, shift):
             body = paper_sents[k:]
             begins = np.cumsum([0] + [len(s) + 1 for s in body[:-1]]) if body else np.zeros(0, dtype=int)
             texts.append(" ".join(body))
             starts.append(begins)
+            lengths.append(np.array([len(s) for s in body], dtype=np.int64))
         window = self.max_length - (self.code is not None or codes is not None)  # room for the control code
         enc = self.tokenizer(
             self._cut_titles([p.title for p in papers], window),
@@ -321,8 +341,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         for r, b in enumerate(row_paper.tolist()):
             seq = np.array([-1 if s is None else s for s in enc.sequence_ids(r)])
             in_abstract = from_abstract[r] = seq == 1
-            last_char = offsets[r, :, 1] - 1
-            sent_index[r, in_abstract] = np.searchsorted(starts[b], last_char[in_abstract], side="right") - 1 + shift[b]
+            sent_index[r, in_abstract] = piece_sentences(starts[b], lengths[b], offsets[r, in_abstract]) + shift[b]
             if shift[b]:
                 sent_index[r, (seq == 0) & (offsets[r, :, 1] > offsets[r, :, 0])] = 0  # title pieces
         keep = np.ones(len(row_paper), dtype=bool) if self.overflow == "window" else first_row
@@ -355,17 +374,22 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         all of a paper's windows (its first alone with `overflow="truncate"`, which keeps no other).
 
         `max_rows` windows pass through the model at a time (default all): bounds activation memory
-        however many continuation windows a long paper has."""
+        however many continuation windows a long paper has. Vectors come out in the model's dtype, pooled in
+        float32 at least (float16 / bfloat16 hidden states are summed and counted in float32)."""
         if max_rows is not None:
             check_batch_size(max_rows, "max_rows")
         R, B, S, D = len(inputs.input_ids), len(inputs.n_sentences), max(inputs.n_sentences), self.dim
-        sums, counts, whole_sums, whole_counts = None, None, None, None
+        sums, counts, whole_sums, whole_counts, out_dtype = None, None, None, None, None
         for lo in range(0, R, max_rows or R):
             rows = slice(lo, lo + (max_rows or R))
             extra = {} if inputs.token_type_ids is None else {"token_type_ids": inputs.token_type_ids[rows]}
             hidden = self.model(
                 input_ids=inputs.input_ids[rows], attention_mask=inputs.attention_mask[rows], **extra
             ).last_hidden_state  # (r, T, D)
+            # sums and counts in float32 at least: a bfloat16 count stops at 256 (257 + 1 rounds back) and its
+            # running sums lose a bit a step, so a long sentence's mean came out far off (0.78 on values of 1.4)
+            out_dtype = hidden.dtype
+            hidden = hidden.to(torch.promote_types(hidden.dtype, torch.float32))
             valid = inputs.sent_index[rows] >= 0  # (r, T)
             slot = (inputs.row_paper[rows, None] * S + inputs.sent_index[rows])[valid]  # (P,) flat (paper, sentence) slot
             sums = (hidden.new_zeros(B * S, D) if sums is None else sums).index_add(0, slot, hidden[valid])
@@ -375,9 +399,9 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             papers = inputs.row_paper[rows]
             whole_sums = (hidden.new_zeros(B, D) if whole_sums is None else whole_sums).index_add(0, papers, row_sums)
             whole_counts = (hidden.new_zeros(B) if whole_counts is None else whole_counts).index_add(0, papers, attended.sum(dim=1))
-        emb = (sums / counts.clamp_min(1.0)[:, None]).view(B, S, D)
+        emb = (sums / counts.clamp_min(1.0)[:, None]).view(B, S, D).to(out_dtype)
         mask = (counts > 0).view(B, S)
-        whole = whole_sums / whole_counts.clamp_min(1.0)[:, None]
+        whole = (whole_sums / whole_counts.clamp_min(1.0)[:, None]).to(out_dtype)
         return DocBatch(emb, mask, list(inputs.paper_ids), inputs.sentences, whole)
 
     # ---- batched inference ------------------------------------------------------------------------
@@ -474,13 +498,17 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             out = torch.empty(len(texts), self.dim)
             empty = torch.zeros(len(texts), dtype=torch.bool)
             specials = self.tokenizer.num_special_tokens_to_add(pair=pairs is not None)
+            room = min(max_length or self.max_length, self._limit) - (self.code is not None)
+            if room < specials + (2 if pairs is not None else 1):  # the tokenizer would not cut at all, or cut all
+                raise ValueError(f"max_length {max_length} leaves no room: a text holds {specials} special piece(s)"
+                                 f"{', a control code' if self.code is not None else ''} and a piece of each text")
             for start in range(0, len(texts), batch_size):
                 idx = order[start : start + batch_size].tolist()
                 enc = dict(self.tokenizer(
                     [texts[i] for i in idx],
                     [pairs[i] for i in idx] if pairs else None,
                     truncation="longest_first" if pairs else True,
-                    max_length=min(max_length or self.max_length, self._limit) - (self.code is not None),
+                    max_length=room,
                     padding=True,
                     return_tensors="pt",
                 ))

@@ -71,8 +71,9 @@ class TaskFormats:
     @contextmanager
     def query_side(self) -> Iterator["TaskFormats"]:
         """Encode queries inside the block: a query-scope adapter is switched on there (no other encoder
-        changes: its queries and papers share one encoding)."""
-        if self.adapter_scope != "query":
+        changes: its queries and papers share one encoding). Blocks nest: an inner block's end leaves the adapter
+        on for the rest of the outer one."""
+        if self.adapter_scope != "query" or self.query_on:  # nested: the outermost block switches it off
             yield self
             return
         adapters.set_enabled(self.model, True)
