@@ -137,8 +137,9 @@ def _run(rows, pos):
 def _blas_fits(qs, nq, cs, nc, D):
     """Whether `_run_dots` takes the pair: both sides runs of two rows or more (numpy's dot of one row is a matrix-vector
     product, which OpenBLAS spreads over its threads from a far smaller size), two query rows against the
-    candidates within `_BLAS_MACS`."""
-    return qs >= 0 and cs >= 0 and nq >= 2 and nc >= 2 and 2 * nc * D <= _BLAS_MACS
+    candidates within `_BLAS_MACS`, and vectors of at least one element (`_run_dots` steps by `_BLAS_MACS` over
+    nc x D: zero-width vectors made a step of 0, a loop that never ended)."""
+    return qs >= 0 and cs >= 0 and nq >= 2 and nc >= 2 and D >= 1 and 2 * nc * D <= _BLAS_MACS
 
 
 @njit

@@ -36,6 +36,9 @@ class BM25Index:
                  stopwords: str | None = "en") -> None:
         import bm25s
 
+        for name, value in (("texts", texts), ("ids", ids)):  # a str is a sequence of its characters
+            if isinstance(value, str):
+                raise ValueError(f"BM25 {name} must be a list of strings, got one string {value[:40]!r}")
         if len(texts) != len(ids):
             raise ValueError(f"{len(texts)} texts for {len(ids)} ids")
         if not texts:
@@ -80,7 +83,10 @@ class BM25Index:
         return [self._vocab[w] for w in words if w in self._vocab]
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
-        """(Q, N) float32 BM25 scores; a query with no indexed word scores 0 everywhere."""
+        """(Q, N) float32 BM25 scores; a query with no indexed word scores 0 everywhere. `queries` is a list of
+        strings: one string is refused (ValueError), not read as a list of one-character queries (its rows all 0)."""
+        if isinstance(queries, str):
+            raise ValueError(f"BM25 scores take a list of query strings, got one string {queries[:40]!r}: pass [query]")
         out = np.zeros((len(queries), len(self.ids)), dtype=np.float32)
         for i, query in enumerate(queries):
             ids = self._query_ids(query)

@@ -15,6 +15,8 @@ its run can be fused with a first-stage run (`fuse`, `fuse-runs`).
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -45,11 +47,14 @@ def selected_first(emb: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
 def passage_vectors(emb: Tensor, mask: Tensor, window: int) -> tuple[Tensor, Tensor]:
     """Mean vectors of every window of `window` selected sentences: emb (B, S, D), mask (B, S) ->
     (passages (B, S, D) indexed by first sentence, valid (B, S)); a row with fewer than `window`
-    selected sentences has one passage, all of them."""
-    if window < 1:
-        raise ValueError(f"passage window must be >= 1, got {window}")
+    selected sentences has one passage, all of them. `window` is an integer >= 1 (ValueError naming it; a fractional
+    one failed in torch's gather); any window past S is read as S (one passage of each row's whole selection, as
+    it is: a window near 2^63 overflowed the window ends into negative indices)."""
+    if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
+        raise ValueError(f"passage window must be an integer >= 1, got {window!r}")
     emb, mask = selected_first(emb, mask)
     B, S, D = emb.shape
+    window = min(int(window), max(S, 1))
     n = mask.sum(1)  # (B,) selected sentences
     zero = emb.new_zeros(B, 1, D)
     sums = torch.cat([zero, zero_padding(emb, mask).cumsum(1)], dim=1)  # (B, S + 1, D)
@@ -90,7 +95,11 @@ class MaxPassageScorer(_Scorer):
 
     def __init__(self, window: int = 1) -> None:
         super().__init__()
-        if isinstance(window, bool) or int(window) != window or window < 1:
+        # an integer, or a float with an integer's value (int() of inf / NaN / None failed with an OverflowError or
+        # a message naming no option)
+        whole = isinstance(window, numbers.Integral) or (
+            isinstance(window, numbers.Real) and math.isfinite(window) and int(window) == window)
+        if isinstance(window, bool) or not whole or window < 1:
             raise ValueError(f"passage window must be an integer >= 1, got {window!r}")
         self.window = int(window)
 

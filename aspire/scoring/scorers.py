@@ -6,7 +6,7 @@ its name. All-pairs forms compare every query with every candidate, `(Bq, Bc)`; 
 compare row i with row i, `(B,)`. The cost between two sentences is their L2 distance.
 
 Padding: padded (or, for aspect-conditional queries, unselected) sentences carry zero mass in OT
-and attention and are masked with `torch.finfo(dtype).max` in min-L2; their vectors are read as zeros
+and attention and are masked with +inf in min-L2; their vectors are read as zeros
 (`base.zero_padding`), so what a caller's batch holds there (even NaN) changes no score and gets no gradient.
 """
 
@@ -54,10 +54,15 @@ class MinL2Match:
 
 
 def _minl2_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor) -> MinL2Match:
-    """cost (..., S, T), q_mask (..., S), c_mask (..., T) -> MinL2Match of shape (...)."""
+    """cost (..., S, T), q_mask (..., S), c_mask (..., T) -> MinL2Match of shape (...).
+
+    Masked pairs are +inf, and where every valid pair is +inf too (a distance past the dtype's range: float16 from
+    65504) the match is the first valid pair: masked with the dtype's largest finite value, such a paper came out
+    that far (65504, not inf) and matched through a masked sentence."""
     valid = q_mask[..., :, None] & c_mask[..., None, :]  # (..., S, T)
-    masked = cost.masked_fill(~valid, torch.finfo(cost.dtype).max)
+    masked = cost.masked_fill(~valid, torch.inf)
     dist, flat = masked.flatten(-2).min(dim=-1)  # (...)
+    flat = torch.where(dist == torch.inf, valid.flatten(-2).to(torch.uint8).argmax(dim=-1), flat)
     T = cost.shape[-1]
     return MinL2Match(dist, flat // T, flat % T)
 
@@ -194,7 +199,7 @@ def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_ro
 
     The cost and the weights' minima come from one pass over the stored rows (`aspire.scoring.distance`; on a CPU
     without a tape the compiled pass also makes them the weights, `gathered_l2_weights`); the result equals
-    `pairwise_ot_match`'s to float rounding, except `cost`, which is 0 on padding here.
+    `pairwise_ot_match`'s to float rounding, `cost` too (0 where either sentence is padding, on both).
     """
     q_mask, c_mask = q_rows >= 0, c_rows >= 0
     _check_inputs(q_vectors, q_mask, c_vectors, c_mask)
