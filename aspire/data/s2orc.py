@@ -7,8 +7,9 @@ Full text (`pdf_parses.jsonl`, S2ORC's pdf_parse format), one citing paper a lin
      "bib_entries": {ref_id: {"title": str, "link": paper_id | null}}}
 Abstracts table (`abstracts.jsonl`), one paper a line: {"paper_id", "title", "abstract"} where
 `abstract` is a list of sentences (each with a visible character, as a papers file needs) or one
-string (split with the configured splitter), or null (no abstract); `title` is optional (a string;
-null reads as ""). No text may hold a lone surrogate.
+string (split with the configured splitter; blank reads as no abstract, and one with no visible character is
+refused), or null (no abstract); `title` is optional (a string; null reads as ""). No text may hold a lone
+surrogate. A cited paper's id may not hold '|', which joins the ids of a co-cited set's id (as input A refuses it).
 
 Ids (`paper_id`, a bib entry's `link`) are strings or integers, read as strings. A record that breaks
 these formats (a wrong type, a citation span outside its paragraph, a paper id seen on an earlier
@@ -19,7 +20,8 @@ Each paragraph is split into sentences (character spans); a sentence boundary th
 a citation span is a splitter mistake ("Lin et al. 2002") and the two sentences are merged. Each
 citation span belongs to the sentence holding it. A sentence is kept when it cites at least two
 distinct linked papers (bib `link` not null) that have an abstract; every other sentence is
-counted by why it was dropped. Output: `contexts.jsonl` + `abstracts.jsonl` + `report.json` in
+counted by why it was dropped. A cite span whose `ref_id` names no bib entry links no paper; it is counted
+(`cite_spans_without_bib_entry`). Output: `contexts.jsonl` + `abstracts.jsonl` + `report.json` in
 the formats of `aspire.data.cocite`, so the `filter` stage follows either input.
 """
 
@@ -127,6 +129,8 @@ def _paper_id(obj: dict, path: Path, lineno: int, first_line: dict[str, int]) ->
 def _check_abstract(obj: dict, path: Path, lineno: int, first_line: dict[str, int]) -> None:
     require(obj, ("paper_id", "abstract"), path, lineno)
     pid = _paper_id(obj, path, lineno, first_line)
+    if "|" in pid:  # a co-cited set's id joins its paper ids by '|': the group stage would refuse it stages later
+        raise DataError(f"{path}:{lineno}: paper_id {pid!r} holds '|', which joins the ids of a co-cited set's id")
     abstract = obj["abstract"]
     if isinstance(abstract, list):
         for j, sentence in enumerate(abstract):
@@ -137,7 +141,9 @@ def _check_abstract(obj: dict, path: Path, lineno: int, first_line: dict[str, in
             if problem:  # as input A refuses it: else the papers reader refuses the written abstracts stages later
                 raise DataError(f"{path}:{lineno}: paper {pid!r}: abstract[{j}] {problem}")
     elif isinstance(abstract, str):
-        if SURROGATE.search(abstract):
+        # blank is no abstract; text with no visible character would be split into a sentence the papers reader
+        # refuses stages later (the splitters keep such a piece whole)
+        if SURROGATE.search(abstract) or (abstract.strip() and invisible_text_reason(abstract)):
             raise DataError(f"{path}:{lineno}: paper {pid!r}: abstract {invisible_text_reason(abstract)}")
     elif abstract is not None:
         raise DataError(f"{path}:{lineno}: paper {pid!r}: abstract must be a list of sentences, a string or "
@@ -197,6 +203,8 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
                 per_sentence: list[list[dict]] = [[] for _ in spans]
                 for cite in cites:
                     counts["cite_spans"] += 1
+                    if cite.get("ref_id") is not None and cite["ref_id"] not in bib:
+                        counts["cite_spans_without_bib_entry"] += 1  # links no paper, as a null ref_id does
                     i = bisect.bisect_right(starts, cite["start"]) - 1
                     if i < 0 or not spans[i][0] <= cite["start"] < spans[i][1]:
                         counts["cite_spans_outside_sentences"] += 1

@@ -1,20 +1,28 @@
 """The batch sampler of CoSentBert's training (`aspire.encoders.cosentbert`): no two rows of a batch share a
-co-cited set or a text, so no in-batch negative is a paraphrase of its anchor. Its own module, so that the
-`cosentbert` command's options load neither torch nor sentence-transformers."""
+co-cited set, a co-cited pair of papers or a text, so no in-batch negative is a paraphrase of its anchor. Its own
+module, so that the `cosentbert` command's options load neither torch nor sentence-transformers."""
 
 from __future__ import annotations
+
+import itertools
 
 import torch
 from sentence_transformers.base.sampler import DefaultBatchSampler
 
 
 class DistinctSetBatchSampler(DefaultBatchSampler):
-    """Batches in which no two rows share a co-cited set or a text (a sentence-transformers batch sampler).
+    """Batches in which no two rows share a co-cited set, a co-cited pair or a text (a sentence-transformers batch
+    sampler).
+
+    `groups[i]` is row i's set id, its paper ids joined by '|' (`aspire.data.cocite.set_id`). Sets {A, B} and
+    {A, B, C} are two sets, but a sentence citing A and B together with C still cites A and B together: the data
+    stages treat both as contexts of the pair (A, B) (`examples`, and `split` keeps them on one side), so the two
+    sets' rows never share a batch either, where one's positive would be the other's anchor's negative.
 
     Rows are shuffled; each row joins the first of up to `window` open batches it clashes with in
     nothing, else opens a new batch; a batch is yielded when full, the leftovers (smaller) at the end,
     or when more than `window` batches are open the oldest goes out small; with `drop_last` small
-    batches are dropped. `groups[i]` is row i's set id. Linear in the rows.
+    batches are dropped. Linear in the rows.
 
     One iteration makes `passes` shuffled passes over the rows, pass k of trainer epoch e seeded by
     `seed + e * passes + k`. How many batches a pass packs into depends on its shuffle, while the
@@ -31,7 +39,8 @@ class DistinctSetBatchSampler(DefaultBatchSampler):
             raise ValueError(f"groups has {len(groups)} entries for {len(dataset)} rows")
         if passes < 1:
             raise ValueError(f"passes must be at least 1, got {passes}")
-        self.keys = [frozenset((("set", g), ("text", a), ("text", p)))
+        self.keys = [frozenset((("set", g), ("text", a), ("text", p),
+                                *(("pair", pair) for pair in itertools.combinations(sorted(set(g.split("|"))), 2))))
                      for g, a, p in zip(groups, dataset["anchor"], dataset["positive"])]
         self.window = window
         self.passes = passes

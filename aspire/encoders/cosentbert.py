@@ -2,8 +2,9 @@
 
 Two different citing sentences of one co-cited set are treated as paraphrases: (anchor, positive)
 pairs trained with sentence-transformers' own `SentenceTransformerTrainer` and
-`MultipleNegativesRankingLoss` (in-batch negatives, both directions by default). A batch never
-holds two pairs of the same set (`aspire.encoders.cosent_sampler.DistinctSetBatchSampler`), so no in-batch negative is a
+`MultipleNegativesRankingLoss` (in-batch negatives, both directions by default: its symmetric InfoNCE, the mean
+of the two directions' losses; `ranking_loss`). A batch never holds two pairs of the same set, nor of two sets
+sharing a co-cited pair (`aspire.encoders.cosent_sampler.DistinctSetBatchSampler`), so no in-batch negative is a
 paraphrase of its anchor. Only the train split's sets are used; the dev split's contexts measure
 `same_set_retrieval` before and after training. The teacher then drives `aspire.data.align`.
 
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Literal
 
 from aspire.cliutil import check_fresh_out, check_paths, command_parser, parse_and_run, print_json
 from aspire.config import load_config, ranged, save_config, to_dict
-from aspire.io import iter_jsonl, write_json
+from aspire.io import DataError, iter_jsonl, require, type_name, write_json
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -49,7 +50,7 @@ class CoSentBertConfig:
     learning_rate: float = ranged(2e-5, gt=0)
     warmup: float = ranged(0.1, ge=0, le=1)  # share of the steps spent warming up the learning rate
     scale: float = ranged(20.0, gt=0)  # MultipleNegativesRankingLoss: cosine similarities times this (1 / temperature)
-    symmetric: bool = True  # also rank anchors for each positive ("doc_to_query")
+    symmetric: bool = True  # also rank anchors for each positive ("doc_to_query"), each direction its own softmax
     seed: int = ranged(13, ge=0)
     logging_steps: int = ranged(5, ge=1)
 
@@ -94,13 +95,30 @@ def context_pairs(groups_path: str | Path, text_field: str = "contexts_clean", m
     if text_field not in TEXT_FIELDS:
         raise ValueError(f"unknown text_field {text_field!r}; valid: {list(TEXT_FIELDS)}")
     out = []
-    for _, group in iter_jsonl(groups_path):
-        texts = list(dict.fromkeys(group[text_field]))  # distinct, in order
+    for lineno, group in iter_jsonl(groups_path):
+        texts = list(dict.fromkeys(_group_texts(group, text_field, groups_path, lineno)))  # distinct, in order
         pairs = list(itertools.combinations(texts, 2))
         if len(pairs) > max_pairs_per_set:
             pairs = random.Random(f"{seed}|{group['set_id']}").sample(pairs, max_pairs_per_set)
         out.extend((a, b, group["set_id"]) for a, b in pairs)
     return out
+
+
+def _group_texts(group: dict, text_field: str, path: str | Path, lineno: int) -> list[str]:
+    """The `text_field` texts of one line of a groups file; `DataError` naming the file and line unless the line has
+    a string `set_id` and a list of strings there (a bare string would be read as its characters)."""
+    require(group, ("set_id", text_field), path, lineno)
+    sid, texts = group["set_id"], group[text_field]
+    if not isinstance(sid, str):
+        raise DataError(f"{path}:{lineno}: set_id must be a string, got {type_name(sid)}")
+    if not isinstance(texts, list):
+        raise DataError(f"{path}:{lineno}: co-cited set {sid!r}: {text_field} must be a list of strings, "
+                        f"got {type_name(texts)}")
+    for k, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise DataError(f"{path}:{lineno}: co-cited set {sid!r}: {text_field}[{k}] must be a string, "
+                            f"got {type_name(text)}")
+    return texts
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -109,8 +127,12 @@ def context_pairs(groups_path: str | Path, text_field: str = "contexts_clean", m
 def same_set_retrieval(emb: Tensor, labels: list[str]) -> dict:
     """For each row whose label occurs again: is its nearest other row (cosine) of the same label?
 
+    A row of another label as similar as the nearest same-label row ranks before it (ties count against the
+    model): a model that maps every text to one vector scores acc@1 0, not 1.
+
     Args:
-        emb: (N, D) vectors (any scale: they are L2-normalised here).
+        emb: (N, D) finite vectors (any scale: they are L2-normalised here); a NaN or infinite one is an error
+            naming its row.
         labels: N labels (co-cited set ids).
     Returns:
         {"queries": rows with a same-label partner, "acc@1": share whose nearest row shares the
@@ -120,6 +142,11 @@ def same_set_retrieval(emb: Tensor, labels: list[str]) -> dict:
 
     if emb.dim() != 2 or emb.shape[0] != len(labels):
         raise ValueError(f"emb must be (N, D) with N = len(labels) = {len(labels)}, got {tuple(emb.shape)}")
+    finite = torch.isfinite(emb).all(dim=1)
+    if not finite.all():
+        row = int((~finite).nonzero()[0])
+        raise ValueError(f"emb row {row} (label {labels[row]!r}) is not finite: {int((~finite).sum())} row(s) hold "
+                         "NaN or infinity")
     codes = {lab: k for k, lab in enumerate(dict.fromkeys(labels))}
     lab = torch.tensor([codes[x] for x in labels], device=emb.device)  # (N,)
     unit = torch.nn.functional.normalize(emb.float(), dim=-1)
@@ -131,7 +158,7 @@ def same_set_retrieval(emb: Tensor, labels: list[str]) -> dict:
     if not queries.any():
         return {"queries": 0, "acc@1": float("nan"), "mrr": float("nan")}
     best_same = sim.masked_fill(~same, float("-inf")).max(dim=1).values  # (N,)
-    rank = (sim > best_same[:, None]).sum(dim=1) + 1  # (N,) rank of the first same-set row
+    rank = ((sim >= best_same[:, None]) & ~same).sum(dim=1) + 1  # (N,) rank of the first same-set row, ties against
     rank = rank[queries].float()
     return {"queries": int(queries.sum()), "acc@1": float((rank == 1).float().mean()),
             "mrr": float((1.0 / rank).mean())}
@@ -143,8 +170,8 @@ def evaluate_contexts(model, groups_path: str | Path, text_field: str = "context
     A text repeated within a set counts once (as in `context_pairs`): its copy would be its nearest row,
     a hit that measures nothing."""
     texts, labels = [], []
-    for _, group in iter_jsonl(groups_path):
-        distinct = list(dict.fromkeys(group[text_field]))
+    for lineno, group in iter_jsonl(groups_path):
+        distinct = list(dict.fromkeys(_group_texts(group, text_field, groups_path, lineno)))
         texts += distinct
         labels += [group["set_id"]] * len(distinct)
     emb = model.encode(texts, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False)
@@ -183,11 +210,24 @@ def training_arguments(cfg: CoSentBertConfig, output_dir: str | Path, groups: li
     )
 
 
+def ranking_loss(model, cfg: CoSentBertConfig):
+    """sentence-transformers' `MultipleNegativesRankingLoss` of `model` with `cfg.scale`: each anchor ranks its positive
+    above the batch's other positives; with `cfg.symmetric` also each positive its anchor above the other anchors, the
+    two directions normalised apart and averaged (the library's symmetric InfoNCE, its former
+    `MultipleNegativesSymmetricRankingLoss`). A joint softmax over both directions counts the positive twice in its
+    denominator, so its loss never falls below log 2 (0.693) even when every pair is ranked first."""
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    if cfg.symmetric:
+        return MultipleNegativesRankingLoss(model, scale=cfg.scale, directions=("query_to_doc", "doc_to_query"),
+                                            partition_mode="per_direction")
+    return MultipleNegativesRankingLoss(model, scale=cfg.scale, directions=("query_to_doc",))
+
+
 def train_cosentbert(examples_dir: str | Path, out_dir: str | Path, cfg: CoSentBertConfig = CoSentBertConfig()) -> dict:
     """Fine-tune on the train split's context pairs; evaluate on dev before and after; save the model."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer
-    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     examples_dir, out_dir = Path(examples_dir), Path(out_dir)
     base = Path(cfg.base_model) if cfg.base_model else default_base_model()
@@ -203,8 +243,7 @@ def train_cosentbert(examples_dir: str | Path, out_dir: str | Path, cfg: CoSentB
             "%s: no set has two contexts (%d contexts): dev retrieval cannot be measured, acc@1 and mrr will be "
             "null before and after training", dev_path, before["contexts"])
 
-    directions = ("query_to_doc", "doc_to_query") if cfg.symmetric else ("query_to_doc",)
-    loss = MultipleNegativesRankingLoss(model, scale=cfg.scale, directions=directions)
+    loss = ranking_loss(model, cfg)
     args = training_arguments(cfg, out_dir / "trainer", [g for _, _, g in pairs])
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss)
     start = time.time()
