@@ -128,7 +128,7 @@ def test_collate_marks_own_set_and_alignment(tiny_model_dir, examples_dir, tmp_p
 
 def test_linear_schedule_shape():
     f = linear_schedule(warmup=4, total=10)
-    assert [round(f(s), 3) for s in (0, 3, 4, 7, 10)] == [0.25, 1.0, 1.0, 0.5, 0.0]
+    assert [round(f(s), 3) for s in (0, 3, 4, 7, 10)] == [0.2, 0.8, 1.0, 0.5, 0.0]  # the peak once, at update 4
 
 
 # ---- training -----------------------------------------------------------------------------------------
@@ -168,8 +168,8 @@ def test_run_writes_checkpoints_metrics_and_best(tiny_model_dir, examples_dir, t
     assert best["step"] in (3, 6)
     metrics = read_metrics(out)
     assert [m["step"] for m in metrics if "loss" in m] == [1, 2, 3, 4, 5, 6]
-    # warm-up over 2 steps then linear decay to 0 at step 6: the rate each update used
-    assert [round(m["lr"] / 1e-3, 4) for m in metrics if "loss" in m] == [0.5, 1.0, 1.0, 0.75, 0.5, 0.25]
+    # warm-up over 2 steps, the peak at update 2, then linear decay to 0 at step 6: the rate each update used
+    assert [round(m["lr"] / 1e-3, 4) for m in metrics if "loss" in m] == [0.3333, 0.6667, 1.0, 0.75, 0.5, 0.25]
     assert [m["step"] for m in metrics if "dev_loss" in m] == [3, 6]
     assert min(m["dev_loss"] for m in metrics if "dev_loss" in m) == pytest.approx(best["dev_loss"])
     from transformers import AutoModel

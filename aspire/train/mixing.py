@@ -82,11 +82,12 @@ class MixSampler(Sampler[list[int]]):
             the default 1); stage_batches: micro-batches per task (sequential only: its `steps` times `grad_accum`).
         batch_size: pairs per micro-batch on one rank; seed, epoch, start, rank, world_size, limit
             as in `EpochBatchSampler`.
+        names: the tasks' names, for errors (default: task 0, task 1, ...).
     """
 
     def __init__(self, sizes: Sequence[int], offsets: Sequence[int], mode: str, ratios: Sequence[float],
                  batch_size: int, seed: int, epoch: int, start: int = 0, rank: int = 0, world_size: int = 1,
-                 limit: int | None = None, stage_batches: Sequence[int] = ()) -> None:
+                 limit: int | None = None, stage_batches: Sequence[int] = (), names: Sequence[str] = ()) -> None:
         if mode not in ("mixed", "alternating", "sequential"):
             raise ValueError(f"unknown mix mode {mode!r}; valid: ['alternating', 'mixed', 'sequential']")
         self.sizes, self.offsets, self.mode = list(sizes), list(offsets), mode
@@ -106,7 +107,12 @@ class MixSampler(Sampler[list[int]]):
             self.num_batches = max(1, sum(sizes) // (batch_size * world_size))
         for t, share in enumerate(self.shares):
             if sizes[t] < share * world_size:
-                raise ValueError(f"task {t}: {sizes[t]} examples do not fill one chunk of {share} x {world_size} rank(s)")
+                name = repr(names[t]) if len(names) == len(sizes) else str(t)
+                part = f"its share {share} of train.batch_size={batch_size}" if mode == "mixed" else \
+                    f"train.batch_size={batch_size}"
+                raise ValueError(f"task {name}: {sizes[t]} example(s) do not fill one micro-batch of {part} x "
+                                 f"{world_size} rank(s); lower train.batch_size"
+                                 + (" or the task's ratio" if mode == "mixed" else ""))
         if limit is not None:
             self.num_batches = min(self.num_batches, limit)
         self._perms: dict[int, tuple[int, torch.Tensor]] = {}  # task -> (its pass, that pass's permutation)

@@ -22,12 +22,14 @@ log = logging.getLogger(__name__)
 
 
 def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
-    """LR factor of update `step` (0-based): 1/warmup, 2/warmup, ... 1 over the first `warmup` updates (the
-    first update already moves), then (total - step) / (total - warmup): 1 again at update `warmup`, down to
-    1 / (total - warmup) at the last one (0 at `total`, after the run)."""
+    """LR factor of update `step` (0-based): 1/(warmup + 1), 2/(warmup + 1), ... warmup/(warmup + 1) over the
+    first `warmup` updates, then (total - step) / (total - warmup): the peak 1 at update `warmup` alone, down to
+    1 / (total - warmup) at the last one (0 at `total`, after the run). From update `warmup` on this is
+    transformers' `get_linear_schedule_with_warmup`; its warm-up, step/warmup, gives the first update rate 0, where
+    here the first update already moves (and the peak is still reached once, not held for two updates)."""
     def factor(step: int) -> float:
         if step < warmup:
-            return (step + 1) / warmup
+            return (step + 1) / (warmup + 1)
         return max(0.0, (total - step) / max(1, total - warmup))
     return factor
 

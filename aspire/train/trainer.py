@@ -35,7 +35,7 @@ from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config
 from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_dev_split, load_split
 from aspire.train.document_model import DocumentModel
-from aspire.train.mixing import MixSampler
+from aspire.train.mixing import MixSampler, split_batch
 from aspire.train.process import (  # the process set-up steps, used by `run` and re-exported
     init_distributed,
     process_ranks,
@@ -117,16 +117,29 @@ class Trainer:
                                        merged("sentence_teacher"))
         # the encoder's pooler (and, per kind, other heads) gets no gradient: let DDP find unused parameters
         self.ddp = DistributedDataParallel(self.model, find_unused_parameters=True) if self.world > 1 else None
+        if not self.tasks and len(train_data) < self.tc.batch_size * self.world:  # named here: the sampler knows no key
+            raise ValueError(f"the train split holds {len(train_data)} example(s), fewer than one batch (train.batch_size="
+                             f"{self.tc.batch_size} x {self.world} rank(s)): lower train.batch_size or add examples")
         micro = len(self._sampler(0, 0))
         self._check_dev_batches()
         self.steps_per_epoch = micro // self.tc.grad_accum
         if self.steps_per_epoch == 0:
-            raise ValueError(f"{micro} micro-batches per epoch < grad_accum {self.tc.grad_accum}")
+            raise ValueError(f"an epoch holds {micro} micro-batch(es) of train.batch_size={self.tc.batch_size} x "
+                             f"{self.world} rank(s), fewer than one step of train.grad_accum={self.tc.grad_accum}: "
+                             "lower train.grad_accum or train.batch_size")
         used = self.steps_per_epoch * self.tc.grad_accum * self.tc.batch_size * self.world
         if not self.tasks and used < len(train_data) and self.rank == 0:  # whole steps only: said, not silent
             log.info("an epoch trains on %d of the %d examples (whole steps of train.grad_accum %d x train.batch_size "
                      "%d x %d rank(s)); the others sit the epoch out, a new draw each epoch", used, len(train_data),
                      self.tc.grad_accum, self.tc.batch_size, self.world)
+        if self.tasks and cfg.mix.mode == "mixed" and self.rank == 0:  # every batch alike: the run's shares are these
+            ratios = [t.ratio for t in train_data.tasks]
+            shares = split_batch(self.tc.batch_size, ratios)
+            exact = [self.tc.batch_size * r / sum(ratios) for r in ratios]
+            if any(abs(s - x) > 1e-9 for s, x in zip(shares, exact)):
+                log.warning("mix.mode mixed: every batch of train.batch_size=%d holds %s pair(s) of the tasks %s, not "
+                            "their ratios' %s: over the run too; choose a batch size that the ratios split whole",
+                            self.tc.batch_size, shares, self.tasks, [round(x, 3) for x in exact])
         sequential = cfg.mix.mode == "sequential" and self.tasks
         self.total_steps = self.tc.max_steps or (1 if sequential else self.tc.epochs) * self.steps_per_epoch
         if sequential and self.total_steps != self.steps_per_epoch:
@@ -210,7 +223,8 @@ class Trainer:
             return EpochBatchSampler(len(data), tc.batch_size, tc.seed, epoch, start, self.rank, self.world, limit=limit)
         stages = [t.steps * tc.grad_accum for t in data.tasks] if self.cfg.mix.mode == "sequential" else ()
         return MixSampler(data.sizes, data.offsets, self.cfg.mix.mode, [t.ratio for t in data.tasks], tc.batch_size,
-                          tc.seed, epoch, start, self.rank, self.world, limit=limit, stage_batches=stages)
+                          tc.seed, epoch, start, self.rank, self.world, limit=limit, stage_batches=stages,
+                          names=data.names)
 
     def _loader(self, data: TripletDataset, sampler: EpochBatchSampler, seed: int) -> DataLoader:
         # the loader's own generator keeps worker seeding off the global RNG, so resuming is exact
@@ -399,22 +413,30 @@ STATE_KEYS = ("optimizer", "scheduler", "step", "epoch", "position", "best_dev_l
 
 
 def check_state(state, path: Path, step: int) -> None:
-    """ValueError naming `path` unless `state` is a trainer state (`STATE_KEYS`) of step `step`."""
+    """ValueError naming `path` unless `state` is a trainer state (`STATE_KEYS`) of step `step`, its epoch, position
+    and world size integers (>= 0, >= 0, >= 1)."""
     missing = [k for k in STATE_KEYS if k not in state] if isinstance(state, dict) else list(STATE_KEYS)
     if missing:
         raise ValueError(f"{path}: not a whole trainer state (no {', '.join(missing)}); resume from an earlier "
                          f"checkpoint by pointing `{ckpt.LATEST}` at it")
     if state["step"] != step:
         raise ValueError(f"{path}: the trainer state is of step {state['step']!r}, its checkpoint's pointer says {step}")
+    for key in ("epoch", "position", "world_size"):  # a damaged one failed deep in the sampler, after training started
+        if type(state[key]) is not int or state[key] < (key == "world_size"):
+            raise ValueError(f"{path}: the trainer state's {key} must be an integer >= {int(key == 'world_size')}, "
+                             f"got {state[key]!r:.60}; resume from an earlier checkpoint by pointing `{ckpt.LATEST}` "
+                             "at it")
 
 
 def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str | None], DocumentModel] = build_model) -> dict:
     """Load data and model (fresh, or from `latest` with `resume`), train, and return the final metrics.
 
     A fresh run refuses an `out_dir` that already holds checkpoints (or an earlier run's `best`); `resume` refuses
-    one without, and a damaged `latest` or `best` pointer, trainer state or metrics log, naming the file, before
-    anything in the folder is changed. A fresh model is built with the global RNGs seeded by `train.seed` (its random
-    weights, e.g. LoRA's, are the same on every rank and in every run of the config), then reseeded for training.
+    one without, and a damaged `latest` or `best` pointer, trainer state, checkpoint model or metrics log, naming the
+    file, before anything in the folder is changed (the metrics log is trimmed to the checkpoint's step, and
+    half-written checkpoints removed, only once the model and the trainer state are loaded). A fresh model is built
+    with the global RNGs seeded by `train.seed` (its random weights, e.g. LoRA's, are the same on every rank and in
+    every run of the config), then reseeded for training.
     """
     if (cfg.model.kind == "abs") != (cfg.data.align == "abs_align"):
         raise ValueError(f"model.kind={cfg.model.kind} with data.align={cfg.data.align}: kind `abs` and "
@@ -449,10 +471,7 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
         check_resume_config(saved, cfg)
         state = ckpt.load_state(out_dir / record["checkpoint"])
         check_state(state, out_dir / record["checkpoint"] / ckpt.STATE_FILE, record["step"])
-        if rank == 0:  # the checkpoint is whole: only now is the folder changed
-            trim_metrics(out_dir, record["step"])
-            ckpt.clean_temp(out_dir)
-        model = model_loader(cfg, str(out_dir / record["checkpoint"] / ckpt.MODEL_DIR))
+        model = _load_checkpoint_model(cfg, out_dir / record["checkpoint"] / ckpt.MODEL_DIR, model_loader)
     else:  # a fresh model's random weights (LoRA's A matrices) come from train.seed, not from an unseeded process RNG
         seed_everything(cfg.train.seed)
         model = model_loader(cfg, None)
@@ -474,4 +493,22 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
                     100 * (1 - train_data.aligned_share), cfg.data.align)
     if state is None:  # a fresh run: each rank's RNGs start from its own seed (a resume restores them)
         seed_everything(cfg.train.seed + rank)
-    return Trainer(cfg, model, train_data, dev_data, state).train()
+    trainer = Trainer(cfg, model, train_data, dev_data, state)  # a resumed one restores the checkpoint's state
+    if state is not None and rank == 0:  # the checkpoint is whole, model and state loaded: only now is the folder changed
+        trim_metrics(out_dir, record["step"])
+        ckpt.clean_temp(out_dir)
+    return trainer.train()
+
+
+def _load_checkpoint_model(cfg: Config, path: Path, model_loader: Callable[[Config, str | None], DocumentModel]
+                           ) -> DocumentModel:
+    """`model_loader(cfg, path)` of a checkpoint's model folder; an error that names no file (a truncated weights
+    file: safetensors and torch say only what failed to parse) becomes a ValueError naming the folder."""
+    try:
+        return model_loader(cfg, str(path))
+    except (OSError, ValueError):  # a missing file (named), a damaged settings file or another kind (named)
+        raise
+    except Exception as err:
+        reason = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+        raise ValueError(f"{path}: the checkpoint's model is damaged, not readable ({reason}); resume from an earlier "
+                         f"checkpoint by pointing `{ckpt.LATEST}` at it") from err
