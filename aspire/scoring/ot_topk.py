@@ -107,6 +107,7 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     """
     if isinstance(k, bool) or int(k) != k or k < 1:  # k = 0 solved nothing and returned every distance a bound
         raise ValueError(f"OT top-k needs an integer k >= 1, got {k!r}")
+    k = int(k)  # 5.0 passes the check above, and a float k cannot slice the candidates
     if cost.dim() != 3 or q_mask.shape != cost.shape[:2] or c_mask.shape != (cost.shape[0], cost.shape[2]):
         raise ValueError(f"OT top-k needs cost (P, S, T), q_mask (P, S) and c_mask (P, T), got shapes "
                          f"{tuple(cost.shape)}, {tuple(q_mask.shape)} and {tuple(c_mask.shape)}")

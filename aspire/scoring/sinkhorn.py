@@ -90,10 +90,13 @@ class SinkhornResult:
         value: (B,) transport cost `<cost, plan>` (a distance when the cost is one).
         f: (B, N) dual potential of the rows (geomloss convention, see module docstring); 0 on padding.
         g: (B, M) dual potential of the columns; 0 on padding.
-        err: (B,) L1 marginal error of `plan`: `|plan 1 - a|_1 + |plan^T 1 - b|_1`.
+        err: (B,) L1 marginal error of `plan`: `|plan 1 - a|_1 + |plan^T 1 - b|_1` (for a float16 / bfloat16
+            problem, that of its float32 plan before the cast; see `sinkhorn`).
         n_iter: (B,) long, iterations used per problem: Sinkhorn iterations (one row and one
             column update each) plus Newton steps, if any.
-        converged: (B,) bool, whether the problem met `tol` before `max_iter`.
+        converged: (B,) bool, whether the problem met `tol` within `max_iter`: its `err` (that of the plan as
+            returned) is <= tol. A problem whose iterates met tol but whose plan, rounded to the dtype, does not (tol
+            below the dtype's precision at that cost / eps) is not converged either, and is warned about.
     """
 
     plan: Tensor
@@ -121,7 +124,9 @@ def sinkhorn(
 
     Args:
         cost: (B, N, M) float cost matrices (any scale; device and dtype are taken from it;
-            float16 and bfloat16 problems are solved in float32 and the results cast back). Entries on
+            float16 and bfloat16 problems are solved in float32 and the results cast back: their err and converged
+            are those of the float32 plan, before the cast, whose rounding moves a bfloat16 plan's marginals by
+            ~1e-3, a float16 one's by ~1e-4, more than the default tol). Entries on
             padding carry no mass and may be anything, NaN and inf included (they are read as 0); a
             non-finite entry between two real sentences makes its problem's results NaN.
         a: (B, N) non-negative row weights; zeros mark padding (log-weight -inf).
@@ -162,6 +167,7 @@ def sinkhorn(
     if cost.device.type == "cpu" and not needs_grad:
         res = _sinkhorn_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after)
         res = _redo_padded_nonfinite(res, cost, a, b, eps, tol, max_iter, check_every, newton_after)
+        res.converged = res.err <= tol  # the plan as written in the input's dtype meets tol, not only the iterates
         _warn_unconverged(res, eps, tol, max_iter)
         return res
     _check_weights(cost, a, b)
@@ -182,6 +188,9 @@ def sinkhorn(
             value = (plan * cost).sum(dim=(1, 2))
     with torch.no_grad():
         err = (plan.sum(2) - a).abs().sum(1) + (plan.sum(1) - b).abs().sum(1)
+    # the plan rebuilt from the potentials meets tol, not only the iterates: float32 potentials round exp's argument
+    # (~C / eps) to 1e-7 of itself, which from C / eps ~ 500 moves the plan's marginals by about tol = 1e-4
+    converged = err <= tol
     res = SinkhornResult(plan, value, f, g, err, n_iter, converged)
     _warn_unconverged(res, eps, tol, max_iter)
     return res
@@ -211,10 +220,14 @@ def _redo_padded_nonfinite(res: SinkhornResult, cost, a, b, eps, tol, max_iter, 
 def _warn_unconverged(res: SinkhornResult, eps: float, tol: float, max_iter: int) -> None:
     if not bool(res.converged.all()):
         bad = ~res.converged
+        # stopped before max_iter yet unconverged: the iterates met tol, the plan rounded to its dtype does not
+        floor = int((bad & (res.n_iter < max_iter) & torch.isfinite(res.err)).sum())
+        why = (f"; {floor} of them met tol in the iterations but not in the plan as rounded to {res.plan.dtype} (tol "
+               "below its precision at this cost / eps: raise tol or solve in float64)") if floor else ""
         warnings.warn(
             f"sinkhorn: {int(bad.sum())} of {len(bad)} problems stopped unconverged (max_iter={max_iter}) with "
             f"marginal error up to {float(res.err[bad].max()):.3g} > tol={tol:g} (eps={eps:g}); raise "
-            "max_iter or eps",
+            f"max_iter or eps{why}",
             SinkhornConvergenceWarning,
             stacklevel=3,
         )
