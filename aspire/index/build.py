@@ -70,8 +70,8 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
         start = time.perf_counter()
         encoded = encode_corpus(encoder, papers, config.encode, progress=progress)
         seconds = time.perf_counter() - start
-        log.info("encoded %d papers (%d sentence vectors) in %.1f s, %.1f papers/s", len(papers),
-                 len(encoded.vectors), seconds, len(papers) / max(seconds, 1e-9))
+        log.info("encoded %d of %d papers (%d sentence vectors; %d rejected) in %.1f s, %.1f papers/s", len(encoded),
+                 len(papers), len(encoded.vectors), len(papers) - len(encoded), seconds, len(papers) / max(seconds, 1e-9))
         encoded.rejected = [{**r, "corpus": str(corpus)} for r in unreadable + encoded.rejected]
         with phase("built the faiss index"):
             index = SentenceIndex.build(encoded, config, model_fingerprint(encoder), model, encoder_include_title(encoder))

@@ -111,12 +111,17 @@ class EncodedCorpus:
 
     @classmethod
     def concat(cls, parts: Sequence["EncodedCorpus"]) -> "EncodedCorpus":
-        """Join corpora in order; a paper id seen earlier is moved to `rejected` (first one wins, `first_occurrences`)."""
+        """Join corpora in order; a paper id seen earlier is moved to `rejected` (first one wins, `first_occurrences`).
+        Parts holding papers must all carry whole-abstract vectors or none (ValueError naming the parts without)."""
         if not parts:
             raise ValueError("EncodedCorpus.concat needs at least one part")
         dims = {p.dim for p in parts if len(p)}
         if len(dims) > 1:
             raise ValueError(f"cannot concatenate corpora of different dimensions {sorted(dims)}")
+        without = [i for i, p in enumerate(parts) if len(p) and p.whole is None]
+        if without and len(without) < sum(1 for p in parts if len(p)):  # else every paper's were dropped, unsaid
+            raise ValueError(f"parts {without[:10]} carry no whole-abstract vectors and the other parts do: encode "
+                             "every part with one encoder (one pass gives both), or every paper's would be dropped")
         dim = dims.pop() if dims else parts[0].dim
         seen: set[str] = set()
         rejected = [r for p in parts for r in p.rejected]
@@ -129,7 +134,7 @@ class EncodedCorpus:
         if not keep_parts:
             return cls.empty(dim, rejected)
         vectors = np.concatenate([p.vectors for p in keep_parts])
-        whole = np.concatenate([p.whole for p in keep_parts]) if all(p.whole is not None for p in keep_parts) else None
+        whole = None if keep_parts[0].whole is None else np.concatenate([p.whole for p in keep_parts])
         counts = np.concatenate([np.diff(p.offsets) for p in keep_parts])
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return cls(

@@ -205,19 +205,23 @@ class SentenceIndex:
             raise ValueError(f"new vectors have dimension {corpus.dim}, the index {self.dim}")
         keep, dupes = first_occurrences(corpus.paper_ids, self.positions)
         new = corpus.subset(keep)  # the papers added: a rejected duplicate's vectors are not checked, as `build` skips them
-        bad = sorted({new.paper_ids[int(np.searchsorted(new.offsets, r, side="right")) - 1]
-                      for r in nonfinite_rows(np.asarray(new.vectors))})
-        if bad:  # before anything changes: faiss would leave these papers out of every ranking
-            raise ValueError(f"{len(bad)} new paper(s) have NaN or infinite sentence vectors, e.g. {bad[:10]}; an "
-                             "index cannot rank them: re-encode those papers")
         if keep and self.whole is not None and new.whole is None:  # dropped for every paper, then blamed on the build
             raise ValueError(f"the index stores whole-abstract vectors and the {len(keep)} new paper(s) come without "
                              f"them (e.g. {new.paper_ids[0]}): encode them with an encoder that returns them (one pass "
                              "gives both), or every paper's would be dropped")
+        if keep:  # IVF lists as the build assigns them (faiss's own quantizer did)
+            try:  # one batch: `add_vectors` checks it for NaN and infinity before adding any of it (the one pass)
+                add_vectors(self.faiss_index, new.vectors, batch=len(new.vectors))
+            except ValueError:
+                bad = sorted({new.paper_ids[int(np.searchsorted(new.offsets, r, side="right")) - 1]
+                              for r in nonfinite_rows(np.asarray(new.vectors))})
+                if bad:  # nothing has changed: faiss would leave these papers out of every ranking
+                    raise ValueError(f"{len(bad)} new paper(s) have NaN or infinite sentence vectors, e.g. {bad[:10]}; "
+                                     "an index cannot rank them: re-encode those papers") from None
+                raise
         self.rejected += corpus.rejected + dupes
         if not keep:
             return self
-        add_vectors(self.faiss_index, new.vectors)  # IVF lists as the build assigns them (faiss's own quantizer did)
         self.vectors = np.concatenate([np.asarray(self.vectors), new.vectors.astype(self.vectors.dtype)])
         self.whole = (None if self.whole is None  # an index keeps whole vectors only for all
                       else np.concatenate([np.asarray(self.whole), new.whole.astype(self.whole.dtype)]))

@@ -332,10 +332,13 @@ def _add_shards(plans: list[ShardPlan], index: faiss.Index, gen: Path, config: I
             source = np.load(plan.path / "vectors.npy", mmap_mode="r")
             for start in range(0, len(plan.rows), ADD_BATCH):
                 batch = np.ascontiguousarray(source[plan.rows[start : start + ADD_BATCH]], dtype=np.float32)
-                bad = nonfinite_rows(batch)
-                if len(bad):
-                    raise nonfinite_papers(plan, plan.rows[start + bad], ids)
-                add_vectors(index, batch)
+                try:  # `add_vectors` checks the batch for NaN and infinity (the one pass); the error names the papers
+                    add_vectors(index, batch)
+                except ValueError:
+                    bad = nonfinite_rows(batch)
+                    if len(bad):
+                        raise nonfinite_papers(plan, plan.rows[start + bad], ids) from None
+                    raise
                 vectors[at : at + len(batch)] = batch
                 at += len(batch)
             keep = np.flatnonzero(plan.keep).tolist()
