@@ -74,8 +74,9 @@ def export_merged(model: str | Path, out: str | Path) -> Path:
 
 def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path, str]:
     """Write `model`'s adapters, settings and document_model.json to `out`, its settings naming `base` as the
-    model that gives the weights -> (out, fingerprint). Refused (ValueError) when `base`'s weights are not the
-    model's own base weights: the export must load as the very model that was trained. It is written beside `out`
+    model that gives the weights -> (out, fingerprint). Refused (ValueError) when `base`'s weights, model config or
+    tokenizer are not the model's own base's (`encoding_differences`): the export must load as the very model that
+    was trained. It is written beside `out`
     first and moved into place only once it loads as that model, so a refused export leaves `out` as it was."""
     from aspire.encoders import ContextualSentenceEncoder
     from aspire.encoders.adapters import ADAPTER_DIR
@@ -92,7 +93,8 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
         raise ValueError(f"{model} has control codes {lacking} that the base {base!r} lacks: their vocabulary entries "
                          "and embedding rows are in the model's own tokenizer and weights, not in its adapters; "
                          "export it merged instead (without --adapter-only)")
-    trained = ContextualSentenceEncoder.from_pretrained(model).fingerprint()
+    trained_encoder = ContextualSentenceEncoder.from_pretrained(model)
+    trained = trained_encoder.fingerprint()
     with atomic_folder(out) as staged:
         shutil.copytree(model / ADAPTER_DIR, staged / ADAPTER_DIR,
                         ignore=shutil.ignore_patterns("README.md"))  # peft's empty model card, naming a local path
@@ -104,11 +106,40 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
             from aspire.train.document_model import MODEL_FILE
 
             (staged / MODEL_FILE).write_text(json.dumps(meta, indent=2))
-        exported = ContextualSentenceEncoder.from_pretrained(staged).fingerprint()
+        exported_encoder = ContextualSentenceEncoder.from_pretrained(staged)
+        exported = exported_encoder.fingerprint()
         if exported != trained:
             raise ValueError(f"{base!r} is not the base {model} was trained on (fingerprints {exported} != "
                              f"{trained}); nothing written")
+        differ = encoding_differences(trained_encoder, exported_encoder)
+        if differ:  # the fingerprint hashes neither the model config nor the vocabulary (only its size)
+            raise ValueError(f"{base!r} is not the base {model} was trained on: its {differ[0]} differs from the "
+                             f"model's ({len(differ)} difference(s)), so the export would encode otherwise; nothing "
+                             "written")
     return out, exported
+
+
+CONFIG_NAMING = ("_name_or_path", "transformers_version", "architectures", "_commit_hash")  # say nothing of the encoding
+TOKENIZER_CALL = ("padding", "truncation", "version")  # the last call's padding and truncation, not the tokenizer's own
+
+
+def encoding_differences(a: ContextualSentenceEncoder, b: ContextualSentenceEncoder) -> list[str]:
+    """What, besides the weights and the encoder settings (`fingerprint`), makes `a` and `b` encode differently: each
+    model config key (`config hidden_act`) and tokenizer part (`tokenizer model`: the vocabulary, `tokenizer
+    normalizer`, ...) whose values differ; [] where none does."""
+    ca, cb = a.model.config.to_dict(), b.model.config.to_dict()
+    out = [f"config {k}" for k in sorted(set(ca) | set(cb)) if k not in CONFIG_NAMING and ca.get(k) != cb.get(k)]
+    ta, tb = _tokenizer_parts(a.tokenizer), _tokenizer_parts(b.tokenizer)
+    return out + [f"tokenizer {k}" for k in sorted(set(ta) | set(tb)) if ta.get(k) != tb.get(k)]
+
+
+def _tokenizer_parts(tokenizer) -> dict:
+    """A tokenizer's parts that decide its word pieces: a fast tokenizer's serialised pipeline (vocabulary,
+    normaliser, pre-tokeniser, post-processor, added tokens), or a slow one's vocabulary."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return {"vocabulary": tokenizer.get_vocab()}
+    return {k: v for k, v in json.loads(backend.to_str()).items() if k not in TOKENIZER_CALL}
 
 
 def plain_weights(model: Path) -> tuple[ContextualSentenceEncoder, dict[str, torch.Tensor]]:

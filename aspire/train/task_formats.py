@@ -59,16 +59,18 @@ def apply_formats(encoder, cfg: ModelConfig, tasks: Sequence[str]) -> None:
 
 def check_same_adapter(encoder, spec, names: Sequence[str]) -> None:
     """Refuse to continue an encoder's own adapters where `spec` asks for other ones (names, kind, scope,
-    LoRA rank, scale or targets): the run would train something other than its config says. Where they
+    targets, LoRA rank, scale or dropout): the run would train something other than its config says (the loaded
+    adapters keep their own dropout, so another `model.adapter.dropout` would go unread). Where they
     agree, the loaded adapters (trainable, `adapters.load_adapted`) are the ones trained."""
     found = adapter_settings(encoder.model, encoder.adapter_scope)  # names, kind, scope, as a saved model records them
     first = encoder.model.peft_config[found["names"][0]]
     wanted = {"names": list(names), "kind": spec.kind, "scope": spec.scope}
     if spec.kind == "lora":
-        found |= {"r": first.r, "alpha": float(first.lora_alpha), "targets": sorted(first.target_modules or ())}
-        wanted |= {"r": spec.r, "alpha": float(spec.alpha), "targets": sorted(spec.target_modules)}
-        if not spec.target_modules:  # peft's default targets: whatever the saved adapter used
-            wanted["targets"] = found["targets"]
+        found |= {"r": first.r, "alpha": float(first.lora_alpha), "dropout": float(first.lora_dropout)}
+        wanted |= {"r": spec.r, "alpha": float(spec.alpha), "dropout": float(spec.dropout)}
+    found["targets"] = sorted(first.target_modules or ())  # ia3's too: other targets went unread
+    # no targets given: peft's default targets, whatever the saved adapter used
+    wanted["targets"] = sorted(spec.target_modules) if spec.target_modules else found["targets"]
     differ = [f"{k}: encoder {found[k]!r}, config {wanted[k]!r}" for k in wanted if found.get(k) != wanted[k]]
     if differ:
         raise ConfigError(f"model.encoder {encoder.name!r} has its own adapters; model.adapter asks for others "
