@@ -133,6 +133,18 @@ def fused_rows(name: str, config: EnsembleConfig, data_dir: Path, out: Path, set
                            lambda runs: fuse_runs(runs, weights, config.fusion, config.rrf_k)), None
 
 
+def as_run(config: EnsembleConfig) -> dict:
+    """The config for `suite.json`, each member's `encoding` the one it runs with: a model member's as its scorer
+    runs it (`EvalOptions.checked`: the `abstract` scorer encodes whole abstracts, `abstract`, or reads the
+    contextual pass's vector, `pass`), a `bm25` member's None (it encodes nothing). The config's own field keeps
+    the default `contextual` for both, which suite.json once recorded as if it had made their rows."""
+    record = to_dict(config)
+    for m, written in zip(config.members, record["members"]):
+        written["encoding"] = None if m.scorer is None else \
+            EvalOptions(encoding=m.encoding).checked(m.scorer, faceted=False).encoding
+    return record
+
+
 def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate: str = "max", cache_dir=None,
                        batch_size: int = 32, device: str | None = None, benchmarks=None) -> dict:
     """Run every member on each registered benchmark (or those of `benchmarks`, as `aspire evaluate suite
@@ -159,7 +171,7 @@ def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate
             continue
         rows += found
         timings[name] = time.perf_counter() - t0
-    suite = {"ensemble": to_dict(config), "ensemble_file": str(path), "aggregate": aggregate, "rows": rows,
+    suite = {"ensemble": as_run(config), "ensemble_file": str(path), "aggregate": aggregate, "rows": rows,
              "skipped": skipped, "seconds": timings, "command": invocation()}
     write_json(out / "suite.json", suite, indent=None)
     return suite

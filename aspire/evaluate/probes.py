@@ -228,8 +228,9 @@ def check_probe_results(path: str | Path, name: str) -> None:
 def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> dict:
     """Paired tests of two `results.json` (folders or files) of one format, per representation and metric.
 
-    ValueError when the two do not pair: another format, a representation only one holds, other test papers
-    or (venue, year) other test labels (a user's label file in one run only)."""
+    ValueError naming the runs when the two do not pair: a file that is not a format's results, another format, a
+    representation only one holds, other test papers or queries (same-author) or (venue, year) other test labels (a
+    user's label file in one run only)."""
     from aspire.benchmarks.stats import UnitScores, paired_test
     from aspire.benchmarks.venue import macro_f1
     from aspire.benchmarks.year import kendall_tau, rmse
@@ -239,6 +240,11 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> d
         return json.loads((p / "results.json" if p.is_dir() else p).read_text(encoding="utf-8"))
 
     ra, rb = read(a), read(b)
+    for path, doc in ((a, ra), (b, rb)):  # another benchmark's results.json was a KeyError 'format'
+        if not isinstance(doc, dict) or doc.get("format") not in FORMATS or \
+                not isinstance(doc.get("representations"), dict):
+            raise ValueError(f"{path}: not the results of a SciRepEval format ({', '.join(FORMATS)}): no 'format' "
+                             "and 'representations'")
     if ra["format"] != rb["format"]:
         raise ValueError(f"{a} is {ra['format']!r}, {b} is {rb['format']!r}: not one format")
     fns = {"macro-F1": macro_f1, "Kendall tau": kendall_tau, "RMSE (years)": rmse}
@@ -250,12 +256,17 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> d
         xb = rb["representations"][rep]
         for m in METRICS[ra["format"]]:
             if ra["format"] == "same-author":
+                only = sorted(set(xa["per_query"]) ^ set(xb["per_query"]))
+                if only:  # once paired_test's "same units and groups", naming neither run nor query
+                    raise ValueError(f"{a} and {b} score different same-author queries ({rep}): {len(only)} in one "
+                                     f"only, e.g. {only[:3]}")
                 ua = UnitScores.means({q: v[m] for q, v in xa["per_query"].items()})
                 ub = UnitScores.means({q: v[m] for q, v in xb["per_query"].items()})
                 out[f"{rep}/{m}"] = paired_test(ua, ub, n_perm=n_perm)
             else:
                 if xa["test_ids"] != xb["test_ids"]:
-                    raise ValueError("paired comparison needs the same test papers in both results")
+                    raise ValueError(f"{a} and {b} hold different test papers ({rep}): a paired comparison needs the "
+                                     "same test papers in both results")
                 if xa["y"] != xb["y"]:
                     diff = next(p for p, ya, yb in zip(xa["test_ids"], xa["y"], xb["y"]) if ya != yb)
                     raise ValueError(f"{a} and {b} label the test papers differently (label files "

@@ -4,7 +4,9 @@ CSFCube's folds are two halves of one query set: `fold1_dev` is `fold2_test` and
 `fold1_test`. The evaluator's `dev` figure (the fold1_dev mean, as in the published script) thus
 scores half of the test queries, and choosing on it chooses on test. Here the run best on
 `foldK_dev` is scored on `foldK_test`, for each K; the test figure is the mean of the two folds'
-test means, each from the run chosen on its own fold's dev half (the two choices may differ).
+test means, each from the run chosen on its own fold's dev half (the two choices may differ). Runs tied on a
+dev figure go to the one given first (`choose`, the CLI: the first folder in sorted order), and a warning names
+the runs tied: the tie decides which run's test half is reported.
 
 With `--per-facet` each facet gets its own choice (the facet of a query is known when it is
 asked): for each fold, the run best on the facet's `foldK_dev` queries ranks that facet's
@@ -137,16 +139,28 @@ def _check_judged_set(candidates: dict[str, dict]) -> None:
                     ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else ""))
 
 
+def _best(candidates: dict[str, dict], group: str, split: str, metric: str) -> str:
+    """The candidate with the highest figure `folds[group][split][metric]`; of tied ones, the first in `candidates`'
+    order, with a warning naming the tied candidates (the tie decides which run's test half is reported)."""
+    value = {name: doc["folds"][group][split][metric] for name, doc in candidates.items()}
+    best = max(value, key=value.get)
+    tied = [name for name in value if value[name] == value[best]]
+    if len(tied) > 1:
+        log.warning("%d candidates tie on %s %s %s (%s): %s, given first, is chosen", len(tied), split, group, metric,
+                    ", ".join(tied[:5]) + (" ..." if len(tied) > 5 else ""), best)
+    return best
+
+
 def select_two_fold(candidates: dict[str, dict], group: str = "all", metric: str = "MAP") -> dict:
     """{fold: chosen label} and the cross-fitted test figures {group: {metric: value}}. Candidates scored on
-    different queries, judgments or folds are a ValueError naming two (`_check_judged_set`)."""
+    different queries, judgments or folds are a ValueError naming two (`_check_judged_set`); runs tied on a fold's
+    dev figure go to the one first in `candidates` (with a warning naming them: `_best`)."""
     if not candidates:
         raise ValueError("no candidate runs to choose from")
     _check_judged_set(candidates)
     _check_figures(candidates, [(group, f"{fold}_dev", metric) for fold in FOLDS]
                    + [(g, f"{fold}_test", m) for g in GROUPS for fold in FOLDS for m in REPORTED])
-    chosen = {fold: max(candidates, key=lambda name: candidates[name]["folds"][group][f"{fold}_dev"][metric])
-              for fold in FOLDS}
+    chosen = {fold: _best(candidates, group, f"{fold}_dev", metric) for fold in FOLDS}
     test = {g: {m: sum(candidates[chosen[fold]]["folds"][g][f"{fold}_test"][m] for fold in FOLDS) / len(FOLDS)
                 for m in REPORTED} for g in GROUPS}
     return {"chosen": chosen, "test": test}
@@ -158,7 +172,8 @@ def select_per_facet(candidates: dict[str, dict], per_query: dict[str, dict[str,
     `per_query` holds each candidate's `load_per_query`. Returns `{"chosen": {fold: {facet:
     label}}, "test": {group: {metric: value}}}`; `all` is the mean over every test query of a fold
     (each ranked by its facet's choice), then over the two folds, as the evaluator computes it. A candidate
-    whose per-query figures do not average to its `results.json` test halves is a ValueError naming it.
+    whose per-query figures do not average to its `results.json` test halves is a ValueError naming it. Ties on a
+    dev figure go to the candidate first in `candidates` (`_best`).
     """
     if not candidates:
         raise ValueError("no candidate runs to choose from")
@@ -166,8 +181,7 @@ def select_per_facet(candidates: dict[str, dict], per_query: dict[str, dict[str,
     _check_figures(candidates, [(f, f"{fold}_dev", metric) for f in FACETS for fold in FOLDS]
                    + [(f, f"{fold}_test", m) for f in FACETS for fold in FOLDS for m in REPORTED])
     _check_per_query(candidates, per_query)
-    chosen = {fold: {f: max(candidates, key=lambda name: candidates[name]["folds"][f][f"{fold}_dev"][metric])
-                     for f in FACETS} for fold in FOLDS}
+    chosen = {fold: {f: _best(candidates, f, f"{fold}_dev", metric) for f in FACETS} for fold in FOLDS}
     fold_means: dict[str, dict[str, dict[str, float]]] = {g: {} for g in GROUPS}
     for fold in FOLDS:
         rows = {g: [] for g in GROUPS}
