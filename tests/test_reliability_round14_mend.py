@@ -33,3 +33,17 @@ def test_search_runner_accepts_cpu_index_where_it_accepts_cpu():
     parser, args = _search_args("cuda")
     with pytest.raises(SystemExit):
         refuse_unused_by_search(parser, args)
+
+
+def test_a_damaged_weights_file_is_named_by_its_folder(tiny_model_dir, tmp_path):
+    import shutil
+
+    from aspire.encoders.contextual import ContextualSentenceEncoder
+
+    folder = tmp_path / "damaged"
+    shutil.copytree(tiny_model_dir, folder)
+    weights = next(folder.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a copy cut short
+    with pytest.raises(ValueError, match=f"{folder}: its weights file does not load"):
+        ContextualSentenceEncoder.from_pretrained(folder)
+    ContextualSentenceEncoder.from_pretrained(tiny_model_dir)  # the whole copy loads

@@ -95,6 +95,17 @@ def piece_sentences(starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray
     return sentence
 
 
+def load_weights(auto_class, folder: Path):
+    """`auto_class.from_pretrained(folder)`; a weights file that does not parse (truncated, damaged) is a ValueError
+    naming the folder, where safetensors says only that a header did not deserialize."""
+    from safetensors import SafetensorError
+
+    try:
+        return auto_class.from_pretrained(folder)
+    except SafetensorError as err:
+        raise ValueError(f"{folder}: its weights file does not load ({err}): copy or export the model again") from err
+
+
 def raise_if_not_finite(vectors: Tensor, names: Sequence[str]) -> None:
     """ValueError naming every item (one a row of `vectors`, (N, ...)) with a NaN or infinite value: a model that
     diverged in training or overflowed in half precision would otherwise put such papers first in every search
@@ -205,7 +216,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         stored.pop("base", None)
         tokenizer = AutoTokenizer.from_pretrained(weights)
         check_tokenizer_files(tokenizer, weights)  # without them: special tokens alone, every word [UNK]
-        model = AutoModel.from_pretrained(weights)
+        model = load_weights(AutoModel, weights)
         if adapter:
             model = adapters.load_adapted(model, path, adapter)
         model.eval()
