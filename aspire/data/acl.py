@@ -129,7 +129,7 @@ def _cached_sentences(entry: object, key: str) -> list[str] | None:
 def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: int) -> tuple[list[Paper], dict]:
     """ACL Anthology papers without the `exclude`d ones (a `HeldOut`: by normalised title, paper id or abstract
     text; a set of normalised titles: by title alone), read from the raw records before any sampling or
-    splitting: a seeded sample of `max_papers` (0 = all), their abstracts split into sentences by the default
+    splitting: a sample of `max_papers` (0 = all) drawn with seed 0, the same papers for every caller, their abstracts split into sentences by the default
     splitter (built once), and the counts read / removed. `path` is JSONL, gzipped when it ends in `.gz`; an
     abstract that is already a list of sentences is kept as is. `stats["removed_benchmark"]` counts the papers
     removed; where `exclude` matches ids or abstracts too, `stats["removed_benchmark_by"]` splits it by the first

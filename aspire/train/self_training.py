@@ -12,7 +12,7 @@ are never used for training), are logged to `OUT/rounds.json`.
 
 Queries: the citing sentences of context2doc's train split, their labels dropped (`max_queries` of them,
 seeded). Test sentences are never read. With `acl_queries`, that many ACL Anthology abstracts (title and
-abstract as the query text, `acl_path`) join them as unlabelled queries; every benchmark paper
+abstract as the query text, `acl_path`; `read_acl`'s sample, the same papers whatever `seed`) join them as unlabelled queries; every benchmark paper
 (`aspire.benchmarks.heldout.excluded_papers` under `benchmarks_dir`: by normalised title, paper id or abstract
 text) and every candidate (the cited abstracts the queries are matched against; by the same three keys) is removed
 first, and the counts are logged.
