@@ -47,3 +47,11 @@ def test_a_damaged_weights_file_is_named_by_its_folder(tiny_model_dir, tmp_path)
     with pytest.raises(ValueError, match=f"{folder}: its weights file does not load"):
         ContextualSentenceEncoder.from_pretrained(folder)
     ContextualSentenceEncoder.from_pretrained(tiny_model_dir)  # the whole copy loads
+
+
+@pytest.mark.parametrize("tops, weights", [([], [0.5]), ([10], [])])
+def test_a_rerank_sweep_of_no_setting_is_refused_naming_the_grid(tops, weights):
+    from aspire.evaluate.context2doc_rerank import sweep
+
+    with pytest.raises(ValueError, match="at least one top N and one weight"):
+        sweep(None, {}, {}, tops, weights)  # refused before the benchmark is read

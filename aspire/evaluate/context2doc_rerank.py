@@ -44,7 +44,11 @@ def cross_scores(bench: Context2Doc, first: Mapping[str, Sequence[tuple[str, flo
 def sweep(bench: Context2Doc, first: Mapping, cross: Mapping, tops: Sequence[int], weights: Sequence[float],
           metric: str = "MRR") -> dict:
     """Mean `metric` of every (top N, weight) setting, keyed `N:W` (W in full where `:g` would round it); `best` is
-    the highest (ties: smaller N, then smaller weight). A setting given twice is scored once."""
+    the highest (ties: smaller N, then smaller weight). A setting given twice is scored once; no top N or no weight
+    is a ValueError (a grid of no setting has no best)."""
+    if not len(tops) or not len(weights):
+        raise ValueError(f"the rerank sweep needs at least one top N and one weight, got tops {list(tops)} and "
+                         f"weights {list(weights)}")
     table, setting = {}, {}
     for n in tops:
         for w in weights:
