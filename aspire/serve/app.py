@@ -1,7 +1,8 @@
 """The page's HTTP routes: a FastAPI app over a `ServiceHolder`.
 
 Routes (anything else is 404, a known route with another method 405; every error is JSON
-`{"error": message}` with a 4xx status for any client mistake):
+`{"error": message}` with a 4xx status for any client mistake; every GET route answers HEAD too, as HTTP
+requires of a server, with the GET's status and headers and no body):
 
     GET  /                            the page (static/index.html); /static/<file> only the files in STATIC
     GET  /api/info                    index size, model, search defaults, generation, reload error
@@ -158,17 +159,17 @@ def create_app(holder: ServiceHolder, body_timeout: float = BODY_TIMEOUT) -> Fas
     for route, (body, ctype) in static.items():
         app.add_route(route, static_file(body, ctype), methods=["GET", "HEAD"], include_in_schema=False)
 
-    @app.get("/api/info")
+    @app.api_route("/api/info", methods=["GET", "HEAD"])
     def info(request: Request) -> Response:
         query_args(request, takes=False)
         return json_response(200, {**use(request).info(), "reload_error": holder.reload_error})
 
-    @app.get("/api/papers")
+    @app.api_route("/api/papers", methods=["GET", "HEAD"])
     def papers(request: Request) -> Response:
         query = check(PapersQuery, query_args(request))
         return json_response(200, use(request).find_papers(query.q, query.limit, query.offset))
 
-    @app.get("/api/paper")
+    @app.api_route("/api/paper", methods=["GET", "HEAD"])
     def paper(request: Request) -> Response:
         args = query_args(request)
         if "id" not in args:

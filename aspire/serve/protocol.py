@@ -6,9 +6,11 @@
   SECURITY_HEADERS (no generation: it reached no index).
 - A connection must deliver a complete request head within `head_timeout` seconds of opening (or of
   its previous response): slow or idle clients cannot hold connections open.
-- A client that half-closes its side (it will send no more) still gets its answer, then the
-  connection closes; when its body is not complete the ASGI scope is marked (`CLIENT_EOF`), so the
-  app can answer "body shorter than Content-Length" (400) instead of waiting for bytes that cannot come.
+- A client that half-closes its side (it will send no more) still gets its answers, then the
+  connection closes: every request it sent complete is answered, in order (pipelined requests too; once
+  all but the one being answered were dropped without a word); when a body is not complete the ASGI scope
+  is marked (`CLIENT_EOF`), so the app can answer "body shorter than Content-Length" (400) instead of
+  waiting for bytes that cannot come.
 - Upgrade requests (WebSocket) are answered as plain HTTP requests, without a warning.
 - A connection closes by lingering: once the answer is out our side is shut for writing, and what
   the client still sends is read and dropped until it closes its side or `LINGER` seconds pass.
@@ -66,6 +68,7 @@ class JSONErrorsH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._protocol_error: h11.RemoteProtocolError | None = None
         self._head_timer = None
+        self._client_done = False  # the client half-closed: answer what it sent, then close
         next_event = self.conn.next_event
 
         def recording_next_event():  # remember why h11 refused, for send_400_response
@@ -111,9 +114,16 @@ class JSONErrorsH11Protocol(H11Protocol):
             self._cancel_head_timer()  # a request is being answered; the app bounds its body read
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm_head_timer()
+        super().on_response_complete()  # starts the next pipelined request, when h11 holds one complete
+        if self.transport.is_closing():
+            return
+        if self._client_done:
+            cycle = self.cycle
+            if cycle is None or cycle.response_complete:
+                self.transport.close()  # every request the client sent is answered, and no more can come
+                return
+            self._client_eof(cycle)
+        self._arm_head_timer()
 
     # ---- half-close and errors ----------------------------------------------------------------------
     def eof_received(self) -> bool | None:
@@ -122,11 +132,17 @@ class JSONErrorsH11Protocol(H11Protocol):
         cycle = self.cycle
         if cycle is None or cycle.response_complete:
             return None  # between requests: close
-        cycle.keep_alive = False  # the client sends no more: answer this request, then close
+        self._client_done = True  # answer this request and those pipelined after it (on_response_complete)
+        self._client_eof(cycle)
+        return True  # keep our side open to answer
+
+    @staticmethod
+    def _client_eof(cycle) -> None:
+        """The client sends no more: a request whose body is incomplete is the last one, its scope marked."""
         if cycle.more_body:
+            cycle.keep_alive = False
             cycle.scope[CLIENT_EOF] = True  # type: ignore[typeddict-unknown-key]
             cycle.message_event.set()
-        return True  # keep our side open to answer
 
     def _unsupported_upgrade_warning(self) -> None:  # an upgrade request is answered as plain HTTP
         self.logger.debug("upgrade request answered without upgrading")
@@ -155,8 +171,12 @@ class JSONErrorsH11Protocol(H11Protocol):
         if transport.lingering or raw.is_closing() or not raw.can_write_eof():
             raw.close()
             return
-        transport.linger_timer = self.loop.call_later(LINGER, raw.close)
         self._cancel_head_timer()
-        raw.write_eof()
+        try:
+            raw.write_eof()
+        except OSError:  # the client reset the connection meanwhile (ENOTCONN): nothing to linger for
+            raw.close()
+            return
+        transport.linger_timer = self.loop.call_later(LINGER, raw.close)
         if self.flow is not None:
             self.flow.resume_reading()  # pipelining may have paused reads: drain what comes

@@ -4,7 +4,9 @@ Every check failure becomes `RequestError(status, message)`: a 4xx answer whose 
 field, the rule and (shortened) the value given. Numbers are judged as a client would expect:
 
 - JSON bodies are parsed with `parse_json`: integers of more than MAX_INT_DIGITS digits, non-finite
-  numbers (`NaN`, `Infinity`, `1e400`) and non-ASCII digits are refused before any model sees them;
+  numbers (`NaN`, `Infinity`, `1e400`), non-ASCII digits and an object repeating a field (`{"k": 1, "k": 5}`,
+  once the last taken without a word, as a query string's repeated field is not) are refused before any
+  model sees them;
 - query-string integers must be plain ASCII digits (`int()` alone would take "١٢" or " 12 ");
 - the models are strict: `k` is an integer, not `3.0`, `"3"` or `true`.
 """
@@ -182,6 +184,8 @@ def _message(field: str, kind: str, value: Any) -> str:
         return "empty selection: select at least one sentence"
     if field == "sentences" and kind == "too_long":
         return f"too many sentences selected: {len(value)} (at most {MAX_SELECTED})"
+    if kind == "string_unicode":  # once "must be a non-empty string of at most 256 characters" for one character
+        return f"{field} is not Unicode text (a lone surrogate such as \\ud800 names no character); got {_short(value)}"
     if kind == "string_too_long":
         return f"{field} too long: {len(value)} characters; it must be {RULES[field]}"
     if field in ("rerank", "stages") and kind == "literal_error":
@@ -207,10 +211,21 @@ def _constant(name: str):
     raise RequestError(400, f"the body holds {name}, which is not JSON (numbers must be finite)")
 
 
+def _object(pairs: list[tuple[str, Any]]) -> dict:
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise RequestError(400, f"the body repeats the field {_short(repeated)}: give each field once")
+    return obj
+
+
 def parse_json(raw: bytes) -> Any:
-    """Strict JSON from a request body: UTF-8, finite numbers, bounded integers; RequestError(400) else."""
+    """Strict JSON from a request body: UTF-8, finite numbers, bounded integers, no field repeated in an object;
+    RequestError(400) else."""
     try:
-        return json.loads(raw.decode("utf-8"), parse_int=_int, parse_float=_float, parse_constant=_constant)
+        return json.loads(raw.decode("utf-8"), parse_int=_int, parse_float=_float, parse_constant=_constant,
+                          object_pairs_hook=_object)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RequestError(400, f"the body is not valid JSON: {exc}") from None
     except RecursionError:
