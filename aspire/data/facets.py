@@ -38,8 +38,10 @@ def title_labelled(labels: list[str] | None, n_sentences: int) -> list[str] | No
     return ["title", *labels] if labels is not None and n_sentences == len(labels) + 1 else labels
 
 
-def parse_selection(spec: str | int | Sequence[int | str]) -> list[int | str]:
-    """`"0,2"` / `"method"` / `["method", 3]` / `3` -> items: ints (0-based positions) and lower-case names."""
+def parse_selection(spec: str | int | Sequence[int | str], paper_id: str = "") -> list[int | str]:
+    """`"0,2"` / `"method"` / `["method", 3]` / `3` -> items: ints (0-based positions) and lower-case names.
+    Raises ValueError, naming `paper_id` when given, for an empty selection or item."""
+    whose = f" for paper {paper_id!r}" if paper_id else ""
     if isinstance(spec, str):
         items = spec.split(",")
     elif isinstance(spec, int):  # one position (a bool is refused below)
@@ -47,20 +49,21 @@ def parse_selection(spec: str | int | Sequence[int | str]) -> list[int | str]:
     elif isinstance(spec, Iterable):
         items = list(spec)
     else:
-        raise ValueError(f"sentence selection: expected positions or facet names, got {type(spec).__name__} {spec!r}")
+        raise ValueError(f"sentence selection{whose}: expected positions or facet names, got {type(spec).__name__} "
+                         f"{spec!r}")
     out: list[int | str] = []
     for item in items:
         if isinstance(item, bool):
-            raise ValueError(f"sentence selection: expected a position or a facet name, got {item!r}")
+            raise ValueError(f"sentence selection{whose}: expected a position or a facet name, got {item!r}")
         if isinstance(item, int):
             out.append(item)
             continue
         text = str(item).strip()
         if not text:
-            raise ValueError(f"sentence selection {spec!r} has an empty item")
+            raise ValueError(f"sentence selection {spec!r}{whose} has an empty item")
         out.append(int(text) if POSITION.fullmatch(text) else text.lower())  # "--1", "²": names, not int()'s error
     if not out:
-        raise ValueError("empty sentence selection")
+        raise ValueError(f"the sentence selection{whose} is empty; give at least one 0-based position or facet name")
     return out
 
 
@@ -78,8 +81,8 @@ def resolve_selection(spec: str | Sequence[int | str], labels: Sequence[str] | N
                       paper_id: str = "") -> list[int]:
     """0-based positions of the sentences `spec` selects (ints pass through unchecked, in order given;
     names add every sentence whose label is that facet or that label). Raises ValueError naming the
-    paper when a name selects nothing or the paper has no labels."""
-    items = parse_selection(spec)
+    paper when the selection (or an item of it) is empty, a name selects nothing or the paper has no labels."""
+    items = parse_selection(spec, paper_id)
     names = [x for x in items if isinstance(x, str)]
     if not names:
         return [int(x) for x in items]

@@ -93,12 +93,14 @@ def fuse_csfcube(
 
 def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: str | Path, exp: str | None = None,
                        cache_dir: str | Path | None = None, batch_size: int = 32,
-                       encoder_options: dict | None = None, facet_code: str = "auto") -> dict:
+                       encoder_options: dict | None = None, facet_code: str = "auto", device: str | None = None) -> dict:
     """CSFCube answered by `aspire search`'s Searcher with the search-config overrides `pipeline`
     (`aspire.evaluate.search_run.rank_pools_by_search`; `facet_code`: the control code of a facet's queries, for
     a model with facet codes), scored by the benchmark's protocol; writes the per-query CSV, the TREC files and
     `out/results.json` (with the encoder options, `facet_code` and, for a model with facet codes, the codes its
-    queries and papers were encoded with, as `run_csfcube` records them)."""
+    queries and papers were encoded with, as `run_csfcube` records them), the device, batch size and vector cache.
+    `device`: the torch device the model is loaded on and the queries are searched on (None: the CPU), as
+    `aspire search --device` runs them."""
     import time
 
     from aspire.encoders import load_encoder
@@ -112,14 +114,16 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     pool_set = load_csfcube(root)
     papers = read_paper_map(root / ABSTRACTS_FILE, ids=pool_set.paper_ids(), needed_by="pooled")
     exp = exp or search_exp(model, pipeline)
-    encoder = load_encoder(model, **dict(encoder_options or {}))
+    encoder = load_encoder(model, device=device, **dict(encoder_options or {}))
     t0 = time.perf_counter()
     rankings = rank_pools_by_search(pool_set, papers, encoder, pipeline, LABEL_TO_FACET, cache_dir, batch_size,
-                                    facet_code)
+                                    facet_code)  # the queries searched on the encoder's device
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     codes = {f: c for f in pool_set.facets if (c := query_code(getattr(encoder, "codes", ()), facet_code, f))}
     results.update(experiment=exp, model=str(model), encoder_fingerprint=model_fingerprint(encoder),
                    encoder_options=dict(encoder_options or {}), facet_code=facet_code,
+                   device=str(encoder.device), batch_size=batch_size,
+                   vector_cache=None if cache_dir is None else str(cache_dir),
                    **({"query_codes": codes, "doc_code": encoder.code} if codes else {}),
                    search={"overrides": list(pipeline), "index": "flat, one a pool",  # k, shortlist: each pool's size
                            "config": {**asdict(search), "k": "pool size", "shortlist": "pool size"}},

@@ -16,6 +16,7 @@ settings in force, `aspire.encoders.backends.InferenceEncoder.fingerprint`).
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -23,7 +24,7 @@ from torch import Tensor
 
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
-from aspire.evaluate.cache import cached_encode
+from aspire.evaluate.cache import cache_path, cached_encode
 from aspire.evaluate.options import ENCODINGS
 
 
@@ -49,6 +50,7 @@ def encode_papers(
 
     `encode_options` go to `encode_independent` / `encode_abstract` (e.g. `normalize`,
     `max_length`, `joiner`) and into the cache key (with `encoder.fingerprint()`); the contextual encoding takes none.
+    `encode_record` says, for a results file, which cache entry a call read or wrote.
     """
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding!r}; valid: {list(ENCODINGS)}")
@@ -76,3 +78,18 @@ def encode_papers(
             return single_vector_batch(vecs, ps)
 
     return cached_encode(fn, papers, encoder.fingerprint(), encoding, options, cache_dir)
+
+
+def encode_record(encoder, papers: Sequence[Paper], encoding: str, cache_dir, batch_size: int,
+                  encode_options: dict | None, from_cache: bool) -> dict:
+    """What an `encode_papers` call (same arguments, its `from_cache`; the encoder's code and side as they were)
+    ran, for a results file: `{"encoding", "papers", "batch_size", "cache_entry", "from_cache"}`, where
+    `cache_entry` is the file name in `cache_dir` it read or wrote (None without a cache, or where none could be
+    written: a disk too full)."""
+    entry = None
+    if cache_dir is not None:
+        mode, options = ("contextual", {}) if encoding in ("contextual", "pass") else (encoding, dict(encode_options or {}))
+        path = cache_path(Path(cache_dir), encoder.fingerprint(), mode, options, papers)
+        entry = path.name if path.is_file() else None
+    return {"encoding": encoding, "papers": len(papers), "batch_size": batch_size, "cache_entry": entry,
+            "from_cache": from_cache}

@@ -61,7 +61,7 @@ def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_op
     'minilm-contextual-ot-tau1-cands-facet'
     """
     enc_name = "abstract" if scorer == "abstract" and encoding != "pass" else encoding
-    opts = "".join(f"-{k}{v:g}" for k, v in sorted((scorer_options or {}).items()))
+    opts = "".join(f"-{k}{exact_g(v)}" for k, v in sorted((scorer_options or {}).items()))  # `:g` named two taus one
     query = "" if query_text == "abstract" else f"-query-{query_text.replace('+', '-')}"
     cands = "" if cand_sentences == "all" else f"-cands-{cand_sentences}"
     return f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}{query}{cands}"
@@ -90,6 +90,8 @@ class EvalOptions:
         if self.facet_code not in FACET_CODE_CHOICES:
             raise ValueError(f"unknown facet code {self.facet_code!r}; valid: {list(FACET_CODE_CHOICES)}")
         encoding = self.encoding
+        if encoding not in ENCODINGS:  # the abstract scorer once ran a typo as its own encoding, without a word
+            raise ValueError(f"unknown encoding {encoding!r}; valid: {list(ENCODINGS)}")
         if scorer == "abstract":
             encoding = "pass" if encoding == "pass" else "abstract"
             if encoding == "pass" and self.encode_options:

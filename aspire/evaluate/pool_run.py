@@ -45,8 +45,14 @@ def run_pools(
     options: EvalOptions | None = None,
 ) -> dict:
     """Score ranked files from `ranked_dir` (with `exp`), or rank with `model` + `scorer` first
-    (`options`: `aspire.evaluate.options.EvalOptions`, as `aspire.evaluate.rank.rank_pool_set` reads them)."""
+    (`options`: `aspire.evaluate.options.EvalOptions`, as `aspire.evaluate.rank.rank_pool_set` reads them).
+    ValueError when both are given: the ranked files would be scored and the model not run."""
     data, out = Path(data), Path(out)
+    if ranked_dir is not None:
+        given = [k for k, v in (("model", model), ("scorer", scorer), ("options", options),
+                                ("abstracts_file", abstracts_file)) if v is not None]
+        if given:  # once dropped without a word: the files were scored as if the model had ranked them
+            raise ValueError(f"scoring ranked files ({ranked_dir}) runs no model; leave out {', '.join(given)}")
     pool_set = load_pool_set(data, name, facets, splits_file)
     info: dict = {}
     if ranked_dir is not None:

@@ -20,7 +20,7 @@ import torch
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
 from aspire.encoders.codes import query_code
-from aspire.evaluate.encode import encode_papers
+from aspire.evaluate.encode import encode_papers, encode_record
 from aspire.evaluate.facets import facet_candidates, facet_queries, facet_text_queries
 from aspire.evaluate.options import SCORERS, EvalOptions
 from aspire.scoring.chunked import score_chunked
@@ -38,6 +38,14 @@ def get_eval_scorer(name: str, **kwargs):
     from aspire.scoring import get_scorer
 
     return get_scorer(name, **kwargs)
+
+
+def run_record(encoder, scored_on, batch_size: int, cache_dir, encoded: list[dict]) -> dict:
+    """What a run ran on, for its results file (none of it moves a figure): the devices the encoder and the scorer
+    used, the batch size asked for, and the vector cache's folder and the entries read or written
+    (`aspire.evaluate.encode.encode_record`)."""
+    return {"encoder_device": str(encoder.device), "score_device": str(scored_on), "batch_size": batch_size,
+            "vector_cache": None if cache_dir is None else str(cache_dir), "encoded": list(encoded)}
 
 
 def rank_pools(
@@ -98,9 +106,9 @@ def rank_pool_set(
     `options.encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`).
     Returns:
         (`{facet: {query_pid: [cand_pid, ...]}}`, run info with the encoder fingerprint, the
-        seconds spent loading, encoding and scoring (wall clock, and process CPU time as `*_cpu`)
-        and, with `cand_sentences="facet"`, per facet the number of pooled candidates that had no
-        sentence of it and kept all theirs (`cands_kept_whole`).
+        seconds spent loading, encoding and scoring (wall clock, and process CPU time as `*_cpu`),
+        what it ran on (`run_record`) and, with `cand_sentences="facet"`, per facet the number of pooled
+        candidates that had no sentence of it and kept all theirs (`cands_kept_whole`).
     """
     from aspire.benchmarks.pools import ranked_path, write_ranked
     from aspire.encoders import load_encoder
@@ -118,8 +126,10 @@ def rank_pool_set(
         encoder.to(device)
     t_load = time.perf_counter() - t0
     t0, c0 = time.perf_counter(), time.process_time()
+    encoded: list[dict] = []  # each encode_papers call: its cache entry, read or written
     batch, from_cache = encode_papers(encoder, ordered, encoding, cache_dir, batch_size, encode_options)
     t_encode, c_encode = time.perf_counter() - t0, time.process_time() - c0
+    encoded.append(encode_record(encoder, ordered, encoding, cache_dir, batch_size, encode_options, from_cache))
 
     t0, c0 = time.perf_counter(), time.process_time()
     batch = batch.to(torch.device(device) if device else encoder.device)
@@ -136,8 +146,10 @@ def rank_pool_set(
         with encoder.using_code(code) if code else contextlib.nullcontext():
             if code:  # the queries again, with their facet's code; the candidates keep the model's code
                 codes[facet] = code
-                queries = encode_papers(encoder, [papers[q] for q in pools], encoding, cache_dir, batch_size,
-                                        encode_options)[0].to(batch.emb.device)
+                asked = [papers[q] for q in pools]
+                queries, hit = encode_papers(encoder, asked, encoding, cache_dir, batch_size, encode_options)
+                encoded.append(encode_record(encoder, asked, encoding, cache_dir, batch_size, encode_options, hit))
+                queries = queries.to(batch.emb.device)
             else:
                 queries = batch.index([row[q] for q in pools])
             if facet and not single:
@@ -170,5 +182,6 @@ def rank_pool_set(
         "n_papers": len(ordered),
         "timings_s": {"load_model": t_load, "encode": t_encode, "encode_from_cache": from_cache, "score": t_score,
                       "encode_cpu": c_encode, "score_cpu": c_score},
+        "run_record": run_record(encoder, batch.emb.device, batch_size, cache_dir, encoded),
     }
     return rankings, info

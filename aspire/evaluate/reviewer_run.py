@@ -43,9 +43,9 @@ from aspire.benchmarks.reviewers import (
 from aspire.benchmarks.runs import invocation
 from aspire.benchmarks.stats import table_row
 from aspire.data.papers import Paper
-from aspire.evaluate.encode import encode_papers
+from aspire.evaluate.encode import encode_papers, encode_record
 from aspire.evaluate.options import ENCODE_OPTIONS, SCORERS, EvalOptions, Stages, check_encode_options
-from aspire.evaluate.rank import get_eval_scorer
+from aspire.evaluate.rank import get_eval_scorer, run_record
 from aspire.io import write_json
 from aspire.scoring.chunked import score_chunked
 from aspire.scoring.fusion import fuse_ranked
@@ -268,13 +268,14 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
         encoder = load_encoder(model, **options.encoder_options)
         if device:
             encoder.to(device)
-        runs, batches = [], {}
+        runs, batches, encoded = [], {}, []
         for name in scorers:
             scorer = get_eval_scorer(name, **({} if name == "abstract" else options.scorer_options))
             enc = encodings[name]
             if enc not in batches:
                 opts = {k: v for k, v in options.encode_options.items() if k in ENCODE_OPTIONS.get(enc, ())}
-                batches[enc], _ = encode_papers(encoder, papers, enc, options.cache_dir, options.batch_size, opts)
+                batches[enc], hit = encode_papers(encoder, papers, enc, options.cache_dir, options.batch_size, opts)
+                encoded.append(encode_record(encoder, papers, enc, options.cache_dir, options.batch_size, opts, hit))
             batch = batches[enc].to(torch.device(device) if device else encoder.device)
             runs.append(predict(rset, known, dense_similarity(batch, scorer), agg))
         ran.append(runs[0] if len(runs) == 1 else fuse_predictions(runs, weights or [1.0] * len(runs)))
@@ -282,7 +283,8 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
                     weights=list(weights or [1.0] * len(scorers)), encodings=encodings,
                     encoding=next((encodings[n] for n in scorers if n != "abstract"), encodings[scorers[0]]),
                     scorer_options=dict(options.scorer_options), encode_options=dict(options.encode_options),
-                    encoder_options=dict(options.encoder_options))
+                    encoder_options=dict(options.encoder_options),
+                    run_record=run_record(encoder, batch.emb.device, options.batch_size, options.cache_dir, encoded))
     if stages.bm25:
         ran.append(predict(rset, known, bm25_similarity(papers, stages.k1, stages.b), agg))
         info["bm25"] = {"k1": stages.k1, "b": stages.b, "idf": f"every paper of the set ({len(papers)})",

@@ -101,24 +101,26 @@ def pipeline_config(pipeline: Sequence[str], fixed: Mapping[str, str] = POOL_KEY
 
 
 def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline: Sequence[str] = (),
-                        depth: int = 100, encoder=None, encoder_options: dict | None = None) -> dict:
+                        depth: int = 100, encoder=None, encoder_options: dict | None = None,
+                        device: str | None = None) -> dict:
     """Score `bench` with the search pipeline `pipeline` (search-config overrides) over an index of its
-    candidates built with `model` (or the loaded `encoder`); writes the run, qrels and `results.json`."""
+    candidates built with `model` (or the loaded `encoder`); writes the run, qrels and `results.json`.
+    `device`: the torch device the model is loaded on (None: the CPU, or where the given `encoder` is); the queries
+    are searched on the encoder's device, as `aspire search --device` runs them."""
     check_depth(bench, depth)
     pipeline_config(pipeline, {"k": "--depth sets it"})  # a mistyped key before the candidates are encoded
-    if encoder is None:
-        from aspire.encoders import load_encoder
-
-        encoder = load_encoder(model, **dict(encoder_options or {}))
+    encoder = _encoder(model, encoder, encoder_options, device)
     t0 = time.perf_counter()
     index = index_candidates(encoder, bench.candidates)
     searcher = Searcher(index, apply_overrides(index.config.search, list(pipeline), "search"), encoder)
     searcher.shortfalls = []  # a query answered with fewer than `depth` papers is counted, not warned each time
     cfg = searcher.config
-    run = answer_queries(searcher, encode_text_queries(encoder, bench.queries), depth)
+    queries = {qid: query.to(encoder.device) for qid, query in encode_text_queries(encoder, bench.queries).items()}
+    run = answer_queries(searcher, queries, depth)
     short = searcher.shortfalls
     shortlist = max(cfg.shortlist, depth)  # as `answer_queries` searches
     info = {"model": str(model), "encoder_fingerprint": model_fingerprint(encoder),
+            "device": str(encoder.device),  # the model's and the queries' (their re-ranking)
             "search": {"stages": cfg.stages, "fuse": cfg.fuse, "rerank": cfg.rerank, "shortlist": shortlist,
                        "overrides": list(pipeline), "index": index.kind,
                        "config": asdict(replace(cfg, k=depth, shortlist=shortlist))},
@@ -135,7 +137,8 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     facet's sentences, still encoded in the context of its whole abstract — searched with `pipeline`
     (search-config overrides) for all of its pool. With a model trained with facet control codes, a facet's
     queries are encoded with the code `facet_code` gives them (`aspire.encoders.codes.query_code`; `auto`: the
-    facet's own, as `aspire search` and the benchmark's own runner encode them). Returns
+    facet's own, as `aspire search` and the benchmark's own runner encode them). The queries are searched on the
+    encoder's device (their re-ranking), as `aspire search --device` searches them. Returns
     `{facet: {query: [candidate, ...]}}` best first, for the pool set's own scoring
     (`aspire.benchmarks.csfcube.evaluate_csfcube_rankings`)."""
     from aspire.encoders.codes import query_code
@@ -162,12 +165,23 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
             queries = batch.index([row[q] for q in pools])
         if facet:
             queries = facet_queries(queries, papers, facet, label_to_facet)
+        queries = queries.to(encoder.device)  # encoded on the CPU (`encode`) or read from the cache
         rankings[facet] = {}
         for i, (qid, pool) in enumerate(pools.items()):
             hits = _search_all(batch, row, titles, queries.index([i]), list(pool), search, fingerprint,
                                f"query {qid} ({facet})", encoder_include_title(encoder))[0]
             rankings[facet][qid] = [pid for pid, _ in hits]
     return rankings
+
+
+def _encoder(model: str, encoder, encoder_options: dict | None, device: str | None):
+    """The given `encoder` (moved to `device`, when one is given), else `model` loaded with `encoder_options` on
+    `device`."""
+    if encoder is not None:
+        return encoder if device is None else encoder.to(device)
+    from aspire.encoders import load_encoder
+
+    return load_encoder(model, device=device, **dict(encoder_options or {}))
 
 
 def _searchable(batch, papers):
@@ -206,32 +220,33 @@ def _search_all(batch, row: Mapping[str, int], titles: Mapping[str, str], query_
 
 def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str] = (), agg: str = "max",
                          encoder=None, encoder_options: dict | None = None, cache_dir=None,
-                         batch_size: int = 32) -> dict:
+                         batch_size: int = 32, device: str | None = None) -> dict:
     """Reviewer matching answered by the `Searcher`: every paper encoded once (contextual, through the vector
     cache); for each draw and reviewer, their archive papers indexed on their own and each rated submission (its
     whole abstract) searched with `pipeline` (search-config overrides) for all of them; the hit scores
-    aggregated over the archive by `agg` and scored as `aspire.evaluate.reviewer_run.run_reviewers` scores."""
+    aggregated over the archive by `agg` and scored as `aspire.evaluate.reviewer_run.run_reviewers` scores.
+    `device`: the torch device the model is loaded on (None: the CPU, or where the given `encoder` is); the
+    submissions are searched on the encoder's device."""
     import torch
 
-    from aspire.evaluate.encode import encode_papers
+    from aspire.evaluate.encode import encode_papers, encode_record
     from aspire.evaluate.reviewer_run import parse_aggregate, predict, reviewer_papers, write_reviewer_results
 
     parse_aggregate(agg)
     search = pipeline_config(pipeline, {k: "every archive is ranked whole" for k in POOL_KEYS})  # before encoding
-    if encoder is None:
-        from aspire.encoders import load_encoder
-
-        encoder = load_encoder(model, **dict(encoder_options or {}))
+    encoder = _encoder(model, encoder, encoder_options, device)
     t0 = time.perf_counter()
     papers, counts = reviewer_papers(rset)
-    batch, _ = encode_papers(encoder, papers, "contextual", cache_dir, batch_size)
+    batch, hit = encode_papers(encoder, papers, "contextual", cache_dir, batch_size)
+    encoded = [encode_record(encoder, papers, "contextual", cache_dir, batch_size, None, hit)]
     batch = _searchable(batch, papers)
     row, titles = {p.paper_id: i for i, p in enumerate(papers)}, {p.paper_id: p.title for p in papers}
     fingerprint = model_fingerprint(encoder)
 
     def sims(subs: list[str], arch: list[str]) -> torch.Tensor:
         distinct = list(dict.fromkeys(arch))  # an index holds a paper once; one listed twice fills both its columns
-        ranked = _search_all(batch, row, titles, batch.index([row[s] for s in subs]), distinct, search, fingerprint,
+        ranked = _search_all(batch, row, titles, batch.index([row[s] for s in subs]).to(encoder.device), distinct,
+                             search, fingerprint,
                              f"submissions {subs[:2]}... against an archive of {len(distinct)} papers",
                              encoder_include_title(encoder))
         columns: dict[str, list[int]] = {}
@@ -245,6 +260,8 @@ def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str
 
     preds = predict(rset, {p.paper_id for p in papers}, sims, agg)
     info = {"model": str(model), "encoder_fingerprint": fingerprint, "aggregate": agg,
+            "device": str(encoder.device),  # the model's and the submissions' (their re-ranking)
+            "batch_size": batch_size, "vector_cache": None if cache_dir is None else str(cache_dir), "encoded": encoded,
             "search": {"stages": search.stages, "fuse": search.fuse, "rerank": search.rerank,
                        "overrides": list(pipeline), "index": "flat, one a reviewer's archive in a draw",
                        # k and shortlist: each archive's size (ranked whole)
