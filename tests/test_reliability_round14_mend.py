@@ -7,7 +7,6 @@ import argparse
 import pytest
 
 from aspire.cli import evaluate as evaluate_cli
-from aspire.cli.evaluate_options import refuse_unused_by_search
 from aspire.cliutil import backend_options
 
 
@@ -19,20 +18,29 @@ def test_backend_options_reads_cpu_index_as_the_cpu():
         backend_options(argparse.Namespace(backend="onnx", quantize=None, device="cuda"))
 
 
-def _search_args(device: str):
-    parser = evaluate_cli.build_parser()
-    args = parser.parse_args(["csfcube", "--model", "minilm", "--search-pipeline", "rerank=minl2",
-                              "--out", "/tmp/unused"])
-    args.device = device  # as an API caller passes it, past `device_name`'s normalisation
-    return args.command_parser, args
+class _Reached(Exception):
+    pass
 
 
-def test_search_runner_accepts_cpu_index_where_it_accepts_cpu():
-    parser, args = _search_args("cpu:0")
-    refuse_unused_by_search(parser, args)  # the runner loads the model on the CPU anyway: nothing unread
-    parser, args = _search_args("cuda")
-    with pytest.raises(SystemExit):
-        refuse_unused_by_search(parser, args)
+@pytest.mark.parametrize("command, module, runner", [
+    ("csfcube", "aspire.evaluate.csfcube", "run_csfcube_search"),
+    ("reviewers", "aspire.evaluate.search_run", "run_reviewers_search"),
+    ("context2doc", "aspire.evaluate.search_run", "run_search_pipeline"),
+])
+def test_search_pipeline_runs_on_the_device_given(command, module, runner, monkeypatch, tmp_path, tiny_model_dir):
+    # every search runner takes `device=`; the command refused --device beside --search-pipeline (the runners loaded
+    # the model on the CPU) and, once they took it, did not pass it on
+    seen: dict = {}
+
+    def record(*args, **kwargs):
+        seen.update(kwargs)
+        raise _Reached(runner)
+
+    monkeypatch.setattr(f"{module}.{runner}", record)
+    with pytest.raises((_Reached, SystemExit)):
+        evaluate_cli.main([command, "--model", str(tiny_model_dir), "--search-pipeline", "rerank=minl2",
+                           "--device", "cpu", "--out", str(tmp_path / "o")])
+    assert seen.get("device") == "cpu", seen
 
 
 def test_a_damaged_weights_file_is_named_by_its_folder(tiny_model_dir, tmp_path):

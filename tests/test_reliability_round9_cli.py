@@ -12,7 +12,6 @@ import pytest
 
 from aspire.cli import data as data_cli
 from aspire.cli import evaluate as evaluate_cli
-from aspire.cli import evaluate_options
 from aspire.cli import search as search_cli
 from aspire.paths import DATA
 
@@ -119,20 +118,6 @@ def test_reviewers_search_pipeline_refuses_weights(tmp_path, monkeypatch, capsys
     _refused(["reviewers", "--model", str(tiny_model_dir), "--search-pipeline", "rerank=minl2", "--weights", "1",
               "--out", str(tmp_path / "o")], capsys, "--search-pipeline does not read --weights")
     assert not seen
-
-
-@pytest.mark.parametrize("command", ["csfcube", "reviewers", "context2doc"])
-def test_search_pipeline_refuses_a_device_it_does_not_load_on(command, capsys):
-    """The search runners load the model on the CPU: `--device cuda` was dropped (checked on a parsed command line
-    whose device is set afterwards, as this machine may have no GPU); `--device cpu` is what they do anyway."""
-    parser = evaluate_cli.build_parser()
-    args = parser.parse_args([command, "--model", "minilm", "--search-pipeline", "rerank=minl2", "--out", "o"])
-    args.device = "cpu"
-    evaluate_options.refuse_unused_by_search(args.command_parser, args)  # no error
-    args.device = "cuda:0"
-    with pytest.raises(SystemExit):
-        evaluate_options.refuse_unused_by_search(args.command_parser, args)
-    assert "--search-pipeline does not read --device" in capsys.readouterr().err
 
 
 # ---- model options where no model runs; BM25 options without BM25 ----------------------------------------------

@@ -162,7 +162,8 @@ def _csfcube_search(parser, args) -> int:
     check_out(args, args.exp or search_exp(args.model, pipeline))  # the experiment's name, known only now
     results = run_csfcube_search(args.data, args.model, pipeline, args.out, args.exp,
                                  None if args.no_cache else args.cache_dir, args.batch_size,
-                                 {**backend_options(args), **code_option(args.doc_code)}, facet_code=args.facet_code)
+                                 {**backend_options(args), **code_option(args.doc_code)}, facet_code=args.facet_code,
+                                 device=args.device)
     print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}  ({results['experiment']})")
     print(f"wrote {Path(args.out) / 'results.json'}")
     return 0
@@ -333,7 +334,8 @@ def _reviewers_search(parser, args, rset) -> int:
     check_out(args, exp)
     results = run_reviewers_search(rset, args.out, exp, args.model, overrides, args.aggregate,
                                    encoder_options={**backend_options(args), **code_option(args.code)},
-                                   cache_dir=None if args.no_cache else args.cache_dir, batch_size=args.batch_size)
+                                   cache_dir=None if args.no_cache else args.cache_dir, batch_size=args.batch_size,
+                                   device=args.device)
     print(f"{exp}: {format_result(results)}")
     print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
     print(f"wrote {args.out}")
@@ -393,7 +395,8 @@ def _context2doc_search(parser, args) -> int:
     exp = args.exp or search_exp(args.model, overrides)
     check_out(args, exp)
     results = run_search_pipeline(load_context2doc(args.data, args.split), args.out, exp, args.model, overrides,
-                                  args.depth, encoder_options={**backend_options(args), **code_option(args.code)})
+                                  args.depth, encoder_options={**backend_options(args), **code_option(args.code)},
+                                  device=args.device)
     print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
     if results["short_of_depth"]["queries"]:
         print(f"{results['short_of_depth']['queries']} queries found fewer than {args.depth} papers "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from aspire.cliutil import add_backend_options, backend_options, code_option, device_name, on_cpu, positive_int
+from aspire.cliutil import add_backend_options, backend_options, code_option, device_name, positive_int
 from aspire.data.facets import FACET_CODE_CHOICES
 from aspire.encoders.pretrained import MODEL_HELP
 from aspire.evaluate.cache import default_cache_dir
@@ -100,10 +100,9 @@ def refuse_unread(parser: argparse.ArgumentParser, args, flags, why: str) -> Non
 _NOT_SEARCH_OPTIONS = ("--encoding", "--tau", "--eps", "--window", "--max-length", "--normalize", "--joiner",
                        "--query-text", "--cand-sentences", "--k1", "--b", "--bm25-alpha", "--rerank-top",
                        "--rerank-weight", "--rerank-max-length", "--weights")
-# ... nor these, which its runners do not take: the device (`--device` was once dropped on every search path) and,
-# for context2doc (whose candidates are encoded by the index build's own path), the vector cache and batch size
-_NOT_READ_BY_SEARCH_RUNNER = {"csfcube": ("--device",), "reviewers": ("--device",),
-                              "context2doc": ("--device", "--batch-size", "--cache-dir", "--no-cache")}
+# ... nor these, which the context2doc runner does not take: its candidates are encoded by the index build's own path
+# (no vector cache, the index's batch size). Every search runner loads the model on `--device` and searches there.
+_NOT_READ_BY_SEARCH_RUNNER = {"csfcube": (), "reviewers": (), "context2doc": ("--batch-size", "--cache-dir", "--no-cache")}
 
 
 def refuse_unused_by_search(parser, args) -> None:
@@ -112,13 +111,10 @@ def refuse_unused_by_search(parser, args) -> None:
     if given:
         parser.error(f"--search-pipeline does not read {', '.join(given)}: the search config decides (give its keys "
                      "as overrides, e.g. bm25_k1=, ot_tau=), or run the model with --scorer")
-    given = [flag for flag in given_options(parser, args, _NOT_READ_BY_SEARCH_RUNNER[args.command])
-             if not (flag == "--device" and on_cpu(args.device))]  # where it loads the model anyway
+    given = given_options(parser, args, _NOT_READ_BY_SEARCH_RUNNER[args.command])
     if given:
-        what = "loads the model on the CPU" + ("" if args.command != "context2doc" else
-                                                ", encodes the candidates as `aspire index build` does (no vector "
-                                                "cache, the index's batch size)")
-        parser.error(f"--search-pipeline does not read {', '.join(given)}: its {args.command} runner {what}; leave "
+        parser.error(f"--search-pipeline does not read {', '.join(given)}: its {args.command} runner encodes the "
+                     "candidates as `aspire index build` does (no vector cache, the index's batch size); leave "
                      f"{'it' if len(given) == 1 else 'them'} out, or run the model with --scorer")
 
 
