@@ -2,10 +2,14 @@
 
 Run file: one line a ranked document, `qid Q0 docid rank score tag`, ranks from 1, scores falling.
 Qrels file: `qid 0 docid grade`. Metric names (case-insensitive): `map`, `map@K` (MAP@20 is the KDD
-Cup AQA metric), `mrr`, `bpref`, `p@K`, `r@K` / `recall@K`, `ndcg@K`; a `-lN` suffix counts grade >= N
-as relevant for the binary ones (ranx's convention; default 1). Scoring uses the order of the run
-(ties in score keep the run's order), and a judged query the run does not rank is an error, as is a
-ranked query that has no judgement.
+Cup AQA metric), `mrr`, `mrr@K`, `bpref` (no cut-off), `p@K`, `r@K` / `recall@K`, `ndcg@K`; a `-lN` suffix
+counts grade >= N as relevant for the binary ones (ranx's convention; default 1), and for `ndcg@K-lN` gives
+the grades below N no gain (in the ideal ranking too; the others keep their grade as gain). Scoring uses the
+order of the run (ties in score keep the run's order; `read_run` orders a file by rank, then by falling score,
+then by document id), unjudged documents count as not relevant, and a judged query the run does not rank is
+an error, as is a ranked query that has no judgement and a query with no document at grade >= 1. A query with
+documents at grade >= 1 but none at grade >= N scores 0 on the `-lN` metrics (trec_eval's `-lN`), and counts
+in their mean: callers that score at a threshold leave such queries out first (`aspire.evaluate.fuse`).
 """
 
 from __future__ import annotations
@@ -80,8 +84,10 @@ def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], 
 
 
 def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
-    """A TREC run file -> `{qid: [(docid, score), ...]}` ordered by rank (then by score); a rank below 1 or a
-    score that is not a finite number is an error naming the line, as `run_line` refuses to write one."""
+    """A TREC run file -> `{qid: [(docid, score), ...]}` ordered by rank, then by falling score, then by document id
+    (trec_eval reads the scores alone and orders tied ones by document id, decreasing: a file whose ranks disagree
+    with its scores, or ties both, reads in another order there); a rank below 1 or a score that is not a finite
+    number is an error naming the line, as `run_line` refuses to write one."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"run file not found: {path}")
@@ -147,12 +153,15 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
 
 
 def ranx_name(metric: str) -> str:
-    """`P@10` -> `precision@10`, `MAP@20` -> `map@20`, `r@100-l2` -> `recall@100-l2`."""
+    """`P@10` -> `precision@10`, `MAP@20` -> `map@20`, `r@100-l2` -> `recall@100-l2`, `mrr@10` -> `mrr@10`.
+    `bpref@K` is refused: bpref has no cut-off (trec_eval's), and ranx's bpref@K is NaN for a query with no judged
+    non-relevant document and zeroes other queries' values when one query has no relevant document (`bpref`)."""
     m = _METRIC.match(metric.strip().lower())
     if not m or (m.group(2) is not None and int(m.group(2)) < 1) or (m.group(1) in ("p", "r", "recall", "ndcg")
-                                                                      and m.group(2) is None):
-        raise ValueError(f"unknown metric {metric!r}; valid: map, map@K, mrr, bpref, p@K, r@K, ndcg@K "
-                         "(K >= 1), each with an optional -lN relevance level")
+                                                                      and m.group(2) is None) \
+            or (m.group(1) == "bpref" and m.group(2) is not None):
+        raise ValueError(f"unknown metric {metric!r}; valid: map, map@K, mrr, mrr@K, bpref (no cut-off), p@K, r@K, "
+                         "ndcg@K (K >= 1), each with an optional -lN relevance level")
     name = _RANX[m.group(1)] + (f"@{m.group(2)}" if m.group(2) else "")
     return name + (m.group(3) or "")
 
