@@ -101,11 +101,18 @@ def pair_scores(queries: Mapping[str, str], texts: Mapping[str, str], first: Map
 def rerank_run(first: Mapping[str, Sequence[tuple[str, float]]], cross: Mapping[str, Mapping[str, float]],
                top_n: int, weight: float) -> dict[str, list[tuple[str, float]]]:
     """Every query's first-stage list with its top `top_n` mixed with the cross-encoder (`mix_rerank`); a query
-    `cross` holds no scores for is an error naming it."""
+    `cross` holds no scores for is an error naming it, and so is one `mix_rerank` refuses (a document listed twice,
+    a score not finite, a list out of order)."""
     unscored = [q for q in first if q not in cross]
     if unscored:  # once a bare KeyError
         raise ValueError(f"{len(unscored)} queries have no cross-encoder scores (e.g. {unscored[:3]})")
-    return {q: mix_rerank(ranked, cross[q], top_n, weight) for q, ranked in first.items()}
+    out = {}
+    for q, ranked in first.items():
+        try:
+            out[q] = mix_rerank(ranked, cross[q], top_n, weight)
+        except ValueError as err:  # once named the document alone, of any of thousands of queries
+            raise ValueError(f"query {q}: {err}") from None
+    return out
 
 
 def load_cross_stage(path: str | Path, max_length: int | None = None, batch_size: int = 32, device: str | None = None):
@@ -123,7 +130,9 @@ def candidate_text(index, position: int) -> str:
 
 def cross_rerank(searcher, query, hits: list, cfg) -> list:
     """The `cfg.k` best of `hits` (the previous stages' ranking, best first) after the cross-encoder stage (see
-    the module): scores mixed, ranks renumbered, stage score `crossencoder` added to each re-scored hit."""
+    the module): scores mixed, ranks renumbered, stage score `crossencoder` added to each re-scored hit. Equal mixed
+    scores are ordered by paper id (`mix_rerank`'s rule), not by the previous stages' order as the re-rank stage
+    orders its ties."""
     if not hits:
         return []
     top = hits[: cfg.cross_top]

@@ -89,7 +89,7 @@ def _passage_mix(searcher, query, papers: np.ndarray, first: np.ndarray, cfg) ->
     own, _ = RERANK_STAGES["maxpassage"](searcher, query, papers[:depth], cfg)  # (depth,)
     beta = cfg.passage_beta
     head = first[:depth]
-    sd = head.std()
+    sd = head.std() if head.max() > head.min() else 0.0  # equal scores' spread can be rounding alone (normalise)
     z_first = (first - head.mean()) / sd if sd > 0 else np.zeros_like(first)  # (P,) by the scored papers' spread
     z_own = normalise(own.astype(np.float64), "z")  # (depth,)
     floor = np.full(len(papers) - depth, z_own.min())  # the unscored: the worst scored passage
@@ -116,7 +116,7 @@ def rerank(searcher, query, papers: np.ndarray, first_scores: np.ndarray, cfg) -
         np.ndarray, np.ndarray, list[dict[str, float]], tuple[torch.Tensor, torch.Tensor] | None]:
     """The `cfg.k` best of the shortlist `papers (P,)` by `cfg.rerank` -> (positions (k,), final scores
     (k,), per position its stage scores, and for the OT stage their (plan, cost) (k, S, T), else None),
-    best first (ties: shortlist order)."""
+    best first (ties: shortlist order). A stage score that is not finite is a ValueError naming the paper."""
     if cfg.rerank not in RERANK_STAGES:
         raise ValueError(f"unknown re-ranker {cfg.rerank!r}; valid: {', '.join(RERANK_STAGES)}")
     if cfg.rerank == "maxpassage":
@@ -125,6 +125,10 @@ def rerank(searcher, query, papers: np.ndarray, first_scores: np.ndarray, cfg) -
     else:
         own, alignment = RERANK_STAGES[cfg.rerank](searcher, query, papers, cfg)  # (P,)
         final = own
+    bad = np.flatnonzero(~np.isfinite(own))
+    if len(bad):  # a NaN was once sorted last (and zeroed every max-passage z-score), without a word
+        raise ValueError(f"re-ranker {cfg.rerank!r} scored paper {searcher.index.paper_ids[papers[bad[0]]]!r} "
+                         f"{own[bad[0]]}: not a finite score ({len(bad)} of {len(own)} papers)")
     top = np.argsort(-final, kind="stable")[: min(cfg.k, len(papers))]
     stage_scores = [{cfg.rerank: float(own[i])} if i < len(own) else {} for i in top]
     if cfg.rerank == "hybrid":  # each term's share beside the score

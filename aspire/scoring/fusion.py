@@ -13,7 +13,9 @@ return adds nothing from it); a benchmark scoring fixed candidates fuses every c
 context2doc fusion z-scores over all 768 candidates). The vocabulary is `METHODS`; `zmuv` and `min-max`,
 the names ranx gives the same normalisations (and that results written before this module was the only
 fusion record), are read as `z` and `minmax` by `fusion_method`. Equal to ranx's `fuse(norm=zmuv|min-max,
-method=wsum)` and `rrf` (tests/test_fuse.py checks it).
+method=wsum)` and `rrf` (tests/test_fuse.py checks it), the fused list the union of the lists' documents as
+ranx's, but for two edges: ranx divides by a spread of at least 1e-9 (a list whose scores differ by less is
+scaled here to unit spread all the same), and its rrf ranks tied documents in its own sort's order.
 """
 
 from __future__ import annotations
@@ -52,9 +54,12 @@ def parse_fusion(spec: str) -> tuple[str, float]:
 
 
 def normalise(values: np.ndarray, method: str) -> np.ndarray:
-    """`z`: zero mean, unit (population) variance; `minmax`: onto [0, 1]; constant values: all 0 for either."""
+    """`z`: zero mean, unit (population) variance; `minmax`: onto [0, 1]; constant values: all 0 for either.
+
+    Constant means equal values: their computed spread can be rounding alone (three 0.1s: 1.4e-17), which once
+    z-scored each to -1 (a constant list then moved its documents below the ones it does not hold)."""
     if method == "z":
-        sd = values.std()
+        sd = values.std() if values.size and values.max() > values.min() else 0.0
         return (values - values.mean()) / sd if sd > 0 else np.zeros_like(values)
     lo, hi = values.min(), values.max()
     return (values - lo) / (hi - lo) if hi > lo else np.zeros_like(values)
@@ -75,9 +80,11 @@ def check_weights(weights: Sequence[float], n: int) -> list[float]:
 
 def fuse_ranked(lists: Sequence[Mapping[str, float]], weights: Sequence[float] | None = None,
                 method: str = "z", rrf_k: float = 60.0) -> list[tuple[str, float]]:
-    """One fused list `[(doc, score), ...]` best first (ties by document id); `weights` (default equal) as
-    `check_weights` allows. With `rrf`, a list's rank of documents with equal scores is the list's own order,
-    and `rrf_k` must be finite and > 0. A score that is not finite is a ValueError naming the list and document."""
+    """One fused list `[(doc, score), ...]` best first (ties by document id): every document any list holds (the
+    union, uncut, as ranx's `fuse` keeps it: a caller wanting a top k cuts it); `weights` (default equal) as
+    `check_weights` allows. With `rrf`, a list's rank of documents with equal scores is the list's own order
+    (ranx ranks tied documents in its sort's order, so with ties the two can differ), and `rrf_k` must be finite
+    and > 0. A score that is not finite is a ValueError naming the list and document."""
     method = fusion_method(method)
     weights = check_weights([1.0] * len(lists) if weights is None else weights, len(lists))
     if method == "rrf" and not (np.isfinite(rrf_k) and rrf_k > 0):  # K <= 0 divides by zero, an infinite K zeroes all
