@@ -33,6 +33,7 @@ from aspire.cliutil import (
     Formatter,
     Parser,
     add_common_options,
+    check_folders,
     check_paths,
     input_file,
     normalize_overrides,
@@ -68,7 +69,8 @@ def _parser(prog: str = "python -m aspire.data") -> argparse.ArgumentParser:
             sub.add_argument(f"--{flag}", dest=flag, required=True, help=what)
         sub.add_argument("--out", required=True,
                          help="output directory: new, empty, or one this stage wrote before")
-        sub.add_argument("--config", default=None, help=f"YAML config ({config}); defaults are embedded")
+        sub.add_argument("--config", default=None, help=f"YAML config ({config}); defaults are embedded"
+                         + ("; checked, but the group stage reads none of it" if name == "group" else ""))
         flat = "." not in override.split("=")[0]
         sub.add_argument("overrides", nargs="*", metavar="key=value" if flat else "section.key=value",
                          help=(f"config overrides, key=value (the keys of {config})" if flat else OVERRIDES_HELP)
@@ -127,6 +129,7 @@ def _run(args) -> int:
     check_paths(**{flag: getattr(args, flag, None) for flag in ("in", "fulltext", "abstracts", "examples", "teacher")})
     for flag in FILE_OPTIONS.get(stage, ()):
         input_file(getattr(args, flag), f"--{flag}")
+    check_folders(out=args.out)  # a folder under a file: once "Not a directory: OUT/pipeline_report.json", no option named
     if stage in INPUT_OPTION:
         cocite.check_stage_input(getattr(args, INPUT_OPTION[stage]), stage)
     if stage == "run-all":

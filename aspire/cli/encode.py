@@ -17,6 +17,7 @@ from aspire.cliutil import (
     add_backend_options,
     add_common_options,
     backend_options,
+    check_folders,
     command_parser,
     input_file,
     run_command,
@@ -58,7 +59,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders")
 def _run(args) -> int:
     input_file(args.corpus, "--corpus")  # before torch and transformers load
     check_model(args.model)
+    backend_options(args)  # --quantize with a backend it does not go with: before the corpus is read and torch loads
     if args.out:
+        check_folders(out=args.out)  # a folder under a file once failed after the whole encoding, naming no option
         check_replaceable(args.out, SHARD_META, "an earlier encoding's folder")
     args.model = pinned_model(args.model)  # a run folder: its checkpoint, recorded in shard.json
     return _long_report(args) if args.long_report else _encode(args)
