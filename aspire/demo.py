@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.demo") -> 
 
 
 def _demo(args) -> int:
+    from aspire.benchmarks.csfcube import missing_files  # torch-free
+
     if not Path(args.data).is_dir():
         print(f"error: CSFCube not found at {args.data} (see ../shared/data/README.md)", file=sys.stderr)
         return 2
@@ -88,6 +90,11 @@ def _demo(args) -> int:
                 check_model(name)
             except ValueError as err:
                 raise ValueError(f"{option}: {err}") from None
+    missing = missing_files(args.data)
+    if missing:  # once found after the model loaded and the first run's heading was printed
+        print(f"error: --data {args.data} is not a CSFCube folder: it lacks {', '.join(missing)} (see "
+              "../shared/data/README.md)", file=sys.stderr)
+        return 2
 
     requested = args.backend, args.quantize  # the aspect model's backend is chosen for it from the same request
     args.backend, args.quantize, note = resolve_backend(args.backend, args.quantize, args.model, args.device)

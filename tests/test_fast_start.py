@@ -199,6 +199,10 @@ def test_demo_says_its_backend_and_passes_it_on(tmp_path, monkeypatch, capsys, a
     monkeypatch.delenv("ASPIRE_BACKEND")
     monkeypatch.setattr(choice, "native_bf16_flags", lambda *a: flags)
     monkeypatch.setattr(csfcube, "run_csfcube", fake_run)
+    from aspire.benchmarks.csfcube import FILES
+
+    for name in FILES:  # the folder the demo checks for before any run (the runs themselves are faked)
+        (tmp_path / name).touch()
     assert demo.main(["--data", str(tmp_path), "--out", str(tmp_path / "out"), *argv]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert seen == [options] * (len(demo.RUNS) + len(demo.ASPECT_RUNS))  # the aspect model on the same choice

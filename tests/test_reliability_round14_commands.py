@@ -148,6 +148,7 @@ def test_the_demo_table_prints_the_figures_of_the_runs_it_made(tmp_path, monkeyp
     """Each row of the table is its own run's test figures (a distinct number a model, scorer and facet here), in the
     order of `RUNS` then `ASPECT_RUNS`; the seconds lines are the runs' timings."""
     from aspire import demo
+    from aspire.benchmarks.csfcube import FILES as csfcube_files
     from aspire.evaluate import csfcube
 
     calls = []
@@ -159,6 +160,8 @@ def test_the_demo_table_prints_the_figures_of_the_runs_it_made(tmp_path, monkeyp
                 "timings_s": {"load_model": 0.1 * k, "encode": 1.0 * k, "score": 0.01 * k, "encode_from_cache": k > 1}}
 
     monkeypatch.setattr(csfcube, "run_csfcube", fake_run)
+    for name in csfcube_files:  # the folder the demo checks for before any run (the runs themselves are faked)
+        (tmp_path / name).touch()
     out = tmp_path / "out"
     assert demo.main(["--data", str(tmp_path), "--out", str(out), "--model", "minilm", "--backend", "torch"]) == 0
     printed = capsys.readouterr().out.splitlines()

@@ -63,3 +63,18 @@ def test_a_rerank_sweep_of_no_setting_is_refused_naming_the_grid(tops, weights):
 
     with pytest.raises(ValueError, match="at least one top N and one weight"):
         sweep(None, {}, {}, tops, weights)  # refused before the benchmark is read
+
+
+def test_the_demo_names_a_data_folder_that_is_not_csfcube_before_any_model_loads(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    (tmp_path / "evaluation_splits.json").write_text("{}")  # a folder, but not CSFCube's
+    code = ("import sys; from aspire import demo; status = demo.main(['--data', sys.argv[1], '--out', sys.argv[2], "
+            "'--backend', 'torch']); assert 'torch' not in sys.modules, 'torch loaded'; sys.exit(status)")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path), str(tmp_path / "out")], capture_output=True,
+                          text=True)
+    assert done.returncode == 2, done.stderr
+    assert "is not a CSFCube folder: it lacks abstracts-csfcube-preds.jsonl, test-pid2anns-csfcube-background.json" \
+        in done.stderr
+    assert not (tmp_path / "out").exists()

@@ -44,6 +44,15 @@ THRESHOLD = 2
 ABSTRACTS_FILE = "abstracts-csfcube-preds.jsonl"
 
 
+FILES = (ABSTRACTS_FILE, "evaluation_splits.json", *(f"test-pid2anns-{NAME}-{facet}.json" for facet in FACETS))
+
+
+def missing_files(root: str | Path) -> list[str]:
+    """The files of `FILES` (what `load_csfcube` and the papers reader open) that the folder `root` lacks, in order;
+    reads none of them, so a wrong `--data` is said before any model loads."""
+    return [name for name in FILES if not (Path(root) / name).is_file()]
+
+
 def load_csfcube(root: str | Path) -> PoolSet:
     """The three facets' judged pools and the two-fold splits (`group/fold1_test`, ...)."""
     root = Path(root)
