@@ -34,7 +34,10 @@ SHA-256 are recorded beside it (`FILE.sha256`): a cached file that differs from 
 exported again with a warning. The record also holds a hash of the model's config (`config_digest`): the
 fingerprint hashes weights and settings, not the architecture, so a model whose config.json changed (its attention
 heads, its activation) is exported again rather than run on the old config's graph (a record written before the
-hash was kept says nothing, and its file is used). A fast encoder's fingerprint adds the
+hash was kept says nothing, and its file is used). For an adapted model the hash covers its active adapter's peft
+settings too (`model_digest`): LoRA's scale (alpha / r), DoRA, IA3's feed-forward modules are folded into the graph
+but are no weights, and a changed `lora_alpha` once ran the old alpha's graph (tiny BERT, alpha 8 -> 32: vectors
+0.43 from the exact model's, the same fingerprint). A fast encoder's fingerprint adds the
 backend's tag (`torch-bf16`; for ONNX Runtime and OpenVINO the precision and a hash of the graph, and `/per-row` for
 the int8 graph run one row a session run) to the exact one's, so vector caches and indexes keyed by it never mix exact
 and fast vectors, nor vectors of two precisions, nor int8 vectors of length groups and of single rows.
@@ -88,7 +91,9 @@ RUNTIME_CACHE_CAPACITY = 200  # input shapes whose kernels OpenVINO's CPU plugin
 INT8_RECIPE = onnx_int8.RECIPE  # names the cached int8 file
 LOAD_RECORD_VERSION = 1  # `load_record`'s format
 PER_ROW_TAG = "/per-row"  # the int8 backend's tag suffix: one row a session run (`onnx_transformer`)
-CONFIG_KEY = "config_sha256"  # the exported graph's record entry holding its model's `config_digest`
+CONFIG_KEY = "config_sha256"  # the exported graph's record entry holding its model's `model_digest`
+# peft config entries that say where an adapter was read from or which peft wrote it, not what it computes
+ADAPTER_BOOKKEEPING = ("base_model_name_or_path", "revision", "peft_version", "inference_mode", "auto_mapping")
 
 
 class _LastHiddenState(nn.Module):
@@ -157,11 +162,29 @@ def quantize_int8(model: nn.Module, dst: Path) -> None:
         onnx_int8.build_int8(raw, dst, model.config)
 
 
-def config_digest(config) -> str:
+def config_digest(config, adapter=None) -> str:
     """A hash of a transformers config's fields, but where it was read from and the transformers version: what the
-    exported graph computes besides the weights (heads, activation, normalisation epsilon, position embeddings)."""
+    exported graph computes besides the weights (heads, activation, normalisation epsilon, position embeddings).
+    `adapter`: the peft config of an adapted model's active adapter, hashed with it but for `ADAPTER_BOOKKEEPING`
+    (None: the config's hash alone, as before adapters were hashed)."""
     fields = {k: v for k, v in config.to_dict().items() if k not in ("_name_or_path", "transformers_version")}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    if adapter is not None:
+        fields["peft_adapter"] = {k: v for k, v in adapter.to_dict().items() if k not in ADAPTER_BOOKKEEPING}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=_plain).encode()).hexdigest()[:16]
+
+
+def _plain(value) -> object:
+    """`json.dumps`' fallback in `config_digest`: a set (peft's target modules) as a sorted list, so that its hash is
+    the same in every process (a set's order follows the string hash seed); anything else as its `str`."""
+    return sorted(value, key=str) if isinstance(value, (set, frozenset)) else str(value)
+
+
+def model_digest(model: nn.Module) -> str:
+    """`config_digest` of the transformer `model` as `export_onnx` folds it: with its active adapter's peft settings
+    for an adapted (peft) model, whose scale (alpha / r, rsLoRA), DoRA or IA3 feed-forward modules the graph computes
+    but the fingerprint, hashing weights, does not see."""
+    adapter = model.peft_config[model.active_adapter] if hasattr(model, "merge_and_unload") else None
+    return config_digest(model.config, adapter)
 
 
 def onnx_model_path(fingerprint: str, quantize: str | None) -> Path:
@@ -192,11 +215,11 @@ def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None) 
     """The ONNX file of `encoder`'s transformer (exported, and quantized, on first use; then read back).
 
     A cached file is used only when it matches the size and SHA-256 recorded when it was written and was exported
-    for a model of the same config (`config_digest`, in that record); else one warning says why and it is exported
-    again (a cache is never trusted)."""
+    for a model of the same config and adapter settings (`model_digest`, in that record); else one warning says why
+    and it is exported again (a cache is never trusted)."""
     fingerprint = encoder.fingerprint()
     path = onnx_model_path(fingerprint, quantize)
-    config = config_digest(encoder.model.config)
+    config = model_digest(encoder.model)
     if path.is_file():
         problem = check_record(path)
         if problem is None:
@@ -213,14 +236,15 @@ def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None) 
 
 
 def _graph_problem(path: Path, model: nn.Module, config: str) -> str | None:
-    """Why the graph at `path` does not fit `model`, whose config hashes to `config` (`config_digest`), or None: its
+    """Why the graph at `path` does not fit `model`, whose config hashes to `config` (`model_digest`), or None: its
     record says it was exported for another config, or it leaves out the token types the model reads (exports of
     adapted models made before their base's inputs were asked)."""
     import onnx
 
     made_for = recorded(path, CONFIG_KEY)
     if made_for is not None and made_for != config:
-        return f"it was exported for a model config hashing to {made_for}, this model's hashes to {config}"
+        return (f"it was exported for a model config (and adapter settings) hashing to {made_for}, this model's hashes "
+                f"to {config}")
     inputs = [i.name for i in onnx.load(str(path), load_external_data=False).graph.input]
     if _takes_token_types(model) and "token_type_ids" not in inputs:
         return f"its inputs {inputs} leave out the token_type_ids the model reads"
