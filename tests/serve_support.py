@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from aspire.data.papers import Paper
 from aspire.index import (
     IndexBuildConfig,
@@ -122,3 +124,19 @@ class LogRecords(logging.Handler):
 
     def __exit__(self, *exc) -> None:
         logging.getLogger().removeHandler(self)
+
+
+# ---- fixtures a serve test module imports (`from serve_support import encoder_fixture, index_fixture`) ---------
+
+@pytest.fixture(scope="module", name="encoder")
+def encoder_fixture(tiny_model_dir):
+    """`encoder`: the tiny model of `tests/conftest.py`, loaded once a module."""
+    from aspire.encoders import load_encoder
+
+    return load_encoder(tiny_model_dir)
+
+
+@pytest.fixture(scope="module", name="index")
+def index_fixture(encoder, tmp_path_factory) -> Path:
+    """`index`: an index of `PAPERS` built with `encoder`, once a module."""
+    return build_index(encoder, PAPERS, tmp_path_factory.mktemp("served") / "index", "tiny")

@@ -12,24 +12,13 @@ import logging
 
 import numpy as np
 import pytest
-from serve_support import PAPERS, L, build_index
+from serve_support import PAPERS, L, build_index, encoder_fixture, index_fixture  # noqa: F401 (fixtures encoder, index)
 
 from aspire.cli.search import main as search_main
 from aspire.data.papers import Paper, write_papers
-from aspire.encoders import load_encoder
 from aspire.index import SentenceIndex
 from aspire.serve import RequestError, ServiceHolder, open_service, read_labels
 from aspire.serve.__main__ import main as serve_main
-
-
-@pytest.fixture(scope="module")
-def encoder(tiny_model_dir):
-    return load_encoder(tiny_model_dir)
-
-
-@pytest.fixture(scope="module")
-def index(encoder, tmp_path_factory):
-    return build_index(encoder, PAPERS, tmp_path_factory.mktemp("round10") / "index", "tiny")
 
 
 @pytest.fixture

@@ -39,17 +39,12 @@ def _brute(qrels: dict, ranked: list[str], metric: str) -> float:
         ideal = sorted((g for g in qrels.values() if g >= level), reverse=True)[:k]
         idcg = sum(g / math.log2(i + 1) for i, g in enumerate(ideal, start=1))
         return dcg / idcg if idcg else 0.0
-    if name == "bpref":
+    if name == "bpref":  # trec_eval: (1/R) sum over retrieved relevant r of 1 - |n ranked above r| / min(R, N)
+        judged = [d for d in ranked if d in qrels]
         n_rel, n_non = len(rel), sum(g < level for g in qrels.values())
-        total, above = 0.0, 0
-        for d in ranked:
-            if d not in qrels:
-                continue
-            if qrels[d] < level:
-                above += 1
-            else:
-                total += 1 - min(above, n_rel) / min(n_non, n_rel) if above else 1.0
-        return total / n_rel if n_rel else 0.0
+        terms = [1 - min(sum(qrels[n] < level for n in judged[:i]), n_rel) / max(min(n_non, n_rel), 1)
+                 for i, d in enumerate(judged) if qrels[d] >= level]
+        return sum(terms) / n_rel if n_rel else 0.0
     raise AssertionError(metric)
 
 

@@ -16,26 +16,15 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from serve_support import PAPERS, LogRecords, build_index, request, running
+from serve_support import PAPERS, LogRecords, build_index, encoder_fixture, index_fixture, request, running  # noqa: F401 (fixtures encoder, index)
 
 from aspire.data.papers import Paper
-from aspire.encoders import load_encoder
 from aspire.search import Searcher
 from aspire.serve import RequestError, ServiceHolder, open_service
 from aspire.serve.protocol import JSONErrorsH11Protocol, LingeringTransport
 from aspire.serve.requests import parse_json
 
 OVERRIDES = ["k=3", "rerank=ot", "ot_max_iter=100"]
-
-
-@pytest.fixture(scope="module")
-def encoder(tiny_model_dir):
-    return load_encoder(tiny_model_dir)
-
-
-@pytest.fixture(scope="module")
-def index(encoder, tmp_path_factory):
-    return build_index(encoder, PAPERS, tmp_path_factory.mktemp("round14") / "index", "tiny")
 
 
 @pytest.fixture(scope="module")
