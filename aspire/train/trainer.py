@@ -502,8 +502,9 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
 
 def _load_checkpoint_model(cfg: Config, path: Path, model_loader: Callable[[Config, str | None], DocumentModel]
                            ) -> DocumentModel:
-    """`model_loader(cfg, path)` of a checkpoint's model folder; an error that names no file (a truncated weights
-    file: safetensors and torch say only what failed to parse) becomes a ValueError naming the folder."""
+    """`model_loader(cfg, path)` of a checkpoint's model folder; an error that names no file (torch's, say, of a
+    damaged scorer file: it says only what failed to parse) becomes a ValueError naming the folder. A weights file
+    that does not parse is named by the encoder's own load (`aspire.encoders.contextual.load_weights`)."""
     try:
         return model_loader(cfg, str(path))
     except (OSError, ValueError):  # a missing file (named), a damaged settings file or another kind (named)
