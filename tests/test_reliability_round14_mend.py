@@ -78,3 +78,30 @@ def test_the_demo_names_a_data_folder_that_is_not_csfcube_before_any_model_loads
     assert "is not a CSFCube folder: it lacks abstracts-csfcube-preds.jsonl, test-pid2anns-csfcube-background.json" \
         in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_shard_write_that_fails_leaves_the_earlier_shard_and_no_folder_beside_it(tmp_path, monkeypatch):
+    import errno
+
+    import numpy as np
+
+    from aspire.index import corpus as corpus_module
+    from aspire.index.corpus import EncodedCorpus
+
+    def corpus(value: float) -> EncodedCorpus:
+        return EncodedCorpus(np.full((3, 4), value, dtype=np.float32), np.array([0, 2, 3]), ["a", "b"], ["A", "B"],
+                             [["a0", "a1"], ["b0"]], [], [None, None], None)
+
+    shard = tmp_path / "shards" / "shard-00000-of-00001"
+    corpus(1.0).save_shard(shard, {"model_name": "m", "model_fingerprint": "f"})
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(corpus_module, "write_jsonl", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        corpus(2.0).save_shard(shard, {"model_name": "m", "model_fingerprint": "f"})
+    assert sorted(p.name for p in shard.parent.iterdir()) == [shard.name]  # no half-written folder beside it
+    monkeypatch.undo()
+    loaded, _ = EncodedCorpus.load_shard(shard)
+    assert np.all(loaded.vectors == 1.0)  # the earlier shard, whole

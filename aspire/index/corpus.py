@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import json
 import mmap
-import os
-import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -28,7 +25,7 @@ from aspire.data.papers import Paper, read_papers
 from aspire.index.config import EncodeConfig
 from aspire.index.disk import SHARD_META
 from aspire.index.texts import read_index_papers
-from aspire.io import read_json, read_jsonl, write_jsonl
+from aspire.io import atomic_folder, read_json, read_jsonl, write_jsonl
 from aspire.storage import check_replaceable
 
 SHARD_FORMAT_VERSION = 1
@@ -168,24 +165,22 @@ class EncodedCorpus:
 
     # ---- shard files ----------------------------------------------------------------------------
     def save_shard(self, path: str | Path, meta: dict) -> Path:
-        """Write this corpus as a shard directory (atomically: temp dir, then rename), replacing an earlier shard
-        there; any other existing folder is refused (`storage.check_replaceable`)."""
+        """Write this corpus as a shard directory (atomically: `aspire.io.atomic_folder`, a folder beside it moved
+        into place whole), replacing an earlier shard there; any other existing folder is refused
+        (`storage.check_replaceable`). A write that fails (a full disk) leaves `path` as it was and no folder
+        beside it (a temporary folder was once left, and the earlier shard removed before the new one was in place)."""
         path = Path(path)
         check_replaceable(path, SHARD_META, "a shard folder")
-        tmp = path.parent / f".tmp-{path.name}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir(parents=True)
-        np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
-        np.save(tmp / "offsets.npy", self.offsets)
-        if self.whole is not None:
-            np.save(tmp / WHOLE_FILE, np.ascontiguousarray(self.whole, dtype=np.float32))
-        write_index_papers(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
-        write_jsonl(tmp / "rejected.jsonl", self.rejected)
-        info = {"shard_format_version": SHARD_FORMAT_VERSION, "n_papers": len(self),
-                "n_sentences": int(len(self.vectors)), "dim": self.dim, **meta}
-        (tmp / SHARD_META).write_text(json.dumps(info, indent=1), encoding="utf-8")
-        if path.exists():
-            shutil.rmtree(path)
-        os.rename(tmp, path)
+        with atomic_folder(path) as tmp:
+            np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
+            np.save(tmp / "offsets.npy", self.offsets)
+            if self.whole is not None:
+                np.save(tmp / WHOLE_FILE, np.ascontiguousarray(self.whole, dtype=np.float32))
+            write_index_papers(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
+            write_jsonl(tmp / "rejected.jsonl", self.rejected)
+            info = {"shard_format_version": SHARD_FORMAT_VERSION, "n_papers": len(self),
+                    "n_sentences": int(len(self.vectors)), "dim": self.dim, **meta}
+            (tmp / SHARD_META).write_text(json.dumps(info, indent=1), encoding="utf-8")
         return path
 
     @classmethod
