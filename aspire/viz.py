@@ -308,14 +308,20 @@ def plot_alignment(alignment: PairAlignment, *, query_labels: Sequence[str | Non
     return fig
 
 
+MIN_LIST_WIDTH = 41  # the title's room, width - 35, must hold textwrap.shorten's ' [...]'
+
+
 def plot_ranked_list(hits: Sequence, *, ax=None, max_pairs: int = 2, grades: Mapping[str, int] | None = None,
                      title: str = "ranked papers", width: int = 100):
     """Ranked papers (aspire.search `Hit`s), each with its best aligned sentence pairs.
 
     One block per hit: rank, score, paper id, title (and relevance grade when `grades` maps the id),
     then up to `max_pairs` lines "q_i -> s_j (L2, weight)" with both sentences, each cut to `width`
-    characters. Returns the Figure.
+    characters (at least `MIN_LIST_WIDTH`: the head line gives the title what is left beside rank, score and id).
+    Returns the Figure.
     """
+    if isinstance(width, bool) or not isinstance(width, int) or width < MIN_LIST_WIDTH:
+        raise ValueError(f"plot_ranked_list: width must be an integer >= {MIN_LIST_WIDTH} characters, got {width!r}")
     blocks = []
     for hit in hits:
         grade = f"  [grade {grades[hit.paper_id]}]" if grades and hit.paper_id in grades else ""

@@ -105,3 +105,11 @@ def test_a_shard_write_that_fails_leaves_the_earlier_shard_and_no_folder_beside_
     monkeypatch.undo()
     loaded, _ = EncodedCorpus.load_shard(shard)
     assert np.all(loaded.vectors == 1.0)  # the earlier shard, whole
+
+
+@pytest.mark.parametrize("width", [40, 10, 0, 50.0])
+def test_a_ranked_list_narrower_than_its_head_line_is_refused_naming_width(width):
+    from aspire.viz import plot_ranked_list
+
+    with pytest.raises(ValueError, match="width must be an integer >= 41"):  # textwrap's 'placeholder too large'
+        plot_ranked_list([], width=width)
