@@ -63,7 +63,8 @@ def encode_papers(
         def fn(ps):
             return encoder.encode(list(ps), batch_size=batch_size, progress=progress)
 
-        batch, from_cache = cached_encode(fn, papers, encoder.fingerprint(), "contextual", {}, cache_dir, needs_whole=True)
+        mode, _ = cache_entry_key(encoding, options)
+        batch, from_cache = cached_encode(fn, papers, encoder.fingerprint(), mode, {}, cache_dir, needs_whole=True)
         return (single_vector_batch(batch.whole, papers) if encoding == "pass" else batch), from_cache
 
     elif encoding == "independent":
@@ -77,7 +78,15 @@ def encode_papers(
             vecs = encoder.encode_abstract(list(ps), batch_size=batch_size, progress=progress, **options)
             return single_vector_batch(vecs, ps)
 
-    return cached_encode(fn, papers, encoder.fingerprint(), encoding, options, cache_dir)
+    return cached_encode(fn, papers, encoder.fingerprint(), *cache_entry_key(encoding, options), cache_dir)
+
+
+def cache_entry_key(encoding: str, encode_options: dict | None) -> tuple[str, dict]:
+    """(mode, options) an encoding's vectors are cached under (`aspire.evaluate.cache.cache_path`): `pass` reads the
+    contextual entry (its whole vectors), which takes no options; the others their own, with their options."""
+    if encoding in ("contextual", "pass"):
+        return "contextual", {}
+    return encoding, dict(encode_options or {})
 
 
 def encode_record(encoder, papers: Sequence[Paper], encoding: str, cache_dir, batch_size: int,
@@ -88,8 +97,7 @@ def encode_record(encoder, papers: Sequence[Paper], encoding: str, cache_dir, ba
     written: a disk too full)."""
     entry = None
     if cache_dir is not None:
-        mode, options = ("contextual", {}) if encoding in ("contextual", "pass") else (encoding, dict(encode_options or {}))
-        path = cache_path(Path(cache_dir), encoder.fingerprint(), mode, options, papers)
+        path = cache_path(Path(cache_dir), encoder.fingerprint(), *cache_entry_key(encoding, encode_options), papers)
         entry = path.name if path.is_file() else None
     return {"encoding": encoding, "papers": len(papers), "batch_size": batch_size, "cache_entry": entry,
             "from_cache": from_cache}
