@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from aspire.jsonsafe import dumps
+from aspire.jsonsafe import dumps, escape_surrogates
 
 
 class DataError(ValueError):
@@ -102,8 +102,13 @@ def write_text(path: str | Path, text: str, *, fsync: bool = False) -> None:
 
 def write_json(path: str | Path, obj: Any, *, indent: int | None = 2, fsync: bool = False) -> None:
     """Write one JSON document (UTF-8, non-ASCII kept as is) to `path` atomically, as strict JSON:
-    a non-finite float is written as null, its path under "non_finite" (`aspire.jsonsafe.dumps`)."""
-    write_text(path, dumps(obj, indent=indent, ensure_ascii=False) + "\n", fsync=fsync)
+    a non-finite float is written as null, its path under "non_finite" (`aspire.jsonsafe.dumps`); a lone surrogate
+    as its `\\uXXXX` escape (`aspire.jsonsafe.escape_surrogates`)."""
+    text = dumps(obj, indent=indent, ensure_ascii=False) + "\n"
+    try:
+        write_text(path, text, fsync=fsync)
+    except UnicodeEncodeError:  # a lone surrogate, not UTF-8: nothing was written
+        write_text(path, escape_surrogates(text), fsync=fsync)
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:
@@ -118,7 +123,8 @@ class AtomicJsonl:
     """Write JSONL through `atomic_write`: `with AtomicJsonl(path) as out: out.write(obj)`.
 
     Each line is strict JSON, as `write_json` writes: a non-finite float is null, its path under the record's
-    "non_finite" (`aspire.jsonsafe.dumps`). `count` is the number of objects written so far.
+    "non_finite" (`aspire.jsonsafe.dumps`); a lone surrogate is its `\\uXXXX` escape. `count` is the number of
+    objects written so far.
     """
 
     def __init__(self, path: str | Path):
@@ -135,7 +141,10 @@ class AtomicJsonl:
             line = json.dumps(obj, ensure_ascii=False, allow_nan=False)
         except ValueError:  # a NaN or an infinity in it (the rare record: the walk of `dumps` only then)
             line = dumps(obj, ensure_ascii=False)
-        self._handle.write(line + "\n")
+        try:
+            self._handle.write(line + "\n")
+        except UnicodeEncodeError:  # a lone surrogate (a "\\ud800" escape read back): the text wrapper encodes as it
+            self._handle.write(escape_surrogates(line) + "\n")  # writes, so nothing of the line was written yet
         self.count += 1
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
@@ -147,7 +156,8 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
     """Yield `(line_number, object)` for each non-blank line of a JSONL file, streaming.
 
     A line that is not UTF-8 or not a JSON object raises `DataError("FILE:LINE: ...")`, or with
-    `on_error="skip"` is appended to `bad` (which must then be given) and skipped.
+    `on_error="skip"` is appended to `bad` (which must then be given) and skipped. A UTF-8 byte-order mark at the
+    very start of the file is ignored, as the papers reader ignores it.
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -156,6 +166,8 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
     path = Path(path)
     with path.open("rb") as handle:  # decoded line by line, so a bad byte is named by its line
         for lineno, raw in enumerate(handle, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
             try:
                 line = raw.decode("utf-8")
                 if not line.strip():
@@ -169,6 +181,10 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
                 message = f"{path}:{lineno}: invalid JSON: {err}"
             except DataError as err:
                 message = str(err)
+            except ValueError as err:  # a number of over 4300 digits, which Python's int() refuses
+                message = f"{path}:{lineno}: invalid JSON: {err}"
+            except RecursionError:
+                message = f"{path}:{lineno}: invalid JSON: nested too deeply"
             else:
                 yield lineno, obj
                 continue
@@ -217,7 +233,7 @@ def read_json(path: str | Path, what: str, *, mapping: bool = False) -> Any:
         raise ValueError(f"{what} not found: {path}")
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, a number of over 4300 digits, nested too deeply
         raise ValueError(f"{path}: not JSON: the {what} cannot be read ({err})") from None
     if mapping and not isinstance(content, dict):
         raise ValueError(f"{path}: the {what} holds a JSON {type(content).__name__}, not an object")

@@ -6,13 +6,19 @@ under the key `"non_finite"`: `{"loss": null, "non_finite": {"loss": "nan"}}` (d
 positions as numbers: `"summary.all.bpref"`, `"hits.3.score"`). Metrics that are undefined for a
 known reason (e.g. bpref with no non-relevant candidate) are handled by their writers, which put
 `null` with that reason; `dumps` is the safety net that keeps any other non-finite value valid.
+
+A lone surrogate in a string (what a JSON `"\\ud800"` escape reads as) cannot be encoded as UTF-8: the writers
+write it back as that escape (`escape_surrogates`), so a record that was read can always be written.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def finite_json(obj: Any, path: str = "") -> tuple[Any, dict[str, str]]:
@@ -47,6 +53,12 @@ def dumps(obj: Any, **kwargs) -> str:
         previous = clean.get("non_finite")
         clean["non_finite"] = {**previous, **replaced} if isinstance(previous, dict) else replaced
     return json.dumps(clean, allow_nan=False, **kwargs)
+
+
+def escape_surrogates(text: str) -> str:
+    """JSON text (as `json.dumps(..., ensure_ascii=False)` writes it) with each lone surrogate, which only a string
+    can hold, written as its `\\uXXXX` escape: the same JSON value, and text that UTF-8 can encode."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def strict_loads(text: str | bytes) -> Any:

@@ -10,7 +10,8 @@ from typing import Iterator
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20  # 1 MiB: a thousand times a long abstract
 SURROGATE = re.compile("[\ud800-\udfff]")
-_ID_IN_HEAD = re.compile(rb'"paper_id"\s*:\s*("(?:[^"\\]|\\.){1,200}"|-?\d{1,30})')
+# an integer id is whole only where a delimiter follows (not 12 of 12.5, of 1e5, or of a longer number or one the head cuts)
+_ID_IN_HEAD = re.compile(rb'"paper_id"\s*:\s*("(?:[^"\\]|\\.){1,200}"|-?\d{1,30}(?=\s*[,}]))')
 
 
 def bounded_lines(f, max_bytes: int | None) -> Iterator[tuple[bytes, int]]:

@@ -32,7 +32,8 @@ Record rules (one JSON object a line):
   None = no limit) is a bad record, skipped unread.
 - `pred_labels` (optional): a list of strings, one a sentence, stored as `Paper.labels`. It needs a
   list abstract of the same length (labels cannot follow a split the file did not give).
-- Any other field is kept in `Paper.extra` and written back by `write_papers`.
+- Any other field is kept in `Paper.extra` and written back by `write_papers` (as strict JSON: a NaN or an
+  infinity as null, listed under the record's `non_finite`).
 
 CLI: `python -m aspire.data.papers check FILE` (counts and every rejected record; exit 1 if any) and
 `python -m aspire.data.papers split FILE --out OUT` (`split_file`; OUT may not be FILE itself), also
@@ -55,6 +56,7 @@ from aspire.cliutil import command_parser, parse_and_run
 from aspire.data.guards import DEFAULT_MAX_LINE_BYTES, SURROGATE, bounded_lines, id_in_head, invisible_text_reason
 from aspire.data.sentences import DEFAULT_SPLITTER, SPLITTERS, SentenceSplitter, resolve_splitter
 from aspire.io import DataError, atomic_write, type_name
+from aspire.jsonsafe import dumps, escape_surrogates
 
 RESERVED_FIELDS = ("paper_id", "title", "abstract", "pred_labels")
 
@@ -157,7 +159,7 @@ def _id_despite_bad_bytes(raw: bytes) -> str | None:
     try:
         record = json.loads(raw.decode("utf-8", errors="replace"))
         return _parse_id(record) if isinstance(record, dict) else None
-    except (json.JSONDecodeError, _Bad):
+    except (ValueError, RecursionError, _Bad):  # not JSON, a number of over 4300 digits, nested too deeply
         return None
 
 
@@ -249,11 +251,14 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
     path = Path(path)
     with _open_bytes(path) as f:
         for line_no, (raw, _) in enumerate(_whole_lines(f, str(path), None), start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:  # decoded as UTF-8 here: json.loads(bytes) also took UTF-16, a BOM on any line and encoded surrogates
+                text = raw.decode("utf-8")
+                if not text.strip():
+                    continue
+                obj = json.loads(text)
+            except (ValueError, RecursionError) as err:  # not UTF-8 or not JSON; a number of over 4300 digits
                 raise DataError(f"{path}:{line_no}: not a JSON line ({err})") from None
             if not isinstance(obj, dict):
                 raise DataError(f"{path}:{line_no}: expected a JSON object, got {type(obj).__name__}")
@@ -282,6 +287,8 @@ def iter_lines(
     built: list[SentenceSplitter] = []
     if isinstance(splitter, str) and splitter not in SPLITTERS:  # the name now, the splitter when first needed
         raise ValueError(f"unknown sentence splitter {splitter!r}; valid: {sorted(SPLITTERS)}")
+    if max_line_bytes is not None and max_line_bytes < 0:  # readline(0) reads nothing: the file read as empty
+        raise ValueError(f"max_line_bytes must be at least 0 (None: no limit), got {max_line_bytes}")
 
     def get_splitter() -> SentenceSplitter | None:
         if splitter is None:
@@ -311,6 +318,10 @@ def iter_lines(
                     record = json.loads(text)
                 except json.JSONDecodeError as e:
                     raise _Bad(f"invalid JSON: {e.msg} (column {e.colno})") from None
+                except ValueError as e:  # a number of over 4300 digits, which Python's int() refuses
+                    raise _Bad(f"invalid JSON: {str(e).split(':')[0]}") from None
+                except RecursionError:
+                    raise _Bad("invalid JSON: nested too deeply") from None
                 if not isinstance(record, dict):
                     raise _Bad(f"expected a JSON object, got {type_name(record)}")
                 pid = _parse_id(record)
@@ -454,7 +465,9 @@ def paper_to_record(paper: Paper) -> dict:
 def write_papers(path: str | Path, papers: Iterable[Paper]) -> int:
     """Write papers as JSONL (UTF-8, one object a line), gzip-compressed when `path` ends in `.gz` (as
     `read_papers` reads it), atomically: a temporary file in the same folder is renamed over `path` only
-    once complete. Returns the number of papers written."""
+    once complete. Each line is strict JSON, as `aspire.io.AtomicJsonl` writes it: a non-finite float (in an extra
+    field) is null, its path under the record's "non_finite"; a lone surrogate (an extra field or a label read
+    from a `"\\ud800"` escape) is written as that escape. Returns the number of papers written."""
     path = Path(path)
     n = 0
     with atomic_write(path, "wb") as raw:
@@ -462,7 +475,16 @@ def write_papers(path: str | Path, papers: Iterable[Paper]) -> int:
         packed = gzip.GzipFile(path.name, "wb", fileobj=raw, mtime=0) if _is_gzip(path) else nullcontext(raw)
         with packed as f:
             for paper in papers:
-                f.write((json.dumps(paper_to_record(paper), ensure_ascii=False) + "\n").encode("utf-8"))
+                record = paper_to_record(paper)
+                try:
+                    line = json.dumps(record, ensure_ascii=False, allow_nan=False)
+                except ValueError:  # a NaN or an infinity in an extra field
+                    line = dumps(record, ensure_ascii=False)
+                try:
+                    data = (line + "\n").encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate: the reader takes one in an extra field or a label
+                    data = (escape_surrogates(line) + "\n").encode("utf-8")
+                f.write(data)
                 n += 1
     return n
 
