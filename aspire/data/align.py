@@ -128,15 +128,44 @@ def _check_example(e: dict, path: Path, lineno: int, text_field: str, papers: di
                         "sentence that was all citation markers? filter.min_context_tokens leaves such contexts out)")
 
 
+_POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "mpnet")  # position ids start after the padding id
+
+
+def _position_limit(teacher) -> int | None:
+    """The most word pieces the teacher's first module (a sentence-transformers `Transformer`) reads: its model's
+    position embeddings (2 fewer for the RoBERTa family) and its tokenizer's limit, the smaller; None when the teacher
+    does not say (a stand-in model)."""
+    try:
+        module = teacher[0]
+    except (TypeError, IndexError, KeyError):
+        return None
+    limits = []
+    config = getattr(getattr(module, "auto_model", None), "config", None)
+    positions = getattr(config, "max_position_embeddings", None)
+    if isinstance(positions, int):
+        limits.append(positions - 2 if getattr(config, "model_type", "") in _POSITIONS_AFTER_PADDING else positions)
+    tokenizer_limit = getattr(getattr(module, "tokenizer", None), "model_max_length", None)
+    if isinstance(tokenizer_limit, int):
+        limits.append(tokenizer_limit)
+    return min(limits) if limits else None
+
+
 def align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg: AlignConfig = AlignConfig()) -> dict:
     """Add `cc_align` / `abs_align` to every example of both splits (see the module docstring).
 
     `teacher` is a sentence-transformers model (e.g. `aspire.encoders.cosentbert.load_sentence_model`).
     Every abstract sentence of the named papers and every distinct context is encoded once, at
-    `cfg.max_seq_length`; the teacher's own length is restored afterwards.
+    `cfg.max_seq_length`; the teacher's own length is restored afterwards. A `cfg.max_seq_length` above the
+    teacher's position limit (`_position_limit`) raises ValueError before anything is read: the model would fail on
+    the first text that long ("The size of tensor a (128) must match the size of tensor b (64)").
     """
     if cfg.max_seq_length is None:
         return _align_examples(examples_dir, teacher, out_dir, cfg)
+    limit = _position_limit(teacher)
+    if limit is not None and cfg.max_seq_length > limit:
+        raise ValueError(f"align.max_seq_length={cfg.max_seq_length} is more than the teacher reads: its model has "
+                         f"room for {limit} word pieces; set align.max_seq_length to at most {limit}, or null for "
+                         f"the teacher's own length ({teacher.max_seq_length})")
     own = teacher.max_seq_length
     teacher.max_seq_length = cfg.max_seq_length
     try:

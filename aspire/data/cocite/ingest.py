@@ -154,14 +154,49 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
 
 # ---- stage 2: filter ----------------------------------------------------------------------------
 def _abstract_failure(sentences: list[str], cfg: FilterConfig, tokenize) -> str | None:
-    """The first abstract filter `sentences` fails, or None when it passes."""
-    if cfg.min_abstract_sentences is not None and len(sentences) < cfg.min_abstract_sentences:
+    """The first abstract filter `sentences` fails, or None when it passes. An abstract without a sentence always
+    fails (`too_few_sentences`), whatever `min_abstract_sentences` (0 or None included): no papers-file reader takes
+    it, so training and `align` would refuse the examples' abstracts."""
+    if not sentences or (cfg.min_abstract_sentences is not None and len(sentences) < cfg.min_abstract_sentences):
         return "too_few_sentences"
     if cfg.max_abstract_sentences is not None and len(sentences) > cfg.max_abstract_sentences:
         return "too_many_sentences"
     if cfg.max_sentence_tokens is not None and any(len(tokenize(s)) > cfg.max_sentence_tokens for s in sentences):
         return "sentence_too_long"
     return None
+
+
+def _check_filter_paper(obj: dict, path: Path, lineno: int, first_line: dict[str, int]) -> None:
+    """`DataError("FILE:LINE: ...")` unless `obj` is a paper of an ingest output: a `paper_id` string that a cited
+    paper may have (`_cited_id_problem`), met once in the file (`first_line`: id -> its line), and an `abstract` list
+    of sentences with a visible character (a string would be counted a character a sentence)."""
+    require(obj, ("paper_id", "abstract"), path, lineno)
+    where, pid = f"{path}:{lineno}", obj["paper_id"]
+    if not isinstance(pid, str) or not pid.strip():
+        raise DataError(f"{where}: paper_id must be a non-empty string, got {_describe(pid)} {pid!r:.40}")
+    problem = _cited_id_problem(pid) or _text_fields_problem(obj.get("title", ""), obj["abstract"])
+    if problem:
+        raise DataError(f"{where}: paper {pid!r}: {problem}")
+    if pid in first_line:
+        raise DataError(f"{where}: paper {pid!r} repeats the paper of line {first_line[pid]}")
+    first_line[pid] = lineno
+
+
+def _check_filter_context(ctx: dict, path: Path, lineno: int) -> None:
+    """`DataError("FILE:LINE: context ID: ...")` unless `ctx` is a context of an ingest output: `text` and
+    `text_clean` strings, `cited_ids` a list of paper id strings (a string "A|B" would be read a character an id),
+    `links_confirmed`, when given, true or false."""
+    require(ctx, ("context_id", "text", "text_clean", "cited_ids"), path, lineno)
+    where = f"{path}:{lineno}: context {ctx['context_id']!r:.60}"
+    for key in ("text", "text_clean"):
+        if not isinstance(ctx[key], str):
+            raise DataError(f"{where}: {key} must be a string, got {type_name(ctx[key])}")
+    ids = ctx["cited_ids"]
+    if not isinstance(ids, list) or not all(isinstance(p, str) and p for p in ids):
+        raise DataError(f"{where}: cited_ids must be a list of non-empty paper id strings, got {ids!r:.80}")
+    if not isinstance(ctx.get("links_confirmed", False), bool):  # bool("false") would be True
+        raise DataError(f"{where}: links_confirmed must be true or false, got {type_name(ctx['links_confirmed'])} "
+                        f"{ctx['links_confirmed']!r:.40}")
 
 
 def filter_contexts(in_dir: str | Path, out_dir: str | Path, cfg: FilterConfig = FilterConfig()) -> dict:
@@ -172,14 +207,16 @@ def filter_contexts(in_dir: str | Path, out_dir: str | Path, cfg: FilterConfig =
     (on the ingested set); `context_tokens` (`min..max_context_tokens` on `count_on`);
     `bad_abstract` (drop the failing papers or the context); `min_cited` (>= 2 papers left);
     `dedup` (the first of repeated contexts is kept). Writes the kept contexts and the abstracts of
-    the papers they cite.
+    the papers they cite. A paper or context that is not as ingest writes it (a folder built by hand) raises
+    `DataError` naming the file, the line and the record (`_check_filter_paper`, `_check_filter_context`).
     """
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     tokenize = get_tokenizer(cfg.tokenizer)
     paper_counts: Counter = Counter()
     good_papers: set[str] = set()
+    first_line: dict[str, int] = {}
     for lineno, obj in iter_jsonl(in_dir / "abstracts.jsonl"):
-        require(obj, ("paper_id", "abstract"), in_dir / "abstracts.jsonl", lineno)
+        _check_filter_paper(obj, in_dir / "abstracts.jsonl", lineno, first_line)
         paper_counts["papers_in"] += 1
         failure = _abstract_failure(obj["abstract"], cfg, tokenize)
         if failure is None:
@@ -196,7 +233,7 @@ def filter_contexts(in_dir: str | Path, out_dir: str | Path, cfg: FilterConfig =
     n_in = 0
     with AtomicJsonl(out_dir / "contexts.jsonl") as out:
         for lineno, ctx in iter_jsonl(in_dir / "contexts.jsonl"):
-            require(ctx, ("context_id", "text", "text_clean", "cited_ids"), in_dir / "contexts.jsonl", lineno)
+            _check_filter_context(ctx, in_dir / "contexts.jsonl", lineno)
             n_in += 1
             if cfg.confirmed_only and not ctx.get("links_confirmed", False):
                 removed["confirmed_only"] += 1
