@@ -18,6 +18,7 @@ a number written in a form whose value YAML 1.1 and 1.2 disagree on (`010`, octa
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import json
 import math
@@ -153,7 +154,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping for {tp.__name__}, got {value!r}")
         return _from_dict(tp, value, where)
-    if origin in (list, tuple, Sequence):
+    if origin in (list, tuple, Sequence, collections.abc.Sequence):  # get_origin(Sequence[str]) is the abc's
         given = value
         if isinstance(value, str):  # a quoted flow list, `'[a, b]'`
             value = parse_yaml(value, where)
@@ -374,7 +375,7 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequenc
 
 def apply_overrides(config: T, overrides: Sequence[str], where: str = "") -> T:
     """A copy of a loaded `config` with dotted `overrides` applied (unknown keys raise ConfigError)."""
-    data = _merge(to_dict(config), parse_overrides(overrides))
+    data = _merge(to_dict(config), parse_overrides(overrides), f"{where}." if where else "")  # its errors name `where` too
     return _from_dict(type(config), data, where)
 
 

@@ -373,7 +373,7 @@ class EpochBatchSampler(Sampler[list[int]]):
 
     @staticmethod
     def permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        gen = torch.Generator().manual_seed((seed * 1_000_003 + epoch) % 2**64)  # torch takes seeds below 2**64
         return torch.randperm(n, generator=gen)
 
     def __len__(self) -> int:

@@ -125,7 +125,8 @@ class MixSampler(Sampler[list[int]]):
         per_pass = self.sizes[t] // (size * self.world_size)
         done = j // per_pass  # the passes over task t's examples before this chunk's
         if self._perms.get(t, (None,))[0] != done:  # one pass a task at a time (a mixed batch reads every task)
-            gen = torch.Generator().manual_seed((self.seed * 1_000_003 + t) * 1_000_003 + done)
+            # taken mod 2**64, the seeds torch takes (unchanged below it): train.seed 20240101 overflowed it
+            gen = torch.Generator().manual_seed(((self.seed * 1_000_003 + t) * 1_000_003 + done) % 2**64)
             self._perms[t] = (done, torch.randperm(self.sizes[t], generator=gen))
         lo = (j % per_pass) * size * self.world_size + self.rank * size
         return (self._perms[t][1][lo : lo + size] + self.offsets[t]).tolist()

@@ -40,21 +40,49 @@ def check_formats(cfg) -> None:
 def apply_formats(encoder, cfg: ModelConfig, tasks: Sequence[str]) -> None:
     """Add `cfg`'s control codes and adapters to `encoder` (in place), for training `tasks`. An encoder loaded
     with adapters of its own (`model.encoder: aspire-minilm` or a trained checkpoint) trains those, once
-    `check_same_adapter` finds them to be the ones `cfg.adapter` describes: a warm start."""
+    `check_same_adapter` finds them to be the ones `cfg.adapter` describes: a warm start. Such an encoder is refused
+    (ConfigError) where `cfg.adapter.kind` is none (its adapters alone would train, not the whole encoder) or where
+    `cfg` asks for control codes its adapters do not train (`check_codes_train`)."""
     codes, code = codes_for(cfg.control_codes, tasks)
+    spec = cfg.adapter
+    adapted = is_adapted(encoder.model)  # model.encoder names an adapted model (aspire-minilm, a checkpoint)
+    if adapted and spec.kind == "none":  # its adapters trained alone, the base frozen: not the full fine-tune asked for
+        found = adapter_settings(encoder.model, encoder.adapter_scope)
+        raise ConfigError(f"model.encoder {encoder.name!r} has adapters of its own ({found['kind']} {found['names']}) "
+                          "and model.adapter.kind is none: its adapters alone would train, the base frozen; set "
+                          "model.adapter to its adapters to go on training them, or name a merged export (aspire "
+                          "export) or its base as model.encoder to train the whole encoder")
+    if adapted and codes:
+        check_codes_train(encoder, cfg.control_codes, codes)
     if codes:
         encoder.add_codes(codes, code)
-    spec = cfg.adapter
     if spec.kind == "none":
         return
     names = [QUERY_ADAPTER] if spec.scope == "query" else list(tasks) if spec.per_task else ["default"]
-    if is_adapted(encoder.model):  # model.encoder names an adapted model (aspire-minilm, a checkpoint): go on training it
+    if adapted:  # go on training its own adapters
         check_same_adapter(encoder, spec, names)
         return
     encoder.add_adapters(
         spec.kind, names, scope=spec.scope, r=spec.r, alpha=spec.alpha, dropout=spec.dropout,
         target_modules=spec.target_modules, trainable_tokens=[code_id(encoder.tokenizer, c) for c in codes],
     )
+
+
+def check_codes_train(encoder, mode: str, codes: Sequence[str]) -> None:
+    """Refuse control `codes` (of `model.control_codes` `mode`) that the adapters `encoder` was loaded with do not
+    train: a code it lacks would get a new embedding row outside its adapters, frozen at its start (or, beside an
+    adapter that trains other codes, a TypeError from inside transformers), and a code it holds is trained only
+    where its adapters were made with it (peft's `trainable_token_indices`)."""
+    trained: set[int] = set()
+    for config in encoder.model.peft_config.values():
+        indices = getattr(config, "trainable_token_indices", None) or []  # a list, or {layer: list}
+        trained.update(i for ids in (indices.values() if isinstance(indices, dict) else [indices]) for i in ids)
+    untrained = [c for c in codes if c not in encoder.codes or code_id(encoder.tokenizer, c) not in trained]
+    if untrained:
+        raise ConfigError(f"model.control_codes={mode}: model.encoder {encoder.name!r} has adapters of its own, which "
+                          f"do not train the code(s) {untrained} (its codes: {list(encoder.codes) or 'none'}); they "
+                          "would stay as they start: choose the codes it was trained with, or name its base as "
+                          "model.encoder for a new adapter")
 
 
 def check_same_adapter(encoder, spec, names: Sequence[str]) -> None:

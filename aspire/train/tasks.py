@@ -215,7 +215,11 @@ def author_pairs(papers: list[Paper], task: TaskConfig, index: int) -> tuple[lis
         names = paper.extra.get("authors")
         if names is not None and not isinstance(names, list):
             raise ValueError(f"author task: paper {paper.paper_id}: 'authors' must be a list, got {type(names).__name__}")
-        keys = sorted({author_key(n) for n in names or [] if str(n).strip()})
+        odd = next((n for n in names or [] if not isinstance(n, str)), "")
+        if not isinstance(odd, str):  # `null` was the author "none", who linked every paper listing one
+            raise ValueError(f"author task: paper {paper.paper_id}: 'authors' must be a list of names (strings), "
+                             f"got {odd!r:.60} among them")
+        keys = sorted({author_key(n) for n in names or [] if n.strip()})
         authors.append(keys)
         for key in keys:
             by_author.setdefault(key, []).append(i)
