@@ -3,6 +3,7 @@ resume, and the settings a resumed run may not change."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -35,11 +36,13 @@ def linear_schedule(warmup: int, total: int) -> Callable[[int], float]:
 
 
 def weights_digest(model: nn.Module) -> str:
-    """sha256 of every parameter's bytes, in name order (equal digests = bit-identical weights)."""
+    """sha256 of the name and bytes of every state-dict tensor (parameters and buffers), in name order (equal
+    digests = bit-identical weights). A 0-dim tensor (a scalar parameter, BatchNorm's step count) is read as one
+    element: torch cannot view it as bytes in place."""
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -89,8 +92,16 @@ def check_resume_config(saved: dict, cfg: Config) -> None:
             tree = tree.get(key, "(no such setting)") if isinstance(tree, dict) else "(no such setting)"
         return tree
 
+    def section(dotted: str):  # the config object at `dotted` (a section's dataclass), or None
+        node = cfg
+        for key in dotted.split("."):
+            node = getattr(node, key, None) if dataclasses.is_dataclass(node) else None
+        return node
+
     def leaves(tree, prefix: str):  # (dotted key, value) of every setting under `prefix`
-        if isinstance(tree, dict):
+        # a section's settings one by one; a setting that holds a mapping (loss.term_scale) is one value, compared
+        # whole: by its saved keys alone, a scale added on resume ({} -> {aligned: 0.5}) went unseen
+        if isinstance(tree, dict) and dataclasses.is_dataclass(section(prefix)):
             for key, value in tree.items():
                 yield from leaves(value, f"{prefix}.{key}")
         else:

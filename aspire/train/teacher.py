@@ -67,8 +67,8 @@ class TeacherVectors:
 
 
 def load_teacher(path: str | Path) -> TeacherVectors:
-    """Read what `build` wrote under `path`; a missing file, a count mismatch or a paper id on two rows is an
-    error naming it."""
+    """Read what `build` wrote under `path`; a missing file, a count mismatch, a paper id that is not a string or
+    is on two rows, or a sentence row that is not `[position, text]` is an error naming it."""
     path = Path(path)
     for name in (VECTORS, IDS, META):
         if not (path / name).is_file():
@@ -77,6 +77,10 @@ def load_teacher(path: str | Path) -> TeacherVectors:
     ids = read_json(path / IDS, "teacher's paper ids")
     if not isinstance(ids, list):
         raise ValueError(f"teacher vectors: {path / IDS} holds a JSON {type_name(ids)}, not a list of paper ids")
+    odd = next((i for i, pid in enumerate(ids) if not isinstance(pid, str)), None)
+    if odd is not None:  # `rows` would call every paper missing, its hint to re-encode them beside the point
+        raise ValueError(f"teacher vectors: {path / IDS}, row {odd}: a paper id is a string, got "
+                         f"{type_name(ids[odd])} {ids[odd]!r:.60}")
     if vectors.ndim != 2 or len(ids) != len(vectors):
         raise ValueError(f"teacher vectors: {path}: {len(ids)} ids for an array of shape {vectors.shape}")
     twice = _repeated(ids)
@@ -89,11 +93,26 @@ def load_teacher(path: str | Path) -> TeacherVectors:
     if not any(has):
         return TeacherVectors(ids, vectors, meta)
     sentences = np.load(path / SENTENCES).astype(np.float32, copy=False)
-    texts = [tuple(row) for row in read_json(path / SENTENCE_TEXTS, "teacher's sentence texts")]
+    texts = _sentence_texts(path / SENTENCE_TEXTS, ids)
     if sentences.shape != vectors.shape or len(texts) != len(ids):
         raise ValueError(f"teacher vectors: {path}: sentence vectors of shape {sentences.shape} and {len(texts)} "
                          f"sentence texts for {len(ids)} papers of shape {vectors.shape}")
     return TeacherVectors(ids, vectors, meta, sentences, texts)
+
+
+def _sentence_texts(path: Path, ids: list[str]) -> list[tuple[int, str]]:
+    """The (position, text) rows of `sentences.json`; a row that is not `[position >= 0, text]` is an error naming
+    it and its paper (a dict was read key by key, a negative position picked a sentence from the abstract's end)."""
+    rows = read_json(path, "teacher's sentence texts")
+    if not isinstance(rows, list):
+        raise ValueError(f"teacher vectors: {path} holds a JSON {type_name(rows)}, not a list of [position, text] rows")
+    for i, row in enumerate(rows):
+        if not (isinstance(row, list) and len(row) == 2 and type(row[0]) is int and row[0] >= 0
+                and isinstance(row[1], str)):
+            paper = f" (paper {ids[i]!r})" if i < len(ids) else ""
+            raise ValueError(f"teacher vectors: {path}, row {i}{paper}: not [position >= 0, sentence text], got "
+                             f"{row!r:.80}")
+    return [(row[0], row[1]) for row in rows]
 
 
 def _repeated(ids: list[str]) -> str | None:
