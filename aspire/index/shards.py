@@ -121,6 +121,8 @@ def finished_shards(shards_dir: str | Path, n_shards: int, record: dict) -> set[
             continue
         if int(match[2]) != n_shards:
             raise ValueError(f"{path} is a shard of {int(match[2])}; this run cuts the corpus into {n_shards}: {advice}")
+        if int(match[1]) >= n_shards:  # else shard_slice's "shard 7 outside 0..2", naming no folder
+            raise ValueError(f"{path} is numbered past the last shard of a sharding into {n_shards}: {advice}")
         meta = read_shard_meta(path)
         differs = [f"{r.prep} {r.describe(meta)}, this run {r.prep} {r.describe(record)}"
                    for r in SHARD_RECORD.values() if r.value(meta) != r.value(record)]
