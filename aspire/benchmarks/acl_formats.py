@@ -214,8 +214,13 @@ def labels_for(splits: Mapping[str, Sequence[str]], labels: Mapping[str, object]
 
 def bootstrap_papers(metric, y: np.ndarray, pred: np.ndarray, n_boot: int = 2000, seed: int = 0,
                      level: float = 0.95) -> tuple[float, float]:
-    """Percentile bootstrap interval of `metric(y, pred)` over test papers (resampled with replacement).
-    ValueError when `y` and `pred` differ in length or hold no paper."""
+    """Percentile bootstrap interval of `metric(y, pred)` over test papers (`y`, `pred`: (N,) arrays or lists,
+    resampled with replacement).
+    ValueError when `y` and `pred` differ in length or hold no paper, or `n_boot` is below 1 (as
+    `aspire.benchmarks.stats.UnitScores.bootstrap` and `paired_papers_test` refuse it)."""
+    if n_boot < 1:
+        raise ValueError(f"a bootstrap interval needs at least one bootstrap sample, got n_boot={n_boot}")
+    y, pred = np.asarray(y), np.asarray(pred)  # resampled by index arrays, which a list does not take
     n = _paired_length(y, pred)
     rng = np.random.default_rng(seed)
     stats = [metric(y[i], pred[i]) for i in (rng.integers(0, n, n) for _ in range(n_boot))]
@@ -230,10 +235,11 @@ def paired_papers_test(metric, y: np.ndarray, pred_a: np.ndarray, pred_b: np.nda
 
     When the metric is undefined (NaN, e.g. Kendall's tau of constant predictions) for either run, the p-value
     is NaN: no evidence either way; a swap whose difference is undefined is not counted. `y`, `pred_a` and
-    `pred_b` must be one length (ValueError), `n_perm` and `n_boot` at least 1."""
+    `pred_b` (N,) arrays or lists must be one length (ValueError), `n_perm` and `n_boot` at least 1."""
     if n_perm < 1 or n_boot < 1:
         raise ValueError(f"a paired test needs at least one permutation and one bootstrap sample, got n_perm={n_perm}, "
                          f"n_boot={n_boot}")
+    y, pred_a, pred_b = np.asarray(y), np.asarray(pred_a), np.asarray(pred_b)
     n = _paired_length(y, pred_a, pred_b)
     observed = metric(y, pred_a) - metric(y, pred_b)
     rng = np.random.default_rng(seed)
