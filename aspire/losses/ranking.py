@@ -68,6 +68,8 @@ class MultipleNegativesRankingLoss(nn.Module):
     def __init__(self, scale: float = 20.0, symmetric: bool = False, teacher_scale: float = 20.0,
                  term_scale: dict[str, float] | None = None) -> None:
         super().__init__()
+        if not isinstance(symmetric, bool):  # a string ("false", "no") is truthy: it turned the symmetric loss on, unsaid
+            raise ValueError(f"loss.symmetric must be a boolean, got {symmetric!r}")
         self.scale, self.symmetric = check_setting("scale", scale), symmetric
         self.teacher_scale = check_setting("teacher_scale", teacher_scale)
         self.term_scale = {term: check_setting(f"term_scale.{term}", s) for term, s in (term_scale or {}).items()}

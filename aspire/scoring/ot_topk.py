@@ -25,6 +25,7 @@ value than its bound.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -32,7 +33,7 @@ from torch import Tensor
 
 from aspire.scoring.chunked import DEFAULT_BUDGET_BYTES, DEFAULT_CELL_BYTES
 from aspire.scoring.distance import _HALF
-from aspire.scoring.scorers import ot_weights
+from aspire.scoring.scorers import _positive, ot_weights
 from aspire.scoring.sinkhorn import sinkhorn
 
 
@@ -94,10 +95,11 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
         q_mask: (P, S), c_mask: (P, T) valid sentences (each row with at least one: ValueError naming the rows
             without); the cost of a pair with a masked sentence is not read (it may be anything, even NaN).
         k: how many nearest candidates must come out exact.
-        tau, eps: the OT scorer's weight temperature and entropic regularisation (`OTScorer`).
-        tol: Sinkhorn's marginal tolerance (also the bound's slack, see the module docstring).
-        first: candidates solved before any is left out (default 3k; at least k).
-        budget_bytes: working memory of one later Sinkhorn call (`DEFAULT_CELL_BYTES` a cell).
+        tau, eps: the OT scorer's weight temperature and entropic regularisation (`OTScorer`; each > 0, inf allowed,
+            as there: ValueError naming it).
+        tol: Sinkhorn's marginal tolerance (also the bound's slack, see the module docstring; > 0).
+        first: candidates solved before any is left out (default 3k; an integer >= 1, one below k read as k).
+        budget_bytes: working memory of one later Sinkhorn call (`DEFAULT_CELL_BYTES` a cell; a number > 0).
         sinkhorn_kw: the rest of `aspire.scoring.sinkhorn`'s settings (max_iter, check_every, ...).
 
     Returns:
@@ -108,6 +110,13 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     if isinstance(k, bool) or int(k) != k or k < 1:  # k = 0 solved nothing and returned every distance a bound
         raise ValueError(f"OT top-k needs an integer k >= 1, got {k!r}")
     k = int(k)  # 5.0 passes the check above, and a float k cannot slice the candidates
+    # as `OTScorer` checks them: a tau of 0 or NaN gave every candidate a NaN bound and solved none (no error), a
+    # negative one weighed the farthest sentences most, and a NaN tol solved none either
+    tau, eps, tol = _positive("tau", tau), _positive("eps", eps), _positive("tol", tol)
+    if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, numbers.Real) or not budget_bytes > 0:
+        raise ValueError(f"budget_bytes must be a number > 0, got {budget_bytes!r}")  # as `score_chunked` says
+    if first is not None and (isinstance(first, bool) or not isinstance(first, numbers.Integral) or first < 1):
+        raise ValueError(f"OT top-k's first must be an integer >= 1 or None, got {first!r}")  # 2.5 failed slicing
     if cost.dim() != 3 or q_mask.shape != cost.shape[:2] or c_mask.shape != (cost.shape[0], cost.shape[2]):
         raise ValueError(f"OT top-k needs cost (P, S, T), q_mask (P, S) and c_mask (P, T), got shapes "
                          f"{tuple(cost.shape)}, {tuple(q_mask.shape)} and {tuple(c_mask.shape)}")
@@ -130,7 +139,7 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     order = torch.argsort(bound, stable=True)
     dist, solved, plans = bound.clone(), [], []
     per_call = max(1, budget_bytes // (DEFAULT_CELL_BYTES * max(S * T, 1)))
-    kth, start, step = float("inf"), 0, min(max(first or 3 * k, k), per_call)
+    kth, start, step = float("inf"), 0, min(max(3 * k if first is None else int(first), k), per_call)
     while start < P:
         rows = order[start : start + step]
         start += len(rows)
