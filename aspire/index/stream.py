@@ -60,7 +60,8 @@ from aspire.io import AtomicJsonl, read_jsonl, write_jsonl
 from aspire.storage import on_disk_full
 
 log = logging.getLogger(__name__)
-SHARD_DIR = re.compile(r"^shard-(\d{5})-of-(\d{5})$")
+SHARD_DIR = re.compile(r"shard-([0-9]{5})-of-([0-9]{5})\Z")  # ASCII digits, the whole name (`$` let a
+# "shard-00001-of-00002\n" by, taken for shard 1 in place of the real one; `\d` read other scripts' digits)
 ADD_BATCH = 65536  # sentence vectors a faiss add (and a float32 copy) at a time
 
 
@@ -150,6 +151,8 @@ def plan_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[li
         meta = read_shard_meta(path)
         offsets = np.array(_open_array(path, "offsets.npy"))
         n_rows, dim = _vectors_shape(path)
+        if offsets.ndim == 1 and offsets.dtype.kind in "iu":  # unsigned: a fall wrapped round in np.diff, and passed
+            offsets = offsets.astype(np.int64)
         if (offsets.ndim != 1 or offsets.dtype.kind not in "iu" or len(offsets) == 0 or offsets[0] != 0
                 or offsets[-1] != n_rows or (np.diff(offsets) <= 0).any()):
             raise ValueError(f"shard {path}: offsets.npy does not describe papers of at least one sentence over "
