@@ -46,7 +46,7 @@ from aspire.index.config import (  # the argument checks every entry point (API,
     exhaustion_reason,
     unused_settings,
 )
-from aspire.index.store import SentenceIndex, model_fingerprint
+from aspire.index.store import SentenceIndex, model_fingerprints
 from aspire.retrieval.crossencoder import cross_rerank, cross_seconds
 from aspire.scoring import cross_l2_cost, get_scorer
 from aspire.scoring.chunked import score_chunked
@@ -192,7 +192,7 @@ class Searcher:
         self.config = checked_search_config(config or index.config.search)
         self.encoder = encoder
         if encoder is not None:
-            index.check_model(model_fingerprint(encoder))
+            index.check_model(*model_fingerprints(encoder))
         self._scorers: dict = {}
         self.shortfalls: list[tuple[int, int, str]] | None = None  # None: each short search warns (`short_of_k`)
 

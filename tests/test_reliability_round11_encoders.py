@@ -38,11 +38,20 @@ def copy_model(tiny_model_dir, path):
 
 
 # ---- the export cache -------------------------------------------------------------------------------------------
-def test_an_export_is_not_reused_for_a_model_whose_config_changed(tiny_model_dir, tmp_path, cache, caplog):
-    """The fingerprint hashes weights and settings, not the architecture: a model whose config.json changed (here its
-    activation; its attention heads alike) kept the fingerprint, and ONNX Runtime ran the graph of the old config."""
+@pytest.mark.parametrize("fingerprinted", [True, False])
+def test_an_export_is_not_reused_for_a_model_whose_config_changed(fingerprinted, tiny_model_dir, tmp_path, cache,
+                                                                  caplog, monkeypatch):
+    """The version-1 fingerprint hashed weights and settings, not the architecture: a model whose config.json changed
+    (here its activation; its attention heads alike) kept the fingerprint, and ONNX Runtime ran the graph of the old
+    config. Version 2 hashes the activation (another fingerprint, another graph); a field its list lacks
+    (`fingerprinted=False`: the activation taken off the list) is still caught by the graph's config hash."""
+    from aspire.encoders import identity
+
+    if not fingerprinted:
+        monkeypatch.setattr(identity, "ENCODING_CONFIG", tuple(k for k in identity.ENCODING_CONFIG if k != "hidden_act"))
     folder = copy_model(tiny_model_dir, tmp_path / "model")
     first = load_encoder(folder, backend="onnx")
+    before = load_encoder(folder).fingerprint()
     assert max_gap(load_encoder(folder).encode(PAPERS), first.encode(PAPERS)) < 1e-5
     config = json.loads((folder / "config.json").read_text())
     config["hidden_act"] = "relu"
@@ -54,7 +63,8 @@ def test_an_export_is_not_reused_for_a_model_whose_config_changed(tiny_model_dir
     for _ in range(2):  # exported again, then read from the load record
         fast = load_encoder(folder, backend="onnx")
         assert max_gap(want, fast.encode(PAPERS)) < 1e-5
-    assert "exported for a model config" in caplog.text
+    assert ("exported for a model config" in caplog.text) is not fingerprinted
+    assert (exact.fingerprint() != before) is fingerprinted
     path = backends.onnx_model_path(exact.fingerprint(), None)
     assert backends._graph_problem(path, exact.model, backends.config_digest(exact.model.config)) is None
 

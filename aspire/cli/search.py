@@ -192,7 +192,7 @@ class QueryMaker:
         if self.searcher.encoder is None:
             from aspire.encoders import load_encoder
             from aspire.encoders.pretrained import pinned_model
-            from aspire.index.store import ModelMismatchError, describe_backend, model_fingerprint, restate_mismatch
+            from aspire.index.store import ModelMismatchError, describe_backend, model_fingerprints, restate_mismatch
 
             index = self.searcher.index
             backend, quantize = query_backend(index, self.args)
@@ -203,7 +203,7 @@ class QueryMaker:
                      "--backend/--quantize" if given else "the index's; --backend/--quantize choose another")
             encoder = load_encoder(name, device=self.args.device, **backend_options(chosen))
             try:
-                index.check_model(model_fingerprint(encoder))
+                index.check_model(*model_fingerprints(encoder))
             except ModelMismatchError as err:
                 recorded = index.config.encode
                 raise restate_mismatch(err, (index.model_name, recorded.backend, recorded.quantize),

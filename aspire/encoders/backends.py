@@ -31,13 +31,13 @@ The exported graph (ONNX Runtime's, and OpenVINO's input) is cached under `$ASPI
 `~/.cache/aspire/onnx/`), keyed by the exact encoder's fingerprint, the opset and the int8 recipe's name. It is
 written to a temporary file and renamed into place, so an interrupted export is never read back, and its size and
 SHA-256 are recorded beside it (`FILE.sha256`): a cached file that differs from its record, or has none, is
-exported again with a warning. The record also holds a hash of the model's config (`config_digest`): the
-fingerprint hashes weights and settings, not the architecture, so a model whose config.json changed (its attention
-heads, its activation) is exported again rather than run on the old config's graph (a record written before the
-hash was kept says nothing, and its file is used). For an adapted model the hash covers its active adapter's peft
-settings too (`model_digest`): LoRA's scale (alpha / r), DoRA, IA3's feed-forward modules are folded into the graph
-but are no weights, and a changed `lora_alpha` once ran the old alpha's graph (tiny BERT, alpha 8 -> 32: vectors
-0.43 from the exact model's, the same fingerprint). A fast encoder's fingerprint adds the
+exported again with a warning. The record also holds a hash of every field of the model's config
+(`config_digest`), wider than the fingerprint's list (`aspire.encoders.identity`), so a model whose config.json
+changed is exported again rather than run on the old config's graph (a record written before the hash was kept says
+nothing, and its file is used). For an adapted model the hash covers its active adapter's peft settings too
+(`model_digest`): LoRA's scale (alpha / r), DoRA, IA3's feed-forward modules are folded into the graph but are no
+weights (a changed `lora_alpha` once ran the old alpha's graph: tiny BERT, alpha 8 -> 32, vectors 0.43 from the
+exact model's, under one version-1 fingerprint). A fast encoder's fingerprint adds the
 backend's tag (`torch-bf16`; for ONNX Runtime and OpenVINO the precision and a hash of the graph, and `/per-row` for
 the int8 graph run one row a session run) to the exact one's, so vector caches and indexes keyed by it never mix exact
 and fast vectors, nor vectors of two precisions, nor int8 vectors of length groups and of single rows.
@@ -77,6 +77,7 @@ from torch import Tensor, nn
 
 from aspire.encoders import onnx_int8, recorded_tokenizer
 from aspire.encoders.contextual import ContextualSentenceEncoder
+from aspire.encoders.identity import config_digest, versioned
 from aspire.encoders.pretrained import read_settings, resolve_model
 from aspire.io import write_text
 from aspire.paths import cache_root
@@ -89,11 +90,9 @@ QUANTIZATIONS = {"torch": ("bf16",), "onnx": ("int8",), "openvino": ("bf16",)}  
 OPSET = 17
 RUNTIME_CACHE_CAPACITY = 200  # input shapes whose kernels OpenVINO's CPU plugin keeps (`openvino_compiled`)
 INT8_RECIPE = onnx_int8.RECIPE  # names the cached int8 file
-LOAD_RECORD_VERSION = 1  # `load_record`'s format
+LOAD_RECORD_VERSION = 2  # `load_record`'s format (2: with the version-1 fingerprint, `legacy_fingerprint`)
 PER_ROW_TAG = "/per-row"  # the int8 backend's tag suffix: one row a session run (`onnx_transformer`)
 CONFIG_KEY = "config_sha256"  # the exported graph's record entry holding its model's `model_digest`
-# peft config entries that say where an adapter was read from or which peft wrote it, not what it computes
-ADAPTER_BOOKKEEPING = ("base_model_name_or_path", "revision", "peft_version", "inference_mode", "auto_mapping")
 
 
 class _LastHiddenState(nn.Module):
@@ -160,23 +159,6 @@ def quantize_int8(model: nn.Module, dst: Path) -> None:
         raw = Path(tmp) / "eager.onnx"
         export_onnx(eager, raw)
         onnx_int8.build_int8(raw, dst, model.config)
-
-
-def config_digest(config, adapter=None) -> str:
-    """A hash of a transformers config's fields, but where it was read from and the transformers version: what the
-    exported graph computes besides the weights (heads, activation, normalisation epsilon, position embeddings).
-    `adapter`: the peft config of an adapted model's active adapter, hashed with it but for `ADAPTER_BOOKKEEPING`
-    (None: the config's hash alone, as before adapters were hashed)."""
-    fields = {k: v for k, v in config.to_dict().items() if k not in ("_name_or_path", "transformers_version")}
-    if adapter is not None:
-        fields["peft_adapter"] = {k: v for k, v in adapter.to_dict().items() if k not in ADAPTER_BOOKKEEPING}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=_plain).encode()).hexdigest()[:16]
-
-
-def _plain(value) -> object:
-    """`json.dumps`' fallback in `config_digest`: a set (peft's target modules) as a sorted list, so that its hash is
-    the same in every process (a set's order follows the string hash seed); anything else as its `str`."""
-    return sorted(value, key=str) if isinstance(value, (set, frozenset)) else str(value)
 
 
 def model_digest(model: nn.Module) -> str:
@@ -398,10 +380,11 @@ class OpenVinoTransformer(GroupedRows):
 
 class InferenceEncoder(ContextualSentenceEncoder):
     """A `ContextualSentenceEncoder` over a fast backend: the same encoding methods; `train()` refuses.
-    `recorded_fingerprint`: the fingerprint a load record holds (`load_record`), for an encoder without weights, and
-    `recorded_settings` the settings it was recorded with."""
+    `recorded_fingerprint`, `recorded_legacy`: the fingerprints a load record holds (`load_record`), for an encoder
+    without weights, and `recorded_settings` the settings it was recorded with."""
 
     recorded_fingerprint: str | None = None
+    recorded_legacy: str | None = None  # the version-1 fingerprint recorded beside it
     recorded_settings: dict | None = None
 
     def train(self, mode: bool = True) -> InferenceEncoder:
@@ -409,18 +392,19 @@ class InferenceEncoder(ContextualSentenceEncoder):
             raise RuntimeError(f"the {self.model.backend_tag} backend is for inference only; train the exact model (backend='torch', quantize=None)")
         return super().train(False)
 
-    def fingerprint(self) -> str:
-        """The exact model's fingerprint; for an encoder loaded from its load record (no weights to hash), the one
-        recorded, and while its settings differ from the recorded ones (another control code in force,
-        `using_code`; a changed `max_length`), a hash of it and the settings in force: the vector cache and the
-        index once took such an encoder's vectors under one code for another's."""
+    def fingerprints(self) -> tuple[str, str]:
+        """The exact model's fingerprints (current, version 1); for an encoder loaded from its load record (no
+        weights to hash), the ones recorded, and while its settings differ from the recorded ones (another control
+        code in force, `using_code`; a changed `max_length`), hashes of them and the settings in force: the vector
+        cache and the index once took such an encoder's vectors under one code for another's."""
         if self.recorded_fingerprint is None:
-            return super().fingerprint()
+            return super().fingerprints()
         now = self.settings()
         if now == self.recorded_settings:
-            return self.recorded_fingerprint
+            return self.recorded_fingerprint, self.recorded_legacy
         settings = json.dumps(now, sort_keys=True)
-        return hashlib.sha256(f"{self.recorded_fingerprint}/{settings}".encode()).hexdigest()[:16]
+        return (versioned(hashlib.sha256(f"{self.recorded_fingerprint}/{settings}".encode()).hexdigest()),
+                hashlib.sha256(f"{self.recorded_legacy}/{settings}".encode()).hexdigest()[:16])
 
     @property
     def device(self) -> torch.device:
@@ -471,8 +455,9 @@ def write_load_record(record: Path, encoder: InferenceEncoder, exact: Contextual
     warning (the next load builds the torch model again), never a failed load."""
     tokenizer = type(encoder.tokenizer)
     config = exact.model.config
+    fingerprint, legacy = encoder.fingerprints()
     content = {
-        "version": LOAD_RECORD_VERSION, "name": encoder.name, "fingerprint": encoder.fingerprint(),
+        "version": LOAD_RECORD_VERSION, "name": encoder.name, "fingerprint": fingerprint, "legacy_fingerprint": legacy,
         "exact_fingerprint": exact.fingerprint(), "backend_tag": encoder.model.backend_tag, "graph": graph.name,
         "tokenizer": {"class": f"{tokenizer.__module__}:{tokenizer.__qualname__}", "dir": str(tokenizer_dir),
                       "size": len(encoder.tokenizer),
@@ -532,7 +517,8 @@ def load_recorded(record: Path, backend: str, quantize: str | None) -> Inference
         log.info("load record %s not used (%s): loading the torch model", record.name, err)
         return None
     encoder = InferenceEncoder(fast, tokenizer, name=content["name"], **content["settings"])
-    encoder.recorded_fingerprint, encoder.recorded_settings = content["fingerprint"], encoder.settings()
+    encoder.recorded_fingerprint, encoder.recorded_legacy = content["fingerprint"], content["legacy_fingerprint"]
+    encoder.recorded_settings = encoder.settings()
     log.debug("loaded %s on %s from its cached export (fingerprint %s)", content["name"], fast.backend_tag,
              encoder.recorded_fingerprint)
     return encoder

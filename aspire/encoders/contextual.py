@@ -37,6 +37,7 @@ from aspire.batch import DocBatch
 from aspire.data.papers import Paper, abstract_text, as_papers
 from aspire.encoders import adapters
 from aspire.encoders.codes import code_id, encoding_with_code, with_code
+from aspire.encoders.identity import encoding_identity, versioned
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
 from aspire.encoders.pieces import budget_batches, raise_if_unseen, truncation_records, unseen_sentences
 from aspire.encoders.pooling import masked_mean
@@ -272,7 +273,15 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         (path / SETTINGS_FILE).write_text(json.dumps(settings, indent=2))
 
     def fingerprint(self) -> str:
-        """A hash of the weights, model type, vocabulary size, encoding settings and backend (keys caches, indexes)."""
+        """A hash of what decides this encoder's vectors (it keys vector caches and indexes): the weights, encoding
+        settings, backend, model type and vocabulary size, and since version 2 (`v2-` and 16 hex digits) the model
+        config's encoding fields, the adapter's settings and the vocabulary itself (`aspire.encoders.identity`)."""
+        return self.fingerprints()[0]
+
+    def fingerprints(self) -> tuple[str, str]:
+        """(`fingerprint`, the version-1 fingerprint: 16 hex digits, without the model config, adapter settings and
+        vocabulary), from one pass over the weights; the second lets an index built before version 2 be searched
+        (`aspire.index.store.SentenceIndex.check_model`)."""
         digest = hashlib.sha256()
         digest.update(json.dumps(self.settings(), sort_keys=True).encode())
         digest.update(f"{self.model.config.model_type}/{len(self.tokenizer)}".encode())
@@ -284,7 +293,9 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         for name, tensor in sorted(self.model.state_dict().items()):
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-        return digest.hexdigest()[:16]
+        legacy = digest.hexdigest()[:16]
+        digest.update(encoding_identity(self.model, self.tokenizer))
+        return versioned(digest.hexdigest()), legacy
 
     @property
     def device(self) -> torch.device:

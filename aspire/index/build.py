@@ -22,7 +22,7 @@ from aspire.config import apply_overrides
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import encode_corpus, read_corpus
 from aspire.index.disk import IndexExistsError, IndexFormatError, clear_leftovers, index_exists, index_lock
-from aspire.index.store import SentenceIndex, describe_rejected, encoder_include_title, model_fingerprint
+from aspire.index.store import SentenceIndex, describe_rejected, encoder_include_title, model_fingerprints
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,8 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
                  len(papers), len(encoded.vectors), len(papers) - len(encoded), seconds, len(papers) / max(seconds, 1e-9))
         encoded.rejected = [{**r, "corpus": str(corpus)} for r in unreadable + encoded.rejected]
         with phase("built the faiss index"):
-            index = SentenceIndex.build(encoded, config, model_fingerprint(encoder), model, encoder_include_title(encoder))
+            index = SentenceIndex.build(encoded, config, model_fingerprints(encoder)[0], model,
+                                        encoder_include_title(encoder))
         with phase(f"saved {out}" + (" (BM25 index included)" if config.index.store_bm25 else "")):
             return index, index.save(out)
 
@@ -109,8 +110,8 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
             raise ValueError(f"nothing to add: all {len(papers) + len(unreadable)} records of {corpus} are indexed "
                              "already or were rejected" + describe_rejected(unreadable + known))
         encoder = _loader(load_encoder)(model or index.model_name)
-        fingerprint = model_fingerprint(encoder)
-        index.check_model(fingerprint)
+        fingerprints = model_fingerprints(encoder)
+        index.check_model(*fingerprints)
         if index.include_title is None:  # an index saved before its manifest recorded it: the same encoder's
             index.include_title = encoder_include_title(encoder)
         before = index.n_papers
@@ -120,7 +121,7 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
             raise ValueError(f"nothing to add: all {len(encoded.rejected)} records of {corpus} were rejected"
                              + describe_rejected(encoded.rejected))
         rejected_before = len(index.rejected)
-        index.add(encoded, fingerprint)
+        index.add(encoded, *fingerprints)
         return index, index.save(root), index.n_papers - before, len(index.rejected) - rejected_before
 
 

@@ -21,6 +21,8 @@ The manifest records every file's size and SHA-256; loading checks them (`aspire
 sizes always, checksums of files up to 64 MiB, all with `verify=True`) and confines every path
 to DIR. An index saved before the BM25 files existed (or without them) has no `bm25` manifest entry
 and still loads; its BM25 is then built when first searched (`aspire.index.lexical.stored_bm25`, with a log line).
+An index whose manifest holds a version-1 model fingerprint (16 hex digits, built before 2026-11-30) is searched by
+an encoder whose version-1 fingerprint matches it, with a warning (`SentenceIndex.check_model`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import os
 import shutil
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -40,6 +43,7 @@ import torch
 from aspire._version import __version__
 from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
+from aspire.encoders.identity import fingerprint_version
 from aspire.index.ann import add_vectors, build_faiss, nonfinite_rows, read_faiss, resolve_kind  # noqa: F401 (resolve_kind: re-exported)
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import (
@@ -194,13 +198,14 @@ class SentenceIndex:
                    corpus.rejected + dupes, config, kind, model_fingerprint, model_name, corpus.labels, whole=whole,
                    include_title=include_title)
 
-    def add(self, corpus: EncodedCorpus, model_fingerprint: str) -> "SentenceIndex":
+    def add(self, corpus: EncodedCorpus, model_fingerprint: str, legacy: str | None = None) -> "SentenceIndex":
         """Add newly encoded papers (in place); ids already indexed, and an id the corpus repeats (after its
         first paper), go to `rejected`.
 
-        Raises ModelMismatchError when `model_fingerprint` differs from the index's.
+        Raises ModelMismatchError when `model_fingerprint` (or, for an index built before fingerprint version 2,
+        `legacy`) differs from the index's (`check_model`).
         """
-        self.check_model(model_fingerprint)
+        self.check_model(model_fingerprint, legacy)
         if len(corpus) and corpus.dim != self.dim:
             raise ValueError(f"new vectors have dimension {corpus.dim}, the index {self.dim}")
         keep, dupes = first_occurrences(corpus.paper_ids, self.positions)
@@ -269,9 +274,20 @@ class SentenceIndex:
             include_title = self._title_guess
         return include_title and bool(self.titles[position].strip())
 
-    def check_model(self, model_fingerprint: str) -> None:
-        if model_fingerprint != self.model_fingerprint:
-            raise model_mismatch("the index", self.model_name, self.model_fingerprint, model_fingerprint)
+    def check_model(self, model_fingerprint: str, legacy: str | None = None) -> None:
+        """Raise ModelMismatchError unless the encoder with `model_fingerprint` built this index. `legacy`: the
+        encoder's version-1 fingerprint (`ContextualSentenceEncoder.fingerprints`), which an index built before
+        fingerprint version 2 records: it is taken with a warning, as that version does not cover the model config,
+        the adapter's settings and the vocabulary."""
+        if model_fingerprint == self.model_fingerprint:
+            return
+        if legacy is not None and legacy == self.model_fingerprint and fingerprint_version(self.model_fingerprint) == 1:
+            warnings.warn(f"the index was built with model {self.model_name!r} under a version-1 fingerprint "
+                          f"({legacy}), which the encoder in use matches in weights and settings; that version does "
+                          "not cover the model config, adapter settings and vocabulary: rebuild the index to have "
+                          "them checked", stacklevel=2)
+            return
+        raise model_mismatch("the index", self.model_name, self.model_fingerprint, model_fingerprint)
 
     @property
     def row_papers(self) -> np.ndarray:
@@ -544,6 +560,13 @@ def model_fingerprint(encoder) -> str:
     """The encoder's fingerprint string (`fingerprint` is a method on ContextualSentenceEncoder)."""
     fp = encoder.fingerprint
     return fp() if callable(fp) else str(fp)
+
+
+def model_fingerprints(encoder) -> tuple[str, str | None]:
+    """(the encoder's fingerprint, its version-1 fingerprint or None), from one pass over its weights, as
+    `SentenceIndex.check_model` takes them."""
+    both = getattr(encoder, "fingerprints", None)
+    return tuple(both()) if callable(both) else (model_fingerprint(encoder), None)
 
 
 def _fsync(path: Path) -> None:

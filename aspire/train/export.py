@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aspire.cliutil import add_common_options, command_parser, positive_int, run_command, setup_logging
+from aspire.encoders.identity import CONFIG_NAMING
 from aspire.encoders.pretrained import SETTINGS_FILE, check_model, saved_settings
 from aspire.io import atomic_folder, input_under, read_json
 from aspire.paths import model_folder
@@ -107,25 +108,25 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
 
             (staged / MODEL_FILE).write_text(json.dumps(meta, indent=2))
         exported_encoder = ContextualSentenceEncoder.from_pretrained(staged)
+        differ = encoding_differences(trained_encoder, exported_encoder)  # first: it names what differs
+        if differ:
+            raise ValueError(f"{base!r} is not the base {model} was trained on: its {differ[0]} differs from the "
+                             f"model's ({len(differ)} difference(s)), so the export would encode otherwise; nothing "
+                             "written")
         exported = exported_encoder.fingerprint()
         if exported != trained:
             raise ValueError(f"{base!r} is not the base {model} was trained on (fingerprints {exported} != "
                              f"{trained}); nothing written")
-        differ = encoding_differences(trained_encoder, exported_encoder)
-        if differ:  # the fingerprint hashes neither the model config nor the vocabulary (only its size)
-            raise ValueError(f"{base!r} is not the base {model} was trained on: its {differ[0]} differs from the "
-                             f"model's ({len(differ)} difference(s)), so the export would encode otherwise; nothing "
-                             "written")
     return out, exported
 
 
-CONFIG_NAMING = ("_name_or_path", "transformers_version", "architectures", "_commit_hash")  # say nothing of the encoding
 TOKENIZER_CALL = ("padding", "truncation", "version")  # the last call's padding and truncation, not the tokenizer's own
 
 
 def encoding_differences(a: ContextualSentenceEncoder, b: ContextualSentenceEncoder) -> list[str]:
-    """What, besides the weights and the encoder settings (`fingerprint`), makes `a` and `b` encode differently: each
-    model config key (`config hidden_act`) and tokenizer part (`tokenizer model`: the vocabulary, `tokenizer
+    """What, besides the weights and the encoder settings, makes `a` and `b` encode differently, wider than the
+    fingerprint's fields (`aspire.encoders.identity`): each model config key but the naming ones (`CONFIG_NAMING`),
+    as `config hidden_act`, and tokenizer part (`tokenizer model`: the vocabulary, `tokenizer
     normalizer`, ...) whose values differ; [] where none does."""
     ca, cb = a.model.config.to_dict(), b.model.config.to_dict()
     out = [f"config {k}" for k in sorted(set(ca) | set(cb)) if k not in CONFIG_NAMING and ca.get(k) != cb.get(k)]
