@@ -247,8 +247,10 @@ def test_search_runners_take_a_device_and_record_it(tmp_path, tiny_model_dir, mo
                                batch_size=5, cache_dir=tmp_path / "cache")
     base = run_reviewers_search(rset, tmp_path / "r0", "r", str(tiny_model_dir), ["rerank=minl2"])
     assert loaded == ["cpu", None]
-    assert res["device"] == "cpu" and res["batch_size"] == 5 and res["vector_cache"] == str(tmp_path / "cache")
-    [entry] = res["encoded"]
+    rec = res["run_record"]
+    assert rec["encoder_device"] == rec["score_device"] == "cpu" and rec["batch_size"] == 5
+    assert rec["vector_cache"] == str(tmp_path / "cache")
+    [entry] = rec["encoded"]
     assert entry["from_cache"] is False and (tmp_path / "cache" / entry["cache_entry"]).is_file()
     assert res["loss"] == base["loss"]
 
@@ -257,7 +259,8 @@ def test_search_runners_take_a_device_and_record_it(tmp_path, tiny_model_dir, mo
     bench.qrels = {q: bench.qrels[q] for q in bench.queries}
     c2d = run_search_pipeline(bench, tmp_path / "c", "c", str(tiny_model_dir), ["rerank=minl2"], depth=10,
                               device="cpu")
-    assert loaded[-1] == "cpu" and c2d["device"] == "cpu"
+    assert loaded[-1] == "cpu" and c2d["run_record"]["encoder_device"] == "cpu"
+    assert c2d["run_record"]["encoded"][0]["papers"] == len(bench.candidates)
 
 
 def test_csfcube_search_runner_takes_a_device(small_csfcube, tiny_model_dir, tmp_path, monkeypatch):
@@ -269,13 +272,15 @@ def test_csfcube_search_runner_takes_a_device(small_csfcube, tiny_model_dir, tmp
     monkeypatch.setattr(aspire.encoders, "load_encoder",
                         lambda model, device=None, **kw: loaded.append(device) or real(model, device=device, **kw))
 
-    def by_pool_order(pool_set, papers, encoder, pipeline, label_to_facet, cache_dir, batch_size, facet_code):
+    def by_pool_order(pool_set, papers, encoder, pipeline, label_to_facet, cache_dir, batch_size, facet_code, record):
+        record.append({"fingerprint": encoder.fingerprint()})
         return {f: {q: list(p) for q, p in pool_set.pools[f].items()} for f in pool_set.facets}
 
     monkeypatch.setattr(search_run, "rank_pools_by_search", by_pool_order)
     res = csfcube.run_csfcube_search(small_csfcube, str(tiny_model_dir), [], tmp_path / "out", exp="s",
                                      batch_size=7, device="cpu")
-    assert loaded == ["cpu"] and res["device"] == "cpu" and res["batch_size"] == 7 and res["vector_cache"] is None
+    rec = res["run_record"]
+    assert loaded == ["cpu"] and rec["encoder_device"] == "cpu" and rec["batch_size"] == 7 and rec["vector_cache"] is None
 
 
 def test_pools_searched_with_a_cpu_encoder_rank_as_before(tmp_path, tiny_model_dir):
@@ -294,7 +299,7 @@ def test_the_record_names_no_cache_entry_where_none_could_be_written(tmp_path, t
     """A disk too full for the cache file: the run goes on uncached, and its record names no entry."""
     from aspire.encoders import load_encoder
     from aspire.evaluate import cache as cache_module
-    from aspire.evaluate.encode import encode_papers, encode_record
+    from aspire.evaluate.encode import encode_papers
     from aspire.storage import DiskFullError
 
     def full(path, batch):
@@ -303,13 +308,15 @@ def test_the_record_names_no_cache_entry_where_none_could_be_written(tmp_path, t
     encoder, (_, papers) = load_encoder(str(tiny_model_dir)), _toy(tmp_path / "set")
     ordered = list(papers.values())
     monkeypatch.setattr(cache_module, "_save", full)
-    batch, hit = encode_papers(encoder, ordered, "contextual", tmp_path / "cache", 2)
+    record: list[dict] = []
+    batch, hit = encode_papers(encoder, ordered, "contextual", tmp_path / "cache", 2, record=record)
     assert not hit and batch.paper_ids == list(papers)
-    assert encode_record(encoder, ordered, "contextual", tmp_path / "cache", 2, None, hit) == {
-        "encoding": "contextual", "papers": 6, "batch_size": 2, "cache_entry": None, "from_cache": False}
+    assert record == [{"encoding": "contextual", "papers": 6, "batch_size": 2, "fingerprint": encoder.fingerprint(),
+                       "cache_entry": None, "from_cache": False}]
     monkeypatch.undo()
-    _, hit = encode_papers(encoder, ordered, "independent", tmp_path / "cache", 2, {"normalize": True})
-    entry = encode_record(encoder, ordered, "independent", tmp_path / "cache", 2, {"normalize": True}, hit)["cache_entry"]
+    encode_papers(encoder, ordered, "independent", tmp_path / "cache", 2, {"normalize": True}, record)
+    entry = record[-1]["cache_entry"]
     assert entry and "-independent-" in entry and (tmp_path / "cache" / entry).is_file()
-    # another encode option is another entry, named by its own key
-    assert encode_record(encoder, ordered, "independent", tmp_path / "cache", 2, {}, False)["cache_entry"] is None
+    encode_papers(encoder, ordered, "independent", tmp_path / "cache", 2, {}, record)
+    assert record[-1]["cache_entry"] not in (None, entry)  # another encode option is another entry, its own key
+    assert [r["from_cache"] for r in record] == [False, False, False]

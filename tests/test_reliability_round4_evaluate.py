@@ -167,8 +167,10 @@ def _spy_encodings(monkeypatch):
         def fingerprint(self):
             return "fake"
 
-    def encode_papers(encoder, papers, encoding, cache_dir, batch_size, options):
+    def encode_papers(encoder, papers, encoding, cache_dir, batch_size, options, record=None):
         asked.append(encoding)
+        if record is not None:
+            record.append({"encoding": encoding, "fingerprint": encoder.fingerprint()})
         return single_vector_batch(torch.eye(len(papers)), papers), False
 
     monkeypatch.setattr("aspire.encoders.load_encoder", lambda model, **kw: Encoder())

@@ -98,32 +98,31 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     (`aspire.evaluate.search_run.rank_pools_by_search`; `facet_code`: the control code of a facet's queries, for
     a model with facet codes), scored by the benchmark's protocol; writes the per-query CSV, the TREC files and
     `out/results.json` (with the encoder options, `facet_code` and, for a model with facet codes, the codes its
-    queries and papers were encoded with, as `run_csfcube` records them), the device, batch size and vector cache.
+    queries and papers were encoded with, as `run_csfcube` records them) and what it ran on (`run_record`).
     `device`: the torch device the model is loaded on and the queries are searched on (None: the CPU), as
     `aspire search --device` runs them."""
     import time
 
-    from aspire.encoders import load_encoder
     from aspire.encoders.codes import query_code
     from aspire.evaluate.options import search_exp
-    from aspire.evaluate.search_run import pipeline_config, rank_pools_by_search
-    from aspire.index.store import model_fingerprint
+    from aspire.evaluate.rank import run_record
+    from aspire.evaluate.search_run import load_search_encoder, pipeline_config, rank_pools_by_search
 
     search = pipeline_config(pipeline)  # a bad or unread key before the model loads and the pools are encoded
     root, out = Path(root), Path(out)
     pool_set = load_csfcube(root)
     papers = read_paper_map(root / ABSTRACTS_FILE, ids=pool_set.paper_ids(), needed_by="pooled")
     exp = exp or search_exp(model, pipeline)
-    encoder = load_encoder(model, device=device, **dict(encoder_options or {}))
+    encoder = load_search_encoder(model, None, encoder_options, device)
     t0 = time.perf_counter()
+    encoded: list[dict] = []
     rankings = rank_pools_by_search(pool_set, papers, encoder, pipeline, LABEL_TO_FACET, cache_dir, batch_size,
-                                    facet_code)  # the queries searched on the encoder's device
+                                    facet_code, encoded)  # the queries searched on the encoder's device
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     codes = {f: c for f in pool_set.facets if (c := query_code(getattr(encoder, "codes", ()), facet_code, f))}
-    results.update(experiment=exp, model=str(model), encoder_fingerprint=model_fingerprint(encoder),
+    results.update(experiment=exp, model=str(model), encoder_fingerprint=encoded[0]["fingerprint"],
                    encoder_options=dict(encoder_options or {}), facet_code=facet_code,
-                   device=str(encoder.device), batch_size=batch_size,
-                   vector_cache=None if cache_dir is None else str(cache_dir),
+                   run_record=run_record(encoder, encoder.device, batch_size, cache_dir, encoded),
                    **({"query_codes": codes, "doc_code": encoder.code} if codes else {}),
                    search={"overrides": list(pipeline), "index": "flat, one a pool",  # k, shortlist: each pool's size
                            "config": {**asdict(search), "k": "pool size", "shortlist": "pool size"}},

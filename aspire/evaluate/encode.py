@@ -45,27 +45,26 @@ def encode_papers(
     cache_dir=None,
     batch_size: int = 32,
     encode_options: dict | None = None,
+    record: list[dict] | None = None,
 ) -> tuple[DocBatch, bool]:
     """Encode `papers` in one of `ENCODINGS` through the cache -> (DocBatch, from_cache).
 
     `encode_options` go to `encode_independent` / `encode_abstract` (e.g. `normalize`,
     `max_length`, `joiner`) and into the cache key (with `encoder.fingerprint()`); the contextual encoding takes none.
-    `encode_record` says, for a results file, which cache entry a call read or wrote.
+    `record`: a list this call appends what it ran to, for a results file: `{"encoding", "papers", "batch_size",
+    "fingerprint", "cache_entry", "from_cache"}`, where `cache_entry` is the file name in `cache_dir` it read or
+    wrote (None without a cache, or where none could be written: a disk too full).
     """
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding!r}; valid: {list(ENCODINGS)}")
     options = dict(encode_options or {})
     progress = logging.getLogger(__name__).isEnabledFor(logging.INFO)  # `--quiet` (WARNING) hides the bars
+    if encoding in ("contextual", "pass") and options:
+        raise ValueError(f"the {encoding} encoding takes no options, got {sorted(options)}")
     if encoding in ("contextual", "pass"):
-        if options:
-            raise ValueError(f"the {encoding} encoding takes no options, got {sorted(options)}")
 
         def fn(ps):
             return encoder.encode(list(ps), batch_size=batch_size, progress=progress)
-
-        mode, _ = cache_entry_key(encoding, options)
-        batch, from_cache = cached_encode(fn, papers, encoder.fingerprint(), mode, {}, cache_dir, needs_whole=True)
-        return (single_vector_batch(batch.whole, papers) if encoding == "pass" else batch), from_cache
 
     elif encoding == "independent":
 
@@ -78,7 +77,16 @@ def encode_papers(
             vecs = encoder.encode_abstract(list(ps), batch_size=batch_size, progress=progress, **options)
             return single_vector_batch(vecs, ps)
 
-    return cached_encode(fn, papers, encoder.fingerprint(), *cache_entry_key(encoding, options), cache_dir)
+    fingerprint = encoder.fingerprint()  # once: it hashes every weight
+    mode, key_options = cache_entry_key(encoding, options)
+    contextual = encoding in ("contextual", "pass")
+    batch, from_cache = cached_encode(fn, papers, fingerprint, mode, key_options, cache_dir, needs_whole=contextual)
+    if record is not None:
+        path = None if cache_dir is None else cache_path(Path(cache_dir), fingerprint, mode, key_options, papers)
+        record.append({"encoding": encoding, "papers": len(papers), "batch_size": batch_size,
+                       "fingerprint": fingerprint, "cache_entry": path.name if path and path.is_file() else None,
+                       "from_cache": from_cache})
+    return (single_vector_batch(batch.whole, papers) if encoding == "pass" else batch), from_cache
 
 
 def cache_entry_key(encoding: str, encode_options: dict | None) -> tuple[str, dict]:
@@ -87,17 +95,3 @@ def cache_entry_key(encoding: str, encode_options: dict | None) -> tuple[str, di
     if encoding in ("contextual", "pass"):
         return "contextual", {}
     return encoding, dict(encode_options or {})
-
-
-def encode_record(encoder, papers: Sequence[Paper], encoding: str, cache_dir, batch_size: int,
-                  encode_options: dict | None, from_cache: bool) -> dict:
-    """What an `encode_papers` call (same arguments, its `from_cache`; the encoder's code and side as they were)
-    ran, for a results file: `{"encoding", "papers", "batch_size", "cache_entry", "from_cache"}`, where
-    `cache_entry` is the file name in `cache_dir` it read or wrote (None without a cache, or where none could be
-    written: a disk too full)."""
-    entry = None
-    if cache_dir is not None:
-        path = cache_path(Path(cache_dir), encoder.fingerprint(), *cache_entry_key(encoding, encode_options), papers)
-        entry = path.name if path.is_file() else None
-    return {"encoding": encoding, "papers": len(papers), "batch_size": batch_size, "cache_entry": entry,
-            "from_cache": from_cache}

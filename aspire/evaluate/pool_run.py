@@ -94,5 +94,5 @@ def run_pools(
         for key, vals in per_query.items():
             writer.writerow([key, *("" if vals[m] is None else f"{100.0 * vals[m]:.4f}" for m in metrics)])
     write_json(out / "results.json", results, indent=None)
-    write_trec(out, pool_set, rankings, exp)
+    write_trec(out, pool_set, rankings, exp, scores_from=ranked_dir)  # the ranked files' scores, wherever they are
     return results

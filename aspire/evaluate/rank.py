@@ -20,7 +20,7 @@ import torch
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
 from aspire.encoders.codes import query_code
-from aspire.evaluate.encode import encode_papers, encode_record
+from aspire.evaluate.encode import encode_papers
 from aspire.evaluate.facets import facet_candidates, facet_queries, facet_text_queries
 from aspire.evaluate.options import SCORERS, EvalOptions
 from aspire.scoring.chunked import score_chunked
@@ -43,7 +43,7 @@ def get_eval_scorer(name: str, **kwargs):
 def run_record(encoder, scored_on, batch_size: int, cache_dir, encoded: list[dict]) -> dict:
     """What a run ran on, for its results file (none of it moves a figure): the devices the encoder and the scorer
     used, the batch size asked for, and the vector cache's folder and the entries read or written
-    (`aspire.evaluate.encode.encode_record`)."""
+    (`aspire.evaluate.encode.encode_papers`' `record`)."""
     return {"encoder_device": str(encoder.device), "score_device": str(scored_on), "batch_size": batch_size,
             "vector_cache": None if cache_dir is None else str(cache_dir), "encoded": list(encoded)}
 
@@ -127,9 +127,8 @@ def rank_pool_set(
     t_load = time.perf_counter() - t0
     t0, c0 = time.perf_counter(), time.process_time()
     encoded: list[dict] = []  # each encode_papers call: its cache entry, read or written
-    batch, from_cache = encode_papers(encoder, ordered, encoding, cache_dir, batch_size, encode_options)
+    batch, from_cache = encode_papers(encoder, ordered, encoding, cache_dir, batch_size, encode_options, encoded)
     t_encode, c_encode = time.perf_counter() - t0, time.process_time() - c0
-    encoded.append(encode_record(encoder, ordered, encoding, cache_dir, batch_size, encode_options, from_cache))
 
     t0, c0 = time.perf_counter(), time.process_time()
     batch = batch.to(torch.device(device) if device else encoder.device)
@@ -147,8 +146,7 @@ def rank_pool_set(
             if code:  # the queries again, with their facet's code; the candidates keep the model's code
                 codes[facet] = code
                 asked = [papers[q] for q in pools]
-                queries, hit = encode_papers(encoder, asked, encoding, cache_dir, batch_size, encode_options)
-                encoded.append(encode_record(encoder, asked, encoding, cache_dir, batch_size, encode_options, hit))
+                queries, _ = encode_papers(encoder, asked, encoding, cache_dir, batch_size, encode_options, encoded)
                 queries = queries.to(batch.emb.device)
             else:
                 queries = batch.index([row[q] for q in pools])
@@ -169,7 +167,7 @@ def rank_pool_set(
     info = {
         "experiment": exp,
         "model": str(model),
-        "encoder_fingerprint": encoder.fingerprint(),
+        "encoder_fingerprint": encoded[0]["fingerprint"],  # the candidates' encoding, no facet code in force
         "encoding": encoding,
         "scorer": scorer,
         "scorer_options": dict(scorer_options or {}),

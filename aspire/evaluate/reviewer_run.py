@@ -43,7 +43,7 @@ from aspire.benchmarks.reviewers import (
 from aspire.benchmarks.runs import invocation
 from aspire.benchmarks.stats import table_row
 from aspire.data.papers import Paper
-from aspire.evaluate.encode import encode_papers, encode_record
+from aspire.evaluate.encode import encode_papers
 from aspire.evaluate.options import ENCODE_OPTIONS, SCORERS, EvalOptions, Stages, check_encode_options
 from aspire.evaluate.rank import get_eval_scorer, run_record
 from aspire.io import write_json
@@ -274,12 +274,12 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
             enc = encodings[name]
             if enc not in batches:
                 opts = {k: v for k, v in options.encode_options.items() if k in ENCODE_OPTIONS.get(enc, ())}
-                batches[enc], hit = encode_papers(encoder, papers, enc, options.cache_dir, options.batch_size, opts)
-                encoded.append(encode_record(encoder, papers, enc, options.cache_dir, options.batch_size, opts, hit))
+                batches[enc], _ = encode_papers(encoder, papers, enc, options.cache_dir, options.batch_size, opts,
+                                                encoded)
             batch = batches[enc].to(torch.device(device) if device else encoder.device)
             runs.append(predict(rset, known, dense_similarity(batch, scorer), agg))
         ran.append(runs[0] if len(runs) == 1 else fuse_predictions(runs, weights or [1.0] * len(runs)))
-        info.update(encoder_fingerprint=encoder.fingerprint(), scorers=list(scorers),
+        info.update(encoder_fingerprint=encoded[0]["fingerprint"], scorers=list(scorers),
                     weights=list(weights or [1.0] * len(scorers)), encodings=encodings,
                     encoding=next((encodings[n] for n in scorers if n != "abstract"), encodings[scorers[0]]),
                     scorer_options=dict(options.scorer_options), encode_options=dict(options.encode_options),

@@ -107,9 +107,11 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
     candidates built with `model` (or the loaded `encoder`); writes the run, qrels and `results.json`.
     `device`: the torch device the model is loaded on (None: the CPU, or where the given `encoder` is); the queries
     are searched on the encoder's device, as `aspire search --device` runs them."""
+    from aspire.evaluate.rank import run_record
+
     check_depth(bench, depth)
     pipeline_config(pipeline, {"k": "--depth sets it"})  # a mistyped key before the candidates are encoded
-    encoder = _encoder(model, encoder, encoder_options, device)
+    encoder = load_search_encoder(model, encoder, encoder_options, device)
     t0 = time.perf_counter()
     index = index_candidates(encoder, bench.candidates)
     searcher = Searcher(index, apply_overrides(index.config.search, list(pipeline), "search"), encoder)
@@ -119,8 +121,12 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
     run = answer_queries(searcher, queries, depth)
     short = searcher.shortfalls
     shortlist = max(cfg.shortlist, depth)  # as `answer_queries` searches
-    info = {"model": str(model), "encoder_fingerprint": model_fingerprint(encoder),
-            "device": str(encoder.device),  # the model's and the queries' (their re-ranking)
+    info = {"model": str(model), "encoder_fingerprint": index.model_fingerprint,
+            # the queries are searched (re-ranked) on the encoder's device; the candidates encoded by the index build,
+            # without the vector cache
+            "run_record": run_record(encoder, encoder.device, index.config.encode.batch_size, None, [
+                {"encoding": "contextual", "papers": len(bench.candidates), "batch_size": index.config.encode.batch_size,
+                 "fingerprint": index.model_fingerprint, "cache_entry": None, "from_cache": False}]),
             "search": {"stages": cfg.stages, "fuse": cfg.fuse, "rerank": cfg.rerank, "shortlist": shortlist,
                        "overrides": list(pipeline), "index": index.kind,
                        "config": asdict(replace(cfg, k=depth, shortlist=shortlist))},
@@ -130,8 +136,8 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
 
 
 def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = (), label_to_facet=None,
-                         cache_dir=None, batch_size: int = 32,
-                         facet_code: str = "auto") -> dict[str, dict[str, list[str]]]:
+                         cache_dir=None, batch_size: int = 32, facet_code: str = "auto",
+                         record: list[dict] | None = None) -> dict[str, dict[str, list[str]]]:
     """A pool set (CSFCube's facets and pools) ranked by the `Searcher`: every pooled paper encoded once
     (contextual, through the vector cache), each query's pool indexed on its own (flat), and the query — its
     facet's sentences, still encoded in the context of its whole abstract — searched with `pipeline`
@@ -140,17 +146,19 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     facet's own, as `aspire search` and the benchmark's own runner encode them). The queries are searched on the
     encoder's device (their re-ranking), as `aspire search --device` searches them. Returns
     `{facet: {query: [candidate, ...]}}` best first, for the pool set's own scoring
-    (`aspire.benchmarks.csfcube.evaluate_csfcube_rankings`)."""
+    (`aspire.benchmarks.csfcube.evaluate_csfcube_rankings`). `record`: a list each encoding appends what it read or
+    wrote to (`aspire.evaluate.encode.encode_papers`)."""
     from aspire.encoders.codes import query_code
     from aspire.evaluate.encode import encode_papers
     from aspire.evaluate.facets import facet_queries
 
     search = pipeline_config(pipeline)  # one search config for every pool, checked before any encoding
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
-    batch, _ = encode_papers(encoder, ordered, "contextual", cache_dir, batch_size)
+    record = [] if record is None else record
+    batch, _ = encode_papers(encoder, ordered, "contextual", cache_dir, batch_size, record=record)
     batch = _searchable(batch, ordered)
     row, titles = {p.paper_id: i for i, p in enumerate(ordered)}, {p.paper_id: p.title for p in ordered}
-    fingerprint = model_fingerprint(encoder)
+    fingerprint = record[-1]["fingerprint"]
     rankings: dict[str, dict[str, list[str]]] = {}
     for facet in pool_set.facets:
         if facet and label_to_facet is None:
@@ -160,7 +168,8 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
         if code:  # the queries again, with their facet's code; the candidates keep the model's code
             asked = [papers[q] for q in pools]
             with encoder.using_code(code):
-                queries = _searchable(encode_papers(encoder, asked, "contextual", cache_dir, batch_size)[0], asked)
+                coded, _ = encode_papers(encoder, asked, "contextual", cache_dir, batch_size, record=record)
+            queries = _searchable(coded, asked)
         else:
             queries = batch.index([row[q] for q in pools])
         if facet:
@@ -174,7 +183,7 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     return rankings
 
 
-def _encoder(model: str, encoder, encoder_options: dict | None, device: str | None):
+def load_search_encoder(model: str, encoder, encoder_options: dict | None, device: str | None):
     """The given `encoder` (moved to `device`, when one is given), else `model` loaded with `encoder_options` on
     `device`."""
     if encoder is not None:
@@ -229,19 +238,20 @@ def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str
     submissions are searched on the encoder's device."""
     import torch
 
-    from aspire.evaluate.encode import encode_papers, encode_record
+    from aspire.evaluate.encode import encode_papers
+    from aspire.evaluate.rank import run_record
     from aspire.evaluate.reviewer_run import parse_aggregate, predict, reviewer_papers, write_reviewer_results
 
     parse_aggregate(agg)
     search = pipeline_config(pipeline, {k: "every archive is ranked whole" for k in POOL_KEYS})  # before encoding
-    encoder = _encoder(model, encoder, encoder_options, device)
+    encoder = load_search_encoder(model, encoder, encoder_options, device)
     t0 = time.perf_counter()
     papers, counts = reviewer_papers(rset)
-    batch, hit = encode_papers(encoder, papers, "contextual", cache_dir, batch_size)
-    encoded = [encode_record(encoder, papers, "contextual", cache_dir, batch_size, None, hit)]
+    encoded: list[dict] = []
+    batch, _ = encode_papers(encoder, papers, "contextual", cache_dir, batch_size, record=encoded)
     batch = _searchable(batch, papers)
     row, titles = {p.paper_id: i for i, p in enumerate(papers)}, {p.paper_id: p.title for p in papers}
-    fingerprint = model_fingerprint(encoder)
+    fingerprint = encoded[0]["fingerprint"]
 
     def sims(subs: list[str], arch: list[str]) -> torch.Tensor:
         distinct = list(dict.fromkeys(arch))  # an index holds a paper once; one listed twice fills both its columns
@@ -260,8 +270,8 @@ def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str
 
     preds = predict(rset, {p.paper_id for p in papers}, sims, agg)
     info = {"model": str(model), "encoder_fingerprint": fingerprint, "aggregate": agg,
-            "device": str(encoder.device),  # the model's and the submissions' (their re-ranking)
-            "batch_size": batch_size, "vector_cache": None if cache_dir is None else str(cache_dir), "encoded": encoded,
+            "run_record": run_record(encoder, encoder.device, batch_size, cache_dir, encoded),  # the submissions
+            # are searched (re-ranked) on the encoder's device
             "search": {"stages": search.stages, "fuse": search.fuse, "rerank": search.rerank,
                        "overrides": list(pipeline), "index": "flat, one a reviewer's archive in a draw",
                        # k and shortlist: each archive's size (ranked whole)

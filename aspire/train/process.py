@@ -46,7 +46,7 @@ def resolve_device(name: str, local_rank: int) -> torch.device:
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+    torch.manual_seed(seed % 2**64)  # torch takes seeds below 2**64 (unchanged there); `train.seed` is any int >= 0
 
 
 def rng_state() -> dict:

@@ -1,0 +1,109 @@
+"""Mends of round 15 by the lead: one shape of run record for every evaluation runner, and a fingerprint hashed
+once an encoding (it reads every weight)."""
+
+from __future__ import annotations
+
+import json
+
+from test_reliability_round14_evalrun import TO_FACET, _toy
+
+from aspire.evaluate.options import EvalOptions
+
+RECORD_KEYS = {"encoder_device", "score_device", "batch_size", "vector_cache", "encoded"}
+ENTRY_KEYS = {"encoding", "papers", "batch_size", "fingerprint", "cache_entry", "from_cache"}
+
+
+class CountingEncoder:
+    """An encoder that counts its fingerprints (each one hashes every weight)."""
+
+    def __init__(self, encoder) -> None:
+        self.encoder, self.hashed = encoder, 0
+
+    def fingerprint(self) -> str:
+        self.hashed += 1
+        return self.encoder.fingerprint()
+
+    def __getattr__(self, name):
+        return getattr(self.encoder, name)
+
+
+def test_an_encoding_hashes_the_weights_once_and_records_the_fingerprint_it_used(tmp_path, tiny_model_dir):
+    """`encode_record` hashed the weights again after `encode_papers` had (about a second for mpnet a call)."""
+    from aspire.encoders import load_encoder
+    from aspire.evaluate.encode import encode_papers
+
+    _, papers = _toy(tmp_path / "set")
+    encoder = CountingEncoder(load_encoder(str(tiny_model_dir)))
+    record: list[dict] = []
+    encode_papers(encoder, list(papers.values()), "contextual", tmp_path / "cache", 2, record=record)
+    encode_papers(encoder, list(papers.values()), "pass", tmp_path / "cache", 2, record=record)
+    assert encoder.hashed == 2
+    assert [set(r) for r in record] == [ENTRY_KEYS] * 2
+    assert record[0]["fingerprint"] == encoder.encoder.fingerprint() and record[1]["from_cache"]
+    assert record[0]["cache_entry"] == record[1]["cache_entry"]  # `pass` reads the contextual entry
+
+
+def test_every_runner_writes_one_shape_of_run_record(small_csfcube, tmp_path, tiny_model_dir):
+    """The search runners wrote `device`, `batch_size`, `vector_cache` (and `encoded`) at the top of results.json
+    where the other runners nest `run_record`; the CSFCube one listed no cache entry."""
+    from test_benchmarks import make_reviewer_set, tiny_context2doc
+
+    from aspire.benchmarks.reviewers import load_reviewer_set
+    from aspire.evaluate.csfcube import run_csfcube_search
+    from aspire.evaluate.rank import rank_pool_set
+    from aspire.evaluate.search_run import run_reviewers_search, run_search_pipeline
+
+    model, cache = str(tiny_model_dir), tmp_path / "cache"
+    pool_set, papers = _toy(tmp_path / "set")
+    _, ranked = rank_pool_set(pool_set, papers, model, "minl2", tmp_path / "a", "x", EvalOptions(cache_dir=cache),
+                              TO_FACET)
+    rset = load_reviewer_set(make_reviewer_set(tmp_path / "rm"))
+    reviewers = run_reviewers_search(rset, tmp_path / "r", "r", model, ["rerank=minl2"], cache_dir=cache)
+    csfcube = run_csfcube_search(small_csfcube, model, ["rerank=minl2"], tmp_path / "c", exp="s", cache_dir=cache)
+    bench = tiny_context2doc(tmp_path / "c2d")
+    bench.queries = dict(list(bench.queries.items())[:2])
+    bench.qrels = {q: bench.qrels[q] for q in bench.queries}
+    c2d = run_search_pipeline(bench, tmp_path / "d", "d", model, ["rerank=minl2"], depth=10)
+    for name, res in {"pools": ranked, "reviewers": reviewers, "csfcube": csfcube, "context2doc": c2d}.items():
+        rec = res["run_record"]
+        assert set(rec) == RECORD_KEYS, name
+        assert rec["encoded"] and all(set(e) == ENTRY_KEYS for e in rec["encoded"]), name
+        assert not {"device", "vector_cache", "encoded"} & set(res), name
+        assert rec["encoded"][0]["fingerprint"] == res["encoder_fingerprint"], name
+    entry = csfcube["run_record"]["encoded"][0]
+    assert entry["papers"] == len(small_csfcube_papers(small_csfcube)) and (cache / entry["cache_entry"]).is_file()
+    assert json.loads((tmp_path / "c" / "results.json").read_text())["run_record"] == csfcube["run_record"]
+
+
+def small_csfcube_papers(root) -> set[str]:
+    from aspire.benchmarks.csfcube import load_csfcube
+
+    return load_csfcube(root).paper_ids()
+
+
+def test_ranked_files_scored_from_another_folder_keep_their_scores_in_the_run(tmp_path):
+    """`run_pools(ranked_dir=...)` wrote `run.trec` with rank scores (pool size - rank + 1): it looked for the ranked
+    files in `out`, not in `ranked_dir`, so `fuse-runs --fusion z|minmax` over that folder fused ranks."""
+    from aspire.benchmarks.runs import read_run
+    from aspire.evaluate.pool_run import run_pools
+
+    root = tmp_path / "toy"
+    _toy(root, facets=())
+    ranked = {"q": [["c1", 0.9], ["c2", 0.8], ["c5", 0.5], ["c3", 0.1], ["c4", 0.0]]}
+    (root / "test-pid2pool-toy-manual-ranked.json").write_text(json.dumps(ranked))
+    run_pools(root, "toy", tmp_path / "out", ranked_dir=root, exp="manual")
+    run = read_run(tmp_path / "out" / "run.trec")
+    assert [(c, round(s, 6)) for c, s in run["q"]] == [(c, s) for c, s in ranked["q"]]
+
+
+def test_seed_everything_takes_any_seed_the_config_does():
+    """`train.seed` is any integer >= 0; `torch.manual_seed` refused one from 2**64 ("Overflow when unpacking long")."""
+    import torch
+
+    from aspire.train.process import seed_everything
+
+    seed_everything(2**64 + 5)
+    big = torch.rand(3)
+    seed_everything(5)
+    assert torch.equal(big, torch.rand(3))  # below 2**64 a seed is as it was
+
