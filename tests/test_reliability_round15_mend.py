@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pytest
 from test_reliability_round14_evalrun import TO_FACET, _toy
 
 from aspire.evaluate.options import EvalOptions
@@ -107,3 +109,52 @@ def test_seed_everything_takes_any_seed_the_config_does():
     seed_everything(5)
     assert torch.equal(big, torch.rand(3))  # below 2**64 a seed is as it was
 
+
+# ---- vectors that are not finite as stored (found by the round-15 index sweep) ----------------------------------
+def _corpus(whole: bool = True, big: bool = False, nan_whole: bool = False):
+    from test_index_stream import corpus
+
+    part = corpus(6, 0, seed=1)
+    if big:
+        part.vectors[part.offsets[2]] *= 1e5  # paper p2: finite in float32, past float16's 65504
+    if whole:
+        part.whole = np.random.default_rng(2).standard_normal((6, part.dim)).astype(np.float32)
+        if nan_whole:
+            part.whole[4, 3] = np.nan  # paper p4
+    return part
+
+
+@pytest.mark.parametrize("case, match", [
+    ("big", r"paper\(s\) \(\['p2'\]\) hold values past float16's range .*vector_dtype=float32"),
+    ("nan_whole", r"whole-abstract vectors of 1 paper\(s\) \(\['p4'\]\) hold NaN"),
+])
+def test_an_index_refuses_vectors_that_are_not_finite_as_stored(case, match, tmp_path):
+    """float16 storage turned a sentence vector value above 65504 into infinity in vectors.npy (faiss kept the float32
+    one), and a NaN whole-abstract vector was stored unchecked: both came back as NaN distances in re-ranking. The
+    in-RAM build, `add` and the streamed merge refuse them alike, naming the papers."""
+    from test_index_stream import cfg
+
+    from aspire.index import SentenceIndex
+    from aspire.index.stream import merge_streaming
+
+    bad = _corpus(big=case == "big", nan_whole=case == "nan_whole")
+    with pytest.raises(ValueError, match=match):
+        SentenceIndex.build(bad, cfg(kind="flat", vector_dtype="float16"), "fp")
+    index = SentenceIndex.build(_corpus().subset([0, 1]), cfg(kind="flat", vector_dtype="float16"), "fp")
+    before = index.faiss_index.ntotal
+    with pytest.raises(ValueError, match=match):
+        index.add(bad.subset([2, 3, 4, 5]), "fp")
+    assert index.faiss_index.ntotal == before and index.n_papers == 2  # refused before anything changed
+    bad.save_shard(tmp_path / "shards" / "shard-00000-of-00001", {"model_name": "m", "model_fingerprint": "fp"})
+    with pytest.raises(ValueError, match=r"shard .*shard-00000-of-00001.*" + ("p2" if case == "big" else "p4")):
+        merge_streaming(tmp_path / "shards", tmp_path / "idx", cfg(kind="flat", vector_dtype="float16"))
+
+
+def test_float32_storage_keeps_the_large_values_float16_cannot(tmp_path):
+    from test_index_stream import cfg
+
+    from aspire.index import SentenceIndex
+
+    big = _corpus(big=True)
+    index = SentenceIndex.build(big, cfg(kind="flat"), "fp")  # float32: nothing to refuse
+    assert np.isfinite(np.asarray(index.vectors)).all() and index.n_papers == 6

@@ -192,8 +192,12 @@ class SentenceIndex:
             raise ValueError(f"nothing to index: all {len(corpus.rejected)} records were rejected"
                              + describe_rejected(corpus.rejected))
         faiss_index, kind = build_faiss(corpus.vectors, config.index)
-        vectors = np.ascontiguousarray(corpus.vectors, dtype=config.index.vector_dtype)
-        whole = None if corpus.whole is None else np.ascontiguousarray(corpus.whole, dtype=config.index.vector_dtype)
+        with np.errstate(over="ignore"):  # a value past float16's range: refused by `unstorable`, naming its paper
+            vectors = np.ascontiguousarray(corpus.vectors, dtype=config.index.vector_dtype)
+            whole = None if corpus.whole is None else np.ascontiguousarray(corpus.whole, dtype=config.index.vector_dtype)
+        error = unstorable(corpus.paper_ids, corpus.offsets, corpus.vectors, vectors, whole, "the corpus")
+        if error is not None:
+            raise error
         return cls(faiss_index, vectors, corpus.offsets, corpus.paper_ids, corpus.titles, corpus.sentences,
                    corpus.rejected + dupes, config, kind, model_fingerprint, model_name, corpus.labels, whole=whole,
                    include_title=include_title)
@@ -214,6 +218,13 @@ class SentenceIndex:
             raise ValueError(f"the index stores whole-abstract vectors and the {len(keep)} new paper(s) come without "
                              f"them (e.g. {new.paper_ids[0]}): encode them with an encoder that returns them (one pass "
                              "gives both), or every paper's would be dropped")
+        if keep:  # checked before faiss's lists change: a refusal leaves the index as it was
+            with np.errstate(over="ignore"):  # refused by `unstorable`, naming the paper
+                stored = new.vectors.astype(self.vectors.dtype)
+                whole = None if self.whole is None else new.whole.astype(self.whole.dtype)
+            error = unstorable(new.paper_ids, new.offsets, new.vectors, stored, whole, "the new papers")
+            if error is not None:
+                raise error
         if keep:  # IVF lists as the build assigns them (faiss's own quantizer did)
             try:  # one batch: `add_vectors` checks it for NaN and infinity before adding any of it (the one pass)
                 add_vectors(self.faiss_index, new.vectors, batch=len(new.vectors))
@@ -227,9 +238,9 @@ class SentenceIndex:
         self.rejected += corpus.rejected + dupes
         if not keep:
             return self
-        self.vectors = np.concatenate([np.asarray(self.vectors), new.vectors.astype(self.vectors.dtype)])
+        self.vectors = np.concatenate([np.asarray(self.vectors), stored])
         self.whole = (None if self.whole is None  # an index keeps whole vectors only for all
-                      else np.concatenate([np.asarray(self.whole), new.whole.astype(self.whole.dtype)]))
+                      else np.concatenate([np.asarray(self.whole), whole]))
         self.offsets = np.concatenate([self.offsets, self.offsets[-1] + new.offsets[1:]])
         self.paper_ids += new.paper_ids
         self.titles += new.titles
@@ -554,6 +565,30 @@ def encoder_include_title(encoder) -> bool:
     """Whether `encoder` makes a paper's title its sentence 0 (`include_title`; an encoder without the setting
     does not), as `aspire.index.corpus.encode_corpus` reads it: what an index built with it records."""
     return bool(getattr(encoder, "include_title", False))
+
+
+def unstorable(paper_ids: Sequence[str], offsets: np.ndarray, source: np.ndarray, stored: np.ndarray,
+               whole: np.ndarray | None, what: str) -> ValueError | None:
+    """The error for papers whose vectors as stored are not finite, or None: `stored` (N, D), the sentence vectors
+    `source` cast to the index's `vector_dtype`, where a finite source value turned infinite is one past the dtype's
+    range (float16: 65504; a source's own NaN or infinity is faiss's add's to refuse), and `whole` (P, D), the
+    whole-abstract vectors as stored, which nothing else checks. `what`: the vectors' source, for the message.
+    Either once went to disk as infinity or NaN and came back as NaN distances in every re-ranking of those papers."""
+    rows = nonfinite_rows(stored) if stored.dtype == np.float16 else np.zeros(0, dtype=np.int64)
+    rows = rows[np.isfinite(np.asarray(source[rows])).all(axis=1)]
+    sentence_papers = np.unique(np.searchsorted(offsets, rows, side="right") - 1)
+    whole_papers = nonfinite_rows(whole) if whole is not None else np.zeros(0, dtype=np.int64)
+    if not len(sentence_papers) and not len(whole_papers):
+        return None
+    parts = []
+    if len(sentence_papers):
+        parts.append(f"the sentence vectors of {len(sentence_papers)} paper(s) ({[paper_ids[p] for p in sentence_papers[:10]]}) "
+                     f"hold values past float16's range (65504): set index.vector_dtype=float32")
+    if len(whole_papers):
+        parts.append(f"the whole-abstract vectors of {len(whole_papers)} paper(s) "
+                     f"({[paper_ids[p] for p in whole_papers[:10]]}) hold NaN or infinite values as stored: re-encode "
+                     "them" + (", or set index.vector_dtype=float32" if whole.dtype == np.float16 else ""))
+    return ValueError(f"{what}: " + "; ".join(parts))
 
 
 def model_fingerprint(encoder) -> str:

@@ -311,7 +311,15 @@ def _merge_whole(plans: list[ShardPlan], gen: Path, n_papers: int, dim: int, dty
     for plan in plans:
         if plan.keep.any():
             kept = np.load(plan.path / WHOLE_FILE, mmap_mode="r")[plan.keep]
-            out[row : row + len(kept)] = kept
+            with np.errstate(over="ignore"):  # refused just below, naming the papers
+                out[row : row + len(kept)] = kept
+            bad = nonfinite_rows(out[row : row + len(kept)])  # as stored: nothing else reads them before a search
+            if len(bad):
+                ids = read_index_papers(plan.path / "papers.jsonl", texts="disk")[0]
+                papers = [ids[p] for p in np.flatnonzero(plan.keep)[bad][:10].tolist()]
+                raise ValueError(f"shard {plan.path}: the whole-abstract vectors of {len(bad)} paper(s) {papers} hold "
+                                 "NaN or infinite values as stored: encode the shard again"
+                                 + (", or set index.vector_dtype=float32" if out.dtype == np.float16 else ""))
             row += len(kept)
     out.flush()
     del out
@@ -342,7 +350,12 @@ def _add_shards(plans: list[ShardPlan], index: faiss.Index, gen: Path, config: I
                     if len(bad):
                         raise nonfinite_papers(plan, plan.rows[start + bad], ids) from None
                     raise
-                vectors[at : at + len(batch)] = batch
+                with np.errstate(over="ignore"):  # refused just below, naming the papers
+                    vectors[at : at + len(batch)] = batch
+                over = nonfinite_rows(vectors[at : at + len(batch)]) if vectors.dtype == np.float16 else ()
+                if len(over):  # finite (faiss took them), past float16's range: stored as infinity, as `build` refuses
+                    raise nonfinite_papers(plan, plan.rows[start + over], ids, "hold values past float16's range "
+                                           "(65504): set index.vector_dtype=float32")
                 at += len(batch)
             keep = np.flatnonzero(plan.keep).tolist()
             for record in index_paper_records([ids[i] for i in keep], [titles[i] for i in keep],
@@ -373,15 +386,16 @@ def read_rows(plans: list[ShardPlan], rows: np.ndarray, dim: int) -> np.ndarray:
     return out
 
 
-def nonfinite_papers(plan: ShardPlan, rows: np.ndarray, ids: list[str] | None = None) -> ValueError:
-    """The error for the shard's sentence `rows` holding NaN or infinity, naming their papers (`ids`: the shard's
-    paper ids, read from its papers.jsonl when not given)."""
+def nonfinite_papers(plan: ShardPlan, rows: np.ndarray, ids: list[str] | None = None,
+                     problem: str = "hold NaN or infinite values; an index cannot rank them (faiss never returns "
+                                    "them): encode the shard again") -> ValueError:
+    """The error for the shard's sentence `rows` holding NaN or infinity (or another `problem`), naming their papers
+    (`ids`: the shard's paper ids, read from its papers.jsonl when not given)."""
     if ids is None:
         ids = read_index_papers(plan.path / "papers.jsonl", texts="disk")[0]
     papers = [ids[p] for p in np.unique(np.searchsorted(plan.offsets, rows, side="right") - 1).tolist()]
     return ValueError(f"shard {plan.path}: the sentence vectors of paper(s) {papers[:10]}"
-                      f"{f' and {len(papers) - 10} more' if len(papers) > 10 else ''} hold NaN or infinite values; "
-                      "an index cannot rank them (faiss never returns them): encode the shard again")
+                      f"{f' and {len(papers) - 10} more' if len(papers) > 10 else ''} {problem}")
 
 
 def _open_array(path: Path, name: str) -> np.ndarray:
