@@ -163,8 +163,8 @@ def quantize_int8(model: nn.Module, dst: Path) -> None:
 
 def model_digest(model: nn.Module) -> str:
     """`config_digest` of the transformer `model` as `export_onnx` folds it: with its active adapter's peft settings
-    for an adapted (peft) model, whose scale (alpha / r, rsLoRA), DoRA or IA3 feed-forward modules the graph computes
-    but the fingerprint, hashing weights, does not see."""
+    for an adapted (peft) model, whose scale (alpha / r, rsLoRA), DoRA or IA3 feed-forward modules the graph computes;
+    every field but the naming ones, wider than the fingerprint's list (`aspire.encoders.identity`)."""
     adapter = model.peft_config[model.active_adapter] if hasattr(model, "merge_and_unload") else None
     return config_digest(model.config, adapter)
 
