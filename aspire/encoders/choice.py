@@ -52,15 +52,16 @@ def native_bf16_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> list[str] | None
 
 def _query_adapter(model: str | None) -> bool:
     """Whether `model`'s saved settings hold an adapter of scope query (False when the model is not found: its
-    load then says why)."""
+    load then says why, as it does for an `adapter` entry that is not an object)."""
     if model is None:
         return False
     from aspire.encoders.pretrained import saved_settings
 
     try:
-        return (saved_settings(model).get("adapter") or {}).get("scope") == "query"
+        adapter = saved_settings(model).get("adapter")
     except (ValueError, FileNotFoundError, OSError):
         return False
+    return isinstance(adapter, dict) and adapter.get("scope") == "query"
 
 
 def choose_backend(model: str | None = None, device: str | None = None, cpuinfo: str | Path = "/proc/cpuinfo",

@@ -168,12 +168,15 @@ def evaluate_contexts(model, groups_path: str | Path, text_field: str = "context
     """`same_set_retrieval` over the distinct contexts of each set of a groups file, encoded by `model`.
 
     A text repeated within a set counts once (as in `context_pairs`): its copy would be its nearest row,
-    a hit that measures nothing."""
+    a hit that measures nothing. A file without contexts (an empty dev split: `split.dev_fraction` 0) scores as a
+    split with no same-set pair, queries 0 and acc@1 and mrr NaN (sentence-transformers encodes no text as (0,))."""
     texts, labels = [], []
     for lineno, group in iter_jsonl(groups_path):
         distinct = list(dict.fromkeys(_group_texts(group, text_field, groups_path, lineno)))
         texts += distinct
         labels += [group["set_id"]] * len(distinct)
+    if not texts:
+        return {"contexts": 0, "queries": 0, "acc@1": float("nan"), "mrr": float("nan")}
     emb = model.encode(texts, batch_size=batch_size, convert_to_tensor=True, show_progress_bar=False)
     return {"contexts": len(texts), **same_set_retrieval(emb, labels)}
 

@@ -70,27 +70,31 @@ def block_quantize(weight: np.ndarray, bits: int = BITS, block: int = BLOCK) -> 
 
 def matmul_nbits(src: Path, dst: Path, bits: int = BITS, block: int = BLOCK) -> int:
     """Every MatMul of `src` whose second input is a constant 2-D weight -> MatMulNBits (`block_quantize`,
-    accuracy_level 4: int8 compute); written to `dst`. Returns how many MatMuls were replaced."""
+    accuracy_level 4: int8 compute); written to `dst`. A weight several MatMuls read is quantized once (one packed
+    initializer, not one of the same name per reader). Returns how many MatMuls were replaced."""
     import onnx
     from onnx import helper, numpy_helper
 
     model = onnx.load(str(src))
     graph = model.graph
     weights = {t.name: t for t in graph.initializer if len(t.dims) == 2}
-    nodes, replaced = [], set()
+    nodes, replaced, count = [], {}, 0  # replaced: weight name -> (packed name, scales name, K, N)
     for node in graph.node:
         if node.op_type != "MatMul" or node.input[1] not in weights:
             nodes.append(node)
             continue
-        w = numpy_helper.to_array(weights[node.input[1]])  # (K, N)
-        q, scale = block_quantize(w, bits, block)
-        q_name, s_name = f"{node.input[1]}_q{bits}", f"{node.input[1]}_scales"
-        graph.initializer.extend([numpy_helper.from_array(q, q_name), numpy_helper.from_array(scale, s_name)])
+        if node.input[1] not in replaced:
+            w = numpy_helper.to_array(weights[node.input[1]])  # (K, N)
+            q, scale = block_quantize(w, bits, block)
+            q_name, s_name = f"{node.input[1]}_q{bits}", f"{node.input[1]}_scales"
+            graph.initializer.extend([numpy_helper.from_array(q, q_name), numpy_helper.from_array(scale, s_name)])
+            replaced[node.input[1]] = (q_name, s_name, *w.shape)
+        q_name, s_name, k, n = replaced[node.input[1]]
         nodes.append(helper.make_node(
             "MatMulNBits", [node.input[0], q_name, s_name], list(node.output), name=f"{node.name}_nbits",
-            domain="com.microsoft", K=w.shape[0], N=w.shape[1], bits=bits, block_size=block, accuracy_level=4,
+            domain="com.microsoft", K=k, N=n, bits=bits, block_size=block, accuracy_level=4,
         ))
-        replaced.add(node.input[1])
+        count += 1
     del graph.node[:]
     graph.node.extend(nodes)
     still_read = {name for node in graph.node for name in node.input}
@@ -100,7 +104,7 @@ def matmul_nbits(src: Path, dst: Path, bits: int = BITS, block: int = BLOCK) -> 
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     onnx.save(model, str(dst))
-    return len(replaced)
+    return count
 
 
 def down_projections(path: Path) -> list[str]:
