@@ -14,10 +14,11 @@ requires of a server, with the GET's status and headers and no body):
 Every answer of the app carries `X-Aspire-Generation` (the index generation it was answered from; JSON
 answers also say it as `generation`), `Cache-Control: no-store` and the SECURITY_HEADERS; a request the HTTP
 parser refuses (`aspire.serve.protocol`) is answered with the SECURITY_HEADERS alone.
-Bounds: a request target of at most MAX_TARGET bytes (414), headers of at most MAX_HEADERS bytes
-(431), query strings of at most MAX_QUERY_FIELDS fields of UTF-8 text, no repeated fields, none on the routes
-that take no parameters (/api/info, /api/search, /api/reload); a POST body needs a
-Content-Length (411), at most MAX_BODY bytes (413), JSON (415), complete within `body_timeout`
+Bounds: a request target of at most MAX_TARGET bytes (414; an absolute-form one, `http://host/path`, is taken as
+its path), headers of at most MAX_HEADERS bytes (431), no Transfer-Encoding beside a Content-Length or in an
+HTTP/1.0 request (400, the connection closed), query strings of at most MAX_QUERY_FIELDS fields of UTF-8 text,
+no repeated fields, none on the routes that take no parameters (/api/info, /api/search, /api/reload); a POST
+body needs a Content-Length (411), at most MAX_BODY bytes (413), JSON (415), complete within `body_timeout`
 seconds (408) and not cut short by the client (400). Unexpected failures are logged with their
 traceback (the only tracebacks the server logs) and answered 500.
 """
@@ -29,7 +30,7 @@ import json
 import logging
 import re
 from pathlib import Path
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -60,6 +61,7 @@ BODY_TIMEOUT = 10.0
 CLOSE_AFTER = {400, 408, 411, 413, 415}  # a body may be left unread: the connection is not reused
 GENERATION = "aspire.generation"  # scope key: the generation a route answered from
 _LENGTH = re.compile(r"[0-9]{1,20}")
+_ABSOLUTE = re.compile(rb"https?://([^/]*)(.*)", re.IGNORECASE | re.DOTALL)  # an absolute-form target's authority, path
 
 
 def load_static() -> dict[str, tuple[bytes, str]]:
@@ -219,9 +221,12 @@ def create_app(holder: ServiceHolder, body_timeout: float = BODY_TIMEOUT) -> Fas
 
 
 class Guard:
-    """Outermost ASGI layer: refuses HTTP versions other than 1.0 / 1.1, request targets over
-    MAX_TARGET bytes (414) and headers over MAX_HEADERS bytes (431), adds the common headers and
-    the generation to every answer, and logs an unexpected failure's traceback once."""
+    """Outermost ASGI layer: refuses HTTP versions other than 1.x (400; a later 1.x is read as 1.1, RFC 9110 2.5),
+    request targets over MAX_TARGET bytes (414), headers over MAX_HEADERS bytes (431) and a Transfer-Encoding
+    beside a Content-Length or in an HTTP/1.0 request (400, the connection closed: RFC 9112 6.1); takes an
+    absolute-form target (`GET http://host/api/info`, RFC 9112 3.2.2) as its path, the host its authority, and refuses
+    other targets that do not start with "/" (400; `OPTIONS *` aside); adds the common headers and the generation to
+    every answer, and logs an unexpected failure's traceback once."""
 
     def __init__(self, app, holder: ServiceHolder) -> None:
         self.app = app
@@ -244,12 +249,35 @@ class Guard:
             await send(message)
 
         refused = None
+        version = scope.get("http_version", "")
+        if re.fullmatch(r"1\.[2-9]", version):  # a later HTTP/1 minor version: read as 1.1 (h11 frames it so)
+            scope["http_version"] = "1.1"  # in place, as the rewrites below: the server marks this scope (CLIENT_EOF)
+        names = {k for k, _ in scope.get("headers", [])}  # lower-case (the server's)
+        absolute = _ABSOLUTE.fullmatch(scope.get("raw_path", b""))
         if scope.get("http_version") not in ("1.0", "1.1"):
-            refused = error_response(400, f"unsupported HTTP version {scope.get('http_version', '')[:10]!r}")
+            refused = error_response(400, f"unsupported HTTP version {version[:10]!r}")
         elif len(scope.get("raw_path", b"")) + len(scope.get("query_string", b"")) > MAX_TARGET:
             refused = error_response(414, f"request target longer than {MAX_TARGET} bytes")
         elif sum(len(k) + len(v) + 4 for k, v in scope.get("headers", [])) > MAX_HEADERS:
             refused = error_response(431, f"request headers too long (at most {MAX_HEADERS} bytes)")
+        elif b"transfer-encoding" in names and (b"content-length" in names or scope["http_version"] == "1.0"):
+            # once answered on a connection kept open: the two framings can disagree (request smuggling)
+            refused = error_response(400, "Transfer-Encoding " + ("beside a Content-Length" if b"content-length" in names
+                                                                  else "in an HTTP/1.0 request")
+                                     + ": the body's framing is ambiguous (RFC 9112 6.1)")
+        elif absolute is not None and not absolute.group(1):
+            refused = error_response(400, "the request target is an http URI without a host")
+        elif absolute is not None:  # once 404 "no such route 'http://...'", as http.client sends an absolute URL
+            raw = absolute.group(2) or b"/"
+            headers = [(k, v) for k, v in scope.get("headers", []) if k != b"host"]
+            scope.update(raw_path=raw, path=scope.get("root_path", "") + unquote(raw.decode("ascii")),
+                         headers=[*headers, (b"host", absolute.group(1))])
+        elif not scope.get("raw_path", b"").startswith(b"/") and (scope.get("method"), scope.get("raw_path")) != (
+                "OPTIONS", b"*"):  # once 404 "no such route '/api/info'" for `GET api/info`: a route that exists
+            query = scope.get("query_string", b"")
+            target = (scope.get("raw_path", b"") + (b"?" + query if query else b"")).decode("ascii", "replace")
+            refused = error_response(400, f"request target {target[:40]!r} is neither a path starting with '/' nor "
+                                          "an http URI (RFC 9112 3.2)")
         if refused is not None:
             await refused(scope, receive, send_with_headers)
             return

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
@@ -65,12 +66,16 @@ def _short(value: Any, limit: int = 40) -> str:
 
 
 def _query_int(value: Any) -> Any:
-    """A query-string integer: 1 to MAX_INT_DIGITS ASCII digits, nothing else."""
+    """A query-string integer: 1 to MAX_INT_DIGITS ASCII digits, nothing else; from Python (`find_papers`), an
+    integer, not a bool or a float (`limit=True` was a page of 1, `limit=2.0` one of 2, where a search's `k` is
+    strict)."""
     if isinstance(value, str):
         if not _ASCII_INT.fullmatch(value):
             raise ValueError("not a plain integer")
         return int(value)
-    return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError("not an integer")
+    return int(value)
 
 
 QueryInt = Annotated[int, BeforeValidator(_query_int)]
