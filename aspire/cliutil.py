@@ -130,7 +130,8 @@ def on_cpu(device: str | None) -> bool:
 
 
 def device_name(text: str) -> str:
-    """argparse type: a torch device that exists here (`cpu`, `cuda`, `cuda:1`, `mps`; `cpu:N` is `cpu`)."""
+    """argparse type: a torch device that exists here (`cpu`, `cuda`, `cuda:1`, `mps`, or another type whose torch module
+    says it is available, such as `xpu`; `cpu:N` is `cpu`). A type torch parses but nothing runs on (`meta`) is refused."""
     if text == "cpu":
         return text  # always there: parsing it needs no torch
     import torch
@@ -149,6 +150,13 @@ def device_name(text: str) -> str:
             raise argparse.ArgumentTypeError(f"device {text!r}: only {count} CUDA device(s) here")
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise argparse.ArgumentTypeError(f"device {text!r}: MPS is not available here")
+    if device.type not in ("cuda", "mps"):  # a type torch parses but no model runs on here (meta, xpu without one,
+        # lazy, hpu, ...): it once passed, and the command failed with a traceback after the model had loaded
+        backend = getattr(torch, device.type, None)
+        available = getattr(backend, "is_available", None)
+        if not callable(available) or not available():
+            raise argparse.ArgumentTypeError(f"device {text!r}: no {device.type} device is available here; use cpu, "
+                                             "cuda, cuda:N or mps")
     return text
 
 

@@ -179,7 +179,7 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
             hint = (" (is the title sentence 0? aspire.data.facets.title_labelled(labels, n) labels it)"
                     if len(labels) == n - 1 else "")
             raise ValueError(f"{len(labels)} {side} labels for the matrix's {n} {side} sentences{hint}")
-    rows = np.arange(S) if rows is None else np.asarray(rows, dtype=int).reshape(-1)
+    rows = np.arange(S) if rows is None else _positions(rows, "rows")
     outside = [int(r) for r in rows if not 0 <= r < S]
     if outside:
         raise ValueError(f"rows {outside} are not query sentences of the {S}x{T} matrix (0 to {S - 1})")
@@ -224,6 +224,19 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
     return image
 
 
+def _positions(values, name: str) -> np.ndarray:
+    """`values` as an int array of positions; ValueError for booleans (a mask, e.g. `query_mask`: its True/False once
+    read as positions 1/0) or non-integers (0.7 once read as 0)."""
+    array = np.asarray(values).reshape(-1)
+    if array.dtype == bool:
+        raise ValueError(f"{name} must be integer positions, got a boolean mask; np.flatnonzero(mask) gives its "
+                         "positions")
+    if array.size and not np.issubdtype(array.dtype, np.integer):
+        if not np.issubdtype(array.dtype, np.number) or not np.all(np.isfinite(array)) or np.any(array % 1):
+            raise ValueError(f"{name} must be integer positions, got {array.tolist()!r}")
+    return array.astype(int)
+
+
 def _patch(xy, w, h, **kw):
     from matplotlib.patches import Rectangle
 
@@ -242,8 +255,11 @@ def plot_distances(cost: np.ndarray, query_texts: Sequence[str], cand_texts: Seq
     """
     cost = np.asarray(cost, dtype=float)
     S, T = cost.shape
-    if pair is not None and not (0 <= pair[0] < S and 0 <= pair[1] < T):
-        raise ValueError(f"pair {tuple(pair)} is not a cell of the {S}x{T} distance matrix")
+    if pair is not None:
+        i, j = _positions(pair, "pair") if len(pair) == 2 else (-1, -1)
+        if not (0 <= i < S and 0 <= j < T):
+            raise ValueError(f"pair {tuple(pair)} is not a cell of the {S}x{T} distance matrix")
+        pair = (int(i), int(j))
     fig, ax = _new_ax(ax, (_matrix_width(T), 2.8 + ROW_INCHES * S))
     _matrix(cost, query_texts, cand_texts, ax, cmap="viridis", query_mask=query_mask, fmt=".2f",
             annotate=annotate, title=title, colorbar_label="L2 distance", query_labels=query_labels,
@@ -322,6 +338,8 @@ def plot_ranked_list(hits: Sequence, *, ax=None, max_pairs: int = 2, grades: Map
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < MIN_LIST_WIDTH:
         raise ValueError(f"plot_ranked_list: width must be an integer >= {MIN_LIST_WIDTH} characters, got {width!r}")
+    if isinstance(max_pairs, bool) or not isinstance(max_pairs, int) or max_pairs < 0:  # -1 once cut the last pair
+        raise ValueError(f"plot_ranked_list: max_pairs must be an integer >= 0, got {max_pairs!r}")
     blocks = []
     for hit in hits:
         grade = f"  [grade {grades[hit.paper_id]}]" if grades and hit.paper_id in grades else ""
@@ -356,13 +374,17 @@ def plot_grades_by_rank(rankings: Mapping[str, Sequence[int | None]], *, ax=None
     """Relevance grades down each ranking: one row per ranking (e.g. per query facet), one cell per rank.
 
     `rankings` maps a name to the grades of its ranked papers, best first (None = not graded, drawn
-    blank). Row labels give the number of papers graded >= 2 in the shown ranks. Returns the Figure.
+    blank, as is NaN; a grade outside 0 to `max_grade` raises ValueError). Row labels give the number of papers
+    graded >= 2 in the shown ranks. Returns the Figure.
     """
     names = list(rankings)
     depth = max((len(g) for g in rankings.values()), default=0)
     grid = np.full((len(names), depth), np.nan)
     for r, name in enumerate(names):
         for c, g in enumerate(rankings[name]):
+            if g is not None and g == g and not 0 <= g <= max_grade:  # once drawn in the nearest bound's colour
+                raise ValueError(f"ranking {name!r}: the grade at rank {c + 1} is {g!r}, outside the scale 0 to "
+                                 f"max_grade={max_grade}")
             grid[r, c] = np.nan if g is None else g
     fig, ax = _new_ax(ax, (min(MAX_WIDTH, 4.0 + 0.3 * depth), 1.2 + 0.4 * len(names)))
     image = ax.imshow(np.ma.masked_invalid(grid), cmap="YlOrRd", vmin=0, vmax=max_grade, aspect="auto")

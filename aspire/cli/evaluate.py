@@ -189,6 +189,11 @@ def _pools(parser, args) -> int:
 
     options = _check_pool_args(parser, args)
     metrics = [m for m in args.metrics.split(",") if m]
+    if not metrics:  # `--metrics ,` once ran the model and wrote results of no metric, with status 0
+        parser.error(f"--metrics names no metric (got {args.metrics!r}); e.g. {','.join(POOL_METRICS[:2])}")
+    twice = sorted({m for m in metrics if metrics.count(m) > 1})
+    if twice:  # once two identical columns in the table, results.json and perq.csv
+        parser.error(f"--metrics names {', '.join(twice)} more than once")
     check_metrics(metrics, args.threshold)  # before a model encodes (once: after)
     out = Path(args.out)
     if options is not None and args.exp is None:  # a model run's experiment name, known only now
@@ -301,6 +306,9 @@ def _reviewers(parser, args) -> int:
         refuse_unread(parser, args, ("--weights", *MODEL_FLAGS), "--bm25 without --model ranks by BM25 alone, "
                                                                  "running no model")
     scorers = args.scorer.split(",") if args.scorer else []
+    twice = sorted({s for s in scorers if s and scorers.count(s) > 1})
+    if twice:  # `minl2,minl2` once ran as a fusion of one scorer's scores with itself, named as two
+        parser.error(f"--scorer names {', '.join(twice)} more than once; each fused scorer once")
     if args.weights is not None and len(scorers) < 2:  # one scorer's scores, scaled, rank as they did
         parser.error("--weights weigh the fused scores of several --scorer; one scorer has nothing to weigh: leave it out")
     base = f"{Path(args.model).name}-{'+'.join(scorers)}" if args.model else None

@@ -53,11 +53,35 @@ def _check_not_input(args, out: Path) -> None:
         raise FileExistsError(f"--out {out} would overwrite this command's input {path}; choose another --out")
 
 
+def _input_folder_holding(args, out: Path) -> str | None:
+    """The first input folder of the command (`_inputs`) that holds the existing file `out`, at any depth; None when
+    `out` is no file or lies in none of them."""
+    if not out.is_file():
+        return None
+    where = out.resolve()
+    for path in _inputs(args):
+        if os.path.isdir(path) and Path(path).resolve() in where.parents:
+            return path
+    return None
+
+
+def _is_comparison(path: Path) -> bool:
+    """Whether `path` holds what `evaluate compare` writes ({figure: {..., "per_unit_delta": ...}}): an earlier
+    comparison, which a re-run replaces."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(doc, dict) and bool(doc)
+            and all(isinstance(v, dict) and "per_unit_delta" in v for v in doc.values()))
+
+
 def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> None:
     """Refuse `--out` before any work unless it is new, an empty folder, or a results folder of this command's
     benchmark and experiment (`exp`, where known: re-running replaces it), and never one of the command's inputs.
     `probes`: the commands that are SciRepEval formats (their folders record a `format`, not an experiment).
-    `compare --out` is a JSON file: it may not be one of the compared runs or a folder."""
+    `compare --out` is a JSON file: it may not be a folder, one of the compared runs, or a file that already exists inside
+    an input folder (a compared run's files are read from there) unless it holds an earlier comparison."""
     if not getattr(args, "out", None):
         return
     out = Path(args.out)
@@ -65,6 +89,10 @@ def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> Non
     if args.command == "compare":
         if out.is_dir():
             raise IsADirectoryError(f"--out {out} is a folder; compare writes one JSON file")
+        folder = _input_folder_holding(args, out)
+        if folder is not None and not _is_comparison(out):  # `--out A/results.json` once replaced run A's results
+            raise FileExistsError(f"--out {out} is a file of {folder}, which this command reads; writing it would "
+                                  "replace it: choose a new file, or one outside the compared folders")
         return
     if not os.path.lexists(out) or (out.is_dir() and not any(out.iterdir())):
         return
