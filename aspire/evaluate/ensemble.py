@@ -32,7 +32,7 @@ from aspire.benchmarks.runs import invocation
 from aspire.config import load_config, to_dict
 from aspire.evaluate.fuse import fuse_runs
 from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions, Member
-from aspire.evaluate.suite import RUNNERS
+from aspire.evaluate.suite import RUNNERS, check_settings
 from aspire.io import write_json
 from aspire.paths import DATA
 from aspire.scoring.fusion import METHODS as FUSION_METHODS
@@ -148,9 +148,9 @@ def as_run(config: EnsembleConfig) -> dict:
 def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate: str = "max", cache_dir=None,
                        batch_size: int = 32, device: str | None = None, benchmarks=None) -> dict:
     """Run every member on each registered benchmark (or those of `benchmarks`, as `aspire evaluate suite
-    --benchmarks` names them; an unknown name is a ValueError), fuse them per benchmark by its runner's ensemble
-    hook (`fused_rows`) and write `out/suite.json`; a benchmark where fewer than two members apply is skipped with
-    the reason."""
+    --benchmarks` names them; an unknown name is a ValueError, as is a bad `aggregate` where reviewer matching runs,
+    before any member runs), fuse them per benchmark by its runner's ensemble hook (`fused_rows`) and write
+    `out/suite.json`; a benchmark where fewer than two members apply is skipped with the reason."""
     config = load_ensemble(path)
     data, out = Path(data), Path(out)
     settings = {"aggregate": aggregate}
@@ -159,6 +159,8 @@ def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate
         raise ValueError(f"benchmark(s) {missing} have no runner (aspire.evaluate.suite.RUNNERS)")
     # a name not registered is a ValueError naming it: a misspelt one was left out unsaid (nothing ran, no error)
     wanted = None if benchmarks is None else {get_benchmark(n).name for n in benchmarks}
+    # the aggregate (read by reviewer matching alone) before any member runs, not after CSFCube's members had run
+    check_settings([name for name in BENCHMARKS if wanted is None or name in wanted], aggregate)
     rows: list[dict] = []
     timings, skipped = {}, []
     for name, bench in BENCHMARKS.items():

@@ -13,6 +13,7 @@ queries; anything else is an error naming the query, so nothing is silently drop
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -30,11 +31,19 @@ def read_scored(path: str | Path) -> dict[str, dict[str, float]]:
     a file whose lists disagree with the order they are in is an error.
     """
     raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):  # once an AttributeError naming no file
+        raise ValueError(f"{path}: a ranked file is a JSON object {{query_pid: [[cand_pid, score], ...]}}, got a "
+                         f"JSON {type(raw).__name__}")
     out: dict[str, dict[str, float]] = {}
     for qid, ranked in raw.items():
+        if not isinstance(ranked, list):
+            raise ValueError(f"{path}: query {qid}: its ranking must be a list of [cand_pid, score] pairs, got "
+                             f"{type(ranked).__name__}")
         scores: dict[str, float] = {}
         for entry in ranked:
-            if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], (int, float))):
+            # a boolean is no score (true once read as 1.0), as `aspire.benchmarks.pools.write_trec` refuses it
+            if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], (int, float))
+                    and not isinstance(entry[1], bool)):
                 raise ValueError(f"{path}: query {qid}: entries must be [cand_pid, score] pairs, got {entry!r}")
             cand, score = str(entry[0]), float(entry[1])
             if score != score or score in (float("inf"), float("-inf")):
@@ -64,6 +73,20 @@ def score_direction(lists: Mapping[str, Sequence[float]], name: str) -> int:
     return -1 if rising else 1
 
 
+def check_finite(name: str, qid: str, scores) -> None:
+    """ValueError naming the run `name`, the query and the document when one of `scores` (`(doc, score)` pairs) is
+    not a finite number: `fuse_ranked` would name only its list's position and the document, and a distance run's
+    score negated."""
+    for doc, score in scores:
+        try:
+            finite = not isinstance(score, bool) and math.isfinite(float(score))
+        except (TypeError, ValueError):
+            finite = False
+        if not finite:
+            raise ValueError(f"run {name}: query {qid}: document {doc} has the score {score!r}: fusion needs finite "
+                             "numbers")
+
+
 def fuse_scores(
     runs: Sequence[Mapping[str, Mapping[str, float]]],
     weights: Sequence[float] | None = None,
@@ -88,6 +111,9 @@ def fuse_scores(
             if set(scores) != set(first[qid]):
                 diff = sorted(set(scores) ^ set(first[qid]))[:5]
                 raise ValueError(f"query {qid}: runs {names[0]} and {name} rank different candidates (e.g. {diff})")
+    for name, run in zip(names, runs):
+        for qid, scores in run.items():
+            check_finite(name, qid, scores.items())
     return {qid: fuse_ranked([run[qid] for run in runs], weights, method) for qid in first}
 
 
@@ -154,6 +180,8 @@ def fuse_runs(
     else:
         lists = []
         for name, run in zip(names, runs):
+            for q, ranked in run.items():
+                check_finite(name, q, ranked)
             sign = score_direction({q: [s for _, s in ranked] for q, ranked in run.items()}, name)
             lists.append({q: {doc: sign * s for doc, s in ranked} for q, ranked in run.items()})
     return {q: fuse_ranked([run[q] for run in lists], weights, fusion, rrf_k) for q in runs[0]}
@@ -198,9 +226,11 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     by the CSFCube evaluator (its two-fold protocol, its per-query CSV and results.json), so they compare with the
     benchmark's own folders; `qrels` and `metrics` do not apply to them (ValueError).
 
-    A pools or CSFCube folder's `run.trec` holds each candidate's rank as its score (pool size - rank + 1,
-    `aspire.benchmarks.pools.write_trec`), so `z` / `minmax` fusion of such folders fuses normalised ranks, not
-    the scorers' similarities: `aspire evaluate fuse` (`fuse_pool_set`) fuses their ranked files' scores."""
+    A pools or CSFCube folder's `run.trec` holds the scores of its ranked files (similarities; distances negated),
+    or each candidate's rank as its score (pool size - rank + 1) where a ranked file could not give them
+    (`aspire.benchmarks.pools.write_trec`): `z` / `minmax` fusion then fuses normalised ranks for that folder. A fused
+    CSFCube folder holds its fused ranked files (`test-pid2pool-csfcube-fused-FACET-ranked.json`) and a `run.trec` of
+    the fused scores, as the evaluator's folders do, so it can be fused again."""
     from aspire.benchmarks.metrics import queries_without_relevant
     from aspire.benchmarks.runs import (
         DEFAULT_METRICS,
@@ -250,19 +280,26 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
 
 def _csfcube_fused(fused: Mapping[str, Sequence[tuple[str, float]]], out: Path, info: dict) -> dict:
     """A fused CSFCube run (`PID_FACET` queries) scored and written as the CSFCube evaluator does."""
-    from aspire.benchmarks.csfcube import evaluate_csfcube_rankings, load_csfcube, write_results
+    from aspire.benchmarks.csfcube import NAME, evaluate_csfcube_rankings, load_csfcube, write_results
     from aspire.benchmarks.pools import write_trec
     from aspire.paths import DATA
 
     root = DATA / "csfcube"
     rankings: dict[str, dict[str, list[str]]] = {}
+    scored: dict[str, dict[str, Sequence[tuple[str, float]]]] = {}
     for key, ranked in fused.items():
         pid, _, facet = key.rpartition("_")
         rankings.setdefault(facet, {})[pid] = [doc for doc, _ in ranked]
+        scored.setdefault(facet, {})[pid] = ranked
     results, per_query = evaluate_csfcube_rankings(root, rankings)
     results.update(experiment="fused", threshold_from="the inputs' results.json", **info)
     write_results(out, root, "fused", results, per_query)
-    write_trec(out, load_csfcube(root), rankings, "fused")
+    # the fused ranked files, which `write_trec` reads the scores from: without them run.trec held rank scores, and a
+    # second z / minmax fusion of this folder fused its ranks, not its fused scores
+    pool_set = load_csfcube(root)
+    for facet in pool_set.facets:  # each ranked by now: the evaluator refuses a facet without rankings
+        write_ranked(ranked_path(out, NAME, "fused", facet), scored[facet])
+    write_trec(out, pool_set, rankings, "fused")
     return results
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from aspire.benchmarks import BENCHMARKS, get_benchmark
 from aspire.benchmarks.runs import invocation
 from aspire.evaluate import context2doc_run, csfcube, probes, reviewer_run
-from aspire.evaluate.options import EvalOptions
+from aspire.evaluate.options import EvalOptions, Stages
 from aspire.io import write_json
 from aspire.paths import DATA
 
@@ -65,6 +65,18 @@ def get_runner(name: str) -> Runner:
     return RUNNERS[name]
 
 
+def check_settings(names: Sequence[str], aggregate: str, bm25_alpha: float | None = None) -> None:
+    """ValueError for a bad `aggregate` (where `reviewers` is among the benchmarks `names`: it alone reads it) or a
+    `bm25_alpha` outside [0, 1], before the first benchmark runs: each was refused only by the one benchmark that
+    reads it, after every benchmark before it had run (CSFCube's encoding first)."""
+    if "reviewers" in names:
+        from aspire.benchmarks.reviewers import parse_aggregate
+
+        parse_aggregate(aggregate)
+    if bm25_alpha is not None:
+        Stages(bm25=True, alpha=bm25_alpha).checked(has_model=True)
+
+
 def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggregate: str = "max",
               bm25_alpha: float | None = None, options: EvalOptions | None = None,
               benchmarks: Sequence[str] | None = None) -> dict:
@@ -73,7 +85,8 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
     `skipped` lists it) with `options` and write `out/suite.json`; each benchmark writes its own folder `out/NAME`.
     `bm25_alpha` (the model's weight fused with BM25) needs a lexical benchmark among those run, and `bm25` takes no
     scorer, `bm25_alpha` or model options (ValueError: none would be read); its suite.json records no aggregate and
-    no model options."""
+    no model options. A bad `aggregate` (where reviewer matching runs) or a `bm25_alpha` outside [0, 1] is a ValueError
+    before the first benchmark runs (`check_settings`)."""
     data, out = Path(data), Path(out)
     names = list(BENCHMARKS) if benchmarks is None else list(dict.fromkeys(get_benchmark(n).name for n in benchmarks))
     missing = [n for n in names if n not in RUNNERS]
@@ -91,6 +104,7 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
     options = options or EvalOptions()
     if model != "bm25":  # the options as every runner runs them: the abstract scorer's own encoding, not the default
         options = options.checked(scorer, faceted=True)
+        check_settings(names, aggregate, bm25_alpha)
     settings = {"aggregate": aggregate, "bm25_alpha": bm25_alpha}
     rows: list[dict] = []
     fingerprint = None
