@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from aspire.data.guards import SURROGATE, invisible_text_reason
 from aspire.data.papers import Paper, jsonl_objects, paper_from_record
 from aspire.data.sentences import DEFAULT_SPLITTER, get_splitter
 from aspire.io import read_json, write_json
@@ -171,7 +172,7 @@ def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
     splitter, new = None, 0
     for _, r in kept:
         text = r.get("abstract")
-        if isinstance(text, str) and isinstance(r.get("paper_id"), str):
+        if isinstance(text, str) and isinstance(r.get("paper_id"), str) and not SURROGATE.search(text):
             key = hashlib.sha1(text.encode()).hexdigest()[:12]
             if _cached_sentences(cached.get(r["paper_id"]), key) is None:  # a changed text is split again
                 splitter = splitter or get_splitter()
@@ -187,6 +188,11 @@ def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
     papers, rejected = [], {}
     for n, r in kept:
         try:
+            text = r.get("abstract")
+            if isinstance(text, str) and SURROGATE.search(text):  # not split (nor hashed): it is no Unicode text
+                pid = r.get("paper_id")
+                raise ValueError(f"{path}:{n}{f' (paper_id {pid!r})' if isinstance(pid, (str, int)) else ''}: "
+                                 f"abstract {invisible_text_reason(text)}")
             papers.append(paper_from_record(r, where=f"{path}:{n}"))
         except ValueError as bad:  # one bad record does not stop a run: it is named and counted
             rejected[f"{path}:{n}"] = str(bad)

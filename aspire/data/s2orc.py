@@ -2,7 +2,7 @@
 
 Full text (`pdf_parses.jsonl`, S2ORC's pdf_parse format), one citing paper a line:
     {"paper_id": str,
-     "body_text": [{"text": str, "section": str,
+     "body_text": [{"text": str, "section": str | null,
                     "cite_spans": [{"start": int, "end": int, "text": str, "ref_id": str | null}]}],
      "bib_entries": {ref_id: {"title": str, "link": paper_id | null}}}
 Abstracts table (`abstracts.jsonl`), one paper a line: {"paper_id", "title", "abstract"} where
@@ -280,6 +280,12 @@ def _check_paper(paper: dict, path: Path, lineno: int, first_line: dict[str, int
             raise bad(f"body_text[{i}] lacks 'text'")
         if not isinstance(para["text"], str):
             raise bad(f"paper {pid!r}: body_text[{i}].text must be a string, got {type_name(para['text'])}")
+        if not isinstance(para.get("section"), (str, type(None))):  # written into each context's `source`
+            raise bad(f"paper {pid!r}: body_text[{i}].section must be a string or null, "
+                      f"got {type_name(para['section'])}")
+        for key in ("text", "section"):  # as input A refuses a context or source that is not Unicode text
+            if SURROGATE.search(para.get(key) or ""):
+                raise bad(f"paper {pid!r}: body_text[{i}].{key} {invisible_text_reason(para[key])}")
         cites = para.get("cite_spans", [])
         if not isinstance(cites, list):
             raise bad(f"paper {pid!r}: body_text[{i}].cite_spans must be a list, got {type_name(cites)}")

@@ -44,7 +44,7 @@ from aspire.batch import DocBatch
 from aspire.config import ConfigError, from_dict, to_dict
 from aspire.data.papers import Paper, as_papers
 from aspire.encoders.codes import code_token
-from aspire.encoders.contextual import eval_mode
+from aspire.encoders.contextual import check_batch_size, eval_mode
 from aspire.losses import (
     aligned_sentence_dist,
     in_batch_negative_mask,
@@ -331,6 +331,9 @@ class DocumentModel(nn.Module):
         control code and adapter, as in the saved model (`save_pretrained`), whichever task's batch went through
         the model last; the encoder stays switched to them (each training batch switches to its own)."""
         papers = as_papers(papers)
+        if not papers:  # as `ContextualSentenceEncoder.encode` refuses them (the joining said only "needs a batch")
+            raise ValueError("encode: no papers given")
+        check_batch_size(batch_size)  # 0 was range()'s error, a negative one the joining's
         use_task(self.encoder, self.model_cfg, self.tasks[0])
         device = next(self.parameters()).device
         with eval_mode(self):
@@ -373,6 +376,9 @@ class DocumentModel(nn.Module):
             encoder_loader = ContextualSentenceEncoder.from_pretrained
         model = cls(encoder_loader(str(path)), model_cfg, loss_cfg, abstract_cfg, tasks)
         scorers = path / "scorers.pt"
+        if not scorers.is_file() and model._scorers.state_dict():  # else its scorers' fresh weights, unsaid
+            raise FileNotFoundError(2, f"No such file or directory (the scorers' weights of a kind "
+                                       f"{model_cfg.kind!r} model)", str(scorers))
         if scorers.is_file():
             with damaged_torch_file(lambda reason: f"{scorers}: not the scorers' weights of a kind {model_cfg.kind!r} "
                                                    f"model ({reason})"):

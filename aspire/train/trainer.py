@@ -227,9 +227,10 @@ class Trainer:
                           names=data.names)
 
     def _loader(self, data: TripletDataset, sampler: EpochBatchSampler, seed: int) -> DataLoader:
-        # the loader's own generator keeps worker seeding off the global RNG, so resuming is exact
+        # the loader's own generator keeps worker seeding off the global RNG, so resuming is exact; its seed taken
+        # mod 2**64, the seeds torch takes (unchanged below it), as `EpochBatchSampler` takes its own
         return DataLoader(data, batch_sampler=sampler, collate_fn=self.collate, num_workers=self.tc.num_workers,
-                          generator=torch.Generator().manual_seed(seed))
+                          generator=torch.Generator().manual_seed(seed % 2**64))
 
     def _check_dev_batches(self) -> None:
         """Each dev split (a task's, with tasks) fills one batch, as `dev_loss` takes whole batches only: refused
@@ -263,7 +264,7 @@ class Trainer:
         data = self.dev_data
         losses = []
         with eval_mode(self.model):
-            for t, (_, offset, size) in enumerate(self._dev_parts()):
+            for t, (name, offset, size) in enumerate(self._dev_parts()):
                 sampler = EpochBatchSampler(size, self.tc.batch_size, DEV_SEED, 0,
                                             limit=self.cfg.data.dev_batches or None)
                 shifted = [[offset + i for i in batch] for batch in sampler]
@@ -272,8 +273,9 @@ class Trainer:
                     out = self.model(batch.to(self.device))
                     n = int(out["task_rows"][t])
                     total, count = total + float(out["task_loss"][t]) * n, count + n
-                if count == 0:
-                    raise ValueError("the dev batches hold no triples to select a model by; set data.use_dev=false")
+                if count == 0:  # with tasks, the task's (its name is its dev split's)
+                    split = f"task {name!r}'s dev batches" if name else "the dev batches"
+                    raise ValueError(f"{split} hold no triples to select a model by; set data.use_dev=false")
                 losses.append(total / count)
         if not self.tasks:
             return losses[0]

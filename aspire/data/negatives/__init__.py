@@ -63,7 +63,7 @@ ENCODED = ("nearest", "coverage")  # the methods that need whole-abstract vector
 class HardNegativesConfig:
     method: Literal["citation", "nearest", "random", "coverage", "svd"] = "citation"
     k: int = ranged(10, ge=1)  # negatives kept per paper
-    seed: int = 0  # random, coverage (k-means and draws), svd
+    seed: int = ranged(0, ge=0)  # random, coverage (k-means and draws), svd: any int >= 0
     skip: int = ranged(0, ge=0)  # nearest, svd: the nearest guarded candidates left out first
     margin: float | None = ranged(None)  # nearest, svd: the margin guard (None: off; finite: NaN turned it off unsaid)
     margin_reference: Literal["min", "max"] = "max"  # nearest, svd: the most (or least) similar partner
@@ -83,11 +83,14 @@ METHOD_OPTIONS = {
 
 
 def check_config(cfg: HardNegativesConfig) -> None:
-    """ValueError for an unknown method, or an option set away from its default that the method does not read."""
+    """ValueError for an unknown method, k < 1, skip or seed < 0, or an option set away from its default that the
+    method does not read."""
     if cfg.method not in METHODS:
         raise ValueError(f"unknown hard-negative method {cfg.method!r}; valid: {list(METHODS)}")
     if cfg.k < 1 or cfg.skip < 0:
         raise ValueError(f"k must be at least 1 and skip at least 0, got k={cfg.k}, skip={cfg.skip}")
+    if cfg.seed < 0:  # refused before any paper is encoded (numpy's and scikit-learn's errors came after)
+        raise ValueError(f"seed must be at least 0, got seed={cfg.seed}")
     default = HardNegativesConfig()
     unused = [name for name, methods in METHOD_OPTIONS.items()
               if cfg.method not in methods and getattr(cfg, name) != getattr(default, name)]

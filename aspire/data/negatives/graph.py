@@ -92,7 +92,8 @@ def cocitation_matrix(groups: list[dict], paper_ids: list[str]):
 
 def svd_vectors(matrix, dim: int, seed: int) -> tuple[np.ndarray, dict]:
     """(N, d) float32 paper vectors U·Σ of a truncated SVD of `matrix` (scikit-learn `TruncatedSVD`, randomized,
-    seeded, computed in float32), d = min(dim, N - 1); and a note of d and the variance share it explains.
+    seeded by any `seed` >= 0, taken mod 2**32 as scikit-learn takes seeds, computed in float32), d = min(dim, N - 1);
+    and a note of d and the variance share it explains.
 
     A paper with no link (an all-zero row), or whose row of U·Σ is numerically zero, gets the exact zero vector,
     so `nearest_negatives` lists it among the papers without a vector instead of ranking by noise. Numerically
@@ -106,7 +107,7 @@ def svd_vectors(matrix, dim: int, seed: int) -> tuple[np.ndarray, dict]:
         raise ValueError(f"a truncated SVD needs at least 2 papers, got {n}")
     d = min(dim, n - 1)
     matrix = matrix.astype(np.float32)  # co-citation counts are exact in float32; the tolerance below is float32's
-    svd = TruncatedSVD(n_components=d, algorithm="randomized", n_iter=10, random_state=seed)
+    svd = TruncatedSVD(n_components=d, algorithm="randomized", n_iter=10, random_state=seed % 2**32)
     vectors = svd.fit_transform(matrix).astype(np.float32)
     linked = np.asarray(abs(matrix).sum(axis=1)).ravel() > 0  # (N,) a row with an entry
     tol = float(svd.singular_values_.max()) * max(matrix.shape) * np.finfo(np.float32).eps

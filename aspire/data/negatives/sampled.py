@@ -42,14 +42,15 @@ def random_negatives(partners: dict[str, set[str]], paper_ids: list[str], k: int
 
 def kmeans_clusters(vectors, n_clusters: int, seed: int) -> np.ndarray:
     """(N,) cluster of each row of `vectors` (N, D), by scikit-learn `KMeans` on the unit-normalised
-    vectors (cosine geometry), seeded, 10 initialisations."""
+    vectors (cosine geometry), seeded (any `seed` >= 0: scikit-learn takes it mod 2**32, unchanged below it), 10
+    initialisations."""
     from sklearn.cluster import KMeans
 
     vecs = as_matrix(vectors)
     if not 2 <= n_clusters <= len(vecs):
         raise ValueError(f"coverage needs 2 <= clusters <= papers ({len(vecs)}), got clusters={n_clusters}")
     vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-    return KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit_predict(vecs)
+    return KMeans(n_clusters=n_clusters, n_init=10, random_state=seed % 2**32).fit_predict(vecs)
 
 
 def coverage_negatives(clusters: np.ndarray, partners: dict[str, set[str]], paper_ids: list[str], k: int,
