@@ -562,7 +562,7 @@ def onnx_transformer(model: nn.Module | None, graph: Path, digest: str, quantize
     when the CPU was otherwise idle, 0.7-0.8x while other jobs ran; one row at a time on the 2-thread session
     took 1.1-1.3x. The tag's `/per-row` keeps vectors and indexes made in length groups (tagged without it) apart
     from these."""
-    tag = f"onnx-{graph.stem.split('-', 1)[1]}-{digest}"
+    tag = f"onnx-opset{graph.stem.rpartition('-opset')[2]}-{digest}"  # the name but the fingerprint (`onnx_model_path`)
     if quantize != "int8":
         return OnnxTransformer(model, onnx_session(graph), tag, config)
     fast = OnnxTransformer(model, onnx_session(graph, threads=1), f"{tag}{PER_ROW_TAG}", config,
