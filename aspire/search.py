@@ -190,6 +190,11 @@ class Searcher:
                  cross_encoder=None) -> None:
         self.index, self.cross_encoder = index, cross_encoder
         self.config = checked_search_config(config or index.config.search)
+        if index.whole is None:  # a default that needs whole-abstract vectors: refused now, not at the first query
+            uses = {"first stage 'whole'": "whole" in self.config.stages.split(","),
+                    "re-ranker 'hybrid'": self.config.rerank == "hybrid"}
+            for use in (u for u, on in uses.items() if on):
+                index.whole_vectors(use)  # ValueError naming the fix
         self.encoder = encoder
         if encoder is not None:
             index.check_model(*model_fingerprints(encoder))

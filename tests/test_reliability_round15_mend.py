@@ -158,3 +158,20 @@ def test_float32_storage_keeps_the_large_values_float16_cannot(tmp_path):
     big = _corpus(big=True)
     index = SentenceIndex.build(big, cfg(kind="flat"), "fp")  # float32: nothing to refuse
     assert np.isfinite(np.asarray(index.vectors)).all() and index.n_papers == 6
+
+
+@pytest.mark.parametrize("override, use", [("stages=whole", "first stage 'whole'"), ("rerank=hybrid", "re-ranker 'hybrid'")])
+def test_a_searcher_refuses_a_default_the_index_cannot_serve_when_it_opens(override, use):
+    """`search.stages=whole` (or `rerank=hybrid`) on an index without whole-abstract vectors was taken when the
+    searcher opened, and every query then failed; it is refused at once, naming the fix."""
+    from test_index_stream import cfg, corpus
+
+    from aspire.config import apply_overrides
+    from aspire.index import SentenceIndex
+    from aspire.search import Searcher
+
+    index = SentenceIndex.build(corpus(4, 0), cfg(kind="flat"), "fp")
+    assert index.whole is None
+    with pytest.raises(ValueError, match=f"{use} needs the papers' whole-abstract vectors"):
+        Searcher(index, apply_overrides(index.config.search, [override], "search"))
+    Searcher(index)  # the defaults need none
