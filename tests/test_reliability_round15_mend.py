@@ -175,3 +175,18 @@ def test_a_searcher_refuses_a_default_the_index_cannot_serve_when_it_opens(overr
     with pytest.raises(ValueError, match=f"{use} needs the papers' whole-abstract vectors"):
         Searcher(index, apply_overrides(index.config.search, [override], "search"))
     Searcher(index)  # the defaults need none
+
+
+def test_a_string_abstract_with_a_lone_surrogate_is_a_bad_record_naming_the_paper(tmp_path):
+    """The splitter's tokenizer failed on it first, with a UnicodeEncodeError naming no record (found by the round-16
+    trainer sweep); a list abstract's sentence was already refused so."""
+    from aspire.data.papers import paper_from_record, read_papers
+
+    with pytest.raises(ValueError, match=r"x:2 \(paper_id 'A2'\): abstract holds a lone surrogate U\+D800"):
+        paper_from_record({"paper_id": "A2", "title": "T", "abstract": "Bad \ud800 text. More."}, where="x:2")
+    path = tmp_path / "papers.jsonl"
+    path.write_text('{"paper_id": "A1", "title": "T", "abstract": "Good text. More."}\n'
+                    '{"paper_id": "A2", "title": "T", "abstract": "Bad \\ud800 text."}\n')
+    result = read_papers(path, skip_bad=True)
+    assert [p.paper_id for p in result.papers] == ["A1"]
+    assert [(r.line, r.paper_id) for r in result.rejected] == [(2, "A2")] and "lone surrogate" in result.rejected[0].reason

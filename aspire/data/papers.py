@@ -179,6 +179,8 @@ def _parse_sentences(
         split = splitter()
         if split is None:
             raise _Bad("abstract must be a list of sentences, got a string (this file is read without a splitter)")
+        if SURROGATE.search(abstract):  # before the splitter, whose tokenizer fails on it naming nothing
+            raise _Bad("abstract " + invisible_text_reason(abstract))
         sentences = split.split(abstract)
     elif isinstance(abstract, list):
         for i, sent in enumerate(abstract):
