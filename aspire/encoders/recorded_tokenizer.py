@@ -115,8 +115,9 @@ class RecordedTokenizer:
 
 def record_spec(tokenizer) -> dict | None:
     """What a load record keeps of transformers' fast `tokenizer` to rebuild it as a `RecordedTokenizer`, or None
-    when it cannot: no Rust tokenizer inside, control codes (added tokens beyond the saved vocabulary are fine: the
-    Rust tokenizer holds them), or encodings of `SAMPLE` that differ from transformers' own."""
+    when it cannot: no Rust tokenizer inside, or encodings of `SAMPLE` that differ from transformers' own (added
+    tokens beyond the saved vocabulary are fine: the Rust tokenizer holds them). This function does not look at
+    control codes: `aspire.encoders.backends.write_load_record` records no tokenizer for an encoder with codes."""
     backend = getattr(tokenizer, "_tokenizer", None)
     if not isinstance(backend, tokenizers.Tokenizer):
         return None

@@ -130,7 +130,9 @@ class EvalOptions:
 def scorer_options(scorer: str | None, tau: float | None = None, eps: float | None = None,
                    window: int | None = None) -> dict:
     """The scorer's keyword options from the command line's `--tau`, `--eps` (OT) and `--window`
-    (maxpassage); ValueError when one is given for a scorer (or scorers, comma-separated) it does not fit."""
+    (maxpassage); ValueError for `--window` without maxpassage among the scorers (comma-separated) and for a `--tau`
+    or `--eps` that is not > 0. Whether the scorer reads `--tau` / `--eps` is the command line's check
+    (`aspire.cli.evaluate_options`); here a scorer that does not raises a TypeError when built."""
     names = (scorer or "").split(",")
     if window is not None and "maxpassage" not in names:
         raise ValueError(f"--window goes with --scorer maxpassage, not {scorer!r}")
