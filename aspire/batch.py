@@ -19,7 +19,11 @@ _INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 def _positions(chosen, name: str) -> list[int]:
     """One paper's selection as a list of int positions; ValueError naming the paper for anything else."""
-    if isinstance(chosen, (str, bytes)) or not hasattr(chosen, "__len__"):
+    try:  # a 0-d tensor or array has __len__ but no length: len() raised TypeError, naming no paper
+        sized = not isinstance(chosen, (str, bytes)) and len(chosen) >= 0
+    except TypeError:
+        sized = False
+    if not sized:
         raise ValueError(f"paper {name}: a sentence selection must be a sequence of positions, got {chosen!r}")
     out = []
     for j in chosen:

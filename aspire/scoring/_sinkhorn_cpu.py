@@ -284,9 +284,10 @@ def _iterate(C, ap, bp, Fp, Gp, n_iter, log_mode, until, p, start, check_every, 
         k = min(check_every, until[p] - n_iter[p])  # the log domain checks every check_every iterations
         safe, done = False, k
         if not log_mode[p]:  # the exp domain checks every iteration and absorbs only when it must
-            k = until[p] - n_iter[p]
-            err, done, safe = _exp_chunk(C, ap, bp, Fp, Gp, k, stop_tol, log_limit, K, u, v, Kv, dF, dG,
-                                         not built)
+            # (its own budget: an unsafe chunk is redone as k log-domain iterations, not the rest of the budget
+            # unchecked, which ran a problem that converged in 10 log iterations to `until`)
+            err, done, safe = _exp_chunk(C, ap, bp, Fp, Gp, until[p] - n_iter[p], stop_tol, log_limit, K, u, v, Kv,
+                                         dF, dG, not built)
             built = False
             log_mode[p] = not safe  # unsafe: redo this chunk in the log domain, and stay there
         in_exp = safe

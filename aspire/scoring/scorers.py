@@ -35,6 +35,7 @@ from aspire.scoring.distance import (
 )
 from aspire.scoring.passage import MaxPassageScorer
 from aspire.scoring.sinkhorn import GRAD_MODES, sinkhorn
+from aspire.scoring.vector import _unit
 
 
 def _all_pairs(q_mask: Tensor, c_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -168,8 +169,10 @@ def ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, ta
              eps: float = 0.05, **sinkhorn_kw) -> OTMatch:
     """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T).
 
-    `sinkhorn_kw` go to `aspire.scoring.sinkhorn` (tol, max_iter, check_every, grad).
+    `sinkhorn_kw` go to `aspire.scoring.sinkhorn` (tol, max_iter, check_every, grad). tau and eps must be > 0, as
+    `OTScorer` has them (ValueError).
     """
+    _check_temperatures(tau, eps)
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=False)
     cost = cross_l2_cost(_work_vectors(q_emb, q_mask), _work_vectors(c_emb, c_mask))
     return _ot_from_cost(cost, *_all_pairs(q_mask, c_mask), tau, eps, out_dtype=q_emb.dtype, **sinkhorn_kw)
@@ -182,7 +185,9 @@ def pairwise_ot_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tens
     On a CPU without a tape (float32 / float64) the batches are read as stores of rows (`distance.as_store`) by
     `gathered_ot_match`'s compiled pass (the cost, then 0 on padding, and the weights' minima in one pass over the
     vectors); elsewhere `l2_cost` gives the cost, differentiable. The two agree to float rounding, and on both the
-    returned `cost` is 0 where either sentence is masked (the plan carries no mass there)."""
+    returned `cost` is 0 where either sentence is masked (the plan carries no mass there). tau and eps must be > 0,
+    as `OTScorer` has them (ValueError)."""
+    _check_temperatures(tau, eps)
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=True)
     if compiled_cost(q_emb, c_emb):
         return gathered_ot_match(*as_store(q_emb, q_mask), *as_store(c_emb, c_mask), tau=tau, eps=eps, **sinkhorn_kw)
@@ -199,8 +204,10 @@ def gathered_ot_match(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_ro
 
     The cost and the weights' minima come from one pass over the stored rows (`aspire.scoring.distance`; on a CPU
     without a tape the compiled pass also makes them the weights, `gathered_l2_weights`); the result equals
-    `pairwise_ot_match`'s to float rounding, `cost` too (0 where either sentence is padding, on both).
+    `pairwise_ot_match`'s to float rounding, `cost` too (0 where either sentence is padding, on both). tau and eps
+    must be > 0, as `OTScorer` has them (ValueError).
     """
+    _check_temperatures(tau, eps)
     q_mask, c_mask = q_rows >= 0, c_rows >= 0
     _check_inputs(q_vectors, q_mask, c_vectors, c_mask)
     if compiled_weights(q_vectors, c_vectors, tau):
@@ -243,7 +250,8 @@ def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: floa
 
 
 def attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0) -> AttentionMatch:
-    """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T)."""
+    """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T); tau > 0."""
+    _positive("tau", tau)
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=False)
     cost = cross_l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask))
     return _attention_from_cost(cost, *_all_pairs(q_mask, c_mask), tau)
@@ -251,7 +259,8 @@ def attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor
 
 def pairwise_attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *,
                              tau: float = 1.0) -> AttentionMatch:
-    """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T)."""
+    """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T); tau > 0."""
+    _positive("tau", tau)
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=True)
     return _attention_from_cost(l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask)), q_mask, c_mask, tau)
 
@@ -286,6 +295,14 @@ def _positive(name: str, value: float) -> float:
     if not value > 0:
         raise ValueError(f"{name} must be > 0, got {value}")
     return value
+
+
+def _check_temperatures(tau: float, eps: float) -> None:
+    """The OT functions' tau and eps, as `OTScorer` checks them (`_positive`): called directly, a negative tau weighed
+    the farthest sentences most, silently (and on the compiled path too: its weights' pass is skipped for tau <= 0),
+    a zero tau failed as NaN weights in Sinkhorn's mass check, naming no option."""
+    _positive("tau", tau)
+    _positive("eps", eps)
 
 
 def _count(name: str, value: int) -> int:
@@ -424,10 +441,10 @@ class HybridScorer(_Scorer):
         _check_inputs(queries.emb, queries.mask, cands.emb, cands.mask, aligned=pairwise)
         out = {}
         if "whole" in needed or "facet" in needed:
-            c_whole = torch.nn.functional.normalize(_whole(cands, "candidate"), dim=-1)
+            c_whole = _unit(_whole(cands, "candidate"))
             for term, q in (("whole", lambda: _whole(queries, "query")), ("facet", lambda: _pooled(queries))):
                 if term in needed:
-                    qv = torch.nn.functional.normalize(q(), dim=-1)
+                    qv = _unit(q())
                     out[term] = (qv * c_whole).sum(-1) if pairwise else qv @ c_whole.T
         if "minl2" in needed:
             fn = pairwise_minl2_match if pairwise else minl2_match

@@ -60,6 +60,7 @@ and value are rebuilt from the compiled forward's float64 potentials, as the no-
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from dataclasses import dataclass, fields
 
@@ -152,8 +153,8 @@ def sinkhorn(
     _check_args(cost, a, b, eps, tol, max_iter, check_every, grad)
     if newton_after == "auto":
         newton_after = NEWTON_AFTER["compiled" if cost.device.type == "cpu" else "batched"]
-    if newton_after is not None and (isinstance(newton_after, str) or newton_after < 1):
-        raise ValueError(f"newton_after must be >= 1, None or 'auto', got {newton_after!r}")
+    if newton_after is not None and not _is_count(newton_after):
+        raise ValueError(f"newton_after must be an integer >= 1, None or 'auto', got {newton_after!r}")
     if cost.dtype in _HALF:  # 8-11 bit mantissas cannot carry the iterations: solve in float32
         _check_weights(cost, a, b)  # the masses as given (b is scaled to a's below)
         a32, b32 = a.float(), b.float()
@@ -249,9 +250,16 @@ def _check_args(cost, a, b, eps, tol, max_iter, check_every, grad) -> None:
         )
     if not cost.is_floating_point() or a.dtype != cost.dtype or b.dtype != cost.dtype:
         raise ValueError(f"cost, a, b must share one float dtype; got {cost.dtype}, {a.dtype}, {b.dtype}")
-    if not eps > 0 or not tol > 0 or max_iter < 1 or check_every < 1:
-        raise ValueError(f"need eps > 0, tol > 0, max_iter >= 1, check_every >= 1; got {eps}, {tol}, "
-                         f"{max_iter}, {check_every}")
+    if not eps > 0 or not tol > 0 or not _is_count(max_iter) or not _is_count(check_every):
+        raise ValueError(f"need eps > 0, tol > 0, integers max_iter >= 1, check_every >= 1; got {eps}, {tol}, "
+                         f"{max_iter!r}, {check_every!r}")
+
+
+def _is_count(value) -> bool:
+    """Whether `value` is an integer >= 1 (not a bool): a fractional max_iter or check_every ran a truncated budget on
+    the compiled path (max_iter=10.5 stopped at 10, warned as a precision floor) and failed with a TypeError naming no
+    option under a tape."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 1
 
 
 def _mass_rtol(dtype: torch.dtype) -> float:

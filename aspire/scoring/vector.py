@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from aspire.batch import DocBatch
+from aspire.scoring.distance import widened
 
 
 def _check_vectors(a: DocBatch, b: DocBatch) -> None:
@@ -17,21 +18,27 @@ def _check_vectors(a: DocBatch, b: DocBatch) -> None:
                          f"{b.emb.shape[-1]}-d {b.emb.dtype}: encode both with one model, in one dtype")
 
 
+def _unit(x: Tensor) -> Tensor:
+    """x (..., D) over its L2 norm, 0 where that is 0, in x's dtype: normalised in float32 for float16 / bfloat16
+    (F.normalize's floor of 1e-12 rounds to 0 in float16, so a zero vector came out NaN there, 0 in float32)."""
+    return F.normalize(widened(x), dim=-1).to(x.dtype)
+
+
 class VectorCosine:
     """Cosine of single-vector papers (B, 1, D): `score` all pairs (Bq, Bc), `pairwise_score` aligned pairs (B,);
     similarities, higher is better; `dist` / `pairwise_dist` are 1 - cosine."""
 
     def score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
         _check_vectors(queries, cands)
-        q = F.normalize(queries.emb[:, 0], dim=-1)  # (Bq, D)
-        c = F.normalize(cands.emb[:, 0], dim=-1)  # (Bc, D)
+        q = _unit(queries.emb[:, 0])  # (Bq, D)
+        c = _unit(cands.emb[:, 0])  # (Bc, D)
         return q @ c.T  # (Bq, Bc)
 
     def pairwise_score(self, a: DocBatch, b: DocBatch) -> Tensor:
         if len(a) != len(b):  # else one paper against B would broadcast into B "aligned" scores
             raise ValueError(f"pairwise scoring needs equal batch sizes, got {len(a)} and {len(b)}")
         _check_vectors(a, b)
-        return (F.normalize(a.emb[:, 0], dim=-1) * F.normalize(b.emb[:, 0], dim=-1)).sum(dim=-1)  # (B,)
+        return (_unit(a.emb[:, 0]) * _unit(b.emb[:, 0])).sum(dim=-1)  # (B,)
 
     def dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
         return 1 - self.score(queries, cands)
