@@ -190,3 +190,24 @@ def test_a_string_abstract_with_a_lone_surrogate_is_a_bad_record_naming_the_pape
     result = read_papers(path, skip_bad=True)
     assert [p.paper_id for p in result.papers] == ["A1"]
     assert [(r.line, r.paper_id) for r in result.rejected] == [(2, "A2")] and "lone surrogate" in result.rejected[0].reason
+
+
+def test_csfcube_scored_from_ranked_files_writes_its_trec_run(shared_data, tmp_path):
+    """`aspire evaluate csfcube --ranked DIR` wrote results.json and the per-query CSV but no run.trec or qrels.trec,
+    so `fuse-runs` over it failed ("run file not found"), while every other CSFCube run writes them (found by the
+    round-17 docs sweep)."""
+    from aspire.benchmarks.runs import read_run
+    from aspire.cli.evaluate import main
+
+    ranked = shared_data / "csfcube" / "sample_ranked_pools"
+    out = tmp_path / "specter"
+    assert main(["csfcube", "--data", str(shared_data / "csfcube"), "--ranked", str(ranked), "--exp", "specter",
+                 "--out", str(out)]) == 0
+    run = read_run(out / "run.trec")
+    assert (out / "qrels.trec").is_file() and len(run) == 50
+    first = json.loads((ranked / "test-pid2pool-csfcube-specter-background-ranked.json").read_text())
+    qid, ranking = next(iter(first.items()))
+    key = next(k for k in run if k.startswith(qid))
+    scores = dict(ranking)  # SPECTER's distances, rising: the run holds them negated, falling
+    assert [c for c, _ in run[key]] == [c for c, _ in ranking if c in dict(run[key])]
+    assert all(abs(-s - scores[c]) < 1e-4 for c, s in run[key])  # the ranked file's scores, not rank scores

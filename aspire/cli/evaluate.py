@@ -128,8 +128,12 @@ def _csfcube(parser, args) -> int:
     options = _check_pool_args(parser, args)
     out = Path(args.out)
     if options is None:
+        from aspire.benchmarks.pools import read_ranked_pool_set, write_trec
+
         results, per_query = csfcube.evaluate_ranked_dir(args.data, args.ranked, args.exp)
         csfcube.write_results(out, args.data, args.exp, results, per_query)
+        pool_set = csfcube.load_csfcube(args.data)  # the TREC run and qrels every CSFCube run writes (fuse-runs reads them)
+        write_trec(out, pool_set, read_ranked_pool_set(pool_set, args.ranked, args.exp), args.exp, scores_from=args.ranked)
     else:
         from aspire.evaluate.csfcube import run_csfcube
         from aspire.evaluate.options import default_exp
