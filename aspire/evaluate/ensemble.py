@@ -17,7 +17,8 @@ runs are then fused with `aspire.evaluate.fuse.fuse_runs` (the search pipeline's
 ensemble hook of its runner (`aspire.evaluate.suite.RUNNERS`):
 CSFCube per facet and query over the pool, reviewer matching per draw and reviewer over the rated
 submissions, context2doc per query over all candidates. A `bm25` member takes part in context2doc only
-(CSFCube and reviewer matching have no text queries for it); each row's note names the members fused.
+(the one benchmark whose ensemble runner is lexical; CSFCube's and reviewer matching's BM25 are stages of their
+own commands, `--bm25`, not ensemble members); each row's note names the members fused.
 """
 
 from __future__ import annotations
