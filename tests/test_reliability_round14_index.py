@@ -49,7 +49,9 @@ def test_add_checks_the_new_vectors_for_nan_once(monkeypatch, kind):
     more = corpus([f"q{i}" for i in range(20)], 2)
     checked = count_checked_rows(monkeypatch)
     index.add(more, "fp")
-    assert checked[0] == len(more.vectors)  # the store's own pass and then add_vectors' made it twice
+    # the sentence vectors once (the store's own pass and then add_vectors' made it twice), and since round 15 the
+    # whole-abstract vectors once as stored (`store.unstorable`; never checked before)
+    assert checked[0] == len(more.vectors) + len(more.whole)
     assert index.faiss_index.ntotal == index.n_sentences == len(index.vectors)
 
 
@@ -76,7 +78,8 @@ def test_streamed_merge_checks_each_batch_once_and_names_a_nonfinite_paper(tmp_p
                         {"shard": s, "num_shards": 2, "model_name": "m", "model_fingerprint": "fp"})
     checked = count_checked_rows(monkeypatch)
     merge_streaming(tmp_path / "shards", tmp_path / "index", config("flat"))
-    assert checked[0] == sum(len(p.vectors) for p in parts)  # each batch was checked by the merge, then by faiss's add
+    # each batch once (it was checked by the merge, then by faiss's add), and each shard's whole vectors once as stored
+    assert checked[0] == sum(len(p.vectors) + len(p.whole) for p in parts)
     bad = corpus(["d", "e"], 2)
     bad.vectors[-1, 0] = np.inf
     bad.save_shard(tmp_path / "shards" / "shard-00001-of-00002",
