@@ -24,13 +24,17 @@ CONFIG_NAMING = ("_name_or_path", "transformers_version", "architectures", "_com
 ADAPTER_BOOKKEEPING = ("base_model_name_or_path", "revision", "peft_version", "inference_mode", "auto_mapping")
 
 ENCODING_CONFIG = (  # the fields of encoder configs (BERT, RoBERTa, MPNet, DeBERTa, DistilBERT, ELECTRA, ModernBERT)
-    "model_type", "hidden_act", "activation", "hidden_size", "dim", "hidden_dim", "embedding_size",
+    "model_type", "hidden_act", "hidden_activation", "activation", "hidden_size", "dim", "hidden_dim", "embedding_size",
     "intermediate_size", "num_hidden_layers", "n_layers", "num_attention_heads", "n_heads", "num_key_value_heads",
     "head_dim", "layer_norm_eps", "norm_eps", "max_position_embeddings", "position_embedding_type",
     "sinusoidal_pos_embds", "type_vocab_size", "vocab_size", "pad_token_id", "relative_attention",
     "relative_attention_num_buckets", "max_relative_positions", "position_buckets", "pos_att_type",
     "position_biased_input", "is_decoder", "global_attn_every_n_layers", "local_attention", "rope_theta", "global_rope_theta",
-    "local_rope_theta", "attention_bias", "mlp_bias", "norm_bias")
+    "local_rope_theta", "attention_bias", "mlp_bias", "norm_bias",
+    # transformers 5 reads ModernBERT's activation, its layers' attention (local or global) and rotary bases from
+    # these (`global_attn_every_n_layers` and the `*_rope_theta` fields become `layer_types` and `rope_parameters`),
+    # DeBERTa-v2's convolution its activation: none of them is a weight
+    "layer_types", "rope_parameters", "conv_act")
 ADAPTER_SETTINGS = (  # what a peft adapter computes with its weights (LoRA's scale alpha / r, rsLoRA, DoRA, IA3)
     "peft_type", "r", "lora_alpha", "use_rslora", "use_dora", "lora_bias", "bias", "fan_in_fan_out",
     "target_modules", "exclude_modules", "feedforward_modules", "modules_to_save", "layers_to_transform",

@@ -24,12 +24,19 @@ what differs, before anything is encoded: a user's shards are never re-encoded o
 `merge` checks the same across the shards, and that their slices neither overlap nor leave records out.
 `merge` streams (`aspire.index.stream`): it never holds all the shards' vectors at once, so the merge
 machine needs memory for the faiss index and the training sample, not for the corpus.
+
+Shards finished before fingerprint version 2 (`aspire.encoders.identity`) record the model's version-1 fingerprint.
+A re-run by a model whose version-1 fingerprint is theirs keeps them, with a warning, and records that fingerprint
+in the shards it writes, so the merged index is one of version 1 (searched by the model with a warning,
+`SentenceIndex.check_model`), as papers `add`ed to such an index keep its fingerprint; they were once refused as
+another model's, and every finished shard had to be encoded again.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -38,11 +45,12 @@ import torch.distributed as dist
 
 from aspire.checksum import file_sha256
 from aspire.data.papers import Paper
+from aspire.encoders.identity import fingerprint_version
 from aspire.index.build import require_papers
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.corpus import EncodedCorpus, encode_corpus, read_corpus, read_shard_meta
 from aspire.index.disk import SHARD_META, index_entries
-from aspire.index.store import SentenceIndex, encoder_include_title, model_fingerprint
+from aspire.index.store import SentenceIndex, encoder_include_title, model_fingerprint, model_fingerprints
 from aspire.index.stream import SHARD_DIR, SHARD_RECORD, merge_streaming, plan_shards
 
 log = logging.getLogger(__name__)
@@ -65,13 +73,13 @@ def shard_slice(shard: int, n_shards: int, n: int) -> tuple[int, int]:
 
 
 def shard_record(encoder, corpus_path: str | Path, config: IndexBuildConfig, n_papers: int,
-                 model_name: str = "") -> dict:
+                 model_name: str = "", fingerprint: str | None = None) -> dict:
     """What every shard of this encoding records in its shard.json (`aspire.index.stream.SHARD_RECORD`), its slice
     aside: the model (and its `include_title`, which the merged index records), the backend and precision
     (`config.encode`'s), the corpus file (resolved path, size, SHA-256), the reading limits and `corpus_papers`, the
-    number of readable records `n_papers` the slices cut."""
+    number of readable records `n_papers` the slices cut. `fingerprint`: the encoder's, when the caller has it."""
     path = Path(corpus_path).resolve()
-    return {"model_name": model_name, "model_fingerprint": model_fingerprint(encoder),
+    return {"model_name": model_name, "model_fingerprint": fingerprint or model_fingerprint(encoder),
             "include_title": encoder_include_title(encoder),
             "backend": config.encode.backend, "quantize": config.encode.quantize,
             "corpus": str(path), "corpus_bytes": path.stat().st_size, "corpus_sha256": file_sha256(path),
@@ -105,6 +113,31 @@ def check_shards_dir(shards_dir: str | Path, merge_into: str | Path | None = Non
                          "folder of their own: give another --shards folder")
     if merge_into is not None and Path(merge_into).resolve() == shards_dir.resolve():
         raise ValueError(f"--merge-into {merge_into} is the --shards folder; the index needs a folder of its own")
+
+
+def version_1_record(shards_dir: str | Path, n_shards: int, record: dict, legacy: str | None) -> dict:
+    """`record` (this run's `shard_record`), or, when `shards_dir` holds finished shards of this sharding recorded
+    under a version-1 fingerprint that is this run's model's (`legacy`, `model_fingerprints`), `record` with that
+    fingerprint (a warning says so): `finished_shards` then keeps those shards and this run's shards record it too,
+    so that the merge sees one model. Shards of another model or sharding are left to `finished_shards` to name."""
+    if legacy is None or fingerprint_version(legacy) != 1 or record["model_fingerprint"] == legacy:
+        return record
+    shards_dir = Path(shards_dir)
+    kept = []
+    for path in sorted(shards_dir.iterdir()) if shards_dir.is_dir() else []:
+        match = SHARD_DIR.match(path.name)
+        if (match and int(match[2]) == n_shards and int(match[1]) < n_shards and (path / SHARD_META).is_file()
+                and read_shard_meta(path).get("model_fingerprint") == legacy):
+            kept.append(path.name)
+    if not kept:
+        return record
+    warnings.warn(f"{shards_dir}: {', '.join(kept[:3])}{f' and {len(kept) - 3} more' if len(kept) > 3 else ''} "
+                  f"recorded model {record['model_name']!r} under its version-1 fingerprint ({legacy}), which this "
+                  "run's model matches in weights and settings: they are kept and this run's shards record it too, "
+                  "so the merged index is one of version 1, searched with a warning (that version does not cover the "
+                  "model config, adapter settings and vocabulary); encode into a new --shards folder to have them "
+                  "checked", stacklevel=2)
+    return {**record, "model_fingerprint": legacy}
 
 
 def finished_shards(shards_dir: str | Path, n_shards: int, record: dict) -> set[int]:
@@ -181,7 +214,9 @@ def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path
         encoder = load_encoder(model, **options)
         if torch.cuda.is_available() and options.get("backend", "torch") == "torch":
             encoder.to(torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))))
-        record = shard_record(encoder, corpus_path, config, len(read[0]), model)
+        fingerprint, legacy = model_fingerprints(encoder)  # one pass over the weights
+        record = shard_record(encoder, corpus_path, config, len(read[0]), model, fingerprint)
+        record = version_1_record(shards_dir, n_shards, record, legacy)  # shards finished before version 2
         finished = finished_shards(shards_dir, n_shards, record)
         paths = []
         for shard in range(rank, n_shards, world):
