@@ -105,7 +105,7 @@ def test_an_index_built_under_version_1_is_searched_by_its_model_with_a_warning(
     encoder = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
     fingerprint, legacy = encoder.fingerprints()
     index = _index(encoder, legacy, tmp_path)
-    with pytest.warns(UserWarning, match="version-1 fingerprint .* rebuild the index"):
+    with pytest.warns(UserWarning, match="version-1 fingerprint .* rebuild it to have them checked"):
         Searcher(index, encoder=encoder)
     other = _index(encoder, "0123456789abcdef", tmp_path)  # another model's version-1 fingerprint
     with pytest.raises(ModelMismatchError):
@@ -138,3 +138,28 @@ def test_a_fast_encoder_from_its_load_record_keeps_both_fingerprints(tiny_model_
     assert again.model.exact is None  # from the record: nothing to hash
     assert again.fingerprints() == first.fingerprints()
     assert fingerprint_version(again.fingerprint()) == 2 and fingerprint_version(again.fingerprints()[1]) == 1
+
+
+def test_loading_a_version_1_index_takes_the_version_1_fingerprint_and_a_mismatch_names_it(tiny_model_dir, tmp_path):
+    """`SentenceIndex.load(model_fingerprint=...)` compared strictly (a version-1 index refused its own model), and a
+    mismatch on a version-1 index named the encoder's version-2 fingerprint, which can never equal it (found by the
+    round-17 review)."""
+    encoder = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
+    fingerprint, legacy = encoder.fingerprints()
+    _index(encoder, legacy, tmp_path).save(tmp_path / "idx")
+    with pytest.warns(UserWarning, match="version-1 fingerprint"):
+        SentenceIndex.load(tmp_path / "idx", model_fingerprint=fingerprint, legacy=legacy)
+    with pytest.raises(ModelMismatchError, match=r"has fingerprint '1111111111111111 \(version 1; v2-0{16} now\)'"):
+        SentenceIndex.load(tmp_path / "idx").check_model("v2-" + "0" * 16, "1" * 16)
+
+
+def test_a_fast_encoder_whose_settings_change_has_one_fingerprint_however_it_was_loaded(tiny_model_dir, cache):
+    """Built from the torch model, a fast encoder hashed its weights and new settings; loaded from its load record,
+    the recorded fingerprint and the new settings: one encoder, two fingerprints once `max_length` changed."""
+    first = load_encoder(tiny_model_dir, backend="onnx", max_length=96)
+    again = load_encoder(tiny_model_dir, backend="onnx", max_length=96)
+    assert first.model.exact is not None and again.model.exact is None
+    assert first.fingerprints() == again.fingerprints()
+    first.max_length = again.max_length = 64
+    assert first.fingerprints() == again.fingerprints() and first.fingerprint() != load_encoder(
+        tiny_model_dir, backend="onnx", max_length=96).fingerprint()

@@ -656,6 +656,9 @@ def load_encoder(
         path = cached_onnx_model(exact, quantize)
         fast = onnx_transformer(exact.model, path, file_digest(path), quantize)
     encoder = InferenceEncoder(fast, exact.tokenizer, name=exact.name, **exact.settings())
-    if record is not None:
+    if record is not None:  # the fingerprints as the record keeps them: once its settings change (another code, a
+        # `max_length`), this encoder and one loaded from the record hash them alike (they once differed)
+        encoder.recorded_fingerprint, encoder.recorded_legacy = encoder.fingerprints()
+        encoder.recorded_settings = encoder.settings()
         write_load_record(record, encoder, exact, path, dirs[1])
     return encoder

@@ -290,15 +290,7 @@ class SentenceIndex:
         encoder's version-1 fingerprint (`ContextualSentenceEncoder.fingerprints`), which an index built before
         fingerprint version 2 records: it is taken with a warning, as that version does not cover the model config,
         the adapter's settings and the vocabulary."""
-        if model_fingerprint == self.model_fingerprint:
-            return
-        if legacy is not None and legacy == self.model_fingerprint and fingerprint_version(self.model_fingerprint) == 1:
-            warnings.warn(f"the index was built with model {self.model_name!r} under a version-1 fingerprint "
-                          f"({legacy}), which the encoder in use matches in weights and settings; that version does "
-                          "not cover the model config, adapter settings and vocabulary: rebuild the index to have "
-                          "them checked", stacklevel=2)
-            return
-        raise model_mismatch("the index", self.model_name, self.model_fingerprint, model_fingerprint)
+        check_fingerprint("the index", self.model_name, self.model_fingerprint, model_fingerprint, legacy)
 
     @property
     def row_papers(self) -> np.ndarray:
@@ -448,19 +440,20 @@ class SentenceIndex:
 
     @classmethod
     def load(cls, root: str | Path, model_fingerprint: str | None = None, mmap: bool = True,
-             verify: bool = False, texts: str = "auto") -> "SentenceIndex":
+             verify: bool = False, texts: str = "auto", legacy: str | None = None) -> "SentenceIndex":
         """Load the live index under `root`; exact vectors are memory-mapped when `mmap`, sentence texts
         read from disk when needed with `texts="disk"` (`"auto"`: for a papers file over 64 MiB).
 
         Raises IndexFormatError for a missing/incomplete/corrupted/incompatible index (`verify`: check
         every file's checksum, see `read_manifest`) and ModelMismatchError when `model_fingerprint`
-        is given and differs from the one the index was built with.
+        is given and differs from the one the index was built with (`legacy`: the encoder's version-1 fingerprint,
+        for an index built before version 2, as `check_model` takes it).
         """
         manifest = cls.read_manifest(root, verify=verify)
         gen = Path(manifest["path"])
-        if model_fingerprint is not None and model_fingerprint != manifest["model_fingerprint"]:
-            raise model_mismatch(f"index {root}", manifest["model_name"], manifest["model_fingerprint"],
-                                 model_fingerprint)
+        if model_fingerprint is not None:
+            check_fingerprint(f"index {root}", manifest["model_name"], manifest["model_fingerprint"],
+                              model_fingerprint, legacy)
         if not isinstance(manifest.get("include_title", False), bool):
             raise IndexFormatError(f"{gen}/manifest.json: include_title is {manifest['include_title']!r}, not true or false")
         config = load_config(IndexBuildConfig, gen / "config.yaml")
@@ -565,6 +558,22 @@ def encoder_include_title(encoder) -> bool:
     """Whether `encoder` makes a paper's title its sentence 0 (`include_title`; an encoder without the setting
     does not), as `aspire.index.corpus.encode_corpus` reads it: what an index built with it records."""
     return bool(getattr(encoder, "include_title", False))
+
+
+def check_fingerprint(what: str, name: str, built: str, used: str, legacy: str | None = None) -> None:
+    """Raise ModelMismatchError unless the encoder with fingerprint `used` (and version-1 fingerprint `legacy`) made
+    `what`, recorded as model `name` with fingerprint `built`. A version-1 `built` (`fingerprint_version`) is matched
+    by `legacy`, with a warning, and a mismatch then names the encoder's version-1 fingerprint, the one comparable."""
+    if used == built:
+        return
+    if fingerprint_version(built) == 1 and legacy is not None:
+        if legacy == built:
+            warnings.warn(f"{what} was built with model {name!r} under a version-1 fingerprint ({legacy}), which the "
+                          "encoder in use matches in weights and settings; that version does not cover the model "
+                          "config, adapter settings and vocabulary: rebuild it to have them checked", stacklevel=3)
+            return
+        used = f"{legacy} (version 1; {used} now)"
+    raise model_mismatch(what, name, built, used)
 
 
 def unstorable(paper_ids: Sequence[str], offsets: np.ndarray, source: np.ndarray, stored: np.ndarray,
