@@ -1,5 +1,6 @@
 """Benchmark: a full CSFCube evaluation of one model — encode the 4,205 abstracts (no cache), rank all
-150 facet pools with each scorer, compute the metrics — and the time split between those stages.
+50 facet pools (16 background, 17 method, 17 result) with each scorer, compute the metrics — and the time split
+between those stages.
 
     python experiments/bench_evaluate.py --model minilm --scorers minl2 ot attention
 

@@ -1,14 +1,15 @@
 """Known answers after a change of layout: rerun the published figures and the committed suite rows, side by side.
 
-    python experiments/check_known_answers.py [--out runs/known-answers] [--quick]
+    python experiments/check_known_answers.py [--out runs/known-answers] [--quick] [--results FILE]
 
 Runs, through the `aspire` command a user runs, the figures the project must keep exactly: SPECTER's CSFCube
 pools (34.23 / 53.28), the reviewer set's published predictions (SPECTER 0.2689, ELMo 0.3447), and the suite
 rows of minilm with the `abstract`, `minl2` and `ot` scorers, BM25 alone and the whole-abstract vector fused with
 BM25 on context2doc (each compared with its committed file under `experiments/results/suite/`). `--quick` runs
-only those needing no encoder. Prints a table (expected, now, difference) and writes it to
-`experiments/results/known_answers.json`; exit status 1 if any figure differs by more than 5e-5. A figure an
-intended change of numerics moved is expected at its new value (`MOVED`, each with its measurement).
+only those needing no encoder. Prints a table (expected, now, difference) and writes it to `--results`: by default
+`experiments/results/known_answers.json` for a full run and `OUT/known_answers.json` for a `--quick` one (whose few
+rows once replaced the committed table of every figure); exit status 1 if any figure differs by more than 5e-5. A
+figure an intended change of numerics moved is expected at its new value (`MOVED`, each with its measurement).
 """
 
 from __future__ import annotations
@@ -96,8 +97,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(REPO / "runs" / "known-answers"))
     parser.add_argument("--quick", action="store_true", help="only the figures that need no encoder")
+    parser.add_argument("--results", type=Path, help="the table as JSON (default: experiments/results/known_answers.json"
+                                                     ", OUT/known_answers.json with --quick)")
     args = parser.parse_args()
     out = Path(args.out)
+    results = args.results or (out / "known_answers.json" if args.quick else REPO / "experiments" / "results"
+                               / "known_answers.json")
     table, failed = [], 0
     for name, expected, run, tolerance in checks(out, args.quick):
         t0 = time.perf_counter()
@@ -113,7 +118,8 @@ def main() -> int:
                           **({"moved_by": why} if why else {})})
             print(f"{'ok ' if ok else 'BAD'} {name:<44} {figure:<42} {want:>10.4f} {got if got is None else f'{got:10.4f}'}",
                   flush=True)
-    (REPO / "experiments" / "results" / "known_answers.json").write_text(
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(
         json.dumps({"command": " ".join(["python", *sys.argv]), "date": time.strftime("%Y-%m-%d"), "rows": table},
                    indent=1) + "\n")
     print(f"{len(table) - failed} of {len(table)} figures as committed")

@@ -29,6 +29,18 @@ import numpy as np
 import torch
 
 
+def read_pool(path: Path) -> torch.Tensor:
+    """The (P, D) sentence pool of a `bench_sinkhorn.py --pool-cache` file: `{"pool": tensor, "made_by": {...}}` as
+    `bench_sinkhorn.cached_pool` writes it (the record was once passed on whole, and `make_case` failed on a dict), or
+    a bare tensor as it wrote them before; ValueError naming the file for anything else."""
+    cached = torch.load(path)
+    pool = cached.get("pool") if isinstance(cached, dict) else cached
+    if not isinstance(pool, torch.Tensor) or pool.dim() != 2:
+        raise ValueError(f"{path}: not a sentence pool of bench_sinkhorn.py --pool-cache (a (P, D) tensor, or a record "
+                         f"with one under 'pool'), got {type(pool).__name__}")
+    return pool
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pool-cache", type=Path, required=True, help="the pool bench_sinkhorn.py --pool-cache saved")
@@ -47,7 +59,7 @@ def main() -> None:
     from aspire.scoring._jit import njit
     from aspire.scoring.distance import gathered_l2_weights
 
-    pool = torch.load(args.pool_cache)
+    pool = read_pool(args.pool_cache)
     idx, _, _, cost, a, b = make_case(pool, 1000, 10, seed=1)
     cpu = torch.device("cpu")
     inner = {"scorer_cost_pass": [], "scorer_solve": [], "cost_and_weights_after_pool_read": []}

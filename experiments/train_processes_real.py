@@ -10,7 +10,7 @@ both loss terms and the Sinkhorn kernel are in the run). Four runs, all with the
   (so mid-way to the next one), then the same command with `--resume`;
 - `ddp`: `torchrun --nproc_per_node 2`, half the batch on each rank (the same global batches:
   `aspire.train.data.EpochBatchSampler`), uninterrupted;
-- `ddp-resumed`: the same with `--train.stop_after=<kill-after>`, then `--resume` under torchrun.
+- `ddp-resumed`: the same with `train.stop_after=<kill-after>`, then `--resume` under torchrun.
 
 The checks: `killed` ends with the weights of `single` (SHA-256 digest of every parameter) and logs
 the same per-step losses; both ranks of each torchrun run hold equal weights; `ddp-resumed` ends
@@ -103,22 +103,23 @@ def main() -> None:
         shutil.rmtree(root)
     root.mkdir(parents=True)
     log = root / "log.txt"
-    common = [f"--model.encoder={args.encoder}", f"--data.examples_dir={args.examples}", f"--train.max_steps={args.steps}",
-              "--train.lr=3e-5", "--train.warmup_steps=2", f"--train.save_every={args.save_every}",
-              f"--train.eval_every={args.kill_after}", "--train.dev_before=true", "--data.dev_batches=8",
-              "--train.log_every=1", "--train.keep_checkpoints=2", "--train.progress=false", "--train.device=cpu"]
+    # config overrides as `aspire.train` reads them, section.key=value (the `--section.key=value` form is deprecated)
+    common = [f"model.encoder={args.encoder}", f"data.examples_dir={args.examples}", f"train.max_steps={args.steps}",
+              "train.lr=3e-5", "train.warmup_steps=2", f"train.save_every={args.save_every}",
+              f"train.eval_every={args.kill_after}", "train.dev_before=true", "data.dev_batches=8",
+              "train.log_every=1", "train.keep_checkpoints=2", "train.progress=false", "train.device=cpu"]
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     one = {**env, "OMP_NUM_THREADS": str(args.threads)}
     two = {**env, "OMP_NUM_THREADS": str(args.threads // 2)}
 
     def single_cmd(name: str, *extra: str) -> list[str]:
         return [sys.executable, "-m", "aspire.train", "--config", args.config, *common,
-                f"--train.batch_size={args.batch_size}", f"--train.out_dir={root / name}", *extra]
+                f"train.batch_size={args.batch_size}", f"train.out_dir={root / name}", *extra]
 
     def ddp_cmd(name: str, *extra: str) -> list[str]:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                 "-m", "aspire.train", "--config", args.config, *common,
-                f"--train.batch_size={args.batch_size // 2}", f"--train.out_dir={root / name}", *extra]
+                f"train.batch_size={args.batch_size // 2}", f"train.out_dir={root / name}", *extra]
 
     runs: dict[str, dict] = {}
     runs["single"] = summary(root / "single", run(single_cmd("single"), one, log))
@@ -126,7 +127,7 @@ def main() -> None:
     seconds += run(single_cmd("killed", "--resume"), one, log)
     runs["killed"] = {**summary(root / "killed", seconds), "resumed_from": stopped}
     runs["ddp"] = summary(root / "ddp", run(ddp_cmd("ddp"), two, log))
-    seconds = run(ddp_cmd("ddp-resumed", f"--train.stop_after={args.kill_after}"), two, log)
+    seconds = run(ddp_cmd("ddp-resumed", f"train.stop_after={args.kill_after}"), two, log)
     seconds += run(ddp_cmd("ddp-resumed", "--resume"), two, log)
     runs["ddp-resumed"] = {**summary(root / "ddp-resumed", seconds), "resumed_from": args.kill_after}
 
