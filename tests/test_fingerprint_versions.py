@@ -9,9 +9,10 @@ import json
 import re
 import shutil
 import warnings
+from pathlib import Path
 
 import pytest
-import torch
+from test_reliability_round14_backends import adapted_dir, set_alpha  # noqa: F401 (a fixture)
 
 from aspire.encoders import ContextualSentenceEncoder, load_encoder
 from aspire.encoders.identity import fingerprint_version, versioned
@@ -37,13 +38,10 @@ def test_a_fingerprint_is_versioned_and_its_version_1_form_is_the_old_hash(tiny_
     assert fingerprint_version("v-abc") == fingerprint_version("vx-1") == 1 and versioned("ab" * 20) == "v2-" + "ab" * 8
 
 
-@pytest.mark.parametrize("change", ["config", "vocabulary"])
-def test_version_2_tells_apart_a_model_with_the_same_weights_but_another_config_or_vocabulary(change, tiny_model_dir,
-                                                                                               tmp_path):
-    """Version 1 hashed the weights and the vocabulary's size: GELU swapped for ReLU, or two words' ids swapped, gave
-    the same fingerprint for other vectors (measured 0.02 and 0.7 apart on the tiny BERT)."""
-    base = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
-    other = shutil.copytree(tiny_model_dir, tmp_path / "other")
+def changed_copy(model: Path, to: Path, change: str) -> Path:
+    """A copy of `model` with the same weights that encodes otherwise: GELU swapped for ReLU (`config`), or the ids of
+    two words swapped (`vocabulary`)."""
+    other = shutil.copytree(model, to)
     if change == "config":
         config = json.loads((other / "config.json").read_text())
         (other / "config.json").write_text(json.dumps({**config, "hidden_act": "relu"}))
@@ -53,28 +51,28 @@ def test_version_2_tells_apart_a_model_with_the_same_weights_but_another_config_
         vocab[i], vocab[j] = vocab[j], vocab[i]
         (other / "vocab.txt").write_text("\n".join(vocab) + "\n")
         (other / "tokenizer.json").unlink()  # rebuilt from vocab.txt
-    changed = ContextualSentenceEncoder.from_pretrained(other)
+    return other
+
+
+@pytest.mark.parametrize("change", ["config", "vocabulary"])
+def test_version_2_tells_apart_a_model_with_the_same_weights_but_another_config_or_vocabulary(change, tiny_model_dir,
+                                                                                               tmp_path):
+    """Version 1 hashed the weights and the vocabulary's size: GELU swapped for ReLU, or two words' ids swapped, gave
+    the same fingerprint for other vectors (measured 0.02 and 0.7 apart on the tiny BERT)."""
+    base = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
+    changed = ContextualSentenceEncoder.from_pretrained(changed_copy(tiny_model_dir, tmp_path / "other", change))
     assert encodings_differ(base, changed) > 1e-3  # other vectors: the fingerprints must differ
     assert changed.fingerprints()[1] == base.fingerprints()[1]  # what version 1 missed
     assert changed.fingerprint() != base.fingerprint()
 
 
-def test_version_2_tells_apart_an_adapter_scale(tiny_model_dir, tmp_path):
-    encoder = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
-    encoder.add_adapters("lora", ["default"], r=4, alpha=8.0)
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for name, p in encoder.model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.5)
-    encoder.eval().save_pretrained(tmp_path / "adapted")
-    before = ContextualSentenceEncoder.from_pretrained(tmp_path / "adapted")
-    config = tmp_path / "adapted" / "adapter" / "adapter_config.json"
-    config.write_text(json.dumps({**json.loads(config.read_text()), "lora_alpha": 32.0}))
-    after = ContextualSentenceEncoder.from_pretrained(tmp_path / "adapted")
+def test_version_2_tells_apart_an_adapter_scale(adapted_dir, tmp_path):  # noqa: F811 (the fixture imported)
+    before = ContextualSentenceEncoder.from_pretrained(adapted_dir)
+    set_alpha(adapted_dir, 32.0)
+    after = ContextualSentenceEncoder.from_pretrained(adapted_dir)
     assert encodings_differ(before, after) > 1e-3
     assert after.fingerprints()[1] == before.fingerprints()[1] and after.fingerprint() != before.fingerprint()
-    copy = shutil.copytree(tmp_path / "adapted", tmp_path / "copy")  # peft records where it was read from: no matter
+    copy = shutil.copytree(adapted_dir, tmp_path / "copy")  # peft records where it was read from: no matter
     assert ContextualSentenceEncoder.from_pretrained(copy).fingerprint() == after.fingerprint()
 
 

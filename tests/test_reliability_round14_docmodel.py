@@ -3,9 +3,6 @@ came from, and its save -> load round trip, on a tiny random BERT."""
 
 from __future__ import annotations
 
-import json
-import shutil
-
 import pytest
 import torch
 
@@ -37,21 +34,14 @@ def _lora_model(tiny_model_dir, examples_dir, tmp_path, *overrides):
 @pytest.mark.parametrize("change", ["config", "vocabulary"])
 def test_adapter_export_refuses_a_base_with_the_same_weights_but_another_config_or_vocabulary(
         change, tiny_model_dir, examples_dir, tmp_path):
-    """The fingerprint hashes the weights and the vocabulary's size, not the model config nor the vocabulary: a base
-    with GELU swapped for ReLU (vectors 0.02 off) or two words' ids swapped (0.7 off) was accepted."""
+    """The version-1 fingerprint hashed the weights and the vocabulary's size, not the model config nor the vocabulary:
+    a base with GELU swapped for ReLU (vectors 0.02 off) or two words' ids swapped (0.7 off) was accepted. The export
+    names what differs (before comparing fingerprints, which version 2 tells apart too)."""
+    from test_fingerprint_versions import changed_copy
+
     model, saved = _lora_model(tiny_model_dir, examples_dir, tmp_path)
-    base = shutil.copytree(tiny_model_dir, tmp_path / "base")
-    if change == "config":
-        config = json.loads((base / "config.json").read_text())
-        (base / "config.json").write_text(json.dumps({**config, "hidden_act": "relu"}))
-        what = "config hidden_act"
-    else:
-        vocab = (base / "vocab.txt").read_text().splitlines()
-        i, j = vocab.index("model"), vocab.index("text")
-        vocab[i], vocab[j] = vocab[j], vocab[i]
-        (base / "vocab.txt").write_text("\n".join(vocab) + "\n")
-        (base / "tokenizer.json").unlink()  # rebuilt from vocab.txt
-        what = "tokenizer model"
+    base = changed_copy(tiny_model_dir, tmp_path / "base", change)
+    what = "config hidden_act" if change == "config" else "tokenizer model"
     with pytest.raises(ValueError, match=f"is not the base .* its {what} differs"):
         export_adapter(saved, tmp_path / "out", str(base))
     assert not (tmp_path / "out").exists()

@@ -13,22 +13,12 @@ import json
 from pathlib import Path
 
 import pytest
+from test_reliability_round13_cocite import ABSTRACT, _read, _write_jsonl
 
 from aspire.data.cocite import CociteConfig, DataError, FilterConfig, filter_contexts, run_all
 from aspire.data.papers import read_paper_map
 
-ABSTRACT = ["First sentence here.", "Second sentence here.", "Third sentence here."]
 CONTEXT = "We follow the earlier work on this task and its many later extensions here."
-
-
-def _write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
-def _read(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def _record(citing: str, context: str, abstracts: dict[str, list[str]]) -> dict:

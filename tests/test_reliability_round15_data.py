@@ -59,16 +59,20 @@ def test_read_papers_lists_unbuildable_json_as_a_rejected_record(tmp_path, value
         read_papers(path)
 
 
+def _both_refuse(path, iter_match: str, objects_match: str) -> None:
+    """`iter_jsonl` and `jsonl_objects` each refuse `path`, their errors matching `iter_match` and `objects_match`."""
+    for reader, match in ((iter_jsonl, iter_match), (jsonl_objects, objects_match)):
+        with pytest.raises(DataError, match=match):
+            list(reader(path))
+
+
 @pytest.mark.parametrize("value", [HUGE_INT, DEEP])
 def test_iter_jsonl_and_jsonl_objects_name_the_line_of_unbuildable_json(tmp_path, value):
     path = _write(tmp_path / "r.jsonl", ['{"a": 1}', f'{{"a": {value}}}', '{"a": 3}'])
     bad: list[str] = []
     assert [obj["a"] for _, obj in iter_jsonl(path, "skip", bad)] == [1, 3]
     assert len(bad) == 1 and bad[0].startswith(f"{path}:2: invalid JSON")
-    with pytest.raises(DataError, match=r"r\.jsonl:2: invalid JSON"):
-        list(iter_jsonl(path))
-    with pytest.raises(DataError, match=r"r\.jsonl:2: not a JSON line"):
-        list(jsonl_objects(path))
+    _both_refuse(path, r"r\.jsonl:2: invalid JSON", r"r\.jsonl:2: not a JSON line")
 
 
 def test_read_json_names_the_file_of_unbuildable_json(tmp_path):
@@ -143,10 +147,7 @@ def test_iter_jsonl_ignores_a_bom_at_the_start_as_the_papers_reader_does(tmp_pat
     assert [obj["paper_id"] for _, obj in iter_jsonl(path)] == ["a", "b"]
     later = tmp_path / "later.jsonl"  # a mark inside the file is still an error, as in the papers reader
     later.write_bytes(_line(paper_id="a").encode() + b"\n\xef\xbb\xbf" + _line(paper_id="b").encode() + b"\n")
-    with pytest.raises(DataError, match=r"later\.jsonl:2"):
-        list(iter_jsonl(later))
-    with pytest.raises(DataError, match=r"later\.jsonl:2"):
-        list(jsonl_objects(later))
+    _both_refuse(later, r"later\.jsonl:2", r"later\.jsonl:2")
 
 
 def test_jsonl_objects_decodes_utf8_as_the_papers_reader_does(tmp_path):

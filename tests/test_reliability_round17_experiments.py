@@ -4,42 +4,17 @@ result file."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
+from test_reliability_round10_experiments import _script  # an experiment script as a module
 
 REPO = Path(__file__).resolve().parents[1]
 EXPERIMENTS = REPO / "experiments"
-SCRIPTS = sorted(p.name for p in EXPERIMENTS.glob("*.py"))
 
 
-def _script(name: str):
-    """An experiment script as a module (its folder on sys.path while it loads: they import each other by name)."""
-    sys.path.insert(0, str(EXPERIMENTS))
-    try:
-        spec = importlib.util.spec_from_file_location(f"round17_{name}", EXPERIMENTS / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(EXPERIMENTS))
-
-
-@pytest.mark.parametrize("name", SCRIPTS)
-def test_every_script_imports_and_answers_help(name, monkeypatch, capsys):
-    monkeypatch.syspath_prepend(str(EXPERIMENTS))
-    module = _script(name.removesuffix(".py"))
-    if not hasattr(module, "main"):  # a library of the scale benchmarks
-        assert name == "scale_common.py"
-        return
-    monkeypatch.setattr(sys, "argv", [name, "--help"])
-    with pytest.raises(SystemExit) as exc:
-        module.main()
-    assert exc.value.code in (0, None)
-    assert "usage:" in capsys.readouterr().out
 
 
 # ---- check_known_answers.py ---------------------------------------------------------------------------------------
