@@ -89,8 +89,8 @@ def test_out_must_be_new_or_own_results(tmp_path, monkeypatch, capsys):
     assert main([*ranked, "--out", "spec"]) == 0  # re-run into its own folder
     assert main(["csfcube", "--bm25", "--out", "spec"]) == 2
     assert "experiment 'specter'" in capsys.readouterr().err
-    assert sorted(p.name for p in (tmp_path / "spec").iterdir()) == ["results.json",
-                                                                      "test-pid2pool-csfcube-specter-perq.csv"]
+    assert sorted(p.name for p in (tmp_path / "spec").iterdir()) == [  # the refused run wrote nothing
+        "qrels.trec", "results.json", "run.trec", "test-pid2pool-csfcube-specter-perq.csv"]
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     assert main([*ranked, "--out", "other"]) == 2
