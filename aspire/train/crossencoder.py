@@ -5,6 +5,8 @@ stage's top `negative_depth` (`aspire.evaluate.context2doc_rerank.first_stage_sc
 model learns to tell apart exactly the near misses it will rerank. sentence-transformers'
 `CrossEncoderTrainer` with `BinaryCrossEntropyLoss`, from all-MiniLM-L6-v2's weights and a fresh head drawn from
 `seed` (as are the negatives, the order of the pairs and the trainer's dropout: one config, one model).
+It trains on the CPU even where a GPU is present (`use_cpu=True`), so that one config gives one model on every
+machine; the reranker runs where `load_cross_stage`'s `device` puts it (`aspire.retrieval.crossencoder`).
 Only the train split is read for training; the dev split's reranked MRR is measured after training.
 
     python -m aspire.train.crossencoder --config configs/crossencoder.yaml --out runs/crossencoder [key=value ...]
