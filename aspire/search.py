@@ -191,10 +191,10 @@ class Searcher:
         self.index, self.cross_encoder = index, cross_encoder
         self.config = checked_search_config(config or index.config.search)
         if index.whole is None:  # a default that needs whole-abstract vectors: refused now, not at the first query
-            uses = {"first stage 'whole'": "whole" in self.config.stages.split(","),
-                    "re-ranker 'hybrid'": self.config.rerank == "hybrid"}
-            for use in (u for u, on in uses.items() if on):
-                index.whole_vectors(use)  # ValueError naming the fix
+            if "whole" in self.config.stages.split(","):
+                index.whole_vectors("first stage 'whole'")  # ValueError naming the fix
+            if self.config.rerank == "hybrid":
+                index.whole_vectors("re-ranker 'hybrid'")
         self.encoder = encoder
         if encoder is not None:
             index.check_model(*model_fingerprints(encoder))

@@ -35,15 +35,20 @@ POOLS = {
 }
 
 
-@pytest.fixture()
-def toy(tmp_path):
-    root = tmp_path / "toy"
+def write_toy(root):
+    """The toy pool set's papers and its pools (no facet) under `root` (made here)."""
     root.mkdir()
     with open(root / "abstracts-toy.jsonl", "w") as fh:
         for pid, sents in SENTS.items():
             fh.write(json.dumps({"paper_id": pid, "title": f"title {pid}", "abstract": sents,
                                  "pred_labels": LABELS[pid]}) + "\n")
     (root / "test-pid2anns-toy.json").write_text(json.dumps(POOLS))
+    return root
+
+
+@pytest.fixture()
+def toy(tmp_path):
+    root = write_toy(tmp_path / "toy")
     (root / "test-pid2anns-toy-method.json").write_text(json.dumps(POOLS))
     (root / "toy-evaluation_splits.json").write_text(json.dumps({"p1": "dev", "p6": "test"}))
     ranked = {"p1": [["p4", 0.9], ["p2", 0.8], ["p3", 0.7], ["p5", 0.1]],

@@ -89,14 +89,9 @@ def test_compare_out_may_not_replace_a_file_of_a_compared_run_folder(tmp_path, c
 # ---- pools --metrics, reviewers --scorer -----------------------------------------------------------------------
 
 def _toy_pools(root):
-    from tests.test_evaluate_pools import LABELS, POOLS, SENTS
+    from tests.test_evaluate_pools import write_toy
 
-    root.mkdir()
-    with open(root / "abstracts-toy.jsonl", "w") as fh:
-        for pid, sents in SENTS.items():
-            fh.write(json.dumps({"paper_id": pid, "title": f"t {pid}", "abstract": sents,
-                                 "pred_labels": LABELS[pid]}) + "\n")
-    (root / "test-pid2anns-toy.json").write_text(json.dumps(POOLS))
+    write_toy(root)
     ranked = {"p1": [["p4", 0.9], ["p2", 0.8], ["p3", 0.7], ["p5", 0.1]],
               "p6": [["p2", -1.0], ["p7", -2.0], ["p3", -3.0], ["p8", -4.0]]}
     (root / "test-pid2pool-toy-manual-ranked.json").write_text(json.dumps(ranked))

@@ -59,9 +59,10 @@ def encode_papers(
         raise ValueError(f"unknown encoding {encoding!r}; valid: {list(ENCODINGS)}")
     options = dict(encode_options or {})
     progress = logging.getLogger(__name__).isEnabledFor(logging.INFO)  # `--quiet` (WARNING) hides the bars
-    if encoding in ("contextual", "pass") and options:
+    contextual = encoding in ("contextual", "pass")
+    if contextual and options:
         raise ValueError(f"the {encoding} encoding takes no options, got {sorted(options)}")
-    if encoding in ("contextual", "pass"):
+    if contextual:
 
         def fn(ps):
             return encoder.encode(list(ps), batch_size=batch_size, progress=progress)
@@ -79,7 +80,6 @@ def encode_papers(
 
     fingerprint = encoder.fingerprint()  # once: it hashes every weight
     mode, key_options = cache_entry_key(encoding, options)
-    contextual = encoding in ("contextual", "pass")
     batch, from_cache = cached_encode(fn, papers, fingerprint, mode, key_options, cache_dir, needs_whole=contextual)
     if record is not None:
         path = None if cache_dir is None else cache_path(Path(cache_dir), fingerprint, mode, key_options, papers)

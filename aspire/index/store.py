@@ -218,14 +218,14 @@ class SentenceIndex:
             raise ValueError(f"the index stores whole-abstract vectors and the {len(keep)} new paper(s) come without "
                              f"them (e.g. {new.paper_ids[0]}): encode them with an encoder that returns them (one pass "
                              "gives both), or every paper's would be dropped")
-        if keep:  # checked before faiss's lists change: a refusal leaves the index as it was
+        if keep:
             with np.errstate(over="ignore"):  # refused by `unstorable`, naming the paper
                 stored = new.vectors.astype(self.vectors.dtype)
                 whole = None if self.whole is None else new.whole.astype(self.whole.dtype)
             error = unstorable(new.paper_ids, new.offsets, new.vectors, stored, whole, "the new papers")
-            if error is not None:
+            if error is not None:  # before faiss's lists change: a refusal leaves the index as it was
                 raise error
-        if keep:  # IVF lists as the build assigns them (faiss's own quantizer did)
+            # IVF lists as the build assigns them (faiss's own quantizer did)
             try:  # one batch: `add_vectors` checks it for NaN and infinity before adding any of it (the one pass)
                 add_vectors(self.faiss_index, new.vectors, batch=len(new.vectors))
             except ValueError:
