@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -52,6 +53,9 @@ from aspire.scoring import cross_l2_cost, get_scorer
 from aspire.scoring.chunked import score_chunked
 
 log = logging.getLogger(__name__)
+# the k the running search was asked for, where its stages run deeper for the cross-encoder (`cross_depth`): a
+# shortfall is said against it (`Searcher.short_of_k`), not against the cross_top papers the stages were asked for
+_ASKED_K: ContextVar[int | None] = ContextVar("aspire_search_asked_k", default=None)
 
 
 @dataclass
@@ -226,7 +230,14 @@ class Searcher:
 
     def short_of_k(self, found: int, k: int, reason: str) -> None:
         """A search found `found` < `k` papers: a warning, or, while `shortfalls` is a list (a batch of queries,
-        `aspire search --queries`), one more `(found, k, reason)` there for the batch's one summary line."""
+        `aspire search --queries`), one more `(found, k, reason)` there for the batch's one summary line. Where the
+        stages ran deeper than the search's k for its cross-encoder stage (`cross_depth`), a search is short only when
+        it found fewer than that k, and is said against it (it once warned "found 19 of the k=50" when 5 were asked)."""
+        asked = _ASKED_K.get()
+        if asked is not None and k > asked:
+            if found >= asked:
+                return
+            k = asked
         if self.shortfalls is None:
             log.warning("found %d of the k=%d papers asked for: %s", found, k, reason)
         else:
@@ -300,7 +311,11 @@ class Searcher:
             raise ValueError(f"search takes one query paper, got a batch of {len(query)}")
         check_query(query, self.index.dim)  # an empty selection was once answered by BM25 with index order
         exclude = self._excluded(query, exclude)
-        papers, first_scores, stage_scores = self.first_stage(query, cfg, exclude)
+        asked_k = _ASKED_K.set(asked.k)  # a shortfall is said against the k asked, not cross_top (`short_of_k`)
+        try:
+            papers, first_scores, stage_scores = self.first_stage(query, cfg, exclude)
+        finally:
+            _ASKED_K.reset(asked_k)
         if len(papers) == 0:  # nothing to rank, e.g. an index holding only the query paper
             return []
         if cfg.rerank == "none":

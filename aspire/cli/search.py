@@ -436,12 +436,18 @@ def print_hits(searcher, query: Query, found: tuple[list, float | None], args, o
     print(f"query {query.qid} sentences {selected}"
           + (f"  cross-encoder top {cross['top']} weight {cross['weight']:g}: {cross_ms:.1f} ms" if cross else ""))
     for hit in hits:
-        print(f"{hit.rank:3d}. {hit.score:+.4f}  {hit.paper_id}  {hit.title}")
+        print(f"{hit.rank:3d}. {hit.score:+.4f}  {hit.paper_id}  {one_line(hit.title)}")
         for pair in hit.pairs[:0 if args.quiet else 3]:  # --quiet: one line a hit
             print(f"       q{pair.query_sentence} <-> s{pair.hit_sentence}  L2 {pair.dist:.3f}  weight {pair.weight:.2f}")
-            print(f"         q: {pair.query_text[:110]}")
-            print(f"         s: {pair.hit_text[:110]}")
+            print(f"         q: {one_line(pair.query_text)[:110]}")
+            print(f"         s: {one_line(pair.hit_text)[:110]}")
     sys.stdout.flush()
+
+
+def one_line(text: str) -> str:
+    """`text` with each run of whitespace (a line break, a tab) one space: a title or sentence as one line of the text
+    output (a papers file keeps a title's line break, which once split a hit's line in two)."""
+    return " ".join(text.split())
 
 
 def run_lines(qid: str, hits: Sequence, tag: str) -> list[str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from aspire.config import apply_overrides
-from aspire.index.config import IndexBuildConfig
+from aspire.index.config import EncodeConfig, IndexBuildConfig
 from aspire.index.corpus import encode_corpus, read_corpus
 from aspire.index.disk import IndexExistsError, IndexFormatError, clear_leftovers, index_exists, index_lock
 from aspire.index.store import SentenceIndex, describe_rejected, encoder_include_title, model_fingerprints
@@ -59,14 +59,17 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
                 load_encoder: Callable | None = None, progress: bool = True) -> tuple[SentenceIndex, Path]:
     """Encode the papers file `corpus` with `model` and save the index under `out` (lock held
     throughout); returns the index and its generation directory. `load_encoder(model)` defaults to
-    `aspire.encoders.load_encoder`. A corpus with no readable paper is refused before any model loads."""
+    `aspire.encoders.load_encoder` with the backend and precision `config.encode` records (`encoder_options`: the
+    index records them and search encodes its queries with them: the exact model, once loaded whatever they said, gave
+    vectors the index's queries were then refused against). A
+    corpus with no readable paper is refused before any model loads."""
     out = Path(out)
     with index_lock(out):
         prepare_build_dir(out, overwrite)
         papers, unreadable = read_corpus(corpus, config.encode)
         require_papers(papers, unreadable, corpus)
         with phase(f"loaded model {model}"):
-            encoder = _loader(load_encoder)(model)
+            encoder = _loader(load_encoder, config.encode)(model)
         start = time.perf_counter()
         encoded = encode_corpus(encoder, papers, config.encode, progress=progress)
         seconds = time.perf_counter() - start
@@ -96,7 +99,9 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
     """Encode the papers of `corpus` not yet indexed and add them to the index under `root` (lock
     held throughout); returns the index, its new generation directory, the number of papers added and the
     number of this corpus's records rejected (each listed in the index's rejected records with its `corpus`).
-    `overrides` (e.g. `encode.batch_size=64`) change the saved config for this run only. A corpus with no paper
+    `overrides` (e.g. `encode.batch_size=64`) change the saved config for this run only. `load_encoder(model)` defaults
+    to `aspire.encoders.load_encoder` with the backend and precision the index records (`encode.backend/quantize`,
+    as `build_index` encodes with them). A corpus with no paper
     to add (every record unreadable or indexed already, checked before the model loads, or rejected by the
     encoding) is refused with a ValueError, and the live generation stays as it is."""
     root = Path(root)
@@ -109,7 +114,7 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
             known = [{"paper_id": p.paper_id, "reason": "indexed already"} for p in papers]
             raise ValueError(f"nothing to add: all {len(papers) + len(unreadable)} records of {corpus} are indexed "
                              "already or were rejected" + describe_rejected(unreadable + known))
-        encoder = _loader(load_encoder)(model or index.model_name)
+        encoder = _loader(load_encoder, encode_config)(model or index.model_name)
         fingerprints = model_fingerprints(encoder)
         index.check_model(*fingerprints)
         if index.include_title is None:  # an index saved before its manifest recorded it: the same encoder's
@@ -125,9 +130,11 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
         return index, index.save(root), index.n_papers - before, len(index.rejected) - rejected_before
 
 
-def _loader(load_encoder: Callable | None) -> Callable:
+def _loader(load_encoder: Callable | None, encode: EncodeConfig) -> Callable:
+    """`load_encoder`, else `aspire.encoders.load_encoder` with the backend and precision `encode` records."""
     if load_encoder is not None:
         return load_encoder
     from aspire.encoders import load_encoder as load  # heavy import, only where a model is used
 
-    return load
+    options = encode.encoder_options()
+    return lambda name: load(name, **options)
