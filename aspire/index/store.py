@@ -77,6 +77,7 @@ from aspire.storage import check_free_space, on_disk_full
 FORMAT_VERSION = 1
 _FILES = ("config.yaml", "sentences.faiss", "vectors.npy", "offsets.npy", "papers.jsonl", "rejected.jsonl")
 BM25_FILES = tuple(LEXICAL_FILES.values())
+MANIFEST_COUNTS = ("n_papers", "n_sentences", "dim", "n_rejected", "vector_dtype")  # what a manifest says of its files
 
 
 class ModelMismatchError(ValueError):
@@ -145,9 +146,16 @@ class SentenceIndex:
                  config: IndexBuildConfig, kind: str, model_fingerprint: str, model_name: str,
                  labels: Sequence[list[str] | None] = (), bm25=None, whole: np.ndarray | None = None,
                  include_title: bool | None = None) -> None:
+        offsets = np.asarray(offsets)
+        if offsets.ndim != 1 or offsets.dtype.kind not in "iu" or len(offsets) == 0:  # a float one was cast unsaid
+            raise IndexFormatError(f"inconsistent index: offsets.npy holds {offsets.dtype} of shape {offsets.shape}, "
+                                   "not (P + 1,) integers")
+        if vectors.ndim != 2 or vectors.dtype.kind != "f" or vectors.shape[1] != faiss_index.d:
+            raise IndexFormatError(f"inconsistent index: vectors.npy holds {vectors.dtype} of shape {vectors.shape}, "
+                                   f"not (N, D) floats of the faiss index's dimension {faiss_index.d}")
         self.faiss_index = faiss_index
         self.vectors = vectors
-        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.offsets = offsets.astype(np.int64)
         self.paper_ids = list(paper_ids)
         self.titles = list(titles)
         self.sentences = sentences if isinstance(sentences, SentencesOnDisk) else [list(s) for s in sentences]
@@ -170,13 +178,24 @@ class SentenceIndex:
                 f"inconsistent index: faiss holds {faiss_index.ntotal} vectors, vectors.npy "
                 f"{len(vectors)}, offsets end at {self.offsets[-1]}"
             )
+        if self.offsets[0] != 0 or (np.diff(self.offsets) <= 0).any():  # else rows were credited to other papers
+            raise IndexFormatError(f"inconsistent index: offsets.npy does not start at row 0 and rise by at least one "
+                                   f"sentence a paper (it starts {self.offsets[:5].tolist()})")
         counts = {len(self.offsets) - 1, len(self.titles), len(self.sentences), len(self.labels)}
         if counts != {self.n_papers}:  # else sentence rows were credited to the papers beside theirs, unsaid
             raise IndexFormatError(f"inconsistent index: offsets.npy describes {len(self.offsets) - 1} papers, "
                                    f"papers.jsonl holds {self.n_papers} ids, {len(self.titles)} titles, "
                                    f"{len(self.sentences)} sentence lists and {len(self.labels)} label lists")
-        if whole is not None and len(whole) != len(self.paper_ids):
-            raise IndexFormatError(f"inconsistent index: whole.npy holds {len(whole)} vectors for {len(self.paper_ids)} papers")
+        lengths = np.diff(self.offsets).tolist()
+        wrong = [] if isinstance(self.sentences, SentencesOnDisk) else [  # (texts on disk: read when asked for)
+            p for p, (texts, n) in enumerate(zip(self.sentences, lengths)) if len(texts) != n]
+        if wrong:  # else a hit's explanation showed another sentence's text
+            raise IndexFormatError(f"inconsistent index: {len(wrong)} paper(s) have another number of sentence texts in "
+                                   f"papers.jsonl than of rows in offsets.npy (e.g. {self.paper_ids[wrong[0]]!r}: "
+                                   f"{len(self.sentences[wrong[0]])} texts, {lengths[wrong[0]]} rows)")
+        if whole is not None and (whole.shape != (self.n_papers, self.dim) or whole.dtype.kind != "f"):
+            raise IndexFormatError(f"inconsistent index: whole.npy holds {whole.dtype} of shape {whole.shape}, not one "
+                                   f"vector of dimension {self.dim} for each of {self.n_papers} papers")
 
     # ---- construction -----------------------------------------------------------------------------
     @classmethod
@@ -191,11 +210,21 @@ class SentenceIndex:
         if len(corpus) == 0:
             raise ValueError(f"nothing to index: all {len(corpus.rejected)} records were rejected"
                              + describe_rejected(corpus.rejected))
-        faiss_index, kind = build_faiss(corpus.vectors, config.index)
+        try:  # `build_faiss` checks the vectors for NaN and infinity (the one pass); the error names the papers
+            faiss_index, kind = build_faiss(corpus.vectors, config.index)
+        except ValueError:  # an IVF training sample's own error numbered the rows of the sample, not the corpus's
+            rows = nonfinite_rows(np.asarray(corpus.vectors))
+            if len(rows):
+                papers = [corpus.paper_ids[p] for p in np.unique(np.searchsorted(corpus.offsets, rows, side="right") - 1)]
+                raise ValueError(f"{len(rows)} sentence vector(s) of the corpus hold NaN or infinite values (rows "
+                                 f"{rows[:10].tolist()}{' ...' if len(rows) > 10 else ''}) of {len(papers)} paper(s) "
+                                 f"{papers[:10]}; an index cannot rank them: re-encode those papers") from None
+            raise
         with np.errstate(over="ignore"):  # a value past float16's range: refused by `unstorable`, naming its paper
             vectors = np.ascontiguousarray(corpus.vectors, dtype=config.index.vector_dtype)
             whole = None if corpus.whole is None else np.ascontiguousarray(corpus.whole, dtype=config.index.vector_dtype)
-        error = unstorable(corpus.paper_ids, corpus.offsets, corpus.vectors, vectors, whole, "the corpus")
+        error = unstorable(corpus.paper_ids, corpus.offsets, corpus.vectors, vectors,
+                           None if whole is None else (corpus.whole, whole), "the corpus")
         if error is not None:
             raise error
         return cls(faiss_index, vectors, corpus.offsets, corpus.paper_ids, corpus.titles, corpus.sentences,
@@ -222,7 +251,8 @@ class SentenceIndex:
             with np.errstate(over="ignore"):  # refused by `unstorable`, naming the paper
                 stored = new.vectors.astype(self.vectors.dtype)
                 whole = None if self.whole is None else new.whole.astype(self.whole.dtype)
-            error = unstorable(new.paper_ids, new.offsets, new.vectors, stored, whole, "the new papers")
+            error = unstorable(new.paper_ids, new.offsets, new.vectors, stored,
+                               None if whole is None else (new.whole, whole), "the new papers")
             if error is not None:  # before faiss's lists change: a refusal leaves the index as it was
                 raise error
             # IVF lists as the build assigns them (faiss's own quantizer did)
@@ -383,10 +413,12 @@ class SentenceIndex:
                 raise
 
     def saved_bytes(self) -> int:
-        """About how many bytes a saved generation takes, at least: the exact vectors, the faiss index
-        (`faiss_bytes`), the offsets and the texts (BM25 files, which are not known before they are built,
-        are not counted)."""
+        """About how many bytes a saved generation takes, at least: the exact vectors (the sentences' and the
+        whole-abstract ones), the faiss index (`faiss_bytes`), the offsets and the texts (BM25 files, which are not
+        known before they are built, are not counted)."""
         vectors = self.n_sentences * self.dim * np.dtype(np.asarray(self.vectors[:0]).dtype).itemsize
+        if self.whole is not None:  # about an eighth more at 8 sentences a paper; once left out of the disk check
+            vectors += self.n_papers * self.dim * np.dtype(np.asarray(self.whole[:0]).dtype).itemsize
         texts = (self.sentences.path.stat().st_size if isinstance(self.sentences, SentencesOnDisk)
                  else sum(len(t) for s in self.sentences for t in s))
         return vectors + faiss_bytes(self.faiss_index) + self.offsets.nbytes + texts + sum(map(len, self.titles))
@@ -433,6 +465,9 @@ class SentenceIndex:
                 f"{manifest.get('aspire_version')}); this aspire {__version__} reads version "
                 f"{FORMAT_VERSION}. Rebuild the index."
             )
+        lacking = [key for key in ("model_name", "model_fingerprint", "kind") if not isinstance(manifest.get(key), str)]
+        if lacking:  # every writer records them (`manifest_fields`); a KeyError or AttributeError said nothing of where
+            raise IndexFormatError(f"{gen}/manifest.json is damaged: it records no {', '.join(lacking)} (each a string)")
         whole = (WHOLE_FILE,) if WHOLE_FILE in (manifest.get("files") or {}) else ()
         check_files(gen, manifest, _FILES + whole + (BM25_FILES if "bm25" in manifest else ()), full=verify)
         manifest["path"] = str(gen)
@@ -464,15 +499,32 @@ class SentenceIndex:
                 bm25 = BM25Index.load(gen, [str(i) for i in range(len(ids))], manifest["bm25"].get("stopwords"))
             except (ValueError, KeyError, AttributeError) as err:
                 raise IndexFormatError(f"{gen}: the stored BM25 index does not load: {err}") from None
-        return cls(
+        index = cls(
             read_faiss(str(gen / "sentences.faiss")),
-            np.load(gen / "vectors.npy", mmap_mode="r" if mmap else None),
-            np.load(gen / "offsets.npy"),
+            _load_array(gen, "vectors.npy", mmap),
+            _load_array(gen, "offsets.npy", False),
             ids, titles, sentences, read_jsonl(gen / "rejected.jsonl"),
             config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"], labels, bm25,
-            np.load(gen / WHOLE_FILE, mmap_mode="r" if mmap else None) if WHOLE_FILE in manifest["files"] else None,
+            _load_array(gen, WHOLE_FILE, mmap) if WHOLE_FILE in manifest["files"] else None,
             manifest.get("include_title"),
         )
+        said = {key: manifest.get(key) for key in MANIFEST_COUNTS}
+        held = dict(zip(MANIFEST_COUNTS, (index.n_papers, index.n_sentences, index.dim, len(index.rejected),
+                                          str(np.asarray(index.vectors[:0]).dtype))))
+        if said != held:  # every writer records what it wrote (`manifest_fields`): the manifest or a file was changed
+            differ = ", ".join(f"{key} {said[key]!r} (the files hold {held[key]!r})" for key in MANIFEST_COUNTS
+                               if said[key] != held[key])
+            raise IndexFormatError(f"{gen}/manifest.json does not describe the files beside it: it records {differ}")
+        return index
+
+
+def _load_array(gen: Path, name: str, mmap: bool) -> np.ndarray:
+    """The generation's array file `name` (memory-mapped when `mmap`); IndexFormatError naming it when it does not
+    read as an array (a file cut short or overwritten, past a size check)."""
+    try:
+        return np.load(gen / name, mmap_mode="r" if mmap else None)
+    except (OSError, ValueError, EOFError) as err:
+        raise IndexFormatError(f"{gen / name} does not read as an array ({err})") from None
 
 
 def begin_generation(root: Path) -> Path:
@@ -577,27 +629,43 @@ def check_fingerprint(what: str, name: str, built: str, used: str, legacy: str |
 
 
 def unstorable(paper_ids: Sequence[str], offsets: np.ndarray, source: np.ndarray, stored: np.ndarray,
-               whole: np.ndarray | None, what: str) -> ValueError | None:
+               whole: tuple[np.ndarray, np.ndarray] | None, what: str) -> ValueError | None:
     """The error for papers whose vectors as stored are not finite, or None: `stored` (N, D), the sentence vectors
     `source` cast to the index's `vector_dtype`, where a finite source value turned infinite is one past the dtype's
-    range (float16: 65504; a source's own NaN or infinity is faiss's add's to refuse), and `whole` (P, D), the
-    whole-abstract vectors as stored, which nothing else checks. `what`: the vectors' source, for the message.
-    Either once went to disk as infinity or NaN and came back as NaN distances in every re-ranking of those papers."""
+    range (float16: 65504; a source's own NaN or infinity is faiss's add's to refuse), and `whole` ((P, D) source,
+    (P, D) as stored), the whole-abstract vectors, which nothing else checks (`unstorable_whole`). `what`: the
+    vectors' source, for the message. Either once went to disk as infinity or NaN and came back as NaN distances in
+    every re-ranking of those papers."""
     rows = nonfinite_rows(stored) if stored.dtype == np.float16 else np.zeros(0, dtype=np.int64)
     rows = rows[np.isfinite(np.asarray(source[rows])).all(axis=1)]
     sentence_papers = np.unique(np.searchsorted(offsets, rows, side="right") - 1)
-    whole_papers = nonfinite_rows(whole) if whole is not None else np.zeros(0, dtype=np.int64)
-    if not len(sentence_papers) and not len(whole_papers):
-        return None
     parts = []
     if len(sentence_papers):
         parts.append(f"the sentence vectors of {len(sentence_papers)} paper(s) ({[paper_ids[p] for p in sentence_papers[:10]]}) "
                      f"hold values past float16's range (65504): set index.vector_dtype=float32")
-    if len(whole_papers):
-        parts.append(f"the whole-abstract vectors of {len(whole_papers)} paper(s) "
-                     f"({[paper_ids[p] for p in whole_papers[:10]]}) hold NaN or infinite values as stored: re-encode "
-                     "them" + (", or set index.vector_dtype=float32" if whole.dtype == np.float16 else ""))
-    return ValueError(f"{what}: " + "; ".join(parts))
+    said = unstorable_whole(paper_ids, *whole) if whole is not None else None
+    if said is not None:
+        parts.append(said)
+    return ValueError(f"{what}: " + "; ".join(parts)) if parts else None
+
+
+def unstorable_whole(paper_ids: Sequence[str], source: np.ndarray, stored: np.ndarray) -> str | None:
+    """What is wrong with the whole-abstract vectors `stored (P, D)` (`source (P, D)` cast to the index's
+    `vector_dtype`) of the papers `paper_ids (P,)`, naming them, or None when every one is finite as stored: a source
+    vector holding NaN or infinity (re-encode the paper), and a finite one past float16's range (65504), stored as
+    infinity (store float32). The in-RAM build, `add` (`unstorable`) and the streamed merge
+    (`aspire.index.stream`) refuse them in these words."""
+    bad = nonfinite_rows(stored)
+    if not len(bad):
+        return None
+    finite = np.isfinite(np.asarray(source[bad])).all(axis=1)
+    parts = []
+    for rows, problem in ((bad[~finite], "hold NaN or infinite values: re-encode those papers"),
+                          (bad[finite], "hold values past float16's range (65504): set index.vector_dtype=float32")):
+        if len(rows):
+            parts.append(f"the whole-abstract vectors of {len(rows)} paper(s) ({[paper_ids[p] for p in rows[:10].tolist()]}) "
+                         f"{problem}")
+    return "; ".join(parts)
 
 
 def model_fingerprint(encoder) -> str:

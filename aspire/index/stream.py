@@ -53,6 +53,7 @@ from aspire.index.store import (
     describe_rejected,
     manifest_fields,
     publish_generation,
+    unstorable_whole,
     write_manifest,
 )
 from aspire.index.texts import read_index_papers
@@ -313,13 +314,11 @@ def _merge_whole(plans: list[ShardPlan], gen: Path, n_papers: int, dim: int, dty
             kept = np.load(plan.path / WHOLE_FILE, mmap_mode="r")[plan.keep]
             with np.errstate(over="ignore"):  # refused just below, naming the papers
                 out[row : row + len(kept)] = kept
-            bad = nonfinite_rows(out[row : row + len(kept)])  # as stored: nothing else reads them before a search
-            if len(bad):
+            stored = out[row : row + len(kept)]
+            if len(nonfinite_rows(stored)):  # as stored: nothing else reads them before a search; worded as `build`'s
                 ids = read_index_papers(plan.path / "papers.jsonl", texts="disk")[0]
-                papers = [ids[p] for p in np.flatnonzero(plan.keep)[bad][:10].tolist()]
-                raise ValueError(f"shard {plan.path}: the whole-abstract vectors of {len(bad)} paper(s) {papers} hold "
-                                 "NaN or infinite values as stored: encode the shard again"
-                                 + (", or set index.vector_dtype=float32" if out.dtype == np.float16 else ""))
+                kept_ids = [ids[p] for p in np.flatnonzero(plan.keep).tolist()]
+                raise ValueError(f"shard {plan.path}: {unstorable_whole(kept_ids, kept, stored)}")
             row += len(kept)
     out.flush()
     del out
