@@ -193,14 +193,15 @@ def _write_atomically(path: Path, write, extra: dict | None = None) -> Path:
     return path
 
 
-def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None) -> Path:
-    """The ONNX file of `encoder`'s transformer (exported, and quantized, on first use; then read back).
+def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None, fingerprint: str | None = None) -> Path:
+    """The ONNX file of `encoder`'s transformer (exported, and quantized, on first use; then read back). `fingerprint`:
+    `encoder.fingerprint()` where the caller has it (it hashes every weight; `load_encoder` hashes them once for this
+    and the load record), else it is computed here.
 
     A cached file is used only when it matches the size and SHA-256 recorded when it was written and was exported
     for a model of the same config and adapter settings (`model_digest`, in that record); else one warning says why
     and it is exported again (a cache is never trusted)."""
-    fingerprint = encoder.fingerprint()
-    path = onnx_model_path(fingerprint, quantize)
+    path = onnx_model_path(encoder.fingerprint() if fingerprint is None else fingerprint, quantize)
     config = model_digest(encoder.model)
     if path.is_file():
         problem = check_record(path)
@@ -449,16 +450,17 @@ def load_record_path(name_or_path: str | Path, backend: str, quantize: str | Non
     return cache_root() / "onnx" / "loads" / f"{digest.hexdigest()[:24]}.json"
 
 
-def write_load_record(record: Path, encoder: InferenceEncoder, exact: ContextualSentenceEncoder, graph: Path,
+def write_load_record(record: Path, encoder: InferenceEncoder, exact_fingerprint: str, graph: Path,
                       tokenizer_dir: Path) -> None:
-    """Record what a later load of the same model needs (`load_recorded`); a record that cannot be written is a
-    warning (the next load builds the torch model again), never a failed load."""
+    """Record what a later load of the same model needs (`load_recorded`), with `exact_fingerprint`, the exact torch
+    encoder's fingerprint; a record that cannot be written is a warning (the next load builds the torch model again),
+    never a failed load."""
     tokenizer = type(encoder.tokenizer)
-    config = exact.model.config
+    config = encoder.model.config  # the exact model's (`GroupedRows`)
     fingerprint, legacy = encoder.fingerprints()
     content = {
         "version": LOAD_RECORD_VERSION, "name": encoder.name, "fingerprint": fingerprint, "legacy_fingerprint": legacy,
-        "exact_fingerprint": exact.fingerprint(), "backend_tag": encoder.model.backend_tag, "graph": graph.name,
+        "exact_fingerprint": exact_fingerprint, "backend_tag": encoder.model.backend_tag, "graph": graph.name,
         "tokenizer": {"class": f"{tokenizer.__module__}:{tokenizer.__qualname__}", "dir": str(tokenizer_dir),
                       "size": len(encoder.tokenizer),
                       # the Rust tokenizer itself, when it encodes as transformers does (no control codes)
@@ -648,17 +650,18 @@ def load_encoder(
             log.warning("this CPU has no native bfloat16 (AVX512-BF16 or AMX): --quantize bf16 will be slow")
         # an adapted model's bf16 vectors before its token types were passed on carried "torch-bf16": another tag
         fast = Bf16Transformer(exact.model, "torch-bf16/segments" if hasattr(exact.model, "get_base_model") else "torch-bf16")
-    elif backend == "openvino":
-        path = cached_onnx_model(exact, None)
-        compiled, precision = openvino_compiled(path, quantize or "f32")
-        fast = OpenVinoTransformer(exact.model, compiled, f"openvino-{precision}-{file_digest(path)}")
-    else:
-        path = cached_onnx_model(exact, quantize)
-        fast = onnx_transformer(exact.model, path, file_digest(path), quantize)
+    else:  # an exported graph, named by the exact fingerprint: the weights hashed once, for it and the load record
+        exact_fingerprint = exact.fingerprint()
+        path = cached_onnx_model(exact, quantize if backend == "onnx" else None, exact_fingerprint)
+        if backend == "openvino":
+            compiled, precision = openvino_compiled(path, quantize or "f32")
+            fast = OpenVinoTransformer(exact.model, compiled, f"openvino-{precision}-{file_digest(path)}")
+        else:
+            fast = onnx_transformer(exact.model, path, file_digest(path), quantize)
     encoder = InferenceEncoder(fast, exact.tokenizer, name=exact.name, **exact.settings())
     if record is not None:  # the fingerprints as the record keeps them: once its settings change (another code, a
         # `max_length`), this encoder and one loaded from the record hash them alike (they once differed)
         encoder.recorded_fingerprint, encoder.recorded_legacy = encoder.fingerprints()
         encoder.recorded_settings = encoder.settings()
-        write_load_record(record, encoder, exact, path, dirs[1])
+        write_load_record(record, encoder, exact_fingerprint, path, dirs[1])
     return encoder

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from aspire.cliutil import add_common_options, command_parser, positive_int, run_command, setup_logging
 from aspire.encoders.identity import CONFIG_NAMING
-from aspire.encoders.pretrained import SETTINGS_FILE, check_model, saved_settings
+from aspire.encoders.pretrained import SETTINGS_FILE, check_model, resolve_model, saved_settings
 from aspire.io import atomic_folder, input_under, read_json
 from aspire.paths import model_folder
 from aspire.storage import check_replaceable
@@ -48,7 +48,7 @@ LOW_RANK_REPORT = "low_rank.json"
 
 def check_not_input(out: Path, *inputs: str | Path) -> None:
     """ValueError when the output folder `out` is one of the folders a command reads, or holds one: writing it
-    would replace the very model (or models) it was made from."""
+    would replace the very model (or models) it was made from, or the base an adapter export names."""
     model = input_under(out, inputs)
     if model is not None:
         raise ValueError(f"--out {out} would replace the model {model} it reads; choose another folder")
@@ -83,7 +83,8 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
     from aspire.encoders.adapters import ADAPTER_DIR
     model, out = model_folder(model), Path(out)
     check_replaceable(out, SETTINGS_FILE, "an exported model's folder")  # it is replaced whole below
-    check_not_input(out, model)
+    # the base too: an export over the folder it names replaced the base's weights by adapters naming themselves
+    check_not_input(out, model, resolve_model(base))
     settings = (read_json(model / SETTINGS_FILE, "encoder settings", mapping=True)
                 if (model / SETTINGS_FILE).is_file() else {})
     if "adapter" not in settings:  # a plain folder has no settings file at all
@@ -171,10 +172,9 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
 
     from aspire.encoders import ContextualSentenceEncoder
     from aspire.encoders.adapters import ADAPTER_DIR, peft_wrapping
-    from aspire.encoders.pretrained import resolve_model
 
     model, out = model_folder(model), Path(out)
-    check_not_input(out, model)
+    check_not_input(out, model, resolve_model(base))  # before the SVDs (`export_adapter` checks again)
     if rank < 1:
         raise ValueError(f"rank must be at least 1, got {rank}")
     tuned, tuned_weights = plain_weights(model)
