@@ -96,10 +96,27 @@ def cached_encode(
 
     Every paper must have at least one sentence slot in the result (`DocBatch.sentences` set).
     Returns:
-        (DocBatch of `papers` in order, True when it came from the cache).
+        (DocBatch of `papers` in order, True when it came from the cache); `cached_encode_entry` also gives the
+        entry's path.
     """
+    batch, from_cache, _ = cached_encode_entry(encode, papers, fingerprint, mode, options, cache_dir, needs_whole)
+    return batch, from_cache
+
+
+def cached_encode_entry(
+    encode: Callable[[Sequence[Paper]], DocBatch],
+    papers: Sequence[Paper],
+    fingerprint: str,
+    mode: str,
+    options: dict | None = None,
+    cache_dir: str | Path | None = None,
+    needs_whole: bool = False,
+) -> tuple[DocBatch, bool, Path | None]:
+    """`cached_encode`, also giving the path of the cache entry it read or wrote (`cache_path`, the papers' texts
+    hashed once): (DocBatch, from_cache, path), the path None without a cache or where none could be written (a
+    disk too full, or the entry removed by another run before its record was written)."""
     if cache_dir is None:
-        return encode(papers), False
+        return encode(papers), False, None
     path = cache_path(Path(cache_dir), fingerprint, mode, options or {}, papers)
     if path.is_file():
         cached, problem = _read_checked(path, papers)
@@ -107,7 +124,7 @@ def cached_encode(
             cached, problem = None, "it holds no whole-abstract vectors (written before the one-pass encoding)"
         if cached is not None:
             log.info("read cached vectors %s", path)
-            return cached, True
+            return cached, True, path
         log.warning("vector cache %s is not used, %s: encoding again and rewriting it", path, problem)
         remove_cache_file(path)
     batch = encode(papers)
@@ -119,12 +136,12 @@ def cached_encode(
     except DiskFullError as err:  # a cache is optional: the run goes on with the vectors it has
         remove_cache_file(path)
         log.warning("vectors not cached: %s: %s", err.strerror, err.filename)
-        return batch, False
+        return batch, False, None
     except FileNotFoundError:  # another run, finding it without its record yet, removed it before it was recorded
         log.warning("vectors not cached: %s was removed by another run before its checksum was recorded", path)
-        return batch, False
+        return batch, False, None
     log.info("cached vectors in %s", path)
-    return batch, False
+    return batch, False, path
 
 
 def _read_checked(path: Path, papers: Sequence[Paper]) -> tuple[DocBatch | None, str]:

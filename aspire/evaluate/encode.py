@@ -16,7 +16,6 @@ settings in force, `aspire.encoders.backends.InferenceEncoder.fingerprint`).
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -24,7 +23,7 @@ from torch import Tensor
 
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
-from aspire.evaluate.cache import cache_path, cached_encode
+from aspire.evaluate.cache import cached_encode_entry
 from aspire.evaluate.options import ENCODINGS
 
 
@@ -80,11 +79,11 @@ def encode_papers(
 
     fingerprint = encoder.fingerprint()  # once: it hashes every weight
     mode, key_options = cache_entry_key(encoding, options)
-    batch, from_cache = cached_encode(fn, papers, fingerprint, mode, key_options, cache_dir, needs_whole=contextual)
+    batch, from_cache, path = cached_encode_entry(fn, papers, fingerprint, mode, key_options, cache_dir,
+                                                  needs_whole=contextual)  # the papers' texts hashed once
     if record is not None:
-        path = None if cache_dir is None else cache_path(Path(cache_dir), fingerprint, mode, key_options, papers)
         record.append({"encoding": encoding, "papers": len(papers), "batch_size": batch_size,
-                       "fingerprint": fingerprint, "cache_entry": path.name if path and path.is_file() else None,
+                       "fingerprint": fingerprint, "cache_entry": None if path is None else path.name,
                        "from_cache": from_cache})
     return (single_vector_batch(batch.whole, papers) if encoding == "pass" else batch), from_cache
 

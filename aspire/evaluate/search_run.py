@@ -114,7 +114,9 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
     encoder = load_search_encoder(model, encoder, encoder_options, device)
     t0 = time.perf_counter()
     index = index_candidates(encoder, bench.candidates)
-    searcher = Searcher(index, apply_overrides(index.config.search, list(pipeline), "search"), encoder)
+    # no encoder given: the queries come encoded, and the index was built by this encoder just now (checking it
+    # again would hash every weight a second time)
+    searcher = Searcher(index, apply_overrides(index.config.search, list(pipeline), "search"))
     searcher.shortfalls = []  # a query answered with fewer than `depth` papers is counted, not warned each time
     cfg = searcher.config
     queries = {qid: query.to(encoder.device) for qid, query in encode_text_queries(encoder, bench.queries).items()}
