@@ -50,11 +50,15 @@ def triplet_margin_dist_per_anchor(pos_dist: Tensor, neg_dist: Tensor, neg_mask:
 
 
 def masked_anchor_mean(per_anchor: Tensor, valid: Tensor) -> Tensor:
-    """() mean of `per_anchor` (B,) over the `valid` (B,) anchors; zero, keeping the graph, if none is. ValueError
-    where the two are not one (B,) shape (a (B, 1) loss times a (B,) mask would broadcast to (B, B))."""
+    """() mean of `per_anchor` (B,) over the `valid` (B,) bool anchors; zero, keeping the graph, if none is. What a
+    left-out anchor holds (even NaN or inf) changes neither the mean nor its gradient. ValueError where the two are
+    not one (B,) shape (a (B, 1) loss times a (B,) mask would broadcast to (B, B)) or `valid` is not bool."""
     if per_anchor.dim() != 1 or per_anchor.shape != valid.shape:
         raise ValueError(f"per-anchor loss {tuple(per_anchor.shape)} and valid {tuple(valid.shape)} must be one (B,) shape")
-    return (per_anchor * valid).sum() / valid.sum().clamp(min=1)
+    if valid.dtype != torch.bool:  # else torch.where's error, naming no argument
+        raise ValueError(f"valid must be a bool tensor, got {valid.dtype}")
+    # selected, not multiplied by the mask: an inf or NaN loss of a left-out anchor times 0 is NaN
+    return torch.where(valid, per_anchor, per_anchor.new_zeros(())).sum() / valid.sum().clamp(min=1)
 
 
 def triplet_margin_dist_loss(pos_dist: Tensor, neg_dist: Tensor, neg_mask: Tensor, margin: float = 1.0) -> Tensor:
@@ -131,8 +135,18 @@ def aligned_sentence_dist(a: DocBatch, b: DocBatch, a_idx: Tensor, b_idx: Tensor
     return torch.linalg.vector_norm(diff, dim=-1)
 
 
+def _paper_names(batch: DocBatch, rows: Tensor) -> list:
+    """The paper ids of `rows` (B,) bool of `batch`, or their row numbers where the batch has no ids."""
+    picked = rows.nonzero().flatten().tolist()
+    return [batch.paper_ids[i] for i in picked] if batch.paper_ids else picked
+
+
 def mean_pool_doc(batch: DocBatch) -> DocBatch:
-    """One vector a paper: the mean of its selected sentence vectors, as a (B, 1, D) DocBatch."""
+    """One vector a paper: the mean of its selected sentence vectors, as a (B, 1, D) DocBatch. ValueError naming the
+    papers with no selected sentence (their vector would be a made-up zero, compared as a real paper)."""
+    empty = ~batch.mask.any(dim=1)  # (B,)
+    if bool(empty.any()):
+        raise ValueError(f"mean pooling: no selected sentence in papers {_paper_names(batch, empty)}")
     weights = batch.mask.to(batch.emb.dtype)  # (B, S)
     kept = batch.emb.masked_fill(~batch.mask[..., None], 0.0)  # a non-finite left-out row would give 0 * inf = NaN
     pooled = kept.sum(dim=1) / weights.sum(dim=1, keepdim=True).clamp(min=1)  # (B, D)
@@ -140,11 +154,28 @@ def mean_pool_doc(batch: DocBatch) -> DocBatch:
     return DocBatch(pooled[:, None, :], mask, batch.paper_ids, batch.sentences)
 
 
+def _check_single_vectors(a: DocBatch, b: DocBatch, aligned: bool) -> None:
+    """ValueError unless `a` and `b` hold one selected vector a paper (and, `aligned`, as many papers each): a
+    (B, S, D) batch was read at its first sentence alone, an unselected vector was compared as a paper, and one
+    paper against B was broadcast into B "aligned" distances."""
+    if a.emb.shape[1] != 1 or b.emb.shape[1] != 1 or (aligned and len(a) != len(b)):
+        want = "(B, 1, D), (B, 1, D)" if aligned else "(Bq, 1, D), (Bc, 1, D)"
+        raise ValueError(f"single-vector papers {want} expected (mean_pool_doc), got {tuple(a.emb.shape)} and "
+                         f"{tuple(b.emb.shape)}")
+    for side, batch in (("a", a), ("b", b)):
+        if not bool(batch.mask.all()):
+            raise ValueError(f"papers {_paper_names(batch, ~batch.mask[:, 0])} of {side} have no selected vector")
+
+
 def vector_l2_dist(a: DocBatch, b: DocBatch) -> Tensor:
-    """All-pairs L2 distance between single-vector papers: (Bq, 1, D), (Bc, 1, D) -> (Bq, Bc)."""
+    """All-pairs L2 distance between single-vector papers: (Bq, 1, D), (Bc, 1, D) -> (Bq, Bc). ValueError for more
+    than one vector a paper or an unselected one."""
+    _check_single_vectors(a, b, aligned=False)
     return cross_l2_cost(a.emb, b.emb)[:, :, 0, 0]
 
 
 def pairwise_vector_l2_dist(a: DocBatch, b: DocBatch) -> Tensor:
-    """Aligned-pair L2 distance between single-vector papers: (B, 1, D), (B, 1, D) -> (B,)."""
+    """Aligned-pair L2 distance between single-vector papers: (B, 1, D), (B, 1, D) -> (B,). ValueError for two batch
+    sizes, more than one vector a paper or an unselected one."""
+    _check_single_vectors(a, b, aligned=True)
     return torch.linalg.vector_norm(a.emb[:, 0] - b.emb[:, 0], dim=-1)
