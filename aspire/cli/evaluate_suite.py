@@ -77,7 +77,8 @@ def run_probe(parser, args) -> int:
 # ---- suite --------------------------------------------------------------------------------------------------
 
 def suite_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", default=str(DATA), help="folder holding " + ", ".join(b.folder + "/" for b in BENCHMARKS.values()))
+    p.add_argument("--data", default=str(DATA), help="folder holding "
+                   + ", ".join(dict.fromkeys(b.folder + "/" for b in BENCHMARKS.values())))
     p.add_argument("--benchmarks", nargs="+", choices=list(BENCHMARKS), metavar="NAME",
                    help="run only these (default: all of " + ", ".join(BENCHMARKS) + ")")
     p.add_argument("--aggregate", default="max", help="reviewer matching aggregate (default max)")

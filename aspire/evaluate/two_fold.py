@@ -35,7 +35,7 @@ import math
 from pathlib import Path
 
 from aspire.benchmarks.csfcube import FACETS, GROUPS, format_table
-from aspire.cliutil import command_parser
+from aspire.cliutil import add_common_options, command_parser, setup_logging
 from aspire.io import write_json
 
 log = logging.getLogger(__name__)
@@ -240,13 +240,17 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate.t
     ap.add_argument("--per-facet", action="store_true",
                     help="choose for each facet on its own dev queries (METRIC of --select; its GROUP is unused)")
     ap.add_argument("--out", type=Path, help="write the choice and figures here as JSON")
+    add_common_options(ap)
     args = ap.parse_args(argv)
+    setup_logging(args)
     if args.out is not None and args.out.is_dir():
         ap.error(f"--out {args.out} is a folder; give a JSON file to write")
     folders = unique_folders(f for spec in args.candidate for f in (glob.glob(spec) or [spec]))
     try:
         result = choose(folders, args.select, args.per_facet)
     except (FileNotFoundError, ValueError) as err:
+        if args.log_level == "DEBUG":  # as every command: DEBUG shows the traceback of an error
+            raise
         ap.error(str(err))
     if args.per_facet:
         for fold in FOLDS:

@@ -45,11 +45,11 @@ class IndexExistsError(FileExistsError):
     """The output directory already holds a live index (use `add`, or overwrite it)."""
 
 
-ADD_OR_OVERWRITE = "use `add` to extend it or --overwrite to replace it"
+ADD_OR_OVERWRITE = "use `aspire index add --index {out} --corpus FILE` to extend it or --overwrite to replace it"
 
 
 def index_exists(out: Path, hint: str | None = None) -> IndexExistsError:
-    return IndexExistsError(f"{out} already holds an index; {hint or ADD_OR_OVERWRITE}")
+    return IndexExistsError(f"{out} already holds an index; {hint or ADD_OR_OVERWRITE.format(out=out)}")
 
 
 def refuse_existing_index(out: Path, hint: str | None = None) -> None:

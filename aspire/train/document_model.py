@@ -238,7 +238,10 @@ class DocumentModel(nn.Module):
         for term in self.terms:
             per_anchor, valid = self._term_loss(term, batch, docs, anchors, positives, allowed)  # (B,), (B,)
             rows = valid.to(docs.emb.dtype)[:, None] * of_task  # (B, T)
-            task_loss = task_loss + (per_anchor[:, None] * rows).sum(dim=0) / rows.sum(dim=0).clamp(min=1)
+            # selected, not multiplied by the rows: a NaN or inf loss of an anchor left out (or of another task) times 0
+            # is NaN (`masked_anchor_mean`)
+            picked = torch.where(rows.bool(), per_anchor[:, None], per_anchor.new_zeros(()))  # (B, T)
+            task_loss = task_loss + picked.sum(dim=0) / rows.sum(dim=0).clamp(min=1)
             out[f"loss/{term}"] = masked_anchor_mean(per_anchor, valid).detach()
             counted |= valid
         out["loss"] = (weights * task_loss).sum()

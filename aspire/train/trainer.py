@@ -243,10 +243,14 @@ class Trainer:
                 raise ValueError(f"{split} holds {size} example(s), fewer than one batch (train.batch_size="
                                  f"{self.tc.batch_size}), so no dev loss could be taken: lower train.batch_size, "
                                  "build a larger dev split, or set data.use_dev=false")
-            if size % self.tc.batch_size and self.rank == 0:  # whole batches keep its in-batch negatives comparable
+            # whole batches keep its in-batch negatives comparable; data.dev_batches (0 = all) caps their number
+            batches, cap = size // self.tc.batch_size, self.cfg.data.dev_batches
+            scored = min(batches, cap or batches) * self.tc.batch_size
+            if scored < size and self.rank == 0:
                 split = f"task {name!r}'s dev split" if name else "the dev split"
-                log.info("the dev loss scores %d of the %d examples of %s (whole batches of train.batch_size=%d)",
-                         size - size % self.tc.batch_size, size, split, self.tc.batch_size)
+                capped = f", at most data.dev_batches={cap}" if cap and cap < batches else ""
+                log.info("the dev loss scores %d of the %d examples of %s (whole batches of train.batch_size=%d%s)",
+                         scored, size, split, self.tc.batch_size, capped)
 
     def _dev_parts(self) -> list[tuple[str | None, int, int]]:
         """The dev examples as `dev_loss` scores them: (task name, offset, size) a task, else one part (None, 0, all)."""
