@@ -89,12 +89,12 @@ def test_cosines_of_a_zero_vector_are_0_in_every_dtype(dtype):
     from aspire.scoring.vector import VectorCosine
 
     g = torch.Generator().manual_seed(0)
-    emb = torch.randn(2, 2, 8, generator=g)
+    emb = torch.randn(2, 1, 8, generator=g)
     emb[0] = 0.0
     whole = torch.randn(2, 8, generator=g)
     whole[1] = 0.0
-    batch = DocBatch(emb.to(dtype), torch.ones(2, 2, dtype=torch.bool), whole=whole.to(dtype))
-    ref = DocBatch(emb, torch.ones(2, 2, dtype=torch.bool), whole=whole)
+    batch = DocBatch(emb.to(dtype), torch.ones(2, 1, dtype=torch.bool), whole=whole.to(dtype))
+    ref = DocBatch(emb, torch.ones(2, 1, dtype=torch.bool), whole=whole)
     cos = VectorCosine()
     for got, want in ((cos.score(batch, batch), cos.score(ref, ref)),
                       (cos.pairwise_score(batch, batch), cos.pairwise_score(ref, ref))):

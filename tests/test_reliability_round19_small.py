@@ -184,15 +184,6 @@ def docs(emb: torch.Tensor, mask: torch.Tensor | None = None, ids: list[str] | N
     return DocBatch(emb, mask, ids if ids is not None else [f"p{i}" for i in range(len(emb))])
 
 
-PENDING_REFUSAL = pytest.mark.xfail(
-    strict=True, raises=pytest.fail.Exception,
-    reason="aspire/scoring/vector.py VectorCosine reads sentence 0 of a (B, S>1, D) batch and an unselected vector "
-           "without a word; the refusal (as aspire.losses.triplet._check_single_vectors) breaks tests that feed it "
-           "(B, 2, D) batches: tests/test_reliability_round16_scoring.py::test_cosines_of_a_zero_vector_are_0_in_every_"
-           "dtype and tests/test_reliability_scoring.py::test_property_chunked_scores_equal_unchunked_..., not ours")
-
-
-@PENDING_REFUSAL
 def test_vector_cosine_refuses_several_vectors_a_paper():
     from aspire.scoring.vector import VectorCosine
 
@@ -206,7 +197,6 @@ def test_vector_cosine_refuses_several_vectors_a_paper():
             call(three, one)
 
 
-@PENDING_REFUSAL
 def test_vector_cosine_refuses_an_unselected_vector_naming_the_paper():
     from aspire.scoring.vector import VectorCosine
 

@@ -44,6 +44,8 @@ _LENGTHS = st.lists(st.integers(1, 12), min_size=1, max_size=8)
 @given(lq=_LENGTHS, lc=st.lists(st.integers(1, 25), min_size=1, max_size=30), budget=st.integers(1, 200_000),
        narrow=st.booleans(), name=st.sampled_from(["minl2", "attention", "ot", "abstract"]), seed=st.integers(0, 99))
 def test_property_chunked_scores_equal_unchunked_and_every_call_fits_the_budget(lq, lc, budget, narrow, name, seed):
+    if name == "abstract":  # one vector a paper: VectorCosine refuses more, or an unselected one
+        lq, lc, narrow = [1] * len(lq), [1] * len(lc), False
     q, c = _batch(lq, seed, narrow), _batch(lc, seed + 1, narrow)
     scorer = VectorCosine() if name == "abstract" else get_scorer(name)
     recorder = _Recorder(scorer)

@@ -1,4 +1,4 @@
-"""The whole-abstract cosine: one vector per paper (the first sentence slot of a `DocBatch`), compared by
+"""The whole-abstract cosine: one vector per paper (a `DocBatch` of one selected sentence slot a paper), compared by
 cosine similarity. The evaluation's `abstract` scorer and the training term `cosine` both use it."""
 
 from __future__ import annotations
@@ -18,6 +18,21 @@ def _check_vectors(a: DocBatch, b: DocBatch) -> None:
                          f"{b.emb.shape[-1]}-d {b.emb.dtype}: encode both with one model, in one dtype")
 
 
+def _check_single(a: DocBatch, b: DocBatch, sides: tuple[str, str]) -> None:
+    """ValueError unless both sides hold one selected vector a paper: a (B, S, D) batch of several sentences was read
+    at its first sentence alone, and an unselected vector was compared as a paper (named by paper id, else row)."""
+    if a.emb.shape[1] != 1 or b.emb.shape[1] != 1:
+        raise ValueError(f"single-vector papers (B, 1, D) expected (one vector a paper: the abstract scorer's "
+                         f"encodings, mean_pool_doc), got {sides[0]} {tuple(a.emb.shape)} and {sides[1]} "
+                         f"{tuple(b.emb.shape)}")
+    for side, batch in zip(sides, (a, b)):
+        unselected = ~batch.mask[:, 0]
+        if bool(unselected.any()):
+            rows = unselected.nonzero().flatten().tolist()
+            names = [batch.paper_ids[i] for i in rows] if batch.paper_ids else rows
+            raise ValueError(f"papers {names} of the {side} have no selected vector")
+
+
 def _unit(x: Tensor) -> Tensor:
     """x (..., D) over its L2 norm, 0 where that is 0, in x's dtype: normalised in float32 for float16 / bfloat16
     (F.normalize's floor of 1e-12 rounds to 0 in float16, so a zero vector came out NaN there, 0 in float32)."""
@@ -26,10 +41,12 @@ def _unit(x: Tensor) -> Tensor:
 
 class VectorCosine:
     """Cosine of single-vector papers (B, 1, D): `score` all pairs (Bq, Bc), `pairwise_score` aligned pairs (B,);
-    similarities, higher is better; `dist` / `pairwise_dist` are 1 - cosine."""
+    similarities, higher is better; `dist` / `pairwise_dist` are 1 - cosine. ValueError for more than one vector a
+    paper or an unselected one, naming the papers."""
 
     def score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
         _check_vectors(queries, cands)
+        _check_single(queries, cands, ("queries", "candidates"))
         q = _unit(queries.emb[:, 0])  # (Bq, D)
         c = _unit(cands.emb[:, 0])  # (Bc, D)
         return q @ c.T  # (Bq, Bc)
@@ -38,6 +55,7 @@ class VectorCosine:
         if len(a) != len(b):  # else one paper against B would broadcast into B "aligned" scores
             raise ValueError(f"pairwise scoring needs equal batch sizes, got {len(a)} and {len(b)}")
         _check_vectors(a, b)
+        _check_single(a, b, ("first papers", "second papers"))
         return (_unit(a.emb[:, 0]) * _unit(b.emb[:, 0])).sum(dim=-1)  # (B,)
 
     def dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
