@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
 from aspire.cliutil import (
@@ -43,7 +44,7 @@ from aspire.cliutil import (
 )
 from aspire.data import cocite
 from aspire.encoders.pretrained import SETTINGS_FILE, check_model
-from aspire.paths import BEST, LATEST
+from aspire.paths import BEST, DATA, LATEST
 
 EXAMPLES = """\
   aspire data run-all --in cocitations.jsonl --out runs/cc
@@ -206,6 +207,21 @@ def _held_out(records_path, cfg) -> set[str] | None:
     return held_out_for(records_path) if cfg.ingest.exclude_benchmark_test else None
 
 
+def _held_out_papers(cfg, data: Path = DATA):
+    """The benchmark papers input A's ingest stage takes out of the records citing them (CSFCube's and the reviewer
+    set's, under the shared data folder `data`: `aspire.benchmarks.heldout.cited_benchmark_papers`); None when the
+    config keeps them. A missing benchmark folder is an error naming it and the switch, never a silent no-op."""
+    from aspire.benchmarks.heldout import cited_benchmark_papers
+
+    if not cfg.ingest.exclude_benchmark_papers:
+        return None
+    try:
+        return cited_benchmark_papers(data)
+    except FileNotFoundError as err:
+        raise ValueError(f"ingest.exclude_benchmark_papers: {err}; or set ingest.exclude_benchmark_papers=false") \
+            from None
+
+
 def check_overrides_read(stage: str, overrides: list[str]) -> None:
     """ValueError naming the overrides of `CociteConfig` keys the co-citation `stage` does not read (`STAGE_READS`,
     `STAGE_SKIPS`): `aspire data filter ... split.seed=1` once ran with the override accepted and unused. The
@@ -231,10 +247,15 @@ def _cocite_stage(args) -> dict:
     cfg = cocite.load_cocite_config(args.config, args.overrides)  # unknown keys first, by the loader
     check_overrides_read(stage, args.overrides)
     if stage == "cocite-from-records":
-        return cocite.ingest_records(getattr(args, "in"), args.out, cfg.ingest, _held_out(getattr(args, "in"), cfg))
+        return cocite.ingest_records(getattr(args, "in"), args.out, cfg.ingest, _held_out(getattr(args, "in"), cfg),
+                                     _held_out_papers(cfg))
     if stage == "cocite-from-s2orc":
         from aspire.data.s2orc import mine_s2orc
 
+        if cfg.ingest.exclude_benchmark_papers:  # aspire.data.s2orc does not read the switch yet: said, not hidden
+            logging.getLogger(__name__).warning(
+                "ingest.exclude_benchmark_papers: input B (cocite-from-s2orc) does not take CSFCube or reviewer-set "
+                "papers out of its contexts; only input A (cocite-from-records, run-all) does")
         return mine_s2orc(args.fulltext, args.abstracts, args.out, cfg.ingest, _held_out(args.fulltext, cfg))
     if stage == "filter":
         return cocite.filter_contexts(getattr(args, "in"), args.out, cfg.filter)
@@ -245,7 +266,8 @@ def _cocite_stage(args) -> dict:
     if stage == "examples":
         return cocite.build_examples(getattr(args, "in"), args.out, cfg.examples)
     if stage == "run-all":
-        examples_dir = cocite.run_all(getattr(args, "in"), args.out, cfg, _held_out(getattr(args, "in"), cfg))
+        examples_dir = cocite.run_all(getattr(args, "in"), args.out, cfg, _held_out(getattr(args, "in"), cfg),
+                                      _held_out_papers(cfg))
         return json.loads((examples_dir.parent / "pipeline_report.json").read_text(encoding="utf-8"))
     # argparse restricts the choices; kept so a new stage cannot fall through silently
     raise ValueError(f"unknown stage {stage!r}")

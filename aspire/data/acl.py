@@ -1,5 +1,5 @@
 """The ACL Anthology abstracts as training text: a seeded sample with its abstracts split once (and
-cached), benchmark papers left out by normalised title, paper id or abstract text (`HeldOut`; what to leave out
+cached), benchmark papers left out by normalised title, paper id, abstract text or containment (`HeldOut`; what to leave out
 comes from the caller: `aspire.benchmarks.heldout.excluded_papers`)."""
 
 from __future__ import annotations
@@ -29,7 +29,15 @@ def normalise_title(title: str) -> str:
 
 
 ABSTRACT_KEY_CHARS = 200  # normalised characters of an abstract that name it (`abstract_key`)
-REMOVED_BY = ("title", "paper_id", "abstract")  # `HeldOut.reason`'s answers, in the order it tries them
+REMOVED_BY = ("title", "paper_id", "abstract", "containment")  # `HeldOut.reason`'s answers, in the order it tries them
+
+
+def removed_by(reasons: list[str | None]) -> dict[str, int]:
+    """How many of `reasons` (`HeldOut.reason`'s answers, None for a paper kept) each rule of `REMOVED_BY` gave:
+    "title", "paper_id" and "abstract" always, "containment" where it removed any (the counts read before that
+    rule came keep their three keys)."""
+    counts = {rule: reasons.count(rule) for rule in REMOVED_BY}
+    return {rule: n for rule, n in counts.items() if n or rule != "containment"}
 
 
 def abstract_key(abstract: object) -> str:
@@ -43,14 +51,18 @@ def abstract_key(abstract: object) -> str:
 
 @dataclass(frozen=True)
 class HeldOut:
-    """The papers training must not see, three ways, so that no one field can hide a paper: normalised `titles`,
+    """The papers training must not see, four ways, so that no one field can hide a paper: normalised `titles`,
     `paper_ids` (ids of the sources that share the benchmarks' ids: the ACL Anthology's and the co-citation
-    data's) and `abstracts` (`abstract_key`s). A title or abstract that normalises to "" names nothing (a
-    Chinese title, an empty one); the other two fields still do. Hashable: `read_acl`'s cache keys on it."""
+    data's), `abstracts` (`abstract_key`s) and `containment` (None, or a rule with `matches(abstract) -> bool`
+    and `union`: `aspire.benchmarks.heldout.Containment`, the word 5-gram containment of a benchmark abstract in
+    the paper's, which catches a reworded or retitled version the abstract key misses). A title or abstract that
+    normalises to "" names nothing (a Chinese title, an empty one); the other fields still do. Hashable:
+    `read_acl`'s cache keys on it."""
 
     titles: frozenset[str] = frozenset()
     paper_ids: frozenset[str] = frozenset()
     abstracts: frozenset[str] = frozenset()
+    containment: object = None
 
     def __post_init__(self) -> None:
         for name in ("titles", "paper_ids", "abstracts"):
@@ -58,7 +70,7 @@ class HeldOut:
 
     @property
     def by_title_only(self) -> bool:
-        return not (self.paper_ids or self.abstracts)
+        return not (self.paper_ids or self.abstracts or self.containment is not None)
 
     def reason(self, paper_id: object, title: object, abstract: object) -> str | None:
         """Why a paper is held out (the first of `REMOVED_BY` that matches), or None when it is not."""
@@ -68,10 +80,14 @@ class HeldOut:
             return "paper_id"
         if self.abstracts and abstract_key(abstract) in self.abstracts:  # "" is never among them
             return "abstract"
+        if self.containment is not None and self.containment.matches(abstract):
+            return "containment"
         return None
 
     def union(self, other: HeldOut) -> HeldOut:
-        return HeldOut(self.titles | other.titles, self.paper_ids | other.paper_ids, self.abstracts | other.abstracts)
+        rules = [r for r in (self.containment, other.containment) if r is not None]
+        return HeldOut(self.titles | other.titles, self.paper_ids | other.paper_ids, self.abstracts | other.abstracts,
+                       rules[0].union(rules[1]) if len(rules) == 2 else (rules or [None])[0])
 
 
 def held_out(exclude: HeldOut | frozenset[str]) -> HeldOut:
@@ -128,14 +144,14 @@ def _cached_sentences(entry: object, key: str) -> list[str] | None:
 
 
 def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: int) -> tuple[list[Paper], dict]:
-    """ACL Anthology papers without the `exclude`d ones (a `HeldOut`: by normalised title, paper id or abstract
-    text; a set of normalised titles: by title alone), read from the raw records before any sampling or
+    """ACL Anthology papers without the `exclude`d ones (a `HeldOut`: by normalised title, paper id, abstract
+    text or containment; a set of normalised titles: by title alone), read from the raw records before any sampling or
     splitting: a sample of `max_papers` (0 = all) drawn with seed 0, the same papers for every caller, their abstracts split into sentences by the default
     splitter (built once), and the counts read / removed. `path` is JSONL, gzipped when it ends in `.gz`; an
     abstract that is already a list of sentences is kept as is. `stats["removed_benchmark"]` counts the papers
     removed; where `exclude` matches ids or abstracts too, `stats["removed_benchmark_by"]` splits it by the first
-    rule that matched (`REMOVED_BY`: a paper counted under "paper_id" or "abstract" is one a title match alone
-    keeps). Split abstracts are cached on disk (`split_cache_path`), so only a corpus's first run pays for the
+    rule that matched (`REMOVED_BY`, `removed_by`: a paper counted under "paper_id", "abstract" or "containment" is
+    one a title match alone keeps). Split abstracts are cached on disk (`split_cache_path`), so only a corpus's first run pays for the
     splitting (about 10 ms an abstract); a cache that cannot be read or written is a warning, not an error. Each
     paper keeps the record's other fields (`authors`, `year`, ...) in `Paper.extra`. A record that is not a valid
     paper is left out, named with its reason in `stats["rejected"]` (and logged).
@@ -164,7 +180,7 @@ def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
     kept = [record for record, why in zip(records, reasons) if why is None]
     stats = {"read": len(records), "removed_benchmark": len(records) - len(kept)}
     if not exclude.by_title_only:
-        stats["removed_benchmark_by"] = {why: reasons.count(why) for why in REMOVED_BY}
+        stats["removed_benchmark_by"] = removed_by(reasons)
     if max_papers and len(kept) > max_papers:
         kept = random.Random(0).sample(kept, max_papers)
     cache = split_cache_path(path, DEFAULT_SPLITTER)

@@ -5,14 +5,19 @@
   `aspire.benchmarks.context2doc`) paired with each paper it cites; the dev split gives dev pairs. The
   test split is refused. The sentence is a one-sentence paper with an empty title, as the benchmark
   encodes its queries; the other papers the sentence cites are not its negatives, nor are the papers that
-  another citing sentence of the same text (after marker removal) cites.
+  another citing sentence of the same text (after marker removal) cites. A pair whose cited paper is a paper of
+  CSFCube or the reviewer set (`aspire.benchmarks.heldout.cited_benchmark_papers` under `benchmarks_dir`: by
+  normalised title, paper id, abstract key or containment) is left out, counted (`removed_benchmark_pairs`, and
+  the papers per rule, `removed_benchmark_by`; both only where some pair is left out); a sentence left with no
+  pair is no anchor. The papers cited by
+  context2doc's own test sentences are trained on, by design of that benchmark.
 - `crop`: independent cropping, an unsupervised pair of two random spans (`span_min`..`span_max`
   sentences, drawn independently, so they may overlap) of one abstract, `views` pairs an abstract,
   drawn once from a generator seeded by the paper id (the same pairs every run). Abstracts come from
   the co-citation train split (the papers its examples name: a paper of dev sets alone is left out) and/or
   the ACL Anthology; every benchmark paper (CSFCube, reviewer matching, the papers cited by context2doc test
   sentences, the SciRepEval formats' dev and test papers) is removed first, by normalised title, paper id or
-  abstract text (`aspire.benchmarks.heldout.excluded_papers`: an empty title hides none), and the number
+  abstract text or containment (`aspire.benchmarks.heldout.excluded_papers`: an empty title hides none), and the number
   removed is reported, per rule (`removed_benchmark_by`). Abstracts of fewer than two sentences give no pair (counted).
 - `title`: a paper's title paired with its abstract without the title (ACL Anthology and/or the
   co-citation abstracts, benchmark papers removed as for `crop`).
@@ -44,8 +49,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from aspire.benchmarks.heldout import excluded_papers
-from aspire.data.acl import REMOVED_BY, read_acl
+from aspire.benchmarks.heldout import cited_benchmark_papers, excluded_papers
+from aspire.data.acl import HeldOut, read_acl, removed_by
 from aspire.data.papers import Paper
 from aspire.train.config import Config, TaskConfig
 from aspire.train.data import Example, TripletDataset, load_split, split_paper_ids
@@ -82,19 +87,37 @@ def context2doc_task(cfg: Config, task: TaskConfig, split: str, index: int) -> T
     if split not in SPLITS:  # never the test split: it is the benchmark
         raise ValueError(f"context2doc task: split {split!r} is not one of {SPLITS}")
     bench = load_context2doc(task.data_dir, split)
-    papers = {p.paper_id: _cut(p, cfg.data.max_sentences) for p in bench.candidates}
+    cited = {pid for rel in bench.qrels.values() for pid in rel}
+    held = _cited_benchmark(task)
+    why = {p.paper_id: held.reason(p.paper_id, p.title, p.sentences) for p in bench.candidates if p.paper_id in cited}
+    benchmark = {pid for pid, w in why.items() if w is not None}  # whole abstracts: matched before the cut
+    papers = {p.paper_id: _cut(p, cfg.data.max_sentences) for p in bench.candidates if p.paper_id not in benchmark}
     by_text: dict[str, set[str]] = {}  # one text cited with other papers elsewhere: none of them is its negative
     for qid, text in bench.queries.items():
         by_text.setdefault(text, set()).update(bench.qrels[qid])
-    examples = []
+    examples, removed_pairs = [], 0
     for qid, text in bench.queries.items():
         anchor = f"ctx:{qid}"
-        papers[anchor] = Paper(anchor, "", [text])
         members = tuple(sorted(by_text[text])) + (anchor,)
-        examples += [Example(anchor, pid, members, None, None, task=index) for pid in sorted(bench.qrels[qid])]
+        kept = [pid for pid in sorted(bench.qrels[qid]) if pid not in benchmark]
+        removed_pairs += len(bench.qrels[qid]) - len(kept)
+        if kept:
+            papers[anchor] = Paper(anchor, "", [text])
+        examples += [Example(anchor, pid, members, None, None, task=index) for pid in kept]
     stats = {"queries": len(bench.queries), "left_out_test_twins": len(bench.left_out),
              "queries_repeating_a_text": len(bench.queries) - len(by_text)}
+    if benchmark:  # counted where the split cites a benchmark paper (the stats before the rule keep their keys)
+        stats.update(removed_benchmark_pairs=removed_pairs, removed_benchmark_by=removed_by([why[p] for p in benchmark]))
     return TaskData("context2doc", examples, papers, stats)
+
+
+def _cited_benchmark(task: TaskConfig) -> HeldOut:
+    """The papers of CSFCube and the reviewer set under `task.benchmarks_dir` (`cited_benchmark_papers`), which the
+    `context2doc` task leaves out of its pairs; None turns it off with a warning, as for the sampled tasks."""
+    if task.benchmarks_dir is None:
+        log.warning("%s task: tasks[].benchmarks_dir is null: benchmark papers are NOT removed", task.name)
+        return HeldOut()
+    return cited_benchmark_papers(task.benchmarks_dir)
 
 
 def _in_dev(pid: str, share: float) -> bool:
@@ -121,7 +144,7 @@ def crop_pairs(paper: Paper, task: TaskConfig, index: int) -> tuple[list[Example
 
 def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, ...]) -> tuple[list[Paper], dict]:
     """The abstracts of `task.sources` in `split` (by hash, `dev_share`), every benchmark paper removed by
-    normalised title, paper id or abstract text (`excluded_papers`; the whole abstract, before
+    normalised title, paper id, abstract text or containment (`excluded_papers`; the whole abstract, before
     `data.max_sentences` cuts it); and what was read, removed (`removed_benchmark`, and per rule, the first
     that matched, `removed_benchmark_by`) and used, per source. The co-citation source is the papers
     its train split names (`aspire.train.data.split_paper_ids`): a paper only its dev split names stays out
@@ -143,7 +166,7 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
         stats["cocite"] = {"read": len(every), "not_in_train_split": len(every) - len(cocite),
                            "removed_benchmark": len(cocite) - len(kept), "used": len(kept)}
         if not exclude.by_title_only:
-            stats["cocite"]["removed_benchmark_by"] = {why: reasons.count(why) for why in REMOVED_BY}
+            stats["cocite"]["removed_benchmark_by"] = removed_by(reasons)
         sources += kept
     if "acl" in task.sources:
         acl, acl_stats = read_acl(task.acl_path, exclude, task.max_papers)

@@ -108,12 +108,13 @@ __all__ = [
 
 
 def run_all(records_path: str | Path, out_dir: str | Path, cfg: CociteConfig | None = None,
-            held_out: Collection[str] | None = None) -> Path:
+            held_out: Collection[str] | None = None, held_out_papers=None) -> Path:
     """Input A end to end: `out_dir/{1_ingest,...,5_examples}` and `out_dir/pipeline_report.json`.
 
     Returns the examples directory (`examples.{train,dev}.jsonl`, `abstracts.jsonl`,
     `groups.{train,dev}.jsonl`); `python -m aspire.data align` adds the sentence alignments.
-    `held_out`: the benchmark test sentences the ingest stage leaves out (`ingest_records`).
+    `held_out`: the benchmark test sentences the ingest stage leaves out; `held_out_papers`: the benchmark papers
+    (CSFCube's and the reviewer set's, a `HeldOut`) it takes out of the records citing them (`ingest_records`).
     `out_dir` must be new, empty or an earlier run's (`check_run_all_out`), whose `pipeline_report.json` goes
     first: it stands for a finished run. A stage that leaves nothing for the next (`nothing_left`) stops the
     run with a ValueError, its folder and the earlier ones kept.
@@ -124,7 +125,7 @@ def run_all(records_path: str | Path, out_dir: str | Path, cfg: CociteConfig | N
     (out_dir / PIPELINE_REPORT).unlink(missing_ok=True)
     dirs = [out_dir / name for name in STAGE_DIRS]
     steps = [
-        lambda: ingest_records(records_path, dirs[0], cfg.ingest, held_out),
+        lambda: ingest_records(records_path, dirs[0], cfg.ingest, held_out, held_out_papers),
         lambda: filter_contexts(dirs[0], dirs[1], cfg.filter),
         lambda: group_contexts(dirs[1], dirs[2]),
         lambda: split_groups(dirs[2], dirs[3], cfg.split),

@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections import Counter
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from aspire.config import to_dict
+from aspire.data.acl import removed_by
 from aspire.data.cocite.config import REPORT, FilterConfig, IngestConfig
 from aspire.data.cocite.text import clean_citations, get_tokenizer
 from aspire.data.guards import SURROGATE, invisible_text_reason
 from aspire.data.papers import paper_id_problem
 from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, type_name, write_json
+
+log = logging.getLogger(__name__)
 
 
 def _describe(value: Any) -> str:
@@ -91,7 +95,7 @@ def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
 
 
 def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestConfig = IngestConfig(),
-                   held_out: Collection[str] | None = None) -> dict:
+                   held_out: Collection[str] | None = None, held_out_papers: Any = None) -> dict:
     """Input A: co-citation records -> `contexts.jsonl` + `abstracts.jsonl` + `report.json`.
 
     Each record becomes one context citing its distinct cited paper ids, less the citing paper itself (a
@@ -102,6 +106,18 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
     test split's sentences, which the command layer reads from `aspire.benchmarks.context2doc` and passes
     here — is dropped and counted (`dropped_benchmark_test`), so training never sees a test query.
     `exclude_benchmark_test` without `held_out` is an error, never a silent no-op.
+
+    With `exclude_benchmark_papers`, a cited paper that `held_out_papers` (an `aspire.data.acl.HeldOut`: the
+    command layer passes `aspire.benchmarks.heldout.cited_benchmark_papers`, CSFCube's and the reviewer set's
+    papers) matches by title, paper id, abstract key or containment, in any record's version of it, is taken out
+    of every record citing it, and its abstract is never written. Only that paper goes: the record keeps its
+    other cited papers, whose co-citation is sound, and is dropped when fewer than two are left
+    (`dropped_benchmark_paper`; a record citing fewer than two before is `dropped_fewer_than_2_cited`). Counted:
+    `records_citing_benchmark` (records that lost a paper), `benchmark_citations_removed`, and
+    `removed_benchmark_by` (distinct papers taken out, by the first rule of `REMOVED_BY` that matched).
+    `exclude_benchmark_papers` without `held_out_papers` removes nothing, with a warning and
+    `removed_benchmark_by: null` in the report; the commands (`aspire.cli.data`) always pass them, and a missing
+    benchmark folder is their error.
     """
     records_path, out_dir = Path(records_path), Path(out_dir)
     bad: list[str] = []
@@ -109,10 +125,18 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
     if cfg.exclude_benchmark_test and held_out is None:
         raise ValueError("ingest.exclude_benchmark_test needs the held-out sentences (held_out=, from "
                          "aspire.benchmarks.context2doc.held_out_for); or set ingest.exclude_benchmark_test=false")
+    exclude_papers = cfg.exclude_benchmark_papers and held_out_papers is not None
+    if cfg.exclude_benchmark_papers and held_out_papers is None:  # the command layer always passes them
+        log.warning("ingest.exclude_benchmark_papers: no held_out_papers given (aspire.benchmarks.heldout."
+                    "cited_benchmark_papers): CSFCube and reviewer-set papers are NOT removed from %s", records_path)
     held_out = set(held_out or ()) if cfg.exclude_benchmark_test else set()
+    # every record first: a paper is held out everywhere when any record's version of it is a benchmark paper's
+    records = list(iter_checked_jsonl(records_path, _check_record, cfg.on_error, bad))
+    benchmark = _benchmark_cited(records, held_out_papers) if exclude_papers else {}
+    removed: set[str] = set()
     seen_abstracts: dict[str, str] = {}
     with AtomicJsonl(out_dir / "contexts.jsonl") as contexts, AtomicJsonl(out_dir / "abstracts.jsonl") as abstracts:
-        for lineno, rec in iter_checked_jsonl(records_path, _check_record, cfg.on_error, bad):
+        for lineno, rec in records:
             counts["records"] += 1
             if rec["context"].strip() in held_out:
                 counts["dropped_benchmark_test"] += 1
@@ -121,8 +145,15 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
             if rec["citing_paper_id"] in distinct:  # a paper citing itself is no co-citation (as in input B)
                 counts["self_citations_removed"] += 1
             cited_ids = sorted(distinct - {rec["citing_paper_id"]})
+            dropped = [pid for pid in cited_ids if pid in benchmark]
+            if dropped:
+                counts["records_citing_benchmark"] += 1
+                counts["benchmark_citations_removed"] += len(dropped)
+                removed.update(dropped)
+                cited_ids = [pid for pid in cited_ids if pid not in benchmark]
             if len(cited_ids) < 2:
-                counts["dropped_fewer_than_2_cited"] += 1
+                counts["dropped_benchmark_paper" if dropped and len(cited_ids) + len(dropped) >= 2
+                       else "dropped_fewer_than_2_cited"] += 1
                 continue
             for c in rec["cited"]:
                 if c["paper_id"] not in cited_ids:
@@ -148,8 +179,28 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
         counts["papers"] = abstracts.count
     report = {"stage": "ingest", "input": str(records_path), "counts": dict(counts),
               "bad_lines": len(bad), "bad_line_messages": bad[:20], "config": to_dict(cfg)}
+    if cfg.exclude_benchmark_papers:  # None: switched on, but no benchmark papers were given (warned above)
+        why = [benchmark[pid] for pid in removed]
+        report["removed_benchmark_by"] = removed_by(why) if exclude_papers else None
     write_json(out_dir / REPORT, report)
     return report
+
+
+def _benchmark_cited(records: list[tuple[int, dict]], held_out_papers: Any) -> dict[str, str]:
+    """{paper id: the first rule of `REMOVED_BY` that matched} of the cited papers `held_out_papers` (a `HeldOut`)
+    matches in any record's version of them (title and abstract); each distinct version is tried once."""
+    found: dict[str, str] = {}
+    tried: set[tuple[str, str]] = set()
+    for _, rec in records:
+        for c in rec["cited"]:
+            version = (c["paper_id"], json.dumps([c["title"], c["abstract"]]))
+            if c["paper_id"] in found or version in tried:
+                continue
+            tried.add(version)
+            why = held_out_papers.reason(c["paper_id"], c["title"], c["abstract"])
+            if why is not None:
+                found[c["paper_id"]] = why
+    return found
 
 
 # ---- stage 2: filter ----------------------------------------------------------------------------
