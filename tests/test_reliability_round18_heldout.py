@@ -259,3 +259,22 @@ def test_excluded_papers_remove_a_reworded_csfcube_abstract_from_the_acl_source(
     papers, stats = read_acl(path, held, 0)
     assert [p.paper_id for p in papers] == ["K1"]
     assert stats["removed_benchmark_by"] == {"title": 0, "paper_id": 0, "abstract": 0, "containment": 1}
+
+
+def test_a_context2doc_task_takes_its_benchmarks_dir_and_null_keeps_every_pair(shared_data, monkeypatch):
+    # the context2doc task's keys once lacked benchmarks_dir: only the default ../shared/data could be used
+    import aspire.benchmarks.context2doc as c2d
+    from aspire.config import ConfigError
+    from aspire.train.config import Config, TaskConfig
+    from aspire.train.tasks import context2doc_task
+
+    bench = SimpleNamespace(queries={"q": "a sentence"}, qrels={"q": {"P07-1004": 1}}, left_out=[],
+                            candidates=[Paper("P07-1004", "Transductive learning for SMT", _reworded_csf(shared_data))])
+    monkeypatch.setattr(c2d, "load_context2doc", lambda data_dir, split: bench)
+    TaskConfig(name="context2doc", benchmarks_dir=str(shared_data))  # its own key now (refused before)
+    with pytest.raises(ConfigError, match="span_min"):
+        TaskConfig(name="context2doc", span_min=2)  # another task's key is still refused
+    held = context2doc_task(Config(), TaskConfig(name="context2doc", benchmarks_dir=str(shared_data)), "train", 0)
+    assert held.examples == [] and held.stats["removed_benchmark_pairs"] == 1
+    kept = context2doc_task(Config(), TaskConfig(name="context2doc", benchmarks_dir=None), "train", 0)
+    assert [(e.query_id, e.positive_id) for e in kept.examples] == [("ctx:q", "P07-1004")]

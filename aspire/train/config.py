@@ -265,7 +265,8 @@ class TaskConfig:
 
     `name`: `cocite` (the co-cited pairs of `data.examples_dir`), `context2doc` (each citing sentence
     of the context2doc *train* split paired with each paper it cites; the dev split gives the dev
-    loss; `data_dir` holds `cocitations.jsonl`) or `crop` (two random spans of `span_min`..`span_max`
+    loss; `data_dir` holds `cocitations.jsonl`; pairs citing a CSFCube or reviewer-set paper under `benchmarks_dir`
+    are left out) or `crop` (two random spans of `span_min`..`span_max`
     sentences of one abstract, `views` pairs per abstract; `sources`: `cocite` (the co-citation
     abstracts) and/or `acl` (`acl_path`, at most `max_papers` of them, 0 = all); every benchmark paper
     under `benchmarks_dir` is removed by normalised title (null turns the removal off, with a
@@ -333,7 +334,7 @@ MIX_KEYS = ("name", "weight", "ratio", "steps")
 _SAMPLED = ("sources", "acl_path", "benchmarks_dir", "max_papers", "dev_share")  # abstracts of cocite and/or ACL
 TASK_KEYS: dict[str, tuple[str, ...]] = {
     "cocite": (),  # the co-cited pairs of the data section
-    "context2doc": ("data_dir",),
+    "context2doc": ("data_dir", "benchmarks_dir"),  # benchmarks_dir: CSFCube / reviewer papers left out of its pairs
     "crop": _SAMPLED + ("span_min", "span_max", "views"),
     "title": _SAMPLED,
     "author": _SAMPLED + ("min_shared_authors", "max_author_papers", "views"),
