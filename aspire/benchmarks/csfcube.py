@@ -23,8 +23,11 @@ from aspire.benchmarks.pools import (
     evaluate_pool_set,
     load_pool_set,
     query_key,
+    read_ranked_files,
     read_ranked_pool_set,
+    write_trec,
 )
+from aspire.benchmarks.runs import invocation
 from aspire.benchmarks.stats import UnitScores
 from aspire.io import atomic_write, write_json
 
@@ -105,9 +108,11 @@ def write_per_query_csv(path: Path, pool_set: PoolSet, per_query: Mapping[str, M
                 writer.writerow([key, qid, facet, test_fold.get(key, ""), len(pool), titles.get(key, ""), *row])
 
 
-def evaluate_csfcube_rankings(root: str | Path, rankings: Mapping[str, Mapping[str, list[str]]]) -> tuple[dict, dict]:
-    """Score `{facet: {query_pid: [cand_pid, ...]}}` -> (results dict, per-query metrics as fractions)."""
-    pool_set = load_csfcube(root)
+def evaluate_csfcube_rankings(root: str | Path, rankings: Mapping[str, Mapping[str, list[str]]],
+                              pool_set: PoolSet | None = None) -> tuple[dict, dict]:
+    """Score `{facet: {query_pid: [cand_pid, ...]}}` -> (results dict, per-query metrics as fractions).
+    `pool_set`: `load_csfcube(root)` where the caller has it loaded (else loaded here)."""
+    pool_set = load_csfcube(root) if pool_set is None else pool_set
     per_query, _ = evaluate_pool_set(pool_set, rankings, METRICS, threshold=THRESHOLD)
     results = {
         "benchmark": NAME,
@@ -124,16 +129,35 @@ def evaluate_csfcube_rankings(root: str | Path, rankings: Mapping[str, Mapping[s
 
 def evaluate_ranked_dir(root: str | Path, ranked_dir: str | Path, exp: str) -> tuple[dict, dict]:
     """Score the files `ranked_dir/test-pid2pool-csfcube-EXP-{facet}-ranked.json`."""
-    rankings = read_ranked_pool_set(load_csfcube(root), ranked_dir, exp)
-    results, per_query = evaluate_csfcube_rankings(root, rankings)
+    pool_set = load_csfcube(root)
+    results, per_query = evaluate_csfcube_rankings(root, read_ranked_pool_set(pool_set, ranked_dir, exp), pool_set)
     results["experiment"] = exp
     return results, per_query
 
 
-def write_results(out: Path, root: str | Path, exp: str, results: dict, per_query) -> None:
-    """`out/results.json` and `out/test-pid2pool-csfcube-EXP-perq.csv`."""
+def write_ranked_dir_results(out: Path, root: str | Path, ranked_dir: str | Path, exp: str) -> dict:
+    """`aspire evaluate csfcube --ranked DIR --exp EXP`: score the ranked files of `exp` in `ranked_dir`
+    (`evaluate_ranked_dir`) and write what every CSFCube run writes (`write_results`; `run.trec` with the files'
+    scores and `qrels.trec`, `aspire.benchmarks.pools.write_trec`, which `fuse-runs` reads), the pools loaded and
+    each ranked file read once; returns the results."""
     pool_set = load_csfcube(root)
+    files = read_ranked_files(pool_set, ranked_dir, exp)
+    rankings = read_ranked_pool_set(pool_set, ranked_dir, exp, files)
+    results, per_query = evaluate_csfcube_rankings(root, rankings, pool_set)
+    results["experiment"] = exp
+    write_results(out, root, exp, results, per_query, pool_set)
+    write_trec(out, pool_set, rankings, exp, scores_from=ranked_dir, ranked_files=files)
+    return results
+
+
+def write_results(out: Path, root: str | Path, exp: str, results: dict, per_query,
+                  pool_set: PoolSet | None = None) -> None:
+    """`out/results.json` (`results` with the command that made it, `command`, added to it:
+    `aspire.benchmarks.runs.invocation`) and `out/test-pid2pool-csfcube-EXP-perq.csv`. `pool_set`:
+    `load_csfcube(root)` where the caller has it loaded (else loaded here)."""
+    pool_set = load_csfcube(root) if pool_set is None else pool_set
     write_per_query_csv(out / f"test-pid2pool-{NAME}-{exp}-perq.csv", pool_set, per_query, query_titles(root))
+    results["command"] = invocation()
     write_json(out / "results.json", results, indent=None)
 
 

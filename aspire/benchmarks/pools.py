@@ -175,7 +175,12 @@ def existing_ranked_path(folder: str | Path, name: str, exp: str, facet: str) ->
 
 def read_ranked(path: str | Path) -> dict[str, list[str]]:
     """`{query_pid: [cand_pid, ...]}` best first, from a ranked-pool file."""
-    raw = read_json(Path(path), "ranked file")
+    return ranked_order(read_json(Path(path), "ranked file"), path)
+
+
+def ranked_order(raw: object, path: str | Path) -> dict[str, list[str]]:
+    """`{query_pid: [cand_pid, ...]}` best first, from the content `raw` of the ranked-pool file `path` (named in
+    the errors)."""
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected {{query_pid: [[cand_pid, score], ...]}}, got a JSON {type(raw).__name__}")
     out: dict[str, list[str]] = {}
@@ -194,20 +199,28 @@ def write_ranked(path: str | Path, ranked: Mapping[str, Sequence[tuple[str, floa
 
 
 def write_trec(out: Path, pool_set: PoolSet, rankings: Mapping[str, Mapping[str, list[str]]], exp: str,
-               scores_from: str | Path | None = None) -> None:
+               scores_from: str | Path | None = None, ranked_files: Mapping[str, object] | None = None) -> None:
     """`out/run.trec` (query keys as `query_key`) and `out/qrels.trec`.
 
     A candidate's score in the run is its score in the facet's ranked file of `exp` in `scores_from` (default
     `out`, where the evaluation writes its ranked files), negated when that file holds distances (rising down every
     list), so that the run's scores fall down each ranking as TREC's do and `fuse-runs --fusion z|minmax` fuses
     the scorers' values. A facet whose ranked file is not there, or does not rank every query of `rankings` in
-    their order with finite scores (a warning names it then), is written with pool size - rank + 1 instead."""
+    their order with finite scores (a warning names it then), is written with pool size - rank + 1 instead.
+    `ranked_files`: `{facet: content}` of those files as the caller has read them (`read_ranked_files`), so that
+    they are not read again; every facet of `rankings` then, each the file of `exp` in `scores_from`."""
     from aspire.benchmarks.runs import write_qrels, write_run
 
     folder = Path(out if scores_from is None else scores_from)
     run = {}
     for f, ranked in rankings.items():
-        scores = _ranked_scores(ranked_path(folder, pool_set.name, exp, f), ranked)
+        path = ranked_path(folder, pool_set.name, exp, f)
+        if ranked_files is None:
+            scores = _ranked_scores(path, ranked)
+        elif f not in ranked_files:
+            raise ValueError(f"ranked_files holds no file of facet {f!r}; it holds {sorted(ranked_files)}")
+        else:
+            scores = _ranked_scores(path, ranked, ranked_files[f])
         for q, r in ranked.items():
             values = scores[q] if scores is not None else [float(len(r) - i) for i in range(len(r))]
             run[query_key(q, f)] = list(zip(r, values))
@@ -215,13 +228,19 @@ def write_trec(out: Path, pool_set: PoolSet, rankings: Mapping[str, Mapping[str,
     write_qrels(out / "qrels.trec", {k: v for f in pool_set.facets for k, v in pool_set.qrels(f).items()})
 
 
-def _ranked_scores(path: Path, rankings: Mapping[str, Sequence[str]]) -> dict[str, list[float]] | None:
-    """`{query: [score, ...]}` of the ranked file at `path`, similarities (distances negated), when it ranks every
-    query of `rankings` in that order with finite scores; None when there is no file, or (with a warning naming
-    the file) when it ranks otherwise or its scores neither all fall nor all rise down the lists."""
-    if not path.is_file():
-        return None
-    raw = read_json(path, "ranked file")
+_UNREAD = object()  # `_ranked_scores`: the file is to be read
+
+
+def _ranked_scores(path: Path, rankings: Mapping[str, Sequence[str]],
+                   raw: object = _UNREAD) -> dict[str, list[float]] | None:
+    """`{query: [score, ...]}` of the ranked file at `path` (`raw`: its content, already read), similarities
+    (distances negated), when it ranks every query of `rankings` in that order with finite scores; None when there
+    is no file, or (with a warning naming the file) when it ranks otherwise or its scores neither all fall nor all
+    rise down the lists."""
+    if raw is _UNREAD:
+        if not path.is_file():
+            return None
+        raw = read_json(path, "ranked file")
     scores: dict[str, list[float]] = {}
     for q, ranked in rankings.items():
         entries = raw.get(q) if isinstance(raw, dict) else None
@@ -269,12 +288,24 @@ def evaluate_pool_set(
     return per_query, skipped
 
 
-def read_ranked_pool_set(pool_set: PoolSet, folder: str | Path, exp: str) -> dict[str, dict[str, list[str]]]:
-    """Read every facet's ranked file `test-pid2pool-NAME-EXP[-FACET]-ranked.json` from `folder`."""
-    out = {}
-    for facet in pool_set.facets:
-        out[facet] = read_ranked(existing_ranked_path(folder, pool_set.name, exp, facet))
-    return out
+def read_ranked_pool_set(pool_set: PoolSet, folder: str | Path, exp: str,
+                         files: Mapping[str, object] | None = None) -> dict[str, dict[str, list[str]]]:
+    """Every facet's ranking `{facet: {query_pid: [cand_pid, ...]}}` from its ranked file
+    `test-pid2pool-NAME-EXP[-FACET]-ranked.json` in `folder`, or from `files` (`{facet: content}` of those files as
+    `read_ranked_files` read them), which `write_trec(ranked_files=...)` takes too: each file read once."""
+    files = read_ranked_files(pool_set, folder, exp) if files is None else files
+    missing = [f for f in pool_set.facets if f not in files]
+    if missing:
+        raise ValueError(f"files holds no ranked file of facet {missing[0]!r}; it holds {sorted(files)}")
+    return {facet: ranked_order(files[facet], ranked_path(folder, pool_set.name, exp, facet))
+            for facet in pool_set.facets}
+
+
+def read_ranked_files(pool_set: PoolSet, folder: str | Path, exp: str) -> dict[str, object]:
+    """`{facet: content}` of every facet's ranked file `test-pid2pool-NAME-EXP[-FACET]-ranked.json` in `folder`,
+    as read (FileNotFoundError naming the experiments the folder holds when one is not there)."""
+    return {facet: read_json(existing_ranked_path(folder, pool_set.name, exp, facet), "ranked file")
+            for facet in pool_set.facets}
 
 
 def summarize(

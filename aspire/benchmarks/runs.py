@@ -32,15 +32,36 @@ _RANX = {"p": "precision", "r": "recall", "recall": "recall", "map": "map", "mrr
 
 
 def invocation() -> str:
-    """The command line of this process as a user would type it (`python -m PKG ...` for a package main)."""
+    """The command line of this process as a user would type it: `python -m MODULE ...` when a module ran by
+    `python -m` (the module typed, read from `sys.orig_argv`: `python -m aspire.evaluate ...`, whose `__main__`
+    hands over to `aspire.cli.evaluate` and so leaves `aspire/cli/evaluate.py` as `sys.argv[0]`), else for a `.py`
+    file of this repository's package its dotted module (`aspire/cli/evaluate.py` -> `aspire.cli.evaluate`, a
+    `__main__.py` its folder's) and for a package main elsewhere its folder's name (`python -m pytest`)."""
     argv = list(sys.argv)
-    if argv and argv[0].endswith("__main__.py"):
-        folder = Path(argv[0]).resolve().parent
-        root = Path(__file__).resolve().parents[2]
-        # a package of this repository by its dotted path; another (`python -m pytest`) by its folder's name
-        package = ".".join(folder.relative_to(root).parts) if folder.is_relative_to(root) else folder.name
-        argv = ["python", "-m", package, *argv[1:]]
+    if argv and argv[0].endswith(".py"):
+        path = Path(argv[0]).resolve()
+        package = Path(__file__).resolve().parents[1]
+        if path.is_relative_to(package):  # aspire/cli/evaluate.py -> aspire.cli.evaluate, aspire/__main__.py -> aspire
+            parts = path.relative_to(package.parent).with_suffix("").parts
+            own = ".".join(parts[:-1] if parts[-1] == "__main__" else parts)
+        else:
+            own = path.parent.name if path.name == "__main__.py" else None
+        module = _typed_module(argv[1:]) or own
+        if module:
+            argv = ["python", "-m", module, *argv[1:]]
     return shlex.join(argv)
+
+
+def _typed_module(args: list[str]) -> str | None:
+    """MODULE of `python ... -m MODULE ARGS` in `sys.orig_argv` when ARGS are `args` (this process's arguments as
+    `sys.argv` holds them now), else None."""
+    orig = list(getattr(sys, "orig_argv", ()))
+    for i, word in enumerate(orig[1:], start=1):
+        if word == "-m" and i + 1 < len(orig) and orig[i + 2:] == args:
+            return orig[i + 1]
+        if word.startswith("-m") and len(word) > 2 and orig[i + 1:] == args:
+            return word[2:]
+    return None
 
 
 def run_line(qid: str, doc: str, rank: int, score: float, tag: str) -> str:

@@ -128,12 +128,7 @@ def _csfcube(parser, args) -> int:
     options = _check_pool_args(parser, args)
     out = Path(args.out)
     if options is None:
-        from aspire.benchmarks.pools import read_ranked_pool_set, write_trec
-
-        results, per_query = csfcube.evaluate_ranked_dir(args.data, args.ranked, args.exp)
-        csfcube.write_results(out, args.data, args.exp, results, per_query)
-        pool_set = csfcube.load_csfcube(args.data)  # the TREC run and qrels every CSFCube run writes (fuse-runs reads them)
-        write_trec(out, pool_set, read_ranked_pool_set(pool_set, args.ranked, args.exp), args.exp, scores_from=args.ranked)
+        results = csfcube.write_ranked_dir_results(out, args.data, args.ranked, args.exp)
     else:
         from aspire.evaluate.csfcube import run_csfcube
         from aspire.evaluate.options import default_exp
@@ -295,11 +290,12 @@ def _reviewers(parser, args) -> int:
         preds = read_prediction_set(folder, exp, rset)
         results = summarize(*reviewer_units(rset, preds))
         if args.out:  # before the figures: a reader of stdout that goes away (`| head -1`) once lost the file
+            from aspire.benchmarks.runs import invocation
             from aspire.io import write_json
 
             write_json(Path(args.out) / "results.json", {"benchmark": "reviewer-matching", "experiment": exp,
-                                                         "predictions": str(Path(folder).resolve()), **results},
-                       indent=None)
+                                                         "predictions": str(Path(folder).resolve()), **results,
+                                                         "command": invocation()}, indent=None)
         print(f"{exp}: {format_result(results)}")
         print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
         return 0

@@ -62,9 +62,9 @@ def run_csfcube(root: str | Path, model: str | None, scorer: str | None, out: st
     if stages.staged:
         rankings, ran = run_stages(pool_set, papers, LABEL_TO_FACET, out, exp, base, stages)
         info.update(ran, experiment=exp)
-    results, per_query = evaluate_csfcube_rankings(root, rankings)
+    results, per_query = evaluate_csfcube_rankings(root, rankings, pool_set)
     results.update(info)
-    write_results(out, root, exp, results, per_query)
+    write_results(out, root, exp, results, per_query, pool_set)
     write_trec(out, pool_set, rankings, exp)
     log.info("wrote %s", out / "results.json")
     return results
@@ -81,13 +81,13 @@ def fuse_csfcube(
     """Ensemble of ranked CSFCube runs [(folder, exp), ...] fused by `fusion` (`aspire.scoring.fusion`), scored."""
     from aspire.evaluate.fuse import fuse_pool_set
 
-    out = Path(out)
-    rankings = fuse_pool_set(load_csfcube(root), inputs, out, exp, weights, fusion)
-    results, per_query = evaluate_csfcube_rankings(root, rankings)
+    out, pool_set = Path(out), load_csfcube(root)
+    rankings = fuse_pool_set(pool_set, inputs, out, exp, weights, fusion)
+    results, per_query = evaluate_csfcube_rankings(root, rankings, pool_set)
     results.update(experiment=exp, fused_from=[f"{folder}:{e}" for folder, e in inputs],
                    fusion={"method": fusion, "weights": weights or "equal"})
-    write_results(out, root, exp, results, per_query)
-    write_trec(out, load_csfcube(root), rankings, exp)
+    write_results(out, root, exp, results, per_query, pool_set)
+    write_trec(out, pool_set, rankings, exp)
     return results
 
 
@@ -118,7 +118,7 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     encoded: list[dict] = []
     rankings = rank_pools_by_search(pool_set, papers, encoder, pipeline, LABEL_TO_FACET, cache_dir, batch_size,
                                     facet_code, encoded)  # the queries searched on the encoder's device
-    results, per_query = evaluate_csfcube_rankings(root, rankings)
+    results, per_query = evaluate_csfcube_rankings(root, rankings, pool_set)
     codes = {f: c for f in pool_set.facets if (c := query_code(getattr(encoder, "codes", ()), facet_code, f))}
     results.update(experiment=exp, model=str(model), encoder_fingerprint=encoded[0]["fingerprint"],
                    encoder_options=dict(encoder_options or {}), facet_code=facet_code,
@@ -127,7 +127,7 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
                    search={"overrides": list(pipeline), "index": "flat, one a pool",  # k, shortlist: each pool's size
                            "config": {**asdict(search), "k": "pool size", "shortlist": "pool size"}},
                    seconds=time.perf_counter() - t0)
-    write_results(out, root, exp, results, per_query)
+    write_results(out, root, exp, results, per_query, pool_set)
     write_trec(out, pool_set, rankings, exp)
     log.info("wrote %s", out / "results.json")
     return results

@@ -217,7 +217,7 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
                    metrics: Sequence[str] | None = None) -> dict:
     """`aspire evaluate fuse-runs`: fuse TREC runs (files, or results folders holding `run.trec` and `qrels.trec`)
     with `fuse_runs`, write `out/run.trec`, and with qrels (default: the first folder's) score it; returns and
-    writes `out/results.json`.
+    writes `out/results.json` (with the command that made it, `command`: `aspire.benchmarks.runs.invocation`).
 
     The relevance threshold is the one every input folder's `results.json` records with its benchmark
     (`recorded_protocol`); when they disagree or record none it is 1, and `threshold_from` says which. The binary
@@ -234,6 +234,7 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     from aspire.benchmarks.metrics import queries_without_relevant
     from aspire.benchmarks.runs import (
         DEFAULT_METRICS,
+        invocation,
         mean_scores,
         per_query,
         read_qrels,
@@ -274,6 +275,7 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
             fused = {q: r for q, r in fused.items() if q not in set(skipped)}
             results["skipped_no_relevant"] = skipped
         results["metrics"] = mean_scores(per_query(judged, fused, names))
+    results["command"] = invocation()
     write_json(out / "results.json", results, indent=None)
     return results
 
@@ -291,12 +293,12 @@ def _csfcube_fused(fused: Mapping[str, Sequence[tuple[str, float]]], out: Path, 
         pid, _, facet = key.rpartition("_")
         rankings.setdefault(facet, {})[pid] = [doc for doc, _ in ranked]
         scored.setdefault(facet, {})[pid] = ranked
-    results, per_query = evaluate_csfcube_rankings(root, rankings)
+    pool_set = load_csfcube(root)
+    results, per_query = evaluate_csfcube_rankings(root, rankings, pool_set)
     results.update(experiment="fused", threshold_from="the inputs' results.json", **info)
-    write_results(out, root, "fused", results, per_query)
+    write_results(out, root, "fused", results, per_query, pool_set)  # with the command (`command`)
     # the fused ranked files, which `write_trec` reads the scores from: without them run.trec held rank scores, and a
     # second z / minmax fusion of this folder fused its ranks, not its fused scores
-    pool_set = load_csfcube(root)
     for facet in pool_set.facets:  # each ranked by now: the evaluator refuses a facet without rankings
         write_ranked(ranked_path(out, NAME, "fused", facet), scored[facet])
     write_trec(out, pool_set, rankings, "fused")

@@ -2,8 +2,8 @@
 
 Writes `out/results.json` (`summary`: mean per group — `all`, `facet:F`, `split:S` — in percent,
 with `n_queries`; `undefined_metrics` lists, per metric, the queries it is undefined for and why,
-and groups count them in `n_undefined`), `out/perq.csv` (one row per query, metrics in percent, an
-empty cell where undefined) and, when a model ran,
+and groups count them in `n_undefined`; `command`: the command line that made it), `out/perq.csv`
+(one row per query, metrics in percent, an empty cell where undefined) and, when a model ran,
 the ranked files `out/test-pid2pool-NAME-EXP[-FACET]-ranked.json`.
 """
 
@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Sequence
 
 from aspire.benchmarks.metrics import undefined_metrics
-from aspire.benchmarks.pools import evaluate_pool_set, load_pool_set, read_ranked_pool_set, summarize, write_trec
+from aspire.benchmarks.pools import (
+    evaluate_pool_set,
+    load_pool_set,
+    read_ranked_files,
+    read_ranked_pool_set,
+    summarize,
+    write_trec,
+)
+from aspire.benchmarks.runs import invocation
 from aspire.data.papers import read_paper_map
 from aspire.evaluate.options import EvalOptions
 from aspire.io import atomic_write, write_json
@@ -55,10 +63,12 @@ def run_pools(
             raise ValueError(f"scoring ranked files ({ranked_dir}) runs no model; leave out {', '.join(given)}")
     pool_set = load_pool_set(data, name, facets, splits_file)
     info: dict = {}
+    files = None  # the ranked files as read, which `write_trec` takes the scores from (each file read once)
     if ranked_dir is not None:
         if exp is None:
             raise ValueError("scoring ranked files needs the experiment name (exp)")
-        rankings = read_ranked_pool_set(pool_set, ranked_dir, exp)
+        files = read_ranked_files(pool_set, ranked_dir, exp)
+        rankings = read_ranked_pool_set(pool_set, ranked_dir, exp, files)
         info = {"experiment": exp, "ranked_dir": str(ranked_dir)}
     else:
         if not (model and scorer):
@@ -86,6 +96,7 @@ def run_pools(
         "undefined_metrics": undefined_metrics(per_query),
         "self_in_pool_removed": pool_set.self_in_pool,
         **info,
+        "command": invocation(),
     }
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / "perq.csv") as fh:
@@ -94,5 +105,5 @@ def run_pools(
         for key, vals in per_query.items():
             writer.writerow([key, *("" if vals[m] is None else f"{100.0 * vals[m]:.4f}" for m in metrics)])
     write_json(out / "results.json", results, indent=None)
-    write_trec(out, pool_set, rankings, exp, scores_from=ranked_dir)  # the ranked files' scores, wherever they are
+    write_trec(out, pool_set, rankings, exp, scores_from=ranked_dir, ranked_files=files)  # the ranked files' scores
     return results
