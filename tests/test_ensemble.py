@@ -91,6 +91,8 @@ def test_reviewer_ensemble_with_zero_weight_equals_its_first_member(tmp_path, ti
     assert alone[0]["value"] == pytest.approx(results["loss"])
     both = _rows("reviewers", "rrf", _members(str(tiny_model_dir), 1.0), data, tmp_path / "b", **common)
     assert 0.0 <= both[0]["value"] <= 1.0 and "members minl2, abstract" in both[0]["note"]
+    fused_results = json.loads((tmp_path / "b/reviewers/results.json").read_text())
+    assert fused_results["experiment"] == "ensemble" and fused_results["command"]  # every results.json: its command
 
 
 def test_context2doc_ensemble_fuses_bm25_and_a_model(tmp_path, tiny_model_dir, monkeypatch):

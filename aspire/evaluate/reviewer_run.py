@@ -360,7 +360,8 @@ def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -
         write_json(path, pred, indent=None)
     res = summarize(*reviewer_units(rset, preds))
     write_json(out / "reviewers" / "results.json", {"benchmark": "reviewer-matching", "experiment": "ensemble",
-                                                    "aggregate": aggregate, **res}, indent=None)
+                                                    "aggregate": aggregate, **res, "command": invocation()},
+               indent=None)
     note = f"aggregate {aggregate}; members " + ", ".join(m.name for m in members)
     return [table_row(bench.title, bench.metrics[0], res["loss"], res["ci95"], res["n_reviewers"], note)]
 
