@@ -11,7 +11,9 @@ by the title, so every sentence gets a vector (a sentence split by a window's en
 in every window it reaches, a title that is sentence 0 over its copies in every window; an approximation of
 one long pass, whose context the windows lack); with `overflow="truncate"` sentences past the limit are left
 out of the mask. Either way `truncation_report` lists, per paper, every sentence that did not fit in the
-first window, and `encode` logs a warning naming those papers: no sentence is lost silently.
+first window, and `encode` logs a warning naming those papers: no sentence is lost silently. The one-vector
+encodings (`embed_texts`, `encode_abstract`, `encode_independent`) cut each text at `max_length` (no windows)
+and log one warning a call naming the texts they cut.
 
 Task formats (SPECTER2): an encoder may carry control codes (`codes`, special tokens of its tokenizer;
 `code` is the one every paper gets, switched per query with `using_code`; see `aspire.encoders.codes`)
@@ -46,6 +48,7 @@ from aspire.encoders.task_formats import TaskFormats
 
 log = logging.getLogger(__name__)
 LONG_IDS_SHOWN = 20  # paper ids a long-abstract warning names
+UNCUT = 1 << 30  # the `max_length` of a tokenisation that cuts nothing (None: transformers warns of the model's limit)
 
 
 def title_is_sentence(paper: Paper, include_title: bool) -> bool:
@@ -498,16 +501,19 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         ("mean" over all pieces under the attention mask, special tokens included, or "cls"); each text cut at
         `max_length` pieces (default the encoder's), never past the model's limit. A pair's second text has the
         second segment's token type unless the encoder keeps every piece in segment 0 (`segment_ids=False`), as
-        `encode` does."""
+        `encode` does. A text (pair) that is cut is not cut silently: one warning a call gives how many were, and
+        names the first `LONG_IDS_SHOWN` by position (`text 3`) with their length uncut."""
         return self._embed_texts(texts, pairs, pooling=pooling, normalize=normalize, max_length=max_length,
                                  batch_size=batch_size, progress=progress)[0]
 
     @torch.no_grad()  # encode_independent calls it directly: no autograd graph kept across batches
     def _embed_texts(self, texts: Sequence[str], pairs: Sequence[str] | None = None, *,
                      pooling: Literal["mean", "cls"] = "mean", normalize: bool = False, max_length: int | None = None,
-                     batch_size: int = 64, progress: bool = False) -> tuple[Tensor, Tensor]:
+                     batch_size: int = 64, progress: bool = False,
+                     names: Sequence[str] | None = None) -> tuple[Tensor, Tensor]:
         """`embed_texts`, and (N,) bool: the texts (pairs) that got no word piece of their own, read from the same
-        tokenisation (their vector is that of the special pieces alone)."""
+        tokenisation (their vector is that of the special pieces alone). `names` (N,): how the warning on cut texts
+        names each (default `text i`)."""
         if pooling not in ("mean", "cls"):
             raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
         if max_length is not None and max_length < 0:
@@ -524,6 +530,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             if room < specials + (2 if pairs is not None else 1):  # the tokenizer would not cut at all, or cut all
                 raise ValueError(f"max_length {max_length} leaves no room: a text holds {specials} special piece(s)"
                                  f"{', a control code' if self.code is not None else ''} and a piece of each text")
+            cut: list[tuple[int, int]] = []  # (position, word pieces uncut) of every text cut at `room`
             for start in range(0, len(texts), batch_size):
                 idx = order[start : start + batch_size].tolist()
                 enc = dict(self.tokenizer(
@@ -534,7 +541,9 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
                     padding=True,
                     return_tensors="pt",
                 ))
-                empty[idx] = enc["attention_mask"].sum(1) <= specials  # special pieces alone
+                kept = enc["attention_mask"].sum(1)  # (n,) word pieces, special ones included
+                empty[idx] = kept <= specials  # special pieces alone
+                cut += self._uncut_lengths(texts, pairs, [i for i, k in zip(idx, kept.tolist()) if k >= room], room)
                 if not self.segment_ids and "token_type_ids" in enc:  # one segment, as `tokenize` gives the abstract
                     enc["token_type_ids"] = torch.zeros_like(enc["token_type_ids"])
                 enc = (enc if self.code is None else encoding_with_code(enc, self.tokenizer, self.code))
@@ -546,22 +555,42 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
                 out[idx] = vec.float().cpu()
                 raise_if_not_finite(out[idx], [f"text {i}" for i in idx])
                 bar.update(len(idx))
+        if cut:
+            code = self.code is not None  # its piece counts against the limit
+            log.warning("%d text(s)%s longer than %d word pieces (%s): each was cut at the limit, its pieces past it "
+                        "left out of its vector", len(cut), " (pairs)" if pairs is not None else "", room + code,
+                        _listed([f"{names[i] if names is not None else f'text {i}'} ({n + code} pieces)"
+                                 for i, n in sorted(cut)]))
         return out, empty
+
+    def _uncut_lengths(self, texts: Sequence[str], pairs: Sequence[str] | None, at_limit: list[int],
+                       room: int) -> list[tuple[int, int]]:
+        """(position, word pieces, special ones included) of each text (pair) among `at_limit` (positions of texts
+        whose tokenisation cut at `room` pieces reached it) that holds more than `room` pieces: the ones that were
+        cut. Only these are tokenised again, uncut."""
+        if not at_limit:
+            return []
+        whole = self.tokenizer([texts[i] for i in at_limit], [pairs[i] for i in at_limit] if pairs is not None else None,
+                               truncation=True, max_length=UNCUT)["input_ids"]
+        return [(i, len(ids)) for i, ids in zip(at_limit, whole) if len(ids) > room]
 
     def encode_independent(self, papers: Sequence[Paper | dict | str], *, normalize: bool = False, **kwargs) -> DocBatch:
         """Each sentence encoded alone, without its abstract as context (the "sentence model" baseline). A paper
         with a sentence that gets no word piece is refused, as `encode` refuses it (its vector would be that of
-        the special tokens alone)."""
+        the special tokens alone). A sentence longer than `max_length` is cut as `embed_texts` cuts, its warning
+        naming it (`paper ID sentence k`, k its position in `paper_sentences`)."""
         papers = as_papers(papers)
         sents = [paper_sentences(p, self.include_title) for p in papers]
         flat = [s for paper_sents in sents for s in paper_sents]
-        vecs, empty = self._embed_texts(flat, normalize=normalize, **kwargs)  # (N, D), (N,): one tokenisation
+        names = [f"paper {p.paper_id} sentence {k}" for p, paper_sents in zip(papers, sents) for k in range(len(paper_sents))]
+        vecs, empty = self._embed_texts(flat, normalize=normalize, names=names, **kwargs)  # (N, D), (N,): one tokenisation
         bounds = np.cumsum([0, *map(len, sents)]).tolist()
         unseen = [empty[lo:hi].nonzero().flatten().tolist() for lo, hi in zip(bounds[:-1], bounds[1:])]
         raise_if_unseen([p.paper_id for p in papers], sents, unseen, [title_is_sentence(p, self.include_title) for p in papers])
         parts = list(torch.split(vecs, [len(s) for s in sents]))
         return DocBatch.from_list(parts, [p.paper_id for p in papers], sents)
 
+    @torch.inference_mode()  # as `embed_texts`
     def encode_abstract(
         self,
         papers: Sequence[Paper | dict | str],
@@ -572,10 +601,13 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         **kwargs,
     ) -> Tensor:
         """One vector per paper -> (B, D). `joiner=None` encodes (title, abstract) as a text pair
-        (`[CLS] title [SEP] abstract [SEP]`); a string joins them into one text instead."""
+        (`[CLS] title [SEP] abstract [SEP]`); a string joins them into one text instead. Cut at `max_length` as
+        `embed_texts` cuts, its warning naming the papers cut (`paper ID`)."""
         papers = as_papers(papers)
+        names = [f"paper {p.paper_id}" for p in papers]  # how the warning on cut texts names them
         if joiner is None:
             abstracts = [" ".join(p.sentences) for p in papers]
-            return self.embed_texts([p.title for p in papers], abstracts, pooling=pooling, normalize=normalize, **kwargs)
+            return self._embed_texts([p.title for p in papers], abstracts, pooling=pooling, normalize=normalize,
+                                     names=names, **kwargs)[0]
         texts = [abstract_text(p.title, p.sentences, joiner) for p in papers]
-        return self.embed_texts(texts, pooling=pooling, normalize=normalize, **kwargs)
+        return self._embed_texts(texts, pooling=pooling, normalize=normalize, names=names, **kwargs)[0]
