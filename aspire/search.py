@@ -173,6 +173,17 @@ def check_query(query: DocBatch, dim: int) -> None:
         raise ValueError(f"{name}: its whole-abstract vector holds NaN or infinity")
 
 
+def check_whole_vectors(index: SentenceIndex, config: SearchConfig) -> None:
+    """ValueError naming the fix (`SentenceIndex.whole_vectors`) when `config`'s first stage ('whole') or re-ranker
+    ('hybrid') needs the papers' whole-abstract vectors and `index` stores none (built before the one-pass
+    encoding): what a searcher's defaults and a command's asked settings are checked with before any query."""
+    if index.whole is None:
+        if "whole" in config.stages.split(","):
+            index.whole_vectors("first stage 'whole'")
+        if config.rerank == "hybrid":
+            index.whole_vectors("re-ranker 'hybrid'")
+
+
 def _paper_id(paper_id: str | int) -> str:
     """A paper id as the index stores it: a string (an integer becomes its digits, as the papers reader does)."""
     if isinstance(paper_id, bool) or not isinstance(paper_id, (str, int, np.integer)):
@@ -194,11 +205,7 @@ class Searcher:
                  cross_encoder=None) -> None:
         self.index, self.cross_encoder = index, cross_encoder
         self.config = checked_search_config(config or index.config.search)
-        if index.whole is None:  # a default that needs whole-abstract vectors: refused now, not at the first query
-            if "whole" in self.config.stages.split(","):
-                index.whole_vectors("first stage 'whole'")  # ValueError naming the fix
-            if self.config.rerank == "hybrid":
-                index.whole_vectors("re-ranker 'hybrid'")
+        check_whole_vectors(index, self.config)  # a default that needs them: refused now, not at the first query
         self.encoder = encoder
         if encoder is not None:
             index.check_model(*model_fingerprints(encoder))

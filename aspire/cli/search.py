@@ -551,7 +551,7 @@ def _run(args) -> int:
     check_inputs(args, overrides)
     clock = time.perf_counter()
     from aspire.index.config import unused_settings
-    from aspire.search import Searcher, checked_search_config
+    from aspire.search import Searcher, check_whole_vectors, checked_search_config
 
     clock = _took("imported torch, faiss and the search code", clock)  # where the seconds go: --log-level DEBUG
     set_threads(args.threads)
@@ -559,6 +559,7 @@ def _run(args) -> int:
     clock = _took(f"opened the index ({searcher.index.n_papers} papers)", clock)
     asked = checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
                                   stages=args.stages, fuse=args.fuse)  # out-of-range arguments stop before any query
+    check_whole_vectors(searcher.index, asked)  # --stages whole / --rerank hybrid: once here, not at every query
     if args.shortlist is not None and asked.rerank == "none":  # once taken, and read by nothing
         raise ValueError(f"--shortlist {args.shortlist}: the papers the first stage passes to a re-ranker, and this "
                          "search re-ranks by none (the first stage's k best are the answer): leave --shortlist out, "

@@ -104,13 +104,15 @@ def train_rows(n: int, config: IndexConfig) -> np.ndarray | None:
     return np.random.default_rng(config.seed).choice(n, config.ivf_train_size, replace=False)
 
 
-def train_faiss(index: faiss.Index, sample: np.ndarray, config: IndexConfig) -> None:
+def train_faiss(index: faiss.Index, sample: np.ndarray, config: IndexConfig, rows: np.ndarray | None = None) -> None:
     """Train an untrained IVF index on `sample (n, D)`: coarse k-means in torch, then faiss trains the
-    product quantizer (IVF-PQ) on the residuals. Flat and HNSW indexes need no training."""
+    product quantizer (IVF-PQ) on the residuals. Flat and HNSW indexes need no training. `rows (n,)`: the row of
+    the vectors each sample row was drawn from (`train_rows`), which a NaN or infinity is named by (`check_finite`);
+    None: the sample is rows 0..n-1."""
     if index.is_trained:
         return
     sample = np.ascontiguousarray(sample, dtype=np.float32)
-    check_finite(sample, "the training sample")
+    check_finite(sample, "the training sample", rows=rows)
     ivf = faiss.extract_index_ivf(index)
     ivf.quantizer.add(kmeans(sample, ivf.nlist, config.seed))  # a full quantizer: faiss skips its own k-means
     index.train(sample)
@@ -137,15 +139,25 @@ def nonfinite_rows(x: np.ndarray) -> np.ndarray:
     return np.flatnonzero(~np.isfinite(x).all(axis=1))
 
 
-def check_finite(x: np.ndarray, what: str, first_row: int = 0) -> None:
-    """ValueError naming the rows (numbered from `first_row`) of `x (n, D)`, part of `what`, that hold NaN or an
-    infinity: faiss never returns such a vector (its paper would be left out of every ranking unsaid), and one
-    in an IVF training sample turns centroids to NaN, so that searches find nothing."""
+class NonFiniteVectors(ValueError):
+    """Sentence vectors holding NaN or an infinity (`check_finite`); `rows`: every one of them, by its row number."""
+
+    def __init__(self, message: str, rows: np.ndarray) -> None:
+        super().__init__(message)
+        self.rows = rows
+
+
+def check_finite(x: np.ndarray, what: str, first_row: int = 0, rows: np.ndarray | None = None) -> None:
+    """NonFiniteVectors (a ValueError) naming the rows of `x (n, D)`, part of `what`, that hold NaN or an infinity,
+    numbered from `first_row`, or by `rows (n,)`, the row number of each of x's rows (a sample's rows in the vectors
+    it was drawn from): faiss never returns such a vector (its paper would be left out of every ranking unsaid), and
+    one in an IVF training sample turns centroids to NaN, so that searches find nothing."""
     bad = nonfinite_rows(x)
     if len(bad):
-        rows = (bad[:10] + first_row).tolist()
-        raise ValueError(f"{len(bad)} sentence vector(s) of {what} hold NaN or infinite values (rows {rows}"
-                         f"{' ...' if len(bad) > 10 else ''}); an index cannot rank them: re-encode those papers")
+        bad = bad + first_row if rows is None else np.sort(np.asarray(rows)[bad])
+        raise NonFiniteVectors(f"{len(bad)} sentence vector(s) of {what} hold NaN or infinite values (rows "
+                               f"{bad[:10].tolist()}{' ...' if len(bad) > 10 else ''}); an index cannot rank them: "
+                               "re-encode those papers", bad)
 
 
 def assign_nearest(centroids: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -233,7 +245,7 @@ def build_faiss(vectors: np.ndarray, config: IndexConfig) -> tuple[faiss.Index, 
     index, kind = new_faiss(config, n, d)
     if not index.is_trained:
         rows = train_rows(n, config)
-        train_faiss(index, vectors if rows is None else vectors[rows], config)
+        train_faiss(index, vectors if rows is None else vectors[rows], config, rows)
     add_vectors(index, vectors)
     return index, kind
 

@@ -170,6 +170,9 @@ class EncodedCorpus:
         (`storage.check_replaceable`). A write that fails (a full disk) leaves `path` as it was and no folder
         beside it (a temporary folder was once left, and the earlier shard removed before the new one was in place)."""
         path = Path(path)
+        repeat = repeated_id(self.paper_ids)
+        if repeat is not None:  # else the shard was written and its papers.jsonl never read back (`load_shard`)
+            raise ValueError(f"cannot save shard {path}: {repeat}")
         check_replaceable(path, SHARD_META, "a shard folder")
         with atomic_folder(path) as tmp:
             np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
@@ -280,6 +283,17 @@ def first_occurrences(paper_ids: Sequence[str], known=(), seen: set[str] | None 
             seen.add(pid)
             keep.append(i)
     return keep, dupes
+
+
+def repeated_id(paper_ids: Sequence[str]) -> str | None:
+    """None when every one of `paper_ids` is distinct, else what is wrong, naming the first id met again and both its
+    positions (a shard or an index holds each id once: its papers file does not load with one repeated)."""
+    first: dict[str, int] = {}
+    for p, pid in enumerate(paper_ids):
+        if first.setdefault(pid, p) != p:
+            return (f"paper id {pid!r} is at positions {first[pid]} and {p} (each id once: `SentenceIndex.build` and "
+                    "`EncodedCorpus.concat` keep the first and reject the others)")
+    return None
 
 
 def page_ranges(starts: np.ndarray, sizes: np.ndarray, page: int = mmap.PAGESIZE) -> list[tuple[int, int]]:

@@ -44,7 +44,7 @@ from aspire._version import __version__
 from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
 from aspire.encoders.identity import fingerprint_version
-from aspire.index.ann import add_vectors, build_faiss, nonfinite_rows, read_faiss, resolve_kind  # noqa: F401 (resolve_kind: re-exported)
+from aspire.index.ann import NonFiniteVectors, add_vectors, build_faiss, nonfinite_rows, read_faiss, resolve_kind  # noqa: F401 (resolve_kind: re-exported)
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import (
     WHOLE_FILE,
@@ -53,6 +53,7 @@ from aspire.index.corpus import (
     gather_docbatch,
     paper_rows,
     prefetch_rows,
+    repeated_id,
     write_index_papers,
 )
 from aspire.index.disk import (
@@ -181,6 +182,8 @@ class SentenceIndex:
         if self.offsets[0] != 0 or (np.diff(self.offsets) <= 0).any():  # else rows were credited to other papers
             raise IndexFormatError(f"inconsistent index: offsets.npy does not start at row 0 and rise by at least one "
                                    f"sentence a paper (it starts {self.offsets[:5].tolist()})")
+        if len(self.positions) != self.n_papers:  # else `position` found only the last and the others hid behind it
+            raise ValueError(f"inconsistent index: {repeated_id(self.paper_ids)}")
         counts = {len(self.offsets) - 1, len(self.titles), len(self.sentences), len(self.labels)}
         if counts != {self.n_papers}:  # else sentence rows were credited to the papers beside theirs, unsaid
             raise IndexFormatError(f"inconsistent index: offsets.npy describes {len(self.offsets) - 1} papers, "
@@ -212,14 +215,12 @@ class SentenceIndex:
                              + describe_rejected(corpus.rejected))
         try:  # `build_faiss` checks the vectors for NaN and infinity (the one pass); the error names the papers
             faiss_index, kind = build_faiss(corpus.vectors, config.index)
-        except ValueError:  # an IVF training sample's own error numbered the rows of the sample, not the corpus's
-            rows = nonfinite_rows(np.asarray(corpus.vectors))
-            if len(rows):
-                papers = [corpus.paper_ids[p] for p in np.unique(np.searchsorted(corpus.offsets, rows, side="right") - 1)]
-                raise ValueError(f"{len(rows)} sentence vector(s) of the corpus hold NaN or infinite values (rows "
-                                 f"{rows[:10].tolist()}{' ...' if len(rows) > 10 else ''}) of {len(papers)} paper(s) "
-                                 f"{papers[:10]}; an index cannot rank them: re-encode those papers") from None
-            raise
+        except NonFiniteVectors:  # met in the IVF training sample or one batch: every such row is named, with its paper
+            rows = nonfinite_rows(np.asarray(corpus.vectors))  # (an error path: a second pass costs nothing that counts)
+            papers = [corpus.paper_ids[p] for p in np.unique(np.searchsorted(corpus.offsets, rows, side="right") - 1)]
+            raise ValueError(f"{len(rows)} sentence vector(s) of the corpus hold NaN or infinite values (rows "
+                             f"{rows[:10].tolist()}{' ...' if len(rows) > 10 else ''}) of {len(papers)} paper(s) "
+                             f"{papers[:10]}; an index cannot rank them: re-encode those papers") from None
         with np.errstate(over="ignore"):  # a value past float16's range: refused by `unstorable`, naming its paper
             vectors = np.ascontiguousarray(corpus.vectors, dtype=config.index.vector_dtype)
             whole = None if corpus.whole is None else np.ascontiguousarray(corpus.whole, dtype=config.index.vector_dtype)
@@ -419,7 +420,7 @@ class SentenceIndex:
         vectors = self.n_sentences * self.dim * np.dtype(np.asarray(self.vectors[:0]).dtype).itemsize
         if self.whole is not None:  # about an eighth more at 8 sentences a paper; once left out of the disk check
             vectors += self.n_papers * self.dim * np.dtype(np.asarray(self.whole[:0]).dtype).itemsize
-        texts = (self.sentences.path.stat().st_size if isinstance(self.sentences, SentencesOnDisk)
+        texts = (self.sentences.nbytes if isinstance(self.sentences, SentencesOnDisk)  # its file may be removed
                  else sum(len(t) for s in self.sentences for t in s))
         return vectors + faiss_bytes(self.faiss_index) + self.offsets.nbytes + texts + sum(map(len, self.titles))
 

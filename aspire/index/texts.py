@@ -41,6 +41,11 @@ class SentencesOnDisk(Sequence):
     def __len__(self) -> int:
         return len(self._starts) - 1
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the papers' lines, as mapped (`path` may be gone: a later save removes its generation)."""
+        return int(self._starts[-1] - self._starts[0]) if len(self) else 0
+
     def __getitem__(self, item):
         if isinstance(item, slice):
             return [self[i] for i in range(*item.indices(len(self)))]
