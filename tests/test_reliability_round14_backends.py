@@ -17,18 +17,24 @@ PAPERS = [Paper("p1", "A new model", ["We propose a new model for scientific tex
           Paper("p2", "Citation data", ["The document similarity of scientific text is based on citation data."])]
 
 
-@pytest.fixture()
-def adapted_dir(tiny_model_dir, tmp_path):
-    """A tiny BERT with a LoRA adapter (alpha 8, r 4) whose B is random (LoRA's B starts at zero: no change)."""
-    encoder = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
+def save_random_lora(base, out):
+    """`base` with a LoRA adapter (alpha 8, r 4) whose B is random (LoRA's B starts at zero: no change), saved to
+    `out`; returns `out`."""
+    encoder = ContextualSentenceEncoder.from_pretrained(base)
     encoder.add_adapters("lora", ["default"], r=4, alpha=8.0)
     torch.manual_seed(1)
     with torch.no_grad():
         for name, p in encoder.model.named_parameters():
             if "lora_B" in name:
                 p.normal_(0.0, 0.5)
-    encoder.eval().save_pretrained(tmp_path / "adapted")
-    return tmp_path / "adapted"
+    encoder.eval().save_pretrained(out)
+    return out
+
+
+@pytest.fixture()
+def adapted_dir(tiny_model_dir, tmp_path):
+    """A tiny BERT with a random LoRA adapter (`save_random_lora`)."""
+    return save_random_lora(tiny_model_dir, tmp_path / "adapted")
 
 
 def set_alpha(folder, alpha: float) -> None:

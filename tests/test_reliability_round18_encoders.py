@@ -13,6 +13,7 @@ import torch
 from aspire.data import Paper
 from aspire.encoders import ContextualSentenceEncoder, backends, load_encoder
 from aspire.train.export import export_adapter, export_low_rank
+from tests.test_reliability_round14_backends import save_random_lora
 
 PAPERS = [Paper("long", "a neural model of text", ["we propose a new approach for the task.",
                                                    "the results show performance on two data.", "café naïve résumé.",
@@ -34,14 +35,7 @@ def folder_bytes(folder):
 def test_adapter_export_refuses_to_write_over_its_base(saved_base, tmp_path):
     """`--adapter-only BASE --out BASE` replaced the base's weights and tokenizer by the adapters, whose settings
     name that very folder as their base: the export reported success and the base no longer loaded."""
-    encoder = ContextualSentenceEncoder.from_pretrained(saved_base)
-    encoder.add_adapters("lora", ["default"], r=4, alpha=8.0)
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for name, p in encoder.model.named_parameters():
-            if "lora_B" in name:
-                p.normal_(0.0, 0.5)
-    encoder.eval().save_pretrained(tmp_path / "trained")
+    save_random_lora(saved_base, tmp_path / "trained")
     before = folder_bytes(saved_base)
     with pytest.raises(ValueError, match=r"would replace the model .*base.* it reads"):
         export_adapter(tmp_path / "trained", saved_base, str(saved_base))

@@ -17,8 +17,8 @@ from aspire.index.ann import train_rows
 from aspire.index.stream import merge_streaming
 
 
-def corpus(n: int, start: int = 0, dim: int = 16, seed: int = 0) -> EncodedCorpus:
-    """`n` papers `p{start}`.. of 1-5 random sentence vectors each, with whole-abstract vectors."""
+def corpus(n: int, start: int = 0, dim: int = 16, seed: int = 0, whole: bool = True) -> EncodedCorpus:
+    """`n` papers `p{start}`.. of 1-5 random sentence vectors each (with whole-abstract vectors when `whole`)."""
     rng = np.random.default_rng(seed)
     lengths = rng.integers(1, 6, size=n)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -26,7 +26,7 @@ def corpus(n: int, start: int = 0, dim: int = 16, seed: int = 0) -> EncodedCorpu
     return EncodedCorpus(rng.standard_normal((int(offsets[-1]), dim)).astype(np.float32), offsets, ids,
                          [f"title of {pid}" for pid in ids],
                          [[f"{pid} sentence {j}" for j in range(k)] for pid, k in zip(ids, lengths.tolist())],
-                         whole=rng.standard_normal((n, dim)).astype(np.float32))
+                         whole=rng.standard_normal((n, dim)).astype(np.float32) if whole else None)
 
 
 def cfg(**index) -> IndexBuildConfig:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from aspire.encoders.pretrained import MODELS
+from tests.test_readme import unparsed
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -56,39 +57,12 @@ def module_commands() -> list[tuple[str, list[str]]]:
     return found
 
 
-class Parsed(Exception):
-    """Raised once a command's own parser has read its arguments without error."""
-
-
 def test_every_readme_command_line_parses_with_its_own_parser(monkeypatch):
-    from aspire.cli import main as aspire_main
-
     commands = module_commands()
     modules = {argv[0] for _, argv in commands}
     # the lines tests/test_readme.py's pattern does not reach are here too
     assert {"papers", "cosentbert", "teacher", "train-crossencoder", "index", "train"} <= modules
-    original = argparse.ArgumentParser.parse_known_args
-
-    def parse_then_stop(self, args=None, namespace=None):
-        result = original(self, args, namespace)
-        if self.prog.startswith("aspire "):
-            unknown = [x for x in result[1] if not re.fullmatch(r"[a-z_]+(\.[a-z_0-9]+)+=\S*", x)]
-            if unknown:
-                self.error(f"unrecognized arguments: {' '.join(unknown)}")
-            raise Parsed
-        return result
-
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", parse_then_stop)
-    failed = []
-    for line, argv in commands:
-        try:
-            aspire_main(argv)
-        except Parsed:
-            continue
-        except SystemExit:
-            pass
-        failed.append(line)
-    assert failed == []
+    assert unparsed(monkeypatch, commands, lambda x: re.fullmatch(r"[a-z_]+(\.[a-z_0-9]+)+=\S*", x)) == []
 
 
 def test_every_file_and_link_the_readme_names_exists():

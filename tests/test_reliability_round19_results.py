@@ -17,6 +17,7 @@ import pytest
 from aspire.benchmarks import pools, runs
 from aspire.cli.evaluate import main
 from aspire.paths import DATA
+from tests.test_reliability_round18_tour import two_runs
 
 REPO = Path(__file__).resolve().parents[1]
 REV = DATA / "reviewer-matching"
@@ -66,19 +67,6 @@ def results(folder: Path) -> dict:
         raise ValueError(f"{folder}: {constant} is not strict JSON")
 
     return json.loads((folder / "results.json").read_text(encoding="utf-8"), parse_constant=refuse)
-
-
-def two_runs(folder: Path) -> list[Path]:
-    """Two result folders (run.trec + qrels.trec) over the same three queries."""
-    out = []
-    for name, order in (("a", ["d1", "d2", "d3"]), ("b", ["d2", "d1", "d3"])):
-        run = folder / name
-        run.mkdir()
-        (run / "run.trec").write_text("".join(f"q{q} Q0 {d} {r} {3.0 - r} {name}\n" for q in range(3)
-                                              for r, d in enumerate(order, 1)), encoding="utf-8")
-        (run / "qrels.trec").write_text("".join(f"q{q} 0 d{q + 1} 1\n" for q in range(3)), encoding="utf-8")
-        out.append(run)
-    return out
 
 
 def typed(monkeypatch, args: list[str]) -> str:

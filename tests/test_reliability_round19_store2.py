@@ -14,18 +14,7 @@ import pytest
 from aspire.index import EncodedCorpus, IndexBuildConfig, IndexConfig, SentenceIndex, ann
 from aspire.index.ann import build_faiss, check_finite, train_rows
 from aspire.index.texts import SentencesOnDisk
-
-
-def corpus(n: int, dim: int = 16, seed: int = 0, whole: bool = True) -> EncodedCorpus:
-    """`n` papers p0.. of 1-5 random sentence vectors each (with whole-abstract vectors when `whole`)."""
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(1, 6, size=n)
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    ids = [f"p{i}" for i in range(n)]
-    return EncodedCorpus(rng.standard_normal((int(offsets[-1]), dim)).astype(np.float32), offsets, ids,
-                         [f"title of {pid}" for pid in ids],
-                         [[f"{pid} sentence {j}" for j in range(k)] for pid, k in zip(ids, lengths.tolist())],
-                         whole=rng.standard_normal((n, dim)).astype(np.float32) if whole else None)
+from tests.test_reliability_round18_store import corpus
 
 
 def cfg(**index) -> IndexBuildConfig:

@@ -82,24 +82,11 @@ def _load(path: Path, papers: Sequence[Paper]) -> DocBatch:
     return batch.with_mask(torch.nn.utils.rnn.pad_sequence(list(masks), batch_first=True))
 
 
-def cached_encode(
-    encode: Callable[[Sequence[Paper]], DocBatch],
-    papers: Sequence[Paper],
-    fingerprint: str,
-    mode: str,
-    options: dict | None = None,
-    cache_dir: str | Path | None = None,
-    needs_whole: bool = False,
-) -> tuple[DocBatch, bool]:
-    """`encode(papers)` through the cache; `cache_dir=None` disables it. `needs_whole`: an entry written
-    before the encoder returned whole-abstract vectors (`DocBatch.whole`) is encoded again and rewritten.
-
-    Every paper must have at least one sentence slot in the result (`DocBatch.sentences` set).
-    Returns:
-        (DocBatch of `papers` in order, True when it came from the cache); `cached_encode_entry` also gives the
-        entry's path.
-    """
-    batch, from_cache, _ = cached_encode_entry(encode, papers, fingerprint, mode, options, cache_dir, needs_whole)
+def cached_encode(encode: Callable[[Sequence[Paper]], DocBatch], papers: Sequence[Paper], *key,
+                  **options) -> tuple[DocBatch, bool]:
+    """`cached_encode_entry` less the entry's path: (DocBatch of `papers` in order, True when it came from the
+    cache)."""
+    batch, from_cache, _ = cached_encode_entry(encode, papers, *key, **options)
     return batch, from_cache
 
 
@@ -112,9 +99,15 @@ def cached_encode_entry(
     cache_dir: str | Path | None = None,
     needs_whole: bool = False,
 ) -> tuple[DocBatch, bool, Path | None]:
-    """`cached_encode`, also giving the path of the cache entry it read or wrote (`cache_path`, the papers' texts
-    hashed once): (DocBatch, from_cache, path), the path None without a cache or where none could be written (a
-    disk too full, or the entry removed by another run before its record was written)."""
+    """`encode(papers)` through the cache; `cache_dir=None` disables it. `needs_whole`: an entry written before the
+    encoder returned whole-abstract vectors (`DocBatch.whole`) is encoded again and rewritten. Every paper must have
+    at least one sentence slot in the result (`DocBatch.sentences` set).
+
+    Returns:
+        (DocBatch of `papers` in order, True when it came from the cache, the path of the entry it read or wrote:
+        `cache_path`, the papers' texts hashed once), the path None without a cache or where none could be written
+        (a disk too full, or the entry removed by another run before its record was written).
+    """
     if cache_dir is None:
         return encode(papers), False, None
     path = cache_path(Path(cache_dir), fingerprint, mode, options or {}, papers)
