@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aspire.data.guards import SURROGATE, invisible_text_reason
 from aspire.data.papers import Paper, jsonl_objects, paper_from_record
-from aspire.data.sentences import DEFAULT_SPLITTER, get_splitter
+from aspire.data.sentences import DEFAULT_SPLITTER, SentenceSplitter, get_splitter
 from aspire.io import read_json, write_json
 from aspire.paths import cache_root
 
@@ -154,7 +154,10 @@ def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: in
     one a title match alone keeps). Split abstracts are cached on disk (`split_cache_path`), so only a corpus's first run pays for the
     splitting (about 10 ms an abstract); a cache that cannot be read or written is a warning, not an error. Each
     paper keeps the record's other fields (`authors`, `year`, ...) in `Paper.extra`. A record that is not a valid
-    paper is left out, named with its reason in `stats["rejected"]` (and logged).
+    paper is left out, named with its reason in `stats["rejected"]` (and logged): every record of the file that is not
+    held out is checked before the sample is drawn (no splitting needed: a split has a sentence, and each sentence a
+    visible character, exactly when the whole text has one), so the same bad records are named whatever `max_papers`,
+    and the sample is drawn from the valid papers only (`max_papers` of them where the file holds that many).
 
     The train and dev splits of a run read the abstracts once: the result is kept in memory for the file as it
     is on disk (its path, size and modification time), so a file rewritten in place is read again. Each call
@@ -169,6 +172,20 @@ def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: in
     return list(papers), stats
 
 
+class _WholeText(SentenceSplitter):
+    """A text as one sentence: what `read_acl` checks a record with before it samples (no splitter runs). A real
+    split of a text gives no sentence, or one without a visible character, exactly when this one does
+    (`SentenceSplitter.spans`), so the record is refused the same."""
+
+    name = "whole-text"
+
+    def starts(self, text: str) -> list[int]:
+        return []
+
+
+_WHOLE_TEXT = _WholeText()
+
+
 @functools.lru_cache(maxsize=4)
 def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
               max_papers: int) -> tuple[list[Paper], dict]:
@@ -181,6 +198,16 @@ def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
     stats = {"read": len(records), "removed_benchmark": len(records) - len(kept)}
     if not exclude.by_title_only:
         stats["removed_benchmark_by"] = removed_by(reasons)
+    rejected = {}
+    valid = []
+    for n, r in kept:  # checked before sampling: which bad records are named must not depend on the sample
+        try:
+            paper_from_record(r, _WHOLE_TEXT, where=f"{path}:{n}")
+        except ValueError as bad:
+            rejected[f"{path}:{n}"] = str(bad)
+        else:
+            valid.append((n, r))
+    kept = valid
     if max_papers and len(kept) > max_papers:
         kept = random.Random(0).sample(kept, max_papers)
     cache = split_cache_path(path, DEFAULT_SPLITTER)
@@ -201,8 +228,8 @@ def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
             log.info("split %d abstracts of %s; cached in %s", new, path, cache)
         except OSError as err:  # a read-only or full cache folder: the run goes on, splitting again next time
             log.warning("split abstracts of %s not cached: %s (%s)", path, cache, err)
-    papers, rejected = [], {}
-    for n, r in kept:
+    papers = []
+    for n, r in kept:  # the split sentences (or a cache's) checked again as the paper is made
         try:
             text = r.get("abstract")
             if isinstance(text, str) and SURROGATE.search(text):  # not split (nor hashed): it is no Unicode text

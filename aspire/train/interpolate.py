@@ -44,11 +44,16 @@ RECORD_FILE = "interpolation.json"
 
 def blend(name: str, base: torch.Tensor | None, tuned: torch.Tensor, alpha: float) -> torch.Tensor:
     """(1 − α)·base + α·tuned for one weight; word-embedding rows only the tuned model has (its added
-    tokens) are kept as they are."""
+    tokens) are kept as they are. A non-float buffer (position ids) must be equal in both and is kept; one that is
+    float in one model and not in the other is an error naming the weight and both dtypes (interpolating it
+    would turn ids 0, 1, 2 into 0.5, 1.5, 2.5)."""
     import torch  # here, not at the top: `aspire interpolate --help` loads no torch
 
     if base is None:
         raise ValueError(f"weight {name!r} of the fine-tuned model is not in the base model")
+    if base.is_floating_point() != tuned.is_floating_point():
+        raise ValueError(f"weight {name!r} is {tuned.dtype} in the fine-tuned model, {base.dtype} in the base: "
+                         "a float weight cannot be blended with an integer buffer")
     if not tuned.is_floating_point():
         if not torch.equal(base, tuned):
             raise ValueError(f"weight {name!r}: non-float buffers differ between base and fine-tuned model")
@@ -165,6 +170,8 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
                 if weight.shape != mean[name].shape:
                     raise ValueError(f"{model}: weight {name!r} has shape {tuple(weight.shape)}, "
                                      f"{tuple(mean[name].shape)} in {models[0]}")
+                if weight.is_floating_point() != mean[name].is_floating_point():  # an id buffer is not averaged
+                    raise ValueError(f"{model}: weight {name!r} is {weight.dtype}, {mean[name].dtype} in {models[0]}")
                 mean[name] = blend(name, mean[name], weight, 1.0 / k)  # running mean
     with torch.no_grad():
         encoder.model.load_state_dict(mean)
