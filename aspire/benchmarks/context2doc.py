@@ -15,7 +15,9 @@ differently (in the shared co-citation file, P05-1018 in train and its journal v
 two papers with one sentence, "Lapata, 2003" against "Lapata 2003"): `load_context2doc` leaves such a
 train or dev query out (`Context2Doc.left_out`) when its query text is a test query's, and
 `held_out_sentences` gives every raw sentence whose query text is a test query's (the test sentences
-and such twins), which the training pipeline leaves out.
+and such twins), which the training pipeline leaves out. A reworded copy (another sentence holding at least half
+of a test query's word 5-grams) is not left out here; the `context2doc` training task leaves it out when it
+also cites one of the test query's papers (`held_out_queries`, `aspire.train.tasks.reworded_test_twins`).
 """
 
 from __future__ import annotations
@@ -209,6 +211,18 @@ def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str 
     if found != wanted:
         raise ValueError(f"split {split}: {len(wanted - found)} queries of the split are not in {source}")
     return Context2Doc(split, queries, qrels, [cands[k] for k in sorted(cands)], citing, left_out)
+
+
+def held_out_queries(data_dir: str | Path, split_file: str | Path = SPLIT_FILE) -> dict[str, tuple[str, frozenset[str]]]:
+    """`{qid: (query text, cited paper ids)}` of the test split's queries, read as `load_context2doc` reads them:
+    what a training source checks its citing sentences against (the `context2doc` task leaves out a train or dev
+    query that is a reworded copy of one, `aspire.train.tasks.reworded_test_twins`)."""
+    source = Path(data_dir) / "cocitations.jsonl"
+    if not source.is_file():
+        raise ValueError(f"co-citation file not found: {source}")
+    test = set(load_split(split_file, source)["splits"]["test"]["queries"])
+    return {qid: (query_text(rec["context"]), frozenset(c["paper_id"] for c in rec["cited"]))
+            for qid, rec in read_records(source) if qid in test}
 
 
 def _test_texts(records: list[tuple[str, dict]], meta: dict) -> set[str]:

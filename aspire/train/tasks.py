@@ -9,7 +9,12 @@
   CSFCube or the reviewer set (`aspire.benchmarks.heldout.cited_benchmark_papers` under `benchmarks_dir`: by
   normalised title, paper id, abstract key or containment) is left out, counted (`removed_benchmark_pairs`, and
   the papers per rule, `removed_benchmark_by`; both only where some pair is left out); a sentence left with no
-  pair is no anchor. The papers cited by
+  pair is no anchor. A train or dev sentence that is a reworded copy of a test sentence, i.e. holds at least half
+  of a test query's distinct word 5-grams (`aspire.benchmarks.heldout.containment`, 0.5) and cites one of its
+  papers, is no anchor either (`reworded_test_twins`; L877 holds 0.79 of test query L875 and cites its 5 papers),
+  counted apart from the queries whose text is a test query's, which the benchmark's reader leaves out already
+  (`left_out_test_twins`): `reworded_test_twins` `{qid: [test qids]}` and `reworded_test_twin_pairs` (both only
+  where some query is left out; `queries` counts the queries kept). The papers cited by
   context2doc's own test sentences are trained on, by design of that benchmark.
 - `crop`: independent cropping, an unsupervised pair of two random spans (`span_min`..`span_max`
   sentences, drawn independently, so they may overlap) of one abstract, `views` pairs an abstract,
@@ -49,7 +54,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from aspire.benchmarks.heldout import cited_benchmark_papers, excluded_papers
+from aspire.benchmarks.heldout import CONTAINMENT, GramIndex, cited_benchmark_papers, excluded_papers
 from aspire.data.acl import HeldOut, read_acl, removed_by
 from aspire.data.papers import Paper
 from aspire.train.config import Config, TaskConfig
@@ -82,21 +87,23 @@ def cocite_task(cfg: Config, split: str, index: int) -> TaskData:
 
 
 def context2doc_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
-    from aspire.benchmarks.context2doc import load_context2doc
+    from aspire.benchmarks.context2doc import held_out_queries, load_context2doc
 
     if split not in SPLITS:  # never the test split: it is the benchmark
         raise ValueError(f"context2doc task: split {split!r} is not one of {SPLITS}")
     bench = load_context2doc(task.data_dir, split)
-    cited = {pid for rel in bench.qrels.values() for pid in rel}
+    twins = reworded_test_twins(bench.queries, bench.qrels, held_out_queries(task.data_dir))
+    queries = {qid: text for qid, text in bench.queries.items() if qid not in twins}
+    cited = {pid for qid in queries for pid in bench.qrels[qid]}
     held = _cited_benchmark(task)
     why = {p.paper_id: held.reason(p.paper_id, p.title, p.sentences) for p in bench.candidates if p.paper_id in cited}
     benchmark = {pid for pid, w in why.items() if w is not None}  # whole abstracts: matched before the cut
     papers = {p.paper_id: _cut(p, cfg.data.max_sentences) for p in bench.candidates if p.paper_id not in benchmark}
     by_text: dict[str, set[str]] = {}  # one text cited with other papers elsewhere: none of them is its negative
-    for qid, text in bench.queries.items():
+    for qid, text in bench.queries.items():  # a twin's papers too: its text cited them
         by_text.setdefault(text, set()).update(bench.qrels[qid])
     examples, removed_pairs = [], 0
-    for qid, text in bench.queries.items():
+    for qid, text in queries.items():
         anchor = f"ctx:{qid}"
         members = tuple(sorted(by_text[text])) + (anchor,)
         kept = [pid for pid in sorted(bench.qrels[qid]) if pid not in benchmark]
@@ -104,11 +111,31 @@ def context2doc_task(cfg: Config, task: TaskConfig, split: str, index: int) -> T
         if kept:
             papers[anchor] = Paper(anchor, "", [text])
         examples += [Example(anchor, pid, members, None, None, task=index) for pid in kept]
-    stats = {"queries": len(bench.queries), "left_out_test_twins": len(bench.left_out),
+    stats = {"queries": len(queries), "left_out_test_twins": len(bench.left_out),
              "queries_repeating_a_text": len(bench.queries) - len(by_text)}
+    if twins:  # counted where some query is left out (the stats before the rule keep their keys)
+        stats.update(reworded_test_twins=twins, reworded_test_twin_pairs=sum(len(bench.qrels[q]) for q in twins))
     if benchmark:  # counted where the split cites a benchmark paper (the stats before the rule keep their keys)
         stats.update(removed_benchmark_pairs=removed_pairs, removed_benchmark_by=removed_by([why[p] for p in benchmark]))
     return TaskData("context2doc", examples, papers, stats)
+
+
+def reworded_test_twins(queries: dict[str, str], qrels: dict[str, dict[str, int]],
+                        tests: dict[str, tuple[str, frozenset[str]]], threshold: float = CONTAINMENT) -> dict[str, list[str]]:
+    """`{qid: [test qids]}`: the `queries` (`{qid: text}`, cited papers in `qrels`) that hold at least `threshold` of
+    a test query's distinct word 5-grams (`aspire.benchmarks.heldout.containment(test text, text)`) and cite one of
+    its papers; `tests` is `aspire.benchmarks.context2doc.held_out_queries`. A test query of fewer than five words has
+    no gram and matches nothing; one that only shares words with a query, citing none of its papers, is another
+    statement about other work and matches nothing either."""
+    ids = sorted(tests)
+    index = GramIndex([tests[t][0] for t in ids])
+    out = {}
+    for qid, text in queries.items():
+        hits = sorted(ids[row] for row, c in index.contained(text).items()
+                      if c >= threshold and not tests[ids[row]][1].isdisjoint(qrels[qid]))
+        if hits:
+            out[qid] = hits
+    return out
 
 
 def _cited_benchmark(task: TaskConfig) -> HeldOut:
