@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 from pathlib import Path
 
 from aspire.cliutil import (
@@ -208,8 +207,8 @@ def _held_out(records_path, cfg) -> set[str] | None:
 
 
 def _held_out_papers(cfg, data: Path = DATA):
-    """The benchmark papers input A's ingest stage takes out of the records citing them (CSFCube's and the reviewer
-    set's, under the shared data folder `data`: `aspire.benchmarks.heldout.cited_benchmark_papers`); None when the
+    """The benchmark papers the ingest stage (input A or B) takes out of the records citing them (CSFCube's and the
+    reviewer set's, under the shared data folder `data`: `aspire.benchmarks.heldout.cited_benchmark_papers`); None when the
     config keeps them. A missing benchmark folder is an error naming it and the switch, never a silent no-op."""
     from aspire.benchmarks.heldout import cited_benchmark_papers
 
@@ -252,11 +251,8 @@ def _cocite_stage(args) -> dict:
     if stage == "cocite-from-s2orc":
         from aspire.data.s2orc import mine_s2orc
 
-        if cfg.ingest.exclude_benchmark_papers:  # aspire.data.s2orc does not read the switch yet: said, not hidden
-            logging.getLogger(__name__).warning(
-                "ingest.exclude_benchmark_papers: input B (cocite-from-s2orc) does not take CSFCube or reviewer-set "
-                "papers out of its contexts; only input A (cocite-from-records, run-all) does")
-        return mine_s2orc(args.fulltext, args.abstracts, args.out, cfg.ingest, _held_out(args.fulltext, cfg))
+        return mine_s2orc(args.fulltext, args.abstracts, args.out, cfg.ingest, _held_out(args.fulltext, cfg),
+                          _held_out_papers(cfg))
     if stage == "filter":
         return cocite.filter_contexts(getattr(args, "in"), args.out, cfg.filter)
     if stage == "group":

@@ -28,6 +28,7 @@ the formats of `aspire.data.cocite`, so the `filter` stage follows either input.
 from __future__ import annotations
 
 import bisect
+import logging
 import re
 from collections import Counter
 from collections.abc import Collection
@@ -35,12 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from aspire.config import to_dict
+from aspire.data.acl import removed_by
 from aspire.data.cocite.config import REPORT, IngestConfig
 from aspire.data.cocite.text import finish_marks, free_mark
 from aspire.data.guards import SURROGATE, invisible_text_reason
 from aspire.data.papers import paper_id_problem
 from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, type_name, write_json
 
+log = logging.getLogger(__name__)
 
 class RegexSentenceSplitter:
     """A simple stand-in splitter: a sentence ends at . ! or ? followed by space and a capital.
@@ -156,33 +159,57 @@ def _check_abstract(obj: dict, path: Path, lineno: int, first_line: dict[str, in
     first_line[pid] = lineno
 
 
-def _abstract_ids(path: Path, cfg: IngestConfig, bad: list[str]) -> tuple[set[str], dict[str, int]]:
-    """The papers with a non-empty abstract, and the line each accepted paper id was read from."""
-    ids, first_line = set(), {}
+def _abstract_ids(path: Path, cfg: IngestConfig, bad: list[str], held_out_papers: Any = None
+                  ) -> tuple[set[str], dict[str, int], dict[str, str]]:
+    """The papers with a non-empty abstract, the line each accepted paper id was read from, and {paper id: the
+    first rule of `REMOVED_BY` that matched} of the papers with an abstract that `held_out_papers` (a `HeldOut`, or
+    None: no paper) matches by their id, title and abstract."""
+    ids, first_line, benchmark = set(), {}, {}
     for _, obj in iter_checked_jsonl(path, lambda o, p, n: _check_abstract(o, p, n, first_line), cfg.on_error, bad):
         abstract = obj["abstract"]
         if (isinstance(abstract, str) and abstract.strip()) or (isinstance(abstract, list) and abstract):
-            ids.add(str(obj["paper_id"]))
-    return ids, first_line
+            pid = str(obj["paper_id"])
+            ids.add(pid)
+            why = None if held_out_papers is None else held_out_papers.reason(pid, obj.get("title") or "", abstract)
+            if why is not None:
+                benchmark[pid] = why
+    return ids, first_line, benchmark
 
 
 def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: str | Path,
-               cfg: IngestConfig = IngestConfig(), held_out: Collection[str] | None = None) -> dict:
+               cfg: IngestConfig = IngestConfig(), held_out: Collection[str] | None = None,
+               held_out_papers: Any = None) -> dict:
     """Input B -> `contexts.jsonl` + `abstracts.jsonl` + `report.json` (counts of what was dropped and why).
 
     With `exclude_benchmark_test`, a co-citation sentence (stripped) in `held_out` — the context2doc test
     split's sentences, which the command layer passes here as it does to `ingest_records` — is dropped and
     counted (`dropped_benchmark_test`); `exclude_benchmark_test` without `held_out` is an error, never a
     silent no-op.
+
+    With `exclude_benchmark_papers`, a cited paper that `held_out_papers` (an `aspire.data.acl.HeldOut`: the
+    command layer passes `aspire.benchmarks.heldout.cited_benchmark_papers`, CSFCube's and the reviewer set's
+    papers, as it does to `ingest_records`) matches by paper id, title, abstract key or containment, read from its
+    line of the abstracts table, is taken out of every sentence citing it, and its abstract is never written.
+    The sentence keeps its other papers and is dropped when fewer than two are left (`dropped_benchmark_paper`).
+    Counted as input A counts them (a record there is a co-citation sentence here): `records_citing_benchmark`
+    (sentences that lost a paper), `benchmark_citations_removed`, and `removed_benchmark_by` (distinct papers
+    taken out, by the first rule of `REMOVED_BY` that matched). `exclude_benchmark_papers` without
+    `held_out_papers` removes nothing, with a warning and `removed_benchmark_by: null` in the report.
     """
     fulltext_path, abstracts_path, out_dir = Path(fulltext_path), Path(abstracts_path), Path(out_dir)
     if cfg.exclude_benchmark_test and held_out is None:
         raise ValueError("ingest.exclude_benchmark_test needs the held-out sentences (held_out=, from "
                          "aspire.benchmarks.context2doc.held_out_for); or set ingest.exclude_benchmark_test=false")
+    exclude_papers = cfg.exclude_benchmark_papers and held_out_papers is not None
+    if cfg.exclude_benchmark_papers and held_out_papers is None:  # the command layer always passes them
+        log.warning("ingest.exclude_benchmark_papers: no held_out_papers given (aspire.benchmarks.heldout."
+                    "cited_benchmark_papers): CSFCube and reviewer-set papers are NOT removed from %s", fulltext_path)
     held_out = set(held_out or ()) if cfg.exclude_benchmark_test else set()
     splitter = get_span_splitter(cfg.splitter)
     bad: list[str] = []
-    with_abstract, abstract_line = _abstract_ids(abstracts_path, cfg, bad)
+    with_abstract, abstract_line, benchmark = _abstract_ids(abstracts_path, cfg, bad,
+                                                            held_out_papers if exclude_papers else None)
+    removed: set[str] = set()
     counts: Counter = Counter()
     cited_kept: set[str] = set()
     citing_line: dict[str, int] = {}
@@ -227,6 +254,15 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
                     if raw.strip() in held_out:
                         counts["dropped_benchmark_test"] += 1
                         continue
+                    dropped = [pid for pid in kept if pid in benchmark]
+                    if dropped:
+                        counts["records_citing_benchmark"] += 1
+                        counts["benchmark_citations_removed"] += len(dropped)
+                        removed.update(dropped)
+                        kept = [pid for pid in kept if pid not in benchmark]
+                        if len(kept) < 2:
+                            counts["dropped_benchmark_paper"] += 1
+                            continue
                     marked, mark = raw, free_mark(raw)  # never a character of the text (a NUL of its own)
                     for a, b in reversed(_union([(c["start"] - s_start, min(c["end"], s_end) - s_start)
                                                  for c in sent_cites])):
@@ -257,6 +293,8 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
     report = {"stage": "ingest", "input": [str(fulltext_path), str(abstracts_path)], "counts": dict(counts),
               "papers_with_abstract": len(with_abstract), "bad_lines": len(bad), "bad_line_messages": bad[:20],
               "config": to_dict(cfg)}
+    if cfg.exclude_benchmark_papers:  # None: switched on, but no benchmark papers were given (warned above)
+        report["removed_benchmark_by"] = removed_by([benchmark[pid] for pid in removed]) if exclude_papers else None
     write_json(out_dir / REPORT, report)
     return report
 

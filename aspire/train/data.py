@@ -4,7 +4,8 @@ Reads the examples directory written by `aspire.data.cocite` (stage `examples`):
 `examples.{train,dev}.jsonl`, one unordered co-cited pair a line
 (`query_id`, `positive_id`, `negative_ids`, `set_ids`, contexts, and — once `aspire.data.align`
 has run — `cc_align` / `abs_align`: `[i, j]`, the aligned sentence in the query and in the
-positive), and `abstracts.jsonl` in the `Paper` format.
+positive), and `abstracts.jsonl` in the `Paper` format. Examples whose ingest stage did not take the benchmark
+papers out (`ingest.exclude_benchmark_papers`) are read with a warning (`check_benchmark_papers_excluded`).
 
 Batches come from `EpochBatchSampler`: a seeded permutation per epoch, cut into micro-batches,
 sharded over DDP ranks, resumable from any micro-batch position. Tokenisation happens in the
@@ -13,6 +14,7 @@ collate function, so DataLoader workers do it in parallel with training.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
+from aspire.data.cocite.config import REPORT
 from aspire.data.cocite.sets import cocited_partners
 from aspire.data.papers import Paper, read_paper_map
 from aspire.io import iter_jsonl, require
@@ -212,12 +215,100 @@ class TripletDataset(Dataset):
         return sum(e.align is not None for e in self.examples) / len(self.examples)
 
 
+INGEST_DIR = "1_ingest"  # the ingest stage's folder in a run-all folder (`aspire.data.cocite.STAGE_DIRS`)
+_warned_unexcluded: set[tuple[str, str]] = set()  # (examples folder, warning): each said once a process
+
+
+def _stage_report(folder: Path) -> dict | None:
+    """`folder/report.json` as an object, or None when it is missing or unreadable."""
+    try:
+        report = json.loads((folder / REPORT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def find_ingest_report(examples_dir: str | Path) -> tuple[Path, dict] | None:
+    """(folder, report) of the ingest stage the examples folder `examples_dir` was built from, or None when no
+    report says: each stage's `report.json` names its input folder (`input`), followed back from `examples_dir`
+    (an `examples` or `align` output) to the `ingest` report; an input path that is not a folder from here (a run
+    built from another working folder, or moved) is looked for beside the folder naming it. Failing that, run-all's
+    layout: `INGEST_DIR` beside `examples_dir`."""
+    folder, seen = Path(examples_dir), set()
+    while folder not in seen:  # a chain of reports that loops ends here
+        seen.add(folder)
+        report = _stage_report(folder)
+        if report is None:
+            break
+        if report.get("stage") == "ingest":
+            return folder, report
+        source = report.get("input")
+        if not isinstance(source, str) or not source:
+            break
+        found = next((c for c in (Path(source), folder.parent / Path(source).name) if c.is_dir()), None)
+        if found is None:
+            break
+        folder = found
+    beside = Path(examples_dir).parent / INGEST_DIR
+    report = _stage_report(beside)
+    return (beside, report) if report is not None and report.get("stage") == "ingest" else None
+
+
+def _rebuild_command(ingest: tuple[Path, dict] | None) -> str:
+    """The command that builds the examples again with the benchmark papers taken out, from the ingest report's
+    input (records: input A, `run-all`; full text and abstracts: input B, `cocite-from-s2orc` and the stages after)."""
+    source = ingest[1].get("input") if ingest else None
+    if isinstance(source, list) and len(source) == 2 and all(isinstance(x, str) for x in source):
+        return (f"aspire data cocite-from-s2orc --fulltext {source[0]} --abstracts {source[1]} --out NEW/1_ingest, "
+                "then filter, group, split and examples")
+    records = source if isinstance(source, str) and source else "RECORDS"
+    return f"aspire data run-all --in {records} --out NEW"
+
+
+def check_benchmark_papers_excluded(examples_dir: str | Path) -> str | None:
+    """Warn (once a process for a folder) when the examples of `examples_dir` may hold CSFCube or reviewer-set papers:
+    the ingest report behind them (`find_ingest_report`) shows `ingest.exclude_benchmark_papers` off, on without
+    the benchmark papers (`removed_benchmark_by: null`), or an ingest run from before that rule (no
+    `removed_benchmark_by`), or no ingest report is found. The warning names the folder and the command that
+    rebuilds it; the examples are still read (old folders still train). Returns the warning, or None."""
+    root = Path(examples_dir)
+    ingest = find_ingest_report(root)
+    papers = "CSFCube and reviewer-set papers"
+    if ingest is None:
+        said = (f"no ingest report ({INGEST_DIR}/{REPORT} beside it, or one its stage reports lead to) says whether "
+                f"{papers} were taken out of its co-citations")
+    else:
+        folder, report = ingest
+        config = report.get("config") if isinstance(report.get("config"), dict) else {}
+        if config.get("exclude_benchmark_papers") is False:
+            why = "ingest.exclude_benchmark_papers=false"
+        elif isinstance(report.get("removed_benchmark_by"), dict):
+            return None
+        elif "removed_benchmark_by" in report:
+            why = "the switch was on, but no benchmark papers were given: removed_benchmark_by is null"
+        else:
+            why = "built before that rule: its report has no removed_benchmark_by"
+        said = f"{papers} were not taken out of its co-citations (ingest report {folder / REPORT}: {why})"
+    aligned = (_stage_report(root) or {}).get("stage") == "align"
+    message = (f"data.examples_dir {root}: {said}, so its training pairs may hold them; rebuild it with "
+               f"`{_rebuild_command(ingest)}` (ingest.exclude_benchmark_papers=true, the default)"
+               + (", then `aspire data align`" if aligned else ""))
+    key = (str(root.resolve()), message)
+    if key not in _warned_unexcluded:
+        _warned_unexcluded.add(key)
+        log.warning("%s", message)
+    return message
+
+
 def load_split(cfg: DataConfig, split: str) -> TripletDataset:
     """`examples.{split}.jsonl` of `cfg.examples_dir` with its abstracts (cut to `cfg.max_sentences`).
-    A split without examples is refused with a ValueError naming it."""
+    A split without examples is refused with a ValueError naming it. Examples built without taking CSFCube's and the
+    reviewer set's papers out (or with no ingest report saying) are read, with a warning
+    (`check_benchmark_papers_excluded`)."""
     root = Path(cfg.examples_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"data.examples_dir {root} does not exist; build it with `aspire data run-all`")
+    check_benchmark_papers_excluded(root)
     full = read_paper_map(root / "abstracts.jsonl", split_strings=False)
     hard = _read_hard_negatives(cfg.hard_negatives) if cfg.hard_negatives else None
     examples = read_examples(root / f"examples.{split}.jsonl", cfg, full, hard)

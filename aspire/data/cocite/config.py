@@ -19,8 +19,8 @@ class IngestConfig:
     on_error: Literal["raise", "skip"] = "raise"  # bad lines: stop, or skip and count them
     # leave out the context2doc benchmark's test sentences (aspire.benchmarks.context2doc), wherever they occur
     exclude_benchmark_test: bool = True
-    # input A: leave out every cited paper of CSFCube or the reviewer set (by title, paper id, abstract key or
-    # containment: aspire.benchmarks.heldout.cited_benchmark_papers) from the records citing it
+    # both inputs: leave out every cited paper of CSFCube or the reviewer set (by title, paper id, abstract key or
+    # containment: aspire.benchmarks.heldout.cited_benchmark_papers) from the records / sentences citing it
     exclude_benchmark_papers: bool = True
 
 
