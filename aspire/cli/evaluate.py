@@ -449,6 +449,8 @@ def _fuse_runs_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--norm", choices=("zmuv", "min-max"), help="older spelling: --norm zmuv is --fusion z, min-max minmax")
     p.add_argument("--method", choices=("wsum", "rrf"), help="older spelling: --method rrf is --fusion rrf")
     p.add_argument("--qrels", help="TREC qrels to score the fused run (default: the first folder's)")
+    p.add_argument("--data", help=f"CSFCube folder that fused CSFCube results folders are scored on, the one they "
+                                   f"were made with (default {DATA / 'csfcube'}); CSFCube folders only")
     p.add_argument("--metric", action="append", help="metric (repeatable; default MRR, nDCG@10, MAP)")
     p.add_argument("--out", required=True, help="output folder (run.trec, qrels.trec, results.json)")
 
@@ -463,7 +465,8 @@ def _fuse_runs(parser, args) -> int:
     if args.method == "rrf" and args.norm:  # --norm was once dropped beside --method rrf
         parser.error("--norm normalises a weighted sum (--method wsum): not with --method rrf")
     fusion = fusion_option(args.fusion, "rrf" if args.method == "rrf" else args.norm, parser)
-    results = fuse_run_files(args.runs, args.out, args.weights, fusion, qrels=args.qrels, metrics=args.metric)
+    results = fuse_run_files(args.runs, args.out, args.weights, fusion, qrels=args.qrels, metrics=args.metric,
+                             data=args.data)
     print(format_fused(results))
     print(f"wrote {Path(args.out) / 'run.trec'}")
     return 0

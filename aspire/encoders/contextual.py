@@ -496,15 +496,19 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         max_length: int | None = None,
         batch_size: int = 64,
         progress: bool = False,
+        names: Sequence[str] | None = None,
     ) -> Tensor:
         """One vector per text (or text pair) -> (N, D) on the CPU, sentence-transformers style pooling
         ("mean" over all pieces under the attention mask, special tokens included, or "cls"); each text cut at
         `max_length` pieces (default the encoder's), never past the model's limit. A pair's second text has the
         second segment's token type unless the encoder keeps every piece in segment 0 (`segment_ids=False`), as
         `encode` does. A text (pair) that is cut is not cut silently: one warning a call gives how many were, and
-        names the first `LONG_IDS_SHOWN` by position (`text 3`) with their length uncut."""
+        names the first `LONG_IDS_SHOWN` by position (`text 3`), or by `names` (N,) where given, with their length
+        uncut."""
+        if names is not None and len(names) != len(texts):
+            raise ValueError(f"embed_texts: {len(names)} names for {len(texts)} texts (one name a text)")
         return self._embed_texts(texts, pairs, pooling=pooling, normalize=normalize, max_length=max_length,
-                                 batch_size=batch_size, progress=progress)[0]
+                                 batch_size=batch_size, progress=progress, names=names)[0]
 
     @torch.no_grad()  # encode_independent calls it directly: no autograd graph kept across batches
     def _embed_texts(self, texts: Sequence[str], pairs: Sequence[str] | None = None, *,

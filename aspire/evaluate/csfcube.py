@@ -19,7 +19,7 @@ from aspire.benchmarks.csfcube import (
     load_csfcube,
     write_results,
 )
-from aspire.benchmarks.pools import write_trec
+from aspire.benchmarks.pools import PoolSet, write_trec
 from aspire.benchmarks.stats import table_row
 from aspire.data.papers import read_paper_map
 from aspire.evaluate.options import EvalOptions, Stages
@@ -39,6 +39,13 @@ def run_csfcube(root: str | Path, model: str | None, scorer: str | None, out: st
     Writes `out/test-pid2pool-csfcube-EXP-{facet}-ranked.json` (similarities, best first; each stage's own
     files beside them), the per-query CSV and `out/results.json` (with timings: encoding vs scoring seconds).
     """
+    return _run_csfcube(root, model, scorer, out, exp, options, stages)[0]
+
+
+def _run_csfcube(root: str | Path, model: str | None, scorer: str | None, out: str | Path, exp: str | None = None,
+                 options: EvalOptions | None = None, stages: Stages | None = None) -> tuple[dict, PoolSet, dict]:
+    """`run_csfcube` -> (its results, the pool set it loaded, its per-query metrics as fractions), so that the suite
+    neither loads the pools again nor reads back the ranked files just written."""
     from aspire.evaluate.options import default_exp
     from aspire.evaluate.pool_stages import check_stage_names, run_stages
     from aspire.evaluate.rank import rank_pool_set
@@ -67,7 +74,7 @@ def run_csfcube(root: str | Path, model: str | None, scorer: str | None, out: st
     write_results(out, root, exp, results, per_query, pool_set)
     write_trec(out, pool_set, rankings, exp)
     log.info("wrote %s", out / "results.json")
-    return results
+    return results, pool_set, per_query
 
 
 def fuse_csfcube(
@@ -133,24 +140,21 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     return results
 
 
-def _rows(bench, data: Path, per_query: dict, note: str = "") -> list[dict]:
-    """The suite's rows: each of the benchmark's metrics over the two folds' test queries."""
+def _rows(bench, pool_set: PoolSet, per_query: dict, note: str = "") -> list[dict]:
+    """The suite's rows: each of the benchmark's metrics over the two folds' test queries of `pool_set` (the CSFCube
+    pools the run was scored on, `load_csfcube`)."""
     from aspire.benchmarks.csfcube import test_units
 
-    pool_set = load_csfcube(data)
     return [table_row(bench.title, metric, (u := test_units(pool_set, per_query, metric)).value(), u.bootstrap(),
                       len(u.units), note) for metric in bench.metrics]
 
 
 def suite_rows(bench, data: Path, model: str, scorer: str, out: Path, settings: dict,
                options: EvalOptions | None = None) -> tuple[list[dict], str]:
-    """The suite's runner: `run_csfcube`, then the test figures with their intervals."""
-    from aspire.benchmarks.pools import read_ranked_pool_set
-
-    results = run_csfcube(data, model, scorer, out, options=options)
-    rankings = read_ranked_pool_set(load_csfcube(data), out, results["experiment"])
-    _, per_query = evaluate_csfcube_rankings(data, rankings)
-    return _rows(bench, data, per_query), results["encoder_fingerprint"]
+    """The suite's runner: `run_csfcube`, then the test figures with their intervals (from the run's own pools and
+    per-query scores: nothing loaded or read back again)."""
+    results, pool_set, per_query = _run_csfcube(data, model, scorer, out, options=options)
+    return _rows(bench, pool_set, per_query), results["encoder_fingerprint"]
 
 
 def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -> list[dict]:
@@ -160,6 +164,7 @@ def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -
     from aspire.benchmarks.pools import ranked_path, write_ranked
     from aspire.evaluate.fuse import read_scored
 
+    pool_set = load_csfcube(data)
     folders = [out / "members" / m.name / "csfcube" for m in members]
     exps = [run_csfcube(data, m.model, m.scorer, folder, options=m.options)["experiment"]
             for m, folder in zip(members, folders)]
@@ -170,9 +175,9 @@ def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -
         fused = fuse(runs)
         write_ranked(ranked_path(out / "csfcube", NAME, "ensemble", facet), fused)
         rankings[facet] = {q: [c for c, _ in r] for q, r in fused.items()}
-    results, per_query = evaluate_csfcube_rankings(data, rankings)
-    write_results(out / "csfcube", data, "ensemble", results, per_query)
-    return _rows(bench, data, per_query, "members " + ", ".join(m.name for m in members))
+    results, per_query = evaluate_csfcube_rankings(data, rankings, pool_set)
+    write_results(out / "csfcube", data, "ensemble", results, per_query, pool_set)
+    return _rows(bench, pool_set, per_query, "members " + ", ".join(m.name for m in members))
 
 
 def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, seed: int = 0) -> dict:

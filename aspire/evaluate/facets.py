@@ -100,7 +100,8 @@ def facet_text_queries(
     `query_text="facet"` encodes the facet sentences joined by spaces as one text;
     `"title+facet"` encodes the title and them as `encode_abstract` does the whole abstract (same
     `encode_options`: `max_length`, `normalize`, `joiner`), so the vectors sit beside the
-    candidates' whole-abstract vectors. Raises ValueError naming the papers with no facet sentence.
+    candidates' whole-abstract vectors. Raises ValueError naming the papers with no facet sentence. A text cut at
+    `max_length` is named in the encoder's warning by its paper and facet (`paper ID FACET sentences`).
     """
     if query_text not in QUERY_TEXTS[1:]:
         raise ValueError(f"facet query text must be one of {list(QUERY_TEXTS[1:])}, got {query_text!r}")
@@ -112,7 +113,8 @@ def facet_text_queries(
     narrowed = [Paper(p.paper_id, p.title, [p.sentences[j] for j in chosen[p.paper_id]]) for p in papers]
     if query_text == "facet":
         options.pop("joiner", None)
-        vecs = encoder.embed_texts([" ".join(p.sentences) for p in narrowed], **options)
+        vecs = encoder.embed_texts([" ".join(p.sentences) for p in narrowed], **options,
+                                   names=[f"paper {p.paper_id} {facet} sentences" for p in narrowed])
     else:
         vecs = encoder.encode_abstract(narrowed, **options)
     return single_vector_batch(vecs, narrowed)

@@ -13,6 +13,7 @@ queries; anything else is an error naming the query, so nothing is silently drop
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,8 @@ from pathlib import Path
 from aspire.benchmarks.pools import PoolSet, existing_ranked_path, ranked_path, write_ranked
 from aspire.io import read_json, write_json
 from aspire.scoring.fusion import check_weights, fuse_ranked, fusion_method
+
+log = logging.getLogger(__name__)
 
 
 def read_scored(path: str | Path) -> dict[str, dict[str, float]]:
@@ -203,6 +206,36 @@ def recorded_protocol(folder: Path) -> tuple[str | None, int | None]:
     return doc.get("benchmark", doc.get("dataset")), threshold if isinstance(threshold, int) else None
 
 
+def check_csfcube_data(inputs: Sequence[Path], root: Path) -> None:
+    """ValueError when the CSFCube results folders `inputs` were scored on other queries, judgments or folds than
+    the CSFCube folder `root` holds: their `results.json` record it (`judged_set`, `PoolSet.fingerprint`), and two
+    inputs that record different ones, or one that differs from `root`'s, are refused, naming them. A warning names
+    the inputs that record none (written before it was recorded), which cannot be checked; when none records one,
+    `root` is not read here."""
+    recorded = {}
+    for folder in inputs:
+        doc = read_json(folder / "results.json", "results file")
+        if isinstance(doc, dict) and isinstance(doc.get("judged_set"), str):
+            recorded[folder] = doc["judged_set"]
+    (a, seen_a), *rest = recorded.items() or [(None, None)]
+    other = next(((b, seen_b) for b, seen_b in rest if seen_b != seen_a), None)
+    if other is not None:
+        raise ValueError(f"{a} and {other[0]} were scored on different CSFCube queries, judgments or folds (judged "
+                         f"set {seen_a} and {other[1]}): fuse runs of one CSFCube copy")
+    unknown = [str(f) for f in inputs if f not in recorded]
+    if unknown:
+        log.warning("%d input(s) record no judged set (written before it was recorded), so they cannot be checked "
+                    "against the CSFCube folder %s they are scored on: %s", len(unknown), root, ", ".join(unknown))
+    if recorded:
+        from aspire.benchmarks.csfcube import load_csfcube
+
+        ours = load_csfcube(root).fingerprint()
+        if seen_a != ours:
+            raise ValueError(f"{', '.join(map(str, recorded))} were scored on judged set {seen_a}, the CSFCube folder "
+                             f"{root} holds {ours} (other queries, judgments or folds): give the CSFCube folder they "
+                             "were made with (--data)")
+
+
 def at_threshold(metric: str, threshold: int) -> str:
     """`MAP` -> `MAP-l2` at threshold 2 for the binary metrics without their own `-lN`; others unchanged."""
     import re
@@ -214,7 +247,7 @@ def at_threshold(metric: str, threshold: int) -> str:
 
 def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Sequence[float] | None = None,
                    fusion: str = "z", rrf_k: float = 60.0, qrels: str | Path | None = None,
-                   metrics: Sequence[str] | None = None) -> dict:
+                   metrics: Sequence[str] | None = None, data: str | Path | None = None) -> dict:
     """`aspire evaluate fuse-runs`: fuse TREC runs (files, or results folders holding `run.trec` and `qrels.trec`)
     with `fuse_runs`, write `out/run.trec`, and with qrels (default: the first folder's) score it; returns and
     writes `out/results.json` (with the command that made it, `command`: `aspire.benchmarks.runs.invocation`).
@@ -224,7 +257,10 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     metrics (`BINARY`) are scored at it (`MAP-l2`), over the queries with a document at or above it (the others are
     listed under `skipped_no_relevant`, as the pools evaluator leaves them out). Fused CSFCube folders are scored
     by the CSFCube evaluator (its two-fold protocol, its per-query CSV and results.json), so they compare with the
-    benchmark's own folders; `qrels` and `metrics` do not apply to them (ValueError).
+    benchmark's own folders; `qrels` and `metrics` do not apply to them (ValueError). They are scored on the CSFCube
+    folder `data` (default `DATA/csfcube`; recorded as `data`), which must hold the judged set the inputs record
+    (`check_csfcube_data`: inputs made with another `--data` are refused, not scored on other judgments); `data`
+    applies to CSFCube folders alone (ValueError for other inputs).
 
     A pools or CSFCube folder's `run.trec` holds the scores of its ranked files (similarities; distances negated),
     or each candidate's rank as its score (pool size - rank + 1) where a ranked file could not give them
@@ -254,12 +290,20 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     if benchmark == "csfcube" and (qrels is not None or metrics):  # once dropped without a word
         raise ValueError(f"{', '.join(map(str, inputs))}: CSFCube folders are scored by the CSFCube evaluator on its "
                          "own qrels and figures (MAP, NDCG%20): --qrels and --metric do not apply")
+    if benchmark != "csfcube" and data is not None:  # else dropped without a word
+        raise ValueError(f"{', '.join(map(str, inputs))}: --data is the CSFCube folder that fused CSFCube results "
+                         "folders are scored on; these are not CSFCube folders (their qrels score them)")
+    if benchmark == "csfcube":  # before anything is written
+        from aspire.paths import DATA
+
+        data = Path(data) if data is not None else DATA / "csfcube"
+        check_csfcube_data(inputs, data)
     fused = fuse_runs([read_run(p) for p in paths], weights, fusion, rrf_k, names=[str(p) for p in paths])
     write_run(out / "run.trec", fused, "fused")
     info = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": list(weights) if weights else "equal",
             **({"rrf_k": rrf_k} if fusion == "rrf" else {})}
     if benchmark == "csfcube":
-        return _csfcube_fused(fused, out, info)
+        return _csfcube_fused(fused, out, {**info, "data": str(data)})
     results = {"experiment": "fused", **({"benchmark": benchmark} if benchmark else {}), "relevance_threshold": threshold,
                "threshold_from": threshold_from, **info}
     qrels_path = qrels or (inputs[0] / "qrels.trec" if inputs[0].is_dir() else None)
@@ -281,12 +325,12 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
 
 
 def _csfcube_fused(fused: Mapping[str, Sequence[tuple[str, float]]], out: Path, info: dict) -> dict:
-    """A fused CSFCube run (`PID_FACET` queries) scored and written as the CSFCube evaluator does."""
+    """A fused CSFCube run (`PID_FACET` queries) scored and written as the CSFCube evaluator does, on the CSFCube
+    folder `info["data"]` (recorded with the rest of `info`)."""
     from aspire.benchmarks.csfcube import NAME, evaluate_csfcube_rankings, load_csfcube, write_results
     from aspire.benchmarks.pools import write_trec
-    from aspire.paths import DATA
 
-    root = DATA / "csfcube"
+    root = Path(info["data"])
     rankings: dict[str, dict[str, list[str]]] = {}
     scored: dict[str, dict[str, Sequence[tuple[str, float]]]] = {}
     for key, ranked in fused.items():
