@@ -13,14 +13,8 @@ from aspire.benchmarks.heldout import Containment
 from aspire.data.acl import HeldOut, abstract_key, normalise_title
 from aspire.data.cocite import IngestConfig, ingest_records, iter_jsonl
 from aspire.data.s2orc import mine_s2orc
+from tests.test_reliability_round18_heldout import BENCH, REWORDED
 
-BENCH = ("Statistical machine translation systems are usually trained on large amounts of bilingual text. In this "
-         "article we explore the use of semi-supervised model adaptation methods for the effective use of "
-         "monolingual data from the source language in order to improve translation quality.")
-# the same work reworded at its opening and end, under another title and id: only containment names it
-REWORDED = ("Machine translation engines learn from parallel text. In this article we explore the use of "
-            "semi-supervised model adaptation methods for the effective use of monolingual data from the source "
-            "language, and the results improve quality.")
 OTHER = "A paper that cites nothing benchmark-like. Its abstract is about tagging text with a model of words."
 
 

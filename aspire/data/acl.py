@@ -11,6 +11,8 @@ import logging
 import os
 import random
 import re
+from collections import Counter
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +40,19 @@ def removed_by(reasons: list[str | None]) -> dict[str, int]:
     rule came keep their three keys)."""
     counts = {rule: reasons.count(rule) for rule in REMOVED_BY}
     return {rule: n for rule, n in counts.items() if n or rule != "containment"}
+
+
+
+def take_out(cited: list[str], benchmark: Container[str], counts: Counter, removed: set[str]) -> tuple[list[str], int]:
+    """`cited` (one co-citation's paper ids) less the `benchmark` papers among them -> (the rest, how many went),
+    counted as both co-citation inputs count them: `records_citing_benchmark`, `benchmark_citations_removed`, and
+    each paper taken out added to `removed`."""
+    dropped = [pid for pid in cited if pid in benchmark]
+    if dropped:
+        counts["records_citing_benchmark"] += 1
+        counts["benchmark_citations_removed"] += len(dropped)
+        removed.update(dropped)
+    return [pid for pid in cited if pid not in benchmark], len(dropped)
 
 
 def abstract_key(abstract: object) -> str:

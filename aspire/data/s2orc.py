@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from aspire.config import to_dict
-from aspire.data.acl import removed_by
+from aspire.data.acl import removed_by, take_out
 from aspire.data.cocite.config import REPORT, IngestConfig
 from aspire.data.cocite.text import finish_marks, free_mark
 from aspire.data.guards import SURROGATE, invisible_text_reason
@@ -197,14 +197,7 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
     `held_out_papers` removes nothing, with a warning and `removed_benchmark_by: null` in the report.
     """
     fulltext_path, abstracts_path, out_dir = Path(fulltext_path), Path(abstracts_path), Path(out_dir)
-    if cfg.exclude_benchmark_test and held_out is None:
-        raise ValueError("ingest.exclude_benchmark_test needs the held-out sentences (held_out=, from "
-                         "aspire.benchmarks.context2doc.held_out_for); or set ingest.exclude_benchmark_test=false")
-    exclude_papers = cfg.exclude_benchmark_papers and held_out_papers is not None
-    if cfg.exclude_benchmark_papers and held_out_papers is None:  # the command layer always passes them
-        log.warning("ingest.exclude_benchmark_papers: no held_out_papers given (aspire.benchmarks.heldout."
-                    "cited_benchmark_papers): CSFCube and reviewer-set papers are NOT removed from %s", fulltext_path)
-    held_out = set(held_out or ()) if cfg.exclude_benchmark_test else set()
+    held_out, exclude_papers = cfg.held_out_inputs(held_out, held_out_papers, fulltext_path)
     splitter = get_span_splitter(cfg.splitter)
     bad: list[str] = []
     with_abstract, abstract_line, benchmark = _abstract_ids(abstracts_path, cfg, bad,
@@ -254,15 +247,10 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
                     if raw.strip() in held_out:
                         counts["dropped_benchmark_test"] += 1
                         continue
-                    dropped = [pid for pid in kept if pid in benchmark]
-                    if dropped:
-                        counts["records_citing_benchmark"] += 1
-                        counts["benchmark_citations_removed"] += len(dropped)
-                        removed.update(dropped)
-                        kept = [pid for pid in kept if pid not in benchmark]
-                        if len(kept) < 2:
-                            counts["dropped_benchmark_paper"] += 1
-                            continue
+                    kept, dropped = take_out(kept, benchmark, counts, removed)
+                    if dropped and len(kept) < 2:
+                        counts["dropped_benchmark_paper"] += 1
+                        continue
                     marked, mark = raw, free_mark(raw)  # never a character of the text (a NUL of its own)
                     for a, b in reversed(_union([(c["start"] - s_start, min(c["end"], s_end) - s_start)
                                                  for c in sent_cites])):

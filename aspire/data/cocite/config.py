@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
@@ -22,6 +23,21 @@ class IngestConfig:
     # both inputs: leave out every cited paper of CSFCube or the reviewer set (by title, paper id, abstract key or
     # containment: aspire.benchmarks.heldout.cited_benchmark_papers) from the records / sentences citing it
     exclude_benchmark_papers: bool = True
+
+    def held_out_inputs(self, held_out: Iterable[str] | None, held_out_papers, source: Path) -> tuple[set[str], bool]:
+        """What the two switches hold out of `source`, an input's file: (the context2doc test sentences to drop,
+        whether benchmark papers are taken out). ValueError for `exclude_benchmark_test` without `held_out`;
+        `exclude_benchmark_papers` without `held_out_papers` removes nothing, with a warning (the command layer
+        always passes them)."""
+        if self.exclude_benchmark_test and held_out is None:
+            raise ValueError("ingest.exclude_benchmark_test needs the held-out sentences (held_out=, from "
+                             "aspire.benchmarks.context2doc.held_out_for); or set ingest.exclude_benchmark_test=false")
+        if self.exclude_benchmark_papers and held_out_papers is None:
+            logging.getLogger(__name__).warning(
+                "ingest.exclude_benchmark_papers: no held_out_papers given (aspire.benchmarks.heldout."
+                "cited_benchmark_papers): CSFCube and reviewer-set papers are NOT removed from %s", source)
+        return (set(held_out or ()) if self.exclude_benchmark_test else set(),
+                self.exclude_benchmark_papers and held_out_papers is not None)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aspire.config import to_dict
-from aspire.data.acl import removed_by
+from aspire.data.acl import removed_by, take_out
 from aspire.data.cocite.config import REPORT, FilterConfig, IngestConfig
 from aspire.data.cocite.text import clean_citations, get_tokenizer
 from aspire.data.guards import SURROGATE, invisible_text_reason
@@ -122,14 +122,7 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
     records_path, out_dir = Path(records_path), Path(out_dir)
     bad: list[str] = []
     counts: Counter = Counter()
-    if cfg.exclude_benchmark_test and held_out is None:
-        raise ValueError("ingest.exclude_benchmark_test needs the held-out sentences (held_out=, from "
-                         "aspire.benchmarks.context2doc.held_out_for); or set ingest.exclude_benchmark_test=false")
-    exclude_papers = cfg.exclude_benchmark_papers and held_out_papers is not None
-    if cfg.exclude_benchmark_papers and held_out_papers is None:  # the command layer always passes them
-        log.warning("ingest.exclude_benchmark_papers: no held_out_papers given (aspire.benchmarks.heldout."
-                    "cited_benchmark_papers): CSFCube and reviewer-set papers are NOT removed from %s", records_path)
-    held_out = set(held_out or ()) if cfg.exclude_benchmark_test else set()
+    held_out, exclude_papers = cfg.held_out_inputs(held_out, held_out_papers, records_path)
     # every record first: a paper is held out everywhere when any record's version of it is a benchmark paper's
     records = list(iter_checked_jsonl(records_path, _check_record, cfg.on_error, bad))
     benchmark = _benchmark_cited(records, held_out_papers) if exclude_papers else {}
@@ -145,14 +138,9 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
             if rec["citing_paper_id"] in distinct:  # a paper citing itself is no co-citation (as in input B)
                 counts["self_citations_removed"] += 1
             cited_ids = sorted(distinct - {rec["citing_paper_id"]})
-            dropped = [pid for pid in cited_ids if pid in benchmark]
-            if dropped:
-                counts["records_citing_benchmark"] += 1
-                counts["benchmark_citations_removed"] += len(dropped)
-                removed.update(dropped)
-                cited_ids = [pid for pid in cited_ids if pid not in benchmark]
+            cited_ids, dropped = take_out(cited_ids, benchmark, counts, removed)
             if len(cited_ids) < 2:
-                counts["dropped_benchmark_paper" if dropped and len(cited_ids) + len(dropped) >= 2
+                counts["dropped_benchmark_paper" if dropped and len(cited_ids) + dropped >= 2
                        else "dropped_fewer_than_2_cited"] += 1
                 continue
             for c in rec["cited"]:
