@@ -191,7 +191,8 @@ def _batch(ids, gen, S=6, D=8):
 @pytest.mark.parametrize("scorer", ["minl2", "abstract", "attention"])
 def test_rank_pools_matches_scoring_each_candidate_alone(scorer):
     gen = torch.Generator().manual_seed(0)
-    cands, queries = _batch([f"c{i}" for i in range(30)], gen), _batch(["qa", "qb"], gen)
+    S = 1 if scorer == "abstract" else 6  # the abstract scorer: one vector a paper
+    cands, queries = _batch([f"c{i}" for i in range(30)], gen, S), _batch(["qa", "qb"], gen, S)
     pools = {"qb": ["c5", "c3", "c29", "c0", "c12", "c7"], "qa": [f"c{i}" for i in range(29, -1, -2)]}
     score = get_eval_scorer(scorer)
     ranked = rank_pools(queries, cands, pools, score)
