@@ -14,7 +14,6 @@ collate function, so DataLoader workers do it in parallel with training.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from torch.utils.data import Dataset, Sampler
 
 from aspire.data.cocite.config import REPORT
 from aspire.data.cocite.sets import cocited_partners
+from aspire.data.cocite.stages import STAGE_DIRS, stage_report
 from aspire.data.papers import Paper, read_paper_map
 from aspire.io import iter_jsonl, require
 from aspire.train.config import DataConfig
@@ -215,17 +215,8 @@ class TripletDataset(Dataset):
         return sum(e.align is not None for e in self.examples) / len(self.examples)
 
 
-INGEST_DIR = "1_ingest"  # the ingest stage's folder in a run-all folder (`aspire.data.cocite.STAGE_DIRS`)
+INGEST_DIR = STAGE_DIRS[0]  # the ingest stage's folder in a run-all folder
 _warned_unexcluded: set[tuple[str, str]] = set()  # (examples folder, warning): each said once a process
-
-
-def _stage_report(folder: Path) -> dict | None:
-    """`folder/report.json` as an object, or None when it is missing or unreadable."""
-    try:
-        report = json.loads((folder / REPORT).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return report if isinstance(report, dict) else None
 
 
 def find_ingest_report(examples_dir: str | Path) -> tuple[Path, dict] | None:
@@ -237,7 +228,7 @@ def find_ingest_report(examples_dir: str | Path) -> tuple[Path, dict] | None:
     folder, seen = Path(examples_dir), set()
     while folder not in seen:  # a chain of reports that loops ends here
         seen.add(folder)
-        report = _stage_report(folder)
+        report = stage_report(folder)
         if report is None:
             break
         if report.get("stage") == "ingest":
@@ -250,7 +241,7 @@ def find_ingest_report(examples_dir: str | Path) -> tuple[Path, dict] | None:
             break
         folder = found
     beside = Path(examples_dir).parent / INGEST_DIR
-    report = _stage_report(beside)
+    report = stage_report(beside)
     return (beside, report) if report is not None and report.get("stage") == "ingest" else None
 
 
@@ -289,7 +280,7 @@ def check_benchmark_papers_excluded(examples_dir: str | Path) -> str | None:
         else:
             why = "built before that rule: its report has no removed_benchmark_by"
         said = f"{papers} were not taken out of its co-citations (ingest report {folder / REPORT}: {why})"
-    aligned = (_stage_report(root) or {}).get("stage") == "align"
+    aligned = (stage_report(root) or {}).get("stage") == "align"
     message = (f"data.examples_dir {root}: {said}, so its training pairs may hold them; rebuild it with "
                f"`{_rebuild_command(ingest)}` (ingest.exclude_benchmark_papers=true, the default)"
                + (", then `aspire data align`" if aligned else ""))

@@ -26,16 +26,21 @@ NEEDS = {"filter": ("ingest",), "group": ("filter",), "split": ("group",), "exam
          "align": ("examples",), "hard-negatives": ("examples", "align")}  # stage -> the stages it reads
 
 
+def stage_report(folder: str | Path) -> dict | None:
+    """`folder/report.json` as an object, or None when it is missing, unreadable or not an object."""
+    try:
+        report = json.loads((Path(folder) / REPORT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
 def stage_of(folder: str | Path) -> str | None:
     """The stage named by `folder/report.json`: None when there is no report, "" when it names no stage (it is
     unreadable, or another tool's report)."""
-    report = Path(folder) / REPORT
-    if not report.is_file():
+    if not (Path(folder) / REPORT).is_file():
         return None
-    try:
-        stage = json.loads(report.read_text(encoding="utf-8")).get("stage")
-    except (OSError, ValueError, AttributeError):
-        return ""
+    stage = (stage_report(folder) or {}).get("stage")
     return stage if isinstance(stage, str) else ""
 
 
