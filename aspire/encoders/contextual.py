@@ -594,7 +594,6 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         parts = list(torch.split(vecs, [len(s) for s in sents]))
         return DocBatch.from_list(parts, [p.paper_id for p in papers], sents)
 
-    @torch.inference_mode()  # as `embed_texts`
     def encode_abstract(
         self,
         papers: Sequence[Paper | dict | str],
@@ -611,7 +610,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         names = [f"paper {p.paper_id}" for p in papers]  # how the warning on cut texts names them
         if joiner is None:
             abstracts = [" ".join(p.sentences) for p in papers]
-            return self._embed_texts([p.title for p in papers], abstracts, pooling=pooling, normalize=normalize,
-                                     names=names, **kwargs)[0]
+            return self.embed_texts([p.title for p in papers], abstracts, pooling=pooling, normalize=normalize,
+                                    names=names, **kwargs)
         texts = [abstract_text(p.title, p.sentences, joiner) for p in papers]
-        return self._embed_texts(texts, pooling=pooling, normalize=normalize, names=names, **kwargs)[0]
+        return self.embed_texts(texts, pooling=pooling, normalize=normalize, names=names, **kwargs)
