@@ -28,7 +28,6 @@ the formats of `aspire.data.cocite`, so the `filter` stage follows either input.
 from __future__ import annotations
 
 import bisect
-import logging
 import re
 from collections import Counter
 from collections.abc import Collection
@@ -43,7 +42,6 @@ from aspire.data.guards import SURROGATE, invisible_text_reason
 from aspire.data.papers import paper_id_problem
 from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, type_name, write_json
 
-log = logging.getLogger(__name__)
 
 class RegexSentenceSplitter:
     """A simple stand-in splitter: a sentence ends at . ! or ? followed by space and a capital.

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections import Counter
 from collections.abc import Collection
 from pathlib import Path
@@ -20,8 +19,6 @@ from aspire.data.cocite.text import clean_citations, get_tokenizer
 from aspire.data.guards import SURROGATE, invisible_text_reason
 from aspire.data.papers import paper_id_problem
 from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, type_name, write_json
-
-log = logging.getLogger(__name__)
 
 
 def _describe(value: Any) -> str:
