@@ -12,6 +12,7 @@
 #                           pool (the first 400, encoded there, as bench_sinkhorn.py does here)
 # Writes $OUT/sinkhorn/bench_sinkhorn_kernel.{json,md} and $OUT/encode/bench_encode_cuda.{json,md}, and the logs.
 # A dry run here (CPU, a few papers and repeats): DEVICE=cpu QUICK=1 bash experiments/gpu_first_minutes.sh
+# ONLY=encode skips the kernel benchmark (a second call after an encoder change).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,10 @@ if [ "${1:-}" = "--prepare" ]; then
   PY=${PY:-.venv/bin/python}
   "$PY" experiments/gpu_minilm.py narrow .gpu/minilm
   gzip -c ../shared/data/csfcube/abstracts-csfcube-preds.jsonl > .gpu/csfcube.jsonl.gz
+  # tokenizers 0.23.1 and 0.23.2 drop the last overflow window (huggingface/tokenizers#2091), which the encoder
+  # refuses (sentences with no word piece); the device image had 0.23.1, so the call carries this one's wheel
+  rm -rf .gpu/wheels && "$PY" -m pip download --no-deps -q -d .gpu/wheels \
+    "tokenizers==$("$PY" -c 'import tokenizers; print(tokenizers.__version__)')"
   du -sh .gpu
   exit 0
 fi
@@ -30,9 +35,13 @@ PY=${PY:-python3}
 mkdir -p "$OUT/sinkhorn" "$OUT/encode" /tmp/gpu-logs
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 ASPIRE_CACHE=/tmp/aspire-cache
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the package from this checkout (not installed there)
+if "$PY" -c "import sys, tokenizers; sys.exit(tokenizers.__version__ not in ('0.23.1', '0.23.2'))"; then
+  "$PY" -m zipfile -e .gpu/wheels/tokenizers-*.whl /tmp/gpu-site \
+    && export PYTHONPATH="/tmp/gpu-site:$PYTHONPATH" && echo "tokenizers replaced by the carried wheel (#2091)"
+fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi"
-"$PY" -c "import torch, transformers, sentence_transformers, numba; print('torch', torch.__version__, 'transformers',
-transformers.__version__, 'sentence-transformers', sentence_transformers.__version__, 'numba', numba.__version__,
+"$PY" -c "import torch, transformers, tokenizers, sentence_transformers, numba; print('torch', torch.__version__, 'transformers',
+transformers.__version__, 'tokenizers', tokenizers.__version__, 'sentence-transformers', sentence_transformers.__version__, 'numba', numba.__version__,
 torch.cuda.get_device_name() if torch.cuda.is_available() else 'no cuda')"
 
 # the model widened back to float32, and CSFCube where the benchmarks read it (only where it is not there already)
@@ -45,9 +54,9 @@ fi
 rm -f /tmp/gpu-pool.pt  # the pool is encoded there, with the carried model
 if [ -n "${QUICK:-}" ]; then REPEATS=3; LIMIT="--limit 64"; ROUNDS=1; else REPEATS=25; LIMIT=""; ROUNDS=3; fi
 start=$(date +%s)
-timeout 300 "$PY" experiments/bench_sinkhorn.py --device "$DEVICE" --no-baselines --repeats $REPEATS \
+[ "${ONLY:-}" = encode ] || timeout 300 "$PY" experiments/bench_sinkhorn.py --device "$DEVICE" --no-baselines --repeats $REPEATS \
   --pool-model /tmp/minilm --pool-cache /tmp/gpu-pool.pt --out "$OUT/sinkhorn" > /tmp/gpu-logs/sinkhorn.log 2>&1
-echo "bench_sinkhorn rc=$? in $(( $(date +%s) - start )) s"; tail -12 /tmp/gpu-logs/sinkhorn.log
+if [ "${ONLY:-}" != encode ]; then echo "bench_sinkhorn rc=$? in $(( $(date +%s) - start )) s"; tail -12 /tmp/gpu-logs/sinkhorn.log; fi
 start=$(date +%s)
 timeout 240 "$PY" experiments/bench_encode.py --device "$DEVICE" --model /tmp/minilm --data "$DATA" $LIMIT \
   --rounds $ROUNDS --out "$OUT/encode/bench_encode_${DEVICE%%:*}" > /tmp/gpu-logs/encode.log 2>&1
