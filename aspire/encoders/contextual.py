@@ -338,7 +338,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         np.maximum.at(ends, np.broadcast_to(row_paper[:, None], from_abstract.shape)[from_abstract],
                       offsets[..., 1][from_abstract])
         for b, (text, end) in enumerate(zip(texts, ends.tolist())):
-            if text[end:].strip() and self.tokenizer(text[end:], add_special_tokens=False)["input_ids"]:
+            if text[end:].strip() and self.tokenizer([text[end:]], add_special_tokens=False)["input_ids"][0]:
                 raise RuntimeError(
                     f"paper {paper_ids[b]}: the tokenizer's windows stop at character {end} of its {len(text)}-"
                     f"character abstract, and the text after it has word pieces (tokenizers "
