@@ -241,8 +241,10 @@ def test_non_finite_vectors_are_an_error_naming_the_papers(tiny_model_dir):
         broken.model.embeddings.word_embeddings.weight[piece] = float("nan")
     with pytest.raises(ValueError, match=r"non-finite vectors for 1 item\(s\): paper p2;"):
         broken.encode(PAPERS)
-    with pytest.raises(ValueError, match=r"non-finite vectors for 1 item\(s\): text 1;"):
+    with pytest.raises(ValueError, match=r"non-finite vectors for 1 item\(s\): paper p2;"):  # was "text 1"
         broken.encode_abstract(PAPERS)
+    with pytest.raises(ValueError, match=r"non-finite vectors for 1 item\(s\): text 1;"):  # no names given
+        broken.embed_texts([" ".join(p.sentences) for p in PAPERS])
     assert broken.encode([PAPERS[0], PAPERS[2]]).paper_ids == ["p1", "p3"]
 
 

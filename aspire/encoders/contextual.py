@@ -589,7 +589,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
                 if normalize:
                     vec = nn.functional.normalize(vec, dim=-1)
                 out[idx] = vec.float().cpu()
-                raise_if_not_finite(out[idx], [f"text {i}" for i in idx])
+                raise_if_not_finite(out[idx], [names[i] if names is not None else f"text {i}" for i in idx])
                 bar.update(len(idx))
         if cut:
             code = self.code is not None  # its piece counts against the limit
