@@ -66,7 +66,7 @@ def test_the_three_empty_title_context2doc_test_papers_leave_the_cocite_source(t
     assert not ids & set(members), sorted(ids & set(members))
     assert len(ids) == stats["cocite"]["used"] == stats["cocite"]["read"] - stats["cocite"]["not_in_train_split"] - 4
     assert stats["cocite"]["removed_benchmark"] == 4
-    assert stats["cocite"]["removed_benchmark_by"] == {"title": 0, "paper_id": 3, "abstract": 1}
+    assert stats["cocite"]["removed_benchmark_by"] == {"title": 0, "paper_id": 3, "abstract": 1, "containment": 0}
     from aspire.benchmarks.heldout import excluded_papers
 
     held, counts = excluded_papers(str(shared_data), "test")
@@ -126,7 +126,7 @@ def test_an_acl_paper_with_an_empty_title_and_a_benchmark_abstract_is_removed(ti
                             "[acl]", f", acl_path: {path}")
     assert [p.paper_id for p in papers] == ["K1"]
     assert stats["acl"]["removed_benchmark"] == 4
-    assert stats["acl"]["removed_benchmark_by"] == {"title": 0, "paper_id": 2, "abstract": 2}
+    assert stats["acl"]["removed_benchmark_by"] == {"title": 0, "paper_id": 2, "abstract": 2, "containment": 0}
     from aspire.benchmarks.heldout import excluded_papers
 
     held, _ = excluded_papers(str(shared_data), "test")
@@ -148,7 +148,7 @@ def test_self_training_acl_queries_leave_out_a_benchmark_paper_without_a_title(t
     stats = add_acl_queries(bench, SelfTrainingConfig(acl_queries=5, acl_path=str(path),
                                                       benchmarks_dir=str(shared_data)))
     assert list(bench.queries) == ["q"]  # K1 is a candidate's title; the other four are benchmark papers
-    assert stats["removed_benchmark_by"] == {"title": 1, "paper_id": 2, "abstract": 2}
+    assert stats["removed_benchmark_by"] == {"title": 1, "paper_id": 2, "abstract": 2, "containment": 0}
     assert stats["excluded_titles"]["candidates"] == 1 and stats["excluded_titles"]["paper_ids"] > 0
 
 

@@ -134,7 +134,7 @@ def test_s2orc_sentence_under_two_papers_before_the_rule_is_not_counted_a_benchm
                         held_out_papers=_bench_held())
     assert report["counts"]["dropped_fewer_than_2_with_abstract"] == 2
     assert "dropped_benchmark_paper" not in report["counts"] and "records_citing_benchmark" not in report["counts"]
-    assert report["removed_benchmark_by"] == {"title": 0, "paper_id": 0, "abstract": 0}
+    assert report["removed_benchmark_by"] == {"title": 0, "paper_id": 0, "abstract": 0, "containment": 0}
 
 
 def test_cli_cocite_from_s2orc_passes_the_benchmark_papers(tmp_path, monkeypatch, capsys):

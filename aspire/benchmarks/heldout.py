@@ -51,9 +51,9 @@ def words(text: str) -> list[str]:
 
 
 def ngrams(text: str, n: int = GRAM_WORDS) -> frozenset[str]:
-    """The distinct word `n`-grams of `text` (words joined by one space); empty for fewer than `n` words."""
-    w = words(text)
-    return frozenset(" ".join(w[i : i + n]) for i in range(len(w) - n + 1))
+    """The distinct word `n`-grams of `text` (words joined by one space: `_gram_tuples`, joined); empty for fewer
+    than `n` words. An `n` below 1 is a ValueError."""
+    return frozenset(" ".join(g) for g in _gram_tuples(text, n))
 
 
 def containment(a: str, b: str, n: int = GRAM_WORDS) -> float | None:
@@ -85,7 +85,10 @@ class GramIndex:
 
 
 def _gram_tuples(text: str, n: int) -> set[tuple[str, ...]]:
-    """`ngrams` as tuples of words (no joining: the index's inner loop over every training abstract)."""
+    """The distinct word `n`-grams of `text` as tuples of `words` (`ngrams` joins them; the index's inner loop over
+    every training abstract does not). An `n` below 1 is a ValueError (no gram has no word)."""
+    if n < 1:
+        raise ValueError(f"word grams of n={n!r} words: n must be at least 1")
     w = words(text)
     return set(zip(*(w[i:] for i in range(n))))
 
@@ -295,6 +298,19 @@ def cited_benchmark_papers(root: str | Path, threshold: float = CONTAINMENT) -> 
                    frozenset(abstract_key(t) for t in texts), Containment(texts, threshold))
 
 
+def not_removed(off: str, papers: str, switch_on: str) -> str:
+    """The one wording of a held-out check that is off, for every layer that warns of one: "`off`: `papers` are NOT
+    removed; `switch_on`" (`off`: what is off; `papers`: what training may then see; `switch_on`: how to switch it
+    on)."""
+    return f"{off}: {papers} are NOT removed; {switch_on}"
+
+
+def null_benchmarks_dir(what: str, papers: str = "benchmark papers") -> str:
+    """`not_removed` for a benchmarks folder setting `what` that is null (`excluded_papers`, `excluded_titles`, the
+    `context2doc` task's `cited_benchmark_papers`)."""
+    return not_removed(f"{what} is null", papers, "set it to the benchmarks' data folder (../shared/data) to remove them")
+
+
 def excluded_papers(benchmarks_dir: str | Path | None, what: str) -> tuple[HeldOut, dict[str, int]]:
     """Every benchmark paper under `benchmarks_dir` (`benchmark_papers`: what every training source leaves out)
     and the counts: titles per benchmark (as `excluded_titles`), `paper_ids`, `abstracts` (distinct keys) and
@@ -302,7 +318,7 @@ def excluded_papers(benchmarks_dir: str | Path | None, what: str) -> tuple[HeldO
     3 s to build here and 11 s of CPU a pass over the 59,416 ACL abstracts.
     None removes nothing, with a warning naming `what` (the setting that is null), and counts nothing."""
     if benchmarks_dir is None:
-        log.warning("%s is null: benchmark papers are NOT removed", what)
+        log.warning("%s", null_benchmarks_dir(what))
         return HeldOut(), {}
     held = benchmark_papers(benchmarks_dir)
     counts = {k: len(v) for k, v in benchmark_titles(benchmarks_dir).items()}
@@ -315,7 +331,7 @@ def excluded_titles(benchmarks_dir: str | Path | None, what: str) -> tuple[froze
     has; None removes nothing, with a warning naming `what` (the setting that is null). Titles alone miss a
     paper whose title is empty or another: training sources use `excluded_papers`."""
     if benchmarks_dir is None:
-        log.warning("%s is null: benchmark papers are NOT removed", what)
+        log.warning("%s", null_benchmarks_dir(what))
         return frozenset(), {}
     by_benchmark = benchmark_titles(benchmarks_dir)
     return frozenset().union(*by_benchmark.values()), {k: len(v) for k, v in by_benchmark.items()}

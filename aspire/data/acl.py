@@ -34,12 +34,26 @@ ABSTRACT_KEY_CHARS = 200  # normalised characters of an abstract that name it (`
 REMOVED_BY = ("title", "paper_id", "abstract", "containment")  # `HeldOut.reason`'s answers, in the order it tries them
 
 
-def removed_by(reasons: list[str | None]) -> dict[str, int]:
+def removed_by(reasons: list[str | None], exclude: HeldOut | None = None) -> dict[str, int]:
     """How many of `reasons` (`HeldOut.reason`'s answers, None for a paper kept) each rule of `REMOVED_BY` gave:
-    "title", "paper_id" and "abstract" always, "containment" where it removed any (the counts read before that
-    rule came keep their three keys)."""
+    "title", "paper_id" and "abstract" always; "containment" where `exclude` (the `HeldOut` that gave them) runs
+    that rule, zero included, so "it ran and removed none" reads apart from "it did not run" (a report from before
+    the rule, or a `HeldOut` without one, has the three keys). Without `exclude`: "containment" where it removed
+    any."""
     counts = {rule: reasons.count(rule) for rule in REMOVED_BY}
-    return {rule: n for rule, n in counts.items() if n or rule != "containment"}
+    containment = counts["containment"] > 0 if exclude is None else exclude.containment is not None
+    return {rule: n for rule, n in counts.items() if rule != "containment" or containment}
+
+
+def removed_benchmark_entry(switched_on: bool, held_out_papers: HeldOut | None,
+                            reasons: list[str | None]) -> dict[str, dict[str, int] | None]:
+    """The `removed_benchmark_by` entry of both co-citation inputs' ingest report (`aspire.data.cocite.ingest_records`,
+    `aspire.data.s2orc.mine_s2orc`): none when `ingest.exclude_benchmark_papers` is off (`switched_on` False);
+    null when it is on but no `held_out_papers` were given; else the papers taken out per rule (`reasons`, one a
+    paper: `removed_by`, each rule `held_out_papers` runs counted, zero included)."""
+    if not switched_on:
+        return {}
+    return {"removed_benchmark_by": None if held_out_papers is None else removed_by(reasons, held_out_papers)}
 
 
 
@@ -212,7 +226,7 @@ def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
     kept = [record for record, why in zip(records, reasons) if why is None]
     stats = {"read": len(records), "removed_benchmark": len(records) - len(kept)}
     if not exclude.by_title_only:
-        stats["removed_benchmark_by"] = removed_by(reasons)
+        stats["removed_benchmark_by"] = removed_by(reasons, exclude)
     rejected = {}
     valid = []
     for n, r in kept:  # checked before sampling: which bad records are named must not depend on the sample

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from aspire.config import to_dict
-from aspire.data.acl import removed_by, take_out
+from aspire.data.acl import removed_benchmark_entry, take_out
 from aspire.data.cocite.config import REPORT, IngestConfig
 from aspire.data.cocite.text import finish_marks, free_mark
 from aspire.data.guards import SURROGATE, invisible_text_reason
@@ -191,7 +191,8 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
     The sentence keeps its other papers and is dropped when fewer than two are left (`dropped_benchmark_paper`).
     Counted as input A counts them (a record there is a co-citation sentence here): `records_citing_benchmark`
     (sentences that lost a paper), `benchmark_citations_removed`, and `removed_benchmark_by` (distinct papers
-    taken out, by the first rule of `REMOVED_BY` that matched). `exclude_benchmark_papers` without
+    taken out, by the first rule of `REMOVED_BY` that matched; each rule `held_out_papers` runs is listed, zero
+    included: `aspire.data.acl.removed_benchmark_entry`). `exclude_benchmark_papers` without
     `held_out_papers` removes nothing, with a warning and `removed_benchmark_by: null` in the report.
     """
     fulltext_path, abstracts_path, out_dir = Path(fulltext_path), Path(abstracts_path), Path(out_dir)
@@ -279,8 +280,8 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
     report = {"stage": "ingest", "input": [str(fulltext_path), str(abstracts_path)], "counts": dict(counts),
               "papers_with_abstract": len(with_abstract), "bad_lines": len(bad), "bad_line_messages": bad[:20],
               "config": to_dict(cfg)}
-    if cfg.exclude_benchmark_papers:  # None: switched on, but no benchmark papers were given (warned above)
-        report["removed_benchmark_by"] = removed_by([benchmark[pid] for pid in removed]) if exclude_papers else None
+    report.update(removed_benchmark_entry(cfg.exclude_benchmark_papers, held_out_papers if exclude_papers else None,
+                                          [benchmark[pid] for pid in removed]))
     write_json(out_dir / REPORT, report)
     return report
 

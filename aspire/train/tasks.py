@@ -54,7 +54,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from aspire.benchmarks.heldout import CONTAINMENT, GramIndex, cited_benchmark_papers, excluded_papers
+from aspire.benchmarks.heldout import (
+    CONTAINMENT,
+    GramIndex,
+    cited_benchmark_papers,
+    excluded_papers,
+    null_benchmarks_dir,
+)
 from aspire.data.acl import HeldOut, read_acl, removed_by
 from aspire.data.papers import Paper
 from aspire.train.config import Config, TaskConfig
@@ -116,7 +122,7 @@ def context2doc_task(cfg: Config, task: TaskConfig, split: str, index: int) -> T
     if twins:  # counted where some query is left out (the stats before the rule keep their keys)
         stats.update(reworded_test_twins=twins, reworded_test_twin_pairs=sum(len(bench.qrels[q]) for q in twins))
     if benchmark:  # counted where the split cites a benchmark paper (the stats before the rule keep their keys)
-        stats.update(removed_benchmark_pairs=removed_pairs, removed_benchmark_by=removed_by([why[p] for p in benchmark]))
+        stats.update(removed_benchmark_pairs=removed_pairs, removed_benchmark_by=removed_by([why[p] for p in benchmark], held))
     return TaskData("context2doc", examples, papers, stats)
 
 
@@ -142,7 +148,7 @@ def _cited_benchmark(task: TaskConfig) -> HeldOut:
     """The papers of CSFCube and the reviewer set under `task.benchmarks_dir` (`cited_benchmark_papers`), which the
     `context2doc` task leaves out of its pairs; None turns it off with a warning, as for the sampled tasks."""
     if task.benchmarks_dir is None:
-        log.warning("%s task: tasks[].benchmarks_dir is null: benchmark papers are NOT removed", task.name)
+        log.warning("%s", null_benchmarks_dir(f"{task.name} task: tasks[].benchmarks_dir", "CSFCube and reviewer-set papers"))
         return HeldOut()
     return cited_benchmark_papers(task.benchmarks_dir)
 
@@ -193,7 +199,7 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
         stats["cocite"] = {"read": len(every), "not_in_train_split": len(every) - len(cocite),
                            "removed_benchmark": len(cocite) - len(kept), "used": len(kept)}
         if not exclude.by_title_only:
-            stats["cocite"]["removed_benchmark_by"] = removed_by(reasons)
+            stats["cocite"]["removed_benchmark_by"] = removed_by(reasons, exclude)
         sources += kept
     if "acl" in task.sources:
         acl, acl_stats = read_acl(task.acl_path, exclude, task.max_papers)

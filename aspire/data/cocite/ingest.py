@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aspire.config import to_dict
-from aspire.data.acl import removed_by, take_out
+from aspire.data.acl import removed_benchmark_entry, take_out
 from aspire.data.cocite.config import REPORT, FilterConfig, IngestConfig
 from aspire.data.cocite.text import clean_citations, get_tokenizer
 from aspire.data.guards import SURROGATE, invisible_text_reason
@@ -111,7 +111,8 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
     other cited papers, whose co-citation is sound, and is dropped when fewer than two are left
     (`dropped_benchmark_paper`; a record citing fewer than two before is `dropped_fewer_than_2_cited`). Counted:
     `records_citing_benchmark` (records that lost a paper), `benchmark_citations_removed`, and
-    `removed_benchmark_by` (distinct papers taken out, by the first rule of `REMOVED_BY` that matched).
+    `removed_benchmark_by` (distinct papers taken out, by the first rule of `REMOVED_BY` that matched; each rule
+    `held_out_papers` runs is listed, zero included: `aspire.data.acl.removed_benchmark_entry`).
     `exclude_benchmark_papers` without `held_out_papers` removes nothing, with a warning and
     `removed_benchmark_by: null` in the report; the commands (`aspire.cli.data`) always pass them, and a missing
     benchmark folder is their error.
@@ -164,9 +165,8 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
         counts["papers"] = abstracts.count
     report = {"stage": "ingest", "input": str(records_path), "counts": dict(counts),
               "bad_lines": len(bad), "bad_line_messages": bad[:20], "config": to_dict(cfg)}
-    if cfg.exclude_benchmark_papers:  # None: switched on, but no benchmark papers were given (warned above)
-        why = [benchmark[pid] for pid in removed]
-        report["removed_benchmark_by"] = removed_by(why) if exclude_papers else None
+    report.update(removed_benchmark_entry(cfg.exclude_benchmark_papers, held_out_papers if exclude_papers else None,
+                                          [benchmark[pid] for pid in removed]))
     write_json(out_dir / REPORT, report)
     return report
 
