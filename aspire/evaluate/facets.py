@@ -12,6 +12,7 @@ sentences, and how many did so is counted in the run info.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 import torch
@@ -101,7 +102,8 @@ def facet_text_queries(
     `"title+facet"` encodes the title and them as `encode_abstract` does the whole abstract (same
     `encode_options`: `max_length`, `normalize`, `joiner`), so the vectors sit beside the
     candidates' whole-abstract vectors. Raises ValueError naming the papers with no facet sentence. A text cut at
-    `max_length` is named in the encoder's warning by its paper and facet (`paper ID FACET sentences`).
+    `max_length` is named in the encoder's warning by its paper and facet (`paper ID FACET sentences`), with either
+    query text, and so is a text the model gives a non-finite vector (its ValueError).
     """
     if query_text not in QUERY_TEXTS[1:]:
         raise ValueError(f"facet query text must be one of {list(QUERY_TEXTS[1:])}, got {query_text!r}")
@@ -115,6 +117,8 @@ def facet_text_queries(
         options.pop("joiner", None)
         vecs = encoder.embed_texts([" ".join(p.sentences) for p in narrowed], **options,
                                    names=[f"paper {p.paper_id} {facet} sentences" for p in narrowed])
-    else:
-        vecs = encoder.encode_abstract(narrowed, **options)
+    else:  # named as above: `encode_abstract` names a text by its paper alone (`paper ID`), as it names the
+        # candidate's whole abstract and this query in every other facet (once the warning said only `paper ID`)
+        vecs = encoder.encode_abstract([replace(p, paper_id=f"{p.paper_id} {facet} sentences") for p in narrowed],
+                                       **options)
     return single_vector_batch(vecs, narrowed)

@@ -11,9 +11,12 @@ requires of a server, with the GET's status and headers and no body):
     POST /api/search                  JSON `SearchBody` (aspire.serve.requests) -> ranked, explained hits
     POST /api/reload                  open the index's live generation now if it is not the one served
 
-Every answer of the app carries `X-Aspire-Generation` (the index generation it was answered from; JSON
-answers also say it as `generation`), `Cache-Control: no-store` and the SECURITY_HEADERS; a request the HTTP
-parser refuses (`aspire.serve.protocol`) is answered with the SECURITY_HEADERS alone.
+Every answer of the app carries `X-Aspire-Generation` (the name of the index generation it was answered from;
+JSON answers also say it as `generation`), `X-Aspire-Generation-Digest` (the digest of that generation's manifest,
+`aspire.serve.service.generation_key`: the name alone does not tell two builds apart, as an index deleted and built
+again starts again at gen-000001; absent for a service opened from no directory), `Cache-Control: no-store` and the
+SECURITY_HEADERS; a request the HTTP parser refuses (`aspire.serve.protocol`) is answered with the SECURITY_HEADERS
+alone.
 Bounds: a request target of at most MAX_TARGET bytes (414; an absolute-form one, `http://host/path`, is taken as
 its path), headers of at most MAX_HEADERS bytes (431), no Transfer-Encoding beside a Content-Length or in an
 HTTP/1.0 request (400, the connection closed), query strings of at most MAX_QUERY_FIELDS fields of UTF-8 text,
@@ -59,7 +62,7 @@ MAX_TARGET = 4096  # bytes of path and query string
 MAX_HEADERS = 16 * 1024  # bytes of header lines (h11 refuses a head it holds incomplete at this size)
 BODY_TIMEOUT = 10.0
 CLOSE_AFTER = {400, 408, 411, 413, 415}  # a body may be left unread: the connection is not reused
-GENERATION = "aspire.generation"  # scope key: the generation a route answered from
+GENERATION = "aspire.generation"  # scope key: the service (its generation) a route answered from
 _LENGTH = re.compile(r"[0-9]{1,20}")
 _ABSOLUTE = re.compile(rb"https?://([^/]*)(.*)", re.IGNORECASE | re.DOTALL)  # an absolute-form target's authority, path
 
@@ -140,6 +143,15 @@ async def read_json(request: Request, timeout: float):
     return parse_json(bytes(body))
 
 
+def generation_headers(service) -> list[tuple[bytes, bytes]]:
+    """The headers naming `service`'s generation: its name and, where it was opened from a directory, its manifest's
+    digest (once the name alone: a page open across a rebuild that started again at gen-000001 saw no change)."""
+    headers = [(b"x-aspire-generation", (service.generation or "").encode("ascii", "replace"))]
+    if service.key is not None:
+        headers.append((b"x-aspire-generation-digest", service.key[1].encode("ascii", "replace")))
+    return headers
+
+
 def static_file(body: bytes, ctype: str):
     """A route endpoint answering one static file."""
     async def endpoint(request: Request) -> Response:
@@ -155,7 +167,7 @@ def create_app(holder: ServiceHolder, body_timeout: float = BODY_TIMEOUT) -> Fas
 
     def use(request: Request):
         service = holder.get()
-        request.scope[GENERATION] = service.generation
+        request.scope[GENERATION] = service
         return service
 
     for route, (body, ctype) in static.items():
@@ -188,8 +200,7 @@ def create_app(holder: ServiceHolder, body_timeout: float = BODY_TIMEOUT) -> Fas
     @app.post("/api/reload")
     async def reload(request: Request) -> Response:
         query_args(request, takes=False)
-        result = await run_in_threadpool(holder.reload)
-        request.scope[GENERATION] = result["generation"]
+        result, request.scope[GENERATION] = await run_in_threadpool(holder.reload_service)
         if result["error"]:
             return error_response(503, f"could not open the index's live generation ({result['error']}); "
                                        f"still serving {result['generation']}")
@@ -243,9 +254,8 @@ class Guard:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                gen = scope.get(GENERATION) or self.holder.service.generation or ""
                 message = {**message, "headers": [*message.get("headers", []), *self.headers,
-                                                  (b"x-aspire-generation", gen.encode("ascii", "replace"))]}
+                                                  *generation_headers(scope.get(GENERATION) or self.holder.service)]}
             await send(message)
 
         refused = None

@@ -1,8 +1,8 @@
 """The live SearchService over an index directory, swapped for a new one when the index is rebuilt.
 
 An index directory names its live generation in `CURRENT` (aspire.index.store). `ServiceHolder`
-serves one generation at a time and reports its name (e.g. "gen-000003") in every answer. A
-rebuild is picked up in two ways:
+serves one generation at a time and reports its name (e.g. "gen-000003") in every answer, with its manifest's
+digest in a header (`aspire.serve.app`: a rebuild can reuse the name). A rebuild is picked up in two ways:
 
 - on a check: `get()` (called once per request) compares `CURRENT`'s file status with the one seen
   at the last load (one `stat`, at most every `check_every` seconds); when it changed, a background
@@ -83,13 +83,18 @@ class ServiceHolder:
     def reload(self) -> dict:
         """Open the live generation now when it is not the one served: {"generation", "previous",
         "reloaded", "error"} (error: why the live generation could not be opened, None when it was)."""
+        return self.reload_service()[0]
+
+    def reload_service(self) -> tuple[dict, SearchService]:
+        """`reload()`, and the service served when it ended (the one its `generation` names: a later reload
+        may have swapped it since)."""
         if self.index_dir is None:
             gen = self._service.generation
-            return {"generation": gen, "previous": gen, "reloaded": False, "error": None}
+            return {"generation": gen, "previous": gen, "reloaded": False, "error": None}, self._service
         self._lock.acquire()
         return self._reload_locked()
 
-    def _reload_locked(self) -> dict:
+    def _reload_locked(self) -> tuple[dict, SearchService]:
         previous, served = self._service.generation, self._service
         try:
             stamp = self._current_stamp()
@@ -103,9 +108,10 @@ class ServiceHolder:
             log.warning("index %s: could not open its live generation (still serving %s): %s",
                         self.index_dir, previous, self.reload_error)
         finally:
+            now, error = self._service, self.reload_error  # read under the lock: what this reload ended with
             self._lock.release()
-        return {"generation": self._service.generation, "previous": previous,
-                "reloaded": self._service is not served, "error": self.reload_error}
+        return {"generation": now.generation, "previous": previous, "reloaded": now is not served,
+                "error": error}, now
 
     def _current_stamp(self) -> tuple | None:
         """(inode, mtime, size) of `CURRENT`: a rebuild replaces the file, so any change shows here."""

@@ -100,15 +100,19 @@ async function api(path, options) {
   const response = await fetch(path, options);
   let body;
   try { body = await response.json(); } catch (e) { body = { error: `HTTP ${response.status}` }; }
-  noteGeneration(body.generation || response.headers.get("X-Aspire-Generation"));
+  noteGeneration(body.generation || response.headers.get("X-Aspire-Generation"),
+    response.headers.get("X-Aspire-Generation-Digest"));
   if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);
   return body;
 }
 
-function noteGeneration(gen) {  // every answer names the index generation it came from
-  if (!gen || gen === state.generation) return;
+// Every answer names the index generation it came from and its manifest's digest: an index deleted and built
+// again starts again at gen-000001, so the name alone once hid a rebuild (the old page count stayed).
+function noteGeneration(gen, digest) {
+  const id = digest ? `${gen} ${digest}` : gen;
+  if (!gen || id === state.generation) return;
   const rebuilt = state.generation !== null;
-  state.generation = gen;
+  state.generation = id;
   $("generation").textContent = `index ${gen}`;
   if (rebuilt) {
     $("generation").classList.add("changed");
