@@ -3,10 +3,12 @@
 The shipped aspect model needs a single weighting (CSFCube's two-fold protocol picks one per fold). Every term of
 `HybridScorer` (whole, facet, minl2, ot) is computed once for each (citing sentence, candidate) pair of context2doc's
 dev and test splits; the calibration is `experiments/aspect_model.py`'s (the same seeded ACL sample, no benchmark
-paper); every weighting of its grid is scored on dev, the best by dev MRR (ties: fewer terms, then the grid's order)
-is the choice, and the test split is scored once with it, beside the default whole + facet and the whole term
-alone, with bootstrap intervals and paired tests. The CSFCube figure of the chosen weighting (no two-fold choice:
-the one weighting on all 50 test queries) is read from that model's `aspect_model.py` report when given.
+paper; or, as there, the papers of `--calibration-file`: such a sample written once by `aspect_model.py
+--write-calibration-sample`, for a machine without the ACL data, so both scripts calibrate on one file); every
+weighting of its grid is scored on dev, the best by dev MRR (ties: fewer terms, then the grid's order) is the choice,
+and the test split is scored once with it, beside the default whole + facet and the whole term alone, with bootstrap
+intervals and paired tests. The CSFCube figure of the chosen weighting (no two-fold choice: the one weighting on all
+50 test queries) is read from that model's `aspect_model.py` report when given.
 
     python experiments/hybrid_weights_context2doc.py --model aspire-minilm \
         --csfcube-report experiments/results/aspect_model_aspire_minilm.json \
@@ -79,15 +81,20 @@ def summary(values: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="aspire-minilm")
-    parser.add_argument("--calibration-papers", type=int, default=200)
+    parser.add_argument("--calibration-papers", type=int, help="ACL papers to calibrate on (default 200)")
+    parser.add_argument("--calibration-file", type=Path, help="papers JSONL to calibrate on instead of an ACL sample "
+                                                              "(aspect_model.py --write-calibration-sample)")
     parser.add_argument("--csfcube-report", type=Path, help="the model's aspect_model.py report (every weighting's "
                                                             "CSFCube test figure)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if args.calibration_file is not None and args.calibration_papers is not None:  # the file's papers are the sample
+        parser.error("--calibration-papers sizes the ACL sample; --calibration-file gives the sample itself: give one")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     cache_dir, t0 = default_cache_dir(), time.perf_counter()
     encoder = load_encoder(args.model)
-    calibration = fit_calibration(encoder, calibration_sample(args.calibration_papers), cache_dir)
+    n_papers = 200 if args.calibration_papers is None else args.calibration_papers
+    calibration = fit_calibration(encoder, calibration_sample(n_papers, papers_file=args.calibration_file), cache_dir)
     (dev, dev_terms), (test, test_terms) = (split_terms(encoder, s, cache_dir) for s in ("dev", "test"))
     seconds_terms = time.perf_counter() - t0
 
@@ -109,6 +116,7 @@ def main() -> None:
         "model": args.model,
         "fingerprint": encoder.fingerprint(),
         "calibration": calibration,
+        "calibration_sample": str(args.calibration_file) if args.calibration_file else f"{n_papers} ACL papers (seed 0)",
         "grid": GRID,
         "seconds_encoding_and_terms": round(seconds_terms, 1),
         "n_queries": {"dev": len(dev.queries), "test": len(test.queries)},

@@ -17,6 +17,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from aspire.benchmarks.pools import PoolSet, existing_ranked_path, ranked_path, write_ranked
 from aspire.io import read_json, write_json
@@ -193,28 +194,40 @@ def fuse_runs(
 BINARY = ("map", "mrr", "bpref", "p", "r", "recall")  # metrics a relevance threshold applies to (not ndcg)
 
 
+def results_doc(folder: Path) -> Any:
+    """The content of a results folder's `results.json`, None when it has none (ValueError naming it when it is no
+    JSON)."""
+    path = folder / "results.json"
+    return read_json(path, "results file") if path.is_file() else None
+
+
 def recorded_protocol(folder: Path) -> tuple[str | None, int | None]:
     """(benchmark, relevance threshold) a results folder's `results.json` records (`benchmark` or the pools
     command's `dataset`; `relevance_threshold`), None for what it does not record."""
-    path = folder / "results.json"
-    if not path.is_file():
-        return None, None
-    doc = read_json(path, "results file")
+    return protocol_of(results_doc(folder))
+
+
+def protocol_of(doc: Any) -> tuple[str | None, int | None]:
+    """`recorded_protocol` of a `results.json` already read (`results_doc`; None: the folder has none)."""
     if not isinstance(doc, dict):
         return None, None
     threshold = doc.get("relevance_threshold")
     return doc.get("benchmark", doc.get("dataset")), threshold if isinstance(threshold, int) else None
 
 
-def check_csfcube_data(inputs: Sequence[Path], root: Path) -> None:
+def check_csfcube_data(inputs: Sequence[Path], root: Path, docs: Mapping[Path, Any] | None = None) -> PoolSet | None:
     """ValueError when the CSFCube results folders `inputs` were scored on other queries, judgments or folds than
     the CSFCube folder `root` holds: their `results.json` record it (`judged_set`, `PoolSet.fingerprint`), and two
     inputs that record different ones, or one that differs from `root`'s, are refused, naming them. A warning names
     the inputs that record none (written before it was recorded), which cannot be checked; when none records one,
-    `root` is not read here."""
+    `root` is not read here. `docs`: `{folder: results_doc(folder)}` where the caller has read them (the others are
+    read here). Returns `load_csfcube(root)` where it was loaded (for the caller to score on), else None."""
+    docs = docs or {}
     recorded = {}
     for folder in inputs:
-        doc = read_json(folder / "results.json", "results file")
+        doc = docs.get(folder)
+        if doc is None:  # not read by the caller, or missing: read_json names it
+            doc = read_json(folder / "results.json", "results file")
         if isinstance(doc, dict) and isinstance(doc.get("judged_set"), str):
             recorded[folder] = doc["judged_set"]
     (a, seen_a), *rest = recorded.items() or [(None, None)]
@@ -229,11 +242,14 @@ def check_csfcube_data(inputs: Sequence[Path], root: Path) -> None:
     if recorded:
         from aspire.benchmarks.csfcube import load_csfcube
 
-        ours = load_csfcube(root).fingerprint()
+        pool_set = load_csfcube(root)
+        ours = pool_set.fingerprint()
         if seen_a != ours:
             raise ValueError(f"{', '.join(map(str, recorded))} were scored on judged set {seen_a}, the CSFCube folder "
                              f"{root} holds {ours} (other queries, judgments or folds): give the CSFCube folder they "
                              "were made with (--data)")
+        return pool_set
+    return None
 
 
 def at_threshold(metric: str, threshold: int) -> str:
@@ -281,7 +297,8 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
 
     inputs, out = [Path(p) for p in inputs], Path(out)
     paths = [p / "run.trec" if p.is_dir() else p for p in inputs]
-    recorded = {recorded_protocol(p) if p.is_dir() else (None, None) for p in inputs}
+    docs = {p: results_doc(p) for p in inputs if p.is_dir()}  # each read once: the CSFCube check reads them too
+    recorded = {protocol_of(docs[p]) if p.is_dir() else (None, None) for p in inputs}
     (benchmark, threshold), = recorded if len(recorded) == 1 else {(None, None)}
     threshold_from = "the inputs' results.json" if threshold is not None else (
         "default: the inputs record none" if len(recorded) == 1 else "default: the inputs disagree: " + "; ".join(
@@ -293,17 +310,19 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     if benchmark != "csfcube" and data is not None:  # else dropped without a word
         raise ValueError(f"{', '.join(map(str, inputs))}: --data is the CSFCube folder that fused CSFCube results "
                          "folders are scored on; these are not CSFCube folders (their qrels score them)")
+    pool_set = None  # the CSFCube pools, where the check loads them: scored on as loaded, not loaded again
     if benchmark == "csfcube":  # before anything is written
         from aspire.paths import DATA
 
         data = Path(data) if data is not None else DATA / "csfcube"
-        check_csfcube_data(inputs, data)
+        pool_set = check_csfcube_data(inputs, data, docs)
     fused = fuse_runs([read_run(p) for p in paths], weights, fusion, rrf_k, names=[str(p) for p in paths])
     write_run(out / "run.trec", fused, "fused")
     info = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": list(weights) if weights else "equal",
             **({"rrf_k": rrf_k} if fusion == "rrf" else {})}
     if benchmark == "csfcube":
-        return _csfcube_fused(fused, out, {**info, "data": str(data)})
+        info = {**info, "data": str(data)}
+        return _csfcube_fused(fused, out, info) if pool_set is None else _csfcube_fused(fused, out, info, pool_set)
     results = {"experiment": "fused", **({"benchmark": benchmark} if benchmark else {}), "relevance_threshold": threshold,
                "threshold_from": threshold_from, **info}
     qrels_path = qrels or (inputs[0] / "qrels.trec" if inputs[0].is_dir() else None)
@@ -324,9 +343,11 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     return results
 
 
-def _csfcube_fused(fused: Mapping[str, Sequence[tuple[str, float]]], out: Path, info: dict) -> dict:
+def _csfcube_fused(fused: Mapping[str, Sequence[tuple[str, float]]], out: Path, info: dict,
+                   pool_set: PoolSet | None = None) -> dict:
     """A fused CSFCube run (`PID_FACET` queries) scored and written as the CSFCube evaluator does, on the CSFCube
-    folder `info["data"]` (recorded with the rest of `info`)."""
+    folder `info["data"]` (recorded with the rest of `info`). `pool_set`: `load_csfcube(info["data"])` where the
+    caller has it loaded (`check_csfcube_data`; else loaded here)."""
     from aspire.benchmarks.csfcube import NAME, evaluate_csfcube_rankings, load_csfcube, write_results
     from aspire.benchmarks.pools import write_trec
 
@@ -337,7 +358,7 @@ def _csfcube_fused(fused: Mapping[str, Sequence[tuple[str, float]]], out: Path, 
         pid, _, facet = key.rpartition("_")
         rankings.setdefault(facet, {})[pid] = [doc for doc, _ in ranked]
         scored.setdefault(facet, {})[pid] = ranked
-    pool_set = load_csfcube(root)
+    pool_set = load_csfcube(root) if pool_set is None else pool_set
     results, per_query = evaluate_csfcube_rankings(root, rankings, pool_set)
     results.update(experiment="fused", threshold_from="the inputs' results.json", **info)
     write_results(out, root, "fused", results, per_query, pool_set)  # with the command (`command`)

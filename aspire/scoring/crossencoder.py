@@ -98,8 +98,12 @@ def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, flo
     `first_stage` is best first; `cross` holds a cross-encoder score for each of its top `top_n`
     documents. Scores of the head are the normalised mix, equal ones by document id (`fuse_ranked`'s rule; weight 0
     keeps the first stage's order exactly); the tail keeps its first-stage order with scores shifted below the
-    head's lowest. Returns `[(doc, score), ...]` best first. A document listed twice, a score that is not finite
-    (first stage or cross-encoder) or a first stage out of order is an error naming the document.
+    head's lowest. Equal mixes come of documents both lists tie, or at weight 1 of equal cross-encoder scores alone:
+    those are ordered by id, not by first-stage rank (cross-encoder scores all equal at weight 1 order the whole head
+    by id), so the head is `fuse_ranked` of the two lists, as `fuse-runs` and search's fusion order the same scores,
+    whatever order the first stage lists its ties in; the search stage's `cross_rerank` names the rule too. Returns
+    `[(doc, score), ...]` best first. A document listed twice, a score that is not finite (first stage or
+    cross-encoder) or a first stage out of order is an error naming the document.
     """
     if top_n < 1:
         raise ValueError(f"top_n must be >= 1, got {top_n}")
