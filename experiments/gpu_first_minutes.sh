@@ -10,9 +10,12 @@
 #                           64 MiB limit), widened back to float32 there: both benchmarks time that model
 #   .gpu/csfcube.jsonl.gz   CSFCube's abstracts: the encoder benchmark's 4,205 papers, and the kernel benchmark's
 #                           pool (the first 400, encoded there, as bench_sinkhorn.py does here)
-# Writes $OUT/sinkhorn/bench_sinkhorn_kernel.{json,md} and $OUT/encode/bench_encode_cuda.{json,md}, and the logs.
+# Writes $OUT/sinkhorn/bench_sinkhorn_kernel.{json,md}, $OUT/encode/bench_encode_cuda.{json,md},
+# $OUT/check/gpu_check.json and the logs.
 # A dry run here (CPU, a few papers and repeats): DEVICE=cpu QUICK=1 bash experiments/gpu_first_minutes.sh
-# ONLY=encode skips the kernel benchmark (a second call after an encoder change).
+# STEPS chooses what runs (default "sinkhorn encode check"; STEPS=encode after an encoder change); `check` is
+# experiments/gpu_check.py, the package's kernel, scorers, losses, encoder and training steps on the device against
+# the CPU.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -30,6 +33,7 @@ if [ "${1:-}" = "--prepare" ]; then
 fi
 
 OUT=${OUT:-/tmp/gpu-out}
+STEPS=${STEPS:-sinkhorn encode check}
 DEVICE=${DEVICE:-cuda}
 PY=${PY:-python3}
 mkdir -p "$OUT/sinkhorn" "$OUT/encode" /tmp/gpu-logs
@@ -53,12 +57,22 @@ fi
 
 rm -f /tmp/gpu-pool.pt  # the pool is encoded there, with the carried model
 if [ -n "${QUICK:-}" ]; then REPEATS=3; LIMIT="--limit 64"; ROUNDS=1; else REPEATS=25; LIMIT=""; ROUNDS=3; fi
-start=$(date +%s)
-[ "${ONLY:-}" = encode ] || timeout 300 "$PY" experiments/bench_sinkhorn.py --device "$DEVICE" --no-baselines --repeats $REPEATS \
-  --pool-model /tmp/minilm --pool-cache /tmp/gpu-pool.pt --out "$OUT/sinkhorn" > /tmp/gpu-logs/sinkhorn.log 2>&1
-if [ "${ONLY:-}" != encode ]; then echo "bench_sinkhorn rc=$? in $(( $(date +%s) - start )) s"; tail -12 /tmp/gpu-logs/sinkhorn.log; fi
-start=$(date +%s)
-timeout 240 "$PY" experiments/bench_encode.py --device "$DEVICE" --model /tmp/minilm --data "$DATA" $LIMIT \
-  --rounds $ROUNDS --out "$OUT/encode/bench_encode_${DEVICE%%:*}" > /tmp/gpu-logs/encode.log 2>&1
-echo "bench_encode rc=$? in $(( $(date +%s) - start )) s"; tail -8 /tmp/gpu-logs/encode.log
+has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+if has sinkhorn; then
+  start=$(date +%s)
+  timeout 300 "$PY" experiments/bench_sinkhorn.py --device "$DEVICE" --no-baselines --repeats $REPEATS \
+    --pool-model /tmp/minilm --pool-cache /tmp/gpu-pool.pt --out "$OUT/sinkhorn" > /tmp/gpu-logs/sinkhorn.log 2>&1
+  echo "bench_sinkhorn rc=$? in $(( $(date +%s) - start )) s"; tail -12 /tmp/gpu-logs/sinkhorn.log
+fi
+if has encode; then
+  start=$(date +%s)
+  timeout 240 "$PY" experiments/bench_encode.py --device "$DEVICE" --model /tmp/minilm --data "$DATA" $LIMIT \
+    --rounds $ROUNDS --out "$OUT/encode/bench_encode_${DEVICE%%:*}" > /tmp/gpu-logs/encode.log 2>&1
+  echo "bench_encode rc=$? in $(( $(date +%s) - start )) s"; tail -8 /tmp/gpu-logs/encode.log
+fi
+if has check; then  # the package's paths on the device against the CPU (experiments/gpu_check.py)
+  start=$(date +%s)
+  timeout 150 "$PY" experiments/gpu_check.py --device "$DEVICE" --out "$OUT/check" > /tmp/gpu-logs/check.log 2>&1
+  echo "gpu_check rc=$? in $(( $(date +%s) - start )) s"; grep -v -e "^Loading weights" -e "^Writing model" /tmp/gpu-logs/check.log | tail -30
+fi
 tar czf "$OUT/logs.tgz" -C /tmp gpu-logs
