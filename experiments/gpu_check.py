@@ -23,10 +23,11 @@ steps on hand-made (anchor, positive) examples batched by `aspire.train.data.Tri
 through `aspire.train.trainer.run` (that reads a co-citation data folder from disk and writes checkpoints), so the
 data loading, scheduler and checkpointing of the trainer are not covered here.
 
-Known CPU / device difference this script is meant to confirm (`sinkhorn_large_cost_f32`): on a CPU the no-tape
-solve iterates in float64 whatever the input dtype; elsewhere `_solve_batched` iterates in the input's dtype, and
-float32 potentials of size C / eps ~ 600+ round the rebuilt plan's marginals past tol = 1e-4, so such problems come
-back `converged=False` (with a SinkhornConvergenceWarning) on a GPU where the CPU reports them converged.
+A CPU / device difference this script found (`sinkhorn_large_cost_f32` and the OT checks, on an H200, 2026-11-30):
+the no-tape solve iterated in float64 on a CPU but in the input's dtype elsewhere, and float32 potentials of size
+C / eps ~ 600+ round the rebuilt plan's marginals past tol, so such problems came back `converged=False` (with a
+SinkhornConvergenceWarning) on the GPU where the CPU solved them, and the OT training step's gradients differed by
+3.5e-4. `_solve` now iterates in float64 off the CPU too (tests/test_sinkhorn_batched_float64.py).
 """
 
 from __future__ import annotations
@@ -225,7 +226,7 @@ def check_sinkhorn_half(rec: Recorder, dev: torch.device) -> None:
 
 def check_sinkhorn_large_cost_f32(rec: Recorder, dev: torch.device) -> None:
     """float32 problems with C / eps up to ~1300 (L2 costs up to 65 at eps 0.05): converged flags and values vs the
-    CPU's float32 solve (which iterates in float64). Expected to fail on a GPU (see the module docstring)."""
+    CPU's float32 solve (which iterates in float64); failed on an H200 before the batched solve went to float64 too."""
     from aspire.scoring.sinkhorn import SinkhornConvergenceWarning, sinkhorn
 
     gen = torch.Generator().manual_seed(7)

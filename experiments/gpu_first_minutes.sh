@@ -56,7 +56,7 @@ if [ ! -f "$DATA" ]; then
 fi
 
 rm -f /tmp/gpu-pool.pt  # the pool is encoded there, with the carried model
-if [ -n "${QUICK:-}" ]; then REPEATS=3; LIMIT="--limit 64"; ROUNDS=1; else REPEATS=25; LIMIT=""; ROUNDS=3; fi
+if [ -n "${QUICK:-}" ]; then REPEATS=${REPEATS:-3}; LIMIT="--limit 64"; ROUNDS=1; else REPEATS=${REPEATS:-25}; LIMIT=""; ROUNDS=3; fi
 has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 if has sinkhorn; then
   start=$(date +%s)

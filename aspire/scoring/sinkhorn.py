@@ -48,7 +48,8 @@ checked after every iteration, the scalings absorbed only when they drift, and N
 where a problem that ends in the exp domain writes its plan diag(u) K diag(v) from the kernel and scalings at
 hand (no exp), and the others (log domain, Newton) rebuild theirs from the float64 potentials; plans are written
 in the input's dtype, with the value and error of the plan as written. Other devices, and the taped iterations,
-run the batched tensor version; tests/test_sinkhorn_compiled.py checks the two give the same plans.
+run the batched tensor version; tests/test_sinkhorn_compiled.py checks the two give the same plans. Untaped, that
+version iterates in float64 too and writes the plan in the input's dtype, as the compiled one does (`_solve`).
 
 Gradients: `grad="autograd"` differentiates through the iterations (memory grows with them);
 `grad="implicit"` runs the no-tape forward and differentiates the fixed point (P 1 = a,
@@ -152,7 +153,7 @@ def sinkhorn(
     """
     _check_args(cost, a, b, eps, tol, max_iter, check_every, grad)
     if newton_after == "auto":
-        newton_after = NEWTON_AFTER["compiled" if cost.device.type == "cpu" else "batched"]
+        newton_after = NEWTON_AFTER["compiled" if _compiled(cost) else "batched"]
     if newton_after is not None and not _is_count(newton_after):
         raise ValueError(f"newton_after must be an integer >= 1, None or 'auto', got {newton_after!r}")
     if cost.dtype in _HALF:  # 8-11 bit mantissas cannot carry the iterations: solve in float32
@@ -165,7 +166,7 @@ def sinkhorn(
         return SinkhornResult(res.plan.to(half), res.value.to(half), res.f.to(half), res.g.to(half),
                               res.err.to(half), res.n_iter, res.converged)
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (cost, a, b))
-    if cost.device.type == "cpu" and not needs_grad:
+    if _compiled(cost) and not needs_grad:
         res = _sinkhorn_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after)
         res = _redo_padded_nonfinite(res, cost, a, b, eps, tol, max_iter, check_every, newton_after)
         res.converged = res.err <= tol  # the plan as written in the input's dtype meets tol, not only the iterates
@@ -182,11 +183,16 @@ def sinkhorn(
             f, g, n_iter, converged = _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after)
         plan, value = _ImplicitPlan.apply(cost, a, b, f, g, eps)
         f, g = f.detach().to(cost.dtype), g.detach().to(cost.dtype)
-    else:
-        with torch.set_grad_enabled(needs_grad):
+    elif not needs_grad:  # another device, no tape: float64 potentials (`_solve`), the plan written in the dtype
+        with torch.no_grad():
             f, g, n_iter, converged = _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after)
-            plan = _plan(cost, a, b, f, g, eps)
-            value = (plan * cost).sum(dim=(1, 2))
+        plan64 = _plan(cost.double(), a.double(), b.double(), f, g, eps)
+        plan, value = plan64.to(cost.dtype), (plan64 * cost.double()).sum(dim=(1, 2)).to(cost.dtype)
+        f, g = f.to(cost.dtype), g.to(cost.dtype)
+    else:
+        f, g, n_iter, converged = _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after)
+        plan = _plan(cost, a, b, f, g, eps)
+        value = (plan * cost).sum(dim=(1, 2))
     with torch.no_grad():
         err = (plan.sum(2) - a).abs().sum(1) + (plan.sum(1) - b).abs().sum(1)
     # the plan rebuilt from the potentials meets tol, not only the iterates: float32 potentials round exp's argument
@@ -195,6 +201,12 @@ def sinkhorn(
     res = SinkhornResult(plan, value, f, g, err, n_iter, converged)
     _warn_unconverged(res, eps, tol, max_iter)
     return res
+
+
+def _compiled(cost: Tensor) -> bool:
+    """Whether `cost`'s problems run the compiled CPU iterations when there is no tape (a CPU tensor); else the
+    batched tensor version (other devices; tests force it on the CPU through this function)."""
+    return cost.device.type == "cpu"
 
 
 def _padding_zeroed(cost: Tensor, a: Tensor, b: Tensor) -> Tensor:
@@ -342,11 +354,16 @@ def _log_ratio(x: Tensor, w: Tensor) -> Tensor:
 
 
 def _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after):
-    """Potentials (f, g) (B, N), (B, M) (in the input's dtype; float64 on a CPU without a tape, `_solve_cpu`),
-    iterations (B,) long and converged (B,) bool."""
-    if cost.device.type == "cpu" and not torch.is_grad_enabled():
+    """Potentials (f, g) (B, N), (B, M), iterations (B,) long and converged (B,) bool. Without a tape they are
+    float64 on every device: compiled on a CPU (`_solve_cpu`), batched in float64 elsewhere (a float32 plan rebuilt
+    from float32 potentials rounds exp's argument, ~C / eps, to 1e-7 of itself: on an H200, OT scorers at tol 1e-5
+    warned of unconverged problems that the CPU solved, and two training steps' gradients differed by 3.5e-4,
+    experiments/gpu_check.py). Under a tape: in the input's dtype (the iterations are differentiated)."""
+    if torch.is_grad_enabled():
+        return _solve_batched(cost, a, b, eps, tol, max_iter, check_every, newton_after)
+    if _compiled(cost):
         return _solve_cpu(cost, a, b, eps, tol, max_iter, check_every, newton_after)
-    return _solve_batched(cost, a, b, eps, tol, max_iter, check_every, newton_after)
+    return _solve_batched(cost.double(), a.double(), b.double(), eps, tol, max_iter, check_every, newton_after)
 
 
 def _solve_batched(cost, a, b, eps, tol, max_iter, check_every, newton_after):
