@@ -76,3 +76,11 @@ def test_implicit_gradient_from_the_batched_float64_forward_matches_the_compiled
     (v_ref, g_ref), (v_got, g_got) = grads
     torch.testing.assert_close(v_got, v_ref, atol=1e-4 * float(cost.max()), rtol=0)
     torch.testing.assert_close(g_got, g_ref, atol=1e-3, rtol=1e-3)
+
+
+def test_inputs_on_two_devices_are_refused_naming_them():
+    """A CPU cost with weights elsewhere reached `a.numpy()` (a TypeError naming no argument). The meta device
+    stands in for a GPU here."""
+    cost, a, b = large_cost_problems(B=2)
+    with pytest.raises(ValueError, match=r"cost, a, b must be on one device; got cpu, meta, cpu"):
+        sk.sinkhorn(cost, a.to("meta"), b, 0.05)

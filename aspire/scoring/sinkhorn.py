@@ -262,6 +262,8 @@ def _check_args(cost, a, b, eps, tol, max_iter, check_every, grad) -> None:
         )
     if not cost.is_floating_point() or a.dtype != cost.dtype or b.dtype != cost.dtype:
         raise ValueError(f"cost, a, b must share one float dtype; got {cost.dtype}, {a.dtype}, {b.dtype}")
+    if a.device != cost.device or b.device != cost.device:  # a CPU cost with CUDA weights: numpy's TypeError
+        raise ValueError(f"cost, a, b must be on one device; got {cost.device}, {a.device}, {b.device}")
     if not eps > 0 or not tol > 0 or not _is_count(max_iter) or not _is_count(check_every):
         raise ValueError(f"need eps > 0, tol > 0, integers max_iter >= 1, check_every >= 1; got {eps}, {tol}, "
                          f"{max_iter!r}, {check_every!r}")
