@@ -113,7 +113,7 @@ def label(weights: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="minilm")
-    parser.add_argument("--calibration-papers", type=int, default=200)
+    parser.add_argument("--calibration-papers", type=int, help="ACL papers to calibrate on (default 200)")
     parser.add_argument("--calibration-file", type=Path, help="papers JSONL to calibrate on instead of an ACL sample")
     parser.add_argument("--write-calibration-sample", type=Path, help="write the ACL sample as papers JSONL and stop")
     parser.add_argument("--device", help="torch device (default: the model's)")
@@ -122,17 +122,20 @@ def main() -> None:
                              "repeatable (e.g. the untrained base's whole-abstract run)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if args.calibration_file is not None and args.calibration_papers is not None:  # the file's papers are the sample
+        parser.error("--calibration-papers sizes the ACL sample; --calibration-file gives the sample itself: give one")
+    n_papers = 200 if args.calibration_papers is None else args.calibration_papers
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     cache_dir = default_cache_dir()
     root = DATA / "csfcube"
     t0 = time.perf_counter()
     if args.write_calibration_sample:
-        write_papers(args.write_calibration_sample, calibration_sample(args.calibration_papers))
+        write_papers(args.write_calibration_sample, calibration_sample(n_papers))
         return
     encoder = load_encoder(args.model)
     if args.device:
         encoder.to(args.device)
-    sample = calibration_sample(args.calibration_papers, papers_file=args.calibration_file)
+    sample = calibration_sample(n_papers, papers_file=args.calibration_file)
     calibration = fit_calibration(encoder, sample, cache_dir)
     log.info("calibration %s", calibration)
     pool_set = load_csfcube(root)
