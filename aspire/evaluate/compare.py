@@ -23,7 +23,7 @@ from aspire.benchmarks import BENCHMARKS
 from aspire.benchmarks.metrics import queries_without_relevant
 from aspire.benchmarks.runs import DEFAULT_METRICS, per_query, read_qrels, read_run
 from aspire.benchmarks.stats import UnitScores, paired_test
-from aspire.evaluate.fuse import at_threshold, recorded_protocol
+from aspire.evaluate.fuse import at_threshold, protocol_of, recorded_protocol
 
 PREDICTIONS_BENCHMARK = "reviewers"  # `FOLDER:EXP` (no results folder) names this benchmark's predictions
 
@@ -46,10 +46,13 @@ def _scored(spec: str, qrels, run, metrics) -> dict[str, dict[str, float]]:
         raise ValueError(f"{spec}: {err}") from None
 
 
-def recorded_threshold(a: str, b: str) -> int:
+def recorded_threshold(a: str, b: str, docs: dict | None = None) -> int:
     """The relevance threshold the results folders `a` and `b` record (`recorded_protocol`): the one they record, 1
-    when neither does; ValueError naming both when they record different ones."""
-    found = {spec: recorded_protocol(Path(spec))[1] for spec in (a, b) if Path(spec).is_dir()}
+    when neither does; ValueError naming both when they record different ones. `docs`: `{spec: results_file(spec)}`
+    where the caller has read them (the others are read here)."""
+    docs = docs or {}
+    found = {spec: protocol_of(docs[spec])[1] if spec in docs else recorded_protocol(Path(spec))[1]
+             for spec in (a, b) if Path(spec).is_dir()}
     values = {t for t in found.values() if t is not None}
     if len(values) > 1:
         raise ValueError(f"{a} and {b} are scored at different relevance thresholds "
@@ -57,20 +60,29 @@ def recorded_threshold(a: str, b: str) -> int:
     return values.pop() if values else 1
 
 
-def benchmark_of(spec: str) -> str | None:
-    """The registered benchmark a run belongs to: its results folder's `results.json` names it (by name or data
-    folder), or it is `FOLDER:EXP` predictions (`PREDICTIONS_BENCHMARK`); None for a run file or a folder
-    without one."""
+def results_file(spec: str) -> dict | None:
+    """The `results.json` of the results folder `spec` (a JSON object; ValueError naming it otherwise), None when
+    `spec` holds none (a run file, `FOLDER:EXP` predictions, a folder without one)."""
     path = Path(spec) / "results.json"
     if not path.is_file():
-        folder, sep, _ = spec.rpartition(":")
-        return PREDICTIONS_BENCHMARK if sep and Path(folder).is_dir() else None
+        return None
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as err:  # invalid JSON or text
         raise ValueError(f"{path}: not a results file ({err})") from None
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: not a results file (a JSON {type(doc).__name__}, not an object)")
+    return doc
+
+
+def benchmark_of(spec: str, doc: dict | None = None) -> str | None:
+    """The registered benchmark a run belongs to: its results folder's `results.json` names it (by name or data
+    folder), or it is `FOLDER:EXP` predictions (`PREDICTIONS_BENCHMARK`); None for a run file or a folder
+    without one. `doc`: that `results.json` where the caller has read it (`results_file`; else read here)."""
+    doc = results_file(spec) if doc is None else doc
+    if doc is None:
+        folder, sep, _ = spec.rpartition(":")
+        return PREDICTIONS_BENCHMARK if sep and Path(folder).is_dir() else None
     named = doc.get("benchmark")
     return next((b.name for b in BENCHMARKS.values() if named in (b.name, b.folder)), None)
 
@@ -81,9 +93,10 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
     the benchmark's defaults (its runner's comparison; else `DEFAULT_METRICS`)."""
     from aspire.evaluate.suite import RUNNERS
 
-    hooks = []
+    hooks, docs = [], {}  # each results.json read once, for benchmark_of and recorded_threshold
     for spec in (a, b):
-        name = benchmark_of(spec)
+        docs[spec] = results_file(spec)
+        name = benchmark_of(spec, docs[spec])
         if name is None and not Path(spec).exists():
             raise FileNotFoundError(2, "no such run file, results folder or predictions folder (DIR:EXP)", spec)
         hooks.append((name, RUNNERS[name].compare if name in RUNNERS else None))
@@ -96,7 +109,7 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
             raise ValueError(f"{a} and {b} are {name_a} runs, judged by the benchmark's own data: --qrels does not "
                              "apply to them")
         return hook_a(a, b, metrics, data, n_perm, seed)
-    threshold = recorded_threshold(a, b)
+    threshold = recorded_threshold(a, b, docs)
     metrics = [at_threshold(m, threshold) for m in (metrics or DEFAULT_METRICS)]
     (run_a, qrels_a), (run_b, qrels_b) = _trec(a, qrels), _trec(b, qrels)
     if qrels_a != qrels_b:

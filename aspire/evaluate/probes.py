@@ -29,7 +29,7 @@ import numpy as np
 from aspire.benchmarks.acl_formats import ACL_FILE, SPLIT_FILE, bootstrap_papers, paired_papers_test
 from aspire.benchmarks.runs import invocation
 from aspire.benchmarks.stats import table_row
-from aspire.io import write_json
+from aspire.io import read_json, write_json
 
 log = logging.getLogger(__name__)
 REPRESENTATIONS = ("abstract", "sentences")
@@ -235,9 +235,9 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> d
     from aspire.benchmarks.venue import macro_f1
     from aspire.benchmarks.year import kendall_tau, rmse
 
-    def read(p):
+    def read(p):  # a missing or unreadable file named (a JSONDecodeError named neither run)
         p = Path(p)
-        return json.loads((p / "results.json" if p.is_dir() else p).read_text(encoding="utf-8"))
+        return read_json(p / "results.json" if p.is_dir() else p, "results file")
 
     ra, rb = read(a), read(b)
     for path, doc in ((a, ra), (b, rb)):  # another benchmark's results.json was a KeyError 'format'
