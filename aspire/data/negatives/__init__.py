@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Literal
 
-from aspire.config import ranged, to_dict
+from aspire.config import check_ranges, ranged, to_dict
 from aspire.data.negatives.graph import (
     citation_negatives,
     cocitation_matrix,
@@ -83,14 +83,16 @@ METHOD_OPTIONS = {
 
 
 def check_config(cfg: HardNegativesConfig) -> None:
-    """ValueError for an unknown method, k < 1, skip or seed < 0, or an option set away from its default that the
-    method does not read."""
+    """ValueError for an unknown method, k < 1, skip or seed < 0, a field outside its `ranged` bounds (`ConfigError`
+    naming it: a NaN or infinite `margin`, a fractional `k`), or an option set away from its default that the method
+    does not read."""
     if cfg.method not in METHODS:
         raise ValueError(f"unknown hard-negative method {cfg.method!r}; valid: {list(METHODS)}")
     if cfg.k < 1 or cfg.skip < 0:
         raise ValueError(f"k must be at least 1 and skip at least 0, got k={cfg.k}, skip={cfg.skip}")
     if cfg.seed < 0:  # refused before any paper is encoded (numpy's and scikit-learn's errors came after)
         raise ValueError(f"seed must be at least 0, got seed={cfg.seed}")
+    check_ranges(cfg)  # as `load_config` does: a config built in Python (margin=nan switched the guard off unsaid)
     default = HardNegativesConfig()
     unused = [name for name, methods in METHOD_OPTIONS.items()
               if cfg.method not in methods and getattr(cfg, name) != getattr(default, name)]
@@ -131,6 +133,8 @@ def mine_hard_negatives(examples_dir: str | Path, out_dir: str | Path,
     unknown = sorted({pid for g in groups for pid in g["paper_ids"]} - set(papers))
     if unknown:
         raise ValueError(f"{examples_dir}: co-cited papers without an abstract in abstracts.jsonl: {unknown[:10]}")
+    if not papers:  # only sets without papers (a ZeroDivisionError in the report's mean before)
+        raise ValueError(f"{examples_dir / 'abstracts.jsonl'}: no papers")
     order = sorted(papers, key=str)
     vectors = None
     if cfg.method in ENCODED:

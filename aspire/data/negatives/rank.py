@@ -65,7 +65,9 @@ def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[st
     order; norms do not matter); exact ties go to the earlier paper of `paper_ids`, and papers with one vector
     (a duplicated abstract) tie exactly, whatever `chunk`. A paper whose vector is zero has no neighbours and is
     no one's; `notes["papers_without_vector"]` lists them. A vector holding NaN or infinity raises ValueError
-    naming its paper."""
+    naming its paper. A NaN `margin` raises ValueError (every comparison with it is false: the guard was off, unsaid)."""
+    if margin is not None and margin != margin:
+        raise ValueError(f"margin must be a number or None, got {margin!r}")
     vecs = as_matrix(vectors)
     check_vectors(vecs, paper_ids)
     norms = np.linalg.norm(vecs, axis=1)
