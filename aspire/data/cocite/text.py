@@ -40,10 +40,12 @@ def get_tokenizer(name: str) -> Callable[[str], list[str]]:
 _YEAR = r"(?:1[89]|20)\d\d[a-z]?"
 # Any upper- or title-case letter of the Basic Multilingual Plane starts a name ("Øvrelid", "Çetinoğlu", "Łukasz").
 _UPPER = "".join(re.escape(c) for c in map(chr, range(0x10000)) if c.isupper() or c.istitle())
-_NAME = rf"(?:(?:van|von|de|der|del|di|la|le|du|dos|da)\s+)*[{_UPPER}][\w'’`.-]*"
-_AUTHORS = rf"{_NAME}(?:\s+(?:et\s+al\.?|(?:and|&)\s+{_NAME}))?"
+_PARTICLES = ("van", "von", "de", "der", "del", "di", "la", "le", "du", "dos", "da")
+# a particle lower- or title-case: "De Felice and Pulman (2008)" went as "De [CIT]" (not "LE", a word of a table)
+_NAME = rf"(?:(?:{'|'.join(_PARTICLES + tuple(p.title() for p in _PARTICLES))})\s+)*[{_UPPER}][\w'’`.-]*"
+_AUTHORS = rf"{_NAME}(?:\s+(?:et\.?\s+al\.?|(?:and|&)\s+{_NAME}))?"  # "et. al" as real contexts write it
 _CITATION_PATTERNS = [  # narrative first, so "Petrov et al (2012)" goes whole
-    re.compile(rf"\b{_AUTHORS},?\s*(?:\[|\()\s*{_YEAR}(?:\s*[,;]\s*{_YEAR})*\s*(?:\]|\))"),  # Petrov et al (2012)
+    re.compile(rf"\b{_AUTHORS},?\s*(?:\[|\()\s*{_YEAR}(?:\s*[,;]\s*(?:{_YEAR}|[a-z]\b))*\s*(?:\]|\))"),  # Petrov et al (2012) · Collins (2002a,b)
     re.compile(rf"\((?=[^()]*\b{_YEAR}\b)[^()]*\)"),  # (Brants, 2000) · (Lin, 1998; Lin and Pantel, 2002)
     re.compile(rf"\[(?=[^\[\]]*\b{_YEAR}\b)[^\[\]]*\]"),  # [Ganchev et al, 2009]
     re.compile(r"\[\s*\d{1,3}(?:\s*[,;–-]\s*\d{1,3})*\s*\]"),  # [12] · [3, 4] · [5-7]
