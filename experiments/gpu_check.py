@@ -41,6 +41,7 @@ import tempfile
 import time
 import traceback
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -92,6 +93,16 @@ class Recorder:
         if got.shape != ref.shape or not bool((got == ref).all()):
             self.failures.append(f"{name}: {got.tolist() if got.numel() < 20 else '...'} != "
                                  f"{ref.tolist() if ref.numel() < 20 else '...'}")
+
+    def outputs(self, where: str, got: Sequence, ref: Sequence, specs: Sequence[tuple]) -> None:
+        """`on_device(where, *got)`, then each output against its reference: a spec (name, atol, rtol) is `close`,
+        (name,) is `equal`."""
+        self.on_device(where, *got)
+        for spec, g, r in zip(specs, got, ref, strict=True):
+            if len(spec) == 1:
+                self.equal(spec[0], g, r)
+            else:
+                self.close(spec[0], g, r, *spec[1:])
 
     def true(self, name: str, cond: bool) -> None:
         if not cond:
@@ -450,13 +461,9 @@ def check_loss_vectors(rec: Recorder, dev: torch.device) -> None:
         (d_all.sum() + d_one.sum()).backward()
         out.append((qp.emb, qp.mask, d_all, d_one, qe.grad, ce.grad))
     ref, got = out
-    rec.on_device("vectors", *got)
-    rec.close("pooled", got[0], ref[0], 1e-5, 1e-6)
-    rec.equal("pooled mask", got[1], ref[1])
-    rec.close("all pairs", got[2], ref[2], 1e-4, 1e-5)
-    rec.close("aligned", got[3], ref[3], 1e-4, 1e-5)
-    rec.close("grad queries", got[4], ref[4], 1e-4, 1e-4)
-    rec.close("grad candidates", got[5], ref[5], 1e-4, 1e-4)
+    rec.outputs("vectors", got, ref, [("pooled", 1e-5, 1e-6), ("pooled mask",), ("all pairs", 1e-4, 1e-5),
+                                      ("aligned", 1e-4, 1e-5), ("grad queries", 1e-4, 1e-4),
+                                      ("grad candidates", 1e-4, 1e-4)])
 
 
 # ---- the contextual encoder ---------------------------------------------------------------------------------------
@@ -530,11 +537,8 @@ def check_encoder_forward(rec: Recorder, dev: torch.device) -> None:
         grad = enc.model.embeddings.word_embeddings.weight.grad
         out.append((docs.emb, docs.mask, docs.whole, grad))
     ref, got = out
-    rec.on_device("forward", *got)
-    rec.close("emb", got[0], ref[0], 1e-4, 1e-5)
-    rec.equal("mask", got[1], ref[1])
-    rec.close("whole", got[2], ref[2], 1e-4, 1e-5)
-    rec.close("grad word embeddings", got[3], ref[3], 1e-3, 1e-4)
+    rec.outputs("forward", got, ref, [("emb", 1e-4, 1e-5), ("mask",), ("whole", 1e-4, 1e-5),
+                                      ("grad word embeddings", 1e-3, 1e-4)])
 
 
 def check_encoder_encode(rec: Recorder, dev: torch.device) -> None:
