@@ -90,6 +90,9 @@ class MixSampler(Sampler[list[int]]):
                  limit: int | None = None, stage_batches: Sequence[int] = (), names: Sequence[str] = ()) -> None:
         if mode not in ("mixed", "alternating", "sequential"):
             raise ValueError(f"unknown mix mode {mode!r}; valid: ['alternating', 'mixed', 'sequential']")
+        if not len(sizes) == len(offsets) == len(ratios):  # fewer ratios left the last tasks out of every batch
+            raise ValueError(f"MixSampler: one size, offset and ratio a task, got {len(sizes)} size(s), "
+                             f"{len(offsets)} offset(s) and {len(ratios)} ratio(s)")
         self.sizes, self.offsets, self.mode = list(sizes), list(offsets), mode
         self.batch_size, self.seed, self.epoch, self.start = batch_size, seed, epoch, start
         self.rank, self.world_size = rank, world_size
@@ -140,6 +143,9 @@ class MixSampler(Sampler[list[int]]):
             t = self.cycle[slot]
             j = turns * self.cycle.count(t) + self.cycle[:slot].count(t)
             return self._chunk(t, j, self.batch_size)
+        if not 0 <= g < self.stage_ends[-1]:  # was a bare StopIteration ("generator raised StopIteration" at epoch 1)
+            raise ValueError(f"mix.mode sequential: micro-batch {g} is outside the run's {self.stage_ends[-1]} (the "
+                             "tasks' steps x train.grad_accum, one epoch)")
         t = next(t for t, end in enumerate(self.stage_ends) if g < end)
         return self._chunk(t, g - (self.stage_ends[t - 1] if t else 0), self.batch_size)
 

@@ -53,10 +53,10 @@ class SelfTrainingConfig:
     train: CrossEncoderConfig = field(default_factory=CrossEncoderConfig)
 
     def check(self) -> SelfTrainingConfig:
-        """Raise ConfigError unless positives < band_from <= band_to <= shortlist, where `rerank_weight` is set but no
-        round reranks (one round, labelled by the first stage alone), and where a `train` key that only a
-        cross-encoder's own training reads (its start model and its labelled pairs) is set: here `start_model`
-        and the rounds' pseudo labels take their place, so the key would be ignored."""
+        """Raise ConfigError unless positives < band_from <= band_to <= shortlist and `negatives` <= the band's width,
+        where `rerank_weight` is set but no round reranks (one round, labelled by the first stage alone), and where a
+        `train` key that only a cross-encoder's own training reads (its start model and its labelled pairs) is set:
+        here `start_model` and the rounds' pseudo labels take their place, so the key would be ignored."""
         unread = [f"train.{f.name}" for f in fields(CrossEncoderConfig) if f.name in UNREAD_TRAIN_KEYS
                   and getattr(self.train, f.name) != getattr(CrossEncoderConfig(), f.name)]
         if unread:
@@ -72,6 +72,10 @@ class SelfTrainingConfig:
             raise ConfigError(f"band_from ({self.band_from}) must be <= band_to ({self.band_to})")
         if not self.band_to <= self.shortlist:
             raise ConfigError(f"band_to ({self.band_to}) must be within the shortlist ({self.shortlist})")
+        width = self.band_to - self.band_from + 1
+        if self.negatives > width:  # every query would get the band's `width` alone, said nowhere
+            raise ConfigError(f"negatives={self.negatives} per query, but the band {self.band_from}..{self.band_to} "
+                              f"holds {width} documents; lower negatives (0 = the whole band) or widen the band")
         return self
 
 

@@ -68,7 +68,8 @@ class TeacherVectors:
 
 def load_teacher(path: str | Path) -> TeacherVectors:
     """Read what `build` wrote under `path`; a missing file, a count mismatch, a paper id that is not a string or
-    is on two rows, or a sentence row that is not `[position, text]` is an error naming it."""
+    is on two rows, a vector row that is not finite and of unit length, or a sentence row that is not
+    `[position, text]` is an error naming it."""
     path = Path(path)
     for name in (VECTORS, IDS, META):
         if not (path / name).is_file():
@@ -86,6 +87,7 @@ def load_teacher(path: str | Path) -> TeacherVectors:
     twice = _repeated(ids)
     if twice is not None:  # `rows` would silently read one of its two vectors
         raise ValueError(f"teacher vectors: {path / IDS}: paper id {twice!r} names two rows")
+    _check_unit(vectors, ids, path / VECTORS)
     meta = read_json(path / META, "teacher's metadata", mapping=True)
     has = [(path / name).is_file() for name in (SENTENCES, SENTENCE_TEXTS)]
     if any(has) and not all(has):
@@ -97,7 +99,20 @@ def load_teacher(path: str | Path) -> TeacherVectors:
     if sentences.shape != vectors.shape or len(texts) != len(ids):
         raise ValueError(f"teacher vectors: {path}: sentence vectors of shape {sentences.shape} and {len(texts)} "
                          f"sentence texts for {len(ids)} papers of shape {vectors.shape}")
+    _check_unit(sentences, ids, path / SENTENCES)
     return TeacherVectors(ids, vectors, meta, sentences, texts)
+
+
+def _check_unit(vectors: np.ndarray, ids: list[str], path: Path, tol: float = 1e-3) -> None:
+    """ValueError naming the first row of `vectors` (N, D) that is not finite or not of unit length (within `tol`),
+    and its paper: the distill task reads a row's dot products as the teacher's cosines (a NaN row, or one of
+    length 2, went into the soft targets without a word)."""
+    norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+    bad = np.flatnonzero(~(np.abs(norms - 1.0) <= tol))  # NaN and inf norms fail the comparison
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(f"teacher vectors: {path}, row {i} (paper {ids[i]!r}): length {norms[i]:.6g}, not a finite "
+                         f"unit vector ({len(bad)} such row(s)); write the teacher again (python -m aspire.train.teacher)")
 
 
 def _sentence_texts(path: Path, ids: list[str]) -> list[tuple[int, str]]:
