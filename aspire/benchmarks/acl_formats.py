@@ -159,7 +159,9 @@ def read_label_file(path: str | Path, kind: str, known: Iterable[str] | None = N
             if "label" not in rec or rec["label"] is None:
                 raise ValueError(f"{where} (paper {pid}): missing label")
             label = rec["label"]
-            if kind == "class" and (not isinstance(label, str) or not label.strip()):
+            if kind == "class" and not isinstance(label, str):  # once "empty class 3"
+                raise ValueError(f"{where} (paper {pid}): class {label!r} is not a string")
+            if kind == "class" and not label.strip():
                 raise ValueError(f"{where} (paper {pid}): empty class {label!r}")
             if kind == "number" and (isinstance(label, bool) or not isinstance(label, (int, float))
                                      or not math.isfinite(label)):

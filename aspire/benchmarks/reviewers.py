@@ -76,7 +76,8 @@ def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
     more is read whole, never cut at 10). Expertise is a number in 1-5 (half points occur). Raises ValueError
     naming the line and reviewer when a paper has no expertise or it is out of range, when an expertise has no
     paper, when a reviewer rates one paper twice (in one row or two), and naming the line when a row has a
-    non-empty cell beyond the header's columns (no column names it: it would be dropped).
+    non-empty cell beyond the header's columns (no column names it: it would be dropped), and when the header names
+    a column twice (one of the two would be dropped).
     """
     path = Path(path)
     if not path.is_file():
@@ -89,6 +90,9 @@ def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
         if lacking:  # every row would otherwise fail as "no ParticipantID", or every pair be skipped
             raise ValueError(f"{path}:1: the header lacks column(s) {lacking} (a tab-separated file with "
                              f"ParticipantID, Paper1..10 and Expertise1..10); it reads {header[:4]}")
+        twice = sorted({name for name in header if header.count(name) > 1})
+        if twice:  # DictReader keeps the last of two like-named columns: the other's cells were dropped unseen
+            raise ValueError(f"{path}:1: the header names column(s) {twice} twice")
         pairs = sorted({int(m.group(2)) for name in header if (m := _RATING_COLUMN.match(name))})
         for line, row in enumerate(reader, start=2):
             reviewer = (row.get("ParticipantID") or "").strip()

@@ -45,10 +45,12 @@ def venue_class(venues: Sequence[str] | None) -> str | None:
 
 def macro_f1(y: np.ndarray, pred: np.ndarray) -> float:
     """Macro-averaged F1 over the classes present in `y` or `pred` (a class never predicted has F1 0); `y` and
-    `pred` (N,) one per paper, arrays or lists (ValueError otherwise)."""
+    `pred` (N,) one per paper, N >= 1, arrays or lists (ValueError otherwise)."""
     y, pred = np.asarray(y), np.asarray(pred)  # a list compared with a class is one False: every F1 was 0
     if len(y) != len(pred):
         raise ValueError(f"macro-F1 needs one prediction per paper: {len(y)} labels, {len(pred)} predictions")
+    if len(y) == 0:  # the mean over no class was NaN (numpy's "Mean of empty slice" warning its only sign)
+        raise ValueError("macro-F1 needs at least one paper, got none")
     classes = np.unique(np.concatenate([y, pred]))
     f1 = []
     for c in classes:

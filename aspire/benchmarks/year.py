@@ -16,7 +16,8 @@ from aspire.benchmarks.acl_formats import SPLIT_FILE, venue_year_labels
 
 def kendall_tau(y: np.ndarray, pred: np.ndarray) -> float:
     """Kendall's τ-b between the true and predicted years (ties counted as scipy's `kendalltau` does); NaN, as
-    undefined, when either side is constant (`paired_papers_test` then gives no p-value)."""
+    undefined, when either side is constant (`paired_papers_test` then gives no p-value); ValueError unless one
+    prediction per paper and at least one paper."""
     from scipy.stats import kendalltau
 
     _one_each(y, pred)
@@ -24,7 +25,7 @@ def kendall_tau(y: np.ndarray, pred: np.ndarray) -> float:
 
 
 def rmse(y: np.ndarray, pred: np.ndarray) -> float:
-    """Root mean squared error (years) of one prediction per paper (ValueError otherwise)."""
+    """Root mean squared error (years) of one prediction per paper, at least one paper (ValueError otherwise)."""
     _one_each(y, pred)
     return float(np.sqrt(np.mean((np.asarray(y, float) - np.asarray(pred, float)) ** 2)))
 
@@ -38,11 +39,16 @@ def load_year_task(records: Mapping[str, dict], split_file: str | Path = SPLIT_F
 
 def _year_label(rec: dict) -> float:
     year = rec.get("year")
-    if isinstance(year, bool) or not (isinstance(year, int) or isinstance(year, str) and year.isdigit()):
+    # isdecimal, not isdigit: "²" is a digit that float() does not read (a bare ValueError naming no paper)
+    if isinstance(year, bool) or not (isinstance(year, int) or isinstance(year, str) and year.isdecimal()):
         raise ValueError(f"ACL paper {rec['paper_id']}: year {year!r} is not a whole number")
     return float(year)
 
 
 def _one_each(y: np.ndarray, pred: np.ndarray) -> None:
+    """ValueError unless there is one prediction per paper and at least one paper (over none, RMSE and τ were NaN
+    with only numpy's and scipy's warnings to show it)."""
     if len(y) != len(pred):
         raise ValueError(f"a year metric needs one prediction per paper: {len(y)} years, {len(pred)} predictions")
+    if len(y) == 0:
+        raise ValueError("a year metric needs at least one paper, got none")
