@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from numbers import Integral
+from numbers import Integral, Real
 from pathlib import Path
 
 from aspire.data.papers import abstract_text
@@ -56,8 +56,9 @@ class RerankOptions:
                 raise ValueError(f"rerank {name} must be an integer, got {value!r}")
         if self.top_n < 1:
             raise ValueError(f"rerank top N must be >= 1, got {self.top_n}")
-        if not 0.0 <= self.weight <= 1.0:
-            raise ValueError(f"rerank weight must be in [0, 1], got {self.weight}")
+        # a weight of True was taken as 1.0, and a string ("0.5" from a config) failed comparing, naming no option
+        if isinstance(self.weight, bool) or not isinstance(self.weight, Real) or not 0.0 <= self.weight <= 1.0:
+            raise ValueError(f"rerank weight must be a number in [0, 1], got {self.weight!r}")
         if (self.max_length is not None and self.max_length < 8) or self.batch_size < 1:
             raise ValueError(f"rerank max length must be >= 8 and batch size >= 1, got {self.max_length}, "
                              f"{self.batch_size}")
@@ -132,7 +133,7 @@ def cross_rerank(searcher, query, hits: list, cfg) -> list:
     """The `cfg.k` best of `hits` (the previous stages' ranking, best first) after the cross-encoder stage (see
     the module): scores mixed, ranks renumbered, stage score `crossencoder` added to each re-scored hit. Equal mixed
     scores are ordered by paper id (`mix_rerank`'s rule), not by the previous stages' order as the re-rank stage
-    orders its ties."""
+    orders its ties; at `cross_weight` 0 the previous order is kept exactly, ties included."""
     if not hits:
         return []
     top = hits[: cfg.cross_top]
