@@ -2,7 +2,10 @@
 
 `BM25Index(texts, ids)` tokenises with bm25s' own tokenizer (lower-cased words, English stop words
 removed by default) and `scores(queries)` returns the (Q, N) BM25 scores of every query against every
-document, in the order of `ids`. Defaults k1 = 1.25, b = 0.75 (the bibliographic-IR setting).
+document, in the order of `ids`. Defaults k1 = 1.25, b = 0.75 (the bibliographic-IR setting). The scores are
+bm25s' default variant (Lucene's): a query word adds idf * tf / (tf + k1 * (1 - b + b * len / avg_len)), with
+idf = ln(1 + (N - df + 0.5) / (df + 0.5)) (checked against a hand-written loop:
+tests/test_reliability_round23_retrieval.py).
 `paper_text` is the text a paper is indexed by: its title and abstract sentences joined by spaces.
 
 `save(directory)` writes bm25s' own files (`FILES`: the sparse score matrix, vocabulary and
