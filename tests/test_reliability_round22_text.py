@@ -1,38 +1,13 @@
 """Round 22, text layer: citation-marker cleaning on ACL-style contexts (title-case name particles, "et. al",
-"2002a,b"), checked on hand-made contexts and the real co-citation records."""
+"2002a,b"), checked on the real co-citation records (the hand-made cases are in tests/test_cocite.py's
+`test_clean_citations`)."""
 
 from __future__ import annotations
 
 import json
 import re
 
-import pytest
-
 from aspire.data.cocite.text import clean_citations
-
-
-@pytest.mark.parametrize(
-    "raw, clean",
-    [
-        # a title-case particle is part of the name: "De [CIT]" / "Di [CIT]" were left
-        ("Gamon (2010), De Felice and Pulman (2008) and Gamon et al (2008) describe systems",
-         "[CIT] describe systems"),
-        ("until the publication of Di Eugenio and Glass (2004) and Passonneau (2004).",
-         "until the publication of [CIT]."),
-        ("Van Deemter (2002) argues", "[CIT] argues"),
-        ("as van Deemter (2002) argues", "as [CIT] argues"),
-        ("In our table SINGLE LE Collins (1999) 89.", "In our table SINGLE LE [CIT] 89."),  # an upper-case word stays
-        # "et. al", as real contexts write it: "Chodorow et. al [CIT]" was left
-        ("Chodorow et. al (2007), Tetreault and Chodorow (2008), and others", "[CIT], and others"),
-        ("Chodorow et. al. (2007) show", "[CIT] show"),
-        # two papers of one year: "Collins [CIT]" was left
-        ("Collins (2002a,b) shows", "[CIT] shows"),
-        ("Collins (2002a, b; 2003) shows", "[CIT] shows"),
-        ("Smith (2019a, 2019b) show", "[CIT] show"),
-    ],
-)
-def test_clean_citations_takes_narrative_citations_whole(raw, clean):
-    assert clean_citations(raw) == clean
 
 
 def test_clean_citations_on_real_cocitation_contexts_leaves_no_name_particle_and_keeps_the_words(shared_data):
