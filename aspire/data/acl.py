@@ -56,7 +56,6 @@ def removed_benchmark_entry(switched_on: bool, held_out_papers: HeldOut | None,
     return {"removed_benchmark_by": None if held_out_papers is None else removed_by(reasons, held_out_papers)}
 
 
-
 def take_out(cited: list[str], benchmark: Container[str], counts: Counter, removed: set[str]) -> tuple[list[str], int]:
     """`cited` (one co-citation's paper ids) less the `benchmark` papers among them -> (the rest, how many went),
     counted as both co-citation inputs count them: `records_citing_benchmark`, `benchmark_citations_removed`, and

@@ -280,7 +280,7 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
     report = {"stage": "ingest", "input": [str(fulltext_path), str(abstracts_path)], "counts": dict(counts),
               "papers_with_abstract": len(with_abstract), "bad_lines": len(bad), "bad_line_messages": bad[:20],
               "config": to_dict(cfg)}
-    report.update(removed_benchmark_entry(cfg.exclude_benchmark_papers, held_out_papers if exclude_papers else None,
+    report.update(removed_benchmark_entry(cfg.exclude_benchmark_papers, held_out_papers,
                                           [benchmark[pid] for pid in removed]))
     write_json(out_dir / REPORT, report)
     return report

@@ -165,7 +165,7 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
         counts["papers"] = abstracts.count
     report = {"stage": "ingest", "input": str(records_path), "counts": dict(counts),
               "bad_lines": len(bad), "bad_line_messages": bad[:20], "config": to_dict(cfg)}
-    report.update(removed_benchmark_entry(cfg.exclude_benchmark_papers, held_out_papers if exclude_papers else None,
+    report.update(removed_benchmark_entry(cfg.exclude_benchmark_papers, held_out_papers,
                                           [benchmark[pid] for pid in removed]))
     write_json(out_dir / REPORT, report)
     return report
