@@ -29,6 +29,14 @@ def _plan(cost: Tensor, a: Tensor, b: Tensor, f: Tensor, g: Tensor, eps: float) 
     return torch.exp((_safe_log(a) + f / eps)[:, :, None] + (_safe_log(b) + g / eps)[:, None, :] - cost / eps)
 
 
+def plan_and_value(cost: Tensor, a: Tensor, b: Tensor, f: Tensor, g: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    """The plan (B, N, M) and its value <C, P> (B,), computed in the potentials' dtype (float64 from an untaped
+    solve) and returned in the cost's."""
+    work = f.dtype
+    plan_w = _plan(cost.to(work), a.to(work), b.to(work), f, g, eps)
+    return plan_w.to(cost.dtype), (plan_w * cost.to(work)).sum(dim=(1, 2)).to(cost.dtype)
+
+
 # Eigenvalues of the implicit-gradient system below this fraction of max(b) are treated as 0.
 _PINV_RTOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 1e-2}
 
@@ -65,11 +73,7 @@ class _ImplicitPlan(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, cost, a, b, f, g, eps):
-        # the plan and value in the potentials' dtype (float64 from the compiled CPU forward), returned in the cost's
-        work = f.dtype
-        plan_w = _plan(cost.to(work), a.to(work), b.to(work), f, g, eps)
-        value = (plan_w * cost.to(work)).sum(dim=(1, 2)).to(cost.dtype)
-        plan = plan_w.to(cost.dtype)
+        plan, value = plan_and_value(cost, a, b, f, g, eps)
         ctx.save_for_backward(cost, a, b, plan)
         ctx.eps = eps
         return plan, value

@@ -54,8 +54,9 @@ version iterates in float64 too and writes the plan in the input's dtype, as the
 Gradients: `grad="autograd"` differentiates through the iterations (memory grows with them);
 `grad="implicit"` runs the no-tape forward and differentiates the fixed point (P 1 = a,
 P^T 1 = b) with one batched pseudo-inverse solve (symmetric eigendecomposition of an M x M
-Schur complement), storing no iterations (exact at convergence; `aspire.scoring._implicit`). On a CPU its plan
-and value are rebuilt from the compiled forward's float64 potentials, as the no-gradient path's are.
+Schur complement), storing no iterations (exact at convergence; `aspire.scoring._implicit`). Its plan and value
+are rebuilt from the untaped forward's float64 potentials (compiled on a CPU, batched elsewhere), as the
+no-gradient path's are (`_implicit.plan_and_value`).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
-from aspire.scoring._implicit import _ImplicitPlan, _plan, _safe_log
+from aspire.scoring._implicit import _ImplicitPlan, _plan, _safe_log, plan_and_value
 from aspire.scoring._newton import _newton_tail, _newton_tail_torch, torch_thread_count  # noqa: F401  (tests swap the tails)
 from aspire.scoring.distance import _HALF
 
@@ -179,15 +180,14 @@ def sinkhorn(
     a, b = torch.where(a >= tiny, a, 0.0), torch.where(b >= tiny, b, 0.0)
     cost = _padding_zeroed(cost, a, b)
     if needs_grad and grad == "implicit":
-        with torch.no_grad():  # on a CPU the potentials come in float64, and the plan is rebuilt from them in it
+        with torch.no_grad():  # the untaped potentials come in float64, and the plan is rebuilt from them in it
             f, g, n_iter, converged = _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after)
         plan, value = _ImplicitPlan.apply(cost, a, b, f, g, eps)
         f, g = f.detach().to(cost.dtype), g.detach().to(cost.dtype)
     elif not needs_grad:  # another device, no tape: float64 potentials (`_solve`), the plan written in the dtype
         with torch.no_grad():
             f, g, n_iter, converged = _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after)
-        plan64 = _plan(cost.double(), a.double(), b.double(), f, g, eps)
-        plan, value = plan64.to(cost.dtype), (plan64 * cost.double()).sum(dim=(1, 2)).to(cost.dtype)
+        plan, value = plan_and_value(cost, a, b, f, g, eps)
         f, g = f.to(cost.dtype), g.to(cost.dtype)
     else:
         f, g, n_iter, converged = _solve(cost, a, b, eps, tol, max_iter, check_every, newton_after)
