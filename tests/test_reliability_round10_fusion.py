@@ -244,7 +244,7 @@ def test_fuse_runs_on_csfcube_folders_refuses_qrels_and_metrics(tmp_path, monkey
     # once dropped without a word: the CSFCube evaluator scored the fused run on its own qrels and figures
     from aspire.evaluate import fuse
 
-    monkeypatch.setattr(fuse, "_csfcube_fused", lambda fused, out, info: {"benchmark": "csfcube"})
+    monkeypatch.setattr(fuse, "_csfcube_fused", lambda fused, out, info, pool_set=None: {"benchmark": "csfcube"})
     folders = []
     for name, run in (("a", RUN_A), ("b", RUN_B)):
         write_run(tmp_path / name / "run.trec", run, "x")

@@ -322,7 +322,7 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
             **({"rrf_k": rrf_k} if fusion == "rrf" else {})}
     if benchmark == "csfcube":
         info = {**info, "data": str(data)}
-        return _csfcube_fused(fused, out, info) if pool_set is None else _csfcube_fused(fused, out, info, pool_set)
+        return _csfcube_fused(fused, out, info, pool_set)
     results = {"experiment": "fused", **({"benchmark": benchmark} if benchmark else {}), "relevance_threshold": threshold,
                "threshold_from": threshold_from, **info}
     qrels_path = qrels or (inputs[0] / "qrels.trec" if inputs[0].is_dir() else None)
