@@ -10,7 +10,7 @@ import numpy as np
 
 from aspire.data.cocite.config import SPLITS
 from aspire.data.cocite.sets import cocited_partners
-from aspire.data.negatives.rank import Mined
+from aspire.data.negatives.rank import Mined, check_paper_ids
 from aspire.io import DataError, iter_jsonl, require
 
 
@@ -45,7 +45,8 @@ def citation_negatives(groups: list[dict], paper_ids: list[str], k: int) -> Mine
     """Citation-graph negatives of each paper: cited by a paper that cites it, never co-cited with it,
     most shared citing papers first (ties by paper id). The citing paper of a context is the part of its id
     before the last '#' (`W03-0407#L271`, `doc#7#p0s2`: the stages add one '#' to the citing paper's id).
-    `dropped["partner"]` counts the partners so left out."""
+    `dropped["partner"]` counts the partners so left out. An id listed twice in `paper_ids` raises ValueError naming it."""
+    check_paper_ids(paper_ids)
     partners = cocitation_partners(groups)
     citing_of: dict[str, set[str]] = defaultdict(set)  # paper -> the papers citing it
     cited_by: dict[str, set[str]] = defaultdict(set)  # citing paper -> the papers it cites
@@ -70,7 +71,8 @@ def citation_negatives(groups: list[dict], paper_ids: list[str], k: int) -> Mine
 def cocitation_matrix(groups: list[dict], paper_ids: list[str]):
     """(N, N) symmetric `scipy.sparse.csr_matrix`, rows and columns in `paper_ids` order: entry (i, j),
     i != j, is the number of co-cited sets holding both papers. A paper of a set that is not in
-    `paper_ids` raises ValueError naming the set."""
+    `paper_ids` raises ValueError naming the set; an id listed twice in `paper_ids` raises ValueError naming it."""
+    check_paper_ids(paper_ids)
     from scipy import sparse
 
     index = {pid: i for i, pid in enumerate(paper_ids)}

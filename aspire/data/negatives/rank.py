@@ -15,6 +15,7 @@ fewer than `k` are kept): the papers that would have been negatives but for the 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,6 +37,14 @@ def as_matrix(vectors) -> np.ndarray:
     if hasattr(vectors, "detach"):
         vectors = vectors.detach().float().cpu().numpy()
     return np.asarray(vectors, dtype=np.float32)
+
+
+def check_paper_ids(paper_ids: list[str]) -> None:
+    """ValueError naming the ids that `paper_ids` lists more than once: a paper is one row and one anchor (a repeated
+    id made a paper its own negative, listed one negative twice and left the last row's negatives under the id)."""
+    repeated = [pid for pid, n in Counter(paper_ids).items() if n > 1]
+    if repeated:
+        raise ValueError(f"paper_ids lists {len(repeated)} paper id(s) more than once: {repeated[:10]}")
 
 
 def check_vectors(vectors: np.ndarray, paper_ids: list[str]) -> None:
@@ -65,7 +74,9 @@ def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[st
     order; norms do not matter); exact ties go to the earlier paper of `paper_ids`, and papers with one vector
     (a duplicated abstract) tie exactly, whatever `chunk`. A paper whose vector is zero has no neighbours and is
     no one's; `notes["papers_without_vector"]` lists them. A vector holding NaN or infinity raises ValueError
-    naming its paper. A NaN `margin` raises ValueError (every comparison with it is false: the guard was off, unsaid)."""
+    naming its paper; so does an id listed twice in `paper_ids`. A NaN `margin` raises ValueError (every comparison with
+    it is false: the guard was off, unsaid)."""
+    check_paper_ids(paper_ids)
     if margin is not None and margin != margin:
         raise ValueError(f"margin must be a number or None, got {margin!r}")
     vecs = as_matrix(vectors)

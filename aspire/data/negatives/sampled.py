@@ -10,7 +10,7 @@ from collections import Counter
 
 import numpy as np
 
-from aspire.data.negatives.rank import Mined, as_matrix
+from aspire.data.negatives.rank import Mined, as_matrix, check_paper_ids
 
 
 def _first_non_partners(draws, paper_ids: list[str], anchor: str, partners: set[str],
@@ -29,7 +29,9 @@ def _first_non_partners(draws, paper_ids: list[str], anchor: str, partners: set[
 
 
 def random_negatives(partners: dict[str, set[str]], paper_ids: list[str], k: int, seed: int) -> Mined:
-    """`k` papers drawn uniformly without replacement from the non-partners of each anchor."""
+    """`k` papers drawn uniformly without replacement from the non-partners of each anchor. An id listed twice in
+    `paper_ids` raises ValueError naming it."""
+    check_paper_ids(paper_ids)
     rng = np.random.default_rng(seed)
     out, dropped = {}, 0
     for pid in paper_ids:
@@ -57,7 +59,9 @@ def coverage_negatives(clusters: np.ndarray, partners: dict[str, set[str]], pape
                        seed: int) -> Mined:
     """One negative from each of `k` clusters other than the anchor's, clusters in a random order,
     a uniform non-partner member of each; a cluster holding only partners is passed over.
-    `clusters` (N,) is the cluster of each paper of `paper_ids` (see `kmeans_clusters`)."""
+    `clusters` (N,) is the cluster of each paper of `paper_ids` (see `kmeans_clusters`); an id listed twice in
+    `paper_ids` raises ValueError naming it."""
+    check_paper_ids(paper_ids)
     clusters = np.asarray(clusters)
     if clusters.shape != (len(paper_ids),):
         raise ValueError(f"clusters must be (N,) with N = {len(paper_ids)} papers, got shape {clusters.shape}")
