@@ -225,14 +225,39 @@ def type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
+class _RepeatedKey(ValueError):
+    """A key twice in one JSON object (`_unique_keys`); `key` names it."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """`json.loads`' `object_pairs_hook`: the object as a dict; `_RepeatedKey` when a key is in it twice (Python's
+    json would keep the last value and drop the other unseen)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return obj
+
+
 def read_json(path: str | Path, what: str, *, mapping: bool = False) -> Any:
-    """A JSON file's content; ValueError naming `what` and the file when it is missing, not UTF-8 JSON or, with
-    `mapping`, not a JSON object."""
+    """A JSON file's content; ValueError naming `what` and the file when it is missing, not UTF-8 JSON, holds an
+    object with a key twice (naming the key: JSON readers differ on which value they keep) or, with `mapping`, is
+    not a JSON object."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{what} not found: {path}")
     try:
-        content = json.loads(path.read_text(encoding="utf-8"))
+        content = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+    except _RepeatedKey as err:
+        raise ValueError(f"{path}: the {what} has the key {err.key!r} twice in one object; a key names one "
+                         "value") from None
     except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, a number of over 4300 digits, nested too deeply
         raise ValueError(f"{path}: not JSON: the {what} cannot be read ({err})") from None
     if mapping and not isinstance(content, dict):

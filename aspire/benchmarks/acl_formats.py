@@ -31,7 +31,7 @@ import numpy as np
 
 from aspire.checksum import file_sha256
 from aspire.data.papers import jsonl_objects
-from aspire.io import read_json
+from aspire.io import read_json, type_name
 
 SPLIT_FILE = Path(__file__).parent / "splits" / "scirepeval_formats.json"
 ACL_FILE = "papers.jsonl.gz"
@@ -40,19 +40,22 @@ SPLITS = ("train", "dev", "test")
 
 def read_records(path: str | Path) -> list[dict]:
     """The ACL records' metadata (`paper_id`, `title`, `year`, `venues`, `booktitle`, `authors`) without the
-    abstract, for the records that have one (a record without an abstract is no paper of the formats). A paper id
-    on two such records is a ValueError naming it and both lines: readers key the records by id, so one of the
-    two would be dropped unseen and the other scored (its venue, year and authors)."""
+    abstract, for the records that have one (a record without an abstract is no paper of the formats). Such a
+    record without a paper id (missing, null, not a string or empty) is a ValueError naming the file and its line:
+    readers key the records by id, and no split names it. A paper id on two such records is a ValueError naming it
+    and both lines: one of the two would be dropped unseen and the other scored (its venue, year and authors)."""
     keep = ("paper_id", "title", "year", "venues", "booktitle", "authors")
     records, lines = [], {}
     for line, r in jsonl_objects(path):
         if not r.get("abstract"):
             continue
         pid = r.get("paper_id")
-        if isinstance(pid, str):
-            if pid in lines:
-                raise ValueError(f"{path}:{line}: paper {pid} is on line {lines[pid]} too; a paper id names one record")
-            lines[pid] = line
+        if not isinstance(pid, str) or not pid:  # once kept as id None (or a number), under no split's id
+            raise ValueError(f"{path}:{line}: a record with an abstract but no paper id (paper_id is "
+                             f"{type_name(pid)} {pid!r:.60}); every paper needs one")
+        if pid in lines:
+            raise ValueError(f"{path}:{line}: paper {pid} is on line {lines[pid]} too; a paper id names one record")
+        lines[pid] = line
         records.append({k: r.get(k) for k in keep})
     return records
 

@@ -68,11 +68,16 @@ def _run(args) -> int:
 
 
 def _long_report(args) -> int:
-    """Every paper of the corpus that does not fit in the model's first window, one tab-separated line each."""
+    """Every paper of the corpus that does not fit in the model's first window, one tab-separated line each; the
+    records that are no paper (`read_corpus`'s rejected, which `_encode` would reject) are named on stderr."""
     from aspire.encoders import load_encoder
     from aspire.index.corpus import read_corpus
+    from aspire.index.store import describe_rejected
 
-    papers, _ = read_corpus(args.corpus)
+    papers, unreadable = read_corpus(args.corpus)
+    if unreadable:  # once left out unsaid: a bad record was neither listed nor counted
+        print(f"{len(unreadable)} record(s) of {args.corpus} are no paper and were not checked"
+              + describe_rejected(unreadable), file=sys.stderr)
     encoder = load_encoder(args.model, device=args.device, **backend_options(args))
     report = encoder.truncation_report(papers, batch_size=args.batch_size)
     for record in report:

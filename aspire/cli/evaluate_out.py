@@ -19,7 +19,9 @@ def _out_kind(args, probes: Collection[str]) -> tuple[str, dict]:
     if command in probes:
         return "results.json", {"format": command, "model": str(args.model)}
     if command == "suite":
-        return "suite.json", {} if args.ensemble else {"model": str(args.model), "scorer": args.scorer}
+        if args.ensemble:  # {} once: an ensemble's run replaced a single model's suite folder (or another ensemble's)
+            return "suite.json", {"ensemble_file": str(args.ensemble)}
+        return "suite.json", {"model": str(args.model), "scorer": args.scorer}
     if command in ("csfcube", "fuse"):
         return "results.json", {"benchmark": "csfcube"}
     if command == "reviewers":
