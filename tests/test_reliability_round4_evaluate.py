@@ -48,7 +48,9 @@ def test_compare_names_the_run_that_leaves_a_judged_query_out(tmp_path):
         compare(a, b, qrels, n_perm=10)
 
 
-@pytest.mark.parametrize("text, why", [("{oops", "not a results file"), ("[1, 2]", "a JSON list, not an object")])
+# the shared reader (aspire.evaluate.fuse.results_doc) says what is wrong: once "not a results file"
+@pytest.mark.parametrize("text, why", [("{oops", "not JSON: the results file cannot be read"),
+                                       ("[1, 2]", "a JSON list, not an object")])
 def test_compare_names_a_results_json_that_is_not_a_results_object(tmp_path, text, why):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()

@@ -428,13 +428,15 @@ def _compare_args(p: argparse.ArgumentParser) -> None:
 
 def _compare(parser, args) -> int:
     from aspire.evaluate.compare import PREDICTIONS_BENCHMARK, benchmark_of, compare, format_comparison
+    from aspire.evaluate.fuse import results_doc
     from aspire.io import write_json
 
-    if given_options(parser, args, ("--data",)) and PREDICTIONS_BENCHMARK not in {benchmark_of(args.run_a),
-                                                                               benchmark_of(args.run_b)}:
+    docs = {spec: results_doc(spec) for spec in (args.run_a, args.run_b)}  # each read once: compare reads them too
+    if given_options(parser, args, ("--data",)) and PREDICTIONS_BENCHMARK not in {
+            benchmark_of(spec, doc) for spec, doc in docs.items()}:
         parser.error(f"--data is the reviewer-matching folder of reviewer runs; {args.run_a} and {args.run_b} are "
                      "not, so it would not be read: leave it out")
-    result = compare(args.run_a, args.run_b, args.qrels, args.metric, args.data, n_perm=args.permutations)
+    result = compare(args.run_a, args.run_b, args.qrels, args.metric, args.data, n_perm=args.permutations, docs=docs)
     if args.out:  # before the table: a reader of stdout that goes away (`| head -1`) once lost the file
         write_json(args.out, result, indent=None)
     print("\n".join(format_comparison(result)))

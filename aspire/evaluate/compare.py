@@ -6,7 +6,14 @@ registered benchmark (by its name or data folder) whose runner has a `compare` h
 (`aspire.evaluate.suite.RUNNERS`) is compared by that hook: CSFCube on its own two-fold figures, overall and
 per facet; reviewer matching on its loss, which also takes published predictions as `FOLDER:EXP` (files
 `EXP_d_20_N_ta.json`); they are judged by the benchmark's own data, so `--qrels` is refused beside them. Both runs
-must cover the same queries.
+must cover the same queries. Results folders that record the queries, judgments and folds they were scored on
+(`judged_set`, as CSFCube's do) must record the same ones.
+
+A results folder of a SciRepEval probe (`aspire evaluate venue|year|same-author`: a `results.json` with `format` and
+`representations`) is compared with another of the same format by `aspire.evaluate.probes.compare_probe_results`,
+per representation and metric (`abstract/macro-F1`, ...; `metrics` picks metrics by name); the two must hold the
+same test papers and labels (venue, year) or queries (same-author). Its tests are seeded 0 and carry no per-unit
+deltas.
 
 Ranked runs are compared at the relevance threshold their results folders record (`relevance_threshold`, as the
 pools evaluator writes it; `aspire.evaluate.fuse.recorded_protocol`), as `fuse-runs` scores them: the binary metrics
@@ -16,14 +23,13 @@ different thresholds are refused; a run file or a folder recording none takes th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from aspire.benchmarks import BENCHMARKS
 from aspire.benchmarks.metrics import queries_without_relevant
 from aspire.benchmarks.runs import DEFAULT_METRICS, per_query, read_qrels, read_run
 from aspire.benchmarks.stats import UnitScores, paired_test
-from aspire.evaluate.fuse import at_threshold, protocol_of, recorded_protocol
+from aspire.evaluate.fuse import at_threshold, protocol_of, recorded_protocol, results_doc
 
 PREDICTIONS_BENCHMARK = "reviewers"  # `FOLDER:EXP` (no results folder) names this benchmark's predictions
 
@@ -48,10 +54,10 @@ def _scored(spec: str, qrels, run, metrics) -> dict[str, dict[str, float]]:
 
 def recorded_threshold(a: str, b: str, docs: dict | None = None) -> int:
     """The relevance threshold the results folders `a` and `b` record (`recorded_protocol`): the one they record, 1
-    when neither does; ValueError naming both when they record different ones. `docs`: `{spec: results_file(spec)}`
+    when neither does; ValueError naming both when they record different ones. `docs`: `{spec: results_doc(spec)}`
     where the caller has read them (the others are read here)."""
     docs = docs or {}
-    found = {spec: protocol_of(docs[spec])[1] if spec in docs else recorded_protocol(Path(spec))[1]
+    found = {spec: protocol_of(docs[spec], spec)[1] if spec in docs else recorded_protocol(Path(spec))[1]
              for spec in (a, b) if Path(spec).is_dir()}
     values = {t for t in found.values() if t is not None}
     if len(values) > 1:
@@ -60,54 +66,73 @@ def recorded_threshold(a: str, b: str, docs: dict | None = None) -> int:
     return values.pop() if values else 1
 
 
-def results_file(spec: str) -> dict | None:
-    """The `results.json` of the results folder `spec` (a JSON object; ValueError naming it otherwise), None when
-    `spec` holds none (a run file, `FOLDER:EXP` predictions, a folder without one)."""
-    path = Path(spec) / "results.json"
-    if not path.is_file():
-        return None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:  # invalid JSON or text
-        raise ValueError(f"{path}: not a results file ({err})") from None
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path}: not a results file (a JSON {type(doc).__name__}, not an object)")
-    return doc
-
-
 def benchmark_of(spec: str, doc: dict | None = None) -> str | None:
-    """The registered benchmark a run belongs to: its results folder's `results.json` names it (by name or data
-    folder), or it is `FOLDER:EXP` predictions (`PREDICTIONS_BENCHMARK`); None for a run file or a folder
-    without one. `doc`: that `results.json` where the caller has read it (`results_file`; else read here)."""
-    doc = results_file(spec) if doc is None else doc
+    """The registered benchmark a run belongs to: its results folder's `results.json` names it (`benchmark`, by
+    name or data folder; a probe's `format`), or it is `FOLDER:EXP` predictions (`PREDICTIONS_BENCHMARK`); None for
+    a run file or a folder without one. `doc`: that `results.json` where the caller has read it
+    (`aspire.evaluate.fuse.results_doc`; else read here)."""
+    doc = results_doc(spec) if doc is None else doc
     if doc is None:
         folder, sep, _ = spec.rpartition(":")
         return PREDICTIONS_BENCHMARK if sep and Path(folder).is_dir() else None
-    named = doc.get("benchmark")
+    named = doc["benchmark"] if "benchmark" in doc else doc.get("format")
     return next((b.name for b in BENCHMARKS.values() if named in (b.name, b.folder)), None)
 
 
+def _check_judged_sets(a: str, b: str, docs: dict) -> None:
+    """ValueError naming both runs when their `results.json` record different judged sets (`judged_set`: the
+    queries, judgments and folds they were scored on): per-query figures of other judgments do not pair."""
+    seen = [doc.get("judged_set") if isinstance(doc, dict) else None for doc in (docs[a], docs[b])]
+    if None not in seen and seen[0] != seen[1]:
+        raise ValueError(f"{a} and {b} were scored on different queries, judgments or folds (judged set {seen[0]} "
+                         f"and {seen[1]}): not runs of one benchmark")
+
+
+def _compare_probes(a: str, b: str, name: str, metrics, n_perm: int, seed: int) -> dict:
+    """`compare` of two results folders of the probe format `name` (`compare_probe_results`), the figures of
+    `metrics` (metric names of the format; None: all)."""
+    from aspire.evaluate.probes import METRICS, compare_probe_results
+
+    odd = [m for m in metrics or () if m not in METRICS[name]]
+    if odd:
+        raise ValueError(f"{name} results are compared on {', '.join(METRICS[name])}, not {odd[0]!r}")
+    if seed != 0:  # compare_probe_results takes no seed
+        raise ValueError(f"{name} results are compared with seed 0 (aspire.evaluate.probes.compare_probe_results), "
+                         f"not {seed}")
+    tests = compare_probe_results(a, b, n_perm=n_perm)
+    return {figure: test for figure, test in tests.items() if not metrics or figure.partition("/")[2] in metrics}
+
+
 def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | None = None,
-            n_perm: int = 10000, seed: int = 0) -> dict:
+            n_perm: int = 10000, seed: int = 0, docs: dict | None = None) -> dict:
     """`{figure: paired_test(...) + per_unit_delta}` for two runs of the same benchmark; `metrics` None takes
-    the benchmark's defaults (its runner's comparison; else `DEFAULT_METRICS`)."""
+    the benchmark's defaults (its runner's comparison; a probe format's metrics; else `DEFAULT_METRICS`).
+    `docs`: `{spec: results_doc(spec)}` where the caller has read them (the others are read here), so each
+    `results.json` is read once."""
+    from aspire.evaluate.probes import FORMATS as PROBE_FORMATS
     from aspire.evaluate.suite import RUNNERS
 
-    hooks, docs = [], {}  # each results.json read once, for benchmark_of and recorded_threshold
+    hooks, docs = [], dict(docs or {})  # each results.json read once, for benchmark_of and recorded_threshold
     for spec in (a, b):
-        docs[spec] = results_file(spec)
+        if spec not in docs:
+            docs[spec] = results_doc(spec)
         name = benchmark_of(spec, docs[spec])
         if name is None and not Path(spec).exists():
             raise FileNotFoundError(2, "no such run file, results folder or predictions folder (DIR:EXP)", spec)
-        hooks.append((name, RUNNERS[name].compare if name in RUNNERS else None))
+        # a probe's results hold its predictions, not a TREC run: once read as one ("run file not found")
+        hook = _compare_probes if name in PROBE_FORMATS else RUNNERS[name].compare if name in RUNNERS else None
+        hooks.append((name, hook))
     (name_a, hook_a), (name_b, hook_b) = hooks
     if (hook_a is None) != (hook_b is None) or (hook_a is not None and name_a != name_b):
         raise ValueError(f"{a} ({name_a or 'a ranked run'}) and {b} ({name_b or 'a ranked run'}) are not runs of one "
                          "benchmark")
+    _check_judged_sets(a, b, docs)
     if hook_a is not None:
         if qrels:  # once dropped without a word: the hook judges by the benchmark's own data
             raise ValueError(f"{a} and {b} are {name_a} runs, judged by the benchmark's own data: --qrels does not "
                              "apply to them")
+        if hook_a is _compare_probes:
+            return _compare_probes(a, b, name_a, metrics, n_perm, seed)
         return hook_a(a, b, metrics, data, n_perm, seed)
     threshold = recorded_threshold(a, b, docs)
     metrics = [at_threshold(m, threshold) for m in (metrics or DEFAULT_METRICS)]

@@ -194,25 +194,31 @@ def fuse_runs(
 BINARY = ("map", "mrr", "bpref", "p", "r", "recall")  # metrics a relevance threshold applies to (not ndcg)
 
 
-def results_doc(folder: Path) -> Any:
-    """The content of a results folder's `results.json`, None when it has none (ValueError naming it when it is no
-    JSON)."""
-    path = folder / "results.json"
-    return read_json(path, "results file") if path.is_file() else None
+def results_doc(folder: str | Path) -> dict | None:
+    """The `results.json` of the results folder `folder` (a JSON object), None when it holds none (a run file, a
+    `FOLDER:EXP` spec, a folder without one); ValueError naming the file when `aspire.io.read_json` cannot read it
+    (not JSON, ...) or it is not an object. The one reader of results folders for fuse-runs and compare."""
+    path = Path(folder) / "results.json"
+    return read_json(path, "results file", mapping=True) if path.is_file() else None
 
 
 def recorded_protocol(folder: Path) -> tuple[str | None, int | None]:
     """(benchmark, relevance threshold) a results folder's `results.json` records (`benchmark` or the pools
     command's `dataset`; `relevance_threshold`), None for what it does not record."""
-    return protocol_of(results_doc(folder))
+    return protocol_of(results_doc(folder), folder)
 
 
-def protocol_of(doc: Any) -> tuple[str | None, int | None]:
-    """`recorded_protocol` of a `results.json` already read (`results_doc`; None: the folder has none)."""
+def protocol_of(doc: Any, folder: str | Path = "") -> tuple[str | None, int | None]:
+    """`recorded_protocol` of a `results.json` already read (`results_doc`; None: the folder has none). A recorded
+    `relevance_threshold` that is no whole number >= 1 is a ValueError naming the results folder `folder` (once read
+    as none, so the run was scored at another threshold than its file says)."""
     if not isinstance(doc, dict):
         return None, None
     threshold = doc.get("relevance_threshold")
-    return doc.get("benchmark", doc.get("dataset")), threshold if isinstance(threshold, int) else None
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1):
+        raise ValueError(f"{Path(folder) / 'results.json'}: relevance_threshold must be a whole number >= 1, got "
+                         f"{threshold!r}")
+    return doc.get("benchmark", doc.get("dataset")), threshold
 
 
 def check_csfcube_data(inputs: Sequence[Path], root: Path, docs: Mapping[Path, Any] | None = None) -> PoolSet | None:
@@ -227,7 +233,7 @@ def check_csfcube_data(inputs: Sequence[Path], root: Path, docs: Mapping[Path, A
     for folder in inputs:
         doc = docs.get(folder)
         if doc is None:  # not read by the caller, or missing: read_json names it
-            doc = read_json(folder / "results.json", "results file")
+            doc = read_json(folder / "results.json", "results file", mapping=True)
         if isinstance(doc, dict) and isinstance(doc.get("judged_set"), str):
             recorded[folder] = doc["judged_set"]
     (a, seen_a), *rest = recorded.items() or [(None, None)]
@@ -298,7 +304,7 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     inputs, out = [Path(p) for p in inputs], Path(out)
     paths = [p / "run.trec" if p.is_dir() else p for p in inputs]
     docs = {p: results_doc(p) for p in inputs if p.is_dir()}  # each read once: the CSFCube check reads them too
-    recorded = {protocol_of(docs[p]) if p.is_dir() else (None, None) for p in inputs}
+    recorded = {protocol_of(docs[p], p) if p.is_dir() else (None, None) for p in inputs}
     (benchmark, threshold), = recorded if len(recorded) == 1 else {(None, None)}
     threshold_from = "the inputs' results.json" if threshold is not None else (
         "default: the inputs record none" if len(recorded) == 1 else "default: the inputs disagree: " + "; ".join(
