@@ -67,8 +67,8 @@ def free_mark(text: str) -> str:
 def clean_citations(text: str, placeholder: str = "[CIT]") -> str:
     """Replace citation markers by `placeholder` (best-effort regexes; see the module docstring).
 
-    Runs of markers joined by commas, semicolons or "and" collapse into one placeholder. Every other
-    character is kept (whitespace runs become one space).
+    Runs of markers joined by commas, semicolons, "and" or "&" (or a comma or semicolon and one of them: "X (2002),
+    and Y (2003)") collapse into one placeholder. Every other character is kept (whitespace runs become one space).
     """
     mark = free_mark(text)
     out = text
@@ -82,10 +82,11 @@ def clean_citations(text: str, placeholder: str = "[CIT]") -> str:
 
 
 def finish_marks(text: str, placeholder: str, mark: str = MARK) -> str:
-    """Collapse runs of `mark` (and a bracket around one), squeeze spaces, write `placeholder` for each `mark`
-    left. `mark` stands for one citation marker in `text`, so `text` must hold it nowhere else."""
+    """Collapse runs of `mark` joined by ",", ";", "and", "&", ", and", "; and", ", &" or "; &" (and a bracket around
+    one), squeeze spaces, write `placeholder` for each `mark` left. `mark` stands for one citation marker in `text`,
+    so `text` must hold it nowhere else."""
     m = re.escape(mark)
-    out = re.sub(rf"{m}(?:\s*(?:[,;]|and|&)?\s*{m})+", mark, text)
+    out = re.sub(rf"{m}(?:\s*(?:[,;]\s*(?:and|&)?|and|&)?\s*{m})+", mark, text)  # ", and" too (68 real contexts)
     out = re.sub(rf"\(\s*{m}\s*\)|\[\s*{m}\s*\]", mark, out)
     out = re.sub(r"\s+", " ", out).strip()
     return out.replace(mark, placeholder)
