@@ -42,11 +42,14 @@ def cocitation_partners(groups: list[dict]) -> dict[str, set[str]]:
 
 
 def citation_negatives(groups: list[dict], paper_ids: list[str], k: int) -> Mined:
-    """Citation-graph negatives of each paper: cited by a paper that cites it, never co-cited with it,
-    most shared citing papers first (ties by paper id). The citing paper of a context is the part of its id
-    before the last '#' (`W03-0407#L271`, `doc#7#p0s2`: the stages add one '#' to the citing paper's id).
-    `dropped["partner"]` counts the partners so left out. An id listed twice in `paper_ids` raises ValueError naming it."""
+    """Citation-graph negatives of each paper of `paper_ids`: papers of `paper_ids` cited by a paper that cites it,
+    never co-cited with it, most shared citing papers first (ties by paper id). As for the other miners, a negative
+    is always one of `paper_ids` (a paper the trainer has an abstract of): a paper of `groups` outside `paper_ids` is
+    no one's negative. The citing paper of a context is the part of its id before the last '#' (`W03-0407#L271`,
+    `doc#7#p0s2`: the stages add one '#' to the citing paper's id). `dropped["partner"]` counts the partners (of
+    `paper_ids`) so left out. An id listed twice in `paper_ids` raises ValueError naming it."""
     check_paper_ids(paper_ids)
+    known = set(paper_ids)
     partners = cocitation_partners(groups)
     citing_of: dict[str, set[str]] = defaultdict(set)  # paper -> the papers citing it
     cited_by: dict[str, set[str]] = defaultdict(set)  # citing paper -> the papers it cites
@@ -61,9 +64,9 @@ def citation_negatives(groups: list[dict], paper_ids: list[str], k: int) -> Mine
                 citing_of[pid].add(citing)
     out, dropped = {}, 0
     for pid in paper_ids:
-        cited = {n for c in citing_of[pid] for n in cited_by[c]}
+        cited = {n for c in citing_of[pid] for n in cited_by[c]} & known
         dropped += len(cited & partners[pid] - {pid})
-        shared = Counter(n for c in citing_of[pid] for n in cited_by[c] if n not in partners[pid])
+        shared = Counter(n for c in citing_of[pid] for n in cited_by[c] if n in known and n not in partners[pid])
         out[pid] = [n for n, _ in sorted(shared.items(), key=lambda kv: (-kv[1], kv[0]))][:k]
     return Mined(out, {"partner": dropped})
 

@@ -12,6 +12,8 @@ import numpy as np
 
 from aspire.data.negatives.rank import Mined, as_matrix, check_paper_ids
 
+NO_VECTOR = -1  # the cluster of a paper whose vector is zero (`kmeans_clusters`): no one's negative
+
 
 def _first_non_partners(draws, paper_ids: list[str], anchor: str, partners: set[str],
                         want: int) -> tuple[list[str], int]:
@@ -45,14 +47,25 @@ def random_negatives(partners: dict[str, set[str]], paper_ids: list[str], k: int
 def kmeans_clusters(vectors, n_clusters: int, seed: int) -> np.ndarray:
     """(N,) cluster of each row of `vectors` (N, D), by scikit-learn `KMeans` on the unit-normalised
     vectors (cosine geometry), seeded (any `seed` >= 0: scikit-learn takes it mod 2**32, unchanged below it), 10
-    initialisations."""
+    initialisations. A row that is zero is a paper without a vector (as for `nearest_negatives`): it is left out of
+    the k-means and gets the cluster -1 (`NO_VECTOR`), so `coverage_negatives` makes it no one's negative; the other
+    rows are clustered exactly as they would be without it. ValueError unless 2 <= `n_clusters` <= the rows with a
+    vector."""
     from sklearn.cluster import KMeans
 
     vecs = as_matrix(vectors)
-    if not 2 <= n_clusters <= len(vecs):
-        raise ValueError(f"coverage needs 2 <= clusters <= papers ({len(vecs)}), got clusters={n_clusters}")
-    vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
-    return KMeans(n_clusters=n_clusters, n_init=10, random_state=seed % 2**32).fit_predict(vecs)
+    norms = np.linalg.norm(vecs, axis=1)
+    has_vec = norms > 0
+    n = int(has_vec.sum())
+    if not 2 <= n_clusters <= n:
+        count = f"{n} with a vector, {len(vecs) - n} without" if n < len(vecs) else f"{n}"
+        raise ValueError(f"coverage needs 2 <= clusters <= papers ({count}), got clusters={n_clusters}")
+    vecs = vecs / np.maximum(norms[:, None], 1e-12)
+    if n == len(vecs):  # every row has a vector: the k-means of all of them, as it always was
+        return KMeans(n_clusters=n_clusters, n_init=10, random_state=seed % 2**32).fit_predict(vecs)
+    labels = np.full(len(vecs), NO_VECTOR, dtype=np.int32)
+    labels[has_vec] = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed % 2**32).fit_predict(vecs[has_vec])
+    return labels
 
 
 def coverage_negatives(clusters: np.ndarray, partners: dict[str, set[str]], paper_ids: list[str], k: int,
@@ -60,18 +73,22 @@ def coverage_negatives(clusters: np.ndarray, partners: dict[str, set[str]], pape
     """One negative from each of `k` clusters other than the anchor's, clusters in a random order,
     a uniform non-partner member of each; a cluster holding only partners is passed over.
     `clusters` (N,) is the cluster of each paper of `paper_ids` (see `kmeans_clusters`); an id listed twice in
-    `paper_ids` raises ValueError naming it."""
+    `paper_ids` raises ValueError naming it. A paper of cluster -1 (`NO_VECTOR`: its vector was zero) is, as in
+    `nearest_negatives`, no one's negative and gets none; `notes["papers_without_vector"]` lists them (only when
+    there are some), and `notes["clusters"]` and `notes["cluster_sizes"]` count the other papers."""
     check_paper_ids(paper_ids)
     clusters = np.asarray(clusters)
     if clusters.shape != (len(paper_ids),):
         raise ValueError(f"clusters must be (N,) with N = {len(paper_ids)} papers, got shape {clusters.shape}")
-    labels = sorted(set(clusters.tolist()))
+    labels = sorted(set(clusters.tolist()) - {NO_VECTOR})
     members = {c: np.flatnonzero(clusters == c) for c in labels}
     rng = np.random.default_rng(seed)
     out, dropped = {}, 0
     for i, pid in enumerate(paper_ids):
         mine = partners.get(pid, set())
         out[pid] = []
+        if clusters[i] == NO_VECTOR:  # no vector, no cluster to stand apart from: no negatives (and no draws)
+            continue
         for c in rng.permutation([c for c in labels if c != clusters[i]]):
             if len(out[pid]) == k:
                 break
@@ -79,5 +96,8 @@ def coverage_negatives(clusters: np.ndarray, partners: dict[str, set[str]], pape
             out[pid] += found
             dropped += met
     sizes = Counter(clusters.tolist())
-    return Mined(out, {"partner": dropped}, {"clusters": len(labels),
-                                             "cluster_sizes": [sizes[c] for c in labels]})
+    notes = {"clusters": len(labels), "cluster_sizes": [sizes[c] for c in labels]}
+    without = [pid for pid, c in zip(paper_ids, clusters.tolist()) if c == NO_VECTOR]
+    if without:
+        notes["papers_without_vector"] = without
+    return Mined(out, {"partner": dropped}, notes)
