@@ -131,12 +131,10 @@ def _csfcube(parser, args) -> int:
         results = csfcube.write_ranked_dir_results(out, args.data, args.ranked, args.exp)
     else:
         from aspire.evaluate.csfcube import run_csfcube
-        from aspire.evaluate.options import default_exp
+        from aspire.evaluate.options import options_exp
 
         stages = stage_options(parser, args)
-        base = None if args.model is None else default_exp(args.model, args.scorer, options.encoding,
-                                                           options.scorer_options, options.query_text,
-                                                           options.cand_sentences)
+        base = None if args.model is None else options_exp(args.model, args.scorer, options)
         check_out(args, args.exp or (stages.exp(base) if stages.staged else base))
         results = run_csfcube(args.data, args.model, args.scorer, out, args.exp, options, stages)
         if stages.rerank is not None:
@@ -196,10 +194,9 @@ def _pools(parser, args) -> int:
     check_metrics(metrics, args.threshold)  # before a model encodes (once: after)
     out = Path(args.out)
     if options is not None and args.exp is None:  # a model run's experiment name, known only now
-        from aspire.evaluate.options import default_exp
+        from aspire.evaluate.options import options_exp
 
-        check_out(args, default_exp(args.model, args.scorer, options.encoding, options.scorer_options,
-                                    options.query_text, options.cand_sentences))
+        check_out(args, options_exp(args.model, args.scorer, options))
     results = run_pools(
         args.data, args.name, out, facets=[f for f in args.facets.split(",") if f], splits_file=args.splits,
         abstracts_file=args.abstracts, threshold=args.threshold, metrics=metrics,

@@ -46,7 +46,7 @@ def _run_csfcube(root: str | Path, model: str | None, scorer: str | None, out: s
                  options: EvalOptions | None = None, stages: Stages | None = None) -> tuple[dict, PoolSet, dict]:
     """`run_csfcube` -> (its results, the pool set it loaded, its per-query metrics as fractions), so that the suite
     neither loads the pools again nor reads back the ranked files just written."""
-    from aspire.evaluate.options import default_exp
+    from aspire.evaluate.options import options_exp
     from aspire.evaluate.pool_stages import check_stage_names, run_stages
     from aspire.evaluate.rank import rank_pool_set
 
@@ -57,8 +57,7 @@ def _run_csfcube(root: str | Path, model: str | None, scorer: str | None, out: s
     root, out = Path(root), Path(out)
     pool_set = load_csfcube(root)
     papers = read_paper_map(root / ABSTRACTS_FILE, ids=pool_set.paper_ids(), needed_by="pooled")
-    base = None if model is None else default_exp(model, scorer, options.encoding, options.scorer_options,
-                                                  options.query_text, options.cand_sentences)
+    base = None if model is None else options_exp(model, scorer, options)
     exp = exp or (stages.exp(base) if stages.staged else base)
     if stages.staged:
         check_stage_names(exp, base, stages)  # before the model runs

@@ -67,6 +67,35 @@ def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_op
     return f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}{query}{cands}"
 
 
+def options_exp(model: str, scorer: str, options: EvalOptions) -> str:
+    """`default_exp` of a run with `options`, naming also how the model encodes when that is not its default: the
+    encoder's backend and quantization (`-backend-openvino-quantize-int8`), the papers' code (`-doc-code-method`)
+    and the facet queries' code (`-facet-code-none`). Two runs that differ only there once shared one name, so the
+    second replaced the first's ranked files and results without a word; a run on the defaults keeps its name.
+
+    >>> options_exp("minilm", "ot", EvalOptions(facet_code="none", encoder_options={"backend": "openvino", "quantize": None}))
+    'minilm-contextual-ot-backend-openvino-facet-code-none'
+    >>> options_exp("m", "minl2", EvalOptions(encoder_options={"code": None}))
+    'm-contextual-minl2-doc-code-none'
+    """
+    base = default_exp(model, scorer, options.encoding, options.scorer_options, options.query_text,
+                       options.cand_sentences)
+    defaults = {"backend": "torch", "quantize": None}  # load_encoder's: left out of the name
+    names = {"code": "doc-code"}
+    parts = [f"-{names.get(k, k.replace('_', '-'))}-{_name_value(v)}"
+             for k, v in sorted(options.encoder_options.items()) if not (k in defaults and v == defaults[k])]
+    if options.facet_code != "auto":
+        parts.append(f"-facet-code-{options.facet_code}")
+    return base + "".join(parts)
+
+
+def _name_value(v) -> str:
+    """An option's value in an experiment name: `none`, a string as it is, a number as `exact_g` writes it."""
+    if v is None or isinstance(v, (str, bool)):
+        return str(v).lower() if not isinstance(v, str) else v
+    return exact_g(v)
+
+
 def search_exp(model: str, pipeline: Sequence[str]) -> str:
     """The default experiment name of a benchmark scored through search: `MODEL-search-KEY-VALUE-...`."""
     return "-".join([Path(str(model)).name, "search", *[o.replace("=", "-") for o in pipeline]])

@@ -73,13 +73,12 @@ def run_pools(
     else:
         if not (model and scorer):
             raise ValueError("give a model and a scorer, or a folder of ranked files")
-        from aspire.evaluate.options import default_exp
+        from aspire.evaluate.options import options_exp
         from aspire.evaluate.rank import rank_pool_set
 
         papers = read_paper_map(abstracts_file or data / f"abstracts-{name}.jsonl", ids=pool_set.paper_ids(), needed_by="pooled")
         options = options or EvalOptions()
-        exp = exp or default_exp(model, scorer, options.encoding, options.scorer_options, options.query_text,
-                                 options.cand_sentences)
+        exp = exp or options_exp(model, scorer, options)
         rankings, info = rank_pool_set(pool_set, papers, model, scorer, out, exp, options, facet_label_map(facets))
     per_query, skipped = evaluate_pool_set(pool_set, rankings, metrics, threshold, skip_no_relevant)
     summary = {
