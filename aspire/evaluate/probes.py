@@ -209,14 +209,17 @@ def run_format(name: str, data_dir: str | Path, model: str, out: str | Path, cac
 
 def check_probe_results(path: str | Path, name: str) -> None:
     """ValueError naming `path` unless it is a results folder (or `results.json`) of format `name`, so that
-    `--compare` is refused before a run rather than after it."""
+    `--compare` is refused before a run rather than after it. The file is read as `compare_probe_results` reads it
+    (`aspire.io.read_json`: a key twice in one object is refused, naming the file and key)."""
     p = Path(path)
     file = p / "results.json" if p.is_dir() else p
-    try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if not file.is_file():
         raise ValueError(f"--compare {path}: no readable results.json; it should be a results folder of "
-                         f"`aspire evaluate {name}`") from None
+                         f"`aspire evaluate {name}`")
+    try:  # plain json.loads once let a repeated key through, which compare_probe_results refused after the run
+        doc = read_json(file, "results file")
+    except ValueError as err:
+        raise ValueError(f"--compare {path}: {err}") from None
     if not isinstance(doc, dict) or doc.get("format") != name or not isinstance(doc.get("representations"), dict):
         what = (f"format {doc['format']!r}" if isinstance(doc, dict) and "format" in doc else
                 f"benchmark {doc['benchmark']!r}" if isinstance(doc, dict) and "benchmark" in doc else
@@ -225,18 +228,22 @@ def check_probe_results(path: str | Path, name: str) -> None:
                          f"(format {name!r}); give a results folder of that format")
 
 
-def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> dict:
+def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000, docs: dict | None = None) -> dict:
     """Paired tests of two `results.json` (folders or files) of one format, per representation and metric.
 
     ValueError naming the runs when the two do not pair: a file that is not a format's results, another format, a
     representation only one holds, other test papers or queries (same-author) or (venue, year) other test labels (a
-    user's label file in one run only)."""
+    user's label file in one run only). The same test papers listed in another order are paired by paper id.
+    `docs`: `{a or b: its results.json}` where the caller has read it (`aspire.evaluate.fuse.results_doc`; the
+    others are read here)."""
     from aspire.benchmarks.stats import UnitScores, paired_test
     from aspire.benchmarks.venue import macro_f1
     from aspire.benchmarks.year import kendall_tau, rmse
 
-    def read(p):  # a missing or unreadable file named (a JSONDecodeError named neither run)
-        p = Path(p)
+    def read(spec):  # a missing or unreadable file named (a JSONDecodeError named neither run)
+        if docs is not None and docs.get(str(spec)) is not None:
+            return docs[str(spec)]
+        p = Path(spec)
         return read_json(p / "results.json" if p.is_dir() else p, "results file")
 
     ra, rb = read(a), read(b)
@@ -264,17 +271,32 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000) -> d
                 ub = UnitScores.means({q: v[m] for q, v in xb["per_query"].items()})
                 out[f"{rep}/{m}"] = paired_test(ua, ub, n_perm=n_perm)
             else:
-                if xa["test_ids"] != xb["test_ids"]:
-                    raise ValueError(f"{a} and {b} hold different test papers ({rep}): a paired comparison needs the "
-                                     "same test papers in both results")
-                if xa["y"] != xb["y"]:
-                    diff = next(p for p, ya, yb in zip(xa["test_ids"], xa["y"], xb["y"]) if ya != yb)
+                yb, pred_b = _in_order_of(xa["test_ids"], xb, a, b, rep)
+                if xa["y"] != yb:
+                    diff = next(p for p, ya, y in zip(xa["test_ids"], xa["y"], yb) if ya != y)
                     raise ValueError(f"{a} and {b} label the test papers differently (label files "
                                      f"{ra.get('label_file')} and {rb.get('label_file')}; e.g. paper {diff}): "
                                      "a paired comparison needs one set of labels")
                 out[f"{rep}/{m}"] = paired_papers_test(fns[m], np.array(xa["y"]), np.array(xa["pred"]),
-                                                       np.array(xb["pred"]), n_perm=n_perm)
+                                                       np.array(pred_b), n_perm=n_perm)
     return out
+
+
+def _in_order_of(ids: list, xb: dict, a, b, rep: str) -> tuple[list, list]:
+    """(labels, predictions) of run `b`'s representation `xb` in the order of the test papers `ids` (run `a`'s);
+    ValueError naming both runs unless `b` holds the same test papers, each once, with one label and prediction
+    each (the same papers in another order were once refused as other papers)."""
+    ids_b = xb["test_ids"]
+    if not len(ids_b) == len(xb["y"]) == len(xb["pred"]):
+        raise ValueError(f"{b} holds {len(ids_b)} test papers, {len(xb['y'])} labels and {len(xb['pred'])} "
+                         f"predictions ({rep}): one of each per paper")
+    if ids_b == ids:
+        return xb["y"], xb["pred"]
+    if sorted(ids_b) != sorted(ids) or len(set(ids_b)) != len(ids_b):
+        raise ValueError(f"{a} and {b} hold different test papers ({rep}): a paired comparison needs the "
+                         "same test papers in both results")
+    at = {p: i for i, p in enumerate(ids_b)}
+    return [xb["y"][at[p]] for p in ids], [xb["pred"][at[p]] for p in ids]
 
 
 def _suite_rows(bench, res: dict, note: str = "") -> list[dict]:

@@ -366,41 +366,55 @@ def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -
     return [table_row(bench.title, bench.metrics[0], res["loss"], res["ci95"], res["n_reviewers"], note)]
 
 
-def prediction_spec(spec: str) -> tuple[Path, str] | None:
+FIGURES = ("loss",)  # what `compare_runs` compares two runs on
+
+
+def prediction_spec(spec: str, docs: Mapping[str, dict | None] | None = None) -> tuple[Path, str] | None:
     """(predictions folder, experiment) of a reviewer-matching run given as a results folder (its
     `results.json` names the experiment; its predictions are in `predictions/`, or, for a folder written by
     `evaluate reviewers --predictions`, in the source folder it records) or as `FOLDER:EXP` for files
     `EXP_d_20_N_ta.json` (the published predictions); None for anything else. ValueError naming the folder
-    when a results folder has neither."""
-    import json
+    when a results folder has neither, and naming the file when its `results.json` cannot be read
+    (`aspire.evaluate.fuse.results_doc`) or names no experiment. `docs`: `{spec: results_doc(spec)}` where the
+    caller has read it (else read here)."""
+    from aspire.evaluate.fuse import results_doc
 
-    meta_path = Path(spec) / "results.json"
-    if meta_path.is_file():
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if not isinstance(meta, dict) or meta.get("benchmark") != "reviewer-matching":
+    meta = docs[spec] if docs is not None and spec in docs else results_doc(spec)
+    if meta is not None:
+        if meta.get("benchmark") != "reviewer-matching":
             return None
+        exp = meta.get("experiment")
+        if not isinstance(exp, str) or not exp:  # once a KeyError 'experiment', naming no file
+            raise ValueError(f"{Path(spec) / 'results.json'}: a reviewer-matching results file names its experiment "
+                             f"(a non-empty string 'experiment'), got {exp!r}")
         own = Path(spec) / "predictions"
         if own.is_dir() or not meta.get("predictions"):
             if not own.is_dir():
                 raise ValueError(f"{spec}: a reviewer-matching results folder without its predictions (no "
                                  f"{own}, and its results.json records no source predictions)")
-            return own, meta["experiment"]
+            return own, exp
         source = Path(meta["predictions"])
         if not source.is_dir():
             raise ValueError(f"{spec}: its results.json scores the predictions in {source}, which is not a folder "
                              "(a relative path is read from the current folder)")
-        return source, meta["experiment"]
+        return source, exp
     folder, sep, exp = spec.rpartition(":")
     return (Path(folder), exp) if sep and Path(folder).is_dir() else None
 
 
-def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, seed: int = 0) -> dict:
+def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, seed: int = 0,
+                 docs: Mapping[str, dict | None] | None = None) -> dict:
     """`{"loss": paired test + per-reviewer deltas}` of two reviewer-matching runs (`prediction_spec`), on the
-    reviewer set in `data`."""
+    reviewer set in `data`. `metrics`: figures by name (`FIGURES`; None or empty: all); another name is a
+    ValueError listing them. The per-reviewer deltas are those of the reviewers the test counts (a rated pair
+    scored in some draw; `n_units` of them). `docs`: `{spec: results_doc(spec)}` where the caller has read them."""
     from aspire.benchmarks.reviewers import load_reviewer_set, read_prediction_set
     from aspire.benchmarks.stats import paired_test
 
-    specs = [prediction_spec(spec) for spec in (a, b)]
+    odd = [m for m in metrics or () if m not in FIGURES]
+    if odd:  # once dropped without a word: `compare --metric MRR` printed the loss
+        raise ValueError(f"reviewer-matching runs are compared on {', '.join(FIGURES)}, not {odd[0]!r}")
+    specs = [prediction_spec(spec, docs) for spec in (a, b)]
     if None in specs:
         raise ValueError("cannot compare reviewer predictions with a ranked run")
     if not data:
@@ -414,8 +428,11 @@ def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, s
         absent.append(counts["reviewers_not_predicted"])
     _check_paired(a, b, rset, units, absent)
     test = paired_test(units[0], units[1], n_perm=n_perm, seed=seed)
-    deltas = (units[0].num - units[1].num).sum(axis=0) / units[0].den.sum(axis=0).clip(min=1e-12)
-    return {"loss": {**test, "per_unit_delta": dict(zip(units[0].units, deltas.tolist()))}}
+    den = units[0].den.sum(axis=0)
+    scored = den > 0  # a reviewer with no scored pair has no delta (it was listed as 0.0, as if the runs agreed)
+    deltas = (units[0].num - units[1].num).sum(axis=0)[scored] / den[scored]
+    return {"loss": {**test, "per_unit_delta": dict(zip(np.asarray(units[0].units)[scored].tolist(),
+                                                        deltas.tolist()))}}
 
 
 def _check_paired(a: str, b: str, rset: ReviewerSet, units, absent) -> None:
