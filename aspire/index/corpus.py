@@ -21,11 +21,11 @@ from tqdm.auto import tqdm
 from aspire.batch import DocBatch
 from aspire.data.facets import title_labelled
 from aspire.data.guards import invisible_text_reason
-from aspire.data.papers import Paper, read_papers
+from aspire.data.papers import Paper, paper_id_problem, read_papers
 from aspire.index.config import EncodeConfig
 from aspire.index.disk import SHARD_META
 from aspire.index.texts import read_index_papers
-from aspire.io import atomic_folder, read_json, read_jsonl, write_jsonl
+from aspire.io import atomic_folder, read_json, read_jsonl, type_name, write_jsonl
 from aspire.storage import check_replaceable
 
 SHARD_FORMAT_VERSION = 1
@@ -312,34 +312,57 @@ def encode_corpus(
     config: EncodeConfig | None = None,
     skip_ids: Iterable[str] = (),
     progress: bool = True,
+    lines: Sequence[int] | None = None,
 ) -> EncodedCorpus:
     """Encode `papers` with `encoder.encode(...) -> DocBatch`, `config.chunk_papers` at a time (checked for
     unseen text), `PROGRESS_BATCHES` x `config.batch_size` a call (the progress bar moves after each call).
 
-    Papers without sentences, papers whose id is in `skip_ids` (already indexed) or repeated,
+    Papers without sentences, papers whose id is in `skip_ids` (already indexed) or repeated, papers whose id
+    is no paper id by `read_papers`' rules (not a string, blank, holding whitespace: `paper_id_problem`),
     papers with a sentence no encoder can see (`aspire.data.guards.invisible_text_reason`) or, when
     the encoder can tell (`encoder.unseen_sentences`), one its tokenizer gives no word piece, and
-    papers for which the encoder returns no sentence vector go to `rejected` with a reason; every
-    other paper is encoded.
+    papers for which the encoder returns no sentence vector go to `rejected` with a reason, in input order;
+    every other paper is encoded, in input order. `lines` (one per paper: its line in the input file; default
+    `papers.lines` where `papers` comes from `read_corpus`) puts each rejected record's `"line"` first, as
+    `read_corpus` names the records it rejects.
     """
     from aspire.encoders.contextual import paper_sentences  # the encoder's sentence set, for the reasons given
 
     config = config or EncodeConfig()
+    lines = getattr(papers, "lines", None) if lines is None else list(lines)
+    papers = list(papers)
+    if lines is not None and len(lines) != len(papers):
+        raise ValueError(f"{len(lines)} input lines for {len(papers)} papers: give one line a paper")
     skipped = set(skip_ids)
+    bad = [pid for pid in skipped if not isinstance(pid, str)]
+    if bad:  # 7 never matched the paper "7": both were encoded
+        raise TypeError(f"skip_ids holds {type_name(bad[0])} {bad[0]!r}: paper ids are strings (an integer id of a "
+                        "papers file is read as the string of its digits)")
     seen = set(skipped)
-    rejected: list[dict] = []
+    rejected: list[tuple[int, dict]] = []  # (input position, record): sorted into input order at the end
+
+    def reject(i: int, reason: str) -> None:
+        where = {} if lines is None else {"line": lines[i]}
+        rejected.append((i, {**where, "paper_id": papers[i].paper_id, "reason": reason}))
+
     todo: list[Paper] = []
-    for paper in papers:
-        invisible = next(((i, r) for i, s in enumerate(paper.sentences) if (r := invisible_text_reason(s))), None)
-        if paper.paper_id in seen:
-            again = "already indexed" if paper.paper_id in skipped else "again in this corpus"
-            rejected.append({"paper_id": paper.paper_id, "reason": f"duplicate paper_id ({again})"})
+    position: dict[str, int] = {}  # input position of each paper in `todo` (their ids are distinct)
+    for i, paper in enumerate(papers):
+        pid = paper.paper_id
+        id_problem = (f"paper_id must be a string, got {type_name(pid)}" if not isinstance(pid, str)
+                      else paper_id_problem(pid))
+        invisible = next(((k, r) for k, s in enumerate(paper.sentences) if (r := invisible_text_reason(s))), None)
+        if id_problem:
+            reject(i, id_problem)
+        elif pid in seen:
+            reject(i, f"duplicate paper_id ({'already indexed' if pid in skipped else 'again in this corpus'})")
         elif not paper.sentences:
-            rejected.append({"paper_id": paper.paper_id, "reason": "no abstract sentences"})
+            reject(i, "no abstract sentences")
         elif invisible:
-            rejected.append({"paper_id": paper.paper_id, "reason": f"sentence {invisible[0]} {invisible[1]}"})
+            reject(i, f"sentence {invisible[0]} {invisible[1]}")
         else:
-            seen.add(paper.paper_id)
+            seen.add(pid)
+            position[pid] = i
             todo.append(paper)
     parts: list[EncodedCorpus] = []
     bar = tqdm(total=len(todo), desc="encoding papers", unit="paper", disable=not progress)
@@ -348,27 +371,30 @@ def encode_corpus(
         if hasattr(encoder, "unseen_sentences"):  # judged by what the encoder's tokenizer will see
             unseen = encoder.unseen_sentences(chunk, batch_size=config.batch_size)
             texts = lambda p: paper_sentences(p, getattr(encoder, "include_title", False))  # noqa: E731
-            rejected += [{"paper_id": p.paper_id, "reason": f"sentence(s) {u} give the encoder's tokenizer no word "
-                          f"piece (e.g. {texts(p)[u[0]][:40]!r})"} for p, u in zip(chunk, unseen) if u]
+            for p, u in zip(chunk, unseen):
+                if u:
+                    reject(position[p.paper_id], f"sentence(s) {u} give the encoder's tokenizer no word piece "
+                                                 f"(e.g. {texts(p)[u[0]][:40]!r})")
             bar.update(sum(1 for u in unseen if u))
             chunk = [p for p, u in zip(chunk, unseen) if not u]
             if not chunk:
                 continue
         step = PROGRESS_BATCHES * config.batch_size  # the bar moves every few batches, not every chunk
         for sub in (chunk[i : i + step] for i in range(0, len(chunk), step)):
-            parts += _encoded_part(encoder, sub, config, rejected)
+            parts += _encoded_part(encoder, sub, config, lambda p, reason: reject(position[p.paper_id], reason))
             bar.update(len(sub))
     bar.close()
+    records = [record for _, record in sorted(rejected, key=lambda r: r[0])]
     if not parts:
         dim = int(getattr(encoder, "dim", 0) or 0)
-        return EncodedCorpus.empty(dim, rejected)
+        return EncodedCorpus.empty(dim, records)
     corpus = EncodedCorpus.concat(parts)
-    corpus.rejected = rejected + corpus.rejected
+    corpus.rejected = records + corpus.rejected
     return corpus
 
 
-def _encoded_part(encoder, chunk: list[Paper], config: EncodeConfig, rejected: list[dict]) -> list[EncodedCorpus]:
-    """`chunk` encoded (at most one part); papers the encoder gives no sentence vector go to `rejected`."""
+def _encoded_part(encoder, chunk: list[Paper], config: EncodeConfig, reject) -> list[EncodedCorpus]:
+    """`chunk` encoded (at most one part); papers the encoder gives no sentence vector go to `reject(paper, reason)`."""
     batch = encoder.encode(chunk, batch_size=config.batch_size, progress=False)
     if len(batch) != len(chunk):
         raise ValueError(f"encoder returned {len(batch)} papers for {len(chunk)}")
@@ -377,9 +403,9 @@ def _encoded_part(encoder, chunk: list[Paper], config: EncodeConfig, rejected: l
     if not batch.sentences:
         batch = DocBatch(batch.emb, batch.mask, batch.paper_ids, [p.sentences for p in chunk], batch.whole)
     counts = batch.lengths.tolist()
-    empty = [i for i, n in enumerate(counts) if n == 0]
-    rejected += [{"paper_id": chunk[i].paper_id, "reason": "encoder produced no sentence vectors"}
-                 for i in empty]
+    for i, n in enumerate(counts):
+        if n == 0:
+            reject(chunk[i], "encoder produced no sentence vectors")
     keep = [i for i, n in enumerate(counts) if n > 0]
     if keep:
         part = batch if len(keep) == len(chunk) else batch.index(keep)
@@ -401,12 +427,29 @@ def index_paper_records(paper_ids, titles, sentences, labels=None) -> Iterable[d
             for p, t, s, lab in zip(paper_ids, titles, sentences, labels))
 
 
-def read_corpus(path: str | Path, config: EncodeConfig | None = None) -> tuple[list[Paper], list[dict]]:
+class CorpusPapers(list):
+    """`read_corpus`'s papers: a list of `Paper` that holds each one's line in the input file (`lines`, kept by
+    slicing), so that `encode_corpus` names the line of a paper it rejects as `read_corpus` names its own."""
+
+    def __init__(self, papers: Iterable[Paper] = (), lines: Iterable[int] = ()) -> None:
+        super().__init__(papers)
+        self.lines = list(lines)
+        if len(self.lines) != len(self):
+            raise ValueError(f"{len(self.lines)} input lines for {len(self)} papers")
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            return CorpusPapers(super().__getitem__(item), self.lines[item])
+        return super().__getitem__(item)
+
+
+def read_corpus(path: str | Path, config: EncodeConfig | None = None) -> tuple[CorpusPapers, list[dict]]:
     """Papers from a JSONL papers file (`aspire.data.papers.read_papers` rules, with the per-paper
-    limits of `config`), and every record that could not be read as `{"line", "paper_id", "reason"}`."""
+    limits of `config`), as a `CorpusPapers` (a list that knows each paper's line), and every record that could not
+    be read as `{"line", "paper_id", "reason"}`."""
     config = config or EncodeConfig()
     result = read_papers(path, skip_bad=True, max_sentences=config.max_sentences or None,
                          max_sentence_chars=config.max_sentence_chars or None,
                          max_line_bytes=config.max_line_bytes or None)
     rejected = [{"line": r.line, "paper_id": r.paper_id, "reason": r.reason} for r in result.rejected]
-    return result.papers, rejected
+    return CorpusPapers(result.papers, result.paper_lines), rejected
