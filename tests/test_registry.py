@@ -41,7 +41,7 @@ def toy(monkeypatch, tmp_path):
         seen.update(members=[m.name for m in members], fused=[c for c, _ in fused["q"]])
         return [table_row(benchmark.title, benchmark.metrics[0], 0.5, (0.0, 1.0), 2)]
 
-    def compare(a, b, metrics, data, n_perm, seed):
+    def compare(a, b, metrics, data, n_perm, seed, docs=None):
         seen.update(compared=(a, b))
         return {"accuracy": {"a": 1.0, "b": 0.5, "delta": 0.5, "ci95": [0.0, 1.0], "p_value": 0.5}}
 

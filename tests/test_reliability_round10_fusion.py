@@ -229,7 +229,7 @@ def test_compare_refuses_qrels_beside_a_benchmarks_own_comparison(tmp_path, monk
     from aspire.evaluate import suite
     from aspire.evaluate.compare import compare
 
-    monkeypatch.setitem(suite.RUNNERS, "csfcube", replace(suite.RUNNERS["csfcube"], compare=lambda *a: {"MAP": "compared"}))
+    monkeypatch.setitem(suite.RUNNERS, "csfcube", replace(suite.RUNNERS["csfcube"], compare=lambda *a, **k: {"MAP": "compared"}))
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps({"benchmark": "csfcube"}))

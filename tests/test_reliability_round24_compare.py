@@ -48,7 +48,7 @@ def test_compare_command_with_data_reads_each_results_json_once(tmp_path, monkey
 
     calls = []
 
-    def hook(a, b, metrics, data, n_perm, seed):
+    def hook(a, b, metrics, data, n_perm, seed, docs=None):
         calls.append((a, b, data, n_perm))
         return {"loss": {"a": 0.3, "b": 0.2, "delta": 0.1, "ci95": [0.0, 0.2], "p_value": 0.5}}
 
@@ -224,3 +224,31 @@ def test_a_bad_recorded_relevance_threshold_is_an_error(tmp_path, threshold):
     (folders[0] / "results.json").write_text(json.dumps({"relevance_threshold": 2}))
     (folders[1] / "results.json").write_text(json.dumps({"relevance_threshold": None}))  # null: records none
     assert list(compare(str(folders[0]), str(folders[1]), metrics=["MAP"], n_perm=5)) == ["MAP-l2"]
+
+
+def test_compare_reads_each_probe_results_json_once_through_the_hook(tmp_path, monkeypatch):
+    """The hooks take the command's reads (`docs`): two probe folders' results.json are read once each in all, the
+    comparison included (the probe hook read them again)."""
+    import pathlib
+
+    from aspire.evaluate.compare import compare
+
+    for name, preds in (("a", [0, 1, 1, 0, 1, 0]), ("b", [0, 1, 0, 0, 1, 1])):
+        folder = tmp_path / name
+        folder.mkdir()
+        doc = {"format": "venue", "model": "m", "representations": {"abstract": {
+            "test_ids": [f"p{i}" for i in range(6)], "y": [0, 1, 1, 0, 1, 0], "pred": preds}}}
+        (folder / "results.json").write_text(json.dumps(doc))
+    reads = []
+    real = pathlib.Path.read_text
+
+    def counted(self, *args, **kwargs):
+        if self.name == "results.json":
+            reads.append(str(self.parent))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "read_text", counted)
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    out = compare(a, b, n_perm=200)
+    assert out and all("delta" in v for v in out.values())
+    assert sorted(reads) == sorted([a, b])

@@ -88,9 +88,9 @@ def _check_judged_sets(a: str, b: str, docs: dict) -> None:
                          f"and {seen[1]}): not runs of one benchmark")
 
 
-def _compare_probes(a: str, b: str, name: str, metrics, n_perm: int, seed: int) -> dict:
+def _compare_probes(a: str, b: str, name: str, metrics, n_perm: int, seed: int, docs: dict | None = None) -> dict:
     """`compare` of two results folders of the probe format `name` (`compare_probe_results`), the figures of
-    `metrics` (metric names of the format; None: all)."""
+    `metrics` (metric names of the format; None: all); `docs` the folders' results.json as already read."""
     from aspire.evaluate.probes import METRICS, compare_probe_results
 
     odd = [m for m in metrics or () if m not in METRICS[name]]
@@ -99,7 +99,7 @@ def _compare_probes(a: str, b: str, name: str, metrics, n_perm: int, seed: int) 
     if seed != 0:  # compare_probe_results takes no seed
         raise ValueError(f"{name} results are compared with seed 0 (aspire.evaluate.probes.compare_probe_results), "
                          f"not {seed}")
-    tests = compare_probe_results(a, b, n_perm=n_perm)
+    tests = compare_probe_results(a, b, n_perm=n_perm, docs=docs)
     return {figure: test for figure, test in tests.items() if not metrics or figure.partition("/")[2] in metrics}
 
 
@@ -132,8 +132,8 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
             raise ValueError(f"{a} and {b} are {name_a} runs, judged by the benchmark's own data: --qrels does not "
                              "apply to them")
         if hook_a is _compare_probes:
-            return _compare_probes(a, b, name_a, metrics, n_perm, seed)
-        return hook_a(a, b, metrics, data, n_perm, seed)
+            return _compare_probes(a, b, name_a, metrics, n_perm, seed, docs)
+        return hook_a(a, b, metrics, data, n_perm, seed, docs=docs)
     threshold = recorded_threshold(a, b, docs)
     metrics = [at_threshold(m, threshold) for m in (metrics or DEFAULT_METRICS)]
     (run_a, qrels_a), (run_b, qrels_b) = _trec(a, qrels), _trec(b, qrels)

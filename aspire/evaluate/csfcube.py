@@ -179,11 +179,11 @@ def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -
     return _rows(bench, pool_set, per_query, "members " + ", ".join(m.name for m in members))
 
 
-def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, seed: int = 0) -> dict:
+def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, seed: int = 0, docs=None) -> dict:
     """`{"MAP": ..., "MAP background": ..., ...}`: paired tests of two CSFCube results folders on the benchmark's
     own figures, read from their per-query CSVs: MAP and NDCG%20 (percent) over every test query and per facet,
     each the mean of the two folds' test means (the bootstrap resamples the test queries together, each keeping its
-    fold)."""
+    fold). `docs` (the suite's hook contract) is not read: the figures are in the CSVs."""
     from aspire.benchmarks.csfcube import FACETS
     from aspire.benchmarks.stats import UnitScores, paired_test
     from aspire.evaluate.two_fold import REPORTED, load_per_query

@@ -40,8 +40,9 @@ class Runner:
       one model (`aspire evaluate suite`); `options` an `EvalOptions` (None for `model` None);
     - `ensemble(benchmark, data_dir, members, out, settings, fuse) -> rows`: several `Member`s fused by
       `fuse(runs) -> fused run` (`aspire evaluate suite --ensemble`);
-    - `compare(a, b, metrics, data, n_perm, seed) -> {figure: paired test}`: two of its results folders
-      (`aspire evaluate compare`); None: they hold a TREC run and qrels, compared generically;
+    - `compare(a, b, metrics, data, n_perm, seed, docs=None) -> {figure: paired test}`: two of its results folders
+      (`aspire evaluate compare`; `docs`: `{spec: results.json content or None}` as the command read them, so a
+      hook that needs them does not read them again); None: they hold a TREC run and qrels, compared generically;
     - `lexical`: it also ranks with no model (`model="bm25"`; the model, scorer and options passed as None)."""
 
     rows: Callable[..., tuple[list[dict], str | None]]
