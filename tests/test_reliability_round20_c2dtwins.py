@@ -117,10 +117,8 @@ def test_real_data_leaves_out_the_reworded_twins_the_md_lists(shared_data):
     assert (train.stats["reworded_test_twin_pairs"], dev.stats["reworded_test_twin_pairs"]) == (11, 4)
     anchors = {e.query_id for e in train.examples} | {e.query_id for e in dev.examples}
     assert anchors.isdisjoint({"ctx:L82", "ctx:L235", "ctx:L877", "ctx:L844", "ctx:L2448", "ctx:L1838", "ctx:L1317"})
-    # the reader's pairs (4,247 / 587 with benchmarks_dir null, as the md counts them; 4,249 since round 24: L1623 and
-    # its 2 papers are back in train, no longer a false twin of test L2541 through the ", and." the old cleaning left)
-    # less the twins'
-    assert (len(train.examples), len(dev.examples)) == (4249 - 11, 587 - 4)
+    # the reader's pairs (4,247 / 587 with benchmarks_dir null, as the md counts them) less the twins'
+    assert (len(train.examples), len(dev.examples)) == (4247 - 11, 587 - 4)
 
 
 def test_held_out_queries_name_a_missing_file(tmp_path):

@@ -14,11 +14,9 @@ The tie is by raw sentence, so a sentence can reach two splits with its citation
 differently (in the shared co-citation file, P05-1018 in train and its journal version J08-1001 in test cite the same
 two papers with one sentence, "Lapata, 2003" against "Lapata 2003"): `load_context2doc` leaves such a
 train or dev query out (`Context2Doc.left_out`) when its query text is a test query's, and
-`held_out_sentences` gives the test sentences and every raw sentence whose query text is a test query's (such
-twins), which the training pipeline leaves out. A query text without a word (punctuation alone, of a sentence of
-citation markers alone: test query L2541 reads ".") is a twin of nothing: the train sentences of markers alone
-L1623, L2250, L2285, L2287 and L2480 read "." too and cite other papers. A reworded copy (another sentence holding
-at least half of a test query's word 5-grams) is not left out here; the `context2doc` training task leaves it out when it
+`held_out_sentences` gives every raw sentence whose query text is a test query's (the test sentences
+and such twins), which the training pipeline leaves out. A reworded copy (another sentence holding at least half
+of a test query's word 5-grams) is not left out here; the `context2doc` training task leaves it out when it
 also cites one of the test query's papers (`held_out_queries`, `aspire.train.tasks.reworded_test_twins`).
 """
 
@@ -50,18 +48,20 @@ class Context2Doc:
     qrels: dict[str, dict[str, int]]
     candidates: list[Paper]
     citing: dict[str, str]  # qid -> citing paper id
-    left_out: list[str] = field(default_factory=list)  # train/dev qids whose query text is a test query's (with a word)
+    left_out: list[str] = field(default_factory=list)  # train/dev qids whose query text is a test query's
 
 
 def query_text(context: str) -> str:
-    """The citing sentence without its citation markers (`aspire.data.cocite.clean_citations`).
+    """The citing sentence without its citation markers (`aspire.data.cocite.clean_citations`), as the benchmark's
+    queries were fixed: markers joined by ", and" stay two (`comma_and=False`: ten test queries, among them L2541,
+    keep a ", and" between their markers' places; collapsing it would move every committed context2doc figure).
 
     >>> query_text("For example, Petrov et al (2012) build taggers using TNT (Brants, 2000), with 95%.")
     'For example, build taggers using TNT, with 95%.'
     """
     from aspire.data.cocite import clean_citations
 
-    text = clean_citations(context, "")
+    text = clean_citations(context, "", comma_and=False)
     text = re.sub(r"\s+([,.;:])", r"\1", text)
     text = re.sub(r"([,;:])(?=[,.;:])", "", text)
     text = re.sub(r"\(\s*\)|\[\s*\]", "", text)
@@ -178,9 +178,9 @@ def load_split(split_file: str | Path = SPLIT_FILE, source: str | Path | None = 
 
 def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str | Path = SPLIT_FILE) -> Context2Doc:
     """One split's queries and qrels, with every cited paper of the file as a candidate; of train and dev, less the
-    queries whose query text is a test query's holding a word (`Context2Doc.left_out`, module docstring). A cited
-    paper id given two different titles or abstracts in the file is a ValueError naming it and both records (one of
-    the texts would be scored silently)."""
+    queries whose query text is a test query's (`Context2Doc.left_out`, module docstring). A cited paper id given
+    two different titles or abstracts in the file is a ValueError naming it and both records (one of the texts
+    would be scored silently)."""
     if split not in SPLIT_NAMES:
         raise ValueError(f"unknown split {split!r}; valid: {list(SPLIT_NAMES)}")
     source = Path(data_dir) / "cocitations.jsonl"
@@ -228,21 +228,18 @@ def held_out_queries(data_dir: str | Path, split_file: str | Path = SPLIT_FILE) 
 
 
 def _test_texts(records: list[tuple[str, dict]], meta: dict) -> set[str]:
-    """The query texts (`query_text`) of the test split's queries that hold a word: a text of punctuation alone
-    (a sentence of citation markers alone) is no twin of another sentence, which shares only its punctuation."""
+    """The query texts (`query_text`) of the test split's queries."""
     test = set(meta["splits"]["test"]["queries"])
-    texts = (query_text(rec["context"]) for qid, rec in records if qid in test)
-    return {text for text in texts if re.search(r"\w", text)}
+    return {query_text(rec["context"]) for qid, rec in records if qid in test}
 
 
 def held_out_sentences(data_dir: str | Path, split_file: str | Path = SPLIT_FILE) -> set[str]:
-    """The raw citing sentences (stripped) of the test split and those whose query text is a test query's holding a
-    word (`_test_texts`): any other record's sentence that differs from a test one only in its citation markers.
-    Training must not see them."""
+    """The raw citing sentences (stripped) whose query text is a test query's: the test split's sentences and
+    any other record's sentence that differs from one only in its citation markers. Training must not see them."""
     meta = load_split(split_file, Path(data_dir) / "cocitations.jsonl")
     records = read_records(Path(data_dir) / "cocitations.jsonl")
-    test, test_texts = set(meta["splits"]["test"]["queries"]), _test_texts(records, meta)
-    return {rec["context"].strip() for qid, rec in records if qid in test or query_text(rec["context"]) in test_texts}
+    test_texts = _test_texts(records, meta)
+    return {rec["context"].strip() for _, rec in records if query_text(rec["context"]) in test_texts}
 
 
 def held_out_for(records_path: str | Path, data: str | Path = DATA) -> set[str]:

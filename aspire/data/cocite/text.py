@@ -64,11 +64,13 @@ def free_mark(text: str) -> str:
     return next(c for c in map(chr, private_use) if c not in text)
 
 
-def clean_citations(text: str, placeholder: str = "[CIT]") -> str:
+def clean_citations(text: str, placeholder: str = "[CIT]", *, comma_and: bool = True) -> str:
     """Replace citation markers by `placeholder` (best-effort regexes; see the module docstring).
 
-    Runs of markers joined by commas, semicolons, "and" or "&" (or a comma or semicolon and one of them: "X (2002),
-    and Y (2003)") collapse into one placeholder. Every other character is kept (whitespace runs become one space).
+    Runs of markers joined by commas, semicolons, "and" or "&" (or, with `comma_and`, a comma or semicolon and one
+    of them: "X (2002), and Y (2003)") collapse into one placeholder. Every other character is kept (whitespace runs
+    become one space). `comma_and=False` is the cleaning context2doc's query texts were fixed with
+    (`aspire.benchmarks.context2doc.query_text`).
     """
     mark = free_mark(text)
     out = text
@@ -78,15 +80,16 @@ def clean_citations(text: str, placeholder: str = "[CIT]") -> str:
             out = pattern.sub(mark, out)
         if out == before:
             break
-    return finish_marks(out, placeholder, mark)
+    return finish_marks(out, placeholder, mark, comma_and=comma_and)
 
 
-def finish_marks(text: str, placeholder: str, mark: str = MARK) -> str:
-    """Collapse runs of `mark` joined by ",", ";", "and", "&", ", and", "; and", ", &" or "; &" (and a bracket around
-    one), squeeze spaces, write `placeholder` for each `mark` left. `mark` stands for one citation marker in `text`,
-    so `text` must hold it nowhere else."""
+def finish_marks(text: str, placeholder: str, mark: str = MARK, *, comma_and: bool = True) -> str:
+    """Collapse runs of `mark` joined by ",", ";", "and", "&" or, with `comma_and`, ", and", "; and", ", &" or "; &"
+    (and a bracket around one), squeeze spaces, write `placeholder` for each `mark` left. `mark` stands for one
+    citation marker in `text`, so `text` must hold it nowhere else."""
     m = re.escape(mark)
-    out = re.sub(rf"{m}(?:\s*(?:[,;]\s*(?:and|&)?|and|&)?\s*{m})+", mark, text)  # ", and" too (68 real contexts)
+    joiner = r"[,;]\s*(?:and|&)?|and|&" if comma_and else r"[,;]|and|&"  # ", and": 68 real contexts kept two markers
+    out = re.sub(rf"{m}(?:\s*(?:{joiner})?\s*{m})+", mark, text)
     out = re.sub(rf"\(\s*{m}\s*\)|\[\s*{m}\s*\]", mark, out)
     out = re.sub(r"\s+", " ", out).strip()
     return out.replace(mark, placeholder)
