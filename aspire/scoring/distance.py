@@ -7,11 +7,16 @@ number from where they are stored (aligned pairs, without gathering them first).
 attention), the search re-ranking (`aspire.search.nearest_pairs`), the page's transport plans and the single-vector
 losses all take their distances from here.
 
-Precision: the expansion cancels for near pairs. Its squared distance carries a rounding error of a few ulps of
-|x|^2 + |y|^2, so a distance below ~|x| sqrt(eps) (float32: ~5e-4 |x|) is mostly rounding (float32 vectors of
-D = 768 and norm 10: two equal vectors come out up to ~5e-3 apart, not 0; a pair 0.027 apart is off by ~1 %).
-`gathered_l2_cost`'s compiled pass sums near pairs directly (equal vectors exactly 0 apart); `l2_cost` and
-`cross_l2_cost` do not.
+Precision: the expansion cancels for near pairs. Its squared distance carries a rounding error of up to ~10 ulps of
+|x|^2 + |y|^2 (the GEMM sums x.y in another order than the norms' reduction), so a distance below ~|x| sqrt(eps)
+(float32: ~5e-4 |x|) would be mostly rounding (float32 vectors of D = 384 and norm 5: two equal vectors came out up
+to ~5e-3 apart, not 0). So every path recomputes the entries whose squared distance is within `_NEAR` of
+|x|^2 + |y|^2 by summing (x - y)^2 directly: equal vectors are exactly 0 apart, a near pair is off by float
+rounding of its own distance, and the gradient there is (x - y) / |x - y| (0 for equal vectors). Just past that
+share the expansion's relative error is largest: float32, up to ~3e-4 of the distance (|x|^2 + |y|^2 = 50:
+1.7e-4 measured at a distance of 0.3); far pairs ~1e-7. `l2_cost` and `cross_l2_cost` gather those few entries
+(`_exact_near`; its `nonzero` is a device sync off the CPU) and write them into the expansion's result
+(differentiable); `gathered_l2_cost`'s compiled pass sums them in place.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ import torch
 from torch import Tensor
 
 _HALF = (torch.float16, torch.bfloat16)
+
+# A squared distance within this share of |x|^2 + |y|^2 is mostly the expansion's rounding: summed directly instead
+# (the compiled pass's `_distance_cpu._NEAR`, the same value)
+_NEAR = 2.0 ** -10
 
 
 def widened(x: Tensor) -> Tensor:
@@ -34,6 +43,32 @@ def _safe_sqrt(sq: Tensor) -> Tensor:
     distance 0 from everything)."""
     pos = sq > 0
     return torch.where(pos, torch.sqrt(torch.where(pos, sq, 1.0)), sq.clamp_min(0.0) * 0.0)
+
+
+def _exact_near(sq: Tensor, x_sq: Tensor, y_sq: Tensor, x: Tensor, y: Tensor) -> Tensor:
+    """The expansion's squared distances sq (L, N, M) with the entries within `_NEAR` of |x|^2 + |y|^2 replaced by
+    sum (x - y)^2 of their rows, x (L, N, D), y (L, M, D), whose squared norms are x_sq (L, N), y_sq (L, M): a new
+    tensor, differentiable in x and y, or sq itself where no entry is near.
+
+    A row's near entries lie within its reach _NEAR (|x|^2 + max |y|^2) (NaN norms left out of the max): one
+    reduction finds the rows whose minimum does (a row holding a NaN is kept), one comparison with their reach the
+    candidate entries, and each candidate's own |x|^2 + |y|^2 decides. Zero rows (padding) are left alone: against
+    each other the expansion gives them exactly 0."""
+    if sq.numel() == 0:
+        return sq
+    with torch.no_grad():
+        reach = _NEAR * (x_sq + y_sq.nan_to_num(nan=0.0).amax(-1, keepdim=True))  # (L, N)
+        lead, i = torch.nonzero(~(sq.amin(-1) > reach) & (x_sq > 0), as_tuple=True)  # NaN minimum: kept
+        if i.numel() == 0:
+            return sq
+        r, j = torch.nonzero(sq[lead, i] <= reach[lead, i][:, None], as_tuple=True)  # (R, M) rows, few entries
+        lead, i = lead[r], i[r]
+        total = x_sq[lead, i] + y_sq[lead, j]
+        keep = (sq[lead, i, j] <= total * _NEAR) & (total > 0)
+        lead, i, j = lead[keep], i[keep], j[keep]
+        if i.numel() == 0:
+            return sq
+    return sq.index_put((lead, i, j), (x[lead, i] - y[lead, j]).square().sum(-1))
 
 
 def _sq_norms(x: Tensor) -> Tensor:
@@ -60,25 +95,29 @@ def _check_same_dtype(x: Tensor, y: Tensor) -> None:
 def l2_cost(x: Tensor, y: Tensor) -> Tensor:
     """Aligned pairwise L2 distances: x (B, N, D), y (B, M, D) -> (B, N, M), both of one dtype (else ValueError).
 
-    Computed as sqrt(|x|^2 + |y|^2 - 2 x.y) (one batched matmul adding into the norms); the
-    gradient is 0 where two vectors coincide, never NaN.
+    Computed as sqrt(|x|^2 + |y|^2 - 2 x.y) (one batched matmul adding into the norms), near pairs summed directly
+    (`_exact_near`: equal vectors exactly 0 apart); the gradient is 0 where two vectors coincide, never NaN.
     """
     _check_pair(x, y, aligned=True)
     if x.dtype in _HALF:  # squared norms overflow float16 from |x| ~ 256: expand in float32
         return l2_cost(x.float(), y.float()).to(x.dtype)
-    sq = torch.baddbmm(_sq_norms(x)[:, :, None] + _sq_norms(y)[:, None, :], x, y.transpose(1, 2), alpha=-2.0)
-    return _safe_sqrt(sq)
+    x_sq, y_sq = _sq_norms(x), _sq_norms(y)
+    sq = torch.baddbmm(x_sq[:, :, None] + y_sq[:, None, :], x, y.transpose(1, 2), alpha=-2.0)
+    return _safe_sqrt(_exact_near(sq, x_sq, y_sq, x, y))
 
 
 def cross_l2_cost(x: Tensor, y: Tensor) -> Tensor:
-    """All-pairs L2 distances: x (Bq, S, D), y (Bc, T, D) -> (Bq, Bc, S, T), one GEMM (one dtype, else ValueError)."""
+    """All-pairs L2 distances: x (Bq, S, D), y (Bc, T, D) -> (Bq, Bc, S, T), one GEMM (one dtype, else ValueError),
+    near pairs summed directly as in `l2_cost`."""
     _check_pair(x, y, aligned=False)
     if x.dtype in _HALF:  # as in l2_cost
         return cross_l2_cost(x.float(), y.float()).to(x.dtype)
     Bq, S, D = x.shape
     Bc, T, _ = y.shape
     xf, yf = x.reshape(Bq * S, D), y.reshape(Bc * T, D)
-    sq = torch.addmm(_sq_norms(xf)[:, None] + _sq_norms(yf)[None, :], xf, yf.T, alpha=-2.0)  # (Bq S, Bc T)
+    x_sq, y_sq = _sq_norms(xf), _sq_norms(yf)
+    sq = torch.addmm(x_sq[:, None] + y_sq[None, :], xf, yf.T, alpha=-2.0)  # (Bq S, Bc T)
+    sq = _exact_near(sq[None], x_sq[None], y_sq[None], xf[None], yf[None])[0]
     return _safe_sqrt(sq).reshape(Bq, S, Bc, T).permute(0, 2, 1, 3)
 
 
