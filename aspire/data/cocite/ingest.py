@@ -99,7 +99,8 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
     paper citing itself is no co-citation, as in input B: counted, `self_citations_removed`); records citing
     fewer than two other distinct papers are counted and dropped. Each cited paper's first-seen title and
     abstract go to `abstracts.jsonl` (a later record giving a different abstract is counted).
-    With `exclude_benchmark_test`, a record whose sentence (stripped) is in `held_out` — the context2doc
+    With `exclude_benchmark_test`, a record whose sentence (stripped) is in `held_out` (stripped too; a string
+    rather than a collection of sentences is a TypeError) — the context2doc
     test split's sentences, which the command layer reads from `aspire.benchmarks.context2doc` and passes
     here — is dropped and counted (`dropped_benchmark_test`), so training never sees a test query.
     `exclude_benchmark_test` without `held_out` is an error, never a silent no-op.
@@ -120,6 +121,7 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
     records_path, out_dir = Path(records_path), Path(out_dir)
     bad: list[str] = []
     counts: Counter = Counter()
+    held_out = _held_out_sentences(held_out)
     held_out, exclude_papers = cfg.held_out_inputs(held_out, held_out_papers, records_path)
     # every record first: a paper is held out everywhere when any record's version of it is a benchmark paper's
     records = list(iter_checked_jsonl(records_path, _check_record, cfg.on_error, bad))
@@ -169,6 +171,22 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
                                           [benchmark[pid] for pid in removed]))
     write_json(out_dir / REPORT, report)
     return report
+
+
+def _held_out_sentences(held_out: Collection[str] | None) -> set[str] | None:
+    """`held_out` (test sentences) stripped, as the records' sentences are compared: a sentence given with its
+    surrounding whitespace still names its record. TypeError for a string (it would hold out its characters) or
+    an item that is not a string."""
+    if held_out is None:
+        return None
+    if isinstance(held_out, (str, bytes)):
+        raise TypeError(f"held_out must be a collection of sentences, got a {type_name(held_out)} {held_out!r:.60}")
+    sentences = set()
+    for sentence in held_out:
+        if not isinstance(sentence, str):
+            raise TypeError(f"held_out must hold sentences (strings), got {type_name(sentence)} {sentence!r:.60}")
+        sentences.add(sentence.strip())
+    return sentences
 
 
 def _benchmark_cited(records: list[tuple[int, dict]], held_out_papers: Any) -> dict[str, str]:
@@ -295,8 +313,8 @@ def filter_contexts(in_dir: str | Path, out_dir: str | Path, cfg: FilterConfig =
                 continue
             if cfg.dedup != "none":
                 key = " ".join(ctx["text"].lower().split())
-                if cfg.dedup == "text_and_set":
-                    key += "\t" + "|".join(kept_ids)
+                if cfg.dedup == "text_and_set":  # the set, whatever order a hand-built context lists it in
+                    key += "\t" + "|".join(sorted(kept_ids))
                 digest = hashlib.sha1(key.encode("utf-8")).digest()
                 if digest in seen:
                     removed["dedup"] += 1
