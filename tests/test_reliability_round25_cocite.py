@@ -62,6 +62,17 @@ def test_ingest_refuses_held_out_that_is_not_a_collection_of_sentences(tmp_path,
     assert not (tmp_path / "out" / "contexts.jsonl").exists()
 
 
+@pytest.mark.parametrize("held_out", ["the test sentence", ["the test sentence", 7]])
+def test_s2orc_ingest_refuses_held_out_that_is_not_a_collection_of_sentences(tmp_path, held_out):
+    """The S2ORC input shares the check (`IngestConfig.held_out_inputs`): a string once held out its characters."""
+    from aspire.data.s2orc import mine_s2orc
+
+    fixture = Path(__file__).parent / "fixtures" / "s2orc_mini"
+    with pytest.raises(TypeError, match="held_out must"):
+        mine_s2orc(fixture / "pdf_parses.jsonl", fixture / "abstracts.jsonl", tmp_path / "out",
+                   IngestConfig(exclude_benchmark_papers=False), held_out=held_out)
+
+
 # --------------------------------------------------------------------------- dedup on the set
 
 

@@ -28,7 +28,14 @@ class IngestConfig:
         """What the two switches hold out of `source`, an input's file: (the context2doc test sentences to drop,
         whether benchmark papers are taken out). ValueError for `exclude_benchmark_test` without `held_out`;
         `exclude_benchmark_papers` without `held_out_papers` removes nothing, with a warning (the command layer
-        always passes them)."""
+        always passes them). The sentences come back stripped, as both inputs compare a record's sentence; a
+        `held_out` that is one string (it would hold out its characters) or holds a non-string is a TypeError."""
+        if isinstance(held_out, (str, bytes)):
+            raise TypeError(f"held_out must be a collection of sentences, got a {type(held_out).__name__} "
+                            f"{held_out!r:.60}")
+        odd = next((s for s in held_out or () if not isinstance(s, str)), None)
+        if odd is not None:
+            raise TypeError(f"held_out must hold sentences (strings), got {type(odd).__name__} {odd!r:.60}")
         if self.exclude_benchmark_test and held_out is None:
             raise ValueError("ingest.exclude_benchmark_test needs the held-out sentences (held_out=, from "
                              "aspire.benchmarks.context2doc.held_out_for); or set ingest.exclude_benchmark_test=false")
@@ -36,7 +43,7 @@ class IngestConfig:
             logging.getLogger(__name__).warning(
                 "ingest.exclude_benchmark_papers: no held_out_papers given (aspire.benchmarks.heldout."
                 "cited_benchmark_papers): CSFCube and reviewer-set papers are NOT removed from %s", source)
-        return (set(held_out or ()) if self.exclude_benchmark_test else set(),
+        return ({sentence.strip() for sentence in held_out or ()} if self.exclude_benchmark_test else set(),
                 self.exclude_benchmark_papers and held_out_papers is not None)
 
 

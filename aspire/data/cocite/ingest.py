@@ -121,7 +121,6 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
     records_path, out_dir = Path(records_path), Path(out_dir)
     bad: list[str] = []
     counts: Counter = Counter()
-    held_out = _held_out_sentences(held_out)
     held_out, exclude_papers = cfg.held_out_inputs(held_out, held_out_papers, records_path)
     # every record first: a paper is held out everywhere when any record's version of it is a benchmark paper's
     records = list(iter_checked_jsonl(records_path, _check_record, cfg.on_error, bad))
@@ -171,22 +170,6 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
                                           [benchmark[pid] for pid in removed]))
     write_json(out_dir / REPORT, report)
     return report
-
-
-def _held_out_sentences(held_out: Collection[str] | None) -> set[str] | None:
-    """`held_out` (test sentences) stripped, as the records' sentences are compared: a sentence given with its
-    surrounding whitespace still names its record. TypeError for a string (it would hold out its characters) or
-    an item that is not a string."""
-    if held_out is None:
-        return None
-    if isinstance(held_out, (str, bytes)):
-        raise TypeError(f"held_out must be a collection of sentences, got a {type_name(held_out)} {held_out!r:.60}")
-    sentences = set()
-    for sentence in held_out:
-        if not isinstance(sentence, str):
-            raise TypeError(f"held_out must hold sentences (strings), got {type_name(sentence)} {sentence!r:.60}")
-        sentences.add(sentence.strip())
-    return sentences
 
 
 def _benchmark_cited(records: list[tuple[int, dict]], held_out_papers: Any) -> dict[str, str]:
