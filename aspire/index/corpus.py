@@ -61,11 +61,13 @@ class EncodedCorpus:
 
     def __post_init__(self) -> None:
         P = len(self.paper_ids)
+        if self.vectors.ndim != 2:  # checked before `whole`, whose check reads the dimension (an IndexError naming nothing)
+            raise ValueError(f"vectors must be (N, D), got shape {self.vectors.shape}")
         if self.whole is not None and self.whole.shape != (P, self.vectors.shape[1]):
             raise ValueError(f"whole vectors {self.whole.shape} do not match {P} papers of dimension {self.vectors.shape[1]}")
         self.labels = list(self.labels) or [None] * P
-        if self.vectors.ndim != 2:
-            raise ValueError(f"vectors must be (N, D), got shape {self.vectors.shape}")
+        if self.offsets.dtype.kind not in "iu":  # float offsets were taken, and `subset` / `gather_docbatch` then failed
+            raise ValueError(f"offsets must be integers, got {self.offsets.dtype}")
         if self.offsets.shape != (P + 1,) or self.offsets[0] != 0 or self.offsets[-1] != len(self.vectors):
             raise ValueError(
                 f"offsets {self.offsets.shape} do not describe {P} papers over {len(self.vectors)} vectors"
@@ -95,14 +97,22 @@ class EncodedCorpus:
     def from_docbatch(cls, batch: DocBatch, titles: Sequence[str],
                       labels: Sequence[list[str] | None] = ()) -> "EncodedCorpus":
         """Flatten a DocBatch `(B, S, D)` + mask `(B, S)` into rows; sentence texts from the batch,
-        `labels` (per paper: one label a sentence, or None) cut like the texts."""
+        `labels` (per paper: one label a sentence, or None) cut like the texts. A narrowed mask (an aspect selection,
+        `DocBatch.select_sentences`) keeps the texts and labels of the sentences it selects (the first ones were
+        kept: a paper's vectors of sentences 1 and 2 went with the texts of sentences 0 and 1)."""
         if not batch.paper_ids or not batch.sentences:
             raise ValueError("from_docbatch needs a DocBatch carrying paper_ids and sentences")
-        lengths = batch.lengths.cpu().numpy().astype(np.int64)  # (B,)
+        mask = batch.mask.cpu().numpy()  # (B, S)
+        kept = [np.flatnonzero(m).tolist() for m in mask]  # per paper, the positions of its vectors
+        for pid, s, pos in zip(batch.paper_ids, batch.sentences, kept):
+            if pos and pos[-1] >= len(s):
+                raise ValueError(f"paper {pid}: the mask marks sentence {pos[-1]} and the batch holds {len(s)} "
+                                 "sentence texts for it")
+        lengths = mask.sum(axis=1).astype(np.int64)  # (B,)
         vectors = batch.emb[batch.mask].detach().float().cpu().numpy()  # (N, D), row-major = paper order
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        sentences = [list(s[:n]) for s, n in zip(batch.sentences, lengths.tolist())]
-        cut = [None if lab is None else list(lab[:n]) for lab, n in zip(labels, lengths.tolist())]
+        sentences = [[s[j] for j in pos] for s, pos in zip(batch.sentences, kept)]
+        cut = [None if lab is None else [lab[j] for j in pos if j < len(lab)] for lab, pos in zip(labels, kept)]
         whole = None if batch.whole is None else batch.whole.detach().float().cpu().numpy()
         return cls(vectors, offsets, list(batch.paper_ids), list(titles), sentences, labels=cut, whole=whole)
 
@@ -146,8 +156,10 @@ class EncodedCorpus:
         )
 
     def subset(self, papers: Sequence[int]) -> "EncodedCorpus":
-        """The papers at positions `papers`, in that order (rejected list kept)."""
-        idx = np.asarray(papers, dtype=np.int64)
+        """The papers at positions `papers`, in that order (rejected list kept). Positions are integers; a negative
+        one counts from the end, as in a list; ValueError for a boolean mask, non-integer or out-of-range positions
+        (`paper_positions`)."""
+        idx = paper_positions(papers, len(self), "EncodedCorpus.subset")
         if len(idx) == len(self) and (idx == np.arange(len(self))).all():
             return self
         rows, lengths = paper_rows(self.offsets, idx)
@@ -214,8 +226,28 @@ def read_shard_meta(path: Path) -> dict:
     return meta
 
 
+def paper_positions(papers, n_papers: int, what: str) -> np.ndarray:
+    """`papers` as an int64 array `(C,)` of positions in `0..n_papers - 1`, a negative position counting from the end
+    (as in a list, and `DocBatch.index`). ValueError, naming `what`, for a boolean mask, non-integer positions or
+    positions out of range: a cast to int64 read True / False as 1 / 0 and 1.7 as 1, and a negative position took
+    its rows from the offsets' other end (-2: the last paper's vectors, -1: none) while its id and texts were
+    another paper's."""
+    idx = np.asarray(papers)
+    if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
+        got = "a boolean mask" if idx.dtype == bool else f"{idx.ndim}-d {idx.dtype} positions"
+        raise ValueError(f"{what} takes a 1-d sequence of integer paper positions, got {got}"
+                         + (" (select by a mask with np.flatnonzero(mask))" if idx.dtype == bool else ""))
+    idx = idx.astype(np.int64)
+    bad = idx[(idx < -n_papers) | (idx >= n_papers)]
+    if len(bad):
+        raise ValueError(f"{what}: paper positions {bad[:5].tolist()} out of range for {n_papers} papers")
+    return np.where(idx < 0, idx + n_papers, idx)
+
+
 def paper_rows(offsets: np.ndarray, papers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row numbers of the sentences of `papers (C,)`, concatenated, and each paper's count (C,)."""
+    """Row numbers of the sentences of `papers (C,)` (positions, `paper_positions`), concatenated, and each paper's
+    count (C,)."""
+    papers = paper_positions(papers, len(offsets) - 1, "paper_rows")
     starts = offsets[papers]
     lengths = offsets[papers + 1] - starts
     total = int(lengths.sum())
@@ -239,9 +271,9 @@ def gather_docbatch(
     rows of `whole (P, D)` (the whole-abstract vectors) when given.
 
     `vectors (N, D)` may be a memory map; only the needed rows are read (asked for all at once:
-    `prefetch_rows`).
+    `prefetch_rows`). `papers` are positions as `paper_positions` takes them (a negative one counts from the end).
     """
-    papers = np.asarray(papers, dtype=np.int64)
+    papers = paper_positions(papers, len(offsets) - 1, "gather_docbatch")
     starts = offsets[papers]  # (C,)
     lengths = offsets[papers + 1] - starts  # (C,)
     prefetch_rows(vectors, starts, lengths)
@@ -298,7 +330,9 @@ def repeated_id(paper_ids: Sequence[str]) -> str | None:
 
 def page_ranges(starts: np.ndarray, sizes: np.ndarray, page: int = mmap.PAGESIZE) -> list[tuple[int, int]]:
     """The byte ranges `[starts[i], starts[i] + sizes[i])` as sorted, disjoint ranges `(lo, hi)` with
-    page-aligned `lo` (what madvise takes), ranges that touch or overlap joined."""
+    page-aligned `lo` (what madvise takes), ranges that touch or overlap joined; none for no range."""
+    if len(starts) == 0:  # else an IndexError (the first range is always kept: a mask of one for no range)
+        return []
     order = np.argsort(starts, kind="stable")
     lo = np.asarray(starts)[order] // page * page
     hi = np.asarray(starts)[order] + np.asarray(sizes)[order]
@@ -398,8 +432,14 @@ def _encoded_part(encoder, chunk: list[Paper], config: EncodeConfig, reject) -> 
     batch = encoder.encode(chunk, batch_size=config.batch_size, progress=False)
     if len(batch) != len(chunk):
         raise ValueError(f"encoder returned {len(batch)} papers for {len(chunk)}")
+    asked = [p.paper_id for p in chunk]
     if not batch.paper_ids:
-        batch = DocBatch(batch.emb, batch.mask, [p.paper_id for p in chunk], batch.sentences, batch.whole)
+        batch = DocBatch(batch.emb, batch.mask, asked, batch.sentences, batch.whole)
+    elif list(batch.paper_ids) != asked:  # titles and labels are matched by position: else given to other papers
+        odd = [i for i, (got, want) in enumerate(zip(batch.paper_ids, asked)) if got != want]
+        raise ValueError(f"encoder returned papers {[batch.paper_ids[i] for i in odd[:5]]} at positions {odd[:5]} "
+                         f"where {[asked[i] for i in odd[:5]]} were asked ({len(odd)} positions differ): an encoder "
+                         "returns the papers it is given, in that order")
     if not batch.sentences:
         batch = DocBatch(batch.emb, batch.mask, batch.paper_ids, [p.sentences for p in chunk], batch.whole)
     counts = batch.lengths.tolist()
@@ -421,8 +461,13 @@ def write_index_papers(path: Path, paper_ids, titles, sentences, labels=None) ->
 
 
 def index_paper_records(paper_ids, titles, sentences, labels=None) -> Iterable[dict]:
-    """One record a paper: paper_id, title, sentences, and `labels` (one a sentence) where known."""
+    """One record a paper: paper_id, title, sentences, and `labels` (one a sentence) where known. ValueError when the
+    lists differ in length (zip wrote only the papers of the shortest, and dropped the others unsaid)."""
     labels = labels or [None] * len(paper_ids)
+    sizes = [len(paper_ids), len(titles), len(sentences), len(labels)]
+    if len(set(sizes)) > 1:
+        raise ValueError(f"paper records need one entry a paper: {sizes[0]} paper ids, {sizes[1]} titles, "
+                         f"{sizes[2]} sentence lists and {sizes[3]} label lists")
     return ({"paper_id": p, "title": t, "sentences": s, **({"labels": lab} if lab is not None else {})}
             for p, t, s, lab in zip(paper_ids, titles, sentences, labels))
 
