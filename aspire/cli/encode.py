@@ -3,9 +3,9 @@
 The output directory holds `vectors.npy` (N, D) float32 sentence vectors paper after paper,
 `offsets.npy` (P + 1,) with paper p's rows at offsets[p]:offsets[p + 1], `whole.npy` (P, D) float32
 whole-abstract vectors of the same encoder pass, `papers.jsonl` (paper_id, title, sentences, labels; in
-the corpus's order, rejected records left out), `rejected.jsonl` (records not encoded, with reasons) and
-`shard.json` (model name and fingerprint): `aspire.index.EncodedCorpus.load_shard(DIR)` reads it back
-(the corpus and shard.json's fields).
+the corpus's order, rejected records left out), `rejected.jsonl` (records not encoded, with reasons, in
+input-line order: the reader's and the encoding's together) and `shard.json` (model name and fingerprint):
+`aspire.index.EncodedCorpus.load_shard(DIR)` reads it back (the corpus and shard.json's fields).
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ def _long_report(args) -> int:
 
 def _encode(args) -> int:
     from aspire.encoders import load_encoder
+    from aspire.index.build import in_line_order
     from aspire.index.config import EncodeConfig
     from aspire.index.corpus import encode_corpus, read_corpus
     from aspire.index.store import describe_rejected
@@ -99,7 +100,7 @@ def _encode(args) -> int:
                          + describe_rejected(unreadable))
     encoder = load_encoder(args.model, device=args.device, **backend_options(args))
     corpus = encode_corpus(encoder, papers, EncodeConfig(batch_size=args.batch_size), progress=show_progress(args))
-    corpus.rejected = unreadable + corpus.rejected
+    corpus.rejected = in_line_order(unreadable + corpus.rejected)  # the reader's were all written first
     if len(corpus) == 0:
         raise ValueError(f"nothing to encode: all {len(corpus.rejected)} records were rejected"
                          + describe_rejected(corpus.rejected))

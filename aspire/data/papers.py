@@ -14,8 +14,10 @@ Record rules (one JSON object a line):
   ending in `.gz` are read through gzip (and `write_papers` writes them so). Lines end at `\\n`; a trailing
   `\\r` is whitespace.
 - A damaged file is not a bad record but an error for the whole file (`DataError` naming it): a `.gz` file
-  that is not gzip, a gzip stream that ends early (a truncated copy) or fails its check. It is raised
-  where the damage is met, after the lines before it, so no reader takes the part read for the whole.
+  that is not gzip, a gzip file whose name does not end in `.gz` (its magic bytes 1f 8b: the name decides how
+  a file is read, and a mismatch is refused), a gzip stream that ends early (a truncated copy) or fails its
+  check. It is raised where the damage is met, after the lines before it, so no reader takes the part read for
+  the whole.
 - Blank (whitespace-only) lines are not records: they are skipped and listed in `blank_lines`.
 - `paper_id`: a non-blank string, kept as given, or an integer (not a bool), converted with
   `str()`. Anything else is an error. Repeating the id of a paper already read (after conversion)
@@ -221,8 +223,27 @@ def _is_gzip(path: Path) -> bool:
     return path.suffix == ".gz"
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def _open_bytes(path: Path):
-    return gzip.open(path, "rb") if _is_gzip(path) else path.open("rb")
+    """`path` opened for reading bytes, through gzip when its name ends in `.gz`. A file of another name that starts
+    with gzip's magic bytes raises `DataError` saying so (it was read as plain bytes: one rejected record, "not valid
+    UTF-8: byte 0x8b at column 2", and no paper), as a `.gz` file that is not gzip does: the name decides, as it does
+    for `write_papers`, and a mismatch is refused, never guessed round."""
+    if _is_gzip(path):
+        return gzip.open(path, "rb")
+    f = path.open("rb")
+    try:
+        head = f.peek(2)[:2]  # not consumed: a pipe or FIFO is read on as it was
+    except BaseException:
+        f.close()
+        raise
+    if head == GZIP_MAGIC:
+        f.close()
+        raise DataError(f"{path}: the file is gzip-compressed, but its name does not end in .gz, so it would be read "
+                        f"as plain text; rename it to {path.name}.gz (it is then read through gzip) or decompress it")
+    return f
 
 
 def _whole_lines(f, name: str, max_line_bytes: int | None) -> Iterator[tuple[bytes, int]]:

@@ -75,12 +75,19 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
         seconds = time.perf_counter() - start
         log.info("encoded %d of %d papers (%d sentence vectors; %d rejected) in %.1f s, %.1f papers/s", len(encoded),
                  len(papers), len(encoded.vectors), len(papers) - len(encoded), seconds, len(papers) / max(seconds, 1e-9))
-        encoded.rejected = [{**r, "corpus": str(corpus)} for r in unreadable + encoded.rejected]
+        encoded.rejected = [{**r, "corpus": str(corpus)} for r in in_line_order(unreadable + encoded.rejected)]
         with phase("built the faiss index"):
             index = SentenceIndex.build(encoded, config, model_fingerprints(encoder)[0], model,
                                         encoder_include_title(encoder))
         with phase(f"saved {out}" + (" (BM25 index included)" if config.index.store_bm25 else "")):
             return index, index.save(out)
+
+
+def in_line_order(rejected: Sequence[dict]) -> list[dict]:
+    """Rejected records (`read_corpus`'s and `encode_corpus`'s of one file) as one list in input-line order: by
+    `"line"`, records without one after those with one, each group in the order given (a stable sort). The reader's
+    rejections were written first and the encoding's after them, so rejected.jsonl was not in line order."""
+    return sorted(rejected, key=lambda r: (r.get("line") is None, r.get("line") or 0))
 
 
 def require_papers(papers: Sequence, unreadable: list[dict], corpus: str | Path, verb: str = "index") -> None:
@@ -98,7 +105,8 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
                  overrides: Sequence[str] = (), progress: bool = True) -> tuple[SentenceIndex, Path, int, int]:
     """Encode the papers of `corpus` not yet indexed and add them to the index under `root` (lock
     held throughout); returns the index, its new generation directory, the number of papers added and the
-    number of this corpus's records rejected (each listed in the index's rejected records with its `corpus`).
+    number of this corpus's records rejected (each listed in the index's rejected records with its `corpus`, in
+    line order: `in_line_order`).
     `overrides` (e.g. `encode.batch_size=64`) change the saved config for this run only. `load_encoder(model)` defaults
     to `aspire.encoders.load_encoder` with the backend and precision the index records (`encode.backend/quantize`,
     as `build_index` encodes with them). A corpus with no paper
@@ -121,7 +129,7 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
             index.include_title = encoder_include_title(encoder)
         before = index.n_papers
         encoded = encode_corpus(encoder, papers, encode_config, skip_ids=index.positions, progress=progress)
-        encoded.rejected = [{**r, "corpus": str(corpus)} for r in unreadable + encoded.rejected]
+        encoded.rejected = [{**r, "corpus": str(corpus)} for r in in_line_order(unreadable + encoded.rejected)]
         if len(encoded) == 0:
             raise ValueError(f"nothing to add: all {len(encoded.rejected)} records of {corpus} were rejected"
                              + describe_rejected(encoded.rejected))

@@ -12,7 +12,7 @@ keeps the corpus order; rank r of W encodes shards r, r + W, r + 2W, ... (S defa
 shard a rank). Each shard is written atomically when it is done, so with more shards than ranks an
 interrupted run keeps every finished shard: running the same command again encodes only the shards
 still missing, and `merge --allow-missing` indexes the finished ones. Records the reader rejects are
-reported once, with shard 0.
+reported once, with shard 0 (in line order with shard 0's own rejections).
 
 Each shard's shard.json records how it was made (`shard_record`): the model's fingerprint, the backend
 and precision, the corpus (its resolved path, size in bytes and SHA-256: the same content read from
@@ -46,7 +46,7 @@ import torch.distributed as dist
 from aspire.checksum import file_sha256
 from aspire.data.papers import Paper
 from aspire.encoders.identity import fingerprint_version
-from aspire.index.build import require_papers
+from aspire.index.build import in_line_order, require_papers
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.corpus import EncodedCorpus, encode_corpus, read_corpus, read_shard_meta
 from aspire.index.disk import SHARD_META, index_entries
@@ -98,7 +98,7 @@ def encode_shard(encoder, corpus_path: str | Path, shards_dir: str | Path, confi
     lo, hi = shard_slice(shard, n_shards, len(papers))
     corpus = encode_corpus(encoder, papers[lo:hi], config.encode, progress=progress and shard == 0)
     if shard == 0:
-        corpus.rejected = unreadable + corpus.rejected
+        corpus.rejected = in_line_order(unreadable + corpus.rejected)  # the reader's were all written first
     meta = {"shard": shard, "num_shards": n_shards, **record, "slice": [lo, hi]}
     return corpus.save_shard(Path(shards_dir) / shard_name(shard, n_shards), meta)
 
