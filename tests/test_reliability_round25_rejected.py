@@ -3,7 +3,7 @@
 1. `rejected.jsonl` was not in input-line order: `aspire encode`, `build_index`, `add_to_index` and shard 0 of
    `encode_shard` wrote the reader's rejections (`read_corpus`) first and the encoding's (`encode_corpus`) after
    them, so a paper rejected while encoding on line 2 came after a bad record on line 5. Now one list in line order
-   (`aspire.index.build.in_line_order`), checked against a brute-force read of the same file.
+   (`aspire.index.corpus.in_line_order`), checked against a brute-force read of the same file.
 2. A gzip file whose name does not end in `.gz` was read as plain bytes: one rejected record "not valid UTF-8: byte
    0x8b at column 2" and no paper. The name decides how a papers file is read (`write_papers` writes by it, and a
    `.gz` file that is not gzip is refused), so a mismatch the other way is now refused too, with a `DataError`
@@ -86,7 +86,7 @@ def titled_model(tiny_model_dir, tmp_path_factory) -> Path:
 
 
 def test_in_line_order_against_a_brute_force_sort():
-    from aspire.index.build import in_line_order
+    from aspire.index.corpus import in_line_order
 
     rng = random.Random(0)
     for _ in range(200):
@@ -203,3 +203,14 @@ def test_a_plain_file_starting_with_one_gzip_byte_is_read_as_plain(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     assert read_papers(empty).n_lines == 0
+
+
+def test_an_index_merged_from_shards_lists_rejected_in_line_order(tmp_path, titled_model):
+    """Shard 0 holds every record the reader rejected (lines 3, 5) beside its own (2); shard 1 holds 4 and 8. The
+    merge joined them shard by shard (2, 3, 5, 4, 8); `plan_shards` now sorts them by line."""
+    corpus, shards, out = _write(tmp_path / "papers.jsonl"), tmp_path / "shards", tmp_path / "idx"
+    assert index_main(["encode-shard", "--model", str(titled_model), "--corpus", str(corpus), "--shards", str(shards),
+                       "--num-shards", "2", "--merge-into", str(out), "--quiet"]) == 0
+    generation = out / (out / "CURRENT").read_text().strip()
+    ids = list(SentenceIndex.load(out).paper_ids)
+    assert _pairs(_read_rejected(generation / "rejected.jsonl")) == _brute_rejected(corpus, ids)

@@ -89,9 +89,8 @@ def _long_report(args) -> int:
 
 def _encode(args) -> int:
     from aspire.encoders import load_encoder
-    from aspire.index.build import in_line_order
     from aspire.index.config import EncodeConfig
-    from aspire.index.corpus import encode_corpus, read_corpus
+    from aspire.index.corpus import encode_corpus, in_line_order, read_corpus
     from aspire.index.store import describe_rejected
 
     papers, unreadable = read_corpus(args.corpus)

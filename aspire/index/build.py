@@ -20,7 +20,7 @@ from typing import Callable, Iterator, Sequence
 
 from aspire.config import apply_overrides
 from aspire.index.config import EncodeConfig, IndexBuildConfig
-from aspire.index.corpus import encode_corpus, read_corpus
+from aspire.index.corpus import encode_corpus, in_line_order, read_corpus
 from aspire.index.disk import IndexExistsError, IndexFormatError, clear_leftovers, index_exists, index_lock
 from aspire.index.store import SentenceIndex, describe_rejected, encoder_include_title, model_fingerprints
 
@@ -81,13 +81,6 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
                                         encoder_include_title(encoder))
         with phase(f"saved {out}" + (" (BM25 index included)" if config.index.store_bm25 else "")):
             return index, index.save(out)
-
-
-def in_line_order(rejected: Sequence[dict]) -> list[dict]:
-    """Rejected records (`read_corpus`'s and `encode_corpus`'s of one file) as one list in input-line order: by
-    `"line"`, records without one after those with one, each group in the order given (a stable sort). The reader's
-    rejections were written first and the encoding's after them, so rejected.jsonl was not in line order."""
-    return sorted(rejected, key=lambda r: (r.get("line") is None, r.get("line") or 0))
 
 
 def require_papers(papers: Sequence, unreadable: list[dict], corpus: str | Path, verb: str = "index") -> None:

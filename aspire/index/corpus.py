@@ -472,6 +472,13 @@ def index_paper_records(paper_ids, titles, sentences, labels=None) -> Iterable[d
             for p, t, s, lab in zip(paper_ids, titles, sentences, labels))
 
 
+def in_line_order(rejected: Sequence[dict]) -> list[dict]:
+    """Rejected records (`read_corpus`'s and `encode_corpus`'s of one file) as one list in input-line order: by
+    `"line"`, records without one after those with one, each group in the order given (a stable sort). The reader's
+    rejections were written first and the encoding's after them, so rejected.jsonl was not in line order."""
+    return sorted(rejected, key=lambda r: (r.get("line") is None, r.get("line") or 0))
+
+
 class CorpusPapers(list):
     """`read_corpus`'s papers: a list of `Paper` that holds each one's line in the input file (`lines`, kept by
     slicing), so that `encode_corpus` names the line of a paper it rejects as `read_corpus` names its own."""

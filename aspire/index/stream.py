@@ -45,7 +45,14 @@ import numpy as np
 
 from aspire.index.ann import add_vectors, new_faiss, nonfinite_rows, train_faiss, train_rows
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
-from aspire.index.corpus import WHOLE_FILE, first_occurrences, index_paper_records, paper_rows, read_shard_meta
+from aspire.index.corpus import (
+    WHOLE_FILE,
+    first_occurrences,
+    in_line_order,
+    index_paper_records,
+    paper_rows,
+    read_shard_meta,
+)
 from aspire.index.disk import SHARD_META, index_lock
 from aspire.index.lexical import papers_bm25
 from aspire.index.store import (
@@ -192,7 +199,7 @@ def plan_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[li
                          "hold: a damaged shard; encode it again")
     meta = {**metas[0], "num_shards": n_shards, "missing_shards": missing, "dim": dims.pop() if dims else 0,
             "whole": bool(with_whole)}
-    return plans, meta, rejected + duplicates
+    return plans, meta, in_line_order(rejected + duplicates)  # shard 0 holds every record the reader rejected
 
 
 def shard_names(paths: Iterable[Path], shown: int = 3) -> str:
