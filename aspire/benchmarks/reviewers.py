@@ -219,9 +219,10 @@ def reviewer_loss(rated: list[tuple[str, float]], predicted: Mapping[str, float]
         truth = e1 - e2
         diff = float(predicted[p1]) - float(predicted[p2])
         top += abs(truth)
-        if diff * truth == 0:
+        # signs, not the product: diff * truth underflows to 0 for subnormal differences (5e-324 * 0.5), a tie
+        if diff == 0 or truth == 0:
             loss += abs(truth) / 2
-        elif diff * truth < 0:
+        elif (diff < 0) != (truth < 0):
             loss += abs(truth)
     return loss, top, skipped
 
@@ -277,6 +278,13 @@ def left_out(counts: dict) -> str:
             f"{'draw' if len(partial) == 1 else 'draws'} " + "; ".join(f"{d} ({_some(r)})" for d, r in partial.items()))
 
 
+def _finite_float(value: int | float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:
     """A `{reviewer: {paper: similarity}}` JSON file (reviewer ids with or without a leading `~`; one reviewer
     under both spellings is a ValueError)."""
@@ -289,8 +297,9 @@ def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:
         if not isinstance(scores, dict):
             raise ValueError(f"{path}: reviewer {reviewer}: expected {{paper: similarity}}")
         for paper, value in scores.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"{path}: reviewer {reviewer} paper {paper}: similarity {value!r} is not a finite "
+            # an integer past float's range (10**400) is no finite similarity either: math.isfinite raised OverflowError
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite_float(value):
+                raise ValueError(f"{path}: reviewer {reviewer} paper {paper}: similarity {value!r:.40} is not a finite "
                                  "number")
         key = reviewer.lstrip("~")
         if key in out:

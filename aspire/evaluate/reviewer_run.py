@@ -44,7 +44,7 @@ from aspire.benchmarks.runs import invocation
 from aspire.benchmarks.stats import table_row
 from aspire.data.papers import Paper
 from aspire.evaluate.encode import encode_papers
-from aspire.evaluate.options import ENCODE_OPTIONS, SCORERS, EvalOptions, Stages, check_encode_options
+from aspire.evaluate.options import ENCODE_OPTIONS, ENCODINGS, SCORERS, EvalOptions, Stages, check_encode_options
 from aspire.evaluate.rank import get_eval_scorer, run_record
 from aspire.io import write_json
 from aspire.scoring.chunked import score_chunked
@@ -206,11 +206,41 @@ def fuse_predictions(preds: Sequence[Sequence[Mapping]], weights: Sequence[float
     return fused
 
 
+def scorer_kwargs(scorers: Sequence[str], scorer_options: Mapping) -> dict[str, dict]:
+    """`{scorer: the scorer options it takes}`: fused scorers share the options, and each is built with those its
+    class's signature names (`--scorer minl2,ot --eps 0.1`: `eps` for `ot`; minl2, built with it, once failed with a
+    TypeError after the model had loaded). ValueError naming an option no scorer of the run takes, or a bad value
+    (each scorer is built once with its options here, before any model loads)."""
+    import inspect
+
+    from aspire.scoring.scorers import SCORERS as CLASSES
+
+    taken: dict[str, dict] = {}
+    for name in scorers:
+        if name == "abstract":  # VectorCosine: no options
+            taken[name] = {}
+            continue
+        init = CLASSES[name].__init__
+        own = init is not torch.nn.Module.__init__  # minl2 defines none: it takes no option
+        params = list(inspect.signature(init).parameters.values())[1:] if own else []
+        names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        taken[name] = {k: v for k, v in scorer_options.items() if k in names}
+    unread = sorted(set(scorer_options) - {key for kw in taken.values() for key in kw})
+    if unread:
+        raise ValueError(f"scorer options {({k: scorer_options[k] for k in unread})} are read by no scorer of {list(scorers)}"
+                         + (" (scorer 'abstract' takes none)" if "abstract" in scorers else ""))
+    for name, kw in taken.items():
+        if kw:
+            get_eval_scorer(name, **kw)  # the values together
+    return taken
+
+
 def check_reviewer_options(scorers: Sequence[str], options: EvalOptions) -> dict[str, str]:
     """`{scorer: the encoding it runs with}` (the abstract scorer: its own encoding, or the contextual pass's
     whole-abstract vector); ValueError naming what `options` give that no scorer of the run reads: encode options
     of an encoding no scorer uses (`max_length` with a contextual `minl2` only: once recorded, never applied),
-    scorer options with only the `abstract` scorer, or a facet option (the reviewer set has no facets)."""
+    scorer options no scorer of the run takes (`scorer_kwargs`), or a facet option (the reviewer set has no
+    facets); and an unknown encoding."""
     for what, value, default in (("query text", options.query_text, "abstract"),
                                  ("candidate sentences", options.cand_sentences, "all")):
         if value != default:
@@ -218,6 +248,8 @@ def check_reviewer_options(scorers: Sequence[str], options: EvalOptions) -> dict
     if options.facet_code not in ("auto", "none"):
         raise ValueError(f"facet code {options.facet_code!r} chooses the code of a facet's queries; the reviewer set "
                          "has no facets")
+    if options.encoding not in ENCODINGS:  # a sentence scorer's typo once failed only at encoding, the model loaded
+        raise ValueError(f"unknown encoding {options.encoding!r}; valid: {list(ENCODINGS)}")
     encodings = {}
     for name in scorers:
         if name not in SCORERS:
@@ -226,9 +258,7 @@ def check_reviewer_options(scorers: Sequence[str], options: EvalOptions) -> dict
         if name != "abstract" and options.encoding in ("abstract", "pass"):  # as `EvalOptions.checked` refuses it
             raise ValueError(f"encoding {options.encoding!r} only goes with scorer 'abstract', not {name!r}")
         encodings[name] = checked.encoding if checked is not None else options.encoding
-    if options.scorer_options and all(name == "abstract" for name in scorers):
-        raise ValueError(f"scorer options {dict(options.scorer_options)} are read by no scorer of {list(scorers)} "
-                         "(scorer 'abstract' takes none)")
+    scorer_kwargs(scorers, options.scorer_options)
     used = set(encodings.values())
     read = {key for enc in used for key in ENCODE_OPTIONS.get(enc, ())}
     unread = sorted(set(options.encode_options) - read)
@@ -256,6 +286,7 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
     if weights is not None and len(weights) != len(scorers):
         raise ValueError(f"{len(weights)} weights for {len(scorers)} scorers")
     encodings = check_reviewer_options(scorers, options) if model is not None else {}
+    kwargs = scorer_kwargs(scorers, options.scorer_options) if model is not None else {}
     device, alpha = options.device, stages.alpha
     papers, counts = reviewer_papers(rset)
     known = {p.paper_id for p in papers}
@@ -270,7 +301,7 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
             encoder.to(device)
         runs, batches, encoded = [], {}, []
         for name in scorers:
-            scorer = get_eval_scorer(name, **({} if name == "abstract" else options.scorer_options))
+            scorer = get_eval_scorer(name, **kwargs[name])
             enc = encodings[name]
             if enc not in batches:
                 opts = {k: v for k, v in options.encode_options.items() if k in ENCODE_OPTIONS.get(enc, ())}
