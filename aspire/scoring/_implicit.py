@@ -49,14 +49,19 @@ def _pinv_solve(S: Tensor, rhs: Tensor, scale: Tensor) -> Tensor:
     whose entries lie near the underflow range (a plan's blocks joined by exp(-100), subnormal or ~1e-37
     couplings), and entries that small move no eigenvalue by more than M eps^2 scale, far below both the
     threshold and the rounding of S's own diagonal (~eps * scale: a difference of terms of size max(b)).
+    A problem whose S is not finite (a non-finite cost between real sentences makes its plan NaN) gets a NaN
+    solution, and the others their own: `eigh` raises on a NaN or inf matrix, which failed the whole batch's
+    backward where the taped iterations give that problem NaN gradients.
     """
     eps = torch.finfo(S.dtype).eps
+    finite = torch.isfinite(S).flatten(1).all(1)  # (B,)
+    S = torch.where(finite[:, None, None], S, 0.0)
     S = torch.where(S.abs() < (eps * eps) * scale[:, :, None], 0.0, S)
     lam, vec = torch.linalg.eigh(S)  # (B, M), (B, M, M)
     keep = lam > _PINV_RTOL[S.dtype] * scale
     inv_lam = torch.where(keep, 1.0 / torch.where(keep, lam, 1.0), 0.0)
     proj = torch.bmm(vec.transpose(1, 2), rhs[:, :, None])[:, :, 0]  # (B, M)
-    return torch.bmm(vec, (inv_lam * proj)[:, :, None])[:, :, 0]
+    return torch.where(finite[:, None], torch.bmm(vec, (inv_lam * proj)[:, :, None])[:, :, 0], math.nan)
 
 
 class _ImplicitPlan(torch.autograd.Function):
