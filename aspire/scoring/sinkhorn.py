@@ -92,7 +92,8 @@ class SinkhornResult:
         plan: (B, N, M) transport plan; padded rows/columns are zero.
         value: (B,) transport cost `<cost, plan>` (a distance when the cost is one).
         f: (B, N) dual potential of the rows (geomloss convention, see module docstring); 0 on padding.
-        g: (B, M) dual potential of the columns; 0 on padding.
+        g: (B, M) dual potential of the columns; 0 on padding. Both carry gradients with `grad="autograd"` only;
+            with `grad="implicit"` they are detached (the implicit backward differentiates `plan` and `value`).
         err: (B,) L1 marginal error of `plan`: `|plan 1 - a|_1 + |plan^T 1 - b|_1` (for a float16 / bfloat16
             problem, that of its float32 plan before the cast; see `sinkhorn`).
         n_iter: (B,) long, iterations used per problem: Sinkhorn iterations (one row and one
