@@ -9,7 +9,7 @@ requires of a server, with the GET's status and headers and no body):
     GET  /api/papers?q=&limit=&offset=   papers whose id starts with q or whose title holds its words, a page at a time
     GET  /api/paper?id=               one paper's sentences with facet labels
     POST /api/search                  JSON `SearchBody` (aspire.serve.requests) -> ranked, explained hits
-    POST /api/reload                  open the index's live generation now if it is not the one served
+    POST /api/reload                  open the index's live generation now if it is not the one served (no body)
 
 Every answer of the app carries `X-Aspire-Generation` (the name of the index generation it was answered from;
 JSON answers also say it as `generation`), `X-Aspire-Generation-Digest` (the digest of that generation's manifest,
@@ -20,9 +20,10 @@ alone.
 Bounds: a request target of at most MAX_TARGET bytes (414; an absolute-form one, `http://host/path`, is taken as
 its path), headers of at most MAX_HEADERS bytes (431), no Transfer-Encoding beside a Content-Length or in an
 HTTP/1.0 request (400, the connection closed), query strings of at most MAX_QUERY_FIELDS fields of UTF-8 text,
-no repeated fields, none on the routes that take no parameters (/api/info, /api/search, /api/reload); a POST
+no repeated fields, none on the routes that take no parameters (/api/info, /api/search, /api/reload); a search's
 body needs a Content-Length (411), at most MAX_BODY bytes (413), JSON (415), complete within `body_timeout`
-seconds (408) and not cut short by the client (400). Unexpected failures are logged with their
+seconds (408) and not cut short by the client (400); POST /api/reload takes no body (400 for a Content-Length
+other than 0 or a Transfer-Encoding). Unexpected failures are logged with their
 traceback (the only tracebacks the server logs) and answered 500.
 """
 
@@ -91,8 +92,9 @@ def query_args(request: Request, takes: bool = True) -> dict[str, str]:
     try:  # bytes that are not UTF-8 become surrogates here, refused below (once silently "\ufffd")
         fields = parse_qs(request.scope["query_string"].decode("utf-8", "surrogateescape"), keep_blank_values=True,
                           max_num_fields=MAX_QUERY_FIELDS, errors="surrogateescape")
-    except ValueError as exc:
-        raise RequestError(400, f"bad query string: {exc}") from None
+    except ValueError:  # parse_qs's one refusal here (once said as "bad query string: Max number of fields exceeded")
+        raise RequestError(400, f"bad query string: more than {MAX_QUERY_FIELDS} fields (at most {MAX_QUERY_FIELDS}; "
+                                "each '&' starts one)") from None
     for name, values in fields.items():
         if SURROGATE.search(name + "".join(values)):
             raise RequestError(400, f"query parameter {_printable(name)} is not UTF-8 text")
@@ -141,6 +143,17 @@ async def read_json(request: Request, timeout: float):
     if len(body) != size:
         raise RequestError(400, f"body ended after {len(body)} of {size} bytes")
     return parse_json(bytes(body))
+
+
+def no_body(request: Request) -> None:
+    """Refuse a body on a POST that takes none (/api/reload): RequestError(400) for a Content-Length other than 0 or
+    a Transfer-Encoding (once read by nothing: `{"generation": "gen-000001"}` or 20 KB of anything was answered 200)."""
+    length = request.headers.get("content-length")
+    if length is not None and not _LENGTH.fullmatch(length):
+        raise RequestError(400, "Content-Length must be a non-negative integer of ASCII digits")
+    if "transfer-encoding" in request.headers or (length is not None and int(length) != 0):
+        raise RequestError(400, f"{request.url.path} takes no body: send the POST without one "
+                                "(Content-Length: 0, or no Content-Length)")
 
 
 def generation_headers(service) -> list[tuple[bytes, bytes]]:
@@ -200,6 +213,7 @@ def create_app(holder: ServiceHolder, body_timeout: float = BODY_TIMEOUT) -> Fas
     @app.post("/api/reload")
     async def reload(request: Request) -> Response:
         query_args(request, takes=False)
+        no_body(request)
         result, request.scope[GENERATION] = await run_in_threadpool(holder.reload_service)
         if result["error"]:
             return error_response(503, f"could not open the index's live generation ({result['error']}); "

@@ -132,6 +132,9 @@ def check_overrides(overrides: Sequence[str] | str) -> None:
     time (`cross_encoder: true`), never from the config (`search.cross_encoder=true` was taken and read by nothing)."""
     bounds = {"k": MAX_K, "shortlist": MAX_SHORTLIST}
     given = [o.removeprefix("search.") for o in ([overrides] if isinstance(overrides, str) else overrides)]
+    # read as `Searcher.open` reads them: its config loader drops a leading "--" (`--k=100` once passed unchecked,
+    # served as k=50 without a word; `--cross_encoder=true` was taken)
+    given = [o[2:] if o.startswith("--") else o for o in given]
     cross = [o for o in given if o.split("=", 1)[0].strip() == "cross_encoder"]
     if cross:
         raise ValueError(f"search.{cross[0]}: the page's searches turn the cross-encoder stage on one request at a "
