@@ -44,10 +44,16 @@ def checkpoint_name(step: int) -> str:
     return f"checkpoint-{step:06d}"
 
 
-def _fsync_tree(path: Path) -> None:
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        with open(file, "rb") as handle:
-            os.fsync(handle.fileno())
+def _checkpoint_step(name: str) -> int | None:
+    """The step of a checkpoint folder's name (`checkpoint_name(step)`), None for any other name."""
+    digits = name[len("checkpoint-"):]
+    if name.startswith("checkpoint-") and digits.isascii() and digits.isdigit() and checkpoint_name(int(digits)) == name:
+        return int(digits)
+    return None
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make the entries of folder `path` (its files' names, renames into it) durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -55,9 +61,21 @@ def _fsync_tree(path: Path) -> None:
         os.close(fd)
 
 
+def _fsync_tree(path: Path) -> None:
+    """fsync every file under `path`, then every folder, the deepest first (`model/`'s entries too, not only the top's)."""
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        with open(file, "rb") as handle:
+            os.fsync(handle.fileno())
+    for folder in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        _fsync_dir(folder)
+    _fsync_dir(path)
+
+
 def write_pointer(out_dir: Path, name: str, record: dict) -> None:
-    """Write `out_dir/name` (a small JSON file) atomically."""
+    """Write `out_dir/name` (a small JSON file) atomically, its rename made durable before this returns (`best` is
+    on disk before `latest` moves)."""
     write_text(out_dir / name, json.dumps(record) + "\n", fsync=True)
+    _fsync_dir(out_dir)
 
 
 def read_pointer(out_dir: str | Path, name: str = LATEST) -> dict | None:
@@ -131,6 +149,7 @@ def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Pa
             shutil.rmtree(aside)
         os.replace(final, aside)
     os.replace(tmp, final)
+    _fsync_dir(out_dir)  # the rename on disk before a pointer names it: a power cut leaves no pointer to nothing
     if aside.exists():
         shutil.rmtree(aside)
     if best is not None:
@@ -184,11 +203,13 @@ def clean_temp(out_dir: str | Path) -> None:
 
 
 def prune_checkpoints(out_dir: str | Path, keep: int) -> None:
-    """Keep the newest `keep` checkpoints plus the ones `latest` and `best` point at."""
+    """Keep the newest `keep` checkpoints plus the ones `latest` and `best` point at. Only folders named as
+    `checkpoint_name` names them count and are removed: another folder (`checkpoint-000120-copy`) is left alone."""
     out_dir = Path(out_dir)
     protected = {rec["checkpoint"] for rec in (read_pointer(out_dir, LATEST), read_pointer(out_dir, BEST)) if rec}
     # in step order: by name alone checkpoint-1000000 came before checkpoint-999999 and was pruned as the oldest
-    ckpts = sorted((p.name for p in out_dir.glob("checkpoint-*") if p.is_dir()), key=lambda name: (len(name), name))
+    ckpts = sorted((p.name for p in out_dir.glob("checkpoint-*") if p.is_dir() and _checkpoint_step(p.name) is not None),
+                   key=_checkpoint_step)
     for name in ckpts[: max(len(ckpts) - keep, 0)]:
         if name not in protected:
             shutil.rmtree(out_dir / name)
