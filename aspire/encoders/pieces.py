@@ -45,7 +45,11 @@ def unseen_sentences(paper_ids: Sequence[str], n_sentences: Sequence[int], sent_
 def raise_if_unseen(paper_ids: Sequence[str], sentences: Sequence[Sequence[str]], unseen: Sequence[list[int]],
                     titled: Sequence[bool] | None = None) -> None:
     """Refuse the first paper with a sentence that gets no word piece, naming it and the sentence;
-    `titled` (one a paper): whether its sentence 0 is its title, which the message then says."""
+    `titled` (one a paper): whether its sentence 0 is its title, which the message then says. Counts that differ
+    from the papers' are a ValueError (zipped, the papers past the shortest were let through unchecked)."""
+    counts = {"sentences": len(sentences), "unseen": len(unseen), **({} if titled is None else {"titled": len(titled)})}
+    if any(n != len(paper_ids) for n in counts.values()):
+        raise ValueError(f"raise_if_unseen: {len(paper_ids)} papers, but {counts} (one entry a paper)")
     for b, (pid, sents, empty) in enumerate(zip(paper_ids, sentences, unseen)):
         if empty:
             title = " (sentence 0 is the paper's title)" if titled is not None and titled[b] and empty[0] == 0 else ""
