@@ -60,8 +60,9 @@ def _paper_record(paper_id: str, title: str, abstract: list[str]) -> dict:
 # ---- stage 1a: ingest records -------------------------------------------------------------------
 def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
     """Raise `DataError("FILE:LINE: ...")` if a co-citation record lacks a key, has a wrongly typed field, holds
-    text that is not Unicode (a lone surrogate), or names a cited paper the later stages would refuse: an id with
-    '|' or whitespace, an abstract sentence with no visible character."""
+    text that is not Unicode (a lone surrogate), has a citing paper id that is no paper id (`paper_id_problem`:
+    whitespace in it, as for a cited id, so ' P1' is never taken for another paper than 'P1'), or names a cited paper
+    the later stages would refuse: an id with '|' or whitespace, an abstract sentence with no visible character."""
     require(rec, ("citing_paper_id", "context", "cited"), path, lineno)
     def bad(message: str) -> DataError:
         return DataError(f"{path}:{lineno}: {message}")
@@ -78,6 +79,9 @@ def _check_record(rec: dict, path: str | Path, lineno: int) -> None:
     for key in ("citing_paper_id", "context", "source"):
         if SURROGATE.search(rec.get(key, "")):  # not Unicode text: no output file could hold it
             raise bad(f"{key} " + invisible_text_reason(rec[key]))
+    problem = paper_id_problem(rec["citing_paper_id"])  # a cited id's rule: ' P1' citing 'P1' is no self-citation
+    if problem:
+        raise bad("citing_" + problem)
     if not isinstance(rec["cited"], list):
         raise bad(f"cited must be a list of papers, got {type_name(rec['cited'])}")
     for i, cited in enumerate(rec["cited"]):

@@ -253,9 +253,10 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
 
     The contexts of a pair are all contexts of the split whose co-cited set holds both papers.
     Negatives are drawn from the split's papers (`negatives_from="split"`) or all papers, never a
-    paper co-cited with either paper of the pair in any set of the split (a paper cited in one
+    paper co-cited with either paper of the pair in any set of either split (a paper cited in one
     sentence with the query is its positive in another example: as a negative it would be a false
-    one, and both directions of a pair share its negatives), with a generator seeded by
+    one, and both directions of a pair share its negatives; a paper in both splits can be a train
+    paper's partner in a dev set, or the reverse, whichever the pool), with a generator seeded by
     `(seed, pair)`: the same pair gets the same negatives whatever the input order. A pair with too
     few candidates is dropped and counted. `abstracts.jsonl` keeps every paper an example names: its
     pair, its negatives and the papers of its `set_ids` (training reads them as the anchor's members).
@@ -270,13 +271,13 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
     all_papers = sorted(known)
     report: dict[str, Any] = {"stage": "examples", "input": str(in_dir), "config": to_dict(cfg)}
     named: set[str] = set()
-    by_split: dict[str, tuple[dict[tuple[str, str], dict], set[str], dict[str, set[str]]]] = {}
+    by_split: dict[str, tuple[dict[tuple[str, str], dict], set[str]]] = {}
+    sets: list[list[str]] = []  # of both splits: a known partner is never a negative, whichever split knows it
     pair_at: dict[tuple[str, str], tuple[str, str]] = {}  # pair -> (split, "FILE:LINE") where first met
     for split in SPLITS:  # both splits are read, and checked, before anything is written
         path = in_dir / f"groups.{split}.jsonl"
         pairs: dict[tuple[str, str], dict] = {}
         split_papers: set[str] = set()
-        sets: list[list[str]] = []
         for lineno, group in _iter_groups(path):
             missing = [pid for pid in group["paper_ids"] if pid not in known]
             if missing:
@@ -295,8 +296,9 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
                 entry["set_ids"].append(group["set_id"])
                 for key in ("context_ids", "contexts", "contexts_clean"):
                     entry[key].extend(group[key])
-        by_split[split] = pairs, split_papers, cocited_partners(sets)  # paper -> every paper of a set with it
-    for split, (pairs, split_papers, partners) in by_split.items():
+        by_split[split] = pairs, split_papers
+    partners = cocited_partners(sets)  # paper -> every paper of a set of either split with it
+    for split, (pairs, split_papers) in by_split.items():
         pool = sorted(split_papers) if cfg.negatives_from == "split" else all_papers
         pool_set = frozenset(pool)
         counts: Counter = Counter()
