@@ -5,8 +5,8 @@ two processes write at once.
   starts (`DiskFullError`, saying how much is needed and how much is free). `on_disk_full(folder, what,
   needed)` wraps a write whose size is not known exactly: an exception that means the disk filled up
   (errno ENOSPC or EDQUOT anywhere in its chain, a library's message saying so, such as faiss' or
-  safetensors', or a write that failed with under `NEARLY_FULL` bytes left, which is how numpy's and
-  torch's writers report it) becomes one `DiskFullError` naming the folder; other exceptions pass
+  safetensors', or a write that failed saying no more, with no errno, with under `NEARLY_FULL` bytes left, which is
+  how numpy's and torch's writers report it) becomes one `DiskFullError` naming the folder; other exceptions pass
   unchanged. Callers remove their temporary files on the way out, so the previous version stays.
 - **Cache files are never trusted.** `write_record(path)` records a cache file's size and SHA-256
   beside it (`PATH.sha256`, JSON), after the file itself is in place; `check_record(path)` says why the
@@ -26,6 +26,7 @@ two processes write at once.
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import shutil
@@ -80,15 +81,20 @@ def check_free_space(folder: str | Path, needed: int, what: str) -> None:
 
 
 def is_disk_full(err: BaseException, folder: str | Path) -> bool:
-    """Whether `err` (or an exception it was raised from) says the disk holding `folder` filled up."""
-    seen = err
-    while seen is not None:
+    """Whether `err` (or an exception it was raised from) says the disk holding `folder` filled up: errno ENOSPC or
+    EDQUOT, a message saying so, or an OSError without an errno or a RuntimeError (a write that fell short) with under
+    `NEARLY_FULL` bytes free; an OSError with another errno (EACCES, ENOENT, ...) says what failed and is not."""
+    seen, walked = err, set()
+    while seen is not None and id(seen) not in walked:  # a chain may loop (`raise a from b` while handling b from a)
+        walked.add(id(seen))
         if isinstance(seen, OSError) and seen.errno in _FULL_ERRNOS:
             return True
         if any(text in str(seen).lower() for text in _FULL_TEXTS):
             return True
         seen = seen.__cause__ or seen.__context__
     if not isinstance(err, (OSError, RuntimeError)):
+        return False
+    if isinstance(err, OSError) and err.errno is not None:  # it says what failed (EACCES, ENOENT, ...): not the space
         return False
     try:  # numpy and torch say only that a write fell short: ask the disk
         return free_bytes(folder) < NEARLY_FULL
@@ -180,14 +186,19 @@ def is_empty_folder(path: str | os.PathLike) -> bool:
 
 def check_replaceable(path: str | Path, marker: str, kind: str) -> None:
     """FileExistsError unless `path` is absent, an empty folder, or a folder holding `marker` (an earlier `kind`
-    written there, which the caller may replace). Nothing is removed here."""
+    written there, which the caller may replace), saying why: a symbolic link (even to such a folder), a file, or a
+    folder without `marker`. Nothing is removed here."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return
-    if path.is_dir() and not path.is_symlink() and ((path / marker).is_file() or is_empty_folder(path)):
+    if path.is_symlink():  # refused whatever it links to: the reason is the link, not what is (or is not) in it
+        raise FileExistsError(f"{path} is a symbolic link (to {os.readlink(path)}); it is left as it is: a folder that "
+                              "is replaced may not be a link: give the folder itself, or a new or empty folder")
+    if path.is_dir() and ((path / marker).is_file() or is_empty_folder(path)):
         return
-    raise FileExistsError(f"{path} exists and is not {kind} (no {marker} in it); it is left as it is: choose a new "
-                          "or empty folder")
+    why = ("it is a file, not a folder" if not path.is_dir() else
+           f"its {marker} is not a file" if (path / marker).exists() else f"no {marker} in it")
+    raise FileExistsError(f"{path} exists and is not {kind} ({why}); it is left as it is: choose a new or empty folder")
 
 
 # ---- one writer per folder -----------------------------------------------------------------------------
@@ -212,9 +223,11 @@ def lock_holder(folder: str | Path) -> str:
 
 
 def _running(pid: int) -> bool:
+    if pid <= 0:  # no process's id (0 and -1 would ask about a whole group, or every process)
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # OverflowError: past any pid, a damaged record
         return False
     except PermissionError:
         return True
@@ -231,11 +244,23 @@ def _remove_if_only_lock(folder: Path) -> None:
         pass
 
 
+def _remove_empty_parents(made: list[Path]) -> None:
+    """Remove the parents `folder_lock` made for its folder (`made[1:]`, innermost first) once the folder is gone,
+    each only while it is empty."""
+    if made[0].exists():
+        return
+    for parent in made[1:]:
+        try:
+            parent.rmdir()
+        except OSError:  # something was written there meanwhile: it stays, and so do the folders above it
+            return
+
+
 @contextmanager
 def folder_lock(folder: str | Path, locked_error: Callable[[str], OSError], advice: str,
                 activity: str = "in use") -> Iterator[Path]:
-    """Hold `folder/.lock` (the folder is created if needed, and removed again when the command leaves nothing
-    but the lock in it), re-entrant within a process.
+    """Hold `folder/.lock` (the folder, and any parent it lacks, is created if needed, and removed again when the
+    command leaves nothing but the lock in it), re-entrant within a process.
 
     Raises `locked_error(message)` at once (no waiting) when another process holds it; the message says
     "FOLDER is <activity> by another process (<the holder, `lock_holder`>; ...)" and ends with `advice`.
@@ -243,7 +268,8 @@ def folder_lock(folder: str | Path, locked_error: Callable[[str], OSError], advi
     from filelock import FileLock, Timeout  # imported here: most commands never lock a folder
 
     folder = Path(folder)
-    created = not folder.exists()
+    made = list(itertools.takewhile(lambda p: not p.exists(), (folder, *folder.parents)))  # folder, then parents
+    created = bool(made)
     folder.mkdir(parents=True, exist_ok=True)
     lock = FileLock(folder / LOCK_FILE, timeout=0, is_singleton=True)
     try:
@@ -262,3 +288,4 @@ def folder_lock(folder: str | Path, locked_error: Callable[[str], OSError], advi
         lock.release()
         if created and lock.lock_counter == 0:  # a folder made for a command that wrote nothing (it was refused)
             _remove_if_only_lock(folder)
+            _remove_empty_parents(made)

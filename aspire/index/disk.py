@@ -78,10 +78,14 @@ def index_lock(root: str | Path) -> Iterator[Path]:
 
 
 def live_generation(root: Path) -> str | None:
-    """The live generation's name from `root/CURRENT` (None when there is no pointer), confined to `root`."""
+    """The live generation's name from `root/CURRENT` (None when there is no pointer), confined to `root`;
+    IndexFormatError when CURRENT is there but is no file (a folder, a link to nothing)."""
     current = root / "CURRENT"
-    if not current.is_file():
+    if not current.exists() and not current.is_symlink():
         return None
+    if not current.is_file():
+        what = "a folder" if current.is_dir() else "a link to nothing" if not current.exists() else "not a plain file"
+        raise IndexFormatError(f"{current} is {what}, not the file naming the live generation (gen-NNNNNN)")
     name = current.read_text(encoding="utf-8", errors="replace").strip()
     if not GENERATION.match(name):
         raise IndexFormatError(f"{current} names {name[:80]!r}, not a generation of this index (gen-NNNNNN)")
