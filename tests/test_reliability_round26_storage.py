@@ -265,3 +265,17 @@ def test_only_an_index_own_leftovers_are_cleared(tmp_path):
     assert sorted(clear_leftovers(root, keep="gen-000002")) == sorted(
         [".CURRENT.0123456789ab.tmp", ".tmp-gen-000003-abcd1234", "gen-000001", "gen-000004"])
     assert sorted(check_index_dir(root)) == ["CURRENT", "gen-000002"] and (outside / "keepme").is_dir()
+
+
+def test_overwrite_replaces_an_index_whose_pointer_is_a_folder(tmp_path):
+    """`prepare_build_dir` with overwrite: a CURRENT that is a folder is a damaged index (refused without it) and is
+    cleared with it (unlink raised IsADirectoryError)."""
+    from aspire.index.build import prepare_build_dir
+    from aspire.index.disk import IndexExistsError
+
+    out = tmp_path / "idx"
+    (out / "CURRENT").mkdir(parents=True)
+    with pytest.raises(IndexExistsError, match="damaged"):
+        prepare_build_dir(out)
+    prepare_build_dir(out, overwrite=True)
+    assert not (out / "CURRENT").exists()

@@ -13,6 +13,7 @@ loadable) or cleans up before encoding anything.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,7 +50,11 @@ def prepare_build_dir(out: Path, overwrite: bool = False) -> list[str]:
     except IndexFormatError as err:
         if not overwrite:
             raise IndexExistsError(f"{out} holds a damaged index ({err}); use --overwrite to replace it") from None
-        (out / "CURRENT").unlink()  # replaced wholesale: the damaged generation is removed below
+        pointer = out / "CURRENT"
+        if pointer.is_dir() and not pointer.is_symlink():  # a folder in the pointer's place: unlink raised
+            shutil.rmtree(pointer)
+        else:
+            pointer.unlink()  # replaced wholesale: the damaged generation is removed below
     if live is not None and not overwrite:
         raise index_exists(out)
     return clear_leftovers(out, keep=live)
