@@ -170,7 +170,7 @@ def check(model: type[BaseModel], data: Any) -> BaseModel:
         raise RequestError(400, f"the request must be a JSON object, got {type(data).__name__}")
     unknown = sorted(set(data) - set(model.model_fields))
     if unknown:
-        raise RequestError(400, f"unknown field(s) {[_short(u) for u in unknown][:10]}; valid: "
+        raise RequestError(400, f"unknown field(s) {', '.join(_short(u) for u in unknown[:10])}; valid: "
                                 f"{', '.join(model.model_fields)}")
     try:
         return model.model_validate(data)
