@@ -180,11 +180,28 @@ class EncodedCorpus:
         """Write this corpus as a shard directory (atomically: `aspire.io.atomic_folder`, a folder beside it moved
         into place whole), replacing an earlier shard there; any other existing folder is refused
         (`storage.check_replaceable`). A write that fails (a full disk) leaves `path` as it was and no folder
-        beside it (a temporary folder was once left, and the earlier shard removed before the new one was in place)."""
+        beside it (a temporary folder was once left, and the earlier shard removed before the new one was in place).
+
+        `meta`: what else shard.json records; it must hold `model_name` and `model_fingerprint` (`SHARD_KEYS`: a shard
+        without them does not load). The format version and counts (`shard_format_version`, `n_papers`,
+        `n_sentences`, `dim`) are this corpus's: a meta holding one with another value (say a loaded shard's meta
+        saved with a subset) is refused, naming the key, as it would have replaced the true count in shard.json (the
+        same value, as a loaded shard's meta holds it, is taken)."""
         path = Path(path)
         repeat = repeated_id(self.paper_ids)
         if repeat is not None:  # else the shard was written and its papers.jsonl never read back (`load_shard`)
             raise ValueError(f"cannot save shard {path}: {repeat}")
+        counts = {"shard_format_version": SHARD_FORMAT_VERSION, "n_papers": len(self),
+                  "n_sentences": int(len(self.vectors)), "dim": self.dim}
+        clash = [f"{key} {meta[key]!r} (this corpus: {value!r})" for key, value in counts.items()
+                 if key in meta and (type(meta[key]) is not type(value) or meta[key] != value)]
+        if clash:  # `{**counts, **meta}` wrote the caller's: a shard that said 5 papers and held 3
+            raise ValueError(f"cannot save shard {path}: meta records {', '.join(clash)}; save_shard writes the "
+                             "corpus's own counts: leave them out of meta")
+        lacking = [key for key in SHARD_KEYS if key not in counts and key not in meta]
+        if lacking:  # else written, and refused by `read_shard_meta` when loaded ("a damaged shard")
+            raise ValueError(f"cannot save shard {path}: meta lacks {', '.join(map(repr, lacking))}, which every "
+                             "shard records")
         check_replaceable(path, SHARD_META, "a shard folder")
         with atomic_folder(path) as tmp:
             np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
@@ -193,21 +210,40 @@ class EncodedCorpus:
                 np.save(tmp / WHOLE_FILE, np.ascontiguousarray(self.whole, dtype=np.float32))
             write_index_papers(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
             write_jsonl(tmp / "rejected.jsonl", self.rejected)
-            info = {"shard_format_version": SHARD_FORMAT_VERSION, "n_papers": len(self),
-                    "n_sentences": int(len(self.vectors)), "dim": self.dim, **meta}
+            info = {**counts, **{key: value for key, value in meta.items() if key not in counts}}
             (tmp / SHARD_META).write_text(json.dumps(info, indent=1), encoding="utf-8")
         return path
 
     @classmethod
     def load_shard(cls, path: str | Path) -> tuple["EncodedCorpus", dict]:
-        """Read a shard directory written by `save_shard`; returns (corpus, shard metadata)."""
+        """Read a shard directory written by `save_shard`; returns (corpus, shard metadata). ValueError naming the
+        shard (and the file) for a damaged one: an array file that does not read, files that do not describe one
+        corpus (`EncodedCorpus`'s checks), or a shard.json whose `n_papers`, `n_sentences` or `dim` are not those of
+        the files (they were never compared: a shard.json saying 5 papers loaded with 3)."""
         path = Path(path)
         meta = read_shard_meta(path)
         ids, titles, sentences, labels = read_index_papers(path / "papers.jsonl")
-        whole = np.load(path / WHOLE_FILE) if (path / WHOLE_FILE).is_file() else None
-        corpus = cls(np.load(path / "vectors.npy"), np.load(path / "offsets.npy"), ids, titles, sentences,
-                     read_jsonl(path / "rejected.jsonl"), labels, whole)
+        whole = _shard_array(path, WHOLE_FILE) if (path / WHOLE_FILE).is_file() else None
+        vectors, offsets = _shard_array(path, "vectors.npy"), _shard_array(path, "offsets.npy")
+        rejected = read_jsonl(path / "rejected.jsonl")
+        try:
+            corpus = cls(vectors, offsets, ids, titles, sentences, rejected, labels, whole)
+        except ValueError as err:
+            raise ValueError(f"shard {path}: {err}: a damaged shard; encode it again") from None
+        said = {key: meta[key] for key in ("n_papers", "n_sentences", "dim")}
+        held = {"n_papers": len(corpus), "n_sentences": int(len(corpus.vectors)), "dim": corpus.dim}
+        if said != held:
+            differ = ", ".join(f"{key} {said[key]!r} (the files hold {held[key]})" for key in said if said[key] != held[key])
+            raise ValueError(f"shard {path}: {SHARD_META} records {differ}: a damaged shard; encode it again")
         return corpus, meta
+
+
+def _shard_array(path: Path, name: str) -> np.ndarray:
+    """The shard's array file `name`; ValueError naming the shard and the file when it does not read as an array."""
+    try:
+        return np.load(path / name)
+    except (OSError, ValueError, EOFError) as err:
+        raise ValueError(f"shard {path}: {name} does not read as an array ({err})") from None
 
 
 def read_shard_meta(path: Path) -> dict:
@@ -480,8 +516,14 @@ def in_line_order(rejected: Sequence[dict]) -> list[dict]:
 
 
 class CorpusPapers(list):
-    """`read_corpus`'s papers: a list of `Paper` that holds each one's line in the input file (`lines`, kept by
-    slicing), so that `encode_corpus` names the line of a paper it rejects as `read_corpus` names its own."""
+    """`read_corpus`'s papers: a list of `Paper` that holds each one's line in the input file (`lines`), so that
+    `encode_corpus` names the line of a paper it rejects as `read_corpus` names its own.
+
+    Slicing, `copy` (and `copy.copy`, `copy.deepcopy`, pickling), and the edits that move or drop papers (`sort`,
+    `reverse`, `pop`, `remove`, `del`, `clear`, `*=`) keep `lines` in step; the edits that put in papers
+    (`append`, `extend`, `insert`, `+=`, item and slice assignment) raise TypeError, as the new papers have no line
+    (they left `lines` out of step: a rejected record named another paper's line). Build a new
+    `CorpusPapers(papers, lines)`, or take `list(papers)` (no lines)."""
 
     def __init__(self, papers: Iterable[Paper] = (), lines: Iterable[int] = ()) -> None:
         super().__init__(papers)
@@ -493,6 +535,64 @@ class CorpusPapers(list):
         if isinstance(item, slice):
             return CorpusPapers(super().__getitem__(item), self.lines[item])
         return super().__getitem__(item)
+
+    def __reduce__(self):  # pickling and copying rebuild it through __init__ (list's way appends the items)
+        return CorpusPapers, (list(self), list(self.lines))
+
+    def copy(self) -> "CorpusPapers":
+        return CorpusPapers(self, self.lines)
+
+    def _no_line(self, edit: str):
+        raise TypeError(f"CorpusPapers.{edit} would put in papers without an input line (CorpusPapers keeps each "
+                        "paper's line): build a new CorpusPapers(papers, lines), or edit list(papers)")
+
+    def append(self, paper) -> None:
+        self._no_line("append")
+
+    def extend(self, papers) -> None:
+        self._no_line("extend")
+
+    def insert(self, index, paper) -> None:
+        self._no_line("insert")
+
+    def __iadd__(self, papers):
+        self._no_line("__iadd__ (+=)")
+
+    def __setitem__(self, item, value) -> None:
+        self._no_line("__setitem__ (item assignment)")
+
+    def __imul__(self, n):
+        super().__imul__(n)
+        self.lines *= n
+        return self
+
+    def __delitem__(self, item) -> None:
+        super().__delitem__(item)
+        del self.lines[item]
+
+    def pop(self, index=-1):
+        paper = super().pop(index)
+        self.lines.pop(index)
+        return paper
+
+    def remove(self, paper) -> None:
+        del self[self.index(paper)]
+
+    def clear(self) -> None:
+        super().clear()
+        self.lines.clear()
+
+    def reverse(self) -> None:
+        super().reverse()
+        self.lines.reverse()
+
+    def sort(self, *, key=None, reverse: bool = False) -> None:
+        """Sort the papers (as `list.sort`: stable, by `key(paper)`) and their lines with them."""
+        order = sorted(range(len(self)), key=(lambda i: key(list.__getitem__(self, i))) if key is not None
+                       else (lambda i: list.__getitem__(self, i)), reverse=reverse)
+        papers, lines = [list.__getitem__(self, i) for i in order], [self.lines[i] for i in order]
+        list.__setitem__(self, slice(None), papers)
+        self.lines = lines
 
 
 def read_corpus(path: str | Path, config: EncodeConfig | None = None) -> tuple[CorpusPapers, list[dict]]:

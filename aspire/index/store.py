@@ -51,6 +51,7 @@ from aspire.index.corpus import (
     EncodedCorpus,
     first_occurrences,
     gather_docbatch,
+    paper_positions,
     paper_rows,
     prefetch_rows,
     repeated_id,
@@ -362,8 +363,10 @@ class SentenceIndex:
 
     def gather(self, papers: Sequence[int] | np.ndarray, device=None, dtype: torch.dtype = torch.float32,
                texts: bool = True) -> DocBatch:
-        """The papers at positions `papers (C,)` as a DocBatch `(C, S, D)` of exact vectors; `texts`: with sentence texts."""
-        papers = np.asarray(papers, dtype=np.int64)
+        """The papers at positions `papers (C,)` as a DocBatch `(C, S, D)` of exact vectors; `texts`: with sentence texts.
+        Positions as `aspire.index.corpus.paper_positions` takes them (a negative one counts from the end); ValueError
+        for a boolean mask, non-integer or out-of-range positions (a cast read True / False as 1 / 0 and 1.7 as 1)."""
+        papers = paper_positions(papers, self.n_papers, "SentenceIndex.gather")
         sentences = [self.sentences[i] for i in papers.tolist()] if texts else ()
         return gather_docbatch(self.vectors, self.offsets, papers, [self.paper_ids[i] for i in papers.tolist()],
                                sentences, device=device, dtype=dtype, whole=self.whole)
@@ -371,8 +374,9 @@ class SentenceIndex:
     def gather_rows(self, papers: Sequence[int] | np.ndarray, device=None,
                     dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
         """The exact vectors of the papers at positions `papers (C,)`, unpadded, paper after paper:
-        (vectors (n, D), lengths (C,) long); one read of the n rows (`gather` pads them into a DocBatch)."""
-        papers = np.asarray(papers, dtype=np.int64)
+        (vectors (n, D), lengths (C,) long); one read of the n rows (`gather` pads them into a DocBatch). Positions as
+        `gather` takes them (`paper_positions`)."""
+        papers = paper_positions(papers, self.n_papers, "SentenceIndex.gather_rows")
         rows, lengths = paper_rows(self.offsets, papers)
         prefetch_rows(self.vectors, self.offsets[papers], lengths)  # a memory map: every range asked for at once
         vectors = torch.from_numpy(np.take(np.asarray(self.vectors), rows, axis=0))  # (n, D), a memory map reads only these
