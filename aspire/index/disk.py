@@ -94,10 +94,15 @@ def live_generation(root: Path) -> str | None:
 
 
 def require_live_generation(root: Path) -> str:
-    """`live_generation(root)`; IndexFormatError when `root` holds no index (no CURRENT file)."""
+    """`live_generation(root)`, the name of a generation folder that is there; IndexFormatError when `root` holds
+    no index (no CURRENT file) or CURRENT names a generation folder that is not there (the early check of
+    `index add`/`info`, `search` and `serve`, before their heavy imports)."""
     live = live_generation(root)
     if live is None:
         raise IndexFormatError(f"{root} holds no index (no CURRENT file); build one with `python -m aspire.index build`")
+    if not (root / live).is_dir():
+        raise IndexFormatError(f"{root}/CURRENT names {live}, which is not there: no folder {root / live} "
+                               "(a generation deleted by hand?)")
     return live
 
 

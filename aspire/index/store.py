@@ -504,15 +504,16 @@ class SentenceIndex:
                 bm25 = BM25Index.load(gen, [str(i) for i in range(len(ids))], manifest["bm25"].get("stopwords"))
             except (ValueError, KeyError, AttributeError) as err:
                 raise IndexFormatError(f"{gen}: the stored BM25 index does not load: {err}") from None
-        index = cls(
-            read_faiss(str(gen / "sentences.faiss")),
-            _load_array(gen, "vectors.npy", mmap),
-            _load_array(gen, "offsets.npy", False),
-            ids, titles, sentences, read_jsonl(gen / "rejected.jsonl"),
-            config, manifest["kind"], manifest["model_fingerprint"], manifest["model_name"], labels, bm25,
-            _load_array(gen, WHOLE_FILE, mmap) if WHOLE_FILE in manifest["files"] else None,
-            manifest.get("include_title"),
-        )
+        faiss_index = _load_faiss(gen, manifest["kind"])
+        vectors, offsets = _load_array(gen, "vectors.npy", mmap), _load_array(gen, "offsets.npy", False)
+        whole = _load_array(gen, WHOLE_FILE, mmap) if WHOLE_FILE in manifest["files"] else None
+        rejected = read_jsonl(gen / "rejected.jsonl")
+        try:
+            index = cls(faiss_index, vectors, offsets, ids, titles, sentences, rejected, config, manifest["kind"],
+                        manifest["model_fingerprint"], manifest["model_name"], labels, bm25, whole,
+                        manifest.get("include_title"))
+        except ValueError as err:  # files that disagree with each other: the message names them, this the generation
+            raise IndexFormatError(f"{gen}: {err}") from None
         said = {key: manifest.get(key) for key in MANIFEST_COUNTS}
         held = dict(zip(MANIFEST_COUNTS, (index.n_papers, index.n_sentences, index.dim, len(index.rejected),
                                           str(np.asarray(index.vectors[:0]).dtype))))
@@ -521,6 +522,35 @@ class SentenceIndex:
                                if said[key] != held[key])
             raise IndexFormatError(f"{gen}/manifest.json does not describe the files beside it: it records {differ}")
         return index
+
+
+def faiss_kind(index) -> str | None:
+    """The kind ("flat", "hnsw", "ivf": `resolve_kind`'s names) of the faiss L2 structure `index`, None for another
+    (an inner-product one, too: its scores would be read as L2 distances)."""
+    if index.metric_type != faiss.METRIC_L2:
+        return None
+    if faiss.try_extract_index_ivf(index) is not None:  # IVF-Flat and IVF-PQ
+        return "ivf"
+    if isinstance(index, faiss.IndexHNSW):
+        return "hnsw"
+    return "flat" if isinstance(index, faiss.IndexFlat) else None
+
+
+def _load_faiss(gen: Path, kind: str) -> faiss.Index:
+    """The generation's sentences.faiss, of the `kind` its manifest records; IndexFormatError naming the file when
+    it does not read as a faiss index (a file over 64 MiB is not checksummed at load) or holds another structure
+    (then the search would ask it with the other kind's settings, or none: e.g. HNSW at faiss's efSearch 16)."""
+    path = gen / "sentences.faiss"
+    try:
+        index = read_faiss(str(path))
+    except RuntimeError as err:  # faiss's message names no file
+        raise IndexFormatError(f"{path} does not read as a faiss index ({str(err).strip().splitlines()[-1]})") from None
+    held = faiss_kind(index)
+    if held != kind:
+        raise IndexFormatError(f"{gen}/manifest.json records a {kind!r} index and {path} holds a "
+                               f"{type(index).__name__} ({held or 'a structure an index never builds'}): the manifest "
+                               "or the file was changed")
+    return index
 
 
 def _load_array(gen: Path, name: str, mmap: bool) -> np.ndarray:
@@ -545,12 +575,13 @@ def begin_generation(root: Path) -> Path:
 def publish_generation(root: Path, tmp: Path) -> Path:
     """Make the filled generation `tmp` (from `begin_generation`, its manifest written) live: rename it
     into place, then point CURRENT at it (an atomic rename) and remove every other generation. When
-    CURRENT cannot be written (a full disk), the new generation is removed again and the old one stays live."""
+    CURRENT cannot be written (a full disk, an interrupt), the new generation is removed again and the old one stays
+    live."""
     name = tmp.name[len(".tmp-"):].rsplit("-", 1)[0]
     os.rename(tmp, root / name)
     try:
         _write_atomic(root / "CURRENT", name + "\n")
-    except Exception:
+    except BaseException:  # an interrupt too (Ctrl-C): else a whole generation stayed behind, unlive, until a next save
         if _live_generation(root) != name:
             shutil.rmtree(root / name, ignore_errors=True)
         raise
