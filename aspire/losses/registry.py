@@ -2,7 +2,8 @@
 
 Each class names its settings: SETTINGS maps a constructor argument to the key of the `loss` config section
 it reads (`matrix_loss`). A new objective is one module in this package, one line in this registry and its
-name in `aspire.losses.LOSS_KINDS` (tests/test_recipes.py checks the two agree).
+name with its keys in `aspire.losses.LOSS_KEYS`, whose names `LOSS_KINDS` is (tests/test_recipes.py checks the two
+agree).
 """
 
 from __future__ import annotations

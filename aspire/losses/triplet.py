@@ -13,7 +13,7 @@ import math
 import numbers
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from aspire.batch import DocBatch
 from aspire.scoring.distance import cross_l2_cost
@@ -103,6 +103,9 @@ def pick_one_negative(allowed: Tensor) -> tuple[Tensor, Tensor]:
         valid (B,) bool, False for anchors with no allowed candidate.
     """
     B, K = allowed.shape
+    if K == 0:  # argmax over no candidates (an empty batch's (0, 0)) was an IndexError
+        return torch.zeros(B, dtype=torch.long, device=allowed.device), torch.zeros(B, dtype=torch.bool,
+                                                                                  device=allowed.device)
     offsets = torch.arange(1, K + 1, device=allowed.device)  # (K,) 1..K, the anchor's own row last
     order = (torch.arange(B, device=allowed.device)[:, None] + offsets[None, :]) % K  # (B, K)
     rolled = allowed.gather(1, order)  # (B, K)
@@ -120,16 +123,22 @@ def aligned_sentence_dist(a: DocBatch, b: DocBatch, a_idx: Tensor, b_idx: Tensor
     Returns:
         (B,) `||a.emb[i, a_idx[i]] - b.emb[i, b_idx[i]]||_2`.
 
-    ValueError where the four lengths differ or an index is outside 0..S-1 (a -1, the data's "no aligned
-    sentence", would count from the end) or points at a padded or unselected sentence.
+    ValueError where an index is not one (B,) row (a (B, 1) one gave (B, B) distances), the four lengths differ or
+    an index is outside 0..S-1 (a -1, the data's "no aligned sentence", would count from the end) or points at a
+    padded or unselected sentence.
     """
+    if a_idx.dim() != 1 or b_idx.dim() != 1:
+        raise ValueError(f"aligned positions must be (B,), got {tuple(a_idx.shape)} and {tuple(b_idx.shape)}")
     if not len(a) == len(b) == len(a_idx) == len(b_idx):
         raise ValueError(f"aligned pairs of {len(a)} and {len(b)} papers with {len(a_idx)} and {len(b_idx)} positions")
     rows = torch.arange(len(a), device=a.emb.device)
-    a_in = (a_idx >= 0) & (a_idx < a.mask.shape[1])
-    b_in = (b_idx >= 0) & (b_idx < b.mask.shape[1])
-    a_at, b_at = a_idx.clamp(0, a.mask.shape[1] - 1), b_idx.clamp(0, b.mask.shape[1] - 1)  # read only where in range
-    if not bool((a_in & b_in & a.mask[rows, a_at] & b.mask[rows, b_at]).all()):
+    S_a, S_b = a.mask.shape[1], b.mask.shape[1]
+    a_in = (a_idx >= 0) & (a_idx < S_a)
+    b_in = (b_idx >= 0) & (b_idx < S_b)
+    # an index out of range reads an added False column (clamped into 0..S-1 it was an IndexError for S = 0)
+    a_ok = nn.functional.pad(a.mask, (0, 1))[rows, torch.where(a_in, a_idx, S_a)]
+    b_ok = nn.functional.pad(b.mask, (0, 1))[rows, torch.where(b_in, b_idx, S_b)]
+    if not bool((a_ok & b_ok).all()):
         raise ValueError("an aligned sentence index is out of range or points at a padded or unselected sentence")
     diff = a.emb[rows, a_idx] - b.emb[rows, b_idx]  # (B, D)
     return torch.linalg.vector_norm(diff, dim=-1)
