@@ -233,8 +233,9 @@ _NEVER_FINAL = re.compile(r"(?:^|[\s(\[])(?:e\.g|i\.e|cf|vs|viz|approx|resp|incl
 # Reference abbreviations: wrong to cut after them when a number, bracket or lower-case word follows.
 _REFERENCE = re.compile(r"(?:^|[\s(\[])(?:et al|al|figs?|eqs?|secs?|tab|refs?|nos?|ch|pp)\.$", re.IGNORECASE)
 _CONTINUES = re.compile(r"[0-9(\[a-z]")
-# Sentence-final punctuation, possibly followed by closing quotes or brackets.
-_TERMINAL = re.compile(r"[.!?…][\"'”’)\]}]*$")
+# Sentence-final punctuation (with its full-width and ideographic forms, which Chinese and Japanese abstracts
+# use), possibly followed by closing quotes or brackets.
+_TERMINAL = re.compile(r"[.!?…。｡．！？][\"'”’)\]}）］｝」』]*$")
 
 
 class GuardedSplitter(SentenceSplitter):
@@ -244,8 +245,9 @@ class GuardedSplitter(SentenceSplitter):
     sentence (e.g., i.e., cf., vs., viz., approx., resp., incl., w.r.t.); or ends with a reference
     abbreviation (et al., Fig., Eq., Sec., Tab., Ref., No., Ch., pp.) and the text after it starts
     with a digit, a bracket or a lower-case letter; or does not end with sentence-final punctuation
-    (. ! ? ...) optionally followed by closing quotes or brackets (this removes pySBD's cuts before
-    enumerations such as "(ii)").
+    (. ! ? ..., or the full-width and ideographic 。 ． ！ ？) optionally followed by closing quotes or
+    brackets (this removes pySBD's cuts before enumerations such as "(ii)"). "The text before it" is
+    the text before the cut less the whitespace that ends it, however long that whitespace run is.
     """
 
     def __init__(self, name: str, *bases: SentenceSplitter) -> None:
@@ -257,13 +259,18 @@ class GuardedSplitter(SentenceSplitter):
     @staticmethod
     def keep_cut(text: str, i: int) -> bool:
         """Whether a cut at offset `i` (0 < i < len(text)) survives the rules above."""
-        before = text[max(0, i - 64) : i].rstrip()
-        if _NEVER_FINAL.search(before):
+        end = i
+        while end > 0 and text[end - 1].isspace():  # the whole whitespace run, not just a window's worth
+            end -= 1
+        # The rules read the last 64 characters before the cut; searching `text` itself (pos/endpos) keeps `^`
+        # at the real start of the text, not at the window's start in the middle of a word ("canvs." is no "vs.").
+        lo = max(0, end - 64)
+        if _NEVER_FINAL.search(text, lo, end):
             return False
         after = _NON_SPACE.search(text, i)
-        if _REFERENCE.search(before) and after is not None and _CONTINUES.match(after.group()):
+        if _REFERENCE.search(text, lo, end) and after is not None and _CONTINUES.match(after.group()):
             return False
-        return _TERMINAL.search(before) is not None
+        return _TERMINAL.search(text, lo, end) is not None
 
     def starts(self, text: str) -> list[int]:
         proposed = {i for base in self.bases for i in base.starts(text) if 0 < i < len(text)}
