@@ -41,6 +41,7 @@ from aspire.train.process import (  # the process set-up steps, used by `run` an
     process_ranks,
     resolve_device,
     rng_state,
+    rng_state_problem,
     seed_everything,
     set_rng_state,
 )
@@ -171,12 +172,12 @@ class Trainer:
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
         self.best_dev = state["best_dev_loss"]
         self._saved_step = self.step  # the checkpoint resumed from: a finished run is not evaluated and saved again
-        set_rng_state(state["rng"][self.rank])
+        set_rng_state(state["rng"][self.rank], self.device)
         if state.get("window") is not None:  # (checkpoints written before it was saved: a fresh window)
             self._window = self._new_window(**state["window"][self.rank])
 
     def _state(self) -> dict:
-        mine = (rng_state(), self._window_state())
+        mine = (rng_state(self.device), self._window_state())
         ranks = [None] * self.world
         if self.world > 1:
             dist.all_gather_object(ranks, mine)
@@ -420,7 +421,8 @@ STATE_KEYS = ("optimizer", "scheduler", "step", "epoch", "position", "best_dev_l
 
 def check_state(state, path: Path, step: int) -> None:
     """ValueError naming `path` unless `state` is a trainer state (`STATE_KEYS`) of step `step`, its epoch, position
-    and world size integers (>= 0, >= 0, >= 1)."""
+    and world size integers (>= 0, >= 0, >= 1), its `rng` one RNG state per rank (`rng_state_problem`) and its
+    `window`, where saved, one dict per rank."""
     missing = [k for k in STATE_KEYS if k not in state] if isinstance(state, dict) else list(STATE_KEYS)
     if missing:
         raise ValueError(f"{path}: not a whole trainer state (no {', '.join(missing)}); resume from an earlier "
@@ -432,6 +434,27 @@ def check_state(state, path: Path, step: int) -> None:
             raise ValueError(f"{path}: the trainer state's {key} must be an integer >= {int(key == 'world_size')}, "
                              f"got {state[key]!r:.60}; resume from an earlier checkpoint by pointing `{ckpt.LATEST}` "
                              "at it")
+    ranks = state["world_size"]
+    for key in ("rng", "window"):  # read by rank when the trainer restores: damaged, a bare IndexError or KeyError
+        value = state[key]
+        if key == "window" and value is None:  # written before the window was saved
+            continue
+        if not isinstance(value, (list, tuple)) or len(value) != ranks:
+            raise ValueError(f"{path}: the trainer state's {key} must hold one entry per rank ({ranks}), got "
+                             f"{value!r:.60}; resume from an earlier checkpoint by pointing `{ckpt.LATEST}` at it")
+        for rank, entry in enumerate(value):
+            problem = rng_state_problem(entry) if key == "rng" else _window_problem(entry)
+            if problem:
+                raise ValueError(f"{path}: the trainer state's {key} of rank {rank} is damaged ({problem}); resume "
+                                 f"from an earlier checkpoint by pointing `{ckpt.LATEST}` at it")
+
+
+def _window_problem(entry) -> str | None:
+    """What is damaged in a rank's saved metrics window (`Trainer._window_state`), None: nothing."""
+    if not isinstance(entry, dict):
+        return f"not a dict but {type(entry).__name__}"
+    unknown = sorted(set(entry) - {"loss", "triples", "task_loss", "task_rows", "micro", "seconds"}, key=str)
+    return f"unknown key(s) {', '.join(repr(k) for k in unknown)}" if unknown else None
 
 
 def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str | None], DocumentModel] = build_model) -> dict:
@@ -440,9 +463,10 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
     A fresh run refuses an `out_dir` that already holds checkpoints (or an earlier run's `best`); `resume` refuses
     one without, and a damaged `latest` or `best` pointer, trainer state, checkpoint model or metrics log, naming the
     file, before anything in the folder is changed (the metrics log is trimmed to the checkpoint's step, and
-    half-written checkpoints removed, only once the model and the trainer state are loaded). A fresh model is built
-    with the global RNGs seeded by `train.seed` (its random weights, e.g. LoRA's, are the same on every rank and in
-    every run of the config), then reseeded for training.
+    half-written checkpoints removed, only once the model and the trainer state are loaded); a fresh run removes the
+    half-written checkpoints of a run killed before its first checkpoint was whole, as it replaces its metrics log. A
+    fresh model is built with the global RNGs seeded by `train.seed` (its random weights, e.g. LoRA's, are the same on
+    every rank and in every run of the config), then reseeded for training.
     """
     if (cfg.model.kind == "abs") != (cfg.data.align == "abs_align"):
         raise ValueError(f"model.kind={cfg.model.kind} with data.align={cfg.data.align}: kind `abs` and "
@@ -470,6 +494,8 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
         log.warning("%s: replacing the metrics of an earlier run into this folder that saved no checkpoint",
                     out_dir / METRICS)
         (out_dir / METRICS).unlink()
+    if not resume and rank == 0:  # one killed while writing its first: its half-written checkpoint goes too
+        ckpt.clean_temp(out_dir)
     if resume:
         ckpt.read_pointer(out_dir, ckpt.BEST)  # its checkpoint deleted: refused now, not at the first save after training
         saved_path = out_dir / record["checkpoint"] / "config.yaml"
