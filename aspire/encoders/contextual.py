@@ -320,10 +320,14 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
 
     def tokenize(self, papers: Sequence[Paper], codes: Sequence[str] | None = None) -> EncoderInputs:
         """Tokenise `title [SEP] abstract` pairs and map every word piece to its sentence; a paper with a
-        sentence that gets no word piece is refused (ValueError naming it, see `unseen_sentences`).
+        sentence that gets no word piece is refused (ValueError naming it, see `unseen_sentences`), and so is
+        no paper at all, as `encode` refuses it (a batch has no shape without one; the per-paper reports,
+        `unseen_sentences` and `truncation_report`, answer [] for none).
         `codes`: one control code a paper (a multi-task run's task codes) instead of the encoder's `code`."""
         if codes is not None and len(codes) != len(papers):
             raise ValueError(f"{len(codes)} control codes for {len(papers)} papers")
+        if not len(papers):  # transformers' own error was an IndexError from inside _encode_plus
+            raise ValueError("tokenize: no papers given")
         inputs, unseen = self._tokenize(papers, codes)
         raise_if_unseen(inputs.paper_ids, inputs.sentences, unseen, [title_is_sentence(p, self.include_title) for p in papers])
         return inputs
@@ -423,6 +427,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         float32 at least (float16 / bfloat16 hidden states are summed and counted in float32)."""
         if max_rows is not None:
             check_batch_size(max_rows, "max_rows")
+        if not inputs.n_sentences:  # max() of no sentence counts raised "max() arg is an empty sequence"
+            raise ValueError("forward: the inputs hold no paper")
         R, B, S, D = len(inputs.input_ids), len(inputs.n_sentences), max(inputs.n_sentences), self.dim
         sums, counts, whole_sums, whole_counts, out_dtype = None, None, None, None, None
         for lo in range(0, R, max_rows or R):
