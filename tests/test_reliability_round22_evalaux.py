@@ -19,6 +19,20 @@ def _write_folder(folder: pathlib.Path, qrels: dict, run: dict, results: dict | 
     return str(folder)
 
 
+def _count_results_reads(monkeypatch) -> list[str]:
+    """The paths of the results.json files read through `Path.read_text` from now on (a list that fills)."""
+    reads: list[str] = []
+    real = pathlib.Path.read_text
+
+    def counting(self, *args, **kwargs):
+        if self.name == "results.json":
+            reads.append(str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "read_text", counting)
+    return reads
+
+
 def _ap(judged: dict, ranked: list, level: int) -> float:
     """Brute-force average precision at a relevance level: relevant = grade >= level, over every relevant judged."""
     rel = [d for d, g in judged.items() if g >= level]
@@ -52,15 +66,7 @@ def test_compare_reads_each_results_json_once(tmp_path, monkeypatch):
 
     a = _write_folder(tmp_path / "a", QRELS, RUN_A, {"relevance_threshold": 2})
     b = _write_folder(tmp_path / "b", QRELS, RUN_B, {"relevance_threshold": 2})
-    reads = []
-    real = pathlib.Path.read_text
-
-    def counting(self, *args, **kwargs):
-        if self.name == "results.json":
-            reads.append(str(self))
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(pathlib.Path, "read_text", counting)
+    reads = _count_results_reads(monkeypatch)
     out = compare(a, b, metrics=["MAP"], n_perm=10)
     assert list(out) == ["MAP-l2"]
     assert sorted(reads) == sorted([str(tmp_path / "a" / "results.json"), str(tmp_path / "b" / "results.json")])

@@ -79,17 +79,21 @@ def test_an_examples_dir_without_papers_is_named_not_a_zero_division(tmp_path):
 # ---- references (these held before the fixes; they guard the samplers) ---------------------------------------
 
 def _brute_citation(groups, ids, k):
-    """Papers a paper citing the anchor also cites, never in one set with it; most shared citing papers first."""
+    """For each anchor of `ids`: the papers of `ids` that a paper citing the anchor also cites, never in one set with
+    it, most shared citing papers first (ties by id); and the partners of `ids` so left out, over all anchors.
+    (Round 24 restricted it to `ids`, for `citation_negatives` on a subset; with every paper given, as here, it is
+    the reference it was.)"""
     def citing(ctx):
         return ctx.rsplit("#", 1)[0]
 
     out, dropped = {}, 0
     for a in ids:
-        cocited = {p for g in groups if a in g["paper_ids"] for p in g["paper_ids"]}
+        cocited = {p for g in groups if a in g["paper_ids"] for p in g["paper_ids"]} | {a}
         citers = {citing(c) for g in groups if a in g["paper_ids"] for c in g["context_ids"]}
         counts, cited_all = {}, set()
         for c in citers:
             cited = {p for g in groups for cc in g["context_ids"] if citing(cc) == c for p in g["paper_ids"]}
+            cited &= set(ids)
             cited_all |= cited
             for p in cited - cocited:
                 counts[p] = counts.get(p, 0) + 1

@@ -10,6 +10,8 @@ import pathlib
 import numpy as np
 import pytest
 
+from tests.test_reliability_round22_evalaux import _count_results_reads
+
 HEADER = "query,paper_id,facet,test_fold,pool_size,title,MAP,NDCG%20,P@20,R@20,R-precision,NDCG@20"
 
 
@@ -23,19 +25,6 @@ def _csfcube_folder(folder: pathlib.Path, judged_set: str, values) -> str:
     (folder / "test-pid2pool-csfcube-x-perq.csv").write_text("\n".join(rows) + "\n")
     (folder / "results.json").write_text(json.dumps({"benchmark": "csfcube", "judged_set": judged_set}))
     return str(folder)
-
-
-def _count_results_reads(monkeypatch) -> list[str]:
-    reads: list[str] = []
-    real = pathlib.Path.read_text
-
-    def counting(self, *args, **kwargs):
-        if self.name == "results.json":
-            reads.append(str(self))
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(pathlib.Path, "read_text", counting)
-    return reads
 
 
 # ---- 1. the compare command reads each results.json once ----------------------------------------------------------
@@ -154,19 +143,25 @@ def test_compare_command_prints_probe_folders(tmp_path, capsys):
 
 # ---- 3. one reader of results.json ---------------------------------------------------------------------------------
 
-def test_fuse_runs_refuses_a_results_json_that_is_not_an_object(tmp_path):
-    """fuse-runs read a results.json holding a JSON list as recording nothing (scored at threshold 1, no word);
-    compare refused it. One reader now (`results_doc`), which refuses it for both."""
-    from aspire.evaluate.fuse import fuse_run_files
-
+def _ranked_folders(tmp_path, qrels: str, threshold) -> list:
+    """Results folders a and b of one ranked run (q1: d1, d2), judged by `qrels`, recording `threshold`."""
     folders = []
     for name in ("a", "b"):
         folder = tmp_path / name
         folder.mkdir()
         (folder / "run.trec").write_text("q1 Q0 d1 1 0.9 r\nq1 Q0 d2 2 0.5 r\n")
-        (folder / "qrels.trec").write_text("q1 0 d1 2\nq1 0 d2 0\n")
-        (folder / "results.json").write_text(json.dumps({"relevance_threshold": 2}))
+        (folder / "qrels.trec").write_text(qrels)
+        (folder / "results.json").write_text(json.dumps({"relevance_threshold": threshold}))
         folders.append(folder)
+    return folders
+
+
+def test_fuse_runs_refuses_a_results_json_that_is_not_an_object(tmp_path):
+    """fuse-runs read a results.json holding a JSON list as recording nothing (scored at threshold 1, no word);
+    compare refused it. One reader now (`results_doc`), which refuses it for both."""
+    from aspire.evaluate.fuse import fuse_run_files
+
+    folders = _ranked_folders(tmp_path, "q1 0 d1 2\nq1 0 d2 0\n", 2)
     (tmp_path / "b" / "results.json").write_text("[2]")
     with pytest.raises(ValueError, match=r"b/results\.json: the results file holds a JSON list, not an object"):
         fuse_run_files(folders, tmp_path / "out")
@@ -208,14 +203,7 @@ def test_a_bad_recorded_relevance_threshold_is_an_error(tmp_path, threshold):
     from aspire.evaluate.compare import compare
     from aspire.evaluate.fuse import fuse_run_files
 
-    folders = []
-    for name in ("a", "b"):
-        folder = tmp_path / name
-        folder.mkdir()
-        (folder / "run.trec").write_text("q1 Q0 d1 1 0.9 r\nq1 Q0 d2 2 0.5 r\n")
-        (folder / "qrels.trec").write_text("q1 0 d1 2\nq1 0 d2 1\n")
-        (folder / "results.json").write_text(json.dumps({"relevance_threshold": threshold}))
-        folders.append(folder)
+    folders = _ranked_folders(tmp_path, "q1 0 d1 2\nq1 0 d2 1\n", threshold)
     match = rf"a/results\.json: relevance_threshold must be a whole number >= 1, got {threshold!r}"
     with pytest.raises(ValueError, match=match):
         compare(str(folders[0]), str(folders[1]), n_perm=5)
@@ -229,8 +217,6 @@ def test_a_bad_recorded_relevance_threshold_is_an_error(tmp_path, threshold):
 def test_compare_reads_each_probe_results_json_once_through_the_hook(tmp_path, monkeypatch):
     """The hooks take the command's reads (`docs`): two probe folders' results.json are read once each in all, the
     comparison included (the probe hook read them again)."""
-    import pathlib
-
     from aspire.evaluate.compare import compare
 
     for name, preds in (("a", [0, 1, 1, 0, 1, 0]), ("b", [0, 1, 0, 0, 1, 1])):
@@ -239,16 +225,8 @@ def test_compare_reads_each_probe_results_json_once_through_the_hook(tmp_path, m
         doc = {"format": "venue", "model": "m", "representations": {"abstract": {
             "test_ids": [f"p{i}" for i in range(6)], "y": [0, 1, 1, 0, 1, 0], "pred": preds}}}
         (folder / "results.json").write_text(json.dumps(doc))
-    reads = []
-    real = pathlib.Path.read_text
-
-    def counted(self, *args, **kwargs):
-        if self.name == "results.json":
-            reads.append(str(self.parent))
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(pathlib.Path, "read_text", counted)
+    reads = _count_results_reads(monkeypatch)
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     out = compare(a, b, n_perm=200)
     assert out and all("delta" in v for v in out.values())
-    assert sorted(reads) == sorted([a, b])
+    assert sorted(reads) == sorted([str(tmp_path / "a" / "results.json"), str(tmp_path / "b" / "results.json")])

@@ -1,6 +1,6 @@
 """Round 24: the negative samplers (`aspire.data.negatives`): a paper id listed twice is refused by every miner
 (it made a paper its own negative and listed a negative twice), and the sampled miners against brute-force
-invariants and (coverage) a copy of the seeded reference."""
+invariants and (coverage) a reference of the seeded draws."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from aspire.data.negatives import (
     random_negatives,
 )
 from aspire.data.negatives.rank import Mined
-from aspire.data.negatives.sampled import _first_non_partners
 
 IDS = ["A", "B", "A", "C"]  # "A" twice
 GROUPS = [{"set_id": "s", "paper_ids": ["A", "B"], "context_ids": ["X#1"]},
@@ -41,23 +40,27 @@ def test_a_paper_id_listed_twice_is_refused_by_name(mine):
 
 
 def _reference_coverage(clusters, partners, paper_ids, k, seed):
-    """A copy of `coverage_negatives` as of round 24 (the seeded draws any rewrite must keep)."""
+    """`coverage_negatives` as of round 24 (the seeded draws any rewrite must keep; test_reliability_round24_negatives2
+    checks them where no cluster is -1), written out without the sampler's helpers: per anchor, the other clusters in
+    a drawn order until `k` negatives; in each, a drawn order of its members, the first one neither the anchor nor a
+    partner taken and the partners met before it (all of them when none is taken) counted as dropped."""
     clusters = np.asarray(clusters)
     labels = sorted(set(clusters.tolist()))
-    members = {c: np.flatnonzero(clusters == c) for c in labels}
     rng = np.random.default_rng(seed)
-    out, dropped = {}, 0
-    for i, pid in enumerate(paper_ids):
-        mine = partners.get(pid, set())
-        out[pid] = []
-        for c in rng.permutation([c for c in labels if c != clusters[i]]):
-            if len(out[pid]) == k:
+    negatives, dropped = {}, 0
+    for i, anchor in enumerate(paper_ids):
+        taken: list[str] = []
+        for label in rng.permutation([c for c in labels if c != clusters[i]]):
+            if len(taken) == k:
                 break
-            found, met = _first_non_partners(rng.permutation(members[c]), paper_ids, pid, mine, 1)
-            out[pid] += found
-            dropped += met
+            order = [paper_ids[j] for j in rng.permutation(np.flatnonzero(clusters == label))]
+            free = [t for t, p in enumerate(order) if p != anchor and p not in partners.get(anchor, set())]
+            stop = free[0] if free else len(order)
+            taken += order[stop : stop + 1]
+            dropped += sum(p != anchor and p in partners.get(anchor, set()) for p in order[:stop])
+        negatives[anchor] = taken
     sizes = Counter(clusters.tolist())
-    return Mined(out, {"partner": dropped}, {"clusters": len(labels), "cluster_sizes": [sizes[c] for c in labels]})
+    return Mined(negatives, {"partner": dropped}, {"clusters": len(labels), "cluster_sizes": [sizes[c] for c in labels]})
 
 
 def _random_case(rng: random.Random):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -29,32 +28,12 @@ from aspire.data.negatives import (
     read_groups,
 )
 from aspire.data.negatives.rank import Mined, as_matrix
-from aspire.data.negatives.sampled import NO_VECTOR, _first_non_partners
+from aspire.data.negatives.sampled import NO_VECTOR
 from aspire.data.papers import read_paper_map
+from tests.test_reliability_round22_negatives import _brute_citation
+from tests.test_reliability_round24_negatives import _reference_coverage as _old_coverage
 
 # ---- citation negatives: drawn from `paper_ids` only -----------------------------------------------------------
-
-
-def _brute_citation(groups, ids, k):
-    """For each anchor of `ids`: the papers of `ids` that a paper citing the anchor also cites, never in one set with
-    it, most shared citing papers first (ties by id); and the partners of `ids` so left out, over all anchors."""
-    def citing(ctx):
-        return ctx.rsplit("#", 1)[0]
-
-    out, dropped = {}, 0
-    for a in ids:
-        cocited = {p for g in groups if a in g["paper_ids"] for p in g["paper_ids"]} | {a}
-        citers = {citing(c) for g in groups if a in g["paper_ids"] for c in g["context_ids"]}
-        counts, cited_all = {}, set()
-        for c in citers:
-            cited = {p for g in groups for cc in g["context_ids"] if citing(cc) == c for p in g["paper_ids"]}
-            cited &= set(ids)
-            cited_all |= cited
-            for p in cited - cocited:
-                counts[p] = counts.get(p, 0) + 1
-        dropped += len((cited_all & cocited) - {a})
-        out[a] = sorted(counts, key=lambda p: (-counts[p], p))[:k]
-    return out, dropped
 
 
 def test_citation_negatives_of_one_paper_are_drawn_from_the_papers_given():
@@ -117,26 +96,6 @@ def _old_kmeans_clusters(vectors, n_clusters, seed):
     vecs = as_matrix(vectors)
     vecs = vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
     return KMeans(n_clusters=n_clusters, n_init=10, random_state=seed % 2**32).fit_predict(vecs)
-
-
-def _old_coverage(clusters, partners, paper_ids, k, seed):
-    """A copy of `coverage_negatives` before this round (the seeded draws it must keep without a cluster -1)."""
-    clusters = np.asarray(clusters)
-    labels = sorted(set(clusters.tolist()))
-    members = {c: np.flatnonzero(clusters == c) for c in labels}
-    rng = np.random.default_rng(seed)
-    out, dropped = {}, 0
-    for i, pid in enumerate(paper_ids):
-        mine = partners.get(pid, set())
-        out[pid] = []
-        for c in rng.permutation([c for c in labels if c != clusters[i]]):
-            if len(out[pid]) == k:
-                break
-            found, met = _first_non_partners(rng.permutation(members[c]), paper_ids, pid, mine, 1)
-            out[pid] += found
-            dropped += met
-    sizes = Counter(clusters.tolist())
-    return Mined(out, {"partner": dropped}, {"clusters": len(labels), "cluster_sizes": [sizes[c] for c in labels]})
 
 
 def _random_partners(rng: random.Random, ids):

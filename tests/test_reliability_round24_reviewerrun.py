@@ -16,20 +16,9 @@ import numpy as np
 import pytest
 from test_benchmarks import make_reviewer_set
 
+from tests.test_reliability_round22_evalaux import _count_results_reads
+
 SHARED = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "reviewer-matching"
-
-
-def _count_results_reads(monkeypatch) -> list[str]:
-    reads: list[str] = []
-    real = pathlib.Path.read_text
-
-    def counting(self, *args, **kwargs):
-        if self.name == "results.json":
-            reads.append(str(self))
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(pathlib.Path, "read_text", counting)
-    return reads
 
 
 # ---- a brute-force reviewer loss, from the files alone (OpenReview expertise format) -------------------------------

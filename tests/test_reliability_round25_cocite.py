@@ -19,15 +19,10 @@ from aspire.data import cocite
 from aspire.data.acl import HeldOut, normalise_title
 from aspire.data.cocite import FilterConfig, IngestConfig, filter_contexts, group_contexts, ingest_records
 from aspire.data.cocite.sets import cocited_partners
+from tests.test_cocite import _write_jsonl
 
 ABSTRACT = ["First sentence here.", "Second sentence here.", "Third sentence here."]
 LONG = "this context is long enough to pass every length filter"
-
-
-def _write_jsonl(path: Path, rows: list) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def _read(path: Path) -> list[dict]:

@@ -7,7 +7,6 @@ loss checked against a brute-force reimplementation on a tiny gold set in OpenRe
 
 from __future__ import annotations
 
-import csv
 import json
 from itertools import combinations
 from pathlib import Path
@@ -16,19 +15,9 @@ import numpy as np
 import pytest
 
 from aspire.benchmarks.reviewers import load_reviewer_set, read_predictions, reviewer_loss
+from tests.test_reliability_round24_reviewerrun import _brute_ratings
 
 # ---- a brute-force loss (OpenReview expertise format, read from the files alone) ---------------------------------
-
-
-def _brute_ratings(path: Path) -> dict[str, list[tuple[str, float]]]:
-    out: dict[str, list[tuple[str, float]]] = {}
-    with open(path, newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh, delimiter="\t"):
-            for i in range(1, 11):
-                paper = (row.get(f"Paper{i}") or "").strip()
-                if paper:
-                    out.setdefault(row["ParticipantID"].strip(), []).append((paper, float(row[f"Expertise{i}"])))
-    return out
 
 
 def _brute_pair_cost(e1, e2, s1, s2) -> float:

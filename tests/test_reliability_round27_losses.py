@@ -16,14 +16,11 @@ import torch
 
 import aspire.losses.registry as registry
 from aspire.batch import DocBatch
-from aspire.losses import (
-    LOSS_KEYS,
-    LOSS_KINDS,
-    MATRIX_LOSSES,
+from aspire.losses import LOSS_KEYS, LOSS_KINDS, MATRIX_LOSSES, matrix_loss
+from aspire.losses.triplet import (
     aligned_sentence_dist,
     in_batch_negative_mask,
     masked_anchor_mean,
-    matrix_loss,
     mean_pool_doc,
     pick_one_negative,
     triplet_margin_dist_loss,

@@ -8,19 +8,8 @@ import json
 
 import pytest
 
-from aspire.data.sentences import DEFAULT_SPLITTER, GuardedSplitter, SentenceSplitter, get_splitter
-
-
-class _Fixed(SentenceSplitter):
-    """A base proposing given start offsets."""
-
-    name = "fixed"
-
-    def __init__(self, starts: list[int]) -> None:
-        self._starts = starts
-
-    def starts(self, text: str) -> list[int]:
-        return self._starts
+from aspire.data.sentences import DEFAULT_SPLITTER, GuardedSplitter, get_splitter
+from tests.test_sentences import _FixedStarts as _Fixed
 
 
 def _cut_before(text: str, *heads: str) -> GuardedSplitter:
