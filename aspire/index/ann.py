@@ -1,7 +1,9 @@
 """Making, training and filling the faiss structure over all sentence vectors (L2), batch by batch.
 
 The same three steps serve an index built from vectors in RAM (`build_faiss`) and one streamed from
-shards (`aspire.index.stream`), so the two give the same faiss index for the same config and seed:
+shards (`aspire.index.stream`), so the two give the same faiss index for the same config and seed, except an
+HNSW graph: faiss inserts the rows of one `add` call level by level in a shuffled order, so its links depend on
+how the rows were split into calls (shards, `batch`), and its searches (approximate) can differ:
 
     new_faiss(config, n, d)      the empty structure `config` resolves to at n vectors: flat, HNSW, IVF(-PQ)
     train_faiss(index, sample)   IVF: coarse k-means on the sample, then (IVF-PQ) the product quantizer
@@ -108,10 +110,16 @@ def train_faiss(index: faiss.Index, sample: np.ndarray, config: IndexConfig, row
     """Train an untrained IVF index on `sample (n, D)`: coarse k-means in torch, then faiss trains the
     product quantizer (IVF-PQ) on the residuals. Flat and HNSW indexes need no training. `rows (n,)`: the row of
     the vectors each sample row was drawn from (`train_rows`), which a NaN or infinity is named by (`check_finite`);
-    None: the sample is rows 0..n-1."""
+    None: the sample is rows 0..n-1.
+
+    Few rows: the coarse k-means needs one a list (fewer: ValueError, `check_ivf_fits` says so at `new_faiss`) and,
+    unlike faiss's, says nothing below 39 a list; faiss's PQ training prints its own warning below 39 x 2^pq_nbits
+    rows and fails below 2^pq_nbits (`check_ivf_fits` refuses that first). ValueError when `sample` is not
+    (n, index.d)."""
     if index.is_trained:
         return
     sample = np.ascontiguousarray(sample, dtype=np.float32)
+    _check_shape(index, sample, "the training sample")
     check_finite(sample, "the training sample", rows=rows)
     ivf = faiss.extract_index_ivf(index)
     ivf.quantizer.add(kmeans(sample, ivf.nlist, config.seed))  # a full quantizer: faiss skips its own k-means
@@ -121,7 +129,12 @@ def train_faiss(index: faiss.Index, sample: np.ndarray, config: IndexConfig, row
 def add_vectors(index: faiss.Index, vectors: np.ndarray, batch: int = 65536) -> None:
     """Append `vectors (n, D)` (any float dtype) to a trained index, `batch` rows at a time; IVF lists
     are assigned in torch (`assign_nearest`). ValueError naming the rows when one holds NaN or infinity
-    (`check_finite`; the batches before it are added)."""
+    (`check_finite`; the batches before it are added), and, before any is added, when `vectors` is not (n, index.d)
+    or `batch` is not a positive integer."""
+    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+        # a negative batch added nothing, silently (an empty range); 0 failed in range()
+        raise ValueError(f"add_vectors: batch must be a positive integer, got {batch!r}")
+    _check_shape(index, vectors, "the vectors added")
     ivf = faiss.try_extract_index_ivf(index)
     centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist) if ivf is not None else None  # (nlist, D)
     for start in range(0, len(vectors), batch):
@@ -132,6 +145,15 @@ def add_vectors(index: faiss.Index, vectors: np.ndarray, batch: int = 65536) -> 
         else:
             lists = assign_nearest(centroids, x)
             index.add_core(len(x), faiss.swig_ptr(x), None, faiss.swig_ptr(lists))
+
+
+def _check_shape(index: faiss.Index, x: np.ndarray, what: str) -> None:
+    """ValueError unless `x`, `what`, is (n, index.d): faiss's `add_core` reads n x index.d floats whatever x's width
+    (a narrower batch into a one-list IVF index was added from memory past its end), and its wrappers assert bare."""
+    shape = np.shape(x)
+    if len(shape) != 2 or shape[1] != index.d:
+        raise ValueError(f"{what}: expected (n, {index.d}) vectors of the index's dimension {index.d}, got shape "
+                         f"{tuple(shape)}")
 
 
 def nonfinite_rows(x: np.ndarray) -> np.ndarray:
