@@ -55,6 +55,9 @@ def range_problem(value: Any, bounds: dict) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
+        kind = type(value)
+        if kind.__module__ == "numpy":  # np.int64(5) once read "must be a number, got 5"
+            return f"must be a Python int or float, got {kind.__module__}.{kind.__name__} {value!r}: convert it with int() or float()"
         return f"must be a number, got {value!r}"
     if isinstance(value, float) and not math.isfinite(value):
         return f"must be a finite number, got {value!r}"

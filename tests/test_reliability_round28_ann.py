@@ -234,3 +234,13 @@ def test_index_config_refuses_unknown_and_out_of_range_keys_by_name():
         new_faiss(IndexConfig(kind="hnsw", hnsw_m=1), 10, 4)
     with pytest.raises(ValueError, match=r"unknown index kind 'x'; valid kinds"):
         new_faiss(IndexConfig(kind="x"), 10, 4)
+
+
+@pytest.mark.parametrize("value", [np.int64(5), np.float32(0.5)])
+def test_a_numpy_number_in_a_ranged_setting_is_named_for_its_type(value):
+    """`range_problem` refuses a numpy scalar (configs are written as YAML), saying what it is; it once read "must
+    be a number, got 5"."""
+    from aspire.config import range_problem
+
+    problem = range_problem(value, {"min": 0})
+    assert problem is not None and "numpy" in problem and "int() or float()" in problem
