@@ -8,6 +8,7 @@ import functools
 import hashlib
 import importlib.metadata
 import logging
+import operator
 import os
 import random
 import re
@@ -94,14 +95,21 @@ class HeldOut:
 
     def __post_init__(self) -> None:
         for name in ("titles", "paper_ids", "abstracts"):
-            object.__setattr__(self, name, frozenset(getattr(self, name)) - {""})
+            value = getattr(self, name)
+            if isinstance(value, (str, bytes)):  # frozenset("bert") is {"b", "e", "r", "t"}: nothing a paper has
+                raise TypeError(f"HeldOut.{name} must be a collection of strings, got one {type(value).__name__} "
+                                f"{value!r}")
+            object.__setattr__(self, name, frozenset(value) - {""})
 
     @property
     def by_title_only(self) -> bool:
         return not (self.paper_ids or self.abstracts or self.containment is not None)
 
     def reason(self, paper_id: object, title: object, abstract: object) -> str | None:
-        """Why a paper is held out (the first of `REMOVED_BY` that matches), or None when it is not."""
+        """Why a paper is held out (the first of `REMOVED_BY` that matches), or None when it is not. An integer
+        `paper_id` is matched as its string, the id `paper_from_record` gives the paper."""
+        if isinstance(paper_id, int) and not isinstance(paper_id, bool):
+            paper_id = str(paper_id)
         if isinstance(title, str) and normalise_title(title) in self.titles:
             return "title"
         if isinstance(paper_id, str) and paper_id in self.paper_ids:
@@ -120,7 +128,10 @@ class HeldOut:
 
 def held_out(exclude: HeldOut | frozenset[str]) -> HeldOut:
     """`exclude` as a `HeldOut`: a set of normalised titles is titles only (what callers gave before ids and
-    abstracts were matched too)."""
+    abstracts were matched too). A string is a TypeError (its characters were taken for titles)."""
+    if isinstance(exclude, (str, bytes)):
+        raise TypeError(f"exclude must be a HeldOut or a set of normalised titles, got one {type(exclude).__name__} "
+                        f"{exclude!r}")
     return exclude if isinstance(exclude, HeldOut) else HeldOut(titles=frozenset(exclude))
 
 
@@ -174,7 +185,7 @@ def _cached_sentences(entry: object, key: str) -> list[str] | None:
 def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: int) -> tuple[list[Paper], dict]:
     """ACL Anthology papers without the `exclude`d ones (a `HeldOut`: by normalised title, paper id, abstract
     text or containment; a set of normalised titles: by title alone), read from the raw records before any sampling or
-    splitting: a sample of `max_papers` (0 = all) drawn with seed 0, the same papers for every caller, their abstracts split into sentences by the default
+    splitting: a sample of `max_papers` (0 = all; a negative or non-integer count is a ValueError) drawn with seed 0, the same papers for every caller, their abstracts split into sentences by the default
     splitter (built once), and the counts read / removed. `path` is JSONL, gzipped when it ends in `.gz`; an
     abstract that is already a list of sentences is kept as is. `stats["removed_benchmark"]` counts the papers
     removed; where `exclude` matches ids or abstracts too, `stats["removed_benchmark_by"]` splits it by the first
@@ -190,6 +201,13 @@ def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: in
     The train and dev splits of a run read the abstracts once: the result is kept in memory for the file as it
     is on disk (its path, size and modification time), so a file rewritten in place is read again. Each call
     gets its own list and stats, so a caller that reorders or edits them changes no other caller's."""
+    try:
+        if isinstance(max_papers, bool) or operator.index(max_papers) < 0:
+            raise TypeError
+    except TypeError:
+        raise ValueError(f"max_papers must be a whole number of papers, 0 or more (0 = all), got {max_papers!r}"
+                         ) from None
+    max_papers = operator.index(max_papers)
     path = Path(path)
     stat = path.stat()  # a missing file: FileNotFoundError naming it, as the reading would
     papers, stats = _read_acl(str(path), os.path.abspath(path), stat.st_size, stat.st_mtime_ns, held_out(exclude),
