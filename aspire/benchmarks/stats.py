@@ -48,11 +48,16 @@ class UnitScores:
     @classmethod
     def means(cls, values: Mapping[str, float], groups: Mapping[str, Sequence[str]] | None = None) -> "UnitScores":
         """Per-unit values; with `groups` ({name: [unit, ...]}) the figure is the mean of group means. A unit named
-        twice in one group (it would count once in the figure, twice in a plain mean of the list) or a value that is
-        not a finite number (None for an undefined metric, NaN) is a ValueError naming the group or unit."""
+        twice in one group (it would count once in the figure, twice in a plain mean of the list), a group naming no
+        unit (it has no mean: the figure would be the other groups' mean unsaid) or a value that is not a finite
+        number (None for an undefined metric, NaN) is a ValueError naming the group or unit."""
         units = sorted(values)
         if groups is None:
             groups = {"all": units}
+        else:
+            empty = [name for name, us in groups.items() if not us]
+            if empty:
+                raise ValueError(f"group {empty[0]!r} names no unit: a mean of group means needs a unit in every group")
         missing = sorted({u for us in groups.values() for u in us} - set(values))
         if missing:
             raise ValueError(f"no value for units {missing[:10]}")
@@ -98,12 +103,24 @@ class UnitScores:
         return weights
 
     def bootstrap(self, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
-        """Percentile bootstrap interval of the figure over units; `n_boot` must be >= 1 (ValueError)."""
+        """Percentile bootstrap interval of the figure over units; `n_boot` must be >= 1, `level` in (0, 1) and some
+        group hold a unit (ValueError)."""
         if n_boot < 1:
             raise ValueError(f"a bootstrap interval needs at least one bootstrap sample, got n_boot={n_boot}")
+        _check_level(level)
+        if not (self.den.sum(axis=1) > 0).any():
+            raise ValueError("a bootstrap interval needs at least one unit (query or reviewer) with a score; the "
+                             "figure has none")
         stats = np.array([self.value(w) for w in self._weights(n_boot, seed)])
         alpha = (1 - level) / 2
         return float(np.nanquantile(stats, alpha)), float(np.nanquantile(stats, 1 - alpha))
+
+
+def _check_level(level: float) -> None:
+    """ValueError unless 0 < `level` < 1 (a share, not a percent: 95 or a negative level once gave numpy's error or
+    an interval with its ends swapped)."""
+    if not 0 < level < 1:
+        raise ValueError(f"the interval's level must be a share between 0 and 1 (0.95 for 95%), got level={level}")
 
 
 def _aligned(a: UnitScores, b: UnitScores) -> None:
@@ -120,12 +137,13 @@ def paired_test(a: UnitScores, b: UnitScores, n_perm: int = 10000, n_boot: int =
     The test swaps the two runs' numbers unit by unit at random; the p-value is the share of
     swaps (the observed assignment counted in) whose |difference| reaches the observed one, so
     two identical runs give p = 1. `n_units` counts the units that count in some group (`den` > 0; a reviewer
-    neither prediction names is none). `n_perm` and `n_boot` must be >= 1 and the runs hold at least one unit
-    (ValueError).
+    neither prediction names is none). `n_perm` and `n_boot` must be >= 1, `level` in (0, 1) and the runs hold at
+    least one unit (ValueError).
     """
     if n_perm < 1 or n_boot < 1:
         raise ValueError(f"a paired test needs at least one permutation and one bootstrap sample, got n_perm={n_perm}, "
                          f"n_boot={n_boot}")
+    _check_level(level)
     _aligned(a, b)
     if not a.units or not (a.den.sum(axis=1) > 0).any():
         raise ValueError("paired comparison needs at least one unit (query or reviewer) with a score; the runs have none")

@@ -93,13 +93,14 @@ def load_per_query(folder: str | Path) -> dict[str, dict]:
 
 def _check_figures(candidates: dict[str, dict], wanted) -> None:
     """ValueError naming the candidate and key when a figure the choice reads (`wanted`: (group, split, metric)
-    triples of `results.json`'s `folds`) is missing or not a number."""
+    triples of `results.json`'s `folds`) is missing or not a finite number (NaN, or an infinity, which JSON's
+    `Infinity` reads as: it would win every choice)."""
     for name, doc in candidates.items():
         for key in wanted:
             value = doc.get("folds")
             for part in key:
                 value = value.get(part) if isinstance(value, dict) else None
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
                 raise ValueError(f"{name}: results.json has no figure folds.{'.'.join(key)} (got {value!r}): every "
                                  "candidate needs each fold's figures")
 
