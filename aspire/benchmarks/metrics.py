@@ -153,7 +153,11 @@ def ranx_per_query(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
                    qids: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, float]]:
     """ranx's values of its metrics `names` for each of `qids`, `{name: {qid: value}}` (NaN where ranx leaves one
     undefined). Each query's ranking (best first) is scored n, n-1, ..., 1, so ranx's order is exactly the given
-    one (ties keep it); ids go to ranx as `ranx_ids` codes (one width: one compile)."""
+    one (ties keep it); ids go to ranx as `ranx_ids` codes (one width: one compile). When no query ranks any document
+    (ranx's `Run.from_dict` fails on that: `max()` of no id), every value is 0.0, as ranx gives a query of an empty
+    ranking next to others: no document ranked, no hit, for each metric aspire names."""
+    if not any(len(rankings[q]) for q in qids):
+        return {name: {q: 0.0 for q in qids} for name in dict.fromkeys(names)}
     from ranx import Qrels, Run, evaluate  # imported here: ranx's numba start-up is slow
 
     codes = {q: ranx_ids([*qrels[q], *rankings[q]]) for q in qids}

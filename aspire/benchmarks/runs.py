@@ -3,7 +3,7 @@
 Run file: one line a ranked document, `qid Q0 docid rank score tag`, ranks from 1, scores falling.
 Qrels file: `qid 0 docid grade`. Metric names (case-insensitive): `map`, `map@K` (MAP@20 is the KDD
 Cup AQA metric), `mrr`, `mrr@K`, `bpref` (no cut-off), `p@K`, `r@K` / `recall@K`, `ndcg@K`; a `-lN` suffix
-counts grade >= N as relevant for the binary ones (ranx's convention; default 1), and for `ndcg@K-lN` gives
+(N >= 1) counts grade >= N as relevant for the binary ones (ranx's convention; default 1), and for `ndcg@K-lN` gives
 the grades below N no gain (in the ideal ranking too; the others keep their grade as gain). Scoring uses the
 order of the run (ties in score keep the run's order; `read_run` orders a file by rank, then by falling score,
 then by document id), unjudged documents count as not relevant, and a judged query the run does not rank is
@@ -180,9 +180,10 @@ def ranx_name(metric: str) -> str:
     m = _METRIC.match(metric.strip().lower())
     if not m or (m.group(2) is not None and int(m.group(2)) < 1) or (m.group(1) in ("p", "r", "recall", "ndcg")
                                                                       and m.group(2) is None) \
-            or (m.group(1) == "bpref" and m.group(2) is not None):
+            or (m.group(1) == "bpref" and m.group(2) is not None) or (m.group(3) and int(m.group(3)[2:]) < 1):
         raise ValueError(f"unknown metric {metric!r}; valid: map, map@K, mrr, mrr@K, bpref (no cut-off), p@K, r@K, "
-                         "ndcg@K (K >= 1), each with an optional -lN relevance level")
+                         "ndcg@K (K >= 1), each with an optional -lN relevance level (N >= 1: grade 0 means not "
+                         "relevant)")
     name = _RANX[m.group(1)] + (f"@{m.group(2)}" if m.group(2) else "")
     return name + (m.group(3) or "")
 
@@ -197,6 +198,8 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence
         raise ValueError(f"run and qrels disagree: {len(missing)} judged queries not ranked (e.g. {missing[:3]}), "
                          f"{len(extra)} ranked queries not judged (e.g. {extra[:3]})")
     names = {m: ranx_name(m) for m in metrics}
+    if not qrels:
+        raise ValueError("no judged query: the qrels are empty, so there is nothing to score")
     qids = sorted(qrels)
     empty = [q for q in qids if not any(g > 0 for g in qrels[q].values())]
     if empty:
