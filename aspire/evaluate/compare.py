@@ -23,6 +23,7 @@ different thresholds are refused; a run file or a folder recording none takes th
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from aspire.benchmarks import BENCHMARKS
@@ -88,9 +89,10 @@ def _check_judged_sets(a: str, b: str, docs: dict) -> None:
                          f"and {seen[1]}): not runs of one benchmark")
 
 
-def _compare_probes(a: str, b: str, name: str, metrics, n_perm: int, seed: int, docs: dict | None = None) -> dict:
+def _compare_probes(name: str, a: str, b: str, metrics, data, n_perm: int, seed: int, docs: dict | None = None) -> dict:
     """`compare` of two results folders of the probe format `name` (`compare_probe_results`), the figures of
-    `metrics` (metric names of the format; None: all); `docs` the folders' results.json as already read."""
+    `metrics` (metric names of the format; None: all); `docs` the folders' results.json as already read. With `name`
+    bound, the benchmark runners' compare hook (`aspire.evaluate.suite.Runner.compare`); `data` is not read."""
     from aspire.evaluate.probes import METRICS, compare_probe_results
 
     odd = [m for m in metrics or () if m not in METRICS[name]]
@@ -120,7 +122,8 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
         if name is None and not Path(spec).exists():
             raise FileNotFoundError(2, "no such run file, results folder or predictions folder (DIR:EXP)", spec)
         # a probe's results hold its predictions, not a TREC run: once read as one ("run file not found")
-        hook = _compare_probes if name in PROBE_FORMATS else RUNNERS[name].compare if name in RUNNERS else None
+        hook = (functools.partial(_compare_probes, name) if name in PROBE_FORMATS
+                else RUNNERS[name].compare if name in RUNNERS else None)
         hooks.append((name, hook))
     (name_a, hook_a), (name_b, hook_b) = hooks
     if (hook_a is None) != (hook_b is None) or (hook_a is not None and name_a != name_b):
@@ -131,8 +134,6 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
         if qrels:  # once dropped without a word: the hook judges by the benchmark's own data
             raise ValueError(f"{a} and {b} are {name_a} runs, judged by the benchmark's own data: --qrels does not "
                              "apply to them")
-        if hook_a is _compare_probes:
-            return _compare_probes(a, b, name_a, metrics, n_perm, seed, docs)
         return hook_a(a, b, metrics, data, n_perm, seed, docs=docs)
     threshold = recorded_threshold(a, b, docs)
     metrics = [at_threshold(m, threshold) for m in (metrics or DEFAULT_METRICS)]
