@@ -71,8 +71,7 @@ def _long_report(args) -> int:
     """Every paper of the corpus that does not fit in the model's first window, one tab-separated line each; the
     records that are no paper (`read_corpus`'s rejected, which `_encode` would reject) are named on stderr."""
     from aspire.encoders import load_encoder
-    from aspire.index.corpus import read_corpus
-    from aspire.index.store import describe_rejected
+    from aspire.index.corpus import describe_rejected, read_corpus
 
     papers, unreadable = read_corpus(args.corpus)
     if unreadable:  # once left out unsaid: a bad record was neither listed nor counted
@@ -90,8 +89,7 @@ def _long_report(args) -> int:
 def _encode(args) -> int:
     from aspire.encoders import load_encoder
     from aspire.index.config import EncodeConfig
-    from aspire.index.corpus import encode_corpus, in_line_order, read_corpus
-    from aspire.index.store import describe_rejected
+    from aspire.index.corpus import describe_rejected, encode_corpus, in_line_order, read_corpus
 
     papers, unreadable = read_corpus(args.corpus)
     if not papers:  # before loading a model

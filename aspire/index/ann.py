@@ -275,3 +275,30 @@ def build_faiss(vectors: np.ndarray, config: IndexConfig) -> tuple[faiss.Index, 
 def read_faiss(path: str) -> faiss.Index:
     """A saved faiss index, IVF-PQ without precomputed distance tables (see above)."""
     return faiss.read_index(path, faiss.IO_FLAG_SKIP_PRECOMPUTE_TABLE)
+
+
+def faiss_kind(index) -> str | None:
+    """The kind ("flat", "hnsw", "ivf": `resolve_kind`'s names) of the faiss L2 structure `index`, None for another
+    (an inner-product one, too: its scores would be read as L2 distances)."""
+    if index.metric_type != faiss.METRIC_L2:
+        return None
+    if faiss.try_extract_index_ivf(index) is not None:  # IVF-Flat and IVF-PQ
+        return "ivf"
+    if isinstance(index, faiss.IndexHNSW):
+        return "hnsw"
+    return "flat" if isinstance(index, faiss.IndexFlat) else None
+
+
+def faiss_bytes(index) -> int:
+    """About how many bytes `index` takes when written, at least: its codes, plus the ids of an IVF index
+    and the level-0 links of an HNSW one."""
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is not None:
+        return int(index.ntotal) * (ivf.code_size + 8)
+    if hasattr(index, "hnsw"):
+        codes = faiss.downcast_index(index.storage)
+        return int(index.ntotal) * (codes.sa_code_size() + 4 * index.hnsw.nb_neighbors(0))
+    try:
+        return int(index.ntotal) * index.sa_code_size()
+    except RuntimeError:  # a structure without a standalone codec: count float32 vectors
+        return int(index.ntotal) * 4 * index.d

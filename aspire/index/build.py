@@ -21,9 +21,9 @@ from typing import Callable, Iterator, Sequence
 
 from aspire.config import apply_overrides
 from aspire.index.config import EncodeConfig, IndexBuildConfig
-from aspire.index.corpus import encode_corpus, in_line_order, read_corpus
+from aspire.index.corpus import describe_rejected, encode_corpus, in_line_order, read_corpus
 from aspire.index.disk import IndexExistsError, IndexFormatError, clear_leftovers, index_exists, index_lock
-from aspire.index.store import SentenceIndex, describe_rejected, encoder_include_title, model_fingerprints
+from aspire.index.store import SentenceIndex, encoder_include_title, model_fingerprints
 
 log = logging.getLogger(__name__)
 

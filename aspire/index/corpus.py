@@ -515,6 +515,17 @@ def in_line_order(rejected: Sequence[dict]) -> list[dict]:
     return sorted(rejected, key=lambda r: (r.get("line") is None, r.get("line") or 0))
 
 
+def describe_rejected(rejected: Sequence[dict], shown: int = 5) -> str:
+    """`: why` for the first `shown` rejected records (line, paper id, reason), then how many more."""
+    parts = []
+    for record in rejected[:shown]:
+        where = [f"line {record['line']}"] if record.get("line") is not None else []
+        where += [f"paper {record['paper_id']!r}"] if record.get("paper_id") is not None else []
+        parts.append(f"{' '.join(where) or 'a record'}: {record.get('reason', 'no reason recorded')}")
+    more = f"; and {len(rejected) - shown} more" if len(rejected) > shown else ""
+    return (": " + "; ".join(parts) + more) if parts else ""
+
+
 class CorpusPapers(list):
     """`read_corpus`'s papers: a list of `Paper` that holds each one's line in the input file (`lines`), so that
     `encode_corpus` names the line of a paper it rejects as `read_corpus` names its own.

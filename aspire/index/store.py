@@ -44,11 +44,21 @@ from aspire._version import __version__
 from aspire.batch import DocBatch
 from aspire.config import load_config, save_config
 from aspire.encoders.identity import fingerprint_version
-from aspire.index.ann import NonFiniteVectors, add_vectors, build_faiss, nonfinite_rows, read_faiss, resolve_kind  # noqa: F401 (resolve_kind: re-exported)
+from aspire.index.ann import (  # noqa: F401 (resolve_kind: re-exported)
+    NonFiniteVectors,
+    add_vectors,
+    build_faiss,
+    faiss_bytes,
+    faiss_kind,
+    nonfinite_rows,
+    read_faiss,
+    resolve_kind,
+)
 from aspire.index.config import IndexBuildConfig
 from aspire.index.corpus import (
     WHOLE_FILE,
     EncodedCorpus,
+    describe_rejected,
     first_occurrences,
     gather_docbatch,
     paper_positions,
@@ -524,18 +534,6 @@ class SentenceIndex:
         return index
 
 
-def faiss_kind(index) -> str | None:
-    """The kind ("flat", "hnsw", "ivf": `resolve_kind`'s names) of the faiss L2 structure `index`, None for another
-    (an inner-product one, too: its scores would be read as L2 distances)."""
-    if index.metric_type != faiss.METRIC_L2:
-        return None
-    if faiss.try_extract_index_ivf(index) is not None:  # IVF-Flat and IVF-PQ
-        return "ivf"
-    if isinstance(index, faiss.IndexHNSW):
-        return "hnsw"
-    return "flat" if isinstance(index, faiss.IndexFlat) else None
-
-
 def _load_faiss(gen: Path, kind: str) -> faiss.Index:
     """The generation's sentences.faiss, of the `kind` its manifest records; IndexFormatError naming the file when
     it does not read as a faiss index (a file over 64 MiB is not checksummed at load) or holds another structure
@@ -589,21 +587,6 @@ def publish_generation(root: Path, tmp: Path) -> Path:
     return root / name
 
 
-def faiss_bytes(index) -> int:
-    """About how many bytes `index` takes when written, at least: its codes, plus the ids of an IVF index
-    and the level-0 links of an HNSW one."""
-    ivf = faiss.try_extract_index_ivf(index)
-    if ivf is not None:
-        return int(index.ntotal) * (ivf.code_size + 8)
-    if hasattr(index, "hnsw"):
-        codes = faiss.downcast_index(index.storage)
-        return int(index.ntotal) * (codes.sa_code_size() + 4 * index.hnsw.nb_neighbors(0))
-    try:
-        return int(index.ntotal) * index.sa_code_size()
-    except RuntimeError:  # a structure without a standalone codec: count float32 vectors
-        return int(index.ntotal) * 4 * index.d
-
-
 def manifest_fields(faiss_index, kind: str, model_name: str, fingerprint: str, dim: int, n_papers: int,
                     n_sentences: int, n_rejected: int, vector_dtype, include_title: bool | None = None) -> dict:
     """What a manifest says about an index besides its files (`include_title` None: not known, not written)."""
@@ -629,17 +612,6 @@ def write_manifest(path: Path, config: IndexBuildConfig, fields: dict, bm25: BM2
     manifest["files"] = {name: (path / name).stat().st_size for name in files}
     manifest["sha256"] = {name: file_sha256(path / name) for name in files}
     _write_atomic(path / "manifest.json", json.dumps(manifest, indent=1) + "\n")
-
-
-def describe_rejected(rejected: Sequence[dict], shown: int = 5) -> str:
-    """`: why` for the first `shown` rejected records (line, paper id, reason), then how many more."""
-    parts = []
-    for record in rejected[:shown]:
-        where = [f"line {record['line']}"] if record.get("line") is not None else []
-        where += [f"paper {record['paper_id']!r}"] if record.get("paper_id") is not None else []
-        parts.append(f"{' '.join(where) or 'a record'}: {record.get('reason', 'no reason recorded')}")
-    more = f"; and {len(rejected) - shown} more" if len(rejected) > shown else ""
-    return (": " + "; ".join(parts) + more) if parts else ""
 
 
 def encoder_include_title(encoder) -> bool:

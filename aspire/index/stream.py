@@ -47,6 +47,7 @@ from aspire.index.ann import add_vectors, new_faiss, nonfinite_rows, train_faiss
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.corpus import (
     WHOLE_FILE,
+    describe_rejected,
     first_occurrences,
     in_line_order,
     index_paper_records,
@@ -57,7 +58,6 @@ from aspire.index.disk import SHARD_META, index_lock
 from aspire.index.lexical import papers_bm25
 from aspire.index.store import (
     begin_generation,
-    describe_rejected,
     manifest_fields,
     publish_generation,
     unstorable_whole,
