@@ -11,6 +11,7 @@ import pytest
 from aspire import benchmarks
 from aspire.benchmarks import BENCHMARKS, Benchmark, get_benchmark, register
 from aspire.benchmarks.stats import table_row
+from aspire.evaluate import ensemble as ensemble_module
 from aspire.evaluate import suite
 
 
@@ -28,6 +29,9 @@ def toy(monkeypatch, tmp_path):
     """A toy benchmark: two queries whose 'model' ranks by string length; registered for this test only."""
     monkeypatch.setattr(benchmarks, "BENCHMARKS", dict(BENCHMARKS))
     monkeypatch.setattr(suite, "BENCHMARKS", benchmarks.BENCHMARKS)
+    # ensemble binds the registry at import: imported here, before the toy is registered, and patched the same way,
+    # so that the toy never outlives this test in a module imported while it was registered
+    monkeypatch.setattr(ensemble_module, "BENCHMARKS", benchmarks.BENCHMARKS)
     bench = register(Benchmark("toy", "toy-data", "toy (2 queries)", ("accuracy",)))
     (tmp_path / "data" / "toy-data").mkdir(parents=True)
     seen = {}
