@@ -163,22 +163,20 @@ def test_pieces_helpers_on_no_rows_and_no_papers():
     """No paper, no row: no record, no unseen list, no batch, nothing refused."""
     none = np.zeros((0, 4), dtype=np.int64)
     assert truncation_records([], none, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), "window") == []
-    assert unseen_sentences([], [], none, np.zeros(0, dtype=np.int64), []) == []
+    assert unseen_sentences([], none, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)) == []
     assert budget_batches([], [], 4, 10) == []
     raise_if_unseen([], [], [])
 
 
 def test_unseen_sentences_leave_out_the_truncated_ones_only():
-    """Paper a: sentence 2 has no piece in any kept row and is not cut, so it is unseen; paper b: sentence 1 is cut
-    by overflow="truncate" and does not count, sentence 2 (not cut, no piece) does."""
-    from aspire.encoders.inputs import TruncationRecord
-
-    sent = np.array([[0, 1, -1], [0, 0, -1]])
-    rows = np.array([0, 1])
-    records = [TruncationRecord("b", [1], [], "truncate")]
-    assert unseen_sentences(["a", "b"], [3, 3], sent, rows, records) == [[2], [2]]
-    window = [TruncationRecord("b", [1], [], "window")]  # encoded in a window that is kept: counts
-    assert unseen_sentences(["a", "b"], [3, 3], sent, rows, window) == [[2], [1, 2]]
+    """Paper a: sentence 2 has no piece in any kept row and is not cut, so it is unseen; paper b: sentence 1 has
+    pieces only in a row overflow="truncate" leaves out and does not count, sentence 2 (in no row) does."""
+    sent = np.array([[0, 1, -1], [0, 0, -1], [1, 1, -1]])
+    rows = np.array([0, 1, 1])
+    assert unseen_sentences([3, 3], sent, rows, np.array([True, True, False])) == [[2], [2]]
+    # overflow="window" keeps every row: b's sentence 1 has a piece in a kept row
+    assert unseen_sentences([3, 3], sent, rows, np.ones(3, dtype=bool)) == [[2], [2]]
+    assert unseen_sentences([3, 3], sent[:2], rows[:2], np.ones(2, dtype=bool)) == [[2], [1, 2]]
 
 
 def test_raise_if_unseen_refuses_counts_that_differ():

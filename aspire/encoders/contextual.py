@@ -396,7 +396,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         ids = [p.paper_id for p in papers]
         truncation = truncation_records(ids, np.where(from_abstract, sent_index, -1), row_paper.numpy(), first_row,
                                         self.overflow)
-        unseen = unseen_sentences(ids, [len(s) for s in sents], sent_index[keep], row_paper.numpy()[keep], truncation)
+        unseen = unseen_sentences([len(s) for s in sents], sent_index, row_paper.numpy(), keep)
         self._check_windows_cover(ids, texts, offsets, from_abstract, row_paper.numpy())
         keep_t = torch.from_numpy(keep)
         as_tensor = lambda key: torch.from_numpy(np.asarray(enc[key], dtype=np.int64))[keep_t]  # noqa: E731

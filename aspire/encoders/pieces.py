@@ -30,15 +30,18 @@ def truncation_records(paper_ids: Sequence[str], sent_index: np.ndarray, row_pap
     return records
 
 
-def unseen_sentences(paper_ids: Sequence[str], n_sentences: Sequence[int], sent_index: np.ndarray,
-                     row_paper: np.ndarray, truncation: Sequence[TruncationRecord]) -> list[list[int]]:
-    """Per paper, the positions of its sentences that no kept row gives a word piece (sentences
-    left out by `overflow="truncate"` do not count)."""
-    cut = {(rec.paper_id, i) for rec in truncation if rec.handled_by == "truncate" for i in rec.cut}
+def unseen_sentences(n_sentences: Sequence[int], sent_index: np.ndarray, row_paper: np.ndarray,
+                     keep: np.ndarray) -> list[list[int]]:
+    """Per paper, the positions of its sentences that no kept row gives a word piece: `sent_index (R, T)`
+    sentence of each piece (-1 = none), `row_paper (R,)` paper (position) of each row, `keep (R,)` whether a row
+    is encoded. A sentence with pieces only in rows that are not kept (left out by `overflow="truncate"`) does not
+    count. Judged by position, never by paper id: two papers sharing an id in one call are told apart."""
     out = []
-    for b, pid in enumerate(paper_ids):
-        seen = set(sent_index[row_paper == b].ravel().tolist())
-        out.append([i for i in range(n_sentences[b]) if i not in seen and (pid, i) not in cut])
+    for b, n in enumerate(n_sentences):
+        rows = row_paper == b
+        seen = set(sent_index[rows & keep].ravel().tolist())
+        cut = set(sent_index[rows & ~keep].ravel().tolist())
+        out.append([i for i in range(n) if i not in seen and i not in cut])
     return out
 
 
