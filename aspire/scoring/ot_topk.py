@@ -25,6 +25,7 @@ value than its bound.
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 
@@ -107,7 +108,9 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
         solved candidates and their plans. float16 / bfloat16 costs are solved in float32 (as `OTScorer`
         does) and the results come back in float32. No gradient is recorded (a ranking).
     """
-    if isinstance(k, bool) or int(k) != k or k < 1:  # k = 0 solved nothing and returned every distance a bound
+    # k = 0 solved nothing and returned every distance a bound; a NaN, infinite or None k failed in int() with a
+    # message naming no option (an OverflowError or TypeError)
+    if isinstance(k, bool) or not isinstance(k, numbers.Real) or not math.isfinite(k) or int(k) != k or k < 1:
         raise ValueError(f"OT top-k needs an integer k >= 1, got {k!r}")
     k = int(k)  # 5.0 passes the check above, and a float k cannot slice the candidates
     # as `OTScorer` checks them: a tau of 0 or NaN gave every candidate a NaN bound and solved none (no error), a
@@ -127,6 +130,8 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     if cost.dtype in _HALF:
         cost = cost.float()
     P, S, T = cost.shape
+    if P == 0:  # no candidate (a shortlist of none has T = 0 too, where the minima below failed with an IndexError)
+        return OTTopK(cost.new_zeros(0), torch.zeros(0, dtype=torch.long, device=cost.device), cost.new_zeros(0, S, T))
     invalid = ~(q_mask[:, :, None] & c_mask[:, None, :])  # (P, S, T)
     far = cost.masked_fill(invalid, torch.inf)
     minima = far.amin(-1), far.amin(-2)  # = valid_minima(cost, q_mask, c_mask)
@@ -138,7 +143,10 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     bound = ot_dist_lower_bound(far, x, y, minima, q_mask, c_mask) - (tol + rounding) * c_max  # (P,)
     order = torch.argsort(bound, stable=True)
     dist, solved, plans = bound.clone(), [], []
-    per_call = max(1, budget_bytes // (DEFAULT_CELL_BYTES * max(S * T, 1)))
+    # candidates a Sinkhorn call: an int (a float budget, e.g. 1e8, gave a float step that failed slicing the
+    # candidates after the first call), at most P (an infinite budget, whose floor division is NaN: all in one call)
+    fit = P if budget_bytes == math.inf else budget_bytes // (DEFAULT_CELL_BYTES * max(S * T, 1))
+    per_call = max(1, int(min(fit, P)))
     kth, start, step = float("inf"), 0, min(max(3 * k if first is None else int(first), k), per_call)
     while start < P:
         rows = order[start : start + step]
