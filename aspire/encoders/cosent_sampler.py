@@ -39,6 +39,8 @@ class DistinctSetBatchSampler(DefaultBatchSampler):
             raise ValueError(f"groups has {len(groups)} entries for {len(dataset)} rows")
         if passes < 1:
             raise ValueError(f"passes must be at least 1, got {passes}")
+        if window < 1:  # no open batch to join: every batch one row, and with drop_last none at all
+            raise ValueError(f"window must be at least 1, got {window}")
         self.keys = [frozenset((("set", g), ("text", a), ("text", p),
                                 *(("pair", pair) for pair in itertools.combinations(sorted(set(g.split("|"))), 2))))
                      for g, a, p in zip(groups, dataset["anchor"], dataset["positive"])]

@@ -51,30 +51,50 @@ class CrossEncoderConfig:
     logging_steps: int = ranged(20, ge=1)
 
 
+def _doc_ids(docs, qid: str, what: str) -> list[str]:
+    """A query's documents as a list; a string (read letter by letter, each letter a document) is a TypeError."""
+    if isinstance(docs, str):
+        raise TypeError(f"query {qid}: {what} is the string {docs!r}, not a sequence of document ids")
+    return list(docs)
+
+
 def labelled_pairs(queries: Mapping[str, str], positives: Mapping[str, Sequence[str]],
                    negatives: Mapping[str, Sequence[str]], texts: Mapping[str, str]) -> list[tuple[str, str, float]]:
     """`[(query, document text, 1.0 | 0.0), ...]`, a query's positives then its negatives, in the order of
-    `queries`; a document named but without text, or a query with labels but no text, is an error naming it."""
+    `queries`; a document named but without text, or a query with labels but no text, is an error naming it, as
+    is a document labelled twice for one query (both positive and negative, or twice with one label)."""
     stray = [qid for qid in (*positives, *negatives) if qid not in queries]
     if stray:  # its pairs would be left out of training without a word
         raise ValueError(f"query {stray[0]}: labelled documents but no query text ({len(set(stray))} such queries)")
     pairs = []
     for qid, query in queries.items():
+        seen: dict[str, float] = {}
         for docs, label in ((positives.get(qid, ()), 1.0), (negatives.get(qid, ()), 0.0)):
-            for doc in docs:
+            for doc in _doc_ids(docs, qid, "positives" if label else "negatives"):
+                if doc in seen:  # a positive also trained as a negative, or one pair trained twice
+                    raise ValueError(f"query {qid}: document {doc} is labelled twice "
+                                     f"({'positive' if seen[doc] else 'negative'}, then "
+                                     f"{'positive' if label else 'negative'})")
                 if doc not in texts:
                     raise ValueError(f"query {qid}: document {doc} has no text")
+                seen[doc] = label
                 pairs.append((query, texts[doc], label))
     return pairs
 
 
 def sample_negatives(ranked: Mapping[str, Sequence[str]], positives: Mapping[str, Sequence[str]], n: int,
                      depth: int, seed: int) -> dict[str, list[str]]:
-    """Per query, `n` documents drawn (seeded) from the top `depth` of `ranked` that are not positives."""
+    """Per query, `n` distinct documents drawn (seeded) from the top `depth` of `ranked` that are not positives
+    (all of them where fewer are left). A ranking that names a document twice is an error naming the query."""
     rng = random.Random(seed)
     out = {}
     for qid, docs in ranked.items():
-        pool = [d for d in docs[:depth] if d not in set(positives.get(qid, ()))]
+        top = _doc_ids(docs, qid, "the ranking")[:depth]
+        repeated = sorted({d for d in top if top.count(d) > 1})
+        if repeated:  # it would be drawn twice, one negative pair trained twice
+            raise ValueError(f"query {qid}: the ranking names document(s) {repeated[:5]} more than once")
+        pos = set(_doc_ids(positives.get(qid, ()), qid, "positives"))
+        pool = [d for d in top if d not in pos]
         out[qid] = rng.sample(pool, min(n, len(pool)))
     return out
 
