@@ -40,3 +40,64 @@ def test_unseen_sentences_by_rows_against_a_loop():
             want = [i for i in range(n_sent[b])
                     if not any(row_paper[r] == b and i in sent_index[r] for r in range(len(row_paper)))]
             assert got[b] == want
+
+
+# ---- chunked scoring: an infinite budget -------------------------------------------------------------------------
+class CountingScorer:
+    """min-L2, counting its calls (one call a chunk)."""
+
+    def __init__(self):
+        from aspire.scoring import get_scorer
+
+        self.inner, self.calls = get_scorer("minl2"), 0
+
+    def score(self, q, c):
+        self.calls += 1
+        return self.inner.score(q, c)
+
+
+@pytest.mark.parametrize("budget", [float("inf"), 1e18, 2**70])
+def test_an_unbounded_budget_scores_in_one_chunk(budget):
+    """budget_bytes=inf passed the check, but inf // 64 is NaN and max(1, NaN) is 1: a chunk of one cell, one
+    scorer call per (query, candidate) pair (here 6 x 7 = 42 calls for one)."""
+    import torch
+
+    from aspire.batch import DocBatch
+    from aspire.scoring.chunked import score_chunked
+
+    gen = torch.Generator().manual_seed(0)
+    q = DocBatch(torch.randn(6, 3, 8, generator=gen), torch.ones(6, 3, dtype=torch.bool))
+    c = DocBatch(torch.randn(7, 4, 8, generator=gen), torch.ones(7, 4, dtype=torch.bool))
+    scorer = CountingScorer()
+    got = score_chunked(scorer, q, c, budget_bytes=budget)
+    assert scorer.calls == 1
+    torch.testing.assert_close(got, scorer.inner.score(q, c), rtol=0, atol=0)
+
+
+# ---- BM25: Unicode forms and one-letter words ------------------------------------------------------------------
+def test_bm25_matches_a_decomposed_query_to_a_composed_text_and_back():
+    """A query "cafe" + combining acute (NFD) scored 0 against a text holding the composed "café" (NFC): bm25s
+    splits the decomposed word at the combining mark, so neither side's word matched the other's."""
+    import unicodedata
+
+    from aspire.scoring.lexical import BM25Index
+
+    composed, decomposed = "café", unicodedata.normalize("NFD", "café")
+    assert composed != decomposed
+    texts = [f"a {composed} near the station", "a bakery near the river", "tea and coffee shops"]
+    index = BM25Index(texts, ["a", "b", "c"])
+    scores = index.scores([composed, decomposed])
+    assert scores[0, 0] > 0 and scores[0, 1:].tolist() == [0.0, 0.0]
+    np.testing.assert_array_equal(scores[1], scores[0])
+    back = BM25Index([t.replace(composed, decomposed) for t in texts], ["a", "b", "c"]).scores([composed])
+    np.testing.assert_array_equal(back, scores[:1])
+
+
+def test_bm25_does_not_index_one_letter_words_as_its_docstring_says():
+    """The docstring said "lower-cased words"; bm25s' pattern keeps words of two or more characters."""
+    from aspire.scoring import lexical
+
+    assert "two or more characters" in lexical.__doc__
+    index = lexical.BM25Index(["models written in R", "models written in Rust"], ["a", "b"], stopwords=None)
+    assert index.scores(["R"]).tolist() == [[0.0, 0.0]]
+    assert index.scores(["rust"])[0, 1] > 0

@@ -12,7 +12,9 @@ check, whose rounding depends on the padded shape).
 
 from __future__ import annotations
 
+import math
 import numbers
+import sys
 
 import torch
 from torch import Tensor
@@ -75,7 +77,8 @@ def score_chunked(scorer, queries: DocBatch, cands: DocBatch, budget_bytes: int 
     for name, value in (("budget_bytes", budget_bytes), ("cell_bytes", cell_bytes)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
             raise ValueError(f"{name} must be a number > 0, got {value!r}")
-    cells = max(1, budget_bytes // cell_bytes)
+    # an infinite budget is one chunk (inf // n is NaN, and max(1, NaN) was 1: a chunk of one cell)
+    cells = sys.maxsize if budget_bytes == math.inf else max(1, int(min(budget_bytes // cell_bytes, sys.maxsize)))
     lq, lc = used_lengths(queries).cpu(), used_lengths(cands).cpu()  # (Bq,), (Bc,); 0: no sentence selected
     q_order, c_order = torch.argsort(lq, stable=True), torch.argsort(lc, stable=True)
     _refuse_empty("query", queries, lq, q_order)

@@ -1,7 +1,9 @@
 """BM25 over paper texts with bm25s (sparse matrices, no Python loop over documents).
 
-`BM25Index(texts, ids)` tokenises with bm25s' own tokenizer (lower-cased words, English stop words
-removed by default) and `scores(queries)` returns the (Q, N) BM25 scores of every query against every
+`BM25Index(texts, ids)` tokenises with bm25s' own tokenizer: lower-cased words of two or more characters
+(one-letter words such as "R" or "C" are not indexed), English stop words removed by default, after Unicode NFC
+normalisation of texts and queries alike (a decomposed "e" + combining acute matches a composed "é"); and
+`scores(queries)` returns the (Q, N) BM25 scores of every query against every
 document, in the order of `ids`. Defaults k1 = 1.25, b = 0.75 (the bibliographic-IR setting). The scores are
 bm25s' default variant (Lucene's): a query word adds idf * tf / (tf + k1 * (1 - b + b * len / avg_len)), with
 idf = ln(1 + (N - df + 0.5) / (df + 0.5)) (checked against a hand-written loop:
@@ -15,6 +17,7 @@ index directory can keep its BM25 beside the faiss index instead of rebuilding i
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 from typing import Sequence
 
@@ -25,6 +28,11 @@ from aspire.data.papers import abstract_text
 # bm25s' files, under the names an index generation keeps them (see `aspire.index.store`)
 FILES = {"data_name": "bm25.data.npy", "indices_name": "bm25.indices.npy", "indptr_name": "bm25.indptr.npy",
          "vocab_name": "bm25.vocab.json", "params_name": "bm25.params.json"}
+
+
+def nfc(text: str) -> str:
+    """`text` in Unicode normal form C (composed characters), the form BM25 indexes and queries by."""
+    return unicodedata.normalize("NFC", text)
 
 
 def paper_text(paper) -> str:
@@ -48,7 +56,7 @@ class BM25Index:
             raise ValueError("BM25 needs at least one document")
         if not (0 <= k1 < float("inf") and 0 <= b <= 1):  # an infinite k1 scored every document 0
             raise ValueError(f"BM25 needs a finite k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
-        tokens = bm25s.tokenize(list(texts), stopwords=stopwords, show_progress=False)
+        tokens = bm25s.tokenize([nfc(t) for t in texts], stopwords=stopwords, show_progress=False)
         retriever = bm25s.BM25(k1=k1, b=b)
         # bm25s cannot index a corpus without a single word (e.g. all stop words): index one empty
         # token per document instead, which no query holds, so every query scores 0 as it should
@@ -82,7 +90,7 @@ class BM25Index:
     def _query_ids(self, query: str) -> list[int]:
         import bm25s
 
-        words = bm25s.tokenize([query], stopwords=self.stopwords, return_ids=False, show_progress=False)[0]
+        words = bm25s.tokenize([nfc(query)], stopwords=self.stopwords, return_ids=False, show_progress=False)[0]
         return [self._vocab[w] for w in words if w in self._vocab]
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
