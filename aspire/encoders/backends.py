@@ -126,11 +126,16 @@ def export_onnx(model: nn.Module, path: Path) -> None:
     """Export `model`'s forward (input_ids, attention_mask[, token_type_ids]) -> last_hidden_state to `path`,
     batch and sequence axes dynamic. The example batch holds padding, so the traced graph keeps the mask. An
     adapted model (peft) is exported with its active adapter folded into the weights (`adapters.merged`, on a
-    copy): the same function as a plain graph, as fast as its base's (the LoRA branch's extra products gone)."""
+    copy): the same function as a plain graph, as fast as its base's (the LoRA branch's extra products gone). The
+    graph is fp32 (as its file name says): a model whose weights are another float dtype (a checkpoint saved in fp16
+    or bf16, which transformers 5 loads in that dtype) is exported from an fp32 copy; its fp16 graph failed to load
+    in ONNX Runtime and OpenVINO (LayerNormalization's inputs bound to float and float16)."""
     if hasattr(model, "merge_and_unload"):
         from aspire.encoders.adapters import merged
 
         model = merged(model)
+    if any(p.is_floating_point() and p.dtype != torch.float32 for p in [*model.parameters(), *model.buffers()]):
+        model = copy.deepcopy(model).float()
     ids = torch.tensor([[1, 5, 6, 7, 2], [1, 8, 2, 0, 0]])  # (2, 5), ids in any vocabulary
     mask = (ids != 0).long()
     args = (ids, mask, torch.zeros_like(ids)) if _takes_token_types(model) else (ids, mask)
@@ -199,8 +204,8 @@ def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None, 
     and the load record), else it is computed here.
 
     A cached file is used only when it matches the size and SHA-256 recorded when it was written and was exported
-    for a model of the same config and adapter settings (`model_digest`, in that record); else one warning says why
-    and it is exported again (a cache is never trusted)."""
+    for a model of the same config and adapter settings (`model_digest`, in that record), in fp32 (`_graph_problem`);
+    else one warning says why and it is exported again (a cache is never trusted)."""
     path = onnx_model_path(encoder.fingerprint() if fingerprint is None else fingerprint, quantize)
     config = model_digest(encoder.model)
     if path.is_file():
@@ -220,17 +225,22 @@ def cached_onnx_model(encoder: ContextualSentenceEncoder, quantize: str | None, 
 
 def _graph_problem(path: Path, model: nn.Module, config: str) -> str | None:
     """Why the graph at `path` does not fit `model`, whose config hashes to `config` (`model_digest`), or None: its
-    record says it was exported for another config, or it leaves out the token types the model reads (exports of
-    adapted models made before their base's inputs were asked)."""
+    record says it was exported for another config, it leaves out the token types the model reads (exports of
+    adapted models made before their base's inputs were asked), or it holds fp16 or bf16 weights (exports of such
+    models made before `export_onnx` exported them in fp32: ONNX Runtime and OpenVINO refused them)."""
     import onnx
 
     made_for = recorded(path, CONFIG_KEY)
     if made_for is not None and made_for != config:
         return (f"it was exported for a model config (and adapter settings) hashing to {made_for}, this model's hashes "
                 f"to {config}")
-    inputs = [i.name for i in onnx.load(str(path), load_external_data=False).graph.input]
+    graph = onnx.load(str(path), load_external_data=False).graph
+    inputs = [i.name for i in graph.input]
     if _takes_token_types(model) and "token_type_ids" not in inputs:
         return f"its inputs {inputs} leave out the token_type_ids the model reads"
+    half = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+    if any(weights.data_type in half for weights in graph.initializer):  # its output still says FLOAT
+        return "it holds float16 or bfloat16 weights, not FLOAT (fp32) ones"
     return None
 
 
