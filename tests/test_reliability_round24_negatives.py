@@ -82,7 +82,10 @@ def test_coverage_negatives_match_the_reference_and_brute_force_invariants():
         ids, clusters, partners, k = _random_case(rng)
         mined = coverage_negatives(clusters, partners, ids, k, seed=t)
         ref = _reference_coverage(clusters, partners, ids, k, seed=t)
-        assert (mined.negatives, mined.dropped, mined.notes) == (ref.negatives, ref.dropped, ref.notes)
+        # round 29 draws members lazily (near-linear; the same distribution, other draws for a seed): the notes and
+        # each anchor's number of negatives stay the reference's; the draws themselves are checked below
+        assert mined.notes == ref.notes
+        assert {a: len(n) for a, n in mined.negatives.items()} == {a: len(n) for a, n in ref.negatives.items()}
         cluster_of = dict(zip(ids, clusters.tolist()))
         for a in ids:
             mine = partners.get(a, set()) | {a}

