@@ -3,7 +3,8 @@
 - A request h11 cannot parse (a bad request line, header or Content-Length, too long a head) is
   answered with JSON `{"error": "bad request: <h11's reason>"}` and the status h11 suggests (400,
   431, 501 for a transfer coding other than chunked), not uvicorn's plain-text 400, with the
-  SECURITY_HEADERS (no generation: it reached no index).
+  SECURITY_HEADERS (no generation: it reached no index). Refused in its body (a bad chunk header after a head h11
+  took), the request's own answer from the app is dropped: it is answered, once.
 - A connection must deliver a complete request head within `head_timeout` seconds of opening (or of
   its previous response): slow or idle clients cannot hold connections open.
 - A client that half-closes its side (it will send no more) still gets its answers, then the
@@ -163,6 +164,13 @@ class JSONErrorsH11Protocol(H11Protocol):
             output = b""
         self.transport.write(output)
         self.transport.close()
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            # the request whose body h11 refused (a bad chunk header after its head) is answered here, or its answer
+            # cut short: the app's own answer, still to come, is dropped as for a client gone (it was sent to h11,
+            # which refused it, and logged as an internal error with a traceback)
+            cycle.disconnected = True
+            cycle.message_event.set()
 
     def _linger_close(self) -> None:
         """Shut our side once the answer is out; drop the client's further bytes until it closes or LINGER passes."""

@@ -10,6 +10,7 @@ client's mistake).
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 
@@ -32,10 +33,16 @@ class AspireServer:
         host, port: the address to bind (port 0: any free port).
         body_timeout: seconds a request body may take to arrive (408 after).
         head_timeout: seconds a connection may take to send a complete request head (closed after).
+    Each timeout is a finite number > 0 (ValueError naming it, before the socket is bound).
     """
 
     def __init__(self, holder: ServiceHolder, host: str = "127.0.0.1", port: int = 0,
                  body_timeout: float = BODY_TIMEOUT, head_timeout: float = HEAD_TIMEOUT) -> None:
+        for name, value in (("body_timeout", body_timeout), ("head_timeout", head_timeout)):
+            # once taken as given: a head_timeout <= 0 closed connections unanswered, a body_timeout <= 0 answered
+            # every search 408, NaN set no deadline at all
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
         self.holder = holder
         family = socket.AF_INET6 if ":" in host else socket.AF_INET  # "::1" binds IPv6, names and dotted IPv4
         self.socket = socket.create_server((host, port), family=family, backlog=128)
