@@ -1,7 +1,8 @@
 """TREC run and qrels files, and ranking metrics on them through ranx.
 
 Run file: one line a ranked document, `qid Q0 docid rank score tag`, ranks from 1, scores falling.
-Qrels file: `qid 0 docid grade`. Metric names (case-insensitive): `map`, `map@K` (MAP@20 is the KDD
+Qrels file: `qid 0 docid grade`, the grade a whole number >= 0 (0: judged not relevant; a negative grade, which
+trec_eval's bpref reads as unjudged, is refused). Metric names (case-insensitive): `map`, `map@K` (MAP@20 is the KDD
 Cup AQA metric), `mrr`, `mrr@K`, `bpref` (no cut-off), `p@K`, `r@K` / `recall@K`, `ndcg@K`; a `-lN` suffix
 (N >= 1) counts grade >= N as relevant for the binary ones (ranx's convention; default 1), and for `ndcg@K-lN` gives
 the grades below N no gain (in the ideal ranking too; the others keep their grade as gain). Scoring uses the
@@ -18,6 +19,7 @@ import math
 import re
 import shlex
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -94,12 +96,16 @@ def _check_tag(tag: str) -> None:
 
 
 def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> None:
-    """Write `{qid: [(docid, score), ...] best first}` as a TREC run file (atomically)."""
+    """Write `{qid: [(docid, score), ...] best first}` as a TREC run file (atomically); a document ranked twice for a
+    query is a ValueError naming the query and the document (`read_run` refuses such a file)."""
     from aspire.io import write_text
 
     _check_tag(tag)
     lines = []
     for qid, ranked in run.items():
+        twice = sorted({doc for doc, n in Counter(doc for doc, _ in ranked).items() if n > 1})
+        if twice:  # `read_run` refuses the file (trec_eval would count the document twice)
+            raise ValueError(f"query {qid} ranks {twice[:10]} more than once; a run ranks a document once a query")
         lines += [run_line(qid, doc, rank, score, tag) for rank, (doc, score) in enumerate(ranked, start=1)]
     write_text(path, "\n".join(lines) + "\n")
 
@@ -121,7 +127,9 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
         if len(parts) != 6:
             raise ValueError(f"{path}:{line}: expected 'qid Q0 docid rank score tag', got {text!r}")
         qid, _, doc, rank, score, _ = parts
-        try:
+        try:  # ASCII digits without '_': Python's int / float also read '1_0' as 10 and other scripts' digits
+            if not (rank + score).isascii() or "_" in rank + score:
+                raise ValueError
             rank_i, score_f = int(rank), float(score)
         except ValueError:
             raise ValueError(f"{path}:{line}: rank and score must be numbers, got {rank!r} {score!r}") from None
@@ -136,8 +144,9 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
 
 
 def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> None:
-    """Write `{qid: {docid: grade}}` as a TREC qrels file (atomically); a grade that is not a whole number (0.5,
-    NaN, a string) is a ValueError naming the query and document, where `int` cut 0.5 to 0 unsaid."""
+    """Write `{qid: {docid: grade}}` as a TREC qrels file (atomically); a grade that is not a whole number >= 0 (0.5,
+    NaN, a string, -1) is a ValueError naming the query and document, where `int` cut 0.5 to 0 unsaid (and
+    `read_qrels` refuses a negative one)."""
     from aspire.io import write_text
 
     lines = []
@@ -146,14 +155,17 @@ def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> Non
         for d, g in docs.items():
             _check_column("document", d)
             if isinstance(g, bool) or not isinstance(g, (int, float, np.integer, np.floating)) \
-                    or not float(g).is_integer():
-                raise ValueError(f"query {q} document {d}: grade {g!r} is not a whole number")
+                    or not float(g).is_integer() or g < 0:
+                raise ValueError(f"query {q} document {d}: grade {g!r} is not a whole number >= 0")
             lines.append(f"{q} 0 {d} {int(g)}")
     write_text(path, "\n".join(lines) + "\n")
 
 
 def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
-    """A TREC qrels file -> `{qid: {docid: grade}}`; a (query, document) judged twice is an error naming both lines."""
+    """A TREC qrels file -> `{qid: {docid: grade}}`; a (query, document) judged twice is an error naming both lines,
+    and so is a grade that is not a whole number >= 0 (in ASCII digits) naming its line. A negative grade is refused
+    rather than read: trec_eval's bpref takes it as "in the pool, unjudged" while `bpref` here would count it as a
+    judged non-relevant document; write 0 for judged not relevant, or leave an unjudged document out."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"qrels file not found: {path}")
@@ -163,8 +175,11 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         if not text.strip():
             continue
         parts = text.split()
-        if len(parts) != 4 or not re.fullmatch(r"-?\d+", parts[3]):
+        if len(parts) != 4 or not re.fullmatch(r"-?[0-9]+", parts[3]):
             raise ValueError(f"{path}:{line}: expected 'qid 0 docid grade' with an integer grade, got {text!r}")
+        if int(parts[3]) < 0:
+            raise ValueError(f"{path}:{line}: query {parts[0]} document {parts[2]} has grade {parts[3]}; grades are "
+                             "whole numbers >= 0 (0: judged not relevant; leave an unjudged document out)")
         key = (parts[0], parts[2])
         if key in first:
             raise ValueError(f"{path}:{line}: query {parts[0]} judges {parts[2]} twice (first on line {first[key]})")
@@ -191,7 +206,8 @@ def ranx_name(metric: str) -> str:
 def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence[tuple[str, float]]],
               metrics: Sequence[str]) -> dict[str, dict[str, float]]:
     """`{metric: {qid: value}}` (the caller's metric spelling) for every judged query; bpref is trec_eval's
-    (`bpref`). A run that ranks one document twice for a query is a ValueError naming the query."""
+    (`bpref`). A run that ranks one document twice for a query, or a negative grade, is a ValueError naming the
+    query."""
     missing = sorted(set(qrels) - set(run))
     extra = sorted(set(run) - set(qrels))
     if missing or extra:
@@ -201,6 +217,11 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence
     if not qrels:
         raise ValueError("no judged query: the qrels are empty, so there is nothing to score")
     qids = sorted(qrels)
+    negative = [(q, d, g) for q in qids for d, g in qrels[q].items() if g < 0]
+    if negative:  # bpref would count it as judged non-relevant, trec_eval's bpref as unjudged
+        q, d, g = negative[0]
+        raise ValueError(f"{len(negative)} judgements have a negative grade (e.g. query {q} document {d}: {g}); "
+                         "grades are whole numbers >= 0 (0: judged not relevant)")
     empty = [q for q in qids if not any(g > 0 for g in qrels[q].values())]
     if empty:
         raise ValueError(f"{len(empty)} queries have no relevant document (e.g. {empty[:3]})")

@@ -65,13 +65,18 @@ def rank_pools(
     Returns:
         `{query_pid: [(cand_pid, similarity), ...]}` best first.
     Raises:
-        ValueError naming the query and candidates when a similarity is NaN (a NaN has no place in an order).
+        ValueError naming the query and candidates when a similarity is NaN (a NaN has no place in an order), or
+        when a pool names a candidate twice (it would be ranked twice).
     """
     qrow = {pid: i for i, pid in enumerate(queries.paper_ids)}
     crow = {pid: i for i, pid in enumerate(candidates.paper_ids)}
     missing = sorted({c for pool in pools.values() for c in pool if c not in crow} | (set(pools) - set(qrow)))
     if missing:
         raise ValueError(f"{len(missing)} pooled papers were not encoded: {missing[:10]}")
+    for qid, pool in pools.items():
+        if len(set(pool)) != len(pool):
+            repeated = sorted({c for c in pool if pool.count(c) > 1})
+            raise ValueError(f"query {qid}: its pool names candidates {repeated[:10]} more than once")
     out: dict[str, list[tuple[str, float]]] = {}
     for qid, pool in pools.items():
         sims = score_chunked(scorer, queries.index([qrow[qid]]), candidates.index([crow[c] for c in pool]))[0]  # (P,)
