@@ -101,3 +101,26 @@ def test_bm25_does_not_index_one_letter_words_as_its_docstring_says():
     index = lexical.BM25Index(["models written in R", "models written in Rust"], ["a", "b"], stopwords=None)
     assert index.scores(["R"]).tolist() == [[0.0, 0.0]]
     assert index.scores(["rust"])[0, 1] > 0
+
+
+# ---- nearest negatives: k and skip -----------------------------------------------------------------------------
+def test_nearest_negatives_with_k_zero_gives_none_and_drops_nothing():
+    """k = 0 raised IndexError (`kept[-1]` of an empty list) for any non-empty paper list."""
+    from aspire.data.negatives.rank import nearest_negatives
+
+    vecs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    ids = [f"P{i}" for i in range(5)]
+    mined = nearest_negatives(vecs, {"P0": {"P1"}, "P1": {"P0"}}, ids, 0)
+    assert mined.negatives == {pid: [] for pid in ids} and mined.dropped == {"partner": 0}
+    one = nearest_negatives(vecs, {"P0": {"P1"}, "P1": {"P0"}}, ids, 1)
+    assert all(len(n) == 1 for n in one.negatives.values())
+
+
+@pytest.mark.parametrize("k, skip", [(-1, 0), (1.5, 0), (True, 0), ("2", 0), (1, -1), (1, 0.5)])
+def test_nearest_negatives_refuses_k_or_skip_that_is_no_count(k, skip):
+    """k = -1 sliced `[: skip + k]` (all but the last candidate kept); skip = -1 kept one candidate too many."""
+    from aspire.data.negatives.rank import nearest_negatives
+
+    vecs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    with pytest.raises(ValueError, match="k \\(negatives per paper\\)|skip \\(nearest survivors"):
+        nearest_negatives(vecs, {}, [f"P{i}" for i in range(5)], k, skip)

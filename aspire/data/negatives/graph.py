@@ -10,8 +10,7 @@ import numpy as np
 
 from aspire.data.cocite.config import SPLITS
 from aspire.data.cocite.sets import cocited_partners
-from aspire.data.negatives.rank import Mined, check_paper_ids
-from aspire.data.negatives.sampled import check_k
+from aspire.data.negatives.rank import Mined, check_k, check_paper_ids
 from aspire.io import DataError, iter_jsonl, require
 
 

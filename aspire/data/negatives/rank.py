@@ -39,6 +39,13 @@ def as_matrix(vectors) -> np.ndarray:
     return np.asarray(vectors, dtype=np.float32)
 
 
+def check_k(k, name: str = "k (negatives per paper)") -> None:
+    """ValueError unless `k` (negatives per paper) is a whole number >= 0 (a negative one was never reached: every
+    candidate drawn, or all but the last, was kept)."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ValueError(f"{name} must be a whole number >= 0, got {k!r}")
+
+
 def check_paper_ids(paper_ids: list[str]) -> None:
     """ValueError naming the ids that `paper_ids` lists more than once: a paper is one row and one anchor (a repeated
     id made a paper its own negative, listed one negative twice and left the last row's negatives under the id)."""
@@ -77,6 +84,8 @@ def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[st
     naming its paper; so does an id listed twice in `paper_ids`. A NaN `margin` raises ValueError (every comparison with
     it is false: the guard was off, unsaid)."""
     check_paper_ids(paper_ids)
+    check_k(k)
+    check_k(skip, "skip (nearest survivors left out)")
     if margin is not None and margin != margin:
         raise ValueError(f"margin must be a number or None, got {margin!r}")
     vecs = as_matrix(vectors)
@@ -116,7 +125,8 @@ def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[st
         for r, i in enumerate(rows):
             kept = [j for j in order[r] if np.isfinite(scores[r, j])][skip:]
             out[paper_ids[i]] = [paper_ids[j] for j in kept]
-            floor = scores[r, kept[-1]] if len(kept) == k else -np.inf
+            # a partner nearer than the last negative kept was passed over; with k = 0 none was (kept[-1] raised)
+            floor = np.inf if k == 0 else scores[r, kept[-1]] if len(kept) == k else -np.inf
             dropped["partner"] += int((others[r] & (sims[r] > floor)).sum())
             dropped["margin"] += int(too_close[r].sum())
     notes = {"papers_without_vector": [pid for pid, ok in zip(paper_ids, has_vec) if not ok]}

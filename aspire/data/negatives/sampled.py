@@ -11,17 +11,10 @@ from collections import Counter
 
 import numpy as np
 
-from aspire.data.negatives.rank import Mined, as_matrix, check_paper_ids
+from aspire.data.negatives.rank import Mined, as_matrix, check_k, check_paper_ids
 
 NO_VECTOR = -1  # the cluster of a paper whose vector is zero (`kmeans_clusters`): no one's negative
 _TWO53 = 2**53  # `Generator.random` gives j / 2**53 for a uniform whole j in [0, 2**53)
-
-
-def check_k(k) -> None:
-    """ValueError unless `k` (negatives per paper) is a whole number >= 0 (a negative one was never reached: every
-    candidate drawn, or all but the last, was kept)."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
-        raise ValueError(f"k (negatives per paper) must be a whole number >= 0, got {k!r}")
 
 
 class _Draws:
