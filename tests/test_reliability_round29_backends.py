@@ -1,5 +1,5 @@
-"""Round 29: the exported backends on a checkpoint saved in half precision (fp16), which transformers 5 loads in
-fp16: the export is fp32 (as its file name and tag say) and runs in ONNX Runtime and OpenVINO; a cached fp16 graph
+"""Round 29: the exported backends on a model in half precision (fp16; transformers 5 loaded an fp16 checkpoint in
+fp16, which the exact path now widens to fp32): the export is fp32 (as its file name and tag say) and runs in ONNX Runtime and OpenVINO; a cached fp16 graph
 (exported before) is exported again with a warning."""
 
 from __future__ import annotations
@@ -34,9 +34,11 @@ def fp16_dir(tiny_model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def exact_fp16(fp16_dir, cache):
+    """The exact encoder of the fp16 checkpoint narrowed back to fp16 (loading widens it to fp32): a half-precision
+    model as a user narrows one, or as transformers 5 loaded the checkpoint before the widening."""
     encoder = load_encoder(fp16_dir)
-    if encoder.model.dtype != torch.float16:
-        pytest.skip("this transformers loads a float16 checkpoint in float32")
+    assert encoder.model.dtype == torch.float32
+    encoder.model.half()
     return encoder
 
 
@@ -110,6 +112,28 @@ def test_a_cached_fp16_graph_is_exported_again(fp16_dir, exact_fp16, monkeypatch
                           opset_version=backends.OPSET, dynamo=False)
     write_record(path, {backends.CONFIG_KEY: backends.model_digest(exact_fp16.model)})
     with caplog.at_level(logging.WARNING, logger="aspire.encoders.backends"):
-        fast = load_encoder(fp16_dir, backend="onnx")
+        got = backends.cached_onnx_model(exact_fp16, None)  # the half model's graph, as its fast backend asks for it
+    assert got == path
     assert any("float16 or bfloat16 weights" in r.getMessage() and "exporting it again" in r.getMessage() for r in caplog.records)
+    import onnx
+
+    weights = {t.data_type for t in onnx.load(str(path)).graph.initializer if t.data_type != onnx.TensorProto.INT64}
+    assert weights == {onnx.TensorProto.FLOAT}
+    # and the checkpoint itself loads widened, its fast backend agreeing with the fp16 weights computed in fp32
+    fast = load_encoder(fp16_dir, backend="onnx")
     torch.testing.assert_close(fast.encode(PAPERS).emb, upcast_vectors(exact_fp16, PAPERS).emb, atol=1e-4, rtol=1e-4)
+
+
+def test_an_fp16_checkpoint_loads_widened_to_fp32_with_the_fp32_save_s_vectors_and_fingerprint(fp16_dir, tmp_path):
+    """transformers 5 kept the checkpoint's fp16: the "exact" torch path ran in half precision on the CPU (vectors
+    ~1e-3 from the same weights in fp32). Widened on load, it equals the same weights saved in fp32, bit for bit."""
+    from transformers import BertModel
+
+    wide_dir = tmp_path / "wide"
+    shutil.copytree(fp16_dir, wide_dir)
+    BertModel.from_pretrained(fp16_dir).float().save_pretrained(wide_dir)
+    narrow, wide = load_encoder(fp16_dir), load_encoder(wide_dir)
+    assert narrow.model.dtype == torch.float32
+    assert narrow.fingerprint() == wide.fingerprint()
+    a, b = narrow.encode(PAPERS), wide.encode(PAPERS)
+    assert torch.equal(a.emb, b.emb) and torch.equal(a.whole, b.whole)

@@ -102,14 +102,20 @@ def piece_sentences(starts: np.ndarray, lengths: np.ndarray, offsets: np.ndarray
 
 
 def load_weights(auto_class, folder: Path):
-    """`auto_class.from_pretrained(folder)`; a weights file that does not parse (truncated, damaged) is a ValueError
-    naming the folder, where safetensors says only that a header did not deserialize."""
+    """`auto_class.from_pretrained(folder)` in float32; a weights file that does not parse (truncated, damaged) is a
+    ValueError naming the folder, where safetensors says only that a header did not deserialize. A checkpoint saved
+    in float16 or bfloat16 is widened to float32 (exactly): transformers 5 keeps a checkpoint's dtype, which made the
+    "exact" torch path run in half precision on the CPU and the fast backends' export fail. Narrow it afterwards
+    (`encoder.model.half()`) or use `quantize="bf16"` for half-precision inference."""
     from safetensors import SafetensorError
 
     try:
-        return auto_class.from_pretrained(folder)
+        model = auto_class.from_pretrained(folder)
     except SafetensorError as err:
         raise ValueError(f"{folder}: its weights file does not load ({err}): copy or export the model again") from err
+    if any(t.is_floating_point() and t.dtype != torch.float32 for t in model.state_dict().values()):
+        model = model.float()
+    return model
 
 
 def raise_if_not_finite(vectors: Tensor, names: Sequence[str]) -> None:
