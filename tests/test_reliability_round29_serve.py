@@ -97,7 +97,7 @@ def test_short_timeouts_are_taken(service):
 
 MALFORMED = [  # (raw request, status, words the error must hold)
     (post(b"{"), 400, "not valid JSON"),
-    (post(b"[1]"), 400, "must be a JSON object, got list"),
+    (post(b"[1]"), 400, "must be a JSON object, got an array"),
     (post(b'{"sentences": [0]}'), 400, "paper_id is required"),
     (post(b'{"paper_id": "q", "sentences": [0], "k": "3"}'), 400, "k must be an integer in 1..50"),
     (post(b'{"paper_id": "q", "sentences": [0], "k": 3.0}'), 400, "k must be an integer"),

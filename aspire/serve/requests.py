@@ -167,7 +167,7 @@ RULES = {  # field -> what a valid value is (the message's second half)
 def check(model: type[BaseModel], data: Any) -> BaseModel:
     """`data` validated as `model`, or RequestError(400) naming the first bad field and its rule."""
     if not isinstance(data, dict):
-        raise RequestError(400, f"the request must be a JSON object, got {type(data).__name__}")
+        raise RequestError(400, f"the request must be a JSON object, got {_json_type(data)}")
     unknown = sorted(set(data) - set(model.model_fields))
     if unknown:
         raise RequestError(400, f"unknown field(s) {', '.join(_short(u) for u in unknown[:10])}; valid: "
@@ -180,6 +180,22 @@ def check(model: type[BaseModel], data: Any) -> BaseModel:
         if not field:  # a model-level rule (e.g. shortlist >= k): its own message
             raise RequestError(400, str(err["msg"]).removeprefix("Value error, ")) from None
         raise RequestError(400, _message(field, err["type"], data.get(field))) from None
+
+
+def _json_type(value: Any) -> str:
+    """What JSON calls `value`'s kind ("null", "array", "string", "number", "true"/"false"), for an error message: the
+    client sent JSON, not Python (`type(None).__name__` once told it "got NoneType", a list "got list")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, numbers.Number):
+        return f"the number {_short(value)}"
+    if isinstance(value, (list, tuple)):
+        return f"an array of {len(value)}"
+    return type(value).__name__  # not from JSON (a Python caller's object): its Python type
 
 
 def _message(field: str, kind: str, value: Any) -> str:
