@@ -173,11 +173,14 @@ def finished_shards(shards_dir: str | Path, n_shards: int, record: dict) -> set[
 def load_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[EncodedCorpus, dict]:
     """The shards of one sharded encoding, joined in order in RAM, after the checks a merge makes (`plan_shards`:
     completeness, unless `allow_missing`, then the shards present, their numbers missing listed in the metadata's
-    `missing_shards`; one model, corpus, backend; slices; files). (`merge_shards` does not hold them all:
-    `aspire.index.stream`.)"""
+    `missing_shards`; one model, corpus, backend; slices; files). The rejected records are in input-line order, as
+    the merge records them (shard order once put a later shard's encoding rejections after shard 0's reader rejections
+    of later lines). (`merge_shards` does not hold them all: `aspire.index.stream`.)"""
     plans, meta, _ = plan_shards(shards_dir, allow_missing)
     parts = [EncodedCorpus.load_shard(plan.path)[0] for plan in plans]
-    return EncodedCorpus.concat(parts), meta
+    corpus = EncodedCorpus.concat(parts)
+    corpus.rejected = in_line_order(corpus.rejected)  # the duplicates concat finds (no line) stay last, as plan_shards'
+    return corpus, meta
 
 
 def merge_shards(shards_dir: str | Path, out: str | Path, config: IndexBuildConfig,

@@ -22,6 +22,7 @@ from aspire.index.disk import IndexFormatError
 
 TEXTS_ON_DISK_BYTES = 64 << 20  # papers.jsonl above this (about 60k abstracts) keeps sentence texts on disk
 TEXTS = ("auto", "memory", "disk")
+JSON_WHITESPACE = b" \t\r\n"  # a blank line holds only these (JSON's whitespace)
 
 
 class SentencesOnDisk(Sequence):
@@ -76,8 +77,8 @@ def read_index_papers(path: str | Path, texts: str = "memory"):
     with path.open("rb") as handle:
         for lineno, raw in enumerate(handle, start=1):
             start, pos = pos, pos + len(raw)
-            if not raw.strip():
-                continue
+            if not raw.strip(JSON_WHITESPACE):  # bytes.strip() took a form feed for blank: the line was skipped
+                continue  # here and then read as part of the paper before it by `SentencesOnDisk` (JSONDecodeError)
             try:
                 record = json.loads(raw)
                 paper_id, title, sents = record["paper_id"], record["title"], record["sentences"]
