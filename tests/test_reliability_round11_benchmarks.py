@@ -171,5 +171,7 @@ def test_write_qrels_refuses_a_grade_that_is_not_a_whole_number(tmp_path, grade)
 
     with pytest.raises(ValueError, match="query q1 document d2"):
         write_qrels(tmp_path / "qrels.trec", {"q1": {"d1": 1, "d2": grade}})
-    write_qrels(tmp_path / "qrels.trec", {"q1": {"d1": 1, "d2": 2.0, "d3": -1}})
-    assert read_qrels(tmp_path / "qrels.trec") == {"q1": {"d1": 1, "d2": 2, "d3": -1}}
+    write_qrels(tmp_path / "qrels.trec", {"q1": {"d1": 1, "d2": 2.0, "d3": 0}})
+    assert read_qrels(tmp_path / "qrels.trec") == {"q1": {"d1": 1, "d2": 2, "d3": 0}}
+    with pytest.raises(ValueError, match="query q1 document d3"):  # a negative grade is refused since round 29
+        write_qrels(tmp_path / "qrels.trec", {"q1": {"d1": 1, "d3": -1}})
