@@ -95,6 +95,9 @@ def _load_splits(path: Path) -> dict[str, list[str]]:
     if all(isinstance(v, list) for v in values):  # {split: [query_key]}
         return {k: [str(q) for q in v] for k, v in raw.items()}
     if all(isinstance(v, dict) and all(isinstance(x, list) for x in v.values()) for v in values):
+        empty = [group for group, inner in raw.items() if not inner]
+        if empty:  # once flattened to nothing: `{"all": {}}` read as a file with no splits
+            raise ValueError(f"{path}: split group {empty[0]!r} holds no splits")
         return {f"{group}/{split}": [str(q) for q in qs] for group, inner in raw.items() for split, qs in inner.items()}
     raise ValueError(
         f"{path}: splits must be {{split: [query_key]}}, {{query_key: split}} or {{group: {{split: [query_key]}}}}"
@@ -110,9 +113,10 @@ def load_pool_set(
 ) -> PoolSet:
     """Read `test-pid2anns-NAME[-FACET].json` (and a splits file when given) from `root`.
 
-    Raises ValueError for a missing or malformed file, ragged `cands` / grades, repeated candidates, a grade
-    that is not an integer >= 0 (naming the query and candidate), or split entries naming queries the pools
-    do not hold or naming one query twice.
+    Raises ValueError for a missing or malformed file, a file with no query, ragged `cands` / grades, a candidate id
+    that is not a string or an integer, repeated candidates, a grade that is not an integer >= 0 (naming the query
+    and candidate; the query's own entry too), or a split with no query, naming queries the pools do not hold or
+    naming one query twice.
     """
     root = Path(root)
     pools: dict[str, dict[str, dict[str, int]]] = {}
@@ -123,6 +127,8 @@ def load_pool_set(
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: expected {{query_pid: {{\"cands\": [...], {relevance_field!r}: [...]}}}}, "
                              f"got a JSON {type(raw).__name__}")
+        if not raw:  # once a facet of no queries: left out of every mean without a word
+            raise ValueError(f"{path}: the annotation file holds no query")
         pools[facet] = {}
         for qid, ann in raw.items():
             if not isinstance(ann, dict):
@@ -133,6 +139,9 @@ def load_pool_set(
                     raise ValueError(f"{path}: query {qid} has no {key!r}; fields: {sorted(ann)}")
                 if not isinstance(ann[key], list):
                     raise ValueError(f"{path}: query {qid}: {key!r} must be a list, got a JSON {type(ann[key]).__name__}")
+            odd = [c for c in ann["cands"] if isinstance(c, bool) or not isinstance(c, (str, int))]
+            if odd:  # null, 1.5 or ["b"] once became the candidates 'None', '1.5' and "['b']"
+                raise ValueError(f"{path}: query {qid}: candidate ids must be strings or integers, got {odd[0]!r}")
             cands, grades = [str(c) for c in ann["cands"]], ann[relevance_field]
             if len(cands) != len(grades):
                 raise ValueError(f"{path}: query {qid} has {len(cands)} cands but {len(grades)} grades")
@@ -141,11 +150,13 @@ def load_pool_set(
                 raise ValueError(f"{path}: query {qid} repeats candidates {repeated[:10]}")
             if qid in cands:
                 self_in_pool.append(query_key(qid, facet))
-            pools[facet][qid] = {c: grade_value(g, f"{path}: query {qid} candidate {c}")
-                                 for c, g in zip(cands, grades) if c != qid}
+            checked = {c: grade_value(g, f"{path}: query {qid} candidate {c}") for c, g in zip(cands, grades)}
+            pools[facet][qid] = {c: g for c, g in checked.items() if c != qid}  # the query's own grade checked too
     splits = _load_splits(Path(splits_file)) if splits_file is not None else {}
     known = {query_key(q, f) for f in pools for q in pools[f]}
     for split, keys in splits.items():
+        if not keys:  # a mean over no query: dropped from `summarize`, an error far from the file in CSFCube's folds
+            raise ValueError(f"split {split!r} names no query")
         unknown = [k for k in keys if k not in known]
         if unknown:
             raise ValueError(f"split {split!r} names {len(unknown)} unknown queries: {unknown[:10]}")

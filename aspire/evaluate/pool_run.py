@@ -13,7 +13,7 @@ import csv
 from pathlib import Path
 from typing import Sequence
 
-from aspire.benchmarks.metrics import undefined_metrics
+from aspire.benchmarks.metrics import check_metrics, undefined_metrics
 from aspire.benchmarks.pools import (
     evaluate_pool_set,
     load_pool_set,
@@ -54,7 +54,9 @@ def run_pools(
 ) -> dict:
     """Score ranked files from `ranked_dir` (with `exp`), or rank with `model` + `scorer` first
     (`options`: `aspire.evaluate.options.EvalOptions`, as `aspire.evaluate.rank.rank_pool_set` reads them).
-    ValueError when both are given: the ranked files would be scored and the model not run."""
+    ValueError when both are given: the ranked files would be scored and the model not run. A metric name or a
+    `threshold` that `aspire.benchmarks.metrics.check_metrics` refuses is a ValueError before any pool is ranked."""
+    check_metrics(metrics, threshold)  # once refused only after the model had encoded and ranked every pool
     data, out = Path(data), Path(out)
     if ranked_dir is not None:
         given = [k for k, v in (("model", model), ("scorer", scorer), ("options", options),

@@ -62,7 +62,7 @@ RUNNERS: dict[str, Runner] = {
 
 def get_runner(name: str) -> Runner:
     if name not in RUNNERS:
-        raise ValueError(f"benchmark {name!r} has no runner (aspire.evaluate.suite.RUNNERS)")
+        raise ValueError(f"benchmark {name!r} has no runner (aspire.evaluate.suite.RUNNERS); valid: {', '.join(RUNNERS)}")
     return RUNNERS[name]
 
 
