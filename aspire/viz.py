@@ -21,6 +21,7 @@ parse, such as `$3{n \\choose 4}$`: 29 sentences of CSFCube).
 
 from __future__ import annotations
 
+import numbers
 import textwrap
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -85,7 +86,8 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
     ValueError). Without sentence texts, the padding of a batch row is no sentence: the query's rows end at
     its last selected or non-zero vector, the candidate's at its last selected one. `ot_settings` are keyword
     arguments of the "ot" scorer (`tau`, `eps`, ...), one plan each (one mapping alone: one plan); a plan's label
-    names the settings given and the scorer's `tau` and `eps` where they were left to its defaults.
+    names the settings given and the scorer's `tau` and `eps` where they were left to its defaults. A query or
+    candidate with no sentence selected raises ValueError naming it.
     """
     if isinstance(ot_settings, Mapping):
         ot_settings = [ot_settings]
@@ -93,6 +95,10 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
         raise ValueError(f"pair_alignment takes one query and one candidate, got {len(query)} and {len(cand)}")
     if not ot_settings:
         raise ValueError("give at least one OT setting, e.g. [{'eps': 0.05}]")
+    for side, batch in (("query", query), ("candidate", cand)):  # else the scorer's error, naming no paper
+        if not bool(batch.mask[0].any()):
+            pid = batch.paper_ids[0] if batch.paper_ids else "0"
+            raise ValueError(f"pair_alignment: {side} {pid} has no sentence selected; select at least one")
     if query.sentences:
         S = len(query.sentences[0])
     else:  # no texts: a row of a padded batch ends at its last sentence, selected or not (padded rows are zero)
@@ -170,7 +176,8 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
             query_labels: Sequence[str | None] | None, cand_labels: Sequence[str | None] | None,
             show_query_texts: bool, rows: Sequence[int] | None = None, vmin: float | None = None,
             vmax: float | None = None, hide_below: float = -np.inf):
-    """Draw the query rows `rows` (default all) of one (S, T) matrix, sentence texts on the axes; returns the AxesImage."""
+    """Draw the query rows `rows` (default all) of one (S, T) matrix, sentence texts on the axes; returns the AxesImage.
+    Cells of value `hide_below` or less get no number."""
     S, T = values.shape
     if len(query_texts) != S or len(cand_texts) != T:
         raise ValueError(f"matrix is {S}x{T} but got {len(query_texts)} query and {len(cand_texts)} candidate texts")
@@ -201,7 +208,7 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
         for r in np.flatnonzero(mask):  # unselected rows stay clean
             for j in range(T):
                 v = shown[r, j]
-                if v < hide_below:
+                if v <= hide_below:  # `<` wrote a plan's 0.5% cell as "0" (0.5 rounds to even)
                     continue
                 dark = (v > mid) if cmap in ("Blues", "Greens", "Purples") else (v < mid)
                 ax.text(j, r, format(v, fmt), ha="center", va="center", fontsize=FONT,
@@ -250,8 +257,9 @@ def plot_distances(cost: np.ndarray, query_texts: Sequence[str], cand_texts: Seq
                    title: str = "sentence L2 distances", annotate: bool = True, show_query_texts: bool = True):
     """Heatmap of the sentence distances `cost (S, T)` (darker = closer), texts on the axes.
 
-    `pair` (i, j), when given, is outlined in red: the single-match pair. `annotate` writes each
-    distance in its cell (up to 16 candidate sentences; past that the numbers no longer fit). Returns the Figure.
+    `pair` (i, j), when given, is outlined in red: the single-match pair, so a selected query sentence (a row
+    `query_mask` leaves out raises ValueError). `annotate` writes each distance in its cell, to 2 decimals (up to 16
+    candidate sentences; past that the numbers no longer fit). Returns the Figure.
     """
     cost = np.asarray(cost, dtype=float)
     S, T = cost.shape
@@ -260,6 +268,10 @@ def plot_distances(cost: np.ndarray, query_texts: Sequence[str], cand_texts: Seq
         if not (0 <= i < S and 0 <= j < T):
             raise ValueError(f"pair {tuple(pair)} is not a cell of the {S}x{T} distance matrix")
         pair = (int(i), int(j))
+        if query_mask is not None and len(np.asarray(query_mask).reshape(-1)) == S \
+                and not np.asarray(query_mask, dtype=bool).reshape(-1)[i]:  # once outlined on a hatched row
+            raise ValueError(f"pair {pair}: query sentence {i} is not selected (query_mask), so it cannot be the "
+                             "single match")
     fig, ax = _new_ax(ax, (_matrix_width(T), 2.8 + ROW_INCHES * S))
     _matrix(cost, query_texts, cand_texts, ax, cmap="viridis", query_mask=query_mask, fmt=".2f",
             annotate=annotate, title=title, colorbar_label="L2 distance", query_labels=query_labels,
@@ -277,8 +289,9 @@ def plot_plan(plan: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
               annotate: bool = True, show_query_texts: bool = True, rows: Sequence[int] | None = None):
     """Heatmap of a transport plan `plan (S, T)` (mass moved between sentence pairs, sums to 1).
 
-    `rows` draws only those query sentences (e.g. the selected ones; default all). Cells holding at
-    least 0.5% of the mass are annotated with that share in percent (up to 16 candidate sentences).
+    `rows` draws only those query sentences (e.g. the selected ones; default all). Cells holding more
+    than 0.5% of the mass are annotated with that share in percent, rounded to a whole number (so at least 1;
+    up to 16 candidate sentences).
     Returns the Figure.
     """
     plan = np.asarray(plan, dtype=float)
@@ -382,6 +395,9 @@ def plot_grades_by_rank(rankings: Mapping[str, Sequence[int | None]], *, ax=None
     grid = np.full((len(names), depth), np.nan)
     for r, name in enumerate(names):
         for c, g in enumerate(rankings[name]):
+            if g is not None and (isinstance(g, (bool, np.bool_)) or not isinstance(g, numbers.Real)):
+                raise ValueError(f"ranking {name!r}: the grade at rank {c + 1} is {g!r}, not a number "
+                                 "(None = not graded)")  # a string once raised TypeError naming no ranking
             if g is not None and g == g and not 0 <= g <= max_grade:  # once drawn in the nearest bound's colour
                 raise ValueError(f"ranking {name!r}: the grade at rank {c + 1} is {g!r}, outside the scale 0 to "
                                  f"max_grade={max_grade}")

@@ -11,6 +11,7 @@ comma-separated item is a 0-based position or a name (a facet, or a stored label
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Sequence
 
@@ -38,13 +39,32 @@ def title_labelled(labels: list[str] | None, n_sentences: int) -> list[str] | No
     return ["title", *labels] if labels is not None and n_sentences == len(labels) + 1 else labels
 
 
+def _is_bool(x) -> bool:
+    """A bool, numpy bool or boolean array / tensor (a mask): never a position, though `operator.index` reads it."""
+    return isinstance(x, bool) or str(getattr(x, "dtype", "")) in ("bool", "torch.bool")
+
+
+def _integer(x) -> int | None:
+    """`x` as an int when it is one integer scalar (int, numpy integer, 0-d integer array or tensor), else None."""
+    if getattr(x, "ndim", 0) != 0:
+        return None
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
+
+
 def parse_selection(spec: str | int | Sequence[int | str], paper_id: str = "") -> list[int | str]:
     """`"0,2"` / `"method"` / `["method", 3]` / `3` -> items: ints (0-based positions) and lower-case names.
-    Raises ValueError, naming `paper_id` when given, for an empty selection or item."""
+    Positions may be numpy or 0-d tensor integers. Raises ValueError, naming `paper_id` when given, for an empty
+    selection or item, and for an item that is neither an integer nor a string (a bool, a float such as 2.0, bytes)."""
     whose = f" for paper {paper_id!r}" if paper_id else ""
     if isinstance(spec, str):
         items = spec.split(",")
-    elif isinstance(spec, int):  # one position (a bool is refused below)
+    elif isinstance(spec, (bytes, bytearray)):  # iterated, b"0,2" once gave positions 48, 44, 50
+        raise ValueError(f"sentence selection{whose}: expected positions or facet names, got bytes {spec!r} "
+                         "(decode them to a string)")
+    elif _is_bool(spec) or _integer(spec) is not None:  # one position (a bool is refused below)
         items = [spec]
     elif isinstance(spec, Iterable):
         items = list(spec)
@@ -53,12 +73,16 @@ def parse_selection(spec: str | int | Sequence[int | str], paper_id: str = "") -
                          f"{spec!r}")
     out: list[int | str] = []
     for item in items:
-        if isinstance(item, bool):
+        if _is_bool(item):
             raise ValueError(f"sentence selection{whose}: expected a position or a facet name, got {item!r}")
-        if isinstance(item, int):
-            out.append(item)
+        if not isinstance(item, str):  # a tensor(0) or 2.0 was once read as the name 'tensor(0)' or '2.0'
+            position = _integer(item)
+            if position is None:
+                raise ValueError(f"sentence selection{whose}: expected a 0-based position (an integer) or a facet "
+                                 f"name, got {type(item).__name__} {item!r}")
+            out.append(position)
             continue
-        text = str(item).strip()
+        text = item.strip()
         if not text:
             raise ValueError(f"sentence selection {spec!r}{whose} has an empty item")
         out.append(int(text) if POSITION.fullmatch(text) else text.lower())  # "--1", "²": names, not int()'s error
