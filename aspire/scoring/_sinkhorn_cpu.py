@@ -332,25 +332,30 @@ def centred_potentials(F, G, a, b, eps, f, g):
 def prepare_weights(a, b, tiny, rtol, a64, b64):
     """`sinkhorn`'s weights for the compiled path, one pass: a64 (L, N), b64 (L, M) in float64, those below `tiny`
     (denormals: no mass float arithmetic sees) made padding (0), in place. Returns bad (L,) bool: the problems whose
-    weights are negative or not finite, or whose masses are not positive and equal to relative `rtol` (the caller
-    names them, as `sinkhorn._check_weights` does)."""
+    weights are negative or not finite, or whose masses are not positive and equal to relative `rtol`, or with no
+    weight left on a side once its denormals are padding (a positive mass of denormals only: every point padding,
+    which gave a zero plan with value 0, read as converged) (the caller names them, as `sinkhorn._check_weights`
+    does)."""
     L, N = a.shape
     M = b.shape[1]
     bad = np.zeros(L, dtype=np.bool_)
     for p in range(L):  # one light pass: not worth the threads
-        mass_a, mass_b, neg = 0.0, 0.0, False
+        mass_a, mass_b, neg, real_a, real_b = 0.0, 0.0, False, False, False
         for i in range(N):
             x = a[p, i]
             mass_a += x
             neg |= x < 0
+            real_a |= x >= tiny
             a64[p, i] = x if x >= tiny else 0.0
         for j in range(M):
             x = b[p, j]
             mass_b += x
             neg |= x < 0
+            real_b |= x >= tiny
             b64[p, j] = x if x >= tiny else 0.0
         finite = math.isfinite(mass_a) and math.isfinite(mass_b)
-        bad[p] = neg or not finite or mass_a <= 0 or abs(mass_a - mass_b) > rtol * max(mass_a, mass_b)
+        bad[p] = (neg or not finite or mass_a <= 0 or abs(mass_a - mass_b) > rtol * max(mass_a, mass_b)
+                  or not (real_a and real_b))
     return bad
 
 
