@@ -124,3 +124,19 @@ def test_nearest_negatives_refuses_k_or_skip_that_is_no_count(k, skip):
     vecs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
     with pytest.raises(ValueError, match="k \\(negatives per paper\\)|skip \\(nearest survivors"):
         nearest_negatives(vecs, {}, [f"P{i}" for i in range(5)], k, skip)
+
+
+# ---- Sinkhorn: weights all denormal, on the torch path ---------------------------------------------------------
+def test_sinkhorn_on_the_torch_path_refuses_weights_that_are_all_denormal():
+    """The compiled CPU path refuses them since round 29; the torch path (a tape, or another device) checked the raw
+    mass (positive), then made every denormal padding: an all-zero plan, value 0, converged True, unsaid."""
+    import torch
+
+    from aspire.scoring.sinkhorn import sinkhorn
+
+    cost = torch.rand(2, 2, 2, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    a = torch.tensor([[0.5, 0.5], [1e-39, 1e-39]])
+    with pytest.raises(ValueError, match=r"among them \[1\]"):
+        sinkhorn(cost, a, a.clone(), 0.1)
+    ok = sinkhorn(cost[:1], a[:1], a[:1].clone(), 0.1)  # a normal problem still solves
+    assert bool(ok.converged.all()) and float(ok.plan.detach().sum()) == pytest.approx(1.0, abs=1e-4)

@@ -283,12 +283,16 @@ def _mass_rtol(dtype: torch.dtype) -> float:
 
 
 def _check_weights(cost: Tensor, a: Tensor, b: Tensor) -> None:
-    """Raise, naming the problems, where weights are negative or not finite, or masses not positive and equal."""
+    """Raise, naming the problems, where weights are negative or not finite, or masses not positive and equal, or
+    a side holds no weight of at least the dtype's smallest normal (every denormal becomes padding next: a problem
+    with no real point left, solved to an all-zero plan and a value of 0, as the compiled path refuses too)."""
     with torch.no_grad():
         mass_a, mass_b = a.sum(1), b.sum(1)
         rtol = _mass_rtol(cost.dtype)
+        tiny = torch.finfo(cost.dtype).tiny
         bad = (mass_a <= 0) | ((mass_a - mass_b).abs() > rtol * torch.maximum(mass_a, mass_b))
         bad |= (a < 0).any(1) | (b < 0).any(1) | ~torch.isfinite(mass_a) | ~torch.isfinite(mass_b)
+        bad |= ~(a >= tiny).any(1) | ~(b >= tiny).any(1)
         _raise_bad_weights(a, b, bad, rtol)
 
 
