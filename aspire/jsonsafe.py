@@ -21,18 +21,50 @@ from typing import Any
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def finite_json(obj: Any, path: str = "") -> tuple[Any, dict[str, str]]:
-    """A copy of `obj` (dicts, lists, tuples, scalars; numpy scalars and arrays as the Python values and
-    lists they hold) with every non-finite float replaced by None, and `{dotted path: "nan" | "inf" |
-    "-inf"}` of what was replaced."""
+def _numpy_to_python(obj: Any) -> Any:
+    """A numpy scalar or array as the Python value or list it holds; anything else as is."""
     if type(obj).__module__ == "numpy" and hasattr(obj, "tolist"):  # np.float32(nan), an array: no numpy import
-        obj = obj.tolist()
+        return obj.tolist()
+    return obj
+
+
+def _key_name(key: Any) -> str | None:
+    """The name `json.dumps` writes for the dict key `key` (True as "true", 1.5 as "1.5"); None for a key it
+    refuses (its TypeError, or `skipkeys`, decides)."""
+    if isinstance(key, str):
+        return key
+    if key is True or key is False or key is None:
+        return json.dumps(key)
+    if isinstance(key, float):
+        return float.__repr__(key)
+    if isinstance(key, int):
+        return int.__repr__(key)
+    return None
+
+
+def finite_json(obj: Any, path: str = "") -> tuple[Any, dict[str, str]]:
+    """A copy of `obj` (dicts, lists, tuples, scalars; numpy scalars and arrays, values and dict keys, as the Python
+    values and lists they hold) with every non-finite float replaced by None, and `{dotted path: "nan" | "inf" |
+    "-inf"}` of what was replaced; a path names a dict key as JSON writes it (`True` as "true").
+
+    A non-finite float as a dict key (JSON has no name for it), and two keys that JSON writes as one name (`1` and
+    `"1"`: a reader keeps one value), are a ValueError naming the path."""
+    obj = _numpy_to_python(obj)
     if isinstance(obj, float):
         return (obj, {}) if math.isfinite(obj) else (None, {path or "$": repr(obj)})
     if isinstance(obj, dict):
-        out, replaced = {}, {}
+        out, replaced, names = {}, {}, {}
         for key, value in obj.items():
-            out[key], inner = finite_json(value, f"{path}.{key}" if path else str(key))
+            key = _numpy_to_python(key)
+            name = _key_name(key)
+            if isinstance(key, float) and not math.isfinite(key):
+                raise ValueError(f"{path or '$'}: a non-finite dict key {key!r} has no JSON name")
+            if name is not None and name in names:
+                raise ValueError(f"{path or '$'}: keys {names[name]!r} and {key!r} are both written as JSON name "
+                                 f"{name!r} (a reader keeps one of the two values)")
+            if name is not None:
+                names[name] = key
+            out[key], inner = finite_json(value, f"{path}.{name or key}" if path else str(name or key))
             replaced.update(inner)
         return out, replaced
     if isinstance(obj, (list, tuple)):
@@ -47,11 +79,16 @@ def finite_json(obj: Any, path: str = "") -> tuple[Any, dict[str, str]]:
 
 def dumps(obj: Any, **kwargs) -> str:
     """`json.dumps` that writes non-finite floats as null (their paths under "non_finite" when `obj`
-    is a dict) and can never emit NaN or Infinity (`allow_nan=False`)."""
+    is a dict, added to the reasons an object there already holds) and can never emit NaN or Infinity
+    (`allow_nan=False`). A dict whose "non_finite" holds anything but an object, when there is a path to record, is a
+    ValueError naming it (replacing it lost the value unsaid)."""
     clean, replaced = finite_json(obj)
     if replaced and isinstance(clean, dict):
-        previous = clean.get("non_finite")
-        clean["non_finite"] = {**previous, **replaced} if isinstance(previous, dict) else replaced
+        previous = clean.get("non_finite", {})
+        if not isinstance(previous, dict):
+            raise ValueError(f"its key 'non_finite' holds {previous!r:.60}, not an object to record the non-finite "
+                             f"values at {', '.join(sorted(replaced))} in")
+        clean["non_finite"] = {**previous, **replaced}
     return json.dumps(clean, allow_nan=False, **kwargs)
 
 
