@@ -336,27 +336,29 @@ def prepare_weights(a, b, tiny, rtol, a64, b64):
     weight left on a side once its denormals are padding (a positive mass of denormals only: every point padding,
     which gave a zero plan with value 0, read as converged) (the caller names them, as `sinkhorn._check_weights`
     does)."""
-    L, N = a.shape
-    M = b.shape[1]
+    L = a.shape[0]
     bad = np.zeros(L, dtype=np.bool_)
     for p in range(L):  # one light pass: not worth the threads
-        mass_a, mass_b, neg, real_a, real_b = 0.0, 0.0, False, False, False
-        for i in range(N):
-            x = a[p, i]
-            mass_a += x
-            neg |= x < 0
-            real_a |= x >= tiny
-            a64[p, i] = x if x >= tiny else 0.0
-        for j in range(M):
-            x = b[p, j]
-            mass_b += x
-            neg |= x < 0
-            real_b |= x >= tiny
-            b64[p, j] = x if x >= tiny else 0.0
+        mass_a, neg_a, real_a = _side_weights(a[p], tiny, a64[p])
+        mass_b, neg_b, real_b = _side_weights(b[p], tiny, b64[p])
         finite = math.isfinite(mass_a) and math.isfinite(mass_b)
-        bad[p] = (neg or not finite or mass_a <= 0 or abs(mass_a - mass_b) > rtol * max(mass_a, mass_b)
+        bad[p] = (neg_a or neg_b or not finite or mass_a <= 0 or abs(mass_a - mass_b) > rtol * max(mass_a, mass_b)
                   or not (real_a and real_b))
     return bad
+
+
+@njit()
+def _side_weights(w, tiny, out):
+    """One side of one problem for `prepare_weights`: out (N,) = w (N,) with its entries below `tiny` 0, in
+    float64; returns (w's mass, whether an entry is negative, whether one is at least `tiny`)."""
+    mass, neg, real = 0.0, False, False
+    for i in range(w.shape[0]):
+        x = w[i]
+        mass += x
+        neg |= x < 0
+        real |= x >= tiny
+        out[i] = x if x >= tiny else 0.0
+    return mass, neg, real
 
 
 @njit(parallel=True)
