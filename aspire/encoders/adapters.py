@@ -89,11 +89,13 @@ def adapter_config(kind: str, model_type: str, r: int = LORA_DEFAULTS["r"], alph
 
 
 def attach_adapters(model: nn.Module, kind: str, names: Sequence[str], **options) -> nn.Module:
-    """`model` wrapped in a PeftModel holding one adapter per name (the first active); the base is frozen."""
+    """`model` wrapped in a PeftModel holding one adapter per name (the first active); the base is frozen.
+    `names`: a list of distinct non-empty strings (a bare string would be read as its letters, one adapter each)."""
     from peft import get_peft_model
 
-    if not names or len(set(names)) != len(names):
-        raise ValueError(f"adapter names must be distinct and at least one, got {list(names)}")
+    if (isinstance(names, str) or not names or not all(isinstance(n, str) and n for n in names)
+            or len(set(names)) != len(names)):
+        raise ValueError(f"adapter names must be a list of distinct non-empty strings, at least one, got {names!r}")
     config = adapter_config(kind, model.config.model_type, **options)  # its own errors say what is wrong
     try:
         with peft_wrapping():
@@ -182,13 +184,15 @@ def check_adapter_settings(settings, where: str) -> list[str]:
 def load_adapted(base: nn.Module, path: Path, settings: dict, active: str | None = None) -> nn.Module:
     """`base` with the adapters saved under `path/adapter` (trainable, so a run can resume), `active`
     (default: the one the settings record as active, else the first) switched on. Settings that are not
-    `adapter_settings`' form and adapters made for a model of another width are ValueErrors naming the file or
-    folder."""
+    `adapter_settings`' form, an `active` that is none of their names (listing them) and adapters made for a model
+    of another width are ValueErrors naming the file or folder."""
     from peft import PeftModel
 
     from aspire.encoders.pretrained import SETTINGS_FILE
 
     names = check_adapter_settings(settings, str(Path(path) / SETTINGS_FILE))
+    if active is not None and active not in names:  # peft said only "Adapter X not found.", after loading them all
+        raise ValueError(f"{path}: no adapter {active!r} to activate; valid: {names}")
     root = Path(path) / ADAPTER_DIR
     try:
         with peft_wrapping():

@@ -94,9 +94,9 @@ def context_pairs(groups_path: str | Path, text_field: str = "contexts_clean", m
     """
     if text_field not in TEXT_FIELDS:
         raise ValueError(f"unknown text_field {text_field!r}; valid: {list(TEXT_FIELDS)}")
-    out = []
+    out, first_line = [], {}
     for lineno, group in iter_jsonl(groups_path):
-        texts = list(dict.fromkeys(_group_texts(group, text_field, groups_path, lineno)))  # distinct, in order
+        texts = list(dict.fromkeys(_group_texts(group, text_field, groups_path, lineno, first_line)))  # distinct, in order
         pairs = list(itertools.combinations(texts, 2))
         if len(pairs) > max_pairs_per_set:
             pairs = random.Random(f"{seed}|{group['set_id']}").sample(pairs, max_pairs_per_set)
@@ -104,13 +104,18 @@ def context_pairs(groups_path: str | Path, text_field: str = "contexts_clean", m
     return out
 
 
-def _group_texts(group: dict, text_field: str, path: str | Path, lineno: int) -> list[str]:
+def _group_texts(group: dict, text_field: str, path: str | Path, lineno: int, first_line: dict[str, int]) -> list[str]:
     """The `text_field` texts of one line of a groups file; `DataError` naming the file and line unless the line has
-    a string `set_id` and a list of strings there (a bare string would be read as its characters)."""
+    a string `set_id` that no line before it had (`first_line`: set id -> its line, this one added) and a list of
+    strings there (a bare string would be read as its characters). A set on two lines would count a text of both
+    twice: its copy, the nearest row in dev retrieval, a free hit."""
     require(group, ("set_id", text_field), path, lineno)
     sid, texts = group["set_id"], group[text_field]
     if not isinstance(sid, str):
         raise DataError(f"{path}:{lineno}: set_id must be a string, got {type_name(sid)}")
+    if sid in first_line:
+        raise DataError(f"{path}:{lineno}: co-cited set {sid!r} repeats the set of line {first_line[sid]}")
+    first_line[sid] = lineno
     if not isinstance(texts, list):
         raise DataError(f"{path}:{lineno}: co-cited set {sid!r}: {text_field} must be a list of strings, "
                         f"got {type_name(texts)}")
@@ -170,9 +175,9 @@ def evaluate_contexts(model, groups_path: str | Path, text_field: str = "context
     A text repeated within a set counts once (as in `context_pairs`): its copy would be its nearest row,
     a hit that measures nothing. A file without contexts (an empty dev split: `split.dev_fraction` 0) scores as a
     split with no same-set pair, queries 0 and acc@1 and mrr NaN (sentence-transformers encodes no text as (0,))."""
-    texts, labels = [], []
+    texts, labels, first_line = [], [], {}
     for lineno, group in iter_jsonl(groups_path):
-        distinct = list(dict.fromkeys(_group_texts(group, text_field, groups_path, lineno)))
+        distinct = list(dict.fromkeys(_group_texts(group, text_field, groups_path, lineno, first_line)))
         texts += distinct
         labels += [group["set_id"]] * len(distinct)
     if not texts:
