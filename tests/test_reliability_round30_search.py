@@ -19,6 +19,7 @@ import torch
 
 from aspire.cli.search import main as search_main
 from aspire.serve.requests import PapersQuery, RequestError, SearchBody, check, parse_json
+from tests.test_search_cli import build_index_from
 
 WORDS = ["we propose a new neural parser.", "the data is scientific text.", "results improve the task.",
          "citation sentences in a paper.", "a model of document similarity.", "learning language models.",
@@ -27,18 +28,9 @@ WORDS = ["we propose a new neural parser.", "the data is scientific text.", "res
 
 def build_index(root, model_dir):
     """An index of eight papers of different sentences (2 to 4 each), built by `aspire index build`."""
-    from aspire.index.__main__ import main as index_main
-
-    corpus = root / "papers.jsonl"
-    lines = []
-    for i in range(8):
-        n = 2 + i % 3
-        lines.append(json.dumps({"paper_id": f"p{i}", "title": f"title {i}",
-                                 "abstract": [WORDS[(i * 3 + j) % len(WORDS)] for j in range(n)]}))
-    corpus.write_text("\n".join(lines) + "\n")
-    assert index_main(["build", "--model", str(model_dir), "--corpus", str(corpus), "--out", str(root / "idx"),
-                       "--quiet"]) == 0
-    return root / "idx"
+    return build_index_from(root, model_dir, [
+        {"paper_id": f"p{i}", "title": f"title {i}", "abstract": [WORDS[(i * 3 + j) % len(WORDS)] for j in range(2 + i % 3)]}
+        for i in range(8)])
 
 
 @pytest.fixture(scope="module")

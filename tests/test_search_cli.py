@@ -85,18 +85,24 @@ def test_index_keeps_labels_and_search_selects_sentences_by_facet(tmp_path):
     assert len(loaded.labels) == loaded.n_papers == 3
 
 
-def build_labelled_index(root, model_dir):
-    """An index of eight labelled papers built by `aspire index build` with `model_dir`: root/idx."""
+def build_index_from(root, model_dir, records):
+    """An index of `records` (paper records, one a line of root/papers.jsonl) built by `aspire index build` with
+    `model_dir`: root/idx."""
     from aspire.index.__main__ import main as index_main
 
     corpus = root / "papers.jsonl"
-    corpus.write_text("".join(json.dumps({
-        "paper_id": f"p{i}", "title": "a model of text",
-        "abstract": ["we propose a new method.", f"results {i} improve the task.", "the data is scientific."],
-        "pred_labels": ["background_label", "result_label", "method_label"]}) + "\n" for i in range(8)))
+    corpus.write_text("".join(json.dumps(record) + "\n" for record in records))
     assert index_main(["build", "--model", str(model_dir), "--corpus", str(corpus), "--out", str(root / "idx"),
                        "--quiet"]) == 0
     return root / "idx"
+
+
+def build_labelled_index(root, model_dir):
+    """An index of eight labelled papers built by `aspire index build` with `model_dir`: root/idx."""
+    return build_index_from(root, model_dir, [{
+        "paper_id": f"p{i}", "title": "a model of text",
+        "abstract": ["we propose a new method.", f"results {i} improve the task.", "the data is scientific."],
+        "pred_labels": ["background_label", "result_label", "method_label"]} for i in range(8)])
 
 
 @pytest.fixture(scope="module")
