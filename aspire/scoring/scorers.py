@@ -158,8 +158,8 @@ def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps:
 
 
 def _work_vectors(emb: Tensor, mask: Tensor) -> Tensor:
-    """The vectors an OT cost is computed from: padding zeroed (`zero_padding`), float16 / bfloat16 widened to
-    float32. The cost then stays float32 into the solver: its gradient through the weights' softmax scales with
+    """The vectors an OT or attention cost is computed from: padding zeroed (`zero_padding`), float16 / bfloat16
+    widened to float32. The cost then stays float32 into the solver: its gradient through the weights' softmax scales with
     1 / tau, and a half-precision cost in the graph overflowed it to inf (float16 from 65504), which the cost's
     backward turned into NaN gradients of every vector, though they cancel to small finite values."""
     return widened(zero_padding(emb, mask))
@@ -239,10 +239,15 @@ class AttentionMatch:
     attention: Tensor  # (..., S, T) A = softmax(-D / tau) over valid pairs (sums to 1)
 
 
-def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float) -> AttentionMatch:
-    if cost.dtype in _HALF:  # -cost / tau overflows float16 for small tau: weigh in float32
+def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float,
+                         out_dtype: torch.dtype | None = None) -> AttentionMatch:
+    """cost (..., S, T) with masks (..., S), (..., T) -> AttentionMatch of shape (...), weighed in float32 for a
+    float16 / bfloat16 cost (-cost / tau overflows float16 for small tau). `out_dtype`: the half dtype of vectors whose
+    cost the caller computed in float32 (`_work_vectors`): the outputs come back in it."""
+    half = out_dtype if out_dtype in _HALF else (cost.dtype if cost.dtype in _HALF else None)
+    if half:
         match = _attention_from_cost(cost.float(), q_mask, c_mask, tau)
-        return AttentionMatch(match.dist.to(cost.dtype), match.attention.to(cost.dtype))
+        return AttentionMatch(match.dist.to(half), match.attention.to(half))
     valid = q_mask[..., :, None] & c_mask[..., None, :]  # (..., S, T)
     logits = (-cost / tau).masked_fill(~valid, -torch.inf)
     att = torch.softmax(logits.flatten(-2), dim=-1).reshape(cost.shape)  # (..., S, T)
@@ -253,8 +258,8 @@ def attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor
     """All pairs (Bq, Bc): q_emb (Bq, S, D), q_mask (Bq, S), c_emb (Bc, T, D), c_mask (Bc, T); tau > 0."""
     _positive("tau", tau)
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=False)
-    cost = cross_l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask))
-    return _attention_from_cost(cost, *_all_pairs(q_mask, c_mask), tau)
+    cost = cross_l2_cost(_work_vectors(q_emb, q_mask), _work_vectors(c_emb, c_mask))
+    return _attention_from_cost(cost, *_all_pairs(q_mask, c_mask), tau, out_dtype=q_emb.dtype)
 
 
 def pairwise_attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *,
@@ -262,7 +267,8 @@ def pairwise_attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mas
     """Aligned rows (B,): q_emb (B, S, D), q_mask (B, S), c_emb (B, T, D), c_mask (B, T); tau > 0."""
     _positive("tau", tau)
     _check_inputs(q_emb, q_mask, c_emb, c_mask, aligned=True)
-    return _attention_from_cost(l2_cost(zero_padding(q_emb, q_mask), zero_padding(c_emb, c_mask)), q_mask, c_mask, tau)
+    cost = l2_cost(_work_vectors(q_emb, q_mask), _work_vectors(c_emb, c_mask))
+    return _attention_from_cost(cost, q_mask, c_mask, tau, out_dtype=q_emb.dtype)
 
 
 def attention_dist(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0) -> Tensor:
@@ -468,7 +474,14 @@ class HybridScorer(_Scorer):
         return self._match(queries, cands, pairwise=True)
 
     def term_scores(self, queries: DocBatch, cands: DocBatch, terms=HYBRID_TERMS) -> dict[str, Tensor]:
-        """Every term's raw similarity (Bq, Bc), weighted or not (for calibration and choosing weights)."""
+        """Every term's raw similarity (Bq, Bc), weighted or not (for calibration and choosing weights).
+
+        `terms`: names of `HYBRID_TERMS` (one name as a string); ValueError for another, listing the valid ones (an
+        unknown name was left out of the result without a word, and a string was read by substring)."""
+        terms = (terms,) if isinstance(terms, str) else tuple(terms)
+        unknown = [t for t in terms if t not in HYBRID_TERMS]
+        if unknown:
+            raise ValueError(f"unknown hybrid terms {unknown}; valid: {list(HYBRID_TERMS)}")
         return self._terms(queries, cands, False, terms)
 
     @staticmethod

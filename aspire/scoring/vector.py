@@ -11,11 +11,12 @@ from aspire.scoring.distance import widened
 
 
 def _check_vectors(a: DocBatch, b: DocBatch) -> None:
-    """ValueError where the two sides' vectors cannot be compared (two widths: two models; two dtypes), in place of
-    a matmul's shape or dtype error. O(1)."""
-    if a.emb.shape[-1] != b.emb.shape[-1] or a.emb.dtype != b.emb.dtype:
+    """ValueError where the two sides' vectors cannot be compared (two widths: two models; two dtypes, or not
+    floating point: integer vectors failed in the norm with torch's error), in place of a matmul's shape or dtype
+    error. O(1)."""
+    if a.emb.shape[-1] != b.emb.shape[-1] or a.emb.dtype != b.emb.dtype or not a.emb.dtype.is_floating_point:
         raise ValueError(f"query vectors are {a.emb.shape[-1]}-d {a.emb.dtype} and candidate vectors "
-                         f"{b.emb.shape[-1]}-d {b.emb.dtype}: encode both with one model, in one dtype")
+                         f"{b.emb.shape[-1]}-d {b.emb.dtype}: encode both with one model, in one floating-point dtype")
 
 
 def _check_single(a: DocBatch, b: DocBatch, sides: tuple[str, str]) -> None:
