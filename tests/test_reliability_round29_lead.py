@@ -140,3 +140,22 @@ def test_sinkhorn_on_the_torch_path_refuses_weights_that_are_all_denormal():
         sinkhorn(cost, a, a.clone(), 0.1)
     ok = sinkhorn(cost[:1], a[:1], a[:1].clone(), 0.1)  # a normal problem still solves
     assert bool(ok.converged.all()) and float(ok.plan.detach().sum()) == pytest.approx(1.0, abs=1e-4)
+
+
+# ---- scorers: an empty side with no sentence slots -------------------------------------------------------------
+@pytest.mark.parametrize("name", ["minl2", "ot", "attention", "maxpassage"])
+def test_an_empty_batch_without_sentence_slots_scores_to_an_empty_matrix(name):
+    """A (0, 0, D) batch: min-L2, OT and max-passage raised IndexError (a reduction over no slot); attention gave
+    (0, Bc). Every scorer now gives (0, Bc), (Bq, 0) and (0,), and still refuses another width."""
+    import torch
+
+    from aspire.batch import DocBatch
+    from aspire.scoring import get_scorer
+
+    none = DocBatch(torch.zeros(0, 0, 4), torch.zeros(0, 0, dtype=torch.bool))
+    some = DocBatch(torch.randn(3, 2, 4), torch.ones(3, 2, dtype=torch.bool))
+    scorer = get_scorer(name)
+    assert scorer.score(none, some).shape == (0, 3) and scorer.score(some, none).shape == (3, 0)
+    assert scorer.pairwise_score(none, none).shape == (0,)
+    with pytest.raises(ValueError, match="4-d and candidate vectors 5-d"):
+        scorer.score(none, DocBatch(torch.randn(3, 2, 5), torch.ones(3, 2, dtype=torch.bool)))

@@ -60,7 +60,11 @@ class _Scorer(nn.Module):
         raise NotImplementedError
 
     def dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
-        """(Bq, Bc) distances, lower is closer."""
+        """(Bq, Bc) distances, lower is closer; (0, Bc) or (Bq, 0) for an empty side, whatever its sentence slots (a
+        hand-built (0, 0, D) batch has none to reduce over: min-L2, OT and max-passage raised IndexError)."""
+        if len(queries) == 0 or len(cands) == 0:
+            _check_inputs(queries.emb, queries.mask, cands.emb, cands.mask, aligned=False)
+            return queries.emb.new_zeros(len(queries), len(cands))
         return self.dist_details(queries, cands).dist
 
     def pairwise_dist(self, queries: DocBatch, cands: DocBatch) -> Tensor:
@@ -68,6 +72,9 @@ class _Scorer(nn.Module):
         maxpassage's, would broadcast one query over every candidate)."""
         if len(queries) != len(cands):
             raise ValueError(f"pairwise scoring needs equal batch sizes, got {len(queries)} and {len(cands)}")
+        if len(queries) == 0:
+            _check_inputs(queries.emb, queries.mask, cands.emb, cands.mask, aligned=True)
+            return queries.emb.new_zeros(0)
         return self.pairwise_dist_details(queries, cands).dist
 
     def score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
