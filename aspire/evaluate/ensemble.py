@@ -117,19 +117,29 @@ def members_of(config: EnsembleConfig, cache_dir=None, batch_size: int = 32, dev
         device=device, encode_options=dict(m.encode_options))) for m in config.members]
 
 
+def _applying(name: str, config: EnsembleConfig, cache_dir=None, batch_size: int = 32,
+              device: str | None = None) -> tuple[list[Member], list[float]]:
+    """The members that apply to benchmark `name` (bm25 members only where its runner is lexical) and their weights;
+    ValueError naming the benchmark and them when two or more apply and their weights sum to 0 (`fuse_runs` would
+    refuse them, after they ran)."""
+    runner = RUNNERS[name]
+    taking = [(m, c.weight) for m, c in zip(members_of(config, cache_dir, batch_size, device), config.members)
+              if runner.lexical or not m.lexical]
+    members, weights = [m for m, _ in taking], [w for _, w in taking]
+    if len(members) >= 2 and not sum(weights) > 0:
+        raise ValueError(f"{name}: the weights of the members that apply there ({', '.join(m.name for m in members)}) "
+                         "sum to 0: give one of them a weight > 0")
+    return members, weights
+
+
 def fused_rows(name: str, config: EnsembleConfig, data_dir: Path, out: Path, settings: dict, cache_dir=None,
                batch_size: int = 32, device: str | None = None) -> tuple[list[dict], str | None]:
     """(rows, None) of the members that apply to benchmark `name` (bm25 members only where its runner is lexical)
     run and fused by its runner's ensemble hook, or ([], why) when fewer than two apply."""
     bench, runner = BENCHMARKS[name], RUNNERS[name]
-    taking = [(m, c.weight) for m, c in zip(members_of(config, cache_dir, batch_size, device), config.members)
-              if runner.lexical or not m.lexical]
-    members, weights = [m for m, _ in taking], [w for _, w in taking]
+    members, weights = _applying(name, config, cache_dir, batch_size, device)
     if len(members) < 2:
         return [], f"{name}: {len(members)} member(s) apply (its ensemble fuses model members only, no bm25 member)"
-    if not sum(weights) > 0:  # before any member runs: fuse_runs would refuse them
-        raise ValueError(f"{name}: the weights of the members that apply there ({', '.join(m.name for m in members)}) "
-                         "sum to 0: give one of them a weight > 0")
     return runner.ensemble(bench, Path(data_dir), members, Path(out), settings,
                            lambda runs: fuse_runs(runs, weights, config.fusion, config.rrf_k)), None
 
@@ -149,8 +159,8 @@ def as_run(config: EnsembleConfig) -> dict:
 def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate: str = "max", cache_dir=None,
                        batch_size: int = 32, device: str | None = None, benchmarks=None) -> dict:
     """Run every member on each registered benchmark (or those of `benchmarks`, as `aspire evaluate suite
-    --benchmarks` names them; an unknown name is a ValueError, as is a bad `aggregate` where reviewer matching runs,
-    before any member runs), fuse them per benchmark by its runner's ensemble hook (`fused_rows`) and write
+    --benchmarks` names them; an unknown name is a ValueError, as is a bad `aggregate` where reviewer matching runs, or
+    a benchmark's applying members whose weights sum to 0, before any member runs), fuse them per benchmark by its runner's ensemble hook (`fused_rows`) and write
     `out/suite.json`; a benchmark where fewer than two members apply is skipped with the reason."""
     config = load_ensemble(path)
     data, out = Path(data), Path(out)
@@ -161,7 +171,10 @@ def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate
     # a name not registered is a ValueError naming it: a misspelt one was left out unsaid (nothing ran, no error)
     wanted = None if benchmarks is None else {get_benchmark(n).name for n in benchmarks}
     # the aggregate (read by reviewer matching alone) before any member runs, not after CSFCube's members had run
-    check_settings([name for name in BENCHMARKS if wanted is None or name in wanted], aggregate)
+    names = [name for name in BENCHMARKS if wanted is None or name in wanted]
+    check_settings(names, aggregate)
+    for name in names:  # each benchmark's weights before any member runs: a later benchmark's sum of 0 was refused
+        _applying(name, config)  # only once the members of those before it had run (context2doc's, then venue's)
     rows: list[dict] = []
     timings, skipped = {}, []
     for name, bench in BENCHMARKS.items():
