@@ -309,15 +309,24 @@ def check_paths(**paths: str | None) -> None:
 
 def check_folders(**paths: str | None) -> None:
     """Each given path is a folder or can be made one (the nearest existing path at or above it is a folder):
-    NotADirectoryError naming the option otherwise (`merge_into=...` is `--merge-into`), before any work (a file
-    there once failed only when the first file was written, after the encoding)."""
+    NotADirectoryError naming the option otherwise (`merge_into=...` is `--merge-into`; FileExistsError for a symbolic
+    link to nothing), before any work (a file there once failed only when the first file was written, after the
+    encoding)."""
     for name, path in paths.items():
         if path is None:
             continue
+        _refuse_dangling_link(path, f"--{name.replace('_', '-')}")
         found = _nearest_existing(Path(path))
         if not found.is_dir():
             raise NotADirectoryError(f"--{name.replace('_', '-')} {path}"
                                      + ("" if found == Path(path) else f": {found}") + " is a file, not a folder")
+
+
+def _refuse_dangling_link(path: str | os.PathLike, option: str) -> None:
+    """FileExistsError naming `option` when `path` is a symbolic link to nothing: no folder can be made there (it
+    once passed as a path still to be made, and the first write failed after the work)."""
+    if os.path.islink(path) and not os.path.exists(path):
+        raise FileExistsError(f"{option} {path} is a symbolic link to {os.readlink(path)}, which does not exist")
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -358,8 +367,9 @@ def check_out_file(path: str, option: str, **inputs: str | None) -> None:
 
 
 def check_fresh_out(out: str | os.PathLike) -> None:
-    """A training command's first check of `--out`: a folder that does not exist yet or is empty passes;
-    FileExistsError otherwise, before any training. A run written into an earlier run's folder would replace its
+    """A training command's first check of `--out`: a folder that does not exist yet (and can be made: the nearest
+    existing path above it is a folder) or is empty passes; FileExistsError (NotADirectoryError under a file)
+    otherwise, before any training. A run written into an earlier run's folder would replace its
     model and leave the files the new run does not write (a round, a checkpoint) beside the new ones, as
     `aspire train` refuses an `out_dir` that holds checkpoints."""
     if is_empty_folder(out):
@@ -369,6 +379,7 @@ def check_fresh_out(out: str | os.PathLike) -> None:
                               "remove that folder first")
     if os.path.exists(out):
         raise FileExistsError(f"--out {out} is a file, not a folder")
+    check_folders(out=out)  # under a file, or a link to nothing: it once passed, and the run failed at its first save
 
 
 def silence_stdout() -> None:

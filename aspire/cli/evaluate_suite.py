@@ -10,6 +10,7 @@ registered benchmark in one table) and SciRepEval's formats on the ACL papers (`
 from __future__ import annotations
 
 import argparse
+import errno
 from pathlib import Path
 
 from aspire.benchmarks import BENCHMARKS
@@ -102,8 +103,16 @@ def run_suite_command(parser, args) -> int:
     _refuse_left_out(parser, args)
     _check_suite_settings(args)
     options = eval_options(args) if args.model != "bm25" else None
-    from aspire.evaluate.suite import format_rows, format_seconds, run_suite  # torch: after every check
+    if args.model != "bm25":  # every named benchmark runs: its data before the first one's encoding
+        _check_data(args.data, args.benchmarks or list(BENCHMARKS))
+    from aspire.evaluate.suite import RUNNERS, format_rows, format_seconds, run_suite  # torch: after every check
 
+    if args.model == "bm25":  # BM25 alone runs only the lexical benchmarks: the others are skipped
+        lexical = [n for n in dict.fromkeys(args.benchmarks or BENCHMARKS) if RUNNERS[n].lexical]
+        if not lexical:  # once an empty table, an empty suite.json and exit status 0
+            parser.error(f"--model bm25 ranks only {', '.join(n for n, r in RUNNERS.items() if r.lexical)} (no model "
+                         f"needed); --benchmarks {' '.join(args.benchmarks)} has none of them")
+        _check_data(args.data, lexical)
     suite = run_suite(args.model, args.scorer, args.out, args.data, args.aggregate, args.bm25_alpha, options,
                       benchmarks=args.benchmarks)
     print("\n".join(format_rows(suite["rows"])))
@@ -143,6 +152,17 @@ def _check_suite_settings(args) -> None:
         parse_aggregate(args.aggregate)
     if args.bm25_alpha is not None:
         Stages(bm25=True, alpha=args.bm25_alpha).checked(has_model=True)
+
+
+def _check_data(data: str, names) -> None:
+    """FileNotFoundError naming `--data` when the folder of a benchmark of `names` is not under `data`, before any
+    benchmark runs: a missing one was found only when its turn came, after every benchmark before it had run (a wrong
+    `--data` after torch had loaded)."""
+    for name in dict.fromkeys(names):
+        folder = Path(data) / BENCHMARKS[name].folder
+        if not folder.is_dir():
+            raise FileNotFoundError(errno.ENOENT, f"No such folder (--data {data}: the {name} benchmark's data)",
+                                    str(folder))
 
 
 def _refuse_left_out(parser, args) -> None:
