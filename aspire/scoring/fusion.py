@@ -57,12 +57,23 @@ def normalise(values: np.ndarray, method: str) -> np.ndarray:
     """`z`: zero mean, unit (population) variance; `minmax`: onto [0, 1]; constant values: all 0 for either.
 
     Constant means equal values: their computed spread can be rounding alone (three 0.1s: 1.4e-17), which once
-    z-scored each to -1 (a constant list then moved its documents below the ones it does not hold)."""
+    z-scored each to -1 (a constant list then moved its documents below the ones it does not hold). Any other
+    `method` is a ValueError naming the two.
+
+    Both are computed on the values scaled by a power of two onto [-1, 1] (neither changes with the scale, and
+    scaling by a power of two is exact, so a result already in range is bit for bit the same): finite scores whose
+    spread or squares pass the float range (1e308 and -1e308, or 1e200 and -1e200) once z-scored to 0 and 0 or
+    min-max-ed to NaN, and subnormal ones (1e-320, 3e-320) z-scored to 0s."""
+    if method not in ("z", "minmax"):  # anything else was min-max, unsaid
+        raise ValueError(f"unknown normalisation {method!r}; valid: z, minmax")
+    if not values.size or not values.max() > values.min():
+        return np.zeros_like(values)
+    values = np.ldexp(values, -np.frexp(np.abs(values).max())[1])  # exact: |values| < 1, the largest >= 0.5
     if method == "z":
-        sd = values.std() if values.size and values.max() > values.min() else 0.0
+        sd = values.std()
         return (values - values.mean()) / sd if sd > 0 else np.zeros_like(values)
     lo, hi = values.min(), values.max()
-    return (values - lo) / (hi - lo) if hi > lo else np.zeros_like(values)
+    return (values - lo) / (hi - lo)
 
 
 def check_weights(weights: Sequence[float], n: int) -> list[float]:
