@@ -18,7 +18,7 @@ from aspire.data.cocite.config import REPORT, FilterConfig, IngestConfig
 from aspire.data.cocite.text import clean_citations, get_tokenizer
 from aspire.data.guards import SURROGATE, invisible_text_reason
 from aspire.data.papers import paper_id_problem
-from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, type_name, write_json
+from aspire.io import AtomicJsonl, DataError, iter_checked_jsonl, iter_jsonl, require, type_name, unique_id, write_json
 
 
 def _describe(value: Any) -> str:
@@ -223,11 +223,13 @@ def _check_filter_paper(obj: dict, path: Path, lineno: int, first_line: dict[str
     first_line[pid] = lineno
 
 
-def _check_filter_context(ctx: dict, path: Path, lineno: int) -> None:
-    """`DataError("FILE:LINE: context ID: ...")` unless `ctx` is a context of an ingest output: `text` and
-    `text_clean` strings, `cited_ids` a list of paper id strings (a string "A|B" would be read a character an id),
-    `links_confirmed`, when given, true or false."""
+def _check_filter_context(ctx: dict, path: Path, lineno: int, seen: dict[str, str]) -> None:
+    """`DataError("FILE:LINE: context ID: ...")` unless `ctx` is a context of an ingest output: a `context_id`
+    string that `seen` (id -> "FILE:LINE" where met) does not hold yet, `text` and `text_clean` strings, `cited_ids`
+    a list of distinct paper id strings (a string "A|B" would be read a character an id; ["A", "A"] would pass
+    `min_cited` as two papers), `links_confirmed`, when given, true or false."""
     require(ctx, ("context_id", "text", "text_clean", "cited_ids"), path, lineno)
+    unique_id(ctx["context_id"], "context_id", f"{path}:{lineno}", seen)
     where = f"{path}:{lineno}: context {ctx['context_id']!r:.60}"
     for key in ("text", "text_clean"):
         if not isinstance(ctx[key], str):
@@ -235,6 +237,8 @@ def _check_filter_context(ctx: dict, path: Path, lineno: int) -> None:
     ids = ctx["cited_ids"]
     if not isinstance(ids, list) or not all(isinstance(p, str) and p for p in ids):
         raise DataError(f"{where}: cited_ids must be a list of non-empty paper id strings, got {ids!r:.80}")
+    if len(set(ids)) != len(ids):
+        raise DataError(f"{where}: cited_ids names a paper twice: {ids!r:.80}")
     if not isinstance(ctx.get("links_confirmed", False), bool):  # bool("false") would be True
         raise DataError(f"{where}: links_confirmed must be true or false, got {type_name(ctx['links_confirmed'])} "
                         f"{ctx['links_confirmed']!r:.40}")
@@ -271,10 +275,11 @@ def filter_contexts(in_dir: str | Path, out_dir: str | Path, cfg: FilterConfig =
     trimmed = 0  # contexts that lost papers to `bad_abstract="drop_paper"` (not removed by it)
     seen: set[bytes] = set()
     cited_papers: set[str] = set()
+    context_at: dict[str, str] = {}
     n_in = 0
     with AtomicJsonl(out_dir / "contexts.jsonl") as out:
         for lineno, ctx in iter_jsonl(in_dir / "contexts.jsonl"):
-            _check_filter_context(ctx, in_dir / "contexts.jsonl", lineno)
+            _check_filter_context(ctx, in_dir / "contexts.jsonl", lineno, context_at)
             n_in += 1
             if cfg.confirmed_only and not ctx.get("links_confirmed", False):
                 removed["confirmed_only"] += 1

@@ -50,13 +50,14 @@ def _described(stage: str | None) -> str:
 
 def check_stage_input(folder: str | Path, stage: str) -> None:
     """ValueError unless `folder` is a folder that `stage` reads: the output of a stage in `NEEDS[stage]`, or
-    a folder without a report (built by hand)."""
+    a folder without a report (built by hand). A run-all's folder, finished (`PIPELINE_REPORT`) or stopped early
+    (ingest's output in its first stage folder), is refused, naming the stage folder inside it to read."""
     needs = " or ".join(repr(s) for s in NEEDS[stage])
     path = Path(folder)
     if not path.is_dir():
         raise ValueError(f"{path} is not a folder; {stage} reads the output folder of stage {needs}")
     found = stage_of(path)
-    if found is None and (path / PIPELINE_REPORT).is_file():
+    if found is None and ((path / PIPELINE_REPORT).is_file() or stage_of(path / STAGE_DIRS[0]) == PIPELINE[0]):
         inside = [path / name for s, name in zip(PIPELINE, STAGE_DIRS) if s in NEEDS[stage]]
         raise ValueError(f"{path} is run-all's folder; {stage} reads the output of stage {needs}"
                          + (f": {inside[0]}" if inside else ""))
