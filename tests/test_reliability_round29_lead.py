@@ -159,3 +159,26 @@ def test_an_empty_batch_without_sentence_slots_scores_to_an_empty_matrix(name):
     assert scorer.pairwise_score(none, none).shape == (0,)
     with pytest.raises(ValueError, match="4-d and candidate vectors 5-d"):
         scorer.score(none, DocBatch(torch.randn(3, 2, 5), torch.ones(3, 2, dtype=torch.bool)))
+
+
+# ---- co-citation run-all: a rerun that stops leaves no earlier run's later stages ------------------------------
+def test_a_rerun_of_run_all_that_stops_leaves_no_earlier_later_stage(tmp_path):
+    """A first run wrote all five stage folders; a second into the same folder stopped at the filter (it left
+    nothing). 3_group .. 5_examples still held the first run's output, which `align` took as its input and whose
+    report chain led back to the new 1_ingest: examples of the first run's settings read as the second's."""
+    from aspire.data import cocite
+    from aspire.data.cocite import CociteConfig
+    from tests.test_cocite import LONG_CONTEXT, _record, _write_jsonl
+
+    records = _write_jsonl(tmp_path / "r.jsonl", [_record(LONG_CONTEXT + f" {i}.", f"p{i}", f"p{i + 1}") for i in range(30)])
+    out = tmp_path / "run"
+    cocite.run_all(records, out, held_out=())
+    assert all((out / name / "report.json").is_file() for name in cocite.STAGE_DIRS)
+    stopping = CociteConfig()
+    stopping.filter.min_context_tokens = 10_000
+    with pytest.raises(ValueError, match="2_filter"):
+        cocite.run_all(records, out, stopping, held_out=())
+    assert [name for name in cocite.STAGE_DIRS if (out / name).exists()] == ["1_ingest", "2_filter"]
+    assert not (out / "pipeline_report.json").exists()
+    cocite.run_all(records, out, held_out=())  # and a later run into it goes through
+    assert all((out / name / "report.json").is_file() for name in cocite.STAGE_DIRS)

@@ -58,6 +58,7 @@ Modules: `config` (the settings), `text` (tokenizers, citation markers), `ingest
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Collection
 from pathlib import Path
 
@@ -115,15 +116,20 @@ def run_all(records_path: str | Path, out_dir: str | Path, cfg: CociteConfig | N
     `groups.{train,dev}.jsonl`); `python -m aspire.data align` adds the sentence alignments.
     `held_out`: the benchmark test sentences the ingest stage leaves out; `held_out_papers`: the benchmark papers
     (CSFCube's and the reviewer set's, a `HeldOut`) it takes out of the records citing them (`ingest_records`).
-    `out_dir` must be new, empty or an earlier run's (`check_run_all_out`), whose `pipeline_report.json` goes
-    first: it stands for a finished run. A stage that leaves nothing for the next (`nothing_left`) stops the
-    run with a ValueError, its folder and the earlier ones kept.
+    `out_dir` must be new, empty or an earlier run's (`check_run_all_out`), whose `pipeline_report.json` (it
+    stands for a finished run) and stage folders (each checked to be its stage's output) go first: a run that
+    stops leaves no earlier run's later stages behind, which a later stage or training would read as this run's
+    (examples built without the benchmark papers taken out, say). A stage that leaves nothing for the next
+    (`nothing_left`) stops the run with a ValueError, its folder and the earlier ones kept.
     """
     cfg = cfg or CociteConfig()
     out_dir = Path(out_dir)
     check_run_all_out(out_dir)
     (out_dir / PIPELINE_REPORT).unlink(missing_ok=True)
     dirs = [out_dir / name for name in STAGE_DIRS]
+    for folder in dirs:  # an earlier run's stage outputs only (check_run_all_out)
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder)
     steps = [
         lambda: ingest_records(records_path, dirs[0], cfg.ingest, held_out, held_out_papers),
         lambda: filter_contexts(dirs[0], dirs[1], cfg.filter),
