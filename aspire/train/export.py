@@ -56,10 +56,12 @@ def check_not_input(out: Path, *inputs: str | Path) -> None:
 
 def export_merged(model: str | Path, out: str | Path) -> Path:
     """Write `model` (a directory with adapters) to `out` with its active adapter merged into the weights; `out` is
-    filled beside it and replaces an earlier export whole."""
+    filled beside it and replaces an earlier export whole (FileExistsError, before anything loads, for an `out` that
+    is no earlier export: a file, a link, or a folder without its settings file, as `check_replaceable` says)."""
     from aspire.encoders import ContextualSentenceEncoder, adapters
 
     model, out = model_folder(model), Path(out)
+    check_replaceable(out, SETTINGS_FILE, "an exported model's folder")  # it is replaced whole below
     check_not_input(out, model)
     encoder = ContextualSentenceEncoder.from_pretrained(model)
     if not adapters.is_adapted(encoder.model):  # was "merged(): this encoder has no adapters"
@@ -122,13 +124,18 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
 
 
 TOKENIZER_CALL = ("padding", "truncation", "version")  # the last call's padding and truncation, not the tokenizer's own
+# the tokenizer's own call settings that change what the model sees, kept outside its Rust pipeline: the side cut
+# (which pieces a text cut at the limit, or a window, keeps), the side padded (position ids), the inputs it returns
+# (no token_type_ids: zeros) and whether special tokens' text is split into word pieces
+TOKENIZER_SETTINGS = ("model_input_names", "padding_side", "split_special_tokens", "truncation_side")
 
 
 def encoding_differences(a: ContextualSentenceEncoder, b: ContextualSentenceEncoder) -> list[str]:
     """What, besides the weights and the encoder settings, makes `a` and `b` encode differently, wider than the
     fingerprint's fields (`aspire.encoders.identity`): each model config key but the naming ones (`CONFIG_NAMING`),
     as `config hidden_act`, and tokenizer part (`tokenizer model`: the vocabulary, `tokenizer
-    normalizer`, ...) whose values differ; [] where none does."""
+    normalizer`, ...) or call setting (`tokenizer truncation_side`, `TOKENIZER_SETTINGS`) whose values differ; []
+    where none does."""
     ca, cb = a.model.config.to_dict(), b.model.config.to_dict()
     out = [f"config {k}" for k in sorted(set(ca) | set(cb)) if k not in CONFIG_NAMING and ca.get(k) != cb.get(k)]
     ta, tb = _tokenizer_parts(a.tokenizer), _tokenizer_parts(b.tokenizer)
@@ -137,11 +144,15 @@ def encoding_differences(a: ContextualSentenceEncoder, b: ContextualSentenceEnco
 
 def _tokenizer_parts(tokenizer) -> dict:
     """A tokenizer's parts that decide its word pieces: a fast tokenizer's serialised pipeline (vocabulary,
-    normaliser, pre-tokeniser, post-processor, added tokens), or a slow one's vocabulary."""
+    normaliser, pre-tokeniser, post-processor, added tokens), or a slow one's vocabulary, and its call settings
+    (`TOKENIZER_SETTINGS`)."""
+    settings = {k: getattr(tokenizer, k, None) for k in TOKENIZER_SETTINGS}
+    settings["model_input_names"] = list(settings["model_input_names"] or [])
+    settings["split_special_tokens"] = bool(settings["split_special_tokens"])
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
-        return {"vocabulary": tokenizer.get_vocab()}
-    return {k: v for k, v in json.loads(backend.to_str()).items() if k not in TOKENIZER_CALL}
+        return {"vocabulary": tokenizer.get_vocab(), **settings}
+    return {**{k: v for k, v in json.loads(backend.to_str()).items() if k not in TOKENIZER_CALL}, **settings}
 
 
 def plain_weights(model: Path) -> tuple[ContextualSentenceEncoder, dict[str, torch.Tensor]]:
