@@ -182,3 +182,21 @@ def test_a_rerun_of_run_all_that_stops_leaves_no_earlier_later_stage(tmp_path):
     assert not (out / "pipeline_report.json").exists()
     cocite.run_all(records, out, held_out=())  # and a later run into it goes through
     assert all((out / name / "report.json").is_file() for name in cocite.STAGE_DIRS)
+
+
+# ---- the encoder fingerprint: tokenizer call settings ----------------------------------------------------------
+def test_a_tokenizer_that_truncates_or_pads_on_the_left_has_another_fingerprint(tiny_model_dir):
+    """Two encoders of one model whose tokenizers differ only in truncation_side encode long papers differently
+    (round 31 measured vectors 0.139 apart), but had one fingerprint: a vector cache or an index keyed by it could
+    serve one's vectors for the other. Tokenizers with the usual settings keep their fingerprint."""
+    from aspire.encoders import load_encoder
+    from aspire.encoders.identity import encoding_identity
+
+    plain_encoder = load_encoder(tiny_model_dir)
+    assert b'"tokenizer"' not in encoding_identity(plain_encoder.model, plain_encoder.tokenizer)
+    prints = {plain_encoder.fingerprint()}
+    for name, value in (("truncation_side", "left"), ("padding_side", "left")):
+        other = load_encoder(tiny_model_dir)
+        setattr(other.tokenizer, name, value)
+        prints.add(other.fingerprint())
+    assert len(prints) == 3

@@ -67,9 +67,16 @@ def active_adapter_config(model):
     return None
 
 
+# tokenizer call settings that change what the model sees, with the values every shipped tokenizer has: hashed only
+# where a tokenizer departs from them (left truncation keeps a text's end, left padding shifts BERT's positions), so
+# that no fingerprint of a tokenizer with these values changed when they joined the identity
+TOKENIZER_CALL_DEFAULTS = {"truncation_side": "right", "padding_side": "right", "split_special_tokens": False}
+
+
 def encoding_identity(model, tokenizer) -> bytes:
-    """The model config's `ENCODING_CONFIG` fields, the active adapter's `ADAPTER_SETTINGS` and a hash of the
-    tokenizer's vocabulary (every piece and its id, added tokens included), as canonical JSON bytes."""
+    """The model config's `ENCODING_CONFIG` fields, the active adapter's `ADAPTER_SETTINGS`, a hash of the
+    tokenizer's vocabulary (every piece and its id, added tokens included) and its call settings that depart from
+    `TOKENIZER_CALL_DEFAULTS`, as canonical JSON bytes."""
     config = model.config.to_dict()
     adapter = active_adapter_config(model)
     adapter_fields = adapter.to_dict() if adapter is not None else {}
@@ -79,6 +86,9 @@ def encoding_identity(model, tokenizer) -> bytes:
         "adapter": {k: adapter_fields[k] for k in ADAPTER_SETTINGS if k in adapter_fields} if adapter else None,
         "vocabulary": hashlib.sha256(vocabulary).hexdigest(),
     }
+    calls = {k: getattr(tokenizer, k, v) for k, v in TOKENIZER_CALL_DEFAULTS.items()}
+    if calls != TOKENIZER_CALL_DEFAULTS:
+        identity["tokenizer"] = calls
     return json.dumps(identity, sort_keys=True, default=plain).encode()
 
 
