@@ -37,6 +37,9 @@
   task, so under `loss.kind: mnrl` its rows learn the teacher's in-batch similarities (soft targets)
   rather than the one positive; `near_negatives` adds another of the anchor's neighbours as its hard
   negative, so the soft targets rank near papers too. Benchmark papers are removed first, as for `crop`.
+  `views` > `neighbours`, or `near_negatives` with one neighbour (the partner itself), is refused; a paper of a
+  split too small to give it `views` neighbours is counted (`fewer_neighbours_than_views`), as are the pairs left
+  without a near negative (`without_near_negative`), both only where some are.
 
 `crop`, `title`, `author` and `distill` put `dev_share` of their abstracts (by a hash of the paper id) in the dev
 split; a pair never crosses splits.
@@ -317,6 +320,12 @@ def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskD
     if cfg.loss.kind != "mnrl" or cfg.loss.symmetric:
         raise ValueError(f"distill task: needs loss.kind mnrl without symmetric, got {cfg.loss.kind} "
                          f"(symmetric {cfg.loss.symmetric})")
+    if task.views > task.neighbours:  # a paper has `neighbours` partners: views beyond them gave fewer pairs, unsaid
+        raise ValueError(f"distill task: views={task.views} > neighbours={task.neighbours}: a paper is paired with "
+                         f"{task.views} of its {task.neighbours} nearest papers; lower views or raise neighbours")
+    if task.near_negatives and task.neighbours < 2:  # the one neighbour is the partner: no pair got a negative
+        raise ValueError("distill task: near_negatives needs neighbours >= 2 (a neighbour besides the partner), "
+                         f"got neighbours={task.neighbours}")
     sources, stats = source_papers(cfg, task, split, ("acl",))
     if len(sources) < 2:
         raise ValueError(f"distill task ({split}): {len(sources)} paper(s) in the split; at least two are needed")
@@ -335,6 +344,12 @@ def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskD
                 rest = [n for n in near[pid] if n != other]
                 negative = rng.choice(rest) if rest else None
             examples.append(Example(pid, other, (pid, other), negative, align, task=index))
+    short = sum(len(near[pid]) < task.views for pid in ids)  # a split of few papers: fewer neighbours than views
+    if short:  # counted where some paper is short (the stats before the count keep their keys)
+        stats["fewer_neighbours_than_views"] = short
+    lacking = sum(e.negative is None for e in examples) if task.near_negatives else 0
+    if lacking:  # a paper whose one neighbour is its partner has no other to be its negative
+        stats["without_near_negative"] = lacking
     stats["teacher"] = {k: teacher.meta.get(k) for k in ("teacher", "fingerprint", "max_length", "papers", "sentences")}
     return TaskData("distill", examples, {p.paper_id: p for p in sources}, stats, dict(zip(ids, vectors)), sentences)
 
