@@ -153,7 +153,8 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
         set_ids = _string_list(obj, "set_ids", where)
         in_sets = {pid for sid in set_ids for pid in sid.split("|")} | {q, p}
         align = _checked_align(obj.get(cfg.align), cfg.align, where)
-        listed = _string_list(obj, "negative_ids", where) if cfg.example_negatives and "negative_ids" in obj else []
+        listed = _string_list(obj, "negative_ids", where) if "negative_ids" in obj else []  # checked, used or not
+        listed = listed if cfg.example_negatives else []
         directions = [(q, p, align), (p, q, None if align is None else (align[1], align[0]))]
         for anchor, positive, al in directions[: 2 if cfg.both_directions else 1]:
             members = tuple(sorted(in_sets | partners.get(anchor, set())))
@@ -440,18 +441,26 @@ class EpochBatchSampler(Sampler[list[int]]):
     Global batch k holds `perm[k * B * W : (k + 1) * B * W]` (B = batch size, W = world size); rank r
     takes the r-th contiguous slice of B. The tail that does not fill a global batch is dropped, so
     every rank sees the same number of equal-sized micro-batches. Iteration starts at micro-batch
-    `start`, which is how a resumed run continues mid-epoch.
+    `start`, which is how a resumed run continues mid-epoch. ValueError unless 0 <= `rank` < `world_size` and
+    0 <= `start` < the epoch's micro-batches (past them, the epoch would yield nothing, and a trainer resumed
+    from a checkpoint of a larger examples file would wait for its end forever).
     """
 
     def __init__(self, n: int, batch_size: int, seed: int, epoch: int, start: int = 0,
                  rank: int = 0, world_size: int = 1, limit: int | None = None) -> None:
         self.n, self.batch_size, self.seed, self.epoch = n, batch_size, seed, epoch
         self.start, self.rank, self.world_size = start, rank, world_size
+        if not 0 <= rank < world_size:  # another rank's slice, or the next global batch's, read silently
+            raise ValueError(f"rank {rank} is not one of the {world_size} rank(s)")
         self.num_batches = n // (batch_size * world_size)
         if limit is not None:
             self.num_batches = min(self.num_batches, limit)
         if self.num_batches == 0:
             raise ValueError(f"{n} examples do not fill one batch of {batch_size} x {world_size} rank(s)")
+        if not 0 <= start < self.num_batches:
+            raise ValueError(f"micro-batch {start} to start from is not one of the epoch's {self.num_batches} micro-batches "
+                             f"({n} examples in batches of {batch_size} x {world_size} rank(s)): a position saved "
+                             "by a run on more examples, or with a smaller batch?")
 
     @staticmethod
     def permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
