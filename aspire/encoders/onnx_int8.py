@@ -53,9 +53,13 @@ def fuse(src: Path, dst: Path, config) -> dict[str, int]:
 def block_quantize(weight: np.ndarray, bits: int = BITS, block: int = BLOCK) -> tuple[np.ndarray, np.ndarray]:
     """A MatMul weight (K, N) -> MatMulNBits' packed weight (N, ceil(K / block), block * bits / 8) uint8 and
     scales (N * ceil(K / block),): symmetric, the stored value is round(w / scale) + 2**(bits-1) (the
-    op's default zero point), K padded with zeros to whole blocks."""
+    op's default zero point), K padded with zeros to whole blocks. `block` must be a power of two >= 16, the only
+    block sizes ONNX Runtime's MatMulNBits loads (another one once wrote a graph no session could open, and an odd
+    block at 4 bits failed with a numpy broadcast error)."""
     if bits not in (4, 8):
         raise ValueError(f"bits must be 4 or 8, got {bits}")
+    if isinstance(block, bool) or not isinstance(block, int) or block < 16 or block & (block - 1):
+        raise ValueError(f"block must be a power of two >= 16 (MatMulNBits' block_size), got {block!r}")
     k, n = weight.shape
     blocks = -(-k // block)
     w = np.pad(weight.T.astype(np.float32), ((0, 0), (0, blocks * block - k))).reshape(n, blocks, block)

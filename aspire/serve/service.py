@@ -109,7 +109,9 @@ class SearchService:
 
     Args:
         searcher: an opened `Searcher`.
-        labels: {paper_id: facet label per sentence} (see `read_labels`); papers without stay unlabelled.
+        labels: {paper_id: facet label per sentence} (see `read_labels`); papers without stay unlabelled. A paper
+            the index does not hold, or labels not one for each sentence of the indexed paper, is a ValueError naming the
+            paper (such labels once made that paper's page and every search hitting it a 500, an IndexError).
         generation: the name of the index generation the searcher holds (e.g. "gen-000002").
         key: what tells that generation from any other (`generation_key`; None when not opened from a directory).
     Searches run one at a time (a lock): the index, the scorers and torch's threads are shared.
@@ -120,8 +122,16 @@ class SearchService:
         self.searcher = searcher
         self.index = searcher.index
         self.labels = dict(labels or {})
+        for pid, paper_labels in self.labels.items():
+            pos = self.index.positions.get(pid)
+            if pos is None:
+                raise ValueError(f"facet labels for paper {pid!r}, which the index does not hold")
+            n = len(self.index.sentences[pos])
+            if isinstance(paper_labels, str) or len(paper_labels) != n:
+                got = "a string" if isinstance(paper_labels, str) else f"{len(paper_labels)} label(s)"
+                raise ValueError(f"facet labels of paper {pid!r}: {got}, not one for each of its {n} indexed sentences")
         self.generation, self.key = generation, key
-        self._lower_titles = [t.lower() for t in self.index.titles]
+        self._folded_titles = [t.casefold() for t in self.index.titles]  # case-insensitive as Unicode folds case
         self._lock = threading.Lock()
 
     # ---- papers -----------------------------------------------------------------------------------
@@ -142,11 +152,12 @@ class SearchService:
     def find_papers(self, text: str = "", limit: int = 20, offset: int = 0) -> dict:
         """Papers matching `text`, `limit` of them from `offset`: first the paper whose id is `text`, then
         those whose id starts with it, then those whose title holds every word of it, in any order and as
-        parts of words (case-insensitive; "kernel ranking" finds "Kernel pooling for ranking"); index order
+        parts of words (case-insensitive, Unicode case folding: "kernel ranking" finds "Kernel pooling for ranking",
+        "GROSSE" finds "Große"); index order
         within each group. `next_offset` is where the next page starts (None: no more)."""
         query = check(PapersQuery, {"q": text, "limit": limit, "offset": offset})
         needle = query.q.strip()
-        words = needle.lower().split()
+        words = needle.casefold().split()  # once lower(): "GROSSE" missed "Große" (lower keeps ß, folding makes ss)
         end = query.offset + query.limit + 1  # one more than the page: is there a next page?
         found: list[int] = []
         seen: set[int] = set()
@@ -163,7 +174,7 @@ class SearchService:
             exact = self.index.positions.get(needle)
             take([] if exact is None else [exact])
             take(pos for pos, pid in enumerate(self.index.paper_ids) if pid.startswith(needle))
-        take(pos for pos, title in enumerate(self._lower_titles) if all(w in title for w in words))
+        take(pos for pos, title in enumerate(self._folded_titles) if all(w in title for w in words))
         page = found[query.offset : query.offset + query.limit]
         more = len(found) > query.offset + query.limit
         return {"papers": [self._summary(p) for p in page], "query": query.q, "offset": query.offset,
