@@ -200,3 +200,22 @@ def test_a_tokenizer_that_truncates_or_pads_on_the_left_has_another_fingerprint(
         setattr(other.tokenizer, name, value)
         prints.add(other.fingerprint())
     assert len(prints) == 3
+
+
+# ---- the multi-task sampler: a start outside the epoch ---------------------------------------------------------
+@pytest.mark.parametrize("mode", ["mixed", "alternating", "sequential"])
+def test_the_mix_sampler_refuses_a_start_or_rank_outside_the_epoch(mode):
+    """As round 31 found for the one-task sampler: a start at or past the epoch's micro-batches yielded nothing
+    (len negative), and the trainer, which moves on to the next epoch at the end of a pass, looped forever."""
+    from aspire.train.mixing import MixSampler
+
+    kw = dict(sizes=[40, 30], offsets=[0, 40], mode=mode, ratios=[1.0, 1.0] if mode == "sequential" else [3, 1],
+              batch_size=8, seed=1, epoch=0, stage_batches=(3, 2) if mode == "sequential" else ())
+    whole = MixSampler(**kw)
+    n = whole.num_batches
+    assert list(MixSampler(**kw, start=n - 1)) == list(whole)[n - 1:]
+    for start in (n, n + 5, -1):
+        with pytest.raises(ValueError, match=f"micro-batch {start} to start from"):
+            MixSampler(**kw, start=start)
+    with pytest.raises(ValueError, match="rank 2 is not one of the 2"):
+        MixSampler(**kw, rank=2, world_size=2)

@@ -118,6 +118,12 @@ class MixSampler(Sampler[list[int]]):
                                  + (" or the task's ratio" if mode == "mixed" else ""))
         if limit is not None:
             self.num_batches = min(self.num_batches, limit)
+        if not 0 <= rank < world_size:  # another rank's slice, or the next global batch's, read silently
+            raise ValueError(f"rank {rank} is not one of the {world_size} rank(s)")
+        if not 0 <= start < self.num_batches:  # none to yield: the trainer, which moves on at an epoch's end, looped
+            raise ValueError(f"micro-batch {start} to start from is not one of the epoch's {self.num_batches} "
+                             f"micro-batches (mix.mode {mode}): a position saved by a run on more examples, or with "
+                             "a smaller batch?")
         self._perms: dict[int, tuple[int, torch.Tensor]] = {}  # task -> (its pass, that pass's permutation)
 
     def __len__(self) -> int:
