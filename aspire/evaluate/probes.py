@@ -19,6 +19,7 @@ Intervals: percentile bootstrap over test papers (venue, year) or queries (same-
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import time
@@ -41,11 +42,16 @@ METRICS = {"venue": ("macro-F1",), "year": ("Kendall tau", "RMSE (years)"), "sam
 
 def acl_index(data_dir: str | Path, split_file: str | Path = SPLIT_FILE) -> tuple[dict, dict]:
     """({paper id: Paper} of every ACL paper with its abstract split, {paper id: record metadata}), from the ACL
-    file the split was made from (`check_source`)."""
+    file the split was made from (`check_source`). `data_dir` is the folder `--data` names (the suite's: its ACL
+    subfolder); FileNotFoundError naming `--data` when it holds no ACL file (the bare "No such file or directory"
+    of the hashing named neither the option nor the folder it should be)."""
     from aspire.benchmarks.acl_formats import check_source, read_records
     from aspire.data.acl import read_acl
 
     path = Path(data_dir) / ACL_FILE
+    if not path.is_file():
+        raise FileNotFoundError(errno.ENOENT, f"No such file (--data {data_dir} should be the ACL folder holding "
+                                f"{ACL_FILE})", str(path))
     check_source(path, split_file)
     papers, _ = read_acl(path, frozenset(), 0)
     return {p.paper_id: p for p in papers}, {r["paper_id"]: r for r in read_records(path)}
@@ -271,6 +277,7 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000, docs
                 ub = UnitScores.means({q: v[m] for q, v in xb["per_query"].items()})
                 out[f"{rep}/{m}"] = paired_test(ua, ub, n_perm=n_perm)
             else:
+                _one_of_each(xa, a, rep)  # run a's own misaligned lists were a bare StopIteration below
                 yb, pred_b = _in_order_of(xa["test_ids"], xb, a, b, rep)
                 if xa["y"] != yb:
                     diff = next(p for p, ya, y in zip(xa["test_ids"], xa["y"], yb) if ya != y)
@@ -287,9 +294,7 @@ def _in_order_of(ids: list, xb: dict, a, b, rep: str) -> tuple[list, list]:
     ValueError naming both runs unless `b` holds the same test papers, each once, with one label and prediction
     each (the same papers in another order were once refused as other papers)."""
     ids_b = xb["test_ids"]
-    if not len(ids_b) == len(xb["y"]) == len(xb["pred"]):
-        raise ValueError(f"{b} holds {len(ids_b)} test papers, {len(xb['y'])} labels and {len(xb['pred'])} "
-                         f"predictions ({rep}): one of each per paper")
+    _one_of_each(xb, b, rep)
     if ids_b == ids:
         return xb["y"], xb["pred"]
     if sorted(ids_b) != sorted(ids) or len(set(ids_b)) != len(ids_b):
@@ -297,6 +302,13 @@ def _in_order_of(ids: list, xb: dict, a, b, rep: str) -> tuple[list, list]:
                          "same test papers in both results")
     at = {p: i for i, p in enumerate(ids_b)}
     return [xb["y"][at[p]] for p in ids], [xb["pred"][at[p]] for p in ids]
+
+
+def _one_of_each(x: dict, run, rep: str) -> None:
+    """ValueError naming `run` unless its representation `x` holds one label and one prediction per test paper."""
+    if not len(x["test_ids"]) == len(x["y"]) == len(x["pred"]):
+        raise ValueError(f"{run} holds {len(x['test_ids'])} test papers, {len(x['y'])} labels and {len(x['pred'])} "
+                         f"predictions ({rep}): one of each per paper")
 
 
 def _suite_rows(bench, res: dict, note: str = "") -> list[dict]:
