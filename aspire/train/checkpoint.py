@@ -122,8 +122,12 @@ def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Pa
             evaluates this step again, where `latest` first would resume past a best that `best` never named.
     A disk that fills up while writing is one DiskFullError naming `out_dir` (`aspire.storage`); on any
     failure the half-written checkpoint is removed and `latest` still names the previous one.
-    Returns the checkpoint directory.
+    Returns the checkpoint directory. A step that is not an integer >= 0 is a ValueError before anything is written
+    (-1 wrote `checkpoint--00001` behind a `latest` that `read_pointer` refuses; a numpy integer left a checkpoint
+    that no pointer names).
     """
+    if type(step) is not int or step < 0:
+        raise ValueError(f"checkpoint step must be an integer >= 0, got {type(step).__name__} {step!r}")
     out_dir = Path(out_dir)
     final = out_dir / checkpoint_name(step)
     if best is not None and (best.get("checkpoint") != final.name or best.get("step") != step):

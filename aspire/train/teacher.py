@@ -67,14 +67,15 @@ class TeacherVectors:
 
 
 def load_teacher(path: str | Path) -> TeacherVectors:
-    """Read what `build` wrote under `path`; a missing file, a count mismatch, a paper id that is not a string or
-    is on two rows, a vector row that is not finite and of unit length, or a sentence row that is not
-    `[position, text]` is an error naming it."""
+    """Read what `build` wrote under `path`; a missing file, an array file that does not read as a float array (a
+    truncated copy), a count mismatch (with `teacher.json`'s `papers` and `dim` too, where it records them), a paper
+    id that is not a string or is on two rows, a vector row that is not finite and of unit length, or a sentence row
+    that is not `[position, text]` is an error naming it."""
     path = Path(path)
     for name in (VECTORS, IDS, META):
         if not (path / name).is_file():
             raise FileNotFoundError(f"teacher vectors: {path / name} is missing (python -m aspire.train.teacher)")
-    vectors = np.load(path / VECTORS).astype(np.float32, copy=False)
+    vectors = _load_array(path / VECTORS)
     ids = read_json(path / IDS, "teacher's paper ids")
     if not isinstance(ids, list):
         raise ValueError(f"teacher vectors: {path / IDS} holds a JSON {type_name(ids)}, not a list of paper ids")
@@ -89,18 +90,49 @@ def load_teacher(path: str | Path) -> TeacherVectors:
         raise ValueError(f"teacher vectors: {path / IDS}: paper id {twice!r} names two rows")
     _check_unit(vectors, ids, path / VECTORS)
     meta = read_json(path / META, "teacher's metadata", mapping=True)
+    _check_counts(meta, vectors, path / META)
     has = [(path / name).is_file() for name in (SENTENCES, SENTENCE_TEXTS)]
     if any(has) and not all(has):
         raise FileNotFoundError(f"teacher vectors: {path}: {SENTENCES} and {SENTENCE_TEXTS} go together; one is missing")
     if not any(has):
         return TeacherVectors(ids, vectors, meta)
-    sentences = np.load(path / SENTENCES).astype(np.float32, copy=False)
+    sentences = _load_array(path / SENTENCES)
     texts = _sentence_texts(path / SENTENCE_TEXTS, ids)
     if sentences.shape != vectors.shape or len(texts) != len(ids):
         raise ValueError(f"teacher vectors: {path}: sentence vectors of shape {sentences.shape} and {len(texts)} "
                          f"sentence texts for {len(ids)} papers of shape {vectors.shape}")
     _check_unit(sentences, ids, path / SENTENCES)
     return TeacherVectors(ids, vectors, meta, sentences, texts)
+
+
+def _load_array(path: Path) -> np.ndarray:
+    """The float array of `.npy` file `path`, as float32; ValueError naming the file when it does not read as one (a
+    truncated or damaged copy failed with numpy's "cannot reshape array of size 43 into shape (12,32)" or an
+    EOFError, naming no file; a `.npz` archive with an AttributeError; a string array was read as numbers)."""
+    try:
+        array = np.load(path)
+    except (OSError, ValueError, EOFError) as err:
+        raise ValueError(f"teacher vectors: {path} does not read as an array ({type(err).__name__}: {err}); write the "
+                         "teacher again (python -m aspire.train.teacher)") from None
+    if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
+        if not isinstance(array, np.ndarray):
+            array.close()  # a `.npz` archive holds its file open
+        what = f"an array of {array.dtype}" if isinstance(array, np.ndarray) else f"a {type(array).__name__}"
+        raise ValueError(f"teacher vectors: {path} holds {what}, not a float array; write the teacher again "
+                         "(python -m aspire.train.teacher)")
+    return array.astype(np.float32, copy=False)
+
+
+def _check_counts(meta: dict, vectors: np.ndarray, path: Path) -> None:
+    """ValueError naming `teacher.json` (`path`) when the `papers` or `dim` it records (where it records them) is not
+    what the vectors (N, D) hold: a vectors.npy of another teacher (another width) copied in was read under this
+    one's name and fingerprint."""
+    held = {"papers": int(vectors.shape[0]), "dim": int(vectors.shape[1])}
+    differ = [f"{key} {meta[key]!r} (the vectors hold {n})" for key, n in held.items()
+              if key in meta and not (type(meta[key]) is int and meta[key] == n)]
+    if differ:
+        raise ValueError(f"teacher vectors: {path} records {', '.join(differ)}: the folder mixes two teachers' files; "
+                         "write the teacher again (python -m aspire.train.teacher)")
 
 
 def _check_unit(vectors: np.ndarray, ids: list[str], path: Path, tol: float = 1e-3) -> None:
