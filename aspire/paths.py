@@ -28,7 +28,7 @@ def cache_root() -> Path:
 
 
 LATEST, BEST, STATE_FILE, MODEL_DIR = "latest", "best", "trainer_state.pt", "model"  # a training run's folder
-CHECKPOINT = re.compile(r"^checkpoint-\d{6}$")
+CHECKPOINT = re.compile(r"^checkpoint-\d{6,}$")  # six digits at least: `checkpoint_name(1_000_000)` has seven
 
 
 def run_model(run_dir: str | Path) -> Path | None:

@@ -121,10 +121,14 @@ def test_a_sampler_resumed_mid_epoch_gives_the_same_remaining_batches(mode):
     for epoch in epochs:
         for limit in (None, 8):
             whole = list(MixSampler(sizes, offsets, mode, ratios, 4, seed=9, epoch=epoch, limit=limit, **kw))
-            for start in range(len(whole) + 1):
+            for start in range(len(whole)):
                 rest = MixSampler(sizes, offsets, mode, ratios, 4, seed=9, epoch=epoch, start=start, limit=limit, **kw)
                 assert len(rest) == len(whole) - start
                 assert list(rest) == whole[start:]
+            # past the last micro-batch there is nothing to resume (the trainer starts the next epoch at 0 instead):
+            # refused since 6739bd8, where an empty sampler kept the trainer looping
+            with pytest.raises(ValueError, match="to start from is not one of the epoch's"):
+                MixSampler(sizes, offsets, mode, ratios, 4, seed=9, epoch=epoch, start=len(whole), limit=limit, **kw)
 
 
 # ---- inputs once accepted silently ------------------------------------------------------------------------------------

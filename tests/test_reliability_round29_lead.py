@@ -219,3 +219,25 @@ def test_the_mix_sampler_refuses_a_start_or_rank_outside_the_epoch(mode):
             MixSampler(**kw, start=start)
     with pytest.raises(ValueError, match="rank 2 is not one of the 2"):
         MixSampler(**kw, rank=2, world_size=2)
+
+
+# ---- a training run past a million steps -----------------------------------------------------------------------
+def test_a_run_whose_checkpoint_is_past_a_million_steps_is_a_model(tmp_path):
+    """checkpoint_name(1_000_000) is 'checkpoint-1000000'; the pointer check allowed exactly six digits, so such a
+    run's folder was refused as a --model: "latest names 'checkpoint-1000000', which holds no model/config.json"
+    (found by round 32's checkpoint helper)."""
+    import json
+
+    from aspire.paths import run_model
+    from aspire.train.checkpoint import checkpoint_name
+
+    for step in (7, 1_000_000):
+        run = tmp_path / f"run{step}"
+        model = run / checkpoint_name(step) / "model"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")
+        (run / "latest").write_text(json.dumps({"checkpoint": checkpoint_name(step), "step": step}))
+        assert run_model(run) == model
+    (tmp_path / "run7" / "latest").write_text(json.dumps({"checkpoint": "checkpoint-7"}))  # too few digits
+    with pytest.raises(ValueError, match="names 'checkpoint-7'"):
+        run_model(tmp_path / "run7")
