@@ -236,18 +236,24 @@ def _test_texts(records: list[tuple[str, dict]], meta: dict) -> set[str]:
 def held_out_sentences(data_dir: str | Path, split_file: str | Path = SPLIT_FILE) -> set[str]:
     """The raw citing sentences (stripped) whose query text is a test query's: the test split's sentences and
     any other record's sentence that differs from one only in its citation markers. Training must not see them."""
-    meta = load_split(split_file, Path(data_dir) / "cocitations.jsonl")
-    records = read_records(Path(data_dir) / "cocitations.jsonl")
+    return _held_out_of(Path(data_dir) / "cocitations.jsonl", split_file)
+
+
+def _held_out_of(source: Path, split_file: str | Path = SPLIT_FILE) -> set[str]:
+    """`held_out_sentences` of the co-citation file `source` itself, whatever its name."""
+    meta = load_split(split_file, source)
+    records = read_records(source)
     test_texts = _test_texts(records, meta)
     return {rec["context"].strip() for _, rec in records if query_text(rec["context"]) in test_texts}
 
 
 def held_out_for(records_path: str | Path, data: str | Path = DATA) -> set[str]:
     """The context2doc test sentences a co-citation pipeline reading `records_path` must leave out: from
-    `records_path`'s own folder when the split was made from that very file, else from the shared
-    co-citation data under `data`; empty when neither is there (nothing of the benchmark to leak)."""
+    `records_path` itself when the split was made from that very file (under any name: a renamed copy once read
+    `cocitations.jsonl` beside it, found none and held out nothing), else from the shared co-citation data under
+    `data`; empty when neither is there (nothing of the benchmark to leak)."""
     records_path = Path(records_path)
-    source = Path(data) / "cocite-acl"
     if records_path.is_file() and file_sha256(records_path) == load_split(SPLIT_FILE)["source_sha256"]:
-        source = records_path.parent
+        return _held_out_of(records_path)
+    source = Path(data) / "cocite-acl"
     return held_out_sentences(source) if (source / "cocitations.jsonl").is_file() else set()

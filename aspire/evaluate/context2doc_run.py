@@ -88,8 +88,11 @@ def bm25_scores(bench: Context2Doc, k1: float = 1.25, b: float = 0.75) -> np.nda
 
 def to_run(bench: Context2Doc, scores: np.ndarray, depth: int) -> dict[str, list[tuple[str, float]]]:
     """Top `depth` candidates of each query by score (ties: candidate order). `scores`: (Q, N), one row a query
-    of `bench.queries` and one column a candidate; ValueError for another shape or a NaN score (naming the query
-    and candidates: a NaN has no place in an order)."""
+    of `bench.queries` and one column a candidate; ValueError for another shape, a NaN score (naming the query
+    and candidates: a NaN has no place in an order) or a `depth` that is not a whole number >= 1 (-1 once kept all
+    but the last candidate, 0 ranked nothing)."""
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+        raise ValueError(f"context2doc run depth must be a whole number >= 1, got {depth!r}")
     ids = [p.paper_id for p in bench.candidates]
     scores = np.asarray(scores)
     if scores.shape != (len(bench.queries), len(ids)):
