@@ -131,7 +131,7 @@ async def read_json(request: Request, timeout: float):
         remaining = deadline - asyncio.get_running_loop().time()
         try:
             message = await asyncio.wait_for(request.receive(), max(remaining, 0.0))
-        except TimeoutError:
+        except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11 (a slow body was a 500)
             raise RequestError(408, f"body ended after {len(body)} of {size} bytes: no more within {timeout:g} s") from None
         if message["type"] == "http.disconnect":
             raise RequestError(400, f"the client left after {len(body)} of {size} bytes")
