@@ -196,6 +196,9 @@ def config_backend(args, encode) -> None:
     backend = encode.backend or "torch"
     if backend not in QUANTIZATIONS:
         raise ValueError(f"encode.backend: unknown backend {encode.backend!r}; valid: {list(QUANTIZATIONS)}")
+    if encode.quantize is not None and encode.quantize not in QUANTIZATIONS[backend]:
+        raise ValueError(f"encode.quantize: {encode.quantize!r} does not go with encode.backend {backend}; valid: "
+                         f"{list(QUANTIZATIONS[backend])} (or none)")
     if args.backend is None and args.quantize is None:
         args.backend, args.quantize = backend, encode.quantize
     elif (args.backend or "torch", args.quantize) != (backend, encode.quantize):
@@ -237,14 +240,9 @@ def _run(args) -> int:
         config = load_config(IndexBuildConfig, args.config, overrides)
     if args.command == "merge":
         refuse_recorded_encoding(overrides)
-    from aspire.index.build import add_to_index, build_index
-    from aspire.index.shards import run_encode_shard
-    from aspire.index.store import ModelMismatchError, SentenceIndex, restate_mismatch
-    from aspire.index.stream import merge_streaming
-
     if args.command == "add":
         built = recorded_backend(args)
-    if args.command in ("build", "encode-shard"):
+    if args.command in ("build", "encode-shard"):  # the config's backend and precision, too, before torch and faiss
         config_backend(args, config.encode)
     if args.command == "encode-shard" and args.backend is None:
         args.backend = "torch"
@@ -257,6 +255,11 @@ def _run(args) -> int:
     backend = backend_options(args) if hasattr(args, "backend") else {}
     if args.command in ("build", "encode-shard"):  # recorded: search encodes its queries the same way
         config.encode.backend, config.encode.quantize = args.backend, args.quantize
+    from aspire.index.build import add_to_index, build_index
+    from aspire.index.shards import run_encode_shard
+    from aspire.index.store import ModelMismatchError, SentenceIndex, restate_mismatch
+    from aspire.index.stream import merge_streaming
+
     if args.command == "build":  # under the directory's lock, refused or cleaned before any encoding
         index, gen = build_index(args.out, args.model, args.corpus, config, args.overwrite,
                                  lambda name: load_encoder(name, device=device, **backend), progress)
