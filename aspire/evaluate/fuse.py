@@ -91,6 +91,15 @@ def check_finite(name: str, qid: str, scores) -> None:
                              "numbers")
 
 
+def _run_names(names: Sequence[str] | None, n: int, default: str) -> list[str]:
+    """`names` as a list, one for each of `n` runs (default `default.format(i)`); else ValueError: a run without a
+    name was left out of the checks that its queries and candidates are the others' (zip stopped at the names)."""
+    names = [default.format(i) for i in range(n)] if names is None else list(names)
+    if len(names) != n:
+        raise ValueError(f"{len(names)} run names for {n} runs")
+    return names
+
+
 def fuse_scores(
     runs: Sequence[Mapping[str, Mapping[str, float]]],
     weights: Sequence[float] | None = None,
@@ -98,10 +107,11 @@ def fuse_scores(
     names: Sequence[str] | None = None,
 ) -> dict[str, list[tuple[str, float]]]:
     """Weighted sum of per-query normalised scores (`aspire.scoring.fusion.fuse_ranked`, `norm` one of its
-    methods) of runs over the same candidates -> `{query: [(cand, fused score), ...]}` best first."""
+    methods) of runs over the same candidates -> `{query: [(cand, fused score), ...]}` best first. `names` (one a
+    run, default `run0`, ...) name the runs in errors."""
     if len(runs) < 2:
         raise ValueError(f"fusion needs at least two runs, got {len(runs)}")
-    names = list(names or [f"run{i}" for i in range(len(runs))])
+    names = _run_names(names, len(runs), "run{}")
     if weights is not None and len(weights) != len(runs):
         raise ValueError(f"{len(weights)} weights for {len(runs)} runs")
     weights = [1.0 / len(runs)] * len(runs) if weights is None else check_weights(weights, len(runs))
@@ -162,7 +172,7 @@ def fuse_runs(
     if len(runs) < 2:
         raise ValueError(f"fusion needs at least two runs, got {len(runs)}")
     fusion = fusion_method(fusion)
-    names = list(names or [f"run {i}" for i in range(len(runs))])
+    names = _run_names(names, len(runs), "run {}")
     if weights is None:
         weights = [1.0 if fusion == "rrf" else 1.0 / len(runs)] * len(runs)
     if len(weights) != len(runs):
@@ -210,15 +220,20 @@ def recorded_protocol(folder: Path) -> tuple[str | None, int | None]:
 
 def protocol_of(doc: Any, folder: str | Path = "") -> tuple[str | None, int | None]:
     """`recorded_protocol` of a `results.json` already read (`results_doc`; None: the folder has none). A recorded
-    `relevance_threshold` that is no whole number >= 1 is a ValueError naming the results folder `folder` (once read
-    as none, so the run was scored at another threshold than its file says)."""
+    `relevance_threshold` that is no whole number >= 1, or a benchmark that is no string, is a ValueError naming the
+    results folder `folder` (a threshold once read as none, so the run was scored at another threshold than its file
+    says)."""
     if not isinstance(doc, dict):
         return None, None
     threshold = doc.get("relevance_threshold")
     if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1):
         raise ValueError(f"{Path(folder) / 'results.json'}: relevance_threshold must be a whole number >= 1, got "
                          f"{threshold!r}")
-    return doc.get("benchmark", doc.get("dataset")), threshold
+    benchmark = doc.get("benchmark", doc.get("dataset"))
+    if benchmark is not None and not isinstance(benchmark, str):  # once a bare "unhashable type" TypeError
+        raise ValueError(f"{Path(folder) / 'results.json'}: the benchmark it records (benchmark / dataset) must be a "
+                         f"name, got {benchmark!r}")
+    return benchmark, threshold
 
 
 def check_csfcube_data(inputs: Sequence[Path], root: Path, docs: Mapping[Path, Any] | None = None) -> PoolSet | None:
@@ -262,7 +277,8 @@ def at_threshold(metric: str, threshold: int) -> str:
     """`MAP` -> `MAP-l2` at threshold 2 for the binary metrics without their own `-lN`; others unchanged."""
     import re
 
-    if threshold == 1 or re.search(r"-l\d+$", metric) or metric.lower().partition("@")[0] not in BINARY:
+    name = metric.strip().lower()  # as `aspire.benchmarks.runs.ranx_name` reads it: `MAP-L2` has its level
+    if threshold == 1 or re.search(r"-l\d+$", name) or name.partition("@")[0] not in BINARY:
         return metric
     return f"{metric}-l{threshold}"
 
@@ -271,8 +287,10 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
                    fusion: str = "z", rrf_k: float = 60.0, qrels: str | Path | None = None,
                    metrics: Sequence[str] | None = None, data: str | Path | None = None) -> dict:
     """`aspire evaluate fuse-runs`: fuse TREC runs (files, or results folders holding `run.trec` and `qrels.trec`)
-    with `fuse_runs`, write `out/run.trec`, and with qrels (default: the first folder's) score it; returns and
-    writes `out/results.json` (with the command that made it, `command`: `aspire.benchmarks.runs.invocation`).
+    with `fuse_runs`, write `out/run.trec`, and with qrels (default: the first input folder's, which the other
+    folders' must equal; `_scoring_qrels`) score it; returns and writes `out/results.json` (with the command that
+    made it, `command`: `aspire.benchmarks.runs.invocation`). `metrics` with no qrels (run files alone) is a
+    ValueError.
 
     The relevance threshold is the one every input folder's `results.json` records with its benchmark
     (`recorded_protocol`); when they disagree or record none it is 1, and `threshold_from` says which. The binary
@@ -295,7 +313,6 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
         invocation,
         mean_scores,
         per_query,
-        read_qrels,
         read_run,
         write_qrels,
         write_run,
@@ -322,6 +339,7 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
 
         data = Path(data) if data is not None else DATA / "csfcube"
         pool_set = check_csfcube_data(inputs, data, docs)
+    judged = None if benchmark == "csfcube" else _scoring_qrels(inputs, qrels, metrics)  # before anything is written
     fused = fuse_runs([read_run(p) for p in paths], weights, fusion, rrf_k, names=[str(p) for p in paths])
     write_run(out / "run.trec", fused, "fused")
     info = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": list(weights) if weights else "equal",
@@ -331,9 +349,7 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
         return _csfcube_fused(fused, out, info, pool_set)
     results = {"experiment": "fused", **({"benchmark": benchmark} if benchmark else {}), "relevance_threshold": threshold,
                "threshold_from": threshold_from, **info}
-    qrels_path = qrels or (inputs[0] / "qrels.trec" if inputs[0].is_dir() else None)
-    if qrels_path:
-        judged = read_qrels(qrels_path)
+    if judged is not None:
         write_qrels(out / "qrels.trec", judged)
         names = [at_threshold(m, threshold) for m in (metrics or DEFAULT_METRICS)]
         # left out as the pools evaluator leaves them out (--skip-no-relevant; without it, it refuses them), not
@@ -347,6 +363,31 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     results["command"] = invocation()
     write_json(out / "results.json", results, indent=None)
     return results
+
+
+def _scoring_qrels(inputs: Sequence[Path], qrels: str | Path | None, metrics: Sequence[str] | None
+                   ) -> dict[str, dict[str, int]] | None:
+    """The judgments `fuse_run_files` scores the fused run on: `qrels`, else the first input folder's `qrels.trec`;
+    None when there are none (only run files, no `qrels`). ValueError when `metrics` are named with nothing to score
+    them on (once dropped without a word), or, with no `qrels`, when another input folder's `qrels.trec` holds other
+    judgments, naming both folders (the fused figure was that of the first folder's judgments, so it changed with
+    the inputs' order; compare refuses such runs)."""
+    from aspire.benchmarks.runs import read_qrels
+
+    if qrels is not None:
+        return read_qrels(qrels)
+    folders = [p for p in inputs if p.is_dir()]
+    if not folders:
+        if metrics:
+            raise ValueError(f"{', '.join(map(str, inputs))}: run files hold no judgments to score --metric on: give "
+                             "--qrels")
+        return None
+    judged = read_qrels(folders[0] / "qrels.trec")
+    for other in folders[1:]:
+        if (other / "qrels.trec").is_file() and read_qrels(other / "qrels.trec") != judged:
+            raise ValueError(f"{folders[0]} and {other} are judged by different qrels (qrels.trec): not runs of one "
+                             "benchmark; give --qrels to score the fused run on one of them")
+    return judged
 
 
 def _csfcube_fused(fused: Mapping[str, Sequence[tuple[str, float]]], out: Path, info: dict,
