@@ -9,6 +9,11 @@ A package's `__init__.py` names what it exports and the module defining each nam
 and a submodule share a name (`aspire.scoring.sinkhorn`: the kernel function, and the module defining it),
 the package name means the export, as it did with eager imports: the import system's binding of the
 submodule on its package is ignored for that name.
+
+A name the package does not export is an AttributeError, as for any module. An export whose defining module
+fails to import, or does not define it, is an error of the package, not a missing name: the defining module's
+error (an ImportError, or an AttributeError raised while it imports, as an ImportError chained to it) or an
+ImportError naming the package, the export and the module.
 """
 
 from __future__ import annotations
@@ -27,7 +32,19 @@ class LazyPackage(ModuleType):
         source = self._lazy_exports.get(name)
         if source is None:
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(source), name)
+        # An AttributeError out of here reads as "no such export": `from package import name` then said only
+        # "cannot import name" (the defining module's own error and traceback lost) and `hasattr` was False.
+        # The defining module failing to import, or not defining the name, is an ImportError naming both.
+        try:
+            module = importlib.import_module(source)
+        except AttributeError as err:
+            raise ImportError(f"{self.__name__}.{name}: importing {source} (which defines it) failed: "
+                              f"AttributeError: {err}", name=source) from err
+        try:
+            value = getattr(module, name)
+        except AttributeError:
+            raise ImportError(f"{self.__name__} exports {name!r} from {source}, which does not define it",
+                              name=source) from None
         ModuleType.__setattr__(self, name, value)  # later look-ups are plain attribute reads
         return value
 

@@ -93,6 +93,8 @@ def _encode(args) -> int:
 
     papers, unreadable = read_corpus(args.corpus)
     if not papers:  # before loading a model
+        if not unreadable:  # an empty file was said to have had "all 0 records" rejected
+            raise ValueError(f"nothing to encode: {args.corpus} holds no records")
         raise ValueError(f"nothing to encode: all {len(unreadable)} records of {args.corpus} were rejected"
                          + describe_rejected(unreadable))
     encoder = load_encoder(args.model, device=args.device, **backend_options(args))

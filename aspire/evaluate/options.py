@@ -108,7 +108,7 @@ class EvalOptions:
     cache_dir: str | Path | None = None  # vector cache; None: no cache
     batch_size: int = 32
     device: str | None = None  # torch device; None: the model's
-    encode_options: dict = field(default_factory=dict)  # independent / abstract encodings: max_length, normalize, joiner
+    encode_options: dict = field(default_factory=dict)  # independent / abstract encodings: ENCODE_OPTIONS
     query_text: str = "abstract"  # abstract scorer on a faceted set: abstract | facet | title+facet
     cand_sentences: str = "all"  # sentence scorers on a faceted set: all | facet
     encoder_options: dict = field(default_factory=dict)  # load_encoder: backend, quantize, code (the papers' code)
@@ -190,9 +190,13 @@ class Stages:
 
     def checked(self, has_model: bool) -> "Stages":
         """These stages, or a ValueError when they cannot run: nothing to rank with, a fusion weight missing
-        or outside [0, 1], or BM25's k1 and b out of range."""
+        or outside [0, 1], a fusion weight with nothing to fuse (no model, or no BM25), or BM25's k1 and b out of
+        range."""
         if not has_model and not self.bm25:
             raise ValueError("give a model and a scorer, BM25, or both")
+        if self.alpha is not None and not (has_model and self.bm25):  # once dropped unsaid: BM25 or the model alone
+            raise ValueError(f"a fusion weight alpha={self.alpha} fuses a model with BM25; these stages have "
+                             + ("no model" if not has_model else "no BM25 (bm25=False)"))
         if has_model and self.bm25 and (self.alpha is None or not 0.0 <= self.alpha <= 1.0):
             raise ValueError(f"a model fused with BM25 needs a weight alpha in [0, 1], got {self.alpha}")
         if self.bm25 and not (0.0 <= self.k1 < float("inf") and 0.0 <= self.b <= 1.0):  # once found after encoding
