@@ -75,7 +75,8 @@ def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
     Every `PaperN` / `ExpertiseN` column pair of the header is read (the gold set has N = 1..10; a file with
     more is read whole, never cut at 10). Expertise is a number in 1-5 (half points occur). Raises ValueError
     naming the line and reviewer when a paper has no expertise or it is out of range, when an expertise has no
-    paper, when a reviewer rates one paper twice (in one row or two), and naming the line when a row has a
+    paper, when a reviewer rates one paper twice (in one row or two) or a row rates no paper (every `PaperN` cell
+    empty: the reviewer would count in no figure), and naming the line when a row has a
     non-empty cell beyond the header's columns (no column names it: it would be dropped), and when the header names
     a column twice (one of the two would be dropped).
     """
@@ -94,7 +95,8 @@ def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
         if twice:  # DictReader keeps the last of two like-named columns: the other's cells were dropped unseen
             raise ValueError(f"{path}:1: the header names column(s) {twice} twice")
         pairs = sorted({int(m.group(2)) for name in header if (m := _RATING_COLUMN.match(name))})
-        for line, row in enumerate(reader, start=2):
+        for row in reader:
+            line = reader.line_num  # the row's last physical line: a blank line (skipped) or a quoted newline shifts it
             reviewer = (row.get("ParticipantID") or "").strip()
             if not reviewer:
                 raise ValueError(f"{path}:{line}: no ParticipantID")
@@ -120,6 +122,8 @@ def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
                 if any(paper == p for p, _ in (*ratings.get(reviewer, ()), *rated)):
                     raise ValueError(f"{path}:{line}: reviewer {reviewer} rates paper {paper} twice")
                 rated.append((paper, expertise))
+            if not rated:  # the reviewer would count in no figure, listed as 'not predicted' in every draw
+                raise ValueError(f"{path}:{line}: reviewer {reviewer} rates no paper (every Paper cell is empty)")
             ratings.setdefault(reviewer, []).extend(rated)
     if not ratings:
         raise ValueError(f"{path}: no ratings")
@@ -140,8 +144,8 @@ def _text(record: dict, where: str) -> tuple[str, str, str]:
 
 
 def load_draw(folder: Path, reviewers) -> Draw:
-    """One draw's submissions and the archives of `reviewers` (a missing archive, or a submission whose key is
-    not its record's id, is an error)."""
+    """One draw's submissions and the archives of `reviewers` (a missing or empty archive, or a submission whose key
+    is not its record's id, is an error)."""
     subs_path = folder / "submissions.json"
     raw = read_json(subs_path, f"draw {folder.name}: submissions file")
     if not isinstance(raw, dict):
@@ -158,7 +162,8 @@ def load_draw(folder: Path, reviewers) -> Draw:
         if not path.is_file():
             raise ValueError(f"draw {folder.name}: reviewer {reviewer} has no archive ({path} not found)")
         papers = []
-        for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        # lines end at "\n" only: str.splitlines also cuts at U+2028, U+0085 ..., which JSON strings hold unescaped
+        for line, text in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
             if text.strip():
                 try:
                     record = json.loads(text)
