@@ -89,7 +89,7 @@ def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
     (False: the method gave up on that problem, which then goes back to Sinkhorn iterations).
     On a CPU the steps run per problem in compiled code (`aspire.scoring._newton_cpu`, numba);
     on other devices as batched tensor operations (`_newton_tail_torch`, which documents the
-    method). Both solve in float64 on the inputs `_tail_inputs` prepares.
+    method). Both solve in float64 on the inputs `_tail_inputs` prepares (float32 on MPS, which has no float64).
     """
     if cost.device.type != "cpu":
         return _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps)
@@ -123,7 +123,7 @@ def _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps):
     the lengths 2^-1 ... 2^-10 are tried in one batched evaluation and the longest that passes
     is taken (none: no move, and more damping). A problem still above tol after
     `NEWTON.max_steps` steps is handed back to Sinkhorn. The work is done in float64 (few problems
-    get here), whatever the input's float dtype. At these sizes a step costs its number of
+    get here), whatever the input's float dtype; in float32 on MPS, which has no float64. At these sizes a step costs its number of
     tensor operations, not their arithmetic: finished problems are frozen in place (their step
     is zeroed) and the arrays compacted only once half of them are done.
     """
