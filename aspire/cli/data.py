@@ -17,9 +17,9 @@ overrides such as `text_field=contexts`, and `hard-negatives` `HardNegativesConf
 `method=nearest model=mpnet margin=0.05` (`aspire.data.negatives`). Each prints its report (JSON).
 
 A stage reads only the output of the stage before it (the stage its input's `report.json` names) and writes
-only into a new or empty `--out` or one it wrote before (`run-all`: an earlier run-all's), all checked before
-anything loads; an output that leaves the later stages nothing (every context filtered out, no train example)
-is an error, its files kept (`aspire.data.cocite.stages`).
+only into a new or empty `--out` or one it wrote before (`run-all`: an earlier run-all's; an ingest command never
+over one of its input files), all checked before anything loads; an output that leaves the later stages nothing
+(every context filtered out, no train example) is an error, its files kept (`aspire.data.cocite.stages`).
 """
 
 from __future__ import annotations
@@ -112,6 +112,9 @@ INPUT_OPTION = {"filter": "in", "group": "in", "split": "in", "examples": "in", 
                 "hard-negatives": "examples"}
 # the options naming an input file (a folder there was an error after --out was made, naming no option)
 FILE_OPTIONS = {"cocite-from-records": ("in",), "run-all": ("in",), "cocite-from-s2orc": ("fulltext", "abstracts")}
+# the files an ingest command writes into --out: an input file among them (an earlier output's abstracts.jsonl given
+# as --abstracts) would be replaced by the output
+INGEST_FILES = ("contexts.jsonl", "abstracts.jsonl", cocite.REPORT)
 # the `CociteConfig` sections each co-citation stage reads, and the keys within them it does not (`ingest.splitter`
 # splits input B's full text): an override of anything else was accepted and never read
 STAGE_READS = {"cocite-from-records": ("ingest",), "cocite-from-s2orc": ("ingest",), "filter": ("filter",),
@@ -136,6 +139,12 @@ def _run(args) -> int:
         cocite.check_run_all_out(args.out)
     else:
         cocite.check_stage_out(args.out, WRITES.get(stage, stage))
+    if stage in WRITES:
+        written = {(Path(args.out) / name).resolve() for name in INGEST_FILES}
+        for flag in FILE_OPTIONS[stage]:
+            if Path(getattr(args, flag)).resolve() in written:
+                raise ValueError(f"--{flag} {getattr(args, flag)} is a file the {stage} stage writes into --out "
+                                 f"{args.out}, which would replace it; give another --out or move the input")
     if stage == "align":
         _check_teacher(Path(args.teacher))
     if stage in ("align", "hard-negatives"):
@@ -249,8 +258,9 @@ def _cocite_stage(args) -> dict:
         return cocite.ingest_records(getattr(args, "in"), args.out, cfg.ingest, _held_out(getattr(args, "in"), cfg),
                                      _held_out_papers(cfg))
     if stage == "cocite-from-s2orc":
-        from aspire.data.s2orc import mine_s2orc
+        from aspire.data.s2orc import get_span_splitter, mine_s2orc
 
+        get_span_splitter(cfg.ingest.splitter)  # a mistyped ingest.splitter before the held-out sets load (seconds)
         return mine_s2orc(args.fulltext, args.abstracts, args.out, cfg.ingest, _held_out(args.fulltext, cfg),
                           _held_out_papers(cfg))
     if stage == "filter":

@@ -20,8 +20,9 @@ Each paragraph is split into sentences (character spans); a sentence boundary th
 a citation span is a splitter mistake ("Lin et al. 2002") and the two sentences are merged. Each
 citation span belongs to the sentence holding it. A sentence is kept when it cites at least two
 distinct linked papers (bib `link` not null) that have an abstract; every other sentence is
-counted by why it was dropped. A cite span whose `ref_id` names no bib entry links no paper; it is counted
-(`cite_spans_without_bib_entry`). Output: `contexts.jsonl` + `abstracts.jsonl` + `report.json` in
+counted by why it was dropped. A paper citing itself is no co-citation: its own id is taken out of the
+sentence first (counted, `self_citations_removed`, as input A counts it). A cite span whose `ref_id` names
+no bib entry links no paper; it is counted (`cite_spans_without_bib_entry`). Output: `contexts.jsonl` + `abstracts.jsonl` + `report.json` in
 the formats of `aspire.data.cocite`, so the `filter` stage follows either input.
 """
 
@@ -65,11 +66,14 @@ class RegexSentenceSplitter:
 
 
 def get_span_splitter(name: str):
-    """An object with `.spans(text) -> [(start, end)]`: `regex`, or a name in `aspire.data.sentences`."""
+    """An object with `.spans(text) -> [(start, end)]`: `regex`, or a name in `aspire.data.sentences`; an unknown
+    name raises ValueError listing the valid ones, `regex` included."""
     if name == "regex":
         return RegexSentenceSplitter()
-    from aspire.data.sentences import get_splitter
+    from aspire.data.sentences import SPLITTERS, get_splitter
 
+    if name not in SPLITTERS:  # get_splitter's own message would leave `regex` out of the valid names
+        raise ValueError(f"unknown sentence splitter {name!r}; valid: {sorted([*SPLITTERS, 'regex'])}")
     return get_splitter(name)
 
 
@@ -234,7 +238,9 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
                         counts["sentences_without_citations"] += 1
                         continue
                     linked = {bib.get(c.get("ref_id")) for c in sent_cites} - {None}
-                    linked.discard(paper_id)  # a paper citing itself is no co-citation
+                    if paper_id in linked:  # a paper citing itself is no co-citation (counted as input A counts it)
+                        linked.discard(paper_id)
+                        counts["self_citations_removed"] += 1
                     if len(linked) < 2:
                         counts["dropped_fewer_than_2_linked"] += 1
                         continue
