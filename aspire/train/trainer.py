@@ -167,6 +167,10 @@ class Trainer:
     def _restore(self, state: dict) -> None:
         if state["world_size"] != self.world:
             raise ValueError(f"checkpoint was written by {state['world_size']} process(es), resuming with {self.world}")
+        problem = best_dev_problem(state["best_dev_loss"])
+        if problem:  # refused before any state is restored and before any training
+            raise ValueError(f"the trainer state's best_dev_loss is {problem}; resume from an earlier checkpoint by "
+                             f"pointing `{ckpt.LATEST}` at it")
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
@@ -420,14 +424,19 @@ STATE_KEYS = ("optimizer", "scheduler", "step", "epoch", "position", "best_dev_l
 
 
 def check_state(state, path: Path, step: int) -> None:
-    """ValueError naming `path` unless `state` is a trainer state (`STATE_KEYS`) of step `step`, its epoch, position
-    and world size integers (>= 0, >= 0, >= 1), its `rng` one RNG state per rank (`rng_state_problem`) and its
-    `window`, where saved, one dict per rank."""
+    """ValueError naming `path` unless `state` is a trainer state (`STATE_KEYS`, `window` optional, no other key) of
+    step `step` (an integer), its epoch, position and world size integers (>= 0, >= 0, >= 1), its `rng` one RNG state
+    per rank (`rng_state_problem`) and its `window`, where saved (a checkpoint written before it was saved has none,
+    or None), one dict per rank. Its `best_dev_loss` is checked where it is read (`Trainer`, `best_dev_problem`)."""
     missing = [k for k in STATE_KEYS if k not in state] if isinstance(state, dict) else list(STATE_KEYS)
     if missing:
         raise ValueError(f"{path}: not a whole trainer state (no {', '.join(missing)}); resume from an earlier "
                          f"checkpoint by pointing `{ckpt.LATEST}` at it")
-    if state["step"] != step:
+    unknown = sorted(set(state) - {*STATE_KEYS, "window"}, key=str)
+    if unknown:  # not a state this trainer wrote (another program's, or damaged): its other keys are not to be trusted
+        raise ValueError(f"{path}: the trainer state holds unknown key(s) {', '.join(repr(k) for k in unknown)}; "
+                         f"resume from an earlier checkpoint by pointing `{ckpt.LATEST}` at it")
+    if type(state["step"]) is not int or state["step"] != step:  # a float 4.0 == 4 failed naming a checkpoint
         raise ValueError(f"{path}: the trainer state is of step {state['step']!r}, its checkpoint's pointer says {step}")
     for key in ("epoch", "position", "world_size"):  # a damaged one failed deep in the sampler, after training started
         if type(state[key]) is not int or state[key] < (key == "world_size"):
@@ -436,8 +445,8 @@ def check_state(state, path: Path, step: int) -> None:
                              "at it")
     ranks = state["world_size"]
     for key in ("rng", "window"):  # read by rank when the trainer restores: damaged, a bare IndexError or KeyError
-        value = state[key]
-        if key == "window" and value is None:  # written before the window was saved
+        value = state.get(key)
+        if key == "window" and value is None:  # written before the window was saved (no key, or None)
             continue
         if not isinstance(value, (list, tuple)) or len(value) != ranks:
             raise ValueError(f"{path}: the trainer state's {key} must hold one entry per rank ({ranks}), got "
@@ -449,12 +458,33 @@ def check_state(state, path: Path, step: int) -> None:
                                  f"from an earlier checkpoint by pointing `{ckpt.LATEST}` at it")
 
 
+def best_dev_problem(value) -> str | None:
+    """What is wrong with a trainer state's `best_dev_loss` (None: nothing): it must be a number, not NaN (inf: no
+    dev loss taken yet). A string or None failed comparing at the first evaluation after training; a NaN is never
+    beaten (`value < nan` is False), so no later checkpoint would ever become the best."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"not a number but {type(value).__name__} {value!r:.40}"
+    if value != value:
+        return "NaN, which no dev loss beats"
+    return None
+
+
 def _window_problem(entry) -> str | None:
     """What is damaged in a rank's saved metrics window (`Trainer._window_state`), None: nothing."""
     if not isinstance(entry, dict):
         return f"not a dict but {type(entry).__name__}"
     unknown = sorted(set(entry) - {"loss", "triples", "task_loss", "task_rows", "micro", "seconds"}, key=str)
-    return f"unknown key(s) {', '.join(repr(k) for k in unknown)}" if unknown else None
+    if unknown:
+        return f"unknown key(s) {', '.join(repr(k) for k in unknown)}"
+    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    for key, value in entry.items():  # else a bare TypeError from torch.tensor, or a float micro-batch count
+        good = (type(value) is int and value >= 0 if key == "micro" else
+                isinstance(value, list) and all(map(number, value)) if key in ("task_loss", "task_rows") else
+                number(value))
+        if not good:
+            kind = "a count" if key == "micro" else "a list of numbers" if key.startswith("task") else "a number"
+            return f"its {key!r} is {value!r:.40}, not {kind}"
+    return None
 
 
 def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str | None], DocumentModel] = build_model) -> dict:
@@ -503,6 +533,10 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
         check_resume_config(saved, cfg)
         state = ckpt.load_state(out_dir / record["checkpoint"])
         check_state(state, out_dir / record["checkpoint"] / ckpt.STATE_FILE, record["step"])
+        if best_dev_problem(state["best_dev_loss"]):  # named with its file here (the trainer would refuse it unnamed)
+            raise ValueError(f"{out_dir / record['checkpoint'] / ckpt.STATE_FILE}: the trainer state's best_dev_loss is "
+                             f"{best_dev_problem(state['best_dev_loss'])}; resume from an earlier checkpoint by "
+                             f"pointing `{ckpt.LATEST}` at it")
         model = _load_checkpoint_model(cfg, out_dir / record["checkpoint"] / ckpt.MODEL_DIR, model_loader)
     else:  # a fresh model's random weights (LoRA's A matrices) come from train.seed, not from an unseeded process RNG
         seed_everything(cfg.train.seed)
