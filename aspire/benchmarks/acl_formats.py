@@ -24,11 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from aspire.benchmarks.stats import _check_level
 from aspire.checksum import file_sha256
 from aspire.data.papers import jsonl_objects
 from aspire.io import read_json, type_name
@@ -141,40 +143,54 @@ def heldout_ids(split_file: str | Path = SPLIT_FILE) -> frozenset[str]:
 
 def read_label_file(path: str | Path, kind: str, known: Iterable[str] | None = None) -> dict[str, object]:
     """`{paper_id: label}` of a user's JSONL label file. `kind` "class" (a non-empty string) or "number"
-    (a finite number); `known` (optional): the paper ids a label may name. A bad record is a ValueError
-    naming its line and paper."""
+    (a finite number); `known` (optional): the paper ids a label may name. A bad record (a line that is not UTF-8
+    or not JSON included) is a ValueError naming its line and paper."""
     if kind not in ("class", "number"):
         raise ValueError(f"label kind must be 'class' or 'number', got {kind!r}")
     known = None if known is None else set(known)
     labels: dict[str, object] = {}
-    with open(path, encoding="utf-8") as handle:
-        for n, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{n}"
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{where}: not JSON ({err.msg})") from None
-            pid = rec.get("paper_id") if isinstance(rec, dict) else None
-            if not isinstance(pid, str) or not pid:
-                raise ValueError(f"{where}: no 'paper_id'")
-            if "label" not in rec or rec["label"] is None:
-                raise ValueError(f"{where} (paper {pid}): missing label")
-            label = rec["label"]
-            if kind == "class" and not isinstance(label, str):  # once "empty class 3"
-                raise ValueError(f"{where} (paper {pid}): class {label!r} is not a string")
-            if kind == "class" and not label.strip():
-                raise ValueError(f"{where} (paper {pid}): empty class {label!r}")
-            if kind == "number" and (isinstance(label, bool) or not isinstance(label, (int, float))
-                                     or not math.isfinite(label)):
-                raise ValueError(f"{where} (paper {pid}): label {label!r} is not a finite number")
-            if known is not None and pid not in known:
-                raise ValueError(f"{where}: paper {pid} is in no split of this task")
-            if pid in labels:
-                raise ValueError(f"{where}: paper {pid} is labelled twice")
-            labels[pid] = label.strip() if kind == "class" else float(label)
+    # lines cut as text mode cuts them (\r\n, \r, \n), each decoded on its own so that bytes that are not UTF-8
+    # are named by their line (a UnicodeDecodeError named a byte offset of a read buffer, no line)
+    for n, raw in enumerate(re.split(rb"\r\n|\r|\n", Path(path).read_bytes()), start=1):
+        where = f"{path}:{n}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{where}: not UTF-8 text ({err.reason} at byte {err.start} of the line)") from None
+        if not line.strip():
+            continue
+        try:  # a number of over 4300 digits is a ValueError, deep nesting a RecursionError, neither naming the line
+            rec = json.loads(line)
+        except (ValueError, RecursionError) as err:
+            raise ValueError(f"{where}: not JSON ({getattr(err, 'msg', err)})") from None
+        pid = rec.get("paper_id") if isinstance(rec, dict) else None
+        if not isinstance(pid, str) or not pid:
+            raise ValueError(f"{where}: no 'paper_id'")
+        if "label" not in rec or rec["label"] is None:
+            raise ValueError(f"{where} (paper {pid}): missing label")
+        label = rec["label"]
+        if kind == "class" and not isinstance(label, str):  # once "empty class 3"
+            raise ValueError(f"{where} (paper {pid}): class {label!r} is not a string")
+        if kind == "class" and not label.strip():
+            raise ValueError(f"{where} (paper {pid}): empty class {label!r}")
+        if kind == "number" and (isinstance(label, bool) or not isinstance(label, (int, float))
+                                 or not _finite(label)):
+            raise ValueError(f"{where} (paper {pid}): label {label!r:.60} is not a finite number")
+        if known is not None and pid not in known:
+            raise ValueError(f"{where}: paper {pid} is in no split of this task")
+        if pid in labels:
+            raise ValueError(f"{where}: paper {pid} is labelled twice")
+        labels[pid] = label.strip() if kind == "class" else float(label)
     return labels
+
+
+def _finite(number: int | float) -> bool:
+    """Whether `number` is a finite float; an integer too large for a float is not (math.isfinite raised
+    OverflowError on it, naming no record)."""
+    try:
+        return math.isfinite(float(number))
+    except OverflowError:
+        return False
 
 
 def venue_year_labels(records: Mapping[str, dict], split_file: str | Path, label_file: str | Path | None, name: str,
@@ -221,10 +237,11 @@ def bootstrap_papers(metric, y: np.ndarray, pred: np.ndarray, n_boot: int = 2000
                      level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval of `metric(y, pred)` over test papers (`y`, `pred`: (N,) arrays or lists,
     resampled with replacement).
-    ValueError when `y` and `pred` differ in length or hold no paper, or `n_boot` is below 1 (as
-    `aspire.benchmarks.stats.UnitScores.bootstrap` and `paired_papers_test` refuse it)."""
+    ValueError when `y` and `pred` differ in length or hold no paper, `n_boot` is below 1 or `level` is not in (0, 1)
+    (as `aspire.benchmarks.stats.UnitScores.bootstrap` and `paired_papers_test` refuse them)."""
     if n_boot < 1:
         raise ValueError(f"a bootstrap interval needs at least one bootstrap sample, got n_boot={n_boot}")
+    _check_level(level)  # a percent (95) was numpy's quantile error, level 0 a silent one-point interval
     y, pred = np.asarray(y), np.asarray(pred)  # resampled by index arrays, which a list does not take
     n = _paired_length(y, pred)
     rng = np.random.default_rng(seed)
@@ -240,10 +257,12 @@ def paired_papers_test(metric, y: np.ndarray, pred_a: np.ndarray, pred_b: np.nda
 
     When the metric is undefined (NaN, e.g. Kendall's tau of constant predictions) for either run, the p-value
     is NaN: no evidence either way; a swap whose difference is undefined is not counted. `y`, `pred_a` and
-    `pred_b` (N,) arrays or lists must be one length (ValueError), `n_perm` and `n_boot` at least 1."""
+    `pred_b` (N,) arrays or lists must be one length (ValueError), `n_perm` and `n_boot` at least 1, `level` in
+    (0, 1)."""
     if n_perm < 1 or n_boot < 1:
         raise ValueError(f"a paired test needs at least one permutation and one bootstrap sample, got n_perm={n_perm}, "
                          f"n_boot={n_boot}")
+    _check_level(level)
     y, pred_a, pred_b = np.asarray(y), np.asarray(pred_a), np.asarray(pred_b)
     n = _paired_length(y, pred_a, pred_b)
     observed = metric(y, pred_a) - metric(y, pred_b)
