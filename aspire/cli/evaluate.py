@@ -267,11 +267,11 @@ def _reviewers_args(p: argparse.ArgumentParser) -> None:
 def _reviewers(parser, args) -> int:
     from aspire.benchmarks.reviewers import (
         load_reviewer_set,
+        parse_aggregate,
         read_prediction_set,
         reviewer_units,
         summarize,
     )
-    from aspire.evaluate.reviewer_run import format_result, run_reviewers
 
     rset = load_reviewer_set(args.data)
     if args.search_pipeline is not None:
@@ -282,8 +282,10 @@ def _reviewers(parser, args) -> int:
         refuse_unread(parser, args, ("--aggregate", "--weights", "--exp", *MODEL_FLAGS, *STAGE_FLAGS),
                       "--predictions scores given files as they are (their experiment is DIR:EXP's)")
         folder, sep, exp = args.predictions.rpartition(":")
-        if not sep:
-            parser.error("--predictions takes DIR:EXP")
+        if not sep or not folder or not exp:  # `:specter` once read the current folder, `DIR:` an experiment ''
+            parser.error(f"--predictions takes DIR:EXP, got {args.predictions!r}")
+        from aspire.evaluate.reviewer_run import format_result
+
         preds = read_prediction_set(folder, exp, rset)
         results = summarize(*reviewer_units(rset, preds))
         if args.out:  # before the figures: a reader of stdout that goes away (`| head -1`) once lost the file
@@ -308,10 +310,17 @@ def _reviewers(parser, args) -> int:
         parser.error(f"--scorer names {', '.join(twice)} more than once; each fused scorer once")
     if args.weights is not None and len(scorers) < 2:  # one scorer's scores, scaled, rank as they did
         parser.error("--weights weigh the fused scores of several --scorer; one scorer has nothing to weigh: leave it out")
+    try:
+        parse_aggregate(args.aggregate)
+    except ValueError as err:
+        parser.error(f"--aggregate: {err}")
     base = f"{Path(args.model).name}-{'+'.join(scorers)}" if args.model else None
     exp = args.exp or f"{stages.exp(base)}-{args.aggregate.replace(':', '')}"
     check_out(args, exp)
     options = eval_options(args, scorers) if args.model else None
+    # the runner imports torch: the options above are refused before it loads (eval_options' promise)
+    from aspire.evaluate.reviewer_run import format_result, run_reviewers
+
     results = run_reviewers(rset, args.model, scorers, args.out, exp, args.aggregate, args.weights, options, stages)
     print(f"{exp}: {format_result(results)}")
     print("per draw: " + " ".join(f"{x:.4f}" for x in results["per_draw"]))
@@ -362,12 +371,13 @@ def _context2doc_args(p: argparse.ArgumentParser) -> None:
 
 def _context2doc(parser, args) -> int:
     from aspire.benchmarks.context2doc import load_context2doc
-    from aspire.evaluate.context2doc_run import format_result, run_context2doc
 
     if args.search_pipeline is not None:
         return _context2doc_search(parser, args)
     if args.model and not args.scorer:
         parser.error("--model needs --scorer")
+    if args.scorer and not args.model:  # once refused by the runner without naming either option
+        parser.error("--scorer needs --model")
     stages = stage_options(parser, args)
     if not args.model:
         refuse_unread(parser, args, MODEL_FLAGS, "--bm25 without --model ranks by BM25 alone, running no model")
@@ -375,6 +385,9 @@ def _context2doc(parser, args) -> int:
     exp = args.exp or stages.exp(f"{Path(args.model).name}-{args.scorer}" if args.model else None)
     check_out(args, exp)
     options = eval_options(args) if args.model else None
+    # the runner imports torch: the options above are refused before it loads (eval_options' promise)
+    from aspire.evaluate.context2doc_run import format_result, run_context2doc
+
     results = run_context2doc(bench, args.out, exp, args.model, args.scorer, options, stages, args.depth)
     print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
     if stages.rerank is not None:
@@ -466,7 +479,10 @@ def _fuse_runs(parser, args) -> int:
     fusion = fusion_option(args.fusion, "rrf" if args.method == "rrf" else args.norm, parser)
     results = fuse_run_files(args.runs, args.out, args.weights, fusion, qrels=args.qrels, metrics=args.metric,
                              data=args.data)
-    print(format_fused(results))
+    if "metrics" in results or results.get("benchmark") == "csfcube":
+        print(format_fused(results))
+    else:  # run files alone: once a line of no figures beside a relevance threshold nothing was scored at
+        print("not scored: the inputs are run files and no --qrels was given")
     print(f"wrote {Path(args.out) / 'run.trec'}")
     return 0
 

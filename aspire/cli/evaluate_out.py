@@ -56,13 +56,18 @@ def _check_not_input(args, out: Path) -> None:
 
 
 def _input_folder_holding(args, out: Path) -> str | None:
-    """The first input folder of the command (`_inputs`) that holds the existing file `out`, at any depth; None when
-    `out` is no file or lies in none of them."""
+    """The first input folder of the command (`_inputs`), or folder of a compared run file (`run_a`, `run_b`: a
+    results folder's `run.trec` sits beside its `results.json`), that holds the existing file `out`, at any depth;
+    None when `out` is no file or lies in none of them."""
     if not out.is_file():
         return None
     where = out.resolve()
-    for path in _inputs(args):
-        if os.path.isdir(path) and Path(path).resolve() in where.parents:
+    folders = [path for path in _inputs(args) if os.path.isdir(path)]
+    # `compare A/run.trec B/run.trec --out A/results.json` once replaced run A's results with the comparison
+    folders += [str(Path(spec).parent) for spec in (getattr(args, "run_a", None), getattr(args, "run_b", None))
+                if spec and os.path.isfile(spec)]
+    for path in folders:
+        if Path(path).resolve() in where.parents:
             return path
     return None
 
@@ -83,7 +88,8 @@ def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> Non
     benchmark and experiment (`exp`, where known: re-running replaces it), and never one of the command's inputs.
     `probes`: the commands that are SciRepEval formats (their folders record a `format`, not an experiment).
     `compare --out` is a JSON file: it may not be a folder, one of the compared runs, or a file that already exists inside
-    an input folder (a compared run's files are read from there) unless it holds an earlier comparison."""
+    an input folder (a compared run's files are read from there) or the folder of a compared run file, unless it holds
+    an earlier comparison."""
     if not getattr(args, "out", None):
         return
     out = Path(args.out)
@@ -93,8 +99,8 @@ def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> Non
             raise IsADirectoryError(f"--out {out} is a folder; compare writes one JSON file")
         folder = _input_folder_holding(args, out)
         if folder is not None and not _is_comparison(out):  # `--out A/results.json` once replaced run A's results
-            raise FileExistsError(f"--out {out} is a file of {folder}, which this command reads; writing it would "
-                                  "replace it: choose a new file, or one outside the compared folders")
+            raise FileExistsError(f"--out {out} is a file of {folder}, which holds this command's inputs; writing it "
+                                  "would replace it: choose a new file, or one outside the compared folders")
         return
     if not os.path.lexists(out) or (out.is_dir() and not any(out.iterdir())):
         return
