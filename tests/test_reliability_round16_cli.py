@@ -68,11 +68,16 @@ def _ranked_folder(path, scores):
     return path
 
 
-def test_compare_out_may_not_replace_a_file_of_a_compared_run_folder(tmp_path, capsys, monkeypatch):
-    # the comparison itself (ranx's first call compiles for a minute) stands in: what is checked is where it is written
+def stand_in_compare(monkeypatch, metric: str) -> None:
+    """The comparison itself stands in (ranx's first call compiles for a minute): a test of `compare --out` checks
+    where the comparison is written, not its figures."""
     monkeypatch.setattr("aspire.evaluate.compare.compare", lambda a, b, *args, **kwargs: {
-        "MRR": {"a": 1.0, "b": 0.5, "delta": 0.5, "per_unit_delta": {"q1": 0.5}}})
-    monkeypatch.setattr("aspire.evaluate.compare.format_comparison", lambda result: ["MRR 1.0 0.5"])
+        metric: {"a": 1.0, "b": 0.5, "delta": 0.5, "per_unit_delta": {"q1": 0.5}}})
+    monkeypatch.setattr("aspire.evaluate.compare.format_comparison", lambda result: [f"{metric} 1.0 0.5"])
+
+
+def test_compare_out_may_not_replace_a_file_of_a_compared_run_folder(tmp_path, capsys, monkeypatch):
+    stand_in_compare(monkeypatch, "MRR")
     a = _ranked_folder(tmp_path / "a", [(0, 3.0), (1, 2.0), (2, 1.0)])
     b = _ranked_folder(tmp_path / "b", [(1, 3.0), (0, 2.0), (2, 1.0)])
     before = (a / "results.json").read_text()

@@ -175,6 +175,12 @@ def test_a_damaged_rng_or_window_entry_is_named_before_anything_is_restored(tmp_
     """A trainer state whose `rng` entry lacked a key failed in Trainer._restore with a bare KeyError ('numpy'), an
     empty list with IndexError, a torch state of the wrong size with torch's RuntimeError, naming no file, after
     the python RNG had already been overwritten. check_state names the file and the rank."""
+    assert_damage_named(tmp_path, damage, expect)
+
+
+def assert_damage_named(tmp_path, damage, expect):
+    """A good trainer state passes `check_state`; after `damage(state)` it is refused matching `expect`, naming the
+    state file."""
     state = _good_state()
     check_state(state, tmp_path / ckpt.STATE_FILE, 4)
     damage(state)

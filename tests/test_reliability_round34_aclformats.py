@@ -20,6 +20,7 @@ from aspire.benchmarks.acl_formats import (
     paired_papers_test,
     read_label_file,
 )
+from tests.test_reliability_round23_formats import raw_acl_records
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -120,19 +121,13 @@ def test_real_split_labels_and_heldout_by_hand():
     """Venue classes and years of every venue/year paper from the raw records by a hand loop of the documented rule;
     the held-out ids are exactly the dev and test papers; no venue/year training paper shares a normalised title or
     an abstract key with a held-out paper; every split paper is in the ACL file with an abstract."""
-    import gzip
 
     from aspire.benchmarks.acl_formats import read_records
     from aspire.benchmarks.venue import load_venue_task
     from aspire.benchmarks.year import load_year_task
     from aspire.data.acl import abstract_key, normalise_title
 
-    raw = {}
-    with gzip.open(ACL, "rt", encoding="utf-8") as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("abstract"):
-                raw[r["paper_id"]] = r
+    raw = raw_acl_records(ACL)
     records = {r["paper_id"]: r for r in read_records(ACL)}
     assert set(records) == set(raw)
     splits, classes = load_venue_task(records)

@@ -14,6 +14,7 @@ import sys
 from aspire.cli import evaluate as evaluate_cli
 from aspire.paths import DATA
 from tests.conftest import REPO
+from tests.test_reliability_round16_cli import stand_in_compare
 
 REV = DATA / "reviewer-matching"
 
@@ -38,10 +39,7 @@ def _results_folder(path, scores):
 # ---- compare --out beside a compared run file -----------------------------------------------------------------
 
 def test_compare_out_may_not_replace_the_results_beside_a_compared_run_file(tmp_path, capsys, monkeypatch):
-    # the comparison itself stands in (ranx compiles on first use): what is checked is where it is written
-    monkeypatch.setattr("aspire.evaluate.compare.compare", lambda a, b, *args, **kwargs: {
-        "MAP": {"a": 1.0, "b": 0.5, "delta": 0.5, "per_unit_delta": {"q1": 0.5}}})
-    monkeypatch.setattr("aspire.evaluate.compare.format_comparison", lambda result: ["MAP 1.0 0.5"])
+    stand_in_compare(monkeypatch, "MAP")
     a = _results_folder(tmp_path / "a", [(0, 3.0), (1, 2.0), (2, 1.0)])
     b = _results_folder(tmp_path / "b", [(1, 3.0), (0, 2.0), (2, 1.0)])
     before = (a / "results.json").read_text()

@@ -13,7 +13,7 @@ from aspire.train import checkpoint as ckpt
 from aspire.train.data import load_split
 from aspire.train.state import linear_schedule
 from aspire.train.trainer import Trainer, build_model, check_state, run
-from tests.test_reliability_round27_trainer import _good_state
+from tests.test_reliability_round27_trainer import _good_state, assert_damage_named
 from tests.test_train import read_metrics, tiny_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConvergenceWarning")
@@ -61,12 +61,7 @@ def test_check_state_refuses_what_the_trainer_never_writes(tmp_path, damage, exp
     """Before: an unknown key (a typo'd `windows`, another program's state) passed silently; a step of 4.0 equalled
     the pointer's 4 and failed naming the next checkpoint (format code 'd' for float); a window's 'x' loss was a bare
     TypeError from torch.tensor. Now each is refused naming the file."""
-    state = _good_state()
-    check_state(state, tmp_path / ckpt.STATE_FILE, 4)
-    damage(state)
-    with pytest.raises(ValueError, match=expect) as err:
-        check_state(state, tmp_path / ckpt.STATE_FILE, 4)
-    assert str(tmp_path / ckpt.STATE_FILE) in str(err.value)
+    assert_damage_named(tmp_path, damage, expect)
 
 
 # ---- 3. best_dev_loss ------------------------------------------------------------------------------------------------
