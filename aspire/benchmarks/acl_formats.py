@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from aspire.benchmarks.stats import _check_level
+from aspire.benchmarks.stats import check_level
 from aspire.checksum import file_sha256
 from aspire.data.papers import jsonl_objects
 from aspire.io import read_json, type_name
@@ -241,7 +241,7 @@ def bootstrap_papers(metric, y: np.ndarray, pred: np.ndarray, n_boot: int = 2000
     (as `aspire.benchmarks.stats.UnitScores.bootstrap` and `paired_papers_test` refuse them)."""
     if n_boot < 1:
         raise ValueError(f"a bootstrap interval needs at least one bootstrap sample, got n_boot={n_boot}")
-    _check_level(level)  # a percent (95) was numpy's quantile error, level 0 a silent one-point interval
+    check_level(level)  # a percent (95) was numpy's quantile error, level 0 a silent one-point interval
     y, pred = np.asarray(y), np.asarray(pred)  # resampled by index arrays, which a list does not take
     n = _paired_length(y, pred)
     rng = np.random.default_rng(seed)
@@ -262,7 +262,7 @@ def paired_papers_test(metric, y: np.ndarray, pred_a: np.ndarray, pred_b: np.nda
     if n_perm < 1 or n_boot < 1:
         raise ValueError(f"a paired test needs at least one permutation and one bootstrap sample, got n_perm={n_perm}, "
                          f"n_boot={n_boot}")
-    _check_level(level)
+    check_level(level)
     y, pred_a, pred_b = np.asarray(y), np.asarray(pred_a), np.asarray(pred_b)
     n = _paired_length(y, pred_a, pred_b)
     observed = metric(y, pred_a) - metric(y, pred_b)

@@ -107,7 +107,7 @@ class UnitScores:
         group hold a unit (ValueError)."""
         if n_boot < 1:
             raise ValueError(f"a bootstrap interval needs at least one bootstrap sample, got n_boot={n_boot}")
-        _check_level(level)
+        check_level(level)
         if not (self.den.sum(axis=1) > 0).any():
             raise ValueError("a bootstrap interval needs at least one unit (query or reviewer) with a score; the "
                              "figure has none")
@@ -116,7 +116,7 @@ class UnitScores:
         return float(np.nanquantile(stats, alpha)), float(np.nanquantile(stats, 1 - alpha))
 
 
-def _check_level(level: float) -> None:
+def check_level(level: float) -> None:
     """ValueError unless 0 < `level` < 1 (a share, not a percent: 95 or a negative level once gave numpy's error or
     an interval with its ends swapped)."""
     if not 0 < level < 1:
@@ -143,7 +143,7 @@ def paired_test(a: UnitScores, b: UnitScores, n_perm: int = 10000, n_boot: int =
     if n_perm < 1 or n_boot < 1:
         raise ValueError(f"a paired test needs at least one permutation and one bootstrap sample, got n_perm={n_perm}, "
                          f"n_boot={n_boot}")
-    _check_level(level)
+    check_level(level)
     _aligned(a, b)
     if not a.units or not (a.den.sum(axis=1) > 0).any():
         raise ValueError("paired comparison needs at least one unit (query or reviewer) with a score; the runs have none")
