@@ -137,10 +137,20 @@ class AtomicJsonl:
         return self
 
     def write(self, obj: dict) -> None:
+        """Write `obj` as one line; a TypeError, before anything of it is written, when it is not a dict (a JSONL
+        line here is one object, as `iter_jsonl` reads it)."""
+        if not isinstance(obj, dict):
+            raise TypeError(f"{self.path}: record {self.count + 1} is a {type_name(obj)}, not a dict: a JSONL line "
+                            "is one JSON object")
         try:
+            if not _str_keys_only(obj):  # `dumps` names two keys written as one JSON name (1 and "1")
+                raise ValueError("a key that is not a string")
             line = json.dumps(obj, ensure_ascii=False, allow_nan=False)
-        except ValueError:  # a NaN or an infinity in it (the rare record: the walk of `dumps` only then)
-            line = dumps(obj, ensure_ascii=False)
+        except (ValueError, TypeError):  # a NaN or an infinity, a numpy value, a key that is no string (the rare
+            try:  # record: the walk of `dumps` only then; its TypeError stands)
+                line = dumps(obj, ensure_ascii=False)
+            except ValueError as err:  # two keys written as one name, a non-finite key
+                raise ValueError(f"{self.path}: record {self.count + 1}: {err}") from None
         try:
             self._handle.write(line + "\n")
         except UnicodeEncodeError:  # a lone surrogate (a "\\ud800" escape read back): the text wrapper encodes as it
@@ -151,13 +161,26 @@ class AtomicJsonl:
         return self._context.__exit__(exc_type, exc, tb)
 
 
+def _str_keys_only(obj: Any) -> bool:
+    """Whether every dict in `obj` (dicts, lists and tuples, nested) has only string keys, which `json.dumps` writes
+    as they are (it writes 1 and "1" both as the name "1", a key twice in the line)."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if not isinstance(key, str) or (isinstance(value, (dict, list, tuple)) and not _str_keys_only(value)):
+                return False
+        return True
+    return all(_str_keys_only(v) for v in obj if isinstance(v, (dict, list, tuple)))
+
+
 # ---- reading ------------------------------------------------------------------------------------
 def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None = None) -> Iterator[tuple[int, dict]]:
     """Yield `(line_number, object)` for each non-blank line of a JSONL file, streaming.
 
-    A line that is not UTF-8 or not a JSON object raises `DataError("FILE:LINE: ...")`, or with
+    A line that is not UTF-8 or not a JSON object, or holds an object with a key twice (naming the key: JSON readers
+    differ on which value they keep), raises `DataError("FILE:LINE: ...")`, or with
     `on_error="skip"` is appended to `bad` (which must then be given) and skipped. A UTF-8 byte-order mark at the
-    very start of the file is ignored, as the papers reader ignores it.
+    very start of the file is ignored, as the papers reader ignores it. A gzip-compressed file (its magic bytes) is
+    refused whole with `DataError` naming it, skip or not: its bytes are no lines of JSON.
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -166,15 +189,19 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
     path = Path(path)
     with path.open("rb") as handle:  # decoded line by line, so a bad byte is named by its line
         for lineno, raw in enumerate(handle, start=1):
+            if lineno == 1 and raw.startswith(b"\x1f\x8b"):  # gzip's magic bytes: no JSON text starts so
+                raise DataError(f"{path}: the file is gzip-compressed; this reader takes plain JSONL (decompress it)")
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             try:
                 line = raw.decode("utf-8")
                 if not line.strip():
                     continue
-                obj = json.loads(line)
+                obj = json.loads(line, object_pairs_hook=_unique_keys)
                 if not isinstance(obj, dict):
                     raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            except _RepeatedKey as err:
+                message = f"{path}:{lineno}: the key {err.key!r} twice in one object; a key names one value"
             except UnicodeDecodeError as err:
                 message = f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
             except json.JSONDecodeError as err:
