@@ -197,10 +197,10 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
                 line = raw.decode("utf-8")
                 if not line.strip():
                     continue
-                obj = json.loads(line, object_pairs_hook=_unique_keys)
+                obj = loads_unique(line)
                 if not isinstance(obj, dict):
                     raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            except _RepeatedKey as err:
+            except RepeatedKey as err:
                 message = f"{path}:{lineno}: the key {err.key!r} twice in one object; a key names one value"
             except UnicodeDecodeError as err:
                 message = f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
@@ -252,7 +252,7 @@ def type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
 
 
-class _RepeatedKey(ValueError):
+class RepeatedKey(ValueError):
     """A key twice in one JSON object (`_unique_keys`); `key` names it."""
 
     def __init__(self, key: str):
@@ -260,15 +260,21 @@ class _RepeatedKey(ValueError):
         self.key = key
 
 
+def loads_unique(text: str) -> Any:
+    """`json.loads` of `text` refusing a key twice in one object: `RepeatedKey` (a ValueError; `.key` names it), where
+    Python's json keeps the last value and drops the other unseen."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
-    """`json.loads`' `object_pairs_hook`: the object as a dict; `_RepeatedKey` when a key is in it twice (Python's
+    """`json.loads`' `object_pairs_hook`: the object as a dict; `RepeatedKey` when a key is in it twice (Python's
     json would keep the last value and drop the other unseen)."""
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen = set()
         for key, _ in pairs:
             if key in seen:
-                raise _RepeatedKey(key)
+                raise RepeatedKey(key)
             seen.add(key)
     return obj
 
@@ -281,8 +287,8 @@ def read_json(path: str | Path, what: str, *, mapping: bool = False) -> Any:
     if not path.is_file():
         raise ValueError(f"{what} not found: {path}")
     try:
-        content = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
-    except _RepeatedKey as err:
+        content = loads_unique(path.read_text(encoding="utf-8"))
+    except RepeatedKey as err:
         raise ValueError(f"{path}: the {what} has the key {err.key!r} twice in one object; a key names one "
                          "value") from None
     except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, a number of over 4300 digits, nested too deeply

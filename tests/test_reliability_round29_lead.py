@@ -241,3 +241,20 @@ def test_a_run_whose_checkpoint_is_past_a_million_steps_is_a_model(tmp_path):
     (tmp_path / "run7" / "latest").write_text(json.dumps({"checkpoint": "checkpoint-7"}))  # too few digits
     with pytest.raises(ValueError, match="names 'checkpoint-7'"):
         run_model(tmp_path / "run7")
+
+
+# ---- papers files: a key twice in one record -------------------------------------------------------------------
+def test_a_papers_record_with_a_key_twice_is_rejected_naming_the_key(tmp_path):
+    """`read_papers` and `jsonl_objects` (the ACL reader) parsed with plain json.loads: a record giving its abstract
+    twice kept the second unsaid (found by round 35's io helper, which fixed iter_jsonl)."""
+    from aspire.data.papers import jsonl_objects, read_papers
+    from aspire.io import DataError
+
+    path = tmp_path / "papers.jsonl"
+    path.write_text('{"paper_id": "a", "title": "t", "abstract": ["one."]}\n'
+                    '{"paper_id": "b", "title": "t", "abstract": ["first."], "abstract": ["second."]}\n')
+    read = read_papers(path, skip_bad=True)
+    assert [p.paper_id for p in read.papers] == ["a"]
+    assert len(read.rejected) == 1 and "the key 'abstract' twice" in str(read.rejected[0])
+    with pytest.raises(DataError, match=r"papers.jsonl:2: the key 'abstract' twice"):
+        list(jsonl_objects(path))

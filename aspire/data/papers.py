@@ -57,7 +57,7 @@ from pathlib import Path
 from aspire.cliutil import command_parser, parse_and_run
 from aspire.data.guards import DEFAULT_MAX_LINE_BYTES, SURROGATE, bounded_lines, id_in_head, invisible_text_reason
 from aspire.data.sentences import DEFAULT_SPLITTER, SPLITTERS, SentenceSplitter, resolve_splitter
-from aspire.io import DataError, atomic_write, type_name
+from aspire.io import DataError, RepeatedKey, atomic_write, loads_unique, type_name
 from aspire.jsonsafe import dumps, escape_surrogates
 
 RESERVED_FIELDS = ("paper_id", "title", "abstract", "pred_labels")
@@ -280,7 +280,9 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
                 text = raw.decode("utf-8")
                 if not text.strip():
                     continue
-                obj = json.loads(text)
+                obj = loads_unique(text)
+            except RepeatedKey as err:  # json.loads kept the last of the two values unsaid
+                raise DataError(f"{path}:{line_no}: the key {err.key!r} twice in one object; a key names one value") from None
             except (ValueError, RecursionError) as err:  # not UTF-8 or not JSON; a number of over 4300 digits
                 raise DataError(f"{path}:{line_no}: not a JSON line ({err})") from None
             if not isinstance(obj, dict):
@@ -338,9 +340,11 @@ def iter_lines(
                     yield line_no, None
                     continue
                 try:
-                    record = json.loads(text)
+                    record = loads_unique(text)
                 except json.JSONDecodeError as e:
                     raise _Bad(f"invalid JSON: {e.msg} (column {e.colno})") from None
+                except RepeatedKey as e:  # json.loads kept the last of the two values unsaid
+                    raise _Bad(f"the key {e.key!r} twice in one object; a key names one value") from None
                 except ValueError as e:  # a number of over 4300 digits, which Python's int() refuses
                     raise _Bad(f"invalid JSON: {str(e).split(':')[0]}") from None
                 except RecursionError:
