@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 
 
 def normalise_title(title: str) -> str:
-    """Lower case, letters and digits only: `"BERT: Pre-training"` -> `"bertpretraining"`."""
+    """Lower case, ASCII letters and digits only: `"BERT: Pre-training"` -> `"bertpretraining"`. Any other character
+    is dropped, not folded: `"Poincaré"` -> `"poincar"`, where a LaTeX `"Poincar\\'e"` gives `"poincare"` (the
+    committed SciRepEval split was drawn by this rule: folding accents would move it)."""
     return re.sub(r"[^0-9a-z]", "", title.lower())
 
 
@@ -85,8 +87,9 @@ class HeldOut:
     data's), `abstracts` (`abstract_key`s) and `containment` (None, or a rule with `matches(abstract) -> bool`
     and `union`: `aspire.benchmarks.heldout.Containment`, the word 5-gram containment of a benchmark abstract in
     the paper's, which catches a reworded or retitled version the abstract key misses). A title or abstract that
-    normalises to "" names nothing (a Chinese title, an empty one); the other fields still do. Hashable:
-    `read_acl`'s cache keys on it."""
+    normalises to "" names nothing (a Chinese title, an empty one); the other fields still do. A member that is
+    not a string is a TypeError, a title that is not normalised (`normalise_title`) or an abstract that is not an
+    `abstract_key` a ValueError: either would match no paper. Hashable: `read_acl`'s cache keys on it."""
 
     titles: frozenset[str] = frozenset()
     paper_ids: frozenset[str] = frozenset()
@@ -99,7 +102,18 @@ class HeldOut:
             if isinstance(value, (str, bytes)):  # frozenset("bert") is {"b", "e", "r", "t"}: nothing a paper has
                 raise TypeError(f"HeldOut.{name} must be a collection of strings, got one {type(value).__name__} "
                                 f"{value!r}")
-            object.__setattr__(self, name, frozenset(value) - {""})
+            value = frozenset(value) - {""}
+            odd = sorted((x for x in value if not isinstance(x, str)), key=repr)
+            if odd:
+                raise TypeError(f"HeldOut.{name} must be a collection of strings, holds {type(odd[0]).__name__} "
+                                f"{odd[0]!r}")
+            key = {"titles": normalise_title, "abstracts": abstract_key}.get(name)
+            raw = sorted(x for x in value if key is not None and key(x) != x)
+            if raw:
+                what = "a normalised title" if name == "titles" else "an abstract key"
+                raise ValueError(f"HeldOut.{name} holds {raw[0][:80]!r}, not {what} (`{key.__name__}` gives "
+                                 f"{key(raw[0])[:80]!r}): it would match no paper")
+            object.__setattr__(self, name, value)
 
     @property
     def by_title_only(self) -> bool:
@@ -139,12 +153,14 @@ SPLITTER_LIBRARIES = ("pysbd", "scispacy", "spacy")  # what the registry's split
 
 
 def splitter_version() -> str:
-    """A digest of what a split depends on besides the text: the splitters' code (`aspire.data.sentences`) and the
-    versions of the libraries they run on. A cache keyed by the splitter's name alone kept serving the old cuts
-    after a guard rule or a library changed, while every other reader split by the new ones."""
-    from aspire.data import sentences
+    """A digest of what a split depends on besides the text: the splitters' code (`aspire.data.sentences`, and the
+    visible-character rule it cuts by, `aspire.data.guards`) and the versions of the libraries they run on. A cache
+    keyed by the splitter's name alone kept serving the old cuts after a guard rule or a library changed, while
+    every other reader split by the new ones."""
+    from aspire.data import guards, sentences
 
     digest = hashlib.sha256(Path(sentences.__file__).read_bytes())
+    digest.update(Path(guards.__file__).read_bytes())
     for name in SPLITTER_LIBRARIES:
         try:
             digest.update(f"{name}={importlib.metadata.version(name)};".encode())
@@ -260,14 +276,15 @@ def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
     cached = _read_split_cache(cache)
     splitter, new = None, 0
     for _, r in kept:
-        text = r.get("abstract")
-        if isinstance(text, str) and isinstance(r.get("paper_id"), str) and not SURROGATE.search(text):
+        text, pid = r.get("abstract"), r.get("paper_id")
+        pid = str(pid) if isinstance(pid, int) and not isinstance(pid, bool) else pid  # the id the paper gets
+        if isinstance(text, str) and isinstance(pid, str) and not SURROGATE.search(text):
             key = hashlib.sha1(text.encode()).hexdigest()[:12]
-            if _cached_sentences(cached.get(r["paper_id"]), key) is None:  # a changed text is split again
+            if _cached_sentences(cached.get(pid), key) is None:  # a changed text is split again
                 splitter = splitter or get_splitter()
-                cached[r["paper_id"]] = [key, splitter.split(text)]
+                cached[pid] = [key, splitter.split(text)]
                 new += 1
-            r["abstract"] = cached[r["paper_id"]][1]
+            r["abstract"] = cached[pid][1]
     if new:
         try:
             write_json(cache, cached, indent=None)
