@@ -126,3 +126,15 @@ def examples_dir(tmp_path_factory) -> Path:
     from tests.test_train import write_examples_dir
 
     return write_examples_dir(tmp_path_factory.mktemp("examples"))
+
+
+@pytest.fixture()
+def fresh(tmp_path, monkeypatch):
+    """`tmp_path`, with the aspire cache (ASPIRE_CACHE) under it and `read_acl`'s memo cleared before and after: an ACL
+    file read here is read and split anew."""
+    from aspire.data.acl import read_acl
+
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
+    read_acl.cache_clear()
+    yield tmp_path
+    read_acl.cache_clear()

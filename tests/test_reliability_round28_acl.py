@@ -23,14 +23,6 @@ def _write(path, rows):
     return path
 
 
-@pytest.fixture()
-def fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
-    read_acl.cache_clear()
-    yield tmp_path
-    read_acl.cache_clear()
-
-
 def test_an_integer_paper_id_is_held_out_by_its_string_id(fresh):
     """A papers file may carry an integer id (`paper_from_record` makes it the string "123"); the id rule compared
     only strings, so a held-out "123" written as 123 was kept and trained on as paper "123"."""

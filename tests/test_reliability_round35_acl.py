@@ -17,21 +17,9 @@ import pytest
 from aspire.data import acl, sentences
 from aspire.data.acl import HeldOut, abstract_key, normalise_title, read_acl, split_cache_path, splitter_version
 from aspire.data.guards import has_visible, id_in_head, invisible_text_reason
+from tests.test_reliability_round28_acl import _write
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def _write(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
-@pytest.fixture()
-def fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
-    read_acl.cache_clear()
-    yield tmp_path
-    read_acl.cache_clear()
 
 
 def test_an_integer_paper_id_is_split_by_the_one_splitter_and_cached(fresh, monkeypatch):
