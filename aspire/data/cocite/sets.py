@@ -258,16 +258,17 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
     one, and both directions of a pair share its negatives; a paper in both splits can be a train
     paper's partner in a dev set, or the reverse, whichever the pool), with a generator seeded by
     `(seed, pair)`: the same pair gets the same negatives whatever the input order. A pair with too
-    few candidates is dropped and counted. `abstracts.jsonl` keeps every paper an example names: its
+    few candidates is dropped and counted. An abstract needs a unique non-empty string `paper_id`
+    (`DataError` naming the line otherwise). `abstracts.jsonl` keeps every paper an example names: its
     pair, its negatives and the papers of its `set_ids` (training reads them as the anchor's members).
     """
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     abstracts = in_dir / "abstracts.jsonl"
-    all_papers = []
+    seen_papers: dict[str, str] = {}  # a paper twice would be copied twice; a non-string id crashed the sort
     for lineno, obj in iter_jsonl(abstracts):
         require(obj, ("paper_id",), abstracts, lineno)
-        all_papers.append(obj["paper_id"])
-    known = set(all_papers)
+        unique_id(obj["paper_id"], "paper_id", f"{abstracts}:{lineno}", seen_papers)
+    known = set(seen_papers)
     all_papers = sorted(known)
     report: dict[str, Any] = {"stage": "examples", "input": str(in_dir), "config": to_dict(cfg)}
     named: set[str] = set()
