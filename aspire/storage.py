@@ -152,11 +152,17 @@ def check_record(path: str | Path) -> str | None:
     path, record_file = Path(path), record_path(path)
     try:
         record = json.loads(record_file.read_text(encoding="utf-8"))
-        size, digest = int(record["size"]), str(record["sha256"])
+        size, digest = record["size"], record["sha256"]
     except FileNotFoundError:
         return f"no size and checksum recorded beside it ({record_file.name} is missing)"
     except (OSError, ValueError, KeyError, TypeError) as err:
         return f"its record {record_file.name} is unreadable ({type(err).__name__})"
+    # as `write_record` writes them: a count of bytes and 64 lower-case hex digits (a null, a fraction, `true` or
+    # Infinity is a damaged record, named as such, not a size or checksum that differs, nor an OverflowError)
+    if type(size) is not int or size < 0:
+        return f"its record {record_file.name} is unreadable (size {size!r:.80} is not a count of bytes)"
+    if not (isinstance(digest, str) and len(digest) == 64 and set(digest) <= set("0123456789abcdef")):
+        return f"its record {record_file.name} is unreadable (sha256 {digest!r:.80} is not a SHA-256 in hex)"
     if not path.is_file():  # removed (or replaced by a folder) since its record was written
         return "it is missing" if not path.exists() else "it is not a file"
     try:
@@ -260,7 +266,8 @@ def _remove_empty_parents(made: list[Path]) -> None:
 def folder_lock(folder: str | Path, locked_error: Callable[[str], OSError], advice: str,
                 activity: str = "in use") -> Iterator[Path]:
     """Hold `folder/.lock` (the folder, and any parent it lacks, is created if needed, and removed again when the
-    command leaves nothing but the lock in it), re-entrant within a process.
+    command leaves nothing but the lock in it), re-entrant within a thread (another thread of this process is
+    refused like another process: the lock's hold is per thread).
 
     Raises `locked_error(message)` at once (no waiting) when another process holds it; the message says
     "FOLDER is <activity> by another process (<the holder, `lock_holder`>; ...)" and ends with `advice`.

@@ -67,7 +67,8 @@ def refuse_existing_index(out: Path, hint: str | None = None) -> None:
 
 @contextmanager
 def index_lock(root: str | Path) -> Iterator[Path]:
-    """Hold `root/.lock` while writing `root` (created if needed); re-entrant within a process.
+    """Hold `root/.lock` while writing `root` (created if needed); re-entrant within a thread (another thread of this
+    process is refused like another process: `aspire.storage.folder_lock`).
 
     Raises IndexLockedError at once (no waiting) when another process holds it, naming that process
     (`aspire.storage.folder_lock` records the holder in `root/.lock.holder` while it holds the lock).
