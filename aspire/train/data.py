@@ -32,6 +32,7 @@ from aspire.data.papers import Paper, read_paper_map
 from aspire.io import iter_jsonl, require
 from aspire.train.config import DataConfig
 from aspire.train.document_model import TripletBatch
+from aspire.train.mixing import check_position
 from aspire.train.task_formats import DEFAULT_TASK
 
 log = logging.getLogger(__name__)
@@ -450,17 +451,13 @@ class EpochBatchSampler(Sampler[list[int]]):
                  rank: int = 0, world_size: int = 1, limit: int | None = None) -> None:
         self.n, self.batch_size, self.seed, self.epoch = n, batch_size, seed, epoch
         self.start, self.rank, self.world_size = start, rank, world_size
-        if not 0 <= rank < world_size:  # another rank's slice, or the next global batch's, read silently
-            raise ValueError(f"rank {rank} is not one of the {world_size} rank(s)")
         self.num_batches = n // (batch_size * world_size)
         if limit is not None:
             self.num_batches = min(self.num_batches, limit)
         if self.num_batches == 0:
             raise ValueError(f"{n} examples do not fill one batch of {batch_size} x {world_size} rank(s)")
-        if not 0 <= start < self.num_batches:
-            raise ValueError(f"micro-batch {start} to start from is not one of the epoch's {self.num_batches} micro-batches "
-                             f"({n} examples in batches of {batch_size} x {world_size} rank(s)): a position saved "
-                             "by a run on more examples, or with a smaller batch?")
+        check_position(start, self.num_batches, rank, world_size,
+                       f"{n} examples in batches of {batch_size} x {world_size} rank(s)")
 
     @staticmethod
     def permutation(n: int, seed: int, epoch: int) -> torch.Tensor:

@@ -73,6 +73,18 @@ def alternating_cycle(ratios: Sequence[float], length: int = CYCLE) -> list[int]
     return out
 
 
+def check_position(start: int, num_batches: int, rank: int, world_size: int, epoch: str) -> None:
+    """A sampler's resume position and rank: ValueError unless 0 <= `rank` < `world_size` (another rank's slice, or
+    the next global batch's, was read silently) and 0 <= `start` < `num_batches` (past the epoch's micro-batches a
+    sampler yields nothing, and the trainer, which moves on at an epoch's end, looped). `epoch` describes the epoch
+    in the message."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not one of the {world_size} rank(s)")
+    if not 0 <= start < num_batches:
+        raise ValueError(f"micro-batch {start} to start from is not one of the epoch's {num_batches} micro-batches "
+                         f"({epoch}): a position saved by a run on more examples, or with a smaller batch?")
+
+
 class MixSampler(Sampler[list[int]]):
     """Micro-batches (indices into `MultiTaskData`) of one epoch of a multi-task run.
 
@@ -118,12 +130,7 @@ class MixSampler(Sampler[list[int]]):
                                  + (" or the task's ratio" if mode == "mixed" else ""))
         if limit is not None:
             self.num_batches = min(self.num_batches, limit)
-        if not 0 <= rank < world_size:  # another rank's slice, or the next global batch's, read silently
-            raise ValueError(f"rank {rank} is not one of the {world_size} rank(s)")
-        if not 0 <= start < self.num_batches:  # none to yield: the trainer, which moves on at an epoch's end, looped
-            raise ValueError(f"micro-batch {start} to start from is not one of the epoch's {self.num_batches} "
-                             f"micro-batches (mix.mode {mode}): a position saved by a run on more examples, or with "
-                             "a smaller batch?")
+        check_position(start, self.num_batches, rank, world_size, f"mix.mode {mode}")
         self._perms: dict[int, tuple[int, torch.Tensor]] = {}  # task -> (its pass, that pass's permutation)
 
     def __len__(self) -> int:
