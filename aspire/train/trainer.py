@@ -533,10 +533,10 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
         check_resume_config(saved, cfg)
         state = ckpt.load_state(out_dir / record["checkpoint"])
         check_state(state, out_dir / record["checkpoint"] / ckpt.STATE_FILE, record["step"])
-        if best_dev_problem(state["best_dev_loss"]):  # named with its file here (the trainer would refuse it unnamed)
+        problem = best_dev_problem(state["best_dev_loss"])
+        if problem:  # named with its file here (the trainer would refuse it unnamed)
             raise ValueError(f"{out_dir / record['checkpoint'] / ckpt.STATE_FILE}: the trainer state's best_dev_loss is "
-                             f"{best_dev_problem(state['best_dev_loss'])}; resume from an earlier checkpoint by "
-                             f"pointing `{ckpt.LATEST}` at it")
+                             f"{problem}; resume from an earlier checkpoint by pointing `{ckpt.LATEST}` at it")
         model = _load_checkpoint_model(cfg, out_dir / record["checkpoint"] / ckpt.MODEL_DIR, model_loader)
     else:  # a fresh model's random weights (LoRA's A matrices) come from train.seed, not from an unseeded process RNG
         seed_everything(cfg.train.seed)
