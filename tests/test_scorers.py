@@ -372,6 +372,41 @@ def test_store_runs_found_and_taken_by_blas_within_its_size():
     assert _blas_fits(0, 10, 0, _BLAS_MACS // 768, 384) and not _blas_fits(0, 10, 0, _BLAS_MACS // 768 + 1, 384)
 
 
+def test_pair_order_sorts_by_the_first_real_rows_query_then_candidate():
+    from aspire.scoring._distance_cpu import pair_order
+
+    q = np.array([[7, 8], [-1, 2], [7, 9], [0, 1], [-1, -1]])
+    c = np.array([[5, 6], [9, -1], [1, 2], [3, 4], [0, 1]])
+    # keys (q first, c first): (7, 5), (2, 9), (7, 1), (0, 3), (-1, 0)
+    assert list(pair_order(q, c, 10, 10)) == [4, 3, 1, 2, 0]
+    assert list(pair_order(q[[4, 3, 1, 2, 0]], c[[4, 3, 1, 2, 0]], 10, 10)) == [0, 1, 2, 3, 4]  # already in order
+    # stores too large for q * (rows + 1) + c in int64: the query's first row alone (a stable order is not needed)
+    order = pair_order(q, c, 1 << 40, 1 << 40)
+    assert [q[p][q[p] >= 0][:1].tolist() for p in order] == [[], [0], [2], [7], [7]]
+    assert len(pair_order(q[:0], c[:0], 10, 10)) == 0
+    assert list(pair_order(np.empty((3, 0), np.int64), np.empty((3, 0), np.int64), 10, 10)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_each_pair_lands_in_its_own_place_whatever_order_the_pass_runs_them(dtype):
+    # the pass runs the pairs sorted by the rows they read (`pair_order`) and writes each at its own index: the same
+    # pairs given in another order give each pair's distances and minima to the bit, and equal brute force
+    g = torch.Generator().manual_seed(41)
+    store = 0.4 * torch.randn(300, 24, generator=g, dtype=dtype)
+    q_rows = torch.randint(0, 290, (64, 1), generator=g) + torch.arange(6)
+    c_rows = torch.randint(0, 291, (64, 1), generator=g) + torch.arange(5)
+    q_rows[5, 3:] = -1
+    c_rows[9] = c_rows[9].flip(0)  # not a run: the compiled loop
+    perm = torch.randperm(64, generator=g)
+    given = gathered_l2_minima(store, q_rows, store, c_rows)
+    permuted = gathered_l2_minima(store, q_rows[perm], store, c_rows[perm])
+    for a, b in zip(given, permuted):
+        assert torch.equal(a[perm], b)
+    exact, valid = brute_force_cost(store, q_rows, store, c_rows)
+    tol = 1e-4 if dtype == torch.float32 else 1e-12
+    torch.testing.assert_close(given[0].double()[valid] ** 2, exact[valid] ** 2, atol=tol, rtol=0)
+
+
 @pytest.mark.parametrize("reverse", [False, True])  # the rows as runs (BLAS), or reversed (the compiled loop)
 def test_near_vectors_summed_directly_equal_ones_exactly_zero_apart(reverse):
     # float32, 384-d: the expansion |x|^2 + |y|^2 - 2 x.y leaves ~1e-3 between equal vectors whenever the products
