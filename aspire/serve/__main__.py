@@ -63,16 +63,23 @@ def _serve(args) -> int:
         raise ValueError(f"search.{unread[0]}: the cross-encoder stage's settings go with --cross-encoder DIR, "
                          "and no cross-encoder is given")
     from aspire.serve.reload import ServiceHolder
-    from aspire.serve.server import make_server
+    from aspire.serve.server import bind, make_server
 
-    cross = None
-    if args.cross_encoder is not None:  # loaded once (its directory checked) and kept across index generations
-        from aspire.retrieval.crossencoder import load_cross_stage
+    # bound before any model is loaded: an address in use or a host that does not resolve once failed only after
+    # the encoder (and the cross-encoder) had been loaded
+    sock = bind(args.host, args.port)
+    try:
+        cross = None
+        if args.cross_encoder is not None:  # loaded once (its directory checked) and kept across index generations
+            from aspire.retrieval.crossencoder import load_cross_stage
 
-        cross = load_cross_stage(args.cross_encoder)
-    holder = ServiceHolder(args.index, overrides, args.corpus,
-                           check_every=None if args.no_auto_reload else args.check_every, cross_encoder=cross)
-    server = make_server(holder, args.host, args.port)
+            cross = load_cross_stage(args.cross_encoder)
+        holder = ServiceHolder(args.index, overrides, args.corpus,
+                               check_every=None if args.no_auto_reload else args.check_every, cross_encoder=cross)
+        server = make_server(holder, sock=sock)
+    except BaseException:
+        sock.close()
+        raise
     service = holder.service
     print(f"serving {server.url} ({service.index.n_papers} papers, {len(service.labels)} with facet labels, "
           f"index {service.generation}" + (f", cross-encoder {args.cross_encoder}" if cross else "") + ")", flush=True)

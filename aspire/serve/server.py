@@ -2,7 +2,8 @@
 aspire.serve.protocol (JSON protocol errors, a request-head deadline, half-closed bodies).
 
 `make_server(service_or_holder, host, port)` binds the socket at once (port 0: any free port, see
-`.url`); `serve_forever()` runs uvicorn in the calling thread until `shutdown()` (from another
+`.url`), or serves one already bound by `bind(host, port)` (`sock=`: a command binds before it loads a
+model); `serve_forever()` runs uvicorn in the calling thread until `shutdown()` (from another
 thread) or SIGINT / SIGTERM (in the main thread); `server_close()` releases the socket.
 Beyond MAX_CONNECTIONS open connections uvicorn itself answers 503 (plain text: an overload, not a
 client's mistake).
@@ -25,6 +26,13 @@ MAX_CONNECTIONS = 512  # beyond this many open connections uvicorn answers 503
 KEEP_ALIVE = 5  # seconds an idle keep-alive connection stays open after a response
 
 
+def bind(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A listening socket on (host, port) (port 0: any free port); OSError naming the address when it cannot be had
+    (in use, a host that does not resolve)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # "::1" binds IPv6, names and dotted IPv4
+    return socket.create_server((host, port), family=family, backlog=128)
+
+
 class AspireServer:
     """A uvicorn server over a bound socket, answering from a ServiceHolder.
 
@@ -33,19 +41,20 @@ class AspireServer:
         host, port: the address to bind (port 0: any free port).
         body_timeout: seconds a request body may take to arrive (408 after).
         head_timeout: seconds a connection may take to send a complete request head (closed after).
+        sock: a listening socket from `bind` to serve instead of binding (host, port).
     Each timeout is a finite number > 0 (ValueError naming it, before the socket is bound).
     """
 
     def __init__(self, holder: ServiceHolder, host: str = "127.0.0.1", port: int = 0,
-                 body_timeout: float = BODY_TIMEOUT, head_timeout: float = HEAD_TIMEOUT) -> None:
+                 body_timeout: float = BODY_TIMEOUT, head_timeout: float = HEAD_TIMEOUT,
+                 sock: socket.socket | None = None) -> None:
         for name, value in (("body_timeout", body_timeout), ("head_timeout", head_timeout)):
             # once taken as given: a head_timeout <= 0 closed connections unanswered, a body_timeout <= 0 answered
             # every search 408, NaN set no deadline at all
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
         self.holder = holder
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET  # "::1" binds IPv6, names and dotted IPv4
-        self.socket = socket.create_server((host, port), family=family, backlog=128)
+        self.socket = sock if sock is not None else bind(host, port)
         self.server_address = self.socket.getsockname()[:2]
         protocol = type("AspireH11Protocol", (JSONErrorsH11Protocol,), {"head_timeout": head_timeout})
         config = uvicorn.Config(Guard(create_app(holder, body_timeout), holder), http=protocol, ws="none",
@@ -83,6 +92,6 @@ class AspireServer:
 def make_server(service: SearchService | ServiceHolder, host: str = "127.0.0.1", port: int = 0,
                 **options) -> AspireServer:
     """A server bound to (host, port); a SearchService is served as it is (no reloads), a
-    ServiceHolder with its reloads. `options`: AspireServer's timeouts. Call `serve_forever()`."""
+    ServiceHolder with its reloads. `options`: AspireServer's timeouts and `sock`. Call `serve_forever()`."""
     holder = service if isinstance(service, ServiceHolder) else ServiceHolder(None, service=service)
     return AspireServer(holder, host, port, **options)

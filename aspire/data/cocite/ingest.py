@@ -253,7 +253,8 @@ def filter_contexts(in_dir: str | Path, out_dir: str | Path, cfg: FilterConfig =
     `bad_abstract` (drop the failing papers or the context); `min_cited` (>= 2 papers left);
     `dedup` (the first of repeated contexts is kept). Writes the kept contexts and the abstracts of
     the papers they cite. A paper or context that is not as ingest writes it (a folder built by hand) raises
-    `DataError` naming the file, the line and the record (`_check_filter_paper`, `_check_filter_context`).
+    `DataError` naming the file, the line and the record (`_check_filter_paper`, `_check_filter_context`; a context
+    citing a paper that `abstracts.jsonl` does not hold, which ingest never writes).
     """
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     tokenize = get_tokenizer(cfg.tokenizer)
@@ -280,6 +281,10 @@ def filter_contexts(in_dir: str | Path, out_dir: str | Path, cfg: FilterConfig =
     with AtomicJsonl(out_dir / "contexts.jsonl") as out:
         for lineno, ctx in iter_jsonl(in_dir / "contexts.jsonl"):
             _check_filter_context(ctx, in_dir / "contexts.jsonl", lineno, context_at)
+            missing = [p for p in ctx["cited_ids"] if p not in first_line]
+            if missing:  # ingest writes every cited paper's abstract: never counted as a failing abstract
+                raise DataError(f"{in_dir / 'contexts.jsonl'}:{lineno}: context {ctx['context_id']!r:.60}: cited "
+                                f"paper(s) {missing!r:.80} have no abstract in {in_dir / 'abstracts.jsonl'}")
             n_in += 1
             if cfg.confirmed_only and not ctx.get("links_confirmed", False):
                 removed["confirmed_only"] += 1
