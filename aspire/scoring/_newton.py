@@ -7,6 +7,7 @@ method). The two share every setting from `NEWTON`, the one place they are defin
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -156,7 +157,9 @@ def _newton_tail_torch(cost, a, b, F, G, eps, tol, max_steps):
         err_out, steps_out = err_out.index_copy(0, done, e[rows]), steps_out.index_copy(0, done, steps[rows])
 
     for _ in range(max_steps):
-        live = live & (e > tol)  # a row stops at tol, or on a non-finite error (NaN > tol is False)
+        # a row stops at tol, or on a non-finite error: NaN > tol is False, and an infinite one (an overflowed plan)
+        # makes mu inf, so no step could move; it stops with no steps counted, as the compiled tail does
+        live = live & (e > tol) & (e < math.inf)
         n_live = int(live.sum())
         if n_live == 0:
             break

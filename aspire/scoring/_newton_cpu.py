@@ -84,7 +84,8 @@ def newton_tail(Ce, a, b, F, G, tol, max_steps, halvings, c_start, c_down, c_up,
 
     Ce (L, N, M) = cost / eps; a (L, N), b (L, M) weights of equal mass (zeros: padding).
     `halvings` ... `mu_floor`: the method's constants (`aspire.scoring._newton.NewtonSettings`).
-    Returns the L1 marginal error (L,) and the steps taken (L,) per problem.
+    Returns the L1 marginal error (L,) and the steps taken (L,) per problem; a problem whose error is not
+    finite (a NaN input, potentials whose plan overflows) takes no step and returns that error.
     """
     L, N, M = Ce.shape
     err_out = np.empty(L)
@@ -108,7 +109,9 @@ def newton_tail(Ce, a, b, F, G, tol, max_steps, halvings, c_start, c_down, c_up,
         e, d = _dual_terms(Cp, la, lb, ap, bp, Fp, Gp, P, r, c)
         c_mu = c_start
         steps = 0
-        while steps < max_steps and e > tol:  # NaN > tol is False: a non-finite error stops
+        # a non-finite error stops: NaN compares False, and an infinite one (an overflowed plan) makes mu inf,
+        # so no step could move (each would fail its Cholesky); it is returned as it is, with no steps counted
+        while steps < max_steps and tol < e < math.inf:
             steps += 1
             mu = max(c_mu * e, mu_floor * bmax)
             # Schur complement S = diag(c + mu) - P^T diag(1 / (r + mu)) P (one BLAS product) and
