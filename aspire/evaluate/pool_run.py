@@ -55,7 +55,16 @@ def run_pools(
     """Score ranked files from `ranked_dir` (with `exp`), or rank with `model` + `scorer` first
     (`options`: `aspire.evaluate.options.EvalOptions`, as `aspire.evaluate.rank.rank_pool_set` reads them).
     ValueError when both are given: the ranked files would be scored and the model not run. A metric name or a
-    `threshold` that `aspire.benchmarks.metrics.check_metrics` refuses is a ValueError before any pool is ranked."""
+    `threshold` that `aspire.benchmarks.metrics.check_metrics` refuses is a ValueError before any pool is ranked, as
+    are no metrics or a metric named twice; `metrics` or `facets` given as one string is a TypeError."""
+    for arg, value in (("metrics", metrics), ("facets", facets)):
+        if isinstance(value, (str, bytes)):  # read a character a name: "MAP" -> M, A, P; "method" -> m, e, ...
+            raise TypeError(f"{arg} must be a list of names, got the string {value!r:.60}")
+    if not metrics:  # once ran and wrote results with no metric in them
+        raise ValueError("no metrics to score; give at least one (e.g. MAP)")
+    repeated = sorted({m for m in metrics if list(metrics).count(m) > 1})
+    if repeated:  # once a repeated column in perq.csv, one entry in the summary
+        raise ValueError(f"metrics named more than once: {repeated}")
     check_metrics(metrics, threshold)  # once refused only after the model had encoded and ranked every pool
     data, out = Path(data), Path(out)
     if ranked_dir is not None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal
 
-from aspire.config import load_config, ranged
+from aspire.config import ConfigError, load_config, ranged
 
 REPORT = "report.json"  # each stage's counts; written last, so its presence marks a finished stage
 SPLITS = ("train", "dev")
@@ -64,6 +64,16 @@ class FilterConfig:
     # (the context stays if >= 2 cited papers remain) or drop the whole context
     bad_abstract: Literal["drop_paper", "drop_context"] = "drop_paper"
     dedup: Literal["text", "text_and_set", "none"] = "text"  # key for dropping repeated contexts
+
+    def __post_init__(self) -> None:
+        """ConfigError for a lower bound above its upper bound, at load time (once accepted: the filter stage ran and
+        removed every context, or failed every abstract, before anything said the bounds could not both hold)."""
+        for low, high, what in (("min_context_tokens", "max_context_tokens", "context"),
+                                ("min_abstract_sentences", "max_abstract_sentences", "abstract")):
+            lo, hi = getattr(self, low), getattr(self, high)
+            if isinstance(lo, int) and isinstance(hi, int) and lo > hi:  # None: that bound is off
+                raise ConfigError(f"filter.{low}={lo} is above filter.{high}={hi}: no {what} could pass; "
+                                  "lower the first, raise the second, or set one to null")
 
 
 @dataclass
