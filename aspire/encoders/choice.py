@@ -6,7 +6,8 @@ torch model: its known answers stay exact.
 0.04 MAP of the exact model) where it runs natively: on the CPU, on a CPU with AMX or AVX512-BF16 (read from
 `/proc/cpuinfo`), with `openvino` installed, for a model without a query adapter (the fast backends compile one
 encoding). Anywhere else it keeps the exact torch model. Either way its `note` says which and why, in one line
-(a fallback is never silent), and how to choose the other (`--backend torch` for the exact model).
+(a fallback is never silent); choosing OpenVINO, it also names the flag for the exact model (`--backend torch`),
+and falling back because `openvino` is missing, the install that would enable it.
 
 Nothing here imports torch: the choice is made, and said, before the model loads.
 """
