@@ -188,6 +188,20 @@ def test_the_best_checkpoint_is_the_lowest_dev_loss_and_its_model_scores_it(tiny
     assert again == pytest.approx(best["dev_loss"], rel=1e-5)
 
 
+def test_dev_records_carry_the_epoch_of_their_step(tiny_model_dir, examples_dir, tmp_path):
+    """Two epochs of 3 steps, evaluated and logged every step: each dev record names the epoch its step trained in,
+    as the step's train record does (at an epoch's last step the trainer's counters already say the next epoch,
+    for the checkpoint; the dev record carried that number: 0, 0, 1, 1, 1, 2)."""
+    out = tmp_path / "r"
+    cfg = tiny_config(tiny_model_dir, examples_dir, out, "model.kind=cocite_vector", "train.eval_every=1",
+                      "train.log_every=1", "train.batch_size=10", "train.max_steps=0", "train.epochs=2")
+    run(cfg)
+    records = read_metrics(out)
+    dev = {r["step"]: r["epoch"] for r in records if "dev_loss" in r and r["step"] > 0}
+    train = {r["step"]: r["epoch"] for r in records if "loss" in r}
+    assert dev == train == {1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 1}
+
+
 # ---- data too small for a batch -------------------------------------------------------------------------------
 @pytest.mark.parametrize("settings,said", [
     (("model.kind=cocite_vector", "train.batch_size=31"),

@@ -302,7 +302,10 @@ class Trainer:
             dist.broadcast_object_list(box, src=0)
             value = box[0]
         per_task = {f"dev_loss/{k}": v for k, v in getattr(self, "task_dev_loss", {}).items()}
-        self._log({"step": self.step, "epoch": self.epoch, "dev_loss": value, **per_task})
+        # the epoch of the step just trained: at an epoch's last step the counters already say the next one (for
+        # the checkpoint), and the dev record carried that number while the step's train record had its own
+        epoch = self.epoch - 1 if self.position == 0 and self.step > 0 else self.epoch
+        self._log({"step": self.step, "epoch": epoch, "dev_loss": value, **per_task})
         improved = value < self.best_dev  # a tie keeps the earlier checkpoint
         self.best_dev = min(self.best_dev, value)
         self.save(best={"checkpoint": ckpt.checkpoint_name(self.step), "step": self.step, "dev_loss": value,
