@@ -160,3 +160,18 @@ def test_ia3_unused_lora_options_warned_and_codes_refused(caplog):
         A.adapter_config("ia3", "bert", trainable_tokens=[5])
     given = A.adapter_config("ia3", "bert", target_modules=["query"])
     assert set(given.target_modules) == {"query"} and not given.feedforward_modules
+
+
+def test_settings_naming_another_adapter_kind_than_the_saved_one_are_refused(base_factory, tmp_path):
+    # the settings say lora, the adapter on disk is ia3: it loaded as ia3 while the fingerprint and the fast backends
+    # read 'lora' from the settings; now refused naming the settings file and the adapter's folder
+    from transformers import AutoModel
+
+    model = A.attach_adapters(base_factory(), "ia3", ["x"])
+    A.save_adapted(model, tmp_path)
+    settings = A.adapter_settings(model)
+    assert A.load_adapted(AutoModel.from_pretrained(tmp_path), tmp_path, settings).peft_config["x"].peft_type.value == "IA3"
+    with pytest.raises(ValueError, match=r"adapter 'kind' is 'lora', but adapter 'x' in .* is 'ia3'"):
+        A.load_adapted(AutoModel.from_pretrained(tmp_path), tmp_path, {**settings, "kind": "lora"})
+    with pytest.raises(ValueError, match=r"adapter 'kind' is 'lora'"):  # no kind: lora, as `check_adapter_settings` reads it
+        A.load_adapted(AutoModel.from_pretrained(tmp_path), tmp_path, {k: v for k, v in settings.items() if k != "kind"})

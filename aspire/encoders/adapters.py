@@ -184,8 +184,8 @@ def check_adapter_settings(settings, where: str) -> list[str]:
 def load_adapted(base: nn.Module, path: Path, settings: dict, active: str | None = None) -> nn.Module:
     """`base` with the adapters saved under `path/adapter` (trainable, so a run can resume), `active`
     (default: the one the settings record as active, else the first) switched on. Settings that are not
-    `adapter_settings`' form, an `active` that is none of their names (listing them) and adapters made for a model
-    of another width are ValueErrors naming the file or folder."""
+    `adapter_settings`' form, an `active` that is none of their names (listing them), adapters made for a model
+    of another width and adapters of another kind than the settings' are ValueErrors naming the file or folder."""
     from peft import PeftModel
 
     from aspire.encoders.pretrained import SETTINGS_FILE
@@ -207,6 +207,12 @@ def load_adapted(base: nn.Module, path: Path, settings: dict, active: str | None
         first = next(line.strip() for line in str(err).splitlines() if "size mismatch" in line)
         raise ValueError(f"{path}: its adapters do not fit the base model (hidden size {width}); they were trained on "
                          f"a model of another size: {first}") from None
+    kind = settings.get("kind", ADAPTER_KINDS[0])
+    for name in names:  # the settings' kind is what the fingerprint and the fast backends read: it must be the one loaded
+        on_disk = model.peft_config[name].peft_type.value.lower()
+        if on_disk != kind:
+            raise ValueError(f"{Path(path) / SETTINGS_FILE}: adapter 'kind' is {kind!r}, but adapter {name!r} in "
+                             f"{adapter_path(root, name)} is {on_disk!r}")
     model.set_adapter(active or settings.get("active") or names[0])
     return model
 
