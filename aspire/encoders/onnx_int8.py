@@ -55,11 +55,17 @@ def block_quantize(weight: np.ndarray, bits: int = BITS, block: int = BLOCK) -> 
     scales (N * ceil(K / block),): symmetric, the stored value is round(w / scale) + 2**(bits-1) (the
     op's default zero point), K padded with zeros to whole blocks. `block` must be a power of two >= 16, the only
     block sizes ONNX Runtime's MatMulNBits loads (another one once wrote a graph no session could open, and an odd
-    block at 4 bits failed with a numpy broadcast error)."""
+    block at 4 bits failed with a numpy broadcast error). A weight that is not 2-D, or holds NaN or inf, is a
+    ValueError (an inf made its block's scale inf: every other weight of the block was stored as 0, silently)."""
     if bits not in (4, 8):
         raise ValueError(f"bits must be 4 or 8, got {bits}")
     if isinstance(block, bool) or not isinstance(block, int) or block < 16 or block & (block - 1):
         raise ValueError(f"block must be a power of two >= 16 (MatMulNBits' block_size), got {block!r}")
+    if np.ndim(weight) != 2:
+        raise ValueError(f"block_quantize: weight must be 2-D (K, N), got shape {np.shape(weight)}")
+    if not np.isfinite(weight).all():
+        raise ValueError(f"block_quantize: weight {np.shape(weight)} holds {int((~np.isfinite(weight)).sum())} "
+                         "NaN or inf value(s); int8 blocks need finite weights")
     k, n = weight.shape
     blocks = -(-k // block)
     w = np.pad(weight.T.astype(np.float32), ((0, 0), (0, blocks * block - k))).reshape(n, blocks, block)
@@ -89,7 +95,10 @@ def matmul_nbits(src: Path, dst: Path, bits: int = BITS, block: int = BLOCK) -> 
             continue
         if node.input[1] not in replaced:
             w = numpy_helper.to_array(weights[node.input[1]])  # (K, N)
-            q, scale = block_quantize(w, bits, block)
+            try:
+                q, scale = block_quantize(w, bits, block)
+            except ValueError as err:
+                raise ValueError(f"matmul_nbits: initializer {node.input[1]!r} of MatMul {node.name!r}: {err}") from None
             q_name, s_name = f"{node.input[1]}_q{bits}", f"{node.input[1]}_scales"
             graph.initializer.extend([numpy_helper.from_array(q, q_name), numpy_helper.from_array(scale, s_name)])
             replaced[node.input[1]] = (q_name, s_name, *w.shape)
