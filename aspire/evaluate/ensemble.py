@@ -140,8 +140,9 @@ def fused_rows(name: str, config: EnsembleConfig, data_dir: Path, out: Path, set
     members, weights = _applying(name, config, cache_dir, batch_size, device)
     if len(members) < 2:
         return [], f"{name}: {len(members)} member(s) apply (its ensemble fuses model members only, no bm25 member)"
+    names = [m.name for m in members]  # errors (a query a member lacks, a document ranked twice) name the member
     return runner.ensemble(bench, Path(data_dir), members, Path(out), settings,
-                           lambda runs: fuse_runs(runs, weights, config.fusion, config.rrf_k)), None
+                           lambda runs: fuse_runs(runs, weights, config.fusion, config.rrf_k, names)), None
 
 
 def as_run(config: EnsembleConfig) -> dict:
