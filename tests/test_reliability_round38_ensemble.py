@@ -131,3 +131,27 @@ def test_first_stage_never_returns_an_excluded_paper(stages):
     query = DocBatch.from_list([torch.tensor([[1.0, 0.0]])], ["q"], [["graph parsing"]])
     hits = searcher.search(query, k=4, stages=stages, exclude=["P0", "P2"])
     assert {h.paper_id for h in hits} <= {"P1", "P3"} and hits
+
+
+def test_reviewer_ensemble_members_predicting_for_different_reviewers_are_named(tmp_path, monkeypatch):
+    # the reviewer runner's own check said only "ensemble members predicted for different reviewers": now it names
+    # the two members and a reviewer only one of them predicted for
+    from types import SimpleNamespace
+
+    from aspire.benchmarks.reviewers import load_reviewer_set, prediction_files
+    from aspire.evaluate import reviewer_run
+    from aspire.io import write_json
+    from tests.test_benchmarks import make_reviewer_set
+
+    data = make_reviewer_set(tmp_path / "rm")
+    load_reviewer_set(data)  # the fixture is a valid reviewer set
+    reviewers = {"a": ["r1", "r2", "r3"], "b": ["r1", "r2"]}
+
+    def fake_run(rset, model, scorers, folder, name, aggregate, options=None):
+        for path in prediction_files(folder / "predictions", name, rset):
+            write_json(path, {r: {"s1": 0.5, "s2": 0.1} for r in reviewers[name]})
+
+    monkeypatch.setattr(reviewer_run, "run_reviewers", fake_run)
+    members = [SimpleNamespace(name=n, model="m", scorer="minl2", options={}) for n in ("a", "b")]
+    with pytest.raises(ValueError, match=r"members a and b predicted for different reviewers \(e.g. \['r3'\]\)"):
+        reviewer_run.ensemble_rows(None, data, members, tmp_path / "out", {"aggregate": "max"}, lambda runs: runs[0])

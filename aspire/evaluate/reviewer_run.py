@@ -384,8 +384,11 @@ def ensemble_rows(bench, data: Path, members, out: Path, settings: dict, fuse) -
     preds = []
     for draw in zip(*per_member):  # each member's {reviewer: {submission: score}} of one draw
         runs = [{r: sorted(s.items(), key=lambda kv: -kv[1]) for r, s in pred.items()} for pred in draw]  # best first
-        if any(set(run) != set(runs[0]) for run in runs):
-            raise ValueError("ensemble members predicted for different reviewers")
+        for m, run in zip(members[1:], runs[1:]):
+            if set(run) != set(runs[0]):
+                odd = sorted(set(run) ^ set(runs[0]))
+                raise ValueError(f"ensemble members {members[0].name} and {m.name} predicted for different reviewers "
+                                 f"(e.g. {odd[:3]})")
         preds.append({r: dict(ranked) for r, ranked in fuse(runs).items()})
     for path, pred in zip(prediction_files(out / "reviewers" / "predictions", "ensemble", rset), preds):
         write_json(path, pred, indent=None)
