@@ -10,8 +10,9 @@ f_i = min_j C_ij (each unit of row i's mass travels at least that far) with g_j 
 
 The weights x, y are themselves softmaxes of the row and column minima (`ot_weights`). Sinkhorn's
 plan meets its marginals only to `tol` (L1 error of rows and columns together); as 0 <= f, g <=
-max C_ij, its value can sit below `lower` by at most tol x max C_ij: the value `OTScorer` returns
-is at least `bound = lower - (tol + rounding) x max C_ij`.
+max C_ij for costs >= 0 (distances), its value can sit below `lower` by at most tol x max C_ij: the value
+`OTScorer` returns is at least `bound = lower - (tol + rounding) x W`, W = max C_ij (for costs of either sign,
+max(max C_ij, 0) - min(min C_ij, 0), which bounds |f| and |g| there).
 
 `ot_top_k_dist` solves the candidates in increasing order of `bound`: first a few (`first`, 3k), which
 give a k-th smallest distance, then, in chunks under a memory budget, only those whose bound does
@@ -95,7 +96,7 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
         cost: (P, S, T) sentence distances of the query (rows) to each candidate (columns).
         q_mask: (P, S), c_mask: (P, T) valid sentences (each row with at least one: ValueError naming the rows
             without); the cost of a pair with a masked sentence is not read (it may be anything, even NaN).
-        k: how many nearest candidates must come out exact.
+        k: how many nearest candidates must come out exact (k >= P: every candidate is solved).
         tau, eps: the OT scorer's weight temperature and entropic regularisation (`OTScorer`; each > 0, inf allowed,
             as there: ValueError naming it).
         tol: Sinkhorn's marginal tolerance (also the bound's slack, see the module docstring; > 0).
@@ -138,7 +139,9 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     x, y = ot_weights(cost, q_mask, c_mask, tau, minima)  # (P, S), (P, T)
     # 0 on invalid pairs: Sinkhorn reads every entry (0 x NaN is NaN), and a masked sentence's cost is no cost
     cost = cost.masked_fill(invalid, 0.0)
-    c_max = cost.flatten(1).amax(1)  # (P,) costs are >= 0
+    # (P,) the potentials' range W (module docstring): max C for distances; a negative cost widens it (with max C
+    # alone, all-negative costs raised the bound above the OT value and pruned a nearer candidate)
+    c_max = cost.flatten(1).amax(1).clamp_min(0) - minima[0].amin(-1).clamp_max(0)
     rounding = 32 * torch.finfo(cost.dtype).eps
     bound = ot_dist_lower_bound(far, x, y, minima, q_mask, c_mask) - (tol + rounding) * c_max  # (P,)
     order = torch.argsort(bound, stable=True)
