@@ -151,7 +151,8 @@ def list_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[li
 def plan_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[list[ShardPlan], dict, list[dict]]:
     """Read and check every shard's metadata, offsets and paper ids (not its vectors); returns the plans,
     the first shard's metadata (with `num_shards`, `missing_shards`, `dim`, and `whole`: whether the shards hold
-    whole-abstract vectors) and the rejected records: the shards' own, in shard order, then the duplicate paper ids."""
+    whole-abstract vectors) and the rejected records: the shards' own in input-line order (shard 0's reader
+    rejections among the later shards' encoding rejections, by line: `in_line_order`), then the duplicate paper ids."""
     paths, n_shards, missing = list_shards(shards_dir, allow_missing)
     seen: set[str] = set()
     plans, metas, rejected, duplicates, dims, with_whole, without_whole = [], [], [], [], set(), [], []
