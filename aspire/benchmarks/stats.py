@@ -31,7 +31,9 @@ def _finite(value) -> bool:
 
 @dataclass
 class UnitScores:
-    """`num`, `den`: (G, U) per group and unit; `units`: the U unit ids."""
+    """`num`, `den`: (G, U) per group and unit; `units`: the U unit ids. A unit's `num` is 0 where its `den` is 0
+    (ValueError naming the unit and group): a numerator with no denominator would count in the figure but not in a
+    resample (a unit with no `den` is not drawn) or be dropped with its group, so the interval could miss the figure."""
 
     units: list[str]
     num: np.ndarray
@@ -44,6 +46,11 @@ class UnitScores:
             raise ValueError(f"num {self.num.shape} and den {self.den.shape} must be (G, {len(self.units)})")
         if not np.isfinite(self.num).all() or not np.isfinite(self.den).all() or (self.den < 0).any():
             raise ValueError("unit scores must be finite numbers and denominators non-negative")
+        loose = np.argwhere((self.den == 0) & (self.num != 0))
+        if loose.size:
+            g, u = loose[0]
+            raise ValueError(f"unit {self.units[u]!r} has numerator {float(self.num[g, u])!r} but denominator 0 in group {g}: a "
+                             "unit's numerator must be 0 where its denominator is")
 
     @classmethod
     def means(cls, values: Mapping[str, float], groups: Mapping[str, Sequence[str]] | None = None) -> "UnitScores":
