@@ -101,10 +101,16 @@ class _ImplicitPlan(torch.autograd.Function):
         # Schur complement on the columns: (diag(b) - P^T diag(1/a) P) w_g = rg - P^T (rf / a).
         # S is symmetric PSD, singular along the gauge direction (1 on real columns) and on padded
         # columns, and nearly singular when the plan is nearly a permutation (small eps): solve it
-        # by its pseudo-inverse (the minimum-norm solution; the rhs is orthogonal to the gauge).
-        S = torch.diag_embed(b) - torch.bmm(P.transpose(1, 2), Pa)  # (B, M, M)
-        rhs = rg - torch.bmm(P.transpose(1, 2), rf_a[:, :, None])[:, :, 0]  # (B, M)
-        wg = _pinv_solve(S, rhs, b.amax(1, keepdim=True))  # (B, M); S's scale is diag(b)
+        # by its pseudo-inverse (the rhs is orthogonal to the gauge). Solved scaled by diag(b)^-1/2 on both
+        # sides, S~ = I - K^T K with K_ij = P_ij / sqrt(a_i b_j) (entries within [-1, 1]): unscaled, a column
+        # of mass below the eigenvalue threshold (1e-5 max(b) in float32) lost its eigenvalue, and its
+        # gradient in b came out 0.16 where it is 1.04. The solution is the one with sum_j b_j w_g_j = 0.
+        real = b >= torch.finfo(b.dtype).tiny  # (B, M): the solvers read a weight below the smallest normal as padding
+        inv_d = torch.where(real, torch.where(real, b, 1.0).rsqrt(), 0.0)  # (B, M), 0 on padding
+        Pa_d = Pa * inv_d[:, None, :]  # (B, N, M): P_ij / (a_i sqrt(b_j))
+        S = torch.diag_embed(real.to(P.dtype)) - torch.bmm((P * inv_d[:, None, :]).transpose(1, 2), Pa_d)
+        rhs = inv_d * (rg - torch.bmm(P.transpose(1, 2), rf_a[:, :, None])[:, :, 0])  # (B, M)
+        wg = inv_d * _pinv_solve(S, rhs, torch.ones_like(b[:, :1]))  # (B, M); S~'s scale is 1
         wf = rf_a - torch.bmm(Pa, wg[:, :, None])[:, :, 0]  # (B, N)
         grad_cost = P * (wf[:, :, None] + wg[:, None, :]) - GP / eps + gv[:, None, None] * P
         return grad_cost, eps * wf, eps * wg, None, None, None
