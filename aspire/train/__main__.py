@@ -51,7 +51,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.train") ->
     bad = [o for o in extra if "=" not in o or (o.startswith("-") and not o.startswith("--"))]
     if bad:
         parser.error(f"unrecognized arguments: {' '.join(bad)}")
-    overrides = normalize_overrides(args.overrides + extra)
+    try:
+        overrides = normalize_overrides(args.overrides + extra)
+    except ValueError as err:  # an override without `=`, refused as the other argument errors are
+        parser.error(str(err))
     overrides += [f"train.{key}={value}" for key, value in (("device", args.device), ("batch_size", args.batch_size))
                   if value is not None]
     if args.quiet:

@@ -68,6 +68,9 @@ def _cuda_index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
+_CUDA_STATE_BYTES = (16, 8)  # torch's CUDA generator: 8-byte seed + 8-byte Philox offset; a seed alone (older)
+
+
 def rng_state_problem(state) -> str | None:
     """What is damaged in `state` as an `rng_state` (None: nothing). The CPU states are tried on private
     generators, so a state that passes restores; the process's own generators are left alone."""
@@ -76,8 +79,7 @@ def rng_state_problem(state) -> str | None:
     missing = [k for k in ("python", "numpy", "torch") if k not in state]
     if missing:
         return f"no {', '.join(repr(k) for k in missing)} state"
-    trials = (("python", lambda v: random.Random().setstate(v)),
-              ("numpy", lambda v: np.random.RandomState().set_state(v)),
+    trials = (("python", lambda v: random.Random().setstate(v)), ("numpy", _try_numpy_state),
               ("torch", lambda v: torch.Generator().set_state(v)))
     for key, trial in trials:
         try:
@@ -88,10 +90,24 @@ def rng_state_problem(state) -> str | None:
     if "cuda" in state and not (isinstance(cuda, (list, tuple))
                                 and all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in cuda)):
         return f"its 'cuda' states are not a list of byte tensors ({type(cuda).__name__})"
+    for i, t in enumerate(cuda or ()):  # what torch.cuda.set_rng_state takes: a CPU seed and offset (or a seed alone)
+        if t.device.type != "cpu" or t.dim() != 1 or t.numel() not in _CUDA_STATE_BYTES:
+            return (f"its 'cuda' state {i} is not one ({t.numel()} byte(s) on {t.device.type}; a CUDA generator's state "
+                    f"is {' or '.join(map(str, _CUDA_STATE_BYTES))} bytes on the CPU)")
     index = state.get("cuda_device")
     if "cuda_device" in state and not (type(index) is int and 0 <= index < len(cuda or ())):
         return f"its 'cuda_device' {index!r:.40} is not the index of one of its {len(cuda or ())} 'cuda' state(s)"
     return None
+
+
+def _try_numpy_state(state) -> None:
+    """Set `state` on a private RandomState; ValueError when its position is outside 0..624 (numpy takes any C int
+    there, and a draw then reads outside the key: wrong numbers, or a crash)."""
+    rs = np.random.RandomState()
+    rs.set_state(state)
+    pos = rs.get_state()[2]
+    if not 0 <= pos <= 624:
+        raise ValueError(f"its position {pos} is outside 0..624")
 
 
 def set_rng_state(state: dict, device: torch.device | None = None) -> None:
