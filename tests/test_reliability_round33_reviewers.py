@@ -56,6 +56,17 @@ def test_archive_errors_still_name_the_physical_line(tmp_path):
         load_reviewer_set(root)
 
 
+def test_an_archive_record_naming_a_key_twice_is_refused_naming_line_and_key(tmp_path):
+    # json.loads kept the last value: a record whose "content" (or "abstract") came twice was read with one of them
+    # dropped unseen; the archive reader now refuses it as the project's other JSON readers do (`io.loads_unique`)
+    root = make_reviewer_set(tmp_path / "rm")
+    good = json.dumps({"id": "r1-a0", "content": {"title": "a", "abstract": "b"}})
+    twice = '{"id": "r1-a1", "content": {"title": "t", "abstract": "first", "abstract": "second"}}'
+    _archive(root).write_text(f"{good}\n{twice}\n")
+    with pytest.raises(ValueError, match=r"~r1\.jsonl:2: the key 'abstract' twice in one record"):
+        load_reviewer_set(root)
+
+
 # ---- ratings -----------------------------------------------------------------------------------------------------
 
 def _write_ratings(path: Path, rows: list[list[str]]) -> Path:

@@ -31,7 +31,7 @@ from typing import Mapping
 import numpy as np
 
 from aspire.benchmarks.stats import UnitScores
-from aspire.io import read_json
+from aspire.io import RepeatedKey, loads_unique, read_json
 
 _DRAW = re.compile(r"^d_(\d+)_(\d+)$")
 _RATING_COLUMN = re.compile(r"^(Paper|Expertise)([1-9]\d*)$")
@@ -166,7 +166,9 @@ def load_draw(folder: Path, reviewers) -> Draw:
         for line, text in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
             if text.strip():
                 try:
-                    record = json.loads(text)
+                    record = loads_unique(text)
+                except RepeatedKey as err:  # json.loads kept the last value: a paper's text could be swapped unseen
+                    raise ValueError(f"{path}:{line}: the key {err.key!r} twice in one record") from None
                 except json.JSONDecodeError as err:
                     raise ValueError(f"{path}:{line}: not JSON ({err})") from None
                 papers.append(_text(record, f"{path}:{line}"))
