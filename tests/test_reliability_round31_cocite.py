@@ -85,7 +85,7 @@ def _tiny_records() -> list[dict]:
 def test_stage_input_refuses_a_run_all_folder_that_stopped_early(tmp_path):
     src = _write_jsonl(tmp_path / "r.jsonl", _tiny_records())
     cfg = CociteConfig(ingest=IngestConfig(exclude_benchmark_test=False, exclude_benchmark_papers=False),
-                       filter=FilterConfig(min_context_tokens=1000))
+                       filter=FilterConfig(min_context_tokens=1000, max_context_tokens=None))
     with pytest.raises(ValueError, match="the filters removed all 6 contexts"):
         cocite.run_all(src, tmp_path / "run", cfg)
     assert not (tmp_path / "run" / cocite.PIPELINE_REPORT).exists()
