@@ -77,13 +77,26 @@ def bm25_rankings(pool_set: PoolSet, papers: Mapping[str, Paper], label_to_facet
 
 
 def read_scored_pool_set(pool_set: PoolSet, folder: str | Path, exp: str) -> Scored:
-    """`{facet: {query: [(cand, similarity), ...]}}` from the ranked files of `exp` in `folder`."""
+    """`{facet: {query: [(cand, similarity), ...]}}` from the ranked files of `exp` in `folder`; a file that does not
+    rank exactly the pool set's queries, each over exactly its pool (another pool set's, or a stale run's), is a
+    ValueError naming the file and a query."""
     from aspire.evaluate.fuse import read_scored
 
     out: Scored = {}
     for facet in pool_set.facets:
         path = existing_ranked_path(folder, pool_set.name, exp, facet)
-        out[facet] = {q: list(s.items()) for q, s in read_scored(path).items()}
+        scored = read_scored(path)
+        pools = pool_set.pools[facet]
+        if set(scored) != set(pools):  # once a query missing from the file was dropped from the run unsaid
+            missing, extra = sorted(set(pools) - set(scored)), sorted(set(scored) - set(pools))
+            raise ValueError(f"{path}: ranks other queries than the pool set {pool_set.name!r}"
+                             f"{' (' + facet + ')' if facet else ''}: missing {missing[:5]}, not pooled {extra[:5]}")
+        for qid, pool in pools.items():
+            if set(scored[qid]) != set(pool):
+                missing, extra = sorted(set(pool) - set(scored[qid])), sorted(set(scored[qid]) - set(pool))
+                raise ValueError(f"{path}: query {qid}: ranks other candidates than its pool: missing {missing[:5]}, "
+                                 f"not pooled {extra[:5]}")
+        out[facet] = {q: list(s.items()) for q, s in scored.items()}
     return out
 
 
