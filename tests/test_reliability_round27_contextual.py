@@ -195,3 +195,12 @@ def test_an_error_in_the_model_while_the_worker_tokenises_surfaces_and_leaves_no
         enc.encode(random_papers(4), batch_size=1)
     assert _workers() == []
     assert not enc.training  # it was in eval mode before, and is after
+
+
+@pytest.mark.parametrize("budget", [0, -5, 2.5, True])
+def test_encode_refuses_a_character_budget_below_one_naming_it(tiny_model_dir, budget):
+    # 0 or a negative budget put each paper in a batch of its own unsaid (budget_batches now refuses it, naming its
+    # own argument); encode names the option the caller gave
+    enc = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
+    with pytest.raises(ValueError, match=r"encode: max_batch_chars must be an integer >= 1"):
+        enc.encode(random_papers(2), max_batch_chars=budget)

@@ -62,7 +62,10 @@ def raise_if_unseen(paper_ids: Sequence[str], sentences: Sequence[Sequence[str]]
 
 def budget_batches(order: Sequence[int], sizes: Sequence[int], max_items: int, max_total: int) -> list[list[int]]:
     """Consecutive runs of `order`, each at most `max_items` long and at most `max_total` in summed
-    `sizes` (an item larger than `max_total` forms a batch of its own)."""
+    `sizes` (an item larger than `max_total` forms a batch of its own). Budgets below 1 are a ValueError (they
+    would make every batch one item)."""
+    if max_items < 1 or max_total < 1:
+        raise ValueError(f"budget_batches: max_items ({max_items}) and max_total ({max_total}) must be at least 1")
     batches: list[list[int]] = []
     total = 0
     for i in order:
