@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import numpy as np
+import torch
 
 from aspire.batch import DocBatch
 from aspire.scoring import get_scorer, l2_cost
@@ -74,7 +75,10 @@ class PairAlignment:
 
 
 def _numpy(t) -> np.ndarray:
-    return t.detach().float().cpu().numpy()
+    """A tensor as a numpy array: float64 kept (`.float()` cut a float64 paper's distances to float32, ~2e-7 off, so
+    `minl2_dist` was no longer `cost[pair]`), lower precisions as float32 (numpy has no bfloat16)."""
+    t = t.detach().cpu()
+    return (t if t.dtype == torch.float64 else t.float()).numpy()
 
 
 def pair_alignment(query: DocBatch, cand: DocBatch,
@@ -93,8 +97,12 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
         ot_settings = [ot_settings]
     if len(query) != 1 or len(cand) != 1:
         raise ValueError(f"pair_alignment takes one query and one candidate, got {len(query)} and {len(cand)}")
-    if not ot_settings:
-        raise ValueError("give at least one OT setting, e.g. [{'eps': 0.05}]")
+    if isinstance(ot_settings, (str, bytes)) or not ot_settings:
+        raise ValueError(f"give at least one OT setting, e.g. [{{'eps': 0.05}}], got {ot_settings!r}")
+    for k, settings in enumerate(ot_settings):  # a string once failed in get_scorer with a TypeError naming no setting
+        if not isinstance(settings, Mapping):
+            raise ValueError(f"ot_settings[{k}] must be a mapping of OT scorer arguments, e.g. {{'eps': 0.05}}, "
+                             f"got {settings!r}")
     for side, batch in (("query", query), ("candidate", cand)):  # else the scorer's error, naming no paper
         if not bool(batch.mask[0].any()):
             pid = batch.paper_ids[0] if batch.paper_ids else "0"
@@ -109,6 +117,10 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
         T = len(cand.sentences[0])
     else:  # no texts: the padding after the last selected sentence is no sentence
         T = int(selected[-1]) + 1 if len(selected) else 0
+    for side, batch, n in (("query", query, S), ("candidate", cand, T)):  # else a cost with fewer rows than texts
+        if n > batch.emb.shape[1]:
+            pid = batch.paper_ids[0] if batch.paper_ids else "0"
+            raise ValueError(f"pair_alignment: {side} {pid} has {n} sentence texts but {batch.emb.shape[1]} vectors")
     if len(selected) != T:  # the columns drawn are the candidate's first T sentences: all must take part
         cid = cand.paper_ids[0] if cand.paper_ids else "0"
         raise ValueError(f"pair_alignment matches the query with every sentence of the candidate, but candidate "
@@ -187,6 +199,8 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
                     if len(labels) == n - 1 else "")
             raise ValueError(f"{len(labels)} {side} labels for the matrix's {n} {side} sentences{hint}")
     rows = np.arange(S) if rows is None else _positions(rows, "rows")
+    if not len(rows):  # once drawn as an empty plot
+        raise ValueError("rows is empty: give at least one query sentence to draw (default: all)")
     outside = [int(r) for r in rows if not 0 <= r < S]
     if outside:
         raise ValueError(f"rows {outside} are not query sentences of the {S}x{T} matrix (0 to {S - 1})")
@@ -231,6 +245,18 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
     return image
 
 
+def _matrix_values(values, name: str) -> np.ndarray:
+    """`values` as a float (S, T) array; ValueError naming `name` for another shape or no sentences on a side (a 1-D
+    array once raised numpy's unpacking error or an IndexError, and a 0-row matrix was drawn as an empty plot)."""
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a (S, T) matrix of query by candidate sentences, got shape {array.shape}")
+    if 0 in array.shape:
+        raise ValueError(f"{name} is {array.shape[0]}x{array.shape[1]}: it needs at least one query and one candidate "
+                         "sentence")
+    return array
+
+
 def _positions(values, name: str) -> np.ndarray:
     """`values` as an int array of positions; ValueError for booleans (a mask, e.g. `query_mask`: its True/False once
     read as positions 1/0) or non-integers (0.7 once read as 0)."""
@@ -261,7 +287,7 @@ def plot_distances(cost: np.ndarray, query_texts: Sequence[str], cand_texts: Seq
     `query_mask` leaves out raises ValueError). `annotate` writes each distance in its cell, to 2 decimals (up to 16
     candidate sentences; past that the numbers no longer fit). Returns the Figure.
     """
-    cost = np.asarray(cost, dtype=float)
+    cost = _matrix_values(cost, "cost")
     S, T = cost.shape
     if pair is not None:
         i, j = _positions(pair, "pair") if len(pair) == 2 else (-1, -1)
@@ -294,7 +320,7 @@ def plot_plan(plan: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
     up to 16 candidate sentences).
     Returns the Figure.
     """
-    plan = np.asarray(plan, dtype=float)
+    plan = _matrix_values(plan, "plan")
     n_rows = plan.shape[0] if rows is None else len(rows)
     fig, ax = _new_ax(ax, (_matrix_width(plan.shape[1]), 2.8 + ROW_INCHES * n_rows))
     _matrix(100.0 * plan, query_texts, cand_texts, ax, cmap="Blues", query_mask=query_mask, fmt=".0f",
