@@ -3,7 +3,7 @@ cosine similarity. The evaluation's `abstract` scorer and the training term `cos
 
 from __future__ import annotations
 
-import torch.nn.functional as F
+import torch
 from torch import Tensor
 
 from aspire.batch import DocBatch
@@ -35,15 +35,23 @@ def _check_single(a: DocBatch, b: DocBatch, sides: tuple[str, str]) -> None:
 
 
 def _unit(x: Tensor) -> Tensor:
-    """x (..., D) over its L2 norm, 0 where that is 0, in x's dtype: normalised in float32 for float16 / bfloat16
-    (F.normalize's floor of 1e-12 rounds to 0 in float16, so a zero vector came out NaN there, 0 in float32)."""
-    return F.normalize(widened(x), dim=-1).to(x.dtype)
+    """x (..., D) over its L2 norm (floored at 1e-12, as F.normalize), in x's dtype, normalised in float32 for
+    float16 / bfloat16 (that floor rounds to 0 in float16, so a zero vector came out NaN there). A zero vector, whose
+    cosine is undefined, is scored as the vector 0 (cosine 0 with everything, distance 1) with gradient 0: through
+    F.normalize's floor it had 1e12 times the other side's unit vector (~1e11 a component), which one such paper in
+    a batch put into every weight."""
+    x_wide = widened(x)
+    norm = x_wide.norm(dim=-1, keepdim=True)
+    zero = norm == 0
+    unit = x_wide / torch.where(zero, torch.ones_like(norm), norm.clamp_min(1e-12))
+    return torch.where(zero, torch.zeros_like(unit), unit).to(x.dtype)
 
 
 class VectorCosine:
     """Cosine of single-vector papers (B, 1, D): `score` all pairs (Bq, Bc), `pairwise_score` aligned pairs (B,);
-    similarities, higher is better; `dist` / `pairwise_dist` are 1 - cosine. ValueError for more than one vector a
-    paper or an unselected one, naming the papers."""
+    similarities, higher is better; `dist` / `pairwise_dist` are 1 - cosine. An all-zero vector scores cosine 0 with
+    everything (distance 1), with gradient 0 (`_unit`). ValueError for more than one vector a paper or an unselected
+    one, naming the papers."""
 
     def score(self, queries: DocBatch, cands: DocBatch) -> Tensor:
         _check_vectors(queries, cands)
