@@ -85,7 +85,12 @@ def labelled_pairs(queries: Mapping[str, str], positives: Mapping[str, Sequence[
 def sample_negatives(ranked: Mapping[str, Sequence[str]], positives: Mapping[str, Sequence[str]], n: int,
                      depth: int, seed: int) -> dict[str, list[str]]:
     """Per query, `n` distinct documents drawn (seeded) from the top `depth` of `ranked` that are not positives
-    (all of them where fewer are left). A ranking that names a document twice is an error naming the query."""
+    (all of them where fewer are left). A ranking that names a document twice is an error naming the query; so is an
+    `n` that is not a whole number >= 0 or a `depth` that is not one >= 1 (-1 once left the last document out, 0
+    drew nothing)."""
+    for name, value, least in (("n (negatives per query)", n, 0), ("depth", depth, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"negative sampling {name} must be a whole number >= {least}, got {value!r}")
     rng = random.Random(seed)
     out = {}
     for qid, docs in ranked.items():

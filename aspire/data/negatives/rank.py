@@ -82,10 +82,15 @@ def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[st
     (a duplicated abstract) tie exactly, whatever `chunk`. A paper whose vector is zero has no neighbours and is
     no one's; `notes["papers_without_vector"]` lists them. A vector holding NaN or infinity raises ValueError
     naming its paper; so does an id listed twice in `paper_ids`. A NaN `margin` raises ValueError (every comparison with
-    it is false: the guard was off, unsaid)."""
+    it is false: the guard was off, unsaid), as do a `reference` other than "min" or "max" (once read as "max") and a
+    `chunk` (anchors scored at a time) below 1 (a negative one once mined no anchor, returning no negatives)."""
     check_paper_ids(paper_ids)
     check_k(k)
     check_k(skip, "skip (nearest survivors left out)")
+    if reference not in ("min", "max"):
+        raise ValueError(f"unknown margin reference {reference!r}; valid: ['max', 'min']")
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk (anchors scored at a time) must be a whole number >= 1, got {chunk!r}")
     if margin is not None and margin != margin:
         raise ValueError(f"margin must be a number or None, got {margin!r}")
     vecs = as_matrix(vectors)
@@ -128,7 +133,7 @@ def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[st
             # a partner nearer than the last negative kept was passed over; with k = 0 none was (kept[-1] raised)
             floor = np.inf if k == 0 else scores[r, kept[-1]] if len(kept) == k else -np.inf
             dropped["partner"] += int((others[r] & (sims[r] > floor)).sum())
-            dropped["margin"] += int(too_close[r].sum())
+            dropped["margin"] += int((too_close[r] & (sims[r] > floor)).sum())  # with k = 0, none either
     notes = {"papers_without_vector": [pid for pid, ok in zip(paper_ids, has_vec) if not ok]}
     if margin is not None:
         notes["margin_guarded_anchors"] = guarded
