@@ -30,10 +30,14 @@ def index_bm25(index, k1: float = 1.25, b: float = 0.75) -> BM25Index:
 def papers_bm25(titles: Sequence[str], sentences: Sequence[Sequence[str]], k1: float, b: float,
                 include_title: bool | None = None) -> BM25Index:
     """A new BM25 index over papers given by their titles and stored sentences (title + abstract, the title once
-    where the index stores it as sentence 0: `titles_first` of the encoder's `include_title`); its ids are
-    positions."""
+    where the index stores it as sentence 0: `titles_first` of the encoder's `include_title`, or where the stored
+    sentences are the title alone, as the encoder stores a paper without abstract sentences:
+    `aspire.encoders.contextual.paper_sentences`); its ids are positions."""
+    if len(titles) != len(sentences):  # zip would drop the papers past the shorter one, unsaid
+        raise ValueError(f"BM25 over papers: {len(titles)} titles for {len(sentences)} sentence lists")
     first = titles_first(titles, sentences, include_title)
-    texts = [abstract_text(title, sents[1:] if drop else sents) for title, sents, drop in zip(titles, sentences, first)]
+    texts = [abstract_text(title, sents[1:] if drop or (title.strip() and list(sents) == [title]) else sents)
+             for title, sents, drop in zip(titles, sentences, first)]  # a title alone: title + no abstract, not twice
     return BM25Index(texts, [str(i) for i in range(len(texts))], k1=k1, b=b)
 
 

@@ -28,11 +28,16 @@ JSON_WHITESPACE = b" \t\r\n"  # a blank line holds only these (JSON's whitespace
 class SentencesOnDisk(Sequence):
     """`sentences[p]` of an index read from `papers.jsonl` on demand; `starts[p]` is the byte offset of
     paper p's line and `starts[-1]` the end of the last one. The file is memory-mapped, so an index generation
-    removed by a later save stays readable for as long as this object lives."""
+    removed by a later save stays readable for as long as this object lives. A file changed after it was read (a
+    line that is no longer the record of paper `ids[p]`, or one cut off by a truncation, which would crash the
+    process with SIGBUS when read through the map) raises IndexFormatError naming it."""
 
-    def __init__(self, path: str | Path, starts: np.ndarray) -> None:
+    def __init__(self, path: str | Path, starts: np.ndarray, ids: Sequence[str] | None = None) -> None:
         self.path = Path(path)
         self._starts = np.asarray(starts, dtype=np.int64)
+        self._ids = None if ids is None else list(ids)
+        if self._ids is not None and len(self._ids) != len(self._starts) - 1:
+            raise ValueError(f"{self.path}: {len(self._ids)} paper ids for {len(self._starts) - 1} line offsets")
         with self.path.open("rb") as handle:
             size = self.path.stat().st_size
             self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
@@ -56,7 +61,22 @@ class SentencesOnDisk(Sequence):
             i += n
         if not 0 <= i < n:
             raise IndexError(f"paper position {item} out of range for {n} papers")
-        return json.loads(self._map[self._starts[i]:self._starts[i + 1]])["sentences"]
+        start, end = int(self._starts[i]), int(self._starts[i + 1])
+        size = self._map.size() if isinstance(self._map, mmap.mmap) else len(self._map)  # the file's size now
+        if end > size:  # reading past the end of a mapped file is a SIGBUS, not an exception
+            raise IndexFormatError(f"{self.path}: paper position {i} ends at byte {end}, but the file now holds "
+                                   f"{size} bytes (it was truncated after it was read)")
+        try:
+            record = json.loads(self._map[start:end])
+            problem = record_problem(record["paper_id"], record["title"], record["sentences"], record.get("labels"))
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+            problem = f"{type(err).__name__}: {err}"
+        if problem is None and self._ids is not None and record["paper_id"] != self._ids[i]:
+            problem = f"paper_id {record['paper_id']!r}, not {self._ids[i]!r}"
+        if problem is not None:
+            raise IndexFormatError(f"{self.path}: bytes {start}-{end} (paper position {i}) are no longer the record "
+                                   f"read there: the file changed after it was read ({problem})")
+        return record["sentences"]
 
     def __repr__(self) -> str:
         return f"SentencesOnDisk({str(self.path)!r}, {len(self)} papers)"
@@ -97,7 +117,7 @@ def read_index_papers(path: str | Path, texts: str = "memory"):
                 sentences.append(sents)
             starts.append(start)
     if on_disk:
-        sentences = SentencesOnDisk(path, np.array(starts + [pos], dtype=np.int64))
+        sentences = SentencesOnDisk(path, np.array(starts + [pos], dtype=np.int64), ids)
     return ids, titles, sentences, labels
 
 
