@@ -1,10 +1,10 @@
 """Same-author proximity (SciRepEval's same-author detection) on the ACL Anthology: each query paper ranks every
 other paper of its pool; papers sharing authors with it are relevant. MAP and nDCG@10.
 
-Name ambiguity: names are compared lower-cased with spaces collapsed (`author_key`); a name carried by more than
-`MAX_AUTHOR_PAPERS` papers of the whole corpus (e.g. "yang liu", "min zhang": several people, or prolific
-authors whose papers span topics) counts for nothing, and two papers are relevant to each other only when they
-share at least `MIN_SHARED` counted names (one shared common name is not enough evidence of one person).
+Name ambiguity: names are compared Unicode-NFC-normalised, lower-cased, with spaces collapsed (`author_key`); a
+name carried by more than `MAX_AUTHOR_PAPERS` papers of the whole corpus (e.g. "yang liu", "min zhang": several
+people, or prolific authors whose papers span topics) counts for nothing, and two papers are relevant to each other
+only when they share at least `MIN_SHARED` counted names (one shared common name is not enough evidence of one person).
 Papers without authors are left out (counted in the split file). Pools (`build_pools`, seeded): a random
 eligible seed paper and up to `PARTNERS` papers related to it are added at a time until the pool holds `size`
 papers; queries are the pool's papers with at least one relevant paper in the pool (by the rule, over the
@@ -14,6 +14,7 @@ whole pool, not only the seed's group); candidates are all the other papers of t
 from __future__ import annotations
 
 import random
+import unicodedata
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -26,13 +27,14 @@ MAX_AUTHOR_PAPERS = 50
 MIN_SHARED = 2
 PARTNERS = 3
 METRICS = ("MAP", "nDCG@10")
-RULE = (f"relevant = at least {MIN_SHARED} shared author names (lower-cased, spaces collapsed); names on more than "
-        f"{MAX_AUTHOR_PAPERS} papers of the corpus do not count")
+RULE = (f"relevant = at least {MIN_SHARED} shared author names (NFC, lower-cased, spaces collapsed); names on "
+        f"more than {MAX_AUTHOR_PAPERS} papers of the corpus do not count")
 
 
 def author_key(name: str) -> str:
-    """`"  Noah A.  Smith "` -> `"noah a. smith"`."""
-    return " ".join(str(name).lower().split())
+    """`"  Noah A.  Smith "` -> `"noah a. smith"`. Unicode NFC first: a name written with combining accents (the
+    ACL file has "Özateş" both ways) gives the same key as its precomposed form."""
+    return " ".join(unicodedata.normalize("NFC", str(name)).lower().split())
 
 
 def counted_names(records: Iterable[dict], max_papers: int = MAX_AUTHOR_PAPERS) -> dict[str, frozenset[str]]:

@@ -119,7 +119,8 @@ def resolve_selection(spec: str | Sequence[int | str], labels: Sequence[str] | N
         if isinstance(item, int):
             chosen.append(item)
             continue
-        hits = [i for i, lab in enumerate(labels) if lab.lower() == item or facet_of(lab) == item]
+        # a stored label in any case: "METHOD_LABEL" is a method sentence by name and by facet alike
+        hits = [i for i, lab in enumerate(labels) if lab.lower() == item or facet_of(lab.lower()) == item]
         if not hits:
             known = sorted(set(labels))
             raise ValueError(f"{who} has no {item!r} sentence; its labels: {', '.join(known)} "
