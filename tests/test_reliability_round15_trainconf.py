@@ -180,3 +180,16 @@ def test_codes_an_adapted_encoder_does_not_train_are_refused(tiny_model_dir, tmp
     delta = [p for n, p in coded.model.named_parameters() if "trainable_tokens_delta" in n]
     assert delta and delta[0].grad is not None and float(delta[0].grad.abs().sum()) > 0
     assert coded.model.peft_config["default"].trainable_token_indices == [code_id(coded.tokenizer, "[COCITE]")]
+
+
+def test_author_pairs_link_one_name_written_with_combining_accents_and_precomposed():
+    # the task kept its own copy of the name key, without the benchmark's NFC step: "Özateş" written with combining
+    # accents (3 such names in the ACL file) was another author than the precomposed one, and these two papers no pair
+    from aspire.train.config import TaskConfig
+    from aspire.train.tasks import author_pairs
+
+    decomposed, composed = "S\u0327aziye O\u0308zates\u0327", "\u015eaziye \u00d6zate\u015f"
+    papers = [_authored("a", decomposed, "Bo Chen"), _authored("b", composed, "Bo Chen"), _authored("c", "Dee")]
+    task = TaskConfig(name="author", sources=["acl"], min_shared_authors=2, views=5, max_author_papers=4)
+    examples, _ = author_pairs(papers, task, 0)
+    assert {(e.query_id, e.positive_id) for e in examples} == {("a", "b"), ("b", "a")}

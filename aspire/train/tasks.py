@@ -27,8 +27,8 @@
 - `title`: a paper's title paired with its abstract without the title (ACL Anthology and/or the
   co-citation abstracts, benchmark papers removed as for `crop`).
 - `author`: weak supervision from the ACL Anthology's author lists: two papers that share at least
-  `min_shared_authors` authors (names compared lower-cased, spaces collapsed), `views` partners a
-  paper drawn seeded by its id; authors with more than `max_author_papers` papers link nothing
+  `min_shared_authors` authors (names compared as the same-author benchmark keys them: NFC, lower-cased, spaces
+  collapsed), `views` partners a paper drawn seeded by its id; authors with more than `max_author_papers` papers link nothing
   (a prolific author's papers span topics). Every other paper sharing a linking author with the anchor
   (even fewer than `min_shared_authors`) is kept out of its negatives; one sharing only a prolific
   author is not. Benchmark papers are removed first, as for `crop`.
@@ -64,6 +64,7 @@ from aspire.benchmarks.heldout import (
     excluded_papers,
     null_benchmarks_dir,
 )
+from aspire.benchmarks.same_author import author_key
 from aspire.data.acl import HeldOut, read_acl, removed_by
 from aspire.data.papers import Paper
 from aspire.train.config import Config, TaskConfig
@@ -259,11 +260,6 @@ def title_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskDat
             papers.update((p.paper_id, p) for p in made[1:])
     stats["without_title_or_abstract"] = len(sources) - len(examples)
     return TaskData("title", examples, papers, stats)
-
-
-def author_key(name: str) -> str:
-    """`"  Noah A.  Smith "` -> `"noah a. smith"`."""
-    return " ".join(str(name).lower().split())
 
 
 def author_pairs(papers: list[Paper], task: TaskConfig, index: int) -> tuple[list[Example], dict]:
