@@ -158,3 +158,12 @@ def test_resolve_selection_facet_of_a_stored_label_in_any_case():
     assert resolve_selection("method", labels) == [2]  # by facet: was "has no 'method' sentence"
     assert resolve_selection("background", labels) == [0, 1]
     assert resolve_selection("result", labels) == [3]
+
+
+def test_facet_of_reads_a_stored_label_in_any_case():
+    # the page showed facet None for "Method_Label" while a selection by "method" took it; both now read it alike
+    from aspire.data.facets import facet_of
+
+    assert facet_of("Method_Label") == facet_of("method_label") == "method"
+    assert facet_of("OBJECTIVE_LABEL") == "background" and facet_of("Result") == "result"
+    assert facet_of("conclusion_label") is None and facet_of(None) is None

@@ -26,9 +26,11 @@ POSITION = re.compile(r"-?[0-9]+")  # a typed 0-based position (negative ones ar
 
 
 def facet_of(label: str | None) -> str | None:
-    """The facet ("background", "method", "result") of a stored label, else None."""
+    """The facet ("background", "method", "result") of a stored label in any case (`pred_labels` are free strings:
+    "Method_Label" is the method's, as `resolve_selection` reads it), else None."""
+    key = label.lower() if isinstance(label, str) else label
     for facet, names in FACETS.items():
-        if label in names:
+        if key in names:
             return facet
     return None
 
@@ -120,7 +122,7 @@ def resolve_selection(spec: str | Sequence[int | str], labels: Sequence[str] | N
             chosen.append(item)
             continue
         # a stored label in any case: "METHOD_LABEL" is a method sentence by name and by facet alike
-        hits = [i for i, lab in enumerate(labels) if lab.lower() == item or facet_of(lab.lower()) == item]
+        hits = [i for i, lab in enumerate(labels) if lab.lower() == item or facet_of(lab) == item]
         if not hits:
             known = sorted(set(labels))
             raise ValueError(f"{who} has no {item!r} sentence; its labels: {', '.join(known)} "
