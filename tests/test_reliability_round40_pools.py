@@ -104,3 +104,15 @@ def test_real_csfcube_pools_and_sample_rankings():
     test_map = {g: 50 * (s[f"split:{g}/fold1_test"]["MAP"] + s[f"split:{g}/fold2_test"]["MAP"])
                 for g in ["background", "method", "result", "all"]}
     assert test_map == pytest.approx({"background": 43.95, "method": 22.44, "result": 36.79, "all": 34.23}, abs=0.01)
+
+
+def test_a_missing_unfaceted_ranked_file_lists_no_faceted_files_as_experiments(tmp_path):
+    # the unfaceted pattern test-pid2pool-NAME-*-ranked.json also matches faceted files: the message said the folder
+    # held experiments 'specter-background', 'specter-method' (another experiment's facets)
+    from aspire.benchmarks.pools import existing_ranked_path, ranked_path
+
+    for facet in ("background", "method"):
+        ranked_path(tmp_path, "csfcube", "specter", facet).write_text("{}")
+    ranked_path(tmp_path, "csfcube", "plain", "").write_text("{}")
+    with pytest.raises(FileNotFoundError, match=r"no ranked file of experiment 'bm25'; the folder holds \['plain'\]"):
+        existing_ranked_path(tmp_path, "csfcube", "bm25", "")

@@ -174,11 +174,14 @@ def ranked_path(folder: str | Path, name: str, exp: str, facet: str) -> Path:
 
 def existing_ranked_path(folder: str | Path, name: str, exp: str, facet: str) -> Path:
     """`ranked_path`, there; else FileNotFoundError naming the experiments whose ranked files of `name` `folder`
-    does hold (EXP of `test-pid2pool-NAME-EXP-FACET-ranked.json` for this facet)."""
+    does hold (EXP of `test-pid2pool-NAME-EXP-FACET-ranked.json` for this facet; for no facet, the names that do not
+    end in a CSFCube facet, which are another experiment's faceted files)."""
     path = ranked_path(folder, name, exp, facet)
     if not path.is_file():
         start, end = len(f"test-pid2pool-{name}-"), len(f"{'-' + facet if facet else ''}-ranked.json")
         held = sorted(p.name[start:-end] for p in Path(folder).glob(ranked_path("", name, "*", facet).name))
+        if not facet:  # the pattern also matches EXP-FACET: 'specter-method' is no experiment of the unfaceted set
+            held = [h for h in held if not h.endswith(("-background", "-method", "-result"))]
         raise FileNotFoundError(2, f"no ranked file of experiment {exp!r}{' (' + facet + ')' if facet else ''}; "
                                    f"the folder holds {held or 'none of ' + name}", str(path))
     return path
