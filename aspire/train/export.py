@@ -110,7 +110,11 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
             from aspire.train.document_model import MODEL_FILE
 
             (staged / MODEL_FILE).write_text(json.dumps(meta, indent=2))
-        exported_encoder = ContextualSentenceEncoder.from_pretrained(staged)
+        try:  # the adapters and settings loaded over the model's own base: a failure here is the base's
+            exported_encoder = ContextualSentenceEncoder.from_pretrained(staged)
+        except (ValueError, RuntimeError) as err:  # it named the staged folder, gone once refused, not the base
+            raise ValueError(f"{base!r} is not the base {model} was trained on: its adapters do not load over it "
+                             f"({err}); nothing written") from None
         differ = encoding_differences(trained_encoder, exported_encoder)  # first: it names what differs
         if differ:
             raise ValueError(f"{base!r} is not the base {model} was trained on: its {differ[0]} differs from the "
