@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from aspire.cliutil import check_fresh_out, check_paths, command_parser, parse_and_run, print_json
-from aspire.config import load_config, ranged, save_config, to_dict
+from aspire.config import check_ranges, load_config, ranged, save_config, to_dict
 from aspire.io import DataError, iter_jsonl, require, type_name, write_json
 
 if TYPE_CHECKING:
@@ -91,9 +91,12 @@ def context_pairs(groups_path: str | Path, text_field: str = "contexts_clean", m
 
     Every unordered pair of a set's distinct texts, or a sample of `max_pairs_per_set` of them drawn
     with a generator seeded by `(seed, set_id)`; in file order, so the result is deterministic.
+    `max_pairs_per_set` below 1 is refused (0 gave no pair at all, said as "no set has two contexts").
     """
     if text_field not in TEXT_FIELDS:
         raise ValueError(f"unknown text_field {text_field!r}; valid: {list(TEXT_FIELDS)}")
+    if isinstance(max_pairs_per_set, bool) or not isinstance(max_pairs_per_set, int) or max_pairs_per_set < 1:
+        raise ValueError(f"max_pairs_per_set must be an integer >= 1, got {max_pairs_per_set!r}")
     out, first_line = [], {}
     for lineno, group in iter_jsonl(groups_path):
         texts = list(dict.fromkeys(_group_texts(group, text_field, groups_path, lineno, first_line)))  # distinct, in order
@@ -174,7 +177,10 @@ def evaluate_contexts(model, groups_path: str | Path, text_field: str = "context
 
     A text repeated within a set counts once (as in `context_pairs`): its copy would be its nearest row,
     a hit that measures nothing. A file without contexts (an empty dev split: `split.dev_fraction` 0) scores as a
-    split with no same-set pair, queries 0 and acc@1 and mrr NaN (sentence-transformers encodes no text as (0,))."""
+    split with no same-set pair, queries 0 and acc@1 and mrr NaN (sentence-transformers encodes no text as (0,)).
+    An unknown `text_field` is a ValueError listing the valid ones (`paper_ids`, a list of strings too, was scored)."""
+    if text_field not in TEXT_FIELDS:
+        raise ValueError(f"unknown text_field {text_field!r}; valid: {list(TEXT_FIELDS)}")
     texts, labels, first_line = [], [], {}
     for lineno, group in iter_jsonl(groups_path):
         distinct = list(dict.fromkeys(_group_texts(group, text_field, groups_path, lineno, first_line)))
@@ -233,10 +239,16 @@ def ranking_loss(model, cfg: CoSentBertConfig):
 
 
 def train_cosentbert(examples_dir: str | Path, out_dir: str | Path, cfg: CoSentBertConfig = CoSentBertConfig()) -> dict:
-    """Fine-tune on the train split's context pairs; evaluate on dev before and after; save the model."""
+    """Fine-tune on the train split's context pairs; evaluate on dev before and after; save the model.
+
+    `cfg` is checked first, as `load_config` checks a file's (a field outside its range is a `ConfigError` naming
+    it; an unknown `text_field` a ValueError), before the model loads."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer
 
+    check_ranges(cfg)  # a config built in Python: batch_size=1 trained on a loss of 0, epochs=0 divided by zero
+    if cfg.text_field not in TEXT_FIELDS:
+        raise ValueError(f"unknown text_field {cfg.text_field!r}; valid: {list(TEXT_FIELDS)}")
     examples_dir, out_dir = Path(examples_dir), Path(out_dir)
     base = Path(cfg.base_model) if cfg.base_model else default_base_model()
     model = load_sentence_model(base, cfg.max_seq_length)
@@ -303,11 +315,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders.c
 def _run(args) -> int:
     """The subcommand, its files (and train's fresh --out) checked before torch loads; the report printed as strict JSON (a split with no
     same-set pair scores null, named under "non_finite")."""
-    split = "train" if args.command == "train" else args.split
-    groups = Path(args.examples) / f"groups.{split}.jsonl"
-    if not groups.is_file():
-        raise FileNotFoundError(2, f"no groups.{split}.jsonl in --examples (a split folder of `aspire data`)",
-                                str(groups))
+    splits = ("train", "dev") if args.command == "train" else (args.split,)  # train also scores the dev split
+    for split in splits:
+        groups = Path(args.examples) / f"groups.{split}.jsonl"
+        if not groups.is_file():
+            raise FileNotFoundError(2, f"no groups.{split}.jsonl in --examples (a split folder of `aspire data`)",
+                                    str(groups))
     if args.command == "evaluate" and args.model:
         check_paths(model=args.model)  # a model directory: a wrong one before sentence-transformers loads
     if args.command == "train":
