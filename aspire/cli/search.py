@@ -293,10 +293,12 @@ def read_query_papers(path: str | Path) -> list:
     """Papers from a query file: JSONL (one paper a line) or one pretty-printed JSON object, read
     with the papers-file rules (`aspire.data.papers.read_papers`; a string abstract is split)."""
     path = input_file(path, "--query-file")
-    try:
-        whole = json.loads(path.read_bytes().decode("utf-8"))  # one (possibly pretty-printed) JSON object
+    try:  # one (possibly pretty-printed) JSON object; a byte-order mark is no part of it, as the line reader skips it
+        whole = json.loads(path.read_bytes().decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError):  # the line reader names the bad line
         whole = None
+    if isinstance(whole, list):  # the line reader would call a pretty-printed one's line 1 (`[`) invalid JSON
+        raise ValueError(f"{path}: a JSON array of papers: give one paper a line (JSONL), or one JSON object")
     if not isinstance(whole, dict):
         papers = read_papers(path).papers
         if not papers:  # not a search that found nothing: there was nothing to search with
@@ -571,12 +573,12 @@ def _run(args) -> int:
     typed = [o.split("=", 1)[0].strip() for o in normalize_overrides(args.overrides, section="search")]
     for unused in unused_settings(asked, typed):  # search.passage_window=3 with --rerank ot, say: once silent
         log.warning("search.%s is not used", unused)
+    if args.query_side:  # read from the model's saved settings: before any model (the cross-encoder) loads
+        check_query_adapter(args.model or searcher.index.model_name)
     if args.cross_encoder is not None:  # loaded (and its directory checked) before any query
         from aspire.retrieval.crossencoder import load_cross_stage
 
         searcher.cross_encoder = load_cross_stage(args.cross_encoder, device=args.device)
-    if args.query_side:
-        check_query_adapter(args.model or searcher.index.model_name)
     maker = QueryMaker(searcher, args)
     if args.query_file is not None or (args.model is not None and args.interactive):
         maker.load_encoder()  # load it now: a wrong model name is reported before any query
