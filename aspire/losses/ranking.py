@@ -57,7 +57,7 @@ class MultipleNegativesRankingLoss(nn.Module):
     than a cosine, so the same temperature would make its softmax sharper).
 
     With `teacher` (B, K) similarities (NaN where the teacher has no vector of the anchor or the
-    candidate), a row whose positive the teacher scored is `KL(softmax(teacher_scale * teacher) ||
+    candidate; an infinite one is a ValueError naming the anchor and candidate), a row whose positive the teacher scored is `KL(softmax(teacher_scale * teacher) ||
     softmax(scale * sim))` over its positive and the allowed negatives the teacher scored; the other
     rows keep the ranking loss. `symmetric` does not combine with a teacher.
     """
@@ -95,6 +95,10 @@ class MultipleNegativesRankingLoss(nn.Module):
             return loss, negatives.any(dim=1)
         if teacher.shape != sim.shape:
             raise ValueError(f"teacher similarities {tuple(teacher.shape)} for a matrix of {tuple(sim.shape)}")
+        if teacher.isinf().any():  # an infinite one made its row's loss NaN (0 * inf in the KL), unsaid
+            b, k = (int(i) for i in teacher.isinf().nonzero()[0])
+            raise ValueError(f"teacher similarity of anchor {b} to candidate {k} is {teacher[b, k].item()}: "
+                             "teacher similarities must be finite (NaN where the teacher has no vector)")
         scored = ~teacher.isnan()
         soft = scored.diagonal()  # (B,) rows the teacher scored
         # a row the teacher did not score keeps its positive column only, so no softmax is over nothing

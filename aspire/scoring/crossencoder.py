@@ -20,6 +20,7 @@ text is longer at each step), as sentence-transformers' `CrossEncoder` does in `
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -105,8 +106,8 @@ def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, flo
     `[(doc, score), ...]` best first. A document listed twice, a score that is not finite (first stage or
     cross-encoder) or a first stage out of order is an error naming the document.
     """
-    if top_n < 1:
-        raise ValueError(f"top_n must be >= 1, got {top_n}")
+    if not isinstance(top_n, numbers.Integral) or isinstance(top_n, bool) or top_n < 1:
+        raise ValueError(f"top_n must be a whole number >= 1, got {top_n!r}")
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"the cross-encoder weight must be in [0, 1], got {weight}")
     if norm not in NORMS:
