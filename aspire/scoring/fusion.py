@@ -95,8 +95,11 @@ def fuse_ranked(lists: Sequence[Mapping[str, float]], weights: Sequence[float] |
     union, uncut, as ranx's `fuse` keeps it: a caller wanting a top k cuts it); `weights` (default equal) as
     `check_weights` allows. With `rrf`, a list's rank of documents with equal scores is the list's own order
     (ranx ranks tied documents in its sort's order, so with ties the two can differ), and `rrf_k` must be finite
-    and > 0. A score that is not finite is a ValueError naming the list and document."""
+    and > 0. A score that is not finite is a ValueError naming the list and document; no list at all is a ValueError
+    (it was once blamed on the weights, given or not)."""
     method = fusion_method(method)
+    if not len(lists):
+        raise ValueError("fusion needs at least one ranked list, got none")
     weights = check_weights([1.0] * len(lists) if weights is None else weights, len(lists))
     if method == "rrf" and not (np.isfinite(rrf_k) and rrf_k > 0):  # K <= 0 divides by zero, an infinite K zeroes all
         raise ValueError(f"rrf's K must be a finite number > 0, got {rrf_k!r}")
