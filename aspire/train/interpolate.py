@@ -87,7 +87,8 @@ def start_weights(base: str | Path) -> dict[str, torch.Tensor]:
 
 def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | None = None) -> Path:
     """Write to `out` the model `model` with its weights moved back toward `base` (default: the encoder
-    it was trained from, as its document_model.json records) — (1 − α)·base + α·model."""
+    it was trained from, as its document_model.json records) — (1 − α)·base + α·model. A base whose tokenizer puts a
+    token on another embedding row than the model's is an error naming the token."""
     import torch
 
     from aspire.train.document_model import MODEL_FILE
@@ -104,6 +105,7 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
         base = meta["model"]["encoder"]
     tuned, tuned_weights = plain_weights(model)
     base_weights = start_weights(base)
+    _check_base_tokens(tuned.tokenizer.get_vocab(), base)
     extra = sorted(set(base_weights) - set(tuned_weights))
     if extra:
         raise ValueError(f"the base model {base!r} has weights the fine-tuned model lacks: {extra[:5]}")
@@ -117,6 +119,25 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
         (staged / RECORD_FILE).write_text(json.dumps({"model": str(model), "base": str(base), "alpha": alpha},
                                                      indent=2))
     return out
+
+
+def _check_base_tokens(mine: dict[str, int], base: str) -> None:
+    """ValueError naming the token unless every token of `base`'s vocabulary has the same id in the fine-tuned
+    model's (`mine`) and the tokens only it has (control codes) come after them: a shared row of the word
+    embeddings is blended with the same row of the base, so it must stand for one token in both."""
+    from transformers import AutoTokenizer
+
+    from aspire.encoders import ContextualSentenceEncoder
+    from aspire.encoders.pretrained import read_settings, resolve_model
+
+    path = resolve_model(base)
+    theirs = AutoTokenizer.from_pretrained(ContextualSentenceEncoder.weights_folder(path, read_settings(path), {},
+                                                                                    "the base")).get_vocab()
+    odd = sorted(t for t in mine.keys() | theirs.keys()
+                 if mine.get(t) != theirs.get(t) and (t in theirs or mine[t] < len(theirs)))
+    if odd:
+        raise ValueError(f"token {odd[0]!r} has id {mine.get(odd[0])} in the fine-tuned model, {theirs.get(odd[0])} "
+                         f"in the base {base!r}: interpolation blends each embedding row, which must be one token in both")
 
 
 def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = False) -> Path:

@@ -105,6 +105,15 @@ class MixSampler(Sampler[list[int]]):
         if not len(sizes) == len(offsets) == len(ratios):  # fewer ratios left the last tasks out of every batch
             raise ValueError(f"MixSampler: one size, offset and ratio a task, got {len(sizes)} size(s), "
                              f"{len(offsets)} offset(s) and {len(ratios)} ratio(s)")
+        if not sizes:  # was min() of an empty sequence (sequential) or a ratio error naming no task
+            raise ValueError("MixSampler: a multi-task run needs at least one task, got none")
+        for what, value in (("batch_size", batch_size), ("world_size", world_size)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                # 0 divided by zero (alternating); a negative size gave batches of other sizes silently
+                raise ValueError(f"MixSampler: {what} must be an integer >= 1, got {value!r}")
+        if mode != "sequential" and len(stage_batches):  # would be silently ignored
+            raise ValueError(f"MixSampler: stage_batches (the tasks' steps) are read by mix.mode sequential only, "
+                             f"got {list(stage_batches)} with mix.mode {mode}")
         self.sizes, self.offsets, self.mode = list(sizes), list(offsets), mode
         self.batch_size, self.seed, self.epoch, self.start = batch_size, seed, epoch, start
         self.rank, self.world_size = rank, world_size
@@ -115,7 +124,8 @@ class MixSampler(Sampler[list[int]]):
             if any(r != 1.0 for r in ratios):  # stages run by steps: a ratio would be silently ignored
                 raise ValueError(f"tasks[].ratio: mix.mode sequential runs each task for its steps and reads no ratio, "
                                  f"got {list(ratios)}; remove the ratios or use mix.mode mixed or alternating")
-            if len(stage_batches) != len(sizes) or min(stage_batches) < 1:
+            if len(stage_batches) != len(sizes) or not all(
+                    isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1 for b in stage_batches):
                 raise ValueError(f"mix.mode sequential needs steps >= 1 for every task, got {list(stage_batches)}")
             self.num_batches = self.stage_ends[-1]
         else:
