@@ -91,3 +91,13 @@ def test_a_base_whose_vocabulary_puts_tokens_on_other_rows_is_refused_naming_the
     with pytest.raises(ValueError, match="token 'model' has id"):  # was: rows of different words blended silently
         interpolate(tuned, 0.5, tmp_path / "out", base=str(other))
     assert interpolate(tuned, 0.5, tmp_path / "ok", base=str(tiny_model_dir)).is_dir()
+
+
+@pytest.mark.parametrize("kw", [{"batch_size": 0}, {"batch_size": -2}, {"world_size": 0}, {"batch_size": 2.0}])
+def test_the_epoch_sampler_refuses_a_batch_or_world_size_below_one(kw):
+    # as MixSampler now does: 0 divided by zero, a negative size made batches of the wrong size
+    from aspire.train.data import EpochBatchSampler
+
+    settings = {"batch_size": 3, "world_size": 1, **kw}
+    with pytest.raises(ValueError, match=rf"EpochBatchSampler: {next(iter(kw))} must be an integer >= 1"):
+        EpochBatchSampler(12, settings["batch_size"], seed=0, epoch=0, world_size=settings["world_size"])

@@ -154,7 +154,7 @@ def align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg: 
     """Add `cc_align` / `abs_align` to every example of both splits (see the module docstring).
 
     `teacher` is a sentence-transformers model (e.g. `aspire.encoders.cosentbert.load_sentence_model`).
-    Every abstract sentence of the named papers and every distinct context is encoded once, at
+    Every abstract sentence of `abstracts.jsonl` and every distinct context is encoded once, at
     `cfg.max_seq_length`; the teacher's own length is restored afterwards. A `cfg.max_seq_length` above the
     teacher's position limit (`_position_limit`) raises ValueError before anything is read: the model would fail on
     the first text that long ("The size of tensor a (128) must match the size of tensor b (64)").

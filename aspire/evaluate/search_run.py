@@ -10,7 +10,7 @@ Each citing sentence is a one-sentence query paper with an empty title (encoded 
 as the benchmark's dense runner encodes it); its hits (`depth` of them) are the run, scored by the benchmark's
 own metrics (`aspire.evaluate.context2doc_run.score_and_write`). `pipeline` holds search-config overrides
 (`stages=...`, `rerank=...`, `shortlist=...`, `fuse=...`: the keys of `aspire.index.config.SearchConfig`); the
-index is exact (`flat`) unless `index` says otherwise. The benchmark's own whole-abstract runs (`--scorer`) use
+index is exact (`flat`; `index_candidates` takes another `index`). The benchmark's own whole-abstract runs (`--scorer`) use
 a vector the index does not hold; this runner answers what the index's pipelines reach.
 
 Pool sets (CSFCube: `rank_pools_by_search`) and reviewer matching (`run_reviewers_search`) index each query's

@@ -451,6 +451,9 @@ class EpochBatchSampler(Sampler[list[int]]):
                  rank: int = 0, world_size: int = 1, limit: int | None = None) -> None:
         self.n, self.batch_size, self.seed, self.epoch = n, batch_size, seed, epoch
         self.start, self.rank, self.world_size = start, rank, world_size
+        for name, value in (("batch_size", batch_size), ("world_size", world_size)):  # 0 divided by zero below
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"EpochBatchSampler: {name} must be an integer >= 1, got {value!r}")
         self.num_batches = n // (batch_size * world_size)
         if limit is not None:
             self.num_batches = min(self.num_batches, limit)
