@@ -26,24 +26,6 @@ def test_budget_batches_refuse_an_empty_budget(max_items, max_total):
         budget_batches([0, 1, 2], [1, 1, 1], max_items, max_total)
 
 
-def test_budget_batches_against_a_greedy_loop():
-    rng = random.Random(39)
-    for _ in range(300):
-        n = rng.randint(0, 12)
-        sizes = [rng.randint(0, 30) for _ in range(n)]
-        order = rng.sample(range(n), n)
-        max_items, max_total = rng.randint(1, 5), rng.randint(1, 40)
-        batches = budget_batches(order, sizes, max_items, max_total)
-        assert [i for b in batches for i in b] == order  # every paper once, in order
-        for k, b in enumerate(batches):
-            assert 1 <= len(b) <= max_items
-            assert sum(sizes[i] for i in b) <= max_total or len(b) == 1  # over budget only alone
-            if k + 1 < len(batches):  # greedy: the next paper did not fit
-                nxt = batches[k + 1][0]
-                assert len(b) == max_items or sum(sizes[i] for i in b) + sizes[nxt] > max_total
-
-
-# ---- pieces: truncation records and unseen sentences ----------------------------------------------------------------
 def _random_rows(rng: random.Random):
     """Random (R, T) sentence indices of 1-4 papers, each with 1-3 windows whose pieces run forward through its
     sentences (a window's last sentence may open the next one), some sentences with no piece at all."""

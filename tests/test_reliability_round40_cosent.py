@@ -20,8 +20,7 @@ from aspire.encoders.cosentbert import (
     same_set_retrieval,
     train_cosentbert,
 )
-
-WORDS = "the model method result paper task data learning neural network language text sentence document".split()
+from tests.test_cosentbert import WORDS
 
 
 def _group(set_id: str, texts: list[str]) -> dict:
