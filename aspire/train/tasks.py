@@ -185,7 +185,8 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
     `data.max_sentences` cuts it); and what was read, removed (`removed_benchmark`, and per rule, the first
     that matched, `removed_benchmark_by`) and used, per source. The co-citation source is the papers
     its train split names (`aspire.train.data.split_paper_ids`): a paper only its dev split names stays out
-    (counted under `cocite.not_in_train_split`), as the dev loss is taken on it. Two ACL records with one paper id are
+    (counted under `cocite.not_in_train_split`), as the dev loss is taken on it, and so does its ACL record where
+    both sources are read (counted under `acl.in_cocite_dev_split`, only where some is). Two ACL records with one paper id are
     an error naming it; an ACL paper the co-citation source holds already is taken once, from that source
     (counted under `acl.in_cocite_already`)."""
     unknown = sorted(set(task.sources) - set(valid))
@@ -205,6 +206,7 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
         if not exclude.by_title_only:
             stats["cocite"]["removed_benchmark_by"] = removed_by(reasons, exclude)
         sources += kept
+        dev_only = set(every) - train  # the dev loss's papers: kept out of the ACL source too
     if "acl" in task.sources:
         acl, acl_stats = read_acl(task.acl_path, exclude, task.max_papers)
         seen: set[str] = set()
@@ -219,6 +221,11 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
             both = [p for p in acl if p.paper_id in known]
             acl = [p for p in acl if p.paper_id not in known]
             stats["acl"]["in_cocite_already"] = len(both)
+        if "cocite" in task.sources:  # a paper only the co-citation dev split names came back in through the ACL file
+            dev = [p for p in acl if p.paper_id in dev_only]
+            if dev:  # counted where some is left out (the stats before the rule keep their keys)
+                acl = [p for p in acl if p.paper_id not in dev_only]
+                stats["acl"]["in_cocite_dev_split"] = len(dev)
         sources += acl
     in_split = [_cut(p, cfg.data.max_sentences) for p in sources if _in_dev(p.paper_id, task.dev_share) == (split == "dev")]
     stats["in_split"] = len(in_split)
