@@ -44,13 +44,12 @@ def prepare_build_dir(out: Path, overwrite: bool = False) -> list[str]:
     refused like a sound one, with the reason, unless `overwrite`.
     """
     out.mkdir(parents=True, exist_ok=True)
-    live = None
-    try:
-        live = Path(SentenceIndex.read_manifest(out)["path"]).name if (out / "CURRENT").exists() else None
+    live, pointer = None, out / "CURRENT"
+    try:  # a pointer that is a link to nothing is a damaged one too (`exists` alone let its generations be removed)
+        live = Path(SentenceIndex.read_manifest(out)["path"]).name if pointer.exists() or pointer.is_symlink() else None
     except IndexFormatError as err:
         if not overwrite:
             raise IndexExistsError(f"{out} holds a damaged index ({err}); use --overwrite to replace it") from None
-        pointer = out / "CURRENT"
         if pointer.is_dir() and not pointer.is_symlink():  # a folder in the pointer's place: unlink raised
             shutil.rmtree(pointer)
         else:
