@@ -82,10 +82,15 @@ def read_pointer(out_dir: str | Path, name: str = LATEST) -> dict | None:
     """The record of pointer `name` (`latest` or `best`), or None if the run has none yet.
 
     ValueError naming the pointer when it is not JSON `{"checkpoint": "checkpoint-NNNNNN", "step": NNNNNN}` (the
-    step the name's), FileNotFoundError when its checkpoint has no trainer state (a deleted or half-copied one)."""
+    step the name's, or not a file: a folder or a link to nothing in its place was read as "no pointer yet", so a
+    run started over and pruning forgot the best), FileNotFoundError when its checkpoint has no trainer state (a
+    deleted or half-copied one)."""
     path = Path(out_dir) / name
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
+    if not path.is_file():
+        what = "a folder" if path.is_dir() else "a link to nothing" if not path.exists() else "not a plain file"
+        raise ValueError(f"{path}: damaged `{name}` pointer, {what}; {_POINTER_FORM}")
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as err:  # not JSON, or not UTF-8
