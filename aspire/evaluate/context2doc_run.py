@@ -110,12 +110,18 @@ def to_run(bench: Context2Doc, scores: np.ndarray, depth: int) -> dict[str, list
 
 
 def fuse_dense_bm25(bench: Context2Doc, dense: np.ndarray, lexical: np.ndarray, alpha: float) -> np.ndarray:
-    """alpha * z(dense) + (1 - alpha) * z(bm25), z-scored per query over all candidates -> (Q, N) float64."""
+    """alpha * z(dense) + (1 - alpha) * z(bm25), z-scored per query over all candidates -> (Q, N) float64; `dense` and
+    `lexical` (Q, N) each, one row a query of `bench.queries` and one column a candidate, else ValueError."""
     from aspire.evaluate.fuse import fuse_scores
 
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"fusion weight alpha must be in [0, 1], got {alpha}")
     ids = [p.paper_id for p in bench.candidates]
+    dense, lexical = np.asarray(dense), np.asarray(lexical)
+    for name, m in (("dense", dense), ("bm25", lexical)):  # zip once cut a longer matrix to the queries and candidates
+        if m.shape != (len(bench.queries), len(ids)):
+            raise ValueError(f"context2doc {name} scores are {m.shape}, expected ({len(bench.queries)}, {len(ids)}), "
+                             "one row a query and one column a candidate: they score different candidates or queries")
     runs = [{q: dict(zip(ids, row.tolist())) for q, row in zip(bench.queries, m)} for m in (dense, lexical)]
     fused = fuse_scores(runs, [alpha, 1 - alpha], "z", ["dense", "bm25"])
     col = {c: j for j, c in enumerate(ids)}
