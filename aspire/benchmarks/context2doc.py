@@ -180,7 +180,8 @@ def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str 
     """One split's queries and qrels, with every cited paper of the file as a candidate; of train and dev, less the
     queries whose query text is a test query's (`Context2Doc.left_out`, module docstring). A cited paper id given
     two different titles or abstracts in the file is a ValueError naming it and both records (one of the texts
-    would be scored silently)."""
+    would be scored silently); so is a split query whose record has no cited paper or an empty query text (which
+    `make_split` excludes)."""
     if split not in SPLIT_NAMES:
         raise ValueError(f"unknown split {split!r}; valid: {list(SPLIT_NAMES)}")
     source = Path(data_dir) / "cocitations.jsonl"
@@ -204,6 +205,10 @@ def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str 
         if qid in wanted:
             found.add(qid)
             text = query_text(rec["context"])
+            if not text or not rec["cited"]:  # make_split excludes these: a split that lists one is not the rule's
+                raise ValueError(f"split {split}: query {qid} of {split_file} has "
+                                 f"{'no cited paper' if text else 'an empty query text'} in {source}; "
+                                 "make_split excludes such records (excluded_queries)")
             if text in test_texts:  # the test query itself, its markers written otherwise: a leak
                 left_out.append(qid)
                 continue
