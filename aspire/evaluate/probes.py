@@ -136,9 +136,22 @@ def year_probe(X: dict[str, np.ndarray], y: dict[str, np.ndarray], grid=ALPHA_GR
 
 
 def proximity_scores(X: np.ndarray, pool: list[str], qrels: dict) -> dict[str, dict[str, float]]:
-    """Per query of `qrels`, MAP and nDCG@10 of its pool (every other paper) ranked by cosine similarity."""
+    """Per query of `qrels`, MAP and nDCG@10 of its pool (every other paper) ranked by cosine similarity. `X`:
+    (P, D), one row per paper of `pool`; ValueError unless every query is a pool paper judged against every other
+    one (four rows for a pool of five once ranked four papers, the fifth silently left out of every query's MAP)."""
     from aspire.benchmarks.same_author import average_precision, ndcg_at
 
+    if len(X) != len(pool):
+        raise ValueError(f"proximity needs one feature row per pool paper: {len(X)} rows, {len(pool)} pool papers")
+    in_pool = set(pool)
+    outside = [q for q in qrels if q not in in_pool]
+    if outside:
+        raise ValueError(f"{len(outside)} same-author query(ies) are not in the pool, e.g. {outside[0]}")
+    for q, judged in qrels.items():
+        unjudged = [p for p in pool if p != q and p not in judged]
+        if unjudged:
+            raise ValueError(f"same-author query {q} has no judgment of {len(unjudged)} pool paper(s), e.g. "
+                             f"{unjudged[0]}")
     unit = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
     sims = unit @ unit.T  # (P, P)
     where = {p: i for i, p in enumerate(pool)}
