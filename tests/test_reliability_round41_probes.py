@@ -90,26 +90,6 @@ def test_year_metrics_match_scipy_and_brute_force():
     assert rmse(y, pred) == pytest.approx((sum((a - b) ** 2 for a, b in zip(y, pred)) / len(y)) ** 0.5)
 
 
-def test_proximity_map_and_ndcg_match_a_brute_force_ranking():
-    from sklearn.metrics import average_precision_score, ndcg_score
-
-    rng = np.random.default_rng(4)
-    pool = [f"p{i}" for i in range(12)]
-    X = rng.normal(size=(12, 5))
-    qrels = {q: {p: int(rng.random() < 0.3) for p in pool if p != q} for q in pool[:6]}
-    for q in qrels:
-        qrels[q][pool[-1] if q != pool[-1] else pool[0]] = 1
-    out = proximity_scores(X, pool, qrels)
-    unit = X / np.linalg.norm(X, axis=1, keepdims=True)
-    for q, judged in qrels.items():
-        i = pool.index(q)
-        others = [j for j in range(12) if j != i]
-        s = np.array([unit[i] @ unit[j] for j in others])
-        rel = np.array([judged[pool[j]] for j in others])
-        assert out[q]["MAP"] == pytest.approx(average_precision_score(rel, s))
-        assert out[q]["nDCG@10"] == pytest.approx(ndcg_score(rel[None], s[None], k=10))
-
-
 def test_features_of_papers_missing_names_them():
     f = Features.__new__(Features)
     f.papers, f.seconds = {"a": object()}, 0.0
