@@ -202,5 +202,5 @@ def test_encode_refuses_a_character_budget_below_one_naming_it(tiny_model_dir, b
     # 0 or a negative budget put each paper in a batch of its own unsaid (budget_batches now refuses it, naming its
     # own argument); encode names the option the caller gave
     enc = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
-    with pytest.raises(ValueError, match=r"encode: max_batch_chars must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"encode: max_batch_chars must be a whole number >= 1"):
         enc.encode(random_papers(2), max_batch_chars=budget)

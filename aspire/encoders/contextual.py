@@ -498,8 +498,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if not papers:
             raise ValueError("encode: no papers given")
         check_batch_size(batch_size)
-        if isinstance(max_batch_chars, bool) or not isinstance(max_batch_chars, int) or max_batch_chars < 1:
-            raise ValueError(f"encode: max_batch_chars must be an integer >= 1, got {max_batch_chars!r}")
+        check_batch_size(max_batch_chars, "encode: max_batch_chars")
         with eval_mode(self), tqdm(total=len(papers), desc="encoding papers", unit="paper", disable=not progress) as bar:
             chars = [len(p.title) + sum(len(s) for s in p.sentences) for p in papers]
             order = np.argsort([-c for c in chars], kind="stable").tolist()
