@@ -32,7 +32,7 @@ from aspire.data.papers import Paper, read_paper_map
 from aspire.io import iter_jsonl, require
 from aspire.train.config import DataConfig
 from aspire.train.document_model import TripletBatch
-from aspire.train.mixing import check_position
+from aspire.train.mixing import check_position, check_sizes
 from aspire.train.task_formats import DEFAULT_TASK
 
 log = logging.getLogger(__name__)
@@ -451,9 +451,7 @@ class EpochBatchSampler(Sampler[list[int]]):
                  rank: int = 0, world_size: int = 1, limit: int | None = None) -> None:
         self.n, self.batch_size, self.seed, self.epoch = n, batch_size, seed, epoch
         self.start, self.rank, self.world_size = start, rank, world_size
-        for name, value in (("batch_size", batch_size), ("world_size", world_size)):  # 0 divided by zero below
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"EpochBatchSampler: {name} must be an integer >= 1, got {value!r}")
+        check_sizes("EpochBatchSampler", batch_size, world_size)  # before the division below
         self.num_batches = n // (batch_size * world_size)
         if limit is not None:
             self.num_batches = min(self.num_batches, limit)

@@ -73,6 +73,14 @@ def alternating_cycle(ratios: Sequence[float], length: int = CYCLE) -> list[int]
     return out
 
 
+def check_sizes(sampler: str, batch_size: int, world_size: int) -> None:
+    """A sampler's batch and world sizes: ValueError naming `sampler` and the size unless each is an integer >= 1
+    (0 divided by zero; a negative size gave batches of other sizes silently)."""
+    for what, value in (("batch_size", batch_size), ("world_size", world_size)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{sampler}: {what} must be an integer >= 1, got {value!r}")
+
+
 def check_position(start: int, num_batches: int, rank: int, world_size: int, epoch: str) -> None:
     """A sampler's resume position and rank: ValueError unless 0 <= `rank` < `world_size` (another rank's slice, or
     the next global batch's, was read silently) and 0 <= `start` < `num_batches` (past the epoch's micro-batches a
@@ -107,10 +115,7 @@ class MixSampler(Sampler[list[int]]):
                              f"{len(offsets)} offset(s) and {len(ratios)} ratio(s)")
         if not sizes:  # was min() of an empty sequence (sequential) or a ratio error naming no task
             raise ValueError("MixSampler: a multi-task run needs at least one task, got none")
-        for what, value in (("batch_size", batch_size), ("world_size", world_size)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                # 0 divided by zero (alternating); a negative size gave batches of other sizes silently
-                raise ValueError(f"MixSampler: {what} must be an integer >= 1, got {value!r}")
+        check_sizes("MixSampler", batch_size, world_size)
         if mode != "sequential" and len(stage_batches):  # would be silently ignored
             raise ValueError(f"MixSampler: stage_batches (the tasks' steps) are read by mix.mode sequential only, "
                              f"got {list(stage_batches)} with mix.mode {mode}")
