@@ -201,7 +201,7 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
                 if not isinstance(obj, dict):
                     raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             except RepeatedKey as err:
-                message = f"{path}:{lineno}: the key {err.key!r} twice in one object; a key names one value"
+                message = f"{path}:{lineno}: {err}"
             except UnicodeDecodeError as err:
                 message = f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
             except json.JSONDecodeError as err:
@@ -253,10 +253,11 @@ def type_name(value: object) -> str:
 
 
 class RepeatedKey(ValueError):
-    """A key twice in one JSON object (`_unique_keys`); `key` names it."""
+    """A key twice in one JSON object (`_unique_keys`); `key` names it, and its message says so for the readers that
+    name the line before it."""
 
     def __init__(self, key: str):
-        super().__init__(key)
+        super().__init__(f"the key {key!r} twice in one object; a key names one value")
         self.key = key
 
 

@@ -282,7 +282,7 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
                     continue
                 obj = loads_unique(text)
             except RepeatedKey as err:  # json.loads kept the last of the two values unsaid
-                raise DataError(f"{path}:{line_no}: the key {err.key!r} twice in one object; a key names one value") from None
+                raise DataError(f"{path}:{line_no}: {err}") from None
             except (ValueError, RecursionError) as err:  # not UTF-8 or not JSON; a number of over 4300 digits
                 raise DataError(f"{path}:{line_no}: not a JSON line ({err})") from None
             if not isinstance(obj, dict):
@@ -344,7 +344,7 @@ def iter_lines(
                 except json.JSONDecodeError as e:
                     raise _Bad(f"invalid JSON: {e.msg} (column {e.colno})") from None
                 except RepeatedKey as e:  # json.loads kept the last of the two values unsaid
-                    raise _Bad(f"the key {e.key!r} twice in one object; a key names one value") from None
+                    raise _Bad(str(e)) from None
                 except ValueError as e:  # a number of over 4300 digits, which Python's int() refuses
                     raise _Bad(f"invalid JSON: {str(e).split(':')[0]}") from None
                 except RecursionError:
