@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from aspire.benchmarks.metrics import evaluate_rankings, grade_value, mean_metrics, queries_without_relevant
+from aspire.data.facets import FACETS
 from aspire.io import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -175,13 +176,13 @@ def ranked_path(folder: str | Path, name: str, exp: str, facet: str) -> Path:
 def existing_ranked_path(folder: str | Path, name: str, exp: str, facet: str) -> Path:
     """`ranked_path`, there; else FileNotFoundError naming the experiments whose ranked files of `name` `folder`
     does hold (EXP of `test-pid2pool-NAME-EXP-FACET-ranked.json` for this facet; for no facet, the names that do not
-    end in a CSFCube facet, which are another experiment's faceted files)."""
+    end in a facet of `aspire.data.facets.FACETS`, which are another experiment's faceted files)."""
     path = ranked_path(folder, name, exp, facet)
     if not path.is_file():
         start, end = len(f"test-pid2pool-{name}-"), len(f"{'-' + facet if facet else ''}-ranked.json")
         held = sorted(p.name[start:-end] for p in Path(folder).glob(ranked_path("", name, "*", facet).name))
         if not facet:  # the pattern also matches EXP-FACET: 'specter-method' is no experiment of the unfaceted set
-            held = [h for h in held if not h.endswith(("-background", "-method", "-result"))]
+            held = [h for h in held if not h.endswith(tuple(f"-{facet}" for facet in FACETS))]
         raise FileNotFoundError(2, f"no ranked file of experiment {exp!r}{' (' + facet + ')' if facet else ''}; "
                                    f"the folder holds {held or 'none of ' + name}", str(path))
     return path
