@@ -225,7 +225,8 @@ def _check_filter_paper(obj: dict, path: Path, lineno: int, first_line: dict[str
 
 def _check_filter_context(ctx: dict, path: Path, lineno: int, seen: dict[str, str]) -> None:
     """`DataError("FILE:LINE: context ID: ...")` unless `ctx` is a context of an ingest output: a `context_id`
-    string that `seen` (id -> "FILE:LINE" where met) does not hold yet, `text` and `text_clean` strings, `cited_ids`
+    string that `seen` (id -> "FILE:LINE" where met) does not hold yet, `text` and `text_clean` strings (these, the id,
+    `citing_paper_id` and `source` Unicode text: no lone surrogate, which no output file could hold), `cited_ids`
     a list of distinct paper id strings (a string "A|B" would be read a character an id; ["A", "A"] would pass
     `min_cited` as two papers), `links_confirmed`, when given, true or false."""
     require(ctx, ("context_id", "text", "text_clean", "cited_ids"), path, lineno)
@@ -234,6 +235,9 @@ def _check_filter_context(ctx: dict, path: Path, lineno: int, seen: dict[str, st
     for key in ("text", "text_clean"):
         if not isinstance(ctx[key], str):
             raise DataError(f"{where}: {key} must be a string, got {type_name(ctx[key])}")
+    for key in ("context_id", "text", "text_clean", "citing_paper_id", "source"):  # as ingest refuses them
+        if isinstance(ctx.get(key), str) and SURROGATE.search(ctx[key]):  # no output file could hold it
+            raise DataError(f"{where}: {key} " + invisible_text_reason(ctx[key]))
     ids = ctx["cited_ids"]
     if not isinstance(ids, list) or not all(isinstance(p, str) and p for p in ids):
         raise DataError(f"{where}: cited_ids must be a list of non-empty paper id strings, got {ids!r:.80}")
