@@ -235,7 +235,7 @@ def test_run_all_stops_at_ingest_or_split_when_they_leave_nothing(tmp_path):
     one_paper = tmp_path / "one.jsonl"  # each record cites one paper (twice): no co-cited pair
     one_paper.write_text(json.dumps({"citing_paper_id": "X", "context": CONTEXT, "cited": [
         {"paper_id": "p", "title": "p", "abstract": ABSTRACT}] * 2}) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"1_ingest: no context cites two or more papers "
+    with pytest.raises(ValueError, match=r"1_ingest: no context citing two or more papers is left "
                                          r"\(dropped_fewer_than_2_cited 1\); no later stage can use it"):
         cocite.run_all(one_paper, tmp_path / "a", held_out=())
     cfg = cocite.load_cocite_config(None, ["split.dev_fraction=0.6"])  # one set: round(0.6) puts it in dev

@@ -14,6 +14,7 @@ files and report in place, and `nothing_left` says why no later stage can use th
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from aspire.data.cocite.config import REPORT
@@ -37,8 +38,8 @@ def stage_report(folder: str | Path) -> dict | None:
 
 def stage_of(folder: str | Path) -> str | None:
     """The stage named by `folder/report.json`: None when there is no report, "" when it names no stage (it is
-    unreadable, or another tool's report)."""
-    if not (Path(folder) / REPORT).is_file():
+    unreadable, not a file, or another tool's report)."""
+    if not os.path.lexists(Path(folder) / REPORT):
         return None
     stage = (stage_report(folder) or {}).get("stage")
     return stage if isinstance(stage, str) else ""
@@ -101,7 +102,7 @@ def nothing_left(report: dict) -> str | None:
     stage = report.get("stage")
     if stage == "ingest" and not report["counts"].get("contexts"):
         dropped = {k: v for k, v in report["counts"].items() if k.startswith("dropped")}
-        return f"no context cites two or more papers{_counted({**dropped, 'bad_lines': report['bad_lines']})}"
+        return f"no context citing two or more papers is left{_counted({**dropped, 'bad_lines': report['bad_lines']})}"
     if stage == "filter" and not report["contexts_out"]:
         if not report["contexts_in"]:
             return "its input holds no contexts"
