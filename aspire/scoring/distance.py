@@ -154,7 +154,11 @@ def compiled_weights(x: Tensor, y: Tensor, tau: float) -> bool:
 
 def as_store(x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """A padded batch x (B, N, D) with its mask (B, N) as a store of rows (B N, D) (a view where x is contiguous)
-    and the row numbers (B, N) of `gathered_l2_minima`, -1 where the mask is off."""
+    and the row numbers (B, N) of `gathered_l2_minima`, -1 where the mask is off. ValueError unless the mask is bool
+    and shaped (B, N) (a (B, 1) or (N,) mask was broadcast: every sentence of a paper, or one pattern for all)."""
+    if x.dim() != 3 or mask.shape != x.shape[:2] or mask.dtype != torch.bool:
+        raise ValueError(f"expected vectors (B, N, D) and a bool mask (B, N); got {tuple(x.shape)}, mask "
+                         f"{tuple(mask.shape)} {mask.dtype}")
     B, N, D = x.shape
     rows = torch.arange(B * N, device=x.device).reshape(B, N)
     return x.reshape(B * N, D), rows.masked_fill(~mask, -1)
@@ -171,7 +175,10 @@ def gathered_l2_minima(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor,
     x, y = q_vectors[q_rows.clamp_min(0)], c_vectors[c_rows.clamp_min(0)]  # (B, N, D), (B, M, D)
     cost = l2_cost(x, y).masked_fill(pad, 0.0)
     far = cost.masked_fill(pad, torch.inf)
-    return cost, far.amin(-1), far.amin(-2)
+    B, N, M = far.shape  # amin has nothing to reduce over an empty side: +inf, as the compiled pass gives
+    row_min = far.amin(-1) if M else far.new_full((B, N), torch.inf)
+    col_min = far.amin(-2) if N else far.new_full((B, M), torch.inf)
+    return cost, row_min, col_min
 
 
 def _check_rows(q_vectors: Tensor, q_rows: Tensor, c_vectors: Tensor, c_rows: Tensor) -> None:
