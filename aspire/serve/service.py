@@ -209,8 +209,8 @@ class SearchService:
         pos = self._position(req.paper_id)
         n = len(self.index.sentences[pos])
         bad = sorted({i for i in req.sentences if not 0 <= i < n})
-        if bad:
-            raise RequestError(400, f"sentence positions {bad[:10]} out of range 0..{n - 1} for paper {req.paper_id!r}")
+        if bad:  # named by its field, as every other refusal of a body (once "sentence positions [3] ..." alone)
+            raise RequestError(400, f"sentences: sentence positions {bad[:10]} out of range 0..{n - 1} for paper {req.paper_id!r}")
         cfg = self.searcher.config
         k, shortlist = self._defaults(req.k)
         shortlist = req.shortlist if req.shortlist is not None else shortlist
