@@ -183,15 +183,24 @@ def compare_runs(a: str, b: str, metrics=None, data=None, n_perm: int = 10000, s
     """`{"MAP": ..., "MAP background": ..., ...}`: paired tests of two CSFCube results folders on the benchmark's
     own figures, read from their per-query CSVs: MAP and NDCG%20 (percent) over every test query and per facet,
     each the mean of the two folds' test means (the bootstrap resamples the test queries together, each keeping its
-    fold). `docs` (the suite's hook contract) is not read: the figures are in the CSVs."""
+    fold). Two folders whose `results.json` record different judged sets (`judged_set`: the pools, judgments and
+    folds scored) are a ValueError naming both. `docs`: `{folder: its results.json}` where the caller (the suite's
+    hook contract) has read them, else read here; the figures themselves are in the CSVs."""
     from aspire.benchmarks.csfcube import FACETS
     from aspire.benchmarks.stats import UnitScores, paired_test
+    from aspire.evaluate.fuse import results_doc
     from aspire.evaluate.two_fold import REPORTED, load_per_query
 
     metrics = metrics or REPORTED
     odd = [m for m in metrics if m not in REPORTED]
     if odd:
         raise ValueError(f"CSFCube runs are compared on {', '.join(REPORTED)}, not {odd[0]!r}")
+    docs = docs or {}
+    seen = [d.get("judged_set") if isinstance(d := (docs[f] if f in docs else results_doc(f)), dict) else None
+            for f in (a, b)]
+    if None not in seen and seen[0] != seen[1]:  # once paired silently: per-query figures of other pools
+        raise ValueError(f"{a} and {b} were scored on different CSFCube pools, judgments or folds (judged set "
+                         f"{seen[0]} and {seen[1]}): their queries do not pair")
     qa, qb = load_per_query(a), load_per_query(b)
     if set(qa) != set(qb):
         raise ValueError(f"{a} and {b} score different CSFCube queries, e.g. {sorted(set(qa) ^ set(qb))[:3]}")
