@@ -36,9 +36,12 @@ _CHUNK = 8192  # vectors per torch distance block (8192 x nlist floats)
 
 
 def resolve_kind(config: IndexConfig, n_sentences: int) -> str:
-    """The faiss structure `config` asks for at this size: "flat", "hnsw" or "ivf"."""
+    """The faiss structure `config` asks for at this size: "flat", "hnsw" or "ivf"; ValueError listing the valid
+    kinds for another `config.kind`."""
     if config.kind == "auto":
         return "flat" if n_sentences <= config.flat_max_sentences else "ivf"
+    if config.kind not in ("flat", "hnsw", "ivf"):  # was returned as the kind, unchecked
+        raise ValueError(f"unknown index kind {config.kind!r}; valid kinds: ['auto', 'flat', 'hnsw', 'ivf']")
     return config.kind
 
 
@@ -63,8 +66,6 @@ def new_faiss(config: IndexConfig, n: int, d: int) -> tuple[faiss.Index, str]:
         index.hnsw.efConstruction = config.hnsw_ef_construction
         index.hnsw.efSearch = config.hnsw_ef_search
         return index, kind
-    if kind != "ivf":
-        raise ValueError(f"unknown index kind {kind!r}; valid kinds: ['auto', 'flat', 'hnsw', 'ivf']")
     nlist = ivf_lists(config, n)
     check_ivf_fits(config, nlist, n, d)
     quantizer = faiss.IndexFlatL2(d)
@@ -128,9 +129,9 @@ def train_faiss(index: faiss.Index, sample: np.ndarray, config: IndexConfig, row
 
 def add_vectors(index: faiss.Index, vectors: np.ndarray, batch: int = 65536) -> None:
     """Append `vectors (n, D)` (any float dtype) to a trained index, `batch` rows at a time; IVF lists
-    are assigned in torch (`assign_nearest`). ValueError naming the rows when one holds NaN or infinity
-    (`check_finite`; the batches before it are added), and, before any is added, when `vectors` is not (n, index.d)
-    or `batch` is not a positive integer."""
+    are assigned in torch (`assign_nearest`). NonFiniteVectors (a ValueError) naming every row of `vectors` that
+    holds NaN or infinity as float32, when one does (the batches before the first such row's are added), and,
+    before any is added, when `vectors` is not (n, index.d) or `batch` is not a positive integer."""
     if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
         # a negative batch added nothing, silently (an empty range); 0 failed in range()
         raise ValueError(f"add_vectors: batch must be a positive integer, got {batch!r}")
@@ -139,7 +140,10 @@ def add_vectors(index: faiss.Index, vectors: np.ndarray, batch: int = 65536) -> 
     centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist) if ivf is not None else None  # (nlist, D)
     for start in range(0, len(vectors), batch):
         x = np.ascontiguousarray(vectors[start : start + batch], dtype=np.float32)
-        check_finite(x, "the vectors added", start)
+        if len(nonfinite_rows(x)):  # name every such row of `vectors`, not only this batch's (an error path)
+            bad = [nonfinite_rows(x) + start] + [nonfinite_rows(np.asarray(vectors[s : s + batch], dtype=np.float32)) + s
+                                                 for s in range(start + batch, len(vectors), batch)]
+            _raise_nonfinite(np.concatenate(bad), "the vectors added")
         if centroids is None:
             index.add(x)
         else:
@@ -176,10 +180,14 @@ def check_finite(x: np.ndarray, what: str, first_row: int = 0, rows: np.ndarray 
     one in an IVF training sample turns centroids to NaN, so that searches find nothing."""
     bad = nonfinite_rows(x)
     if len(bad):
-        bad = bad + first_row if rows is None else np.sort(np.asarray(rows)[bad])
-        raise NonFiniteVectors(f"{len(bad)} sentence vector(s) of {what} hold NaN or infinite values (rows "
-                               f"{bad[:10].tolist()}{' ...' if len(bad) > 10 else ''}); an index cannot rank them: "
-                               "re-encode those papers", bad)
+        _raise_nonfinite(bad + first_row if rows is None else np.sort(np.asarray(rows)[bad]), what)
+
+
+def _raise_nonfinite(bad: np.ndarray, what: str) -> None:
+    """NonFiniteVectors naming the rows `bad (m,)`, ascending, of `what`."""
+    raise NonFiniteVectors(f"{len(bad)} sentence vector(s) of {what} hold NaN or infinite values (rows "
+                           f"{bad[:10].tolist()}{' ...' if len(bad) > 10 else ''}); an index cannot rank them: "
+                           "re-encode those papers", bad)
 
 
 def assign_nearest(centroids: np.ndarray, x: np.ndarray) -> np.ndarray:
