@@ -35,7 +35,11 @@ class TaskFormats:
 
     def add_codes(self, codes: Sequence[str], code: str | None) -> None:
         """Add control `codes` to the tokenizer and the embeddings (see `add_control_codes`); every paper
-        then gets `code`. A `code` that is none of the codes is refused before anything is added."""
+        then gets `code`. A `code` that is none of the codes, or `codes` that are not a list of non-empty strings
+        (a bare string would be read as its letters, each added as a special token), is refused before anything is
+        added."""
+        if isinstance(codes, str) or not all(isinstance(c, str) and c for c in codes):
+            raise ValueError(f"add_codes: codes must be a list of non-empty strings, got {codes!r}")
         merged = list(dict.fromkeys([*self.codes, *codes]))
         self._checked_code(code, merged)  # checked first: a refused call leaves tokenizer and embeddings as they were
         add_control_codes(self.model, self.tokenizer, codes)
