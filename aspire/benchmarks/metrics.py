@@ -45,6 +45,8 @@ _POOL_FRACTION = re.compile(r"^ndcg%(\d+)$")
 
 def _parse_metric(name: str) -> tuple[str, int]:
     """('map'|'mrr'|'bpref'|'r-precision'|'p'|'r'|'ndcg'|'ndcg%', k or percent or 0)."""
+    if not isinstance(name, str):
+        raise ValueError(f"metric name {name!r} is not a string; e.g. 'map', 'p@20', 'ndcg%20'")
     low = name.strip().lower()
     if low in BINARY_METRICS:
         return low, 0
@@ -153,7 +155,9 @@ def ranx_per_query(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
                    qids: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, float]]:
     """ranx's values of its metrics `names` for each of `qids`, `{name: {qid: value}}` (NaN where ranx leaves one
     undefined). Each query's ranking (best first) is scored n, n-1, ..., 1, so ranx's order is exactly the given
-    one (ties keep it); ids go to ranx as `ranx_ids` codes (one width: one compile). When no query ranks any document
+    one (ties keep it); document ids go to ranx as `ranx_ids` codes (one width: one compile), query ids as codes of
+    their position in `qids` (ranx's numba dictionaries take one key type: ids such as 1 next to "1" would fail to
+    compile or collide), mapped back in the output. When no query ranks any document
     (ranx's `Run.from_dict` fails on that: `max()` of no id), every value is 0.0, as ranx gives a query of an empty
     ranking next to others: no document ranked, no hit, for each metric aspire names."""
     if not any(len(rankings[q]) for q in qids):
@@ -161,16 +165,18 @@ def ranx_per_query(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
     from ranx import Qrels, Run, evaluate  # imported here: ranx's numba start-up is slow
 
     codes = {q: ranx_ids([*qrels[q], *rankings[q]]) for q in qids}
-    run = Run.from_dict({q: {codes[q][c]: float(len(rankings[q]) - i) for i, c in enumerate(rankings[q])}
+    qcode = ranx_ids(qids)
+    run = Run.from_dict({qcode[q]: {codes[q][c]: float(len(rankings[q]) - i) for i, c in enumerate(rankings[q])}
                          for q in qids})
-    judged = Qrels.from_dict({q: {codes[q][c]: int(g) for c, g in qrels[q].items()} for q in qids})
+    judged = Qrels.from_dict({qcode[q]: {codes[q][c]: int(g) for c, g in qrels[q].items()} for q in qids})
     wanted = list(dict.fromkeys(names))
     if len(wanted) == 1:  # ranx 0.3.21 cannot return per-query scores of a single metric (KeyError)
         wanted.append("hits" if wanted[0] != "hits" else "mrr")
     with warnings.catch_warnings():  # numba's note on ranx's own uint64 -> int64 index cast
         warnings.filterwarnings("ignore", message="unsafe cast")
         scores = evaluate(judged, run, wanted, return_mean=False, save_results_in_run=False)
-    order = list(run.get_query_ids())
+    qid_of = {code: q for q, code in qcode.items()}
+    order = [qid_of[code] for code in run.get_query_ids()]
     return {name: dict(zip(order, (float(v) for v in scores[name]))) for name in dict.fromkeys(names)}
 
 
@@ -179,6 +185,8 @@ def check_metrics(metrics: Sequence[str], threshold: int = 1) -> dict[str, tuple
     threshold that is not an integer >= 1: what `evaluate_rankings` reads, checkable before any ranking exists."""
     if isinstance(threshold, bool) or not isinstance(threshold, (int, np.integer)) or threshold < 1:
         raise ValueError(f"threshold must be an integer >= 1 (grade 0 means not relevant), got {threshold!r}")
+    if isinstance(metrics, str):  # else each character would be read as a metric name
+        raise ValueError(f"metrics must be a list of names, got the string {metrics!r}; e.g. [{metrics!r}]")
     return {name: _parse_metric(name) for name in metrics}
 
 
