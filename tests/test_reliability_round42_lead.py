@@ -22,3 +22,25 @@ def test_an_empty_ingest_says_why_without_claiming_a_reason_it_did_not_see():
     report = {"stage": "ingest", "counts": {"contexts": 0, "dropped_benchmark_test": 2}, "bad_lines": 0}
     said = nothing_left(report)
     assert said == "no context citing two or more papers is left (dropped_benchmark_test 2)"
+
+
+def test_add_vectors_refuses_an_untrained_index_clearly():
+    import faiss
+    import numpy as np
+
+    from aspire.index.ann import add_vectors
+
+    index = faiss.IndexIVFFlat(faiss.IndexFlatL2(4), 4, 2)  # never trained: faiss failed in reconstruct_n
+    with pytest.raises(ValueError, match="the ivf index is not trained; train it first"):
+        add_vectors(index, np.zeros((3, 4), np.float32))
+    assert index.ntotal == 0
+
+
+def test_ranking_checks_name_ids_of_mixed_types():
+    from aspire.benchmarks.metrics import check_rankings
+
+    qrels = {1: {"a": 1}, "1": {"a": 1}}
+    with pytest.raises(ValueError, match=r"2 judged queries have no ranking: \[(1, '1'|'1', 1)\]"):
+        check_rankings(qrels, {})  # sorting 1 and '1' raised TypeError instead (equal as text: either order)
+    with pytest.raises(ValueError, match=r"ranking repeats candidates \[(2, '2'|'2', 2)\]"):
+        check_rankings({"q": {2: 1, "2": 0}}, {"q": [2, "2", 2, "2"]})

@@ -107,10 +107,10 @@ def grade_value(value, where: str) -> int:
 def check_rankings(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str, Sequence[str]]) -> None:
     """Raise ValueError unless every judged query is ranked, each ranking is a permutation of its pool and every
     grade is an integer >= 0 (`grade_value`)."""
-    unknown = sorted(set(rankings) - set(qrels))
+    unknown = sorted(set(rankings) - set(qrels), key=str)  # ids of mixed types (1, '1') sort too
     if unknown:
         raise ValueError(f"rankings hold {len(unknown)} queries without judgements: {unknown[:10]}")
-    missing = sorted(set(qrels) - set(rankings))
+    missing = sorted(set(qrels) - set(rankings), key=str)
     if missing:
         raise ValueError(f"{len(missing)} judged queries have no ranking: {missing[:10]}")
     for qid, ranked in rankings.items():
@@ -118,7 +118,7 @@ def check_rankings(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
         for cand, grade in pool.items():
             grade_value(grade, f"query {qid} candidate {cand}")
         if len(set(ranked)) != len(ranked):
-            dup = sorted({c for c in ranked if list(ranked).count(c) > 1})
+            dup = sorted({c for c in ranked if list(ranked).count(c) > 1}, key=str)
             raise ValueError(f"query {qid}: ranking repeats candidates {dup[:10]}")
         outside = [c for c in ranked if c not in pool]
         if outside:
@@ -214,7 +214,7 @@ def evaluate_rankings(
     empty = set(queries_without_relevant(qrels, threshold))
     if empty and not skip_no_relevant:
         raise ValueError(
-            f"{len(empty)} queries have no candidate with grade >= {threshold}: {sorted(empty)[:10]}; "
+            f"{len(empty)} queries have no candidate with grade >= {threshold}: {sorted(empty, key=str)[:10]}; "
             "their precision-based metrics are undefined (pass skip_no_relevant=True to leave them out)"
         )
     qids = [q for q in rankings if q not in empty]

@@ -128,7 +128,7 @@ def train_faiss(index: faiss.Index, sample: np.ndarray, config: IndexConfig, row
 
 
 def add_vectors(index: faiss.Index, vectors: np.ndarray, batch: int = 65536) -> None:
-    """Append `vectors (n, D)` (any float dtype) to a trained index, `batch` rows at a time; IVF lists
+    """Append `vectors (n, D)` (any float dtype) to a trained index (ValueError for an untrained one), `batch` rows at a time; IVF lists
     are assigned in torch (`assign_nearest`). NonFiniteVectors (a ValueError) naming every row of `vectors` that
     holds NaN or infinity as float32, when one does (the batches before the first such row's are added), and,
     before any is added, when `vectors` is not (n, index.d) or `batch` is not a positive integer."""
@@ -136,6 +136,9 @@ def add_vectors(index: faiss.Index, vectors: np.ndarray, batch: int = 65536) -> 
         # a negative batch added nothing, silently (an empty range); 0 failed in range()
         raise ValueError(f"add_vectors: batch must be a positive integer, got {batch!r}")
     _check_shape(index, vectors, "the vectors added")
+    if not index.is_trained:  # faiss failed in reconstruct_n with an assertion about ntotal
+        raise ValueError(f"add_vectors: the {faiss_kind(index) or type(index).__name__} index is not trained; "
+                         "train it first (train_faiss)")
     ivf = faiss.try_extract_index_ivf(index)
     centroids = ivf.quantizer.reconstruct_n(0, ivf.nlist) if ivf is not None else None  # (nlist, D)
     for start in range(0, len(vectors), batch):
