@@ -56,10 +56,19 @@ def missing_files(root: str | Path) -> list[str]:
     return [name for name in FILES if not (Path(root) / name).is_file()]
 
 
+SPLITS = ("fold1_test", "fold2_test", "fold1_dev", "fold2_dev")
+
+
 def load_csfcube(root: str | Path) -> PoolSet:
-    """The three facets' judged pools and the two-fold splits (`group/fold1_test`, ...)."""
+    """The three facets' judged pools and the two-fold splits (`group/fold1_test`, ...); ValueError naming the
+    splits file and the splits it lacks when a group of `GROUPS` lacks one of `SPLITS` (the protocol reads each)."""
     root = Path(root)
-    return load_pool_set(root, NAME, FACETS, splits_file=root / "evaluation_splits.json")
+    pool_set = load_pool_set(root, NAME, FACETS, splits_file=root / "evaluation_splits.json")
+    absent = [f"{group}/{split}" for group in GROUPS for split in SPLITS if f"{group}/{split}" not in pool_set.splits]
+    if absent:  # once a KeyError from `protocol_scores`, after every paper was encoded
+        raise ValueError(f"{root / 'evaluation_splits.json'}: no split {', '.join(absent)}: CSFCube's protocol "
+                         f"needs {list(SPLITS)} for each group of {list(GROUPS)}")
+    return pool_set
 
 
 def _percent(value: float | None) -> float | None:
@@ -77,7 +86,7 @@ def protocol_scores(pool_set: PoolSet, per_query: Mapping[str, Mapping[str, floa
     for group in GROUPS:
         folds[group] = {
             fold: {m: _percent(v) for m, v in mean_metrics(per_query, pool_set.splits[f"{group}/{fold}"]).items()}
-            for fold in ("fold1_test", "fold2_test", "fold1_dev", "fold2_dev")
+            for fold in SPLITS
         }
         f1, f2 = folds[group]["fold1_test"], folds[group]["fold2_test"]
         test[group] = {m: None if None in (f1[m], f2[m]) else (f1[m] + f2[m]) / 2.0 for m in f1}
@@ -164,7 +173,12 @@ def write_results(out: Path, root: str | Path, exp: str, results: dict, per_quer
 def test_units(pool_set: PoolSet, per_query: Mapping[str, Mapping[str, float]], metric: str,
                group: str = "all") -> UnitScores:
     """A metric's two-fold test figure (percent) as `UnitScores`: groups = the two test folds
-    (a query for which the metric is undefined, None, is left out)."""
+    (a query for which the metric is undefined, None, is left out). An unknown `metric` or `group` is a ValueError
+    listing the valid ones."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; valid: {list(METRICS)}")
+    if group not in GROUPS:
+        raise ValueError(f"unknown group {group!r}; valid: {list(GROUPS)}")
     folds = {f: pool_set.splits[f"{group}/{f}"] for f in ("fold1_test", "fold2_test")}
     keys = {k for ks in folds.values() for k in ks}
     values = {k: 100.0 * v for k in keys if (v := per_query[k][metric]) is not None}
