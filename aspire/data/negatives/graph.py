@@ -104,9 +104,11 @@ def svd_vectors(matrix, dim: int, seed: int) -> tuple[np.ndarray, dict]:
 
     A paper with no link (an all-zero row), or whose row of U·Σ is numerically zero, gets the exact zero vector,
     so `nearest_negatives` lists it among the papers without a vector instead of ranking by noise. Numerically
-    zero is numpy's `matrix_rank` tolerance: norm <= σ_max · max(N, N') · float32 eps. Such rows are papers none
-    of whose co-citation component's singular directions is among the d kept: the exact SVD gives them zero, the
-    randomized one leaves ~1e-8 of σ_max (54 of the 614 papers of the real ACL co-citation examples at d = 64)."""
+    zero is norm <= σ_max · sqrt(max(N, N')) · float32 eps (the float32 rounding of a row of U·Σ, not numpy's
+    `matrix_rank` σ_max · N · eps: at N = 5,040 that cut rows of norm 1, papers linked once, whose directions were
+    kept). Such rows are papers none of whose co-citation component's singular directions is among the d kept: the
+    exact SVD gives them zero, the randomized one leaves ~1e-8 of σ_max (54 of the 614 papers of the real ACL
+    co-citation examples at d = 64)."""
     from sklearn.decomposition import TruncatedSVD
 
     n = matrix.shape[0]
@@ -117,7 +119,7 @@ def svd_vectors(matrix, dim: int, seed: int) -> tuple[np.ndarray, dict]:
     svd = TruncatedSVD(n_components=d, algorithm="randomized", n_iter=10, random_state=seed % 2**32)
     vectors = svd.fit_transform(matrix).astype(np.float32)
     linked = np.asarray(abs(matrix).sum(axis=1)).ravel() > 0  # (N,) a row with an entry
-    tol = float(svd.singular_values_.max()) * max(matrix.shape) * np.finfo(np.float32).eps
+    tol = float(svd.singular_values_.max()) * max(matrix.shape) ** 0.5 * np.finfo(np.float32).eps
     noise = linked & (np.linalg.norm(vectors, axis=1) <= tol)
     vectors[~linked | noise] = 0.0
     return vectors, {"dim": d, "explained_variance_ratio": round(float(svd.explained_variance_ratio_.sum()), 4)}
