@@ -231,6 +231,10 @@ class DocumentModel(nn.Module):
         device = docs.emb.device
         weights = batch.weights if batch.weights is not None else docs.emb.new_ones(1)  # (T,)
         task = batch.task_ids if batch.task_ids is not None else torch.zeros(B, dtype=torch.long, device=device)
+        bad = [] if batch.task_ids is None else ((task < 0) | (task >= len(weights))).nonzero().flatten().tolist()
+        if bad:  # one_hot's error named neither the row nor the weights (checked only for given ids: a device sync)
+            raise ValueError(f"batch rows {bad[:5]}: task ids {task[bad[:5]].tolist()} out of range for the batch's "
+                             f"{len(weights)} task weight(s) (TripletBatch.weights)")
         of_task = nn.functional.one_hot(task, len(weights)).to(docs.emb.dtype)  # (B, T)
         out: dict[str, Tensor] = {}
         task_loss = docs.emb.new_zeros(len(weights))
@@ -427,7 +431,9 @@ def read_model_file(file: Path) -> tuple[ModelConfig, AbstractConfig, list[str]]
         if not isinstance(meta.get(key, {}), dict):
             raise ValueError(f"{file}: `{key}` must be a JSON object of settings, got {meta[key]!r}")
         settings = meta.get(key, {})
-        if key == "model" and settings.get("kind") in KINDS:  # a model saved before configs refused them
+        # a model saved before configs refused unread settings; a kind that is not a string (a list, an object) is
+        # unhashable (`in KINDS` was a TypeError naming no file): left for the check to name
+        if key == "model" and isinstance(settings.get("kind"), str) and settings["kind"] in KINDS:
             settings = _without_unread(settings, file)
         try:
             sections[key] = from_dict(cls, settings)
