@@ -173,6 +173,9 @@ def static_file(body: bytes, ctype: str):
     return endpoint
 
 
+_METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")  # the order an Allow header names them
+
+
 def create_app(holder: ServiceHolder, body_timeout: float = BODY_TIMEOUT) -> FastAPI:
     """The FastAPI app answering the page's routes from `holder`'s live service."""
     app = FastAPI(title="aspire", docs_url=None, redoc_url=None, openapi_url=None, redirect_slashes=False)
@@ -229,7 +232,9 @@ def create_app(holder: ServiceHolder, body_timeout: float = BODY_TIMEOUT) -> Fas
         if exc.status_code == 404:
             return error_response(404, f"no such route {request.url.path[:100]!r}")
         if exc.status_code == 405:
-            allow = (exc.headers or {}).get("Allow", "")
+            # starlette joins a route's methods from a set: "GET, HEAD" in one process, "HEAD, GET" in another
+            named = {m.strip() for m in (exc.headers or {}).get("Allow", "").split(",") if m.strip()}
+            allow = ", ".join(sorted(named, key=lambda m: (_METHOD_ORDER.index(m) if m in _METHOD_ORDER else 99, m)))
             return error_response(405, f"method {request.method[:20]} not allowed here; use {allow}",
                                   {"Allow": allow})
         return error_response(exc.status_code, str(exc.detail))

@@ -56,7 +56,9 @@ class RequestError(ValueError):
 
 def _short(value: Any, limit: int = 40) -> str:
     """A value for an error message, at most `limit` characters (never the full text of a huge input)."""
-    if isinstance(value, str):
+    if value is None or isinstance(value, bool):  # as the client wrote it in JSON (once "got True", "got None")
+        text = json.dumps(value)
+    elif isinstance(value, str):
         text = repr(value[: limit + 1])
     elif isinstance(value, (list, dict)):
         text = f"a {'list' if isinstance(value, list) else 'JSON object'} of {len(value)}"
