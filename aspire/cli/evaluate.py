@@ -219,6 +219,15 @@ def parse_run(spec: str) -> tuple[str, str]:
     return folder, exp
 
 
+def _check_fused(parser, option: str, given: list[str], weights: list[float] | None) -> None:
+    """Refuse, before the data load, fewer than two runs (`given`, as `option` took them) and a `--weights` count
+    other than the runs'."""
+    if len(given) < 2:  # `fuse` once loaded CSFCube first, then failed naming no option
+        parser.error(f"{option}: give two or more runs to fuse (got {len(given)})")
+    if weights is not None and len(weights) != len(given):  # once `1 weights for 2 runs`, naming no option
+        parser.error(f"--weights gives {len(weights)} weights for {len(given)} runs ({option}); one a run")
+
+
 def _fuse_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=str(DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
     p.add_argument("--run", action="append", required=True, metavar="DIR:EXP",
@@ -239,6 +248,7 @@ def _fuse(parser, args) -> int:
         inputs = [parse_run(spec) for spec in args.run]
     except ValueError as err:
         parser.error(str(err))
+    _check_fused(parser, "--run", args.run, args.weights)
     results = fuse_csfcube(args.data, inputs, args.out, args.exp, args.weights,
                            fusion_option(args.fusion, args.norm, parser))
     print(f"CSFCube test MAP / NDCG%20  {csfcube.format_table(results, 'test')}")
@@ -470,8 +480,7 @@ def _fuse_runs_args(p: argparse.ArgumentParser) -> None:
 def _fuse_runs(parser, args) -> int:
     from aspire.evaluate.fuse import format_fused, fuse_run_files
 
-    if len(args.runs) < 2:
-        parser.error("give two or more runs")
+    _check_fused(parser, "runs", args.runs, args.weights)
     if args.method is not None and args.fusion is not None:  # --method wsum was once dropped beside --fusion rrf
         parser.error("give --fusion alone (--norm / --method are its older spelling)")
     if args.method == "rrf" and args.norm:  # --norm was once dropped beside --method rrf
@@ -594,7 +603,9 @@ def _known_exp(args) -> str | None:
 
 def _run(args) -> int:
     # the user's own files and the model first, before the benchmark's data or torch load
-    check_paths(**{name: getattr(args, name, None) for name in ("labels", "compare", "ranked", "qrels", "ensemble")})
+    # (`pools --abstracts` once failed only after torch loaded, naming no option)
+    check_paths(**{name: getattr(args, name, None)
+                   for name in ("labels", "compare", "ranked", "qrels", "ensemble", "splits", "abstracts")})
     check_out(args, _known_exp(args))
     if args.command in PROBE_HELP and args.compare:
         from aspire.evaluate.probes import check_probe_results
