@@ -130,9 +130,14 @@ def _ensemble_suite(parser, args) -> int:
     refuse_unread(parser, args, ("--backend", "--quantize"), "--ensemble members encode with the exact torch model")
     _refuse_left_out(parser, args)
     _check_suite_settings(args)
-    from aspire.evaluate.ensemble import run_ensemble_suite  # torch: after every check
-    from aspire.evaluate.suite import format_rows
+    from aspire.evaluate.ensemble import load_ensemble, members_of, run_ensemble_suite  # torch: after every check
+    from aspire.evaluate.suite import RUNNERS, format_rows
 
+    # the data of every benchmark where two or more members apply (the others are skipped) before any member runs: a
+    # missing folder was found only after the members of every benchmark before it had run
+    lexical = [m.lexical for m in members_of(load_ensemble(args.ensemble))]
+    _check_data(args.data, [name for name in dict.fromkeys(args.benchmarks or BENCHMARKS)
+                            if name in RUNNERS and sum(RUNNERS[name].lexical or not lex for lex in lexical) >= 2])
     suite = run_ensemble_suite(args.ensemble, args.out, args.data, args.aggregate,
                                None if args.no_cache else args.cache_dir, args.batch_size, args.device,
                                benchmarks=args.benchmarks)
