@@ -44,7 +44,7 @@ from aspire.cliutil import (
     setup_logging,
     show_progress,
 )
-from aspire.config import load_config
+from aspire.config import load_config, parse_overrides
 from aspire.encoders.choice import add_auto_backend_option, resolve_backend
 from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP, check_model, pinned_model
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
@@ -209,13 +209,12 @@ def config_backend(args, encode) -> None:
 def refuse_recorded_encoding(overrides: list[str]) -> None:
     """ValueError naming an `encode.*` override a merge would replace by what the shards record of their encoding
     (`aspire.index.stream.encoded_config`: the backend, its precision and the reading limits); once taken and
-    read by nothing."""
-    recorded = {f"encode.{key}" for key in ("backend", "quantize", *READING_LIMITS)}
-    given = [o.split("=", 1)[0].strip() for o in overrides]
-    for key in given:
-        if key in recorded:
-            raise ValueError(f"{key}: a merge takes it from the shards' record of how they were encoded, which the "
-                             "index then records for `add` and `search`: leave it out (encode the shards with it)")
+    read by nothing. A key given inside a section mapping (`encode={max_sentences: 5}`) is refused too."""
+    encode = parse_overrides(overrides).get("encode")
+    for key in ("backend", "quantize", *READING_LIMITS):
+        if isinstance(encode, dict) and key in encode:
+            raise ValueError(f"encode.{key}: a merge takes it from the shards' record of how they were encoded, which "
+                             "the index then records for `add` and `search`: leave it out (encode the shards with it)")
 
 
 def _run(args) -> int:

@@ -220,11 +220,12 @@ def unused_settings(config: SearchConfig, keys: Sequence[str]) -> list[str]:
 def exhaustion_reason(kind: str, available: int) -> str:
     """Why a search returned fewer papers than asked: the index (of faiss `kind`, `available` papers
     besides the excluded ones) is that small, or its ANN structure reaches no more (IVF probes too few
-    lists, HNSW's graph search stops): the `IndexConfig` keys to raise."""
+    lists, HNSW's graph search stops): the `IndexConfig` key to raise (that kind's own)."""
     if kind == "flat":
         return f"the index holds {available} paper(s) besides the excluded ones"
-    return (f"the {kind} index reached no more of its {available} paper(s); raise index.ivf_nprobe or "
-            "index.hnsw_ef_search when building it, or rerank from a smaller shortlist")
+    key = {"ivf": "index.ivf_nprobe", "hnsw": "index.hnsw_ef_search"}.get(kind, "index.ivf_nprobe or index.hnsw_ef_search")
+    return (f"the {kind} index reached no more of its {available} paper(s); raise {key} "
+            "when building it, or rerank from a smaller shortlist")
 
 
 def check_selection(selection: Sequence[int] | None, n_sentences: int, paper: str = "the query") -> list[int] | None:
