@@ -44,3 +44,16 @@ def test_ranking_checks_name_ids_of_mixed_types():
         check_rankings(qrels, {})  # sorting 1 and '1' raised TypeError instead (equal as text: either order)
     with pytest.raises(ValueError, match=r"ranking repeats candidates \[(2, '2'|'2', 2)\]"):
         check_rankings({"q": {2: 1, "2": 0}}, {"q": [2, "2", 2, "2"]})
+
+
+@pytest.mark.parametrize("name", ["minl2_match", "ot_match", "attention_match", "pairwise_minl2_match",
+                                  "pairwise_ot_match", "pairwise_attention_match"])
+def test_scorers_refuse_a_mask_that_is_not_bool_naming_the_side(name):
+    import torch
+
+    from aspire.scoring import scorers
+
+    q, c = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
+    q_mask, c_mask = torch.ones(2, 3, dtype=torch.bool), torch.ones(2, 4, dtype=torch.long)  # a 0/1 mask
+    with pytest.raises(ValueError, match=r"candidate mask must be bool \(True: a sentence\), got torch.int64"):
+        getattr(scorers, name)(q, q_mask, c, c_mask)

@@ -15,7 +15,7 @@ from aspire.batch import DocBatch
 def _check_inputs(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, aligned: bool | None = None) -> None:
     """ValueError where queries and candidates cannot be compared: vectors of two widths (two models), of two dtypes
     or not floating point, or a row with no sentence selected. Batches (`aligned` False: all pairs, True: aligned
-    rows) are also checked for masks shaped (B, S) like their vectors and, aligned, for one batch size: either
+    rows) are also checked for bool masks shaped (B, S) like their vectors and, aligned, for one batch size: either
     would be broadcast into scores of other papers (a (B, 1) mask read as every sentence's, one query against B
     candidates returned as B aligned pairs); shapes only, ~1 us. `aligned` None: vectors in store form (no batch)."""
     if aligned is not None:
@@ -24,6 +24,8 @@ def _check_inputs(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, 
             if mask.shape != shape[:-1]:
                 raise ValueError(f"{name} mask shape {tuple(mask.shape)} does not match its vectors' (B, S) "
                                  f"{tuple(shape[:-1])}")
+            if mask.dtype != torch.bool:  # a 0/1 integer mask failed deep in a masked_fill or where
+                raise ValueError(f"{name} mask must be bool (True: a sentence), got {mask.dtype}")
         if aligned and qs[0] != cs[0]:
             raise ValueError(f"pairwise scoring needs equal batch sizes, got {qs[0]} queries and {cs[0]} candidates")
     if q_emb.shape[-1] != c_emb.shape[-1]:
