@@ -256,12 +256,20 @@ def check_slices(shards_dir: str | Path, paths: list[Path], metas: list[dict], n
 
 def encoded_config(config: IndexBuildConfig, meta: dict) -> IndexBuildConfig:
     """`config` with what the shards (`meta`, `plan_shards`'s) record of their encoding, where they record it: the
-    backend and precision (which `add` and `search` then encode with) and the reading limits."""
+    backend and precision (which `add` and `search` then encode with) and the reading limits. A value of `config`
+    other than its default that the record replaces is warned about, naming the key and both values (a `--config`
+    file's `encode.max_sentences: 5` was once replaced without a word)."""
     encode = config.encode
     if "backend" in meta:
         encode = replace(encode, backend=meta["backend"], quantize=meta.get("quantize"))
     if isinstance(meta.get("encode"), dict):
         encode = replace(encode, **{key: meta["encode"][key] for key in READING_LIMITS if key in meta["encode"]})
+    default = type(config.encode)()
+    for key in ("backend", "quantize", *READING_LIMITS):
+        given, taken = getattr(config.encode, key), getattr(encode, key)
+        if given != taken and given != getattr(default, key):
+            log.warning("encode.%s: the config gives %r, the shards were encoded with %r; the index records %r",
+                        key, given, taken, taken)
     return replace(config, encode=encode)
 
 

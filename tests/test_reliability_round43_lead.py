@@ -1,0 +1,30 @@
+"""Round 43, the lead's mends: what the round's helpers found outside their files."""
+
+import logging
+from dataclasses import replace
+
+from aspire.index.config import IndexBuildConfig
+from aspire.index.stream import encoded_config
+
+META = {"backend": "onnx", "quantize": "int8", "encode": {"max_sentences": 1000, "max_sentence_chars": 20000,
+                                                          "max_line_bytes": 1 << 20}}
+
+
+def test_merge_warns_of_a_config_encoding_value_the_shards_record_replaces(caplog):
+    given = IndexBuildConfig()
+    given = replace(given, encode=replace(given.encode, max_sentences=5, backend="openvino"))
+    with caplog.at_level(logging.WARNING, logger="aspire.index.stream"):
+        merged = encoded_config(given, META)
+    assert (merged.encode.max_sentences, merged.encode.backend, merged.encode.quantize) == (1000, "onnx", "int8")
+    said = [r.getMessage() for r in caplog.records]
+    assert "encode.max_sentences: the config gives 5, the shards were encoded with 1000; the index records 1000" in said
+    assert "encode.backend: the config gives 'openvino', the shards were encoded with 'onnx'; the index records 'onnx'" in said
+    assert len(said) == 2  # quantize and the other limits were left at their defaults: nothing to say of them
+
+
+def test_merge_says_nothing_of_defaults_or_of_values_equal_to_the_record(caplog):
+    given = IndexBuildConfig()
+    with caplog.at_level(logging.WARNING, logger="aspire.index.stream"):
+        encoded_config(given, META)
+        encoded_config(replace(given, encode=replace(given.encode, backend="onnx", quantize="int8")), META)
+    assert caplog.records == []
