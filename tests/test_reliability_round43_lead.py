@@ -28,3 +28,28 @@ def test_merge_says_nothing_of_defaults_or_of_values_equal_to_the_record(caplog)
         encoded_config(given, META)
         encoded_config(replace(given, encode=replace(given.encode, backend="onnx", quantize="int8")), META)
     assert caplog.records == []
+
+
+def test_svd_and_kmeans_refuse_a_negative_seed():
+    import numpy as np
+    import pytest
+    import scipy.sparse as sp
+
+    from aspire.data.negatives.graph import svd_vectors
+    from aspire.data.negatives.sampled import kmeans_clusters
+
+    with pytest.raises(ValueError, match="seed must be a whole number >= 0, got -1"):
+        svd_vectors(sp.csr_matrix(np.eye(4, dtype=np.float32)), 2, -1)  # was taken as 2**32 - 1
+    with pytest.raises(ValueError, match="seed must be a whole number >= 0, got -1"):
+        kmeans_clusters(np.eye(4, dtype=np.float32), 2, -1)
+
+
+def test_read_groups_says_the_files_are_there_but_empty(tmp_path):
+    import pytest
+
+    from aspire.data.negatives.graph import read_groups
+
+    (tmp_path / "groups.train.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"no groups.train.jsonl or groups.dev.jsonl holds a co-cited set "
+                                         r"\(groups.train.jsonl: empty\)"):
+        read_groups(tmp_path)

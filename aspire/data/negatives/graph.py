@@ -10,7 +10,7 @@ import numpy as np
 
 from aspire.data.cocite.config import SPLITS
 from aspire.data.cocite.sets import cocited_partners
-from aspire.data.negatives.rank import Mined, check_k, check_paper_ids
+from aspire.data.negatives.rank import Mined, check_k, check_paper_ids, check_seed
 from aspire.io import DataError, iter_jsonl, require
 
 
@@ -31,8 +31,10 @@ def read_groups(examples_dir: str | Path) -> list[dict]:
                         raise DataError(f"{path}:{lineno}: co-cited set {obj['set_id']!r}: {key} must be a list of "
                                         f"strings, got {value!r:.80}")
                 groups.append(obj)
-    if not groups:
-        raise ValueError(f"{examples_dir}: no groups.train.jsonl or groups.dev.jsonl")
+    if not groups:  # absent files, or files without a set (said as "no file" once, though both were there)
+        found = [f"groups.{split}.jsonl" for split in SPLITS if (Path(examples_dir) / f"groups.{split}.jsonl").is_file()]
+        raise ValueError(f"{examples_dir}: no groups.train.jsonl or groups.dev.jsonl"
+                         + (f" holds a co-cited set ({', '.join(found)}: empty)" if found else ""))
     return groups
 
 
@@ -99,7 +101,7 @@ def cocitation_matrix(groups: list[dict], paper_ids: list[str]):
 
 def svd_vectors(matrix, dim: int, seed: int) -> tuple[np.ndarray, dict]:
     """(N, d) float32 paper vectors U·Σ of a truncated SVD of `matrix` (scikit-learn `TruncatedSVD`, randomized,
-    seeded by any `seed` >= 0, taken mod 2**32 as scikit-learn takes seeds, computed in float32), d = min(dim, N - 1);
+    seeded by any `seed` >= 0 (a ValueError otherwise), taken mod 2**32 as scikit-learn takes seeds, computed in float32), d = min(dim, N - 1);
     and a note of d and the variance share it explains.
 
     A paper with no link (an all-zero row), or whose row of U·Σ is numerically zero, gets the exact zero vector,
@@ -110,6 +112,8 @@ def svd_vectors(matrix, dim: int, seed: int) -> tuple[np.ndarray, dict]:
     exact SVD gives them zero, the randomized one leaves ~1e-8 of σ_max (54 of the 614 papers of the real ACL
     co-citation examples at d = 64)."""
     from sklearn.decomposition import TruncatedSVD
+
+    check_seed(seed)
 
     n = matrix.shape[0]
     if n < 2:

@@ -46,6 +46,11 @@ def check_k(k, name: str = "k (negatives per paper)") -> None:
         raise ValueError(f"{name} must be a whole number >= 0, got {k!r}")
 
 
+def check_seed(seed) -> None:
+    """ValueError unless `seed` is a whole number >= 0 (scikit-learn took -1 as 2**32 - 1, unsaid)."""
+    check_k(seed, "seed")
+
+
 def check_paper_ids(paper_ids: list[str]) -> None:
     """ValueError naming the ids that `paper_ids` lists more than once: a paper is one row and one anchor (a repeated
     id made a paper its own negative, listed one negative twice and left the last row's negatives under the id)."""

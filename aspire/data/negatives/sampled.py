@@ -11,7 +11,7 @@ from collections import Counter
 
 import numpy as np
 
-from aspire.data.negatives.rank import Mined, as_matrix, check_k, check_paper_ids
+from aspire.data.negatives.rank import Mined, as_matrix, check_k, check_paper_ids, check_seed
 
 NO_VECTOR = -1  # the cluster of a paper whose vector is zero (`kmeans_clusters`): no one's negative
 _TWO53 = 2**53  # `Generator.random` gives j / 2**53 for a uniform whole j in [0, 2**53)
@@ -87,12 +87,13 @@ def random_negatives(partners: dict[str, set[str]], paper_ids: list[str], k: int
 
 def kmeans_clusters(vectors, n_clusters: int, seed: int) -> np.ndarray:
     """(N,) cluster of each row of `vectors` (N, D), by scikit-learn `KMeans` on the unit-normalised
-    vectors (cosine geometry), seeded (any `seed` >= 0: scikit-learn takes it mod 2**32, unchanged below it), 10
+    vectors (cosine geometry), seeded (any `seed` >= 0, a ValueError otherwise: scikit-learn takes it mod 2**32, unchanged below it), 10
     initialisations. A row that is zero is a paper without a vector (as for `nearest_negatives`): it is left out of
     the k-means and gets the cluster -1 (`NO_VECTOR`), so `coverage_negatives` makes it no one's negative; the other
     rows are clustered exactly as they would be without it. ValueError unless 2 <= `n_clusters` <= the rows with a
     vector, and for a row holding NaN or infinity (naming the rows). Rows with fewer distinct vectors than
     `n_clusters` leave some labels unused (scikit-learn warns): `coverage_negatives` counts the clusters present."""
+    check_seed(seed)
     from sklearn.cluster import KMeans
 
     vecs = as_matrix(vectors)
