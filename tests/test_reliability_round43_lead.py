@@ -53,3 +53,15 @@ def test_read_groups_says_the_files_are_there_but_empty(tmp_path):
     with pytest.raises(ValueError, match=r"no groups.train.jsonl or groups.dev.jsonl holds a co-cited set "
                                          r"\(groups.train.jsonl: empty\)"):
         read_groups(tmp_path)
+
+
+def test_a_selection_of_numpy_integers_is_taken_as_plain_positions():
+    import numpy as np
+    import pytest
+
+    from aspire.index.config import SearchArgumentError, check_selection
+
+    chosen = check_selection(list(np.flatnonzero([True, False, True])) + [0], 3)  # refused once: "must be integers"
+    assert chosen == [0, 2] and all(type(j) is int for j in chosen)
+    with pytest.raises(SearchArgumentError, match="positions must be integers"):
+        check_selection([np.bool_(True)], 3)

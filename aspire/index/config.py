@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Literal, Sequence, get_args, get_origin, get_type_hints
@@ -230,21 +231,21 @@ def exhaustion_reason(kind: str, available: int) -> str:
 
 def check_selection(selection: Sequence[int] | None, n_sentences: int, paper: str = "the query") -> list[int] | None:
     """A query-sentence selection as a list of positions, checked against the paper's `n_sentences`:
-    non-empty, integers, each in 0..n_sentences-1 (repeats are merged). None selects every sentence.
+    non-empty, integers (numpy's too), each in 0..n_sentences-1 (repeats are merged). None selects every sentence.
     Raises SearchArgumentError naming the paper and the bad positions."""
     if selection is None:
         return None
     chosen = list(selection)
     if not chosen:
         raise SearchArgumentError(f"sentences: the selection for {paper} is empty; give at least one position")
-    bad_type = [j for j in chosen if isinstance(j, bool) or not isinstance(j, int)]
+    bad_type = [j for j in chosen if isinstance(j, bool) or not isinstance(j, numbers.Integral)]
     if bad_type:
         raise SearchArgumentError(f"sentences: positions must be integers, got {bad_type[:5]}")
     bad = [j for j in chosen if not 0 <= j < n_sentences]
     if bad:
         raise SearchArgumentError(f"sentences: positions {bad[:10]} out of range 0..{n_sentences - 1} for {paper} "
                                   f"({n_sentences} sentence(s))")
-    return sorted(set(chosen))
+    return sorted({int(j) for j in chosen})  # numpy integers (np.flatnonzero's) as plain ints
 
 
 @dataclass
