@@ -145,6 +145,12 @@ def _run(args) -> int:
             if Path(getattr(args, flag)).resolve() in written:
                 raise ValueError(f"--{flag} {getattr(args, flag)} is a file the {stage} stage writes into --out "
                                  f"{args.out}, which would replace it; give another --out or move the input")
+    if stage == "run-all":  # its stage folders are replaced whole: an input inside one was removed, then not found
+        given = Path(getattr(args, "in")).resolve()
+        for held in (Path(args.out).resolve() / name for name in (*cocite.STAGE_DIRS, cocite.PIPELINE_REPORT)):
+            if given == held or held in given.parents:
+                raise ValueError(f"--in {getattr(args, 'in')} lies in {held}, which run-all replaces in --out "
+                                 f"{args.out}; give another --out or move the input")
     if stage == "align":
         _check_teacher(Path(args.teacher))
     if stage in ("align", "hard-negatives"):
