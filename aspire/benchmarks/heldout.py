@@ -67,6 +67,7 @@ class GramIndex:
     of every benchmark text in it: `contained(text)` -> {benchmark row: containment}, rows with none left out."""
 
     def __init__(self, texts: list[str], n: int = GRAM_WORDS) -> None:
+        _check_n(n)
         self.n = n
         self.sizes = [0] * len(texts)
         self.postings: dict[tuple[str, ...], list[int]] = {}
@@ -87,10 +88,15 @@ class GramIndex:
 def _gram_tuples(text: str, n: int) -> set[tuple[str, ...]]:
     """The distinct word `n`-grams of `text` as tuples of `words` (`ngrams` joins them; the index's inner loop over
     every training abstract does not). An `n` below 1 is a ValueError (no gram has no word)."""
-    if n < 1:
-        raise ValueError(f"word grams of n={n!r} words: n must be at least 1")
+    _check_n(n)
     w = words(text)
     return set(zip(*(w[i:] for i in range(n))))
+
+
+def _check_n(n: object) -> None:
+    """A gram's word count `n` must be an int of at least 1 (no gram has no word): a ValueError naming it."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"word grams of n={n!r} words: n must be an int of at least 1")
 
 
 def _text(abstract: object) -> str:
