@@ -198,7 +198,11 @@ def cross_rerank(rset: ReviewerSet, papers: Sequence[Paper], preds: Sequence[Map
 
 def fuse_predictions(preds: Sequence[Sequence[Mapping]], weights: Sequence[float]) -> list[dict]:
     """Per draw, the weighted sum of each reviewer's z-scored predictions (`aspire.scoring.fusion.fuse_ranked`,
-    method `z`; only the order matters)."""
+    method `z`; only the order matters). Runs of different numbers of draws are a ValueError naming the counts
+    (`zip` once cut them to the shortest, silently)."""
+    lengths = [len(pred) for pred in preds]
+    if len(set(lengths)) > 1:
+        raise ValueError(f"fused runs must predict the same draws; they predict {lengths} draws")
     fused = []
     for per_draw in zip(*preds):
         reviewers = list(dict.fromkeys(r for pred in per_draw for r in pred))
