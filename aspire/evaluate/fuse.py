@@ -12,9 +12,9 @@ queries; anything else is an error naming the query, so nothing is silently drop
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,11 @@ def read_scored(path: str | Path) -> dict[str, dict[str, float]]:
     Files written by this framework hold similarities (falling down each list); others, like
     the shipped SPECTER pools, hold distances (rising down each list). The direction is read
     from the order: a file whose every list is non-decreasing is taken as distances and negated;
-    a file whose lists disagree with the order they are in is an error.
+    a file whose lists disagree with the order they are in is an error. A file that is missing or no JSON, a query
+    in it twice (Python's json kept the last ranking and dropped the other unsaid) or a score past the float range
+    is a ValueError naming the file.
     """
-    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    raw = read_json(path, "ranked file")
     if not isinstance(raw, dict):  # once an AttributeError naming no file
         raise ValueError(f"{path}: a ranked file is a JSON object {{query_pid: [[cand_pid, score], ...]}}, got a "
                          f"JSON {type(raw).__name__}")
@@ -49,7 +51,11 @@ def read_scored(path: str | Path) -> dict[str, dict[str, float]]:
             if not (isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], (int, float))
                     and not isinstance(entry[1], bool)):
                 raise ValueError(f"{path}: query {qid}: entries must be [cand_pid, score] pairs, got {entry!r}")
-            cand, score = str(entry[0]), float(entry[1])
+            try:  # an integer past the float range (10**400) was a bare OverflowError naming no file
+                cand, score = str(entry[0]), float(entry[1])
+            except OverflowError:
+                raise ValueError(f"{path}: query {qid}: candidate {entry[0]} has a score past the float range "
+                                 f"(an integer of {len(str(entry[1]))} digits)") from None
             if score != score or score in (float("inf"), float("-inf")):
                 raise ValueError(f"{path}: query {qid}: candidate {cand} has a non-finite score {score}")
             if cand in scores:
@@ -80,11 +86,12 @@ def score_direction(lists: Mapping[str, Sequence[float]], name: str) -> int:
 def check_finite(name: str, qid: str, scores) -> None:
     """ValueError naming the run `name`, the query and the document when one of `scores` (`(doc, score)` pairs) is
     not a finite number: `fuse_ranked` would name only its list's position and the document, and a distance run's
-    score negated."""
+    score negated. A string (`"2"`) is no number, though `float` reads it (it was fused, its rank direction read by
+    comparing strings: `"10" < "9"`), nor is a boolean."""
     for doc, score in scores:
         try:
-            finite = not isinstance(score, bool) and math.isfinite(float(score))
-        except (TypeError, ValueError):
+            finite = isinstance(score, numbers.Real) and not isinstance(score, bool) and math.isfinite(float(score))
+        except (TypeError, ValueError, OverflowError):  # 10**400: OverflowError, once raised bare
             finite = False
         if not finite:
             raise ValueError(f"run {name}: query {qid}: document {doc} has the score {score!r}: fusion needs finite "
