@@ -238,7 +238,6 @@ class EnCoreWebSmSplitter(_SpacySplitter):
 _NEVER_FINAL = re.compile(r"(?:^|[\s(\[])(?:e\.g|i\.e|cf|vs|viz|approx|resp|incl|w\.r\.t)\.$", re.IGNORECASE)
 # Reference abbreviations: wrong to cut after them when a number, bracket or lower-case word follows.
 _REFERENCE = re.compile(r"(?:^|[\s(\[])(?:et al|al|figs?|eqs?|secs?|tab|refs?|nos?|ch|pp)\.$", re.IGNORECASE)
-_CONTINUES = re.compile(r"[0-9(\[a-z]")
 # Sentence-final punctuation: every character with Unicode's Sentence_Terminal property (as listed by the `regex`
 # package's Unicode 16+ tables; . ! ? and their full-width, small and ideographic forms, 。, the Devanagari danda, the
 # Arabic and Urdu question mark and full stop, the Armenian, Ethiopic and Myanmar full stops, ‼ ⁉ ..., a superset of
@@ -256,6 +255,12 @@ _SENTENCE_TERMINAL = (
     "\U00016af5\U00016b37\U00016b38\U00016b44\U00016d6e\U00016d6f\U00016e98\U0001bc9f\U0001da88"
 )
 _TERMINAL = re.compile("[" + _SENTENCE_TERMINAL + "…]" + r"[\"'”’)\]}）］｝」』]*$")
+
+
+def _continues(char: str) -> bool:
+    """Whether a sentence continues with `char` after a reference abbreviation: a digit (any decimal digit), an
+    opening bracket ( or [, or a lower-case letter of any script ("et al. über", not only ASCII's)."""
+    return char.isdecimal() or char in "([" or char.islower()
 
 
 class GuardedSplitter(SentenceSplitter):
@@ -290,7 +295,7 @@ class GuardedSplitter(SentenceSplitter):
         if _NEVER_FINAL.search(text, lo, end):
             return False
         after = _NON_SPACE.search(text, i)
-        if _REFERENCE.search(text, lo, end) and after is not None and _CONTINUES.match(after.group()):
+        if _REFERENCE.search(text, lo, end) and after is not None and _continues(after.group()):
             return False
         return _TERMINAL.search(text, lo, end) is not None
 
