@@ -33,6 +33,8 @@ class IngestConfig:
         if isinstance(held_out, (str, bytes)):
             raise TypeError(f"held_out must be a collection of sentences, got a {type(held_out).__name__} "
                             f"{held_out!r:.60}")
+        if held_out is not None:  # once: a generator read by the check below would hold out nothing after it
+            held_out = list(held_out)
         odd = next((s for s in held_out or () if not isinstance(s, str)), None)
         if odd is not None:
             raise TypeError(f"held_out must hold sentences (strings), got {type(odd).__name__} {odd!r:.60}")
