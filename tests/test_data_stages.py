@@ -211,9 +211,10 @@ def test_negative_counts_and_dev_fraction_out_of_range_are_named(tmp_path, capsy
 
 def test_run_all_stops_where_the_filters_remove_every_context(tmp_path, capsys):
     records, out = str(_records(tmp_path / "r.jsonl")), tmp_path / "o"
-    status, err = _run(["run-all", "--in", records, "--out", str(out), NO_HELD_OUT, "filter.max_cited=1"], capsys)
+    status, err = _run(["run-all", "--in", records, "--out", str(out), NO_HELD_OUT, "filter.min_context_tokens=50"],
+                       capsys)
     assert status == 2
-    assert err == (f"error: {out / '2_filter'}: the filters removed all 30 contexts (max_cited 30); no later stage "
+    assert err == (f"error: {out / '2_filter'}: the filters removed all 30 contexts (context_tokens 30); no later stage "
                    "can use it (counts in its report.json)\n")
     assert sorted(p.name for p in out.iterdir()) == ["1_ingest", "2_filter"]  # what was written is kept
     assert json.loads((out / "2_filter" / "report.json").read_text())["contexts_out"] == 0

@@ -20,3 +20,16 @@ def test_run_all_refuses_an_input_inside_a_stage_folder_it_replaces(tmp_path, ca
     err = capsys.readouterr().err
     assert f"--in {inside} lies in {(out / '1_ingest').resolve()}, which run-all replaces in --out {out}" in err
     assert inside.read_bytes() == before  # once removed with the folder, then "No such file or directory"
+
+
+def test_a_max_cited_below_two_is_refused_at_load(tmp_path, capsys):
+    import pytest
+
+    from aspire.config import ConfigError
+    from aspire.data import cocite
+
+    for bound in (0, 1):  # every context cites two or more papers: the filter stage once removed them all, late
+        with pytest.raises(ConfigError, match=f"filter.max_cited: must be >= 2, got {bound}"):
+            cocite.load_cocite_config(None, [f"filter.max_cited={bound}"])
+    assert cocite.load_cocite_config(None, ["filter.max_cited=2"]).filter.max_cited == 2
+    assert cocite.load_cocite_config(None, ["filter.max_cited=null"]).filter.max_cited is None

@@ -54,7 +54,7 @@ class FilterConfig:
     """Each filter is switched off by setting its bound to null (None)."""
 
     confirmed_only: bool = False  # keep only contexts whose every citation link is confirmed
-    max_cited: int | None = ranged(3, ge=0)  # co-cited sets of at most this many papers
+    max_cited: int | None = ranged(3, ge=2)  # co-cited sets of at most this many papers (a set holds two or more)
     min_context_tokens: int | None = ranged(5, ge=0)
     max_context_tokens: int | None = ranged(60, ge=0)
     count_on: Literal["text", "text_clean"] = "text_clean"  # which context text the bounds count
