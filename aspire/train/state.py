@@ -63,14 +63,14 @@ def trim_metrics(out_dir: Path, step: int) -> None:
             record = json.loads(line)
         except json.JSONDecodeError:
             record = None
-        good = isinstance(record, dict) and type(record.get("step", 0)) is int
+        good = isinstance(record, dict) and type(record.get("step")) is int  # a step-less record: not one the trainer wrote
         if not good and number == len(lines):  # a write cut short (a killed run, a full disk)
             log.warning("%s: dropping its torn last line %d: %.80r", path, number, line)
             continue
         if not good:
             raise ValueError(f"{path}, line {number}: not a metrics record (a JSON object with an integer step): "
                              f"{line[:80]!r}; remove or repair the line, then --resume again")
-        if record.get("step", 0) <= step and record.get("event") != "end":
+        if record["step"] <= step and record.get("event") != "end":
             keep.append(line)
     write_text(path, "".join(k + "\n" for k in keep))
 
