@@ -8,11 +8,12 @@ import pytest
 from sklearn.metrics import ndcg_score
 
 from aspire.benchmarks.metrics import evaluate_rankings, ndcg_at_k, pool_cutoff
+from tests.test_reliability_round13_evalmetrics import _bpref
 
 
 def _brute(pool, ranked, thr, name):
     rel = [1 if pool[c] >= thr else 0 for c in ranked]
-    big_r, n = sum(rel), len(ranked)
+    big_r = sum(rel)
     if name == "map":
         hits, total = 0, 0.0
         for i, r in enumerate(rel, 1):
@@ -25,16 +26,7 @@ def _brute(pool, ranked, thr, name):
     if name == "r-precision":
         return sum(rel[:big_r]) / big_r
     if name == "bpref":
-        n_non = n - big_r
-        if n_non == 0:
-            return None
-        total, seen_non = 0.0, 0
-        for r in rel:
-            if r:
-                total += 1 - min(seen_non, big_r) / min(big_r, n_non)
-            else:
-                seen_non += 1
-        return total / big_r
+        return _bpref(rel)  # round 13's trec_eval loop
     kind, k = name.split("@")
     k = int(k)
     if kind == "p":

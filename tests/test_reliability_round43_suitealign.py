@@ -110,15 +110,17 @@ def test_position_limit_and_max_seq_length_within_it(tmp_path):
 
 # ---- aspire evaluate suite ------------------------------------------------------------------------------------
 
+def _ran(*args, **kwargs):
+    raise AssertionError("a benchmark ran (a model loaded) before the options were checked")
+
+
 @pytest.fixture
 def no_runs(monkeypatch):
     import aspire.evaluate.ensemble as ens
     import aspire.evaluate.suite as suite
 
-    def fail(*a, **k):
-        raise AssertionError("a benchmark ran (a model loaded) before the options were checked")
-    monkeypatch.setattr(suite, "run_suite", fail)
-    monkeypatch.setattr(ens, "run_ensemble_suite", fail)
+    for module, name in ((suite, "run_suite"), (ens, "run_ensemble_suite")):
+        monkeypatch.setattr(module, name, _ran)
     monkeypatch.setattr("aspire.cli.evaluate.check_model", lambda name: None)
 
 
