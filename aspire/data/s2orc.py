@@ -11,10 +11,11 @@ string (split with the configured splitter; blank reads as no abstract, and one 
 refused), or null (no abstract); `title` is optional (a string; null reads as ""). No text may hold a lone
 surrogate. A cited paper's id may not hold '|', which joins the ids of a co-cited set's id (as input A refuses it).
 
-Ids (`paper_id`, a bib entry's `link`) are strings or integers, read as strings. A record that breaks
-these formats (a wrong type, a citation span outside its paragraph, a paper id seen on an earlier
-line) raises `DataError("FILE:LINE: ...")` naming what is wrong, or with `on_error="skip"` is
-skipped and counted in the report (`bad_lines`).
+Ids (`paper_id`, a bib entry's `link`) are strings or integers, read as strings. A cite span's `text`, when
+given, is the paragraph's characters [start:end] (checked: offsets that point elsewhere would give the citation
+to another sentence). A record that breaks these formats (a wrong type, a citation span outside its paragraph
+or whose `text` is not its characters, a paper id seen on an earlier line) raises `DataError("FILE:LINE: ...")`
+naming what is wrong, or with `on_error="skip"` is skipped and counted in the report (`bad_lines`).
 
 Each paragraph is split into sentences (character spans); a sentence boundary that falls inside
 a citation span is a splitter mistake ("Lin et al. 2002") and the two sentences are merged. Each
@@ -332,4 +333,10 @@ def _check_paper(paper: dict, path: Path, lineno: int, first_line: dict[str, int
                           f"{len(para['text'])} characters (0 <= start < end <= length)")
             if not isinstance(cite.get("ref_id"), (str, type(None))):
                 raise bad(f"{where}: ref_id must be a string or null, got {type_name(cite['ref_id'])}")
+            if "text" in cite:  # offsets that point elsewhere would give the citation to another sentence
+                if not isinstance(cite["text"], str):
+                    raise bad(f"{where}: text must be a string, got {type_name(cite['text'])}")
+                if cite["text"] != para["text"][start:end]:
+                    raise bad(f"{where}: text {cite['text']!r:.60} is not the paragraph's characters "
+                              f"[{start}:{end}] {para['text'][start:end]!r:.60}")
     first_line[pid] = lineno
