@@ -55,4 +55,6 @@ def model_folder(path: str | Path) -> Path:
     the model it stands for (`run_model`): for code that reads a model folder's own files (its document_model.json,
     say) rather than loading it through `resolve_model`, so that both read the same folder."""
     path = Path(path).expanduser()
+    if (path / "config.json").is_file():  # a model folder loads as itself, run pointers beside it or not
+        return path
     return run_model(path) or path

@@ -1,0 +1,16 @@
+"""Round 45, the lead's mends: what the round's helpers found outside their files."""
+
+import json
+
+from aspire.encoders.pretrained import resolve_model
+from aspire.paths import model_folder
+
+
+def test_model_folder_reads_the_folder_resolve_model_loads(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoint-000010" / "model").mkdir(parents=True)
+    (run / "checkpoint-000010" / "model" / "config.json").write_text("{}", encoding="utf-8")
+    (run / "latest").write_text(json.dumps({"checkpoint": "checkpoint-000010"}), encoding="utf-8")
+    assert model_folder(run) == resolve_model(run) == run / "checkpoint-000010" / "model"  # a run: its checkpoint
+    (run / "config.json").write_text("{}", encoding="utf-8")  # a model folder that also holds a run pointer
+    assert model_folder(run) == resolve_model(run) == run  # once the checkpoint for export, the folder for loading
