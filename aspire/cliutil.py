@@ -310,11 +310,14 @@ def check_paths(**paths: str | None) -> None:
 def check_folders(**paths: str | None) -> None:
     """Each given path is a folder or can be made one (the nearest existing path at or above it is a folder):
     NotADirectoryError naming the option otherwise (`merge_into=...` is `--merge-into`; FileExistsError for a symbolic
-    link to nothing), before any work (a file there once failed only when the first file was written, after the
-    encoding)."""
+    link to nothing, FileNotFoundError for an empty path), before any work (a file there once failed only when the
+    first file was written, after the encoding)."""
     for name, path in paths.items():
         if path is None:
             continue
+        if not str(path):  # Path("") is the current folder: an empty `--out "$UNSET"` once passed, and no folder
+            # could be made there (os.makedirs("") fails) after the work
+            raise FileNotFoundError(f"--{name.replace('_', '-')}: expected a folder path, got an empty string")
         _refuse_dangling_link(path, f"--{name.replace('_', '-')}")
         found = _nearest_existing(Path(path))
         if not found.is_dir():
@@ -335,7 +338,9 @@ def _nearest_existing(path: Path) -> Path:
 
 
 def input_file(path: str | Path, option: str) -> Path:
-    """`path` when it is a file; OSError naming `option` when it is missing or a folder."""
+    """`path` when it is a file; OSError naming `option` when it is missing, empty or a folder."""
+    if not str(path):  # Path("") is the current folder: it was called "a directory"
+        raise FileNotFoundError(f"{option}: expected a file path, got an empty string")
     if Path(path).is_dir():
         raise IsADirectoryError(errno.EISDIR, f"Is a directory, not a file ({option})", str(path))
     if not Path(path).is_file():
@@ -410,7 +415,7 @@ def normalize_overrides(items: Sequence[str], section: str | None = None) -> lis
     The one documented form is `section.key=value`. `--section.key=value` is read with a deprecation
     note. With `section` (the command reads only that section of a config file), `section.key=value`
     becomes `key=value` for the loader, and a bare `key=value` is read as `section.key=value` with a
-    deprecation note. An item without `=` raises ValueError.
+    deprecation note. An item without `=`, or with an empty key (`=5`), raises ValueError naming it.
     """
     out = []
     for item in items:
@@ -421,6 +426,9 @@ def normalize_overrides(items: Sequence[str], section: str | None = None) -> lis
         if "=" not in text:
             raise ValueError(f"config override {item!r} must look like section.key=value")
         key, value = text.split("=", 1)
+        if not key.strip() or (section is not None and not key.removeprefix(section + ".").strip()):
+            # `=5`, `search.=5`: once passed, and reached the config loader as a key named ""
+            raise ValueError(f"config override {item!r} has an empty key; it must look like section.key=value")
         if section is not None:
             if key.startswith(section + "."):
                 key = key[len(section) + 1 :]
