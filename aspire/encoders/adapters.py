@@ -90,12 +90,15 @@ def adapter_config(kind: str, model_type: str, r: int = LORA_DEFAULTS["r"], alph
 
 def attach_adapters(model: nn.Module, kind: str, names: Sequence[str], **options) -> nn.Module:
     """`model` wrapped in a PeftModel holding one adapter per name (the first active); the base is frozen.
-    `names`: a list of distinct non-empty strings (a bare string would be read as its letters, one adapter each)."""
+    `names`: a list of distinct non-empty strings without a "." (a bare string would be read as its letters, one
+    adapter each; a "." is refused by torch as a module name, once the first adapter was in the model)."""
     from peft import get_peft_model
 
     if (isinstance(names, str) or not names or not all(isinstance(n, str) and n for n in names)
             or len(set(names)) != len(names)):
         raise ValueError(f"adapter names must be a list of distinct non-empty strings, at least one, got {names!r}")
+    if dotted := [n for n in names if "." in n]:  # checked before peft changes `model`'s layers in place
+        raise ValueError(f"adapter names cannot contain '.' (a module name): {dotted} in {list(names)}")
     config = adapter_config(kind, model.config.model_type, **options)  # its own errors say what is wrong
     try:
         with peft_wrapping():
@@ -164,7 +167,7 @@ def save_adapted(model: nn.Module, path: Path) -> None:
 
 def check_adapter_settings(settings, where: str) -> list[str]:
     """The adapter names of a settings file's `adapter` entry (`adapter_settings`' form), or ValueError naming
-    `where` and the key that is missing or wrong: names (distinct strings, at least one), kind, scope and active
+    `where` and the key that is missing or wrong: names (distinct strings without a ".", at least one), kind, scope and active
     (one of the names, when given)."""
     if not isinstance(settings, dict):
         raise ValueError(f"{where}: 'adapter' holds {settings!r}, not an object with names, kind and scope")
@@ -172,6 +175,8 @@ def check_adapter_settings(settings, where: str) -> list[str]:
     if (not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names)
             or len(set(names)) != len(names)):
         raise ValueError(f"{where}: adapter 'names' must be a list of distinct adapter names, got {names!r}")
+    if dotted := [n for n in names if "." in n]:
+        raise ValueError(f"{where}: adapter 'names' cannot contain '.' (a module name): {dotted} in {names}")
     if settings.get("kind", ADAPTER_KINDS[0]) not in ADAPTER_KINDS:
         raise ValueError(f"{where}: adapter 'kind' {settings['kind']!r} is unknown; valid: {list(ADAPTER_KINDS)}")
     if settings.get("scope", "all") not in ADAPTER_SCOPES:
