@@ -20,6 +20,7 @@ served: the reason is logged as a warning, reported in `reload_error`, and tried
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -45,7 +46,8 @@ class ServiceHolder:
         check_every: seconds between two checks of `CURRENT` by `get()`; None: only `reload()` reloads.
         retry_after: seconds before a generation that failed to open is tried again by a check.
         service: a service already opened (of `index_dir`'s live generation, or of no directory).
-    Opening the first generation raises what `open_service` raises (a missing or broken index).
+    Opening the first generation raises what `open_service` raises (a missing or broken index); `check_every` (when
+    given) and `retry_after` are finite numbers >= 0 (ValueError naming them, before anything is opened).
     """
 
     def __init__(self, index_dir: str | Path | None, overrides: Sequence[str] = (),
@@ -53,6 +55,12 @@ class ServiceHolder:
                  service: SearchService | None = None, cross_encoder=None) -> None:
         if index_dir is None and service is None:
             raise ValueError("ServiceHolder needs an index directory or a service")
+        for name, value in (("check_every", check_every), ("retry_after", retry_after)):
+            # once taken as given: NaN made every later check compare False (no reload ever again), a negative or
+            # infinite value read as "every request" or "never" unsaid
+            if (value is not None or name == "retry_after") and (
+                    isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf):
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
         self.index_dir = Path(index_dir) if index_dir is not None else None
         self.overrides = list(overrides)
         self.labels_from = labels_from

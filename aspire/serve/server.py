@@ -28,7 +28,10 @@ KEEP_ALIVE = 5  # seconds an idle keep-alive connection stays open after a respo
 
 def bind(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     """A listening socket on (host, port) (port 0: any free port); OSError naming the address when it cannot be had
-    (in use, a host that does not resolve)."""
+    (in use, a host that does not resolve); ValueError naming the port when it is not an int in 0..65535 (once an
+    OverflowError or a TypeError from the socket module, which callers did not report as a user's mistake)."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port must be an integer in 0..65535, got {port!r}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET  # "::1" binds IPv6, names and dotted IPv4
     return socket.create_server((host, port), family=family, backlog=128)
 
