@@ -9,7 +9,8 @@ a run stopped and resumed logs the records of one run straight through (bar the 
 only rank 0 writes files. A run holds `out_dir/.lock` from start to end (rank 0 under DDP), so a
 second run into the folder fails at once naming the first; free space for a checkpoint is checked
 before training starts and before each save, and a full disk ends the run with one error line
-(`aspire.storage.DiskFullError`), the last checkpoint kept for --resume.
+(`aspire.storage.DiskFullError`), the last checkpoint kept for --resume. A step whose gradient norm is NaN or
+infinite (a NaN or infinite loss) ends the run with a ValueError naming the step, before the update is applied.
 """
 
 from __future__ import annotations
@@ -350,6 +351,12 @@ class Trainer:
                 if not sync:
                     continue
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm)
+                if not torch.isfinite(grad_norm):  # the same on every rank (gradients all-reduced): all stop together
+                    raise ValueError(
+                        f"step {self.step + 1}: the gradient norm is {float(grad_norm)} (a NaN or infinite loss or "
+                        f"gradient); the update was not applied, which would have made every weight NaN for the rest "
+                        f"of the run. The last checkpoint (at most step {self.step}) is kept for --resume: lower "
+                        "train.lr or check the examples of this step")
                 step_lr = self.scheduler.get_last_lr()[0]  # the rate this update used
                 self.optimizer.step()
                 self.scheduler.step()
