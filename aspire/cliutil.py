@@ -162,7 +162,12 @@ def device_name(text: str) -> str:
 
 def device_or_auto(text: str) -> str:
     """argparse type: `auto` (the trainer picks: the local GPU under torchrun when there is one) or a device."""
-    return text if text == "auto" else device_name(text)
+    if text == "auto":
+        return text
+    try:
+        return device_name(text)
+    except argparse.ArgumentTypeError as err:  # the list of devices names auto too, which this option takes
+        raise argparse.ArgumentTypeError(str(err).replace("; use cpu,", "; use auto, cpu,")) from None
 
 
 def log_level(text: str) -> str:

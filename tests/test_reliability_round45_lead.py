@@ -14,3 +14,17 @@ def test_model_folder_reads_the_folder_resolve_model_loads(tmp_path):
     assert model_folder(run) == resolve_model(run) == run / "checkpoint-000010" / "model"  # a run: its checkpoint
     (run / "config.json").write_text("{}", encoding="utf-8")  # a model folder that also holds a run pointer
     assert model_folder(run) == resolve_model(run) == run  # once the checkpoint for export, the folder for loading
+
+
+def test_a_device_option_that_takes_auto_names_it_among_the_choices():
+    import argparse
+
+    import pytest
+
+    from aspire.cliutil import device_name, device_or_auto
+
+    with pytest.raises(argparse.ArgumentTypeError, match=r"unknown device 'gpu'; use auto, cpu, cuda, cuda:N or mps"):
+        device_or_auto("gpu")  # it takes auto, but its error left it out
+    with pytest.raises(argparse.ArgumentTypeError, match=r"unknown device 'gpu'; use cpu, cuda, cuda:N or mps"):
+        device_name("gpu")  # an option that does not take auto says so
+    assert device_or_auto("auto") == "auto"
