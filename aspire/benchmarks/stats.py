@@ -131,10 +131,20 @@ def check_level(level: float) -> None:
 
 
 def _aligned(a: UnitScores, b: UnitScores) -> None:
-    if a.units != b.units or a.num.shape != b.num.shape:
-        raise ValueError("paired comparison needs the same units and groups in both runs")
-    if not np.allclose(a.den, b.den):
-        raise ValueError("paired comparison needs the same denominators (same pairs or queries) in both runs")
+    """ValueError, naming the units, unless both runs hold the same units (in the same order), groups and
+    denominators."""
+    if a.units != b.units:
+        only_a, only_b = (sorted(set(x.units) - set(y.units), key=str) for x, y in ((a, b), (b, a)))
+        raise ValueError(f"paired comparison needs the same units in both runs: only in the first {only_a[:10]}, only in "
+                         f"the second {only_b[:10]}" if only_a or only_b else
+                         "paired comparison needs the same units in the same order in both runs")
+    if a.num.shape != b.num.shape:
+        raise ValueError(f"paired comparison needs the same groups in both runs, got {a.num.shape[0]} and "
+                         f"{b.num.shape[0]}")
+    differ = np.flatnonzero(~np.isclose(a.den, b.den).all(axis=0))
+    if differ.size:
+        raise ValueError("paired comparison needs the same denominators (same pairs or queries) in both runs; units "
+                         f"{[a.units[u] for u in differ[:10]]} differ")
 
 
 def paired_test(a: UnitScores, b: UnitScores, n_perm: int = 10000, n_boot: int = 2000, seed: int = 0,
