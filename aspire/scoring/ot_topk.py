@@ -124,6 +124,12 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     if cost.dim() != 3 or q_mask.shape != cost.shape[:2] or c_mask.shape != (cost.shape[0], cost.shape[2]):
         raise ValueError(f"OT top-k needs cost (P, S, T), q_mask (P, S) and c_mask (P, T), got shapes "
                          f"{tuple(cost.shape)}, {tuple(q_mask.shape)} and {tuple(c_mask.shape)}")
+    # a 0/1 integer mask or an integer cost failed deep in a masked_fill or a cast, with a RuntimeError naming neither
+    if q_mask.dtype != torch.bool or c_mask.dtype != torch.bool:
+        raise ValueError(f"OT top-k needs bool masks (True: a sentence), got q_mask {q_mask.dtype} and c_mask "
+                         f"{c_mask.dtype}")
+    if not cost.is_floating_point():
+        raise ValueError(f"OT top-k needs a floating-point cost, got {cost.dtype}")
     for name, mask in (("query", q_mask), ("candidate", c_mask)):  # else NaN distances, ranked as if real
         empty = ~mask.any(-1)
         if bool(empty.any()):
