@@ -83,13 +83,25 @@ def _is_comparison(path: Path) -> bool:
             and all(isinstance(v, dict) and "per_unit_delta" in v for v in doc.values()))
 
 
+def _run_recorded(path: Path) -> str:
+    """What a run's results file `path` records of its run ("experiment 'x', benchmark 'y'": its experiment, benchmark,
+    format, dataset, model, ensemble file); "" for any other file (not JSON, or a JSON recording none of them)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    keys = ("experiment", "benchmark", "format", "dataset", "model", "ensemble_file")
+    return ", ".join(f"{k} {doc[k]!r}" for k in keys if k in doc) if isinstance(doc, dict) else ""
+
+
 def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> None:
     """Refuse `--out` before any work unless it is new, an empty folder, or a results folder of this command's
     benchmark and experiment (`exp`, where known: re-running replaces it), and never one of the command's inputs.
     `probes`: the commands that are SciRepEval formats (their folders record a `format`, not an experiment).
-    `compare --out` is a JSON file: it may not be a folder, one of the compared runs, or a file that already exists inside
-    an input folder (a compared run's files are read from there) or the folder of a compared run file, unless it holds
-    an earlier comparison."""
+    `compare --out` is a JSON file: it may not be a folder, one of the compared runs, a file that already exists inside
+    an input folder (a compared run's files are read from there) or the folder of a compared run file, or another run's
+    results file (a JSON recording its experiment, benchmark, format, dataset, model or ensemble file), unless it holds
+    an earlier comparison; any other existing file is the user's to replace."""
     if not getattr(args, "out", None):
         return
     out = Path(args.out)
@@ -97,10 +109,16 @@ def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> Non
     if args.command == "compare":
         if out.is_dir():
             raise IsADirectoryError(f"--out {out} is a folder; compare writes one JSON file")
+        if not os.path.lexists(out) or (out.is_file() and _is_comparison(out)):
+            return
         folder = _input_folder_holding(args, out)
-        if folder is not None and not _is_comparison(out):  # `--out A/results.json` once replaced run A's results
+        if folder is not None:  # `--out A/results.json` once replaced run A's results
             raise FileExistsError(f"--out {out} is a file of {folder}, which holds this command's inputs; writing it "
                                   "would replace it: choose a new file, or one outside the compared folders")
+        held = _run_recorded(out) if out.is_file() else ""
+        if held:  # `--out C/results.json`, C a third run's folder, once replaced run C's results with the comparison
+            raise FileExistsError(f"--out {out} holds another run's results ({held}); writing it would replace "
+                                  "them: choose a new file")
         return
     if not os.path.lexists(out) or (out.is_dir() and not any(out.iterdir())):
         return
