@@ -45,13 +45,19 @@ def _key_name(key: Any) -> str | None:
 def finite_json(obj: Any, path: str = "") -> tuple[Any, dict[str, str]]:
     """A copy of `obj` (dicts, lists, tuples, scalars; numpy scalars and arrays, values and dict keys, as the Python
     values and lists they hold) with every non-finite float replaced by None, and `{dotted path: "nan" | "inf" |
-    "-inf"}` of what was replaced; a path names a dict key as JSON writes it (`True` as "true").
+    "-inf"}` of what was replaced; a path names a dict key as JSON writes it (`True` as "true"), and "$" names `obj`
+    itself (the empty key `""` of the top dict is the path "", not "$").
 
     A non-finite float as a dict key (JSON has no name for it), and two keys that JSON writes as one name (`1` and
     `"1"`: a reader keeps one value), are a ValueError naming the path."""
+    return _finite_json(obj, path or None)
+
+
+def _finite_json(obj: Any, path: str | None) -> tuple[Any, dict[str, str]]:
+    """`finite_json` with `path` None for the top (a top key `""` once made the path "", reported as "$")."""
     obj = _numpy_to_python(obj)
     if isinstance(obj, float):
-        return (obj, {}) if math.isfinite(obj) else (None, {path or "$": repr(obj)})
+        return (obj, {}) if math.isfinite(obj) else (None, {"$" if path is None else path: repr(obj)})
     if isinstance(obj, dict):
         out, replaced, names = {}, {}, {}
         for key, value in obj.items():
@@ -64,13 +70,14 @@ def finite_json(obj: Any, path: str = "") -> tuple[Any, dict[str, str]]:
                                  f"{name!r} (a reader keeps one of the two values)")
             if name is not None:
                 names[name] = key
-            out[key], inner = finite_json(value, f"{path}.{name or key}" if path else str(name or key))
+            key_path = str(key) if name is None else name
+            out[key], inner = _finite_json(value, key_path if path is None else f"{path}.{key_path}")
             replaced.update(inner)
         return out, replaced
     if isinstance(obj, (list, tuple)):
         items, replaced = [], {}
         for i, value in enumerate(obj):
-            item, inner = finite_json(value, f"{path}.{i}" if path else str(i))
+            item, inner = _finite_json(value, str(i) if path is None else f"{path}.{i}")
             items.append(item)
             replaced.update(inner)
         return items, replaced
