@@ -95,6 +95,8 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
     """
     if isinstance(ot_settings, Mapping):
         ot_settings = [ot_settings]
+    elif not isinstance(ot_settings, (str, bytes)):  # a generator was used up by the checks below: no plan, no error
+        ot_settings = list(ot_settings)
     if len(query) != 1 or len(cand) != 1:
         raise ValueError(f"pair_alignment takes one query and one candidate, got {len(query)} and {len(cand)}")
     if isinstance(ot_settings, (str, bytes)) or not ot_settings:
@@ -156,7 +158,10 @@ ROW_INCHES = 0.34  # one matrix row: room for a two-line 9-pt sentence label
 
 def sentence_label(prefix: str, i: int, text: str, width: int = 48, lines: int = 2,
                    facet: str | None = None) -> str:
-    """`"q3 [method] first words…"` wrapped to `width` characters, at most `lines` lines."""
+    """`"q3 [method] first words…"` wrapped to `width` characters, at most `lines` lines (both integers >= 1)."""
+    for name, value in (("width", width), ("lines", lines)):  # lines=0 raised an IndexError, lines=-1 kept all but one
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"sentence_label: {name} must be an integer >= 1, got {value!r}")
     head = f"{prefix}{i}" + (f" [{facet}]" if facet else "")
     wrapped = textwrap.wrap(f"{head} {text}", width=width) or [head]
     if len(wrapped) > lines:
@@ -216,17 +221,16 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
     for r in np.flatnonzero(~mask):  # unselected query sentences: hatched, not matched
         ax.add_patch(_patch((-0.5, r - 0.5), T, 1, fill=False, hatch="///", edgecolor=UNSELECTED_COLOR, lw=0))
     if annotate and T <= MAX_ANNOTATED_COLUMNS:
-        hi = np.nanmax(shown) if shown.size else 0.0
-        lo = np.nanmin(shown) if shown.size else 0.0
-        mid = (hi + lo) / 2
+        # the text colour follows the colour the cell is drawn in (a midpoint of the data, not of the colour scale,
+        # wrote a 1x1 plan's 100 in black on the darkest blue)
+        luminance = image.cmap(image.norm(shown))[..., :3] @ np.array([0.299, 0.587, 0.114])  # (R, T)
         for r in np.flatnonzero(mask):  # unselected rows stay clean
             for j in range(T):
                 v = shown[r, j]
                 if v <= hide_below:  # `<` wrote a plan's 0.5% cell as "0" (0.5 rounds to even)
                     continue
-                dark = (v > mid) if cmap in ("Blues", "Greens", "Purples") else (v < mid)
                 ax.text(j, r, format(v, fmt), ha="center", va="center", fontsize=FONT,
-                        color="white" if dark else "black")
+                        color="white" if luminance[r, j] < 0.5 else "black")
     ql = query_labels or [None] * S
     cl = cand_labels or [None] * T
     ax.set_yticks(range(len(rows)))
