@@ -20,6 +20,7 @@ scaled here to unit spread all the same), and its rrf ranks tied documents in it
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -95,19 +96,23 @@ def fuse_ranked(lists: Sequence[Mapping[str, float]], weights: Sequence[float] |
     union, uncut, as ranx's `fuse` keeps it: a caller wanting a top k cuts it); `weights` (default equal) as
     `check_weights` allows. With `rrf`, a list's rank of documents with equal scores is the list's own order
     (ranx ranks tied documents in its sort's order, so with ties the two can differ), and `rrf_k` must be finite
-    and > 0. A score that is not finite is a ValueError naming the list and document; no list at all is a ValueError
-    (it was once blamed on the weights, given or not)."""
+    and > 0. A score that is not a finite number (a string or bool too) is a ValueError naming the list and
+    document; no list at all is a ValueError (it was once blamed on the weights, given or not). Each document's
+    weighted contributions are summed exactly (`math.fsum`), so equal sums tie whatever the lists' order."""
     method = fusion_method(method)
     if not len(lists):
         raise ValueError("fusion needs at least one ranked list, got none")
     weights = check_weights([1.0] * len(lists) if weights is None else weights, len(lists))
     if method == "rrf" and not (np.isfinite(rrf_k) and rrf_k > 0):  # K <= 0 divides by zero, an infinite K zeroes all
         raise ValueError(f"rrf's K must be a finite number > 0, got {rrf_k!r}")
-    fused: dict[str, float] = {}
+    parts: dict[str, list[float]] = {}  # summed by math.fsum: exact, so equal sums tie whatever the lists' order
     for i, (scores, w) in enumerate(zip(lists, weights)):
         if not scores:
             continue
         docs = list(scores)
+        for d in docs:  # else np.array read "0.5" as 0.5 and True as 1.0, unsaid
+            if isinstance(scores[d], (str, bytes, bool, np.bool_)):
+                raise ValueError(f"fusion needs numeric scores: list {i} scores document {d!r} {scores[d]!r}")
         values = np.array([scores[d] for d in docs], dtype=np.float64)
         if not np.isfinite(values).all():
             bad = int(np.flatnonzero(~np.isfinite(values))[0])
@@ -119,7 +124,10 @@ def fuse_ranked(lists: Sequence[Mapping[str, float]], weights: Sequence[float] |
         else:
             contrib = normalise(values, method)
         for d, c in zip(docs, contrib.tolist()):
-            fused[d] = fused.get(d, 0.0) + w * c
+            parts.setdefault(d, []).append(w * c)
+    # a running sum rounded by order: rrf ranks (1, 7, 2) and (2, 1, 7) over three lists, K 60, summed to
+    # 0.04744784801534369 and 0.0474478480153437, and a tie was not broken by document id
+    fused = {d: math.fsum(p) for d, p in parts.items()}
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
