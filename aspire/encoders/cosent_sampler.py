@@ -37,6 +37,9 @@ class DistinctSetBatchSampler(DefaultBatchSampler):
                          valid_label_columns=valid_label_columns, generator=generator, seed=seed)
         if len(groups) != len(dataset):
             raise ValueError(f"groups has {len(groups)} entries for {len(dataset)} rows")
+        for name, value in (("passes", passes), ("window", window)):  # 1.5 passes failed in range() mid-training
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
         if passes < 1:
             raise ValueError(f"passes must be at least 1, got {passes}")
         if window < 1:  # no open batch to join: every batch one row, and with drop_last none at all

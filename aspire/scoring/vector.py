@@ -35,15 +35,23 @@ def _check_single(a: DocBatch, b: DocBatch, sides: tuple[str, str]) -> None:
 
 
 def _unit(x: Tensor) -> Tensor:
-    """x (..., D) over its L2 norm (floored at 1e-12, as F.normalize), in x's dtype, normalised in float32 for
-    float16 / bfloat16 (that floor rounds to 0 in float16, so a zero vector came out NaN there). A zero vector, whose
-    cosine is undefined, is scored as the vector 0 (cosine 0 with everything, distance 1) with gradient 0: through
-    F.normalize's floor it had 1e12 times the other side's unit vector (~1e11 a component), which one such paper in
-    a batch put into every weight."""
+    """x (..., D) over its L2 norm, in x's dtype, normalised in float32 for float16 / bfloat16 (F.normalize's 1e-12
+    floor rounds to 0 in float16, so a zero vector came out NaN there). A vector whose norm overflows or falls below
+    1e-12 is first divided by its largest |component| (in float32 a vector with components past ~1e19 had norm inf,
+    unit vector 0, and one below ~1e-23 norm 0: both scored cosine 0 with everything, even with themselves); every
+    other vector is divided by its norm directly, as before, to the bit. A zero vector, whose cosine is undefined, is
+    scored as the vector 0 (cosine 0 with everything, distance 1) with gradient 0: through F.normalize's floor it had
+    1e12 times the other side's unit vector (~1e11 a component), which one such paper in a batch put into every
+    weight."""
     x_wide = widened(x)
     norm = x_wide.norm(dim=-1, keepdim=True)
-    zero = norm == 0
-    unit = x_wide / torch.where(zero, torch.ones_like(norm), norm.clamp_min(1e-12))
+    peak = x_wide.abs().amax(dim=-1, keepdim=True)
+    zero = peak == 0
+    rescaled = ~torch.isfinite(norm) | (norm < 1e-12)  # no device sync: both paths computed, one kept a row
+    scaled = x_wide / torch.where(zero, torch.ones_like(peak), peak)  # largest |component| 1: norm in [1, sqrt(D)]
+    scaled_norm = scaled.norm(dim=-1, keepdim=True)
+    unit = torch.where(rescaled, scaled / torch.where(zero, torch.ones_like(scaled_norm), scaled_norm),
+                       x_wide / torch.where(rescaled, torch.ones_like(norm), norm))
     return torch.where(zero, torch.zeros_like(unit), unit).to(x.dtype)
 
 
