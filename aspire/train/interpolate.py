@@ -145,10 +145,11 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     document_model.json goes with it, and the record names each member with its own record (so a soup
     of soups keeps its history) and each trained model's weight in it (`leaf_weights`); a model whose
     `model` or `abstract` section, weights (names, shapes), vocabulary (a token on another embedding row: task
-    codes in another order) or control code differ from the first's, or a model given twice, is an error naming
-    it and the key.
-    With `mixed_kinds` the sections may differ (kind, max_length, ...) but for the base encoder; the record lists
-    each member's differing keys under `mixed`."""
+    codes in another order), control code or encoder settings (max_length, ...) differ from the first's, or a model
+    given twice, is an error naming it and the key.
+    With `mixed_kinds` the sections and encoder settings may differ (kind, max_length, ...) but for the base encoder
+    and control code; the soup encodes with the first's; the record lists each member's differing section keys under
+    `mixed`."""
     import torch
 
     from aspire.train.document_model import MODEL_FILE
@@ -183,6 +184,12 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     for k, model in enumerate(models[1:], start=2):
         member, weights = plain_weights(model)
         _check_same_tokens(member, encoder, model, models[0])
+        mine, theirs = member.settings(), encoder.settings()  # the soup encodes with the first's alone
+        unlike = sorted(s for s in mine.keys() | theirs.keys() if mine.get(s) != theirs.get(s))
+        if unlike and not mixed_kinds:
+            raise ValueError(f"{model}: encoder setting {unlike[0]} is {mine.get(unlike[0])!r}, "
+                             f"{theirs.get(unlike[0])!r} in {models[0]} (give --mixed-kinds to soup models of "
+                             "different kinds; the first's settings then describe the soup)")
         names = set(weights) ^ set(mean)
         if names:
             raise ValueError(f"{model}: weight {sorted(names)[0]!r} is in only one of it and {models[0]}")
