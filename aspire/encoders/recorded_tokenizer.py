@@ -9,12 +9,15 @@ same encodings as transformers on sample papers; a later load builds it from the
 
 `RecordedTokenizer` is called the way `ContextualSentenceEncoder` calls a tokenizer (pairs cut `only_second` with
 overflow windows and offsets, padding to the longest, tensors for `embed_texts`); any other argument raises
-TypeError. Models with control codes keep transformers' tokenizer (they add tokens and read more of its API).
+TypeError. With truncation, a `max_length` below 1 or below the special pieces (where the Rust tokenizer cut
+nothing, silently, and took 0 for the model's limit) or of 2**64 and above (OverflowError) raises ValueError naming it. Models with
+control codes keep transformers' tokenizer (they add tokens and read more of its API).
 """
 
 from __future__ import annotations
 
 import json
+import numbers
 from typing import Sequence
 
 import tokenizers
@@ -75,9 +78,14 @@ class RecordedTokenizer:
         backend = self._tokenizer
         if truncation and max_length is None and self.model_max_length > NO_LIMIT:
             truncation = False  # as transformers: a tokenizer without a length limit cuts nothing (was OverflowError)
+        if truncation and max_length is not None:  # 0 was read as the model's limit; below the specials, no cut
+            least = self.num_special_tokens_to_add(text_pair is not None) if add_special_tokens else 0
+            if isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or not max(1, least) <= max_length < 2**64:
+                raise ValueError(f"RecordedTokenizer: max_length must be an integer from {max(1, least)} (the special "
+                                 f"pieces plus none of the text) to 2**64 - 1, got {max_length!r}")
         if truncation:
             strategy = "longest_first" if truncation is True else truncation
-            backend.enable_truncation(max_length or self.model_max_length, stride=stride, strategy=strategy,
+            backend.enable_truncation(int(max_length or self.model_max_length), stride=stride, strategy=strategy,
                                       direction=self.truncation_side)
         else:
             backend.no_truncation()
