@@ -92,6 +92,11 @@ def check_trained_cross_encoder(path: str | Path) -> Path:
     return path
 
 
+def _check_top_n(top_n) -> None:
+    if not isinstance(top_n, numbers.Integral) or isinstance(top_n, bool) or top_n < 1:
+        raise ValueError(f"top_n must be a whole number >= 1, got {top_n!r}")
+
+
 def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, float], top_n: int,
                weight: float, norm: str = "z") -> list[tuple[str, float]]:
     """The first stage with its top `top_n` re-ordered by `weight` * cross + (1 - weight) * first stage.
@@ -106,8 +111,7 @@ def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, flo
     `[(doc, score), ...]` best first. A document listed twice, a score that is not finite (first stage or
     cross-encoder) or a first stage out of order is an error naming the document.
     """
-    if not isinstance(top_n, numbers.Integral) or isinstance(top_n, bool) or top_n < 1:
-        raise ValueError(f"top_n must be a whole number >= 1, got {top_n!r}")
+    _check_top_n(top_n)
     if not 0.0 <= weight <= 1.0:
         raise ValueError(f"the cross-encoder weight must be in [0, 1], got {weight}")
     if norm not in NORMS:
@@ -174,7 +178,9 @@ class CrossEncoderReranker:
     def head_scores(self, query: str, first_stage: Sequence[tuple[str, float]], texts: Mapping[str, str],
                     top_n: int) -> dict[str, float]:
         """`{doc: logit}` of this model over the top `top_n` of `first_stage` (best first), read from `texts`;
-        a document without a text (a string) is an error naming it."""
+        a document without a text (a string) is an error naming it, as is a `top_n` that is not a whole number >= 1
+        (checked before any pair is scored)."""
+        _check_top_n(top_n)
         head = [d for d, _ in first_stage[:top_n]]
         missing = [d for d in head if d not in texts]
         if missing:

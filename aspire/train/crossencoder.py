@@ -18,6 +18,7 @@ config) and `OUT/report.json` (pairs, seconds, loss history, dev metrics).
 from __future__ import annotations
 
 import math
+import numbers
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -89,8 +90,9 @@ def sample_negatives(ranked: Mapping[str, Sequence[str]], positives: Mapping[str
     `n` that is not a whole number >= 0 or a `depth` that is not one >= 1 (-1 once left the last document out, 0
     drew nothing)."""
     for name, value, least in (("n (negatives per query)", n, 0), ("depth", depth, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
             raise ValueError(f"negative sampling {name} must be a whole number >= {least}, got {value!r}")
+    n, depth = int(n), int(depth)  # a numpy integer is a whole number too
     rng = random.Random(seed)
     out = {}
     for qid, docs in ranked.items():
