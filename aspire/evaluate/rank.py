@@ -114,6 +114,10 @@ def rank_pool_set(
         seconds spent loading, encoding and scoring (wall clock, and process CPU time as `*_cpu`),
         what it ran on (`run_record`) and, with `cand_sentences="facet"`, per facet the number of pooled
         candidates that had no sentence of it and kept all theirs (`cands_kept_whole`).
+    Raises:
+        ValueError, before the model loads, for options that do not fit (`EvalOptions.checked`, a batch size that is
+        no whole number >= 1, a device torch cannot parse) and for a faceted set whose queries or candidates are
+        narrowed to a facet without a `label_to_facet`.
     """
     from aspire.benchmarks.pools import ranked_path, write_ranked
     from aspire.encoders import load_encoder
@@ -124,6 +128,19 @@ def rank_pool_set(
         opts.query_text, opts.cand_sentences)
     score_fn = get_eval_scorer(scorer, **(scorer_options or {}))
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
+    # what does not fit is refused before the model loads (it was refused after loading it and encoding every paper)
+    from aspire.encoders.contextual import check_batch_size
+
+    check_batch_size(batch_size)
+    if device:
+        try:
+            torch.device(device)
+        except RuntimeError:
+            raise ValueError(f"unknown device {device!r}; use cpu, cuda, cuda:N or mps") from None
+    single = encoding in ("abstract", "pass")  # one vector a paper: the facet does not narrow it
+    for facet in pool_set.facets:
+        if facet and (not single or query_text != "abstract") and label_to_facet is None:
+            raise ValueError(f"facet {facet!r} needs a label_to_facet mapping")
 
     t0 = time.perf_counter()
     encoder = load_encoder(model, **opts.encoder_options)
@@ -143,9 +160,6 @@ def rank_pool_set(
     codes: dict[str, str] = {}
     for facet in pool_set.facets:
         pools = {q: list(p) for q, p in pool_set.pools[facet].items()}
-        single = encoding in ("abstract", "pass")  # one vector a paper: the facet does not narrow it
-        if facet and (not single or query_text != "abstract") and label_to_facet is None:
-            raise ValueError(f"facet {facet!r} needs a label_to_facet mapping")
         code = query_code(getattr(encoder, "codes", ()), opts.facet_code, facet)
         with encoder.using_code(code) if code else contextlib.nullcontext():
             if code:  # the queries again, with their facet's code; the candidates keep the model's code
