@@ -149,12 +149,16 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     encoder's device (their re-ranking), as `aspire search --device` searches them. Returns
     `{facet: {query: [candidate, ...]}}` best first, for the pool set's own scoring
     (`aspire.benchmarks.csfcube.evaluate_csfcube_rankings`). `record`: a list each encoding appends what it read or
-    wrote to (`aspire.evaluate.encode.encode_papers`)."""
+    wrote to (`aspire.evaluate.encode.encode_papers`). A pooled paper `papers` lacks is a ValueError naming it,
+    before any encoding."""
     from aspire.encoders.codes import query_code
     from aspire.evaluate.encode import encode_papers
     from aspire.evaluate.facets import facet_queries
 
     search = pipeline_config(pipeline)  # one search config for every pool, checked before any encoding
+    missing = sorted(pool_set.paper_ids() - set(papers))
+    if missing:  # once a bare KeyError of the first one, after the settings were checked
+        raise ValueError(f"{len(missing)} pooled papers (queries or candidates) have no paper text: {missing[:10]}")
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
     record = [] if record is None else record
     batch, _ = encode_papers(encoder, ordered, "contextual", cache_dir, batch_size, record=record)
