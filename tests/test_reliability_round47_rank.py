@@ -74,3 +74,17 @@ def test_options_that_do_not_fit_are_refused_before_the_model_loads(faceted, tmp
     with pytest.raises(ValueError, match=message):
         rank_pool_set(pool_set, papers, "unused", "minl2", tmp_path / "o", "x", options, label_to_facet)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_pooled_paper_without_text_is_refused_by_name(faceted, tmp_path, monkeypatch):  # noqa: F811
+    import aspire.encoders
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(aspire.encoders, "load_encoder", no_load)
+    pool_set, papers = faceted
+    gone = sorted(pool_set.paper_ids())[0]
+    with pytest.raises(ValueError, match=rf"1 pooled papers \(queries or candidates\) have no paper text: \['{gone}'\]"):
+        rank_pool_set(pool_set, {k: v for k, v in papers.items() if k != gone}, "unused", "minl2", tmp_path / "o", "x",
+                      EvalOptions(), LABEL_TO_FACET)  # a bare KeyError once

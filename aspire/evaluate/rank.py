@@ -117,7 +117,7 @@ def rank_pool_set(
     Raises:
         ValueError, before the model loads, for options that do not fit (`EvalOptions.checked`, a batch size that is
         no whole number >= 1, a device torch cannot parse) and for a faceted set whose queries or candidates are
-        narrowed to a facet without a `label_to_facet`.
+        narrowed to a facet without a `label_to_facet`, or a pooled paper that `papers` lacks (naming it).
     """
     from aspire.benchmarks.pools import ranked_path, write_ranked
     from aspire.encoders import load_encoder
@@ -127,6 +127,9 @@ def rank_pool_set(
         opts.encoding, opts.scorer_options, opts.cache_dir, opts.batch_size, opts.device, opts.encode_options,
         opts.query_text, opts.cand_sentences)
     score_fn = get_eval_scorer(scorer, **(scorer_options or {}))
+    missing = sorted(pool_set.paper_ids() - set(papers))
+    if missing:  # once a bare KeyError of the first one
+        raise ValueError(f"{len(missing)} pooled papers (queries or candidates) have no paper text: {missing[:10]}")
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
     # what does not fit is refused before the model loads (it was refused after loading it and encoding every paper)
     from aspire.encoders.contextual import check_batch_size
