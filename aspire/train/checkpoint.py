@@ -213,7 +213,10 @@ def clean_temp(out_dir: str | Path) -> None:
 
 def prune_checkpoints(out_dir: str | Path, keep: int) -> None:
     """Keep the newest `keep` checkpoints plus the ones `latest` and `best` point at. Only folders named as
-    `checkpoint_name` names them count and are removed: another folder (`checkpoint-000120-copy`) is left alone."""
+    `checkpoint_name` names them count and are removed: another folder (`checkpoint-000120-copy`) is left alone.
+    A `keep` that is not an integer >= 0 is a ValueError before anything is removed (-1 removed as 0 does)."""
+    if type(keep) is not int or keep < 0:
+        raise ValueError(f"checkpoints to keep must be an integer >= 0, got {type(keep).__name__} {keep!r}")
     out_dir = Path(out_dir)
     protected = {rec["checkpoint"] for rec in (read_pointer(out_dir, LATEST), read_pointer(out_dir, BEST)) if rec}
     # in step order: by name alone checkpoint-1000000 came before checkpoint-999999 and was pruned as the oldest
@@ -235,12 +238,15 @@ def load_state(checkpoint_dir: str | Path) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def damaged_torch_file(message: Callable[[str], str]) -> Iterator[None]:
-    """Around reading a torch file: an OSError (missing or unreadable: it names the file) passes; anything else
-    (torch and pickle raise many kinds on a damaged file) becomes ValueError(`message(reason)`), reason being the
-    error's type and first line."""
+    """Around reading a torch file: an OSError that names a file (missing, a folder, no permission) passes; anything
+    else (torch and pickle raise many kinds on a damaged file, a truncated zip archive a bare `OSError: [Errno 22]
+    Invalid argument` naming no file) becomes ValueError(`message(reason)`), reason being the error's type and first
+    line."""
     try:
         yield
-    except OSError:
-        raise
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        raise ValueError(message(f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}")) from err
     except Exception as err:
         raise ValueError(message(f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}")) from err
