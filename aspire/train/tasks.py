@@ -28,8 +28,8 @@
   co-citation abstracts, benchmark papers removed as for `crop`).
 - `author`: weak supervision from the ACL Anthology's author lists: two papers that share at least
   `min_shared_authors` authors (names compared as the same-author benchmark keys them: NFC, lower-cased, spaces
-  collapsed), `views` partners a paper drawn seeded by its id; authors with more than `max_author_papers` papers link nothing
-  (a prolific author's papers span topics). Every other paper sharing a linking author with the anchor
+  collapsed), `views` partners a paper drawn seeded by its id; authors with more than `max_author_papers` papers (of the
+  whole source: both splits) link nothing (a prolific author's papers span topics). Every other paper sharing a linking author with the anchor
   (even fewer than `min_shared_authors`) is kept out of its negatives; one sharing only a prolific
   author is not. Benchmark papers are removed first, as for `crop`.
 - `distill`: each ACL paper paired with `views` of its `neighbours` nearest papers of the same split by
@@ -189,6 +189,14 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
     both sources are read (counted under `acl.in_cocite_dev_split`, only where some is). Two ACL records with one paper id are
     an error naming it; an ACL paper the co-citation source holds already is taken once, from that source
     (counted under `acl.in_cocite_already`)."""
+    sources, stats = _all_sources(cfg, task, valid)
+    in_split = [_cut(p, cfg.data.max_sentences) for p in sources if _in_dev(p.paper_id, task.dev_share) == (split == "dev")]
+    stats["in_split"] = len(in_split)
+    return in_split, stats
+
+
+def _all_sources(cfg: Config, task: TaskConfig, valid: tuple[str, ...]) -> tuple[list[Paper], dict]:
+    """`source_papers` of both splits, whole (before the dev share and `data.max_sentences`)."""
     unknown = sorted(set(task.sources) - set(valid))
     if unknown or not task.sources:
         raise ValueError(f"{task.name} task: unknown source(s) {unknown or task.sources}; valid: {sorted(valid)}")
@@ -227,9 +235,7 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
                 acl = [p for p in acl if p.paper_id not in dev_only]
                 stats["acl"]["in_cocite_dev_split"] = len(dev)
         sources += acl
-    in_split = [_cut(p, cfg.data.max_sentences) for p in sources if _in_dev(p.paper_id, task.dev_share) == (split == "dev")]
-    stats["in_split"] = len(in_split)
-    return in_split, stats
+    return sources, stats
 
 
 def crop_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
@@ -269,8 +275,11 @@ def title_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskDat
     return TaskData("title", examples, papers, stats)
 
 
-def author_pairs(papers: list[Paper], task: TaskConfig, index: int) -> tuple[list[Example], dict]:
-    """Pairs of `papers` sharing at least `task.min_shared_authors` authors (module docstring)."""
+def author_pairs(papers: list[Paper], task: TaskConfig, index: int,
+                 counts: dict[str, int] | None = None) -> tuple[list[Example], dict]:
+    """Pairs of `papers` sharing at least `task.min_shared_authors` authors (module docstring). `counts` is
+    `{author key: papers}` over the whole source (both splits, `author_counts`), so an author prolific in the source
+    links nothing in the small dev split either; None counts `papers`."""
     by_author: dict[str, list[int]] = {}
     authors = []
     for i, paper in enumerate(papers):
@@ -285,7 +294,8 @@ def author_pairs(papers: list[Paper], task: TaskConfig, index: int) -> tuple[lis
         authors.append(keys)
         for key in keys:
             by_author.setdefault(key, []).append(i)
-    usable = {a: ids for a, ids in by_author.items() if 2 <= len(ids) <= task.max_author_papers}
+    total = {a: len(ids) for a, ids in by_author.items()} if counts is None else counts
+    usable = {a: ids for a, ids in by_author.items() if len(ids) >= 2 and total[a] <= task.max_author_papers}
     examples, lonely = [], 0
     for i, paper in enumerate(papers):
         shared: dict[int, int] = {}
@@ -302,14 +312,27 @@ def author_pairs(papers: list[Paper], task: TaskConfig, index: int) -> tuple[lis
         for j in rng.sample(partners, min(task.views, len(partners))):
             examples.append(Example(paper.paper_id, papers[j].paper_id, members, None, None, task=index))
     stats = {"authors": len(by_author), "authors_linking": len(usable),
-             "authors_over_max": sum(len(ids) > task.max_author_papers for ids in by_author.values()),
+             "authors_over_max": sum(total[a] > task.max_author_papers for a in by_author),
              "papers_without_partner": lonely}
     return examples, stats
 
 
+def author_counts(papers: list[Paper]) -> dict[str, int]:
+    """`{author key: number of papers}` of `papers` (their `authors`, keyed by `author_key`; a name listed twice in
+    one paper counts once)."""
+    counts: dict[str, int] = {}
+    for paper in papers:
+        names = paper.extra.get("authors")
+        for key in {author_key(n) for n in (names if isinstance(names, list) else []) if isinstance(n, str) and n.strip()}:
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def author_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
-    sources, stats = source_papers(cfg, task, split, ("acl",))
-    examples, more = author_pairs(sources, task, index)
+    every, stats = _all_sources(cfg, task, ("acl",))
+    sources = [_cut(p, cfg.data.max_sentences) for p in every if _in_dev(p.paper_id, task.dev_share) == (split == "dev")]
+    stats["in_split"] = len(sources)
+    examples, more = author_pairs(sources, task, index, author_counts(every))  # prolific over both splits
     stats.update(more)
     return TaskData("author", examples, {p.paper_id: p for p in sources}, stats)
 
