@@ -80,13 +80,15 @@ def index_lock(root: str | Path) -> Iterator[Path]:
 
 def live_generation(root: Path) -> str | None:
     """The live generation's name from `root/CURRENT` (None when there is no pointer), confined to `root`;
-    IndexFormatError when CURRENT is there but is no file (a folder, a link to nothing)."""
+    IndexFormatError when CURRENT is there but is no file (a folder, a link to nothing), is a link out of `root`
+    (its name would be read from another folder's file), or names no generation inside `root`."""
     current = root / "CURRENT"
     if not current.exists() and not current.is_symlink():
         return None
     if not current.is_file():
         what = "a folder" if current.is_dir() else "a link to nothing" if not current.exists() else "not a plain file"
         raise IndexFormatError(f"{current} is {what}, not the file naming the live generation (gen-NNNNNN)")
+    confined(root, current)  # a link out: the live generation was named by a file outside the index
     name = current.read_text(encoding="utf-8", errors="replace").strip()
     if not GENERATION.match(name):
         raise IndexFormatError(f"{current} names {name[:80]!r}, not a generation of this index (gen-NNNNNN)")
