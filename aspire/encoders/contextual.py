@@ -128,9 +128,14 @@ def raise_if_not_finite(vectors: Tensor, names: Sequence[str]) -> None:
                          "; its weights may hold NaN or inf (a diverged training run) or overflow in its precision")
 
 
+def is_whole(value, minimum: int) -> bool:
+    """Whether `value` is a whole number (an int, not a bool: a float or a string of digits is none) >= `minimum`."""
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= minimum
+
+
 def check_batch_size(value, name: str = "batch_size") -> None:
     """ValueError naming `name` unless `value` is a whole number >= 1 (0 or less would stall or crash the batching)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not is_whole(value, 1):
         raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
 
 
@@ -184,9 +189,10 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if getattr(model.config, "model_type", "") in ("roberta", "mpnet", "xlm-roberta", "camembert"):
             limit -= 2  # these position ids start after the padding index
         limit = min(limit, tokenizer.model_max_length or limit)
-        if max_length is not None and max_length < 0 or max_title_tokens < 1:
-            raise ValueError(f"max_length must be >= 0 (0: the model's limit) and max_title_tokens >= 1, got "
-                             f"{max_length} and {max_title_tokens}")
+        if max_length is not None and not is_whole(max_length, 0) or not is_whole(max_title_tokens, 1):
+            raise ValueError(f"max_length must be >= 0 (0: the model's limit) and max_title_tokens >= 1, both whole "
+                             f"numbers, got {max_length!r} and {max_title_tokens!r}")
+        max_length, max_title_tokens = (None if max_length is None else int(max_length)), int(max_title_tokens)
         self.max_length = min(max_length or limit, limit)
         self._limit = limit  # the model's own: no window or text may pass it
         self._pair_specials = tokenizer.num_special_tokens_to_add(pair=True)
@@ -565,8 +571,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         names each (default `text i`)."""
         if pooling not in ("mean", "cls"):
             raise ValueError(f"pooling must be 'mean' or 'cls', got {pooling!r}")
-        if max_length is not None and max_length < 0:
-            raise ValueError(f"max_length must be >= 0 (0: the encoder's), got {max_length}")
+        if max_length is not None and not is_whole(max_length, 0):
+            raise ValueError(f"max_length must be >= 0 (0: the encoder's), a whole number, got {max_length!r}")
         if pairs is not None and len(pairs) != len(texts):
             raise ValueError(f"embed_texts: {len(pairs)} pairs for {len(texts)} texts (one second text a text)")
         check_batch_size(batch_size)
