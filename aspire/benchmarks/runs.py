@@ -97,12 +97,16 @@ def _check_tag(tag: str) -> None:
 
 def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str) -> None:
     """Write `{qid: [(docid, score), ...] best first}` as a TREC run file (atomically); a document ranked twice for a
-    query is a ValueError naming the query and the document (`read_run` refuses such a file)."""
+    query is a ValueError naming the query and the document (`read_run` refuses such a file), and so is a query that
+    ranks no document (a TREC run file has no line for it: `read_run` would give the run without that query)."""
     from aspire.io import write_text
 
     _check_tag(tag)
     lines = []
     for qid, ranked in run.items():
+        _check_column("query", qid)
+        if not ranked:
+            raise ValueError(f"query {qid} ranks no document; a TREC run file cannot hold a query without a line")
         twice = sorted({doc for doc, n in Counter(doc for doc, _ in ranked).items() if n > 1})
         if twice:  # `read_run` refuses the file (trec_eval would count the document twice)
             raise ValueError(f"query {qid} ranks {twice[:10]} more than once; a run ranks a document once a query")
@@ -146,12 +150,15 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
 def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> None:
     """Write `{qid: {docid: grade}}` as a TREC qrels file (atomically); a grade that is not a whole number >= 0 (0.5,
     NaN, a string, -1) is a ValueError naming the query and document, where `int` cut 0.5 to 0 unsaid (and
-    `read_qrels` refuses a negative one)."""
+    `read_qrels` refuses a negative one); so is a query with no judged document (a TREC qrels file has no line for
+    it: `read_qrels` would give the qrels without that query)."""
     from aspire.io import write_text
 
     lines = []
     for q, docs in qrels.items():
         _check_column("query", q)
+        if not docs:
+            raise ValueError(f"query {q} judges no document; a TREC qrels file cannot hold a query without a line")
         for d, g in docs.items():
             _check_column("document", d)
             if isinstance(g, bool) or not isinstance(g, (int, float, np.integer, np.floating)) \
