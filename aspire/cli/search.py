@@ -532,9 +532,24 @@ def check_inputs(args, overrides: list[str]) -> None:
     check_paths(query_file=args.query_file, queries=args.queries, cross_encoder=args.cross_encoder)
     if args.run_out:  # before the queries run, not at the write after them
         check_out_file(args.run_out, "--run-out", query_file=args.query_file, queries=args.queries)
+        check_not_in_folders(args.run_out, "--run-out", index=args.index, cross_encoder=args.cross_encoder)
     if args.model is not None:
         check_model(args.model)
     check_search_overrides(args.index, require_live_generation(Path(args.index)), overrides)
+
+
+def check_not_in_folders(path: str, option: str, **folders: str | None) -> None:
+    """FileExistsError naming `option` when `path` is a file already inside one of the input `folders` (named as
+    `check_paths` names them): writing it would replace one of that folder's files (`--run-out IDX/CURRENT` once
+    overwrote the index's pointer to its live generation after the search, without a word). A new file there, or a
+    missing folder, passes."""
+    if not os.path.isfile(path):
+        return
+    real = Path(os.path.realpath(path))
+    for name, folder in folders.items():
+        if folder is not None and os.path.isdir(folder) and real.is_relative_to(os.path.realpath(folder)):
+            raise FileExistsError(f"{option} {path} is a file of the --{name.replace('_', '-')} folder {folder}, "
+                                  "which writing it would replace; choose another file")
 
 
 def check_query_adapter(model: str) -> None:
