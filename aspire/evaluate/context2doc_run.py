@@ -35,7 +35,11 @@ DEEPEST = max(int(m.partition("@")[2]) for m in METRICS if "@" in m)  # 100: R@1
 
 def check_depth(bench: Context2Doc, depth: int) -> None:
     """ValueError unless `depth` documents a query reach `DEEPEST`, the deepest cutoff reported (all the candidates
-    when there are fewer): a shallower run would report R@100 at its own depth under R@100's name."""
+    when there are fewer): a shallower run would report R@100 at its own depth under R@100's name. A depth that is not a
+    whole number (12.5, "100", None) is a ValueError naming it too (a float passed here and failed only after encoding,
+    in `to_run`; a string or None was a bare TypeError)."""
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)):
+        raise ValueError(f"context2doc depth must be a whole number, got {depth!r}")
     need = min(DEEPEST, len(bench.candidates))  # a smaller candidate set is ranked whole
     if depth < need:
         deepest = next(m for m in METRICS if m.endswith(f"@{DEEPEST}"))
@@ -133,11 +137,20 @@ def fuse_dense_bm25(bench: Context2Doc, dense: np.ndarray, lexical: np.ndarray, 
 
 
 def score_and_write(bench: Context2Doc, run: Mapping, out: Path, exp: str, info: dict, n_boot: int = 2000) -> dict:
-    """Write run + qrels, compute the metrics from the run with bootstrap 95% intervals over queries."""
+    """Write run + qrels, compute the metrics from the run with bootstrap 95% intervals over queries. A judged paper
+    that is not a candidate (no run can rank it) stays in the qrels and counts as a miss in every metric; such
+    papers are counted in the results (`relevant_not_candidates`: `{"n": papers, "queries": qids}`), present only when
+    there are any, where they once lowered the metrics unsaid."""
     write_run(out / "run.trec", run, exp)
     write_qrels(out / "qrels.trec", bench.qrels)
     values = per_query(bench.qrels, run, METRICS)
     intervals = {m: UnitScores.means(v).bootstrap(n_boot) for m, v in values.items()}
+    ids = {p.paper_id for p in bench.candidates}
+    unrankable = {q: sorted(d for d, g in docs.items() if g > 0 and d not in ids) for q, docs in bench.qrels.items()}
+    unrankable = {q: docs for q, docs in unrankable.items() if docs}
+    if unrankable:
+        info = {**info, "relevant_not_candidates": {"n": sum(map(len, unrankable.values())),
+                                                    "queries": sorted(unrankable)}}
     results = {
         "benchmark": f"context2doc-{bench.split}",
         "experiment": exp,
