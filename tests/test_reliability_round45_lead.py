@@ -28,3 +28,15 @@ def test_a_device_option_that_takes_auto_names_it_among_the_choices():
     with pytest.raises(argparse.ArgumentTypeError, match=r"unknown device 'gpu'; use cpu, cuda, cuda:N or mps"):
         device_name("gpu")  # an option that does not take auto says so
     assert device_or_auto("auto") == "auto"
+
+
+def test_the_encoder_refuses_title_and_segment_flags_that_are_not_booleans(tiny_model_dir):
+    import pytest
+
+    from aspire.encoders import load_encoder
+
+    for name in ("include_title", "segment_ids"):
+        for odd in ("no", 1, None):
+            with pytest.raises(ValueError, match=f"{name} must be true or false, got {odd!r}"):
+                load_encoder(tiny_model_dir, **{name: odd})  # "no" is truthy: it turned the title on, unsaid
+    assert load_encoder(tiny_model_dir, include_title=True).include_title is True
