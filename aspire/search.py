@@ -408,11 +408,14 @@ class Searcher:
         "minl2" scans all sentence vectors (`chunk` x 64 rows at a time) and takes each paper's
         minimum; other scorers score the papers `chunk` at a time, grouped by sentence count. Returns (papers (k,) positions,
         scores (k,) similarities), best first, ties by lower position (as `search` breaks them). The query is
-        checked as `search` checks it (`check_query`).
+        checked as `search` checks it (`check_query`); a `chunk` that is no positive integer is a ValueError (a negative
+        one scanned nothing and ranked papers by -inf or by uninitialised memory).
         """
         from aspire.retrieval.lexical import best_positions
 
         checked_search_config(self.config, k=k)
+        if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+            raise ValueError(f"exhaustive: chunk must be a positive integer, got {chunk!r}")
         if len(query) != 1:
             raise ValueError(f"exhaustive takes one query paper, got a batch of {len(query)}")
         check_query(query, self.index.dim)
