@@ -137,15 +137,16 @@ def _text(record: dict, where: str) -> tuple[str, str, str]:
     if not isinstance(pid, str) or not pid.strip():
         raise ValueError(f"{where}: a record needs a string 'id'")
     content = record["content"]
-    title, abstract = content.get("title") or "", content.get("abstract") or ""
+    # only a missing field or null reads as empty text: `or ""` also turned 0, false, [] and {} into "" unseen
+    title, abstract = (content.get(k) if content.get(k) is not None else "" for k in ("title", "abstract"))
     if not isinstance(title, str) or not isinstance(abstract, str):
         raise ValueError(f"{where}: paper {pid}: title and abstract must be strings")
     return pid, title.strip(), abstract.strip()
 
 
 def load_draw(folder: Path, reviewers) -> Draw:
-    """One draw's submissions and the archives of `reviewers` (a missing or empty archive, or a submission whose key
-    is not its record's id, is an error)."""
+    """One draw's submissions and the archives of `reviewers` (a missing or empty archive, an archive naming one paper
+    id on two lines, or a submission whose key is not its record's id, is an error)."""
     subs_path = folder / "submissions.json"
     raw = read_json(subs_path, f"draw {folder.name}: submissions file")
     if not isinstance(raw, dict):
@@ -161,7 +162,7 @@ def load_draw(folder: Path, reviewers) -> Draw:
         path = folder / "archives" / f"~{reviewer}.jsonl"
         if not path.is_file():
             raise ValueError(f"draw {folder.name}: reviewer {reviewer} has no archive ({path} not found)")
-        papers = []
+        papers, seen = [], {}
         # lines end at "\n" only: str.splitlines also cuts at U+2028, U+0085 ..., which JSON strings hold unescaped
         for line, text in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
             if text.strip():
@@ -171,7 +172,12 @@ def load_draw(folder: Path, reviewers) -> Draw:
                     raise ValueError(f"{path}:{line}: the key {err.key!r} twice in one record") from None
                 except json.JSONDecodeError as err:
                     raise ValueError(f"{path}:{line}: not JSON ({err})") from None
-                papers.append(_text(record, f"{path}:{line}"))
+                paper = _text(record, f"{path}:{line}")
+                if paper[0] in seen:  # it would weigh twice in a mean or top-k aggregate of the reviewer's papers
+                    raise ValueError(f"{path}:{line}: paper {paper[0]} is in the archive twice (first on line "
+                                     f"{seen[paper[0]]})")
+                seen[paper[0]] = line
+                papers.append(paper)
         if not papers:
             raise ValueError(f"draw {folder.name}: reviewer {reviewer}'s archive {path} is empty")
         archives[reviewer] = papers
