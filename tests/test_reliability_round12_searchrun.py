@@ -160,18 +160,18 @@ def test_a_faceted_pool_set_without_a_label_map_is_refused_by_name(tmp_path, tin
         rank_pools_by_search(pool_set, papers, load_encoder(str(tiny_model_dir)), ["rerank=minl2"], None)
 
 
-def test_an_archive_listing_a_paper_twice_scores_as_the_reviewer_runner(tmp_path, tiny_model_dir):
-    """A reviewer's archive naming one paper twice (and holding a rated submission and a title-only paper): the
-    dense runner counts it twice in `mean`; the search runner failed ("the search ranked 4 of its 5 candidates", the
-    index keeping the paper once). The archive is indexed with each paper once and its score fills both columns;
-    each draw's own archives are searched (draw 2's are other papers)."""
+def test_an_archive_holding_a_rated_submission_scores_as_the_reviewer_runner(tmp_path, tiny_model_dir):
+    """A reviewer's archive holding a rated submission and a title-only paper: both runners score it alike; each
+    draw's own archives are searched (draw 2's are other papers). An archive naming one paper twice once counted it
+    twice in the dense runner's `mean` (and failed the search runner); it is now refused where the set is read
+    (round 49)."""
     from aspire.evaluate.reviewer_run import run_reviewers
 
     root = make_reviewer_set(tmp_path / "rm", draws=2)
     arch = root / "d_20_1" / "archives" / "~r1.jsonl"
     lines = arch.read_text().splitlines()
     s1 = json.loads((root / "d_20_1" / "submissions.json").read_text())["s1"]
-    extra = [lines[0], json.dumps(s1), json.dumps({"id": "t-only", "content": {"title": "neural model", "abstract": ""}})]
+    extra = [json.dumps(s1), json.dumps({"id": "t-only", "content": {"title": "neural model", "abstract": ""}})]
     arch.write_text("\n".join(lines + extra) + "\n")
     words = "result method task data neural learning".split()
     for r in ("r1", "r2", "r3"):
