@@ -398,6 +398,8 @@ class SentenceIndex:
         Args: queries (n, D). Returns (dist (n, k) L2 distances, rows (n, k) sentence rows, -1 = none).
         """
         queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if queries.ndim != 2 or queries.shape[1] != self.dim or k < 1:  # faiss's own check: bare asserts (-O skips them)
+            raise ValueError(f"search_sentences takes queries (n, {self.dim}) and k >= 1, got {queries.shape} and k={k}")
         k = min(k, self.n_sentences)
         params = None
         if self.kind == "hnsw":
