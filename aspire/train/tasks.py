@@ -339,7 +339,7 @@ def author_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskDa
 
 def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
     from aspire.data.negatives.rank import nearest_negatives
-    from aspire.train.teacher import load_teacher
+    from aspire.train.teacher import check_source, load_teacher
 
     if task.teacher_dir is None:
         raise ValueError("distill task: tasks[].teacher_dir is required (write it with python -m aspire.train.teacher)")
@@ -360,6 +360,8 @@ def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskD
     vectors = teacher.vectors[teacher.rows(ids, f"distill task ({split}), {task.teacher_dir}")]
     near = nearest_negatives(vectors, {}, ids, task.neighbours).negatives  # no partners: each paper's nearest others
     sentences = _teacher_sentences(teacher, sources, split) if teacher.sentences is not None else {}
+    # after the per-paper checks (missing ids, changed sentences), which name the papers: then the file as a whole
+    check_source(teacher.meta, task.teacher_dir, task.acl_path, task.max_papers, "distill task")
     examples = []
     for pid in ids:
         rng = random.Random(f"distill:{pid}")

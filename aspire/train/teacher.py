@@ -105,6 +105,36 @@ def load_teacher(path: str | Path) -> TeacherVectors:
     return TeacherVectors(ids, vectors, meta, sentences, texts)
 
 
+def check_source(meta: dict, path: str | Path, acl_path: str, max_papers: int, where: str) -> None:
+    """ValueError naming `teacher.json` under `path`, the field and both values, when the teacher was written from
+    another ACL file than `acl_path` (its `acl_path`; the same file, or a byte-identical copy, passes; a recorded file
+    that no longer exists here cannot be compared: a warning) or for another sample than `max_papers` (its
+    `max_papers`; a teacher of every paper, 0, covers any sample): the paper ids alone matched, so the vectors of
+    other texts under the same ids were read silently. A field `teacher.json` does not record (an older folder) is not
+    compared. The teacher model and its fingerprint are recorded for the run's stats only: no setting names them."""
+    import filecmp
+    import os
+
+    where = f"{where}: {Path(path) / META}"
+    if "max_papers" in meta and meta["max_papers"] not in (0, max_papers):
+        raise ValueError(f"{where} records max_papers {meta['max_papers']!r}, the task asks for {max_papers}: the "
+                         "teacher encoded another sample; write it again with --max-papers "
+                         f"{max_papers} (python -m aspire.train.teacher)")
+    recorded = meta.get("acl_path")
+    if recorded is None:
+        return
+    if not isinstance(recorded, str):
+        raise ValueError(f"{where} records acl_path {recorded!r}, not a path")
+    if not os.path.isfile(recorded):
+        log.warning("%s records acl_path %r, not a file here: the teacher's texts cannot be compared with %s",
+                    where, recorded, acl_path)
+        return
+    if not (os.path.samefile(recorded, acl_path) or filecmp.cmp(recorded, acl_path, shallow=False)):
+        raise ValueError(f"{where} records acl_path {recorded!r}, the task reads {acl_path!r}, another file: the "
+                         "teacher encoded other texts; write it again with --acl-path "
+                         f"{acl_path} (python -m aspire.train.teacher)")
+
+
 def _load_array(path: Path) -> np.ndarray:
     """The float array of `.npy` file `path`, as float32; ValueError naming the file when it does not read as one (a
     truncated or damaged copy failed with numpy's "cannot reshape array of size 43 into shape (12,32)" or an
