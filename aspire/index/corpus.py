@@ -97,7 +97,8 @@ class EncodedCorpus:
     def from_docbatch(cls, batch: DocBatch, titles: Sequence[str],
                       labels: Sequence[list[str] | None] = ()) -> "EncodedCorpus":
         """Flatten a DocBatch `(B, S, D)` + mask `(B, S)` into rows; sentence texts from the batch,
-        `labels` (per paper: one label a sentence, or None) cut like the texts. A narrowed mask (an aspect selection,
+        `labels` (empty, or one entry a paper: one label a sentence text of the batch, or None; ValueError naming the
+        paper otherwise) cut like the texts. A narrowed mask (an aspect selection,
         `DocBatch.select_sentences`) keeps the texts and labels of the sentences it selects (the first ones were
         kept: a paper's vectors of sentences 1 and 2 went with the texts of sentences 0 and 1)."""
         if not batch.paper_ids or not batch.sentences:
@@ -112,7 +113,14 @@ class EncodedCorpus:
         vectors = batch.emb[batch.mask].detach().float().cpu().numpy()  # (N, D), row-major = paper order
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         sentences = [[s[j] for j in pos] for s, pos in zip(batch.sentences, kept)]
-        cut = [None if lab is None else [lab[j] for j in pos if j < len(lab)] for lab, pos in zip(labels, kept)]
+        if labels and len(labels) != len(batch.paper_ids):
+            raise ValueError(f"from_docbatch: {len(labels)} label lists for {len(batch.paper_ids)} papers: give one "
+                             "a paper (None for a paper without labels)")
+        for pid, s, lab in zip(batch.paper_ids, batch.sentences, labels):
+            if lab is not None and len(lab) != len(s):  # else the labels past its sentences were dropped unsaid
+                raise ValueError(f"paper {pid}: {len(lab)} labels for the {len(s)} sentence texts the batch holds "
+                                 "for it: give one label a sentence")
+        cut = [None if lab is None else [lab[j] for j in pos] for lab, pos in zip(labels, kept)]
         whole = None if batch.whole is None else batch.whole.detach().float().cpu().numpy()
         return cls(vectors, offsets, list(batch.paper_ids), list(titles), sentences, labels=cut, whole=whole)
 
