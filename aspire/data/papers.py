@@ -14,7 +14,7 @@ Record rules (one JSON object a line):
   ending in `.gz` are read through gzip (and `write_papers` writes them so). Lines end at `\\n`; a trailing
   `\\r` is whitespace.
 - A damaged file is not a bad record but an error for the whole file (`DataError` naming it): a `.gz` file
-  that is not gzip, a gzip file whose name does not end in `.gz` (its magic bytes 1f 8b: the name decides how
+  that is not gzip (an empty one included), a gzip file whose name does not end in `.gz` (its magic bytes 1f 8b: the name decides how
   a file is read, and a mismatch is refused), a gzip stream that ends early (a truncated copy) or fails its
   check. It is raised where the damage is met, after the lines before it, so no reader takes the part read for
   the whole.
@@ -232,6 +232,9 @@ def _open_bytes(path: Path):
     UTF-8: byte 0x8b at column 2", and no paper), as a `.gz` file that is not gzip does: the name decides, as it does
     for `write_papers`, and a mismatch is refused, never guessed round."""
     if _is_gzip(path):
+        if path.is_file() and path.stat().st_size == 0:  # gzip reads an empty file as an empty stream, unsaid
+            raise DataError(f"{path}: not a gzip file, though its name ends in .gz (the file is empty: gzip writes a "
+                            "header and a trailer even for no lines, so this is a truncated or never-written copy)")
         return gzip.open(path, "rb")
     f = path.open("rb")
     try:
@@ -541,11 +544,15 @@ def read_paper_map(path: str | Path, ids: Iterable[str] | None = None, *, split_
     Args:
         ids: keep only these papers; one missing from the file raises ValueError naming it (and
             `needed_by`, e.g. "pooled": "FILE: 2 pooled papers missing: [...]"). An integer id is the
-            string of its digits, as the file's integer ids are.
+            string of its digits, as the file's integer ids are. One id given alone as a string raises
+            TypeError (iterated, "12" would ask for papers "1" and "2").
         split_strings: split a string abstract into sentences (the papers-file rule); False makes a
             string abstract a bad record (files written by a pipeline stage hold sentence lists).
     A bad record raises `BadRecordError` (a `DataError`) naming the file, the line and the paper id.
     """
+    if isinstance(ids, (str, bytes)):  # iterated, "12" would ask for papers "1" and "2"
+        raise TypeError(f"{path}: ids must be a collection of paper ids, not one {type(ids).__name__} ({ids!r}); "
+                        "pass one id in a list, [paper_id]")
     wanted = None if ids is None else {str(i) if isinstance(i, int) and not isinstance(i, bool) else i for i in ids}
     result = read_papers(path) if split_strings else read_papers(path, splitter=None)
     papers = {p.paper_id: p for p in result.papers if wanted is None or p.paper_id in wanted}
