@@ -68,7 +68,11 @@ def qrels_of(pool: Sequence[str], names: Mapping[str, frozenset[str]], min_share
 def build_pools(candidates: Sequence[str], names: Mapping[str, frozenset[str]], sizes: Mapping[str, int],
                 seed: int = 0) -> dict[str, list[str]]:
     """Disjoint pools `{name: [paper id]}` of the given sizes from `candidates` (see the module docstring); a pool
-    the candidates cannot fill is a ValueError naming it and the papers it reached (never a smaller pool)."""
+    the candidates cannot fill is a ValueError naming it and the papers it reached (never a smaller pool), and so
+    is a size below 1 (a size of 0 or -2 gave an empty pool)."""
+    small = {name: size for name, size in sizes.items() if size < 1}
+    if small:
+        raise ValueError(f"same-author pool sizes must be at least 1, got {small}")
     by_name: dict[str, list[str]] = {}
     for pid in candidates:
         for n in names[pid]:
@@ -107,7 +111,10 @@ def average_precision(relevant: np.ndarray) -> float:
 
 
 def ndcg_at(relevant: np.ndarray, k: int = 10) -> float:
-    """nDCG@k of one ranking with binary gains and the log2(rank + 1) discount."""
+    """nDCG@k of one ranking with binary gains and the log2(rank + 1) discount; ValueError when `k` is below 1
+    (k = 0 or -1 scored every ranking 0.0)."""
+    if k < 1:
+        raise ValueError(f"nDCG@k needs k >= 1, got {k}")
     discount = 1.0 / np.log2(np.arange(2, k + 2))
     ideal = discount[: min(k, int(np.sum(relevant)))].sum()
     return float((np.asarray(relevant[:k], float) * discount[: len(relevant[:k])]).sum() / ideal) if ideal else 0.0

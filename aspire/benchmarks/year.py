@@ -42,12 +42,23 @@ def _year_label(rec: dict) -> float:
     # isdecimal, not isdigit: "²" is a digit that float() does not read (a bare ValueError naming no paper)
     if isinstance(year, bool) or not (isinstance(year, int) or isinstance(year, str) and year.isdecimal()):
         raise ValueError(f"ACL paper {rec['paper_id']}: year {year!r} is not a whole number")
-    return float(year)
+    try:  # 400 digits were read as inf (a string) or an OverflowError naming no paper (an int)
+        value = float(year)
+    except OverflowError:
+        value = float("inf")
+    if not np.isfinite(value):
+        raise ValueError(f"ACL paper {rec['paper_id']}: year {year!r:.60} is too large for a number")
+    return value
 
 
 def _one_each(y: np.ndarray, pred: np.ndarray) -> None:
-    """ValueError unless there is one prediction per paper and at least one paper (over none, RMSE and τ were NaN
-    with only numpy's and scipy's warnings to show it)."""
+    """ValueError unless `y` and `pred` are (N,) with one prediction per paper and at least one paper (over none,
+    RMSE and τ were NaN with only numpy's and scipy's warnings to show it; (N, 1) predictions against (N,) years
+    were broadcast to (N, N) differences, a silently wrong RMSE)."""
+    shapes = (np.shape(y), np.shape(pred))
+    if any(len(s) != 1 for s in shapes):
+        raise ValueError(f"a year metric needs (N,) years and predictions, one per paper: got shapes {shapes[0]} "
+                         f"and {shapes[1]}")
     if len(y) != len(pred):
         raise ValueError(f"a year metric needs one prediction per paper: {len(y)} years, {len(pred)} predictions")
     if len(y) == 0:
