@@ -66,14 +66,24 @@ def range_problem(value: Any, bounds: dict) -> str | None:
     return f"must be {' and '.join(broken)}, got {value!r}" if broken else None
 
 
+def _wants_int(tp: Any) -> bool:
+    """Whether a field annotated `tp` (a type, or its text under `from __future__ import annotations`) holds an
+    integer: `int`, or `int | None` (`Optional[int]`), whose value checked against its bounds must be whole too."""
+    if isinstance(tp, str):
+        return tp.replace(" ", "") in ("int", "int|None", "None|int", "Optional[int]", "typing.Optional[int]")
+    args = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+    return int in args and all(a in (int, type(None)) for a in args)
+
+
 def check_ranges(config: Any, where: str = "") -> None:
-    """Raise ConfigError naming the first `ranged` field of `config` (one level) outside its bounds."""
+    """Raise ConfigError naming the first `ranged` field of `config` (one level) outside its bounds, or not whole
+    where it is declared `int` or `int | None`."""
     for f in dataclasses.fields(config):
         if "range" not in f.metadata:
             continue
         value = getattr(config, f.name)
         problem = range_problem(value, f.metadata["range"])
-        if problem is None and f.type in (int, "int") and value is not None and not isinstance(value, int):
+        if problem is None and _wants_int(f.type) and value is not None and not isinstance(value, int):
             problem = f"must be an integer, got {value!r}"
         if problem:
             raise ConfigError(f"{where + '.' if where else ''}{f.name}: {problem}")
