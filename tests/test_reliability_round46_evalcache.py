@@ -24,30 +24,28 @@ from aspire.evaluate.pool_stages import bm25_rankings, run_stages
 
 
 def _brute(V, partners, ids, k, skip, margin, reference):
-    """Negatives and `dropped` by a loop over pairs, in float64."""
+    """Negatives and `dropped` from the full float64 cosine matrix, one anchor (row) at a time."""
     V = V.astype(np.float64)
-    norms = np.linalg.norm(V, axis=1)
+    live = np.linalg.norm(V, axis=1) > 0
+    unit = V / np.where(live, np.linalg.norm(V, axis=1), 1.0)[:, None]
+    S = unit @ unit.T
     out, dp, dm = {}, 0, 0
     for i, a in enumerate(ids):
-        if norms[i] == 0:
+        if not live[i]:
             out[a] = []
             continue
-
-        def cos(j, i=i):
-            return float(V[i] @ V[j] / (norms[i] * norms[j]))
-
-        mine = partners.get(a, set())
-        parts = [j for j, p in enumerate(ids) if p in mine and j != i and norms[j] > 0]
-        cands = [j for j in range(len(ids)) if j != i and norms[j] > 0 and ids[j] not in mine]
-        close = set()
+        s, mine = S[i], partners.get(a, set())
+        parts = [j for j, p in enumerate(ids) if p in mine and j != i and live[j]]
+        cands = [j for j in range(len(ids)) if j != i and live[j] and ids[j] not in mine]
+        near = set()
         if margin is not None and parts:
-            ref = (min if reference == "min" else max)(cos(j) for j in parts)
-            close = {j for j in cands if cos(j) > ref - margin}
-        kept = sorted((j for j in cands if j not in close), key=lambda j: (-cos(j), j))[skip: skip + k]
+            ref = (min if reference == "min" else max)(s[j] for j in parts)
+            near = {j for j in cands if s[j] > ref - margin}
+        kept = sorted((j for j in cands if j not in near), key=lambda j: (-s[j], j))[skip: skip + k]
         out[a] = [ids[j] for j in kept]
-        floor = np.inf if k == 0 else cos(kept[-1]) if len(kept) == k else -np.inf
-        dp += sum(cos(j) > floor for j in parts)
-        dm += sum(cos(j) > floor for j in close)
+        floor = np.inf if k == 0 else s[kept[-1]] if len(kept) == k else -np.inf
+        dp += sum(s[j] > floor for j in parts)
+        dm += sum(s[j] > floor for j in near)
     return out, dp, dm
 
 

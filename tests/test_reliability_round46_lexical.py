@@ -5,8 +5,6 @@ run's results folder (no compared input), replaced that run's results with the c
 from __future__ import annotations
 
 import json
-import math
-import re
 from argparse import Namespace
 
 import numpy as np
@@ -15,34 +13,15 @@ import pytest
 from aspire.cli.evaluate_out import check_out
 from aspire.retrieval.lexical import LexicalStage
 from aspire.scoring.lexical import BM25Index
+from tests.test_reliability_round23_retrieval import _okapi
 
 TEXTS = ["graph neural networks for molecules molecules", "protein folding with neural nets",
          "BM25 ranking of documents documents documents", "the of and", "Graph kernels graph"]
 
 
 def _brute_bm25(texts, query, k1=1.25, b=0.75):
-    """The module docstring's formula, one loop per word and document; bm25s' tokens: lower-cased words of two or
-    more characters, its English stop words left out."""
-    from bm25s.stopwords import STOPWORDS_EN
-
-    stop = set(STOPWORDS_EN)
-
-    def tok(text):
-        return [w for w in re.findall(r"(?u)\b\w\w+\b", text.lower()) if w not in stop]
-
-    docs = [tok(t) for t in texts]
-    avg = sum(map(len, docs)) / len(docs)
-    out = np.zeros(len(docs))
-    for word in tok(query):  # a repeated query word counts each time
-        df = sum(word in d for d in docs)
-        if df == 0:
-            continue
-        idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
-        for i, d in enumerate(docs):
-            tf = d.count(word)
-            if tf:
-                out[i] += idf * tf / (tf + k1 * (1 - b + b * len(d) / avg))
-    return out
+    """The module docstring's formula, one loop per word and document (round 23's hand-written Okapi BM25)."""
+    return _okapi(texts, query, k1, b)
 
 
 @pytest.mark.parametrize("k1,b", [(1.25, 0.75), (0.0, 0.5), (2.0, 0.0), (1.5, 1.0)])

@@ -4,7 +4,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -12,22 +11,14 @@ import torch  # noqa: E402
 from aspire.batch import DocBatch  # noqa: E402
 from aspire.scoring import get_scorer  # noqa: E402
 from aspire.viz import pair_alignment, plot_alignment, plot_distances, plot_plan, sentence_label  # noqa: E402
+from tests.test_reliability_round39_viz import _close  # noqa: E402, F401 (closes each test's figures)
+from tests.test_reliability_round39_viz import _pair as _pair39  # noqa: E402
 
 
 def _pair(S, T, mask=None, seed=0, texts=None):
-    g = torch.Generator().manual_seed(seed)
-    qt = texts or [f"qs {i}" for i in range(S)]
-    q = DocBatch.from_list([torch.randn(S, 5, generator=g, dtype=torch.float64)], ["q"], [qt])
-    c = DocBatch.from_list([torch.randn(T, 5, generator=g, dtype=torch.float64)], ["c"], [[f"cs {j}" for j in range(T)]])
-    if mask is not None:
-        q = DocBatch(q.emb, torch.tensor([mask]), q.paper_ids, q.sentences)
-    return q, c
-
-
-@pytest.fixture(autouse=True)
-def _close():
-    yield
-    plt.close("all")
+    """Round 39's query and candidate (float64), the query's sentence texts replaced by `texts` where given."""
+    q, c = _pair39(S, T, mask=mask, seed=seed)
+    return (q if texts is None else DocBatch(q.emb, q.mask, q.paper_ids, [list(texts)])), c
 
 
 def test_single_match_is_the_brute_force_over_selected_query_sentences():

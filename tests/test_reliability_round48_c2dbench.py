@@ -44,30 +44,22 @@ def test_read_run_orders_by_rank_then_score_then_id(tmp_path):
     assert read_run(tmp_path / "run") == {"q": [("b", 0.1), ("e", 0.95), ("a", 0.9), ("c", 0.9)]}
 
 
-@pytest.mark.parametrize("text, match", [
-    ("q 0 d 1\nq 0 d 2\n", r":2: query q judges d twice \(first on line 1\)"),
-    ("q 0 d\n", ":1: expected"),
-    ("q 0 d 1\nq 0 e -1\n", ":2: query q document e has grade -1"),
-    ("q 0 d 1.0\n", ":1: expected"),
-    ("q 0 d \u0661\n", ":1: expected"),
+@pytest.mark.parametrize("reader, text, match", [
+    (read_qrels, "q 0 d 1\nq 0 d 2\n", r":2: query q judges d twice \(first on line 1\)"),
+    (read_qrels, "q 0 d\n", ":1: expected"),
+    (read_qrels, "q 0 d 1\nq 0 e -1\n", ":2: query q document e has grade -1"),
+    (read_qrels, "q 0 d 1.0\n", ":1: expected"),
+    (read_qrels, "q 0 d \u0661\n", ":1: expected"),
+    (read_run, "q Q0 d 1 1 t\nq Q0 d 2 0.5 t\n", ":2: query q ranks d twice"),
+    (read_run, "q Q0 d 1 nan t\n", ":1: ranks count from 1"),
+    (read_run, "q Q0 d 0 1 t\n", ":1: ranks count from 1"),
+    (read_run, "q Q0 d 1 1\n", ":1: expected"),
+    (read_run, "q Q0 d 1_0 1 t\n", ":1: rank and score must be numbers"),
 ])
-def test_read_qrels_refuses_naming_the_line(tmp_path, text, match):
-    (tmp_path / "qrels").write_text(text, encoding="utf-8")
+def test_reading_qrels_and_runs_refuses_naming_the_line(tmp_path, reader, text, match):
+    (tmp_path / "file").write_text(text, encoding="utf-8")
     with pytest.raises(ValueError, match=match):
-        read_qrels(tmp_path / "qrels")
-
-
-@pytest.mark.parametrize("text, match", [
-    ("q Q0 d 1 1 t\nq Q0 d 2 0.5 t\n", ":2: query q ranks d twice"),
-    ("q Q0 d 1 nan t\n", ":1: ranks count from 1"),
-    ("q Q0 d 0 1 t\n", ":1: ranks count from 1"),
-    ("q Q0 d 1 1\n", ":1: expected"),
-    ("q Q0 d 1_0 1 t\n", ":1: rank and score must be numbers"),
-])
-def test_read_run_refuses_naming_the_line(tmp_path, text, match):
-    (tmp_path / "run").write_text(text, encoding="utf-8")
-    with pytest.raises(ValueError, match=match):
-        read_run(tmp_path / "run")
+        reader(tmp_path / "file")
 
 
 def test_per_query_refuses_run_over_unjudged_queries():

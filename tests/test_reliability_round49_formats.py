@@ -9,18 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from aspire.benchmarks import same_author as sa
 from aspire.benchmarks.acl_formats import SPLIT_FILE, load_split
-from aspire.benchmarks.same_author import (
-    MAX_AUTHOR_PAPERS,
-    MIN_SHARED,
-    author_key,
-    average_precision,
-    build_pools,
-    counted_names,
-    load_same_author,
-    ndcg_at,
-    qrels_of,
-)
 from aspire.benchmarks.venue import load_venue_task, macro_f1, venue_class
 from aspire.benchmarks.year import _year_label, kendall_tau, load_year_task, rmse
 
@@ -34,7 +24,7 @@ def _real_records() -> dict:
     return {r["paper_id"]: r for r in read_records(ACL)}
 
 
-def _brute_qrels(pool, records, cap=MAX_AUTHOR_PAPERS, k=MIN_SHARED):
+def _brute_qrels(pool, records, cap=sa.MAX_AUTHOR_PAPERS, k=sa.MIN_SHARED):
     papers_of = {}
     for r in records:
         for n in {" ".join(a.lower().split()) for a in r.get("authors") or [] if a.strip()}:
@@ -63,27 +53,27 @@ def _hand_records():
 def test_hand_qrels_equal_brute_force_with_cap():
     recs = _hand_records()
     pool = [r["paper_id"] for r in recs]
-    names = counted_names(recs, max_papers=4)  # ann lee is on 4 papers (kept), yang liu on 3
+    names = sa.counted_names(recs, max_papers=4)  # ann lee is on 4 papers (kept), yang liu on 3
     assert names["a"] == {"ann lee", "bo chen", "yang liu"} and names["e"] == frozenset()
-    got = qrels_of(pool, names)
+    got = sa.qrels_of(pool, names)
     assert got == _brute_qrels(pool, recs, cap=4)
     assert set(got) == {"a", "b", "c"} and got["a"] == {"b": 1, "c": 1, "d": 0, "e": 0, "f": 0}
-    capped = counted_names(recs, max_papers=3)  # ann lee over the cap: no pair shares 2 counted names
-    assert "ann lee" not in capped["a"] and qrels_of(pool, capped) == _brute_qrels(pool, recs, cap=3) == {}
+    capped = sa.counted_names(recs, max_papers=3)  # ann lee over the cap: no pair shares 2 counted names
+    assert "ann lee" not in capped["a"] and sa.qrels_of(pool, capped) == _brute_qrels(pool, recs, cap=3) == {}
     assert all(q not in judged for q, judged in got.items())  # no paper is its own candidate
 
 
 def test_build_pools_refuses_sizes_below_one():
     names = {p: frozenset({"x", "y"}) for p in "abcd"}
     with pytest.raises(ValueError, match="'dev': 0"):
-        build_pools(list(names), names, {"dev": 0, "test": 4})
+        sa.build_pools(list(names), names, {"dev": 0, "test": 4})
     with pytest.raises(ValueError, match="at least 1"):
-        build_pools(list(names), names, {"test": -2})
+        sa.build_pools(list(names), names, {"test": -2})
 
 
 def test_ndcg_refuses_k_below_one():
     with pytest.raises(ValueError, match="k >= 1"):
-        ndcg_at(np.array([1, 0, 1]), 0)
+        sa.ndcg_at(np.array([1, 0, 1]), 0)
 
 
 def test_ap_and_ndcg_equal_brute_force():
@@ -92,14 +82,14 @@ def test_ap_and_ndcg_equal_brute_force():
         rel = (rng.random(rng.integers(1, 15)) < 0.3).astype(int)
         hits = [i for i, r in enumerate(rel) if r]
         ap = sum(sum(rel[: i + 1]) / (i + 1) for i in hits) / len(hits) if hits else 0.0
-        assert average_precision(rel) == pytest.approx(ap)
+        assert sa.average_precision(rel) == pytest.approx(ap)
         dcg = sum(r / np.log2(i + 2) for i, r in enumerate(rel[:10]))
         idcg = sum(1 / np.log2(i + 2) for i in range(min(10, int(rel.sum()))))
-        assert ndcg_at(rel, 10) == pytest.approx(dcg / idcg if idcg else 0.0)
+        assert sa.ndcg_at(rel, 10) == pytest.approx(dcg / idcg if idcg else 0.0)
 
 
 def test_author_key_nfc():
-    assert author_key("O\u0308zates\u0327") == author_key("\u00d6zate\u015f") == "özateş"
+    assert sa.author_key("O\u0308zates\u0327") == sa.author_key("\u00d6zate\u015f") == "özateş"
 
 
 def test_year_label_refuses_overflowing_years_naming_paper():
@@ -153,5 +143,5 @@ def test_real_venue_year_labels_and_same_author_qrels():
         assert years[pid] == int(records[pid]["year"]), pid
     body = load_split()
     for split in body["splits"]["same_author"]:
-        pool, qrels = load_same_author(records, split, SPLIT_FILE)
+        pool, qrels = sa.load_same_author(records, split, SPLIT_FILE)
         assert qrels == _brute_qrels(pool, records.values()), split
