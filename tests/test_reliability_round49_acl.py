@@ -27,33 +27,31 @@ def _write(path: Path, records: list[dict]) -> Path:
     return path
 
 
-def test_a_paper_id_given_twice_is_refused_naming_the_first_line(fresh):
+def test_a_paper_id_given_twice_is_refused_naming_both_lines(fresh):
     path = _write(fresh / "dup.jsonl", [
         {"paper_id": "X1", "title": "First", "abstract": "One thing here. Two things here."},
         {"paper_id": "X1", "title": "Second", "abstract": "Other text here. More text."},
-        {"paper_id": 7, "title": "Third", "abstract": "Third sentence. Fourth sentence."},
-        {"paper_id": "7", "title": "Fourth", "abstract": "Fifth sentence. Sixth sentence."},
         {"paper_id": "Y", "title": "Fifth", "abstract": "Seventh sentence. Eighth sentence."},
     ])
-    papers, stats = read_acl(path, frozenset(), 0)
-    assert [(p.paper_id, p.title) for p in papers] == [("X1", "First"), ("7", "Third"), ("Y", "Fifth")]
-    assert stats["read"] == 5 and stats["used"] == 3
-    assert sorted(stats["rejected"]) == [f"{path}:2", f"{path}:4"]
-    assert "duplicate paper_id" in stats["rejected"][f"{path}:2"] and "line 1" in stats["rejected"][f"{path}:2"]
-    assert "'7'" in stats["rejected"][f"{path}:4"] and "line 3" in stats["rejected"][f"{path}:4"]
-    # a held-out duplicate does not count as the first: the kept one is used
+    with pytest.raises(ValueError, match=r"dup\.jsonl: paper id 'X1' is used by two records \(lines 1 and 2\)"):
+        read_acl(path, frozenset(), 0)  # two papers under one id were both kept, and took turns in the split cache
     read_acl.cache_clear()
+    # a held-out copy does not count: the other one is used
     papers, stats = read_acl(path, frozenset({"first"}), 0)
-    assert [p.title for p in papers] == ["Second", "Third", "Fifth"] and stats["removed_benchmark"] == 1
+    assert [p.title for p in papers] == ["Second", "Fifth"] and stats["removed_benchmark"] == 1
 
 
-def test_a_sample_of_a_file_with_a_repeated_id_has_no_repeated_id(fresh):
+def test_a_repeated_id_is_refused_whatever_the_sample(fresh):
     records = [{"paper_id": f"P{i % 6}", "title": f"Title {i}", "abstract": f"Sentence {i} here. Another one."}
                for i in range(12)]
     path = _write(fresh / "dup.jsonl", records)
-    papers, stats = read_acl(path, frozenset(), 4)
-    ids = [p.paper_id for p in papers]
-    assert len(ids) == 4 and len(set(ids)) == 4 and len(stats["rejected"]) == 6
+    with pytest.raises(ValueError, match=r"paper id 'P0' is used by two records \(lines 1 and 7\)"):
+        read_acl(path, frozenset(), 4)  # once caught only when both copies fell in the sample
+    read_acl.cache_clear()
+    ints = _write(fresh / "ints.jsonl", [{"paper_id": 7, "title": "Third", "abstract": "A b. C d."},
+                                         {"paper_id": "7", "title": "Fourth", "abstract": "E f. G h."}])
+    with pytest.raises(ValueError, match=r"paper id '7' is used by two records"):
+        read_acl(ints, frozenset(), 0)  # 7 is the paper "7"
 
 
 @pytest.fixture(scope="module")

@@ -209,8 +209,8 @@ def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: in
     one a title match alone keeps). Split abstracts are cached on disk (`split_cache_path`), so only a corpus's first run pays for the
     splitting (about 10 ms an abstract); a cache that cannot be read or written is a warning, not an error. Each
     paper keeps the record's other fields (`authors`, `year`, ...) in `Paper.extra`. A record that is not a valid
-    paper is left out, named with its reason in `stats["rejected"]` (and logged), as is a record whose paper id
-    (as the paper gets it: `42` is "42") an earlier kept record already has ("duplicate paper_id", naming the first line): every record of the file that is not
+    paper is left out, named with its reason in `stats["rejected"]` (and logged); a paper id (as the paper gets it: `42`
+    is "42") that two valid records use is a ValueError naming both lines, whatever the sample: every record of the file that is not
     held out is checked before the sample is drawn (no splitting needed: a split has a sentence, and each sentence a
     visible character, exactly when the whole text has one), so the same bad records are named whatever `max_papers`,
     and the sample is drawn from the valid papers only (`max_papers` of them where the file holds that many).
@@ -267,14 +267,13 @@ def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
     for n, r in kept:  # checked before sampling: which bad records are named must not depend on the sample
         try:
             pid = paper_from_record(r, _WHOLE_TEXT, where=f"{path}:{n}").paper_id
-            if pid in first_line:  # two papers under one id: `iter_papers` refuses the later one the same way
-                raise ValueError(f"{path}:{n} (paper_id {pid!r}): duplicate paper_id, first seen on line "
-                                 f"{first_line[pid]}")
         except ValueError as bad:
             rejected[f"{path}:{n}"] = str(bad)
-        else:
-            first_line[pid] = n
-            valid.append((n, r))
+            continue
+        if pid in first_line:  # two papers under one id, whether or not both fall in the sample: the file is wrong
+            raise ValueError(f"{path}: paper id {pid!r} is used by two records (lines {first_line[pid]} and {n})")
+        first_line[pid] = n
+        valid.append((n, r))
     kept = valid
     if max_papers and len(kept) > max_papers:
         kept = random.Random(0).sample(kept, max_papers)

@@ -216,13 +216,10 @@ def _all_sources(cfg: Config, task: TaskConfig, valid: tuple[str, ...]) -> tuple
         sources += kept
         dev_only = set(every) - train  # the dev loss's papers: kept out of the ACL source too
     if "acl" in task.sources:
-        acl, acl_stats = read_acl(task.acl_path, exclude, task.max_papers)
-        seen: set[str] = set()
-        for paper in acl:  # a repeated id would pair a paper with itself (author, distill) or repeat its pairs
-            if paper.paper_id in seen:
-                raise ValueError(f"{task.name} task: {task.acl_path}: paper id {paper.paper_id!r} is used by two "
-                                 "records")
-            seen.add(paper.paper_id)
+        try:  # a repeated id (read_acl refuses it, whatever the sample) would pair a paper with itself
+            acl, acl_stats = read_acl(task.acl_path, exclude, task.max_papers)
+        except ValueError as err:
+            raise ValueError(f"{task.name} task: {err}") from None
         stats["acl"] = dict(acl_stats)
         known = {p.paper_id for p in sources}
         if known:  # a paper of both sources once went in twice, its crop ids (and pairs) repeated

@@ -221,9 +221,6 @@ def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | No
         raise ValueError(f"teacher vectors: {acl_path}: no paper to encode ({stats['read']} read, "
                          f"{stats['removed_benchmark']} removed as benchmark papers, "
                          f"{len(stats.get('rejected', {}))} rejected); nothing written")
-    twice = _repeated([p.paper_id for p in papers])
-    if twice is not None:
-        raise ValueError(f"teacher vectors: {acl_path}: paper id {twice!r} is used by two records")
     empty = [p.paper_id for p in papers if not p.sentences]
     if sentences and empty:
         raise ValueError(f"teacher sentences: {len(empty)} paper(s) have no abstract sentence, e.g. {empty[:3]}")
