@@ -251,6 +251,7 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000, docs
     """Paired tests of two `results.json` (folders or files) of one format, per representation and metric.
 
     ValueError naming the runs when the two do not pair: a file that is not a format's results, another format, a
+    split of other sizes (train / dev / test, or the same-author pool, where both record them), a
     representation only one holds, other test papers or queries (same-author) or (venue, year) other test labels (a
     user's label file in one run only). The same test papers listed in another order are paired by paper id.
     `docs`: `{a or b: its results.json}` where the caller has read it (`aspire.evaluate.fuse.results_doc`; the
@@ -273,6 +274,11 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000, docs
                              "and 'representations'")
     if ra["format"] != rb["format"]:
         raise ValueError(f"{a} is {ra['format']!r}, {b} is {rb['format']!r}: not one format")
+    for key in ("sizes", "pool"):  # other splits: the same test papers, other train / dev papers or pools
+        if key in ra and key in rb and ra[key] != rb[key]:
+            raise ValueError(f"{a} and {b} come from different splits (split files {ra.get('split_file')} and "
+                             f"{rb.get('split_file')}; {key} {ra[key]} and {rb[key]}): a paired comparison needs "
+                             "one split")
     fns = {"macro-F1": macro_f1, "Kendall tau": kendall_tau, "RMSE (years)": rmse}
     out = {}
     only = sorted(set(ra["representations"]) ^ set(rb["representations"]))
