@@ -174,11 +174,15 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
 
 def _cocited_partners(path: Path, papers: dict[str, Paper]) -> dict[str, set[str]]:
     """Paper -> every paper sharing with it a co-cited set that a line of the examples file `path` names in its
-    `set_ids` (all lines, whatever `max_examples` keeps); ValueError naming the line of a malformed one, or of a
+    `set_ids`, or a line's pair (all lines, whatever `max_examples` keeps: a pair whose `set_ids` do not hold it
+    still makes its papers partners); ValueError naming the line of a malformed one, or of a
     set naming a paper without an abstract in `papers` (its integer id in a batch's groups would not exist)."""
     sets = []
     for lineno, obj in iter_jsonl(path):
         require(obj, ("set_ids",), path, lineno)
+        pair = [obj.get("query_id"), obj.get("positive_id")]
+        if all(isinstance(pid, str) for pid in pair):  # a malformed id is refused, naming the line, by the reader
+            sets.append(pair)
         for sid in _string_list(obj, "set_ids", f"{path}:{lineno}"):
             missing = next((pid for pid in sid.split("|") if pid not in papers), None)
             if missing is not None:
