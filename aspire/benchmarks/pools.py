@@ -223,9 +223,15 @@ def write_trec(out: Path, pool_set: PoolSet, rankings: Mapping[str, Mapping[str,
     the scorers' values. A facet whose ranked file is not there, or does not rank every query of `rankings` in
     their order with finite scores (a warning names it then), is written with pool size - rank + 1 instead.
     `ranked_files`: `{facet: content}` of those files as the caller has read them (`read_ranked_files`), so that
-    they are not read again; every facet of `rankings` then, each the file of `exp` in `scores_from`."""
+    they are not read again; every facet of `rankings` then, each the file of `exp` in `scores_from`. A query whose
+    pool is empty (`load_pool_set` reads it; `evaluate_pool_set(skip_no_relevant=True)` skips it) has no line in
+    either file, which a TREC file cannot hold: it is left out of both, with a warning naming it."""
     from aspire.benchmarks.runs import write_qrels, write_run
 
+    empty = {query_key(q, f) for f in pool_set.facets for q, pool in pool_set.pools[f].items() if not pool}
+    if empty:  # `write_run` refuses a query without a line: once that failure, after the results were written
+        log.warning("%s: queries %s have an empty pool (no candidate, or only the query itself): left out of "
+                    "run.trec and qrels.trec", pool_set.name, sorted(empty)[:10])
     folder = Path(out if scores_from is None else scores_from)
     run = {}
     for f, ranked in rankings.items():
@@ -238,9 +244,11 @@ def write_trec(out: Path, pool_set: PoolSet, rankings: Mapping[str, Mapping[str,
             scores = _ranked_scores(path, ranked, ranked_files[f])
         for q, r in ranked.items():
             values = scores[q] if scores is not None else [float(len(r) - i) for i in range(len(r))]
-            run[query_key(q, f)] = list(zip(r, values))
+            if query_key(q, f) not in empty:
+                run[query_key(q, f)] = list(zip(r, values))
     write_run(out / "run.trec", run, exp)
-    write_qrels(out / "qrels.trec", {k: v for f in pool_set.facets for k, v in pool_set.qrels(f).items()})
+    write_qrels(out / "qrels.trec", {k: v for f in pool_set.facets for k, v in pool_set.qrels(f).items()
+                                     if k not in empty})
 
 
 _UNREAD = object()  # `_ranked_scores`: the file is to be read
