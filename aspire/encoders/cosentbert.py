@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from aspire.cliutil import check_fresh_out, check_paths, command_parser, parse_and_run, print_json
-from aspire.config import check_ranges, load_config, ranged, save_config, to_dict
+from aspire.config import ConfigError, check_ranges, load_config, ranged, save_config, to_dict
 from aspire.io import DataError, iter_jsonl, require, type_name, write_json
 
 if TYPE_CHECKING:
@@ -242,13 +242,15 @@ def train_cosentbert(examples_dir: str | Path, out_dir: str | Path, cfg: CoSentB
     """Fine-tune on the train split's context pairs; evaluate on dev before and after; save the model.
 
     `cfg` is checked first, as `load_config` checks a file's (a field outside its range is a `ConfigError` naming
-    it; an unknown `text_field` a ValueError), before the model loads."""
+    it; an unknown `text_field` a ValueError; a `symmetric` that is not a bool a `ConfigError`), before the model loads."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer
 
     check_ranges(cfg)  # a config built in Python: batch_size=1 trained on a loss of 0, epochs=0 divided by zero
     if cfg.text_field not in TEXT_FIELDS:
         raise ValueError(f"unknown text_field {cfg.text_field!r}; valid: {list(TEXT_FIELDS)}")
+    if not isinstance(cfg.symmetric, bool):  # a config built in Python: symmetric="no" is truthy, trained symmetric
+        raise ConfigError(f"symmetric: expected true/false, got {cfg.symmetric!r}")
     examples_dir, out_dir = Path(examples_dir), Path(out_dir)
     base = Path(cfg.base_model) if cfg.base_model else default_base_model()
     model = load_sentence_model(base, cfg.max_seq_length)
