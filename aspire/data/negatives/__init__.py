@@ -83,11 +83,16 @@ METHOD_OPTIONS = {
 
 
 def check_config(cfg: HardNegativesConfig) -> None:
-    """ValueError for an unknown method, k < 1, skip or seed < 0, a field outside its `ranged` bounds (`ConfigError`
+    """ValueError for an unknown method or `margin_reference`, k < 1, skip or seed < 0, a field outside its `ranged` bounds (`ConfigError`
     naming it: a NaN or infinite `margin`, a fractional `k`), or an option set away from its default that the method
     does not read."""
     if cfg.method not in METHODS:
         raise ValueError(f"unknown hard-negative method {cfg.method!r}; valid: {list(METHODS)}")
+    for name in ("k", "skip", "seed"):  # None or a string was a TypeError from `<` below
+        if isinstance(getattr(cfg, name), bool) or not isinstance(getattr(cfg, name), (int, float)):
+            raise ValueError(f"{name} must be an integer, got {getattr(cfg, name)!r}")
+    if cfg.margin_reference not in ("min", "max"):  # refused before any paper is encoded (rank's error came after)
+        raise ValueError(f"margin_reference must be 'min' or 'max', got {cfg.margin_reference!r}")
     if cfg.k < 1 or cfg.skip < 0:
         raise ValueError(f"k must be at least 1 and skip at least 0, got k={cfg.k}, skip={cfg.skip}")
     if cfg.seed < 0:  # refused before any paper is encoded (numpy's and scikit-learn's errors came after)
