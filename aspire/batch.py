@@ -165,6 +165,9 @@ class DocBatch:
         from the end). ValueError for a boolean mask or non-integer positions: `torch.as_tensor(..., dtype=long)`
         would read True / False as positions 1 / 0 and 0.7 as 0, and return other papers than the ones meant; and
         for positions out of range."""
+        if isinstance(rows, (list, tuple)) and any(isinstance(r, bool) or str(getattr(r, "dtype", "")) in ("bool", "torch.bool")
+                                                 for r in rows):  # a bool among ints: as_tensor makes it 1 / 0
+            raise ValueError(f"DocBatch.index takes integer positions, got a boolean among them: {list(rows)[:5]}")
         idx = torch.as_tensor(rows, device=self.emb.device)
         if idx.dim() != 1 or not (idx.numel() == 0 or idx.dtype in _INDEX_DTYPES):
             what = "a boolean mask" if idx.dtype == torch.bool else f"{idx.dim()}-d {idx.dtype} positions"
