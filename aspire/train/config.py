@@ -268,7 +268,8 @@ class TaskConfig:
     loss; `data_dir` holds `cocitations.jsonl`; pairs citing a CSFCube or reviewer-set paper under `benchmarks_dir`
     are left out) or `crop` (two random spans of `span_min`..`span_max`
     sentences of one abstract, `views` pairs per abstract; `sources`: `cocite` (the co-citation
-    abstracts) and/or `acl` (`acl_path`, at most `max_papers` of them, 0 = all); every benchmark paper
+    abstracts) and/or `acl` (`acl_path`, at most `max_papers` of them, 0 = all; both refused
+    without `acl`); every benchmark paper
     under `benchmarks_dir` is removed by normalised title (null turns the removal off, with a
     warning); `dev_share` of the abstracts, by hash, give the dev pairs), `title` (a title paired with
     its abstract; same `sources`) or `author` (two ACL papers sharing at least `min_shared_authors`
@@ -309,6 +310,13 @@ class TaskConfig:
     def __post_init__(self) -> None:
         _refuse_stray(self, MIX_KEYS + TASK_KEYS[self.name], f"tasks[]: a {self.name} task",
                       f"reads {', '.join(TASK_KEYS[self.name]) or 'no key'} beside {', '.join(MIX_KEYS)}")
+        if "acl_path" in TASK_KEYS[self.name] and "acl" not in self.sources:  # only the ACL source reads them
+            unread = [f"tasks[].{k}={getattr(self, k)!r}" for k in ("acl_path", "max_papers")
+                      if getattr(self, k) != _default(_field(TaskConfig, k))]
+            if unread:
+                raise ConfigError(f"{', '.join(unread)} with tasks[].sources={self.sources}: a {self.name} task reads "
+                                  "acl_path and max_papers for the acl source only; remove "
+                                  f"{'it' if len(unread) == 1 else 'them'} or add acl to sources")
 
 
 def _default(f):
@@ -354,7 +362,8 @@ class MixConfig:
 @dataclass
 class Config:
     """The whole training config (sections `model`, `loss`, `data`, `train`; `abstract` for kind
-    `abstract`; `tasks` and `mix` for a multi-task run: with no tasks, the co-cited pairs alone)."""
+    `abstract`; `tasks` and `mix` for a multi-task run: with no tasks, the co-cited pairs alone, and `mix.mode`
+    off its default is refused)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     loss: LossConfig = field(default_factory=LossConfig)
@@ -373,6 +382,10 @@ class Config:
                 raise ConfigError(f"{' and '.join(unread)} with data.use_dev=false: no dev loss is taken, so nothing "
                                   f"reads {'it' if len(unread) == 1 else 'them'}; remove {'it' if len(unread) == 1 else 'them'} "
                                   "or set data.use_dev=true")
+        if not self.tasks and isinstance(self.mix, MixConfig) and self.mix.mode != _default(_field(MixConfig, "mode")):
+            # without tasks the co-cited pairs train alone, with no mixing: the mode was accepted and never read
+            raise ConfigError(f"mix.mode={self.mix.mode} without tasks: only a multi-task run (tasks) reads the mix; "
+                              "remove it or add tasks")
         # a task's steps are read by the sequential mix alone, and its ratio by the others: never ignored silently
         mode, unread = self.mix.mode, ("ratio", 1.0) if self.mix.mode == "sequential" else ("steps", 0)
         for i, task in enumerate(self.tasks):
