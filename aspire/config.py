@@ -22,6 +22,7 @@ import collections.abc
 import dataclasses
 import json
 import math
+import numbers
 import re
 import types
 import typing
@@ -64,6 +65,12 @@ def range_problem(value: Any, bounds: dict) -> str | None:
     broken = [f"{sign} {bound}" for key, bound in bounds.items()
               for test, sign in [_BOUND_TESTS[key]] if not test(value, bound)]
     return f"must be {' and '.join(broken)}, got {value!r}" if broken else None
+
+
+def is_whole(value: Any, minimum: int) -> bool:
+    """Whether `value` is a whole number >= `minimum`: an int or a numpy integer (`numbers.Integral`), not a bool (a
+    float, a string of digits or True is none). The one test behind the commands' and modules' count checks."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
 
 
 def _wants_int(tp: Any) -> bool:

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from aspire.batch import DocBatch
-from aspire.config import apply_overrides
+from aspire.config import apply_overrides, is_whole
 from aspire.data.facets import resolve_selection, title_labelled
 from aspire.data.papers import Paper
 from aspire.index.config import (  # the argument checks every entry point (API, CLI, page, server) shares
@@ -414,7 +414,7 @@ class Searcher:
         from aspire.retrieval.lexical import best_positions
 
         checked_search_config(self.config, k=k)
-        if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        if not is_whole(chunk, 1):
             raise ValueError(f"exhaustive: chunk must be a positive integer, got {chunk!r}")
         if len(query) != 1:
             raise ValueError(f"exhaustive takes one query paper, got a batch of {len(query)}")

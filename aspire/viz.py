@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from aspire.batch import DocBatch
+from aspire.config import is_whole
 from aspire.scoring import get_scorer, l2_cost
 
 UNSELECTED_COLOR = "#9a9a9a"
@@ -160,7 +161,7 @@ def sentence_label(prefix: str, i: int, text: str, width: int = 48, lines: int =
                    facet: str | None = None) -> str:
     """`"q3 [method] first words…"` wrapped to `width` characters, at most `lines` lines (both integers >= 1)."""
     for name, value in (("width", width), ("lines", lines)):  # lines=0 raised an IndexError, lines=-1 kept all but one
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        if not is_whole(value, 1):
             raise ValueError(f"sentence_label: {name} must be an integer >= 1, got {value!r}")
     head = f"{prefix}{i}" + (f" [{facet}]" if facet else "")
     wrapped = textwrap.wrap(f"{head} {text}", width=width) or [head]

@@ -32,6 +32,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from aspire.config import is_whole
+
 BINARY_METRICS = {"map": "map", "mrr": "mrr", "bpref": "bpref", "r-precision": "r-precision"}
 AT_K_METRICS = {"p": "precision", "r": "recall", "ndcg": "ndcg"}
 DISCOUNTS = ("csfcube", "trec")
@@ -183,7 +185,7 @@ def ranx_per_query(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
 def check_metrics(metrics: Sequence[str], threshold: int = 1) -> dict[str, tuple[str, int]]:
     """`{name: (kind, k)}` of the metric names (module docstring), or ValueError naming a name that is none, or a
     threshold that is not an integer >= 1: what `evaluate_rankings` reads, checkable before any ranking exists."""
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, np.integer)) or threshold < 1:
+    if not is_whole(threshold, 1):
         raise ValueError(f"threshold must be an integer >= 1 (grade 0 means not relevant), got {threshold!r}")
     if isinstance(metrics, str):  # else each character would be read as a metric name
         raise ValueError(f"metrics must be a list of names, got the string {metrics!r}; e.g. [{metrics!r}]")

@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from aspire.benchmarks.metrics import ranx_per_query
+from aspire.config import is_whole
 
 DEFAULT_METRICS = ("MRR", "nDCG@10", "MAP")  # what a TREC run is scored on when no metric is named
 _METRIC = re.compile(r"^(map|mrr|bpref|p|r|recall|ndcg)(?:@(\d+))?(-l\d+)?$")
@@ -75,7 +76,7 @@ def run_line(qid: str, doc: str, rank: int, score: float, tag: str) -> str:
     line."""
     if not math.isfinite(score):
         raise ValueError(f"query {qid}: document {doc} has a non-finite score {score}")
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
+    if not is_whole(rank, 1):
         raise ValueError(f"query {qid}: document {doc} has rank {rank!r}; ranks are whole numbers from 1")
     _check_column("query", qid)
     _check_column("document", doc)

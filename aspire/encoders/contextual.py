@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from aspire.batch import DocBatch
+from aspire.config import is_whole
 from aspire.data.papers import Paper, abstract_text, as_papers
 from aspire.encoders import adapters
 from aspire.encoders.codes import code_id, encoding_with_code, with_code
@@ -126,11 +127,6 @@ def raise_if_not_finite(vectors: Tensor, names: Sequence[str]) -> None:
     if bad:
         raise ValueError(f"the model gave non-finite vectors for {len(bad)} item(s): {_listed([names[i] for i in bad])}"
                          "; its weights may hold NaN or inf (a diverged training run) or overflow in its precision")
-
-
-def is_whole(value, minimum: int) -> bool:
-    """Whether `value` is a whole number (an int, not a bool: a float or a string of digits is none) >= `minimum`."""
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= minimum
 
 
 def check_batch_size(value, name: str = "batch_size") -> None:

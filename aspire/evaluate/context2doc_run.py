@@ -23,6 +23,7 @@ import torch
 from aspire.benchmarks.context2doc import Context2Doc
 from aspire.benchmarks.runs import invocation, mean_scores, per_query, write_qrels, write_run
 from aspire.benchmarks.stats import UnitScores, table_row
+from aspire.config import is_whole
 from aspire.data.papers import Paper
 from aspire.evaluate.options import EvalOptions, Stages
 from aspire.io import write_json
@@ -95,7 +96,7 @@ def to_run(bench: Context2Doc, scores: np.ndarray, depth: int) -> dict[str, list
     of `bench.queries` and one column a candidate; ValueError for another shape, a NaN score (naming the query
     and candidates: a NaN has no place in an order) or a `depth` that is not a whole number >= 1 (-1 once kept all
     but the last candidate, 0 ranked nothing)."""
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+    if not is_whole(depth, 1):
         raise ValueError(f"context2doc run depth must be a whole number >= 1, got {depth!r}")
     ids = [p.paper_id for p in bench.candidates]
     scores = np.asarray(scores)

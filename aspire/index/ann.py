@@ -28,7 +28,7 @@ import faiss
 import numpy as np
 import torch
 
-from aspire.config import check_ranges
+from aspire.config import check_ranges, is_whole
 from aspire.index.config import IndexConfig
 
 KMEANS_ITERS = 10  # faiss's default for an IVF coarse quantizer
@@ -132,7 +132,7 @@ def add_vectors(index: faiss.Index, vectors: np.ndarray, batch: int = 65536) -> 
     are assigned in torch (`assign_nearest`). NonFiniteVectors (a ValueError) naming every row of `vectors` that
     holds NaN or infinity as float32, when one does (the batches before the first such row's are added), and,
     before any is added, when `vectors` is not (n, index.d) or `batch` is not a positive integer."""
-    if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1:
+    if not is_whole(batch, 1):
         # a negative batch added nothing, silently (an empty range); 0 failed in range()
         raise ValueError(f"add_vectors: batch must be a positive integer, got {batch!r}")
     _check_shape(index, vectors, "the vectors added")

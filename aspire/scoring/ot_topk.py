@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from aspire.config import is_whole
 from aspire.scoring.chunked import DEFAULT_BUDGET_BYTES, DEFAULT_CELL_BYTES
 from aspire.scoring.distance import _HALF
 from aspire.scoring.scorers import _positive, ot_weights
@@ -119,7 +120,7 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     tau, eps, tol = _positive("tau", tau), _positive("eps", eps), _positive("tol", tol)
     if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, numbers.Real) or not budget_bytes > 0:
         raise ValueError(f"budget_bytes must be a number > 0, got {budget_bytes!r}")  # as `score_chunked` says
-    if first is not None and (isinstance(first, bool) or not isinstance(first, numbers.Integral) or first < 1):
+    if first is not None and not is_whole(first, 1):
         raise ValueError(f"OT top-k's first must be an integer >= 1 or None, got {first!r}")  # 2.5 failed slicing
     if cost.dim() != 3 or q_mask.shape != cost.shape[:2] or c_mask.shape != (cost.shape[0], cost.shape[2]):
         raise ValueError(f"OT top-k needs cost (P, S, T), q_mask (P, S) and c_mask (P, T), got shapes "

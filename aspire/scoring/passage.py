@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from aspire.batch import DocBatch
+from aspire.config import is_whole
 from aspire.encoders.pooling import masked_mean
 from aspire.scoring.base import _check_inputs, _Scorer, zero_padding
 from aspire.scoring.distance import widened
@@ -50,7 +51,7 @@ def passage_vectors(emb: Tensor, mask: Tensor, window: int) -> tuple[Tensor, Ten
     selected sentences has one passage, all of them. `window` is an integer >= 1 (ValueError naming it; a fractional
     one failed in torch's gather); any window past S is read as S (one passage of each row's whole selection, as
     it is: a window near 2^63 overflowed the window ends into negative indices)."""
-    if isinstance(window, bool) or not isinstance(window, numbers.Integral) or window < 1:
+    if not is_whole(window, 1):
         raise ValueError(f"passage window must be an integer >= 1, got {window!r}")
     emb, mask = selected_first(emb, mask)
     B, S, D = emb.shape

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from aspire.batch import DocBatch
+from aspire.config import is_whole
 from aspire.encoders.pooling import masked_mean
 from aspire.scoring.base import _check_inputs, _Scorer, zero_padding
 from aspire.scoring.distance import (
@@ -314,7 +315,7 @@ def _check_temperatures(tau: float, eps: float) -> None:
 def _count(name: str, value: int) -> int:
     """An iteration count of the OT scorer: ValueError unless an integer >= 1 (a string or float failed only when
     the first pair was scored, with a TypeError naming no option, or ran a fractional iteration budget)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+    if not is_whole(value, 1):
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
 

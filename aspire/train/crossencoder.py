@@ -18,7 +18,6 @@ config) and `OUT/report.json` (pairs, seconds, loss history, dev metrics).
 from __future__ import annotations
 
 import math
-import numbers
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aspire.cliutil import check_fresh_out, command_parser, parse_and_run, print_json
-from aspire.config import load_config, ranged, save_config, to_dict
+from aspire.config import is_whole, load_config, ranged, save_config, to_dict
 from aspire.encoders.pretrained import check_model
 from aspire.io import write_json
 from aspire.paths import DATA
@@ -90,7 +89,7 @@ def sample_negatives(ranked: Mapping[str, Sequence[str]], positives: Mapping[str
     `n` that is not a whole number >= 0 or a `depth` that is not one >= 1 (-1 once left the last document out, 0
     drew nothing)."""
     for name, value, least in (("n (negatives per query)", n, 0), ("depth", depth, 1)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        if not is_whole(value, least):
             raise ValueError(f"negative sampling {name} must be a whole number >= {least}, got {value!r}")
     n, depth = int(n), int(depth)  # a numpy integer is a whole number too
     rng = random.Random(seed)

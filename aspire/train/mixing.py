@@ -25,6 +25,8 @@ from typing import Iterator, Sequence
 import torch
 from torch.utils.data import Sampler
 
+from aspire.config import is_whole
+
 CYCLE = 60  # slots of the alternating cycle
 
 
@@ -77,7 +79,7 @@ def check_sizes(sampler: str, batch_size: int, world_size: int) -> None:
     """A sampler's batch and world sizes: ValueError naming `sampler` and the size unless each is an integer >= 1
     (0 divided by zero; a negative size gave batches of other sizes silently)."""
     for what, value in (("batch_size", batch_size), ("world_size", world_size)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        if not is_whole(value, 1):
             raise ValueError(f"{sampler}: {what} must be an integer >= 1, got {value!r}")
 
 

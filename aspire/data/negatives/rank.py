@@ -21,6 +21,8 @@ from typing import Literal
 
 import numpy as np
 
+from aspire.config import is_whole
+
 
 @dataclass
 class Mined:
@@ -42,7 +44,7 @@ def as_matrix(vectors) -> np.ndarray:
 def check_k(k, name: str = "k (negatives per paper)") -> None:
     """ValueError unless `k` (negatives per paper) is a whole number >= 0 (a negative one was never reached: every
     candidate drawn, or all but the last, was kept)."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
+    if not is_whole(k, 0):
         raise ValueError(f"{name} must be a whole number >= 0, got {k!r}")
 
 
@@ -94,7 +96,7 @@ def nearest_negatives(vectors, partners: dict[str, set[str]], paper_ids: list[st
     check_k(skip, "skip (nearest survivors left out)")
     if reference not in ("min", "max"):
         raise ValueError(f"unknown margin reference {reference!r}; valid: ['max', 'min']")
-    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+    if not is_whole(chunk, 1):
         raise ValueError(f"chunk (anchors scored at a time) must be a whole number >= 1, got {chunk!r}")
     if margin is not None and margin != margin:
         raise ValueError(f"margin must be a number or None, got {margin!r}")
