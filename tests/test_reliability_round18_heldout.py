@@ -278,3 +278,11 @@ def test_a_context2doc_task_takes_its_benchmarks_dir_and_null_keeps_every_pair(s
     assert held.examples == [] and held.stats["removed_benchmark_pairs"] == 1
     kept = context2doc_task(Config(), TaskConfig(name="context2doc", benchmarks_dir=None), "train", 0)
     assert [(e.query_id, e.positive_id) for e in kept.examples] == [("ctx:q", "P07-1004")]
+
+
+def test_containment_reads_a_combining_accent_as_the_accented_letter():
+    # four CSFCube texts carry combining accents; a training copy written with the composed letters is the same text
+    decomposed = BENCH.replace("semi-supervised", "se\u0301mi-supervise\u0301d")
+    composed = BENCH.replace("semi-supervised", "s\u00e9mi-supervis\u00e9d")
+    assert containment(decomposed, composed) == 1.0
+    assert Containment([decomposed]).matches(composed) and Containment([composed]).matches(decomposed)

@@ -46,10 +46,12 @@ def test_a_null_benchmarks_folder_is_worded_once_naming_the_setting_and_how_to_s
 
 
 def _brute_grams(text: str, n: int) -> frozenset[str]:
-    """The old `ngrams`, written out: the lower-cased `\\w+` words, every window of `n` joined by a space."""
+    """The old `ngrams`, written out: the lower-cased `\\w+` words (of the NFC text, as `words` reads it since a
+    combining accent no longer cuts a word), every window of `n` joined by a space."""
     import re
+    import unicodedata
 
-    w = re.findall(r"\w+", text.lower())
+    w = re.findall(r"\w+", unicodedata.normalize("NFC", text).lower())
     return frozenset(" ".join(w[i : i + n]) for i in range(len(w) - n + 1))
 
 

@@ -27,6 +27,7 @@ import functools
 import json
 import logging
 import re
+import unicodedata
 from collections import Counter
 from pathlib import Path
 
@@ -46,8 +47,10 @@ WORD = re.compile(r"\w+")
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased `\\w+` words of `text`."""
-    return WORD.findall(text.lower())
+    """Lower-cased `\\w+` words of `text`, after Unicode NFC: a word written with a combining accent (`"e\\u0301"`,
+    which `\\w` would cut in two) is the word written with the accented letter, as `aspire.benchmarks.same_author`
+    compares names."""
+    return WORD.findall(unicodedata.normalize("NFC", text).lower())
 
 
 def ngrams(text: str, n: int = GRAM_WORDS) -> frozenset[str]:
