@@ -14,6 +14,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from aspire.config import is_bool
+
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
@@ -27,7 +29,7 @@ def _positions(chosen, name: str) -> list[int]:
         raise ValueError(f"paper {name}: a sentence selection must be a sequence of positions, got {chosen!r}")
     out = []
     for j in chosen:
-        if isinstance(j, bool) or (isinstance(j, Tensor) and j.dtype == torch.bool):
+        if is_bool(j):
             raise ValueError(f"paper {name}: sentence positions must be integers, got {j!r}")
         try:
             out.append(operator.index(j))
@@ -165,8 +167,7 @@ class DocBatch:
         from the end). ValueError for a boolean mask or non-integer positions: `torch.as_tensor(..., dtype=long)`
         would read True / False as positions 1 / 0 and 0.7 as 0, and return other papers than the ones meant; and
         for positions out of range."""
-        if isinstance(rows, (list, tuple)) and any(isinstance(r, bool) or str(getattr(r, "dtype", "")) in ("bool", "torch.bool")
-                                                 for r in rows):  # a bool among ints: as_tensor makes it 1 / 0
+        if isinstance(rows, (list, tuple)) and any(is_bool(r) for r in rows):  # a bool among ints: as_tensor makes it 1 / 0
             raise ValueError(f"DocBatch.index takes integer positions, got a boolean among them: {list(rows)[:5]}")
         idx = torch.as_tensor(rows, device=self.emb.device)
         if idx.dim() != 1 or not (idx.numel() == 0 or idx.dtype in _INDEX_DTYPES):

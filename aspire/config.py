@@ -73,6 +73,13 @@ def is_whole(value: Any, minimum: int) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
 
 
+def is_bool(value: Any) -> bool:
+    """Whether `value` is a bool, a numpy bool or a boolean array / tensor (a mask): never a position, though
+    `operator.index` and `torch.as_tensor(..., dtype=long)` read True as 1. The one test behind the position checks
+    (`aspire.batch`'s sentence selections and `DocBatch.index`, `aspire.data.facets`' selections)."""
+    return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+
+
 def _wants_int(tp: Any) -> bool:
     """Whether a field annotated `tp` (a type, or its text under `from __future__ import annotations`) holds an
     integer: `int`, or `int | None` (`Optional[int]`), whose value checked against its bounds must be whole too."""

@@ -15,6 +15,8 @@ import operator
 import re
 from collections.abc import Iterable, Sequence
 
+from aspire.config import is_bool
+
 FACETS = {
     "background": ("background_label", "objective_label", "background", "objective"),
     "method": ("method_label", "method"),
@@ -41,11 +43,6 @@ def title_labelled(labels: list[str] | None, n_sentences: int) -> list[str] | No
     return ["title", *labels] if labels is not None and n_sentences == len(labels) + 1 else labels
 
 
-def _is_bool(x) -> bool:
-    """A bool, numpy bool or boolean array / tensor (a mask): never a position, though `operator.index` reads it."""
-    return isinstance(x, bool) or str(getattr(x, "dtype", "")) in ("bool", "torch.bool")
-
-
 def _integer(x) -> int | None:
     """`x` as an int when it is one integer scalar (int, numpy integer, 0-d integer array or tensor), else None."""
     if getattr(x, "ndim", 0) != 0:
@@ -66,7 +63,7 @@ def parse_selection(spec: str | int | Sequence[int | str], paper_id: str = "") -
     elif isinstance(spec, (bytes, bytearray)):  # iterated, b"0,2" once gave positions 48, 44, 50
         raise ValueError(f"sentence selection{whose}: expected positions or facet names, got bytes {spec!r} "
                          "(decode them to a string)")
-    elif _is_bool(spec) or _integer(spec) is not None:  # one position (a bool is refused below)
+    elif is_bool(spec) or _integer(spec) is not None:  # one position (a bool is refused below)
         items = [spec]
     elif isinstance(spec, Iterable):
         items = list(spec)
@@ -75,7 +72,7 @@ def parse_selection(spec: str | int | Sequence[int | str], paper_id: str = "") -
                          f"{spec!r}")
     out: list[int | str] = []
     for item in items:
-        if _is_bool(item):
+        if is_bool(item):
             raise ValueError(f"sentence selection{whose}: expected a position or a facet name, got {item!r}")
         if not isinstance(item, str):  # a tensor(0) or 2.0 was once read as the name 'tensor(0)' or '2.0'
             position = _integer(item)
