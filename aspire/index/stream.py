@@ -385,8 +385,17 @@ def _add_shards(plans: list[ShardPlan], index: faiss.Index, gen: Path, config: I
 
 
 def read_rows(plans: list[ShardPlan], rows: np.ndarray, dim: int) -> np.ndarray:
-    """(len(rows), D) float32: the merged corpus's rows `rows` (in that order), read from the shards."""
+    """(len(rows), D) float32: the merged corpus's rows `rows` (in that order), read from the shards. `rows`
+    are integer positions 0..N-1 of the merged corpus's N rows (a negative one is not counted from the end, and a
+    boolean mask is not a selection): anything else raises IndexError naming it."""
     bounds = np.cumsum([0] + [len(p.rows) for p in plans])
+    rows = np.asarray(rows)
+    if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
+        raise IndexError(f"read_rows takes a 1-D array of integer row positions, got {rows.dtype} of shape {rows.shape}")
+    outside = rows[(rows < 0) | (rows >= bounds[-1])]
+    if len(outside):
+        raise IndexError(f"row(s) {outside[:10].tolist()} out of range for the {int(bounds[-1])} rows of the shards")
+    rows = rows.astype(np.int64, copy=False)
     shard_of = np.searchsorted(bounds, rows, side="right") - 1
     out = np.empty((len(rows), dim), dtype=np.float32)
     for s in np.unique(shard_of).tolist():

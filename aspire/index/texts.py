@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import mmap
 import operator
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,15 +30,21 @@ class SentencesOnDisk(Sequence):
     """`sentences[p]` of an index read from `papers.jsonl` on demand; `starts[p]` is the byte offset of
     paper p's line and `starts[-1]` the end of the last one. The file is memory-mapped, so an index generation
     removed by a later save stays readable for as long as this object lives. A file changed after it was read (a
-    line that is no longer the record of paper `ids[p]`, or one cut off by a truncation, which would crash the
-    process with SIGBUS when read through the map) raises IndexFormatError naming it."""
+    line that is no longer the record of paper `ids[p]`, bytes other than those read (`crcs[p]`, the CRC-32 of
+    bytes `starts[p]:starts[p+1]` when they were read: a rewrite in place of the same size is seen through the map),
+    or one cut off by a truncation, which would crash the process with SIGBUS when read through the map) raises
+    IndexFormatError naming it."""
 
-    def __init__(self, path: str | Path, starts: np.ndarray, ids: Sequence[str] | None = None) -> None:
+    def __init__(self, path: str | Path, starts: np.ndarray, ids: Sequence[str] | None = None,
+                 crcs: Sequence[int] | None = None) -> None:
         self.path = Path(path)
         self._starts = np.asarray(starts, dtype=np.int64)
         self._ids = None if ids is None else list(ids)
         if self._ids is not None and len(self._ids) != len(self._starts) - 1:
             raise ValueError(f"{self.path}: {len(self._ids)} paper ids for {len(self._starts) - 1} line offsets")
+        self._crcs = None if crcs is None else np.asarray(crcs, dtype=np.uint32)
+        if self._crcs is not None and self._crcs.shape != (len(self._starts) - 1,):
+            raise ValueError(f"{self.path}: {self._crcs.shape} line checksums for {len(self._starts) - 1} line offsets")
         with self.path.open("rb") as handle:
             size = self.path.stat().st_size
             self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
@@ -66,13 +73,16 @@ class SentencesOnDisk(Sequence):
         if end > size:  # reading past the end of a mapped file is a SIGBUS, not an exception
             raise IndexFormatError(f"{self.path}: paper position {i} ends at byte {end}, but the file now holds "
                                    f"{size} bytes (it was truncated after it was read)")
+        line = self._map[start:end]
         try:
-            record = json.loads(self._map[start:end])
+            record = json.loads(line)
             problem = record_problem(record["paper_id"], record["title"], record["sentences"], record.get("labels"))
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
             problem = f"{type(err).__name__}: {err}"
         if problem is None and self._ids is not None and record["paper_id"] != self._ids[i]:
             problem = f"paper_id {record['paper_id']!r}, not {self._ids[i]!r}"
+        if problem is None and self._crcs is not None and zlib.crc32(line) != int(self._crcs[i]):  # same id, other bytes
+            problem = f"CRC-32 {zlib.crc32(line):08x}, read {int(self._crcs[i]):08x}"
         if problem is not None:
             raise IndexFormatError(f"{self.path}: bytes {start}-{end} (paper position {i}) are no longer the record "
                                    f"read there: the file changed after it was read ({problem})")
@@ -93,11 +103,14 @@ def read_index_papers(path: str | Path, texts: str = "memory"):
     path = Path(path)
     on_disk = texts == "disk" or (texts == "auto" and path.stat().st_size > TEXTS_ON_DISK_BYTES)
     ids, titles, sentences, labels, starts, pos = [], [], [], [], [], 0
+    crcs: list[int] = []  # CRC-32 of each paper's bytes starts[p]:starts[p+1] (its line and the blank ones after it)
     first_line: dict[str, int] = {}
     with path.open("rb") as handle:
         for lineno, raw in enumerate(handle, start=1):
             start, pos = pos, pos + len(raw)
             if not raw.strip(JSON_WHITESPACE):  # bytes.strip() took a form feed for blank: the line was skipped
+                if on_disk and crcs:
+                    crcs[-1] = zlib.crc32(raw, crcs[-1])
                 continue  # here and then read as part of the paper before it by `SentencesOnDisk` (JSONDecodeError)
             try:
                 record = json.loads(raw)
@@ -116,8 +129,10 @@ def read_index_papers(path: str | Path, texts: str = "memory"):
             if not on_disk:
                 sentences.append(sents)
             starts.append(start)
+            if on_disk:
+                crcs.append(zlib.crc32(raw))
     if on_disk:
-        sentences = SentencesOnDisk(path, np.array(starts + [pos], dtype=np.int64), ids)
+        sentences = SentencesOnDisk(path, np.array(starts + [pos], dtype=np.int64), ids, crcs)
     return ids, titles, sentences, labels
 
 
