@@ -65,6 +65,8 @@ class AspireServer:
                                 timeout_keep_alive=KEEP_ALIVE, limit_concurrency=MAX_CONNECTIONS)
         self._uvicorn = uvicorn.Server(config)
         self._stopped = threading.Event()
+        self._state = threading.Lock()  # guards _started against a shutdown racing serve_forever's start
+        self._started = False  # serve_forever entered (a shutdown then waits for it to return)
 
     @property
     def service(self) -> SearchService:
@@ -77,15 +79,28 @@ class AspireServer:
         return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
 
     def serve_forever(self) -> None:
-        self._stopped.clear()
+        """Serve until `shutdown()` or SIGINT / SIGTERM; returns at once when `shutdown()` came first."""
+        with self._state:
+            if self._uvicorn.should_exit:  # shut down before it started (its socket already closed)
+                return
+            self._started = True
+            self._stopped.clear()
         try:
             self._uvicorn.run(sockets=[self.socket])
         finally:
             self._stopped.set()
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Stop `serve_forever` (running in another thread) and wait for it to return."""
-        self._uvicorn.should_exit = True
+        """Stop `serve_forever` (running in another thread) and wait up to `timeout` seconds for it to return.
+
+        On a server whose `serve_forever` never started, returns at once and closes the socket (once it waited
+        the whole `timeout` for a serve_forever that was not running); a later `serve_forever` returns at once."""
+        with self._state:
+            self._uvicorn.should_exit = True
+            started = self._started
+        if not started:
+            self.socket.close()
+            return
         self._stopped.wait(timeout)
 
     def server_close(self) -> None:
