@@ -96,7 +96,8 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     Args:
         cost: (P, S, T) sentence distances of the query (rows) to each candidate (columns).
         q_mask: (P, S), c_mask: (P, T) valid sentences (each row with at least one: ValueError naming the rows
-            without); the cost of a pair with a masked sentence is not read (it may be anything, even NaN).
+            without); the cost of a pair with a masked sentence is not read (it may be anything, even NaN), that of
+            two selected sentences must be finite (ValueError naming the candidate rows).
         k: how many nearest candidates must come out exact (k >= P: every candidate is solved).
         tau, eps: the OT scorer's weight temperature and entropic regularisation (`OTScorer`; each > 0, inf allowed,
             as there: ValueError naming it).
@@ -141,6 +142,13 @@ def ot_top_k_dist(cost: Tensor, q_mask: Tensor, c_mask: Tensor, k: int, *, tau: 
     if P == 0:  # no candidate (a shortlist of none has T = 0 too, where the minima below failed with an IndexError)
         return OTTopK(cost.new_zeros(0), torch.zeros(0, dtype=torch.long, device=cost.device), cost.new_zeros(0, S, T))
     invalid = ~(q_mask[:, :, None] & c_mask[:, None, :])  # (P, S, T)
+    # a NaN cost between real sentences made the candidate's bound NaN: it sorted last and failed `bound <= kth`, so
+    # it was never solved and silently left out of the k nearest (`OTScorer` refuses it in Sinkhorn's weight check);
+    # an infinite one made its bound NaN too (never solved either), though `OTScorer` gives it a distance
+    bad = (~torch.isfinite(cost) & ~invalid).flatten(1).any(1)  # (P,)
+    if bool(bad.any()):
+        raise ValueError(f"OT top-k needs finite costs between selected sentences: candidate rows "
+                         f"{bad.nonzero().flatten()[:5].tolist()} have a NaN or infinite cost")
     far = cost.masked_fill(invalid, torch.inf)
     minima = far.amin(-1), far.amin(-2)  # = valid_minima(cost, q_mask, c_mask)
     x, y = ot_weights(cost, q_mask, c_mask, tau, minima)  # (P, S), (P, T)
