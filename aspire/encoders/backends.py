@@ -67,6 +67,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -372,18 +373,24 @@ class OpenVinoTransformer(GroupedRows):
         super().__init__(model, backend_tag, config)
         self.queue = openvino.AsyncInferQueue(compiled, int(compiled.get_property("NUM_STREAMS")))
         self.input_names = [port.get_any_name() for port in compiled.inputs]
-        self._done: dict[int, Tensor] = {}
+        self._lock = threading.Lock()  # one run at a time: `wait_all` waits on every request of the shared queue
         self.queue.set_callback(self._keep)
 
-    def _keep(self, request, index: int) -> None:
-        self._done[index] = torch.from_numpy(request.get_output_tensor(0).data.copy())  # the request reuses its buffer
+    @staticmethod
+    def _keep(request, userdata: tuple[dict[int, Tensor], int]) -> None:
+        done, index = userdata  # this run's results (threads sharing the encoder once read each other's)
+        done[index] = torch.from_numpy(request.get_output_tensor(0).data.copy())  # the request reuses its buffer
 
     def run_groups(self, feeds: list[dict[str, Tensor]]) -> list[Tensor]:
-        self._done = {}
-        for index, feed in enumerate(feeds):
-            self.queue.start_async({name: feed[name].numpy() for name in self.input_names}, index)
-        self.queue.wait_all()
-        return [self._done.pop(index) for index in range(len(feeds))]
+        """`run_rows` of every feed, in order, side by side on the streams; one call at a time (a thread waits)."""
+        done: dict[int, Tensor] = {}
+        with self._lock:
+            try:
+                for index, feed in enumerate(feeds):
+                    self.queue.start_async({name: feed[name].numpy() for name in self.input_names}, (done, index))
+            finally:  # a failed start leaves no request running into the next call
+                self.queue.wait_all()
+        return [done.pop(index) for index in range(len(feeds))]
 
     def run_rows(self, feed: dict[str, Tensor]) -> Tensor:
         return self.run_groups([feed])[0]
