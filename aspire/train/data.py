@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
+from aspire.config import is_whole
 from aspire.data.cocite.config import REPORT
 from aspire.data.cocite.sets import cocited_partners
 from aspire.data.cocite.stages import STAGE_DIRS, stage_report
@@ -445,10 +446,12 @@ class EpochBatchSampler(Sampler[list[int]]):
 
     Global batch k holds `perm[k * B * W : (k + 1) * B * W]` (B = batch size, W = world size); rank r
     takes the r-th contiguous slice of B. The tail that does not fill a global batch is dropped, so
-    every rank sees the same number of equal-sized micro-batches. Iteration starts at micro-batch
-    `start`, which is how a resumed run continues mid-epoch. ValueError unless 0 <= `rank` < `world_size` and
-    0 <= `start` < the epoch's micro-batches (past them, the epoch would yield nothing, and a trainer resumed
-    from a checkpoint of a larger examples file would wait for its end forever).
+    every rank sees the same number of equal-sized micro-batches; `dropped` counts the examples of the epoch
+    that no rank sees (that tail, and the global batches past `limit`). `limit`, when given, keeps only the
+    epoch's first `limit` global batches. Iteration starts at micro-batch `start`, which is how a resumed run
+    continues mid-epoch. ValueError unless `n` is an integer >= 0, `limit` None or an integer >= 1,
+    0 <= `rank` < `world_size` and 0 <= `start` < the epoch's micro-batches (past them, the epoch would yield
+    nothing, and a trainer resumed from a checkpoint of a larger examples file would wait for its end forever).
     """
 
     def __init__(self, n: int, batch_size: int, seed: int, epoch: int, start: int = 0,
@@ -456,9 +459,15 @@ class EpochBatchSampler(Sampler[list[int]]):
         self.n, self.batch_size, self.seed, self.epoch = n, batch_size, seed, epoch
         self.start, self.rank, self.world_size = start, rank, world_size
         check_sizes("EpochBatchSampler", batch_size, world_size)  # before the division below
+        if not is_whole(n, 0):
+            raise ValueError(f"EpochBatchSampler: n (the number of examples) must be an integer >= 0, got {n!r}")
+        if limit is not None and not is_whole(limit, 1):  # 0 read as "no examples fill a batch", < 0 as a bad start
+            raise ValueError(f"EpochBatchSampler: limit (global batches per epoch) must be None or an integer >= 1, "
+                             f"got {limit!r}")
         self.num_batches = n // (batch_size * world_size)
         if limit is not None:
             self.num_batches = min(self.num_batches, limit)
+        self.dropped = n - self.num_batches * batch_size * world_size  # examples no rank sees this epoch
         if self.num_batches == 0:
             raise ValueError(f"{n} examples do not fill one batch of {batch_size} x {world_size} rank(s)")
         check_position(start, self.num_batches, rank, world_size,
