@@ -5,7 +5,8 @@ Every stage writes `report.json` last, naming itself (`"stage": "filter"`), so a
 it holds. A stage reads only the output of the stage before it (`NEEDS`; a folder without a report, such as
 one built by hand, is read as it is) and writes only into a new or empty folder or one it wrote before
 (`check_stage_out`); `run_all` writes only into a new or empty folder or an earlier run's, finished or not
-(`check_run_all_out`). Anything else is refused before anything is read or written, and left as it is.
+(`check_run_all_out`), where a stage folder that a killed run left without its report (`partial_stage`) is
+replaced too, with a warning on the log. Anything else is refused before anything is read or written, and left as it is.
 
 A stage whose output is empty (the filters removed every context; no example has a negative) leaves its
 files and report in place, and `nothing_left` says why no later stage can use them.
@@ -14,7 +15,9 @@ files and report in place, and `nothing_left` says why no later stage can use th
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 from pathlib import Path
 
 from aspire.data.cocite.config import REPORT
@@ -25,6 +28,14 @@ PIPELINE = ("ingest", "filter", "group", "split", "examples")  # the stages run_
 STAGE_DIRS = ("1_ingest", "2_filter", "3_group", "4_split", "5_examples")  # their folders under run_all's output
 NEEDS = {"filter": ("ingest",), "group": ("filter",), "split": ("group",), "examples": ("split",),
          "align": ("examples",), "hard-negatives": ("examples", "align")}  # stage -> the stages it reads
+STAGE_FILES = {"ingest": ("contexts.jsonl", "abstracts.jsonl"), "filter": ("contexts.jsonl", "abstracts.jsonl"),
+               "group": ("groups.jsonl", "abstracts.jsonl"),
+               "split": ("groups.train.jsonl", "groups.dev.jsonl", "abstracts.jsonl"),
+               "examples": ("examples.train.jsonl", "examples.dev.jsonl", "abstracts.jsonl", "groups.train.jsonl",
+                            "groups.dev.jsonl")}  # the files each of run_all's stages writes before its report
+_TEMP = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{12}\.tmp")  # `aspire.io.atomic_write`'s temporary name for NAME
+
+log = logging.getLogger(__name__)
 
 
 def stage_report(folder: str | Path) -> dict | None:
@@ -76,17 +87,39 @@ def check_stage_out(folder: str | Path, stage: str) -> None:
                               "a new or empty folder")
 
 
+def partial_stage(folder: str | Path, stage: str) -> bool:
+    """Whether `folder` is what `stage` (one of `PIPELINE`) leaves when it is killed before its report: a folder
+    (not a link) without a report, holding at least one file and nothing but plain files the stage writes
+    (`STAGE_FILES[stage]`) and the temporary files of those and of its report. Anything else in it (a file of
+    another name, a sub-folder, a link) makes it not one."""
+    path = Path(folder)
+    if path.is_symlink() or not path.is_dir() or os.path.lexists(path / REPORT):
+        return False
+    names = {*STAGE_FILES[stage], REPORT}
+    entries = list(path.iterdir())
+    for entry in entries:
+        temp = _TEMP.fullmatch(entry.name)
+        if entry.is_symlink() or not entry.is_file() or (entry.name if temp is None else temp["name"]) not in names:
+            return False
+    return bool(entries)
+
+
 def check_run_all_out(folder: str | Path) -> None:
     """FileExistsError unless `folder` is absent, empty or an earlier run's: it holds `PIPELINE_REPORT` (a
     finished run), ingest's output in its first stage folder, or nothing but stage folders (a run that stopped
-    early); and each stage folder in it must be that stage's output (`check_stage_out`). Nothing is removed
-    here; other files in an earlier run's folder (an align output, say) are left alone."""
+    early); and each stage folder in it must be that stage's output (`check_stage_out`) or, in an earlier run's
+    folder, the partial output of a stage killed before its report (`partial_stage`; logged as to be replaced).
+    Nothing is removed here; other files in an earlier run's folder (an align output, say) are left alone."""
     path = Path(folder)
     earlier_run = path.is_dir() and not path.is_symlink() and (
         stage_of(path / STAGE_DIRS[0]) == PIPELINE[0] or all(e.name in STAGE_DIRS for e in path.iterdir()))
     if not earlier_run:
         check_replaceable(path, PIPELINE_REPORT, "an earlier run-all's folder")
     for stage, name in zip(PIPELINE, STAGE_DIRS):
+        if path.is_dir() and not path.is_symlink() and partial_stage(path / name, stage):
+            log.warning("%s holds stage %r's files but no %s (the stage was stopped before it finished): it is "
+                        "replaced", path / name, stage, REPORT)
+            continue
         check_stage_out(path / name, stage)
 
 
