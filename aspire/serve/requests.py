@@ -102,6 +102,8 @@ class PaperQuery(BaseModel):
 class SearchBody(BaseModel):
     """`POST /api/search`: rank papers by the selected sentences of an indexed paper.
 
+    `sentences` are 0-based positions of the paper's sentences; a repeat is merged and their order does not count
+    (as `aspire search --sentences`: `aspire.index.config.check_selection`); the answer echoes them merged and sorted.
     `k`, `stages` (the first stage: dense "ann", lexical "bm25", fused "ann,bm25" or "whole"), `rerank`,
     `shortlist` (what the first stage passes to a re-ranker: refused with rerank "none") and `tau` (the OT
     temperature, for rerank "ot" alone) default to the server's search config. `cross_encoder` (true / false,
