@@ -42,7 +42,7 @@ import torch
 
 from aspire._version import __version__
 from aspire.batch import DocBatch
-from aspire.config import load_config, save_config
+from aspire.config import ConfigError, load_config, save_config
 from aspire.encoders.identity import fingerprint_version
 from aspire.index.ann import (  # noqa: F401 (resolve_kind: re-exported)
     NonFiniteVectors,
@@ -267,7 +267,6 @@ class SentenceIndex:
                                None if whole is None else (new.whole, whole), "the new papers")
             if error is not None:  # before faiss's lists change: a refusal leaves the index as it was
                 raise error
-            # IVF lists as the build assigns them (faiss's own quantizer did)
             try:  # one batch: `add_vectors` checks it for NaN and infinity before adding any of it (the one pass)
                 add_vectors(self.faiss_index, new.vectors, batch=len(new.vectors))
             except ValueError:
@@ -467,8 +466,6 @@ class SentenceIndex:
         with `verify`, else those of files up to 64 MiB)."""
         root = Path(root)
         gen = root / require_live_generation(root)
-        if not gen.is_dir():
-            raise IndexFormatError(f"{root}/CURRENT names {gen.name}, which is not there (a generation deleted by hand?)")
         if not confined(gen, gen / "manifest.json").is_file():
             raise IndexFormatError(f"{gen} is incomplete: no manifest.json")
         try:
@@ -508,7 +505,10 @@ class SentenceIndex:
                               model_fingerprint, legacy)
         if not isinstance(manifest.get("include_title", False), bool):
             raise IndexFormatError(f"{gen}/manifest.json: include_title is {manifest['include_title']!r}, not true or false")
-        config = load_config(IndexBuildConfig, gen / "config.yaml")
+        try:  # a schema error names only the key (a YAML error names the file too)
+            config = load_config(IndexBuildConfig, gen / "config.yaml")
+        except ConfigError as err:
+            raise IndexFormatError(str(err) if f"{gen}/config.yaml" in str(err) else f"{gen}/config.yaml: {err}") from None
         ids, titles, sentences, labels = read_index_papers(gen / "papers.jsonl", texts)
         bm25 = None
         if "bm25" in manifest:
