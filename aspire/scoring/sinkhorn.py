@@ -131,8 +131,11 @@ def sinkhorn(
             float16 and bfloat16 problems are solved in float32 and the results cast back: their err and converged
             are those of the float32 plan, before the cast, whose rounding moves a bfloat16 plan's marginals by
             ~1e-3, a float16 one's by ~1e-4, more than the default tol). Entries on
-            padding carry no mass and may be anything, NaN and inf included (they are read as 0); a
-            non-finite entry between two real sentences makes its problem's results NaN.
+            padding carry no mass and may be anything, NaN and +-inf included (they are read as 0). Between two
+            real points, NaN or -inf makes its problem's plan, value and err NaN (converged False, a
+            SinkhornConvergenceWarning); +inf forbids that pair: the plan is solved without it (0 there, marginals
+            met, converged as usual) but its value `<cost, plan>` is NaN (inf * 0), on every path (POT's
+            `sinkhorn2` gives NaN too).
         a: (B, N) non-negative row weights; zeros mark padding (log-weight -inf).
         b: (B, M) non-negative column weights with the same total mass as `a` per problem.
         eps: entropic regularisation (> 0); the ASPIRE paper uses lambda = 20, i.e. eps = 0.05.
