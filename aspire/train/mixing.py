@@ -87,7 +87,11 @@ def check_position(start: int, num_batches: int, rank: int, world_size: int, epo
     """A sampler's resume position and rank: ValueError unless 0 <= `rank` < `world_size` (another rank's slice, or
     the next global batch's, was read silently) and 0 <= `start` < `num_batches` (past the epoch's micro-batches a
     sampler yields nothing, and the trainer, which moves on at an epoch's end, looped). `epoch` describes the epoch
-    in the message."""
+    in the message. Each must be an integer (a float start or rank was a TypeError of `range` or of slicing; True
+    was read as 1)."""
+    for what, value in (("rank", rank), ("micro-batch to start from", start)):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):  # its range is checked below
+            raise ValueError(f"{what} must be an integer, got {value!r}")
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not one of the {world_size} rank(s)")
     if not 0 <= start < num_batches:
@@ -118,6 +122,9 @@ class MixSampler(Sampler[list[int]]):
         if not sizes:  # was min() of an empty sequence (sequential) or a ratio error naming no task
             raise ValueError("MixSampler: a multi-task run needs at least one task, got none")
         check_sizes("MixSampler", batch_size, world_size)
+        if limit is not None and not is_whole(limit, 1):  # 0 and < 0 read as a bad start, a float a TypeError
+            raise ValueError(f"MixSampler: limit (micro-batches per epoch) must be None or an integer >= 1, "
+                             f"got {limit!r}")
         if mode != "sequential" and len(stage_batches):  # would be silently ignored
             raise ValueError(f"MixSampler: stage_batches (the tasks' steps) are read by mix.mode sequential only, "
                              f"got {list(stage_batches)} with mix.mode {mode}")
