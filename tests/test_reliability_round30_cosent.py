@@ -233,7 +233,9 @@ def test_codes_are_added_once_and_start_at_their_words_mean(tiny_model_dir):
     for code, word in (("[METHOD]", "method"), ("[RESULT]", "result")):
         pieces = tokenizer(word, add_special_tokens=False)["input_ids"]
         torch.testing.assert_close(table[codes.code_id(tokenizer, code)], old[pieces].mean(0))
-        assert tokenizer.tokenize(f"a {code} b") == ["a", code, "b"]  # one token, not split
+        # one token in the vocabulary; typed inside a paper's text it is plain text (round 52: `split_code_text`)
+        assert tokenizer.convert_tokens_to_ids(code) == len(tokenizer) - 2 + ("[METHOD]", "[RESULT]").index(code)
+        assert tokenizer.tokenize(f"a {code} b") == ["a", "[", word, "]", "b"]
     assert torch.equal(table[:before], old)  # the old rows are untouched
 
 

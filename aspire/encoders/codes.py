@@ -58,10 +58,21 @@ def code_id(tokenizer, code: str) -> int:
     return idx
 
 
+def split_code_text(tokenizer) -> None:
+    """Make `tokenizer` read special-token text inside a paper's text as plain text (`split_special_tokens`): else
+    a paper whose text holds "[METHOD]" got the code's id there, so plain text switched a code on (or put a second
+    one in). Codes stay one token: `with_code` inserts their ids. Set on the object only, by `add_control_codes`
+    and by every encoder holding codes (`ContextualSentenceEncoder`): the saved tokenizer files are unchanged, so
+    plain transformers still reads a typed "[METHOD]" as the code, the way a user of an exported model asks for it."""
+    tokenizer.split_special_tokens = True
+
+
 @torch.no_grad()
 def add_control_codes(model: nn.Module, tokenizer, codes: Sequence[str]) -> list[str]:
     """Add `codes` as special tokens, resize `model`'s embeddings, and start each new code's embedding at
-    the mean embedding of its name's word pieces. Returns the codes that were new."""
+    the mean embedding of its name's word pieces. Returns the codes that were new. The tokenizer then reads a
+    code's text inside a paper as plain text (`split_code_text`)."""
+    split_code_text(tokenizer)
     new = [c for c in dict.fromkeys(codes) if tokenizer.convert_tokens_to_ids(c) in (None, tokenizer.unk_token_id)]
     if not new:
         return []

@@ -41,7 +41,7 @@ from aspire.batch import DocBatch
 from aspire.config import is_whole
 from aspire.data.papers import Paper, abstract_text, as_papers
 from aspire.encoders import adapters
-from aspire.encoders.codes import code_id, encoding_with_code, with_code
+from aspire.encoders.codes import code_id, encoding_with_code, split_code_text, with_code
 from aspire.encoders.identity import encoding_identity, versioned
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
 from aspire.encoders.pieces import budget_batches, raise_if_unseen, truncation_records, unseen_sentences
@@ -205,6 +205,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         self.codes = list(codes)
         for c in self.codes:
             code_id(tokenizer, c)  # ValueError naming a code the tokenizer lacks
+        if self.codes:
+            split_code_text(tokenizer)  # a code's text in a paper is plain text (`with_code` places the code)
         self.code = self._checked_code(code)
         self.name = name
         self.train(model.training)  # the wrapper starts in the wrapped model's mode
