@@ -21,6 +21,7 @@ the teacher's similarity of that sentence alone to each candidate's whole vector
 from __future__ import annotations
 
 import logging
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,6 @@ def check_source(meta: dict, path: str | Path, acl_path: str, max_papers: int, w
     other texts under the same ids were read silently. A field `teacher.json` does not record (an older folder) is not
     compared. The teacher model and its fingerprint are recorded for the run's stats only: no setting names them."""
     import filecmp
-    import os
 
     where = f"{where}: {Path(path) / META}"
     if "max_papers" in meta and meta["max_papers"] not in (0, max_papers):
@@ -210,7 +210,9 @@ def chosen_sentence(paper_id: str, n_sentences: int) -> int:
 def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | None, max_papers: int,
           max_length: int, batch_size: int = 32, device: str = "cpu", sentences: bool = False) -> dict:
     """Encode the sample with `teacher` and write it under `out` (with `sentences`, also each paper's chosen
-    sentence encoded alone); returns the metadata written. Two records with one paper id are an error naming it."""
+    sentence encoded alone); returns the metadata written (`acl_path` made absolute; `teacher`, the model as named,
+    and its `fingerprint` are recorded for the user: no setting of a distill run names the teacher model). Two
+    records with one paper id are an error naming it."""
     from aspire.benchmarks.heldout import excluded_papers
     from aspire.data.acl import read_acl
     from aspire.encoders import ContextualSentenceEncoder
@@ -232,8 +234,10 @@ def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | No
         texts = [(i, p.sentences[i]) for i, p in chosen]
         sent_vecs = encoder.embed_texts([t for _, t in texts], normalize=True, max_length=max_length,
                                         batch_size=batch_size, progress=True)
+    # the ACL file as an absolute path: `check_source` compares it from the distill run's working directory, where a
+    # relative one named another file (or the task's own, when both runs passed the same relative name)
     meta = {"teacher": teacher, "fingerprint": encoder.fingerprint(), "max_length": max_length, "joiner": " ",
-            "pooling": "mean", "normalize": True, "acl_path": acl_path, "benchmarks_dir": benchmarks_dir,
+            "pooling": "mean", "normalize": True, "acl_path": os.path.abspath(acl_path), "benchmarks_dir": benchmarks_dir,
             "max_papers": max_papers, "papers": len(papers), "dim": int(vectors.shape[1]),
             "sentences": "one seeded abstract sentence a paper, encoded alone" if sentences else None,
             **{k: v for k, v in stats.items() if k != "rejected"}, "rejected": len(stats.get("rejected", {}))}
