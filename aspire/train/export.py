@@ -44,6 +44,9 @@ EXAMPLES = """\
 log = logging.getLogger(__name__)
 LOW_RANK_TARGETS = ("query", "key", "value", "dense")  # every linear layer of a BERT encoder
 LOW_RANK_REPORT = "low_rank.json"
+# a linear difference this large against the base's own weights (relative Frobenius norm) is no fine-tune of it: a
+# base of the same architecture that is not the model's (another checkpoint, a random init) gives ~1.0 or more
+FOREIGN_BASE_NORM = 0.5
 
 
 def check_not_input(out: Path, *inputs: str | Path) -> None:
@@ -178,7 +181,11 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     relative norm of the difference and of what the adapter leaves out of it. `half` stores the adapter in
     float16 (half the bytes, so twice the rank fits a size); its values are rounded so before anything is
     measured, and it loads as float32 (peft upcasts). A model whose weights differ from the base in names or
-    shapes is refused, naming the weight."""
+    shapes is refused, naming the weight. A linear difference above `FOREIGN_BASE_NORM` of the base's norm (the
+    report's `relative_norms.linear.difference`: a base that is not the model's gives ~1.0 or more) is warned about;
+    so is a `base` that the model's document_model.json contradicts (its encoder, or that encoder's own recorded
+    encoder and so on, must be `base`; a recorded name that does not resolve here is not checked), and the two
+    together are refused before anything is written, naming both."""
     import warnings
 
     import torch
@@ -192,6 +199,8 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     check_not_input(out, model, resolve_model(base))  # before the SVDs (`export_adapter` checks again)
     if rank < 1:
         raise ValueError(f"rank must be at least 1, got {rank}")
+    recorded = _recorded_bases(model)
+    contradicted = bool(recorded) and resolve_model(base).resolve() not in recorded.values()
     tuned, tuned_weights = plain_weights(model)
     plain = AutoModel.from_pretrained(resolve_model(base))
     base_weights = plain.state_dict()
@@ -245,6 +254,16 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
               "relative_norms": {kind: {"difference": (d / b) ** 0.5 if b else 0.0,
                                         "left_out_of_difference": (left / d) ** 0.5 if d else 0.0}
                                  for kind, (d, b, left) in sorted(norms.items())}}
+    moved = report["relative_norms"].get("linear", {}).get("difference", 0.0)
+    said = f"{model} differs from the base {base!r} by {moved:.3g} of the base's linear weights"
+    if contradicted and moved > FOREIGN_BASE_NORM:  # its record and its weights both say another base
+        raise ValueError(f"{said} (above {FOREIGN_BASE_NORM:.2g}), and its document_model.json records it was "
+                         f"trained from {next(iter(recorded))!r}, not from {base!r}: give the base it was fine-tuned from")
+    if contradicted:  # the chain of records may stop short of the base (a start folder without its own record)
+        log.warning("%s records it was trained from %r (document_model.json), not from the base %r given; the "
+                    "difference, %.3g of the base's linear weights, is a fine-tune's", model, next(iter(recorded)), base, moved)
+    elif moved > FOREIGN_BASE_NORM:
+        log.warning("%s (above %.2g): %r is likely not the base it was fine-tuned from", said, FOREIGN_BASE_NORM, base)
     encoder = ContextualSentenceEncoder(adapted, tuned.tokenizer, name=str(model), **tuned.settings())
     meta = read_meta(model)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}-", dir=out.parent if out.parent.exists() else None) as tmp:
@@ -266,6 +285,28 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
         out, fingerprint = export_adapter(tmp, out, base)
     (out / LOW_RANK_REPORT).write_text(json.dumps(report, indent=2))
     return out, fingerprint, report
+
+
+def _recorded_bases(model: Path) -> dict[str, Path]:
+    """The encoders `model`'s document_model.json names as its start, followed through each one's own record ->
+    {name as recorded: resolved directory}; only those that resolve here ({} where none is recorded, or none of
+    them resolves: then nothing can be checked by name)."""
+    out: dict[str, Path] = {}
+    meta, seen = read_meta(model), {model.resolve()}
+    while meta is not None:
+        name = (meta.get("model") or {}).get("encoder")
+        if not isinstance(name, str):
+            break
+        try:
+            path = resolve_model(name).resolve()
+        except ValueError:
+            break
+        if path in seen:
+            break
+        seen.add(path)
+        out[name] = path
+        meta = read_meta(path)
+    return out
 
 
 def _to_half(path: Path) -> None:
