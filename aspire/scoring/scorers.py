@@ -142,12 +142,29 @@ def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps:
     `ot_weights(cost, q_mask, c_mask, tau)` when the caller has them already (in float32 for a half-precision cost).
     `out_dtype`: the half dtype of vectors whose cost the caller computed in float32 (`_work_vectors`): the outputs
     come back in it.
+
+    The cost between two selected sentences must be finite (ValueError naming the problems and a sentence pair; vectors
+    that are NaN, infinite or whose squared norms overflow the dtype give such costs): a sentence whose every cost was
+    +inf got weight 0 and was silently dropped from a finite distance, and a NaN cost raised Sinkhorn's error about
+    the weights. The cost is read whole only once something is already off (a selected sentence's weight below the
+    dtype's smallest normal, which Sinkhorn treats as padding, a non-finite distance, or Sinkhorn refusing the
+    weights): no pass over it on finite input.
     """
     lead, (S, T) = cost.shape[:-2], cost.shape[-2:]
     half = out_dtype if out_dtype in _HALF else (cost.dtype if cost.dtype in _HALF else None)
     work = cost.float() if half else cost
     x, y = weights if weights is not None else ot_weights(work, q_mask, c_mask, tau)
-    res = sinkhorn(work.reshape(-1, S, T), x.reshape(-1, S), y.reshape(-1, T), eps, **sinkhorn_kw)
+    try:
+        res = sinkhorn(work.reshape(-1, S, T), x.reshape(-1, S), y.reshape(-1, T), eps, **sinkhorn_kw)
+    except ValueError as err:  # NaN weights: from a NaN or -inf minimum, or +inf ones at tau = inf
+        _refuse_nonfinite_cost(work, q_mask, c_mask, err)
+        raise
+    # a +inf, NaN or -inf cost between two sentences of positive weight makes the value NaN (`sinkhorn`); between a
+    # sentence whose every cost is +inf and any other, its weight is 0 (padding to Sinkhorn) and the value finite
+    tiny = torch.finfo(x.dtype).tiny
+    if (not bool(torch.isfinite(res.value).all()) or bool(((x < tiny) & q_mask).any())
+            or bool(((y < tiny) & c_mask).any())):
+        _refuse_nonfinite_cost(work, q_mask, c_mask)
     out = OTMatch(
         res.value.reshape(lead), res.plan.reshape(cost.shape), x, y, cost,
         res.err.reshape(lead), res.n_iter.reshape(lead),
@@ -156,6 +173,28 @@ def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps:
         out.dist, out.plan, out.query_weights, out.cand_weights, out.err, out.cost = (
             t.to(half) for t in (out.dist, out.plan, out.query_weights, out.cand_weights, out.err, out.cost))
     return out
+
+
+def _refuse_nonfinite_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, cause: Exception | None = None) -> None:
+    """ValueError naming the problems (indices into cost's leading dims (...)) with a NaN or infinite cost between
+    two selected sentences, and the first such sentence pair; nothing if there is none. cost (..., S, T), masks
+    (..., S), (..., T)."""
+    with torch.no_grad():
+        bad_pair = ~torch.isfinite(cost) & q_mask[..., :, None] & c_mask[..., None, :]  # (..., S, T)
+        bad = bad_pair.flatten(-2).any(-1)  # (...)
+        if not bool(bad.any()):
+            return
+        where = bad.nonzero()  # (n, len(...))
+        first = tuple(where[0].tolist())
+        s, t = (int(i) for i in bad_pair[first].nonzero()[0])
+        value = float(cost[first + (s, t)])
+    names = where.flatten().tolist() if where.shape[1] == 1 else [tuple(w) for w in where.tolist()]
+    dims = "aligned rows" if where.shape[1] == 1 else "(query, candidate) pairs"
+    raise ValueError(
+        f"OT needs finite costs between selected sentences: {len(where)} problem(s) have a NaN or infinite one, among "
+        f"them {dims} {names[:5]}; {'row' if where.shape[1] == 1 else 'pair'} {names[0]} has cost {value} "
+        f"between query sentence {s} and candidate sentence {t} (non-finite vectors, or vectors too large for the "
+        f"dtype's squared norms)") from cause
 
 
 def _work_vectors(emb: Tensor, mask: Tensor) -> Tensor:
