@@ -24,6 +24,9 @@
   sentences, the SciRepEval formats' dev and test papers) is removed first, by normalised title, paper id or
   abstract text or containment (`aspire.benchmarks.heldout.excluded_papers`: an empty title hides none), and the number
   removed is reported, per rule (`removed_benchmark_by`). Abstracts of fewer than two sentences give no pair (counted).
+  A pair's two spans have different text (the second is redrawn, `crop_pairs`); an abstract with no two such spans
+  (`span_min` >= its sentences, or all its sentences alike) gives no pair, counted (`no_two_different_spans`, only
+  where some is).
 - `title`: a paper's title paired with its abstract without the title (ACL Anthology and/or the
   co-citation abstracts, benchmark papers removed as for `crop`).
 - `author`: weak supervision from the ACL Anthology's author lists: two papers that share at least
@@ -161,20 +164,44 @@ def _in_dev(pid: str, share: float) -> bool:
     return int(hashlib.sha256(pid.encode()).hexdigest(), 16) % 10_000 < share * 10_000
 
 
+CROP_REDRAWS = 16  # redraws of a pair's second span while its text is the first's, before drawing among the others
+
+
+def _span(rng: random.Random, n: int, task: TaskConfig) -> tuple[int, int]:
+    """(start, length) of a random span of `task.span_min`..`task.span_max` sentences (at most `n`)."""
+    length = rng.randint(min(task.span_min, n), min(task.span_max, n))
+    return rng.randint(0, n - length), length
+
+
 def crop_pairs(paper: Paper, task: TaskConfig, index: int) -> tuple[list[Example], list[Paper]]:
-    """`task.views` pairs of random spans of `paper` (none if it has fewer than two sentences)."""
+    """`task.views` pairs of random spans of `paper`, drawn from a generator seeded by its id. A pair's second
+    span is redrawn while its text is the first's (a pair of one text twice teaches nothing: 8% of the pairs of
+    2,000 ACL abstracts under the default spans), up to `CROP_REDRAWS` times, then drawn uniformly among the spans
+    whose text differs. None if `paper` has fewer than two sentences, or no two spans of `span_min`..`span_max`
+    sentences with different text (`span_min` >= its sentences, or all its sentences alike; `crop_task` counts
+    both)."""
     n = len(paper.sentences)
     if n < 2:
+        return [], []
+    lengths = range(min(task.span_min, n), min(task.span_max, n) + 1)
+    spans = [(start, length) for length in lengths for start in range(n - length + 1)]
+    text = {s: tuple(paper.sentences[s[0] : s[0] + s[1]]) for s in spans}
+    if len(set(text.values())) < 2:
         return [], []
     rng = random.Random(f"crop:{paper.paper_id}")
     examples, crops = [], []
     for v in range(task.views):
-        ids = []
-        for side in "ab":
-            length = rng.randint(min(task.span_min, n), min(task.span_max, n))
-            start = rng.randint(0, n - length)
-            ids.append(f"{paper.paper_id}#crop{v}{side}")
-            crops.append(Paper(ids[-1], "", list(paper.sentences[start : start + length])))
+        a = _span(rng, n, task)
+        b = _span(rng, n, task)
+        for _ in range(CROP_REDRAWS):
+            if text[b] != text[a]:
+                break
+            b = _span(rng, n, task)
+        else:
+            if text[b] == text[a]:
+                b = rng.choice([s for s in spans if text[s] != text[a]])
+        ids = [f"{paper.paper_id}#crop{v}{side}" for side in "ab"]
+        crops += [Paper(i, "", list(text[s])) for i, s in zip(ids, (a, b))]
         examples.append(Example(ids[0], ids[1], (paper.paper_id,), None, None, source=paper.paper_id, task=index))
     return examples, crops
 
@@ -239,15 +266,20 @@ def crop_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData
     if task.span_max < task.span_min:
         raise ValueError(f"crop task: span_max {task.span_max} < span_min {task.span_min}")
     sources, stats = source_papers(cfg, task, split, ("cocite", "acl"))
-    examples, papers, short = [], {}, 0
+    examples, papers, short, one_text = [], {}, 0, 0
     for paper in sources:
         pairs, crops = crop_pairs(paper, task, index)
-        short += not pairs
+        short += len(paper.sentences) < 2
+        one_text += not pairs and len(paper.sentences) >= 2
         examples += pairs
         papers.update((c.paper_id, c) for c in crops)
     stats["fewer_than_two_sentences"] = short
     if short:
         log.info("crop task (%s): %d abstract(s) with fewer than two sentences give no pair", split, short)
+    if one_text:  # counted where some is (a pair of one text twice was made of it)
+        stats["no_two_different_spans"] = one_text
+        log.info("crop task (%s): %d abstract(s) with no two spans of %d..%d sentences of different text give no "
+                 "pair", split, one_text, task.span_min, task.span_max)
     return TaskData("crop", examples, papers, stats)
 
 
