@@ -8,6 +8,7 @@ method). The two share every setting from `NEWTON`, the one place they are defin
 from __future__ import annotations
 
 import math
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -65,22 +66,31 @@ def _tail_inputs(cost, a, b, F, G, eps, work):
     return cost.to(work) / eps, a, b, F, G
 
 
+# one compiled (numba) call at a time in the process: numba's workqueue threading layer (what it runs on where TBB
+# and its OpenMP layer are not usable) aborts the whole process when two Python threads run parallel code at once,
+# as the search server's worker threads did under concurrent OT requests; and torch's thread count, set below, is
+# process-wide. Re-entrant: a compiled call may run inside another's block (the Newton tail inside Sinkhorn's).
+_COMPILED = threading.RLock()
+
+
 @contextmanager
 def torch_thread_count():
-    """Compiled (numba) code inside runs on as many threads as torch has, and torch keeps its count after."""
+    """Compiled (numba) code inside runs on as many threads as torch has, and torch keeps its count after. One
+    thread at a time runs such a block (`_COMPILED`): the compiled code uses every thread it is given already."""
     import numba
 
-    threads = torch.get_num_threads()
-    numba_threads = numba.get_num_threads()
-    try:  # numba's count follows torch's for this call only, and is set back after it
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-        yield
-    finally:
-        # numba's OpenMP pool, launched on first use, sets the calling thread's OpenMP count to
-        # NUMBA_NUM_THREADS, which is torch's count too: give torch back the count it had
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
-        numba.set_num_threads(numba_threads)
+    with _COMPILED:
+        threads = torch.get_num_threads()
+        numba_threads = numba.get_num_threads()
+        try:  # numba's count follows torch's for this call only, and is set back after it
+            numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+            yield
+        finally:
+            # numba's OpenMP pool, launched on first use, sets the calling thread's OpenMP count to
+            # NUMBA_NUM_THREADS, which is torch's count too: give torch back the count it had
+            if torch.get_num_threads() != threads:
+                torch.set_num_threads(threads)
+            numba.set_num_threads(numba_threads)
 
 
 def _newton_tail(cost, a, b, F, G, eps, tol, max_steps):
