@@ -15,6 +15,7 @@ from typing import Any
 from aspire.config import to_dict
 from aspire.data.acl import removed_benchmark_entry, take_out
 from aspire.data.cocite.config import REPORT, FilterConfig, IngestConfig
+from aspire.data.cocite.stages import begin_stage, end_stage
 from aspire.data.cocite.text import clean_citations, get_tokenizer
 from aspire.data.guards import SURROGATE, invisible_text_reason
 from aspire.data.papers import paper_id_problem
@@ -131,6 +132,7 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
     benchmark = _benchmark_cited(records, held_out_papers) if exclude_papers else {}
     removed: set[str] = set()
     seen_abstracts: dict[str, str] = {}
+    begin_stage(out_dir, "ingest")
     with AtomicJsonl(out_dir / "contexts.jsonl") as contexts, AtomicJsonl(out_dir / "abstracts.jsonl") as abstracts:
         for lineno, rec in records:
             counts["records"] += 1
@@ -173,6 +175,7 @@ def ingest_records(records_path: str | Path, out_dir: str | Path, cfg: IngestCon
     report.update(removed_benchmark_entry(cfg.exclude_benchmark_papers, held_out_papers,
                                           [benchmark[pid] for pid in removed]))
     write_json(out_dir / REPORT, report)
+    end_stage(out_dir)
     return report
 
 
@@ -282,6 +285,7 @@ def filter_contexts(in_dir: str | Path, out_dir: str | Path, cfg: FilterConfig =
     cited_papers: set[str] = set()
     context_at: dict[str, str] = {}
     n_in = 0
+    begin_stage(out_dir, "filter")
     with AtomicJsonl(out_dir / "contexts.jsonl") as out:
         for lineno, ctx in iter_jsonl(in_dir / "contexts.jsonl"):
             _check_filter_context(ctx, in_dir / "contexts.jsonl", lineno, context_at)
@@ -340,5 +344,6 @@ def filter_contexts(in_dir: str | Path, out_dir: str | Path, cfg: FilterConfig =
         "config": to_dict(cfg),
     }
     write_json(out_dir / REPORT, report)
+    end_stage(out_dir)
     return report
 

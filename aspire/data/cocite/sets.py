@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from aspire.config import to_dict
 from aspire.data.cocite.config import REPORT, SPLITS, ExamplesConfig, SplitConfig
+from aspire.data.cocite.stages import begin_stage, end_stage
 from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, type_name, unique_id, write_json
 
 
@@ -112,6 +113,7 @@ def group_contexts(in_dir: str | Path, out_dir: str | Path) -> dict:
         group["context_ids"].append(ctx["context_id"])
         group["contexts"].append(ctx["text"])
         group["contexts_clean"].append(ctx["text_clean"])
+    begin_stage(out_dir, "group")
     with AtomicJsonl(out_dir / "groups.jsonl") as out:
         for sid in sorted(groups):
             out.write(groups[sid])
@@ -125,6 +127,7 @@ def group_contexts(in_dir: str | Path, out_dir: str | Path) -> dict:
         "contexts_per_set_histogram": _histogram(len(g["context_ids"]) for g in groups.values()),
     }
     write_json(out_dir / REPORT, report)
+    end_stage(out_dir)
     return report
 
 
@@ -210,6 +213,7 @@ def split_groups(in_dir: str | Path, out_dir: str | Path, cfg: SplitConfig = Spl
 
     counts = {s: Counter(sets=0, contexts=0) for s in SPLITS}
     split_pairs: dict[str, set] = {s: set() for s in SPLITS}
+    begin_stage(out_dir, "split")
     writers = {s: AtomicJsonl(out_dir / f"groups.{s}.jsonl") for s in SPLITS}
     with writers["train"], writers["dev"]:
         for _, group in iter_jsonl(in_dir / "groups.jsonl"):
@@ -232,6 +236,7 @@ def split_groups(in_dir: str | Path, out_dir: str | Path, cfg: SplitConfig = Spl
         "config": to_dict(cfg),
     }
     write_json(out_dir / REPORT, report)
+    end_stage(out_dir)
     return report
 
 # ---- stage 5: examples --------------------------------------------------------------------------
@@ -299,6 +304,7 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
                     entry[key].extend(group[key])
         by_split[split] = pairs, split_papers
     partners = cocited_partners(sets)  # paper -> every paper of a set of either split with it
+    begin_stage(out_dir, "examples")
     for split, (pairs, split_papers) in by_split.items():
         pool = sorted(split_papers) if cfg.negatives_from == "split" else all_papers
         pool_set = frozenset(pool)
@@ -335,5 +341,6 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
     for split in SPLITS:  # the co-cited sets travel with the examples (CoSentBert trains on them)
         _copy_jsonl(in_dir / f"groups.{split}.jsonl", out_dir / f"groups.{split}.jsonl")
     write_json(out_dir / REPORT, report)
+    end_stage(out_dir)
     return report
 

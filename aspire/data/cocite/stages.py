@@ -8,6 +8,11 @@ one built by hand, is read as it is) and writes only into a new or empty folder 
 (`check_run_all_out`), where a stage folder that a killed run left without its report (`partial_stage`) is
 replaced too, with a warning on the log. Anything else is refused before anything is read or written, and left as it is.
 
+Before its first file a stage writes `STAGE_MARKER` (`.stage-started`, holding its name) and removes an earlier
+report (`begin_stage`); after its report it removes the marker (`end_stage`). A folder holding the marker and no
+report is that stage's output, stopped before it finished: the same stage may replace it (`check_stage_out`, with a
+warning), no other stage reads or replaces it, and a folder built by hand (no marker) is never replaced.
+
 A stage whose output is empty (the filters removed every context; no example has a negative) leaves its
 files and report in place, and `nothing_left` says why no later stage can use them.
 """
@@ -21,6 +26,7 @@ import re
 from pathlib import Path
 
 from aspire.data.cocite.config import REPORT
+from aspire.io import write_text
 from aspire.storage import check_replaceable
 
 PIPELINE_REPORT = "pipeline_report.json"  # run_all's report, written once every stage has finished
@@ -33,6 +39,7 @@ STAGE_FILES = {"ingest": ("contexts.jsonl", "abstracts.jsonl"), "filter": ("cont
                "split": ("groups.train.jsonl", "groups.dev.jsonl", "abstracts.jsonl"),
                "examples": ("examples.train.jsonl", "examples.dev.jsonl", "abstracts.jsonl", "groups.train.jsonl",
                             "groups.dev.jsonl")}  # the files each of run_all's stages writes before its report
+STAGE_MARKER = ".stage-started"  # a stage's name, written before its first file, removed after its report
 _TEMP = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{12}\.tmp")  # `aspire.io.atomic_write`'s temporary name for NAME
 
 log = logging.getLogger(__name__)
@@ -56,6 +63,38 @@ def stage_of(folder: str | Path) -> str | None:
     return stage if isinstance(stage, str) else ""
 
 
+def started_stage(folder: str | Path) -> str | None:
+    """The stage named by `folder/STAGE_MARKER` when `folder` holds no report (a stage stopped before it
+    finished): None when there is a report or no marker, "" when the marker is unreadable or not a file."""
+    path = Path(folder)
+    if os.path.lexists(path / REPORT) or not os.path.lexists(path / STAGE_MARKER):
+        return None
+    try:
+        return (path / STAGE_MARKER).read_text(encoding="utf-8").strip() if (path / STAGE_MARKER).is_file() else ""
+    except (OSError, ValueError):
+        return ""
+
+
+def begin_stage(folder: str | Path, stage: str) -> None:
+    """Before `stage` writes its first file into `folder`: `STAGE_MARKER` naming it, then an earlier report
+    removed (a rerun stopped half-way is never read as the earlier, finished output), and the temporary files an
+    earlier run of it left (`_TEMP`, of `STAGE_FILES[stage]` or the report) removed."""
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    write_text(path / STAGE_MARKER, stage + "\n")
+    (path / REPORT).unlink(missing_ok=True)
+    names = {*STAGE_FILES.get(stage, ()), REPORT, STAGE_MARKER}
+    for entry in path.iterdir():
+        temp = _TEMP.fullmatch(entry.name)
+        if temp is not None and temp["name"] in names and entry.is_file() and not entry.is_symlink():
+            entry.unlink()
+
+
+def end_stage(folder: str | Path) -> None:
+    """After a stage's report is written into `folder`: its `STAGE_MARKER` removed."""
+    (Path(folder) / STAGE_MARKER).unlink(missing_ok=True)
+
+
 def _described(stage: str | None) -> str:
     return f"the output of stage {stage!r}" if stage else f"a {REPORT} that names no data stage"
 
@@ -69,6 +108,10 @@ def check_stage_input(folder: str | Path, stage: str) -> None:
     if not path.is_dir():
         raise ValueError(f"{path} is not a folder; {stage} reads the output folder of stage {needs}")
     found = stage_of(path)
+    started = started_stage(path)
+    if found is None and started is not None:
+        raise ValueError(f"{path} holds the output of stage {started!r} stopped before it finished (a "
+                         f"{STAGE_MARKER} and no {REPORT}); rerun that stage into it, then {stage} reads it")
     if found is None and ((path / PIPELINE_REPORT).is_file() or stage_of(path / STAGE_DIRS[0]) == PIPELINE[0]):
         inside = [path / name for s, name in zip(PIPELINE, STAGE_DIRS) if s in NEEDS[stage]]
         raise ValueError(f"{path} is run-all's folder; {stage} reads the output of stage {needs}"
@@ -79,7 +122,21 @@ def check_stage_input(folder: str | Path, stage: str) -> None:
 
 def check_stage_out(folder: str | Path, stage: str) -> None:
     """FileExistsError unless `folder` is absent, an empty folder or an earlier output of `stage` (its report
-    names `stage`), which `stage` may replace. Nothing is removed here."""
+    names `stage`), or the output of `stage` stopped before its report (`STAGE_MARKER` naming `stage`, no report,
+    nothing in it but the stage's files and their temporary files; logged as to be replaced), which `stage` may
+    replace. A folder without report and marker (built by hand) is refused. Nothing is removed here."""
+    started = started_stage(folder)
+    if started is not None and not Path(folder).is_symlink():
+        if started != stage:
+            raise FileExistsError(f"{folder} holds the output of stage {started!r} stopped before it finished (its "
+                                  f"{STAGE_MARKER}), not of {stage!r}; it is left as it is: choose a new or empty "
+                                  "folder")
+        if stage in STAGE_FILES and not partial_stage(folder, stage):
+            raise FileExistsError(f"{folder} holds stage {stage!r}'s {STAGE_MARKER} but also files the stage does not "
+                                  "write; it is left as it is: choose a new or empty folder")
+        log.warning("%s holds stage %r's %s but no %s (the stage was stopped before it finished): it is replaced",
+                    folder, stage, STAGE_MARKER, REPORT)
+        return
     check_replaceable(folder, REPORT, f"an earlier output of stage {stage!r}")
     found = stage_of(folder)
     if found is not None and found != stage:
@@ -90,12 +147,14 @@ def check_stage_out(folder: str | Path, stage: str) -> None:
 def partial_stage(folder: str | Path, stage: str) -> bool:
     """Whether `folder` is what `stage` (one of `PIPELINE`) leaves when it is killed before its report: a folder
     (not a link) without a report, holding at least one file and nothing but plain files the stage writes
-    (`STAGE_FILES[stage]`) and the temporary files of those and of its report. Anything else in it (a file of
-    another name, a sub-folder, a link) makes it not one."""
+    (`STAGE_FILES[stage]`), its `STAGE_MARKER` (which must name `stage`) and the temporary files of those and of
+    its report. Anything else in it (a file of another name, a sub-folder, a link) makes it not one."""
     path = Path(folder)
     if path.is_symlink() or not path.is_dir() or os.path.lexists(path / REPORT):
         return False
-    names = {*STAGE_FILES[stage], REPORT}
+    if started_stage(path) not in (None, stage):
+        return False
+    names = {*STAGE_FILES[stage], REPORT, STAGE_MARKER}
     entries = list(path.iterdir())
     for entry in entries:
         temp = _TEMP.fullmatch(entry.name)
