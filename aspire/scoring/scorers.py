@@ -175,10 +175,11 @@ def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps:
     return out
 
 
-def _refuse_nonfinite_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, cause: Exception | None = None) -> None:
+def _refuse_nonfinite_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, cause: Exception | None = None,
+                          scorer: str = "OT") -> None:
     """ValueError naming the problems (indices into cost's leading dims (...)) with a NaN or infinite cost between
     two selected sentences, and the first such sentence pair; nothing if there is none. cost (..., S, T), masks
-    (..., S), (..., T)."""
+    (..., S), (..., T); `scorer` names the scorer in the message ("OT", "attention")."""
     with torch.no_grad():
         bad_pair = ~torch.isfinite(cost) & q_mask[..., :, None] & c_mask[..., None, :]  # (..., S, T)
         bad = bad_pair.flatten(-2).any(-1)  # (...)
@@ -191,7 +192,7 @@ def _refuse_nonfinite_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, cause: 
     names = where.flatten().tolist() if where.shape[1] == 1 else [tuple(w) for w in where.tolist()]
     dims = "aligned rows" if where.shape[1] == 1 else "(query, candidate) pairs"
     raise ValueError(
-        f"OT needs finite costs between selected sentences: {len(where)} problem(s) have a NaN or infinite one, among "
+        f"{scorer} needs finite costs between selected sentences: {len(where)} problem(s) have a NaN or infinite one, among "
         f"them {dims} {names[:5]}; {'row' if where.shape[1] == 1 else 'pair'} {names[0]} has cost {value} "
         f"between query sentence {s} and candidate sentence {t} (non-finite vectors, or vectors too large for the "
         f"dtype's squared norms)") from cause
@@ -283,7 +284,12 @@ def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: floa
                          out_dtype: torch.dtype | None = None) -> AttentionMatch:
     """cost (..., S, T) with masks (..., S), (..., T) -> AttentionMatch of shape (...), weighed in float32 for a
     float16 / bfloat16 cost (-cost / tau overflows float16 for small tau). `out_dtype`: the half dtype of vectors whose
-    cost the caller computed in float32 (`_work_vectors`): the outputs come back in it."""
+    cost the caller computed in float32 (`_work_vectors`): the outputs come back in it.
+
+    The cost between two selected sentences must be finite (ValueError naming the problems and a sentence pair, as
+    `_ot_from_cost` has it; vectors that are NaN, infinite or whose squared norms overflow the dtype give such costs):
+    such a cost made the problem's distance NaN, returned silently. The cost is read whole only once a distance is
+    non-finite: no pass over it on finite input."""
     half = out_dtype if out_dtype in _HALF else (cost.dtype if cost.dtype in _HALF else None)
     if half:
         match = _attention_from_cost(cost.float(), q_mask, c_mask, tau)
@@ -291,7 +297,11 @@ def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: floa
     valid = q_mask[..., :, None] & c_mask[..., None, :]  # (..., S, T)
     logits = (-cost / tau).masked_fill(~valid, -torch.inf)
     att = torch.softmax(logits.flatten(-2), dim=-1).reshape(cost.shape)  # (..., S, T)
-    return AttentionMatch((att * cost).sum((-2, -1)), att)
+    dist = (att * cost).sum((-2, -1))  # (...)
+    # a NaN or +-inf cost between selected sentences makes the distance NaN (0 * inf, or a NaN softmax)
+    if not bool(torch.isfinite(dist).all()):
+        _refuse_nonfinite_cost(cost, q_mask, c_mask, scorer="attention")
+    return AttentionMatch(dist, att)
 
 
 def attention_match(q_emb: Tensor, q_mask: Tensor, c_emb: Tensor, c_mask: Tensor, *, tau: float = 1.0) -> AttentionMatch:
