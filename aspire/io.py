@@ -173,14 +173,17 @@ def _str_keys_only(obj: Any) -> bool:
 
 
 # ---- reading ------------------------------------------------------------------------------------
-def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None = None) -> Iterator[tuple[int, dict]]:
+def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None = None, *,
+               finite: bool = False) -> Iterator[tuple[int, dict]]:
     """Yield `(line_number, object)` for each non-blank line of a JSONL file, streaming.
 
     A line that is not UTF-8 or not a JSON object, or holds an object with a key twice (naming the key: JSON readers
     differ on which value they keep), raises `DataError("FILE:LINE: ...")`, or with
     `on_error="skip"` is appended to `bad` (which must then be given) and skipped. A UTF-8 byte-order mark at the
     very start of the file is ignored, as the papers reader ignores it. A gzip-compressed file (its magic bytes) is
-    refused whole with `DataError` naming it, skip or not: its bytes are no lines of JSON.
+    refused whole with `DataError` naming it, skip or not: its bytes are no lines of JSON. With `finite`, a bare
+    `NaN`, `Infinity` or `-Infinity` (Python's json reads them; aspire's writers never write them) is such a bad
+    line too, naming the constant (for files aspire wrote; a third-party file may hold them as data).
     """
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -197,10 +200,10 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
                 line = raw.decode("utf-8")
                 if not line.strip():
                     continue
-                obj = loads_unique(line)
+                obj = loads_unique(line, finite=finite)
                 if not isinstance(obj, dict):
                     raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            except RepeatedKey as err:
+            except (RepeatedKey, NonFiniteConstant) as err:
                 message = f"{path}:{lineno}: {err}"
             except UnicodeDecodeError as err:
                 message = f"{path}:{lineno}: not UTF-8 ({err.reason} at byte {err.start})"
@@ -221,11 +224,11 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
 
 
 def iter_checked_jsonl(path: str | Path, check: Callable[[dict, Path, int], None], on_error: str = "raise",
-                       bad: list[str] | None = None) -> Iterator[tuple[int, dict]]:
-    """`iter_jsonl`, then `check(obj, path, line)` on each object; `check` raises `DataError` for a
+                       bad: list[str] | None = None, *, finite: bool = False) -> Iterator[tuple[int, dict]]:
+    """`iter_jsonl` (`finite` as there), then `check(obj, path, line)` on each object; `check` raises `DataError` for a
     bad record, which stops reading, or with `on_error="skip"` is appended to `bad` and skipped."""
     path = Path(path)
-    for lineno, obj in iter_jsonl(path, on_error, bad):
+    for lineno, obj in iter_jsonl(path, on_error, bad, finite=finite):
         try:
             check(obj, path, lineno)
         except DataError as err:
@@ -261,9 +264,25 @@ class RepeatedKey(ValueError):
         self.key = key
 
 
-def loads_unique(text: str) -> Any:
+class NonFiniteConstant(ValueError):
+    """A bare `NaN`, `Infinity` or `-Infinity` in JSON text read with `finite` (`loads_unique`); `constant` names it."""
+
+    def __init__(self, constant: str):
+        super().__init__(f"a bare {constant}, which is not JSON (aspire writes a non-finite number as null)")
+        self.constant = constant
+
+
+def _refuse_constant(constant: str) -> Any:
+    """`json.loads`' `parse_constant` for `finite` readers: `NonFiniteConstant` naming the constant."""
+    raise NonFiniteConstant(constant)
+
+
+def loads_unique(text: str, *, finite: bool = False) -> Any:
     """`json.loads` of `text` refusing a key twice in one object: `RepeatedKey` (a ValueError; `.key` names it), where
-    Python's json keeps the last value and drops the other unseen."""
+    Python's json keeps the last value and drops the other unseen. With `finite`, a bare `NaN`, `Infinity` or
+    `-Infinity` (which Python's json reads as a float) is `NonFiniteConstant` (a ValueError; `.constant` names it)."""
+    if finite:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_refuse_constant)
     return json.loads(text, object_pairs_hook=_unique_keys)
 
 
@@ -280,15 +299,18 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     return obj
 
 
-def read_json(path: str | Path, what: str, *, mapping: bool = False) -> Any:
+def read_json(path: str | Path, what: str, *, mapping: bool = False, finite: bool = False) -> Any:
     """A JSON file's content; ValueError naming `what` and the file when it is missing, not UTF-8 JSON, holds an
-    object with a key twice (naming the key: JSON readers differ on which value they keep) or, with `mapping`, is
-    not a JSON object."""
+    object with a key twice (naming the key: JSON readers differ on which value they keep), with `mapping` is
+    not a JSON object, or with `finite` holds a bare `NaN`, `Infinity` or `-Infinity` (naming it: Python's json reads
+    them, aspire's writers never write them; leave `finite` off for third-party files that may hold them as data)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{what} not found: {path}")
     try:
-        content = loads_unique(path.read_text(encoding="utf-8"))
+        content = loads_unique(path.read_text(encoding="utf-8"), finite=finite)
+    except NonFiniteConstant as err:
+        raise ValueError(f"{path}: the {what} holds {err}") from None
     except RepeatedKey as err:
         raise ValueError(f"{path}: the {what} has the key {err.key!r} twice in one object; a key names one "
                          "value") from None
@@ -299,9 +321,9 @@ def read_json(path: str | Path, what: str, *, mapping: bool = False) -> Any:
     return content
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
-    """Every object of a JSONL file (blank lines skipped; a bad line raises `DataError`)."""
-    return [obj for _, obj in iter_jsonl(path)]
+def read_jsonl(path: str | Path, *, finite: bool = False) -> list[dict]:
+    """Every object of a JSONL file (blank lines skipped; a bad line raises `DataError`; `finite` as in `iter_jsonl`)."""
+    return [obj for _, obj in iter_jsonl(path, finite=finite)]
 
 
 def unique_id(value: Any, key: str, where: str, seen: dict[str, str]) -> str:

@@ -179,11 +179,12 @@ def split_cache_path(path: Path, splitter: str) -> Path:
 
 def _read_split_cache(cache: Path) -> dict:
     """The split cache's `{paper_id: [text hash, sentences]}`; one that cannot be read (damaged, not an object) is
-    a warning naming it, and every abstract is split again (it was a raw JSONDecodeError or AttributeError)."""
+    a warning naming it (so is a bare NaN / Infinity, which `write_json` never writes), and every abstract is split
+    again (it was a raw JSONDecodeError or AttributeError)."""
     if not cache.is_file():
         return {}
     try:
-        return read_json(cache, "sentence cache", mapping=True)
+        return read_json(cache, "sentence cache", mapping=True, finite=True)
     except (ValueError, OSError) as err:
         log.warning("sentence cache not used, %s: splitting again and rewriting it", err)
         return {}

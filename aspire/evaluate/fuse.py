@@ -214,9 +214,10 @@ BINARY = ("map", "mrr", "bpref", "p", "r", "recall")  # metrics a relevance thre
 def results_doc(folder: str | Path) -> dict | None:
     """The `results.json` of the results folder `folder` (a JSON object), None when it holds none (a run file, a
     `FOLDER:EXP` spec, a folder without one); ValueError naming the file when `aspire.io.read_json` cannot read it
-    (not JSON, ...) or it is not an object. The one reader of results folders for fuse-runs and compare."""
+    (not JSON, a bare NaN / Infinity, which aspire's writers never write, ...) or it is not an object. The one
+    reader of results folders for fuse-runs and compare."""
     path = Path(folder) / "results.json"
-    return read_json(path, "results file", mapping=True) if path.is_file() else None
+    return read_json(path, "results file", mapping=True, finite=True) if path.is_file() else None
 
 
 def recorded_protocol(folder: Path) -> tuple[str | None, int | None]:
@@ -255,7 +256,7 @@ def check_csfcube_data(inputs: Sequence[Path], root: Path, docs: Mapping[Path, A
     for folder in inputs:
         doc = docs.get(folder)
         if doc is None:  # not read by the caller, or missing: read_json names it
-            doc = read_json(folder / "results.json", "results file", mapping=True)
+            doc = read_json(folder / "results.json", "results file", mapping=True, finite=True)
         if isinstance(doc, dict) and isinstance(doc.get("judged_set"), str):
             recorded[folder] = doc["judged_set"]
     (a, seen_a), *rest = recorded.items() or [(None, None)]

@@ -229,14 +229,15 @@ def run_format(name: str, data_dir: str | Path, model: str, out: str | Path, cac
 def check_probe_results(path: str | Path, name: str) -> None:
     """ValueError naming `path` unless it is a results folder (or `results.json`) of format `name`, so that
     `--compare` is refused before a run rather than after it. The file is read as `compare_probe_results` reads it
-    (`aspire.io.read_json`: a key twice in one object is refused, naming the file and key)."""
+    (`aspire.io.read_json`: a key twice in one object, or a bare NaN / Infinity, which `write_json` never writes, is
+    refused, naming the file and key or constant)."""
     p = Path(path)
     file = p / "results.json" if p.is_dir() else p
     if not file.is_file():
         raise ValueError(f"--compare {path}: no readable results.json; it should be a results folder of "
                          f"`aspire evaluate {name}`")
     try:  # plain json.loads once let a repeated key through, which compare_probe_results refused after the run
-        doc = read_json(file, "results file")
+        doc = read_json(file, "results file", finite=True)
     except ValueError as err:
         raise ValueError(f"--compare {path}: {err}") from None
     if not isinstance(doc, dict) or doc.get("format") != name or not isinstance(doc.get("representations"), dict):
@@ -264,7 +265,7 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000, docs
         if docs is not None and docs.get(str(spec)) is not None:
             return docs[str(spec)]
         p = Path(spec)
-        return read_json(p / "results.json" if p.is_dir() else p, "results file")
+        return read_json(p / "results.json" if p.is_dir() else p, "results file", finite=True)
 
     ra, rb = read(a), read(b)
     for path, doc in ((a, ra), (b, rb)):  # another benchmark's results.json was a KeyError 'format'

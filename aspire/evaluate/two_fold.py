@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import csv
 import glob
-import json
 import logging
 import math
 from pathlib import Path
 
 from aspire.benchmarks.csfcube import FACETS, GROUPS, format_table
 from aspire.cliutil import add_common_options, command_parser, setup_logging
-from aspire.io import write_json
+from aspire.io import loads_unique, write_json
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +47,12 @@ PER_QUERY_TOLERANCE = 1e-3  # percent; the per-query file rounds each figure to 
 
 def load(folder: str | Path) -> dict:
     """The folder's `results.json`; ValueError naming the folder when it is not a CSFCube run's (no per-fold
-    figures: another benchmark's results, or a file of another shape, or not JSON)."""
+    figures: another benchmark's results, or a file of another shape, or not JSON: a key twice in one object or a
+    bare NaN / Infinity included, which `write_json` never writes)."""
     path = Path(folder) / "results.json"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:  # invalid JSON or text
+        doc = loads_unique(path.read_text(encoding="utf-8"), finite=True)  # write_json wrote it: a bare NaN is damage
+    except ValueError as err:  # invalid JSON or text, a key twice, a bare NaN / Infinity
         raise ValueError(f"{path}: not a results file ({err})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("folds"), dict):
         named = f" (benchmark {doc['benchmark']!r})" if isinstance(doc, dict) and "benchmark" in doc else ""

@@ -227,13 +227,14 @@ class EncodedCorpus:
         """Read a shard directory written by `save_shard`; returns (corpus, shard metadata). ValueError naming the
         shard (and the file) for a damaged one: an array file that does not read, files that do not describe one
         corpus (`EncodedCorpus`'s checks), or a shard.json whose `n_papers`, `n_sentences` or `dim` are not those of
-        the files (they were never compared: a shard.json saying 5 papers loaded with 3)."""
+        the files (they were never compared: a shard.json saying 5 papers loaded with 3), or a rejected.jsonl holding a
+        bare NaN / Infinity (`write_jsonl` never writes one; shard.json, written with `json.dumps`, may hold one)."""
         path = Path(path)
         meta = read_shard_meta(path)
         ids, titles, sentences, labels = read_index_papers(path / "papers.jsonl")
         whole = _shard_array(path, WHOLE_FILE) if (path / WHOLE_FILE).is_file() else None
         vectors, offsets = _shard_array(path, "vectors.npy"), _shard_array(path, "offsets.npy")
-        rejected = read_jsonl(path / "rejected.jsonl")
+        rejected = read_jsonl(path / "rejected.jsonl", finite=True)  # write_jsonl wrote it: a bare NaN is damage
         try:
             corpus = cls(vectors, offsets, ids, titles, sentences, rejected, labels, whole)
         except ValueError as err:
