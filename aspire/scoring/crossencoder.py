@@ -104,7 +104,9 @@ def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, flo
     `first_stage` is best first; `cross` holds a cross-encoder score for each of its top `top_n`
     documents. Scores of the head are the normalised mix, equal ones by document id (`fuse_ranked`'s rule; weight 0
     keeps the first stage's order exactly); the tail keeps its first-stage order with scores shifted below the
-    head's lowest. Equal mixes come of documents both lists tie, or at weight 1 of equal cross-encoder scores alone:
+    head's lowest, each strictly below the one before unless their first-stage scores are equal (a shift that rounds
+    two apart to one value is moved down a float), and its ties ordered by id too (at weight 0 in the first stage's
+    order, as the head's). Equal mixes come of documents both lists tie, or at weight 1 of equal cross-encoder scores alone:
     those are ordered by id, not by first-stage rank (cross-encoder scores all equal at weight 1 order the whole head
     by id), so the head is `fuse_ranked` of the two lists, as `fuse-runs` and search's fusion order the same scores,
     whatever order the first stage lists its ties in; the search stage's `cross_rerank` names the rule too. Returns
@@ -144,9 +146,23 @@ def mix_rerank(first_stage: Sequence[tuple[str, float]], cross: Mapping[str, flo
         mixed = sorted(mixed, key=lambda kv: position[kv[0]])
     if not tail:
         return mixed
+    if weight != 0.0:  # tail ties by id as the head's (else by how the first stage happened to list them)
+        tail = sorted(tail, key=lambda kv: (-float(kv[1]), kv[0]))
     floor = min(s for _, s in mixed)
-    top_tail = tail[0][1]
-    return mixed + [(d, floor - 1.0 - (top_tail - s)) for d, s in tail]
+    top_tail = float(tail[0][1])
+    shifted: list[tuple[str, float]] = []
+    below, last = floor, None  # each tail score strictly below the one before unless their first-stage scores tie
+    for d, s in tail:
+        s = float(s)
+        if s == last:
+            score = below
+        else:  # the shift rounds: first-stage scores 1 ulp apart (0.011 and the float below it) shifted to one value
+            score = floor - 1.0 - (top_tail - s)
+            if not score < below:
+                score = float(np.nextafter(below, -np.inf))
+        shifted.append((d, score))
+        below, last = score, s
+    return mixed + shifted
 
 
 class CrossEncoderReranker:
