@@ -47,6 +47,7 @@ LOW_RANK_REPORT = "low_rank.json"
 # a linear difference this large against the base's own weights (relative Frobenius norm) is no fine-tune of it: a
 # base of the same architecture that is not the model's (another checkpoint, a random init) gives ~1.0 or more
 FOREIGN_BASE_NORM = 0.5
+INTERPOLATION_RECORD = "interpolation.json"  # `aspire.train.interpolate.RECORD_FILE` (it imports this module)
 
 
 def check_not_input(out: Path, *inputs: str | Path) -> None:
@@ -183,9 +184,10 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     measured, and it loads as float32 (peft upcasts). A model whose weights differ from the base in names or
     shapes is refused, naming the weight. A linear difference above `FOREIGN_BASE_NORM` of the base's norm (the
     report's `relative_norms.linear.difference`: a base that is not the model's gives ~1.0 or more) is warned about;
-    so is a `base` that the model's document_model.json contradicts (its encoder, or that encoder's own recorded
-    encoder and so on, must be `base`; a recorded name that does not resolve here is not checked), and the two
-    together are refused before anything is written, naming both."""
+    so is a `base` that the model's records contradict (`_recorded_bases`: its document_model.json encoder, its
+    settings' or interpolation.json's base, its adapters' base, or those models' own records and so on, must
+    include `base`; a recorded name that does not resolve here is not checked), and the two together are refused
+    before anything is written, naming both."""
     import warnings
 
     import torch
@@ -200,7 +202,7 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     if rank < 1:
         raise ValueError(f"rank must be at least 1, got {rank}")
     recorded = _recorded_bases(model)
-    contradicted = bool(recorded) and resolve_model(base).resolve() not in recorded.values()
+    contradicted = bool(recorded) and resolve_model(base).resolve() not in {path for path, _ in recorded.values()}
     tuned, tuned_weights = plain_weights(model)
     plain = AutoModel.from_pretrained(resolve_model(base))
     base_weights = plain.state_dict()
@@ -257,11 +259,13 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     moved = report["relative_norms"].get("linear", {}).get("difference", 0.0)
     said = f"{model} differs from the base {base!r} by {moved:.3g} of the base's linear weights"
     if contradicted and moved > FOREIGN_BASE_NORM:  # its record and its weights both say another base
-        raise ValueError(f"{said} (above {FOREIGN_BASE_NORM:.2g}), and its document_model.json records it was "
-                         f"trained from {next(iter(recorded))!r}, not from {base!r}: give the base it was fine-tuned from")
+        first, (_, record) = next(iter(recorded.items()))
+        raise ValueError(f"{said} (above {FOREIGN_BASE_NORM:.2g}), and its records ({record}) say it was trained "
+                         f"from {first!r}, not from {base!r}: give the base it was fine-tuned from")
     if contradicted:  # the chain of records may stop short of the base (a start folder without its own record)
-        log.warning("%s records it was trained from %r (document_model.json), not from the base %r given; the "
-                    "difference, %.3g of the base's linear weights, is a fine-tune's", model, next(iter(recorded)), base, moved)
+        first, (_, record) = next(iter(recorded.items()))
+        log.warning("%s records it was trained from %r (%s), not from the base %r given; the difference, %.3g of "
+                    "the base's linear weights, is a fine-tune's", model, first, record, base, moved)
     elif moved > FOREIGN_BASE_NORM:
         log.warning("%s (above %.2g): %r is likely not the base it was fine-tuned from", said, FOREIGN_BASE_NORM, base)
     encoder = ContextualSentenceEncoder(adapted, tuned.tokenizer, name=str(model), **tuned.settings())
@@ -287,26 +291,48 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     return out, fingerprint, report
 
 
-def _recorded_bases(model: Path) -> dict[str, Path]:
-    """The encoders `model`'s document_model.json names as its start, followed through each one's own record ->
-    {name as recorded: resolved directory}; only those that resolve here ({} where none is recorded, or none of
-    them resolves: then nothing can be checked by name)."""
-    out: dict[str, Path] = {}
-    meta, seen = read_meta(model), {model.resolve()}
-    while meta is not None:
-        name = (meta.get("model") or {}).get("encoder")
-        if not isinstance(name, str):
-            break
-        try:
-            path = resolve_model(name).resolve()
-        except ValueError:
-            break
-        if path in seen:
-            break
-        seen.add(path)
-        out[name] = path
-        meta = read_meta(path)
+def _recorded_bases(model: Path) -> dict[str, tuple[Path, str]]:
+    """The models `model`'s records name as its start or base, followed through each one's own records ->
+    {name as recorded: (resolved directory, the record naming it)}; only those that resolve here ({} where none is
+    recorded, or none of them resolves: then nothing can be checked by name). A folder's records: its
+    document_model.json "model.encoder", its encoder settings' "base" (an adapter export), its interpolation.json
+    "base" (`aspire.train.interpolate`) and each adapter_config.json's "base_model_name_or_path"."""
+    out: dict[str, tuple[Path, str]] = {}
+    queue, seen = [model.resolve()], {model.resolve()}
+    while queue:
+        folder = queue.pop(0)
+        for name, record in _records(folder):
+            try:
+                path = resolve_model(name).resolve()
+            except ValueError:  # a name or path not found here (a hub name, a deleted run): not checked
+                continue
+            if path in seen:
+                continue
+            seen.add(path)
+            out.setdefault(name, (path, f"{folder.name}/{record}"))
+            queue.append(path)
     return out
+
+
+def _records(folder: Path) -> list[tuple[str, str]]:
+    """(model name, the record naming it) for each base or start `folder`'s own files record (`_recorded_bases`)."""
+    from aspire.encoders.adapters import ADAPTER_DIR
+
+    found = []
+    meta = read_meta(folder)
+    if meta is not None:
+        found.append(((meta.get("model") or {}).get("encoder"), "document_model.json model.encoder"))
+    if (folder / SETTINGS_FILE).is_file():
+        found.append((read_json(folder / SETTINGS_FILE, "encoder settings", mapping=True).get("base"),
+                      f"{SETTINGS_FILE} base"))
+    if (folder / INTERPOLATION_RECORD).is_file():
+        found.append((read_json(folder / INTERPOLATION_RECORD, INTERPOLATION_RECORD, mapping=True).get("base"),
+                      f"{INTERPOLATION_RECORD} base"))
+    if (folder / ADAPTER_DIR).is_dir():
+        for config in sorted((folder / ADAPTER_DIR).rglob("adapter_config.json")):
+            found.append((read_json(config, "adapter config", mapping=True).get("base_model_name_or_path"),
+                          f"{config.relative_to(folder)} base_model_name_or_path"))
+    return [(name, record) for name, record in found if isinstance(name, str) and name]
 
 
 def _to_half(path: Path) -> None:
