@@ -13,7 +13,9 @@ sentence), 0-based.
 
 writes `examples.{train,dev}.jsonl` (each example as given plus `cc_align`, `cc_align_sim` [cos of
 i, cos of j], `abs_align`, `abs_align_sim`), copies `abstracts.jsonl` and `groups.*.jsonl`, and a
-`report.json`, so the output directory is a drop-in examples directory for training.
+`report.json`, so the output directory is a drop-in examples directory for training. Before its first file the
+stage writes `STAGE_MARKER` (removed after its report: `aspire.data.cocite.stages.begin_stage`), so a run killed
+half-way is rerun into its folder and never read as finished.
 
 Each example needs `example_id`, `query_id` and `positive_id` (strings; two different papers with
 abstracts in `abstracts.jsonl`) and a non-empty list of non-blank strings under `text_field`; an
@@ -30,7 +32,8 @@ from torch import Tensor
 
 from aspire.batch import DocBatch
 from aspire.config import to_dict
-from aspire.data.cocite.config import SPLITS, AlignConfig
+from aspire.data.cocite.config import REPORT, SPLITS, AlignConfig
+from aspire.data.cocite.stages import begin_stage, end_stage
 from aspire.data.papers import read_paper_map
 from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, type_name, unique_id, write_json
 
@@ -192,6 +195,7 @@ def _align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg:
     sent_vecs = dict(zip(order, torch.split(flat, [len(papers[pid].sentences) for pid in order])))
 
     report: dict = {"stage": "align", "input": str(examples_dir), "config": to_dict(cfg)}
+    begin_stage(out_dir, "align")
     for split, examples in by_split.items():
         texts = list(dict.fromkeys(t for e in examples for t in e[cfg.text_field]))
         ctx_vecs = _encode(teacher, texts, cfg) if texts else None
@@ -220,5 +224,6 @@ def _align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg:
             with AtomicJsonl(out_dir / name) as out:
                 for _, obj in iter_jsonl(examples_dir / name):
                     out.write(obj)
-    write_json(out_dir / "report.json", report)
+    write_json(out_dir / REPORT, report)
+    end_stage(out_dir)
     return report

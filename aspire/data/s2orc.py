@@ -24,7 +24,8 @@ distinct linked papers (bib `link` not null) that have an abstract; every other 
 counted by why it was dropped. A paper citing itself is no co-citation: its own id is taken out of the
 sentence first (counted, `self_citations_removed`, as input A counts it). A cite span whose `ref_id` names
 no bib entry links no paper; it is counted (`cite_spans_without_bib_entry`). Output: `contexts.jsonl` + `abstracts.jsonl` + `report.json` in
-the formats of `aspire.data.cocite`, so the `filter` stage follows either input.
+the formats of `aspire.data.cocite`, so the `filter` stage follows either input. As ingest does, the stage writes
+`STAGE_MARKER` before its first file and removes it after its report (`aspire.data.cocite.stages.begin_stage`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Any
 from aspire.config import to_dict
 from aspire.data.acl import removed_benchmark_entry, take_out
 from aspire.data.cocite.config import REPORT, IngestConfig
+from aspire.data.cocite.stages import begin_stage, end_stage
 from aspire.data.cocite.text import finish_marks, free_mark
 from aspire.data.guards import SURROGATE, invisible_text_reason
 from aspire.data.papers import paper_id_problem
@@ -210,6 +212,7 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
     counts: Counter = Counter()
     cited_kept: set[str] = set()
     citing_line: dict[str, int] = {}
+    begin_stage(out_dir, "ingest")  # the abstracts table is read and checked; the full text is checked as it is read
     with AtomicJsonl(out_dir / "contexts.jsonl") as out:
         for _, paper in iter_checked_jsonl(fulltext_path, lambda o, p, n: _check_paper(o, p, n, citing_line),
                                            cfg.on_error, bad):
@@ -290,6 +293,7 @@ def mine_s2orc(fulltext_path: str | Path, abstracts_path: str | Path, out_dir: s
     report.update(removed_benchmark_entry(cfg.exclude_benchmark_papers, held_out_papers,
                                           [benchmark[pid] for pid in removed]))
     write_json(out_dir / REPORT, report)
+    end_stage(out_dir)
     return report
 
 

@@ -38,7 +38,10 @@ STAGE_FILES = {"ingest": ("contexts.jsonl", "abstracts.jsonl"), "filter": ("cont
                "group": ("groups.jsonl", "abstracts.jsonl"),
                "split": ("groups.train.jsonl", "groups.dev.jsonl", "abstracts.jsonl"),
                "examples": ("examples.train.jsonl", "examples.dev.jsonl", "abstracts.jsonl", "groups.train.jsonl",
-                            "groups.dev.jsonl")}  # the files each of run_all's stages writes before its report
+                            "groups.dev.jsonl"),
+               "align": ("examples.train.jsonl", "examples.dev.jsonl", "abstracts.jsonl", "groups.train.jsonl",
+                         "groups.dev.jsonl"),
+               "hard-negatives": ("hard_negatives.jsonl",)}  # the files each stage writes before its report
 STAGE_MARKER = ".stage-started"  # a stage's name, written before its first file, removed after its report
 _TEMP = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{12}\.tmp")  # `aspire.io.atomic_write`'s temporary name for NAME
 
@@ -145,7 +148,7 @@ def check_stage_out(folder: str | Path, stage: str) -> None:
 
 
 def partial_stage(folder: str | Path, stage: str) -> bool:
-    """Whether `folder` is what `stage` (one of `PIPELINE`) leaves when it is killed before its report: a folder
+    """Whether `folder` is what `stage` (a key of `STAGE_FILES`) leaves when it is killed before its report: a folder
     (not a link) without a report, holding at least one file and nothing but plain files the stage writes
     (`STAGE_FILES[stage]`), its `STAGE_MARKER` (which must name `stage`) and the temporary files of those and of
     its report. Anything else in it (a file of another name, a sub-folder, a link) makes it not one."""

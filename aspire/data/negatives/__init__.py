@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Literal
 
 from aspire.config import check_ranges, ranged, to_dict
+from aspire.data.cocite.config import REPORT
+from aspire.data.cocite.stages import begin_stage, end_stage
 from aspire.data.negatives.graph import (
     citation_negatives,
     cocitation_matrix,
@@ -129,7 +131,8 @@ def mine_hard_negatives(examples_dir: str | Path, out_dir: str | Path,
     `encode` (needed by the methods `nearest` and `coverage` only) maps papers to their
     whole-abstract vectors (N, D); `python -m aspire.data hard-negatives` builds it from `cfg.model`
     (cosine-ready: normalised, `cfg.max_length`, `cfg.batch_size`). It is passed in so that this
-    module loads no model code.
+    module loads no model code. As the co-citation stages do, it writes `STAGE_MARKER` before its first file and
+    removes it after its report (`aspire.data.cocite.stages.begin_stage`).
     """
     check_config(cfg)
     examples_dir, out_dir = Path(examples_dir), Path(out_dir)
@@ -150,6 +153,7 @@ def mine_hard_negatives(examples_dir: str | Path, out_dir: str | Path,
         check_vectors(vectors, order)
     mined = _mine(cfg, groups, order, vectors)
     negatives = mined.negatives
+    begin_stage(out_dir, "hard-negatives")
     with AtomicJsonl(out_dir / OUT_FILE) as out:
         for pid in order:
             out.write({"paper_id": pid, "negatives": negatives[pid]})
@@ -167,5 +171,6 @@ def mine_hard_negatives(examples_dir: str | Path, out_dir: str | Path,
         "dropped": mined.dropped,
         **mined.notes,
     }
-    write_json(out_dir / "report.json", report)
+    write_json(out_dir / REPORT, report)
+    end_stage(out_dir)
     return report
