@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -125,6 +126,8 @@ def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Pa
         best: the `best` pointer's record when this checkpoint is the new best (its `checkpoint` this one's name),
             written before `latest`: a run stopped between the two resumes from the previous checkpoint and
             evaluates this step again, where `latest` first would resume past a best that `best` never named.
+            A record that is not a dict naming this checkpoint (`checkpoint`, `step` an int), with a finite
+            `dev_loss` and JSON values throughout, is a ValueError naming the key before anything is written.
     A disk that fills up while writing is one DiskFullError naming `out_dir` (`aspire.storage`); on any
     failure the half-written checkpoint is removed and `latest` still names the previous one.
     Returns the checkpoint directory. A step that is not an integer >= 0 is a ValueError before anything is written
@@ -135,8 +138,8 @@ def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Pa
         raise ValueError(f"checkpoint step must be an integer >= 0, got {type(step).__name__} {step!r}")
     out_dir = Path(out_dir)
     final = out_dir / checkpoint_name(step)
-    if best is not None and (best.get("checkpoint") != final.name or best.get("step") != step):
-        raise ValueError(f"the `{BEST}` record {best!r} does not name checkpoint {final.name} (step {step})")
+    if best is not None:
+        _check_best(best, final.name, step)
     what = f"{final.name} (the last checkpoint stays; --resume continues from it once there is room)"
     if needed is not None:
         check_free_space(out_dir, needed, what)
@@ -168,6 +171,27 @@ def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Pa
     with on_disk_full(out_dir, f"the `{LATEST}` pointer to {final.name} (it still names the previous checkpoint)"):
         write_pointer(out_dir, LATEST, {"checkpoint": final.name, "step": step})
     return final
+
+
+def _check_best(best: Any, name: str, step: int) -> None:
+    """ValueError naming the key when `best` is not the `best` pointer's record of checkpoint `name` (step `step`): a
+    dict whose `checkpoint` is `name`, `step` the integer `step` (True or 3.0 was written, and the pointer then refused
+    by `read_pointer` at resume), `dev_loss` a finite number, and every value JSON (a numpy float32 raised TypeError
+    with the checkpoint already renamed into place behind no pointer)."""
+    if not isinstance(best, dict):
+        raise ValueError(f"the `{BEST}` record must be a dict {{\"checkpoint\": ..., \"step\": ..., \"dev_loss\": ...}}, "
+                         f"got {type(best).__name__} {best!r}")
+    if best.get("checkpoint") != name or type(best.get("step")) is not int or best["step"] != step:
+        raise ValueError(f"the `{BEST}` record {best!r} does not name checkpoint {name} (its `checkpoint` key "
+                         f"{name!r}, `step` the integer {step})")
+    loss = best.get("dev_loss")
+    if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss):
+        raise ValueError(f"the `{BEST}` record's `dev_loss` must be a finite number, got {type(loss).__name__} {loss!r}")
+    for key, value in best.items():
+        try:
+            json.dumps({key: value}, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"the `{BEST}` record's key {key!r} cannot be written as JSON: {err}") from None
 
 
 def tensor_bytes(obj: Any) -> int:
