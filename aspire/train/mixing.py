@@ -108,7 +108,10 @@ class MixSampler(Sampler[list[int]]):
             the default 1); stage_batches: micro-batches per task (sequential only: its `steps` times `grad_accum`).
         batch_size: pairs per micro-batch on one rank; seed, epoch, start, rank, world_size, limit
             as in `EpochBatchSampler`.
-        names: the tasks' names, for errors (default: task 0, task 1, ...).
+        names: the tasks' names, for errors (default: task 0, task 1, ...), one a task.
+
+    ValueError (naming the argument) unless sizes are integers >= 1, offsets, seed and epoch integers >= 0, and
+    `names` is empty or one a task.
     """
 
     def __init__(self, sizes: Sequence[int], offsets: Sequence[int], mode: str, ratios: Sequence[float],
@@ -121,6 +124,18 @@ class MixSampler(Sampler[list[int]]):
                              f"{len(offsets)} offset(s) and {len(ratios)} ratio(s)")
         if not sizes:  # was min() of an empty sequence (sequential) or a ratio error naming no task
             raise ValueError("MixSampler: a multi-task run needs at least one task, got none")
+        if len(names) and len(names) != len(sizes):  # else errors silently named the tasks by index
+            raise ValueError(f"MixSampler: names must be one name a task, got {len(names)} name(s) for "
+                             f"{len(sizes)} task(s): {list(names)}")
+        for what, values, least in (("sizes (examples per task)", sizes, 1),
+                                    ("offsets (index of each task's first example)", offsets, 0)):
+            for t, value in enumerate(values):  # a float size was a TypeError of randperm naming nothing, a float
+                if not is_whole(value, least):  # offset float indices; True read as 1; 0 examples fill no batch
+                    task = repr(names[t]) if len(names) else str(t)
+                    raise ValueError(f"MixSampler: {what} must be integers >= {least}, got {value!r} for task {task}")
+        for what, value in (("seed", seed), ("epoch", epoch)):  # a float was a RuntimeError of manual_seed, True 1
+            if not is_whole(value, 0):
+                raise ValueError(f"MixSampler: {what} must be an integer >= 0, got {value!r}")
         check_sizes("MixSampler", batch_size, world_size)
         if limit is not None and not is_whole(limit, 1):  # 0 and < 0 read as a bad start, a float a TypeError
             raise ValueError(f"MixSampler: limit (micro-batches per epoch) must be None or an integer >= 1, "
@@ -146,7 +161,7 @@ class MixSampler(Sampler[list[int]]):
             self.num_batches = max(1, sum(sizes) // (batch_size * world_size))
         for t, share in enumerate(self.shares):
             if sizes[t] < share * world_size:
-                name = repr(names[t]) if len(names) == len(sizes) else str(t)
+                name = repr(names[t]) if len(names) else str(t)
                 part = f"its share {share} of train.batch_size={batch_size}" if mode == "mixed" else \
                     f"train.batch_size={batch_size}"
                 raise ValueError(f"task {name}: {sizes[t]} example(s) do not fill one micro-batch of {part} x "
