@@ -5,7 +5,12 @@ candidate of the pool judged) and `rankings` (`{query: [candidate, ...]}`, best 
 that query's pool). Metric names (case-insensitive; the caller's spelling is kept in the output):
 
 - binary, relevant = grade >= `threshold` (ranx `-l<threshold>`): `map`, `mrr`, `bpref`, `r-precision`
-  (precision at R, R = number of relevant), `p@K`, `r@K`.
+  (precision at R, R = number of relevant), `p@K`, `r@K`. As trec_eval: `map` has no cut-off, a query's
+  average precision is the sum of the precision at each relevant candidate's rank divided by R (the whole
+  pool ranked, so every relevant one counts); `mrr` is 1 / rank of the first relevant candidate; `p@K` is
+  relevant in the top K divided by K (by K even when the pool holds fewer than K); `r@K` divides by R.
+  (ranx's `map@K`, aspire's MAP@20 through `aspire.benchmarks.runs`, divides by R too, as trec_eval's
+  map_cut_K, not by min(R, K).)
 - graded, gains = grades, threshold ignored: `ndcg@K` (ranx / trec_eval: linear gains, rank i
   discounted by log2(i + 1)) and `ndcg%P`, the CSFCube / ASPIRE measure: NDCG at
   k = floor(P% of the pool size) (at least 1), linear gains, rank 1 undiscounted and rank i >= 2
