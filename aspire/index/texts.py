@@ -10,7 +10,6 @@ when the file is larger than `TEXTS_ON_DISK_BYTES`; `"memory"` and `"disk"` forc
 
 from __future__ import annotations
 
-import json
 import mmap
 import operator
 import zlib
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from aspire.index.disk import IndexFormatError
+from aspire.io import loads_unique
 
 TEXTS_ON_DISK_BYTES = 64 << 20  # papers.jsonl above this (about 60k abstracts) keeps sentence texts on disk
 TEXTS = ("auto", "memory", "disk")
@@ -75,10 +75,10 @@ class SentencesOnDisk(Sequence):
                                    f"{size} bytes (it was truncated after it was read)")
         line = self._map[start:end]
         try:
-            record = json.loads(line)
+            record = loads_unique(line, finite=True)  # bytes, as `read_index_papers` parsed them
             problem = record_problem(record["paper_id"], record["title"], record["sentences"], record.get("labels"))
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
-            problem = f"{type(err).__name__}: {err}"
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:  # ValueError: not UTF-8 or
+            problem = f"{type(err).__name__}: {err}"  # JSON, a key twice, a bare NaN, an int of over 4300 digits
         if problem is None and self._ids is not None and record["paper_id"] != self._ids[i]:
             problem = f"paper_id {record['paper_id']!r}, not {self._ids[i]!r}"
         if problem is None and self._crcs is not None and zlib.crc32(line) != int(self._crcs[i]):  # same id, other bytes
@@ -96,7 +96,8 @@ def read_index_papers(path: str | Path, texts: str = "memory"):
     """(paper ids, titles, sentences, labels or None) per paper, as `write_index_papers` wrote them,
     streaming; `sentences` is a list (`texts="memory"`) or a `SentencesOnDisk` (`"disk"`; `"auto"` by size).
     A line that is not a JSON record with paper_id, title and sentences of the types written (`record_problem`),
-    or whose paper_id an earlier line holds, raises IndexFormatError naming it (an integer id was not found by
+    that holds a key twice or a bare NaN, Infinity or -Infinity (the strict JSONL writer writes neither), or whose
+    paper_id an earlier line holds, raises IndexFormatError naming it (an integer id was not found by
     its string, which search looks up; a repeated one hid the earlier paper from every lookup by id)."""
     if texts not in TEXTS:
         raise ValueError(f"unknown texts={texts!r}; valid: {list(TEXTS)}")
@@ -113,9 +114,10 @@ def read_index_papers(path: str | Path, texts: str = "memory"):
                     crcs[-1] = zlib.crc32(raw, crcs[-1])
                 continue  # here and then read as part of the paper before it by `SentencesOnDisk` (JSONDecodeError)
             try:
-                record = json.loads(raw)
+                record = loads_unique(raw, finite=True)  # bytes: json decodes them (a leading UTF-8 BOM too)
                 paper_id, title, sents = record["paper_id"], record["title"], record["sentences"]
-            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as err:
+            except (ValueError, KeyError, TypeError, RecursionError) as err:  # ValueError: not UTF-8 or JSON, a key
+                # twice or a bare NaN / Infinity (aspire's writers write neither), an int of over 4300 digits
                 raise IndexFormatError(f"{path}:{lineno}: not an index paper record ({type(err).__name__}: {err})") from None
             problem = record_problem(paper_id, title, sents, record.get("labels"))
             if problem is None and paper_id in first_line:
