@@ -255,15 +255,34 @@ def from_dict(cls: type[T], data: dict) -> T:
     return _from_dict(cls, data)
 
 
-def _merge(base: dict, update: dict, where: str = "") -> dict:
+def _section(tp: Any) -> type | None:
+    """The dataclass a field annotated `tp` holds (`Optim` or `Optim | None`), or None when it is no section."""
+    args = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+    found = [a for a in args if dataclasses.is_dataclass(a) and isinstance(a, type)]
+    return found[0] if len(found) == 1 else None
+
+
+def _holds_mapping(tp: Any) -> bool:
+    """Whether a field annotated `tp` holds a mapping as one value (`dict[str, float]`, `dict`, `dict | None`)."""
+    args = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+    return any(a is dict or typing.get_origin(a) in (dict, collections.abc.Mapping) for a in args)
+
+
+def _merge(base: dict, update: dict, where: str = "", cls: type | None = None) -> dict:
     """`base` with `update` laid over it, section by section. A section `update` leaves empty (`train:` with
     every key under it commented out: null) is a ConfigError: laid over `base`'s section it would drop that
-    section whole, silently, once any override filled it in again."""
+    section whole, silently, once any override filled it in again. Given the config class `cls`, a field typed
+    as a mapping (`term_scale: dict[str, float]`) is one value, not a section: a mapping given for it replaces
+    `base`'s whole, as a list does (`{}` empties it), so a key of `base`'s never survives unasked."""
     out = dict(base)
+    fields = _field_types(cls) if cls is not None else {}
     for key, value in update.items():
-        name, old = f"{where}{key}", out.get(key)
-        if isinstance(value, dict) and isinstance(old, dict):
-            out[key] = _merge(old, value, f"{name}.")
+        name, old, tp = f"{where}{key}", out.get(key), fields.get(key)
+        if tp is not None and _holds_mapping(tp) and _section(tp) is None and (value is None or isinstance(
+                value, dict)):
+            out[key] = value
+        elif isinstance(value, dict) and isinstance(old, dict):
+            out[key] = _merge(old, value, f"{name}.", _section(tp) if tp is not None else None)
         elif value is None and isinstance(old, dict):
             raise ConfigError(f"{name}: a section with nothing under it; give its keys or remove the line")
         elif isinstance(old, dict) and not isinstance(value, dict):
@@ -339,10 +358,11 @@ def parse_yaml(text: str, source: str | Path) -> Any:
         raise ConfigError(f"{source}: invalid YAML: {' '.join(str(err).split())}") from None
 
 
-def read_yaml(path: str | Path, _below: tuple[Path, ...] = ()) -> dict:
-    """Read a YAML config, following `base: other.yaml` (relative to the file) recursively. A syntax
-    error or a key given twice is a ConfigError naming the file, line and column (`parse_yaml`); so is a
-    `base` that is not a file name, names no file, or leads back to a file that names it (a cycle)."""
+def read_yaml(path: str | Path, _below: tuple[Path, ...] = (), cls: type | None = None) -> dict:
+    """Read a YAML config, following `base: other.yaml` (relative to the file) recursively, its sections laid
+    over the base's key by key (`_merge`; given the config class `cls`, a mapping-typed field replaces the base's
+    whole). A syntax error or a key given twice is a ConfigError naming the file, line and column (`parse_yaml`);
+    so is a `base` that is not a file name, names no file, or leads back to a file that names it (a cycle)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
@@ -362,18 +382,20 @@ def read_yaml(path: str | Path, _below: tuple[Path, ...] = ()) -> dict:
             raise ConfigError(f"{path}: base: expected the name of a YAML file, got {base!r}")
         if not (path.parent / base).is_file():
             raise ConfigError(f"{path}: base: config file not found: {path.parent / base}")
-        below = read_yaml(path.parent / base, (*_below, path.resolve()))  # its own errors name it
+        below = read_yaml(path.parent / base, (*_below, path.resolve()), cls)  # its own errors name it
         try:
-            data = _merge(below, data)
+            data = _merge(below, data, cls=cls)
         except ConfigError as err:
             raise ConfigError(f"{path}: {err}") from None
     return data
 
 
-def parse_overrides(overrides: Sequence[str]) -> dict:
+def parse_overrides(overrides: Sequence[str], cls: type | None = None) -> dict:
     """`["train.lr=1e-5", "--model.name=mpnet"]` -> nested dict; values parsed as YAML (flow lists and
     mappings too; `key=` is the empty string). A key given again wins over the earlier value, key by key: a
-    mapping given for a section keeps the earlier overrides of its other keys (`train.lr=3 train={seed: 1}`)."""
+    mapping given for a section keeps the earlier overrides of its other keys (`train.lr=3 train={seed: 1}`).
+    Given the config class `cls`, a mapping given again for a mapping-typed field replaces the earlier one whole
+    (`_merge`)."""
     nested: dict = {}
     for item in overrides:
         text = item[2:] if item.startswith("--") else item
@@ -381,28 +403,34 @@ def parse_overrides(overrides: Sequence[str]) -> dict:
             raise ConfigError(f"override {item!r} must look like section.key=value")
         dotted, raw = text.split("=", 1)
         keys = dotted.split(".")
-        node = nested
+        node, section = nested, cls
         for key in keys[:-1]:
             node = node.setdefault(key, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r} conflicts with an earlier override")
+            section = _section(_field_types(section).get(key)) if section is not None else None
         value = parse_yaml(raw, f"override {item!r}") if raw != "" else ""
         earlier = node.get(keys[-1])
-        node[keys[-1]] = _merge(earlier, value, f"{dotted}.") if isinstance(earlier, dict) and isinstance(
-            value, dict) else value
+        tp = _field_types(section).get(keys[-1]) if section is not None else None
+        node[keys[-1]] = _merge(earlier, value, f"{dotted}.", _section(tp) if tp is not None else None) if (
+            isinstance(earlier, dict) and isinstance(value, dict) and not (tp is not None and _holds_mapping(tp)
+                                                                        and _section(tp) is None)) else value
     return nested
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] = ()) -> T:
-    """Build `cls` from defaults, then the YAML file at `path`, then dotted `overrides`."""
-    data = read_yaml(path) if path is not None else {}
-    data = _merge(data, parse_overrides(overrides))
+    """Build `cls` from defaults, then the YAML file at `path`, then dotted `overrides`. Sections merge key by key;
+    a list- or mapping-typed field given again is replaced whole (`loss.term_scale={ot: 2}` drops the file's
+    other scales, and so does the dotted `loss.term_scale.ot=2`; `loss.term_scale={}` empties it), never merged into."""
+    data = read_yaml(path, cls=cls) if path is not None else {}
+    data = _merge(data, parse_overrides(overrides, cls), cls=cls)
     return _from_dict(cls, data)
 
 
 def apply_overrides(config: T, overrides: Sequence[str], where: str = "") -> T:
     """A copy of a loaded `config` with dotted `overrides` applied (unknown keys raise ConfigError)."""
-    data = _merge(to_dict(config), parse_overrides(overrides), f"{where}." if where else "")  # its errors name `where` too
+    data = _merge(to_dict(config), parse_overrides(overrides, type(config)), f"{where}." if where else "",  # its errors name `where` too
+                  type(config))
     return _from_dict(type(config), data, where)
 
 
