@@ -68,18 +68,24 @@ def test_merged_and_adapter_exports_encode_as_the_adapted_model(tiny_model_dir, 
     torch.testing.assert_close(shipped.encode(PAPERS).emb, reference, rtol=0, atol=1e-6)
 
 
+def perturbed_copy(tiny_model_dir, path, seed: int, scale: float):
+    """A full fine-tune stand-in at `path`: the tiny model with every weight moved by `scale` times seeded noise
+    (no document_model.json) -> (path, the moved BertModel)."""
+    shutil.copytree(tiny_model_dir, path)
+    model = BertModel.from_pretrained(tiny_model_dir)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * scale)
+    model.save_pretrained(path)
+    return path, model
+
+
 def test_low_rank_report_is_the_truncated_svd_by_hand(tiny_model_dir, tmp_path):
     """A full fine-tune (every weight moved) exported at rank 3: the reported share of the linear difference left
     out is sqrt(sum of the dropped singular values² / sum of all), over every target layer, from
     `torch.linalg.svd`; the loaded export's weights are base + the rank-3 truncation; the bias difference is whole."""
-    tuned = tmp_path / "tuned"
-    shutil.copytree(tiny_model_dir, tuned)
-    model = BertModel.from_pretrained(tiny_model_dir)
-    torch.manual_seed(5)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.05)
-    model.save_pretrained(tuned)
+    tuned, model = perturbed_copy(tiny_model_dir, tmp_path / "tuned", seed=5, scale=0.05)
     end, base = model.state_dict(), BertModel.from_pretrained(tiny_model_dir).state_dict()
     out, _, report = export_low_rank(tuned, tmp_path / "r3", str(tiny_model_dir), rank=3)
     got = ContextualSentenceEncoder.from_pretrained(out).merged().model.state_dict()

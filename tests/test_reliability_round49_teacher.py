@@ -18,10 +18,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConverge
 WORDS = ["model", "results", "data", "task", "parser", "speech", "translation", "corpus"]
 
 
-def _acl(path: Path, shift: int = 0) -> Path:
+def _acl(path: Path, shift: int = 0, n: int = 12) -> Path:
     rows = [{"paper_id": f"Q{i}", "title": f"paper {WORDS[(i + shift) % 8]} {i}",
              "abstract": [f"{WORDS[(i + shift) % 8]} {WORDS[(i * 3) % 8]}.", f"{WORDS[(i + 1) % 8]} task."]}
-            for i in range(12)]
+            for i in range(n)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 

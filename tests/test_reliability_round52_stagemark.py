@@ -5,7 +5,6 @@ marker, left as it is) and the marker of another stage. Checked against a clean 
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from pathlib import Path
@@ -16,20 +15,11 @@ from aspire.cli.data import main
 from aspire.data import cocite
 from aspire.data.cocite import stages
 from aspire.data.cocite.config import CociteConfig, IngestConfig
+from tests.test_data_stages import _records
 
-ABSTRACT = ["First sentence of the abstract.", "Second sentence here.", "Third and last sentence."]
-CONTEXT = "This context is long enough to pass the token filter easily (Smith, 2000; Jones, 2001)."
 CFG = CociteConfig(ingest=IngestConfig(exclude_benchmark_test=False, exclude_benchmark_papers=False))
 NO_BENCHMARK = ["ingest.exclude_benchmark_test=false", "ingest.exclude_benchmark_papers=false"]
 COMMAND = {"ingest": "cocite-from-records"}
-
-
-def _records(path: Path, n: int = 30) -> Path:
-    rows = [{"citing_paper_id": f"X{i}", "context": f"{CONTEXT} {i}.", "source": "test", "all_links_confirmed": True,
-             "cited": [{"paper_id": p, "title": p, "abstract": ABSTRACT} for p in (f"p{i}", f"p{i + 1}")]}
-            for i in range(n)]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 def _files(folder: Path) -> dict[str, bytes]:

@@ -12,6 +12,7 @@ from transformers import BertConfig, BertModel
 
 from aspire.train.export import FOREIGN_BASE_NORM, export_low_rank
 from tests.test_interpolate import tuned_model
+from tests.test_reliability_round40_export import perturbed_copy
 
 
 def _random_base(tiny_model_dir, path, seed: int):
@@ -38,14 +39,7 @@ def test_low_rank_export_refuses_a_base_its_record_contradicts(tiny_model_dir, e
 def test_low_rank_export_warns_over_an_unrecorded_foreign_base(tiny_model_dir, tmp_path, caplog):
     """A plain fine-tune (no document_model.json) over a random base of its config: the report gives the linear
     difference against numpy's norms and a warning names the base; over its real base no warning."""
-    tuned = tmp_path / "tuned"
-    shutil.copytree(tiny_model_dir, tuned)
-    model = BertModel.from_pretrained(tiny_model_dir)
-    torch.manual_seed(5)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.002)
-    model.save_pretrained(tuned)
+    tuned, model = perturbed_copy(tiny_model_dir, tmp_path / "tuned", seed=5, scale=0.002)
     other = _random_base(tiny_model_dir, tmp_path / "other", 8)
     with caplog.at_level(logging.WARNING, logger="aspire.train.export"):
         _, _, report = export_low_rank(tuned, tmp_path / "bad", str(other), rank=2)
@@ -70,14 +64,7 @@ def test_a_record_that_stops_short_of_the_base_is_warned_not_refused(tiny_model_
     the weights say it is the base's fine-tune (the record alone refused it before the lead's mend)."""
     start = tmp_path / "start"
     shutil.copytree(tiny_model_dir, start)
-    tuned = tmp_path / "tuned"
-    shutil.copytree(tiny_model_dir, tuned)
-    model = BertModel.from_pretrained(tiny_model_dir)
-    torch.manual_seed(6)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.002)
-    model.save_pretrained(tuned)
+    tuned, model = perturbed_copy(tiny_model_dir, tmp_path / "tuned", seed=6, scale=0.002)
     (tuned / "document_model.json").write_text(json.dumps({"model": {"encoder": str(start)}}))
     with caplog.at_level(logging.WARNING, logger="aspire.train.export"):
         out, _, report = export_low_rank(tuned, tmp_path / "out", str(tiny_model_dir), rank=2)

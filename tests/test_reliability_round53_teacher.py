@@ -11,16 +11,11 @@ from pathlib import Path
 import pytest
 
 from aspire.train.teacher import META, check_source, load_teacher, main
-
-WORDS = ["model", "results", "data", "task", "parser", "speech", "translation", "corpus"]
+from tests.test_reliability_round49_teacher import _acl as acl_file
 
 
 def _acl(path: Path, shift: int = 0) -> Path:
-    rows = [{"paper_id": f"Q{i}", "title": f"paper {WORDS[(i + shift) % 8]} {i}",
-             "abstract": [f"{WORDS[(i + shift) % 8]} {WORDS[(i * 3) % 8]}.", f"{WORDS[(i + 1) % 8]} task."]}
-            for i in range(6)]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+    return acl_file(path, shift, n=6)
 
 
 def test_a_relative_acl_path_is_recorded_absolute_and_compared_from_another_directory(tiny_model_dir, tmp_path,

@@ -17,6 +17,7 @@ from aspire.evaluate.fuse import check_csfcube_data, results_doc
 from aspire.evaluate.probes import check_probe_results, compare_probe_results
 from aspire.index.corpus import EncodedCorpus
 from aspire.io import DataError, iter_checked_jsonl, iter_jsonl, loads_unique, read_json, read_jsonl, write_json
+from tests.test_reliability_round6_inputs import acl_file  # noqa: F401 (a fixture)
 
 CONSTANTS = ["NaN", "Infinity", "-Infinity"]
 
@@ -118,18 +119,9 @@ def test_shard_json_stays_permissive_as_plain_json_dumps_writes_it(tmp_path):
     assert np.isnan(read["loss"])
 
 
-@pytest.fixture()
-def acl_file(tmp_path, monkeypatch):
-    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
-    path = tmp_path / "acl.jsonl"
-    path.write_text("".join(json.dumps({"paper_id": pid, "title": f"Title {pid}", "abstract": "One here. Two there."})
-                            + "\n" for pid in ("A1", "A2")))
-    acl.read_acl.cache_clear()
-    yield path
-    acl.read_acl.cache_clear()
 
 
-def test_acl_sentence_cache_with_a_bare_nan_is_not_used_and_is_named(acl_file, caplog):
+def test_acl_sentence_cache_with_a_bare_nan_is_not_used_and_is_named(acl_file, caplog):  # noqa: F811 (fixture)
     papers, _ = acl.read_acl(acl_file, frozenset(), 0)
     cache = acl.split_cache_path(acl_file, acl.DEFAULT_SPLITTER)
     stored = json.loads(cache.read_text())

@@ -6,28 +6,20 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 
 import pytest
 import torch
-from transformers import BertModel
 
 from aspire.encoders import ContextualSentenceEncoder
 from aspire.train.export import FOREIGN_BASE_NORM, _recorded_bases, export_adapter, export_low_rank
 from tests.test_formats import perturb_adapters
+from tests.test_reliability_round40_export import perturbed_copy
 from tests.test_reliability_round53_export import _random_base
 
 
 def _fine_tune(tiny_model_dir, path, seed: int):
     """A plain copy of the tiny model with every weight moved a little (no document_model.json)."""
-    shutil.copytree(tiny_model_dir, path)
-    model = BertModel.from_pretrained(tiny_model_dir)
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.002)
-    model.save_pretrained(path)
-    return path
+    return perturbed_copy(tiny_model_dir, path, seed, 0.002)[0]
 
 
 def _adapted(tiny_model_dir, path):

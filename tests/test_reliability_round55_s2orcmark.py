@@ -10,7 +10,6 @@ import logging
 from pathlib import Path
 
 import pytest
-import torch
 
 import aspire.data.align as align_mod
 import aspire.data.negatives as negatives_mod
@@ -20,6 +19,7 @@ from aspire.data.cocite import IngestConfig, check_stage_input, check_stage_out
 from aspire.data.cocite.stages import STAGE_MARKER, started_stage
 from aspire.data.negatives import HardNegativesConfig, mine_hard_negatives
 from aspire.data.s2orc import mine_s2orc
+from tests.test_align import _HashTeacher
 
 PLAIN = IngestConfig(splitter="regex", exclude_benchmark_test=False, exclude_benchmark_papers=False)
 TEXT = "We use A [1] here. B [2] and C [3] agree."
@@ -44,20 +44,6 @@ def _s2orc_inputs(tmp_path: Path) -> tuple[Path, Path]:
     return _write(tmp_path / "f.jsonl", [paper]), _write(tmp_path / "a.jsonl", abstracts)
 
 
-class _HashTeacher:
-    """A stand-in teacher: one fixed random vector per distinct text."""
-
-    max_seq_length = 128
-
-    def __init__(self):
-        self.cache: dict[str, torch.Tensor] = {}
-        self.gen = torch.Generator().manual_seed(0)
-
-    def encode(self, texts, batch_size=32, convert_to_tensor=True, normalize_embeddings=True, show_progress_bar=False):
-        for t in texts:
-            if t not in self.cache:
-                self.cache[t] = torch.randn(16, generator=self.gen)
-        return torch.nn.functional.normalize(torch.stack([self.cache[t] for t in texts]), dim=-1)
 
 
 def _examples_dir(tmp_path: Path) -> Path:

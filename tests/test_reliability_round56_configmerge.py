@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from aspire.config import ConfigError, apply_overrides, load_config
+from tests.test_config import Optim
 
 
 @dataclass
@@ -14,12 +15,6 @@ class Loss:
     kind: str = "mnrl"
     term_scale: dict[str, float] = field(default_factory=dict)
     options: dict | None = None
-
-
-@dataclass
-class Optim:
-    lr: float = 1e-3
-    steps: int = 10
 
 
 @dataclass
