@@ -135,3 +135,24 @@ def test_a_marked_align_or_negatives_folder_with_other_files_is_refused(tmp_path
     with pytest.raises(FileExistsError, match="files the stage does not write"):
         check_stage_out(out, stage)
     assert (out / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_training_refuses_an_examples_or_negatives_folder_a_stage_left_unfinished(tmp_path):
+    """The lead's mend: the trainer read an align (or hard-negatives) folder holding the stage-started marker and no
+    report as finished examples; `load_split` now refuses it, naming the setting, before reading any file."""
+    from aspire.train.config import DataConfig
+    from aspire.train.data import load_split
+
+    killed = tmp_path / "aligned"
+    killed.mkdir()
+    (killed / STAGE_MARKER).write_text("align\n", encoding="utf-8")
+    (killed / "examples.train.jsonl").write_text("{}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"data\.examples_dir: .*aligned holds the output of stage 'align' stopped"):
+        load_split(DataConfig(examples_dir=str(killed)), "train")
+    mined = tmp_path / "negatives"
+    mined.mkdir()
+    (mined / STAGE_MARKER).write_text("hard-negatives\n", encoding="utf-8")
+    (tmp_path / "examples").mkdir()
+    with pytest.raises(ValueError, match=r"data\.hard_negatives: .*negatives holds the output of stage 'hard-negatives'"):
+        load_split(DataConfig(examples_dir=str(tmp_path / "examples"),
+                              hard_negatives=str(mined / "hard_negatives.jsonl")), "train")

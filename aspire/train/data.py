@@ -28,7 +28,7 @@ from torch.utils.data import Dataset, Sampler
 from aspire.config import is_whole
 from aspire.data.cocite.config import REPORT
 from aspire.data.cocite.sets import cocited_partners
-from aspire.data.cocite.stages import STAGE_DIRS, stage_report
+from aspire.data.cocite.stages import STAGE_DIRS, STAGE_MARKER, stage_report, started_stage
 from aspire.data.papers import Paper, read_paper_map
 from aspire.io import iter_jsonl, require
 from aspire.train.config import DataConfig
@@ -300,12 +300,19 @@ def check_benchmark_papers_excluded(examples_dir: str | Path) -> str | None:
 
 def load_split(cfg: DataConfig, split: str) -> TripletDataset:
     """`examples.{split}.jsonl` of `cfg.examples_dir` with its abstracts (cut to `cfg.max_sentences`).
-    A split without examples is refused with a ValueError naming it. Examples built without taking CSFCube's and the
-    reviewer set's papers out (or with no ingest report saying) are read, with a warning
+    A split without examples is refused with a ValueError naming it, and so is an examples folder (or the hard
+    negatives' folder) that a stage left unfinished (its stage-started marker and no report). Examples built without
+    taking CSFCube's and the reviewer set's papers out (or with no ingest report saying) are read, with a warning
     (`check_benchmark_papers_excluded`)."""
     root = Path(cfg.examples_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"data.examples_dir {root} does not exist; build it with `aspire data run-all`")
+    for setting, folder in (("data.examples_dir", root),
+                            ("data.hard_negatives", Path(cfg.hard_negatives).parent if cfg.hard_negatives else None)):
+        stage = started_stage(folder) if folder is not None else None
+        if stage is not None:  # a stage killed half-way: its files are partial (`aspire.data.cocite.stages`)
+            raise ValueError(f"{setting}: {folder} holds the output of stage {stage!r} stopped before it finished "
+                             f"(a {STAGE_MARKER} and no {REPORT}); rerun that stage into it before training on it")
     check_benchmark_papers_excluded(root)
     full = read_paper_map(root / "abstracts.jsonl", split_strings=False)
     hard = _read_hard_negatives(cfg.hard_negatives) if cfg.hard_negatives else None
