@@ -80,12 +80,17 @@ def is_bool(value: Any) -> bool:
     return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
 
 
+def _union_args(tp: Any) -> tuple:
+    """The members of a union annotation (`int | None` -> (int, NoneType)), or `(tp,)` for any other."""
+    return typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+
+
 def _wants_int(tp: Any) -> bool:
     """Whether a field annotated `tp` (a type, or its text under `from __future__ import annotations`) holds an
     integer: `int`, or `int | None` (`Optional[int]`), whose value checked against its bounds must be whole too."""
     if isinstance(tp, str):
         return tp.replace(" ", "") in ("int", "int|None", "None|int", "Optional[int]", "typing.Optional[int]")
-    args = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
+    args = _union_args(tp)
     return int in args and all(a in (int, type(None)) for a in args)
 
 
@@ -256,16 +261,17 @@ def from_dict(cls: type[T], data: dict) -> T:
 
 
 def _section(tp: Any) -> type | None:
-    """The dataclass a field annotated `tp` holds (`Optim` or `Optim | None`), or None when it is no section."""
-    args = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
-    found = [a for a in args if dataclasses.is_dataclass(a) and isinstance(a, type)]
+    """The dataclass a field annotated `tp` holds (`Optim` or `Optim | None`), or None when it is no section (or
+    `tp` is None: a field not known)."""
+    found = [a for a in _union_args(tp) if dataclasses.is_dataclass(a) and isinstance(a, type)]
     return found[0] if len(found) == 1 else None
 
 
 def _holds_mapping(tp: Any) -> bool:
-    """Whether a field annotated `tp` holds a mapping as one value (`dict[str, float]`, `dict`, `dict | None`)."""
-    args = typing.get_args(tp) if typing.get_origin(tp) in (typing.Union, types.UnionType) else (tp,)
-    return any(a is dict or typing.get_origin(a) in (dict, collections.abc.Mapping) for a in args)
+    """Whether a field annotated `tp` holds a mapping as one value, not a section (`dict[str, float]`, `dict`,
+    `dict | None`); False for None (a field not known)."""
+    return _section(tp) is None and any(a is dict or typing.get_origin(a) in (dict, collections.abc.Mapping)
+                                        for a in _union_args(tp))
 
 
 def _merge(base: dict, update: dict, where: str = "", cls: type | None = None) -> dict:
@@ -278,11 +284,10 @@ def _merge(base: dict, update: dict, where: str = "", cls: type | None = None) -
     fields = _field_types(cls) if cls is not None else {}
     for key, value in update.items():
         name, old, tp = f"{where}{key}", out.get(key), fields.get(key)
-        if tp is not None and _holds_mapping(tp) and _section(tp) is None and (value is None or isinstance(
-                value, dict)):
+        if _holds_mapping(tp) and (value is None or isinstance(value, dict)):
             out[key] = value
         elif isinstance(value, dict) and isinstance(old, dict):
-            out[key] = _merge(old, value, f"{name}.", _section(tp) if tp is not None else None)
+            out[key] = _merge(old, value, f"{name}.", _section(tp))
         elif value is None and isinstance(old, dict):
             raise ConfigError(f"{name}: a section with nothing under it; give its keys or remove the line")
         elif isinstance(old, dict) and not isinstance(value, dict):
@@ -412,9 +417,8 @@ def parse_overrides(overrides: Sequence[str], cls: type | None = None) -> dict:
         value = parse_yaml(raw, f"override {item!r}") if raw != "" else ""
         earlier = node.get(keys[-1])
         tp = _field_types(section).get(keys[-1]) if section is not None else None
-        node[keys[-1]] = _merge(earlier, value, f"{dotted}.", _section(tp) if tp is not None else None) if (
-            isinstance(earlier, dict) and isinstance(value, dict) and not (tp is not None and _holds_mapping(tp)
-                                                                        and _section(tp) is None)) else value
+        merged = isinstance(earlier, dict) and isinstance(value, dict) and not _holds_mapping(tp)
+        node[keys[-1]] = _merge(earlier, value, f"{dotted}.", _section(tp)) if merged else value
     return nested
 
 
