@@ -82,6 +82,13 @@ class PoolSet:
         """Every query and candidate pid."""
         return {pid for pools in self.pools.values() for q, p in pools.items() for pid in (q, *p)}
 
+    def check_texts(self, papers) -> None:
+        """ValueError naming the pooled papers (queries or candidates) that `papers` (`{pid: Paper}`) has no text
+        for: the rankers index `papers` by every pid (once a bare KeyError of the first one missing)."""
+        missing = sorted(self.paper_ids() - set(papers))
+        if missing:
+            raise ValueError(f"{len(missing)} pooled papers (queries or candidates) have no paper text: {missing[:10]}")
+
 
 def _load_splits(path: Path) -> dict[str, list[str]]:
     raw = read_json(path, "splits file")

@@ -127,9 +127,7 @@ def rank_pool_set(
         opts.encoding, opts.scorer_options, opts.cache_dir, opts.batch_size, opts.device, opts.encode_options,
         opts.query_text, opts.cand_sentences)
     score_fn = get_eval_scorer(scorer, **(scorer_options or {}))
-    missing = sorted(pool_set.paper_ids() - set(papers))
-    if missing:  # once a bare KeyError of the first one
-        raise ValueError(f"{len(missing)} pooled papers (queries or candidates) have no paper text: {missing[:10]}")
+    pool_set.check_texts(papers)
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
     # what does not fit is refused before the model loads (it was refused after loading it and encoding every paper)
     from aspire.encoders.contextual import check_batch_size

@@ -156,9 +156,7 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     from aspire.evaluate.facets import facet_queries
 
     search = pipeline_config(pipeline)  # one search config for every pool, checked before any encoding
-    missing = sorted(pool_set.paper_ids() - set(papers))
-    if missing:  # once a bare KeyError of the first one, after the settings were checked
-        raise ValueError(f"{len(missing)} pooled papers (queries or candidates) have no paper text: {missing[:10]}")
+    pool_set.check_texts(papers)  # after the settings were checked
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
     record = [] if record is None else record
     batch, _ = encode_papers(encoder, ordered, "contextual", cache_dir, batch_size, record=record)
