@@ -24,6 +24,7 @@ from aspire.io import loads_unique
 TEXTS_ON_DISK_BYTES = 64 << 20  # papers.jsonl above this (about 60k abstracts) keeps sentence texts on disk
 TEXTS = ("auto", "memory", "disk")
 JSON_WHITESPACE = b" \t\r\n"  # a blank line holds only these (JSON's whitespace)
+UTF8_BOM = b"\xef\xbb\xbf"  # the file's byte-order mark, before its first line's bytes (as `aspire.io.iter_jsonl`)
 
 
 class SentencesOnDisk(Sequence):
@@ -75,7 +76,7 @@ class SentencesOnDisk(Sequence):
                                    f"{size} bytes (it was truncated after it was read)")
         line = self._map[start:end]
         try:
-            record = loads_unique(line, finite=True)  # bytes, as `read_index_papers` parsed them
+            record = _line_record(line)  # as `read_index_papers` parsed it
             problem = record_problem(record["paper_id"], record["title"], record["sentences"], record.get("labels"))
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:  # ValueError: not UTF-8 or
             problem = f"{type(err).__name__}: {err}"  # JSON, a key twice, a bare NaN, an int of over 4300 digits
@@ -95,10 +96,11 @@ class SentencesOnDisk(Sequence):
 def read_index_papers(path: str | Path, texts: str = "memory"):
     """(paper ids, titles, sentences, labels or None) per paper, as `write_index_papers` wrote them,
     streaming; `sentences` is a list (`texts="memory"`) or a `SentencesOnDisk` (`"disk"`; `"auto"` by size).
-    A line that is not a JSON record with paper_id, title and sentences of the types written (`record_problem`),
-    that holds a key twice or a bare NaN, Infinity or -Infinity (the strict JSONL writer writes neither), or whose
-    paper_id an earlier line holds, raises IndexFormatError naming it (an integer id was not found by
-    its string, which search looks up; a repeated one hid the earlier paper from every lookup by id)."""
+    A line that is not a UTF-8 JSON record with paper_id, title and sentences of the types written
+    (`record_problem`), that starts with a byte-order mark (one is skipped before the first line only, as
+    `aspire.io.iter_jsonl` skips it), that holds a key twice or a bare NaN, Infinity or -Infinity (the strict JSONL
+    writer writes neither), or whose paper_id an earlier line holds, raises IndexFormatError naming it (an integer id
+    was not found by its string, which search looks up; a repeated one hid the earlier paper from every lookup by id)."""
     if texts not in TEXTS:
         raise ValueError(f"unknown texts={texts!r}; valid: {list(TEXTS)}")
     path = Path(path)
@@ -109,12 +111,14 @@ def read_index_papers(path: str | Path, texts: str = "memory"):
     with path.open("rb") as handle:
         for lineno, raw in enumerate(handle, start=1):
             start, pos = pos, pos + len(raw)
+            if lineno == 1 and raw.startswith(UTF8_BOM):  # skipped as `iter_jsonl` skips it; on a later line it is
+                raw, start = raw[3:], 3  # refused as that reader refuses it (JSONDecodeError: Unexpected UTF-8 BOM)
             if not raw.strip(JSON_WHITESPACE):  # bytes.strip() took a form feed for blank: the line was skipped
                 if on_disk and crcs:
                     crcs[-1] = zlib.crc32(raw, crcs[-1])
                 continue  # here and then read as part of the paper before it by `SentencesOnDisk` (JSONDecodeError)
             try:
-                record = loads_unique(raw, finite=True)  # bytes: json decodes them (a leading UTF-8 BOM too)
+                record = _line_record(raw)
                 paper_id, title, sents = record["paper_id"], record["title"], record["sentences"]
             except (ValueError, KeyError, TypeError, RecursionError) as err:  # ValueError: not UTF-8 or JSON, a key
                 # twice or a bare NaN / Infinity (aspire's writers write neither), an int of over 4300 digits
@@ -136,6 +140,13 @@ def read_index_papers(path: str | Path, texts: str = "memory"):
     if on_disk:
         sentences = SentencesOnDisk(path, np.array(starts + [pos], dtype=np.int64), ids, crcs)
     return ids, titles, sentences, labels
+
+
+def _line_record(raw: bytes):
+    """The JSON value of one papers.jsonl line, its bytes decoded as UTF-8 (`json.loads` of the bytes also took
+    UTF-16, a byte-order mark on any line and encoded surrogates), a key twice or a bare NaN refused (`loads_unique`).
+    """
+    return loads_unique(raw.decode("utf-8"), finite=True)
 
 
 def record_problem(paper_id, title, sentences, labels) -> str | None:
