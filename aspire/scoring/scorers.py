@@ -288,16 +288,23 @@ def _attention_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: floa
 
     The cost between two selected sentences must be finite (ValueError naming the problems and a sentence pair, as
     `_ot_from_cost` has it; vectors that are NaN, infinite or whose squared norms overflow the dtype give such costs):
-    such a cost made the problem's distance NaN, returned silently. The cost is read whole only once a distance is
-    non-finite: no pass over it on finite input."""
+    such a cost made the problem's distance NaN, returned silently; the refusal reads the cost whole only once a
+    distance is non-finite. Padding's cost is left out whatever it holds (+inf too), and the logits are shifted by
+    each problem's least cost, so a tiny tau (even one where -cost / tau overflows) attends to the least costs."""
     half = out_dtype if out_dtype in _HALF else (cost.dtype if cost.dtype in _HALF else None)
     if half:
         match = _attention_from_cost(cost.float(), q_mask, c_mask, tau)
         return AttentionMatch(match.dist.to(half), match.attention.to(half))
     valid = q_mask[..., :, None] & c_mask[..., None, :]  # (..., S, T)
-    logits = (-cost / tau).masked_fill(~valid, -torch.inf)
+    selected = cost.masked_fill(~valid, 0.0)  # padding's cost out of the sum (a padded +inf gave 0 * inf = NaN)
+    # shifted by each problem's least cost (softmax is shift-invariant): -cost / tau alone overflowed to -inf at every
+    # pair for a tau small enough (float32: cost 1 at tau 1e-40), a NaN softmax; shifted, the least cost's logit is 0
+    least = selected.detach().masked_fill(~valid, torch.inf).amin((-2, -1), keepdim=True)  # (..., 1, 1)
+    # a tau below the dtype's smallest normal would be 0 to it (0 / 0 = NaN at the least cost); at that tau already
+    # only the least costs get attention
+    logits = (-(selected - least) / max(tau, torch.finfo(cost.dtype).tiny)).masked_fill(~valid, -torch.inf)
     att = torch.softmax(logits.flatten(-2), dim=-1).reshape(cost.shape)  # (..., S, T)
-    dist = (att * cost).sum((-2, -1))  # (...)
+    dist = (att * selected).sum((-2, -1))  # (...)
     # a NaN or +-inf cost between selected sentences makes the distance NaN (0 * inf, or a NaN softmax)
     if not bool(torch.isfinite(dist).all()):
         _refuse_nonfinite_cost(cost, q_mask, c_mask, scorer="attention")
