@@ -136,7 +136,7 @@ def _run(args) -> int:
     if stage in INPUT_OPTION:
         cocite.check_stage_input(getattr(args, INPUT_OPTION[stage]), stage)
     if stage == "run-all":
-        cocite.check_run_all_out(args.out)
+        cocite.check_run_all_out(args.out, warn=False)  # run_all checks it again and logs what it replaces
     else:
         cocite.check_stage_out(args.out, WRITES.get(stage, stage))
     if stage in WRITES:

@@ -93,6 +93,7 @@ from aspire.data.cocite.stages import (
     check_stage_input,
     check_stage_out,
     nothing_left,
+    remove_temporaries,
     stage_of,
 )
 from aspire.data.cocite.text import MARK, TOKENIZERS, clean_citations, finish_marks, get_tokenizer
@@ -117,15 +118,18 @@ def run_all(records_path: str | Path, out_dir: str | Path, cfg: CociteConfig | N
     `held_out`: the benchmark test sentences the ingest stage leaves out; `held_out_papers`: the benchmark papers
     (CSFCube's and the reviewer set's, a `HeldOut`) it takes out of the records citing them (`ingest_records`).
     `out_dir` must be new, empty or an earlier run's (`check_run_all_out`), whose `pipeline_report.json` (it
-    stands for a finished run) and stage folders (each checked to be its stage's output) go first: a run that
-    stops leaves no earlier run's later stages behind, which a later stage or training would read as this run's
-    (examples built without the benchmark papers taken out, say). A stage that leaves nothing for the next
-    (`nothing_left`) stops the run with a ValueError, its folder and the earlier ones kept.
+    stands for a finished run), its temporary files (a run killed while writing it) and stage folders (each checked
+    to be its stage's output) go first: a run that stops leaves no earlier run's later stages behind, which a later
+    stage or training would read as this run's (examples built without the benchmark papers taken out, say). A
+    stage that leaves nothing for the next (`nothing_left`) stops the run with a ValueError, its folder and the
+    earlier ones kept.
     """
     cfg = cfg or CociteConfig()
     out_dir = Path(out_dir)
     check_run_all_out(out_dir)
     (out_dir / PIPELINE_REPORT).unlink(missing_ok=True)
+    if out_dir.is_dir():  # a run killed while writing its report left the report's temporary file
+        remove_temporaries(out_dir, {PIPELINE_REPORT})
     dirs = [out_dir / name for name in STAGE_DIRS]
     for folder in dirs:  # an earlier run's stage outputs only (check_run_all_out)
         if folder.is_dir() and not folder.is_symlink():

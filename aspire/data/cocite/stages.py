@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 from aspire.data.cocite.config import REPORT
@@ -86,8 +87,13 @@ def begin_stage(folder: str | Path, stage: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
     write_text(path / STAGE_MARKER, stage + "\n")
     (path / REPORT).unlink(missing_ok=True)
-    names = {*STAGE_FILES.get(stage, ()), REPORT, STAGE_MARKER}
-    for entry in path.iterdir():
+    remove_temporaries(path, {*STAGE_FILES.get(stage, ()), REPORT, STAGE_MARKER})
+
+
+def remove_temporaries(folder: str | Path, names: Collection[str]) -> None:
+    """The temporary files (`_TEMP`, plain files) that a writer of one of `names` killed before its rename left in
+    `folder` removed; nothing else."""
+    for entry in Path(folder).iterdir():
         temp = _TEMP.fullmatch(entry.name)
         if temp is not None and temp["name"] in names and entry.is_file() and not entry.is_symlink():
             entry.unlink()
@@ -134,7 +140,7 @@ def check_stage_out(folder: str | Path, stage: str) -> None:
             raise FileExistsError(f"{folder} holds the output of stage {started!r} stopped before it finished (its "
                                   f"{STAGE_MARKER}), not of {stage!r}; it is left as it is: choose a new or empty "
                                   "folder")
-        if stage in STAGE_FILES and not partial_stage(folder, stage):
+        if stage in STAGE_FILES and not _only_stage_files(Path(folder), stage):  # the marker read once, above
             raise FileExistsError(f"{folder} holds stage {stage!r}'s {STAGE_MARKER} but also files the stage does not "
                                   "write; it is left as it is: choose a new or empty folder")
         log.warning("%s holds stage %r's %s but no %s (the stage was stopped before it finished): it is replaced",
@@ -155,8 +161,12 @@ def partial_stage(folder: str | Path, stage: str) -> bool:
     path = Path(folder)
     if path.is_symlink() or not path.is_dir() or os.path.lexists(path / REPORT):
         return False
-    if started_stage(path) not in (None, stage):
-        return False
+    return started_stage(path) in (None, stage) and _only_stage_files(path, stage)
+
+
+def _only_stage_files(path: Path, stage: str) -> bool:
+    """Whether the folder `path` holds at least one entry and nothing but plain files that `stage` writes, its
+    `STAGE_MARKER` and the temporary files of those and of its report (`partial_stage` less its other checks)."""
     names = {*STAGE_FILES[stage], REPORT, STAGE_MARKER}
     entries = list(path.iterdir())
     for entry in entries:
@@ -166,11 +176,12 @@ def partial_stage(folder: str | Path, stage: str) -> bool:
     return bool(entries)
 
 
-def check_run_all_out(folder: str | Path) -> None:
+def check_run_all_out(folder: str | Path, *, warn: bool = True) -> None:
     """FileExistsError unless `folder` is absent, empty or an earlier run's: it holds `PIPELINE_REPORT` (a
     finished run), ingest's output in its first stage folder, or nothing but stage folders (a run that stopped
     early); and each stage folder in it must be that stage's output (`check_stage_out`) or, in an earlier run's
-    folder, the partial output of a stage killed before its report (`partial_stage`; logged as to be replaced).
+    folder, the partial output of a stage killed before its report (`partial_stage`; logged as to be replaced, unless
+    `warn` is off: the CLI checks before `run_all`, which checks again and logs it, once).
     Nothing is removed here; other files in an earlier run's folder (an align output, say) are left alone."""
     path = Path(folder)
     earlier_run = path.is_dir() and not path.is_symlink() and (
@@ -179,8 +190,9 @@ def check_run_all_out(folder: str | Path) -> None:
         check_replaceable(path, PIPELINE_REPORT, "an earlier run-all's folder")
     for stage, name in zip(PIPELINE, STAGE_DIRS):
         if path.is_dir() and not path.is_symlink() and partial_stage(path / name, stage):
-            log.warning("%s holds stage %r's files but no %s (the stage was stopped before it finished): it is "
-                        "replaced", path / name, stage, REPORT)
+            if warn:
+                log.warning("%s holds stage %r's files but no %s (the stage was stopped before it finished): it is "
+                            "replaced", path / name, stage, REPORT)
             continue
         check_stage_out(path / name, stage)
 
