@@ -3,8 +3,8 @@ floats, but aspire's writers (`aspire.io.write_json`, `write_jsonl`, `aspire.jso
 non-finite number becomes null with a "non_finite" note), so one in such a file is damage or hand editing and was
 read as data silently. `aspire.io`'s readers take `finite=True` to refuse them naming the file (and line) and the
 constant; the readers of files that aspire writes only through those writers pass it (results files of the
-evaluations, a shard's rejected.jsonl, the ACL sentence cache); third-party inputs and files written with plain
-`json.dumps` (a shard's shard.json) stay permissive."""
+evaluations, a shard's rejected.jsonl, the ACL sentence cache); third-party inputs stay permissive (a shard's
+shard.json, written with plain `json.dumps`, was too until round 57: tests/test_reliability_round57_jsonfinite.py)."""
 
 import json
 import logging
@@ -108,17 +108,6 @@ def test_load_shard_refuses_a_bare_nan_in_rejected_naming_the_file_and_line(tmp_
     (path / "rejected.jsonl").write_text('{"paper_id": "p3", "reason": "no abstract", "score": NaN}\n')
     with pytest.raises(ValueError, match=r"rejected\.jsonl:1: a bare NaN"):
         EncodedCorpus.load_shard(path)  # was read as a rejected record holding nan
-
-
-def test_shard_json_stays_permissive_as_plain_json_dumps_writes_it(tmp_path):
-    """shard.json is written with plain `json.dumps` (a caller's meta may hold a non-finite float): not refused."""
-    path = _shard(tmp_path)
-    meta = json.loads((path / "shard.json").read_text())
-    (path / "shard.json").write_text(json.dumps({**meta, "loss": float("nan")}))
-    _, read = EncodedCorpus.load_shard(path)
-    assert np.isnan(read["loss"])
-
-
 
 
 def test_acl_sentence_cache_with_a_bare_nan_is_not_used_and_is_named(acl_file, caplog):  # noqa: F811 (fixture)

@@ -26,6 +26,7 @@ from aspire.index.config import EncodeConfig
 from aspire.index.disk import SHARD_META
 from aspire.index.texts import read_index_papers
 from aspire.io import atomic_folder, read_json, read_jsonl, type_name, write_jsonl
+from aspire.jsonsafe import finite_json
 from aspire.storage import check_replaceable
 
 SHARD_FORMAT_VERSION = 1
@@ -194,7 +195,9 @@ class EncodedCorpus:
         without them does not load). The format version and counts (`shard_format_version`, `n_papers`,
         `n_sentences`, `dim`) are this corpus's: a meta holding one with another value (say a loaded shard's meta
         saved with a subset) is refused, naming the key, as it would have replaced the true count in shard.json (the
-        same value, as a loaded shard's meta holds it, is taken)."""
+        same value, as a loaded shard's meta holds it, is taken). A NaN or infinity in meta is refused, naming its key,
+        before anything is written: `json.dumps` wrote it as a bare `NaN`, which is not JSON (`read_shard_meta`
+        refuses it)."""
         path = Path(path)
         repeat = repeated_id(self.paper_ids)
         if repeat is not None:  # else the shard was written and its papers.jsonl never read back (`load_shard`)
@@ -210,6 +213,15 @@ class EncodedCorpus:
         if lacking:  # else written, and refused by `read_shard_meta` when loaded ("a damaged shard")
             raise ValueError(f"cannot save shard {path}: meta lacks {', '.join(map(repr, lacking))}, which every "
                              "shard records")
+        info = {**counts, **{key: value for key, value in meta.items() if key not in counts}}
+        try:
+            non_finite = finite_json(info)[1]  # {dotted key: "nan" | "inf" | "-inf"}
+        except ValueError as err:  # a NaN dict key; keys 1 and "1", one JSON name twice (refused when loaded)
+            raise ValueError(f"cannot save shard {path}: meta {err}") from None
+        if non_finite:
+            raise ValueError(f"cannot save shard {path}: meta records "
+                             f"{', '.join(f'{key} {value}' for key, value in non_finite.items())}, which JSON has no "
+                             "number for: give a finite number, or None")
         check_replaceable(path, SHARD_META, "a shard folder")
         with atomic_folder(path) as tmp:
             np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
@@ -218,7 +230,6 @@ class EncodedCorpus:
                 np.save(tmp / WHOLE_FILE, np.ascontiguousarray(self.whole, dtype=np.float32))
             write_index_papers(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
             write_jsonl(tmp / "rejected.jsonl", self.rejected)
-            info = {**counts, **{key: value for key, value in meta.items() if key not in counts}}
             (tmp / SHARD_META).write_text(json.dumps(info, indent=1), encoding="utf-8")
         return path
 
@@ -227,8 +238,9 @@ class EncodedCorpus:
         """Read a shard directory written by `save_shard`; returns (corpus, shard metadata). ValueError naming the
         shard (and the file) for a damaged one: an array file that does not read, files that do not describe one
         corpus (`EncodedCorpus`'s checks), or a shard.json whose `n_papers`, `n_sentences` or `dim` are not those of
-        the files (they were never compared: a shard.json saying 5 papers loaded with 3), or a rejected.jsonl holding a
-        bare NaN / Infinity (`write_jsonl` never writes one; shard.json, written with `json.dumps`, may hold one)."""
+        the files (they were never compared: a shard.json saying 5 papers loaded with 3), or a shard.json or
+        rejected.jsonl holding a bare NaN / Infinity (`save_shard` refuses a non-finite meta value; `write_jsonl`
+        never writes one)."""
         path = Path(path)
         meta = read_shard_meta(path)
         ids, titles, sentences, labels = read_index_papers(path / "papers.jsonl")
@@ -256,12 +268,12 @@ def _shard_array(path: Path, name: str) -> np.ndarray:
 
 
 def read_shard_meta(path: Path) -> dict:
-    """A shard directory's shard.json, checked: present, a JSON object, this code's shard format, holding
-    every key of `SHARD_KEYS`."""
+    """A shard directory's shard.json, checked: present, a JSON object without a bare NaN / Infinity (naming the file
+    and the constant: `save_shard` never writes one), this code's shard format, holding every key of `SHARD_KEYS`."""
     meta_path = path / SHARD_META
     if not meta_path.is_file():
         raise FileNotFoundError(f"{path} is not a complete shard (no shard.json)")
-    meta = read_json(meta_path, f"shard {path.name}'s record")
+    meta = read_json(meta_path, f"shard {path.name}'s record", finite=True)
     if not isinstance(meta, dict) or meta.get("shard_format_version") != SHARD_FORMAT_VERSION:
         version = meta.get("shard_format_version") if isinstance(meta, dict) else None
         raise ValueError(f"shard {path} has format version {version}, this code reads version {SHARD_FORMAT_VERSION}")

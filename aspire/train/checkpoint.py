@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from aspire.io import write_text
+from aspire.io import NonFiniteConstant, loads_unique, write_text
 from aspire.paths import BEST, LATEST, MODEL_DIR, STATE_FILE  # noqa: F401 (ckpt.BEST, ckpt.MODEL_DIR, ...)
 from aspire.storage import check_free_space, folder_lock, on_disk_full
 
@@ -74,7 +74,10 @@ def _fsync_tree(path: Path) -> None:
 
 def write_pointer(out_dir: Path, name: str, record: dict) -> None:
     """Write `out_dir/name` (a small JSON file) atomically, its rename made durable before this returns (`best` is
-    on disk before `latest` moves)."""
+    on disk before `latest` moves). A value that is not JSON (a NaN, which `json.dumps` wrote as a bare `NaN` that
+    `read_pointer` refuses; a numpy float32) is a ValueError naming the pointer and the key, before anything is
+    written."""
+    _check_json_values(record, f"{out_dir / name}: the `{name}` record")
     write_text(out_dir / name, json.dumps(record) + "\n", fsync=True)
     _fsync_dir(out_dir)
 
@@ -85,7 +88,8 @@ def read_pointer(out_dir: str | Path, name: str = LATEST) -> dict | None:
     ValueError naming the pointer when it is not JSON `{"checkpoint": "checkpoint-NNNNNN", "step": NNNNNN}` (the
     step the name's, or not a file: a folder or a link to nothing in its place was read as "no pointer yet", so a
     run started over and pruning forgot the best), FileNotFoundError when its checkpoint has no trainer state (a
-    deleted or half-copied one)."""
+    deleted or half-copied one). A bare `NaN`, `Infinity` or `-Infinity` (which `json.loads` read as a float, and
+    `write_pointer` never writes) or a key twice is such damage, named (`aspire.io.loads_unique`)."""
     path = Path(out_dir) / name
     if not path.exists() and not path.is_symlink():
         return None
@@ -93,8 +97,11 @@ def read_pointer(out_dir: str | Path, name: str = LATEST) -> dict | None:
         what = "a folder" if path.is_dir() else "a link to nothing" if not path.exists() else "not a plain file"
         raise ValueError(f"{path}: damaged `{name}` pointer, {what}; {_POINTER_FORM}")
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:  # not JSON, or not UTF-8
+        record = loads_unique(path.read_text(encoding="utf-8"), finite=True)
+    except NonFiniteConstant as err:
+        raise ValueError(f"{path}: damaged `{name}` pointer, a bare {err.constant}, which is not JSON (`write_pointer` "
+                         f"refuses a non-finite number); {_POINTER_FORM}") from None
+    except ValueError as err:  # not JSON, not UTF-8, a key twice
         raise ValueError(f"{path}: damaged `{name}` pointer, not JSON ({err}); {_POINTER_FORM}") from None
     checkpoint = record.get("checkpoint") if isinstance(record, dict) else None
     step = record.get("step") if isinstance(record, dict) else None
@@ -187,11 +194,17 @@ def _check_best(best: Any, name: str, step: int) -> None:
     loss = best.get("dev_loss")
     if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss):
         raise ValueError(f"the `{BEST}` record's `dev_loss` must be a finite number, got {type(loss).__name__} {loss!r}")
-    for key, value in best.items():
+    _check_json_values(best, f"the `{BEST}` record")
+
+
+def _check_json_values(record: dict, what: str) -> None:
+    """ValueError naming `what` and the key for a value of `record` that is not JSON: a NaN or an infinity (which
+    `json.dumps` writes as a bare `NaN` / `Infinity`), a numpy float32."""
+    for key, value in record.items():
         try:
             json.dumps({key: value}, allow_nan=False)
         except (TypeError, ValueError) as err:
-            raise ValueError(f"the `{BEST}` record's key {key!r} cannot be written as JSON: {err}") from None
+            raise ValueError(f"{what}'s key {key!r} cannot be written as JSON: {err}") from None
 
 
 def tensor_bytes(obj: Any) -> int:
