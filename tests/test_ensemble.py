@@ -122,6 +122,6 @@ def test_an_ensemble_suite_runs_only_the_benchmarks_asked_for(tmp_path):
     """`--benchmarks csfcube` beside `--ensemble` once ran every benchmark (context2doc's BM25 members among them)."""
     from aspire.evaluate.ensemble import run_ensemble_suite
 
-    path = _yaml(tmp_path, "members: [{name: a, model: bm25}, {name: b, model: bm25}]")
+    path = _yaml(tmp_path, "members: [{name: a, model: bm25}, {name: b, model: m, scorer: minl2}]")
     suite = run_ensemble_suite(path, tmp_path / "out", tmp_path / "no-data", benchmarks=["csfcube"])
     assert suite["rows"] == [] and [line.split(":")[0] for line in suite["skipped"]] == ["csfcube"]

@@ -135,7 +135,7 @@ def test_an_ensemble_suite_refuses_an_unknown_benchmark(tmp_path):
     from aspire.evaluate.ensemble import run_ensemble_suite
 
     path = tmp_path / "ens.yaml"
-    path.write_text("members: [{name: a, model: bm25}, {name: b, model: bm25}]")
+    path.write_text("members: [{name: a, model: bm25}, {name: b, model: m, scorer: minl2}]")
     with pytest.raises(ValueError, match="unknown benchmark 'csfcub'"):
         run_ensemble_suite(path, tmp_path / "out", tmp_path / "no-data", benchmarks=["csfcub"])
     assert not (tmp_path / "out" / "suite.json").exists()

@@ -18,7 +18,8 @@ ensemble hook of its runner (`aspire.evaluate.suite.RUNNERS`):
 CSFCube per facet and query over the pool, reviewer matching per draw and reviewer over the rated
 submissions, context2doc per query over all candidates. A `bm25` member takes part in context2doc only
 (the one benchmark whose ensemble runner is lexical; CSFCube's and reviewer matching's BM25 are stages of their
-own commands, `--bm25`, not ensemble members); each row's note names the members fused.
+own commands, `--bm25`, not ensemble members); each row's note names the members fused. A member's share of the
+fusion is its `weight`: two members making the same run (`member_run`) are refused.
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from pathlib import Path
 from aspire.benchmarks import BENCHMARKS, get_benchmark
 from aspire.benchmarks.runs import invocation
 from aspire.config import load_config, to_dict
+from aspire.encoders.pretrained import MODELS
 from aspire.evaluate.fuse import fuse_runs
 from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions, Member
 from aspire.evaluate.suite import RUNNERS, check_settings
 from aspire.io import write_json
-from aspire.paths import DATA
+from aspire.paths import DATA, model_folder
 from aspire.scoring.fusion import METHODS as FUSION_METHODS
 
 _SAFE_NAME = re.compile(r"[\w.-]+")
@@ -61,9 +63,21 @@ class EnsembleConfig:
     members: list[EnsembleMember] = field(default_factory=list)
 
 
+def member_run(m: EnsembleMember, encoding: str | None) -> tuple:
+    """What decides the run of member `m`, whose scorer runs with `encoding` (`EvalOptions.checked`; None for bm25):
+    its model as the folder it loads (`aspire.paths.model_folder`: a training run's folder is its checkpoint's model;
+    a relative path, a trailing slash or a link is the real absolute path; a short name, `MODELS`, as given), its
+    scorer, that encoding and its options. Two members with equal ones make one run twice."""
+    if m.scorer is None:
+        return ("bm25",)
+    model = m.model if m.model in MODELS else str(model_folder(m.model).resolve())
+    return model, m.scorer, encoding, dict(m.scorer_options), dict(m.encode_options)
+
+
 def load_ensemble(path: str | Path) -> EnsembleConfig:
-    """Read and check an ensemble YAML: two or more members, distinct names, a scorer for each model, and each
-    member's scorer_options, encoding and encode_options as its runs will take them."""
+    """Read and check an ensemble YAML: two or more members, distinct names, a scorer for each model, each
+    member's scorer_options, encoding and encode_options as its runs will take them, and no two members making the
+    same run (`member_run`: fused twice, it weighed double unsaid; a member's share is its weight)."""
     config = load_config(EnsembleConfig, path)
     if config.fusion not in FUSION_METHODS:
         raise ValueError(f"{path}: unknown fusion {config.fusion!r}; valid: {', '.join(FUSION_METHODS)}")
@@ -71,7 +85,7 @@ def load_ensemble(path: str | Path) -> EnsembleConfig:
         raise ValueError(f"{path}: rrf_k must be > 0 and finite, got {config.rrf_k}")  # after every member ran
     if len(config.members) < 2:
         raise ValueError(f"{path}: an ensemble needs at least two members, got {len(config.members)}")
-    names = [m.name for m in config.members]
+    names, runs = [m.name for m in config.members], []
     for i, m in enumerate(config.members):
         where = f"{path}: members[{i}] ({m.name or 'no name'})"
         if not m.name or names.count(m.name) > 1:
@@ -97,13 +111,26 @@ def load_ensemble(path: str | Path) -> EnsembleConfig:
             raise ValueError(f"{where}: weight must be >= 0 and finite, got {m.weight}")
         if not all(isinstance(x, dict) for x in (m.scorer_options, m.encode_options)):
             raise ValueError(f"{where}: scorer_options and encode_options must be mappings")
+        encoding = None
         if m.scorer is not None:  # the encoding and encode_options as its runner checks them, before any member runs
             try:
-                EvalOptions(encoding=m.encoding, encode_options=dict(m.encode_options)).checked(m.scorer, faceted=False)
+                encoding = EvalOptions(encoding=m.encoding, encode_options=dict(m.encode_options)).checked(
+                    m.scorer, faceted=False).encoding
             except ValueError as err:
                 raise ValueError(f"{where}: {err}") from None
         elif m.encode_options or m.scorer_options or m.encoding != "contextual":
             raise ValueError(f"{where}: a bm25 member takes no encoding, encode_options or scorer_options")
+        try:
+            run = member_run(m, encoding)
+        except ValueError as err:  # a training run's pointer naming no model (`aspire.paths.run_model`)
+            raise ValueError(f"{where}: {err}") from None
+        if run in runs:
+            j, first = runs.index(run), config.members[runs.index(run)].model
+            spelt = "" if m.model == first else f" (model {m.model!r} is {first!r} there)"
+            raise ValueError(f"{where}: the same run as members[{j}] ({names[j]}){spelt}: the same model, scorer, "
+                             "encoding and options; fused twice it would weigh double: list it once, with the weight "
+                             "of both")
+        runs.append(run)
     if not sum(m.weight for m in config.members) > 0:
         raise ValueError(f"{path}: the members' weights sum to 0: give at least one member a weight > 0")
     return config
