@@ -67,10 +67,12 @@ def range_problem(value: Any, bounds: dict) -> str | None:
     return f"must be {' and '.join(broken)}, got {value!r}" if broken else None
 
 
-def is_whole(value: Any, minimum: int) -> bool:
-    """Whether `value` is a whole number >= `minimum`: an int or a numpy integer (`numbers.Integral`), not a bool (a
-    float, a string of digits or True is none). The one test behind the commands' and modules' count checks."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= minimum
+def is_whole(value: Any, minimum: int | None = None) -> bool:
+    """Whether `value` is a whole number >= `minimum` (None: of any sign, where the caller checks its range itself):
+    an int or a numpy integer (`numbers.Integral`), not a bool (a float, 2.0 included, a string of digits or True is
+    none). The one test behind the commands' and modules' count checks."""
+    return (isinstance(value, numbers.Integral) and not isinstance(value, bool)
+            and (minimum is None or value >= minimum))
 
 
 def is_bool(value: Any) -> bool:

@@ -39,7 +39,7 @@ def check_depth(bench: Context2Doc, depth: int) -> None:
     when there are fewer): a shallower run would report R@100 at its own depth under R@100's name. A depth that is not a
     whole number (12.5, "100", None) is a ValueError naming it too (a float passed here and failed only after encoding,
     in `to_run`; a string or None was a bare TypeError)."""
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)):
+    if not is_whole(depth):  # its range is checked below
         raise ValueError(f"context2doc depth must be a whole number, got {depth!r}")
     need = min(DEEPEST, len(bench.candidates))  # a smaller candidate set is ranked whole
     if depth < need:

@@ -90,7 +90,7 @@ def check_position(start: int, num_batches: int, rank: int, world_size: int, epo
     in the message. Each must be an integer (a float start or rank was a TypeError of `range` or of slicing; True
     was read as 1)."""
     for what, value in (("rank", rank), ("micro-batch to start from", start)):
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool):  # its range is checked below
+        if not is_whole(value):  # its range is checked below
             raise ValueError(f"{what} must be an integer, got {value!r}")
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is not one of the {world_size} rank(s)")
@@ -110,8 +110,8 @@ class MixSampler(Sampler[list[int]]):
             as in `EpochBatchSampler`.
         names: the tasks' names, for errors (default: task 0, task 1, ...), one a task.
 
-    ValueError (naming the argument) unless sizes are integers >= 1, offsets, seed and epoch integers >= 0, and
-    `names` is empty or one a task.
+    ValueError (naming the argument) unless sizes are integers >= 1, offsets, seed and epoch integers >= 0, (sequential)
+    stage_batches integers >= 1, one a task, and `names` is empty or one a task.
     """
 
     def __init__(self, sizes: Sequence[int], offsets: Sequence[int], mode: str, ratios: Sequence[float],
@@ -148,14 +148,14 @@ class MixSampler(Sampler[list[int]]):
         self.rank, self.world_size = rank, world_size
         self.shares = split_batch(batch_size, ratios) if mode == "mixed" else [batch_size] * len(sizes)
         self.cycle = alternating_cycle(ratios) if mode == "alternating" else []
-        self.stage_ends = [sum(stage_batches[: t + 1]) for t in range(len(stage_batches))]
+        self.stage_ends: list[int] = []  # sequential: the end of each task's stage, once its steps are checked
         if mode == "sequential":
             if any(r != 1.0 for r in ratios):  # stages run by steps: a ratio would be silently ignored
                 raise ValueError(f"tasks[].ratio: mix.mode sequential runs each task for its steps and reads no ratio, "
                                  f"got {list(ratios)}; remove the ratios or use mix.mode mixed or alternating")
-            if len(stage_batches) != len(sizes) or not all(
-                    isinstance(b, numbers.Integral) and not isinstance(b, bool) and b >= 1 for b in stage_batches):
+            if len(stage_batches) != len(sizes) or not all(is_whole(b, 1) for b in stage_batches):
                 raise ValueError(f"mix.mode sequential needs steps >= 1 for every task, got {list(stage_batches)}")
+            self.stage_ends = [sum(stage_batches[: t + 1]) for t in range(len(stage_batches))]
             self.num_batches = self.stage_ends[-1]
         else:
             self.num_batches = max(1, sum(sizes) // (batch_size * world_size))

@@ -27,7 +27,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from aspire.config import parse_yaml, save_config
+from aspire.config import is_whole, parse_yaml, save_config
 from aspire.encoders.contextual import eval_mode
 from aspire.io import write_json
 from aspire.jsonsafe import dumps
@@ -174,7 +174,8 @@ class Trainer:
                              f"pointing `{ckpt.LATEST}` at it")
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        # ints (`check_state` takes numpy integers too, which the step's JSON pointer could not hold)
+        self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["position"])
         self.best_dev = state["best_dev_loss"]
         self._saved_step = self.step  # the checkpoint resumed from: a finished run is not evaluated and saved again
         set_rng_state(state["rng"][self.rank], self.device)
@@ -435,9 +436,10 @@ STATE_KEYS = ("optimizer", "scheduler", "step", "epoch", "position", "best_dev_l
 
 def check_state(state, path: Path, step: int) -> None:
     """ValueError naming `path` unless `state` is a trainer state (`STATE_KEYS`, `window` optional, no other key) of
-    step `step` (an integer), its epoch, position and world size integers (>= 0, >= 0, >= 1), its `rng` one RNG state
-    per rank (`rng_state_problem`) and its `window`, where saved (a checkpoint written before it was saved has none,
-    or None), one dict per rank. Its `best_dev_loss` is checked where it is read (`Trainer`, `best_dev_problem`)."""
+    step `step` (a whole number, `is_whole`: an int or numpy integer, no bool or float), its epoch, position and world
+    size whole numbers (>= 0, >= 0, >= 1; the trainer restores them as ints), its `rng` one RNG state per rank
+    (`rng_state_problem`) and its `window`, where saved (a checkpoint written before it was saved has none, or None),
+    one dict per rank. Its `best_dev_loss` is checked where it is read (`Trainer`, `best_dev_problem`)."""
     missing = [k for k in STATE_KEYS if k not in state] if isinstance(state, dict) else list(STATE_KEYS)
     if missing:
         raise ValueError(f"{path}: not a whole trainer state (no {', '.join(missing)}); resume from an earlier "
@@ -446,10 +448,10 @@ def check_state(state, path: Path, step: int) -> None:
     if unknown:  # not a state this trainer wrote (another program's, or damaged): its other keys are not to be trusted
         raise ValueError(f"{path}: the trainer state holds unknown key(s) {', '.join(repr(k) for k in unknown)}; "
                          f"resume from an earlier checkpoint by pointing `{ckpt.LATEST}` at it")
-    if type(state["step"]) is not int or state["step"] != step:  # a float 4.0 == 4 failed naming a checkpoint
+    if not is_whole(state["step"]) or state["step"] != step:  # a float 4.0 == 4 failed naming a checkpoint
         raise ValueError(f"{path}: the trainer state is of step {state['step']!r}, its checkpoint's pointer says {step}")
     for key in ("epoch", "position", "world_size"):  # a damaged one failed deep in the sampler, after training started
-        if type(state[key]) is not int or state[key] < (key == "world_size"):
+        if not is_whole(state[key], int(key == "world_size")):
             raise ValueError(f"{path}: the trainer state's {key} must be an integer >= {int(key == 'world_size')}, "
                              f"got {state[key]!r:.60}; resume from an earlier checkpoint by pointing `{ckpt.LATEST}` "
                              "at it")
