@@ -63,10 +63,6 @@ try:  # absent from checkouts before it (the "before" runs of experiments/result
     from aspire.scoring import gathered_ot_match
 except ImportError:
     gathered_ot_match = None
-try:  # the whole scorer's compiled cost-and-weights pass alone (absent before 2026-11-28)
-    from aspire.scoring.distance import compiled_weights, gathered_l2_weights
-except ImportError:
-    compiled_weights = gathered_l2_weights = None
 
 EPS = 0.05
 TAU = 1.0
@@ -307,12 +303,8 @@ def bench_case(case: str, B: int, N: int, pool: torch.Tensor, args, device: torc
     timed = time_alternated({"kernel": kernel, "floor": floor, **scorers}, args.repeats, device)
     # the two other ways of scoring these pairs, against the kernel in an alternation of their own: the copies
     # stream 2 x 15 MB a call, and whatever ran right after them ran up to 1.5x slower (`time_alternated`)
-    # and the whole scorer's first part alone, where it is a compiled pass (a CPU): the cost and weights it hands
-    # the kernel, the part that makes the scorer more than the kernel
-    cost_pass = ({"pass": lambda: gathered_l2_weights(pool, idx[0], pool, idx[1], TAU)}
-                 if gathered_l2_weights and compiled_weights(pool, pool, TAU) else {})
-    others = time_alternated({"kernel": kernel, "scorer_batches": scorer_batches, "scorer_copies": scorer_copies,
-                              **cost_pass}, args.repeats, device) if case == "a" and gathered_ot_match else None
+    others = time_alternated({"kernel": kernel, "scorer_batches": scorer_batches, "scorer_copies": scorer_copies},
+                             args.repeats, device) if case == "a" and gathered_ot_match else None
     floor_err = marginal_err(floor().double(), a.double(), b.double())
     floor_bad = int((~torch.isfinite(floor_err)).sum())  # no safeguards: a scaling may overflow
     floor_err = floor_err[torch.isfinite(floor_err)].max().item()
@@ -339,17 +331,12 @@ def bench_case(case: str, B: int, N: int, pool: torch.Tensor, args, device: torc
         info["scorer_vs_copies_max_abs_dist_dev"] = (match.dist - copies.dist).abs().max().item()
         info["scorer_batches_ms"] = 1e3 * others["scorer_batches"]
         info["scorer_batches_x_kernel"] = others["scorer_batches"] / others["kernel"]
-        if "pass" in others:
-            info["pass_ms"], info["pass_x_kernel"] = 1e3 * others["pass"], others["pass"] / others["kernel"]
         print(f"  whole OT scorer (stored rows + cost + weights + kernel) {info['scorer_ms']:.2f} ms = "
               f"{info['scorer_x_kernel']:.2f} x the kernel alone (max err {info['scorer_max_err']:.1e}); "
               f"on padded batches (pairwise_ot_match) {info['scorer_batches_ms']:.2f} ms = "
               f"{info['scorer_batches_x_kernel']:.2f} x; "
               f"gathering copies first {info['scorer_copies_ms']:.2f} ms = {info['scorer_copies_x_kernel']:.2f} x; "
               f"distances apart by {info['scorer_vs_copies_max_abs_dist_dev']:.1e} at most")
-        if "pass_ms" in info:
-            print(f"  of the whole scorer, its compiled cost-and-weights pass alone {info['pass_ms']:.2f} ms = "
-                  f"{info['pass_x_kernel']:.2f} x the kernel")
 
     def record(solver, setting, fn, repeats, seconds=None):
         plan, value = fn()
@@ -479,9 +466,6 @@ def write_results(args, rows, sweeps) -> None:
         lines.append(f"| ({r['case']}) {r['pairs']} x {r['N']}x{r['N']} | {r['solver']} | {r['setting']} | "
                      f"{fmt(t, '.2f')} | {fmt(r['max_err'], '.1e')} | {fmt(r['max_abs_value_dev'], '.1e')} | "
                      f"{speed} | {floor} | {xfloor} | {mfloor} |")
-    lines += [f"\nOf the whole scorer ({r['case']}), its compiled cost-and-weights pass alone: {r['pass_ms']:.2f} ms = "
-              f"{r['pass_x_kernel']:.2f} x the kernel (alternated with the kernel and the padded / copied scorers)."
-              for r in rows if r["solver"] == "aspire sinkhorn" and "pass_ms" in r]
     lines += ["", "Iterations to 1e-4 (exact, per problem): " + "; ".join(
         f"({r['case']}) median {r['iters_median']:.0f}, max {r['iters_max']:.0f}"
         for r in rows if r["solver"] == "aspire sinkhorn"),
