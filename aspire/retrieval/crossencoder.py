@@ -18,7 +18,8 @@ before it return `max(k, cross_top)` hits; the cross-encoder reads
 
 and its logits are mixed with the previous stage's scores by `aspire.scoring.crossencoder.mix_rerank`, the
 evaluator hook's mix (`--rerank-weight`): z-scores over those N, weight `cross_weight` on the cross-encoder
-(1: its order alone; 0: the previous order kept); papers below the top N keep their order after them. Each
+(1: its order alone; 0: the previous order kept); papers below the top N keep their order after them (equal
+previous scores there ordered by paper id, `mix_rerank`'s rule, unless the weight is 0). Each
 re-scored hit reports its logit as the stage score `crossencoder`; the model's time is on the reranker
 (`cross_seconds`: the difference over one search is that query's cost).
 """
@@ -81,16 +82,19 @@ def rerank_texts(queries: Mapping[str, str], texts: Mapping[str, str], run: Mapp
 def pair_scores(queries: Mapping[str, str], texts: Mapping[str, str], first: Mapping[str, Sequence[tuple[str, float]]],
                 reranker, top_n: int) -> dict[str, dict[str, float]]:
     """`{qid: {doc: logit}}` of `reranker` over the (query text, document text) pairs of each query's top `top_n`
-    in `first`, scored in one pass; a query `first` does not rank, or a ranked document without text, is an error
-    naming the query (and document)."""
+    in `first`, scored in one pass; a query `first` does not rank, a query text that is not a string, or a ranked
+    document without a text (a string), is an error naming the query (and document)."""
     unranked = [q for q in queries if q not in first]
     if unranked:  # once a bare KeyError
         raise ValueError(f"{len(unranked)} queries have no first-stage ranking to re-rank (e.g. {unranked[:3]})")
     pairs, keys = [], []
     for qid, query in queries.items():
+        if not isinstance(query, str):  # None or a list of sentences failed in the model's pass, naming no query
+            raise ValueError(f"query {qid}: its text is a {type(query).__name__}, not a string")
         for doc, _ in first[qid][:top_n]:
-            if doc not in texts:
-                raise ValueError(f"query {qid}: document {doc} has no text for the cross-encoder")
+            if not isinstance(texts.get(doc), str):
+                held = f" (a {type(texts[doc]).__name__}, not a string)" if doc in texts else ""
+                raise ValueError(f"query {qid}: document {doc} has no text for the cross-encoder{held}")
             pairs.append((query, texts[doc]))
             keys.append((qid, doc))
     out: dict[str, dict[str, float]] = {q: {} for q in queries}

@@ -56,11 +56,16 @@ class LexicalStage:
 
 def best_positions(scores: np.ndarray, candidates: np.ndarray, n: int) -> np.ndarray:
     """The `n` best of `candidates` (ascending positions into `scores (P,)`) by score, best first, ties by lower
-    position, also where tied papers straddle the n-th place (a partial sort alone keeps an arbitrary few of them)."""
+    position, also where tied papers straddle the n-th place (a partial sort alone keeps an arbitrary few of them).
+    A NaN score among the candidates is a ValueError naming its positions."""
     m = min(n, len(candidates))
     if m == 0:
         return candidates[:0]
     values = scores[candidates]  # (C,)
+    nan = np.isnan(values)
+    if nan.any():  # a NaN as the m-th best score equals none and exceeds none: every paper went missing, unsaid
+        raise ValueError(f"{int(nan.sum())} candidate(s) score NaN (positions {candidates[nan][:10].tolist()}): "
+                         "they cannot be ranked")
     cut = -np.partition(-values, m - 1)[m - 1]  # the m-th best score
     above = candidates[values > cut]
     top = np.concatenate([above, candidates[values == cut][: m - len(above)]])  # ties at the cut: lowest positions
