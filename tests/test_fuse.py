@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -48,17 +49,19 @@ def test_read_scored_names_bad_entries(tmp_path):
         read_scored(path)
 
 
-def test_fusing_specter_with_itself_keeps_its_known_answer(shared_data, tmp_path, capsys):
-    """CLI on the real CSFCube pools: a run fused with itself ranks as it did (34.23 / 53.28)."""
+def test_fusing_specter_with_itself_keeps_its_known_answer(shared_data, tmp_path, tmp_path_factory, capsys):
+    """CLI on the real CSFCube pools: a run fused with a copy of itself ranks as it did (34.23 / 53.28). (The same
+    files given twice are refused: tests/test_reliability_round58_fuse.py.)"""
     from aspire.cli.evaluate import main
 
     root = shared_data / "csfcube"
     run = f"{root / 'sample_ranked_pools'}:specter"
-    assert main(["fuse", "--data", str(root), "--run", run, "--run", run, "--weights", "0.3,0.7",
+    copy = f"{shutil.copytree(root / 'sample_ranked_pools', tmp_path_factory.mktemp('copy') / 'pools')}:specter"
+    assert main(["fuse", "--data", str(root), "--run", run, "--run", copy, "--weights", "0.3,0.7",
                  "--exp", "specter2x", "--out", str(tmp_path)]) == 0
     assert "all: 34.23 / 53.28" in capsys.readouterr().out
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["fused_from"] == [run, run]
+    assert results["fused_from"] == [run, copy]
     assert (tmp_path / "test-pid2pool-csfcube-specter2x-method-ranked.json").is_file()
     assert main(["fuse", "--data", str(root), "--run", run, "--run", "nowhere:x", "--exp", "e",
                  "--out", str(tmp_path / "e")]) == 2

@@ -6,6 +6,7 @@ checked before the first benchmark runs."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -87,9 +88,10 @@ def test_fused_csfcube_folder_keeps_its_fused_scores(tmp_path):
     from aspire.evaluate.csfcube import fuse_csfcube
 
     sample = CSF / "sample_ranked_pools"
+    copy = shutil.copytree(sample, tmp_path / "copy")  # the same files twice are refused (round 58); a copy is not
     folders = []
     for name, fusion in (("a", "z"), ("b", "rrf")):  # two CSFCube folders with ranked files and run.trec
-        fuse_csfcube(CSF, [(sample, "specter"), (sample, "specter")], tmp_path / name, name, fusion=fusion)
+        fuse_csfcube(CSF, [(sample, "specter"), (copy, "specter")], tmp_path / name, name, fusion=fusion)
         folders.append(tmp_path / name)
     out = tmp_path / "fused"
     results = fuse.fuse_run_files(folders, out, fusion="minmax")

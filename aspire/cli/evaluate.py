@@ -231,7 +231,7 @@ def _check_fused(parser, option: str, given: list[str], weights: list[float] | N
 def _fuse_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=str(DATA / "csfcube"), help="CSFCube folder (default %(default)s)")
     p.add_argument("--run", action="append", required=True, metavar="DIR:EXP",
-                   help="a folder of ranked files and their experiment name; give two or more")
+                   help="a folder of ranked files and their experiment name; give two or more, each once")
     p.add_argument("--weights", type=number_list, help="comma-separated, one per --run (default equal)")
     p.add_argument("--fusion", choices=FUSION_METHODS, default=None,
                    help="z or minmax (per-query normalised weighted sum) or rrf (default z)")
@@ -464,7 +464,8 @@ def _compare(parser, args) -> int:
 
 
 def _fuse_runs_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("runs", nargs="+", help="two or more run files or results folders (run.trec + qrels.trec)")
+    p.add_argument("runs", nargs="+", help="two or more run files or results folders (run.trec + qrels.trec), "
+                   "each once (--weights weigh them)")
     p.add_argument("--weights", type=number_list, help="comma-separated, one per run (default equal)")
     p.add_argument("--fusion", choices=FUSION_METHODS, default=None,
                    help="z or minmax (per-query normalised weighted sum) or rrf (default z)")

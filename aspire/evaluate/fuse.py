@@ -4,7 +4,8 @@ Each input is a folder of ranked files in the official format (`{query_pid: [[ca
 ...]}`, best first; similarities or distances, told apart by their order) and its experiment name. Per query, every run's scores
 are normalised (default `z`: zero mean, unit variance over the pool) and summed with weights, so a whole-abstract vector and an aspect-conditional sentence matcher, whose scores live
 on different scales, can be combined. The runs must rank exactly the same candidates for the same
-queries; anything else is an error naming the query, so nothing is silently dropped.
+queries; anything else is an error naming the query, so nothing is silently dropped. One file given twice is
+refused (it would weigh double unsaid): a run's share is its weight.
 
     python -m aspire.evaluate fuse --run runs/csfcube/abstract:minilm-abstract \
         --run runs/csfcube/ts-ot:model-contextual-ot-tau1 --exp fused --out runs/csfcube/fused
@@ -107,6 +108,20 @@ def _run_names(names: Sequence[str] | None, n: int, default: str) -> list[str]:
     return names
 
 
+def check_distinct_files(paths: Sequence[str | Path], names: Sequence[str]) -> None:
+    """ValueError when two of the run files `paths` (named `names` as given) are one file however spelt (a relative
+    and an absolute path, `..`, a link: their resolved paths), naming both positions (from 1) and the file: fused
+    with itself a run changes nothing, beside a third it weighs double unsaid (a run's share is its `--weights`).
+    Two files with the same content are the user's choice, fused as given."""
+    seen: dict[Path, int] = {}
+    for i, path in enumerate(paths):
+        j = seen.setdefault(Path(path).resolve(), i)
+        if j != i:
+            raise ValueError(f"runs {j + 1} and {i + 1} ({names[j]} and {names[i]}) are one file, "
+                             f"{Path(path).resolve()}: fused twice it would weigh double (with no other run, change "
+                             "nothing): give it once and weigh it with --weights")
+
+
 def fuse_scores(
     runs: Sequence[Mapping[str, Mapping[str, float]]],
     weights: Sequence[float] | None = None,
@@ -148,14 +163,18 @@ def fuse_pool_set(
 ) -> dict[str, dict[str, list[str]]]:
     """Fuse every facet's ranked files of `inputs` [(folder, exp), ...]; write `out`'s ranked files.
 
-    Returns `{facet: {query: [cand, ...]}}`, ready for the pool evaluator.
+    Returns `{facet: {query: [cand, ...]}}`, ready for the pool evaluator. One ranked file given twice (the same
+    folder and experiment, however spelt, or a link to it) is a ValueError (`check_distinct_files`), before anything
+    is written; a copy of it is fused as given.
     """
+    names = [f"{f}:{e}" for f, e in inputs]
+    paths = {facet: [existing_ranked_path(folder, pool_set.name, run_exp, facet) for folder, run_exp in inputs]
+             for facet in pool_set.facets}
+    for facet_paths in paths.values():
+        check_distinct_files(facet_paths, names)
     rankings = {}
     for facet in pool_set.facets:
-        runs = []
-        for folder, run_exp in inputs:
-            runs.append(read_scored(existing_ranked_path(folder, pool_set.name, run_exp, facet)))
-        fused = fuse_scores(runs, weights, norm, names=[f"{f}:{e}" for f, e in inputs])
+        fused = fuse_scores([read_scored(path) for path in paths[facet]], weights, norm, names=names)
         write_ranked(ranked_path(out, pool_set.name, exp, facet), fused)
         rankings[facet] = {q: [c for c, _ in r] for q, r in fused.items()}
     return rankings
@@ -298,7 +317,7 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     with `fuse_runs`, write `out/run.trec`, and with qrels (default: the first input folder's, which the other
     folders' must equal; `_scoring_qrels`) score it; returns and writes `out/results.json` (with the command that
     made it, `command`: `aspire.benchmarks.runs.invocation`). `metrics` with no qrels (run files alone) is a
-    ValueError.
+    ValueError, as is one run file given twice however spelt (`check_distinct_files`; a copy is fused as given).
 
     The relevance threshold is the one every input folder's `results.json` records with its benchmark
     (`recorded_protocol`); when they disagree or record none it is 1, and `threshold_from` says which. The binary
@@ -328,6 +347,7 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
 
     inputs, out = [Path(p) for p in inputs], Path(out)
     paths = [p / "run.trec" if p.is_dir() else p for p in inputs]
+    check_distinct_files(paths, [str(p) for p in inputs])  # before anything is read
     docs = {p: results_doc(p) for p in inputs if p.is_dir()}  # each read once: the CSFCube check reads them too
     recorded = {protocol_of(docs[p], p) if p.is_dir() else (None, None) for p in inputs}
     (benchmark, threshold), = recorded if len(recorded) == 1 else {(None, None)}
