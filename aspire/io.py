@@ -4,8 +4,9 @@ Writing: every file aspire writes in place goes through `atomic_write` (a contex
 yielding an open handle on a new temporary file beside the target, renamed over the target only
 when the block ends without an exception; on an exception the temporary file is removed and the
 target is left as it was). `write_text`, `write_json`, `write_jsonl` and `AtomicJsonl` are built on
-it. A reader thus never sees a partial file. (Folders written whole, such as index generations,
-encoded shards, checkpoints and downloaded models, are filled under a temporary name and renamed
+it (`finite_dumps` is the text of a settings file that must hold no NaN). A reader thus never sees a
+partial file. (Folders written whole, such as index generations, encoded shards, checkpoints and
+downloaded models, are filled under a temporary name and renamed
 as a folder, `atomic_folder` for the exported, interpolated and teacher folders; the training metrics log is
 append-only.)
 
@@ -29,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from aspire.jsonsafe import dumps, escape_surrogates
+from aspire.jsonsafe import dumps, escape_surrogates, finite_json
 
 
 class DataError(ValueError):
@@ -109,6 +110,22 @@ def write_json(path: str | Path, obj: Any, *, indent: int | None = 2, fsync: boo
         write_text(path, text, fsync=fsync)
     except UnicodeEncodeError:  # a lone surrogate, not UTF-8: nothing was written
         write_text(path, escape_surrogates(text), fsync=fsync)
+
+
+def finite_dumps(obj: Any, what: str, **kwargs) -> str:
+    """`json.dumps(obj, **kwargs)` for a file of settings or a record whose numbers must stay numbers (where
+    `write_json`'s null would lose a setting): a NaN or an infinity anywhere in `obj` is a ValueError naming `what` and
+    each one's dotted key (`aspire.jsonsafe.finite_json`), before anything is written; `json.dumps` wrote it as a
+    bare `NaN` / `Infinity`, which is not JSON (the `finite` readers refuse it). Two keys written as one JSON name
+    (1 and "1"), or a non-finite key, is a ValueError naming `what` too."""
+    try:
+        non_finite = finite_json(obj)[1]  # {dotted key: "nan" | "inf" | "-inf"}
+    except ValueError as err:
+        raise ValueError(f"{what} {err}") from None
+    if non_finite:
+        raise ValueError(f"{what} records {', '.join(f'{key} {value}' for key, value in non_finite.items())}, which "
+                         "JSON has no number for: give a finite number, or None")
+    return json.dumps(obj, allow_nan=False, **kwargs)
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:

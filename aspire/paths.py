@@ -11,10 +11,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
+
+from aspire.io import NonFiniteConstant, loads_unique
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -33,14 +34,18 @@ CHECKPOINT = re.compile(r"^checkpoint-\d{6,}$")  # six digits at least: `checkpo
 
 def run_model(run_dir: str | Path) -> Path | None:
     """The model folder of a training run's `best` checkpoint (the lowest dev loss), else of its `latest`; None
-    when `run_dir` has neither pointer. ValueError naming the pointer when it is not a run's pointer, or names a
-    checkpoint without a model."""
+    when `run_dir` has neither pointer. ValueError naming the pointer when it is not a run's pointer (a bare `NaN` /
+    `Infinity`, which `aspire.train.checkpoint.write_pointer` never writes and `read_pointer` refuses, or a key
+    twice, is such damage), or names a checkpoint without a model."""
     for name in (BEST, LATEST):
         pointer = Path(run_dir) / name
         if not pointer.is_file():
             continue
         try:
-            checkpoint = json.loads(pointer.read_text(encoding="utf-8"))["checkpoint"]
+            checkpoint = loads_unique(pointer.read_text(encoding="utf-8"), finite=True)["checkpoint"]
+        except NonFiniteConstant as err:
+            raise ValueError(f"{pointer}: not a training run's pointer: a bare {err.constant}, which is not JSON "
+                             "(`write_pointer` refuses a non-finite number)") from None
         except (ValueError, KeyError, TypeError):
             raise ValueError(f"{pointer}: not a training run's pointer (JSON naming its checkpoint)") from None
         model = Path(run_dir) / str(checkpoint) / MODEL_DIR

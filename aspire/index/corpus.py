@@ -8,7 +8,6 @@ order. Every input record ends up either encoded or in `rejected` with a reason.
 
 from __future__ import annotations
 
-import json
 import mmap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +24,7 @@ from aspire.data.papers import Paper, paper_id_problem, read_papers
 from aspire.index.config import EncodeConfig
 from aspire.index.disk import SHARD_META
 from aspire.index.texts import read_index_papers
-from aspire.io import atomic_folder, read_json, read_jsonl, type_name, write_jsonl
-from aspire.jsonsafe import finite_json
+from aspire.io import atomic_folder, finite_dumps, read_json, read_jsonl, type_name, write_jsonl
 from aspire.storage import check_replaceable
 
 SHARD_FORMAT_VERSION = 1
@@ -214,14 +212,7 @@ class EncodedCorpus:
             raise ValueError(f"cannot save shard {path}: meta lacks {', '.join(map(repr, lacking))}, which every "
                              "shard records")
         info = {**counts, **{key: value for key, value in meta.items() if key not in counts}}
-        try:
-            non_finite = finite_json(info)[1]  # {dotted key: "nan" | "inf" | "-inf"}
-        except ValueError as err:  # a NaN dict key; keys 1 and "1", one JSON name twice (refused when loaded)
-            raise ValueError(f"cannot save shard {path}: meta {err}") from None
-        if non_finite:
-            raise ValueError(f"cannot save shard {path}: meta records "
-                             f"{', '.join(f'{key} {value}' for key, value in non_finite.items())}, which JSON has no "
-                             "number for: give a finite number, or None")
+        text = finite_dumps(info, f"cannot save shard {path}: meta", indent=1)  # a NaN, keys 1 and "1": named
         check_replaceable(path, SHARD_META, "a shard folder")
         with atomic_folder(path) as tmp:
             np.save(tmp / "vectors.npy", np.ascontiguousarray(self.vectors, dtype=np.float32))
@@ -230,7 +221,7 @@ class EncodedCorpus:
                 np.save(tmp / WHOLE_FILE, np.ascontiguousarray(self.whole, dtype=np.float32))
             write_index_papers(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
             write_jsonl(tmp / "rejected.jsonl", self.rejected)
-            (tmp / SHARD_META).write_text(json.dumps(info, indent=1), encoding="utf-8")
+            (tmp / SHARD_META).write_text(text, encoding="utf-8")
         return path
 
     @classmethod

@@ -27,7 +27,6 @@ an encoder whose version-1 fingerprint matches it, with a warning (`SentenceInde
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -81,7 +80,7 @@ from aspire.index.disk import (
 from aspire.index.disk import live_generation as _live_generation
 from aspire.index.lexical import index_bm25, title_is_sentence_0
 from aspire.index.texts import SentencesOnDisk, read_index_papers
-from aspire.io import read_jsonl, write_jsonl, write_text
+from aspire.io import finite_dumps, loads_unique, read_jsonl, write_jsonl, write_text
 from aspire.scoring.lexical import FILES as LEXICAL_FILES
 from aspire.scoring.lexical import BM25Index
 from aspire.storage import check_free_space, on_disk_full
@@ -461,16 +460,16 @@ class SentenceIndex:
 
     @staticmethod
     def read_manifest(root: str | Path, verify: bool = False) -> dict:
-        """The live generation's manifest, checked: present, compatible format, every file inside the
-        index with its recorded size and checksum (`aspire.index.disk.check_files`; all checksums
-        with `verify`, else those of files up to 64 MiB)."""
+        """The live generation's manifest, checked: present, JSON (no bare NaN / Infinity, no key twice), compatible
+        format, every file inside the index with its recorded size and checksum (`aspire.index.disk.check_files`; all
+        checksums with `verify`, else those of files up to 64 MiB)."""
         root = Path(root)
         gen = root / require_live_generation(root)
         if not confined(gen, gen / "manifest.json").is_file():
             raise IndexFormatError(f"{gen} is incomplete: no manifest.json")
         try:
-            manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            manifest = loads_unique((gen / "manifest.json").read_text(encoding="utf-8"), finite=True)
+        except ValueError as err:  # not UTF-8, not JSON, a bare NaN (`write_manifest` refuses one), a key twice
             raise IndexFormatError(f"{gen}/manifest.json is corrupted: {err}") from None
         if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
             manifest = manifest if isinstance(manifest, dict) else {}
@@ -602,7 +601,7 @@ def write_manifest(path: Path, config: IndexBuildConfig, fields: dict, bm25: BM2
                    extra: tuple[str, ...] = ()) -> None:
     """Finish a generation whose `_FILES` other than config.yaml (and the `extra` files written beside them)
     are written: write its config and `bm25`'s files (None: no BM25 stored), flush every file to disk, then the
-    manifest (last, atomically) with each file's size and SHA-256."""
+    manifest (last, atomically) with each file's size and SHA-256 (a NaN setting refused, naming its key)."""
     save_config(config, path / "config.yaml")
     files = _FILES + tuple(extra) + (tuple(bm25.save(path)) if bm25 is not None else ())
     for name in files:
@@ -613,7 +612,7 @@ def write_manifest(path: Path, config: IndexBuildConfig, fields: dict, bm25: BM2
         manifest["bm25"] = {**bm25.settings(), "text": "title + sentences"}
     manifest["files"] = {name: (path / name).stat().st_size for name in files}
     manifest["sha256"] = {name: file_sha256(path / name) for name in files}
-    _write_atomic(path / "manifest.json", json.dumps(manifest, indent=1) + "\n")
+    _write_atomic(path / "manifest.json", finite_dumps(manifest, f"cannot write {path}/manifest.json:", indent=1) + "\n")
 
 
 def encoder_include_title(encoder) -> bool:

@@ -30,7 +30,6 @@ to one vector for `cocite_vector`) and `score` applies the kind's inference scor
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +44,7 @@ from aspire.config import ConfigError, from_dict, to_dict
 from aspire.data.papers import Paper, as_papers
 from aspire.encoders.codes import code_token
 from aspire.encoders.contextual import check_batch_size, eval_mode
+from aspire.io import NonFiniteConstant, finite_dumps, loads_unique
 from aspire.losses import (
     aligned_sentence_dist,
     in_batch_negative_mask,
@@ -355,13 +355,16 @@ class DocumentModel(nn.Module):
     # ---- saving -------------------------------------------------------------------------------------
     def save_pretrained(self, path: str | Path) -> None:
         """Encoder in Hugging Face format under `path`, plus `document_model.json` (kind, scorer, settings)
-        and the scorers' parameters if they have any."""
+        and the scorers' parameters if they have any. A NaN or infinity among the settings (a config made in code,
+        not loaded: loading checks them) is a ValueError naming the file and the key, before anything is written
+        (`json.dumps` wrote a bare `NaN`, which `read_model_file` refuses)."""
         path = Path(path)
-        use_task(self.encoder, self.model_cfg, self.tasks[0])  # inference uses the first task's code and adapter
-        self.encoder.save_pretrained(path)
         meta = {"kind": self.model_cfg.kind, "inference_scorer": self.inference_name, "tasks": self.tasks,
                 "model": to_dict(self.model_cfg), "abstract": vars(self.abstract_cfg)}
-        (path / MODEL_FILE).write_text(json.dumps(meta, indent=2))
+        text = finite_dumps(meta, f"cannot save {path / MODEL_FILE}:", indent=2)
+        use_task(self.encoder, self.model_cfg, self.tasks[0])  # inference uses the first task's code and adapter
+        self.encoder.save_pretrained(path)
+        (path / MODEL_FILE).write_text(text)
         scorer_state = self._scorers.state_dict()
         if scorer_state:
             torch.save(scorer_state, path / "scorers.pt")
@@ -416,13 +419,17 @@ def _valid(key: str, value) -> bool:
 
 def read_model_file(file: Path) -> tuple[ModelConfig, AbstractConfig, list[str]]:
     """The model settings, kind `abstract`'s settings and the task names of a `document_model.json`; FileNotFoundError
-    or ValueError (ConfigError for a setting) naming the file and the key when it is missing or damaged."""
+    or ValueError (ConfigError for a setting) naming the file and the key when it is missing or damaged: a bare `NaN`,
+    `Infinity` or `-Infinity` (`save_pretrained` refuses a non-finite setting) or a key twice is such damage."""
     if not file.is_file():
         raise FileNotFoundError(2, f"No such file or directory (not a document model saved by training: its "
                                    f"{MODEL_FILE} is missing)", str(file))
     try:
-        meta = json.loads(file.read_text(encoding="utf-8"))
-    except ValueError as err:  # not JSON, or not UTF-8
+        meta = loads_unique(file.read_text(encoding="utf-8"), finite=True)
+    except NonFiniteConstant as err:
+        raise ValueError(f"{file}: damaged, a bare {err.constant}, which is not JSON (`save_pretrained` refuses a "
+                         "non-finite setting)") from None
+    except ValueError as err:  # not JSON, not UTF-8, a key twice
         raise ValueError(f"{file}: damaged, not JSON ({err})") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("model"), dict):
         raise ValueError(f"{file}: damaged, no `model` section of settings (a JSON object)")

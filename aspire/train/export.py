@@ -27,6 +27,7 @@ from aspire.cliutil import add_common_options, command_parser, positive_int, run
 from aspire.encoders.identity import CONFIG_NAMING
 from aspire.encoders.pretrained import SETTINGS_FILE, check_model, resolve_model, saved_settings
 from aspire.io import atomic_folder, input_under, read_json
+from aspire.jsonsafe import dumps
 from aspire.paths import model_folder
 from aspire.storage import check_replaceable
 
@@ -178,8 +179,9 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     """Write `model`, fine-tuned from `base` by any means, to `out` as a LoRA adapter of rank `rank` over `base`
     -> (out, fingerprint, report). Each linear layer named by `targets` gets the truncated SVD of its weight's
     difference from the base (the best rank-`rank` approximation in Frobenius norm; scaling 1) and its bias
-    difference as the adapter's bias. The report (also `out/low_rank.json`) gives, per kind of weight, the
-    relative norm of the difference and of what the adapter leaves out of it. `half` stores the adapter in
+    difference as the adapter's bias. The report (also `out/low_rank.json`, strict JSON: a norm made NaN by a
+    model's NaN weight is null there, named under "non_finite") gives, per kind of weight, the relative norm of the
+    difference and of what the adapter leaves out of it. `half` stores the adapter in
     float16 (half the bytes, so twice the rank fits a size); its values are rounded so before anything is
     measured, and it loads as float32 (peft upcasts). A model whose weights differ from the base in names or
     shapes is refused, naming the weight. A linear difference above `FOREIGN_BASE_NORM` of the base's norm (the
@@ -287,7 +289,7 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
             (Path(tmp) / MODEL_FILE).write_text(json.dumps({**meta, "model": {**meta["model"], "adapter": adapter}},
                                                            indent=2))
         out, fingerprint = export_adapter(tmp, out, base)
-    (out / LOW_RANK_REPORT).write_text(json.dumps(report, indent=2))
+    (out / LOW_RANK_REPORT).write_text(dumps(report, indent=2))
     return out, fingerprint, report
 
 
@@ -326,7 +328,7 @@ def _records(folder: Path) -> list[tuple[str, str]]:
         found.append((read_json(folder / SETTINGS_FILE, "encoder settings", mapping=True).get("base"),
                       f"{SETTINGS_FILE} base"))
     if (folder / INTERPOLATION_RECORD).is_file():
-        found.append((read_json(folder / INTERPOLATION_RECORD, INTERPOLATION_RECORD, mapping=True).get("base"),
+        found.append((read_json(folder / INTERPOLATION_RECORD, INTERPOLATION_RECORD, mapping=True, finite=True).get("base"),
                       f"{INTERPOLATION_RECORD} base"))
     if (folder / ADAPTER_DIR).is_dir():
         for config in sorted((folder / ADAPTER_DIR).rglob("adapter_config.json")):
@@ -347,11 +349,12 @@ def _to_half(path: Path) -> None:
 
 
 def read_meta(model: Path) -> dict | None:
-    """A trained model's document_model.json, or None for a plain encoder directory without one."""
+    """A trained model's document_model.json, or None for a plain encoder directory without one (a bare `NaN` /
+    `Infinity` in it, which `DocumentModel.save_pretrained` never writes, is a ValueError naming the file)."""
     from aspire.train.document_model import MODEL_FILE
 
     path = model / MODEL_FILE
-    return read_json(path, MODEL_FILE, mapping=True) if path.is_file() else None
+    return read_json(path, MODEL_FILE, mapping=True, finite=True) if path.is_file() else None
 
 
 def plain_meta(meta: dict) -> dict:

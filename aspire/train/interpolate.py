@@ -18,14 +18,13 @@ a soup, and `interpolation.json` records each trained model's share of the resul
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from aspire.cliutil import add_common_options, command_parser, run_command, setup_logging
 from aspire.encoders.pretrained import check_model
-from aspire.io import atomic_folder, read_json
+from aspire.io import atomic_folder, finite_dumps, read_json
 from aspire.paths import model_folder
 from aspire.storage import check_replaceable
 
@@ -116,8 +115,8 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
         tuned.save_pretrained(staged)
         if meta is not None:
             write_plain_meta(meta, staged)
-        (staged / RECORD_FILE).write_text(json.dumps({"model": str(model), "base": str(base), "alpha": alpha},
-                                                     indent=2))
+        (staged / RECORD_FILE).write_text(finite_dumps({"model": str(model), "base": str(base), "alpha": alpha},
+                                                       f"cannot write {out / RECORD_FILE}:", indent=2))
     return out
 
 
@@ -212,7 +211,7 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
         encoder.save_pretrained(staged)
         if metas[0] is not None:
             write_plain_meta(metas[0], staged)
-        (staged / RECORD_FILE).write_text(json.dumps(record, indent=2))
+        (staged / RECORD_FILE).write_text(finite_dumps(record, f"cannot write {out / RECORD_FILE}:", indent=2))
     return out
 
 
@@ -242,9 +241,10 @@ def _check_same_tokens(member, first, model: Path, first_model: Path) -> None:
 
 
 def _record(model: Path) -> dict | None:
-    """The interpolation record a model was written with, or None for a trained model."""
+    """The interpolation record a model was written with, or None for a trained model (a bare `NaN` / `Infinity` in
+    it, which `interpolate` and `soup` never write, is a ValueError naming the file)."""
     path = model / RECORD_FILE
-    return read_json(path, "interpolation record", mapping=True) if path.is_file() else None
+    return read_json(path, "interpolation record", mapping=True, finite=True) if path.is_file() else None
 
 
 def leaf_weights(record: dict) -> dict[str, float]:
