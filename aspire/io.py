@@ -285,7 +285,8 @@ class NonFiniteConstant(ValueError):
     """A bare `NaN`, `Infinity` or `-Infinity` in JSON text read with `finite` (`loads_unique`); `constant` names it."""
 
     def __init__(self, constant: str):
-        super().__init__(f"a bare {constant}, which is not JSON (aspire writes a non-finite number as null)")
+        super().__init__(f"a bare {constant}, which is not JSON (aspire never writes one: a result's non-finite "
+                         "number as null, a setting's refused)")
         self.constant = constant
 
 
