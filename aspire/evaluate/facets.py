@@ -95,13 +95,15 @@ def facet_text_queries(
     label_to_facet: Mapping[str, str],
     query_text: str = "facet",
     encode_options: dict | None = None,
+    batch_size: int = 32,
 ) -> DocBatch:
     """One vector per query from its facet sentences alone, as a one-sentence DocBatch.
 
     `query_text="facet"` encodes the facet sentences joined by spaces as one text;
     `"title+facet"` encodes the title and them as `encode_abstract` does the whole abstract (same
     `encode_options`: `max_length`, `normalize`, `joiner`), so the vectors sit beside the
-    candidates' whole-abstract vectors. Raises ValueError naming the papers with no facet sentence. A text cut at
+    candidates' whole-abstract vectors; `batch_size` texts go through the model at a time (the run's, as its papers
+    do). Raises ValueError naming the papers with no facet sentence. A text cut at
     `max_length` is named in the encoder's warning by its paper and facet (`paper ID FACET sentences`), with either
     query text, and so is a text the model gives a non-finite vector (its ValueError).
     """
@@ -115,10 +117,10 @@ def facet_text_queries(
     narrowed = [Paper(p.paper_id, p.title, [p.sentences[j] for j in chosen[p.paper_id]]) for p in papers]
     if query_text == "facet":
         options.pop("joiner", None)
-        vecs = encoder.embed_texts([" ".join(p.sentences) for p in narrowed], **options,
+        vecs = encoder.embed_texts([" ".join(p.sentences) for p in narrowed], **options, batch_size=batch_size,
                                    names=[f"paper {p.paper_id} {facet} sentences" for p in narrowed])
     else:  # named as above: `encode_abstract` names a text by its paper alone (`paper ID`), as it names the
         # candidate's whole abstract and this query in every other facet (once the warning said only `paper ID`)
         vecs = encoder.encode_abstract([replace(p, paper_id=f"{p.paper_id} {facet} sentences") for p in narrowed],
-                                       **options)
+                                       **options, batch_size=batch_size)
     return single_vector_batch(vecs, narrowed)

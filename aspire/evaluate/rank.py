@@ -174,7 +174,7 @@ def rank_pool_set(
                 queries = facet_queries(queries, papers, facet, label_to_facet)
             elif facet and query_text != "abstract":
                 queries = facet_text_queries(encoder, [papers[q] for q in pools], facet, label_to_facet,
-                                             query_text, encode_options).to(batch.emb.device)
+                                             query_text, encode_options, batch_size).to(batch.emb.device)
         cands = batch
         if cand_sentences == "facet":
             cands, empty = facet_candidates(batch, papers, facet, label_to_facet)
