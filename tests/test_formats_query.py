@@ -27,10 +27,11 @@ FACET_CODES = ["[BACKGROUND]", "[METHOD]", "[RESULT]", "[DOC]"]
 def coded_model_dir(tiny_model_dir, tmp_path_factory):
     encoder = ContextualSentenceEncoder.from_pretrained(tiny_model_dir)
     encoder.add_codes(FACET_CODES, "[DOC]")
+    g = torch.Generator().manual_seed(0)  # the same codes whichever tests ran before (they moved torch's global RNG)
     with torch.no_grad():  # distinct code embeddings, so the facet's code visibly changes a query
         table = encoder.model.get_input_embeddings().weight
         for code in FACET_CODES:
-            table[encoder.tokenizer.convert_tokens_to_ids(code)] = torch.randn(table.shape[1]) * 2
+            table[encoder.tokenizer.convert_tokens_to_ids(code)] = torch.randn(table.shape[1], generator=g) * 2
     path = tmp_path_factory.mktemp("coded") / "model"
     encoder.save_pretrained(path)
     return path
