@@ -181,11 +181,15 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     difference from the base (the best rank-`rank` approximation in Frobenius norm; scaling 1) and its bias
     difference as the adapter's bias. The report (also `out/low_rank.json`, strict JSON: a norm made NaN by a
     model's NaN weight is null there, named under "non_finite") gives, per kind of weight, the relative norm of the
-    difference and of what the adapter leaves out of it. `half` stores the adapter in
+    difference and of what the adapter leaves out of it (0.0 where nothing differs); a kind whose base weights are all
+    zero (the biases of a freshly initialised base) has no relative difference once the model moved them: null, with
+    the reason and the difference's own norm under "undefined". `half` stores the adapter in
     float16 (half the bytes, so twice the rank fits a size); its values are rounded so before anything is
     measured, and it loads as float32 (peft upcasts). A model whose weights differ from the base in names or
-    shapes is refused, naming the weight. A linear difference above `FOREIGN_BASE_NORM` of the base's norm (the
-    report's `relative_norms.linear.difference`: a base that is not the model's gives ~1.0 or more) is warned about;
+    shapes is refused, naming the weight; so is a NaN or an infinity in a weight or bias that the adapter carries, in
+    the model or in the base (`_check_carried_finite`), before any SVD. A linear difference above `FOREIGN_BASE_NORM`
+    of the base's norm (the report's `relative_norms.linear.difference`: a base that is not the model's gives ~1.0 or
+    more; an all-zero one, null there, counts as infinitely far) is warned about;
     so is a `base` that the model's records contradict (`_recorded_bases`: its document_model.json encoder, its
     settings' or interpolation.json's base, its adapters' base, or those models' own records and so on, must
     include `base`; a recorded name that does not resolve here is not checked), and the two together are refused
@@ -221,6 +225,8 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     with peft_wrapping():
         adapted = get_peft_model(plain, LoraConfig(r=rank, lora_alpha=float(rank), target_modules=list(targets),
                                                    lora_bias=True))
+    layers = {name: layer for name, layer in adapted.base_model.model.named_modules() if hasattr(layer, "lora_A")}
+    _check_carried_finite(layers, tuned_weights, base_weights, model, base)
     carried, norms = set(), {}  # kind -> [difference², base², left out²]
 
     def add(kind: str, diff: torch.Tensor, base_w: torch.Tensor, left: torch.Tensor) -> None:
@@ -230,9 +236,7 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
         acc[2] += float(left.double().square().sum())
 
     with torch.no_grad():
-        for name, layer in adapted.base_model.model.named_modules():
-            if not hasattr(layer, "lora_A"):
-                continue
+        for name, layer in layers.items():
             diff = (tuned_weights[f"{name}.weight"] - base_weights[f"{name}.weight"]).double()
             u, s, vh = torch.linalg.svd(diff, full_matrices=False)
             k = min(rank, s.numel())
@@ -255,10 +259,15 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
             add(kind, diff, base_weights[name], diff)
     report = {"model": str(model), "base": base, "rank": rank, "targets": list(targets),
               "dtype": "float16" if half else "float32",
-              "relative_norms": {kind: {"difference": (d / b) ** 0.5 if b else 0.0,
+              "relative_norms": {kind: {"difference": (d / b) ** 0.5 if b else None if d else 0.0,
                                         "left_out_of_difference": (left / d) ** 0.5 if d else 0.0}
                                  for kind, (d, b, left) in sorted(norms.items())}}
+    undefined = {f"relative_norms.{kind}.difference": f"the base's {kind} weights are all zero; the difference's own "
+                 f"norm is {d ** 0.5:.6g}" for kind, (d, b, _) in sorted(norms.items()) if d and not b}
+    if undefined:  # a freshly initialised base's biases: any move of them is infinitely many times their norm
+        report["undefined"] = undefined
     moved = report["relative_norms"].get("linear", {}).get("difference", 0.0)
+    moved = float("inf") if moved is None else moved  # all-zero linear weights are no base a model was tuned from
     said = f"{model} differs from the base {base!r} by {moved:.3g} of the base's linear weights"
     if contradicted and moved > FOREIGN_BASE_NORM:  # its record and its weights both say another base
         first, (_, record) = next(iter(recorded.items()))
@@ -291,6 +300,19 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
         out, fingerprint = export_adapter(tmp, out, base)
     (out / LOW_RANK_REPORT).write_text(dumps(report, indent=2))
     return out, fingerprint, report
+
+
+def _check_carried_finite(layers, tuned_weights: dict, base_weights: dict, model: Path, base: str) -> None:
+    """ValueError naming the first weight or bias of the adapted layers `layers` (names) that holds a NaN or an
+    infinity, and whether it is the fine-tuned model's or the base's: with a NaN its difference has no SVD (torch's
+    LinAlgError names no weight), with an infinity one of NaNs (an adapter of NaNs, written unsaid)."""
+    for name in layers:
+        for part in (f"{name}.weight", f"{name}.bias"):
+            for whose, weights in ((f"the fine-tuned model {model}", tuned_weights), (f"the base {base!r}", base_weights)):
+                bad = weights[part].numel() - int(weights[part].isfinite().sum())
+                if bad:
+                    raise ValueError(f"{whose}: weight {part!r} holds {bad} non-finite value(s) (NaN or inf), so "
+                                     "its difference has no low-rank adapter; nothing written")
 
 
 def _recorded_bases(model: Path) -> dict[str, tuple[Path, str]]:
