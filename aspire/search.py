@@ -153,12 +153,17 @@ def nearest_pairs(q: DocBatch, c: DocBatch) -> tuple[torch.Tensor, torch.Tensor]
     return best.masked_fill(~q.mask, float("inf")), idx
 
 
+def _query_name(query: DocBatch) -> str:
+    """How an error names the query paper of a one-query DocBatch: "query 'ID'", or "the query" without an id."""
+    return f"query {query.paper_ids[0]!r}" if query.paper_ids else "the query"
+
+
 def check_query(query: DocBatch, dim: int) -> None:
     """ValueError naming the query paper when one query DocBatch `(1, S, D)` cannot be searched over an index of
     `dim`-d sentence vectors: no sentence selected (its mask), vectors of another dimension (another model), or a
     selected sentence vector or the whole-abstract vector `(1, D)` holding NaN or infinity (every distance to it
     would be NaN)."""
-    name = f"query {query.paper_ids[0]!r}" if query.paper_ids else "the query"
+    name = _query_name(query)
     if query.emb.shape[-1] != dim:
         raise ValueError(f"{name}: its sentence vectors are {query.emb.shape[-1]}-d and the index's {dim}-d: encode "
                          "the query with the model the index was built with")
@@ -409,7 +414,8 @@ class Searcher:
         minimum; other scorers score the papers `chunk` at a time, grouped by sentence count. Returns (papers (k,) positions,
         scores (k,) similarities), best first, ties by lower position (as `search` breaks them). The query is
         checked as `search` checks it (`check_query`); a `chunk` that is no positive integer is a ValueError (a negative
-        one scanned nothing and ranked papers by -inf or by uninitialised memory).
+        one scanned nothing and ranked papers by -inf or by uninitialised memory). A paper (excluded ones aside) scoring
+        NaN is a ValueError naming the query and the papers' ids and positions.
         """
         from aspire.retrieval.lexical import best_positions
 
@@ -433,7 +439,15 @@ class Searcher:
         keep = np.ones(self.index.n_papers, dtype=bool)
         keep[[self.index.positions[pid] for pid in exclude if pid in self.index.positions]] = False
         scores = scores.numpy()
-        top = best_positions(scores, np.flatnonzero(keep), k)  # torch.topk put tied papers in no stated order
+        try:
+            top = best_positions(scores, np.flatnonzero(keep), k)  # torch.topk put tied papers in no stated order
+        except ValueError as err:  # its NaN error names positions alone: said here with the papers' ids
+            nan = np.flatnonzero(np.isnan(scores) & keep)  # (n,) read only once the ranking failed
+            if not len(nan):
+                raise
+            ids = [self.index.paper_ids[p] for p in nan[:10].tolist()]
+            raise ValueError(f"exhaustive {method!r} search for {_query_name(query)}: {len(nan)} paper(s) score NaN "
+                             f"(ids {ids}, positions {nan[:10].tolist()}): they cannot be ranked") from err
         return top, scores[top]
 
     def _excluded(self, query: DocBatch, exclude: Sequence[str | int] | str | int | None) -> list[str]:

@@ -6,7 +6,8 @@ file is never read back, and its size and SHA-256 are recorded beside it (`FILE.
 `aspire.storage.write_record`). A cache is never trusted: a file that differs from its record (or has
 none), does not load, or holds other papers than requested is reported in one warning, encoded again
 and rewritten. A disk too full to write a cache file is a warning too: the run goes on uncached, as it
-does when another run, reading the entry before its record was written (so finding none), removed it first.
+does when another run, reading the entry before its record was written (so finding none), removed it first, or
+when the cache folder itself was removed while the entry was written.
 Sentences are stored packed (N_sentences, D) rather than padded (B, S, D).
 """
 
@@ -106,7 +107,8 @@ def cached_encode_entry(
     Returns:
         (DocBatch of `papers` in order, True when it came from the cache, the path of the entry it read or wrote:
         `cache_path`, the papers' texts hashed once), the path None without a cache or where none could be written
-        (a disk too full, or the entry removed by another run before its record was written).
+        (a disk too full, the entry removed by another run before its record was written, or the cache folder
+        removed while it was written).
     """
     if cache_dir is None:
         return encode(papers), False, None
@@ -130,8 +132,12 @@ def cached_encode_entry(
         remove_cache_file(path)
         log.warning("vectors not cached: %s: %s", err.strerror, err.filename)
         return batch, False, None
-    except FileNotFoundError:  # another run, finding it without its record yet, removed it before it was recorded
-        log.warning("vectors not cached: %s was removed by another run before its checksum was recorded", path)
+    except FileNotFoundError:  # another run, finding it without its record yet, removed it; or the folder went
+        if not path.parent.is_dir():  # once said "removed by another run" of a cache folder deleted mid-write
+            log.warning("vectors not cached: the cache folder %s was removed while %s was written", path.parent,
+                        path.name)
+        else:
+            log.warning("vectors not cached: %s was removed by another run before its checksum was recorded", path)
         return batch, False, None
     log.info("cached vectors in %s", path)
     return batch, False, path

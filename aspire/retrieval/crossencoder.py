@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from numbers import Integral, Real
 from pathlib import Path
 
+from aspire.config import is_whole
 from aspire.data.papers import abstract_text
 from aspire.io import write_json
 from aspire.retrieval.lexical import selected_text
@@ -68,8 +69,13 @@ class RerankOptions:
 def rerank_texts(queries: Mapping[str, str], texts: Mapping[str, str], run: Mapping[str, Sequence[tuple[str, float]]],
                  options: RerankOptions, out: Path | None = None) -> tuple[dict, dict]:
     """`run` with each query's top N re-ranked, and a record of the settings and speed (pairs/s, ms a query):
-    `queries` `{qid: query text}`, `texts` `{doc: text}` (see `pair_scores`). With `out`, the cross-encoder's
-    logits are written to `out/crossencoder_scores.json` for later mixes."""
+    `queries` `{qid: query text}`, `texts` `{doc: text}` (see `pair_scores`); a query `run` ranks without a text in
+    `queries` is an error naming it, raised before the model is loaded. With `out`, the cross-encoder's logits are
+    written to `out/crossencoder_scores.json` for later mixes."""
+    textless = [q for q in run if q not in queries]
+    if textless:  # once every pair was scored first, then "queries have no cross-encoder scores"
+        raise ValueError(f"query {textless[0]} is ranked in the run but has no query text to re-rank with "
+                         f"({len(textless)} of {len(run)} ranked queries have none, e.g. {textless[:3]})")
     reranker = CrossEncoderReranker(options.model, options.max_length, options.batch_size)
     cross = pair_scores(queries, texts, run, reranker, options.top_n)
     if out is not None:
@@ -83,7 +89,10 @@ def pair_scores(queries: Mapping[str, str], texts: Mapping[str, str], first: Map
                 reranker, top_n: int) -> dict[str, dict[str, float]]:
     """`{qid: {doc: logit}}` of `reranker` over the (query text, document text) pairs of each query's top `top_n`
     in `first`, scored in one pass; a query `first` does not rank, a query text that is not a string, or a ranked
-    document without a text (a string), is an error naming the query (and document)."""
+    document without a text (a string), is an error naming the query (and document); so is a `top_n` that is not a
+    whole number >= 1."""
+    if not is_whole(top_n, 1):  # a float failed slicing each list, naming nothing; 0 or a negative N scored too few
+        raise ValueError(f"pair_scores: top N must be a whole number >= 1, got {top_n!r}")
     unranked = [q for q in queries if q not in first]
     if unranked:  # once a bare KeyError
         raise ValueError(f"{len(unranked)} queries have no first-stage ranking to re-rank (e.g. {unranked[:3]})")
