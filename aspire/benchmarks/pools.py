@@ -123,9 +123,13 @@ def load_pool_set(
 
     Raises ValueError for a missing or malformed file, a file with no query, ragged `cands` / grades, a candidate id
     that is not a string or an integer, repeated candidates, a grade that is not an integer >= 0 (naming the query
-    and candidate; the query's own entry too), or a split with no query, naming queries the pools do not hold or
-    naming one query twice.
+    and candidate; the query's own entry too), a facet named twice in `facets`, or a split with no query, naming
+    queries the pools do not hold or naming one query twice.
     """
+    facets = list(facets)
+    repeated = sorted({f for f in facets if facets.count(f) > 1})
+    if repeated:  # the facet's file was read twice: its self-in-pool keys listed twice, one set of pools kept
+        raise ValueError(f"facets named more than once: {repeated}")
     root = Path(root)
     pools: dict[str, dict[str, dict[str, int]]] = {}
     self_in_pool: list[str] = []

@@ -17,7 +17,7 @@ from aspire.benchmarks.acl_formats import SPLIT_FILE, venue_year_labels
 def kendall_tau(y: np.ndarray, pred: np.ndarray) -> float:
     """Kendall's τ-b between the true and predicted years (ties counted as scipy's `kendalltau` does); NaN, as
     undefined, when either side is constant (`paired_papers_test` then gives no p-value); ValueError unless one
-    prediction per paper and at least one paper."""
+    finite prediction per paper and at least one paper."""
     from scipy.stats import kendalltau
 
     _one_each(y, pred)
@@ -25,7 +25,8 @@ def kendall_tau(y: np.ndarray, pred: np.ndarray) -> float:
 
 
 def rmse(y: np.ndarray, pred: np.ndarray) -> float:
-    """Root mean squared error (years) of one prediction per paper, at least one paper (ValueError otherwise)."""
+    """Root mean squared error (years) of one finite prediction per paper, at least one paper (ValueError
+    otherwise)."""
     _one_each(y, pred)
     return float(np.sqrt(np.mean((np.asarray(y, float) - np.asarray(pred, float)) ** 2)))
 
@@ -54,7 +55,8 @@ def _year_label(rec: dict) -> float:
 def _one_each(y: np.ndarray, pred: np.ndarray) -> None:
     """ValueError unless `y` and `pred` are (N,) with one prediction per paper and at least one paper (over none,
     RMSE and τ were NaN with only numpy's and scipy's warnings to show it; (N, 1) predictions against (N,) years
-    were broadcast to (N, N) differences, a silently wrong RMSE)."""
+    were broadcast to (N, N) differences, a silently wrong RMSE), each a finite number (a NaN or None, as null in a
+    results file, made RMSE NaN and τ the NaN of a constant side without a word), naming the first paper's index."""
     shapes = (np.shape(y), np.shape(pred))
     if any(len(s) != 1 for s in shapes):
         raise ValueError(f"a year metric needs (N,) years and predictions, one per paper: got shapes {shapes[0]} "
@@ -63,3 +65,20 @@ def _one_each(y: np.ndarray, pred: np.ndarray) -> None:
         raise ValueError(f"a year metric needs one prediction per paper: {len(y)} years, {len(pred)} predictions")
     if len(y) == 0:
         raise ValueError("a year metric needs at least one paper, got none")
+    for what, values in (("year", y), ("prediction", pred)):
+        try:  # None converts (to NaN), a word or an integer past float's range does not
+            finite = np.isfinite(np.asarray(values, dtype=float))
+        except (TypeError, ValueError, OverflowError):
+            finite = np.array([_finite(v) for v in values])
+        if not finite.all():
+            i = int(np.argmin(finite))
+            raise ValueError(f"a year metric needs finite numbers: the {what} of paper {i} (of {len(y)}) is "
+                             f"{values[i]!r:.40}")
+
+
+def _finite(value) -> bool:
+    """Whether `value` reads as a finite number (None, a word or 10**400 does not)."""
+    try:
+        return bool(np.isfinite(float(value)))
+    except (TypeError, ValueError, OverflowError):
+        return False
