@@ -13,23 +13,15 @@ import pytest
 from aspire.cli.data import main
 from aspire.data import cocite
 from aspire.data.cocite import stages
-from tests.test_data_stages import _records
 from tests.test_reliability_round51_stages import _killed_at
 from tests.test_reliability_round52_stagemark import CFG, NO_BENCHMARK, _killed
+from tests.test_reliability_round52_stagemark import run as finished  # noqa: F401 (a fixture: a finished run-all)
 
 PIPELINE_TEMP = f".{stages.PIPELINE_REPORT}.0123456789ab.tmp"  # `atomic_write`'s temporary name for the report
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory) -> tuple[Path, Path]:
-    tmp = tmp_path_factory.mktemp("finished")
-    records, out = _records(tmp / "r.jsonl"), tmp / "cc"
-    cocite.run_all(records, out, CFG)
-    return records, out
-
-
 @pytest.fixture()
-def run(finished, tmp_path) -> tuple[Path, Path]:
+def run(finished, tmp_path) -> tuple[Path, Path]:  # noqa: F811 (the fixture)
     records, out = finished
     shutil.copytree(out, tmp_path / "cc")
     return records, tmp_path / "cc"
@@ -94,7 +86,7 @@ def _marker_reads(monkeypatch, folder: Path) -> list[Path]:
     return reads
 
 
-def test_check_stage_out_reads_the_marker_once(finished, tmp_path, monkeypatch, caplog):
+def test_check_stage_out_reads_the_marker_once(finished, tmp_path, monkeypatch, caplog):  # noqa: F811
     f = tmp_path / "f"
     _killed(f, "filter", finished[1] / "2_filter")
     reads = _marker_reads(monkeypatch, f)
