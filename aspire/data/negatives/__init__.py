@@ -17,20 +17,23 @@ Five samplers over the papers of an examples directory (`abstracts.jsonl`, `grou
   whole-abstract vectors) other than the anchor's, so the negatives spread over the corpus (`seed`).
 - `svd` (bibliographic IR): the nearest papers in the space of a truncated SVD (`dim`) of the
   co-citation matrix, never linked to the anchor; `margin` and `skip` as for `nearest`.
-An anchor's co-citation partners (every paper sharing a co-cited set with it, in either split) are
-never its negatives. Every paper gets a line `{"paper_id", "negatives": [...]}`, at most `k`
-negatives, best first (for the sampled methods, in draw order); `report.json` counts the papers
-left with none and lists them, and counts what each guard dropped (`dropped`).
+An anchor's co-citation partners (every paper sharing a co-cited set with it, in either split) are never its
+negatives, nor are its other versions (`same_work_groups`: its normalised title or abstract under another id, such
+as its journal version): one work is read as one paper, whose versions share their partners. Every paper gets a
+line `{"paper_id", "negatives": [...]}`, at most `k` negatives, best first (for the sampled methods, in draw order);
+`report.json` counts the papers left with none and lists them, counts what each guard dropped (`dropped`; the
+partner guard's count takes in the versions) and lists the groups of versions (`same_work`).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Literal
 
 from aspire.config import check_ranges, ranged, to_dict
+from aspire.data.acl import abstract_key, normalise_title
 from aspire.data.cocite.config import REPORT
 from aspire.data.cocite.stages import begin_stage, end_stage
 from aspire.data.negatives.graph import (
@@ -53,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "METHODS", "OUT_FILE", "HardNegativesConfig", "Mined", "citation_negatives", "cocitation_matrix",
     "cocitation_partners", "coverage_negatives", "kmeans_clusters", "mine_hard_negatives", "nearest_negatives",
-    "random_negatives", "read_groups", "svd_vectors",
+    "random_negatives", "read_groups", "same_work_groups", "svd_vectors",
 ]
 
 OUT_FILE = "hard_negatives.jsonl"
@@ -107,10 +110,31 @@ def check_config(cfg: HardNegativesConfig) -> None:
         raise ValueError(f"method {cfg.method!r} does not use the option(s) {unused}")
 
 
-def _mine(cfg: HardNegativesConfig, groups: list[dict], order: list[str], vectors) -> Mined:
-    partners = cocitation_partners(groups)
+def same_work_groups(papers: dict[str, Paper]) -> list[list[str]]:
+    """The papers that are one work under several ids, as disjoint groups (sorted ids, groups sorted) of two or more:
+    papers sharing a normalised title (`aspire.data.acl.normalise_title`) or an `abstract_key` are one work, and so,
+    in turn, are the works they share one with. In the ACL co-citation data P05-1018 and its journal version
+    J08-1001 share a title; `nearest` made each the other's first negative. A title or abstract that normalises to ""
+    names nothing (five papers of that file have no title)."""
+    by_key: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for pid in sorted(papers):
+        paper = papers[pid]
+        for kind, key in (("title", normalise_title(paper.title)), ("abstract", abstract_key(paper.sentences))):
+            if key:
+                by_key[kind, key].append(pid)
+    work: dict[str, set[str]] = {}  # paper -> its group so far
+    for ids in by_key.values():
+        if len(ids) > 1:
+            group = set(ids).union(*(work.get(pid, ()) for pid in ids))
+            work.update(dict.fromkeys(group, group))
+    return [list(ids) for ids in sorted({tuple(sorted(group)) for group in work.values()})]
+
+
+def _mine(cfg: HardNegativesConfig, groups: list[dict], order: list[str], vectors,
+          same_work: list[list[str]]) -> Mined:
+    partners = cocitation_partners(groups, same_work)
     if cfg.method == "citation":
-        return citation_negatives(groups, order, cfg.k)
+        return citation_negatives(groups, order, cfg.k, same_work)
     if cfg.method == "random":
         return random_negatives(partners, order, cfg.k, cfg.seed)
     if cfg.method == "coverage":
@@ -151,7 +175,8 @@ def mine_hard_negatives(examples_dir: str | Path, out_dir: str | Path,
                              "vectors); the CLI builds one from `model`")
         vectors = as_matrix(encode([papers[pid] for pid in order]))
         check_vectors(vectors, order)
-    mined = _mine(cfg, groups, order, vectors)
+    same_work = same_work_groups(papers)
+    mined = _mine(cfg, groups, order, vectors, same_work)
     negatives = mined.negatives
     begin_stage(out_dir, "hard-negatives")
     with AtomicJsonl(out_dir / OUT_FILE) as out:
@@ -169,6 +194,7 @@ def mine_hard_negatives(examples_dir: str | Path, out_dir: str | Path,
         "negatives_per_paper_mean": sum(counts) / len(order),
         "negatives_per_paper_histogram": {str(n): c for n, c in sorted(Counter(counts).items())},
         "dropped": mined.dropped,
+        "same_work": same_work,
         **mined.notes,
     }
     write_json(out_dir / REPORT, report)

@@ -4,6 +4,7 @@ SPECTER-style citation negatives and the truncated-SVD paper vectors of the co-c
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -38,23 +39,30 @@ def read_groups(examples_dir: str | Path) -> list[dict]:
     return groups
 
 
-def cocitation_partners(groups: list[dict]) -> dict[str, set[str]]:
-    """`{paper: every paper sharing a co-cited set with it, itself included}` (`cocited_partners` of the groups)."""
-    return cocited_partners(g["paper_ids"] for g in groups)
+def cocitation_partners(groups: list[dict], same_work: Iterable[Iterable[str]] = ()) -> dict[str, set[str]]:
+    """`{paper: every paper sharing a co-cited set with it, itself included}` (`cocited_partners` of the groups).
+    `same_work`: disjoint groups of ids of one work (`aspire.data.negatives.same_work_groups`), each read as one
+    paper: its members are partners, and a set holding one member holds them all."""
+    same_work = [list(ids) for ids in same_work]
+    version = {pid: ids for ids in same_work for pid in ids}
+    return cocited_partners([*({v for pid in g["paper_ids"] for v in version.get(pid, [pid])} for g in groups),
+                             *same_work])
 
 
-def citation_negatives(groups: list[dict], paper_ids: list[str], k: int) -> Mined:
+def citation_negatives(groups: list[dict], paper_ids: list[str], k: int,
+                       same_work: Iterable[Iterable[str]] = ()) -> Mined:
     """Citation-graph negatives of each paper of `paper_ids`: papers of `paper_ids` cited by a paper that cites it,
-    never co-cited with it, most shared citing papers first (ties by paper id). As for the other miners, a negative
-    is always one of `paper_ids` (a paper the trainer has an abstract of): a paper of `groups` outside `paper_ids` is
-    no one's negative. The citing paper of a context is the part of its id before the last '#' (`W03-0407#L271`,
-    `doc#7#p0s2`: the stages add one '#' to the citing paper's id). `dropped["partner"]` counts the partners (of
-    `paper_ids`) so left out. An id listed twice in `paper_ids` raises ValueError naming it; so does a `k` that is not
-    a whole number >= 0 (a negative one cut the last negatives off)."""
+    never co-cited with it (a `same_work` group read as one paper: `cocitation_partners`), most shared citing papers
+    first (ties by paper id). As for the other miners, a negative is always one of `paper_ids` (a paper the trainer
+    has an abstract of): a paper of `groups` outside `paper_ids` is no one's negative. The citing paper of a context
+    is the part of its id before the last '#' (`W03-0407#L271`, `doc#7#p0s2`: the stages add one '#' to the citing
+    paper's id). `dropped["partner"]` counts the partners (of `paper_ids`) so left out. An id listed twice in
+    `paper_ids` raises ValueError naming it; so does a `k` that is not a whole number >= 0 (a negative one cut the
+    last negatives off)."""
     check_paper_ids(paper_ids)
     check_k(k)
     known = set(paper_ids)
-    partners = cocitation_partners(groups)
+    partners = cocitation_partners(groups, same_work)
     citing_of: dict[str, set[str]] = defaultdict(set)  # paper -> the papers citing it
     cited_by: dict[str, set[str]] = defaultdict(set)  # citing paper -> the papers it cites
     for g in groups:
