@@ -69,14 +69,14 @@ def _one_each(y: np.ndarray, pred: np.ndarray) -> None:
         try:  # None converts (to NaN), a word or an integer past float's range does not
             finite = np.isfinite(np.asarray(values, dtype=float))
         except (TypeError, ValueError, OverflowError):
-            finite = np.array([_finite(v) for v in values])
+            finite = np.array([finite_number(v) for v in values])
         if not finite.all():
             i = int(np.argmin(finite))
             raise ValueError(f"a year metric needs finite numbers: the {what} of paper {i} (of {len(y)}) is "
                              f"{values[i]!r:.40}")
 
 
-def _finite(value) -> bool:
+def finite_number(value) -> bool:
     """Whether `value` reads as a finite number (None, a word or 10**400 does not)."""
     try:
         return bool(np.isfinite(float(value)))

@@ -254,7 +254,9 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000, docs
     ValueError naming the runs when the two do not pair: a file that is not a format's results, another format, a
     split of other sizes (train / dev / test, or the same-author pool, where both record them), a
     representation only one holds, other test papers or queries (same-author) or (venue, year) other test labels (a
-    user's label file in one run only). The same test papers listed in another order are paired by paper id.
+    user's label file in one run only); a label, prediction or query score missing or null (`_check_values`: the
+    run, paper or query and field named, before any metric). The same test papers listed in another order are
+    paired by paper id.
     `docs`: `{a or b: its results.json}` where the caller has read it (`aspire.evaluate.fuse.results_doc`; the
     others are read here)."""
     from aspire.benchmarks.stats import UnitScores, paired_test
@@ -285,6 +287,8 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000, docs
     only = sorted(set(ra["representations"]) ^ set(rb["representations"]))
     if only:
         raise ValueError(f"{a} and {b} do not hold the same representations: {only} only in one of them")
+    for path, doc in ((a, ra), (b, rb)):
+        _check_values(doc, path)
     for rep, xa in ra["representations"].items():
         xb = rb["representations"][rep]
         for m in METRICS[ra["format"]]:
@@ -297,7 +301,6 @@ def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000, docs
                 ub = UnitScores.means({q: v[m] for q, v in xb["per_query"].items()})
                 out[f"{rep}/{m}"] = paired_test(ua, ub, n_perm=n_perm)
             else:
-                _one_of_each(xa, a, rep)  # run a's own misaligned lists were a bare StopIteration below
                 yb, pred_b = _in_order_of(xa["test_ids"], xb, a, b, rep)
                 if xa["y"] != yb:
                     diff = next(p for p, ya, y in zip(xa["test_ids"], xa["y"], yb) if ya != y)
@@ -322,6 +325,35 @@ def _in_order_of(ids: list, xb: dict, a, b, rep: str) -> tuple[list, list]:
                          "same test papers in both results")
     at = {p: i for i, p in enumerate(ids_b)}
     return [xb["y"][at[p]] for p in ids], [xb["pred"][at[p]] for p in ids]
+
+
+def _check_values(doc: dict, run) -> None:
+    """ValueError naming `run`, the representation, the paper (or query) and the field unless each test paper of
+    every representation of the results `doc` has one label and one prediction (`_one_of_each`), each a class
+    (venue: a string or a number) or a finite number (year), or each same-author query a finite score per metric.
+    Checked before any metric: a null year prediction was refused by the metric naming the paper's position alone,
+    a null class was numpy's TypeError naming nothing, a null query score named the query but not the run."""
+    from aspire.benchmarks.year import finite_number
+
+    fmt, recorded = doc["format"], doc.get("non_finite")
+    for rep, x in doc["representations"].items():
+        if fmt == "same-author":
+            for q, scores in x["per_query"].items():
+                for m in METRICS[fmt]:
+                    value = scores.get(m) if isinstance(scores, dict) else None
+                    if not finite_number(value):
+                        said = "missing" if not isinstance(scores, dict) or m not in scores else f"{value!r:.40}"
+                        raise ValueError(f"{run} ({rep}): the {m} of same-author query {q} is {said}, not a finite "
+                                         "number")
+            continue
+        _one_of_each(x, run, rep)  # run a's own misaligned lists were a bare StopIteration
+        for field in ("y", "pred"):
+            for i, (pid, value) in enumerate(zip(x["test_ids"], x[field])):
+                if not (finite_number(value) if fmt == "year" else isinstance(value, (str, int, float))):
+                    why = recorded.get(f"representations.{rep}.{field}.{i}") if isinstance(recorded, dict) else None
+                    raise ValueError(f"{run} ({rep}): the {field!r} of test paper {pid} is {value!r:.40}, not "
+                                     f"{'a finite number' if fmt == 'year' else 'a class (a string or a number)'}"
+                                     + (f" (a {why} the run wrote as null, under non_finite)" if why else ""))
 
 
 def _one_of_each(x: dict, run, rep: str) -> None:
