@@ -185,8 +185,10 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
     zero (the biases of a freshly initialised base) has no relative difference once the model moved them: null, with
     the reason and the difference's own norm under "undefined". `half` stores the adapter in
     float16 (half the bytes, so twice the rank fits a size); its values are rounded so before anything is
-    measured, and it loads as float32 (peft upcasts). A model whose weights differ from the base in names or
-    shapes is refused, naming the weight; so is a NaN or an infinity in a weight or bias that the adapter carries, in
+    measured (one too small for float16 becomes 0, counted in what the adapter leaves out), and it loads as float32
+    (peft upcasts); one beyond float16's range (65504) is refused, naming the weight (`_check_fits_half`), before
+    anything is written. A model whose weights differ from the base in names or shapes is refused, naming the
+    weight; so is a NaN or an infinity in a weight or bias that the adapter carries, in
     the model or in the base (`_check_carried_finite`), before any SVD. A linear difference above `FOREIGN_BASE_NORM`
     of the base's norm (the report's `relative_norms.linear.difference`: a base that is not the model's gives ~1.0 or
     more; an all-zero one, null there, counts as infinitely far) is warned about;
@@ -241,11 +243,12 @@ def export_low_rank(model: str | Path, out: str | Path, base: str, rank: int,
             u, s, vh = torch.linalg.svd(diff, full_matrices=False)
             k = min(rank, s.numel())
             up, down = (u[:, :k] * s[:k]).float(), vh[:k].float()
-            if half:
+            bias = (tuned_weights[f"{name}.bias"] - base_weights[f"{name}.bias"]).float()
+            if half:  # `down`'s rows are singular vectors (norm 1): only `up` (u·s) and the bias can overflow
+                _check_fits_half(model, {f"{name}.weight": up, f"{name}.bias": bias})
                 up, down = up.half().float(), down.half().float()
             layer.lora_B["default"].weight.zero_()[:, :k] = up
             layer.lora_A["default"].weight.zero_()[:k] = down
-            bias = (tuned_weights[f"{name}.bias"] - base_weights[f"{name}.bias"]).float()
             stored = bias.half().float() if half else bias
             layer.lora_B["default"].bias.copy_(stored)
             add("linear", diff, base_weights[f"{name}.weight"], diff - up.double() @ down.double())
@@ -313,6 +316,20 @@ def _check_carried_finite(layers, tuned_weights: dict, base_weights: dict, model
                 if bad:
                     raise ValueError(f"{whose}: weight {part!r} holds {bad} non-finite value(s) (NaN or inf), so "
                                      "its difference has no low-rank adapter; nothing written")
+
+
+def _check_fits_half(model: Path, values: dict) -> None:
+    """ValueError naming the first of `values` ({weight name: what its adapter stores for it}) holding a value beyond
+    float16's range, and its largest magnitude: stored in float16 (`half`) it would be infinity, which loads as inf
+    and NaN weights. Values too small for float16 round to 0 instead; that loss is measured in the report."""
+    import torch
+
+    top = torch.finfo(torch.float16).max
+    for part, stored in values.items():
+        if not bool(stored.half().isfinite().all()):  # not `> top`: up to 65520 rounds down to 65504, not to inf
+            raise ValueError(f"{model}: the adapter of weight {part!r} holds {float(stored.abs().max()):.6g}, beyond "
+                             f"float16's largest value ({top:.0f}), so stored in float16 it would be infinity; export "
+                             "it without half (--half), in float32; nothing written")
 
 
 def _recorded_bases(model: Path) -> dict[str, tuple[Path, str]]:
