@@ -34,7 +34,7 @@ from aspire.benchmarks.stats import UnitScores
 from aspire.io import RepeatedKey, loads_unique, read_json
 
 _DRAW = re.compile(r"^d_(\d+)_(\d+)$")
-_RATING_COLUMN = re.compile(r"^(Paper|Expertise)([1-9]\d*)$")
+_RATING_COLUMN = re.compile(r"(Paper|Expertise)([1-9][0-9]*)\Z")  # ASCII digits: \d and int() also read "١"
 
 
 @dataclass
@@ -77,8 +77,9 @@ def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
     naming the line and reviewer when a paper has no expertise or it is out of range, when an expertise has no
     paper, when a reviewer rates one paper twice (in one row or two) or a row rates no paper (every `PaperN` cell
     empty: the reviewer would count in no figure), and naming the line when a row has a
-    non-empty cell beyond the header's columns (no column names it: it would be dropped), and when the header names
-    a column twice (one of the two would be dropped).
+    non-empty cell beyond the header's columns (no column names it: it would be dropped), when the header names
+    a column twice (one of the two would be dropped), and when it names a column other than `ParticipantID`,
+    `PaperN` and `ExpertiseN` (N = 1, 2, ... without a leading 0: `Paper01` or `paper1` would be dropped unread).
     """
     path = Path(path)
     if not path.is_file():
@@ -94,6 +95,10 @@ def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
         twice = sorted({name for name in header if header.count(name) > 1})
         if twice:  # DictReader keeps the last of two like-named columns: the other's cells were dropped unseen
             raise ValueError(f"{path}:1: the header names column(s) {twice} twice")
+        unread = [name for name in header if name != "ParticipantID" and not _RATING_COLUMN.match(name)]
+        if unread:  # the format has no other column: `Paper01` or `Paper1 ` holds ratings that no pair would read
+            raise ValueError(f"{path}:1: the header names column(s) {unread} that are not ParticipantID, PaperN or "
+                             "ExpertiseN (N = 1, 2, ... without a leading 0); their cells would be dropped unread")
         pairs = sorted({int(m.group(2)) for name in header if (m := _RATING_COLUMN.match(name))})
         for row in reader:
             line = reader.line_num  # the row's last physical line: a blank line (skipped) or a quoted newline shifts it
@@ -185,14 +190,23 @@ def load_draw(folder: Path, reviewers) -> Draw:
 
 
 def draw_dirs(root: Path) -> list[Path]:
-    """The draw folders `d_A_B` of `root`, ordered by their numbers."""
-    found = [p for p in root.iterdir() if p.is_dir() and _DRAW.match(p.name)]
-    return sorted(found, key=lambda p: tuple(int(x) for x in _DRAW.match(p.name).groups()))
+    """The draw folders `d_A_B` of `root`, ordered by their numbers. Two folders naming one draw (`d_20_1` and
+    `d_20_01`) are a ValueError naming both: they would sort as equal, in the order the filesystem lists them."""
+    found: dict[tuple[int, ...], Path] = {}
+    for p in root.iterdir():
+        if p.is_dir() and (m := _DRAW.match(p.name)):
+            number = tuple(int(x) for x in m.groups())
+            if number in found:
+                first, second = sorted((found[number].name, p.name))
+                raise ValueError(f"{root}: the folders {first} and {second} name one draw (d_{number[0]}_{number[1]})")
+            found[number] = p
+    return [found[number] for number in sorted(found)]
 
 
 def load_reviewer_set(root: str | Path, draws: int | None = None) -> ReviewerSet:
     """Ratings and draws (the first `draws` of them, default all). Raises ValueError on a missing
-    folder, ratings file or draw, and on a rated reviewer without an archive in a draw."""
+    folder, ratings file or draw, on two folders naming one draw (`draw_dirs`), and on a rated reviewer without an
+    archive in a draw."""
     root = Path(root)
     if not root.is_dir():
         raise ValueError(f"reviewer-matching folder not found: {root}")
@@ -299,8 +313,9 @@ def _finite_float(value: int | float) -> bool:
 
 
 def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:
-    """A `{reviewer: {paper: similarity}}` JSON file (reviewer ids with or without a leading `~`; one reviewer
-    under both spellings is a ValueError)."""
+    """A `{reviewer: {paper: similarity}}` JSON file (reviewer ids with or without the one leading `~` of the
+    archives' file names, `~REVIEWER.jsonl`, which is removed: `~~Name1` is `~Name1`, an OpenReview profile id; one
+    reviewer under both spellings is a ValueError)."""
     path = Path(path)
     raw = read_json(path, "prediction file")
     if not isinstance(raw, dict):
@@ -314,7 +329,7 @@ def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite_float(value):
                 raise ValueError(f"{path}: reviewer {reviewer} paper {paper}: similarity {value!r:.40} is not a finite "
                                  "number")
-        key = reviewer.lstrip("~")
+        key = reviewer.removeprefix("~")  # lstrip("~") also took the `~` of an OpenReview id `~Name1` itself
         if key in out:
             raise ValueError(f"{path}: reviewer {key} is in the file twice (with and without a leading '~')")
         out[key] = {p: float(v) for p, v in scores.items()}
