@@ -7,7 +7,8 @@ whole-abstract vector (title and abstract joined by a space, mean-pooled, unit l
 
 - `vectors.npy`: (N, D) float32, one row a paper;
 - `ids.json`: the N paper ids, in row order;
-- `teacher.json`: the teacher, its fingerprint, the encoding settings and the counts read / removed;
+- `teacher.json`: the teacher, its fingerprint, the encoding settings, the ACL file read (its absolute path and
+  sha256, which a distill task compares with the file it reads) and the counts read / removed;
 - with `--sentences`, `sentences.npy` (N, D): one abstract sentence a paper (seeded by its id) encoded *alone*,
   unit length, and `sentences.json`: that sentence's position in the abstract and its text, a row a paper.
 
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from aspire.checksum import file_sha256
 from aspire.cliutil import (
     add_common_options,
     command_parser,
@@ -108,11 +110,13 @@ def load_teacher(path: str | Path) -> TeacherVectors:
 
 def check_source(meta: dict, path: str | Path, acl_path: str, max_papers: int, where: str) -> None:
     """ValueError naming `teacher.json` under `path`, the field and both values, when the teacher was written from
-    another ACL file than `acl_path` (its `acl_path`; the same file, or a byte-identical copy, passes; a recorded file
-    that no longer exists here cannot be compared: a warning) or for another sample than `max_papers` (its
-    `max_papers`; a teacher of every paper, 0, covers any sample): the paper ids alone matched, so the vectors of
-    other texts under the same ids were read silently. A field `teacher.json` does not record (an older folder) is not
-    compared. The teacher model and its fingerprint are recorded for the run's stats only: no setting names them."""
+    other bytes than `acl_path` holds (its `acl_sha256`, the digest of the file it read: a byte-identical copy
+    anywhere passes, the recorded file rewritten in place since does not; a folder written before the digest was
+    recorded is compared by its `acl_path`: the same file, or a byte-identical copy, passes, and a recorded file that
+    no longer exists here cannot be compared: a warning) or for another sample than `max_papers` (its `max_papers`; a
+    teacher of every paper, 0, covers any sample): the paper ids alone matched, so the vectors of other texts under
+    the same ids were read silently. A field `teacher.json` does not record (an older folder) is not compared. The
+    teacher model and its fingerprint are recorded for the run's stats only: no setting names them."""
     import filecmp
 
     where = f"{where}: {Path(path) / META}"
@@ -120,11 +124,22 @@ def check_source(meta: dict, path: str | Path, acl_path: str, max_papers: int, w
         raise ValueError(f"{where} records max_papers {meta['max_papers']!r}, the task asks for {max_papers}: the "
                          "teacher encoded another sample; write it again with --max-papers "
                          f"{max_papers} (python -m aspire.train.teacher)")
-    recorded = meta.get("acl_path")
+    recorded, digest = meta.get("acl_path"), meta.get("acl_sha256")
     if recorded is None:
         return
     if not isinstance(recorded, str):
         raise ValueError(f"{where} records acl_path {recorded!r}, not a path")
+    if "acl_sha256" in meta:  # the bytes decide: the same path passed whatever the file held since
+        if not (isinstance(digest, str) and len(digest) == 64):
+            raise ValueError(f"{where} records acl_sha256 {digest!r:.80}, not a sha256 digest; write the teacher again "
+                             "(python -m aspire.train.teacher)")
+        held = file_sha256(acl_path)
+        if held != digest:
+            raise ValueError(f"{where} records acl_path {recorded!r} of sha256 {digest[:12]}..., the task reads "
+                             f"{acl_path!r} of sha256 {held[:12]}...: the teacher encoded other texts (another file, "
+                             f"or this one since rewritten); write it again with --acl-path {acl_path} "
+                             "(python -m aspire.train.teacher)")
+        return
     if not os.path.isfile(recorded):
         log.warning("%s records acl_path %r, not a file here: the teacher's texts cannot be compared with %s",
                     where, recorded, acl_path)
@@ -210,14 +225,15 @@ def chosen_sentence(paper_id: str, n_sentences: int) -> int:
 def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | None, max_papers: int,
           max_length: int, batch_size: int = 32, device: str = "cpu", sentences: bool = False) -> dict:
     """Encode the sample with `teacher` and write it under `out` (with `sentences`, also each paper's chosen
-    sentence encoded alone); returns the metadata written (`acl_path` made absolute; `teacher`, the model as named,
-    and its `fingerprint` are recorded for the user: no setting of a distill run names the teacher model). Two
-    records with one paper id are an error naming it."""
+    sentence encoded alone); returns the metadata written (`acl_path` made absolute, `acl_sha256` the digest of its
+    bytes as read; `teacher`, the model as named, and its `fingerprint` are recorded for the user: no setting of a
+    distill run names the teacher model). Two records with one paper id are an error naming it."""
     from aspire.benchmarks.heldout import excluded_papers
     from aspire.data.acl import read_acl
     from aspire.encoders import ContextualSentenceEncoder
 
     exclude, _ = excluded_papers(benchmarks_dir or None, "--benchmarks-dir")
+    digest = file_sha256(acl_path)  # before the texts are read: a file rewritten meanwhile is refused, never passed
     papers, stats = read_acl(acl_path, exclude, max_papers)
     if not papers:  # an empty teacher would be written as if complete, and fail only when a task reads it
         raise ValueError(f"teacher vectors: {acl_path}: no paper to encode ({stats['read']} read, "
@@ -237,7 +253,8 @@ def build(teacher: str, out: str | Path, acl_path: str, benchmarks_dir: str | No
     # the ACL file as an absolute path: `check_source` compares it from the distill run's working directory, where a
     # relative one named another file (or the task's own, when both runs passed the same relative name)
     meta = {"teacher": teacher, "fingerprint": encoder.fingerprint(), "max_length": max_length, "joiner": " ",
-            "pooling": "mean", "normalize": True, "acl_path": os.path.abspath(acl_path), "benchmarks_dir": benchmarks_dir,
+            "pooling": "mean", "normalize": True, "acl_path": os.path.abspath(acl_path), "acl_sha256": digest,
+            "benchmarks_dir": benchmarks_dir,
             "max_papers": max_papers, "papers": len(papers), "dim": int(vectors.shape[1]),
             "sentences": "one seeded abstract sentence a paper, encoded alone" if sentences else None,
             **{k: v for k, v in stats.items() if k != "rejected"}, "rejected": len(stats.get("rejected", {}))}
