@@ -14,6 +14,7 @@ that count in some group are drawn: a reviewer no prediction names is not a unit
 
 from __future__ import annotations
 
+import numbers
 from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -21,11 +22,15 @@ from typing import Mapping, Sequence
 import numpy as np
 
 
-def _finite(value) -> bool:
-    """Whether `value` reads as a finite float (as `np.float64` reads it: None, NaN and infinities do not)."""
+def finite_number(value) -> bool:
+    """Whether `value` is a finite real number: an int or float, numpy's included. A bool, a string ("2000"), a list
+    ([1]), None, NaN, an infinity or an integer past float's range (10**400) is not: float() and `np.float64` read the
+    first two as numbers, numpy read [1] as a finite array and raised OverflowError on 10**400, naming nothing."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's bool is no numbers.Real
+        return False
     try:
-        return bool(np.isfinite(np.float64(value)))
-    except (TypeError, ValueError):
+        return bool(np.isfinite(float(value)))
+    except OverflowError:
         return False
 
 
@@ -57,7 +62,7 @@ class UnitScores:
         """Per-unit values; with `groups` ({name: [unit, ...]}) the figure is the mean of group means. A unit named
         twice in one group (it would count once in the figure, twice in a plain mean of the list), a group naming no
         unit (it has no mean: the figure would be the other groups' mean unsaid) or a value that is not a finite
-        number (None for an undefined metric, NaN) is a ValueError naming the group or unit."""
+        number (`finite_number`: None for an undefined metric, NaN, a string) is a ValueError naming the group or unit."""
         units = sorted(values)
         if groups is None:
             groups = {"all": units}
@@ -72,10 +77,10 @@ class UnitScores:
             repeated = sorted(u for u, n in Counter(us).items() if n > 1)
             if repeated:
                 raise ValueError(f"group {name!r} names units more than once: {repeated[:10]}")
-        bad = [u for u in units if not _finite(values[u])]
+        bad = [u for u in units if not finite_number(values[u])]
         if bad:
-            raise ValueError(f"units {bad[:10]} have no finite value (e.g. {values[bad[0]]!r}): unit scores must be finite "
-                             "numbers (leave out the units where the metric is undefined)")
+            raise ValueError(f"units {bad[:10]} have no finite value (e.g. {values[bad[0]]!r:.40}): unit scores must be "
+                             "finite numbers (leave out the units where the metric is undefined)")
         col = {u: i for i, u in enumerate(units)}
         den = np.zeros((len(groups), len(units)))
         for g, us in enumerate(groups.values()):

@@ -12,6 +12,7 @@ from typing import Mapping
 import numpy as np
 
 from aspire.benchmarks.acl_formats import SPLIT_FILE, venue_year_labels
+from aspire.benchmarks.stats import finite_number  # public here too: a year or prediction is one
 
 
 def kendall_tau(y: np.ndarray, pred: np.ndarray) -> float:
@@ -55,8 +56,9 @@ def _year_label(rec: dict) -> float:
 def _one_each(y: np.ndarray, pred: np.ndarray) -> None:
     """ValueError unless `y` and `pred` are (N,) with one prediction per paper and at least one paper (over none,
     RMSE and τ were NaN with only numpy's and scipy's warnings to show it; (N, 1) predictions against (N,) years
-    were broadcast to (N, N) differences, a silently wrong RMSE), each a finite number (a NaN or None, as null in a
-    results file, made RMSE NaN and τ the NaN of a constant side without a word), naming the first paper's index."""
+    were broadcast to (N, N) differences, a silently wrong RMSE), each a finite number (`finite_number`: a NaN or
+    None, as null in a results file, made RMSE NaN and τ the NaN of a constant side without a word; true and "2000"
+    were read as the years 1 and 2000), naming the first paper's index."""
     shapes = (np.shape(y), np.shape(pred))
     if any(len(s) != 1 for s in shapes):
         raise ValueError(f"a year metric needs (N,) years and predictions, one per paper: got shapes {shapes[0]} "
@@ -66,19 +68,12 @@ def _one_each(y: np.ndarray, pred: np.ndarray) -> None:
     if len(y) == 0:
         raise ValueError("a year metric needs at least one paper, got none")
     for what, values in (("year", y), ("prediction", pred)):
-        try:  # None converts (to NaN), a word or an integer past float's range does not
-            finite = np.isfinite(np.asarray(values, dtype=float))
-        except (TypeError, ValueError, OverflowError):
+        if isinstance(values, np.ndarray) and values.dtype.kind in "iuf":  # real numbers: checked at once
+            finite = np.isfinite(values)
+        else:  # a list or an array of bools, strings or objects: numpy read True as 1.0 and "2000" as 2000.0
             finite = np.array([finite_number(v) for v in values])
         if not finite.all():
             i = int(np.argmin(finite))
             raise ValueError(f"a year metric needs finite numbers: the {what} of paper {i} (of {len(y)}) is "
                              f"{values[i]!r:.40}")
 
-
-def finite_number(value) -> bool:
-    """Whether `value` reads as a finite number (None, a word or 10**400 does not)."""
-    try:
-        return bool(np.isfinite(float(value)))
-    except (TypeError, ValueError, OverflowError):
-        return False

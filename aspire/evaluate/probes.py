@@ -29,7 +29,7 @@ import numpy as np
 
 from aspire.benchmarks.acl_formats import ACL_FILE, SPLIT_FILE, bootstrap_papers, paired_papers_test
 from aspire.benchmarks.runs import invocation
-from aspire.benchmarks.stats import table_row
+from aspire.benchmarks.stats import finite_number, table_row
 from aspire.io import read_json, write_json
 
 log = logging.getLogger(__name__)
@@ -230,7 +230,9 @@ def check_probe_results(path: str | Path, name: str) -> None:
     """ValueError naming `path` unless it is a results folder (or `results.json`) of format `name`, so that
     `--compare` is refused before a run rather than after it. The file is read as `compare_probe_results` reads it
     (`aspire.io.read_json`: a key twice in one object, or a bare NaN / Infinity, which `write_json` never writes, is
-    refused, naming the file and key or constant)."""
+    refused, naming the file and key or constant), and its values are checked as it checks them (`_check_values`: a
+    null label, prediction or query score, once refused only after the run) in each representation that holds
+    them (`per_query`; or `test_ids`, `y` and `pred`)."""
     p = Path(path)
     file = p / "results.json" if p.is_dir() else p
     if not file.is_file():
@@ -246,6 +248,10 @@ def check_probe_results(path: str | Path, name: str) -> None:
                 "another kind of results")
         raise ValueError(f"--compare {path} holds {what}, not the results of `aspire evaluate {name}` "
                          f"(format {name!r}); give a results folder of that format")
+    fields = ("per_query",) if name == "same-author" else ("test_ids", "y", "pred")
+    held = {rep: x for rep, x in doc["representations"].items()
+            if isinstance(x, dict) and all(isinstance(x.get(f), dict if f == "per_query" else list) for f in fields)}
+    _check_values({**doc, "representations": held}, f"--compare {path}")
 
 
 def compare_probe_results(a: str | Path, b: str | Path, n_perm: int = 2000, docs: dict | None = None) -> dict:
@@ -333,8 +339,6 @@ def _check_values(doc: dict, run) -> None:
     (venue: a string or a number) or a finite number (year), or each same-author query a finite score per metric.
     Checked before any metric: a null year prediction was refused by the metric naming the paper's position alone,
     a null class was numpy's TypeError naming nothing, a null query score named the query but not the run."""
-    from aspire.benchmarks.year import finite_number
-
     fmt, recorded = doc["format"], doc.get("non_finite")
     for rep, x in doc["representations"].items():
         if fmt == "same-author":
