@@ -238,11 +238,11 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
     if show_query_texts:
         ax.set_yticklabels([sentence_label("q", i, query_texts[i], width=44, facet=_short_facet(ql[i]))
                             for i in rows], fontsize=FONT, parse_math=False)
-        for r, tick in enumerate(ax.get_yticklabels()):
-            if not mask[r]:
-                tick.set_color(UNSELECTED_COLOR)
     else:
         ax.set_yticklabels([f"q{i}" for i in rows], fontsize=FONT)
+    for r, tick in enumerate(ax.get_yticklabels()):  # the bare `q3` labels were left black
+        if not mask[r]:
+            tick.set_color(UNSELECTED_COLOR)
     ax.set_xticks(range(T))
     ax.set_xticklabels([sentence_label("c", j, t, width=30, lines=2 if T <= 20 else 1, facet=_short_facet(cl[j]))
                         for j, t in enumerate(cand_texts)], fontsize=FONT, rotation=90, parse_math=False)
@@ -368,7 +368,8 @@ def plot_alignment(alignment: PairAlignment, *, query_labels: Sequence[str | Non
     return fig
 
 
-MIN_LIST_WIDTH = 41  # the title's room, width - 35, must hold textwrap.shorten's ' [...]'
+MIN_LIST_WIDTH = 41  # a head line of rank, score, an 8-digit id and a grade (about 35 characters) leaves its title room
+MIN_TITLE = len(" [...]")  # textwrap.shorten's placeholder: it refuses a narrower room
 
 
 def plot_ranked_list(hits: Sequence, *, ax=None, max_pairs: int = 2, grades: Mapping[str, int] | None = None,
@@ -377,8 +378,8 @@ def plot_ranked_list(hits: Sequence, *, ax=None, max_pairs: int = 2, grades: Map
 
     One block per hit: rank, score, paper id, title (and relevance grade when `grades` maps the id),
     then up to `max_pairs` lines "q_i -> s_j (L2, weight)" with both sentences, each cut to `width`
-    characters (at least `MIN_LIST_WIDTH`: the head line gives the title what is left beside rank, score and id).
-    Returns the Figure.
+    characters (at least `MIN_LIST_WIDTH`). The head line gives the title what is left of `width` beside rank, score,
+    id and grade (at least `MIN_TITLE` characters, where a long id leaves less). Returns the Figure.
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < MIN_LIST_WIDTH:
         raise ValueError(f"plot_ranked_list: width must be an integer >= {MIN_LIST_WIDTH} characters, got {width!r}")
@@ -387,7 +388,10 @@ def plot_ranked_list(hits: Sequence, *, ax=None, max_pairs: int = 2, grades: Map
     blocks = []
     for hit in hits:
         grade = f"  [grade {grades[hit.paper_id]}]" if grades and hit.paper_id in grades else ""
-        lines = [("head", f"{hit.rank}. {hit.score:+.3f}  {hit.paper_id}  {textwrap.shorten(hit.title, width - 35)}{grade}")]
+        head = f"{hit.rank}. {hit.score:+.3f}  {hit.paper_id}  "
+        # the title's room is what the head leaves (a fixed width - 35 ran a 40-character id's line past the figure)
+        room = max(width - len(head) - len(grade), MIN_TITLE)
+        lines = [("head", f"{head}{textwrap.shorten(hit.title, room)}{grade}")]
         for p in hit.pairs[:max_pairs]:
             lines.append(("pair", f"q{p.query_sentence} -> s{p.hit_sentence}   L2 {p.dist:.3f}   weight {p.weight:.2f}"))
             lines.append(("q", "q: " + textwrap.shorten(p.query_text or "", width)))
