@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from aspire.benchmarks.stats import check_level
+from aspire.benchmarks.stats import check_level, finite_number
 from aspire.checksum import file_sha256
 from aspire.data.papers import jsonl_objects
 from aspire.io import read_json, type_name
@@ -173,8 +172,7 @@ def read_label_file(path: str | Path, kind: str, known: Iterable[str] | None = N
             raise ValueError(f"{where} (paper {pid}): class {label!r} is not a string")
         if kind == "class" and not label.strip():
             raise ValueError(f"{where} (paper {pid}): empty class {label!r}")
-        if kind == "number" and (isinstance(label, bool) or not isinstance(label, (int, float))
-                                 or not _finite(label)):
+        if kind == "number" and not finite_number(label):  # an int past float's range (10**400) is none either
             raise ValueError(f"{where} (paper {pid}): label {label!r:.60} is not a finite number")
         if known is not None and pid not in known:
             raise ValueError(f"{where}: paper {pid} is in no split of this task")
@@ -182,15 +180,6 @@ def read_label_file(path: str | Path, kind: str, known: Iterable[str] | None = N
             raise ValueError(f"{where}: paper {pid} is labelled twice")
         labels[pid] = label.strip() if kind == "class" else float(label)
     return labels
-
-
-def _finite(number: int | float) -> bool:
-    """Whether `number` is a finite float; an integer too large for a float is not (math.isfinite raised
-    OverflowError on it, naming no record)."""
-    try:
-        return math.isfinite(float(number))
-    except OverflowError:
-        return False
 
 
 def venue_year_labels(records: Mapping[str, dict], split_file: str | Path, label_file: str | Path | None, name: str,

@@ -30,7 +30,7 @@ from typing import Mapping
 
 import numpy as np
 
-from aspire.benchmarks.stats import UnitScores
+from aspire.benchmarks.stats import UnitScores, finite_number
 from aspire.io import RepeatedKey, loads_unique, read_json
 
 _DRAW = re.compile(r"^d_(\d+)_(\d+)$")
@@ -305,13 +305,6 @@ def left_out(counts: dict) -> str:
             f"{'draw' if len(partial) == 1 else 'draws'} " + "; ".join(f"{d} ({_some(r)})" for d, r in partial.items()))
 
 
-def _finite_float(value: int | float) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
-
-
 def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:
     """A `{reviewer: {paper: similarity}}` JSON file (reviewer ids with or without the one leading `~` of the
     archives' file names, `~REVIEWER.jsonl`, which is removed: `~~Name1` is `~Name1`, an OpenReview profile id; one
@@ -325,8 +318,7 @@ def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:
         if not isinstance(scores, dict):
             raise ValueError(f"{path}: reviewer {reviewer}: expected {{paper: similarity}}")
         for paper, value in scores.items():
-            # an integer past float's range (10**400) is no finite similarity either: math.isfinite raised OverflowError
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite_float(value):
+            if not finite_number(value):  # a bool, a string, or an integer past float's range (10**400) is none
                 raise ValueError(f"{path}: reviewer {reviewer} paper {paper}: similarity {value!r:.40} is not a finite "
                                  "number")
         key = reviewer.removeprefix("~")  # lstrip("~") also took the `~` of an OpenReview id `~Name1` itself
