@@ -45,10 +45,14 @@ get all 18 hand-written hard cases right (e.g., et al., Fig. 2, p < 0.05, 95% CI
 approx.), which the guard rules were written for; the unguarded ones get 10 to 16.
 
 Time grows about linearly with the text for the spaCy splitters. pySBD's (so the default's and
-`pysbd_guarded`'s) grows faster than linearly with the length of a *line*: its abbreviation pass
-rewrites the whole line once for each abbreviation it meets there. CSFCube abstracts joined on one
-line: 16,000 / 32,000 / 64,000 characters took 0.12 / 0.38 / 1.04 s; joined by blank lines (pySBD
-handles lines apart), 0.04 / 0.09 / 0.19 s. An abstract takes milliseconds (table above).
+`pysbd_guarded`'s) grew with the square of a *line*'s length: its abbreviation pass rewrote the whole
+line once for each word there that starts like an abbreviation. `PysbdSplitter` runs that pass once per
+spelling, with the same sentences (all 64,389 abstracts of the shared data split alike before and
+after). CSFCube abstracts joined on one line: 16,000 / 64,000 / 256,000 characters take 0.14 / 0.76 /
+6.1 s (0.29 / 2.8 / 16.9 s before); joined by blank lines, 0.11 / 0.44 / 4.0 s. What is left grows
+faster than linearly with the whole text: pySBD's list-item pass rewrites the text once for each
+list item ("(1)", "2.", "b)") next to the item before or after it in the list. An abstract takes
+milliseconds (table above).
 
 Splitters load their pipelines lazily, on first use, and cache them on the instance.
 """
@@ -120,10 +124,47 @@ class SentenceSplitter(ABC):
         return f"{type(self).__name__}(name={self.name!r})"
 
 
+def _english_one_pass_per_abbreviation():
+    """pySBD's English rules, with its abbreviation pass rewriting a line once per spelling of an abbreviation.
+
+    pySBD 0.3.4 runs, for each abbreviation, one substitution over the whole line for every word there that starts
+    like it ("al" of "also" and "all"), so a line's cost grew with the square of its length. For one spelling ("al",
+    "Al") it is the same substitution each time, and running it again changes nothing (it only turns a "." into
+    "∯", which makes no other "." match), so only the first of them runs: the same sentences, with a line's rewrites
+    bounded by its spellings, not its words. Other pySBD versions run their own code (None: it was not checked).
+    """
+    import pysbd
+    from pysbd.lang.english import English
+
+    if pysbd.__version__ != "0.3.4":
+        return None
+
+    class Replacer(English.AbbreviationReplacer):
+        def __init__(self, text, lang):
+            super().__init__(text, lang)
+            self._for, self._done = None, set()
+
+        def scan_for_replacements(self, txt, am, ind, char_array):
+            if char_array is not self._for:  # a new list: pySBD's loop is at the next abbreviation (or line)
+                self._for, self._done = char_array, set()
+            char = char_array[ind] if ind < len(char_array) else ""
+            if am.strip() in self._done:
+                return txt
+            if not str(char).isupper() or am.strip().lower() in self.lang.Abbreviation.PREPOSITIVE_ABBREVIATIONS:
+                self._done.add(am.strip())  # pySBD's condition for a rewrite, unchanged
+            return super().scan_for_replacements(txt, am, ind, char_array)
+
+    class OnePassEnglish(English):
+        AbbreviationReplacer = Replacer
+
+    return OnePassEnglish
+
+
 class PysbdSplitter(SentenceSplitter):
     """pySBD (`clean=False`); each sentence it returns is located in the original text after the previous one.
 
-    A sentence pySBD altered so it cannot be found keeps its text in the previous sentence (no cut).
+    A sentence pySBD altered so it cannot be found keeps its text in the previous sentence (no cut). pySBD 0.3.4's
+    abbreviation pass runs once per spelling of an abbreviation in a line (`_english_one_pass_per_abbreviation`).
     """
 
     name = "pysbd"
@@ -135,7 +176,9 @@ class PysbdSplitter(SentenceSplitter):
         if self._segmenter is None:
             import pysbd
 
-            self._segmenter = pysbd.Segmenter(language="en", clean=False, char_span=False)
+            segmenter = pysbd.Segmenter(language="en", clean=False, char_span=False)
+            segmenter.language_module = _english_one_pass_per_abbreviation() or segmenter.language_module
+            self._segmenter = segmenter
         return self._segmenter
 
     def starts(self, text: str) -> list[int]:
