@@ -54,6 +54,9 @@ class BM25Index:
             raise ValueError(f"{len(texts)} texts for {len(ids)} ids")
         if not texts:
             raise ValueError("BM25 needs at least one document")
+        bad = next((i for i, text in enumerate(texts) if not isinstance(text, str)), None)
+        if bad is not None:  # else unicodedata's TypeError, naming no document
+            raise ValueError(f"BM25 texts must be strings: document {ids[bad]!r} has {texts[bad]!r:.60}")
         if not (0 <= k1 < float("inf") and 0 <= b <= 1):  # an infinite k1 scored every document 0
             raise ValueError(f"BM25 needs a finite k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         tokens = bm25s.tokenize([nfc(t) for t in texts], stopwords=stopwords, show_progress=False)
@@ -95,11 +98,14 @@ class BM25Index:
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """(Q, N) float32 BM25 scores; a query with no indexed word scores 0 everywhere. `queries` is a list of
-        strings: one string is refused (ValueError), not read as a list of one-character queries (its rows all 0)."""
+        strings: one string is refused (ValueError), not read as a list of one-character queries (its rows all 0), and
+        so is a query that is no string (naming its position)."""
         if isinstance(queries, str):
             raise ValueError(f"BM25 scores take a list of query strings, got one string {queries[:40]!r}: pass [query]")
         out = np.zeros((len(queries), len(self.ids)), dtype=np.float32)
         for i, query in enumerate(queries):
+            if not isinstance(query, str):  # else unicodedata's TypeError, naming no query
+                raise ValueError(f"BM25 queries must be strings: query {i} is {query!r:.60}")
             ids = self._query_ids(query)
             if ids:
                 out[i] = self._retriever.get_scores(ids)
