@@ -16,13 +16,18 @@ import torch.distributed as dist
 log = logging.getLogger(__name__)
 
 
-def init_distributed() -> tuple[int, int, int]:
-    """(rank, world size, local rank); starts the process group when launched by `torchrun`."""
+def init_distributed(device: str = "auto") -> tuple[int, int, int]:
+    """(rank, world size, local rank); starts the process group when launched by `torchrun`, its backend the one of
+    the training `device` (`train.device`, resolved as the trainer does): NCCL on a CUDA device (made this process's
+    current one: its `LOCAL_RANK`), gloo on any other (NCCL cannot all-reduce CPU tensors, CUDA present or not)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
-        if torch.cuda.is_available():
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        if resolve_device(device, local_rank).type == "cuda":
+            torch.cuda.set_device(local_rank)
+            dist.init_process_group("nccl")
+        else:
+            dist.init_process_group("gloo")
     return process_ranks()
 
 

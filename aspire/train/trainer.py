@@ -514,7 +514,7 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
         raise ValueError(f"model.kind={cfg.model.kind} with data.align={cfg.data.align}: kind `abs` and "
                          "data.align=abs_align go together (`ts` uses cc_align)")
     out_dir = Path(cfg.train.out_dir)
-    rank, _, _ = init_distributed()
+    rank, _, _ = init_distributed(cfg.train.device)
     # rank 0 holds out_dir/.lock to the end: a second run into the folder (fresh or --resume) fails at once
     with ckpt.run_lock(out_dir) if rank == 0 else contextlib.nullcontext():
         return _run_locked(cfg, resume, model_loader, out_dir, rank)
