@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numbers
 import textwrap
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -159,16 +160,42 @@ ROW_INCHES = 0.34  # one matrix row: room for a two-line 9-pt sentence label
 
 def sentence_label(prefix: str, i: int, text: str, width: int = 48, lines: int = 2,
                    facet: str | None = None) -> str:
-    """`"q3 [method] first words…"` wrapped to `width` characters, at most `lines` lines (both integers >= 1)."""
+    """`"q3 [method] first words…"` wrapped to `width` characters, at most `lines` lines (both integers >= 1). A line
+    break or the cut before "…" never parts a letter from its combining marks, unless they alone pass `width`."""
     for name, value in (("width", width), ("lines", lines)):  # lines=0 raised an IndexError, lines=-1 kept all but one
         if not is_whole(value, 1):
             raise ValueError(f"sentence_label: {name} must be an integer >= 1, got {value!r}")
     head = f"{prefix}{i}" + (f" [{facet}]" if facet else "")
-    wrapped = textwrap.wrap(f"{head} {text}", width=width) or [head]
+    wrapped = _WholeLetterWrapper(width=width).wrap(f"{head} {text}") or [head]
     if len(wrapped) > lines:
         wrapped = wrapped[:lines]
-        wrapped[-1] = wrapped[-1][: max(0, width - 1)].rstrip() + "…"
+        wrapped[-1] = _cut_whole(wrapped[-1], width - 1).rstrip() + "…"
     return "\n".join(wrapped)
+
+
+def _cut_whole(text: str, n: int) -> str:
+    """`text[:n]`, shorter where `text[n]` is a combining mark (`unicodedata.combining`): the letter it sits on goes
+    with it ("e" + U+0301 is kept or dropped whole, never cut to a bare "e" or a dangling accent)."""
+    while 0 < n < len(text) and unicodedata.combining(text[n]):
+        n -= 1
+    return text[:n]
+
+
+class _WholeLetterWrapper(textwrap.TextWrapper):
+    """`textwrap`'s wrapper, but a word longer than a line is broken before a letter, never between a letter and its
+    combining marks (textwrap's own break began the next line with a dangling accent)."""
+
+    def _handle_long_word(self, reversed_chunks, cur_line, cur_len, width):
+        super()._handle_long_word(reversed_chunks, cur_line, cur_len, width)  # moved cur_line[-1] off the chunk
+        head, rest = cur_line[-1], reversed_chunks[-1]
+        keep = len(_cut_whole(head + rest, len(head)))
+        if keep == len(head) or (not keep and len(cur_line) == 1):  # a letter whose marks fill a line stays cut:
+            return  # textwrap must move on
+        if keep:
+            cur_line[-1] = head[:keep]
+        else:  # the line's other words end it; the letter starts the next
+            cur_line.pop()
+        reversed_chunks[-1] = head[keep:] + rest
 
 
 def _short_facet(label: str | None) -> str | None:

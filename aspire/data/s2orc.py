@@ -312,8 +312,10 @@ def _check_paper(paper: dict, path: Path, lineno: int, first_line: dict[str, int
             raise bad(f"paper {pid!r}: bib_entries[{ref!r}] must be an object, got {type_name(entry)}")
         _id(entry.get("link"), f"paper {pid!r}: bib_entries[{ref!r}].link", path, lineno)
     for i, para in enumerate(paper["body_text"]):
-        if not isinstance(para, dict) or "text" not in para:
-            raise bad(f"body_text[{i}] lacks 'text'")
+        if not isinstance(para, dict):
+            raise bad(f"paper {pid!r}: body_text[{i}] must be an object, got {type_name(para)}")
+        if "text" not in para:
+            raise bad(f"paper {pid!r}: body_text[{i}] lacks 'text'")
         if not isinstance(para["text"], str):
             raise bad(f"paper {pid!r}: body_text[{i}].text must be a string, got {type_name(para['text'])}")
         if not isinstance(para.get("section"), (str, type(None))):  # written into each context's `source`

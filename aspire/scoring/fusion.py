@@ -104,7 +104,10 @@ def fuse_ranked(lists: Sequence[Mapping[str, float]], weights: Sequence[float] |
     and > 0. A score that is not a finite number (a string or bool too) is a ValueError naming the list and
     document; no list at all is a ValueError (it was once blamed on the weights, given or not). Each document's
     weighted contributions are summed exactly (`math.fsum`) and each list normalised whatever the order of its
-    documents (`normalise`), so equal sums tie whatever the order of the lists or of their documents."""
+    documents (`normalise`), so equal sums tie whatever the order of the lists or of their documents. Weights so large
+    (1e308) that a weighted score or a document's sum passes the float range are a ValueError naming the weight and
+    document (a fused score was inf, unsaid, or fsum raised bare); they are not rescaled, so a fused score is always
+    the weighted sum itself."""
     method = fusion_method(method)
     if not len(lists):
         raise ValueError("fusion needs at least one ranked list, got none")
@@ -130,10 +133,19 @@ def fuse_ranked(lists: Sequence[Mapping[str, float]], weights: Sequence[float] |
         else:
             contrib = normalise(values, method)
         for d, c in zip(docs, contrib.tolist()):
+            if not math.isfinite(w * c):  # else an inf fused score, unsaid (fsum of inf and -inf: a bare error)
+                raise ValueError(f"fusion weight {w:g} of list {i} overflows: times the normalised score {c:g} of "
+                                 f"document {d!r} it passes the float range")
             parts.setdefault(d, []).append(w * c)
     # a running sum rounded by order: rrf ranks (1, 7, 2) and (2, 1, 7) over three lists, K 60, summed to
     # 0.04744784801534369 and 0.0474478480153437, and a tie was not broken by document id
-    fused = {d: math.fsum(p) for d, p in parts.items()}
+    fused = {}
+    for d, p in parts.items():
+        try:
+            fused[d] = math.fsum(p)
+        except OverflowError:  # once raised bare: "intermediate overflow in fsum"
+            raise ValueError(f"fusion weights {', '.join(f'{w:g}' for w in weights)} overflow: the weighted scores "
+                             f"{', '.join(f'{x:g}' for x in p)} of document {d!r} sum past the float range") from None
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
