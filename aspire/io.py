@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from aspire.jsonsafe import dumps, escape_surrogates, finite_json
+from aspire.jsonsafe import _key_name, dumps, escape_surrogates, finite_json
 
 
 class DataError(ValueError):
@@ -117,7 +117,9 @@ def finite_dumps(obj: Any, what: str, **kwargs) -> str:
     `write_json`'s null would lose a setting): a NaN or an infinity anywhere in `obj` is a ValueError naming `what` and
     each one's dotted key (`aspire.jsonsafe.finite_json`), before anything is written; `json.dumps` wrote it as a
     bare `NaN` / `Infinity`, which is not JSON (the `finite` readers refuse it). Two keys written as one JSON name
-    (1 and "1"), or a non-finite key, is a ValueError naming `what` too."""
+    (1 and "1"), or a non-finite key, is a ValueError naming `what` too, and so is a value or a dict key that
+    `json.dumps` cannot write (a numpy float32, a set, a tuple key), naming its dotted key (`json.dumps`' TypeError
+    named neither)."""
     try:
         non_finite = finite_json(obj)[1]  # {dotted key: "nan" | "inf" | "-inf"}
     except ValueError as err:
@@ -125,7 +127,33 @@ def finite_dumps(obj: Any, what: str, **kwargs) -> str:
     if non_finite:
         raise ValueError(f"{what} records {', '.join(f'{key} {value}' for key, value in non_finite.items())}, which "
                          "JSON has no number for: give a finite number, or None")
-    return json.dumps(obj, allow_nan=False, **kwargs)
+    try:
+        return json.dumps(obj, allow_nan=False, **kwargs)
+    except TypeError as err:
+        found = _unwritable(obj)
+        if found is None:  # not a value's type (a `sort_keys` over keys that do not compare)
+            raise TypeError(f"{what} {err}") from None
+        raise ValueError(f"{what} records {found}, which JSON cannot write: give a Python number, string, bool, None, "
+                         "list or dict") from None
+
+
+def _unwritable(obj: Any, path: str | None = None) -> str | None:
+    """The first value or dict key in `obj` that `json.dumps` cannot write (a numpy scalar or array, a set, a tuple
+    key), as "KEY, a value of type T" or "the key K of KEY, of type T" (KEY dotted as `aspire.jsonsafe.finite_json`
+    names it, "$" for `obj` itself); None when there is none."""
+    where = "$" if path is None else path
+    if obj is None or isinstance(obj, (str, int, float)):  # their subclasses too (bool, numpy's float64), as json does
+        return None
+    if isinstance(obj, (dict, list, tuple)):
+        for key, value in obj.items() if isinstance(obj, dict) else enumerate(obj):
+            name = _key_name(key)  # a list position as its number
+            if name is None:
+                return f"the key {key!r} of {where}, of type {type(key).__name__}"
+            found = _unwritable(value, name if path is None else f"{path}.{name}")
+            if found is not None:
+                return found
+        return None
+    return f"{where}, a value of type {type(obj).__name__}"
 
 
 def write_jsonl(path: str | Path, records: Iterable[dict]) -> int:

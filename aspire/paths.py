@@ -46,7 +46,7 @@ def run_model(run_dir: str | Path) -> Path | None:
         except NonFiniteConstant as err:
             raise ValueError(f"{pointer}: not a training run's pointer: a bare {err.constant}, which is not JSON "
                              "(`write_pointer` refuses a non-finite number)") from None
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deeply
             raise ValueError(f"{pointer}: not a training run's pointer (JSON naming its checkpoint)") from None
         model = Path(run_dir) / str(checkpoint) / MODEL_DIR
         if not (isinstance(checkpoint, str) and CHECKPOINT.match(checkpoint)) or not (model / "config.json").is_file():

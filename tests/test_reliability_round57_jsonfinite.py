@@ -74,7 +74,7 @@ def test_read_pointer_refuses_a_key_twice(tmp_path):
 def test_write_pointer_refuses_a_non_finite_value_naming_pointer_and_key(tmp_path, value):
     ckpt.save_checkpoint(tmp_path, 1, _write, {"step": 1}, best=_record(1))
     before = _listing(tmp_path)
-    with pytest.raises(ValueError, match=r"/best: the `best` record's key 'dev_loss/a' cannot be written as JSON"):
+    with pytest.raises(ValueError, match=rf"/best: the `best` pointer records dev_loss/a {value!r}, which JSON has no"):
         ckpt.write_pointer(tmp_path, ckpt.BEST, _record(1, **{"dev_loss/a": value}))  # was written as a bare NaN
     assert _listing(tmp_path) == before
 

@@ -24,7 +24,6 @@ place; if the run dies between the two renames, reading the pointer puts the old
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import shutil
@@ -33,7 +32,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from aspire.io import NonFiniteConstant, loads_unique, write_text
+from aspire.io import NonFiniteConstant, finite_dumps, loads_unique, write_text
 from aspire.paths import BEST, LATEST, MODEL_DIR, STATE_FILE  # noqa: F401 (ckpt.BEST, ckpt.MODEL_DIR, ...)
 from aspire.storage import check_free_space, folder_lock, on_disk_full
 
@@ -75,10 +74,9 @@ def _fsync_tree(path: Path) -> None:
 def write_pointer(out_dir: Path, name: str, record: dict) -> None:
     """Write `out_dir/name` (a small JSON file) atomically, its rename made durable before this returns (`best` is
     on disk before `latest` moves). A value that is not JSON (a NaN, which `json.dumps` wrote as a bare `NaN` that
-    `read_pointer` refuses; a numpy float32) is a ValueError naming the pointer and the key, before anything is
-    written."""
-    _check_json_values(record, f"{out_dir / name}: the `{name}` record")
-    write_text(out_dir / name, json.dumps(record) + "\n", fsync=True)
+    `read_pointer` refuses; a numpy float32) is a ValueError naming the pointer and the (dotted) key, before anything
+    is written (`aspire.io.finite_dumps`)."""
+    write_text(out_dir / name, finite_dumps(record, f"{out_dir / name}: the `{name}` pointer") + "\n", fsync=True)
     _fsync_dir(out_dir)
 
 
@@ -101,7 +99,7 @@ def read_pointer(out_dir: str | Path, name: str = LATEST) -> dict | None:
     except NonFiniteConstant as err:
         raise ValueError(f"{path}: damaged `{name}` pointer, a bare {err.constant}, which is not JSON (`write_pointer` "
                          f"refuses a non-finite number); {_POINTER_FORM}") from None
-    except ValueError as err:  # not JSON, not UTF-8, a key twice
+    except (ValueError, RecursionError) as err:  # not JSON, not UTF-8, a key twice, nested too deeply
         raise ValueError(f"{path}: damaged `{name}` pointer, not JSON ({err}); {_POINTER_FORM}") from None
     checkpoint = record.get("checkpoint") if isinstance(record, dict) else None
     step = record.get("step") if isinstance(record, dict) else None
@@ -183,8 +181,8 @@ def save_checkpoint(out_dir: str | Path, step: int, write_contents: Callable[[Pa
 def _check_best(best: Any, name: str, step: int) -> None:
     """ValueError naming the key when `best` is not the `best` pointer's record of checkpoint `name` (step `step`): a
     dict whose `checkpoint` is `name`, `step` the integer `step` (True or 3.0 was written, and the pointer then refused
-    by `read_pointer` at resume), `dev_loss` a finite number, and every value JSON (a numpy float32 raised TypeError
-    with the checkpoint already renamed into place behind no pointer)."""
+    by `read_pointer` at resume), `dev_loss` a finite number, and every value JSON (`aspire.io.finite_dumps`: a numpy
+    float32 raised TypeError with the checkpoint already renamed into place behind no pointer)."""
     if not isinstance(best, dict):
         raise ValueError(f"the `{BEST}` record must be a dict {{\"checkpoint\": ..., \"step\": ..., \"dev_loss\": ...}}, "
                          f"got {type(best).__name__} {best!r}")
@@ -194,17 +192,7 @@ def _check_best(best: Any, name: str, step: int) -> None:
     loss = best.get("dev_loss")
     if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss):
         raise ValueError(f"the `{BEST}` record's `dev_loss` must be a finite number, got {type(loss).__name__} {loss!r}")
-    _check_json_values(best, f"the `{BEST}` record")
-
-
-def _check_json_values(record: dict, what: str) -> None:
-    """ValueError naming `what` and the key for a value of `record` that is not JSON: a NaN or an infinity (which
-    `json.dumps` writes as a bare `NaN` / `Infinity`), a numpy float32."""
-    for key, value in record.items():
-        try:
-            json.dumps({key: value}, allow_nan=False)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{what}'s key {key!r} cannot be written as JSON: {err}") from None
+    finite_dumps(best, f"the `{BEST}` pointer to {name}")  # the text `write_pointer` writes, refused now if at all
 
 
 def tensor_bytes(obj: Any) -> int:

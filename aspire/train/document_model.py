@@ -429,7 +429,7 @@ def read_model_file(file: Path) -> tuple[ModelConfig, AbstractConfig, list[str]]
     except NonFiniteConstant as err:
         raise ValueError(f"{file}: damaged, a bare {err.constant}, which is not JSON (`save_pretrained` refuses a "
                          "non-finite setting)") from None
-    except ValueError as err:  # not JSON, not UTF-8, a key twice
+    except (ValueError, RecursionError) as err:  # not JSON, not UTF-8, a key twice, nested too deeply
         raise ValueError(f"{file}: damaged, not JSON ({err})") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("model"), dict):
         raise ValueError(f"{file}: damaged, no `model` section of settings (a JSON object)")
