@@ -24,7 +24,7 @@ from torch import Tensor
 from aspire.batch import DocBatch
 from aspire.data.papers import Paper
 from aspire.evaluate.cache import cached_encode_entry
-from aspire.evaluate.options import ENCODINGS
+from aspire.evaluate.options import ENCODINGS, non_default_encode_options
 
 
 def single_vector_batch(vecs: Tensor, papers: Sequence[Paper]) -> DocBatch:
@@ -49,7 +49,8 @@ def encode_papers(
     """Encode `papers` in one of `ENCODINGS` through the cache -> (DocBatch, from_cache).
 
     `encode_options` go to `encode_independent` / `encode_abstract` (e.g. `normalize`,
-    `max_length`, `joiner`) and into the cache key (with `encoder.fingerprint()`); the contextual encoding takes none.
+    `max_length`, `joiner`) and, less those at their default, into the cache key (with `encoder.fingerprint()`,
+    `cache_entry_key`); the contextual encoding takes none.
     `record`: a list this call appends what it ran to, for a results file: `{"encoding", "papers", "batch_size",
     "fingerprint", "cache_entry", "from_cache"}`, where `cache_entry` is the file name in `cache_dir` it read or
     wrote (None without a cache, or where none could be written: a disk too full).
@@ -90,7 +91,10 @@ def encode_papers(
 
 def cache_entry_key(encoding: str, encode_options: dict | None) -> tuple[str, dict]:
     """(mode, options) an encoding's vectors are cached under (`aspire.evaluate.cache.cache_path`): `pass` reads the
-    contextual entry (its whole vectors), which takes no options; the others their own, with their options."""
+    contextual entry (its whole vectors), which takes no options; the others their own, with their options less those
+    given at their default (`aspire.evaluate.options.non_default_encode_options`: `{pooling: mean}` once made a second
+    entry of the vectors `{}` had cached, encoded again; dropped, not filled in, an entry keyed without options keeps
+    its name)."""
     if encoding in ("contextual", "pass"):
         return "contextual", {}
-    return encoding, dict(encode_options or {})
+    return encoding, non_default_encode_options(encoding, encode_options)

