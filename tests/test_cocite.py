@@ -49,6 +49,12 @@ def _read(path: Path) -> list[dict]:
     return [obj for _, obj in iter_jsonl(path)]
 
 
+def _own_abstract(paper_id: str) -> list[str]:
+    """`GOOD_ABSTRACT`, each sentence led by `paper_id`: one abstract shared by all papers would make them one work
+    (`aspire.data.acl.same_work_groups`), and no paper could be another's random negative."""
+    return [f"{paper_id}: {s}" for s in GOOD_ABSTRACT]
+
+
 def _record(context: str, *paper_ids: str, confirmed: bool = True, abstracts: dict | None = None) -> dict:
     abstracts = abstracts or {}
     return {
@@ -56,7 +62,8 @@ def _record(context: str, *paper_ids: str, confirmed: bool = True, abstracts: di
         "context": context,
         "source": "test",
         "all_links_confirmed": confirmed,
-        "cited": [{"paper_id": p, "title": f"Title {p}", "abstract": abstracts.get(p, GOOD_ABSTRACT), "link": "aan"}
+        "cited": [{"paper_id": p, "title": f"Title {p}", "abstract": abstracts.get(p, _own_abstract(p)),
+                   "link": "aan"}
                   for p in paper_ids],
     }
 
@@ -240,7 +247,8 @@ def _groups_dir(tmp_path: Path, sets: list[list[str]], contexts_per_set: int = 1
             for s in sorted(sets, key=cocite.set_id)]
     _write_jsonl(tmp_path / "groups.jsonl", rows)
     papers = sorted({p for s in sets for p in s})
-    _write_jsonl(tmp_path / "abstracts.jsonl", [{"paper_id": p, "title": p, "abstract": GOOD_ABSTRACT} for p in papers])
+    _write_jsonl(tmp_path / "abstracts.jsonl", [{"paper_id": p, "title": p, "abstract": _own_abstract(p)}
+                                                  for p in papers])
     return tmp_path
 
 

@@ -17,6 +17,7 @@ from aspire.config import ConfigError, load_config
 from aspire.data import cocite
 from aspire.data.align import AlignConfig
 from aspire.data.negatives import HardNegativesConfig
+from tests.test_cocite import _own_abstract
 
 ABSTRACT = ["First sentence of the abstract.", "Second sentence here.", "Third and last sentence."]
 CONTEXT = "This context is long enough to pass the token filter easily (Smith, 2000; Jones, 2001)."
@@ -24,9 +25,11 @@ NO_HELD_OUT = "ingest.exclude_benchmark_test=false"  # tiny records: no benchmar
 
 
 def _records(path: Path, n: int = 30) -> Path:
-    """`n` co-citation records, record i citing papers p{i} and p{i+1}: every one passes the default filters."""
+    """`n` co-citation records, record i citing papers p{i} and p{i+1}: every one passes the default filters. Each
+    paper's abstract is its own (one shared abstract would make every paper one work: `same_work_groups`)."""
     rows = [{"citing_paper_id": f"X{i}", "context": f"{CONTEXT} {i}.", "source": "test", "all_links_confirmed": True,
-             "cited": [{"paper_id": p, "title": p, "abstract": ABSTRACT} for p in (f"p{i}", f"p{i + 1}")]}
+             "cited": [{"paper_id": p, "title": p, "abstract": _own_abstract(p)}
+                       for p in (f"p{i}", f"p{i + 1}")]}
             for i in range(n)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

@@ -21,6 +21,7 @@ import pytest
 from aspire.data import cocite
 from aspire.data.cocite import ExamplesConfig, SplitConfig, build_examples, split_groups
 from aspire.data.negatives.rank import nearest_negatives
+from tests.test_cocite import _own_abstract
 
 ABSTRACT = ["First sentence here.", "Second sentence here.", "Third sentence here."]
 
@@ -124,7 +125,7 @@ def _groups_dir(root: Path, sets: dict[tuple[str, ...], int]) -> Path:
                      "contexts": texts, "contexts_clean": texts})
     _write_jsonl(root / "groups.jsonl", rows)
     papers = sorted({p for members in sets for p in members})
-    _write_jsonl(root / "abstracts.jsonl", [{"paper_id": p, "title": p, "abstract": ABSTRACT} for p in papers])
+    _write_jsonl(root / "abstracts.jsonl", [{"paper_id": p, "title": p, "abstract": _own_abstract(p)} for p in papers])
     return root
 
 

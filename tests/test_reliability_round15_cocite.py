@@ -17,6 +17,7 @@ from test_reliability_round13_cocite import ABSTRACT, _read, _write_jsonl
 
 from aspire.data.cocite import CociteConfig, DataError, FilterConfig, filter_contexts, run_all
 from aspire.data.papers import read_paper_map
+from tests.test_cocite import _own_abstract
 
 CONTEXT = "We follow the earlier work on this task and its many later extensions here."
 
@@ -32,9 +33,9 @@ def _record(citing: str, context: str, abstracts: dict[str, list[str]]) -> dict:
 @pytest.mark.parametrize("bound", [0, None])
 def test_an_empty_abstract_never_passes_the_filter_whatever_min_abstract_sentences(tmp_path, bound):
     records = [
-        _record("X", CONTEXT, {"A": ABSTRACT, "B": [], "C": ABSTRACT}),  # B: no sentence -> the context keeps {A, C}
-        _record("Y", CONTEXT + " Again.", {"C": ABSTRACT, "D": ABSTRACT}),
-        _record("Z", CONTEXT + " Once more.", {"E": ABSTRACT, "F": ABSTRACT}),
+        _record("X", CONTEXT, {"A": _own_abstract("A"), "B": [], "C": _own_abstract("C")}),  # B: no sentence -> {A, C}
+        _record("Y", CONTEXT + " Again.", {"C": _own_abstract("C"), "D": _own_abstract("D")}),
+        _record("Z", CONTEXT + " Once more.", {"E": _own_abstract("E"), "F": _own_abstract("F")}),
     ]
     cfg = CociteConfig()
     cfg.ingest.exclude_benchmark_test = False

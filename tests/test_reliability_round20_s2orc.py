@@ -13,6 +13,7 @@ from aspire.benchmarks.heldout import Containment
 from aspire.data.acl import HeldOut, abstract_key, normalise_title
 from aspire.data.cocite import IngestConfig, ingest_records, iter_jsonl
 from aspire.data.s2orc import mine_s2orc
+from tests.test_cocite import _own_abstract
 from tests.test_reliability_round18_heldout import BENCH, REWORDED
 
 OTHER = "A paper that cites nothing benchmark-like. Its abstract is about tagging text with a model of words."
@@ -155,16 +156,16 @@ def test_cli_cocite_from_s2orc_passes_the_benchmark_papers(tmp_path, monkeypatch
 
 # ---- the cocite training data says when its examples may hold benchmark papers ------------------------------
 
-GOOD = ["First sentence of the abstract.", "Second sentence follows here.", "Third sentence ends it."]
 LONG = "This context is long enough to pass the token filter easily (Smith, 2000; Jones, 2001)"
 
 
 def _records_file(tmp_path, with_benchmark: bool = True):
-    """30 records each co-citing p{i}, p{i+1} (and, in the first, the benchmark paper K1 too)."""
+    """30 records each co-citing p{i}, p{i+1} (and, in the first, the benchmark paper K1 too), each paper with an
+    abstract of its own."""
     rows = []
     for i in range(30):
         ids = [f"p{i}", f"p{i + 1}"] + (["K1"] if with_benchmark and i == 0 else [])
-        cited = [{"paper_id": p, "title": f"Title {p}", "abstract": _sentences(BENCH) if p == "K1" else GOOD}
+        cited = [{"paper_id": p, "title": f"Title {p}", "abstract": _sentences(BENCH) if p == "K1" else _own_abstract(p)}
                  for p in ids]
         rows.append({"citing_paper_id": "X", "context": f"{LONG} {i}.", "cited": cited})
     return _write(tmp_path / "records.jsonl", rows)

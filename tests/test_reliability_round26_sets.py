@@ -12,6 +12,7 @@ import pytest
 from aspire.data import cocite
 from aspire.data.cocite import DataError, ExamplesConfig, IngestConfig, build_examples, ingest_records, pair_components
 from aspire.data.cocite.sets import set_id
+from tests.test_cocite import _own_abstract
 
 ABSTRACT = ["First sentence of the abstract.", "Second sentence here.", "Third and last sentence."]
 CONTEXT = "This context is long enough to pass the token filter easily (Smith, 2000; Jones, 2001)."
@@ -32,7 +33,7 @@ def _split_folder(folder: Path, train: list[list[str]], dev: list[list[str]], pa
                          "contexts": [f"ctx {i}"], "contexts_clean": [f"ctx {i}"]})
         _write_jsonl(folder / f"groups.{split}.jsonl", rows)
     _write_jsonl(folder / "abstracts.jsonl",
-                 [{"paper_id": p, "title": f"Title {p}", "abstract": ABSTRACT} for p in papers])
+                 [{"paper_id": p, "title": f"Title {p}", "abstract": _own_abstract(p)} for p in papers])
     return folder
 
 

@@ -12,7 +12,7 @@ import operator
 import os
 import random
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +78,26 @@ def abstract_key(abstract: object) -> str:
     if isinstance(abstract, (list, tuple)):
         abstract = " ".join(s for s in abstract if isinstance(s, str))
     return normalise_title(abstract)[:ABSTRACT_KEY_CHARS] if isinstance(abstract, str) else ""
+
+
+def same_work_groups(papers: dict[str, Paper]) -> list[list[str]]:
+    """The papers that are one work under several ids, as disjoint groups (sorted ids, groups sorted) of two or more:
+    papers sharing a normalised title (`normalise_title`) or an `abstract_key` are one work, and so,
+    in turn, are the works they share one with. In the ACL co-citation data P05-1018 and its journal version
+    J08-1001 share a title; `nearest` made each the other's first negative. A title or abstract that normalises to ""
+    names nothing (five papers of that file have no title)."""
+    by_key: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for pid in sorted(papers):
+        paper = papers[pid]
+        for kind, key in (("title", normalise_title(paper.title)), ("abstract", abstract_key(paper.sentences))):
+            if key:
+                by_key[kind, key].append(pid)
+    work: dict[str, set[str]] = {}  # paper -> its group so far
+    for ids in by_key.values():
+        if len(ids) > 1:
+            group = set(ids).union(*(work.get(pid, ()) for pid in ids))
+            work.update(dict.fromkeys(group, group))
+    return [list(ids) for ids in sorted({tuple(sorted(group)) for group in work.values()})]
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ Formats (all JSONL, one object a line, UTF-8)
      "contexts": [raw texts], "contexts_clean": [cleaned texts]}
 `examples.{train,dev}.jsonl` (examples): one unordered co-cited pair (p, p') of a split
     {"example_id": "p|p'", "split": "train"|"dev", "query_id": p, "positive_id": p' (p < p'),
-     "negative_ids": [n, ...] (seeded; never a paper co-cited with p or p' in either split),
+     "negative_ids": [n, ...] (seeded; never a paper co-cited with p or p' in either split, nor
+     another version of p, p' or such a paper: `aspire.data.acl.same_work_groups`),
      "set_ids": sets holding the pair, "context_ids", "contexts", "contexts_clean": every
      context of the split citing both p and p'}
     The examples directory also holds `abstracts.jsonl` for every paper the examples name and a

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from aspire.config import to_dict
+from aspire.data.acl import same_work_groups
 from aspire.data.cocite.config import REPORT, SPLITS, ExamplesConfig, SplitConfig
 from aspire.data.cocite.stages import begin_stage, end_stage
+from aspire.data.papers import Paper
 from aspire.io import AtomicJsonl, DataError, iter_jsonl, require, type_name, unique_id, write_json
 
 
@@ -143,11 +145,14 @@ def _copy_jsonl(src: Path, dst: Path, keep: Callable[[dict], bool] = lambda obj:
         return out.count
 
 # ---- stage 4: split -----------------------------------------------------------------------------
-def cocited_partners(sets: Iterable[Iterable[str]]) -> dict[str, set[str]]:
-    """`{paper: every paper sharing one of `sets` (co-cited sets, each its paper ids) with it, itself included}`."""
+def cocited_partners(sets: Iterable[Iterable[str]], same_work: Iterable[Iterable[str]] = ()) -> dict[str, set[str]]:
+    """`{paper: every paper sharing one of `sets` (co-cited sets, each its paper ids) with it, itself included}`.
+    `same_work`: disjoint groups of ids of one work (`aspire.data.acl.same_work_groups`), each read as one paper:
+    its members are partners, and a set holding one member holds them all."""
+    same_work = [list(ids) for ids in same_work]
+    version = {pid: ids for ids in same_work for pid in ids}
     partners: dict[str, set[str]] = defaultdict(set)
-    for paper_ids in sets:
-        paper_ids = list(paper_ids)
+    for paper_ids in [*({v for pid in ids for v in version.get(pid, [pid])} for ids in sets), *same_work]:
         for pid in paper_ids:
             partners[pid].update(paper_ids)
     return partners
@@ -262,17 +267,27 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
     sentence with the query is its positive in another example: as a negative it would be a false
     one, and both directions of a pair share its negatives; a paper in both splits can be a train
     paper's partner in a dev set, or the reverse, whichever the pool), with a generator seeded by
-    `(seed, pair)`: the same pair gets the same negatives whatever the input order. A pair with too
-    few candidates is dropped and counted. An abstract needs a unique non-empty string `paper_id`
-    (`DataError` naming the line otherwise). `abstracts.jsonl` keeps every paper an example names: its
-    pair, its negatives and the papers of its `set_ids` (training reads them as the anchor's members).
+    `(seed, pair)`: the same pair gets the same negatives whatever the input order. One work under
+    several ids (`aspire.data.acl.same_work_groups`: a shared normalised title or abstract key, such
+    as P05-1018 and its journal version J08-1001) is read as one paper (`cocited_partners`): a
+    negative is never a version of either paper of the pair, nor of a paper co-cited with one; such
+    a version is only passed over when drawn, so the other pairs' draws stay as they were. A pair
+    with too few candidates is dropped and counted. An abstract needs a unique non-empty string
+    `paper_id` (`DataError` naming the line otherwise); its `title` and `abstract` (a string or a
+    list of sentences) are read only to find the versions, and may be absent. `abstracts.jsonl` keeps
+    every paper an example names: its pair, its negatives and the papers of its `set_ids` (training
+    reads them as the anchor's members).
     """
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     abstracts = in_dir / "abstracts.jsonl"
     seen_papers: dict[str, str] = {}  # a paper twice would be copied twice; a non-string id crashed the sort
+    papers: dict[str, Paper] = {}  # the title and abstract that `same_work_groups` reads (absent ones name nothing)
     for lineno, obj in iter_jsonl(abstracts):
         require(obj, ("paper_id",), abstracts, lineno)
-        unique_id(obj["paper_id"], "paper_id", f"{abstracts}:{lineno}", seen_papers)
+        pid = unique_id(obj["paper_id"], "paper_id", f"{abstracts}:{lineno}", seen_papers)
+        title, abstract = obj.get("title"), obj.get("abstract")
+        papers[pid] = Paper(pid, title if isinstance(title, str) else "",
+                            [abstract] if isinstance(abstract, str) else abstract if isinstance(abstract, list) else [])
     known = set(seen_papers)
     all_papers = sorted(known)
     report: dict[str, Any] = {"stage": "examples", "input": str(in_dir), "config": to_dict(cfg)}
@@ -303,7 +318,8 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
                 for key in ("context_ids", "contexts", "contexts_clean"):
                     entry[key].extend(group[key])
         by_split[split] = pairs, split_papers
-    partners = cocited_partners(sets)  # paper -> every paper of a set of either split with it
+    # paper -> every paper of a set of either split with it, a work's versions read as one paper
+    partners = cocited_partners(sets, same_work_groups(papers))
     begin_stage(out_dir, "examples")
     for split, (pairs, split_papers) in by_split.items():
         pool = sorted(split_papers) if cfg.negatives_from == "split" else all_papers

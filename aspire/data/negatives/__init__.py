@@ -27,13 +27,13 @@ partner guard's count takes in the versions) and lists the groups of versions (`
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Literal
 
 from aspire.config import check_ranges, ranged, to_dict
-from aspire.data.acl import abstract_key, normalise_title
+from aspire.data.acl import same_work_groups
 from aspire.data.cocite.config import REPORT
 from aspire.data.cocite.stages import begin_stage, end_stage
 from aspire.data.negatives.graph import (
@@ -108,26 +108,6 @@ def check_config(cfg: HardNegativesConfig) -> None:
               if cfg.method not in methods and getattr(cfg, name) != getattr(default, name)]
     if unused:
         raise ValueError(f"method {cfg.method!r} does not use the option(s) {unused}")
-
-
-def same_work_groups(papers: dict[str, Paper]) -> list[list[str]]:
-    """The papers that are one work under several ids, as disjoint groups (sorted ids, groups sorted) of two or more:
-    papers sharing a normalised title (`aspire.data.acl.normalise_title`) or an `abstract_key` are one work, and so,
-    in turn, are the works they share one with. In the ACL co-citation data P05-1018 and its journal version
-    J08-1001 share a title; `nearest` made each the other's first negative. A title or abstract that normalises to ""
-    names nothing (five papers of that file have no title)."""
-    by_key: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for pid in sorted(papers):
-        paper = papers[pid]
-        for kind, key in (("title", normalise_title(paper.title)), ("abstract", abstract_key(paper.sentences))):
-            if key:
-                by_key[kind, key].append(pid)
-    work: dict[str, set[str]] = {}  # paper -> its group so far
-    for ids in by_key.values():
-        if len(ids) > 1:
-            group = set(ids).union(*(work.get(pid, ()) for pid in ids))
-            work.update(dict.fromkeys(group, group))
-    return [list(ids) for ids in sorted({tuple(sorted(group)) for group in work.values()})]
 
 
 def _mine(cfg: HardNegativesConfig, groups: list[dict], order: list[str], vectors,

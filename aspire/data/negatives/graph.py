@@ -41,12 +41,9 @@ def read_groups(examples_dir: str | Path) -> list[dict]:
 
 def cocitation_partners(groups: list[dict], same_work: Iterable[Iterable[str]] = ()) -> dict[str, set[str]]:
     """`{paper: every paper sharing a co-cited set with it, itself included}` (`cocited_partners` of the groups).
-    `same_work`: disjoint groups of ids of one work (`aspire.data.negatives.same_work_groups`), each read as one
+    `same_work`: disjoint groups of ids of one work (`aspire.data.acl.same_work_groups`), each read as one
     paper: its members are partners, and a set holding one member holds them all."""
-    same_work = [list(ids) for ids in same_work]
-    version = {pid: ids for ids in same_work for pid in ids}
-    return cocited_partners([*({v for pid in g["paper_ids"] for v in version.get(pid, [pid])} for g in groups),
-                             *same_work])
+    return cocited_partners((g["paper_ids"] for g in groups), same_work)
 
 
 def citation_negatives(groups: list[dict], paper_ids: list[str], k: int,
