@@ -10,7 +10,8 @@ layer by module name (`runpy`), so they tie no low package to a high one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # base: files, paths, configs, the tensor type, command-line helpers (stdlib, numpy, torch only)
     ("aspire", "aspire._version", "aspire.jsonsafe", "aspire.checksum", "aspire.paths", "aspire.io",
-     "aspire.storage", "aspire.cliutil", "aspire.config", "aspire.batch", "aspire.layers", "aspire.lazy"),
+     "aspire.storage", "aspire.cliutil", "aspire.config", "aspire.batch", "aspire.layers", "aspire.lazy",
+     "aspire.text"),
     ("aspire.data",),        # papers, sentences, facets, ACL sample, co-citation mining, negatives
     ("aspire.benchmarks",),  # what a benchmark is: queries, pools, qrels, folds, official metrics, held-out papers
     ("aspire.encoders",),    # contextual encoder, CoSentBert, inference backends

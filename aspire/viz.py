@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import numbers
 import textwrap
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -33,6 +32,7 @@ import torch
 from aspire.batch import DocBatch
 from aspire.config import is_whole
 from aspire.scoring import get_scorer, l2_cost
+from aspire.text import cut_whole
 
 UNSELECTED_COLOR = "#9a9a9a"
 PAIR_COLOR = "#d62728"
@@ -169,16 +169,8 @@ def sentence_label(prefix: str, i: int, text: str, width: int = 48, lines: int =
     wrapped = _WholeLetterWrapper(width=width).wrap(f"{head} {text}") or [head]
     if len(wrapped) > lines:
         wrapped = wrapped[:lines]
-        wrapped[-1] = _cut_whole(wrapped[-1], width - 1).rstrip() + "…"
+        wrapped[-1] = cut_whole(wrapped[-1], width - 1).rstrip() + "…"
     return "\n".join(wrapped)
-
-
-def _cut_whole(text: str, n: int) -> str:
-    """`text[:n]`, shorter where `text[n]` is a combining mark (`unicodedata.combining`): the letter it sits on goes
-    with it ("e" + U+0301 is kept or dropped whole, never cut to a bare "e" or a dangling accent)."""
-    while 0 < n < len(text) and unicodedata.combining(text[n]):
-        n -= 1
-    return text[:n]
 
 
 class _WholeLetterWrapper(textwrap.TextWrapper):
@@ -188,7 +180,7 @@ class _WholeLetterWrapper(textwrap.TextWrapper):
     def _handle_long_word(self, reversed_chunks, cur_line, cur_len, width):
         super()._handle_long_word(reversed_chunks, cur_line, cur_len, width)  # moved cur_line[-1] off the chunk
         head, rest = cur_line[-1], reversed_chunks[-1]
-        keep = len(_cut_whole(head + rest, len(head)))
+        keep = len(cut_whole(head + rest, len(head)))
         if keep == len(head) or (not keep and len(cur_line) == 1):  # a letter whose marks fill a line stays cut:
             return  # textwrap must move on
         if keep:

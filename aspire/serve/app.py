@@ -46,6 +46,7 @@ from aspire.data.guards import SURROGATE
 from aspire.serve.protocol import CLIENT_EOF, SECURITY_HEADERS
 from aspire.serve.reload import ServiceHolder
 from aspire.serve.requests import PaperQuery, PapersQuery, RequestError, check, parse_json
+from aspire.text import cut_whole
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def query_args(request: Request, takes: bool = True) -> dict[str, str]:
 
 def _printable(name: str) -> str:
     """A query parameter's name for a message: quoted, at most 40 characters, undecodable bytes as escapes."""
-    return "'" + name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")[:40] + "'"
+    return "'" + cut_whole(name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"), 40) + "'"
 
 
 async def read_json(request: Request, timeout: float):
@@ -230,7 +231,7 @@ def create_app(holder: ServiceHolder, body_timeout: float = BODY_TIMEOUT) -> Fas
     @app.exception_handler(HTTPException)
     async def routing(request: Request, exc: HTTPException) -> Response:
         if exc.status_code == 404:
-            return error_response(404, f"no such route {request.url.path[:100]!r}")
+            return error_response(404, f"no such route {cut_whole(request.url.path, 100)!r}")
         if exc.status_code == 405:
             # starlette joins a route's methods from a set: "GET, HEAD" in one process, "HEAD, GET" in another
             named = {m.strip() for m in (exc.headers or {}).get("Allow", "").split(",") if m.strip()}

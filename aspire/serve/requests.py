@@ -31,6 +31,7 @@ from pydantic import (
 
 from aspire.config import apply_overrides, parse_overrides
 from aspire.index.config import RERANKERS, STAGES, SearchConfig
+from aspire.text import cut_whole
 
 MAX_K = 50
 MAX_SHORTLIST = 5000
@@ -55,7 +56,8 @@ class RequestError(ValueError):
 
 
 def _short(value: Any, limit: int = 40) -> str:
-    """A value for an error message, at most `limit` characters (never the full text of a huge input)."""
+    """A value for an error message, at most `limit` characters (never the full text of a huge input); the cut never
+    parts a letter from its combining marks (once "e" + U+0301 was cut to a bare "e")."""
     if value is None or isinstance(value, bool):  # as the client wrote it in JSON (once "got True", "got None")
         text = json.dumps(value)
     elif isinstance(value, str):
@@ -64,7 +66,7 @@ def _short(value: Any, limit: int = 40) -> str:
         text = f"a {'list' if isinstance(value, list) else 'JSON object'} of {len(value)}"
     else:
         text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= limit else cut_whole(text, limit - 1) + "…"
 
 
 def _query_int(value: Any) -> Any:
@@ -183,6 +185,9 @@ def check(model: type[BaseModel], data: Any) -> BaseModel:
         field = str(err["loc"][0]) if err["loc"] else ""
         if not field:  # a model-level rule (e.g. shortlist >= k): its own message
             raise RequestError(400, str(err["msg"]).removeprefix("Value error, ")) from None
+        if field == "sentences" and len(err["loc"]) > 1:  # one item of the list: named (once "got a list of 1")
+            raise RequestError(400, f"sentences must be {RULES[field]}; its item {err['loc'][1]} is "
+                                    f"{_short(err['input'])}, not an integer") from None
         raise RequestError(400, _message(field, err["type"], data.get(field))) from None
 
 
