@@ -39,6 +39,7 @@ from pathlib import Path
 
 from aspire.checksum import file_sha256
 from aspire.io import write_text
+from aspire.text import cut_whole
 
 NEARLY_FULL = 1 << 20  # a write that failed with less than this free (bytes) failed because the disk is full
 _FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
@@ -119,8 +120,9 @@ def on_disk_full(folder: str | Path, what: str, needed: int | None = None) -> It
 
 
 def _one_line(err: BaseException, limit: int = 200) -> str:
+    """`err`'s message on one line, at most `limit` characters (a letter kept with its combining marks: `cut_whole`)."""
     text = " ".join(str(err).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if len(text) <= limit else cut_whole(text, limit - 3) + "..."
 
 
 # ---- cache files --------------------------------------------------------------------------------------
