@@ -117,7 +117,7 @@ def test_facet_query_text_on_real_data(small_csfcube, tmp_path, tiny_model_dir, 
     assert "CSFCube test MAP / NDCG%20" in capsys.readouterr().out
     results = strict_loads((tmp_path / "b" / "results.json").read_text())
     assert results["query_text"] == "facet" and results["timings_s"]["encode_from_cache"] is True
-    exp = f"{tiny_model_dir.name}-abstract-abstract-query-facet"
+    exp = f"{tiny_model_dir.name}-abstract-abstract-query-facet-encode-joiner-%20-encode-max-length-128-encode-normalize-true"
     changed = 0
     for facet in csfcube.FACETS:
         whole = strict_loads((tmp_path / "a" / f"test-pid2pool-csfcube-whole-{facet}-ranked.json").read_text())

@@ -261,7 +261,8 @@ def test_default_experiment_names_are_shared_and_tell_runs_apart(toy, tmp_path, 
     kw = dict(facets=["method"], model=str(tiny_model_dir), scorer="abstract", cache_dir=tmp_path / "cache",
               batch_size=4, encode_options={"max_length": 64, "normalize": True, "joiner": " "})
     names = [_pools(toy, "toy", tmp_path / "o", query_text=q, **kw)["experiment"] for q in QUERY_TEXTS]
-    assert names == [default_exp(str(tiny_model_dir), "abstract", query_text=q) for q in QUERY_TEXTS]
+    encoded = "-encode-joiner-%20-encode-max-length-64-encode-normalize-true"  # the encode options: named too
+    assert names == [default_exp(str(tiny_model_dir), "abstract", query_text=q) + encoded for q in QUERY_TEXTS]
     assert len(set(names)) == 3  # one folder holds all three runs without overwriting
     for name in names:
         assert (tmp_path / "o" / f"test-pid2pool-toy-{name}-method-ranked.json").is_file()

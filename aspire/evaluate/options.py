@@ -12,9 +12,12 @@ cross-encoder rerank. Every runner (`run_csfcube`, `run_pools`, `run_reviewers`,
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
+from urllib.parse import quote
 
 from aspire.data.facets import FACET_CODE_CHOICES
 from aspire.scoring import SCORER_NAMES
@@ -71,9 +74,11 @@ def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_op
     'model-abstract-abstract-query-title-facet'
     >>> default_exp("minilm", "ot", scorer_options={"tau": 1}, cand_sentences="facet")
     'minilm-contextual-ot-tau1-cands-facet'
+    >>> default_exp("minilm", "hybrid", scorer_options={"weights": {"whole": 1.0, "facet": 0.5}})
+    'minilm-contextual-hybrid-weights-facet0.5-whole1'
     """
-    enc_name = "abstract" if scorer == "abstract" and encoding != "pass" else encoding
-    opts = "".join(f"-{k}{exact_g(v)}" for k, v in sorted((scorer_options or {}).items()))  # `:g` named two taus one
+    enc_name = scorer_encoding(scorer, encoding)
+    opts = _entries_name(scorer_options or {})
     query = "" if query_text == "abstract" else f"-query-{query_text.replace('+', '-')}"
     cands = "" if cand_sentences == "all" else f"-cands-{cand_sentences}"
     return f"{Path(str(model)).name}-{enc_name}-{scorer}{opts}{query}{cands}"
@@ -81,31 +86,68 @@ def default_exp(model: str, scorer: str, encoding: str = "contextual", scorer_op
 
 def options_exp(model: str, scorer: str, options: EvalOptions) -> str:
     """`default_exp` of a run with `options`, naming also how the model encodes when that is not its default: the
-    encoder's backend and quantization (`-backend-openvino-quantize-int8`), the papers' code (`-doc-code-method`)
-    and the facet queries' code (`-facet-code-none`). Two runs that differ only there once shared one name, so the
-    second replaced the first's ranked files and results without a word; a run on the defaults keeps its name.
+    encode options of its encoding less those at their default (`non_default_encode_options`:
+    `-encode-max-length-256-encode-normalize-true`), the encoder's backend and quantization
+    (`-backend-openvino-quantize-int8`), the papers' code (`-doc-code-method`) and the facet queries' code
+    (`-facet-code-none`). Two runs that differ only there once shared one name, so the second replaced the first's
+    ranked files and results without a word; a run on the defaults keeps its name.
 
     >>> options_exp("minilm", "ot", EvalOptions(facet_code="none", encoder_options={"backend": "openvino", "quantize": None}))
     'minilm-contextual-ot-backend-openvino-facet-code-none'
     >>> options_exp("m", "minl2", EvalOptions(encoder_options={"code": None}))
     'm-contextual-minl2-doc-code-none'
+    >>> options_exp("minilm", "abstract", EvalOptions(encode_options={"max_length": 256, "joiner": " ", "pooling": "mean"}))
+    'minilm-abstract-abstract-encode-joiner-%20-encode-max-length-256'
     """
     base = default_exp(model, scorer, options.encoding, options.scorer_options, options.query_text,
                        options.cand_sentences)
+    encode = non_default_encode_options(scorer_encoding(scorer, options.encoding), options.encode_options)
+    parts = [f"-encode-{k.replace('_', '-')}-{_name_value(v, k)}" for k, v in sorted(encode.items())]
     defaults = {"backend": "torch", "quantize": None}  # load_encoder's: left out of the name
     names = {"code": "doc-code"}
-    parts = [f"-{names.get(k, k.replace('_', '-'))}-{_name_value(v)}"
-             for k, v in sorted(options.encoder_options.items()) if not (k in defaults and v == defaults[k])]
+    parts += [f"-{names.get(k, k.replace('_', '-'))}-{_name_value(v, k)}"
+              for k, v in sorted(options.encoder_options.items()) if not (k in defaults and v == defaults[k])]
     if options.facet_code != "auto":
         parts.append(f"-facet-code-{options.facet_code}")
     return base + "".join(parts)
 
 
-def _name_value(v) -> str:
-    """An option's value in an experiment name: `none`, a string as it is, a number as `exact_g` writes it."""
-    if v is None or isinstance(v, (str, bool)):
-        return str(v).lower() if not isinstance(v, str) else v
+def scorer_encoding(scorer: str, encoding: str) -> str:
+    """The encoding `scorer` runs with when asked for `encoding`: the `abstract` scorer's is `abstract` (whole
+    abstracts) unless it reads the contextual pass (`pass`); a sentence scorer's is the one asked for."""
+    return "abstract" if scorer == "abstract" and encoding != "pass" else encoding
+
+
+def _entries_name(options: Mapping) -> str:
+    """`options` in an experiment name: each entry `-KEYVALUE` (`_name_value`), sorted by key (`-eps0.05-tau1`)."""
+    entries = sorted(options.items(), key=lambda kv: str(kv[0]))
+    return "".join(f"-{_name_text(str(k))}{_name_value(v, k)}" for k, v in entries)
+
+
+def _name_value(v, key="") -> str:
+    """An option's value in an experiment name, which is a folder's and files' name: `none`, `true` / `false`, a
+    number as `exact_g` writes it, a string with `_name_text`, a list or tuple as its items joined by `,` and a
+    mapping as its entries (`_entries_name`: `{"whole": 1.0, "facet": 0.5}` is `-facet0.5-whole1`; it once raised a
+    TypeError). ValueError naming `key` for a value of any other type."""
+    if isinstance(v, Mapping):
+        return _entries_name(v)
+    if isinstance(v, (list, tuple)):
+        return ",".join(_name_value(x, key) for x in v)
+    if v is None or isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, str):
+        return _name_text(v)
+    if not isinstance(v, numbers.Real):
+        raise ValueError(f"option {key!r}: an experiment name takes numbers, strings, booleans, null, lists and "
+                         f"mappings of them, got {type(v).__name__} {v!r}")
     return exact_g(v)
+
+
+def _name_text(text: str) -> str:
+    """`text` in an experiment name: letters, digits and `_.~[]` as they are, every other character `%XX` (its UTF-8
+    bytes), `-` (which separates the name's parts) and `,` (a list's items) included, so that the name is a valid
+    folder name and reads back one way (a joiner `" "` is `%20`)."""
+    return quote(text, safe="[]").replace("-", "%2D")
 
 
 def search_exp(model: str, pipeline: Sequence[str]) -> str:
