@@ -38,7 +38,7 @@ def test_save_writes_bm25_into_the_generation_with_checksums_and_load_reads_it(t
     gen = index.save(tmp_path / "idx")
     manifest = json.loads((gen / "manifest.json").read_text())
     assert set(BM25_FILES) <= set(manifest["files"]) and set(BM25_FILES) <= set(manifest["sha256"])
-    assert manifest["bm25"] == {"k1": 1.25, "b": 0.75, "stopwords": "en", "text": "title + sentences"}
+    assert manifest["bm25"] == {"k1": 1.25, "b": 0.75, "stopwords": "en", "normalization": "nfkc", "text": "title + sentences"}
     loaded = SentenceIndex.load(tmp_path / "idx", verify=True)
     assert loaded.bm25 is not None
     fresh = index_bm25(loaded).scores(["p3 sentence", "title p7"])

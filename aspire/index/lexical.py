@@ -7,8 +7,9 @@ abstract, as the benchmarks' BM25 reads a paper (`aspire.scoring.lexical.paper_t
 made the title sentence 0 (`include_title`, recorded in its manifest: `SentenceIndex.title_first`) has the title
 read once, not twice. `aspire index build` (any save) writes it into the index generation with the build config's
 `search.bm25_k1` / `search.bm25_b`; `stored_bm25` uses that stored one when a search asks for the same k1 and b,
-and builds one (logging why) otherwise, or for an index saved before BM25 was stored. A query's text is its
-selected sentences, so an aspect-conditional query is matched by its aspect's words.
+and builds one (logging why) otherwise, or for an index saved before BM25 was stored. The stored one normalises a
+query as its manifest says its texts were (NFKC; NFC for one saved before 2026-12-01, whose manifest names none).
+A query's text is its selected sentences, so an aspect-conditional query is matched by its aspect's words.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ On disk an index is a directory holding generations and a pointer to the live on
                   /papers.jsonl     paper_id, title, sentences (and facet labels, where known) per paper
                   /rejected.jsonl   input records that were not indexed, with reasons
                   /bm25.*           BM25 over each paper's title + abstract (bm25s files; `aspire.index.lexical`),
-                                    unless the config's `index.store_bm25` is off
+                                    unless `index.store_bm25` is off; the manifest records its k1, b, stop words and normalisation
 
 Saving writes a complete new generation in a temporary directory (`begin_generation`; the manifest
 last, `write_manifest`), renames it into place and only then replaces CURRENT (an atomic rename,
@@ -82,7 +82,7 @@ from aspire.index.lexical import index_bm25, title_is_sentence_0
 from aspire.index.texts import SentencesOnDisk, read_index_papers
 from aspire.io import finite_dumps, loads_unique, read_jsonl, write_jsonl, write_text
 from aspire.scoring.lexical import FILES as LEXICAL_FILES
-from aspire.scoring.lexical import BM25Index
+from aspire.scoring.lexical import BM25Index, check_normalization
 from aspire.storage import check_free_space, on_disk_full
 
 FORMAT_VERSION = 1
@@ -510,9 +510,10 @@ class SentenceIndex:
             raise IndexFormatError(str(err) if f"{gen}/config.yaml" in str(err) else f"{gen}/config.yaml: {err}") from None
         ids, titles, sentences, labels = read_index_papers(gen / "papers.jsonl", texts)
         bm25 = None
-        if "bm25" in manifest:
+        if "bm25" in manifest:  # one saved before BM25 normalised with NFKC records no normalization: its texts are NFC
             try:
-                bm25 = BM25Index.load(gen, [str(i) for i in range(len(ids))], manifest["bm25"].get("stopwords"))
+                bm25 = BM25Index.load(gen, [str(i) for i in range(len(ids))], manifest["bm25"].get("stopwords"),
+                                      check_normalization(manifest["bm25"].get("normalization", "nfc"), gen / "manifest.json"))
             except (ValueError, KeyError, AttributeError) as err:
                 raise IndexFormatError(f"{gen}: the stored BM25 index does not load: {err}") from None
         faiss_index = _load_faiss(gen, manifest["kind"])
