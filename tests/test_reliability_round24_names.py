@@ -45,15 +45,20 @@ def test_names_of_runs_that_differ_in_one_encoding_option_differ():
     assert len(set(names)) == len(names)
 
 
-def test_a_facet_code_run_does_not_replace_a_default_run_of_the_same_folder(tmp_path):
+def assert_a_run_with_options_does_not_replace_the_default_run(tmp_path, scorer: str, options: EvalOptions) -> None:
+    """`check_out` lets the default run of `scorer` replace its own folder, and refuses a run with `options` there."""
     out = tmp_path / "run"
     out.mkdir()
-    auto = options_exp("minilm", "minl2", EvalOptions())
-    (out / "results.json").write_text(json.dumps({"benchmark": "csfcube", "experiment": auto}))
-    args = argparse.Namespace(command="csfcube", out=str(out), data=None, model="minilm", scorer="minl2")
-    evaluate_out.check_out(args, auto)  # the same run again: replaced, as before
+    default = options_exp("minilm", scorer, EvalOptions())
+    (out / "results.json").write_text(json.dumps({"benchmark": "csfcube", "experiment": default}))
+    args = argparse.Namespace(command="csfcube", out=str(out), data=None, model="minilm", scorer=scorer)
+    evaluate_out.check_out(args, default)  # the same run again: replaced, as before
     with pytest.raises(FileExistsError, match="experiment"):
-        evaluate_out.check_out(args, options_exp("minilm", "minl2", EvalOptions(facet_code="none")))
+        evaluate_out.check_out(args, options_exp("minilm", scorer, options))
+
+
+def test_a_facet_code_run_does_not_replace_a_default_run_of_the_same_folder(tmp_path):
+    assert_a_run_with_options_does_not_replace_the_default_run(tmp_path, "minl2", EvalOptions(facet_code="none"))
 
 
 def test_evaluate_csfcube_refuses_a_facet_code_run_into_a_default_runs_folder(tmp_path, tiny_model_dir, shared_data,

@@ -7,14 +7,13 @@ replaced the first's files."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 from test_ensemble import _rows
+from test_reliability_round24_names import assert_a_run_with_options_does_not_replace_the_default_run
 
-from aspire.cli import evaluate_out
 from aspire.evaluate.ensemble import EnsembleMember
 from aspire.evaluate.options import EvalOptions, default_exp, options_exp
 
@@ -120,15 +119,8 @@ def test_a_joiner_is_named_as_a_valid_folder_name(tmp_path):
 def test_an_encode_option_run_does_not_replace_a_default_run_of_the_same_folder(tmp_path):
     """`check_out` refuses a folder holding another experiment: a run with encode options once took the default
     run's name and replaced its ranked files and results."""
-    out = tmp_path / "run"
-    out.mkdir()
-    default = options_exp("minilm", "abstract", EvalOptions())
-    (out / "results.json").write_text(json.dumps({"benchmark": "csfcube", "experiment": default}))
-    args = argparse.Namespace(command="csfcube", out=str(out), data=None, model="minilm", scorer="abstract")
-    evaluate_out.check_out(args, default)  # the same run again: replaced, as before
-    encoded = options_exp("minilm", "abstract", EvalOptions(encode_options={"max_length": 256, "normalize": True}))
-    with pytest.raises(FileExistsError, match="experiment"):
-        evaluate_out.check_out(args, encoded)
+    assert_a_run_with_options_does_not_replace_the_default_run(
+        tmp_path, "abstract", EvalOptions(encode_options={"max_length": 256, "normalize": True}))
 
 
 def test_evaluate_csfcube_refuses_an_encode_option_run_into_a_default_runs_folder(tmp_path, tiny_model_dir,
