@@ -76,7 +76,7 @@ def in_batch_negative_mask(group_ids: Tensor, cand_ids: Tensor) -> Tensor:
 
     A candidate is allowed unless it is one of the anchor's members (`aspire.train.data.Example.members`:
     for a co-cited pair, the anchor, its positive, every other paper of the sets holding the pair and every
-    paper co-cited with the anchor elsewhere in its split).
+    paper co-cited with the anchor elsewhere in its split, each with its other versions).
 
     Args:
         group_ids: (B, G) long, the integer paper ids of each anchor's members, padded with -1.

@@ -26,6 +26,7 @@ from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
 from aspire.config import is_whole
+from aspire.data.acl import same_work_groups
 from aspire.data.cocite.config import REPORT
 from aspire.data.cocite.sets import cocited_partners
 from aspire.data.cocite.stages import STAGE_DIRS, STAGE_MARKER, stage_report, started_stage
@@ -44,7 +45,8 @@ TEACHER_TASK = "distill"  # the task whose pairs carry teacher vectors (`aspire.
 class Example:
     """One (anchor, positive) pair of papers (ids in the dataset's `papers`): `members` is every
     paper that must not serve as the anchor's negative (for co-cited pairs, every paper of every
-    co-cited set holding the pair and every paper co-cited with the anchor in any set of its split);
+    co-cited set holding the pair and every paper co-cited with the anchor in any set of its split,
+    each with its other versions: `read_examples`);
     `negative` an optional hard negative; `align` the aligned sentence pair or None; `source` the
     paper the positive stands for when it is a derived text (a crop: its abstract's id; None: the
     positive itself); `task` the task's index in a multi-task run (`aspire.train.tasks`)."""
@@ -123,7 +125,9 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
 
     An anchor's `members` (never its negative, in batch or hard) are the papers of the sets holding
     its pair and every paper co-cited with the anchor in a set that any line of the file names (its
-    positive in another example: in-batch, that example's positive would be a false negative).
+    positive in another example: in-batch, that example's positive would be a false negative), each
+    with its other versions in `papers` (`aspire.data.acl.same_work_groups`: one work under several ids,
+    such as P05-1018 and its journal version J08-1001, is read as one paper, see `_cocited_partners`).
     The hard negative of an anchor is the first of `hard[anchor]` (the hard-negatives file) that is
     not one of its members, else, with `cfg.example_negatives`, the example's first `negative_ids`.
     Raises ValueError naming the file and line of an example whose paper, or a paper of one of its sets, has
@@ -176,7 +180,9 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
 def _cocited_partners(path: Path, papers: dict[str, Paper]) -> dict[str, set[str]]:
     """Paper -> every paper sharing with it a co-cited set that a line of the examples file `path` names in its
     `set_ids`, or a line's pair (all lines, whatever `max_examples` keeps: a pair whose `set_ids` do not hold it
-    still makes its papers partners); ValueError naming the line of a malformed one, or of a
+    still makes its papers partners), with the versions of each: the papers of one work in `papers`
+    (`aspire.data.acl.same_work_groups`) are read as one paper, so a set holding one holds them all and they are
+    each other's partners; ValueError naming the line of a malformed one, or of a
     set naming a paper without an abstract in `papers` (its integer id in a batch's groups would not exist)."""
     sets = []
     for lineno, obj in iter_jsonl(path):
@@ -190,7 +196,7 @@ def _cocited_partners(path: Path, papers: dict[str, Paper]) -> dict[str, set[str
                 raise ValueError(f"{path}:{lineno}: paper {missing!r} has no abstract in abstracts.jsonl (a paper of "
                                  f"the co-cited set {sid!r})")
             sets.append(sid.split("|"))
-    return cocited_partners(sets)
+    return cocited_partners(sets, same_work_groups(papers))
 
 
 def split_paper_ids(cfg: DataConfig, split: str) -> set[str]:
