@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from aspire.jsonsafe import _key_name, dumps, escape_surrogates, finite_json
+from aspire.jsonsafe import dumps, escape_surrogates, finite_json, key_name
 
 
 class DataError(ValueError):
@@ -146,7 +146,7 @@ def _unwritable(obj: Any, path: str | None = None) -> str | None:
         return None
     if isinstance(obj, (dict, list, tuple)):
         for key, value in obj.items() if isinstance(obj, dict) else enumerate(obj):
-            name = _key_name(key)  # a list position as its number
+            name = key_name(key)  # a list position as its number
             if name is None:
                 return f"the key {key!r} of {where}, of type {type(key).__name__}"
             found = _unwritable(value, name if path is None else f"{path}.{name}")

@@ -28,7 +28,7 @@ def _numpy_to_python(obj: Any) -> Any:
     return obj
 
 
-def _key_name(key: Any) -> str | None:
+def key_name(key: Any) -> str | None:
     """The name `json.dumps` writes for the dict key `key` (True as "true", 1.5 as "1.5"); None for a key it
     refuses (its TypeError, or `skipkeys`, decides)."""
     if isinstance(key, str):
@@ -62,7 +62,7 @@ def _finite_json(obj: Any, path: str | None) -> tuple[Any, dict[str, str]]:
         out, replaced, names = {}, {}, {}
         for key, value in obj.items():
             key = _numpy_to_python(key)
-            name = _key_name(key)
+            name = key_name(key)
             if isinstance(key, float) and not math.isfinite(key):
                 raise ValueError(f"{path or '$'}: a non-finite dict key {key!r} has no JSON name")
             if name is not None and name in names:
