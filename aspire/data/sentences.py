@@ -45,14 +45,19 @@ get all 18 hand-written hard cases right (e.g., et al., Fig. 2, p < 0.05, 95% CI
 approx.), which the guard rules were written for; the unguarded ones get 10 to 16.
 
 Time grows about linearly with the text for the spaCy splitters. pySBD's (so the default's and
-`pysbd_guarded`'s) grew with the square of a *line*'s length: its abbreviation pass rewrote the whole
-line once for each word there that starts like an abbreviation. `PysbdSplitter` runs that pass once per
-spelling, with the same sentences (all 64,389 abstracts of the shared data split alike before and
-after). CSFCube abstracts joined on one line: 16,000 / 64,000 / 256,000 characters take 0.14 / 0.76 /
-6.1 s (0.29 / 2.8 / 16.9 s before); joined by blank lines, 0.11 / 0.44 / 4.0 s. What is left grows
-faster than linearly with the whole text: pySBD's list-item pass rewrites the text once for each
-list item ("(1)", "2.", "b)") next to the item before or after it in the list. An abstract takes
-milliseconds (table above).
+`pysbd_guarded`'s) grew faster: its abbreviation pass rewrote the whole line once for each word there
+that starts like an abbreviation, and its list-item pass rewrote the whole text once for each list item
+("(1)", "2.", "b)") next to the item before or after it in its list, then tested for a line break with
+a regex that backtracks from every item to the end of its line. `PysbdSplitter` runs the first once per
+spelling and the second once per kind of list, with the same sentences (all 64,389 abstracts of the
+shared data split alike, by offsets, before and after each change). CSFCube abstracts joined on one
+line: 64,000 / 128,000 / 256,000 characters take 0.47 / 1.13 / 1.94 s (0.64 / 1.34 / 5.35 s with
+pySBD's own list-item pass; 2.8 s at 64,000 and 16.9 s at 256,000 with its own abbreviation pass too);
+joined by blank lines, 0.39 s at 64,000 and 1.6 s at 256,000. A real table of contents ("1. Basic
+Concepts 2. Innate Immunity ...", CSFCube 82456167) repeated to 64,000 / 128,000 / 256,000 characters
+takes 0.17 / 0.37 / 0.92 s (19 / 83 / 365 s with pySBD's own list-item pass). Shared CPU: times vary by
+up to half. What is left is mostly the abbreviation pass, whose rewrites grow
+with the spellings of abbreviations in a line. An abstract takes milliseconds (table above).
 
 Splitters load their pipelines lazily, on first use, and cache them on the instance.
 """
@@ -124,17 +129,48 @@ class SentenceSplitter(ABC):
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-def _english_one_pass_per_abbreviation():
-    """pySBD's English rules, with its abbreviation pass rewriting a line once per spelling of an abbreviation.
+def _marks_across_a_break(text: str, mark: str) -> bool:
+    """Whether `re.search(mark + ".+(\\n|\\r).+" + mark, text)` matches (pySBD's test of whether a list is already
+    broken into lines), in one pass over the text; the regex, finding no break, backtracks from every mark to the end
+    of its line. A match is a mark, a character, a "\\r" later in the line or the line's end, a character, and a mark
+    (in the same line or the next); a line's first mark leaves the most room, so only it is tried."""
+    lines = text.split("\n")
+    for line, after in zip(lines, lines[1:] + [""]):
+        first = line.find(mark)
+        if 0 <= first < len(line) - 1 and (
+                0 <= line.find("\r", first + 2) < line.rfind(mark) - 1 or after.find(mark, 1) > 0):
+            return True
+    return False
+
+
+def _english_once_per_spelling():
+    """pySBD's English rules, with its abbreviation pass rewriting a line once per spelling of an abbreviation and its
+    list-item pass rewriting the text once per kind of list, not once per word or item.
 
     pySBD 0.3.4 runs, for each abbreviation, one substitution over the whole line for every word there that starts
     like it ("al" of "also" and "all"), so a line's cost grew with the square of its length. For one spelling ("al",
     "Al") it is the same substitution each time, and running it again changes nothing (it only turns a "." into
     "∯", which makes no other "." match), so only the first of them runs: the same sentences, with a line's rewrites
-    bounded by its spellings, not its words. Other pySBD versions run their own code (None: it was not checked).
+    bounded by its spellings, not its words.
+
+    Its list-item pass (`ListItemReplacer`) likewise rewrote the whole text for each list item next to the item before
+    or after it in its list ("(1)", "2.", "b)"), and tested whether a list was already broken into lines with a regex
+    that backtracks from every item to the line's end (`_marks_across_a_break`): costs that grew with a text's length
+    times its list items. pySBD's conditions still pick the items to rewrite; the rewrites of one kind of list then run
+    in one substitution. A number's rewrite ("2." to "2♨", "2)" to "2☝)") and a letter's with a period ("b." to
+    "\\rb∯") change nothing when run again; a letter's with a bracket makes "(b)" "\\r&✂&b)" once and gives a bare
+    "b)" one more "\\r" each time pySBD runs it, which the one substitution gives all at once. No rewrite makes or
+    unmakes an item of another number or letter, so the text after the pass is pySBD's, character for character. Other
+    pySBD versions run their own code (None: it was not checked).
     """
+    import types
+    from collections import Counter
+
     import pysbd
+    import pysbd.processor
     from pysbd.lang.english import English
+    from pysbd.lists_item_replacer import ListItemReplacer
+    from pysbd.utils import Text
 
     if pysbd.__version__ != "0.3.4":
         return None
@@ -154,8 +190,69 @@ def _english_one_pass_per_abbreviation():
                 self._done.add(am.strip())  # pySBD's condition for a rewrite, unchanged
             return super().scan_for_replacements(txt, am, ind, char_array)
 
+    class ListItems(ListItemReplacer):
+        def __init__(self, text):
+            super().__init__(text)
+            self._items = Counter()  # while pySBD scans a kind of list: its rewrites of each item, not yet run
+
+        def substitute_found_list_items(self, regex, each, strip, replacement):
+            self._items[str(each)] += 1
+
+        def replace_correct_alphabet_list(self, a, parens):
+            self._items[a] += 1
+            return self.text
+
+        def scan_lists(self, regex1, regex2, replacement, strip=False):
+            self._items.clear()
+            super().scan_lists(regex1, regex2, replacement, strip)  # pySBD's conditions for a rewrite, unchanged
+
+            def rewrite(match):  # pySBD's `replace_item`, for all the numbers at once
+                item = match.group().strip() if strip else match.group()
+                number = item if len(item) == 1 else item.strip(".])")
+                return number + replacement if number in self._items else item
+
+            if self._items:
+                self.text = re.sub(regex2, rewrite, self.text)
+
+        def iterate_alphabet_array(self, regex, parens=False, roman_numeral=False):
+            self._items.clear()
+            super().iterate_alphabet_array(regex, parens, roman_numeral)  # pySBD's conditions, unchanged
+
+            def dotted(match):  # pySBD's `replace_letter_period`, for all the letters at once
+                letter = match.group().strip(".")
+                return f"\r{letter}∯" if letter in self._items else match.group()
+
+            def bracketed(match):  # pySBD's `replace_alphabet_paren` run as often as pySBD runs it, all at once
+                item = match.group()
+                if item.startswith("("):  # no longer an item once rewritten
+                    return "\r&✂&" + item[1:] if item[1:] in self._items else item
+                return "\r" * self._items[item] + item
+
+            if self._items:
+                self.text = re.sub(self.EXTRACT_ALPHABETICAL_LIST_LETTERS_REGEX if parens else
+                                   self.ALPHABETICAL_LIST_LETTERS_AND_PERIODS_REGEX, bracketed if parens else dotted,
+                                   self.text, flags=re.IGNORECASE)
+            return self.text
+
+        def add_line_breaks_for_numbered_list_with_periods(self):  # pySBD's, with its regex test of a break linear
+            if "♨" in self.text and not _marks_across_a_break(self.text, "♨") and not re.search(
+                    r"for\s\d{1,2}♨\s[a-z]", self.text):
+                self.text = Text(self.text).apply(self.SpaceBetweenListItemsFirstRule,
+                                                  self.SpaceBetweenListItemsSecondRule)
+
+        def add_line_breaks_for_numbered_list_with_parens(self):  # likewise
+            if "☝" in self.text and not _marks_across_a_break(self.text, "☝"):
+                self.text = Text(self.text).apply(self.SpaceBetweenListItemsThirdRule)
+
+    class ListProcessor(pysbd.processor.Processor):
+        # pySBD's own `process`, reading `ListItems` where it names `ListItemReplacer` (a module global there)
+        process = types.FunctionType(pysbd.processor.Processor.process.__code__,
+                                     {**vars(pysbd.processor), "ListItemReplacer": ListItems}, "process")
+
     class OnePassEnglish(English):
         AbbreviationReplacer = Replacer
+        ListItemReplacer = ListItems  # where pySBD's Slovak rules keep theirs
+        Processor = ListProcessor
 
     return OnePassEnglish
 
@@ -164,7 +261,8 @@ class PysbdSplitter(SentenceSplitter):
     """pySBD (`clean=False`); each sentence it returns is located in the original text after the previous one.
 
     A sentence pySBD altered so it cannot be found keeps its text in the previous sentence (no cut). pySBD 0.3.4's
-    abbreviation pass runs once per spelling of an abbreviation in a line (`_english_one_pass_per_abbreviation`).
+    abbreviation pass runs once per spelling of an abbreviation in a line, its list-item pass once per kind of list
+    (`_english_once_per_spelling`).
     """
 
     name = "pysbd"
@@ -177,7 +275,7 @@ class PysbdSplitter(SentenceSplitter):
             import pysbd
 
             segmenter = pysbd.Segmenter(language="en", clean=False, char_span=False)
-            segmenter.language_module = _english_one_pass_per_abbreviation() or segmenter.language_module
+            segmenter.language_module = _english_once_per_spelling() or segmenter.language_module
             self._segmenter = segmenter
         return self._segmenter
 
