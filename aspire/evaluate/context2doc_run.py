@@ -188,7 +188,9 @@ def run_context2doc(bench: Context2Doc, out, exp: str, model: str | None = None,
                     **options.checked(scorer, faceted=False).record())
     if stages.bm25:
         lexical = bm25_scores(bench, stages.k1, stages.b)
-        info["bm25"] = {"k1": stages.k1, "b": stages.b, "text": "title + abstract"}
+        from aspire.scoring.lexical import default_settings
+
+        info["bm25"] = {**default_settings(stages.k1, stages.b), "text": "title + abstract"}
     if dense is not None and lexical is not None:
         scores = fuse_dense_bm25(bench, dense, lexical, stages.alpha)
         info["fusion"] = {"method": "z", "alpha_dense": stages.alpha}

@@ -155,7 +155,9 @@ def run_stages(pool_set: PoolSet, papers: Mapping[str, Paper], label_to_facet: M
     current = dense_exp
     if bm25:
         write_scored(pool_set, out, BM25_EXP, bm25_rankings(pool_set, papers, label_to_facet, k1, b))
-        info["bm25"] = {"k1": k1, "b": b, "idf": f"every paper of the pool set ({len(pool_set.paper_ids())})",
+        from aspire.scoring.lexical import default_settings
+
+        info["bm25"] = {**default_settings(k1, b), "idf": f"every paper of the pool set ({len(pool_set.paper_ids())})",
                         "query_text": "the facet's sentences" if pool_set.facets != [""] else "title + abstract",
                         "candidate_text": "title + abstract"}
         current = BM25_EXP

@@ -322,7 +322,9 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
                     run_record=run_record(encoder, batch.emb.device, options.batch_size, options.cache_dir, encoded))
     if stages.bm25:
         ran.append(predict(rset, known, bm25_similarity(papers, stages.k1, stages.b), agg))
-        info["bm25"] = {"k1": stages.k1, "b": stages.b, "idf": f"every paper of the set ({len(papers)})",
+        from aspire.scoring.lexical import default_settings
+
+        info["bm25"] = {**default_settings(stages.k1, stages.b), "idf": f"every paper of the set ({len(papers)})",
                         "text": "title + abstract (submission: the query; archive papers: the documents)"}
     preds = ran[0] if len(ran) == 1 else fuse_predictions(ran, [alpha, 1.0 - alpha])
     if len(ran) == 2:

@@ -37,6 +37,13 @@ FILES = {"data_name": "bm25.data.npy", "indices_name": "bm25.indices.npy", "indp
 # the indexes saved before NFKC (a stored index's manifest without the setting)
 NORMALIZATIONS = {"nfkc": "NFKC", "nfc": "NFC"}
 NORMALIZATION = "nfkc"
+STOPWORDS = "en"  # bm25s' English stop-word list
+
+
+def default_settings(k1: float, b: float) -> dict:
+    """`BM25Index.settings()` of an index built with `k1` and `b` and every other setting at its default: what a run's
+    info records of the BM25 it scored with (the stop words and the normal form change its scores as k1 and b do)."""
+    return {"k1": k1, "b": b, "stopwords": STOPWORDS, "normalization": NORMALIZATION}
 
 
 def normalize(text: str, normalization: str = NORMALIZATION) -> str:
@@ -61,7 +68,7 @@ class BM25Index:
     """BM25 scores of queries against a fixed list of texts."""
 
     def __init__(self, texts: Sequence[str], ids: Sequence[str], k1: float = 1.25, b: float = 0.75,
-                 stopwords: str | None = "en", normalization: str = NORMALIZATION) -> None:
+                 stopwords: str | None = STOPWORDS, normalization: str = NORMALIZATION) -> None:
         import bm25s
 
         for name, value in (("texts", texts), ("ids", ids)):  # a str is a sequence of its characters
@@ -96,7 +103,7 @@ class BM25Index:
         return list(FILES.values())
 
     @classmethod
-    def load(cls, directory: str | Path, ids: Sequence[str], stopwords: str | None = "en",
+    def load(cls, directory: str | Path, ids: Sequence[str], stopwords: str | None = STOPWORDS,
              normalization: str = NORMALIZATION, mmap: bool = True) -> "BM25Index":
         """The BM25 index `save` wrote into `directory`, for documents `ids` (checked against its size), whose texts
         were normalised with `normalization` (as its queries will be; an unknown one is a ValueError)."""
