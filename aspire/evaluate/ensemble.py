@@ -86,16 +86,18 @@ def member_run(m: EnsembleMember, encoding: str | None) -> tuple:
 
 def _scorer_options(scorer: str, options: dict) -> dict:
     """`options` of `scorer` with the defaults of its constructor's other keywords (the `abstract` scorer takes none),
-    the hybrid's `weights: null` as the weights it stands for (`DEFAULT_HYBRID_WEIGHTS`: spelt out, they are one run)."""
+    the hybrid's `weights` and `calibration` as the scorer built with them holds them (`HybridScorer`: `weights: null`
+    as `DEFAULT_HYBRID_WEIGHTS`, a term of weight 0 left out, a calibration of null as {}: each spelling one run).
+    Numbers compare by value (`tau: 1` is `tau: 1.0`), as the scorers read them."""
     if scorer == "abstract":
         return dict(options)
     from aspire.scoring import SCORERS as SCORER_CLASSES
-    from aspire.scoring.scorers import DEFAULT_HYBRID_WEIGHTS
 
     bound = inspect.signature(SCORER_CLASSES[scorer]).bind(**options)
     bound.apply_defaults()
-    if scorer == "hybrid" and bound.arguments["weights"] is None:
-        bound.arguments["weights"] = dict(DEFAULT_HYBRID_WEIGHTS)
+    if scorer == "hybrid":
+        held = SCORER_CLASSES[scorer](**options)
+        bound.arguments.update(weights=dict(held.weights), calibration=dict(held.calibration))
     return dict(bound.arguments)
 
 
