@@ -118,7 +118,7 @@ def build_parser(prog: str):
                              "the papers' labels (background, method, result, or a stored label), e.g. 0,2 or "
                              "method (default: all sentences)")
     parser.add_argument("--k", type=positive_int, help="papers to return per query (default: the index's search.k)")
-    parser.add_argument("--stages", choices=STAGES,
+    parser.add_argument("--stages", choices=STAGES, metavar="{" + "|".join(STAGES) + "}",  # "ann,bm25" is one choice
                         help="first stage: the sentence index (ann), BM25 over titles and sentences, both fused, or the "
                              "whole-abstract vectors (whole) (default: the index's search.stages)")
     parser.add_argument("--fuse", help="with --stages ann,bm25: z:ALPHA or minmax:ALPHA (weight on ann) or rrf[:K] "
