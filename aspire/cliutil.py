@@ -318,16 +318,20 @@ def check_folders(**paths: str | None) -> None:
     link to nothing, FileNotFoundError for an empty path), before any work (a file there once failed only when the
     first file was written, after the encoding)."""
     for name, path in paths.items():
-        if path is None:
-            continue
-        if not str(path):  # Path("") is the current folder: an empty `--out "$UNSET"` once passed, and no folder
-            # could be made there (os.makedirs("") fails) after the work
-            raise FileNotFoundError(f"--{name.replace('_', '-')}: expected a folder path, got an empty string")
-        _refuse_dangling_link(path, f"--{name.replace('_', '-')}")
-        found = _nearest_existing(Path(path))
-        if not found.is_dir():
-            raise NotADirectoryError(f"--{name.replace('_', '-')} {path}"
-                                     + ("" if found == Path(path) else f": {found}") + " is a file, not a folder")
+        if path is not None:
+            check_folder(path, f"--{name.replace('_', '-')}")
+
+
+def check_folder(path: str | os.PathLike, option: str) -> None:
+    """`check_folders` of one path, its errors naming `option` as given (a config key: `train.out_dir`)."""
+    if not str(path):  # Path("") is the current folder: an empty `--out "$UNSET"` once passed, and no folder
+        # could be made there (os.makedirs("") fails) after the work
+        raise FileNotFoundError(f"{option}: expected a folder path, got an empty string")
+    _refuse_dangling_link(path, option)
+    found = _nearest_existing(Path(path))
+    if not found.is_dir():
+        raise NotADirectoryError(f"{option} {path}" + ("" if found == Path(path) else f": {found}")
+                                 + " is a file, not a folder")
 
 
 def _refuse_dangling_link(path: str | os.PathLike, option: str) -> None:

@@ -23,8 +23,8 @@ from aspire.train.terms import CosineTerm, PassCosine, ScorerDist, VectorDist, m
 
 
 # ---- resume: a setting that holds a mapping is compared whole ------------------------------------------------------
-def mnrl(term_scale: dict | None = None) -> Config:
-    return Config(loss=LossConfig(kind="mnrl", term_scale=term_scale or {}))
+def mnrl(term_scale: dict | None = None) -> Config:  # kind hybrid+ts: terms aligned, whole and facet
+    return Config(model=ModelConfig(kind="hybrid+ts"), loss=LossConfig(kind="mnrl", term_scale=term_scale or {}))
 
 
 @pytest.mark.parametrize(("saved", "now", "said"), [

@@ -9,11 +9,14 @@ temperatures > 0, floats finite), reported when the config loads.
 from __future__ import annotations
 
 import argparse
+import errno
 import math
+import os
 from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
 from typing import Literal
 
-from aspire.cliutil import device_or_auto
+from aspire.cliutil import device_or_auto, input_file
 from aspire.config import ConfigError, ranged
 from aspire.losses import LOSS_KEYS, LOSS_KINDS
 
@@ -51,6 +54,13 @@ def kind_reads(kind: str) -> tuple[str, ...]:
     """The `SCORER_KEYS` settings `model.kind` reads (`ot`, `ts+ot`: the OT ones; `att`: `att_tau`)."""
     terms, scorer = KINDS[kind]
     return tuple(key for name, keys in SCORER_KEYS.items() if name in (*terms, scorer) for key in keys)
+
+
+def term_scale_problem(kind: str, term_scale: dict) -> str | None:
+    """Why `loss.term_scale` ({term: scale}) does not fit `model.kind` (a key that is none of its terms), or None."""
+    terms = KINDS[kind][0]
+    stray = sorted(set(term_scale) - set(terms))
+    return f"loss.term_scale names {stray}, not terms of kind {kind!r} {list(terms)}" if stray else None
 
 
 @dataclass
@@ -398,6 +408,10 @@ class Config:
                 raise ConfigError(f"loss.teacher_scale={self.loss.teacher_scale} without a distill task: only a distill "
                                   "task's rows take the teacher's soft targets it scales, so nothing reads it; remove it "
                                   "or add a task with name distill")
+        if isinstance(self.model, ModelConfig) and isinstance(self.loss, LossConfig) and self.model.kind in KINDS:
+            problem = term_scale_problem(self.model.kind, self.loss.term_scale)
+            if problem:  # once found only as the model was built, after the encoder had loaded
+                raise ConfigError(problem)
         if isinstance(self.model, ModelConfig) and isinstance(self.abstract, AbstractConfig) \
                 and self.model.kind != "abstract":
             stray = [f"abstract.{f.name}" for f in fields(self.abstract) if getattr(self.abstract, f.name) != _default(f)]
@@ -405,3 +419,35 @@ class Config:
                 raise ConfigError(f"{', '.join(stray)} with model.kind={self.model.kind}: only kind abstract encodes a "
                                   "paper as one text, so nothing reads the abstract section; remove it or set "
                                   "model.kind=abstract")
+
+
+def check_inputs(cfg: Config) -> None:
+    """A training run's check (`aspire.train.trainer.run`), before a model loads or any data is read: each input the
+    config reads is there; an OSError naming the setting otherwise. The inputs: `data.examples_dir` (a folder holding
+    `abstracts.jsonl` and `examples.train.jsonl`) and `data.hard_negatives`, where the co-cited pairs or a task's
+    `cocite` source are read; a task's `data_dir` (its `cocitations.jsonl`), `acl_path` (for the `acl` source),
+    `benchmarks_dir` and `teacher_dir` (where set), where the task reads them (`TASK_KEYS`). A missing one was found
+    only once the model had loaded (and, for a task's, its other sources been read: minutes with the ACL source)."""
+    inputs: list[tuple[str, str | Path, bool]] = []  # (setting, path, a folder), a folder before the files in it
+    cocite = not cfg.tasks  # the co-cited pairs alone
+    for i, task in enumerate(cfg.tasks):
+        reads, where = TASK_KEYS[task.name], f"tasks[{i}]"
+        cocite = cocite or task.name == "cocite" or ("sources" in reads and "cocite" in task.sources)
+        if "data_dir" in reads:
+            inputs.append((f"{where}.data_dir", Path(task.data_dir) / "cocitations.jsonl", False))
+        if "acl_path" in reads and "acl" in task.sources:
+            inputs.append((f"{where}.acl_path", task.acl_path, False))
+        inputs += [(f"{where}.{key}", getattr(task, key), True) for key in ("benchmarks_dir", "teacher_dir")
+                   if key in reads and getattr(task, key) is not None]
+    if cocite:
+        root = cfg.data.examples_dir
+        inputs += [("data.examples_dir", root, True)] + [("data.examples_dir", Path(root) / name, False)
+                                                         for name in ("abstracts.jsonl", "examples.train.jsonl")]
+        if cfg.data.hard_negatives is not None:
+            inputs.append(("data.hard_negatives", cfg.data.hard_negatives, False))
+    for setting, path, folder in inputs:
+        if not folder:
+            input_file(path, setting)
+        elif not os.path.isdir(path):
+            raise (NotADirectoryError(errno.ENOTDIR, f"Not a folder ({setting})", str(path)) if os.path.exists(path)
+                   else FileNotFoundError(errno.ENOENT, f"No such folder ({setting})", str(path)))

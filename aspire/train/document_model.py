@@ -61,6 +61,7 @@ from aspire.train.config import (  # noqa: F401 (KINDS: used from here too)
     LossConfig,
     ModelConfig,
     kind_reads,
+    term_scale_problem,
     unread_settings,
 )
 from aspire.train.task_formats import DEFAULT_TASK, use_task
@@ -180,9 +181,9 @@ class DocumentModel(nn.Module):
         for name in sorted(needed):
             self._scorers[name] = make_scorer(name, model_cfg)
         self.matrix_loss = matrix_loss(loss_cfg)
-        stray = sorted(set(loss_cfg.term_scale) - set(terms))
-        if stray:
-            raise ValueError(f"loss.term_scale names {stray}, not terms of kind {model_cfg.kind!r} {list(terms)}")
+        problem = term_scale_problem(model_cfg.kind, loss_cfg.term_scale)
+        if problem:
+            raise ValueError(problem)
 
     # ---- the distances ----------------------------------------------------------------------------
     def _dist(self, term: str):

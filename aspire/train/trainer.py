@@ -27,13 +27,14 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from aspire.cliutil import check_folder
 from aspire.config import is_whole, parse_yaml, save_config
 from aspire.encoders.contextual import eval_mode
 from aspire.io import write_json
 from aspire.jsonsafe import dumps
 from aspire.storage import check_free_space, on_disk_full
 from aspire.train import checkpoint as ckpt
-from aspire.train.config import Config
+from aspire.train.config import Config, check_inputs
 from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_dev_split, load_split
 from aspire.train.document_model import DocumentModel
 from aspire.train.mixing import MixSampler, split_batch
@@ -508,12 +509,15 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
     half-written checkpoints removed, only once the model and the trainer state are loaded); a fresh run removes the
     half-written checkpoints of a run killed before its first checkpoint was whole, as it replaces its metrics log. A
     fresh model is built with the global RNGs seeded by `train.seed` (its random weights, e.g. LoRA's, are the same on
-    every rank and in every run of the config), then reseeded for training.
+    every rank and in every run of the config), then reseeded for training. An `out_dir` that is a file (or under
+    one) and, after the checks of the folder, a missing input (`check_inputs`) are refused naming the setting before
+    the model loads.
     """
     if (cfg.model.kind == "abs") != (cfg.data.align == "abs_align"):
         raise ValueError(f"model.kind={cfg.model.kind} with data.align={cfg.data.align}: kind `abs` and "
                          "data.align=abs_align go together (`ts` uses cc_align)")
     out_dir = Path(cfg.train.out_dir)
+    check_folder(out_dir, "train.out_dir")  # a file there: once "File exists: PATH", naming no setting
     rank, _, _ = init_distributed(cfg.train.device)
     # rank 0 holds out_dir/.lock to the end: a second run into the folder (fresh or --resume) fails at once
     with ckpt.run_lock(out_dir) if rank == 0 else contextlib.nullcontext():
@@ -531,6 +535,7 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
     if not resume and left:  # a `latest` deleted: this run's checkpoints would mix with them, `best` name the old one
         raise FileExistsError(f"{out_dir} holds {', '.join(left[:3])}{' ...' if len(left) > 3 else ''} of an earlier "
                               "run but no `latest` pointer to resume from; remove them or choose another train.out_dir")
+    check_inputs(cfg)  # a missing one was found after the model had loaded (with the ACL source read: minutes)
     state = None
     if not resume and rank == 0 and (out_dir / METRICS).is_file():  # a run killed before its first checkpoint
         log.warning("%s: replacing the metrics of an earlier run into this folder that saved no checkpoint",
