@@ -87,7 +87,7 @@ def _csfcube_args(p: argparse.ArgumentParser) -> None:
     add_stage_args(p, "title + abstract, the query's text its facet sentences")
     p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
                    help="score `aspire search` itself: each pool indexed with --model and searched by the Searcher "
-                        "with these search-config overrides (e.g. stages=ann,bm25 rerank=maxpassage)")
+                        "with these search-config overrides (e.g. search.stages=ann,bm25 search.rerank=maxpassage)")
 
 
 def _check_pool_args(parser, args) -> EvalOptions | None:
@@ -152,8 +152,8 @@ def _csfcube_search(parser, args) -> int:
     from aspire.evaluate.options import search_exp
 
     if not args.model or args.scorer or args.ranked or args.bm25 or args.rerank:
-        parser.error("--search-pipeline takes --model and search-config overrides (stages=, rerank=, fuse=); "
-                     "leave out --scorer, --ranked, --bm25 and --rerank")
+        parser.error("--search-pipeline takes --model and search-config overrides (search.stages=, search.rerank=, "
+                     "search.fuse=); leave out --scorer, --ranked, --bm25 and --rerank")
     refuse_unused_by_search(parser, args)
     pipeline = normalize_overrides(args.search_pipeline, section="search")
     check_out(args, args.exp or search_exp(args.model, pipeline))  # the experiment's name, known only now
@@ -268,7 +268,7 @@ def _reviewers_args(p: argparse.ArgumentParser) -> None:
     add_stage_args(p, "title + abstract (a submission's against each archive paper's)")
     p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
                    help="score `aspire search` itself: each reviewer's archive indexed with --model and searched by "
-                        "each submission with these search-config overrides (e.g. rerank=minl2), then aggregated")
+                        "each submission with these search-config overrides (e.g. search.rerank=minl2), then aggregated")
     model_args(p, None, f"one of {', '.join(SCORERS)}, or several comma-separated (fused by z-score)",
                 out_required=False)
     code_arg(p)
@@ -350,8 +350,8 @@ def _reviewers_search(parser, args, rset) -> int:
     if not args.model or not args.out:
         parser.error("--search-pipeline needs --model (the model the archives are indexed with) and --out")
     if args.scorer or args.predictions or args.bm25 or args.bm25_alpha is not None or args.rerank:
-        parser.error("--search-pipeline takes its stages as search-config overrides (stages=, rerank=, fuse=); "
-                     "leave out --scorer, --predictions, --bm25 and --rerank")
+        parser.error("--search-pipeline takes its stages as search-config overrides (search.stages=, search.rerank=, "
+                     "search.fuse=); leave out --scorer, --predictions, --bm25 and --rerank")
     refuse_unused_by_search(parser, args)
     overrides = normalize_overrides(args.search_pipeline, section="search")
     exp = args.exp or f"{search_exp(args.model, overrides)}-{args.aggregate.replace(':', '')}"
@@ -374,7 +374,7 @@ def _context2doc_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exp", help="run tag (default from model/scorer)")
     p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
                    help="score `aspire search` itself: index the candidates with --model and answer each query "
-                        "with the Searcher, these search-config overrides (e.g. stages=ann,bm25 rerank=none)")
+                        "with the Searcher, these search-config overrides (e.g. search.stages=ann,bm25 search.rerank=none)")
     model_args(p)
     code_arg(p)
 
@@ -416,8 +416,8 @@ def _context2doc_search(parser, args) -> int:
     if not args.model:
         parser.error("--search-pipeline needs --model (the model the candidates are indexed with)")
     if args.scorer or args.bm25 or args.rerank:
-        parser.error("--search-pipeline takes its stages as search-config overrides (stages=, rerank=, fuse=); "
-                     "leave out --scorer, --bm25 and --rerank")
+        parser.error("--search-pipeline takes its stages as search-config overrides (search.stages=, search.rerank=, "
+                     "search.fuse=); leave out --scorer, --bm25 and --rerank")
     refuse_unused_by_search(parser, args)
     overrides = normalize_overrides(args.search_pipeline, section="search")
     exp = args.exp or search_exp(args.model, overrides)
@@ -521,7 +521,8 @@ COMMANDS: dict[str, Command] = {
   aspire evaluate csfcube --bm25 --out runs/csf-bm25
   aspire evaluate csfcube --model minilm --scorer abstract --max-length 256 --normalize --joiner ' ' \\
       --bm25-alpha 0.815 --rerank runs/ce/model --rerank-top 20 --rerank-weight 0.5 --out runs/csf-ce
-  aspire evaluate csfcube --model minilm --search-pipeline stages=ann,bm25 rerank=maxpassage --out runs/csf-search""",
+  aspire evaluate csfcube --model minilm --search-pipeline search.stages=ann,bm25 search.rerank=maxpassage \\
+      --out runs/csf-search""",
                        _csfcube_args, _csfcube),
     "pools": Command("any ASPIRE-style pool re-ranking set (RELISH, TRECCOVID-RF, SciDocs-style)", """\
   aspire evaluate pools --data DIR --name relish --threshold 1 --model minilm --scorer minl2 --out runs/relish
@@ -536,7 +537,7 @@ COMMANDS: dict[str, Command] = {
   aspire evaluate reviewers --predictions ../shared/data/reviewer-matching/predictions:specter
   aspire evaluate reviewers --model minilm --scorer abstract --aggregate topk:3 --out runs/rev
   aspire evaluate reviewers --bm25 --out runs/rev-bm25
-  aspire evaluate reviewers --model minilm --search-pipeline rerank=minl2 --out runs/rev-search
+  aspire evaluate reviewers --model minilm --search-pipeline search.rerank=minl2 --out runs/rev-search
   aspire evaluate reviewers --model minilm --scorer abstract --max-length 256 --normalize --joiner ' ' \\
       --bm25-alpha 0.815 --rerank runs/ce/model --rerank-top 20 --rerank-weight 0.5 --out runs/rev-ce""",
                          _reviewers_args, _reviewers),

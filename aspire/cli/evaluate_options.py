@@ -110,7 +110,7 @@ def refuse_unused_by_search(parser, args) -> None:
     given = given_options(parser, args, _NOT_SEARCH_OPTIONS)
     if given:
         parser.error(f"--search-pipeline does not read {', '.join(given)}: the search config decides (give its keys "
-                     "as overrides, e.g. bm25_k1=, ot_tau=), or run the model with --scorer")
+                     "as overrides, e.g. search.bm25_k1=, search.ot_tau=), or run the model with --scorer")
     given = given_options(parser, args, _NOT_READ_BY_SEARCH_RUNNER[args.command])
     if given:
         parser.error(f"--search-pipeline does not read {', '.join(given)}: its {args.command} runner encodes the "

@@ -2,9 +2,9 @@
 them, every query answered by the same `Searcher` (first stage, re-rank, cross-encoder) that `aspire search`,
 the page and the Python API run, so the figure is the figure of the pipeline a user runs.
 
-    aspire evaluate context2doc --model minilm --search-pipeline stages=ann,bm25 rerank=none --out DIR
-    aspire evaluate csfcube --model minilm --search-pipeline rerank=ot --out DIR
-    aspire evaluate reviewers --model minilm --search-pipeline rerank=minl2 --out DIR
+    aspire evaluate context2doc --model minilm --search-pipeline search.stages=ann,bm25 search.rerank=none --out DIR
+    aspire evaluate csfcube --model minilm --search-pipeline search.rerank=ot --out DIR
+    aspire evaluate reviewers --model minilm --search-pipeline search.rerank=minl2 --out DIR
 
 Each citing sentence is a one-sentence query paper with an empty title (encoded with the model's query side,
 as the benchmark's dense runner encodes it); its hits (`depth` of them) are the run, scored by the benchmark's

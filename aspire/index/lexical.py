@@ -62,11 +62,18 @@ def title_is_sentence_0(titles: Sequence[str], sentences: Sequence[Sequence[str]
 
 
 def stored_bm25(index, k1: float, b: float) -> BM25Index:
-    """The index's stored BM25 when it has these k1 and b, else one built now (with a log line why)."""
+    """The index's stored BM25 when it has these k1 and b, else one built now (with a log line why: an index built
+    with `index.store_bm25` off keeps none, as configs/index-million.yaml builds one; it once read as an index saved
+    before aspire kept BM25, to rebuild, which stores none again)."""
     stored = index.bm25
     if stored is not None and (stored.k1, stored.b) == (k1, b):
         return stored
-    why = ("the index holds no stored BM25 (saved before aspire kept it; rebuild or re-save it to store one)"
-           if stored is None else f"the stored BM25 has k1={stored.k1:g}, b={stored.b:g}")
+    if stored is not None:
+        why = f"the stored BM25 has k1={stored.k1:g}, b={stored.b:g}"
+    elif not index.config.index.store_bm25:
+        why = "the index was built with index.store_bm25 false, which stores none"
+    else:
+        why = ("the index holds no stored BM25 (not saved yet, or saved before aspire kept it: rebuild or re-save it "
+               "to store one)")
     log.info("building BM25 (k1=%g, b=%g) over %d papers at query time: %s", k1, b, index.n_papers, why)
     return index_bm25(index, k1, b)
