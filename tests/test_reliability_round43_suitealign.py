@@ -97,10 +97,10 @@ class _Teacher(_HashTeacher):
 def test_position_limit_and_max_seq_length_within_it(tmp_path):
     assert _position_limit(_Teacher("roberta", 514, 10**30)) == 512  # RoBERTa: positions start after padding
     assert _position_limit(_Teacher("bert", 512, 10**30)) == 512
-    assert _position_limit(_Teacher("bert", 512, 64)) == 64
+    assert _position_limit(_Teacher("bert", 512, 64)) == 512  # a tokenizer's limit is the teacher's own length (round 67)
     assert _position_limit(_HashTeacher()) is None
     d = _examples_dir(tmp_path)
-    teacher = _Teacher("bert", 512, 64)
+    teacher = _Teacher("bert", 64, 512)
     with pytest.raises(ValueError, match="align.max_seq_length=65 .* at most 64"):
         align_examples(d, teacher, tmp_path / "out", AlignConfig(max_seq_length=65))
     assert teacher.max_seq_length == 128 and not (tmp_path / "out").exists()

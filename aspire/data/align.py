@@ -136,21 +136,18 @@ _POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "mpnet")  # p
 
 def _position_limit(teacher) -> int | None:
     """The most word pieces the teacher's first module (a sentence-transformers `Transformer`) reads: its model's
-    position embeddings (2 fewer for the RoBERTa family) and its tokenizer's limit, the smaller; None when the teacher
-    does not say (a stand-in model)."""
+    position embeddings (2 fewer for the RoBERTa family); None when the teacher does not say (a stand-in model).
+    Its tokenizer's `model_max_length` is no limit: sentence-transformers keeps the teacher's own `max_seq_length`
+    there (CoSentBert's 64, saved with it), which `align_examples` sets to `cfg.max_seq_length` for the run."""
     try:
         module = teacher[0]
     except (TypeError, IndexError, KeyError):
         return None
-    limits = []
     config = getattr(getattr(module, "auto_model", None), "config", None)
     positions = getattr(config, "max_position_embeddings", None)
-    if isinstance(positions, int):
-        limits.append(positions - 2 if getattr(config, "model_type", "") in _POSITIONS_AFTER_PADDING else positions)
-    tokenizer_limit = getattr(getattr(module, "tokenizer", None), "model_max_length", None)
-    if isinstance(tokenizer_limit, int):
-        limits.append(tokenizer_limit)
-    return min(limits) if limits else None
+    if not isinstance(positions, int):
+        return None
+    return positions - 2 if getattr(config, "model_type", "") in _POSITIONS_AFTER_PADDING else positions
 
 
 def align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg: AlignConfig = AlignConfig()) -> dict:
