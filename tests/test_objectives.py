@@ -223,16 +223,16 @@ def test_author_pairs_link_papers_sharing_enough_authors():
 
     papers = [paper("a", "Ann Lee", "Bo Chen"), paper("b", "ann  LEE", "Bo Chen"), paper("c", "Ann Lee", "Cy Dee"),
               paper("d", "Dan Fox"), paper("e", "Prolific P")] + [paper(f"p{i}", "Prolific P") for i in range(3)]
-    task = TaskConfig(name="author", views=5, max_author_papers=3)
+    task = TaskConfig(name="author", sources=["acl"], views=5, max_author_papers=3)
     examples, stats = author_pairs(papers, task, 1)
     pairs = {(e.query_id, e.positive_id) for e in examples}
     assert pairs == {("a", "b"), ("a", "c"), ("b", "a"), ("b", "c"), ("c", "a"), ("c", "b")}
     assert {e.query_id: e.members for e in examples}["c"] == ("a", "b", "c")
     assert stats["authors_over_max"] == 1 and stats["papers_without_partner"] == 5
-    strict, _ = author_pairs(papers, TaskConfig(name="author", views=5, min_shared_authors=2), 0)
+    strict, _ = author_pairs(papers, TaskConfig(name="author", sources=["acl"], views=5, min_shared_authors=2), 0)
     assert {(e.query_id, e.positive_id) for e in strict} == {("a", "b"), ("b", "a")}
-    one, _ = author_pairs(papers, TaskConfig(name="author", views=1, max_author_papers=3), 0)
-    assert len(one) == 3 and one == author_pairs(papers, TaskConfig(name="author", views=1, max_author_papers=3), 0)[0]
+    one, _ = author_pairs(papers, TaskConfig(name="author", sources=["acl"], views=1, max_author_papers=3), 0)
+    assert len(one) == 3 and one == author_pairs(papers, TaskConfig(name="author", sources=["acl"], views=1, max_author_papers=3), 0)[0]
     with pytest.raises(ValueError, match="paper x: 'authors' must be a list"):
         author_pairs([Paper("x", "t", ["s."], extra={"authors": "Ann Lee"})], task, 0)
 

@@ -40,7 +40,7 @@ def test_a_cocite_dev_only_paper_stays_out_of_the_acl_source(tiny_model_dir, exa
 
 
 def _task(**keys) -> TaskConfig:
-    return from_dict(TaskConfig, {"name": "author", **keys})
+    return from_dict(TaskConfig, {"name": "author", "sources": ["acl"], **keys})
 
 
 def test_author_pairs_match_a_brute_force_count_of_shared_linking_authors():

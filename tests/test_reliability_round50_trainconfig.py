@@ -23,7 +23,8 @@ def test_acl_keys_without_acl_source_are_refused(name):
         load_config(Config, None, [f"tasks=[{{name: {name}, sources: [cocite], max_papers: 5}}]"])
     with pytest.raises(ConfigError, match=r"tasks\[\]\.acl_path='x.jsonl'"):
         load_config(Config, None, [f"tasks=[{{name: {name}, acl_path: x.jsonl}}]"])
-    cfg = load_config(Config, None, [f"tasks=[{{name: {name}, sources: [cocite, acl], max_papers: 5, acl_path: x.jsonl}}]"])
+    sources = "[acl]" if name == "author" else "[cocite, acl]"  # an author task reads the acl source alone
+    cfg = load_config(Config, None, [f"tasks=[{{name: {name}, sources: {sources}, max_papers: 5, acl_path: x.jsonl}}]"])
     assert cfg.tasks[0].max_papers == 5 and cfg.tasks[0].acl_path == "x.jsonl"
 
 

@@ -295,7 +295,9 @@ class TaskConfig:
 
     The keys are one flat mapping in YAML, but each task reads only its own (`TASK_KEYS`, beside the mixing keys
     every task has): a key of another task set to anything but its default is a `ConfigError` naming it, never
-    silently ignored.
+    silently ignored. So are settings that cannot make the task's pairs (`task_problem`: `author` and `distill` read
+    the `acl` source alone, so the default `sources` is refused for them) and, in `Config`, a task named twice or a
+    `distill` task under a loss other than `mnrl` (`tasks_problem`).
     """
 
     name: Literal["cocite", "context2doc", "crop", "title", "author", "distill"] = "cocite"
@@ -327,6 +329,9 @@ class TaskConfig:
                 raise ConfigError(f"{', '.join(unread)} with tasks[].sources={self.sources}: a {self.name} task reads "
                                   "acl_path and max_papers for the acl source only; remove "
                                   f"{'it' if len(unread) == 1 else 'them'} or add acl to sources")
+        problem = task_problem(self)
+        if problem:  # once found only after the model had loaded and the task's other sources been read
+            raise ConfigError(problem)
 
 
 def _default(f):
@@ -358,6 +363,61 @@ TASK_KEYS: dict[str, tuple[str, ...]] = {
     "author": _SAMPLED + ("min_shared_authors", "max_author_papers", "views"),
     "distill": _SAMPLED + ("teacher_dir", "neighbours", "views", "near_negatives"),
 }
+# the sources each sampled task reads (aspire.train.tasks): the co-citation abstracts and/or the ACL Anthology
+TASK_SOURCES: dict[str, tuple[str, ...]] = {"crop": ("cocite", "acl"), "title": ("cocite", "acl"), "author": ("acl",),
+                                            "distill": ("acl",)}
+
+
+def sources_problem(name: str, sources: list[str], valid: tuple[str, ...]) -> str | None:
+    """Why a `name` task cannot read `sources` (none, or one outside `valid`), or None."""
+    unknown = sorted(set(sources) - set(valid))
+    if unknown:
+        return f"{name} task: unknown source(s) {unknown} in tasks[].sources={sources}; valid: {sorted(valid)}"
+    return None if sources else f"{name} task: tasks[].sources is empty; valid: {sorted(valid)}"
+
+
+def task_problem(task: TaskConfig) -> str | None:
+    """Why `task`'s own settings cannot make its pairs, or None: a source it cannot read (`TASK_SOURCES`; an `author`
+    or `distill` task reads `acl` alone, not the default `cocite`), a crop's `span_max` below its `span_min`, a
+    `distill` task without `teacher_dir`, with more `views` than `neighbours` (fewer pairs than asked) or with
+    `near_negatives` and one neighbour (the partner: no negative). Refused when the config loads (`TaskConfig`) and,
+    for a task changed since, by `aspire.train.tasks.build_tasks` (`tasks_problem`)."""
+    if task.name in TASK_SOURCES:
+        problem = sources_problem(task.name, task.sources, TASK_SOURCES[task.name])
+        if problem:
+            return problem
+    if task.name == "crop" and task.span_max < task.span_min:
+        return (f"crop task: span_max {task.span_max} < span_min {task.span_min}; raise tasks[].span_max or lower "
+                "tasks[].span_min")
+    if task.name != "distill":
+        return None
+    if task.teacher_dir is None:
+        return "distill task: tasks[].teacher_dir is required (write it with python -m aspire.train.teacher)"
+    if task.views > task.neighbours:  # a paper has `neighbours` partners: views beyond them gave fewer pairs, unsaid
+        return (f"distill task: views={task.views} > neighbours={task.neighbours}: a paper is paired with "
+                f"{task.views} of its {task.neighbours} nearest papers; lower tasks[].views or raise tasks[].neighbours")
+    if task.near_negatives and task.neighbours < 2:  # the one neighbour is the partner: no pair got a negative
+        return ("distill task: near_negatives needs neighbours >= 2 (a neighbour besides the partner), "
+                f"got neighbours={task.neighbours}; raise tasks[].neighbours or remove tasks[].near_negatives")
+    return None
+
+
+def tasks_problem(tasks: list[TaskConfig], loss: LossConfig) -> str | None:
+    """Why `tasks` cannot train together under `loss`, or None: a task named twice, a task's own settings
+    (`task_problem`, naming its index) or a `distill` task under a loss other than `mnrl` without `symmetric` (its
+    rows take the teacher's soft targets). Refused when the config loads (`Config`) and by
+    `aspire.train.tasks.build_tasks`."""
+    names = [t.name for t in tasks]
+    if len(set(names)) != len(names):
+        return f"tasks: each task may appear once, got {names}"
+    for i, task in enumerate(tasks):
+        problem = task_problem(task)
+        if problem:
+            return f"tasks[{i}]: {problem}"
+    if "distill" in names and (loss.kind != "mnrl" or loss.symmetric):
+        return (f"distill task: needs loss.kind mnrl without symmetric, got {loss.kind} (symmetric {loss.symmetric}): "
+                "only mnrl takes the teacher's soft targets; set loss.kind=mnrl and loss.symmetric=false")
+    return None
 
 
 @dataclass
@@ -403,6 +463,10 @@ class Config:
                 raise ConfigError(f"tasks[{i}].{unread[0]}={getattr(task, unread[0])} is not read by mix.mode {mode} "
                                   f"(sequential reads each task's steps, mixed and alternating its ratio); remove it "
                                   "or choose the mix that reads it")
+        if isinstance(self.loss, LossConfig) and all(isinstance(t, TaskConfig) for t in self.tasks):
+            problem = tasks_problem(self.tasks, self.loss)
+            if problem:  # once found only after the model had loaded (and, with the ACL source, been read: minutes)
+                raise ConfigError(problem)
         if isinstance(self.loss, LossConfig) and self.loss.teacher_scale != _default(_field(LossConfig, "teacher_scale")):
             if not any(isinstance(t, TaskConfig) and t.name == "distill" for t in self.tasks):  # no teacher targets
                 raise ConfigError(f"loss.teacher_scale={self.loss.teacher_scale} without a distill task: only a distill "

@@ -40,9 +40,10 @@
   task, so under `loss.kind: mnrl` its rows learn the teacher's in-batch similarities (soft targets)
   rather than the one positive; `near_negatives` adds another of the anchor's neighbours as its hard
   negative, so the soft targets rank near papers too. Benchmark papers are removed first, as for `crop`.
-  `views` > `neighbours`, or `near_negatives` with one neighbour (the partner itself), is refused; a paper of a
-  split too small to give it `views` neighbours is counted (`fewer_neighbours_than_views`), as are the pairs left
-  without a near negative (`without_near_negative`), both only where some are.
+  `views` > `neighbours`, or `near_negatives` with one neighbour (the partner itself), is refused when the config
+  loads (`aspire.train.config.task_problem`, as are a source a task cannot read and a crop's `span_max` below its
+  `span_min`); a paper of a split too small to give it `views` neighbours is counted (`fewer_neighbours_than_views`),
+  as are the pairs left without a near negative (`without_near_negative`), both only where some are.
 
 `crop`, `title`, `author` and `distill` put `dev_share` of their abstracts (by a hash of the paper id) in the dev
 split; a pair never crosses splits.
@@ -70,7 +71,7 @@ from aspire.benchmarks.heldout import (
 from aspire.benchmarks.same_author import author_key
 from aspire.data.acl import HeldOut, read_acl, removed_by
 from aspire.data.papers import Paper
-from aspire.train.config import Config, TaskConfig
+from aspire.train.config import TASK_SOURCES, Config, TaskConfig, sources_problem, tasks_problem
 from aspire.train.data import Example, TripletDataset, load_split, split_paper_ids
 
 log = logging.getLogger(__name__)
@@ -224,9 +225,9 @@ def source_papers(cfg: Config, task: TaskConfig, split: str, valid: tuple[str, .
 
 def _all_sources(cfg: Config, task: TaskConfig, valid: tuple[str, ...]) -> tuple[list[Paper], dict]:
     """`source_papers` of both splits, whole (before the dev share and `data.max_sentences`)."""
-    unknown = sorted(set(task.sources) - set(valid))
-    if unknown or not task.sources:
-        raise ValueError(f"{task.name} task: unknown source(s) {unknown or task.sources}; valid: {sorted(valid)}")
+    problem = sources_problem(task.name, task.sources, valid)
+    if problem:
+        raise ValueError(problem)
     exclude, counts = excluded_papers(task.benchmarks_dir, f"{task.name} task: tasks[].benchmarks_dir")
     stats: dict = {"benchmark_titles": counts}
     sources: list[Paper] = []
@@ -263,9 +264,7 @@ def _all_sources(cfg: Config, task: TaskConfig, valid: tuple[str, ...]) -> tuple
 
 
 def crop_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
-    if task.span_max < task.span_min:
-        raise ValueError(f"crop task: span_max {task.span_max} < span_min {task.span_min}")
-    sources, stats = source_papers(cfg, task, split, ("cocite", "acl"))
+    sources, stats = source_papers(cfg, task, split, TASK_SOURCES["crop"])
     examples, papers, short, one_text = [], {}, 0, 0
     for paper in sources:
         pairs, crops = crop_pairs(paper, task, index)
@@ -293,7 +292,7 @@ def title_pair(paper: Paper, index: int) -> tuple[Example, Paper, Paper] | None:
 
 
 def title_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
-    sources, stats = source_papers(cfg, task, split, ("cocite", "acl"))
+    sources, stats = source_papers(cfg, task, split, TASK_SOURCES["title"])
     examples, papers = [], {}
     for paper in sources:
         made = title_pair(paper, index)
@@ -358,7 +357,7 @@ def author_counts(papers: list[Paper]) -> dict[str, int]:
 
 
 def author_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskData:
-    every, stats = _all_sources(cfg, task, ("acl",))
+    every, stats = _all_sources(cfg, task, TASK_SOURCES["author"])
     sources = [_cut(p, cfg.data.max_sentences) for p in every if _in_dev(p.paper_id, task.dev_share) == (split == "dev")]
     stats["in_split"] = len(sources)
     examples, more = author_pairs(sources, task, index, author_counts(every))  # prolific over both splits
@@ -370,18 +369,8 @@ def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskD
     from aspire.data.negatives.rank import nearest_negatives
     from aspire.train.teacher import check_source, load_teacher
 
-    if task.teacher_dir is None:
-        raise ValueError("distill task: tasks[].teacher_dir is required (write it with python -m aspire.train.teacher)")
-    if cfg.loss.kind != "mnrl" or cfg.loss.symmetric:
-        raise ValueError(f"distill task: needs loss.kind mnrl without symmetric, got {cfg.loss.kind} "
-                         f"(symmetric {cfg.loss.symmetric})")
-    if task.views > task.neighbours:  # a paper has `neighbours` partners: views beyond them gave fewer pairs, unsaid
-        raise ValueError(f"distill task: views={task.views} > neighbours={task.neighbours}: a paper is paired with "
-                         f"{task.views} of its {task.neighbours} nearest papers; lower views or raise neighbours")
-    if task.near_negatives and task.neighbours < 2:  # the one neighbour is the partner: no pair got a negative
-        raise ValueError("distill task: near_negatives needs neighbours >= 2 (a neighbour besides the partner), "
-                         f"got neighbours={task.neighbours}")
-    sources, stats = source_papers(cfg, task, split, ("acl",))
+    # its teacher_dir, views, neighbours and the loss are checked with the config (`build_tasks`: `tasks_problem`)
+    sources, stats = source_papers(cfg, task, split, TASK_SOURCES["distill"])
     if len(sources) < 2:
         raise ValueError(f"distill task ({split}): {len(sources)} paper(s) in the split; at least two are needed")
     teacher = load_teacher(task.teacher_dir)
@@ -470,10 +459,11 @@ def _union_papers(parts: list[TaskData]) -> dict[str, Paper]:
 
 
 def build_tasks(cfg: Config, split: str) -> MultiTaskData:
-    """The configured tasks' pairs of `split` (`train` or `dev`)."""
-    names = [t.name for t in cfg.tasks]
-    if len(set(names)) != len(names):
-        raise ValueError(f"tasks: each task may appear once, got {names}")
+    """The configured tasks' pairs of `split` (`train` or `dev`); ValueError for tasks the config refuses
+    (`aspire.train.config.tasks_problem`), e.g. a task changed since it loaded."""
+    problem = tasks_problem(cfg.tasks, cfg.loss)  # refused when the config loaded; again for one changed since
+    if problem:
+        raise ValueError(problem)
     parts = [BUILDERS[t.name](cfg, t, split, i) for i, t in enumerate(cfg.tasks)]
     for part in parts:
         log.info("task %s (%s): %d pairs %s", part.name, split, len(part.examples), part.stats or "")
