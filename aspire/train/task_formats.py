@@ -30,18 +30,13 @@ def task_names(cfg) -> list[str]:
 
 def check_formats(cfg) -> None:
     """Refuse per-task adapters when a batch can hold several tasks (`mix.mode: mixed`): one forward pass
-    runs one adapter; and per-task adapters for two tasks of one name (an adapter is named by its task: two
-    of one name were refused only later, once the model was loaded). (Task codes go in per paper, so they work in every mode.)"""
+    runs one adapter. (Task codes go in per paper, so they work in every mode.) Two tasks of one name, which per-task
+    adapters would name alike, are refused for every config when it loads (`aspire.train.config.tasks_problem`)."""
     tasks = task_names(cfg)
     per_task = cfg.model.adapter.kind != "none" and cfg.model.adapter.per_task
     if per_task and len(tasks) > 1 and cfg.mix.mode == "mixed":
         raise ConfigError(f"model.adapter.per_task with {len(tasks)} tasks needs mix.mode alternating or sequential "
                           "(a mixed batch holds several tasks, a forward pass runs one adapter)")
-    repeated = sorted({t for t in tasks if tasks.count(t) > 1})
-    if per_task and repeated:
-        raise ConfigError(f"model.adapter.per_task: task name(s) {repeated} appear more than once in tasks "
-                          f"{tasks}; an adapter is named by its task, so each task needs its own name (or set "
-                          "model.adapter.per_task false for one shared adapter)")
 
 
 def apply_formats(encoder, cfg: ModelConfig, tasks: Sequence[str]) -> None:
