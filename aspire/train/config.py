@@ -14,10 +14,10 @@ import math
 import os
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Sequence
 
 from aspire.cliutil import device_or_auto, input_file
-from aspire.config import ConfigError, ranged
+from aspire.config import ConfigError, is_whole, ranged
 from aspire.losses import LOSS_KEYS, LOSS_KINDS
 
 # kind -> (loss terms, inference scorer). A term is "aligned" (aligned pair for the positive,
@@ -420,11 +420,36 @@ def tasks_problem(tasks: list[TaskConfig], loss: LossConfig) -> str | None:
     return None
 
 
+def steps_problem(steps: Sequence) -> str | None:
+    """Why a sequential mix cannot run stages of `steps` micro-batches or steps (one a task, in order), or None: each
+    must be an integer >= 1 (a stage of none left its task untrained). Refused when the config loads, for the tasks'
+    `steps` (`sequential_problem`), and by `aspire.train.mixing.MixSampler`, for its `stage_batches`."""
+    bad = next((t for t, n in enumerate(steps) if not is_whole(n, 1)), None)
+    return None if bad is None else (f"tasks[{bad}].steps: mix.mode sequential needs steps >= 1 for every task, "
+                                     f"got {list(steps)}")
+
+
+def sequential_problem(cfg: Config) -> str | None:
+    """Why `cfg`'s `mix.mode: sequential` run cannot run its stages, or None: a task's `steps` below 1
+    (`steps_problem`) or a `train.max_steps` neither 0 nor the tasks' steps together (the run is its stages, one
+    epoch). Refused when the config loads (`Config`) and, for a config changed since, by
+    `aspire.train.trainer.Trainer`."""
+    if cfg.mix.mode != "sequential" or not cfg.tasks:
+        return None
+    steps = [t.steps for t in cfg.tasks]
+    problem = steps_problem(steps)
+    if problem or cfg.train.max_steps in (0, sum(steps)):
+        return problem
+    return (f"mix.mode sequential runs the tasks' steps ({sum(steps)} in all); train.max_steps must be 0 or that, "
+            f"got {cfg.train.max_steps}")
+
+
 @dataclass
 class MixConfig:
     """How the `tasks` combine (`aspire.train.mixing`): `mixed` (every batch holds each task in
     proportion to its `ratio`), `alternating` (whole batches of one task, in proportion to `ratio`),
-    `sequential` (stage after stage, each task for its `steps`)."""
+    `sequential` (stage after stage, each task for its `steps`, each >= 1; `train.max_steps` 0 or their sum, the
+    run: `sequential_problem`)."""
 
     mode: Literal["mixed", "alternating", "sequential"] = "mixed"
 
@@ -466,6 +491,11 @@ class Config:
         if isinstance(self.loss, LossConfig) and all(isinstance(t, TaskConfig) for t in self.tasks):
             problem = tasks_problem(self.tasks, self.loss)
             if problem:  # once found only after the model had loaded (and, with the ACL source, been read: minutes)
+                raise ConfigError(problem)
+        if isinstance(self.mix, MixConfig) and isinstance(self.train, TrainConfig) \
+                and all(isinstance(t, TaskConfig) for t in self.tasks):
+            problem = sequential_problem(self)
+            if problem:  # once found only after the model had loaded and the tasks' data been read
                 raise ConfigError(problem)
         if isinstance(self.loss, LossConfig) and self.loss.teacher_scale != _default(_field(LossConfig, "teacher_scale")):
             if not any(isinstance(t, TaskConfig) and t.name == "distill" for t in self.tasks):  # no teacher targets

@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import Sampler
 
 from aspire.config import is_whole
+from aspire.train.config import steps_problem
 
 CYCLE = 60  # slots of the alternating cycle
 
@@ -153,8 +154,12 @@ class MixSampler(Sampler[list[int]]):
             if any(r != 1.0 for r in ratios):  # stages run by steps: a ratio would be silently ignored
                 raise ValueError(f"tasks[].ratio: mix.mode sequential runs each task for its steps and reads no ratio, "
                                  f"got {list(ratios)}; remove the ratios or use mix.mode mixed or alternating")
-            if len(stage_batches) != len(sizes) or not all(is_whole(b, 1) for b in stage_batches):
-                raise ValueError(f"mix.mode sequential needs steps >= 1 for every task, got {list(stage_batches)}")
+            if len(stage_batches) != len(sizes):  # a task without a stage, or a stage without a task
+                raise ValueError(f"MixSampler: stage_batches must be one a task (mix.mode sequential), got "
+                                 f"{len(stage_batches)} for {len(sizes)} task(s): {list(stage_batches)}")
+            problem = steps_problem(stage_batches)  # the tasks' steps are checked when the config loads, too
+            if problem:
+                raise ValueError(problem)
             self.stage_ends = [sum(stage_batches[: t + 1]) for t in range(len(stage_batches))]
             self.num_batches = self.stage_ends[-1]
         else:

@@ -34,7 +34,7 @@ from aspire.io import write_json
 from aspire.jsonsafe import dumps
 from aspire.storage import check_free_space, on_disk_full
 from aspire.train import checkpoint as ckpt
-from aspire.train.config import Config, check_inputs
+from aspire.train.config import Config, check_inputs, sequential_problem
 from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_dev_split, load_split
 from aspire.train.document_model import DocumentModel
 from aspire.train.mixing import MixSampler, split_batch
@@ -123,6 +123,9 @@ class Trainer:
         if not self.tasks and len(train_data) < self.tc.batch_size * self.world:  # named here: the sampler knows no key
             raise ValueError(f"the train split holds {len(train_data)} example(s), fewer than one batch (train.batch_size="
                              f"{self.tc.batch_size} x {self.world} rank(s)): lower train.batch_size or add examples")
+        problem = sequential_problem(cfg) if self.tasks else None
+        if problem:  # refused when the config loaded; again for a config changed since
+            raise ValueError(problem)
         micro = len(self._sampler(0, 0))
         self._check_dev_batches()
         self.steps_per_epoch = micro // self.tc.grad_accum
@@ -145,9 +148,6 @@ class Trainer:
                             self.tc.batch_size, shares, self.tasks, [round(x, 3) for x in exact])
         sequential = cfg.mix.mode == "sequential" and self.tasks
         self.total_steps = self.tc.max_steps or (1 if sequential else self.tc.epochs) * self.steps_per_epoch
-        if sequential and self.total_steps != self.steps_per_epoch:
-            raise ValueError(f"mix.mode sequential runs the tasks' steps ({self.steps_per_epoch} in all); "
-                             f"train.max_steps must be 0 or that, got {self.tc.max_steps}")
         if self.tc.warmup_steps >= self.total_steps and self.rank == 0:
             log.warning("train.warmup_steps %d >= the run's %d steps: the rate never reaches train.lr %g",
                         self.tc.warmup_steps, self.total_steps, self.tc.lr)
