@@ -357,6 +357,14 @@ def input_file(path: str | Path, option: str) -> Path:
     return Path(path)
 
 
+def input_folder(path: str | Path, option: str) -> Path:
+    """`path` when it is a folder; OSError naming `option` when it is missing or not a folder (`input_file`'s twin)."""
+    if not os.path.isdir(path):
+        raise (NotADirectoryError(errno.ENOTDIR, f"Not a folder ({option})", str(path)) if os.path.exists(path)
+               else FileNotFoundError(errno.ENOENT, f"No such folder ({option})", str(path)))
+    return Path(path)
+
+
 def file_path(text: str) -> str:
     """argparse type: a path that is not empty (an empty `--run-out "$UNSET"` would otherwise read as not given)."""
     if not text:

@@ -9,14 +9,12 @@ temperatures > 0, floats finite), reported when the config loads.
 from __future__ import annotations
 
 import argparse
-import errno
 import math
-import os
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Callable, Literal, Sequence
 
-from aspire.cliutil import device_or_auto, input_file
+from aspire.cliutil import device_or_auto, input_file, input_folder
 from aspire.config import ConfigError, is_whole, ranged
 from aspire.losses import LOSS_KEYS, LOSS_KINDS
 
@@ -522,26 +520,22 @@ def check_inputs(cfg: Config) -> None:
     `cocite` source are read; a task's `data_dir` (its `cocitations.jsonl`), `acl_path` (for the `acl` source),
     `benchmarks_dir` and `teacher_dir` (where set), where the task reads them (`TASK_KEYS`). A missing one was found
     only once the model had loaded (and, for a task's, its other sources been read: minutes with the ACL source)."""
-    inputs: list[tuple[str, str | Path, bool]] = []  # (setting, path, a folder), a folder before the files in it
+    inputs: list[tuple[str, str | Path, Callable]] = []  # (setting, path, its check), a folder before its files
     cocite = not cfg.tasks  # the co-cited pairs alone
     for i, task in enumerate(cfg.tasks):
         reads, where = TASK_KEYS[task.name], f"tasks[{i}]"
         cocite = cocite or task.name == "cocite" or ("sources" in reads and "cocite" in task.sources)
         if "data_dir" in reads:
-            inputs.append((f"{where}.data_dir", Path(task.data_dir) / "cocitations.jsonl", False))
+            inputs.append((f"{where}.data_dir", Path(task.data_dir) / "cocitations.jsonl", input_file))
         if "acl_path" in reads and "acl" in task.sources:
-            inputs.append((f"{where}.acl_path", task.acl_path, False))
-        inputs += [(f"{where}.{key}", getattr(task, key), True) for key in ("benchmarks_dir", "teacher_dir")
+            inputs.append((f"{where}.acl_path", task.acl_path, input_file))
+        inputs += [(f"{where}.{key}", getattr(task, key), input_folder) for key in ("benchmarks_dir", "teacher_dir")
                    if key in reads and getattr(task, key) is not None]
     if cocite:
         root = cfg.data.examples_dir
-        inputs += [("data.examples_dir", root, True)] + [("data.examples_dir", Path(root) / name, False)
-                                                         for name in ("abstracts.jsonl", "examples.train.jsonl")]
+        inputs += [("data.examples_dir", root, input_folder)] + [("data.examples_dir", Path(root) / name, input_file)
+                                                                 for name in ("abstracts.jsonl", "examples.train.jsonl")]
         if cfg.data.hard_negatives is not None:
-            inputs.append(("data.hard_negatives", cfg.data.hard_negatives, False))
-    for setting, path, folder in inputs:
-        if not folder:
-            input_file(path, setting)
-        elif not os.path.isdir(path):
-            raise (NotADirectoryError(errno.ENOTDIR, f"Not a folder ({setting})", str(path)) if os.path.exists(path)
-                   else FileNotFoundError(errno.ENOENT, f"No such folder ({setting})", str(path)))
+            inputs.append(("data.hard_negatives", cfg.data.hard_negatives, input_file))
+    for setting, path, check in inputs:
+        check(path, setting)
