@@ -87,7 +87,10 @@ def member_run(m: EnsembleMember, encoding: str | None) -> tuple:
 def _scorer_options(scorer: str, options: dict) -> dict:
     """`options` of `scorer` with the defaults of its constructor's other keywords (the `abstract` scorer takes none),
     the hybrid's `weights` and `calibration` as the scorer built with them holds them (`HybridScorer`: `weights: null`
-    as `DEFAULT_HYBRID_WEIGHTS`, a term of weight 0 left out, a calibration of null as {}: each spelling one run).
+    as `DEFAULT_HYBRID_WEIGHTS`, a term of weight 0 left out, a calibration of null as {}: each spelling one run),
+    less what its scores never read: the calibration of a term it does not weigh or of (0, 1) (a term without one
+    is scored as (0, 1)), and `tau` / `eps` (its `ot` term's) at their defaults when it does not weigh `ot`. The
+    member's identity only: the scorer is built, and its results record, the options as written.
     Numbers compare by value (`tau: 1` is `tau: 1.0`), as the scorers read them."""
     if scorer == "abstract":
         return dict(options)
@@ -97,7 +100,10 @@ def _scorer_options(scorer: str, options: dict) -> dict:
     bound.apply_defaults()
     if scorer == "hybrid":
         held = SCORER_CLASSES[scorer](**options)
-        bound.arguments.update(weights=dict(held.weights), calibration=dict(held.calibration))
+        bound.arguments.update(weights=dict(held.weights), calibration={  # (0, 1): `HybridScorer._match`'s default
+            t: pair for t, pair in held.calibration.items() if t in held.weights and pair != (0.0, 1.0)})
+        if "ot" not in held.weights:
+            bound.arguments.update({k: bound.signature.parameters[k].default for k in ("tau", "eps")})
     return dict(bound.arguments)
 
 
