@@ -3,11 +3,12 @@
     build         [--model M] --corpus papers.jsonl --out DIR [--overwrite] [--config configs/index.yaml] [key=value ...]
                   (model: the shipped aspect model aspire-minilm unless given)
     add           --index DIR --corpus more.jsonl [--model M]   (model defaults to the index's)
-                  (build: --backend auto by default, OpenVINO bf16 where the CPU has AMX or AVX512-BF16, else
-                  the exact model, one line says which; --backend torch for the exact model; a config's
-                  encode.backend/encode.quantize stand for --backend/--quantize in build and encode-shard. build, add,
-                  encode-shard: [--backend onnx [--quantize int8]] encodes with ONNX Runtime on the CPU; add
-                  must use the backend the index was built with, its fingerprint is checked)
+                  (build, encode-shard: --backend auto by default, OpenVINO bf16 where the CPU has AMX or
+                  AVX512-BF16, else the exact model (encode-shard's on the rank's GPU where CUDA is available), one
+                  line says which; --backend torch for the exact model; a config's encode.backend/encode.quantize
+                  stand for --backend/--quantize in both. build, add, encode-shard: [--backend onnx [--quantize
+                  int8]] encodes with ONNX Runtime on the CPU; add must use the backend the index was built with, its
+                  fingerprint is checked)
     encode-shard  [--model M] --corpus papers.jsonl --shards SHARDS [--num-shards S] [--merge-into DIR [--overwrite]]
                   (under torchrun; a re-run encodes only the shards not yet finished, and refuses finished shards
                   of another corpus, model, backend or setting; --shards must not hold an index)
@@ -133,7 +134,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p.add_argument("--num-shards", type=positive_int,
                    help="cut the corpus into this many shards, each written when done (default: one a rank)")
     add_backend_options(p)
-    p.set_defaults(backend=None)  # not given: the config's encode.backend, else torch (`config_backend`)
+    add_auto_backend_option(p)  # as build's, so that a sharded and a single build of one corpus agree
     with_config(p)
     p = command("merge", "merge the shards of a sharded encoding into one index")
     p.add_argument("--shards", required=True, help="directory holding every rank's shard")
@@ -243,11 +244,13 @@ def _run(args) -> int:
         built = recorded_backend(args)
     if args.command in ("build", "encode-shard"):  # the config's backend and precision, too, before torch and faiss
         config_backend(args, config.encode)
-    if args.command == "encode-shard" and args.backend is None:
-        args.backend = "torch"
     progress = show_progress(args)
     device = getattr(args, "device", None)
-    if args.command == "build":  # --backend auto (the default): the CPU's fastest, said in one line
+    if args.command in ("build", "encode-shard"):  # --backend auto (the default): the CPU's fastest, said in one line
+        if args.command == "encode-shard":  # its torch model runs on the rank's GPU where there is one
+            from aspire.index.shards import rank_device
+
+            device = rank_device()
         args.backend, args.quantize, note = resolve_backend(args.backend, args.quantize, args.model, device)
         if note:
             log.info(note)

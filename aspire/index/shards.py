@@ -61,6 +61,25 @@ def rank_and_world() -> tuple[int, int]:
     return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
 
 
+def rank_device() -> str | None:
+    """Where this rank's exact (torch) model encodes: its GPU (`cuda:LOCAL_RANK`) where CUDA is available, else None
+    (the CPU, where the fast backends run in any case). `encode-shard`'s `--backend auto` chooses for it."""
+    return f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if torch.cuda.is_available() else None
+
+
+def same_backend_on_every_rank(options: dict) -> None:
+    """ValueError, on every rank, when the ranks of a started group would encode with different backends or precisions
+    (`options`: this rank's `load_encoder` keywords): `--backend auto` chooses on each machine, and machines differ.
+    Said before anything is encoded, rather than by the merge, after all of it."""
+    mine = (options.get("backend", "torch"), options.get("quantize"))
+    chosen: list = [None] * dist.get_world_size()
+    dist.all_gather_object(chosen, mine)
+    if len(set(chosen)) > 1:
+        said = ", ".join(f"rank {rank} {backend} {quantize or 'fp32'}" for rank, (backend, quantize) in enumerate(chosen))
+        raise ValueError(f"the ranks would encode with different backends ({said}; --backend auto chooses on each "
+                         "machine): give every rank the same --backend, e.g. --backend torch for the exact model")
+
+
 def shard_name(shard: int, n_shards: int) -> str:
     return f"shard-{shard:05d}-of-{n_shards:05d}"
 
@@ -165,7 +184,11 @@ def finished_shards(shards_dir: str | Path, n_shards: int, record: dict) -> set[
             differs.append(f"holding records {meta.get('slice')} of {meta.get('corpus_papers')}, this run's shard "
                            f"{expected} of {record['corpus_papers']}")
         if differs:
-            raise ValueError(f"{path} was encoded {'; '.join(differs)}: {advice}")
+            again = ""  # another backend (torch, say, before encode-shard's default was auto): the flags that keep them
+            if meta.get("backend") and SHARD_RECORD["backends"].value(meta) != SHARD_RECORD["backends"].value(record):
+                quantize = f" --quantize {meta['quantize']}" if meta.get("quantize") else ""
+                again = f"give --backend {meta['backend']}{quantize} to encode as they were, "
+            raise ValueError(f"{path} was encoded {'; '.join(differs)}: {again}{advice}")
         done.add(shard)
     return done
 
@@ -197,7 +220,8 @@ def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path
     """The torchrun entry point: encode this rank's shards not yet finished (`num_shards`, default the
     world size; `finished_shards` says which are, and refuses stale ones); with `merge_into`, rank 0 merges after
     every rank has finished (gloo barrier). A corpus with no readable paper is refused before the model loads.
-    `encoder_options` go to `load_encoder` (e.g. `backend="onnx", quantize="int8"`); `progress`: rank 0's progress
+    `encoder_options` go to `load_encoder` (e.g. `backend="onnx", quantize="int8"`; the same on every rank,
+    `same_backend_on_every_rank`; the torch model on `rank_device`); `progress`: rank 0's progress
     bar. Returns the directories of this rank's shards, each with whether it was reused (finished
     by an earlier run) rather than written."""
     from aspire.encoders import load_encoder
@@ -214,9 +238,12 @@ def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path
         dist.init_process_group("gloo")
     try:
         options = dict(encoder_options or {})
+        if distributed:
+            same_backend_on_every_rank(options)
         encoder = load_encoder(model, **options)
-        if torch.cuda.is_available() and options.get("backend", "torch") == "torch":
-            encoder.to(torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))))
+        device = rank_device()
+        if device is not None and options.get("backend", "torch") == "torch":
+            encoder.to(torch.device(device))
         fingerprint, legacy = model_fingerprints(encoder)  # one pass over the weights
         record = shard_record(encoder, corpus_path, config, len(read[0]), model, fingerprint)
         record = version_1_record(shards_dir, n_shards, record, legacy)  # shards finished before version 2
