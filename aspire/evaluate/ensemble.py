@@ -99,9 +99,11 @@ def _scorer_options(scorer: str, options: dict) -> dict:
     bound = inspect.signature(SCORER_CLASSES[scorer]).bind(**options)
     bound.apply_defaults()
     if scorer == "hybrid":
+        from aspire.scoring.scorers import UNCALIBRATED
+
         held = SCORER_CLASSES[scorer](**options)
-        bound.arguments.update(weights=dict(held.weights), calibration={  # (0, 1): `HybridScorer._match`'s default
-            t: pair for t, pair in held.calibration.items() if t in held.weights and pair != (0.0, 1.0)})
+        bound.arguments.update(weights=dict(held.weights), calibration={
+            t: pair for t, pair in held.calibration.items() if t in held.weights and pair != UNCALIBRATED})
         if "ot" not in held.weights:
             bound.arguments.update({k: bound.signature.parameters[k].default for k in ("tau", "eps")})
     return dict(bound.arguments)

@@ -427,6 +427,7 @@ class AttentionScorer(_Scorer):
 # ---- the hybrid: whole abstract + facet query + sentence matching, one encoder pass --------------------------
 HYBRID_TERMS = ("whole", "facet", "minl2", "ot")
 DEFAULT_HYBRID_WEIGHTS = {"whole": 1.0, "facet": 1.0}  # two cosines: one scale, no calibration needed
+UNCALIBRATED = (0.0, 1.0)  # (mu, sigma) of a term given no calibration: its raw similarity
 
 
 @dataclass
@@ -520,7 +521,7 @@ class HybridScorer(_Scorer):
         terms = self._terms(queries, cands, pairwise, needed or self.weights)
         shares = {}
         for term, w in self.weights.items():
-            mu, sd = self.calibration.get(term, (0.0, 1.0))
+            mu, sd = self.calibration.get(term, UNCALIBRATED)
             shares[term] = w * (terms[term] - mu) / sd
         return HybridMatch(-sum(shares.values()), terms, shares)
 
