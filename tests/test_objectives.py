@@ -251,7 +251,7 @@ def test_title_and_author_tasks_train_from_an_acl_file(tiny_model_dir, examples_
     train_ids = {e.positive_source for e in train.examples}
     assert train_ids.isdisjoint({e.positive_source for e in dev.examples})
     with pytest.raises(ValueError, match=r"author task: unknown source\(s\) \['cocite'\]"):
-        build_tasks(tiny_config(tiny_model_dir, examples_dir, tmp_path / "bad", "tasks=[{name: author, benchmarks_dir: null}]"),
+        build_tasks(tiny_config(tiny_model_dir, examples_dir, tmp_path / "bad", "tasks=[{name: author, sources: [cocite], benchmarks_dir: null}]"),
                     "train")
     metrics = run(cfg)
     assert metrics["step"] > 0 and all(k in metrics for k in ("loss/title", "loss/author"))

@@ -22,7 +22,7 @@ def test_acl_keys_without_acl_source_are_refused(name):
     with pytest.raises(ConfigError, match=r"tasks\[\]\.max_papers=5 .*sources=\['cocite'\]"):
         load_config(Config, None, [f"tasks=[{{name: {name}, sources: [cocite], max_papers: 5}}]"])
     with pytest.raises(ConfigError, match=r"tasks\[\]\.acl_path='x.jsonl'"):
-        load_config(Config, None, [f"tasks=[{{name: {name}, acl_path: x.jsonl}}]"])
+        load_config(Config, None, [f"tasks=[{{name: {name}, sources: [cocite], acl_path: x.jsonl}}]"])
     sources = "[acl]" if name == "author" else "[cocite, acl]"  # an author task reads the acl source alone
     cfg = load_config(Config, None, [f"tasks=[{{name: {name}, sources: {sources}, max_papers: 5, acl_path: x.jsonl}}]"])
     assert cfg.tasks[0].max_papers == 5 and cfg.tasks[0].acl_path == "x.jsonl"

@@ -20,11 +20,12 @@ def _load(*overrides: str) -> Config:
 
 
 @pytest.mark.parametrize("name", ["author", "distill"])
-def test_a_task_reading_acl_alone_refuses_the_default_cocite_source_when_the_config_loads(name):
+def test_a_task_reading_acl_alone_refuses_a_cocite_source_when_the_config_loads(name):
+    """Given: since round 69 a task without `sources` takes its own default, `acl` here (that round's tests)."""
     extra = ", teacher_dir: runs/teacher" if name == "distill" else ""
     with pytest.raises(ConfigError, match=rf"{name} task: unknown source\(s\) \['cocite'\] in tasks\[\]\.sources=\['cocite'\]; "
                                           r"valid: \['acl'\]"):
-        _load(f"tasks=[{{name: {name}, benchmarks_dir: null{extra}}}]")
+        _load(f"tasks=[{{name: {name}, sources: [cocite], benchmarks_dir: null{extra}}}]")
     assert _load(f"tasks=[{{name: {name}, sources: [acl], benchmarks_dir: null{extra}}}]").tasks[0].sources == ["acl"]
     assert train_config.TASK_SOURCES[name] == ("acl",)  # the one list, which aspire.train.tasks reads
 

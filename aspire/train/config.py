@@ -276,15 +276,15 @@ class TaskConfig:
     loss; `data_dir` holds `cocitations.jsonl`; pairs citing a CSFCube or reviewer-set paper under `benchmarks_dir`
     are left out) or `crop` (two random spans of `span_min`..`span_max`
     sentences of one abstract, `views` pairs per abstract; `sources`: `cocite` (the co-citation
-    abstracts) and/or `acl` (`acl_path`, at most `max_papers` of them, 0 = all; both refused
+    abstracts, the default) and/or `acl` (`acl_path`, at most `max_papers` of them, 0 = all; both refused
     without `acl`); every benchmark paper
     under `benchmarks_dir` is removed by normalised title (null turns the removal off, with a
     warning); `dev_share` of the abstracts, by hash, give the dev pairs), `title` (a title paired with
     its abstract; same `sources`) or `author` (two ACL papers sharing at least `min_shared_authors`
-    authors, `views` partners a paper; authors of more than `max_author_papers` papers link nothing).
-    `distill`: each ACL paper (`sources: [acl]`, sampled and filtered as above) paired with `views` of
-    its `neighbours` nearest papers by the teacher vectors of `teacher_dir` (`aspire.train.teacher`,
-    written for the same `max_papers`); with `loss.kind: mnrl` each such row's loss is the KL
+    authors, `views` partners a paper; authors of more than `max_author_papers` papers link nothing; `sources`:
+    `acl` alone, the default). `distill`: each ACL paper (`sources: [acl]`, the default; sampled and filtered as
+    above) paired with `views` of its `neighbours` nearest papers by the teacher vectors of `teacher_dir`
+    (`aspire.train.teacher`, written for the same `max_papers`); with `loss.kind: mnrl` each such row's loss is the KL
     divergence to the teacher's in-batch similarities (`loss.teacher_scale`). `near_negatives` adds to each
     pair another of the anchor's `neighbours` as its hard negative, so the teacher's soft targets also rank
     papers near the anchor (the pools of a faceted benchmark hold such papers), not only random ones.
@@ -293,9 +293,10 @@ class TaskConfig:
 
     The keys are one flat mapping in YAML, but each task reads only its own (`TASK_KEYS`, beside the mixing keys
     every task has): a key of another task set to anything but its default is a `ConfigError` naming it, never
-    silently ignored. So are settings that cannot make the task's pairs (`task_problem`: `author` and `distill` read
-    the `acl` source alone, so the default `sources` is refused for them) and, in `Config`, a task named twice or a
-    `distill` task under a loss other than `mnrl` (`tasks_problem`).
+    silently ignored. `sources` not given is the task's own default (`default_sources`: `cocite` where the task reads
+    it, `acl` for `author` and `distill`); the list is recorded, never None. Settings that cannot make the task's pairs
+    are refused too (`task_problem`: a `sources` given that the task cannot read, e.g. `cocite` for `author`) and, in
+    `Config`, a task named twice or a `distill` task under a loss other than `mnrl` (`tasks_problem`).
     """
 
     name: Literal["cocite", "context2doc", "crop", "title", "author", "distill"] = "cocite"
@@ -303,7 +304,7 @@ class TaskConfig:
     ratio: float = ranged(1.0, gt=0)
     steps: int = ranged(0, ge=0)
     data_dir: str = "../shared/data/cocite-acl"
-    sources: list[str] = field(default_factory=lambda: ["cocite"])
+    sources: list[str] = None  # not given (None): `default_sources(name)`, set in __post_init__; YAML null is refused
     acl_path: str = "../shared/data/acl-anthology/papers.jsonl.gz"
     benchmarks_dir: str | None = "../shared/data"
     span_min: int = ranged(1, ge=1)
@@ -318,8 +319,12 @@ class TaskConfig:
     near_negatives: bool = False
 
     def __post_init__(self) -> None:
+        own = default_sources(self.name)  # an author task's default was cocite: refused, so `sources: [acl]` was a must
+        if self.sources is None:
+            self.sources = own
         _refuse_stray(self, MIX_KEYS + TASK_KEYS[self.name], f"tasks[]: a {self.name} task",
-                      f"reads {', '.join(TASK_KEYS[self.name]) or 'no key'} beside {', '.join(MIX_KEYS)}")
+                      f"reads {', '.join(TASK_KEYS[self.name]) or 'no key'} beside {', '.join(MIX_KEYS)}",
+                      {"sources": own})
         if "acl_path" in TASK_KEYS[self.name] and "acl" not in self.sources:  # only the ACL source reads them
             unread = [f"tasks[].{k}={getattr(self, k)!r}" for k in ("acl_path", "max_papers")
                       if getattr(self, k) != _default(_field(TaskConfig, k))]
@@ -340,10 +345,13 @@ def _field(cls, name: str):
     return next(f for f in fields(cls) if f.name == name)
 
 
-def _refuse_stray(config, own: tuple[str, ...], what: str, reads: str) -> None:
-    """ConfigError naming the keys of `config` outside `own` that are set to anything but their default: one
-    flat section shared by several kinds, each reading its own keys, never ignores a key silently."""
-    stray = [f.name for f in fields(config) if f.name not in own and getattr(config, f.name) != _default(f)]
+def _refuse_stray(config, own: tuple[str, ...], what: str, reads: str, defaults: dict | None = None) -> None:
+    """ConfigError naming the keys of `config` outside `own` that are set to anything but their default (`defaults`
+    {key: value} where it is not the field's: one resolved in `__post_init__`): one flat section shared by several
+    kinds, each reading its own keys, never ignores a key silently."""
+    defaults = defaults or {}
+    stray = [f.name for f in fields(config)
+             if f.name not in own and getattr(config, f.name) != defaults.get(f.name, _default(f))]
     if stray:
         raise ConfigError(f"{what} does not read {', '.join(stray)} (it {reads}); remove "
                           f"{'it' if len(stray) == 1 else 'them'} or choose the kind that reads "
@@ -366,6 +374,14 @@ TASK_SOURCES: dict[str, tuple[str, ...]] = {"crop": ("cocite", "acl"), "title": 
                                             "distill": ("acl",)}
 
 
+def default_sources(name: str) -> list[str]:
+    """A `name` task's `sources` when none are given: `["cocite"]` where it can read that source (`TASK_SOURCES`; a
+    task reading none, `cocite` or `context2doc`, records it too, as always), else every source it can read (`author`,
+    `distill`: `["acl"]`)."""
+    valid = TASK_SOURCES.get(name, ("cocite",))
+    return ["cocite"] if "cocite" in valid else list(valid)
+
+
 def sources_problem(name: str, sources: list[str], valid: tuple[str, ...]) -> str | None:
     """Why a `name` task cannot read `sources` (none, or one outside `valid`), or None."""
     unknown = sorted(set(sources) - set(valid))
@@ -376,7 +392,7 @@ def sources_problem(name: str, sources: list[str], valid: tuple[str, ...]) -> st
 
 def task_problem(task: TaskConfig) -> str | None:
     """Why `task`'s own settings cannot make its pairs, or None: a source it cannot read (`TASK_SOURCES`; an `author`
-    or `distill` task reads `acl` alone, not the default `cocite`), a crop's `span_max` below its `span_min`, a
+    or `distill` task reads `acl` alone, e.g. not a `cocite` given), a crop's `span_max` below its `span_min`, a
     `distill` task without `teacher_dir`, with more `views` than `neighbours` (fewer pairs than asked) or with
     `near_negatives` and one neighbour (the partner: no negative). Refused when the config loads (`TaskConfig`) and,
     for a task changed since, by `aspire.train.tasks.build_tasks` (`tasks_problem`)."""
