@@ -533,9 +533,11 @@ def check_inputs(cfg: Config) -> None:
     """A training run's check (`aspire.train.trainer.run`), before a model loads or any data is read: each input the
     config reads is there; an OSError naming the setting otherwise. The inputs: `data.examples_dir` (a folder holding
     `abstracts.jsonl` and `examples.train.jsonl`) and `data.hard_negatives`, where the co-cited pairs or a task's
-    `cocite` source are read; a task's `data_dir` (its `cocitations.jsonl`), `acl_path` (for the `acl` source),
-    `benchmarks_dir` and `teacher_dir` (where set), where the task reads them (`TASK_KEYS`). A missing one was found
-    only once the model had loaded (and, for a task's, its other sources been read: minutes with the ACL source)."""
+    `cocite` source are read (first, as their reader does, the folder of each refused with a ValueError when a stage
+    stopped before it finished left it: `aspire.data.cocite.stages.check_finished`); a task's `data_dir` (its
+    `cocitations.jsonl`), `acl_path` (for the `acl` source), `benchmarks_dir` and `teacher_dir` (where set), where
+    the task reads them (`TASK_KEYS`). A missing one was found only once the model had loaded (and, for a task's,
+    its other sources been read: minutes with the ACL source)."""
     inputs: list[tuple[str, str | Path, Callable]] = []  # (setting, path, its check), a folder before its files
     cocite = not cfg.tasks  # the co-cited pairs alone
     for i, task in enumerate(cfg.tasks):
@@ -548,10 +550,13 @@ def check_inputs(cfg: Config) -> None:
         inputs += [(f"{where}.{key}", getattr(task, key), input_folder) for key in ("benchmarks_dir", "teacher_dir")
                    if key in reads and getattr(task, key) is not None]
     if cocite:
+        from aspire.data.cocite.stages import check_finished  # a stopped stage's files: partial, or not written yet
+
         root = cfg.data.examples_dir
-        inputs += [("data.examples_dir", root, input_folder)] + [("data.examples_dir", Path(root) / name, input_file)
-                                                                 for name in ("abstracts.jsonl", "examples.train.jsonl")]
+        inputs += [("data.examples_dir", root, input_folder), ("data.examples_dir", root, check_finished)] + [
+            ("data.examples_dir", Path(root) / name, input_file) for name in ("abstracts.jsonl", "examples.train.jsonl")]
         if cfg.data.hard_negatives is not None:
-            inputs.append(("data.hard_negatives", cfg.data.hard_negatives, input_file))
+            inputs += [("data.hard_negatives", Path(cfg.data.hard_negatives).parent, check_finished),
+                       ("data.hard_negatives", cfg.data.hard_negatives, input_file)]
     for setting, path, check in inputs:
         check(path, setting)

@@ -29,7 +29,7 @@ from aspire.config import is_whole
 from aspire.data.acl import same_work_groups
 from aspire.data.cocite.config import REPORT
 from aspire.data.cocite.sets import cocited_partners
-from aspire.data.cocite.stages import STAGE_DIRS, STAGE_MARKER, stage_report, started_stage
+from aspire.data.cocite.stages import STAGE_DIRS, check_finished, stage_report
 from aspire.data.papers import Paper, read_paper_map
 from aspire.io import iter_jsonl, require
 from aspire.train.config import DataConfig
@@ -315,10 +315,8 @@ def load_split(cfg: DataConfig, split: str) -> TripletDataset:
         raise FileNotFoundError(f"data.examples_dir {root} does not exist; build it with `aspire data run-all`")
     for setting, folder in (("data.examples_dir", root),
                             ("data.hard_negatives", Path(cfg.hard_negatives).parent if cfg.hard_negatives else None)):
-        stage = started_stage(folder) if folder is not None else None
-        if stage is not None:  # a stage killed half-way: its files are partial (`aspire.data.cocite.stages`)
-            raise ValueError(f"{setting}: {folder} holds the output of stage {stage!r} stopped before it finished "
-                             f"(a {STAGE_MARKER} and no {REPORT}); rerun that stage into it before training on it")
+        if folder is not None:  # a stage killed half-way: its files are partial (`aspire.data.cocite.stages`)
+            check_finished(folder, setting)
     check_benchmark_papers_excluded(root)
     full = read_paper_map(root / "abstracts.jsonl", split_strings=False)
     hard = _read_hard_negatives(cfg.hard_negatives) if cfg.hard_negatives else None

@@ -79,6 +79,15 @@ def started_stage(folder: str | Path) -> str | None:
         return ""
 
 
+def check_finished(folder: str | Path, setting: str) -> None:
+    """ValueError naming `setting` (the training setting that reads `folder`) when `folder` holds the output of a
+    stage stopped before it finished (`started_stage`): its files are partial or not written yet."""
+    stage = started_stage(folder)
+    if stage is not None:
+        raise ValueError(f"{setting}: {folder} holds the output of stage {stage!r} stopped before it finished "
+                         f"(a {STAGE_MARKER} and no {REPORT}); rerun that stage into it before training on it")
+
+
 def begin_stage(folder: str | Path, stage: str) -> None:
     """Before `stage` writes its first file into `folder`: `STAGE_MARKER` naming it, then an earlier report
     removed (a rerun stopped half-way is never read as the earlier, finished output), and the temporary files an
