@@ -322,19 +322,24 @@ class TaskConfig:
         own = default_sources(self.name)  # an author task's default was cocite: refused, so `sources: [acl]` was a must
         if self.sources is None:
             self.sources = own
-        _refuse_stray(self, MIX_KEYS + TASK_KEYS[self.name], f"tasks[]: a {self.name} task",
+        _refuse_stray(self, MIX_KEYS + TASK_KEYS[self.name], f"tasks[]: {_a_task(self.name)}",
                       f"reads {', '.join(TASK_KEYS[self.name]) or 'no key'} beside {', '.join(MIX_KEYS)}",
                       {"sources": own})
         if "acl_path" in TASK_KEYS[self.name] and "acl" not in self.sources:  # only the ACL source reads them
             unread = [f"tasks[].{k}={getattr(self, k)!r}" for k in ("acl_path", "max_papers")
                       if getattr(self, k) != _default(_field(TaskConfig, k))]
             if unread:
-                raise ConfigError(f"{', '.join(unread)} with tasks[].sources={self.sources}: a {self.name} task reads "
-                                  "acl_path and max_papers for the acl source only; remove "
+                raise ConfigError(f"{', '.join(unread)} with tasks[].sources={self.sources}: {_a_task(self.name)} "
+                                  "reads acl_path and max_papers for the acl source only; remove "
                                   f"{'it' if len(unread) == 1 else 'them'} or add acl to sources")
         problem = task_problem(self)
         if problem:  # once found only after the model had loaded and the task's other sources been read
             raise ConfigError(problem)
+
+
+def _a_task(name: str) -> str:
+    """"a crop task", "an author task": a `name` task with its article, for messages."""
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name} task"
 
 
 def _default(f):
@@ -434,13 +439,14 @@ def tasks_problem(tasks: list[TaskConfig], loss: LossConfig) -> str | None:
     return None
 
 
-def steps_problem(steps: Sequence) -> str | None:
+def steps_problem(steps: Sequence, unit: str = "") -> str | None:
     """Why a sequential mix cannot run stages of `steps` micro-batches or steps (one a task, in order), or None: each
     must be an integer >= 1 (a stage of none left its task untrained). Refused when the config loads, for the tasks'
-    `steps` (`sequential_problem`), and by `aspire.train.mixing.MixSampler`, for its `stage_batches`."""
+    `steps` (`sequential_problem`), and by `aspire.train.mixing.MixSampler`, for its `stage_batches`: `unit` follows
+    the numbers where they are not the tasks' steps (the sampler's micro-batches)."""
     bad = next((t for t, n in enumerate(steps) if not is_whole(n, 1)), None)
     return None if bad is None else (f"tasks[{bad}].steps: mix.mode sequential needs steps >= 1 for every task, "
-                                     f"got {list(steps)}")
+                                     f"got {list(steps)}{unit}")
 
 
 def sequential_problem(cfg: Config) -> str | None:
@@ -529,15 +535,24 @@ class Config:
                                   "model.kind=abstract")
 
 
+def examples_folder(path: str | Path, setting: str = "data.examples_dir") -> Path:
+    """`path` when it is a folder (`input_folder`, naming `setting`); a missing one is refused with how to build it."""
+    try:
+        return input_folder(path, setting)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"No such folder ({setting}): {path}; build it with `aspire data run-all`") from None
+
+
 def check_inputs(cfg: Config) -> None:
     """A training run's check (`aspire.train.trainer.run`), before a model loads or any data is read: each input the
     config reads is there; an OSError naming the setting otherwise. The inputs: `data.examples_dir` (a folder holding
-    `abstracts.jsonl` and `examples.train.jsonl`) and `data.hard_negatives`, where the co-cited pairs or a task's
-    `cocite` source are read (first, as their reader does, the folder of each refused with a ValueError when a stage
-    stopped before it finished left it: `aspire.data.cocite.stages.check_finished`); a task's `data_dir` (its
-    `cocitations.jsonl`), `acl_path` (for the `acl` source), `benchmarks_dir` and `teacher_dir` (where set), where
-    the task reads them (`TASK_KEYS`). A missing one was found only once the model had loaded (and, for a task's,
-    its other sources been read: minutes with the ACL source)."""
+    `abstracts.jsonl` and `examples.train.jsonl`; a missing one is refused saying how to build it: `examples_folder`)
+    and `data.hard_negatives`, where the co-cited pairs or a task's `cocite` source are read (first, as their reader
+    does, the folder of each refused with a ValueError when a stage stopped before it finished left it:
+    `aspire.data.cocite.stages.check_finished`); a task's `data_dir` (its `cocitations.jsonl`), `acl_path` (for the
+    `acl` source), `benchmarks_dir` and `teacher_dir` (where set), where the task reads them (`TASK_KEYS`). A missing
+    one was found only once the model had loaded (and, for a task's, its other sources been read: minutes with the
+    ACL source)."""
     inputs: list[tuple[str, str | Path, Callable]] = []  # (setting, path, its check), a folder before its files
     cocite = not cfg.tasks  # the co-cited pairs alone
     for i, task in enumerate(cfg.tasks):
@@ -553,7 +568,7 @@ def check_inputs(cfg: Config) -> None:
         from aspire.data.cocite.stages import check_finished  # a stopped stage's files: partial, or not written yet
 
         root = cfg.data.examples_dir
-        inputs += [("data.examples_dir", root, input_folder), ("data.examples_dir", root, check_finished)] + [
+        inputs += [("data.examples_dir", root, examples_folder), ("data.examples_dir", root, check_finished)] + [
             ("data.examples_dir", Path(root) / name, input_file) for name in ("abstracts.jsonl", "examples.train.jsonl")]
         if cfg.data.hard_negatives is not None:
             inputs += [("data.hard_negatives", Path(cfg.data.hard_negatives).parent, check_finished),

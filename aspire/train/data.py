@@ -32,7 +32,7 @@ from aspire.data.cocite.sets import cocited_partners
 from aspire.data.cocite.stages import STAGE_DIRS, check_finished, stage_report
 from aspire.data.papers import Paper, read_paper_map
 from aspire.io import iter_jsonl, require
-from aspire.train.config import DataConfig
+from aspire.train.config import DataConfig, examples_folder
 from aspire.train.document_model import TripletBatch
 from aspire.train.mixing import check_position, check_sizes
 from aspire.train.task_formats import DEFAULT_TASK
@@ -306,13 +306,12 @@ def check_benchmark_papers_excluded(examples_dir: str | Path) -> str | None:
 
 def load_split(cfg: DataConfig, split: str) -> TripletDataset:
     """`examples.{split}.jsonl` of `cfg.examples_dir` with its abstracts (cut to `cfg.max_sentences`).
-    A split without examples is refused with a ValueError naming it, and so is an examples folder (or the hard
-    negatives' folder) that a stage left unfinished (its stage-started marker and no report). Examples built without
-    taking CSFCube's and the reviewer set's papers out (or with no ingest report saying) are read, with a warning
+    A missing examples folder is an OSError saying how to build it (`examples_folder`). A split without examples is
+    refused with a ValueError naming it, and so is an examples folder (or the hard negatives' folder) that a stage
+    left unfinished (its stage-started marker and no report). Examples built without taking CSFCube's and the
+    reviewer set's papers out (or with no ingest report saying) are read, with a warning
     (`check_benchmark_papers_excluded`)."""
-    root = Path(cfg.examples_dir)
-    if not root.is_dir():
-        raise FileNotFoundError(f"data.examples_dir {root} does not exist; build it with `aspire data run-all`")
+    root = examples_folder(cfg.examples_dir)  # a missing one: how to build it
     for setting, folder in (("data.examples_dir", root),
                             ("data.hard_negatives", Path(cfg.hard_negatives).parent if cfg.hard_negatives else None)):
         if folder is not None:  # a stage killed half-way: its files are partial (`aspire.data.cocite.stages`)

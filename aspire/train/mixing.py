@@ -28,6 +28,8 @@ from torch.utils.data import Sampler
 from aspire.config import is_whole
 from aspire.train.config import steps_problem
 
+STAGE_BATCHES = "micro-batches (stage_batches: each task's steps x train.grad_accum)"  # what MixSampler's stages count
+
 CYCLE = 60  # slots of the alternating cycle
 
 
@@ -142,8 +144,8 @@ class MixSampler(Sampler[list[int]]):
             raise ValueError(f"MixSampler: limit (micro-batches per epoch) must be None or an integer >= 1, "
                              f"got {limit!r}")
         if mode != "sequential" and len(stage_batches):  # would be silently ignored
-            raise ValueError(f"MixSampler: stage_batches (the tasks' steps) are read by mix.mode sequential only, "
-                             f"got {list(stage_batches)} with mix.mode {mode}")
+            raise ValueError(f"MixSampler: stage_batches are read by mix.mode sequential only, got "
+                             f"{list(stage_batches)} {STAGE_BATCHES} with mix.mode {mode}")
         self.sizes, self.offsets, self.mode = list(sizes), list(offsets), mode
         self.batch_size, self.seed, self.epoch, self.start = batch_size, seed, epoch, start
         self.rank, self.world_size = rank, world_size
@@ -157,7 +159,8 @@ class MixSampler(Sampler[list[int]]):
             if len(stage_batches) != len(sizes):  # a task without a stage, or a stage without a task
                 raise ValueError(f"MixSampler: stage_batches must be one a task (mix.mode sequential), got "
                                  f"{len(stage_batches)} for {len(sizes)} task(s): {list(stage_batches)}")
-            problem = steps_problem(stage_batches)  # the tasks' steps are checked when the config loads, too
+            # the tasks' steps are checked when the config loads, too; these are micro-batches
+            problem = steps_problem(stage_batches, f" {STAGE_BATCHES}")
             if problem:
                 raise ValueError(problem)
             self.stage_ends = [sum(stage_batches[: t + 1]) for t in range(len(stage_batches))]
