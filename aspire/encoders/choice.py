@@ -1,6 +1,6 @@
-"""Which inference backend encodes when the user names none (`--backend auto`): the demo and `aspire index build`
-(whose index records it, so `aspire search` encodes its queries the same way). `aspire evaluate` keeps the exact
-torch model: its known answers stay exact.
+"""Which inference backend encodes when the user names none (`--backend auto`): the demo, `aspire index build` and
+`aspire index encode-shard` (whose index records it, so `aspire search` encodes its queries the same way).
+`aspire evaluate` keeps the exact torch model: its known answers stay exact.
 
 `choose_backend` picks OpenVINO at bf16 (`aspire.encoders.backends`; the fastest backend measured, CSFCube within
 0.04 MAP of the exact model) where it runs natively: on the CPU, on a CPU with AMX or AVX512-BF16 (read from
