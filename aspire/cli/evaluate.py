@@ -85,7 +85,7 @@ def _csfcube_args(p: argparse.ArgumentParser) -> None:
     model_args(p, encodings=POOL_ENCODINGS)
     facet_args(p)
     add_stage_args(p, "title + abstract, the query's text its facet sentences")
-    p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
+    p.add_argument("--search-pipeline", nargs="*", metavar="search.KEY=VALUE",
                    help="score `aspire search` itself: each pool indexed with --model and searched by the Searcher "
                         "with these search-config overrides (e.g. search.stages=ann,bm25 search.rerank=maxpassage)")
 
@@ -266,7 +266,7 @@ def _reviewers_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", type=number_list, help="comma-separated weights when --scorer lists several (fused)")
     p.add_argument("--exp", help="experiment name of the written predictions (default model-scorer-aggregate)")
     add_stage_args(p, "title + abstract (a submission's against each archive paper's)")
-    p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
+    p.add_argument("--search-pipeline", nargs="*", metavar="search.KEY=VALUE",
                    help="score `aspire search` itself: each reviewer's archive indexed with --model and searched by "
                         "each submission with these search-config overrides (e.g. search.rerank=minl2), then aggregated")
     model_args(p, None, f"one of {', '.join(SCORERS)}, or several comma-separated (fused by z-score)",
@@ -372,7 +372,7 @@ def _context2doc_args(p: argparse.ArgumentParser) -> None:
     add_stage_args(p)
     p.add_argument("--depth", type=positive_int, default=100, help="documents written per query (default 100)")
     p.add_argument("--exp", help="run tag (default from model/scorer)")
-    p.add_argument("--search-pipeline", nargs="*", metavar="KEY=VALUE",
+    p.add_argument("--search-pipeline", nargs="*", metavar="search.KEY=VALUE",
                    help="score `aspire search` itself: index the candidates with --model and answer each query "
                         "with the Searcher, these search-config overrides (e.g. search.stages=ann,bm25 search.rerank=none)")
     model_args(p)
