@@ -47,7 +47,8 @@ from aspire.index.config import (  # the argument checks every entry point (API,
     exhaustion_reason,
     unused_settings,
 )
-from aspire.index.store import SentenceIndex, model_fingerprints
+from aspire.index.fingerprint import model_fingerprints
+from aspire.index.store import SentenceIndex
 from aspire.retrieval.crossencoder import cross_rerank, cross_seconds
 from aspire.scoring import cross_l2_cost, get_scorer
 from aspire.scoring.chunked import score_chunked

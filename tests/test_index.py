@@ -177,7 +177,7 @@ def test_model_mismatch_and_version_mismatch_are_refused(tmp_path):
 
 
 def test_mismatch_message_names_what_differs_and_what_to_leave_out():
-    from aspire.index.store import restate_mismatch
+    from aspire.index.fingerprint import restate_mismatch
 
     with pytest.raises(ModelMismatchError) as caught:
         SentenceIndex.build(random_corpus(5), config(kind="flat"), "fp-a", "model-a").check_model("fp-b")

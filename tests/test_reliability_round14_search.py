@@ -166,7 +166,7 @@ def test_query_by_id_re_encoded_equals_the_indexed_vectors(tiny_model_dir, inclu
     from aspire.encoders import load_encoder
     from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex
     from aspire.index.corpus import encode_corpus
-    from aspire.index.store import encoder_include_title, model_fingerprint
+    from aspire.index.fingerprint import encoder_include_title, model_fingerprint
 
     encoder = load_encoder(tiny_model_dir, include_title=include_title)
     papers = [Paper("a", "a model", ["we propose a method.", "it works."]), Paper("b", "", ["the data is new."])]

@@ -15,7 +15,8 @@ from aspire.data.papers import Paper
 from aspire.encoders import load_encoder
 from aspire.index.config import IndexBuildConfig, IndexConfig
 from aspire.index.corpus import encode_corpus
-from aspire.index.store import SentenceIndex, model_fingerprint
+from aspire.index.fingerprint import model_fingerprint
+from aspire.index.store import SentenceIndex
 from aspire.search import Searcher
 
 POOL = ["c3", "c4", "c1", "c2"]

@@ -192,7 +192,12 @@ class QueryMaker:
         if self.searcher.encoder is None:
             from aspire.encoders import load_encoder
             from aspire.encoders.pretrained import pinned_model
-            from aspire.index.store import ModelMismatchError, describe_backend, model_fingerprints, restate_mismatch
+            from aspire.index.fingerprint import (
+                ModelMismatchError,
+                describe_backend,
+                model_fingerprints,
+                restate_mismatch,
+            )
 
             index = self.searcher.index
             backend, quantize = query_backend(index, self.args)
@@ -238,7 +243,7 @@ class QueryMaker:
     def from_id(self, paper_id: str, sentences: str | None) -> Query:
         if self.code(sentences) is None and not self.args.query_side:
             return Query(paper_id, self._placed(self.searcher.query_from_index(paper_id, sentences)))
-        from aspire.index.store import encoder_include_title
+        from aspire.index.fingerprint import encoder_include_title
 
         self.load_encoder()
         index, i = self.searcher.index, self.searcher.index.position(paper_id)

@@ -37,7 +37,8 @@ from aspire.data.papers import Paper
 from aspire.evaluate.context2doc_run import check_depth, score_and_write
 from aspire.index.config import IndexBuildConfig, IndexConfig, unused_settings
 from aspire.index.corpus import encode_corpus
-from aspire.index.store import SentenceIndex, encoder_include_title, model_fingerprint
+from aspire.index.fingerprint import encoder_include_title, model_fingerprint
+from aspire.index.store import SentenceIndex
 from aspire.search import Searcher
 
 log = logging.getLogger(__name__)

@@ -259,8 +259,9 @@ def _run(args) -> int:
     if args.command in ("build", "encode-shard"):  # recorded: search encodes its queries the same way
         config.encode.backend, config.encode.quantize = args.backend, args.quantize
     from aspire.index.build import add_to_index, build_index
+    from aspire.index.fingerprint import ModelMismatchError, restate_mismatch
     from aspire.index.shards import run_encode_shard
-    from aspire.index.store import ModelMismatchError, SentenceIndex, restate_mismatch
+    from aspire.index.store import SentenceIndex
     from aspire.index.stream import merge_streaming
 
     if args.command == "build":  # under the directory's lock, refused or cleaned before any encoding

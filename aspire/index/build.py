@@ -23,7 +23,8 @@ from aspire.config import apply_overrides
 from aspire.index.config import EncodeConfig, IndexBuildConfig
 from aspire.index.corpus import describe_rejected, encode_corpus, in_line_order, read_corpus
 from aspire.index.disk import IndexExistsError, IndexFormatError, clear_leftovers, index_exists, index_lock
-from aspire.index.store import SentenceIndex, encoder_include_title, model_fingerprints
+from aspire.index.fingerprint import encoder_include_title, model_fingerprints
+from aspire.index.store import SentenceIndex
 
 log = logging.getLogger(__name__)
 

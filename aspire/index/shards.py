@@ -50,7 +50,8 @@ from aspire.index.build import require_papers
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.corpus import EncodedCorpus, encode_corpus, in_line_order, read_corpus, read_shard_meta
 from aspire.index.disk import SHARD_META, index_entries
-from aspire.index.store import SentenceIndex, encoder_include_title, model_fingerprint, model_fingerprints
+from aspire.index.fingerprint import encoder_include_title, model_fingerprint, model_fingerprints
+from aspire.index.store import SentenceIndex
 from aspire.index.stream import SHARD_DIR, SHARD_RECORD, merge_streaming, plan_shards
 
 log = logging.getLogger(__name__)
