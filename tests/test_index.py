@@ -286,7 +286,7 @@ def test_cli_build_add_info_and_model_check(tmp_path, tiny_model_dir, capsys):
     assert index.model_fingerprint == model_fingerprint(load_encoder(tiny_model_dir))
     capsys.readouterr()
     live = (out / "CURRENT").read_text()  # adding only what is indexed already: refused, no new generation
-    assert index_main(["add", "--index", str(out), "--corpus", str(more)]) == 2
+    assert index_main(["add", "--index", str(out), "--corpus", str(more), "--quiet"]) == 2  # no note of the backend
     assert capsys.readouterr().err == (f"error: nothing to add: all 1 records of {more} are indexed already or were "
                                        "rejected: paper 'q': indexed already\n")
     assert (out / "CURRENT").read_text() == live
@@ -298,7 +298,7 @@ def test_cli_build_add_info_and_model_check(tmp_path, tiny_model_dir, capsys):
         next(enc.model.parameters()).add_(1.0)
     enc.save_pretrained(other)
     capsys.readouterr()
-    assert index_main(["add", "--index", str(out), "--corpus", str(more), "--model", str(other)]) == 2
+    assert index_main(["add", "--index", str(out), "--corpus", str(more), "--model", str(other), "--quiet"]) == 2
     err = capsys.readouterr().err  # ModelMismatchError, one line naming what differs
     assert err.count("\n") == 1 and "the index was built with model" in err and "leave out --model to use" in err
     with pytest.raises(ModelMismatchError):  # with --log-level DEBUG the exception (and its traceback) shows

@@ -2,7 +2,8 @@
 
     build         [--model M] --corpus papers.jsonl --out DIR [--overwrite] [--config configs/index.yaml] [key=value ...]
                   (model: the shipped aspect model aspire-minilm unless given)
-    add           --index DIR --corpus more.jsonl [--model M]   (model defaults to the index's)
+    add           --index DIR --corpus more.jsonl [--model M]   (model, backend and precision default to the index's;
+                  one line says which backend)
                   (build, encode-shard: --backend auto by default, OpenVINO bf16 where the CPU has AMX or
                   AVX512-BF16, else the exact model (encode-shard's on the rank's GPU where CUDA is available), one
                   line says which; --backend torch for the exact model; a config's encode.backend/encode.quantize
@@ -14,7 +15,8 @@
                   of another corpus, model, backend or setting; --shards must not hold an index)
     merge         --shards SHARDS --out DIR [--allow-missing] [--overwrite]   (streaming: shard by shard, never the
                   whole corpus in RAM; the index records the backend and precision the shards were encoded with)
-    info          --index DIR [--verify]   (--verify: check every file's SHA-256)
+    info          --index DIR [--verify]   (the manifest, with the generation's path and, as `encoded_with`, the
+                  backend and precision its config.yaml records; --verify: check every file's SHA-256)
 
 build, merge and --merge-into refuse a folder that already holds an index unless --overwrite is given.
 
@@ -143,7 +145,7 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     p.add_argument("--allow-missing", action="store_true",
                    help="index the finished shards when some are missing (they are named in a warning)")
     with_config(p)
-    p = command("info", "print an index's manifest (JSON)")
+    p = command("info", "print an index's manifest and the backend and precision it was encoded with (JSON)")
     p.add_argument("--index", required=True, help="the index directory")
     p.add_argument("--verify", action="store_true", help="check every file's SHA-256 (loading checks files up to 64 MiB)")
     return parser
@@ -172,17 +174,43 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.index") ->
     return run_command(lambda: _run(args), args)
 
 
+def recorded_encoding(manifest: dict) -> tuple[str | None, str | None]:
+    """The backend and precision the index of `manifest` (`SentenceIndex.read_manifest`'s, with its generation's
+    `path`) records in its generation's config.yaml: (None, None) for one built before they were recorded, which the
+    exact torch model encoded (`add` and `search` encode with it)."""
+    encode = load_config(IndexBuildConfig, Path(manifest["path"]) / "config.yaml").encode
+    return encode.backend, encode.quantize
+
+
 def recorded_backend(args) -> tuple[str, str | None, str | None]:
     """`add` without --backend/--quantize: encode with the backend and precision the index records (torch when
-    it records none), as `aspire search` does. Returns what the index records: model name, backend, precision."""
+    it records none), as `aspire search` does, said in one line. Returns what the index records: model name, backend,
+    precision."""
+    from aspire.index.fingerprint import describe_backend
     from aspire.index.store import SentenceIndex
 
     manifest = SentenceIndex.read_manifest(args.index)
-    encode = load_config(IndexBuildConfig, Path(manifest["path"]) / "config.yaml").encode
+    backend, quantize = recorded_encoding(manifest)
     if args.backend is None:
-        args.backend = encode.backend or "torch"
-        args.quantize = args.quantize if args.quantize is not None else encode.quantize
-    return manifest["model_name"], encode.backend, encode.quantize
+        args.backend = backend or "torch"
+        args.quantize = args.quantize if args.quantize is not None else quantize
+        log.info("encoding with %s: %s", describe_backend(args.backend, args.quantize),
+                 "the backend the index records" if backend else
+                 "the index records no backend (built before backends were recorded), so the exact torch model")
+    return manifest["model_name"], backend, quantize
+
+
+def encoded_with(manifest: dict) -> dict:
+    """What `info` adds to an index's manifest as `encoded_with`: the backend and precision (`fp32`: none reduced) its
+    vectors were encoded with, and whether the index records them (`recorded`: false for one built before they were
+    recorded, taken as the exact torch model's, as `add` and `search` take it)."""
+    backend, quantize = recorded_encoding(manifest)
+    return {"backend": backend or "torch", "precision": quantize or "fp32", "recorded": backend is not None}
+
+
+def _merged_summary(gen: Path) -> str:
+    """`merge`'s and `encode-shard --merge-into`'s summary of the index written at generation `gen`."""
+    return _summary(gen, json.loads((gen / "manifest.json").read_text(encoding="utf-8"))["n_papers"])
 
 
 def config_backend(args, encode) -> None:
@@ -281,11 +309,14 @@ def _run(args) -> int:
         paths = run_encode_shard(args.model, args.corpus, args.shards, config, args.merge_into, args.num_shards,
                                  backend, progress)
         print("\n".join(f"{'reused' if reused else 'wrote'} {path}" for path, reused in paths))
+        if args.merge_into is not None and rank == 0:  # rank 0 merged, as `merge` would
+            print(_merged_summary(Path(args.merge_into) / require_live_generation(Path(args.merge_into))))
     elif args.command == "merge":
         gen = merge_streaming(args.shards, args.out, config, args.allow_missing)
-        print(_summary(gen, json.loads((gen / "manifest.json").read_text(encoding="utf-8"))["n_papers"]))
+        print(_merged_summary(gen))
     elif args.command == "info":
-        print_json(SentenceIndex.read_manifest(args.index, verify=args.verify), indent=1)
+        manifest = SentenceIndex.read_manifest(args.index, verify=args.verify)
+        print_json({**manifest, "encoded_with": encoded_with(manifest)}, indent=1)
         if args.verify:
             print("verified: every file's size and SHA-256 match the manifest", file=sys.stderr)
     return 0
