@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", default=str(DATA), help="the shared data folder (acl-anthology/, cocite-acl/)")
     ap.add_argument("--out", help="write the counts and query ids here (JSON)")
     args = ap.parse_args(argv)
-    papers, records = acl_index(Path(args.data) / "acl-anthology")
+    papers, records = acl_index(Path(args.data) / "acl-anthology", every_paper=True)
     benches = {split: load_context2doc(Path(args.data) / "cocite-acl", split) for split in SPLIT_NAMES}
     candidates = {p.paper_id: p for p in benches["test"].candidates}  # every split: every cited abstract
     groups = same_work_groups({**papers, **candidates})

@@ -13,7 +13,7 @@ import os
 import random
 import re
 from collections import Counter, defaultdict
-from collections.abc import Container
+from collections.abc import Collection, Container
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -219,7 +219,8 @@ def _cached_sentences(entry: object, key: str) -> list[str] | None:
     return None
 
 
-def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: int) -> tuple[list[Paper], dict]:
+def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: int,
+             ids: Collection[str] | None = None) -> tuple[list[Paper], dict]:
     """ACL Anthology papers without the `exclude`d ones (a `HeldOut`: by normalised title, paper id, abstract
     text or containment; a set of normalised titles: by title alone), read from the raw records before any sampling or
     splitting: a sample of `max_papers` (0 = all; a negative or non-integer count is a ValueError) drawn with seed 0, the same papers for every caller, their abstracts split into sentences by the default
@@ -235,6 +236,11 @@ def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: in
     held out is checked before the sample is drawn (no splitting needed: a split has a sentence, and each sentence a
     visible character, exactly when the whole text has one), so the same bad records are named whatever `max_papers`,
     and the sample is drawn from the valid papers only (`max_papers` of them where the file holds that many).
+    `ids` (paper ids as the papers get them): only the papers of the sample among them are split and returned, in
+    the sample's order and as the whole sample has them (the file is checked and the sample drawn as without it;
+    `stats["used"]` counts the papers returned), so a reader that needs a known few of the file's 59,416 abstracts
+    does not split them all; the cache keeps what any call split, and a later call splits only what it lacks.
+    How many abstracts are to be split is logged when the splitting starts, and where they were cached when it ends.
 
     The train and dev splits of a run read the abstracts once: the result is kept in memory for the file as it
     is on disk (its path, size and modification time), so a file rewritten in place is read again. Each call
@@ -248,8 +254,10 @@ def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: in
     max_papers = operator.index(max_papers)
     path = Path(path)
     stat = path.stat()  # a missing file: FileNotFoundError naming it, as the reading would
+    if isinstance(ids, (str, bytes)):  # its characters would be taken for ids
+        raise TypeError(f"ids must be a collection of paper ids, got one {type(ids).__name__} {ids!r}")
     papers, stats = _read_acl(str(path), os.path.abspath(path), stat.st_size, stat.st_mtime_ns, held_out(exclude),
-                              max_papers)
+                              max_papers, None if ids is None else frozenset(ids))
     stats = {**stats, "rejected": dict(stats["rejected"])}
     if "removed_benchmark_by" in stats:
         stats["removed_benchmark_by"] = dict(stats["removed_benchmark_by"])
@@ -271,8 +279,8 @@ _WHOLE_TEXT = _WholeText()
 
 
 @functools.lru_cache(maxsize=4)
-def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
-              max_papers: int) -> tuple[list[Paper], dict]:
+def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut, max_papers: int,
+              ids: frozenset[str] | None) -> tuple[list[Paper], dict]:
     """`read_acl`'s reading of `path` (named as given in messages), cached by the file's absolute path `where`,
     size and modification time as well (those three are read only by the cache's key)."""
     path = Path(path)
@@ -298,23 +306,31 @@ def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
     kept = valid
     if max_papers and len(kept) > max_papers:
         kept = random.Random(0).sample(kept, max_papers)
+    if ids is not None:  # the sample's papers among `ids`: the others are not split
+        line_ids = {n: pid for pid, n in first_line.items()}
+        kept = [(n, r) for n, r in kept if line_ids[n] in ids]
     cache = split_cache_path(path, DEFAULT_SPLITTER)
     cached = _read_split_cache(cache)
-    splitter, new = None, 0
+    todo = []  # (record, paper id, text hash) of each abstract the cache lacks
     for _, r in kept:
         text, pid = r.get("abstract"), r.get("paper_id")
         pid = str(pid) if isinstance(pid, int) and not isinstance(pid, bool) else pid  # the id the paper gets
         if isinstance(text, str) and isinstance(pid, str) and not SURROGATE.search(text):
             key = hashlib.sha1(text.encode()).hexdigest()[:12]
             if _cached_sentences(cached.get(pid), key) is None:  # a changed text is split again
-                splitter = splitter or get_splitter()
-                cached[pid] = [key, splitter.split(text)]
-                new += 1
+                todo.append((r, pid, key))
+            else:
+                r["abstract"] = cached[pid][1]
+    if todo:  # about 10 ms an abstract: a first run over the whole file is minutes, said before, not only after
+        log.info("splitting %d abstracts of %s into sentences (about %d s; once: they are cached)", len(todo),
+                 path, max(1, round(len(todo) * 0.01)))
+        splitter = get_splitter()
+        for r, pid, key in todo:
+            cached[pid] = [key, splitter.split(r["abstract"])]
             r["abstract"] = cached[pid][1]
-    if new:
         try:
             write_json(cache, cached, indent=None)
-            log.info("split %d abstracts of %s; cached in %s", new, path, cache)
+            log.info("split %d abstracts of %s; cached in %s", len(todo), path, cache)
         except OSError as err:  # a read-only or full cache folder: the run goes on, splitting again next time
             log.warning("split abstracts of %s not cached: %s (%s)", path, cache, err)
     papers = []
