@@ -51,7 +51,7 @@ def test_only_the_requested_papers_are_split(fresh, split_texts):
     path = _write(fresh / "acl.jsonl")
     papers, stats = read_acl(path, frozenset(), 0, ids={"d", "b", "zz"})  # an id the file lacks: nothing for it
     assert [p.paper_id for p in papers] == ["b", "d"]  # the file's order
-    assert split_texts == _of("b", "d")  # every abstract of the file was split
+    assert split_texts == _of("b", "d")  # only the requested ones were split (once, every abstract of the file was)
     assert stats["read"] == 6 and stats["used"] == 2
 
 

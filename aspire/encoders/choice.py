@@ -88,11 +88,13 @@ def choose_backend(model: str | None = None, device: str | None = None, cpuinfo:
 
 
 def resolve_backend(backend: str | None, quantize: str | None, model: str | None = None,
-                    device: str | None = None) -> tuple[str, str | None, str | None]:
+                    device: str | None = None, torch_device: str | None = None) -> tuple[str, str | None, str | None]:
     """A command's `--backend/--quantize` -> (backend, quantize, the note to show or None). No backend and no
     precision: `$ASPIRE_BACKEND` when set (e.g. `torch`; the test suite sets it), else `auto`, which is
     `choose_backend`'s choice; a `--quantize` alone keeps torch, as before. A backend not in `BACKENDS` (nor `auto`) is a
-    ValueError listing the valid ones."""
+    ValueError listing the valid ones. `device`: the user's --device (a fast backend named by `$ASPIRE_BACKEND` is
+    refused with a GPU one); `torch_device`: where a command without --device puts the exact model itself
+    (encode-shard: the rank's GPU), which `auto` chooses for, and which a fast backend, on the CPU, does not contradict."""
     if backend is None and quantize is None:
         backend = os.environ.get(BACKEND_ENV) or AUTO
         if backend not in (AUTO, *BACKENDS):
@@ -105,7 +107,7 @@ def resolve_backend(backend: str | None, quantize: str | None, model: str | None
     if backend == AUTO and quantize is not None:
         raise ValueError("--quantize goes with a named --backend (torch, onnx or openvino), not auto")
     if backend == AUTO:
-        choice = choose_backend(model, device)
+        choice = choose_backend(model, device if device is not None else torch_device)
         return choice.backend, choice.quantize, choice.note
     return backend or "torch", quantize, None
 

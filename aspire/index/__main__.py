@@ -275,12 +275,14 @@ def _run(args) -> int:
     progress = show_progress(args)
     device = getattr(args, "device", None)
     if args.command in ("build", "encode-shard"):  # --backend auto (the default): the CPU's fastest, said in one line
-        rank = 0
+        rank, torch_device = 0, None
         if args.command == "encode-shard":  # its torch model runs on the rank's GPU where there is one
             from aspire.index.shards import rank_and_world, rank_device
 
-            device, rank = rank_device(), rank_and_world()[0]
-        args.backend, args.quantize, note = resolve_backend(args.backend, args.quantize, args.model, device)
+            # the GPU steers auto's choice only: a fast backend ($ASPIRE_BACKEND's) runs on the CPU, as --backend's
+            torch_device, rank = rank_device(), rank_and_world()[0]
+        args.backend, args.quantize, note = resolve_backend(args.backend, args.quantize, args.model, device,
+                                                            torch_device)
         if note and rank == 0:  # said once: ranks choosing otherwise are refused, each named (same_backend_on_every_rank)
             log.info(note)
     backend = backend_options(args) if hasattr(args, "backend") else {}
