@@ -43,6 +43,7 @@ from aspire.data.facets import facet_of, title_labelled
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
 from aspire.scoring import cross_l2_cost
+from aspire.scoring.lexical import normalize
 from aspire.search import RERANKERS, STAGES, Searcher, cross_depth, search_timed
 from aspire.serve.requests import (
     MAX_K,
@@ -104,6 +105,13 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
+def folded(text: str) -> str:
+    """`text` as the paper filter compares it: in BM25's normal form (NFKC, `aspire.scoring.lexical.normalize`), then
+    case-folded, so that text which looks the same compares the same: "été" with its accents typed or pasted as
+    combining marks (U+0301) finds the title "été", and "GROSSE" finds "Große"."""
+    return normalize(text).casefold()
+
+
 class SearchService:
     """Answers the page's requests from one index.
 
@@ -131,7 +139,7 @@ class SearchService:
                 got = "a string" if isinstance(paper_labels, str) else f"{len(paper_labels)} label(s)"
                 raise ValueError(f"facet labels of paper {pid!r}: {got}, not one for each of its {n} indexed sentences")
         self.generation, self.key = generation, key
-        self._folded_titles = [t.casefold() for t in self.index.titles]  # case-insensitive as Unicode folds case
+        self._folded_titles = [folded(t) for t in self.index.titles]
         self._lock = threading.Lock()
 
     # ---- papers -----------------------------------------------------------------------------------
@@ -152,12 +160,12 @@ class SearchService:
     def find_papers(self, text: str = "", limit: int = 20, offset: int = 0) -> dict:
         """Papers matching `text`, `limit` of them from `offset`: first the paper whose id is `text`, then
         those whose id starts with it, then those whose title holds every word of it, in any order and as
-        parts of words (case-insensitive, Unicode case folding: "kernel ranking" finds "Kernel pooling for ranking",
-        "GROSSE" finds "Große"); index order
+        parts of words (compared `folded`: "kernel ranking" finds "Kernel pooling for ranking", "GROSSE" finds
+        "Große", "été" typed as "e" + U+0301 finds "été"); index order
         within each group. `next_offset` is where the next page starts (None: no more)."""
         query = check(PapersQuery, {"q": text, "limit": limit, "offset": offset})
         needle = query.q.strip()
-        words = needle.casefold().split()  # once lower(): "GROSSE" missed "Große" (lower keeps ß, folding makes ss)
+        words = folded(needle).split()
         end = query.offset + query.limit + 1  # one more than the page: is there a next page?
         found: list[int] = []
         seen: set[int] = set()
