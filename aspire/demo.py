@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.demo") -> 
                         help=f"the aspect model whose rows follow (default {ASPECT_MODEL}, shipped; none: leave out)")
     parser.add_argument("--cache-dir", default=str(default_cache_dir()), help="sentence-vector cache")
     add_common_options(parser, device=True, batch_size=True, batch_size_default=32,
-                       device_help="torch device for encoding and scoring (default: the model's, CPU)")
+                       device_help="torch device for encoding and scoring (default: cpu, also where CUDA is "
+                                   "available: its figures are the CPU's)")
     add_backend_options(parser)
     add_auto_backend_option(parser)
     args = parser.parse_args(argv)

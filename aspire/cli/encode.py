@@ -5,7 +5,9 @@ The output directory holds `vectors.npy` (N, D) float32 sentence vectors paper a
 whole-abstract vectors of the same encoder pass, `papers.jsonl` (paper_id, title, sentences, labels; in
 the corpus's order, rejected records left out), `rejected.jsonl` (records not encoded, with reasons, in
 input-line order: the reader's and the encoding's together) and `shard.json` (model name and fingerprint):
-`aspire.index.EncodedCorpus.load_shard(DIR)` reads it back (the corpus and shard.json's fields).
+`aspire.index.EncodedCorpus.load_shard(DIR)` reads it back (the corpus and shard.json's fields). Without `--device`
+the exact torch model encodes on the GPU where CUDA is available (`aspire.encoders.choice.encoding_device`), else on
+the CPU.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from aspire.cliutil import (
     setup_logging,
     show_progress,
 )
+from aspire.encoders.choice import encoding_device
 from aspire.encoders.pretrained import MODEL_HELP, check_model, pinned_model
 from aspire.index.disk import SHARD_META
 from aspire.storage import check_replaceable
@@ -45,7 +48,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.encoders")
     parser.add_argument("--long-report", action="store_true",
                         help="encode nothing: list every paper longer than the model's window, one a line "
                              "(paper id, sentences past the first window, sentences split by it)")
-    add_common_options(parser, device=True, batch_size=True, batch_size_default=32)
+    add_common_options(parser, device=True, batch_size=True, batch_size_default=32,
+                       device_help="torch device (cpu, cuda, cuda:N, mps) of the exact torch model; default: cuda:0 "
+                                   "where CUDA is available, else cpu (onnx and openvino run on the CPU)")
     add_backend_options(parser)
     args = parser.parse_args(argv)
     if not args.out and not args.long_report:
@@ -97,7 +102,7 @@ def _encode(args) -> int:
             raise ValueError(f"nothing to encode: {args.corpus} holds no records")
         raise ValueError(f"nothing to encode: all {len(unreadable)} records of {args.corpus} were rejected"
                          + describe_rejected(unreadable))
-    encoder = load_encoder(args.model, device=args.device, **backend_options(args))
+    encoder = load_encoder(args.model, device=encoding_device(args.device, args.backend), **backend_options(args))
     corpus = encode_corpus(encoder, papers, EncodeConfig(batch_size=args.batch_size), progress=show_progress(args))
     corpus.rejected = in_line_order(unreadable + corpus.rejected)  # the reader's were all written first
     if len(corpus) == 0:

@@ -31,7 +31,8 @@ def model_args(p: argparse.ArgumentParser, scorers=SCORERS, scorer_help: str = "
     p.add_argument("--cache-dir", default=str(default_cache_dir()), help="vector cache (default %(default)s)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
     p.add_argument("--batch-size", type=positive_int, default=32, help="papers encoded per forward pass")
-    p.add_argument("--device", type=device_name, help="torch device for encoding and scoring (default: the model's)")
+    p.add_argument("--device", type=device_name, help="torch device for encoding and scoring (default: cpu, also "
+                                                      "where CUDA is available: the known answers are the CPU's)")
     add_backend_options(p)
     p.add_argument("--max-length", type=positive_int,
                    help="word-piece limit for independent sentences / the whole-abstract vector "

@@ -50,7 +50,8 @@ def probe_args(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument("--cache-dir", default=str(default_cache_dir()), help="vector cache (default %(default)s)")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the vector cache")
     p.add_argument("--batch-size", type=positive_int, default=32, help="papers per encoder batch (default 32)")
-    p.add_argument("--device", type=device_name, help="torch device (default: the model's)")
+    p.add_argument("--device", type=device_name, help="torch device (default: cpu, also where CUDA is available: "
+                                                      "the known answers are the CPU's)")
     p.add_argument("--out", required=True, help="output folder")
     add_backend_options(p)
 

@@ -167,7 +167,8 @@ def build_parser(prog: str):
                              "OMP_WAIT_POLICY=PASSIVE set before the run they do not spin, and 2 threads are safe "
                              "(experiments/results/search_batch.md)")
     add_common_options(parser, device=True, device_help="torch device for encoding queries and re-ranking "
-                                                        "(default: cpu)")
+                                                        "(default: cpu, also where CUDA is available: a query costs "
+                                                        "less than CUDA's start-up)")
     parser.add_argument("overrides", nargs="*", metavar="section.key=value",
                         help=OVERRIDES_HELP + ": the index's search section, e.g. search.sentence_k_min=500")
     return parser

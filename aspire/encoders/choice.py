@@ -9,7 +9,13 @@ encoding). Anywhere else it keeps the exact torch model. Either way its `note` s
 (a fallback is never silent); choosing OpenVINO, it also names the flag for the exact model (`--backend torch`),
 and falling back because `openvino` is missing, the install that would enable it.
 
-Nothing here imports torch: the choice is made, and said, before the model loads.
+Where the exact model runs: a bulk encoding command given no `--device` (`aspire index build`, `index add`, `aspire
+encode`) puts it on the GPU where CUDA is available (`encoding_device`), as encode-shard puts it on the rank's GPU; auto
+then chooses it there. `aspire search`, `aspire evaluate` and the demo keep the CPU: a query is too small to pay for
+CUDA's start-up, and the known answers of evaluate and the demo are the CPU's.
+
+Importing this module imports no torch: the choice is made, and said, before the model loads; only `gpu_device` (for
+auto, once a command's arguments are checked) imports it.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from aspire.cliutil import on_cpu
 
@@ -87,14 +94,30 @@ def choose_backend(model: str | None = None, device: str | None = None, cpuinfo:
                                              "--backend torch for the exact model")
 
 
-def resolve_backend(backend: str | None, quantize: str | None, model: str | None = None,
-                    device: str | None = None, torch_device: str | None = None) -> tuple[str, str | None, str | None]:
+def gpu_device() -> str | None:
+    """`cuda:0` where CUDA is available, else None (the CPU). Imports torch."""
+    import torch
+
+    return "cuda:0" if torch.cuda.is_available() else None
+
+
+def encoding_device(device: str | None, backend: str) -> str | None:
+    """Where a bulk encoding command loads its encoder of `backend`: the user's `device` (--device) when given, else
+    the exact torch model's default, the GPU where CUDA is available (`gpu_device`), else None: the CPU, where the fast
+    backends run in any case."""
+    return device if device is not None or backend != "torch" else gpu_device()
+
+
+def resolve_backend(backend: str | None, quantize: str | None, model: str | None = None, device: str | None = None,
+                    torch_device: str | Callable[[], str | None] | None = None) -> tuple[str, str | None, str | None]:
     """A command's `--backend/--quantize` -> (backend, quantize, the note to show or None). No backend and no
     precision: `$ASPIRE_BACKEND` when set (e.g. `torch`; the test suite sets it), else `auto`, which is
     `choose_backend`'s choice; a `--quantize` alone keeps torch, as before. A backend not in `BACKENDS` (nor `auto`) is a
     ValueError listing the valid ones. `device`: the user's --device (a fast backend named by `$ASPIRE_BACKEND` is
     refused with a GPU one); `torch_device`: where a command without --device puts the exact model itself
-    (encode-shard: the rank's GPU), which `auto` chooses for, and which a fast backend, on the CPU, does not contradict."""
+    (encode-shard: the rank's GPU; build: `gpu_device`, a function called only when `auto` chooses, so that no argument
+    error waits on torch's import), which `auto` chooses for, and which a fast backend, on the CPU, does not
+    contradict."""
     if backend is None and quantize is None:
         backend = os.environ.get(BACKEND_ENV) or AUTO
         if backend not in (AUTO, *BACKENDS):
@@ -107,6 +130,8 @@ def resolve_backend(backend: str | None, quantize: str | None, model: str | None
     if backend == AUTO and quantize is not None:
         raise ValueError("--quantize goes with a named --backend (torch, onnx or openvino), not auto")
     if backend == AUTO:
+        if device is None and callable(torch_device):
+            torch_device = torch_device()
         choice = choose_backend(model, device if device is not None else torch_device)
         return choice.backend, choice.quantize, choice.note
     return backend or "torch", quantize, None

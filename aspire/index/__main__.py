@@ -3,10 +3,11 @@
     build         [--model M] --corpus papers.jsonl --out DIR [--overwrite] [--config configs/index.yaml] [key=value ...]
                   (model: the shipped aspect model aspire-minilm unless given)
     add           --index DIR --corpus more.jsonl [--model M]   (model, backend and precision default to the index's;
-                  one line says which backend)
+                  one line says which backend, once the add goes ahead)
                   (build, encode-shard: --backend auto by default, OpenVINO bf16 where the CPU has AMX or
-                  AVX512-BF16, else the exact model (encode-shard's on the rank's GPU where CUDA is available), one
-                  line says which; --backend torch for the exact model; a config's encode.backend/encode.quantize
+                  AVX512-BF16, else the exact model, one line says which; build and add without --device run the
+                  exact model on the GPU where CUDA is available, as encode-shard on the rank's GPU, and auto then
+                  chooses it there; --backend torch for the exact model; a config's encode.backend/encode.quantize
                   stand for --backend/--quantize in both. build, add, encode-shard: [--backend onnx [--quantize
                   int8]] encodes with ONNX Runtime on the CPU; add must use the backend the index was built with, its
                   fingerprint is checked)
@@ -41,6 +42,7 @@ from aspire.cliutil import (
     check_paths,
     command_parser,
     normalize_overrides,
+    on_cpu,
     positive_int,
     print_json,
     run_command,
@@ -48,7 +50,7 @@ from aspire.cliutil import (
     show_progress,
 )
 from aspire.config import load_config, parse_overrides
-from aspire.encoders.choice import add_auto_backend_option, resolve_backend
+from aspire.encoders.choice import add_auto_backend_option, encoding_device, gpu_device, resolve_backend
 from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP, check_model, pinned_model
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.disk import refuse_existing_index, require_live_generation
@@ -98,7 +100,10 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
         if encodes:
             add_common_options(p, device=name != "encode-shard", batch_size=True,
                                batch_size_help="papers encoded per forward pass (default: the config's "
-                                               "encode.batch_size, 32)")
+                                               "encode.batch_size, 32)",
+                               device_help="torch device (cpu, cuda, cuda:N, mps) of the exact torch model; default: "
+                                           "cuda:0 where CUDA is available, else cpu (the fast backends run on the CPU; "
+                                           "an index encoded on either is searched on either)")
         else:
             add_common_options(p)
         return p
@@ -182,22 +187,23 @@ def recorded_encoding(manifest: dict) -> tuple[str | None, str | None]:
     return encode.backend, encode.quantize
 
 
-def recorded_backend(args) -> tuple[str, str | None, str | None]:
-    """`add` without --backend/--quantize: encode with the backend and precision the index records (torch when
-    it records none), as `aspire search` does, said in one line. Returns what the index records: model name, backend,
-    precision."""
-    from aspire.index.fingerprint import describe_backend
+def recorded_backend(args) -> tuple[tuple[str, str | None, str | None], str | None]:
+    """`add` without --backend: encode with the backend the index records (torch when it records none), as `aspire
+    search` does, and, without --quantize too, its precision. Returns what the index records (model name, backend,
+    precision) and why this backend, for `add`'s one line (None: the user's --backend, nothing to say)."""
     from aspire.index.store import SentenceIndex
 
     manifest = SentenceIndex.read_manifest(args.index)
     backend, quantize = recorded_encoding(manifest)
+    why = None
     if args.backend is None:
+        why = ("the backend the index records" if backend else
+               "the index records no backend (built before backends were recorded), so the exact torch model")
+        if args.quantize is not None:  # the precision is the user's
+            why += f", at the precision given (--quantize {args.quantize}; the index records {quantize or 'fp32'})"
         args.backend = backend or "torch"
         args.quantize = args.quantize if args.quantize is not None else quantize
-        log.info("encoding with %s: %s", describe_backend(args.backend, args.quantize),
-                 "the backend the index records" if backend else
-                 "the index records no backend (built before backends were recorded), so the exact torch model")
-    return manifest["model_name"], backend, quantize
+    return (manifest["model_name"], backend, quantize), why
 
 
 def encoded_with(manifest: dict) -> dict:
@@ -269,13 +275,13 @@ def _run(args) -> int:
     if args.command == "merge":
         refuse_recorded_encoding(overrides)
     if args.command == "add":
-        built = recorded_backend(args)
+        built, why = recorded_backend(args)
     if args.command in ("build", "encode-shard"):  # the config's backend and precision, too, before torch and faiss
         config_backend(args, config.encode)
     progress = show_progress(args)
     device = getattr(args, "device", None)
     if args.command in ("build", "encode-shard"):  # --backend auto (the default): the CPU's fastest, said in one line
-        rank, torch_device = 0, None
+        rank, torch_device = 0, gpu_device if device is None else None  # build: a function, torch imported for auto only
         if args.command == "encode-shard":  # its torch model runs on the rank's GPU where there is one
             from aspire.index.shards import rank_and_world, rank_device
 
@@ -289,20 +295,25 @@ def _run(args) -> int:
     if args.command in ("build", "encode-shard"):  # recorded: search encodes its queries the same way
         config.encode.backend, config.encode.quantize = args.backend, args.quantize
     from aspire.index.build import add_to_index, build_index
-    from aspire.index.fingerprint import ModelMismatchError, restate_mismatch
+    from aspire.index.fingerprint import ModelMismatchError, describe_backend, restate_mismatch
     from aspire.index.shards import run_encode_shard
     from aspire.index.store import SentenceIndex
     from aspire.index.stream import merge_streaming
 
     if args.command == "build":  # under the directory's lock, refused or cleaned before any encoding
-        index, gen = build_index(args.out, args.model, args.corpus, config, args.overwrite,
-                                 lambda name: load_encoder(name, device=device, **backend), progress)
+        index, gen = build_index(args.out, args.model, args.corpus, config, args.overwrite, lambda name: load_encoder(
+                                 name, device=encoding_device(device, args.backend), **backend), progress)
         print(_summary(gen, index.n_papers))
     elif args.command == "add":  # overrides (--batch-size) hold for this run only
+        def ready():  # said once the add goes ahead, not before a refusal (a model mismatch, say)
+            if why:
+                on = encoding_device(device, args.backend)
+                log.info("encoding with %s%s: %s", describe_backend(args.backend, args.quantize),
+                         "" if on_cpu(on) else f" on {on}", why)
+
         try:
-            index, gen, n_new, n_rejected = add_to_index(args.index, args.corpus, args.model,
-                                             lambda name: load_encoder(name, device=device, **backend), overrides,
-                                             progress)
+            index, gen, n_new, n_rejected = add_to_index(args.index, args.corpus, args.model, lambda name: load_encoder(
+                name, device=encoding_device(device, args.backend), **backend), overrides, progress, ready)
         except ModelMismatchError as err:
             used = (args.model or built[0], args.backend, args.quantize)
             raise restate_mismatch(err, built, used, "this `index add` encodes papers") from None

@@ -100,7 +100,8 @@ def require_papers(papers: Sequence, unreadable: list[dict], corpus: str | Path,
 
 
 def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None, load_encoder: Callable | None = None,
-                 overrides: Sequence[str] = (), progress: bool = True) -> tuple[SentenceIndex, Path, int, int]:
+                 overrides: Sequence[str] = (), progress: bool = True,
+                 ready: Callable[[], None] | None = None) -> tuple[SentenceIndex, Path, int, int]:
     """Encode the papers of `corpus` not yet indexed and add them to the index under `root` (lock
     held throughout); returns the index, its new generation directory, the number of papers added and the
     number of this corpus's records rejected (each listed in the index's rejected records with its `corpus`, in
@@ -109,7 +110,9 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
     to `aspire.encoders.load_encoder` with the backend and precision the index records (`encode.backend/quantize`,
     as `build_index` encodes with them). A corpus with no paper
     to add (every record unreadable or indexed already, checked before the model loads, or rejected by the
-    encoding) is refused with a ValueError, and the live generation stays as it is."""
+    encoding) is refused with a ValueError, and the live generation stays as it is. `ready()` is called once the add
+    goes ahead: the encoder loaded and found to be the index's model, before any encoding (`aspire index add` says
+    then which backend it encodes with)."""
     root = Path(root)
     with index_lock(root):
         index = SentenceIndex.load(root, mmap=False)
@@ -125,6 +128,8 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
         index.check_model(*fingerprints)
         if index.include_title is None:  # an index saved before its manifest recorded it: the same encoder's
             index.include_title = encoder_include_title(encoder)
+        if ready is not None:
+            ready()
         before = index.n_papers
         encoded = encode_corpus(encoder, papers, encode_config, skip_ids=index.positions, progress=progress)
         encoded.rejected = [{**r, "corpus": str(corpus)} for r in in_line_order(unreadable + encoded.rejected)]
