@@ -6,8 +6,8 @@
 The kernel is this interpreter (the project venv, with the repository root on PYTHONPATH so the
 notebooks import this checkout's `aspire`); figures are inline PNGs, stored with a 256-colour
 palette (a third of the size; the plots use few colours). What changes on every run and says
-nothing about the results (cell timings, widget state) is not stored. tests/test_notebooks.py
-uses the same functions to check that the stored notebooks still run top to bottom and reproduce their
+nothing about the results (cell timings, widget state, how a cell's printed lines were split into outputs) is not
+stored. tests/test_notebooks.py uses the same functions to check that the stored notebooks still run top to bottom and reproduce their
 text outputs (with every decimal number masked) and their number of figures; it compares no figure's pixels.
 """
 
@@ -47,6 +47,26 @@ def strip_volatile(nb) -> None:
             out.get("metadata", {}).pop("execution", None)
 
 
+def merge_streams(nb) -> None:
+    """Join each run of consecutive stream outputs of one name (stdout, stderr) into one output, as Jupyter shows them.
+
+    The kernel sends what a cell printed in pieces, one each time it flushes, so two lines with a slow step between
+    them come as two outputs on a busy machine and as one on an idle one; joined, a fresh run compares equal to the
+    stored notebook however busy the machine was. Outputs of other kinds (figures, values) keep their places.
+    """
+    for cell in nb.cells:
+        if "outputs" not in cell:
+            continue
+        merged = []
+        for out in cell.outputs:
+            last = merged[-1] if merged else None
+            if last is not None and out.output_type == last.output_type == "stream" and out.name == last.name:
+                last.text += out.text
+            else:
+                merged.append(out)
+        cell.outputs = merged
+
+
 def shrink_figures(nb) -> None:
     """Re-encode every PNG output with a 256-colour palette on white (octree: small areas such as the
     red single-match outline keep their colour)."""
@@ -66,7 +86,8 @@ def shrink_figures(nb) -> None:
 
 
 def execute(nb, kernel_name: str, timeout: int = 600):
-    """Run every cell of `nb` (in place) with the notebooks folder as working directory; returns `nb`.
+    """Run every cell of `nb` (in place) with the notebooks folder as working directory; returns `nb`, its
+    consecutive prints joined (`merge_streams`) and its timings dropped (`strip_volatile`).
 
     Raises nbclient's CellExecutionError naming the failing cell.
     """
@@ -76,6 +97,7 @@ def execute(nb, kernel_name: str, timeout: int = 600):
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(NOTEBOOKS.parent), env.get("PYTHONPATH")) if p)
     NotebookClient(nb, kernel_name=kernel_name, timeout=timeout, record_timing=False,
                    resources={"metadata": {"path": str(NOTEBOOKS)}}).execute(env=env)
+    merge_streams(nb)
     strip_volatile(nb)
     return nb
 
