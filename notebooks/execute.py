@@ -7,8 +7,8 @@ The kernel is this interpreter (the project venv, with the repository root on PY
 notebooks import this checkout's `aspire`); figures are inline PNGs, stored with a 256-colour
 palette (a third of the size; the plots use few colours). What changes on every run and says
 nothing about the results (cell timings, widget state, how a cell's printed lines were split into outputs) is not
-stored. tests/test_notebooks.py uses the same functions to check that the stored notebooks still run top to bottom and reproduce their
-text outputs (with every decimal number masked) and their number of figures; it compares no figure's pixels.
+stored. tests/test_notebooks.py uses the same functions to check that the stored notebooks still run top to
+bottom and reproduce their text outputs (with every decimal number masked) and their number of figures; it compares no figure's pixels.
 """
 
 from __future__ import annotations
