@@ -172,7 +172,7 @@ def test_acl_reader_caches_split_abstracts_and_resplits_a_changed_one(tmp_path, 
     rows = [{"paper_id": f"P{i}", "title": f"T {i}", "abstract": f"First {i} here. Second one."} for i in range(3)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     papers, _ = read_acl(path, frozenset(), 0)
-    cache = next((tmp_path / "cache" / "sentences").iterdir())
+    cache = next((tmp_path / "cache" / "sentences").glob("*.json"))  # not its .lock file
     stored = json.loads(cache.read_text())
     assert sorted(stored) == ["P0", "P1", "P2"] and stored["P1"][1] == ["First 1 here.", "Second one."]
     stored["P1"][1] = ["From the cache."]  # a hit is read, not re-split

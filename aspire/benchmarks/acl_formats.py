@@ -86,15 +86,18 @@ def load_split(split_file: str | Path = SPLIT_FILE) -> dict:
     return data
 
 
-def check_source(path: str | Path, split_file: str | Path = SPLIT_FILE) -> None:
-    """ValueError when the ACL file at `path` is not the file the split was made from (its `source_sha256`; a
-    split file without one, such as a user's own, is not checked): another dump's venues, years or authors would
-    score the same ids against other labels."""
-    made_from = load_split(split_file).get("source_sha256")
+def check_source(path: str | Path, split_file: str | Path = SPLIT_FILE) -> dict:
+    """The split (`load_split`, so a caller need not read it again) once the ACL file at `path` is checked:
+    ValueError when it is not the file the split was made from (its `source_sha256`; a split file without one, such
+    as a user's own, is not checked): another dump's venues, years or authors would score the same ids against other
+    labels."""
+    split = load_split(split_file)
+    made_from = split.get("source_sha256")
     if made_from is not None and file_sha256(path) != made_from:
         raise ValueError(f"{path} differs from the file the split {split_file} was made from (source_sha256 "
                          "mismatch): is --data the ACL folder of ../shared/data? Otherwise rebuild the split with "
                          "experiments/build_scirepeval_splits.py")
+    return split
 
 
 def task_splits(split_file: str | Path, task: str, required: Sequence[str] = ()) -> dict[str, list[str]]:

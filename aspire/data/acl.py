@@ -197,17 +197,33 @@ def split_cache_path(path: Path, splitter: str) -> Path:
     return cache_root() / "sentences" / f"{path.name}-{digest}-{splitter}-{splitter_version()}.json"
 
 
-def _read_split_cache(cache: Path) -> dict:
+def _read_split_cache(cache: Path, warn: bool = True) -> dict:
     """The split cache's `{paper_id: [text hash, sentences]}`; one that cannot be read (damaged, not an object) is
-    a warning naming it (so is a bare NaN / Infinity, which `write_json` never writes), and every abstract is split
-    again (it was a raw JSONDecodeError or AttributeError)."""
+    a warning naming it (so is a bare NaN / Infinity, which `write_json` never writes; no warning without `warn`), and
+    every abstract is split again (it was a raw JSONDecodeError or AttributeError)."""
     if not cache.is_file():
         return {}
     try:
         return read_json(cache, "sentence cache", mapping=True, finite=True)
     except (ValueError, OSError) as err:
-        log.warning("sentence cache not used, %s: splitting again and rewriting it", err)
+        if warn:
+            log.warning("sentence cache not used, %s: splitting again and rewriting it", err)
         return {}
+
+
+SPLIT_CACHE_WAIT_S = 60.0  # how long a writer of a split cache waits for another one's write (seconds, then a warning)
+
+
+def _write_split_cache(cache: Path, read: dict, split: dict) -> None:
+    """Write the split cache `cache`: the entries `read` from it before splitting, those another process wrote
+    there since (read again now, so that runs splitting at once keep each other's), and the ones `split` since, which
+    win (the text this process split). The write replaces the whole file (`write_json`: a temporary file renamed over
+    it); the reading again and the write hold the lock file `CACHE.lock` (waiting up to `SPLIT_CACHE_WAIT_S`, then
+    an OSError, as is a lock that cannot be made in a read-only folder)."""
+    from filelock import FileLock  # imported here: most runs split nothing
+
+    with FileLock(cache.with_name(f"{cache.name}.lock"), timeout=SPLIT_CACHE_WAIT_S):
+        write_json(cache, {**read, **_read_split_cache(cache, warn=False), **split}, indent=None)
 
 
 def _cached_sentences(entry: object, key: str) -> list[str] | None:
@@ -229,7 +245,8 @@ def read_acl(path: str | Path, exclude: HeldOut | frozenset[str], max_papers: in
     removed; where `exclude` matches ids or abstracts too, `stats["removed_benchmark_by"]` splits it by the first
     rule that matched (`REMOVED_BY`, `removed_by`: a paper counted under "paper_id", "abstract" or "containment" is
     one a title match alone keeps). Split abstracts are cached on disk (`split_cache_path`), so only a corpus's first run pays for the
-    splitting (about 10 ms an abstract); a cache that cannot be read or written is a warning, not an error. Each
+    splitting (about 10 ms an abstract); runs that split at once each add theirs to the cache (`_write_split_cache`);
+    a cache that cannot be read or written is a warning, not an error. Each
     paper keeps the record's other fields (`authors`, `year`, ...) in `Paper.extra`. A record that is not a valid
     paper is left out, named with its reason in `stats["rejected"]` (and logged); a paper id (as the paper gets it: `42`
     is "42") that two valid records use is a ValueError naming both lines, whatever the sample: every record of the file that is not
@@ -325,13 +342,14 @@ def _read_acl(path: str, where: str, size: int, mtime_ns: int, exclude: HeldOut,
         log.info("splitting %d abstracts of %s into sentences (about %d s; once: they are cached)", len(todo),
                  path, max(1, round(len(todo) * 0.01)))
         splitter = get_splitter()
+        split = {}
         for r, pid, key in todo:
-            cached[pid] = [key, splitter.split(r["abstract"])]
-            r["abstract"] = cached[pid][1]
-        try:
-            write_json(cache, cached, indent=None)
+            split[pid] = [key, splitter.split(r["abstract"])]
+            r["abstract"] = split[pid][1]
+        try:  # another run may have cached abstracts since `cached` was read: its entries are kept
+            _write_split_cache(cache, cached, split)
             log.info("split %d abstracts of %s; cached in %s", len(todo), path, cache)
-        except OSError as err:  # a read-only or full cache folder: the run goes on, splitting again next time
+        except OSError as err:  # a read-only or full folder, a lock held too long: the run goes on, splitting again
             log.warning("split abstracts of %s not cached: %s (%s)", path, cache, err)
     papers = []
     for n, r in kept:  # the split sentences (or a cache's) checked again as the paper is made

@@ -48,15 +48,15 @@ def acl_index(data_dir: str | Path, split_file: str | Path = SPLIT_FILE, every_p
     the file's 59,416 abstracts; splitting all of them took 8 minutes on a first run). `data_dir` is the folder
     `--data` names (the suite's: its ACL subfolder); FileNotFoundError naming `--data` when it holds no ACL file (the
     bare "No such file or directory" of the hashing named neither the option nor the folder it should be)."""
-    from aspire.benchmarks.acl_formats import check_source, load_split, read_records, split_sets
+    from aspire.benchmarks.acl_formats import check_source, read_records, split_sets
     from aspire.data.acl import read_acl
 
     path = Path(data_dir) / ACL_FILE
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, f"No such file (--data {data_dir} should be the ACL folder holding "
                                 f"{ACL_FILE})", str(path))
-    check_source(path, split_file)
-    ids = None if every_paper else {p for part in split_sets(load_split(split_file)["splits"]).values() for p in part}
+    split = check_source(path, split_file)  # the split, read once
+    ids = None if every_paper else {p for part in split_sets(split["splits"]).values() for p in part}
     papers, _ = read_acl(path, frozenset(), 0, ids)
     return {p.paper_id: p for p in papers}, {r["paper_id"]: r for r in read_records(path)}
 
