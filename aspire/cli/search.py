@@ -352,7 +352,18 @@ def check_new_qid(qid: str, first: dict[str, str]) -> None:
 
 
 def _lines(path: str) -> list[str]:
-    return input_file(path, "--queries").read_text(encoding="utf-8-sig").splitlines()  # a BOM is no part of line 1
+    """The lines of a `--queries` file, cut where stdin's lines are (\\n, \\r\\n, \\r; not at a U+2028 inside a JSON
+    paper's text, as `str.splitlines` would), each decoded on its own: bytes that are not UTF-8 are a ValueError
+    naming the file, line and column. A BOM is no part of line 1."""
+    lines = []
+    data = input_file(path, "--queries").read_bytes().removeprefix(b"\xef\xbb\xbf")
+    for line_no, raw in enumerate(data.splitlines(), start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}:{line_no}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
+                             f"{err.start + 1})") from None
+    return lines
 
 
 class Progress:
