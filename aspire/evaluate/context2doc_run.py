@@ -182,9 +182,12 @@ def run_context2doc(bench: Context2Doc, out, exp: str, model: str | None = None,
     info: dict = {"depth": depth}  # MAP and MRR have no cutoff: the depth decides them too
     dense = lexical = None
     if model is not None:
+        from aspire.encoders.pretrained import checkpoint_record
+
+        loaded = checkpoint_record(model)  # a training run's folder: the checkpoint `dense_scores` loads
         dense, fingerprint = dense_scores(bench, model, scorer, options)
         # the options as the scorer ran with them (`--scorer abstract` recorded encoding contextual)
-        info.update(model=str(model), encoder_fingerprint=fingerprint, scorer=scorer,
+        info.update(model=str(model), **loaded, encoder_fingerprint=fingerprint, scorer=scorer,
                     **options.checked(scorer, faceted=False).record())
     if stages.bm25:
         lexical = bm25_scores(bench, stages.k1, stages.b)

@@ -119,14 +119,14 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     pool_set = load_csfcube(root)
     papers = read_paper_map(root / ABSTRACTS_FILE, ids=pool_set.paper_ids(), needed_by="pooled")
     exp = exp or search_exp(model, pipeline)
-    encoder = load_search_encoder(model, None, encoder_options, device)
+    encoder, loaded = load_search_encoder(model, None, encoder_options, device)
     t0 = time.perf_counter()
     encoded: list[dict] = []
     rankings = rank_pools_by_search(pool_set, papers, encoder, pipeline, LABEL_TO_FACET, cache_dir, batch_size,
                                     facet_code, encoded)  # the queries searched on the encoder's device
     results, per_query = evaluate_csfcube_rankings(root, rankings, pool_set)
     codes = {f: c for f in pool_set.facets if (c := query_code(getattr(encoder, "codes", ()), facet_code, f))}
-    results.update(experiment=exp, model=str(model), encoder_fingerprint=encoded[0]["fingerprint"],
+    results.update(experiment=exp, model=str(model), **loaded, encoder_fingerprint=encoded[0]["fingerprint"],
                    encoder_options=dict(encoder_options or {}), facet_code=facet_code,
                    run_record=run_record(encoder, encoder.device, batch_size, cache_dir, encoded),
                    **({"query_codes": codes, "doc_code": encoder.code} if codes else {}),

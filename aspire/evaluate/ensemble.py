@@ -33,7 +33,7 @@ from pathlib import Path
 from aspire.benchmarks import BENCHMARKS, get_benchmark
 from aspire.benchmarks.runs import invocation
 from aspire.config import load_config, to_dict
-from aspire.encoders.pretrained import MODELS, model_home
+from aspire.encoders.pretrained import MODELS, checkpoint_record, model_home
 from aspire.evaluate.fuse import fuse_runs
 from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions, Member, non_default_encode_options
 from aspire.evaluate.suite import RUNNERS, check_settings
@@ -211,11 +211,14 @@ def as_run(config: EnsembleConfig) -> dict:
     """The config for `suite.json`, each member's `encoding` the one it runs with: a model member's as its scorer
     runs it (`EvalOptions.checked`: the `abstract` scorer encodes whole abstracts, `abstract`, or reads the
     contextual pass's vector, `pass`), a `bm25` member's None (it encodes nothing). The config's own field keeps
-    the default `contextual` for both, which suite.json once recorded as if it had made their rows."""
+    the default `contextual` for both, which suite.json once recorded as if it had made their rows. A model member
+    naming a training run's folder also records the checkpoint it stands for now (`checkpoint_record`)."""
     record = to_dict(config)
     for m, written in zip(config.members, record["members"]):
         written["encoding"] = None if m.scorer is None else \
             EvalOptions(encoding=m.encoding).checked(m.scorer, faceted=False).encoding
+        if m.scorer is not None:
+            written.update(checkpoint_record(m.model))
     return record
 
 
@@ -226,6 +229,7 @@ def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate
     a benchmark's applying members whose weights sum to 0, before any member runs), fuse them per benchmark by its runner's ensemble hook (`fused_rows`) and write
     `out/suite.json`; a benchmark where fewer than two members apply is skipped with the reason."""
     config = load_ensemble(path)
+    ensemble = as_run(config)  # before any member loads: a run folder's checkpoint as the members load it
     data, out = Path(data), Path(out)
     settings = {"aggregate": aggregate}
     missing = [name for name in BENCHMARKS if name not in RUNNERS]
@@ -250,7 +254,7 @@ def run_ensemble_suite(path: str | Path, out, data: str | Path = DATA, aggregate
             continue
         rows += found
         timings[name] = time.perf_counter() - t0
-    suite = {"ensemble": as_run(config), "ensemble_file": str(path), "aggregate": aggregate, "rows": rows,
+    suite = {"ensemble": ensemble, "ensemble_file": str(path), "aggregate": aggregate, "rows": rows,
              "skipped": skipped, "seconds": timings, "command": invocation()}
     write_json(out / "suite.json", suite, indent=None)
     return suite

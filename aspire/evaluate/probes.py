@@ -82,7 +82,9 @@ class Features:
     def __init__(self, model: str, papers: dict, cache_dir=None, batch_size: int = 32, device: str | None = None,
                  encoder_options: dict | None = None):
         from aspire.encoders import load_encoder
+        from aspire.encoders.pretrained import checkpoint_record
 
+        self.loaded = checkpoint_record(model)  # a training run's folder: the checkpoint it loads, for results.json
         self.encoder = load_encoder(model, **dict(encoder_options or {}))
         if device:
             self.encoder.to(device)
@@ -193,7 +195,9 @@ def run_format(name: str, data_dir: str | Path, model: str, out: str | Path, cac
         splits, labels = (load_venue_task if name == "venue" else load_year_task)(records, split_file, label_file)
     feats = features or Features(model, papers, cache_dir, batch_size, device, encoder_options)
     encoded_before = feats.seconds
-    result: dict = {"format": name, "model": str(model), "encoder_fingerprint": feats.fingerprint(),
+    # a model loaded by `Features`: for a training run's folder, the checkpoint it loaded (concatenated features name none)
+    result: dict = {"format": name, "model": str(model), **getattr(feats, "loaded", {}),
+                    "encoder_fingerprint": feats.fingerprint(),
                     "encoder_options": dict(encoder_options or {}),
                     "split_file": str(split_file), "command": invocation(), "representations": {}}
     if name == "same-author":

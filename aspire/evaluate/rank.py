@@ -110,7 +110,8 @@ def rank_pool_set(
     scorer, `options.cand_sentences="facet"` narrows the candidates to the facet too (`facet_candidates`).
     `options.encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`).
     Returns:
-        (`{facet: {query_pid: [cand_pid, ...]}}`, run info with the encoder fingerprint, the
+        (`{facet: {query_pid: [cand_pid, ...]}}`, run info with the model (and, for a training run's folder, the
+        checkpoint it loaded: `aspire.encoders.pretrained.checkpoint_record`), the encoder fingerprint, the
         seconds spent loading, encoding and scoring (wall clock, and process CPU time as `*_cpu`),
         what it ran on (`run_record`) and, with `cand_sentences="facet"`, per facet the number of pooled
         candidates that had no sentence of it and kept all theirs (`cands_kept_whole`).
@@ -121,6 +122,7 @@ def rank_pool_set(
     """
     from aspire.benchmarks.pools import ranked_path, write_ranked
     from aspire.encoders import load_encoder
+    from aspire.encoders.pretrained import checkpoint_record
 
     opts = options.checked(scorer, faceted=pool_set.facets != [""])
     encoding, scorer_options, cache_dir, batch_size, device, encode_options, query_text, cand_sentences = (
@@ -144,6 +146,7 @@ def rank_pool_set(
             raise ValueError(f"facet {facet!r} needs a label_to_facet mapping")
 
     t0 = time.perf_counter()
+    loaded = checkpoint_record(model)  # a training run's folder: the checkpoint it loads now
     encoder = load_encoder(model, **opts.encoder_options)
     if device:
         encoder.to(device)
@@ -187,6 +190,7 @@ def rank_pool_set(
     info = {
         "experiment": exp,
         "model": str(model),
+        **loaded,
         "encoder_fingerprint": encoded[0]["fingerprint"],  # the candidates' encoding, no facet code in force
         "encoding": encoding,
         "scorer": scorer,

@@ -112,7 +112,7 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
 
     check_depth(bench, depth)
     pipeline_config(pipeline, {"k": "--depth sets it"})  # a mistyped key before the candidates are encoded
-    encoder = load_search_encoder(model, encoder, encoder_options, device)
+    encoder, loaded = load_search_encoder(model, encoder, encoder_options, device)
     t0 = time.perf_counter()
     index = index_candidates(encoder, bench.candidates)
     # no encoder given: the queries come encoded, and the index was built by this encoder just now (checking it
@@ -124,7 +124,7 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
     run = answer_queries(searcher, queries, depth)
     short = searcher.shortfalls
     shortlist = max(cfg.shortlist, depth)  # as `answer_queries` searches
-    info = {"model": str(model), "encoder_fingerprint": index.model_fingerprint,
+    info = {"model": str(model), **loaded, "encoder_fingerprint": index.model_fingerprint,
             # the queries are searched (re-ranked) on the encoder's device; the candidates encoded by the index build,
             # without the vector cache
             "run_record": run_record(encoder, encoder.device, index.config.encode.batch_size, None, [
@@ -188,14 +188,17 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     return rankings
 
 
-def load_search_encoder(model: str, encoder, encoder_options: dict | None, device: str | None):
-    """The given `encoder` (moved to `device`, when one is given), else `model` loaded with `encoder_options` on
-    `device`."""
+def load_search_encoder(model: str, encoder, encoder_options: dict | None, device: str | None) -> tuple[object, dict]:
+    """(the given `encoder` (moved to `device`, when one is given), else `model` loaded with `encoder_options` on
+    `device`; what the results record beside the model: for a training run's folder loaded here, the checkpoint it
+    loaded, `aspire.encoders.pretrained.checkpoint_record`, else {})."""
     if encoder is not None:
-        return encoder if device is None else encoder.to(device)
+        return (encoder if device is None else encoder.to(device)), {}
     from aspire.encoders import load_encoder
+    from aspire.encoders.pretrained import checkpoint_record
 
-    return load_encoder(model, device=device, **dict(encoder_options or {}))
+    loaded = checkpoint_record(model)  # read just before the load: a run training on may move `best` later
+    return load_encoder(model, device=device, **dict(encoder_options or {})), loaded
 
 
 def _searchable(batch, papers):
@@ -249,7 +252,7 @@ def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str
 
     parse_aggregate(agg)
     search = pipeline_config(pipeline, {k: "every archive is ranked whole" for k in POOL_KEYS})  # before encoding
-    encoder = load_search_encoder(model, encoder, encoder_options, device)
+    encoder, loaded = load_search_encoder(model, encoder, encoder_options, device)
     t0 = time.perf_counter()
     papers, counts = reviewer_papers(rset)
     encoded: list[dict] = []
@@ -274,7 +277,7 @@ def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str
         return table
 
     preds = predict(rset, {p.paper_id for p in papers}, sims, agg)
-    info = {"model": str(model), "encoder_fingerprint": fingerprint, "aggregate": agg,
+    info = {"model": str(model), **loaded, "encoder_fingerprint": fingerprint, "aggregate": agg,
             "run_record": run_record(encoder, encoder.device, batch_size, cache_dir, encoded),  # the submissions
             # are searched (re-ranked) on the encoder's device
             "search": {"stages": search.stages, "fuse": search.fuse, "rerank": search.rerank,

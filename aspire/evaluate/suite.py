@@ -24,6 +24,7 @@ from pathlib import Path
 
 from aspire.benchmarks import BENCHMARKS, get_benchmark
 from aspire.benchmarks.runs import invocation
+from aspire.encoders.pretrained import checkpoint_record
 from aspire.evaluate import context2doc_run, csfcube, probes, reviewer_run
 from aspire.evaluate.options import EvalOptions, Stages
 from aspire.io import write_json
@@ -87,7 +88,8 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
     `bm25_alpha` (the model's weight fused with BM25) needs a lexical benchmark among those run, and `bm25` takes no
     scorer, `bm25_alpha` or model options (ValueError: none would be read); its suite.json records no aggregate and
     no model options. A bad `aggregate` (where reviewer matching runs) or a `bm25_alpha` outside [0, 1] is a ValueError
-    before the first benchmark runs (`check_settings`)."""
+    before the first benchmark runs (`check_settings`). A training run's folder as `model`: suite.json records the
+    checkpoint it stood for as the suite began (`checkpoint_record`), each benchmark's results the one it loaded."""
     data, out = Path(data), Path(out)
     names = list(BENCHMARKS) if benchmarks is None else list(dict.fromkeys(get_benchmark(n).name for n in benchmarks))
     missing = [n for n in names if n not in RUNNERS]
@@ -107,6 +109,7 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
         options = options.checked(scorer, faceted=True)
         check_settings(names, aggregate, bm25_alpha)
     settings = {"aggregate": aggregate, "bm25_alpha": bm25_alpha}
+    loaded = {} if model == "bm25" else checkpoint_record(model)  # a training run's folder: its checkpoint now
     rows: list[dict] = []
     fingerprint = None
     timings, skipped = {}, []
@@ -128,7 +131,7 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
         timings[name] = time.perf_counter() - t0
     # what made the rows: BM25 alone reads no aggregate and no model option (it once recorded `encoding: contextual`)
     used = {"aggregate": aggregate, **options.record()} if model != "bm25" else {"aggregate": None}
-    suite = {"model": str(model), "scorer": scorer, "encoder_fingerprint": fingerprint, **used,
+    suite = {"model": str(model), **loaded, "scorer": scorer, "encoder_fingerprint": fingerprint, **used,
              "bm25_alpha": bm25_alpha, "rows": rows, "skipped": skipped, "seconds": timings, "command": invocation()}
     write_json(out / "suite.json", suite, indent=None)
     return suite
