@@ -488,9 +488,10 @@ def code_option(code: str | None) -> dict:
     return {"code": None if code == "none" else code}
 
 
-def backend_options(args: argparse.Namespace) -> dict:
+def backend_options(args: argparse.Namespace, recorded_in: str | None = None) -> dict:
     """The `load_encoder` keywords of `--backend/--quantize` ({} for the exact torch model); `--quantize`
-    with a backend it does not go with, or the onnx backend with a non-CPU `--device`, raises ValueError."""
+    with a backend it does not go with, or a fast backend with a non-CPU `--device`, raises ValueError. `recorded_in`:
+    what recorded `args.backend` when the user gave no --backend (`the index DIR`), named in that error instead."""
     if args.quantize and args.quantize not in QUANTIZATIONS[args.backend]:
         needs = " or ".join(b for b, qs in QUANTIZATIONS.items() if args.quantize in qs)
         raise ValueError(f"--quantize {args.quantize} goes with --backend {needs}")
@@ -498,5 +499,8 @@ def backend_options(args: argparse.Namespace) -> dict:
         return {"quantize": args.quantize} if args.quantize else {}
     device = getattr(args, "device", None)
     if not on_cpu(device):
+        if recorded_in is not None:  # not a flag the user gave
+            raise ValueError(f"{recorded_in} records backend {args.backend}, which encodes on the CPU; got --device "
+                             f"{device}: leave out --device")
         raise ValueError(f"--backend {args.backend} encodes on the CPU; got --device {device}")
     return {"backend": args.backend, "quantize": args.quantize}

@@ -207,7 +207,8 @@ class QueryMaker:
             given = self.args.backend is not None or self.args.quantize is not None
             log.debug("encoding queries with %s (%s)", describe_backend(backend, quantize),
                      "--backend/--quantize" if given else "the index's; --backend/--quantize choose another")
-            encoder = load_encoder(name, device=self.args.device, **backend_options(chosen))
+            options = backend_options(chosen, None if self.args.backend else f"the index {self.args.index}")
+            encoder = load_encoder(name, device=self.args.device, **options)
             try:
                 index.check_model(*model_fingerprints(encoder))
             except ModelMismatchError as err:

@@ -14,8 +14,8 @@ encode`) puts it on the GPU where CUDA is available (`encoding_device`), as enco
 then chooses it there. `aspire search`, `aspire evaluate` and the demo keep the CPU: a query is too small to pay for
 CUDA's start-up, and the known answers of evaluate and the demo are the CPU's.
 
-Importing this module imports no torch: the choice is made, and said, before the model loads; only `gpu_device` (for
-auto, once a command's arguments are checked) imports it.
+Importing this module imports no torch: the choice is made, and said, before the model loads; only `gpu_device` (called
+by auto and `encoding_device`, once a command's arguments are checked) imports it.
 """
 
 from __future__ import annotations

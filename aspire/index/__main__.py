@@ -291,7 +291,8 @@ def _run(args) -> int:
                                                             torch_device)
         if note and rank == 0:  # said once: ranks choosing otherwise are refused, each named (same_backend_on_every_rank)
             log.info(note)
-    backend = backend_options(args) if hasattr(args, "backend") else {}
+    recorded_in = f"the index {args.index}" if args.command == "add" and why else None  # add: the index's backend
+    backend = backend_options(args, recorded_in) if hasattr(args, "backend") else {}
     if args.command in ("build", "encode-shard"):  # recorded: search encodes its queries the same way
         config.encode.backend, config.encode.quantize = args.backend, args.quantize
     from aspire.index.build import add_to_index, build_index
