@@ -1,7 +1,8 @@
 """Round 74 review of the day's GPU defaults: `index add --device cuda` to an index that records a fast backend
 (OpenVINO, ONNX), and `aspire search --device cuda` on one, are refused, rightly (the index's vectors are the fast
 backend's, which runs on the CPU), but the error said `--backend onnx encodes on the CPU`, naming a flag the user never
-gave: the backend was the index's. It now names the index that records it and says to leave out --device. No GPU here:
+gave: the backend was the index's (or, for `index build`, the config's encode.backend). It now names what records
+it and says to leave out --device. No GPU here:
 `torch.cuda` is patched, as in tests/test_reliability_round74_gpuauto.py."""
 
 from __future__ import annotations
@@ -52,3 +53,13 @@ def test_search_with_a_gpu_device_on_a_fast_backend_index_names_the_index(tmp_pa
                    "leave out --device\n")
     assert search_main([*args, "--backend", "onnx"]) == 2  # the user's flag: named as given
     assert capsys.readouterr().err == "error: --backend onnx encodes on the CPU; got --device cuda\n"
+
+
+def test_build_with_a_gpu_device_and_a_config_naming_a_fast_backend_names_the_config_key(tmp_path, capsys, one_gpu):
+    status, err = build(capsys, tmp_path, "encode.backend=onnx", "--device", "cuda")
+    assert status == 2
+    assert err.endswith("error: the config (encode.backend) records backend onnx, which encodes on the CPU; got "
+                        "--device cuda: leave out --device\n")  # was "--backend onnx ...": no such flag was given
+    assert one_gpu == []  # refused before the model loads
+    status, err = build(capsys, tmp_path, "--backend", "onnx", "--device", "cuda")  # the user's flag: named as given
+    assert status == 2 and err.endswith("error: --backend onnx encodes on the CPU; got --device cuda\n")

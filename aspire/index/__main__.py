@@ -219,15 +219,15 @@ def _merged_summary(gen: Path) -> str:
     return _summary(gen, json.loads((gen / "manifest.json").read_text(encoding="utf-8"))["n_papers"])
 
 
-def config_backend(args, encode) -> None:
+def config_backend(args, encode) -> bool:
     """build / encode-shard: the backend and precision a config names (`encode.backend` / `encode.quantize`, in
     `--config` or an override, e.g. an index's saved config.yaml) encode when `--backend/--quantize` are not given
     (they were once accepted, then replaced by the flags' default without a word); given, they must agree. ValueError
-    naming the key otherwise."""
+    naming the key otherwise. True when the config's backend stands for the flags."""
     from aspire.cliutil import QUANTIZATIONS
 
     if encode.backend is None and encode.quantize is None:
-        return
+        return False
     backend = encode.backend or "torch"
     if backend not in QUANTIZATIONS:
         raise ValueError(f"encode.backend: unknown backend {encode.backend!r}; valid: {list(QUANTIZATIONS)}")
@@ -236,9 +236,11 @@ def config_backend(args, encode) -> None:
                          f"{list(QUANTIZATIONS[backend])} (or none)")
     if args.backend is None and args.quantize is None:
         args.backend, args.quantize = backend, encode.quantize
-    elif (args.backend or "torch", args.quantize) != (backend, encode.quantize):
+        return True
+    if (args.backend or "torch", args.quantize) != (backend, encode.quantize):
         raise ValueError(f"--backend {args.backend or 'torch'} --quantize {args.quantize} and the config's encode.backend "
                          f"{encode.backend} encode.quantize {encode.quantize} disagree: give one of them")
+    return False
 
 
 def refuse_recorded_encoding(overrides: list[str]) -> None:
@@ -277,7 +279,7 @@ def _run(args) -> int:
     if args.command == "add":
         built, why = recorded_backend(args)
     if args.command in ("build", "encode-shard"):  # the config's backend and precision, too, before torch and faiss
-        config_backend(args, config.encode)
+        from_config = config_backend(args, config.encode)
     progress = show_progress(args)
     device = getattr(args, "device", None)
     if args.command in ("build", "encode-shard"):  # --backend auto (the default): the CPU's fastest, said in one line
@@ -291,7 +293,11 @@ def _run(args) -> int:
                                                             torch_device)
         if note and rank == 0:  # said once: ranks choosing otherwise are refused, each named (same_backend_on_every_rank)
             log.info(note)
-    recorded_in = f"the index {args.index}" if args.command == "add" and why else None  # add: the index's backend
+    recorded_in = None  # what named the backend when no flag did: the index (add), the config (build)
+    if args.command == "add" and why:
+        recorded_in = f"the index {args.index}"
+    elif args.command in ("build", "encode-shard") and from_config:
+        recorded_in = "the config (encode.backend)"
     backend = backend_options(args, recorded_in) if hasattr(args, "backend") else {}
     if args.command in ("build", "encode-shard"):  # recorded: search encodes its queries the same way
         config.encode.backend, config.encode.quantize = args.backend, args.quantize
