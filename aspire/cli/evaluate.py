@@ -58,7 +58,7 @@ from aspire.cliutil import (
     run_command,
     setup_logging,
 )
-from aspire.encoders.pretrained import check_model
+from aspire.encoders.pretrained import check_model, resolve_model
 from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions
 from aspire.paths import DATA
 from aspire.scoring.fusion import METHODS as FUSION_METHODS
@@ -603,6 +603,19 @@ def _known_exp(args) -> str | None:
     return None
 
 
+def check_cross_encoder(name: str) -> None:
+    """`--rerank`'s model: a trained cross-encoder (`aspire.scoring.crossencoder.check_trained_cross_encoder`), found
+    as `check_model` finds a model. A plain encoder (a model name such as `minilm`, a document model's run folder)
+    would get a fresh random one-logit head and re-rank by noise: a ValueError naming it."""
+    from aspire.scoring.crossencoder import check_trained_cross_encoder
+
+    check_model(name)
+    try:
+        check_trained_cross_encoder(resolve_model(name))
+    except ValueError as err:
+        raise ValueError(f"--rerank {name}: {err}") from None
+
+
 def _run(args) -> int:
     # the user's own files and the model first, before the benchmark's data or torch load
     # (`pools --abstracts` once failed only after torch loaded, naming no option)
@@ -616,8 +629,8 @@ def _run(args) -> int:
     model = getattr(args, "model", None)
     if model and not (args.command == "suite" and model == "bm25"):
         check_model(model)
-    if getattr(args, "rerank", None):  # the cross-encoder: a name or a directory
-        check_model(args.rerank)
+    if getattr(args, "rerank", None):  # the cross-encoder: a trained one's directory, as `aspire search` takes it
+        check_cross_encoder(args.rerank)
     return COMMANDS[args.command].run(args.command_parser, args)
 
 
