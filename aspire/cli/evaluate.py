@@ -58,7 +58,7 @@ from aspire.cliutil import (
     run_command,
     setup_logging,
 )
-from aspire.encoders.pretrained import check_model, resolve_model
+from aspire.encoders.pretrained import MODELS, check_model, resolve_model
 from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions
 from aspire.paths import DATA
 from aspire.scoring.fusion import METHODS as FUSION_METHODS
@@ -606,9 +606,14 @@ def _known_exp(args) -> str | None:
 def check_cross_encoder(name: str) -> None:
     """`--rerank`'s model: a trained cross-encoder (`aspire.scoring.crossencoder.check_trained_cross_encoder`), found
     as `check_model` finds a model. A plain encoder (a model name such as `minilm`, a document model's run folder)
-    would get a fresh random one-logit head and re-rank by noise: a ValueError naming it."""
+    would get a fresh random one-logit head and re-rank by noise: a ValueError naming it. A short name (`MODELS`) is a
+    document encoder: refused by name, its folder neither looked for nor (`mpnet`) unpacked."""
     from aspire.scoring.crossencoder import check_trained_cross_encoder
 
+    if name in MODELS:
+        raise ValueError(f"--rerank {name}: cross-encoder {name!r}: not a trained cross-encoder (a document encoder, "
+                         f"as {', '.join(MODELS)} are; one sequence-classification logit is needed: train one with "
+                         "python -m aspire.train.crossencoder)")
     check_model(name)
     try:
         check_trained_cross_encoder(resolve_model(name))

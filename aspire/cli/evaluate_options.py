@@ -158,7 +158,8 @@ def add_stage_args(p: argparse.ArgumentParser, documents: str = "title + abstrac
     p.add_argument("--bm25-alpha", type=float, help="fuse the model with BM25: z-scores, this weight on the model")
     p.add_argument("--k1", type=float, default=1.25, help="BM25 k1 (default 1.25)")
     p.add_argument("--b", type=float, default=0.75, help="BM25 b (default 0.75)")
-    p.add_argument("--rerank", metavar="MODEL", help="re-score the top N with this cross-encoder (a trained one's directory: python -m aspire.train.crossencoder)")
+    p.add_argument("--rerank", metavar="MODEL", help="re-score the top N with this cross-encoder (a trained one's "
+                                                     "directory: python -m aspire.train.crossencoder)")
     p.add_argument("--rerank-top", type=positive_int, default=50, help="documents re-scored per query (default 50)")
     p.add_argument("--rerank-weight", type=float, default=1.0,
                    help="weight on the cross-encoder's z-scores against the first stage's (default 1: replace)")
