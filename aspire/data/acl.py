@@ -12,6 +12,7 @@ import operator
 import os
 import random
 import re
+import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Collection, Container
 from dataclasses import dataclass
@@ -26,11 +27,19 @@ from aspire.paths import cache_root
 log = logging.getLogger(__name__)
 
 
+_NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]")  # punctuation, symbols, spaces, marks no letter took
+
+
 def normalise_title(title: str) -> str:
-    """Lower case, ASCII letters and digits only: `"BERT: Pre-training"` -> `"bertpretraining"`. Any other character
-    is dropped, not folded: `"Poincaré"` -> `"poincar"`, where a LaTeX `"Poincar\\'e"` gives `"poincare"` (the
-    committed SciRepEval split was drawn by this rule: folding accents would move it)."""
-    return re.sub(r"[^0-9a-z]", "", title.lower())
+    """Lower case, ASCII letters and digits only, after Unicode folding: `"BERT: Pre-training"` -> `"bertpretraining"`.
+    The text is composed (NFC: `"e\\u0301"` is `"é"`), cut to its letters and digits, then NFKC- and case-folded, so
+    a ligature (`"ﬁ"` -> `"fi"`), a full-width letter (`"Ｂ"` -> `"b"`), a superscript digit (`"³"` -> `"3"`) or
+    `"ß"` (`"ss"`) gives the key of its plain copy; a symbol is cut before NFKC, so the mojibake `"â€™"` of a
+    curly quote gives no `"tm"`. Any other character is dropped, not folded: `"Poincaré"` -> `"poincar"`, where a
+    LaTeX `"Poincar\\'e"` gives `"poincare"` (folding accents would move the committed SciRepEval split; the folding
+    above moves no title or abstract match of the real data)."""
+    kept = _NOT_LETTER_OR_DIGIT.sub("", unicodedata.normalize("NFC", title))
+    return re.sub(r"[^0-9a-z]", "", unicodedata.normalize("NFKC", kept).casefold())
 
 
 ABSTRACT_KEY_CHARS = 200  # normalised characters of an abstract that name it (`abstract_key`)
