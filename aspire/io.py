@@ -218,6 +218,20 @@ def _str_keys_only(obj: Any) -> bool:
 
 
 # ---- reading ------------------------------------------------------------------------------------
+def decoded_lines(data: bytes, where: str | Path) -> list[str]:
+    """`data` (a file's bytes) cut into lines where text mode cuts them (\\n, \\r\\n, \\r; not at a U+2028 inside a
+    JSON string, as `str.splitlines` would), each decoded on its own: bytes that are not UTF-8 are a ValueError
+    naming `where`, the line and the column (a whole-file decode named a byte offset of the file, no line)."""
+    lines = []
+    for line_no, raw in enumerate(data.splitlines(), start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{where}:{line_no}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
+                             f"{err.start + 1})") from None
+    return lines
+
+
 def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None = None, *,
                finite: bool = False) -> Iterator[tuple[int, dict]]:
     """Yield `(line_number, object)` for each non-blank line of a JSONL file, streaming.

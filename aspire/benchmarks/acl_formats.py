@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -32,7 +31,7 @@ import numpy as np
 from aspire.benchmarks.stats import check_level, finite_number
 from aspire.checksum import file_sha256
 from aspire.data.papers import jsonl_objects
-from aspire.io import read_json, type_name
+from aspire.io import decoded_lines, read_json, type_name
 
 SPLIT_FILE = Path(__file__).parent / "splits" / "scirepeval_formats.json"
 ACL_FILE = "papers.jsonl.gz"
@@ -151,14 +150,8 @@ def read_label_file(path: str | Path, kind: str, known: Iterable[str] | None = N
         raise ValueError(f"label kind must be 'class' or 'number', got {kind!r}")
     known = None if known is None else set(known)
     labels: dict[str, object] = {}
-    # lines cut as text mode cuts them (\r\n, \r, \n), each decoded on its own so that bytes that are not UTF-8
-    # are named by their line (a UnicodeDecodeError named a byte offset of a read buffer, no line)
-    for n, raw in enumerate(re.split(rb"\r\n|\r|\n", Path(path).read_bytes()), start=1):
+    for n, line in enumerate(decoded_lines(Path(path).read_bytes(), path), start=1):  # a bad byte named by its line
         where = f"{path}:{n}"
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{where}: not UTF-8 text ({err.reason} at byte {err.start} of the line)") from None
         if not line.strip():
             continue
         try:  # a number of over 4300 digits is a ValueError, deep nesting a RecursionError, neither naming the line

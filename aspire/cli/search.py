@@ -65,7 +65,7 @@ from aspire.data.facets import FACET_CODE_CHOICES, selection_facet
 from aspire.data.papers import Paper, paper_from_record, read_papers
 from aspire.encoders.pretrained import check_model
 from aspire.index.config import RERANKERS, STAGES
-from aspire.io import write_text
+from aspire.io import decoded_lines, write_text
 
 if TYPE_CHECKING:
     from aspire.batch import DocBatch
@@ -353,18 +353,9 @@ def check_new_qid(qid: str, first: dict[str, str]) -> None:
 
 
 def _lines(path: str) -> list[str]:
-    """The lines of a `--queries` file, cut where stdin's lines are (\\n, \\r\\n, \\r; not at a U+2028 inside a JSON
-    paper's text, as `str.splitlines` would), each decoded on its own: bytes that are not UTF-8 are a ValueError
-    naming the file, line and column. A BOM is no part of line 1."""
-    lines = []
-    data = input_file(path, "--queries").read_bytes().removeprefix(b"\xef\xbb\xbf")
-    for line_no, raw in enumerate(data.splitlines(), start=1):
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{path}:{line_no}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
-                             f"{err.start + 1})") from None
-    return lines
+    """The lines of a `--queries` file, cut and decoded as `aspire.io.decoded_lines` does (where stdin's lines are cut;
+    a bad byte named by file, line and column). A BOM is no part of line 1."""
+    return decoded_lines(input_file(path, "--queries").read_bytes().removeprefix(b"\xef\xbb\xbf"), path)
 
 
 class Progress:
