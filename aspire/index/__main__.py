@@ -307,20 +307,24 @@ def _run(args) -> int:
     from aspire.index.store import SentenceIndex
     from aspire.index.stream import merge_streaming
 
+    if args.command in ("build", "add"):  # the exact model on the GPU where CUDA is available, unless --device says
+        on = encoding_device(device, args.backend)
+
+        def load(name):
+            return load_encoder(name, device=on, **backend)
+
     if args.command == "build":  # under the directory's lock, refused or cleaned before any encoding
-        index, gen = build_index(args.out, args.model, args.corpus, config, args.overwrite, lambda name: load_encoder(
-                                 name, device=encoding_device(device, args.backend), **backend), progress)
+        index, gen = build_index(args.out, args.model, args.corpus, config, args.overwrite, load, progress)
         print(_summary(gen, index.n_papers))
     elif args.command == "add":  # overrides (--batch-size) hold for this run only
         def ready():  # said once the add goes ahead, not before a refusal (a model mismatch, say)
             if why:
-                on = encoding_device(device, args.backend)
                 log.info("encoding with %s%s: %s", describe_backend(args.backend, args.quantize),
                          "" if on_cpu(on) else f" on {on}", why)
 
         try:
-            index, gen, n_new, n_rejected = add_to_index(args.index, args.corpus, args.model, lambda name: load_encoder(
-                name, device=encoding_device(device, args.backend), **backend), overrides, progress, ready)
+            index, gen, n_new, n_rejected = add_to_index(args.index, args.corpus, args.model, load, overrides,
+                                                         progress, ready)
         except ModelMismatchError as err:
             used = (args.model or built[0], args.backend, args.quantize)
             raise restate_mismatch(err, built, used, "this `index add` encodes papers") from None
