@@ -217,6 +217,10 @@ def nothing_left(report: dict) -> str | None:
     train example), or None when it does not."""
     stage = report.get("stage")
     if stage == "ingest" and not report["counts"].get("contexts"):
+        if not report["bad_lines"] and not any(report["counts"].values()):  # nothing read, refused or counted
+            source = report.get("input")  # input B's is [full text, abstracts]: the full text is the one read
+            source = source[0] if isinstance(source, list) and source else source
+            return f"its input {source} holds no record (an empty file, or blank lines only)"
         dropped = {k: v for k, v in report["counts"].items() if k.startswith("dropped")}
         return f"no context citing two or more papers is left{_counted({**dropped, 'bad_lines': report['bad_lines']})}"
     if stage == "filter" and not report["contexts_out"]:
