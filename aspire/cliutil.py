@@ -491,9 +491,12 @@ def code_option(code: str | None) -> dict:
 def backend_options(args: argparse.Namespace, recorded_in: str | None = None) -> dict:
     """The `load_encoder` keywords of `--backend/--quantize` ({} for the exact torch model); `--quantize`
     with a backend it does not go with, or a fast backend with a non-CPU `--device`, raises ValueError. `recorded_in`:
-    what recorded `args.backend` when the user gave no --backend (`the index DIR`), named in that error instead."""
+    what recorded `args.backend` when the user gave no --backend (`the index DIR`), named in those errors instead."""
     if args.quantize and args.quantize not in QUANTIZATIONS[args.backend]:
         needs = " or ".join(b for b, qs in QUANTIZATIONS.items() if args.quantize in qs)
+        if recorded_in is not None:  # not a flag the user gave; another backend's vectors would not match
+            raise ValueError(f"{recorded_in} records backend {args.backend}; --quantize {args.quantize} goes with "
+                             f"--backend {needs}: leave out --quantize")
         raise ValueError(f"--quantize {args.quantize} goes with --backend {needs}")
     if args.backend == "torch":
         return {"quantize": args.quantize} if args.quantize else {}

@@ -634,7 +634,11 @@ def _run(args) -> int:
     model = getattr(args, "model", None)
     if model and not (args.command == "suite" and model == "bm25"):
         check_model(model)
-    if getattr(args, "rerank", None):  # the cross-encoder: a trained one's directory, as `aspire search` takes it
+    # the cross-encoder: a trained one's directory, as `aspire search` takes it; not looked at where the command
+    # refuses --rerank by name (--search-pipeline names its own stages; --ranked, --predictions run no model)
+    refused = getattr(args, "search_pipeline", None) is not None
+    refused = refused or bool(getattr(args, "ranked", None) or getattr(args, "predictions", None))
+    if getattr(args, "rerank", None) and not refused:
         check_cross_encoder(args.rerank)
     return COMMANDS[args.command].run(args.command_parser, args)
 
