@@ -1,5 +1,6 @@
 """Helpers for the page server's tests: a small labelled corpus, index building, a server running in a
-thread, raw and JSON requests, and a collector of the log records a server writes."""
+thread, bounded waits for an event and for threads, raw and JSON requests, and a collector of the log records
+a server writes."""
 
 from __future__ import annotations
 
@@ -57,6 +58,24 @@ def running(service_or_holder, **options):
         srv.shutdown()
         srv.server_close()
         thread.join(10)
+
+
+def wait_until(condition, what: str, timeout: float = 20.0) -> None:
+    """Poll `condition()` until it holds; AssertionError saying `what` did not happen within `timeout` seconds.
+    (A fixed sleep assumed a server, thread or rebuild had got there, which a slower machine may not.)"""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout:g} s")
+        time.sleep(0.01)
+
+
+def join_all(threads: list[threading.Thread], timeout: float = 20.0) -> None:
+    """Join `threads`; AssertionError naming those still running after `timeout` seconds each."""
+    for thread in threads:
+        thread.join(timeout)
+    alive = [thread.name for thread in threads if thread.is_alive()]
+    assert not alive, f"threads still running after {timeout:g} s: {alive}"
 
 
 def request(srv, method, path, body=None, headers=None, with_headers=False):

@@ -16,7 +16,17 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from serve_support import PAPERS, LogRecords, build_index, encoder_fixture, index_fixture, request, running  # noqa: F401 (fixtures encoder, index)
+from serve_support import (  # noqa: F401 (fixtures encoder, index)
+    PAPERS,
+    LogRecords,
+    build_index,
+    encoder_fixture,
+    index_fixture,
+    join_all,
+    request,
+    running,
+    wait_until,
+)
 
 from aspire.data.papers import Paper
 from aspire.search import Searcher
@@ -210,23 +220,24 @@ def test_searches_during_rebuilds_are_each_the_answer_of_the_generation_they_nam
                 status, _, raw, headers = request(srv, "POST", "/api/search", search, with_headers=True)
                 seen.append((status, headers["x-aspire-generation"], raw))
 
-        threads = [threading.Thread(target=client) for _ in range(2)]
+        def answered(gen: str) -> bool:
+            return any(s[1] == gen for s in seen)
+
+        threads = [threading.Thread(target=client, name=f"client {i}") for i in range(2)]
         for t in threads:
             t.start()
         time.sleep(0.2)
+        wait_until(lambda: answered("gen-000001"), "no search answered from gen-000001 before the first rebuild")
         references = {"gen-000001": searcher_ranked(index, OVERRIDES, "q", [0, 1])}
         for name, gen_papers in list(generations.items())[1:]:
             build_index(encoder, gen_papers, index, "tiny")
             references[name] = searcher_ranked(index, OVERRIDES, "q", [0, 1])
             titles = {p.paper_id: p.title for p in gen_papers}
-            deadline = time.monotonic() + 20
-            while not any(s[1] == name for s in seen) and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_until(lambda g=name: answered(g), f"no search answered from {name} after its save")
             generations[name] = titles
             time.sleep(0.2)
         stop.set()
-        for t in threads:
-            t.join(20)
+        join_all(threads)
     generations["gen-000001"] = {p.paper_id: p.title for p in papers}
     assert {s[1] for s in seen} == set(references) and all(s[0] == 200 for s in seen)
     for _, header, raw in seen:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from serve_support import PAPERS, build_index, request, running
+from serve_support import PAPERS, build_index, join_all, request, running
 
 from aspire.serve import ServiceHolder
 from aspire.serve.server import bind
@@ -132,7 +132,7 @@ def test_a_reload_while_a_search_runs_answers_that_search_whole_from_the_generat
         status, _, raw = request(srv, "POST", "/api/reload")
         assert status == 200 and json.loads(raw)["reloaded"] is True
         release.set()
-        t.join(20)
+        join_all([t])  # the search held across the reload: answered, not still waiting
         status, _, raw, headers = answer[0]
         out = json.loads(raw)
         assert status == 200 and headers["x-aspire-generation"] == out["generation"] == "gen-000001"

@@ -75,6 +75,7 @@ def test_shutdown_after_serve_forever_returned_returns_at_once(service):
     request(srv, "GET", "/")  # served: the loop is running
     srv.shutdown(timeout=10)
     thread.join(5)
+    assert not thread.is_alive(), "serve_forever did not return after the first shutdown"
     assert _in_thread(lambda: srv.shutdown(timeout=30)), "a second shutdown waited"
     srv.server_close()
 

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from serve_support import PAPERS, LogRecords, build_index, request, running
+from serve_support import PAPERS, LogRecords, build_index, join_all, request, running, wait_until
 
 from aspire.encoders import load_encoder
 from aspire.serve import ServiceHolder
@@ -39,21 +39,26 @@ def test_a_rebuild_under_load_changes_the_generation_and_no_request_fails(encode
                 status, gen, header, out = generation_of(srv, "POST" if body else "GET", path, body)
                 seen.append((status, gen, header, out.get("n_papers", -1)))
 
-        threads = [threading.Thread(target=client, args=a) for a in
+        def sized(gen: str) -> bool:  # a client's /api/info answer from `gen` (the sizes checked below)
+            return any(s[1] == gen and s[3] >= 0 for s in seen)
+
+        threads = [threading.Thread(target=client, args=a, name=a[0]) for a in
                    (("/api/search", search), ("/api/info", None), ("/api/papers?q=", None))]
         for t in threads:
             t.start()
         time.sleep(0.3)
+        wait_until(lambda: sized("gen-000001"), "no client's /api/info answer from gen-000001 before the first rebuild")
         for n in (4, 5):  # two rebuilds while requests keep coming
+            gen = f"gen-00000{n - 2}"
             build_index(encoder, PAPERS[:n], index, "tiny")
             saved = time.monotonic()
-            while generation_of(srv)[1] != f"gen-00000{n - 2}" and time.monotonic() < saved + 20:
-                time.sleep(0.01)
-            print(f"reload: gen-00000{n - 2} served {time.monotonic() - saved:.2f} s after its save")
+            wait_until(lambda g=gen: generation_of(srv)[1] == g, f"{gen} not served after its save")
+            print(f"reload: {gen} served {time.monotonic() - saved:.2f} s after its save")
             time.sleep(0.3)
+            wait_until(lambda g=gen: sized(g), f"no client's /api/info answer from {gen} while it was served")
+        wait_until(lambda: len(seen) > 30, "fewer than 31 requests answered during the rebuilds")
         stop.set()
-        for t in threads:
-            t.join(20)
+        join_all(threads)
         _, gen, header, info = generation_of(srv)
     assert (gen, header, info["n_papers"], info["reload_error"]) == ("gen-000003", "gen-000003", 5, None)
     assert len(seen) > 30 and all(s[0] == 200 for s in seen), [s for s in seen if s[0] != 200][:5]
