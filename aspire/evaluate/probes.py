@@ -82,10 +82,9 @@ class Features:
     def __init__(self, model: str, papers: dict, cache_dir=None, batch_size: int = 32, device: str | None = None,
                  encoder_options: dict | None = None):
         from aspire.encoders import load_encoder
-        from aspire.encoders.pretrained import checkpoint_record
 
-        self.loaded = checkpoint_record(model)  # a training run's folder: the checkpoint it loads, for results.json
         self.encoder = load_encoder(model, **dict(encoder_options or {}))
+        self.loaded = self.encoder.loaded_checkpoint  # a run folder: the checkpoint it loaded, for results.json
         if device:
             self.encoder.to(device)
         self.papers, self.cache_dir, self.batch_size = papers, cache_dir, batch_size

@@ -111,7 +111,7 @@ def rank_pool_set(
     `options.encoder_options` go to `load_encoder` (e.g. `backend="onnx"`, `quantize="int8"`).
     Returns:
         (`{facet: {query_pid: [cand_pid, ...]}}`, run info with the model (and, for a training run's folder, the
-        checkpoint it loaded: `aspire.encoders.pretrained.checkpoint_record`), the encoder fingerprint, the
+        checkpoint it loaded: the encoder's `loaded_checkpoint`), the encoder fingerprint, the
         seconds spent loading, encoding and scoring (wall clock, and process CPU time as `*_cpu`),
         what it ran on (`run_record`) and, with `cand_sentences="facet"`, per facet the number of pooled
         candidates that had no sentence of it and kept all theirs (`cands_kept_whole`).
@@ -122,7 +122,6 @@ def rank_pool_set(
     """
     from aspire.benchmarks.pools import ranked_path, write_ranked
     from aspire.encoders import load_encoder
-    from aspire.encoders.pretrained import checkpoint_record
 
     opts = options.checked(scorer, faceted=pool_set.facets != [""])
     encoding, scorer_options, cache_dir, batch_size, device, encode_options, query_text, cand_sentences = (
@@ -146,8 +145,8 @@ def rank_pool_set(
             raise ValueError(f"facet {facet!r} needs a label_to_facet mapping")
 
     t0 = time.perf_counter()
-    loaded = checkpoint_record(model)  # a training run's folder: the checkpoint it loads now
     encoder = load_encoder(model, **opts.encoder_options)
+    loaded = encoder.loaded_checkpoint  # a training run's folder: the checkpoint it loaded (one read of its pointer)
     if device:
         encoder.to(device)
     t_load = time.perf_counter() - t0

@@ -299,10 +299,9 @@ def run_reviewers(rset: ReviewerSet, model: str | None, scorers: Sequence[str], 
     ran = []  # each stage's predictions
     if model is not None:
         from aspire.encoders import load_encoder
-        from aspire.encoders.pretrained import checkpoint_record
 
-        info.update(checkpoint_record(model))  # a training run's folder: the checkpoint it loads now
         encoder = load_encoder(model, **options.encoder_options)
+        info.update(encoder.loaded_checkpoint)  # a training run's folder: the checkpoint it loaded
         if device:
             encoder.to(device)
         runs, batches, encoded = [], {}, []

@@ -191,14 +191,13 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
 def load_search_encoder(model: str, encoder, encoder_options: dict | None, device: str | None) -> tuple[object, dict]:
     """(the given `encoder` (moved to `device`, when one is given), else `model` loaded with `encoder_options` on
     `device`; what the results record beside the model: for a training run's folder loaded here, the checkpoint it
-    loaded, `aspire.encoders.pretrained.checkpoint_record`, else {})."""
+    loaded, the encoder's `loaded_checkpoint`, else {})."""
     if encoder is not None:
         return (encoder if device is None else encoder.to(device)), {}
     from aspire.encoders import load_encoder
-    from aspire.encoders.pretrained import checkpoint_record
 
-    loaded = checkpoint_record(model)  # read just before the load: a run training on may move `best` later
-    return load_encoder(model, device=device, **dict(encoder_options or {})), loaded
+    encoder = load_encoder(model, device=device, **dict(encoder_options or {}))
+    return encoder, encoder.loaded_checkpoint  # from the read of the run's pointer that picked the weights
 
 
 def _searchable(batch, papers):
