@@ -49,6 +49,8 @@ class Context2Doc:
     candidates: list[Paper]
     citing: dict[str, str]  # qid -> citing paper id
     left_out: list[str] = field(default_factory=list)  # train/dev qids whose query text is a test query's
+    # the split file it was read from: {"split_file", "checksum", "source_sha256"} (`load_context2doc`)
+    provenance: dict[str, str] = field(default_factory=dict)
 
 
 def query_text(context: str) -> str:
@@ -178,7 +180,8 @@ def load_split(split_file: str | Path = SPLIT_FILE, source: str | Path | None = 
 
 def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str | Path = SPLIT_FILE) -> Context2Doc:
     """One split's queries and qrels, with every cited paper of the file as a candidate; of train and dev, less the
-    queries whose query text is a test query's (`Context2Doc.left_out`, module docstring). A cited paper id given
+    queries whose query text is a test query's (`Context2Doc.left_out`, module docstring), and the split file's path,
+    checksum and source SHA-256 (`Context2Doc.provenance`). A cited paper id given
     two different titles or abstracts in the file is a ValueError naming it and both records (one of the texts
     would be scored silently); so is a split query whose record has no cited paper or an empty query text (which
     `make_split` excludes)."""
@@ -217,7 +220,8 @@ def load_context2doc(data_dir: str | Path, split: str = "test", split_file: str 
             citing[qid] = rec["citing_paper_id"]
     if found != wanted:
         raise ValueError(f"split {split}: {len(wanted - found)} queries of the split are not in {source}")
-    return Context2Doc(split, queries, qrels, [cands[k] for k in sorted(cands)], citing, left_out)
+    provenance = {"split_file": str(split_file), "checksum": meta["checksum"], "source_sha256": meta["source_sha256"]}
+    return Context2Doc(split, queries, qrels, [cands[k] for k in sorted(cands)], citing, left_out, provenance)
 
 
 def held_out_queries(data_dir: str | Path, split_file: str | Path = SPLIT_FILE) -> dict[str, tuple[str, frozenset[str]]]:

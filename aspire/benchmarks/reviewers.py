@@ -14,7 +14,9 @@ draws (`reviewer_units`: one unit a reviewer, so `aspire.benchmarks.stats` boots
 A rated paper absent from a draw's submissions leaves its pairs out, counted in `skipped_pairs`, and so
 does a submission with neither title nor abstract that has no prediction (a model cannot encode it,
 `aspire.evaluate.reviewer_run`); any other rated submission without a prediction, or with a prediction that
-is not a finite number, is an error naming the reviewer and paper.
+is not a finite number, is an error naming the draw, reviewer and paper. A prediction for a reviewer of no
+rating, or for a paper outside the draw's submissions, scores nothing and is counted (`unrated_reviewers`,
+`unknown_papers`).
 """
 
 from __future__ import annotations
@@ -257,10 +259,13 @@ def reviewer_loss(rated: list[tuple[str, float]], predicted: Mapping[str, float]
 def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str, float]]]) -> tuple[UnitScores, dict]:
     """Per-draw, per-reviewer (loss, max loss) as `UnitScores` (groups = draws, units = reviewers),
     and counts: reviewers absent from each prediction (`reviewers_not_predicted`, one list a draw, and
-    `draws`, the draws' names), pairs skipped (`reviewer_loss`; `blank`: the draw's submissions without text).
+    `draws`, the draws' names), pairs skipped (`reviewer_loss`; `blank`: the draw's submissions without text),
+    and what the predictions hold that no pair reads (`unscored`): reviewers of no rating (`unrated_reviewers`)
+    and papers outside their draw's submissions (`unknown_papers`), by id.
 
     A prediction may leave rated reviewers out (the loss is over the prediction's reviewers, module
-    docstring); one that names none of the rated reviewers in any draw is a ValueError naming ids of both.
+    docstring); one that names none of the rated reviewers in any draw is a ValueError naming ids of both,
+    and a rated submission without a prediction (`reviewer_loss`) one naming the draw too.
     """
     if len(predictions) != len(rset.draws):
         raise ValueError(f"{len(predictions)} predictions for {len(rset.draws)} draws")
@@ -271,17 +276,22 @@ def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str
                          f"rated {_some(units)}")
     num = np.zeros((len(rset.draws), len(units)))
     den = np.zeros_like(num)
-    absent, skipped = [], 0
+    absent, skipped, unknown = [], 0, set()
     for g, (draw, pred) in enumerate(zip(rset.draws, predictions)):
         absent.append(sorted(set(units) - set(pred)))
+        unknown.update(p for scores in pred.values() for p in scores if p not in draw.submissions)
         blank = {pid for pid, text in draw.submissions.items() if not any(text)}
         for u, reviewer in enumerate(units):
-            loss, top, skip = reviewer_loss(rset.ratings[reviewer], pred.get(reviewer), draw.submissions, reviewer,
-                                            blank)
+            try:
+                loss, top, skip = reviewer_loss(rset.ratings[reviewer], pred.get(reviewer), draw.submissions,
+                                                reviewer, blank)
+            except ValueError as err:  # the same reviewer and paper are in every draw: name the draw's file
+                raise ValueError(f"draw {draw.name}: {err}") from None
             num[g, u], den[g, u] = loss, top
             skipped += skip
     return UnitScores(units, num, den), {"reviewers_not_predicted": absent, "draws": [d.name for d in rset.draws],
-                                         "skipped_pairs": skipped}
+                                         "skipped_pairs": skipped, "unrated_reviewers": sorted(predicted - set(units)),
+                                         "unknown_papers": sorted(unknown)}
 
 
 def _some(ids, k: int = 3) -> str:
@@ -303,6 +313,16 @@ def left_out(counts: dict) -> str:
     reviewers = sorted({r for a in partial.values() for r in a})
     return (f"{len(reviewers)} reviewer{'s' if len(reviewers) > 1 else ''} left out of "
             f"{'draw' if len(partial) == 1 else 'draws'} " + "; ".join(f"{d} ({_some(r)})" for d, r in partial.items()))
+
+
+def unscored(counts: dict) -> str:
+    """`predictions for 1 unrated reviewer (X) and 2 papers outside their draw's submissions (a, b) not scored`-style
+    words for what a prediction holds that no rated pair reads (`reviewer_units`); '' when it holds nothing else."""
+    parts = [f"{len(ids)} {what}{'s' if len(ids) > 1 else ''}{where} ({_some(ids)})"
+             for ids, what, where in ((counts.get("unrated_reviewers") or [], "unrated reviewer", ""),
+                                      (counts.get("unknown_papers") or [], "paper", " outside their draw's submissions"))
+             if ids]
+    return f"predictions for {' and '.join(parts)} not scored" if parts else ""
 
 
 def read_predictions(path: str | Path) -> dict[str, dict[str, float]]:

@@ -142,7 +142,8 @@ def score_and_write(bench: Context2Doc, run: Mapping, out: Path, exp: str, info:
     """Write run + qrels, compute the metrics from the run with bootstrap 95% intervals over queries. A judged paper
     that is not a candidate (no run can rank it) stays in the qrels and counts as a miss in every metric; such
     papers are counted in the results (`relevant_not_candidates`: `{"n": papers, "queries": qids}`), present only when
-    there are any, where they once lowered the metrics unsaid."""
+    there are any, where they once lowered the metrics unsaid. `split` records the split scored: its name, the split
+    file's checksum and source SHA-256 (`Context2Doc.provenance`) and the queries left out of it (`left_out`)."""
     write_run(out / "run.trec", run, exp)
     write_qrels(out / "qrels.trec", bench.qrels)
     values = per_query(bench.qrels, run, METRICS)
@@ -157,6 +158,7 @@ def score_and_write(bench: Context2Doc, run: Mapping, out: Path, exp: str, info:
         "benchmark": f"context2doc-{bench.split}",
         "experiment": exp,
         **info,
+        "split": {"name": bench.split, **bench.provenance, "left_out": list(bench.left_out)},
         "n_queries": len(bench.queries),
         "n_candidates": len(bench.candidates),
         "metrics": mean_scores(values),

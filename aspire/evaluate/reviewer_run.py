@@ -39,6 +39,7 @@ from aspire.benchmarks.reviewers import (
     prediction_files,
     reviewer_units,
     summarize,
+    unscored,
 )
 from aspire.benchmarks.runs import invocation
 from aspire.benchmarks.stats import table_row
@@ -357,12 +358,12 @@ def write_reviewer_results(rset: ReviewerSet, out: Path, exp: str, preds: list[d
 
 
 def format_result(results: dict) -> str:
-    """`loss 0.2689 [0.2121, 0.3298] over N reviewers, D draws`, and which reviewers some draws left out
-    (`aspire.benchmarks.reviewers.left_out`)."""
+    """`loss 0.2689 [0.2121, 0.3298] over N reviewers, D draws`, which reviewers some draws left out
+    (`aspire.benchmarks.reviewers.left_out`) and what the predictions held that was not scored (`unscored`)."""
     lo, hi = results["ci95"]
-    note = left_out(results)
+    notes = "".join(f"; {note}" for note in (left_out(results), unscored(results)) if note)
     return f"loss {results['loss']:.4f} [{lo:.4f}, {hi:.4f}] over {results['n_reviewers']} reviewers, " \
-           f"{results['n_draws']} draws" + (f"; {note}" if note else "")
+           f"{results['n_draws']} draws" + notes
 
 
 def suite_rows(bench, data: Path, model: str, scorer: str, out: Path, settings: dict,
