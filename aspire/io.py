@@ -14,6 +14,9 @@ Reading:
 - JSONL, any objects: `iter_jsonl` (streaming, `(line, object)`, errors name FILE:LINE, optional
   skip-and-record), `iter_checked_jsonl` (the same with a record check) and `read_jsonl` (a list);
   `require` checks an object's keys.
+- Lines of text, cut where text mode cuts them and decoded one at a time (a byte that is not UTF-8 named by its line
+  and 1-based byte column): `decoded_lines` (a file's bytes), `stream_lines` with `decoded_line` (stdin, a line as it
+  arrives).
 Papers JSONL (the input format) has its own reader with the record rules, `aspire.data.papers`,
 which writes through `atomic_write`; this module imports nothing of aspire but `jsonsafe`.
 """
@@ -225,11 +228,31 @@ def decoded_lines(data: bytes, where: str | Path) -> list[str]:
     lines = []
     for line_no, raw in enumerate(data.splitlines(), start=1):
         try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{where}:{line_no}: not UTF-8 text (byte 0x{raw[err.start]:02x} at column "
-                             f"{err.start + 1})") from None
+            lines.append(decoded_line(raw))
+        except ValueError as err:
+            raise ValueError(f"{where}:{line_no}: {err}") from None
     return lines
+
+
+def decoded_line(raw: bytes) -> str:
+    """One line's bytes decoded as UTF-8; bytes that are not are a ValueError naming the first bad byte and its
+    1-based byte column in the line (the caller names the file and line)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"not UTF-8 text (byte 0x{raw[err.start]:02x} at column {err.start + 1})") from None
+
+
+def stream_lines(stream: IO) -> Iterator[bytes]:
+    """The lines of a text stream (stdin), undecoded, cut where text mode cuts them (as `decoded_lines`), one at a
+    time as they arrive; read from its binary `buffer` where it has one, so that a byte that is not UTF-8 reaches
+    its own line's `decoded_line` (a strict text stream's read stopped at it, naming a byte offset of its buffer and
+    no line; a surrogateescape one made it a lone surrogate, read as text). A stream without a buffer (a
+    `StringIO`) gives its text back as the bytes it was decoded from (surrogateescape)."""
+    source = getattr(stream, "buffer", None)
+    chunks = source if source is not None else (text.encode("utf-8", "surrogateescape") for text in stream)
+    for chunk in chunks:  # a chunk ends at \n (or the end): a \r inside one cuts it as text mode would
+        yield from chunk.splitlines()
 
 
 def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None = None, *,

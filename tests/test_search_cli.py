@@ -165,7 +165,7 @@ def test_cli_interactive_answers_each_line_and_survives_errors(cli_index, monkey
     answers = [json.loads(line) for line in captured.out.splitlines()]
     assert [(a["query_id"], a["query_sentences"], len(a["hits"])) for a in answers] == [
         ("p1", [0, 1, 2], 2), ("p3", [1], 2)]
-    assert captured.err == "error: paper 'nope' is not in the index (8 papers)\n"
+    assert captured.err == "error: stdin line 2: paper 'nope' is not in the index (8 papers)\n"
 
 
 def test_cli_run_file_refuses_a_query_id_twice_rather_than_merge_two_rankings(cli_index, tmp_path, monkeypatch,

@@ -20,7 +20,9 @@ With a model trained with facet control codes (`aspire.encoders.codes`), a query
 sentences is encoded with that facet's code (`--facet-code`, default auto; an indexed paper is then
 re-encoded from its stored text, as the index holds its vectors under the candidates' code).
 
-Line format of `--queries FILE` and `--interactive` (blank lines and `#` comments are skipped):
+Line format of `--queries FILE` and `--interactive` (blank lines and `#` comments are skipped; a bad line, a byte
+that is not UTF-8 too, is named `FILE:LINE: ...` and stops `--queries` before any search, or `stdin line N: ...` and
+is passed over by `--interactive`):
 
     2468783                 an indexed paper, sentences from --sentences (default: all)
     2468783 method          an indexed paper, its method sentences
@@ -65,7 +67,7 @@ from aspire.data.facets import FACET_CODE_CHOICES, selection_facet
 from aspire.data.papers import Paper, paper_from_record, read_papers
 from aspire.encoders.pretrained import check_model
 from aspire.index.config import RERANKERS, STAGES
-from aspire.io import decoded_lines, write_text
+from aspire.io import decoded_line, stream_lines, write_text
 
 if TYPE_CHECKING:
     from aspire.batch import DocBatch
@@ -317,12 +319,12 @@ def read_query_papers(path: str | Path) -> list:
 def file_queries(maker: QueryMaker, args) -> list[Query]:
     """Every query the options name, built before any search (a bad one stops the run naming it)."""
     if args.queries is not None:
-        lines = list(sys.stdin) if args.queries == "-" else _lines(args.queries)
+        lines = list(stream_lines(sys.stdin)) if args.queries == "-" else _lines(args.queries)
         queries, first_line = [], {}
         progress = Progress("read", "queries", len(lines), enabled=not args.quiet and len(lines) > 1)
-        for line_no, text in enumerate(lines, start=1):
+        for line_no, raw in enumerate(lines, start=1):
             try:
-                query = maker.from_line(text)
+                query = maker.from_line(decoded_line(raw))
                 if query is not None and args.run_out:
                     check_new_qid(query.qid, first_line)
                     first_line[query.qid] = f"line {line_no}"
@@ -352,10 +354,11 @@ def check_new_qid(qid: str, first: dict[str, str]) -> None:
                          "ranking a query id; write each selection of a paper's sentences to a run of its own")
 
 
-def _lines(path: str) -> list[str]:
-    """The lines of a `--queries` file, cut and decoded as `aspire.io.decoded_lines` does (where stdin's lines are cut;
-    a bad byte named by file, line and column). A BOM is no part of line 1."""
-    return decoded_lines(input_file(path, "--queries").read_bytes().removeprefix(b"\xef\xbb\xbf"), path)
+def _lines(path: str) -> list[bytes]:
+    """The lines of a `--queries` file, undecoded, cut where stdin's are (`aspire.io.stream_lines`); each is decoded
+    by `aspire.io.decoded_line` as it is read, a bad byte named by file, line and 1-based column. A BOM is no part
+    of line 1."""
+    return input_file(path, "--queries").read_bytes().removeprefix(b"\xef\xbb\xbf").splitlines()
 
 
 class Progress:
@@ -474,16 +477,18 @@ def write_run(path: str | Path, lines: Iterable[str]) -> None:
 
 
 def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
-    """Answer query lines from `stream` (stdin) until EOF; a bad line gets an error and the loop goes on."""
+    """Answer query lines from `stream` (stdin) until EOF; a bad line (a byte that is not UTF-8 too: its lines are
+    read undecoded, `aspire.io.stream_lines`) gets an error naming it, `stdin line N: ...` (counting blank and comment
+    lines, as a `--queries` file's are), and the loop goes on."""
     stream = sys.stdin if stream is None else stream
     if not args.quiet:
         print(f"ready: {searcher.index.n_papers} papers. Type a query id [sentences] or a JSON paper a line; "
               "end with EOF (Ctrl-D).", file=sys.stderr, flush=True)
     run: list[str] = []
     failed, first_query = 0, {}
-    for line in stream:
+    for line_no, raw in enumerate(stream_lines(stream), start=1):
         try:
-            query = maker.from_line(line)
+            query = maker.from_line(decoded_line(raw))
             if query is None:
                 continue
             if args.run_out:
@@ -491,7 +496,7 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
             found = run_query(searcher, query, args)
         except (KeyError, ValueError) as err:
             failed += 1
-            print(f"error: {error_message(err)}", file=sys.stderr, flush=True)
+            print(f"error: stdin line {line_no}: {error_message(err)}", file=sys.stderr, flush=True)
             continue
         show_hits(searcher, query, found, args, one_of_many=True)
         if args.run_out:
