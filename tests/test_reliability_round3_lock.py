@@ -70,11 +70,12 @@ def test_two_train_processes_with_one_out_dir_the_second_fails_at_once(tiny_mode
     cmd = [sys.executable, "-m", "aspire.train", "--config", str(config), "--quiet"]
     first = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        for _ in range(1200):  # until the first run holds the folder
+        for _ in range(2400):  # until the first run holds the folder (a slow machine takes a while to import torch)
             if (out / HOLDER_FILE).exists() or first.poll() is not None:
                 break
             time.sleep(0.05)
         assert first.poll() is None, first.stderr.read()
+        assert (out / HOLDER_FILE).exists(), f"the first run did not take {out}'s lock within 120 s"
         second = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
         assert first.poll() is None  # the first is still training: the second did not wait for it
         assert second.returncode == 2 and "Traceback" not in second.stderr, second.stderr
@@ -87,6 +88,7 @@ def test_two_train_processes_with_one_out_dir_the_second_fails_at_once(tiny_mode
                 break
             time.sleep(0.05)
         assert first.poll() is None, first.stderr.read()
+        assert _logged_steps(out), f"the first run logged no step in {out / METRICS} within 120 s"
     finally:
         first.kill()
         first.wait()

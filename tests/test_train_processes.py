@@ -52,12 +52,16 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tiny_model_dir, tmp
     killed = write_config(tmp_path / "b.yaml", tiny_model_dir, examples, tmp_path / "b")
     proc = subprocess.Popen(train_cmd(killed), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
-    while time.time() < deadline and proc.poll() is None:
-        record = ckpt.read_pointer(tmp_path / "b") if (tmp_path / "b" / ckpt.LATEST).is_file() else None
-        if record and record["step"] >= 3:
-            os.kill(proc.pid, signal.SIGKILL)
-            break
-        time.sleep(0.01)
+    try:
+        while proc.poll() is None:
+            assert time.time() < deadline, "the run checkpointed no step >= 3 within 240 s"
+            record = ckpt.read_pointer(tmp_path / "b") if (tmp_path / "b" / ckpt.LATEST).is_file() else None
+            if record and record["step"] >= 3:
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+            time.sleep(0.01)
+    finally:
+        proc.kill()  # a run past the deadline is not left training (nor waited for below)
     assert proc.wait(timeout=60) == -signal.SIGKILL, "the run should have been killed before finishing"
     stopped_at = ckpt.read_pointer(tmp_path / "b")["step"]
     assert 3 <= stopped_at < 8  # 7 micro-batches an epoch: killed mid-epoch 1
