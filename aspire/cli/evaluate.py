@@ -396,10 +396,10 @@ def _context2doc(parser, args) -> int:
     check_out(args, exp)
     options = eval_options(args) if args.model else None
     # the runner imports torch: the options above are refused before it loads (eval_options' promise)
-    from aspire.evaluate.context2doc_run import format_result, run_context2doc
+    from aspire.evaluate.context2doc_run import format_summary, run_context2doc
 
     results = run_context2doc(bench, args.out, exp, args.model, args.scorer, options, stages, args.depth)
-    print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
+    print(format_summary(exp, results))
     if stages.rerank is not None:
         _print_speed(results)
     print(f"wrote {Path(args.out) / 'run.trec'}")
@@ -409,7 +409,7 @@ def _context2doc(parser, args) -> int:
 def _context2doc_search(parser, args) -> int:
     """`context2doc --search-pipeline ...`: the benchmark through `aspire search`'s Searcher."""
     from aspire.benchmarks.context2doc import load_context2doc
-    from aspire.evaluate.context2doc_run import format_result
+    from aspire.evaluate.context2doc_run import format_summary
     from aspire.evaluate.options import search_exp
     from aspire.evaluate.search_run import run_search_pipeline
 
@@ -425,7 +425,7 @@ def _context2doc_search(parser, args) -> int:
     results = run_search_pipeline(load_context2doc(args.data, args.split), args.out, exp, args.model, overrides,
                                   args.depth, encoder_options={**backend_options(args), **code_option(args.code)},
                                   device=args.device)
-    print(f"context2doc {args.split} ({results['n_queries']} queries) {exp}: {format_result(results)}")
+    print(format_summary(exp, results))
     if results["short_of_depth"]["queries"]:
         print(f"{results['short_of_depth']['queries']} queries found fewer than {args.depth} papers "
               f"(fewest {results['short_of_depth']['fewest']})")
@@ -640,7 +640,11 @@ def _run(args) -> int:
     refused = refused or bool(getattr(args, "ranked", None) or getattr(args, "predictions", None))
     if getattr(args, "rerank", None) and not refused:
         check_cross_encoder(args.rerank)
-    return COMMANDS[args.command].run(args.command_parser, args)
+    earlier = evaluate_out.run_files(args)  # what an earlier run of this experiment left in --out
+    status = COMMANDS[args.command].run(args.command_parser, args)
+    if status == 0:  # the folder now holds this run's files only
+        evaluate_out.remove_unwritten(args, earlier)
+    return status
 
 
 if __name__ == "__main__":

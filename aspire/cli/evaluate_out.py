@@ -1,9 +1,13 @@
 """Where an `aspire evaluate` command may write: its `--out` is new, an empty folder, or a results folder of the
 same command, benchmark and experiment (re-running replaces it), and never one of the command's own inputs.
-Anything else is refused before any work (`check_out`), so one run's results never land beside another's."""
+Anything else is refused before any work (`check_out`), so one run's results never land beside another's. A re-run
+that succeeds removes the files of the earlier run that it did not write again (`remove_unwritten`: a
+`crossencoder_scores.json` of a run with `--rerank`, a stage's ranked files, predictions), so that the folder holds
+one run's files."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from collections.abc import Collection
@@ -142,3 +146,58 @@ def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> Non
         want = ", ".join(f"{k} {v!r}" for k, v in differ.items())
         raise FileExistsError(f"--out {out} holds another run's results ({held}), not this one's ({want}); only a "
                               "run's own folder is replaced: choose a new or empty folder")
+
+
+# the files an evaluate command writes into its --out folder, by name at any depth (reviewer matching's predictions
+# lie in predictions/, a probe's --compare writes compare.json); a file of another name there is the user's, never
+# removed (`remove_unwritten`)
+RUN_FILES = ("results.json", "run.trec", "qrels.trec", "crossencoder_scores.json", "perq.csv", "compare.json",
+             "test-pid2pool-*-perq.csv", "test-pid2pool-*-ranked.json", "*_ta.json")
+
+
+def run_files(args) -> dict[Path, tuple[int, int]]:
+    """The files of an earlier run in the command's `--out` folder (`RUN_FILES`), each with its inode and
+    modification time, taken before the command runs; {} where there is no such folder, and for `suite`, whose
+    folder holds one folder a benchmark (`--benchmarks` re-runs some of them) and `compare`, which writes a file."""
+    out = Path(args.out) if getattr(args, "out", None) and args.command not in ("suite", "compare") else None
+    if out is None or not out.is_dir():
+        return {}
+    return {path: _identity(path) for path in out.rglob("*")
+            if path.is_file() and not path.is_symlink() and any(fnmatch.fnmatchcase(path.name, p) for p in RUN_FILES)
+            and not _in_nested_run(path, out)}
+
+
+def _in_nested_run(path: Path, out: Path) -> bool:
+    """Whether `path` lies in a run folder of its own below `out` (a subfolder holding a results.json: the user's
+    `--out runs/a/ablation` beside `runs/a`'s files), which a re-run into `out` does not own."""
+    return any((folder / "results.json").is_file() for folder in path.parents if folder != out and out in folder.parents)
+
+
+def remove_unwritten(args, earlier: dict[Path, tuple[int, int]]) -> list[str]:
+    """After a run into `--out` that succeeded: remove the files of `earlier` (`run_files`) that it did not write
+    again (the same inode and modification time) and the folders that leaves empty, and say which (paths relative to
+    `--out`, returned too); nothing when the run did not write its `results.json` again (it replaced no earlier run)."""
+    if not earlier:
+        return []
+    out = Path(args.out)
+    marker = out / "results.json"
+    if marker not in earlier or not marker.is_file() or _identity(marker) == earlier[marker]:
+        return []
+    stale = sorted(path for path, seen in earlier.items() if path.is_file() and _identity(path) == seen)
+    for path in stale:
+        path.unlink()
+        folder = path.parent
+        while folder != out and not any(folder.iterdir()):  # predictions/ of a run that wrote none this time
+            folder.rmdir()
+            folder = folder.parent
+    names = [path.relative_to(out).as_posix() for path in stale]
+    if names:
+        print(f"removed from {out} the earlier run's files this run did not write: {', '.join(names)}")
+    return names
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    """(inode, modification time in ns): a file written again (`aspire.io.atomic_write` renames a new file onto it)
+    differs in both."""
+    stat = path.stat()
+    return stat.st_ino, stat.st_mtime_ns
