@@ -148,11 +148,14 @@ def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> Non
                               "run's own folder is replaced: choose a new or empty folder")
 
 
-# the files an evaluate command writes into its --out folder, by name at any depth (reviewer matching's predictions
-# lie in predictions/, a probe's --compare writes compare.json); a file of another name there is the user's, never
-# removed (`remove_unwritten`)
-RUN_FILES = ("results.json", "run.trec", "qrels.trec", "crossencoder_scores.json", "perq.csv", "compare.json",
-             "test-pid2pool-*-perq.csv", "test-pid2pool-*-ranked.json", "*_ta.json")
+# the files an evaluate command writes into its --out folder, by name: in the folder itself, and reviewer matching's
+# predictions in its predictions/ (a probe's --compare writes compare.json). A file of another name, one elsewhere (a
+# subfolder the user made: a copy of an earlier run's files, a run of its own, `evaluate compare --out A/cmp/x.json`)
+# and an `evaluate compare` output named compare.json (`--out A/compare.json`) are the user's, never removed
+# (`remove_unwritten`)
+RUN_FILES = {".": ("results.json", "run.trec", "qrels.trec", "crossencoder_scores.json", "perq.csv", "compare.json",
+                   "test-pid2pool-*-perq.csv", "test-pid2pool-*-ranked.json"),
+             "predictions": ("*_ta.json",)}
 
 
 def run_files(args) -> dict[Path, tuple[int, int]]:
@@ -162,15 +165,16 @@ def run_files(args) -> dict[Path, tuple[int, int]]:
     out = Path(args.out) if getattr(args, "out", None) and args.command not in ("suite", "compare") else None
     if out is None or not out.is_dir():
         return {}
-    return {path: _identity(path) for path in out.rglob("*")
-            if path.is_file() and not path.is_symlink() and any(fnmatch.fnmatchcase(path.name, p) for p in RUN_FILES)
-            and not _in_nested_run(path, out)}
-
-
-def _in_nested_run(path: Path, out: Path) -> bool:
-    """Whether `path` lies in a run folder of its own below `out` (a subfolder holding a results.json: the user's
-    `--out runs/a/ablation` beside `runs/a`'s files), which a re-run into `out` does not own."""
-    return any((folder / "results.json").is_file() for folder in path.parents if folder != out and out in folder.parents)
+    found = {}
+    for sub, names in RUN_FILES.items():
+        folder = out / sub
+        if sub != "." and (folder.is_symlink() or not folder.is_dir()):  # a linked predictions/ lies outside --out
+            continue
+        found.update({path: _identity(path) for path in folder.iterdir()
+                      if path.is_file() and not path.is_symlink()
+                      and any(fnmatch.fnmatchcase(path.name, pattern) for pattern in names)
+                      and not (path.name == "compare.json" and _is_comparison(path))})
+    return found
 
 
 def remove_unwritten(args, earlier: dict[Path, tuple[int, int]]) -> list[str]:
