@@ -15,8 +15,8 @@ Reading:
   skip-and-record), `iter_checked_jsonl` (the same with a record check) and `read_jsonl` (a list);
   `require` checks an object's keys.
 - Lines of text, cut where text mode cuts them and decoded one at a time (a byte that is not UTF-8 named by its line
-  and 1-based byte column): `decoded_lines` (a file's bytes), `stream_lines` with `decoded_line` (stdin, a line as it
-  arrives).
+  and 1-based byte column): `decoded_lines` (a file's bytes), `stream_lines` with `decoded_line` (stdin or a file
+  opened "rb", a line as it arrives; a byte-order mark at the start is no part of line 1).
 Papers JSONL (the input format) has its own reader with the record rules, `aspire.data.papers`,
 which writes through `atomic_write`; this module imports nothing of aspire but `jsonsafe`.
 """
@@ -24,6 +24,7 @@ which writes through `atomic_write`; this module imports nothing of aspire but `
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import shutil
@@ -34,6 +35,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from aspire.jsonsafe import dumps, escape_surrogates, finite_json, key_name
+
+UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark, which some editors write before a UTF-8 file's first line
 
 
 class DataError(ValueError):
@@ -244,15 +247,17 @@ def decoded_line(raw: bytes) -> str:
 
 
 def stream_lines(stream: IO) -> Iterator[bytes]:
-    """The lines of a text stream (stdin), undecoded, cut where text mode cuts them (as `decoded_lines`), one at a
-    time as they arrive; read from its binary `buffer` where it has one, so that a byte that is not UTF-8 reaches
-    its own line's `decoded_line` (a strict text stream's read stopped at it, naming a byte offset of its buffer and
-    no line; a surrogateescape one made it a lone surrogate, read as text). A stream without a buffer (a
-    `StringIO`) gives its text back as the bytes it was decoded from (surrogateescape)."""
-    source = getattr(stream, "buffer", None)
+    """The lines of a text stream (stdin) or a binary one (a file opened "rb"), undecoded, cut where text mode cuts
+    them (as `decoded_lines`), one at a time as they arrive; a text stream is read from its binary `buffer` where it
+    has one, so that a byte that is not UTF-8 reaches its own line's `decoded_line` (a strict text stream's read
+    stopped at it, naming a byte offset of its buffer and no line; a surrogateescape one made it a lone surrogate, read
+    as text). A text stream without a buffer (a `StringIO`) gives its text back as the bytes it was decoded from
+    (surrogateescape). A UTF-8 byte-order mark at the very start of the stream is no part of its first line, as a
+    papers file's is not (`iter_jsonl`)."""
+    source = stream if isinstance(stream, (io.BufferedIOBase, io.RawIOBase)) else getattr(stream, "buffer", None)
     chunks = source if source is not None else (text.encode("utf-8", "surrogateescape") for text in stream)
-    for chunk in chunks:  # a chunk ends at \n (or the end): a \r inside one cuts it as text mode would
-        yield from chunk.splitlines()
+    for n, chunk in enumerate(chunks):  # a chunk ends at \n (or the end): a \r inside one cuts it as text mode would
+        yield from (chunk.removeprefix(UTF8_BOM) if n == 0 else chunk).splitlines()
 
 
 def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None = None, *,
@@ -276,8 +281,8 @@ def iter_jsonl(path: str | Path, on_error: str = "raise", bad: list[str] | None 
         for lineno, raw in enumerate(handle, start=1):
             if lineno == 1 and raw.startswith(b"\x1f\x8b"):  # gzip's magic bytes: no JSON text starts so
                 raise DataError(f"{path}: the file is gzip-compressed; this reader takes plain JSONL (decompress it)")
-            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
+            if lineno == 1:
+                raw = raw.removeprefix(UTF8_BOM)
             try:
                 line = raw.decode("utf-8")
                 if not line.strip():

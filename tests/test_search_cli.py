@@ -189,7 +189,7 @@ def test_cli_run_file_refuses_a_query_id_twice_rather_than_merge_two_rankings(cl
     assert search_main(["--index", str(cli_index), "--interactive", "--k", "2", "--run-out", str(run), "--quiet"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert [line.split(":")[0] for line in err] == ["error"] * 3
-    assert "'p1' again (first at query 1)" in err[0] and "'p3' again (first at query 2)" in err[2], err
+    assert "'p1' again (first at stdin line 1)" in err[0] and "'p3' again (first at stdin line 4)" in err[2], err
     assert sorted({row.split()[0] for row in run.read_text().splitlines()}) == ["p1", "p3"]
     assert len(run.read_text().splitlines()) == 4
 

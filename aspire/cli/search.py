@@ -67,7 +67,7 @@ from aspire.data.facets import FACET_CODE_CHOICES, selection_facet
 from aspire.data.papers import Paper, paper_from_record, read_papers
 from aspire.encoders.pretrained import check_model
 from aspire.index.config import RERANKERS, STAGES
-from aspire.io import decoded_line, stream_lines, write_text
+from aspire.io import decoded_line, loads_unique, stream_lines, write_text
 
 if TYPE_CHECKING:
     from aspire.batch import DocBatch
@@ -280,8 +280,8 @@ class QueryMaker:
         if not text or text.startswith("#"):
             return None
         if text.startswith("{"):
-            try:
-                record = json.loads(text)
+            try:  # a key twice is refused naming it (`RepeatedKey`, a ValueError), as in a papers file
+                record = loads_unique(text)
             except json.JSONDecodeError as err:
                 raise ValueError(f"invalid JSON: {err.msg} (column {err.colno})") from None
             return self.from_paper(paper_from_record(record), self.args.sentences)
@@ -319,7 +319,7 @@ def read_query_papers(path: str | Path) -> list:
 def file_queries(maker: QueryMaker, args) -> list[Query]:
     """Every query the options name, built before any search (a bad one stops the run naming it)."""
     if args.queries is not None:
-        lines = list(stream_lines(sys.stdin)) if args.queries == "-" else _lines(args.queries)
+        lines = _lines(args.queries)
         queries, first_line = [], {}
         progress = Progress("read", "queries", len(lines), enabled=not args.quiet and len(lines) > 1)
         for line_no, raw in enumerate(lines, start=1):
@@ -355,10 +355,13 @@ def check_new_qid(qid: str, first: dict[str, str]) -> None:
 
 
 def _lines(path: str) -> list[bytes]:
-    """The lines of a `--queries` file, undecoded, cut where stdin's are (`aspire.io.stream_lines`); each is decoded
-    by `aspire.io.decoded_line` as it is read, a bad byte named by file, line and 1-based column. A BOM is no part
-    of line 1."""
-    return input_file(path, "--queries").read_bytes().removeprefix(b"\xef\xbb\xbf").splitlines()
+    """The lines of a `--queries` file ('-': stdin), undecoded, read and cut as `--interactive` reads stdin's
+    (`aspire.io.stream_lines`: a BOM is no part of line 1); each is decoded by `aspire.io.decoded_line` as it is read,
+    a bad byte named by file, line and 1-based column."""
+    if path == "-":
+        return list(stream_lines(sys.stdin))
+    with input_file(path, "--queries").open("rb") as handle:
+        return list(stream_lines(handle))
 
 
 class Progress:
@@ -501,7 +504,7 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
         show_hits(searcher, query, found, args, one_of_many=True)
         if args.run_out:
             run += run_lines(query.qid, found[0], args.run_tag)
-        first_query[query.qid] = f"query {len(first_query) + 1}"
+        first_query[query.qid] = f"stdin line {line_no}"  # where --queries names the line of a file
     if args.run_out:
         write_run(args.run_out, run)
     return 0 if not failed else 1
