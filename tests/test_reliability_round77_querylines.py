@@ -77,3 +77,14 @@ def test_an_interactive_repeated_query_id_names_the_stdin_line_of_the_first(inde
     assert err[1:] == ["error: stdin line 6: query id 'p1' again (first at stdin line 3): the run file (--run-out) "
                        "holds one ranking a query id; write each selection of a paper's sentences to a run of its own"]
     assert [row.split()[0] for row in run.read_text().splitlines()] == ["p1", "p1", "p3", "p3"]
+
+
+def test_a_query_line_nested_too_deeply_is_that_lines_error_and_the_session_goes_on(index_dir, monkeypatch, capsys):
+    """json.loads raises RecursionError (not a ValueError) on a line nested 100,000 deep: it ended the session."""
+    deep = b'{"paper_id": ' * 100_000 + b"\n"
+    monkeypatch.setattr("sys.stdin", stdin_of(b"p1\n" + deep + b"p2\n", "strict"))
+    capsys.readouterr()
+    assert search_main(["--index", str(index_dir), "--interactive", "--k", "2", "--quiet", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "error: stdin line 2: invalid JSON: nested too deeply\n"
+    assert [line.split('"query_id": ')[1][:4] for line in captured.out.splitlines()] == ['"p1"', '"p2"']

@@ -284,6 +284,8 @@ class QueryMaker:
                 record = loads_unique(text)
             except json.JSONDecodeError as err:
                 raise ValueError(f"invalid JSON: {err.msg} (column {err.colno})") from None
+            except RecursionError:  # not a ValueError: it would end --interactive rather than name the line
+                raise ValueError("invalid JSON: nested too deeply") from None
             return self.from_paper(paper_from_record(record), self.args.sentences)
         paper_id, *selection = text.split(None, 1)  # the id, then the selection after spaces or a tab
         return self.from_id(paper_id, selection[0].strip() if selection else self.args.sentences)
