@@ -275,7 +275,7 @@ def test_index_build_reads_the_configs_backend(tmp_path, monkeypatch, capsys, ti
     assert (encode.backend, encode.quantize) == ("onnx", "int8")
     seen.clear()
     assert index_cli.main([*build, "--backend", "torch", "encode.backend=onnx"]) == 2
-    assert "and the config's encode.backend onnx encode.quantize None disagree" in capsys.readouterr().err
+    assert "--backend torch and the config's encode.backend onnx (no encode.quantize) disagree" in capsys.readouterr().err
     assert index_cli.main([*build, "encode.backend=tensorrt"]) == 2
     assert "encode.backend: unknown backend 'tensorrt'" in capsys.readouterr().err
     assert not seen

@@ -190,14 +190,16 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
 
 def load_search_encoder(model: str, encoder, encoder_options: dict | None, device: str | None) -> tuple[object, dict]:
     """(the given `encoder` (moved to `device`, when one is given), else `model` loaded with `encoder_options` on
-    `device`; what the results record beside the model: for a training run's folder loaded here, the checkpoint it
-    loaded, the encoder's `loaded_checkpoint`, else {})."""
-    if encoder is not None:
-        return (encoder if device is None else encoder.to(device)), {}
-    from aspire.encoders import load_encoder
+    `device`; what the results record beside the model: the encoder's `loaded_checkpoint`, given or loaded here (for
+    a training run's folder, the checkpoint it loaded; else {}))."""
+    if encoder is None:
+        from aspire.encoders import load_encoder
 
-    encoder = load_encoder(model, device=device, **dict(encoder_options or {}))
-    return encoder, encoder.loaded_checkpoint  # from the read of the run's pointer that picked the weights
+        encoder = load_encoder(model, device=device, **dict(encoder_options or {}))
+    elif device is not None:
+        encoder = encoder.to(device)
+    # from the read of the run's pointer that picked the weights, here or where the given encoder was loaded
+    return encoder, encoder.loaded_checkpoint
 
 
 def _searchable(batch, papers):

@@ -237,10 +237,24 @@ def config_backend(args, encode) -> bool:
     if args.backend is None and args.quantize is None:
         args.backend, args.quantize = backend, encode.quantize
         return True
-    if (args.backend or "torch", args.quantize) != (backend, encode.quantize):
-        raise ValueError(f"--backend {args.backend or 'torch'} --quantize {args.quantize} and the config's encode.backend "
-                         f"{encode.backend} encode.quantize {encode.quantize} disagree: give one of them")
+    if (args.backend or "torch", args.quantize) != (backend, encode.quantize):  # a --quantize alone keeps torch
+        given = _named("--", args.backend, args.quantize)
+        implied = "" if args.backend else " (no --backend: --quantize alone keeps torch)"
+        recorded = _named("encode.", encode.backend, encode.quantize)
+        if encode.backend is None:
+            recorded += " (no encode.backend: torch)"
+        elif encode.quantize is None:
+            recorded += " (no encode.quantize)"
+        raise ValueError(f"{given}{implied} and the config's {recorded} disagree: leave out {given} to encode as the "
+                         f"config says, or give {_named('--', backend, encode.quantize)} to match it")
     return False
+
+
+def _named(prefix: str, backend: str | None, quantize: str | None) -> str:
+    """`config_backend`'s words for a backend and precision as given: `--backend onnx --quantize int8` (prefix `--`),
+    `encode.backend onnx` (prefix `encode.`); what was not given is left out."""
+    return " ".join(f"{prefix}{key} {value}" for key, value in (("backend", backend), ("quantize", quantize))
+                    if value is not None)
 
 
 def refuse_recorded_encoding(overrides: list[str]) -> None:
