@@ -38,15 +38,17 @@ ACL_FILE = "papers.jsonl.gz"
 SPLITS = ("train", "dev", "test")
 
 
-def read_records(path: str | Path) -> list[dict]:
+def read_records(path: str | Path, records: Iterable[tuple[int, dict]] | None = None) -> list[dict]:
     """The ACL records' metadata (`paper_id`, `title`, `year`, `venues`, `booktitle`, `authors`) without the
     abstract, for the records that have one (a record without an abstract is no paper of the formats). Such a
     record without a paper id (missing, null, not a string or empty) is a ValueError naming the file and its line:
     readers key the records by id, and no split names it. A paper id on two such records is a ValueError naming it
-    and both lines: one of the two would be dropped unseen and the other scored (its venue, year and authors)."""
+    and both lines: one of the two would be dropped unseen and the other scored (its venue, year and authors).
+    `records`: the file's `jsonl_objects(path)`, already read by the caller (`aspire.evaluate.probes.acl_index`,
+    which splits the papers' abstracts from them too): the file is not parsed again."""
     keep = ("paper_id", "title", "year", "venues", "booktitle", "authors")
-    records, lines = [], {}
-    for line, r in jsonl_objects(path):
+    metadata, lines = [], {}
+    for line, r in jsonl_objects(path) if records is None else records:
         if not r.get("abstract"):
             continue
         pid = r.get("paper_id")
@@ -56,8 +58,8 @@ def read_records(path: str | Path) -> list[dict]:
         if pid in lines:
             raise ValueError(f"{path}:{line}: paper {pid} is on line {lines[pid]} too; a paper id names one record")
         lines[pid] = line
-        records.append({k: r.get(k) for k in keep})
-    return records
+        metadata.append({k: r.get(k) for k in keep})
+    return metadata
 
 
 def checksum(body: Mapping) -> str:
