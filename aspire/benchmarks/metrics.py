@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -145,46 +145,30 @@ def queries_without_relevant(qrels: Mapping[str, Mapping[str, int]], threshold: 
     return [q for q, pool in qrels.items() if not any(g >= threshold for g in pool.values())]
 
 
-RANX_ID_WIDTH = 10
-
-
-def ranx_ids(ids: Iterable[str]) -> dict[str, str]:
-    """Each of one query's document ids -> a code of `RANX_ID_WIDTH` digits (its first position in `ids`), for ranx.
-
-    ranx holds a query's ids as a numpy string array, whose width is that of its longest id, and numba compiles its
-    data-structure functions once a width: each new longest-id length cost a compile of its own (about 17 s in the
-    demo, for CSFCube's ids after the tests' and the warm-up's). Ids of one width share the compiled code that
-    `compile_metrics` caches; the metrics do not depend on the names."""
-    return {doc: f"{i:0{RANX_ID_WIDTH}d}" for i, doc in enumerate(dict.fromkeys(ids))}
-
-
 def ranx_per_query(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str, Sequence[str]],
                    qids: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, float]]:
     """ranx's values of its metrics `names` for each of `qids`, `{name: {qid: value}}` (NaN where ranx leaves one
-    undefined). Each query's ranking (best first) is scored n, n-1, ..., 1, so ranx's order is exactly the given
-    one (ties keep it); document ids go to ranx as `ranx_ids` codes (one width: one compile), query ids as codes of
-    their position in `qids` (ranx's numba dictionaries take one key type: ids such as 1 next to "1" would fail to
-    compile or collide), mapped back in the output. When no query ranks any document
-    (ranx's `Run.from_dict` fails on that: `max()` of no id), every value is 0.0, as ranx gives a query of an empty
-    ranking next to others: no document ranked, no hit, for each metric aspire names."""
-    if not any(len(rankings[q]) for q in qids):
-        return {name: {q: 0.0 for q in qids} for name in dict.fromkeys(names)}
-    from ranx import Qrels, Run, evaluate  # imported here: ranx's numba start-up is slow
+    undefined). The input goes to ranx as its own typed lists, built by code compiled and cached at install
+    (`aspire.benchmarks.ranx_lists`), each query's order exactly the given one, ties kept; a query that ranks no
+    document scores 0.0 for each metric aspire names (no document ranked, no hit). numba's thread count is as
+    before the call."""
+    import numba
+    from ranx import evaluate  # imported here: ranx's start-up is slow
 
-    codes = {q: ranx_ids([*qrels[q], *rankings[q]]) for q in qids}
-    qcode = ranx_ids(qids)
-    run = Run.from_dict({qcode[q]: {codes[q][c]: float(len(rankings[q]) - i) for i, c in enumerate(rankings[q])}
-                         for q in qids})
-    judged = Qrels.from_dict({qcode[q]: {codes[q][c]: int(g) for c, g in qrels[q].items()} for q in qids})
+    from aspire.benchmarks.ranx_lists import ranx_lists
+
+    judged, ranked = ranx_lists(qrels, rankings, qids)
     wanted = list(dict.fromkeys(names))
     if len(wanted) == 1:  # ranx 0.3.21 cannot return per-query scores of a single metric (KeyError)
         wanted.append("hits" if wanted[0] != "hits" else "mrr")
-    with warnings.catch_warnings():  # numba's note on ranx's own uint64 -> int64 index cast
-        warnings.filterwarnings("ignore", message="unsafe cast")
-        scores = evaluate(judged, run, wanted, return_mean=False, save_results_in_run=False)
-    qid_of = {code: q for q, code in qcode.items()}
-    order = [qid_of[code] for code in run.get_query_ids()]
-    return {name: dict(zip(order, (float(v) for v in scores[name]))) for name in dict.fromkeys(names)}
+    threads = numba.get_num_threads()
+    try:
+        with warnings.catch_warnings():  # numba's note on ranx's own uint64 -> int64 index cast
+            warnings.filterwarnings("ignore", message="unsafe cast")
+            scores = evaluate(judged, ranked, wanted, return_mean=False)
+    finally:  # ranx sets numba's threads to 1 for fewer than 10 queries and leaves them so, process-wide
+        numba.set_num_threads(threads)
+    return {name: dict(zip(qids, (float(v) for v in scores[name]))) for name in dict.fromkeys(names)}
 
 
 def check_metrics(metrics: Sequence[str], threshold: int = 1) -> dict[str, tuple[str, int]]:
@@ -253,8 +237,8 @@ def evaluate_rankings(
 
 def compile_metrics() -> float:
     """Run every metric kind once on a tiny judged pool, so that ranx's numba functions are compiled and cached on
-    disk (ranx's `cache=True`) before a user's first evaluation, which otherwise pays the compile (the first
-    `make demo` on a fresh machine spent 43.7 s on its first metrics). With `ranx_ids` every later evaluation, and
+    disk (ranx's `cache=True`, and `ranx_lists`'s) before a user's first evaluation, which otherwise pays the
+    compile (the first `make demo` on a fresh machine spent 43.7 s on its first metrics). Every later evaluation, and
     `runs.per_query`, reads the same compiled code. `make install` calls it; a later call reads the cache.
     -> seconds spent."""
     import time
