@@ -5,6 +5,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.aspire-installed
 PYTEST_ARGS ?=
+# the suite runs in TEST_WORKERS processes (pytest-xdist), a test file to one process: one process kept about one of
+# 2 cores busy (it waits on the subprocesses it starts), so two take 18-19 minutes where one took 31; 0: one process
+TEST_WORKERS ?= 2
 
 .PHONY: demo test install clean-venv
 
@@ -41,7 +44,7 @@ demo: $(STAMP)
 	$(PY) -m aspire.demo
 
 test: $(STAMP) $(BROWSER_STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -138,6 +138,7 @@ def test_the_page_serves_an_index_built_with_the_fast_backend(int8_index):
     assert [h["paper_id"] for h in out["hits"]] == [h.paper_id for h in want]
 
 
+@pytest.mark.slow
 def test_suite_passes_the_backend_to_every_benchmark(tmp_path, monkeypatch, tiny_model_dir, shared_data):
     """Every benchmark of the suite loads its encoder with the chosen backend (a stand-in `load_encoder`
     stops each run at that call); the suite's record keeps the options."""

@@ -221,6 +221,7 @@ def test_length_groups_cover_every_row_once_within_the_padding_slack():
     assert len(backends.length_groups(lengths, slack=0.0)) == 9  # only the two 512s pad to each other
 
 
+@pytest.mark.slow
 def test_evaluate_cli_encodes_with_the_chosen_backend(small_csfcube, tiny_model_dir, fast_int8, tmp_path, capsys):
     from aspire.cli.evaluate import main
 

@@ -110,6 +110,7 @@ def test_context2doc_ensemble_fuses_bm25_and_a_model(tmp_path, tiny_model_dir, m
     assert 0.0 < mixed[0]["value"] <= 1.0
 
 
+@pytest.mark.slow
 def test_csfcube_ensemble_with_zero_weight_scores_as_its_first_member(small_csfcube, tmp_path, tiny_model_dir):
     common = dict(cache_dir=tmp_path / "cache", batch_size=8, device=None)
     rows = _rows("csfcube", "z", _members(str(tiny_model_dir), 0.0), small_csfcube, tmp_path / "o", **common)

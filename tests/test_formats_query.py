@@ -55,6 +55,7 @@ def ranked(out, facet) -> dict:
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_csfcube_queries_get_their_facet_code_and_candidates_the_doc_code(small_csfcube, coded_model_dir, tmp_path):
     auto = evaluate(small_csfcube, coded_model_dir, tmp_path / "auto")
     assert auto["query_codes"] == {"background": "[BACKGROUND]", "method": "[METHOD]", "result": "[RESULT]"}
@@ -73,6 +74,7 @@ def test_csfcube_queries_get_their_facet_code_and_candidates_the_doc_code(small_
     assert torch.allclose(torch.tensor([s for _, s in pool]), want, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_facet_code_errors_and_the_doc_code_option(small_csfcube, tiny_model_dir, coded_model_dir, tmp_path, capsys):
     assert evaluate_main(["csfcube", "--data", str(small_csfcube), "--model", str(tiny_model_dir), "--scorer",
                           "minl2", "--out", str(tmp_path / "x"), "--no-cache", "--quiet", "--facet-code",

@@ -94,6 +94,7 @@ def test_a_run_spec_needs_a_folder_and_an_experiment(spec):
         parse_run(spec)
 
 
+@pytest.mark.slow
 def test_fuse_scores_is_search_fusion_and_ranks_as_ranx_did():
     """The benchmarks' fusion is `aspire.scoring.fusion` (one implementation); on runs over the same
     candidates it ranks exactly as ranx's `fuse(norm=zmuv|min-max, method=wsum)`, which it replaced."""

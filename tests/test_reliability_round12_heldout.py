@@ -42,6 +42,7 @@ def _source(tiny_model_dir, examples, tmp_path, shared_data, sources="[cocite]",
     return source_papers(cfg, cfg.tasks[0], "train", ("cocite", "acl"))
 
 
+@pytest.mark.slow
 def test_the_three_empty_title_context2doc_test_papers_leave_the_cocite_source(tiny_model_dir, tmp_path, shared_data):
     """The three real records (title "") and a paper with an empty title and CSFCube 10010426's abstract, in the
     co-citation train split: all four were kept; now removed (three by id, one by abstract, read whole though

@@ -33,6 +33,7 @@ def _ranx_fuse(runs: list[dict], weights, norm: str | None, method: str) -> dict
 # ------------------------------------------------------------------ references
 
 
+@pytest.mark.slow
 def test_fusion_equals_ranx_with_ties_missing_documents_and_unnormalised_weights():
     """z / minmax: the scores of ranx's `fuse(norm=zmuv|min-max, method=wsum)` for every document of the union (none
     cut), on lists with tied scores, of different documents, weights summing to 3.1; rrf on lists without ties."""

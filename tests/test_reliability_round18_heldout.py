@@ -243,6 +243,7 @@ def test_context2doc_task_leaves_out_the_pairs_of_a_reworded_csfcube_paper(tmp_p
 
 # ---- excluded_papers: the containment rule for every training source that reads ACL ---------------------------
 
+@pytest.mark.slow
 def test_excluded_papers_remove_a_reworded_csfcube_abstract_from_the_acl_source(tmp_path, shared_data, monkeypatch):
     from aspire.benchmarks.heldout import excluded_papers
     from aspire.data.acl import read_acl

@@ -169,6 +169,7 @@ def _stub_study(monkeypatch, c2d, tmp_path):
     return seen
 
 
+@pytest.mark.slow
 def test_hybrid_weights_context2doc_calibrates_on_a_calibration_file(tmp_path, monkeypatch, capsys):
     """`--calibration-file` (aspect_model.py's: papers JSONL to calibrate on instead of an ACL sample) was an unknown
     option, so the study could not calibrate on the file its CSFCube sibling was scored with. Now the file's papers

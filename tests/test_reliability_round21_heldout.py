@@ -55,6 +55,7 @@ def _brute_grams(text: str, n: int) -> frozenset[str]:
     return frozenset(" ".join(w[i : i + n]) for i in range(len(w) - n + 1))
 
 
+@pytest.mark.slow
 def test_ngrams_and_gram_tuples_agree_on_the_real_csfcube_abstracts(shared_data):
     """`ngrams` is now `_gram_tuples` joined: on every CSFCube abstract (title too) the two forms name the same grams,
     and both the old joined form (`_brute_grams`), for n = 1, 2, 5 and 8."""

@@ -331,6 +331,7 @@ print(json.dumps(state))
 """
 
 
+@pytest.mark.slow
 def test_real_full_disk_training_checkpoint_then_resume(tmp_path, tiny_model_dir, examples_dir):  # noqa: F811
     prefix, disk = _small_disk(tmp_path)
     probe = tmp_path / "probe"  # one checkpoint of this model, written on the ordinary disk, sizes the tmpfs

@@ -61,6 +61,7 @@ def test_a_second_run_into_one_out_dir_fails_at_once_naming_the_first(tiny_model
         holder.wait()
 
 
+@pytest.mark.slow
 def test_two_train_processes_with_one_out_dir_the_second_fails_at_once(tiny_model_dir, tmp_path):
     from test_train import write_examples_dir
 

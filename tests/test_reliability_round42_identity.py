@@ -56,6 +56,7 @@ def test_run_time_flags_keep_the_fingerprint_and_encoding_fields_change_it(tiny_
     assert encoder.fingerprint() == fingerprint
 
 
+@pytest.mark.slow
 def test_encoding_identity_is_the_same_in_processes_with_other_hash_seeds(tiny_model_dir):
     """peft keeps target modules as a set, whose order follows the string hash seed: the identity must not."""
     script = (f"import torch, hashlib; from aspire.encoders import ContextualSentenceEncoder as E; "

@@ -70,6 +70,7 @@ def real_acl(tmp_path_factory):
         yield raw, held, first, second
 
 
+@pytest.mark.slow
 def test_real_acl_sample_matches_a_plain_reading(real_acl):
     raw, held, (papers, stats), (again, stats2) = real_acl
     by_id = {str(r["paper_id"]): r for r in raw}

@@ -130,6 +130,7 @@ def test_venue_class_by_hand():
     assert venue_class(["clinicalnlp", "bionlp", "ijcnlp"]) == "bionlp"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not ACL.exists(), reason="no real ACL file")
 def test_real_venue_year_labels_and_same_author_qrels():
     records = _real_records()

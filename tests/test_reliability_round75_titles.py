@@ -87,6 +87,7 @@ def _real_titles() -> dict[str, list[tuple[str, str]]]:
     return {"acl": acl, "cocite": cocite, "csfcube": csfcube, "reviewer": reviewer}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (SHARED / "acl-anthology" / "papers.jsonl.gz").is_file(), reason="shared ACL data absent")
 def test_on_the_real_data_the_new_key_moves_no_title_match():
     """Every training title (ACL, co-citation) against every benchmark's titles (CSFCube, the reviewer set, the

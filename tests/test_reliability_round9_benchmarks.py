@@ -18,6 +18,7 @@ def test_run_line_refuses_a_line_read_run_would_refuse(tmp_path, rank, tag):
     assert read_run(tmp_path / "run.trec") == {"q1": [("d1", 0.5)]}
 
 
+@pytest.mark.slow
 def test_benchmark_titles_name_acl_papers_that_carry_a_benchmark_abstract_under_another_title(shared_data):
     """Training leaves benchmark papers out of the ACL abstracts by normalised title; an ACL record with a benchmark
     paper's abstract under another title was read: P19-1506 ("Like a Baby") is CSFCube paper 174798289 ("Visually

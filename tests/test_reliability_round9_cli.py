@@ -292,6 +292,7 @@ def test_search_run_tag_needs_run_out(tmp_path, capsys):
 
 # ---- aspire demo ------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_demo_options_reach_the_runs_and_its_table_is_the_results_files(small_csfcube, tmp_path, monkeypatch, capsys,
                                                                         tiny_model_dir):
     """A real demo on a small CSFCube with a tiny model: `--cache-dir`, `--batch-size`, `--backend` reach every

@@ -493,6 +493,7 @@ def test_gathered_l2_weights_compiled_equal_ot_weights_of_the_cost(dtype, tau):
         gathered_l2_weights(store.clone().requires_grad_(), q_rows, store, c_rows, tau)
 
 
+@pytest.mark.slow
 def test_gathered_ot_match_equals_pairwise_ot_match_of_the_copies():
     store, q_rows, c_rows = stored_pairs(60, 5, 8, seed=31)
     q_mask, c_mask = q_rows >= 0, c_rows >= 0

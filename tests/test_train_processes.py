@@ -10,11 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from test_train import REPO, write_examples_dir
 
 from aspire.train import checkpoint as ckpt
 from aspire.train.trainer import METRICS
+
+pytestmark = pytest.mark.slow  # training processes, each tens of seconds
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "aspire.train"]
