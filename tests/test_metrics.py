@@ -22,6 +22,7 @@ from aspire.benchmarks.metrics import (
     mean_metrics,
     ndcg_at_k,
     pool_cutoff,
+    ranx_per_query,
 )
 
 QRELS = {"q": {"a": 3, "b": 0, "c": 2, "d": 0, "e": 1}}
@@ -222,3 +223,39 @@ def test_evaluation_leaves_numbas_thread_count_as_it_was():
         assert numba.get_num_threads() == 2
     finally:
         numba.set_num_threads(before)
+
+
+@pytest.mark.slow  # ranx's dictionaries compile numba's typed-dictionary methods in the process (about 10 s)
+def test_ranx_lists_give_ranxs_own_values_from_its_dictionaries():
+    """`ranx_per_query` hands ranx its typed lists directly; ranx's documented way in, `Qrels`/`Run.from_dict`, must
+    give the same values to the last bit for every metric aspire asks of it, on pools as `evaluate_rankings` passes
+    them (permutations) and as `runs.per_query` does (unjudged documents ranked, judged ones unranked, a query
+    ranking nothing): a ranx upgrade that read the lists otherwise would fail here."""
+    from ranx import Qrels, Run, evaluate
+
+    rng = random.Random(7)
+    names = ["map-l1", "map-l2", "mrr-l1", "r-precision-l1", "precision@5-l2", "recall@10-l1", "ndcg@3", "ndcg@20",
+             "map@10-l1", "hits", "bpref-l1"]
+    for case in range(40):
+        qids = [f"q{i}" for i in range(rng.randint(1, 14))]
+        qrels, rankings = {}, {}
+        for q in qids:
+            docs = [f"d{j:02d}" for j in range(rng.randint(2, 40))]  # one width: ranx compiles once a width
+            judged = dict.fromkeys(docs[: rng.randint(1, len(docs))], 0)
+            for d in judged:
+                judged[d] = rng.choice([0, 0, 1, 2, 3])
+            judged[rng.choice(list(judged))] = 3  # a relevant one at each level
+            qrels[q] = judged
+            ranked = [d for d in docs if case % 2 == 0 or rng.random() < 0.8]  # odd cases: runs' shape
+            rng.shuffle(ranked)
+            rankings[q] = [] if case % 2 and rng.random() < 0.15 else ranked
+        if not any(rankings.values()):
+            continue  # ranx's Run.from_dict cannot take a run of no document at all
+        run = Run.from_dict({q: {d: float(len(rankings[q]) - i) for i, d in enumerate(rankings[q])} for q in qids})
+        mine = ranx_per_query(qrels, rankings, qids, names)
+        theirs = evaluate(Qrels.from_dict(qrels), run, names, return_mean=False, save_results_in_run=False)
+        for name in names:
+            expected = dict(zip(run.get_query_ids(), theirs[name]))
+            for q in qids:
+                assert mine[name][q] == expected[q] or (math.isnan(mine[name][q]) and math.isnan(expected[q])), \
+                    (case, name, q, mine[name][q], expected[q])

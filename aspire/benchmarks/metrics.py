@@ -150,8 +150,8 @@ def ranx_per_query(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
     """ranx's values of its metrics `names` for each of `qids`, `{name: {qid: value}}` (NaN where ranx leaves one
     undefined). The input goes to ranx as its own typed lists, built by code compiled and cached at install
     (`aspire.benchmarks.ranx_lists`), each query's order exactly the given one, ties kept; a query that ranks no
-    document scores 0.0 for each metric aspire names (no document ranked, no hit). numba's thread count is as
-    before the call."""
+    document scores 0.0 for each metric aspire names (no document ranked, no hit) where it has a relevant one (the
+    callers leave out or refuse a query that has none). The calling thread's numba thread count is as before."""
     import numba
     from ranx import evaluate  # imported here: ranx's start-up is slow
 
@@ -166,7 +166,7 @@ def ranx_per_query(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
         with warnings.catch_warnings():  # numba's note on ranx's own uint64 -> int64 index cast
             warnings.filterwarnings("ignore", message="unsafe cast")
             scores = evaluate(judged, ranked, wanted, return_mean=False)
-    finally:  # ranx sets numba's threads to 1 for fewer than 10 queries and leaves them so, process-wide
+    finally:  # ranx sets numba's threads to 1 for fewer than 10 queries and leaves them so (for the calling thread)
         numba.set_num_threads(threads)
     return {name: dict(zip(qids, (float(v) for v in scores[name]))) for name in dict.fromkeys(names)}
 
