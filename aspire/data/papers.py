@@ -57,7 +57,7 @@ from pathlib import Path
 from aspire.cliutil import command_parser, parse_and_run
 from aspire.data.guards import DEFAULT_MAX_LINE_BYTES, SURROGATE, bounded_lines, id_in_head, invisible_text_reason
 from aspire.data.sentences import DEFAULT_SPLITTER, SPLITTERS, SentenceSplitter, resolve_splitter
-from aspire.io import DataError, RepeatedKey, atomic_write, loads_unique, type_name
+from aspire.io import UTF8_BOM, DataError, RepeatedKey, atomic_write, loads_unique, type_name
 from aspire.jsonsafe import dumps, escape_surrogates
 
 RESERVED_FIELDS = ("paper_id", "title", "abstract", "pred_labels")
@@ -277,8 +277,8 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
     path = Path(path)
     with _open_bytes(path) as f:
         for line_no, (raw, _) in enumerate(_whole_lines(f, str(path), None), start=1):
-            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
+            if line_no == 1:
+                raw = raw.removeprefix(UTF8_BOM)
             try:  # decoded as UTF-8 here: json.loads(bytes) also took UTF-16, a BOM on any line and encoded surrogates
                 text = raw.decode("utf-8")
                 if not text.strip():
@@ -328,8 +328,8 @@ def iter_lines(
     first_line: dict[str, int] = {}
     with _open_bytes(path) as f:
         for line_no, (raw, too_long) in enumerate(_whole_lines(f, name, max_line_bytes), start=1):
-            if line_no == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
+            if line_no == 1:
+                raw = raw.removeprefix(UTF8_BOM)
             pid = id_in_head(raw) if too_long else None
             try:
                 if too_long:  # skipped unread; the id is taken from the line's first bytes

@@ -19,12 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from aspire.index.disk import IndexFormatError
-from aspire.io import loads_unique
+from aspire.io import UTF8_BOM, loads_unique
 
 TEXTS_ON_DISK_BYTES = 64 << 20  # papers.jsonl above this (about 60k abstracts) keeps sentence texts on disk
 TEXTS = ("auto", "memory", "disk")
 JSON_WHITESPACE = b" \t\r\n"  # a blank line holds only these (JSON's whitespace)
-UTF8_BOM = b"\xef\xbb\xbf"  # the file's byte-order mark, before its first line's bytes (as `aspire.io.iter_jsonl`)
 
 
 class SentencesOnDisk(Sequence):
