@@ -179,8 +179,9 @@ def run_files(args) -> dict[Path, tuple[int, int]]:
 
 def remove_unwritten(args, earlier: dict[Path, tuple[int, int]]) -> list[str]:
     """After a run into `--out` that succeeded: remove the files of `earlier` (`run_files`) that it did not write
-    again (the same inode and modification time) and the folders that leaves empty, and say which (paths relative to
-    `--out`, returned too); nothing when the run did not write its `results.json` again (it replaced no earlier run)."""
+    again (the same inode and modification time) and its predictions/ where that leaves it empty, and say which
+    (paths relative to `--out`, returned too); nothing when the run did not write its `results.json` again (it
+    replaced no earlier run)."""
     if not earlier:
         return []
     out = Path(args.out)
@@ -190,10 +191,8 @@ def remove_unwritten(args, earlier: dict[Path, tuple[int, int]]) -> list[str]:
     stale = sorted(path for path, seen in earlier.items() if path.is_file() and _identity(path) == seen)
     for path in stale:
         path.unlink()
-        folder = path.parent
-        while folder != out and not any(folder.iterdir()):  # predictions/ of a run that wrote none this time
-            folder.rmdir()
-            folder = folder.parent
+        if path.parent != out and not any(path.parent.iterdir()):  # predictions/ of a run that wrote none this time
+            path.parent.rmdir()
     names = [path.relative_to(out).as_posix() for path in stale]
     if names:
         print(f"removed from {out} the earlier run's files this run did not write: {', '.join(names)}")
