@@ -62,3 +62,16 @@ def test_a_linked_predictions_folder_is_not_looked_into(tmp_path):
     write_json(out / "results.json", {"benchmark": "reviewer-matching", "experiment": "mine"})
     assert remove_unwritten(args, earlier) == []
     assert (elsewhere / "mine_d_20_1_ta.json").is_file()
+
+
+def test_a_rerun_that_writes_no_predictions_removes_the_earlier_ones_and_their_emptied_folder(tmp_path):
+    out = tmp_path / "out"
+    (out / "predictions").mkdir(parents=True)
+    write_json(out / "results.json", {"run": 1})
+    write_json(out / "predictions" / "a_ta.json", {})
+    write_json(out / "predictions" / "b_ta.json", {})
+    args = Namespace(out=str(out), command="reviewers")
+    earlier = run_files(args)
+    write_json(out / "results.json", {"run": 2})  # the re-run writes its results, no predictions
+    assert remove_unwritten(args, earlier) == ["predictions/a_ta.json", "predictions/b_ta.json"]
+    assert not (out / "predictions").exists() and (out / "results.json").is_file()
