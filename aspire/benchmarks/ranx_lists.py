@@ -1,4 +1,4 @@
-"""Judgements and rankings as ranx's own metric input, built without numba compiling anything at run time.
+"""Judgements and rankings as ranx's own metric input, built from code that numba compiles once, at install.
 
 ranx's metrics read two numba typed lists, one 2-D float array a query: a query's judged documents as
 `(document code, grade)` rows, grade descending (its ideal DCG reads them as a ranking), and its ranking as
