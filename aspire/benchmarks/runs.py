@@ -84,9 +84,13 @@ def run_line(qid: str, doc: str, rank: int, score: float, tag: str) -> str:
     return f"{qid} Q0 {doc} {rank} {float(score)!r} {tag}"
 
 
-def _check_column(what: str, name: str) -> None:
-    """ValueError unless `name` fits one column of a TREC file (a paper id with a space would shift the rest)."""
-    if not name or any(c.isspace() for c in name):
+def _check_column(what: str, name: str | int) -> None:
+    """ValueError unless `name` fits one column of a TREC file (a paper id with a space would shift the rest): a
+    string, or an integer (written as its digits; read back as the string)."""
+    if isinstance(name, bool) or not isinstance(name, (str, int, np.integer)):
+        raise ValueError(f"{what} id {name!r} is a {type(name).__name__}; a TREC file's ids are strings (or "
+                         "integers, written as their digits)")
+    if isinstance(name, str) and (not name or any(c.isspace() for c in name)):
         raise ValueError(f"{what} id {name!r} is empty or holds whitespace, which one column of a TREC file cannot "
                          "hold: give the papers ids without whitespace")
 
@@ -108,7 +112,7 @@ def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], 
         _check_column("query", qid)
         if not ranked:
             raise ValueError(f"query {qid} ranks no document; a TREC run file cannot hold a query without a line")
-        twice = sorted({doc for doc, n in Counter(doc for doc, _ in ranked).items() if n > 1})
+        twice = sorted({doc for doc, n in Counter(doc for doc, _ in ranked).items() if n > 1}, key=str)
         if twice:  # `read_run` refuses the file (trec_eval would count the document twice)
             raise ValueError(f"query {qid} ranks {twice[:10]} more than once; a run ranks a document once a query")
         lines += [run_line(qid, doc, rank, score, tag) for rank, (doc, score) in enumerate(ranked, start=1)]
@@ -216,15 +220,15 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence
     """`{metric: {qid: value}}` (the caller's metric spelling) for every judged query; bpref is trec_eval's
     (`bpref`). A run that ranks one document twice for a query, or a negative grade, is a ValueError naming the
     query."""
-    missing = sorted(set(qrels) - set(run))
-    extra = sorted(set(run) - set(qrels))
+    missing = sorted(set(qrels) - set(run), key=str)  # ids of mixed types (1, '1') sort too
+    extra = sorted(set(run) - set(qrels), key=str)
     if missing or extra:
         raise ValueError(f"run and qrels disagree: {len(missing)} judged queries not ranked (e.g. {missing[:3]}), "
                          f"{len(extra)} ranked queries not judged (e.g. {extra[:3]})")
     names = {m: ranx_name(m) for m in metrics}
     if not qrels:
         raise ValueError("no judged query: the qrels are empty, so there is nothing to score")
-    qids = sorted(qrels)
+    qids = _sorted_ids(qrels)
     negative = [(q, d, g) for q in qids for d, g in qrels[q].items() if g < 0]
     if negative:  # bpref would count it as judged non-relevant, trec_eval's bpref as unjudged
         q, d, g = negative[0]
@@ -238,7 +242,7 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence
     if twice:  # ranx would keep one score a document and drop its other ranks
         q = twice[0]
         raise ValueError(f"{len(twice)} queries rank a document twice (e.g. query {q}: "
-                         f"{sorted({d for d in ranked[q] if ranked[q].count(d) > 1})[:3]})")
+                         f"{sorted({d for d in ranked[q] if ranked[q].count(d) > 1}, key=str)[:3]})")
     # scored in the run's order, so ties keep it
     by_ranx = [r for r in names.values() if r.partition("-l")[0] != "bpref"]
     values = ranx_per_query(qrels, ranked, qids, by_ranx) if by_ranx else {}
@@ -246,6 +250,15 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence
         level = int(r.partition("-l")[2] or 1)
         values[r] = {q: bpref(qrels[q], ranked[q], level) for q in qids}
     return {m: {q: values[r][q] for q in qids} for m, r in names.items()}
+
+
+def _sorted_ids(ids) -> list:
+    """`ids` sorted; ids of mixed types (1 and '2', which `sorted` refuses with a TypeError) by their text, then
+    their type's name."""
+    try:
+        return sorted(ids)
+    except TypeError:
+        return sorted(ids, key=lambda i: (str(i), type(i).__name__))
 
 
 def bpref(judged: Mapping[str, int], ranked: Sequence[str], level: int = 1) -> float:

@@ -1,0 +1,44 @@
+"""Round 78: query and document ids of mixed types in `aspire.benchmarks.runs`.
+
+`per_query` sorted the judged queries with `sorted`, a TypeError ("'<' not supported between instances of 'str' and
+'int'") for qrels keyed by 1 and '2'; its refusals of a run that disagrees with the qrels, or ranks a document
+twice, hit the same TypeError before their message. `write_run` / `write_qrels` read an integer id as text (a
+TypeError from iterating it) and would write None or 1.5 as "None" and "1.5"."""
+
+from __future__ import annotations
+
+import pytest
+
+from aspire.benchmarks.runs import per_query, read_qrels, read_run, write_qrels, write_run
+
+
+def test_per_query_scores_queries_keyed_by_ints_and_strings_together():
+    qrels = {1: {"a": 1, "b": 0}, "2": {"c": 1, "d": 0}}
+    run = {1: [("b", 2.0), ("a", 1.0)], "2": [("c", 2.0), ("d", 1.0)]}
+    values = per_query(qrels, run, ["map", "bpref"])
+    assert values == {"map": {1: 0.5, "2": 1.0}, "bpref": {1: 0.0, "2": 1.0}}
+    # the same queries keyed by strings alone score the same
+    same = per_query({str(q): d for q, d in qrels.items()}, {str(q): r for q, r in run.items()}, ["map", "bpref"])
+    assert {m: {str(q): v for q, v in by.items()} for m, by in values.items()} == same
+
+
+def test_per_query_refusals_name_mixed_ids():
+    with pytest.raises(ValueError, match=r"1 judged queries not ranked \(e.g. \[1\]\), 2 ranked queries not judged "
+                                         r"\(e.g. \['1', 2\]\)"):
+        per_query({1: {"a": 1}}, {"1": [("a", 1.0)], 2: [("a", 1.0)]}, ["map"])
+    with pytest.raises(ValueError, match=r"query 1: \[7, 'a'\]"):
+        per_query({1: {"a": 1}}, {1: [(7, 3.0), ("a", 2.0), (7, 1.0), ("a", 0.5)]}, ["map"])
+
+
+def test_trec_files_take_integer_ids_as_their_digits_and_refuse_other_types(tmp_path):
+    write_run(tmp_path / "run", {1: [(7, 2.0), ("a", 1.0)]}, "t")
+    assert read_run(tmp_path / "run") == {"1": [("7", 2.0), ("a", 1.0)]}
+    write_qrels(tmp_path / "qrels", {1: {7: 1, "a": 0}})
+    assert read_qrels(tmp_path / "qrels") == {"1": {"7": 1, "a": 0}}
+    for bad, kind in ((None, "NoneType"), (1.5, "float"), (True, "bool")):
+        with pytest.raises(ValueError, match=f"query id {bad!r} is a {kind}"):
+            write_run(tmp_path / "run", {bad: [("a", 1.0)]}, "t")
+        with pytest.raises(ValueError, match=f"document id {bad!r} is a {kind}"):
+            write_qrels(tmp_path / "qrels", {"q": {bad: 1}})
+    with pytest.raises(ValueError, match=r"query 1 ranks \[7, 'a'\] more than once"):
+        write_run(tmp_path / "run", {1: [(7, 4.0), ("a", 3.0), (7, 2.0), ("a", 1.0)]}, "t")
