@@ -227,9 +227,10 @@ def _str_keys_only(obj: Any) -> bool:
 def decoded_lines(data: bytes, where: str | Path) -> list[str]:
     """`data` (a file's bytes) cut into lines where text mode cuts them (\\n, \\r\\n, \\r; not at a U+2028 inside a
     JSON string, as `str.splitlines` would), each decoded on its own: bytes that are not UTF-8 are a ValueError
-    naming `where`, the line and the column (a whole-file decode named a byte offset of the file, no line)."""
+    naming `where`, the line and the column (a whole-file decode named a byte offset of the file, no line). A UTF-8
+    byte-order mark at the very start is no part of the first line, as `stream_lines` and `iter_jsonl` have it."""
     lines = []
-    for line_no, raw in enumerate(data.splitlines(), start=1):
+    for line_no, raw in enumerate(data.removeprefix(UTF8_BOM).splitlines(), start=1):
         try:
             lines.append(decoded_line(raw))
         except ValueError as err:

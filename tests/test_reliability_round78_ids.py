@@ -1,4 +1,4 @@
-"""Round 78: query and document ids of mixed types in `aspire.benchmarks.runs`.
+"""Round 78: query and document ids of mixed types in `aspire.benchmarks.runs`; a label file's byte-order mark.
 
 `per_query` sorted the judged queries with `sorted`, a TypeError ("'<' not supported between instances of 'str' and
 'int'") for qrels keyed by 1 and '2'; its refusals of a run that disagrees with the qrels, or ranks a document
@@ -42,3 +42,17 @@ def test_trec_files_take_integer_ids_as_their_digits_and_refuse_other_types(tmp_
             write_qrels(tmp_path / "qrels", {"q": {bad: 1}})
     with pytest.raises(ValueError, match=r"query 1 ranks \[7, 'a'\] more than once"):
         write_run(tmp_path / "run", {1: [(7, 4.0), ("a", 3.0), (7, 2.0), ("a", 1.0)]}, "t")
+
+
+def test_a_label_file_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
+    """`decoded_lines` (the label files' reader) kept a leading UTF-8 byte-order mark in the first line: a label
+    file saved by an editor that writes one was refused, "line 1: not JSON", where papers files read."""
+    from aspire.benchmarks.acl_formats import read_label_file
+    from aspire.io import UTF8_BOM, decoded_lines
+
+    body = '{"paper_id": "a", "label": "x"}\n{"paper_id": "b", "label": "y"}\n'
+    (tmp_path / "plain.jsonl").write_text(body, encoding="utf-8")
+    (tmp_path / "bom.jsonl").write_bytes(UTF8_BOM + body.encode())
+    assert read_label_file(tmp_path / "bom.jsonl", "class") == read_label_file(tmp_path / "plain.jsonl", "class") \
+        == {"a": "x", "b": "y"}
+    assert decoded_lines(UTF8_BOM + b"a\n\xef\xbb\xbfb", "f") == ["a", "\ufeffb"]  # only the file's start is cut
