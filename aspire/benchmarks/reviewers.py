@@ -272,8 +272,8 @@ def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str
     units = sorted(rset.ratings)
     predicted = {r for pred in predictions for r in pred}
     if predictions and not predicted & set(units):
-        raise ValueError(f"no predicted reviewer matches the gold set: predicted {_some(predicted)}; "
-                         f"rated {_some(units)}")
+        raise ValueError(f"no predicted reviewer matches the gold set: predicted {some_ids(predicted)}; "
+                         f"rated {some_ids(units)}")
     num = np.zeros((len(rset.draws), len(units)))
     den = np.zeros_like(num)
     absent, skipped, unknown = [], 0, set()
@@ -294,7 +294,7 @@ def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str
                                          "unknown_papers": sorted(unknown)}
 
 
-def _some(ids, k: int = 3) -> str:
+def some_ids(ids, k: int = 3) -> str:
     """A few of `ids` (sorted) for a message: `a, b, c (and 55 more)`, or `none`."""
     ids = sorted(ids)
     more = f" (and {len(ids) - k} more)" if len(ids) > k else ""
@@ -312,13 +312,13 @@ def left_out(counts: dict) -> str:
         return ""
     reviewers = sorted({r for a in partial.values() for r in a})
     return (f"{len(reviewers)} reviewer{'s' if len(reviewers) > 1 else ''} left out of "
-            f"{'draw' if len(partial) == 1 else 'draws'} " + "; ".join(f"{d} ({_some(r)})" for d, r in partial.items()))
+            f"{'draw' if len(partial) == 1 else 'draws'} " + "; ".join(f"{d} ({some_ids(r)})" for d, r in partial.items()))
 
 
 def unscored(counts: dict) -> str:
     """`predictions for 1 unrated reviewer (X) and 2 papers outside their draw's submissions (a, b) not scored`-style
     words for what a prediction holds that no rated pair reads (`reviewer_units`); '' when it holds nothing else."""
-    parts = [f"{len(ids)} {what}{'s' if len(ids) > 1 else ''}{where} ({_some(ids)})"
+    parts = [f"{len(ids)} {what}{'s' if len(ids) > 1 else ''}{where} ({some_ids(ids)})"
              for ids, what, where in ((counts.get("unrated_reviewers") or [], "unrated reviewer", ""),
                                       (counts.get("unknown_papers") or [], "paper", " outside their draw's submissions"))
              if ids]

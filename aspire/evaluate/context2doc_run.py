@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from aspire.benchmarks.context2doc import Context2Doc
-from aspire.benchmarks.reviewers import _some
+from aspire.benchmarks.reviewers import some_ids
 from aspire.benchmarks.runs import invocation, mean_scores, per_query, write_qrels, write_run
 from aspire.benchmarks.stats import UnitScores, table_row
 from aspire.config import is_whole
@@ -230,12 +230,12 @@ def format_result(results: dict) -> str:
 
 def format_summary(exp: str, results: dict) -> str:
     """`context2doc dev (262 queries; 1 left out as a test query's twin: L1317) EXP: MRR ...`: the split, the queries
-    scored and those of the split file left out of them (`Context2Doc.left_out`, named: a few, `_some`), where the
+    scored and those of the split file left out of them (`Context2Doc.left_out`, named: a few, `some_ids`), where the
     count alone once read as a split short of its file's."""
     split = results["split"]
     left = split["left_out"]
     twins = "a test query's twin" if len(left) == 1 else "test queries' twins"
-    note = f"; {len(left)} left out as {twins}: {_some(left)}" if left else ""
+    note = f"; {len(left)} left out as {twins}: {some_ids(left)}" if left else ""
     return f"context2doc {split['name']} ({results['n_queries']} queries{note}) {exp}: {format_result(results)}"
 
 
