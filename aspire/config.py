@@ -126,16 +126,18 @@ _OCTAL_11 = re.compile(r"[-+]?0[0-7_]+")  # YAML 1.1's octal; YAML 1.2 reads the
 
 
 def _yaml11_only(value: Any) -> str | None:
-    """Why the number `value` (as `parse_yaml` read it) has another value in YAML 1.2, or None."""
+    """Why the number `value` (as `parse_yaml` read it) has another value in YAML 1.2, and how to write it, or None."""
     text = getattr(value, "text", None)
     if not isinstance(value, (_Int, _Float)) or text is None:
         return None
-    if ":" in text:
-        return f"{text} is the base-60 number {value!r} in YAML 1.1 and text in YAML 1.2"
+    if ":" in text:  # no leading 0 to drop here, unlike the octal
+        return (f"{text} is the base-60 number {value!r} in YAML 1.1 and text in YAML 1.2: write {value!r} for the "
+                "number (or quote it, for text)")
     if _OCTAL_11.fullmatch(text):
         decimal = int(text.replace("_", ""), 10)
         if decimal != value:
-            return f"{text} is the octal number {value!r} in YAML 1.1 but {decimal} in YAML 1.2"
+            return (f"{text} is the octal number {value!r} in YAML 1.1 but {decimal} in YAML 1.2: write the number "
+                    "without its leading 0 (or quote it, for text)")
     return None
 
 
@@ -150,7 +152,7 @@ def _plain(value: Any, where: str) -> Any:
     if isinstance(value, (_Int, _Float)):
         problem = _yaml11_only(value)
         if problem:
-            raise ConfigError(f"{where}: {problem}: write the number without its leading 0 (or quote it, for text)")
+            raise ConfigError(f"{where}: {problem}")
         return int(value) if isinstance(value, int) else float(value)
     if isinstance(value, dict):
         return {_plain(k, where): _plain(v, f"{where}.{k}") for k, v in value.items()}
