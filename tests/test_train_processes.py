@@ -40,6 +40,12 @@ def train_cmd(config: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "aspire.train", "--config", str(config), *extra]
 
 
+def train(cmd: list[str]) -> None:
+    """Run a training command to its end; a failure shows the end of its stderr (check=True's error showed none)."""
+    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def final_record(out_dir: Path) -> dict:
     records = [json.loads(line) for line in (out_dir / METRICS).read_text().splitlines()]
     ends = [r for r in records if r.get("event") == "end"]
@@ -50,14 +56,17 @@ def final_record(out_dir: Path) -> dict:
 def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tiny_model_dir, tmp_path):
     examples = write_examples_dir(tmp_path / "examples")
     straight = write_config(tmp_path / "a.yaml", tiny_model_dir, examples, tmp_path / "a")
-    subprocess.run(train_cmd(straight), env=ENV, check=True, capture_output=True, timeout=300)
+    train(train_cmd(straight))
 
     killed = write_config(tmp_path / "b.yaml", tiny_model_dir, examples, tmp_path / "b")
-    proc = subprocess.Popen(train_cmd(killed), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "killed.stderr"  # a file, not a pipe: a run writing more than a pipe holds would block on it
+    with log.open("wb") as stderr:
+        proc = subprocess.Popen(train_cmd(killed), env=ENV, stdout=subprocess.DEVNULL, stderr=stderr)
+    said = lambda: log.read_text(errors="replace")[-3000:]  # noqa: E731
     deadline = time.time() + 240
     try:
         while proc.poll() is None:
-            assert time.time() < deadline, "the run checkpointed no step >= 3 within 240 s"
+            assert time.time() < deadline, f"the run checkpointed no step >= 3 within 240 s:\n{said()}"
             record = ckpt.read_pointer(tmp_path / "b") if (tmp_path / "b" / ckpt.LATEST).is_file() else None
             if record and record["step"] >= 3:
                 os.kill(proc.pid, signal.SIGKILL)
@@ -65,11 +74,11 @@ def test_sigkill_mid_epoch_then_resume_matches_uninterrupted(tiny_model_dir, tmp
             time.sleep(0.01)
     finally:
         proc.kill()  # a run past the deadline is not left training (nor waited for below)
-    assert proc.wait(timeout=60) == -signal.SIGKILL, "the run should have been killed before finishing"
+    assert proc.wait(timeout=60) == -signal.SIGKILL, f"the run should have been killed before finishing:\n{said()}"
     stopped_at = ckpt.read_pointer(tmp_path / "b")["step"]
     assert 3 <= stopped_at < 8  # 7 micro-batches an epoch: killed mid-epoch 1
 
-    subprocess.run(train_cmd(killed, "--resume"), env=ENV, check=True, capture_output=True, timeout=300)
+    train(train_cmd(killed, "--resume"))
     assert final_record(tmp_path / "b")["weights_digest"] == final_record(tmp_path / "a")["weights_digest"]
     losses = lambda d: [(m["step"], m["loss"]) for m in map(json.loads, (d / METRICS).read_text().splitlines()) if "loss" in m]  # noqa: E731
     assert losses(tmp_path / "b") == losses(tmp_path / "a")
