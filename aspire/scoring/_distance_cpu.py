@@ -226,18 +226,18 @@ def _finish_pair(q_vectors, qr, c_vectors, cr, q_sq, c_sq, dots, out, row_min, c
 
 
 @njit(fastmath=_FAST)
-def _logits(minima, s):
-    """One side's minima (N,) -> the OT weights' logits in place: s * minima shifted so the largest is 0 (s = -1 /
-    tau, in the minima's dtype), -inf where the minimum is +inf (padding, or no real sentence opposite: weight 0);
-    a NaN minimum stays NaN (its side's weights all NaN, as torch's softmax gives, which Sinkhorn refuses)."""
+def _logits(minima, tau):
+    """One side's minima (N,) -> the OT weights' logits in place: -(minima - least) / tau, the least minimum's 0
+    (tau in the minima's dtype, at least its smallest normal: `_gathered_l2_cpu`), -inf where the minimum is +inf
+    (padding, or no real sentence opposite: weight 0); a NaN minimum stays NaN (its side's weights all NaN, as
+    torch's softmax gives, which Sinkhorn refuses). Shifted before the division, as `scorers.ot_weights`: -minima /
+    tau overflowed to -inf at every sentence for a tau small enough (float32: about 1e-39), NaN weights."""
+    least = minima.dtype.type(math.inf)
+    for i in range(minima.shape[0]):
+        least = min(least, minima[i]) if minima[i] == minima[i] else least
     low = minima.dtype.type(-math.inf)
-    top = low
-    for i in range(minima.shape[0]):
-        x = low if minima[i] == math.inf else minima[i] * s
-        minima[i] = x
-        top = max(top, x)
-    for i in range(minima.shape[0]):
-        minima[i] -= top  # all -inf (no real sentence): NaN, as torch's softmax gives
+    for i in range(minima.shape[0]):  # all +inf (no real sentence): all -inf, NaN weights, as torch's softmax gives
+        minima[i] = low if minima[i] == math.inf else -(minima[i] - least) / tau
 
 
 @njit
@@ -282,7 +282,7 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, ou
     """
     B, N = q_rows.shape
     M = c_rows.shape[1]
-    s = out.dtype.type(-1.0 / tau) if tau > 0 else out.dtype.type(0)
+    t = out.dtype.type(tau)
     blocks = max(min(threads, B), 1)
     step = (B + blocks - 1) // blocks
     order = pair_order(q_rows, c_rows, q_vectors.shape[0], c_vectors.shape[0])
@@ -302,8 +302,8 @@ def gathered_l2(q_vectors, q_rows, c_vectors, c_rows, q_store_sq, c_store_sq, ou
                 _pair_dots(q_vectors, qr, c_vectors, cr, dots)
             _finish_pair(q_vectors, qr, c_vectors, cr, q_sq, c_sq, dots, out[p], row_min[p], col_min[p])
             if tau > 0:
-                _logits(row_min[p], s)
-                _logits(col_min[p], s)
+                _logits(row_min[p], t)
+                _logits(col_min[p], t)
 
 
 @njit(fastmath=_FAST)

@@ -224,6 +224,7 @@ def _gathered_l2_cpu(q_vectors, q_rows, c_vectors, c_rows, tau: float = 0.0):
     with torch_thread_count():
         q_sq = _store_norms(qv, q_rows.numel() + (c_rows.numel() if shared else 0))
         c_sq = q_sq if shared else _store_norms(cv, c_rows.numel())
+        tau = max(tau, torch.finfo(dtype).tiny) if tau > 0 else 0.0  # a tau under it is 0 to the dtype (0 / 0)
         gathered_l2(qv, qr, cv, cr, q_sq, c_sq, cost.numpy(), row_min.numpy(), col_min.numpy(), float(tau),
                     numba.get_num_threads())
         if tau > 0:  # the pass left the logits: exp (numpy's, vectorised), then each row over its sum

@@ -123,13 +123,22 @@ def ot_weights(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float,
     """Sentence masses x = softmax(-min_j D_ij / tau) over each side's valid sentences.
 
     cost (..., S, T), q_mask (..., S), c_mask (..., T) -> x (..., S), y (..., T); zero on padding,
-    uniform over valid sentences as tau -> inf. `minima`: `valid_minima(cost, q_mask, c_mask)` when
-    the caller has them already.
+    uniform over valid sentences as tau -> inf, all on the least minima as tau -> 0. `minima`:
+    `valid_minima(cost, q_mask, c_mask)` when the caller has them already.
+
+    The logits are shifted by each side's least minimum before the division (softmax is shift-invariant):
+    -minima / tau alone overflowed to -inf at every sentence for a tau small enough (float32: about 1e-39), NaN
+    weights; a tau below the dtype's smallest normal is taken as that (0 to the dtype: 0 / 0 at the least).
     """
     row_min, col_min = minima if minima is not None else valid_minima(cost, q_mask, c_mask)
-    x = torch.softmax((-row_min / tau).masked_fill(~q_mask, -torch.inf), dim=-1)  # (..., S)
-    y = torch.softmax((-col_min / tau).masked_fill(~c_mask, -torch.inf), dim=-1)  # (..., T)
-    return x, y
+    tau = max(tau, torch.finfo(row_min.dtype).tiny)
+    return _shifted_softmax(row_min, q_mask, tau), _shifted_softmax(col_min, c_mask, tau)  # (..., S), (..., T)
+
+
+def _shifted_softmax(minima: Tensor, mask: Tensor, tau: float) -> Tensor:
+    """softmax(-minima / tau) over `mask`, computed as softmax(-(minima - least) / tau) (`ot_weights`)."""
+    least = minima.detach().masked_fill(~mask, torch.inf).amin(-1, keepdim=True)
+    return torch.softmax((-(minima - least) / tau).masked_fill(~mask, -torch.inf), dim=-1)
 
 
 def _ot_from_cost(cost: Tensor, q_mask: Tensor, c_mask: Tensor, tau: float, eps: float,
