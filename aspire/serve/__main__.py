@@ -52,7 +52,9 @@ def _serve(args) -> int:
     from aspire.index.config import check_search_overrides
     from aspire.index.disk import require_live_generation
 
-    cliutil.check_paths(corpus=args.corpus, cross_encoder=args.cross_encoder)
+    cliutil.check_paths(cross_encoder=args.cross_encoder)
+    if args.corpus is not None:  # a folder was refused only once the index and the cross-encoder had loaded, unnamed
+        cliutil.input_file(args.corpus, "--corpus")
     overrides = cliutil.normalize_overrides(args.overrides, section="search")
     check_search_overrides(args.index, require_live_generation(Path(args.index)), overrides)  # before torch, faiss
     from aspire.serve.requests import check_overrides

@@ -132,7 +132,9 @@ class SearchBody(BaseModel):
 def check_overrides(overrides: Sequence[str] | str) -> None:
     """Refuse a `k` or `shortlist` override (`search.k=100`) beyond what a page request may ask (MAX_K,
     MAX_SHORTLIST): ValueError naming it, where searches once used the bound without a word. An index's saved
-    search config beyond them is served within them (`/api/info` says the defaults in use).
+    search config beyond them is served within them (`/api/info` says the defaults in use). An `ot_tau` override
+    outside the temperatures a request may ask (MIN_TAU..MAX_TAU) is refused too: served, the page refused to send
+    back its own default temperature.
 
     A `cross_encoder` override is refused too: the page's searches take the cross-encoder stage one request at a
     time (`cross_encoder: true`), never from the config (`search.cross_encoder=true` was taken and read by nothing)."""
@@ -146,12 +148,15 @@ def check_overrides(overrides: Sequence[str] | str) -> None:
         raise ValueError(f"search.{cross[0]}: the page's searches turn the cross-encoder stage on one request at a "
                          "time (the page's cross-encoder choice, a request's cross_encoder: true), never from the "
                          "search config: leave it out, and give --cross-encoder DIR to offer the stage")
-    given = [o for o in given if o.split("=", 1)[0] in bounds]
+    given = [o for o in given if o.split("=", 1)[0] in (*bounds, "ot_tau")]
     asked = apply_overrides(SearchConfig(), given, "search")
     named = parse_overrides(given)  # the keys given (`asked` holds the last value of each)
     for key, most in bounds.items():
         if key in named and getattr(asked, key) > most:
             raise ValueError(f"search.{key}={getattr(asked, key)}: the page serves at most {key}={most}")
+    if "ot_tau" in named and not MIN_TAU <= asked.ot_tau <= MAX_TAU:
+        raise ValueError(f"search.ot_tau={asked.ot_tau:g}: the page serves OT temperatures in [{MIN_TAU:g}, "
+                         f"{MAX_TAU:g}] (a request's tau too)")
 
 
 RULES = {  # field -> what a valid value is (the message's second half)
