@@ -1,10 +1,10 @@
 """Search a sentence index by a paper's selected sentences: one query, a file of queries, or interactively.
 
-A query is an indexed paper (`--query-id`, its stored vectors: no model is loaded) or a paper to
-encode (`--query-file`, or a JSON object line in `--queries` / `--interactive`: the index's model
-is loaded once, on first need, with the backend and precision the index was built with (`aspire index build
---backend/--quantize`, recorded in the index's config; `--backend/--quantize` here choose another), its
-fingerprint is checked). `--sentences` picks the sentences to match, by 0-based position or
+A query is an indexed paper (`--query-id`, its stored vectors: no model is loaded, and a `--model`, `--backend` or
+`--quantize` given is said to be unused) or a paper to encode (`--query-file`, or a JSON object line in `--queries`
+/ `--interactive`: the index's model is loaded once, on first need, with the backend and precision the index was
+built with (`aspire index build --backend/--quantize`, recorded in the index's config; `--backend/--quantize` here
+choose another), its fingerprint is checked). `--sentences` picks the sentences to match, by 0-based position or
 by facet name from the papers' labels (the index keeps `pred_labels`). Each query returns k papers
 (see `aspire.search`; with `--cross-encoder DIR` a cross-encoder re-scores the top `--cross-top`
 last, its time reported apart), printed to stdout as text or `--json`; `--run-out` also writes a TREC run
@@ -503,13 +503,48 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
             failed += 1
             print(f"error: stdin line {line_no}: {error_message(err)}", file=sys.stderr, flush=True)
             continue
+        for line in unread_selection([query], asked_config(searcher, args)):
+            log.warning("stdin line %d: %s", line_no, line)
         show_hits(searcher, query, found, args, one_of_many=True)
         if args.run_out:
             run += run_lines(query.qid, found[0], args.run_tag)
         first_query[query.qid] = f"stdin line {line_no}"  # where --queries names the line of a file
+    for line in unused_encoder_options(searcher, args):
+        log.warning("%s", line)
     if args.run_out:
         write_run(args.run_out, run)
     return 0 if not failed else 1
+
+
+def asked_config(searcher, args):
+    """The search config the options ask for (`checked_search_config`: a bad value stops before any query)."""
+    from aspire.search import checked_search_config
+
+    return checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
+                                 stages=args.stages, fuse=args.fuse)
+
+
+def unused_encoder_options(searcher, args) -> list[str]:
+    """A warning when --model, --backend or --quantize was given and no query paper was encoded: a paper given by id
+    is searched with its stored vectors (`--model mpnet` over a minilm index once answered with minilm's, unsaid)."""
+    given = [f"--{key} {value}" for key, value in (("model", args.model), ("backend", args.backend),
+                                                    ("quantize", args.quantize)) if value is not None]
+    if not given or searcher.encoder is not None:
+        return []
+    return [f"{' '.join(given)} not used: no query paper was encoded (a paper given by id is searched with its stored "
+            f"vectors, encoded by the index's model {searcher.index.model_name!r}); give it in --query-file to encode it"]
+
+
+def unread_selection(queries: Sequence[Query], asked) -> list[str]:
+    """A warning when some of `queries` select part of their sentences and the pipeline `asked` reads no selection:
+    the first stage 'whole' ranks by whole-abstract vectors, and no re-ranker or cross-encoder follows (its answer
+    once said `sentences [0]` and was the whole abstract's)."""
+    narrowed = [q.qid for q in queries if int(q.batch.mask[0].sum()) < q.batch.emb.shape[1]]  # (1, S, D): S sentences
+    if not narrowed or asked.stages != "whole" or asked.rerank != "none" or asked.cross_encoder:
+        return []
+    return [f"the sentence selection of {len(narrowed)} of {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} "
+            f"(e.g. {narrowed[0]!r}) is not used: the first stage 'whole' ranks by the whole-abstract vectors and no "
+            "re-ranker or cross-encoder follows it; give --rerank hybrid (or minl2, ot, maxpassage) to match the selection"]
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "aspire search") -> int:
@@ -587,14 +622,13 @@ def _run(args) -> int:
     check_inputs(args, overrides)
     clock = time.perf_counter()
     from aspire.index.config import unused_settings
-    from aspire.search import Searcher, check_whole_vectors, checked_search_config
+    from aspire.search import Searcher, check_whole_vectors
 
     clock = _took("imported torch, faiss and the search code", clock)  # where the seconds go: --log-level DEBUG
     set_threads(args.threads)
     searcher = Searcher.open(args.index, overrides)
     clock = _took(f"opened the index ({searcher.index.n_papers} papers)", clock)
-    asked = checked_search_config(searcher.config, k=args.k, rerank=args.rerank, shortlist=args.shortlist,
-                                  stages=args.stages, fuse=args.fuse)  # out-of-range arguments stop before any query
+    asked = asked_config(searcher, args)  # out-of-range arguments stop before any query
     check_whole_vectors(searcher.index, asked)  # --stages whole / --rerank hybrid: once here, not at every query
     if args.shortlist is not None and asked.rerank == "none":  # once taken, and read by nothing
         raise ValueError(f"--shortlist {args.shortlist}: the papers the first stage passes to a re-ranker, and this "
@@ -620,6 +654,8 @@ def _run(args) -> int:
     if args.interactive:
         return interactive(searcher, maker, args)
     queries = file_queries(maker, args)
+    for line in unused_encoder_options(searcher, args) + unread_selection(queries, asked):  # once, not each query
+        log.warning("%s", line)
     clock = _took(f"made {len(queries)} quer{'y' if len(queries) == 1 else 'ies'} (encoding any paper given as text)",
                   clock)
     run: list[str] = []
