@@ -1,4 +1,5 @@
-"""Round 78: query and document ids of mixed types in `aspire.benchmarks.runs`; a label file's byte-order mark.
+"""Round 78: query and document ids of mixed types in `aspire.benchmarks.runs`; a label file's byte-order mark; a query id
+typed in another Unicode form.
 
 `per_query` sorted the judged queries with `sorted`, a TypeError ("'<' not supported between instances of 'str' and
 'int'") for qrels keyed by 1 and '2'; its refusals of a run that disagrees with the qrels, or ranks a document
@@ -56,3 +57,24 @@ def test_a_label_file_saved_with_a_byte_order_mark_reads_as_without(tmp_path):
     assert read_label_file(tmp_path / "bom.jsonl", "class") == read_label_file(tmp_path / "plain.jsonl", "class") \
         == {"a": "x", "b": "y"}
     assert decoded_lines(UTF8_BOM + b"a\n\xef\xbb\xbfb", "f") == ["a", "\ufeffb"]  # only the file's start is cut
+
+
+def test_a_query_id_in_another_unicode_form_is_refused_naming_the_indexed_id(tmp_path, tiny_model_dir, capsys):
+    """Ids match as exact strings; `café` typed as `cafe` + a combining accent (NFD, as some systems' file names
+    and copied text give it) was "not in the index" with an id that prints the same, nothing more said."""
+    from aspire.cli.search import main as search_main
+    from tests.test_search_cli import build_index_from
+
+    composed = "caf\u00e9-1"
+    index = build_index_from(tmp_path, tiny_model_dir, [
+        {"paper_id": pid, "title": "a model of text", "abstract": ["we propose a method.", "results improve."]}
+        for pid in (composed, "p2", "p3")])
+    capsys.readouterr()
+    assert search_main(["--index", str(index), "--query-id", composed, "--k", "1", "--quiet"]) == 0
+    for typed in ("cafe\u0301-1", f" {composed}"):
+        assert search_main(["--index", str(index), "--query-id", typed, "--k", "1", "--quiet"]) == 2
+        said = capsys.readouterr().err
+        assert f"paper {typed!r} is not in the index (3 papers)" in said
+        assert f"the index holds {composed!r}, the same text written otherwise: give that id" in said
+    assert search_main(["--index", str(index), "--query-id", "p9", "--k", "1", "--quiet"]) == 2
+    assert "the index holds" not in capsys.readouterr().err  # no near id, no hint

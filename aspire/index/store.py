@@ -269,8 +269,13 @@ class SentenceIndex:
         return self._positions
 
     def position(self, paper_id: str) -> int:
+        """The row of `paper_id`, matched as the exact string; a KeyError for one not indexed names an indexed id that
+        is the same text in another Unicode form or without surrounding spaces, where one is (`é` typed as `e` and a
+        combining accent once read as an unknown paper, with nothing said)."""
         if paper_id not in self.positions:
-            raise KeyError(f"paper {paper_id!r} is not in the index ({self.n_papers} papers)")
+            near = _same_text(paper_id, self.positions) if isinstance(paper_id, str) else None
+            hint = f"; the index holds {near!r}, the same text written otherwise: give that id" if near else ""
+            raise KeyError(f"paper {paper_id!r} is not in the index ({self.n_papers} papers){hint}")
         return self.positions[paper_id]
 
     def title_first(self, position: int) -> bool:
@@ -622,3 +627,12 @@ def _fsync(path: Path) -> None:
 
 def _write_atomic(path: Path, text: str) -> None:
     write_text(path, text, fsync=True)
+
+
+def _same_text(paper_id: str, ids) -> str | None:
+    """An id of `ids` that reads as `paper_id` once both are in Unicode's NFC form and stripped of surrounding
+    whitespace, or None (read only when `paper_id` is not among them)."""
+    import unicodedata
+
+    key = unicodedata.normalize("NFC", paper_id).strip()
+    return next((i for i in ids if isinstance(i, str) and unicodedata.normalize("NFC", i).strip() == key), None)
