@@ -194,7 +194,7 @@ class DataConfig:
     the `ts` loss (kind `abs` is `ts` with `abs_align`). `both_directions`: train on (p, p') and
     (p', p). `hard_negatives`: optional JSONL `{"paper_id": ..., "negatives": [...]}`; with
     `example_negatives` the examples' own `negative_ids` serve as extra negatives too.
-    `max_sentences` cuts long abstracts; `max_examples` (0 = all) and `dev_batches` (0 = all) cap
+    `max_sentences` (0 = no cut) cuts long abstracts; `max_examples` (0 = all) and `dev_batches` (0 = all) cap
     the data for quick runs (the capped dev batches are the same whatever `train.seed` is);
     `use_dev: false` trains without dev loss / model selection (and refuses `dev_batches` and
     `train.dev_before`, which it would not read).

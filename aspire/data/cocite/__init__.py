@@ -8,7 +8,8 @@ presence marks a finished stage). `python -m aspire.data STAGE ...` runs one sta
 Inputs
 ------
 A. Co-citation records (`../shared/data/cocite-acl/cocitations.jsonl`): one a line,
-   `{citing_paper_id, context, source, all_links_confirmed, cited: [{paper_id, title, abstract}]}`
+   `{citing_paper_id, context, source, all_links_confirmed, cited: [{paper_id, title, abstract}]}`, the ids
+   non-empty strings (a number is refused, naming the line)
    -> `ingest_records`.
 B. S2ORC-style full text + a table of abstracts -> `aspire.data.s2orc.mine_s2orc` (same output).
 
