@@ -217,6 +217,7 @@ class Searcher:
             index.check_model(*model_fingerprints(encoder))
         self._scorers: dict = {}
         self.shortfalls: list[tuple[int, int, str]] | None = None  # None: each short search warns (`short_of_k`)
+        self.notes: list[str] | None = None  # None: each note on an answer is a warning (`say`)
 
     @classmethod
     def open(cls, index_dir: str | Path, overrides: Sequence[str] | str = (), model: str | None = None,
@@ -255,6 +256,15 @@ class Searcher:
             log.warning("found %d of the k=%d papers asked for: %s", found, k, reason)
         else:
             self.shortfalls.append((found, k, reason))
+
+    def say(self, message: str) -> None:
+        """Something the reader of a search's answer must know to read it (e.g. a BM25 list that is index order, every
+        paper scored 0): a warning, or, while `notes` is a list (the page, which shows it beside the answer), one more
+        line there."""
+        if self.notes is None:
+            log.warning("%s", message)
+        else:
+            self.notes.append(message)
 
     def short_of_papers(self, found: int, k: int, n_excluded: int, ann: bool = False) -> None:
         """`short_of_k` for an exact stage (BM25, whole vectors), which falls short only when the index holds fewer than

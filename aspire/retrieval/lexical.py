@@ -8,15 +8,12 @@ sentences (`selected_text`), so an aspect-conditional query is matched by its as
 
 from __future__ import annotations
 
-import logging
 from typing import Sequence
 
 import numpy as np
 
 from aspire.scoring.fusion import fuse_ranked, fusion_weights, parse_fusion
 from aspire.scoring.lexical import BM25Index
-
-log = logging.getLogger(__name__)
 
 
 def selected_text(query) -> str:
@@ -110,10 +107,10 @@ def first_stage(searcher, query, cfg, exclude: Sequence[str]) -> tuple[np.ndarra
         papers, scores = searcher.lexical(cfg).top(text, limit, drop, fill=stages == ["bm25"])  # k means k
         if not (scores > 0).any() and searcher.index.n_papers > len(set(drop)):  # once an index-order list, unsaid
             name = f"query {query.paper_ids[0]!r}" if query.paper_ids else "the query"
-            log.warning("%s: no paper shares a word of its text %r (stop words left out, excluded papers aside): "
-                        "BM25 scores every paper 0, %s", name, text[:80],
-                        "its papers are the first in index order" if stages == ["bm25"]
-                        else "the fused list is the other stage's alone")
+            searcher.say(f"{name}: no paper shares a word of its text {text[:80]!r} (stop words left out, excluded "
+                         "papers aside): BM25 scores every paper 0, "
+                         + ("its papers are the first in index order" if stages == ["bm25"]
+                            else "the fused list is the other stage's alone"))
         lists.append({searcher.index.paper_ids[p]: float(x) for p, x in zip(papers, scores)})
     if len(lists) == 1:
         ranked = sorted(lists[0].items(), key=lambda kv: -kv[1])

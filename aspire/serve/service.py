@@ -251,7 +251,9 @@ class SearchService:
         return k, max(min(cfg.shortlist, MAX_SHORTLIST), k)
 
     def search(self, body: Any) -> dict:
-        """Check `body`, rank the index's papers by the selected sentences, explain each hit."""
+        """Check `body`, rank the index's papers by the selected sentences, explain each hit. The answer's `note`
+        (None when there is nothing to say) says what reading the hits needs: fewer than k of them, or what the command
+        line warns of (`Searcher.say`: a BM25 stage whose selection shares no word with any paper), in one line."""
         req = self.check(body)
         searcher = self.searcher
         if req.tau != searcher.config.ot_tau:  # a request's own temperature: scorers apart from the shared ones
@@ -259,8 +261,12 @@ class SearchService:
                                 cross_encoder=searcher.cross_encoder)
         with self._lock, torch.no_grad():
             query = searcher.query_from_index(req.paper_id, req.sentences)
-            hits, cross_ms = search_timed(searcher, query, k=req.k, rerank=req.rerank, shortlist=req.shortlist,
-                                          stages=req.stages, cross_encoder=req.cross_encoder)
+            searcher.notes = []  # what `aspire search` warns of (`Searcher.say`), said in the answer's note
+            try:
+                hits, cross_ms = search_timed(searcher, query, k=req.k, rerank=req.rerank, shortlist=req.shortlist,
+                                              stages=req.stages, cross_encoder=req.cross_encoder)
+            finally:
+                notes, searcher.notes = searcher.notes, None
             grids = self._grids(searcher, query, [h.paper_id for h in hits], req.rerank == "ot")
         out = []
         for hit, (plan, dist) in zip(hits, grids):
@@ -270,13 +276,12 @@ class SearchService:
                         "pairs": [{"query_sentence": p.query_sentence, "hit_sentence": p.hit_sentence,
                                    "dist": p.dist, "weight": p.weight} for p in hit.pairs],
                         "plan": plan, "dist": dist, "stages": hit.stages})
-        note = None
         if len(out) < req.k:  # the query paper is a candidate too unless exclude_query (once counted out always)
             excluded = searcher.config.exclude_query
             others = self.index.n_papers - excluded
-            note = (f"the index holds no other paper than {req.paper_id!r}" if others <= 0 else
-                    f"the index holds only {others} {'other ' if excluded else ''}papers" if len(out) == others else
-                    f"{len(out)} of the {req.k} papers asked for were found")
+            notes.insert(0, f"the index holds no other paper than {req.paper_id!r}" if others <= 0 else
+                         f"the index holds only {others} {'other ' if excluded else ''}papers" if len(out) == others else
+                         f"{len(out)} of the {req.k} papers asked for were found")
         cfg = searcher.config
         cross = {"top": cfg.cross_top, "weight": cfg.cross_weight, "ms": cross_ms} if req.cross_encoder else None
         # the shortlist the re-ranker read: with the cross-encoder stage, grown to its cross_top (once the request's)
@@ -286,7 +291,7 @@ class SearchService:
                 "stages": req.stages, "fuse": cfg.fuse, "cross_encoder": cross,
                 "shortlist": read if req.rerank != "none" else None,  # none: no shortlist was read
                 "plan_rows": req.sentences, "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps},
-                "hits": out, "note": note, "generation": self.generation}
+                "hits": out, "note": "; ".join(notes) or None, "generation": self.generation}
 
     def _grids(self, searcher: Searcher, query, paper_ids: list[str], with_plan: bool) -> list[tuple]:
         """Per hit, (OT plan or None, L2 distances) between the selected query sentences and its sentences.
