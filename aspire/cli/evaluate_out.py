@@ -109,10 +109,10 @@ def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> Non
     if not getattr(args, "out", None):
         return
     out = Path(args.out)
+    if args.command == "compare" and out.is_dir():  # first: one holding an input was once "would overwrite ... input"
+        raise IsADirectoryError(f"--out {out} is a folder; compare writes one JSON file")
     _check_not_input(args, out)
     if args.command == "compare":
-        if out.is_dir():
-            raise IsADirectoryError(f"--out {out} is a folder; compare writes one JSON file")
         if not os.path.lexists(out) or (out.is_file() and _is_comparison(out)):
             return
         folder = _input_folder_holding(args, out)
