@@ -87,6 +87,9 @@ class Hit:
     # the scores that ranked it: its first stage's (ann = -min L2, bm25, whole, fused), the re-ranker's own, crossencoder
     stages: dict[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:  # a distance of 0 negated is -0.0, printed "-0.0000" for the query paper itself
+        self.score += 0.0
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -354,8 +357,8 @@ class Searcher:
                 hits = self._explain_min_l2(query, chosen, top_scores)
             for hit, own in zip(hits, reranked):
                 stage_scores.setdefault(hit.paper_id, {}).update(own)
-        for hit in hits:
-            hit.stages = stage_scores.get(hit.paper_id, {})
+        for hit in hits:  # -0.0 (a distance of 0 negated) as 0.0, as the hit's score
+            hit.stages = {name: score + 0.0 for name, score in stage_scores.get(hit.paper_id, {}).items()}
         return cross_rerank(self, query, hits, asked) if asked.cross_encoder else hits
 
     def first_stage(self, query: DocBatch, cfg: SearchConfig,

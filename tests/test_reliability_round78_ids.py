@@ -1,5 +1,5 @@
 """Round 78: query and document ids of mixed types in `aspire.benchmarks.runs`; a label file's byte-order mark; a query id
-typed in another Unicode form.
+typed in another Unicode form; the query paper found itself scoring -0.0.
 
 `per_query` sorted the judged queries with `sorted`, a TypeError ("'<' not supported between instances of 'str' and
 'int'") for qrels keyed by 1 and '2'; its refusals of a run that disagrees with the qrels, or ranks a document
@@ -78,3 +78,24 @@ def test_a_query_id_in_another_unicode_form_is_refused_naming_the_indexed_id(tmp
         assert f"the index holds {composed!r}, the same text written otherwise: give that id" in said
     assert search_main(["--index", str(index), "--query-id", "p9", "--k", "1", "--quiet"]) == 2
     assert "the index holds" not in capsys.readouterr().err  # no near id, no hint
+
+
+def test_the_query_paper_found_itself_scores_zero_not_minus_zero(tmp_path, tiny_model_dir, capsys):
+    """With `search.exclude_query=false` the query paper is its own first hit at distance 0, whose negation -0.0
+    printed as `-0.0000` (and `-0.0` in JSON)."""
+    import json as json_module
+
+    from aspire.cli.search import main as search_main
+    from tests.test_search_cli import build_labelled_index
+
+    index = build_labelled_index(tmp_path, tiny_model_dir)
+    capsys.readouterr()
+    for rerank in ("none", "minl2"):
+        assert search_main(["--index", str(index), "--query-id", "p1", "--k", "2", "--quiet", "--rerank", rerank,
+                            "--stages", "ann", "search.exclude_query=false"]) == 0
+        first = capsys.readouterr().out.splitlines()[1]
+        assert first.startswith("  1. +0.0000  p1"), first
+        assert search_main(["--index", str(index), "--query-id", "p1", "--k", "2", "--quiet", "--json",
+                            "--rerank", rerank, "--stages", "ann", "search.exclude_query=false"]) == 0
+        hit = json_module.loads(capsys.readouterr().out)["hits"][0]
+        assert hit["paper_id"] == "p1" and str(hit["score"]) == "0.0" and "-0.0" not in json_module.dumps(hit)
