@@ -27,6 +27,7 @@ import numpy as np
 
 from aspire.benchmarks.metrics import ranx_per_query
 from aspire.config import is_whole
+from aspire.io import decoded_lines
 
 DEFAULT_METRICS = ("MRR", "nDCG@10", "MAP")  # what a TREC run is scored on when no metric is named
 _METRIC = re.compile(r"^(map|mrr|bpref|p|r|recall|ndcg)(?:@(\d+))?(-l\d+)?$")
@@ -123,13 +124,16 @@ def read_run(path: str | Path) -> dict[str, list[tuple[str, float]]]:
     """A TREC run file -> `{qid: [(docid, score), ...]}` ordered by rank, then by falling score, then by document id
     (trec_eval reads the scores alone and orders tied ones by document id, decreasing: a file whose ranks disagree
     with its scores, or ties both, reads in another order there); a rank below 1 or a score that is not a finite
-    number is an error naming the line, as `run_line` refuses to write one."""
+    number is an error naming the line, as `run_line` refuses to write one. The file is read as
+    `aspire.io.decoded_lines` reads it: a UTF-8 byte-order mark at its start is no part of the first query id (it
+    once made that line a query of its own, `\\ufeffq1`), and a byte that is not UTF-8 is an error naming the file
+    and line (once a bare UnicodeDecodeError naming neither)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"run file not found: {path}")
     rows: dict[str, list[tuple[int, float, str]]] = {}
     seen = set()
-    for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line, text in enumerate(decoded_lines(path.read_bytes(), path), start=1):
         if not text.strip():
             continue
         parts = text.split()
@@ -177,13 +181,15 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """A TREC qrels file -> `{qid: {docid: grade}}`; a (query, document) judged twice is an error naming both lines,
     and so is a grade that is not a whole number >= 0 (in ASCII digits) naming its line. A negative grade is refused
     rather than read: trec_eval's bpref takes it as "in the pool, unjudged" while `bpref` here would count it as a
-    judged non-relevant document; write 0 for judged not relevant, or leave an unjudged document out."""
+    judged non-relevant document; write 0 for judged not relevant, or leave an unjudged document out. Read as
+    `read_run` reads a run: a byte-order mark at the start ignored, a byte that is not UTF-8 an error naming the
+    line."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"qrels file not found: {path}")
     out: dict[str, dict[str, int]] = {}
     first: dict[tuple[str, str], int] = {}  # (query, document) -> the line that judged it
-    for line, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for line, text in enumerate(decoded_lines(path.read_bytes(), path), start=1):
         if not text.strip():
             continue
         parts = text.split()

@@ -206,7 +206,9 @@ def _pools(parser, args) -> int:
     names = list(results["metrics"])
     writer.writerow(["group", "n_queries", *names])
     for group, vals in results["summary"].items():
-        writer.writerow([group, vals["n_queries"], *(f"{vals[m]:.2f}" for m in names)])
+        # a metric undefined for every query of a group (bpref where each pool is all relevant) has no mean: None in
+        # results.json, once a TypeError here after the files were written
+        writer.writerow([group, vals["n_queries"], *("n/a" if vals[m] is None else f"{vals[m]:.2f}" for m in names)])
     print(f"wrote {out / 'results.json'}")
     return 0
 

@@ -381,8 +381,9 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
         write_qrels(out / "qrels.trec", judged)
         names = [at_threshold(m, threshold) for m in (metrics or DEFAULT_METRICS)]
         # left out as the pools evaluator leaves them out (--skip-no-relevant; without it, it refuses them), not
-        # scored 0 (trec_eval's -lN), so the fused figure averages over the inputs' queries
-        skipped = queries_without_relevant(judged, threshold) if threshold > 1 else []
+        # scored 0 (trec_eval's -lN), so the fused figure averages over the inputs' queries; at threshold 1 too (once
+        # refused there: "queries have no relevant document", for two folders `pools --skip-no-relevant` had scored)
+        skipped = queries_without_relevant(judged, threshold)
         if skipped:
             judged = {q: g for q, g in judged.items() if q not in set(skipped)}
             fused = {q: r for q, r in fused.items() if q not in set(skipped)}
