@@ -1,5 +1,5 @@
 """Round 80, evaluation: `aspire evaluate pools` ended in a TypeError when a metric was undefined for every query of a
-group (its mean is None); `fuse-runs` refused at threshold 1 the queries with no relevant document that the pools
+group (its mean is None); `fuse-runs` and `compare` refused at threshold 1 the queries with no relevant document that the pools
 evaluator had left out (`--skip-no-relevant`), where the docs say it leaves them out too; `read_run` / `read_qrels`
 read a UTF-8 byte-order mark into the first query id (a query of its own: a wrong figure where run and qrels both
 carried one) and named no file or line for a byte that is not UTF-8."""
@@ -78,3 +78,17 @@ def test_a_byte_that_is_not_utf8_names_the_file_and_line(tmp_path, reader, text)
     path.write_bytes(b"\n" + text)
     with pytest.raises(ValueError, match=rf"^{path}:2: not UTF-8 text \(byte 0xe9 at column \d+\)"):
         reader(path)
+
+
+def test_compare_leaves_out_at_threshold_1_the_queries_pools_left_out(tmp_path):
+    """`compare` kept the rule fuse-runs had (left out above threshold 1 only): two folders `pools
+    --skip-no-relevant` scored at threshold 1 were refused, "1 queries have no relevant document"."""
+    from aspire.evaluate.compare import compare
+
+    root = _toy(tmp_path, [0, 0, 0, 0])  # p6: nothing relevant, left out by --skip-no-relevant
+    for name in ("a", "b"):
+        res = run_pools(root, "toy", tmp_path / name, metrics=("MAP",), ranked_dir=root, exp="manual",
+                        skip_no_relevant=True)
+    out = compare(str(tmp_path / "a"), str(tmp_path / "b"), metrics=["MAP"], n_perm=100)
+    assert set(out["MAP"]["per_unit_delta"]) == {"p1"}  # p6 left out, as the pools evaluator left it out
+    assert out["MAP"]["per_unit_delta"]["p1"] == 0.0 and res["skipped_no_relevant"] == ["p6"]
