@@ -2,7 +2,8 @@
 group (its mean is None); `fuse-runs` and `compare` refused at threshold 1 the queries with no relevant document that the pools
 evaluator had left out (`--skip-no-relevant`), where the docs say it leaves them out too; `read_run` / `read_qrels`
 read a UTF-8 byte-order mark into the first query id (a query of its own: a wrong figure where run and qrels both
-carried one) and named no file or line for a byte that is not UTF-8."""
+carried one) and named no file or line for a byte that is not UTF-8; fuse-runs refused at scoring left files that
+blocked a re-run into its --out."""
 
 from __future__ import annotations
 
@@ -92,3 +93,21 @@ def test_compare_leaves_out_at_threshold_1_the_queries_pools_left_out(tmp_path):
     out = compare(str(tmp_path / "a"), str(tmp_path / "b"), metrics=["MAP"], n_perm=100)
     assert set(out["MAP"]["per_unit_delta"]) == {"p1"}  # p6 left out, as the pools evaluator left it out
     assert out["MAP"]["per_unit_delta"]["p1"] == 0.0 and res["skipped_no_relevant"] == ["p6"]
+
+
+def test_fuse_runs_refused_at_scoring_writes_nothing_and_the_same_out_is_taken_again(tmp_path, capsys):
+    """fuse-runs wrote run.trec and qrels.trec before scoring: a refusal there (qrels judging other queries) left
+    them without results.json, and a re-run into the same --out was refused ("holds files but no readable
+    results.json") until the folder was removed by hand."""
+    root = _toy(tmp_path, [1, 0, 0, 2])
+    folders = [str(tmp_path / name) for name in ("a", "b")]
+    for folder in folders:
+        run_pools(root, "toy", folder, metrics=("MAP",), ranked_dir=root, exp="manual")
+    other = tmp_path / "other.qrels"
+    other.write_text("q9 0 p2 1\n")
+    out = tmp_path / "fused"
+    assert main(["fuse-runs", *folders, "--qrels", str(other), "--out", str(out)]) != 0
+    assert "disagree" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())  # nothing written
+    assert main(["fuse-runs", *folders, "--out", str(out)]) == 0  # the same --out, taken
+    assert {p.name for p in out.iterdir()} == {"run.trec", "qrels.trec", "results.json"}

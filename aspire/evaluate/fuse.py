@@ -369,26 +369,28 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
         pool_set = check_csfcube_data(inputs, data, docs)
     judged = None if benchmark == "csfcube" else _scoring_qrels(inputs, qrels, metrics)  # before anything is written
     fused = fuse_runs([read_run(p) for p in paths], weights, fusion, rrf_k, names=[str(p) for p in paths])
-    write_run(out / "run.trec", fused, "fused")
     info = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": list(weights) if weights else "equal",
             **({"rrf_k": rrf_k} if fusion == "rrf" else {})}
     if benchmark == "csfcube":
+        write_run(out / "run.trec", fused, "fused")
         info = {**info, "data": str(data)}
         return _csfcube_fused(fused, out, info, pool_set)
     results = {"experiment": "fused", **({"benchmark": benchmark} if benchmark else {}), "relevance_threshold": threshold,
                "threshold_from": threshold_from, **info}
-    if judged is not None:
-        write_qrels(out / "qrels.trec", judged)
+    if judged is not None:  # scored before anything is written: a refusal here once left run.trec and qrels.trec
+        # without results.json, a folder a re-run into it refused ("holds files but no readable results.json")
         names = [at_threshold(m, threshold) for m in (metrics or DEFAULT_METRICS)]
         # left out as the pools evaluator leaves them out (--skip-no-relevant; without it, it refuses them), not
         # scored 0 (trec_eval's -lN), so the fused figure averages over the inputs' queries; at threshold 1 too (once
         # refused there: "queries have no relevant document", for two folders `pools --skip-no-relevant` had scored)
-        skipped = queries_without_relevant(judged, threshold)
-        if skipped:
-            judged = {q: g for q, g in judged.items() if q not in set(skipped)}
-            fused = {q: r for q, r in fused.items() if q not in set(skipped)}
-            results["skipped_no_relevant"] = skipped
-        results["metrics"] = mean_scores(per_query(judged, fused, names))
+        if without := queries_without_relevant(judged, threshold):
+            results["skipped_no_relevant"] = without
+        skipped = set(without)
+        results["metrics"] = mean_scores(per_query({q: g for q, g in judged.items() if q not in skipped},
+                                                   {q: r for q, r in fused.items() if q not in skipped}, names))
+    write_run(out / "run.trec", fused, "fused")
+    if judged is not None:
+        write_qrels(out / "qrels.trec", judged)
     results["command"] = invocation()
     write_json(out / "results.json", results, indent=None)
     return results
