@@ -74,7 +74,8 @@ def _run(args) -> int:
 
 def _long_report(args) -> int:
     """Every paper of the corpus that does not fit in the model's first window, one tab-separated line each; the
-    records that are no paper (`read_corpus`'s rejected, which `_encode` would reject) are named on stderr."""
+    records that are no paper (`read_corpus`'s rejected) and the papers with a sentence the model's tokenizer gives no
+    word piece (both of which `_encode` rejects) are named on stderr."""
     from aspire.encoders import load_encoder
     from aspire.index.corpus import describe_rejected, read_corpus
 
@@ -83,6 +84,13 @@ def _long_report(args) -> int:
         print(f"{len(unreadable)} record(s) of {args.corpus} are no paper and were not checked"
               + describe_rejected(unreadable), file=sys.stderr)
     encoder = load_encoder(args.model, device=args.device, **backend_options(args))
+    unseen = encoder.unseen_sentences(papers, batch_size=args.batch_size)  # such a paper once stopped the report
+    unseeable = [{"line": line, "paper_id": p.paper_id, "reason": f"sentence(s) {u} give the tokenizer no word piece"}
+                 for p, line, u in zip(papers, papers.lines, unseen) if u]
+    if unseeable:
+        print(f"{len(unseeable)} paper(s) of {args.corpus} are not encoded and were not checked"
+              + describe_rejected(unseeable), file=sys.stderr)
+        papers = [p for p, u in zip(papers, unseen) if not u]
     report = encoder.truncation_report(papers, batch_size=args.batch_size)
     for record in report:
         print(f"{record.paper_id}\tpast the window: {record.cut}\tsplit by it: {record.partial}")

@@ -51,6 +51,15 @@ def codes_for(mode: str, tasks: Sequence[str]) -> tuple[list[str], str | None]:
     return [*(code_token(f) for f in FACETS), DOC_CODE], DOC_CODE
 
 
+def check_code_names(codes, where: str) -> list[str]:
+    """`codes` as a list, or ValueError naming `where` unless they are a sequence (list, tuple) of non-empty strings:
+    a bare string was read as its letters (each a code), and None (`"codes": null` in a settings file) was a
+    TypeError naming nothing."""
+    if isinstance(codes, str) or not isinstance(codes, Sequence) or not all(isinstance(c, str) and c for c in codes):
+        raise ValueError(f"{where}: codes must be a list of non-empty strings, got {codes!r}")
+    return list(codes)
+
+
 def code_id(tokenizer, code: str) -> int:
     """The vocabulary id of `code`; ValueError when the tokenizer does not hold it as one token."""
     idx = tokenizer.convert_tokens_to_ids(code)

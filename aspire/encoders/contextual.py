@@ -41,7 +41,7 @@ from aspire.batch import DocBatch
 from aspire.config import is_whole
 from aspire.data.papers import Paper, abstract_text, as_papers
 from aspire.encoders import adapters
-from aspire.encoders.codes import code_id, encoding_with_code, split_code_text, with_code
+from aspire.encoders.codes import check_code_names, code_id, encoding_with_code, split_code_text, with_code
 from aspire.encoders.identity import encoding_identity, versioned
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
 from aspire.encoders.pieces import budget_batches, raise_if_unseen, truncation_records, unseen_sentences
@@ -152,7 +152,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
 
     Args:
         model: a transformers encoder (BERT, MPNet, MiniLM, …) returning `last_hidden_state`.
-        tokenizer: its fast tokenizer (offsets are required).
+        tokenizer: its fast tokenizer (offsets are required); it is set to pad on the right (`padding_side`).
         max_length: word pieces per window; default (None or 0) and at most the model's limit; at least room for
             the special pieces, a control code, one title piece and one abstract piece.
         include_title: add the title as sentence 0 of the sentence set (default: context only); a paper with a
@@ -192,6 +192,11 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             raise ValueError(f"overflow must be 'window' or 'truncate', got {overflow!r}")
         self.model = model
         self.tokenizer = tokenizer
+        # pooling reads real pieces only, but a left-padding tokenizer shifted BERT's positions by the padding: a
+        # paper's vectors depended on its batch (tiny BERT, batch size 1 vs 32: 0.83 apart); windows, control codes and
+        # the fast backends assume right padding too. Set on the object, as `split_code_text` is (a save writes it)
+        if getattr(tokenizer, "padding_side", "right") != "right":
+            tokenizer.padding_side = "right"
         limit = getattr(model.config, "max_position_embeddings", 512)
         if getattr(model.config, "model_type", "") in ("roberta", "mpnet", "xlm-roberta", "camembert"):
             limit -= 2  # these position ids start after the padding index
@@ -213,7 +218,7 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         self.include_title, self.segment_ids = bool(include_title), bool(segment_ids)
         self.overflow = overflow
         self.max_title_tokens = max_title_tokens
-        self.codes = list(codes)
+        self.codes = check_code_names(codes, "the encoder's control codes")
         for c in self.codes:
             code_id(tokenizer, c)  # ValueError naming a code the tokenizer lacks
         if self.codes:
@@ -238,7 +243,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
     def from_folder(cls, path: Path, saved: dict, name: str, settings: dict,
                     given: str = "the settings given") -> "ContextualSentenceEncoder":
         """`from_pretrained` of the model folder `path` (`resolve_model`'s) whose settings file was read already
-        (`saved`, `read_settings`), so that a load reads it once; `given` names `settings` in an error."""
+        (`saved`, `read_settings`), so that a load reads it once; `given` names `settings` in an error. A setting's
+        bad value is a ValueError naming the settings file (or `given`) it came from."""
         from transformers import AutoModel, AutoTokenizer  # the modeling code: only where weights are loaded
 
         weights = cls.weights_folder(path, saved, settings, given)
@@ -251,7 +257,14 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         if adapter:
             model = adapters.load_adapted(model, path, adapter)
         model.eval()
-        encoder = cls(model, tokenizer, name=name, **stored)
+        try:
+            encoder = cls(model, tokenizer, name=name, **stored)
+        except ValueError as err:  # a setting's bad value: said with where it came from (the file named nothing)
+            from_file = set(saved) - set(settings) - {"adapter", "base"}  # the file's settings in force
+            sources = ([str(path / SETTINGS_FILE)] if from_file else []) + ([given] if settings else [])
+            if not sources:
+                raise
+            raise ValueError(f"{' or '.join(sources)}: {err}") from None
         if adapter:
             encoder.use_scope(adapter.get("scope", "all"))
         return encoder

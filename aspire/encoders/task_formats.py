@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 from aspire.encoders import adapters
-from aspire.encoders.codes import add_control_codes
+from aspire.encoders.codes import add_control_codes, check_code_names
 
 
 class TaskFormats:
@@ -38,8 +38,7 @@ class TaskFormats:
         then gets `code`. A `code` that is none of the codes, or `codes` that are not a list of non-empty strings
         (a bare string would be read as its letters, each added as a special token), is refused before anything is
         added."""
-        if isinstance(codes, str) or not all(isinstance(c, str) and c for c in codes):
-            raise ValueError(f"add_codes: codes must be a list of non-empty strings, got {codes!r}")
+        codes = check_code_names(codes, "add_codes")
         merged = list(dict.fromkeys([*self.codes, *codes]))
         self._checked_code(code, merged)  # checked first: a refused call leaves tokenizer and embeddings as they were
         add_control_codes(self.model, self.tokenizer, codes)
