@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from aspire.cliutil import add_common_options, command_parser, positive_int, run_command, setup_logging
 from aspire.encoders.identity import CONFIG_NAMING
-from aspire.encoders.pretrained import SETTINGS_FILE, check_model, resolve_model, saved_settings
+from aspire.encoders.pretrained import SETTINGS_FILE, check_model, pinned_model, resolve_model, saved_settings
 from aspire.io import atomic_folder, input_under, read_json
 from aspire.jsonsafe import dumps
 from aspire.paths import model_folder
@@ -85,10 +85,12 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
     model that gives the weights -> (out, fingerprint). Refused (ValueError) when `base`'s weights, model config or
     tokenizer are not the model's own base's (`encoding_differences`): the export must load as the very model that
     was trained. It is written beside `out`
-    first and moved into place only once it loads as that model, so a refused export leaves `out` as it was."""
+    first and moved into place only once it loads as that model, so a refused export leaves `out` as it was. A short
+    name (`minilm`) is written as given, a local folder as its absolute path (`pinned_model`): a relative one was
+    read against the working directory of each later load."""
     from aspire.encoders import ContextualSentenceEncoder
     from aspire.encoders.adapters import ADAPTER_DIR
-    model, out = model_folder(model), Path(out)
+    model, out, base = model_folder(model), Path(out), pinned_model(str(base))
     check_replaceable(out, SETTINGS_FILE, "an exported model's folder")  # it is replaced whole below
     # the base too: an export over the folder it names replaced the base's weights by adapters naming themselves
     check_not_input(out, model, resolve_model(base))
