@@ -41,8 +41,18 @@ def test_trec_files_take_integer_ids_as_their_digits_and_refuse_other_types(tmp_
             write_run(tmp_path / "run", {bad: [("a", 1.0)]}, "t")
         with pytest.raises(ValueError, match=f"document id {bad!r} is a {kind}"):
             write_qrels(tmp_path / "qrels", {"q": {bad: 1}})
-    with pytest.raises(ValueError, match=r"query 1 ranks \[7, 'a'\] more than once"):
+    with pytest.raises(ValueError, match=r"query 1 ranks \['7', 'a'\] more than once"):
         write_run(tmp_path / "run", {1: [(7, 4.0), ("a", 3.0), (7, 2.0), ("a", 1.0)]}, "t")
+    # 1 and '1' are one id once written: refused, where the file merged two queries or ranked a document twice
+    with pytest.raises(ValueError, match=r"query q ranks \['1'\] more than once"):
+        write_run(tmp_path / "run", {"q": [(1, 2.0), ("1", 1.0)]}, "t")
+    twice = r"ids \['1'\] are given twice, as a number and as text"
+    with pytest.raises(ValueError, match=f"^query {twice}"):
+        write_run(tmp_path / "run", {1: [("a", 2.0)], "1": [("b", 1.0)]}, "t")
+    with pytest.raises(ValueError, match=f"^query {twice}"):
+        write_qrels(tmp_path / "qrels", {1: {"a": 1}, "1": {"b": 1}})
+    with pytest.raises(ValueError, match=f"^query q: document {twice}"):
+        write_qrels(tmp_path / "qrels", {"q": {1: 1, "1": 0}})
 
 
 def test_a_label_file_saved_with_a_byte_order_mark_reads_as_without(tmp_path):

@@ -96,6 +96,15 @@ def _check_column(what: str, name: str | int) -> None:
                          "hold: give the papers ids without whitespace")
 
 
+def _check_written_once(what: str, ids) -> None:
+    """ValueError naming the ids of `ids` that the file would write alike (1 and '1'): read back, two queries would
+    be one, and two documents a document judged or ranked twice."""
+    twice = sorted({i for i, n in Counter(str(i) for i in ids).items() if n > 1})
+    if twice:
+        raise ValueError(f"{what} ids {twice[:10]} are given twice, as a number and as text: a TREC file writes both "
+                         "as the same text; give each once")
+
+
 def _check_tag(tag: str) -> None:
     if not isinstance(tag, str) or not tag or any(c.isspace() for c in tag):
         raise ValueError(f"run tag must be one word, got {tag!r}")
@@ -108,12 +117,14 @@ def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], 
     from aspire.io import write_text
 
     _check_tag(tag)
+    _check_written_once("query", run)
     lines = []
     for qid, ranked in run.items():
         _check_column("query", qid)
         if not ranked:
             raise ValueError(f"query {qid} ranks no document; a TREC run file cannot hold a query without a line")
-        twice = sorted({doc for doc, n in Counter(doc for doc, _ in ranked).items() if n > 1}, key=str)
+        # as written: 1 and '1' are one id in the file
+        twice = sorted({doc for doc, n in Counter(str(doc) for doc, _ in ranked).items() if n > 1})
         if twice:  # `read_run` refuses the file (trec_eval would count the document twice)
             raise ValueError(f"query {qid} ranks {twice[:10]} more than once; a run ranks a document once a query")
         lines += [run_line(qid, doc, rank, score, tag) for rank, (doc, score) in enumerate(ranked, start=1)]
@@ -163,11 +174,13 @@ def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> Non
     it: `read_qrels` would give the qrels without that query)."""
     from aspire.io import write_text
 
+    _check_written_once("query", qrels)
     lines = []
     for q, docs in qrels.items():
         _check_column("query", q)
         if not docs:
             raise ValueError(f"query {q} judges no document; a TREC qrels file cannot hold a query without a line")
+        _check_written_once(f"query {q}: document", docs)
         for d, g in docs.items():
             _check_column("document", d)
             if isinstance(g, bool) or not isinstance(g, (int, float, np.integer, np.floating)) \
