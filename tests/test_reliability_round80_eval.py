@@ -15,6 +15,7 @@ from aspire.benchmarks.runs import mean_scores, per_query, read_qrels, read_run
 from aspire.cli.evaluate import main
 from aspire.evaluate.fuse import fuse_run_files
 from aspire.evaluate.pool_run import run_pools
+from aspire.paths import DATA
 from tests.test_evaluate_pools import POOLS, write_toy
 
 RANKED = {"p1": [["p4", 0.9], ["p2", 0.8], ["p3", 0.7], ["p5", 0.1]],
@@ -111,3 +112,22 @@ def test_fuse_runs_refused_at_scoring_writes_nothing_and_the_same_out_is_taken_a
     assert not out.exists() or not any(out.iterdir())  # nothing written
     assert main(["fuse-runs", *folders, "--out", str(out)]) == 0  # the same --out, taken
     assert {p.name for p in out.iterdir()} == {"run.trec", "qrels.trec", "results.json"}
+
+
+@pytest.mark.skipif(not (DATA / "csfcube" / "sample_ranked_pools").is_dir(), reason="no CSFCube data in ../shared/data")
+def test_fuse_runs_of_csfcube_folders_refused_at_scoring_writes_nothing(tmp_path, monkeypatch):
+    """The CSFCube branch wrote run.trec before the CSFCube evaluator scored (and `write_trec` wrote it again after):
+    a refusal there left run.trec without results.json, a folder a re-run into it refused."""
+    from aspire.benchmarks import csfcube as bench_csfcube
+    from tests.test_reliability_round21_fuse import _csfcube_folders
+
+    folders = _csfcube_folders(tmp_path)
+
+    def refuse(*args, **kwargs):
+        raise ValueError("no rankings for facet 'method'")
+
+    monkeypatch.setattr(bench_csfcube, "evaluate_csfcube_rankings", refuse)
+    out = tmp_path / "fused"
+    with pytest.raises(ValueError, match="no rankings for facet"):
+        fuse_run_files(folders, out)
+    assert not out.exists() or not any(out.iterdir())

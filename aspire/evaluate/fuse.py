@@ -371,8 +371,7 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     fused = fuse_runs([read_run(p) for p in paths], weights, fusion, rrf_k, names=[str(p) for p in paths])
     info = {"fused_from": [str(p) for p in paths], "fusion": fusion, "weights": list(weights) if weights else "equal",
             **({"rrf_k": rrf_k} if fusion == "rrf" else {})}
-    if benchmark == "csfcube":
-        write_run(out / "run.trec", fused, "fused")
+    if benchmark == "csfcube":  # scored, then written (`write_trec` writes run.trec)
         info = {**info, "data": str(data)}
         return _csfcube_fused(fused, out, info, pool_set)
     results = {"experiment": "fused", **({"benchmark": benchmark} if benchmark else {}), "relevance_threshold": threshold,
