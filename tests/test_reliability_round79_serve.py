@@ -51,3 +51,21 @@ def test_serve_refuses_a_corpus_folder_by_its_option_before_the_index_loads(inde
     assert serve_main(["--index", str(index), "--port", "0", "--corpus", str(index)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"error: Is a directory, not a file (--corpus): {index}"
     assert opened == []  # refused before the index (and a cross-encoder) load
+
+
+def test_an_index_whose_saved_ot_tau_is_outside_the_page_s_range_is_refused_unless_overridden(tmp_path,
+                                                                                             tiny_model_dir):
+    """Round 80: only an override was checked; an index whose own saved search config held ot_tau 1e-7 was served,
+    and the page showed that default and refused to send it."""
+    from aspire.index import IndexBuildConfig, IndexConfig, SentenceIndex, encode_corpus, model_fingerprint
+    from aspire.index.config import SearchConfig
+
+    encoder = load_encoder(tiny_model_dir)
+    out = tmp_path / "index"
+    config = IndexBuildConfig(index=IndexConfig(kind="flat"), search=SearchConfig(ot_tau=1e-7))
+    SentenceIndex.build(encode_corpus(encoder, PAPERS, progress=False), config, model_fingerprint(encoder),
+                        "tiny").save(out)
+    with pytest.raises(ValueError, match=re.escape(f"{out}: its search config has ot_tau=1e-07, outside the OT "
+                                                   f"temperatures the page serves [{MIN_TAU:g}, {MAX_TAU:g}]")):
+        open_service(out)
+    assert open_service(out, ["search.ot_tau=0.5"]).info()["ot"]["tau"] == 0.5  # the override serves it

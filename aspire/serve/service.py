@@ -345,6 +345,11 @@ def open_service(index_dir: str | Path, overrides: Sequence[str] = (), labels_fr
     check_overrides(overrides)
     key = generation_key(index_dir)
     searcher = Searcher.open(index_dir, overrides)
+    tau = searcher.config.ot_tau
+    if not MIN_TAU <= tau <= MAX_TAU:  # the index's own saved config (an override is refused above): the page
+        # showed it as its default temperature and then refused to send it
+        raise ValueError(f"{index_dir}: its search config has ot_tau={tau:g}, outside the OT temperatures the page "
+                         f"serves [{MIN_TAU:g}, {MAX_TAU:g}]: give search.ot_tau=T within them to serve it")
     searcher.cross_encoder = cross_encoder
     index = searcher.index  # the labels the index keeps, unless a labels file is given
     labels = {pid: list(lab) for pid, lab in zip(index.paper_ids, index.labels) if lab is not None}
