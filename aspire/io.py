@@ -392,12 +392,13 @@ def read_json(path: str | Path, what: str, *, mapping: bool = False, finite: boo
     """A JSON file's content; ValueError naming `what` and the file when it is missing, not UTF-8 JSON, holds an
     object with a key twice (naming the key: JSON readers differ on which value they keep), with `mapping` is
     not a JSON object, or with `finite` holds a bare `NaN`, `Infinity` or `-Infinity` (naming it: Python's json reads
-    them, aspire's writers never write them; leave `finite` off for third-party files that may hold them as data)."""
+    them, aspire's writers never write them; leave `finite` off for third-party files that may hold them as data).
+    A UTF-8 byte-order mark at the file's start is ignored, as the line readers ignore it (`decoded_lines`)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{what} not found: {path}")
     try:
-        content = loads_unique(path.read_text(encoding="utf-8"), finite=finite)
+        content = loads_unique(path.read_text(encoding="utf-8").removeprefix("\ufeff"), finite=finite)
     except NonFiniteConstant as err:
         raise ValueError(f"{path}: the {what} holds {err}") from None
     except RepeatedKey as err:

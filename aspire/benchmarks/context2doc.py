@@ -73,7 +73,7 @@ def query_text(context: str) -> str:
 def read_records(path: Path) -> list[tuple[str, dict]]:
     """`[(qid, record), ...]` of a co-citation file; raises ValueError naming a bad line."""
     out = []
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:  # a byte-order mark: no part of line 1
         for line, text in enumerate(fh, start=1):
             if not text.strip():
                 continue

@@ -99,7 +99,7 @@ def query_titles(root: str | Path) -> dict[str, str]:
     path = Path(root) / "queries-release.csv"
     if not path.is_file():
         return {}
-    with open(path, encoding="utf-8", newline="") as fh:
+    with open(path, encoding="utf-8-sig", newline="") as fh:
         return {query_key(r["pid"], r["facet"]): r["title"] for r in csv.DictReader(fh)}
 
 

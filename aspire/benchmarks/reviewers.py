@@ -87,7 +87,7 @@ def load_ratings(path: str | Path) -> dict[str, list[tuple[str, float]]]:
     if not path.is_file():
         raise ValueError(f"reviewer ratings file not found: {path}")
     ratings: dict[str, list[tuple[str, float]]] = {}
-    with open(path, newline="", encoding="utf-8") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:  # a byte-order mark is no part of the header
         reader = csv.DictReader(fh, delimiter="\t")
         header = reader.fieldnames or []
         lacking = [name for name in ("ParticipantID", "Paper1", "Expertise1") if name not in header]
@@ -171,7 +171,7 @@ def load_draw(folder: Path, reviewers) -> Draw:
             raise ValueError(f"draw {folder.name}: reviewer {reviewer} has no archive ({path} not found)")
         papers, seen = [], {}
         # lines end at "\n" only: str.splitlines also cuts at U+2028, U+0085 ..., which JSON strings hold unescaped
-        for line, text in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        for line, text in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), start=1):
             if text.strip():
                 try:
                     record = loads_unique(text)

@@ -207,12 +207,12 @@ def fuse_runs(
     for name, run in zip(names[1:], runs[1:]):
         if set(run) != set(runs[0]):
             raise ValueError(f"runs {names[0]} and {name} rank different queries "
-                             f"(e.g. {sorted(set(run) ^ set(runs[0]))[:5]})")
+                             f"(e.g. {sorted(set(run) ^ set(runs[0]), key=str)[:5]})")  # 1 and '1' sort too
     for name, run in zip(names, runs):  # a document ranked twice once kept its last rank and score unsaid
         for q, ranked in run.items():
             docs = [doc for doc, _ in ranked]
             if len(set(docs)) != len(docs):
-                twice = sorted({d for d in docs if docs.count(d) > 1})
+                twice = sorted({d for d in docs if docs.count(d) > 1}, key=str)
                 raise ValueError(f"run {name}: query {q} ranks document(s) {twice[:3]} twice")
     if fusion == "rrf":  # the runs' own order: position i scores -i, so fuse_ranked's rank is the run's rank
         lists = [{q: {doc: -float(i) for i, (doc, _) in enumerate(ranked)} for q, ranked in run.items()}

@@ -68,7 +68,7 @@ def load_per_query(folder: str | Path) -> dict[str, dict]:
     if len(found) != 1:
         raise ValueError(f"{folder}: expected one *-perq.csv, found {len(found)}")
     out: dict[str, dict] = {}
-    with open(found[0], encoding="utf-8", newline="") as fh:
+    with open(found[0], encoding="utf-8-sig", newline="") as fh:
         reader = csv.DictReader(fh)
         absent = [c for c in ("query", "facet", "test_fold", *REPORTED) if c not in (reader.fieldnames or [])]
         if absent:
