@@ -1,4 +1,4 @@
-"""Round 81: a UTF-8 byte-order mark at a file's start, in the readers that still kept it.
+"""Round 81: a UTF-8 byte-order mark at a file's start, in the readers that still kept it; a slow tokenizer's refusal.
 
 Round 78 cut it in `decoded_lines` (label files) and round 80 in `read_run` / `read_qrels`; a review found the
 same defect in more readers, each refusing a file an editor saved with one: `read_json` ("not JSON ... Unexpected
@@ -54,3 +54,33 @@ def test_fuse_runs_names_query_ids_of_mixed_types_that_differ():
 
     with pytest.raises(ValueError, match=r"runs x and y rank different queries \(e.g. \[1, '1', 2\]\)"):
         fuse_runs([{1: [("a", 1.0)]}, {"1": [("a", 1.0)], 2: [("b", 1.0)]}], None, "rrf", 60, names=["x", "y"])
+
+
+def test_a_slow_tokenizer_is_named_as_the_folder_s_not_as_a_bad_setting(tiny_model_dir, tmp_path, monkeypatch):
+    """Round 81: from_folder named the settings file in front of every refusal of the encoder's arguments, the
+    tokenizer's too ("X/aspire_encoder.json: ContextualSentenceEncoder needs a fast tokenizer")."""
+    import shutil
+
+    import transformers
+
+    from aspire.encoders import load_encoder
+    from aspire.encoders.pretrained import SETTINGS_FILE
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / SETTINGS_FILE).write_text(json.dumps({"include_title": True}))
+    real = transformers.AutoTokenizer.from_pretrained
+
+    class Slow:  # the real tokenizer, but not fast
+        is_fast = False
+
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: Slow(real(*a, **k)))
+    with pytest.raises(ValueError) as err:
+        load_encoder(folder)
+    assert str(err.value) == f"{folder}: its tokenizer is no fast tokenizer (character offsets), which the encoder needs"

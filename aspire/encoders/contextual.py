@@ -253,6 +253,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         stored.pop("base", None)
         tokenizer = AutoTokenizer.from_pretrained(weights)
         check_tokenizer_files(tokenizer, weights)  # without them: special tokens alone, every word [UNK]
+        if not getattr(tokenizer, "is_fast", False):  # named here: below it would read as a bad setting
+            raise ValueError(f"{weights}: its tokenizer is no fast tokenizer (character offsets), which the encoder needs")
         model = load_weights(AutoModel, weights)
         if adapter:
             model = adapters.load_adapted(model, path, adapter)
