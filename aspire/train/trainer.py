@@ -123,6 +123,7 @@ class Trainer:
         if not self.tasks and len(train_data) < self.tc.batch_size * self.world:  # named here: the sampler knows no key
             raise ValueError(f"the train split holds {len(train_data)} example(s), fewer than one batch (train.batch_size="
                              f"{self.tc.batch_size} x {self.world} rank(s)): lower train.batch_size or add examples")
+        self._check_negatives(train_data, "train")
         problem = sequential_problem(cfg) if self.tasks else None
         if problem:  # refused when the config loaded; again for a config changed since
             raise ValueError(problem)
@@ -245,7 +246,8 @@ class Trainer:
         before the first step rather than at the first evaluation, after training."""
         if self.dev_data is None:
             return
-        for name, _, size in self._dev_parts():
+        self._check_negatives(self.dev_data, "dev")
+        for name, _, size in self._parts(self.dev_data):
             if size < self.tc.batch_size:
                 split = f"task {name!r}'s dev split" if name else "the dev split"
                 raise ValueError(f"{split} holds {size} example(s), fewer than one batch (train.batch_size="
@@ -260,10 +262,26 @@ class Trainer:
                 log.info("the dev loss scores %d of the %d examples of %s (whole batches of train.batch_size=%d%s)",
                          scored, size, split, self.tc.batch_size, capped)
 
-    def _dev_parts(self) -> list[tuple[str | None, int, int]]:
-        """The dev examples as `dev_loss` scores them: (task name, offset, size) a task, else one part (None, 0, all)."""
-        data = self.dev_data
+    def _parts(self, data: TripletDataset | MultiTaskData) -> list[tuple[str | None, int, int]]:
+        """The examples of `data` (train or dev) as `dev_loss` scores them: (task name, offset, size) a task, else
+        one part (None, 0, all)."""
         return list(zip(data.names, data.offsets, data.sizes)) if self.tasks else [(None, 0, len(data))]
+
+    def _check_negatives(self, data: TripletDataset | MultiTaskData, split: str) -> None:
+        """With train.batch_size 1 a micro-batch holds one pair (DDP ranks do not share theirs), so an anchor's only
+        negative is its hard one: a split (a task's, with tasks) none of whose examples has one gave every step a loss
+        of 0, training nothing without a word (the dev split: no dev loss, found at the first evaluation). Refused
+        before the first step."""
+        if self.tc.batch_size > 1:
+            return
+        for name, offset, size in self._parts(data):
+            if not any(e.negative is not None for e in data.examples[offset : offset + size]):
+                part = f"task {name!r}'s {split} split" if name else f"the {split} split"
+                raise ValueError(f"train.batch_size=1: an anchor's negatives are the other pairs of its micro-batch "
+                                 f"and its hard negative, and no example of {part} has a hard negative, so "
+                                 + ("every step's loss would be 0 and nothing would train" if split == "train" else
+                                    "no dev loss could be taken")
+                                 + ": raise train.batch_size, or give hard negatives (data.hard_negatives)")
 
     @torch.no_grad()
     def dev_loss(self) -> float:
@@ -276,7 +294,7 @@ class Trainer:
         data = self.dev_data
         losses = []
         with eval_mode(self.model):
-            for t, (name, offset, size) in enumerate(self._dev_parts()):
+            for t, (name, offset, size) in enumerate(self._parts(data)):
                 sampler = EpochBatchSampler(size, self.tc.batch_size, DEV_SEED, 0,
                                             limit=self.cfg.data.dev_batches or None)
                 shifted = [[offset + i for i in batch] for batch in sampler]
