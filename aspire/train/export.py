@@ -109,7 +109,7 @@ def export_adapter(model: str | Path, out: str | Path, base: str) -> tuple[Path,
     with atomic_folder(out) as staged:
         shutil.copytree(model / ADAPTER_DIR, staged / ADAPTER_DIR,
                         ignore=shutil.ignore_patterns("README.md"))  # peft's empty model card, naming a local path
-        for config in (staged / ADAPTER_DIR).rglob("adapter_config.json"):  # the base by name, not a local path
+        for config in (staged / ADAPTER_DIR).rglob("adapter_config.json"):  # the base as the settings name it (pinned), not the trained model's own path
             config.write_text(json.dumps({**json.loads(config.read_text()), "base_model_name_or_path": base}, indent=2))
         (staged / SETTINGS_FILE).write_text(json.dumps({**settings, "base": base}, indent=2))
         meta = read_meta(model)
