@@ -105,6 +105,18 @@ def _check_written_once(what: str, ids) -> None:
                          "as the same text; give each once")
 
 
+def _queries_to_write(table: Mapping, verb: str, kind: str):
+    """(query, its documents) of a run or qrels `table` to write, each query's id checked (`_check_column`, and
+    `_check_written_once` over them all) and each with a document: a TREC `kind` file has no line for a query
+    without one (read back, the query would be gone)."""
+    _check_written_once("query", table)
+    for q, docs in table.items():
+        _check_column("query", q)
+        if not docs:
+            raise ValueError(f"query {q} {verb} no document; a TREC {kind} file cannot hold a query without a line")
+        yield q, docs
+
+
 def _check_tag(tag: str) -> None:
     if not isinstance(tag, str) or not tag or any(c.isspace() for c in tag):
         raise ValueError(f"run tag must be one word, got {tag!r}")
@@ -117,12 +129,8 @@ def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], 
     from aspire.io import write_text
 
     _check_tag(tag)
-    _check_written_once("query", run)
     lines = []
-    for qid, ranked in run.items():
-        _check_column("query", qid)
-        if not ranked:
-            raise ValueError(f"query {qid} ranks no document; a TREC run file cannot hold a query without a line")
+    for qid, ranked in _queries_to_write(run, "ranks", "run"):
         # as written: 1 and '1' are one id in the file
         twice = sorted({doc for doc, n in Counter(str(doc) for doc, _ in ranked).items() if n > 1})
         if twice:  # `read_run` refuses the file (trec_eval would count the document twice)
@@ -174,12 +182,8 @@ def write_qrels(path: str | Path, qrels: Mapping[str, Mapping[str, int]]) -> Non
     it: `read_qrels` would give the qrels without that query)."""
     from aspire.io import write_text
 
-    _check_written_once("query", qrels)
     lines = []
-    for q, docs in qrels.items():
-        _check_column("query", q)
-        if not docs:
-            raise ValueError(f"query {q} judges no document; a TREC qrels file cannot hold a query without a line")
+    for q, docs in _queries_to_write(qrels, "judges", "qrels"):
         _check_written_once(f"query {q}: document", docs)
         for d, g in docs.items():
             _check_column("document", d)
