@@ -491,6 +491,7 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
               "end with EOF (Ctrl-D).", file=sys.stderr, flush=True)
     run: list[str] = []
     failed, first_query = 0, {}
+    asked = asked_config(searcher, args)  # the options' pipeline: one for every line
     for line_no, raw in enumerate(stream_lines(stream), start=1):
         try:
             query = maker.from_line(decoded_line(raw))
@@ -503,7 +504,7 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
             failed += 1
             print(f"error: stdin line {line_no}: {error_message(err)}", file=sys.stderr, flush=True)
             continue
-        for line in unread_selection([query], asked_config(searcher, args)):
+        for line in unread_selection([query], asked):
             log.warning("stdin line %d: %s", line_no, line)
         show_hits(searcher, query, found, args, one_of_many=True)
         if args.run_out:
