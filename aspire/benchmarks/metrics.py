@@ -145,6 +145,18 @@ def queries_without_relevant(qrels: Mapping[str, Mapping[str, int]], threshold: 
     return [q for q, pool in qrels.items() if not any(g >= threshold for g in pool.values())]
 
 
+def without_unscorable(qrels: Mapping[str, Mapping[str, int]], runs: Sequence[Mapping], threshold: int
+                       ) -> tuple[list[str], dict, list[dict]]:
+    """(the queries with no document at grade >= threshold, `qrels` without them, each of `runs` without them): left
+    out at every threshold, as the pools evaluator leaves them out (`--skip-no-relevant`; without it, it refuses
+    them), not scored 0 (trec_eval's -lN), so a figure averages over the queries the inputs scored. `compare` and
+    `fuse-runs` read TREC runs through it (each once had its own copy, both leaving them out above threshold 1 only)."""
+    left = queries_without_relevant(qrels, threshold)
+    gone = set(left)
+    return (left, {q: g for q, g in qrels.items() if q not in gone},
+            [{q: r for q, r in run.items() if q not in gone} for run in runs])
+
+
 def ranx_per_query(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str, Sequence[str]],
                    qids: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, float]]:
     """ranx's values of its metrics `names` for each of `qids`, `{name: {qid: value}}` (NaN where ranx leaves one

@@ -27,7 +27,7 @@ import functools
 from pathlib import Path
 
 from aspire.benchmarks import BENCHMARKS
-from aspire.benchmarks.metrics import queries_without_relevant
+from aspire.benchmarks.metrics import without_unscorable
 from aspire.benchmarks.runs import DEFAULT_METRICS, per_query, read_qrels, read_run
 from aspire.benchmarks.stats import UnitScores, paired_test
 from aspire.evaluate.fuse import at_threshold, protocol_of, recorded_protocol, results_doc
@@ -140,11 +140,7 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
     (run_a, qrels_a), (run_b, qrels_b) = _trec(a, qrels), _trec(b, qrels)
     if qrels_a != qrels_b:
         raise ValueError(f"{a} and {b} are judged by different qrels: not runs of one benchmark")
-    # left out as the pools evaluator and fuse-runs leave them out, at threshold 1 too (once refused there: "queries
-    # have no relevant document", for two folders `pools --skip-no-relevant` had scored)
-    skipped = set(queries_without_relevant(qrels_a, threshold))
-    qrels_a = {q: g for q, g in qrels_a.items() if q not in skipped}
-    run_a, run_b = ({q: r for q, r in run.items() if q not in skipped} for run in (run_a, run_b))
+    _, qrels_a, (run_a, run_b) = without_unscorable(qrels_a, (run_a, run_b), threshold)
     out = {}
     values_a, values_b = (_scored(spec, qrels_a, run, metrics) for spec, run in ((a, run_a), (b, run_b)))
     for m in metrics:

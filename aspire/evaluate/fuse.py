@@ -334,7 +334,7 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     (`aspire.benchmarks.pools.write_trec`): `z` / `minmax` fusion then fuses normalised ranks for that folder. A fused
     CSFCube folder holds its fused ranked files (`test-pid2pool-csfcube-fused-FACET-ranked.json`) and a `run.trec` of
     the fused scores, as the evaluator's folders do, so it can be fused again."""
-    from aspire.benchmarks.metrics import queries_without_relevant
+    from aspire.benchmarks.metrics import without_unscorable
     from aspire.benchmarks.runs import (
         DEFAULT_METRICS,
         invocation,
@@ -379,14 +379,10 @@ def fuse_run_files(inputs: Sequence[str | Path], out: str | Path, weights: Seque
     if judged is not None:  # scored before anything is written: a refusal here once left run.trec and qrels.trec
         # without results.json, a folder a re-run into it refused ("holds files but no readable results.json")
         names = [at_threshold(m, threshold) for m in (metrics or DEFAULT_METRICS)]
-        # left out as the pools evaluator leaves them out (--skip-no-relevant; without it, it refuses them), not
-        # scored 0 (trec_eval's -lN), so the fused figure averages over the inputs' queries; at threshold 1 too (once
-        # refused there: "queries have no relevant document", for two folders `pools --skip-no-relevant` had scored)
-        if without := queries_without_relevant(judged, threshold):
-            results["skipped_no_relevant"] = without
-        skipped = set(without)
-        results["metrics"] = mean_scores(per_query({q: g for q, g in judged.items() if q not in skipped},
-                                                   {q: r for q, r in fused.items() if q not in skipped}, names))
+        left, scored, (scored_run,) = without_unscorable(judged, [fused], threshold)
+        if left:
+            results["skipped_no_relevant"] = left
+        results["metrics"] = mean_scores(per_query(scored, scored_run, names))
     write_run(out / "run.trec", fused, "fused")
     if judged is not None:
         write_qrels(out / "qrels.trec", judged)
