@@ -398,7 +398,7 @@ def read_json(path: str | Path, what: str, *, mapping: bool = False, finite: boo
     if not path.is_file():
         raise ValueError(f"{what} not found: {path}")
     try:
-        content = loads_unique(path.read_text(encoding="utf-8").removeprefix("\ufeff"), finite=finite)
+        content = loads_unique(path.read_text(encoding="utf-8-sig"), finite=finite)
     except NonFiniteConstant as err:
         raise ValueError(f"{path}: the {what} holds {err}") from None
     except RepeatedKey as err:
