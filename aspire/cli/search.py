@@ -9,8 +9,9 @@ by facet name from the papers' labels (the index keeps `pred_labels`). Each quer
 (see `aspire.search`; with `--cross-encoder DIR` a cross-encoder re-scores the top `--cross-top`
 last, its time reported apart), printed to stdout as text or `--json`; `--run-out` also writes a TREC run
 file (`qid Q0 docid rank score tag`; each query id once, as a run holds one ranking an id). Progress (with a
-batch of queries: rate and ETA) and warnings go to stderr; a batch's searches that found fewer than k papers are
-summed up in one line at its end.
+batch of queries: rate and ETA) and warnings go to stderr; a batch's searches that found fewer than k papers, and
+those answered with a note (a BM25 stage whose selection shares no word with any paper), are summed up in a line
+each at its end (`aspire.cli.search_batch`).
 
 A query that is an indexed paper (`--query-id` alone, or an `ID` line) leaves that paper out of its own
 results (`search.exclude_query`, default true); a paper to encode (`--query-file`, a JSON line) never leaves
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from aspire.cli.search_batch import Progress, note_summary, shortfall_summary
 from aspire.cliutil import (
     OVERRIDES_HELP,
     add_backend_options,
@@ -366,53 +368,6 @@ def _lines(path: str) -> list[bytes]:
         return list(stream_lines(handle))
 
 
-class Progress:
-    """`VERB i/n UNIT, R UNIT/s, ETA T s` lines on stderr (a batch's progress), at most one every `every`
-    seconds, and a last one with the time taken; nothing when not `enabled`. The rate is that of the items
-    after the first, which carries the one-time loading (the model, on the first query to encode)."""
-
-    def __init__(self, verb: str, unit: str, total: int, enabled: bool = True, every: float = 2.0,
-                 stream=None) -> None:
-        self.verb, self.unit, self.total, self.enabled, self.every = verb, unit, total, enabled, every
-        self.stream = stream
-        self.done, self.start = 0, time.monotonic()
-        self.first = self.last = self.start
-
-    def step(self) -> None:
-        self.done += 1
-        now = time.monotonic()
-        if self.done == 1:
-            self.first = now  # the rate counts from here
-        if not self.enabled:
-            return
-        if self.done >= self.total:
-            elapsed = max(now - self.start, 1e-9)
-            line = (f"{self.verb} {self.done}/{self.total} {self.unit} in {elapsed:.1f} s "
-                    f"({self.done / elapsed:.1f} {self.unit}/s)")
-        elif self.done > 1 and now - self.last >= self.every:
-            rate = (self.done - 1) / max(now - self.first, 1e-9)
-            eta = (self.total - self.done) / rate
-            line = f"{self.verb} {self.done}/{self.total} {self.unit}, {rate:.1f} {self.unit}/s, ETA {eta:.0f} s"
-        else:
-            return
-        self.last = now
-        print(line, file=self.stream or sys.stderr, flush=True)
-
-
-def shortfall_summary(shortfalls: Sequence[tuple[int, int, str]], n_queries: int) -> list[str]:
-    """One line per reason for a batch's searches that found fewer than k papers (`Searcher.short_of_k`)."""
-    by_reason: dict[str, list[tuple[int, int]]] = {}
-    for found, k, reason in shortfalls:
-        by_reason.setdefault(reason, []).append((found, k))
-    lines = []
-    for reason, cases in by_reason.items():
-        found = [f for f, _ in cases]
-        ks = sorted({k for _, k in cases})
-        lines.append(f"{len(cases)} of {n_queries} queries found fewer papers than asked (k={'/'.join(map(str, ks))}; "
-                     f"found {min(found)} to {max(found)}): {reason}")
-    return lines
-
-
 def run_query(searcher, query: Query, args) -> tuple[list, float | None]:
     """The query's hits and its cross-encoder milliseconds (None when that stage is off)."""
     from aspire.search import search_timed
@@ -662,15 +617,20 @@ def _run(args) -> int:
     run: list[str] = []
     many = len(queries) > 1
     searcher.shortfalls = [] if many else None  # a batch says its short searches in one line at its end
+    noted: list[tuple[str, str]] = []  # and its answers' notes (`Searcher.say`): (query id, its note) a query
     progress = Progress("searched", "queries", len(queries), enabled=many and not args.quiet)
     for query in queries:
+        searcher.notes = [] if many else None  # None: a single query's note is a warning at once
         found = run_query(searcher, query, args)
+        if searcher.notes:
+            noted.append((query.qid, "; ".join(searcher.notes)))  # joined as the page's answer joins them
+            log.debug("%s", noted[-1][1])
         show_hits(searcher, query, found, args, one_of_many=many)
         if args.run_out:  # the run's lines (which an id with a space could not make) only where a run is written
             run += run_lines(query.qid, found[0], args.run_tag)
         progress.step()
     clock = _took("searched", clock)
-    for line in shortfall_summary(searcher.shortfalls or [], len(queries)):
+    for line in shortfall_summary(searcher.shortfalls or [], len(queries)) + note_summary(noted, len(queries)):
         log.warning("%s", line)
     if args.run_out:
         write_run(args.run_out, run)
