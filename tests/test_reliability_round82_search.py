@@ -1,20 +1,24 @@
-"""`aspire search` with a batch of queries says its answers' notes once, at its end.
+"""`aspire search`: a typed `-0` is refused, and a batch says its answers' notes once, at its end.
 
-Pinned defect: a batch of queries warned of each BM25 selection sharing no word with any paper, one line a query,
-which floods stderr on a large batch (now one line at its end: how many, the first ids and the first note; the page
-keeps its note on each answer).
+Pinned defects: `--sentences -0` (and a query line `ID 1,-0`) read as sentence 0, as Python's int('-0') is 0, where
+every other negative position is refused; a batch of queries warned of each BM25 selection sharing no word with any
+paper, one line a query, which floods stderr on a large batch (now one line at its end: how many, the first ids and
+the first note; the page keeps its note on each answer).
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from serve_support import PAPERS, build_index
 
 from aspire.cli.search import main as search_main
+from aspire.data.facets import parse_selection
 from aspire.data.papers import Paper
 from aspire.encoders import load_encoder
+from aspire.search import Searcher
 
 STOP = Paper("z", "stop words", ["The of and it.", "we propose a new neural parser."], None)  # 0: stop words alone
 NOTE = ("no paper shares a word of its text 'The of and it.' (stop words left out, excluded papers aside): BM25 "
@@ -25,6 +29,34 @@ NOTE = ("no paper shares a word of its text 'The of and it.' (stop words left ou
 def index(tiny_model_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("search82")
     return build_index(load_encoder(tiny_model_dir), [*PAPERS, STOP], root / "index", str(tiny_model_dir))
+
+
+# ---- a typed -0 ------------------------------------------------------------------------------------------------------
+MINUS_ZERO = "'-0' is no 0-based position (no position is negative; the first sentence is 0)"
+
+
+@pytest.mark.parametrize("given", ["-0", "1,-0", " -00 "])
+def test_minus_zero_is_refused_by_the_selection_parser(given):
+    with pytest.raises(ValueError, match=re.escape(f"sentence selection {given!r} for paper 'q': "
+                                                   f"{given.split(',')[-1].strip()!r} is no 0-based position")):
+        parse_selection(given, "q")
+    assert parse_selection("0,-1,method") == [0, -1, "method"]  # -1 is left to the range check, which refuses it
+
+
+def test_search_refuses_minus_zero_naming_the_option_and_the_line(index, tmp_path, capsys):
+    # once: `--sentences -0` answered with sentence 0's neighbours, exit 0
+    assert search_main(["--index", str(index), "--query-id", "q", "--sentences", "-0", "--k", "2", "--quiet"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.strip().splitlines()[-1] == f"error: --sentences: sentence selection '-0': {MINUS_ZERO}"
+    queries = tmp_path / "queries.txt"
+    queries.write_text("a 0\nq 1,-0\n")
+    assert search_main(["--index", str(index), "--queries", str(queries), "--k", "2", "--quiet"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (f"error: {queries}:2: sentence selection '1,-0': "
+                                                               f"{MINUS_ZERO}")
+    searcher = Searcher.open(index)
+    with pytest.raises(ValueError, match=re.escape(MINUS_ZERO)):
+        searcher.query_from_index("q", "-0")
+    assert search_main(["--index", str(index), "--query-id", "q", "--sentences", "0", "--k", "2", "--quiet"]) == 0
 
 
 # ---- a batch's notes -------------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ from aspire.cliutil import (
     silence_stdout,
     stdout_reader_gone,
 )
-from aspire.data.facets import FACET_CODE_CHOICES, selection_facet
+from aspire.data.facets import FACET_CODE_CHOICES, parse_selection, selection_facet
 from aspire.data.papers import Paper, paper_from_record, read_papers
 from aspire.encoders.pretrained import check_model
 from aspire.index.config import RERANKERS, STAGES
@@ -534,12 +534,17 @@ def set_threads(threads: int | None) -> int:
 
 
 def check_inputs(args, overrides: list[str]) -> None:
-    """The index and the query files exist, --model names a model and the config overrides hold: a wrong path, name
-    or key is reported before torch and faiss load."""
+    """The index and the query files exist, --sentences parses, --model names a model and the config overrides hold: a
+    wrong path, selection, name or key is reported before torch and faiss load."""
     from aspire.index.config import check_search_overrides
     from aspire.index.disk import require_live_generation
 
     check_paths(query_file=args.query_file, queries=args.queries, cross_encoder=args.cross_encoder)
+    if args.sentences is not None:  # named by its option, not only at the first query
+        try:
+            parse_selection(args.sentences)
+        except ValueError as err:
+            raise ValueError(f"--sentences: {err}") from None
     if args.run_out:  # before the queries run, not at the write after them
         check_out_file(args.run_out, "--run-out", query_file=args.query_file, queries=args.queries)
         check_not_in_folders(args.run_out, "--run-out", index=args.index, cross_encoder=args.cross_encoder)

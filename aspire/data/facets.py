@@ -56,7 +56,8 @@ def _integer(x) -> int | None:
 def parse_selection(spec: str | int | Sequence[int | str], paper_id: str = "") -> list[int | str]:
     """`"0,2"` / `"method"` / `["method", 3]` / `3` -> items: ints (0-based positions) and lower-case names.
     Positions may be numpy or 0-d tensor integers. Raises ValueError, naming `paper_id` when given, for an empty
-    selection or item, and for an item that is neither an integer nor a string (a bool, a float such as 2.0, bytes)."""
+    selection or item, for an item that is neither an integer nor a string (a bool, a float such as 2.0, bytes), and
+    for a typed `-0` (a negative position is refused by the range check, and `-0` would read as sentence 0)."""
     whose = f" for paper {paper_id!r}" if paper_id else ""
     if isinstance(spec, str):
         items = spec.split(",")
@@ -84,6 +85,9 @@ def parse_selection(spec: str | int | Sequence[int | str], paper_id: str = "") -
         text = item.strip()
         if not text:
             raise ValueError(f"sentence selection {spec!r}{whose} has an empty item")
+        if POSITION.fullmatch(text) and text.startswith("-") and int(text) == 0:  # int() reads it as the first sentence
+            raise ValueError(f"sentence selection {spec!r}{whose}: {text!r} is no 0-based position (no position is "
+                             "negative; the first sentence is 0)")
         out.append(int(text) if POSITION.fullmatch(text) else text.lower())  # "--1", "²": names, not int()'s error
     if not out:
         raise ValueError(f"the sentence selection{whose} is empty; give at least one 0-based position or facet name")
