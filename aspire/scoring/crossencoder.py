@@ -31,6 +31,16 @@ from aspire.io import read_json
 from aspire.scoring.fusion import fuse_ranked
 
 NORMS = ("z", "minmax")
+POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "mpnet")  # position ids start after the padding id
+
+
+def position_limit(config: Mapping) -> int | None:
+    """The most word pieces a model whose `config.json` is `config` reads: its position embeddings, 2 fewer for the
+    RoBERTa family (`POSITIONS_AFTER_PADDING`); None when the config does not say."""
+    positions = config.get("max_position_embeddings")
+    if isinstance(positions, bool) or not isinstance(positions, int):
+        return None
+    return positions - 2 if config.get("model_type") in POSITIONS_AFTER_PADDING else positions
 
 
 def load_cross_encoder(model, max_length: int | None = None, device: str | None = None, seed: int = 0):
@@ -39,7 +49,9 @@ def load_cross_encoder(model, max_length: int | None = None, device: str | None 
 
     A plain encoder (no classification head) gets a fresh one-logit head, the starting point for training, drawn
     from torch's CPU generator seeded `seed` (the caller's generators are left as they were): one seed, one starting
-    model. `max_length` None keeps the length the model was saved with (a trained cross-encoder's own). A loaded
+    model. `max_length` None keeps the length the model was saved with (a trained cross-encoder's own); one past the
+    model's position embeddings (`position_limit`) is a ValueError naming both, before the model loads (a pair that
+    long failed in the model's pass: "The size of tensor a (1024) must match the size of tensor b (512)"). A loaded
     `CrossEncoder` is returned as it is; a `max_length` or `device` other than its own is a ValueError (it was
     once ignored without a word).
     """
@@ -60,6 +72,10 @@ def load_cross_encoder(model, max_length: int | None = None, device: str | None 
     path = Path(resolve_model(str(model)))
     if not (path / "config.json").is_file():
         raise ValueError(f"cross-encoder model {model!r}: no config.json under {path}")
+    limit = position_limit(read_json(path / "config.json", "cross-encoder's config", mapping=True))
+    if max_length is not None and limit is not None and max_length > limit:
+        raise ValueError(f"cross-encoder model {model!r}: max_length {max_length} is past the {limit} word pieces its "
+                         f"position embeddings hold ({path / 'config.json'}): give {limit} or fewer")
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()  # a plain encoder's missing head is expected, not news
     try:
