@@ -1,23 +1,27 @@
-"""`aspire search`: a typed `-0` is refused, and a batch says its answers' notes once, at its end.
+"""`aspire search` and the int8 build: a typed `-0` is refused, a batch says its notes once, ONNX Runtime's advice
+is not printed.
 
 Pinned defects: `--sentences -0` (and a query line `ID 1,-0`) read as sentence 0, as Python's int('-0') is 0, where
 every other negative position is refused; a batch of queries warned of each BM25 selection sharing no word with any
 paper, one line a query, which floods stderr on a large batch (now one line at its end: how many, the first ids and
-the first note; the page keeps its note on each answer).
+the first note; the page keeps its note on each answer); `aspire encode --backend onnx --quantize int8 --quiet`
+printed ONNX Runtime's advice to pre-process the graph before quantizing it, which the recipe's fusion stands for.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 
 import pytest
 from serve_support import PAPERS, build_index
 
+from aspire.cli.encode import main as encode_main
 from aspire.cli.search import main as search_main
 from aspire.data.facets import parse_selection
 from aspire.data.papers import Paper
-from aspire.encoders import load_encoder
+from aspire.encoders import load_encoder, onnx_int8
 from aspire.search import Searcher
 
 STOP = Paper("z", "stop words", ["The of and it.", "we propose a new neural parser."], None)  # 0: stop words alone
@@ -86,3 +90,31 @@ def test_one_query_still_warns_of_its_note(index, capsys):
     assert search_main(["--index", str(index), "--query-id", "z", "--sentences", "0", "--stages", "bm25",
                         "--rerank", "none", "--k", "2", "--quiet"]) == 0
     assert f"WARNING aspire.search: query 'z': {NOTE}" in capsys.readouterr().err.splitlines()
+
+
+# ---- ONNX Runtime's pre-processing advice ----------------------------------------------------------------------------
+def test_the_advice_alone_is_dropped_while_quantizing(caplog):
+    advice = ("Please consider to run pre-processing before quantization. Refer to example: ...",
+              "Please consider pre-processing before quantization. See ...")
+    with caplog.at_level(logging.WARNING), onnx_int8.without_preprocess_advice():
+        for text in advice:
+            logging.getLogger().warning(text)
+        logging.getLogger().warning("Please consider something else")  # ONNX Runtime's other warnings pass
+        logging.getLogger("aspire.x").warning("Please consider to run pre-processing before quantization")
+    assert [r.getMessage() for r in caplog.records] == ["Please consider something else",
+                                                        "Please consider to run pre-processing before quantization"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        logging.getLogger().warning(advice[0])  # outside the block: as before
+    assert [r.getMessage() for r in caplog.records] == [advice[0]]
+
+
+def test_an_int8_encode_under_quiet_prints_no_advice(tiny_model_dir, cache, tmp_path, capsys):
+    corpus = tmp_path / "papers.jsonl"
+    corpus.write_text("".join(json.dumps({"paper_id": p.paper_id, "title": p.title, "abstract": p.sentences}) + "\n"
+                              for p in PAPERS))
+    assert encode_main(["--model", str(tiny_model_dir), "--corpus", str(corpus), "--out", str(tmp_path / "enc"),
+                        "--backend", "onnx", "--quantize", "int8", "--quiet"]) == 0
+    assert list(cache.glob("onnx/*int8*.onnx"))  # quantized here, not read from a cache
+    err = capsys.readouterr().err
+    assert "pre-processing" not in err, err

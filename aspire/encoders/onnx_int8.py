@@ -29,6 +29,9 @@ measured there; experiments/results/bench_backends_shared.md).
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import re
 import tempfile
 from pathlib import Path
 
@@ -36,6 +39,12 @@ import numpy as np
 
 BITS, BLOCK = 8, 32
 RECIPE = "fused-qatt-pc"  # names the cached int8 file: change it whenever this recipe changes
+# quantize_dynamic's advice (a root-logger warning, two wordings across versions) to run its pre-processing, which this
+# recipe replaces by `fuse`: nothing a user of `aspire encode` or `index build` can act on (it showed even under
+# --quiet), so `build_int8` drops it (`without_preprocess_advice`)
+PREPROCESS_ADVICE = re.compile(r"Please consider (to run )?pre-processing before quantization")
+
+log = logging.getLogger(__name__)
 
 
 def fuse(src: Path, dst: Path, config) -> dict[str, int]:
@@ -132,6 +141,23 @@ def down_projections(path: Path) -> list[str]:
     ]
 
 
+def _not_advice(record: logging.LogRecord) -> bool:
+    """A root-logger filter: False (dropped) for ONNX Runtime's pre-processing advice (`PREPROCESS_ADVICE`) alone."""
+    return not (record.name == "root" and PREPROCESS_ADVICE.match(record.getMessage()))
+
+
+@contextlib.contextmanager
+def without_preprocess_advice():
+    """Within the block, the root logger drops `PREPROCESS_ADVICE` (`build_int8` says at DEBUG that it quantizes
+    without that pre-processing); every other record, ONNX Runtime's other warnings too, passes as before."""
+    root = logging.getLogger()
+    root.addFilter(_not_advice)
+    try:
+        yield
+    finally:
+        root.removeFilter(_not_advice)
+
+
 def build_int8(raw: Path, dst: Path, config) -> None:
     """The int8 graph at `dst` from `raw`, an eager-attention export of a Hugging Face encoder with `config`:
     `fuse`, then dynamic int8 but for the `down_projections`. The fused graph lives in a temporary folder
@@ -142,8 +168,10 @@ def build_int8(raw: Path, dst: Path, config) -> None:
     with tempfile.TemporaryDirectory(dir=dst.parent, prefix=".int8-") as tmp:
         fused = Path(tmp) / "fused.onnx"
         fuse(raw, fused, config)
-        quantize_dynamic(
-            str(fused), str(dst), weight_type=QuantType.QInt8, per_channel=True,
-            op_types_to_quantize=["MatMul", "Attention"], nodes_to_exclude=down_projections(fused),
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # shape inference misses some outputs
-        )
+        log.debug("quantizing the fused graph without ONNX Runtime's pre-processing (the fusion stands for it)")
+        with without_preprocess_advice():
+            quantize_dynamic(
+                str(fused), str(dst), weight_type=QuantType.QInt8, per_channel=True,
+                op_types_to_quantize=["MatMul", "Attention"], nodes_to_exclude=down_projections(fused),
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # shape inference misses some outputs
+            )
