@@ -1,4 +1,5 @@
-"""Re-ranking: the cross-encoder's max_length against the model's position embeddings."""
+"""Re-ranking and fusion: the cross-encoder's max_length against the model's position embeddings; the fusion spec's
+missing weight."""
 
 from __future__ import annotations
 
@@ -27,3 +28,15 @@ def test_position_limit_reads_the_roberta_family_two_short():
     assert position_limit({"max_position_embeddings": 512, "model_type": "bert"}) == 512
     assert position_limit({"max_position_embeddings": 514, "model_type": "mpnet"}) == 512
     assert position_limit({"model_type": "bert"}) is None
+
+
+# ---- the fusion spec's weight ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec, said", [("z", "none given"), ("minmax:", "none given"), ("z:abc", "got 'abc'"),
+                                        ("z:2", "got '2'")])
+def test_a_fusion_weight_that_is_missing_or_no_number_is_said_so(spec, said):
+    """`--fuse z` (no weight) was told "the weight on the first list must be in [0, 1]", as if one had been given out
+    of range; the message now says none was given (or what was), and the form z:ALPHA."""
+    from aspire.scoring.fusion import parse_fusion
+
+    with pytest.raises(ValueError, match=r"must be in \[0, 1\] \((z|minmax):ALPHA\), " + said):
+        parse_fusion(spec)

@@ -39,7 +39,9 @@ def fusion_method(name: str) -> str:
 
 
 def parse_fusion(spec: str) -> tuple[str, float]:
-    """`z:0.815` -> ("z", 0.815); `minmax:0.5`; `rrf` -> ("rrf", 60); `rrf:20` -> ("rrf", 20)."""
+    """`z:0.815` -> ("z", 0.815); `minmax:0.5`; `rrf` -> ("rrf", 60); `rrf:20` -> ("rrf", 20). A `z` / `minmax` weight
+    that is missing (`z`), no number or outside [0, 1] is a ValueError saying which, as is an rrf K that is no number
+    > 0."""
     method, _, value = spec.partition(":")
     if method not in METHODS:
         raise ValueError(f"unknown fusion {spec!r}; valid: z:ALPHA, minmax:ALPHA (0 <= ALPHA <= 1), rrf[:K]")
@@ -49,8 +51,9 @@ def parse_fusion(spec: str) -> tuple[str, float]:
         number = float("nan")
     if method == "rrf" and not (np.isfinite(number) and number > 0):  # an infinite K scores every document 0
         raise ValueError(f"rrf's K must be a finite number > 0, got {value!r}")
-    if method != "rrf" and not 0.0 <= number <= 1.0:
-        raise ValueError(f"fusion {spec!r}: the weight on the first list must be in [0, 1]")
+    if method != "rrf" and not 0.0 <= number <= 1.0:  # `z` alone was told its weight was out of range, as `z:2` is
+        given = f"got {value!r}" if value else "none given"
+        raise ValueError(f"fusion {spec!r}: the weight on the first list must be in [0, 1] ({method}:ALPHA), {given}")
     return method, number
 
 
