@@ -87,9 +87,12 @@ def start_weights(base: str | Path) -> dict[str, torch.Tensor]:
 def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | None = None) -> Path:
     """Write to `out` the model `model` with its weights moved back toward `base` (default: the encoder
     it was trained from, as its document_model.json records) — (1 − α)·base + α·model. A base whose tokenizer puts a
-    token on another embedding row than the model's is an error naming the token."""
+    token on another embedding row than the model's is an error naming the token. The record (`RECORD_FILE`) names the
+    base as any working directory loads it (`pinned_model`: a short name as given, a local folder its absolute path, a
+    training run's folder its checkpoint's model folder, the one interpolated with)."""
     import torch
 
+    from aspire.encoders.pretrained import pinned_model
     from aspire.train.document_model import MODEL_FILE
     from aspire.train.export import check_not_input, plain_weights, read_meta, write_plain_meta
 
@@ -102,6 +105,7 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
         if meta is None:
             raise ValueError(f"{model} has no {MODEL_FILE} naming its base encoder: give --base")
         base = meta["model"]["encoder"]
+    base = pinned_model(str(base))  # once: the weights blended and the record's name are one folder's
     tuned, tuned_weights = plain_weights(model)
     base_weights = start_weights(base)
     _check_base_tokens(tuned.tokenizer.get_vocab(), base)

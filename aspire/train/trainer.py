@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -67,8 +68,13 @@ DEV_SEED = 0
 
 def build_model(cfg: Config, path: str | None = None) -> DocumentModel:
     """The config's DocumentModel from the pretrained encoder (with the config's control codes and
-    adapters), or from a saved checkpoint `path` (which holds them)."""
+    adapters), or from a saved checkpoint `path` (which holds them). A fresh model's `model.encoder` names the
+    encoder as any working directory loads it (`pinned_model`: a short name as given, a local folder its absolute
+    path, a training run's folder the model folder of the checkpoint loaded from it), so its saved document_model.json
+    (`aspire interpolate`'s default base, what `aspire export` checks a base against) does not depend on where a later
+    command runs; the run's config.yaml keeps the setting as given, which --resume compares."""
     from aspire.encoders import ContextualSentenceEncoder
+    from aspire.encoders.pretrained import pinned_model
 
     if path is not None:
         model = DocumentModel.from_pretrained(path, cfg.loss)
@@ -82,7 +88,9 @@ def build_model(cfg: Config, path: str | None = None) -> DocumentModel:
     check_formats(cfg)
     encoder = ContextualSentenceEncoder.from_pretrained(cfg.model.encoder, **settings)
     apply_formats(encoder, cfg.model, task_names(cfg))
-    return DocumentModel(encoder, cfg.model, cfg.loss, cfg.abstract, task_names(cfg))
+    loaded = encoder.loaded_checkpoint.get("checkpoint")  # a run's folder: the checkpoint it gave, not a second read
+    start = loaded["path"] if loaded else pinned_model(cfg.model.encoder)
+    return DocumentModel(encoder, replace(cfg.model, encoder=start), cfg.loss, cfg.abstract, task_names(cfg))
 
 
 class Trainer:

@@ -1,0 +1,70 @@
+"""Training records and resume: the encoder a saved model names, as a later command in another folder loads it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from aspire.train import checkpoint as ckpt
+from aspire.train.export import _recorded_bases
+from aspire.train.interpolate import RECORD_FILE, interpolate
+from aspire.train.trainer import run
+from tests.test_train import tiny_config
+
+pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConvergenceWarning")
+FAST = ("model.kind=max", "data.use_dev=false", "train.max_steps=2", "train.save_every=1", "train.warmup_steps=0")
+
+
+def _model_json(out: Path, step: int) -> dict:
+    return json.loads((out / ckpt.checkpoint_name(step) / ckpt.MODEL_DIR / "document_model.json").read_text())
+
+
+@pytest.fixture()
+def relative_base(tiny_model_dir, tmp_path, monkeypatch) -> Path:
+    """The tiny model copied to `work/base`, the working directory `work`: `model.encoder=base` names it relatively."""
+    work = tmp_path / "work"
+    shutil.copytree(tiny_model_dir, work / "base")
+    monkeypatch.chdir(work)
+    return work
+
+
+def test_a_relative_encoder_is_recorded_as_its_absolute_folder_so_interpolate_finds_it_from_elsewhere(
+        relative_base, examples_dir, tmp_path, monkeypatch):
+    run(tiny_config(Path("base"), examples_dir, relative_base / "run", *FAST))
+    out = relative_base / "run"
+    # document_model.json held "base": read against the working directory of each later command
+    assert _model_json(out, 2)["model"]["encoder"] == str(relative_base / "base")
+    assert "encoder: base\n" in (out / ckpt.checkpoint_name(2) / "config.yaml").read_text()  # the setting as given
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    model = out / ckpt.checkpoint_name(2) / ckpt.MODEL_DIR
+    assert (relative_base / "base").resolve() in {path for path, _ in _recorded_bases(model).values()}  # was {}
+    interpolate(model, 0.5, elsewhere / "wise")  # was "unknown model 'base'" here (and another `base` folder, silently)
+    assert json.loads((elsewhere / "wise" / RECORD_FILE).read_text())["base"] == str(relative_base / "base")
+
+
+def test_interpolate_records_a_relative_base_given_as_its_absolute_folder(relative_base, examples_dir):
+    run(tiny_config(Path("base"), examples_dir, relative_base / "run", *FAST, "train.max_steps=1"))
+    model = relative_base / "run" / ckpt.checkpoint_name(1) / ckpt.MODEL_DIR
+    interpolate(model, 0.5, relative_base / "wise", base="base")  # its record held "base"
+    assert json.loads((relative_base / "wise" / RECORD_FILE).read_text())["base"] == str(relative_base / "base")
+
+
+def test_a_run_folder_as_encoder_is_recorded_as_the_checkpoint_it_started_from(relative_base, examples_dir):
+    run(tiny_config(Path("base"), examples_dir, relative_base / "first", *FAST, "train.max_steps=1"))
+    run(tiny_config(Path("first"), examples_dir, relative_base / "second", *FAST, "train.max_steps=1"))
+    # "first" named whatever its best checkpoint is at each later read, from wherever it is read
+    start = relative_base / "first" / ckpt.checkpoint_name(1) / ckpt.MODEL_DIR
+    assert _model_json(relative_base / "second", 1)["model"]["encoder"] == str(start)
+
+
+def test_a_run_resumed_with_the_same_relative_encoder_from_its_folder_resumes(relative_base, examples_dir):
+    out = relative_base / "run"
+    run(tiny_config(Path("base"), examples_dir, out, *FAST, "train.stop_after=1"))
+    final = run(tiny_config(Path("base"), examples_dir, out, *FAST), resume=True)
+    assert final["step"] == 2
+    assert _model_json(out, 2)["model"]["encoder"] == str(relative_base / "base")
