@@ -1,4 +1,5 @@
-"""Training records and resume: the encoder a saved model names, as a later command in another folder loads it."""
+"""Training records and resume: the encoder a saved model names, as a later command in another folder loads it, and
+what a resumed run may not change (its gradient clipping)."""
 
 from __future__ import annotations
 
@@ -68,3 +69,11 @@ def test_a_run_resumed_with_the_same_relative_encoder_from_its_folder_resumes(re
     final = run(tiny_config(Path("base"), examples_dir, out, *FAST), resume=True)
     assert final["step"] == 2
     assert _model_json(out, 2)["model"]["encoder"] == str(relative_base / "base")
+
+
+def test_a_resume_with_another_clip_norm_is_refused_naming_it(tiny_model_dir, examples_dir, tmp_path):
+    out = tmp_path / "run"
+    run(tiny_config(tiny_model_dir, examples_dir, out, *FAST, "train.stop_after=1"))
+    with pytest.raises(ValueError, match=r"--resume with a changed config .*train\.clip_norm: 1\.0 -> 0\.5"):
+        run(tiny_config(tiny_model_dir, examples_dir, out, *FAST, "train.clip_norm=0.5"), resume=True)
+    assert ckpt.read_pointer(out)["step"] == 1  # it trained on, clipping the resumed steps at 0.5

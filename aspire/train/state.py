@@ -75,12 +75,13 @@ def trim_metrics(out_dir: Path, step: int) -> None:
     write_text(path, "".join(k + "\n" for k in keep))
 
 
-# what must not change between a run and its --resume (the data order and the loss depend on them; the model's
-# settings come from the checkpoint, and the optimizer's lr and weight decay from its saved state, so a changed one
-# would be recorded but not used)
+# what must not change between a run and its --resume (the data order, the loss and each update depend on them: a
+# changed train.clip_norm clipped the resumed steps otherwise, under a config.yaml that then claimed it for the whole
+# run; the model's settings come from the checkpoint, and the optimizer's lr and weight decay from its saved state, so
+# a changed one would be recorded but not used)
 RESUME_FIXED = ("model", "data", "loss", "abstract",
                 "tasks", "mix", "train.seed", "train.batch_size", "train.grad_accum", "train.max_steps", "train.epochs", "train.warmup_steps",
-                "train.lr", "train.weight_decay")
+                "train.lr", "train.weight_decay", "train.clip_norm")
 
 
 def check_resume_config(saved: dict, cfg: Config) -> None:
