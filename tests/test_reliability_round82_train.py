@@ -1,5 +1,5 @@
-"""Training records and resume: the encoder a saved model names, as a later command in another folder loads it, and
-what a resumed run may not change (its gradient clipping)."""
+"""Training records and resume: the encoder a saved model names, and what a resumed run may not change (its gradient
+clipping, the examples it reads)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from aspire.train import checkpoint as ckpt
+from aspire.train.config import example_files
 from aspire.train.export import _recorded_bases
 from aspire.train.interpolate import RECORD_FILE, interpolate
-from aspire.train.trainer import run
+from aspire.train.trainer import METRICS, check_state, run
 from tests.test_train import tiny_config
 
 pytestmark = pytest.mark.filterwarnings("ignore::aspire.scoring.SinkhornConvergenceWarning")
@@ -77,3 +79,41 @@ def test_a_resume_with_another_clip_norm_is_refused_naming_it(tiny_model_dir, ex
     with pytest.raises(ValueError, match=r"--resume with a changed config .*train\.clip_norm: 1\.0 -> 0\.5"):
         run(tiny_config(tiny_model_dir, examples_dir, out, *FAST, "train.clip_norm=0.5"), resume=True)
     assert ckpt.read_pointer(out)["step"] == 1  # it trained on, clipping the resumed steps at 0.5
+
+
+@pytest.mark.parametrize("name", ["examples.train.jsonl", "abstracts.jsonl"])
+def test_a_resume_whose_examples_were_rewritten_is_refused_naming_the_file(tiny_model_dir, examples_dir, tmp_path, name):
+    examples = shutil.copytree(examples_dir, tmp_path / "examples")
+    out = tmp_path / "run"
+    run(tiny_config(tiny_model_dir, examples, out, *FAST, "train.stop_after=1"))
+    metrics = (out / METRICS).read_text()
+    lines = (examples / name).read_text().splitlines(keepends=True)
+    (examples / name).write_text("".join(lines[1:] + lines[:1]))  # the same path, other bytes (other pairs or order)
+    with pytest.raises(ValueError, match=rf"examples changed since it started \({examples / name} "
+                                         r"\(data\.examples_dir\): sha256 \w{12}\.\.\. when the run started"):
+        run(tiny_config(tiny_model_dir, examples, out, *FAST), resume=True)  # trained on, on other data
+    assert (out / METRICS).read_text() == metrics and ckpt.read_pointer(out)["step"] == 1
+
+
+def test_the_dev_split_is_among_the_files_a_run_records_where_it_is_read(tiny_model_dir, examples_dir, tmp_path):
+    def names(*overrides: str) -> set[str]:
+        return {p.name for _, p in example_files(tiny_config(tiny_model_dir, examples_dir, tmp_path, *overrides))}
+
+    assert names() == {"abstracts.jsonl", "examples.train.jsonl", "examples.dev.jsonl"}
+    assert names("data.use_dev=false") == {"abstracts.jsonl", "examples.train.jsonl"}
+
+
+def test_a_checkpoint_without_recorded_examples_still_resumes_and_records_them(tiny_model_dir, examples_dir, tmp_path):
+    out = tmp_path / "run"
+    run(tiny_config(tiny_model_dir, examples_dir, out, *FAST, "train.stop_after=1"))
+    path = out / ckpt.checkpoint_name(1) / ckpt.STATE_FILE
+    state = torch.load(path, weights_only=False)
+    assert str(examples_dir / "examples.train.jsonl") in state["examples"]
+    for bad in ({"x": "not a digest"}, ["a list"]):  # damage is named with the file
+        with pytest.raises(ValueError, match=rf"{path}: the trainer state's examples must map each examples file"):
+            check_state({**state, "examples": bad}, path, 1)
+    del state["examples"]  # as written before they were recorded
+    torch.save(state, path)
+    assert run(tiny_config(tiny_model_dir, examples_dir, out, *FAST), resume=True)["step"] == 2
+    recorded = torch.load(out / ckpt.checkpoint_name(2) / ckpt.STATE_FILE, weights_only=False)["examples"]
+    assert set(recorded) == {str(examples_dir / n) for n in ("abstracts.jsonl", "examples.train.jsonl")}

@@ -553,18 +553,42 @@ def check_inputs(cfg: Config) -> None:
     `acl` source), `benchmarks_dir` and `teacher_dir` (where set), where the task reads them (`TASK_KEYS`). A missing
     one was found only once the model had loaded (and, for a task's, its other sources been read: minutes with the
     ACL source)."""
-    inputs: list[tuple[str, str | Path, Callable]] = []  # (setting, path, its check), a folder before its files
-    cocite = not cfg.tasks  # the co-cited pairs alone
+    for setting, path, check in _inputs(cfg):
+        check(path, setting)
+
+
+def example_files(cfg: Config) -> list[tuple[str, Path]]:
+    """(setting, file) of each file the run's examples are read from: the files `check_inputs` checks, and the co-cited
+    pairs' dev split where `data.use_dev` reads it (and it is there: a missing one is refused by its reader). A resumed
+    run compares their checksums with the ones its run started with (`aspire.train.state.check_resume_examples`)."""
+    files = [(setting, Path(path)) for setting, path, check in _inputs(cfg) if check is input_file]
+    dev = Path(cfg.data.examples_dir) / "examples.dev.jsonl"
+    if _reads_cocite(cfg) and cfg.data.use_dev and dev.is_file():
+        files.append(("data.examples_dir", dev))
+    return files
+
+
+def _reads_cocite(cfg: Config) -> bool:
+    """Whether the run reads the co-cited pairs of `data.examples_dir`: with no tasks, or a task whose pairs (or one of
+    whose sources) they are."""
+    if not cfg.tasks:  # the co-cited pairs alone
+        return True
+    return any(task.name == "cocite" or ("sources" in TASK_KEYS[task.name] and "cocite" in task.sources)
+               for task in cfg.tasks)
+
+
+def _inputs(cfg: Config) -> list[tuple[str, str | Path, Callable]]:
+    """(setting, path, its check) of each input the config reads, a folder before its files (`check_inputs`)."""
+    inputs: list[tuple[str, str | Path, Callable]] = []
     for i, task in enumerate(cfg.tasks):
         reads, where = TASK_KEYS[task.name], f"tasks[{i}]"
-        cocite = cocite or task.name == "cocite" or ("sources" in reads and "cocite" in task.sources)
         if "data_dir" in reads:
             inputs.append((f"{where}.data_dir", Path(task.data_dir) / "cocitations.jsonl", input_file))
         if "acl_path" in reads and "acl" in task.sources:
             inputs.append((f"{where}.acl_path", task.acl_path, input_file))
         inputs += [(f"{where}.{key}", getattr(task, key), input_folder) for key in ("benchmarks_dir", "teacher_dir")
                    if key in reads and getattr(task, key) is not None]
-    if cocite:
+    if _reads_cocite(cfg):
         from aspire.data.cocite.stages import check_finished  # a stopped stage's files: partial, or not written yet
 
         root = cfg.data.examples_dir
@@ -573,5 +597,4 @@ def check_inputs(cfg: Config) -> None:
         if cfg.data.hard_negatives is not None:
             inputs += [("data.hard_negatives", Path(cfg.data.hard_negatives).parent, check_finished),
                        ("data.hard_negatives", cfg.data.hard_negatives, input_file)]
-    for setting, path, check in inputs:
-        check(path, setting)
+    return inputs

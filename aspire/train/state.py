@@ -1,5 +1,5 @@
 """Run bookkeeping of the trainer: the LR schedule, the weights digest, the metrics log trimmed on
-resume, and the settings a resumed run may not change."""
+resume, and the settings and examples a resumed run may not change."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from typing import Callable
 import torch
 from torch import nn
 
+from aspire.checksum import file_sha256
 from aspire.config import to_dict
 from aspire.io import write_text
-from aspire.train.config import Config
+from aspire.train.config import Config, example_files
 
 METRICS = "metrics.jsonl"
 
@@ -112,3 +113,36 @@ def check_resume_config(saved: dict, cfg: Config) -> None:
                if was != get(now, key)]
     if changed:
         raise ValueError("--resume with a changed config would not continue the same run: " + "; ".join(changed))
+
+
+def example_digests(cfg: Config) -> dict[str, str]:
+    """{file, as the config names it: sha256 of its bytes} of each file the run's examples are read from
+    (`aspire.train.config.example_files`), read once when a run starts (fresh or resumed): its checkpoints record them
+    (the trainer state's `examples`) and a resume compares them (`check_resume_examples`)."""
+    return {str(path): file_sha256(path) for _, path in example_files(cfg)}
+
+
+def check_resume_examples(saved: dict[str, str] | None, now: dict[str, str], cfg: Config, where: Path) -> None:
+    """ValueError naming each file whose checksum differs from the one recorded when the run started (`saved`, the
+    trainer state's `examples` of checkpoint state `where`; None: a checkpoint written before they were recorded,
+    which nothing can be compared with) or that only one of them reads: the same path holding other pairs (or
+    texts) would continue the run on other data, unsaid."""
+    if saved is None:
+        log.info("%s records no checksums of the examples (written before they were recorded): the examples of this "
+                 "resume are not compared with the run's", where)
+        return
+    settings = {str(path): setting for setting, path in example_files(cfg)}
+
+    def change(name: str) -> str:
+        if name not in now:
+            return "read when the run started, not now"
+        if name not in saved:
+            return "read now, not when the run started"
+        return f"sha256 {saved[name][:12]}... when the run started, {now[name][:12]}... now"
+
+    differ = [f"{name} ({settings.get(name, 'not read now')}): {change(name)}"
+              for name in sorted(saved.keys() | now.keys()) if saved.get(name) != now.get(name)]
+    if differ:
+        raise ValueError(f"--resume: the run's examples changed since it started ({'; '.join(differ)}), so it would "
+                         f"continue on other data than its checkpoints (recorded in {where}) were trained on; restore "
+                         "the file(s), or start a new run into another train.out_dir")

@@ -52,6 +52,8 @@ from aspire.train.state import (  # noqa: F401  (the run bookkeeping, re-exporte
     METRICS,
     RESUME_FIXED,
     check_resume_config,
+    check_resume_examples,
+    example_digests,
     linear_schedule,
     trim_metrics,
     weights_digest,
@@ -107,11 +109,15 @@ class Trainer:
         train_data, dev_data: datasets of examples (`dev_data` may be None: no model selection);
             `MultiTaskData` for a multi-task run (batches from `MixSampler`, per-task losses logged).
         resume_state: the trainer state of the checkpoint the model was loaded from, to continue.
+        examples: {file: sha256} of the files the examples were read from when the run started (`example_digests`),
+            saved in every checkpoint for a resume to compare (None: the resumed state's, if any).
     """
 
     def __init__(self, cfg: Config, model: DocumentModel, train_data: TripletDataset | MultiTaskData,
-                 dev_data: TripletDataset | MultiTaskData | None = None, resume_state: dict | None = None) -> None:
+                 dev_data: TripletDataset | MultiTaskData | None = None, resume_state: dict | None = None,
+                 examples: dict[str, str] | None = None) -> None:
         self.cfg, self.tc = cfg, cfg.train
+        self.examples = examples if examples is not None else (resume_state or {}).get("examples")
         self.rank, self.world, local_rank = process_ranks()
         self.device = resolve_device(self.tc.device, local_rank)
         self.out_dir = Path(self.tc.out_dir)
@@ -203,7 +209,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
             "step": self.step, "epoch": self.epoch, "position": self.position,
             "best_dev_loss": self.best_dev, "rng": [r for r, _ in ranks], "world_size": self.world,
-            "window": [w for _, w in ranks],
+            "window": [w for _, w in ranks], "examples": self.examples,
         }
 
     def save(self, best: dict | None = None) -> None:
@@ -457,21 +463,23 @@ class Trainer:
 
 
 # what `Trainer._state` saves and `Trainer._restore` reads (and `window`, the unlogged metrics sums of each rank: a
-# checkpoint written before it was saved resumes with an empty window)
+# checkpoint written before it was saved resumes with an empty window; and `examples`, the checksums of the files the
+# examples were read from, which `run` compares on --resume: one written before they were recorded compares none)
 STATE_KEYS = ("optimizer", "scheduler", "step", "epoch", "position", "best_dev_loss", "rng", "world_size")
 
 
 def check_state(state, path: Path, step: int) -> None:
-    """ValueError naming `path` unless `state` is a trainer state (`STATE_KEYS`, `window` optional, no other key) of
-    step `step` (a whole number, `is_whole`: an int or numpy integer, no bool or float), its epoch, position and world
-    size whole numbers (>= 0, >= 0, >= 1; the trainer restores them as ints), its `rng` one RNG state per rank
-    (`rng_state_problem`) and its `window`, where saved (a checkpoint written before it was saved has none, or None),
-    one dict per rank. Its `best_dev_loss` is checked where it is read (`Trainer`, `best_dev_problem`)."""
+    """ValueError naming `path` unless `state` is a trainer state (`STATE_KEYS`, `window` and `examples` optional, no
+    other key) of step `step` (a whole number, `is_whole`: an int or numpy integer, no bool or float), its epoch,
+    position and world size whole numbers (>= 0, >= 0, >= 1; the trainer restores them as ints), its `rng` one RNG
+    state per rank (`rng_state_problem`), its `window`, where saved (a checkpoint written before it was saved has none,
+    or None), one dict per rank, and its `examples`, where saved, a mapping of file names to sha256 digests. Its
+    `best_dev_loss` is checked where it is read (`Trainer`, `best_dev_problem`)."""
     missing = [k for k in STATE_KEYS if k not in state] if isinstance(state, dict) else list(STATE_KEYS)
     if missing:
         raise ValueError(f"{path}: not a whole trainer state (no {', '.join(missing)}); resume from an earlier "
                          f"checkpoint by pointing `{ckpt.LATEST}` at it")
-    unknown = sorted(set(state) - {*STATE_KEYS, "window"}, key=str)
+    unknown = sorted(set(state) - {*STATE_KEYS, "window", "examples"}, key=str)
     if unknown:  # not a state this trainer wrote (another program's, or damaged): its other keys are not to be trusted
         raise ValueError(f"{path}: the trainer state holds unknown key(s) {', '.join(repr(k) for k in unknown)}; "
                          f"resume from an earlier checkpoint by pointing `{ckpt.LATEST}` at it")
@@ -482,6 +490,11 @@ def check_state(state, path: Path, step: int) -> None:
             raise ValueError(f"{path}: the trainer state's {key} must be an integer >= {int(key == 'world_size')}, "
                              f"got {state[key]!r:.60}; resume from an earlier checkpoint by pointing `{ckpt.LATEST}` "
                              "at it")
+    examples = state.get("examples")
+    if examples is not None and not (isinstance(examples, dict) and all(
+            isinstance(k, str) and isinstance(v, str) and len(v) == 64 for k, v in examples.items())):
+        raise ValueError(f"{path}: the trainer state's examples must map each examples file to its sha256, got "
+                         f"{examples!r:.60}; resume from an earlier checkpoint by pointing `{ckpt.LATEST}` at it")
     ranks = state["world_size"]
     for key in ("rng", "window"):  # read by rank when the trainer restores: damaged, a bare IndexError or KeyError
         value = state.get(key)
@@ -531,13 +544,14 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
 
     A fresh run refuses an `out_dir` that already holds checkpoints (or an earlier run's `best`); `resume` refuses
     one without, and a damaged `latest` or `best` pointer, trainer state, checkpoint model or metrics log, naming the
-    file, before anything in the folder is changed (the metrics log is trimmed to the checkpoint's step, and
-    half-written checkpoints removed, only once the model and the trainer state are loaded); a fresh run removes the
-    half-written checkpoints of a run killed before its first checkpoint was whole, as it replaces its metrics log. A
-    fresh model is built with the global RNGs seeded by `train.seed` (its random weights, e.g. LoRA's, are the same on
-    every rank and in every run of the config), then reseeded for training. An `out_dir` that is a file (or under
-    one) and, after the checks of the folder, a missing input (`check_inputs`) are refused naming the setting before
-    the model loads.
+    file, and an examples file whose bytes changed since the run started (`check_resume_examples`: each checkpoint
+    records their checksums, taken once a run start), before anything in the folder is changed (the metrics log is
+    trimmed to the checkpoint's step, and half-written checkpoints removed, only once the model and the trainer state
+    are loaded); a fresh run removes the half-written checkpoints of a run killed before its first checkpoint was whole,
+    as it replaces its metrics log. A fresh model is built with the global RNGs seeded by `train.seed` (its random
+    weights, e.g. LoRA's, are the same on every rank and in every run of the config), then reseeded for training. An
+    `out_dir` that is a file (or under one) and, after the checks of the folder, a missing input (`check_inputs`) are
+    refused naming the setting before the model loads.
     """
     if (cfg.model.kind == "abs") != (cfg.data.align == "abs_align"):
         raise ValueError(f"model.kind={cfg.model.kind} with data.align={cfg.data.align}: kind `abs` and "
@@ -562,6 +576,7 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
         raise FileExistsError(f"{out_dir} holds {', '.join(left[:3])}{' ...' if len(left) > 3 else ''} of an earlier "
                               "run but no `latest` pointer to resume from; remove them or choose another train.out_dir")
     check_inputs(cfg)  # a missing one was found after the model had loaded (with the ACL source read: minutes)
+    examples = example_digests(cfg)  # once a run start: every checkpoint records them, a resume compares them
     state = None
     if not resume and rank == 0 and (out_dir / METRICS).is_file():  # a run killed before its first checkpoint
         log.warning("%s: replacing the metrics of an earlier run into this folder that saved no checkpoint",
@@ -576,6 +591,7 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
         check_resume_config(saved, cfg)
         state = ckpt.load_state(out_dir / record["checkpoint"])
         check_state(state, out_dir / record["checkpoint"] / ckpt.STATE_FILE, record["step"])
+        check_resume_examples(state.get("examples"), examples, cfg, out_dir / record["checkpoint"] / ckpt.STATE_FILE)
         problem = best_dev_problem(state["best_dev_loss"])
         if problem:  # named with its file here (the trainer would refuse it unnamed)
             raise ValueError(f"{out_dir / record['checkpoint'] / ckpt.STATE_FILE}: the trainer state's best_dev_loss is "
@@ -602,7 +618,7 @@ def _run_locked(cfg: Config, resume: bool, model_loader: Callable[[Config, str |
                     100 * (1 - train_data.aligned_share), cfg.data.align)
     if state is None:  # a fresh run: each rank's RNGs start from its own seed (a resume restores them)
         seed_everything(cfg.train.seed + rank)
-    trainer = Trainer(cfg, model, train_data, dev_data, state)  # a resumed one restores the checkpoint's state
+    trainer = Trainer(cfg, model, train_data, dev_data, state, examples)  # a resumed one restores the checkpoint's
     if state is not None and rank == 0:  # the checkpoint is whole, model and state loaded: only now is the folder changed
         trim_metrics(out_dir, record["step"])
         ckpt.clean_temp(out_dir)
