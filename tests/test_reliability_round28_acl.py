@@ -106,8 +106,11 @@ def test_the_sample_is_seed_0s_sample_of_the_valid_kept_records_and_the_counts_a
 
 # --- the real data ------------------------------------------------------------------------------------------------
 
+_NOT_ASCII_ALNUM = re.compile(r"[^a-z0-9]")
+
+
 def _norm(text: str) -> str:
-    return "".join(c for c in text.lower() if "a" <= c <= "z" or "0" <= c <= "9")
+    return _NOT_ASCII_ALNUM.sub("", text.lower())
 
 
 def _key(abstract) -> str:
@@ -123,11 +126,11 @@ def _grams(text: str) -> set[str]:
 
 def _brute_reason(held: HeldOut, record: dict, bench_grams: list[set[str]] | None) -> str | None:
     title, pid, abstract = record.get("title"), record.get("paper_id"), record.get("abstract")
-    if isinstance(title, str) and _norm(title) and _norm(title) in held.titles:
+    if isinstance(title, str) and (norm := _norm(title)) and norm in held.titles:
         return "title"
     if str(pid) in held.paper_ids:
         return "paper_id"
-    if _key(abstract) and _key(abstract) in held.abstracts:
+    if (key := _key(abstract)) and key in held.abstracts:
         return "abstract"
     if bench_grams is not None:
         g = _grams(abstract if isinstance(abstract, str) else " ".join(abstract))
