@@ -13,9 +13,9 @@ from aspire.encoders.pretrained import MODELS, SHIPPED
 CARD = SHIPPED / "aspire-minilm" / "card.json"
 
 
-def slice_scores(encoder) -> dict[str, float]:
-    """Per-query AP (grade >= 2) of the first three method queries of CSFCube, ranked by the shipped model's
-    default hybrid score (whole + facet) from one contextual pass of their pools."""
+def slice_scores(encoder, queries: int = 3) -> dict[str, float]:
+    """Per-query AP (grade >= 2) of the first `queries` method queries of CSFCube (the card records three), ranked
+    by the shipped model's default hybrid score (whole + facet) from one contextual pass of their pools."""
     from aspire.benchmarks.csfcube import ABSTRACTS_FILE, LABEL_TO_FACET, THRESHOLD, load_csfcube
     from aspire.benchmarks.metrics import evaluate_rankings
     from aspire.data.papers import read_paper_map
@@ -25,7 +25,7 @@ def slice_scores(encoder) -> dict[str, float]:
     from aspire.scoring import get_scorer
 
     pool_set = load_csfcube(DATA / "csfcube")
-    pools = dict(list(pool_set.pools["method"].items())[:3])
+    pools = dict(list(pool_set.pools["method"].items())[:queries])
     ids = sorted({p for q, pool in pools.items() for p in (q, *pool)})
     papers = read_paper_map(DATA / "csfcube" / ABSTRACTS_FILE, ids)
     batch = encoder.encode([papers[p] for p in ids])
@@ -70,8 +70,10 @@ def test_the_shipped_model_loads_offline_by_name_and_reproduces_its_card(monkeyp
     encoder = load_encoder("aspire-minilm")
     assert encoder.fingerprints() == (card["fingerprint"], card["fingerprint_version_1"])  # version 1: older indexes
     assert encoder.fingerprint() != load_encoder("minilm").fingerprint()
-    scores = slice_scores(encoder)
-    assert scores == pytest.approx(card["slice_method_ap"], abs=1e-6)
+    # the first query alone (its pool of 250 papers): the card's three took two minutes on 2 cores, three quarters
+    # of it the adapter's unmerged LoRA; the fingerprint above pins the weights, this the encoding and scoring path
+    first = dict(list(card["slice_method_ap"].items())[:1])
+    assert slice_scores(encoder, queries=1) == pytest.approx(first, abs=1e-6)
 
 
 if __name__ == "__main__":  # prints the figures recorded in the card
