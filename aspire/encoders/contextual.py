@@ -212,9 +212,9 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
             raise ValueError(f"max_length {self.max_length} leaves no room: a window holds {self._pair_specials} "
                              f"special pieces, a control code, a title piece and an abstract piece (at least "
                              f"{self._pair_specials + 3})")
-        for name, flag in (("include_title", include_title), ("segment_ids", segment_ids)):
+        for key, flag in (("include_title", include_title), ("segment_ids", segment_ids)):
             if not isinstance(flag, (bool, np.bool_)):  # "no" is truthy: it turned the title on, unsaid
-                raise ValueError(f"{name} must be true or false, got {flag!r}")
+                raise ValueError(f"{key} must be true or false, got {flag!r}")
         self.include_title, self.segment_ids = bool(include_title), bool(segment_ids)
         self.overflow = overflow
         self.max_title_tokens = max_title_tokens
