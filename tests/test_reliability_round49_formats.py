@@ -25,12 +25,13 @@ def _real_records() -> dict:
 
 
 def _brute_qrels(pool, records, cap=sa.MAX_AUTHOR_PAPERS, k=sa.MIN_SHARED):
-    papers_of = {}
+    papers_of, names_of = {}, {}
     for r in records:
         for n in {" ".join(a.lower().split()) for a in r.get("authors") or [] if a.strip()}:
             papers_of.setdefault(n, set()).add(r["paper_id"])
+            names_of.setdefault(r["paper_id"], set()).add(n)
     keep = {n for n, ps in papers_of.items() if len(ps) <= cap}
-    mine = {pid: {n for n in keep if pid in papers_of[n]} for pid in pool}
+    mine = {pid: names_of.get(pid, set()) & keep for pid in pool}  # the kept names whose papers hold pid
     out = {}
     for q in pool:
         judged = {c: int(len(mine[q] & mine[c]) >= k) for c in pool if c != q}
