@@ -134,3 +134,20 @@ def test_the_ot_and_attention_functions_refuse_the_temperatures_the_scorers_refu
         with pytest.raises(ValueError, match="tau must be > 0" if eps > 0 else "eps must be > 0"):
             call()
     assert torch.isfinite(pairwise_ot_match(q, qm, c, cm, tau=float("inf")).dist).all()  # uniform weights: allowed
+
+
+def test_numpy_counts_and_numbers_reach_the_compiled_path_as_the_types_it_was_compiled_for():
+    """`check_every=np.int32(10)` compiled the CPU iterations a second time (an int32 signature, 20-odd seconds
+    of a first call, and of the default test run); numpy's scalars now arrive as Python's int and float."""
+    import numpy as np
+    from numba.core import types
+
+    from aspire.scoring._sinkhorn_cpu import sinkhorn_iterations
+
+    cost, a, b = _problems()
+    sinkhorn(cost, a, b, np.float32(0.05), tol=np.float32(1e-6), max_iter=np.int32(1000),
+             check_every=np.int32(10), newton_after=np.int16(100))
+    assert sinkhorn_iterations.signatures
+    odd = [sig for sig in sinkhorn_iterations.signatures if types.int32 in sig or types.int16 in sig
+           or types.float32 in sig]
+    assert not odd

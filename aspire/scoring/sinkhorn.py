@@ -161,6 +161,11 @@ def sinkhorn(
         newton_after = NEWTON_AFTER["compiled" if _compiled(cost) else "batched"]
     if newton_after is not None and not _is_count(newton_after):
         raise ValueError(f"newton_after must be an integer >= 1, None or 'auto', got {newton_after!r}")
+    # numpy's scalars as Python's, as the compiled path was compiled for: numba compiles anew for each other type (a
+    # np.int32 check_every cost a second compile of the iterations, 20-odd seconds, for the same result)
+    max_iter, check_every = int(max_iter), int(check_every)
+    newton_after = None if newton_after is None else int(newton_after)
+    eps, tol = (float(x) if isinstance(x, numbers.Real) else x for x in (eps, tol))
     if cost.dtype in _HALF:  # 8-11 bit mantissas cannot carry the iterations: solve in float32
         _check_weights(cost, a, b)  # the masses as given (b is scaled to a's below)
         a32, b32 = a.float(), b.float()
