@@ -7,7 +7,8 @@ silently falls back to a default; a YAML syntax error or a key given twice in on
 `ConfigError` naming the file, line and column. Numeric fields declared with `ranged(default, ge=..., gt=...,
 le=..., lt=...)` are checked against their bounds when loaded (a float must also be finite), so an
 out-of-range value fails at load time naming its key. `save_config` writes the resolved config
-beside an artifact.
+beside an artifact. A model's own config (a Hugging Face `config.json`) is read for one thing across the package:
+how many word pieces the model reads (`position_limit`).
 
 Values are typed as YAML types them (PyYAML, YAML 1.1), with three YAML 1.2 readings where 1.1's would mislead:
 `1e-3` and `1.5e3` are numbers (1.1 wants a dot and a signed exponent, else text); a date or time is its text; and
@@ -80,6 +81,25 @@ def is_bool(value: Any) -> bool:
     `operator.index` and `torch.as_tensor(..., dtype=long)` read True as 1. The one test behind the position checks
     (`aspire.batch`'s sentence selections and `DocBatch.index`, `aspire.data.facets`' selections)."""
     return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+
+
+POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "mpnet")  # position ids start after the padding id
+
+
+def position_limit(model_config: Any) -> int | None:
+    """The most word pieces a Hugging Face model reads, from its config (a transformers config or any object with
+    its attributes, or the mapping of its `config.json`): its position embeddings, 2 fewer for the RoBERTa family
+    (`POSITIONS_AFTER_PADDING`); None when the config does not say (no whole number of positions). The one rule of
+    the contextual encoder's window, the teacher's alignment length and the cross-encoder's `max_length`."""
+    def get(key: str) -> Any:
+        if isinstance(model_config, collections.abc.Mapping):
+            return model_config.get(key)
+        return getattr(model_config, key, None)
+
+    positions = get("max_position_embeddings")
+    if not is_whole(positions):
+        return None
+    return positions - 2 if get("model_type") in POSITIONS_AFTER_PADDING else positions
 
 
 def _union_args(tp: Any) -> tuple:

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from aspire.batch import DocBatch
-from aspire.config import to_dict
+from aspire.config import position_limit, to_dict
 from aspire.data.cocite.config import REPORT, SPLITS, AlignConfig
 from aspire.data.cocite.stages import begin_stage, end_stage
 from aspire.data.papers import read_paper_map
@@ -131,23 +131,17 @@ def _check_example(e: dict, path: Path, lineno: int, text_field: str, papers: di
                         "sentence that was all citation markers? filter.min_context_tokens leaves such contexts out)")
 
 
-_POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "mpnet")  # position ids start after the padding id
-
-
 def _position_limit(teacher) -> int | None:
     """The most word pieces the teacher's first module (a sentence-transformers `Transformer`) reads: its model's
-    position embeddings (2 fewer for the RoBERTa family); None when the teacher does not say (a stand-in model).
-    Its tokenizer's `model_max_length` is no limit: sentence-transformers keeps the teacher's own `max_seq_length`
-    there (CoSentBert's 64, saved with it), which `align_examples` sets to `cfg.max_seq_length` for the run."""
+    position embeddings (2 fewer for the RoBERTa family: `aspire.config.position_limit`); None when the
+    teacher does not say (a stand-in model). Its tokenizer's `model_max_length` is no limit: sentence-transformers
+    keeps the teacher's own `max_seq_length` there (CoSentBert's 64, saved with it), which `align_examples` sets to
+    `cfg.max_seq_length` for the run."""
     try:
         module = teacher[0]
     except (TypeError, IndexError, KeyError):
         return None
-    config = getattr(getattr(module, "auto_model", None), "config", None)
-    positions = getattr(config, "max_position_embeddings", None)
-    if not isinstance(positions, int):
-        return None
-    return positions - 2 if getattr(config, "model_type", "") in _POSITIONS_AFTER_PADDING else positions
+    return position_limit(getattr(getattr(module, "auto_model", None), "config", None))
 
 
 def align_examples(examples_dir: str | Path, teacher, out_dir: str | Path, cfg: AlignConfig = AlignConfig()) -> dict:

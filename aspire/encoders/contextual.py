@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from aspire.batch import DocBatch
-from aspire.config import is_whole
+from aspire.config import is_whole, position_limit
 from aspire.data.papers import Paper, abstract_text, as_papers
 from aspire.encoders import adapters
 from aspire.encoders.codes import check_code_names, code_id, encoding_with_code, split_code_text, with_code
@@ -197,9 +197,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
         # the fast backends assume right padding too. Set on the object, as `split_code_text` is (a save writes it)
         if getattr(tokenizer, "padding_side", "right") != "right":
             tokenizer.padding_side = "right"
-        limit = getattr(model.config, "max_position_embeddings", 512)
-        if getattr(model.config, "model_type", "") in ("roberta", "mpnet", "xlm-roberta", "camembert"):
-            limit -= 2  # these position ids start after the padding index
+        limit = position_limit(model.config)  # the RoBERTa family's 2 fewer than its position embeddings
+        limit = 512 if limit is None else limit  # a config that does not say: BERT's
         limit = min(limit, tokenizer.model_max_length or limit)
         if max_length is not None and not is_whole(max_length, 0) or not is_whole(max_title_tokens, 1):
             raise ValueError(f"max_length must be >= 0 (0: the model's limit) and max_title_tokens >= 1, both whole "

@@ -27,20 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from aspire.config import position_limit
 from aspire.io import read_json
 from aspire.scoring.fusion import fuse_ranked
 
 NORMS = ("z", "minmax")
-POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "mpnet")  # position ids start after the padding id
-
-
-def position_limit(config: Mapping) -> int | None:
-    """The most word pieces a model whose `config.json` is `config` reads: its position embeddings, 2 fewer for the
-    RoBERTa family (`POSITIONS_AFTER_PADDING`); None when the config does not say."""
-    positions = config.get("max_position_embeddings")
-    if isinstance(positions, bool) or not isinstance(positions, int):
-        return None
-    return positions - 2 if config.get("model_type") in POSITIONS_AFTER_PADDING else positions
 
 
 def load_cross_encoder(model, max_length: int | None = None, device: str | None = None, seed: int = 0):
