@@ -11,7 +11,9 @@ two architectures is an error naming the weight.
 
 Given several models (fine-tuned from one base: seeds of one config, or models of different objectives),
 it writes their uniform soup (Wortsman et al., ICML 2022), also one ordinary model; a member may itself be
-a soup, and `interpolation.json` records each trained model's share of the result. Members of different kinds
+a soup, and `interpolation.json` records each trained model's share of the result. The record names every model as
+any working directory loads it (`aspire.encoders.pretrained.pinned_model`: a short name as given, a folder its absolute
+path), so it is read back the same from anywhere. Members of different kinds
 (a hybrid model with whole-abstract distilled ones, all fine-tuned from one encoder) make a soup only when asked
 (`--mixed-kinds`): the first member's document_model.json then describes it, and the record keeps what differed.
 """
@@ -88,8 +90,8 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
     """Write to `out` the model `model` with its weights moved back toward `base` (default: the encoder
     it was trained from, as its document_model.json records) — (1 − α)·base + α·model. A base whose tokenizer puts a
     token on another embedding row than the model's is an error naming the token. The record (`RECORD_FILE`) names the
-    base as any working directory loads it (`pinned_model`: a short name as given, a local folder its absolute path, a
-    training run's folder its checkpoint's model folder, the one interpolated with)."""
+    model and the base as any working directory loads them (`pinned_model`: a short name as given, a local folder its
+    absolute path, a training run's folder its checkpoint's model folder, the one interpolated with)."""
     import torch
 
     from aspire.encoders.pretrained import pinned_model
@@ -115,12 +117,12 @@ def interpolate(model: str | Path, alpha: float, out: str | Path, base: str | No
     with torch.no_grad():
         tuned.model.load_state_dict({name: blend(name, base_weights.get(name), weight, alpha)
                                      for name, weight in tuned_weights.items()})
+    record = {"model": pinned_model(str(model)), "base": str(base), "alpha": alpha}  # as read from any folder
     with atomic_folder(out) as staged:  # an earlier interpolation's files (its document_model.json) go with it
         tuned.save_pretrained(staged)
         if meta is not None:
             write_plain_meta(meta, staged)
-        (staged / RECORD_FILE).write_text(finite_dumps({"model": str(model), "base": str(base), "alpha": alpha},
-                                                       f"cannot write {out / RECORD_FILE}:", indent=2))
+        (staged / RECORD_FILE).write_text(finite_dumps(record, f"cannot write {out / RECORD_FILE}:", indent=2))
     return out
 
 
@@ -149,12 +151,15 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     of soups keeps its history) and each trained model's weight in it (`leaf_weights`); a model whose
     `model` or `abstract` section, weights (names, shapes), vocabulary (a token on another embedding row: task
     codes in another order), control code or encoder settings (max_length, ...) differ from the first's, or a model
-    given twice, is an error naming it and the key.
+    given twice, is an error naming it and the key. The record names each member as any working directory loads it
+    (`pinned_model`: a folder its absolute path, a training run's folder its checkpoint's model folder, the one
+    averaged), in its `soup`, `members`, `weights` and `mixed` alike.
     With `mixed_kinds` the sections and encoder settings may differ (kind, max_length, ...) but for the base encoder
     and control code; the soup encodes with the first's; the record lists each member's differing section keys under
     `mixed`."""
     import torch
 
+    from aspire.encoders.pretrained import pinned_model
     from aspire.train.document_model import MODEL_FILE
     from aspire.train.export import check_not_input, plain_weights, read_meta, write_plain_meta
 
@@ -170,6 +175,7 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     odd = [model for model, meta in zip(models, metas) if (meta is None) != (metas[0] is None)]
     if odd:
         raise ValueError(f"{odd[0]}: {MODEL_FILE} is in only one of it and {models[0]}")
+    pinned = {model: pinned_model(str(model)) for model in models}  # the record's: as read from any folder
     first = _settings(metas[0])
     mixed = {}
     for model, meta in zip(models[1:], metas[1:]):
@@ -182,7 +188,7 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
             raise ValueError(f"{model}: {key} is {section.get(refused[0])!r}, "
                              f"{first.get(refused[0])!r} in {models[0]}{hint}")
         if differ:
-            mixed[str(model)] = {k: section.get(k) for k in differ}
+            mixed[pinned[model]] = {k: section.get(k) for k in differ}
     encoder, mean = plain_weights(models[0])
     for k, model in enumerate(models[1:], start=2):
         member, weights = plain_weights(model)
@@ -206,7 +212,7 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
                 mean[name] = blend(name, mean[name], weight, 1.0 / k)  # running mean
     with torch.no_grad():
         encoder.model.load_state_dict(mean)
-    members = {str(m): _record(m) for m in models}
+    members = {pinned[m]: _record(m) for m in models}
     record = {"soup": list(members), "members": members}
     if mixed:
         record["mixed"] = mixed
