@@ -558,13 +558,20 @@ def check_inputs(cfg: Config) -> None:
 
 
 def example_files(cfg: Config) -> list[tuple[str, Path]]:
-    """(setting, file) of each file the run's examples are read from: the files `check_inputs` checks, and the co-cited
-    pairs' dev split where `data.use_dev` reads it (and it is there: a missing one is refused by its reader). A resumed
+    """(setting, file) of each file the run's examples are read from: the files `check_inputs` checks, the co-cited
+    pairs' dev split where `data.use_dev` reads it, and the files of a distill task's `teacher_dir` (its vectors, ids
+    and metadata, and its sentences where written: `aspire.train.teacher.teacher_files`), which pick each paper's
+    partners and give the loss its targets (those that are there: a missing one is refused by its reader). A resumed
     run compares their checksums with the ones its run started with (`aspire.train.state.check_resume_examples`)."""
+    from aspire.train.teacher import teacher_files
+
     files = [(setting, Path(path)) for setting, path, check in _inputs(cfg) if check is input_file]
     dev = Path(cfg.data.examples_dir) / "examples.dev.jsonl"
     if _reads_cocite(cfg) and cfg.data.use_dev and dev.is_file():
         files.append(("data.examples_dir", dev))
+    for i, task in enumerate(cfg.tasks):
+        if "teacher_dir" in TASK_KEYS[task.name] and task.teacher_dir is not None:
+            files += [(f"tasks[{i}].teacher_dir", path) for path in teacher_files(task.teacher_dir)]
     return files
 
 

@@ -1,5 +1,5 @@
 """Run bookkeeping of the trainer: the LR schedule, the weights digest, the metrics log trimmed on
-resume, and the settings and examples a resumed run may not change."""
+resume, and the settings, examples and teacher vectors a resumed run may not change."""
 
 from __future__ import annotations
 
@@ -116,9 +116,10 @@ def check_resume_config(saved: dict, cfg: Config) -> None:
 
 
 def example_digests(cfg: Config) -> dict[str, str]:
-    """{file, as the config names it: sha256 of its bytes} of each file the run's examples are read from
-    (`aspire.train.config.example_files`), read once when a run starts (fresh or resumed): its checkpoints record them
-    (the trainer state's `examples`) and a resume compares them (`check_resume_examples`)."""
+    """{file, as the config names it: sha256 of its bytes} of each file the run's examples are read from, a distill
+    task's teacher vectors included (`aspire.train.config.example_files`), read once when a run starts (fresh or
+    resumed): its checkpoints record them (the trainer state's `examples`) and a resume compares them
+    (`check_resume_examples`)."""
     return {str(path): file_sha256(path) for _, path in example_files(cfg)}
 
 
@@ -126,12 +127,19 @@ def check_resume_examples(saved: dict[str, str] | None, now: dict[str, str], cfg
     """ValueError naming each file whose checksum differs from the one recorded when the run started (`saved`, the
     trainer state's `examples` of checkpoint state `where`; None: a checkpoint written before they were recorded,
     which nothing can be compared with) or that only one of them reads: the same path holding other pairs (or
-    texts) would continue the run on other data, unsaid."""
+    texts, or teacher vectors) would continue the run on other data, unsaid. A distill task's teacher of which
+    `saved` records no file (a checkpoint written before the teacher's files were recorded) is not compared."""
     if saved is None:
         log.info("%s records no checksums of the examples (written before they were recorded): the examples of this "
                  "resume are not compared with the run's", where)
         return
     settings = {str(path): setting for setting, path in example_files(cfg)}
+    teachers = {setting for setting in settings.values() if setting.endswith(".teacher_dir")}
+    unrecorded = teachers - {settings[name] for name in saved if name in settings}
+    if unrecorded:
+        log.info("%s records no checksums of the teacher vectors of %s (written before they were recorded): they "
+                 "are not compared with the run's", where, ", ".join(sorted(unrecorded)))
+        now = {name: digest for name, digest in now.items() if settings.get(name) not in unrecorded}
 
     def change(name: str) -> str:
         if name not in now:

@@ -16,7 +16,9 @@ The `distill` training task (`aspire.train.tasks`) reads them: it pairs each pap
 nearest neighbours by the teacher, and the loss takes the teacher's similarities of the batch as its
 soft targets (`loss.teacher_scale`). The sentence vectors teach at sentence level: a paper's chosen
 sentence, still encoded in context by the student, is its facet query (kind `hybrid`'s facet term), and
-the teacher's similarity of that sentence alone to each candidate's whole vector is the facet term's target.
+the teacher's similarity of that sentence alone to each candidate's whole vector is the facet term's target. A
+distill run records the sha256 of these files when it starts (`teacher_files`), and its `--resume` refuses a teacher
+folder written again since, naming the file.
 """
 
 from __future__ import annotations
@@ -106,6 +108,14 @@ def load_teacher(path: str | Path) -> TeacherVectors:
                          f"sentence texts for {len(ids)} papers of shape {vectors.shape}")
     _check_unit(sentences, ids, path / SENTENCES)
     return TeacherVectors(ids, vectors, meta, sentences, texts)
+
+
+def teacher_files(path: str | Path) -> list[Path]:
+    """The files under `path` that `load_teacher` reads, those that are there (a missing one it refuses itself): a
+    distill run records their checksums when it starts and `--resume` compares them
+    (`aspire.train.config.example_files`), so a teacher written again between the two is not read unsaid."""
+    files = [Path(path) / name for name in (VECTORS, IDS, META, SENTENCES, SENTENCE_TEXTS)]
+    return [file for file in files if file.is_file()]
 
 
 def check_source(meta: dict, path: str | Path, acl_path: str, max_papers: int, where: str) -> None:

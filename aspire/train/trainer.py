@@ -109,8 +109,9 @@ class Trainer:
         train_data, dev_data: datasets of examples (`dev_data` may be None: no model selection);
             `MultiTaskData` for a multi-task run (batches from `MixSampler`, per-task losses logged).
         resume_state: the trainer state of the checkpoint the model was loaded from, to continue.
-        examples: {file: sha256} of the files the examples were read from when the run started (`example_digests`),
-            saved in every checkpoint for a resume to compare (None: the resumed state's, if any).
+        examples: {file: sha256} of the files the examples (and a distill task's teacher vectors) were read from when
+            the run started (`example_digests`), saved in every checkpoint for a resume to compare (None: the resumed
+            state's, if any).
     """
 
     def __init__(self, cfg: Config, model: DocumentModel, train_data: TripletDataset | MultiTaskData,
@@ -544,14 +545,14 @@ def run(cfg: Config, resume: bool = False, model_loader: Callable[[Config, str |
 
     A fresh run refuses an `out_dir` that already holds checkpoints (or an earlier run's `best`); `resume` refuses
     one without, and a damaged `latest` or `best` pointer, trainer state, checkpoint model or metrics log, naming the
-    file, and an examples file whose bytes changed since the run started (`check_resume_examples`: each checkpoint
-    records their checksums, taken once a run start), before anything in the folder is changed (the metrics log is
-    trimmed to the checkpoint's step, and half-written checkpoints removed, only once the model and the trainer state
-    are loaded); a fresh run removes the half-written checkpoints of a run killed before its first checkpoint was whole,
-    as it replaces its metrics log. A fresh model is built with the global RNGs seeded by `train.seed` (its random
-    weights, e.g. LoRA's, are the same on every rank and in every run of the config), then reseeded for training. An
-    `out_dir` that is a file (or under one) and, after the checks of the folder, a missing input (`check_inputs`) are
-    refused naming the setting before the model loads.
+    file, and an examples file (or a distill task's teacher vectors file) whose bytes changed since the run started
+    (`check_resume_examples`: each checkpoint records their checksums, taken once a run start), before anything in the
+    folder is changed (the metrics log is trimmed to the checkpoint's step, and half-written checkpoints removed, only
+    once the model and the trainer state are loaded); a fresh run removes the half-written checkpoints of a run killed
+    before its first checkpoint was whole, as it replaces its metrics log. A fresh model is built with the global RNGs
+    seeded by `train.seed` (its random weights, e.g. LoRA's, are the same on every rank and in every run of the
+    config), then reseeded for training. An `out_dir` that is a file (or under one) and, after the checks of the
+    folder, a missing input (`check_inputs`) are refused naming the setting before the model loads.
     """
     if (cfg.model.kind == "abs") != (cfg.data.align == "abs_align"):
         raise ValueError(f"model.kind={cfg.model.kind} with data.align={cfg.data.align}: kind `abs` and "
