@@ -33,6 +33,7 @@ from aspire.cli.evaluate_options import (
     fusion_option,
     given_options,
     model_args,
+    refuse_model_options,
     refuse_unread,
     refuse_unused_by_search,
     stage_options,
@@ -109,7 +110,7 @@ def _check_pool_args(parser, args) -> EvalOptions | None:
     if not (args.model and args.scorer) and not lexical_only:
         parser.error("give --model and --scorer (and/or --bm25), or --ranked and --exp")
     if lexical_only:
-        refuse_unread(parser, args, MODEL_FLAGS, "--bm25 without --model ranks by BM25 alone, running no model")
+        refuse_model_options(parser, args)
     if args.query_text != "abstract" and args.scorer != "abstract":
         parser.error("--query-text goes with --scorer abstract (sentence scorers select the facet's sentences)")
     if args.cand_sentences != "all" and args.scorer == "abstract":
@@ -314,8 +315,7 @@ def _reviewers(parser, args) -> int:
     if not args.out or not ((args.model and args.scorer) or (stages.bm25 and not (args.model or args.scorer))):
         parser.error("give --predictions DIR:EXP, or --model, --scorer (and/or --bm25) and --out")
     if not args.model:
-        refuse_unread(parser, args, ("--weights", *MODEL_FLAGS), "--bm25 without --model ranks by BM25 alone, "
-                                                                 "running no model")
+        refuse_model_options(parser, args, ("--weights",))
     scorers = args.scorer.split(",") if args.scorer else []
     twice = sorted({s for s in scorers if s and scorers.count(s) > 1})
     if twice:  # `minl2,minl2` once ran as a fusion of one scorer's scores with itself, named as two
@@ -392,7 +392,7 @@ def _context2doc(parser, args) -> int:
         parser.error("--scorer needs --model")
     stages = stage_options(parser, args)
     if not args.model:
-        refuse_unread(parser, args, MODEL_FLAGS, "--bm25 without --model ranks by BM25 alone, running no model")
+        refuse_model_options(parser, args)
     bench = load_context2doc(args.data, args.split)
     exp = args.exp or stages.exp(f"{Path(args.model).name}-{args.scorer}" if args.model else None)
     check_out(args, exp)
@@ -605,11 +605,12 @@ def _known_exp(args) -> str | None:
     return None
 
 
-def check_cross_encoder(name: str) -> None:
+def check_cross_encoder(name: str, max_length: int | None = None) -> None:
     """`--rerank`'s model: a trained cross-encoder (`aspire.scoring.crossencoder.check_trained_cross_encoder`), found
-    as `check_model` finds a model. A plain encoder (a model name such as `minilm`, a document model's run folder)
-    would get a fresh random one-logit head and re-rank by noise: a ValueError naming it. A short name (`MODELS`) is a
-    document encoder: refused by name, its folder neither looked for nor (`mpnet`) unpacked."""
+    as `check_model` finds a model, that reads `max_length` word pieces a pair (`--rerank-max-length`; its load's
+    check, made here before the first stage runs). A plain encoder (a model name such as `minilm`, a document model's
+    run folder) would get a fresh random one-logit head and re-rank by noise: a ValueError naming it. A short name
+    (`MODELS`) is a document encoder: refused by name, its folder neither looked for nor (`mpnet`) unpacked."""
     from aspire.scoring.crossencoder import check_trained_cross_encoder
 
     if name in MODELS:
@@ -618,9 +619,10 @@ def check_cross_encoder(name: str) -> None:
                          "python -m aspire.train.crossencoder)")
     check_model(name)
     try:
-        check_trained_cross_encoder(resolve_model(name))
+        check_trained_cross_encoder(resolve_model(name), max_length)
     except ValueError as err:
-        raise ValueError(f"--rerank {name}: {err}") from None
+        length = "" if max_length is None else f" --rerank-max-length {max_length}"
+        raise ValueError(f"--rerank {name}{length}: {err}") from None
 
 
 def _run(args) -> int:
@@ -641,7 +643,7 @@ def _run(args) -> int:
     refused = getattr(args, "search_pipeline", None) is not None
     refused = refused or bool(getattr(args, "ranked", None) or getattr(args, "predictions", None))
     if getattr(args, "rerank", None) and not refused:
-        check_cross_encoder(args.rerank)
+        check_cross_encoder(args.rerank, getattr(args, "rerank_max_length", None))
     earlier = evaluate_out.run_files(args)  # what an earlier run of this experiment left in --out
     status = COMMANDS[args.command].run(args.command_parser, args)
     if status == 0:  # the folder now holds this run's files only

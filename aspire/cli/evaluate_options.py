@@ -78,6 +78,13 @@ MODEL_FLAGS = ("--encoding", "--tau", "--eps", "--window", "--max-length", "--no
 STAGE_FLAGS = ("--bm25-alpha", "--k1", "--b", "--rerank-top", "--rerank-weight", "--rerank-max-length")
 
 
+def refuse_model_options(parser: argparse.ArgumentParser, args, flags=()) -> None:
+    """A parser error naming the `flags` and `MODEL_FLAGS` given to a run of BM25 alone (no `--model`), which reads
+    none of them but `--device` where `--rerank` runs its cross-encoder there."""
+    flags = [f for f in (*flags, *MODEL_FLAGS) if f != "--device" or not getattr(args, "rerank", None)]
+    refuse_unread(parser, args, flags, "--bm25 without --model ranks by BM25 alone, running no model")
+
+
 def given_options(parser: argparse.ArgumentParser, args, flags) -> list[str]:
     """The `flags` the command line gave a value other than their default (`parser`'s: the subcommand's), in order;
     flags the parser does not have are skipped."""
@@ -177,7 +184,8 @@ def stage_options(parser, args) -> Stages:
     if args.rerank:
         from aspire.retrieval.crossencoder import RerankOptions
 
-        rerank = RerankOptions(args.rerank, args.rerank_top, args.rerank_weight, args.rerank_max_length)
+        rerank = RerankOptions(args.rerank, args.rerank_top, args.rerank_weight, args.rerank_max_length,
+                               device=getattr(args, "device", None))  # --device: the model's and the reranker's
     elif (args.rerank_top, args.rerank_weight, args.rerank_max_length) != (50, 1.0, None):
         parser.error("--rerank-top/--rerank-weight/--rerank-max-length go with --rerank MODEL")
     return Stages(args.bm25 or args.bm25_alpha is not None, args.bm25_alpha, args.k1, args.b, rerank)

@@ -178,13 +178,12 @@ def cross_rerank(rset: ReviewerSet, papers: Sequence[Paper], preds: Sequence[Map
     Returns the new predictions and a record of the settings and speed."""
     from dataclasses import asdict
 
-    from aspire.scoring.crossencoder import CrossEncoderReranker
     from aspire.scoring.lexical import paper_text
 
     texts = {p.paper_id: paper_text(p) for p in papers}
     lists = _rerank_lists(rset, texts, preds, options.top_n)
     pairs = sorted({(s, a) for _, _, _, head, arch in lists for s in head for a in arch})
-    reranker = CrossEncoderReranker(options.model, options.max_length, options.batch_size)
+    reranker = options.reranker()
     logits: dict[str, dict[str, float]] = {}
     for (s, a), value in zip(pairs, reranker.score_pairs([(texts[s], texts[a]) for s, a in pairs]).tolist()):
         logits.setdefault(s, {})[a] = value

@@ -43,13 +43,15 @@ STAGE = "crossencoder"  # a search hit's stage-score name
 @dataclass(frozen=True)
 class RerankOptions:
     """A cross-encoder (`model`: a directory or a name of `aspire.encoders.pretrained`) over the top `top_n`,
-    weight `weight` on its z-scored logits against the first stage's (1 replaces the first stage)."""
+    weight `weight` on its z-scored logits against the first stage's (1 replaces the first stage), run on `device`
+    (`reranker`)."""
 
     model: str
     top_n: int = 50
     weight: float = 1.0
     max_length: int | None = None  # None: the length the model was saved with
     batch_size: int = 32
+    device: str | None = None  # a torch device; None: the CPU (`load_cross_encoder`'s default)
 
     def __post_init__(self) -> None:
         counts = {"top N": self.top_n, "batch size": self.batch_size, "max length": self.max_length}
@@ -65,6 +67,10 @@ class RerankOptions:
             raise ValueError(f"rerank max length must be >= 8 and batch size >= 1, got {self.max_length}, "
                              f"{self.batch_size}")
 
+    def reranker(self) -> CrossEncoderReranker:
+        """The `CrossEncoderReranker` these options describe: its model, length, batch size and device."""
+        return CrossEncoderReranker(self.model, self.max_length, self.batch_size, self.device)
+
 
 def rerank_texts(queries: Mapping[str, str], texts: Mapping[str, str], run: Mapping[str, Sequence[tuple[str, float]]],
                  options: RerankOptions, out: Path | None = None) -> tuple[dict, dict]:
@@ -76,7 +82,7 @@ def rerank_texts(queries: Mapping[str, str], texts: Mapping[str, str], run: Mapp
     if textless:  # once every pair was scored first, then "queries have no cross-encoder scores"
         raise ValueError(f"query {textless[0]} is ranked in the run but has no query text to re-rank with "
                          f"({len(textless)} of {len(run)} ranked queries have none, e.g. {textless[:3]})")
-    reranker = CrossEncoderReranker(options.model, options.max_length, options.batch_size)
+    reranker = options.reranker()
     cross = pair_scores(queries, texts, run, reranker, options.top_n)
     if out is not None:
         write_json(Path(out) / "crossencoder_scores.json", cross, indent=None)

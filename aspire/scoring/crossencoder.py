@@ -34,6 +34,17 @@ from aspire.scoring.fusion import fuse_ranked
 NORMS = ("z", "minmax")
 
 
+def check_max_length(model, config_path: Path, max_length: int | None) -> None:
+    """ValueError naming the model and both numbers when `max_length` word pieces a pair are more than the model whose
+    `config.json` is `config_path` reads (`aspire.config.position_limit`); None reads the model's own."""
+    if max_length is None:
+        return
+    limit = position_limit(read_json(config_path, "cross-encoder's config", mapping=True))
+    if limit is not None and max_length > limit:
+        raise ValueError(f"cross-encoder model {model!r}: max_length {max_length} is past the {limit} word pieces its "
+                         f"position embeddings hold ({config_path}): give {limit} or fewer")
+
+
 def load_cross_encoder(model, max_length: int | None = None, device: str | None = None, seed: int = 0):
     """A `CrossEncoder` from a directory or a model name of `aspire.encoders.pretrained` (`minilm`, `mpnet`), on
     `device` (default the CPU).
@@ -41,7 +52,7 @@ def load_cross_encoder(model, max_length: int | None = None, device: str | None 
     A plain encoder (no classification head) gets a fresh one-logit head, the starting point for training, drawn
     from torch's CPU generator seeded `seed` (the caller's generators are left as they were): one seed, one starting
     model. `max_length` None keeps the length the model was saved with (a trained cross-encoder's own); one past the
-    model's position embeddings (`position_limit`) is a ValueError naming both, before the model loads (a pair that
+    model's position embeddings (`check_max_length`) is a ValueError naming both, before the model loads (a pair that
     long failed in the model's pass: "The size of tensor a (1024) must match the size of tensor b (512)"). A loaded
     `CrossEncoder` is returned as it is; a `max_length` or `device` other than its own is a ValueError (it was
     once ignored without a word).
@@ -63,10 +74,7 @@ def load_cross_encoder(model, max_length: int | None = None, device: str | None 
     path = Path(resolve_model(str(model)))
     if not (path / "config.json").is_file():
         raise ValueError(f"cross-encoder model {model!r}: no config.json under {path}")
-    limit = position_limit(read_json(path / "config.json", "cross-encoder's config", mapping=True))
-    if max_length is not None and limit is not None and max_length > limit:
-        raise ValueError(f"cross-encoder model {model!r}: max_length {max_length} is past the {limit} word pieces its "
-                         f"position embeddings hold ({path / 'config.json'}): give {limit} or fewer")
+    check_max_length(model, path / "config.json", max_length)
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()  # a plain encoder's missing head is expected, not news
     try:
@@ -80,10 +88,12 @@ def load_cross_encoder(model, max_length: int | None = None, device: str | None 
         transformers.logging.set_verbosity(verbosity)
 
 
-def check_trained_cross_encoder(path: str | Path) -> Path:
+def check_trained_cross_encoder(path: str | Path, max_length: int | None = None) -> Path:
     """`path` as a directory holding a trained cross-encoder: a Hugging Face sequence-classification
     model with one label (what `aspire.train.crossencoder` saves). A missing directory, or a plain
-    encoder (which `load_cross_encoder` would give a random head), raises ValueError naming the path."""
+    encoder (which `load_cross_encoder` would give a random head), raises ValueError naming the path; so does a
+    `max_length` past its position embeddings (`check_max_length`, the check its load makes), found here before
+    anything loads."""
     path = Path(path)
     if not path.is_dir():
         raise ValueError(f"cross-encoder {str(path)!r}: no such directory")
@@ -96,6 +106,7 @@ def check_trained_cross_encoder(path: str | Path) -> Path:
         raise ValueError(f"cross-encoder {str(path)!r}: not a trained cross-encoder (config.json: architectures "
                          f"{settings.get('architectures')}, {labels} label(s); one sequence-classification logit is "
                          "needed: train one with python -m aspire.train.crossencoder)")
+    check_max_length(str(path), path / "config.json", max_length)
     return path
 
 
