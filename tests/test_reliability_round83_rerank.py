@@ -1,9 +1,11 @@
-"""The evaluators' cross-encoder (`--rerank DIR`): it runs on `--device`, and its `--rerank-max-length` is checked
-before the first stage."""
+"""The evaluators' cross-encoder (`--rerank DIR`): it runs on `--device`, its `--rerank-max-length` is checked before
+the first stage, and a `--rerank-top` deeper than the ranked lists is refused (context2doc's `--depth`) or recorded
+as what was done, said once."""
 
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from test_benchmarks import make_reviewer_set
@@ -11,7 +13,7 @@ from test_benchmarks import make_reviewer_set
 import aspire.scoring.crossencoder as scoring_ce
 from aspire.benchmarks import context2doc as c2d
 from aspire.cli.evaluate import check_cross_encoder, main
-from aspire.retrieval.crossencoder import RerankOptions
+from aspire.retrieval.crossencoder import RerankOptions, rerank_texts
 from tests.test_reliability_round41_c2dbench import _all_test_split, _write
 
 
@@ -97,3 +99,45 @@ def test_check_cross_encoder_takes_a_length_within_the_models_positions(tiny_cro
     check_cross_encoder(str(tiny_cross_encoder_dir))  # the model's own length
     with pytest.raises(ValueError, match="--rerank-max-length 129: .*give 128 or fewer"):
         check_cross_encoder(str(tiny_cross_encoder_dir), 129)
+
+
+# ---- --rerank-top deeper than the ranked lists -------------------------------------------------------------------
+
+def test_context2doc_refuses_a_rerank_top_deeper_than_its_depth(tmp_path, tiny_cross_encoder_dir, toy_context2doc,
+                                                                  capsys):
+    """`--depth 100 --rerank-top 200` re-scored the 100 documents a query keeps, but results.json recorded top_n 200
+    (and the experiment was named ce200); the depth is known before anything runs, so the pair is refused."""
+    with pytest.raises(SystemExit) as stop:
+        main(["context2doc", "--bm25", "--rerank", str(tiny_cross_encoder_dir), "--depth", "100",
+              "--rerank-top", "200", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert "--rerank-top 200 is deeper than the 100 documents a query keeps (--depth)" in err, err
+    assert toy_context2doc == []
+
+
+def test_a_rerank_deeper_than_every_list_records_what_it_rescored_and_says_so_once(tiny_cross_encoder_dir, caplog):
+    run = {"q1": [("a", 3.0), ("b", 2.0), ("c", 1.0)], "q2": [("a", 2.0), ("c", 1.0)]}
+    texts = {d: f"the {d} model" for d in "abc"}
+    queries = {"q1": "the model", "q2": "a task"}
+    with caplog.at_level(logging.WARNING, logger="aspire"):
+        ranked, record = rerank_texts(queries, texts, run, RerankOptions(str(tiny_cross_encoder_dir), top_n=5))
+    assert record["top_n"] == 5 and record["reranked_per_list"] == {"most": 3, "fewest": 2}
+    assert record["speed"]["pairs"] == 5
+    said = [r.getMessage() for r in caplog.records if "deeper than every ranked list" in r.getMessage()]
+    assert said == ["cross-encoder: the top 5 asked for is deeper than every ranked list: at most 3 documents a list "
+                    "were re-scored"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="aspire"):
+        _, record = rerank_texts(queries, texts, run, RerankOptions(str(tiny_cross_encoder_dir), top_n=3))
+    assert record["reranked_per_list"] == {"most": 3, "fewest": 2} and not caplog.records  # one list reaches 3
+
+
+def test_reviewers_record_the_submissions_they_rescored(tmp_path, tiny_cross_encoder_dir, capsys):
+    """Each reviewer rates 2 or 3 submissions: the default --rerank-top 50 re-scored those, recorded as top_n 50."""
+    out = tmp_path / "out"
+    assert main(["reviewers", "--data", str(make_reviewer_set(tmp_path / "rm")), "--bm25", "--rerank",
+                 str(tiny_cross_encoder_dir), "--out", str(out)]) == 0
+    rerank = json.loads((out / "results.json").read_text())["rerank"]
+    assert rerank["top_n"] == 50 and rerank["reranked_per_list"] == {"most": 3, "fewest": 2}
+    assert capsys.readouterr().err.count("the top 50 asked for is deeper than every ranked list: at most 3") == 1

@@ -167,7 +167,8 @@ def add_stage_args(p: argparse.ArgumentParser, documents: str = "title + abstrac
     p.add_argument("--b", type=float, default=0.75, help="BM25 b (default 0.75)")
     p.add_argument("--rerank", metavar="MODEL", help="re-score the top N with this cross-encoder (a trained one's "
                                                      "directory: python -m aspire.train.crossencoder)")
-    p.add_argument("--rerank-top", type=positive_int, default=50, help="documents re-scored per query (default 50)")
+    p.add_argument("--rerank-top", type=positive_int, default=50,
+                   help="documents re-scored per query (default 50; a shorter list is re-scored whole)")
     p.add_argument("--rerank-weight", type=float, default=1.0,
                    help="weight on the cross-encoder's z-scores against the first stage's (default 1: replace)")
     p.add_argument("--rerank-max-length", type=positive_int,
@@ -184,6 +185,10 @@ def stage_options(parser, args) -> Stages:
     if args.rerank:
         from aspire.retrieval.crossencoder import RerankOptions
 
+        depth = getattr(args, "depth", None)  # context2doc's documents a query: the most a rerank can re-score
+        if depth is not None and args.rerank_top > depth:
+            parser.error(f"--rerank-top {args.rerank_top} is deeper than the {depth} documents a query keeps "
+                         f"(--depth): give --rerank-top {depth} or fewer, or a deeper --depth")
         rerank = RerankOptions(args.rerank, args.rerank_top, args.rerank_weight, args.rerank_max_length,
                                device=getattr(args, "device", None))  # --device: the model's and the reranker's
     elif (args.rerank_top, args.rerank_weight, args.rerank_max_length) != (50, 1.0, None):

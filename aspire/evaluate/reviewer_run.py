@@ -178,6 +178,7 @@ def cross_rerank(rset: ReviewerSet, papers: Sequence[Paper], preds: Sequence[Map
     Returns the new predictions and a record of the settings and speed."""
     from dataclasses import asdict
 
+    from aspire.retrieval.crossencoder import reranked_depth
     from aspire.scoring.lexical import paper_text
 
     texts = {p.paper_id: paper_text(p) for p in papers}
@@ -192,7 +193,8 @@ def cross_rerank(rset: ReviewerSet, papers: Sequence[Paper], preds: Sequence[Map
     speed = reranker.speed()
     speed["ms_per_list"] = round(1000 * speed["seconds"] / max(len(lists), 1), 1)
     mixed = mix_logits(rset, texts, preds, logits, options.top_n, options.weight, agg)
-    return mixed, {**asdict(options), "aggregate": agg, "lists": len(lists), "distinct_pairs": len(pairs),
+    depth = reranked_depth((len(ranked) for _, _, ranked, _, _ in lists), options.top_n)
+    return mixed, {**asdict(options), **depth, "aggregate": agg, "lists": len(lists), "distinct_pairs": len(pairs),
                    "speed": speed}
 
 

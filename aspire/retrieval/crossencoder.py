@@ -26,7 +26,8 @@ re-scored hit reports its logit as the stage score `crossencoder`; the model's t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from numbers import Integral, Real
 from pathlib import Path
@@ -38,6 +39,7 @@ from aspire.retrieval.lexical import selected_text
 from aspire.scoring.crossencoder import CrossEncoderReranker, check_trained_cross_encoder, mix_rerank
 
 STAGE = "crossencoder"  # a search hit's stage-score name
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ class RerankOptions:
 
 def rerank_texts(queries: Mapping[str, str], texts: Mapping[str, str], run: Mapping[str, Sequence[tuple[str, float]]],
                  options: RerankOptions, out: Path | None = None) -> tuple[dict, dict]:
-    """`run` with each query's top N re-ranked, and a record of the settings and speed (pairs/s, ms a query):
+    """`run` with each query's top N re-ranked, and a record of the settings, of the documents re-scored a query
+    (`reranked_depth`: fewer than the top N asked where the lists are shorter) and of the speed (pairs/s, ms a query):
     `queries` `{qid: query text}`, `texts` `{doc: text}` (see `pair_scores`); a query `run` ranks without a text in
     `queries` is an error naming it, raised before the model is loaded. With `out`, the cross-encoder's logits are
     written to `out/crossencoder_scores.json` for later mixes."""
@@ -82,13 +85,25 @@ def rerank_texts(queries: Mapping[str, str], texts: Mapping[str, str], run: Mapp
     if textless:  # once every pair was scored first, then "queries have no cross-encoder scores"
         raise ValueError(f"query {textless[0]} is ranked in the run but has no query text to re-rank with "
                          f"({len(textless)} of {len(run)} ranked queries have none, e.g. {textless[:3]})")
+    depth = reranked_depth((len(ranked) for ranked in run.values()), options.top_n)  # said before the model loads
     reranker = options.reranker()
     cross = pair_scores(queries, texts, run, reranker, options.top_n)
     if out is not None:
         write_json(Path(out) / "crossencoder_scores.json", cross, indent=None)
     speed = reranker.speed()
     speed["ms_per_query"] = round(1000 * speed["seconds"] / max(len(queries), 1), 1)
-    return rerank_run(run, cross, options.top_n, options.weight), {**asdict(options), "speed": speed}
+    return rerank_run(run, cross, options.top_n, options.weight), {**asdict(options), **depth, "speed": speed}
+
+
+def reranked_depth(lengths: Iterable[int], top_n: int) -> dict:
+    """`{"reranked_per_list": {"most": M, "fewest": F}}`: the documents a re-rank of the top `top_n` re-scores in
+    ranked lists `lengths` long (a shorter list is re-scored whole). Where no list reaches `top_n`, one warning says
+    so: the record's `top_n` is what was asked, `most` what was done."""
+    done = [min(n, top_n) for n in lengths]
+    if done and max(done) < top_n:  # `--rerank-top 200` over lists of 100 once recorded 200, unsaid
+        log.warning("cross-encoder: the top %d asked for is deeper than every ranked list: at most %d documents a list "
+                    "were re-scored", top_n, max(done))
+    return {"reranked_per_list": {"most": max(done, default=0), "fewest": min(done, default=0)}}
 
 
 def pair_scores(queries: Mapping[str, str], texts: Mapping[str, str], first: Mapping[str, Sequence[tuple[str, float]]],
