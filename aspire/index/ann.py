@@ -79,25 +79,39 @@ def new_faiss(config: IndexConfig, n: int, d: int) -> tuple[faiss.Index, str]:
     return index, kind
 
 
-def check_ivf_fits(config: IndexConfig, nlist: int, n: int, d: int) -> None:
+def check_ivf_fits(config: IndexConfig, nlist: int, n: int, d: int | None, most: bool = False) -> None:
     """ValueError naming the `index.` keys when an IVF index of `nlist` lists (and `config`'s PQ) cannot be made over
     `n` vectors of dimension `d`: more lists than vectors or training vectors, a `pq_m` that does not divide `d`,
-    more PQ centroids (2^pq_nbits) than training vectors (faiss fails there with a traceback, after the k-means)."""
+    more PQ centroids (2^pq_nbits) than training vectors (faiss fails there with a traceback, after the k-means).
+    `most`: `n` is the most vectors the corpus can give, before it is encoded (`check_ivf_fits_before_encoding`);
+    `d` None: not known yet, not checked."""
     trained = min(n, config.ivf_train_size)  # the vectors k-means and the PQ train on (`train_rows`)
+    has = f"at most {n}" if most else str(n)
     if nlist > n:
         raise ValueError(f"index.ivf_nlist={nlist}: an IVF index needs at least one sentence vector a list and the "
-                         f"corpus has {n}; lower index.ivf_nlist (0 picks it from the corpus size) or use index.kind=flat")
+                         f"corpus has {has}; lower index.ivf_nlist (0 picks it from the corpus size) or use index.kind=flat")
     if nlist > trained:
         raise ValueError(f"index.ivf_nlist={nlist}: the coarse k-means needs at least one training vector a list and "
                          f"index.ivf_train_size={config.ivf_train_size} samples {trained}; raise index.ivf_train_size "
                          "or lower index.ivf_nlist")
-    if config.pq_m > 0 and d % config.pq_m:
+    if config.pq_m > 0 and d is not None and d % config.pq_m:
         raise ValueError(f"index.pq_m={config.pq_m} must divide the vector dimension {d}")
     if config.pq_m > 0 and 2**config.pq_nbits > trained:
         raise ValueError(f"index.pq_nbits={config.pq_nbits}: IVF-PQ trains 2^{config.pq_nbits} = {2**config.pq_nbits} "
-                         f"centroids a sub-quantizer on at least as many vectors and has {trained} (corpus {n}, "
-                         f"index.ivf_train_size={config.ivf_train_size}); lower index.pq_nbits, or use index.pq_m=0 "
-                         "(IVF-Flat)")
+                         f"centroids a sub-quantizer on at least as many vectors and has {'at most ' if most else ''}"
+                         f"{trained} (corpus {has}, index.ivf_train_size={config.ivf_train_size}); lower "
+                         "index.pq_nbits, or use index.pq_m=0 (IVF-Flat)")
+
+
+def check_ivf_fits_before_encoding(config: IndexConfig, most: int, d: int | None) -> None:
+    """`check_ivf_fits` for a build that will ask for an IVF index (`config.kind` "ivf"), called before the corpus is
+    encoded: `most`, the most sentence vectors the corpus can give (each paper read, with its title; the encoding
+    rejects papers, never adds vectors), and `d`, the encoder's dimension (None: not known). An IVF index that cannot
+    be made over `most` vectors cannot be made over fewer, so what would be refused after the whole corpus was
+    encoded (configs/index-large.yaml's 16,384 lists over a sample of a few thousand sentences, a `pq_m` that does not
+    divide the model's dimension) is refused before. `kind: auto` is left to the build: it may resolve to flat."""
+    if config.kind == "ivf":
+        check_ivf_fits(config, ivf_lists(config, most), most, d, most=True)
 
 
 def train_rows(n: int, config: IndexConfig) -> np.ndarray | None:

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from aspire.config import apply_overrides
+from aspire.data.papers import Paper
+from aspire.index.ann import check_ivf_fits_before_encoding
 from aspire.index.config import EncodeConfig, IndexBuildConfig
 from aspire.index.corpus import describe_rejected, encode_corpus, in_line_order, read_corpus
 from aspire.index.disk import IndexExistsError, IndexFormatError, clear_leftovers, index_exists, index_lock
@@ -67,7 +69,8 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
     `aspire.encoders.load_encoder` with the backend and precision `config.encode` records (`encoder_options`: the
     index records them and search encodes its queries with them: the exact model, once loaded whatever they said, gave
     vectors the index's queries were then refused against). A
-    corpus with no readable paper is refused before any model loads."""
+    corpus with no readable paper is refused before any model loads, an IVF index that cannot be made over it before
+    any encoding (`refuse_unfitting_index`)."""
     out = Path(out)
     with index_lock(out):
         prepare_build_dir(out, overwrite)
@@ -75,6 +78,7 @@ def build_index(out: str | Path, model: str, corpus: str | Path, config: IndexBu
         require_papers(papers, unreadable, corpus)
         with phase(f"loaded model {model}"):
             encoder = _loader(load_encoder, config.encode)(model)
+        refuse_unfitting_index(config, papers, encoder)
         start = time.perf_counter()
         encoded = encode_corpus(encoder, papers, config.encode, progress=progress)
         seconds = time.perf_counter() - start
@@ -97,6 +101,14 @@ def require_papers(papers: Sequence, unreadable: list[dict], corpus: str | Path,
         raise ValueError(f"nothing to {verb}: {corpus} holds no records")
     raise ValueError(f"nothing to {verb}: all {len(unreadable)} records of {corpus} were rejected"
                      + describe_rejected(unreadable))
+
+
+def refuse_unfitting_index(config: IndexBuildConfig, papers: Sequence[Paper], encoder) -> None:
+    """Before any encoding: refuse an IVF index `config.index` asks for that cannot be made over the most sentence
+    vectors `papers` can give (each one's sentences and title) at `encoder`'s dimension, naming the `index.` key
+    (`aspire.index.ann.check_ivf_fits_before_encoding`); it was refused once the whole corpus had been encoded."""
+    dim = getattr(encoder, "dim", None)
+    check_ivf_fits_before_encoding(config.index, sum(len(p.sentences) + 1 for p in papers), int(dim) if dim else None)
 
 
 def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None, load_encoder: Callable | None = None,

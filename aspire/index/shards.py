@@ -46,7 +46,7 @@ import torch.distributed as dist
 from aspire.checksum import file_sha256
 from aspire.data.papers import Paper
 from aspire.encoders.identity import fingerprint_version
-from aspire.index.build import require_papers
+from aspire.index.build import refuse_unfitting_index, require_papers
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.corpus import EncodedCorpus, encode_corpus, in_line_order, read_corpus, read_shard_meta
 from aspire.index.disk import SHARD_META, index_entries
@@ -245,6 +245,8 @@ def run_encode_shard(model: str, corpus_path: str | Path, shards_dir: str | Path
         device = rank_device()
         if device is not None and options.get("backend", "torch") == "torch":
             encoder.to(torch.device(device))
+        if merge_into is not None:  # the index's settings are refused now, not after every shard is encoded
+            refuse_unfitting_index(config, read[0], encoder)
         fingerprint, legacy = model_fingerprints(encoder)  # one pass over the weights
         record = shard_record(encoder, corpus_path, config, len(read[0]), model, fingerprint)
         record = version_1_record(shards_dir, n_shards, record, legacy)  # shards finished before version 2

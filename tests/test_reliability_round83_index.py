@@ -1,0 +1,119 @@
+"""`aspire index` build, merge, encode-shard --merge-into, info and add: refusals made before the work they spare,
+and errors that name the file.
+
+- An IVF index the config asks for that cannot be made over the corpus (more lists than the corpus can give
+  sentence vectors, as configs/index-large.yaml's 16,384 lists over a sample; a `pq_m` that does not divide the
+  model's dimension) was refused only once the whole corpus had been encoded (`build`, `encode-shard --merge-into`);
+  it is refused once the model is loaded, before any encoding.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from aspire.batch import DocBatch
+from aspire.index.__main__ import main
+from aspire.index.disk import require_live_generation
+
+DIM = 8
+
+
+class CountingEncoder:
+    """A stand-in encoder of dimension `DIM`: a sentence's vector a fixed random function of its text, the whole
+    vector their mean; `encoded` counts the papers it was asked to encode."""
+
+    def __init__(self) -> None:
+        self.dim, self.encoded = DIM, 0
+
+    def fingerprint(self) -> str:
+        return "counting"
+
+    def to(self, device):
+        return self
+
+    def encode(self, papers, batch_size=32, progress=False) -> DocBatch:
+        self.encoded += len(papers)
+        vectors = [torch.stack([torch.from_numpy(np.random.default_rng(abs(hash(s)) % 2**32).standard_normal(DIM))
+                                .float() for s in p.sentences]) for p in papers]
+        return DocBatch.from_list(vectors, [p.paper_id for p in papers], [p.sentences for p in papers],
+                                  torch.stack([v.mean(0) for v in vectors]))
+
+
+@pytest.fixture
+def encoders(monkeypatch) -> list[CountingEncoder]:
+    """Every encoder the commands load (`aspire.encoders.load_encoder` replaced)."""
+    loaded: list[CountingEncoder] = []
+
+    def load(name, device=None, **options):
+        loaded.append(CountingEncoder())
+        return loaded[-1]
+
+    monkeypatch.setattr("aspire.encoders.load_encoder", load)
+    return loaded
+
+
+def write_corpus(path: Path, n: int = 6) -> Path:
+    """`n` papers of two abstract sentences each: at most 3 sentence vectors a paper with the title."""
+    path.write_text("".join(json.dumps({"paper_id": f"p{i}", "title": f"title {i}",
+                                        "abstract": [f"paper {i} proposes a method.", f"it improves task {i}."]}) + "\n"
+                            for i in range(n)), encoding="utf-8")
+    return path
+
+
+def run(capsys, *argv: str) -> tuple[int, str]:
+    status = main([*argv, "--quiet"])
+    return status, capsys.readouterr().err
+
+
+# ---- 1. an IVF index that cannot be made over the corpus is refused before any encoding --------------------------
+
+@pytest.mark.parametrize("overrides, said", [
+    (["index.kind=ivf", "index.ivf_nlist=64"], r"index.ivf_nlist=64: .* the corpus has at most 18;"),
+    (["index.kind=ivf", "index.ivf_nlist=2", "index.pq_m=3"], r"index.pq_m=3 must divide the vector dimension 8"),
+    (["index.kind=ivf", "index.ivf_nlist=2", "index.pq_m=2"], r"index.pq_nbits=8: .* has at most 18 \(corpus at most 18"),
+], ids=["lists", "pq_m", "pq_nbits"])
+def test_build_refuses_an_ivf_index_that_cannot_fit_before_encoding(tmp_path, capsys, encoders, overrides, said):
+    corpus = write_corpus(tmp_path / "papers.jsonl")
+    status, err = run(capsys, "build", "--model", "minilm", "--corpus", str(corpus), "--out", str(tmp_path / "idx"),
+                      *overrides)
+    assert status == 2 and re.search(said, err), err
+    assert len(encoders) == 1 and encoders[0].encoded == 0  # the model loaded (its dimension), nothing encoded
+    assert not (tmp_path / "idx" / "CURRENT").exists()
+
+
+def test_an_ivf_index_that_fits_and_an_auto_index_are_built_as_before(tmp_path, capsys, encoders):
+    corpus = write_corpus(tmp_path / "papers.jsonl")
+    assert run(capsys, "build", "--model", "minilm", "--corpus", str(corpus), "--out", str(tmp_path / "ivf"),
+               "index.kind=ivf", "index.ivf_nlist=4")[0] == 0
+    # auto with 64 lists over 12 vectors: flat (the IVF settings are never used), built as before
+    assert run(capsys, "build", "--model", "minilm", "--corpus", str(corpus), "--out", str(tmp_path / "auto"),
+               "index.ivf_nlist=64", "index.flat_max_sentences=100")[0] == 0
+    assert [e.encoded for e in encoders] == [6, 6]
+    kinds = [json.loads((tmp_path / name / require_live_generation(tmp_path / name) / "manifest.json").read_text())["kind"]
+             for name in ("ivf", "auto")]
+    assert kinds == ["ivf", "flat"]
+    # between the most the corpus can give (18, with titles) and what it gives (12): refused after encoding, as before
+    status, err = run(capsys, "build", "--model", "minilm", "--corpus", str(corpus), "--out", str(tmp_path / "late"),
+                      "index.kind=ivf", "index.ivf_nlist=15")
+    assert status == 2 and "index.ivf_nlist=15: an IVF index needs at least one sentence vector a list and the " \
+                           "corpus has 12;" in err and encoders[-1].encoded == 6
+
+
+def test_encode_shard_with_merge_into_refuses_an_ivf_index_that_cannot_fit_before_encoding(tmp_path, capsys,
+                                                                                          encoders):
+    corpus = write_corpus(tmp_path / "papers.jsonl")
+    status, err = run(capsys, "encode-shard", "--model", "minilm", "--corpus", str(corpus), "--shards",
+                      str(tmp_path / "shards"), "--merge-into", str(tmp_path / "idx"), "index.kind=ivf",
+                      "index.ivf_nlist=2", "index.pq_m=3")
+    assert status == 2 and "index.pq_m=3 must divide the vector dimension 8" in err, err
+    assert encoders[0].encoded == 0 and not list((tmp_path / "shards").glob("shard-*"))
+    # without --merge-into the index settings are not used: the shards are encoded
+    assert run(capsys, "encode-shard", "--model", "minilm", "--corpus", str(corpus), "--shards", str(tmp_path / "shards"),
+               "index.kind=ivf", "index.ivf_nlist=2", "index.pq_m=3")[0] == 0
+    assert encoders[-1].encoded == 6
