@@ -5,6 +5,9 @@ and errors that name the file.
   sentence vectors, as configs/index-large.yaml's 16,384 lists over a sample; a `pq_m` that does not divide the
   model's dimension) was refused only once the whole corpus had been encoded (`build`, `encode-shard --merge-into`);
   it is refused once the model is loaded, before any encoding.
+- `merge` (and `encode-shard --merge-into`) without --overwrite replaced a damaged index (a generation without its
+  manifest, a CURRENT naming a generation not there), deleting its generation's files without a word, where `build`
+  refuses it; both refuse it now, with the reason, before any work.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pytest
 import torch
 
 from aspire.batch import DocBatch
+from aspire.index import EncodedCorpus
 from aspire.index.__main__ import main
 from aspire.index.disk import require_live_generation
 
@@ -117,3 +121,43 @@ def test_encode_shard_with_merge_into_refuses_an_ivf_index_that_cannot_fit_befor
     assert run(capsys, "encode-shard", "--model", "minilm", "--corpus", str(corpus), "--shards", str(tmp_path / "shards"),
                "index.kind=ivf", "index.ivf_nlist=2", "index.pq_m=3")[0] == 0
     assert encoders[-1].encoded == 6
+
+
+# ---- 2. merge does not replace a damaged index without --overwrite -----------------------------------------------
+
+def write_shards(root: Path) -> Path:
+    shards = root / "shards"
+    rng = np.random.default_rng(0)
+    part = EncodedCorpus(rng.standard_normal((3, DIM)).astype(np.float32), np.array([0, 1, 3]), ["a", "b"],
+                         ["title a", "title b"], [["a one."], ["b one.", "b two."]])
+    part.save_shard(shards / "shard-00000-of-00001", {"model_name": "minilm", "model_fingerprint": "fp"})
+    return shards
+
+
+@pytest.mark.parametrize("damage", ["no manifest", "missing generation"])
+def test_merge_refuses_a_damaged_index_without_overwrite(tmp_path, capsys, damage):
+    shards, out = write_shards(tmp_path), tmp_path / "idx"
+    assert run(capsys, "merge", "--shards", str(shards), "--out", str(out))[0] == 0
+    gen = out / require_live_generation(out)
+    if damage == "no manifest":
+        (gen / "manifest.json").unlink()
+        reason = f"{gen} is incomplete: no manifest.json"
+    else:
+        (out / "CURRENT").write_text("gen-000009\n")
+        reason = "CURRENT names gen-000009, which is not there"
+    kept = sorted(p.name for p in gen.iterdir())
+    status, err = run(capsys, "merge", "--shards", str(shards), "--out", str(out))
+    assert status == 2 and f"{out} holds a damaged index (" in err and reason in err and "--overwrite" in err, err
+    assert sorted(p.name for p in gen.iterdir()) == kept  # its files stay: once deleted by the merge's publish
+    assert run(capsys, "merge", "--shards", str(shards), "--out", str(out), "--overwrite")[0] == 0
+    assert (out / require_live_generation(out) / "manifest.json").is_file()
+
+
+def test_encode_shard_merge_into_a_damaged_index_is_refused_before_encoding(tmp_path, capsys, encoders):
+    out = tmp_path / "idx"
+    (out / "gen-000001").mkdir(parents=True)
+    (out / "CURRENT").write_text("gen-000001\n")
+    status, err = run(capsys, "encode-shard", "--model", "minilm", "--corpus", str(write_corpus(tmp_path / "papers.jsonl")),
+                      "--shards", str(tmp_path / "shards"), "--merge-into", str(out))
+    assert status == 2 and "holds a damaged index" in err and "no manifest.json" in err, err
+    assert encoders == [] and (out / "gen-000001").is_dir()

@@ -53,16 +53,23 @@ def index_exists(out: Path, hint: str | None = None) -> IndexExistsError:
 
 
 def refuse_existing_index(out: Path, hint: str | None = None) -> None:
-    """The first check of a command that writes a new index to `out` (build, merge), before any heavy import:
-    IndexExistsError when `out` holds a live index (its pointer names a generation with a manifest); `hint` says
-    what to do instead (default: `add`, or --overwrite). A damaged one passes here: `build.prepare_build_dir`
-    refuses it under the lock, with the reason."""
-    try:
-        live = live_generation(out)
-    except IndexFormatError:
+    """The first check of a command that writes a new index to `out` (build, merge, encode-shard --merge-into), before
+    any heavy import: IndexExistsError when `out` holds a live index (its pointer names a generation with a manifest);
+    `hint` says what to do instead (default: `add`, or --overwrite). A damaged one (a pointer that is no file or names
+    no generation folder there, a generation without its manifest) is refused too, with the reason, as
+    `build.prepare_build_dir` refuses it under the lock (a merge once replaced it without a word, deleting the
+    generation's files)."""
+    current = out / "CURRENT"
+    if not current.exists() and not current.is_symlink():
         return
-    if live is not None and (out / live / "manifest.json").is_file():
-        raise index_exists(out, hint)
+    try:
+        gen = out / require_live_generation(out)
+        if not (gen / "manifest.json").is_file():
+            raise IndexFormatError(f"{gen} is incomplete: no manifest.json")
+    except IndexFormatError as err:
+        raise IndexExistsError(f"{out} holds a damaged index ({err}); "
+                               f"{hint or 'use --overwrite to replace it'}") from None
+    raise index_exists(out, hint)
 
 
 @contextmanager
