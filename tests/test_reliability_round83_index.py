@@ -8,10 +8,13 @@ and errors that name the file.
 - `merge` (and `encode-shard --merge-into`) without --overwrite replaced a damaged index (a generation without its
   manifest, a CURRENT naming a generation not there), deleting its generation's files without a word, where `build`
   refuses it; both refuse it now, with the reason, before any work.
+- `info` and `add` on an index whose config.yaml fails its schema said the key and not the file
+  ("unknown config key(s) ['encode.future_key']"); `search` named the file. All name it now.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -161,3 +164,23 @@ def test_encode_shard_merge_into_a_damaged_index_is_refused_before_encoding(tmp_
                       "--shards", str(tmp_path / "shards"), "--merge-into", str(out))
     assert status == 2 and "holds a damaged index" in err and "no manifest.json" in err, err
     assert encoders == [] and (out / "gen-000001").is_dir()
+
+
+# ---- 3. info and add name the config.yaml that fails its schema ---------------------------------------------------
+
+def test_info_and_add_name_a_config_yaml_that_fails_its_schema(tmp_path, capsys, encoders):
+    corpus = write_corpus(tmp_path / "papers.jsonl")
+    out = tmp_path / "idx"
+    assert run(capsys, "build", "--model", "minilm", "--corpus", str(corpus), "--out", str(out), "index.kind=flat")[0] == 0
+    gen = out / require_live_generation(out)
+    config = gen / "config.yaml"
+    config.write_text(config.read_text().replace("  batch_size: 32\n", "  batch_size: 32\n  future_key: 1\n"))
+    manifest = json.loads((gen / "manifest.json").read_text())  # as a writer that knows the key records it
+    manifest["files"]["config.yaml"] = config.stat().st_size
+    manifest["sha256"]["config.yaml"] = hashlib.sha256(config.read_bytes()).hexdigest()
+    (gen / "manifest.json").write_text(json.dumps(manifest))
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"paper_id": "new", "title": "t", "abstract": ["a new paper."]}) + "\n")
+    for argv in (["info", "--index", str(out)], ["add", "--index", str(out), "--corpus", str(more)]):
+        status, err = run(capsys, *argv)
+        assert status == 2 and f"{config}: unknown config key(s) ['encode.future_key']" in err, (argv, err)

@@ -182,8 +182,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.index") ->
 def recorded_encoding(manifest: dict) -> tuple[str | None, str | None]:
     """The backend and precision the index of `manifest` (`SentenceIndex.read_manifest`'s, with its generation's
     `path`) records in its generation's config.yaml: (None, None) for one built before they were recorded, which the
-    exact torch model encoded (`add` and `search` encode with it)."""
-    encode = load_config(IndexBuildConfig, Path(manifest["path"]) / "config.yaml").encode
+    exact torch model encoded (`add` and `search` encode with it). IndexFormatError naming the config.yaml that fails
+    its schema (`store.read_config`)."""
+    from aspire.index.store import read_config
+
+    encode = read_config(Path(manifest["path"])).encode
     return encode.backend, encode.quantize
 
 

@@ -468,10 +468,7 @@ class SentenceIndex:
                               model_fingerprint, legacy)
         if not isinstance(manifest.get("include_title", False), bool):
             raise IndexFormatError(f"{gen}/manifest.json: include_title is {manifest['include_title']!r}, not true or false")
-        try:  # a schema error names only the key (a YAML error names the file too)
-            config = load_config(IndexBuildConfig, gen / "config.yaml")
-        except ConfigError as err:
-            raise IndexFormatError(str(err) if f"{gen}/config.yaml" in str(err) else f"{gen}/config.yaml: {err}") from None
+        config = read_config(gen)
         ids, titles, sentences, labels = read_index_papers(gen / "papers.jsonl", texts)
         bm25 = None
         if "bm25" in manifest:  # one saved before BM25 normalised with NFKC records no normalization: its texts are NFC
@@ -498,6 +495,16 @@ class SentenceIndex:
                                if said[key] != held[key])
             raise IndexFormatError(f"{gen}/manifest.json does not describe the files beside it: it records {differ}")
         return index
+
+
+def read_config(gen: Path) -> IndexBuildConfig:
+    """The generation `gen`'s config.yaml; IndexFormatError naming the file and the key when it fails its schema (a
+    schema error named the key only, read by `aspire index info` and `add`, which said nothing of which file; a YAML
+    error names the file itself)."""
+    try:
+        return load_config(IndexBuildConfig, gen / "config.yaml")
+    except ConfigError as err:
+        raise IndexFormatError(str(err) if f"{gen}/config.yaml" in str(err) else f"{gen}/config.yaml: {err}") from None
 
 
 def _load_faiss(gen: Path, kind: str) -> faiss.Index:
