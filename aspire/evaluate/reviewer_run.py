@@ -25,6 +25,7 @@ gets no prediction and its pairs are skipped (both counted in the results).
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Callable, Container, Mapping, Sequence
@@ -193,7 +194,9 @@ def cross_rerank(rset: ReviewerSet, papers: Sequence[Paper], preds: Sequence[Map
     speed = reranker.speed()
     speed["ms_per_list"] = round(1000 * speed["seconds"] / max(len(lists), 1), 1)
     mixed = mix_logits(rset, texts, preds, logits, options.top_n, options.weight, agg)
-    depth = reranked_depth((len(ranked) for _, _, ranked, _, _ in lists), options.top_n)
+    # a reviewer's list is the few submissions they rated (3-10 in the real set): the default top 50 re-scores each
+    # whole, as meant: that is said at debug (the record holds it), not at every run
+    depth = reranked_depth((len(ranked) for _, _, ranked, _, _ in lists), options.top_n, logging.DEBUG)
     return mixed, {**asdict(options), **depth, "aggregate": agg, "lists": len(lists), "distinct_pairs": len(pairs),
                    "speed": speed}
 

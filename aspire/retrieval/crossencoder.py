@@ -95,13 +95,14 @@ def rerank_texts(queries: Mapping[str, str], texts: Mapping[str, str], run: Mapp
     return rerank_run(run, cross, options.top_n, options.weight), {**asdict(options), **depth, "speed": speed}
 
 
-def reranked_depth(lengths: Iterable[int], top_n: int) -> dict:
+def reranked_depth(lengths: Iterable[int], top_n: int, level: int = logging.WARNING) -> dict:
     """`{"reranked_per_list": {"most": M, "fewest": F}}`: the documents a re-rank of the top `top_n` re-scores in
-    ranked lists `lengths` long (a shorter list is re-scored whole). Where no list reaches `top_n`, one warning says
-    so: the record's `top_n` is what was asked, `most` what was done."""
+    ranked lists `lengths` long (a shorter list is re-scored whole). Where no list reaches `top_n`, one line at `level`
+    (a warning unless the caller expects whole lists) says so: the record's `top_n` is what was asked, `most` what was
+    done."""
     done = [min(n, top_n) for n in lengths]
     if done and max(done) < top_n:  # `--rerank-top 200` over lists of 100 once recorded 200, unsaid
-        log.warning("cross-encoder: the top %d asked for is deeper than every ranked list: at most %d documents a list "
+        log.log(level, "cross-encoder: the top %d asked for is deeper than every ranked list: at most %d documents a list "
                     "were re-scored", top_n, max(done))
     return {"reranked_per_list": {"most": max(done, default=0), "fewest": min(done, default=0)}}
 
