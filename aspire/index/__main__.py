@@ -97,10 +97,12 @@ def _parser(prog: str = "python -m aspire.index") -> argparse.ArgumentParser:
     def command(name: str, purpose: str, encodes: bool = False) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=purpose, description=purpose, epilog="examples:\n" + EXAMPLES[name],
                            formatter_class=Formatter, allow_abbrev=False)
-        if encodes:
+        if encodes:  # add encodes with the index's saved config (`add_to_index`), build and encode-shard with --config
+            default = ("the batch size the index records, encode.batch_size in its config.yaml; one given holds for "
+                       "this run only" if name == "add" else
+                       "encode.batch_size of --config or an override, else 32")
             add_common_options(p, device=name != "encode-shard", batch_size=True,
-                               batch_size_help="papers encoded per forward pass (default: the config's "
-                                               "encode.batch_size, 32)",
+                               batch_size_help=f"papers encoded per forward pass (default: {default})",
                                device_help="torch device (cpu, cuda, cuda:N, mps) of the exact torch model; default: "
                                            "cuda:0 where CUDA is available, else cpu (the fast backends run on the CPU; "
                                            "an index encoded on either is searched on either)")

@@ -1,0 +1,79 @@
+"""`aspire index` add, merge and the papers reader: what a user meets running them.
+
+- `index add --help` said --batch-size defaults to "the config's encode.batch_size, 32", as build's help says; an add
+  encodes with the batch size the index records (64 for an index built with configs/index-large.yaml). Each command's
+  help names its own default now.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from aspire.index.__main__ import main
+from tests.test_reliability_round83_index import CountingEncoder, run, write_corpus
+
+
+class BatchRecordingEncoder(CountingEncoder):
+    """`CountingEncoder` that records the batch size of each `encode` call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batch_sizes: list[int] = []
+
+    def encode(self, papers, batch_size=32, progress=False):
+        self.batch_sizes.append(batch_size)
+        return super().encode(papers, batch_size, progress)
+
+
+@pytest.fixture
+def recording(monkeypatch) -> list[BatchRecordingEncoder]:
+    """Every encoder the commands load (`aspire.encoders.load_encoder` replaced)."""
+    loaded: list[BatchRecordingEncoder] = []
+
+    def load(name, device=None, **options):
+        loaded.append(BatchRecordingEncoder())
+        return loaded[-1]
+
+    monkeypatch.setattr("aspire.encoders.load_encoder", load)
+    return loaded
+
+
+def help_text(capsys, command: str) -> str:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+def batch_size_help(capsys, command: str) -> str:
+    text = help_text(capsys, command)
+    start = text.index("--batch-size BATCH_SIZE papers encoded")
+    return text[start : text.index(" -q, --quiet", start)]
+
+
+# ---- 1. each command's --batch-size help says its own default ---------------------------------------------------
+
+def test_add_batch_size_help_names_the_index_s_batch_size_which_add_encodes_with(tmp_path, capsys, recording):
+    said = batch_size_help(capsys, "add")
+    assert "the batch size the index records" in said and "32" not in said, said
+    corpus, out = write_corpus(tmp_path / "papers.jsonl"), tmp_path / "idx"
+    config = tmp_path / "large.yaml"
+    config.write_text("encode:\n  batch_size: 64\nindex:\n  kind: flat\n")  # configs/index-large.yaml's batch size
+    assert run(capsys, "build", "--model", "minilm", "--corpus", str(corpus), "--out", str(out),
+               "--config", str(config))[0] == 0
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"paper_id": "new", "title": "t", "abstract": ["a new paper."]}) + "\n")
+    assert run(capsys, "add", "--index", str(out), "--corpus", str(more))[0] == 0
+    assert run(capsys, "add", "--index", str(out), "--corpus", str(write_corpus(tmp_path / "m.jsonl", 8)),
+               "--batch-size", "3")[0] == 0
+    more.write_text(json.dumps({"paper_id": "newer", "title": "t", "abstract": ["another paper."]}) + "\n")
+    assert run(capsys, "add", "--index", str(out), "--corpus", str(more))[0] == 0
+    # the build's 64, the add's default the index's 64, a --batch-size 3 for its run only, then 64 again
+    assert [set(e.batch_sizes) for e in recording] == [{64}, {64}, {3}, {64}]
+
+
+@pytest.mark.parametrize("command", ["build", "encode-shard"])
+def test_build_and_encode_shard_batch_size_help_names_the_config_s(capsys, command):
+    said = batch_size_help(capsys, command)
+    assert "encode.batch_size of --config" in said and "else 32" in said, said
