@@ -3,6 +3,9 @@
 - `index add --help` said --batch-size defaults to "the config's encode.batch_size, 32", as build's help says; an add
   encodes with the batch size the index records (64 for an index built with configs/index-large.yaml). Each command's
   help names its own default now.
+- `index merge --overwrite` (and `encode-shard --merge-into --overwrite`) over an index whose CURRENT is a folder
+  failed once the new generation was renamed into place, leaving it behind; it replaces the index now, as
+  `build --overwrite` does.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import json
 import pytest
 
 from aspire.index.__main__ import main
-from tests.test_reliability_round83_index import CountingEncoder, run, write_corpus
+from aspire.index.disk import require_live_generation
+from aspire.index.store import SentenceIndex
+from tests.test_reliability_round83_index import CountingEncoder, run, write_corpus, write_shards
 
 
 class BatchRecordingEncoder(CountingEncoder):
@@ -77,3 +82,42 @@ def test_add_batch_size_help_names_the_index_s_batch_size_which_add_encodes_with
 def test_build_and_encode_shard_batch_size_help_names_the_config_s(capsys, command):
     said = batch_size_help(capsys, command)
     assert "encode.batch_size of --config" in said and "else 32" in said, said
+
+
+# ---- 2. merge --overwrite replaces an index whose CURRENT is a folder, as build --overwrite does ---------------
+
+def test_merge_overwrite_replaces_an_index_whose_current_is_a_folder(tmp_path, capsys):
+    shards, out = write_shards(tmp_path), tmp_path / "idx"
+    assert run(capsys, "merge", "--shards", str(shards), "--out", str(out))[0] == 0
+    (out / "CURRENT").unlink()
+    (out / "CURRENT").mkdir()
+    (out / "CURRENT" / "note.txt").write_text("a folder in the pointer's place")
+    status, err = run(capsys, "merge", "--shards", str(shards), "--out", str(out))
+    assert status == 2 and "CURRENT is a folder" in err and "--overwrite" in err, err  # refused unasked, as before
+    status, err = run(capsys, "merge", "--shards", str(shards), "--out", str(out), "--overwrite")
+    assert status == 0, err
+    live = require_live_generation(out)
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "CURRENT", live]  # no generation left behind
+    assert SentenceIndex.load(out, verify=True).paper_ids == ["a", "b"]
+
+
+def test_a_merge_refused_for_its_shards_leaves_a_damaged_index_as_it_was(tmp_path, capsys):
+    shards, out = write_shards(tmp_path), tmp_path / "idx"
+    assert run(capsys, "merge", "--shards", str(shards), "--out", str(out))[0] == 0
+    (out / "CURRENT").unlink()
+    (out / "CURRENT").mkdir()
+    (shards / "shard-00000-of-00001" / "offsets.npy").write_bytes(b"not an array")
+    before = sorted(p.name for p in out.iterdir())
+    status, err = run(capsys, "merge", "--shards", str(shards), "--out", str(out), "--overwrite")
+    assert status == 2 and "offsets.npy does not read as an array" in err, err
+    assert sorted(p.name for p in out.iterdir()) == before and (out / "CURRENT").is_dir()
+
+
+def test_encode_shard_merge_into_overwrite_replaces_an_index_whose_current_is_a_folder(tmp_path, capsys, recording):
+    corpus, out = write_corpus(tmp_path / "papers.jsonl"), tmp_path / "idx"
+    (out / "CURRENT").mkdir(parents=True)
+    status, err = run(capsys, "encode-shard", "--model", "minilm", "--corpus", str(corpus), "--shards",
+                      str(tmp_path / "shards"), "--merge-into", str(out), "--overwrite", "index.kind=flat")
+    assert status == 0, err
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "CURRENT", require_live_generation(out)]
+    assert SentenceIndex.load(out).n_papers == 6

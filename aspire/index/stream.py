@@ -24,7 +24,10 @@ The index's config is the merge's, with the backend, precision and reading limit
 The generation is written as `SentenceIndex.save` writes one, under the directory's lock: a temporary
 directory (`store.begin_generation`), the manifest with every file's size and SHA-256 last
 (`store.write_manifest`), then renamed and made live (`store.publish_generation`). An interrupted merge
-thus leaves the previous index live, and the next write removes what it left. For the same shards and
+thus leaves the previous index live, and the next write removes what it left. An index at `out` is replaced (the
+command refuses one without --overwrite): once the shards are checked, `out` is made ready as `build --overwrite`
+makes it (`build.prepare_build_dir`): a damaged index (a folder in CURRENT's place, say) is removed then, a sound one
+stays live until the new generation replaces it. For the same shards and
 config the files equal those that `SentenceIndex.build` of `load_shards`'s corpus saves (the manifest's
 time aside), except an HNSW graph, whose links depend on the batches it grew by.
 """
@@ -44,6 +47,7 @@ import faiss
 import numpy as np
 
 from aspire.index.ann import add_vectors, new_faiss, nonfinite_rows, train_faiss, train_rows
+from aspire.index.build import prepare_build_dir
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.corpus import (
     WHOLE_FILE,
@@ -276,7 +280,8 @@ def encoded_config(config: IndexBuildConfig, meta: dict) -> IndexBuildConfig:
 def merge_streaming(shards_dir: str | Path, out: str | Path, config: IndexBuildConfig,
                     allow_missing: bool = False) -> Path:
     """Build one index at `out` from the shards under `shards_dir` (all of them, unless `allow_missing`),
-    streaming (see the module docstring); returns the new live generation's directory."""
+    streaming (see the module docstring), replacing any index there (a damaged one too, as `build --overwrite`
+    does); returns the new live generation's directory."""
     with index_lock(out) as root:
         plans, meta, rejected = plan_shards(shards_dir, allow_missing)
         if meta["missing_shards"]:
@@ -285,6 +290,7 @@ def merge_streaming(shards_dir: str | Path, out: str | Path, config: IndexBuildC
         if not any(p.keep.any() for p in plans):
             raise ValueError(f"nothing to index: all {len(rejected)} records were rejected" + describe_rejected(rejected))
         config = encoded_config(config, meta)
+        prepare_build_dir(root, overwrite=True)  # replaced as `build --overwrite` replaces it (a damaged one too)
         tmp = begin_generation(root)  # refuses a directory holding anything an index never writes
         try:
             with on_disk_full(root, "a new index generation (the live one stays)"):
