@@ -6,6 +6,8 @@
 - `index merge --overwrite` (and `encode-shard --merge-into --overwrite`) over an index whose CURRENT is a folder
   failed once the new generation was renamed into place, leaving it behind; it replaces the index now, as
   `build --overwrite` does.
+- A papers record whose id holds whitespace was rejected with `paper_id` null (rejected.jsonl, `papers check`), the id
+  named in the reason alone; the id is recorded as given now, as every other rejected record's is.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 
 import pytest
 
+from aspire.data.papers import read_papers
 from aspire.index.__main__ import main
 from aspire.index.disk import require_live_generation
 from aspire.index.store import SentenceIndex
@@ -121,3 +124,44 @@ def test_encode_shard_merge_into_overwrite_replaces_an_index_whose_current_is_a_
     assert status == 0, err
     assert sorted(p.name for p in out.iterdir()) == [".lock", "CURRENT", require_live_generation(out)]
     assert SentenceIndex.load(out).n_papers == 6
+
+
+# ---- 3. a rejected id holding whitespace is recorded as given ---------------------------------------------------
+
+def test_an_id_holding_whitespace_is_recorded_with_its_rejection(tmp_path, capsys, recording):
+    corpus = write_corpus(tmp_path / "papers.jsonl", 2)
+    corpus.write_bytes(corpus.read_bytes() + json.dumps({"paper_id": "a b", "title": "t", "abstract": ["x."]}).encode()
+                       + b'\n{"paper_id": "c\\td", "title": "caf\xe9", "abstract": ["y."]}\n')  # Latin-1: no UTF-8
+    result = read_papers(corpus, skip_bad=True)
+    assert [(r.line, r.paper_id) for r in result.rejected] == [(3, "a b"), (4, "c\td")]
+    assert str(result.rejected[0]) == f"{corpus}:3 (paper_id 'a b'): paper_id 'a b' holds whitespace, which TREC " \
+                                      "runs and query lines cannot hold"
+    out = tmp_path / "idx"
+    assert run(capsys, "build", "--model", "minilm", "--corpus", str(corpus), "--out", str(out), "index.kind=flat")[0] == 0
+    gen = out / require_live_generation(out)
+    rejected = [json.loads(line) for line in (gen / "rejected.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["line"], r["paper_id"], r["corpus"]) for r in rejected] == [(3, "a b", str(corpus)),
+                                                                           (4, "c\td", str(corpus))]
+    index = SentenceIndex.load(out, verify=True)  # the readers of rejected.jsonl: load, info, a later add's save
+    assert index.rejected == rejected and index.paper_ids == ["p0", "p1"]
+    assert main(["info", "--index", str(out), "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_rejected"] == 2
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"paper_id": "e f", "title": "t", "abstract": ["z."]}) + "\n"
+                    + json.dumps({"paper_id": "g", "title": "t", "abstract": ["w."]}) + "\n", encoding="utf-8")
+    assert run(capsys, "add", "--index", str(out), "--corpus", str(more))[0] == 0
+    assert [r["paper_id"] for r in SentenceIndex.load(out, verify=True).rejected] == ["a b", "c\td", "e f"]
+
+
+def test_a_corpus_of_ids_holding_whitespace_is_refused_naming_each(tmp_path, capsys, recording):
+    corpus = tmp_path / "papers.jsonl"
+    corpus.write_text(json.dumps({"paper_id": "a b", "title": "t", "abstract": ["x."]}) + "\n", encoding="utf-8")
+    status, err = run(capsys, "build", "--model", "minilm", "--corpus", str(corpus), "--out", str(tmp_path / "idx"))
+    assert status == 2 and "line 1 paper 'a b': paper_id 'a b' holds whitespace" in err, err
+    assert recording == []  # refused before the model loads
+
+
+def test_a_blank_id_still_records_no_id(tmp_path):
+    corpus = tmp_path / "papers.jsonl"
+    corpus.write_text(json.dumps({"paper_id": "  ", "title": "t", "abstract": ["x."]}) + "\n", encoding="utf-8")
+    assert [(r.paper_id, r.reason) for r in read_papers(corpus, skip_bad=True).rejected] == [(None, "paper_id is empty")]

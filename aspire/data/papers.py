@@ -19,8 +19,9 @@ Record rules (one JSON object a line):
   check. It is raised where the damage is met, after the lines before it, so no reader takes the part read for
   the whole.
 - Blank (whitespace-only) lines are not records: they are skipped and listed in `blank_lines`.
-- `paper_id`: a non-blank string, kept as given, or an integer (not a bool), converted with
-  `str()`. Anything else is an error. Repeating the id of a paper already read (after conversion)
+- `paper_id`: a non-blank string without whitespace, kept as given, or an integer (not a bool), converted with
+  `str()`. Anything else is an error (a rejected id holding whitespace is recorded as given, as a rejected
+  record's valid id is). Repeating the id of a paper already read (after conversion)
   is an error naming the line of its first occurrence; a rejected record does not claim its id.
 - `title`: a string, possibly empty (it is context for the encoder, never a sentence to match).
 - `abstract`: either a list of sentences, kept exactly as given (each must be a string with some
@@ -124,11 +125,12 @@ class ReadResult:
 
 
 class _Bad(Exception):
-    """Internal: a record is bad for `reason`."""
+    """Internal: a record is bad for `reason`; `paper_id`: its id as given, where that is bad yet readable text."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, paper_id: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.paper_id = paper_id
 
 
 def paper_id_problem(pid: str) -> str | None:
@@ -151,8 +153,8 @@ def _parse_id(record: dict) -> str:
         raise _Bad(f"paper_id must be a string or an integer, got {type_name(pid)}")
     pid = str(pid)
     problem = paper_id_problem(pid)
-    if problem:
-        raise _Bad(problem)
+    if problem:  # an id holding whitespace is recorded as given (it was once None, named in the reason alone)
+        raise _Bad(problem, pid if pid.strip() and not SURROGATE.search(pid) else None)
     return pid
 
 
@@ -161,7 +163,9 @@ def _id_despite_bad_bytes(raw: bytes) -> str | None:
     try:
         record = json.loads(raw.decode("utf-8", errors="replace"))
         return _parse_id(record) if isinstance(record, dict) else None
-    except (ValueError, RecursionError, _Bad):  # not JSON, a number of over 4300 digits, nested too deeply
+    except _Bad as bad:
+        return bad.paper_id
+    except (ValueError, RecursionError):  # not JSON, a number of over 4300 digits, nested too deeply
         return None
 
 
@@ -361,7 +365,7 @@ def iter_lines(
                     record, get_splitter, max_sentences, max_sentence_chars
                 )
             except _Bad as bad:
-                yield line_no, RejectedRecord(name, line_no, pid, bad.reason)
+                yield line_no, RejectedRecord(name, line_no, pid if pid is not None else bad.paper_id, bad.reason)
                 continue
             first_line[pid] = line_no
             extra = {k: v for k, v in record.items() if k not in RESERVED_FIELDS}
