@@ -50,9 +50,9 @@ def _record(folder: Path) -> dict:
 def test_interpolate_records_a_relative_model_as_its_absolute_folder(work, tiny_model_dir, tmp_path, monkeypatch):
     interpolate("../a/checkpoint-000001/model", 0.5, work / "wise")  # its record held the path as given
     record = _record(work / "wise")
-    assert record["model"] == str(Path.cwd() / "../a/checkpoint-000001/model")  # was "../a/checkpoint-000001/model"
+    assert record["model"] == str(Path.cwd().parent / "a/checkpoint-000001/model")  # was "../a/checkpoint-000001/model"
     interpolate("../b", 0.5, work / "wise-b")  # a run's folder: the checkpoint interpolated, not the run's best later
-    assert _record(work / "wise-b")["model"] == str(Path.cwd() / "../b/checkpoint-000001/model")  # was "../b/..."
+    assert _record(work / "wise-b")["model"] == str(Path.cwd().parent / "b/checkpoint-000001/model")  # was "../b/..."
     monkeypatch.chdir(tmp_path)  # read back from another folder: the same models
     assert resolve_model(record["model"]).resolve() == _model(work / "a").resolve()
     assert tiny_model_dir.resolve() in {path for path, _ in _recorded_bases(work / "wise").values()}
@@ -62,7 +62,7 @@ def test_a_soup_records_its_relative_members_as_their_absolute_folders(work, tmp
     """`soup`, `members`, `weights` and a soup of soups' leaves: each a path that loads from any folder (a relative
     `../a/...` was read against the working directory of whichever command read the record)."""
     inner = soup(["../a", "../b/checkpoint-000001/model"], work / "soup")
-    a, b = (str(Path.cwd() / f"../{name}/checkpoint-000001/model") for name in "ab")
+    a, b = (str(Path.cwd().parent / name / "checkpoint-000001/model") for name in "ab")
     record = _record(inner)
     assert record["soup"] == [a, b] and list(record["members"]) == [a, b]  # were "../a/checkpoint-000001/model", ...
     assert record["weights"] == pytest.approx({a: 0.5, b: 0.5})

@@ -143,11 +143,15 @@ def pinned_model(name: str) -> str:
     """`name` as an index or encoding records it, to be loaded again from any working directory: a training run's
     folder becomes its best (else latest) checkpoint's model folder, so that a run that trains on does not change
     what the record names, and a local folder its absolute path; a short name (`MODELS`) as given. The folder named
-    is the one `resolve_model` loads; a folder that is neither a model nor a training run's is a ValueError naming it."""
+    is the one `resolve_model` loads; a folder that is neither a model nor a training run's is a ValueError naming it.
+    A `..` is resolved in the text (`../x` run from `/w/sub` is `/w/x`, which still loads once `sub` is gone) where that
+    names the same folder; past a symbolic link it stays (`link/..` is the parent of the link's target)."""
     path = Path(name).expanduser()
     if name in MODELS or not path.is_dir():
         return name
-    return str(resolve_model(path).absolute())
+    folder = resolve_model(path).absolute()
+    plain = Path(os.path.normpath(folder))
+    return str(plain if plain.resolve() == folder.resolve() else folder)
 
 
 def checkpoint_record(name: str | os.PathLike) -> dict:
