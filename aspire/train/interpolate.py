@@ -180,10 +180,12 @@ def soup(models: Sequence[str | Path], out: str | Path, mixed_kinds: bool = Fals
     mixed = {}
     for model, meta in zip(models[1:], metas[1:]):
         section = _settings(meta)
-        differ = sorted(k for k in section.keys() | first.keys() if section.get(k) != first.get(k))
+        differ = sorted(k for k in section.keys() | first.keys() if section.get(k) != first.get(k)
+                        and not (k == "encoder" and _same_folder(section.get(k), first.get(k))))
         refused = [k for k in differ if not mixed_kinds or k == "encoder"]
         if refused:
-            hint = "" if mixed_kinds else " (give --mixed-kinds to soup models of different kinds)"
+            hint = "" if mixed_kinds or refused[0] == "encoder" else \
+                " (give --mixed-kinds to soup models of different kinds)"
             key = refused[0] if refused[0].startswith("abstract.") else f"model.{refused[0]}"
             raise ValueError(f"{model}: {key} is {section.get(refused[0])!r}, "
                              f"{first.get(refused[0])!r} in {models[0]}{hint}")
@@ -233,6 +235,18 @@ def _settings(meta: dict | None) -> dict:
     if meta is None:
         return {}
     return {**plain_meta(meta)["model"], **{f"abstract.{k}": v for k, v in (meta.get("abstract") or {}).items()}}
+
+
+def _same_folder(a, b) -> bool:
+    """Whether two recorded `model.encoder`s load one folder: a model trained with `model.encoder=base` recorded
+    `base` as typed (earlier) or its absolute folder (now), and the two must soup; names that do not load here
+    compare as text."""
+    from aspire.encoders.pretrained import resolve_model
+
+    try:
+        return resolve_model(str(a)).resolve() == resolve_model(str(b)).resolve()
+    except (ValueError, OSError, TypeError):
+        return False
 
 
 def _check_same_tokens(member, first, model: Path, first_model: Path) -> None:
