@@ -89,15 +89,17 @@ POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta", "camembert", "mpnet")  # po
 def position_limit(model_config: Any) -> int | None:
     """The most word pieces a Hugging Face model reads, from its config (a transformers config or any object with
     its attributes, or the mapping of its `config.json`): its position embeddings, 2 fewer for the RoBERTa family
-    (`POSITIONS_AFTER_PADDING`); None when the config does not say (no whole number of positions). The one rule of
-    the contextual encoder's window, the teacher's alignment length and the cross-encoder's `max_length`."""
+    (`POSITIONS_AFTER_PADDING`); None when the config does not say (no whole number of positions) or the model has
+    no absolute positions (`position_biased_input: false`, DeBERTa's relative attention: its
+    `max_position_embeddings` is no limit, it reads longer inputs). The one rule of the contextual encoder's window,
+    the teacher's alignment length and the cross-encoder's `max_length`."""
     def get(key: str) -> Any:
         if isinstance(model_config, collections.abc.Mapping):
             return model_config.get(key)
         return getattr(model_config, key, None)
 
     positions = get("max_position_embeddings")
-    if not is_whole(positions):
+    if not is_whole(positions) or get("position_biased_input") is False:
         return None
     return positions - 2 if get("model_type") in POSITIONS_AFTER_PADDING else positions
 
