@@ -546,14 +546,20 @@ def begin_generation(root: Path) -> Path:
 def publish_generation(root: Path, tmp: Path) -> Path:
     """Make the filled generation `tmp` (from `begin_generation`, its manifest written) live: rename it
     into place, then point CURRENT at it (an atomic rename) and remove every other generation. When
-    CURRENT cannot be written (a full disk, an interrupt), the new generation is removed again and the old one stays
-    live."""
+    CURRENT cannot be written (a full disk, an interrupt, a folder in its place), the new generation is removed again,
+    the old one stays live and the error that stopped the write is the one raised."""
     name = tmp.name[len(".tmp-"):].rsplit("-", 1)[0]
     os.rename(tmp, root / name)
     try:
         _write_atomic(root / "CURRENT", name + "\n")
     except BaseException:  # an interrupt too (Ctrl-C): else a whole generation stayed behind, unlive, until a next save
-        if _live_generation(root) != name:
+        try:
+            live = _live_generation(root)
+        except IndexFormatError:  # CURRENT names no generation (a folder, say): its error hid this one, the new one left
+            live = None
+        except OSError:  # unreadable: whether it names the new generation is unknown; the next write clears it
+            live = name
+        if live != name:
             shutil.rmtree(root / name, ignore_errors=True)
         raise
     clear_leftovers(root, keep=name)  # previous generations and leftovers of interrupted saves
