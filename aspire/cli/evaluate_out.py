@@ -2,8 +2,8 @@
 same command, benchmark and experiment (re-running replaces it), and never one of the command's own inputs.
 Anything else is refused before any work (`check_out`), so one run's results never land beside another's. A re-run
 that succeeds removes the files of the earlier run that it did not write again (`remove_unwritten`: a
-`crossencoder_scores.json` of a run with `--rerank`, a stage's ranked files, predictions), so that the folder holds
-one run's files."""
+`crossencoder_scores.json` of a run with `--rerank`, a stage's ranked files, predictions; a suite's, in each benchmark
+folder it ran again), so that the folder holds one run's files."""
 
 from __future__ import annotations
 
@@ -160,11 +160,30 @@ RUN_FILES = {".": ("results.json", "run.trec", "qrels.trec", "crossencoder_score
 
 def run_files(args) -> dict[Path, tuple[int, int]]:
     """The files of an earlier run in the command's `--out` folder (`RUN_FILES`), each with its inode and
-    modification time, taken before the command runs; {} where there is no such folder, and for `suite`, whose
-    folder holds one folder a benchmark (`--benchmarks` re-runs some of them) and `compare`, which writes a file."""
-    out = Path(args.out) if getattr(args, "out", None) and args.command not in ("suite", "compare") else None
+    modification time, taken before the command runs; {} where there is no such folder, and for `compare`, which
+    writes a file. A suite's folder holds a results folder a benchmark (`out/NAME`, an ensemble's members'
+    `out/members/MEMBER/NAME`): their files are taken folder by folder (`--benchmarks` re-runs some of them)."""
+    out = Path(args.out) if getattr(args, "out", None) and args.command != "compare" else None
     if out is None or not out.is_dir():
         return {}
+    if args.command != "suite":
+        return _folder_run_files(out)
+    from aspire.benchmarks import BENCHMARKS
+
+    members = out / "members"
+    parents = [out] + (sorted(p for p in members.iterdir() if p.is_dir() and not p.is_symlink())
+                       if members.is_dir() and not members.is_symlink() else [])
+    found = {}
+    for parent in parents:
+        for name in BENCHMARKS:
+            folder = parent / name
+            if folder.is_dir() and not folder.is_symlink():
+                found.update(_folder_run_files(folder))
+    return found
+
+
+def _folder_run_files(out: Path) -> dict[Path, tuple[int, int]]:
+    """`run_files` of one results folder `out`."""
     found = {}
     for sub, names in RUN_FILES.items():
         folder = out / sub
@@ -180,23 +199,30 @@ def run_files(args) -> dict[Path, tuple[int, int]]:
 def remove_unwritten(args, earlier: dict[Path, tuple[int, int]]) -> list[str]:
     """After a run into `--out` that succeeded: remove the files of `earlier` (`run_files`) that it did not write
     again (the same inode and modification time) and its predictions/ where that leaves it empty, and say which
-    (paths relative to `--out`, returned too); nothing when the run did not write its `results.json` again (it
-    replaced no earlier run)."""
+    (paths relative to `--out`, returned too); nothing from a results folder whose `results.json` the run did not
+    write again (it replaced no earlier run there: a suite's benchmark that `--benchmarks` left out)."""
     if not earlier:
         return []
     out = Path(args.out)
-    marker = out / "results.json"
-    if marker not in earlier or not marker.is_file() or _identity(marker) == earlier[marker]:
-        return []
-    stale = sorted(path for path, seen in earlier.items() if path.is_file() and _identity(path) == seen)
+    stale = []
+    for path, seen in sorted(earlier.items()):
+        marker = (path.parent.parent if _predictions(path) else path.parent) / "results.json"
+        if (marker in earlier and marker.is_file() and _identity(marker) != earlier[marker]
+                and path.is_file() and _identity(path) == seen):
+            stale.append(path)
     for path in stale:
         path.unlink()
-        if path.parent != out and not any(path.parent.iterdir()):  # predictions/ of a run that wrote none this time
+        if _predictions(path) and not any(path.parent.iterdir()):  # predictions/ of a run that wrote none this time
             path.parent.rmdir()
     names = [path.relative_to(out).as_posix() for path in stale]
     if names:
         print(f"removed from {out} the earlier run's files this run did not write: {', '.join(names)}")
     return names
+
+
+def _predictions(path: Path) -> bool:
+    """Whether `path`, a file of `run_files`, is one of a results folder's predictions/ (not the folder's own)."""
+    return any(fnmatch.fnmatchcase(path.name, pattern) for pattern in RUN_FILES["predictions"])
 
 
 def _identity(path: Path) -> tuple[int, int]:

@@ -1,0 +1,63 @@
+"""`aspire evaluate suite` into an --out that holds an earlier suite of the model and scorer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aspire.io import write_json
+
+
+@pytest.fixture
+def fake_suite(monkeypatch):
+    """`run_suite` replaced by one writing each named benchmark's folder as its runner names it (CSFCube's ranked
+    and per-query files named by the experiment, which names the encoding; reviewers' predictions by aggregate)."""
+    import aspire.evaluate.suite as suite
+
+    monkeypatch.setattr("aspire.cli.evaluate.check_model", lambda name: None)
+
+    def run_suite(model, scorer, out, data, aggregate, bm25_alpha, options, benchmarks=None):
+        out, exp = Path(out), f"m-{options.encoding}-{scorer}"
+        for name in benchmarks:
+            folder = out / name
+            folder.mkdir(parents=True, exist_ok=True)
+            write_json(folder / "results.json", {"benchmark": name, "experiment": exp})
+            if name == "csfcube":
+                (folder / f"test-pid2pool-csfcube-{exp}-perq.csv").write_text("query\n")
+            else:
+                (folder / "predictions").mkdir(exist_ok=True)
+                (folder / "predictions" / f"{exp}-{aggregate}_ta.json").write_text("{}")
+        doc = {"model": str(model), "scorer": scorer, "rows": [], "seconds": {}}
+        write_json(out / "suite.json", doc)
+        return doc
+
+    monkeypatch.setattr(suite, "run_suite", run_suite)
+
+
+def _suite(tmp_path, *argv):
+    from aspire.cli.evaluate import main
+
+    for name in ("csfcube", "reviewer-matching"):
+        (tmp_path / "data" / name).mkdir(parents=True, exist_ok=True)
+    return main(["suite", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out"), "--model", "m",
+                 "--scorer", "minl2", *argv])
+
+
+def test_a_rerun_removes_the_earlier_runs_files_it_did_not_write_again(tmp_path, fake_suite, capsys):
+    """A second suite of the model and scorer with another --encoding once left the first's CSFCube ranked and
+    per-query files beside its own (the experiment names the encoding): out/csfcube held two runs' *-perq.csv, and
+    `aspire two-fold --per-facet` refused it ("expected one *-perq.csv, found 2"). A benchmark left out of
+    --benchmarks keeps its folder whole."""
+    out = tmp_path / "out"
+    assert _suite(tmp_path, "--benchmarks", "csfcube", "reviewers") == 0
+    assert _suite(tmp_path, "--benchmarks", "csfcube", "--encoding", "independent") == 0
+    assert sorted(p.name for p in (out / "csfcube").glob("*-perq.csv")) == ["test-pid2pool-csfcube-m-independent-"
+                                                                             "minl2-perq.csv"]
+    assert json.loads((out / "csfcube" / "results.json").read_text())["experiment"] == "m-independent-minl2"
+    assert "csfcube/test-pid2pool-csfcube-m-contextual-minl2-perq.csv" in capsys.readouterr().out
+    assert [p.name for p in (out / "reviewers" / "predictions").iterdir()] == ["m-contextual-minl2-max_ta.json"]
+    assert _suite(tmp_path, "--benchmarks", "reviewers", "--aggregate", "mean") == 0
+    assert [p.name for p in (out / "reviewers" / "predictions").iterdir()] == ["m-contextual-minl2-mean_ta.json"]
+    assert (out / "csfcube" / "test-pid2pool-csfcube-m-independent-minl2-perq.csv").is_file()
