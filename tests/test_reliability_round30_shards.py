@@ -83,7 +83,8 @@ def test_a_merge_of_shards_equals_an_unsharded_build_and_its_search(tmp_path, n_
     assert merged.titles == ["", "T b", "T d", "日本"]
     assert list(merged.sentences) == [r["abstract"] for r in (recs[0], recs[1], recs[4], recs[5])]
     assert np.array_equal(np.asarray(merged.vectors), np.asarray(one.vectors))
-    assert merged.rejected == one.rejected and [r["line"] for r in merged.rejected] == [3, 4, 7]
+    named = [{**r, "corpus": str(corpus.resolve())} for r in one.rejected]  # a merge's name their corpus, as a build's
+    assert merged.rejected == named and [r["line"] for r in merged.rejected] == [3, 4, 7]
 
     from aspire.search import Searcher
 

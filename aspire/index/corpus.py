@@ -33,6 +33,7 @@ PROGRESS_BATCHES = 4  # encode_corpus encodes (and moves its bar) this many batc
 
 
 WHOLE_FILE = "whole.npy"  # (P, D) whole-abstract vectors of a shard or index; absent where encoded before the one-pass encoding
+LINES_FILE = "lines.npy"  # (P,) each shard paper's line in the corpus file; absent in shards written before it was
 
 @dataclass
 class EncodedCorpus:
@@ -183,7 +184,7 @@ class EncodedCorpus:
         )
 
     # ---- shard files ----------------------------------------------------------------------------
-    def save_shard(self, path: str | Path, meta: dict) -> Path:
+    def save_shard(self, path: str | Path, meta: dict, lines: Sequence[int] | None = None) -> Path:
         """Write this corpus as a shard directory (atomically: `aspire.io.atomic_folder`, a folder beside it moved
         into place whole), replacing an earlier shard there; any other existing folder is refused
         (`storage.check_replaceable`). A write that fails (a full disk) leaves `path` as it was and no folder
@@ -195,8 +196,11 @@ class EncodedCorpus:
         saved with a subset) is refused, naming the key, as it would have replaced the true count in shard.json (the
         same value, as a loaded shard's meta holds it, is taken). A NaN or infinity in meta is refused, naming its key,
         before anything is written: `json.dumps` wrote it as a bare `NaN`, which is not JSON (`read_shard_meta`
-        refuses it)."""
+        refuses it). `lines`: each paper's line in the corpus file (`LINES_FILE`; the merge names a duplicate paper id
+        by it), one a paper, or None (not written)."""
         path = Path(path)
+        if lines is not None and len(lines) != len(self):
+            raise ValueError(f"cannot save shard {path}: {len(lines)} input lines for {len(self)} papers")
         repeat = repeated_id(self.paper_ids)
         if repeat is not None:  # else the shard was written and its papers.jsonl never read back (`load_shard`)
             raise ValueError(f"cannot save shard {path}: {repeat}")
@@ -219,6 +223,8 @@ class EncodedCorpus:
             np.save(tmp / "offsets.npy", self.offsets)
             if self.whole is not None:
                 np.save(tmp / WHOLE_FILE, np.ascontiguousarray(self.whole, dtype=np.float32))
+            if lines is not None:
+                np.save(tmp / LINES_FILE, np.asarray(lines, dtype=np.int64))
             write_index_papers(tmp / "papers.jsonl", self.paper_ids, self.titles, self.sentences, self.labels)
             write_jsonl(tmp / "rejected.jsonl", self.rejected)
             (tmp / SHARD_META).write_text(text, encoding="utf-8")
@@ -350,15 +356,21 @@ def prefetch_rows(vectors: np.ndarray, starts: np.ndarray, lengths: np.ndarray) 
         vectors.base.madvise(mmap.MADV_WILLNEED, lo, hi - lo)
 
 
-def first_occurrences(paper_ids: Sequence[str], known=(), seen: set[str] | None = None) -> tuple[list[int], list[dict]]:
+def first_occurrences(paper_ids: Sequence[str], known=(), seen: set[str] | None = None,
+                      lines: Sequence[int] | None = None, corpus: str | None = None) -> tuple[list[int], list[dict]]:
     """Which of `paper_ids` to index (positions): each id's first occurrence, unless it is in `known` (the ids
     indexed already) or `seen` (met earlier in the same corpus: shards or parts before this one; the kept ids are
-    added to it); and a rejected record for every other, with the reason `encode_corpus` gives."""
+    added to it); and a rejected record for every other, with the reason `encode_corpus` gives. Where the caller
+    knows the papers' file (`corpus`) or their `lines` in it (one a paper), each record is `{"line", "paper_id",
+    "reason", "corpus"}` as a build's (None for what is not known); else `{"paper_id", "reason"}`."""
     keep, dupes, seen = [], [], set() if seen is None else seen
+    where = lines is not None or corpus is not None
     for i, pid in enumerate(paper_ids):
         if pid in known or pid in seen:
             again = "already indexed" if pid in known else "again in this corpus"
-            dupes.append({"paper_id": pid, "reason": f"duplicate paper_id ({again})"})
+            record = {"paper_id": pid, "reason": f"duplicate paper_id ({again})"}
+            dupes.append({"line": None if lines is None else int(lines[i]), **record, "corpus": corpus} if where
+                         else record)
         else:
             seen.add(pid)
             keep.append(i)

@@ -119,8 +119,21 @@ def encode_shard(encoder, corpus_path: str | Path, shards_dir: str | Path, confi
     corpus = encode_corpus(encoder, papers[lo:hi], config.encode, progress=progress and shard == 0)
     if shard == 0:
         corpus.rejected = in_line_order(unreadable + corpus.rejected)  # the reader's were all written first
+    corpus.rejected = [{**r, "corpus": record["corpus"]} for r in corpus.rejected]  # as a build's records name it
     meta = {"shard": shard, "num_shards": n_shards, **record, "slice": [lo, hi]}
-    return corpus.save_shard(Path(shards_dir) / shard_name(shard, n_shards), meta)
+    return corpus.save_shard(Path(shards_dir) / shard_name(shard, n_shards), meta, kept_lines(papers[lo:hi], corpus))
+
+
+def kept_lines(papers: Sequence[Paper], corpus: EncodedCorpus) -> list[int] | None:
+    """The corpus-file line of each paper `corpus` encoded from `papers` (a `read_corpus` slice, which knows its
+    lines; None for a plain list): each of `papers` is encoded or rejected with its line, and the encoded ids are
+    distinct."""
+    lines = getattr(papers, "lines", None)
+    if lines is None:
+        return None
+    taken = {r.get("line") for r in corpus.rejected}
+    line_of = {p.paper_id: line for p, line in zip(papers, lines) if line not in taken}
+    return [line_of[pid] for pid in corpus.paper_ids]
 
 
 def check_shards_dir(shards_dir: str | Path, merge_into: str | Path | None = None) -> None:
@@ -200,10 +213,10 @@ def load_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[En
     `missing_shards`; one model, corpus, backend; slices; files). The rejected records are in input-line order, as
     the merge records them (shard order once put a later shard's encoding rejections after shard 0's reader rejections
     of later lines). (`merge_shards` does not hold them all: `aspire.index.stream`.)"""
-    plans, meta, _ = plan_shards(shards_dir, allow_missing)
+    plans, meta, rejected = plan_shards(shards_dir, allow_missing)
     parts = [EncodedCorpus.load_shard(plan.path)[0] for plan in plans]
     corpus = EncodedCorpus.concat(parts)
-    corpus.rejected = in_line_order(corpus.rejected)  # the duplicates concat finds (no line) stay last, as plan_shards'
+    corpus.rejected = rejected  # the merge's: its duplicates name their line and corpus, concat's neither
     return corpus, meta
 
 

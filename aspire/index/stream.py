@@ -50,6 +50,7 @@ from aspire.index.ann import add_vectors, new_faiss, nonfinite_rows, train_faiss
 from aspire.index.build import prepare_build_dir
 from aspire.index.config import READING_LIMITS, IndexBuildConfig
 from aspire.index.corpus import (
+    LINES_FILE,
     WHOLE_FILE,
     describe_rejected,
     first_occurrences,
@@ -156,7 +157,9 @@ def plan_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[li
     """Read and check every shard's metadata, offsets and paper ids (not its vectors); returns the plans,
     the first shard's metadata (with `num_shards`, `missing_shards`, `dim`, and `whole`: whether the shards hold
     whole-abstract vectors) and the rejected records: the shards' own in input-line order (shard 0's reader
-    rejections among the later shards' encoding rejections, by line: `in_line_order`), then the duplicate paper ids."""
+    rejections among the later shards' encoding rejections and the duplicate paper ids, by line: `in_line_order`),
+    each `{"line", "paper_id", "reason", "corpus"}` as a build's (a duplicate's line None in a shard written before
+    shards recorded their papers' lines, after those with one)."""
     paths, n_shards, missing = list_shards(shards_dir, allow_missing)
     seen: set[str] = set()
     plans, metas, rejected, duplicates, dims, with_whole, without_whole = [], [], [], [], set(), [], []
@@ -185,12 +188,13 @@ def plan_shards(shards_dir: str | Path, allow_missing: bool = False) -> tuple[li
             with_whole.append(path)
         elif papers:  # a shard whose records were all rejected has no whole vectors to hold
             without_whole.append(path)
-        kept, dupes = first_occurrences(ids, seen=seen)
+        kept, dupes = first_occurrences(ids, seen=seen, lines=_shard_lines(path, papers), corpus=meta.get("corpus"))
         keep = np.zeros(len(ids), dtype=bool)
         keep[kept] = True
         duplicates += dupes
         plans.append(ShardPlan(path, offsets.astype(np.int64), keep, paper_rows(offsets.astype(np.int64), np.flatnonzero(keep))[0]))
-        rejected += read_jsonl(path / "rejected.jsonl")
+        rejected += [r if "corpus" in r else {**r, "corpus": meta.get("corpus")}  # a shard written before they named it
+                     for r in read_jsonl(path / "rejected.jsonl")]
         metas.append(meta)
         if papers:  # a shard whose records were all rejected may not know the dimension
             dims.add(dim)
@@ -435,6 +439,18 @@ def _open_array(path: Path, name: str) -> np.ndarray:
         return np.load(path / name, mmap_mode="r")
     except (OSError, ValueError) as err:
         raise ValueError(f"shard {path}: {name} does not read as an array ({err})") from None
+
+
+def _shard_lines(path: Path, papers: int) -> list[int] | None:
+    """Each of the shard's `papers` papers' line in the corpus file (`LINES_FILE`), or None for a shard written before
+    it recorded them; ValueError naming the shard when the file is not one integer a paper."""
+    if not (path / LINES_FILE).is_file():
+        return None
+    lines = _open_array(path, LINES_FILE)
+    if lines.shape != (papers,) or lines.dtype.kind not in "iu":
+        raise ValueError(f"shard {path}: {LINES_FILE} holds {lines.dtype} of shape {lines.shape}, not one line for "
+                         f"each of its {papers} papers: a damaged shard; encode it again")
+    return lines.tolist()
 
 
 def _vectors_shape(path: Path) -> tuple[int, int]:
