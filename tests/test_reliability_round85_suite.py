@@ -61,3 +61,31 @@ def test_a_rerun_removes_the_earlier_runs_files_it_did_not_write_again(tmp_path,
     assert _suite(tmp_path, "--benchmarks", "reviewers", "--aggregate", "mean") == 0
     assert [p.name for p in (out / "reviewers" / "predictions").iterdir()] == ["m-contextual-minl2-mean_ta.json"]
     assert (out / "csfcube" / "test-pid2pool-csfcube-m-independent-minl2-perq.csv").is_file()
+
+
+def _csfcube_results(folder, value: float) -> None:
+    from aspire.benchmarks.csfcube import GROUPS
+
+    splits = {f"fold{k}_{part}": {"MAP": value, "NDCG%20": value} for k in (1, 2) for part in ("dev", "test")}
+    folder.mkdir()
+    write_json(folder / "results.json", {"benchmark": "csfcube", "folds": {g: splits for g in GROUPS}})
+    (folder / "test-pid2pool-csfcube-x-perq.csv").write_text("query,facet,test_fold,MAP,NDCG%20\n")
+
+
+def test_two_fold_refuses_an_out_that_is_a_candidates_file(tmp_path, capsys):
+    """`aspire two-fold --candidate 'runs/*' --out runs/a/results.json` once replaced run a's results with the choice
+    (the next run refused a: "it has no per-fold figures"); a file the command reads is refused as --out, before it
+    runs, and the run is left whole. A new file in a candidate's folder is written."""
+    from aspire.evaluate import two_fold
+
+    _csfcube_results(tmp_path / "a", 50.0)
+    _csfcube_results(tmp_path / "b", 40.0)
+    before = (tmp_path / "a" / "results.json").read_text()
+    for out in ("a/results.json", "a/../a/test-pid2pool-csfcube-x-perq.csv"):
+        with pytest.raises(SystemExit):
+            two_fold.main(["--candidate", str(tmp_path / "*"), "--out", str(tmp_path / out)])
+        assert "which this command reads" in capsys.readouterr().err
+    assert (tmp_path / "a" / "results.json").read_text() == before
+    assert two_fold.main(["--candidate", str(tmp_path / "*"), "--out", str(tmp_path / "a" / "choice.json")]) == 0
+    assert json.loads((tmp_path / "a" / "choice.json").read_text())["chosen"] == {"fold1": str(tmp_path / "a"),
+                                                                                    "fold2": str(tmp_path / "a")}

@@ -227,6 +227,17 @@ def unique_folders(paths) -> list[str]:
     return sorted(seen.values())
 
 
+def _read_by(folders: list[str], out: Path) -> str | None:
+    """The candidate file that `out` names (a folder's `results.json` or `*-perq.csv`, however spelled), said as
+    "the results.json of candidate DIR"; None when it names none."""
+    where = out.resolve()
+    for folder in folders:
+        for path in [Path(folder) / "results.json", *Path(folder).glob("*-perq.csv")]:
+            if path.resolve() == where:
+                return f"the {path.name} of candidate {folder}"
+    return None
+
+
 EXAMPLES = """\
   aspire two-fold --candidate 'runs/csfcube/sweep-abstract-*/w*' --candidate runs/csfcube/X
   python -m aspire.evaluate.two_fold --candidate 'runs/csfcube/*' --per-facet --out choice.json
@@ -247,6 +258,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate.t
     if args.out is not None and args.out.is_dir():
         ap.error(f"--out {args.out} is a folder; give a JSON file to write")
     folders = unique_folders(f for spec in args.candidate for f in (glob.glob(spec) or [spec]))
+    read = _read_by(folders, args.out) if args.out is not None else None
+    if read is not None:  # `--out A/results.json` once replaced run A's results with the choice, after reading them
+        ap.error(f"--out {args.out} is {read}, which this command reads; choose another file")
     try:
         result = choose(folders, args.select, args.per_facet)
     except (FileNotFoundError, ValueError) as err:
