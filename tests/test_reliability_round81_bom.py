@@ -84,3 +84,20 @@ def test_a_slow_tokenizer_is_named_as_the_folder_s_not_as_a_bad_setting(tiny_mod
     with pytest.raises(ValueError) as err:
         load_encoder(folder)
     assert str(err.value) == f"{folder}: its tokenizer is no fast tokenizer (character offsets), which the encoder needs"
+
+
+def test_ids_of_one_text_and_two_types_are_named_in_one_order_whatever_the_hash_seed():
+    """1 and '1' sorted by their text alone came in the set's order, which the hash seed moves: a message named them
+    in either order from one process to the next (the test above failed now and then)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from aspire.evaluate.fuse import fuse_runs\n"
+            "try:\n"
+            "    fuse_runs([{1: [('a', 1.0)]}, {'1': [('a', 1.0)], 2: [('b', 1.0)]}], None, 'rrf', 60, names=['x', 'y'])\n"
+            "except ValueError as err:\n"
+            "    print(err)\n")
+    said = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
+    assert said == {"runs x and y rank different queries (e.g. [1, '1', 2])\n"}

@@ -50,6 +50,13 @@ _AT_K = re.compile(r"^(p|r|ndcg)@(\d+)$")
 _POOL_FRACTION = re.compile(r"^ndcg%(\d+)$")
 
 
+def id_order(i) -> tuple[str, str]:
+    """Sort key of ids that may mix types (1 and '2', which `sorted` refuses with a TypeError): their text, then their
+    type's name, so that 1 and '1' come in one order in every process (by text alone the set's order decided it, which
+    the hash seed moves: a message named them in either order)."""
+    return str(i), type(i).__name__
+
+
 def _parse_metric(name: str) -> tuple[str, int]:
     """('map'|'mrr'|'bpref'|'r-precision'|'p'|'r'|'ndcg'|'ndcg%', k or percent or 0)."""
     if not isinstance(name, str):
@@ -114,10 +121,10 @@ def grade_value(value, where: str) -> int:
 def check_rankings(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str, Sequence[str]]) -> None:
     """Raise ValueError unless every judged query is ranked, each ranking is a permutation of its pool and every
     grade is an integer >= 0 (`grade_value`)."""
-    unknown = sorted(set(rankings) - set(qrels), key=str)  # ids of mixed types (1, '1') sort too
+    unknown = sorted(set(rankings) - set(qrels), key=id_order)  # ids of mixed types (1, '1') sort too
     if unknown:
         raise ValueError(f"rankings hold {len(unknown)} queries without judgements: {unknown[:10]}")
-    missing = sorted(set(qrels) - set(rankings), key=str)
+    missing = sorted(set(qrels) - set(rankings), key=id_order)
     if missing:
         raise ValueError(f"{len(missing)} judged queries have no ranking: {missing[:10]}")
     for qid, ranked in rankings.items():
@@ -125,7 +132,7 @@ def check_rankings(qrels: Mapping[str, Mapping[str, int]], rankings: Mapping[str
         for cand, grade in pool.items():
             grade_value(grade, f"query {qid} candidate {cand}")
         if len(set(ranked)) != len(ranked):
-            dup = sorted({c for c in ranked if list(ranked).count(c) > 1}, key=str)
+            dup = sorted({c for c in ranked if list(ranked).count(c) > 1}, key=id_order)
             raise ValueError(f"query {qid}: ranking repeats candidates {dup[:10]}")
         outside = [c for c in ranked if c not in pool]
         if outside:
@@ -217,7 +224,7 @@ def evaluate_rankings(
     empty = set(queries_without_relevant(qrels, threshold))
     if empty and not skip_no_relevant:
         raise ValueError(
-            f"{len(empty)} queries have no candidate with grade >= {threshold}: {sorted(empty, key=str)[:10]}; "
+            f"{len(empty)} queries have no candidate with grade >= {threshold}: {sorted(empty, key=id_order)[:10]}; "
             "their precision-based metrics are undefined (pass skip_no_relevant=True to leave them out)"
         )
     qids = [q for q in rankings if q not in empty]

@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from aspire.benchmarks.metrics import ranx_per_query
+from aspire.benchmarks.metrics import id_order, ranx_per_query
 from aspire.config import is_whole
 from aspire.io import decoded_lines
 
@@ -243,8 +243,8 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence
     """`{metric: {qid: value}}` (the caller's metric spelling) for every judged query; bpref is trec_eval's
     (`bpref`). A run that ranks one document twice for a query, or a negative grade, is a ValueError naming the
     query."""
-    missing = sorted(set(qrels) - set(run), key=str)  # ids of mixed types (1, '1') sort too
-    extra = sorted(set(run) - set(qrels), key=str)
+    missing = sorted(set(qrels) - set(run), key=id_order)  # ids of mixed types (1, '1') sort too
+    extra = sorted(set(run) - set(qrels), key=id_order)
     if missing or extra:
         raise ValueError(f"run and qrels disagree: {len(missing)} judged queries not ranked (e.g. {missing[:3]}), "
                          f"{len(extra)} ranked queries not judged (e.g. {extra[:3]})")
@@ -265,7 +265,7 @@ def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Sequence
     if twice:  # ranx would keep one score a document and drop its other ranks
         q = twice[0]
         raise ValueError(f"{len(twice)} queries rank a document twice (e.g. query {q}: "
-                         f"{sorted({d for d in ranked[q] if ranked[q].count(d) > 1}, key=str)[:3]})")
+                         f"{sorted({d for d in ranked[q] if ranked[q].count(d) > 1}, key=id_order)[:3]})")
     # scored in the run's order, so ties keep it
     by_ranx = [r for r in names.values() if r.partition("-l")[0] != "bpref"]
     values = ranx_per_query(qrels, ranked, qids, by_ranx) if by_ranx else {}
@@ -281,7 +281,7 @@ def _sorted_ids(ids) -> list:
     try:
         return sorted(ids)
     except TypeError:
-        return sorted(ids, key=lambda i: (str(i), type(i).__name__))
+        return sorted(ids, key=id_order)
 
 
 def bpref(judged: Mapping[str, int], ranked: Sequence[str], level: int = 1) -> float:

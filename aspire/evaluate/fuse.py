@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from aspire.benchmarks.metrics import id_order
 from aspire.benchmarks.pools import PoolSet, existing_ranked_path, ranked_path, write_ranked
 from aspire.io import read_json, write_json
 from aspire.scoring.fusion import check_weights, fuse_ranked, fusion_method
@@ -207,12 +208,12 @@ def fuse_runs(
     for name, run in zip(names[1:], runs[1:]):
         if set(run) != set(runs[0]):
             raise ValueError(f"runs {names[0]} and {name} rank different queries "
-                             f"(e.g. {sorted(set(run) ^ set(runs[0]), key=str)[:5]})")  # 1 and '1' sort too
+                             f"(e.g. {sorted(set(run) ^ set(runs[0]), key=id_order)[:5]})")  # 1 and '1' sort too
     for name, run in zip(names, runs):  # a document ranked twice once kept its last rank and score unsaid
         for q, ranked in run.items():
             docs = [doc for doc, _ in ranked]
             if len(set(docs)) != len(docs):
-                twice = sorted({d for d in docs if docs.count(d) > 1}, key=str)
+                twice = sorted({d for d in docs if docs.count(d) > 1}, key=id_order)
                 raise ValueError(f"run {name}: query {q} ranks document(s) {twice[:3]} twice")
     if fusion == "rrf":  # the runs' own order: position i scores -i, so fuse_ranked's rank is the run's rank
         lists = [{q: {doc: -float(i) for i, (doc, _) in enumerate(ranked)} for q, ranked in run.items()}
