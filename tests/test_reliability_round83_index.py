@@ -52,17 +52,21 @@ class CountingEncoder:
                                   torch.stack([v.mean(0) for v in vectors]))
 
 
-@pytest.fixture
-def encoders(monkeypatch) -> list[CountingEncoder]:
-    """Every encoder the commands load (`aspire.encoders.load_encoder` replaced)."""
-    loaded: list[CountingEncoder] = []
+def loaded_encoders(monkeypatch, make) -> list:
+    """Every encoder the commands load, each `make()` (`aspire.encoders.load_encoder` replaced)."""
+    loaded = []
 
     def load(name, device=None, **options):
-        loaded.append(CountingEncoder())
+        loaded.append(make())
         return loaded[-1]
 
     monkeypatch.setattr("aspire.encoders.load_encoder", load)
     return loaded
+
+
+@pytest.fixture
+def encoders(monkeypatch) -> list[CountingEncoder]:
+    return loaded_encoders(monkeypatch, CountingEncoder)
 
 
 def write_corpus(path: Path, n: int = 6) -> Path:

@@ -20,7 +20,7 @@ from aspire.data.papers import read_papers
 from aspire.index.__main__ import main
 from aspire.index.disk import require_live_generation
 from aspire.index.store import SentenceIndex
-from tests.test_reliability_round83_index import CountingEncoder, run, write_corpus, write_shards
+from tests.test_reliability_round83_index import CountingEncoder, loaded_encoders, run, write_corpus, write_shards
 
 
 class BatchRecordingEncoder(CountingEncoder):
@@ -37,15 +37,7 @@ class BatchRecordingEncoder(CountingEncoder):
 
 @pytest.fixture
 def recording(monkeypatch) -> list[BatchRecordingEncoder]:
-    """Every encoder the commands load (`aspire.encoders.load_encoder` replaced)."""
-    loaded: list[BatchRecordingEncoder] = []
-
-    def load(name, device=None, **options):
-        loaded.append(BatchRecordingEncoder())
-        return loaded[-1]
-
-    monkeypatch.setattr("aspire.encoders.load_encoder", load)
-    return loaded
+    return loaded_encoders(monkeypatch, BatchRecordingEncoder)
 
 
 def help_text(capsys, command: str) -> str:
