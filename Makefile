@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.aspire-installed
 PYTEST_ARGS ?=
 # the suite runs in TEST_WORKERS processes (pytest-xdist), a test file to one process: one process kept about one of
-# 2 cores busy (it waits on the subprocesses it starts), so two take 13-15 minutes where one took 31; 0: one process
+# 2 cores busy (it waits on the subprocesses it starts), so two take 10-14 minutes where one took 31; 0: one process
 TEST_WORKERS ?= 2
 
 .PHONY: demo test install clean-venv
