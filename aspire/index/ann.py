@@ -45,6 +45,23 @@ def resolve_kind(config: IndexConfig, n_sentences: int) -> str:
     return config.kind
 
 
+def outgrown(config: IndexConfig, kind: str, index, n_sentences: int) -> str | None:
+    """What an index grown by `aspire index add` to `n_sentences` vectors is no longer, where `config` would build
+    another structure at that size: a flat index (`kind: auto`) past `flat_max_sentences`, where a build makes an
+    IVF one, or an IVF index whose list count (`ivf_nlist: 0`) is under half what a build at this size trains. An
+    add keeps the built structure (its lists trained on the first corpus); None when nothing has been outgrown."""
+    if config.kind == "auto" and kind == "flat" and resolve_kind(config, n_sentences) == "ivf":
+        return (f"the index holds {n_sentences} sentence vectors, past index.flat_max_sentences "
+                f"({config.flat_max_sentences}) where kind auto builds an IVF index; adding kept it flat (exact, "
+                "each query reads every vector)")
+    ivf = faiss.try_extract_index_ivf(index) if kind == "ivf" else None
+    if ivf is not None and config.ivf_nlist == 0 and 2 * ivf.nlist < ivf_lists(config, n_sentences):
+        return (f"the IVF index holds {n_sentences} sentence vectors in the {ivf.nlist} lists trained on its first "
+                f"corpus; a build at this size trains {ivf_lists(config, n_sentences)} (ivf_nlist 0), so each query "
+                "visits more vectors a list")
+    return None
+
+
 def ivf_lists(config: IndexConfig, n: int) -> int:
     """nlist of an IVF index over `n` vectors: the config's, or, when it is 0, about 4 * sqrt(n), at most one
     list a training vector (min(n, ivf_train_size)): a corpus under 16 sentence vectors gets one list a vector."""

@@ -21,7 +21,7 @@ from typing import Callable, Iterator, Sequence
 
 from aspire.config import apply_overrides
 from aspire.data.papers import Paper
-from aspire.index.ann import check_ivf_fits_before_encoding
+from aspire.index.ann import check_ivf_fits_before_encoding, outgrown
 from aspire.index.config import EncodeConfig, IndexBuildConfig
 from aspire.index.corpus import describe_rejected, encode_corpus, in_line_order, read_corpus
 from aspire.index.disk import IndexExistsError, IndexFormatError, clear_leftovers, index_exists, index_lock
@@ -124,7 +124,8 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
     to add (every record unreadable or indexed already, checked before the model loads, or rejected by the
     encoding) is refused with a ValueError, and the live generation stays as it is. `ready()` is called once the add
     goes ahead: the encoder loaded and found to be the index's model, before any encoding (`aspire index add` says
-    then which backend it encodes with)."""
+    then which backend it encodes with). The faiss structure stays the one built; a warning says when the index has
+    outgrown it (`aspire.index.ann.outgrown`: a flat index past `flat_max_sentences` under `kind: auto`)."""
     root = Path(root)
     with index_lock(root):
         index = SentenceIndex.load(root, mmap=False)
@@ -150,6 +151,10 @@ def add_to_index(root: str | Path, corpus: str | Path, model: str | None = None,
                              + describe_rejected(encoded.rejected))
         rejected_before = len(index.rejected)
         index.add(encoded, *fingerprints)
+        note = outgrown(index.config.index, index.kind, index.faiss_index, index.n_sentences)
+        if note:
+            log.warning("index add: %s; `aspire index build` over all the papers builds the structure for this size",
+                        note)
         return index, index.save(root), index.n_papers - before, len(index.rejected) - rejected_before
 
 

@@ -22,7 +22,9 @@ class IndexConfig:
     """The faiss structure over all sentence vectors (L2 metric).
 
     kind: "flat" (exact), "hnsw", "ivf" (IVF-Flat, or IVF-PQ when `pq_m > 0`), or "auto":
-        flat up to `flat_max_sentences` sentence vectors, ivf above.
+        flat up to `flat_max_sentences` sentence vectors, ivf above. Decided when the index is built: `aspire index
+        add` keeps the structure (an IVF index its lists trained on the first corpus) and warns when the index has
+        outgrown it (`aspire.index.ann.outgrown`); build it again to change it.
     vector_dtype: dtype of the exact sentence vectors stored beside the faiss index (used for
         exact re-scoring, OT re-ranking, exhaustive search and explanations); float16 halves their size,
         rounding each value to float16. The faiss structure is always built from the float32 vectors, so with
