@@ -89,3 +89,56 @@ def test_two_fold_refuses_an_out_that_is_a_candidates_file(tmp_path, capsys):
     assert two_fold.main(["--candidate", str(tmp_path / "*"), "--out", str(tmp_path / "a" / "choice.json")]) == 0
     assert json.loads((tmp_path / "a" / "choice.json").read_text())["chosen"] == {"fold1": str(tmp_path / "a"),
                                                                                     "fold2": str(tmp_path / "a")}
+
+
+@pytest.fixture
+def stub_runners(monkeypatch):
+    """CSFCube's and reviewer matching's runners replaced by ones writing their folder and one row each."""
+    from aspire.evaluate import suite
+
+    def rows(bench, data, model, scorer, out, settings, options):
+        Path(out).mkdir(parents=True, exist_ok=True)
+        value = {"max": 0.5, "mean": 0.25}[settings["aggregate"]] if bench.name == "reviewers" else 0.75
+        return [{"benchmark": bench.name, "metric": "MAP", "value": value, "ci95": [0.0, 1.0], "n": 2, "note": ""}], "fp"
+
+    for name in ("csfcube", "reviewers"):
+        monkeypatch.setitem(suite.RUNNERS, name, suite.Runner(rows, rows))
+    return suite
+
+
+def test_a_rerun_of_one_benchmark_keeps_the_earlier_suites_other_rows(tmp_path, stub_runners, caplog):
+    """`suite --benchmarks reviewers` into the folder of a full suite once left a suite.json of reviewer matching
+    alone beside CSFCube's folder: the suite's table lost CSFCube. Under the same settings the earlier rows stay, in
+    the registry's order, and `kept` names the command that made them; under other settings they go, with a warning
+    naming them."""
+    out = tmp_path / "out"
+    stub_runners.run_suite("m", "minl2", out, tmp_path, benchmarks=["csfcube", "reviewers"])
+    first = json.loads((out / "suite.json").read_text())
+    again = stub_runners.run_suite("m", "minl2", out, tmp_path, benchmarks=["reviewers"])
+    assert [(r["benchmark"], r["registry_name"]) for r in again["rows"]] == [("csfcube", "csfcube"),
+                                                                             ("reviewers", "reviewers")]
+    assert again["kept"] == {"csfcube": {"command": first["command"], "seconds": first["seconds"]["csfcube"]}}
+    assert set(again["seconds"]) == {"reviewers"}
+    assert json.loads((out / "suite.json").read_text())["rows"] == again["rows"]
+    # a third run of reviewers keeps CSFCube's provenance from the first run, not the second
+    assert stub_runners.run_suite("m", "minl2", out, tmp_path, benchmarks=["reviewers"])["kept"] == again["kept"]
+    other = stub_runners.run_suite("m", "minl2", out, tmp_path, benchmarks=["reviewers"], aggregate="mean")
+    assert [(r["benchmark"], r["value"]) for r in other["rows"]] == [("reviewers", 0.25)] and "kept" not in other
+    assert "does not describe the earlier results of csfcube" in caplog.text
+    assert "the earlier suite ran other settings" in caplog.text
+
+
+def test_a_rerun_names_earlier_folders_it_cannot_describe(tmp_path, stub_runners, caplog):
+    """An earlier suite.json whose rows do not name their registered benchmark (written before rows carried
+    `registry_name`), or none at all beside a benchmark's folder: nothing is kept, and the warning names the folder."""
+    out = tmp_path / "out"
+    stub_runners.run_suite("m", "minl2", out, tmp_path, benchmarks=["csfcube", "reviewers"])
+    doc = json.loads((out / "suite.json").read_text())
+    write_json(out / "suite.json", {**doc, "rows": [{k: v for k, v in r.items() if k != "registry_name"}
+                                                    for r in doc["rows"]]})
+    again = stub_runners.run_suite("m", "minl2", out, tmp_path, benchmarks=["reviewers"])
+    assert "kept" not in again and "the earlier suite.json's rows do not name them" in caplog.text
+    caplog.clear()
+    (out / "suite.json").unlink()
+    stub_runners.run_suite("m", "minl2", out, tmp_path, benchmarks=["reviewers"])
+    assert "earlier results of csfcube" in caplog.text and "there is no earlier suite.json" in caplog.text

@@ -209,6 +209,44 @@ def test_suite_of_formats_alone_refuses_scorer_options(tmp_path, monkeypatch, ca
     assert not seen
 
 
+def test_suite_of_formats_alone_takes_no_scorer(tmp_path, monkeypatch, capsys, tiny_model_dir):
+    """The SciRepEval formats read no scorer: with only them in --benchmarks, `--scorer` was required ("give --model
+    and --scorer"), then dropped and recorded in suite.json beside rows it never made. Now it is left out, and refused
+    naming it when given."""
+    seen: dict = {}
+    _stand_in(monkeypatch, "aspire.evaluate.suite", "run_suite", seen)
+    with pytest.raises(Reached):
+        evaluate_cli.main(["suite", "--model", str(tiny_model_dir), "--benchmarks", "venue", "same-author",
+                           "--out", str(tmp_path / "o")])
+    assert seen["args"][1] is None  # the scorer
+    _refused(["suite", "--model", str(tiny_model_dir), "--scorer", "abstract", "--benchmarks", "year",
+              "--out", str(tmp_path / "o")], capsys, "--scorer would not be read")
+    # a benchmark that ranks with a scorer among them: still required
+    _refused(["suite", "--model", str(tiny_model_dir), "--benchmarks", "year", "csfcube", "--out", str(tmp_path / "o")],
+             capsys, "give --model and --scorer")
+
+
+def test_run_suite_of_formats_alone_needs_no_scorer(tmp_path, monkeypatch):
+    """`run_suite` with only scorer-free benchmarks runs with `scorer=None` and records it so; a scorer given to them
+    is a ValueError naming it, and a missing one where a benchmark reads it still names that benchmark."""
+    from aspire.evaluate import suite as suite_mod
+
+    calls = []
+
+    def rows(bench, data, model, scorer, out, settings, options):
+        calls.append((bench.name, scorer))
+        return [{"benchmark": bench.name, "metric": "m", "value": 0.5, "ci95": [0.4, 0.6], "n": 3, "note": ""}], "fp"
+
+    monkeypatch.setitem(suite_mod.RUNNERS, "venue", suite_mod.Runner(rows, rows, scored=False))
+    done = suite_mod.run_suite("minilm", None, tmp_path / "o", tmp_path, benchmarks=["venue"])
+    assert calls == [("venue", None)]
+    assert json.loads((tmp_path / "o" / "suite.json").read_text())["scorer"] is None and done["rows"]
+    with pytest.raises(ValueError, match="scorer 'abstract' would not be read"):
+        suite_mod.run_suite("minilm", "abstract", tmp_path / "o", tmp_path, benchmarks=["venue"])
+    with pytest.raises(ValueError, match=r"a model needs a scorer \(csfcube"):
+        suite_mod.run_suite("minilm", None, tmp_path / "o", tmp_path, benchmarks=["venue", "csfcube"])
+
+
 def test_ensemble_suite_refuses_backend(tmp_path, monkeypatch, capsys):
     """`suite --ensemble` takes each member's model from its YAML and runs the exact model: `--backend onnx` was
     dropped."""

@@ -94,8 +94,9 @@ def suite_args(p: argparse.ArgumentParser) -> None:
 def run_suite_command(parser, args) -> int:
     if args.ensemble:
         return _ensemble_suite(parser, args)
-    if not args.model or (args.model != "bm25" and not args.scorer):
-        parser.error("give --model and --scorer (or --model bm25)")
+    if not args.model or (args.model != "bm25" and not args.scorer and not _formats_alone(args)):
+        parser.error("give --model and --scorer (or --model bm25; --benchmarks of SciRepEval's formats alone: no "
+                     "--scorer)")
     if args.model == "bm25" and (args.backend != "torch" or args.quantize):
         parser.error("--backend/--quantize choose a model's encoder; --model bm25 has none")
     if args.model == "bm25":  # BM25 alone on the lexical benchmarks (context2doc): no scorer, encoder or aggregate
@@ -118,6 +119,8 @@ def run_suite_command(parser, args) -> int:
                       benchmarks=args.benchmarks)
     print("\n".join(format_rows(suite["rows"])))
     print(format_seconds(suite["seconds"]))
+    if suite.get("kept"):
+        print(f"kept from the earlier run in {args.out} (same settings): {', '.join(suite['kept'])}")
     print(f"wrote {Path(args.out) / 'suite.json'}")
     return 0
 
@@ -177,7 +180,12 @@ def _refuse_left_out(parser, args) -> None:
     for flag, bench in (("--aggregate", "reviewers"), ("--bm25-alpha", "context2doc")):
         if args.benchmarks is not None and bench not in args.benchmarks and given_options(parser, args, (flag,)):
             parser.error(f"{flag} applies to the {bench} benchmark, which --benchmarks leaves out; leave it out")
-    if args.benchmarks is not None and set(args.benchmarks) <= set(PROBE_HELP):  # `aspire.evaluate.probes.probe_rows`
-        refuse_unread(parser, args, ("--encoding", "--tau", "--eps", "--window", "--max-length", "--normalize",
-                                     "--joiner"), "the SciRepEval formats score their own two representations, "
+    if _formats_alone(args):  # `aspire.evaluate.probes.probe_rows`
+        refuse_unread(parser, args, ("--scorer", "--encoding", "--tau", "--eps", "--window", "--max-length",
+                                     "--normalize", "--joiner"), "the SciRepEval formats score their own two representations, "
                                                   "whatever the scorer and its encoding")
+
+
+def _formats_alone(args) -> bool:
+    """`--benchmarks` names SciRepEval's formats alone, which read no scorer (`PROBE_HELP`)."""
+    return args.benchmarks is not None and set(args.benchmarks) <= set(PROBE_HELP)

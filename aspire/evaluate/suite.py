@@ -27,7 +27,7 @@ from aspire.benchmarks.runs import invocation
 from aspire.encoders.pretrained import checkpoint_record
 from aspire.evaluate import context2doc_run, csfcube, probes, reviewer_run
 from aspire.evaluate.options import EvalOptions, Stages
-from aspire.io import write_json
+from aspire.io import read_json, write_json
 from aspire.paths import DATA
 
 log = logging.getLogger(__name__)
@@ -44,12 +44,15 @@ class Runner:
     - `compare(a, b, metrics, data, n_perm, seed, docs=None) -> {figure: paired test}`: two of its results folders
       (`aspire evaluate compare`; `docs`: `{spec: results.json content or None}` as the command read them, so a
       hook that needs them does not read them again); None: they hold a TREC run and qrels, compared generically;
-    - `lexical`: it also ranks with no model (`model="bm25"`; the model, scorer and options passed as None)."""
+    - `lexical`: it also ranks with no model (`model="bm25"`; the model, scorer and options passed as None);
+    - `scored`: its rows come from a scorer; False for the SciRepEval formats, which score their own two
+      representations (the scorer is passed as None, and the options' encoding and scorer options are not read)."""
 
     rows: Callable[..., tuple[list[dict], str | None]]
     ensemble: Callable[..., list[dict]]
     compare: Callable[..., dict] | None = None
     lexical: bool = False
+    scored: bool = True
 
 
 # benchmark name (aspire.benchmarks.BENCHMARKS) -> its runner
@@ -57,7 +60,8 @@ RUNNERS: dict[str, Runner] = {
     "csfcube": Runner(csfcube.suite_rows, csfcube.ensemble_rows, csfcube.compare_runs),
     "reviewers": Runner(reviewer_run.suite_rows, reviewer_run.ensemble_rows, reviewer_run.compare_runs),
     "context2doc": Runner(context2doc_run.suite_rows, context2doc_run.ensemble_rows, lexical=True),
-    **dict.fromkeys(("venue", "year", "same-author"), Runner(probes.probe_rows, probes.ensemble_probe_rows)),
+    **dict.fromkeys(("venue", "year", "same-author"), Runner(probes.probe_rows, probes.ensemble_probe_rows,
+                                                                   scored=False)),
 }
 
 
@@ -89,14 +93,21 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
     scorer, `bm25_alpha` or model options (ValueError: none would be read); its suite.json records no aggregate and
     no model options. A bad `aggregate` (where reviewer matching runs) or a `bm25_alpha` outside [0, 1] is a ValueError
     before the first benchmark runs (`check_settings`). A training run's folder as `model`: suite.json records the
-    checkpoint it stood for as the suite began (`checkpoint_record`), each benchmark's results the one it loaded."""
+    checkpoint it stood for as the suite began (`checkpoint_record`), each benchmark's results the one it loaded.
+    Each row names its registered benchmark (`registry_name`). An earlier suite.json in `out` with the same settings
+    keeps its rows of the benchmarks not run (`keep_earlier`).
+    A suite of the SciRepEval formats alone (`Runner.scored` False) takes no scorer: ValueError for one given, as
+    for a scorer missing where a benchmark reads it."""
     data, out = Path(data), Path(out)
     names = list(BENCHMARKS) if benchmarks is None else list(dict.fromkeys(get_benchmark(n).name for n in benchmarks))
     missing = [n for n in names if n not in RUNNERS]
     if missing:
         raise ValueError(f"benchmark(s) {missing} have no suite runner (aspire.evaluate.suite.RUNNERS)")
-    if model != "bm25" and scorer is None:
-        raise ValueError("a model needs a scorer")
+    scored = [n for n in names if RUNNERS[n].scored]
+    if model != "bm25" and scorer is None and scored:
+        raise ValueError(f"a model needs a scorer ({', '.join(scored)} rank with one)")
+    if model != "bm25" and scorer is not None and not scored:  # once required, then recorded beside rows it never made
+        raise ValueError(f"{', '.join(names)} score their own two representations: scorer {scorer!r} would not be read")
     lexical = [n for n in names if RUNNERS[n].lexical]
     if model == "bm25" and (scorer is not None or bm25_alpha is not None or (options or EvalOptions()) != EvalOptions()):
         # once accepted, left unread and recorded in suite.json as if they had made the rows
@@ -106,7 +117,7 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
                          f", which this suite does not run ({', '.join(names)})")
     options = options or EvalOptions()
     if model != "bm25":  # the options as every runner runs them: the abstract scorer's own encoding, not the default
-        options = options.checked(scorer, faceted=True)
+        options = options.checked(scorer, faceted=True) if scored else options
         check_settings(names, aggregate, bm25_alpha)
     settings = {"aggregate": aggregate, "bm25_alpha": bm25_alpha}
     loaded = {} if model == "bm25" else checkpoint_record(model)  # a training run's folder: its checkpoint now
@@ -127,14 +138,55 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
         else:
             found, printed = runner.rows(bench, data / bench.folder, model, scorer, out / name, settings, options)
             fingerprint = fingerprint or printed
-        rows += found
+        rows += [{**row, "registry_name": name} for row in found]
         timings[name] = time.perf_counter() - t0
     # what made the rows: BM25 alone reads no aggregate and no model option (it once recorded `encoding: contextual`)
     used = {"aggregate": aggregate, **options.record()} if model != "bm25" else {"aggregate": None}
     suite = {"model": str(model), **loaded, "scorer": scorer, "encoder_fingerprint": fingerprint, **used,
              "bm25_alpha": bm25_alpha, "rows": rows, "skipped": skipped, "seconds": timings, "command": invocation()}
+    suite = keep_earlier(out, suite, names)
     write_json(out / "suite.json", suite, indent=None)
     return suite
+
+
+# what a suite.json holds beside its settings: the rows and how they were made
+_NOT_SETTINGS = ("rows", "skipped", "seconds", "command", "kept")
+
+
+def keep_earlier(out: Path, suite: dict, names: Sequence[str]) -> dict:
+    """`suite` with the rows of the `out/suite.json` it replaces for the benchmarks it did not run (`names` those it
+    ran) whose folders are still there, where that earlier suite had the same settings (model and checkpoint, scorer,
+    encoder fingerprint, options, aggregate, BM25 weight): a re-run of one benchmark (`--benchmarks reviewers`) into
+    a suite's folder once left a suite.json of that benchmark alone beside the others' folders. A row names its
+    registered benchmark (`registry_name`; its `benchmark` is the figure's label). `suite["kept"]` names each kept
+    benchmark with the command and seconds that made its rows; the rows stay in the registry's order. Otherwise
+    (other settings, an earlier suite.json that cannot be read, or none) nothing is kept and a warning names the
+    earlier folders this suite.json does not describe."""
+    left = [name for name in BENCHMARKS if name not in names and (out / name).is_dir()]
+    if not left:
+        return suite
+    path, why = out / "suite.json", "there is no earlier suite.json"
+    if path.is_file():
+        try:
+            earlier = read_json(path, "the earlier suite", mapping=True)
+            rows = [r for r in earlier["rows"] if r.get("registry_name") in left]
+            same = ({k: v for k, v in earlier.items() if k not in _NOT_SETTINGS}
+                    == {k: v for k, v in suite.items() if k not in _NOT_SETTINGS})
+            why = ("the earlier suite ran other settings" if not same else
+                   "the earlier suite.json's rows do not name them" if {r["registry_name"] for r in rows} != set(left)
+                   else "")
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            why = f"the earlier suite.json cannot be read ({e})"
+    if why:
+        log.warning("suite: %s does not describe the earlier results of %s under %s: %s", path, ", ".join(left), out,
+                    why)
+        return suite
+    kept = {name: earlier.get("kept", {}).get(name) or {"command": earlier.get("command"),
+                                                      "seconds": earlier.get("seconds", {}).get(name)}
+            for name in left}
+    order = {name: i for i, name in enumerate(BENCHMARKS)}
+    rows = sorted(rows + suite["rows"], key=lambda r: order.get(r["registry_name"], len(order)))
+    return {**suite, "rows": rows, "kept": kept}
 
 
 def format_rows(rows: list[dict]) -> list[str]:
