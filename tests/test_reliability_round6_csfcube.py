@@ -4,6 +4,7 @@ and the choice reads dev halves only, breaking ties by folder name."""
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 
 import pytest
@@ -84,3 +85,22 @@ def test_compare_refuses_runs_that_put_a_query_in_another_test_fold(run_folders)
     perq.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
     with pytest.raises(ValueError, match=rf"put 1 queries in other facets or test folds, e.g. {cells[0]}"):
         compare_runs(str(run_folders["a"]), str(run_folders["b"]), n_perm=10)
+
+
+def test_per_facet_choice_takes_the_metric_alone_and_refuses_a_group(run_folders, tmp_path, capsys):
+    """`two-fold --per-facet --select method:NDCG%20` chose every facet by NDCG%20 on its own queries and wrote
+    `select: method:NDCG%20` into the choice, a group it never read. Per facet the metric alone is given (or
+    `all:METRIC`), recorded alone, and another group is refused naming it."""
+    folders = [run_folders["a"], run_folders["b"]]
+    assert two_fold.choose(folders, "NDCG%20", per_facet=True) == two_fold.choose(folders, "all:NDCG%20",
+                                                                                   per_facet=True)
+    with pytest.raises(ValueError, match="--select's group 'method' would not be read; give the metric alone"):
+        two_fold.choose(folders, "method:NDCG%20", per_facet=True)
+    out = tmp_path / "choice.json"
+    assert two_fold.main(["--candidate", str(tmp_path / "[ab]"), "--per-facet", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["select"] == "MAP"
+    with pytest.raises(SystemExit):
+        two_fold.main(["--candidate", str(tmp_path / "[ab]"), "--per-facet", "--select", "background:MAP"])
+    assert "would not be read" in capsys.readouterr().err
+    assert two_fold.main(["--candidate", str(tmp_path / "[ab]"), "--out", str(out)]) == 0  # not per facet: as before
+    assert json.loads(out.read_text())["select"] == "all:MAP"

@@ -202,13 +202,18 @@ def select_per_facet(candidates: dict[str, dict], per_query: dict[str, dict[str,
 def choose(folders: list[str | Path], select: str = "all:MAP", per_facet: bool = False) -> dict:
     """Load each folder's `results.json` (and per-query CSV with `per_facet`) and choose among them.
 
-    `select` is `GROUP:METRIC` (per facet only METRIC is used). Returns the `select_two_fold` /
-    `select_per_facet` result; a folder without `results.json` raises FileNotFoundError naming it.
+    `select` is `GROUP:METRIC`; per facet, where each facet is its own group, `METRIC` or `all:METRIC` (another
+    GROUP is a ValueError: it would not be read). Returns the `select_two_fold` / `select_per_facet` result; a
+    folder without `results.json` raises FileNotFoundError naming it.
     """
     missing = [str(f) for f in folders if not (Path(f) / "results.json").is_file()]
     if missing:
         raise FileNotFoundError(f"no results.json in {', '.join(missing)}")
-    group, _, metric = select.partition(":")
+    group, _, metric = select.rpartition(":") if per_facet else select.partition(":")
+    if per_facet and group not in ("", "all"):  # once recorded in the choice beside choices it never made
+        raise ValueError(f"--per-facet chooses for each facet on its own queries: --select's group {group!r} would "
+                         f"not be read; give the metric alone ({metric})")
+    group = group or "all"
     if group not in GROUPS or metric not in REPORTED:
         raise ValueError(f"--select must be GROUP:METRIC with GROUP in {list(GROUPS)} and METRIC in "
                          f"{list(REPORTED)}, got {select!r}")
@@ -248,9 +253,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate.t
     ap = command_parser(prog, __doc__, EXAMPLES)
     ap.add_argument("--candidate", action="append", required=True,
                     help="a folder holding results.json, or a glob of such folders")
-    ap.add_argument("--select", default="all:MAP", help="GROUP:METRIC of each dev fold to maximise")
+    ap.add_argument("--select", help="GROUP:METRIC of each dev fold to maximise (default all:MAP; with --per-facet "
+                                     "the METRIC alone, default MAP)")
     ap.add_argument("--per-facet", action="store_true",
-                    help="choose for each facet on its own dev queries (METRIC of --select; its GROUP is unused)")
+                    help="choose for each facet on its own dev queries (by the METRIC of --select)")
     ap.add_argument("--out", type=Path, help="write the choice and figures here as JSON")
     add_common_options(ap)
     args = ap.parse_args(argv)
@@ -262,7 +268,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate.t
     if read is not None:  # `--out A/results.json` once replaced run A's results with the choice, after reading them
         ap.error(f"--out {args.out} is {read}, which this command reads; choose another file")
     try:
-        result = choose(folders, args.select, args.per_facet)
+        select = args.select or ("MAP" if args.per_facet else "all:MAP")
+        result = choose(folders, select, args.per_facet)
     except (FileNotFoundError, ValueError) as err:
         if args.log_level == "DEBUG":  # as every command: DEBUG shows the traceback of an error
             raise
@@ -276,7 +283,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.evaluate.t
     print("test (mean of the two folds' test halves, each with its own fold's choice), MAP / NDCG%20:")
     print(format_table(result, "test"))
     if args.out:
-        write_json(args.out, {"candidates": folders, "select": args.select, "per_facet": args.per_facet, **result},
+        select = select.rpartition(":")[2] if args.per_facet else select  # per facet: the metric it read
+        write_json(args.out, {"candidates": folders, "select": select, "per_facet": args.per_facet, **result},
                    indent=1)
     return 0
 
