@@ -11,7 +11,9 @@
     plot_grades_by_rank(rankings)                   relevance grade at each rank, one row per ranking
 
 Query sentences outside the query's mask (aspect-conditional retrieval: not selected) are drawn
-hatched and their labels greyed; they carry no mass in the plans and cannot be the single match.
+hatched and their labels greyed; they carry no mass in the plans and cannot be the single match. A sentence that
+has no vector (an encoder with `overflow="truncate"` leaves the sentences past its `max_length` out: zero vectors
+outside the mask) has no distance either: its cells are blank, and `plot_alignment` names it.
 Every plot returns the matplotlib Figure it drew on; each but `plot_alignment` (which lays out its own panels)
 takes an optional `ax` to draw on. Figures drawn here fit a screen (at most `MAX_WIDTH` inches wide) and no
 text is smaller than `FONT` points. Sentence texts and titles of papers are drawn as written: a `$...$` in an
@@ -58,7 +60,8 @@ class PairAlignment:
     Attributes:
         query_texts, cand_texts: S query and T candidate sentence texts.
         query_mask: (S,) bool, the query sentences taking part (the aspect selection).
-        cost: (S, T) L2 distance of every sentence pair (unselected query rows included).
+        cost: (S, T) L2 distance of every sentence pair (unselected query rows included); NaN in the row or column
+            of a sentence with no vector (one an encoder with `overflow="truncate"` left out, past its limit).
         pair: (i, j) the single-match pair, the selected pair of least distance.
         minl2_dist: the single-match distance `cost[i, j]`.
         plans: one PlanView per OT setting.
@@ -89,8 +92,10 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
 
     The query's mask selects the sentences that are matched (all sentences still get a row in
     `cost`); the candidate's every sentence is matched (a candidate with a narrowed mask raises
-    ValueError). Without sentence texts, the padding of a batch row is no sentence: the query's rows end at
-    its last selected or non-zero vector, the candidate's at its last selected one. `ot_settings` are keyword
+    ValueError). A sentence with no vector, which an encoder with `overflow="truncate"` left out past its limit (a zero
+    vector outside the mask), keeps its row or column, with no distance (NaN) and no mass. Without sentence texts, the
+    padding of a batch row is no sentence: the query's rows end at its last selected or non-zero vector, the
+    candidate's at its last selected one. `ot_settings` are keyword
     arguments of the "ot" scorer (`tau`, `eps`, ...), one plan each (one mapping alone: one plan); a plan's label
     names the settings given and the scorer's `tau` and `eps` where they were left to its defaults. A query or
     candidate with no sentence selected raises ValueError naming it.
@@ -125,13 +130,18 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
         if n > batch.emb.shape[1]:
             pid = batch.paper_ids[0] if batch.paper_ids else "0"
             raise ValueError(f"pair_alignment: {side} {pid} has {n} sentence texts but {batch.emb.shape[1]} vectors")
-    if len(selected) != T:  # the columns drawn are the candidate's first T sentences: all must take part
-        cid = cand.paper_ids[0] if cand.paper_ids else "0"
+    q_cut, c_cut = _no_vector(query, S), _no_vector(cand, T)
+    if len(selected) + int(c_cut.sum()) != T:  # the columns drawn are the candidate's first T sentences: all that
+        cid = cand.paper_ids[0] if cand.paper_ids else "0"  # have a vector must take part
         raise ValueError(f"pair_alignment matches the query with every sentence of the candidate, but candidate "
                          f"{cid} selects only sentences {selected.tolist()} of its {T}; only a query takes a "
                          "sentence selection")
     single = get_scorer("minl2").pairwise_dist_details(query, cand)
     cost = _numpy(l2_cost(query.emb[:1, :S], cand.emb[:1, :T])[0])  # (S, T): every query sentence, selected or not
+    # a sentence the encoder left out has no distance: its zero vector's was drawn as one (a cut candidate was refused
+    # as one that selects sentences)
+    cost[q_cut] = np.nan
+    cost[:, c_cut] = np.nan
     plans = []
     for settings in ot_settings:
         scorer = get_scorer("ot", **settings)
@@ -151,6 +161,12 @@ def pair_alignment(query: DocBatch, cand: DocBatch,
         query_id=query.paper_ids[0] if query.paper_ids else "",
         cand_id=cand.paper_ids[0] if cand.paper_ids else "",
     )
+
+
+def _no_vector(batch: DocBatch, n: int) -> np.ndarray:
+    """(n,) bool: which of the first `n` sentences of the batch's only paper have no vector, a zero one outside the
+    mask (an encoder with `overflow="truncate"` leaves the sentences past its `max_length` so)."""
+    return (~batch.mask[0, :n] & batch.emb[0, :n].eq(0).all(-1)).cpu().numpy()
 
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -247,7 +263,7 @@ def _matrix(values: np.ndarray, query_texts: Sequence[str], cand_texts: Sequence
         for r in np.flatnonzero(mask):  # unselected rows stay clean
             for j in range(T):
                 v = shown[r, j]
-                if v <= hide_below:  # `<` wrote a plan's 0.5% cell as "0" (0.5 rounds to even)
+                if not v > hide_below:  # `<` wrote a plan's 0.5% cell as "0" (0.5 rounds to even); NaN: no value
                     continue
                 ax.text(j, r, format(v, fmt), ha="center", va="center", fontsize=FONT,
                         color="white" if luminance[r, j] < 0.5 else "black")
@@ -305,7 +321,7 @@ def plot_distances(cost: np.ndarray, query_texts: Sequence[str], cand_texts: Seq
                    pair: tuple[int, int] | None = None, query_mask: np.ndarray | None = None,
                    query_labels: Sequence[str | None] | None = None, cand_labels: Sequence[str | None] | None = None,
                    title: str = "sentence L2 distances", annotate: bool = True, show_query_texts: bool = True):
-    """Heatmap of the sentence distances `cost (S, T)` (darker = closer), texts on the axes.
+    """Heatmap of the sentence distances `cost (S, T)` (darker = closer; NaN blank), texts on the axes.
 
     `pair` (i, j), when given, is outlined in red: the single-match pair, so a selected query sentence (a row
     `query_mask` leaves out raises ValueError). `annotate` writes each distance in its cell, to 2 decimals (up to 16
@@ -360,7 +376,8 @@ def plot_alignment(alignment: PairAlignment, *, query_labels: Sequence[str | Non
 
     The distance panel has every query sentence (unselected ones hatched); the plan panels only the
     selected ones (the others carry no mass). The panels share the candidate-sentence axis, labelled
-    once at the bottom. Panel titles give the single-match and OT distances. Returns the Figure.
+    once at the bottom. Panel titles give the single-match and OT distances; sentences with no vector (left out by
+    the encoder, see `pair_alignment`) are named under the figure's title, their labels greyed. Returns the Figure.
     """
     import matplotlib.pyplot as plt
 
@@ -381,10 +398,29 @@ def plot_alignment(alignment: PairAlignment, *, query_labels: Sequence[str | Non
                   title=f"{view.label}; <D, P> = {view.dist:.3f}", annotate=annotate)
     for ax in axes[:-1]:
         ax.tick_params(labelbottom=False)
+    blank = np.isnan(alignment.cost)
+    q_cut, c_cut = np.flatnonzero(blank.all(axis=1)), np.flatnonzero(blank.all(axis=0))
+    for j, tick in enumerate(axes[-1].get_xticklabels()):
+        if j in c_cut:
+            tick.set_color(UNSELECTED_COLOR)
     if title is None:
         title = f"query {alignment.query_id} vs candidate {alignment.cand_id}".strip()
+    if len(q_cut) or len(c_cut):
+        cut = ", ".join(_spans(prefix, ids) for prefix, ids in (("q", q_cut), ("c", c_cut)) if len(ids))
+        title += f"\nno vector (left out by the encoder, past its max_length): {cut}"
     fig.suptitle(title, fontsize=TITLE_FONT + 1)
     return fig
+
+
+def _spans(prefix: str, ids: Sequence[int]) -> str:
+    """Sentence positions as runs: `c5-c19`, `q2, q4-q5`."""
+    runs: list[list[int]] = []
+    for i in ids:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"{prefix}{r[0]}" + (f"-{prefix}{r[-1]}" if len(r) > 1 else "") for r in runs)
 
 
 MIN_LIST_WIDTH = 41  # a head line of rank, score, an 8-digit id and a grade (about 35 characters) leaves its title room
