@@ -219,6 +219,7 @@ class Searcher:
         if encoder is not None:
             index.check_model(*model_fingerprints(encoder))
         self._scorers: dict = {}
+        self._lexical: dict = {}  # BM25 stages per (k1, b), shared with the searchers `with_config` makes
         self.shortfalls: list[tuple[int, int, str]] | None = None  # None: each short search warns (`short_of_k`)
         self.notes: list[str] | None = None  # None: each note on an answer is a warning (`say`)
 
@@ -244,6 +245,16 @@ class Searcher:
             options = index.config.encode.encoder_options() if encoder_options is None else dict(encoder_options)
             encoder = load_encoder(model or index.model_name, **options)
         return cls(index, config, encoder)
+
+    def with_config(self, config: SearchConfig) -> "Searcher":
+        """A searcher over the same index, encoder and cross-encoder with `config` (checked), sharing this one's BM25
+        stages: one built at query time (an index storing none, or another k1 / b than it stores) is built once for
+        both. (The page's searches at another OT temperature each made a new Searcher, which built it again over the
+        whole index at every search.)"""
+        other = Searcher(self.index, config, cross_encoder=self.cross_encoder)
+        other.encoder = self.encoder  # the index was checked against it when this searcher took it
+        other._lexical = self._lexical
+        return other
 
     def short_of_k(self, found: int, k: int, reason: str) -> None:
         """A search found `found` < `k` papers: a warning, or, while `shortfalls` is a list (a batch of queries,
@@ -373,10 +384,10 @@ class Searcher:
         from aspire.index.lexical import stored_bm25
         from aspire.retrieval.lexical import LexicalStage
 
-        key = ("bm25", cfg.bm25_k1, cfg.bm25_b)
-        if key not in self._scorers:
-            self._scorers[key] = LexicalStage(stored_bm25(self.index, cfg.bm25_k1, cfg.bm25_b))
-        return self._scorers[key]
+        key = (cfg.bm25_k1, cfg.bm25_b)
+        if key not in self._lexical:
+            self._lexical[key] = LexicalStage(stored_bm25(self.index, *key))
+        return self._lexical[key]
 
     def retrieve(self, query: DocBatch, config: SearchConfig, exclude: Sequence[str] = ()) -> Candidates:
         """ANN stage: one faiss lookup per selected query sentence, aggregated per paper by min L2.

@@ -256,9 +256,9 @@ class SearchService:
         line warns of (`Searcher.say`: a BM25 stage whose selection shares no word with any paper), in one line."""
         req = self.check(body)
         searcher = self.searcher
-        if req.tau != searcher.config.ot_tau:  # a request's own temperature: scorers apart from the shared ones
-            searcher = Searcher(self.index, replace(searcher.config, ot_tau=req.tau),
-                                cross_encoder=searcher.cross_encoder)
+        if req.tau != searcher.config.ot_tau:  # a request's own temperature: scorers apart from the shared ones, the
+            # BM25 stage shared (a new Searcher once built a BM25 the index does not store again at every such search)
+            searcher = searcher.with_config(replace(searcher.config, ot_tau=req.tau))
         with self._lock, torch.no_grad():
             query = searcher.query_from_index(req.paper_id, req.sentences)
             searcher.notes = []  # what `aspire search` warns of (`Searcher.say`), said in the answer's note
