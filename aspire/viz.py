@@ -172,6 +172,7 @@ def _no_vector(batch: DocBatch, n: int) -> np.ndarray:
 # ---- helpers ----------------------------------------------------------------------------------
 MAX_ANNOTATED_COLUMNS = 16  # past this many candidate sentences, 9-pt numbers no longer fit in a cell
 ROW_INCHES = 0.34  # one matrix row: room for a two-line 9-pt sentence label
+MIN_PANEL_ROWS = 2  # a panel of plot_alignment is at least this many rows high: room for its colour bar's label
 
 
 def sentence_label(prefix: str, i: int, text: str, width: int = 48, lines: int = 2,
@@ -213,6 +214,25 @@ def _short_facet(label: str | None) -> str | None:
 def _matrix_width(T: int) -> float:
     """Inches for a matrix of T columns with sentence labels on its left and a colour bar on its right."""
     return min(MAX_WIDTH, 4.4 + 0.45 * T)
+
+
+def _fit_width(fig) -> None:
+    """Widen `fig`, up to `MAX_WIDTH` inches, until no title or label runs past its left or right edge: a figure sized by
+    its columns was narrower than a panel's title over a candidate of few sentences, and its OT distance was cut
+    ("<D, P> = 0.69" of 0.690). A panel's title is centred on its matrix, which takes the added width: it moves by half
+    of it."""
+    for _ in range(3):
+        fig.draw_without_rendering()
+        renderer, width = fig.canvas.get_renderer(), fig.bbox.width
+        texts = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label,
+                                                 ax.yaxis.label)]
+        texts += [fig._suptitle] if fig._suptitle is not None else []
+        boxes = [t.get_window_extent(renderer) for t in texts if t.get_visible() and t.get_text()]
+        over = max([0.0] + [max(b.x1 - width, -b.x0) for b in boxes]) / fig.dpi  # inches
+        inches = fig.get_figwidth()
+        if over <= 0.01 or inches >= MAX_WIDTH:
+            return
+        fig.set_figwidth(min(MAX_WIDTH, inches + 2 * over + 0.1))
 
 
 def _new_ax(ax, size: tuple[float, float]):
@@ -377,13 +397,14 @@ def plot_alignment(alignment: PairAlignment, *, query_labels: Sequence[str | Non
     The distance panel has every query sentence (unselected ones hatched); the plan panels only the
     selected ones (the others carry no mass). The panels share the candidate-sentence axis, labelled
     once at the bottom. Panel titles give the single-match and OT distances; sentences with no vector (left out by
-    the encoder, see `pair_alignment`) are named under the figure's title, their labels greyed. Returns the Figure.
+    the encoder, see `pair_alignment`) are named under the figure's title, their labels greyed. Each panel is at least
+    `MIN_PANEL_ROWS` rows high, and the figure is widened (up to `MAX_WIDTH`) until its titles fit. Returns the Figure.
     """
     import matplotlib.pyplot as plt
 
     S, T = alignment.cost.shape
     selected = np.flatnonzero(alignment.query_mask)
-    heights = [S] + [max(len(selected), 1)] * len(alignment.plans)
+    heights = [max(S, MIN_PANEL_ROWS)] + [max(len(selected), MIN_PANEL_ROWS)] * len(alignment.plans)
     size = (_matrix_width(T), 2.9 + 0.45 * len(heights) + ROW_INCHES * sum(heights))
     fig, axes = plt.subplots(len(heights), 1, figsize=size, sharex=True, squeeze=False, layout="constrained",
                              gridspec_kw={"height_ratios": heights})
@@ -409,6 +430,7 @@ def plot_alignment(alignment: PairAlignment, *, query_labels: Sequence[str | Non
         cut = ", ".join(_spans(prefix, ids) for prefix, ids in (("q", q_cut), ("c", c_cut)) if len(ids))
         title += f"\nno vector (left out by the encoder, past its max_length): {cut}"
     fig.suptitle(title, fontsize=TITLE_FONT + 1)
+    _fit_width(fig)
     return fig
 
 
