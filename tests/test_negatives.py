@@ -56,7 +56,7 @@ def test_citation_negatives_follow_the_citing_papers_and_skip_partners(examples_
     assert negatives["B"] == ["C", "D"]  # X only
     assert negatives["F"] == ["A", "E"]  # Y only; C is F's partner
     assert negatives["G"] == []
-    assert mined.dropped == {"partner": 8}  # A: B, E; B: A; C: D, F; D: C; E: A; F: C
+    assert mined.dropped == {"partner": 8, "citation": 0}  # A: B, E; B: A; C: D, F; D: C; E: A; F: C
     assert citation_negatives(groups, PAPERS, k=1).negatives["A"] == ["C"]
     bad = [{"set_id": "A|B", "paper_ids": ["A", "B"], "context_ids": ["L7"]}]
     with pytest.raises(ValueError, match=r"co-cited set A\|B: context id 'L7' does not name its citing paper"):

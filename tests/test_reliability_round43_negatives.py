@@ -47,7 +47,7 @@ def test_citation_negatives_hand_computed_and_partners_never_negatives():
     # X cites a b c d; Y cites c d a e; Z cites b c
     assert mined.negatives == {"a": ["c", "d"], "b": ["d"], "c": ["a", "e"], "d": ["a", "b", "e"],
                                "e": ["c", "d"], "f": [], "g": []}
-    assert mined.dropped == {"partner": 8}
+    assert mined.dropped == {"partner": 8, "citation": 0}
     partners = cocitation_partners(groups)
     rnd = random_negatives(partners, ids, 100, 1)
     assert rnd.dropped == {"partner": 8}  # every partner drawn when all are drawn

@@ -7,7 +7,8 @@
 
 Five samplers over the papers of an examples directory (`abstracts.jsonl`, `groups.{train,dev}.jsonl`):
 - `citation` (SPECTER-style citation-graph negatives): the papers that a paper citing the anchor
-  also cites, but never in one sentence with the anchor; most shared citing papers first. The
+  also cites, but never in one sentence with the anchor, nor citing it or cited by it (a citing paper can be one of
+  the papers: `dropped["citation"]` counts those left out); most shared citing papers first. The
   citing paper of a context is the part of its id before the last `#` (`W03-0407#L271`).
 - `nearest`: the anchor's nearest papers by an encoder's whole-abstract vector (cosine), after the
   false-negative guards of `aspire.data.negatives.rank` (partners; with `margin`, candidates
