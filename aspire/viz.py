@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numbers
 import textwrap
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -446,7 +447,30 @@ def _spans(prefix: str, ids: Sequence[int]) -> str:
 
 
 MIN_LIST_WIDTH = 41  # a head line of rank, score, an 8-digit id and a grade (about 35 characters) leaves its title room
-MIN_TITLE = len(" [...]")  # textwrap.shorten's placeholder: it refuses a narrower room
+PLACEHOLDER = " [...]"  # textwrap.shorten's
+MIN_TITLE = len(PLACEHOLDER)  # shorten refuses a narrower room
+
+
+def _columns(text: str) -> np.ndarray:
+    """(len(text),) the columns `text` fills up to each character: a wide one (Chinese, Japanese) takes two."""
+    return np.cumsum([2 if unicodedata.east_asian_width(c) in ("W", "F") else 1 for c in text], dtype=int)
+
+
+def _shorten(text: str, width: int) -> str:
+    """`text` on one line in at most `width` columns: as `textwrap.shorten` cuts it (whole words, then " [...]") where
+    that keeps at least half of the room, else cut within a word (never parting a letter from its accents).
+    shorten kept whole words only, so a sentence of Chinese (no spaces) or one opening with a long URL became
+    "[...]" alone (244 sentences of the shared ACL Anthology's Chinese abstracts), and it counted a wide character
+    as one column though it is drawn about twice as wide."""
+    flat = " ".join(text.split())
+    if not flat or _columns(flat)[-1] <= width:
+        return flat
+    short = textwrap.shorten(flat, width)
+    room = width - len(PLACEHOLDER)
+    if _columns(short)[-1] <= width and len(short) - len(PLACEHOLDER) >= room // 2:
+        return short
+    head = cut_whole(flat, int(np.searchsorted(_columns(flat), room, side="right"))).rstrip()
+    return head + PLACEHOLDER if head else short
 
 
 def plot_ranked_list(hits: Sequence, *, ax=None, max_pairs: int = 2, grades: Mapping[str, int] | None = None,
@@ -455,8 +479,9 @@ def plot_ranked_list(hits: Sequence, *, ax=None, max_pairs: int = 2, grades: Map
 
     One block per hit: rank, score, paper id, title (and relevance grade when `grades` maps the id),
     then up to `max_pairs` lines "q_i -> s_j (L2, weight)" with both sentences, each cut to `width`
-    characters (at least `MIN_LIST_WIDTH`). The head line gives the title what is left of `width` beside rank, score,
-    id and grade (at least `MIN_TITLE` characters, where a long id leaves less). Returns the Figure.
+    characters (at least `MIN_LIST_WIDTH`; a wide character, as Chinese ones are, counts two), within a word where
+    whole words would keep less than half of it. The head line gives the title what is left of `width` beside rank,
+    score, id and grade (at least `MIN_TITLE` characters, where a long id leaves less). Returns the Figure.
     """
     if isinstance(width, bool) or not isinstance(width, int) or width < MIN_LIST_WIDTH:
         raise ValueError(f"plot_ranked_list: width must be an integer >= {MIN_LIST_WIDTH} characters, got {width!r}")
@@ -468,11 +493,11 @@ def plot_ranked_list(hits: Sequence, *, ax=None, max_pairs: int = 2, grades: Map
         head = f"{hit.rank}. {hit.score:+.3f}  {hit.paper_id}  "
         # the title's room is what the head leaves (a fixed width - 35 ran a 40-character id's line past the figure)
         room = max(width - len(head) - len(grade), MIN_TITLE)
-        lines = [("head", f"{head}{textwrap.shorten(hit.title, room)}{grade}")]
+        lines = [("head", f"{head}{_shorten(hit.title, room)}{grade}")]
         for p in hit.pairs[:max_pairs]:
             lines.append(("pair", f"q{p.query_sentence} -> s{p.hit_sentence}   L2 {p.dist:.3f}   weight {p.weight:.2f}"))
-            lines.append(("q", "q: " + textwrap.shorten(p.query_text or "", width)))
-            lines.append(("s", "s: " + textwrap.shorten(p.hit_text or "", width)))
+            lines.append(("q", "q: " + _shorten(p.query_text or "", width)))
+            lines.append(("s", "s: " + _shorten(p.hit_text or "", width)))
         blocks.append(lines)
     n_lines = sum(len(b) for b in blocks) + len(blocks)
     fig, ax = _new_ax(ax, (MAX_WIDTH - 1, 0.6 + 0.2 * max(n_lines, 1)))
