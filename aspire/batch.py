@@ -205,7 +205,7 @@ class DocBatch:
         number of selected sentences (after an earlier selection, position 2 of {1, 2} is valid
         although only two sentences are selected) nor against the padded length (padding is never
         a sentence). Raises ValueError naming the paper when a position is out of range, not
-        selected in this batch, or a selection is empty, and when a selection is not a sequence of integer
+        selected in this batch (saying so where the encoder cut it: no vector), or a selection is empty, and when a selection is not a sequence of integer
         positions (a bool would be read as position 0 or 1, a string as its characters).
         """
         if len(selection) != len(self):
@@ -223,6 +223,13 @@ class DocBatch:
                 raise ValueError(f"paper {name}: sentence indices {bad} out of range 0..{n - 1}")
             selected = self.mask[i].tolist()
             off = [j for j in chosen if j >= S or not selected[j]]
+            # a sentence of the paper with no vector (none, or a zero one outside the mask): the encoder cut it
+            # (`overflow="truncate"` past `max_length`); it was blamed on padding or an earlier selection
+            cut = [j for j in off if j >= S or not bool(self.emb[i, j].any())]
+            if cut:
+                raise ValueError(f"paper {name}: sentences {cut} have no vector: the encoder cut the paper at its "
+                                 "max_length (overflow='truncate'); select among its encoded sentences, or encode "
+                                 "with overflow='window'")
             if off:
                 raise ValueError(f"paper {name}: sentences {off} are not selected in this batch (padding, or left "
                                  "out by an earlier selection); a selection can only narrow the mask")

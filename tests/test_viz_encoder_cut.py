@@ -72,3 +72,19 @@ def test_a_query_the_encoder_cut_has_no_distances_on_its_cut_rows(encoded):
     assert not np.isnan(al.cost[kept][:, _kept(cand)]).any()
     first, last = np.flatnonzero(~kept)[[0, -1]]
     assert plot_alignment(al)._suptitle.get_text().endswith(f"past its max_length): q{first}-q{last}")
+
+
+def test_selecting_a_sentence_the_encoder_cut_says_so(encoded):
+    """`select_sentences` (the alignment notebook's query selection) on a sentence past the encoder's max_length
+    blamed "padding, or left out by an earlier selection"; it names the cut and what to do instead."""
+    query, _ = encoded("truncate")
+    kept = _kept(query)
+    last = int(np.flatnonzero(~kept)[-1])
+    with pytest.raises(ValueError, match=rf"paper 2468783: sentences \[{last}\] have no vector: the encoder cut the "
+                                         r"paper at its max_length \(overflow='truncate'\)"):
+        query.select_sentences([[0, last]])
+    first, second = np.flatnonzero(kept)[:2].tolist()
+    narrowed = query.select_sentences([[first]])
+    with pytest.raises(ValueError, match=rf"sentences \[{second}\] are not selected in this batch \(padding, or "
+                                         r"left out by an earlier selection\)"):
+        narrowed.select_sentences([[second]])  # a sentence with a vector an earlier selection left out: as before
