@@ -1,16 +1,24 @@
-"""Citation negatives (`aspire.data.negatives.citation_negatives`, `hard-negatives method=citation`) never list a
-paper that cites the anchor or that the anchor cites. A citing paper can be one of the papers (207 of the 602 of the
-real ACL co-citation examples are); a paper citing the anchor is its citation neighbour, SPECTER's positive, and was
-listed as its hard negative (118 of the 1,813 negatives of the real examples)."""
+"""The ranked hard negatives (`hard-negatives method=citation|nearest|svd`) never list a paper that cites the anchor
+or that the anchor cites. A citing paper can be one of the papers (207 of the 602 of the real ACL co-citation examples
+are); a paper citing the anchor is its citation neighbour, SPECTER's positive, and the ranked methods rank it near the
+anchor: it was listed as a hard negative (118 of the 1,813 citation negatives of the real examples; the first svd
+negative of 48 of 550 anchors)."""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
-from aspire.data.negatives import HardNegativesConfig, citation_negatives, mine_hard_negatives, read_groups
+from aspire.data.negatives import (
+    HardNegativesConfig,
+    citation_negatives,
+    mine_hard_negatives,
+    nearest_negatives,
+    read_groups,
+)
 
 # X cites A, B, C, D (A with B in one sentence, C with D in another); C cites A and E together.
 GROUPS = [
@@ -49,17 +57,57 @@ def test_links_through_a_version_of_the_anchor_or_of_the_candidate():
     assert "C" in alone.negatives["A2"]
 
 
-@pytest.mark.slow
-def test_real_examples_list_no_citation_neighbour(shared_data, tmp_path):
-    from aspire.cli.data import main
+def test_nearest_leaves_citation_neighbours_out_but_takes_no_margin_reference_from_them():
+    """B cites A and E (one sentence): A's partner is E, B its citation neighbour and nearest paper."""
+    from aspire.data.negatives import citation_links
 
-    records = shared_data / "cocite-acl" / "cocitations.jsonl"
-    assert main(["run-all", "--in", str(records), "--out", str(tmp_path / "run"), "-q"]) == 0
-    examples = tmp_path / "run" / "5_examples"
-    report = mine_hard_negatives(examples, tmp_path / "neg", HardNegativesConfig(method="citation", k=10))
-    rows = [json.loads(line) for line in (tmp_path / "neg" / "hard_negatives.jsonl").read_text().splitlines()]
+    groups = [{"set_id": "A|E", "paper_ids": ["A", "E"], "context_ids": ["B#L1"]}]
+    ids = list("ABCDE")
+    angles = np.array([0.0, 0.1, 0.2, 0.3, 1.5])
+    vecs = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    partners = {"A": {"A", "E"}, "E": {"A", "E"}}
+    links = citation_links(groups)
+    assert links["A"] == {"B"} and links["B"] == {"A", "E"}
+    assert nearest_negatives(vecs, partners, ids, 3).negatives["A"] == ["B", "C", "D"]  # without the guard
+    mined = nearest_negatives(vecs, partners, ids, 3, linked=links)
+    assert mined.negatives["A"] == ["C", "D"] and mined.negatives["B"] == ["C", "D"]
+    assert mined.negatives["C"] == ["B", "D", "A"]  # a paper with no link is ranked as before
+    assert mined.dropped == {"partner": 2, "citation": 4}  # E for A, A for E; B for A and E, A and E for B
+    # the margin's reference is A's partner E (cos 1.5), not B: every candidate lies above it, so none is kept
+    guarded = nearest_negatives(vecs, partners, ids, 3, margin=0.0, linked=links)
+    assert guarded.negatives["A"] == []
+
+
+@pytest.fixture(scope="module")
+def real_examples(tmp_path_factory):
+    from aspire.cli.data import main
+    from aspire.paths import DATA
+
+    records = DATA / "cocite-acl" / "cocitations.jsonl"
+    if not records.is_file():
+        pytest.skip(f"shared co-citation data not found at {records}")
+    out = tmp_path_factory.mktemp("real") / "run"
+    assert main(["run-all", "--in", str(records), "--out", str(out), "-q"]) == 0
+    return out / "5_examples"
+
+
+def _mine(examples, out, method):
+    report = mine_hard_negatives(examples, out, HardNegativesConfig(method=method, k=10))
+    rows = [json.loads(line) for line in (out / "hard_negatives.jsonl").read_text().splitlines()]
     links = _links(read_groups(examples))
-    linked = [(r["paper_id"], n) for r in rows for n in r["negatives"] if n in links[r["paper_id"]]]
+    return report, rows, [(r["paper_id"], n) for r in rows for n in r["negatives"] if n in links[r["paper_id"]]]
+
+
+@pytest.mark.slow
+def test_real_citation_negatives_list_no_citation_neighbour(real_examples, tmp_path):
+    report, rows, linked = _mine(real_examples, tmp_path / "neg", "citation")
     assert linked == []  # 118 pairs before, such as W98-1119's negative P04-1018, which cites it
     assert sum(len(r["negatives"]) for r in rows) == 1736  # 1,813 before
     assert report["dropped"] == {"partner": 2296, "citation": 136}
+
+
+@pytest.mark.slow
+def test_real_svd_negatives_list_no_citation_neighbour(real_examples, tmp_path):
+    report, rows, linked = _mine(real_examples, tmp_path / "neg", "svd")
+    assert linked == []  # 220 pairs before; the first negative of 48 of the 550 anchors with a vector
+    assert report["papers_with_negatives"] == 550 and report["dropped"] == {"partner": 806, "citation": 237}

@@ -11,19 +11,23 @@ Five samplers over the papers of an examples directory (`abstracts.jsonl`, `grou
   the papers: `dropped["citation"]` counts those left out); most shared citing papers first. The
   citing paper of a context is the part of its id before the last `#` (`W03-0407#L271`).
 - `nearest`: the anchor's nearest papers by an encoder's whole-abstract vector (cosine), after the
-  false-negative guards of `aspire.data.negatives.rank` (partners; with `margin`, candidates
+  false-negative guards of `aspire.data.negatives.rank` (partners; citation neighbours; with `margin`, candidates
   scoring above the anchor's partner similarity less `margin`) and the `skip` nearest survivors.
 - `random`: `k` papers drawn uniformly (`seed`).
 - `coverage`: one paper from each of `k` k-means clusters (`clusters`, over the encoder's
   whole-abstract vectors) other than the anchor's, so the negatives spread over the corpus (`seed`).
 - `svd` (bibliographic IR): the nearest papers in the space of a truncated SVD (`dim`) of the
-  co-citation matrix, never linked to the anchor; `margin` and `skip` as for `nearest`.
+  co-citation matrix, never linked to the anchor (a partner or a citation neighbour); `margin` and `skip` as for
+  `nearest`.
 An anchor's co-citation partners (every paper sharing a co-cited set with it, in either split) are never its
 negatives, nor are its other versions (`same_work_groups`: its normalised title or abstract under another id, such
-as its journal version): one work is read as one paper, whose versions share their partners. Every paper gets a
+as its journal version): one work is read as one paper, whose versions share their partners. Nor, for the ranked
+methods (citation, nearest, svd), are its citation neighbours (`citation_links`: a paper citing it or cited by it,
+which they rank near it; the sampled ones draw it no likelier than any other paper). Every paper gets a
 line `{"paper_id", "negatives": [...]}`, at most `k` negatives, best first (for the sampled methods, in draw order);
 `report.json` counts the papers left with none and lists them, counts what each guard dropped (`dropped`; the
-partner guard's count takes in the versions) and lists the groups of versions (`same_work`).
+partner guard's count takes in the versions, `citation` counts the neighbours) and lists the groups of versions
+(`same_work`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from aspire.data.acl import same_work_groups
 from aspire.data.cocite.config import REPORT
 from aspire.data.cocite.stages import begin_stage, end_stage
 from aspire.data.negatives.graph import (
+    citation_links,
     citation_negatives,
     cocitation_matrix,
     cocitation_partners,
@@ -55,7 +60,7 @@ if TYPE_CHECKING:
     from aspire.data.papers import Paper
 
 __all__ = [
-    "METHODS", "OUT_FILE", "HardNegativesConfig", "Mined", "citation_negatives", "cocitation_matrix",
+    "METHODS", "OUT_FILE", "HardNegativesConfig", "Mined", "citation_links", "citation_negatives", "cocitation_matrix",
     "cocitation_partners", "coverage_negatives", "kmeans_clusters", "mine_hard_negatives", "nearest_negatives",
     "random_negatives", "read_groups", "same_work_groups", "svd_vectors",
 ]
@@ -123,7 +128,10 @@ def _mine(cfg: HardNegativesConfig, groups: list[dict], order: list[str], vector
     notes = {}
     if cfg.method == "svd":
         vectors, notes = svd_vectors(cocitation_matrix(groups, order), cfg.dim, cfg.seed)
-    mined = nearest_negatives(vectors, partners, order, cfg.k, cfg.skip, cfg.margin, cfg.margin_reference)
+    # the ranked methods rank a paper citing the anchor (or cited by it) near it: never its negative either; the
+    # sampled ones draw uniformly, such a paper no likelier than any other
+    mined = nearest_negatives(vectors, partners, order, cfg.k, cfg.skip, cfg.margin, cfg.margin_reference,
+                              linked=citation_links(groups, same_work))
     mined.notes.update(notes)
     return mined
 

@@ -46,28 +46,12 @@ def cocitation_partners(groups: list[dict], same_work: Iterable[Iterable[str]] =
     return cocited_partners((g["paper_ids"] for g in groups), same_work)
 
 
-def citation_negatives(groups: list[dict], paper_ids: list[str], k: int,
-                       same_work: Iterable[Iterable[str]] = ()) -> Mined:
-    """Citation-graph negatives of each paper of `paper_ids`: papers of `paper_ids` cited by a paper that cites it,
-    never co-cited with it (a `same_work` group read as one paper: `cocitation_partners`) and never linked to it by a
-    citation of their own, most shared citing papers first (ties by paper id). As for the other miners, a negative is
-    always one of `paper_ids` (a paper the trainer has an abstract of): a paper of `groups` outside `paper_ids` is no
-    one's negative. The citing paper of a context is the part of its id before the last '#' (`W03-0407#L271`,
-    `doc#7#p0s2`: the stages add one '#' to the citing paper's id). A citing paper can be a cited paper too (in the
-    ACL co-citation examples 207 of the 602 papers are): one that cites the anchor or that the anchor cites (the one
-    or the other as any of its `same_work` versions) is linked to it, SPECTER's positive, never its negative (on the
-    real examples 118 of the 1,813 negatives cited their anchor or were cited by it). `dropped["partner"]` counts the
-    partners (of `paper_ids`) so left out, `dropped["citation"]` the other papers left out for such a link. An id
-    listed twice in `paper_ids` raises ValueError naming it; so does a `k` that is not a whole number >= 0 (a negative
-    one cut the last negatives off)."""
-    check_paper_ids(paper_ids)
-    check_k(k)
-    known = set(paper_ids)
-    same_work = [list(ids) for ids in same_work]
-    partners = cocitation_partners(groups, same_work)
-    version = {pid: ids for ids in same_work for pid in ids}
-    citing_of: dict[str, set[str]] = defaultdict(set)  # paper -> the papers citing it
-    cited_by: dict[str, set[str]] = defaultdict(set)  # citing paper -> the papers it cites
+def _citing_graph(groups: list[dict]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """({paper: the papers citing it}, {citing paper: the papers it cites}) of the co-cited sets' contexts: the citing
+    paper of a context is the part of its id before the last '#' (`W03-0407#L271`, `doc#7#p0s2`: the stages add one
+    '#' to the citing paper's id). A context id without one raises ValueError naming its set."""
+    citing_of: dict[str, set[str]] = defaultdict(set)
+    cited_by: dict[str, set[str]] = defaultdict(set)
     for g in groups:
         for ctx in g["context_ids"]:
             citing, sep, _ = str(ctx).rpartition("#")  # the last '#': a citing paper's own id may hold one
@@ -77,13 +61,50 @@ def citation_negatives(groups: list[dict], paper_ids: list[str], k: int,
             cited_by[citing].update(g["paper_ids"])
             for pid in g["paper_ids"]:
                 citing_of[pid].add(citing)
+    return citing_of, cited_by
+
+
+def citation_links(groups: list[dict], same_work: Iterable[Iterable[str]] = ()) -> dict[str, set[str]]:
+    """`{paper: the papers it cites or that cite it}`, read off the citing paper of each context of `groups`
+    (`_citing_graph`), each paper as any of its `same_work` versions (a link to one version links them all). A
+    citing paper can be a cited paper too (207 of the 602 papers of the real ACL co-citation examples are): one
+    citing the anchor is its citation neighbour, SPECTER's positive, never its negative."""
+    citing_of, cited_by = _citing_graph(groups)
+    version = {pid: ids for ids in (list(ids) for ids in same_work) for pid in ids}
+    direct: dict[str, set[str]] = defaultdict(set)
+    for citing, cited in cited_by.items():
+        for pid in cited:
+            direct[citing].add(pid)
+            direct[pid].add(citing)
+    links: dict[str, set[str]] = {}
+    for pid in direct.keys() | version.keys():
+        links[pid] = {v for p in version.get(pid, [pid]) for x in direct.get(p, ()) for v in version.get(x, [x])}
+    return links
+
+
+def citation_negatives(groups: list[dict], paper_ids: list[str], k: int,
+                       same_work: Iterable[Iterable[str]] = ()) -> Mined:
+    """Citation-graph negatives of each paper of `paper_ids`: papers of `paper_ids` cited by a paper that cites it,
+    never co-cited with it (a `same_work` group read as one paper: `cocitation_partners`) and never citing it or cited
+    by it (`citation_links`: on the real examples 118 of the 1,813 negatives were), most shared citing papers first
+    (ties by paper id). As for the other miners, a negative is always one of `paper_ids` (a paper the trainer has an
+    abstract of): a paper of `groups` outside `paper_ids` is no one's negative. The citing paper of a context is the
+    part of its id before the last '#' (`_citing_graph`). `dropped["partner"]` counts the partners (of `paper_ids`)
+    so left out, `dropped["citation"]` the other papers left out as citation neighbours. An id listed twice in
+    `paper_ids` raises ValueError naming it; so does a `k` that is not a whole number >= 0 (a negative one cut the
+    last negatives off)."""
+    check_paper_ids(paper_ids)
+    check_k(k)
+    known = set(paper_ids)
+    same_work = [list(ids) for ids in same_work]
+    partners = cocitation_partners(groups, same_work)
+    citing_of, cited_by = _citing_graph(groups)
+    links = citation_links(groups, same_work)
     out, dropped = {}, {"partner": 0, "citation": 0}
     for pid in paper_ids:
         cited = {n for c in citing_of[pid] for n in cited_by[c]} & known
+        linked = links.get(pid, set())
         dropped["partner"] += len(cited & partners[pid] - {pid})
-        mine = version.get(pid, [pid])
-        linked = {v for p in mine for x in citing_of.get(p, set()) | cited_by.get(p, set())
-                  for v in version.get(x, [x])}
         dropped["citation"] += len(cited & linked - partners[pid])
         shared = Counter(n for c in citing_of[pid] for n in cited_by[c]
                          if n in known and n not in partners[pid] and n not in linked)
