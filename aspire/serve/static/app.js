@@ -107,7 +107,9 @@ async function api(path, options) {
 }
 
 // Every answer names the index generation it came from and its manifest's digest: an index deleted and built
-// again starts again at gen-000001, so the name alone once hid a rebuild (the old page count stayed).
+// again starts again at gen-000001, so the name alone once hid a rebuild (the old page count stayed). A rebuild
+// reads the index's counts again and lists the papers again from the first: the old list kept papers the index
+// no longer holds, and "more papers" went on at its offset into the new index's order, skipping the papers before it.
 function noteGeneration(gen, digest) {
   const id = digest ? `${gen} ${digest}` : gen;
   if (!gen || id === state.generation) return;
@@ -118,6 +120,7 @@ function noteGeneration(gen, digest) {
     $("generation").classList.add("changed");
     $("generation").title = `the index was rebuilt while this page was open; answers now come from ${gen}`;
     loadInfo().catch((err) => { $("index-info").textContent = `could not read the index: ${err.message}`; });
+    filterPapers(false);
   }
 }
 
@@ -200,8 +203,10 @@ async function filterPapers(append) {
   } catch (err) {
     if (seq === state.listSeq) listNote(`could not list papers: ${err.message}`, true);
   } finally {
-    state.listBusy = false;
-    $("more-papers").disabled = false;
+    if (seq === state.listSeq) {  // a newer listing (another filter, a rebuild) frees the list when it ends
+      state.listBusy = false;
+      $("more-papers").disabled = false;
+    }
   }
 }
 
