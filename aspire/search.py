@@ -50,6 +50,7 @@ from aspire.index.config import (  # the argument checks every entry point (API,
 from aspire.index.fingerprint import model_fingerprints
 from aspire.index.store import SentenceIndex
 from aspire.retrieval.crossencoder import cross_rerank, cross_seconds
+from aspire.retrieval.lexical import first_stage_depth
 from aspire.scoring import cross_l2_cost, get_scorer
 from aspire.scoring.chunked import score_chunked
 
@@ -330,8 +331,9 @@ class Searcher:
         re-ranker, `cross_encoder` turns the cross-encoder stage on or off (see `SearchConfig`). Arguments
         are checked by `checked_search_config` (SearchArgumentError naming a bad one); `fuse`, `passage_window` or
         `passage_beta` given to a search whose pipeline does not read them is said (a warning), and `shortlist`
-        is read only by a re-ranker. A query that cannot be searched (no selected sentence, vectors of another
-        dimension than the index's, NaN or infinity) is a ValueError naming it (`check_query`).
+        is read only by a re-ranker and the fused first stage (`first_stage_depth`). A query that cannot be searched
+        (no selected sentence, vectors of another dimension than the index's, NaN or infinity) is a ValueError naming
+        it (`check_query`).
         """
         asked = checked_search_config(self.config, k=k, rerank=rerank, shortlist=shortlist, stages=stages, fuse=fuse,
                                       passage_window=passage_window, passage_beta=passage_beta, cross_encoder=cross_encoder)
@@ -339,7 +341,8 @@ class Searcher:
         unused = unused_settings(asked, [key for key, value in given.items() if value is not None])
         if unused:  # once taken and read by nothing, without a word
             log.warning("search argument(s) not used: %s", "; ".join(unused))
-        if asked.rerank != "none" and asked.shortlist < asked.k:  # re-ranking a shortlist shorter than k gives < k
+        if not unused_settings(asked, ["shortlist"]) and asked.shortlist < asked.k:  # a shortlist (or fused lists)
+            # shorter than k gives < k
             if shortlist is not None:
                 raise SearchArgumentError(f"shortlist ({shortlist}) must be at least k ({asked.k})")
             asked = replace(asked, shortlist=asked.k)  # the configured default grows to k, as on the page
@@ -392,25 +395,26 @@ class Searcher:
     def retrieve(self, query: DocBatch, config: SearchConfig, exclude: Sequence[str] = ()) -> Candidates:
         """ANN stage: one faiss lookup per selected query sentence, aggregated per paper by min L2.
 
-        Returns `shortlist` (re-ranking) or `k` candidates, excluded ids removed. When the lookups
-        reach fewer papers, `sentence_k` is widened (about in proportion to what is missing) until
-        they do, or until the index gives no more (every sentence reached, or the ANN structure
+        Returns `first_stage_depth(config)` candidates (`shortlist` when re-ranking or fusing, else `k`), excluded
+        ids removed. When the lookups reach fewer papers, `sentence_k` is widened (about in proportion to what is
+        missing) until they do, or until the index gives no more (every sentence reached, or the ANN structure
         returns fewer rows than asked); then fewer come back and a warning says so.
 
-        When the single match is the ranking (`rerank: none`) and several sentences are selected, the lookups
+        When the single match is the ranking (`rerank: none`, first stage `ann`) and several sentences are selected, the lookups
         also widen (doubling) until the k-th paper is no farther than every lookup's farthest neighbour
         (`reach`): a paper nearer than that to some query sentence has its nearest sentence in that sentence's
         lookup, so on an exact index (flat) the k papers and their distances are the exhaustive single match's.
         Without it a paper nearest to a query sentence crowded by another paper's many sentences came back
         with a larger distance, or not at all. A shortlist for a re-ranker is not widened so (its papers are
-        re-scored, and it is 100 times deeper): its membership stays approximate.
+        re-scored, and it is 100 times deeper), nor is the fused stage's list: its membership stays approximate.
         """
         selected = query.mask[0].nonzero()[:, 0]  # (n,) positions of the selected sentences
         if len(selected) == 0:
             raise ValueError("the query has no selected sentence")
         vectors = query.emb[0, selected].detach().float().cpu().numpy()  # (n, D)
-        limit = config.shortlist if config.rerank != "none" else config.k
-        exact = config.rerank == "none"  # the single match is the ranking: its papers and distances must hold
+        limit = first_stage_depth(config)
+        exact = config.rerank == "none" and config.stages == "ann"  # the single match is the ranking: its papers and
+        # distances must hold
         wanted = limit + len(exclude)
         sentence_k = config.sentence_k or max(config.sentence_k_min, math.ceil(wanted * config.sentence_k_factor))
         # an excluded paper (the query itself) can fill a lookup with its own sentences: look further

@@ -41,7 +41,7 @@ def brute_force(searcher: Searcher, query, cfg: SearchConfig, exclude: set[str])
     two lists fused by `aspire.scoring.fusion`; the re-ranker scores the first stage's list paper by paper."""
     index = searcher.index
     keep = [p for p in range(index.n_papers) if index.paper_ids[p] not in exclude]
-    limit = cfg.shortlist if cfg.rerank != "none" else cfg.k
+    limit = cfg.shortlist if cfg.rerank != "none" or cfg.stages == "ann,bm25" else cfg.k  # fused: lists that deep
 
     def one(method: str, p: int) -> float:
         return float(searcher.scorer(method, cfg).score(query, index.gather([p], texts=False))[0, 0])

@@ -129,8 +129,9 @@ def build_parser(prog: str):
                                        "(default: the index's search.fuse, z:0.815)")
     parser.add_argument("--rerank", choices=RERANKERS, help=RERANK_HELP)
     parser.add_argument("--shortlist", type=positive_int,
-                        help="papers the first stage passes to re-ranking (default: the index's search.shortlist); "
-                             "maxpassage scores only the best search.passage_depth of them")
+                        help="papers the first stage passes to re-ranking, and with --stages ann,bm25 the depth of "
+                             "each list it fuses, re-ranked or not (default: the index's search.shortlist); maxpassage "
+                             "scores only the best search.passage_depth of them")
     cross = parser.add_argument_group("cross-encoder stage (after the first stage and any --rerank)")
     cross.add_argument("--cross-encoder", metavar="DIR",
                        help="a trained cross-encoder (python -m aspire.train.crossencoder) re-scores the top "
@@ -591,10 +592,10 @@ def _run(args) -> int:
     clock = _took(f"opened the index ({searcher.index.n_papers} papers)", clock)
     asked = asked_config(searcher, args)  # out-of-range arguments stop before any query
     check_whole_vectors(searcher.index, asked)  # --stages whole / --rerank hybrid: once here, not at every query
-    if args.shortlist is not None and asked.rerank == "none":  # once taken, and read by nothing
-        raise ValueError(f"--shortlist {args.shortlist}: the papers the first stage passes to a re-ranker, and this "
-                         "search re-ranks by none (the first stage's k best are the answer): leave --shortlist out, "
-                         "or give --rerank")
+    if args.shortlist is not None and unused_settings(asked, ["shortlist"]):  # once taken, and read by nothing
+        raise ValueError(f"--shortlist {args.shortlist}: the papers the first stage passes to a re-ranker (or the depth "
+                         f"of the lists --stages ann,bm25 fuses), and this search re-ranks by none after the first "
+                         f"stage {asked.stages} (its k best are the answer): leave --shortlist out, or give --rerank")
     if args.fuse is not None and asked.stages != "ann,bm25":  # said, not silently unused
         log.warning("--fuse %s is not used: it fuses the lists of --stages ann,bm25, and the first stage is %s",
                     args.fuse, asked.stages)

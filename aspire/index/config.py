@@ -103,9 +103,13 @@ class SearchConfig:
         paper's title and sentences, the query's selected sentences as text) or "ann,bm25" (both,
         fused by `fuse`: `z:ALPHA` / `minmax:ALPHA`, weight ALPHA on ANN, or `rrf[:K]`) or "whole" (the
         cosine of the query's and each paper's whole-abstract vectors, exact; needs an index storing them).
+        The fused stage fuses each stage's best `shortlist` papers (at least k), re-ranked or not
+        (`aspire.retrieval.lexical.first_stage_depth`): a list's normalisation reads its depth, and lists k deep
+        ranked the k best of one query otherwise at each k (the top 10 of k=10 were not those of k=50).
+    shortlist: the papers the first stage passes to a re-ranker, and the depth of each list the fused stage fuses.
     sentence_k: neighbours fetched per selected query sentence; 0 picks
-        max(`sentence_k_min`, `sentence_k_factor` x (`shortlist` when re-ranking, else `k`, plus the number of
-        excluded papers)); either way the excluded papers' sentence count is added, and the lookups widen while
+        max(`sentence_k_min`, `sentence_k_factor` x (`shortlist` when re-ranking or fusing, else `k`, plus the number
+        of excluded papers)); either way the excluded papers' sentence count is added, and the lookups widen while
         they reach fewer papers than needed.
         A paper is found when one of its sentences is among some selected query sentence's
         `sentence_k` nearest, so larger values approach the exhaustive single-match ranking. With `rerank: none`
@@ -199,7 +203,8 @@ _READ_BY = {
     **dict.fromkeys(("bm25_k1", "bm25_b"), (lambda c: "bm25" in c.stages.split(","), "a bm25 first stage")),
     **dict.fromkeys(("sentence_k", "sentence_k_factor", "sentence_k_min"),
                     (lambda c: "ann" in c.stages.split(","), "an ann first stage")),
-    "shortlist": (lambda c: c.rerank != "none", "a re-ranker (rerank other than none)"),
+    "shortlist": (lambda c: c.rerank != "none" or c.stages == "ann,bm25",
+                  "a re-ranker (rerank other than none) and the fused first stage (stages ann,bm25)"),
     **dict.fromkeys(("ot_tau", "ot_eps", "ot_tol", "ot_max_iter"), (lambda c: c.rerank == "ot", "rerank ot")),
     **dict.fromkeys(("passage_window", "passage_beta", "passage_depth"),
                     (lambda c: c.rerank == "maxpassage", "rerank maxpassage")),

@@ -90,11 +90,22 @@ def whole_stage(searcher, query, limit: int, drop: Sequence[int]) -> dict[str, f
     return {index.paper_ids[p]: float(sims[p]) for p in top.tolist()}
 
 
+def first_stage_depth(config) -> int:
+    """The papers `config`'s first stage lists: `shortlist` (at least `k`) where a re-ranker reads them or two lists
+    are fused (each list that deep: z / minmax normalise a list by its own papers, and rrf adds only the papers a
+    list holds, so lists `k` deep gave the k best of one query other scores and another order at each k), else `k`
+    (its `k` best are the answer)."""
+    if config.rerank != "none" or config.stages == "ann,bm25":
+        return max(config.shortlist, config.k)
+    return config.k
+
+
 def first_stage(searcher, query, cfg, exclude: Sequence[str]) -> tuple[np.ndarray, np.ndarray, dict]:
     """A `Searcher`'s first stage: ANN, BM25, both fused, or the whole-abstract vectors (`cfg.stages`, `cfg.fuse`) -> (paper
-    positions, scores, per-paper stage scores), best first, `shortlist` papers when re-ranking, else `k`."""
+    positions, scores, per-paper stage scores), best first, `shortlist` papers when re-ranking or fusing (each fused
+    list that deep, whatever k: `first_stage_depth`), else `k`."""
     stages = cfg.stages.split(",")
-    limit = cfg.shortlist if cfg.rerank != "none" else cfg.k
+    limit = first_stage_depth(cfg)
     drop = [searcher.index.positions[pid] for pid in exclude if pid in searcher.index.positions]
     lists: list[dict[str, float]] = []
     if "ann" in stages:

@@ -107,7 +107,8 @@ class SearchBody(BaseModel):
     `sentences` are 0-based positions of the paper's sentences; a repeat is merged and their order does not count
     (as `aspire search --sentences`: `aspire.index.config.check_selection`); the answer echoes them merged and sorted.
     `k`, `stages` (the first stage: dense "ann", lexical "bm25", fused "ann,bm25" or "whole"), `rerank`,
-    `shortlist` (what the first stage passes to a re-ranker: refused with rerank "none") and `tau` (the OT
+    `shortlist` (what the first stage passes to a re-ranker, and the depth of each list the fused stage fuses:
+    refused with rerank "none" after another first stage) and `tau` (the OT
     temperature, for rerank "ot" alone) default to the server's search config. `cross_encoder` (true / false,
     default false, whatever the search config says) adds the cross-encoder stage last; the server must hold one.
     """

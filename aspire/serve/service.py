@@ -11,8 +11,9 @@
                                       ranked by OT, the transport plan (n, T); with `cross_encoder`
                                       (a service opened with one), the cross-encoder stage's score
                                       on each hit and its time for the query (`cross_encoder.ms`); the
-                                      answer's `shortlist` is the one the re-ranker read (None without
-                                      one): with the cross-encoder, at least its `cross_top`
+                                      answer's `shortlist` is the one the re-ranker (or the fused first
+                                      stage) read (None without either): with the cross-encoder, at
+                                      least its `cross_top`
 
 Every answer names the index generation it came from (`generation`, see aspire.serve.reload).
 Bad input raises `RequestError(status, message)` (a 4xx answer), never a 5xx: unknown ids (404),
@@ -42,6 +43,8 @@ import torch
 from aspire.data.facets import facet_of, title_labelled
 from aspire.data.papers import read_papers
 from aspire.index import SentenceIndex
+from aspire.index.config import unused_settings
+from aspire.retrieval.lexical import first_stage_depth
 from aspire.scoring import cross_l2_cost
 from aspire.scoring.lexical import normalize
 from aspire.search import RERANKERS, STAGES, Searcher, cross_depth, search_timed
@@ -59,6 +62,7 @@ from aspire.serve.requests import (
 )
 
 log = logging.getLogger(__name__)
+FUSED = "ann,bm25"  # the first stage that fuses two lists, each `shortlist` deep (`first_stage_depth`)
 NEEDS_WHOLE = ("whole", "hybrid")  # the first stage and the re-ranker that read the stored whole-abstract vectors
 
 
@@ -228,7 +232,8 @@ class SearchService:
         if needs_whole and self.index.whole is None:  # once a 500 from inside the search
             raise RequestError(400, f"{needs_whole[0]!r} needs the papers' whole-abstract vectors, which this index "
                                     "does not store (built before the one-pass encoding): rebuild it")
-        if req.shortlist is not None and (req.rerank or cfg.rerank) == "none":  # once read by nothing, without a word
+        if req.shortlist is not None and (req.rerank or cfg.rerank) == "none" and (req.stages or cfg.stages) != FUSED:
+            # once read by nothing, without a word (the fused first stage reads it: `first_stage_depth`)
             raise RequestError(400, f"shortlist: the papers the first stage passes to a re-ranker, and this search "
                                     f"reranks by 'none' (the first stage's {k} best are the answer): leave shortlist "
                                     "out, or ask for a re-ranker")
@@ -285,11 +290,12 @@ class SearchService:
         cfg = searcher.config
         cross = {"top": cfg.cross_top, "weight": cfg.cross_weight, "ms": cross_ms} if req.cross_encoder else None
         # the shortlist the re-ranker read: with the cross-encoder stage, grown to its cross_top (once the request's)
-        read = cross_depth(searcher, replace(cfg, k=req.k, shortlist=req.shortlist, rerank=req.rerank,
-                                             cross_encoder=req.cross_encoder)).shortlist
+        asked = cross_depth(searcher, replace(cfg, k=req.k, shortlist=req.shortlist, rerank=req.rerank,
+                                              stages=req.stages, cross_encoder=req.cross_encoder))
         return {"paper_id": req.paper_id, "sentences": req.sentences, "k": req.k, "rerank": req.rerank,
                 "stages": req.stages, "fuse": cfg.fuse, "cross_encoder": cross,
-                "shortlist": read if req.rerank != "none" else None,  # none: no shortlist was read
+                # none (not fused): no shortlist was read; the fused stage fuses lists that deep (`first_stage_depth`)
+                "shortlist": None if unused_settings(asked, ["shortlist"]) else first_stage_depth(asked),
                 "plan_rows": req.sentences, "ot": {"tau": cfg.ot_tau, "eps": cfg.ot_eps},
                 "hits": out, "note": "; ".join(notes) or None, "generation": self.generation}
 
