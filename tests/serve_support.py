@@ -1,6 +1,6 @@
 """Helpers for the page server's tests: a small labelled corpus, index building, a server running in a
-thread, bounded waits for an event and for threads, raw and JSON requests, and a collector of the log records
-a server writes."""
+thread, a headless Chromium page on it, bounded waits for an event and for threads, raw and JSON requests, and a
+collector of the log records a server writes."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import contextlib
 import http.client
 import json
 import logging
+import os
+import shutil
 import socket
 import threading
 import time
@@ -58,6 +60,33 @@ def running(service_or_holder, **options):
         srv.shutdown()
         srv.server_close()
         thread.join(10)
+
+
+def chromium_path() -> str | None:
+    """The headless Chromium the page's browser tests drive: $ASPIRE_CHROMIUM, else chromium on the PATH; None skips
+    them (`needs_chromium`)."""
+    return os.environ.get("ASPIRE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+needs_chromium = pytest.mark.skipif(chromium_path() is None,
+                                    reason="headless Chromium not installed (apt-get install -y chromium)")
+
+
+@contextlib.contextmanager
+def browser_page(srv):
+    """A Chromium page (playwright) open on `srv`'s page, its paper list shown, while in the block; the browser is
+    closed after it."""
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(15000)
+            page.goto(srv.url)
+            page.wait_for_selector(".paper-item")
+            yield page
+        finally:
+            browser.close()
 
 
 def wait_until(condition, what: str, timeout: float = 20.0) -> None:

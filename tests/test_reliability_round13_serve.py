@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from serve_support import PAPERS, L, build_index, running
+from serve_support import PAPERS, L, browser_page, build_index, needs_chromium, running
 
 from aspire.data.facets import FACETS, resolve_selection
 from aspire.data.papers import Paper, write_papers
@@ -68,43 +67,28 @@ def body_of(paper_id: str, sentences: list[int], rerank, stages, k, shortlist, t
 
 
 # ---- defects --------------------------------------------------------------------------------------------------
-def chromium_path() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(chromium_path() is None, reason="headless Chromium not installed (apt-get install -y chromium)")
+@needs_chromium
 def test_the_page_searches_with_the_servers_k_by_default(index):
     """The page's "top" choice was 10 whatever the server's k: a server of k=3 got searches for 10, and its default
     shortlist of 4 was refused by the page itself ("Shortlist 4 is out of range: use a whole number from 10")."""
-    pytest.importorskip("playwright")
-    from playwright.sync_api import sync_playwright
-
     service = open_service(index, ["k=3", "rerank=minl2", "shortlist=4"])
     expected = service.search({"paper_id": "q", "sentences": [1]})  # the server's default search
-    with running(service) as srv, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(15000)
-            page.goto(srv.url)
-            page.wait_for_selector(".paper-item")
-            assert page.input_value("#k") == "3" and page.input_value("#shortlist") == "4"
-            page.click('.paper-item[data-id="q"]')
-            page.wait_for_selector('#query-title:has-text("(q)")')
-            page.click('#query-sentences .sentence[data-index="1"]')
+    with running(service) as srv, browser_page(srv) as page:
+        assert page.input_value("#k") == "3" and page.input_value("#shortlist") == "4"
+        page.click('.paper-item[data-id="q"]')
+        page.wait_for_selector('#query-title:has-text("(q)")')
+        page.click('#query-sentences .sentence[data-index="1"]')
+        page.click("#search-btn")
+        page.wait_for_selector("#results .hit, #status.error")
+        assert page.locator("#status.error").count() == 0, page.inner_text("#status")
+        shown = page.locator("#results .hit").evaluate_all("ns => ns.map(n => n.dataset.id)")
+        assert shown == [h["paper_id"] for h in expected["hits"]] and len(shown) == 3
+        page.select_option("#k", "5")  # the user's choice is sent, and the page's own choices stay
+        page.fill("#shortlist", "6")
+        assert page.locator("#k option").evaluate_all("os => os.map(o => o.value)") == ["3", "5", "10", "20", "50"]
+        with page.expect_response("**/api/search") as sent:
             page.click("#search-btn")
-            page.wait_for_selector("#results .hit, #status.error")
-            assert page.locator("#status.error").count() == 0, page.inner_text("#status")
-            shown = page.locator("#results .hit").evaluate_all("ns => ns.map(n => n.dataset.id)")
-            assert shown == [h["paper_id"] for h in expected["hits"]] and len(shown) == 3
-            page.select_option("#k", "5")  # the user's choice is sent, and the page's own choices stay
-            page.fill("#shortlist", "6")
-            assert page.locator("#k option").evaluate_all("os => os.map(o => o.value)") == ["3", "5", "10", "20", "50"]
-            with page.expect_response("**/api/search") as sent:
-                page.click("#search-btn")
-            assert json.loads(sent.value.request.post_data)["k"] == 5 and len(sent.value.json()["hits"]) == 5
-        finally:
-            browser.close()
+        assert json.loads(sent.value.request.post_data)["k"] == 5 and len(sent.value.json()["hits"]) == 5
 
 
 def test_the_answer_says_the_shortlist_the_reranker_read_with_the_cross_encoder(index, tiny_cross_encoder_dir,

@@ -10,7 +10,7 @@ import shutil
 import time
 
 import pytest
-from serve_support import PAPERS, build_index, request, running
+from serve_support import PAPERS, browser_page, build_index, needs_chromium, request, running
 
 from aspire.data.papers import Paper
 from aspire.encoders import load_encoder
@@ -57,37 +57,24 @@ def test_a_service_opened_from_no_directory_sends_no_digest(encoder, tmp_path):
     assert "x-aspire-generation-digest" not in headers
 
 
-def chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(chromium() is None, reason="headless Chromium not installed (apt-get install -y chromium)")
+@needs_chromium
 def test_the_page_sees_an_index_rebuilt_with_the_same_generation_name(encoder, tmp_path):
     """Once the page compared the name alone: across a rebuild that started again at gen-000001 it kept saying
     "3 papers" (and no rebuild) while every answer came from the 5-paper index."""
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     index = build_index(encoder, PAPERS[:3], tmp_path / "index", "tiny")
-    with running(ServiceHolder(index, check_every=0.0)) as srv, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            host, port = srv.server_address[:2]
-            page.goto(f"http://{host}:{port}/")
-            page.wait_for_selector(".paper-item")
-            page.wait_for_selector('#index-info:text-matches("^3 papers")')
-            assert page.locator("#generation").inner_text() == "index gen-000001"
-            shutil.rmtree(index)
-            build_index(encoder, PAPERS, index, "tiny")
-            deadline = time.monotonic() + 20
-            while answer(srv)[1]["n_papers"] != len(PAPERS) and time.monotonic() < deadline:
-                time.sleep(0.05)  # the server's background reload
-            assert answer(srv)[1]["n_papers"] == len(PAPERS)
-            page.fill("#paper-filter", "a")  # any answer of the new index tells the page
-            page.wait_for_selector("#generation.changed", timeout=10_000)
-            page.wait_for_selector(f'#index-info:text-matches("^{len(PAPERS)} papers")', timeout=10_000)
-            assert page.locator("#generation").inner_text() == "index gen-000001"
-        finally:
-            browser.close()
+    with running(ServiceHolder(index, check_every=0.0)) as srv, browser_page(srv) as page:
+        page.wait_for_selector('#index-info:text-matches("^3 papers")')
+        assert page.locator("#generation").inner_text() == "index gen-000001"
+        shutil.rmtree(index)
+        build_index(encoder, PAPERS, index, "tiny")
+        deadline = time.monotonic() + 20
+        while answer(srv)[1]["n_papers"] != len(PAPERS) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the server's background reload
+        assert answer(srv)[1]["n_papers"] == len(PAPERS)
+        page.fill("#paper-filter", "a")  # any answer of the new index tells the page
+        page.wait_for_selector("#generation.changed", timeout=10_000)
+        page.wait_for_selector(f'#index-info:text-matches("^{len(PAPERS)} papers")', timeout=10_000)
+        assert page.locator("#generation").inner_text() == "index gen-000001"
 
 
 LABEL_TO_FACET = {"background_label": "background", "method_label": "method", "result_label": "result"}

@@ -10,12 +10,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
-from serve_support import encoder_fixture, index_fixture, running  # noqa: F401 - fixtures
+from serve_support import browser_page, encoder_fixture, index_fixture, needs_chromium, running  # noqa: F401 - fixtures
 
 from aspire.serve import open_service
 
@@ -53,34 +51,19 @@ def test_the_temperature_field_takes_the_served_temperatures_as_valid_values(ind
         assert not step_mismatch(value, tau, info["min_tau"]), (value, tau)
 
 
-def chromium_path() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(chromium_path() is None, reason="headless Chromium not installed (apt-get install -y chromium)")
+@needs_chromium
 def test_the_temperature_field_is_valid_and_its_arrows_give_plain_numbers(index):
-    pytest.importorskip("playwright")
-    from playwright.sync_api import sync_playwright
-
     service = open_service(index, ["rerank=ot"])
-    with running(service) as srv, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(15000)
-            page.goto(srv.url)
-            page.wait_for_selector(".paper-item")
-            page.click('.paper-item[data-id="q"]')
-            page.wait_for_selector("#query-sentences .sentence")
-            assert page.input_value("#tau") == "1"
-            assert page.evaluate("document.getElementById('tau').validity.valid")
-            page.focus("#tau")
-            page.keyboard.press("ArrowUp")
-            stepped = page.input_value("#tau")
-            assert stepped in ("1.1", "2"), stepped  # once 1.000001
-            page.click('#query-sentences .sentence[data-index="0"]')
-            with page.expect_response("**/api/search") as sent:
-                page.click("#search-btn")
-            assert sent.value.status == 200 and json.loads(sent.value.request.post_data)["tau"] == float(stepped)
-        finally:
-            browser.close()
+    with running(service) as srv, browser_page(srv) as page:
+        page.click('.paper-item[data-id="q"]')
+        page.wait_for_selector("#query-sentences .sentence")
+        assert page.input_value("#tau") == "1"
+        assert page.evaluate("document.getElementById('tau').validity.valid")
+        page.focus("#tau")
+        page.keyboard.press("ArrowUp")
+        stepped = page.input_value("#tau")
+        assert stepped in ("1.1", "2"), stepped  # once 1.000001
+        page.click('#query-sentences .sentence[data-index="0"]')
+        with page.expect_response("**/api/search") as sent:
+            page.click("#search-btn")
+        assert sent.value.status == 200 and json.loads(sent.value.request.post_data)["tau"] == float(stepped)

@@ -7,10 +7,7 @@ the index no longer held stayed listed (opening one answered "unknown paper_id")
 
 from __future__ import annotations
 
-import shutil
-
-import pytest
-from serve_support import PAPERS, build_index, running, wait_until
+from serve_support import PAPERS, browser_page, build_index, needs_chromium, running, wait_until
 
 from aspire.data.papers import Paper
 from aspire.encoders import load_encoder
@@ -20,35 +17,20 @@ NEW = [PAPERS[1], PAPERS[2], Paper("e", "evidence", ["we collect evidence.", "re
        Paper("f", "features", ["features of a model.", "we show results."])]
 
 
-def chromium_path() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(chromium_path() is None, reason="headless Chromium not installed (apt-get install -y chromium)")
+@needs_chromium
 def test_a_rebuild_noticed_by_the_page_lists_the_new_index_s_papers(tiny_model_dir, tmp_path):
-    pytest.importorskip("playwright")
-    from playwright.sync_api import sync_playwright
-
     encoder = load_encoder(tiny_model_dir)
     index = build_index(encoder, PAPERS, tmp_path / "index", str(tiny_model_dir))
     holder = ServiceHolder(index, check_every=None)
     listed = "ns => ns.map(n => n.dataset.id)"
-    with running(holder) as srv, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-        try:
-            page = browser.new_page()
-            page.set_default_timeout(15000)
-            page.goto(srv.url)
-            page.wait_for_selector(".paper-item")
-            assert page.locator(".paper-item").evaluate_all(listed) == [p.paper_id for p in PAPERS]
-            build_index(encoder, NEW, index, str(tiny_model_dir))
-            assert holder.reload()["reloaded"]
-            page.click('.paper-item[data-id="a"]')  # a paper of both: its answer names the new generation
-            page.wait_for_selector("#generation.changed")
-            wait_until(lambda: page.locator(".paper-item").evaluate_all(listed) == [p.paper_id for p in NEW],
-                       "the page lists the rebuilt index's papers")
-            assert page.inner_text("#paper-count") == "4 shown"
-            assert page.locator(".paper-item.current").evaluate_all(listed) == ["a"]
-            wait_until(lambda: page.inner_text("#index-info").startswith("4 papers"), "the page reads the new counts")
-        finally:
-            browser.close()
+    with running(holder) as srv, browser_page(srv) as page:
+        assert page.locator(".paper-item").evaluate_all(listed) == [p.paper_id for p in PAPERS]
+        build_index(encoder, NEW, index, str(tiny_model_dir))
+        assert holder.reload()["reloaded"]
+        page.click('.paper-item[data-id="a"]')  # a paper of both: its answer names the new generation
+        page.wait_for_selector("#generation.changed")
+        wait_until(lambda: page.locator(".paper-item").evaluate_all(listed) == [p.paper_id for p in NEW],
+                   "the page lists the rebuilt index's papers")
+        assert page.inner_text("#paper-count") == "4 shown"
+        assert page.locator(".paper-item.current").evaluate_all(listed) == ["a"]
+        wait_until(lambda: page.inner_text("#index-info").startswith("4 papers"), "the page reads the new counts")
