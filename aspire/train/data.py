@@ -209,6 +209,15 @@ def split_paper_ids(cfg: DataConfig, split: str) -> set[str]:
     return named
 
 
+def without_negative(examples: Sequence[Example], candidates: set[str]) -> list[Example]:
+    """The `examples` no micro-batch can give a negative: without a hard negative, and every id of `candidates` (the
+    papers the other pairs of their batches can bring: their positives' sources, and under a matrix loss their hard
+    negatives) one of their `members`. A split of one co-cited set is all such examples: each paper is co-cited with
+    each other one, so every in-batch candidate is masked and every step's loss is 0."""
+    return [e for e in examples if e.negative is None and len(e.members) >= len(candidates)
+            and candidates.issubset(e.members)]  # fewer members than candidates: one of these is outside them
+
+
 class TripletDataset(Dataset):
     """Examples plus the abstracts they name; item i is `Example` i."""
 

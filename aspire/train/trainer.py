@@ -36,7 +36,14 @@ from aspire.jsonsafe import dumps
 from aspire.storage import check_free_space, on_disk_full
 from aspire.train import checkpoint as ckpt
 from aspire.train.config import Config, check_inputs, sequential_problem
-from aspire.train.data import EpochBatchSampler, TripletCollator, TripletDataset, load_dev_split, load_split
+from aspire.train.data import (
+    EpochBatchSampler,
+    TripletCollator,
+    TripletDataset,
+    load_dev_split,
+    load_split,
+    without_negative,
+)
 from aspire.train.document_model import DocumentModel
 from aspire.train.mixing import MixSampler, split_batch
 from aspire.train.process import (  # the process set-up steps, used by `run` and re-exported
@@ -283,20 +290,34 @@ class Trainer:
         return list(zip(data.names, data.offsets, data.sizes)) if self.tasks else [(None, 0, len(data))]
 
     def _check_negatives(self, data: TripletDataset | MultiTaskData, split: str) -> None:
-        """With train.batch_size 1 a micro-batch holds one pair (DDP ranks do not share theirs), so an anchor's only
-        negative is its hard one: a split (a task's, with tasks) none of whose examples has one gave every step a loss
-        of 0, training nothing without a word (the dev split: no dev loss, found at the first evaluation). Refused
-        before the first step."""
-        if self.tc.batch_size > 1:
-            return
+        """A split (a task's, with tasks) none of whose examples any micro-batch can give a negative (`without_negative`)
+        gave every step a loss of 0, training nothing without a word (the dev split: no dev loss, found at the first
+        evaluation): refused before the first step, and a share of such examples, which add no loss, is said. With
+        train.batch_size 1 a micro-batch holds one pair (DDP ranks do not share theirs), so an anchor's only negative
+        is its hard one; else the other pairs of its batch (with tasks mixed in every batch, those of every task) give
+        theirs, unless each is co-cited with the anchor, as in a split of one co-cited set."""
+        matrix = self.cfg.loss.kind != "triplet"  # a matrix loss takes every hard negative of the batch, a triplet its own
         for name, offset, size in self._parts(data):
-            if not any(e.negative is not None for e in data.examples[offset : offset + size]):
-                part = f"task {name!r}'s {split} split" if name else f"the {split} split"
-                raise ValueError(f"train.batch_size=1: an anchor's negatives are the other pairs of its micro-batch "
-                                 f"and its hard negative, and no example of {part} has a hard negative, so "
-                                 + ("every step's loss would be 0 and nothing would train" if split == "train" else
-                                    "no dev loss could be taken")
-                                 + ": raise train.batch_size, or give hard negatives (data.hard_negatives)")
+            examples = data.examples[offset : offset + size]
+            pool = data.examples if split == "train" and self.cfg.mix.mode == "mixed" else examples
+            candidates = set() if self.tc.batch_size == 1 else (
+                {e.positive_source for e in pool} | ({e.negative for e in pool} - {None} if matrix else set()))
+            lacking = len(without_negative(examples, candidates))
+            part = f"task {name!r}'s {split} split" if name else f"the {split} split"
+            outcome = ("every step's loss would be 0 and nothing would train" if split == "train" else
+                       "no dev loss could be taken")
+            if lacking == size:
+                why = ("train.batch_size=1: an anchor's negatives are the other pairs of its micro-batch and its hard "
+                       f"negative, and no example of {part} has a hard negative" if self.tc.batch_size == 1 else
+                       f"no example of {part} ({size}) can have a negative: each of the {len(candidates)} papers its "
+                       "pairs bring to a batch is co-cited with the anchor (a split of one co-cited set) and none has "
+                       "a hard negative")
+                fix = "raise train.batch_size" if self.tc.batch_size == 1 else "add examples of other co-cited sets"
+                raise ValueError(f"{why}, so {outcome}: {fix}, or give hard negatives (data.hard_negatives)")
+            if lacking and self.rank == 0:
+                log.warning("%d of the %d examples of %s can have no negative (no hard negative, and every paper the "
+                            "other pairs of a batch bring is co-cited with the anchor): they add no loss", lacking,
+                            size, part)
 
     @torch.no_grad()
     def dev_loss(self) -> float:
