@@ -62,7 +62,7 @@ const FACETS = ["background", "method", "result"];
 const state = {
   paper: null, selected: new Set(), info: null, generation: null,
   filterTimer: null, listSeq: 0, listBusy: false, nextOffset: null,
-  busy: false, ticket: 0, shown: null, failed: false,
+  busy: false, ticket: 0, shown: null, failed: false, pickSeq: 0,
 };
 const $ = (id) => document.getElementById(id);
 const narrow = () => window.matchMedia("(max-width: 899px)").matches;
@@ -211,10 +211,15 @@ async function filterPapers(append) {
 }
 
 async function pickPaper(id) {
+  const pick = ++state.pickSeq;  // two quick clicks: the answer of the first could come last and be shown
   let paper;
   try {
     paper = await api(`/api/paper?id=${encodeURIComponent(id)}`);
-  } catch (err) { listNote(`could not open paper ${id}: ${err.message}`, true); return; }
+  } catch (err) {
+    if (pick === state.pickSeq) listNote(`could not open paper ${id}: ${err.message}`, true);
+    return;
+  }
+  if (pick !== state.pickSeq) return;  // a later click's paper is shown, or on its way
   const previous = state.paper;
   state.paper = paper;
   state.selected = new Set();
