@@ -87,6 +87,12 @@ def test_the_short_note_counts_the_query_paper_when_it_is_not_left_out(index):
     assert left_out["note"] == f"the index holds only {len(PAPERS) - 1} other papers"
 
 
+def test_the_short_note_says_one_paper_in_the_singular(encoder, tmp_path):
+    two = build_index(encoder, PAPERS[:2], tmp_path / "two", "tiny")  # once "the index holds only 1 other papers"
+    assert open_service(two, ["k=5"]).search({"paper_id": "q", "sentences": [0]})["note"] == \
+        "the index holds only 1 other paper"
+
+
 @pytest.mark.parametrize("stages, rerank, k, shortlist", [("ann", "ot", 3, 4), ("ann,bm25", "minl2", 2, None),
                                                           ("ann", "none", 4, None), ("whole", "hybrid", 3, 3)])
 def test_the_service_answers_as_the_search_command_does(index, capsys, stages, rerank, k, shortlist):

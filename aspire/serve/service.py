@@ -285,7 +285,8 @@ class SearchService:
             excluded = searcher.config.exclude_query
             others = self.index.n_papers - excluded
             notes.insert(0, f"the index holds no other paper than {req.paper_id!r}" if others <= 0 else
-                         f"the index holds only {others} {'other ' if excluded else ''}papers" if len(out) == others else
+                         f"the index holds only {others} {'other ' if excluded else ''}paper{'s' * (others != 1)}"
+                         if len(out) == others else
                          f"{len(out)} of the {req.k} papers asked for were found")
         cfg = searcher.config
         cross = {"top": cfg.cross_top, "weight": cfg.cross_weight, "ms": cross_ms} if req.cross_encoder else None
