@@ -197,7 +197,9 @@ class DataConfig:
     `max_sentences` (0 = no cut) cuts long abstracts; `max_examples` (0 = all) and `dev_batches` (0 = all) cap
     the data for quick runs (the capped dev batches are the same whatever `train.seed` is);
     `use_dev: false` trains without dev loss / model selection (and refuses `dev_batches` and
-    `train.dev_before`, which it would not read).
+    `train.dev_before`, which it would not read). `both_directions`, `hard_negatives`, `example_negatives` and
+    `max_examples` are the co-cited pairs' own (`PAIR_KEYS`): with `tasks` but none named `cocite`, one set to anything
+    but its default is a ConfigError (`max_examples` once capped nothing of a context2doc or distill run).
     """
 
     examples_dir: str = "runs/cocite-acl/6_aligned"
@@ -209,6 +211,11 @@ class DataConfig:
     max_examples: int = ranged(0, ge=0)
     dev_batches: int = ranged(0, ge=0)
     use_dev: bool = True
+
+
+# the `data` settings of the co-cited pairs themselves, read where they train (no tasks, or a `cocite` task): a task
+# that reads the examples folder's abstracts alone (`crop`, `title`) takes every paper, whatever they say
+PAIR_KEYS = ("both_directions", "hard_negatives", "example_negatives", "max_examples")
 
 
 @dataclass
@@ -501,6 +508,14 @@ class Config:
             # without tasks the co-cited pairs train alone, with no mixing: the mode was accepted and never read
             raise ConfigError(f"mix.mode={self.mix.mode} without tasks: only a multi-task run (tasks) reads the mix; "
                               "remove it or add tasks")
+        if isinstance(self.data, DataConfig) and all(isinstance(t, TaskConfig) for t in self.tasks) and self.tasks \
+                and "cocite" not in [t.name for t in self.tasks]:  # no co-cited pairs train: their settings were unread
+            stray = [f"data.{k}={getattr(self.data, k)!r}" for k in PAIR_KEYS
+                     if getattr(self.data, k) != _default(_field(DataConfig, k))]
+            if stray:
+                raise ConfigError(f"{', '.join(stray)} with tasks {[t.name for t in self.tasks]}: only the co-cited "
+                                  f"pairs read {'it' if len(stray) == 1 else 'them'} (no tasks, or a task with name "
+                                  f"cocite); remove {'it' if len(stray) == 1 else 'them'} or add the cocite task")
         # a task's steps are read by the sequential mix alone, and its ratio by the others: never ignored silently
         mode, unread = self.mix.mode, ("ratio", 1.0) if self.mix.mode == "sequential" else ("steps", 0)
         for i, task in enumerate(self.tasks):
