@@ -116,7 +116,7 @@ def build_parser(prog: str):
                              "a JSON paper to encode (leaves out nothing) ('-': stdin)")
     source.add_argument("--interactive", action="store_true",
                         help="read query lines (as in --queries) from stdin until EOF and answer each; the index "
-                             "and model load once")
+                             "and model load once (ended by Ctrl-C, --run-out holds the queries answered)")
     parser.add_argument("--sentences",
                         help="query sentences to match: comma-separated 0-based positions and/or facet names from "
                              "the papers' labels (background, method, result, or a stored label), e.g. 0,2 or "
@@ -440,7 +440,8 @@ def write_run(path: str | Path, lines: Iterable[str]) -> None:
 def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
     """Answer query lines from `stream` (stdin) until EOF; a bad line (a byte that is not UTF-8 too: its lines are
     read undecoded, `aspire.io.stream_lines`) gets an error naming it, `stdin line N: ...` (counting blank and comment
-    lines, as a `--queries` file's are), and the loop goes on."""
+    lines, as a `--queries` file's are), and the loop goes on. Interrupted (Ctrl-C), the session ends as at EOF, its
+    `--run-out` written with the queries answered so far, and said (it once lost them all with "interrupted")."""
     stream = sys.stdin if stream is None else stream
     if not args.quiet:
         print(f"ready: {searcher.index.n_papers} papers. Type a query id [sentences] or a JSON paper a line; "
@@ -448,24 +449,31 @@ def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
     run: list[str] = []
     failed, first_query = 0, {}
     asked = asked_config(searcher, args)  # the options' pipeline: one for every line
-    for line_no, raw in enumerate(stream_lines(stream), start=1):
-        try:
-            query = maker.from_line(decoded_line(raw))
-            if query is None:
+    try:
+        for line_no, raw in enumerate(stream_lines(stream), start=1):
+            try:
+                query = maker.from_line(decoded_line(raw))
+                if query is None:
+                    continue
+                if args.run_out:
+                    check_new_qid(query.qid, first_query)
+                found = run_query(searcher, query, args)
+            except (KeyError, ValueError) as err:
+                failed += 1
+                print(f"error: stdin line {line_no}: {error_message(err)}", file=sys.stderr, flush=True)
                 continue
+            for line in unread_selection([query], asked):
+                log.warning("stdin line %d: %s", line_no, line)
+            show_hits(searcher, query, found, args, one_of_many=True)
             if args.run_out:
-                check_new_qid(query.qid, first_query)
-            found = run_query(searcher, query, args)
-        except (KeyError, ValueError) as err:
-            failed += 1
-            print(f"error: stdin line {line_no}: {error_message(err)}", file=sys.stderr, flush=True)
-            continue
-        for line in unread_selection([query], asked):
-            log.warning("stdin line %d: %s", line_no, line)
-        show_hits(searcher, query, found, args, one_of_many=True)
+                run += run_lines(query.qid, found[0], args.run_tag)
+            first_query[query.qid] = f"stdin line {line_no}"  # where --queries names the line of a file
+    except KeyboardInterrupt:  # Ctrl-C, a common way out of a prompt: the answered queries' run is kept
         if args.run_out:
-            run += run_lines(query.qid, found[0], args.run_tag)
-        first_query[query.qid] = f"stdin line {line_no}"  # where --queries names the line of a file
+            write_run(args.run_out, run)
+            log.warning("interrupted: the run of the %d quer%s answered is written to %s", len(first_query),
+                        "y" if len(first_query) == 1 else "ies", args.run_out)
+        raise
     for line in unused_encoder_options(searcher, args):
         log.warning("%s", line)
     if args.run_out:
