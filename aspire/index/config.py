@@ -113,9 +113,9 @@ class SearchConfig:
         they reach fewer papers than needed.
         A paper is found when one of its sentences is among some selected query sentence's
         `sentence_k` nearest, so larger values approach the exhaustive single-match ranking. With `rerank: none`
-        the lookups also widen until the k-th paper is within every lookup's reach, so over a flat index the k
-        papers and their distances are the exhaustive single match's (`aspire.search.Searcher.retrieve`); a
-        re-ranker's shortlist is not widened so, and a paper beyond the `sentence_k` nearest of the query sentence
+        after the ann stage alone the lookups also widen until the k-th paper is within every lookup's reach, so over
+        a flat index the k papers and their distances are the exhaustive single match's
+        (`aspire.search.Searcher.retrieve`); a re-ranker's shortlist and the fused stage's list are not widened so, and a paper beyond the `sentence_k` nearest of the query sentence
         it is nearest to can miss it (`Searcher.exhaustive` ranks every paper exactly).
     cross_encoder: a final stage after the first stage and any re-rank (`aspire.retrieval.crossencoder`): a
         trained cross-encoder reads the query's selected sentences with each of the `cross_top` best
