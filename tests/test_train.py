@@ -343,7 +343,9 @@ def test_hard_negatives_from_file_join_the_loss(tiny_model_dir, examples_dir, tm
     hard = tmp_path / "hard.jsonl"
     names = sorted(json.loads(x)["paper_id"] for x in open(examples_dir / "abstracts.jsonl"))
     hard.write_text("".join(json.dumps({"paper_id": n, "negatives": [names[0], names[-1]]}) + "\n" for n in names))
-    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=max", f"data.hard_negatives={hard}")
+    # names[-1] is a dev paper, passed over where a dev loss is taken (tests/test_train_dev_negatives.py)
+    cfg = tiny_config(tiny_model_dir, examples_dir, tmp_path, "model.kind=max", f"data.hard_negatives={hard}",
+                      "data.use_dev=false")
     data = load_split(cfg.data, "train")
     for e in data.examples:
         assert e.negative is not None and e.negative not in e.members

@@ -120,7 +120,7 @@ def _report_lost_alignments(examples: list[Example], full: dict[str, Paper], cfg
 
 
 def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
-                  hard: dict[str, list[str]] | None = None) -> list[Example]:
+                  hard: dict[str, list[str]] | None = None, held_out: frozenset[str] = frozenset()) -> list[Example]:
     """Examples of one split file, both directions if `cfg.both_directions`.
 
     An anchor's `members` (never its negative, in batch or hard) are the papers of the sets holding
@@ -129,7 +129,8 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
     with its other versions in `papers` (`aspire.data.acl.same_work_groups`: one work under several ids,
     such as P05-1018 and its journal version J08-1001, is read as one paper, see `_cocited_partners`).
     The hard negative of an anchor is the first of `hard[anchor]` (the hard-negatives file) that is
-    not one of its members, else, with `cfg.example_negatives`, the example's first `negative_ids`.
+    not one of its members, else, with `cfg.example_negatives`, the example's first `negative_ids`, passing over
+    the papers of `held_out` (reading the train split: the papers only the dev split names, `load_split`).
     Raises ValueError naming the file and line of an example whose paper, or a paper of one of its sets, has
     no abstract in `papers`, that pairs a paper with itself or repeats an earlier line's pair (in either order:
     one co-cited pair a line), or whose fields are malformed: ids that are not strings, `set_ids` / `negative_ids`
@@ -139,6 +140,7 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
     partners = _cocited_partners(path, papers)
     out: list[Example] = []
     seen: dict[tuple[str, str], int] = {}
+    passed = 0  # examples whose first allowed negative is held out
     for lineno, obj in iter_jsonl(path):
         require(obj, ("query_id", "positive_id", "set_ids"), path, lineno)
         where = f"{path}:{lineno}"
@@ -164,8 +166,9 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
         directions = [(q, p, align), (p, q, None if align is None else (align[1], align[0]))]
         for anchor, positive, al in directions[: 2 if cfg.both_directions else 1]:
             members = tuple(sorted(in_sets | partners.get(anchor, set())))
-            candidates = list((hard or {}).get(anchor, ())) + listed
-            negative = next((n for n in candidates if n not in members), None)
+            allowed = [n for n in list((hard or {}).get(anchor, ())) + listed if n not in members]
+            negative = next((n for n in allowed if n not in held_out), None)
+            passed += bool(allowed) and allowed[0] in held_out
             if negative is not None and negative not in papers:
                 whence = (f"the hard negatives file {cfg.hard_negatives}" if negative in (hard or {}).get(anchor, ())
                           else where)
@@ -174,6 +177,9 @@ def read_examples(path: str | Path, cfg: DataConfig, papers: dict[str, Paper],
             out.append(Example(anchor, positive, members, negative, al))
         if cfg.max_examples and len(out) >= cfg.max_examples:
             break
+    if passed:
+        log.info("%s: %d example(s) passed over a negative that only the dev split names (the dev loss's papers are "
+                 "not trained on) for the next of their list", path, passed)
     return out[: cfg.max_examples] if cfg.max_examples else out
 
 
@@ -201,11 +207,14 @@ def _cocited_partners(path: Path, papers: dict[str, Paper]) -> dict[str, set[str
 
 def split_paper_ids(cfg: DataConfig, split: str) -> set[str]:
     """Every paper a line of `examples.{split}.jsonl` of `cfg.examples_dir` names: its pair and the papers of its
-    co-cited sets (all lines, whatever `max_examples` keeps). Read it after `load_split`, which checks the file."""
+    co-cited sets (all lines, whatever `max_examples` keeps); ValueError naming the line of malformed `set_ids` (a
+    malformed id is left to `read_examples` to refuse, naming the line)."""
+    path = Path(cfg.examples_dir) / f"examples.{split}.jsonl"
     named: set[str] = set()
-    for _, obj in iter_jsonl(Path(cfg.examples_dir) / f"examples.{split}.jsonl"):
-        named |= {obj["query_id"], obj["positive_id"]}
-        named.update(pid for sid in obj["set_ids"] for pid in sid.split("|"))
+    for lineno, obj in iter_jsonl(path):
+        require(obj, ("set_ids",), path, lineno)
+        named.update(pid for pid in (obj.get("query_id"), obj.get("positive_id")) if isinstance(pid, str))
+        named.update(pid for sid in _string_list(obj, "set_ids", f"{path}:{lineno}") for pid in sid.split("|"))
     return named
 
 
@@ -319,7 +328,10 @@ def load_split(cfg: DataConfig, split: str) -> TripletDataset:
     refused with a ValueError naming it, and so is an examples folder (or the hard negatives' folder) that a stage
     left unfinished (its stage-started marker and no report). Examples built without taking CSFCube's and the
     reviewer set's papers out (or with no ingest report saying) are read, with a warning
-    (`check_benchmark_papers_excluded`)."""
+    (`check_benchmark_papers_excluded`). Where `cfg.use_dev` takes a dev loss, a paper that only the dev split names
+    is never the hard (or listed) negative of a train anchor: the next of its list is taken (a hard-negatives file
+    mines every paper of the folder; 14 of the 585 train anchors of the real ACL examples had such a first random
+    negative, and trained on the dev loss's papers)."""
     root = examples_folder(cfg.examples_dir)  # a missing one: how to build it
     for setting, folder in (("data.examples_dir", root),
                             ("data.hard_negatives", Path(cfg.hard_negatives).parent if cfg.hard_negatives else None)):
@@ -328,7 +340,10 @@ def load_split(cfg: DataConfig, split: str) -> TripletDataset:
     check_benchmark_papers_excluded(root)
     full = read_paper_map(root / "abstracts.jsonl", split_strings=False)
     hard = _read_hard_negatives(cfg.hard_negatives) if cfg.hard_negatives else None
-    examples = read_examples(root / f"examples.{split}.jsonl", cfg, full, hard)
+    held_out: frozenset[str] = frozenset()  # the dev loss's own papers: no negative of a train anchor
+    if split == "train" and cfg.use_dev and (hard or cfg.example_negatives) and (root / "examples.dev.jsonl").is_file():
+        held_out = frozenset(split_paper_ids(cfg, "dev") - split_paper_ids(cfg, "train"))
+    examples = read_examples(root / f"examples.{split}.jsonl", cfg, full, hard, held_out)
     _report_lost_alignments(examples, full, cfg, split)
     papers = {
         pid: Paper(p.paper_id, p.title, p.sentences[: cfg.max_sentences] if cfg.max_sentences else p.sentences)
