@@ -120,7 +120,8 @@ def build_parser(prog: str):
     parser.add_argument("--sentences",
                         help="query sentences to match: comma-separated 0-based positions and/or facet names from "
                              "the papers' labels (background, method, result, or a stored label), e.g. 0,2 or "
-                             "method (default: all sentences)")
+                             "method (default: all sentences); where the index's model encodes the title as a "
+                             "sentence, position 0 is the title (`aspire index info` shows include_title)")
     parser.add_argument("--k", type=positive_int, help="papers to return per query (default: the index's search.k)")
     parser.add_argument("--stages", choices=STAGES, metavar="{" + "|".join(STAGES) + "}",  # "ann,bm25" is one choice
                         help="first stage: the sentence index (ann), BM25 over titles and sentences, both fused, or the "
