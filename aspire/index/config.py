@@ -91,8 +91,11 @@ STAGES = ("ann", "bm25", "ann,bm25", "whole")  # first stages (aspire.retrieval.
 class SearchConfig:
     """Query defaults.
 
-    rerank: "none" ranks by the ANN single-match distances (exact L2 for flat, HNSW and IVF-Flat;
-        approximate with IVF-PQ codes); "minl2" re-scores the shortlist with the exact min-L2
+    rerank: "none" ranks by the ANN single-match distances: each paper's smallest distance among the sentence
+        pairs the lookup found (L2 distances exact for flat, HNSW and IVF-Flat, approximate with IVF-PQ codes;
+        the pairs found are all of them for flat, while HNSW and IVF may miss a paper's nearest pair, so its
+        score can lie above its exact minimum, which the hit's explanation, computed over all its pairs, shows:
+        "minl2" makes them agree); "minl2" re-scores the shortlist with the exact min-L2
         scorer on the stored vectors; "ot" re-ranks it with the OT scorer (aspire.scoring);
         "maxpassage" by the best window of `passage_window` sentences, mixed with the first stage's
         score by weight `passage_beta` on the first stage (z-scores over the first stage's best
