@@ -44,7 +44,15 @@ from aspire.encoders import adapters
 from aspire.encoders.codes import check_code_names, code_id, encoding_with_code, split_code_text, with_code
 from aspire.encoders.identity import encoding_identity, versioned
 from aspire.encoders.inputs import EncoderInputs, Overflow, TruncationRecord
-from aspire.encoders.pieces import budget_batches, raise_if_unseen, truncation_records, unseen_sentences
+from aspire.encoders.pieces import (
+    budget_batches,
+    hold_long_papers,
+    raise_if_unseen,
+    truncation_records,
+    unseen_sentences,
+    warn_long_papers,
+)
+from aspire.encoders.pieces import listed as _listed
 from aspire.encoders.pooling import masked_mean
 from aspire.encoders.pretrained import (
     SETTINGS_FILE,
@@ -56,7 +64,6 @@ from aspire.encoders.pretrained import (
 from aspire.encoders.task_formats import TaskFormats
 
 log = logging.getLogger(__name__)
-LONG_IDS_SHOWN = 20  # paper ids a long-abstract warning names
 UNCUT = 1 << 30  # the `max_length` of a tokenisation that cuts nothing (None: transformers warns of the model's limit)
 
 
@@ -139,12 +146,6 @@ def check_batch_size(value, name: str = "batch_size") -> None:
     """ValueError naming `name` unless `value` is a whole number >= 1 (0 or less would stall or crash the batching)."""
     if not is_whole(value, 1):
         raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-
-
-def _listed(ids: Sequence) -> str:
-    """`a, b, c` for a message or warning: the first `LONG_IDS_SHOWN` of `ids`, then how many more."""
-    more = f" and {len(ids) - LONG_IDS_SHOWN} more" if len(ids) > LONG_IDS_SHOWN else ""
-    return ", ".join(str(x) for x in ids[:LONG_IDS_SHOWN]) + more
 
 
 class ContextualSentenceEncoder(TaskFormats, nn.Module):
@@ -551,13 +552,8 @@ class ContextualSentenceEncoder(TaskFormats, nn.Module):
                     vectors[i] = emb[row, : inputs.n_sentences[row]]
                     masks[i] = mask[row, : inputs.n_sentences[row]]
                 bar.update(len(chunk))
-        if truncated:
-            log.warning(
-                "%d paper(s) longer than %d word pieces (%s): sentences past the limit were %s; "
-                "`aspire encode --model M --corpus FILE --long-report` lists every one",
-                len(truncated), self.max_length, _listed([r.paper_id for r in truncated]),
-                "encoded in continuation windows" if self.overflow == "window" else "left out of the mask",
-            )
+        if truncated and not hold_long_papers(self, truncated):  # said once for a whole corpus (`long_papers_held`)
+            warn_long_papers(truncated, self.max_length, self.overflow)
         out = DocBatch.from_list(vectors, [p.paper_id for p in papers], [paper_sentences(p, self.include_title) for p in papers],
                                  whole)
         mask = torch.nn.utils.rnn.pad_sequence(masks, batch_first=True)  # (B, S): False where cut (truncate)

@@ -2,6 +2,11 @@
 (`TruncationRecord`) and sentences that get no word piece at all (`unseen_sentences`); and the
 memory-bounded batches papers are encoded in (`budget_batches`).
 
+The papers longer than the first window are named in one warning (`warn_long_papers`): one an `encode` call, or, while
+`long_papers_held(encoder)` is open, one for all the encoder's calls in it (`aspire.index.corpus.encode_corpus` encodes a
+corpus 128 papers a call, and said "28 paper(s) longer than 256 word pieces" once a call, 33 times over CSFCube's 4,205
+abstracts, never the total).
+
 A sentence that gets no word piece (only characters the tokenizer drops or cannot represent) has no
 vector; `ContextualSentenceEncoder.tokenize` refuses a batch holding one, and
 `ContextualSentenceEncoder.unseen_sentences` finds them beforehand, so a corpus can reject those
@@ -10,11 +15,56 @@ papers with a reason and encode the rest.
 
 from __future__ import annotations
 
-from typing import Sequence
+import logging
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from aspire.encoders.inputs import Overflow, TruncationRecord
+
+log = logging.getLogger(__name__)
+LONG_IDS_SHOWN = 20  # paper ids a long-abstract warning names
+_HELD: ContextVar[tuple[object, list[TruncationRecord]] | None] = ContextVar("long_papers_held", default=None)
+
+
+def listed(ids: Sequence) -> str:
+    """`a, b, c` for a message or warning: the first `LONG_IDS_SHOWN` of `ids`, then how many more."""
+    more = f" and {len(ids) - LONG_IDS_SHOWN} more" if len(ids) > LONG_IDS_SHOWN else ""
+    return ", ".join(str(x) for x in ids[:LONG_IDS_SHOWN]) + more
+
+
+def warn_long_papers(records: Sequence[TruncationRecord], max_length: int, overflow: Overflow) -> None:
+    """One warning naming the papers of `records` (longer than `max_length` word pieces) and how many they are."""
+    log.warning("%d paper(s) longer than %d word pieces (%s): sentences past the limit were %s; "
+                "`aspire encode --model M --corpus FILE --long-report` lists every one", len(records), max_length,
+                listed([r.paper_id for r in records]),
+                "encoded in continuation windows" if overflow == "window" else "left out of the mask")
+
+
+def hold_long_papers(encoder, records: Sequence[TruncationRecord]) -> bool:
+    """Keep `records` for the open `long_papers_held(encoder)` and return True, or return False where none is open
+    for `encoder` (the caller warns itself)."""
+    held = _HELD.get()
+    if held is None or held[0] is not encoder:
+        return False
+    held[1].extend(records)
+    return True
+
+
+@contextmanager
+def long_papers_held(encoder) -> Iterator[list[TruncationRecord]]:
+    """While open, `encoder.encode` keeps the papers it finds longer than its window (`hold_long_papers`) instead of
+    warning once a call; on a clean exit one warning names them all (`warn_long_papers`). Yields the list kept."""
+    held: list[TruncationRecord] = []
+    token = _HELD.set((encoder, held))
+    try:
+        yield held
+    finally:
+        _HELD.reset(token)
+    if held:
+        warn_long_papers(held, encoder.max_length, encoder.overflow)
 
 
 def truncation_records(paper_ids: Sequence[str], sent_index: np.ndarray, row_paper: np.ndarray,

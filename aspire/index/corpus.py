@@ -416,11 +416,13 @@ def encode_corpus(
     papers with a sentence no encoder can see (`aspire.data.guards.invisible_text_reason`) or, when
     the encoder can tell (`encoder.unseen_sentences`), one its tokenizer gives no word piece, and
     papers for which the encoder returns no sentence vector go to `rejected` with a reason, in input order;
-    every other paper is encoded, in input order. `lines` (one per paper: its line in the input file; default
-    `papers.lines` where `papers` comes from `read_corpus`) puts each rejected record's `"line"` first, as
-    `read_corpus` names the records it rejects.
+    every other paper is encoded, in input order. The papers longer than the encoder's window are named in one warning
+    at the end (`aspire.encoders.pieces.long_papers_held`), not in one a call. `lines` (one per paper: its line in the
+    input file; default `papers.lines` where `papers` comes from `read_corpus`) puts each rejected record's `"line"`
+    first, as `read_corpus` names the records it rejects.
     """
     from aspire.encoders.contextual import paper_sentences  # the encoder's sentence set, for the reasons given
+    from aspire.encoders.pieces import long_papers_held
 
     config = config or EncodeConfig()
     lines = getattr(papers, "lines", None) if lines is None else list(lines)
@@ -460,24 +462,25 @@ def encode_corpus(
             todo.append(paper)
     parts: list[EncodedCorpus] = []
     bar = tqdm(total=len(todo), desc="encoding papers", unit="paper", disable=not progress)
-    for start in range(0, len(todo), config.chunk_papers):
-        chunk = todo[start : start + config.chunk_papers]
-        if hasattr(encoder, "unseen_sentences"):  # judged by what the encoder's tokenizer will see
-            unseen = encoder.unseen_sentences(chunk, batch_size=config.batch_size)
-            texts = lambda p: paper_sentences(p, getattr(encoder, "include_title", False))  # noqa: E731
-            for p, u in zip(chunk, unseen):
-                if u:
-                    reject(position[p.paper_id], f"sentence(s) {u} give the encoder's tokenizer no word piece "
-                                                 f"(e.g. {texts(p)[u[0]][:40]!r})")
-            bar.update(sum(1 for u in unseen if u))
-            chunk = [p for p, u in zip(chunk, unseen) if not u]
-            if not chunk:
-                continue
-        step = PROGRESS_BATCHES * config.batch_size  # the bar moves every few batches, not every chunk
-        for sub in (chunk[i : i + step] for i in range(0, len(chunk), step)):
-            parts += _encoded_part(encoder, sub, config, lambda p, reason: reject(position[p.paper_id], reason))
-            bar.update(len(sub))
-    bar.close()
+    with long_papers_held(encoder):  # the papers longer than the window in one warning, not one a call
+        for start in range(0, len(todo), config.chunk_papers):
+            chunk = todo[start : start + config.chunk_papers]
+            if hasattr(encoder, "unseen_sentences"):  # judged by what the encoder's tokenizer will see
+                unseen = encoder.unseen_sentences(chunk, batch_size=config.batch_size)
+                texts = lambda p: paper_sentences(p, getattr(encoder, "include_title", False))  # noqa: E731
+                for p, u in zip(chunk, unseen):
+                    if u:
+                        reject(position[p.paper_id], f"sentence(s) {u} give the encoder's tokenizer no word piece "
+                                                     f"(e.g. {texts(p)[u[0]][:40]!r})")
+                bar.update(sum(1 for u in unseen if u))
+                chunk = [p for p, u in zip(chunk, unseen) if not u]
+                if not chunk:
+                    continue
+            step = PROGRESS_BATCHES * config.batch_size  # the bar moves every few batches, not every chunk
+            for sub in (chunk[i : i + step] for i in range(0, len(chunk), step)):
+                parts += _encoded_part(encoder, sub, config, lambda p, reason: reject(position[p.paper_id], reason))
+                bar.update(len(sub))
+        bar.close()  # before the warning
     records = [record for _, record in sorted(rejected, key=lambda r: r[0])]
     if not parts:
         dim = int(getattr(encoder, "dim", 0) or 0)
