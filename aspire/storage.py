@@ -131,11 +131,13 @@ def record_path(path: str | Path) -> Path:
     return path.with_name(path.name + RECORD_SUFFIX)
 
 
-def write_record(path: str | Path, extra: dict | None = None) -> None:
+def write_record(path: str | Path, extra: dict | None = None, source: str | Path | None = None) -> None:
     """Record the size and SHA-256 of the cache file `path` beside it (call once the file is in place), with any
-    `extra` entries (what the file was made from; `recorded`)."""
+    `extra` entries (what the file was made from; `recorded`). `source`: the file to be renamed to `path`, measured
+    instead, so that the record is in place before the file is (a reader never finds the file without it)."""
     path = Path(path)
-    record = {"size": path.stat().st_size, "sha256": file_sha256(path), **(extra or {})}
+    measured = path if source is None else Path(source)
+    record = {"size": measured.stat().st_size, "sha256": file_sha256(measured), **(extra or {})}
     write_text(record_path(path), json.dumps(record) + "\n")
 
 

@@ -182,17 +182,19 @@ def onnx_model_path(fingerprint: str, quantize: str | None) -> Path:
 
 
 def _write_atomically(path: Path, write, extra: dict | None = None) -> Path:
-    """`write(tmp_path)`, then rename the temporary file to `path` (same folder, so the rename is atomic) and
-    record its size and SHA-256 beside it, with `extra` (`aspire.storage.write_record`). A disk that fills up is
-    one DiskFullError naming the folder; the temporary file is removed on any failure."""
+    """`write(tmp_path)`, record its size and SHA-256 beside `path`, with `extra` (`aspire.storage.write_record`), then
+    rename the temporary file to `path` (same folder, so the rename is atomic). The record goes first: another process
+    loading the model in between found the graph without its record, removed it as unrecorded, and this export then
+    failed with a FileNotFoundError (the record made of a file no longer there). A disk that fills up is one
+    DiskFullError naming the folder; the temporary file is removed on any failure."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         with on_disk_full(path.parent, f"the exported model {path.name}"):
             write(Path(tmp))
+            write_record(path, extra, source=tmp)
             os.replace(tmp, path)
-            write_record(path, extra)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
