@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import errno
+import importlib.util
 import json
 import logging
 import math
@@ -259,8 +260,14 @@ def error_message(err: BaseException) -> str:
     return str(err) or type(err).__name__
 
 
-# Exceptions that report a user's mistake (a file, a value, an id). Others are bugs: they keep their traceback.
-USER_ERRORS = (ValueError, KeyError, OSError)
+class MissingPackage(ImportError):
+    """A package an option needs is not installed here (`missing_packages`): the user's setup, said in one line naming
+    the package and its install, as a missing file is."""
+
+
+# Exceptions that report a user's mistake (a file, a value, an id, a package not installed). Others are bugs: they keep
+# their traceback.
+USER_ERRORS = (ValueError, KeyError, OSError, MissingPackage)
 
 
 def parse_and_run(parser: argparse.ArgumentParser, argv: Sequence[str] | None,
@@ -466,6 +473,19 @@ OVERRIDES_HELP = "config overrides, section.key=value (dotted keys of the comman
 # backend -> its --quantize values: `aspire.encoders.backends.QUANTIZATIONS`, written out here so that parsing
 # a command line does not import torch and transformers (tests/test_backends.py checks the two agree)
 QUANTIZATIONS = {"torch": ("bf16",), "onnx": ("int8",), "openvino": ("bf16",)}
+# backend -> the packages it needs beside torch (pyproject's extras of the same names): both fast backends run the
+# graph `torch.onnx.export` writes, which needs `onnx` ("Module onnx is not installed!", a traceback, without it)
+BACKEND_PACKAGES = {"torch": (), "onnx": ("onnxruntime", "onnx"), "openvino": ("openvino", "onnx")}
+
+
+def missing_packages(backend: str) -> list[str]:
+    """The packages of `BACKEND_PACKAGES[backend]` that are not installed here (found without importing them)."""
+    return [name for name in BACKEND_PACKAGES.get(backend, ()) if importlib.util.find_spec(name) is None]
+
+
+def install_hint(backend: str, missing: Sequence[str]) -> str:
+    """`pip install onnx (or aspire[openvino])`: what installs the `missing` packages of `backend`."""
+    return f"pip install {' '.join(missing)} (or aspire[{backend}])"
 
 
 def add_backend_options(parser: argparse.ArgumentParser) -> None:
@@ -490,7 +510,8 @@ def code_option(code: str | None) -> dict:
 
 def backend_options(args: argparse.Namespace, recorded_in: str | None = None) -> dict:
     """The `load_encoder` keywords of `--backend/--quantize` ({} for the exact torch model); `--quantize`
-    with a backend it does not go with, or a fast backend with a non-CPU `--device`, raises ValueError. `recorded_in`:
+    with a backend it does not go with, or a fast backend with a non-CPU `--device`, raises ValueError, a fast backend
+    whose packages are not installed (`missing_packages`) MissingPackage. `recorded_in`:
     what recorded `args.backend` when the user gave no --backend (`the index DIR`), named in those errors instead."""
     if args.quantize and args.quantize not in QUANTIZATIONS[args.backend]:
         needs = " or ".join(b for b, qs in QUANTIZATIONS.items() if args.quantize in qs)
@@ -506,4 +527,9 @@ def backend_options(args: argparse.Namespace, recorded_in: str | None = None) ->
             raise ValueError(f"{recorded_in} records backend {args.backend}, which encodes on the CPU; got --device "
                              f"{device}: leave out --device")
         raise ValueError(f"--backend {args.backend} encodes on the CPU; got --device {device}")
+    missing = missing_packages(args.backend)
+    if missing:  # once a traceback from the export or the runtime's import, after the model had loaded
+        needs = f"{recorded_in} records backend {args.backend}, which" if recorded_in else f"--backend {args.backend}"
+        raise MissingPackage(f"{needs} needs {' and '.join(missing)}, not installed here: "
+                             f"{install_hint(args.backend, missing)}")
     return {"backend": args.backend, "quantize": args.quantize}

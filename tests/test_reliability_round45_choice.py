@@ -4,6 +4,7 @@ imports, faked CPU flags and hand-made model / training-run folders (no model lo
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -95,7 +96,7 @@ def test_native_bf16_flags_reads_the_flags_line_only(tmp_path):
 def test_resolve_backend_auto_chooses_as_documented_in_one_line(monkeypatch, flags, installed, device, backend):
     monkeypatch.delenv(choice.BACKEND_ENV, raising=False)
     monkeypatch.setattr(choice, "native_bf16_flags", lambda cpuinfo="/proc/cpuinfo": flags)
-    monkeypatch.setattr(choice.importlib.util, "find_spec", lambda name: object() if installed else None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if installed else None)
     got, quantize, note = resolve_backend(None, None, None, device)
     assert (got, quantize) == ((backend, "bf16") if backend == "openvino" else ("torch", None))
     assert note and "\n" not in note

@@ -4,10 +4,10 @@
 
 `choose_backend` picks OpenVINO at bf16 (`aspire.encoders.backends`; the fastest backend measured, CSFCube within
 0.04 MAP of the exact model) where it runs natively: on the CPU, on a CPU with AMX or AVX512-BF16 (read from
-`/proc/cpuinfo`), with `openvino` installed, for a model without a query adapter (the fast backends compile one
-encoding). Anywhere else it keeps the exact torch model. Either way its `note` says which and why, in one line
-(a fallback is never silent); choosing OpenVINO, it also names the flag for the exact model (`--backend torch`),
-and falling back because `openvino` is missing, the install that would enable it.
+`/proc/cpuinfo`), with `openvino` and `onnx` (its export) installed, for a model without a query adapter (the fast
+backends compile one encoding). Anywhere else it keeps the exact torch model. Either way its `note` says which and why,
+in one line (a fallback is never silent); choosing OpenVINO, it also names the flag for the exact model (`--backend
+torch`), and falling back because `openvino` or `onnx` is missing, the install that would enable it.
 
 Where the exact model runs: a bulk encoding command given no `--device` (`aspire index build`, `index add`, `aspire
 encode`) puts it on the GPU where CUDA is available (`encoding_device`), as encode-shard puts it on the rank's GPU; auto
@@ -21,13 +21,12 @@ by auto and `encoding_device`, once a command's arguments are checked) imports i
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from aspire.cliutil import on_cpu
+from aspire.cliutil import install_hint, missing_packages, on_cpu
 
 AUTO = "auto"
 BACKEND_ENV = "ASPIRE_BACKEND"  # the backend a command uses when none is given (default: auto)
@@ -74,7 +73,8 @@ def _query_adapter(model: str | None) -> bool:
 
 def choose_backend(model: str | None = None, device: str | None = None, cpuinfo: str | Path = "/proc/cpuinfo",
                    openvino_installed: bool | None = None) -> BackendChoice:
-    """The backend `--backend auto` encodes `model` with on `device` (see the module's doc)."""
+    """The backend `--backend auto` encodes `model` with on `device` (see the module's doc). `openvino_installed`:
+    whether what the openvino backend needs is installed (None: looked up, `aspire.cliutil.missing_packages`)."""
     exact = "exact torch model"
     if not on_cpu(device):
         return BackendChoice("torch", None, f"encoding with the {exact} on {device} (the fast backends run on the CPU)")
@@ -85,11 +85,11 @@ def choose_backend(model: str | None = None, device: str | None = None, cpuinfo:
     if not flags:
         why = "the CPU's flags cannot be read" if flags is None else "this CPU has no AMX or AVX512-BF16"
         return BackendChoice("torch", None, f"encoding with the {exact}: {why}, so OpenVINO bf16 would not be faster")
-    if openvino_installed is None:
-        openvino_installed = importlib.util.find_spec("openvino") is not None
-    if not openvino_installed:
-        return BackendChoice("torch", None, f"encoding with the {exact}: OpenVINO is not installed "
-                                            "(pip install openvino for the fast backend on this CPU)")
+    missing = missing_packages("openvino") if openvino_installed is None else [] if openvino_installed else ["openvino"]
+    if missing:  # `onnx` too: with openvino alone, as this note once advised, the export failed with a traceback
+        what = "OpenVINO is not installed" if "openvino" in missing else "OpenVINO's export needs onnx, not installed"
+        return BackendChoice("torch", None, f"encoding with the {exact}: {what} "
+                                            f"({install_hint('openvino', missing)} for the fast backend on this CPU)")
     return BackendChoice("openvino", "bf16", f"encoding with OpenVINO bf16 (this CPU has {', '.join(flags)}); "
                                              "--backend torch for the exact model")
 

@@ -1,0 +1,51 @@
+"""What a new user meets in the first minutes (`aspire demo`, `aspire evaluate`): a setup problem (a package not
+installed) is one line naming it and its install, never a traceback, and the backend note says what is used."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from aspire import demo
+from aspire.cli import main as aspire_main
+from aspire.encoders.choice import choose_backend
+
+
+def test_auto_keeps_the_exact_model_where_openvino_is_installed_without_onnx(tmp_path, monkeypatch):
+    """`pip install openvino`, as the note advised, left out `onnx`, which OpenVINO's export needs: auto chose
+    OpenVINO and the demo failed with "Module onnx is not installed!" in a traceback after the model loaded."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512f amx_bf16\n")
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnx" else found(name, *a))
+    choice = choose_backend(cpuinfo=cpuinfo, openvino_installed=None)
+    assert choice.backend == "torch" and choice.quantize is None
+    assert "onnx" in choice.note and "pip install onnx" in choice.note and "\n" not in choice.note
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)  # neither: both in one install
+    assert "pip install openvino onnx" in choose_backend(cpuinfo=cpuinfo, openvino_installed=None).note
+
+
+@pytest.mark.parametrize("backend, package, command", [
+    ("openvino", "openvino", "demo"),
+    ("openvino", "onnx", "demo"),
+    ("onnx", "onnxruntime", "evaluate"),
+])
+def test_a_fast_backend_whose_package_is_missing_is_one_line(small_csfcube, tiny_model_dir, tmp_path, monkeypatch,
+                                                             capsys, backend, package, command):
+    """`--backend openvino` without openvino was a traceback (an ImportError is no user error); without onnx, or
+    `--backend onnx` without onnxruntime, one from deep in the export or the session, after the model had loaded."""
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setitem(sys.modules, package, None)  # as if not installed: importing it fails, find_spec says None
+    common = ["--model", str(tiny_model_dir), "--data", str(small_csfcube), "--backend", backend, "-q"]
+    if command == "demo":
+        code = demo.main([*common, "--out", str(tmp_path / "out"), "--aspect-model", "none"])
+    else:
+        code = aspire_main(["evaluate", "csfcube", *common, "--scorer", "minl2", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert lines == [f"error: --backend {backend} needs {package}, not installed here: pip install {package} "
+                     f"(or aspire[{backend}])"], err
+    assert "Traceback" not in err and not (tmp_path / "cache" / "vectors").exists()  # said before any encoding
