@@ -10,6 +10,7 @@ import sys
 from aspire.cliutil import add_backend_options, backend_options, code_option, device_name, positive_int
 from aspire.data.facets import FACET_CODE_CHOICES
 from aspire.encoders.pretrained import MODEL_HELP
+from aspire.encoders.trained import trained_defaults
 from aspire.evaluate.cache import default_cache_dir
 from aspire.evaluate.options import CAND_SENTENCES, QUERY_TEXTS, SCORERS, EvalOptions, Stages, scorer_options
 from aspire.scoring.fusion import fusion_method
@@ -129,9 +130,11 @@ def refuse_unused_by_search(parser, args) -> None:
 def eval_options(args, scorers: list[str] | None = None) -> EvalOptions:
     """The `EvalOptions` of the parsed arguments; `scorers` (default: `--scorer`) decide whether the
     whole-abstract options (`--max-length`, `--normalize`, `--joiner`) and the scorer options (`--tau`, `--eps`,
-    `--window`: `SCORER_OPTION_READERS`) apply. ValueError when an option does not fit (`--tau` without a scorer
-    that reads it, `--encoding independent` with the abstract scorer alone, `--quantize` against `--backend`, an
-    encode option the encoding does not take, ...), before torch is imported."""
+    `--window`: `SCORER_OPTION_READERS`) apply; `--tau` / `--eps` left out are the ones `--model` was trained with
+    where its scorer is among them (`aspire.encoders.trained.trained_defaults`, said in one line). ValueError when an
+    option does not fit (`--tau` without a scorer that reads it, `--encoding independent` with the abstract scorer
+    alone, `--quantize` against `--backend`, an encode option the encoding does not take, ...), before torch is
+    imported."""
     scorers = scorers or [args.scorer or ""]
     for flag, readers in SCORER_OPTION_READERS.items():
         if getattr(args, flag[2:], None) is not None and not set(scorers) & set(readers):
@@ -146,8 +149,11 @@ def eval_options(args, scorers: list[str] | None = None) -> EvalOptions:
                          "reads the whole-abstract vector (its options: --max-length, --normalize, --joiner), so it "
                          "would not be read: leave it out")
     code = args.doc_code if hasattr(args, "doc_code") else getattr(args, "code", None)
+    given = scorer_options(",".join(scorers), args.tau, args.eps, args.window)
+    if getattr(args, "model", None):  # the settings the model was trained with, where none are given (said)
+        given = trained_defaults(args.model, scorers, given)
     options = EvalOptions(
-        encoding=args.encoding, scorer_options=scorer_options(",".join(scorers), args.tau, args.eps, args.window),
+        encoding=args.encoding, scorer_options=given,
         cache_dir=None if args.no_cache else args.cache_dir, batch_size=args.batch_size, device=args.device,
         encode_options=encode, query_text=getattr(args, "query_text", "abstract"),
         cand_sentences=getattr(args, "cand_sentences", "all"),

@@ -139,7 +139,7 @@ def _ensemble_suite(parser, args) -> int:
 
     # the data of every benchmark where two or more members apply (the others are skipped) before any member runs: a
     # missing folder was found only after the members of every benchmark before it had run
-    lexical = [m.lexical for m in members_of(load_ensemble(args.ensemble))]
+    lexical = [m.lexical for m in members_of(load_ensemble(args.ensemble, say=False))]
     _check_data(args.data, [name for name in dict.fromkeys(args.benchmarks or BENCHMARKS)
                             if name in RUNNERS and sum(RUNNERS[name].lexical or not lex for lex in lexical) >= 2])
     suite = run_ensemble_suite(args.ensemble, args.out, args.data, args.aggregate,

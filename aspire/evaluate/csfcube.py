@@ -114,7 +114,7 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     from aspire.evaluate.rank import run_record
     from aspire.evaluate.search_run import load_search_encoder, pipeline_config, rank_pools_by_search
 
-    search = pipeline_config(pipeline)  # a bad or unread key before the model loads and the pools are encoded
+    search = pipeline_config(pipeline, model=model)  # a bad or unread key before the model loads and the pools are encoded
     root, out = Path(root), Path(out)
     pool_set = load_csfcube(root)
     papers = read_paper_map(root / ABSTRACTS_FILE, ids=pool_set.paper_ids(), needed_by="pooled")
@@ -123,7 +123,7 @@ def run_csfcube_search(root: str | Path, model: str, pipeline: list[str], out: s
     t0 = time.perf_counter()
     encoded: list[dict] = []
     rankings = rank_pools_by_search(pool_set, papers, encoder, pipeline, LABEL_TO_FACET, cache_dir, batch_size,
-                                    facet_code, encoded)  # the queries searched on the encoder's device
+                                    facet_code, encoded, search)  # the queries searched on the encoder's device
     results, per_query = evaluate_csfcube_rankings(root, rankings, pool_set)
     codes = {f: c for f in pool_set.facets if (c := query_code(getattr(encoder, "codes", ()), facet_code, f))}
     results.update(experiment=exp, model=str(model), **loaded, encoder_fingerprint=encoded[0]["fingerprint"],

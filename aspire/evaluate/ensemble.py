@@ -34,6 +34,7 @@ from aspire.benchmarks import BENCHMARKS, get_benchmark
 from aspire.benchmarks.runs import invocation
 from aspire.config import load_config, to_dict
 from aspire.encoders.pretrained import MODELS, checkpoint_record, model_home
+from aspire.encoders.trained import trained_defaults
 from aspire.evaluate.fuse import fuse_runs
 from aspire.evaluate.options import ENCODINGS, SCORERS, EvalOptions, Member, non_default_encode_options
 from aspire.evaluate.suite import RUNNERS, check_settings
@@ -109,10 +110,12 @@ def _scorer_options(scorer: str, options: dict) -> dict:
     return dict(bound.arguments)
 
 
-def load_ensemble(path: str | Path) -> EnsembleConfig:
+def load_ensemble(path: str | Path, say: bool = True) -> EnsembleConfig:
     """Read and check an ensemble YAML: two or more members, distinct names, a scorer for each model, each
-    member's scorer_options, encoding and encode_options as its runs will take them, and no two members making the
-    same run (`member_run`: fused twice, it weighed double unsaid; a member's share is its weight)."""
+    member's scorer_options, encoding and encode_options as its runs will take them (the scorer settings its model
+    was trained with where it gives none, `aspire.encoders.trained.trained_defaults`, said unless not `say`), and no
+    two members making the same run (`member_run`: fused twice, it weighed double unsaid; a member's share is its
+    weight)."""
     config = load_config(EnsembleConfig, path)
     if config.fusion not in FUSION_METHODS:
         raise ValueError(f"{path}: unknown fusion {config.fusion!r}; valid: {', '.join(FUSION_METHODS)}")
@@ -151,6 +154,8 @@ def load_ensemble(path: str | Path) -> EnsembleConfig:
             try:
                 encoding = EvalOptions(encoding=m.encoding, encode_options=dict(m.encode_options)).checked(
                     m.scorer, faceted=False).encoding
+                # the settings its model was trained with, where the member gives none (`trained_defaults`)
+                m.scorer_options = trained_defaults(m.model, [m.scorer], m.scorer_options, say=say)
             except ValueError as err:
                 raise ValueError(f"{where}: {err}") from None
         elif m.encode_options or m.scorer_options or m.encoding != "contextual":

@@ -35,7 +35,7 @@ from aspire.benchmarks.context2doc import Context2Doc
 from aspire.config import apply_overrides
 from aspire.data.papers import Paper
 from aspire.evaluate.context2doc_run import check_depth, score_and_write
-from aspire.index.config import IndexBuildConfig, IndexConfig, unused_settings
+from aspire.index.config import IndexBuildConfig, IndexConfig, trained_search_config, unused_settings
 from aspire.index.corpus import encode_corpus
 from aspire.index.fingerprint import encoder_include_title, model_fingerprint
 from aspire.index.store import SentenceIndex
@@ -75,14 +75,15 @@ POOL_KEYS = {"k": "every pool is ranked whole", "shortlist": "every pool is re-r
 EXCLUDE_KEY = {"exclude_query": "no candidate is left out; a query is never one of its own candidates"}
 
 
-def pipeline_config(pipeline: Sequence[str], fixed: Mapping[str, str] = POOL_KEYS):
+def pipeline_config(pipeline: Sequence[str], fixed: Mapping[str, str] = POOL_KEYS, model: str | None = None):
     """The search config `pipeline` (search-config overrides) gives the defaults, checked before any encoding (a
     typo once surfaced after every candidate was encoded): ConfigError naming a bad key or value; ValueError
     naming a key the benchmark sets itself (`fixed`: key -> why; it was once ignored while the results listed
     it), `exclude_query` (`EXCLUDE_KEY`: every runner passes its own exclusion) or the cross-encoder stage, which
     needs a loaded cross-encoder; and one naming a key of a stage the pipeline does not run (`fuse` without
     stages=ann,bm25, `ot_tau` without rerank=ot, ...: once taken, recorded among the overrides and read by
-    nothing)."""
+    nothing). With `model`, the OT settings it was trained with where the pipeline sets none
+    (`aspire.index.config.trained_search_config`)."""
     from aspire.config import parse_overrides
 
     config = apply_overrides(IndexBuildConfig().search, list(pipeline), "search")
@@ -98,7 +99,7 @@ def pipeline_config(pipeline: Sequence[str], fixed: Mapping[str, str] = POOL_KEY
     if unused:
         raise ValueError(f"search-pipeline: a setting of a stage this pipeline does not run: {'; '.join(unused)}; "
                          "leave it out")
-    return config
+    return config if model is None else trained_search_config(config, model, keys)
 
 
 def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline: Sequence[str] = (),
@@ -111,13 +112,13 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
     from aspire.evaluate.rank import run_record
 
     check_depth(bench, depth)
-    pipeline_config(pipeline, {"k": "--depth sets it"})  # a mistyped key before the candidates are encoded
+    search = pipeline_config(pipeline, {"k": "--depth sets it"}, model)  # a mistyped key before the candidates are encoded
     encoder, loaded = load_search_encoder(model, encoder, encoder_options, device)
     t0 = time.perf_counter()
     index = index_candidates(encoder, bench.candidates)
     # no encoder given: the queries come encoded, and the index was built by this encoder just now (checking it
     # again would hash every weight a second time)
-    searcher = Searcher(index, apply_overrides(index.config.search, list(pipeline), "search"))
+    searcher = Searcher(index, search)
     searcher.shortfalls = []  # a query answered with fewer than `depth` papers is counted, not warned each time
     cfg = searcher.config
     queries = {qid: query.to(encoder.device) for qid, query in encode_text_queries(encoder, bench.queries).items()}
@@ -140,7 +141,7 @@ def run_search_pipeline(bench: Context2Doc, out, exp: str, model: str, pipeline:
 
 def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = (), label_to_facet=None,
                          cache_dir=None, batch_size: int = 32, facet_code: str = "auto",
-                         record: list[dict] | None = None) -> dict[str, dict[str, list[str]]]:
+                         record: list[dict] | None = None, search=None) -> dict[str, dict[str, list[str]]]:
     """A pool set (CSFCube's facets and pools) ranked by the `Searcher`: every pooled paper encoded once
     (contextual, through the vector cache), each query's pool indexed on its own (flat), and the query — its
     facet's sentences, still encoded in the context of its whole abstract — searched with `pipeline`
@@ -150,13 +151,15 @@ def rank_pools_by_search(pool_set, papers, encoder, pipeline: Sequence[str] = ()
     encoder's device (their re-ranking), as `aspire search --device` searches them. Returns
     `{facet: {query: [candidate, ...]}}` best first, for the pool set's own scoring
     (`aspire.benchmarks.csfcube.evaluate_csfcube_rankings`). `record`: a list each encoding appends what it read or
-    wrote to (`aspire.evaluate.encode.encode_papers`). A pooled paper `papers` lacks is a ValueError naming it,
-    before any encoding."""
+    wrote to (`aspire.evaluate.encode.encode_papers`). `search`: the search config `pipeline_config(pipeline,
+    model=...)` gave the caller (with the OT settings the model was trained with), else `pipeline`'s alone. A pooled
+    paper `papers` lacks is a ValueError naming it, before any encoding."""
     from aspire.encoders.codes import query_code
     from aspire.evaluate.encode import encode_papers
     from aspire.evaluate.facets import facet_queries
 
-    search = pipeline_config(pipeline)  # one search config for every pool, checked before any encoding
+    if search is None:  # one search config for every pool, checked before any encoding
+        search = pipeline_config(pipeline)
     pool_set.check_texts(papers)  # after the settings were checked
     ordered = [papers[pid] for pid in sorted(pool_set.paper_ids())]
     record = [] if record is None else record
@@ -252,7 +255,7 @@ def run_reviewers_search(rset, out, exp: str, model: str, pipeline: Sequence[str
     from aspire.evaluate.reviewer_run import parse_aggregate, predict, reviewer_papers, write_reviewer_results
 
     parse_aggregate(agg)
-    search = pipeline_config(pipeline, {k: "every archive is ranked whole" for k in POOL_KEYS})  # before encoding
+    search = pipeline_config(pipeline, {k: "every archive is ranked whole" for k in POOL_KEYS}, model)  # before encoding
     encoder, loaded = load_search_encoder(model, encoder, encoder_options, device)
     t0 = time.perf_counter()
     papers, counts = reviewer_papers(rset)

@@ -52,7 +52,7 @@ from aspire.cliutil import (
 from aspire.config import load_config, parse_overrides
 from aspire.encoders.choice import add_auto_backend_option, encoding_device, gpu_device, resolve_backend
 from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP, check_model, pinned_model
-from aspire.index.config import READING_LIMITS, IndexBuildConfig
+from aspire.index.config import READING_LIMITS, IndexBuildConfig, given_search_keys, trained_search_config
 from aspire.index.disk import refuse_existing_index, require_live_generation
 
 log = logging.getLogger("aspire.index")
@@ -293,6 +293,8 @@ def _run(args) -> int:
         overrides.append(f"encode.batch_size={args.batch_size}")
     if args.command in ("build", "encode-shard", "merge"):  # a bad key or value, too, before torch and faiss
         config = load_config(IndexBuildConfig, args.config, overrides)
+    if args.command in ("build", "encode-shard"):  # the OT settings the model was trained with, unless set (said)
+        config.search = trained_search_config(config.search, args.model, given_search_keys(args.config, overrides))
     if args.command == "merge":
         refuse_recorded_encoding(overrides)
     if args.command == "add":

@@ -12,9 +12,10 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Literal, Sequence, get_args, get_origin, get_type_hints
+from typing import Collection, Literal, Sequence, get_args, get_origin, get_type_hints
 
-from aspire.config import ConfigError, apply_overrides, check_ranges, load_config, ranged
+from aspire.config import ConfigError, apply_overrides, check_ranges, load_config, parse_overrides, ranged, read_yaml
+from aspire.encoders.trained import trained_defaults
 
 
 @dataclass
@@ -148,6 +149,24 @@ class SearchConfig:
     cross_encoder: bool = False  # the cross-encoder stage; needs a loaded model (`--cross-encoder DIR`)
     cross_top: int = ranged(50, ge=1)  # papers of the previous stage's ranking the cross-encoder re-scores
     cross_weight: float = ranged(1.0, ge=0, le=1)  # weight of its z-scored logits (1: its order alone; 0: none)
+
+
+def trained_search_config(search: SearchConfig, model: str, given: Collection[str] = ()) -> SearchConfig:
+    """`search` with the OT settings `model` was trained with (`model.ot_tau`, `model.ot_eps` of a kind trained through
+    the OT distance: `aspire.encoders.trained.trained_defaults`, said in one line) in `ot_tau` / `ot_eps` where
+    `given` (the search keys a config file or an override set) names neither: the `ot` re-ranker then scores as the
+    model was trained. A model without them (or trained at the defaults) leaves `search` as it is."""
+    keys = {"tau": "ot_tau", "eps": "ot_eps"}
+    asked = {kw: getattr(search, key) for kw, key in keys.items() if key in given}
+    filled = trained_defaults(model, ["ot"], asked, flag="search.ot_{}")
+    return replace(search, **{keys[kw]: value for kw, value in filled.items()})
+
+
+def given_search_keys(path: str | Path | None, overrides: Sequence[str]) -> set[str]:
+    """The `search` keys the YAML config at `path` (None: none) and the dotted `overrides` set."""
+    from_file = read_yaml(path, cls=IndexBuildConfig).get("search") if path is not None else None
+    from_overrides = parse_overrides(list(overrides), IndexBuildConfig).get("search")
+    return {k for part in (from_file, from_overrides) if isinstance(part, dict) for k in part}
 
 
 def _rerank_stages() -> dict:

@@ -44,6 +44,7 @@ from aspire.config import ConfigError, from_dict, to_dict
 from aspire.data.papers import Paper, as_papers
 from aspire.encoders.codes import code_token
 from aspire.encoders.contextual import check_batch_size, eval_mode
+from aspire.encoders.trained import MODEL_FILE
 from aspire.io import NonFiniteConstant, finite_dumps, loads_unique
 from aspire.losses import (
     aligned_sentence_dist,
@@ -78,7 +79,6 @@ from aspire.train.terms import (  # noqa: F401  (kind_terms and make_scorer are 
 )
 
 log = logging.getLogger(__name__)
-MODEL_FILE = "document_model.json"
 
 
 @dataclass
