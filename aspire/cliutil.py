@@ -32,6 +32,7 @@ import math
 import os
 import re
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -322,8 +323,9 @@ def check_paths(**paths: str | None) -> None:
 def check_folders(**paths: str | None) -> None:
     """Each given path is a folder or can be made one (the nearest existing path at or above it is a folder):
     NotADirectoryError naming the option otherwise (`merge_into=...` is `--merge-into`; FileExistsError for a symbolic
-    link to nothing, FileNotFoundError for an empty path), before any work (a file there once failed only when the
-    first file was written, after the encoding)."""
+    link to nothing, FileNotFoundError for an empty path; PermissionError, with the system's reason, where no folder can
+    be made in it: read-only, not the user's to write, `/proc`), before any work (a file there once failed only when
+    the first file was written, after the encoding)."""
     for name, path in paths.items():
         if path is not None:
             check_folder(path, f"--{name.replace('_', '-')}")
@@ -339,6 +341,12 @@ def check_folder(path: str | os.PathLike, option: str) -> None:
     if not found.is_dir():
         raise NotADirectoryError(f"{option} {path}" + ("" if found == Path(path) else f": {found}")
                                  + " is a file, not a folder")
+    try:  # a folder made and removed: a read-only or pseudo file system (`ASPIRE_CACHE=/proc/x`) or one the user may
+        # not write once passed, and the first write failed after the work ("No such file or directory: /proc/x")
+        os.rmdir(tempfile.mkdtemp(prefix=".aspire-probe-", dir=found))
+    except OSError as err:
+        where = "" if found == Path(path) else f" (in {found})"
+        raise PermissionError(f"{option} {path}: no folder can be made there{where}: {err.strerror}") from None
 
 
 def _refuse_dangling_link(path: str | os.PathLike, option: str) -> None:

@@ -29,6 +29,7 @@ from aspire.cliutil import (
     add_backend_options,
     add_common_options,
     backend_options,
+    check_folder,
     check_folders,
     command_parser,
     run_command,
@@ -37,6 +38,7 @@ from aspire.cliutil import (
 from aspire.encoders.choice import add_auto_backend_option, resolve_backend
 from aspire.encoders.pretrained import ASPECT_MODEL, MODEL_HELP, check_model
 from aspire.evaluate.cache import default_cache_dir
+from aspire.paths import cache_root
 
 REPO = Path(__file__).resolve().parents[1]
 SPECTER = {"background": (43.95, 66.70), "method": (22.44, 37.41), "result": (36.79, 56.67), "all": (34.23, 53.28)}
@@ -84,6 +86,8 @@ def _demo(args) -> int:
     if not Path(args.data).is_dir():
         print(f"error: CSFCube not found at {args.data} (see ../shared/data/README.md)", file=sys.stderr)
         return 2
+    if os.environ.get("ASPIRE_CACHE"):  # exported graphs, compiled models and mpnet go there, --cache-dir or not
+        check_folder(cache_root(), "$ASPIRE_CACHE")
     check_folders(out=args.out, cache_dir=args.cache_dir)  # before the first encoding
     for option, name in (("--model", args.model), ("--aspect-model", args.aspect_model)):  # before the first row
         if name != "none" or option == "--model":

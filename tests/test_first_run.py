@@ -1,9 +1,10 @@
 """What a new user meets in the first minutes (`aspire demo`, `aspire evaluate`): a setup problem (a package not
-installed) is one line naming it and its install, never a traceback, and the backend note says what is used."""
+installed, a folder none can be made in) is one line naming it, before any work, never a traceback."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 
 import pytest
@@ -49,3 +50,32 @@ def test_a_fast_backend_whose_package_is_missing_is_one_line(small_csfcube, tiny
     assert lines == [f"error: --backend {backend} needs {package}, not installed here: pip install {package} "
                      f"(or aspire[{backend}])"], err
     assert "Traceback" not in err and not (tmp_path / "cache" / "vectors").exists()  # said before any encoding
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, where no folder can be made")
+@pytest.mark.parametrize("cache, out, said", [
+    ("/proc/x", None, "error: $ASPIRE_CACHE /proc/x: no folder can be made there (in /proc): "),
+    (None, "/proc/x/demo", "error: --out /proc/x/demo: no folder can be made there (in /proc): "),
+    (None, "CACHE:/proc/x/vectors", "error: --cache-dir /proc/x/vectors: no folder can be made there (in /proc): "),
+])
+def test_demo_refuses_a_folder_none_can_be_made_in_before_any_work(tmp_path, monkeypatch, capsys, cache, out, said):
+    """`ASPIRE_CACHE=/proc/x aspire demo` passed the folder check (/proc is a folder): the default OpenVINO backend
+    failed after the model loaded with "No such file or directory: /proc/x", the torch one encoded once a row (no
+    cache), and `--out /proc/x/demo` failed after the first encoding."""
+    monkeypatch.setenv("ASPIRE_CACHE", cache or str(tmp_path / "cache"))
+    argv = ["--data", str(tmp_path), "--aspect-model", "none", "--out", str(tmp_path / "out")]
+    if out and out.startswith("CACHE:"):
+        argv += ["--cache-dir", out.removeprefix("CACHE:")]
+    elif out:
+        argv[-1] = out
+    assert demo.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(said) and err.count("\n") == 1, err
+
+
+def test_the_folder_check_leaves_nothing_behind(tmp_path):
+    from aspire.cliutil import check_folders
+
+    (tmp_path / "kept").mkdir()
+    check_folders(out=str(tmp_path / "kept"), cache_dir=str(tmp_path / "new" / "vectors"))
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept"]  # the probe made and removed its folder
