@@ -6,8 +6,9 @@ file is never read back, and its size and SHA-256 are recorded beside it (`FILE.
 `aspire.storage.write_record`). A cache is never trusted: a file that differs from its record (or has
 none), does not load, or holds other papers than requested is reported in one warning, encoded again
 and rewritten. A disk too full to write a cache file is a warning too: the run goes on uncached, as it
-does when another run, reading the entry before its record was written (so finding none), removed it first, or
-when the cache folder itself was removed while the entry was written.
+does when another run, reading the entry before its record was written (so finding none), removed it first, when
+the cache folder itself was removed while the entry was written, or when the folder cannot be written (another user's,
+a read-only home: the run once ended there, after encoding every paper, its results lost).
 Sentences are stored packed (N_sentences, D) rather than padded (B, S, D).
 """
 
@@ -121,7 +122,7 @@ def cached_encode_entry(
             log.info("read cached vectors %s", path)
             return cached, True, path
         log.warning("vector cache %s is not used, %s: encoding again and rewriting it", path, problem)
-        remove_cache_file(path)
+        remove_unwritten(path)
     batch = encode(papers)
     if not batch.sentences or len(batch.sentences) != len(papers):
         raise ValueError("cached_encode: the encoder must return DocBatch.sentences for every paper")
@@ -139,8 +140,22 @@ def cached_encode_entry(
         else:
             log.warning("vectors not cached: %s was removed by another run before its checksum was recorded", path)
         return batch, False, None
+    except OSError as err:  # a cache folder this user may not write (another's, a read-only home): the run goes on
+        remove_unwritten(path)
+        log.warning("vectors not cached: %s cannot be written (%s: %s): give a folder you may write (--cache-dir) or "
+                    "--no-cache", path, type(err).__name__, err.strerror or err)
+        return batch, False, None
     log.info("cached vectors in %s", path)
     return batch, False, path
+
+
+def remove_unwritten(path: Path) -> None:
+    """`remove_cache_file(path)`, where this user may: in a folder it may not write, the entry stays (it is never read
+    back unchecked: `_read_checked` judges it again next time)."""
+    try:
+        remove_cache_file(path)
+    except OSError as err:
+        log.debug("cannot remove %s (%s)", path, err)
 
 
 def _read_checked(path: Path, papers: Sequence[Paper]) -> tuple[DocBatch | None, str]:
