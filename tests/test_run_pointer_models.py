@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from aspire.encoders.pretrained import checkpoint_record, check_model, pinned_model, resolve_model
+from aspire.encoders.pretrained import check_model, checkpoint_record, pinned_model, resolve_model
 from aspire.paths import model_folder
 
 
