@@ -38,3 +38,18 @@ def test_a_load_the_moment_the_graph_is_renamed_into_place_reads_it_recorded(tin
     assert loaded == [path] and len(exports) == 1
     assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert check_record(path) is None
+
+
+def test_the_exported_graph_is_readable_by_the_caches_other_users(tiny_model_dir, tmp_path, monkeypatch):
+    """The graph kept mkstemp's owner-only mode (0o600) while the records and vectors follow the umask: in a cache
+    shared by several users each found the others' graph unreadable, removed it and exported again."""
+    monkeypatch.setenv("ASPIRE_CACHE", str(tmp_path))
+    from aspire.encoders import backends
+
+    mask = os.umask(0o022)
+    try:
+        path = backends.cached_onnx_model(backends.load_encoder(tiny_model_dir), None)
+    finally:
+        os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert not list(path.parent.glob(".*.tmp"))  # no temporary file left beside it

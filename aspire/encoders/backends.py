@@ -68,6 +68,7 @@ import logging
 import os
 import tempfile
 import threading
+import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -188,8 +189,9 @@ def _write_atomically(path: Path, write, extra: dict | None = None) -> Path:
     failed with a FileNotFoundError (the record made of a file no longer there). A disk that fills up is one
     DiskFullError naming the folder; the temporary file is removed on any failure."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    # made by `write` as any file is (the umask's mode): mkstemp's owner-only 0o600 stayed on the graph, which the
+    # other users of a shared cache could then not read (each warned, removed it and exported again)
+    tmp = str(path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"))
     try:
         with on_disk_full(path.parent, f"the exported model {path.name}"):
             write(Path(tmp))
