@@ -54,7 +54,8 @@ def atomic_write(path: str | Path, mode: str = "w", *, fsync: bool = False, enco
         fsync: flush the file to disk before the rename (for files that must survive a power cut,
             such as checkpoint pointers and index manifests).
     The temporary name is unique (`.NAME.<random>.tmp`), so concurrent writers of one target do
-    not share a temporary file: the last rename wins, and each rename installs a whole file.
+    not share a temporary file: the last rename wins, and each rename installs a whole file. A full disk (or quota)
+    while writing is an OSError naming `path` (a write's own error names no file).
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write mode must be 'w' or 'wb', got {mode!r}")
@@ -72,6 +73,12 @@ def atomic_write(path: str | Path, mode: str = "w", *, fsync: bool = False, enco
                 handle.flush()
                 os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if err.filename is None and err.errno in (errno.ENOSPC, errno.EDQUOT):  # a write's error names no file: it
+            # was a bare "[Errno 28] No space left on device" (the demo's results on a full disk), naming nothing
+            raise OSError(err.errno, err.strerror, str(path)) from err
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -1,10 +1,13 @@
 """What a new user meets in the first minutes (`aspire demo`, `aspire evaluate`): a setup problem (a package not
-installed, a folder none can be made in) is one line naming it, before any work, never a traceback."""
+installed, a folder none can be made in, a full disk) is one line naming it, never a traceback."""
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -79,3 +82,39 @@ def test_the_folder_check_leaves_nothing_behind(tmp_path):
     (tmp_path / "kept").mkdir()
     check_folders(out=str(tmp_path / "kept"), cache_dir=str(tmp_path / "new" / "vectors"))
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept"]  # the probe made and removed its folder
+
+
+def test_a_full_disk_while_writing_a_file_names_the_file(tmp_path, capsys):
+    """The demo's results on a full disk ended in "error: [Errno 28] No space left on device", naming nothing: a
+    write's own error carries no file name."""
+    from aspire.cliutil import run_command
+    from aspire.io import atomic_write
+
+    target = tmp_path / "out" / "perq.csv"
+
+    def write() -> int:
+        with atomic_write(target) as handle:
+            handle.write("query,MAP\n")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # what the handle's write raises on a full disk
+
+    assert run_command(write) == 2
+    assert capsys.readouterr().err == f"error: No space left on device: {target}\n"
+    assert list(target.parent.iterdir()) == []  # its temporary file removed
+
+
+def test_a_real_full_disk_names_the_file(tmp_path):
+    """The same on a real full disk (a 64 KiB tmpfs in a private mount namespace, where the machine allows one)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mount = 'mount -t tmpfs -o size=64k tmpfs "$1" && shift && exec "$@"'
+    script = ("import sys; from aspire.cliutil import run_command; from aspire.io import write_text; "
+              "sys.exit(run_command(lambda: write_text(sys.argv[1], 'x' * 200_000) or 0))")
+    for flags in (["-r", "-m"], ["-m"]):  # an unprivileged user namespace, else root
+        if shutil.which("unshare") is None:
+            break
+        done = subprocess.run(["unshare", *flags, "sh", "-c", mount, "sh", str(disk), sys.executable, "-c", script,
+                               str(disk / "results.json")], capture_output=True, text=True, timeout=60)
+        if "mount" not in done.stderr and "unshare" not in done.stderr:
+            assert (done.returncode, done.stderr) == (2, f"error: No space left on device: {disk / 'results.json'}\n")
+            return
+    pytest.skip("no private tmpfs mount on this machine (unshare)")
