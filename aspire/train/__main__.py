@@ -4,8 +4,9 @@
 `torchrun --nproc_per_node N -m aspire.train ...` the same command trains with DDP.
 Unknown config keys are errors (`aspire.config.ConfigError`), and so is, before a model loads or any data is read,
 a missing input path or a `train.out_dir` that is a file (`aspire.train.trainer.run`). The final metrics are
-printed as JSON, then (stderr) the model the run folder stands for: its best checkpoint's (else its last), which
-`--model RUN_FOLDER` loads in every command (`aspire.paths.run_model`).
+printed as JSON (`aspire.train.trainer.end_summary`: the last logged figures of an earlier step than the end's, after
+`train.stop_after`, under `last_logged` with their step), then (stderr) the model the run folder stands for: its best
+checkpoint's (else its last), which `--model RUN_FOLDER` loads in every command (`aspire.paths.run_model`).
 """
 
 from __future__ import annotations

@@ -369,7 +369,8 @@ class Trainer:
                         **per_task} if improved else None)
 
     def train(self) -> dict:
-        """Run to `total_steps`; returns the last logged metrics plus the weights digest of every rank."""
+        """Run to `total_steps` (or `train.stop_after` steps); returns `end_summary` of the last logged metrics and
+        the end record (the step, the weights digest of every rank, the best dev loss)."""
         tc = self.tc
         if self.rank == 0:
             self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -444,7 +445,7 @@ class Trainer:
             dist.all_gather_object(digests, weights_digest(self.model))
         final = {"event": "end", "step": self.step, "weights_digest": digests, "best_dev_loss": self.best_dev}
         self._log(final)
-        return {**last, **final}
+        return end_summary(last, final)
 
     def _new_window(self, loss: float = 0.0, triples: float = 0.0, task_loss: list[float] | None = None,
                     task_rows: list[float] | None = None, micro: int = 0, seconds: float = 0.0) -> dict:
@@ -482,6 +483,17 @@ class Trainer:
             record[f"loss/{name}"] = total / rows if rows else None  # None: the task had no batch in the window
         self._log(record)
         return record
+
+
+def end_summary(last: dict, final: dict) -> dict:
+    """What a run returns (and `aspire train` prints): the end record `final` (its `step`, weights digests, best dev
+    loss) with the training figures of `last`, the last record this run logged (loss, lr, grad_norm, ...). Those of
+    the end's step stand beside it; those of an earlier step (a run stopped by `train.stop_after` past its last
+    logged step, say) go under `last_logged`, with their own `step`: beside the end's step they read as its figures
+    (step 2's loss under "step": 3). A run that logged none (a finished run resumed) has none."""
+    if not last or last.get("step") == final["step"]:
+        return {**last, **final}
+    return {**final, "last_logged": dict(last)}
 
 
 # what `Trainer._state` saves and `Trainer._restore` reads (and `window`, the unlogged metrics sums of each rank: a
