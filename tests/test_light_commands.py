@@ -29,7 +29,7 @@ for argv in json.loads(sys.argv[1]):
             status = main(argv)
         except SystemExit as exc:
             status = exc.code
-    out.append([argv, status, [m for m in HEAVY if m in sys.modules], err.getvalue()[-300:]])
+    out.append([argv, status, [m for m in HEAVY if m in sys.modules], err.getvalue()[-600:]])
 print(json.dumps(out))
 """
 
