@@ -9,12 +9,14 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from aspire import demo
 from aspire.cli import main as aspire_main
 from aspire.encoders.choice import choose_backend
+from aspire.paths import DATA
 
 
 def test_auto_keeps_the_exact_model_where_openvino_is_installed_without_onnx(tmp_path, monkeypatch):
@@ -118,3 +120,21 @@ def test_a_real_full_disk_names_the_file(tmp_path):
             assert (done.returncode, done.stderr) == (2, f"error: No space left on device: {disk / 'results.json'}\n")
             return
     pytest.skip("no private tmpfs mount on this machine (unshare)")
+
+
+@pytest.mark.parametrize("out", ["/proc/aspire-nope/out", "FILE/out"])
+def test_evaluate_refuses_an_out_no_folder_can_be_made_in_before_any_work(small_csfcube, tmp_path, capsys, out):
+    """`aspire evaluate csfcube --out /proc/y` scored the run and then failed writing it ("No such file or directory:
+    /proc/y"); a new --out is checked as the other commands check theirs, before the work."""
+    (tmp_path / "FILE").write_text("x")
+    out = out.replace("FILE", str(tmp_path / "FILE"))
+    ranked = small_csfcube.parent / "ranked"  # a ranked folder the benchmark reads: the published one, cut to its pools
+    shutil.copytree(Path(DATA) / "csfcube" / "sample_ranked_pools", ranked)
+    try:
+        status = aspire_main(["evaluate", "csfcube", "--data", str(small_csfcube), "--ranked", str(ranked), "--exp",
+                              "specter", "--out", out])
+    except SystemExit as exc:
+        status = exc.code
+    assert status == 2
+    err = capsys.readouterr().err
+    assert f"--out {out}" in err and ("no folder can be made there" in err or "is a file, not a folder" in err)

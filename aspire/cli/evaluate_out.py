@@ -13,6 +13,7 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
+from aspire.cliutil import check_folder
 from aspire.io import input_under
 
 
@@ -105,7 +106,8 @@ def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> Non
     `compare --out` is a JSON file: it may not be a folder, one of the compared runs, a file that already exists inside
     an input folder (a compared run's files are read from there) or the folder of a compared run file, or another run's
     results file (a JSON recording its experiment, benchmark, format, dataset, model or ensemble file), unless it holds
-    an earlier comparison; any other existing file is the user's to replace."""
+    an earlier comparison; any other existing file is the user's to replace. A new `--out` folder must be one that can
+    be made (`aspire.cliutil.check_folder`: not under `/proc`, a read-only mount or a file)."""
     if not getattr(args, "out", None):
         return
     out = Path(args.out)
@@ -124,7 +126,10 @@ def check_out(args, exp: str | None = None, probes: Collection[str] = ()) -> Non
             raise FileExistsError(f"--out {out} holds another run's results ({held}); writing it would replace "
                                   "them: choose a new file")
         return
-    if not os.path.lexists(out) or (out.is_dir() and not any(out.iterdir())):
+    if not os.path.lexists(out):  # a folder no one can make (`/proc/y`, read-only) once failed after the work
+        check_folder(out, "--out")
+        return
+    if out.is_dir() and not any(out.iterdir()):
         return
     if not out.is_dir():
         raise FileExistsError(f"--out {out} is a file, not a folder")
