@@ -150,11 +150,19 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
     return out
 
 
+def format_p(p: float) -> str:
+    """A p-value as the table prints it: four decimals, or two significant digits below 0.0001 (`5.0e-05`), so that a
+    p-value, never below 1 / (permutations + 1), is never printed as 0.0000 (`--permutations 20000` printed 0.0000 for
+    the 1 / 20001 written); NaN (no evidence either way) as `nan`."""
+    return f"{p:.4f}" if not p < 1e-4 else f"{p:.1e}"
+
+
 def format_comparison(result: dict) -> list[str]:
-    """One line per metric: A, B, delta, its interval and the p-value."""
+    """One line per metric: A, B, delta, its interval and the p-value (`format_p`)."""
     width = max(10, *map(len, result))
     lines = [f"{'metric':<{width}} {'A':>8} {'B':>8} {'A-B':>8}  95% interval        p"]
     for m, r in result.items():
         lo, hi = r["ci95"]
-        lines.append(f"{m:<{width}} {r['a']:8.4f} {r['b']:8.4f} {r['delta']:8.4f}  [{lo:7.4f}, {hi:7.4f}]  {r['p_value']:.4f}")
+        lines.append(f"{m:<{width}} {r['a']:8.4f} {r['b']:8.4f} {r['delta']:8.4f}  [{lo:7.4f}, {hi:7.4f}]  "
+                     f"{format_p(r['p_value'])}")
     return lines
