@@ -136,6 +136,20 @@ def examples_dir(tmp_path_factory) -> Path:
     return write_examples_dir(tmp_path_factory.mktemp("examples"))
 
 
+@pytest.fixture(scope="session")
+def real_cocite_examples(shared_data, tmp_path_factory) -> Path:
+    """`aspire data run-all` over the real co-citation contexts (`cocite-acl`, defaults), once a session: its
+    `5_examples` folder, which the tests read and never write."""
+    from aspire.cli.data import main
+
+    records = shared_data / "cocite-acl" / "cocitations.jsonl"
+    if not records.is_file():
+        pytest.skip(f"shared co-citation data not found at {records}")
+    out = tmp_path_factory.mktemp("real-cocite") / "run"
+    assert main(["run-all", "--in", str(records), "--out", str(out), "-q"]) == 0
+    return out / "5_examples"
+
+
 @pytest.fixture()
 def fresh(tmp_path, monkeypatch):
     """`tmp_path`, with the aspire cache (ASPIRE_CACHE) under it and `read_acl`'s memo cleared before and after: an ACL

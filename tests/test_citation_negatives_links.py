@@ -78,19 +78,6 @@ def test_nearest_leaves_citation_neighbours_out_but_takes_no_margin_reference_fr
     assert guarded.negatives["A"] == []
 
 
-@pytest.fixture(scope="module")
-def real_examples(tmp_path_factory):
-    from aspire.cli.data import main
-    from aspire.paths import DATA
-
-    records = DATA / "cocite-acl" / "cocitations.jsonl"
-    if not records.is_file():
-        pytest.skip(f"shared co-citation data not found at {records}")
-    out = tmp_path_factory.mktemp("real") / "run"
-    assert main(["run-all", "--in", str(records), "--out", str(out), "-q"]) == 0
-    return out / "5_examples"
-
-
 def _mine(examples, out, method):
     report = mine_hard_negatives(examples, out, HardNegativesConfig(method=method, k=10))
     rows = [json.loads(line) for line in (out / "hard_negatives.jsonl").read_text().splitlines()]
@@ -99,15 +86,15 @@ def _mine(examples, out, method):
 
 
 @pytest.mark.slow
-def test_real_citation_negatives_list_no_citation_neighbour(real_examples, tmp_path):
-    report, rows, linked = _mine(real_examples, tmp_path / "neg", "citation")
+def test_real_citation_negatives_list_no_citation_neighbour(real_cocite_examples, tmp_path):
+    report, rows, linked = _mine(real_cocite_examples, tmp_path / "neg", "citation")
     assert linked == []  # 118 pairs before, such as W98-1119's negative P04-1018, which cites it
     assert sum(len(r["negatives"]) for r in rows) == 1736  # 1,813 before
     assert report["dropped"] == {"partner": 2296, "citation": 136}
 
 
 @pytest.mark.slow
-def test_real_svd_negatives_list_no_citation_neighbour(real_examples, tmp_path):
-    report, rows, linked = _mine(real_examples, tmp_path / "neg", "svd")
+def test_real_svd_negatives_list_no_citation_neighbour(real_cocite_examples, tmp_path):
+    report, rows, linked = _mine(real_cocite_examples, tmp_path / "neg", "svd")
     assert linked == []  # 220 pairs before; the first negative of 48 of the 550 anchors with a vector
     assert report["papers_with_negatives"] == 550 and report["dropped"] == {"partner": 806, "citation": 237}

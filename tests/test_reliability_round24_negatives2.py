@@ -67,12 +67,8 @@ def test_citation_negatives_on_a_subset_match_a_brute_force_over_random_graphs()
 
 
 @pytest.mark.slow
-def test_citation_negatives_on_the_real_cocitation_examples(shared_data, tmp_path):
-    from aspire.cli.data import main
-
-    records = shared_data / "cocite-acl" / "cocitations.jsonl"
-    assert main(["run-all", "--in", str(records), "--out", str(tmp_path / "run"), "-q"]) == 0
-    examples = tmp_path / "run" / "5_examples"
+def test_citation_negatives_on_the_real_cocitation_examples(real_cocite_examples, tmp_path):
+    examples = real_cocite_examples
     groups = read_groups(examples)
     ids = sorted(read_paper_map(examples / "abstracts.jsonl", split_strings=False), key=str)
     report = mine_hard_negatives(examples, tmp_path / "neg", HardNegativesConfig(method="citation", k=10))

@@ -8,8 +8,6 @@ import json
 import logging
 from pathlib import Path
 
-import pytest
-
 from aspire.train.config import DataConfig
 from aspire.train.data import load_split, split_paper_ids
 from tests.test_train import write_examples_dir
@@ -37,24 +35,11 @@ def test_a_train_anchor_passes_over_a_dev_paper_for_the_next_negative_of_its_lis
                       "train").examples[0].negative == "p10_0"  # no dev loss: nothing to keep apart
 
 
-@pytest.fixture(scope="module")
-def real_examples(tmp_path_factory):
-    from aspire.cli.data import main
-    from aspire.paths import DATA
-
-    records = DATA / "cocite-acl" / "cocitations.jsonl"
-    if not records.is_file():
-        pytest.skip(f"shared co-citation data not found at {records}")
-    out = tmp_path_factory.mktemp("real") / "run"
-    assert main(["run-all", "--in", str(records), "--out", str(out), "-q"]) == 0
-    return out / "5_examples"
-
-
-def test_real_random_hard_negatives_of_train_anchors_leave_the_dev_papers_out(real_examples, tmp_path):
+def test_real_random_hard_negatives_of_train_anchors_leave_the_dev_papers_out(real_cocite_examples, tmp_path):
     from aspire.data.negatives import HardNegativesConfig, mine_hard_negatives
 
-    mine_hard_negatives(real_examples, tmp_path / "neg", HardNegativesConfig(method="random"))
-    cfg = DataConfig(examples_dir=str(real_examples), hard_negatives=str(tmp_path / "neg" / "hard_negatives.jsonl"))
+    mine_hard_negatives(real_cocite_examples, tmp_path / "neg", HardNegativesConfig(method="random"))
+    cfg = DataConfig(examples_dir=str(real_cocite_examples), hard_negatives=str(tmp_path / "neg" / "hard_negatives.jsonl"))
     dev_only = split_paper_ids(cfg, "dev") - split_paper_ids(cfg, "train")
     train = load_split(cfg, "train")
     assert len(dev_only) == 17 and len(train) == 2078
