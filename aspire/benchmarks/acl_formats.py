@@ -240,7 +240,9 @@ def bootstrap_papers(metric, y: np.ndarray, pred: np.ndarray, n_boot: int = 2000
 def paired_papers_test(metric, y: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray, n_perm: int = 2000,
                        n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
     """Paired test of `metric(y, pred_a) - metric(y, pred_b)` over test papers: randomisation (the two
-    predictions of a paper swapped at random; the observed assignment counted in) and a paired bootstrap.
+    predictions of a paper swapped at random; the observed assignment counted in) and a paired bootstrap, whose
+    resamples are those of `bootstrap_papers` with the same `seed` whatever `n_perm` (they once continued the
+    permutations' draws: `venue --compare` (2,000) and `evaluate compare` (10,000) gave one pair two intervals).
 
     When the metric is undefined (NaN, e.g. Kendall's tau of constant predictions) for either run, the p-value
     is NaN: no evidence either way; a swap whose difference is undefined is not counted. `y`, `pred_a` and
@@ -262,7 +264,8 @@ def paired_papers_test(metric, y: np.ndarray, pred_a: np.ndarray, pred_b: np.nda
             counted += 1
             hits += abs(delta) >= abs(observed) - 1e-12
     p_value = float("nan") if np.isnan(observed) else hits / counted
-    deltas = [metric(y[i], pred_a[i]) - metric(y[i], pred_b[i]) for i in (rng.integers(0, n, n) for _ in range(n_boot))]
+    boot = np.random.default_rng(seed)  # the draws of `bootstrap_papers(seed)`, whatever `n_perm` (as stats.paired_test)
+    deltas = [metric(y[i], pred_a[i]) - metric(y[i], pred_b[i]) for i in (boot.integers(0, n, n) for _ in range(n_boot))]
     alpha = (1 - level) / 2
     return {"a": metric(y, pred_a), "b": metric(y, pred_b), "delta": observed, "p_value": p_value,
             "ci95": [float(np.nanquantile(deltas, alpha)), float(np.nanquantile(deltas, 1 - alpha))], "n_units": n}
