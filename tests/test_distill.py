@@ -255,6 +255,23 @@ def test_sentence_teacher_refuses_abstracts_that_changed_since_it_was_written(
         build_tasks(cfg, "train")
 
 
+def test_sentence_teacher_past_max_sentences_is_the_cut_not_a_changed_abstract(
+        tiny_model_dir, examples_dir, acl_file, sentence_teacher_dir, tmp_path, caplog):
+    # data.max_sentences=1 cuts every abstract's second sentence: the papers whose chosen sentence is that one were
+    # refused as "no longer hold the sentence the teacher encoded; write the teacher vectors again", which chose it again
+    cfg = _distill_config(tiny_model_dir, examples_dir, tmp_path / "run", acl_file, sentence_teacher_dir,
+                          "model.kind=hybrid", "data.max_sentences=1")
+    part = build_tasks(cfg, "train").parts[1]
+    teacher = load_teacher(sentence_teacher_dir)
+    position = {pid: teacher.sentence_texts[i][0] for i, pid in enumerate(teacher.ids)}
+    past = {pid for pid in part.papers if position[pid] >= 1}
+    assert past and len(past) < len(part.papers)
+    for e in part.examples:  # a facet where the cut keeps the sentence, none where it does not
+        assert e.align == (None if e.query_id in past else (0, -1))
+    assert part.stats["sentence_past_max_sentences"] == len(past)
+    assert f"{len(past)} of the {len(part.papers)} papers have their teacher sentence past data.max_sentences=1" in caplog.text
+
+
 def test_hybrid_trains_on_cocited_pairs_and_sentence_distillation(
         tiny_model_dir, examples_dir, acl_file, sentence_teacher_dir, tmp_path):
     cfg = _distill_config(tiny_model_dir, examples_dir, tmp_path / "run", acl_file, sentence_teacher_dir,

@@ -377,7 +377,8 @@ def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskD
     ids = [p.paper_id for p in sources]
     vectors = teacher.vectors[teacher.rows(ids, f"distill task ({split}), {task.teacher_dir}")]
     near = nearest_negatives(vectors, {}, ids, task.neighbours).negatives  # no partners: each paper's nearest others
-    sentences = _teacher_sentences(teacher, sources, split) if teacher.sentences is not None else {}
+    sentences = ({} if teacher.sentences is None
+                 else _teacher_sentences(teacher, sources, split, cfg.data.max_sentences, stats))
     # after the per-paper checks (missing ids, changed sentences), which name the papers: then the file as a whole
     check_source(teacher.meta, task.teacher_dir, task.acl_path, task.max_papers, "distill task")
     examples = []
@@ -400,20 +401,34 @@ def distill_task(cfg: Config, task: TaskConfig, split: str, index: int) -> TaskD
     return TaskData("distill", examples, {p.paper_id: p for p in sources}, stats, dict(zip(ids, vectors)), sentences)
 
 
-def _teacher_sentences(teacher, papers: list[Paper], split: str) -> dict[str, tuple[int, str, np.ndarray]]:
+def _teacher_sentences(teacher, papers: list[Paper], split: str, max_sentences: int = 0,
+                       stats: dict | None = None) -> dict[str, tuple[int, str, np.ndarray]]:
     """Each paper's chosen sentence (position, text, teacher vector); a paper whose abstract no longer holds
     the text the teacher encoded at that position is an error naming it (the teacher was written from
-    other data: write it again)."""
+    other data: write it again). A chosen sentence at or past `max_sentences` (`data.max_sentences`, 0 = no cut;
+    `papers` are already cut to it) is the cut's doing, not the teacher's: that paper has no facet (its pairs add
+    no facet loss, as a co-cited pair aligned past the cut adds no aligned-pair loss), counted in `stats` under
+    `sentence_past_max_sentences` and warned of. It was called changed, and writing the teacher again, as the
+    error said, chose the same sentence."""
     rows = teacher.rows([p.paper_id for p in papers], f"distill task ({split}), sentences")
-    out, changed = {}, []
+    out, changed, cut = {}, [], []
     for paper, row in zip(papers, rows):
         position, text = teacher.sentence_texts[row]
+        if max_sentences and position >= max_sentences:
+            cut.append(paper.paper_id)
+            continue
         if position >= len(paper.sentences) or paper.sentences[position] != text:
             changed.append(paper.paper_id)
         out[paper.paper_id] = (position, text, teacher.sentences[row])
     if changed:
         raise ValueError(f"distill task ({split}): {len(changed)} paper(s) no longer hold the sentence the teacher "
                          f"encoded, e.g. {changed[:3]}; write the teacher vectors again (python -m aspire.train.teacher)")
+    if cut:
+        log.warning("distill task (%s): %d of the %d papers have their teacher sentence past data.max_sentences=%d, "
+                    "which cuts it off, e.g. %s: their pairs add no facet loss", split, len(cut), len(papers),
+                    max_sentences, cut[:3])
+        if stats is not None:
+            stats["sentence_past_max_sentences"] = len(cut)
     return out
 
 
