@@ -130,6 +130,30 @@ def test_train_cosentbert_tiny(tmp_path, tiny_model_dir):
     assert evaluate_contexts(saved, d / "groups.dev.jsonl")["contexts"] == 8
 
 
+def test_train_cosentbert_never_batches_a_pair_against_its_version(tmp_path, tiny_model_dir, monkeypatch):
+    # P05-1018 and its journal version J08-1001 (one title) are one work: the contexts of {P05-1018, X} and of
+    # {J08-1001, X} cite one pair of works; the sampler saw two pairs and made each set's contexts the other's negatives
+    d = _examples_dir(tmp_path)
+    versions = [_group("P05-1018|X", ["entity grid coherence a", "entity grid coherence b"]),
+                _group("J08-1001|X", ["entity grid coherence c", "entity grid coherence d"])]
+    groups = versions + [json.loads(line) for line in (d / "groups.train.jsonl").read_text().splitlines()]
+    _write_groups(d / "groups.train.jsonl", groups)
+    titles = {"P05-1018": "Modeling Local Coherence", "J08-1001": "Modeling local coherence.", "X": "Centering"}
+    papers = [{"paper_id": pid, "title": titles.get(pid, f"paper {pid}"), "abstract": [f"The abstract of {pid}."]}
+              for pid in sorted({pid for g in groups for pid in g["paper_ids"]})]
+    (d / "abstracts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in papers))
+    batches = []
+    pack = DistinctSetBatchSampler._pack
+    monkeypatch.setattr(DistinctSetBatchSampler, "_pack", lambda self, order: (batches.append(b) or b
+                                                                              for b in pack(self, order)))
+    cfg = CoSentBertConfig(base_model=str(tiny_model_dir), batch_size=8, max_seq_length=16, logging_steps=1)
+    train_cosentbert(d, tmp_path / "out", cfg)
+    sets = [sid for _, _, sid in context_pairs(d / "groups.train.jsonl")]
+    assert {i for b in batches for i in b} == set(range(len(sets)))  # (`len` packs the batches too)
+    for b in batches:
+        assert not {"P05-1018|X", "J08-1001|X"} <= {sets[i] for i in b}
+
+
 def test_evaluate_command_prints_strict_json_when_no_dev_set_has_a_pair(tmp_path, tiny_model_dir, capsys):
     """A split whose sets hold one context each has no query: acc@1 and mrr are undefined, printed as null
     (named under "non_finite"), never as a bare NaN that strict JSON readers refuse."""

@@ -4,7 +4,8 @@ Two different citing sentences of one co-cited set are treated as paraphrases: (
 pairs trained with sentence-transformers' own `SentenceTransformerTrainer` and
 `MultipleNegativesRankingLoss` (in-batch negatives, both directions by default: its symmetric InfoNCE, the mean
 of the two directions' losses; `ranking_loss`). A batch never holds two pairs of the same set, nor of two sets
-sharing a co-cited pair (`aspire.encoders.cosent_sampler.DistinctSetBatchSampler`), so no in-batch negative is a
+sharing a co-cited pair, a paper's versions read as one work (`work_set_ids`,
+`aspire.encoders.cosent_sampler.DistinctSetBatchSampler`), so no in-batch negative is a
 paraphrase of its anchor. Only the train split's sets are used; the dev split's contexts measure
 `same_set_retrieval` before and after training. The teacher then drives `aspire.data.align`.
 
@@ -224,6 +225,22 @@ def training_arguments(cfg: CoSentBertConfig, output_dir: str | Path, groups: li
     )
 
 
+def work_set_ids(examples_dir: str | Path, set_ids: list[str]) -> list[str]:
+    """Each of `set_ids` with its papers read as works: a paper known under several ids in the examples folder's
+    `abstracts.jsonl` (`aspire.data.acl.same_work_groups`: a shared normalised title or abstract, such as P05-1018 and
+    its journal version J08-1001) by the first of them. These are the batch sampler's groups: sets {A, X} and {A', X}
+    (A' a version of A) are one co-cited pair of works, and their contexts paraphrases, so never in-batch negatives of
+    each other (the training data stages treat versions so too). A folder without `abstracts.jsonl` keeps the ids."""
+    path = Path(examples_dir) / "abstracts.jsonl"
+    if not path.is_file():
+        return list(set_ids)
+    from aspire.data.acl import same_work_groups
+    from aspire.data.papers import read_paper_map
+
+    work = {pid: ids[0] for ids in same_work_groups(read_paper_map(path, split_strings=False)) for pid in ids}
+    return ["|".join(sorted({work.get(pid, pid) for pid in sid.split("|")})) for sid in set_ids]
+
+
 def ranking_loss(model, cfg: CoSentBertConfig):
     """sentence-transformers' `MultipleNegativesRankingLoss` of `model` with `cfg.scale`: each anchor ranks its positive
     above the batch's other positives; with `cfg.symmetric` also each positive its anchor above the other anchors, the
@@ -266,7 +283,7 @@ def train_cosentbert(examples_dir: str | Path, out_dir: str | Path, cfg: CoSentB
             "null before and after training", dev_path, before["contexts"])
 
     loss = ranking_loss(model, cfg)
-    args = training_arguments(cfg, out_dir / "trainer", [g for _, _, g in pairs])
+    args = training_arguments(cfg, out_dir / "trainer", work_set_ids(examples_dir, [g for _, _, g in pairs]))
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss)
     start = time.time()
     result = trainer.train()
