@@ -302,17 +302,24 @@ def some_ids(ids, k: int = 3) -> str:
 
 
 def left_out(counts: dict) -> str:
-    """`2 reviewers left out of draw d_20_3 (A, B)`-style words for the rated reviewers missing from some
-    draws' predictions but not from all of them; '' when every predicted reviewer is in every draw."""
+    """`1 rated reviewer left out of every draw (X); 2 reviewers left out of draw d_20_3 (A, B)`-style words for
+    the rated reviewers missing from every draw's predictions (the figure is over the others: once unsaid, the
+    line read `over 57 reviewers` beside the published figures' 58) and those missing from some draws only; ''
+    when every rated reviewer is in every draw."""
     absent = counts.get("reviewers_not_predicted") or []
     names = counts.get("draws") or [f"draw {i + 1}" for i in range(len(absent))]
     everywhere = set.intersection(*map(set, absent)) if absent else set()
     partial = {name: sorted(set(a) - everywhere) for name, a in zip(names, absent) if set(a) - everywhere}
-    if not partial:
-        return ""
-    reviewers = sorted({r for a in partial.values() for r in a})
-    return (f"{len(reviewers)} reviewer{'s' if len(reviewers) > 1 else ''} left out of "
-            f"{'draw' if len(partial) == 1 else 'draws'} " + "; ".join(f"{d} ({some_ids(r)})" for d, r in partial.items()))
+    words = []
+    if everywhere:
+        words.append(f"{len(everywhere)} rated reviewer{'s' if len(everywhere) > 1 else ''} left out of every "
+                     f"draw ({some_ids(everywhere)})")
+    if partial:
+        reviewers = sorted({r for a in partial.values() for r in a})
+        words.append(f"{len(reviewers)} reviewer{'s' if len(reviewers) > 1 else ''} left out of "
+                     f"{'draw' if len(partial) == 1 else 'draws'} "
+                     + "; ".join(f"{d} ({some_ids(r)})" for d, r in partial.items()))
+    return "; ".join(words)
 
 
 def unscored(counts: dict) -> str:

@@ -362,8 +362,8 @@ def write_reviewer_results(rset: ReviewerSet, out: Path, exp: str, preds: list[d
 
 
 def format_result(results: dict) -> str:
-    """`loss 0.2689 [0.2121, 0.3298] over N reviewers, D draws`, which reviewers some draws left out
-    (`aspire.benchmarks.reviewers.left_out`) and what the predictions held that was not scored (`unscored`)."""
+    """`loss 0.2689 [0.2121, 0.3298] over N reviewers, D draws`, which rated reviewers every draw or some draws
+    left out (`aspire.benchmarks.reviewers.left_out`) and what the predictions held that was not scored (`unscored`)."""
     lo, hi = results["ci95"]
     notes = "".join(f"; {note}" for note in (left_out(results), unscored(results)) if note)
     return f"loss {results['loss']:.4f} [{lo:.4f}, {hi:.4f}] over {results['n_reviewers']} reviewers, " \
