@@ -144,6 +144,28 @@ def _copy_jsonl(src: Path, dst: Path, keep: Callable[[dict], bool] = lambda obj:
                 out.write(obj)
         return out.count
 
+
+def _read_papers(abstracts: Path) -> dict[str, Paper]:
+    """{paper id: its title and abstract, as `same_work_groups` reads them} of an `abstracts.jsonl`: each line needs
+    a unique non-empty string `paper_id` (`DataError` naming the line otherwise); an absent or odd title or
+    abstract names nothing (a string abstract is one sentence)."""
+    seen: dict[str, str] = {}  # a paper twice would be copied twice; a non-string id crashed the sort
+    papers: dict[str, Paper] = {}
+    for lineno, obj in iter_jsonl(abstracts):
+        require(obj, ("paper_id",), abstracts, lineno)
+        pid = unique_id(obj["paper_id"], "paper_id", f"{abstracts}:{lineno}", seen)
+        title, abstract = obj.get("title"), obj.get("abstract")
+        papers[pid] = Paper(pid, title if isinstance(title, str) else "",
+                            [abstract] if isinstance(abstract, str) else abstract if isinstance(abstract, list) else [])
+    return papers
+
+
+def _work_of(papers: dict[str, Paper]) -> dict[str, str]:
+    """{paper id: the smallest id of its work} for the papers that are one work under several ids
+    (`same_work_groups`); a paper of one id is not in it."""
+    return {pid: ids[0] for ids in same_work_groups(papers) for pid in ids}
+
+
 # ---- stage 4: split -----------------------------------------------------------------------------
 def cocited_partners(sets: Iterable[Iterable[str]], same_work: Iterable[Iterable[str]] = ()) -> dict[str, set[str]]:
     """`{paper: every paper sharing one of `sets` (co-cited sets, each its paper ids) with it, itself included}`.
@@ -163,8 +185,17 @@ def pairs_of(paper_ids: Iterable[str]) -> list[tuple[str, str]]:
     return list(itertools.combinations(sorted(set(paper_ids)), 2))
 
 
-def pair_components(sets: list[list[str]]) -> list[int]:
-    """Union-find over co-cited sets: sets sharing an unordered pair land in one component.
+def work_pairs(paper_ids: Iterable[str], work: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """`pairs_of(paper_ids)`, each paper written as its work (`work`: id -> the id standing for its work, `_work_of`;
+    an id not in it is its own work), sorted: {P05-1018, C} and {J08-1001, C} give one pair, and two versions of
+    one work a pair of that work with itself."""
+    work = work or {}
+    return [tuple(sorted((work.get(a, a), work.get(b, b)))) for a, b in pairs_of(paper_ids)]
+
+
+def pair_components(sets: list[list[str]], work: dict[str, str] | None = None) -> list[int]:
+    """Union-find over co-cited sets: sets sharing an unordered pair land in one component, one work under several
+    ids read as one paper (`work_pairs`).
 
     Returns, for each set, the index of its component's root (the smallest set index in it).
     """
@@ -178,7 +209,7 @@ def pair_components(sets: list[list[str]]) -> list[int]:
 
     first_with_pair: dict[tuple[str, str], int] = {}
     for i, paper_ids in enumerate(sets):
-        for pair in pairs_of(paper_ids):
+        for pair in work_pairs(paper_ids, work):
             j = first_with_pair.setdefault(pair, i)
             ri, rj = find(i), find(j)
             if ri != rj:
@@ -189,8 +220,11 @@ def pair_components(sets: list[list[str]]) -> list[int]:
 def split_groups(in_dir: str | Path, out_dir: str | Path, cfg: SplitConfig = SplitConfig()) -> dict:
     """Split co-cited sets into train and dev so that no unordered pair is in both.
 
-    Sets sharing a pair (e.g. {A,B} and {A,B,C}) form one component (`pair_components`); the
-    components are shuffled with `cfg.seed` and, in that order, each one that fits goes to dev, until dev
+    Sets sharing a pair (e.g. {A,B} and {A,B,C}) form one component (`pair_components`), one work under
+    several ids (`aspire.data.acl.same_work_groups` over `abstracts.jsonl`, as `build_examples` reads it) read
+    as one paper: {J95-2003, P05-1018} and {J08-1001, J95-2003} (P05-1018's journal version) share a pair. The
+    components are shuffled with `cfg.seed` (those of the ids as written; one that versions join to others goes at
+    the first one's turn) and, in that order, each one that fits goes to dev, until dev
     holds `round(dev_fraction * sets)` sets or no component is left (a component too big to fit is passed
     over, so dev can end with fewer); the rest go to train. Deterministic for a given input and seed.
     """
@@ -201,15 +235,22 @@ def split_groups(in_dir: str | Path, out_dir: str | Path, cfg: SplitConfig = Spl
     for _, group in _iter_groups(in_dir / "groups.jsonl"):
         set_ids.append(group["set_id"])
         sets.append(group["paper_ids"])
-    roots = pair_components(sets)
+    work = _work_of(_read_papers(in_dir / "abstracts.jsonl"))
+    roots = pair_components(sets, work)
     members: dict[int, list[int]] = defaultdict(list)
     for i, root in enumerate(roots):
         members[root].append(i)
-    components = sorted(members)  # roots in input (set id) order, then a seeded shuffle
+    # the components of the pairs as written, roots in input (set id) order, then a seeded shuffle; one that a work's
+    # versions join to others is placed whole at the first one's turn (so, without versions, the split they gave)
+    components = sorted(set(pair_components(sets)))
     random.Random(cfg.seed).shuffle(components)
     target = round(cfg.dev_fraction * len(sets))
     in_dev: set[int] = set()
-    for root in components:
+    placed: set[int] = set()
+    for root in (roots[i] for i in components):
+        if root in placed:
+            continue
+        placed.add(root)
         if len(in_dev) + len(members[root]) <= target:
             in_dev.update(members[root])
         if len(in_dev) == target:
@@ -218,6 +259,7 @@ def split_groups(in_dir: str | Path, out_dir: str | Path, cfg: SplitConfig = Spl
 
     counts = {s: Counter(sets=0, contexts=0) for s in SPLITS}
     split_pairs: dict[str, set] = {s: set() for s in SPLITS}
+    split_works: dict[str, set] = {s: set() for s in SPLITS}  # the pairs, a work's versions read as one paper
     begin_stage(out_dir, "split")
     writers = {s: AtomicJsonl(out_dir / f"groups.{s}.jsonl") for s in SPLITS}
     with writers["train"], writers["dev"]:
@@ -227,7 +269,8 @@ def split_groups(in_dir: str | Path, out_dir: str | Path, cfg: SplitConfig = Spl
             counts[split]["sets"] += 1
             counts[split]["contexts"] += len(group["context_ids"])
             split_pairs[split].update(pairs_of(group["paper_ids"]))
-    shared = split_pairs["train"] & split_pairs["dev"]
+            split_works[split].update(work_pairs(group["paper_ids"], work))
+    shared = split_works["train"] & split_works["dev"]
     if shared:  # pair_components guarantees this cannot happen; a guard against regressions
         raise AssertionError(f"split leaks {len(shared)} pair(s) into both train and dev, e.g. {sorted(shared)[:3]}")
     _copy_jsonl(in_dir / "abstracts.jsonl", out_dir / "abstracts.jsonl")
@@ -280,21 +323,16 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
     """
     in_dir, out_dir = Path(in_dir), Path(out_dir)
     abstracts = in_dir / "abstracts.jsonl"
-    seen_papers: dict[str, str] = {}  # a paper twice would be copied twice; a non-string id crashed the sort
-    papers: dict[str, Paper] = {}  # the title and abstract that `same_work_groups` reads (absent ones name nothing)
-    for lineno, obj in iter_jsonl(abstracts):
-        require(obj, ("paper_id",), abstracts, lineno)
-        pid = unique_id(obj["paper_id"], "paper_id", f"{abstracts}:{lineno}", seen_papers)
-        title, abstract = obj.get("title"), obj.get("abstract")
-        papers[pid] = Paper(pid, title if isinstance(title, str) else "",
-                            [abstract] if isinstance(abstract, str) else abstract if isinstance(abstract, list) else [])
-    known = set(seen_papers)
+    papers = _read_papers(abstracts)
+    work = _work_of(papers)
+    known = set(papers)
     all_papers = sorted(known)
     report: dict[str, Any] = {"stage": "examples", "input": str(in_dir), "config": to_dict(cfg)}
     named: set[str] = set()
     by_split: dict[str, tuple[dict[tuple[str, str], dict], set[str]]] = {}
     sets: list[list[str]] = []  # of both splits: a known partner is never a negative, whichever split knows it
-    pair_at: dict[tuple[str, str], tuple[str, str]] = {}  # pair -> (split, "FILE:LINE") where first met
+    # pair (a work's versions read as one paper) -> (split, "FILE:LINE", the pair as written there) where first met
+    pair_at: dict[tuple[str, str], tuple[str, str, tuple[str, str]]] = {}
     for split in SPLITS:  # both splits are read, and checked, before anything is written
         path = in_dir / f"groups.{split}.jsonl"
         pairs: dict[tuple[str, str], dict] = {}
@@ -306,11 +344,13 @@ def build_examples(in_dir: str | Path, out_dir: str | Path, cfg: ExamplesConfig 
                                 f"abstract in {abstracts}")
             split_papers.update(group["paper_ids"])
             sets.append(group["paper_ids"])
-            for pair in pairs_of(group["paper_ids"]):
-                first_split, first_at = pair_at.setdefault(pair, (split, f"{path}:{lineno}"))
+            for pair, same in zip(pairs_of(group["paper_ids"]), work_pairs(group["paper_ids"], work)):
+                first_split, first_at, first = pair_at.setdefault(same, (split, f"{path}:{lineno}", pair))
                 if first_split != split:
-                    raise DataError(f"{path}:{lineno}: the pair {pair[0]}|{pair[1]} is also in {first_at}: a pair in "
-                                    "both train and dev leaks dev into training (`split` never writes one)")
+                    raise DataError(f"{path}:{lineno}: the pair {pair[0]}|{pair[1]} is also in {first_at}"
+                                    + (f" as {first[0]}|{first[1]} (one work under two ids)" if first != pair else "")
+                                    + ": a pair in both train and dev leaks dev into training (`split` never "
+                                    "writes one)")
                 entry = pairs.setdefault(
                     pair, {"set_ids": [], "context_ids": [], "contexts": [], "contexts_clean": []}
                 )
