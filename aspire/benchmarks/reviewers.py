@@ -11,9 +11,9 @@ similarities order it against the ratings, half of that on a tie, nothing otherw
 reviewers divided by the sum of |e1 - e2| over the same pairs. The reported figure is the mean over
 draws (`reviewer_units`: one unit a reviewer, so `aspire.benchmarks.stats` bootstraps over reviewers).
 
-A rated paper absent from a draw's submissions leaves its pairs out, counted in `skipped_pairs`, and so
-does a submission with neither title nor abstract that has no prediction (a model cannot encode it,
-`aspire.evaluate.reviewer_run`); any other rated submission without a prediction, or with a prediction that
+A rated paper absent from a draw's submissions leaves its pairs out, counted in `skipped_pairs` and named in
+`skipped_papers`, and so does a submission with neither title nor abstract that has no prediction (a model cannot
+encode it, `aspire.evaluate.reviewer_run`); any other rated submission without a prediction, or with a prediction that
 is not a finite number, is an error naming the draw, reviewer and paper. A prediction for a reviewer of no
 rating, or for a paper outside the draw's submissions, scores nothing and is counted (`unrated_reviewers`,
 `unknown_papers`).
@@ -259,7 +259,8 @@ def reviewer_loss(rated: list[tuple[str, float]], predicted: Mapping[str, float]
 def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str, float]]]) -> tuple[UnitScores, dict]:
     """Per-draw, per-reviewer (loss, max loss) as `UnitScores` (groups = draws, units = reviewers),
     and counts: reviewers absent from each prediction (`reviewers_not_predicted`, one list a draw, and
-    `draws`, the draws' names), pairs skipped (`reviewer_loss`; `blank`: the draw's submissions without text),
+    `draws`, the draws' names), pairs skipped (`reviewer_loss`; `blank`: the draw's submissions without text) and
+    the rated papers they were skipped for (`skipped_papers`, by id),
     and what the predictions hold that no pair reads (`unscored`): reviewers of no rating (`unrated_reviewers`)
     and papers outside their draw's submissions (`unknown_papers`), by id.
 
@@ -276,7 +277,7 @@ def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str
                          f"rated {some_ids(units)}")
     num = np.zeros((len(rset.draws), len(units)))
     den = np.zeros_like(num)
-    absent, skipped, unknown = [], 0, set()
+    absent, skipped, unknown, unread = [], 0, set(), set()
     for g, (draw, pred) in enumerate(zip(rset.draws, predictions)):
         absent.append(sorted(set(units) - set(pred)))
         unknown.update(p for scores in pred.values() for p in scores if p not in draw.submissions)
@@ -289,8 +290,12 @@ def reviewer_units(rset: ReviewerSet, predictions: list[Mapping[str, Mapping[str
                 raise ValueError(f"draw {draw.name}: {err}") from None
             num[g, u], den[g, u] = loss, top
             skipped += skip
+            if skip:  # the papers whose pairs were left out, by id (a model run has no prediction to name them by)
+                unread.update(p for p, _ in rset.ratings[reviewer]
+                              if p not in draw.submissions or (p in blank and p not in pred[reviewer]))
     return UnitScores(units, num, den), {"reviewers_not_predicted": absent, "draws": [d.name for d in rset.draws],
-                                         "skipped_pairs": skipped, "unrated_reviewers": sorted(predicted - set(units)),
+                                         "skipped_pairs": skipped, "skipped_papers": sorted(unread),
+                                         "unrated_reviewers": sorted(predicted - set(units)),
                                          "unknown_papers": sorted(unknown)}
 
 
@@ -320,6 +325,18 @@ def left_out(counts: dict) -> str:
                      f"{'draw' if len(partial) == 1 else 'draws'} "
                      + "; ".join(f"{d} ({some_ids(r)})" for d, r in partial.items()))
     return "; ".join(words)
+
+
+def skipped(counts: dict) -> str:
+    """`18 rated pairs skipped: 1 rated paper not in its draw's submissions or without text (X)`-style words for the
+    pairs `reviewer_units` left out of the figure; '' when none was. They were counted in results.json alone: a
+    draw's submissions lacking a rated paper left its pairs out of every model run's figure unsaid."""
+    pairs, papers = counts.get("skipped_pairs") or 0, counts.get("skipped_papers") or []
+    if not pairs:
+        return ""
+    return (f"{pairs} rated pair{'s' if pairs > 1 else ''} skipped: {len(papers)} rated paper"
+            f"{'s' if len(papers) > 1 else ''} not in {'their' if len(papers) > 1 else 'its'} draw's submissions or "
+            f"without text ({some_ids(papers)})")
 
 
 def unscored(counts: dict) -> str:

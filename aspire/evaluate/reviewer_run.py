@@ -39,6 +39,7 @@ from aspire.benchmarks.reviewers import (
     parse_aggregate,
     prediction_files,
     reviewer_units,
+    skipped,
     summarize,
     unscored,
 )
@@ -363,9 +364,10 @@ def write_reviewer_results(rset: ReviewerSet, out: Path, exp: str, preds: list[d
 
 def format_result(results: dict) -> str:
     """`loss 0.2689 [0.2121, 0.3298] over N reviewers, D draws`, which rated reviewers every draw or some draws
-    left out (`aspire.benchmarks.reviewers.left_out`) and what the predictions held that was not scored (`unscored`)."""
+    left out (`aspire.benchmarks.reviewers.left_out`), the rated pairs skipped and their papers (`skipped`) and what
+    the predictions held that was not scored (`unscored`)."""
     lo, hi = results["ci95"]
-    notes = "".join(f"; {note}" for note in (left_out(results), unscored(results)) if note)
+    notes = "".join(f"; {note}" for note in (left_out(results), skipped(results), unscored(results)) if note)
     return f"loss {results['loss']:.4f} [{lo:.4f}, {hi:.4f}] over {results['n_reviewers']} reviewers, " \
            f"{results['n_draws']} draws" + notes
 
