@@ -16,7 +16,8 @@ a vector the index does not hold; this runner answers what the index's pipelines
 Pool sets (CSFCube: `rank_pools_by_search`) and reviewer matching (`run_reviewers_search`) index each query's
 own candidates (a pool; a reviewer's archive papers in one draw) and search them all with the query (a facet's
 sentences; a submission's whole abstract); reviewer matching then aggregates each submission's hit scores over
-the archive as its own runner does (`max`, `mean`, `topk:K`; a paper an archive lists twice counts twice, as there).
+the archive as its own runner does (`max`, `mean`, `topk:K`; an archive that lists a paper twice is refused when
+the draw is read, naming its line).
 A key the benchmark sets itself is refused by name (`pipeline_config`): `k` everywhere (the depth, or the whole
 pool), `shortlist` for pools and archives (ranked whole), `exclude_query` (no candidate is ever left out), the
 cross-encoder stage (its own runner's `--rerank`), and a key of a stage the pipeline does not run (it would be
