@@ -17,7 +17,8 @@ train or dev query out (`Context2Doc.left_out`) when its query text is a test qu
 `held_out_sentences` gives every raw sentence whose query text is a test query's (the test sentences
 and such twins), which the training pipeline leaves out. A reworded copy (another sentence holding at least half
 of a test query's word 5-grams) is not left out here; the `context2doc` training task leaves it out when it
-also cites one of the test query's papers (`held_out_queries`, `aspire.train.tasks.reworded_test_twins`).
+also cites one of the test query's papers (`held_out_queries`, `aspire.train.tasks.reworded_test_twins`), and so
+does the co-citation pipeline's ingest of records (`aspire.benchmarks.heldout.reworded_test_sentences`).
 """
 
 from __future__ import annotations

@@ -288,6 +288,39 @@ def benchmark_papers(root: str | Path) -> HeldOut:
                    rule)
 
 
+def reworded_test_sentences(records_path: str | Path, data: str | Path, threshold: float = CONTAINMENT) -> set[str]:
+    """The citing sentences (stripped) of the co-citation records in `records_path` that are reworded copies of a
+    context2doc test query: their query text (`query_text`) holds at least `threshold` of the test query's distinct
+    word 5-grams and they cite one of its papers, the rule the `context2doc` task leaves them out by
+    (`aspire.train.tasks.reworded_test_twins`). `held_out_for` gives the test sentences and their twins that differ
+    only in their markers; P13-1066's "There have been various extensions to multi-grain (Titov and McDonald, 2008),
+    labeled (Ramage et al, 2009), and sequential ..." (test query L236 less one clause, citing its two papers) reached
+    the co-citation examples of that pair. The test queries are read under `data` (`data/cocite-acl`); none there,
+    none held out. A line that is no such record is passed over here: the ingest stage names it."""
+    from aspire.benchmarks.context2doc import held_out_queries, query_text
+
+    if not (Path(data) / "cocite-acl" / "cocitations.jsonl").is_file():
+        return set()
+    tests = held_out_queries(Path(data) / "cocite-acl")
+    ids = sorted(tests)
+    index = GramIndex([tests[qid][0] for qid in ids])
+    found = set()
+    with open(records_path, "rb") as handle:
+        for raw in handle:
+            try:
+                rec = json.loads(raw)
+            except (ValueError, RecursionError):  # not UTF-8 or not JSON: the ingest stage names the line
+                continue
+            if not isinstance(rec, dict) or not isinstance(rec.get("context"), str) or \
+                    not isinstance(rec.get("cited"), list):
+                continue
+            cited = {c.get("paper_id") for c in rec["cited"] if isinstance(c, dict)}
+            if any(c >= threshold and not tests[ids[row]][1].isdisjoint(cited)
+                   for row, c in index.contained(query_text(rec["context"])).items()):
+                found.add(rec["context"].strip())
+    return found
+
+
 @functools.lru_cache(maxsize=4)
 def cited_benchmark_papers(root: str | Path, threshold: float = CONTAINMENT) -> HeldOut:
     """The papers of `CITED_BENCHMARKS` under `root` (CSFCube's papers, the reviewer set's submissions and archive

@@ -214,11 +214,20 @@ def _model_stage(args) -> dict:
     return mine_hard_negatives(args.examples, args.out, cfg, encode)
 
 
-def _held_out(records_path, cfg) -> set[str] | None:
-    """The context2doc test sentences the ingest stage leaves out (None when the config keeps them)."""
+def _held_out(records_path, cfg, records: bool = False) -> set[str] | None:
+    """The context2doc test sentences the ingest stage leaves out (None when the config keeps them); with `records`
+    (input A: `records_path` holds co-citation records), their reworded copies in it citing one of the test query's
+    papers too (`aspire.benchmarks.heldout.reworded_test_sentences`)."""
     from aspire.benchmarks.context2doc import held_out_for
 
-    return held_out_for(records_path) if cfg.ingest.exclude_benchmark_test else None
+    if not cfg.ingest.exclude_benchmark_test:
+        return None
+    held = held_out_for(records_path)
+    if records:
+        from aspire.benchmarks.heldout import reworded_test_sentences
+
+        held |= reworded_test_sentences(records_path, DATA)
+    return held
 
 
 def _held_out_papers(cfg, data: Path = DATA):
@@ -261,8 +270,8 @@ def _cocite_stage(args) -> dict:
     cfg = cocite.load_cocite_config(args.config, args.overrides)  # unknown keys first, by the loader
     check_overrides_read(stage, args.overrides)
     if stage == "cocite-from-records":
-        return cocite.ingest_records(getattr(args, "in"), args.out, cfg.ingest, _held_out(getattr(args, "in"), cfg),
-                                     _held_out_papers(cfg))
+        return cocite.ingest_records(getattr(args, "in"), args.out, cfg.ingest,
+                                     _held_out(getattr(args, "in"), cfg, records=True), _held_out_papers(cfg))
     if stage == "cocite-from-s2orc":
         from aspire.data.s2orc import get_span_splitter, mine_s2orc
 
@@ -278,7 +287,7 @@ def _cocite_stage(args) -> dict:
     if stage == "examples":
         return cocite.build_examples(getattr(args, "in"), args.out, cfg.examples)
     if stage == "run-all":
-        examples_dir = cocite.run_all(getattr(args, "in"), args.out, cfg, _held_out(getattr(args, "in"), cfg),
+        examples_dir = cocite.run_all(getattr(args, "in"), args.out, cfg, _held_out(getattr(args, "in"), cfg, records=True),
                                       _held_out_papers(cfg))
         return json.loads((examples_dir.parent / "pipeline_report.json").read_text(encoding="utf-8"))
     # argparse restricts the choices; kept so a new stage cannot fall through silently
