@@ -192,9 +192,9 @@ def test_bootstrap_and_paired_test_match_a_brute_force_loop():
         swap = rng.random(17) < 0.5
         pa, pb = np.where(swap, b, a), np.where(swap, a, b)
         hits += abs(np.mean(np.abs(y - pa)) - np.mean(np.abs(y - pb))) >= abs(observed) - 1e-12
-    deltas = []
+    deltas, boot = [], np.random.default_rng(7)  # the bootstrap draws from the seed anew, whatever n_perm
     for _ in range(150):
-        idx = rng.integers(0, 17, 17)
+        idx = boot.integers(0, 17, 17)
         deltas.append(np.mean(np.abs(y[idx] - a[idx])) - np.mean(np.abs(y[idx] - b[idx])))
     assert out["delta"] == pytest.approx(observed) and out["n_units"] == 17
     assert out["p_value"] == pytest.approx(hits / 201)
