@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m aspire.demo") -> 
     parser = command_parser(prog, __doc__, EXAMPLES)
     parser.add_argument("--model", default="minilm", help=MODEL_HELP)
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "csfcube"), help="CSFCube folder")
-    parser.add_argument("--out", default=str(REPO / "runs" / "demo"), help="folder for ranked pools and results.json")
+    parser.add_argument("--out", default=str(REPO / "runs" / "demo"),
+                        help="results folder: each row's ranked pools and results.json in OUT/SCORER (the aspect "
+                             "model's in OUT/aspect/SCORER)")
     parser.add_argument("--aspect-model", default=ASPECT_MODEL,
                         help=f"the aspect model whose rows follow (default {ASPECT_MODEL}, shipped; none: leave out)")
     parser.add_argument("--cache-dir", default=str(default_cache_dir()), help="sentence-vector cache")
@@ -131,7 +133,7 @@ def _demo(args) -> int:
                                               for g in SPECTER}))
 
     used = "; ".join(f"{model} on {backend}" for model, _, _, _, backend in models)
-    print(f"\nCSFCube test protocol, MAP / NDCG%20 ({used}; ranked pools and results.json under {args.out}):\n")
+    print(f"\nCSFCube test protocol, MAP / NDCG%20 ({used}; each row's ranked pools and results.json under {args.out}/SCORER):\n")
     print("| model | background | method | result | all |")
     print("|---|---|---|---|---|")
     for name, vals in rows:
