@@ -230,3 +230,25 @@ def test_compare_reads_each_probe_results_json_once_through_the_hook(tmp_path, m
     out = compare(a, b, n_perm=200)
     assert out and all("delta" in v for v in out.values())
     assert sorted(reads) == sorted([str(tmp_path / "a" / "results.json"), str(tmp_path / "b" / "results.json")])
+
+
+def test_compare_names_the_queries_it_leaves_out_at_the_threshold(tmp_path, caplog):
+    """At a threshold above a query's best grade compare left the query out with only `n_units` to show it (36 of
+    CSFCube's 50 pools at threshold 3), where pools and fuse-runs list them: now a warning and `skipped_no_relevant`."""
+    import logging
+
+    from aspire.evaluate.compare import compare
+
+    folders = _ranked_folders(tmp_path, "q1 0 d1 3\nq1 0 d2 1\nq2 0 d1 2\n", 3)
+    for folder in folders:
+        with open(folder / "run.trec", "a") as fh:
+            fh.write("q2 Q0 d1 1 0.9 r\nq2 Q0 d2 2 0.5 r\n")
+    with caplog.at_level(logging.WARNING, logger="aspire.evaluate.compare"):
+        out = compare(str(folders[0]), str(folders[1]), metrics=["MAP"], n_perm=5)
+    assert out["MAP-l3"]["n_units"] == 1 and out["MAP-l3"]["skipped_no_relevant"] == ["q2"]
+    assert "1 query with no document at grade >= 3 left out (q2)" in caplog.text
+    caplog.clear()
+    (tmp_path / "judged").mkdir()
+    folders = _ranked_folders(tmp_path / "judged", "q1 0 d1 2\n", 1)  # every query has a relevant document
+    assert "skipped_no_relevant" not in compare(str(folders[0]), str(folders[1]), metrics=["MAP"], n_perm=5)["MAP"]
+    assert "left out" not in caplog.text

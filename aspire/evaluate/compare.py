@@ -17,13 +17,15 @@ deltas.
 
 Ranked runs are compared at the relevance threshold their results folders record (`relevance_threshold`, as the
 pools evaluator writes it; `aspire.evaluate.fuse.recorded_protocol`), as `fuse-runs` scores them: the binary metrics
-at it (`MAP` read as `MAP-l2` at threshold 2), over the queries with a document at or above it. Folders recording
+at it (`MAP` read as `MAP-l2` at threshold 2), over the queries with a document at or above it (those without one
+are named in a warning and each test's `skipped_no_relevant`). Folders recording
 different thresholds are refused; a run file or a folder recording none takes the other's, else 1.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 
 from aspire.benchmarks import BENCHMARKS
@@ -31,6 +33,8 @@ from aspire.benchmarks.metrics import without_unscorable
 from aspire.benchmarks.runs import DEFAULT_METRICS, per_query, read_qrels, read_run
 from aspire.benchmarks.stats import UnitScores, paired_test
 from aspire.evaluate.fuse import at_threshold, protocol_of, recorded_protocol, results_doc
+
+log = logging.getLogger(__name__)
 
 PREDICTIONS_BENCHMARK = "reviewers"  # `FOLDER:EXP` (no results folder) names this benchmark's predictions
 
@@ -140,13 +144,18 @@ def compare(a: str, b: str, qrels: str | None = None, metrics=None, data: str | 
     (run_a, qrels_a), (run_b, qrels_b) = _trec(a, qrels), _trec(b, qrels)
     if qrels_a != qrels_b:
         raise ValueError(f"{a} and {b} are judged by different qrels: not runs of one benchmark")
-    _, qrels_a, (run_a, run_b) = without_unscorable(qrels_a, (run_a, run_b), threshold)
+    left, qrels_a, (run_a, run_b) = without_unscorable(qrels_a, (run_a, run_b), threshold)
+    if left:  # once left out with only n_units to show it, where pools and fuse-runs list them
+        log.warning("compare: %d quer%s with no document at grade >= %d left out (%s%s), as the pools evaluator leaves "
+                    "them out; each test's skipped_no_relevant lists them", len(left), "y" if len(left) == 1 else "ies",
+                    threshold, ", ".join(left[:5]), ", ..." if len(left) > 5 else "")
     out = {}
     values_a, values_b = (_scored(spec, qrels_a, run, metrics) for spec, run in ((a, run_a), (b, run_b)))
     for m in metrics:
         ua, ub = UnitScores.means(values_a[m]), UnitScores.means(values_b[m])
         test = paired_test(ua, ub, n_perm=n_perm, seed=seed)
-        out[m] = {**test, "per_unit_delta": {q: values_a[m][q] - values_b[m][q] for q in sorted(values_a[m])}}
+        out[m] = {**test, "per_unit_delta": {q: values_a[m][q] - values_b[m][q] for q in sorted(values_a[m])},
+                  **({"skipped_no_relevant": list(left)} if left else {})}
     return out
 
 
