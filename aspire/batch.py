@@ -223,9 +223,10 @@ class DocBatch:
                 raise ValueError(f"paper {name}: sentence indices {bad} out of range 0..{n - 1}")
             selected = self.mask[i].tolist()
             off = [j for j in chosen if j >= S or not selected[j]]
-            # a sentence of the paper with no vector (none, or a zero one outside the mask): the encoder cut it
-            # (`overflow="truncate"` past `max_length`); it was blamed on padding or an earlier selection
-            cut = [j for j in off if j >= S or not bool(self.emb[i, j].any())]
+            # a sentence of the paper (known from its texts) with no vector (none, or a zero one outside the mask):
+            # the encoder cut it (`overflow="truncate"` past `max_length`); it was blamed on padding or an earlier
+            # selection. Without texts a position past the paper's sentences is padding, and can not be told apart.
+            cut = [j for j in off if self.sentences and (j >= S or not bool(self.emb[i, j].any()))]
             if cut:
                 raise ValueError(f"paper {name}: sentences {cut} have no vector: the encoder cut the paper at its "
                                  "max_length (overflow='truncate'); select among its encoded sentences, or encode "

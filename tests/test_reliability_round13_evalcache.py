@@ -79,7 +79,8 @@ def test_csfcube_search_run_records_its_facet_code_and_encoder_options(small_csf
                                                                       monkeypatch):
     from aspire.evaluate import csfcube, search_run
 
-    def by_pool_order(pool_set, papers, encoder, pipeline, label_to_facet, cache_dir, batch_size, facet_code, record):
+    def by_pool_order(pool_set, papers, encoder, pipeline, label_to_facet, cache_dir, batch_size, facet_code, record,
+                      search=None):
         record.append({"fingerprint": encoder.fingerprint()})
         return {f: {q: list(p) for q, p in pool_set.pools[f].items()} for f in pool_set.facets}
 

@@ -272,7 +272,8 @@ def test_csfcube_search_runner_takes_a_device(small_csfcube, tiny_model_dir, tmp
     monkeypatch.setattr(aspire.encoders, "load_encoder",
                         lambda model, device=None, **kw: loaded.append(device) or real(model, device=device, **kw))
 
-    def by_pool_order(pool_set, papers, encoder, pipeline, label_to_facet, cache_dir, batch_size, facet_code, record):
+    def by_pool_order(pool_set, papers, encoder, pipeline, label_to_facet, cache_dir, batch_size, facet_code, record,
+                      search=None):
         record.append({"fingerprint": encoder.fingerprint()})
         return {f: {q: list(p) for q, p in pool_set.pools[f].items()} for f in pool_set.facets}
 
