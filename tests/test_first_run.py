@@ -138,3 +138,33 @@ def test_evaluate_refuses_an_out_no_folder_can_be_made_in_before_any_work(small_
     assert status == 2
     err = capsys.readouterr().err
     assert f"--out {out}" in err and ("no folder can be made there" in err or "is a file, not a folder" in err)
+
+
+def test_index_merge_reads_a_shards_folder_it_may_not_write(tmp_path, capsys, monkeypatch):
+    """`index merge --shards DIR` only reads DIR: a read-only or another user's shards folder was refused as one "no
+    folder can be made" in, before anything was read. Its --out is still checked."""
+    import tempfile
+
+    from aspire.index.__main__ import main as index_main
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    make = tempfile.mkdtemp
+
+    def read_only(*args, dir=None, **kwargs):  # the shards folder cannot be written (root writes a 0o555 one)
+        if dir is not None and Path(dir) == shards:
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return make(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr("aspire.cliutil.tempfile.mkdtemp", read_only)
+    try:
+        status = index_main(["merge", "--shards", str(shards), "--out", str(tmp_path / "index")])
+    except SystemExit as exc:
+        status = exc.code
+    err = capsys.readouterr().err
+    assert status == 2 and "no folder can be made" not in err and "shard" in err, err  # read: it holds no shards
+    try:
+        status = index_main(["merge", "--shards", str(shards), "--out", "/proc/aspire-nope/index"])
+    except SystemExit as exc:
+        status = exc.code
+    assert status == 2 and "--out /proc/aspire-nope/index: no folder can be made there" in capsys.readouterr().err

@@ -277,8 +277,10 @@ def _run(args) -> int:
     # the user's paths first, so that a wrong one is reported before torch and faiss load
     check_paths(corpus=getattr(args, "corpus", None), config=getattr(args, "config", None),
                 shards=args.shards if args.command == "merge" else None)
-    check_folders(out=getattr(args, "out", None), shards=getattr(args, "shards", None),
-                  merge_into=getattr(args, "merge_into", None))
+    # the folders written (encode-shard writes its shard under --shards; merge only reads it: a read-only or another
+    # user's shards folder was refused as one "no folder can be made" in)
+    check_folders(out=getattr(args, "out", None), merge_into=getattr(args, "merge_into", None),
+                  shards=getattr(args, "shards", None) if args.command != "merge" else None)
     if args.command in ("add", "info"):
         require_live_generation(Path(args.index))
     if getattr(args, "model", None):  # a training run's folder: the index records its checkpoint, which stays put
