@@ -122,10 +122,29 @@ def test_a_rerun_of_one_benchmark_keeps_the_earlier_suites_other_rows(tmp_path, 
     assert json.loads((out / "suite.json").read_text())["rows"] == again["rows"]
     # a third run of reviewers keeps CSFCube's provenance from the first run, not the second
     assert stub_runners.run_suite("m", "minl2", out, tmp_path, benchmarks=["reviewers"])["kept"] == again["kept"]
-    other = stub_runners.run_suite("m", "minl2", out, tmp_path, benchmarks=["reviewers"], aggregate="mean")
+    # another aggregate, which CSFCube's rows do not read (and --benchmarks reviewers must re-run): they stay
+    mean = stub_runners.run_suite("m", "minl2", out, tmp_path, benchmarks=["reviewers"], aggregate="mean")
+    assert [(r["benchmark"], r["value"]) for r in mean["rows"]] == [("csfcube", 0.75), ("reviewers", 0.25)]
+    assert mean["aggregate"] == "mean" and set(mean["kept"]) == {"csfcube"}
+    other = stub_runners.run_suite("m", "ot", out, tmp_path, benchmarks=["reviewers"], aggregate="mean")
     assert [(r["benchmark"], r["value"]) for r in other["rows"]] == [("reviewers", 0.25)] and "kept" not in other
     assert "does not describe the earlier results of csfcube" in caplog.text
-    assert "the earlier suite ran other settings" in caplog.text
+    assert "the earlier suite ran other settings (scorer)" in caplog.text
+
+
+def test_a_rerun_of_the_formats_alone_keeps_the_suites_scorer(tmp_path, stub_runners, monkeypatch):
+    """SciRepEval's formats take no scorer, so their re-run records none: the full suite's rows of the benchmarks
+    ranked by one were dropped as of "other settings". They stay, with the scorer they were ranked by recorded."""
+    def rows(bench, data, model, scorer, out, settings, options):
+        Path(out).mkdir(parents=True, exist_ok=True)
+        return [{"benchmark": bench.name, "metric": "F1", "value": 0.5, "ci95": [0.0, 1.0], "n": 2, "note": ""}], "fp"
+
+    monkeypatch.setitem(stub_runners.RUNNERS, "venue", stub_runners.Runner(rows, rows, scored=False))
+    out = tmp_path / "out"
+    stub_runners.run_suite("m", "minl2", out, tmp_path, benchmarks=["csfcube", "venue"])
+    again = stub_runners.run_suite("m", None, out, tmp_path, benchmarks=["venue"])
+    assert [r["registry_name"] for r in again["rows"]] == ["csfcube", "venue"] and set(again["kept"]) == {"csfcube"}
+    assert again["scorer"] == "minl2"  # as the kept CSFCube rows were ranked
 
 
 def test_a_rerun_names_earlier_folders_it_cannot_describe(tmp_path, stub_runners, caplog):

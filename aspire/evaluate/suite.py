@@ -149,30 +149,47 @@ def run_suite(model: str, scorer: str | None, out, data: str | Path = DATA, aggr
     return suite
 
 
-# what a suite.json holds beside its settings: the rows and how they were made
-_NOT_SETTINGS = ("rows", "skipped", "seconds", "command", "kept")
+# the settings every benchmark's rows read (the model, its encoder and device), and those only some read
+_MODEL_KEYS = ("model", "checkpoint", "encoder_fingerprint", "device", "encoder_options")
+_SCORER_KEYS = ("scorer", "encoding", "scorer_options", "encode_options", "query_text", "cand_sentences", "facet_code")
+
+
+def _read_keys(names) -> set[str]:
+    """The suite.json settings that the rows of the benchmarks `names` depend on: the model's for all, the scorer's
+    and its options' for those ranked by one (`Runner.scored`), `aggregate` for reviewer matching and `bm25_alpha`
+    for the lexical ones."""
+    keys = set(_MODEL_KEYS)
+    if any(RUNNERS[n].scored for n in names):
+        keys |= set(_SCORER_KEYS)
+    if "reviewers" in names:
+        keys.add("aggregate")
+    if any(RUNNERS[n].lexical for n in names):
+        keys.add("bm25_alpha")
+    return keys
 
 
 def keep_earlier(out: Path, suite: dict, names: Sequence[str]) -> dict:
     """`suite` with the rows of the `out/suite.json` it replaces for the benchmarks it did not run (`names` those it
-    ran) whose folders are still there, where that earlier suite had the same settings (model and checkpoint, scorer,
-    encoder fingerprint, options, aggregate, BM25 weight): a re-run of one benchmark (`--benchmarks reviewers`) into
-    a suite's folder once left a suite.json of that benchmark alone beside the others' folders. A row names its
-    registered benchmark (`registry_name`; its `benchmark` is the figure's label). `suite["kept"]` names each kept
-    benchmark with the command and seconds that made its rows; the rows stay in the registry's order. Otherwise
+    ran) whose folders are still there, where the settings both sets of rows read are the same (`_read_keys`: the
+    model, checkpoint and encoder fingerprint always; the scorer and its options, the aggregate, the BM25 weight where
+    both read them): a re-run of one benchmark (`--benchmarks reviewers`) into a suite's folder once left a suite.json
+    of that benchmark alone beside the others' folders. A setting only the kept rows read is recorded as the earlier
+    suite recorded it (a re-run of SciRepEval's formats, which takes no scorer, keeps the full suite's `scorer`). A row
+    names its registered benchmark (`registry_name`; its `benchmark` is the figure's label). `suite["kept"]` names each
+    kept benchmark with the command and seconds that made its rows; the rows stay in the registry's order. Otherwise
     (other settings, an earlier suite.json that cannot be read, or none) nothing is kept and a warning names the
     earlier folders this suite.json does not describe."""
     left = [name for name in BENCHMARKS if name not in names and (out / name).is_dir()]
     if not left:
         return suite
     path, why = out / "suite.json", "there is no earlier suite.json"
+    kept_keys, run_keys = _read_keys(left), _read_keys(names)
     if path.is_file():
         try:
             earlier = read_json(path, "the earlier suite", mapping=True)
             rows = [r for r in earlier["rows"] if r.get("registry_name") in left]
-            same = ({k: v for k, v in earlier.items() if k not in _NOT_SETTINGS}
-                    == {k: v for k, v in suite.items() if k not in _NOT_SETTINGS})
-            why = ("the earlier suite ran other settings" if not same else
+            differ = sorted(k for k in kept_keys & run_keys if earlier.get(k) != suite.get(k))
+            why = (f"the earlier suite ran other settings ({', '.join(differ)})" if differ else
                    "the earlier suite.json's rows do not name them" if {r["registry_name"] for r in rows} != set(left)
                    else "")
         except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -186,7 +203,8 @@ def keep_earlier(out: Path, suite: dict, names: Sequence[str]) -> dict:
             for name in left}
     order = {name: i for i, name in enumerate(BENCHMARKS)}
     rows = sorted(rows + suite["rows"], key=lambda r: order.get(r["registry_name"], len(order)))
-    return {**suite, "rows": rows, "kept": kept}
+    from_earlier = {k: earlier[k] for k in kept_keys - run_keys if k in earlier}  # settings only the kept rows read
+    return {**suite, **from_earlier, "rows": rows, "kept": kept}
 
 
 def format_rows(rows: list[dict]) -> list[str]:
