@@ -441,8 +441,9 @@ def write_run(path: str | Path, lines: Iterable[str]) -> None:
 def interactive(searcher, maker: QueryMaker, args, stream=None) -> int:
     """Answer query lines from `stream` (stdin) until EOF; a bad line (a byte that is not UTF-8 too: its lines are
     read undecoded, `aspire.io.stream_lines`) gets an error naming it, `stdin line N: ...` (counting blank and comment
-    lines, as a `--queries` file's are), and the loop goes on. Interrupted (Ctrl-C), the session ends as at EOF, its
-    `--run-out` written with the queries answered so far, and said (it once lost them all with "interrupted")."""
+    lines, as a `--queries` file's are), and the loop goes on. Interrupted (Ctrl-C), its `--run-out` is written with
+    the queries answered so far, and said (it once lost them all), then the interrupt goes on: the command ends with
+    "interrupted" and status 130, without the end-of-session notes of EOF."""
     stream = sys.stdin if stream is None else stream
     if not args.quiet:
         print(f"ready: {searcher.index.n_papers} papers. Type a query id [sentences] or a JSON paper a line; "
