@@ -88,9 +88,14 @@ def _demo(args) -> int:
     if not Path(args.data).is_dir():
         print(f"error: CSFCube not found at {args.data} (see ../shared/data/README.md)", file=sys.stderr)
         return 2
-    if os.environ.get("ASPIRE_CACHE"):  # exported graphs, compiled models and mpnet go there, --cache-dir or not
+    # before the first encoding: a cache folder that does not exist must be one that can be made (`/proc/x` once
+    # failed after the model loaded); an existing one is read as it is, a write it refuses is a warning and the run
+    # goes on uncached, as `aspire evaluate`'s (a shared read-only cache holding every vector was refused)
+    if os.environ.get("ASPIRE_CACHE") and not cache_root().is_dir():  # exported graphs, compiled models, mpnet
         check_folder(cache_root(), "$ASPIRE_CACHE")
-    check_folders(out=args.out, cache_dir=args.cache_dir)  # before the first encoding
+    if not Path(args.cache_dir).is_dir():
+        check_folder(args.cache_dir, "--cache-dir")
+    check_folders(out=args.out)
     for option, name in (("--model", args.model), ("--aspect-model", args.aspect_model)):  # before the first row
         if name != "none" or option == "--model":
             try:

@@ -78,6 +78,34 @@ def test_demo_refuses_a_folder_none_can_be_made_in_before_any_work(tmp_path, mon
     assert err.startswith(said) and err.count("\n") == 1, err
 
 
+def test_demo_reads_an_existing_cache_it_may_not_write(tmp_path, monkeypatch):
+    """A shared read-only cache (`--cache-dir`, `$ASPIRE_CACHE`) that exists was refused before any work, though it may
+    hold every vector the demo needs and `aspire evaluate` reads it (a write it refuses is a warning there)."""
+    import tempfile
+
+    cache = tmp_path / "cache"
+    (cache / "vectors").mkdir(parents=True)
+    make = tempfile.mkdtemp
+
+    def read_only(*args, dir=None, **kwargs):  # the cache cannot be written (root writes a 0o555 folder)
+        if dir is not None and Path(dir).is_relative_to(cache):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return make(*args, dir=dir, **kwargs)
+
+    class Reached(Exception):
+        pass
+
+    def past_the_folder_checks(name):
+        raise Reached(name)
+
+    monkeypatch.setattr("aspire.cliutil.tempfile.mkdtemp", read_only)
+    monkeypatch.setattr("aspire.demo.check_model", past_the_folder_checks)
+    monkeypatch.setenv("ASPIRE_CACHE", str(cache))
+    with pytest.raises(Reached):
+        demo.main(["--data", str(tmp_path), "--aspect-model", "none", "--out", str(tmp_path / "out"),
+                   "--cache-dir", str(cache / "vectors")])
+
+
 def test_the_folder_check_leaves_nothing_behind(tmp_path):
     from aspire.cliutil import check_folders
 
