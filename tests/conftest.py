@@ -151,6 +151,20 @@ def real_cocite_examples(shared_data, tmp_path_factory) -> Path:
 
 
 @pytest.fixture()
+def pools_in_pool_order(monkeypatch):
+    """`aspire.evaluate.search_run.rank_pools_by_search` replaced by a stand-in that ranks every pool in its own order
+    and records the encoder's fingerprint, as the real one records what ranked: for tests of a search run's records."""
+    from aspire.evaluate import search_run
+
+    def by_pool_order(pool_set, papers, encoder, pipeline, label_to_facet, cache_dir, batch_size, facet_code, record,
+                      search=None):
+        record.append({"fingerprint": encoder.fingerprint()})
+        return {f: {q: list(p) for q, p in pool_set.pools[f].items()} for f in pool_set.facets}
+
+    monkeypatch.setattr(search_run, "rank_pools_by_search", by_pool_order)
+
+
+@pytest.fixture()
 def fresh(tmp_path, monkeypatch):
     """`tmp_path`, with the aspire cache (ASPIRE_CACHE) under it and `read_acl`'s memo cleared before and after: an ACL
     file read here is read and split anew."""

@@ -76,15 +76,9 @@ def test_cached_vectors_are_a_cold_encodes_and_a_changed_text_is_encoded_again(t
 
 
 def test_csfcube_search_run_records_its_facet_code_and_encoder_options(small_csfcube, tiny_model_dir, tmp_path,
-                                                                      monkeypatch):
-    from aspire.evaluate import csfcube, search_run
+                                                                      pools_in_pool_order):
+    from aspire.evaluate import csfcube
 
-    def by_pool_order(pool_set, papers, encoder, pipeline, label_to_facet, cache_dir, batch_size, facet_code, record,
-                      search=None):
-        record.append({"fingerprint": encoder.fingerprint()})
-        return {f: {q: list(p) for q, p in pool_set.pools[f].items()} for f in pool_set.facets}
-
-    monkeypatch.setattr(search_run, "rank_pools_by_search", by_pool_order)
     results = csfcube.run_csfcube_search(small_csfcube, str(tiny_model_dir), [], tmp_path / "out", exp="s",
                                          encoder_options={"backend": "torch"}, facet_code="none")
     written = json.loads((tmp_path / "out" / "results.json").read_text())

@@ -263,21 +263,15 @@ def test_search_runners_take_a_device_and_record_it(tmp_path, tiny_model_dir, mo
     assert c2d["run_record"]["encoded"][0]["papers"] == len(bench.candidates)
 
 
-def test_csfcube_search_runner_takes_a_device(small_csfcube, tiny_model_dir, tmp_path, monkeypatch):
+def test_csfcube_search_runner_takes_a_device(small_csfcube, tiny_model_dir, tmp_path, monkeypatch,
+                                              pools_in_pool_order):
     import aspire.encoders
-    from aspire.evaluate import csfcube, search_run
+    from aspire.evaluate import csfcube
 
     loaded = []
     real = aspire.encoders.load_encoder
     monkeypatch.setattr(aspire.encoders, "load_encoder",
                         lambda model, device=None, **kw: loaded.append(device) or real(model, device=device, **kw))
-
-    def by_pool_order(pool_set, papers, encoder, pipeline, label_to_facet, cache_dir, batch_size, facet_code, record,
-                      search=None):
-        record.append({"fingerprint": encoder.fingerprint()})
-        return {f: {q: list(p) for q, p in pool_set.pools[f].items()} for f in pool_set.facets}
-
-    monkeypatch.setattr(search_run, "rank_pools_by_search", by_pool_order)
     res = csfcube.run_csfcube_search(small_csfcube, str(tiny_model_dir), [], tmp_path / "out", exp="s",
                                      batch_size=7, device="cpu")
     rec = res["run_record"]
