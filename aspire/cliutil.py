@@ -331,8 +331,9 @@ def check_folders(**paths: str | None) -> None:
             check_folder(path, f"--{name.replace('_', '-')}")
 
 
-def check_folder(path: str | os.PathLike, option: str) -> None:
-    """`check_folders` of one path, its errors naming `option` as given (a config key: `train.out_dir`)."""
+def check_folder(path: str | os.PathLike, option: str, write: bool = True) -> None:
+    """`check_folders` of one path, its errors naming `option` as given (a config key: `train.out_dir`); `write` False
+    for a folder the command only reads (`index merge --shards`): it must be a folder, not one the user may write."""
     if not str(path):  # Path("") is the current folder: an empty `--out "$UNSET"` once passed, and no folder
         # could be made there (os.makedirs("") fails) after the work
         raise FileNotFoundError(f"{option}: expected a folder path, got an empty string")
@@ -341,6 +342,8 @@ def check_folder(path: str | os.PathLike, option: str) -> None:
     if not found.is_dir():
         raise NotADirectoryError(f"{option} {path}" + ("" if found == Path(path) else f": {found}")
                                  + " is a file, not a folder")
+    if not write:
+        return
     try:  # a folder made and removed: a read-only or pseudo file system (`ASPIRE_CACHE=/proc/x`) or one the user may
         # not write once passed, and the first write failed after the work ("No such file or directory: /proc/x")
         os.rmdir(tempfile.mkdtemp(prefix=".aspire-probe-", dir=found))

@@ -38,6 +38,7 @@ from aspire.cliutil import (
     add_backend_options,
     add_common_options,
     backend_options,
+    check_folder,
     check_folders,
     check_paths,
     command_parser,
@@ -281,6 +282,8 @@ def _run(args) -> int:
     # user's shards folder was refused as one "no folder can be made" in)
     check_folders(out=getattr(args, "out", None), merge_into=getattr(args, "merge_into", None),
                   shards=getattr(args, "shards", None) if args.command != "merge" else None)
+    if args.command == "merge":
+        check_folder(args.shards, "--shards", write=False)
     if args.command in ("add", "info"):
         require_live_generation(Path(args.index))
     if getattr(args, "model", None):  # a training run's folder: the index records its checkpoint, which stays put
