@@ -62,7 +62,6 @@ from aspire.serve.requests import (
 )
 
 log = logging.getLogger(__name__)
-FUSED = "ann,bm25"  # the first stage that fuses two lists, each `shortlist` deep (`first_stage_depth`)
 NEEDS_WHOLE = ("whole", "hybrid")  # the first stage and the re-ranker that read the stored whole-abstract vectors
 
 
@@ -232,8 +231,9 @@ class SearchService:
         if needs_whole and self.index.whole is None:  # once a 500 from inside the search
             raise RequestError(400, f"{needs_whole[0]!r} needs the papers' whole-abstract vectors, which this index "
                                     "does not store (built before the one-pass encoding): rebuild it")
-        if req.shortlist is not None and (req.rerank or cfg.rerank) == "none" and (req.stages or cfg.stages) != FUSED:
-            # once read by nothing, without a word (the fused first stage reads it: `first_stage_depth`)
+        if req.shortlist is not None and unused_settings(replace(cfg, rerank=req.rerank or cfg.rerank,
+                                                                 stages=req.stages or cfg.stages), ["shortlist"]):
+            # once read by nothing, without a word (a re-ranker and the fused first stage read it: `first_stage_depth`)
             raise RequestError(400, f"shortlist: the papers the first stage passes to a re-ranker, and this search "
                                     f"reranks by 'none' (the first stage's {k} best are the answer): leave shortlist "
                                     "out, or ask for a re-ranker")
