@@ -54,11 +54,11 @@ def outgrown(config: IndexConfig, kind: str, index, n_sentences: int) -> str | N
         return (f"the index holds {n_sentences} sentence vectors, past index.flat_max_sentences "
                 f"({config.flat_max_sentences}) where kind auto builds an IVF index; adding kept it flat (exact, "
                 "each query reads every vector)")
-    ivf = faiss.try_extract_index_ivf(index) if kind == "ivf" else None
-    if ivf is not None and config.ivf_nlist == 0 and 2 * ivf.nlist < ivf_lists(config, n_sentences):
+    ivf = faiss.try_extract_index_ivf(index) if kind == "ivf" and config.ivf_nlist == 0 else None
+    wanted = ivf_lists(config, n_sentences)
+    if ivf is not None and 2 * ivf.nlist < wanted:
         return (f"the IVF index holds {n_sentences} sentence vectors in the {ivf.nlist} lists trained on its first "
-                f"corpus; a build at this size trains {ivf_lists(config, n_sentences)} (ivf_nlist 0), so each query "
-                "visits more vectors a list")
+                f"corpus; a build at this size trains {wanted} (ivf_nlist 0), so each query visits more vectors a list")
     return None
 
 
